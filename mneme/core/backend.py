@@ -1,0 +1,257 @@
+"""The backend contract: what the core asks of a device plugin (host, cuda, hip).
+
+A `Backend` is stateless and cheap to construct; it says whether it is usable here,
+compiles IR for an architecture (CPU work, may run in a process with no device), and
+opens a `Device`. A `Device` owns one device context in this process: memory at fixed
+virtual addresses, loaded kernels, launches and timing. Both follow llvmlite's ownership
+style: a `Device` and a `LoadedKernel` own one handle, close it once, work as context
+managers, and raise `MnemeError` (never crash) when used after close.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from mneme.core.errors import MnemeError
+
+if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
+    from mneme.core.types import ExperimentConfiguration, dim3
+
+
+@attrs.frozen
+class Availability:
+    """Whether a backend can run on this machine, and if not, why (and what to do)."""
+
+    usable: bool
+    reason: str = ""
+
+
+@attrs.frozen
+class DeviceInfo:
+    backend: str
+    index: int
+    name: str
+    arch: str
+    driver: str = ""
+    memory_bytes: int = 0
+
+
+@attrs.frozen
+class Resources:
+    """Resource usage of one compiled kernel; -1 where the backend cannot tell."""
+
+    registers: int = -1
+    local_mem: int = -1
+    const_mem: int = -1
+    shared_mem: int = -1
+    spill_stores: int = -1
+    spill_loads: int = -1
+    max_threads_per_block: int = -1
+
+
+@attrs.frozen
+class DeviceBinary:
+    """A kernel compiled for one backend and architecture, ready to load.
+
+    `kind` names the payload: "ptx", "cubin", "hsaco", "llvm-ir" (the host backend JITs IR).
+    `stage_times` holds seconds per compile stage ("preprocess", "optimize", "codegen", ...).
+    """
+
+    backend: str
+    arch: str
+    kind: str
+    kernel_name: str
+    data: bytes
+    resources: Resources = Resources()
+    stage_times: dict[str, float] = attrs.field(factory=dict)
+    variant_hash: str = ""
+
+
+class Backend(abc.ABC):
+    """A device plugin. Subclasses set `name` and implement the abstract methods."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def availability(self) -> Availability:
+        """Whether this backend can run here; when not, a reason a user can act on."""
+
+    @abc.abstractmethod
+    def device_count(self) -> int:
+        """Number of devices this backend can open (0 when unavailable)."""
+
+    @abc.abstractmethod
+    def arch(self, index: int = 0) -> str:
+        """Architecture string of a device (e.g. "sm_90", "gfx942", "x86_64")."""
+
+    @abc.abstractmethod
+    def compile(self, module: Any, kernel_name: str, config: ExperimentConfiguration, arch: str) -> DeviceBinary:
+        """Compile an already transformed and optimized llvmlite ModuleRef for `arch`. CPU work only."""
+
+    @abc.abstractmethod
+    def open_device(self, index: int = 0) -> Device:
+        """Open device `index` in this process."""
+
+    def fingerprint(self) -> dict[str, str]:
+        """Versions that make results comparable (driver, toolchain); stored with every result."""
+        return {"backend": self.name}
+
+
+class Device(abc.ABC):
+    """One open device in this process. Memory is addressed by the recorded virtual addresses."""
+
+    def __init__(self, info: DeviceInfo):
+        self.info = info
+        self._closed = False
+
+    # -- lifetime ---------------------------------------------------------------------------
+    def __enter__(self) -> Device:
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise MnemeError(f"{self.info.backend} device {self.info.index} is closed")
+
+    @abc.abstractmethod
+    def _release(self) -> None:
+        """Free every reservation, mapping and module; called once."""
+
+    # -- memory at fixed addresses -----------------------------------------------------------
+    @abc.abstractmethod
+    def reserve(self, va_addr: int, va_size: int) -> None:
+        """Reserve [va_addr, va_addr + va_size) at exactly that address, or raise naming it."""
+
+    @abc.abstractmethod
+    def map(self, addr: int, size: int) -> None:
+        """Back [addr, addr + size) with device memory (inside a reservation, or placed exactly)."""
+
+    @abc.abstractmethod
+    def write(self, addr: int, data: bytes | bytearray | memoryview) -> None:
+        """Copy host bytes to device address `addr`."""
+
+    @abc.abstractmethod
+    def read(self, addr: int, size: int) -> bytes:
+        """Copy `size` bytes at device address `addr` to the host."""
+
+    def copy(self, dst: int, src: int, size: int) -> None:
+        """Device-to-device copy; backends override with a native copy."""
+        self.write(dst, self.read(src, size))
+
+    # -- code ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load(self, binary: DeviceBinary) -> LoadedKernel:
+        """Load a compiled kernel."""
+
+    @abc.abstractmethod
+    def launch(self, kernel: LoadedKernel, grid: dim3, block: dim3, shared_mem: int, args: bytes) -> None:
+        """Run the kernel once to completion. `args` is the packed parameter buffer.
+
+        A fault raises `ExperimentError(kind="fault")`; the device may be unusable afterwards.
+        """
+
+    def time(
+        self,
+        kernel: LoadedKernel,
+        grid: dim3,
+        block: dim3,
+        shared_mem: int,
+        args: bytes,
+        iterations: int,
+        before_each: Callable[[], None] | None = None,
+    ) -> list[float]:
+        """Seconds per run for `iterations` runs; `before_each` restores state between runs.
+
+        Backends override this with device-side timers; the default uses the host clock.
+        """
+        import time
+
+        times = []
+        for _ in range(iterations):
+            if before_each is not None:
+                before_each()
+            start = time.perf_counter()
+            self.launch(kernel, grid, block, shared_mem, args)
+            times.append(time.perf_counter() - start)
+        return times
+
+    def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
+        """Set a device global variable of the kernel's module by name."""
+        raise MnemeError(f"the {self.info.backend} backend cannot set device global {name!r}")
+
+    def read_global(self, kernel: LoadedKernel, name: str, size: int) -> bytes:
+        raise MnemeError(f"the {self.info.backend} backend cannot read device global {name!r}")
+
+
+class LoadedKernel(abc.ABC):
+    """A kernel loaded on a device. Unloading it (or closing its device) invalidates it."""
+
+    def __init__(self, binary: DeviceBinary):
+        self.binary = binary
+        self._closed = False
+
+    def __enter__(self) -> LoadedKernel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+    def check_open(self) -> None:
+        if self._closed:
+            raise MnemeError(f"kernel {self.binary.kernel_name!r} was unloaded; load it again")
+
+    @abc.abstractmethod
+    def _release(self) -> None:
+        """Unload; called once."""
+
+    @property
+    def resources(self) -> Resources:
+        return self.binary.resources
+
+
+def backends() -> dict[str, type[Backend]]:
+    """Name -> backend class, from the plugins."""
+    from mneme.core import plugins
+
+    return plugins.registry("backend")
+
+
+def get_backend(name: str) -> Backend:
+    from mneme.core import plugins
+
+    return plugins.lookup("backend", name)()
+
+
+def default_backend(preferred: Sequence[str] = ("cuda", "hip", "host")) -> Backend:
+    """The first usable backend in order of preference (host is always usable)."""
+    table = backends()
+    reasons = []
+    for name in preferred:
+        if name in table:
+            backend = table[name]()
+            availability = backend.availability()
+            if availability.usable:
+                return backend
+            reasons.append(f"{name}: {availability.reason}")
+    raise MnemeError("no usable backend: " + "; ".join(reasons or ["none installed"]))

@@ -1,0 +1,64 @@
+"""The exceptions Mneme raises. Every message names the file, field or kernel and says what to do."""
+
+from __future__ import annotations
+
+import os
+
+
+class MnemeError(Exception):
+    """Base of every error Mneme raises on purpose; the CLI prints its message, not a traceback."""
+
+    exit_code = 1
+
+
+class UsageError(MnemeError):
+    """Invalid options or arguments given by the user."""
+
+    exit_code = 2
+
+
+class FormatError(MnemeError):
+    """A file (recording database, snapshot, configuration) is malformed.
+
+    The message names the file and, when known, the field or block at fault.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, message: str, *, field: str | None = None):
+        self.path = None if path is None else os.fspath(path)
+        self.field = field
+        where = self.path or "<input>"
+        if field:
+            where = f"{where}: field {field!r}"
+        super().__init__(f"{where}: {message}")
+
+
+class SchemaVersionError(FormatError):
+    """A file was written by a newer version of the format than this reader understands."""
+
+
+class CorruptFileError(FormatError):
+    """A file's checksum or structure is wrong: truncated, bit-flipped or not a Mneme file."""
+
+
+class PluginError(MnemeError):
+    """A plugin is missing, duplicated or broken."""
+
+
+class BackendUnavailable(MnemeError):
+    """A backend cannot be used on this machine; the message says why."""
+
+
+class IRError(MnemeError):
+    """LLVM IR could not be read, linked, transformed or compiled."""
+
+
+class UnsupportedError(MnemeError):
+    """A construct is not supported by the chosen backend or target; the message names it."""
+
+
+class ExperimentError(MnemeError):
+    """One experiment failed (compile, load, launch, fault, timeout)."""
+
+    def __init__(self, message: str, *, kind: str = "error"):
+        self.kind = kind
+        super().__init__(message)

@@ -1,0 +1,34 @@
+"""Test-wide fixtures and the `gpu` marker: GPU tests skip cleanly where no GPU is present."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_available() -> tuple[bool, str]:
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return False, "cuda-bindings is not installed"
+    err, = driver.cuInit(0)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return False, f"cuInit failed: {err}"
+    err, count = driver.cuDeviceGetCount()
+    if err != driver.CUresult.CUDA_SUCCESS or count == 0:
+        return False, "no CUDA device"
+    return True, ""
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    usable, reason = gpu_available()
+    if usable:
+        return
+    skip = pytest.mark.skip(reason=f"GPU test: {reason}")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
