@@ -90,7 +90,10 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def compile(self, module: Any, kernel_name: str, config: ExperimentConfiguration, arch: str) -> DeviceBinary:
-        """Compile an already transformed and optimized llvmlite ModuleRef for `arch`. CPU work only."""
+        """Optimize and generate code for a preprocessed (specialized) llvmlite ModuleRef. CPU work only.
+
+        The backend uses `mneme.core.pipeline` for the target it needs (host retargets first).
+        """
 
     @abc.abstractmethod
     def open_device(self, index: int = 0) -> Device:
