@@ -13,7 +13,10 @@ def gpu_available() -> tuple[bool, str]:
         from cuda.bindings import driver
     except ImportError:
         return False, "cuda-bindings is not installed"
-    err, = driver.cuInit(0)
+    try:
+        err, = driver.cuInit(0)
+    except Exception as exc:  # cuda-bindings installed but no driver library (CI)
+        return False, f"no CUDA driver ({type(exc).__name__})"
     if err != driver.CUresult.CUDA_SUCCESS:
         return False, f"cuInit failed: {err}"
     err, count = driver.cuDeviceGetCount()

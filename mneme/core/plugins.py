@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import logging
 from collections.abc import Iterable
 from typing import Any
@@ -43,11 +44,42 @@ def get_plugin_manager() -> pluggy.PluginManager:
     """The process-wide plugin manager, with every installed ``mneme`` entry point loaded."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    try:
-        pm.load_setuptools_entrypoints(hookspecs.PROJECT)
-    except Exception as exc:  # a broken third-party plugin must say who it is
-        raise PluginError(f"could not load a plugin of entry-point group 'mneme': {exc!r}") from exc
+    _broken.clear()
+    for dist in importlib.metadata.distributions():
+        for ep in dist.entry_points:
+            if ep.group != hookspecs.PROJECT or pm.get_plugin(ep.name) is not None or pm.is_blocked(ep.name):
+                continue
+            try:
+                plugin = ep.load()
+                pm.register(plugin, name=ep.name)
+                _origins[ep.name] = (dist.metadata["name"], dist.version)
+            except Exception as exc:  # one broken plugin must not take the others down
+                dist_name = dist.metadata["name"]
+                _broken.append(BrokenPlugin(ep.name, ep.value, dist_name, dist.version, f"{type(exc).__name__}: {exc}"))
+                log.warning("plugin %r (%s from %s) failed to load: %s", ep.name, ep.value, dist_name, exc)
     return pm
+
+
+@attrs.frozen
+class BrokenPlugin:
+    """An entry point that failed to load, with the reason."""
+
+    name: str
+    value: str
+    distribution: str
+    version: str
+    error: str
+
+
+_broken: list[BrokenPlugin] = []
+# plugin name -> (distribution, version) of the entry point that registered it
+_origins: dict[str, tuple[str, str]] = {}
+
+
+def broken() -> list[BrokenPlugin]:
+    """Entry points of group ``mneme`` that failed to load in this process."""
+    get_plugin_manager()
+    return list(_broken)
 
 
 def reset() -> None:
@@ -56,21 +88,13 @@ def reset() -> None:
     _index.cache_clear()
 
 
-def _distinfo(pm: pluggy.PluginManager) -> dict[int, tuple[str, str]]:
-    info = {}
-    for plugin, dist in pm.list_plugin_distinfo():
-        info[id(plugin)] = (dist.metadata["name"], dist.version)
-    return info
-
-
 @functools.lru_cache(maxsize=1)
 def _index() -> tuple[Provided, ...]:
     pm = get_plugin_manager()
-    dists = _distinfo(pm)
     provided: list[Provided] = []
     for plugin in pm.get_plugins():
         plugin_name = pm.get_name(plugin) or repr(plugin)
-        dist, version = dists.get(id(plugin), ("(registered in process)", ""))
+        dist, version = _origins.get(plugin_name, ("(registered in process)", ""))
         for hook, kind in KINDS.items():
             impl = getattr(plugin, hook, None)
             if impl is None:

@@ -1,12 +1,23 @@
-"""`mneme plugins` (more core commands are added beside it)."""
+"""The core `mneme` commands: plugins, inspect, clean, copy, move, config."""
 
 from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
 
 import click
 from rich.table import Table
 
+from mneme import __version__
 from mneme.core import plugins
 from mneme.core.cli import console
+from mneme.core.errors import MnemeError, UsageError
+from mneme.core.records import RecordedExecution, clean_records, copy_records, demangle
 
 
 @click.command("plugins")
@@ -24,4 +35,270 @@ def plugins_command() -> None:
     console.print(table)
 
 
-COMMANDS = [plugins_command]
+# -- inspect ------------------------------------------------------------------------------------
+
+def _database_paths(paths: tuple[str, ...]) -> list[Path]:
+    """The database files named, a folder standing for every database directly inside it."""
+    found: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if not path.is_dir():
+            found.append(path)
+            continue
+        inside = []
+        for candidate in sorted(path.glob("*.json")):
+            try:
+                data = json.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and "StaticHash" in data and "KernelName" in data:
+                inside.append(candidate)
+        if not inside:
+            raise UsageError(f"{path} holds no recording database (<static-hash>.json)")
+        found += inside
+    return found
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _policy_text(policy: Any) -> str:
+    return "exact" if policy is None else str(policy)
+
+
+def _snapshot_summary(path: Path, base: Any = None) -> tuple[dict[str, Any], Any]:
+    """File size, regions, bytes, globals and verification policies of one snapshot file."""
+    info: dict[str, Any] = {"file": path.name, "file_size": path.stat().st_size}
+    try:
+        from mneme.core.snapshot import Snapshot
+    except ImportError:
+        return info, None
+    try:
+        snap = Snapshot.open(path, base=base)
+    except MnemeError as exc:
+        info["error"] = str(exc)
+        return info, None
+    regions = list(snap.regions)
+    info["regions"] = len(regions)
+    info["bytes"] = sum(r.size for r in regions)
+    info["stored_bytes"] = sum(r.stored_size for r in regions)
+    info["encodings"] = sorted({r.encoding for r in regions})
+    info["globals"] = len(snap.globals)
+    info["args_size"] = len(snap.args)
+    info["policies"] = sorted({_policy_text(r.policy) for r in regions})
+    return info, snap
+
+
+def _summary(rec: RecordedExecution) -> dict[str, Any]:
+    instances = {}
+    for key, inst in rec.items():
+        prologue, base = _snapshot_summary(inst.prologue_path)
+        epilogue, snap = _snapshot_summary(inst.epilogue_path, base)
+        for opened in (snap, base):
+            getattr(opened, "close", lambda: None)()
+        instances[key] = {"prologue": prologue, "epilogue": epilogue}
+    return {"path": str(rec.path), "database": rec.to_dict(), "snapshots": instances}
+
+
+def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column(overflow="fold")
+    head.add_row("kernel", rec.kernel_name)
+    head.add_row("demangled", rec.demangled_name or demangle(rec.kernel_name))
+    head.add_row("static hash", rec.static_hash)
+    head.add_row("backend / arch", f"{rec.backend} / {rec.arch}")
+    if rec.modules:
+        size = sum(f.stat().st_size for f in rec.llvm_files)
+        head.add_row("code", f"LLVM IR, {len(rec.modules)} module(s), {_size(size)}: " + ", ".join(rec.modules))
+    for image in rec.images:
+        size = (rec.folder / image.path).stat().st_size
+        head.add_row("code" if not rec.modules else "binary", f"{image.kind} {image.path.as_posix()} ({_size(size)})")
+    if rec.va_size:
+        head.add_row("VA range", f"{rec.va_addr:#x} .. {rec.va_addr + rec.va_size:#x} ({_size(rec.va_size)})")
+    else:
+        head.add_row("VA range", "none recorded")
+    if rec.globals:
+        head.add_row("globals", ", ".join(f"{n} ({_size(s)})" for n, s in rec.globals.items()))
+    console.print(f"[bold]{rec.path}[/]", highlight=False)
+    console.print(head)
+
+    args = Table(title="arguments", title_justify="left")
+    for column in ("#", "name", "kind", "offset", "size", "specializable"):
+        args.add_column(column, justify="right" if column in ("#", "offset", "size") else "left")
+    for i, arg in enumerate(rec.args):
+        args.add_row(str(i), arg.name, arg.kind, str(arg.offset), str(arg.size), "yes" if arg.specializable else "no")
+    console.print(args)
+
+    table = Table(title=f"instances ({len(rec)})", title_justify="left")
+    for column in ("dynamic hash", "grid", "block", "shared mem", "occurrences"):
+        table.add_column(column, no_wrap=True, justify="right" if column in ("shared mem", "occurrences") else "left")
+    for key, inst in rec.items():
+        table.add_row(key, str(inst.grid_dim), str(inst.block_dim), _size(inst.shared_mem), str(inst.occ))
+    console.print(table)
+
+    snaps = Table(title="snapshots", title_justify="left")
+    for column in ("dynamic hash", "prologue", "epilogue", "verification"):
+        snaps.add_column(column, no_wrap=column == "dynamic hash")
+    for key in rec:
+        cells = []
+        for side in ("prologue", "epilogue"):
+            info = summary["snapshots"][key][side]
+            if "error" in info:
+                cells.append(f"[red]unreadable: {info['error']}[/]")
+            elif "regions" in info:
+                n, g = info["regions"], info["globals"]
+                cells.append(f"{_size(info['bytes'])}, {n} region{'s' * (n != 1)}"
+                             + (f" + {g} global{'s' * (g != 1)}" if g else "")
+                             + (f", {'/'.join(info['encodings'])}" if info["encodings"] else "")
+                             + f"; file {_size(info['file_size'])}")
+            else:
+                cells.append(f"file {_size(info['file_size'])}")
+        policies = ", ".join(summary["snapshots"][key]["epilogue"].get("policies", [])) or "-"
+        snaps.add_row(key, *cells, policies)
+    console.print(snaps)
+
+
+@click.command("inspect")
+@click.argument("databases", nargs=-1, required=True, type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="Print the databases and snapshot summaries as JSON.")
+def inspect_command(databases: tuple[str, ...], as_json: bool) -> None:
+    """Summarize recording databases (DB files, or folders holding them)."""
+    records = [RecordedExecution.from_json(p) for p in _database_paths(databases)]
+    summaries = [_summary(rec) for rec in records]
+    if as_json:
+        click.echo(json.dumps(summaries, indent=2))
+    else:
+        for rec, summary in zip(records, summaries):
+            _print_summary(rec, summary)
+    broken = [(s["path"], k, side, info["error"]) for s in summaries for k, sides in s["snapshots"].items()
+              for side, info in sides.items() if "error" in info]
+    if broken:
+        raise MnemeError(f"{len(broken)} snapshot file(s) unreadable, first: {broken[0][3]}")
+
+
+# -- clean, copy, move ----------------------------------------------------------------------------
+
+@click.command("clean")
+@click.argument("databases", nargs=-1, required=True, type=click.Path())
+def clean_command(databases: tuple[str, ...]) -> None:
+    """Delete recording databases and the files they reference inside their folders.
+
+    Files another database in the same folder still references are kept.
+    """
+    report = clean_records(databases)
+    for db in report.databases:
+        console.print(f"removed {db}", highlight=False)
+    console.print(f"{len(report.databases)} database(s), {len(report.removed)} file(s) removed"
+                  + (f", {len(report.kept)} shared file(s) kept" if report.kept else ""), highlight=False)
+
+
+@click.command("copy")
+@click.argument("databases", nargs=-1, required=True, type=click.Path())
+@click.argument("dest", type=click.Path())
+def copy_command(databases: tuple[str, ...], dest: str) -> None:
+    """Copy recording databases with every file they reference into folder DEST."""
+    report = copy_records(databases, dest)
+    for db in report.databases:
+        console.print(f"wrote {db}", highlight=False)
+
+
+@click.command("move")
+@click.argument("databases", nargs=-1, required=True, type=click.Path())
+@click.argument("dest", type=click.Path())
+def move_command(databases: tuple[str, ...], dest: str) -> None:
+    """Move recording databases with every file they reference into folder DEST."""
+    report = copy_records(databases, dest, move=True)
+    for db in report.databases:
+        console.print(f"wrote {db}", highlight=False)
+    if report.kept:
+        console.print(f"kept {len(report.kept)} file(s) other databases still reference", highlight=False)
+
+
+# -- config ---------------------------------------------------------------------------------------
+
+#: Environment variables Mneme reads, with what they set.
+ENVIRONMENT = {
+    "MNEME_CACHE_DIR": "folder for build products cached by variant hash",
+    "MNEME_CLANG": "clang used to build device IR (tests, mneme-cc)",
+}
+TOOLS = ("clang-19", "ld.lld-19", "llvm-cxxfilt-19", "c++filt", "nvcc", "ptxas")
+
+
+def cache_dir() -> Path:
+    """Where cached build products go: $MNEME_CACHE_DIR, else $XDG_CACHE_HOME/mneme, else ~/.cache/mneme."""
+    if os.environ.get("MNEME_CACHE_DIR"):
+        return Path(os.environ["MNEME_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "mneme"
+
+
+def effective_config() -> dict[str, Any]:
+    import mneme
+
+    backends = {}
+    for item in plugins.provided("backend"):
+        try:
+            availability = item.obj().availability()
+            backends[item.name] = {"distribution": item.distribution, "version": item.version,
+                                   "usable": availability.usable, "reason": availability.reason}
+        except Exception as exc:  # a broken backend plugin must not hide the others
+            backends[item.name] = {"distribution": item.distribution, "version": item.version,
+                                   "usable": False, "reason": f"availability check failed: {exc!r}"}
+    known = dict(ENVIRONMENT)
+    known.update({k: "" for k in os.environ if k.startswith("MNEME_") and k not in known})
+    tool_paths = {tool: shutil.which(tool) or "" for tool in TOOLS}
+    if shutil.which("ptxas") is None and Path("/usr/local/cuda/bin/ptxas").exists():
+        tool_paths["ptxas"] = "/usr/local/cuda/bin/ptxas"
+    return {
+        "version": __version__,
+        "python": f"{platform.python_version()} ({sys.executable})",
+        "package": str(Path(mneme.__file__).parent),
+        "cache_dir": str(cache_dir()),
+        "environment": {k: {"value": os.environ.get(k, ""), "meaning": v} for k, v in sorted(known.items())},
+        "backends": backends,
+        "tools": tool_paths,
+    }
+
+
+@click.command("config")
+@click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
+def config_command(as_json: bool) -> None:
+    """Show the effective configuration: versions, cache folder, environment, backends, tools."""
+    config = effective_config()
+    if as_json:
+        click.echo(json.dumps(config, indent=2))
+        return
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column(overflow="fold")
+    for key in ("version", "python", "package", "cache_dir"):
+        head.add_row(key.replace("_", " "), config[key])
+    console.print(head)
+    env = Table(title="environment", title_justify="left")
+    for column in ("variable", "value", "meaning"):
+        env.add_column(column)
+    for name, entry in config["environment"].items():
+        env.add_row(name, entry["value"] or "[dim](unset)[/]", entry["meaning"])
+    console.print(env)
+    table = Table(title="backends", title_justify="left")
+    for column in ("backend", "distribution", "status"):
+        table.add_column(column)
+    for name, entry in sorted(config["backends"].items()):
+        status = "usable" if entry["usable"] else f"unusable: {entry['reason']}"
+        table.add_row(name, f"{entry['distribution']} {entry['version']}", status)
+    console.print(table)
+    tools = Table(title="tools", title_justify="left")
+    tools.add_column("tool")
+    tools.add_column("path")
+    for tool, path in config["tools"].items():
+        tools.add_row(tool, path or "[dim]not found[/]")
+    console.print(tools)
+
+
+COMMANDS = [plugins_command, inspect_command, clean_command, copy_command, move_command, config_command]

@@ -1,0 +1,692 @@
+"""The CUDA backend: NVIDIA GPUs through the driver API of `cuda-bindings`.
+
+One primary context per device and process; device memory at the recorded virtual addresses
+through virtual memory management; copies through pinned staging buffers on one stream;
+kernels from cubin (ptxas, through `mneme.core.pipeline`) or PTX (driver JIT); timing with
+CUDA events and an L2 flush before each timed run; verification by a compare kernel on the
+device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import attrs
+import numpy as np
+
+from mneme.core.backend import (
+    Availability,
+    Backend,
+    Device,
+    DeviceBinary,
+    DeviceInfo,
+    LoadedKernel,
+    Resources,
+)
+from mneme.core.errors import (
+    BackendUnavailable,
+    ExperimentError,
+    MnemeError,
+    UnsupportedError,
+)
+from mneme_cuda import compare as cmp
+from mneme_cuda.driver import (
+    CudaError,
+    check,
+    driver,
+    fault,
+    format_version,
+    kernel_module_version,
+    probe,
+    require,
+)
+from mneme_cuda.memory import (
+    DeviceBuffer,
+    PinnedBuffer,
+    Reservation,
+    align_up,
+    allocation_granularity,
+    host_address,
+)
+
+log = logging.getLogger(__name__)
+
+STAGE_BYTES = 32 << 20  # each of the two pinned staging buffers
+PARALLEL_COPY_BYTES = 8 << 20  # host copies into staging above this size use several threads
+JIT_CACHE_MODES = {"": None, "ca": "CU_JIT_CACHE_OPTION_CA", "cg": "CU_JIT_CACHE_OPTION_CG",
+                   "cs": "CU_JIT_CACHE_OPTION_NONE", "lu": "CU_JIT_CACHE_OPTION_NONE", "cv": "CU_JIT_CACHE_OPTION_NONE"}
+
+
+class CudaBackend(Backend):
+    """NVIDIA GPUs through the CUDA driver (`cuda-bindings`)."""
+
+    name = "cuda"
+    target = "nvptx"
+
+    def availability(self) -> Availability:
+        found = probe()
+        return Availability(found.usable, found.reason)
+
+    def device_count(self) -> int:
+        found = probe()
+        return found.device_count if found.usable else 0
+
+    def arch(self, index: int = 0) -> str:
+        major, minor = _compute_capability(_device_handle(index))
+        return f"sm_{major}{minor}"
+
+    def compile(self, module: Any, kernel_name: str, config: Any, arch: str) -> DeviceBinary:
+        """Optimize in place and generate a cubin (PTX through LLVM's NVPTX back end, then ptxas)."""
+        from mneme.core import pipeline
+
+        opt_seconds = pipeline.optimize(module, config, self.target, arch)
+        binary = pipeline.codegen(module, kernel_name, config, self.target, arch)
+        times = dict(binary.stage_times)
+        if isinstance(opt_seconds, (int, float)):
+            times.setdefault("optimize", float(opt_seconds))
+        return attrs.evolve(binary, stage_times=times)
+
+    def open_device(self, index: int = 0) -> CudaDevice:
+        return CudaDevice(index)
+
+    def fingerprint(self) -> dict[str, str]:
+        info = {"backend": self.name}
+        try:
+            from cuda import bindings
+
+            info["cuda-bindings"] = getattr(bindings, "__version__", "")
+        except ImportError:
+            return info
+        found = probe()
+        if found.usable:
+            info["cuda-driver"] = format_version(found.driver_version)
+            info["nvidia-driver"] = kernel_module_version()
+            info["device"] = _device_name(_device_handle(0))
+        return info
+
+
+def _device_handle(index: int):
+    found = require()
+    if not 0 <= index < found.device_count:
+        raise BackendUnavailable(f"no CUDA device {index}: this machine has {found.device_count}")
+    return check(driver().cuDeviceGet(index), f"cuDeviceGet({index})")
+
+
+def _attribute(dev, name: str) -> int:
+    cu = driver()
+    return int(check(cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, name), dev), f"cuDeviceGetAttribute {name}"))
+
+
+def _compute_capability(dev) -> tuple[int, int]:
+    return (_attribute(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
+            _attribute(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
+
+
+def _device_name(dev) -> str:
+    raw = check(driver().cuDeviceGetName(256, dev), "cuDeviceGetName")
+    return raw.split(b"\0", 1)[0].decode()
+
+
+class CudaKernel(LoadedKernel):
+    """One kernel of a loaded CUDA module."""
+
+    def __init__(self, device: CudaDevice, binary: DeviceBinary, module, function):
+        super().__init__(binary)
+        self.device = device
+        self.module = module
+        self.function = function
+        self._resources: Resources | None = None
+        self._max_dynamic_shared = 48 << 10
+        self._param_bytes: int | None = None
+
+    def _release(self) -> None:
+        self.device._modules.discard(self)
+        if self.device.context_alive and not self.device.broken:
+            result = driver().cuModuleUnload(self.module)
+            if result[0] != driver().CUresult.CUDA_SUCCESS:
+                log.warning("cuModuleUnload of %r failed: %s", self.binary.kernel_name, result[0])
+
+    def attribute(self, name: str) -> int:
+        cu = driver()
+        attr = getattr(cu.CUfunction_attribute, name)
+        return int(check(cu.cuFuncGetAttribute(attr, self.function), f"cuFuncGetAttribute {name}"))
+
+    @property
+    def resources(self) -> Resources:
+        """Registers, local, constant and static shared memory, max threads per block (from the driver)."""
+        self.check_open()
+        if self._resources is None:
+            base = self.binary.resources
+            self._resources = Resources(
+                registers=self.attribute("CU_FUNC_ATTRIBUTE_NUM_REGS"),
+                local_mem=self.attribute("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"),
+                const_mem=self.attribute("CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES"),
+                shared_mem=self.attribute("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"),
+                spill_stores=base.spill_stores,
+                spill_loads=base.spill_loads,
+                max_threads_per_block=self.attribute("CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
+            )
+        return self._resources
+
+    def occupancy(self, block_threads: int, shared_mem: int = 0) -> float:
+        """Active warps per multiprocessor over the maximum, for this block size and dynamic shared memory."""
+        cu = driver()
+        blocks = check(
+            cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.function, block_threads, shared_mem),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+        )
+        warps = blocks * -(-block_threads // 32)
+        return warps / (self.device.max_threads_per_sm // 32)
+
+    def param_layout(self) -> list[tuple[int, int]]:
+        """(offset, size) of each kernel parameter, from the driver."""
+        cu = driver()
+        layout = []
+        while True:
+            result = cu.cuFuncGetParamInfo(self.function, len(layout))
+            if result[0] != cu.CUresult.CUDA_SUCCESS:
+                return layout
+            layout.append((int(result[1]), int(result[2])))
+
+    @property
+    def param_bytes(self) -> int:
+        """Size of the kernel's parameter buffer (the end of its last parameter); -1 when unknown."""
+        if self._param_bytes is None:
+            layout = self.param_layout()
+            self._param_bytes = max((o + s for o, s in layout), default=0) if layout else -1
+        return self._param_bytes
+
+    def packed_args(self, args: bytes) -> bytes:
+        """`args` fitted to the parameter buffer: trailing padding dropped (the driver rejects a longer buffer)."""
+        size = self.param_bytes
+        if size < 0 or len(args) == size:
+            return args
+        if len(args) > size and not any(args[size:]):
+            return args[:size]
+        if size == 0 and len(args) > 0:
+            return b""
+        raise ExperimentError(
+            f"kernel {self.binary.kernel_name!r} takes {size} bytes of parameters, the argument buffer has "
+            f"{len(args)}; the recording's argument layout does not match this binary",
+            kind="launch",
+        )
+
+
+class CudaDevice(Device):
+    """One CUDA device opened in this process (its primary context)."""
+
+    def __init__(self, index: int = 0):
+        cu = driver()
+        dev = _device_handle(index)
+        major, minor = _compute_capability(dev)
+        self.dev = dev
+        self.ordinal = index
+        self.context = check(cu.cuDevicePrimaryCtxRetain(dev), f"cuDevicePrimaryCtxRetain({index})")
+        try:
+            check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+            total = int(check(cu.cuDeviceTotalMem(dev), "cuDeviceTotalMem"))
+            super().__init__(DeviceInfo("cuda", index, _device_name(dev), f"sm_{major}{minor}",
+                                        format_version(probe().driver_version), total))
+            self.granularity = allocation_granularity(index)
+            self.sm_count = _attribute(dev, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+            self.l2_bytes = _attribute(dev, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
+            self.max_threads_per_sm = _attribute(dev, "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR")
+            flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+            self.stream = check(cu.cuStreamCreate(flags), "cuStreamCreate")
+        except Exception:
+            cu.cuDevicePrimaryCtxRelease(dev)
+            raise
+        self.broken: str = ""  # the sticky error, once one happened
+        self.context_alive = True  # until this device releases its hold on the primary context
+        self._reservations: list[Reservation] = []
+        self._buffers: set[DeviceBuffer] = set()
+        self._modules: set[CudaKernel] = set()
+        self._stages: list[PinnedBuffer] = []
+        self._stage_events: list[Any] = []
+        self._pinned: list[PinnedBuffer] = []
+        self._flush: DeviceBuffer | None = None
+        self._compare: tuple[Any, dict[str, Any]] | None = None
+        self._compare_out: DeviceBuffer | None = None
+        self._copier: ThreadPoolExecutor | None = None
+        self._events: list[Any] = []
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def _release(self) -> None:
+        cu = driver()
+        cu.cuCtxSetCurrent(self.context)
+        if not self.broken:
+            cu.cuStreamSynchronize(self.stream)
+        for kernel in list(self._modules):
+            kernel.close()
+        if self._compare is not None and not self.broken:
+            cu.cuModuleUnload(self._compare[0])
+        for buffer in list(self._buffers):
+            self._free_quietly(buffer)
+        for reservation in self._reservations:
+            reservation.release()
+        for pinned in self._stages + self._pinned:
+            try:
+                pinned.close()
+            except MnemeError as exc:
+                log.warning("freeing pinned memory failed: %s", exc)
+        for event in self._events + self._stage_events:
+            cu.cuEventDestroy(event)
+        if self._copier is not None:
+            self._copier.shutdown(wait=False)
+        cu.cuStreamDestroy(self.stream)
+        self.context_alive = False
+        cu.cuDevicePrimaryCtxRelease(self.dev)
+
+    def _free_quietly(self, buffer: DeviceBuffer) -> None:
+        try:
+            buffer.close()
+        except MnemeError as exc:
+            log.warning("freeing device memory at %#x failed: %s", buffer.addr, exc)
+        self._buffers.discard(buffer)
+
+    def _enter(self) -> Any:
+        """Check the device is usable, make its context current on this thread, return the driver."""
+        self._check_open()
+        if self.broken:
+            raise ExperimentError(
+                f"CUDA device {self.info.index} is unusable after an earlier fault ({self.broken}); "
+                "run the next experiment in a fresh process",
+                kind="fault",
+            )
+        cu = driver()
+        check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
+        return cu
+
+    def _sync(self, what: str, kernel: str | None = None) -> None:
+        try:
+            check(driver().cuStreamSynchronize(self.stream), what)
+        except CudaError as exc:
+            if exc.sticky:
+                self.broken = exc.name
+                raise fault(exc, kernel or "(unknown: an earlier asynchronous operation)") from exc
+            raise
+
+    def synchronize(self) -> None:
+        self._enter()
+        self._sync("cuStreamSynchronize")
+
+    # -- memory at fixed addresses ------------------------------------------------------------------
+    def reserve(self, va_addr: int, va_size: int) -> None:
+        self._enter()
+        if va_size <= 0:
+            raise MnemeError(f"cannot reserve {va_size} bytes at {va_addr:#x}: the size must be positive")
+        for existing in self._reservations:
+            if existing.addr < va_addr + va_size and va_addr < existing.end:
+                if existing.covers(va_addr, va_size):
+                    return
+                raise MnemeError(
+                    f"the range {va_addr:#x}+{va_size:#x} overlaps the reservation {existing.addr:#x}-{existing.end:#x} "
+                    "without fitting in it; reserve the recorded ranges as recorded"
+                )
+        self._reservations.append(Reservation(self.ordinal, va_addr, va_size, self.granularity))
+        log.debug("reserved %#x+%#x on device %d", va_addr, va_size, self.ordinal)
+
+    def map(self, addr: int, size: int) -> None:
+        self._enter()
+        for reservation in self._reservations:
+            if reservation.covers(addr, size):
+                reservation.map(addr, size)
+                return
+        # Outside every reservation: place exactly this range (rounded to the granularity).
+        self.reserve(addr, size)
+        self._reservations[-1].map(addr, size)
+
+    def mapped(self, addr: int, size: int) -> bool:
+        return any(r.covers(addr, size) and not list(r._gaps(addr, addr + size)) for r in self._reservations)
+
+    def alloc(self, size: int) -> DeviceBuffer:
+        """An ordinary device allocation owned by this device (expected bytes, pristine copies)."""
+        self._enter()
+        buffer = DeviceBuffer(size)
+        self._buffers.add(buffer)
+        return buffer
+
+    def free(self, buffer: DeviceBuffer) -> None:
+        self._enter()
+        self._free_quietly(buffer)
+
+    def upload(self, data: bytes | bytearray | memoryview | np.ndarray) -> DeviceBuffer:
+        """A new device allocation holding `data` (e.g. an epilogue region to compare against)."""
+        size = memoryview(data).nbytes
+        buffer = self.alloc(size)
+        self.write(buffer.addr, data)
+        return buffer
+
+    def pinned(self, size: int) -> PinnedBuffer:
+        """Page-locked host memory owned by this device; `write` from it copies with no staging."""
+        self._enter()
+        buffer = PinnedBuffer(size)
+        self._pinned.append(buffer)
+        return buffer
+
+    def _staging(self) -> tuple[list[PinnedBuffer], list[Any]]:
+        if not self._stages:
+            cu = driver()
+            self._stages = [PinnedBuffer(STAGE_BYTES), PinnedBuffer(STAGE_BYTES)]
+            flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            self._stage_events = [check(cu.cuEventCreate(flags), "cuEventCreate") for _ in self._stages]
+            for event in self._stage_events:
+                check(cu.cuEventRecord(event, self.stream), "cuEventRecord")
+        return self._stages, self._stage_events
+
+    def _host_copy(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """Copy into a staging buffer, with several threads for large copies (numpy drops the GIL)."""
+        n = src.nbytes
+        dst = dst[:n]
+        if n < PARALLEL_COPY_BYTES:
+            np.copyto(dst, src)
+            return
+        parts = min(4, os.cpu_count() or 1)
+        if self._copier is None:
+            self._copier = ThreadPoolExecutor(max_workers=parts, thread_name_prefix="mneme-stage")
+        step = align_up(-(-n // parts), 4096)
+        futures = [self._copier.submit(np.copyto, dst[o:o + step], src[o:o + step]) for o in range(0, n, step)]
+        for future in futures:
+            future.result()
+
+    def write(self, addr: int, data: bytes | bytearray | memoryview | np.ndarray) -> None:
+        """Copy host bytes to `addr`: straight from pinned memory, else through two pinned staging buffers."""
+        self.write_stream(addr, (data,))
+
+    def write_stream(self, addr: int, chunks: Iterable[bytes | bytearray | memoryview | np.ndarray]) -> int:
+        """Copy consecutive chunks (e.g. `Snapshot.iter_region`) to `addr` onwards; returns the bytes written.
+
+        Host copies into one staging buffer overlap the transfer from the other.
+        """
+        cu = self._enter()
+        offset = 0
+        turn = 0
+        for chunk in chunks:
+            ptr, array = host_address(chunk)
+            size = array.nbytes
+            if size == 0:
+                continue
+            if any(p.contains(ptr, size) for p in self._pinned):
+                check(cu.cuMemcpyHtoDAsync(addr + offset, ptr, size, self.stream), f"copy to {addr + offset:#x}")
+                offset += size
+                continue
+            stages, events = self._staging()
+            for start in range(0, size, STAGE_BYTES):
+                piece = array[start:start + STAGE_BYTES]
+                stage, event = stages[turn], events[turn]
+                check(cu.cuEventSynchronize(event), "waiting for a staging buffer")
+                self._host_copy(stage.array, piece)
+                dst = addr + offset + start
+                check(cu.cuMemcpyHtoDAsync(dst, stage.ptr, piece.nbytes, self.stream), f"copy to {dst:#x}")
+                check(cu.cuEventRecord(event, self.stream), "cuEventRecord")
+                turn ^= 1
+            offset += size
+        self._sync(f"host-to-device copy to {addr:#x}")
+        return offset
+
+    def read_into(self, addr: int, out: bytearray | memoryview | np.ndarray) -> None:
+        """Copy device bytes at `addr` into a writable host buffer of the size to read."""
+        cu = self._enter()
+        target = np.frombuffer(out, dtype=np.uint8) if not isinstance(out, np.ndarray) else out.reshape(-1).view(np.uint8)
+        size = target.nbytes
+        ptr = int(target.ctypes.data)
+        if any(p.contains(ptr, size) for p in self._pinned):
+            check(cu.cuMemcpyDtoHAsync(ptr, addr, size, self.stream), f"copy from {addr:#x}")
+            self._sync(f"device-to-host copy from {addr:#x}")
+            return
+        stages, events = self._staging()
+        pending: list[tuple[int, int, int]] = []  # (turn, offset, length) issued but not copied out
+
+        def drain(entry: tuple[int, int, int]) -> None:
+            turn_, off, length = entry
+            check(cu.cuEventSynchronize(events[turn_]), f"device-to-host copy from {addr + off:#x}")
+            self._host_copy(target[off:off + length], stages[turn_].array[:length])
+
+        turn = 0
+        for off in range(0, size, STAGE_BYTES):
+            length = min(STAGE_BYTES, size - off)
+            if len(pending) == 2:
+                drain(pending.pop(0))
+            check(cu.cuMemcpyDtoHAsync(stages[turn].ptr, addr + off, length, self.stream), f"copy from {addr + off:#x}")
+            check(cu.cuEventRecord(events[turn], self.stream), "cuEventRecord")
+            pending.append((turn, off, length))
+            turn ^= 1
+        try:
+            for entry in pending:
+                drain(entry)
+        except CudaError as exc:
+            if exc.sticky:
+                self.broken = exc.name
+                raise fault(exc, "(an earlier asynchronous operation)") from exc
+            raise
+
+    def read(self, addr: int, size: int) -> bytes:
+        out = bytearray(size)
+        self.read_into(addr, out)
+        return bytes(out)
+
+    def copy(self, dst: int, src: int, size: int) -> None:
+        """Device-to-device copy, ordered on the device's stream (not waited for: launches and reads follow it)."""
+        cu = self._enter()
+        check(cu.cuMemcpyDtoDAsync(dst, src, size, self.stream), f"device copy {src:#x} -> {dst:#x} ({size} bytes)")
+
+    def fill(self, addr: int, size: int, value: int = 0) -> None:
+        """Set `size` bytes at `addr` to `value`, ordered on the device's stream."""
+        cu = self._enter()
+        check(cu.cuMemsetD8Async(addr, value, size, self.stream), f"memset of {size} bytes at {addr:#x}")
+
+    # -- code -------------------------------------------------------------------------------------
+    def load(self, binary: DeviceBinary, config: Any = None) -> CudaKernel:
+        """Load a cubin, or JIT a PTX with options from `config` (ptxas_opt, max_registers, cache_mode)."""
+        cu = self._enter()
+        if binary.backend not in ("cuda", "") or binary.kind not in ("cubin", "ptx", "fatbin"):
+            raise UnsupportedError(
+                f"the cuda backend loads cubin, fatbin or PTX, not a {binary.backend} {binary.kind!r} "
+                f"binary of kernel {binary.kernel_name!r}"
+            )
+        data = binary.data
+        if binary.kind == "ptx" and not data.endswith(b"\0"):
+            data = data + b"\0"
+        options, values = self._jit_options(binary, config)
+        try:
+            if options:
+                module = check(cu.cuModuleLoadDataEx(data, len(options), options, values),
+                               f"loading {binary.kind} of kernel {binary.kernel_name!r}")
+            else:
+                module = check(cu.cuModuleLoadData(data), f"loading {binary.kind} of kernel {binary.kernel_name!r}")
+        except CudaError as exc:
+            raise ExperimentError(str(exc), kind="load") from exc
+        try:
+            function = check(cu.cuModuleGetFunction(module, binary.kernel_name.encode()),
+                             f"finding kernel {binary.kernel_name!r} in its module")
+        except CudaError as exc:
+            cu.cuModuleUnload(module)
+            raise ExperimentError(str(exc), kind="load") from exc
+        kernel = CudaKernel(self, binary, module, function)
+        self._modules.add(kernel)
+        return kernel
+
+    def _jit_options(self, binary: DeviceBinary, config: Any) -> tuple[list, list]:
+        if binary.kind != "ptx" or config is None:
+            return [], []
+        cu = driver()
+        options, values = [], []
+        options.append(cu.CUjit_option.CU_JIT_OPTIMIZATION_LEVEL)
+        values.append(int(getattr(config, "ptxas_opt", 3)))
+        if getattr(config, "max_registers", 0):
+            options.append(cu.CUjit_option.CU_JIT_MAX_REGISTERS)
+            values.append(int(config.max_registers))
+        mode = JIT_CACHE_MODES.get(getattr(config, "cache_mode", ""))
+        if mode:
+            options.append(cu.CUjit_option.CU_JIT_CACHE_MODE)
+            values.append(getattr(cu.CUjit_cacheMode, mode))
+        return options, values
+
+    def _global(self, kernel: CudaKernel, name: str) -> tuple[int, int]:
+        kernel.check_open()
+        cu = self._enter()
+        try:
+            addr, size = check(cu.cuModuleGetGlobal(kernel.module, name.encode()), f"cuModuleGetGlobal({name!r})")
+        except CudaError as exc:
+            raise MnemeError(
+                f"device global {name!r} is not in the module of kernel {kernel.binary.kernel_name!r} "
+                f"({exc.name}); was it pruned or renamed?"
+            ) from exc
+        return int(addr), int(size)
+
+    def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
+        addr, size = self._global(kernel, name)
+        if memoryview(data).nbytes != size:
+            raise MnemeError(
+                f"device global {name!r} of kernel {kernel.binary.kernel_name!r} has {size} bytes, "
+                f"the recorded value has {memoryview(data).nbytes}"
+            )
+        self.write(addr, data)
+
+    def read_global(self, kernel: LoadedKernel, name: str, size: int | None = None) -> bytes:
+        addr, actual = self._global(kernel, name)
+        return self.read(addr, actual if size is None else min(size, actual))
+
+    def global_address(self, kernel: LoadedKernel, name: str) -> tuple[int, int]:
+        """(device address, size) of a module global, for device-side compare of globals."""
+        return self._global(kernel, name)
+
+    def _launch_async(self, kernel: CudaKernel, grid, block, shared_mem: int, args: bytes, keep: list) -> None:
+        cu = driver()
+        if shared_mem > kernel._max_dynamic_shared:
+            check(cu.cuFuncSetAttribute(kernel.function,
+                                        cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                        shared_mem), "allowing more dynamic shared memory")
+            kernel._max_dynamic_shared = shared_mem
+        extra = 0
+        args = kernel.packed_args(bytes(args))
+        if args:
+            # Pass the packed parameter buffer as-is (CU_LAUNCH_PARAM_BUFFER_POINTER).
+            buffer = ctypes.create_string_buffer(bytes(args), len(args))
+            size = ctypes.c_size_t(len(args))
+            table = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
+            keep.extend((buffer, size, table))
+            extra = ctypes.addressof(table)
+        try:
+            check(cu.cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                    shared_mem, self.stream, None, extra),
+                  f"launching kernel {kernel.binary.kernel_name!r} with grid {grid} block {block}")
+        except CudaError as exc:
+            if exc.sticky:
+                self.broken = exc.name
+                raise fault(exc, kernel.binary.kernel_name) from exc
+            raise ExperimentError(str(exc), kind="launch") from exc
+
+    def launch(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes) -> None:
+        kernel.check_open()
+        self._enter()
+        keep: list = []
+        self._launch_async(kernel, grid, block, shared_mem, args, keep)
+        self._sync(f"kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
+
+    def _timing_events(self, n: int) -> list[Any]:
+        cu = driver()
+        while len(self._events) < n:
+            self._events.append(check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate"))
+        return self._events[:n]
+
+    def flush_l2(self) -> None:
+        """Evict the L2 cache by writing a buffer twice its size (ordered on the stream)."""
+        if self._flush is None:
+            self._flush = self.alloc(max(2 * self.l2_bytes, 1 << 20))
+        self.fill(self._flush.addr, self._flush.size, 0)
+
+    def time(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes, iterations: int,
+             before_each: Callable[[], None] | None = None, flush_l2: bool = True) -> list[float]:
+        """Seconds per run, measured by CUDA events around each launch, after `before_each` and an L2 flush."""
+        kernel.check_open()
+        cu = self._enter()
+        events = self._timing_events(2 * iterations)
+        keep: list = []
+        for i in range(iterations):
+            if before_each is not None:
+                before_each()
+            if flush_l2:
+                self.flush_l2()
+            check(cu.cuEventRecord(events[2 * i], self.stream), "cuEventRecord")
+            self._launch_async(kernel, grid, block, shared_mem, args, keep)
+            check(cu.cuEventRecord(events[2 * i + 1], self.stream), "cuEventRecord")
+        self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
+        return [float(check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime")) / 1e3
+                for i in range(iterations)]
+
+    # -- verification on the device ----------------------------------------------------------------
+    def _compare_kernels(self) -> dict[str, Any]:
+        if self._compare is None:
+            cu = driver()
+            try:
+                module = check(cu.cuModuleLoadData(cmp.ptx() + b"\0"), "loading the compare kernels (compare.ptx)")
+            except CudaError as exc:
+                raise MnemeError(f"{exc}; the driver could not JIT mneme_cuda/kernels/compare.ptx") from exc
+            functions = {key: check(cu.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction {name}")
+                         for key, name in cmp.KERNELS.items()}
+            self._compare = (module, functions)
+        return self._compare[1]
+
+    def compare_regions(self, requests: Sequence[cmp.CompareRequest]) -> list[cmp.RegionDiff]:
+        """Compare device regions against expected bytes on the device; one synchronization for all.
+
+        Each request names the expected bytes' address (e.g. from `upload`), the actual region's
+        address, its size and a policy (None: exact bytes). Float regions whose size is not a
+        multiple of the element size compare their last bytes exactly.
+        """
+        cu = self._enter()
+        if not requests:
+            return []
+        functions = self._compare_kernels()
+        plans = [cmp.plan(r.policy) for r in requests]
+        need = len(requests) * cmp.OUT_WORDS * 8
+        if self._compare_out is None or self._compare_out.size < need:
+            if self._compare_out is not None:
+                self._free_quietly(self._compare_out)
+            self._compare_out = self.alloc(max(need, 4096))
+        out_base = self._compare_out.addr
+        host = cmp.initial_out(len(requests))
+        check(cu.cuMemcpyHtoDAsync(out_base, host.ctypes.data, host.nbytes, self.stream), "clearing compare counters")
+        keep: list = []
+        tails: list[tuple[int, int]] = []
+        for i, (request, (key, threshold, relative, _norm)) in enumerate(zip(requests, plans)):
+            elem = cmp.FLOAT_SIZES.get(key, 1)
+            count = request.size // elem
+            tails.append((count * elem, request.size - count * elem))
+            out = out_base + i * cmp.OUT_WORDS * 8
+            args = cmp.pack_args(key, request.expected, request.actual, count, threshold, relative, out)
+            vector = 16 if key == "bytes" else 4
+            grid = cmp.grid_for(-(-count // vector), self.sm_count)
+            self._launch_raw(functions[key], grid, args, keep)
+        check(cu.cuMemcpyDtoHAsync(host.ctypes.data, out_base, host.nbytes, self.stream), "reading compare counters")
+        self._sync("device-side compare", "mneme_compare")
+        diffs = []
+        for i, (request, (key, threshold, relative, norm)) in enumerate(zip(requests, plans)):
+            start, length = tails[i]
+            tail_differs, tail_first = 0, -1
+            if length:
+                expected = self.read(request.expected + start, length)
+                actual = self.read(request.actual + start, length)
+                where = [j for j in range(length) if expected[j] != actual[j]]
+                tail_differs, tail_first = len(where), (start + where[0] if where else -1)
+            diffs.append(cmp.decide(request, key, threshold, relative, norm, host[i], tail_differs, tail_first))
+        return diffs
+
+    def compare(self, expected: int, actual: int, size: int, policy: Any = None) -> cmp.RegionDiff:
+        """Compare one region (see `compare_regions`)."""
+        return self.compare_regions([cmp.CompareRequest(expected, actual, size, policy)])[0]
+
+    def _launch_raw(self, function, grid: int, args: bytes, keep: list) -> None:
+        cu = driver()
+        buffer = ctypes.create_string_buffer(args, len(args))
+        size = ctypes.c_size_t(len(args))
+        table = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
+        keep.extend((buffer, size, table))
+        check(cu.cuLaunchKernel(function, grid, 1, 1, cmp.BLOCK, 1, 1, 0, self.stream, None, ctypes.addressof(table)),
+              "launching the compare kernel")

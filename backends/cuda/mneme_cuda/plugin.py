@@ -1,0 +1,12 @@
+"""Registers the CUDA backend with Mneme (entry point `cuda` in group `mneme`)."""
+
+from __future__ import annotations
+
+from mneme.core.hookspecs import hookimpl
+
+
+@hookimpl
+def mneme_backends():
+    from mneme_cuda.backend import CudaBackend
+
+    return [CudaBackend]

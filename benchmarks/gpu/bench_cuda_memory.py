@@ -1,0 +1,179 @@
+"""CUDA replay performance (issue 7): restore, verification and per-experiment overhead, as ratios in one run.
+
+    python benchmarks/gpu/bench_cuda_memory.py [--size-mib 1024] [--json results.json]
+
+- restore: prologue restore throughput (pageable bytes, and a real snapshot file, through
+  pinned staging) over a pinned host-to-device copy of the same bytes (target >= 0.7);
+- verify: device-side compare throughput over a device-to-device copy of the same bytes
+  (target >= 0.5), exact and with an f32 tolerance;
+- overhead: per-experiment time outside compile and kernel time, for a small kernel (target < 5 ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import types
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = 0x200000000000
+MiB = 1 << 20
+
+
+def best_seconds(fn, repeat: int = 5) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def event_seconds(device, fn, repeat: int = 5) -> float:
+    """Best time of `fn` (operations enqueued on the device's stream), by CUDA events."""
+    from mneme_cuda.driver import check, driver
+
+    cu = driver()
+    start, end = (check(cu.cuEventCreate(0), "cuEventCreate") for _ in range(2))
+    fn()
+    device.synchronize()
+    times = []
+    for _ in range(repeat):
+        check(cu.cuEventRecord(start, device.stream), "cuEventRecord")
+        fn()
+        check(cu.cuEventRecord(end, device.stream), "cuEventRecord")
+        device.synchronize()
+        times.append(check(cu.cuEventElapsedTime(start, end), "cuEventElapsedTime") / 1e3)
+    cu.cuEventDestroy(start)
+    cu.cuEventDestroy(end)
+    return min(times)
+
+
+def restore(device, size: int) -> dict:
+    from mneme_cuda.driver import check, driver
+
+    from mneme.core.snapshot import Snapshot, SnapshotType, SnapshotWriter
+
+    cu = driver()
+    data = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
+    pinned = device.pinned(size)
+    pinned.array[:] = data
+
+    def pinned_copy():
+        check(cu.cuMemcpyHtoDAsync(BASE, pinned.ptr, size, device.stream), "pinned copy")
+        device.synchronize()
+
+    t_pinned = best_seconds(pinned_copy)
+    t_write = best_seconds(lambda: device.write(BASE, data))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "DeviceState.prologue.bench.mneme"
+        with SnapshotWriter(path, SnapshotType.PROLOGUE, static_hash="bench", dynamic_hash="bench") as writer:
+            writer.set_args(b"\0" * 8)
+            writer.add_region(BASE, data, encoding="raw")
+        snap = Snapshot.open(path)
+        t_snapshot = best_seconds(lambda: device.write_stream(BASE, snap.iter_region(BASE)))
+    assert device.read(BASE + size - 4096, 4096) == data[-4096:].tobytes()
+    gbps = lambda t: size / t / 1e9
+    return {"bytes": size, "pinned_h2d_GBps": gbps(t_pinned), "write_pageable_GBps": gbps(t_write),
+            "restore_snapshot_GBps": gbps(t_snapshot), "ratio_write_vs_pinned": t_pinned / t_write,
+            "ratio_snapshot_restore_vs_pinned": t_pinned / t_snapshot}  # fmt: skip
+
+
+def verify(device, size: int) -> dict:
+    from mneme_cuda.compare import CompareRequest
+
+    expected = device.alloc(size)
+    actual = BASE
+    device.copy(expected.addr, actual, size)
+    device.synchronize()
+    t_copy = event_seconds(device, lambda: device.copy(expected.addr, actual, size))
+    t_exact = best_seconds(lambda: device.compare(expected.addr, actual, size))
+    policy = types.SimpleNamespace(dtype="f32", threshold=1e-6, relative=True, norm="none")
+    t_f32 = best_seconds(lambda: device.compare_regions([CompareRequest(expected.addr, actual, size, policy)]))
+    assert device.compare(expected.addr, actual, size).ok
+    device.free(expected)
+    gbps = lambda t: size / t / 1e9
+    return {"bytes": size, "d2d_copy_GBps": gbps(t_copy), "compare_exact_GBps": gbps(t_exact),
+            "compare_f32_GBps": gbps(t_f32), "ratio_compare_exact_vs_d2d": t_copy / t_exact,
+            "ratio_compare_f32_vs_d2d": t_copy / t_f32}  # fmt: skip
+
+
+def overhead(runs: int = 20) -> dict:
+    sys.path[:0] = [str(ROOT / "tests" / "gpu"), str(ROOT / "tests")]
+    from gpu_corpus import cuda_ir
+
+    from mneme import capture
+    from mneme.core.executor import BaseExecutor
+
+    n = 1 << 20
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32),
+            np.zeros(n, np.float32), np.int32(n)]  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        db = capture.capture(ir=cuda_ir("vector_add"), kernel="vector_add", grid=n // 256, block=256, args=args,
+                             out=tmp, backend="cuda")  # fmt: skip
+        with BaseExecutor(db, backend="cuda", iterations=3) as ex:
+            config = ex.default_config()
+            binary = ex.build(config)
+            ex.execute(config, binary)  # warm: module loaded, compare kernels JIT-compiled
+            walls, kernels, ok = [], [], True
+            for _ in range(runs):
+                start = time.perf_counter()
+                result = ex.execute(config, binary)
+                walls.append(time.perf_counter() - start)
+                timed = result.exec_time + result.warmup_time
+                kernels.append(sum(timed) + statistics.median(timed))  # + the verification launch
+                ok = ok and result.ok
+    per = [w - k for w, k in zip(walls, kernels)]
+    return {"experiments": runs, "verified": ok, "overhead_ms_median": 1e3 * statistics.median(per),
+            "overhead_ms_min": 1e3 * min(per), "wall_ms_median": 1e3 * statistics.median(walls),
+            "kernel_ms_median": 1e3 * statistics.median(kernels)}  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--json", type=Path)
+    opts = parser.parse_args()
+    from mneme_cuda.backend import CudaBackend
+
+    backend = CudaBackend()
+    if not backend.availability().usable:
+        print(f"skipped: {backend.availability().reason}")
+        return 0
+    size = opts.size_mib * MiB
+    figures = {}
+    with backend.open_device(0) as device:
+        device.reserve(BASE, 2 * size)
+        device.map(BASE, size)
+        figures["restore"] = restore(device, size)
+        figures["verify"] = verify(device, size)
+        figures["device"] = device.info.name
+    figures["overhead"] = overhead()
+    r, v, o = figures["restore"], figures["verify"], figures["overhead"]
+    lines = [
+        f"restore   pinned H2D {r['pinned_h2d_GBps']:.1f} GB/s; write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s"
+        f" = {r['ratio_write_vs_pinned']:.2f}x; snapshot restore {r['restore_snapshot_GBps']:.1f} GB/s"
+        f" = {r['ratio_snapshot_restore_vs_pinned']:.2f}x (target >= 0.7)",
+        f"verify    D2D copy {v['d2d_copy_GBps']:.0f} GB/s; compare exact {v['compare_exact_GBps']:.0f} GB/s"
+        f" = {v['ratio_compare_exact_vs_d2d']:.2f}x; f32 {v['compare_f32_GBps']:.0f} GB/s"
+        f" = {v['ratio_compare_f32_vs_d2d']:.2f}x (target >= 0.5)",
+        f"overhead  per experiment {o['overhead_ms_median']:.2f} ms median (target < 5 ms), verified={o['verified']}",
+    ]
+    figures["summary"] = lines
+    if opts.json:
+        opts.json.write_text(json.dumps(figures, indent=2))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

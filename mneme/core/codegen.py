@@ -1,0 +1,324 @@
+"""Code generation: NVPTX -> PTX -> cubin (nvJitLink in process, or ptxas), AMDGPU -> object -> hsaco.
+
+Resource usage comes from the assembler's report (ptxas `--verbose`) for NVIDIA and from the
+code object's AMDGPU metadata note for AMD.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from mneme.core import ir
+from mneme.core.backend import DeviceBinary, Resources
+from mneme.core.errors import IRError, UsageError
+from mneme.core.types import ExperimentConfiguration
+
+log = logging.getLogger(__name__)
+
+TRIPLES = {"nvptx": "nvptx64-nvidia-cuda", "amdgpu": "amdgcn-amd-amdhsa"}
+EMITS = {"nvptx": ("ptx", "cubin"), "amdgpu": ("asm", "object", "hsaco"), "host": ("asm", "object")}
+LLD = os.environ.get("MNEME_LLD", "ld.lld-19")
+READOBJ = os.environ.get("MNEME_READOBJ", "llvm-readobj-19")
+
+_tm_lock = threading.Lock()
+
+
+def default_emit(target: str) -> str:
+    return {"nvptx": "cubin", "amdgpu": "hsaco", "host": "object"}[target]
+
+
+def _check_arch(target: str, arch: str | None) -> str:
+    if target == "nvptx":
+        if not arch or not re.fullmatch(r"sm_\d+[af]?", arch):
+            raise UsageError(f"NVPTX needs an architecture like sm_90, not {arch!r}")
+    elif target == "amdgpu":
+        if not arch or not re.fullmatch(r"gfx[0-9a-f]+", arch):
+            raise UsageError(f"AMDGPU needs an architecture like gfx90a, not {arch!r}")
+    return arch or ""
+
+
+@functools.lru_cache(maxsize=32)
+def _target_machine(target: str, arch: str, opt: int) -> llvm.TargetMachine:
+    ir.initialize()
+    if target == "host":
+        triple = llvm.get_process_triple()
+        cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+        return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt,
+                                                                     reloc="pic", codemodel="jitdefault", jit=True)  # fmt: skip
+    target_obj = llvm.Target.from_triple(TRIPLES[target])
+    machine = target_obj.create_target_machine(cpu=arch, features="", opt=opt, reloc="pic" if target == "amdgpu" else "default")
+    return machine
+
+
+def target_machine(target: str, arch: str | None, opt: int = 3) -> llvm.TargetMachine:
+    """A cached llvmlite target machine for nvptx (cpu=sm_XX), amdgpu (cpu=gfxNNN) or host."""
+    from mneme.core.pipeline import check_codegen_opt, normalize_target
+
+    target = normalize_target(target)
+    check_codegen_opt(opt)
+    arch = _check_arch(target, arch)
+    with _tm_lock:
+        return _target_machine(target, arch if target != "host" else "", opt)
+
+
+def _retarget(module: llvm.ModuleRef, target: str, arch: str) -> None:
+    """Make the module's triple and data layout the target's; a mismatch of target is an error."""
+    from mneme.core.pipeline import module_target
+
+    have = module_target(module)
+    if target != "host" and have != target:
+        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {TRIPLES[target]}; "
+                      f"compile it for its own target (arch) instead")  # fmt: skip
+    tm = target_machine(target, arch)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+
+
+def codegen(
+    module: llvm.ModuleRef,
+    kernel_name: str,
+    config: ExperimentConfiguration,
+    target: str,
+    arch: str,
+    *,
+    emit: str | None = None,
+) -> DeviceBinary:
+    """Generate code for an optimized module. `emit`: ptx|cubin (nvptx), asm|object|hsaco (amdgpu).
+
+    `config.codegen_opt` (0..3, else ValueError) is LLVM's codegen level; for cubin
+    `ptxas_opt`, `max_registers` and `cache_mode` go to the PTX assembler.
+    """
+    from mneme.core.pipeline import check_codegen_opt, normalize_target
+
+    target = normalize_target(target)
+    check_codegen_opt(config.codegen_opt)
+    emit = emit or default_emit(target)
+    if emit not in EMITS[target]:
+        raise UsageError(f"cannot emit {emit!r} for target {target}; choose one of {', '.join(EMITS[target])}")
+    arch = _check_arch(target, arch)
+    ir.find_kernel(module, kernel_name)
+    ir.verify(module, f"module of kernel {kernel_name!r} before code generation")
+    _retarget(module, target, arch)
+    tm = target_machine(target, arch, config.codegen_opt)
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    if target == "nvptx":
+        ptx = tm.emit_assembly(module)
+        times["codegen"] = time.perf_counter() - start
+        if emit == "ptx":
+            return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx.encode(), Resources(), times)
+        start = time.perf_counter()
+        cubin, report, tool = assemble_ptx(ptx, arch, config, name=kernel_name)
+        times["assemble"] = time.perf_counter() - start
+        resources = ptxas_resources(report, kernel_name)
+        log.debug("assembled %s with %s: %s", kernel_name, tool, resources)
+        return DeviceBinary("cuda", arch, "cubin", kernel_name, cubin, resources, times)
+    if emit == "asm":
+        data = tm.emit_assembly(module).encode()
+        times["codegen"] = time.perf_counter() - start
+        return DeviceBinary("hip" if target == "amdgpu" else "host", arch, "asm", kernel_name, data, Resources(), times)
+    obj = tm.emit_object(module)
+    times["codegen"] = time.perf_counter() - start
+    if target == "host" or emit == "object":
+        return DeviceBinary("hip" if target == "amdgpu" else "host", arch, "object", kernel_name, obj, Resources(), times)
+    start = time.perf_counter()
+    hsaco = link_hsaco(obj, kernel_name)
+    times["link"] = time.perf_counter() - start
+    start = time.perf_counter()
+    resources = hsaco_resources(hsaco, kernel_name)
+    times["resources"] = time.perf_counter() - start
+    return DeviceBinary("hip", arch, "hsaco", kernel_name, hsaco, resources, times)
+
+
+# -- PTX -> cubin ------------------------------------------------------------------------------
+
+
+def ptxas_path() -> str | None:
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    cuda = Path(os.environ.get("CUDA_PATH", "/usr/local/cuda")) / "bin" / "ptxas"
+    return str(cuda) if cuda.exists() else None
+
+
+@functools.lru_cache(maxsize=1)
+def _nvjitlink():
+    """cuda.bindings.nvjitlink when it loads here (libnvJitLink from the nvidia-nvjitlink wheel), else None."""
+    if os.environ.get("MNEME_PTX_ASSEMBLER", "") == "ptxas":
+        return None
+    try:
+        from cuda.bindings import nvjitlink
+
+        nvjitlink.version()
+        return nvjitlink
+    except Exception as exc:  # not installed, or the shared library is missing
+        log.debug("nvJitLink not usable (%s); using the ptxas executable", exc)
+        return None
+
+
+def ptx_assembler() -> str:
+    """Which PTX assembler `assemble_ptx` uses: "nvjitlink" (in process) or "ptxas" (subprocess)."""
+    return "nvjitlink" if _nvjitlink() is not None else "ptxas"
+
+
+def ptxas_options(arch: str, config: ExperimentConfiguration) -> list[str]:
+    opts = [f"-arch={arch}", f"-O{config.ptxas_opt}", "--verbose"]
+    if config.max_registers:
+        opts.append(f"-maxrregcount={config.max_registers}")
+    if config.cache_mode:
+        opts.append(f"--def-load-cache={config.cache_mode}")
+    return opts
+
+
+def assemble_ptx(ptx: str, arch: str, config: ExperimentConfiguration, name: str = "kernel",
+                 assembler: str | None = None) -> tuple[bytes, str, str]:  # fmt: skip
+    """PTX -> cubin. Returns (cubin, the assembler's verbose report, "nvjitlink"|"ptxas").
+
+    `assembler` forces "nvjitlink" or "ptxas"; by default nvJitLink when it loads, else ptxas.
+    """
+    if assembler not in (None, "nvjitlink", "ptxas"):
+        raise UsageError(f"unknown PTX assembler {assembler!r}; use nvjitlink or ptxas")
+    nvjitlink = None if assembler == "ptxas" else _nvjitlink()
+    if assembler == "nvjitlink" and nvjitlink is None:
+        raise IRError("nvJitLink is not usable here: pip install nvidia-nvjitlink cuda-bindings")
+    if nvjitlink is not None:
+        opts = [f"-arch={arch}"] + [f"-Xptxas={o}" for o in ptxas_options(arch, config)[1:]]
+        handle = nvjitlink.create(len(opts), opts)
+        try:
+            data = ptx.encode()
+            try:
+                nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), f"{name}.ptx")
+                nvjitlink.complete(handle)
+            except nvjitlink.nvJitLinkError as exc:
+                size = nvjitlink.get_error_log_size(handle)
+                log_buf = bytearray(size)
+                nvjitlink.get_error_log(handle, log_buf)
+                raise IRError(f"nvJitLink could not assemble the PTX of kernel {name!r} for {arch}: "
+                              f"{log_buf.decode(errors='replace').strip() or exc}") from exc  # fmt: skip
+            cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+            nvjitlink.get_linked_cubin(handle, cubin)
+            info = bytearray(nvjitlink.get_info_log_size(handle))
+            nvjitlink.get_info_log(handle, info)
+            return bytes(cubin), info.decode(errors="replace"), "nvjitlink"
+        finally:
+            nvjitlink.destroy(handle)
+    return _ptxas_subprocess(ptx, arch, config, name) + ("ptxas",)
+
+
+def _ptxas_subprocess(ptx: str, arch: str, config: ExperimentConfiguration, name: str) -> tuple[bytes, str]:
+    ptxas = ptxas_path()
+    if ptxas is None:
+        raise IRError("ptxas not found: install the CUDA toolkit and put its bin/ on PATH (or set CUDA_PATH), "
+                      "or install nvidia-nvjitlink and cuda-bindings")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="mneme-ptxas-") as tmp:
+        src, out = Path(tmp, f"{name[:64]}.ptx"), Path(tmp, "out.cubin")
+        src.write_text(ptx)
+        proc = subprocess.run([ptxas, *ptxas_options(arch, config), str(src), "-o", str(out)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise IRError(f"ptxas could not assemble the PTX of kernel {name!r} for {arch}: {proc.stderr.strip()}")
+        return out.read_bytes(), proc.stdout + proc.stderr
+
+
+def ptxas_resources(report: str, kernel_name: str) -> Resources:
+    """Registers, spills and memory of `kernel_name` from ptxas' `--verbose` report."""
+    section = report
+    marker = re.search(r"Compiling entry function '" + re.escape(kernel_name) + r"'", report)
+    if marker:
+        rest = report[marker.end():]
+        nxt = re.search(r"Compiling entry function '", rest)
+        section = rest[: nxt.start()] if nxt else rest
+
+    def grab(pattern: str) -> int:
+        m = re.search(pattern, section)
+        return int(m.group(1)) if m else 0
+
+    return Resources(
+        registers=grab(r"Used (\d+) registers"),
+        local_mem=grab(r"(\d+) bytes stack frame") + grab(r"(\d+) bytes lmem"),
+        const_mem=sum(int(x) for x in re.findall(r"(\d+) bytes cmem\[\d+\]", section)),
+        shared_mem=grab(r"(\d+) bytes smem"),
+        spill_stores=grab(r"(\d+) bytes spill stores"),
+        spill_loads=grab(r"(\d+) bytes spill loads"),
+    )
+
+
+def ptxas_version() -> str:
+    nvjitlink = _nvjitlink()
+    if nvjitlink is not None:
+        return "nvjitlink-" + ".".join(map(str, nvjitlink.version()))
+    return _tool_version(ptxas_path() or "ptxas")
+
+
+@functools.lru_cache(maxsize=8)
+def _tool_version(tool: str) -> str:
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "missing"
+    lines = [line for line in out.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown"
+
+
+def lld_version() -> str:
+    return _tool_version(LLD)
+
+
+# -- AMDGPU object -> hsaco --------------------------------------------------------------------
+
+
+def link_hsaco(obj: bytes, kernel_name: str) -> bytes:
+    """Link an AMDGPU relocatable object into a code object (.hsaco) with ld.lld."""
+    if shutil.which(LLD) is None:
+        raise IRError(f"{LLD} not found: install lld-19 (apt-get install lld-19) or set MNEME_LLD")
+    with tempfile.TemporaryDirectory(prefix="mneme-lld-") as tmp:
+        src, out = Path(tmp, "kernel.o"), Path(tmp, "kernel.hsaco")
+        src.write_bytes(obj)
+        proc = subprocess.run([LLD, "-shared", "--no-undefined", str(src), "-o", str(out)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise IRError(f"{LLD} could not link the code object of kernel {kernel_name!r}: {proc.stderr.strip()}")
+        return out.read_bytes()
+
+
+def amdgpu_metadata(hsaco: bytes) -> dict:
+    """The AMDGPU metadata note of a code object, as a dict (via llvm-readobj --notes)."""
+    import yaml
+
+    if shutil.which(READOBJ) is None:
+        raise IRError(f"{READOBJ} not found: install llvm-19 (apt-get install llvm-19) or set MNEME_READOBJ")
+    with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
+        f.write(hsaco)
+        f.flush()
+        proc = subprocess.run([READOBJ, "--notes", f.name], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise IRError(f"{READOBJ} could not read the code object: {proc.stderr.strip()}")
+    match = re.search(r"AMDGPU Metadata: (---\n.*?\n\.\.\.)", proc.stdout, re.DOTALL)
+    if not match:
+        return {}
+    return yaml.safe_load(match.group(1)) or {}
+
+
+def hsaco_resources(hsaco: bytes, kernel_name: str) -> Resources:
+    meta = amdgpu_metadata(hsaco)
+    for kernel in meta.get("amdhsa.kernels", []):
+        if kernel.get(".name") == kernel_name:
+            return Resources(
+                registers=int(kernel.get(".vgpr_count", -1)),
+                local_mem=int(kernel.get(".private_segment_fixed_size", -1)),
+                const_mem=-1,
+                shared_mem=int(kernel.get(".group_segment_fixed_size", -1)),
+                spill_stores=int(kernel.get(".vgpr_spill_count", 0)) + int(kernel.get(".sgpr_spill_count", 0)),
+                spill_loads=-1,
+                max_threads_per_block=int(kernel.get(".max_flat_workgroup_size", -1)),
+            )
+    return Resources()

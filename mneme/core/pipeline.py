@@ -1,0 +1,362 @@
+"""From a linked kernel module to a device binary: preprocess (transforms) -> optimize -> codegen.
+
+`preprocess` clones the module and runs the IR transforms (plugins of kind "transform")
+that the configuration enables, in their `order`, each updating the variant hash. `optimize`
+runs an LLVM pipeline (`default<O3>` or an explicit pass sequence from `PASSES`) in place.
+`codegen` (in `mneme.core.codegen`, re-exported here) generates PTX / cubin / hsaco.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+import attrs
+import llvmlite.binding as llvm
+
+from mneme.core import ir
+from mneme.core.errors import IRError, UsageError
+from mneme.core.types import ExperimentConfiguration
+
+log = logging.getLogger(__name__)
+
+# -- targets -----------------------------------------------------------------------------------
+
+TARGET_ALIASES = {
+    "nvptx": "nvptx", "nvptx64": "nvptx", "cuda": "nvptx", "ptx": "nvptx",
+    "amdgpu": "amdgpu", "amdgcn": "amdgpu", "hip": "amdgpu", "rocm": "amdgpu",
+    "host": "host", "cpu": "host", "x86_64": "host", "aarch64": "host",
+}  # fmt: skip
+
+
+def normalize_target(target: str) -> str:
+    """"nvptx", "amdgpu" or "host" for a target name or alias; `UsageError` for an unknown one."""
+    key = (target or "").lower()
+    if key not in TARGET_ALIASES:
+        raise UsageError(f"unknown target {target!r}; known: nvptx (cuda), amdgpu (hip), host")
+    return TARGET_ALIASES[key]
+
+
+def target_of_arch(arch: str) -> str:
+    """The target an architecture string belongs to: sm_90 -> nvptx, gfx90a -> amdgpu."""
+    if re.fullmatch(r"sm_\d+[af]?", arch or ""):
+        return "nvptx"
+    if re.fullmatch(r"gfx[0-9a-f]+", arch or ""):
+        return "amdgpu"
+    if arch in ("host", "x86_64", "native", "aarch64"):
+        return "host"
+    raise UsageError(f"unknown architecture {arch!r}; use sm_XX (NVIDIA), gfxNNN (AMD) or host")
+
+
+def module_target(mod: llvm.ModuleRef) -> str:
+    triple = mod.triple or ""
+    if triple.startswith("nvptx"):
+        return "nvptx"
+    if triple.startswith("amdgcn"):
+        return "amdgpu"
+    return "host"
+
+
+# -- transforms --------------------------------------------------------------------------------
+
+
+@attrs.define
+class TransformContext:
+    """What a transform may read: the kernel, the configuration and the recorded arguments.
+
+    `args` is the packed argument buffer (the snapshot's), `arg_layout` the recording's
+    per-argument description (objects with `offset`, `size`, `kind`, `specializable`), or
+    None to use the IR's own layout. `specialize_indexes` restricts argument specialization.
+    """
+
+    kernel_name: str
+    config: ExperimentConfiguration
+    target: str
+    args: bytes | None = None
+    arg_layout: Sequence[Any] | None = None
+    specialize_indexes: Sequence[int] | None = None
+    extra: frozenset[str] = frozenset()
+
+
+class Transform:
+    """An IR transform plugin. Subclasses set `name` and `order` and implement `enabled`/`apply`.
+
+    `apply(module, variant_hash, ctx)` returns `(module, new_variant_hash)`; it may mutate
+    `module` in place or return a new one (then it leaves the old one to the caller).
+    """
+
+    name: ClassVar[str]
+    order: ClassVar[int] = 100
+    description: ClassVar[str] = ""
+
+    def enabled(self, ctx: TransformContext) -> bool:
+        return self.name in ctx.extra
+
+    def apply(self, module: llvm.ModuleRef, variant_hash: str, ctx: TransformContext) -> tuple[llvm.ModuleRef, str]:
+        raise NotImplementedError
+
+
+def transforms() -> dict[str, type[Transform]]:
+    """Name -> transform class, from the plugins."""
+    from mneme.core import plugins
+
+    return plugins.registry("transform")
+
+
+@attrs.define
+class Preprocessed:
+    module: llvm.ModuleRef
+    variant_hash: str
+    seconds: float
+    applied: list[str] = attrs.field(factory=list)
+
+
+def preprocess(
+    module: llvm.ModuleRef,
+    kernel_name: str,
+    config: ExperimentConfiguration,
+    args: bytes | None = None,
+    arg_layout: Sequence[Any] | None = None,
+    target: str | None = None,
+    *,
+    specialize_indexes: Sequence[int] | None = None,
+    extra_transforms: Sequence[str] = (),
+    base_hash: str | None = None,
+) -> Preprocessed:
+    """Clone `module` and apply the transforms `config` enables; the input is left untouched.
+
+    `extra_transforms` names transforms to run that no configuration field enables
+    (e.g. "remove_auto_init"). `base_hash` skips hashing the input when the caller knows it.
+    """
+    start = time.perf_counter()
+    target = normalize_target(target) if target else module_target(module)
+    ir.find_kernel(module, kernel_name)
+    table = transforms()
+    unknown = [t for t in extra_transforms if t not in table]
+    if unknown:
+        raise UsageError(f"unknown transform(s) {', '.join(unknown)}; known: {', '.join(sorted(table))}")
+    ctx = TransformContext(kernel_name, config, target, args, arg_layout, specialize_indexes, frozenset(extra_transforms))
+    variant = base_hash or ir.module_hash(module)
+    mod = ir.clone(module)
+    applied = []
+    for cls in sorted(table.values(), key=lambda c: (c.order, c.name)):
+        transform = cls()
+        if not transform.enabled(ctx):
+            continue
+        new_mod, variant = transform.apply(mod, variant, ctx)
+        if new_mod is not mod:
+            mod.close()
+            mod = new_mod
+        applied.append(cls.name)
+    log.debug("preprocessed %s: %s -> %s", kernel_name, ", ".join(applied) or "no transforms", variant[:12])
+    return Preprocessed(mod, variant, time.perf_counter() - start, applied)
+
+
+# -- optimization pipelines --------------------------------------------------------------------
+
+
+def _pass(method: str, doc: str) -> tuple[Callable[[llvm.ModulePassManager], None], str]:
+    return (lambda pm: getattr(pm, method)()), doc
+
+
+# Stable names (LLVM's own pass names) -> how to add the pass to llvmlite's module pass manager.
+PASSES: dict[str, tuple[Callable[[llvm.ModulePassManager], None], str]] = {
+    "adce": _pass("add_aggressive_dce_pass", "aggressive dead code elimination"),
+    "aggressive-instcombine": _pass("add_aggressive_instcombine_pass", "aggressive instruction combining"),
+    "always-inline": _pass("add_always_inliner_pass", "inline always_inline functions"),
+    "argpromotion": _pass("add_argument_promotion_pass", "promote by-reference arguments to scalars"),
+    "break-crit-edges": _pass("add_break_critical_edges_pass", "split critical edges"),
+    "constmerge": _pass("add_constant_merge_pass", "merge duplicate global constants"),
+    "deadargelim": _pass("add_dead_arg_elimination_pass", "remove dead arguments"),
+    "dce": _pass("add_dead_code_elimination_pass", "dead code elimination"),
+    "dse": _pass("add_dead_store_elimination_pass", "dead store elimination"),
+    "globaldce": _pass("add_global_dead_code_eliminate_pass", "drop unreferenced internal globals and functions"),
+    "globalopt": _pass("add_global_opt_pass", "optimize global variables"),
+    "instcombine": _pass("add_instruction_combine_pass", "combine instructions"),
+    "ipsccp": _pass("add_ipsccp_pass", "interprocedural sparse conditional constant propagation"),
+    "jump-threading": _pass("add_jump_threading_pass", "thread jumps over known conditions"),
+    "lcssa": _pass("add_lcssa_pass", "loop-closed SSA form"),
+    "loop-deletion": _pass("add_loop_deletion_pass", "delete dead loops"),
+    "loop-reduce": _pass("add_loop_strength_reduce_pass", "loop strength reduction"),
+    "loop-rotate": _pass("add_loop_rotate_pass", "rotate loops"),
+    "loop-simplify": _pass("add_loop_simplify_pass", "canonicalize loops"),
+    "loop-unroll": _pass("add_loop_unroll_pass", "unroll loops"),
+    "loop-unroll-and-jam": _pass("add_loop_unroll_and_jam_pass", "unroll and jam loop nests"),
+    "lower-atomic": _pass("add_lower_atomic_pass", "lower atomics to plain memory operations"),
+    "lower-switch": _pass("add_lower_switch_pass", "lower switch to branches"),
+    "mem2reg": _pass("add_register_to_memory_pass", "promote allocas to registers"),
+    "memcpyopt": _pass("add_mem_copy_opt_pass", "optimize memcpy/memset"),
+    "mergefunc": _pass("add_merge_functions_pass", "merge identical functions"),
+    "newgvn": _pass("add_new_gvn_pass", "global value numbering"),
+    "partial-inliner": _pass("add_partial_inliner_pass", "partial inlining"),
+    "reassociate": _pass("add_reassociate_pass", "reassociate expressions"),
+    "rpo-function-attrs": _pass("add_rpo_function_attrs_pass", "infer function attributes (top-down)"),
+    "function-attrs": _pass("add_post_order_function_attributes_pass", "infer function attributes (bottom-up)"),
+    "sccp": _pass("add_sccp_pass", "sparse conditional constant propagation"),
+    "simplifycfg": _pass("add_simplify_cfg_pass", "simplify the control-flow graph"),
+    "sink": _pass("add_sinking_pass", "sink instructions into successors"),
+    "sroa": _pass("add_sroa_pass", "scalar replacement of aggregates"),
+    "strip-dead-prototypes": _pass("add_strip_dead_prototype_pass", "drop unused declarations"),
+    "tailcallelim": _pass("add_tail_call_elimination_pass", "tail call elimination"),
+    "verify": _pass("add_verifier", "verify the IR"),
+}
+
+_DEFAULT = re.compile(r"^default<O([0-3sz])>$|^O([0-3sz])$")
+# llvmlite 0.50 builds LLVM's per-module default pipeline from a speed level only; Os and Oz
+# are that of O2 with unrolling and vectorization off and LLVM's size inlining thresholds.
+_SIZE_LEVELS = {"s": 75, "z": 25}
+
+
+@attrs.frozen
+class Pipeline:
+    """A parsed optimization pipeline: `default<Ox>` (level) or an explicit pass sequence."""
+
+    level: str | None = None  # "0".."3", "s", "z"
+    passes: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.level is None and not self.passes
+
+    def __str__(self) -> str:
+        if self.level is not None:
+            return f"default<O{self.level}>"
+        return ",".join(self.passes)
+
+
+def parse_pipeline(text: str) -> Pipeline:
+    """Parse `default<O3>` (or `O3`, `Os`, `Oz`), a comma-separated pass list, or "" (no passes).
+
+    An unknown pass raises `UsageError` listing the known ones.
+    """
+    text = (text or "").strip()
+    if not text:
+        return Pipeline()
+    match = _DEFAULT.match(text)
+    if match:
+        return Pipeline(level=match.group(1) or match.group(2))
+    names = [p.strip() for p in text.split(",")]
+    unknown = [p for p in names if p not in PASSES]
+    if unknown or not all(names):
+        bad = ", ".join(repr(p) for p in unknown) or "an empty pass name"
+        raise UsageError(
+            f"unknown pass {bad} in pipeline {text!r}; use default<O0|O1|O2|O3|Os|Oz> or a comma-separated "
+            f"list of: {', '.join(sorted(PASSES))}"
+        )
+    return Pipeline(passes=tuple(names))
+
+
+def tuning_options(config: ExperimentConfiguration, pipeline: Pipeline) -> llvm.PipelineTuningOptions:
+    level = pipeline.level or "2"
+    speed = int(level) if level.isdigit() else 2
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed)
+    if level in _SIZE_LEVELS:
+        pto.loop_unrolling = False
+        pto.loop_vectorization = False
+        pto.slp_vectorization = False
+        pto.inlining_threshold = _SIZE_LEVELS[level]
+    if config.loop_unrolling is not None:
+        pto.loop_unrolling = config.loop_unrolling
+    if config.loop_vectorization is not None:
+        pto.loop_vectorization = config.loop_vectorization
+    if config.slp_vectorization is not None:
+        pto.slp_vectorization = config.slp_vectorization
+    if config.inlining_threshold is not None:
+        pto.inlining_threshold = config.inlining_threshold
+    return pto
+
+
+def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, target: str, arch: str | None = None) -> float:
+    """Run the configuration's pipeline on `module` in place; returns the seconds it took.
+
+    `target` is "nvptx", "amdgpu" or "host" (aliases accepted); `arch` the device
+    architecture (sm_90, gfx90a; ignored for host). An empty pipeline does nothing.
+    """
+    from mneme.core import codegen
+
+    start = time.perf_counter()
+    pipeline = parse_pipeline(config.passes)
+    if pipeline.empty:
+        return 0.0
+    target = normalize_target(target)
+    check_codegen_opt(config.codegen_opt)
+    tm = codegen.target_machine(target, arch, config.codegen_opt)
+    pto = tuning_options(config, pipeline)
+    pb = llvm.create_pass_builder(tm, pto)
+    if pipeline.level is not None:
+        pm = pb.getModulePassManager()
+    else:
+        pm = llvm.create_new_module_pass_manager()
+        for name in pipeline.passes:
+            PASSES[name][0](pm)
+    pm.run(module, pb)
+    if pipeline.level is None:
+        ir.verify(module, f"module after pipeline {pipeline}")
+    return time.perf_counter() - start
+
+
+def check_codegen_opt(level: int) -> None:
+    if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level <= 3:
+        raise ValueError(f"codegen_opt must be an integer 0..3 (LLVM's codegen levels), not {level!r}")
+
+
+def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, target: str, arch: str, **kwargs):
+    """Generate a `DeviceBinary` (see `mneme.core.codegen.codegen`)."""
+    from mneme.core import codegen as _codegen
+
+    return _codegen.codegen(module, kernel_name, config, target, arch, **kwargs)
+
+
+def compile(  # noqa: A001 - the field's word for it
+    module: llvm.ModuleRef,
+    kernel_name: str,
+    config: ExperimentConfiguration,
+    arch: str,
+    args: bytes | None = None,
+    arg_layout: Sequence[Any] | None = None,
+    *,
+    emit: str | None = None,
+    specialize_indexes: Sequence[int] | None = None,
+    extra_transforms: Sequence[str] = (),
+    base_hash: str | None = None,
+    cache: Any = True,
+):
+    """preprocess -> optimize -> codegen with the build cache; returns a `DeviceBinary`.
+
+    `cache`: True for the process and disk caches (`mneme.core.ircache`), False for none,
+    or an `ircache.BuildCache`. The binary's `stage_times` holds each stage's seconds.
+    """
+    from mneme.core import codegen as _codegen
+    from mneme.core import ircache
+
+    target = target_of_arch(arch)
+    start = time.perf_counter()
+    pre = preprocess(module, kernel_name, config, args, arg_layout, target, specialize_indexes=specialize_indexes,
+                     extra_transforms=extra_transforms, base_hash=base_hash)  # fmt: skip
+    try:
+        emit = emit or _codegen.default_emit(target)
+        store = ircache.default_cache() if cache is True else (cache or None)
+        key = ircache.build_key(pre.variant_hash, config, target, arch, emit) if store is not None else None
+        if store is not None:
+            hit = store.get(key)
+            if hit is not None:
+                return attrs.evolve(hit, stage_times={"preprocess": pre.seconds, "cache": time.perf_counter() - start})
+        opt_seconds = optimize(pre.module, config, target, arch)
+        binary = _codegen.codegen(pre.module, kernel_name, config, target, arch, emit=emit)
+        times = {"preprocess": pre.seconds, "optimize": opt_seconds, **binary.stage_times}
+        binary = attrs.evolve(binary, stage_times=times, variant_hash=pre.variant_hash)
+        if store is not None:
+            store.put(key, binary)
+        return binary
+    finally:
+        pre.module.close()
+
+
+__all__ = [
+    "PASSES", "Pipeline", "Preprocessed", "Transform", "TransformContext", "check_codegen_opt", "codegen",
+    "compile", "module_target", "normalize_target", "optimize", "parse_pipeline", "preprocess",
+    "target_of_arch", "transforms", "IRError",
+]  # fmt: skip

@@ -1,0 +1,1016 @@
+"""The recording database: one JSON file per kernel, `<static-hash>.json`.
+
+`RecordedExecution` is one kernel's database: its identity, code (IR modules and/or
+binary images), argument layout, recorded address range and `KernelInstance`s (one per
+dynamic hash: launch geometry, argument bytes, prologue and epilogue snapshot files). It
+behaves as a mapping from dynamic hash to instance. Paths inside the JSON are relative to
+the database's folder and never leave it; loading validates every field and every
+referenced file, and each error names the file and the field. The format is specified in
+docs/formats-database.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import cattrs
+from cattrs.errors import ForbiddenExtraKeysError, IterableValidationError
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from mneme.core.errors import FormatError, SchemaVersionError, UsageError
+from mneme.core.types import converter as _types_converter
+from mneme.core.types import dim3
+
+if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is opened
+    from mneme.core.snapshot import MemStateRef
+
+log = logging.getLogger(__name__)
+
+#: The version this code writes. Readers refuse newer versions and upgrade older ones.
+SCHEMA_VERSION = 1
+#: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
+ARG_KINDS = ("pointer", "int", "float", "struct", "unknown")
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_HEX = re.compile(r"^(?:[0-9a-fA-F]{2})*$")
+
+
+# -- value types -----------------------------------------------------------------------------
+
+def _non_negative(instance, attribute, value):
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
+
+
+@attrs.frozen
+class ArgInfo:
+    """One kernel parameter: where it sits in the packed parameter buffer and what it is."""
+
+    name: str
+    offset: int = attrs.field(validator=_non_negative)
+    size: int = attrs.field(validator=_non_negative)
+    kind: str = attrs.field(default="unknown", validator=attrs.validators.in_(ARG_KINDS))
+    specializable: bool = False
+
+
+@attrs.frozen
+class ImageInfo:
+    """One binary code image (cubin, ptx, hsaco, fatbin, elf) of the kernel.
+
+    Stored with a path relative to the database's folder; `RecordedExecution.binary_blobs`
+    gives the same images with absolute paths.
+    """
+
+    path: Path = attrs.field(converter=Path)
+    kind: str
+
+
+def _bind_instance(instance: KernelInstance, record: RecordedExecution) -> None:
+    object.__setattr__(instance, "_record", record)
+
+
+@attrs.define(eq=False)
+class KernelInstance:
+    """One dynamic launch context of a kernel: geometry, argument bytes, device state files.
+
+    `prologue_file`/`epilogue_file` are relative to the database's folder; the instance
+    knows its database once it is added to one (`rec[dynamic_hash] = inst`).
+    """
+
+    grid_dim: dim3 = attrs.field(converter=dim3.of)
+    block_dim: dim3 = attrs.field(converter=dim3.of)
+    shared_mem: int = attrs.field(validator=_non_negative)
+    args: bytes
+    prologue_file: str
+    epilogue_file: str
+    occ: int = attrs.field(default=1)
+    dynamic_hash: str = ""
+    _record: RecordedExecution | None = attrs.field(default=None, init=False, repr=False)
+
+    @occ.validator
+    def _check_occ(self, attribute, value):
+        if value < 1:
+            raise ValueError(f"occ must be >= 1, got {value}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, KernelInstance):
+            return NotImplemented
+        return _instance_key(self) == _instance_key(other)
+
+    __hash__ = None  # mutable
+
+    # -- views through the owning database ------------------------------------------------
+    @property
+    def record(self) -> RecordedExecution:
+        if self._record is None:
+            raise UsageError(f"kernel instance {self.dynamic_hash or '(unnamed)'} belongs to no database")
+        return self._record
+
+    @property
+    def static_hash(self) -> str:
+        return self.record.static_hash
+
+    @property
+    def kernel_name(self) -> str:
+        return self.record.kernel_name
+
+    @property
+    def specializations(self) -> list[bool]:
+        return self.record.specializations
+
+    @property
+    def available_specializations(self) -> list[int]:
+        """Indices of the arguments that may be specialized."""
+        return [i for i, flag in enumerate(self.record.specializations) if flag]
+
+    @property
+    def arg_values(self) -> list[bytes]:
+        """The bytes of each argument, cut from `args` by the database's argument layout."""
+        return [self.args[a.offset : a.offset + a.size] for a in self.record.args]
+
+    @property
+    def prologue_path(self) -> Path:
+        return self.record.folder / self.prologue_file
+
+    @property
+    def epilogue_path(self) -> Path:
+        return self.record.folder / self.epilogue_file
+
+    @property
+    def prologue(self) -> MemStateRef:
+        """A new handle to the prologue snapshot (load it with `open()` or `with`)."""
+        from mneme.core.snapshot import MemStateRef, SnapshotType
+
+        return MemStateRef(self.prologue_path, self.kernel_name, SnapshotType.PROLOGUE)
+
+    @property
+    def epilogue(self) -> MemStateRef:
+        """A new handle to the epilogue snapshot; its diff regions read through the prologue."""
+        from mneme.core.snapshot import MemStateRef, SnapshotType
+
+        return MemStateRef(self.epilogue_path, self.kernel_name, SnapshotType.EPILOGUE, base=self.prologue_path)
+
+
+def _instance_key(inst: KernelInstance) -> tuple:
+    return (inst.grid_dim, inst.block_dim, inst.shared_mem, inst.args, inst.prologue_file,
+            inst.epilogue_file, inst.occ, inst.dynamic_hash)
+
+
+def dynamic_hash_of(grid: Any, block: Any, shared_mem: int, args: bytes) -> str:
+    """Identity of one launch context: SHA-256 of geometry, shared memory and argument bytes (16 hex)."""
+    g, b = dim3.of(grid), dim3.of(block)
+    head = f"grid={g.x},{g.y},{g.z};block={b.x},{b.y},{b.z};shared={shared_mem};args=".encode()
+    return hashlib.sha256(head + bytes(args)).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=4096)
+def demangle(name: str) -> str:
+    """The demangled C++ name, through c++filt or llvm-cxxfilt; the name itself when neither works."""
+    if not name.startswith("_Z"):
+        return name
+    for tool in ("llvm-cxxfilt", "llvm-cxxfilt-19", "c++filt"):
+        exe = shutil.which(tool)
+        if exe is None:
+            continue
+        try:
+            out = subprocess.run([exe, name], capture_output=True, text=True, timeout=10, check=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.debug("%s failed on %s: %s", tool, name, exc)
+            continue
+        text = out.stdout.strip()
+        if text:
+            return text
+    return name
+
+
+# -- the database -----------------------------------------------------------------------------
+
+@attrs.define(eq=False)
+class RecordedExecution(MutableMapping):
+    """One kernel's recording database; a mapping from dynamic hash to `KernelInstance`.
+
+    Build one with `create(...)` + `add_instance(...)` + `save()`, or load one with
+    `from_json(path)`. In-memory paths (`modules`, `images`, instance files) are relative
+    to `folder`; `llvm_files` and `binary_blobs` give them absolute.
+    """
+
+    kernel_name: str
+    static_hash: str
+    backend: str
+    arch: str
+    demangled_name: str = ""
+    modules: list[str] = attrs.Factory(list)
+    images: list[ImageInfo] = attrs.Factory(list)
+    va_addr: int = attrs.field(default=0, validator=_non_negative)
+    va_size: int = attrs.field(default=0, validator=_non_negative)
+    arg_names: list[str] = attrs.Factory(list)
+    arg_sizes: list[int] = attrs.Factory(list)
+    arg_offsets: list[int] = attrs.Factory(list)
+    arg_kinds: list[str] = attrs.Factory(list)
+    specializations: list[bool] = attrs.Factory(list)
+    globals: dict[str, int] = attrs.Factory(dict)
+    kernel_instances: dict[str, KernelInstance] = attrs.Factory(dict)
+    schema_version: int = SCHEMA_VERSION
+    path: Path | None = attrs.field(default=None, repr=False)
+    _linked: dict = attrs.field(factory=dict, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        for key, inst in self.kernel_instances.items():
+            inst.dynamic_hash = key
+            _bind_instance(inst, self)
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        folder: str | os.PathLike,
+        *,
+        kernel_name: str,
+        static_hash: str,
+        backend: str,
+        arch: str,
+        modules: Sequence[str | os.PathLike] = (),
+        binary_blobs: Sequence[ImageInfo | tuple[str | os.PathLike, str]] = (),
+        args: Sequence[ArgInfo] = (),
+        va_addr: int = 0,
+        va_size: int = 0,
+        globals: Mapping[str, int] | None = None,
+        demangled_name: str | None = None,
+    ) -> RecordedExecution:
+        """A new, empty database `<folder>/<static_hash>.json` (written by `save()`).
+
+        File paths may be absolute or relative to `folder`; either way they must lie inside it.
+        """
+        folder = Path(folder)
+        if not _SAFE_NAME.match(static_hash or ""):
+            raise UsageError(f"static hash {static_hash!r} must be non-empty and use only [A-Za-z0-9_.-]")
+        rec = cls(
+            kernel_name=kernel_name,
+            static_hash=static_hash,
+            backend=backend,
+            arch=arch,
+            demangled_name=demangle(kernel_name) if demangled_name is None else demangled_name,
+            va_addr=va_addr,
+            va_size=va_size,
+            globals=dict(globals or {}),
+            path=folder / f"{static_hash}.json",
+        )
+        rec.modules = [rec._relative(m, "Modules") for m in modules]
+        for image in binary_blobs:
+            image = image if isinstance(image, ImageInfo) else ImageInfo(*image)
+            rec.images.append(ImageInfo(rec._relative(image.path, "BinaryBlobs"), image.kind))
+        rec.args = list(args)
+        return rec
+
+    def add_instance(
+        self,
+        *,
+        grid: Any,
+        block: Any,
+        shared_mem: int,
+        args: bytes,
+        prologue: str | os.PathLike,
+        epilogue: str | os.PathLike,
+        occurrences: int = 1,
+        dynamic_hash: str | None = None,
+    ) -> KernelInstance:
+        """Add a launch context (or count another occurrence of a known one) and return it."""
+        key = dynamic_hash or dynamic_hash_of(grid, block, shared_mem, args)
+        if key in self.kernel_instances:
+            inst = self.kernel_instances[key]
+            inst.occ += occurrences
+            return inst
+        inst = KernelInstance(
+            grid_dim=grid,
+            block_dim=block,
+            shared_mem=shared_mem,
+            args=bytes(args),
+            prologue_file=self._relative(prologue, f"instances.{key}.Prologue"),
+            epilogue_file=self._relative(epilogue, f"instances.{key}.Epilogue"),
+            occ=occurrences,
+        )
+        self[key] = inst
+        return inst
+
+    def _relative(self, path: str | os.PathLike, field: str) -> str:
+        """`path` (absolute, or relative to the folder) as a POSIX path relative to the folder."""
+        p = Path(path)
+        if p.is_absolute():
+            try:
+                p = p.relative_to(self.folder.absolute())
+            except ValueError:
+                raise FormatError(self.path, f"{path} is outside the database's folder {self.folder}; "
+                                  "write it inside that folder", field=field) from None
+        rel = PurePosixPath(*p.parts).as_posix()
+        _check_lexical(rel, self.path, field)
+        return rel
+
+    # -- identity and views ----------------------------------------------------------------
+    @property
+    def folder(self) -> Path:
+        if self.path is None:
+            raise UsageError(f"the database of kernel {self.kernel_name!r} has no path yet")
+        return self.path.parent
+
+    @property
+    def llvm_files(self) -> list[Path]:
+        return [self.folder / m for m in self.modules]
+
+    @property
+    def binary_blobs(self) -> list[ImageInfo]:
+        return [ImageInfo(self.folder / i.path, i.kind) for i in self.images]
+
+    @property
+    def has_ir(self) -> bool:
+        return bool(self.modules)
+
+    @property
+    def args(self) -> list[ArgInfo]:
+        return [
+            ArgInfo(n, o, s, k, sp)
+            for n, o, s, k, sp in zip(self.arg_names, self.arg_offsets, self.arg_sizes, self.arg_kinds,
+                                      self.specializations)
+        ]
+
+    @args.setter
+    def args(self, value: Iterable[ArgInfo]) -> None:
+        value = list(value)
+        self.arg_names = [a.name for a in value]
+        self.arg_offsets = [a.offset for a in value]
+        self.arg_sizes = [a.size for a in value]
+        self.arg_kinds = [a.kind for a in value]
+        self.specializations = [a.specializable for a in value]
+
+    @property
+    def args_size(self) -> int:
+        """Bytes of the packed parameter buffer the layout covers."""
+        return max((o + s for o, s in zip(self.arg_offsets, self.arg_sizes)), default=0)
+
+    def referenced_files(self) -> list[Path]:
+        """Every file the database names (absolute, in a stable order, without duplicates)."""
+        rels = list(self.modules) + [i.path.as_posix() for i in self.images]
+        for inst in self.kernel_instances.values():
+            rels += [inst.prologue_file, inst.epilogue_file]
+        return [self.folder / r for r in dict.fromkeys(rels)]
+
+    def link_llvm_modules(self, prune: bool = True, internalize: bool = True):
+        """The IR modules linked into one module for this kernel (cached; clone before mutating)."""
+        key = (prune, internalize)
+        if key not in self._linked:
+            from mneme.core import ir
+
+            if not self.modules:
+                raise FormatError(self.path, f"kernel {self.kernel_name!r} was recorded without LLVM IR "
+                                  "(binary images only); only launch-geometry tuning is possible", field="Modules")
+            self._linked[key] = ir.link(self.llvm_files, self.kernel_name, prune=prune, internalize=internalize)
+        return self._linked[key]
+
+    def select(self, record_id: str | None = None) -> KernelInstance:
+        """The instance with this dynamic hash (or unique prefix); inferred when there is only one."""
+        ids = sorted(self.kernel_instances)
+        where = f"{self.path} ({self.kernel_name})"
+        if record_id is None:
+            if len(ids) == 1:
+                return self.kernel_instances[ids[0]]
+            if not ids:
+                raise UsageError(f"{where} holds no kernel instances")
+            raise UsageError(f"{where} holds {len(ids)} kernel instances; choose one with a record id: "
+                             + ", ".join(ids))
+        if record_id in self.kernel_instances:
+            return self.kernel_instances[record_id]
+        matches = [i for i in ids if i.startswith(record_id)]
+        if len(matches) == 1:
+            return self.kernel_instances[matches[0]]
+        raise UsageError(f"{where} has no kernel instance {record_id!r}"
+                         + (" (ambiguous prefix)" if matches else "") + "; its ids: " + ", ".join(ids))
+
+    # -- mapping over instances -----------------------------------------------------------
+    def __getitem__(self, key: str) -> KernelInstance:
+        return self.kernel_instances[key]
+
+    def __setitem__(self, key: str, inst: KernelInstance) -> None:
+        if not isinstance(inst, KernelInstance):
+            raise TypeError(f"a recording database holds KernelInstance values, not {type(inst).__name__}")
+        if inst.dynamic_hash and inst.dynamic_hash != key:
+            raise UsageError(f"kernel instance {inst.dynamic_hash} cannot be stored under dynamic hash {key}")
+        inst.dynamic_hash = key
+        _bind_instance(inst, self)
+        self.kernel_instances[key] = inst
+
+    def __delitem__(self, key: str) -> None:
+        inst = self.kernel_instances.pop(key)
+        _bind_instance(inst, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.kernel_instances)
+
+    def __len__(self) -> int:
+        return len(self.kernel_instances)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.kernel_instances
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RecordedExecution):
+            return NotImplemented
+        return _document(self) == _document(other)
+
+    __hash__ = None  # mutable
+
+    def __repr__(self) -> str:
+        return (f"RecordedExecution({self.kernel_name!r}, static_hash={self.static_hash!r}, "
+                f"backend={self.backend!r}, arch={self.arch!r}, instances={len(self)}, path={str(self.path)!r})")
+
+    # -- reading and writing ----------------------------------------------------------------
+    @classmethod
+    def from_json(cls, path: str | os.PathLike, *, allow_missing: bool = False) -> RecordedExecution:
+        """Load and validate a database: every field, and every file it names (inside its folder).
+
+        `allow_missing` tolerates referenced files that do not exist (to clean an incomplete
+        recording); paths leaving the folder are refused either way.
+        """
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FormatError(path, "no such recording database") from None
+        except IsADirectoryError:
+            raise FormatError(path, "is a folder; give the recording database's .json file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise FormatError(path, f"cannot read: {exc}") from exc
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(path, f"not valid JSON: {exc}") from exc
+        return cls.from_dict(data, path=path, allow_missing=allow_missing)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, path: str | os.PathLike, allow_missing: bool = False) -> RecordedExecution:
+        """Validate a parsed JSON document of a database located at `path`."""
+        path = Path(path)
+        data = _upgrade(data, path)
+        try:
+            rec = _converter.structure(data, cls)
+        except cattrs.BaseValidationError as exc:
+            problems = _collect(exc, "")
+            field, first = problems[0]
+            message = "; ".join(f"{f}: {m}" if f and f != field else m for f, m in problems)
+            raise FormatError(path, message, field=field) from exc
+        rec.path = path
+        rec.validate(check_files=True, allow_missing=allow_missing)
+        return rec
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON document, with paths relative to the database's folder."""
+        return _document(self)
+
+    def to_json(self, path: str | os.PathLike | None = None) -> Path:
+        """Write the database atomically (temp file in the same folder, fsync, rename).
+
+        Written to another folder, the database names the same files relative to that folder,
+        so every file must already be inside it (`copy_records` copies a database with its files).
+        """
+        target = Path(path) if path is not None else self.path
+        if target is None:
+            raise UsageError(f"no path to write the database of kernel {self.kernel_name!r} to")
+        if self.path is not None and target.parent.absolute() != self.folder.absolute():
+            outside = [f for f in self.referenced_files() if not _is_inside(f, target.parent)]
+            if outside:
+                raise FormatError(target, f"{outside[0]} is outside {target.parent}; copy the database with "
+                                  "its files instead (mneme copy)")
+            self.validate(check_files=True)
+            self._rebase(target)
+        else:
+            self.path = target
+            self.validate(check_files=True)
+        _atomic_write(target, json.dumps(self.to_dict(), indent=2) + "\n")
+        log.debug("wrote recording database %s", target)
+        return target
+
+    def _rebase(self, target: Path) -> None:
+        """Point the relative paths at the same files from `target`'s folder."""
+        def rel(p: str | Path) -> str:
+            try:
+                return (self.folder / p).absolute().relative_to(target.parent.absolute()).as_posix()
+            except ValueError:
+                raise FormatError(target, f"{self.folder / p} is not under {target.parent}; copy the database "
+                                  "with its files instead (mneme copy)") from None
+
+        modules = [rel(m) for m in self.modules]
+        images = [ImageInfo(rel(i.path), i.kind) for i in self.images]
+        files = {key: (rel(i.prologue_file), rel(i.epilogue_file)) for key, i in self.kernel_instances.items()}
+        self.modules, self.images, self.path = modules, images, target
+        for key, inst in self.kernel_instances.items():
+            inst.prologue_file, inst.epilogue_file = files[key]
+
+    save = to_json
+
+    def validate(self, *, check_files: bool = True, allow_missing: bool = False) -> None:
+        """Check relations between fields, and (with `check_files`) every referenced file."""
+        p = self.path
+        if not _SAFE_NAME.match(self.static_hash):
+            raise FormatError(p, "must be non-empty and use only [A-Za-z0-9_.-] (it names files)", field="StaticHash")
+        for field, value in (("KernelName", self.kernel_name), ("Backend", self.backend), ("Arch", self.arch)):
+            if not value:
+                raise FormatError(p, "must not be empty", field=field)
+        n = len(self.arg_names)
+        for field, values in (("ArgSizes", self.arg_sizes), ("ArgOffsets", self.arg_offsets),
+                              ("ArgKinds", self.arg_kinds), ("Specializations", self.specializations)):
+            if len(values) != n:
+                raise FormatError(p, f"has {len(values)} entries but ArgNames has {n}; one per kernel argument",
+                                  field=field)
+        for i, (size, offset, kind) in enumerate(zip(self.arg_sizes, self.arg_offsets, self.arg_kinds)):
+            if size < 0 or offset < 0:
+                raise FormatError(p, f"argument {i} ({self.arg_names[i]}) has a negative size or offset",
+                                  field="ArgSizes" if size < 0 else "ArgOffsets")
+            if kind not in ARG_KINDS:
+                raise FormatError(p, f"argument {i} ({self.arg_names[i]}): unknown kind {kind!r}; "
+                                  f"one of {', '.join(ARG_KINDS)}", field="ArgKinds")
+        for name, size in self.globals.items():
+            if not name or size < 0:
+                raise FormatError(p, f"global {name!r} needs a name and a size >= 0", field="Globals")
+        if not self.modules and not self.images:
+            raise FormatError(p, "the database names no code: give LLVM IR files in Modules or images in BinaryBlobs",
+                              field="Modules")
+        for i, image in enumerate(self.images):
+            if not image.kind:
+                raise FormatError(p, f"image {i} has no kind", field="BinaryBlobs")
+        need = self.args_size
+        for key, inst in self.kernel_instances.items():
+            if len(inst.args) < need:
+                raise FormatError(p, f"holds {len(inst.args)} bytes but the argument layout covers {need} bytes",
+                                  field=f"instances.{key}.Args")
+        if not check_files or p is None:
+            return
+        for i, rel in enumerate(self.modules):
+            _check_file(self.folder, rel, p, f"Modules[{i}]", allow_missing)
+        for i, image in enumerate(self.images):
+            _check_file(self.folder, image.path.as_posix(), p, f"BinaryBlobs[{i}].Path", allow_missing)
+        for key, inst in self.kernel_instances.items():
+            _check_file(self.folder, inst.prologue_file, p, f"instances.{key}.Prologue", allow_missing)
+            _check_file(self.folder, inst.epilogue_file, p, f"instances.{key}.Epilogue", allow_missing)
+
+
+# -- path safety -----------------------------------------------------------------------------
+
+def _check_lexical(rel: str, db: Path | None, field: str) -> None:
+    if not rel or rel == ".":
+        raise FormatError(db, "is an empty path", field=field)
+    if "\\" in rel:
+        raise FormatError(db, f"{rel!r} uses backslashes; paths are POSIX, relative to the database's folder",
+                          field=field)
+    pure = PurePosixPath(rel)
+    if pure.is_absolute():
+        raise FormatError(db, f"{rel!r} is absolute; paths must be relative to the database's folder", field=field)
+    if ".." in pure.parts:
+        raise FormatError(db, f"{rel!r} leaves the database's folder ('..'); keep every file inside it", field=field)
+
+
+def _is_inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def _check_file(folder: Path, rel: str, db: Path, field: str, allow_missing: bool = False) -> None:
+    _check_lexical(rel, db, field)
+    full = folder / rel
+    if not _is_inside(full, folder):
+        raise FormatError(db, f"{rel!r} is a symbolic link that leads outside the database's folder "
+                          f"({full.resolve()}); keep every file inside it", field=field)
+    if not full.exists():
+        if allow_missing:
+            return
+        raise FormatError(db, f"{rel!r} does not exist in {folder.absolute()}; the recording is incomplete, record it again",
+                          field=field)
+    if not full.is_file():
+        raise FormatError(db, f"{rel!r} is not a regular file", field=field)
+
+
+def _atomic_write(target: Path, text: str) -> None:
+    folder = target.parent
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, _file_mode(target))
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_dir(folder)
+
+
+def _file_mode(target: Path) -> int:
+    """The mode a plain `open(target, "w")` would give: the existing file's, else 0o666 minus umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# -- JSON conversion ---------------------------------------------------------------------------
+
+# attribute name -> JSON key, per class; everything else in the JSON is an error.
+_JSON_NAMES: dict[type, dict[str, str]] = {
+    RecordedExecution: {
+        "schema_version": "SchemaVersion", "kernel_name": "KernelName", "demangled_name": "DemangledName",
+        "static_hash": "StaticHash", "backend": "Backend", "arch": "Arch", "modules": "Modules",
+        "images": "BinaryBlobs", "va_addr": "VAddr", "va_size": "VASize", "arg_names": "ArgNames",
+        "arg_sizes": "ArgSizes", "arg_offsets": "ArgOffsets", "arg_kinds": "ArgKinds",
+        "specializations": "Specializations", "globals": "Globals", "kernel_instances": "instances",
+    },
+    KernelInstance: {
+        "grid_dim": "GridDims", "block_dim": "BlockDims", "shared_mem": "SharedMem", "args": "Args",
+        "prologue_file": "Prologue", "epilogue_file": "Epilogue", "occ": "Occurrences",
+    },
+    ImageInfo: {"path": "Path", "kind": "Kind"},
+}
+# JSON key order in written files.
+_ORDER = ["SchemaVersion", "KernelName", "DemangledName", "StaticHash", "Backend", "Arch", "Modules",
+          "BinaryBlobs", "VAddr", "VASize", "ArgNames", "ArgSizes", "ArgOffsets", "ArgKinds",
+          "Specializations", "Globals", "instances"]
+# Fields a database may omit (empty / zero by default); all others are required.
+_OPTIONAL = {"DemangledName", "Modules", "BinaryBlobs", "VAddr", "VASize", "Globals"}
+
+
+def _strict(kind: type, name: str):
+    def hook(value: Any, _type: type) -> Any:
+        if kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, kind)
+        if not ok:
+            raise TypeError(f"expected {name}, got {_json_type(value)} {value!r}"[:200])
+        return kind(value) if kind is float else value
+
+    return hook
+
+
+def _json_type(value: Any) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
+            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _structure_dim3(value: Any, _type: type) -> dim3:
+    if not isinstance(value, dict) or set(value) != {"x", "y", "z"}:
+        raise TypeError(f"expected an object with integer keys x, y, z, got {json.dumps(value)[:80]}")
+    return dim3(value["x"], value["y"], value["z"])
+
+
+def _structure_hex_addr(value: Any, _type: type) -> int:
+    if not isinstance(value, str) or not re.fullmatch(r"0x[0-9a-fA-F]+", value):
+        raise TypeError(f"expected a hexadecimal string such as \"0x7f0000000000\", got {json.dumps(value)[:80]}")
+    return int(value, 16)
+
+
+def _structure_hex_bytes(value: Any, _type: type) -> bytes:
+    if not isinstance(value, str) or not _HEX.fullmatch(value):
+        raise TypeError(f"expected the argument bytes as an even-length hexadecimal string, got {json.dumps(value)[:80]}")
+    return bytes.fromhex(value)
+
+
+def _structure_path(value: Any, _type: type) -> Any:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a relative path string, got {_json_type(value)}")
+    return value
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = _types_converter.copy(forbid_extra_keys=True)
+    conv.register_structure_hook(int, _strict(int, "an integer"))
+    conv.register_structure_hook(float, _strict(float, "a number"))
+    conv.register_structure_hook(str, _strict(str, "a string"))
+    conv.register_structure_hook(bool, _strict(bool, "a boolean (true or false)"))
+    conv.register_structure_hook(dim3, _structure_dim3)
+    conv.register_unstructure_hook(dim3, lambda d: {"x": d.x, "y": d.y, "z": d.z})
+
+    names = _JSON_NAMES[ImageInfo]
+    conv.register_structure_hook(ImageInfo, make_dict_structure_fn(
+        ImageInfo, conv, _cattrs_forbid_extra_keys=True,
+        path=override(rename=names["path"], struct_hook=lambda v, _t: Path(_structure_path(v, _t))),
+        kind=override(rename=names["kind"])))
+    conv.register_unstructure_hook(ImageInfo, make_dict_unstructure_fn(
+        ImageInfo, conv, path=override(rename=names["path"], unstruct_hook=lambda p: p.as_posix()),
+        kind=override(rename=names["kind"])))
+
+    names = _JSON_NAMES[KernelInstance]
+    inst_overrides = {attr: override(rename=key) for attr, key in names.items()}
+    inst_overrides["args"] = override(rename="Args", struct_hook=_structure_hex_bytes, unstruct_hook=bytes.hex)
+    for attr in ("prologue_file", "epilogue_file"):
+        inst_overrides[attr] = override(rename=names[attr], struct_hook=_structure_path)
+    conv.register_structure_hook(KernelInstance, make_dict_structure_fn(
+        KernelInstance, conv, _cattrs_forbid_extra_keys=True, dynamic_hash=override(omit=True),
+        _record=override(omit=True), **inst_overrides))
+    conv.register_unstructure_hook(KernelInstance, make_dict_unstructure_fn(
+        KernelInstance, conv, dynamic_hash=override(omit=True), _record=override(omit=True), **inst_overrides))
+
+    names = _JSON_NAMES[RecordedExecution]
+    rec_overrides = {attr: override(rename=key) for attr, key in names.items()}
+    rec_overrides["va_addr"] = override(rename="VAddr", struct_hook=_structure_hex_addr, unstruct_hook=hex)
+    conv.register_structure_hook(RecordedExecution, make_dict_structure_fn(
+        RecordedExecution, conv, _cattrs_forbid_extra_keys=True, path=override(omit=True),
+        _linked=override(omit=True), **rec_overrides))
+    conv.register_unstructure_hook(RecordedExecution, make_dict_unstructure_fn(
+        RecordedExecution, conv, path=override(omit=True), _linked=override(omit=True), **rec_overrides))
+    return conv
+
+
+_converter = _make_converter()
+
+
+def _document(rec: RecordedExecution) -> dict[str, Any]:
+    data = _converter.unstructure(rec)
+    data["SchemaVersion"] = SCHEMA_VERSION
+    return {key: data[key] for key in _ORDER}
+
+
+def _collect(exc: BaseException, path: str, names: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """(JSON field path, message) for every leaf error of a cattrs validation error."""
+    out: list[tuple[str, str]] = []
+    if isinstance(exc, cattrs.ClassValidationError):
+        names = _JSON_NAMES.get(exc.cl, {})
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            key = names.get(note.name, note.name)
+            out += _collect(inner, f"{path}.{key}" if path else key)
+        for inner in without:  # attrs validators: "<attribute> must be ..."
+            out += _collect(inner, path, names)
+    elif isinstance(exc, IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        for inner, note in with_notes:
+            index = note.index
+            out += _collect(inner, f"{path}.{index}" if isinstance(index, str) else f"{path}[{index}]")
+        for inner in without:
+            out += _collect(inner, path)
+    elif isinstance(exc, ForbiddenExtraKeysError):
+        known = sorted(_JSON_NAMES.get(exc.cl, {}).values())
+        out.append((path or "$", f"unknown field(s) {', '.join(sorted(exc.extra_fields))}; "
+                    f"this reader knows {', '.join(known)}"))
+    elif isinstance(exc, KeyError):
+        out.append((path, "required field is missing"))
+    elif isinstance(exc, cattrs.BaseValidationError):
+        for inner in exc.exceptions:
+            out += _collect(inner, path)
+    else:
+        message = str(exc)
+        word, _, rest = message.partition(" ")
+        if rest.startswith("must") and word.isidentifier():
+            key = (names or {}).get(word, word)
+            path, message = (f"{path}.{key}" if path else key), rest
+        out.append((path, message))
+    return out or [(path, str(exc))]
+
+
+# Upgrades from older schema versions: version -> function(data) returning the next version's data.
+_UPGRADES: dict[int, Any] = {}
+
+
+def _upgrade(data: Any, path: Path) -> Any:
+    if not isinstance(data, dict):
+        raise FormatError(path, f"a recording database is a JSON object, not {_json_type(data)}")
+    version = data.get("SchemaVersion")
+    if "SchemaVersion" not in data:
+        raise FormatError(path, "required field is missing; is this a Mneme recording database?",
+                          field="SchemaVersion")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise FormatError(path, f"expected a positive integer, got {json.dumps(version)}", field="SchemaVersion")
+    if version > SCHEMA_VERSION:
+        raise SchemaVersionError(path, f"the database has schema version {version}, newer than the {SCHEMA_VERSION} "
+                                 "this Mneme reads; upgrade Mneme to read it", field="SchemaVersion")
+    while version < SCHEMA_VERSION:
+        data = _UPGRADES[version](dict(data))
+        version = data["SchemaVersion"]
+    missing = [key for key in _ORDER if key not in data and key not in _OPTIONAL]
+    if len(missing) == 1:
+        raise FormatError(path, "required field is missing", field=missing[0])
+    if missing:
+        raise FormatError(path, f"required fields are missing: {', '.join(missing)}", field=missing[0])
+    return data
+
+
+# -- whole-database file operations (clean, copy, move) ----------------------------------------
+# Each operation loads and checks every database and plans every file before it changes
+# anything, so a bad database or destination leaves the disk as it was.
+
+@attrs.frozen
+class FileReport:
+    """What a clean, copy or move did: databases written or removed, files removed, files kept."""
+
+    databases: list[Path] = attrs.Factory(list)
+    removed: list[Path] = attrs.Factory(list)
+    kept: list[Path] = attrs.Factory(list)
+
+
+def load_all(paths: Iterable[str | os.PathLike], *, allow_missing: bool = False) -> list[RecordedExecution]:
+    """Load every database (validating each); two arguments naming one database count once."""
+    records: dict[Path, RecordedExecution] = {}
+    for p in paths:
+        rec = RecordedExecution.from_json(p, allow_missing=allow_missing)
+        records.setdefault(rec.path.resolve(), rec)
+    return list(records.values())
+
+
+def _files_of_others(records: Sequence[RecordedExecution]) -> set[Path]:
+    """Files referenced by the other databases in the same folders (kept when one is removed)."""
+    chosen = {r.path.resolve() for r in records}
+    shared: set[Path] = set()
+    for folder in {r.folder.resolve() for r in records}:
+        for candidate in sorted(folder.glob("*.json")):
+            if candidate.resolve() in chosen:
+                continue
+            try:
+                other = RecordedExecution.from_json(candidate, allow_missing=True)
+            except FormatError as exc:
+                log.debug("not a recording database, ignored: %s", exc)
+                continue
+            shared.update(f.resolve() for f in other.referenced_files())
+    return shared
+
+
+def _remove_empty_dirs(files: Iterable[Path], stop: Path) -> None:
+    stop = stop.resolve()
+    for parent in sorted({f.parent.resolve() for f in files}, key=lambda d: len(d.parts), reverse=True):
+        while parent != stop and stop in parent.parents:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+
+def clean_records(paths: Iterable[str | os.PathLike]) -> FileReport:
+    """Delete each database and the files it references inside its folder, nothing else.
+
+    A file that another database in the same folder still references is kept.
+    """
+    records = load_all(paths, allow_missing=True)
+    others = _files_of_others(records)
+    report = FileReport()
+    for rec in records:
+        removed = []
+        for f in rec.referenced_files():
+            if f.resolve() in others:
+                report.kept.append(f)
+            elif f.is_file() or f.is_symlink():
+                f.unlink()
+                removed.append(f)
+        rec.path.unlink()
+        report.databases.append(rec.path)
+        report.removed.extend(removed)
+        _remove_empty_dirs(removed, rec.folder)
+        log.info("removed %s and %d files", rec.path, len(removed))
+    return report
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    import filecmp
+
+    return filecmp.cmp(a, b, shallow=False)
+
+
+def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *, move: bool = False) -> FileReport:
+    """Copy (or move) databases with every file they reference into folder `dest`.
+
+    Each database keeps its folder's relative layout under `dest` and is rewritten there.
+    Refused before anything changes: a destination that is a file, a database that points
+    outside its folder or misses a file, two sources for one destination file with different
+    contents, a destination file that exists with other contents.
+    """
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"destination {dest} is a file; give a folder (it is created if missing)")
+    records = load_all(paths)
+    if not records:
+        raise UsageError("no recording database given")
+    verb = "move" if move else "copy"
+    plan: dict[Path, Path] = {}  # destination file -> source file
+    targets: dict[Path, RecordedExecution] = {}
+    for rec in records:
+        if rec.folder.resolve() == dest.resolve():
+            raise UsageError(f"{rec.path} is already in {dest}; nothing to {verb}")
+        db_target = dest / rec.path.name
+        if db_target in targets:
+            raise UsageError(f"{rec.path} and {targets[db_target].path} would both become {db_target}; "
+                             f"{verb} them to different folders")
+        targets[db_target] = rec
+        if db_target.exists():
+            existing = RecordedExecution.from_json(db_target, allow_missing=True) if db_target.is_file() else None
+            if existing is None or existing.to_dict() != rec.to_dict():
+                raise UsageError(f"{db_target} already exists and differs from {rec.path}; remove it or choose "
+                                 "another destination")
+        for src in rec.referenced_files():
+            dst = dest / src.relative_to(rec.folder)
+            if dst in plan and plan[dst].resolve() != src.resolve() and not _same_content(plan[dst], src):
+                raise UsageError(f"{plan[dst]} and {src} would both become {dst} with different contents; "
+                                 f"{verb} them to different folders")
+            plan.setdefault(dst, src)
+    for dst, src in plan.items():
+        if dst.is_dir():
+            raise UsageError(f"{dst} is a folder; cannot {verb} {src} there")
+        if dst.exists() and not _same_content(src, dst):
+            raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another destination")
+
+    keep = _files_of_others(records) if move else set()
+    created_dirs: list[Path] = []
+    done: list[tuple[str, Path, Path]] = []  # ("copy", tmp/dst, -) or ("rename", dst, src), for rollback
+    try:
+        for folder in sorted({d.parent for d in list(plan) + list(targets)}, key=lambda d: len(d.parts)):
+            for d in [*reversed(folder.parents), folder]:
+                if not d.exists():
+                    d.mkdir()
+                    created_dirs.append(d)
+        staged: list[tuple[Path, Path]] = []
+        renames: list[tuple[Path, Path]] = []
+        for dst, src in plan.items():
+            if dst.exists():
+                continue  # identical content already there
+            if move and src.resolve() not in keep and not src.is_symlink() and \
+                    os.stat(src).st_dev == os.stat(dst.parent).st_dev:
+                renames.append((src, dst))
+                continue
+            fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
+            os.close(fd)
+            done.append(("copy", Path(tmp), Path(tmp)))
+            shutil.copy2(src, tmp)
+            staged.append((Path(tmp), dst))
+        for tmp, dst in staged:
+            os.replace(tmp, dst)
+            done.append(("copy", dst, dst))
+        for src, dst in renames:
+            os.rename(src, dst)
+            done.append(("rename", dst, src))
+        written = []
+        for db_target, rec in targets.items():
+            copy = RecordedExecution.from_dict(rec.to_dict(), path=db_target)
+            copy.to_json(db_target)
+            written.append(db_target)
+            done.append(("copy", db_target, db_target))
+    except BaseException:
+        for action, path, src in reversed(done):
+            try:
+                if action == "rename":
+                    os.rename(path, src)
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.error("could not undo %s of %s: %s", action, path, exc)
+        for d in reversed(created_dirs):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        raise
+    report = FileReport(databases=written)
+    if move:
+        moved = {src for src, _ in renames}
+        for rec in records:
+            removed = []
+            for f in rec.referenced_files():
+                if f.resolve() in keep:
+                    report.kept.append(f)
+                elif f in moved:
+                    removed.append(f)
+                elif f.is_file() or f.is_symlink():
+                    f.unlink()
+                    removed.append(f)
+            rec.path.unlink()
+            report.removed.extend([*removed, rec.path])
+            _remove_empty_dirs(removed, rec.folder)
+    log.info("%s %d databases to %s", "moved" if move else "copied", len(written), dest)
+    return report

@@ -1,0 +1,153 @@
+"""Byte layout of a snapshot file (version 1) and the value types that describe its contents.
+
+`docs/formats.md` is the normative description; this module is its executable twin. All
+integers are little-endian; every checksum is XXH3-64 (seed 0) of the bytes it covers.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import struct
+
+import attrs
+import xxhash
+
+MAGIC = b"MNEMESNP"
+VERSION = 1  # the newest version this reader understands and this writer writes
+
+# File header: magic, version, header size, kind, 3 reserved, flags, snapshot id, base id, checksum.
+FILE_HEADER = struct.Struct("<8sIIB3xI16s16sQ")
+FILE_HEADER_SIZE = FILE_HEADER.size  # 64
+# Block header: tag, sequence number, payload size, payload checksum, header checksum.
+BLOCK_HEADER = struct.Struct("<4sIQQQ")
+BLOCK_HEADER_SIZE = BLOCK_HEADER.size  # 32
+# REGN payload: addr, size, chunk size, chunk count, encoding, dtype, norm, flags, 4 reserved, threshold.
+REGION = struct.Struct("<QQQQBBBB4xd")
+# CHNK payload prefix: offset in region, raw length, chunk encoding, 3 reserved.
+CHUNK_PREFIX = struct.Struct("<QIB3x")
+# Diff chunk body header: run count, packing, 3 reserved, base checksum.
+DIFF_HEADER = struct.Struct("<IB3xQ")
+RUN = struct.Struct("<II")
+END = struct.Struct("<QQQ")
+
+TAG_META, TAG_ARGS, TAG_REGION, TAG_CHUNK, TAG_GLOBAL, TAG_END = b"META", b"ARGS", b"REGN", b"CHNK", b"GLOB", b"END "
+BLOCK_NAMES = {TAG_META: "META", TAG_ARGS: "ARGS", TAG_REGION: "REGN", TAG_CHUNK: "CHNK",
+               TAG_GLOBAL: "GLOB", TAG_END: "END"}  # fmt: skip
+
+# Region encodings (REGN) and chunk encodings (CHNK) share codes; diff chunks only live in diff regions.
+ENCODINGS = ("raw", "zstd", "diff")
+ENC_RAW, ENC_ZSTD, ENC_DIFF = 0, 1, 2
+ENC_SHUFFLE = 3  # chunk only: byte-shuffled, then zstd (floats compress far better this way)
+CHUNK_ENCODINGS = {ENC_RAW: "raw", ENC_ZSTD: "zstd", ENC_DIFF: "diff", ENC_SHUFFLE: "zstd-shuffle"}
+SHUFFLE_HEADER = struct.Struct("<B7x")  # element size, 7 reserved
+SHUFFLE_SIZES = (2, 4, 8)
+PACK_RAW, PACK_ZSTD = 0, 1
+
+DTYPES = ("u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64", "f16", "bf16", "f32", "f64")
+NORMS = ("none", "L1", "L2", "Linf")
+FLAG_RELATIVE = 1
+
+DEFAULT_CHUNK_SIZE = 4 << 20
+MAX_CHUNK_SIZE = (1 << 32) - 8  # a chunk's raw length is a u32
+
+
+def checksum(*parts) -> int:
+    """XXH3-64 of the concatenation of `parts` (bytes-like), without concatenating them."""
+    if len(parts) == 1:
+        return xxhash.xxh3_64_intdigest(parts[0])
+    h = xxhash.xxh3_64()
+    for part in parts:
+        h.update(part)
+    return h.intdigest()
+
+
+class SnapshotType(enum.Enum):
+    """Which side of a launch a snapshot holds."""
+
+    PROLOGUE = "prologue"  # the state right before the launch
+    EPILOGUE = "epilogue"  # the state right after it
+
+    @property
+    def code(self) -> int:
+        return 0 if self is SnapshotType.PROLOGUE else 1
+
+    @classmethod
+    def of(cls, value: SnapshotType | str | int) -> SnapshotType:
+        if isinstance(value, SnapshotType):
+            return value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return (cls.PROLOGUE, cls.EPILOGUE)[value]
+        text = str(value)
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"snapshot type must be 'prologue' or 'epilogue', got {value!r}") from None
+
+
+def _threshold(instance, attribute, value):
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise ValueError(f"threshold must be a finite number >= 0, got {value!r}")
+
+
+@attrs.frozen
+class RegionPolicy:
+    """How an epilogue region is verified.
+
+    The default compares bytes exactly. A typed policy reads the region as `dtype` and
+    accepts element errors |actual - expected| up to `threshold` (absolute), or up to
+    `threshold` times the expected magnitude (`relative=True`), combined by `norm`:
+    "none" checks every element, "L1"/"L2"/"Linf" check the norm of the error vector
+    (relative: divided by the same norm of the expected values).
+    """
+
+    dtype: str = attrs.field(default="u8", validator=attrs.validators.in_(DTYPES))
+    threshold: float = attrs.field(default=0.0, converter=float, validator=_threshold)
+    relative: bool = attrs.field(default=False, converter=bool)
+    norm: str = attrs.field(default="none", validator=attrs.validators.in_(NORMS))
+
+    @property
+    def exact(self) -> bool:
+        """True when the policy is plain byte equality."""
+        return self.threshold == 0 and self.norm == "none" and not self.is_float
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in ("f16", "bf16", "f32", "f64")
+
+    @property
+    def itemsize(self) -> int:
+        return ITEMSIZE[self.dtype]
+
+    def __str__(self) -> str:
+        if self == EXACT:
+            return "exact"
+        kind = "rel" if self.relative else "abs"
+        return f"{self.dtype} {kind} {self.threshold:g} norm {self.norm}"
+
+
+ITEMSIZE = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
+            "f16": 2, "bf16": 2, "f32": 4, "f64": 8}  # fmt: skip
+EXACT = RegionPolicy()
+
+
+@attrs.frozen
+class RegionInfo:
+    """One memory region of a snapshot, as its REGN block describes it."""
+
+    addr: int
+    size: int
+    encoding: str
+    stored_size: int  # bytes its chunk blocks take in the file, headers included
+    policy: RegionPolicy = EXACT
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    num_chunks: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.addr + self.size
+
+    @property
+    def ratio(self) -> float:
+        """Raw size over stored size (1.0 for an empty region)."""
+        return self.size / self.stored_size if self.stored_size else 1.0

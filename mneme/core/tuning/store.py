@@ -1,0 +1,253 @@
+"""The result store: every experiment of a tuning run, durably, in an Optuna study.
+
+One store serves every sampler. Each trial of the study is one point a sampler proposed;
+its user attributes carry what Mneme knows about it:
+
+``status``   running | ok | failed | unverified | cached | infeasible | interrupted
+``config``   the ExperimentConfiguration (``to_dict()``), ``hash`` its grounded hash
+``result``   the ExperimentResult (``to_dict()``): times, verification, errors, device
+``owner``    host, pid and session id of the `mneme tune` process that ran it
+``env``      hash of the environment fingerprint (the fingerprint is a study attribute)
+``cached_from``  for ``cached``: the trial whose result answered this one
+
+The trial's value is the objective, minimized: the median time in seconds, or a penalty
+(a multiple of the baseline's time) for failed, unverified and infeasible points.
+Study attributes: ``mneme`` (kernel, space and environment identity, checked on resume),
+``mneme.env.<hash>``, ``mneme.baseline``, ``mneme.retime``.
+
+Storage: ``sqlite:///DIR/study.db`` in the results folder by default; any SQLAlchemy URL
+(``postgresql://user@host/db``); or ``journal:PATH`` (Optuna's journal file, for a shared
+file system). Several processes may share one study through the latter two.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import optuna
+from optuna.trial import TrialState
+
+from mneme.core.errors import UsageError
+
+log = logging.getLogger(__name__)
+
+STORE_SCHEMA = 1
+COUNTED = frozenset({"ok", "failed", "unverified", "cached"})  # statuses that spend the trial budget
+EVALUATED = frozenset({"ok", "failed", "unverified"})  # statuses that ran an experiment
+DEFAULT_DB = "study.db"
+
+
+@attrs.frozen
+class TrialRecord:
+    """One trial as Mneme sees it (a flattened view of an Optuna FrozenTrial)."""
+
+    number: int
+    state: str
+    status: str
+    value: float | None
+    params: dict[str, Any]
+    config: dict[str, Any] | None
+    hash: str
+    result: dict[str, Any] | None
+    owner: dict[str, Any]
+    env: str
+    cached_from: int | None
+    start: str
+    end: str
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def median_time(self) -> float | None:
+        return self.value if self.ok else None
+
+    @classmethod
+    def of(cls, trial: optuna.trial.FrozenTrial) -> TrialRecord:
+        attrs_ = trial.user_attrs
+        result = attrs_.get("result")
+        return cls(
+            number=trial.number,
+            state=trial.state.name,
+            status=attrs_.get("status", "running" if trial.state == TrialState.RUNNING else trial.state.name.lower()),
+            value=trial.value if trial.state == TrialState.COMPLETE else None,
+            params=dict(trial.params),
+            config=attrs_.get("config"),
+            hash=attrs_.get("hash", ""),
+            result=result,
+            owner=attrs_.get("owner", {}),
+            env=attrs_.get("env", ""),
+            cached_from=attrs_.get("cached_from"),
+            start=(result or {}).get("start_time") or (trial.datetime_start.isoformat() if trial.datetime_start else ""),
+            end=(result or {}).get("end_time") or (trial.datetime_complete.isoformat() if trial.datetime_complete else ""),
+        )
+
+
+def storage_url(storage: str | None, results_dir: Path) -> str:
+    """The storage URL a run uses: the given one, or the SQLite file in the results folder."""
+    if storage:
+        return storage
+    return f"sqlite:///{(results_dir / DEFAULT_DB).resolve()}"
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """An Optuna storage for a URL: ``journal:PATH`` or an SQLAlchemy URL."""
+    if url.startswith("journal:"):
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        path = Path(url[len("journal:"):])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    if "://" not in url:
+        raise UsageError(f"--storage {url!r} is neither journal:PATH nor a database URL like "
+                         "postgresql://user@host/db or sqlite:///path.db")
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        kwargs = {"connect_args": {"timeout": 60}}
+    try:
+        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+    except ImportError as exc:
+        raise UsageError(f"storage {url!r} needs a database driver: {exc}") from exc
+    except Exception as exc:  # sqlalchemy raises many kinds; say which storage failed
+        raise UsageError(f"cannot open storage {url!r}: {exc}") from exc
+
+
+def owner() -> dict[str, Any]:
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class ResultStore:
+    """One study in one storage, with Mneme's view of its trials."""
+
+    def __init__(self, study: optuna.Study, url: str):
+        self.study = study
+        self.url = url
+
+    # -- opening -------------------------------------------------------------------------------
+    @classmethod
+    def create_or_load(cls, url: str, study_name: str, sampler: optuna.samplers.BaseSampler | None = None
+                       ) -> tuple[ResultStore, bool]:
+        """The study (created when absent, minimizing) and whether it existed before."""
+        storage = open_storage(url)
+        existed = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study = optuna.create_study(storage=storage, study_name=study_name, sampler=sampler,
+                                        direction="minimize", load_if_exists=True)
+        return cls(study, url), existed
+
+    @classmethod
+    def load(cls, url: str, study_name: str | None = None) -> ResultStore:
+        storage = open_storage(url)
+        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
+        if study_name is None:
+            if len(names) != 1:
+                raise UsageError(f"storage {url} holds {len(names)} studies ({', '.join(names) or 'none'}); "
+                                 "name one")
+            study_name = names[0]
+        if study_name not in names:
+            raise UsageError(f"storage {url} has no study {study_name!r}; it holds: {', '.join(names) or 'none'}")
+        return cls(optuna.load_study(storage=storage, study_name=study_name), url)
+
+    # -- study attributes ------------------------------------------------------------------------
+    @property
+    def meta(self) -> dict[str, Any]:
+        return dict(self.study.user_attrs.get("mneme") or {})
+
+    def set_meta(self, meta: dict[str, Any]) -> None:
+        self.study.set_user_attr("mneme", {"schema": STORE_SCHEMA, **meta})
+
+    def check_meta(self, expected: dict[str, Any], *, force: bool) -> list[str]:
+        """Differences between the stored identity and this run's; raise unless `force`."""
+        stored = self.meta
+        if stored.get("schema", STORE_SCHEMA) > STORE_SCHEMA:
+            raise UsageError(f"study {self.study.study_name!r} was written by a newer Mneme (store schema "
+                             f"{stored['schema']}); upgrade Mneme to continue it")
+        labels = {"static_hash": "kernel", "dynamic_hash": "kernel instance", "space": "search space",
+                  "env": "environment (device, driver, toolchain)"}
+        diffs = [f"{labels[k]}: stored {stored.get(k)!r}, now {expected.get(k)!r}"
+                 for k in labels if k in stored and stored.get(k) != expected.get(k)]
+        if diffs and not force:
+            raise UsageError(f"study {self.study.study_name!r} in {self.url} belongs to a different run ("
+                             + "; ".join(diffs) + "); use another --results/--study, or --force to continue anyway")
+        return diffs
+
+    def set_environment(self, digest: str, fingerprint: dict[str, Any]) -> None:
+        key = f"mneme.env.{digest}"
+        if key not in self.study.user_attrs:
+            self.study.set_user_attr(key, fingerprint)
+
+    def environment(self, digest: str) -> dict[str, Any]:
+        return dict(self.study.user_attrs.get(f"mneme.env.{digest}") or {})
+
+    @property
+    def baseline(self) -> dict[str, Any] | None:
+        return self.study.user_attrs.get("mneme.baseline")
+
+    def set_baseline(self, record: dict[str, Any]) -> None:
+        self.study.set_user_attr("mneme.baseline", record)
+
+    @property
+    def retime(self) -> dict[str, Any]:
+        return dict(self.study.user_attrs.get("mneme.retime") or {})
+
+    def set_retime(self, data: dict[str, Any]) -> None:
+        self.study.set_user_attr("mneme.retime", data)
+
+    # -- trials ------------------------------------------------------------------------------------
+    def trials(self, states: Iterable[TrialState] | None = None) -> list[optuna.trial.FrozenTrial]:
+        return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
+
+    def records(self) -> list[TrialRecord]:
+        return [TrialRecord.of(t) for t in self.trials()]
+
+    def budget_used(self) -> int:
+        """Trials that count against ``--trials``: finished ones that count, and running ones."""
+        used = 0
+        for t in self.trials():
+            status = t.user_attrs.get("status")
+            if status in COUNTED or (t.state == TrialState.RUNNING and status == "running"):
+                used += 1
+        return used
+
+    def evaluated(self) -> dict[str, TrialRecord]:
+        """Grounded hash -> the first finished experiment with that configuration."""
+        out: dict[str, TrialRecord] = {}
+        for t in self.trials(states=(TrialState.COMPLETE,)):
+            if t.user_attrs.get("status") in EVALUATED and t.user_attrs.get("hash"):
+                out.setdefault(t.user_attrs["hash"], TrialRecord.of(t))
+        return out
+
+    def orphans(self) -> list[optuna.trial.FrozenTrial]:
+        """Running trials left behind by a `mneme tune` process on this host that no longer exists."""
+        here = socket.gethostname()
+        found = []
+        for t in self.trials(states=(TrialState.RUNNING,)):
+            who = t.user_attrs.get("owner") or {}
+            if who.get("host") == here and who.get("pid") != os.getpid() and not _pid_alive(int(who.get("pid", 0))):
+                found.append(t)
+        return found
+
+    def mark_interrupted(self, trial: optuna.trial.FrozenTrial) -> None:
+        storage = self.study._storage  # noqa: SLF001 - Optuna's public Study has no API for others' trials
+        storage.set_trial_user_attr(trial._trial_id, "status", "interrupted")  # noqa: SLF001
+        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)  # noqa: SLF001

@@ -1,0 +1,483 @@
+"""Isolated worker processes that run experiments: futures, crash and hang recovery, compile-ahead.
+
+`AsyncReplayExecutor` keeps one or more warm worker processes per device (the recording
+opened and the IR linked once per process) and, optionally, a pool of CPU compile
+processes that build binaries while the device workers execute. `submit(config)` returns a
+`concurrent.futures.Future` that resolves to an `ExperimentResult`: an experiment that
+crashes its worker (a fault, a signal, os.kill) or hangs (past its timeout) resolves to a
+failed result with `error_kind` "crash" or "timeout", and the worker is replaced. The
+future raises only when the pool itself cannot go on (workers that keep dying at startup,
+or a shutdown).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from mneme.core.errors import ExperimentError, UsageError
+from mneme.core.types import ExperimentConfiguration, ExperimentResult
+
+log = logging.getLogger(__name__)
+
+_CTX = multiprocessing.get_context("spawn")
+_POLL = 0.05
+
+
+def pop(q: queue.Queue, timeout: float | None = None):
+    """Get from a thread or process queue; None on timeout."""
+    try:
+        return q.get(timeout=timeout)
+    except queue.Empty:
+        return None
+
+
+def describe_exit(exitcode: int | None) -> str:
+    """'exit code 3' or 'signal SIGKILL' for a process's exit code."""
+    if exitcode is None:
+        return "no exit code"
+    if exitcode < 0:
+        try:
+            return f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+@attrs.define(eq=False)
+class _Job:
+    exp_id: int
+    config: ExperimentConfiguration
+    future: concurrent.futures.Future
+    binary: Any = None
+    compile_result: dict | None = None
+    submitted: float = attrs.Factory(time.monotonic)
+
+
+class TuneWorkerHandle:
+    """One worker process and the thread that feeds it: at most one job in flight.
+
+    `role` is "device" (runs experiments on `device_id`) or "compile" (builds binaries).
+    The thread respawns the process after a crash or a timeout; it gives up after
+    `max_startup_failures` consecutive failed startups.
+    """
+
+    def __init__(self, pool: AsyncReplayExecutor, role: str, index: int, device_id: int, inbox: queue.Queue):
+        self.pool = pool
+        self.role = role
+        self.index = index
+        self.device_id = device_id
+        self.inbox = inbox
+        self.name = f"{role}{device_id if role == 'device' else ''}-{index}"
+        self.log_path = pool.log_dir / f"worker-{self.name}.log"
+        self.process = None
+        self.conn = None
+        self.info: dict[str, Any] = {}
+        self.ready = threading.Event()
+        self.dead = False  # gave up: too many startup failures
+        self.last_error = ""
+        self.spawns = 0
+        self.jobs_done = 0  # replies received (results or binaries)
+        self.current: _Job | None = None
+        self._thread = threading.Thread(target=self._run, name=f"mneme-{self.name}", daemon=True)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    # -- process lifetime ---------------------------------------------------------------------
+    def _spawn(self) -> bool:
+        """Start the process and wait for its ready message; False (with last_error) on failure."""
+        from mneme.core.executor import tune_worker_main
+
+        parent, child = _CTX.Pipe(duplex=True)
+        spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name)
+        if self.role == "compile":
+            spec["arch"] = self.pool.arch
+        self.process = _CTX.Process(target=tune_worker_main, args=(child, spec, str(self.log_path)),
+                                    name=f"mneme-worker-{self.name}", daemon=True)  # fmt: skip
+        self.spawns += 1
+        self.process.start()
+        child.close()
+        self.conn = parent
+        deadline = time.monotonic() + self.pool.startup_timeout
+        while time.monotonic() < deadline and not self.pool._stopping.is_set():
+            if self.conn.poll(_POLL):
+                try:
+                    message = self.conn.recv()
+                except (EOFError, OSError):
+                    break
+                if message.get("payload") == "ready":
+                    self.info = message
+                    log.info("worker %s ready (pid %d)", self.name, self.process.pid)
+                    return True
+                self.last_error = message.get("error", repr(message))
+                break
+            if not self.process.is_alive():
+                break
+        self._kill()
+        if not self.last_error or self.process.exitcode is not None:
+            code = describe_exit(self.process.exitcode)
+            if not self.last_error:
+                self.last_error = f"worker {self.name} died during startup ({code}); see {self.log_path}"
+        return False
+
+    def _kill(self) -> None:
+        if self.process is None:
+            return
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _start_process(self) -> bool:
+        failures = 0
+        while not self.pool._stopping.is_set():
+            if self._spawn():
+                self.ready.set()
+                return True
+            failures += 1
+            log.warning("worker %s failed to start (%d/%d): %s", self.name, failures,
+                        self.pool.max_startup_failures, self.last_error)  # fmt: skip
+            if failures >= self.pool.max_startup_failures:
+                self.dead = True
+                self.ready.set()
+                self.pool._worker_gave_up(self)
+                return False
+            time.sleep(min(0.2 * failures, 1.0))
+        return False
+
+    # -- the feeding loop ------------------------------------------------------------------------
+    def _run(self) -> None:
+        if not self._start_process():
+            return
+        while not self.pool._stopping.is_set():
+            job = pop(self.inbox, _POLL * 4)
+            if job is None:
+                continue
+            if job.future.done():  # cancelled meanwhile
+                continue
+            self.current = job
+            try:
+                outcome = self._process(job)
+            finally:
+                self.current = None
+            if outcome == "respawn" and not self._start_process():
+                return
+        self._terminate()
+
+    def _process(self, job: _Job) -> str:
+        message = {"payload": "compile" if self.role == "compile" else "process", "exp_id": job.exp_id,
+                   "data": job.config.to_dict()}  # fmt: skip
+        if self.role == "device" and job.binary is not None:
+            message["binary"] = job.binary
+        started = time.monotonic()
+        start_stamp = _utc_now()
+        try:
+            self.conn.send(message)
+        except (OSError, EOFError, BrokenPipeError):
+            pass  # the death is noticed below
+        timeout = self.pool._timeout_for(job, self.role)
+        while True:
+            if self.conn.poll(_POLL):
+                try:
+                    reply = self.conn.recv()
+                except (EOFError, OSError):
+                    reply = None
+                if reply is not None:
+                    self.jobs_done += 1
+                    self.pool._stage_done(self, job, reply)
+                    return "ok"
+            if not self.process.is_alive():
+                self.process.join(1)
+                what = describe_exit(self.process.exitcode)
+                error = (f"worker {self.name} (pid {self.process.pid}) on {self._where()} died with {what} "
+                         f"during the experiment; see {self.log_path}")  # fmt: skip
+                self.pool._stage_failed(self, job, "crash", error, start_stamp)
+                self._kill()
+                return "respawn"
+            if self.pool._stopping.is_set():
+                self.pool._stage_failed(self, job, "error", "the worker pool was shut down", start_stamp)
+                return "stop"
+            if timeout is not None and time.monotonic() - started > timeout:
+                pid = self.process.pid
+                self._kill()
+                error = (f"experiment exceeded its timeout of {timeout:.1f} s on {self._where()}; worker "
+                         f"{self.name} (pid {pid}) was killed and replaced; see {self.log_path}")  # fmt: skip
+                self.pool._stage_failed(self, job, "timeout", error, start_stamp)
+                return "respawn"
+
+    def _where(self) -> str:
+        if self.role == "compile":
+            return "the compile pool"
+        return self.info.get("device") or f"device {self.device_id}"
+
+    def _terminate(self) -> None:
+        if self.process is None:
+            return
+        try:
+            if self.conn is not None and self.process.is_alive():
+                self.conn.send({"payload": "terminate"})
+                self.process.join(5)
+        except (OSError, EOFError, BrokenPipeError):
+            pass
+        self._kill()
+
+
+def _utc_now() -> str:
+    from mneme.core.executor import utc_now
+
+    return utc_now()
+
+
+class AsyncReplayExecutor:
+    """A pool of warm worker processes running experiments of one recorded kernel instance.
+
+    Parameters
+    ----------
+    record_db, record_id, iterations : as for `BaseExecutor`
+    results_db_dir : folder for the per-worker log files (``logs/``); a temporary one when None
+    num_workers : device workers in all; default one per device in `devices`
+    backend : backend name; default: the recorded one (host when that is not usable)
+    devices : device indices to use; default [0]
+    compile_workers : CPU processes that build binaries ahead of the device workers; 0 builds in the
+        device worker; None picks 0 on the host backend (the CPU is the device) and up to 4 otherwise
+    timeout : seconds an experiment may take on a device before its worker is killed; None derives
+        it from the baseline (the recorded configuration's first result): `min_timeout` +
+        `timeout_factor` x (its build time + its run time)
+    """
+
+    def __init__(self, record_db, record_id: str | None = None, iterations: int = 3,
+                 results_db_dir: str | os.PathLike | None = None, num_workers: int | None = None,
+                 backend: str | None = None, devices: list[int] | None = None, *, mode: str = "ir",
+                 warmup: int = 1, compile_workers: int | None = None, timeout: float | None = None,
+                 timeout_factor: float = 10.0, min_timeout: float = 10.0, initial_timeout: float = 600.0,
+                 compile_timeout: float = 600.0, startup_timeout: float = 300.0, max_startup_failures: int = 3,
+                 start: bool = True):  # fmt: skip
+        if iterations < 1:
+            raise UsageError(f"iterations must be >= 1, got {iterations}")
+        self.devices = list(devices) if devices else [0]
+        if num_workers is None:
+            num_workers = len(self.devices)
+        if num_workers < 1:
+            raise UsageError(f"num_workers must be >= 1, got {num_workers}")
+        self.record_db = str(record_db)
+        self.iterations = iterations
+        self.timeout = timeout
+        self.timeout_factor = timeout_factor
+        self.min_timeout = min_timeout
+        self.initial_timeout = initial_timeout
+        self.compile_timeout = compile_timeout
+        self.startup_timeout = startup_timeout
+        self.max_startup_failures = max_startup_failures
+        if results_db_dir is None:
+            self.log_dir = Path(tempfile.mkdtemp(prefix="mneme-workers-"))
+        else:
+            self.log_dir = Path(results_db_dir) / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._spec = {"record_db": self.record_db, "record_id": record_id, "iterations": iterations,
+                      "backend": backend, "mode": mode, "warmup": warmup}  # fmt: skip
+        self._requested_compile_workers = compile_workers
+        self._mode = mode
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._device_queue: queue.Queue = queue.Queue()
+        self._compile_queue: queue.Queue = queue.Queue()
+        self._pending: dict[int, _Job] = {}
+        self.baseline: ExperimentResult | None = None
+        self.default_config: ExperimentConfiguration | None = None
+        self.arch = ""
+        self.backend_name = backend or ""
+        self.broken = ""
+        self.device_workers = [TuneWorkerHandle(self, "device", i, self.devices[i % len(self.devices)],
+                                                self._device_queue) for i in range(num_workers)]  # fmt: skip
+        self.compile_workers: list[TuneWorkerHandle] = []
+        self._started = False
+        if start:
+            self.start()
+
+    # -- lifetime ---------------------------------------------------------------------------------
+    def __enter__(self) -> AsyncReplayExecutor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    def start(self) -> None:
+        """Start the workers and wait until each is warm (or has given up, which raises)."""
+        if self._started:
+            return
+        self._started = True
+        for worker in self.device_workers:
+            worker.start()
+        for worker in self.device_workers:
+            worker.ready.wait()
+        alive = [w for w in self.device_workers if not w.dead]
+        if not alive:
+            errors = "; ".join(sorted({w.last_error for w in self.device_workers}))
+            self.shutdown()
+            raise ExperimentError(f"no worker could start for {self.record_db}: {errors}", kind="crash")
+        info = alive[0].info
+        self.arch = info.get("arch", "")
+        self.backend_name = info.get("backend", self.backend_name)
+        if info.get("default_config"):
+            self.default_config = ExperimentConfiguration.from_dict(info["default_config"])
+        count = self._requested_compile_workers
+        if count is None:
+            count = 0 if self.backend_name == "host" else max(1, min(4, (os.cpu_count() or 2) - len(alive)))
+        if self._mode != "ir":
+            count = 0
+        self.compile_workers = [TuneWorkerHandle(self, "compile", i, -1, self._compile_queue) for i in range(count)]
+        for worker in self.compile_workers:
+            worker.start()
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Stop accepting work, cancel what is queued, terminate the workers."""
+        self._stopping.set()
+        with self._lock:
+            pending = list(self._pending.values())
+            self._pending.clear()
+        for job in pending:
+            job.future.cancel()
+        if wait:
+            for worker in self.device_workers + self.compile_workers:
+                if worker._thread.is_alive():
+                    worker.join(15)
+        for worker in self.device_workers + self.compile_workers:
+            if not worker._thread.is_alive():
+                worker._kill()
+
+    # -- work -----------------------------------------------------------------------------------------
+    def submit(self, config: ExperimentConfiguration) -> concurrent.futures.Future:
+        """Queue one experiment; the future resolves to its ExperimentResult."""
+        if self._stopping.is_set():
+            raise ExperimentError("the worker pool is shut down; create a new one", kind="error")
+        if not self._started:
+            self.start()
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        if self.broken:
+            future.set_exception(ExperimentError(self.broken, kind="crash"))
+            return future
+        job = _Job(next(self._ids), config, future)
+        with self._lock:
+            self._pending[job.exp_id] = job
+        if self.compile_workers and any(not w.dead for w in self.compile_workers):
+            self._compile_queue.put(job)
+        else:
+            self._device_queue.put(job)
+        return future
+
+    def evaluate(self, config: ExperimentConfiguration) -> ExperimentResult:
+        """Submit and wait."""
+        return self.submit(config).result()
+
+    def map(self, configs) -> list[ExperimentResult]:
+        futures = [self.submit(c) for c in configs]
+        return [f.result() for f in futures]
+
+    @property
+    def worker_pids(self) -> list[int]:
+        return [w.pid for w in self.device_workers if w.pid is not None]
+
+    def busy_worker(self, timeout: float = 30.0) -> TuneWorkerHandle:
+        """The first device worker with a job in flight (waits up to `timeout`); for tests and tools."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for worker in self.device_workers:
+                if worker.current is not None:
+                    return worker
+            time.sleep(0.01)
+        raise ExperimentError(f"no worker picked up a job within {timeout} s")
+
+    # -- timeouts --------------------------------------------------------------------------------------
+    def _timeout_for(self, job: _Job, role: str) -> float | None:
+        if role == "compile":
+            return self.compile_timeout
+        if self.timeout is not None:
+            return self.timeout
+        baseline = self.baseline
+        if baseline is None:
+            return self.initial_timeout
+        build = baseline.preprocess_ir_time + baseline.opt_time + baseline.codegen_time + baseline.load_time
+        runs = sum(baseline.exec_time) + sum(baseline.warmup_time)
+        runs = runs * (1 + 1 / max(1, len(baseline.exec_time) + len(baseline.warmup_time)))  # the verify run
+        return self.min_timeout + self.timeout_factor * (build + runs)
+
+    # -- callbacks from the handles ---------------------------------------------------------------
+    def _stage_done(self, worker: TuneWorkerHandle, job: _Job, reply: dict) -> None:
+        payload = reply.get("payload")
+        if payload == "binary":
+            if reply.get("data") is not None:
+                job.binary = reply["data"]
+                self._device_queue.put(job)
+                return
+            self._finish(job, ExperimentResult.from_dict(reply.get("result") or {}), worker)
+            return
+        result = ExperimentResult.from_dict(reply.get("data") or {})
+        if job.binary is not None and result.preprocess_ir_time == 0.0:
+            stages = job.binary.stage_times or {}
+            result.preprocess_ir_time = float(stages.get("preprocess", 0.0))
+        self._finish(job, result, worker)
+
+    def _stage_failed(self, worker: TuneWorkerHandle, job: _Job, kind: str, error: str, start_time: str) -> None:
+        result = ExperimentResult(failed=True, error_kind=kind if worker.role == "device" else "compile",
+                                  error=error, start_time=start_time, end_time=_utc_now(),
+                                  gpu_id=worker.device_id, device=worker.info.get("device", ""),
+                                  backend=self.backend_name)  # fmt: skip
+        log.warning("%s", error)
+        self._finish(job, result, worker)
+
+    def _finish(self, job: _Job, result: ExperimentResult, worker: TuneWorkerHandle) -> None:
+        with self._lock:
+            self._pending.pop(job.exp_id, None)
+        if (self.baseline is None and result.ok and self.default_config is not None
+                and job.config.hash() == self.default_config.hash()):  # fmt: skip
+            self.baseline = result
+        try:
+            job.future.set_result(result)
+        except concurrent.futures.InvalidStateError:  # cancelled by a shutdown meanwhile
+            pass
+
+    def _worker_gave_up(self, worker: TuneWorkerHandle) -> None:
+        if worker.role == "compile":
+            # Device workers compile for themselves; route queued jobs to them.
+            if all(w.dead for w in self.compile_workers):
+                while (job := pop(self._compile_queue, 0)) is not None:
+                    self._device_queue.put(job)
+            return
+        if all(w.dead for w in self.device_workers):
+            self.broken = (f"every worker of {self.record_db} failed to start {self.max_startup_failures} times; "
+                           f"last error: {worker.last_error}")  # fmt: skip
+            with self._lock:
+                pending = list(self._pending.values())
+                self._pending.clear()
+            for job in pending:
+                try:
+                    job.future.set_exception(ExperimentError(self.broken, kind="crash"))
+                except concurrent.futures.InvalidStateError:
+                    pass
+
+
+__all__ = ["AsyncReplayExecutor", "TuneWorkerHandle", "pop", "describe_exit"]

@@ -1,0 +1,110 @@
+"""A minimal ELF reader: the header fields and the sections Mneme needs, nothing more.
+
+It reads ELF32/ELF64 of either byte order, so it also reads CUDA cubins and AMDGPU code
+objects. Only section headers are parsed; program headers and symbols are not needed.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import attrs
+
+from mneme.core.errors import CorruptFileError, FormatError
+
+ELF_MAGIC = b"\x7fELF"
+ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
+SHT_NOBITS = 8
+EM_X86_64, EM_AARCH64, EM_PPC64, EM_CUDA, EM_AMDGPU = 62, 183, 21, 190, 224
+
+
+@attrs.frozen
+class Section:
+    name: str
+    type: int
+    flags: int
+    offset: int
+    size: int
+    align: int
+
+
+@attrs.frozen
+class ElfFile:
+    """An ELF file's bytes and its section table."""
+
+    path: str
+    data: bytes = attrs.field(repr=False)
+    elf_type: int
+    machine: int
+    sections: tuple[Section, ...]
+
+    def sections_named(self, name: str) -> list[Section]:
+        return [s for s in self.sections if s.name == name]
+
+    def section_data(self, section: Section) -> bytes:
+        if section.type == SHT_NOBITS:
+            return b""
+        return self.data[section.offset : section.offset + section.size]
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> ElfFile:
+        path = os.fspath(path)
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise FormatError(path, f"cannot read the file: {exc.strerror}") from exc
+        return cls.parse(data, path)
+
+    @classmethod
+    def parse(cls, data: bytes, path: str = "<memory>") -> ElfFile:
+        if data[:4] != ELF_MAGIC:
+            raise FormatError(path, "not an ELF file (no \\x7fELF magic); give an object, executable or shared library")
+        if len(data) < 52 or data[4] not in (1, 2) or data[5] not in (1, 2):
+            raise CorruptFileError(path, "truncated or invalid ELF identification bytes")
+        is64 = data[4] == 2
+        end = "<" if data[5] == 1 else ">"
+        try:
+            if is64:
+                e_type, e_machine = struct.unpack_from(end + "HH", data, 16)
+                e_shoff, = struct.unpack_from(end + "Q", data, 40)
+                e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(end + "HHH", data, 58)
+                sh_fmt = end + "IIQQQQIIQQ"
+            else:
+                e_type, e_machine = struct.unpack_from(end + "HH", data, 16)
+                e_shoff, = struct.unpack_from(end + "I", data, 32)
+                e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(end + "HHH", data, 46)
+                sh_fmt = end + "IIIIIIIIII"
+            if e_shoff == 0:
+                return cls(path, data, e_type, e_machine, ())
+            raw = []
+            first = struct.unpack_from(sh_fmt, data, e_shoff)
+            if e_shnum == 0:  # more than 0xff00 sections: the count is in section 0's size
+                e_shnum = first[5]
+            if e_shstrndx == 0xFFFF:
+                e_shstrndx = first[7]
+            for i in range(e_shnum):
+                raw.append(struct.unpack_from(sh_fmt, data, e_shoff + i * e_shentsize))
+        except struct.error as exc:
+            raise CorruptFileError(path, f"truncated ELF section table ({exc})") from exc
+        if not 0 <= e_shstrndx < len(raw):
+            raise CorruptFileError(path, f"section-name table index {e_shstrndx} is out of range")
+        strtab = raw[e_shstrndx]
+        names = data[strtab[4] : strtab[4] + strtab[5]]
+        sections = []
+        for name_off, sh_type, flags, _addr, offset, size, _link, _info, align, _entsize in raw:
+            stop = names.find(b"\0", name_off)
+            name = names[name_off : stop if stop >= 0 else None].decode("utf-8", "replace")
+            if sh_type != SHT_NOBITS and offset + size > len(data):
+                raise CorruptFileError(path, f"section {name!r} extends past the end of the file (truncated?)")
+            sections.append(Section(name, sh_type, flags, offset, size, align))
+        return cls(path, data, e_type, e_machine, tuple(sections))
+
+
+def is_elf(path: str | os.PathLike) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == ELF_MAGIC
+    except OSError:
+        return False

@@ -1,0 +1,1 @@
+"""The host backend: runs CUDA-flavoured NVPTX kernel IR on the CPU through llvmlite's JIT."""

@@ -1,0 +1,359 @@
+"""The host backend: kernels compiled for the CPU, device memory at fixed addresses in this process."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+import platform
+import re
+import time
+from typing import Any
+
+from mneme.core.backend import Availability, Backend, Device, DeviceBinary, DeviceInfo, LoadedKernel, Resources
+from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError
+from mneme.plugins.backends.host import memory, retarget, runtime
+
+log = logging.getLogger(__name__)
+
+MAX_THREADS_PER_BLOCK = 1024
+MAX_SHARED_BYTES = 64 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def _llvm():
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm
+
+
+def target_machine(opt: int = 3):
+    """The target machine for this CPU (all its features), usable by MCJIT."""
+    llvm = _llvm()
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=opt,
+        reloc="pic",
+        codemodel="jitdefault",
+    )
+
+
+def _speed_level(passes: str) -> tuple[int, int] | None:
+    """(speed, size) levels of a pipeline string such as ``default<O3>``, ``O2``, ``Os``; None skips."""
+    text = passes.strip()
+    if not text:
+        return None
+    m = re.fullmatch(r"(?:default<)?O([0-3sz])>?", text)
+    if not m:
+        raise UnsupportedError(
+            f"pipeline {passes!r} is not supported on the host backend; use default<O0>..default<O3>, Os or Oz"
+        )
+    level = m.group(1)
+    return (2, 1 if level == "s" else 2) if level in "sz" else (int(level), 0)
+
+
+def optimize(module: Any, config: Any, tm: Any) -> None:
+    """Run the new pass manager's standard pipeline on a host module, honouring the tuning knobs."""
+    llvm = _llvm()
+    levels = _speed_level(getattr(config, "passes", "default<O3>"))
+    if levels is None:
+        return
+    pto = llvm.PipelineTuningOptions(speed_level=levels[0])
+    pto.size_level = levels[1]
+    for knob in ("loop_unrolling", "loop_vectorization", "slp_vectorization"):
+        value = getattr(config, knob, None)
+        if value is not None:
+            setattr(pto, knob, value)
+    threshold = getattr(config, "inlining_threshold", None)
+    if threshold is not None:
+        pto.inlining_threshold = threshold
+    pb = llvm.create_pass_builder(tm, pto)
+    try:
+        pm = pb.getModulePassManager()
+        pm.run(module, pb)
+    finally:
+        pb.close()
+
+
+def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
+    """A copy of `module` holding only the kernel and what it reaches (other kernels may use what
+    the host cannot run)."""
+    llvm = _llvm()
+    work = llvm.parse_assembly(str(module))
+    for fn in work.functions:
+        if not fn.is_declaration and fn.name != kernel_name:
+            fn.linkage = llvm.Linkage.internal
+    pb = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions())
+    try:
+        pm = llvm.create_new_module_pass_manager()
+        pm.add_global_dead_code_eliminate_pass()
+        pm.add_strip_dead_prototype_pass()
+        pm.run(work, pb)
+    finally:
+        pb.close()
+    return work
+
+
+def _check_externals(module: Any, kernel_name: str) -> None:
+    """Every function the code calls must be an LLVM intrinsic the CPU has or a symbol of this process."""
+    llvm = _llvm()
+    missing = []
+    for fn in module.functions:
+        if not fn.is_declaration:
+            continue
+        name = fn.name
+        if name.startswith("llvm."):
+            if re.match(r"llvm\.(nvvm|amdgcn|r600|spv|dx)\.", name):
+                missing.append(name)
+            continue
+        if llvm.address_of_symbol(name) is None:
+            missing.append(f"external function {name}")
+    if missing:
+        raise UnsupportedError(
+            f"not supported on the host backend: {', '.join(sorted(missing))} (used by kernel {kernel_name!r})"
+        )
+
+
+class HostBackend(Backend):
+    """Runs NVPTX kernel IR on this machine's CPU through llvmlite's JIT."""
+
+    name = "host"
+
+    def availability(self) -> Availability:
+        if platform.system() != "Linux":
+            return Availability(False, "the host backend needs Linux (fixed-address mmap); use a Linux machine")
+        if runtime.find_compiler() is None and not runtime.cache_dir().glob("libmneme-host-*.so"):
+            return Availability(False, "no C compiler to build the host runtime; install gcc or set CC")
+        return Availability(True)
+
+    def device_count(self) -> int:
+        return 1 if self.availability().usable else 0
+
+    def arch(self, index: int = 0) -> str:
+        return platform.machine()
+
+    def fingerprint(self) -> dict[str, str]:
+        llvm = _llvm()
+        import llvmlite
+
+        return {
+            "backend": self.name,
+            "arch": self.arch(),
+            "cpu": llvm.get_host_cpu_name(),
+            "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)),
+            "threads": str(os.cpu_count() or 1),
+        }
+
+    def compile(self, module: Any, kernel_name: str, config: Any, arch: str) -> DeviceBinary:
+        """Retarget a preprocessed NVPTX module to the CPU, optimize it, and emit an object file."""
+        llvm = _llvm()
+        runtime.load()  # its symbols must be known to check the kernel's externals
+        if isinstance(module, (str, bytes)):
+            from mneme.core import ir
+
+            module = ir.load(module) if hasattr(ir, "load") else llvm.parse_assembly(module)
+        start = time.perf_counter()
+        tm = target_machine(getattr(config, "codegen_opt", 3))
+        try:
+            module.get_function(kernel_name)
+        except NameError as exc:
+            raise IRError(f"kernel {kernel_name!r} is not defined in the module; check the kernel name") from exc
+        module = prune_to_kernel(module, kernel_name, tm)
+        host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
+        try:
+            host_module = llvm.parse_assembly(host.text)
+            host_module.verify()
+        except RuntimeError as exc:
+            raise IRError(f"kernel {kernel_name!r}: the retargeted host IR is invalid: {exc}") from exc
+        _check_externals(host_module, kernel_name)
+        retarget_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        optimize(host_module, config, tm)
+        optimize_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        data = tm.emit_object(host_module)
+        codegen_seconds = time.perf_counter() - start
+        return DeviceBinary(
+            backend=self.name,
+            arch=arch,
+            kind="host-object",
+            kernel_name=kernel_name,
+            data=bytes(data),
+            resources=Resources(shared_mem=host.static_shared),
+            stage_times={"retarget": retarget_seconds, "optimize": optimize_seconds, "codegen": codegen_seconds},
+        )
+
+    def open_device(self, index: int = 0) -> HostDevice:
+        if index != 0:
+            raise MnemeError(f"the host backend has one device (index 0), not {index}")
+        availability = self.availability()
+        if not availability.usable:
+            raise MnemeError(f"the host backend is not usable here: {availability.reason}")
+        runtime.load()
+        return HostDevice(DeviceInfo(backend=self.name, index=0, name=_cpu_name(), arch=self.arch(),
+                                     driver=f"LLVM {'.'.join(map(str, _llvm().llvm_version_info))}",
+                                     memory_bytes=_memory_bytes()))  # fmt: skip
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+class HostKernel(LoadedKernel):
+    """A kernel object linked into this process by MCJIT."""
+
+    def __init__(self, binary: DeviceBinary):
+        super().__init__(binary)
+        llvm = _llvm()
+        try:
+            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(binary.data))
+            self._engine.finalize_object()
+        except RuntimeError as exc:
+            raise ExperimentError(f"kernel {binary.kernel_name!r}: could not load the host object: {exc}", kind="load") from exc
+        self.entry = self._engine.get_function_address(retarget.ENTRY)
+        info = self._engine.get_global_value_address(retarget.INFO)
+        if not self.entry or not info:
+            raise ExperimentError(f"kernel {binary.kernel_name!r}: the binary was not made by the host backend", kind="load")
+        static_shared, flags = (ctypes.c_int64 * 2).from_address(info)
+        self.static_shared = static_shared
+        self.uses_fibers = bool(flags & retarget.FLAG_FIBERS)
+        self.globals = self._read_globals()
+
+    def _read_globals(self) -> dict[str, tuple[int, int]]:
+        table = self._engine.get_global_value_address(retarget.GLOBAL_TABLE)
+        names_at = self._engine.get_global_value_address(retarget.GLOBAL_NAMES)
+        found: dict[str, tuple[int, int]] = {}
+        if not table or not names_at:
+            return found
+        offset = 0
+        index = 0
+        while True:
+            name = ctypes.string_at(names_at + offset)
+            if not name:
+                break
+            addr, size = (ctypes.c_uint64 * 2).from_address(table + 16 * index)
+            found[name.decode()] = (addr, size)
+            offset += len(name) + 1
+            index += 1
+        return found
+
+    def _release(self) -> None:
+        self._engine = None
+
+
+class HostDevice(Device):
+    """The CPU as a device: memory at the recorded addresses of this process, blocks on every core."""
+
+    def __init__(self, info: DeviceInfo):
+        super().__init__(info)
+        self.memory = memory.AddressSpace()
+        self._kernels: list[HostKernel] = []
+        self._runtime = runtime.load()
+
+    def _release(self) -> None:
+        for kernel in self._kernels:
+            kernel.close()
+        self._kernels.clear()
+        self.memory.close()
+
+    def reserve(self, va_addr: int, va_size: int) -> None:
+        self._check_open()
+        self.memory.reserve(va_addr, va_size)
+
+    def map(self, addr: int, size: int) -> None:
+        self._check_open()
+        self.memory.map(addr, size)
+
+    def write(self, addr: int, data) -> None:
+        self._check_open()
+        self.memory.write(addr, data)
+
+    def read(self, addr: int, size: int) -> bytes:
+        self._check_open()
+        return self.memory.read(addr, size)
+
+    def copy(self, dst: int, src: int, size: int) -> None:
+        self._check_open()
+        self.memory.copy(dst, src, size)
+
+    def load(self, binary: DeviceBinary) -> HostKernel:
+        self._check_open()
+        if binary.backend != "host" or binary.kind != "host-object":
+            raise ExperimentError(
+                f"kernel {binary.kernel_name!r}: a {binary.backend} {binary.kind} binary cannot load on the host "
+                "backend; compile it with the host backend",
+                kind="load",
+            )
+        kernel = HostKernel(binary)
+        self._kernels.append(kernel)
+        return kernel
+
+    def launch(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes) -> None:
+        from mneme.core.types import dim3
+
+        self._check_open()
+        kernel.check_open()
+        if not isinstance(kernel, HostKernel):
+            raise ExperimentError(f"kernel {kernel.binary.kernel_name!r} was not loaded by the host backend", kind="launch")
+        grid, block = dim3.of(grid), dim3.of(block)
+        name = kernel.binary.kernel_name
+        if block.size > MAX_THREADS_PER_BLOCK:
+            raise ExperimentError(
+                f"kernel {name!r}: block {block} has {block.size} threads, more than {MAX_THREADS_PER_BLOCK}",
+                kind="launch",
+            )
+        shared_bytes = kernel.static_shared + (shared_mem + retarget.DYNAMIC_SHARED_ALIGN if shared_mem else 0)
+        if shared_mem < 0 or shared_bytes > MAX_SHARED_BYTES:
+            raise ExperimentError(f"kernel {name!r}: {shared_mem} bytes of dynamic shared memory is out of range", kind="launch")
+        arg_buffer = ctypes.create_string_buffer(bytes(args), max(len(args), 1) + 16)
+        message = ctypes.create_string_buffer(1024)
+        u32x3 = ctypes.c_uint32 * 3
+        rc = self._runtime.mneme_launch(
+            kernel.entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
+            shared_bytes, int(kernel.uses_fibers), 0, message, len(message),
+        )  # fmt: skip
+        if rc != 0:
+            raise ExperimentError(f"kernel {name!r} failed on the host: {message.value.decode(errors='replace')}",
+                                  kind="fault")  # fmt: skip
+
+    def _global(self, kernel: LoadedKernel, name: str) -> tuple[int, int]:
+        self._check_open()
+        kernel.check_open()
+        table = getattr(kernel, "globals", {})
+        if name not in table:
+            known = ", ".join(sorted(table)) or "none"
+            raise MnemeError(f"kernel {kernel.binary.kernel_name!r} has no device global {name!r}; known: {known}")
+        return table[name]
+
+    def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
+        addr, size = self._global(kernel, name)
+        if len(data) > size:
+            raise MnemeError(f"device global {name!r} holds {size} bytes; got {len(data)}")
+        ctypes.memmove(addr, bytes(data), len(data))
+
+    def read_global(self, kernel: LoadedKernel, name: str, size: int) -> bytes:
+        addr, held = self._global(kernel, name)
+        if size > held:
+            raise MnemeError(f"device global {name!r} holds {held} bytes; asked for {size}")
+        return ctypes.string_at(addr, size)

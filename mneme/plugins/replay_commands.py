@@ -1,0 +1,349 @@
+"""`mneme capture`, `mneme replay` and `mneme annotate`: make a recording, run one experiment, set tolerances."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from mneme.core.errors import FormatError, UsageError
+from mneme.core.hookspecs import hookimpl
+from mneme.core.types import ExperimentConfiguration, ExperimentResult
+
+log = logging.getLogger(__name__)
+
+
+@hookimpl
+def mneme_cli_commands():
+    return [capture_command, replay_command, annotate_command]
+
+
+# -- configuration resolution ---------------------------------------------------------------------
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The configuration fields in a JSON/YAML file: a configuration, or {"config": {...}} as tuning exports."""
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the configuration ({exc.strerror or exc})") from exc
+    except yaml.YAMLError as exc:
+        raise FormatError(path, f"not valid JSON/YAML: {exc}") from exc
+    if isinstance(data, Mapping) and isinstance(data.get("config"), Mapping):
+        data = data["config"]
+    if not isinstance(data, Mapping):
+        raise FormatError(path, "a configuration file holds a mapping of ExperimentConfiguration fields")
+    return dict(data)
+
+
+def resolve_config(
+    default: ExperimentConfiguration,
+    file_fields: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    source: str | None = None,
+) -> ExperimentConfiguration:
+    """The recorded launch, updated by a configuration file's fields, then by command-line options.
+
+    `overrides` may hold `grid_dim_x`..`block_dim_z` (one component each) and any
+    configuration field; None values are ignored (the option was not given).
+    """
+    data = default.to_dict()
+    if file_fields:
+        unknown = sorted(set(file_fields) - set(data))
+        if unknown:
+            raise FormatError(source, f"unknown configuration field(s) {', '.join(unknown)}; "
+                              f"known: {', '.join(sorted(data))}")  # fmt: skip
+        data.update(file_fields)
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key.startswith(("grid_dim_", "block_dim_")):
+            which, axis = key.rsplit("_", 1)[0].split("_")[0], key[-1]
+            dims = dict(data[which]) if isinstance(data[which], Mapping) else _dims(data[which])
+            dims[axis] = value
+            data[which] = dims
+        elif key in data:
+            data[key] = value
+        else:
+            raise UsageError(f"unknown configuration option {key!r}")
+    try:  # construct directly: the validators' messages name the field and the allowed values
+        return ExperimentConfiguration(**data)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{source or 'command line'}: invalid configuration: {exc}") from exc
+
+
+def _dims(value: Any) -> dict[str, int]:
+    from mneme.core.types import dim3
+
+    return dim3.of(value).to_dict()
+
+
+# -- report formatting --------------------------------------------------------------------------------
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def _resource(value: int) -> str:
+    return "-" if value is None or value < 0 else str(value)
+
+
+def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
+                baseline: ExperimentResult | None = None) -> list[tuple[str, str]]:  # fmt: skip
+    """(label, value) rows describing one experiment, in report order."""
+    rows = [
+        ("grid / block / shared", f"{config.grid} / {config.block} / {config.shared_mem} B"),
+        ("device", result.device or "-"),
+        ("verified", "yes" if result.verified else "NO"),
+    ]
+    if result.failed:
+        rows.append(("failed", f"{result.error_kind}: {result.error}"))
+    for line in result.mismatches[:8]:
+        rows.append(("mismatch", line))
+    times = result.exec_time
+    if times:
+        rows.append(("median time", _ms(result.median_time)))
+        rows.append(("min / max time", f"{_ms(min(times))} / {_ms(max(times))}"))
+        rows.append(("runs", f"{len(times)} timed + {len(result.warmup_time)} warm-up"))
+        spread = (max(times) - min(times)) / result.median_time if result.median_time else 0.0
+        rows.append(("spread", f"{spread * 100:.1f}% of the median"))
+    if baseline is not None and baseline.median_time and result.median_time:
+        rows.append(("speedup vs recorded binary", f"{baseline.median_time / result.median_time:.3f}x"
+                     f" (binary {_ms(baseline.median_time)})"))  # fmt: skip
+    rows.append(("compile (preprocess / opt / codegen)", " / ".join(
+        _ms(t) for t in (result.preprocess_ir_time, result.opt_time, result.codegen_time))))  # fmt: skip
+    rows.append(("load", _ms(result.load_time)))
+    rows.append(("object size", f"{result.obj_size} B"))
+    rows.append(("registers / local / const / shared", " / ".join(_resource(v) for v in (
+        result.reg_usage, result.local_mem_usage, result.const_mem_usage, result.shared_mem_usage))))  # fmt: skip
+    if result.variant_hash:
+        rows.append(("variant", result.variant_hash[:16]))
+    return rows
+
+
+def result_table(result: ExperimentResult, config: ExperimentConfiguration, title: str,
+                 baseline: ExperimentResult | None = None) -> Table:  # fmt: skip
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column("what", style="bold")
+    table.add_column("value", overflow="fold")
+    for label, value in result_rows(result, config, baseline):
+        style = "red" if (label in ("verified", "failed", "mismatch") and result.failed) else None
+        table.add_row(label, value, style=style)
+    return table
+
+
+def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, database: str, record_id: str,
+                kernel: str, baseline: ExperimentResult | None = None) -> str:  # fmt: skip
+    data = {
+        "database": database, "record_id": record_id, "kernel": kernel,
+        "config": config.to_dict(), "config_hash": config.hash(), "result": result.to_dict(),
+        "median_time": result.median_time,
+    }  # fmt: skip
+    if baseline is not None:
+        data["recorded_binary"] = baseline.to_dict()
+        if baseline.median_time and result.median_time:
+            data["speedup_vs_recorded_binary"] = baseline.median_time / result.median_time
+    return json.dumps(data, indent=2, allow_nan=False, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+# -- commands ---------------------------------------------------------------------------------------------
+
+
+def _console():
+    from mneme.core.cli import console
+
+    return console
+
+
+@click.command("capture")
+@click.argument("spec", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
+@click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
+@click.option("--device", "device_id", default=0, show_default=True, help="Device index.")
+def capture_command(spec: str, out: str, backend: str | None, device_id: int) -> None:
+    """Capture a kernel launch described in SPEC (YAML/JSON) into a recording database.
+
+    SPEC names the IR (`ir`), the `kernel`, `grid`, `block`, optional `shared_mem`, and
+    `args`: numbers for scalars, or buffers made by `random`, `zeros`, `ones`, `full`,
+    `arange` or `file` (e.g. `{random: {dtype: float32, shape: [1024], seed: 1}}`), each with
+    an optional `name` and `tolerance: {dtype: f32, threshold: 1e-5, relative: true}`.
+    """
+    from mneme import capture
+
+    path = capture.capture_spec(spec, out, backend=backend, device_id=device_id)
+    _console().print(f"captured into [bold]{path}[/]")
+
+
+@click.command("replay")
+@click.option("-rdb", "--record-db", "record_db", required=True, type=click.Path(exists=True),
+              help="Recording database (.json) or its folder.")
+@click.option("-rid", "--record-id", "record_id", default=None, help="Kernel instance (dynamic hash or prefix).")
+@click.argument("passes", required=False)
+@click.option("--grid-dim-x", type=click.IntRange(min=1), default=None)
+@click.option("--grid-dim-y", type=click.IntRange(min=1), default=None)
+@click.option("--grid-dim-z", type=click.IntRange(min=1), default=None)
+@click.option("--block-dim-x", type=click.IntRange(min=1), default=None)
+@click.option("--block-dim-y", type=click.IntRange(min=1), default=None)
+@click.option("--block-dim-z", type=click.IntRange(min=1), default=None)
+@click.option("--shared-mem", type=click.IntRange(min=0), default=None, help="Dynamic shared memory in bytes.")
+@click.option("--specialize/--no-specialize", default=None, help="Fold recorded scalar arguments into the code.")
+@click.option("--specialize-dims/--no-specialize-dims", default=None, help="Make grid and block sizes constants.")
+@click.option("--set-launch-bounds/--no-set-launch-bounds", default=None, help="Set launch bounds.")
+@click.option("--max-threads", type=click.IntRange(1, 1024), default=None, help="Launch bounds: threads per block.")
+@click.option("--min-blocks-per-sm", type=click.IntRange(min=1), default=None, help="Launch bounds: blocks per SM.")
+@click.option("--codegen-opt", type=click.IntRange(0, 3), default=None, help="Code generation level.")
+@click.option("--iterations", type=click.IntRange(min=1), default=3, show_default=True, help="Timed runs.")
+@click.option("--output-ll", type=click.Path(dir_okay=False), default=None, help="Write the optimized variant IR here.")
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A configuration (JSON/YAML), e.g. one exported by `mneme tune`.")
+@click.option("--mode", type=click.Choice(["ir", "ptx", "cubin"]), default="ir", show_default=True,
+              help="Compile the IR, or run the application's own PTX or cubin.")
+@click.option("--device", "device_id", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def replay_command(record_db, record_id, passes, iterations, output_ll, config_file, mode, device_id, backend,
+                   as_json, **options) -> None:  # fmt: skip
+    """Replay a recorded kernel launch as one verified, timed experiment.
+
+    PASSES is an optimization pipeline such as `default<O3>` or `Oz` (default: the
+    configuration's). Exits with status 1 when the variant does not verify.
+    """
+    from mneme.core.executor import BaseExecutor
+
+    overrides = dict(options)
+    overrides["passes"] = passes
+    file_fields = read_config_file(config_file) if config_file else None
+    with BaseExecutor(record_db, record_id, iterations=iterations, device_id=device_id, backend=backend,
+                      mode=mode) as ex:  # fmt: skip
+        config = resolve_config(ex.default_config(), file_fields, overrides, source=config_file)
+        if output_ll:
+            if mode != "ir":
+                raise UsageError("--output-ll needs --mode ir (the binary modes have no IR)")
+            Path(output_ll).write_text(ex.optimized_ir(config))
+        result = ex.execute(config)
+        baseline = None
+        recorded = ex.recorded_binary() if mode == "ir" else None
+        if recorded is not None:
+            baseline = ex.execute(ex.default_config(), binary=recorded)
+        kernel, instance = ex.rec.kernel_name, ex.instance.dynamic_hash
+        database = str(ex.rec.path)
+    if as_json:
+        click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
+                               baseline=baseline))  # fmt: skip
+    else:
+        _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline))
+        if output_ll:
+            _console().print(f"variant IR written to [bold]{output_ll}[/]")
+    if not result.ok:
+        raise SystemExit(1)
+
+
+@click.command("annotate")
+@click.argument("record_db", type=click.Path(exists=True))
+@click.option("-rid", "--record-id", "record_id", default=None, help="Only this instance (default: every instance).")
+@click.option("--region", "region", default=None, help="Region by address (hex, e.g. 0x153940000000).")
+@click.option("--arg", "arg_index", type=int, default=None, help="Region by the pointer argument's index.")
+@click.option("--dtype", default="f32", show_default=True, help="Element type: f16 bf16 f32 f64 i8..i64 u8..u64.")
+@click.option("--threshold", type=float, default=0.0, show_default=True, help="Allowed error.")
+@click.option("--relative/--absolute", default=False, help="Threshold relative to the expected magnitude.")
+@click.option("--norm", type=click.Choice(["none", "L1", "L2", "Linf"]), default="none", show_default=True)
+@click.option("--exact", is_flag=True, help="Reset the region to exact byte comparison.")
+def annotate_command(record_db, record_id, region, arg_index, dtype, threshold, relative, norm, exact) -> None:
+    """Set the verification policy of one region of a recording's epilogue(s)."""
+    from mneme.core.snapshot import RegionPolicy
+
+    if (region is None) == (arg_index is None):
+        raise UsageError("name the region with exactly one of --region ADDR or --arg INDEX")
+    try:
+        policy = RegionPolicy() if exact else RegionPolicy(dtype=dtype, threshold=threshold, relative=relative,
+                                                           norm=norm)  # fmt: skip
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"invalid policy: {exc}") from exc
+    address = None
+    if region is not None:
+        try:
+            address = int(region, 0)
+        except ValueError:
+            raise UsageError(f"--region takes an address such as 0x153940000000, not {region!r}") from None
+    changed = annotate(record_db, policy, record_id=record_id, address=address, arg_index=arg_index)
+    for path, addr in changed:
+        _console().print(f"{path.name}: region 0x{addr:x} -> {policy}")
+
+
+def annotate(record_db, policy, *, record_id: str | None = None, address: int | None = None,
+             arg_index: int | None = None) -> list[tuple[Path, int]]:  # fmt: skip
+    """Rewrite the epilogue policy of one region (by address or pointer argument) in each selected instance.
+
+    Each epilogue is rewritten atomically; returns (epilogue path, region address) per change.
+    """
+    from mneme.core.executor import load_recording, region_of_arg
+    from mneme.core.snapshot import Snapshot
+
+    rec = load_recording(record_db)
+    instances = [rec.select(record_id)] if record_id else list(rec.kernel_instances.values())
+    changed = []
+    for inst in instances:
+        prologue = Snapshot.open(inst.prologue_path)
+        epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
+        if arg_index is not None:
+            addr = region_of_arg(rec, inst.args, epilogue.regions, arg_index)
+        else:
+            addr = address
+            if addr not in {r.addr for r in epilogue.regions}:
+                if record_id:
+                    known = ", ".join(f"0x{r.addr:x}" for r in epilogue.regions)
+                    raise UsageError(f"{inst.epilogue_path}: no region at 0x{addr:x}; regions: {known}")
+                continue
+        rewrite_policy(prologue, epilogue, inst.epilogue_path, addr, policy)
+        changed.append((inst.epilogue_path, addr))
+    if not changed:
+        raise UsageError(f"{rec.path}: no instance has a region at 0x{address:x}")
+    return changed
+
+
+def rewrite_policy(prologue, epilogue, path: Path, addr: int, policy) -> None:
+    """Write `epilogue` again at `path` (atomically) with `policy` for the region at `addr`."""
+    from mneme.core.snapshot import SnapshotType, SnapshotWriter
+
+    regions = list(epilogue.regions)
+    data = {r.addr: epilogue.read_region(r.addr) for r in regions}
+    base = {r.addr: prologue.read_region(r.addr) for r in prologue.regions}
+    globals_ = dict(epilogue.globals)
+    args = bytes(epilogue.args)
+    with SnapshotWriter(path, SnapshotType.EPILOGUE, static_hash=epilogue.static_hash,
+                        dynamic_hash=epilogue.dynamic_hash) as writer:  # fmt: skip
+        writer.set_args(args)
+        for region in regions:
+            new_policy = policy if region.addr == addr else region.policy
+            before = base.get(region.addr)
+            if region.encoding == "diff" and before is not None and len(before) == region.size:
+                writer.add_diff_region(region.addr, before, data[region.addr], policy=new_policy)
+            else:
+                encoding = region.encoding if region.encoding in ("raw", "zstd") else "zstd"
+                writer.add_region(region.addr, data[region.addr], encoding=encoding, policy=new_policy)
+        for name, value in globals_.items():
+            writer.add_global(name, value)
+
+
+__all__ = ["resolve_config", "read_config_file", "result_rows", "result_table", "result_json", "annotate"]

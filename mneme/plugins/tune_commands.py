@@ -1,0 +1,241 @@
+"""`mneme tune` and `mneme results`, registered as a plugin."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from mneme.core.cli import console
+from mneme.core.errors import UsageError
+from mneme.core.hookspecs import hookimpl
+
+log = logging.getLogger(__name__)
+
+
+@hookimpl
+def mneme_cli_commands():
+    return [tune_command, results_command]
+
+
+def _devices(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        devices = [int(d) for d in text.split(",") if d.strip()]
+    except ValueError:
+        raise UsageError(f"--devices {text!r} must be comma-separated device indices, e.g. 0,1") from None
+    if not devices or any(d < 0 for d in devices) or len(set(devices)) != len(devices):
+        raise UsageError(f"--devices {text!r} must be distinct non-negative device indices")
+    return devices
+
+
+def _fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e6:.2f} us"
+
+
+def _fmt_speedup(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def _progress_view(progress) -> Group:
+    done = min(progress.trials, progress.budget)
+    width = 30
+    filled = int(width * done / max(1, progress.budget))
+    bar = Text(f"[{'#' * filled}{'.' * (width - filled)}] {done}/{progress.budget} trials  ({progress.phase})")
+    table = Table.grid(padding=(0, 2))
+    table.add_row("experiments run", str(progress.experiments), "answered from store", str(progress.cached))
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(progress.failures.items())) or "none"
+    table.add_row("infeasible (skipped)", str(progress.infeasible), "failures", failures)
+    best = f"{_fmt_time(progress.best_time)} (trial {progress.best_trial})" if progress.best_time else "-"
+    table.add_row("baseline", _fmt_time(progress.baseline_time), "best so far", best)
+    table.add_row("speedup vs baseline", _fmt_speedup(progress.speedup), "", "")
+    return Group(bar, table)
+
+
+def print_space(space) -> None:
+    description = space.describe()
+    table = Table(title=f"search space {description['name']!r} ({description['class']})")
+    table.add_column("parameter")
+    table.add_column("kind")
+    table.add_column("domain")
+    for name, dim in description["dimensions"].items():
+        table.add_row(name, dim["kind"], dim["domain"])
+    console.print(table)
+    options = ", ".join(f"{k}={v}" for k, v in description["options"].items()) or "defaults"
+    console.print(f"options: {options}")
+    size = description["size"]
+    console.print(f"points before constraints: {size if size is not None else 'continuous (not enumerable)'}")
+    if size is not None and size <= 200_000:
+        feasible = sum(1 for _ in space.sample_exhaustive())
+        console.print(f"feasible distinct configurations: {feasible}")
+    baseline = getattr(space, "baseline", None)
+    if callable(baseline):
+        config = baseline()
+        console.print(f"recorded launch: grid {config.grid}, block {config.block}, shared_mem {config.shared_mem}")
+
+
+def print_summary(summary: dict, *, title: str = "best configurations") -> None:
+    counts = summary["counts"]
+    failures = ", ".join(f"{k} {v}" for k, v in sorted(counts["failures"].items())) or "none"
+    console.print(f"study {summary['study']}: {counts['trials']} trials, {counts['experiments']} experiments, "
+                  f"{counts['cached']} answered from the store, {counts['infeasible']} infeasible skipped, "
+                  f"{counts['interrupted']} interrupted; failures: {failures}")
+    baseline = summary["baseline"]
+    console.print(f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
+                  + (" (re-timed)" if baseline.get("retimed") else ""))
+    table = Table(title=title)
+    for column in ("rank", "trial", "time", "spread", "speedup", "changes from the recorded configuration"):
+        table.add_column(column, justify="right" if column in ("rank", "trial", "time", "spread", "speedup")
+                         else "left")
+    for c in summary["ranking"]:
+        changes = "(recorded configuration)" if c["baseline"] else (
+            ", ".join(f"{k}={_short(v)}" for k, v in c["changes"].items()) or "(same as recorded)")
+        spread = "-" if c["spread"] is None else f"{100 * c['spread']:.1f}%"
+        trial = "-" if c["trial"] is None else str(c["trial"])
+        table.add_row(str(c["rank"]), trial, _fmt_time(c["time"]), spread, _fmt_speedup(c["speedup"]), changes)
+    console.print(table)
+    best = summary.get("best")
+    if best:
+        console.print(f"best: {_fmt_time(best['time'])}, {_fmt_speedup(best['speedup'])} vs the recorded "
+                      "configuration")
+
+
+def _short(value) -> str:
+    if isinstance(value, dict) and set(value) == {"x", "y", "z"}:
+        return f"({value['x']},{value['y']},{value['z']})"
+    return str(value)
+
+
+@click.command("tune")
+@click.option("-rdb", "--record-db", "record_db", required=True, type=click.Path(exists=True),
+              help="Recording database (a .json file, or a folder holding one).")
+@click.option("-rid", "--record-id", "record_id", default=None, help="Kernel instance (dynamic hash or prefix).")
+@click.option("--space", default="quick", show_default=True,
+              help="A built-in space (quick, standard, launch, compiler, full), a YAML/JSON file, or path.py:Class.")
+@click.option("-o", "--space-option", "space_options", multiple=True, metavar="KEY=VALUE",
+              help="Option of the space, e.g. axes=x, grid_stride=true, pipeline=4 (repeatable).")
+@click.option("--sampler", default="optuna:tpe", show_default=True,
+              help="exhaustive, random, optuna:<tpe|cmaes|gp|nsga2|qmc|ClassName>, nevergrad:<NGOpt|OnePlusOne|...>.")
+@click.option("--sampler-option", "sampler_options", multiple=True, metavar="KEY=VALUE",
+              help="Keyword argument of the sampler's constructor (repeatable).")
+@click.option("--trials", type=int, default=20, show_default=True,
+              help="Trials of the study in all (shared by every process of a shared study).")
+@click.option("--timeout", type=float, default=None, help="Stop asking for new trials after this many seconds.")
+@click.option("--devices", default=None, help="Device indices to use, e.g. 0,1 (default 0).")
+@click.option("--workers-per-device", type=int, default=1, show_default=True)
+@click.option("--results", type=click.Path(file_okay=False), default=None,
+              help="Results folder (default mneme-results/<kernel>-<instance>-<space>).")
+@click.option("--resume", is_flag=True, help="Continue the run in --results (no experiment is lost or repeated).")
+@click.option("--force", is_flag=True, help="Continue a study of a different kernel, space or environment anyway.")
+@click.option("--storage", default=None,
+              help="Shared study storage: postgresql://user@host/db, sqlite:///path.db or journal:PATH.")
+@click.option("--study", default=None, help="Study name in the storage (default derived from kernel and space).")
+@click.option("--seed", type=int, default=None, help="Seed of the sampler.")
+@click.option("--iterations", type=int, default=3, show_default=True, help="Timed runs per experiment.")
+@click.option("--retime-top", type=int, default=3, show_default=True,
+              help="Re-time this many best configurations (and the baseline) at the end.")
+@click.option("--retime-repeats", type=int, default=2, show_default=True, help="Re-timings of each.")
+@click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
+@click.option("--experiment-timeout", type=float, default=None,
+              help="Seconds an experiment may run before its worker is killed (default derived from the baseline).")
+@click.option("--print-space", is_flag=True, help="Show the search space and exit; nothing runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def tune_command(record_db, record_id, space, space_options, sampler, sampler_options, trials, timeout, devices,
+                 workers_per_device, results, resume, force, storage, study, seed, iterations, retime_top,
+                 retime_repeats, backend, experiment_timeout, print_space, as_json):
+    """Autotune one recorded kernel launch: search a space of verified variants, keep every result.
+
+    Exit codes: 0 done, 2 invalid options, 3 the recorded configuration does not verify, 1 other errors.
+    """
+    from mneme.core.tuning.session import TuneOptions, TuningSession
+    from mneme.core.tuning.space import parse_options
+
+    options = TuneOptions(
+        record_db=record_db, record_id=record_id, space=space, space_options=parse_options(space_options),
+        sampler=sampler, sampler_options=parse_options(sampler_options), trials=trials, timeout=timeout,
+        devices=_devices(devices), workers_per_device=workers_per_device, results=results, resume=resume,
+        force=force, storage=storage, study=study, seed=seed, iterations=iterations, retime_top=retime_top,
+        retime_repeats=retime_repeats, backend=backend, experiment_timeout=experiment_timeout)
+    if print_space:
+        session = TuningSession(options)
+        session.prepare()
+        print_space(session.space)
+        return
+    live = Live(console=console, auto_refresh=False, transient=False) if not as_json and console.is_terminal \
+        else None
+
+    def on_progress(progress):
+        if live is not None:
+            live.update(_progress_view(progress), refresh=True)
+        elif progress.phase in ("baseline", "re-timing", "done"):
+            log.info("%s: %d/%d trials", progress.phase, progress.trials, progress.budget)
+
+    session = TuningSession(options, on_progress=on_progress)
+    session.prepare()
+    if live is not None:
+        live.start()
+    try:
+        summary = session.run()
+    finally:
+        if live is not None:
+            live.stop()
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
+        return
+    if live is None:
+        console.print(_progress_view(session.progress))
+    print_summary(summary)
+    out = session.results_dir
+    console.print(f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
+                  f"Proteus: PROTEUS_TUNED_KERNELS={out / 'tuned-kernels.json'})")
+    console.print(f"dashboard: optuna-dashboard {summary['storage']}")
+
+
+@click.command("results")
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write every trial as CSV.")
+@click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), default=None,
+              help="Write every trial as JSON lines.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+              help="Write plots (history, importances, parallel coordinates, slices) as HTML here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def results_command(results_dir, csv_path, jsonl_path, plots_dir, as_json):
+    """Re-print a tuning run's results; export them as CSV/JSONL; plot them."""
+    from mneme.core.tuning import report
+
+    store, session = report.open_results(Path(results_dir))
+    summary = report.build_summary(store, session=session)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    else:
+        print_summary(summary)
+    if csv_path:
+        count = report.export_csv(store, Path(csv_path))
+        _note(f"wrote {count} trials to {csv_path}", as_json)
+    if jsonl_path:
+        count = report.export_jsonl(store, Path(jsonl_path))
+        _note(f"wrote {count} trials to {jsonl_path}", as_json)
+    if plots_dir:
+        for path in report.write_plots(store, Path(plots_dir)):
+            _note(f"wrote {path}", as_json)
+
+
+def _note(message: str, as_json: bool) -> None:
+    if as_json:
+        print(message, file=sys.stderr)
+    else:
+        console.print(message)

@@ -1,0 +1,26 @@
+"""Corpus IR for the GPU tests: prebuilt into `.gpu/ir/` (the GPU machine has no clang), else built here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PREBUILT = Path(os.environ.get("MNEME_GPU_IR", ROOT / ".gpu" / "ir"))
+
+
+def cuda_ir(source: str) -> Path:
+    """NVPTX IR (sm_90) of a corpus source such as "saxpy"."""
+    path = PREBUILT / f"{source}.ll"
+    if path.exists():
+        return path
+    import irbuild  # tests/ is on sys.path through tests/conftest.py
+
+    return irbuild.build_cuda_ir(source)
+
+
+def prebuild(out: Path = PREBUILT) -> list[Path]:
+    """Build every CUDA corpus source's IR into `out` (run where clang-19 is installed)."""
+    import irbuild
+
+    return [irbuild.build_cuda_ir(k.source, out_dir=out) for k in irbuild.corpus()]

@@ -1,0 +1,259 @@
+"""The CUDA backend on a real GPU: fixed-address memory, copies, compare, compile, load, launch, time."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+from gpu_corpus import cuda_ir
+
+from mneme.core import ir
+from mneme.core.backend import DeviceBinary
+from mneme.core.errors import MnemeError
+from mneme.core.types import ExperimentConfiguration, dim3
+
+pytest.importorskip("mneme_cuda")
+from mneme_cuda.compare import CompareRequest
+
+pytestmark = pytest.mark.gpu
+
+BASE = 0x200000000000  # reservable on the H200 (see issue 6); far from the driver's own mappings
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def space(cuda_device):
+    """A 4 GiB reservation at BASE, with its first 512 MiB mapped."""
+    cuda_device.reserve(BASE, 4 << 30)
+    cuda_device.map(BASE, 512 * MiB)
+    return BASE
+
+
+def _compile(backend, device, source: str, kernel: str, config: ExperimentConfiguration | None = None):
+    module = ir.link([cuda_ir(source)], kernel)
+    config = config or ExperimentConfiguration(grid=1, block=256)
+    binary = backend.compile(module, kernel, config, device.info.arch)
+    assert binary.kind in ("cubin", "ptx") and binary.data
+    return device.load(binary)
+
+
+def test_device_reports_its_architecture_name_and_memory(cuda_backend, cuda_device):
+    info = cuda_device.info
+    assert info.arch == cuda_backend.arch(0)
+    assert info.arch.startswith("sm_") and int(info.arch[3:]) >= 70
+    assert info.memory_bytes > 1 << 30 and info.name
+    assert cuda_backend.fingerprint()["cuda-driver"].startswith("13.")
+
+
+def test_reservation_is_at_exactly_the_recorded_address_and_round_trips_bytes(cuda_device, space):
+    data = np.random.default_rng(1).integers(0, 256, 3 * MiB + 5, dtype=np.uint8)
+    addr = space + 4 * MiB + 123  # unaligned inside a mapped page
+    cuda_device.write(addr, data)
+    assert cuda_device.read(addr, data.nbytes) == data.tobytes()
+
+
+def test_a_taken_range_cannot_be_reserved_again_and_the_error_names_it(cuda_device, space):
+    from mneme_cuda.memory import Reservation
+
+    with pytest.raises(MnemeError, match=f"{space:#x}"):
+        Reservation(cuda_device.ordinal, space, 64 * MiB, cuda_device.granularity)
+
+
+def test_mapping_outside_any_reservation_places_memory_at_that_exact_address(cuda_device):
+    addr = 0x300000000000 + 6 * MiB
+    cuda_device.map(addr, 1000)
+    cuda_device.write(addr, b"mneme")
+    assert cuda_device.read(addr, 5) == b"mneme"
+    assert cuda_device.mapped(addr, 1000)
+
+
+def test_large_writes_stream_through_both_staging_buffers(cuda_device, space):
+    data = np.random.default_rng(2).integers(0, 256, 200 * MiB, dtype=np.uint8)  # > 2 staging buffers
+    cuda_device.write(space, data)
+    back = np.empty_like(data)
+    cuda_device.read_into(space, back)
+    assert np.array_equal(back, data)
+
+
+def test_chunked_writes_land_consecutively(cuda_device, space):
+    chunks = [bytes([i]) * (MiB + i) for i in range(5)]
+    written = cuda_device.write_stream(space, chunks)
+    assert written == sum(map(len, chunks))
+    assert cuda_device.read(space, written) == b"".join(chunks)
+
+
+def test_writes_from_pinned_memory_copy_directly(cuda_device, space):
+    pinned = cuda_device.pinned(8 * MiB)
+    pinned.array[:] = np.arange(8 * MiB, dtype=np.uint64).astype(np.uint8)
+    cuda_device.write(space + 64 * MiB, pinned.array)
+    assert cuda_device.read(space + 64 * MiB, 8 * MiB) == pinned.array.tobytes()
+
+
+def test_device_copy_moves_bytes_between_regions(cuda_device, space):
+    data = np.random.default_rng(3).integers(0, 256, 5 * MiB, dtype=np.uint8)
+    cuda_device.write(space, data)
+    cuda_device.copy(space + 100 * MiB, space, data.nbytes)
+    assert cuda_device.read(space + 100 * MiB, data.nbytes) == data.tobytes()
+
+
+@pytest.mark.parametrize("shift", [0, 3])
+def test_exact_compare_finds_the_first_differing_byte(cuda_device, space, shift):
+    size = 40 * MiB + 7
+    data = np.random.default_rng(4).integers(0, 256, size, dtype=np.uint8)
+    expected = cuda_device.upload(data)
+    actual = space + 128 * MiB + shift  # shift 3: unaligned, the byte path
+    cuda_device.write(actual, data)
+    assert cuda_device.compare(expected.addr, actual, size).ok
+    changed = data.copy()
+    changed[[1_000_003, 2_000_000, size - 1]] ^= 0xFF
+    cuda_device.write(actual, changed)
+    diff = cuda_device.compare(expected.addr, actual, size)
+    assert (diff.ok, diff.differing_bytes, diff.first_offset) == (False, 3, 1_000_003)
+    cuda_device.free(expected)
+
+
+def test_float_compare_applies_the_region_policy(cuda_device, space):
+    rng = np.random.default_rng(5)
+    expected = rng.standard_normal(1_000_001).astype(np.float32)
+    buffer = cuda_device.upload(expected)
+    actual = space + 300 * MiB
+    policy = types.SimpleNamespace(dtype="f32", threshold=1e-5, relative=True, norm="none")
+
+    close = expected * np.float32(1 + 1e-7)
+    cuda_device.write(actual, close)
+    assert cuda_device.compare(buffer.addr, actual, expected.nbytes, policy).ok
+
+    far = close.copy()
+    far[777] *= 1.01
+    far[900_000] = np.nan
+    cuda_device.write(actual, far)
+    diff = cuda_device.compare(buffer.addr, actual, expected.nbytes, policy)
+    assert not diff.ok
+    assert (diff.first_offset, diff.differing_bytes, diff.nan_mismatch) == (777 * 4, 8, 1)
+    assert diff.max_rel == pytest.approx(0.01, rel=1e-3)
+    # The same bytes batched with an exact region: one synchronization for both.
+    both = cuda_device.compare_regions([CompareRequest(buffer.addr, actual, expected.nbytes, policy),
+                                        CompareRequest(buffer.addr, buffer.addr, expected.nbytes)])
+    assert [d.ok for d in both] == [False, True]
+    cuda_device.free(buffer)
+
+
+def _vector_add_args(a: int, b: int, c: int, n: int) -> bytes:
+    return struct.pack("<QQQi4x", a, b, c, n)
+
+
+def test_corpus_kernel_compiles_loads_and_runs_at_fixed_addresses(cuda_backend, cuda_device, space):
+    n = 1 << 20
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    pa, pb, pc = space, space + 8 * MiB, space + 16 * MiB
+    cuda_device.write(pa, a)
+    cuda_device.write(pb, b)
+    cuda_device.fill(pc, 4 * n, 0xFF)
+    with _compile(cuda_backend, cuda_device, "vector_add", "vector_add") as kernel:
+        cuda_device.launch(kernel, dim3(n // 256), dim3(256), 0, _vector_add_args(pa, pb, pc, n))
+        c = np.frombuffer(cuda_device.read(pc, 4 * n), dtype=np.float32)
+        assert np.array_equal(c, a + b)
+        res = kernel.resources
+        assert res.registers > 0 and res.max_threads_per_block >= 256 and res.local_mem == 0
+        assert 0 < kernel.occupancy(256) <= 1
+        assert [size for _, size in kernel.param_layout()] == [8, 8, 8, 4]
+
+
+def test_timing_gives_one_event_duration_per_run(cuda_backend, cuda_device, space):
+    n = 1 << 24
+    pa, pb, pc = space, space + 64 * MiB, space + 128 * MiB
+    resets = []
+    with _compile(cuda_backend, cuda_device, "vector_add", "vector_add") as kernel:
+        times = cuda_device.time(kernel, dim3(n // 256), dim3(256), 0, _vector_add_args(pa, pb, pc, n), 5,
+                                 before_each=lambda: resets.append(1))  # fmt: skip
+    assert len(times) == 5 and len(resets) == 5
+    assert all(0 < t < 0.1 for t in times)
+    # 192 MiB moved: at least tens of microseconds even at full HBM bandwidth
+    assert min(times) > 192 * MiB / 10e12
+
+
+def test_ptx_loads_through_the_driver_jit_with_a_register_cap(cuda_device):
+    from mneme_cuda import compare as cmp
+
+    binary = DeviceBinary("cuda", cuda_device.info.arch, "ptx", "mneme_compare_f64", cmp.ptx())
+    config = ExperimentConfiguration(grid=1, block=1, max_registers=32, ptxas_opt=2, cache_mode="cg")
+    with cuda_device.load(binary, config) as capped, cuda_device.load(binary) as free:
+        assert capped.resources.registers <= 32 < free.resources.registers
+
+
+def test_device_globals_are_set_and_read_by_name(cuda_backend, cuda_device, space):
+    n = 1024
+    data = np.arange(n, dtype=np.float32)
+    cuda_device.write(space, data)
+    with _compile(cuda_backend, cuda_device, "device_global", "add_bias") as kernel:
+        cuda_device.write_global(kernel, "bias", struct.pack("<f", 0.5))
+        cuda_device.write_global(kernel, "launch_count", struct.pack("<i", 41))
+        cuda_device.launch(kernel, dim3(n // 128), dim3(128), 0, struct.pack("<Qi4x", space, n))
+        assert struct.unpack("<i", cuda_device.read_global(kernel, "launch_count"))[0] == 42
+        assert np.array_equal(np.frombuffer(cuda_device.read(space, 4 * n), dtype=np.float32), data + 0.5)
+        with pytest.raises(MnemeError, match="no_such_global"):
+            cuda_device.write_global(kernel, "no_such_global", b"\0")
+
+
+FAULT_SCRIPT = textwrap.dedent(
+    """
+    import struct, sys
+    sys.path[:0] = {paths!r}
+    from gpu_corpus import cuda_ir
+    from mneme.core import ir
+    from mneme.core.errors import ExperimentError
+    from mneme.core.types import ExperimentConfiguration, dim3
+    from mneme_cuda.backend import CudaBackend
+
+    base, n, fault = 0x200000000000, 1 << 20, sys.argv[1] == "fault"
+    backend = CudaBackend()
+    with backend.open_device(0) as device:
+        device.reserve(base, 1 << 30)
+        device.map(base, 16 << 20)
+        module = ir.link([cuda_ir("vector_add")], "vector_add")
+        binary = backend.compile(module, "vector_add", ExperimentConfiguration(grid=1, block=256), device.info.arch)
+        kernel = device.load(binary)
+        out = base + (512 << 20) if fault else base + (8 << 20)  # reserved but never mapped: a fault
+        args = struct.pack("<QQQi4x", base, base, out, n)
+        try:
+            device.launch(kernel, dim3(n // 256), dim3(256), 0, args)
+        except ExperimentError as exc:
+            print("KIND", exc.kind)
+            try:
+                device.read(base, 4)
+            except ExperimentError as again:
+                print("AFTER", again.kind, "fresh process" in str(again))
+        else:
+            print("RAN")
+    """
+)
+
+
+def test_a_fault_is_reported_and_the_next_process_runs_cleanly(tmp_path):
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    script = tmp_path / "fault.py"
+    script.write_text(FAULT_SCRIPT.format(paths=[str(here), str(here.parent)]))
+    faulted = subprocess.run([sys.executable, str(script), "fault"], capture_output=True, text=True, timeout=120)
+    assert "KIND fault" in faulted.stdout, faulted.stdout + faulted.stderr
+    assert "AFTER fault True" in faulted.stdout
+    clean = subprocess.run([sys.executable, str(script), "clean"], capture_output=True, text=True, timeout=120)
+    assert clean.stdout.strip() == "RAN", clean.stdout + clean.stderr
+
+
+def test_closed_device_and_unloaded_kernel_raise_instead_of_crashing(cuda_backend):
+    device = cuda_backend.open_device(0)
+    kernel = _compile(cuda_backend, device, "vector_add", "vector_add")
+    kernel.close()
+    with pytest.raises(MnemeError, match="unloaded"):
+        device.launch(kernel, dim3(1), dim3(32), 0, _vector_add_args(0, 0, 0, 0))
+    device.close()
+    with pytest.raises(MnemeError, match="closed"):
+        device.read(BASE, 4)

@@ -1,0 +1,120 @@
+"""Capture corpus kernels on the GPU and replay them as verified experiments (issue 7, points 2 and 5)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gpu_corpus import cuda_ir
+
+pytestmark = pytest.mark.gpu
+
+N = 1 << 16
+
+
+def _inputs(source: str, rng: np.random.Generator):
+    """(kernel, grid, block, args, tolerances) of one realistic launch of a corpus kernel."""
+    from mneme.core.snapshot import RegionPolicy
+
+    f32 = lambda n: rng.standard_normal(n).astype(np.float32)
+    if source == "vector_add":
+        return "vector_add", N // 256, 256, [f32(N), f32(N), np.zeros(N, np.float32), np.int32(N)], None
+    if source == "saxpy":
+        return "saxpy", 64, 256, [np.int32(N), np.float32(2.5), f32(N), f32(N)], None
+    if source == "stencil2d":
+        nx, ny = 256, 192
+        return "stencil2d", (nx // 16, ny // 16), (16, 16), [f32(nx * ny), np.zeros(nx * ny, np.float32),
+                                                          np.int32(nx), np.int32(ny)], None  # fmt: skip
+    if source == "reduce_sum":
+        return "reduce_sum", N // 256, 256, [f32(N), np.zeros(N // 256, np.float32), np.int32(N)], None
+    if source == "scale_template":
+        return "_Z5scaleIfEvPT_S0_i", N // 256, 256, [f32(N), np.float32(3.0), np.int32(N)], None
+    if source == "math_funcs":
+        return "math_funcs", N // 256, 256, [f32(N), np.zeros(N, np.float32), np.int32(N)], None
+    if source == "device_global":
+        return "add_bias", N // 256, 256, [f32(N), np.int32(N)], None
+    if source == "histogram":
+        return "histogram", N // 256, 256, [rng.integers(-5, 70, N).astype(np.int32), np.zeros(64, np.uint32),
+                                            np.int32(N), np.int32(64)], None  # fmt: skip
+    if source == "warp_reduce":  # float atomics: the order of additions varies between runs
+        return "warp_reduce", N // 256, 256, [f32(N), np.zeros(1, np.float32), np.int32(N)], {
+            1: RegionPolicy(dtype="f32", threshold=1e-4, relative=True)}  # fmt: skip
+    raise KeyError(source)
+
+
+SOURCES = ["vector_add", "saxpy", "stencil2d", "reduce_sum", "scale_template", "math_funcs", "device_global",
+           "histogram", "warp_reduce"]  # fmt: skip
+
+
+def _capture(source: str, out: Path, **overrides) -> Path:
+    from mneme import capture
+
+    kernel, grid, block, args, tolerances = _inputs(source, np.random.default_rng(sum(map(ord, source))))
+    params = dict(ir=cuda_ir(source), kernel=kernel, grid=grid, block=block, args=args, out=out,
+                  backend="cuda", tolerances=tolerances)  # fmt: skip
+    params.update(overrides)
+    return capture.capture(**params)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_captured_corpus_kernel_replays_verified_at_its_recorded_configuration(tmp_path, source):
+    from mneme.core.executor import BaseExecutor
+
+    db = _capture(source, tmp_path)
+    with BaseExecutor(db, backend="cuda", iterations=3) as ex:
+        result = ex.execute(ex.default_config())
+    assert result.ok, result.error
+    assert len(result.exec_time) == 3 and all(t > 0 for t in result.exec_time)
+    assert result.reg_usage > 0 and result.backend == "cuda"
+
+
+@pytest.mark.parametrize("block", [64, 128, 512, 1024])
+def test_grid_stride_kernel_verifies_at_other_block_sizes(tmp_path, block):
+    from mneme.core.executor import BaseExecutor
+
+    db = _capture("saxpy", tmp_path)
+    with BaseExecutor(db, backend="cuda", iterations=2) as ex:
+        config = ex.default_config().replace(block=block, grid=max(1, 16384 // block))
+        result = ex.execute(config)
+    assert result.ok, result.error
+
+
+def test_specialized_variant_verifies_and_reports_its_compile_stages(tmp_path):
+    from mneme.core.executor import BaseExecutor
+
+    db = _capture("saxpy", tmp_path)
+    with BaseExecutor(db, backend="cuda", iterations=2) as ex:
+        config = ex.default_config().replace(specialize=True, specialize_dims=True)
+        result = ex.execute(config)
+    assert result.ok, result.error
+    assert result.codegen_time > 0 and result.obj_size > 0
+
+
+REPLAY_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from mneme.core.executor import BaseExecutor
+    db, block = sys.argv[1], int(sys.argv[2])
+    with BaseExecutor(db, backend="cuda", iterations=2) as ex:
+        result = ex.execute(ex.default_config().replace(block=block))
+    print("RESULT", result.ok, result.failed, result.error_kind)
+    """
+)
+
+
+def test_a_faulting_configuration_fails_and_the_next_experiment_in_a_fresh_process_succeeds(tmp_path):
+    # reduce_sum's shared array holds 256 floats: 1024-thread blocks write past it and fault.
+    db = _capture("reduce_sum", tmp_path / "db")
+    script = tmp_path / "replay.py"
+    script.write_text(REPLAY_SCRIPT)
+    faulted = subprocess.run([sys.executable, str(script), str(db), "1024"], capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+    assert "RESULT False True" in faulted.stdout, faulted.stdout + faulted.stderr
+    kind = faulted.stdout.split()[-1]
+    assert kind in ("fault", "verify"), faulted.stdout  # out-of-range shared stores trap on NVIDIA GPUs
+    clean = subprocess.run([sys.executable, str(script), str(db), "256"], capture_output=True, text=True, timeout=300)
+    assert "RESULT True False" in clean.stdout, clean.stdout + clean.stderr

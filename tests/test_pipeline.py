@@ -1,0 +1,252 @@
+"""Optimization pipelines, code generation (PTX, cubin, hsaco, host) and the build cache on real IR."""
+
+from __future__ import annotations
+
+import multiprocessing
+import subprocess
+
+import attrs
+import pytest
+
+from irbuild import CLANG, build_cuda_ir, build_hip_ir, hip_available
+from mneme.core import codegen, ir, ircache, pipeline
+from mneme.core.backend import DeviceBinary, Resources
+from mneme.core.errors import IRError, UsageError
+from mneme.core.types import ExperimentConfiguration
+
+needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+BASE = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
+
+
+# -- pipelines ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text,printed", [
+    ("default<O3>", "default<O3>"), ("O2", "default<O2>"), ("default<Os>", "default<Os>"), ("Oz", "default<Oz>"),
+    ("sroa, instcombine,simplifycfg", "sroa,instcombine,simplifycfg"), ("", ""),
+])  # fmt: skip
+def test_pipeline_strings_parse_and_print_canonically(text, printed):
+    parsed = pipeline.parse_pipeline(text)
+    assert str(parsed) == printed
+    assert pipeline.parse_pipeline(str(parsed)) == parsed
+
+
+def test_unknown_pass_is_rejected_with_the_list_of_known_passes():
+    with pytest.raises(UsageError, match=r"unknown pass 'loop-vectorize-harder'.*known passes|unknown pass 'loop-vectorize-harder'.*instcombine"):
+        pipeline.parse_pipeline("instcombine,loop-vectorize-harder")
+
+
+@pytest.mark.parametrize("level", ["O0", "O1", "O2", "O3", "Os", "Oz"])
+def test_every_default_level_optimizes_a_kernel_in_place(level):
+    mod = ir.load(build_cuda_ir("stencil2d", opt="-O0"))
+    before = ir.module_hash(mod)
+    seconds = pipeline.optimize(mod, BASE.replace(passes=f"default<{level}>"), "nvptx", "sm_90")
+    assert seconds > 0
+    ir.verify(mod)
+    if level != "O0":
+        assert ir.module_hash(mod) != before and "alloca" not in str(mod)
+
+
+def test_explicit_pass_sequence_runs_those_passes():
+    mod = ir.load(build_cuda_ir("saxpy", opt="-O0"))
+    assert "alloca" in str(mod)
+    pipeline.optimize(mod, BASE.replace(passes="sroa,instcombine,simplifycfg"), "nvptx", "sm_90")
+    assert "alloca" not in str(mod)
+
+
+def test_empty_pipeline_leaves_the_module_alone():
+    mod = ir.load(build_cuda_ir("saxpy", opt="-O0"))
+    before = ir.module_hash(mod)
+    assert pipeline.optimize(mod, BASE.replace(passes=""), "nvptx", "sm_90") == 0.0
+    assert ir.module_hash(mod) == before
+
+
+def test_loop_unrolling_knob_changes_the_generated_code():
+    mod = ir.load(build_cuda_ir("reduce_sum"))
+    cfg = BASE.replace(specialize_dims=True, block=(256, 1, 1))
+
+    def ptx(**knobs):
+        return pipeline.compile(mod, "reduce_sum", cfg.replace(**knobs), "sm_90", emit="ptx", cache=False).data.decode()
+
+    unrolled, rolled = ptx(loop_unrolling=True), ptx(loop_unrolling=False)
+    assert unrolled.count("bar.sync") > rolled.count("bar.sync")
+
+
+def test_tuning_options_follow_the_configuration():
+    pto = pipeline.tuning_options(BASE.replace(loop_vectorization=False, slp_vectorization=True, inlining_threshold=500),
+                                  pipeline.parse_pipeline("default<O3>"))  # fmt: skip
+    assert pto.speed_level == 3 and pto.loop_vectorization is False and pto.slp_vectorization is True
+    assert pto.inlining_threshold == 500
+    size = pipeline.tuning_options(BASE, pipeline.parse_pipeline("Oz"))
+    assert size.loop_unrolling is False and size.inlining_threshold == 25
+
+
+def test_optimize_works_on_a_host_module(tmp_path):
+    src = tmp_path / "axpy.c"
+    src.write_text("void axpy(int n, float a, const float *x, float *y) { for (int i = 0; i < n; ++i) y[i] += a * x[i]; }\n")
+    out = tmp_path / "axpy.ll"
+    subprocess.run([CLANG, "-O1", "-S", "-emit-llvm", str(src), "-o", str(out)], check=True)
+    mod = ir.load(out)
+    pipeline.optimize(mod, BASE, "host", None)
+    assert "<4 x float>" in str(mod) or "<8 x float>" in str(mod) or "<16 x float>" in str(mod)  # vectorized for the host
+
+
+# -- code generation ------------------------------------------------------------------------------
+
+
+def test_codegen_opt_outside_0_to_3_raises_value_error():
+    mod = ir.load(build_cuda_ir("saxpy"))
+    bad = attrs.evolve(BASE, codegen_opt=3)
+    object.__setattr__(bad, "codegen_opt", 4)  # the configuration's validator refuses 4; the pipeline must too
+    with pytest.raises(ValueError, match="codegen_opt must be an integer 0..3"):
+        pipeline.codegen(mod, "saxpy", bad, "nvptx", "sm_90")
+    with pytest.raises(ValueError):
+        pipeline.optimize(mod, bad, "nvptx", "sm_90")
+
+
+@pytest.mark.parametrize("target,arch", [("vulkan", "sm_90"), ("nvptx", "gfx90a"), ("amdgpu", "sm_90")])
+def test_unknown_target_or_mismatched_arch_is_a_usage_error(target, arch):
+    mod = ir.load(build_cuda_ir("saxpy"))
+    with pytest.raises(UsageError):
+        pipeline.codegen(mod, "saxpy", BASE, target, arch)
+
+
+def test_unknown_architecture_is_a_usage_error():
+    mod = ir.load(build_cuda_ir("saxpy"))
+    with pytest.raises(UsageError, match="unknown architecture 'riscv'"):
+        pipeline.compile(mod, "saxpy", BASE, "riscv", cache=False)
+
+
+@needs_hip
+def test_compiling_amdgpu_ir_for_an_nvidia_arch_names_both_targets():
+    mod = ir.load(build_hip_ir("saxpy"))
+    with pytest.raises(IRError, match="amdgcn-amd-amdhsa, not nvptx64-nvidia-cuda"):
+        pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=False)
+
+
+@pytest.mark.parametrize("level", [0, 1, 2, 3])
+def test_every_codegen_level_produces_ptx_that_ptxas_accepts(level):
+    mod = ir.load(build_cuda_ir("stencil2d"))
+    cfg = BASE.replace(codegen_opt=level)
+    ptx = pipeline.compile(mod, "stencil2d", cfg, "sm_90", emit="ptx", cache=False).data.decode()
+    assert ".target sm_90" in ptx and ".entry stencil2d" in ptx
+    cubin, report, tool = codegen.assemble_ptx(ptx, "sm_90", cfg, "stencil2d", assembler="ptxas")
+    assert tool == "ptxas" and cubin[:4] == b"\x7fELF" and "Used" in report
+
+
+def test_ptxas_report_gives_registers_and_shared_memory():
+    mod = ir.load(build_cuda_ir("reduce_sum"))
+    binary = pipeline.compile(mod, "reduce_sum", BASE, "sm_90", cache=False)
+    assert binary.kind == "cubin" and binary.backend == "cuda" and binary.arch == "sm_90"
+    assert binary.resources.registers > 0 and binary.resources.shared_mem == 1024
+    assert binary.resources.spill_stores == 0
+    assert set(binary.stage_times) >= {"preprocess", "optimize", "codegen", "assemble"}
+
+
+def test_register_cap_reaches_the_assembler():
+    mod = ir.load(build_cuda_ir("math_funcs"))
+    free = pipeline.compile(mod, "math_funcs", BASE, "sm_90", cache=False).resources.registers
+    capped = pipeline.compile(mod, "math_funcs", BASE.replace(max_registers=16), "sm_90", cache=False).resources.registers
+    assert capped <= 16 < free
+
+
+def test_nvjitlink_and_ptxas_both_assemble_when_installed():
+    ptx = pipeline.compile(ir.load(build_cuda_ir("saxpy")), "saxpy", BASE, "sm_90", emit="ptx", cache=False).data.decode()
+    cubin, report, _ = codegen.assemble_ptx(ptx, "sm_90", BASE.replace(cache_mode="cg", ptxas_opt=1), "saxpy", assembler="ptxas")
+    assert codegen.ptxas_resources(report, "saxpy").registers > 0
+    if codegen.ptx_assembler() != "nvjitlink":
+        pytest.skip("nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed")
+    cubin2, report2, tool = codegen.assemble_ptx(ptx, "sm_90", BASE, "saxpy", assembler="nvjitlink")
+    assert tool == "nvjitlink" and cubin2[:4] == b"\x7fELF"
+    assert codegen.ptxas_resources(report2, "saxpy").registers == codegen.ptxas_resources(report, "saxpy").registers
+
+
+def test_invalid_ptx_is_an_irerror_naming_the_kernel():
+    with pytest.raises(IRError, match="kernel 'broken'"):
+        codegen.assemble_ptx(".version 7.8\n.target sm_90\n.address_size 64\n.entry broken( {", "sm_90", BASE, "broken", assembler="ptxas")
+
+
+@needs_hip
+def test_amdgpu_code_object_carries_its_resources():
+    mod = ir.load(build_hip_ir("reduce_sum"))
+    binary = pipeline.compile(mod, "reduce_sum", BASE, "gfx90a", cache=False)
+    assert binary.kind == "hsaco" and binary.backend == "hip"
+    assert binary.resources.shared_mem == 1024 and binary.resources.registers > 0
+    readobj = subprocess.run(["llvm-readobj-19", "--file-headers", "-"], input=binary.data, capture_output=True)
+    assert b"EF_AMDGPU_MACH_AMDGCN_GFX90A" in readobj.stdout
+
+
+# -- the build cache ------------------------------------------------------------------------------
+
+
+def test_identical_variants_compile_once_per_process(tmp_path):
+    cache = ircache.BuildCache(tmp_path, disk=False)
+    mod = ir.load(build_cuda_ir("saxpy"))
+    first = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=cache)
+    second = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=cache)
+    assert second.data == first.data and "cache" in second.stage_times and "assemble" not in second.stage_times
+    assert (cache.hits, cache.misses) == (1, 1)
+    third = pipeline.compile(mod, "saxpy", BASE.replace(ptxas_opt=1), "sm_90", cache=cache)
+    assert cache.misses == 2 and "assemble" in third.stage_times
+
+
+def test_the_disk_cache_survives_the_process_cache(tmp_path):
+    mod = ir.load(build_cuda_ir("saxpy"))
+    first = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
+    fresh = ircache.BuildCache(tmp_path)
+    again = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=fresh)
+    assert fresh.hits == 1 and again.data == first.data and again.resources == first.resources
+
+
+def test_a_corrupt_cache_entry_is_rebuilt_not_trusted(tmp_path):
+    mod = ir.load(build_cuda_ir("saxpy"))
+    pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
+    (entry,) = list(tmp_path.glob("*/*.bin"))
+    entry.write_bytes(entry.read_bytes()[:-10] + b"0123456789")
+    fresh = ircache.BuildCache(tmp_path)
+    binary = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=fresh)
+    assert fresh.misses == 1 and binary.data[:4] == b"\x7fELF"
+
+
+def test_cache_keys_change_with_toolchain_target_and_build_fields():
+    keys = {
+        ircache.build_key("v", BASE, "nvptx", "sm_90", "cubin"),
+        ircache.build_key("v", BASE, "nvptx", "sm_80", "cubin"),
+        ircache.build_key("v", BASE, "nvptx", "sm_90", "ptx"),
+        ircache.build_key("v", BASE.replace(passes="default<O1>"), "nvptx", "sm_90", "cubin"),
+        ircache.build_key("w", BASE, "nvptx", "sm_90", "cubin"),
+    }
+    assert len(keys) == 5
+    assert "ptxas" in ircache.toolchain("nvptx") and "llvm" in ircache.toolchain("nvptx")
+    # launch geometry alone does not change a build (it is in the variant hash when transforms use it)
+    assert ircache.build_key("v", BASE, "nvptx", "sm_90", "cubin") == ircache.build_key("v", BASE.replace(grid=(1, 1, 1)), "nvptx", "sm_90", "cubin")
+
+
+def _binary(i: int, size: int = 1000) -> DeviceBinary:
+    return DeviceBinary("cuda", "sm_90", "cubin", f"k{i}", bytes([i % 256]) * size, Resources(registers=i))
+
+
+def test_the_disk_cache_stays_under_its_size_bound(tmp_path):
+    cache = ircache.BuildCache(tmp_path, max_bytes=5000)
+    for i in range(20):
+        cache.put(f"{i:064x}", _binary(i))
+    assert cache.size() <= 5000
+    assert ircache.BuildCache(tmp_path).get(f"{19:064x}").resources.registers == 19
+
+
+def _writer(args):
+    folder, worker = args
+    cache = ircache.BuildCache(folder)
+    for i in range(30):
+        cache.put(f"{i % 5:064x}", _binary(i % 5, 50_000))
+    return worker
+
+
+def test_concurrent_writers_never_leave_a_partial_entry(tmp_path):
+    with multiprocessing.get_context("fork").Pool(4) as pool:
+        assert sorted(pool.map(_writer, [(str(tmp_path), w) for w in range(4)])) == [0, 1, 2, 3]
+    reader = ircache.BuildCache(tmp_path)
+    for i in range(5):
+        got = reader.get(f"{i:064x}")
+        assert got is not None and got.data == _binary(i, 50_000).data
+    assert not list(tmp_path.glob("*/*.tmp"))

@@ -1,0 +1,153 @@
+"""The plugin system seen from outside: third-party distributions installed for real with pip.
+
+Two small distributions are built from source in a temporary folder and installed with
+`pip install --target`; `mneme` then runs in a subprocess with that folder on PYTHONPATH,
+so the plugins are found the way every installed plugin is, through their entry points.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+PLUGIN = '''
+import click
+
+from mneme.core.hookspecs import hookimpl
+
+
+class {cls}:
+    """Proposes the golden-section point of every integer range it is asked about."""
+
+    name = "golden"
+
+    def __init__(self, low, high):
+        self.low, self.high = low, high
+
+    def ask(self):
+        return self.low + round((self.high - self.low) * 0.618)
+
+
+@click.command("{command}")
+@click.argument("low", type=int)
+@click.argument("high", type=int)
+def {command_fn}(low, high):
+    """Print what the golden sampler proposes in [LOW, HIGH]."""
+    click.echo(f"golden proposes {{{cls}(low, high).ask()}}")
+
+
+@hookimpl
+def mneme_samplers():
+    return [{cls}]
+
+
+@hookimpl
+def mneme_cli_commands():
+    return [{command_fn}]
+'''
+
+
+def write_distribution(root, dist: str, version: str, package: str, cls: str, command: str):
+    (root / package).mkdir(parents=True)
+    (root / package / "__init__.py").write_text("")
+    (root / package / "plugin.py").write_text(PLUGIN.format(cls=cls, command=command,
+                                                            command_fn=command.replace("-", "_")))
+    (root / "pyproject.toml").write_text(textwrap.dedent(f"""\
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "{dist}"
+        version = "{version}"
+        dependencies = ["mneme"]
+
+        [project.entry-points.mneme]
+        {package} = "{package}.plugin"
+
+        [tool.setuptools]
+        packages = ["{package}"]
+        """))
+    return root
+
+
+def _offline_build_possible() -> bool:
+    """setuptools can build a wheel without fetching anything (it needs bdist_wheel)."""
+    import setuptools
+
+    major, minor = (int(p) for p in setuptools.__version__.split(".")[:2])
+    return (major, minor) >= (70, 1) or importlib.util.find_spec("wheel") is not None
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A folder where pip installed two third-party plugin distributions."""
+    src = tmp_path_factory.mktemp("plugin-src")
+    target = tmp_path_factory.mktemp("plugin-site")
+    golden = write_distribution(src / "golden", "mneme-golden", "1.2.3", "mneme_golden", "GoldenSampler", "golden")
+    clash = write_distribution(src / "clash", "mneme-clash", "0.4.0", "mneme_clash", "OtherGolden", "clash-golden")
+    clash_target = tmp_path_factory.mktemp("plugin-site-clash")
+    isolation = ["--no-build-isolation"] if _offline_build_possible() else []
+    installs = [subprocess.Popen([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *isolation,
+                                  "--target", str(where), str(dist)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                for where, dist in ((target, golden), (clash_target, clash))]
+    for pip in installs:  # both build at once
+        output, _ = pip.communicate(timeout=300)
+        assert pip.returncode == 0, output.decode(errors="replace")
+    return target, clash_target
+
+
+def mneme(*args: str, path: list, code: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in path), COLUMNS="200")
+    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "mneme.core.cli", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_installed_plugin_is_listed_with_its_distribution_and_version(site):
+    golden, _ = site
+    result = mneme("plugins", path=[golden])
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if "mneme-golden" in line]
+    assert any("sampler" in r and "golden" in r and "1.2.3" in r for r in rows), result.stdout
+    assert any("command" in r and "golden" in r for r in rows), result.stdout
+    # The built-in commands are listed the same way, from the mneme distribution.
+    assert any("command" in line and "inspect" in line and "mneme" in line for line in result.stdout.splitlines())
+
+
+def test_installed_plugin_command_and_sampler_are_usable(site):
+    golden, _ = site
+    result = mneme("golden", "0", "100", path=[golden])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "golden proposes 62"
+    code = ("from mneme.core import plugins; cls = plugins.lookup('sampler', 'golden'); "
+            "print(cls.__module__, cls(10, 20).ask())")
+    result = mneme(path=[golden], code=code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["mneme_golden.plugin", "16"]
+
+
+def test_two_plugins_providing_one_name_is_a_clear_plugin_error(site):
+    golden, clash = site
+    code = ("from mneme.core import plugins\n"
+            "from mneme.core.errors import PluginError\n"
+            "try:\n    plugins.lookup('sampler', 'golden')\n"
+            "except PluginError as exc:\n    print(exc)\n    raise SystemExit(3)\n")
+    result = mneme(path=[golden, clash], code=code)
+    assert result.returncode == 3, result.stdout + result.stderr
+    message = result.stdout.strip()
+    assert "sampler 'golden'" in message and "mneme-golden" in message and "mneme-clash" in message
+    assert "uninstall one of them" in message
+
+
+def test_unknown_plugin_name_lists_the_known_ones(site):
+    golden, _ = site
+    code = ("from mneme.core import plugins\n"
+            "try:\n    plugins.lookup('sampler', 'nope')\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    result = mneme(path=[golden], code=code)
+    assert result.stdout.startswith("PluginError unknown sampler 'nope'; known:") and "golden" in result.stdout

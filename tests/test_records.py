@@ -1,0 +1,202 @@
+"""Specification of the recording database (`mneme.core.records`) on real recordings."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pytest
+from test_records_fixtures import KERNEL, VA_ADDR, make_recording, tree
+
+from mneme.core import ir
+from mneme.core.errors import FormatError, UsageError
+from mneme.core.records import SCHEMA_VERSION, ArgInfo, ImageInfo, KernelInstance, RecordedExecution, demangle
+
+
+def test_database_round_trips_through_json_with_original_field_names(tmp_path):
+    rec = make_recording(tmp_path, sizes=(256, 1000))
+    data = json.loads(rec.path.read_text())
+    assert rec.path.name == f"{rec.static_hash}.json"
+    assert list(data) == ["SchemaVersion", "KernelName", "DemangledName", "StaticHash", "Backend", "Arch",
+                          "Modules", "BinaryBlobs", "VAddr", "VASize", "ArgNames", "ArgSizes", "ArgOffsets",
+                          "ArgKinds", "Specializations", "Globals", "instances"]
+    assert data["SchemaVersion"] == SCHEMA_VERSION
+    assert data["VAddr"] == "0x7f0000000000"
+    assert data["Modules"] == ["ir/scale_template.ll"]
+    assert data["ArgSizes"] == [8, 4, 4] and data["ArgOffsets"] == [0, 8, 12]
+    assert data["ArgKinds"] == ["pointer", "float", "int"]
+    assert data["Specializations"] == [False, True, True]
+    inst = next(iter(data["instances"].values()))
+    assert set(inst) == {"GridDims", "BlockDims", "SharedMem", "Args", "Prologue", "Epilogue", "Occurrences"}
+    assert inst["GridDims"] == {"x": 2, "y": 1, "z": 1}
+    assert inst["Prologue"].startswith("snapshots/DeviceState.prologue.")
+
+    loaded = RecordedExecution.from_json(rec.path)
+    assert loaded == rec
+    assert loaded.to_dict() == data
+    assert loaded.va_addr == VA_ADDR and loaded.va_size == 1 << 20
+    assert loaded.demangled_name == "void scale<float>(float*, float, int)"
+
+
+def test_views_give_absolute_paths_inside_the_folder_and_the_seed_api_names(tmp_path):
+    rec = RecordedExecution.from_json(make_recording(tmp_path).path)
+    assert rec.folder == tmp_path
+    assert rec.llvm_files == [tmp_path / "ir" / "scale_template.ll"]
+    assert rec.arg_names == ["arg0", "arg1", "arg2"]
+    assert rec.args[1] == ArgInfo("arg1", 8, 4, "float", True)
+    inst = rec.select()
+    assert inst.static_hash == rec.static_hash and inst.kernel_name == KERNEL
+    assert inst.available_specializations == [1, 2]
+    assert inst.prologue_path.is_file() and inst.epilogue_path.is_file()
+    assert inst.prologue_path.parent == tmp_path / "snapshots"
+    pointer, factor, n = inst.arg_values
+    assert struct.unpack("<Q", pointer)[0] == VA_ADDR
+    assert struct.unpack("<f", factor)[0] == 2.0 and struct.unpack("<i", n)[0] == 256
+    assert inst.grid_dim.as_tuple() == (2, 1, 1) and inst.block_dim.as_tuple() == (128, 1, 1)
+
+
+def test_database_behaves_as_a_mapping_over_instances(tmp_path):
+    rec = make_recording(tmp_path, sizes=(64, 128, 512))
+    keys = list(rec)
+    assert len(rec) == 3 and keys == list(rec.kernel_instances)
+    assert keys[0] in rec and "nope" not in rec
+    assert rec[keys[0]] is rec.kernel_instances[keys[0]]
+    assert [k for k, _ in rec.items()] == keys and list(rec.keys()) == keys
+    assert all(isinstance(v, KernelInstance) for v in rec.values())
+    moved = rec[keys[0]]
+    del rec[keys[0]]
+    assert keys[0] not in rec and len(rec) == 2
+    rec["renamed"] = KernelInstance(grid_dim=moved.grid_dim, block_dim=moved.block_dim, shared_mem=0,
+                                    args=moved.args, prologue_file=moved.prologue_file,
+                                    epilogue_file=moved.epilogue_file)
+    assert rec["renamed"].dynamic_hash == "renamed" and rec["renamed"].kernel_name == KERNEL
+    with pytest.raises(TypeError):
+        rec["bad"] = {"GridDims": {}}
+    rec.save()
+    assert set(RecordedExecution.from_json(rec.path)) == {"renamed", *keys[1:]}
+
+
+def test_select_infers_the_only_instance_and_lists_ids_otherwise(tmp_path):
+    one = make_recording(tmp_path / "one")
+    assert one.select() is next(iter(one.values()))
+    many = make_recording(tmp_path / "many", sizes=(64, 128))
+    ids = sorted(many)
+    with pytest.raises(UsageError) as err:
+        many.select()
+    assert all(i in str(err.value) for i in ids) and "2 kernel instances" in str(err.value)
+    assert many.select(ids[1]) is many[ids[1]]
+    assert many.select(ids[1][:6]) is many[ids[1]]  # a unique prefix is enough
+    with pytest.raises(UsageError, match="no kernel instance 'zzz'"):
+        many.select("zzz")
+
+
+def test_adding_a_known_launch_context_counts_an_occurrence(tmp_path):
+    rec = make_recording(tmp_path)
+    inst = rec.select()
+    again = rec.add_instance(grid=inst.grid_dim, block=inst.block_dim, shared_mem=0, args=inst.args,
+                             prologue=inst.prologue_path, epilogue=inst.epilogue_path)
+    assert again is inst and inst.occ == 2 and len(rec) == 1
+    rec.save()
+    assert RecordedExecution.from_json(rec.path).select().occ == 2
+
+
+def test_binary_only_database_names_its_images_and_refuses_to_link(tmp_path):
+    (tmp_path / "code").mkdir()
+    ptx = tmp_path / "code" / "k.ptx"
+    ptx.write_text(".version 8.0\n.target sm_90\n.address_size 64\n")
+    rec = RecordedExecution.create(tmp_path, kernel_name="k", static_hash="ptxonly", backend="cuda", arch="sm_90",
+                                   binary_blobs=[(ptx, "ptx")], args=[ArgInfo("n", 0, 4)])
+    rec.save()
+    loaded = RecordedExecution.from_json(tmp_path / "ptxonly.json")
+    assert loaded.binary_blobs == [ImageInfo(ptx, "ptx")]
+    assert loaded.to_dict()["BinaryBlobs"] == [{"Path": "code/k.ptx", "Kind": "ptx"}]
+    assert not loaded.has_ir and loaded.args[0].kind == "unknown"
+    with pytest.raises(FormatError, match="without LLVM IR"):
+        loaded.link_llvm_modules()
+
+
+def test_link_llvm_modules_links_the_kernel_once(tmp_path):
+    rec = RecordedExecution.from_json(make_recording(tmp_path).path)
+    mod = rec.link_llvm_modules()
+    assert ir.kernels(mod) == [KERNEL]
+    assert rec.link_llvm_modules() is mod
+
+
+def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path):
+    rec = make_recording(tmp_path)
+    before = rec.path.read_bytes()
+    rec.select().occ = 5
+    os.chmod(rec.path, 0o640)
+    rec.save()
+    assert rec.path.read_bytes() != before
+    assert oct(rec.path.stat().st_mode & 0o777) == oct(0o640)  # the existing file's mode is kept
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    # An invalid database is refused before the file is touched.
+    rec.arg_kinds[0] = "vector"
+    snapshot = tree(tmp_path)
+    with pytest.raises(FormatError, match="ArgKinds"):
+        rec.save()
+    assert tree(tmp_path) == snapshot
+
+
+def test_create_refuses_files_outside_the_folder(tmp_path):
+    outside = tmp_path / "elsewhere.ll"
+    outside.write_text("")
+    with pytest.raises(FormatError, match="outside the database's folder"):
+        RecordedExecution.create(tmp_path / "db", kernel_name="k", static_hash="h", backend="host", arch="x86_64",
+                                 modules=[outside])
+    with pytest.raises(UsageError, match="static hash"):
+        RecordedExecution.create(tmp_path, kernel_name="k", static_hash="../h", backend="host", arch="x86_64")
+
+
+def test_to_json_elsewhere_rewrites_paths_and_requires_the_files_inside(tmp_path):
+    rec = make_recording(tmp_path / "a")
+    with pytest.raises(FormatError, match="mneme copy"):
+        rec.to_json(tmp_path / "a" / "sub" / "b.json")
+    assert not (tmp_path / "a" / "sub" / "b.json").exists()
+    assert rec.path == tmp_path / "a" / f"{rec.static_hash}.json"
+    rec.to_json(tmp_path / "up.json")  # the parent folder holds every file
+    loaded = RecordedExecution.from_json(tmp_path / "up.json")
+    assert loaded.modules == ["a/ir/scale_template.ll"]
+    assert loaded.select().prologue_file.startswith("a/snapshots/")
+    assert loaded.llvm_files == [tmp_path / "a" / "ir" / "scale_template.ll"]
+
+
+def test_demangle_reads_cxx_names_and_keeps_c_names():
+    assert demangle("_Z5scaleIfEvPT_S0_i") == "void scale<float>(float*, float, int)"
+    assert demangle("saxpy") == "saxpy"
+
+
+def test_instance_prologue_and_epilogue_open_the_recorded_snapshots(tmp_path):
+    import numpy as np
+
+    rec = RecordedExecution.from_json(make_recording(tmp_path, sizes=(100,)).path)
+    inst = rec.select()
+    with inst.prologue as prologue, inst.epilogue as epilogue:
+        assert prologue.args == inst.args and prologue.num_args == 3
+        x = np.frombuffer(prologue.snapshot.read_region(VA_ADDR), dtype=np.float32)
+        y = np.frombuffer(epilogue.snapshot.read_region(VA_ADDR), dtype=np.float32)
+        assert np.array_equal(y, 2 * x) and x[99] == 99.0
+        assert str(epilogue.regions[0].policy) == "f32 rel 1e-06 norm Linf"
+        assert prologue != epilogue
+
+
+def test_the_documented_example_is_a_valid_database(tmp_path):
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    text = next(p.read_text() for p in (docs / "formats-database.md", docs / "formats.md") if p.exists()
+                and '"KernelName"' in p.read_text())
+    example = json.loads(next(b for b in re.findall(r"```json\n(.*?)```", text, re.S) if '"KernelName"' in b))
+    files = example["Modules"] + [b["Path"] for b in example["BinaryBlobs"]]
+    files += [i[k] for i in example["instances"].values() for k in ("Prologue", "Epilogue")]
+    for rel in files:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    (tmp_path / "example.json").write_text(json.dumps(example))
+    rec = RecordedExecution.from_json(tmp_path / "example.json")
+    assert rec.to_dict() == example
+    assert [struct.unpack("<f", v)[0] if a.kind == "float" else int.from_bytes(v, "little")
+            for a, v in zip(rec.args, rec.select().arg_values)] == [VA_ADDR, 2.0, 256]

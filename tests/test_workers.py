@@ -1,0 +1,134 @@
+"""Worker pool on the host backend with real captured kernels: futures, crashes, hangs, compile-ahead."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from irbuild import build_cuda_ir
+
+from mneme import capture
+from mneme.core.errors import ExperimentError
+from mneme.core.types import ExperimentConfiguration
+from mneme.core.workers import AsyncReplayExecutor, describe_exit
+
+# Behaves at the recorded launch (32 threads per block); with 33..64 threads per block it spins
+# forever on a flag in device memory, with more it writes far outside its buffer.
+MISBEHAVE_CU = r"""
+extern "C" __global__ void misbehave(volatile int* flag, float* out, int n) {
+  if (blockDim.x > 32 && blockDim.x <= 64) {
+    while (*flag) {}
+  }
+  if (blockDim.x > 64 && threadIdx.x == 0) out[1 << 30] = 1.0f;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    out[i] = 2.0f * i;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def misbehave_db(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("misbehave")
+    source = folder / "misbehave.cu"
+    source.write_text(MISBEHAVE_CU)
+    ir_path = build_cuda_ir(source, out_dir=folder / "ir")
+    flag = np.ones(1, dtype=np.int32)
+    out = np.zeros(256, dtype=np.float32)
+    return capture.capture(ir_path, "misbehave", 2, 32, [flag, out, 256], folder / "rec", backend="host")
+
+
+def recorded(block=32, grid=2):
+    return ExperimentConfiguration(grid=(grid, 1, 1), block=(block, 1, 1))
+
+
+def test_futures_resolve_to_verified_results_and_each_worker_has_a_log(misbehave_db, tmp_path):
+    with AsyncReplayExecutor(misbehave_db, iterations=2, results_db_dir=tmp_path, num_workers=2) as pool:
+        assert pool.default_config == recorded()
+        futures = [pool.submit(recorded(block=b, grid=g)) for b, g in ((32, 2), (16, 4), (8, 1), (32, 8))]
+        results = [f.result(timeout=120) for f in futures]
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert all(len(r.exec_time) == 2 and len(r.warmup_time) == 1 for r in results)
+    assert all(r.backend == "host" and r.start_time.endswith("+00:00") for r in results)
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())
+    assert logs == ["worker-device0-0.log", "worker-device0-1.log"]
+
+
+def test_a_worker_killed_mid_experiment_fails_that_experiment_and_the_next_one_succeeds(misbehave_db, tmp_path):
+    with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, timeout=120) as pool:
+        future = pool.submit(recorded(block=64))  # spins
+        worker = pool.busy_worker()
+        time.sleep(0.5)
+        os.kill(worker.pid, signal.SIGKILL)
+        result = future.result(timeout=60)
+        assert result.failed and result.error_kind == "crash"
+        assert "SIGKILL" in result.error and "host:0" in result.error
+        after = pool.evaluate(recorded())
+    assert after.ok, after.error
+
+
+def test_a_hanging_configuration_times_out_from_the_baseline_and_the_worker_is_replaced(misbehave_db, tmp_path):
+    with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, min_timeout=2.0,
+                             timeout_factor=5.0) as pool:  # fmt: skip
+        baseline = pool.evaluate(recorded())
+        assert baseline.ok and pool.baseline is baseline
+        limit = pool._timeout_for(None, "device")
+        assert 2.0 < limit < 30.0
+        first_pid = pool.worker_pids[0]
+        start = time.monotonic()
+        hung = pool.evaluate(recorded(block=64))
+        waited = time.monotonic() - start
+        assert hung.failed and hung.error_kind == "timeout"
+        assert f"{limit:.1f} s" in hung.error
+        assert limit <= waited < limit + 30
+        after = pool.evaluate(recorded())
+        assert after.ok, after.error
+        assert pool.worker_pids[0] != first_pid
+
+
+def test_a_configuration_that_writes_out_of_bounds_fails_and_the_pool_goes_on(misbehave_db, tmp_path):
+    with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, timeout=60) as pool:
+        bad = pool.evaluate(recorded(block=128))
+        good = pool.evaluate(recorded())
+    assert bad.failed and bad.error_kind in ("fault", "crash")
+    assert good.ok, good.error
+
+
+def test_compile_ahead_builds_each_variant_once_in_the_compile_pool_and_the_results_verify(misbehave_db, tmp_path):
+    configs = [recorded(block=b).replace(passes=p) for b in (8, 16, 32) for p in ("default<O2>", "default<O3>")]
+    with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, compile_workers=1) as pool:
+        results = pool.map(configs)
+        compiled = pool.compile_workers[0].jobs_done
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert compiled == len(configs)
+    # Block size is not part of the code (no specialize_dims): two builds, the rest from the build cache.
+    assert sum(r.opt_time > 0 for r in results) == 2
+    assert len({r.variant_hash for r in results}) == 1
+
+
+def test_workers_that_cannot_start_are_bounded_and_reported(tmp_path):
+    db = tmp_path / "broken.json"
+    db.write_text(json.dumps({"SchemaVersion": 1, "KernelName": "k"}))
+    start = time.monotonic()
+    with pytest.raises(ExperimentError, match="no worker could start.*broken.json"):
+        AsyncReplayExecutor(db, results_db_dir=tmp_path, max_startup_failures=2)
+    assert time.monotonic() - start < 60
+    assert "broken.json" in (tmp_path / "logs" / "worker-device0-0.log").read_text()
+
+
+def test_exit_codes_and_signals_are_described():
+    assert describe_exit(-9) == "signal SIGKILL"
+    assert describe_exit(3) == "exit code 3"
+    assert describe_exit(None) == "no exit code"
+
+
+def test_submitting_after_shutdown_is_refused(misbehave_db, tmp_path):
+    pool = AsyncReplayExecutor(misbehave_db, results_db_dir=tmp_path)
+    pool.shutdown()
+    with pytest.raises(ExperimentError, match="shut down"):
+        pool.submit(recorded())
+    assert Path(tmp_path / "logs").is_dir()
