@@ -12,17 +12,21 @@ file, ``import irbuild`` with ``tests/`` on ``sys.path``)::
 
 What the IR is
 --------------
-* CUDA: ``clang-19 -x cuda --cuda-device-only --cuda-gpu-arch=sm_90 -O1 -emit-llvm -S``
+* CUDA: ``clang-19 -x cuda --cuda-device-only --cuda-gpu-arch=sm_90 -emit-llvm -S``
   against the CUDA 13 toolkit in ``/usr/local/cuda`` (``$CUDA_PATH`` overrides). clang links
   libdevice (``nvvm/libdevice/libdevice.10.bc``) itself, so math functions (``sinf``...) are
   resolved: the IR calls no ``__nv_*`` function, but libdevice's code brings NVVM intrinsics
   and some inline PTX ``asm``. Kernels are ``extern "C"`` except the templated one.
-* HIP: ``clang-19 -x hip --offload-arch=gfx90a --offload-device-only -O1`` with the HIP 5.2
+* HIP: ``clang-19 -x hip --offload-arch=gfx90a --offload-device-only`` with the HIP 5.2
   headers and ROCm device libraries of Debian (packages ``libamdhip64-dev`` and
   ``rocm-device-libs``); the IR is code object v5 (``amdhsa_code_object_version`` 500).
-* ``-O1`` keeps the IR small and readable while leaving the optimizer work to do (no
-  unrolling or vectorization yet); pass ``opt="-O0"`` for unoptimized IR (allocas, whole
-  functions) or any other clang optimization flag.
+* By default (``opt="raw"``) the IR is clang's ``-O3`` front-end output before any LLVM pass
+  (``-Xclang -disable-llvm-optzns``): allocas, small inline helpers, libdevice / ocml
+  functions linked in but not yet inlined, the optimization hints of -O3 (no
+  ``llvm.loop.unroll.disable``, which clang's ``-O1`` would add). Run it through
+  ``mneme.core.pipeline.optimize`` (or any pipeline) before executing it. Pass
+  ``opt="-O1"`` (or any clang flag) for pre-optimized IR, ``opt="-O0"`` for unoptimized IR
+  without ``optnone``.
 
 Results are cached by content (the source text, the flags, the clang version and the stub
 headers) under ``$MNEME_IRBUILD_CACHE`` or ``<tmp>/mneme-irbuild-<uid>``, written atomically,
@@ -44,6 +48,9 @@ from pathlib import Path
 KERNELS_DIR = Path(__file__).resolve().parent / "data" / "kernels"
 STUBS_DIR = KERNELS_DIR / "include-stubs"
 CLANG = os.environ.get("MNEME_CLANG", "clang-19")
+# The front end's IR before any LLVM optimization (what a tuning pipeline should start from);
+# clang's -O1 would mark loops llvm.loop.unroll.disable and leave nothing to tune.
+RAW = "raw"
 ROCM_BITCODE_DIRS = ("/usr/lib/x86_64-linux-gnu/amdgcn/bitcode", "/opt/rocm/amdgcn/bitcode")
 
 
@@ -174,7 +181,13 @@ def _build(source: Path, flags: list[str], opt: str, emit: str, out_dir: str | o
            extra: tuple[str, ...] = ()) -> Path:  # fmt: skip
     if emit not in ("ll", "bc"):
         raise ValueError(f"emit must be 'll' or 'bc', not {emit!r}")
-    command = [CLANG, *flags, opt, *extra, "-emit-llvm", "-S" if emit == "ll" else "-c", "-o"]
+    if opt == RAW:
+        opt_flags = ["-O3", "-Xclang", "-disable-llvm-optzns"]
+    elif opt == "-O0":  # -O0 marks every function optnone, which would keep the optimizer off it
+        opt_flags = ["-O0", "-Xclang", "-disable-O0-optnone"]
+    else:
+        opt_flags = [opt]
+    command = [CLANG, *flags, *opt_flags, *extra, "-emit-llvm", "-S" if emit == "ll" else "-c", "-o"]
     key = hashlib.sha256()
     for part in (clang_version(), "\0".join(command), source.read_bytes()):
         key.update(part.encode() if isinstance(part, str) else part)
@@ -186,7 +199,7 @@ def _build(source: Path, flags: list[str], opt: str, emit: str, out_dir: str | o
         fd, tmp = tempfile.mkstemp(dir=cached.parent, prefix=cached.name, suffix=".tmp")
         os.close(fd)
         try:
-            proc = subprocess.run([*command, tmp, str(source)], capture_output=True, text=True)
+            proc = subprocess.run([*command, tmp, str(source)], capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 raise IRBuildError(f"{' '.join(command)} {source} failed:\n{proc.stderr}")
             os.replace(tmp, cached)
@@ -201,7 +214,7 @@ def _build(source: Path, flags: list[str], opt: str, emit: str, out_dir: str | o
     return target
 
 
-def build_cuda_ir(name_or_path: str | os.PathLike, arch: str = "sm_90", out_dir=None, *, opt: str = "-O1",
+def build_cuda_ir(name_or_path: str | os.PathLike, arch: str = "sm_90", out_dir=None, *, opt: str = RAW,
                   emit: str = "ll", flags: tuple[str, ...] = ()) -> Path:  # fmt: skip
     """Device-only NVPTX IR of a corpus source (name like "saxpy") or a .cu file; returns its path.
 
@@ -210,7 +223,7 @@ def build_cuda_ir(name_or_path: str | os.PathLike, arch: str = "sm_90", out_dir=
     return _build(_resolve(name_or_path, "cuda"), _cuda_flags(arch), opt, emit, out_dir, tuple(flags))
 
 
-def build_hip_ir(name_or_path: str | os.PathLike, arch: str = "gfx90a", out_dir=None, *, opt: str = "-O1",
+def build_hip_ir(name_or_path: str | os.PathLike, arch: str = "gfx90a", out_dir=None, *, opt: str = RAW,
                  emit: str = "ll", flags: tuple[str, ...] = ()) -> Path:  # fmt: skip
     """Device-only AMDGPU IR of a corpus source (name like "saxpy") or a .hip file; returns its path."""
     return _build(_resolve(name_or_path, "hip"), _hip_flags(arch), opt, emit, out_dir, tuple(flags))

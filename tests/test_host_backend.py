@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from irbuild import build_cuda_ir, cuda_available  # noqa: E402
+from irbuild import RAW, build_cuda_ir, cuda_available
 
-from mneme.core.backend import get_backend  # noqa: E402
-from mneme.core.errors import ExperimentError, MnemeError, UnsupportedError  # noqa: E402
-from mneme.core.types import ExperimentConfiguration  # noqa: E402
+from mneme.core.backend import get_backend
+from mneme.core.errors import ExperimentError, MnemeError, UnsupportedError
+from mneme.core.types import ExperimentConfiguration
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 
@@ -42,12 +42,13 @@ def compiled(backend):
     """Compile (source, kernel) once per test module."""
     cache = {}
 
-    def get(source: str, kernel: str, **config):
-        key = (source, kernel, tuple(sorted(config.items())))
+    def get(source: str, kernel: str, opt: str = RAW, **config):
+        key = (source, kernel, opt, tuple(sorted(config.items())))
         if key not in cache:
             import llvmlite.binding as llvm
 
-            path = build_cuda_ir(HOST_KERNELS / f"{source}.cu" if (HOST_KERNELS / f"{source}.cu").exists() else source)
+            local = HOST_KERNELS / f"{source}.cu"
+            path = build_cuda_ir(local if local.exists() else source, opt=opt)
             module = llvm.parse_assembly(path.read_text())
             cfg = ExperimentConfiguration(grid=1, block=1, **config)
             cache[key] = backend.compile(module, kernel, cfg, backend.arch())
@@ -128,6 +129,17 @@ def test_shared_memory_reduction_with_syncthreads_sums_every_block(device, compi
     run(device, compiled("reduce_sum", "reduce_sum"), (blocks,), (block,), struct.pack("<QQi", px, pout, n))
     ref = np.pad(x, (0, blocks * block - n)).reshape(blocks, block).astype(np.float64).sum(axis=1)
     np.testing.assert_allclose(mem.get(pout, np.zeros(blocks, np.float32)), ref, rtol=1e-5)
+
+
+@pytest.mark.parametrize("opt", ["-O0", "-O1", "-O3"])
+def test_unoptimized_and_optimized_clang_ir_give_the_same_reduction(device, compiled, mem, opt):
+    n, block = 128 * 40, 128
+    x = rng.random(n, dtype=np.float32)
+    px, pout = mem.put(x), mem.put(np.zeros(n // block, np.float32))
+    binary = compiled("reduce_sum", "reduce_sum", opt=opt)
+    run(device, binary, (n // block,), (block,), struct.pack("<QQi", px, pout, n))
+    ref = x.reshape(-1, block).astype(np.float64).sum(axis=1)
+    np.testing.assert_allclose(mem.get(pout, np.zeros(n // block, np.float32)), ref, rtol=1e-5)
 
 
 def test_templated_kernels_run_under_their_mangled_names(device, compiled, mem):
@@ -292,11 +304,17 @@ def test_out_of_bounds_write_fails_the_launch_and_the_next_launch_runs(device, c
     test_vector_add_matches_numpy_for_a_size_that_is_not_a_multiple_of_the_block(device, compiled, mem)
 
 
+def test_a_short_argument_buffer_is_refused_before_launching(device, compiled):
+    kernel = device.load(compiled("vector_add", "vector_add"))
+    with pytest.raises(ExperimentError, match="'vector_add' takes 28 bytes of parameters; the argument buffer has 16"):
+        device.launch(kernel, (1,), (32,), 0, bytes(16))
+
+
 def test_device_side_assert_fails_the_launch_with_its_message(device, compiled, mem):
     flags = np.zeros(32, np.int32)
     flags[5] = 1
     kernel = device.load(compiled("faults", "checked"))
-    with pytest.raises(ExperimentError, match=r"thread \(5, 0, 0\).*faults.cu:\d+.*assertion .flags\[threadIdx.x\] == 0"):
+    with pytest.raises(ExperimentError, match=r"block \(0, 0, 0\).*faults.cu:\d+.*assertion .flags\[threadIdx.x\] == 0"):
         device.launch(kernel, (1,), (32,), 0, struct.pack("<Q", mem.put(flags)))
     device.launch(kernel, (1,), (32,), 0, struct.pack("<Q", mem.put(np.zeros(32, np.int32))))
 
@@ -323,6 +341,14 @@ def test_compile_reports_stage_times_and_a_loadable_object(backend, compiled):
     assert binary.resources.shared_mem == 256 * 4
     unoptimized = compiled("reduce_sum", "reduce_sum", passes="default<O0>", codegen_opt=0)
     assert unoptimized.data != binary.data
+
+
+def test_ir_for_another_target_is_refused_with_its_triple(backend):
+    import llvmlite.binding as llvm
+
+    module = llvm.parse_assembly('target triple = "amdgcn-amd-amdhsa"\ndefine void @k() { ret void }')
+    with pytest.raises(UnsupportedError, match="amdgcn-amd-amdhsa.*nvptx"):
+        backend.compile(module, "k", ExperimentConfiguration(grid=1, block=1), backend.arch())
 
 
 def test_memory_lives_at_the_requested_addresses(device):

@@ -42,7 +42,8 @@ def test_nvcc_flags_become_clang_device_only_flags():
 
 def test_each_gencode_virtual_architecture_gets_its_own_bitcode():
     plan = nvcc_plan("-c", "k.cu", "-gencode", "arch=compute_80,code=sm_80",
-                     "-gencode=arch=compute_90a,code=[sm_90a,compute_90a]", "--generate-code=arch=compute_80,code=sm_86")
+                     "-gencode=arch=compute_90a,code=[sm_90a,compute_90a]",
+                     "--generate-code=arch=compute_80,code=sm_86")
     assert [(j.arch, j.targets) for j in plan.jobs] == [
         ("sm_80", ("sm_80", "sm_86")), ("sm_90a", ("sm_90a", "compute_90a"))]
     assert plan.jobs[0].obj == "/build/k.o"

@@ -121,8 +121,8 @@ def test_triton_source_reads_triton_cache_dir_from_the_environment(triton_cache,
 
 @needs_cuda_tools
 def test_extracted_module_writes_as_bitcode_or_text(triton_cache, tmp_path):
-    (module,) = TritonCacheIRSource(triton_cache).find("add_kernel", arch="sm_90",
-                                                       image=(triton_cache / "BBBBhash256" / "add_kernel.cubin").read_bytes())
+    image = (triton_cache / "BBBBhash256" / "add_kernel.cubin").read_bytes()
+    (module,) = TritonCacheIRSource(triton_cache).find("add_kernel", arch="sm_90", image=image)
     bc = module.write(tmp_path / "k.bc").read_bytes()
     assert bc[:4] == b"BC\xc0\xde"
     assert "add_kernel" in module_symbols(bc).kernels

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mneme.instrument.irsource import ArchitectureMismatch
+from mneme.instrument.irsource import ArchitectureMismatch, resolve
 from mneme.instrument.section import SECTION_NAME, read_entries
 from mneme.instrument.symbols import module_symbols
 from mneme.plugins.ir_sources.embedded import EmbeddedIRSource
@@ -67,10 +67,14 @@ def builds(tmp_path_factory):
         "sm100": ["nvcc", "-c", "vecadd.cu", "-o", "sm100.o", "-arch=sm_100"],
         "host_only": ["nvcc", "-c", "host_only.cu", "-o", "host_only.o", "-arch=sm_90"],
         "broken": ["nvcc", "-c", "broken.cu", "-o", "broken.o", "-arch=sm_90"],
+        "flags": ["nvcc", "-c", "vecadd.cu", "-o", "flags.o", "-arch=sm_90", "--display-error-number", "-Xptxas",
+                  "-O3", "--extra-device-vectorization", "-Xcompiler", "-march=native"],
     }
+    envs = {"flags": {"MNEME_CC_VERBOSE": "1"}}
     with ThreadPoolExecutor(2) as pool:
-        done = dict(zip(jobs, pool.map(lambda argv: mneme_cc(*argv, cwd=d), jobs.values())))
-    for name in ("vecadd", "multi", "fused", "helper", "sm100", "host_only"):
+        results = pool.map(lambda name: mneme_cc(*jobs[name], cwd=d, env=envs.get(name)), jobs)
+        done = dict(zip(jobs, results, strict=True))
+    for name in ("vecadd", "multi", "fused", "helper", "sm100", "host_only", "flags"):
         assert done[name].returncode == 0, (name, done[name].stderr)
     subprocess.run(["nvcc", "vecadd.o", "-o", "vecadd_app"], cwd=d, check=True)
     subprocess.run(["nvcc", "-rdc=true", "-arch=sm_90", "fused.o", "helper.o", "-o", "rdc_app"], cwd=d, check=True)
@@ -92,6 +96,32 @@ def test_linked_executable_keeps_the_section(builds):
     d, _ = builds
     (entry,) = read_entries(d / "vecadd_app")
     assert entry.kernels == ("_Z6vecaddPKfS0_Pfi",) and entry.binary.endswith("vecadd_app")
+
+
+def test_nvcc_flags_clang_lacks_are_dropped_with_one_debug_line(builds):
+    d, done = builds
+    (line,) = [ln for ln in done["flags"].stderr.splitlines() if "no clang equivalent" in ln]
+    assert line.startswith("mneme-cc: debug:") and "--display-error-number" in line
+    assert "warning" not in done["flags"].stderr
+    (entry,) = read_entries(d / "flags.o")
+    assert entry.kernels == ("_Z6vecaddPKfS0_Pfi",)
+
+
+def test_static_library_members_are_read(builds, tmp_path):
+    d, _ = builds
+    subprocess.run(["ar", "rcs", str(tmp_path / "libk.a"), str(d / "vecadd.o"), str(d / "host_only.o")], check=True)
+    (entry,) = read_entries(tmp_path / "libk.a")
+    assert entry.binary == f"{tmp_path / 'libk.a'}(vecadd.o)" and entry.kernels == ("_Z6vecaddPKfS0_Pfi",)
+
+
+def test_resolve_asks_the_registered_sources_in_order(builds, tmp_path, monkeypatch):
+    d, _ = builds
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # an empty Triton cache
+    name, modules = resolve("_Z6vecaddPKfS0_Pfi", arch="sm_90", elf_files=[d / "vecadd_app"])
+    assert name == "embedded" and modules[0].origin.startswith(str(d / "vecadd_app"))
+    assert resolve("_Z7missingv", arch="sm_90", elf_files=[d / "vecadd_app"]) is None
+    with pytest.raises(ArchitectureMismatch):
+        resolve("_Z6vecaddPKfS0_Pfi", arch="sm_80", elf_files=[d / "vecadd_app"])
 
 
 def test_several_architectures_give_one_entry_each(builds):

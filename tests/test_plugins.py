@@ -105,7 +105,7 @@ def site(tmp_path_factory):
 def mneme(*args: str, path: list, code: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in path), COLUMNS="200")
     command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "mneme.core.cli", *args]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_installed_plugin_is_listed_with_its_distribution_and_version(site):

@@ -189,7 +189,7 @@ def test_the_documented_example_is_a_valid_database(tmp_path):
     docs = Path(__file__).resolve().parent.parent / "docs"
     text = next(p.read_text() for p in (docs / "formats-database.md", docs / "formats.md") if p.exists()
                 and '"KernelName"' in p.read_text())
-    example = json.loads(next(b for b in re.findall(r"```json\n(.*?)```", text, re.S) if '"KernelName"' in b))
+    example = json.loads(next(b for b in re.findall(r"```json\n(.*?)```", text, re.DOTALL) if '"KernelName"' in b))
     files = example["Modules"] + [b["Path"] for b in example["BinaryBlobs"]]
     files += [i[k] for i in example["instances"].values() for k in ("Prologue", "Epilogue")]
     for rel in files:
@@ -200,3 +200,17 @@ def test_the_documented_example_is_a_valid_database(tmp_path):
     assert rec.to_dict() == example
     assert [struct.unpack("<f", v)[0] if a.kind == "float" else int.from_bytes(v, "little")
             for a, v in zip(rec.args, rec.select().arg_values)] == [VA_ADDR, 2.0, 256]
+
+
+def test_create_takes_paths_relative_to_the_current_directory(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.chdir(tmp_path)
+    out = Path("out")
+    (out / "code").mkdir(parents=True)
+    (out / "code" / "k.ptx").write_text(".version 8.0\n")
+    rec = RecordedExecution.create(out, kernel_name="k", static_hash="rel", backend="cuda", arch="sm_90",
+                                   binary_blobs=[(out / "code" / "k.ptx", "ptx")])
+    assert rec.images == [ImageInfo("code/k.ptx", "ptx")]
+    rec.save()
+    assert RecordedExecution.from_json("out/rel.json").binary_blobs[0].path.read_text() == ".version 8.0\n"

@@ -29,7 +29,7 @@ CASES = [
     # (id, mutation(data, key), field named in the error, words in the message)
     ("missing KernelName", lambda d, k: d.pop("KernelName"), "KernelName", "missing"),
     ("missing several fields", lambda d, k: [d.pop("Backend"), d.pop("Arch")], "Backend", "Arch"),
-    ("missing instance Epilogue", lambda d, k: _instance(d, k).pop("Epilogue"), f"instances.{{k}}.Epilogue", "missing"),
+    ("missing instance Epilogue", lambda d, k: _instance(d, k).pop("Epilogue"), "instances.{k}.Epilogue", "missing"),
     ("extra top-level field", lambda d, k: d.update(Colour="red"), "$", "Colour"),
     ("extra instance field", lambda d, k: _instance(d, k).update(Stream=0), "instances.{k}", "Stream"),
     ("extra image field", lambda d, k: d.update(BinaryBlobs=[{"Path": "ir/scale_template.ll", "Kind": "ptx", "X": 1}]),
@@ -105,7 +105,7 @@ def test_symlink_leading_outside_the_folder_is_refused(tmp_path):
     link = tmp_path / "db" / "ir" / "scale_template.ll"
     link.unlink()
     link.symlink_to(outside)
-    with pytest.raises(FormatError, match="symbolic link that leads outside") as err:
+    with pytest.raises(FormatError, match="outside the database's folder through a symbolic link") as err:
         RecordedExecution.from_json(rec.path)
     assert err.value.field == "Modules[0]"
 
@@ -120,3 +120,36 @@ def test_not_json_and_not_an_object_name_the_file(tmp_path):
         RecordedExecution.from_json(path)
     with pytest.raises(FormatError, match="no such recording database"):
         RecordedExecution.from_json(tmp_path / "absent.json")
+
+
+def test_older_schema_versions_are_upgraded_when_read(good, tmp_path, monkeypatch):
+    """The policy's mechanism: a reader of version N + 1 reads a version-N file through an upgrade step."""
+    from mneme.core import records
+
+    folder, data, _ = good
+    path = folder / "older.json"
+    path.write_text(json.dumps(data))  # written by this version...
+    # ...and read by a hypothetical next version, with its upgrade step from this one.
+    monkeypatch.setattr(records, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+
+    def upgrade(doc):
+        return dict(doc, SchemaVersion=SCHEMA_VERSION + 1)
+
+    monkeypatch.setitem(records._UPGRADES, SCHEMA_VERSION, upgrade)
+    try:
+        rec = RecordedExecution.from_json(path)
+    finally:
+        path.unlink()
+    assert rec.schema_version == SCHEMA_VERSION + 1
+    assert rec.to_dict()["SchemaVersion"] == SCHEMA_VERSION + 1
+
+
+def test_folder_symlink_leading_outside_is_refused(tmp_path):
+    import shutil
+
+    rec = make_recording(tmp_path / "db")
+    shutil.move(tmp_path / "db" / "snapshots", tmp_path / "elsewhere")
+    (tmp_path / "db" / "snapshots").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(FormatError, match="through a symbolic link") as err:
+        RecordedExecution.from_json(rec.path)
+    assert err.value.field.startswith("instances.") and err.value.field.endswith(".Prologue")

@@ -132,7 +132,7 @@ def test_bit_flip_in_a_prologue_block_names_the_block(files, target, block_name)
         "zstd CHNK": next(c for c in chunks if c[1] > regn[2][1]),  # region C
         "CHNK prefix": chunks[0],
     }.get(target) or blocks_of(pro, target.encode())
-    tag, pos, size = pick
+    _, pos, size = pick
     offset = pos + 32 + (2 if target == "CHNK prefix" else size // 2)
     flip(pro, offset)
     message = expect_error(folder, pro, CorruptFileError, f"{block_name} at byte {pos}")
@@ -143,7 +143,7 @@ def test_bit_flip_in_a_block_header_is_caught(files):
     folder, pro, _ = files
     _, pos, _ = blocks_of(pro, b"REGN", 1)
     flip(pro, pos + 9)  # payload size field
-    expect_error(folder, pro, CorruptFileError, f"block #", f"at byte {pos}", "header checksum")
+    expect_error(folder, pro, CorruptFileError, "block #", f"at byte {pos}", "header checksum")
 
 
 def test_bit_flip_in_the_file_header_is_caught(files):
@@ -167,7 +167,7 @@ def test_diff_epilogue_without_its_prologue_says_how_to_open_it(files):
 
 
 def test_diff_epilogue_against_another_prologue_is_refused(files):
-    folder, pro, epi = files
+    folder, _, epi = files
     other = folder / "other.prologue.mneme"
     with SnapshotWriter(other, "prologue", chunk_size=CHUNK) as w:  # same layout, other contents
         w.add_region(B, np.ones(3 * CHUNK // 4, np.float32))
@@ -198,7 +198,7 @@ def test_diff_epilogue_against_changed_prologue_bytes_is_refused(files, tmp_path
 
 
 def test_mem_state_ref_of_a_diff_epilogue_whose_prologue_is_gone(files):
-    folder, pro, epi = files
+    _, pro, epi = files
     pro.unlink()
     with MemStateRef(epi, "k", "epilogue") as ref, pytest.raises(FormatError, match="base=prologue"):
         ref.snapshot.read_region(B)

@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotWriter, compare, compare_buffers
+from mneme.core.snapshot import (
+    RegionPolicy,
+    Snapshot,
+    SnapshotWriter,
+    compare,
+    compare_buffers,
+)
 
 A, B = 0x1000_0000, 0x2000_0000
 
@@ -132,7 +138,7 @@ def test_half_precision_types():
     x16 = np.array([1.0, 2.0, np.nan], np.float16)
     y16 = np.array([1.0, 2.001, np.nan], np.float16)
     assert compare_buffers(x16, y16, RegionPolicy("f16", threshold=1e-2)).ok
-    bf = lambda v: (np.array(v, np.float32).view(np.uint32) >> 16).astype(np.uint16)  # noqa: E731
+    bf = lambda v: (np.array(v, np.float32).view(np.uint32) >> 16).astype(np.uint16)
     assert compare_buffers(bf([1.0, 256.0]), bf([1.0, 257.0]), RegionPolicy("bf16", threshold=2.0)).ok
     report = compare_buffers(bf([1.0, 256.0]), bf([1.0, 258.0]), RegionPolicy("bf16", threshold=1.0))
     assert not report.ok and report.max_abs == 2.0

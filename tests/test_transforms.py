@@ -6,8 +6,8 @@ import re
 import struct
 
 import pytest
-
 from irbuild import build_cuda_ir, build_hip_ir, corpus_kernels, hip_available
+
 from mneme.core import ir, pipeline, plugins
 from mneme.core.errors import UsageError
 from mneme.core.types import ExperimentConfiguration
@@ -76,7 +76,7 @@ def test_specialize_dims_assume_states_ranges_the_optimizer_uses():
 @needs_hip
 def test_specialize_dims_on_amdgpu_replaces_the_implicit_argument_loads():
     mod = ir.load(build_hip_ir("saxpy"))
-    assert re.search(r"load i16, ptr addrspace\(4\)", str(mod))
+    assert "@llvm.amdgcn.implicitarg.ptr()" in str(mod)
     pre = pipeline.preprocess(mod, "saxpy", BASE.replace(specialize_dims=True))
     assert not re.search(r"load i(16|32), ptr addrspace\(4\)", str(pre.module))
     assume = pipeline.preprocess(mod, "saxpy", BASE.replace(specialize_dims_assume=True))
@@ -112,7 +112,7 @@ def test_specialize_args_folds_the_value_and_drops_the_parameter_load():
 def test_specialize_args_reads_floats_and_selected_indexes_only():
     mod = ir.load(build_cuda_ir("saxpy"))
     args = _args_for(mod, "saxpy", ints=4096, floats=2.5)
-    new, replaced = specialize.specialize_args(mod, "saxpy", args, [1])
+    _, replaced = specialize.specialize_args(mod, "saxpy", args, [1])
     assert replaced == {1: "0x4004000000000000"}  # 2.5 as LLVM writes a float
     ptx = _ptx(mod, "saxpy", BASE.replace(specialize=True), args, specialize_indexes=[1])
     body = ptx.split("{", 1)[1]
@@ -129,8 +129,8 @@ def test_specialize_args_uses_the_recorded_layout_and_specializable_flags():
               for p in ir.kernel_params(mod, "saxpy")]  # fmt: skip
     pre = pipeline.preprocess(mod, "saxpy", BASE.replace(specialize=True), args, layout)
     text = str(pre.module)
-    assert "icmp slt i32 %" in text and ", 512" in text
-    assert "fmul contract float %" in text  # the float stayed a parameter
+    assert "store i32 512, ptr" in text  # the front end spills parameters to allocas first
+    assert re.search(r"store float %\d+, ptr", text)  # the float stayed a parameter
 
 
 def test_specialize_args_index_out_of_range_raises():
@@ -149,6 +149,21 @@ def test_specialize_args_with_a_short_argument_buffer_raises():
     mod = ir.load(build_cuda_ir("vector_add"))
     with pytest.raises(UsageError, match="ends before argument 3"):
         specialize.specialize_args(mod, "vector_add", bytes(20), [3])
+
+
+def test_a_by_value_struct_argument_folds_into_constants(tmp_path):
+    src = tmp_path / "byval.cu"
+    src.write_text(
+        "struct P { float scale; int count; };\n"
+        'extern "C" __global__ void scaled(P p, float* out) { out[threadIdx.x] = p.scale * p.count; }\n'
+    )
+    mod = ir.load(build_cuda_ir(src))
+    params = ir.kernel_params(mod, "scaled")
+    assert params[0].kind == "struct" and params[0].size == 8
+    args = struct.pack("<fi", 1.5, 6) + POINTER.to_bytes(8, "little")
+    body = _ptx(mod, "scaled", BASE.replace(specialize=True), args, specialize_indexes=[0]).split("{", 1)[1]
+    assert "scaled_param_0" not in body
+    assert "1091567616" in body or "0f41100000" in body  # 1.5 * 6 = 9.0f, folded (0x41100000)
 
 
 def test_null_pointer_and_negative_integers_fold():

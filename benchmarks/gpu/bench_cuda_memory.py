@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import statistics
 import sys
 import tempfile
@@ -55,6 +56,25 @@ def event_seconds(device, fn, repeat: int = 5) -> float:
     cu.cuEventDestroy(start)
     cu.cuEventDestroy(end)
     return min(times)
+
+
+def reservation_probe(device) -> dict:
+    """Which (base, size) reservations the driver places exactly at the hint (informs the recorder's range)."""
+    from mneme_cuda.driver import check, driver
+
+    cu = driver()
+    honored = {}
+    for base in (0x153940000000, 0x200000000000, 0x300000000000, 0x600000000000):
+        for size in (2 * MiB, 64 * MiB, 512 * MiB, 1 << 30, 2 << 30, 4 << 30, 64 << 30, 1 << 40):
+            got = int(check(cu.cuMemAddressReserve(size, 0, base, 0), "cuMemAddressReserve"))
+            check(cu.cuMemAddressFree(got, size), "cuMemAddressFree")
+            honored[f"{base:#x}+{size // MiB}MiB"] = got == base
+    smallest = {}
+    for key, ok in honored.items():
+        base, size = key.split("+")
+        if ok and base not in smallest:
+            smallest[base] = size
+    return {"honored": honored, "smallest_honored": smallest}
 
 
 def restore(device, size: int) -> dict:
@@ -150,24 +170,40 @@ def main() -> int:
         print(f"skipped: {backend.availability().reason}")
         return 0
     size = opts.size_mib * MiB
-    figures = {}
+    figures: dict = {}
+
+    def section(name, fn, *args):
+        try:
+            figures[name] = fn(*args)
+        except Exception as exc:  # one broken figure must not hide the others
+            logging.exception("benchmark %s failed", name)
+            figures[name] = {"error": repr(exc)}
+
     with backend.open_device(0) as device:
+        figures["device"] = device.info.name
+        section("reservations", reservation_probe, device)
         device.reserve(BASE, 2 * size)
         device.map(BASE, size)
-        figures["restore"] = restore(device, size)
-        figures["verify"] = verify(device, size)
-        figures["device"] = device.info.name
-    figures["overhead"] = overhead()
-    r, v, o = figures["restore"], figures["verify"], figures["overhead"]
-    lines = [
-        f"restore   pinned H2D {r['pinned_h2d_GBps']:.1f} GB/s; write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s"
-        f" = {r['ratio_write_vs_pinned']:.2f}x; snapshot restore {r['restore_snapshot_GBps']:.1f} GB/s"
-        f" = {r['ratio_snapshot_restore_vs_pinned']:.2f}x (target >= 0.7)",
-        f"verify    D2D copy {v['d2d_copy_GBps']:.0f} GB/s; compare exact {v['compare_exact_GBps']:.0f} GB/s"
-        f" = {v['ratio_compare_exact_vs_d2d']:.2f}x; f32 {v['compare_f32_GBps']:.0f} GB/s"
-        f" = {v['ratio_compare_f32_vs_d2d']:.2f}x (target >= 0.5)",
-        f"overhead  per experiment {o['overhead_ms_median']:.2f} ms median (target < 5 ms), verified={o['verified']}",
-    ]
+        section("restore", restore, device, size)
+        section("verify", verify, device, size)
+    section("overhead", overhead)
+    r, v, o, p = (figures[k] for k in ("restore", "verify", "overhead", "reservations"))
+    lines = []
+    if "error" not in r:
+        lines.append(f"restore   pinned H2D {r['pinned_h2d_GBps']:.1f} GB/s; write (pageable, staged) "
+                     f"{r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x; snapshot restore "
+                     f"{r['restore_snapshot_GBps']:.1f} GB/s = {r['ratio_snapshot_restore_vs_pinned']:.2f}x (target >= 0.7)")
+    if "error" not in v:
+        lines.append(f"verify    D2D copy {v['d2d_copy_GBps']:.0f} GB/s; compare exact {v['compare_exact_GBps']:.0f} GB/s "
+                     f"= {v['ratio_compare_exact_vs_d2d']:.2f}x; f32 {v['compare_f32_GBps']:.0f} GB/s "
+                     f"= {v['ratio_compare_f32_vs_d2d']:.2f}x (target >= 0.5)")
+    if "error" not in o:
+        lines.append(f"overhead  per experiment {o['overhead_ms_median']:.2f} ms median (target < 5 ms), "
+                     f"verified={o['verified']}")
+    if "error" not in p:
+        lines.append("reserve   smallest span placed at the hint: "
+                     + ", ".join(f"{b}: {sz}" for b, sz in p["smallest_honored"].items()))
+    lines += [f"{name}: FAILED {f['error']}" for name, f in figures.items() if isinstance(f, dict) and "error" in f]
     figures["summary"] = lines
     if opts.json:
         opts.json.write_text(json.dumps(figures, indent=2))

@@ -95,7 +95,7 @@ def main() -> int:
     for t in results["tests"]:
         lines.append(f"| {t['test']} | {t['outcome']} | {t['seconds']:.2f} | {t['detail'].replace('|', '/')} |")
     (opts.out / "gpu-results.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[:6 + len(results["benchmarks"]) * 3 + 3]))
+    print("\n".join(lines[: lines.index("## Tests")]))
     failed = [t["test"] for t in results["tests"] if t["outcome"] in ("failed", "error")]
     for name in failed:
         print(f"FAILED {name}")

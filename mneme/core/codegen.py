@@ -224,7 +224,7 @@ def _ptxas_subprocess(ptx: str, arch: str, config: ExperimentConfiguration, name
     with tempfile.TemporaryDirectory(prefix="mneme-ptxas-") as tmp:
         src, out = Path(tmp, f"{name[:64]}.ptx"), Path(tmp, "out.cubin")
         src.write_text(ptx)
-        proc = subprocess.run([ptxas, *ptxas_options(arch, config), str(src), "-o", str(out)], capture_output=True, text=True)
+        proc = subprocess.run([ptxas, *ptxas_options(arch, config), str(src), "-o", str(out)], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise IRError(f"ptxas could not assemble the PTX of kernel {name!r} for {arch}: {proc.stderr.strip()}")
         return out.read_bytes(), proc.stdout + proc.stderr
@@ -263,7 +263,7 @@ def ptxas_version() -> str:
 @functools.lru_cache(maxsize=8)
 def _tool_version(tool: str) -> str:
     try:
-        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return "missing"
     lines = [line for line in out.splitlines() if line.strip()]
@@ -284,7 +284,7 @@ def link_hsaco(obj: bytes, kernel_name: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="mneme-lld-") as tmp:
         src, out = Path(tmp, "kernel.o"), Path(tmp, "kernel.hsaco")
         src.write_bytes(obj)
-        proc = subprocess.run([LLD, "-shared", "--no-undefined", str(src), "-o", str(out)], capture_output=True, text=True)
+        proc = subprocess.run([LLD, "-shared", "--no-undefined", str(src), "-o", str(out)], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise IRError(f"{LLD} could not link the code object of kernel {kernel_name!r}: {proc.stderr.strip()}")
         return out.read_bytes()
@@ -299,7 +299,7 @@ def amdgpu_metadata(hsaco: bytes) -> dict:
     with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
         f.write(hsaco)
         f.flush()
-        proc = subprocess.run([READOBJ, "--notes", f.name], capture_output=True, text=True)
+        proc = subprocess.run([READOBJ, "--notes", f.name], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise IRError(f"{READOBJ} could not read the code object: {proc.stderr.strip()}")
     match = re.search(r"AMDGPU Metadata: (---\n.*?\n\.\.\.)", proc.stdout, re.DOTALL)

@@ -114,8 +114,8 @@ def load(source: IRInput, name: str | None = None) -> ModuleRef:
     else:
         mod = _parse_text(data, label)
     verify(mod, label)
-    if name:
-        mod.name = name
+    if name or not label.startswith("<"):
+        mod.name = label  # errors downstream name the file
     return mod
 
 
@@ -591,10 +591,14 @@ def max_attribute_group(text: str) -> int:
 def reparse(text: str, label: str) -> ModuleRef:
     """Parse rewritten module text and verify it; a failure is an `IRError` naming `label`."""
     try:
-        mod = llvm.parse_assembly(text)
+        # a context of its own: variants' types and constants die with the variant, not the process
+        mod = llvm.parse_assembly(text, llvm.create_context())
     except RuntimeError as exc:
         raise IRError(f"{label}: the rewritten IR does not parse (a Mneme bug; please report): {_first_lines(exc)}") from exc
     verify(mod, f"{label} (rewritten IR)")
+    module_id = re.match(r"; ModuleID = '(.*)'\n", text)
+    if module_id:
+        mod.name = module_id.group(1)
     return mod
 
 

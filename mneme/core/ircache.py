@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 512 << 20
 _MAGIC = b"MNEMEBIN1\n"
+_ALIAS = b"MNEMEALIAS1\n"  # a request key's entry: the build key it resolved to
 # Configuration fields that change what optimize/codegen produce (transforms are in the variant hash).
 _BUILD_FIELDS = (
     "passes", "codegen_opt", "loop_unrolling", "loop_vectorization", "slp_vectorization",
@@ -62,6 +63,30 @@ def build_key(variant_hash: str, config: ExperimentConfiguration, target: str, a
     data = {"variant": variant_hash, "target": target, "arch": arch, "emit": emit,
             "config": fields, "toolchain": toolchain(target)}  # fmt: skip
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def _config_text(config: ExperimentConfiguration) -> str:
+    return config.canonical_json()
+
+
+def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguration, target: str, arch: str, emit: str,
+                args: bytes | None, arg_layout, specialize_indexes, extra_transforms) -> str:  # fmt: skip
+    """The key of a compile request: the input IR's hash and everything the transforms and build read.
+
+    Equal requests give equal builds, so a hit needs no preprocessing; argument bytes count
+    only when the configuration specializes them.
+    """
+    uses_args = bool(config.specialize)
+    data = {
+        "base": base_hash, "kernel": kernel_name, "config": _config_text(config), "target": target, "arch": arch,
+        "emit": emit, "toolchain": toolchain(target), "extra": sorted(extra_transforms),
+        "args": hashlib.sha256(bytes(args)).hexdigest() if uses_args and args is not None else None,
+        "layout": [[a.offset, a.size, bool(getattr(a, "specializable", True))] for a in arg_layout]
+        if uses_args and arg_layout is not None else None,
+        "indexes": sorted(specialize_indexes) if uses_args and specialize_indexes is not None else None,
+    }  # fmt: skip
+    return "r" + hashlib.sha256(canonical_json(data).encode()).hexdigest()[1:]
 
 
 def _encode(binary: DeviceBinary) -> bytes:
@@ -119,7 +144,10 @@ class BuildCache:
             path = self._path(key)
             try:
                 blob = path.read_bytes()
-            except OSError:
+                if blob.startswith(_ALIAS):
+                    path = self._path(blob[len(_ALIAS) :].decode("ascii"))
+                    blob = path.read_bytes()
+            except (OSError, UnicodeDecodeError):
                 blob = None
             if blob is not None:
                 binary = _decode(blob)
@@ -145,7 +173,8 @@ class BuildCache:
         while len(self._memory) > self._memory_entries:
             self._memory.popitem(last=False)
 
-    def put(self, key: str, binary: DeviceBinary) -> None:
+    def put(self, key: str, binary: DeviceBinary, *, alias_of: str | None = None) -> None:
+        """Store `binary` under `key`; with `alias_of`, the disk entry only points at that build key."""
         with self._lock:
             self._remember(key, binary)
         if not self.disk:
@@ -156,7 +185,7 @@ class BuildCache:
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(_encode(binary))
+                    f.write(_ALIAS + alias_of.encode("ascii") if alias_of else _encode(binary))
                 os.replace(tmp, path)
             finally:
                 if os.path.exists(tmp):

@@ -208,6 +208,8 @@ _DEFAULT = re.compile(r"^default<O([0-3sz])>$|^O([0-3sz])$")
 # llvmlite 0.50 builds LLVM's per-module default pipeline from a speed level only; Os and Oz
 # are that of O2 with unrolling and vectorization off and LLVM's size inlining thresholds.
 _SIZE_LEVELS = {"s": 75, "z": 25}
+# llvmlite 0.50 stores PipelineTuningOptions' inliner threshold truncated to 8 bits (500 reads back 244).
+MAX_INLINING_THRESHOLD = 255
 
 
 @attrs.frozen
@@ -265,7 +267,12 @@ def tuning_options(config: ExperimentConfiguration, pipeline: Pipeline) -> llvm.
     if config.slp_vectorization is not None:
         pto.slp_vectorization = config.slp_vectorization
     if config.inlining_threshold is not None:
-        pto.inlining_threshold = config.inlining_threshold
+        threshold = config.inlining_threshold
+        if threshold > MAX_INLINING_THRESHOLD:
+            log.warning("inlining threshold %d capped at %d: llvmlite 0.50 keeps only 8 bits of it",
+                        threshold, MAX_INLINING_THRESHOLD)  # fmt: skip
+            threshold = MAX_INLINING_THRESHOLD
+        pto.inlining_threshold = threshold
     return pto
 
 
@@ -283,6 +290,7 @@ def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, target: st
         return 0.0
     target = normalize_target(target)
     check_codegen_opt(config.codegen_opt)
+    check_module_target(module, target)
     tm = codegen.target_machine(target, arch, config.codegen_opt)
     pto = tuning_options(config, pipeline)
     pb = llvm.create_pass_builder(tm, pto)
@@ -298,6 +306,25 @@ def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, target: st
     return time.perf_counter() - start
 
 
+_FOREIGN_CPU = re.compile(r'"target-cpu"="(sm_\d+\w*|gfx[0-9a-f]+)"')
+
+
+def check_module_target(module: llvm.ModuleRef, target: str) -> None:
+    """Refuse to run a target's passes on another target's IR (LLVM would abort the process)."""
+    have = module_target(module)
+    if target == "host":
+        if have != "host":
+            raise IRError(f"module {module.name!r} targets {module.triple}; retarget it to the host (triple, data "
+                          "layout, no target-cpu/target-features) before optimizing it for the host")  # fmt: skip
+        foreign = _FOREIGN_CPU.search(str(module))
+        if foreign:
+            raise IRError(f"module {module.name!r} still carries device attribute {foreign.group(0)}; remove "
+                          "target-cpu and target-features from its functions before optimizing it for the host")  # fmt: skip
+    elif have != target:
+        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {target}; "
+                      "optimize it for its own target")  # fmt: skip
+
+
 def check_codegen_opt(level: int) -> None:
     if not isinstance(level, int) or isinstance(level, bool) or not 0 <= level <= 3:
         raise ValueError(f"codegen_opt must be an integer 0..3 (LLVM's codegen levels), not {level!r}")
@@ -310,7 +337,7 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
     return _codegen.codegen(module, kernel_name, config, target, arch, **kwargs)
 
 
-def compile(  # noqa: A001 - the field's word for it
+def compile(
     module: llvm.ModuleRef,
     kernel_name: str,
     config: ExperimentConfiguration,
@@ -332,17 +359,27 @@ def compile(  # noqa: A001 - the field's word for it
     from mneme.core import codegen as _codegen
     from mneme.core import ircache
 
-    target = target_of_arch(arch)
     start = time.perf_counter()
+    target = target_of_arch(arch)
+    emit = emit or _codegen.default_emit(target)
+    store = ircache.default_cache() if cache is True else (cache or None)
+    request = None
+    if store is not None:
+        # the request (input IR, configuration, recorded arguments) decides the build: a hit skips preprocessing
+        base_hash = base_hash or ir.module_hash(module)
+        request = ircache.request_key(base_hash, kernel_name, config, target, arch, emit, args, arg_layout,
+                                      specialize_indexes, extra_transforms)  # fmt: skip
+        hit = store.get(request)
+        if hit is not None:
+            return attrs.evolve(hit, stage_times={"cache": time.perf_counter() - start})
     pre = preprocess(module, kernel_name, config, args, arg_layout, target, specialize_indexes=specialize_indexes,
                      extra_transforms=extra_transforms, base_hash=base_hash)  # fmt: skip
     try:
-        emit = emit or _codegen.default_emit(target)
-        store = ircache.default_cache() if cache is True else (cache or None)
         key = ircache.build_key(pre.variant_hash, config, target, arch, emit) if store is not None else None
         if store is not None:
             hit = store.get(key)
             if hit is not None:
+                store.put(request, hit, alias_of=key)
                 return attrs.evolve(hit, stage_times={"preprocess": pre.seconds, "cache": time.perf_counter() - start})
         opt_seconds = optimize(pre.module, config, target, arch)
         binary = _codegen.codegen(pre.module, kernel_name, config, target, arch, emit=emit)
@@ -350,13 +387,27 @@ def compile(  # noqa: A001 - the field's word for it
         binary = attrs.evolve(binary, stage_times=times, variant_hash=pre.variant_hash)
         if store is not None:
             store.put(key, binary)
+            store.put(request, binary, alias_of=key)
         return binary
     finally:
         pre.module.close()
 
 
 __all__ = [
-    "PASSES", "Pipeline", "Preprocessed", "Transform", "TransformContext", "check_codegen_opt", "codegen",
-    "compile", "module_target", "normalize_target", "optimize", "parse_pipeline", "preprocess",
-    "target_of_arch", "transforms", "IRError",
+    "PASSES",
+    "IRError",
+    "Pipeline",
+    "Preprocessed",
+    "Transform",
+    "TransformContext",
+    "check_codegen_opt",
+    "codegen",
+    "compile",
+    "module_target",
+    "normalize_target",
+    "optimize",
+    "parse_pipeline",
+    "preprocess",
+    "target_of_arch",
+    "transforms",
 ]  # fmt: skip

@@ -250,7 +250,8 @@ class RecordedExecution(MutableMapping):
     ) -> RecordedExecution:
         """A new, empty database `<folder>/<static_hash>.json` (written by `save()`).
 
-        File paths may be absolute or relative to `folder`; either way they must lie inside it.
+        File paths are absolute or relative to the current directory, as everywhere in Python
+        (`folder / name` is the usual form); either way they must lie inside `folder`.
         """
         folder = Path(folder)
         if not _SAFE_NAME.match(static_hash or ""):
@@ -285,7 +286,10 @@ class RecordedExecution(MutableMapping):
         occurrences: int = 1,
         dynamic_hash: str | None = None,
     ) -> KernelInstance:
-        """Add a launch context (or count another occurrence of a known one) and return it."""
+        """Add a launch context (or count another occurrence of a known one) and return it.
+
+        `prologue`/`epilogue` are paths of snapshot files inside the database's folder.
+        """
         key = dynamic_hash or dynamic_hash_of(grid, block, shared_mem, args)
         if key in self.kernel_instances:
             inst = self.kernel_instances[key]
@@ -304,14 +308,12 @@ class RecordedExecution(MutableMapping):
         return inst
 
     def _relative(self, path: str | os.PathLike, field: str) -> str:
-        """`path` (absolute, or relative to the folder) as a POSIX path relative to the folder."""
-        p = Path(path)
-        if p.is_absolute():
-            try:
-                p = p.relative_to(self.folder.absolute())
-            except ValueError:
-                raise FormatError(self.path, f"{path} is outside the database's folder {self.folder}; "
-                                  "write it inside that folder", field=field) from None
+        """`path` (absolute, or relative to the current directory) relative to the database's folder."""
+        try:
+            p = Path(os.path.abspath(path)).relative_to(os.path.abspath(self.folder))
+        except ValueError:
+            raise FormatError(self.path, f"{path} is outside the database's folder {self.folder}; "
+                              "write it inside that folder", field=field) from None
         rel = PurePosixPath(*p.parts).as_posix()
         _check_lexical(rel, self.path, field)
         return rel
@@ -464,7 +466,7 @@ class RecordedExecution(MutableMapping):
             rec = _converter.structure(data, cls)
         except cattrs.BaseValidationError as exc:
             problems = _collect(exc, "")
-            field, first = problems[0]
+            field = problems[0][0]
             message = "; ".join(f"{f}: {m}" if f and f != field else m for f, m in problems)
             raise FormatError(path, message, field=field) from exc
         rec.path = path
@@ -492,8 +494,12 @@ class RecordedExecution(MutableMapping):
             self.validate(check_files=True)
             self._rebase(target)
         else:
-            self.path = target
-            self.validate(check_files=True)
+            old, self.path = self.path, target
+            try:
+                self.validate(check_files=True)
+            except Exception:
+                self.path = old
+                raise
         _atomic_write(target, json.dumps(self.to_dict(), indent=2) + "\n")
         log.debug("wrote recording database %s", target)
         return target
@@ -553,13 +559,14 @@ class RecordedExecution(MutableMapping):
                                   field=f"instances.{key}.Args")
         if not check_files or p is None:
             return
+        checker = _FileChecker(self.folder, p, allow_missing)
         for i, rel in enumerate(self.modules):
-            _check_file(self.folder, rel, p, f"Modules[{i}]", allow_missing)
+            checker.check(rel, f"Modules[{i}]")
         for i, image in enumerate(self.images):
-            _check_file(self.folder, image.path.as_posix(), p, f"BinaryBlobs[{i}].Path", allow_missing)
+            checker.check(image.path.as_posix(), f"BinaryBlobs[{i}].Path")
         for key, inst in self.kernel_instances.items():
-            _check_file(self.folder, inst.prologue_file, p, f"instances.{key}.Prologue", allow_missing)
-            _check_file(self.folder, inst.epilogue_file, p, f"instances.{key}.Epilogue", allow_missing)
+            checker.check(inst.prologue_file, f"instances.{key}.Prologue")
+            checker.check(inst.epilogue_file, f"instances.{key}.Epilogue")
 
 
 # -- path safety -----------------------------------------------------------------------------
@@ -585,19 +592,39 @@ def _is_inside(path: Path, folder: Path) -> bool:
     return True
 
 
-def _check_file(folder: Path, rel: str, db: Path, field: str, allow_missing: bool = False) -> None:
-    _check_lexical(rel, db, field)
-    full = folder / rel
-    if not _is_inside(full, folder):
-        raise FormatError(db, f"{rel!r} is a symbolic link that leads outside the database's folder "
-                          f"({full.resolve()}); keep every file inside it", field=field)
-    if not full.exists():
-        if allow_missing:
-            return
-        raise FormatError(db, f"{rel!r} does not exist in {folder.absolute()}; the recording is incomplete, record it again",
-                          field=field)
-    if not full.is_file():
-        raise FormatError(db, f"{rel!r} is not a regular file", field=field)
+def _within(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+class _FileChecker:
+    """Checks that relative paths name regular files inside one folder (each directory resolved once)."""
+
+    def __init__(self, folder: Path, db: Path | None, allow_missing: bool = False):
+        self.folder = os.fspath(folder)
+        self.root = os.path.realpath(folder)
+        self.db = db
+        self.allow_missing = allow_missing
+        self._dirs: dict[str, str] = {}
+
+    def check(self, rel: str, field: str) -> None:
+        _check_lexical(rel, self.db, field)
+        parent, name = os.path.split(os.path.join(self.folder, rel))
+        real_parent = self._dirs.get(parent)
+        if real_parent is None:
+            real_parent = self._dirs[parent] = os.path.realpath(parent)
+        real = os.path.join(real_parent, name)
+        if os.path.islink(real):
+            real = os.path.realpath(real)
+        if not _within(real, self.root):
+            raise FormatError(self.db, f"{rel!r} leads outside the database's folder through a symbolic link "
+                              f"(to {real}); keep every file inside it", field=field)
+        if not os.path.exists(real):
+            if self.allow_missing:
+                return
+            raise FormatError(self.db, f"{rel!r} does not exist in {os.path.abspath(self.folder)}; the recording is "
+                              "incomplete, record it again", field=field)
+        if not os.path.isfile(real):
+            raise FormatError(self.db, f"{rel!r} is not a regular file", field=field)
 
 
 def _atomic_write(target: Path, text: str) -> None:
@@ -624,9 +651,20 @@ def _file_mode(target: Path) -> int:
     try:
         return target.stat().st_mode & 0o7777
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    try:  # Linux reports it without changing it (os.umask would, for every thread at once)
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -780,8 +818,8 @@ def _collect(exc: BaseException, path: str, names: Mapping[str, str] | None = No
             out += _collect(inner, path)
     elif isinstance(exc, ForbiddenExtraKeysError):
         known = sorted(_JSON_NAMES.get(exc.cl, {}).values())
-        out.append((path or "$", f"unknown field(s) {', '.join(sorted(exc.extra_fields))}; "
-                    f"this reader knows {', '.join(known)}"))
+        extra = ", ".join(sorted(exc.extra_fields))
+        out.append((path or "$", f"unknown field(s) {extra}; this reader knows {', '.join(known)}"))
     elif isinstance(exc, KeyError):
         out.append((path, "required field is missing"))
     elif isinstance(exc, cattrs.BaseValidationError):
@@ -885,7 +923,7 @@ def clean_records(paths: Iterable[str | os.PathLike]) -> FileReport:
     for rec in records:
         removed = []
         for f in rec.referenced_files():
-            if f.resolve() in others:
+            if others and f.resolve() in others:
                 report.kept.append(f)
             elif f.is_file() or f.is_symlink():
                 f.unlink()
@@ -948,48 +986,41 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
 
     keep = _files_of_others(records) if move else set()
     created_dirs: list[Path] = []
-    done: list[tuple[str, Path, Path]] = []  # ("copy", tmp/dst, -) or ("rename", dst, src), for rollback
+    done: list[tuple[Path, Path | None]] = []  # (created file, source it was renamed from), for rollback
+    written: list[Path] = []
+    renamed: set[Path] = set()
     try:
         for folder in sorted({d.parent for d in list(plan) + list(targets)}, key=lambda d: len(d.parts)):
             for d in [*reversed(folder.parents), folder]:
                 if not d.exists():
                     d.mkdir()
                     created_dirs.append(d)
-        staged: list[tuple[Path, Path]] = []
-        renames: list[tuple[Path, Path]] = []
+        # Data files go straight to their names (none existed: checked above); the databases are
+        # written last and atomically, so no database ever names a partial file.
         for dst, src in plan.items():
             if dst.exists():
                 continue  # identical content already there
-            if move and src.resolve() not in keep and not src.is_symlink() and \
-                    os.stat(src).st_dev == os.stat(dst.parent).st_dev:
-                renames.append((src, dst))
-                continue
-            fd, tmp = tempfile.mkstemp(dir=dst.parent, prefix=f".{dst.name}.", suffix=".tmp")
-            os.close(fd)
-            done.append(("copy", Path(tmp), Path(tmp)))
-            shutil.copy2(src, tmp)
-            staged.append((Path(tmp), dst))
-        for tmp, dst in staged:
-            os.replace(tmp, dst)
-            done.append(("copy", dst, dst))
-        for src, dst in renames:
-            os.rename(src, dst)
-            done.append(("rename", dst, src))
-        written = []
+            if move and not src.is_symlink() and not (keep and src.resolve() in keep) \
+                    and os.stat(src).st_dev == os.stat(dst.parent).st_dev:
+                os.rename(src, dst)
+                done.append((dst, src))
+                renamed.add(src)
+            else:
+                done.append((dst, None))
+                shutil.copy2(src, dst)
         for db_target, rec in targets.items():
-            copy = RecordedExecution.from_dict(rec.to_dict(), path=db_target)
-            copy.to_json(db_target)
+            done.append((db_target, None))
+            _atomic_write(db_target, json.dumps(rec.to_dict(), indent=2) + "\n")
             written.append(db_target)
-            done.append(("copy", db_target, db_target))
     except BaseException:
-        for action, path, src in reversed(done):
+        for path, src in reversed(done):
             try:
-                if action == "rename":
+                if src is not None:
                     os.rename(path, src)
                 else:
                     path.unlink(missing_ok=True)
             except OSError as exc:
-                log.error("could not undo %s of %s: %s", action, path, exc)
+                log.error("could not undo the %s of %s: %s", verb, path, exc)
         for d in reversed(created_dirs):
             try:
                 d.rmdir()
@@ -998,13 +1029,12 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
         raise
     report = FileReport(databases=written)
     if move:
-        moved = {src for src, _ in renames}
         for rec in records:
             removed = []
             for f in rec.referenced_files():
-                if f.resolve() in keep:
+                if keep and f.resolve() in keep:
                     report.kept.append(f)
-                elif f in moved:
+                elif f in renamed:
                     removed.append(f)
                 elif f.is_file() or f.is_symlink():
                     f.unlink()

@@ -108,6 +108,7 @@ class TuneWorkerHandle:
         """Start the process and wait for its ready message; False (with last_error) on failure."""
         from mneme.core.executor import tune_worker_main
 
+        self.last_error = ""
         parent, child = _CTX.Pipe(duplex=True)
         spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name)
         if self.role == "compile":
@@ -115,7 +116,14 @@ class TuneWorkerHandle:
         self.process = _CTX.Process(target=tune_worker_main, args=(child, spec, str(self.log_path)),
                                     name=f"mneme-worker-{self.name}", daemon=True)  # fmt: skip
         self.spawns += 1
-        self.process.start()
+        try:
+            self.process.start()
+        except Exception as exc:  # e.g. spawning from an unguarded __main__; counted as a startup failure
+            child.close()
+            parent.close()
+            self.process = None
+            self.last_error = f"worker {self.name} could not be started: {exc}"
+            return False
         child.close()
         self.conn = parent
         deadline = time.monotonic() + self.pool.startup_timeout
@@ -133,11 +141,14 @@ class TuneWorkerHandle:
                 break
             if not self.process.is_alive():
                 break
+        else:
+            if not self.pool._stopping.is_set():
+                self.last_error = (f"worker {self.name} was not ready within {self.pool.startup_timeout:.0f} s; "
+                                   f"see {self.log_path}")  # fmt: skip
         self._kill()
-        if not self.last_error or self.process.exitcode is not None:
+        if not self.last_error:
             code = describe_exit(self.process.exitcode)
-            if not self.last_error:
-                self.last_error = f"worker {self.name} died during startup ({code}); see {self.log_path}"
+            self.last_error = f"worker {self.name} died during startup ({code}); see {self.log_path}"
         return False
 
     def _kill(self) -> None:
@@ -169,6 +180,20 @@ class TuneWorkerHandle:
 
     # -- the feeding loop ------------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._serve()
+        except Exception as exc:  # a bug here must not leave futures waiting forever
+            log.exception("worker handle %s failed", self.name)
+            self.last_error = f"worker handle {self.name} failed: {exc!r}"
+            job = self.current
+            if job is not None:
+                self.pool._stage_failed(self, job, "error", self.last_error, _utc_now())
+            self._kill()
+            self.dead = True
+            self.ready.set()
+            self.pool._worker_gave_up(self)
+
+    def _serve(self) -> None:
         if not self._start_process():
             return
         while not self.pool._stopping.is_set():
@@ -178,10 +203,8 @@ class TuneWorkerHandle:
             if job.future.done():  # cancelled meanwhile
                 continue
             self.current = job
-            try:
-                outcome = self._process(job)
-            finally:
-                self.current = None
+            outcome = self._process(job)
+            self.current = None
             if outcome == "respawn" and not self._start_process():
                 return
         self._terminate()

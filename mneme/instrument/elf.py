@@ -6,9 +6,9 @@ objects. Only section headers are parsed; program headers and symbols are not ne
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
-from pathlib import Path
 
 import attrs
 
@@ -35,7 +35,7 @@ class ElfFile:
     """An ELF file's bytes and its section table."""
 
     path: str
-    data: bytes = attrs.field(repr=False)
+    data: bytes | mmap.mmap = attrs.field(repr=False)  # mapped, not read: executables can be large
     elf_type: int
     machine: int
     sections: tuple[Section, ...]
@@ -46,13 +46,14 @@ class ElfFile:
     def section_data(self, section: Section) -> bytes:
         if section.type == SHT_NOBITS:
             return b""
-        return self.data[section.offset : section.offset + section.size]
+        return bytes(self.data[section.offset : section.offset + section.size])
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> ElfFile:
         path = os.fspath(path)
         try:
-            data = Path(path).read_bytes()
+            with open(path, "rb") as f:
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
         except OSError as exc:
             raise FormatError(path, f"cannot read the file: {exc.strerror}") from exc
         return cls.parse(data, path)
@@ -91,7 +92,7 @@ class ElfFile:
         if not 0 <= e_shstrndx < len(raw):
             raise CorruptFileError(path, f"section-name table index {e_shstrndx} is out of range")
         strtab = raw[e_shstrndx]
-        names = data[strtab[4] : strtab[4] + strtab[5]]
+        names = bytes(data[strtab[4] : strtab[4] + strtab[5]])
         sections = []
         for name_off, sh_type, flags, _addr, offset, size, _link, _info, align, _entsize in raw:
             stop = names.find(b"\0", name_off)

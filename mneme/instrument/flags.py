@@ -119,12 +119,13 @@ _NVCC_HOST_ONLY = {
     "-default-stream", "-dopt", "-Ofc", "-jtd", "-pg",
     "-MD", "-MMD", "-MP", "-M", "-MM", "-g", "--debug", "-lineinfo", "--generate-line-info", "-w",
     "--disable-warnings", "-Wno-deprecated-gpu-targets", "-Wno-deprecated-declarations", "-keep", "--keep",
-    "-res-usage", "--resource-usage", "-v", "--verbose", "-shared", "--shared", "-Xcompiler",
+    "-res-usage", "--resource-usage", "-v", "--verbose", "-shared", "--shared",
     "--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--expt-extended-lambda", "-expt-extended-lambda",
-    "--extended-lambda", "-extended-lambda", "--forward-unknown-to-host-compiler",
-    "-forward-unknown-to-host-compiler", "--forward-unknown-to-host-linker", "-src-in-ptx", "-allow-unsupported-compiler",
-    "--allow-unsupported-compiler", "-extra-device-vectorization", "-restrict", "--restrict", "-Wreorder",
-    "-Wdefault-stream-launch", "-Wext-lambda-captures-this", "-Wmissing-launch-bounds", "-dlto", "-static-global-template-stub",
+    "--extended-lambda", "-extended-lambda", "--forward-unknown-to-host-compiler", "-forward-unknown-to-host-compiler",
+    "--forward-unknown-to-host-linker", "-src-in-ptx", "-allow-unsupported-compiler", "--allow-unsupported-compiler",
+    "-extra-device-vectorization", "--extra-device-vectorization", "-restrict", "--restrict", "-Wreorder",
+    "-Wdefault-stream-launch", "-Wext-lambda-captures-this", "-Wmissing-launch-bounds", "-dlto",
+    "-static-global-template-stub",
 }
 # nvcc modes that do not compile a translation unit to an object
 _NVCC_NO_OBJECT = {"-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", "--fatbin", "-E", "--preprocess", "-M",
@@ -306,8 +307,11 @@ def plan_nvcc(argv: list[str], cwd: str, *, clang: str | None, standins: str = "
         base += ["-idirafter", standins]
     base += ["-O0", "-Xclang", "-disable-O0-optnone"] if device_debug else ["-O3"]
     if rdc:
-        base.append("-fgpu-rdc")
+        base += ["-fgpu-rdc", "-D__CUDACC_RDC__"]
     arch_list = _nvcc_archs(archs, codes, gencodes, nvcc, notes)
+    if arch_list:  # nvcc names CCCL's versioned namespaces after it (cub::CUB_300001_SM_800_900)
+        numbers = sorted({int(re.sub(r"\D", "", a)) * 10 for a, _ in arch_list})
+        base.append("-D__CUDA_ARCH_LIST__=" + ",".join(map(str, numbers)))
     jobs = []
     for src in cu_sources:
         obj = output if output and len(cu_sources) == 1 else Path(src).stem + ".o"
@@ -388,7 +392,8 @@ def plan_clang(argv: list[str], cwd: str, kind: str) -> Plan:
         ext = os.path.splitext(path)[1]
         if lang in ("cuda", "cu") or (lang is None and ext in CUDA_SOURCE):
             device_sources.append((path, "cuda"))
-        elif lang == "hip" or (lang is None and (ext in HIP_SOURCE or (kind == "hipcc" and ext in CXX_SOURCE | CUDA_SOURCE))):
+        elif lang == "hip" or (lang is None and ext in HIP_SOURCE) or (
+                lang is None and kind == "hipcc" and ext in CXX_SOURCE | CUDA_SOURCE):
             device_sources.append((path, "hip"))
     if not device_sources:
         return Plan(kind)
@@ -396,7 +401,8 @@ def plan_clang(argv: list[str], cwd: str, kind: str) -> Plan:
     if opt_zero:  # keep the IR optimizable: no optnone at -O0
         base += ["-Xclang", "-disable-O0-optnone"]
     jobs = []
-    flag = "--offload-arch=" if kind == "hipcc" or any(lang == "hip" for _, lang in device_sources) else "--cuda-gpu-arch="
+    hip = kind == "hipcc" or any(lang == "hip" for _, lang in device_sources)
+    flag = "--offload-arch=" if hip else "--cuda-gpu-arch="
     for src, lang in device_sources:
         obj = output if output and len(device_sources) == 1 else Path(src).stem + ".o"
         for arch in archs or [""]:

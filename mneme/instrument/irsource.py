@@ -116,3 +116,40 @@ def arch_rank(arch: str, targets: Sequence[str], device_arch: str | None) -> int
     if device_arch is None or arch == device_arch or device_arch in targets:
         return 2
     return 1 if any(runs_on(t, device_arch) for t in (targets or (arch,))) else 0
+
+
+PREFERRED_ORDER = ("embedded", "triton")
+
+
+def resolve(
+    kernel_name: str,
+    *,
+    arch: str | None = None,
+    elf_files: Sequence[str | os.PathLike] = (),
+    image: bytes | None = None,
+    sources: Sequence[str] | None = None,
+) -> tuple[str, list[IRModule]] | None:
+    """Ask the registered IR sources in turn; (source name, modules) from the first that answers.
+
+    `sources` names the sources to ask, in order (default: embedded, triton, then any other
+    registered source by name). None when no source has the kernel; when sources have it only
+    for other architectures, the first `ArchitectureMismatch` is raised.
+    """
+    from mneme.core import plugins
+
+    table = plugins.registry("ir-source")
+    if sources is None:
+        sources = [n for n in PREFERRED_ORDER if n in table] + sorted(set(table) - set(PREFERRED_ORDER))
+    mismatch: ArchitectureMismatch | None = None
+    for name in sources:
+        cls = plugins.lookup("ir-source", name)
+        try:
+            modules = cls().find(kernel_name, arch=arch, elf_files=elf_files, image=image)
+        except ArchitectureMismatch as exc:
+            mismatch = mismatch or exc
+            continue
+        if modules:
+            return name, modules
+    if mismatch is not None:
+        raise mismatch
+    return None

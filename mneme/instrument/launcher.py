@@ -96,7 +96,8 @@ def _run_ir_jobs(plan: flags.Plan, scratch: str, real: subprocess.Popen) -> int:
         out = os.path.join(scratch, f"{n}.bc")
         err = open(os.path.join(scratch, f"{n}.err"), "w+")
         try:
-            proc = subprocess.Popen([*job.argv, "-o", out], stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen([*job.argv, "-o", out], stdout=err, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL)
         except OSError as exc:
             proc = None
             err.write(str(exc))
@@ -181,7 +182,7 @@ def run(argv: list[str]) -> int:
             plan = flags.plan(compiler_argv, os.getcwd(), standins=write_standins(scratch))
         except Exception as exc:  # the real build must never depend on our reading of its flags
             log.warning("could not read the command line of %s (%s); IR not captured", compiler_argv[0], exc)
-            plan = flags.Plan("unknown")
+            plan = flags.Plan(flags.classify(compiler_argv[0]))
         if plan.kind == "unknown":
             log.warning("unknown compiler %r: running it unchanged without capturing IR (mneme-cc knows nvcc, "
                         "clang, clang++, hipcc and host compilers such as gcc/g++)", os.path.basename(compiler_argv[0]))

@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from mneme.core.errors import CorruptFileError, SchemaVersionError
+from mneme.core.errors import CorruptFileError, FormatError, SchemaVersionError
 from mneme.instrument.elf import ElfFile
 
 SECTION_NAME = ".mneme_ir"
@@ -102,7 +102,8 @@ def iter_entries(data: bytes, path: str = "<memory>", base_offset: int = 0) -> I
             raise CorruptFileError(path, f"{where}: truncated header ({len(data) - pos} bytes left)")
         magic, version, header_size, meta_len, code_len, length = _HEADER.unpack_from(data, pos)
         if magic != MAGIC:
-            raise CorruptFileError(path, f"{where}: bad magic {magic!r}; the section was damaged or not written by mneme-cc")
+            raise CorruptFileError(
+                path, f"{where}: bad magic {magic!r}; the section was damaged or not written by mneme-cc")
         if version > FORMAT_VERSION:
             raise SchemaVersionError(
                 path,
@@ -136,10 +137,50 @@ def iter_entries(data: bytes, path: str = "<memory>", base_offset: int = 0) -> I
         pos += length
 
 
-def read_entries(path: str | os.PathLike) -> list[EmbeddedEntry]:
-    """Every embedded entry of an ELF object, executable or shared library (empty if none)."""
-    elf = ElfFile.read(path)
+AR_MAGIC = b"!<arch>\n"
+
+
+def _ar_members(data: bytes, path: str) -> Iterator[tuple[str, bytes]]:
+    """(name, bytes) of each member of a static library (GNU/System V `ar` format)."""
+    pos, longnames = len(AR_MAGIC), b""
+    while pos + 60 <= len(data):
+        header = bytes(data[pos : pos + 60])
+        try:
+            name, size = header[:16].decode().strip(), int(header[48:58].decode().strip())
+        except ValueError as exc:
+            raise CorruptFileError(path, f"bad archive member header at offset {pos}") from exc
+        body = pos + 60
+        if name == "//":
+            longnames = bytes(data[body : body + size])
+        elif name not in ("/", "/SYM64/"):
+            if name.startswith("/") and name[1:].isdigit():
+                start = int(name[1:])
+                name = longnames[start : longnames.find(b"/\n", start)].decode()
+            yield name.rstrip("/"), bytes(data[body : body + size])
+        pos = body + size + (size & 1)
+
+
+def _elf_entries(elf: ElfFile) -> list[EmbeddedEntry]:
     entries: list[EmbeddedEntry] = []
     for section in elf.sections_named(SECTION_NAME):
         entries.extend(iter_entries(elf.section_data(section), elf.path, section.offset))
+    return entries
+
+
+def read_entries(path: str | os.PathLike) -> list[EmbeddedEntry]:
+    """Every embedded entry of an object, executable, shared or static library (empty if none)."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            is_archive = f.read(len(AR_MAGIC)) == AR_MAGIC
+            if is_archive:
+                data = f.read()
+    except OSError as exc:
+        raise FormatError(path, f"cannot read the file: {exc.strerror}") from exc
+    if not is_archive:
+        return _elf_entries(ElfFile.read(path))
+    entries: list[EmbeddedEntry] = []
+    for name, member in _ar_members(AR_MAGIC + data, path):
+        if member[:4] == b"\x7fELF":
+            entries.extend(_elf_entries(ElfFile.parse(member, f"{path}({name})")))
     return entries

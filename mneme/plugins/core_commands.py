@@ -247,7 +247,7 @@ def effective_config() -> dict[str, Any]:
             availability = item.obj().availability()
             backends[item.name] = {"distribution": item.distribution, "version": item.version,
                                    "usable": availability.usable, "reason": availability.reason}
-        except Exception as exc:  # a broken backend plugin must not hide the others
+        except Exception as exc:  # noqa: BLE001 - a broken backend plugin must not hide the others
             backends[item.name] = {"distribution": item.distribution, "version": item.version,
                                    "usable": False, "reason": f"availability check failed: {exc!r}"}
     known = dict(ENVIRONMENT)

@@ -76,7 +76,8 @@ def select(binary: str, kernel: str, arch: str | None) -> tuple[str, EmbeddedEnt
     if arch is not None:
         found = [(k, e) for k, e in found if e.arch == arch]
         if not found:
-            raise UsageError(f"kernel {kernel!r} in {binary} has IR for {', '.join(archs)}, not {arch}; pick one with --arch")
+            raise UsageError(
+                f"kernel {kernel!r} in {binary} has IR for {', '.join(archs)}, not {arch}; pick one with --arch")
     elif len(archs) > 1:
         raise UsageError(f"kernel {kernel!r} in {binary} has IR for several architectures ({', '.join(archs)}); "
                          "pick one with --arch")

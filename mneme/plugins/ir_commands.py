@@ -1,10 +1,25 @@
-"""The `mneme ir` commands (show, compile, resources, diff, passes), registered as a plugin."""
+"""`mneme ir`: show, compile, measure and compare a kernel's IR under configurations (a plugin)."""
 
 from __future__ import annotations
 
-import click
+import difflib
+import json
+import struct
+import sys
+from pathlib import Path
 
+import attrs
+import click
+from rich.console import Console
+from rich.table import Table
+
+from mneme.core.errors import MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
+
+console = Console()
+err = Console(stderr=True)
+
+EMITS = ("ll", "ptx", "cubin", "asm", "object", "hsaco")
 
 
 @hookimpl
@@ -12,6 +27,370 @@ def mneme_cli_commands():
     return [ir_group]
 
 
+# -- inputs -----------------------------------------------------------------------------------------
+
+
+@attrs.define
+class Source:
+    """The kernel to work on: its linked module, name, and (from a recording) launch and arguments."""
+
+    module: object
+    kernel: str
+    label: str
+    args: bytes | None = None
+    arg_layout: list | None = None
+    grid: tuple | None = None
+    block: tuple | None = None
+    arch: str | None = None
+    specialize_indexes: list | None = None  # with --arg: only the arguments given
+
+
+def _dims(text: str | None) -> tuple[int, int, int] | None:
+    if text is None:
+        return None
+    try:
+        parts = [int(p) for p in text.replace("x", ",").split(",") if p.strip()]
+    except ValueError:
+        raise UsageError(f"launch dimensions must be like 256 or 16,16,1, not {text!r}") from None
+    if not 1 <= len(parts) <= 3:
+        raise UsageError(f"launch dimensions must have 1 to 3 values, not {text!r}")
+    return tuple(parts + [1] * (3 - len(parts)))
+
+
+def _load_source(ir_files: tuple[str, ...], kernel: str | None, rdb: str | None, record_id: str | None) -> Source:
+    from mneme.core import ir
+
+    if rdb:
+        if ir_files:
+            raise UsageError("give IR files or -rdb, not both")
+        from mneme.core.records import RecordedExecution
+
+        rec = RecordedExecution.from_json(rdb)
+        if not rec.llvm_files:
+            raise UsageError(f"{rdb}: the recording of {rec.kernel_name!r} carries no LLVM IR; it can only be replayed from its binary")
+        inst = rec.select(record_id)
+        module = ir.link(rec.llvm_files, rec.kernel_name, prune=False, internalize=False)
+        return Source(module, rec.kernel_name, str(rdb), inst.args, rec.args, inst.grid_dim.as_tuple(),
+                      inst.block_dim.as_tuple(), rec.arch or None)  # fmt: skip
+    if not ir_files:
+        raise UsageError("give an IR file (.ll or .bc) and --kernel, or a recording database with -rdb")
+    modules = [ir.load(Path(f)) for f in ir_files]
+    if kernel is None:
+        found = [k for m in modules for k in ir.kernels(m)]
+        if len(found) != 1:
+            raise UsageError(f"{', '.join(ir_files)} define {len(found)} kernels ({', '.join(found) or 'none'}); pick one with --kernel")
+        kernel = found[0]
+    module = ir.link(modules, kernel, prune=False, internalize=False)
+    return Source(module, kernel, ", ".join(ir_files))
+
+
+def _arg_values(source: Source, values: tuple[str, ...]) -> None:
+    """Fill the argument buffer from --arg INDEX=VALUE, read by the IR parameter types."""
+    from mneme.core import ir
+
+    if not values:
+        return
+    params = ir.kernel_params(source.module, source.kernel)
+    buf = bytearray(source.args or bytes(params[-1].offset + params[-1].size if params else 0))
+    for item in values:
+        index_text, _, value = item.partition("=")
+        try:
+            index = int(index_text)
+            param = params[index]
+        except (ValueError, IndexError):
+            raise UsageError(f"--arg {item!r}: use INDEX=VALUE with INDEX 0..{len(params) - 1} for kernel {source.kernel!r}") from None
+        try:
+            if param.kind == "float":
+                data = struct.pack("<d" if param.size == 8 else "<f", float(value))
+            else:
+                data = (int(value, 0) & ((1 << (8 * param.size)) - 1)).to_bytes(param.size, "little")
+        except ValueError:
+            raise UsageError(f"--arg {item!r}: {value!r} is not a {param.kind} value for parameter {index} ({param.type})") from None
+        buf[param.offset : param.offset + param.size] = data
+        source.specialize_indexes = sorted(set(source.specialize_indexes or []) | {index})
+    source.args = bytes(buf)
+
+
+def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
+    """The ExperimentConfiguration from --config FILE, the flags, and key=value overrides."""
+    from mneme.core.types import ExperimentConfiguration
+
+    data: dict = {}
+    if options.get("config_file"):
+        path = Path(options["config_file"])
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{path}: cannot read the configuration ({exc})") from exc
+    data.setdefault("grid", list(_dims(options.get("grid")) or source.grid or (1, 1, 1)))
+    data.setdefault("block", list(_dims(options.get("block")) or source.block or (1, 1, 1)))
+    if options.get("grid"):
+        data["grid"] = list(_dims(options["grid"]))
+    if options.get("block"):
+        data["block"] = list(_dims(options["block"]))
+    flags = {
+        "specialize": options.get("specialize"), "specialize_dims": options.get("specialize_dims"),
+        "specialize_dims_assume": options.get("specialize_dims_assume"), "passes": options.get("passes"),
+        "codegen_opt": options.get("codegen_opt"), "ptxas_opt": options.get("ptxas_opt"),
+        "max_registers": options.get("max_registers"), "cache_mode": options.get("cache_mode"),
+        "fast_math": options.get("fast_math"), "prune": options.get("prune"), "internalize": options.get("internalize"),
+    }  # fmt: skip
+    if options.get("launch_bounds"):
+        max_threads, _, min_blocks = options["launch_bounds"].partition(",")
+        try:
+            flags.update(set_launch_bounds=True, max_threads=int(max_threads), min_blocks_per_sm=int(min_blocks or 1))
+        except ValueError:
+            raise UsageError(f"--launch-bounds takes MAX_THREADS[,MIN_BLOCKS], not {options['launch_bounds']!r}") from None
+        if not 1 <= flags["max_threads"] <= 1024 or flags["min_blocks_per_sm"] < 1:
+            raise UsageError(f"--launch-bounds {options['launch_bounds']}: max threads must be 1..1024 "
+                             "and min blocks per SM at least 1")  # fmt: skip
+    data.update({k: v for k, v in flags.items() if v is not None})
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"configuration override {item!r}: use FIELD=VALUE (JSON value)")
+        try:
+            data[key] = json.loads(value)
+        except ValueError:
+            data[key] = value
+    try:
+        return ExperimentConfiguration.from_dict(data, source="the command line")
+    except MnemeError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"invalid configuration: {exc}") from exc
+
+
+def input_options(func):
+    """IR input and configuration options shared by every `mneme ir` command."""
+    options = [
+        click.argument("ir_files", nargs=-1, type=click.Path(dir_okay=False)),
+        click.option("-k", "--kernel", help="Mangled kernel name (needed when the IR has several)."),
+        click.option("-rdb", "--record-db", "rdb", type=click.Path(exists=True, dir_okay=False),
+                     help="A recording database (JSON) instead of IR files."),
+        click.option("--record-id", help="Dynamic hash of the recorded launch (default: the only one)."),
+        click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
+                     help="An ExperimentConfiguration as JSON."),
+        click.option("--grid", help="Grid size, e.g. 128 or 64,2,1 (default: the recorded one)."),
+        click.option("--block", help="Block size, e.g. 256 or 16,16,1 (default: the recorded one)."),
+        click.option("--specialize/--no-specialize", default=None, help="Fold recorded argument values."),
+        click.option("--arg", "arg_values", multiple=True, metavar="INDEX=VALUE",
+                     help="Argument value to specialize on (with IR files); repeatable."),
+        click.option("--specialize-dims/--no-specialize-dims", default=None, help="Grid and block sizes as constants."),
+        click.option("--specialize-dims-assume/--no-specialize-dims-assume", default=None,
+                     help="Grid and block sizes and index ranges as optimizer facts."),
+        click.option("--launch-bounds", metavar="MAX[,MIN]", help="Max threads per block [, min blocks per SM]."),
+        click.option("--passes", help="default<O0..O3|Os|Oz> or a comma-separated pass list ('' skips)."),
+        click.option("--codegen-opt", type=click.IntRange(0, 3), help="LLVM code generation level."),
+        click.option("--ptxas-opt", type=click.IntRange(0, 3), help="ptxas optimization level."),
+        click.option("--max-registers", type=click.IntRange(0, 255), help="Register cap for ptxas (0: none)."),
+        click.option("--cache-mode", type=click.Choice(["", "ca", "cg", "cs", "lu", "cv"]), help="ptxas default load cache."),
+        click.option("--fast-math/--no-fast-math", default=None, help="Fast-math flags, f32 denormals flushed."),
+        click.option("--prune/--no-prune", default=None, help="Drop what the kernel cannot reach."),
+        click.option("--internalize/--no-internalize", default=None, help="Make all but the kernel internal."),
+        click.option("--remove-auto-init", is_flag=True, help="Remove clang's marked auto-initialization stores."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _prepare(kw: dict, overrides: tuple[str, ...] = ()):
+    from mneme.core import pipeline
+
+    source = _load_source(kw["ir_files"], kw["kernel"], kw["rdb"], kw["record_id"])
+    _arg_values(source, kw.get("arg_values") or ())
+    config = _config(source, kw, overrides)
+    pipeline.parse_pipeline(config.passes)  # an unknown pass fails here, listing the known ones
+    return source, config
+
+
+def _arch(kw_arch: str | None, source: Source) -> str:
+    from mneme.core import pipeline
+
+    arch = kw_arch or source.arch
+    if not arch:
+        arch = {"nvptx": "sm_90", "amdgpu": "gfx90a"}.get(pipeline.module_target(source.module))
+    if not arch:
+        raise UsageError("give --arch (sm_XX or gfxNNN)")
+    pipeline.target_of_arch(arch)
+    return arch
+
+
+def _extra(kw: dict) -> list[str]:
+    return ["remove_auto_init"] if kw.get("remove_auto_init") else []
+
+
+def _transformed(source: Source, config, kw: dict, optimized: bool, arch: str | None):
+    from mneme.core import pipeline
+
+    pre = pipeline.preprocess(source.module, source.kernel, config, source.args, source.arg_layout,
+                              specialize_indexes=source.specialize_indexes, extra_transforms=_extra(kw))  # fmt: skip
+    if optimized:
+        target = pipeline.module_target(pre.module)
+        pipeline.optimize(pre.module, config, target, arch or _arch(None, source))
+    return pre
+
+
+def _build(source: Source, config, kw: dict, arch: str, emit: str):
+    """(text or bytes, DeviceBinary or None) for one configuration."""
+    from mneme.core import pipeline
+
+    if emit == "ll":
+        pre = _transformed(source, config, kw, True, arch)
+        return str(pre.module), None
+    binary = pipeline.compile(source.module, source.kernel, config, arch, source.args, source.arg_layout,
+                              emit=emit, specialize_indexes=source.specialize_indexes,
+                              extra_transforms=_extra(kw), cache=False)  # fmt: skip
+    data = binary.data.decode() if emit in ("ptx", "asm") else binary.data
+    return data, binary
+
+
+def _write(data, output: str | None) -> None:
+    if output and output != "-":
+        Path(output).write_bytes(data if isinstance(data, bytes) else data.encode())
+        err.print(f"wrote {output}", highlight=False)
+    elif isinstance(data, bytes):
+        raise UsageError("binary output: give -o FILE")
+    else:
+        sys.stdout.write(data)
+
+
+def _resource_rows(binary) -> list[tuple[str, str]]:
+    res = binary.resources
+    if binary.kind in ("ptx", "asm", "object"):
+        return [("object size (bytes)", str(len(binary.data)))] + [
+            (f"{stage} (ms)", f"{seconds * 1e3:.1f}") for stage, seconds in binary.stage_times.items()]
+    rows = [("registers", res.registers), ("spill stores (bytes)", res.spill_stores),
+            ("spill loads (bytes)", res.spill_loads), ("shared memory (bytes)", res.shared_mem),
+            ("local memory (bytes)", res.local_mem), ("constant memory (bytes)", res.const_mem),
+            ("max threads per block", res.max_threads_per_block), ("object size (bytes)", len(binary.data))]  # fmt: skip
+    rows = [(name, "-" if value == -1 else str(value)) for name, value in rows]
+    rows += [(f"{stage} (ms)", f"{seconds * 1e3:.1f}") for stage, seconds in binary.stage_times.items()]
+    return rows
+
+
+# -- commands -----------------------------------------------------------------------------------------
+
+
 @click.group("ir")
 def ir_group() -> None:
-    """Inspect, transform and compile kernel IR."""
+    """Inspect, transform and compile kernel IR (from IR files or a recording)."""
+
+
+@ir_group.command("show")
+@input_options
+@click.option("--optimized", is_flag=True, help="Also run the optimization pipeline.")
+@click.option("--arch", help="Target architecture for --optimized (default: from the IR or recording).")
+@click.option("-o", "--output", help="Write the IR to this file (default: stdout).")
+def show(optimized: bool, arch: str | None, output: str | None, **kw) -> None:
+    """Print the kernel's IR after the configuration's transforms."""
+    source, config = _prepare(kw)
+    pre = _transformed(source, config, kw, optimized, arch)
+    err.print(f"kernel {source.kernel}: {', '.join(pre.applied) or 'no transforms'}; variant {pre.variant_hash[:16]}",
+              highlight=False)  # fmt: skip
+    _write(str(pre.module), output)
+
+
+@ir_group.command("compile")
+@input_options
+@click.option("--arch", help="sm_XX or gfxNNN (default: from the recording, else sm_90 / gfx90a by the IR's target).")
+@click.option("--emit", type=click.Choice(EMITS), default=None, help="Output kind (default: cubin / hsaco).")
+@click.option("-o", "--output", help="Output file ('-' or none: stdout, text kinds only).")
+def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> None:
+    """Transform, optimize and generate code for the kernel."""
+    from mneme.core import codegen, pipeline
+
+    source, config = _prepare(kw)
+    arch = _arch(arch, source)
+    emit = emit or codegen.default_emit(pipeline.target_of_arch(arch))
+    data, binary = _build(source, config, kw, arch, emit)
+    _write(data, output or (None if emit in ("ll", "ptx", "asm") else f"{source.kernel}.{emit}"))
+    if binary is not None:
+        summary = ", ".join(f"{name} {value}" for name, value in _resource_rows(binary))
+        err.print(f"{source.kernel} ({arch}, {binary.kind}): {summary}", highlight=False)
+
+
+
+
+@ir_group.command("resources")
+@input_options
+@click.option("--arch", help="sm_XX or gfxNNN (default: from the recording or the IR's target).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def resources(arch: str | None, as_json: bool, **kw) -> None:
+    """Registers, spills and memory of the compiled kernel, with per-stage compile times."""
+    from mneme.core import codegen, pipeline
+
+    source, config = _prepare(kw)
+    arch = _arch(arch, source)
+    _, binary = _build(source, config, kw, arch, codegen.default_emit(pipeline.target_of_arch(arch)))
+    if as_json:
+        click.echo(json.dumps({"kernel": source.kernel, "arch": arch, "resources": attrs.asdict(binary.resources),
+                               "object_size": len(binary.data), "stage_times": binary.stage_times}, indent=2))  # fmt: skip
+        return
+    table = Table(title=f"{source.kernel} on {arch}")
+    table.add_column("resource")
+    table.add_column("value", justify="right")
+    for name, value in _resource_rows(binary):
+        table.add_row(name, value)
+    console.print(table)
+
+
+@ir_group.command("diff")
+@input_options
+@click.option("-a", "set_a", multiple=True, metavar="FIELD=VALUE", help="Configuration A override (repeatable).")
+@click.option("-b", "set_b", multiple=True, metavar="FIELD=VALUE", help="Configuration B override (repeatable).")
+@click.option("--arch", help="sm_XX or gfxNNN.")
+@click.option("--emit", type=click.Choice(("ll", "ptx", "asm")), default="ptx", help="What to compare as text.")
+def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit: str, **kw) -> None:
+    """Compare two configurations: resources side by side, then a unified diff of the IR or PTX."""
+    from mneme.core import codegen, pipeline
+
+    source, config_a = _prepare(kw, set_a)
+    config_b = _config(source, kw, set_b)
+    arch = _arch(arch, source)
+    binary_kind = codegen.default_emit(pipeline.target_of_arch(arch))
+    _, bin_a = _build(source, config_a, kw, arch, binary_kind)
+    _, bin_b = _build(source, config_b, kw, arch, binary_kind)
+    table = Table(title=f"{source.kernel} on {arch}: A vs B")
+    table.add_column("")
+    table.add_column("A", justify="right")
+    table.add_column("B", justify="right")
+    for (name, a), (_, b) in zip(_resource_rows(bin_a), _resource_rows(bin_b)):
+        table.add_row(name, a, b, style=None if a == b or name.endswith("(ms)") else "bold")
+    changed = {k: (v, config_b.to_dict()[k]) for k, v in config_a.to_dict().items() if config_b.to_dict()[k] != v}
+    for field, (a, b) in changed.items():
+        table.add_row(f"config: {field}", str(a), str(b))
+    console.print(table)
+    text_a, _ = _build(source, config_a, kw, arch, emit)
+    text_b, _ = _build(source, config_b, kw, arch, emit)
+    lines = difflib.unified_diff(text_a.splitlines(), text_b.splitlines(), f"A.{emit}", f"B.{emit}", lineterm="", n=2)
+    out = "\n".join(lines)
+    click.echo(out if out else f"the {emit} of A and B is identical")
+
+
+@ir_group.command("passes")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+def passes(as_json: bool) -> None:
+    """The optimization passes a pipeline may name, the default levels, and the IR transforms."""
+    from mneme.core import pipeline
+
+    levels = [f"default<O{x}>" for x in ("0", "1", "2", "3", "s", "z")]
+    transforms = {name: cls.description for name, cls in sorted(pipeline.transforms().items())}
+    if as_json:
+        click.echo(json.dumps({"levels": levels, "passes": {n: d for n, (_, d) in sorted(pipeline.PASSES.items())},
+                               "transforms": transforms}, indent=2))  # fmt: skip
+        return
+    table = Table(title="passes (comma-separated in --passes / the configuration's `passes`)")
+    table.add_column("pass")
+    table.add_column("what it does")
+    for name, (_, description) in sorted(pipeline.PASSES.items()):
+        table.add_row(name, description)
+    console.print(table)
+    console.print("levels: " + ", ".join(levels), highlight=False)
+    table = Table(title="IR transforms (plugins)")
+    table.add_column("transform")
+    table.add_column("what it does")
+    for name, description in transforms.items():
+        table.add_row(name, description)
+    console.print(table)

@@ -66,7 +66,7 @@ def _progress_view(progress) -> Group:
     return Group(bar, table)
 
 
-def print_space(space) -> None:
+def show_space(space) -> None:
     description = space.describe()
     table = Table(title=f"search space {description['name']!r} ({description['class']})")
     table.add_column("parameter")
@@ -173,7 +173,7 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     if print_space:
         session = TuningSession(options)
         session.prepare()
-        print_space(session.space)
+        show_space(session.space)
         return
     live = Live(console=console, auto_refresh=False, transient=False) if not as_json and console.is_terminal \
         else None

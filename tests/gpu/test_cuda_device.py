@@ -34,8 +34,9 @@ def space(cuda_device):
     return BASE
 
 
-def _compile(backend, device, source: str, kernel: str, config: ExperimentConfiguration | None = None):
-    module = ir.link([cuda_ir(source)], kernel)
+def _compile(backend, device, source: str, kernel: str, config: ExperimentConfiguration | None = None,
+             internalize: bool = True):
+    module = ir.link([cuda_ir(source)], kernel, internalize=internalize)
     config = config or ExperimentConfiguration(grid=1, block=256)
     binary = backend.compile(module, kernel, config, device.info.arch)
     assert binary.kind in ("cubin", "ptx") and binary.data
@@ -191,7 +192,8 @@ def test_device_globals_are_set_and_read_by_name(cuda_backend, cuda_device, spac
     n = 1024
     data = np.arange(n, dtype=np.float32)
     cuda_device.write(space, data)
-    with _compile(cuda_backend, cuda_device, "device_global", "add_bias") as kernel:
+    # Not internalized: LLVM would fold the never-written `bias` into a constant.
+    with _compile(cuda_backend, cuda_device, "device_global", "add_bias", internalize=False) as kernel:
         cuda_device.write_global(kernel, "bias", struct.pack("<f", 0.5))
         cuda_device.write_global(kernel, "launch_count", struct.pack("<i", 41))
         cuda_device.launch(kernel, dim3(n // 128), dim3(128), 0, struct.pack("<Qi4x", space, n))

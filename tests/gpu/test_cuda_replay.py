@@ -118,3 +118,47 @@ def test_a_faulting_configuration_fails_and_the_next_experiment_in_a_fresh_proce
     assert kind in ("fault", "verify"), faulted.stdout  # out-of-range shared stores trap on NVIDIA GPUs
     clean = subprocess.run([sys.executable, str(script), str(db), "256"], capture_output=True, text=True, timeout=300)
     assert "RESULT True False" in clean.stdout, clean.stdout + clean.stderr
+
+
+def test_worker_pool_replays_on_cuda_and_a_fault_does_not_poison_the_next_experiment(tmp_path):
+    """A fault leaves the worker's CUDA context unusable: the pool must run the next experiment in a fresh process."""
+    from mneme.core.workers import AsyncReplayExecutor
+
+    db = _capture("reduce_sum", tmp_path / "db")
+    with AsyncReplayExecutor(db, iterations=2, results_db_dir=tmp_path / "results", backend="cuda",
+                             compile_workers=1) as pool:  # fmt: skip
+        config = pool.default_config
+        assert pool.evaluate(config).ok
+        faulted = pool.evaluate(config.replace(block=1024))
+        assert faulted.failed and faulted.error_kind in ("fault", "verify", "crash")
+        after = pool.evaluate(config)
+        assert after.ok, after.error
+
+
+def _add_application_images(db: Path, source: str, kernel: str, arch: str) -> None:
+    """Store a PTX and a cubin of the kernel in the recording, as the recorder keeps the application's images."""
+    from mneme.core import ir, pipeline
+    from mneme.core.records import ImageInfo, RecordedExecution
+    from mneme.core.types import ExperimentConfiguration
+
+    rec = RecordedExecution.from_json(db)
+    config = ExperimentConfiguration(grid=1, block=256)
+    for emit in ("ptx", "cubin"):
+        module = ir.link([cuda_ir(source)], kernel)
+        pipeline.optimize(module, config, "nvptx", arch)
+        binary = pipeline.codegen(module, kernel, config, "nvptx", arch, emit=emit)
+        (rec.folder / f"{kernel}.{emit}").write_bytes(binary.data)
+        rec.images.append(ImageInfo(f"{kernel}.{emit}", emit))
+    rec.save()
+
+
+@pytest.mark.parametrize("mode", ["ir", "ptx", "cubin"])
+def test_recording_replays_verified_from_ir_ptx_and_cubin(tmp_path, cuda_backend, mode):
+    from mneme.core.executor import BaseExecutor
+
+    db = _capture("stencil2d", tmp_path)
+    _add_application_images(db, "stencil2d", "stencil2d", cuda_backend.arch(0))
+    with BaseExecutor(db, backend="cuda", iterations=3, mode=mode) as ex:
+        result = ex.execute(ex.default_config())
+    assert result.ok, result.error
+    assert len(result.exec_time) == 3

@@ -386,7 +386,7 @@ class CudaDevice(Device):
         if n < PARALLEL_COPY_BYTES:
             np.copyto(dst, src)
             return
-        parts = min(4, os.cpu_count() or 1)
+        parts = min(8, os.cpu_count() or 1)
         if self._copier is None:
             self._copier = ThreadPoolExecutor(max_workers=parts, thread_name_prefix="mneme-stage")
         step = align_up(-(-n // parts), 4096)

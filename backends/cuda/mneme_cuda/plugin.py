@@ -10,3 +10,10 @@ def mneme_backends():
     from mneme_cuda.backend import CudaBackend
 
     return [CudaBackend]
+
+
+@hookimpl
+def mneme_cli_commands():
+    from mneme_cuda.commands import COMMANDS
+
+    return COMMANDS

@@ -27,6 +27,7 @@ from mneme.core.snapshot.format import (
     RegionInfo,
     RegionPolicy,
     SnapshotType,
+    file_name,
 )
 from mneme.core.snapshot.memstate import MemStateRef
 from mneme.core.snapshot.reader import Snapshot
@@ -50,4 +51,5 @@ __all__ = [
     "changed_regions",
     "compare",
     "compare_buffers",
+    "file_name",
 ]

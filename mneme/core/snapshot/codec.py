@@ -18,6 +18,17 @@ _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
+def _forget_pool_after_fork() -> None:
+    # A forked child has none of the parent's threads: a pool copied from the parent would
+    # accept work and never run it. The child starts its own on first use.
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
+
+
 def workers() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
@@ -26,8 +37,18 @@ def pool() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="mneme-snapshot")
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="mneme-snapshot",
+                                                          initializer=_mark_pool_thread)  # fmt: skip
         return _pool
+
+
+def in_pool() -> bool:
+    """True on a pool thread: work started there runs inline (waiting on the pool could deadlock)."""
+    return getattr(_local, "pool_thread", False)
+
+
+def _mark_pool_thread() -> None:
+    _local.pool_thread = True
 
 
 def compressor(level: int) -> zstandard.ZstdCompressor:
@@ -64,7 +85,7 @@ def unshuffle(data, size: int, out) -> None:
 
 def ordered(func, items, depth: int):
     """Map `func` over `items` on the pool, yielding results in order with at most `depth` in flight."""
-    if depth <= 1:
+    if depth <= 1 or in_pool():
         for item in items:
             yield func(item)
         return

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 import attrs
 import numpy as np
 
-from mneme.core.snapshot.diff import GRANULARITY, changed_runs, equal
+from mneme.core.snapshot.diff import changed_runs, equal
 from mneme.core.snapshot.format import EXACT, RegionPolicy
 
 WINDOW = 16 << 20  # bytes compared at a time
@@ -57,7 +57,8 @@ class RegionReport:
             parts.append(f"first at +{self.first_offset}")
         if not self.policy.exact:
             parts.append(f"max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}, "
-                         f"{self.policy.norm} error {self.error:.3g} (threshold {self.policy.threshold:g})")  # fmt: skip
+                         f"{self.policy.norm} error {self.error:.3g} (threshold {self.policy.threshold:g}"
+                         f"{', relative' if self.policy.relative else ''})")  # fmt: skip
         if self.nan_mismatch:
             parts.append(f"{self.nan_mismatch} NaN mismatches")
         return ", ".join(parts)

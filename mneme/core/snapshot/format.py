@@ -52,6 +52,11 @@ DEFAULT_CHUNK_SIZE = 4 << 20
 MAX_CHUNK_SIZE = (1 << 32) - 8  # a chunk's raw length is a u32
 
 
+def file_name(kind: SnapshotType | str, static_hash: str, dynamic_hash: str) -> str:
+    """The conventional name of a snapshot file: `DeviceState.<kind>.<static>.<dynamic>.mneme`."""
+    return f"DeviceState.{SnapshotType.of(kind).value}.{static_hash}.{dynamic_hash}.mneme"
+
+
 def checksum(*parts) -> int:
     """XXH3-64 of the concatenation of `parts` (bytes-like), without concatenating them."""
     if len(parts) == 1:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import os
 import struct
@@ -12,7 +13,13 @@ import attrs
 import xxhash
 import zstandard
 
-from mneme.core.errors import CorruptFileError, FormatError, MnemeError, SchemaVersionError, UsageError
+from mneme.core.errors import (
+    CorruptFileError,
+    FormatError,
+    MnemeError,
+    SchemaVersionError,
+    UsageError,
+)
 from mneme.core.snapshot import codec, diff
 from mneme.core.snapshot.format import (
     BLOCK_HEADER,
@@ -24,8 +31,8 @@ from mneme.core.snapshot.format import (
     ENC_RAW,
     ENC_SHUFFLE,
     ENC_ZSTD,
-    END,
     ENCODINGS,
+    END,
     FILE_HEADER,
     FLAG_RELATIVE,
     MAGIC,
@@ -133,6 +140,9 @@ class Snapshot:
             self._scan()
             if base is not None:
                 self._check_base(base)
+        except OSError as exc:
+            self.close()
+            raise FormatError(self.path, f"cannot read the snapshot: {exc.strerror or exc}") from exc
         except BaseException:
             self.close()
             raise
@@ -229,17 +239,19 @@ class Snapshot:
             raise UsageError(f"{self.path}: range +{offset}..+{end} lies outside region 0x{addr:x} "
                              f"({region.info.size} bytes)")  # fmt: skip
         step = region.info.chunk_size
+        whole = []
         for index in range(offset // step, -(-end // step) if end else 0):
             chunk = region.chunks[index]
             lo, hi = max(offset, chunk.offset), min(end, chunk.offset + chunk.length)
             if lo >= hi:
                 continue
             if lo == chunk.offset and hi == chunk.offset + chunk.length:
-                self._decode(region, chunk, view[lo - offset : hi - offset])
+                whole.append((chunk, view[lo - offset : hi - offset]))
             else:
                 tmp = bytearray(chunk.length)
                 self._decode(region, chunk, memoryview(tmp))
                 view[lo - offset : hi - offset] = tmp[lo - chunk.offset : hi - chunk.offset]
+        self._decode_all(region, whole)
 
     def iter_region(self, addr: int, chunk_size: int = 64 << 20, *, reuse: bool = False) -> Iterator:
         """Yield the region's bytes in order, in pieces of about `chunk_size` bytes.
@@ -257,8 +269,9 @@ class Snapshot:
                 length = sum(c.length for c in group)
                 if reuse:
                     if buffer is None or len(buffer) < length:
-                        buffer = memoryview(bytearray(length))
-                    out = buffer[:length]
+                        buffer = bytearray(length)
+                    # the bytearray itself where it fits: bytearray == buffer compares at memcmp speed
+                    out = buffer if len(buffer) == length else memoryview(buffer)[:length]
                 else:
                     out = bytearray(length)
                 view, pos, jobs = memoryview(out), 0, []
@@ -305,10 +318,45 @@ class Snapshot:
                              + ", ".join(f"0x{a:x}" for a in sorted(self._regions))) from None  # fmt: skip
 
     def _decode_all(self, region: _Region, jobs: list) -> None:
-        """Decode (chunk, destination) pairs, on several threads when there are several."""
-        depth = codec.workers() + 1 if len(jobs) > 1 and codec.workers() > 1 else 1
-        for _ in codec.ordered(lambda job: self._decode(region, *job), jobs, depth):
-            pass
+        """Decode (chunk, destination) pairs, overlapping I/O, checksums and decompression.
+
+        Raw chunks are read in file order on this thread (kernel read-ahead does best) and
+        checked on the pool while the next one is read; other chunks decode on the pool.
+        """
+        if len(jobs) <= 1 or codec.workers() <= 1 or codec.in_pool():
+            for chunk, out in jobs:
+                self._decode(region, chunk, out)
+            return
+        executor, pending, depth = codec.pool(), [], codec.workers() + 1
+        try:
+            for chunk, out in jobs:
+                if chunk.encoding == ENC_RAW:
+                    prefix = self._read_raw(chunk, out)
+                    pending.append(executor.submit(self._check_raw, chunk, prefix, out))
+                else:
+                    pending.append(executor.submit(self._decode, region, chunk, out))
+                if len(pending) >= depth:
+                    pending.pop(0).result()
+            while pending:
+                pending.pop(0).result()
+        finally:
+            for fut in pending:
+                fut.cancel()
+            concurrent.futures.wait(pending)
+
+    def _read_raw(self, chunk: _Chunk, out: memoryview) -> bytearray:
+        if self._fd is None:
+            raise MnemeError(f"{self.path}: the snapshot is closed; open it again")
+        prefix = bytearray(CHUNK_PREFIX.size)
+        self._pread_into([memoryview(prefix), out], chunk.payload_at, chunk.block)
+        return prefix
+
+    def _check_raw(self, chunk: _Chunk, prefix: bytearray, out: memoryview) -> None:
+        h = xxhash.xxh3_64(prefix)
+        h.update(out)
+        if h.intdigest() != chunk.payload_sum:
+            raise _corrupt(self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, "
+                           "record it again")  # fmt: skip
 
     def _pread_into(self, views, at: int, block: str) -> None:
         want = sum(len(v) for v in views)
@@ -339,13 +387,7 @@ class Snapshot:
         if self._fd is None:
             raise MnemeError(f"{self.path}: the snapshot is closed; open it again")
         if chunk.encoding == ENC_RAW:
-            prefix = bytearray(CHUNK_PREFIX.size)
-            self._pread_into([memoryview(prefix), out], chunk.payload_at, chunk.block)
-            h = xxhash.xxh3_64(prefix)
-            h.update(out)
-            if h.intdigest() != chunk.payload_sum:
-                raise _corrupt(self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, "
-                               "record it again")  # fmt: skip
+            self._check_raw(chunk, self._read_raw(chunk, out), out)
             return
         payload = self._payload(chunk)
         body = memoryview(payload)[CHUNK_PREFIX.size :]
@@ -429,7 +471,7 @@ class Snapshot:
             raise _corrupt(path, "file header", "format version 0 does not exist")
         if len(head) < FILE_HEADER.size:
             raise _corrupt(path, "file header", f"the file is {size} bytes, shorter than its header; it is truncated")
-        _, _, header_size, kind, flags, self.snapshot_id, self.base_id, head_sum = FILE_HEADER.unpack(head)
+        _, _, header_size, kind, _flags, self.snapshot_id, self.base_id, head_sum = FILE_HEADER.unpack(head)
         if checksum(head[:-8]) != head_sum:
             raise _corrupt(path, "file header", "header checksum mismatch; the snapshot is corrupted, record it again")
         if header_size != FILE_HEADER.size or kind > 1:
@@ -444,7 +486,8 @@ class Snapshot:
             if pos + BLOCK_HEADER.size > size:
                 raise _corrupt(path, where, f"the file ends at byte {size} before the END block; the snapshot "
                                "is truncated (the recording was interrupted?); record it again")  # fmt: skip
-            raw = self._read(pos, BLOCK_HEADER.size, where)
+            ahead = os.pread(self._fd, BLOCK_HEADER.size + CHUNK_PREFIX.size, pos)  # header and a chunk's prefix
+            raw = ahead[: BLOCK_HEADER.size]
             tag, block_seq, payload_size, payload_sum, head_sum = BLOCK_HEADER.unpack(raw)
             if checksum(raw[:-8]) != head_sum:
                 raise _corrupt(path, where, "block header checksum mismatch; the snapshot is corrupted")
@@ -472,7 +515,10 @@ class Snapshot:
                     raise fail("chunk block outside a region")
                 if payload_size < CHUNK_PREFIX.size:
                     raise fail("chunk block shorter than its prefix")
-                offset, length, enc = CHUNK_PREFIX.unpack(self._read(payload_at, CHUNK_PREFIX.size, block))
+                prefix = ahead[BLOCK_HEADER.size :]
+                if len(prefix) < CHUNK_PREFIX.size:
+                    prefix = self._read(payload_at, CHUNK_PREFIX.size, block)
+                offset, length, enc = CHUNK_PREFIX.unpack(prefix)
                 index = len(current.chunks)
                 info = current.info
                 want = min(info.chunk_size, info.size - index * info.chunk_size)

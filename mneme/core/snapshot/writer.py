@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import logging
 import os
 import secrets
@@ -22,7 +23,6 @@ from mneme.core.snapshot.format import (
     ENC_SHUFFLE,
     ENC_ZSTD,
     END,
-    SHUFFLE_HEADER,
     EXACT,
     FILE_HEADER,
     FLAG_RELATIVE,
@@ -30,6 +30,7 @@ from mneme.core.snapshot.format import (
     MAX_CHUNK_SIZE,
     NORMS,
     REGION,
+    SHUFFLE_HEADER,
     TAG_ARGS,
     TAG_CHUNK,
     TAG_END,
@@ -61,6 +62,7 @@ class SnapshotWriteError(MnemeError):
         super().__init__(f"{self.path}: {message}")
 
 
+@functools.lru_cache(maxsize=1)
 def _producer() -> str:
     try:
         from importlib.metadata import version
@@ -185,7 +187,7 @@ class SnapshotWriter:
         self._check_open()
         if self._args_written:
             raise UsageError(f"{self.path}: set_args was already called; a snapshot has one argument buffer")
-        data = memoryview(data).cast("B")
+        data = _bytes_view(data, self.path, "the argument buffer")
         layout = list(layout or ())
         for offset, size in layout:
             if offset < 0 or size < 0 or offset + size > len(data):
@@ -196,7 +198,7 @@ class SnapshotWriter:
 
     def add_region(self, addr: int, data, encoding: str = "raw", policy: RegionPolicy | None = None) -> None:
         """A memory region at device address `addr` with the bytes of `data` (any buffer)."""
-        view = memoryview(data).cast("B")
+        view = _bytes_view(data, self.path, f"region 0x{addr:x}")
         size = len(view)
         pieces = (view[o : o + self.chunk_size] for o in range(0, size, self.chunk_size))
         self._add_region(addr, size, pieces, encoding, policy, stable=True)
@@ -248,7 +250,7 @@ class SnapshotWriter:
         """
         if self.kind is not SnapshotType.EPILOGUE:
             raise UsageError(f"{self.path}: only an epilogue can store a region as a diff against the prologue")
-        view = memoryview(data).cast("B")
+        view = _bytes_view(data, self.path, f"region 0x{addr:x}")
         size = len(view)
         base_view = None
         if hasattr(base_data, "read_range"):  # a prologue Snapshot
@@ -257,7 +259,7 @@ class SnapshotWriter:
                 raise UsageError(f"{self.path}: region 0x{addr:x} has {size} bytes but the prologue's has {info.size}")
             self._base_id = base_data.snapshot_id
         else:
-            base_view = memoryview(base_data).cast("B")
+            base_view = _bytes_view(base_data, self.path, f"the base of region 0x{addr:x}")
             if len(base_view) != size:
                 raise UsageError(f"{self.path}: region 0x{addr:x} has {size} bytes but its base has {len(base_view)}")
         self._region_header(addr, size, ENC_DIFF, policy)
@@ -281,7 +283,7 @@ class SnapshotWriter:
             raise UsageError(f"{self.path}: a device global needs a name")
         if name in self._globals:
             raise UsageError(f"{self.path}: device global {name!r} was already added")
-        self._block(TAG_GLOBAL, _string(name), memoryview(data).cast("B"))
+        self._block(TAG_GLOBAL, _string(name), _bytes_view(data, self.path, f"device global {name!r}"))
         self._globals.add(name)
 
     # -- blocks -------------------------------------------------------------------------------
@@ -340,6 +342,14 @@ class SnapshotWriter:
             raise UsageError(f"{self.path}: the snapshot writer is already closed")
 
 
+def _bytes_view(data, path, what: str) -> memoryview:
+    try:
+        return memoryview(data).cast("B")
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"{path}: {what} must be a contiguous bytes-like buffer (numpy: np.ascontiguousarray); "
+                         f"got {type(data).__name__} ({exc})") from None
+
+
 def _encode(piece, element: int, level: int) -> tuple[int, tuple]:
     """(chunk encoding, body parts) of a zstd-region chunk: shuffled when `element`, raw when it does not pay."""
     if element:
@@ -375,7 +385,7 @@ def _rechunk(pieces: Iterable, size: int):
     """Yield `size`-byte memoryviews (the last may be shorter) from pieces of any length."""
     pending = bytearray()
     for piece in pieces:
-        view = memoryview(piece).cast("B")
+        view = _bytes_view(piece, "<stream>", "a streamed piece")
         if pending:
             take = min(size - len(pending), len(view))
             pending += view[:take]

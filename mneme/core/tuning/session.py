@@ -19,6 +19,7 @@ import logging
 import os
 import platform
 import statistics
+import threading
 import time
 import uuid
 from collections import Counter
@@ -32,7 +33,7 @@ import optuna
 from mneme.core.errors import ExperimentError, MnemeError, UsageError
 from mneme.core.tuning.samplers import Ask, Sampler, create_sampler, mark_feasibility
 from mneme.core.tuning.space import MAX_SAMPLE_RETRIES, SearchSpace, load_space
-from mneme.core.tuning.store import ResultStore, TrialRecord, storage_url
+from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord, storage_url
 from mneme.core.types import ExperimentConfiguration, ExperimentResult, canonical_json
 
 log = logging.getLogger(__name__)
@@ -152,18 +153,18 @@ def objective(result: ExperimentResult) -> float | None:
     return None
 
 
+def _unverified(result: ExperimentResult) -> bool:
+    return result.error_kind == "verify" or (result.executed and not result.verified and not result.error_kind)
+
+
 def status_of(result: ExperimentResult) -> str:
     if result.ok and result.exec_time:
         return "ok"
-    if result.executed and not result.verified and not result.failed:
-        return "unverified"
-    return "failed"
+    return "unverified" if _unverified(result) else "failed"
 
 
 def failure_kind(result: ExperimentResult) -> str:
-    if result.executed and not result.verified and not result.failed:
-        return "verify"
-    return result.error_kind or "error"
+    return "verify" if _unverified(result) else (result.error_kind or "error")
 
 
 def default_results_dir(rec: Any, inst: Any, space: str) -> Path:
@@ -229,9 +230,12 @@ class TuningSession:
         from mneme.core.tuning import report
 
         self.prepare()
-        opts = self.options
-        self._open_pool()
+        self._check_results_dir()
+        # Workers warm up (seconds: spawn, link the IR) while the storage opens.
+        starter = _Background(self._open_pool)
         try:
+            self._open_storage()
+            starter.join()
             self._open_store()
             self._run_baseline()
             self._loop()
@@ -242,6 +246,7 @@ class TuningSession:
             self.on_progress(self.progress)
             return summary
         finally:
+            starter.join(reraise=False)
             if self.pool is not None:
                 self.pool.shutdown()
 
@@ -250,7 +255,6 @@ class TuningSession:
 
         opts = self.options
         factory = self.pool_factory or AsyncReplayExecutor
-        self.results_dir.mkdir(parents=True, exist_ok=True)
         kwargs = {"record_db": str(self.recording.path), "record_id": self.instance.dynamic_hash,
                   "iterations": opts.iterations, "results_db_dir": str(self.results_dir),
                   "num_workers": self.num_workers, "backend": opts.backend, "devices": opts.devices,
@@ -270,15 +274,23 @@ class TuningSession:
         fingerprint = environment_fingerprint(backend, arch)
         return fingerprint, fingerprint_digest(fingerprint)
 
-    def _open_store(self) -> None:
-        opts = self.options
-        url = storage_url(opts.storage, self.results_dir)
-        session_file = self.results_dir / SESSION_FILE
-        if opts.storage is None and not opts.resume and (self.results_dir / "study.db").exists():
+    def _check_results_dir(self) -> None:
+        if self.options.storage is None and not self.options.resume and (self.results_dir / "study.db").exists():
             raise UsageError(f"{self.results_dir} already holds a tuning run; pass --resume to continue it, "
                              "or choose another --results folder")
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+
+    def _open_storage(self) -> None:
+        opts = self.options
+        url = storage_url(opts.storage, self.results_dir)
         self.sampler.bind(self.space, parallel=self.num_workers, budget=opts.trials)
-        self.store, existed = ResultStore.create_or_load(url, self.study_name(), self.sampler.optuna_sampler())
+        self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), self.sampler.optuna_sampler())
+
+    def _open_store(self) -> None:
+        opts = self.options
+        url = self.store.url
+        existed = self._existed
+        session_file = self.results_dir / SESSION_FILE
         self.env, self.env_digest = self._environment()
         identity = self.identity(self.env_digest)
         if existed and self.store.meta:
@@ -299,6 +311,8 @@ class TuningSession:
             if trial.user_attrs.get("config"):
                 self._requeue.append(dict(trial.params))
         self._seen: set[int] = set()
+        self._evaluated: dict[str, tuple[int, float]] = {
+            digest: (r.number, r.value) for digest, r in self.store.evaluated().items()}
         self._sync(initial=True)
 
     def _session_record(self) -> dict[str, Any]:
@@ -356,7 +370,7 @@ class TuningSession:
     def _owner(self) -> dict[str, Any]:
         from mneme.core.tuning.store import owner
 
-        return {**owner(), "session": self.session_id}
+        return {**owner(), "session": self.session_id, "env": self.env_digest}
 
     # -- the ask/tell loop ----------------------------------------------------------------------------
     def _sync(self, initial: bool = False) -> None:
@@ -372,10 +386,13 @@ class TuningSession:
                 continue
             if trial.state == TrialState.COMPLETE:
                 self._seen.add(trial.number)
+                digest = trial.user_attrs.get("hash")
+                if status in EVALUATED and digest and digest not in self._evaluated:
+                    self._evaluated[digest] = (trial.number, trial.value)
                 if not mine:
                     self.sampler.observe(trial.params, trial.value)
                     self._count(status, trial.value, trial.number, trial.user_attrs.get("result"))
-            elif trial.state == TrialState.RUNNING and status == "running" and not mine:
+            elif trial.state == TrialState.RUNNING and not mine and status != "infeasible":
                 self.sampler.observe(trial.params, None)
             elif trial.state != TrialState.RUNNING:
                 self._seen.add(trial.number)
@@ -406,10 +423,11 @@ class TuningSession:
         limit = self.num_workers + (opts.prefetch if opts.prefetch is not None else self.num_workers)
         exhausted = False
         last_sync = time.monotonic()
+        self._used = self.store.budget_used()
         while True:
             out_of_time = opts.timeout is not None and time.monotonic() - started >= opts.timeout
             while not exhausted and not out_of_time and len(in_flight) < limit:
-                if self.store.budget_used() >= opts.trials:
+                if self._budget_used() >= opts.trials:
                     break
                 pending = self._next(in_flight, duplicates)
                 if pending is None:
@@ -433,6 +451,11 @@ class TuningSession:
         if out_of_time:
             log.info("stopped after --timeout %s s", opts.timeout)
 
+    def _budget_used(self) -> int:
+        if self.options.storage is not None:
+            return self.store.budget_used()  # other processes spend the budget too
+        return self._used
+
     def _ask_trial(self) -> tuple[optuna.trial.Trial, Ask | None] | None:
         study = self.store.study
         dists = self.space.distributions()
@@ -441,6 +464,8 @@ class TuningSession:
             return study.ask(dists), None
         if self.sampler.native:
             return study.ask(dists), None
+        if self.options.storage is not None:
+            self._sync()  # a shared study: learn what the other processes took just now
         ask = self.sampler.ask()
         if ask is None:
             return None
@@ -457,7 +482,6 @@ class TuningSession:
             trial, ask = asked
             encoded = dict(trial.params)
             trial.set_user_attr("owner", self._owner())
-            trial.set_user_attr("env", self.env_digest)
             config = self.space.feasible(self.space.decode(encoded))
             if config is None:
                 trial.set_user_attr("status", "infeasible")
@@ -466,11 +490,12 @@ class TuningSession:
             digest = config.hash()
             trial.set_user_attr("config", config.to_dict())
             trial.set_user_attr("hash", digest)
-            known = self.store.evaluated().get(digest)
+            self._used += 1
+            known = self._evaluated.get(digest)
             if known is not None:
-                trial.set_user_attr("cached_from", known.number)
+                trial.set_user_attr("cached_from", known[0])
                 trial.set_user_attr("status", "cached")
-                self._tell(trial, ask, encoded, known.value, "cached")
+                self._tell(trial, ask, encoded, known[1], "cached")
                 return True
             pending = _Pending(trial, ask, encoded, config, digest)
             if digest in in_flight_hashes:
@@ -502,6 +527,7 @@ class TuningSession:
         data = result.to_dict()
         trial.set_user_attr("result", data)
         trial.set_user_attr("status", status)
+        self._evaluated.setdefault(pending.digest, (trial.number, score))
         self._tell(trial, pending.ask, pending.encoded, score, status, data)
         for dup in duplicates:
             dup.trial.set_user_attr("cached_from", trial.number)
@@ -551,6 +577,28 @@ class TuningSession:
                              "at": datetime.datetime.now(datetime.timezone.utc).isoformat()} for k, v in out.items()})
         self.store.set_retime(previous)
         return out
+
+
+class _Background:
+    """Run a function in a thread; `join()` re-raises what it raised."""
+
+    def __init__(self, target: Callable[[], None]):
+        self._error: BaseException | None = None
+
+        def body() -> None:
+            try:
+                target()
+            except BaseException as exc:  # handed to join()
+                self._error = exc
+
+        self._thread = threading.Thread(target=body, name="mneme-pool-start", daemon=True)
+        self._thread.start()
+
+    def join(self, reraise: bool = True) -> None:
+        self._thread.join()
+        if reraise and self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
 
 def _result_of(future: concurrent.futures.Future) -> ExperimentResult:

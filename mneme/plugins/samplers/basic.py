@@ -66,5 +66,6 @@ class RandomSampler(Sampler):
 
     def observe(self, encoded: Mapping[str, Any], value: float | None) -> None:
         # A resumed run must not replay the interrupted run's draws: advance the stream.
-        self._observed += 1
-        self._rng.random()
+        if value is not None:
+            self._observed += 1
+            self._rng.random()

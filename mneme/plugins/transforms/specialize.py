@@ -42,13 +42,13 @@ def constant_text(type_text: str, data: bytes) -> str:
         return str(value)
     if type_text == "float":
         (value,) = struct.unpack("<f", data[:4])
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+        return f'0x{struct.unpack("<Q", struct.pack("<d", value))[0]:016X}'
     if type_text == "double":
-        return "0x%016X" % int.from_bytes(data[:8], "little")
+        return f'0x{int.from_bytes(data[:8], "little"):016X}'
     if type_text == "half":
-        return "0xH%04X" % int.from_bytes(data[:2], "little")
+        return f'0xH{int.from_bytes(data[:2], "little"):04X}'
     if type_text == "bfloat":
-        return "0xR%04X" % int.from_bytes(data[:2], "little")
+        return f'0xR{int.from_bytes(data[:2], "little"):04X}'
     if type_text.startswith("ptr"):
         value = int.from_bytes(data[:8], "little")
         return "null" if value == 0 else f"inttoptr (i64 {value} to {type_text})"
@@ -86,9 +86,10 @@ def specialize_args(module, kernel_name: str, args: bytes, indexes: Sequence[int
                          f"has {len(params)} parameters in its IR; is it the right IR?")  # fmt: skip
     tokens = _arg_tokens(fn)
     text = str(module)
-    start, body, end = ir.function_span(text, kernel_name)
+    _, body, end = ir.function_span(text, kernel_name)
     replacements: dict[int, str] = {}
-    globals_text = []
+    entry_stores: list[str] = []
+    replaced_structs: dict[int, str] = {}
     for index in sorted(set(indexes)):
         param = params[index]
         offset, size = (arg_layout[index].offset, arg_layout[index].size) if arg_layout is not None else (param.offset, param.size)
@@ -98,28 +99,30 @@ def specialize_args(module, kernel_name: str, args: bytes, indexes: Sequence[int
                              f"{kernel_name!r} (bytes {offset}..{offset + size})")  # fmt: skip
         arg_type = str(list(fn.arguments)[index].type)
         if param.kind == "struct":
-            attrs_text = " ".join(a.decode() for a in list(fn.arguments)[index].attributes)
-            if not arg_type.startswith("ptr") or "readonly" not in attrs_text:
-                log.warning("not specializing argument %d of %s: a by-value aggregate the kernel may write", index, kernel_name)
-                continue
-            name = f"__mneme.arg{index}"
-            data = "".join(f"\\{b:02X}" for b in chunk)
             space = re.search(r"addrspace\((\d+)\)", arg_type)
-            globals_text.append(f'@{name} = private unnamed_addr {"addrspace(" + space.group(1) + ") " if space else ""}'
-                                f'constant [{size} x i8] c"{data}", align {param.align}')  # fmt: skip
-            replacements[index] = f"@{name}"
+            if not arg_type.startswith("ptr") or (space and space.group(1) == "4"):
+                log.warning("not specializing argument %d of %s: a by-value aggregate passed as %s",
+                            index, kernel_name, arg_type)  # fmt: skip
+                continue
+            # write the recorded bytes into the by-value copy on entry: loads fold to constants,
+            # and the store dies with the copy; correct even if the kernel writes the struct
+            data = "".join(f"\\{b:02X}" for b in chunk)
+            entry_stores.append(f'  store [{size} x i8] c"{data}", {arg_type} {tokens[index]}, align {param.align}')
+            replaced_structs[index] = chunk.hex()
             continue
         replacements[index] = constant_text(arg_type, chunk)
-    if not replacements:
+    if not replacements and not entry_stores:
         return module, {}
-    pattern = re.compile("(?:" + "|".join(re.escape(tokens[i]) for i in replacements) + r")(?![-\w.$])")
+    pattern = re.compile("(?:" + "|".join(re.escape(tokens[i]) for i in replacements) + r")(?![-\w.$])") if replacements else None
     lookup = {tokens[i]: value for i, value in replacements.items()}
-    new_body = "\n".join(ir.sub_outside_strings(pattern, lambda m: lookup[m.group(0)], line)
-                         for line in text[body:end].split("\n"))  # fmt: skip
-    text = text[:body] + new_body + text[end:]
-    if globals_text:
-        text = text[:start] + "\n".join(globals_text) + "\n\n" + text[start:]
-    return ir.reparse(text, f"kernel {kernel_name!r} with specialized arguments"), replacements
+    lines = text[body:end].split("\n")
+    if replacements:
+        lines = [ir.sub_outside_strings(pattern, lambda m: lookup[m.group(0)], line) for line in lines]
+    if entry_stores:
+        at = 1 if re.match(r"^[-\w.$\"]+:", lines[0]) else 0  # after a named entry block's label
+        lines[at:at] = entry_stores
+    text = text[:body] + "\n".join(lines) + text[end:]
+    return ir.reparse(text, f"kernel {kernel_name!r} with specialized arguments"), {**replacements, **replaced_structs}
 
 
 class SpecializeArgs(Transform):
@@ -172,6 +175,26 @@ def _amdgpu_dim_loads(text: str, grid: dim3, block: dim3) -> list[tuple[str, int
     return reads
 
 
+def _canonical_amdgpu(module) -> None:
+    """Inline and fold the device library's launch-size helpers (ockl) into plain constant-offset loads.
+
+    Front-end IR reads sizes through generic `__ockl_get_local_size(dim)` code that picks the
+    ABI at run time; after this the reads are `load i16/i32` at fixed offsets of the kernel's
+    ABI pointers, which the rewrites below recognise.
+    """
+    import llvmlite.binding as llvm
+
+    from mneme.core import codegen
+
+    text = str(module)
+    if not re.search(r"getelementptr (?:inbounds )?(?:nuw )?i(16|32|64), ptr addrspace\(4\)|__ockl_get_", text):
+        return
+    arch = re.search(r'"target-cpu"="(gfx[0-9a-f]+)"', text)
+    tm = codegen.target_machine("amdgpu", arch.group(1) if arch else "gfx90a", 2)
+    pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(1))
+    pb.getModulePassManager().run(module, pb)
+
+
 def _rewrite_functions(text: str, rewrite) -> str:
     """Apply `rewrite(function_text)` to every function definition of module text."""
     out, last = [], 0
@@ -204,6 +227,8 @@ def specialize_dims(module, kernel_name: str, grid: dim3, block: dim3):
                              fn_text, flags=re.MULTILINE)  # fmt: skip
         return fn_text
 
+    if module_target(module) == "amdgpu":
+        _canonical_amdgpu(module)
     text = _rewrite_functions(str(module), amdgpu if module_target(module) == "amdgpu" else nvptx)
     return ir.reparse(text, f"kernel {kernel_name!r} with constant launch dimensions")
 
@@ -242,6 +267,8 @@ def specialize_dims_assume(module, kernel_name: str, grid: dim3, block: dim3):
             fn_text = re.sub(pattern, assume, fn_text, flags=re.MULTILINE)
         return fn_text
 
+    if module_target(module) == "amdgpu":
+        _canonical_amdgpu(module)
     text = _rewrite_functions(str(module), amdgpu if module_target(module) == "amdgpu" else nvptx)
     if counter[0]:
         text = ir.ensure_declaration(text, "llvm.assume", "declare void @llvm.assume(i1 noundef)")

@@ -11,7 +11,16 @@ import re
 import time
 from typing import Any
 
-from mneme.core.backend import Availability, Backend, Device, DeviceBinary, DeviceInfo, LoadedKernel, Resources
+from mneme.core import pipeline
+from mneme.core.backend import (
+    Availability,
+    Backend,
+    Device,
+    DeviceBinary,
+    DeviceInfo,
+    LoadedKernel,
+    Resources,
+)
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError
 from mneme.plugins.backends.host import memory, retarget, runtime
 
@@ -43,54 +52,19 @@ def target_machine(opt: int = 3):
     )
 
 
-def _speed_level(passes: str) -> tuple[int, int] | None:
-    """(speed, size) levels of a pipeline string such as ``default<O3>``, ``O2``, ``Os``; None skips."""
-    text = passes.strip()
-    if not text:
-        return None
-    m = re.fullmatch(r"(?:default<)?O([0-3sz])>?", text)
-    if not m:
-        raise UnsupportedError(
-            f"pipeline {passes!r} is not supported on the host backend; use default<O0>..default<O3>, Os or Oz"
-        )
-    level = m.group(1)
-    return (2, 1 if level == "s" else 2) if level in "sz" else (int(level), 0)
-
-
-def optimize(module: Any, config: Any, tm: Any) -> None:
-    """Run the new pass manager's standard pipeline on a host module, honouring the tuning knobs."""
-    llvm = _llvm()
-    levels = _speed_level(getattr(config, "passes", "default<O3>"))
-    if levels is None:
-        return
-    pto = llvm.PipelineTuningOptions(speed_level=levels[0])
-    pto.size_level = levels[1]
-    for knob in ("loop_unrolling", "loop_vectorization", "slp_vectorization"):
-        value = getattr(config, knob, None)
-        if value is not None:
-            setattr(pto, knob, value)
-    threshold = getattr(config, "inlining_threshold", None)
-    if threshold is not None:
-        pto.inlining_threshold = threshold
-    pb = llvm.create_pass_builder(tm, pto)
-    try:
-        pm = pb.getModulePassManager()
-        pm.run(module, pb)
-    finally:
-        pb.close()
-
-
 def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
     """A copy of `module` holding only the kernel and what it reaches (other kernels may use what
-    the host cannot run)."""
+    the host cannot run), with always-inline functions inlined."""
     llvm = _llvm()
-    work = llvm.parse_assembly(str(module))
+    # The host's passes must not see the GPU's target-cpu/features (LLVM aborts on "sm_90").
+    work = llvm.parse_assembly(retarget.strip_target_attributes(str(module)))
     for fn in work.functions:
         if not fn.is_declaration and fn.name != kernel_name:
             fn.linkage = llvm.Linkage.internal
     pb = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions())
     try:
         pm = llvm.create_new_module_pass_manager()
+        pm.add_always_inliner_pass()  # CUDA's threadIdx/blockIdx helpers: the kernel then reads them itself
         pm.add_global_dead_code_eliminate_pass()
         pm.add_strip_dead_prototype_pass()
         pm.run(work, pb)
@@ -127,7 +101,7 @@ class HostBackend(Backend):
     def availability(self) -> Availability:
         if platform.system() != "Linux":
             return Availability(False, "the host backend needs Linux (fixed-address mmap); use a Linux machine")
-        if runtime.find_compiler() is None and not runtime.cache_dir().glob("libmneme-host-*.so"):
+        if runtime.find_compiler() is None and not runtime.built():
             return Availability(False, "no C compiler to build the host runtime; install gcc or set CC")
         return Availability(True)
 
@@ -157,9 +131,14 @@ class HostBackend(Backend):
         if isinstance(module, (str, bytes)):
             from mneme.core import ir
 
-            module = ir.load(module) if hasattr(ir, "load") else llvm.parse_assembly(module)
+            module = ir.load(module)
         start = time.perf_counter()
         tm = target_machine(getattr(config, "codegen_opt", 3))
+        if not (module.triple or "").startswith("nvptx"):
+            raise UnsupportedError(
+                f"not supported on the host backend: kernel {kernel_name!r} is IR for {module.triple or 'no target'}; "
+                "the host backend runs CUDA (nvptx) kernel IR"
+            )
         try:
             module.get_function(kernel_name)
         except NameError as exc:
@@ -172,10 +151,10 @@ class HostBackend(Backend):
         except RuntimeError as exc:
             raise IRError(f"kernel {kernel_name!r}: the retargeted host IR is invalid: {exc}") from exc
         _check_externals(host_module, kernel_name)
+        if host.flags & retarget.FLAG_BLOCK_LOOP:  # inlined into the loop over the block's threads
+            host_module.get_function(kernel_name).linkage = llvm.Linkage.internal
         retarget_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        optimize(host_module, config, tm)
-        optimize_seconds = time.perf_counter() - start
+        optimize_seconds = pipeline.optimize(host_module, config, "host")
         start = time.perf_counter()
         data = tm.emit_object(host_module)
         codegen_seconds = time.perf_counter() - start
@@ -235,9 +214,11 @@ class HostKernel(LoadedKernel):
         info = self._engine.get_global_value_address(retarget.INFO)
         if not self.entry or not info:
             raise ExperimentError(f"kernel {binary.kernel_name!r}: the binary was not made by the host backend", kind="load")
-        static_shared, flags = (ctypes.c_int64 * 2).from_address(info)
+        static_shared, flags, param_bytes = (ctypes.c_int64 * 3).from_address(info)
         self.static_shared = static_shared
-        self.uses_fibers = bool(flags & retarget.FLAG_FIBERS)
+        self.param_bytes = param_bytes
+        # the runtime's modes: 0 one call per thread, 1 one fiber per thread, 2 one call per block
+        self.mode = 1 if flags & retarget.FLAG_FIBERS else 2 if flags & retarget.FLAG_BLOCK_LOOP else 0
         self.globals = self._read_globals()
 
     def _read_globals(self) -> dict[str, tuple[int, int]]:
@@ -326,12 +307,17 @@ class HostDevice(Device):
         shared_bytes = kernel.static_shared + (shared_mem + retarget.DYNAMIC_SHARED_ALIGN if shared_mem else 0)
         if shared_mem < 0 or shared_bytes > MAX_SHARED_BYTES:
             raise ExperimentError(f"kernel {name!r}: {shared_mem} bytes of dynamic shared memory is out of range", kind="launch")
+        if len(args) < kernel.param_bytes:
+            raise ExperimentError(
+                f"kernel {name!r} takes {kernel.param_bytes} bytes of parameters; the argument buffer has {len(args)}",
+                kind="launch",
+            )
         arg_buffer = ctypes.create_string_buffer(bytes(args), max(len(args), 1) + 16)
         message = ctypes.create_string_buffer(1024)
         u32x3 = ctypes.c_uint32 * 3
         rc = self._runtime.mneme_launch(
             kernel.entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
-            shared_bytes, int(kernel.uses_fibers), 0, message, len(message),
+            shared_bytes, kernel.mode, 0, message, len(message),
         )  # fmt: skip
         if rc != 0:
             raise ExperimentError(f"kernel {name!r} failed on the host: {message.value.decode(errors='replace')}",

@@ -134,9 +134,8 @@ def _float_math(name: str, sig: Signature) -> list[str] | None:
         "sqrt": "sqrt", "ex2": "exp2", "lg2": "log2", "sin": "sin", "cos": "cos",
     }  # fmt: skip
     suffix = {"float": "f32", "double": "f64"}.get(ty)
-    if suffix is None and op not in ("d2i", "lohi", "f2h"):
-        if not (op in ("f2i", "f2ui", "f2ll", "f2ull", "d2i", "d2ui", "d2ll", "d2ull")):
-            return None
+    if suffix is None:
+        return None
     if op in unary_intrinsic and len(sig.params) == 1 and suffix:
         return [f"%r = call {ty} @llvm.{unary_intrinsic[op]}.{suffix}({ty} %a0)", f"ret {ty} %r"]
     if op == "tanh" and suffix:
@@ -233,20 +232,20 @@ def _sync(name: str, sig: Signature) -> list[str] | None:
         op = {"popc": 0, "and": 1, "or": 2}[m.group(1) or m.group(2)]
         pred = len(sig.params) - 1
         ptype = sig.params[pred]
-        lines = [f"%p = zext {ptype} %a{pred} to i32"] if ptype != "i32" else ["%p = add i32 %a{pred}, 0".format(pred=pred)]
+        lines = [f"%p = zext {ptype} %a{pred} to i32" if ptype != "i32" else f"%p = add i32 %a{pred}, 0"]
         lines.append(f"%v = call i32 @__mneme_barrier_red(i32 {op}, i32 %p)")
         if sig.ret == "i32":
             lines.append("ret i32 %v")
         else:
             lines += [f"%r = trunc i32 %v to {sig.ret}", f"ret {sig.ret} %r"]
         return lines
-    if name == "barrier0" or name.startswith("barrier.") or name == "barrier" or name.startswith("barrier.sync"):
+    if name in ("barrier0", "barrier") or name.startswith("barrier."):
         if sig.ret != "void":
             return None
         return ["call void @__mneme_barrier()", "ret void"]
     if name == "bar.warp.sync":
         return ["call void @__mneme_warp_sync(i32 %a0)", "ret void"]
-    if name.startswith("membar.") or name.startswith("fence.sc") or name.startswith("fence.acq_rel"):
+    if name.startswith(("membar.", "fence.sc", "fence.acq_rel")):
         return ["fence seq_cst", "ret void"]
     if m := re.fullmatch(r"shfl\.(sync\.)?(idx|up|down|bfly)\.(i32|f32)(?:\.(p)|(p))?", name):
         mode = _SHFL_MODES[m.group(2)]

@@ -30,6 +30,8 @@ import attrs
 from mneme.core.errors import IRError, UnsupportedError
 from mneme.plugins.backends.host import intrinsics
 
+CTX_NTID = intrinsics.CTX_OFFSETS["ntid"]
+
 log = logging.getLogger(__name__)
 
 ENTRY = "__mneme_entry"
@@ -37,7 +39,13 @@ INFO = "__mneme_info"
 GLOBAL_TABLE = "__mneme_globals"
 GLOBAL_NAMES = "__mneme_global_names"
 DYNAMIC_SHARED_ALIGN = 16
-FLAG_FIBERS = 1
+FLAG_FIBERS = 1  # one fiber per GPU thread: the kernel has barriers or warp operations
+FLAG_BLOCK_LOOP = 2  # the entry runs a whole block: a loop over the threads around the inlined kernel
+# Special registers that differ between the threads of a block; read through the context otherwise.
+_THREAD_SREGS = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|lanemask\.\w+)\(|@llvm\.nvvm\.activemask\(")
+_THREAD_SREG_CALL = re.compile(
+    r"^(\s*%[-\w.$\"]+) = (?:tail |notail )?call [^@]*@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid)\(\).*$"
+)
 
 _NAME = r'(?:"(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*|\d+)'
 _GLOBAL_REF = re.compile(r"@" + _NAME)
@@ -77,6 +85,17 @@ class HostModule:
     shared: tuple[SharedVar, ...]
     static_shared: int
     device_globals: tuple[str, ...]
+    flags: int = 0
+
+
+_TARGET_ATTRIBUTE = re.compile(r'\s*"(target-cpu|target-features|tune-cpu|nvptx-f32ftz)"="[^"]*"')
+
+
+def strip_target_attributes(text: str) -> str:
+    """Drop the GPU's target-cpu and target-features from the attribute groups of IR text."""
+    return "\n".join(
+        _TARGET_ATTRIBUTE.sub("", line) if line.startswith("attributes #") else line for line in text.split("\n")
+    )
 
 
 def _match_paren(text: str, open_index: int) -> int:
@@ -159,7 +178,8 @@ def _hoist_shared(line: str, refs: dict[str, str], hoisted: list[str], counter: 
             inner = line[open_index + 1 : close]
             if not uses_shared(inner):
                 continue
-            if any(uses_shared(line[n.start() : _match_paren(line, n.end() - 1 + 0)]) for n in _inner_exprs(line, open_index, close)):
+            nested = _CONSTEXPR.finditer(line, open_index + 1, close)
+            if any(uses_shared(line[n.start() : _match_paren(line, n.end() - 1)]) for n in nested):
                 continue  # hoist the innermost first
             counter[0] += 1
             name = f"%__mneme_ce{counter[0]}"
@@ -169,11 +189,6 @@ def _hoist_shared(line: str, refs: dict[str, str], hoisted: list[str], counter: 
             break
         else:
             return replace_refs(line)
-
-
-def _inner_exprs(line: str, open_index: int, close: int):
-    for n in _CONSTEXPR.finditer(line, open_index + 1, close):
-        yield n
 
 
 @attrs.define
@@ -245,6 +260,95 @@ def _trampoline(kernel_name: str, params: tuple[Param, ...]) -> str:
             call_args.append(f"{p.type} %a{p.index}")
     lines.append(f"  call void {_quote(kernel_name)}({', '.join(call_args)})")
     lines += ["  ret void", "}"]
+    return "\n".join(lines)
+
+
+_TID_PARAMS = ("%__mneme_tid_x", "%__mneme_tid_y", "%__mneme_tid_z", "%__mneme_linear")
+
+
+def _thread_indices_as_parameters(text: str, kernel_name: str) -> tuple[str, bool]:
+    """Pass the thread index to the kernel as parameters, when only the kernel itself reads it.
+
+    Then `_block_loop` can run a whole block in one call (the kernel inlined into a loop over
+    the threads, every block-invariant value hoisted out of it). Returns (text, done).
+    """
+    lines = text.split("\n")
+    header = re.compile(r"^define .*" + re.escape(_quote(kernel_name)) + r"\(")
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    if start is None:
+        return text, False
+    end = lines.index("}", start)
+    for i, line in enumerate(lines):
+        if (i < start or i > end) and not line.startswith("declare ") and _THREAD_SREGS.search(line):
+            return text, False  # another function reads the thread index: keep one call per thread
+    if "@llvm.nvvm.activemask(" in "\n".join(lines[start:end]) or "sreg.lanemask" in "\n".join(lines[start:end]):
+        return text, False
+    if re.search(r"\b(noinline|optnone)\b", lines[start]):
+        return text, False
+    for i in range(start + 1, end):
+        m = _THREAD_SREG_CALL.match(lines[i])
+        if not m:
+            continue
+        target, which = m.groups()
+        if which.startswith("tid."):
+            value = _TID_PARAMS["xyz".index(which[-1])]
+            lines[i] = f"{target} = or i32 {value}, 0"
+        elif which == "laneid":
+            lines[i] = f"{target} = and i32 %__mneme_linear, 31"
+        else:
+            lines[i] = f"{target} = lshr i32 %__mneme_linear, 5"
+    if any(_THREAD_SREGS.search(line) for line in lines[start + 1 : end]):
+        return text, False  # a read of a form not rewritten above
+    line = lines[start]
+    open_index = line.index(_quote(kernel_name) + "(") + len(_quote(kernel_name))
+    close = _match_paren(line, open_index)
+    extra = ", ".join(f"i32 {p}" for p in _TID_PARAMS)
+    sep = ", " if line[open_index + 1 : close].strip() else ""
+    lines[start] = line[:close] + sep + extra + line[close:]
+    return "\n".join(lines), True
+
+
+def _block_loop(kernel_name: str, params: tuple[Param, ...]) -> str:
+    """``__mneme_entry(args)`` that runs every thread of the block: x fastest, then y, then z."""
+    ntid = CTX_NTID
+    lines = [f"define void @{ENTRY}(ptr %args) {{", "entry:"]
+    call_args = []
+    for p in params:
+        lines.append(f"  %p{p.index} = getelementptr i8, ptr %args, i64 {p.offset}")
+        if p.byval is not None:
+            call_args.append(f"ptr byval({p.byval}) %p{p.index}")
+        else:
+            lines.append(f"  %a{p.index} = load {p.type}, ptr %p{p.index}, align 1")
+            call_args.append(f"{p.type} %a{p.index}")
+    call_args += ["i32 %x", "i32 %y", "i32 %z", "i32 %lin"]
+    lines += [
+        "  %ctx = call ptr @__mneme_ctx()",
+        f"  %ntxp = getelementptr i8, ptr %ctx, i64 {ntid}",
+        f"  %ntyp = getelementptr i8, ptr %ctx, i64 {ntid + 4}",
+        f"  %ntzp = getelementptr i8, ptr %ctx, i64 {ntid + 8}",
+        "  %ntx = load i32, ptr %ntxp, align 4", "  %nty = load i32, ptr %ntyp, align 4",
+        "  %ntz = load i32, ptr %ntzp, align 4",
+        "  br label %lz",
+        "lz:",
+        "  %z = phi i32 [ 0, %entry ], [ %z1, %lz.latch ]",
+        "  br label %ly",
+        "ly:",
+        "  %y = phi i32 [ 0, %lz ], [ %y1, %ly.latch ]",
+        "  %zy = mul i32 %z, %nty", "  %zyy = add i32 %zy, %y", "  %row = mul i32 %zyy, %ntx",
+        "  br label %lx",
+        "lx:",
+        "  %x = phi i32 [ 0, %ly ], [ %x1, %lx ]",
+        "  %lin = add i32 %row, %x",
+        f"  call void {_quote(kernel_name)}({', '.join(call_args)})",
+        "  %x1 = add nuw i32 %x, 1", "  %cx = icmp ult i32 %x1, %ntx", "  br i1 %cx, label %lx, label %ly.latch",
+        "ly.latch:",
+        "  %y1 = add nuw i32 %y, 1", "  %cy = icmp ult i32 %y1, %nty", "  br i1 %cy, label %ly, label %lz.latch",
+        "lz.latch:",
+        "  %z1 = add nuw i32 %z, 1", "  %cz = icmp ult i32 %z1, %ntz", "  br i1 %cz, label %lz, label %exit",
+        "exit:",
+        "  ret void",
+        "}",
+    ]  # fmt: skip
     return "\n".join(lines)
 
 
@@ -347,7 +451,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         elif line.startswith("declare "):
             line = _rewrite_header(line)
         elif line.startswith("attributes #"):
-            line = re.sub(r'\s*"(target-cpu|target-features|nvptx-f32ftz)"="[^"]*"', "", line)
+            line = _TARGET_ATTRIBUTE.sub("", line)
         out.append(line)
         i += 1
     text = "\n".join(out)
@@ -371,6 +475,11 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
             definitions.append(impl)
         elif name == "vprintf":  # CUDA's printf, not the C library's
             renames[name] = "__mneme_vprintf"
+    if not unsupported:
+        fibers = any(f"@{f}(" in "\n".join(definitions) for f in intrinsics.SYNC_FUNCTIONS)
+        block_loop = False
+        if not fibers:
+            text, block_loop = _thread_indices_as_parameters(text, kernel_name)
     if unsupported:
         raise UnsupportedError(
             "not supported on the host backend: " + ", ".join(sorted(unsupported))
@@ -389,12 +498,13 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     text = _INTRINSIC_NAME.sub(lambda m: _canonical_intrinsic(m.group(0)), text)
     text = _dedupe_declarations(text)
 
-    support = [d for name, d in intrinsics.RUNTIME_DECLS.items() if not re.search(rf"^declare .*@{name}\(", text, re.M)]
+    support = [d for name, d in intrinsics.RUNTIME_DECLS.items() if not re.search(rf"^declare .*@{name}\(", text, re.MULTILINE)]
     support += [d for _, d in asm_impls.values()]
     support += definitions
-    flags = FLAG_FIBERS if any(f"@{f}(" in text + "\n".join(definitions) for f in intrinsics.SYNC_FUNCTIONS) else 0
-    support.append(_trampoline(kernel_name, params))
-    support.append(f"@{INFO} = constant [2 x i64] [i64 {static_shared}, i64 {flags}]")
+    flags = (FLAG_FIBERS if fibers else 0) | (FLAG_BLOCK_LOOP if block_loop else 0)
+    support.append(_block_loop(kernel_name, params) if block_loop else _trampoline(kernel_name, params))
+    param_bytes = max((p.offset + p.size for p in params), default=0)
+    support.append(f"@{INFO} = constant [3 x i64] [i64 {static_shared}, i64 {flags}, i64 {param_bytes}]")
     # Device globals by name: their addresses, sizes, and names (NUL-separated).
     entries = ", ".join(f"{{ ptr, i64 }} {{ ptr {_quote(n)}, i64 {size} }}" for n, size in device_globals)
     support.append(f"@{GLOBAL_TABLE} = constant [{len(device_globals)} x {{ ptr, i64 }}] [{entries}]")
@@ -403,7 +513,8 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     length = sum(len(n.encode()) + 1 for n, _ in device_globals) + 1
     support.append(f'@{GLOBAL_NAMES} = constant [{length} x i8] c"{names}"')
     text = text + "\n" + "\n\n".join(support) + "\n"
-    return HostModule(text, kernel_name, params, tuple(shared), static_shared, tuple(n for n, _ in device_globals))
+    return HostModule(text, kernel_name, params, tuple(shared), static_shared, tuple(n for n, _ in device_globals),
+                      flags)  # fmt: skip
 
 
 def _is_used(text: str, name: str) -> bool:

@@ -40,11 +40,14 @@ typedef struct mn_ctx {
   uint32_t nwarps;    /* 56 */
   uint32_t linear;    /* 60 */
   char *shared;       /* 64 */
+  uint32_t exchanges; /* warp exchanges done so far: picks the slot bank (runtime only) */
 } mn_ctx;
 
 typedef void (*mn_entry_fn)(void *args);
 
 enum { F_READY, F_BLOCK_WAIT, F_WARP_WAIT, F_DONE };
+/* How the entry runs: once per thread, once per thread as a fiber, or once per block. */
+enum { MODE_THREAD = 0, MODE_FIBERS = 1, MODE_BLOCK = 2 };
 
 typedef struct mn_fiber {
 #if defined(__x86_64__)
@@ -60,7 +63,7 @@ typedef struct mn_launch {
   void *args;
   uint32_t grid[3], block[3];
   uint64_t nblocks, shared_bytes;
-  int use_fibers;
+  int mode;
   _Atomic uint64_t next_block;
   _Atomic int abort;
   _Atomic int failed;
@@ -73,7 +76,7 @@ typedef struct mn_worker {
   mn_fiber *fibers;
   mn_ctx *ctxs;
   char *stacks;
-  size_t stacks_bytes, capacity;
+  size_t stacks_bytes, capacity, stride;
   int cur, nthreads;
   int round_end; /* fibers [.., round_end) take part in the current scheduling round */
 #if defined(__x86_64__)
@@ -116,9 +119,9 @@ __asm__(".text\n"
 __attribute__((visibility("hidden"), noreturn)) void mn_fiber_main(void);
 
 static void fiber_init(mn_worker *w, int i) {
-  char *lo = w->stacks + (size_t)i * fiber_stack_bytes;
+  char *lo = w->stacks + (size_t)i * w->stride;
   /* Stagger the stack tops so the fibers' hot frames do not all fall into the same cache sets. */
-  char *top = lo + fiber_stack_bytes - (size_t)(i % 64) * 64;
+  char *top = lo + w->stride - (size_t)(i % 64) * 64;
 #if defined(__x86_64__)
   /* Kernels never change the floating-point control registers, so switches do not save them. */
   uint64_t *sp = (uint64_t *)((uintptr_t)top & ~(uintptr_t)15) - 2; /* 16-aligned after ret */
@@ -128,7 +131,7 @@ static void fiber_init(mn_worker *w, int i) {
 #else
   getcontext(&w->fibers[i].uc);
   w->fibers[i].uc.uc_stack.ss_sp = lo + page_bytes;
-  w->fibers[i].uc.uc_stack.ss_size = fiber_stack_bytes - page_bytes;
+  w->fibers[i].uc.uc_stack.ss_size = w->stride - (size_t)page_bytes;
   w->fibers[i].uc.uc_link = NULL;
   makecontext(&w->fibers[i].uc, (void (*)(void))mn_fiber_main, 0);
 #endif
@@ -186,7 +189,10 @@ static void fail_launch(mn_worker *w, const char *fmt, ...) {
   int expected = 0;
   if (atomic_compare_exchange_strong(&L->failed, &expected, 1)) {
     int n = 0;
-    if (tls_ctx)
+    if (tls_ctx && L->mode == MODE_BLOCK)
+      n = snprintf(L->message, sizeof L->message, "block (%u, %u, %u): ", tls_ctx->ctaid[0], tls_ctx->ctaid[1],
+                   tls_ctx->ctaid[2]);
+    else if (tls_ctx)
       n = snprintf(L->message, sizeof L->message, "block (%u, %u, %u) thread (%u, %u, %u): ", tls_ctx->ctaid[0],
                    tls_ctx->ctaid[1], tls_ctx->ctaid[2], tls_ctx->tid[0], tls_ctx->tid[1], tls_ctx->tid[2]);
     va_list ap;
@@ -297,13 +303,17 @@ static int ensure_capacity(mn_worker *w, int nthreads, int fibers, uint64_t shar
     w->stacks_bytes = 0;
     w->ctxs = calloc(n, sizeof *w->ctxs);
     w->fibers = calloc(n, sizeof *w->fibers);
-    w->slots = calloc(((n + 31) / 32) * 32, sizeof *w->slots);
+    w->slots = calloc(2 * ((n + 31) / 32) * 32, sizeof *w->slots); /* two banks */
     w->capacity = (w->ctxs && w->fibers && w->slots) ? n : 0;
     if (!w->capacity) return -1;
   }
-  if (fibers && w->stacks_bytes < w->capacity * fiber_stack_bytes) {
+  /* One guard page plus the stack per fiber: an odd number of pages apart, so the fibers' hot
+     frames spread over the cache sets and do not evict one another. */
+  size_t stride = fiber_stack_bytes + (size_t)page_bytes;
+  if (fibers && (w->stride != stride || w->stacks_bytes < w->capacity * stride)) {
     if (w->stacks) munmap(w->stacks, w->stacks_bytes);
-    w->stacks_bytes = w->capacity * fiber_stack_bytes;
+    w->stride = stride;
+    w->stacks_bytes = w->capacity * stride;
     w->stacks = mmap(NULL, w->stacks_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (w->stacks == MAP_FAILED) {
       w->stacks = NULL;
@@ -311,7 +321,7 @@ static int ensure_capacity(mn_worker *w, int nthreads, int fibers, uint64_t shar
       return -1;
     }
     for (size_t i = 0; i < w->capacity; i++) /* a guard page under every fiber stack */
-      mprotect(w->stacks + i * fiber_stack_bytes, (size_t)page_bytes, PROT_NONE);
+      mprotect(w->stacks + i * stride, (size_t)page_bytes, PROT_NONE);
   }
   size_t want = (size_t)shared_bytes + 64;
   if (w->shared_bytes < want) {
@@ -336,11 +346,18 @@ static void init_ctx(mn_launch *L, mn_worker *w, mn_ctx *c, uint32_t linear, con
   c->nwarps = (uint32_t)((w->nthreads + 31) / 32);
   c->linear = linear;
   c->shared = w->shared;
+  c->exchanges = 0;
 }
 
 static void run_block(mn_launch *L, mn_worker *w, const uint32_t cta[3]) {
   int n = w->nthreads;
-  if (!L->use_fibers) {
+  if (L->mode == MODE_BLOCK) { /* the entry loops over the block's threads itself */
+    init_ctx(L, w, &w->ctxs[0], 0, cta);
+    tls_ctx = &w->ctxs[0];
+    L->entry(L->args);
+    return;
+  }
+  if (L->mode == MODE_THREAD) {
     mn_ctx *c = &w->ctxs[0];
     for (int i = 0; i < n; i++) {
       init_ctx(L, w, c, (uint32_t)i, cta);
@@ -392,7 +409,7 @@ static void *worker_main(void *arg) {
   stack_t alt = {.ss_sp = w->altstack, .ss_size = 1 << 16, .ss_flags = 0}, old_alt;
   sigaltstack(&alt, &old_alt);
   w->nthreads = (int)(L->block[0] * L->block[1] * L->block[2]);
-  if (ensure_capacity(w, w->nthreads, L->use_fibers, L->shared_bytes) != 0) {
+  if (ensure_capacity(w, w->nthreads, L->mode == MODE_FIBERS, L->shared_bytes) != 0) {
     fail_launch(w, "out of memory for %d threads per block and %llu bytes of shared memory", w->nthreads,
                 (unsigned long long)L->shared_bytes);
     goto done;
@@ -427,7 +444,7 @@ static int worker_count(void) {
 
 /* Run one grid to completion. Returns 0, or 1 with `message` set when the launch failed. */
 API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], const uint32_t block[3],
-                     uint64_t shared_bytes, int use_fibers, int max_workers, char *message, size_t message_len) {
+                     uint64_t shared_bytes, int mode, int max_workers, char *message, size_t message_len) {
   if (!page_bytes) page_bytes = sysconf(_SC_PAGESIZE);
   const char *env = getenv("MNEME_HOST_STACK_KB");
   if (env && atoi(env) >= 16) fiber_stack_bytes = (size_t)atoi(env) << 10;
@@ -440,10 +457,11 @@ API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], cons
   memcpy(L.block, block, sizeof L.block);
   L.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
   L.shared_bytes = shared_bytes;
-  L.use_fibers = use_fibers;
+  L.mode = mode;
   int n = max_workers > 0 ? max_workers : worker_count();
   if ((uint64_t)n > L.nblocks) n = (int)L.nblocks;
   if (n > MAX_WORKERS) n = MAX_WORKERS;
+  /* The calling thread is worker 0; the others are started for this launch. */
   mn_worker *workers[MAX_WORKERS];
   pthread_t threads[MAX_WORKERS];
   int started = 0;
@@ -451,22 +469,28 @@ API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], cons
     workers[i] = acquire_worker();
     if (!workers[i]) break;
     workers[i]->launch = &L;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 8 << 20);
-    int rc = pthread_create(&threads[i], &attr, worker_main, workers[i]);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-      release_worker(workers[i]);
-      break;
+    if (i > 0) {
+      pthread_attr_t attr;
+      pthread_attr_init(&attr);
+      pthread_attr_setstacksize(&attr, 8 << 20);
+      int rc = pthread_create(&threads[i], &attr, worker_main, workers[i]);
+      pthread_attr_destroy(&attr);
+      if (rc != 0) {
+        release_worker(workers[i]);
+        break;
+      }
     }
     started++;
   }
   if (started == 0 && L.nblocks > 0) {
-    snprintf(message, message_len, "could not start a worker thread: %s", strerror(errno));
+    snprintf(message, message_len, "could not allocate a worker: %s", strerror(errno));
     return 1;
   }
-  for (int i = 0; i < started; i++) {
+  if (started > 0) {
+    worker_main(workers[0]);
+    release_worker(workers[0]);
+  }
+  for (int i = 1; i < started; i++) {
     pthread_join(threads[i], NULL);
     release_worker(workers[i]);
   }
@@ -482,7 +506,7 @@ API mn_ctx *__mneme_ctx(void) { return tls_ctx; }
 
 static mn_worker *sync_worker(const char *what) {
   mn_worker *w = tls_worker;
-  if (!w->launch->use_fibers) {
+  if (w->launch->mode != MODE_FIBERS) {
     fail_launch(w, "internal error: %s reached in a kernel compiled without fibers", what);
     leave_kernel(w);
   }
@@ -506,6 +530,14 @@ API void __mneme_warp_sync(uint32_t mask) {
   switch_out(sync_worker("__syncwarp"), F_WARP_WAIT);
 }
 
+/* The lanes' slots for this exchange. Consecutive exchanges alternate between two banks, so a
+   lane can write its next value before slower lanes have read the previous one: one switch per
+   exchange instead of two. */
+static uint64_t *exchange_slots(mn_worker *w, mn_ctx *c) {
+  size_t bank = c->exchanges++ & 1;
+  return w->slots + (bank * ((w->capacity + 31) / 32) + c->warpid) * 32;
+}
+
 static uint32_t warp_width(mn_worker *w, mn_ctx *c) {
   int rest = w->nthreads - (int)(c->warpid * 32);
   return rest >= 32 ? 32u : (uint32_t)rest;
@@ -516,7 +548,7 @@ API uint64_t __mneme_shfl(uint32_t mode, uint32_t mask, uint32_t value, uint32_t
   (void)mask;
   mn_worker *w = sync_worker("a warp shuffle");
   mn_ctx *x = tls_ctx;
-  uint64_t *slots = w->slots + x->warpid * 32;
+  uint64_t *slots = exchange_slots(w, x);
   uint32_t lane = x->laneid;
   slots[lane] = value;
   switch_out(w, F_WARP_WAIT);
@@ -532,7 +564,6 @@ API uint64_t __mneme_shfl(uint32_t mode, uint32_t mask, uint32_t value, uint32_t
   }
   if (!pred || j >= warp_width(w, x)) j = lane;
   uint32_t result = (uint32_t)slots[j];
-  switch_out(w, F_WARP_WAIT);
   return (uint64_t)result | ((uint64_t)(pred != 0) << 32);
 }
 
@@ -540,7 +571,7 @@ API uint64_t __mneme_shfl(uint32_t mode, uint32_t mask, uint32_t value, uint32_t
 API uint32_t __mneme_vote(uint32_t mode, uint32_t mask, uint32_t pred) {
   mn_worker *w = sync_worker("a warp vote");
   mn_ctx *x = tls_ctx;
-  uint64_t *slots = w->slots + x->warpid * 32;
+  uint64_t *slots = exchange_slots(w, x);
   slots[x->laneid] = pred != 0;
   switch_out(w, F_WARP_WAIT);
   uint32_t width = warp_width(w, x), ballot = 0, members = 0;
@@ -549,7 +580,6 @@ API uint32_t __mneme_vote(uint32_t mode, uint32_t mask, uint32_t pred) {
     members |= 1u << l;
     if (slots[l]) ballot |= 1u << l;
   }
-  switch_out(w, F_WARP_WAIT);
   switch (mode) {
     case 0: return ballot == members;
     case 1: return ballot != 0;

@@ -32,31 +32,52 @@ def find_compiler() -> str | None:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("MNEME_CACHE") or os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / ("mneme" if "MNEME_CACHE" not in os.environ else "") / "host-runtime"
+    """``$MNEME_CACHE_DIR/host-runtime`` (default ``~/.cache/mneme/host-runtime``)."""
+    root = os.environ.get("MNEME_CACHE_DIR")
+    return (Path(root) if root else Path.home() / ".cache" / "mneme") / "host-runtime"
+
+
+def _flags() -> list[str]:
+    return ["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
+
+
+def built() -> Path | None:
+    """The runtime already compiled from this source by any compiler, if there is one."""
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    return next(iter(sorted(cache_dir().glob(f"libmneme-host-{digest}-*.so"))), None)
 
 
 def build(compiler: str | None = None) -> Path:
     """Compile the runtime if this source was not compiled yet; returns the shared library."""
     compiler = compiler or find_compiler()
+    if compiler is None and built() is not None:
+        return built()
     if compiler is None:
         raise BackendUnavailable(
             "the host backend needs a C compiler to build its runtime once; install gcc (apt-get install gcc) "
             "or set CC"
         )
     source = SOURCE.read_bytes()
-    flags = ["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
-    key = hashlib.sha256(source + " ".join([compiler, *flags]).encode()).hexdigest()[:16]
+    flags = _flags()
+    digest = hashlib.sha256(source).hexdigest()[:16]
+    key = hashlib.sha256(" ".join([compiler, *flags]).encode()).hexdigest()[:8]
     folder = cache_dir()
-    target = folder / f"libmneme-host-{key}.so"
+    target = folder / f"libmneme-host-{digest}-{key}.so"
     if target.exists():
         return target
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a read-only home: build into the temporary folder instead
+        folder = Path(tempfile.gettempdir()) / f"mneme-host-runtime-{os.getuid()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / target.name
+        if target.exists():
+            return target
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=target.name, suffix=".tmp")
     os.close(fd)
     try:
         command = [*compiler.split(), *flags, "-o", tmp, str(SOURCE)]
-        proc = subprocess.run(command, capture_output=True, text=True)
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise BackendUnavailable(f"could not compile the host runtime {SOURCE} ({' '.join(command)}):\n{proc.stderr}")
         os.replace(tmp, target)  # atomic: parallel processes may build it at once

@@ -1,0 +1,62 @@
+"""CLI commands of the CUDA backend: `mneme record` and `mneme cuda ...`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from mneme.core.cli import console
+
+
+@click.command("record", context_settings={"ignore_unknown_options": True})
+@click.option("-rdb", "--rdb", "rdb", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder for the recording databases.")
+@click.option("--kernel", default=None, help="Record only kernels whose (mangled) name matches this regex.")
+@click.option("--skip", default=0, show_default=True, help="Skip this many launches of each kernel first.")
+@click.option("--max-recordings", default=4, show_default=True, help="Distinct instances recorded per kernel.")
+@click.option("--ir", "ir_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, ir_files: tuple[Path, ...],
+                   command: tuple[str, ...]) -> None:  # fmt: skip
+    """Run COMMAND under the CUDA recorder and write one database per recorded kernel (`-- ./app args`)."""
+    from mneme_cuda import recorder
+
+    code = recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings)
+    sys.exit(code)
+
+
+@click.group("cuda")
+def cuda_group() -> None:
+    """The CUDA backend: device, driver and recorder status."""
+
+
+@cuda_group.command("info")
+def info_command() -> None:
+    """Show the CUDA device, driver, bindings and whether the recorder is built."""
+    from mneme_cuda import recorder
+    from mneme_cuda.backend import CudaBackend
+
+    backend = CudaBackend()
+    availability = backend.availability()
+    console.print(f"backend: {'usable' if availability.usable else 'unusable: ' + availability.reason}")
+    for key, value in backend.fingerprint().items():
+        console.print(f"{key}: {value}")
+    if availability.usable:
+        console.print(f"arch: {backend.arch(0)}; devices: {backend.device_count()}")
+    ok, message = recorder.status()
+    console.print(f"recorder: {message}")
+
+
+@cuda_group.command("build-recorder")
+@click.option("--force", is_flag=True, help="Rebuild even when the library is up to date.")
+def build_recorder_command(force: bool) -> None:
+    """Compile the native recorder (needs a C++ compiler and the CUDA toolkit's cuda.h)."""
+    from mneme_cuda import recorder
+
+    console.print(f"built {recorder.build(force=force)}")
+
+
+COMMANDS = [record_command, cuda_group]

@@ -1,0 +1,152 @@
+"""Compile latency of one variant, IR -> PTX -> cubin at O3, over the corpus; per-stage split.
+
+Also: a generated 200-function kernel, and the cost of a build-cache hit against a miss.
+Prints medians and ratios (no timed assertions). Run: python benchmarks/bench_compile.py [--reps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from irbuild import build_cuda_ir, corpus
+
+from mneme.core import codegen, ir, ircache, pipeline
+from mneme.core.types import ExperimentConfiguration
+
+CONFIG = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
+STAGES = ("preprocess", "optimize", "codegen", "assemble")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:7.1f}"
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (ptxas): robust on a busy machine."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+CLOCK = time.perf_counter
+
+
+def compile_once(mod, kernel: str, config: ExperimentConfiguration, assembler: str) -> dict[str, float]:
+    """One uncached build, with the PTX assembled by `assembler`; seconds per stage and in total."""
+    start = CLOCK()
+    t = [CLOCK()]
+    pre = pipeline.preprocess(mod, kernel, config, base_hash="bench")
+    t.append(CLOCK())
+    try:
+        pipeline.optimize(pre.module, config, "nvptx", "sm_90")
+        t.append(CLOCK())
+        ptx = codegen.target_machine("nvptx", "sm_90", config.codegen_opt).emit_assembly(pre.module)
+        t.append(CLOCK())
+        codegen.assemble_ptx(ptx, "sm_90", config, kernel, assembler=assembler)
+        t.append(CLOCK())
+    finally:
+        pre.module.close()
+    stages = {name: t[i + 1] - t[i] for i, name in enumerate(STAGES)}
+    return {**stages, "total": CLOCK() - start}
+
+
+def median_stages(mod, kernel, config, assembler, reps) -> dict[str, float]:
+    compile_once(mod, kernel, config, assembler)  # warm: target machines, nvJitLink's first call
+    runs = [compile_once(mod, kernel, config, assembler) for _ in range(reps)]
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
+def generated_source(functions: int) -> str:
+    """A kernel calling `functions` distinct device functions (noinline: they stay functions)."""
+    lines = []
+    for i in range(functions):
+        lines.append(
+            f"__device__ __noinline__ float f{i}(float x, int k) {{\n"
+            f"  float y = x * {i + 1}.0f + k;\n  for (int j = 0; j < (k & 3); ++j) y = y * 0.5f + {i}.25f;\n"
+            f"  return y > {i}.0f ? y - x : y + x;\n}}\n"
+        )
+    body = "\n".join(f"  acc += f{i}(acc, i + {i});" for i in range(functions))
+    lines.append(
+        'extern "C" __global__ void many_functions(const float* in, float* out, int n) {\n'
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  float acc = in[i];\n"
+        f"{body}\n  out[i] = acc;\n}}\n"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument("--cpu", action="store_true",
+                        help="Measure CPU time (process + ptxas children) instead of wall time: for a busy machine.")
+    opts = parser.parse_args()
+    global CLOCK
+    if opts.cpu:
+        CLOCK = _cpu
+    assemblers = ["ptxas"] + (["nvjitlink"] if codegen.ptx_assembler() == "nvjitlink" else [])
+
+    print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {codegen._tool_version(codegen.ptxas_path() or 'ptxas')}; "
+          f"nvJitLink: {'yes' if 'nvjitlink' in assemblers else 'no'}; median of {opts.reps} runs, "
+          f"{'CPU' if opts.cpu else 'wall'} ms")  # fmt: skip
+    header = f"{'kernel':24s}" + "".join(f"{s:>11s}" for s in STAGES) + "".join(f"{'total/' + a:>17s}" for a in assemblers)
+    print(header)
+    totals: dict[str, list[float]] = {a: [] for a in assemblers}
+    for item in corpus():
+        for kernel in item.kernels:
+            mod = ir.link([build_cuda_ir(item.source)], kernel)
+            per = {a: median_stages(mod, kernel, CONFIG, a, opts.reps) for a in assemblers}
+            best = per[assemblers[-1]]
+            stages = "".join(f"{_ms(best[s]):>11s}" for s in STAGES[:3]) + "".join(
+                f"{_ms(per[a]['assemble']):>11s}" for a in assemblers[-1:])
+            print(f"{kernel[:24]:24s}{stages}" + "".join(f"{_ms(per[a]['total']):>17s}" for a in assemblers))
+            for a in assemblers:
+                totals[a].append(per[a]["total"])
+    for a in assemblers:
+        print(f"median total per corpus kernel with {a}: {_ms(statistics.median(totals[a]))} ms")
+    if len(assemblers) == 2:
+        ratio = statistics.median(totals["nvjitlink"]) / statistics.median(totals["ptxas"])
+        print(f"ratio nvJitLink / ptxas subprocess (median total): {ratio:.2f}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp, "many_functions.cu")
+        src.write_text(generated_source(200))
+        t0 = time.perf_counter()
+        mod = ir.link([build_cuda_ir(src)], "many_functions")
+        build = time.perf_counter() - t0
+        funcs = len(ir.defined_functions(mod))
+        big = compile_once(mod, "many_functions", CONFIG, assemblers[-1])
+        print(f"\n200-function kernel ({funcs} functions defined; clang build {build:.2f} s, not counted): "
+              + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in big.items()))  # fmt: skip
+
+        mod = ir.link([build_cuda_ir("saxpy")], "saxpy")
+        cache = ircache.BuildCache(Path(tmp, "cache"))
+        misses, hits, disk_hits = [], [], []
+        for i in range(opts.reps):
+            config = CONFIG.replace(max_registers=32 + i)  # a new variant each time
+            t0 = CLOCK()
+            pipeline.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
+            misses.append(CLOCK() - t0)
+            t0 = CLOCK()
+            pipeline.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
+            hits.append(CLOCK() - t0)
+            fresh = ircache.BuildCache(Path(tmp, "cache"))
+            t0 = CLOCK()
+            pipeline.compile(mod, "saxpy", config, "sm_90", cache=fresh, base_hash="saxpy")
+            disk_hits.append(CLOCK() - t0)
+        miss, hit, disk = (statistics.median(x) for x in (misses, hits, disk_hits))
+        print(f"\nbuild cache (saxpy): miss {_ms(miss).strip()} ms, process hit {hit * 1e6:.0f} us "
+              f"({hit / miss:.2%} of a miss), disk hit {disk * 1e6:.0f} us ({disk / miss:.2%} of a miss)")  # fmt: skip
+        t0 = CLOCK()
+        h = ir.module_hash(mod)
+        print(f"hashing the input module when the caller passes no base_hash: {(CLOCK() - t0) * 1e6:.0f} us ({h[:8]})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Build-time cost of `mneme-cc`: the same nvcc compile with and without the launcher.
+
+Compiles one CUDA translation unit `--repeats` times each way (alternating, so machine load
+hits both alike) and prints the median wall times, their ratio, the added seconds per
+translation unit, and the size the `.mneme_ir` section adds to the object. Also times a host
+C++ compile through the launcher (pass-through cost). Usage:
+
+    python benchmarks/bench_instrument.py [--repeats 5] [--arch sm_90]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mneme.instrument.elf import ElfFile
+from mneme.instrument.section import SECTION_NAME
+
+KERNELS = r"""
+#include <cuda_runtime.h>
+template <typename T, int N>
+__global__ void stencil(const T* __restrict__ in, T* __restrict__ out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N && i < n - N) {
+    T acc = 0;
+#pragma unroll
+    for (int k = -N; k <= N; ++k) acc += in[i + k] * T(1.0 / (2 * N + 1));
+    out[i] = acc;
+  }
+}
+template __global__ void stencil<float, 1>(const float*, float*, int);
+template __global__ void stencil<float, 4>(const float*, float*, int);
+template __global__ void stencil<double, 4>(const double*, double*, int);
+__global__ void vecadd(const float* a, const float* b, float* c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+int main() { return 0; }
+"""
+HOST = "#include <vector>\nint sum(const std::vector<int>& v) { int s = 0; for (int x : v) s += x; return s; }\n"
+LAUNCHER = [sys.executable, "-m", "mneme.instrument.launcher"]
+
+
+def timed(argv, cwd) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--arch", default="sm_90")
+    args = parser.parse_args()
+    if not shutil.which("nvcc"):
+        sys.exit("needs nvcc on PATH")
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        (d / "k.cu").write_text(KERNELS)
+        (d / "h.cpp").write_text(HOST)
+        nvcc = ["nvcc", "-c", "k.cu", f"-arch={args.arch}", "-O3"]
+        gpp = ["g++", "-O2", "-c", "h.cpp"]
+        plain, launched, host_plain, host_launched = [], [], [], []
+        for _ in range(args.repeats):
+            plain.append(timed([*nvcc, "-o", "plain.o"], d))
+            launched.append(timed([*LAUNCHER, *nvcc, "-o", "launched.o"], d))
+            host_plain.append(timed([*gpp, "-o", "hp.o"], d))
+            host_launched.append(timed([*LAUNCHER, *gpp, "-o", "hl.o"], d))
+        elf = ElfFile.read(d / "launched.o")
+        section = sum(s.size for s in elf.sections_named(SECTION_NAME))
+        size_plain = (d / "plain.o").stat().st_size
+    p, m = statistics.median(plain), statistics.median(launched)
+    hp, hm = statistics.median(host_plain), statistics.median(host_launched)
+    print(f"nvcc -c (CUDA TU, {args.arch}): plain {p:.2f} s, through mneme-cc {m:.2f} s; "
+          f"ratio {m / p:.2f}, +{m - p:.2f} s per TU")
+    print(f"g++ -c (host TU, pass-through): plain {hp:.2f} s, through mneme-cc {hm:.2f} s; "
+          f"ratio {hm / hp:.2f}, +{hm - hp:.2f} s per TU")
+    print(f"object size: {size_plain} bytes, + {section} bytes of {SECTION_NAME} ({section / size_plain:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The `mneme ir` commands on real corpus IR and on a recording database."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+from irbuild import build_cuda_ir, build_hip_ir, hip_available
+
+from mneme.core import ir
+from mneme.core.cli import cli
+
+needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+
+
+def run(*args: str, ok: bool = True):
+    result = CliRunner().invoke(cli, ["ir", *args], catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def test_passes_lists_the_registry_levels_and_transforms():
+    data = json.loads(run("passes", "--json").stdout)
+    assert "instcombine" in data["passes"] and "default<Oz>" in data["levels"]
+    assert "specialize_dims" in data["transforms"]
+    assert "sroa" in run("passes").stdout
+
+
+def test_show_prints_the_transformed_ir():
+    path = str(build_cuda_ir("saxpy"))
+    out = run("show", path, "--specialize-dims", "--grid", "8", "--block", "128", "--optimized").stdout
+    assert "define" in out and "@saxpy" in out and "sreg.ntid" not in out
+
+
+def test_show_with_an_argument_value_folds_it(tmp_path):
+    path = str(build_cuda_ir("saxpy"))
+    out = run("show", path, "--specialize", "--arg", "0=4096", "--arg", "1=2.5", "--optimized").stdout
+    assert "4096" in out and "2.500000e+00" in out
+
+
+def test_compile_writes_ptx_and_cubin(tmp_path):
+    path = str(build_cuda_ir("reduce_sum"))
+    ptx = tmp_path / "k.ptx"
+    run("compile", path, "--emit", "ptx", "--launch-bounds", "256,2", "-o", str(ptx))
+    assert ".maxntid 256" in ptx.read_text()
+    cubin = tmp_path / "k.cubin"
+    result = run("compile", path, "--arch", "sm_90", "-o", str(cubin))
+    assert cubin.read_bytes()[:4] == b"\x7fELF" and "registers" in result.stderr
+
+
+@needs_hip
+def test_compile_writes_an_amdgpu_code_object(tmp_path):
+    out = tmp_path / "k.hsaco"
+    run("compile", str(build_hip_ir("reduce_sum")), "--arch", "gfx90a", "--emit", "hsaco", "-o", str(out))
+    assert out.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_resources_reports_registers_and_shared_memory():
+    data = json.loads(run("resources", str(build_cuda_ir("reduce_sum")), "--json").stdout)
+    assert data["resources"]["shared_mem"] == 1024 and data["resources"]["registers"] > 0
+    assert "assemble" in data["stage_times"]
+
+
+def test_diff_shows_two_configurations_side_by_side():
+    out = run("diff", str(build_cuda_ir("saxpy")), "--grid", "8", "--block", "128",
+              "-a", "specialize_dims=false", "-b", "specialize_dims=true").stdout  # fmt: skip
+    assert "config: specialize_dims" in out and "--- A.ptx" in out and re.search(r"^-.*%ntid", out, re.MULTILINE)
+
+
+def test_several_kernels_need_a_kernel_name():
+    result = run("show", str(build_cuda_ir("scale_template")), ok=False)
+    assert result.exit_code == 2 and "pick one with --kernel" in result.output
+    assert "_Z5scaleIiEvPT_S0_i" in run("show", str(build_cuda_ir("scale_template")), "-k", "_Z5scaleIiEvPT_S0_i").stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--passes", "sroa,bogus"], "unknown pass 'bogus'"),
+    (["--launch-bounds", "2048"], "max threads must be 1..1024"),
+    (["-k", "nope"], "kernels present: saxpy"),
+    (["--arch", "sm_90x"], "unknown architecture"),
+    (["--specialize"], "no recorded argument bytes"),
+])  # fmt: skip
+def test_bad_options_print_one_line_errors(args, message):
+    result = run("compile", str(build_cuda_ir("saxpy")), "--emit", "ptx", *args, ok=False)
+    assert result.exit_code != 0 and message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_malformed_ir_file_is_named_in_the_error(tmp_path):
+    bad = tmp_path / "bad.ll"
+    bad.write_text("define void @k( {\n")
+    result = run("show", str(bad), ok=False)
+    assert result.exit_code == 1 and "bad.ll: malformed LLVM IR" in result.output
+
+
+def test_a_recording_database_supplies_kernel_launch_and_arguments(tmp_path):
+    from mneme.core.records import ArgInfo, RecordedExecution
+    from mneme.core.snapshot import SnapshotType, SnapshotWriter
+
+    ll = tmp_path / "saxpy.ll"
+    ll.write_text(build_cuda_ir("saxpy").read_text())
+    mod = ir.load(ll)
+    params = ir.kernel_params(mod, "saxpy")
+    args = (1000).to_bytes(4, "little") + bytes.fromhex("00002040") + (0x7000).to_bytes(8, "little") * 2
+    rec = RecordedExecution.create(tmp_path, kernel_name="saxpy", static_hash=ir.module_hash(mod)[:16], backend="cuda",
+                                   arch="sm_90", modules=[ll],
+                                   args=[ArgInfo(f"a{p.index}", p.offset, p.size, p.kind, True) for p in params])  # fmt: skip
+    for kind, name in ((SnapshotType.PROLOGUE, "pro.mneme"), (SnapshotType.EPILOGUE, "epi.mneme")):
+        with SnapshotWriter(tmp_path / name, kind, static_hash=rec.static_hash, dynamic_hash="d") as w:
+            w.set_args(args)
+    rec.add_instance(grid=(4, 1, 1), block=(256, 1, 1), shared_mem=0, args=args,
+                     prologue=tmp_path / "pro.mneme", epilogue=tmp_path / "epi.mneme")  # fmt: skip
+    db = tmp_path / f"{rec.static_hash}.json"
+    rec.to_json(db)
+    out = run("compile", "-rdb", str(db), "--emit", "ptx", "--specialize", "--specialize-dims").stdout
+    body = out.split("{", 1)[1]
+    assert "%ntid" not in body and "ld.param" not in body
+    assert re.search(r"\b(1000|999);", body)

@@ -1,0 +1,219 @@
+"""`mneme tune` and `mneme results` as a user runs them: real processes, real recordings, exit codes,
+a tuner killed and resumed, tuners sharing one study through a journal file and through PostgreSQL."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from irbuild import build_cuda_ir
+from mneme.core.tuning.report import open_results
+from mneme.core.tuning.store import COUNTED, EVALUATED, ResultStore
+from test_tuning_session import capture_saxpy
+
+CLI = [sys.executable, "-m", "mneme.core.cli"]
+SPACE = ["--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repeats", "1"]
+
+
+def mneme(*args, timeout=240, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def saxpy_db(tmp_path_factory):
+    return capture_saxpy(tmp_path_factory.mktemp("saxpy"))
+
+
+def test_print_space_shows_the_dimensions_without_running_anything(saxpy_db, tmp_path):
+    out = mneme("tune", "-rdb", saxpy_db, "--space", "standard", "--print-space", "--results", tmp_path / "r")
+    assert out.returncode == 0, out.stderr
+    for word in ("block_x", "specialize", "passes", "codegen_opt", "feasible distinct configurations",
+                 "recorded launch: grid (16, 1, 1), block (256, 1, 1)"):
+        assert word in out.stdout
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--trials", "0"], "--trials must be >= 1"),
+    (["--sampler", "annealing"], "unknown sampler 'annealing'"),
+    (["--sampler", "nevergrad:ngopt"], "did you mean NGOpt"),
+    (["--space", "nowhere"], "unknown space 'nowhere'"),
+    (["-o", "axes=w"], "axes='w'"),
+    (["--storage", "redis-ish"], "journal:PATH"),
+])
+def test_invalid_options_exit_with_code_2_and_say_what_is_wrong(saxpy_db, tmp_path, args, message):
+    out = mneme("tune", "-rdb", saxpy_db, "--results", tmp_path / "r", *args)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in " ".join(out.stderr.split())
+
+
+def test_tune_then_results_reprints_exports_and_plots(saxpy_db, tmp_path):
+    results = tmp_path / "run"
+    out = mneme("tune", "-rdb", saxpy_db, "--sampler", "optuna:tpe", "--trials", 6, "--seed", 1, "--results",
+                results, *SPACE)
+    assert out.returncode == 0, out.stderr
+    assert "best configurations" in out.stdout and "speedup" in out.stdout
+    for name in ("best.json", "tuned-kernels.json", "summary.json", "session.json", "study.db"):
+        assert (results / name).is_file(), name
+    again = mneme("results", results, "--csv", tmp_path / "t.csv", "--jsonl", tmp_path / "t.jsonl",
+                  "--plots", tmp_path / "plots")
+    assert again.returncode == 0, again.stderr
+    assert "best configurations" in again.stdout
+    rows = list(csv.DictReader(open(tmp_path / "t.csv")))
+    assert len([r for r in rows if r["status"] in COUNTED]) == 6
+    lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert {line["number"] for line in lines} == {int(r["number"]) for r in rows}
+    assert (tmp_path / "plots" / "history.html").is_file()
+    # The same folder again without --resume is refused; with --resume and a bigger budget it continues.
+    refused = mneme("tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, *SPACE)
+    assert refused.returncode == 2 and "--resume" in refused.stderr
+    more = mneme("tune", "-rdb", saxpy_db, "--trials", 8, "--results", results, "--resume", *SPACE)
+    assert more.returncode == 0, more.stderr
+    store, _ = open_results(results)
+    assert sum(r.status in COUNTED for r in store.records()) == 8
+
+
+def test_resume_refuses_a_different_space_unless_forced(saxpy_db, tmp_path):
+    results = tmp_path / "run"
+    assert mneme("tune", "-rdb", saxpy_db, "--trials", 2, "--results", results, "--study", "s",
+                 *SPACE).returncode == 0
+    other = mneme("tune", "-rdb", saxpy_db, "--trials", 3, "--results", results, "--resume", "--study", "s",
+                  "--space", "launch", "-o", "axes=x")
+    assert other.returncode == 2 and "search space" in other.stderr
+    forced = mneme("tune", "-rdb", saxpy_db, "--trials", 3, "--results", results, "--resume", "--force",
+                   "--study", "s", "--space", "launch", "-o", "axes=x", "--retime-top", "0")
+    assert forced.returncode == 0, forced.stderr
+
+
+def test_a_baseline_that_does_not_verify_exits_with_code_3(tmp_path):
+    db = capture_saxpy(tmp_path / "rec")
+    module = next((tmp_path / "rec").glob("*.ll"))
+    text = module.read_text()
+    module.write_text(text.replace("fadd", "fsub") if "fadd" in text else text.replace("fmul", "fdiv"))
+    out = mneme("tune", "-rdb", db, "--trials", 3, "--results", tmp_path / "r")
+    assert out.returncode == 3, out.stdout + out.stderr
+    assert "does not replay correctly" in " ".join(out.stderr.split())
+
+
+def _finished(results: Path) -> dict[int, tuple[str, float]]:
+    if not (results / "study.db").exists():  # opening it would create it
+        return {}
+    try:
+        store = ResultStore.load(f"sqlite:///{results / 'study.db'}")
+    except Exception:  # not created yet
+        return {}
+    return {r.number: (r.hash, r.value) for r in store.records() if r.status in COUNTED}
+
+
+def test_a_killed_tuner_resumes_without_losing_or_repeating_experiments(saxpy_db, tmp_path):
+    results = tmp_path / "run"
+    args = ["tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 24, "--results", results, *SPACE]
+    proc = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_finished(results)) < 6 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert proc.poll() is None, "the tuner finished before it could be killed"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its worker processes
+        except ProcessLookupError:
+            pass
+    before = _finished(results)
+    assert 6 <= len(before) < 24
+    out = mneme(*args, "--resume")
+    assert out.returncode == 0, out.stderr
+    store, _ = open_results(results)
+    records = store.records()
+    after = {r.number: (r.hash, r.value) for r in records if r.status in COUNTED}
+    assert all(after[n] == before[n] for n in before)  # nothing finished was lost or changed
+    assert len(after) == 24
+    ran = [r.hash for r in records if r.status in EVALUATED]
+    assert len(ran) == len(set(ran))  # nothing ran twice
+    for r in records:
+        if r.status == "interrupted" and r.config:
+            assert r.hash in ran  # an interrupted experiment ran again
+
+
+def _run_two(db, tmp_path, storage, study):
+    args = ["tune", "-rdb", db, "--sampler", "exhaustive", "--trials", 14, "--storage", storage, "--study", study,
+            *SPACE]
+    procs = [subprocess.Popen([*CLI, *map(str, args), "--results", tmp_path / f"r{i}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (stdout, stderr) in zip(procs, outs):
+        assert p.returncode == 0, stderr
+    store = ResultStore.load(storage, study)
+    records = store.records()
+    counted = [r for r in records if r.status in COUNTED]
+    assert 14 <= len(counted) <= 16  # both check the shared budget before each ask
+    pids = {r.owner["pid"] for r in counted}
+    assert pids == {p.pid for p in procs}  # both processes worked on the one study
+    ran = [r.hash for r in records if r.status in EVALUATED]
+    assert len(ran) - len(set(ran)) <= 1  # exhaustive splits the points between them
+
+
+def test_two_tuners_share_one_study_through_a_journal_file(saxpy_db, tmp_path):
+    _run_two(saxpy_db, tmp_path, f"journal:{tmp_path / 'shared' / 'study.log'}", "shared")
+
+
+def _postgres_bin(name: str) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for path in sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), reverse=True):
+        return str(path)
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def postgres_url():
+    """A PostgreSQL server of our own in a temporary folder, on a free localhost port."""
+    initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
+    if not (initdb and pg_ctl):
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed: apt-get install postgresql")
+    pytest.importorskip("psycopg2", reason="psycopg2 is not installed: pip install psycopg2-binary")
+    folder = Path(tempfile.mkdtemp(prefix="mneme-pg-"))
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as an unprivileged user
+        import pwd
+
+        user = "postgres" if any(p.pw_name == "postgres" for p in pwd.getpwall()) else "nobody"
+        shutil.chown(folder, user)
+        folder.chmod(0o755)
+        prefix = ["runuser", "-u", user, "--"]
+    data, port = folder / "data", _free_port()
+    subprocess.run([*prefix, initdb, "-D", data, "-U", "mneme", "--auth=trust", "-E", "UTF8"], check=True,
+                   capture_output=True)
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    subprocess.run([*prefix, pg_ctl, "-D", data, "-o", options, "-l", folder / "log", "-w", "start"], check=True,
+                   capture_output=True)
+    try:
+        yield f"postgresql://mneme@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run([*prefix, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_two_tuners_share_one_study_through_postgresql(saxpy_db, tmp_path, postgres_url):
+    _run_two(saxpy_db, tmp_path, postgres_url, "shared-pg")

@@ -1,0 +1,142 @@
+"""Tuning sessions on the host backend with real captured kernels: every sampler, the store, penalties."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import optuna
+import pytest
+
+from irbuild import build_cuda_ir
+from mneme import capture
+from mneme.core.tuning.session import PENALTY_FACTOR, TuneOptions, TuningSession
+from mneme.core.tuning.store import EVALUATED, ResultStore
+from mneme.core.types import ExperimentConfiguration
+from mneme.core.workers import AsyncReplayExecutor
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+N = 4096
+
+
+def capture_saxpy(out: Path, ir: Path | None = None) -> Path:
+    """A real recording: saxpy (a grid-stride loop) on 4096 floats, 16 x 256 threads, host backend."""
+    x = np.arange(N, dtype=np.float32)
+    y = np.ones(N, dtype=np.float32)
+    return capture.capture(ir=ir or build_cuda_ir("saxpy"), kernel="saxpy", grid=16, block=256,
+                           args=[np.int32(N), np.float32(2.0), x, y], out=out, backend="host")
+
+
+def capture_vector_add(out: Path) -> Path:
+    """vector_add checks `i < n` but does not loop: fewer threads than recorded leave outputs unwritten."""
+    a = np.arange(N, dtype=np.float32)
+    b = np.full(N, 3.0, dtype=np.float32)
+    c = np.zeros(N, dtype=np.float32)
+    return capture.capture(ir=build_cuda_ir("vector_add"), kernel="vector_add", grid=16, block=256,
+                           args=[a, b, c, np.int32(N)], out=out, backend="host")
+
+
+class SharedPool:
+    """One warm pool for several sessions of a test module (the session shuts its pool down at the end)."""
+
+    def __init__(self, pool: AsyncReplayExecutor):
+        self.pool = pool
+
+    def __getattr__(self, name):
+        return getattr(self.pool, name)
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def saxpy_db(tmp_path_factory):
+    return capture_saxpy(tmp_path_factory.mktemp("saxpy"))
+
+
+@pytest.fixture(scope="module")
+def saxpy_pool(saxpy_db, tmp_path_factory):
+    pool = AsyncReplayExecutor(saxpy_db, None, 3, tmp_path_factory.mktemp("pool"), 1)
+    yield SharedPool(pool)
+    pool.shutdown()
+
+
+def run_session(db, pool, results, **options):
+    options.setdefault("retime_top", 1)
+    options.setdefault("retime_repeats", 1)
+    session = TuningSession(TuneOptions(record_db=str(db), results=str(results), **options),
+                            pool_factory=lambda **kwargs: pool)
+    return session, session.run()
+
+
+def experiment_hashes(store: ResultStore) -> list[str]:
+    return [r.hash for r in store.records() if r.status in EVALUATED]
+
+
+SAMPLERS = ["exhaustive", "random", "optuna:tpe", "optuna:cmaes", "optuna:nsga2", "optuna:qmc",
+            "nevergrad:NGOpt", "nevergrad:OnePlusOne", "nevergrad:TwoPointsDE"]
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS)
+def test_every_sampler_tunes_a_captured_kernel_and_exports_a_reproducible_best(saxpy_db, saxpy_pool, tmp_path,
+                                                                                 sampler):
+    session, summary = run_session(saxpy_db, saxpy_pool, tmp_path, sampler=sampler, trials=6, seed=1,
+                                   space="quick", space_options={"axes": "x"})
+    assert summary["counts"]["trials"] == 6
+    hashes = experiment_hashes(session.store)
+    assert len(hashes) == len(set(hashes))  # no configuration ran twice
+    best = ExperimentConfiguration.from_dict(json.loads((tmp_path / "best.json").read_text()))
+    assert best.is_valid() and best.hash() == summary["best"]["hash"]
+    assert summary["best"]["speedup"] > 0
+    # The best configuration replays and verifies.
+    assert saxpy_pool.evaluate(best).ok
+    proteus = json.loads((tmp_path / "tuned-kernels.json").read_text())["saxpy"]
+    assert proteus["SpecializeArgs"] == best.specialize and proteus["CodeGenOptLevel"] == best.codegen_opt
+    assert proteus["Mneme"]["block"] == best.block.to_dict()
+    for record in session.store.records():
+        if record.status == "ok":
+            assert record.result["verified"] and record.owner["pid"] > 0 and record.env == session.env_digest
+
+
+def test_a_configuration_already_evaluated_is_answered_from_the_store(saxpy_db, saxpy_pool, tmp_path):
+    # A space of 12 points, asked 30 times: everything beyond the first visit of a point is a cache hit.
+    session, summary = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="random", seed=4, trials=30,
+                                   space="quick", space_options={"axes": "x", "max_block": 4})
+    hashes = experiment_hashes(session.store)
+    assert len(hashes) == len(set(hashes)) <= 12
+    assert summary["counts"]["cached"] == 30 - len(hashes) > 0
+    by_number = {r.number: r for r in session.store.records()}
+    for record in by_number.values():
+        if record.status == "cached":
+            source = by_number[record.cached_from]
+            assert record.value == source.value and record.hash == source.hash
+
+
+def test_unverified_configurations_get_a_penalty_and_never_become_best(tmp_path):
+    db = capture_vector_add(tmp_path / "rec")
+    session = TuningSession(TuneOptions(record_db=str(db), results=str(tmp_path / "res"), sampler="exhaustive",
+                                        trials=40, space="launch",
+                                        space_options={"grid_stride": True, "launch_bounds": False, "max_block": 256},
+                                        retime_top=1, retime_repeats=1))
+    summary = session.run()
+    records = session.store.records()
+    unverified = [r for r in records if r.status == "unverified"]
+    assert unverified, "shrinking the grid of a kernel that does not loop must fail verification"
+    penalty = session.store.baseline["value"] * PENALTY_FACTOR
+    assert all(r.value == pytest.approx(penalty) for r in unverified)
+    assert summary["best"]["hash"] not in {r.hash for r in unverified}
+    assert summary["counts"]["failures"]["verify"] == len(unverified)
+    best = ExperimentConfiguration.from_dict(summary["best"]["config"])
+    assert best.grid.x * best.block.x >= N
+
+
+def test_infeasible_points_are_told_without_running(saxpy_db, saxpy_pool, tmp_path):
+    # Launch bounds below the block are invalid configurations: TPE meets some and learns from them.
+    session, summary = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="random", seed=0, trials=8,
+                                   space="launch", space_options={"axes": "x"})
+    infeasible = [r for r in session.store.records() if r.status == "infeasible"]
+    assert infeasible and summary["counts"]["infeasible"] == len(infeasible)
+    assert all(r.result is None and r.config is None for r in infeasible)
+    assert summary["counts"]["trials"] == 8
