@@ -2,7 +2,7 @@
 """Build-time cost of `mneme-cc`: the same nvcc compile with and without the launcher.
 
 Compiles one CUDA translation unit `--repeats` times each way (alternating, so machine load
-hits both alike) and prints the median wall times, their ratio, the added seconds per
+hits both alike) and prints the median wall and CPU times, their ratio, the added seconds per
 translation unit, and the size the `.mneme_ir` section adds to the object. Also times a host
 C++ compile through the launcher (pass-through cost). Usage:
 
@@ -12,6 +12,8 @@ C++ compile through the launcher (pass-through cost). Usage:
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -48,10 +50,20 @@ HOST = "#include <vector>\nint sum(const std::vector<int>& v) { int s = 0; for (
 LAUNCHER = [sys.executable, "-m", "mneme.instrument.launcher"]
 
 
-def timed(argv, cwd) -> float:
+def timed(argv, cwd) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the command and all its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     subprocess.run(argv, cwd=cwd, check=True, capture_output=True)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def report(label: str, plain: list, launched: list) -> None:
+    for what, i in (("wall", 0), ("CPU", 1)):
+        p, m = statistics.median(t[i] for t in plain), statistics.median(t[i] for t in launched)
+        print(f"{label} {what}: plain {p:.2f} s, through mneme-cc {m:.2f} s; ratio {m / p:.2f}, +{m - p:.2f} s per TU")
 
 
 def main() -> None:
@@ -76,12 +88,9 @@ def main() -> None:
         elf = ElfFile.read(d / "launched.o")
         section = sum(s.size for s in elf.sections_named(SECTION_NAME))
         size_plain = (d / "plain.o").stat().st_size
-    p, m = statistics.median(plain), statistics.median(launched)
-    hp, hm = statistics.median(host_plain), statistics.median(host_launched)
-    print(f"nvcc -c (CUDA TU, {args.arch}): plain {p:.2f} s, through mneme-cc {m:.2f} s; "
-          f"ratio {m / p:.2f}, +{m - p:.2f} s per TU")
-    print(f"g++ -c (host TU, pass-through): plain {hp:.2f} s, through mneme-cc {hm:.2f} s; "
-          f"ratio {hm / hp:.2f}, +{hm - hp:.2f} s per TU")
+    print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (wall times suffer from load, CPU less)")
+    report(f"nvcc -c (CUDA TU, {args.arch})", plain, launched)
+    report("g++ -c (host TU, pass-through)", host_plain, host_launched)
     print(f"object size: {size_plain} bytes, + {section} bytes of {SECTION_NAME} ({section / size_plain:.2f}x)")
 
 

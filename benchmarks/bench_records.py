@@ -24,7 +24,7 @@ def build(folder: Path, instances: int, mib: int) -> RecordedExecution:
     folder.mkdir(parents=True)
     (folder / "k.ll").write_text("; IR stands in: the database never parses it\n")
     rec = RecordedExecution.create(folder, kernel_name="k", static_hash="bench", backend="host", arch="x86_64",
-                                   modules=["k.ll"], args=[ArgInfo("x", 0, 8, "pointer"), ArgInfo("n", 8, 4, "int")])
+                                   modules=[folder / "k.ll"], args=[ArgInfo("x", 0, 8, "pointer"), ArgInfo("n", 8, 4, "int")])
     (folder / "snapshots").mkdir()
     big = max(1, mib) << 20
     chunk = os.urandom(1 << 20)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import struct
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from mneme.core.errors import FormatError, UsageError
+from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.types import ExperimentConfiguration, dim3
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,7 @@ def capture(
     va_addr: int = DEFAULT_VA_ADDR,
     device_id: int = 0,
     outputs: dict[int, np.ndarray] | None = None,
+    globals: Mapping[str, Any] | None = None,  # noqa: A002 - the field's word for them
 ) -> Path:
     """Capture one launch of `kernel` into a recording database in `out`; returns the database's path.
 
@@ -144,6 +146,8 @@ def capture(
     tolerances : argument index -> RegionPolicy (or its fields as a mapping) for that buffer
     names : argument names (clang drops them from optimized IR)
     outputs : when a dict is given, it receives argument index -> the buffer after the launch
+    globals : initial values of device global variables by name (default: the module's initializers);
+        every global the kernel's module defines is snapshotted before and after the launch
     """
     from mneme.core import backend as backend_mod
     from mneme.core import ir as irmod
@@ -160,6 +164,7 @@ def capture(
     linked = irmod.link(module_files, kernel)
     static_hash = irmod.module_hash(linked)[:16]
     params = irmod.kernel_params(linked, kernel)
+    device_globals = module_globals(linked)
     if len(args) != len(params):
         raise UsageError(f"kernel {kernel!r} takes {len(params)} arguments "
                          f"({', '.join(p.type for p in params)}); got {len(args)}")  # fmt: skip
@@ -213,19 +218,27 @@ def capture(
     config = ExperimentConfiguration(grid=grid, block=block, shared_mem=shared_mem)
     with chosen.open_device(device_id) as device:
         device.reserve(va_addr, va_size)
-        with SnapshotWriter(prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash,
-                            dynamic_hash=dynamic_hash) as writer:  # fmt: skip
-            writer.set_args(arg_bytes)
-            for buf in buffers:
-                device.map(buf.addr, buf.size)
-                data = buf.data
-                device.write(buf.addr, data)
-                writer.add_region(buf.addr, data, encoding=_encoding(len(data)),
-                                  policy=_policy(tolerances.get(buf.index), buf.index))  # fmt: skip
-        builder = KernelBuilder(rec, arg_bytes, chosen, arch)
-        binary = builder.build(config)
+        for buf in buffers:
+            device.map(buf.addr, buf.size)
+            device.write(buf.addr, buf.data)
+        binary = KernelBuilder(rec, arg_bytes, chosen, arch).build(config)
         with device.load(binary) as loaded:
+            for name, value in (globals or {}).items():
+                if name not in device_globals:
+                    raise UsageError(f"kernel {kernel!r} has no device global {name!r}; its globals: "
+                                     f"{', '.join(device_globals) or 'none'}")  # fmt: skip
+                device.write_global(loaded, name, _global_bytes(value, device_globals[name], name))
+            before = _read_globals(device, loaded, device_globals)
+            with SnapshotWriter(prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash,
+                                dynamic_hash=dynamic_hash) as writer:  # fmt: skip
+                writer.set_args(arg_bytes)
+                for buf in buffers:
+                    writer.add_region(buf.addr, buf.data, encoding=_encoding(buf.size),
+                                      policy=_policy(tolerances.get(buf.index), buf.index))  # fmt: skip
+                for name, data in before.items():
+                    writer.add_global(name, data)
             device.launch(loaded, grid, block, shared_mem, arg_bytes)
+            after_globals = _read_globals(device, loaded, before)
         with SnapshotWriter(epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash,
                             dynamic_hash=dynamic_hash) as writer:  # fmt: skip
             writer.set_args(arg_bytes)
@@ -235,11 +248,48 @@ def capture(
                                        policy=_policy(tolerances.get(buf.index), buf.index))  # fmt: skip
                 if outputs is not None and buf.array.nbytes:
                     outputs[buf.index] = np.frombuffer(after, dtype=buf.array.dtype).reshape(buf.array.shape).copy()
+            for name, data in after_globals.items():
+                writer.add_global(name, data)
+    rec.globals = {**rec.globals, **{name: len(data) for name, data in before.items()}}
     rec.add_instance(grid=grid, block=block, shared_mem=shared_mem, args=arg_bytes, prologue=prologue_path,
                      epilogue=epilogue_path, dynamic_hash=dynamic_hash)  # fmt: skip
     rec.save()
     log.info("captured kernel %s (%s) launch %s into %s", kernel, static_hash, dynamic_hash, db_path)
     return db_path
+
+
+def module_globals(module) -> dict[str, int]:
+    """Name -> size of the device global variables a module defines (global and constant memory)."""
+    from mneme.core import ir as irmod
+
+    td = irmod._target_data(module.data_layout)
+    found = {}
+    for gv in module.global_variables:
+        if gv.is_declaration or gv.name.startswith("llvm."):
+            continue
+        space = re.search(r"addrspace\((\d+)\)", str(gv.type))
+        if space and space.group(1) not in ("1", "4"):  # shared (3) and local (5) memory are per launch
+            continue
+        found[gv.name] = td.get_abi_size(gv.global_value_type)
+    return found
+
+
+def _read_globals(device, loaded, names: Mapping[str, Any]) -> dict[str, bytes]:
+    values = {}
+    for name, size in names.items():
+        size = size if isinstance(size, int) else len(size)
+        try:
+            values[name] = device.read_global(loaded, name, size)
+        except MnemeError as exc:  # e.g. optimized away: nothing to restore or verify
+            log.debug("device global %s is not readable: %s", name, exc)
+    return values
+
+
+def _global_bytes(value: Any, size: int, name: str) -> bytes:
+    data = value.tobytes() if isinstance(value, (np.ndarray, np.generic)) else bytes(value)
+    if len(data) != size:
+        raise UsageError(f"device global {name!r} takes {size} bytes; got {len(data)} (pass a NumPy scalar or array)")
+    return data
 
 
 def _encoding(size: int) -> str:

@@ -154,8 +154,13 @@ def hip_available() -> tuple[bool, str]:
 
 
 def cuda_available() -> tuple[bool, str]:
+    """Whether CUDA corpus IR can be built and assembled here (clang-19, CUDA headers, ptxas), and why not."""
     if not (cuda_path() / "include" / "cuda_runtime.h").exists():
         return False, f"CUDA toolkit headers not found under {cuda_path()} (set CUDA_PATH)"
+    if shutil.which(CLANG) is None:
+        return False, f"{CLANG} not found (apt-get install clang-19)"
+    if shutil.which("ptxas") is None and not (cuda_path() / "bin" / "ptxas").exists():
+        return False, f"ptxas not found in PATH or {cuda_path() / 'bin'}"
     return True, ""
 
 

@@ -160,3 +160,52 @@ def test_the_example_description_captures_the_saxpy_example(tmp_path):
     rec = RecordedExecution.from_json(db)
     assert rec.arg_names == ["n", "a", "x", "y"]
     assert rec.select().block_dim.x == 256
+
+
+def test_a_json_description_is_read_like_yaml_and_names_come_from_it(tmp_path):
+    import json
+
+    from mneme.core.records import RecordedExecution
+
+    spec = tmp_path / "saxpy.json"
+    spec.write_text(json.dumps({
+        "ir": str(SAXPY_IR), "kernel": "saxpy", "grid": [2], "block": [32],
+        "args": [{"name": "n", "scalar": 100}, {"name": "a", "scalar": 0.5},
+                 {"name": "x", "arange": {"dtype": "float32", "shape": [100]}},
+                 {"name": "y", "ones": {"dtype": "float32", "shape": [100]}}],
+    }))  # fmt: skip
+    rec = RecordedExecution.from_json(capture.capture_spec(spec, tmp_path / "out", backend="host"))
+    assert rec.arg_names == ["n", "a", "x", "y"] and rec.select().grid_dim.x == 2
+
+
+def test_device_globals_are_set_snapshotted_and_verified_on_replay(tmp_path):
+    from irbuild import build_cuda_ir
+
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.records import RecordedExecution
+    from mneme.core.snapshot import Snapshot
+
+    data = np.arange(100, dtype=np.float32)
+    outputs = {}
+    db = capture.capture(build_cuda_ir("device_global"), "add_bias", 4, 32, [data, 100], tmp_path, backend="host",
+                         globals={"bias": np.float32(2.5)}, outputs=outputs)  # fmt: skip
+    np.testing.assert_array_equal(outputs[0], data + 2.5)
+    rec = RecordedExecution.from_json(db)
+    assert rec.globals == {"bias": 4, "launch_count": 4}
+    inst = rec.select()
+    prologue = Snapshot.open(inst.prologue_path)
+    epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
+    assert prologue.globals == {"bias": np.float32(2.5).tobytes(), "launch_count": bytes(4)}
+    assert epilogue.globals["launch_count"] == np.int32(1).tobytes()
+    # launch_count counts launches: replay must restore it before the verified run, every time.
+    with BaseExecutor(db, iterations=2) as ex:
+        results = [ex.execute(ex.default_config()) for _ in range(2)]
+    assert all(r.ok for r in results), [r.error for r in results]
+
+
+def test_an_unknown_global_is_refused_naming_the_known_ones(tmp_path):
+    from irbuild import build_cuda_ir
+
+    with pytest.raises(UsageError, match="no device global 'bogus'.*bias, launch_count"):
+        capture.capture(build_cuda_ir("device_global"), "add_bias", 1, 32, [np.zeros(4, np.float32), 4], tmp_path,
+                        backend="host", globals={"bogus": np.float32(1)})  # fmt: skip

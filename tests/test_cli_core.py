@@ -43,6 +43,7 @@ def test_inspect_summarizes_kernel_code_arguments_instances_and_snapshots(tmp_pa
     assert f"{prologue_size / 1024:.1f} KiB" in out
     assert "1.0 KiB, 1 region, raw" in out and "3.9 KiB, 1 region, diff" in out  # 256 and 1000 floats
     assert "f32 rel 1e-06 norm Linf" in out  # the epilogue's verification policy
+    assert "arg0=0x7f0000000000 arg1=2 arg2=256" in out and "arg2=1000" in out  # recorded argument values
 
 
 def test_inspect_json_holds_the_database_and_snapshot_summaries(tmp_path):
@@ -80,6 +81,10 @@ def test_clean_deletes_only_what_the_database_references(tmp_path):
     gone.save()
     (tmp_path / "db" / "notes.txt").write_text("mine")
     before = tree(tmp_path / "db")
+
+    dry = run("clean", "--dry-run", str(gone.path)).output
+    assert "1 database(s), 2 file(s) to remove" in dry and "other/p.mneme" in dry
+    assert tree(tmp_path / "db") == before
 
     out = run("clean", str(gone.path)).output
     assert "1 database(s), 2 file(s) removed, 1 shared file(s) kept" in out
@@ -168,7 +173,7 @@ def test_config_shows_cache_folder_environment_and_tools(tmp_path):
     result = CliRunner().invoke(cli, ["config", "--json"], env={"MNEME_CACHE_DIR": str(tmp_path / "cache")})
     assert result.exit_code == 0, result.output
     config = json.loads(result.output)
-    assert config["cache_dir"] == str(tmp_path / "cache")
+    assert config["cache_dir"] == str(tmp_path / "cache") and config["cache_usage"] == "not created yet"
     assert config["environment"]["MNEME_CACHE_DIR"]["value"] == str(tmp_path / "cache")
     assert config["tools"]["clang-19"].endswith("clang-19")
     assert isinstance(config["backends"], dict)
@@ -183,3 +188,15 @@ def test_inspect_reports_an_unreadable_snapshot_and_fails(tmp_path):
     result = run("inspect", str(rec.path), ok=False)
     assert result.exit_code == 1
     assert "unreadable" in result.output and epilogue.name in result.output
+
+
+def test_copy_refuses_two_different_files_for_one_destination_and_changes_nothing(tmp_path):
+    a = make_recording(tmp_path / "a")
+    b = make_recording(tmp_path / "b", sizes=(32,))
+    b.path.rename(tmp_path / "b" / "other.json")
+    (tmp_path / "b" / "ir" / "scale_template.ll").write_text(
+        (tmp_path / "b" / "ir" / "scale_template.ll").read_text() + "; edited\n")
+    before = tree(tmp_path)
+    result = run("copy", str(a.path), str(tmp_path / "b" / "other.json"), str(tmp_path / "dest"), ok=False)
+    assert result.exit_code == 2 and "with different contents" in result.output
+    assert tree(tmp_path) == before and not (tmp_path / "dest").exists()

@@ -142,6 +142,24 @@ def test_unoptimized_and_optimized_clang_ir_give_the_same_reduction(device, comp
     np.testing.assert_allclose(mem.get(pout, np.zeros(n // block, np.float32)), ref, rtol=1e-5)
 
 
+def test_barrier_kernels_give_the_same_results_as_steps_and_as_fibers(backend, device, compiled, mem, monkeypatch):
+    import llvmlite.binding as llvm
+
+    block, blocks = 128, 9
+    x = rng.random(block * blocks, dtype=np.float32)
+    px = mem.put(x)
+    outs = []
+    for fibers in ("0", "1"):
+        monkeypatch.setenv("MNEME_HOST_FIBERS", fibers)
+        module = llvm.parse_assembly(build_cuda_ir(HOST_KERNELS / "modes.cu").read_text())
+        binary = backend.compile(module, "rotate", ExperimentConfiguration(grid=1, block=1), backend.arch())
+        py = mem.put(np.zeros_like(x))
+        kernel = run(device, binary, (blocks,), (block,), struct.pack("<QQ", px, py), 4 * block)
+        outs.append((kernel.mode, mem.get(py, x)))
+    assert [mode for mode, _ in outs] == [3, 1]  # step form, then fibers
+    np.testing.assert_array_equal(outs[0][1], outs[1][1])
+
+
 def test_templated_kernels_run_under_their_mangled_names(device, compiled, mem):
     n = 1000
     f = rng.random(n, dtype=np.float32)
@@ -219,11 +237,18 @@ def test_cas_loops_integer_and_double_atomics_match_numpy(device, compiled, mem)
     assert mem.get(pdsum, np.zeros(1))[0] == pytest.approx(x.astype(np.float64).sum(), rel=1e-12)
 
 
-def test_warp_shuffle_reduction_sums_every_warp(device, compiled, mem):
+@pytest.mark.parametrize("fibers", ["0", "1"])
+def test_warp_shuffle_reduction_sums_every_warp_as_steps_and_as_fibers(backend, device, mem, monkeypatch, fibers):
+    import llvmlite.binding as llvm
+
+    monkeypatch.setenv("MNEME_HOST_FIBERS", fibers)
     n = 64 * 1000 + 17
     x = rng.random(n, dtype=np.float32)
     px, pt = mem.put(x), mem.put(np.zeros(1, np.float32))
-    run(device, compiled("warp_reduce", "warp_reduce"), ((n + 255) // 256,), (256,), struct.pack("<QQi", px, pt, n))
+    module = llvm.parse_assembly(build_cuda_ir("warp_reduce").read_text())
+    binary = backend.compile(module, "warp_reduce", ExperimentConfiguration(grid=1, block=1), backend.arch())
+    kernel = run(device, binary, ((n + 255) // 256,), (256,), struct.pack("<QQi", px, pt, n))
+    assert kernel.mode == (1 if fibers == "1" else 3)  # fibers, or the step form with warp points
     assert mem.get(pt, np.zeros(1, np.float32))[0] == pytest.approx(x.astype(np.float64).sum(), rel=1e-5)
 
 
@@ -246,7 +271,11 @@ def _shfl_reference(v: np.ndarray, mode: str, b: int, width: int = 32) -> np.nda
     return out
 
 
-def test_votes_ballots_shuffles_and_barrier_reductions_follow_gpu_semantics(device, compiled, mem):
+@pytest.mark.parametrize("fibers", ["0", "1"])
+def test_votes_ballots_shuffles_and_barrier_reductions_follow_gpu_semantics(backend, device, mem, monkeypatch, fibers):
+    import llvmlite.binding as llvm
+
+    monkeypatch.setenv("MNEME_HOST_FIBERS", fibers)
     blocks, block = 3, 128
     n = blocks * block
     v = rng.integers(-3, 10, n, dtype=np.int32)
@@ -256,7 +285,10 @@ def test_votes_ballots_shuffles_and_barrier_reductions_follow_gpu_semantics(devi
     pballot, pvotes = mem.put(np.zeros(n // 32, np.uint32)), mem.put(np.zeros(n, np.int32))
     pshuf, pcounts = mem.put(np.zeros(4 * n, np.int32)), mem.put(np.zeros(3 * blocks, np.int32))
     args = struct.pack("<QQQQQ", pv, pballot, pvotes, pshuf, pcounts)
-    run(device, compiled("warp_ops", "warp_ops"), (blocks,), (block,), args)
+    module = llvm.parse_assembly(build_cuda_ir(HOST_KERNELS / "warp_ops.cu").read_text())
+    binary = backend.compile(module, "warp_ops", ExperimentConfiguration(grid=1, block=1), backend.arch())
+    kernel = run(device, binary, (blocks,), (block,), args)
+    assert kernel.mode == (1 if fibers == "1" else 3)  # fibers, or the step form
 
     positive = (v > 0).reshape(-1, 32)
     ballots = (positive * (1 << np.arange(32, dtype=np.uint64))).sum(axis=1).astype(np.uint32)
@@ -273,6 +305,19 @@ def test_votes_ballots_shuffles_and_barrier_reductions_follow_gpu_semantics(devi
     np.testing.assert_array_equal(mem.get(pcounts, np.zeros(3 * blocks, np.int32)), counts)
 
 
+def test_shuffles_in_the_step_form_follow_gpu_semantics(device, compiled, mem):
+    n = 3 * 96
+    v = rng.integers(-1000, 1000, n, dtype=np.int32)
+    pv, pshuf = mem.put(v), mem.put(np.zeros(4 * n, np.int32))
+    kernel = run(device, compiled("warp_ops", "shuffles"), (3,), (96,), struct.pack("<QQ", pv, pshuf))
+    assert kernel.mode == 3
+    shuffled = mem.get(pshuf, np.zeros(4 * n, np.int32)).reshape(n, 4)
+    np.testing.assert_array_equal(shuffled[:, 0], _shfl_reference(v, "up", 3))
+    np.testing.assert_array_equal(shuffled[:, 1], _shfl_reference(v, "xor", 5))
+    np.testing.assert_array_equal(shuffled[:, 2], _shfl_reference(v, "idx", 7))
+    np.testing.assert_array_equal(shuffled[:, 3], _shfl_reference(v, "down", 2, width=8))
+
+
 def test_dynamic_shared_memory_tiled_transpose(device, compiled, mem):
     rows, cols, tile = 70, 45, 16
     m = rng.random((rows, cols), dtype=np.float32)
@@ -282,6 +327,31 @@ def test_dynamic_shared_memory_tiled_transpose(device, compiled, mem):
     args = struct.pack("<QQii", pin, pout, rows, cols)
     run(device, compiled("transpose_dyn", "transpose"), grid, (tile, tile), args, shared_mem=shared)
     np.testing.assert_array_equal(mem.get(pout, np.zeros((cols, rows), np.float32)), m.T)
+
+
+def test_each_execution_mode_runs_its_kernel_correctly(device, compiled, mem):
+    n = 1000
+    pout = mem.put(np.zeros(n, np.int32))
+    iota3 = run(device, compiled("modes", "iota3"), (4,), (256,), struct.pack("<Qi", pout, n))
+    np.testing.assert_array_equal(mem.get(pout, np.zeros(n, np.int32)), 3 * np.arange(n))
+
+    block, blocks = 128, 5
+    x = rng.random(block * blocks, dtype=np.float32)
+    px, py = mem.put(x), mem.put(np.zeros_like(x))
+    rotate = run(device, compiled("modes", "rotate"), (blocks,), (block,), struct.pack("<QQ", px, py), 4 * block)
+    tiles = x.reshape(blocks, block)
+    ref = np.roll(tiles, -1, axis=1) + 2 * np.roll(tiles, -2, axis=1)
+    np.testing.assert_allclose(mem.get(py, x).reshape(blocks, block), ref, rtol=1e-6)
+
+    grid, blk = (2, 3, 2), (4, 3, 2)
+    total = 12 * 24
+    pc = mem.put(np.zeros(total, np.int32))
+    coords = run(device, compiled("modes", "coords"), grid, blk, struct.pack("<Q", pc))
+    t = np.arange(24)
+    per_thread = (t % 4) + 10 * ((t // 4) % 3) + 100 * (t // 12)
+    ref = (per_thread[None, :] + 1000 * np.arange(12)[:, None]).ravel()
+    np.testing.assert_array_equal(mem.get(pc, np.zeros(total, np.int32)), ref)
+    assert (iota3.mode, rotate.mode, coords.mode) == (0, 3, 2)  # per thread, step form, per block
 
 
 def test_struct_parameters_are_unpacked_at_cuda_param_offsets(device, compiled, mem):
@@ -308,6 +378,27 @@ def test_a_short_argument_buffer_is_refused_before_launching(device, compiled):
     kernel = device.load(compiled("vector_add", "vector_add"))
     with pytest.raises(ExperimentError, match="'vector_add' takes 28 bytes of parameters; the argument buffer has 16"):
         device.launch(kernel, (1,), (32,), 0, bytes(16))
+
+
+def test_a_forked_worker_process_launches_with_its_own_threads(device, compiled, mem):
+    import os
+
+    n = 5000
+    a = rng.random(n, dtype=np.float32)
+    pa, pc = mem.put(a), mem.put(np.zeros(n, np.float32))
+    kernel = device.load(compiled("vector_add", "vector_add"))
+    args = struct.pack("<QQQi", pa, pa, pc, n)
+    device.launch(kernel, (20,), (256,), 0, args)  # the parent's helper threads exist now
+    pid = os.fork()
+    if pid == 0:  # the child: same memory, no helper threads until it launches
+        try:
+            device.write(pc, bytes(4 * n))
+            device.launch(kernel, (20,), (256,), 0, args)
+            ok = np.array_equal(np.frombuffer(device.read(pc, 4 * n), np.float32), a + a)
+        finally:
+            os._exit(0 if locals().get("ok") else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_device_side_assert_fails_the_launch_with_its_message(device, compiled, mem):

@@ -1,21 +1,21 @@
 """examples/cuda_vecadd: CMake + nvcc through `mneme-cc`, then `list` and `extract` the IR.
 
 The extracted kernels' parameters must match those nvcc compiled into the executable's cubin
-(`EIATTR_KPARAM_INFO` records of the cubin's `.nv.info.<kernel>` section).
+(`EIATTR_KPARAM_INFO` records of the cubin's `.nv.info.<kernel>` section, read by
+`mneme.instrument.fatbin`).
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import struct
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from mneme.instrument.elf import ElfFile
+from mneme.instrument.fatbin import find_kernel_params
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cuda_vecadd"
@@ -26,50 +26,8 @@ pytestmark = pytest.mark.skipif(
     not all(shutil.which(t) for t in ("cmake", "nvcc", "clang++-19")), reason="needs cmake, nvcc and clang-19"
 )
 
-FATBIN_MAGIC = 0xBA55ED50
-EIATTR_KPARAM_INFO = 0x17
-
-
-def cubins(binary: Path):
-    """The cubins (ELF entries) of every fatbin in a host binary's `.nv_fatbin` section."""
-    elf = ElfFile.read(binary)
-    (section,) = elf.sections_named(".nv_fatbin")
-    data = elf.section_data(section)
-    pos = 0
-    while pos + 16 <= len(data):
-        magic, _version, header, size = struct.unpack_from("<IHHQ", data, pos)
-        if magic != FATBIN_MAGIC:
-            pos += 8  # alignment padding between fatbins
-            continue
-        entry, end = pos + header, pos + header + size
-        while entry < end:
-            kind, _ver, entry_header, payload = struct.unpack_from("<HHIQ", data, entry)
-            body = data[entry + entry_header : entry + entry_header + payload]
-            if kind == 2 and body[:4] == b"\x7fELF":
-                yield ElfFile.parse(body, f"{binary}:cubin")
-            entry += entry_header + payload
-        pos = (end + 7) & ~7
-
-
 def cubin_param_sizes(binary: Path, kernel: str) -> list[int]:
-    """Parameter sizes by ordinal, from the cubin's EIATTR_KPARAM_INFO records."""
-    for cubin in cubins(binary):
-        info = cubin.sections_named(f".nv.info.{kernel}")
-        if not info:
-            continue
-        data, pos, params = cubin.section_data(info[0]), 0, {}
-        while pos + 4 <= len(data):
-            fmt, attr = data[pos], data[pos + 1]
-            if fmt == 4:  # size-prefixed value
-                (size,) = struct.unpack_from("<H", data, pos + 2)
-                if attr == EIATTR_KPARAM_INFO:
-                    _index, ordinal, _offset, bits = struct.unpack_from("<IHHI", data, pos + 4)
-                    params[ordinal] = (bits >> 18) & 0x3FFF
-                pos += 4 + size
-            else:  # 2-byte value or none
-                pos += 4
-        return [params[i] for i in sorted(params)]
-    raise AssertionError(f"no cubin in {binary} has kernel {kernel}")
+    return [p.size for p in find_kernel_params(binary, kernel)]
 
 
 def ir_param_sizes(path: Path, kernel: str) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from mneme.core.errors import UsageError
 from mneme.instrument import flags
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (CUDA toolkit)")
+pytestmark = pytest.mark.skipif(shutil.which("clang++-19") is None, reason="needs clang-19")
 
 
 def nvcc_plan(*args, cwd="/build"):
@@ -142,3 +143,15 @@ def test_host_only_commands_plan_nothing():
     assert flags.plan(["g++", "-c", "a.cpp"], "/b").jobs == ()
     assert flags.plan(["clang++-19", "-c", "a.cpp"], "/b").jobs == ()
     assert flags.plan(["clang++-19", "--cuda-host-only", "-c", "k.cu"], "/b").jobs == ()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_cuda_toolkit_is_found_behind_an_nvcc_wrapper_script(tmp_path):
+    real = os.path.realpath(shutil.which("nvcc"))
+    wrapper = tmp_path / "bin" / "nvcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {real} "$@"\n')
+    wrapper.chmod(0o755)
+    toolkit = flags.cuda_root_of(str(wrapper))
+    assert toolkit is not None and os.path.exists(os.path.join(toolkit, "include", "cuda_runtime.h"))
+    assert os.path.realpath(toolkit) == os.path.realpath(flags.cuda_root_of(real))

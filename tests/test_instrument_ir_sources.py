@@ -16,7 +16,7 @@ from mneme.core import plugins
 from mneme.instrument.irsource import ArchitectureMismatch, IRSource, arch_rank, runs_on
 from mneme.instrument.launcher import write_standins
 from mneme.instrument.symbols import module_symbols
-from mneme.plugins.ir_sources.embedded import EmbeddedIRSource, loaded_elf_files
+from mneme.plugins.ir_sources.embedded import EmbeddedIRSource, elf_files_from_maps, loaded_elf_files
 from mneme.plugins.ir_sources.triton import TritonCacheIRSource
 
 ADD_KERNEL = """
@@ -40,6 +40,18 @@ def test_loaded_elf_files_lists_the_executable_first_then_its_libraries():
     files = loaded_elf_files()
     assert os.path.realpath(files[0]) == os.path.realpath(sys.executable)
     assert any("libc.so" in f or "libc-" in f for f in files)
+
+
+def test_saved_maps_listing_gives_existing_elf_files_executable_first(tmp_path):
+    (tmp_path / "data.bin").write_bytes(b"not elf")
+    maps = Path("/proc/self/maps").read_text() + (
+        f"7f0000000000-7f0000001000 r--p 00000000 00:00 0 {tmp_path / 'data.bin'}\n"
+        "7f0000001000-7f0000002000 r--p 00000000 00:00 0 /gone/libold.so (deleted)\n"
+        "7f0000002000-7f0000003000 rw-p 00000000 00:00 0 [heap]\n")
+    files = elf_files_from_maps(maps, executable=sys.executable)
+    assert os.path.realpath(files[0]) == os.path.realpath(sys.executable)
+    assert not {str(tmp_path / "data.bin"), "/gone/libold.so", "[heap]"} & set(files)
+    assert len(files) == len(set(files)) > 1
 
 
 def test_architecture_rules_follow_the_cuda_loader():

@@ -10,8 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from mneme.core.cli import cli
+from mneme.instrument import flags
+from mneme.instrument.fatbin import iter_cubins, kernel_names
 from mneme.instrument.irsource import ArchitectureMismatch, resolve
+from mneme.instrument.launcher import write_standins
 from mneme.instrument.section import SECTION_NAME, read_entries
 from mneme.instrument.symbols import module_symbols
 from mneme.plugins.ir_sources.embedded import EmbeddedIRSource
@@ -41,6 +46,16 @@ RDC_HELPER = """
 __device__ float bias = 1.0f;
 __device__ float combine(float a, float b) { return a * b + bias; }
 """
+CUB_KERNEL = """
+#include <cub/block/block_reduce.cuh>
+template <class Reduce>
+__global__ void block_sum(const float* in, float* out) {
+  __shared__ typename Reduce::TempStorage tmp;
+  float s = Reduce(tmp).Sum(in[blockIdx.x * 128 + threadIdx.x]);
+  if (threadIdx.x == 0) out[blockIdx.x] = s;
+}
+template __global__ void block_sum<cub::BlockReduce<float, 128>>(const float*, float*);
+"""
 HOST_ONLY_CU = "#include <cstdio>\nint answer() { return 42; }\n"
 HOST_CPP = "int twice(int x) { return 2 * x; }\n"
 
@@ -55,12 +70,13 @@ def mneme_cc(*argv, cwd, env=None):
 def builds(tmp_path_factory):
     """Every object and binary the tests inspect, built once (two at a time)."""
     d = tmp_path_factory.mktemp("builds")
-    for name, text in (("vecadd.cu", VECADD), ("fused.cu", RDC_KERNEL), ("helper.cu", RDC_HELPER),
-                       ("host_only.cu", HOST_ONLY_CU), ("host.cpp", HOST_CPP), ("broken.cu", "__global__ void k( {")):
+    sources = {"vecadd.cu": VECADD, "cub.cu": CUB_KERNEL, "fused.cu": RDC_KERNEL, "helper.cu": RDC_HELPER,
+               "host_only.cu": HOST_ONLY_CU, "host.cpp": HOST_CPP, "broken.cu": "__global__ void k( {"}
+    for name, text in sources.items():
         (d / name).write_text(text)
     jobs = {
         "vecadd": ["nvcc", "-c", "vecadd.cu", "-o", "vecadd.o", "-arch=sm_90", "-O2", "-Xcompiler", "-fPIC"],
-        "multi": ["nvcc", "-c", "vecadd.cu", "-o", "multi.o", "-gencode", "arch=compute_80,code=sm_80",
+        "multi": ["nvcc", "-c", "cub.cu", "-o", "multi.o", "-gencode", "arch=compute_80,code=sm_80",
                   "-gencode", "arch=compute_90,code=sm_90"],
         "fused": ["nvcc", "-dc", "fused.cu", "-o", "fused.o", "-arch=sm_90"],
         "helper": ["nvcc", "-rdc=true", "-c", "helper.cu", "-o", "helper.o", "-arch=sm_90"],
@@ -76,7 +92,8 @@ def builds(tmp_path_factory):
         done = dict(zip(jobs, results, strict=True))
     for name in ("vecadd", "multi", "fused", "helper", "sm100", "host_only", "flags"):
         assert done[name].returncode == 0, (name, done[name].stderr)
-    subprocess.run(["nvcc", "vecadd.o", "-o", "vecadd_app"], cwd=d, check=True)
+    subprocess.run(["nvcc", "vecadd.o", "-o", "vecadd_app", "-Xlinker", "--gc-sections"], cwd=d, check=True)
+    subprocess.run(["nvcc", "-shared", "vecadd.o", "-o", "libvecadd.so"], cwd=d, check=True)
     subprocess.run(["nvcc", "-rdc=true", "-arch=sm_90", "fused.o", "helper.o", "-o", "rdc_app"], cwd=d, check=True)
     return d, done
 
@@ -92,10 +109,15 @@ def test_nvcc_object_gets_one_entry_with_the_kernel_and_header_fields(builds):
     assert module_symbols(entry.bitcode).target_cpu == "sm_90"
 
 
-def test_linked_executable_keeps_the_section(builds):
+def test_linked_executable_and_shared_library_keep_the_section(builds):
     d, _ = builds
-    (entry,) = read_entries(d / "vecadd_app")
+    (entry,) = read_entries(d / "vecadd_app")  # linked with --gc-sections
     assert entry.kernels == ("_Z6vecaddPKfS0_Pfi",) and entry.binary.endswith("vecadd_app")
+    (entry,) = read_entries(d / "libvecadd.so")
+    assert entry.kernels == ("_Z6vecaddPKfS0_Pfi",)
+    (module,) = EmbeddedIRSource().find("_Z6vecaddPKfS0_Pfi", arch="sm_90", elf_files=[d / "vecadd_app",
+                                                                                         d / "libvecadd.so"])
+    assert module.origin.startswith(str(d / "vecadd_app"))
 
 
 def test_nvcc_flags_clang_lacks_are_dropped_with_one_debug_line(builds):
@@ -124,6 +146,11 @@ def test_resolve_asks_the_registered_sources_in_order(builds, tmp_path, monkeypa
         resolve("_Z6vecaddPKfS0_Pfi", arch="sm_80", elf_files=[d / "vecadd_app"])
 
 
+def block_sum_kernel(d: Path) -> str:
+    (name,) = {k for e in read_entries(d / "multi.o") for k in e.kernels}
+    return name
+
+
 def test_several_architectures_give_one_entry_each(builds):
     d, _ = builds
     entries = read_entries(d / "multi.o")
@@ -131,21 +158,31 @@ def test_several_architectures_give_one_entry_each(builds):
     assert [module_symbols(e.bitcode).target_cpu for e in entries] == ["sm_80", "sm_90"]
 
 
+def test_kernel_names_in_the_ir_are_the_names_nvcc_compiled(builds):
+    # CUB's namespace is named after nvcc's architecture list (cub::CUB_300001_SM_800_900)
+    d, _ = builds
+    cubins = list(iter_cubins(d / "multi.o"))
+    assert len(cubins) == 2
+    for cubin in cubins:
+        assert kernel_names(cubin) == [block_sum_kernel(d)]
+    assert "_SM_800_900" in block_sum_kernel(d)
+
+
 def test_embedded_source_picks_the_entry_for_the_device_architecture(builds):
     d, _ = builds
-    source = EmbeddedIRSource()
-    (module,) = source.find("_Z6vecaddPKfS0_Pfi", arch="sm_90", elf_files=[d / "multi.o"])
+    source, kernel = EmbeddedIRSource(), block_sum_kernel(d)
+    (module,) = source.find(kernel, arch="sm_90", elf_files=[d / "multi.o"])
     assert module.arch == "sm_90" and module.kind == "bitcode"
-    assert "_Z6vecaddPKfS0_Pfi" in module_symbols(module.data).kernels
+    assert kernel in module_symbols(module.data).kernels
     # sm_86 runs sm_80 SASS, so the sm_80 IR is what ran there
-    (module,) = source.find("_Z6vecaddPKfS0_Pfi", arch="sm_86", elf_files=[d / "multi.o"])
+    (module,) = source.find(kernel, arch="sm_86", elf_files=[d / "multi.o"])
     assert module.arch == "sm_80"
 
 
 def test_ir_built_for_another_architecture_than_the_device_is_a_clear_error(builds):
     d, _ = builds
-    with pytest.raises(ArchitectureMismatch, match=r"vecadd\(float const\*.*sm_80.*sm_90.*device is sm_75.*rebuild"):
-        EmbeddedIRSource().find("_Z6vecaddPKfS0_Pfi", arch="sm_75", elf_files=[d / "multi.o"])
+    with pytest.raises(ArchitectureMismatch, match=r"block_sum<cub::.*sm_80.*sm_90.*device is sm_75.*rebuild"):
+        EmbeddedIRSource().find(block_sum_kernel(d), arch="sm_75", elf_files=[d / "multi.o"])
 
 
 def test_unknown_kernel_or_binary_without_ir_is_not_found(builds):
@@ -212,6 +249,13 @@ def test_unknown_compiler_runs_unchanged_with_one_warning(tmp_path):
     assert "unknown compiler" in warning and "running it unchanged" in warning
 
 
+def test_no_command_prints_usage_and_disable_runs_the_compiler_only(tmp_path):
+    result = mneme_cc(cwd=tmp_path)
+    assert result.returncode == 2 and "usage: mneme-cc COMPILER ARGS" in result.stderr
+    result = mneme_cc(sys.executable, "-c", "print('ran')", cwd=tmp_path, env={"MNEME_CC_DISABLE": "1"})
+    assert (result.returncode, result.stdout, result.stderr) == (0, "ran\n", "")
+
+
 def test_missing_compiler_exits_127_naming_it(tmp_path):
     result = mneme_cc("no-such-compiler-xyz", "-c", "k.cu", cwd=tmp_path)
     assert result.returncode == 127 and "no-such-compiler-xyz" in result.stderr
@@ -240,3 +284,36 @@ def test_clang_hip_build_embeds_one_entry_per_offload_arch(tmp_path):
         ("gfx90a", "hip", ("_Z5scalePff",)), ("gfx942", "hip", ("_Z5scalePff",))]
     assert module_symbols(entries[1].bitcode).triple == "amdgcn-amd-amdhsa"
     assert (tmp_path / "k.d").read_text().startswith("k.o:")  # the real command's depfile, not clang's
+
+
+def test_clang_cuda_command_plans_runnable_device_jobs(tmp_path):
+    # clang-19 cannot finish a whole CUDA 13 build (its fatbinary call fails), so run the planned jobs
+    (tmp_path / "k.cu").write_text(VECADD)
+    standins = write_standins(str(tmp_path))
+    plan = flags.plan(["clang++-19", "-x", "cuda", "--cuda-path=/usr/local/cuda", "-Wno-unknown-cuda-version",
+                       "-isystem", "/usr/local/cuda/include/cccl", "-idirafter", standins, "-O2", "-DBLK=4",
+                       "--cuda-gpu-arch=sm_80", "--cuda-gpu-arch=sm_90", "-MD", "-c", "k.cu", "-o", "k.o"],
+                      str(tmp_path))
+    for job in plan.jobs:
+        subprocess.run([*job.argv, "-o", f"{job.arch}.bc"], cwd=tmp_path, check=True, capture_output=True)
+        syms = module_symbols((tmp_path / f"{job.arch}.bc").read_bytes())
+        assert (syms.target_cpu, syms.kernels) == (job.arch, ("_Z6vecaddPKfS0_Pfi",))
+    assert [j.arch for j in plan.jobs] == ["sm_80", "sm_90"]
+
+
+def test_list_of_a_binary_without_ir_says_how_to_get_it(builds):
+    d, _ = builds
+    result = CliRunner().invoke(cli, ["embedded", "list", str(d / "host_only.o")])
+    assert result.exit_code == 0
+    assert "no embedded IR" in result.output and "mneme-cc" in result.output
+
+
+def test_extract_asks_for_arch_when_the_kernel_has_several(builds, tmp_path):
+    d, _ = builds
+    out = tmp_path / "k.ll"
+    result = CliRunner().invoke(cli, ["embedded", "extract", str(d / "multi.o"), "block_sum", "-o", str(out)])
+    assert result.exit_code == 2 and "several architectures (sm_80, sm_90)" in result.output
+    result = CliRunner().invoke(cli, ["embedded", "extract", str(d / "multi.o"), "block_sum", "--arch", "sm_80",
+                                      "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert '"target-cpu"="sm_80"' in out.read_text()

@@ -118,6 +118,7 @@ def test_section_added_with_objcopy_is_read_back_from_the_object(tmp_path, bitco
     assert got.bitcode == bitcode and got.binary.endswith("host.o")
 
 
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_elf_reader_reads_a_cuda_cubin(tmp_path):
     (tmp_path / "k.cu").write_text("__global__ void k(int* x) { *x = 1; }\n")
     subprocess.run(["nvcc", "-cubin", "-arch=sm_90", "k.cu", "-o", "k.cubin"], cwd=tmp_path, check=True)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from irbuild import build_cuda_ir, build_hip_ir, corpus, corpus_kernels, hip_available
+from irbuild import build_cuda_ir, build_hip_ir, corpus, corpus_kernels, cuda_available, hip_available
 
 from mneme.core import ir
 from mneme.core.errors import IRError
 
 needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 
 
 def _set_bits(data: bytearray, bit: int, width: int, value: int) -> None:

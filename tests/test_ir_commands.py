@@ -7,12 +7,13 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from irbuild import build_cuda_ir, build_hip_ir, hip_available
+from irbuild import build_cuda_ir, build_hip_ir, cuda_available, hip_available
 
 from mneme.core import ir
 from mneme.core.cli import cli
 
 needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 
 
 def run(*args: str, ok: bool = True):

@@ -7,7 +7,7 @@ import subprocess
 
 import attrs
 import pytest
-from irbuild import CLANG, build_cuda_ir, build_hip_ir, hip_available
+from irbuild import CLANG, build_cuda_ir, build_hip_ir, cuda_available, hip_available
 
 from mneme.core import codegen, ir, ircache, pipeline
 from mneme.core.backend import DeviceBinary, Resources
@@ -15,6 +15,7 @@ from mneme.core.errors import IRError, UsageError
 from mneme.core.types import ExperimentConfiguration
 
 needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 BASE = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
 
 
@@ -214,8 +215,15 @@ def test_amdgpu_code_object_carries_its_resources():
     binary = pipeline.compile(mod, "reduce_sum", BASE, "gfx90a", cache=False)
     assert binary.kind == "hsaco" and binary.backend == "hip"
     assert binary.resources.shared_mem == 1024 and binary.resources.registers > 0
-    readobj = subprocess.run(["llvm-readobj-19", "--file-headers", "-"], input=binary.data, capture_output=True, check=True)
-    assert b"EF_AMDGPU_MACH_AMDGCN_GFX90A" in readobj.stdout
+    readobj = subprocess.run(["llvm-readobj-19", "--file-headers", "--notes", "-"], input=binary.data,
+                             capture_output=True, check=True).stdout.decode()  # fmt: skip
+    assert "EF_AMDGPU_MACH_AMDGCN_GFX90A" in readobj
+    # the in-process reading of the metadata note agrees with LLVM's own tool
+    meta = codegen.amdgpu_metadata(binary.data)
+    (kernel,) = meta["amdhsa.kernels"]
+    for key in (".vgpr_count", ".sgpr_count", ".group_segment_fixed_size", ".max_flat_workgroup_size"):
+        assert f"{key}: {kernel[key]}".replace(" ", "") in readobj.replace(" ", "")
+    assert meta["amdhsa.target"] == "amdgcn-amd-amdhsa--gfx90a"
 
 
 # -- the build cache ------------------------------------------------------------------------------
@@ -295,3 +303,24 @@ def test_concurrent_writers_never_leave_a_partial_entry(tmp_path):
         got = reader.get(f"{i:064x}")
         assert got is not None and got.data == _binary(i, 50_000).data
     assert not list(tmp_path.glob("*/*.tmp"))
+
+
+@pytest.mark.parametrize("level", ["O0", "O1", "O2", "O3", "Os", "Oz"])
+def test_every_corpus_kernel_compiles_at_every_level(level):
+    from irbuild import corpus_kernels
+
+    cfg = BASE.replace(passes=f"default<{level}>", codegen_opt=0 if level == "O0" else 3)
+    for source, kernel in corpus_kernels():
+        binary = pipeline.compile(ir.link([build_cuda_ir(source)], kernel), kernel, cfg, "sm_90", cache=False)
+        assert binary.kind == "cubin" and binary.resources.registers > 0, kernel
+
+
+@needs_hip
+@pytest.mark.parametrize("level", ["O0", "Os"])
+def test_every_hip_corpus_kernel_compiles_at_other_levels(level):
+    from irbuild import corpus_kernels
+
+    cfg = BASE.replace(passes=f"default<{level}>")
+    for source, kernel in corpus_kernels():
+        binary = pipeline.compile(ir.link([build_hip_ir(source)], kernel), kernel, cfg, "gfx90a", cache=False)
+        assert binary.kind == "hsaco" and binary.resources.registers > 0, kernel

@@ -214,3 +214,26 @@ def test_create_takes_paths_relative_to_the_current_directory(tmp_path, monkeypa
     assert rec.images == [ImageInfo("code/k.ptx", "ptx")]
     rec.save()
     assert RecordedExecution.from_json("out/rel.json").binary_blobs[0].path.read_text() == ".version 8.0\n"
+
+
+def test_shipped_recordings_stay_readable():
+    from pathlib import Path
+
+    shipped = sorted((Path(__file__).resolve().parent.parent / "examples" / "recordings").glob("*/*.json"))
+    assert shipped, "examples/recordings holds no recording"
+    for path in shipped:
+        rec = RecordedExecution.from_json(path)
+        inst = rec.select()
+        with inst.prologue as prologue, inst.epilogue as epilogue:
+            assert prologue.args == inst.args
+            assert {r.addr for r in epilogue.regions} <= {r.addr for r in prologue.regions}
+
+
+def test_paths_are_absolute_whatever_the_current_directory(tmp_path, monkeypatch):
+    make_recording(tmp_path / "db")
+    monkeypatch.chdir(tmp_path)
+    name = next(p.name for p in (tmp_path / "db").glob("*.json"))
+    rec = RecordedExecution.from_json(f"db/{name}")
+    assert rec.path.is_absolute() and all(f.is_absolute() for f in rec.llvm_files + rec.referenced_files())
+    monkeypatch.chdir("/")
+    assert rec.select().prologue_path.is_file()

@@ -208,3 +208,50 @@ def test_stray_bytes_after_end_are_refused(files):
     folder, pro, _ = files
     pro.write_bytes(pro.read_bytes() + b"\x00" * 5)
     expect_error(folder, pro, CorruptFileError, "stray bytes follow the END block")
+
+
+def small_state(folder):
+    """A small prologue and diff epilogue with every block kind and chunk encoding."""
+    pro = folder / "DeviceState.prologue.s.d.mneme"
+    steps = np.repeat(np.linspace(0, 4, 24, dtype=np.float32), 128)  # 12 KiB, compressible
+    with SnapshotWriter(pro, "prologue", static_hash="s", dynamic_hash="d", chunk_size=4096) as w:
+        w.set_args(b"\x01" * 12, [(0, 8), (8, 4)])
+        w.add_region(A, np.random.default_rng(1).integers(0, 256, 40, dtype=np.uint8))  # raw
+        w.add_region(B, steps, encoding="zstd", policy=RegionPolicy("f32"))  # byte-shuffled zstd
+        w.add_region(C, bytes(4096), encoding="zstd")  # plain zstd
+        w.add_global("g", b"\x02\x03")
+    after = steps.copy()
+    after[3] = 7.0
+    epi = folder / "DeviceState.epilogue.s.d.mneme"
+    with Snapshot.open(pro) as p, SnapshotWriter(epi, "epilogue", chunk_size=4096) as w:
+        w.add_diff_region(B, p, after, policy=RegionPolicy("f32", 1e-6))  # one run in chunk 0
+    return pro, epi
+
+
+def test_every_single_bit_flip_anywhere_is_an_error_never_a_silent_read(tmp_path):
+    pro, epi = small_state(tmp_path)
+    for path in (pro, epi):
+        original = path.read_bytes()
+        for offset in range(len(original)):
+            damaged = bytearray(original)
+            damaged[offset] ^= 1 << (offset % 8)
+            path.write_bytes(bytes(damaged))
+            base = None
+            try:
+                if path == epi:
+                    base = Snapshot.open(pro)
+                with pytest.raises((CorruptFileError, FormatError)):
+                    read_everything(path, base=base)
+            finally:
+                if base is not None:
+                    base.close()
+        path.write_bytes(original)
+
+
+def test_every_truncation_is_an_error(tmp_path):
+    pro, _ = small_state(tmp_path)
+    original = pro.read_bytes()
+    for length in range(len(original)):
+        pro.write_bytes(original[:length])
+        with pytest.raises(CorruptFileError):
+            read_everything(pro)

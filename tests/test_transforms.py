@@ -6,7 +6,7 @@ import re
 import struct
 
 import pytest
-from irbuild import build_cuda_ir, build_hip_ir, corpus_kernels, hip_available
+from irbuild import build_cuda_ir, build_hip_ir, corpus_kernels, cuda_available, hip_available
 
 from mneme.core import ir, pipeline, plugins
 from mneme.core.errors import UsageError
@@ -14,6 +14,7 @@ from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.transforms import auto_init, launch_bounds, specialize
 
 needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 BASE = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
 POINTER = 0x7F00_0000_1000
 

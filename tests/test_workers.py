@@ -127,8 +127,26 @@ def test_exit_codes_and_signals_are_described():
 
 
 def test_submitting_after_shutdown_is_refused(misbehave_db, tmp_path):
-    pool = AsyncReplayExecutor(misbehave_db, results_db_dir=tmp_path)
+    pool = AsyncReplayExecutor(misbehave_db, results_db_dir=tmp_path, start=False)
     pool.shutdown()
     with pytest.raises(ExperimentError, match="shut down"):
         pool.submit(recorded())
     assert Path(tmp_path / "logs").is_dir()
+
+
+def test_two_workers_on_one_device_never_run_at_the_same_time(misbehave_db, tmp_path):
+    with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, num_workers=2, devices=[0],
+                             timeout=4.0) as pool:  # fmt: skip
+        hung = pool.submit(recorded(block=64))
+        holder = pool.busy_worker()
+        deadline = time.monotonic() + 60
+        while not holder._holding and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert holder._holding
+        normal = pool.submit(recorded())
+        hung_result = hung.result(timeout=60)
+        normal_result = normal.result(timeout=60)
+    assert hung_result.error_kind == "timeout"
+    assert normal_result.ok, normal_result.error
+    # The second worker had its binary ready early, but got the device only after the hang was killed.
+    assert normal_result.end_time >= hung_result.end_time

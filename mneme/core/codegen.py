@@ -1,7 +1,7 @@
 """Code generation: NVPTX -> PTX -> cubin (nvJitLink in process, or ptxas), AMDGPU -> object -> hsaco.
 
 Resource usage comes from the assembler's report (ptxas `--verbose`) for NVIDIA and from the
-code object's AMDGPU metadata note for AMD.
+code object's AMDGPU metadata note (read in process) for AMD.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -29,7 +30,6 @@ log = logging.getLogger(__name__)
 TRIPLES = {"nvptx": "nvptx64-nvidia-cuda", "amdgpu": "amdgcn-amd-amdhsa"}
 EMITS = {"nvptx": ("ptx", "cubin"), "amdgpu": ("asm", "object", "hsaco"), "host": ("asm", "object")}
 LLD = os.environ.get("MNEME_LLD", "ld.lld-19")
-READOBJ = os.environ.get("MNEME_READOBJ", "llvm-readobj-19")
 
 _tm_lock = threading.Lock()
 
@@ -290,22 +290,79 @@ def link_hsaco(obj: bytes, kernel_name: str) -> bytes:
         return out.read_bytes()
 
 
-def amdgpu_metadata(hsaco: bytes) -> dict:
-    """The AMDGPU metadata note of a code object, as a dict (via llvm-readobj --notes)."""
-    import yaml
+NT_AMDGPU_METADATA = 32
 
-    if shutil.which(READOBJ) is None:
-        raise IRError(f"{READOBJ} not found: install llvm-19 (apt-get install llvm-19) or set MNEME_READOBJ")
-    with tempfile.NamedTemporaryFile(suffix=".hsaco") as f:
-        f.write(hsaco)
-        f.flush()
-        proc = subprocess.run([READOBJ, "--notes", f.name], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise IRError(f"{READOBJ} could not read the code object: {proc.stderr.strip()}")
-    match = re.search(r"AMDGPU Metadata: (---\n.*?\n\.\.\.)", proc.stdout, re.DOTALL)
-    if not match:
-        return {}
-    return yaml.safe_load(match.group(1)) or {}
+
+def amdgpu_metadata(hsaco: bytes) -> dict:
+    """The AMDGPU metadata note (code object v3+) of a code object, as a dict; {} when absent.
+
+    Read in process: the ELF note `AMDGPU`/NT_AMDGPU_METADATA holds MessagePack.
+    """
+    try:
+        if hsaco[:4] != b"\x7fELF" or hsaco[4] != 2:
+            raise ValueError("not a 64-bit ELF file")
+        shoff = struct.unpack_from("<Q", hsaco, 0x28)[0]
+        shentsize, shnum = struct.unpack_from("<HH", hsaco, 0x3A)
+        for i in range(shnum):
+            sh_type, _, _, offset, size = struct.unpack_from("<IQQQQ", hsaco, shoff + i * shentsize + 4)
+            if sh_type != 7:  # SHT_NOTE
+                continue
+            pos, end = offset, offset + size
+            while pos + 12 <= end:
+                namesz, descsz, note_type = struct.unpack_from("<III", hsaco, pos)
+                name = hsaco[pos + 12 : pos + 12 + namesz].rstrip(b"\0")
+                desc = pos + 12 + (namesz + 3) // 4 * 4
+                if name == b"AMDGPU" and note_type == NT_AMDGPU_METADATA:
+                    value, _ = _unpack_msgpack(hsaco, desc)
+                    return value
+                pos = desc + (descsz + 3) // 4 * 4
+    except (ValueError, IndexError, struct.error) as exc:
+        raise IRError(f"cannot read the AMDGPU metadata of the code object: {exc}") from exc
+    return {}
+
+
+def _unpack_msgpack(data: bytes, pos: int):
+    """Decode one MessagePack value at `pos`; returns (value, next position)."""
+    tag = data[pos]
+    pos += 1
+    if tag <= 0x7F:
+        return tag, pos
+    if tag >= 0xE0:
+        return tag - 0x100, pos
+    if 0x80 <= tag <= 0x8F or tag in (0xDE, 0xDF):
+        count, pos = (tag & 0x0F, pos) if tag <= 0x8F else _length(data, pos, 2 if tag == 0xDE else 4)
+        result = {}
+        for _ in range(count):
+            key, pos = _unpack_msgpack(data, pos)
+            result[key], pos = _unpack_msgpack(data, pos)
+        return result, pos
+    if 0x90 <= tag <= 0x9F or tag in (0xDC, 0xDD):
+        count, pos = (tag & 0x0F, pos) if tag <= 0x9F else _length(data, pos, 2 if tag == 0xDC else 4)
+        items = []
+        for _ in range(count):
+            item, pos = _unpack_msgpack(data, pos)
+            items.append(item)
+        return items, pos
+    if 0xA0 <= tag <= 0xBF or tag in (0xD9, 0xDA, 0xDB, 0xC4, 0xC5, 0xC6):
+        if tag <= 0xBF:
+            size = tag & 0x1F
+        else:
+            size, pos = _length(data, pos, {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4}[tag])
+        raw = data[pos : pos + size]
+        return (raw if tag >= 0xC4 and tag <= 0xC6 else raw.decode("utf-8")), pos + size
+    simple = {0xC0: None, 0xC2: False, 0xC3: True}
+    if tag in simple:
+        return simple[tag], pos
+    fmt = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q",
+           0xCA: ">f", 0xCB: ">d"}.get(tag)  # fmt: skip
+    if fmt is None:
+        raise ValueError(f"unsupported MessagePack tag 0x{tag:02x}")
+    (value,) = struct.unpack_from(fmt, data, pos)
+    return value, pos + struct.calcsize(fmt)
+
+
+def _length(data: bytes, pos: int, size: int) -> tuple[int, int]:
+    return int.from_bytes(data[pos : pos + size], "big"), pos + size
 
 
 def hsaco_resources(hsaco: bytes, kernel_name: str) -> Resources:

@@ -16,14 +16,17 @@ from __future__ import annotations
 import collections
 import datetime
 import hashlib
+import inspect
 import logging
 import os
 import re
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+
+import attrs
 
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
@@ -132,6 +135,7 @@ class KernelBuilder:
         self.arch = arch
         self.mode = mode
         self._cache: collections.OrderedDict[str, DeviceBinary] = collections.OrderedDict()
+        self._by_config: collections.OrderedDict[str, DeviceBinary] = collections.OrderedDict()
         self._cache_size = cache_size
 
     def link_ir(self, config: ExperimentConfiguration | None = None):
@@ -151,12 +155,16 @@ class KernelBuilder:
         """The device binary of `config` (from the cache when this variant was built before)."""
         if self.mode != "ir":
             return self.recorded_binary(self.mode)
+        same = self._by_config.get(config.hash())
+        if same is not None:  # the very same configuration: not even preprocessed again
+            return _evolve_binary(same, stage_times={})
         pre = self.preprocess(config)
         key = _build_key(pre.variant_hash, config, self.arch)
         cached = self._cache.get(key)
         if cached is not None:  # nothing was optimized or generated this time
             self._cache.move_to_end(key)
             pre.module.close()
+            self._remember(config, cached)
             return _evolve_binary(cached, stage_times={"preprocess": pre.seconds})
         try:
             binary = self.backend.compile(pre.module, self.rec.kernel_name, config, self.arch)
@@ -167,7 +175,13 @@ class KernelBuilder:
         self._cache[key] = binary
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
+        self._remember(config, binary)
         return binary
+
+    def _remember(self, config: ExperimentConfiguration, binary: DeviceBinary) -> None:
+        self._by_config[config.hash()] = binary
+        while len(self._by_config) > 4 * self._cache_size:
+            self._by_config.popitem(last=False)
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         """The variant's IR after preprocessing and optimization, as text (for --output-ll)."""
@@ -215,8 +229,6 @@ def _build_key(variant_hash: str, config: ExperimentConfiguration, arch: str) ->
 
 
 def _evolve_binary(binary: DeviceBinary, **changes) -> DeviceBinary:
-    import attrs
-
     return attrs.evolve(binary, **changes)
 
 
@@ -262,6 +274,10 @@ class BaseExecutor:
         self.written: list[int] = []  # addresses of the regions the kernel writes
         self._pristine: dict[int, bytes] = {}  # prologue bytes of the written regions
         self._dirty = False
+        self._restore_all = False
+        self._pristine_dev: dict[int, Any] = {}  # device copies of the written regions' prologue bytes
+        self._expected_dev: dict[int, Any] = {}  # device copies of the epilogue regions
+        self._expected_host: dict[int, bytes] = {}  # decoded epilogue regions (host-side compare)
         self._loaded: collections.OrderedDict[str, LoadedKernel] = collections.OrderedDict()
         self._region_names: dict[int, str] = {}
 
@@ -301,21 +317,38 @@ class BaseExecutor:
             self.device.reserve(self.rec.va_addr, self.rec.va_size)
         for region in self.prologue.regions:
             self.device.map(region.addr, region.size)
-            offset = 0
-            for chunk in self.prologue.iter_region(region.addr):
-                self.device.write(region.addr + offset, chunk)
-                offset += len(chunk)
+        self.restore()
         prologue_addrs = {r.addr for r in self.prologue.regions}
         for region in self.epilogue.regions:
             if region.addr not in prologue_addrs:  # allocated during the launch: map it too
                 self.device.map(region.addr, region.size)
         self.written = written_regions(self.prologue, self.epilogue)
         self._pristine = {addr: self.prologue.read_region(addr) for addr in self.written if addr in prologue_addrs}
+        self._open_device_copies()
         self._region_names = region_names(self.rec, self.args, self.prologue.regions)
         log.debug("opened %s instance %s on %s: %d regions, %d written", self.rec.path,
                   self.instance.dynamic_hash, self.device_label, len(self.prologue.regions), len(self.written))  # fmt: skip
 
+    def _open_device_copies(self) -> None:
+        """Keep pristine and expected bytes on the device when it can (resets device to device, compare there)."""
+        device = self.device
+        if not (hasattr(device, "upload") and hasattr(device, "copy")):
+            return
+        try:
+            self._pristine_dev = {addr: device.upload(data) for addr, data in self._pristine.items()}
+            self._pristine = {}  # the device holds them now
+            if hasattr(device, "compare_regions"):
+                self._expected_dev = {r.addr: device.upload(self.epilogue.read_region(r.addr))
+                                      for r in self.epilogue.regions}  # fmt: skip
+        except MnemeError as exc:  # e.g. out of device memory: fall back to host copies
+            log.warning("keeping the recorded state on %s failed (%s); resetting and verifying from the host",
+                        self.device_label, exc)  # fmt: skip
+            self._pristine_dev, self._expected_dev = {}, {}
+            self._pristine = {addr: self.prologue.read_region(addr) for addr in self.written
+                              if addr in {r.addr for r in self.prologue.regions}}  # fmt: skip
+
     def close(self) -> None:
+        self._pristine_dev, self._expected_dev = {}, {}  # owned by the device, freed with it
         for kernel in self._loaded.values():
             try:
                 kernel.close()
@@ -354,23 +387,31 @@ class BaseExecutor:
             raise MnemeError("the executor is not open; use it as a context manager or call open()")
 
     # -- one experiment ----------------------------------------------------------------------
-    def execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None = None) -> ExperimentResult:
-        """Run one experiment. `binary` is a prebuilt variant (compile-ahead); otherwise it is built here."""
+    def execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None = None,
+                before_run: Callable[[], None] | None = None) -> ExperimentResult:  # fmt: skip
+        """Run one experiment. `binary` is a prebuilt variant (compile-ahead); otherwise it is built here.
+
+        `before_run` is called once the binary is built, before the device is used (worker pools
+        use it to wait for exclusive use of the device).
+        """
         self._check_open()
         result = ExperimentResult(start_time=utc_now(), gpu_id=self.device_id, device=self.device_label,
                                   backend=self.backend.name)  # fmt: skip
         try:
-            self._execute(config, binary, result)
+            self._execute(config, binary, result, before_run)
         except ExperimentError as exc:
             _fail(result, exc.kind, str(exc))
         except (IRError, UnsupportedError) as exc:
             _fail(result, "compile", str(exc))
         except MnemeError as exc:
             _fail(result, "error", str(exc))
+        if result.failed and self._dirty and result.error_kind not in ("compile", "invalid", "load"):
+            self._restore_all = True
         result.end_time = utc_now()
         return result
 
-    def _execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None, result: ExperimentResult) -> None:
+    def _execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None, result: ExperimentResult,
+                 before_run: Callable[[], None] | None) -> None:  # fmt: skip
         if not config.is_valid():
             raise ExperimentError(f"invalid configuration for kernel {self.rec.kernel_name!r}: block {config.block} "
                                   f"({config.block.size} threads) with launch bounds max_threads={config.max_threads}",
@@ -381,10 +422,15 @@ class BaseExecutor:
             except MnemeError as exc:
                 raise ExperimentError(f"building kernel {self.rec.kernel_name!r} failed: {exc}", kind="compile") from exc
         _record_build(result, binary)
-        kernel = self._load(binary, result)
+        if before_run is not None:
+            before_run()
+        kernel = self._load(binary, result, config)
         _record_resources(result, kernel.resources)
         self._restore_globals(kernel)
-        if self._dirty:
+        if self._restore_all:  # a faulting or wrong variant may have written anywhere
+            self.restore()
+            self._restore_all = False
+        elif self._dirty:
             self.reset()
         self._dirty = True
         try:
@@ -400,15 +446,18 @@ class BaseExecutor:
         result.warmup_time = list(times[: self.warmup])
         result.exec_time = list(times[self.warmup :])
 
-    def _load(self, binary: DeviceBinary, result: ExperimentResult) -> LoadedKernel:
+    def _load(self, binary: DeviceBinary, result: ExperimentResult, config: ExperimentConfiguration) -> LoadedKernel:
+        takes_config = "config" in inspect.signature(self.device.load).parameters  # PTX JIT options
         key = hashlib.sha256(binary.data).hexdigest()
+        if takes_config:
+            key += "|" + "|".join(str(getattr(config, f)) for f in ("ptxas_opt", "max_registers", "cache_mode"))
         kernel = self._loaded.get(key)
         if kernel is not None:
             self._loaded.move_to_end(key)
             return kernel
         start = time.perf_counter()
         try:
-            kernel = self.device.load(binary)
+            kernel = self.device.load(binary, config=config) if takes_config else self.device.load(binary)
         except ExperimentError:
             raise
         except MnemeError as exc:
@@ -424,25 +473,59 @@ class BaseExecutor:
         for name, data in self.prologue.globals.items():
             self.device.write_global(kernel, name, data)
 
+    def restore(self) -> None:
+        """Write every prologue region back to the device, streaming it from the snapshot."""
+        for region in self.prologue.regions:
+            offset = 0
+            for chunk in self.prologue.iter_region(region.addr):
+                self.device.write(region.addr + offset, chunk)
+                offset += len(chunk)
+
     def reset(self) -> None:
         """Restore the regions the kernel writes to their recorded prologue contents."""
+        if self._pristine_dev:
+            for addr, buffer in self._pristine_dev.items():
+                self.device.copy(addr, buffer.addr, buffer.size)
+            return
         for addr, data in self._pristine.items():
             self.device.write(addr, data)
 
     def _verify(self, kernel: LoadedKernel, result: ExperimentResult) -> None:
-        from mneme.core.snapshot import compare
+        from mneme.core.snapshot import compare_buffers
 
-        actual = {r.addr: self.device.read(r.addr, r.size) for r in self.epilogue.regions}
-        kwargs = {}
-        if self.epilogue.globals:
-            kwargs["actual_globals"] = {name: self.device.read_global(kernel, name, len(data))
-                                        for name, data in self.epilogue.globals.items()}  # fmt: skip
-        report = compare(self.epilogue, actual, **kwargs)
-        result.verified = bool(report.ok)
-        if not report.ok:
-            result.mismatches = describe_mismatches(report, self._region_names)
+        if self._expected_dev:
+            try:
+                self._verify_on_device(kernel, result)
+                return
+            except UnsupportedError as exc:  # a policy the device compare cannot apply
+                log.debug("comparing on the host: %s", exc)
+        if not self._expected_host:  # decoded once: decompressing the epilogue per experiment costs more than a run
+            self._expected_host = {r.addr: self.epilogue.read_region(r.addr) for r in self.epilogue.regions}
+        reports = [compare_buffers(self._expected_host[r.addr], self.device.read(r.addr, r.size), r.policy, addr=r.addr)
+                   for r in self.epilogue.regions]  # fmt: skip
+        lines = describe_mismatches(_Report(reports), self._region_names)
+        for name, data in self.epilogue.globals.items():
+            if self.device.read_global(kernel, name, len(data)) != data:
+                lines.append(f"global {name} differs")
+        result.verified = not lines
+        if lines:
+            result.mismatches = lines
             _fail(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
-                  + "; ".join(result.mismatches[:4]))  # fmt: skip
+                  + "; ".join(lines[:4]))  # fmt: skip
+
+    def _verify_on_device(self, kernel: LoadedKernel, result: ExperimentResult) -> None:
+        requests = [_CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
+                    for r in self.epilogue.regions]  # fmt: skip
+        diffs = self.device.compare_regions(requests)
+        lines = describe_mismatches(_Report(diffs), self._region_names)
+        for name, data in self.epilogue.globals.items():
+            if self.device.read_global(kernel, name, len(data)) != data:
+                lines.append(f"global {name} differs")
+        result.verified = not lines
+        if lines:
+            result.mismatches = lines
+            _fail(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
+                  + "; ".join(lines[:4]))  # fmt: skip
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         self._check_open()
@@ -453,6 +536,21 @@ class BaseExecutor:
         self._check_open()
         return self.builder.recorded_binary("cubin", required=False) or self.builder.recorded_binary(
             "ptx", required=False)
+
+
+@attrs.frozen
+class _CompareRequest:
+    """One region for a device-side compare: expected bytes at `expected`, the kernel's at `actual`."""
+
+    expected: int
+    actual: int
+    size: int
+    policy: Any = None
+
+
+@attrs.frozen
+class _Report:
+    regions: list
 
 
 def _fail(result: ExperimentResult, kind: str, message: str) -> None:
@@ -550,7 +648,7 @@ def describe_mismatches(report, names: Mapping[int, str] | None = None) -> list[
     for region in report.regions:
         if region.ok:
             continue
-        addr = getattr(region, "addr", None)
+        addr = getattr(region, "addr", getattr(region, "actual", None))  # RegionDiff of a device compare
         label = getattr(region, "name", None) or (f"region 0x{addr:x}" if isinstance(addr, int) else str(addr))
         if names and addr in names:
             label += f" [{names[addr]}]"
@@ -564,10 +662,9 @@ def describe_mismatches(report, names: Mapping[int, str] | None = None) -> list[
         if getattr(region, "nan_mismatch", False):
             parts.append("NaN mismatch")
         lines.append(", ".join(parts))
-    for name in getattr(report, "globals", None) or ():
-        entry = report.globals[name] if isinstance(report.globals, Mapping) else name
+    for entry in getattr(report, "globals", None) or ():
         if not getattr(entry, "ok", True):
-            lines.append(f"global {getattr(entry, 'name', name)!s} differs")
+            lines.append(entry.describe() if hasattr(entry, "describe") else f"global {entry.name} differs")
     return lines
 
 
@@ -613,7 +710,7 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
             result = ExperimentResult(failed=True, error_kind="invalid", error=str(exc))
             conn.send({"exp_id": message.get("exp_id"), "payload": "result", "data": result.to_dict()})
             continue
-        reply = server.serve(message, config)
+        reply = server.serve(message, config, conn)
         conn.send({"exp_id": message.get("exp_id"), **reply})
     server.close()
     conn.close()
@@ -646,8 +743,17 @@ class _DeviceServer:
         return {"device": ex.device_label, "arch": ex.arch, "backend": ex.backend.name,
                 "default_config": ex.default_config().to_dict(), "kernel": ex.rec.kernel_name}  # fmt: skip
 
-    def serve(self, message: dict[str, Any], config: ExperimentConfiguration) -> dict[str, Any]:
-        result = self.executor.execute(config, binary=message.get("binary"))
+    def serve(self, message: dict[str, Any], config: ExperimentConfiguration, conn) -> dict[str, Any]:
+        before_run = None
+        if message.get("exclusive"):  # another worker shares the device: ask the pool for it, wait for "go"
+
+            def before_run() -> None:
+                conn.send({"exp_id": message.get("exp_id"), "payload": "acquire"})
+                answer = conn.recv()
+                if answer.get("payload") != "go":
+                    raise ExperimentError(f"worker expected 'go' from the pool, got {answer!r}")
+
+        result = self.executor.execute(config, binary=message.get("binary"), before_run=before_run)
         return {"payload": "result", "data": result.to_dict()}
 
     def close(self) -> None:
@@ -670,7 +776,7 @@ class _CompileServer:
     def info(self) -> dict[str, Any]:
         return {"arch": self.builder.arch, "backend": self.backend.name, "kernel": self.rec.kernel_name}
 
-    def serve(self, message: dict[str, Any], config: ExperimentConfiguration) -> dict[str, Any]:
+    def serve(self, message: dict[str, Any], config: ExperimentConfiguration, conn) -> dict[str, Any]:
         result = ExperimentResult(start_time=utc_now(), backend=self.backend.name)
         try:
             binary = self.builder.build(config)

@@ -591,8 +591,7 @@ def max_attribute_group(text: str) -> int:
 def reparse(text: str, label: str) -> ModuleRef:
     """Parse rewritten module text and verify it; a failure is an `IRError` naming `label`."""
     try:
-        # a context of its own: variants' types and constants die with the variant, not the process
-        mod = llvm.parse_assembly(text, llvm.create_context())
+        mod = llvm.parse_assembly(text)
     except RuntimeError as exc:
         raise IRError(f"{label}: the rewritten IR does not parse (a Mneme bug; please report): {_first_lines(exc)}") from exc
     verify(mod, f"{label} (rewritten IR)")

@@ -3,7 +3,8 @@
 `preprocess` clones the module and runs the IR transforms (plugins of kind "transform")
 that the configuration enables, in their `order`, each updating the variant hash. `optimize`
 runs an LLVM pipeline (`default<O3>` or an explicit pass sequence from `PASSES`) in place.
-`codegen` (in `mneme.core.codegen`, re-exported here) generates PTX / cubin / hsaco.
+`codegen` (in `mneme.core.codegen`, re-exported here) generates PTX / cubin / hsaco, and
+`compile` runs all three through the build cache (`mneme.core.ircache`).
 """
 
 from __future__ import annotations
@@ -292,6 +293,8 @@ def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, target: st
     check_codegen_opt(config.codegen_opt)
     check_module_target(module, target)
     tm = codegen.target_machine(target, arch, config.codegen_opt)
+    if target != "host":  # the back end's own data layout (LLVM 22's may be newer than the front end's)
+        module.data_layout = str(tm.target_data)
     pto = tuning_options(config, pipeline)
     pb = llvm.create_pass_builder(tm, pto)
     if pipeline.level is not None:
@@ -394,20 +397,7 @@ def compile(
 
 
 __all__ = [
-    "PASSES",
-    "IRError",
-    "Pipeline",
-    "Preprocessed",
-    "Transform",
-    "TransformContext",
-    "check_codegen_opt",
-    "codegen",
-    "compile",
-    "module_target",
-    "normalize_target",
-    "optimize",
-    "parse_pipeline",
-    "preprocess",
-    "target_of_arch",
-    "transforms",
+    "PASSES", "Pipeline", "Preprocessed", "Transform", "TransformContext", "check_codegen_opt",
+    "check_module_target", "codegen", "compile", "module_target", "normalize_target", "optimize",
+    "parse_pipeline", "preprocess", "target_of_arch", "transforms", "tuning_options",
 ]  # fmt: skip

@@ -265,7 +265,7 @@ class RecordedExecution(MutableMapping):
             va_addr=va_addr,
             va_size=va_size,
             globals=dict(globals or {}),
-            path=folder / f"{static_hash}.json",
+            path=Path(os.path.abspath(folder)) / f"{static_hash}.json",
         )
         rec.modules = [rec._relative(m, "Modules") for m in modules]
         for image in binary_blobs:
@@ -469,7 +469,7 @@ class RecordedExecution(MutableMapping):
             field = problems[0][0]
             message = "; ".join(f"{f}: {m}" if f and f != field else m for f, m in problems)
             raise FormatError(path, message, field=field) from exc
-        rec.path = path
+        rec.path = Path(os.path.abspath(path))  # absolute: a worker may change directory
         rec.validate(check_files=True, allow_missing=allow_missing)
         return rec
 
@@ -912,27 +912,32 @@ def _remove_empty_dirs(files: Iterable[Path], stop: Path) -> None:
             parent = parent.parent
 
 
-def clean_records(paths: Iterable[str | os.PathLike]) -> FileReport:
+def clean_records(paths: Iterable[str | os.PathLike], *, dry_run: bool = False) -> FileReport:
     """Delete each database and the files it references inside its folder, nothing else.
 
-    A file that another database in the same folder still references is kept.
+    A file that another database in the same folder still references is kept. With
+    `dry_run`, only report what would be removed.
     """
     records = load_all(paths, allow_missing=True)
     others = _files_of_others(records)
     report = FileReport()
+    gone: set[Path] = set()
     for rec in records:
         removed = []
         for f in rec.referenced_files():
             if others and f.resolve() in others:
                 report.kept.append(f)
-            elif f.is_file() or f.is_symlink():
-                f.unlink()
+            elif f not in gone and (f.is_file() or f.is_symlink()):
+                if not dry_run:
+                    f.unlink()
+                gone.add(f)
                 removed.append(f)
-        rec.path.unlink()
+        if not dry_run:
+            rec.path.unlink()
+            _remove_empty_dirs(removed, rec.folder)
+            log.info("removed %s and %d files", rec.path, len(removed))
         report.databases.append(rec.path)
         report.removed.extend(removed)
-        _remove_empty_dirs(removed, rec.folder)
-        log.info("removed %s and %d files", rec.path, len(removed))
     return report
 
 

@@ -106,6 +106,8 @@ class ExperimentConfiguration:
     codegen_method: str = attrs.field(default="serial", validator=attrs.validators.in_(CODEGEN_METHODS))
     prune: bool = True
     internalize: bool = True
+    # Drop compiler-inserted auto-initialization stores (only those the compiler marked).
+    remove_auto_init: bool = False
     # Pipeline tuning knobs (llvmlite's PipelineTuningOptions); None keeps LLVM's default.
     loop_unrolling: bool | None = None
     loop_vectorization: bool | None = None

@@ -91,6 +91,7 @@ class TuneWorkerHandle:
         self.spawns = 0
         self.jobs_done = 0  # replies received (results or binaries)
         self.current: _Job | None = None
+        self._holding = False  # holds the pool's lock of its device
         self._thread = threading.Thread(target=self._run, name=f"mneme-{self.name}", daemon=True)
 
     @property
@@ -214,6 +215,17 @@ class TuneWorkerHandle:
                    "data": job.config.to_dict()}  # fmt: skip
         if self.role == "device" and job.binary is not None:
             message["binary"] = job.binary
+        lock = self.pool._device_locks.get(self.device_id) if self.role == "device" else None
+        if lock is not None:
+            message["exclusive"] = True
+        try:
+            return self._exchange(job, message, lock)
+        finally:
+            if self._holding:
+                self._holding = False
+                lock.release()
+
+    def _exchange(self, job: _Job, message: dict, lock: threading.Lock | None) -> str:
         started = time.monotonic()
         start_stamp = _utc_now()
         try:
@@ -227,6 +239,19 @@ class TuneWorkerHandle:
                     reply = self.conn.recv()
                 except (EOFError, OSError):
                     reply = None
+                if reply is not None and reply.get("payload") == "acquire":
+                    # The variant is built; wait for the device (no other timing run on it), then go.
+                    while not lock.acquire(timeout=_POLL):
+                        if not self.process.is_alive() or self.pool._stopping.is_set():
+                            break
+                    else:
+                        self._holding = True
+                        started = time.monotonic()  # waiting for the device is not the experiment's time
+                        try:
+                            self.conn.send({"payload": "go"})
+                        except (OSError, EOFError, BrokenPipeError):
+                            pass
+                    continue
                 if reply is not None:
                     self.jobs_done += 1
                     self.pool._stage_done(self, job, reply)
@@ -336,6 +361,9 @@ class AsyncReplayExecutor:
         self.device_workers = [TuneWorkerHandle(self, "device", i, self.devices[i % len(self.devices)],
                                                 self._device_queue) for i in range(num_workers)]  # fmt: skip
         self.compile_workers: list[TuneWorkerHandle] = []
+        # Devices shared by several workers: one experiment at a time runs on each (timings stay clean).
+        per_device = {d: sum(1 for w in self.device_workers if w.device_id == d) for d in self.devices}
+        self._device_locks = {d: threading.Lock() for d, count in per_device.items() if count > 1}
         self._started = False
         if start:
             self.start()

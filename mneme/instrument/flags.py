@@ -187,15 +187,22 @@ def nvcc_default_arch(nvcc: str) -> str:
 def cuda_root_of(nvcc: str) -> str | None:
     """The CUDA toolkit folder of an nvcc executable (for clang's --cuda-path)."""
     found = shutil.which(nvcc)
-    candidates = []
     if found:
-        candidates.append(Path(os.path.realpath(found)).parent.parent)
-    candidates += [Path(p) for p in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")) if p]
-    candidates.append(Path("/usr/local/cuda"))
-    for root in candidates:
+        root = Path(os.path.realpath(found)).parent.parent
         if (root / "include" / "cuda_runtime.h").exists():
             return str(root)
-    return None
+        try:  # nvcc is a wrapper script: ask nvcc where its toolkit is
+            dry = [found, "-dryrun", "-x", "cu", "-E", os.devnull]
+            out = subprocess.run(dry, capture_output=True, text=True, timeout=30).stderr
+            top = re.search(r"^#\$ TOP=(.+)$", out, re.M)
+            if top and (Path(top.group(1).strip()) / "include" / "cuda_runtime.h").exists():
+                return os.path.realpath(top.group(1).strip())
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    for env in ("CUDA_PATH", "CUDA_HOME"):
+        if os.environ.get(env) and Path(os.environ[env], "include", "cuda_runtime.h").exists():
+            return os.environ[env]
+    return "/usr/local/cuda" if Path("/usr/local/cuda/include/cuda_runtime.h").exists() else None
 
 
 def _nvcc_archs(archs: list[str], codes: list[str], gencodes: list[str], nvcc: str, notes: list[str]):

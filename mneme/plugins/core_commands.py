@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import shutil
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,17 +68,11 @@ def _size(n: int) -> str:
     return str(n)
 
 
-def _policy_text(policy: Any) -> str:
-    return "exact" if policy is None else str(policy)
-
-
 def _snapshot_summary(path: Path, base: Any = None) -> tuple[dict[str, Any], Any]:
     """File size, regions, bytes, globals and verification policies of one snapshot file."""
+    from mneme.core.snapshot import Snapshot
+
     info: dict[str, Any] = {"file": path.name, "file_size": path.stat().st_size}
-    try:
-        from mneme.core.snapshot import Snapshot
-    except ImportError:
-        return info, None
     try:
         snap = Snapshot.open(path, base=base)
     except MnemeError as exc:
@@ -90,8 +85,19 @@ def _snapshot_summary(path: Path, base: Any = None) -> tuple[dict[str, Any], Any
     info["encodings"] = sorted({r.encoding for r in regions})
     info["globals"] = len(snap.globals)
     info["args_size"] = len(snap.args)
-    info["policies"] = sorted({_policy_text(r.policy) for r in regions})
+    info["policies"] = sorted({str(r.policy) for r in regions})
     return info, snap
+
+
+def arg_text(kind: str, data: bytes) -> str:
+    """One recorded argument value as a performance engineer reads it."""
+    if kind == "pointer" and len(data) in (4, 8):
+        return f"{int.from_bytes(data, 'little'):#x}"
+    if kind == "int" and len(data) in (1, 2, 4, 8):
+        return str(int.from_bytes(data, "little", signed=True))
+    if kind == "float" and len(data) in (2, 4, 8):
+        return f"{struct.unpack('<' + {2: 'e', 4: 'f', 8: 'd'}[len(data)], data)[0]:g}"
+    return data.hex() if len(data) <= 16 else f"{data[:16].hex()}... ({len(data)} B)"
 
 
 def _summary(rec: RecordedExecution) -> dict[str, Any]:
@@ -138,8 +144,10 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     table = Table(title=f"instances ({len(rec)})", title_justify="left")
     for column in ("dynamic hash", "grid", "block", "shared mem", "occurrences"):
         table.add_column(column, no_wrap=True, justify="right" if column in ("shared mem", "occurrences") else "left")
+    table.add_column("arguments")
     for key, inst in rec.items():
-        table.add_row(key, str(inst.grid_dim), str(inst.block_dim), _size(inst.shared_mem), str(inst.occ))
+        values = " ".join(f"{a.name}={arg_text(a.kind, v)}" for a, v in zip(rec.args, inst.arg_values))
+        table.add_row(key, str(inst.grid_dim), str(inst.block_dim), _size(inst.shared_mem), str(inst.occ), values)
     console.print(table)
 
     snaps = Table(title="snapshots", title_justify="left")
@@ -186,15 +194,21 @@ def inspect_command(databases: tuple[str, ...], as_json: bool) -> None:
 
 @click.command("clean")
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
-def clean_command(databases: tuple[str, ...]) -> None:
+@click.option("-n", "--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
     """Delete recording databases and the files they reference inside their folders.
 
     Files another database in the same folder still references are kept.
     """
-    report = clean_records(databases)
+    report = clean_records(databases, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
     for db in report.databases:
-        console.print(f"removed {db}", highlight=False)
-    console.print(f"{len(report.databases)} database(s), {len(report.removed)} file(s) removed"
+        console.print(f"{verb} {db}", highlight=False)
+    if dry_run:
+        for f in report.removed:
+            console.print(f"{verb} {f}", highlight=False)
+    console.print(f"{len(report.databases)} database(s), {len(report.removed)} file(s) "
+                  + ("to remove" if dry_run else "removed")
                   + (f", {len(report.kept)} shared file(s) kept" if report.kept else ""), highlight=False)
 
 
@@ -224,18 +238,30 @@ def move_command(databases: tuple[str, ...], dest: str) -> None:
 
 #: Environment variables Mneme reads, with what they set.
 ENVIRONMENT = {
-    "MNEME_CACHE_DIR": "folder for build products cached by variant hash",
-    "MNEME_CLANG": "clang used to build device IR (tests, mneme-cc)",
+    "MNEME_CACHE_DIR": "folder of build products cached by variant hash (default ~/.cache/mneme)",
+    "MNEME_CACHE_MAX_BYTES": "size limit of that cache in bytes (default 512 MiB)",
+    "MNEME_CACHE_DISABLE": "1/true/yes: no cache on disk",
+    "MNEME_LLD": "ld.lld used to link AMDGPU code objects (default ld.lld-19)",
+    "MNEME_CC_CLANG": "clang used by mneme-cc to build device IR (default clang++-19)",
+    "MNEME_CC_OBJCOPY": "objcopy used by mneme-cc to embed IR",
+    "MNEME_CC_DISABLE": "set: mneme-cc only runs the compiler",
+    "MNEME_CC_VERBOSE": "set: mneme-cc logs what it does",
 }
 TOOLS = ("clang-19", "ld.lld-19", "llvm-cxxfilt-19", "c++filt", "nvcc", "ptxas")
 
 
 def cache_dir() -> Path:
-    """Where cached build products go: $MNEME_CACHE_DIR, else $XDG_CACHE_HOME/mneme, else ~/.cache/mneme."""
-    if os.environ.get("MNEME_CACHE_DIR"):
-        return Path(os.environ["MNEME_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "mneme"
+    """Where cached build products go (the build cache's own rule)."""
+    from mneme.core.ircache import cache_root
+
+    return cache_root()
+
+
+def _cache_usage(root: Path) -> str:
+    if not root.is_dir():
+        return "not created yet"
+    files = [p for p in root.rglob("*") if p.is_file()]
+    return f"{len(files)} files, {_size(sum(p.stat().st_size for p in files))}"
 
 
 def effective_config() -> dict[str, Any]:
@@ -260,6 +286,7 @@ def effective_config() -> dict[str, Any]:
         "python": f"{platform.python_version()} ({sys.executable})",
         "package": str(Path(mneme.__file__).parent),
         "cache_dir": str(cache_dir()),
+        "cache_usage": _cache_usage(cache_dir()),
         "environment": {k: {"value": os.environ.get(k, ""), "meaning": v} for k, v in sorted(known.items())},
         "backends": backends,
         "tools": tool_paths,
@@ -277,7 +304,7 @@ def config_command(as_json: bool) -> None:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column(overflow="fold")
-    for key in ("version", "python", "package", "cache_dir"):
+    for key in ("version", "python", "package", "cache_dir", "cache_usage"):
         head.add_row(key.replace("_", " "), config[key])
     console.print(head)
     env = Table(title="environment", title_justify="left")

@@ -296,7 +296,7 @@ def show(optimized: bool, arch: str | None, output: str | None, **kw) -> None:
 @input_options
 @click.option("--arch", help="sm_XX or gfxNNN (default: from the recording, else sm_90 / gfx90a by the IR's target).")
 @click.option("--emit", type=click.Choice(EMITS), default=None, help="Output kind (default: cubin / hsaco).")
-@click.option("-o", "--output", help="Output file ('-' or none: stdout, text kinds only).")
+@click.option("-o", "--output", help="Output file (default: stdout for ll/ptx/asm, KERNEL.EMIT for binaries).")
 def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> None:
     """Transform, optimize and generate code for the kernel."""
     from mneme.core import codegen, pipeline

@@ -151,8 +151,9 @@ def test_small_ranges_are_reserved_inside_a_generous_aligned_span():
 
 @pytest.fixture(scope="module")
 def recorder_library(tmp_path_factory):
-    from mneme.core.errors import MnemeError
     from mneme_cuda import recorder
+
+    from mneme.core.errors import MnemeError
 
     try:
         return recorder.build(tmp_path_factory.mktemp("recorder"))

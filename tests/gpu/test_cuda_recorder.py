@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from gpu_corpus import ROOT, cuda_ir
 
 pytestmark = pytest.mark.gpu
@@ -17,8 +16,9 @@ VA_BASE = 0x153940000000
 
 @pytest.fixture(scope="module")
 def recorder_library(tmp_path_factory):
-    from mneme.core.errors import MnemeError
     from mneme_cuda import recorder
+
+    from mneme.core.errors import MnemeError
 
     prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
     if prebuilt.exists():
@@ -67,9 +67,10 @@ def test_without_a_selected_kernel_nothing_is_written_and_the_result_is_the_same
 
 
 def test_every_recorded_launch_replays_verified_at_the_recorded_addresses(recorder_library, saxpy_app, tmp_path):
+    from mneme_cuda import recorder
+
     from mneme.core.executor import BaseExecutor
     from mneme.core.records import RecordedExecution
-    from mneme_cuda import recorder
 
     code = recorder.main_record(tmp_path / "db", [str(saxpy_app)], [cuda_ir("saxpy")], kernel="saxpy",
                                 library=recorder_library)  # fmt: skip

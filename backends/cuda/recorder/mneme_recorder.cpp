@@ -275,16 +275,20 @@ uint64_t fnv1a(const void *data, size_t n, uint64_t h = 1469598103934665603ull) 
 
 std::string kernel_name(CUfunction f, CUfunction *resolved) {
     DRV(cuFuncGetName);
+    DRV(cuFuncGetParamInfo);
     DRV(cuKernelGetFunction);
     const char *name = nullptr;
     *resolved = f;
-    if (p_cuFuncGetName && p_cuFuncGetName(&name, f) == CUDA_SUCCESS && name) return name;
-    // Kernels loaded through the library API arrive as CUkernel handles.
-    CUfunction fn = nullptr;
-    if (p_cuKernelGetFunction && p_cuKernelGetFunction(&fn, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS) {
-        *resolved = fn;
-        if (p_cuFuncGetName(&name, fn) == CUDA_SUCCESS && name) return name;
+    // Kernels loaded through the library API (cudart 12+) arrive as CUkernel handles, on which the
+    // function queries fail (seen on the H200, driver 580): resolve them to their CUfunction.
+    size_t off = 0, size = 0;
+    if (!p_cuFuncGetParamInfo || p_cuFuncGetParamInfo(f, 0, &off, &size) != CUDA_SUCCESS) {
+        CUfunction fn = nullptr;
+        if (p_cuKernelGetFunction && p_cuKernelGetFunction(&fn, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && fn)
+            *resolved = fn;
     }
+    if (p_cuFuncGetName && p_cuFuncGetName(&name, *resolved) == CUDA_SUCCESS && name) return name;
+    if (p_cuFuncGetName && p_cuFuncGetName(&name, f) == CUDA_SUCCESS && name) return name;
     return "";
 }
 
@@ -393,7 +397,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     lock.unlock();
 
     DRV(cuCtxSynchronize);
-    char final_dir[4096], tmp_dir[4096];
+    char final_dir[4096], tmp_dir[4200];
     snprintf(final_dir, sizeof final_dir, "%s/launch-%d-%06ld", c.dir.c_str(), (int)getpid(), seq);
     snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", final_dir);
     mkdir(c.dir.c_str(), 0755);
@@ -555,7 +559,7 @@ extern "C" {
 
 __attribute__((visibility("default"))) void *dlsym(void *handle, const char *name) {
     void *fn = real_dlsym()(handle, name);
-    if (!fn || !name || strncmp(name, "cu", 2) != 0) return fn;
+    if (!fn || strncmp(name, "cu", 2) != 0) return fn;
     if (strcmp(name, "cuGetProcAddress_v2") == 0) {
         real().getproc_v2 = reinterpret_cast<getproc_v2_t>(fn);
         return reinterpret_cast<void *>(&w_getproc_v2);

@@ -79,7 +79,9 @@ def unshuffle(data, size: int, out) -> None:
     """Inverse of `shuffle`, written into `out` (a writable buffer of the same length)."""
     src, dst = np.frombuffer(data, np.uint8), np.frombuffer(out, np.uint8)
     whole = len(dst) // size * size
-    dst[:whole].reshape(-1, size)[:] = src[:whole].reshape(size, -1).T
+    rows, count = dst[:whole].reshape(-1, size), whole // size
+    for j in range(size):  # one strided column at a time: several times faster than a transposed copy
+        rows[:, j] = src[j * count : (j + 1) * count]
     dst[whole:] = src[whole:]
 
 

@@ -135,7 +135,7 @@ def changed_regions(prologue, epilogue) -> list[tuple[int, int]]:
     """(addr, size) ranges the kernel wrote: where the epilogue differs from the prologue.
 
     Diff regions answer from their run tables (cheap); other regions are compared in
-    `GRANULARITY`-byte steps; regions absent from the prologue count whole. Ranges are
+    1 KiB steps (`diff.GRANULARITY`); regions absent from the prologue count whole. Ranges are
     sorted, merged, and a superset of the bytes that changed.
     """
     ranges: list[tuple[int, int]] = []
@@ -146,7 +146,7 @@ def changed_regions(prologue, epilogue) -> list[tuple[int, int]]:
                 runs = [(0, info.size)] if info.size else []
             else:
                 runs, offset = [], 0
-                for piece in epilogue.iter_region(info.addr):
+                for piece in epilogue.iter_region(info.addr, chunk_size=WINDOW, reuse=True):
                     base = prologue.read_range(info.addr, offset, len(piece))
                     if not equal(piece, base):
                         runs.extend((offset + o, n) for o, n in changed_runs(base, piece))
@@ -177,11 +177,12 @@ def _actual_pieces(actual, addr: int, size: int, window: int):
         return None, "missing from the actual snapshot"
     if actual.region(addr).size != size:
         return None, f"actual region has {actual.region(addr).size} bytes, expected {size}"
-    buffer = bytearray(min(size, window + (64 << 20)))
+    buffer = bytearray()
 
     def read(offset: int, n: int):
+        nonlocal buffer
         if n > len(buffer):
-            return actual.read_range(addr, offset, n)
+            buffer = bytearray(n)  # pieces are at most max(window, the expected's chunk size)
         view = memoryview(buffer)[:n]
         actual.read_range_into(addr, offset, view)
         return view

@@ -25,8 +25,8 @@ class MemStateRef:
     epilogue with diff regions needs its prologue: pass `base` (a `MemStateRef`, `Snapshot`
     or path), or it is found next to it by name (`...prologue...` for `...epilogue...`).
 
-    `reset(device)` writes the recorded contents to a `mneme.core.backend.Device` (all
-    regions, or the given (addr, size) ranges); mapping memory is the executor's job.
+    `reset(device)` (or `bind(device)` then `reset()`) writes the recorded contents to a
+    `mneme.core.backend.Device`: all regions, or the given (addr, size) ranges.
     """
 
     def __init__(self, fn: str | os.PathLike, kernel_name: str, snap_type: SnapshotType | str, base=None):
@@ -36,6 +36,7 @@ class MemStateRef:
         self._base_arg = base
         self._snapshot: Snapshot | None = None
         self._owned_base: Snapshot | None = None
+        self._device = None
         if not self.path.is_file():
             raise FormatError(self.path, f"{self.snap_type.value} snapshot of kernel {kernel_name!r} not found; "
                               "check the recording database's Prologue/Epilogue entries")  # fmt: skip
@@ -46,7 +47,11 @@ class MemStateRef:
         if self._snapshot is not None:
             return self
         base = self._resolve_base()
-        snap = Snapshot.open(self.path, base=base)
+        try:
+            snap = Snapshot.open(self.path, base=base)
+        except BaseException:
+            self._close_base()
+            raise
         if snap.kind is not self.snap_type:
             snap.close()
             self._close_base()
@@ -108,13 +113,22 @@ class MemStateRef:
     def globals(self) -> dict[str, bytes]:
         return self.snapshot.globals
 
-    def reset(self, device, ranges: list[tuple[int, int]] | None = None, *, chunk_size: int = 64 << 20) -> None:
-        """Write the recorded contents to `device` (anything with `write(addr, data)`).
+    def bind(self, device) -> MemStateRef:
+        """Remember the device that `reset()` restores (the seed API's argument-less reset)."""
+        self._device = device
+        return self
+
+    def reset(self, device=None, ranges: list[tuple[int, int]] | None = None, *, chunk_size: int = 64 << 20) -> None:
+        """Write the recorded contents to `device` (anything with `write(addr, data)`), or the bound one.
 
         `ranges` limits it to (addr, size) byte ranges, e.g. `changed_regions(prologue, epilogue)`.
-        Globals need a loaded kernel: the executor writes them with `device.write_global`.
+        Mapping memory is the executor's job, and so are globals, which need a loaded kernel
+        (`device.write_global`).
         """
         snap = self.snapshot
+        device = device if device is not None else self._device
+        if device is None:
+            raise MnemeError(f"{self.path}: reset() needs a device: pass one or bind(device) first")
         if ranges is None:
             for info in snap.regions:
                 offset = 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import errno
 import functools
 import logging
@@ -201,7 +202,7 @@ class SnapshotWriter:
         view = _bytes_view(data, self.path, f"region 0x{addr:x}")
         size = len(view)
         pieces = (view[o : o + self.chunk_size] for o in range(0, size, self.chunk_size))
-        self._add_region(addr, size, pieces, encoding, policy, stable=True)
+        self._add_region(addr, size, pieces, encoding, policy)
 
     def add_region_stream(
         self, addr: int, size: int, chunks: Iterable, encoding: str = "raw", policy: RegionPolicy | None = None
@@ -210,9 +211,12 @@ class SnapshotWriter:
 
         Pieces are consumed before the next one is asked for, so a producer may reuse its buffer.
         """
-        self._add_region(addr, size, _rechunk(chunks, self.chunk_size), encoding, policy, stable=False)
+        # zstd chunks are compressed behind the producer: give the pool pieces it owns.
+        pieces = _rechunk(chunks, self.chunk_size, own=encoding == "zstd")
+        self._add_region(addr, size, pieces, encoding, policy)
 
-    def _add_region(self, addr: int, size: int, pieces, encoding: str, policy, *, stable: bool) -> None:
+    def _add_region(self, addr: int, size: int, pieces, encoding: str, policy) -> None:
+        """Write a region from `pieces` of `chunk_size` bytes (the last may be shorter), unchanged meanwhile."""
         if encoding not in ("raw", "zstd"):
             raise UsageError(f"{self.path}: region encoding must be 'raw' or 'zstd' (diffs: add_diff_region), "
                              f"got {encoding!r}")  # fmt: skip
@@ -233,8 +237,6 @@ class SnapshotWriter:
                 best = min(plain, shuffled, key=lambda enc: sum(len(p) for p in enc[1]))
                 element = element if best is shuffled else 0
                 self._block(TAG_CHUNK, CHUNK_PREFIX.pack(offsets.next(first), len(first), best[0]), *best[1])
-                if not stable:  # the pool works behind the producer: give it its own copy
-                    pieces = (bytes(p) for p in pieces)
                 level = self.level
                 depth = codec.workers() + 1 if codec.workers() > 1 else 1
                 encoded = codec.ordered(lambda p: (p, _encode(p, element, level)), pieces, depth)
@@ -296,7 +298,8 @@ class SnapshotWriter:
         self._check_open()
         if not (0 <= addr < 1 << 64 and 0 <= size and addr + size <= 1 << 64):
             raise UsageError(f"{self.path}: region 0x{addr:x} of {size} bytes is outside the 64-bit address space")
-        for other, other_size in self._regions:
+        at = bisect.bisect_left(self._regions, (addr, size))  # kept sorted: recorders add thousands
+        for other, other_size in self._regions[max(0, at - 1) : at + 1]:
             if addr < other + other_size and other < addr + size or addr == other:
                 raise UsageError(f"{self.path}: region 0x{addr:x} (+{size}) overlaps region 0x{other:x} (+{other_size})")
         policy = EXACT if policy is None else policy
@@ -306,7 +309,7 @@ class SnapshotWriter:
         flags = FLAG_RELATIVE if policy.relative else 0
         self._block(TAG_REGION, REGION.pack(addr, size, self.chunk_size, num_chunks, code, DTYPES.index(policy.dtype),
                                             NORMS.index(policy.norm), flags, policy.threshold))  # fmt: skip
-        self._regions.append((addr, size))
+        self._regions.insert(at, (addr, size))
 
     def _block(self, tag: bytes, *parts) -> None:
         self._check_open()
@@ -381,8 +384,11 @@ class _Offsets:
             raise UsageError(f"{self.path}: region 0x{self.addr:x} got {self.done} bytes, {self.size} announced")
 
 
-def _rechunk(pieces: Iterable, size: int):
-    """Yield `size`-byte memoryviews (the last may be shorter) from pieces of any length."""
+def _rechunk(pieces: Iterable, size: int, *, own: bool = False):
+    """Yield `size`-byte pieces (the last may be shorter) from pieces of any length.
+
+    With `own`, nothing yielded shares memory with the producer's buffers (which it may reuse).
+    """
     pending = bytearray()
     for piece in pieces:
         view = _bytes_view(piece, "<stream>", "a streamed piece")
@@ -392,15 +398,15 @@ def _rechunk(pieces: Iterable, size: int):
             view = view[take:]
             if len(pending) < size:
                 continue
-            yield memoryview(bytes(pending))
+            yield memoryview(pending)
             pending = bytearray()
         while len(view) >= size:
-            yield view[:size]
+            yield memoryview(bytes(view[:size])) if own else view[:size]
             view = view[size:]
         if view:
             pending += view
     if pending:
-        yield memoryview(bytes(pending))
+        yield memoryview(pending)
 
 
 def _fsync_folder(folder: Path) -> None:

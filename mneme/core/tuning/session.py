@@ -15,6 +15,7 @@ import concurrent.futures
 import datetime
 import hashlib
 import inspect
+import json
 import logging
 import os
 import platform
@@ -29,6 +30,7 @@ from typing import Any
 
 import attrs
 import optuna
+from optuna.trial import TrialState
 
 from mneme.core.errors import ExperimentError, MnemeError, UsageError
 from mneme.core.tuning.samplers import Ask, Sampler, create_sampler, mark_feasibility
@@ -210,6 +212,12 @@ class TuningSession:
     def study_name(self) -> str:
         if self.options.study:
             return self.options.study
+        previous = self.results_dir / SESSION_FILE
+        if self.options.resume and self.options.storage is None and previous.is_file():
+            try:  # --resume continues the study this folder holds, whatever space is asked now
+                return str(json.loads(previous.read_text())["study"])
+            except (ValueError, KeyError, OSError):
+                log.warning("%s is unreadable; deriving the study name", previous)
         return f"mneme-{self.recording.static_hash[:12]}-{self.instance.dynamic_hash[:12]}-{self.space.name}"
 
     def identity(self, env_digest: str) -> dict[str, Any]:
@@ -285,6 +293,9 @@ class TuningSession:
         url = storage_url(opts.storage, self.results_dir)
         self.sampler.bind(self.space, parallel=self.num_workers, budget=opts.trials)
         self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), self.sampler.optuna_sampler())
+        if self._existed and self.store.meta:  # refuse another run's study before waiting for the workers
+            partial = {k: v for k, v in self.identity("").items() if k != "env"}
+            self.store.check_meta({**partial, "env": self.store.meta.get("env")}, force=opts.force)
 
     def _open_store(self) -> None:
         opts = self.options
@@ -375,8 +386,6 @@ class TuningSession:
     # -- the ask/tell loop ----------------------------------------------------------------------------
     def _sync(self, initial: bool = False) -> None:
         """Tell the sampler about trials it did not ask for (earlier runs, other processes)."""
-        from optuna.trial import TrialState
-
         for trial in self.store.trials():
             if trial.number in self._seen:
                 continue
@@ -490,6 +499,18 @@ class TuningSession:
             digest = config.hash()
             trial.set_user_attr("config", config.to_dict())
             trial.set_user_attr("hash", digest)
+            if self.options.storage is not None:
+                rival = self._rival(trial.number, digest)
+                if rival is not None and rival.state == TrialState.RUNNING:
+                    # Another process took this configuration just now: leave it to them, ask again.
+                    trial.set_user_attr("status", "duplicate")
+                    self.store.study.tell(trial, state=TrialState.FAIL)
+                    self._seen.add(trial.number)
+                    if ask is not None or not self.sampler.native:
+                        self.sampler.observe(encoded, None)
+                    continue
+                if rival is not None and digest not in self._evaluated:
+                    self._evaluated[digest] = (rival.number, rival.value)
             self._used += 1
             known = self._evaluated.get(digest)
             if known is not None:
@@ -506,6 +527,16 @@ class TuningSession:
             return pending
         raise UsageError(f"space {self.space.name!r}: {MAX_SAMPLE_RETRIES} points in a row violate its constraints; "
                          f"the sampler {self.sampler.spec} cannot find a feasible one; loosen the constraints")
+
+    def _rival(self, number: int, digest: str) -> optuna.trial.FrozenTrial | None:
+        """An earlier trial of another process with the same configuration, running or evaluated."""
+        for other in self.store.trials(states=(TrialState.RUNNING, TrialState.COMPLETE)):
+            attrs_ = other.user_attrs
+            if (other.number < number and attrs_.get("hash") == digest
+                    and (attrs_.get("owner") or {}).get("session") != self.session_id
+                    and (other.state == TrialState.RUNNING or attrs_.get("status") in EVALUATED)):
+                return other
+        return None
 
     def _tell(self, trial: optuna.trial.Trial, ask: Ask | None, encoded: dict, value: float, status: str,
               result: dict | None = None) -> None:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 import socket
+import time
 import warnings
 from collections.abc import Iterable
 from pathlib import Path
@@ -42,6 +44,7 @@ STORE_SCHEMA = 1
 COUNTED = frozenset({"ok", "failed", "unverified", "cached"})  # statuses that spend the trial budget
 EVALUATED = frozenset({"ok", "failed", "unverified"})  # statuses that ran an experiment
 DEFAULT_DB = "study.db"
+SCHEMA_RETRIES = 5
 
 
 @attrs.frozen
@@ -74,10 +77,13 @@ class TrialRecord:
     def of(cls, trial: optuna.trial.FrozenTrial) -> TrialRecord:
         attrs_ = trial.user_attrs
         result = attrs_.get("result")
+        status = attrs_.get("status", "running" if trial.state == TrialState.RUNNING else trial.state.name.lower())
+        if trial.state == TrialState.RUNNING and status in COUNTED:
+            status = "running"  # its result is being written right now
         return cls(
             number=trial.number,
             state=trial.state.name,
-            status=attrs_.get("status", "running" if trial.state == TrialState.RUNNING else trial.state.name.lower()),
+            status=status,
             value=trial.value if trial.state == TrialState.COMPLETE else None,
             params=dict(trial.params),
             config=attrs_.get("config"),
@@ -114,12 +120,18 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}
         _sqlite_write_ahead_log()
-    try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
-    except ImportError as exc:
-        raise UsageError(f"storage {url!r} needs a database driver: {exc}") from exc
-    except Exception as exc:  # sqlalchemy raises many kinds; say which storage failed
-        raise UsageError(f"cannot open storage {url!r}: {exc}") from exc
+    for attempt in range(SCHEMA_RETRIES):
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+        except ImportError as exc:
+            raise UsageError(f"storage {url!r} needs a database driver: {exc}") from exc
+        except Exception as exc:  # sqlalchemy raises many kinds; say which storage failed
+            # Processes that start together race to create the schema: the losers retry and find it.
+            if attempt + 1 == SCHEMA_RETRIES:
+                raise UsageError(f"cannot open storage {url!r}: {exc}") from exc
+            log.debug("opening storage %s failed (%s); retrying", url, exc)
+            time.sleep(0.2 + random.random() * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 _WAL_INSTALLED = False

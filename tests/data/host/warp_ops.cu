@@ -26,3 +26,13 @@ extern "C" __global__ void struct_param(Params p, float* out) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n) out[i] = p.scale * i + (float)p.offset;
 }
+
+// Shuffles only (every mode, and a sub-warp width): these run in the step form, not on fibers.
+extern "C" __global__ void shuffles(const int* in, int* shuffled) {
+  int t = blockIdx.x * blockDim.x + threadIdx.x;
+  int v = in[t];
+  shuffled[4 * t + 0] = __shfl_up_sync(0xffffffffu, v, 3);
+  shuffled[4 * t + 1] = __shfl_xor_sync(0xffffffffu, v, 5);
+  shuffled[4 * t + 2] = __shfl_sync(0xffffffffu, v, 7);
+  shuffled[4 * t + 3] = __shfl_down_sync(0xffffffffu, v, 2, 8);
+}

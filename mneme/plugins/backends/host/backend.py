@@ -22,7 +22,7 @@ from mneme.core.backend import (
     Resources,
 )
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError
-from mneme.plugins.backends.host import memory, retarget, runtime
+from mneme.plugins.backends.host import memory, retarget, runtime, steps
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,8 @@ def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
     the host cannot run), with always-inline functions inlined."""
     llvm = _llvm()
     # The host's passes must not see the GPU's target-cpu/features (LLVM aborts on "sm_90").
-    work = llvm.parse_assembly(retarget.strip_target_attributes(str(module)))
+    text = retarget.inline_synchronizing_functions(retarget.strip_target_attributes(str(module)))
+    work = llvm.parse_assembly(text)
     for fn in work.functions:
         if not fn.is_declaration and fn.name != kernel_name:
             fn.linkage = llvm.Linkage.internal
@@ -91,6 +92,19 @@ def _check_externals(module: Any, kernel_name: str) -> None:
         raise UnsupportedError(
             f"not supported on the host backend: {', '.join(sorted(missing))} (used by kernel {kernel_name!r})"
         )
+
+
+def _step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
+    """The kernel as a step function (see `steps`), or None to keep fibers."""
+    llvm = _llvm()
+    try:
+        text = steps.to_steps(host.text, kernel_name, host.params, host.static_shared)
+        if text is not None:
+            llvm.parse_assembly(text).verify()
+        return text
+    except Exception as exc:  # noqa: BLE001 - any surprise keeps the general (fiber) form
+        log.info("kernel %r keeps fibers: the step form did not apply (%s)", kernel_name, exc)
+        return None
 
 
 class HostBackend(Backend):
@@ -145,13 +159,16 @@ class HostBackend(Backend):
             raise IRError(f"kernel {kernel_name!r} is not defined in the module; check the kernel name") from exc
         module = prune_to_kernel(module, kernel_name, tm)
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
+        text = host.text
+        if host.flags & retarget.FLAG_FIBERS and os.environ.get("MNEME_HOST_FIBERS") != "1":
+            text = _step_form(host, kernel_name) or text
         try:
-            host_module = llvm.parse_assembly(host.text)
+            host_module = llvm.parse_assembly(text)
             host_module.verify()
         except RuntimeError as exc:
             raise IRError(f"kernel {kernel_name!r}: the retargeted host IR is invalid: {exc}") from exc
         _check_externals(host_module, kernel_name)
-        if host.flags & retarget.FLAG_BLOCK_LOOP:  # inlined into the loop over the block's threads
+        if host.flags & retarget.FLAG_BLOCK_LOOP or text is not host.text:  # inlined into the entry
             host_module.get_function(kernel_name).linkage = llvm.Linkage.internal
         retarget_seconds = time.perf_counter() - start
         optimize_seconds = pipeline.optimize(host_module, config, "host")
@@ -214,11 +231,18 @@ class HostKernel(LoadedKernel):
         info = self._engine.get_global_value_address(retarget.INFO)
         if not self.entry or not info:
             raise ExperimentError(f"kernel {binary.kernel_name!r}: the binary was not made by the host backend", kind="load")
-        static_shared, flags, param_bytes = (ctypes.c_int64 * 3).from_address(info)
+        static_shared, flags, param_bytes, frame_bytes = (ctypes.c_int64 * 4).from_address(info)
         self.static_shared = static_shared
         self.param_bytes = param_bytes
-        # the runtime's modes: 0 one call per thread, 1 one fiber per thread, 2 one call per block
-        self.mode = 1 if flags & retarget.FLAG_FIBERS else 2 if flags & retarget.FLAG_BLOCK_LOOP else 0
+        self.frame_bytes = frame_bytes
+        # the runtime's modes: 0 one call per thread, 1 one fiber per thread, 2 one call per block,
+        # 3 one call per thread and barrier (step form)
+        if flags & steps.FLAG_STEPS:
+            self.mode = 3
+        elif flags & retarget.FLAG_FIBERS:
+            self.mode = 1
+        else:
+            self.mode = 2 if flags & retarget.FLAG_BLOCK_LOOP else 0
         self.globals = self._read_globals()
 
     def _read_globals(self) -> dict[str, tuple[int, int]]:
@@ -287,6 +311,7 @@ class HostDevice(Device):
                 kind="load",
             )
         kernel = HostKernel(binary)
+        self._kernels = [k for k in self._kernels if not k._closed]  # tuning loads many variants
         self._kernels.append(kernel)
         return kernel
 
@@ -317,7 +342,7 @@ class HostDevice(Device):
         u32x3 = ctypes.c_uint32 * 3
         rc = self._runtime.mneme_launch(
             kernel.entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
-            shared_bytes, kernel.mode, 0, message, len(message),
+            shared_bytes, kernel.mode, kernel.frame_bytes, 0, message, len(message),
         )  # fmt: skip
         if rc != 0:
             raise ExperimentError(f"kernel {name!r} failed on the host: {message.value.decode(errors='replace')}",

@@ -98,6 +98,51 @@ def strip_target_attributes(text: str) -> str:
     )
 
 
+_SYNC_INTRINSIC = re.compile(r"@llvm\.nvvm\.(barrier|bar\.|shfl\.|vote\.|activemask|match\.)")
+
+
+def inline_synchronizing_functions(text: str) -> str:
+    """Mark functions that reach a barrier or warp operation `alwaysinline` (unless `noinline`).
+
+    CUDA's wrappers (``__shfl_down_sync`` ...) then disappear into the kernel, where barriers and
+    shuffles can become step points instead of needing fibers.
+    """
+    lines = text.split("\n")
+    groups = {}
+    for line in lines:
+        m = re.match(r"^attributes (#\d+) = \{(.*)\}", line)
+        if m:
+            groups[m.group(1)] = m.group(2)
+    bodies: dict[str, tuple[int, str]] = {}
+    for i, line in enumerate(lines):
+        if line.startswith("define "):
+            m = re.search(r"@(" + _NAME + r")\(", line)
+            if m and line.rstrip().endswith("{"):
+                end = lines.index("}", i)
+                bodies[m.group(1)] = (i, "\n".join(lines[i + 1 : end]))
+    reaching = {name for name, (_, body) in bodies.items() if _SYNC_INTRINSIC.search(body)}
+    while True:
+        more = {
+            name for name, (_, body) in bodies.items()
+            if name not in reaching and any(f"@{r}(" in body for r in reaching)
+        }  # fmt: skip
+        if not more:
+            break
+        reaching |= more
+    for name in reaching:
+        i, _ = bodies[name]
+        header = lines[i]
+        group = re.search(r"(#\d+)\s*(?:comdat[^{]*|align \d+\s*)*\{$", header)
+        attrs_text = groups.get(group.group(1), "") if group else ""
+        if re.search(r"\b(noinline|optnone|alwaysinline)\b", header + " " + attrs_text) or "ptx_kernel" in header:
+            continue
+        quoted = _quote(name) if not name.startswith('"') else "@" + name
+        open_index = header.index(quoted + "(") + len(quoted)
+        close = _match_paren(header, open_index)
+        lines[i] = header[: close + 1] + " alwaysinline" + header[close + 1 :]
+    return "\n".join(lines)
+
+
 def _match_paren(text: str, open_index: int) -> int:
     depth = 0
     in_string = False
@@ -504,7 +549,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     flags = (FLAG_FIBERS if fibers else 0) | (FLAG_BLOCK_LOOP if block_loop else 0)
     support.append(_block_loop(kernel_name, params) if block_loop else _trampoline(kernel_name, params))
     param_bytes = max((p.offset + p.size for p in params), default=0)
-    support.append(f"@{INFO} = constant [3 x i64] [i64 {static_shared}, i64 {flags}, i64 {param_bytes}]")
+    support.append(f"@{INFO} = constant [4 x i64] [i64 {static_shared}, i64 {flags}, i64 {param_bytes}, i64 0]")
     # Device globals by name: their addresses, sizes, and names (NUL-separated).
     entries = ", ".join(f"{{ ptr, i64 }} {{ ptr {_quote(n)}, i64 {size} }}" for n, size in device_globals)
     support.append(f"@{GLOBAL_TABLE} = constant [{len(device_globals)} x {{ ptr, i64 }}] [{entries}]")

@@ -1,12 +1,17 @@
 /* Mneme host runtime: runs a kernel grid on the CPU.
  *
- * Blocks run in parallel on a pool of native threads (one per core). Inside a block, a
- * kernel without barriers or warp operations runs thread after thread on the worker's own
- * stack; a kernel with them runs every GPU thread as a fiber (its own small stack) and the
- * worker switches between fibers at each barrier, so barriers, shuffles and votes have the
- * GPU's semantics. JIT-compiled kernel code calls back into the functions named __mneme_*.
- * A fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL) inside a kernel ends the launch with an error
- * instead of killing the process. Compiled at first use by the Python backend (host/runtime.py).
+ * Blocks run in parallel on the calling thread plus parked helper threads (one per core). A
+ * block runs in one of four modes, chosen when the kernel was compiled (backend.py):
+ *   MODE_BLOCK   no barriers, thread index read only by the kernel: one call loops over the block;
+ *   MODE_THREAD  no barriers: one call per thread;
+ *   MODE_STEPS   barriers, shuffles, votes in the kernel itself: one call runs a thread to its next
+ *                barrier or warp point (steps.py); the scheduler lets a warp pass a warp point
+ *                when all its lanes are there, and the block pass a barrier likewise;
+ *   MODE_FIBERS  everything else (synchronization in called functions, activemask...): every GPU
+ *                thread is a fiber with its own stack, switched at each barrier and warp operation.
+ * JIT-compiled kernel code calls back into the functions named __mneme_*. A fault (SIGSEGV,
+ * SIGBUS, SIGFPE, SIGILL), a trap or a device-side assert inside a kernel ends the launch with an
+ * error instead of killing the process. Compiled at first use by the Python backend (runtime.py).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -47,7 +52,11 @@ typedef void (*mn_entry_fn)(void *args);
 
 enum { F_READY, F_BLOCK_WAIT, F_WARP_WAIT, F_DONE };
 /* How the entry runs: once per thread, once per thread as a fiber, or once per block. */
-enum { MODE_THREAD = 0, MODE_FIBERS = 1, MODE_BLOCK = 2 };
+enum { MODE_THREAD = 0, MODE_FIBERS = 1, MODE_BLOCK = 2, MODE_STEPS = 3 };
+/* Step form: the entry runs one thread from `resume` to its next barrier or its end, and stores
+   in the frame's first word where to resume (-1: done). */
+typedef void (*mn_step_fn)(void *args, void *frame, int32_t resume);
+#define STEP_WARP_BIT (1 << 30) /* resume ids of warp points (steps.py WARP_BIT) */
 
 typedef struct mn_fiber {
 #if defined(__x86_64__)
@@ -64,6 +73,7 @@ typedef struct mn_launch {
   uint32_t grid[3], block[3];
   uint64_t nblocks, shared_bytes;
   int mode;
+  uint64_t frame_bytes; /* per thread, step form */
   _Atomic uint64_t next_block;
   _Atomic int abort;
   _Atomic int failed;
@@ -88,6 +98,8 @@ typedef struct mn_worker {
   int32_t red_count, red_result, red_arrived;
   char *shared;
   size_t shared_bytes;
+  char *frames;
+  size_t frames_bytes;
   char *altstack;
   sigjmp_buf jump;
   volatile int in_kernel;
@@ -287,6 +299,7 @@ static void release_worker(mn_worker *w) {
     free(w->ctxs);
     free(w->slots);
     free(w->shared);
+    free(w->frames);
     free(w->altstack);
     free(w);
   }
@@ -323,6 +336,15 @@ static int ensure_capacity(mn_worker *w, int nthreads, int fibers, uint64_t shar
     for (size_t i = 0; i < w->capacity; i++) /* a guard page under every fiber stack */
       mprotect(w->stacks + i * stride, (size_t)page_bytes, PROT_NONE);
   }
+  if (w->launch->mode == MODE_STEPS) {
+    size_t want_frames = w->capacity * ((w->launch->frame_bytes + 63) & ~(uint64_t)63);
+    if (w->frames_bytes < want_frames) {
+      free(w->frames);
+      w->frames = aligned_alloc(64, want_frames);
+      w->frames_bytes = w->frames ? want_frames : 0;
+      if (!w->frames) return -1;
+    }
+  }
   size_t want = (size_t)shared_bytes + 64;
   if (w->shared_bytes < want) {
     free(w->shared);
@@ -355,6 +377,48 @@ static void run_block(mn_launch *L, mn_worker *w, const uint32_t cta[3]) {
     init_ctx(L, w, &w->ctxs[0], 0, cta);
     tls_ctx = &w->ctxs[0];
     L->entry(L->args);
+    return;
+  }
+  if (L->mode == MODE_STEPS) { /* each call runs a thread to its next barrier or warp point */
+    size_t stride = (L->frame_bytes + 63) & ~(uint64_t)63;
+    for (int i = 0; i < n; i++) {
+      init_ctx(L, w, &w->ctxs[i], (uint32_t)i, cta);
+      *(int32_t *)(w->frames + i * stride) = 0;
+      w->fibers[i].state = F_READY;
+    }
+    mn_step_fn step = (mn_step_fn)(void (*)(void))L->entry;
+    int nwarps = (n + 31) / 32;
+    w->red_count = 0;
+    for (;;) {
+      for (int wp = 0; wp < nwarps; wp++) {
+        int lo = wp * 32, hi = lo + 32 < n ? lo + 32 : n;
+        for (;;) {
+          int at_warp_point = 0;
+          for (int i = lo; i < hi; i++) {
+            if (w->fibers[i].state != F_READY) continue;
+            int32_t *resume = (int32_t *)(w->frames + i * stride);
+            tls_ctx = &w->ctxs[i];
+            step(L->args, resume, *resume);
+            w->fibers[i].state = *resume < 0 ? F_DONE : (*resume & STEP_WARP_BIT) ? F_WARP_WAIT : F_BLOCK_WAIT;
+            at_warp_point |= w->fibers[i].state == F_WARP_WAIT;
+          }
+          if (!at_warp_point) break;
+          for (int i = lo; i < hi; i++) /* the whole warp reached the point: it goes on */
+            if (w->fibers[i].state == F_WARP_WAIT) w->fibers[i].state = F_READY;
+        }
+      }
+      int waiting = 0;
+      for (int i = 0; i < n; i++)
+        if (w->fibers[i].state == F_BLOCK_WAIT) {
+          w->fibers[i].state = F_READY;
+          waiting++;
+        }
+      if (!waiting) break;
+      w->red_result = w->red_count; /* for __syncthreads_count and friends */
+      w->red_arrived = waiting;
+      w->red_count = 0;
+    }
+    tls_ctx = NULL;
     return;
   }
   if (L->mode == MODE_THREAD) {
@@ -442,9 +506,82 @@ static int worker_count(void) {
   return n > 0 ? (int)n : 1;
 }
 
+/* ---- helper threads: started once per process, parked between launches --------------------- */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t wake, finished;
+  pid_t pid; /* threads do not survive fork(): a child process starts its own */
+  int count, participants, running;
+  uint64_t generation; /* one per launch */
+  uint64_t start_generation[MAX_WORKERS];
+  mn_launch *launch;
+  mn_worker *workers[MAX_WORKERS];
+} helpers = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .finished = PTHREAD_COND_INITIALIZER};
+static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *helper_main(void *arg) {
+  int index = (int)(intptr_t)arg;
+  sigset_t quiet; /* asynchronous signals go to the application's threads, not to ours */
+  sigfillset(&quiet);
+  for (size_t i = 0; i < sizeof fault_signals / sizeof *fault_signals; i++) sigdelset(&quiet, fault_signals[i]);
+  pthread_sigmask(SIG_BLOCK, &quiet, NULL);
+  pthread_mutex_lock(&helpers.lock);
+  uint64_t seen = helpers.start_generation[index];
+  for (;;) {
+    while (helpers.generation == seen) pthread_cond_wait(&helpers.wake, &helpers.lock);
+    seen = helpers.generation;
+    if (index >= helpers.participants) continue;
+    mn_worker *w = helpers.workers[index];
+    w->launch = helpers.launch;
+    pthread_mutex_unlock(&helpers.lock);
+    worker_main(w);
+    pthread_mutex_lock(&helpers.lock);
+    if (--helpers.running == 0) pthread_cond_signal(&helpers.finished);
+  }
+  return NULL;
+}
+
+/* Start helpers up to `wanted` and hand them the launch; returns how many take part. */
+static int wake_helpers(mn_launch *L, int wanted) {
+  pthread_mutex_lock(&helpers.lock);
+  if (helpers.pid != getpid()) {
+    helpers.pid = getpid();
+    helpers.count = 0;
+  }
+  while (helpers.count < wanted && helpers.count < MAX_WORKERS) {
+    int i = helpers.count;
+    if (!helpers.workers[i] && !(helpers.workers[i] = acquire_worker())) break;
+    helpers.start_generation[i] = helpers.generation;
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 8 << 20);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&thread, &attr, helper_main, (void *)(intptr_t)i);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) break;
+    helpers.count++;
+  }
+  int used = wanted < helpers.count ? wanted : helpers.count;
+  helpers.launch = L;
+  helpers.participants = used;
+  helpers.running = used;
+  helpers.generation++;
+  pthread_cond_broadcast(&helpers.wake);
+  pthread_mutex_unlock(&helpers.lock);
+  return used;
+}
+
+static void wait_helpers(void) {
+  pthread_mutex_lock(&helpers.lock);
+  while (helpers.running > 0) pthread_cond_wait(&helpers.finished, &helpers.lock);
+  pthread_mutex_unlock(&helpers.lock);
+}
+
 /* Run one grid to completion. Returns 0, or 1 with `message` set when the launch failed. */
 API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], const uint32_t block[3],
-                     uint64_t shared_bytes, int mode, int max_workers, char *message, size_t message_len) {
+                     uint64_t shared_bytes, int mode, uint64_t frame_bytes, int max_workers, char *message,
+                     size_t message_len) {
   if (!page_bytes) page_bytes = sysconf(_SC_PAGESIZE);
   const char *env = getenv("MNEME_HOST_STACK_KB");
   if (env && atoi(env) >= 16) fiber_stack_bytes = (size_t)atoi(env) << 10;
@@ -458,41 +595,24 @@ API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], cons
   L.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
   L.shared_bytes = shared_bytes;
   L.mode = mode;
+  L.frame_bytes = frame_bytes < 4 ? 4 : frame_bytes;
   int n = max_workers > 0 ? max_workers : worker_count();
   if ((uint64_t)n > L.nblocks) n = (int)L.nblocks;
   if (n > MAX_WORKERS) n = MAX_WORKERS;
-  /* The calling thread is worker 0; the others are started for this launch. */
-  mn_worker *workers[MAX_WORKERS];
-  pthread_t threads[MAX_WORKERS];
-  int started = 0;
-  for (int i = 0; i < n; i++) {
-    workers[i] = acquire_worker();
-    if (!workers[i]) break;
-    workers[i]->launch = &L;
-    if (i > 0) {
-      pthread_attr_t attr;
-      pthread_attr_init(&attr);
-      pthread_attr_setstacksize(&attr, 8 << 20);
-      int rc = pthread_create(&threads[i], &attr, worker_main, workers[i]);
-      pthread_attr_destroy(&attr);
-      if (rc != 0) {
-        release_worker(workers[i]);
-        break;
-      }
-    }
-    started++;
+  /* The calling thread is worker 0; parked helper threads are the others. */
+  pthread_mutex_lock(&launch_lock);
+  int helpers_used = wake_helpers(&L, n - 1);
+  mn_worker *self = acquire_worker();
+  if (self) {
+    self->launch = &L;
+    worker_main(self);
+    release_worker(self);
   }
-  if (started == 0 && L.nblocks > 0) {
-    snprintf(message, message_len, "could not allocate a worker: %s", strerror(errno));
+  wait_helpers();
+  pthread_mutex_unlock(&launch_lock);
+  if (!self && helpers_used == 0 && L.nblocks > 0) {
+    snprintf(message, message_len, "out of memory for a worker");
     return 1;
-  }
-  if (started > 0) {
-    worker_main(workers[0]);
-    release_worker(workers[0]);
-  }
-  for (int i = 1; i < started; i++) {
-    pthread_join(threads[i], NULL);
-    release_worker(workers[i]);
   }
   if (L.failed) {
     snprintf(message, message_len, "%s", L.message);
@@ -586,6 +706,61 @@ API uint32_t __mneme_vote(uint32_t mode, uint32_t mask, uint32_t pred) {
     case 2: return ballot == 0 || ballot == members;
     default: return ballot;
   }
+}
+
+/* Step form of a shuffle: each lane puts its value before the warp point, gets after it. */
+API void __mneme_exchange_put(uint32_t value) {
+  mn_ctx *x = tls_ctx;
+  size_t bank = x->exchanges & 1;
+  tls_worker->slots[(bank * ((tls_worker->capacity + 31) / 32) + x->warpid) * 32 + x->laneid] = value;
+}
+
+API uint64_t __mneme_exchange_get(uint32_t mode, uint32_t b, uint32_t c) {
+  mn_worker *w = tls_worker;
+  mn_ctx *x = tls_ctx;
+  uint64_t *slots = exchange_slots(w, x);
+  uint32_t lane = x->laneid;
+  uint32_t clamp = c & 31, segmask = (c >> 8) & 31;
+  uint32_t max_lane = (lane & segmask) | (clamp & ~segmask), min_lane = lane & segmask;
+  uint32_t j;
+  int pred;
+  switch (mode) {
+    case 1: j = lane - b; pred = (int32_t)j >= (int32_t)max_lane; break;
+    case 2: j = lane + b; pred = j <= max_lane; break;
+    case 3: j = lane ^ b; pred = j <= max_lane; break;
+    default: j = min_lane | (b & ~segmask); pred = j <= max_lane; break;
+  }
+  if (!pred || j >= warp_width(w, x)) j = lane;
+  return (uint64_t)(uint32_t)slots[j] | ((uint64_t)(pred != 0) << 32);
+}
+
+/* Step form of a vote: the predicates were put before the warp point. */
+API uint32_t __mneme_vote_get(uint32_t mode, uint32_t mask) {
+  mn_worker *w = tls_worker;
+  mn_ctx *x = tls_ctx;
+  uint64_t *slots = exchange_slots(w, x);
+  uint32_t width = warp_width(w, x), ballot = 0, members = 0;
+  for (uint32_t l = 0; l < width; l++) {
+    if (!(mask >> l & 1)) continue;
+    members |= 1u << l;
+    if (slots[l]) ballot |= 1u << l;
+  }
+  switch (mode) {
+    case 0: return ballot == members;
+    case 1: return ballot != 0;
+    case 2: return ballot == 0 || ballot == members;
+    default: return ballot;
+  }
+}
+
+/* Step form of __syncthreads_count/_and/_or: put before the barrier, get after it. */
+API void __mneme_block_put(int32_t pred) { tls_worker->red_count += pred != 0; }
+
+API int32_t __mneme_block_get(int32_t op) {
+  mn_worker *w = tls_worker;
+  if (op == 0) return w->red_result;
+  if (op == 1) return w->red_result == w->red_arrived;
+  return w->red_result != 0;
 }
 
 API uint32_t __mneme_activemask(void) {

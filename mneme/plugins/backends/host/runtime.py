@@ -98,7 +98,7 @@ def load() -> ctypes.CDLL:
     llvm.load_library_permanently(str(path))
     u32x3 = ctypes.c_uint32 * 3
     lib.mneme_launch.argtypes = [
-        ctypes.c_void_p, ctypes.c_void_p, u32x3, u32x3, ctypes.c_uint64, ctypes.c_int, ctypes.c_int,
+        ctypes.c_void_p, ctypes.c_void_p, u32x3, u32x3, ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64, ctypes.c_int,
         ctypes.c_char_p, ctypes.c_size_t,
     ]  # fmt: skip
     lib.mneme_launch.restype = ctypes.c_int
