@@ -52,7 +52,7 @@ def vecadd_app(tmp_path_factory) -> Path:
 
 
 def test_list_shows_every_kernel_with_its_architecture_and_source(vecadd_app):
-    out = subprocess.run([*MNEME, "embedded", "list", "--json", str(vecadd_app)], capture_output=True, text=True,
+    out = subprocess.run([*MNEME, "ir", "list", "--json", str(vecadd_app)], capture_output=True, text=True,
                          check=True).stdout
     rows = {r["kernel"]: r for r in map(json.loads, out.splitlines())}
     assert set(rows) == set(KERNELS)
@@ -65,7 +65,7 @@ def test_list_shows_every_kernel_with_its_architecture_and_source(vecadd_app):
 def test_extracted_kernels_have_the_parameters_of_the_compiled_binary(vecadd_app, tmp_path):
     for kernel, short in (("_Z6vecaddPKfS0_Pfi", "vecadd"), ("_Z4axpyIfEvT_PKS0_PS0_i", "axpy<float>")):
         out = tmp_path / f"{short}.bc"
-        subprocess.run([*MNEME, "embedded", "extract", str(vecadd_app), short, "-o", str(out)], check=True,
+        subprocess.run([*MNEME, "ir", "extract", str(vecadd_app), short, "-o", str(out)], check=True,
                        capture_output=True)
         from_ir = ir_param_sizes(out, kernel)
         assert from_ir == cubin_param_sizes(vecadd_app, kernel)
@@ -74,7 +74,7 @@ def test_extracted_kernels_have_the_parameters_of_the_compiled_binary(vecadd_app
 
 
 def test_extract_of_an_unknown_kernel_names_the_ones_there(vecadd_app, tmp_path):
-    result = subprocess.run([*MNEME, "embedded", "extract", str(vecadd_app), "saxpy", "-o", str(tmp_path / "x.bc")],
+    result = subprocess.run([*MNEME, "ir", "extract", str(vecadd_app), "saxpy", "-o", str(tmp_path / "x.bc")],
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert "no kernel 'saxpy'" in result.stderr and "vecadd(float const*" in result.stderr

@@ -303,7 +303,7 @@ def test_clang_cuda_command_plans_runnable_device_jobs(tmp_path):
 
 def test_list_of_a_binary_without_ir_says_how_to_get_it(builds):
     d, _ = builds
-    result = CliRunner().invoke(cli, ["embedded", "list", str(d / "host_only.o")])
+    result = CliRunner().invoke(cli, ["ir", "list", str(d / "host_only.o")])
     assert result.exit_code == 0
     assert "no embedded IR" in result.output and "mneme-cc" in result.output
 
@@ -311,9 +311,9 @@ def test_list_of_a_binary_without_ir_says_how_to_get_it(builds):
 def test_extract_asks_for_arch_when_the_kernel_has_several(builds, tmp_path):
     d, _ = builds
     out = tmp_path / "k.ll"
-    result = CliRunner().invoke(cli, ["embedded", "extract", str(d / "multi.o"), "block_sum", "-o", str(out)])
+    result = CliRunner().invoke(cli, ["ir", "extract", str(d / "multi.o"), "block_sum", "-o", str(out)])
     assert result.exit_code == 2 and "several architectures (sm_80, sm_90)" in result.output
-    result = CliRunner().invoke(cli, ["embedded", "extract", str(d / "multi.o"), "block_sum", "--arch", "sm_80",
+    result = CliRunner().invoke(cli, ["ir", "extract", str(d / "multi.o"), "block_sum", "--arch", "sm_80",
                                       "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert '"target-cpu"="sm_80"' in out.read_text()

@@ -151,3 +151,24 @@ def test_unknown_plugin_name_lists_the_known_ones(site):
             "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
     result = mneme(path=[golden], code=code)
     assert result.stdout.startswith("PluginError unknown sampler 'nope'; known:") and "golden" in result.stdout
+
+
+def test_a_plugin_that_fails_to_import_is_listed_as_broken_and_the_rest_still_work(tmp_path):
+    """One broken third-party plugin must not take `mneme` down; `mneme plugins` names it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    site = tmp_path / "site"
+    dist_info = site / "brokenplugin-0.3.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplugin\nVersion: 0.3\n")
+    (dist_info / "entry_points.txt").write_text("[mneme]\nbroken = brokenplugin_mod\n")
+    (site / "brokenplugin_mod.py").write_text(textwrap.dedent("raise ImportError('needs libfoo')\n"))
+    env = {**__import__("os").environ, "PYTHONPATH": str(site), "COLUMNS": "200"}
+    out = subprocess.run(
+        [sys.executable, "-m", "mneme.core.cli", "plugins"], capture_output=True, text=True, env=env, check=True
+    )
+    assert "brokenplugin" in out.stdout
+    assert "needs libfoo" in out.stdout
+    assert "exhaustive" in out.stdout  # the built-in plugins are still there

@@ -99,7 +99,11 @@ def _index() -> tuple[Provided, ...]:
             impl = getattr(plugin, hook, None)
             if impl is None:
                 continue
-            for obj in impl() or ():
+            try:
+                objects = list(impl() or ())
+            except Exception as exc:  # name the plugin instead of failing every command anonymously
+                raise PluginError(f"plugin {plugin_name!r} ({dist}) failed in {hook}: {exc!r}") from exc
+            for obj in objects:
                 name = obj.name if hasattr(obj, "name") else getattr(obj, "__name__", repr(obj))
                 provided.append(Provided(kind, name, obj, plugin_name, dist, version))
     return tuple(provided)

@@ -33,6 +33,8 @@ def plugins_command() -> None:
             availability = item.obj().availability()
             status = "usable" if availability.usable else f"unusable: {availability.reason}"
         table.add_row(item.kind, item.name, item.distribution, item.version, status)
+    for bad in plugins.broken():
+        table.add_row("broken", bad.name, bad.distribution, bad.version, f"failed to load {bad.value}: {bad.error}")
     console.print(table)
 
 

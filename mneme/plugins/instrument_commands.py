@@ -13,7 +13,6 @@ import click
 from rich.table import Table
 
 from mneme.core.errors import UsageError
-from mneme.core.hookspecs import hookimpl
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, read_entries
 from mneme.instrument.symbols import demangle, short_names
 
@@ -98,17 +97,3 @@ def extract_command(binary: str, kernel: str, output: str, arch: str | None) -> 
     mangled, entry = select(binary, kernel, arch)
     to_ir_module(entry, mangled).write(output)
     console.print(f"{demangle(mangled)} ({entry.arch}, from {entry.source}) -> {output}", highlight=False)
-
-
-@click.group("embedded")
-def embedded_group() -> None:
-    """Kernels whose IR mneme-cc embedded in a binary (to become `mneme ir list|extract`)."""
-
-
-embedded_group.add_command(list_command)
-embedded_group.add_command(extract_command)
-
-
-@hookimpl
-def mneme_cli_commands():
-    return [embedded_group]

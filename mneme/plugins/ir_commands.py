@@ -278,6 +278,17 @@ def ir_group() -> None:
     """Inspect, transform and compile kernel IR (from IR files or a recording)."""
 
 
+def _attach_embedded_commands() -> None:
+    """`mneme ir list` and `mneme ir extract` read IR embedded by `mneme-cc`."""
+    from mneme.plugins.instrument_commands import extract_command, list_command
+
+    ir_group.add_command(list_command)
+    ir_group.add_command(extract_command)
+
+
+_attach_embedded_commands()
+
+
 @ir_group.command("show")
 @input_options
 @click.option("--optimized", is_flag=True, help="Also run the optimization pipeline.")
