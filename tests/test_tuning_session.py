@@ -140,3 +140,13 @@ def test_infeasible_points_are_told_without_running(saxpy_db, saxpy_pool, tmp_pa
     assert infeasible and summary["counts"]["infeasible"] == len(infeasible)
     assert all(r.result is None and r.config is None for r in infeasible)
     assert summary["counts"]["trials"] == 8
+
+
+def test_timeout_stops_asking_and_several_workers_share_the_device(saxpy_db, tmp_path):
+    session = TuningSession(TuneOptions(record_db=str(saxpy_db), results=str(tmp_path), sampler="random", seed=2,
+                                        trials=10_000, timeout=2.0, workers_per_device=2, devices=[0],
+                                        space="quick", space_options={"axes": "x"}, retime_top=0))
+    summary = session.run()
+    assert len(session.pool.device_workers) == 2
+    assert 0 < summary["counts"]["trials"] < 10_000
+    assert summary["best"] and (tmp_path / "best.json").is_file()

@@ -93,10 +93,10 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     failures = ", ".join(f"{k} {v}" for k, v in sorted(counts["failures"].items())) or "none"
     console.print(f"study {summary['study']}: {counts['trials']} trials, {counts['experiments']} experiments, "
                   f"{counts['cached']} answered from the store, {counts['infeasible']} infeasible skipped, "
-                  f"{counts['interrupted']} interrupted; failures: {failures}")
+                  f"{counts['interrupted']} interrupted; failures: {failures}", highlight=False)
     baseline = summary["baseline"]
     console.print(f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
-                  + (" (re-timed)" if baseline.get("retimed") else ""))
+                  + (" (re-timed)" if baseline.get("retimed") else ""), highlight=False)
     table = Table(title=title)
     for column in ("rank", "trial", "time", "spread", "speedup", "changes from the recorded configuration"):
         table.add_column(column, justify="right" if column in ("rank", "trial", "time", "spread", "speedup")
@@ -111,7 +111,7 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     best = summary.get("best")
     if best:
         console.print(f"best: {_fmt_time(best['time'])}, {_fmt_speedup(best['speedup'])} vs the recorded "
-                      "configuration")
+                      "configuration", highlight=False)
 
 
 def _short(value) -> str:
