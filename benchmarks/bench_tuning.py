@@ -121,8 +121,8 @@ def quality(db, work: Path, seeds: int, rounds: int = 5) -> None:
 
 
 def throughput(db, work: Path, count: int) -> None:
-    from mneme.core.tuning.space import load_space
     from mneme.core.executor import load_recording
+    from mneme.core.tuning.space import load_space
     from mneme.core.workers import AsyncReplayExecutor
 
     rec = load_recording(db)

@@ -16,18 +16,17 @@ import time
 from pathlib import Path
 
 import pytest
+from test_tuning_session import capture_saxpy
 
-from irbuild import build_cuda_ir
 from mneme.core.tuning.report import open_results
 from mneme.core.tuning.store import COUNTED, EVALUATED, ResultStore
-from test_tuning_session import capture_saxpy
 
 CLI = [sys.executable, "-m", "mneme.core.cli"]
 SPACE = ["--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repeats", "1"]
 
 
 def mneme(*args, timeout=240, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, **kwargs)
+    return subprocess.run([*CLI, *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +80,16 @@ def test_tune_then_results_reprints_exports_and_plots(saxpy_db, tmp_path):
                        "--plots", tmp_path / "plots")
     assert code == 0, out
     assert "best configurations" in out
-    rows = list(csv.DictReader(open(tmp_path / "t.csv")))
+    with open(tmp_path / "t.csv") as fh:
+        rows = list(csv.DictReader(fh))
     assert len([r for r in rows if r["status"] in COUNTED]) == 6
     lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert {line["number"] for line in lines} == {int(r["number"]) for r in rows}
     assert (tmp_path / "plots" / "history.html").is_file()
+    # `mneme replay --config best.json` reproduces the best configuration, and it verifies.
+    code, out = invoke("replay", "-rdb", saxpy_db, "--config", results / "best.json", "--json")
+    assert code == 0, out
+    assert '"verified": true' in out
 
 
 def test_a_results_folder_is_continued_only_with_resume_and_only_for_the_same_space(saxpy_db, tmp_path):
@@ -218,7 +222,7 @@ def postgres_url():
     try:
         yield f"postgresql://mneme@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run([*prefix, pg_ctl, "-D", data, "-m", "immediate", "stop"], capture_output=True)
+        subprocess.run([*prefix, pg_ctl, "-D", data, "-m", "immediate", "stop"], check=False, capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
 
 

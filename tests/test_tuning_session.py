@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import optuna
 import pytest
-
 from irbuild import build_cuda_ir
+
 from mneme import capture
 from mneme.core.tuning.session import PENALTY_FACTOR, TuneOptions, TuningSession
 from mneme.core.tuning.store import EVALUATED, ResultStore
@@ -150,3 +150,77 @@ def test_timeout_stops_asking_and_several_workers_share_the_device(saxpy_db, tmp
     assert len(session.pool.device_workers) == 2
     assert 0 < summary["counts"]["trials"] < 10_000
     assert summary["best"] and (tmp_path / "best.json").is_file()
+
+
+ORPHAN = """
+import json, os, sys
+import optuna
+from optuna.distributions import json_to_distribution
+from mneme.core.tuning.store import ResultStore, owner
+url, study, dists, params, config, digest = json.loads(sys.stdin.read())
+store = ResultStore.load(url, study)
+trial = store.study.ask({k: json_to_distribution(v) for k, v in dists.items()})
+for k, v in params.items():
+    assert trial.params[k] == v
+trial.set_user_attr("owner", {**owner(), "session": "dead"})
+trial.set_user_attr("config", config)
+trial.set_user_attr("hash", digest)
+trial.set_user_attr("status", "running")
+os._exit(9)  # dies mid-experiment, leaving its trial running
+"""
+
+
+def test_resume_reruns_the_experiment_a_dead_tuner_left_running(saxpy_db, saxpy_pool, tmp_path):
+    import subprocess
+    import sys
+
+    from optuna.distributions import distribution_to_json
+
+    session, _ = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="exhaustive", trials=2,
+                             space="quick", space_options={"axes": "x"})
+    done = set(experiment_hashes(session.store))
+    space = session.space
+    point = next(e for e in space.sample_exhaustive() if space.derived(space.decode(e)).hash() not in done)
+    config = space.derived(space.decode(point))
+    dists = {k: distribution_to_json(v) for k, v in space.distributions().items()}
+    # Pin the point for the dying process: it asks the study, whose sampler proposes at random,
+    # so enqueue the point first (Optuna hands waiting trials out before sampling).
+    session.store.study.enqueue_trial(point)
+    payload = json.dumps([session.store.url, session.store.study.study_name, dists, point, config.to_dict(),
+                          config.hash()])
+    dead = subprocess.run([sys.executable, "-c", ORPHAN], check=False, input=payload, text=True, capture_output=True)
+    assert dead.returncode == 9, dead.stderr
+    resumed, _ = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="exhaustive", trials=4, resume=True,
+                             space="quick", space_options={"axes": "x"})
+    records = resumed.store.records()
+    assert [r.status for r in records if r.owner.get("session") == "dead"] == ["interrupted"]
+    ran = experiment_hashes(resumed.store)
+    assert ran.count(config.hash()) == 1 and len(ran) == len(set(ran)) == 4
+
+
+def test_a_worker_killed_mid_experiment_fails_that_trial_and_tuning_goes_on(saxpy_db, tmp_path):
+    import os
+    import signal
+    import threading
+    import time
+
+    session = TuningSession(TuneOptions(record_db=str(saxpy_db), results=str(tmp_path), sampler="exhaustive",
+                                        trials=12, space="quick", space_options={"axes": "x"}, retime_top=0))
+    outcome: dict = {}
+    runner = threading.Thread(target=lambda: outcome.setdefault("summary", session.run()), daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 120
+    while session.progress.phase != "tuning" and time.monotonic() < deadline:
+        time.sleep(0.01)
+    crashed = []
+    while not crashed and runner.is_alive() and time.monotonic() < deadline:
+        worker = session.pool.busy_worker()
+        os.kill(worker.pid, signal.SIGKILL)
+        time.sleep(0.5)
+        crashed = [r for r in session.store.records() if (r.result or {}).get("error_kind") == "crash"]
+    runner.join(180)
+    summary = outcome["summary"]
+    assert crashed and all(r.status == "failed" for r in crashed)
+    assert summary["counts"]["failures"]["crash"] >= 1
+    assert summary["counts"]["trials"] == 12  # the pool respawned the worker and the run finished
+    assert summary["best"]["hash"] not in {r.hash for r in crashed}

@@ -215,3 +215,10 @@ def test_space_options_parse_as_yaml_scalars():
         "axes": "xy", "grid_stride": True, "max_threads": 256}
     with pytest.raises(UsageError, match="KEY=VALUE"):
         parse_options(["oops"])
+
+
+def test_exhaustive_enumeration_of_a_continuous_space_is_refused_at_once(tmp_path):
+    rec, inst = recording(tmp_path)
+    space = load_space("full", rec, inst, {"pipeline": 2})
+    with pytest.raises(UsageError, match=r"passes\[0\]\.priority.*use a sampler other than exhaustive"):
+        space.sample_exhaustive()

@@ -20,7 +20,7 @@ IDENTITY = {"static_hash": "s1", "dynamic_hash": "d1", "space": "f1", "env": "e1
 def test_default_storage_is_a_sqlite_file_in_the_results_folder(tmp_path):
     url = storage_url(None, tmp_path)
     assert url == f"sqlite:///{tmp_path.resolve()}/study.db"
-    store, existed = ResultStore.create_or_load(url, "s")
+    _, existed = ResultStore.create_or_load(url, "s")
     assert not existed and (tmp_path / "study.db").exists()
     assert ResultStore.create_or_load(url, "s")[1]
 
@@ -65,7 +65,8 @@ def test_budget_counts_finished_and_running_trials_but_not_infeasible_ones(tmp_p
 
 def test_trials_of_a_dead_process_on_this_host_are_orphans_and_can_be_marked_interrupted(tmp_path):
     store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True)
     orphan = store.study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
     orphan.set_user_attr("owner", {**owner(), "pid": int(dead.stdout)})
     orphan.set_user_attr("status", "running")

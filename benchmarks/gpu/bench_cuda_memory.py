@@ -100,11 +100,14 @@ def restore(device, size: int) -> dict:
             writer.add_region(BASE, data, encoding="raw")
         snap = Snapshot.open(path)
         t_snapshot = best_seconds(lambda: device.write_stream(BASE, snap.iter_region(BASE)))
+        t_direct = best_seconds(lambda: device.write_snapshot_region(snap, BASE))
+        assert device.read(BASE, 4096) == data[:4096].tobytes()
     assert device.read(BASE + size - 4096, 4096) == data[-4096:].tobytes()
     gbps = lambda t: size / t / 1e9
     return {"bytes": size, "pinned_h2d_GBps": gbps(t_pinned), "write_pageable_GBps": gbps(t_write),
             "restore_snapshot_GBps": gbps(t_snapshot), "ratio_write_vs_pinned": t_pinned / t_write,
-            "ratio_snapshot_restore_vs_pinned": t_pinned / t_snapshot}  # fmt: skip
+            "ratio_snapshot_restore_vs_pinned": t_pinned / t_snapshot,
+            "restore_snapshot_direct_GBps": gbps(t_direct), "ratio_snapshot_direct_vs_pinned": t_pinned / t_direct}  # fmt: skip
 
 
 def verify(device, size: int) -> dict:
@@ -223,7 +226,9 @@ def main() -> int:
     if "error" not in r:
         lines.append(f"restore   pinned H2D {r['pinned_h2d_GBps']:.1f} GB/s; write (pageable, staged) "
                      f"{r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x; snapshot restore "
-                     f"{r['restore_snapshot_GBps']:.1f} GB/s = {r['ratio_snapshot_restore_vs_pinned']:.2f}x (target >= 0.7)")
+                     f"{r['restore_snapshot_GBps']:.1f} GB/s = {r['ratio_snapshot_restore_vs_pinned']:.2f}x, decoded into pinned "
+                     f"staging {r['restore_snapshot_direct_GBps']:.1f} GB/s = {r['ratio_snapshot_direct_vs_pinned']:.2f}x "
+                     "(target >= 0.7)")
     if "error" not in v:
         lines.append(f"verify    D2D copy {v['d2d_copy_GBps']:.0f} GB/s; compare exact {v['compare_exact_GBps']:.0f} GB/s "
                      f"= {v['ratio_compare_exact_vs_d2d']:.2f}x; f32 {v['compare_f32_GBps']:.0f} GB/s "

@@ -691,7 +691,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
     except BaseException as exc:  # tell the parent why before exiting
         log.exception("worker startup failed")
         try:
-            conn.send({"payload": "error", "error": f"{type(exc).__name__}: {exc}"})
+            # A MnemeError (bad recording, unusable backend) repeats on every retry: say so.
+            conn.send({"payload": "error", "error": f"{type(exc).__name__}: {exc}", "fatal": isinstance(exc, MnemeError)})
         finally:
             conn.close()
         os._exit(3)

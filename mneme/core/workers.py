@@ -92,6 +92,7 @@ class TuneWorkerHandle:
         self.jobs_done = 0  # replies received (results or binaries)
         self.current: _Job | None = None
         self._holding = False  # holds the pool's lock of its device
+        self._fatal = False  # the last startup failed with an error that a retry would repeat
         self._thread = threading.Thread(target=self._run, name=f"mneme-{self.name}", daemon=True)
 
     @property
@@ -110,6 +111,7 @@ class TuneWorkerHandle:
         from mneme.core.executor import tune_worker_main
 
         self.last_error = ""
+        self._fatal = False
         parent, child = _CTX.Pipe(duplex=True)
         spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name)
         if self.role == "compile":
@@ -139,6 +141,7 @@ class TuneWorkerHandle:
                     log.info("worker %s ready (pid %d)", self.name, self.process.pid)
                     return True
                 self.last_error = message.get("error", repr(message))
+                self._fatal = bool(message.get("fatal"))
                 break
             if not self.process.is_alive():
                 break
@@ -171,7 +174,7 @@ class TuneWorkerHandle:
             failures += 1
             log.warning("worker %s failed to start (%d/%d): %s", self.name, failures,
                         self.pool.max_startup_failures, self.last_error)  # fmt: skip
-            if failures >= self.pool.max_startup_failures:
+            if failures >= self.pool.max_startup_failures or self._fatal:
                 self.dead = True
                 self.ready.set()
                 self.pool._worker_gave_up(self)
@@ -329,7 +332,7 @@ class AsyncReplayExecutor:
             num_workers = len(self.devices)
         if num_workers < 1:
             raise UsageError(f"num_workers must be >= 1, got {num_workers}")
-        self.record_db = str(record_db)
+        self.record_db = str(getattr(record_db, "path", None) or record_db)  # a RecordedExecution or a path
         self.iterations = iterations
         self.timeout = timeout
         self.timeout_factor = timeout_factor

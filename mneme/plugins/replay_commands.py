@@ -192,7 +192,7 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
     from mneme import capture
 
     path = capture.capture_spec(spec, out, backend=backend, device_id=device_id)
-    _console().print(f"captured into [bold]{path}[/]")
+    _console().print(f"captured into [bold]{path}[/]; replay it with: mneme replay -rdb {path}", soft_wrap=True)
 
 
 @click.command("replay")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import click
@@ -10,16 +11,14 @@ from rich.table import Table
 from mneme.core.hookspecs import hookimpl
 
 
-def _open(path: str, base: str | None):
+@contextlib.contextmanager
+def _opened(path: str, base: str | None):
+    """The snapshot at `path` (with its prologue `base`, if given), both closed afterwards."""
     from mneme.core.snapshot import Snapshot
 
-    prologue = Snapshot.open(base) if base else None
-    try:
-        return Snapshot.open(path, base=prologue), prologue
-    except BaseException:
-        if prologue is not None:
-            prologue.close()
-        raise
+    with contextlib.ExitStack() as stack:
+        prologue = stack.enter_context(Snapshot.open(base)) if base else None
+        yield stack.enter_context(Snapshot.open(path, base=prologue))
 
 
 def _size(n: float) -> str:
@@ -46,8 +45,7 @@ def info_command(path: str, base: str | None) -> None:
     """Header, arguments, regions (encoding, size on disk, policy) and globals of one snapshot."""
     from mneme.core.cli import console
 
-    snap, prologue = _open(path, base)
-    with snap:
+    with _opened(path, base) as snap:
         console.print(f"[bold]{Path(path).name}[/]: {snap.kind.value}, format version {snap.version}, "
                       f"static {snap.static_hash or '-'}, dynamic {snap.dynamic_hash or '-'}, "
                       f"written by {snap.producer or '-'}", highlight=False)  # fmt: skip
@@ -62,8 +60,6 @@ def info_command(path: str, base: str | None) -> None:
             table.add_row(f"0x{r.addr:x}", _size(r.size), r.encoding, _size(r.stored_size), f"{r.ratio:.2f}",
                           str(r.num_chunks), str(r.policy))  # fmt: skip
         console.print(table)
-    if prologue is not None:
-        prologue.close()
 
 
 @snapshot_group.command("verify")
@@ -74,12 +70,9 @@ def verify_command(paths: tuple[str, ...], base: str | None) -> None:
     from mneme.core.cli import console
 
     for path in paths:
-        snap, prologue = _open(path, base)
-        with snap:
+        with _opened(path, base) as snap:
             snap.verify()
             console.print(f"{path}: ok ({len(snap.regions)} regions, {_size(snap.size)})", highlight=False)
-        if prologue is not None:
-            prologue.close()
 
 
 @snapshot_group.command("compare")
@@ -90,18 +83,10 @@ def compare_command(expected: str, actual: str, base: str | None) -> None:
     """Compare two snapshots under EXPECTED's verification policies; exit 1 when they differ."""
     from mneme.core.cli import console
     from mneme.core.errors import MnemeError
-    from mneme.core.snapshot import compare
+    from mneme.core.snapshot import Snapshot, compare
 
-    exp, prologue = _open(expected, base)
-    act, _ = _open(actual, None) if prologue is None else (None, None)
-    if act is None:
-        from mneme.core.snapshot import Snapshot
-
-        act = Snapshot.open(actual, base=prologue)
-    with exp, act:
+    with _opened(expected, base) as exp, Snapshot.open(actual, base=exp.base) as act:  # both may diff --base
         report = compare(exp, act)
-    if prologue is not None:
-        prologue.close()
     for line in report.mismatches:
         console.print(line, highlight=False, soft_wrap=True)
     if not report.ok:

@@ -181,6 +181,28 @@ def test_a_process_that_never_uses_cuda_runs_unchanged_under_the_recorder(record
     assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").iterdir())
 
 
+RANK_PROBE = "import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).mneme_recorder_records())"
+
+
+@pytest.mark.parametrize(("spec", "rank", "records"), [
+    (None, None, 1), (None, "0", 1), (None, "2", 0), ("all", "2", 1), ("0,2", "2", 1), ("0,2", None, 1),
+    ("1,3", "2", 0), ("2", None, 0),
+])  # fmt: skip
+def test_only_the_selected_mpi_ranks_record(recorder_library, tmp_path, spec, rank, records):
+    import os
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")}
+    env["MNEME_RECORD_DIR"] = str(tmp_path)
+    if spec is not None:
+        env["MNEME_RECORD_RANKS"] = spec
+    if rank is not None:
+        env["OMPI_COMM_WORLD_RANK"] = rank
+    proc = subprocess.run([sys.executable, "-c", RANK_PROBE, str(recorder_library)], env=env, capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    assert int(proc.stdout) == records
+
+
 def test_recorder_status_says_whether_and_how_it_is_built(monkeypatch, tmp_path):
     from mneme_cuda import recorder
 
@@ -202,7 +224,7 @@ def _raw_launch(raw, seq, args, regions_before, regions_after, params):
     (folder / "prologue.bin").write_bytes(b"".join(data for _, data in regions_before))
     (folder / "epilogue.bin").write_bytes(b"".join(data for _, data in regions_after))
     manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "saxpy", "pid": 1234, "sequence": seq,
-                "occurrence": seq, "grid": [128, 1, 1], "block": [256, 1, 1], "shared_mem": 0,
+                "occurrence": seq, "instance_key": f"{seq:016x}", "grid": [128, 1, 1], "block": [256, 1, 1], "shared_mem": 0,
                 "va_base": 0x153940000000, "va_size": 1 << 40, "args": args.hex(), "params": params,
                 "regions": [[addr, len(data)] for addr, data in regions_before]}  # fmt: skip
     (folder / "manifest.json").write_text(__import__("json").dumps(manifest))
@@ -232,10 +254,14 @@ def test_finalize_turns_recorder_dumps_into_a_replayable_database(tmp_path):
     _raw_launch(raw, 0, args, [(base, x.tobytes()), (base + (2 << 20), y0.tobytes())],
                 [(base, x.tobytes()), (base + (2 << 20), y1.tobytes())], params)  # fmt: skip
     (raw / "launch-1234-000001.tmp").mkdir()  # an interrupted launch: ignored
+    counts = {"format": "mneme-cuda-counts", "version": 1, "kernels": {"saxpy": {"seen": 9, "instances": {
+        f"{0:016x}": 7, f"{5:016x}": 2}}}}  # fmt: skip
+    (raw / "counts-1234.json").write_text(__import__("json").dumps(counts))
     (db,) = recorder.finalize(raw, tmp_path / "db", [ir_path], arch="sm_90")
     rec = RecordedExecution.from_json(db)
     (inst,) = rec.kernel_instances.values()
     assert (rec.kernel_name, rec.va_addr, inst.grid_dim.x, inst.block_dim.x) == ("saxpy", base, 128, 256)
+    assert inst.occ == 7
     prologue = Snapshot.open(inst.prologue_path)
     epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
     assert prologue.args == args

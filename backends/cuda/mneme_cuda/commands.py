@@ -16,15 +16,17 @@ from mneme.core.cli import console
 @click.option("--kernel", default=None, help="Record only kernels whose (mangled) name matches this regex.")
 @click.option("--skip", default=0, show_default=True, help="Skip this many launches of each kernel first.")
 @click.option("--max-recordings", default=4, show_default=True, help="Distinct instances recorded per kernel.")
+@click.option("--record-ranks", default=None,
+              help="MPI ranks that record: 'all' or a list like 0,3 (default: rank 0 under a launcher).")
 @click.option("--ir", "ir_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, ir_files: tuple[Path, ...],
-                   command: tuple[str, ...]) -> None:  # fmt: skip
+def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, record_ranks: str | None,
+                   ir_files: tuple[Path, ...], command: tuple[str, ...]) -> None:  # fmt: skip
     """Run COMMAND under the CUDA recorder and write one database per recorded kernel (`-- ./app args`)."""
     from mneme_cuda import recorder
 
-    code = recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings)
+    code = recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings, record_ranks=record_ranks)
     sys.exit(code)
 
 
@@ -46,8 +48,7 @@ def info_command() -> None:
         console.print(f"{key}: {value}")
     if availability.usable:
         console.print(f"arch: {backend.arch(0)}; devices: {backend.device_count()}")
-    ok, message = recorder.status()
-    console.print(f"recorder: {message}")
+    console.print(f"recorder: {recorder.status()[1]}")
 
 
 @cuda_group.command("build-recorder")

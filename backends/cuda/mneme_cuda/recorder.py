@@ -19,7 +19,6 @@ import mmap
 import os
 import shutil
 import subprocess
-import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,6 +70,8 @@ def status() -> tuple[bool, str]:
     path = library_path()
     if path is not None:
         return True, f"built: {path}"
+    if not SOURCE.exists():
+        return False, f"not built: its source ({SOURCE}) is not installed; install mneme-cuda from a checkout"
     if compiler() is None:
         return False, "not built: no C++ compiler (install g++ or clang++)"
     if cuda_include() is None:
@@ -85,6 +86,9 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
     if not force and out_dir == build_dir() and library_path() == target:
         return target
     cxx, include = compiler(), cuda_include()
+    if not SOURCE.exists():
+        raise MnemeError(f"cannot build the CUDA recorder: {SOURCE} is missing; install mneme-cuda from a "
+                         "source checkout (pip install -e backends/cuda)")  # fmt: skip
     if cxx is None:
         raise MnemeError("cannot build the CUDA recorder: no C++ compiler found (install g++ or set CXX)")
     if include is None:
@@ -102,8 +106,13 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
 
 
 def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
-                va_base: int = DEFAULT_VA_BASE, library: Path | None = None) -> dict[str, str]:  # fmt: skip
-    """The environment that runs a command under the recorder."""
+                va_base: int = DEFAULT_VA_BASE, library: Path | None = None,
+                record_ranks: str | None = None) -> dict[str, str]:  # fmt: skip
+    """The environment that runs a command under the recorder.
+
+    `record_ranks`: "all", a comma-separated list of MPI ranks, or None (rank 0 when a launcher
+    announces ranks, else the one process).
+    """
     library = library or build()
     env = dict(os.environ)
     env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
@@ -113,6 +122,8 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     env["MNEME_RECORD_VA_BASE"] = hex(va_base)
     if kernel:
         env["MNEME_RECORD_KERNEL"] = kernel
+    if record_ranks:
+        env["MNEME_RECORD_RANKS"] = record_ranks
     return env
 
 
@@ -141,6 +152,22 @@ def launches(raw_dir: Path) -> list[tuple[Path, dict]]:
             raise FormatError(folder / "manifest.json", "not a version-1 mneme-cuda-raw manifest", field="format")
         found.append((folder, manifest))
     return found
+
+
+def occurrences(raw_dir: Path) -> dict[tuple[str, str], int]:
+    """(kernel, instance key) -> launches with that argument set, over every recorded process."""
+    total: dict[tuple[str, str], int] = defaultdict(int)
+    for path in sorted(Path(raw_dir).glob("counts-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        if data.get("format") != "mneme-cuda-counts" or data.get("version") != 1:
+            raise FormatError(path, "not a version-1 mneme-cuda-counts file", field="format")
+        for kernel, entry in data.get("kernels", {}).items():
+            for key, count in entry.get("instances", {}).items():
+                total[(kernel, key)] += int(count)
+    return dict(total)
 
 
 def _regions(folder: Path, name: str, regions: list[list[int]]):
@@ -173,6 +200,7 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    counted = occurrences(raw_dir)
     by_kernel: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
     for folder, manifest in launches(raw_dir):
         by_kernel[manifest["kernel"]].append((folder, manifest))
@@ -231,8 +259,9 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                 writer.set_args(arg_bytes)
                 for (addr, data), (_, base_data) in zip(after, before):
                     writer.add_diff_region(addr, base_data, data)
+            occ = counted.get((kernel, manifest.get("instance_key", "")), 1)
             rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
-                             epilogue=epilogue_path, dynamic_hash=dynamic)  # fmt: skip
+                             epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=max(occ, 1))  # fmt: skip
         rec.save()
         written.append(db_path)
     return written
@@ -248,10 +277,12 @@ def _defines(path: Path, kernel: str) -> bool:
 
 
 def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], kernel: str | None = None,
-                skip: int = 0, max_recordings: int = 4, library: Path | None = None) -> int:  # fmt: skip
+                skip: int = 0, max_recordings: int = 4, library: Path | None = None,
+                record_ranks: str | None = None) -> int:  # fmt: skip
     """`mneme record`: run, then finalize; returns the application's exit code."""
     raw = Path(rdb) / "raw"
-    code = run(command, raw, kernel=kernel, skip=skip, max_recordings=max_recordings, library=library)
+    code = run(command, raw, kernel=kernel, skip=skip, max_recordings=max_recordings, library=library,
+               record_ranks=record_ranks)  # fmt: skip
     arch = ""
     try:
         from mneme_cuda.backend import CudaBackend
@@ -260,5 +291,24 @@ def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], ker
     except MnemeError:
         pass
     written = finalize(raw, Path(rdb), ir_files, arch=arch)
-    print(f"recorded {len(launches(raw))} launches; wrote {len(written)} database(s) in {rdb}", file=sys.stderr)
+    _print_summary(raw, written)
     return code
+
+
+def _print_summary(raw: Path, written: Sequence[Path]) -> None:
+    """The final table of `mneme record`: kernels, instances, occurrences, IR, bytes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from mneme.core.records import RecordedExecution
+
+    table = Table(title=f"recorded {len(launches(raw))} launches")
+    for column in ("kernel", "instances", "launches", "IR", "bytes", "database"):
+        table.add_column(column)
+    for path in written:
+        rec = RecordedExecution.from_json(path)
+        size = sum(f.stat().st_size for f in rec.referenced_files() if f.exists())
+        occ = sum(i.occ for i in rec.kernel_instances.values())
+        table.add_row(rec.demangled_name or rec.kernel_name, str(len(rec.kernel_instances)), str(occ),
+                      "yes" if rec.llvm_files else "no", f"{size:,}", path.name)  # fmt: skip
+    Console(stderr=True).print(table)

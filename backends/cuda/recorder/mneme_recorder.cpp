@@ -51,6 +51,33 @@ struct Config {
     bool place = true;
 };
 
+// The MPI rank of this process as a launcher announces it; -1 without a launcher.
+long launcher_rank() {
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK",
+                                 "SLURM_PROCID", "FLUX_TASK_RANK"};
+    for (const char *var : vars)
+        if (const char *v = getenv(var)) return atol(v);
+    return -1;
+}
+
+// Whether this rank records: `spec` is "all", a comma-separated list of ranks, or unset (rank 0,
+// or the only process when no launcher is involved), as the original Mneme does.
+bool rank_selected(const char *spec, long rank) {
+    if (!spec || !*spec) return rank <= 0;
+    if (strcmp(spec, "all") == 0) return true;
+    long me = rank < 0 ? 0 : rank;
+    const char *p = spec;
+    while (*p) {
+        char *end = nullptr;
+        long r = strtol(p, &end, 10);
+        if (end == p) return false;
+        if (r == me) return true;
+        p = (*end == ',') ? end + 1 : end;
+        if (*end && *end != ',') return false;
+    }
+    return false;
+}
+
 Config &config() {
     static Config *c = [] {
         auto *cfg = new Config();
@@ -68,6 +95,7 @@ Config &config() {
         if (const char *v = getenv("MNEME_RECORD_VA_BASE")) cfg->va_base = strtoull(v, nullptr, 0);
         if (const char *v = getenv("MNEME_RECORD_VA_SIZE")) cfg->va_size = strtoull(v, nullptr, 0);
         if (const char *v = getenv("MNEME_RECORD_PLACE")) cfg->place = strcmp(v, "0") != 0;
+        if (!rank_selected(getenv("MNEME_RECORD_RANKS"), launcher_rank())) cfg->dir.clear();
         return cfg;
     }();
     return *c;
@@ -124,8 +152,8 @@ struct Real {
 };
 
 Real &real() {
-    static Real r;
-    return r;
+    static auto *r = new Real();
+    return *r;
 }
 
 void ensure_plain() {
@@ -146,9 +174,11 @@ struct Allocation {
     CUmemGenericAllocationHandle handle;
 };
 
+// Process-lifetime objects are never destroyed: the exit-time writer and late frees from other
+// threads may still use them after static destructors have run.
 std::mutex &mu() {
-    static std::mutex m;
-    return m;
+    static auto *m = new std::mutex();
+    return *m;
 }
 
 struct Placement {
@@ -160,8 +190,8 @@ struct Placement {
 };
 
 Placement &placement() {
-    static Placement p;
-    return p;
+    static auto *p = new Placement();
+    return *p;
 }
 
 bool reserve_range() {
@@ -256,12 +286,13 @@ thread_local bool in_recorder = false;
 
 struct KernelCounts {
     long seen = 0;
-    std::set<uint64_t> instances;
+    std::set<uint64_t> instances;        // recorded argument sets
+    std::map<uint64_t, long> occurrences;  // launches per argument set, recorded or not
 };
 
 std::map<std::string, KernelCounts> &counts() {
-    static std::map<std::string, KernelCounts> m;
-    return m;
+    static auto *m = new std::map<std::string, KernelCounts>();
+    return *m;
 }
 
 bool disabled = false;
@@ -386,6 +417,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     long index = kc.seen++;
     uint64_t h = fnv1a(l.grid, sizeof l.grid, fnv1a(l.block, sizeof l.block, fnv1a(&l.shared, sizeof l.shared)));
     h = fnv1a(args.data(), args.size(), h);
+    if (index >= c.skip) kc.occurrences[h]++;
     if (index < c.skip || kc.instances.count(h) || (long)kc.instances.size() >= c.max_per_kernel) {
         lock.unlock();
         return run();
@@ -420,10 +452,11 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     std::string m = "{\"format\": \"mneme-cuda-raw\", \"version\": 1, \"kernel\": " + json_string(name);
     char buf[512];
     snprintf(buf, sizeof buf,
-             ", \"pid\": %d, \"sequence\": %ld, \"occurrence\": %ld, \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u]"
-             ", \"shared_mem\": %u, \"va_base\": %llu, \"va_size\": %llu",
-             (int)getpid(), seq, index, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-             l.shared, (unsigned long long)c.va_base, (unsigned long long)c.va_size);
+             ", \"pid\": %d, \"sequence\": %ld, \"occurrence\": %ld, \"instance_key\": \"%016llx\""
+             ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_mem\": %u, \"va_base\": %llu"
+             ", \"va_size\": %llu",
+             (int)getpid(), seq, index, (unsigned long long)h, l.grid[0], l.grid[1], l.grid[2], l.block[0],
+             l.block[1], l.block[2], l.shared, (unsigned long long)c.va_base, (unsigned long long)c.va_size);
     m += buf;
     m += ", \"args\": \"" + hex(args) + "\", \"params\": [";
     for (size_t i = 0; i < layout.size(); ++i)
@@ -582,6 +615,42 @@ __attribute__((visibility("default"))) CUresult cuLaunchKernel(CUfunction f, uns
                                                                CUstream s, void **params, void **extra) {
     return w_launch(f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
 }
+
+// At exit: how often each recorded kernel ran with each argument set (Occurrences), also for
+// the launches past --max-recordings. Written atomically; nothing when nothing was selected.
+__attribute__((destructor)) static void mneme_recorder_write_counts() {
+    const Config &c = config();
+    if (c.dir.empty()) return;
+    std::lock_guard<std::mutex> lock(mu());
+    if (counts().empty()) return;
+    std::string text = "{\"format\": \"mneme-cuda-counts\", \"version\": 1, \"kernels\": {";
+    bool first_kernel = true;
+    for (auto &entry : counts()) {
+        text += (first_kernel ? "" : ", ") + json_string(entry.first) + ": {\"seen\": " +
+                std::to_string(entry.second.seen) + ", \"instances\": {";
+        first_kernel = false;
+        bool first = true;
+        for (auto &occ : entry.second.occurrences) {
+            char key[32];
+            snprintf(key, sizeof key, "%016llx", (unsigned long long)occ.first);
+            text += std::string(first ? "" : ", ") + "\"" + key + "\": " + std::to_string(occ.second);
+            first = false;
+        }
+        text += "}}";
+    }
+    text += "}}\n";
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/counts-%d.json", c.dir.c_str(), (int)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (FILE *out = fopen(tmp, "w")) {
+        bool ok = fwrite(text.data(), 1, text.size(), out) == text.size();
+        ok = (fclose(out) == 0) && ok;
+        if (ok) rename(tmp, path);
+    }
+}
+
+// Whether this process records (rank selection applied); for `mneme cuda info` and the tests.
+__attribute__((visibility("default"))) int mneme_recorder_records() { return config().dir.empty() ? 0 : 1; }
 
 // `mneme cuda recorder-info` and the tests read this to check which recorder is loaded.
 __attribute__((visibility("default"))) const char *mneme_recorder_version() { return "mneme-cuda-recorder 0.1"; }

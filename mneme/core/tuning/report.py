@@ -217,8 +217,7 @@ def export_jsonl(store: ResultStore, path: Path) -> int:
 
     records = store.records()
     with open(path, "w") as fh:
-        for r in records:
-            fh.write(json.dumps(attrs.asdict(r), sort_keys=True, default=str) + "\n")
+        fh.writelines(json.dumps(attrs.asdict(r), sort_keys=True, default=str) + "\n" for r in records)
     return len(records)
 
 

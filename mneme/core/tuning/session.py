@@ -321,6 +321,8 @@ class TuningSession:
             self.store.mark_interrupted(trial)
             if trial.user_attrs.get("config"):
                 self._requeue.append(dict(trial.params))
+                if not self.sampler.native:
+                    self.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
         self._seen: set[int] = set()
         self._evaluated: dict[str, tuple[int, float]] = {
             digest: (r.number, r.value) for digest, r in self.store.evaluated().items()}

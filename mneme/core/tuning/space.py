@@ -135,12 +135,18 @@ class SearchSpace(abc.ABC):
                          "constraints; loosen them")
 
     def sample_exhaustive(self) -> Iterator[dict[str, Any]]:
-        """Encoded values of every feasible point whose grounded configuration is new, in order."""
+        """Encoded values of every feasible point whose grounded configuration is new, in order.
+
+        Raises `UsageError` at once (not at the first point) when a dimension is continuous.
+        """
         prims = [p for p in self.primitives().values() if p.distribution() is not None]
         infinite = [p.name for p in prims if not p.finite]
         if infinite:
             raise UsageError(f"space {self.name!r} cannot be enumerated: {', '.join(infinite)} "
                              "are continuous; use a sampler other than exhaustive")
+        return self._enumerate(prims)
+
+    def _enumerate(self, prims: list[P.Param]) -> Iterator[dict[str, Any]]:
         seen: set[str] = set()
         for encoded in P.product(prims):
             config = self.feasible(self.decode(encoded))
@@ -252,7 +258,7 @@ class ConfigSpace(SearchSpace):
 def _evaluate(expression: str, params: Mapping[str, Any], space: str) -> bool:
     names = {k: v for k, v in params.items() if k.isidentifier()}
     try:
-        return bool(eval(compile(expression, f"<constraint of space {space}>", "eval"),  # noqa: S307
+        return bool(eval(compile(expression, f"<constraint of space {space}>", "eval"),
                          {"__builtins__": {"min": min, "max": max, "abs": abs}}, names))
     except Exception as exc:
         raise UsageError(f"space {space!r}: constraint {expression!r} failed on {dict(params)}: {exc}") from exc

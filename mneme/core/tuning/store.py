@@ -151,7 +151,7 @@ def _sqlite_write_ahead_log() -> None:
     from sqlalchemy.engine import Engine
 
     @event.listens_for(Engine, "connect")
-    def _pragmas(dbapi_connection, connection_record):  # noqa: ARG001 - SQLAlchemy's signature
+    def _pragmas(dbapi_connection, connection_record):
         if isinstance(dbapi_connection, sqlite3.Connection):
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA journal_mode=WAL")
@@ -288,6 +288,6 @@ class ResultStore:
         return found
 
     def mark_interrupted(self, trial: optuna.trial.FrozenTrial) -> None:
-        storage = self.study._storage  # noqa: SLF001 - Optuna's public Study has no API for others' trials
-        storage.set_trial_user_attr(trial._trial_id, "status", "interrupted")  # noqa: SLF001
-        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)  # noqa: SLF001
+        storage = self.study._storage
+        storage.set_trial_user_attr(trial._trial_id, "status", "interrupted")
+        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)

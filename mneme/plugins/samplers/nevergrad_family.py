@@ -39,7 +39,7 @@ def _parameter(dist: od.BaseDistribution):
 
 def _snap(dist: od.BaseDistribution, value: Any) -> Any:
     if isinstance(dist, od.IntDistribution):
-        value = int(round(value))
+        value = int(round(float(value)))
         value = dist.low + ((value - dist.low) // dist.step) * dist.step
         return min(max(value, dist.low), dist.high)
     if isinstance(dist, od.FloatDistribution):
