@@ -92,8 +92,11 @@ def test_a_hanging_configuration_times_out_from_the_baseline_and_the_worker_is_r
 
 def test_a_configuration_that_writes_out_of_bounds_fails_and_the_pool_goes_on(misbehave_db, tmp_path):
     with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, timeout=60) as pool:
+        first_pid = pool.worker_pids[0]
         bad = pool.evaluate(recorded(block=128))
         good = pool.evaluate(recorded())
+        # A fault may leave a device context unusable (CUDA), so the worker is replaced.
+        assert pool.worker_pids[0] != first_pid
     assert bad.failed and bad.error_kind in ("fault", "crash")
     assert good.ok, good.error
 

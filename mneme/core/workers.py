@@ -258,6 +258,10 @@ class TuneWorkerHandle:
                 if reply is not None:
                     self.jobs_done += 1
                     self.pool._stage_done(self, job, reply)
+                    if self.role == "device" and (reply.get("data") or {}).get("error_kind") == "fault":
+                        # A device fault can leave the context unusable (CUDA's sticky errors): start afresh.
+                        self._terminate()
+                        return "respawn"
                     return "ok"
             if not self.process.is_alive():
                 self.process.join(1)
