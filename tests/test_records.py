@@ -187,8 +187,7 @@ def test_the_documented_example_is_a_valid_database(tmp_path):
     from pathlib import Path
 
     docs = Path(__file__).resolve().parent.parent / "docs"
-    text = next(p.read_text() for p in (docs / "formats-database.md", docs / "formats.md") if p.exists()
-                and '"KernelName"' in p.read_text())
+    text = (docs / "formats.md").read_text()
     example = json.loads(next(b for b in re.findall(r"```json\n(.*?)```", text, re.DOTALL) if '"KernelName"' in b))
     files = example["Modules"] + [b["Path"] for b in example["BinaryBlobs"]]
     files += [i[k] for i in example["instances"].values() for k in ("Prologue", "Epilogue")]

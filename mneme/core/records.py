@@ -6,7 +6,7 @@ dynamic hash: launch geometry, argument bytes, prologue and epilogue snapshot fi
 behaves as a mapping from dynamic hash to instance. Paths inside the JSON are relative to
 the database's folder and never leave it; loading validates every field and every
 referenced file, and each error names the file and the field. The format is specified in
-docs/formats-database.md.
+docs/formats.md (recording database).
 """
 
 from __future__ import annotations
