@@ -161,7 +161,8 @@ def test_a_killed_tuner_resumes_without_losing_or_repeating_experiments(saxpy_db
 
 
 def _run_two(db, tmp_path, storage, study):
-    args = ["tune", "-rdb", db, "--sampler", "exhaustive", "--trials", 14, "--storage", storage, "--study", study,
+    # 40 of the space's 44 points: long enough that the second process joins before the first is done.
+    args = ["tune", "-rdb", db, "--sampler", "exhaustive", "--trials", 40, "--storage", storage, "--study", study,
             *SPACE]
     procs = [subprocess.Popen([*CLI, *map(str, args), "--results", tmp_path / f"r{i}"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
@@ -171,7 +172,7 @@ def _run_two(db, tmp_path, storage, study):
     store = ResultStore.load(storage, study)
     records = store.records()
     counted = [r for r in records if r.status in COUNTED]
-    assert 14 <= len(counted) <= 16  # both check the shared budget before each ask
+    assert 40 <= len(counted) <= 42  # both check the shared budget before each ask
     pids = {r.owner["pid"] for r in counted}
     assert pids == {p.pid for p in procs}  # both processes worked on the one study
     ran = [r.hash for r in records if r.status in EVALUATED]

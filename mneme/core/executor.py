@@ -323,29 +323,46 @@ class BaseExecutor:
             if region.addr not in prologue_addrs:  # allocated during the launch: map it too
                 self.device.map(region.addr, region.size)
         self.written = written_regions(self.prologue, self.epilogue)
-        self._pristine = {addr: self.prologue.read_region(addr) for addr in self.written if addr in prologue_addrs}
-        self._open_device_copies()
+        if not self._open_device_copies():
+            self._pristine = {addr: self.prologue.read_region(addr) for addr in self.written if addr in prologue_addrs}
         self._region_names = region_names(self.rec, self.args, self.prologue.regions)
         log.debug("opened %s instance %s on %s: %d regions, %d written", self.rec.path,
                   self.instance.dynamic_hash, self.device_label, len(self.prologue.regions), len(self.written))  # fmt: skip
 
-    def _open_device_copies(self) -> None:
-        """Keep pristine and expected bytes on the device when it can (resets device to device, compare there)."""
+    def _open_device_copies(self) -> bool:
+        """Keep pristine and expected bytes on the device when it can (resets device to device, compare there).
+
+        The pristine copies come from the just-restored regions (device to device) and the
+        expected bytes decode from the epilogue straight to the device: no region passes
+        through host memory whole. Returns False when the host must keep them.
+        """
         device = self.device
-        if not (hasattr(device, "upload") and hasattr(device, "copy")):
-            return
+        if not all(hasattr(device, name) for name in ("alloc", "copy", "write_snapshot_region")):
+            return False
+        prologue_addrs = {r.addr for r in self.prologue.regions}
         try:
-            self._pristine_dev = {addr: device.upload(data) for addr, data in self._pristine.items()}
-            self._pristine = {}  # the device holds them now
+            for addr in self.written:
+                if addr in prologue_addrs:
+                    buffer = device.alloc(self.prologue.region(addr).size)
+                    self._pristine_dev[addr] = buffer
+                    device.copy(buffer.addr, addr, buffer.size)  # nothing has run since restore()
             if hasattr(device, "compare_regions"):
-                self._expected_dev = {r.addr: device.upload(self.epilogue.read_region(r.addr))
-                                      for r in self.epilogue.regions}  # fmt: skip
+                for region in self.epilogue.regions:
+                    buffer = device.alloc(region.size)
+                    self._expected_dev[region.addr] = buffer
+                    device.write_snapshot_region(self.epilogue, region.addr, dst=buffer.addr)
+            device.synchronize()
         except MnemeError as exc:  # e.g. out of device memory: fall back to host copies
             log.warning("keeping the recorded state on %s failed (%s); resetting and verifying from the host",
                         self.device_label, exc)  # fmt: skip
+            for buffer in [*self._pristine_dev.values(), *self._expected_dev.values()]:
+                try:
+                    device.free(buffer)
+                except MnemeError as free_exc:
+                    log.debug("freeing a device copy failed: %s", free_exc)
             self._pristine_dev, self._expected_dev = {}, {}
-            self._pristine = {addr: self.prologue.read_region(addr) for addr in self.written
-                              if addr in {r.addr for r in self.prologue.regions}}  # fmt: skip
+            return False
+        return True
 
     def close(self) -> None:
         self._pristine_dev, self._expected_dev = {}, {}  # owned by the device, freed with it
@@ -474,8 +491,16 @@ class BaseExecutor:
             self.device.write_global(kernel, name, data)
 
     def restore(self) -> None:
-        """Write every prologue region back to the device, streaming it from the snapshot."""
+        """Write every prologue region back to the device, streaming it from the snapshot.
+
+        A device with `write_snapshot_region` (CUDA) decodes each region straight into its
+        pinned staging buffers; others get the region in pieces through `write`.
+        """
+        write_region = getattr(self.device, "write_snapshot_region", None)
         for region in self.prologue.regions:
+            if write_region is not None:
+                write_region(self.prologue, region.addr)
+                continue
             offset = 0
             for chunk in self.prologue.iter_region(region.addr):
                 self.device.write(region.addr + offset, chunk)
@@ -591,6 +616,11 @@ def written_regions(prologue, epilogue) -> list[int]:
         base = before.get(region.addr)
         if base is None or base.size != region.size:
             written.append(region.addr)
+            continue
+        runs = epilogue.changed_runs(region.addr) if hasattr(epilogue, "changed_runs") else None
+        if runs is not None:  # a diff region: its run table says it, without decoding either side
+            if runs:
+                written.append(region.addr)
             continue
         chunks_a = prologue.iter_region(region.addr)
         chunks_b = epilogue.iter_region(region.addr)

@@ -13,7 +13,7 @@ import ctypes
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 import attrs
@@ -52,12 +52,14 @@ from mneme_cuda.memory import (
     align_up,
     allocation_granularity,
     host_address,
+    restore_plan,
 )
 
 log = logging.getLogger(__name__)
 
 STAGE_BYTES = 32 << 20  # each of the two pinned staging buffers
 PARALLEL_COPY_BYTES = 8 << 20  # host copies into staging above this size use several threads
+HOST_THREADS = min(8, os.cpu_count() or 1)  # staging copies and snapshot decoding
 JIT_CACHE_MODES = {"": None, "ca": "CU_JIT_CACHE_OPTION_CA", "cg": "CU_JIT_CACHE_OPTION_CG",
                    "cs": "CU_JIT_CACHE_OPTION_NONE", "lu": "CU_JIT_CACHE_OPTION_NONE", "cv": "CU_JIT_CACHE_OPTION_NONE"}
 
@@ -386,11 +388,10 @@ class CudaDevice(Device):
         if n < PARALLEL_COPY_BYTES:
             np.copyto(dst, src)
             return
-        parts = min(8, os.cpu_count() or 1)
-        if self._copier is None:
-            self._copier = ThreadPoolExecutor(max_workers=parts, thread_name_prefix="mneme-stage")
+        pool = self._threads()
+        parts = HOST_THREADS
         step = align_up(-(-n // parts), 4096)
-        futures = [self._copier.submit(np.copyto, dst[o:o + step], src[o:o + step]) for o in range(0, n, step)]
+        futures = [pool.submit(np.copyto, dst[o:o + step], src[o:o + step]) for o in range(0, n, step)]
         for future in futures:
             future.result()
 
@@ -430,25 +431,53 @@ class CudaDevice(Device):
         return offset
 
     def write_snapshot_region(self, snapshot: Any, addr: int, dst: int | None = None) -> int:
-        """Restore one region of a snapshot (`Snapshot`) to the device; returns its size.
+        """Restore one region of a snapshot (`Snapshot`) to `dst` (default: its recorded address); returns its size.
 
         The snapshot decodes straight into the two pinned staging buffers in turn (its
-        `read_range_into`), while the other buffer's transfer runs: no host copy in between.
+        `read_range_into`: a plain positional read for raw chunks, zstd into place otherwise),
+        stored chunks on several threads at once, while the other buffer's transfer runs on the
+        stream: no host copy in between, and decoding overlaps the copy.
         """
         cu = self._enter()
-        size = snapshot.region(addr).size
+        info = snapshot.region(addr)
         dst = addr if dst is None else dst
+        plan = restore_plan(info.size, int(getattr(info, "chunk_size", 0) or 0), STAGE_BYTES)
+        if not plan:
+            return 0
         stages, events = self._staging()
         turn = 0
-        for offset in range(0, size, STAGE_BYTES):
-            length = min(STAGE_BYTES, size - offset)
+        for offset, length, pieces in plan:
             check(cu.cuEventSynchronize(events[turn]), "waiting for a staging buffer")
-            snapshot.read_range_into(addr, offset, stages[turn].array[:length])
+            self._decode_into(snapshot, addr, offset, stages[turn].array, pieces)
             check(cu.cuMemcpyHtoDAsync(dst + offset, stages[turn].ptr, length, self.stream), f"copy to {dst + offset:#x}")
             check(cu.cuEventRecord(events[turn], self.stream), "cuEventRecord")
             turn ^= 1
         self._sync(f"restoring region {addr:#x} of {getattr(snapshot, 'path', 'a snapshot')}")
-        return size
+        return info.size
+
+    def _decode_into(self, snapshot: Any, addr: int, offset: int, stage: np.ndarray,
+                     pieces: list[tuple[int, int]]) -> None:
+        """Decode `pieces` of the region at `addr` (from `offset`) into `stage`, on several threads when there are many."""
+        if len(pieces) == 1:
+            start, length = pieces[0]
+            snapshot.read_range_into(addr, offset + start, stage[start:start + length])
+            return
+        pool = self._threads()
+        futures = [pool.submit(snapshot.read_range_into, addr, offset + start, stage[start:start + length])
+                   for start, length in pieces]
+        try:
+            for future in futures:
+                future.result()
+        finally:  # never leave a thread writing into a staging buffer that is reused next
+            for future in futures:
+                future.cancel()
+            wait(futures)
+
+    def _threads(self) -> ThreadPoolExecutor:
+        """Host threads for staging copies and snapshot decoding (numpy, preadv and zstd drop the GIL)."""
+        if self._copier is None:
+            self._copier = ThreadPoolExecutor(max_workers=HOST_THREADS, thread_name_prefix="mneme-stage")
+        return self._copier
 
     def read_into(self, addr: int, out: bytearray | memoryview | np.ndarray) -> None:
         """Copy device bytes at `addr` into a writable host buffer of the size to read."""

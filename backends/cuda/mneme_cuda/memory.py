@@ -244,3 +244,26 @@ def host_address(data) -> tuple[int, np.ndarray]:
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)
     return int(array.ctypes.data), array
+
+
+def restore_plan(size: int, chunk_size: int, stage_bytes: int,
+                 min_piece: int = 1 << 20) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """How to stream a snapshot region of `size` bytes through staging buffers of `stage_bytes`.
+
+    Returns one (offset, length, pieces) per staging buffer fill, in order; `pieces` are
+    (offset in the fill, length) spans that decode independently (on several threads): whole
+    stored chunks of `chunk_size`, grouped to at least `min_piece` bytes. A fill holds whole
+    pieces, so no chunk is decoded twice, unless a chunk is larger than a staging buffer.
+    """
+    if size <= 0:
+        return []
+    if 0 < chunk_size <= stage_bytes:
+        piece = min(chunk_size * max(1, -(-min_piece // chunk_size)), stage_bytes // chunk_size * chunk_size)
+    else:  # chunks larger than a staging buffer (or unknown): decoded in stage-sized parts
+        piece = stage_bytes
+    span = stage_bytes // piece * piece
+    plan = []
+    for start in range(0, size, span):
+        length = min(span, size - start)
+        plan.append((start, length, [(o, min(piece, length - o)) for o in range(0, length, piece)]))
+    return plan

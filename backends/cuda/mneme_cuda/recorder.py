@@ -3,8 +3,11 @@
 The recorder (`backends/cuda/recorder/mneme_recorder.cpp`) is a shared library injected with
 LD_PRELOAD. It places the application's device allocations in one range reserved at a fixed
 address and, for each selected launch, writes `launch-<pid>-<n>/` with a manifest, the
-prologue and the epilogue bytes of every live allocation. `finalize` turns those folders into
-Mneme snapshots and one recording database per kernel.
+prologue and the epilogue bytes of every live allocation and of the module's device globals;
+the code image the kernel's module was loaded from goes to `images/` once, and the process's
+`/proc/self/maps` to `maps-<pid>.txt`. `finalize` turns those into Mneme snapshots and one
+recording database per kernel (IR from `--ir` files or the IR-source plugins, and the loaded
+cubin/PTX). docs/design/recording.md explains the mechanism.
 
 The library is built on first use with the system C++ compiler against the CUDA toolkit's
 `cuda.h` (`build()`, `mneme cuda build-recorder`); where neither exists the plugin still
@@ -13,11 +16,14 @@ works for replay and `status()` says why the recorder is missing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import mmap
 import os
+import re
 import shutil
+import struct
 import subprocess
 from collections import defaultdict
 from collections.abc import Sequence
@@ -170,12 +176,15 @@ def occurrences(raw_dir: Path) -> dict[tuple[str, str], int]:
     return dict(total)
 
 
-def _regions(folder: Path, name: str, regions: list[list[int]]):
-    """(addr, memoryview) of each region in a dump file, mapped, not read."""
+def _regions(folder: Path, name: str, manifest: dict):
+    """(addr, memoryview) of each region and {name: memoryview} of each global in a dump file, mapped."""
     path = folder / name
-    size = sum(s for _, s in regions)
+    regions = manifest["regions"]
+    globals_ = manifest.get("globals", [])
+    size = sum(s for _, s in regions) + sum(s for _, _, s in globals_)
     if path.stat().st_size != size:
-        raise FormatError(path, f"holds {path.stat().st_size} bytes; the manifest's regions add up to {size}")
+        raise FormatError(path, f"holds {path.stat().st_size} bytes; the manifest's regions and globals add up to "
+                          f"{size}; the recording is damaged, record again")  # fmt: skip
     with open(path, "rb") as handle:
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     view = memoryview(mapped)
@@ -184,87 +193,270 @@ def _regions(folder: Path, name: str, regions: list[list[int]]):
     for addr, length in regions:
         out.append((addr, view[offset:offset + length]))
         offset += length
-    return out
+    values = {}
+    for global_name, _addr, length in globals_:
+        values[global_name] = view[offset:offset + length]
+        offset += length
+    return out, values
 
 
-def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "") -> list[Path]:
-    """Write one recording database per recorded kernel into `out`; returns their paths.
+# -- code images ---------------------------------------------------------------------------------
 
-    Each kernel's IR is linked from `ir_files` (the ones that define it); without IR the kernel
-    cannot be replayed yet and is skipped with a warning (binary images come with the recorder's
-    next version).
+FATBIN_MAGIC = 0xBA55ED50
+_ENTRY_PTX, _ENTRY_ELF = 1, 2
+
+
+def _arch_number(arch: str) -> int:
+    match = re.match(r"^(?:sm|compute)_(\d+)", arch or "")
+    return int(match.group(1)) if match else 0
+
+
+def _ptx_defines(text: str, kernel: str) -> bool:
+    return re.search(rf"\.entry\s+{re.escape(kernel)}\s*\(", text) is not None
+
+
+def fatbin_entries(data: bytes, where: str = "<fatbin>") -> list[tuple[str, int, bytes]]:
+    """(kind "cubin"|"ptx", architecture number, image) of each entry of one raw fatbin.
+
+    Compressed entries are decompressed when they are zstd (what nvcc writes today); entries in
+    other compressed forms are left out with a debug message.
     """
-    from mneme.core import ir as irmod
-    from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
-    from mneme.core.snapshot import SnapshotType, SnapshotWriter
+    from mneme.instrument import fatbin
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    counted = occurrences(raw_dir)
-    by_kernel: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
-    for folder, manifest in launches(raw_dir):
-        by_kernel[manifest["kernel"]].append((folder, manifest))
-    written = []
-    for kernel, items in sorted(by_kernel.items()):
-        sources = [p for p in ir_files if _defines(p, kernel)]
-        if not sources:
-            log.warning("kernel %s: no IR among %s; not written (pass --ir with its device IR)", kernel,
-                        [str(p) for p in ir_files] or "no --ir files")  # fmt: skip
-            continue
+    magic, _version, header, size = struct.unpack_from("<IHHQ", data, 0)
+    if magic != FATBIN_MAGIC:
+        raise FormatError(where, "not a fatbin (magic 0xBA55ED50 missing)")
+    entries = []
+    pos, end = header, min(len(data), header + size)
+    while pos + 32 <= end:
+        kind, _ver, entry_header, payload_size = struct.unpack_from("<HHIQ", data, pos)
+        (arch,) = struct.unpack_from("<I", data, pos + 28)
+        body = bytes(data[pos + entry_header: pos + entry_header + payload_size])
+        if kind == _ENTRY_ELF:
+            image = fatbin._payload(body, f"{where}@{pos}")
+            if image is not None:
+                entries.append(("cubin", arch, image))
+        elif kind == _ENTRY_PTX:
+            if body[:4] == fatbin.ZSTD_MAGIC:
+                import zstandard
+
+                body = zstandard.ZstdDecompressor().decompressobj().decompress(body)
+            text = body.split(b"\0", 1)[0]
+            if text.lstrip().startswith((b"//", b".version")):
+                entries.append(("ptx", arch, text + b"\0"))
+            else:
+                log.debug("%s@%d: skipping a PTX entry in an unknown compressed form", where, pos)
+        if entry_header == 0:
+            break
+        pos += entry_header + payload_size
+    return entries
+
+
+def kernel_image(data: bytes, kernel: str, arch: str, where: str = "<image>") -> tuple[bytes, str] | None:
+    """The loadable image of `kernel` for a device of `arch`, from what a module load was given.
+
+    A cubin or PTX is taken as it is when it defines the kernel; from a fatbin, the cubin for
+    the device's architecture, else a compatible older one of the same major version, else PTX
+    the driver can JIT. None when the image does not define the kernel.
+    """
+    from mneme.instrument import fatbin
+    from mneme.instrument.elf import ElfFile
+
+    def cubin_defines(image: bytes) -> bool:
+        try:
+            return kernel in fatbin.kernel_names(ElfFile.parse(image, where))
+        except MnemeError:
+            return False
+
+    if data[:4] == b"\x7fELF":
+        return (data, "cubin") if cubin_defines(data) else None
+    if len(data) >= 16 and struct.unpack_from("<I", data, 0)[0] == FATBIN_MAGIC:
+        want = _arch_number(arch) or 90
+        best, best_rank = None, 0
+        for kind, entry_arch, image in fatbin_entries(data, where):
+            if kind == "cubin" and cubin_defines(image):
+                rank = 3 if entry_arch == want else (2 if entry_arch // 10 == want // 10 and entry_arch < want else 0)
+            elif kind == "ptx" and _ptx_defines(image.decode(errors="replace"), kernel):
+                rank = 1 if entry_arch <= want else 0
+            else:
+                rank = 0
+            if rank > best_rank:
+                best, best_rank = (image, kind), rank
+        return best
+    text = data.split(b"\0", 1)[0]
+    if _ptx_defines(text.decode(errors="replace"), kernel):
+        return text + b"\0", "ptx"
+    return None
+
+
+def loaded_elf_files(raw_dir: Path) -> list[str]:
+    """The ELF files the recorded processes had mapped (from the recorder's maps-<pid>.txt)."""
+    from mneme.plugins.ir_sources.embedded import elf_files_from_maps
+
+    files: list[str] = []
+    for path in sorted(Path(raw_dir).glob("maps-*.txt")):
+        for name in elf_files_from_maps(path.read_text(errors="replace")):
+            if name not in files:
+                files.append(name)
+    return files
+
+
+def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf_files: Sequence[str],
+                image: bytes | None) -> tuple[list[Path], str]:  # fmt: skip
+    """IR files for `kernel` inside `out`: from --ir files that define it, else the IR-source plugins."""
+    from mneme.core.errors import IRError
+    from mneme.instrument.irsource import resolve
+
+    sources = [p for p in ir_files if _defines(p, kernel)]
+    if sources:
         stored = []
         for source in sources:
             target = out / "ir" / Path(source).name
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
             stored.append(target)
-        linked = irmod.link(stored, kernel)
-        static_hash = irmod.module_hash(linked)[:16]
-        params = irmod.kernel_params(linked, kernel)
+        return stored, "--ir"
+    try:
+        found = resolve(kernel, arch=arch or None, elf_files=elf_files, image=image)
+    except IRError as exc:
+        log.warning("kernel %s: %s; recorded without IR", kernel, exc)
+        return [], ""
+    if not found:
+        return [], ""
+    source_name, ir_modules = found
+    stored = []
+    for index, module in enumerate(ir_modules):
+        digest = hashlib.sha256(module.data).hexdigest()[:16]
+        target = out / "ir" / f"{digest}{module.suffix}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if not target.exists():
+            target.write_bytes(module.data)
+        stored.append(target)
+    return stored, source_name
+
+
+def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "") -> list[Path]:
+    """Write one recording database per recorded kernel into `out`; returns their paths.
+
+    A kernel's IR comes from the `ir_files` that define it, else from the IR-source plugins
+    (IR that `mneme-cc` embedded in the files the process loaded, Triton's cache); IR whose
+    parameters differ from the recorded layout is dropped with a warning. The code image the
+    driver loaded is stored too (`BinaryBlobs`), so a kernel without IR replays from it
+    (`--mode cubin|ptx`). A kernel with neither is skipped with a warning.
+    """
+    from mneme.core import ir as irmod
+    from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
+    from mneme.core.snapshot import SnapshotType, SnapshotWriter
+
+    raw_dir, out = Path(raw_dir), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    arch = arch or "sm_90"
+    counted = occurrences(raw_dir)
+    elf_files = loaded_elf_files(raw_dir)
+    by_kernel: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
+    for folder, manifest in launches(raw_dir):
+        by_kernel[manifest["kernel"]].append((folder, manifest))
+    written = []
+    for kernel, items in sorted(by_kernel.items()):
         recorded = [tuple(p) for p in items[0][1]["params"]]
-        if [(p.offset, p.size) for p in params] != recorded:
-            log.warning("kernel %s: the IR's parameters %s differ from the recorded layout %s; not written",
-                        kernel, [(p.offset, p.size) for p in params], recorded)  # fmt: skip
+        image = None
+        for _, manifest in items:
+            name = manifest.get("image") or ""
+            if name and (raw_dir / name).is_file():
+                image = kernel_image((raw_dir / name).read_bytes(), kernel, arch, str(raw_dir / name))
+                if image is not None:
+                    break
+        stored, ir_source = _resolve_ir(kernel, ir_files, out, arch, elf_files, image[0] if image else None)
+        params = None
+        if stored:
+            try:
+                linked = irmod.link(stored, kernel)
+                params = irmod.kernel_params(linked, kernel)
+            except MnemeError as exc:
+                log.warning("kernel %s: its IR (from %s) does not link: %s; recorded without IR", kernel, ir_source, exc)
+                stored = []
+        if stored and [(p.offset, p.size) for p in params] != recorded:
+            log.warning("kernel %s: the IR's parameters %s (from %s) differ from the recorded layout %s; "
+                        "recorded without IR (binary only)", kernel, [(p.offset, p.size) for p in params],
+                        ir_source, recorded)  # fmt: skip
+            stored = []
+        if not stored and image is None:
+            log.warning("kernel %s: neither IR nor a loaded code image was found; not written (pass --ir with its "
+                        "device IR, or build the application with mneme-cc)", kernel)  # fmt: skip
             continue
+        if stored:
+            static_hash = irmod.module_hash(linked)[:16]
+            args = [ArgInfo(p.name, p.offset, p.size, p.kind if p.kind in ("pointer", "int", "float", "struct")
+                            else "unknown", p.kind in ("int", "float")) for p in params]  # fmt: skip
+        else:
+            static_hash = hashlib.sha256(kernel.encode() + b"\0" + image[0]).hexdigest()[:16]
+            args = [ArgInfo(f"arg{i}", offset, size, "unknown", False) for i, (offset, size) in enumerate(recorded)]
+        blobs = []
+        if image is not None:
+            code = out / "code" / f"{static_hash}.{image[1]}"
+            code.parent.mkdir(parents=True, exist_ok=True)
+            if not code.exists():
+                _write_atomic(code, image[0])
+            blobs.append((code, image[1]))
         regions = [r for _, m in items for r in m["regions"]]
         base = items[0][1]["va_base"]
         end = max((a + s for a, s in regions), default=base + GRANULARITY)
         va_size = -(-(end - base) // GRANULARITY) * GRANULARITY
-        args = [ArgInfo(p.name, p.offset, p.size, p.kind if p.kind in ("pointer", "int", "float", "struct")
-                        else "unknown", p.kind in ("int", "float")) for p in params]  # fmt: skip
+        globals_sizes = {g[0]: g[2] for _, m in items for g in m.get("globals", [])}
         db_path = out / f"{static_hash}.json"
         rec = RecordedExecution.from_json(db_path) if db_path.exists() else RecordedExecution.create(
-            out, kernel_name=kernel, static_hash=static_hash, backend="cuda", arch=arch or "sm_90",
-            modules=stored, args=args, va_addr=base, va_size=va_size)  # fmt: skip
+            out, kernel_name=kernel, static_hash=static_hash, backend="cuda", arch=arch, modules=stored,
+            binary_blobs=blobs, args=args, va_addr=base, va_size=va_size, globals=globals_sizes)  # fmt: skip
         rec.va_size = max(rec.va_size, va_size)
+        rec.globals.update(globals_sizes)
         for folder, manifest in items:
             arg_bytes = bytes.fromhex(manifest["args"])
             grid, block, shared = manifest["grid"], manifest["block"], manifest["shared_mem"]
             dynamic = dynamic_hash_of(grid, block, shared, arg_bytes)
+            occ = max(counted.get((kernel, manifest.get("instance_key", "")), 1), 1)
             if dynamic in rec.kernel_instances:
                 rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes,
                                  prologue=rec.kernel_instances[dynamic].prologue_path,
-                                 epilogue=rec.kernel_instances[dynamic].epilogue_path)  # fmt: skip
+                                 epilogue=rec.kernel_instances[dynamic].epilogue_path, occurrences=occ)  # fmt: skip
                 continue
             prologue_path = out / f"DeviceState.prologue.{static_hash}.{dynamic}.mneme"
             epilogue_path = out / f"DeviceState.epilogue.{static_hash}.{dynamic}.mneme"
-            before = _regions(folder, "prologue.bin", manifest["regions"])
-            after = _regions(folder, "epilogue.bin", manifest["regions"])
+            before, globals_before = _regions(folder, "prologue.bin", manifest)
+            after, globals_after = _regions(folder, "epilogue.bin", manifest)
             with SnapshotWriter(prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash,
                                 dynamic_hash=dynamic) as writer:  # fmt: skip
-                writer.set_args(arg_bytes)
+                writer.set_args(arg_bytes, layout=recorded)
                 for addr, data in before:
                     writer.add_region(addr, data, encoding="zstd")
+                for name, data in globals_before.items():
+                    writer.add_global(name, bytes(data))
             with SnapshotWriter(epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash,
                                 dynamic_hash=dynamic) as writer:  # fmt: skip
-                writer.set_args(arg_bytes)
+                writer.set_args(arg_bytes, layout=recorded)
                 for (addr, data), (_, base_data) in zip(after, before):
                     writer.add_diff_region(addr, base_data, data)
-            occ = counted.get((kernel, manifest.get("instance_key", "")), 1)
+                for name, data in globals_after.items():
+                    writer.add_global(name, bytes(data))
             rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
-                             epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=max(occ, 1))  # fmt: skip
+                             epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ)  # fmt: skip
         rec.save()
+        log.info("kernel %s: %d instances, %s", kernel, len(rec.kernel_instances),
+                 f"IR from {ir_source}" if stored else f"binary only ({image[1]})")  # fmt: skip
         written.append(db_path)
     return written
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _defines(path: Path, kernel: str) -> bool:
@@ -292,7 +484,7 @@ def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], ker
         pass
     written = finalize(raw, Path(rdb), ir_files, arch=arch)
     _print_summary(raw, written)
-    return code
+    return 128 - code if code < 0 else code  # killed by signal N: the shell's 128 + N
 
 
 def _print_summary(raw: Path, written: Sequence[Path]) -> None:
@@ -303,12 +495,15 @@ def _print_summary(raw: Path, written: Sequence[Path]) -> None:
     from mneme.core.records import RecordedExecution
 
     table = Table(title=f"recorded {len(launches(raw))} launches")
-    for column in ("kernel", "instances", "launches", "IR", "bytes", "database"):
+    for column in ("kernel", "instances", "launches", "code", "globals", "bytes", "database"):
         table.add_column(column)
     for path in written:
         rec = RecordedExecution.from_json(path)
         size = sum(f.stat().st_size for f in rec.referenced_files() if f.exists())
         occ = sum(i.occ for i in rec.kernel_instances.values())
-        table.add_row(rec.demangled_name or rec.kernel_name, str(len(rec.kernel_instances)), str(occ),
-                      "yes" if rec.llvm_files else "no", f"{size:,}", path.name)  # fmt: skip
+        code = "IR" if rec.llvm_files else "binary only"
+        if rec.binary_blobs:
+            code += " + " + ", ".join(sorted({image.kind for image in rec.binary_blobs}))
+        table.add_row(rec.demangled_name or rec.kernel_name, str(len(rec.kernel_instances)), str(occ), code,
+                      str(len(rec.globals)), f"{size:,}", path.name)  # fmt: skip
     Console(stderr=True).print(table)

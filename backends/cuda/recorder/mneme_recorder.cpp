@@ -1,21 +1,25 @@
-// Mneme's CUDA recorder (v0): injected with LD_PRELOAD into an unmodified application.
+// Mneme's CUDA recorder: injected with LD_PRELOAD into an unmodified application.
 //
-// How it gets in (docs: backends/cuda/recorder/README.md):
+// How it gets in (docs/design/recording.md, backends/cuda/recorder/README.md):
 //  * cudart (static or shared) finds the driver through dlopen("libcuda.so.1") and
 //    dlsym(h, "cuGetProcAddress_v2"), then asks cuGetProcAddress for every entry point. We
 //    interpose dlsym and hand out a cuGetProcAddress wrapper, which in turn hands out
-//    wrappers for allocation, free and launch entry points.
+//    wrappers for allocation, free, module loading, symbol lookup and launch entry points.
 //  * Programs that link libcuda directly (cuda-python, Triton's launcher) call the plain
-//    symbols, which this library also defines (cuMemAlloc_v2, cuMemFree_v2, cuLaunchKernel).
+//    symbols, which this library also defines.
 // What it does:
 //  * Places every cuMemAlloc allocation inside one virtual range it reserves at a fixed base
 //    (MNEME_RECORD_VA_BASE, default 0x153940000000; 1 TiB), backed lazily with cuMemCreate +
 //    cuMemMap, so replay can rebuild the same addresses.
+//  * Remembers each loaded code image (fatbin, cubin, PTX) and the device globals the process
+//    looked up (cuModuleGetGlobal / cuLibraryGetGlobal), per module.
 //  * For each selected launch (MNEME_RECORD_KERNEL regex, MNEME_RECORD_SKIP,
 //    MNEME_RECORD_MAX distinct instances per kernel): copies the argument bytes, synchronizes,
-//    dumps every live allocation (prologue), launches, synchronizes, dumps them again
-//    (epilogue), and writes launch-<pid>-<n>/ {manifest.json, prologue.bin, epilogue.bin}
-//    atomically (temp folder, rename). `mneme record` turns these into snapshots and databases.
+//    dumps every live allocation and the module's globals (prologue), launches, synchronizes,
+//    dumps them again (epilogue), and writes launch-<pid>-<n>/ {manifest.json, prologue.bin,
+//    epilogue.bin} atomically (temp folder, rename); the module's image goes to images/ once,
+//    /proc/self/maps to maps-<pid>.txt once. `mneme record` turns these into snapshots and
+//    databases.
 // It never changes the application's results: any failure of its own disables recording with
 // one message on stderr and lets the application run on.
 
@@ -28,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <map>
@@ -35,6 +40,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace {
@@ -280,6 +286,128 @@ CUresult placed_free(CUdeviceptr ptr) {
     return CUDA_SUCCESS;
 }
 
+// ---- code images, modules and device globals ------------------------------------------------------
+
+// One loaded code image. Images inside a loaded ELF file (cudart's fatbins) stay valid for the
+// process's life and are only pointed to; others (a JIT's buffer) are copied at load time.
+// Written to images/ only when a kernel of the module is recorded.
+struct Image {
+    const void *data = nullptr;
+    std::string owned;
+    size_t size = 0;
+    const char *kind = "";
+    std::string file;  // relative to the recording folder, once written
+    bool failed = false;
+};
+
+struct Modules {
+    std::vector<Image *> images;
+    std::unordered_map<void *, size_t> image_of;     // CUmodule / CUlibrary -> index in images
+    std::unordered_map<void *, void *> owner_of;     // CUfunction / CUkernel -> CUmodule / CUlibrary
+    std::unordered_map<void *, void *> library_of;   // CUmodule -> the CUlibrary it was taken from
+    std::map<void *, std::map<std::string, std::pair<CUdeviceptr, size_t>>> globals;  // owner -> name -> (addr, size)
+};
+
+Modules &modules() {
+    static auto *m = new Modules();
+    return *m;
+}
+
+void *canonical_owner(void *owner) {
+    auto it = modules().library_of.find(owner);
+    return it == modules().library_of.end() ? owner : it->second;
+}
+
+uint16_t rd16(const unsigned char *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+uint32_t rd32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+uint64_t rd64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+const uint32_t FATBIN_MAGIC = 0xBA55ED50u, FATBIN_WRAPPER_MAGIC = 0x466243b1u;
+
+// The extent of a 64-bit ELF image: the furthest of its headers, section and segment contents.
+size_t elf_size(const unsigned char *p) {
+    if (p[4] != 2) return 0;  // cubins are ELF64
+    uint64_t phoff = rd64(p + 32), shoff = rd64(p + 40);
+    uint16_t phentsize = rd16(p + 54), phnum = rd16(p + 56), shentsize = rd16(p + 58), shnum = rd16(p + 60);
+    uint64_t end = std::max<uint64_t>(64, shoff + (uint64_t)shnum * shentsize);
+    end = std::max<uint64_t>(end, phoff + (uint64_t)phnum * phentsize);
+    for (unsigned i = 0; shoff && i < shnum; ++i) {
+        const unsigned char *sh = p + shoff + (uint64_t)i * shentsize;
+        if (rd32(sh + 4) != 8) end = std::max<uint64_t>(end, rd64(sh + 24) + rd64(sh + 32));  // not SHT_NOBITS
+    }
+    for (unsigned i = 0; phoff && i < phnum; ++i) {
+        const unsigned char *ph = p + phoff + (uint64_t)i * phentsize;
+        end = std::max<uint64_t>(end, rd64(ph + 8) + rd64(ph + 32));
+    }
+    return end;
+}
+
+// What a module-load call was given: a fatbin (possibly behind cudart's wrapper), a cubin or PTX.
+const void *image_extent(const void *code, size_t *size, const char **kind) {
+    const unsigned char *p = static_cast<const unsigned char *>(code);
+    *size = 0;
+    *kind = "";
+    if (!p) return nullptr;
+    uint32_t magic = rd32(p);
+    if (magic == FATBIN_WRAPPER_MAGIC) {  // {int magic; int version; const void *fatbin; void *rest}
+        const void *inner;
+        memcpy(&inner, p + 8, sizeof inner);
+        return image_extent(inner, size, kind);
+    }
+    if (magic == FATBIN_MAGIC) {
+        *size = rd16(p + 6) + rd64(p + 8);
+        *kind = "fatbin";
+    } else if (memcmp(p, "\x7f" "ELF", 4) == 0) {
+        *size = elf_size(p);
+        *kind = "cubin";
+    } else {
+        *size = strlen(reinterpret_cast<const char *>(p)) + 1;
+        *kind = "ptx";
+    }
+    return p;
+}
+
+// Remember the image a module or library was loaded from (mu() held).
+void note_image(void *owner, const void *code, bool from_file) {
+    auto *img = new Image();
+    if (from_file) {
+        FILE *in = fopen(static_cast<const char *>(code), "rb");
+        if (!in) {
+            delete img;
+            return;
+        }
+        char buf[1 << 16];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0) img->owned.append(buf, n);
+        fclose(in);
+        const char *kind;
+        size_t size;
+        if (img->owned.size() < 16 || !image_extent(img->owned.data(), &size, &kind)) {
+            delete img;
+            return;
+        }
+        img->kind = kind;
+        img->size = std::min(size, img->owned.size());
+        img->data = img->owned.data();
+    } else {
+        const void *p = image_extent(code, &img->size, &img->kind);
+        if (!p || !img->size) {
+            delete img;
+            return;
+        }
+        Dl_info info;
+        if (dladdr(p, &info) && info.dli_fbase) {
+            img->data = p;  // static data of a loaded ELF file: valid as long as the process runs
+        } else {
+            img->owned.assign(static_cast<const char *>(p), img->size);  // the caller may free its buffer
+            img->data = img->owned.data();
+        }
+    }
+    Modules &m = modules();
+    m.image_of[owner] = m.images.size();
+    m.images.push_back(img);
+}
+
 // ---- recording launches ---------------------------------------------------------------------
 
 thread_local bool in_recorder = false;
@@ -296,12 +424,50 @@ std::map<std::string, KernelCounts> &counts() {
 }
 
 bool disabled = false;
+bool maps_written = false;
 long launch_seq = 0;
+
+// Stop recording for good, with one message; the application runs on.
+void stop_recording(const char *fmt, ...) {
+    if (disabled) return;
+    disabled = true;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mneme-recorder: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "; recording stops, the application continues\n");
+    va_end(ap);
+}
 
 uint64_t fnv1a(const void *data, size_t n, uint64_t h = 1469598103934665603ull) {
     const unsigned char *b = static_cast<const unsigned char *>(data);
     for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
     return h;
+}
+
+double now_seconds() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Write a whole file atomically: a temporary name, fsync, rename. On failure nothing is left.
+bool write_atomic(const std::string &path, const void *data, size_t n) {
+    std::string tmp = path + ".tmp";
+    FILE *out = fopen(tmp.c_str(), "wb");
+    if (!out) return false;
+    bool ok = fwrite(data, 1, n, out) == n;
+    ok = fflush(out) == 0 && ok;
+    ok = ok && fsync(fileno(out)) == 0;
+    ok = fclose(out) == 0 && ok;
+    int saved = errno;
+    if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+        saved = ok ? errno : saved;
+        unlink(tmp.c_str());
+        errno = saved;
+        return false;
+    }
+    return true;
 }
 
 std::string kernel_name(CUfunction f, CUfunction *resolved) {
@@ -321,6 +487,51 @@ std::string kernel_name(CUfunction f, CUfunction *resolved) {
     if (p_cuFuncGetName && p_cuFuncGetName(&name, *resolved) == CUDA_SUCCESS && name) return name;
     if (p_cuFuncGetName && p_cuFuncGetName(&name, f) == CUDA_SUCCESS && name) return name;
     return "";
+}
+
+// Whether a kernel handle is selected, decided once per handle (the regex is too slow per launch).
+struct Selection {
+    std::string name;
+    CUfunction resolved;
+    bool selected;
+};
+
+std::mutex &selection_mu() {
+    static auto *m = new std::mutex();
+    return *m;
+}
+
+Selection select_kernel(CUfunction f) {
+    static auto *cache = new std::unordered_map<void *, Selection>();
+    {
+        std::lock_guard<std::mutex> lock(selection_mu());
+        auto it = cache->find(f);
+        if (it != cache->end()) return it->second;
+    }
+    Selection s;
+    s.name = kernel_name(f, &s.resolved);
+    s.selected = !s.name.empty() && std::regex_search(s.name, config().kernel);
+    std::lock_guard<std::mutex> lock(selection_mu());
+    (*cache)[f] = s;
+    return s;
+}
+
+// The module or library that defines a launched handle (mu() held); nullptr when unknown.
+void *owner_of_launch(CUfunction f, CUfunction resolved) {
+    Modules &m = modules();
+    for (void *h : {static_cast<void *>(f), static_cast<void *>(resolved)}) {
+        auto it = m.owner_of.find(h);
+        if (it != m.owner_of.end()) return canonical_owner(it->second);
+    }
+    DRV(cuKernelGetLibrary);
+    DRV(cuFuncGetModule);
+    CUlibrary lib = nullptr;
+    if (f != resolved && p_cuKernelGetLibrary &&
+        p_cuKernelGetLibrary(&lib, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && lib)
+        return lib;
+    CUmodule mod = nullptr;
+    if (p_cuFuncGetModule && p_cuFuncGetModule(&mod, resolved) == CUDA_SUCCESS && mod) return canonical_owner(mod);
+    return nullptr;
 }
 
 // The packed parameter buffer and each parameter's (offset, size).
@@ -352,23 +563,90 @@ bool pack_args(CUfunction fn, void **params, void **extra, std::string &buffer,
     return layout.empty();
 }
 
-bool dump(const std::string &path, std::vector<std::pair<uint64_t, uint64_t>> &regions) {
-    DRV(cuMemcpyDtoH_v2);
-    FILE *out = fopen(path.c_str(), "wb");
-    if (!out) return false;
-    const size_t chunk = 64u << 20;
-    std::vector<char> host(chunk);
-    bool ok = true;
-    for (auto &region : regions) {
-        for (uint64_t off = 0; ok && off < region.second; off += chunk) {
-            size_t n = std::min<uint64_t>(chunk, region.second - off);
-            ok = p_cuMemcpyDtoH_v2(host.data(), region.first + off, n) == CUDA_SUCCESS &&
-                 fwrite(host.data(), 1, n, out) == n;
+// Device-to-host copies through two pinned staging buffers on a private stream, so the copy of
+// one chunk overlaps the file write of the previous one. Falls back to pageable synchronous
+// copies when pinned memory or a stream cannot be had. Used with mu() held: one dump at a time.
+struct Staging {
+    void *buf[2] = {nullptr, nullptr};
+    CUevent done[2] = {nullptr, nullptr};
+    CUstream stream = nullptr;
+    size_t size = 32u << 20;
+    bool tried = false, pinned = false;
+    std::vector<char> pageable;
+};
+
+Staging &staging() {
+    static auto *s = new Staging();
+    if (!s->tried) {
+        s->tried = true;
+        DRV(cuMemAllocHost_v2);
+        DRV(cuStreamCreate);
+        DRV(cuEventCreate);
+        s->pinned = p_cuMemAllocHost_v2 && p_cuStreamCreate && p_cuEventCreate &&
+                    p_cuMemAllocHost_v2(&s->buf[0], s->size) == CUDA_SUCCESS &&
+                    p_cuMemAllocHost_v2(&s->buf[1], s->size) == CUDA_SUCCESS &&
+                    p_cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+                    p_cuEventCreate(&s->done[0], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+                    p_cuEventCreate(&s->done[1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+        if (!s->pinned) {
+            warn("no pinned staging memory; snapshots are copied through pageable memory (slower)");
+            s->pageable.resize(s->size);
         }
     }
+    return *s;
+}
+
+// Append `size` device bytes at `addr` to `out`.
+bool dump_range(FILE *out, CUdeviceptr addr, uint64_t size) {
+    Staging &s = staging();
+    if (!s.pinned) {
+        DRV(cuMemcpyDtoH_v2);
+        for (uint64_t off = 0; off < size; off += s.size) {
+            size_t n = std::min<uint64_t>(s.size, size - off);
+            if (p_cuMemcpyDtoH_v2(s.pageable.data(), addr + off, n) != CUDA_SUCCESS) return false;
+            if (fwrite(s.pageable.data(), 1, n, out) != n) return false;
+        }
+        return true;
+    }
+    DRV(cuMemcpyDtoHAsync_v2);
+    DRV(cuEventRecord);
+    DRV(cuEventSynchronize);
+    DRV(cuStreamSynchronize);
+    uint64_t chunks = (size + s.size - 1) / s.size;
+    auto length = [&](uint64_t i) { return (size_t)std::min<uint64_t>(s.size, size - i * s.size); };
+    auto issue = [&](uint64_t i) {
+        return p_cuMemcpyDtoHAsync_v2(s.buf[i % 2], addr + i * s.size, length(i), s.stream) == CUDA_SUCCESS &&
+               p_cuEventRecord(s.done[i % 2], s.stream) == CUDA_SUCCESS;
+    };
+    bool ok = chunks == 0 || issue(0);
+    for (uint64_t i = 0; ok && i < chunks; ++i) {
+        ok = p_cuEventSynchronize(s.done[i % 2]) == CUDA_SUCCESS;
+        if (ok && i + 1 < chunks) ok = issue(i + 1);
+        if (ok) ok = fwrite(s.buf[i % 2], 1, length(i), out) == length(i);
+    }
+    if (!ok) p_cuStreamSynchronize(s.stream);  // no copy may still land in a buffer we reuse
+    return ok;
+}
+
+struct GlobalVar {
+    std::string name;
+    CUdeviceptr addr;
+    size_t size;
+};
+
+bool dump(const std::string &path, const std::vector<std::pair<uint64_t, uint64_t>> &regions,
+          const std::vector<GlobalVar> &globals) {
+    FILE *out = fopen(path.c_str(), "wb");
+    if (!out) return false;
+    bool ok = true;
+    for (auto &region : regions) ok = ok && dump_range(out, region.first, region.second);
+    for (auto &g : globals) ok = ok && dump_range(out, g.addr, g.size);
     ok = (fflush(out) == 0) && ok;
-    if (ok) fsync(fileno(out));
-    return (fclose(out) == 0) && ok;
+    ok = ok && fsync(fileno(out)) == 0;
+    int saved = errno;
+    ok = (fclose(out) == 0) && ok;
+    if (!ok) errno = saved;
+    return ok;
 }
 
 std::string hex(const std::string &bytes) {
@@ -392,6 +670,48 @@ std::string json_string(const std::string &s) {
     return out + "\"";
 }
 
+// The image file of a module, written on first use (mu() held); "" when unknown or unwritable.
+std::string image_file(void *owner) {
+    Modules &m = modules();
+    auto it = m.image_of.find(owner);
+    if (it == m.image_of.end()) return "";
+    Image *img = m.images[it->second];
+    if (!img->file.empty() || img->failed) return img->file;
+    const Config &c = config();
+    std::string folder = c.dir + "/images";
+    mkdir(folder.c_str(), 0755);
+    char name[128];
+    snprintf(name, sizeof name, "image-%d-%04zu.%s", (int)getpid(), it->second, img->kind);
+    if (!write_atomic(folder + "/" + name, img->data, img->size)) {
+        img->failed = true;
+        stop_recording("cannot write the code image %s/%s (%s)", folder.c_str(), name, strerror(errno));
+        return "";
+    }
+    img->file = std::string("images/") + name;
+    return img->file;
+}
+
+// /proc/self/maps, once per process: the finalizer looks for embedded IR in the files it names.
+void write_maps() {
+    if (maps_written) return;
+    maps_written = true;
+    std::string text;
+    if (FILE *in = fopen("/proc/self/maps", "r")) {
+        char buf[1 << 16];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0) text.append(buf, n);
+        fclose(in);
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/maps-%d.txt", config().dir.c_str(), (int)getpid());
+    if (!write_atomic(path, text.data(), text.size())) stop_recording("cannot write %s (%s)", path, strerror(errno));
+}
+
+void remove_tree(const std::string &dir) {
+    for (const char *name : {"prologue.bin", "epilogue.bin", "manifest.json"}) unlink((dir + "/" + name).c_str());
+    rmdir(dir.c_str());
+}
+
 struct Launch {
     unsigned grid[3], block[3], shared;
     CUstream stream;
@@ -406,27 +726,33 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     struct Reset {
         ~Reset() { in_recorder = false; }
     } reset;
-    CUfunction fn;
-    std::string name = kernel_name(f, &fn);
-    if (name.empty() || !std::regex_search(name, c.kernel)) return run();
+    Selection sel = select_kernel(f);
+    if (!sel.selected) return run();
+    const std::string &name = sel.name;
+    CUfunction fn = sel.resolved;
     std::string args;
     std::vector<std::pair<size_t, size_t>> layout;
     if (!pack_args(fn, params, extra, args, layout)) return run();
-    std::unique_lock<std::mutex> lock(mu());
+    // One recording at a time, and no allocation or free while its regions are copied.
+    std::lock_guard<std::mutex> lock(mu());
+    if (disabled) return run();
     KernelCounts &kc = counts()[name];
     long index = kc.seen++;
     uint64_t h = fnv1a(l.grid, sizeof l.grid, fnv1a(l.block, sizeof l.block, fnv1a(&l.shared, sizeof l.shared)));
     h = fnv1a(args.data(), args.size(), h);
     if (index >= c.skip) kc.occurrences[h]++;
-    if (index < c.skip || kc.instances.count(h) || (long)kc.instances.size() >= c.max_per_kernel) {
-        lock.unlock();
-        return run();
-    }
+    if (index < c.skip || kc.instances.count(h) || (long)kc.instances.size() >= c.max_per_kernel) return run();
     kc.instances.insert(h);
     long seq = launch_seq++;
     std::vector<std::pair<uint64_t, uint64_t>> regions;
     for (auto &a : placement().live) regions.emplace_back(a.first, a.second.size);
-    lock.unlock();
+    void *owner = owner_of_launch(f, fn);
+    std::vector<GlobalVar> globals;
+    if (owner) {
+        auto it = modules().globals.find(owner);
+        if (it != modules().globals.end())
+            for (auto &g : it->second) globals.push_back(GlobalVar{g.first, g.second.first, g.second.second});
+    }
 
     DRV(cuCtxSynchronize);
     char final_dir[4096], tmp_dir[4200];
@@ -434,44 +760,75 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", final_dir);
     mkdir(c.dir.c_str(), 0755);
     if (mkdir(tmp_dir, 0755) != 0 && errno != EEXIST) {
-        warn("cannot create %s (%s); recording stops", tmp_dir, strerror(errno));
-        disabled = true;
+        stop_recording("cannot create %s (%s)", tmp_dir, strerror(errno));
         return run();
     }
-    p_cuCtxSynchronize();
-    bool ok = dump(std::string(tmp_dir) + "/prologue.bin", regions);
-    CUresult result = run();
+    std::string image = owner ? image_file(owner) : "";
+    const char *image_kind = image.empty() ? "" : modules().images[modules().image_of[owner]]->kind;
+    write_maps();
+    if (disabled) {
+        remove_tree(tmp_dir);
+        return run();
+    }
     CUresult synced = p_cuCtxSynchronize();
-    ok = ok && result == CUDA_SUCCESS && synced == CUDA_SUCCESS &&
-         dump(std::string(tmp_dir) + "/epilogue.bin", regions);
-    if (!ok) {
-        warn("recording launch %ld of %s failed (disk full or launch error); recording stops", index, name.c_str());
-        disabled = true;
+    if (synced != CUDA_SUCCESS) {  // an earlier error of the application's: leave it to the application
+        remove_tree(tmp_dir);
+        return run();
+    }
+    double t0 = now_seconds();
+    bool ok = dump(std::string(tmp_dir) + "/prologue.bin", regions, globals);
+    int dump_errno = errno;
+    double t1 = now_seconds();
+    CUresult result = run();
+    synced = p_cuCtxSynchronize();
+    double t2 = now_seconds();
+    if (ok && result == CUDA_SUCCESS && synced == CUDA_SUCCESS) {
+        ok = dump(std::string(tmp_dir) + "/epilogue.bin", regions, globals);
+        dump_errno = errno;
+    }
+    double t3 = now_seconds();
+    if (result != CUDA_SUCCESS || synced != CUDA_SUCCESS) {
+        // The launch itself failed: the application sees its error; this launch is not recorded.
+        remove_tree(tmp_dir);
         return result;
     }
+    if (!ok) {
+        remove_tree(tmp_dir);
+        stop_recording("writing the snapshot of launch %ld of %s to %s failed (%s)", index, name.c_str(), tmp_dir,
+                       strerror(dump_errno));
+        return result;
+    }
+    uint64_t bytes = 0;
+    for (auto &r : regions) bytes += r.second;
+    for (auto &g : globals) bytes += g.size;
     std::string m = "{\"format\": \"mneme-cuda-raw\", \"version\": 1, \"kernel\": " + json_string(name);
-    char buf[512];
+    char buf[768];
     snprintf(buf, sizeof buf,
              ", \"pid\": %d, \"sequence\": %ld, \"occurrence\": %ld, \"instance_key\": \"%016llx\""
              ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_mem\": %u, \"va_base\": %llu"
-             ", \"va_size\": %llu",
+             ", \"va_size\": %llu, \"bytes\": %llu, \"prologue_seconds\": %.6f, \"launch_seconds\": %.6f"
+             ", \"epilogue_seconds\": %.6f",
              (int)getpid(), seq, index, (unsigned long long)h, l.grid[0], l.grid[1], l.grid[2], l.block[0],
-             l.block[1], l.block[2], l.shared, (unsigned long long)c.va_base, (unsigned long long)c.va_size);
+             l.block[1], l.block[2], l.shared, (unsigned long long)c.va_base, (unsigned long long)c.va_size,
+             (unsigned long long)bytes, t1 - t0, t2 - t1, t3 - t2);
     m += buf;
+    m += ", \"image\": " + json_string(image) + ", \"image_kind\": " + json_string(image_kind);
     m += ", \"args\": \"" + hex(args) + "\", \"params\": [";
     for (size_t i = 0; i < layout.size(); ++i)
         m += (i ? ", [" : "[") + std::to_string(layout[i].first) + ", " + std::to_string(layout[i].second) + "]";
     m += "], \"regions\": [";
     for (size_t i = 0; i < regions.size(); ++i)
         m += (i ? ", [" : "[") + std::to_string(regions[i].first) + ", " + std::to_string(regions[i].second) + "]";
+    m += "], \"globals\": [";
+    for (size_t i = 0; i < globals.size(); ++i)
+        m += (i ? ", [" : "[") + json_string(globals[i].name) + ", " + std::to_string(globals[i].addr) + ", " +
+             std::to_string(globals[i].size) + "]";
     m += "]}\n";
     std::string manifest = std::string(tmp_dir) + "/manifest.json";
-    FILE *out = fopen(manifest.c_str(), "w");
-    ok = out && fwrite(m.data(), 1, m.size(), out) == m.size();
-    if (out) ok = (fclose(out) == 0) && ok;
-    if (!ok || rename(tmp_dir, final_dir) != 0) {
-        warn("cannot write %s (%s); recording stops", final_dir, strerror(errno));
-        disabled = true;
+    if (!write_atomic(manifest, m.data(), m.size()) || rename(tmp_dir, final_dir) != 0) {
+        int saved = errno;
+        remove_tree(tmp_dir);
+        stop_recording("cannot write %s (%s)", final_dir, strerror(saved));
     }
     return result;
 }
@@ -521,6 +878,204 @@ CUresult w_launch_ex_ptsz(const CUlaunchConfig *cfg, CUfunction f, void **params
     return launch_ex_with(real().launch_ex_ptsz, cfg, f, params, extra);
 }
 
+using coop_t = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                            void **);
+coop_t real_coop = nullptr, real_coop_ptsz = nullptr;
+
+CUresult coop_with(coop_t real_fn, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                   unsigned bz, unsigned shared, CUstream s, void **params) {
+    Launch l{{gx, gy, gz}, {bx, by, bz}, shared, s};
+    return record_launch(f, l, params, nullptr, [&] { return real_fn(f, gx, gy, gz, bx, by, bz, shared, s, params); });
+}
+
+CUresult w_coop(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                unsigned shared, CUstream s, void **params) {
+    if (!real_coop) real_coop = driver_fn<coop_t>("cuLaunchCooperativeKernel");
+    return coop_with(real_coop, f, gx, gy, gz, bx, by, bz, shared, s, params);
+}
+
+CUresult w_coop_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                     unsigned shared, CUstream s, void **params) {
+    return coop_with(real_coop_ptsz, f, gx, gy, gz, bx, by, bz, shared, s, params);
+}
+
+// Module loading and symbol lookup: the real call, then what the recorder needs to remember.
+using module_load_t = CUresult (*)(CUmodule *, const void *);
+using module_load_ex_t = CUresult (*)(CUmodule *, const void *, unsigned, CUjit_option *, void **);
+using module_load_file_t = CUresult (*)(CUmodule *, const char *);
+using library_load_t = CUresult (*)(CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *,
+                                    void **, unsigned);
+using library_load_file_t = CUresult (*)(CUlibrary *, const char *, CUjit_option *, void **, unsigned,
+                                         CUlibraryOption *, void **, unsigned);
+using module_get_function_t = CUresult (*)(CUfunction *, CUmodule, const char *);
+using library_get_kernel_t = CUresult (*)(CUkernel *, CUlibrary, const char *);
+using kernel_get_function_t = CUresult (*)(CUfunction *, CUkernel);
+using library_get_module_t = CUresult (*)(CUmodule *, CUlibrary);
+using get_global_t = CUresult (*)(CUdeviceptr *, size_t *, void *, const char *);
+
+struct RealModules {
+    module_load_t load_data = nullptr, load_fatbin = nullptr;
+    module_load_ex_t load_data_ex = nullptr;
+    module_load_file_t load_file = nullptr;
+    library_load_t library_load = nullptr;
+    library_load_file_t library_load_file = nullptr;
+    module_get_function_t get_function = nullptr;
+    library_get_kernel_t get_kernel = nullptr;
+    kernel_get_function_t kernel_get_function = nullptr;
+    library_get_module_t library_get_module = nullptr;
+    get_global_t module_get_global = nullptr, library_get_global = nullptr;
+};
+
+RealModules &real_modules() {
+    static auto *r = new RealModules();
+    return *r;
+}
+
+template <typename F>
+F resolve_real(F &slot, const char *name) {
+    if (!slot) slot = driver_fn<F>(name);
+    return slot;
+}
+
+bool tracking() { return !config().dir.empty(); }
+
+CUresult w_module_load_data(CUmodule *mod, const void *image) {
+    auto fn = resolve_real(real_modules().load_data, "cuModuleLoadData");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(mod, image);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        note_image(*mod, image, false);
+    }
+    return r;
+}
+
+CUresult w_module_load_fatbin(CUmodule *mod, const void *image) {
+    auto fn = resolve_real(real_modules().load_fatbin, "cuModuleLoadFatBinary");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(mod, image);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        note_image(*mod, image, false);
+    }
+    return r;
+}
+
+CUresult w_module_load_data_ex(CUmodule *mod, const void *image, unsigned n, CUjit_option *options, void **values) {
+    auto fn = resolve_real(real_modules().load_data_ex, "cuModuleLoadDataEx");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(mod, image, n, options, values);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        note_image(*mod, image, false);
+    }
+    return r;
+}
+
+CUresult w_module_load(CUmodule *mod, const char *path) {
+    auto fn = resolve_real(real_modules().load_file, "cuModuleLoad");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(mod, path);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        note_image(*mod, path, true);
+    }
+    return r;
+}
+
+CUresult w_library_load_data(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned nj,
+                             CUlibraryOption *lo, void **lv, unsigned nl) {
+    auto fn = resolve_real(real_modules().library_load, "cuLibraryLoadData");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(lib, code, jo, jv, nj, lo, lv, nl);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        note_image(*lib, code, false);
+    }
+    return r;
+}
+
+CUresult w_library_load_file(CUlibrary *lib, const char *path, CUjit_option *jo, void **jv, unsigned nj,
+                             CUlibraryOption *lo, void **lv, unsigned nl) {
+    auto fn = resolve_real(real_modules().library_load_file, "cuLibraryLoadFromFile");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(lib, path, jo, jv, nj, lo, lv, nl);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        note_image(*lib, path, true);
+    }
+    return r;
+}
+
+CUresult w_module_get_function(CUfunction *f, CUmodule mod, const char *name) {
+    auto fn = resolve_real(real_modules().get_function, "cuModuleGetFunction");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(f, mod, name);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        modules().owner_of[*f] = mod;
+    }
+    return r;
+}
+
+CUresult w_library_get_kernel(CUkernel *k, CUlibrary lib, const char *name) {
+    auto fn = resolve_real(real_modules().get_kernel, "cuLibraryGetKernel");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(k, lib, name);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        modules().owner_of[*k] = lib;
+    }
+    return r;
+}
+
+CUresult w_kernel_get_function(CUfunction *f, CUkernel k) {
+    auto fn = resolve_real(real_modules().kernel_get_function, "cuKernelGetFunction");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(f, k);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        auto it = modules().owner_of.find(k);
+        if (it != modules().owner_of.end()) modules().owner_of[*f] = it->second;
+    }
+    return r;
+}
+
+CUresult w_library_get_module(CUmodule *mod, CUlibrary lib) {
+    auto fn = resolve_real(real_modules().library_get_module, "cuLibraryGetModule");
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = fn(mod, lib);
+    if (r == CUDA_SUCCESS && tracking()) {
+        std::lock_guard<std::mutex> lock(mu());
+        modules().library_of[*mod] = lib;
+    }
+    return r;
+}
+
+// A device global the process looked up: recorded with every launch of a kernel of its module.
+CUresult get_global(get_global_t fn, CUdeviceptr *dptr, size_t *bytes, void *owner, const char *name) {
+    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
+    CUdeviceptr addr = 0;
+    size_t size = 0;
+    CUresult r = fn(&addr, &size, owner, name);
+    if (r != CUDA_SUCCESS) return r;
+    if (dptr) *dptr = addr;
+    if (bytes) *bytes = size;
+    if (tracking() && name) {
+        std::lock_guard<std::mutex> lock(mu());
+        modules().globals[canonical_owner(owner)][name] = {addr, size};
+    }
+    return r;
+}
+
+CUresult w_module_get_global(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name) {
+    return get_global(resolve_real(real_modules().module_get_global, "cuModuleGetGlobal_v2"), dptr, bytes, mod, name);
+}
+
+CUresult w_library_get_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, const char *name) {
+    return get_global(resolve_real(real_modules().library_get_global, "cuLibraryGetGlobal"), dptr, bytes, lib, name);
+}
+
 CUresult w_getproc_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 CUresult w_getproc_v1(const char *, void **, int, cuuint64_t);
 
@@ -528,6 +1083,7 @@ CUresult w_getproc_v1(const char *, void **, int, cuuint64_t);
 void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
     if (!symbol || !fn) return fn;
     Real &r = real();
+    RealModules &rm = real_modules();
     bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     std::string s(symbol);
     if (s == "cuGetProcAddress") {
@@ -559,6 +1115,63 @@ void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
         r.launch_ex = reinterpret_cast<launch_ex_t>(fn);
         return reinterpret_cast<void *>(&w_launch_ex);
     }
+    if (s == "cuLaunchCooperativeKernel" || s == "cuLaunchCooperativeKernel_ptsz") {
+        if (ptsz || s == "cuLaunchCooperativeKernel_ptsz") {
+            real_coop_ptsz = reinterpret_cast<coop_t>(fn);
+            return reinterpret_cast<void *>(&w_coop_ptsz);
+        }
+        real_coop = reinterpret_cast<coop_t>(fn);
+        return reinterpret_cast<void *>(&w_coop);
+    }
+    if (!tracking()) return fn;  // module bookkeeping only serves recording
+    if (s == "cuModuleLoadData") {
+        rm.load_data = reinterpret_cast<module_load_t>(fn);
+        return reinterpret_cast<void *>(&w_module_load_data);
+    }
+    if (s == "cuModuleLoadDataEx") {
+        rm.load_data_ex = reinterpret_cast<module_load_ex_t>(fn);
+        return reinterpret_cast<void *>(&w_module_load_data_ex);
+    }
+    if (s == "cuModuleLoadFatBinary") {
+        rm.load_fatbin = reinterpret_cast<module_load_t>(fn);
+        return reinterpret_cast<void *>(&w_module_load_fatbin);
+    }
+    if (s == "cuModuleLoad") {
+        rm.load_file = reinterpret_cast<module_load_file_t>(fn);
+        return reinterpret_cast<void *>(&w_module_load);
+    }
+    if (s == "cuLibraryLoadData") {
+        rm.library_load = reinterpret_cast<library_load_t>(fn);
+        return reinterpret_cast<void *>(&w_library_load_data);
+    }
+    if (s == "cuLibraryLoadFromFile") {
+        rm.library_load_file = reinterpret_cast<library_load_file_t>(fn);
+        return reinterpret_cast<void *>(&w_library_load_file);
+    }
+    if (s == "cuModuleGetFunction") {
+        rm.get_function = reinterpret_cast<module_get_function_t>(fn);
+        return reinterpret_cast<void *>(&w_module_get_function);
+    }
+    if (s == "cuLibraryGetKernel") {
+        rm.get_kernel = reinterpret_cast<library_get_kernel_t>(fn);
+        return reinterpret_cast<void *>(&w_library_get_kernel);
+    }
+    if (s == "cuKernelGetFunction") {
+        rm.kernel_get_function = reinterpret_cast<kernel_get_function_t>(fn);
+        return reinterpret_cast<void *>(&w_kernel_get_function);
+    }
+    if (s == "cuLibraryGetModule") {
+        rm.library_get_module = reinterpret_cast<library_get_module_t>(fn);
+        return reinterpret_cast<void *>(&w_library_get_module);
+    }
+    if (s == "cuModuleGetGlobal" || s == "cuModuleGetGlobal_v2") {
+        rm.module_get_global = reinterpret_cast<get_global_t>(fn);
+        return reinterpret_cast<void *>(&w_module_get_global);
+    }
+    if (s == "cuLibraryGetGlobal") {
+        rm.library_get_global = reinterpret_cast<get_global_t>(fn);
+        return reinterpret_cast<void *>(&w_library_get_global);
+    }
     static bool warned_managed = false, warned_async = false;
     if (s == "cuMemAllocManaged" && !warned_managed) {
         warned_managed = true;
@@ -588,9 +1201,9 @@ CUresult w_getproc_v1(const char *symbol, void **pfn, int version, cuuint64_t fl
 
 // ---- exported symbols ---------------------------------------------------------------------------
 
-extern "C" {
+#define EXPORT extern "C" __attribute__((visibility("default")))
 
-__attribute__((visibility("default"))) void *dlsym(void *handle, const char *name) {
+EXPORT void *dlsym(void *handle, const char *name) {
     void *fn = real_dlsym()(handle, name);
     if (!fn || strncmp(name, "cu", 2) != 0) return fn;
     if (strcmp(name, "cuGetProcAddress_v2") == 0) {
@@ -604,16 +1217,56 @@ __attribute__((visibility("default"))) void *dlsym(void *handle, const char *nam
     return wrap(name, fn, 0);
 }
 
-__attribute__((visibility("default"))) CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
-    return w_alloc(dptr, size);
+// The plain driver symbols, for programs linked against libcuda (the dynamic linker binds these
+// before libcuda's). cuda.h's macros give them their versioned names (cuMemAlloc_v2, ...).
+EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t size) { return w_alloc(dptr, size); }
+
+EXPORT CUresult cuMemFree(CUdeviceptr ptr) { return w_free(ptr); }
+
+EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shared, CUstream s, void **params, void **extra) {
+    return w_launch(f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
 }
 
-__attribute__((visibility("default"))) CUresult cuMemFree_v2(CUdeviceptr ptr) { return w_free(ptr); }
+EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
+    return w_launch_ex(cfg, f, params, extra);
+}
 
-__attribute__((visibility("default"))) CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                                               unsigned bx, unsigned by, unsigned bz, unsigned shared,
-                                                               CUstream s, void **params, void **extra) {
-    return w_launch(f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
+EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                          unsigned by, unsigned bz, unsigned shared, CUstream s, void **params) {
+    return w_coop(f, gx, gy, gz, bx, by, bz, shared, s, params);
+}
+
+EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) { return w_module_load_data(mod, image); }
+
+EXPORT CUresult cuModuleLoadDataEx(CUmodule *mod, const void *image, unsigned n, CUjit_option *options,
+                                   void **values) {
+    return w_module_load_data_ex(mod, image, n, options, values);
+}
+
+EXPORT CUresult cuModuleLoadFatBinary(CUmodule *mod, const void *image) { return w_module_load_fatbin(mod, image); }
+
+EXPORT CUresult cuModuleLoad(CUmodule *mod, const char *path) { return w_module_load(mod, path); }
+
+EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned nj,
+                                  CUlibraryOption *lo, void **lv, unsigned nl) {
+    return w_library_load_data(lib, code, jo, jv, nj, lo, lv, nl);
+}
+
+EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule mod, const char *name) {
+    return w_module_get_function(f, mod, name);
+}
+
+EXPORT CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name) {
+    return w_library_get_kernel(k, lib, name);
+}
+
+EXPORT CUresult cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name) {
+    return w_module_get_global(dptr, bytes, mod, name);
+}
+
+EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, const char *name) {
+    return w_library_get_global(dptr, bytes, lib, name);
 }
 
 // At exit: how often each recorded kernel ran with each argument set (Occurrences), also for
@@ -639,19 +1292,27 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
         text += "}}";
     }
     text += "}}\n";
-    char path[4096], tmp[4200];
+    char path[4096];
     snprintf(path, sizeof path, "%s/counts-%d.json", c.dir.c_str(), (int)getpid());
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (FILE *out = fopen(tmp, "w")) {
-        bool ok = fwrite(text.data(), 1, text.size(), out) == text.size();
-        ok = (fclose(out) == 0) && ok;
-        if (ok) rename(tmp, path);
-    }
+    write_atomic(path, text.data(), text.size());
 }
 
 // Whether this process records (rank selection applied); for `mneme cuda info` and the tests.
-__attribute__((visibility("default"))) int mneme_recorder_records() { return config().dir.empty() ? 0 : 1; }
+EXPORT int mneme_recorder_records() { return config().dir.empty() ? 0 : 1; }
 
 // `mneme cuda recorder-info` and the tests read this to check which recorder is loaded.
-__attribute__((visibility("default"))) const char *mneme_recorder_version() { return "mneme-cuda-recorder 0.1"; }
+EXPORT const char *mneme_recorder_version() { return "mneme-cuda-recorder 0.2"; }
+
+// Host-side pieces, exported for the tests that run without a GPU: the size and kind of a
+// code image as a module load sees it, and the atomic writer (0 on success, else errno).
+EXPORT size_t mneme_recorder_image_size(const void *code, const char **kind) {
+    size_t size = 0;
+    const char *k = "";
+    image_extent(code, &size, &k);
+    if (kind) *kind = k;
+    return size;
+}
+
+EXPORT int mneme_recorder_write_atomic(const char *path, const void *data, size_t n) {
+    return write_atomic(path, data, n) ? 0 : (errno ? errno : EIO);
 }
