@@ -187,6 +187,9 @@ def main() -> int:
     parser.add_argument("--backend", default="cuda", help="cuda (the benchmark); host runs the same flow on the CPU.")
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
     began = time.perf_counter()
     from mneme.core.backend import get_backend
 

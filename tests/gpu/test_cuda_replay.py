@@ -162,3 +162,22 @@ def test_recording_replays_verified_from_ir_ptx_and_cubin(tmp_path, cuda_backend
         result = ex.execute(ex.default_config())
     assert result.ok, result.error
     assert len(result.exec_time) == 3
+
+
+def test_open_restores_every_prologue_region_and_reset_returns_written_regions_to_it(tmp_path):
+    from mneme.core.executor import BaseExecutor
+
+    db = _capture("stencil2d", tmp_path)
+    with BaseExecutor(db, backend="cuda", iterations=2) as ex:
+        regions = ex.prologue.regions
+        assert regions
+        for region in regions:
+            assert ex.device.read(region.addr, region.size) == ex.prologue.read_region(region.addr)
+        first, second = ex.execute(ex.default_config()), ex.execute(ex.default_config())
+        assert first.ok and second.ok, first.error or second.error
+        assert ex.written  # stencil2d writes its output
+        ex.reset()
+        for region in regions:
+            assert ex.device.read(region.addr, region.size) == ex.prologue.read_region(region.addr)
+        ex.restore()
+        assert ex.execute(ex.default_config()).ok

@@ -13,7 +13,7 @@ import ctypes
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
@@ -52,6 +52,7 @@ from mneme_cuda.memory import (
     align_up,
     allocation_granularity,
     host_address,
+    decode_pieces,
     restore_plan,
 )
 
@@ -457,21 +458,7 @@ class CudaDevice(Device):
 
     def _decode_into(self, snapshot: Any, addr: int, offset: int, stage: np.ndarray,
                      pieces: list[tuple[int, int]]) -> None:
-        """Decode `pieces` of the region at `addr` (from `offset`) into `stage`, on several threads when there are many."""
-        if len(pieces) == 1:
-            start, length = pieces[0]
-            snapshot.read_range_into(addr, offset + start, stage[start:start + length])
-            return
-        pool = self._threads()
-        futures = [pool.submit(snapshot.read_range_into, addr, offset + start, stage[start:start + length])
-                   for start, length in pieces]
-        try:
-            for future in futures:
-                future.result()
-        finally:  # never leave a thread writing into a staging buffer that is reused next
-            for future in futures:
-                future.cancel()
-            wait(futures)
+        decode_pieces(snapshot, addr, offset, stage, pieces, self._threads() if len(pieces) > 1 else None)
 
     def _threads(self) -> ThreadPoolExecutor:
         """Host threads for staging copies and snapshot decoding (numpy, preadv and zstd drop the GIL)."""

@@ -12,6 +12,8 @@ import bisect
 import ctypes
 import logging
 from collections.abc import Iterator
+from concurrent.futures import Executor, wait
+from typing import Any
 
 import numpy as np
 
@@ -267,3 +269,25 @@ def restore_plan(size: int, chunk_size: int, stage_bytes: int,
         length = min(span, size - start)
         plan.append((start, length, [(o, min(piece, length - o)) for o in range(0, length, piece)]))
     return plan
+
+
+def decode_pieces(snapshot: Any, addr: int, offset: int, out: np.ndarray, pieces: list[tuple[int, int]],
+                  pool: Executor | None = None) -> None:
+    """Decode `pieces` (see `restore_plan`) of the region at `addr`, from `offset` in it, into `out`.
+
+    With a `pool`, pieces decode on its threads at once (preadv, zstd and numpy drop the GIL).
+    Returns only when no thread writes into `out` any more, also on error.
+    """
+    if pool is None or len(pieces) == 1:
+        for start, length in pieces:
+            snapshot.read_range_into(addr, offset + start, out[start:start + length])
+        return
+    futures = [pool.submit(snapshot.read_range_into, addr, offset + start, out[start:start + length])
+               for start, length in pieces]
+    try:
+        for future in futures:
+            future.result()
+    finally:  # never leave a thread writing into a staging buffer that is reused next
+        for future in futures:
+            future.cancel()
+        wait(futures)
