@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from mneme.core import fsutil
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.types import ExperimentConfiguration, dim3
 
@@ -316,7 +317,7 @@ def _store_ir(ir: Any, kernel: str, out: Path) -> list[Path]:
         text = str(ir)
         target = out / f"{_safe(kernel)}.{irmod.module_hash(ir)[:12]}.ll"
         if not target.exists():
-            _write_atomic(target, text.encode())
+            fsutil.atomic_write(target, text)
         return [target]
     sources = [ir] if isinstance(ir, (str, os.PathLike)) else list(ir)
     stored = []
@@ -329,19 +330,13 @@ def _store_ir(ir: Any, kernel: str, out: Path) -> list[Path]:
 
         target = out / f"{path.stem}.{hashlib.sha256(data).hexdigest()[:12]}{path.suffix or '.ll'}"
         if not target.exists():
-            _write_atomic(target, data)
+            fsutil.atomic_write(target, data)
         stored.append(target)
     return stored
 
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80] or "kernel"
-
-
-def _write_atomic(target: Path, data: bytes) -> None:
-    tmp = target.with_name(f".{target.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
 
 
 # -- descriptions (mneme capture SPEC) ------------------------------------------------------------

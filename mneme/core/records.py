@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ import cattrs
 from cattrs.errors import ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
+from mneme.core import fsutil
 from mneme.core.errors import FormatError, SchemaVersionError, UsageError
 from mneme.core.types import converter as _types_converter
 from mneme.core.types import dim3
@@ -628,22 +628,7 @@ class _FileChecker:
 
 
 def _atomic_write(target: Path, text: str) -> None:
-    folder = target.parent
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, _file_mode(target))
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_dir(folder)
+    fsutil.atomic_write(target, text, mode=_file_mode(target))
 
 
 def _file_mode(target: Path) -> int:
@@ -665,19 +650,6 @@ def _umask() -> int:
     umask = os.umask(0o022)
     os.umask(umask)
     return umask
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # -- JSON conversion ---------------------------------------------------------------------------

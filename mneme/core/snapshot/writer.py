@@ -12,6 +12,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from mneme.core import fsutil
 from mneme.core.errors import MnemeError, UsageError
 from mneme.core.snapshot import codec, diff
 from mneme.core.snapshot.format import (
@@ -153,7 +154,7 @@ class SnapshotWriter:
             os.close(self._fd)
             self._fd = None
             os.replace(self._tmp, self.path)
-            _fsync_folder(self.path.parent)
+            fsutil.fsync_dir(self.path.parent)
         except OSError as exc:
             self._fail(exc)
         self._done = True
@@ -407,16 +408,3 @@ def _rechunk(pieces: Iterable, size: int, *, own: bool = False):
             pending += view
     if pending:
         yield memoryview(pending)
-
-
-def _fsync_folder(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -21,11 +21,11 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from mneme.core import fsutil
 from mneme.core.errors import UsageError
 from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord
 from mneme.core.types import ExperimentConfiguration
@@ -147,20 +147,18 @@ def proteus_entry(config: dict[str, Any], summary: dict[str, Any], recording: An
 def write_outputs(results_dir: Path, summary: dict[str, Any], recording: Any = None) -> None:
     """summary.json, best.json and tuned-kernels.json in the results folder."""
     results_dir = Path(results_dir)
-    _write(results_dir / "summary.json", summary)
+    write_json(results_dir / "summary.json", summary)
     best = summary.get("best")
     if not best:
         return
-    _write(results_dir / "best.json", best["config"])
+    write_json(results_dir / "best.json", best["config"])
     kernel = getattr(recording, "kernel_name", "") or (summary.get("meta") or {}).get("kernel_name", "kernel")
-    _write(results_dir / "tuned-kernels.json", {kernel: proteus_entry(best["config"], summary, recording)})
+    write_json(results_dir / "tuned-kernels.json", {kernel: proteus_entry(best["config"], summary, recording)})
 
 
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+def write_json(path: Path, data: Any) -> None:
+    """Write `data` as indented JSON, atomically."""
+    fsutil.atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
 # -- reading a results folder -----------------------------------------------------------------

@@ -17,7 +17,6 @@ import hashlib
 import inspect
 import json
 import logging
-import os
 import platform
 import statistics
 import threading
@@ -650,9 +649,6 @@ def _result_of(future: concurrent.futures.Future) -> ExperimentResult:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    import json
+    from mneme.core.tuning.report import write_json
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-    os.replace(tmp, path)
+    write_json(path, data)
