@@ -1,6 +1,6 @@
 """Tuning on the GPU (issue 8): exhaustive, TPE and NGOpt on enumerable spaces of two real kernels.
 
-    python benchmarks/gpu/bench_cuda_tuning.py [--json results.json] [--budget-s 170] [--side 4096]
+    python benchmarks/gpu/bench_cuda_tuning.py [--json results.json] [--budget-s 150] [--side 4096]
 
 Kernels: examples/saxpy (1M floats, grid-stride: block and grid tuned) and the corpus
 stencil2d on a side x side grid (2D block tuned, the grid derived to cover the same points).
@@ -34,6 +34,7 @@ sys.path[:0] = [str(ROOT / "benchmarks" / "gpu"), str(ROOT / "tests" / "gpu"), s
 SAMPLERS = ("exhaustive", "optuna:tpe", "nevergrad:NGOpt")
 EARLY = 0.2  # the quality figure: best found within this fraction of the exhaustive budget
 SHARE = 0.5  # TPE and NGOpt budgets, as a fraction of the exhaustive one
+RUN_OVERHEAD_S = 6.0  # starting the workers, the baseline and the re-timing of one run
 
 
 def kernels(side: int) -> dict[str, dict]:
@@ -180,7 +181,7 @@ def _short(value) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--budget-s", type=float, default=170.0, help="Wall-time budget of the whole benchmark.")
+    parser.add_argument("--budget-s", type=float, default=150.0, help="Wall-time budget of the whole benchmark.")
     parser.add_argument("--side", type=int, default=4096, help="stencil2d grid side.")
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--kernels", default="saxpy,stencil2d")
@@ -233,12 +234,15 @@ def main() -> int:
             save()
             exhaustive_budget = entry["space_size"]
             optimum = None
-            for sampler in SAMPLERS:
-                trials = exhaustive_budget if sampler == "exhaustive" else max(4, math.ceil(SHARE * exhaustive_budget))
-                # What is left of the budget, shared by the runs still to come.
-                runs_left = (len(names) - index - 1) * len(SAMPLERS) + len(SAMPLERS) - SAMPLERS.index(sampler)
+            budgets = [exhaustive_budget if s == "exhaustive" else max(4, math.ceil(SHARE * exhaustive_budget))
+                       for s in SAMPLERS]  # fmt: skip
+            for position, sampler in enumerate(SAMPLERS):
+                trials = budgets[position]
+                # What is left of the time budget, shared by the runs to come in proportion to their trials
+                # (later kernels counted as this one), less what starting workers and re-timing take.
+                share = trials / (sum(budgets[position:]) + (len(names) - index - 1) * sum(budgets))
                 left = opts.budget_s - (time.perf_counter() - began)
-                timeout = max(10.0, left / runs_left - 8.0)  # seconds for workers, baseline and re-timing
+                timeout = max(10.0, left * share - RUN_OVERHEAD_S)
                 try:
                     run = run_sampler(db, spec, sampler, trials, tmp / name / sampler.replace(":", "-"), timeout,
                                       opts.backend, opts.iterations)  # fmt: skip

@@ -417,6 +417,8 @@ class BaseExecutor:
         try:
             self._execute(config, binary, result, before_run)
         except ExperimentError as exc:
+            if exc.kind == "fault":  # e.g. a timed run faulted after verification failed: the fault decides
+                result.error_kind = ""  # what happens next (worker pools restart the process on it)
             _fail(result, exc.kind, str(exc))
         except (IRError, UnsupportedError) as exc:
             _fail(result, "compile", str(exc))

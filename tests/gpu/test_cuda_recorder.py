@@ -1,9 +1,17 @@
-"""The native recorder on a real GPU: an nvcc-built application (static cudart) recorded and replayed."""
+"""The native recorder on a real GPU: real applications recorded, and every recorded launch replayed verified.
+
+The C++ programs (tests/gpu/programs/*.cu) are built by `scripts/gpu-suite --prepare` into
+.gpu/bin/ with nvcc's defaults (static cudart); `stencil_app_ir` is the same stencil built with
+`mneme-cc nvcc`, so its device IR is embedded. Where no prebuilt program exists, nvcc builds it.
+"""
 
 from __future__ import annotations
 
 import shutil
+import signal
+import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -82,3 +90,186 @@ def test_every_recorded_launch_replays_verified_at_the_recorded_addresses(record
         with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=2) as ex:
             result = ex.execute(ex.default_config())
         assert result.ok, result.error
+
+
+# -- the test programs ---------------------------------------------------------------------------
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def program(name: str, tmp_path_factory) -> Path:
+    """A test program from .gpu/bin (built by --prepare), else built here with nvcc."""
+    prebuilt = ROOT / ".gpu" / "bin" / name
+    if prebuilt.exists():
+        return prebuilt
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    source = PROGRAMS / f"{name}.cu"
+    if not Path(nvcc).exists() or not source.exists():
+        pytest.skip(f"no prebuilt {name} in .gpu/bin and no nvcc (or source) to build it")
+    out = tmp_path_factory.mktemp(name) / name
+    subprocess.run([nvcc, "-arch=sm_90", "-o", str(out), str(source)], check=True, capture_output=True)
+    return out
+
+
+def record(command, tmp_path, kernel, library, **options):
+    """Run `command` under the recorder (`mneme record`'s path); returns (exit code, databases)."""
+    from mneme_cuda import recorder
+
+    code = recorder.main_record(tmp_path / "db", [str(c) for c in command], [], kernel=kernel, library=library,
+                                **options)  # fmt: skip
+    return code, sorted((tmp_path / "db").glob("*.json"))
+
+
+def replay_all(databases):
+    """Replay every instance of every database (IR when the recording has it, else the cubin/PTX)."""
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.records import RecordedExecution
+
+    outcomes = []
+    for db in databases:
+        rec = RecordedExecution.from_json(db)
+        mode = "ir" if rec.llvm_files else ("cubin" if any(b.kind == "cubin" for b in rec.binary_blobs) else "ptx")
+        for dynamic_hash in rec.kernel_instances:
+            with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=1, mode=mode) as ex:
+                result = ex.execute(ex.default_config())
+            outcomes.append((rec.kernel_name, mode, result))
+    return outcomes
+
+
+def assert_all_verified(outcomes, expected_count=None):
+    assert outcomes, "nothing was recorded"
+    failures = [f"{name} ({mode}): {result.error}" for name, mode, result in outcomes if not result.ok]
+    assert not failures, failures
+    if expected_count is not None:
+        assert len(outcomes) == expected_count
+
+
+def test_a_2d_stencil_without_ir_replays_from_its_loaded_cubin(recorder_library, tmp_path_factory, tmp_path):
+    from mneme.core.records import RecordedExecution
+
+    app = program("stencil_app", tmp_path_factory)
+    code, dbs = record([app], tmp_path, "stencil2d", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    rec = RecordedExecution.from_json(db)
+    assert rec.llvm_files == [] and [b.kind for b in rec.binary_blobs] == ["cubin"]
+    (a, b) = rec.kernel_instances.values()  # three launches, two argument sets (swapped buffers)
+    assert sorted([a.occ, b.occ]) == [1, 2] and (a.block_dim.x, a.block_dim.y) == (32, 8)
+    assert_all_verified(replay_all(dbs), 2)
+
+
+def test_an_application_built_with_mneme_cc_is_recorded_with_its_ir(recorder_library, tmp_path):
+    from mneme.core.records import RecordedExecution
+
+    app = ROOT / ".gpu" / "bin" / "stencil_app_ir"
+    if not app.exists():
+        pytest.skip("stencil_app_ir is built by scripts/gpu-suite --prepare (mneme-cc needs clang-19)")
+    code, dbs = record([app], tmp_path, "stencil2d", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    rec = RecordedExecution.from_json(db)
+    assert rec.llvm_files and rec.binary_blobs
+    assert_all_verified(replay_all(dbs), 2)
+
+
+def test_a_shared_memory_reduction_replays_verified(recorder_library, tmp_path_factory, tmp_path):
+    app = program("reduce_app", tmp_path_factory)
+    code, dbs = record([app], tmp_path, "reduce_sum", recorder_library)
+    assert code == 0
+    assert_all_verified(replay_all(dbs), 3)
+
+
+def test_device_globals_are_recorded_by_name_and_restored_on_replay(recorder_library, tmp_path_factory, tmp_path):
+    from mneme.core.records import RecordedExecution
+    from mneme.core.snapshot import Snapshot
+
+    app = program("global_app", tmp_path_factory)
+    code, dbs = record([app], tmp_path, "add_bias", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    rec = RecordedExecution.from_json(db)
+    assert rec.globals == {"bias": 4, "launch_count": 4}
+    # Three launches with the same arguments: one instance, its state the first launch's.
+    (inst,) = rec.kernel_instances.values()
+    assert inst.occ == 3
+    prologue = Snapshot.open(inst.prologue_path)
+    epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
+    assert struct.unpack("<f", prologue.globals["bias"]) == (2.0,)
+    assert struct.unpack("<i", prologue.globals["launch_count"]) == (0,)
+    assert struct.unpack("<i", epilogue.globals["launch_count"]) == (1,)
+    assert_all_verified(replay_all(dbs), 1)
+
+
+def test_a_linked_list_in_device_memory_replays_at_its_recorded_addresses(recorder_library, tmp_path_factory,
+                                                                         tmp_path):  # fmt: skip
+    app = program("list_app", tmp_path_factory)
+    code, dbs = record([app], tmp_path, "walk_lists", recorder_library)
+    assert code == 0
+    assert_all_verified(replay_all(dbs), 1)
+
+
+def test_launches_from_two_host_threads_on_two_streams_are_all_counted_and_replay(recorder_library,
+                                                                                  tmp_path_factory, tmp_path):  # fmt: skip
+    from mneme.core.records import RecordedExecution
+
+    app = program("streams_app", tmp_path_factory)
+    code, dbs = record([app], tmp_path, "saxpy", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    rec = RecordedExecution.from_json(db)
+    assert len(rec.kernel_instances) == 2  # one argument set per thread
+    assert sum(i.occ for i in rec.kernel_instances.values()) == 8
+    assert_all_verified(replay_all(dbs), 2)
+
+
+def test_launches_completed_before_a_crash_stay_readable_and_replay(recorder_library, tmp_path_factory, tmp_path):
+    from mneme_cuda import recorder
+
+    app = program("crash_app", tmp_path_factory)
+    code, dbs = record([app], tmp_path, "saxpy", recorder_library)
+    assert code == 128 + signal.SIGSEGV  # the application's own fate, passed on
+    assert len(recorder.launches(tmp_path / "db" / "raw")) == 3
+    assert not list((tmp_path / "db" / "raw").glob("launch-*.tmp"))
+    assert_all_verified(replay_all(dbs), 3)
+
+
+def _python_app(name: str, modules: tuple[str, ...]) -> Path:
+    for module in modules:
+        pytest.importorskip(module)
+    return PROGRAMS / f"{name}.py"
+
+
+def _addresses_in_the_recorded_range(stdout: str, tag: str) -> None:
+    words = stdout.split()
+    index = words.index(tag)
+    assert words[index + 1] == "OK", stdout
+    pointers = [int(w, 16) for w in words[index + 2 : index + 4]]
+    assert all(VA_BASE <= p < VA_BASE + (1 << 40) for p in pointers), stdout
+
+
+def test_a_triton_kernel_in_a_python_process_is_placed_recorded_and_replayed(recorder_library, tmp_path):
+    from mneme_cuda import recorder
+
+    script = _python_app("triton_app", ("torch", "triton"))
+    env = recorder.environment(tmp_path / "probe", kernel="^$", library=recorder_library)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    _addresses_in_the_recorded_range(proc.stdout, "triton_app")
+    code, dbs = record([sys.executable, script], tmp_path, "add_kernel", recorder_library)
+    assert code == 0
+    assert_all_verified(replay_all(dbs), 1)  # two launches, one argument set
+
+
+def test_a_pytorch_op_in_a_python_process_is_placed_recorded_and_replayed(recorder_library, tmp_path):
+    from mneme_cuda import recorder
+
+    script = _python_app("torch_app", ("torch",))
+    env = recorder.environment(tmp_path / "probe", kernel="^$", library=recorder_library)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    _addresses_in_the_recorded_range(proc.stdout, "torch_app")
+    code, dbs = record([sys.executable, script], tmp_path, "elementwise_kernel", recorder_library)
+    assert code == 0
+    assert_all_verified(replay_all(dbs))

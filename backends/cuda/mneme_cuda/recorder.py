@@ -215,11 +215,57 @@ def _ptx_defines(text: str, kernel: str) -> bool:
     return re.search(rf"\.entry\s+{re.escape(kernel)}\s*\(", text) is not None
 
 
+_FLAG_LZ4 = 0x2000  # entry flag: the payload is one LZ4 block (nvcc's -compress-mode default/speed/balance)
+
+
+def lz4_block(src: bytes, size: int) -> bytes:
+    """Decode one raw LZ4 block (no frame) of `size` decoded bytes."""
+    out = bytearray()
+    i, n = 0, len(src)
+    while i < n:
+        token = src[i]
+        i += 1
+        literals = token >> 4
+        if literals == 15:
+            while True:
+                extra = src[i]
+                i += 1
+                literals += extra
+                if extra != 255:
+                    break
+        out += src[i : i + literals]
+        i += literals
+        if i >= n or len(out) >= size:
+            break
+        offset = src[i] | (src[i + 1] << 8)
+        i += 2
+        length = token & 15
+        if length == 15:
+            while True:
+                extra = src[i]
+                i += 1
+                length += extra
+                if extra != 255:
+                    break
+        length += 4
+        start = len(out) - offset
+        if offset <= 0 or start < 0:
+            raise FormatError("<lz4>", f"match offset {offset} points before the start of the output")
+        while length > 0:  # overlapping matches repeat the last `offset` bytes
+            piece = out[start : start + min(length, offset)]
+            out += piece
+            start += len(piece)
+            length -= len(piece)
+    if len(out) != size:
+        raise FormatError("<lz4>", f"decoded {len(out)} bytes, the entry says {size}")
+    return bytes(out)
+
+
 def fatbin_entries(data: bytes, where: str = "<fatbin>") -> list[tuple[str, int, bytes]]:
     """(kind "cubin"|"ptx", architecture number, image) of each entry of one raw fatbin.
 
-    Compressed entries are decompressed when they are zstd (what nvcc writes today); entries in
-    other compressed forms are left out with a debug message.
+    Compressed entries are decompressed: zstd (`-compress-mode=size`) and LZ4 (nvcc's other
+    modes); entries nothing here can read are left out with a debug message.
     """
     from mneme.instrument import fatbin
 
@@ -231,7 +277,16 @@ def fatbin_entries(data: bytes, where: str = "<fatbin>") -> list[tuple[str, int,
     while pos + 32 <= end:
         kind, _ver, entry_header, payload_size = struct.unpack_from("<HHIQ", data, pos)
         (arch,) = struct.unpack_from("<I", data, pos + 28)
+        flags, decoded_size = struct.unpack_from("<Q", data, pos + 40)[0], 0
+        if entry_header >= 64:
+            (decoded_size,) = struct.unpack_from("<Q", data, pos + 56)
         body = bytes(data[pos + entry_header: pos + entry_header + payload_size])
+        if flags & _FLAG_LZ4 and decoded_size and body[:4] not in (b"\x7fELF", fatbin.ZSTD_MAGIC):
+            try:
+                body = lz4_block(body, decoded_size)
+            except (FormatError, IndexError) as exc:
+                log.debug("%s@%d: skipping an LZ4 entry that does not decode: %s", where, pos, exc)
+                body = b""
         if kind == _ENTRY_ELF:
             image = fatbin._payload(body, f"{where}@{pos}")
             if image is not None:
@@ -304,7 +359,6 @@ def loaded_elf_files(raw_dir: Path) -> list[str]:
 def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf_files: Sequence[str],
                 image: bytes | None) -> tuple[list[Path], str]:  # fmt: skip
     """IR files for `kernel` inside `out`: from --ir files that define it, else the IR-source plugins."""
-    from mneme.core.errors import IRError
     from mneme.instrument.irsource import resolve
 
     sources = [p for p in ir_files if _defines(p, kernel)]
@@ -318,8 +372,8 @@ def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf
         return stored, "--ir"
     try:
         found = resolve(kernel, arch=arch or None, elf_files=elf_files, image=image)
-    except IRError as exc:
-        log.warning("kernel %s: %s; recorded without IR", kernel, exc)
+    except (MnemeError, OSError) as exc:  # ArchitectureMismatch, an unreadable file: binary only, said once
+        log.warning("kernel %s: looking for its IR failed: %s; recorded without IR", kernel, exc)
         return [], ""
     if not found:
         return [], ""
@@ -345,6 +399,7 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
     (`--mode cubin|ptx`). A kernel with neither is skipped with a warning.
     """
     from mneme.core import ir as irmod
+    from mneme.core.fsutil import atomic_write
     from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
     from mneme.core.snapshot import SnapshotType, SnapshotWriter
 
@@ -396,7 +451,7 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
             code = out / "code" / f"{static_hash}.{image[1]}"
             code.parent.mkdir(parents=True, exist_ok=True)
             if not code.exists():
-                _write_atomic(code, image[0])
+                atomic_write(code, image[0])
             blobs.append((code, image[1]))
         regions = [r for _, m in items for r in m["regions"]]
         base = items[0][1]["va_base"]
@@ -444,19 +499,6 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                  f"IR from {ir_source}" if stored else f"binary only ({image[1]})")  # fmt: skip
         written.append(db_path)
     return written
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _defines(path: Path, kernel: str) -> bool:

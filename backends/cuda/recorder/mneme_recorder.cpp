@@ -306,6 +306,8 @@ struct Modules {
     std::unordered_map<void *, void *> owner_of;     // CUfunction / CUkernel -> CUmodule / CUlibrary
     std::unordered_map<void *, void *> library_of;   // CUmodule -> the CUlibrary it was taken from
     std::map<void *, std::map<std::string, std::pair<CUdeviceptr, size_t>>> globals;  // owner -> name -> (addr, size)
+    std::set<void *> libraries;  // owners that are CUlibrary handles
+    std::set<void *> scanned;    // owners whose image was searched for device variables
 };
 
 Modules &modules() {
@@ -367,8 +369,101 @@ const void *image_extent(const void *code, size_t *size, const char **kind) {
     return p;
 }
 
+// The device variables (__device__, __constant__) a cubin defines: OBJECT symbols of its
+// .nv.global* and .nv.constant3 sections. cudart resolves only the ones the host touches
+// (cudaMemcpyToSymbol, ...), so the recorder also looks these up itself at a recorded launch.
+void cubin_globals(const unsigned char *p, size_t size, std::vector<std::string> &names) {
+    if (size < 64 || memcmp(p, "\x7f" "ELF", 4) != 0 || p[4] != 2) return;
+    uint64_t shoff = rd64(p + 40);
+    uint16_t shentsize = rd16(p + 58), shnum = rd16(p + 60), shstrndx = rd16(p + 62);
+    if (shentsize < 64 || shoff + (uint64_t)shnum * shentsize > size || shstrndx >= shnum) return;
+    auto sh = [&](unsigned i) { return p + shoff + (uint64_t)i * shentsize; };
+    auto in_file = [&](uint64_t off, uint64_t len) { return off <= size && len <= size - off; };
+    uint64_t shstr_off = rd64(sh(shstrndx) + 24), shstr_size = rd64(sh(shstrndx) + 32);
+    if (!in_file(shstr_off, shstr_size)) return;
+    auto section_name = [&](unsigned i) -> std::string {
+        uint32_t n = rd32(sh(i));
+        if (n >= shstr_size) return "";
+        const char *s = reinterpret_cast<const char *>(p + shstr_off + n);
+        return std::string(s, strnlen(s, shstr_size - n));
+    };
+    for (unsigned i = 0; i < shnum; ++i) {
+        if (rd32(sh(i) + 4) != 2) continue;  // SHT_SYMTAB
+        uint64_t off = rd64(sh(i) + 24), len = rd64(sh(i) + 32), entsize = rd64(sh(i) + 56);
+        uint32_t link = rd32(sh(i) + 40);
+        if (entsize < 24 || link >= shnum || !in_file(off, len)) continue;
+        uint64_t str_off = rd64(sh(link) + 24), str_size = rd64(sh(link) + 32);
+        if (!in_file(str_off, str_size)) continue;
+        for (uint64_t sym = off; sym + 24 <= off + len; sym += entsize) {
+            uint32_t name = rd32(p + sym);
+            unsigned char info = p[sym + 4];
+            uint16_t shndx = rd16(p + sym + 6);
+            if ((info & 0xf) != 1 || shndx == 0 || shndx >= shnum || rd64(p + sym + 16) == 0 || name >= str_size)
+                continue;  // STT_OBJECT with a size, in a real section
+            std::string section = section_name(shndx);
+            if (section.rfind(".nv.global", 0) != 0 && section != ".nv.constant3") continue;
+            const char *s = reinterpret_cast<const char *>(p + str_off + name);
+            std::string symbol(s, strnlen(s, str_size - name));
+            if (!symbol.empty() && symbol[0] != '.' && symbol[0] != '$') names.push_back(symbol);
+        }
+    }
+}
+
+// Decode one raw LZ4 block into `out` (exactly `size` bytes); false when it does not decode.
+bool lz4_block(const unsigned char *src, size_t n, size_t size, std::vector<unsigned char> &out) {
+    out.clear();
+    out.reserve(size);
+    size_t i = 0;
+    while (i < n) {
+        unsigned token = src[i++];
+        size_t literals = token >> 4;
+        if (literals == 15)
+            for (unsigned char extra = 255; extra == 255 && i < n;) literals += (extra = src[i++]);
+        if (literals > n - i || out.size() + literals > size) return false;
+        out.insert(out.end(), src + i, src + i + literals);
+        i += literals;
+        if (i >= n || out.size() >= size) break;
+        if (i + 2 > n) return false;
+        size_t offset = src[i] | (src[i + 1] << 8);
+        i += 2;
+        size_t length = token & 15;
+        if (length == 15)
+            for (unsigned char extra = 255; extra == 255 && i < n;) length += (extra = src[i++]);
+        length += 4;
+        if (offset == 0 || offset > out.size() || out.size() + length > size) return false;
+        for (size_t k = 0, start = out.size() - offset; k < length; ++k) out.push_back(out[start + k]);
+    }
+    return out.size() == size;
+}
+
+// The device variables of an image for a device of `arch` (e.g. 90): a cubin's, or those of a
+// fatbin's cubin for that architecture (plain or LZ4-compressed; zstd ones are not read here).
+void image_globals(const void *data, size_t size, int arch, std::vector<std::string> &names) {
+    const unsigned char *p = static_cast<const unsigned char *>(data);
+    if (size >= 4 && memcmp(p, "\x7f" "ELF", 4) == 0) return cubin_globals(p, size, names);
+    if (size < 16 || rd32(p) != FATBIN_MAGIC) return;
+    uint64_t pos = rd16(p + 6), end = std::min<uint64_t>(size, pos + rd64(p + 8));
+    while (pos + 64 <= end) {
+        uint16_t kind = rd16(p + pos);
+        uint32_t header = rd32(p + pos + 4);
+        uint64_t payload = rd64(p + pos + 8);
+        if (header == 0 || pos + header + payload > end) break;
+        if (kind == 2 && (int)rd32(p + pos + 28) == arch) {
+            const unsigned char *body = p + pos + header;
+            uint64_t flags = rd64(p + pos + 40), decoded = rd64(p + pos + 56);
+            std::vector<unsigned char> plain;
+            if (payload >= 4 && memcmp(body, "\x7f" "ELF", 4) == 0)
+                cubin_globals(body, payload, names);
+            else if ((flags & 0x2000) && decoded && decoded < (1ull << 32) && lz4_block(body, payload, decoded, plain))
+                cubin_globals(plain.data(), plain.size(), names);
+        }
+        pos += header + payload;
+    }
+}
+
 // Remember the image a module or library was loaded from (mu() held).
-void note_image(void *owner, const void *code, bool from_file) {
+void note_image(void *owner, const void *code, bool from_file, bool library) {
+    if (library) modules().libraries.insert(owner);
     auto *img = new Image();
     if (from_file) {
         FILE *in = fopen(static_cast<const char *>(code), "rb");
@@ -641,8 +736,9 @@ bool dump(const std::string &path, const std::vector<std::pair<uint64_t, uint64_
     bool ok = true;
     for (auto &region : regions) ok = ok && dump_range(out, region.first, region.second);
     for (auto &g : globals) ok = ok && dump_range(out, g.addr, g.size);
+    // No fsync: the rename of the launch folder protects against the application crashing
+    // (the kernel keeps its page cache); syncing gigabytes per launch would cost more than the copy.
     ok = (fflush(out) == 0) && ok;
-    ok = ok && fsync(fileno(out)) == 0;
     int saved = errno;
     ok = (fclose(out) == 0) && ok;
     if (!ok) errno = saved;
@@ -717,6 +813,8 @@ struct Launch {
     CUstream stream;
 };
 
+void discover_globals(void *owner);
+
 // Decide whether to record this launch; when yes, run it between prologue and epilogue dumps.
 template <typename Run>
 CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extra, Run run) {
@@ -749,6 +847,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     void *owner = owner_of_launch(f, fn);
     std::vector<GlobalVar> globals;
     if (owner) {
+        discover_globals(owner);
         auto it = modules().globals.find(owner);
         if (it != modules().globals.end())
             for (auto &g : it->second) globals.push_back(GlobalVar{g.first, g.second.first, g.second.second});
@@ -945,7 +1044,7 @@ CUresult w_module_load_data(CUmodule *mod, const void *image) {
     CUresult r = fn(mod, image);
     if (r == CUDA_SUCCESS && tracking()) {
         std::lock_guard<std::mutex> lock(mu());
-        note_image(*mod, image, false);
+        note_image(*mod, image, false, false);
     }
     return r;
 }
@@ -956,7 +1055,7 @@ CUresult w_module_load_fatbin(CUmodule *mod, const void *image) {
     CUresult r = fn(mod, image);
     if (r == CUDA_SUCCESS && tracking()) {
         std::lock_guard<std::mutex> lock(mu());
-        note_image(*mod, image, false);
+        note_image(*mod, image, false, false);
     }
     return r;
 }
@@ -967,7 +1066,7 @@ CUresult w_module_load_data_ex(CUmodule *mod, const void *image, unsigned n, CUj
     CUresult r = fn(mod, image, n, options, values);
     if (r == CUDA_SUCCESS && tracking()) {
         std::lock_guard<std::mutex> lock(mu());
-        note_image(*mod, image, false);
+        note_image(*mod, image, false, false);
     }
     return r;
 }
@@ -978,7 +1077,7 @@ CUresult w_module_load(CUmodule *mod, const char *path) {
     CUresult r = fn(mod, path);
     if (r == CUDA_SUCCESS && tracking()) {
         std::lock_guard<std::mutex> lock(mu());
-        note_image(*mod, path, true);
+        note_image(*mod, path, true, false);
     }
     return r;
 }
@@ -990,7 +1089,7 @@ CUresult w_library_load_data(CUlibrary *lib, const void *code, CUjit_option *jo,
     CUresult r = fn(lib, code, jo, jv, nj, lo, lv, nl);
     if (r == CUDA_SUCCESS && tracking()) {
         std::lock_guard<std::mutex> lock(mu());
-        note_image(*lib, code, false);
+        note_image(*lib, code, false, true);
     }
     return r;
 }
@@ -1002,7 +1101,7 @@ CUresult w_library_load_file(CUlibrary *lib, const char *path, CUjit_option *jo,
     CUresult r = fn(lib, path, jo, jv, nj, lo, lv, nl);
     if (r == CUDA_SUCCESS && tracking()) {
         std::lock_guard<std::mutex> lock(mu());
-        note_image(*lib, path, true);
+        note_image(*lib, path, true, true);
     }
     return r;
 }
@@ -1066,6 +1165,37 @@ CUresult get_global(get_global_t fn, CUdeviceptr *dptr, size_t *bytes, void *own
         modules().globals[canonical_owner(owner)][name] = {addr, size};
     }
     return r;
+}
+
+// Look up, once per module, the device variables its image defines that the process has not
+// looked up itself (mu() held). Calls the driver directly: no wrapper, no lock.
+void discover_globals(void *owner) {
+    Modules &m = modules();
+    if (!m.scanned.insert(owner).second) return;
+    auto it = m.image_of.find(owner);
+    if (it == m.image_of.end()) return;
+    const Image *img = m.images[it->second];
+    DRV(cuCtxGetDevice);
+    DRV(cuDeviceGetAttribute);
+    CUdevice device;
+    int major = 0, minor = 0;
+    if (!p_cuCtxGetDevice || !p_cuDeviceGetAttribute || p_cuCtxGetDevice(&device) != CUDA_SUCCESS ||
+        p_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device) != CUDA_SUCCESS ||
+        p_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device) != CUDA_SUCCESS)
+        return;
+    std::vector<std::string> names;
+    image_globals(img->data, img->size, major * 10 + minor, names);
+    get_global_t fn = m.libraries.count(owner)
+                          ? resolve_real(real_modules().library_get_global, "cuLibraryGetGlobal")
+                          : resolve_real(real_modules().module_get_global, "cuModuleGetGlobal_v2");
+    if (!fn) return;
+    auto &known = m.globals[owner];
+    for (const std::string &name : names) {
+        if (known.count(name)) continue;
+        CUdeviceptr addr = 0;
+        size_t size = 0;
+        if (fn(&addr, &size, owner, name.c_str()) == CUDA_SUCCESS && addr && size) known[name] = {addr, size};
+    }
 }
 
 CUresult w_module_get_global(CUdeviceptr *dptr, size_t *bytes, CUmodule mod, const char *name) {
@@ -1315,4 +1445,19 @@ EXPORT size_t mneme_recorder_image_size(const void *code, const char **kind) {
 
 EXPORT int mneme_recorder_write_atomic(const char *path, const void *data, size_t n) {
     return write_atomic(path, data, n) ? 0 : (errno ? errno : EIO);
+}
+
+// The device variables an image defines for architecture `arch` (e.g. 90), one name per line
+// into `out`; returns how many (tests).
+EXPORT int mneme_recorder_image_globals(const void *code, size_t size, int arch, char *out, size_t out_len) {
+    std::vector<std::string> names;
+    image_globals(code, size, arch, names);
+    std::string text;
+    for (auto &n : names) text += n + "\n";
+    if (out && out_len) {
+        size_t n = std::min(text.size(), out_len - 1);
+        memcpy(out, text.data(), n);
+        out[n] = 0;
+    }
+    return (int)names.size();
 }

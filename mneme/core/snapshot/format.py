@@ -6,7 +6,9 @@ integers are little-endian; every checksum is XXH3-64 (seed 0) of the bytes it c
 
 from __future__ import annotations
 
+import ctypes
 import enum
+import functools
 import math
 import struct
 
@@ -57,8 +59,50 @@ def file_name(kind: SnapshotType | str, static_hash: str, dynamic_hash: str) -> 
     return f"DeviceState.{SnapshotType.of(kind).value}.{static_hash}.{dynamic_hash}.mneme"
 
 
+# Above this size a chunk's checksum is computed through xxHash's C functions via ctypes, which
+# releases the GIL, so threads that decode chunks in parallel also check them in parallel.
+_GIL_FREE_MIN = 1 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def _xxh3_native():
+    """xxHash's streaming XXH3 functions from the xxhash extension module, or None."""
+    try:
+        import xxhash._xxhash as ext
+
+        lib = ctypes.CDLL(ext.__file__)
+        lib.XXH3_createState.restype = ctypes.c_void_p
+        lib.XXH3_freeState.argtypes = [ctypes.c_void_p]
+        lib.XXH3_64bits_reset.argtypes = [ctypes.c_void_p]
+        lib.XXH3_64bits_update.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        lib.XXH3_64bits_digest.argtypes = [ctypes.c_void_p]
+        lib.XXH3_64bits_digest.restype = ctypes.c_uint64
+        return lib
+    except (ImportError, OSError, AttributeError):
+        return None
+
+
+def _address(part) -> tuple[int, int]:
+    view = memoryview(part).cast("B")
+    if view.readonly:
+        buf = ctypes.c_char_p(bytes(view))  # small or rare: read-only parts are copied
+        return ctypes.cast(buf, ctypes.c_void_p).value, len(view)
+    return ctypes.addressof(ctypes.c_char.from_buffer(view)), len(view)
+
+
 def checksum(*parts) -> int:
     """XXH3-64 of the concatenation of `parts` (bytes-like), without concatenating them."""
+    lib = _xxh3_native()
+    if lib is not None and sum(memoryview(p).nbytes for p in parts) >= _GIL_FREE_MIN:
+        state = lib.XXH3_createState()
+        try:
+            lib.XXH3_64bits_reset(state)
+            for part in parts:
+                if memoryview(part).nbytes:
+                    lib.XXH3_64bits_update(state, *_address(part))
+            return lib.XXH3_64bits_digest(state)
+        finally:
+            lib.XXH3_freeState(state)
     if len(parts) == 1:
         return xxhash.xxh3_64_intdigest(parts[0])
     h = xxhash.xxh3_64()

@@ -8,7 +8,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import xxhash
 import zstandard
 
 from mneme.core.errors import (
@@ -280,9 +279,7 @@ class Snapshot:
         return prefix
 
     def _check_raw(self, chunk: Chunk, prefix: bytearray, out: memoryview) -> None:
-        h = xxhash.xxh3_64(prefix)
-        h.update(out)
-        if h.intdigest() != chunk.payload_sum:
+        if checksum(prefix, out) != chunk.payload_sum:
             raise corrupt(self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, "
                           "record it again")  # fmt: skip
 

@@ -1,9 +1,14 @@
-// Two host threads, each launching on its own stream into its own buffers.
+// Two host threads, each launching on its own stream into its own buffers. Both upload first
+// and meet before launching: a copy by one thread while the recorder snapshots the other's
+// launch would land in that launch's epilogue (docs/design/recording.md, "Threads").
+#include <atomic>
 #include <thread>
 #include <vector>
 
 #include "../../data/kernels/saxpy.cu"
 #include "check.h"
+
+static std::atomic<int> uploaded{0};
 
 static int worker(int id, int n, int launches) {
   cudaStream_t stream;
@@ -18,6 +23,9 @@ static int worker(int id, int n, int launches) {
   CHECK(cudaMalloc(&dy, n * sizeof(float)));
   CHECK(cudaMemcpyAsync(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
   CHECK(cudaMemcpyAsync(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  uploaded.fetch_add(1);
+  while (uploaded.load() < 2) std::this_thread::yield();
   for (int k = 0; k < launches; ++k) {
     float a = static_cast<float>(id + 1);
     saxpy<<<(n + 255) / 256, 256, 0, stream>>>(n, a, dx, dy);

@@ -1,0 +1,200 @@
+"""CUDA recorder performance (issue 6), as ratios measured in one run.
+
+    python benchmarks/gpu/bench_recorder.py [--size-mib 1024] [--json results.json]
+
+- snapshot: cost of recording one launch against a pinned device-to-host copy of the same
+  bytes (target >= 0.7 of that bandwidth with compression on). Reported twice: the recorder's
+  own dump (prologue, raw, into the page cache) and end to end per launch (prologue + epilogue
+  dumps + `finalize`, which compresses the prologue with zstd and diffs the epilogue);
+- overhead: wall time of an application running under the recorder with no kernel selected
+  against the same application without it, median of several runs (target <= 5%);
+- replay: every C++ test program (.gpu/bin, built by `scripts/gpu-suite --prepare`) recorded,
+  then every recorded launch replayed: how often replay could reserve every recorded range
+  (target: every time), and how often it verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = ROOT / ".gpu" / "bin"
+MiB = 1 << 20
+# program -> kernel regex, for the replay figure
+PROGRAMS = {"saxpy_app": "saxpy", "stencil_app": "stencil2d", "stencil_app_ir": "stencil2d",
+            "reduce_app": "reduce_sum", "global_app": "add_bias", "list_app": "walk_lists",
+            "streams_app": "saxpy", "crash_app": "saxpy"}  # fmt: skip
+
+
+def library() -> Path:
+    from mneme_cuda import recorder
+
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    return prebuilt if prebuilt.exists() else recorder.build()
+
+
+def app(name: str) -> Path:
+    path = BIN / name
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing; run scripts/gpu-suite --prepare")
+    return path
+
+
+def pinned_d2h_seconds(size: int) -> float:
+    """Best time of one pinned device-to-host copy of `size` bytes (cuMemcpyDtoH, synchronous)."""
+    from mneme_cuda.backend import CudaBackend
+    from mneme_cuda.driver import check, driver
+
+    cu = driver()
+    with CudaBackend().open_device(0) as device:
+        source = device.alloc(size)
+        device.fill(source.addr, size, 7)
+        device.synchronize()
+        host = device.pinned(size)
+        times = []
+        for _ in range(4):
+            start = time.perf_counter()
+            check(cu.cuMemcpyDtoH(host.ptr, source.addr, size), "pinned D2H copy")
+            times.append(time.perf_counter() - start)
+        return min(times[1:])
+
+
+def snapshot_cost(size_mib: int) -> dict:
+    from mneme_cuda import recorder
+
+    n = size_mib * MiB // 8  # saxpy_app allocates two float arrays of n elements
+    with tempfile.TemporaryDirectory(prefix="mneme-bench-rec-") as tmp:
+        raw = Path(tmp) / "raw"
+        env = recorder.environment(raw, kernel="^saxpy$", max_recordings=1, library=library())
+        proc = subprocess.run([str(app("saxpy_app")), str(n), "1"], env=env, capture_output=True, text=True,
+                              timeout=300, check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise RuntimeError(f"saxpy_app under the recorder failed: {proc.stderr[-2000:]}")
+        ((_, manifest),) = recorder.launches(raw)
+        start = time.perf_counter()
+        recorder.finalize(raw, Path(tmp) / "db", arch="sm_90")
+        finalize_s = time.perf_counter() - start
+        stored = sum(p.stat().st_size for p in (Path(tmp) / "db").glob("DeviceState.*.mneme"))
+    size = manifest["bytes"]
+    pinned_s = pinned_d2h_seconds(size)
+    prologue_s, epilogue_s = manifest["prologue_seconds"], manifest["epilogue_seconds"]
+    per_launch_s = prologue_s + epilogue_s + finalize_s
+    return {
+        "bytes": size, "pinned_d2h_GBps": size / pinned_s / 1e9,
+        "dump_GBps": size / prologue_s / 1e9, "ratio_dump_vs_pinned": pinned_s / prologue_s,
+        "prologue_s": prologue_s, "epilogue_s": epilogue_s, "finalize_s": finalize_s,
+        "end_to_end_GBps": 2 * size / per_launch_s / 1e9, "ratio_end_to_end_vs_pinned": 2 * pinned_s / per_launch_s,
+        "stored_bytes": stored,
+    }  # fmt: skip
+
+
+def overhead(repeat: int) -> dict:
+    from mneme_cuda import recorder
+
+    command = [str(app("saxpy_app")), str(1 << 16), "3000"]  # many small launches: the launch path matters
+    with tempfile.TemporaryDirectory(prefix="mneme-bench-rec-") as tmp:
+        under = recorder.environment(Path(tmp) / "raw", kernel="^no_kernel_has_this_name$", library=library())
+        plain = {k: v for k, v in os.environ.items() if not k.startswith("MNEME_RECORD")}
+        times: dict[str, list[float]] = {"plain": [], "recorder": []}
+        for i in range(2 * repeat + 2):
+            label = "plain" if i % 2 == 0 else "recorder"
+            start = time.perf_counter()
+            proc = subprocess.run(command, env=plain if label == "plain" else under, capture_output=True,
+                                  timeout=300, check=False)  # fmt: skip
+            elapsed = time.perf_counter() - start
+            if proc.returncode != 0:
+                raise RuntimeError(f"saxpy_app ({label}) failed: {proc.stderr[-2000:]!r}")
+            if i >= 2:  # the first pair warms the caches (driver, page cache, JIT cache)
+                times[label].append(elapsed)
+    plain_s, rec_s = statistics.median(times["plain"]), statistics.median(times["recorder"])
+    return {"plain_median_s": plain_s, "recorder_median_s": rec_s, "slowdown": rec_s / plain_s - 1,
+            "runs": repeat, "launches": 3000}  # fmt: skip
+
+
+def replay_rate() -> dict:
+    from mneme_cuda import recorder
+
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.records import RecordedExecution
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mneme-bench-rec-") as tmp:
+        for name, kernel in PROGRAMS.items():
+            if not (BIN / name).exists():
+                rows.append({"program": name, "error": "not built"})
+                continue
+            db_dir = Path(tmp) / name
+            code = recorder.main_record(db_dir, [str(BIN / name)], [], kernel=kernel, library=library())
+            if not list(db_dir.glob("*.json")):
+                rows.append({"program": name, "error": f"exit code {code}, no database written"})
+            for db in sorted(db_dir.glob("*.json")):
+                rec = RecordedExecution.from_json(db)
+                mode = "ir" if rec.llvm_files else "cubin"
+                for dynamic_hash in rec.kernel_instances:
+                    row = {"program": name, "exit": code, "kernel": rec.kernel_name, "mode": mode,
+                           "instance": dynamic_hash, "reserved": False, "verified": False}  # fmt: skip
+                    try:
+                        with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=1, mode=mode) as ex:
+                            row["reserved"] = True
+                            result = ex.execute(ex.default_config())
+                            row["verified"] = bool(result.ok)
+                            row["error"] = result.error or ""
+                    except Exception as exc:  # noqa: BLE001 - a figure, not a crash: report what failed
+                        row["error"] = f"{type(exc).__name__}: {exc}"
+                    rows.append(row)
+    instances = [r for r in rows if "instance" in r]
+    return {"instances": len(instances), "reserved": sum(r["reserved"] for r in instances),
+            "verified": sum(r["verified"] for r in instances),
+            "programs": sorted({r["program"] for r in instances}), "rows": rows}  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mib", type=int, default=1024)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    opts = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    figures: dict = {}
+    for name, run in (("snapshot", lambda: snapshot_cost(opts.size_mib)), ("overhead", lambda: overhead(opts.repeat)),
+                      ("replay", replay_rate)):  # fmt: skip
+        try:
+            figures[name] = run()
+        except Exception as exc:  # noqa: BLE001 - the other figures are still worth writing
+            figures[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    lines = []
+    s, o, r = figures["snapshot"], figures["overhead"], figures["replay"]
+    if "error" not in s:
+        lines.append(f"snapshot  {s['bytes'] >> 20} MiB per launch; pinned D2H {s['pinned_d2h_GBps']:.1f} GB/s; recorder "
+                     f"dump {s['dump_GBps']:.1f} GB/s = {s['ratio_dump_vs_pinned']:.2f}x; end to end with zstd "
+                     f"(prologue {s['prologue_s']:.2f} s + epilogue {s['epilogue_s']:.2f} s + finalize "
+                     f"{s['finalize_s']:.2f} s) {s['end_to_end_GBps']:.1f} GB/s = {s['ratio_end_to_end_vs_pinned']:.2f}x "
+                     f"(target >= 0.7); stored {s['stored_bytes'] >> 20} MiB")
+    if "error" not in o:
+        lines.append(f"overhead  no kernel selected, {o['launches']} launches: {o['recorder_median_s']:.3f} s vs "
+                     f"{o['plain_median_s']:.3f} s plain (median of {o['runs']}) = {100 * o['slowdown']:+.1f}% "
+                     f"(target <= 5%)")
+    if "error" not in r:
+        lines.append(f"replay    {r['instances']} recorded launches of {len(r['programs'])} programs: every range "
+                     f"reserved {r['reserved']}/{r['instances']} (target: all), verified {r['verified']}/{r['instances']}")
+        lines += [f"replay    {row['program']} {row.get('kernel', '')}: {row['error']}" for row in r["rows"]
+                  if row.get("error")]  # fmt: skip
+    lines += [f"{name}: FAILED {f['error']}" for name, f in figures.items() if "error" in f]
+    figures["summary"] = lines
+    if opts.json:
+        opts.json.write_text(json.dumps(figures, indent=2))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
