@@ -85,6 +85,9 @@ def _retarget(module: llvm.ModuleRef, target: str, arch: str) -> None:
     module.data_layout = str(tm.target_data)
 
 
+_DEBUG_TARGET = re.compile(r"^(\.target\s+\w+), debug$", re.MULTILINE)
+
+
 def codegen(
     module: llvm.ModuleRef,
     kernel_name: str,
@@ -114,7 +117,9 @@ def codegen(
     times: dict[str, float] = {}
     start = time.perf_counter()
     if target == "nvptx":
-        ptx = tm.emit_assembly(module)
+        # Line tables (Triton's IR carries them) make LLVM mark the target ", debug", which ptxas
+        # refuses at any optimization level; the .loc lines alone give profilers their line info.
+        ptx = _DEBUG_TARGET.sub(r"\1", tm.emit_assembly(module))
         times["codegen"] = time.perf_counter() - start
         if emit == "ptx":
             return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx.encode(), Resources(), times)

@@ -114,9 +114,30 @@ def load(source: IRInput, name: str | None = None) -> ModuleRef:
     else:
         mod = _parse_text(data, label)
     verify(mod, label)
+    _adopt_triple(mod, label)
     if name or not label.startswith("<"):
         mod.name = label  # errors downstream name the file
     return mod
+
+
+# Calling conventions and intrinsics that give away a module's target when it names no triple.
+_TARGET_MARKS = (
+    ("nvptx64-nvidia-cuda", ("ptx_kernel", "@llvm.nvvm.")),
+    ("amdgcn-amd-amdhsa", ("amdgpu_kernel", "@llvm.amdgcn.")),
+)
+
+
+def _adopt_triple(mod: ModuleRef, label: str) -> None:
+    """Give a module without a target triple (Triton's `.llir`) the one its code implies."""
+    if mod.triple:
+        return
+    text = str(mod)
+    for triple, marks in _TARGET_MARKS:
+        if any(mark in text for mark in marks):
+            log.info("%s names no target triple; its kernels are %s code, so it is taken as %s", label,
+                     triple.split("-")[0], triple)
+            mod.triple = triple
+            return
 
 
 def _parse_text(data: bytes, label: str) -> ModuleRef:
@@ -599,6 +620,17 @@ def reparse(text: str, label: str) -> ModuleRef:
     if module_id:
         mod.name = module_id.group(1)
     return mod
+
+
+def function_attribute(text: str, name: str, key: str) -> str | None:
+    """The value of string attribute `key` ("key"="value") of function `name`, or None."""
+    start, body, _ = function_span(text, name)
+    match = re.search(r" #(\d+)(?=[\s{])", text[start:body])
+    if match is None:
+        return None
+    group = re.search(r"^attributes #" + match.group(1) + r" = \{ (.*) \}$", text, re.MULTILINE)
+    found = re.search(r'"' + re.escape(key) + r'"="([^"]*)"', group.group(1)) if group else None
+    return found.group(1) if found else None
 
 
 def set_function_attributes(text: str, name: str, add: dict[str, str], remove: Iterable[str] = ()) -> str:

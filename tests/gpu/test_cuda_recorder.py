@@ -92,6 +92,18 @@ def test_every_recorded_launch_replays_verified_at_the_recorded_addresses(record
         assert result.ok, result.error
 
 
+def test_when_the_recording_cannot_be_written_the_application_runs_on_after_one_message(recorder_library, saxpy_app,
+                                                                                       tmp_path):  # fmt: skip
+    from mneme_cuda import recorder
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the recording folder should be")
+    env = recorder.environment(blocked / "raw", kernel="saxpy", library=recorder_library)
+    proc = subprocess.run([str(saxpy_app)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "saxpy_app OK" in proc.stdout, proc.stderr
+    assert proc.stderr.count("recording stops, the application continues") == 1, proc.stderr
+
+
 # -- the test programs ---------------------------------------------------------------------------
 
 PROGRAMS = Path(__file__).parent / "programs"

@@ -19,14 +19,22 @@ from mneme.core.cli import console
 @click.option("--record-ranks", default=None,
               help="MPI ranks that record: 'all' or a list like 0,3 (default: rank 0 under a launcher).")
 @click.option("--ir", "ir_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files.")
+              help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files. Optional: "
+                   "IR that mneme-cc embedded, or Triton's cache, is found without it.")
+@click.option("--epilogue-format", type=click.Choice(["diff", "bytes", "best"]), default="diff", show_default=True,
+              help="Epilogue regions as a diff against the prologue, whole (zstd), or whichever fits each region.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, record_ranks: str | None,
-                   ir_files: tuple[Path, ...], command: tuple[str, ...]) -> None:  # fmt: skip
-    """Run COMMAND under the CUDA recorder and write one database per recorded kernel (`-- ./app args`)."""
+                   ir_files: tuple[Path, ...], epilogue_format: str, command: tuple[str, ...]) -> None:  # fmt: skip
+    """Run COMMAND under the CUDA recorder and write one database per recorded kernel (`-- ./app args`).
+
+    Each database holds the kernel's IR when it is found and the cubin/PTX the driver loaded;
+    kernels without IR replay with `mneme replay --mode cubin`. Exits with the application's code.
+    """
     from mneme_cuda import recorder
 
-    code = recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings, record_ranks=record_ranks)
+    code = recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings, record_ranks=record_ranks,
+                                epilogue_format=epilogue_format)  # fmt: skip
     sys.exit(code)
 
 

@@ -389,7 +389,21 @@ def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf
     return stored, source_name
 
 
-def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "") -> list[Path]:
+EPILOGUE_FORMATS = ("diff", "bytes", "best")
+
+
+def _mostly_rewritten(before, after) -> bool:
+    """Whether more than half of a region's bytes changed (a diff would store it nearly whole)."""
+    import numpy as np
+
+    if len(before) == 0:
+        return False
+    a, b = np.frombuffer(before, dtype=np.uint8), np.frombuffer(after, dtype=np.uint8)
+    return int(np.count_nonzero(a != b)) * 2 > len(a)
+
+
+def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "",
+             epilogue_format: str = "diff") -> list[Path]:  # fmt: skip
     """Write one recording database per recorded kernel into `out`; returns their paths.
 
     A kernel's IR comes from the `ir_files` that define it, else from the IR-source plugins
@@ -397,12 +411,17 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
     parameters differ from the recorded layout is dropped with a warning. The code image the
     driver loaded is stored too (`BinaryBlobs`), so a kernel without IR replays from it
     (`--mode cubin|ptx`). A kernel with neither is skipped with a warning.
+
+    `epilogue_format`: "diff" (each region as a diff against the prologue), "bytes" (each
+    region whole, zstd), "best" (whole for regions the kernel mostly rewrote, else a diff).
     """
     from mneme.core import ir as irmod
     from mneme.core.fsutil import atomic_write
     from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
     from mneme.core.snapshot import SnapshotType, SnapshotWriter
 
+    if epilogue_format not in EPILOGUE_FORMATS:
+        raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
     raw_dir, out = Path(raw_dir), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     arch = arch or "sm_90"
@@ -489,7 +508,12 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                                 dynamic_hash=dynamic) as writer:  # fmt: skip
                 writer.set_args(arg_bytes, layout=recorded)
                 for (addr, data), (_, base_data) in zip(after, before):
-                    writer.add_diff_region(addr, base_data, data)
+                    whole = epilogue_format == "bytes" or (epilogue_format == "best"
+                                                           and _mostly_rewritten(base_data, data))  # fmt: skip
+                    if whole:
+                        writer.add_region(addr, data, encoding="zstd")
+                    else:
+                        writer.add_diff_region(addr, base_data, data)
                 for name, data in globals_after.items():
                     writer.add_global(name, bytes(data))
             rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
@@ -512,8 +536,10 @@ def _defines(path: Path, kernel: str) -> bool:
 
 def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], kernel: str | None = None,
                 skip: int = 0, max_recordings: int = 4, library: Path | None = None,
-                record_ranks: str | None = None) -> int:  # fmt: skip
+                record_ranks: str | None = None, epilogue_format: str = "diff") -> int:  # fmt: skip
     """`mneme record`: run, then finalize; returns the application's exit code."""
+    if epilogue_format not in EPILOGUE_FORMATS:
+        raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
     raw = Path(rdb) / "raw"
     code = run(command, raw, kernel=kernel, skip=skip, max_recordings=max_recordings, library=library,
                record_ranks=record_ranks)  # fmt: skip
@@ -524,7 +550,7 @@ def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], ker
         arch = CudaBackend().arch(0)
     except MnemeError:
         pass
-    written = finalize(raw, Path(rdb), ir_files, arch=arch)
+    written = finalize(raw, Path(rdb), ir_files, arch=arch, epilogue_format=epilogue_format)
     _print_summary(raw, written)
     return 128 - code if code < 0 else code  # killed by signal N: the shell's 128 + N
 

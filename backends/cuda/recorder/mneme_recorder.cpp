@@ -436,8 +436,27 @@ bool lz4_block(const unsigned char *src, size_t n, size_t size, std::vector<unsi
     return out.size() == size;
 }
 
+// Decode one zstd frame through the system's libzstd when the process can load it (the
+// recorder links nothing the application might lack); false otherwise.
+bool zstd_frame(const unsigned char *src, size_t n, size_t size, std::vector<unsigned char> &out) {
+    using decompress_t = size_t (*)(void *, size_t, const void *, size_t);
+    using is_error_t = unsigned (*)(size_t);
+    static void *lib = dlopen("libzstd.so.1", RTLD_NOW | RTLD_LOCAL);
+    static auto decompress = lib ? reinterpret_cast<decompress_t>(real_dlsym()(lib, "ZSTD_decompress")) : nullptr;
+    static auto is_error = lib ? reinterpret_cast<is_error_t>(real_dlsym()(lib, "ZSTD_isError")) : nullptr;
+    using frame_size_t = size_t (*)(const void *, size_t);
+    static auto frame_size = lib ? reinterpret_cast<frame_size_t>(real_dlsym()(lib, "ZSTD_findFrameCompressedSize"))
+                                 : nullptr;
+    if (!decompress || !is_error || !frame_size) return false;
+    size_t frame = frame_size(src, n);  // the payload is padded after the frame
+    if (is_error(frame) || frame > n) return false;
+    out.resize(size);
+    size_t got = decompress(out.data(), size, src, frame);
+    return !is_error(got) && got == size;
+}
+
 // The device variables of an image for a device of `arch` (e.g. 90): a cubin's, or those of a
-// fatbin's cubin for that architecture (plain or LZ4-compressed; zstd ones are not read here).
+// fatbin's cubin for that architecture (plain, LZ4-compressed, or zstd when libzstd loads).
 void image_globals(const void *data, size_t size, int arch, std::vector<std::string> &names) {
     const unsigned char *p = static_cast<const unsigned char *>(data);
     if (size >= 4 && memcmp(p, "\x7f" "ELF", 4) == 0) return cubin_globals(p, size, names);
@@ -455,6 +474,9 @@ void image_globals(const void *data, size_t size, int arch, std::vector<std::str
             if (payload >= 4 && memcmp(body, "\x7f" "ELF", 4) == 0)
                 cubin_globals(body, payload, names);
             else if ((flags & 0x2000) && decoded && decoded < (1ull << 32) && lz4_block(body, payload, decoded, plain))
+                cubin_globals(plain.data(), plain.size(), names);
+            else if (payload >= 4 && memcmp(body, "\x28\xb5\x2f\xfd", 4) == 0 && decoded && decoded < (1ull << 32) &&
+                     zstd_frame(body, payload, decoded, plain))
                 cubin_globals(plain.data(), plain.size(), names);
         }
         pos += header + payload;
@@ -826,6 +848,13 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     } reset;
     Selection sel = select_kernel(f);
     if (!sel.selected) return run();
+    // A launch into a stream being captured into a CUDA graph does not run now, and synchronizing
+    // would break the capture: leave it alone (graph launches are not recorded).
+    DRV(cuStreamIsCapturing);
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!p_cuStreamIsCapturing || p_cuStreamIsCapturing(l.stream, &capture) != CUDA_SUCCESS ||
+        capture != CU_STREAM_CAPTURE_STATUS_NONE)
+        return run();
     const std::string &name = sel.name;
     CUfunction fn = sel.resolved;
     std::string args;
@@ -1206,6 +1235,63 @@ CUresult w_library_get_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, c
     return get_global(resolve_real(real_modules().library_get_global, "cuLibraryGetGlobal"), dptr, bytes, lib, name);
 }
 
+using managed_t = CUresult (*)(CUdeviceptr *, size_t, unsigned);
+using pitch_t = CUresult (*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
+using async_t = CUresult (*)(CUdeviceptr *, size_t, CUstream);
+using pool_t = CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+
+struct RealUnplaced {
+    managed_t managed = nullptr;
+    pitch_t pitch = nullptr;
+    async_t async = nullptr, async_ptsz = nullptr;
+    pool_t pool = nullptr, pool_ptsz = nullptr;
+};
+
+RealUnplaced &real_unplaced() {
+    static auto *r = new RealUnplaced();
+    return *r;
+}
+
+void warn_unplaced(const char *what, size_t size) {
+    static std::mutex *m = new std::mutex();
+    static auto *warned = new std::set<std::string>();
+    std::lock_guard<std::mutex> lock(*m);
+    if (!warned->insert(what).second) return;
+    warn("%s of %zu bytes (and any later ones) is not placed in the recorded range: kernels using it are "
+         "recorded without it and will not replay correctly",
+         what, size);
+}
+
+CUresult w_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags) {
+    warn_unplaced("managed memory (cuMemAllocManaged)", size);
+    return real_unplaced().managed(dptr, size, flags);
+}
+
+CUresult w_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned element) {
+    warn_unplaced("a pitched allocation (cuMemAllocPitch)", width * height);
+    return real_unplaced().pitch(dptr, pitch, width, height, element);
+}
+
+CUresult w_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s) {
+    warn_unplaced("a stream-ordered allocation (cuMemAllocAsync)", size);
+    return real_unplaced().async(dptr, size, s);
+}
+
+CUresult w_alloc_async_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) {
+    warn_unplaced("a stream-ordered allocation (cuMemAllocAsync)", size);
+    return real_unplaced().async_ptsz(dptr, size, s);
+}
+
+CUresult w_alloc_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
+    warn_unplaced("a pool allocation (cuMemAllocFromPoolAsync)", size);
+    return real_unplaced().pool(dptr, size, pool, s);
+}
+
+CUresult w_alloc_pool_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
+    warn_unplaced("a pool allocation (cuMemAllocFromPoolAsync)", size);
+    return real_unplaced().pool_ptsz(dptr, size, pool, s);
+}
+
 CUresult w_getproc_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 CUresult w_getproc_v1(const char *, void **, int, cuuint64_t);
 
@@ -1302,14 +1388,25 @@ void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
         rm.library_get_global = reinterpret_cast<get_global_t>(fn);
         return reinterpret_cast<void *>(&w_library_get_global);
     }
-    static bool warned_managed = false, warned_async = false;
-    if (s == "cuMemAllocManaged" && !warned_managed) {
-        warned_managed = true;
-        warn("the application may use managed memory; it is not placed or recorded");
+    // Allocations the recorder does not place: the application gets them unchanged, with one
+    // warning the first time it makes one.
+    if (s == "cuMemAllocManaged") {
+        real_unplaced().managed = reinterpret_cast<managed_t>(fn);
+        return reinterpret_cast<void *>(&w_alloc_managed);
     }
-    if ((s == "cuMemAllocAsync" || s == "cuMemAllocFromPoolAsync") && !warned_async) {
-        warned_async = true;
-        warn("the application may use stream-ordered allocations; they are not placed or recorded yet");
+    if (s == "cuMemAllocPitch" || s == "cuMemAllocPitch_v2") {
+        real_unplaced().pitch = reinterpret_cast<pitch_t>(fn);
+        return reinterpret_cast<void *>(&w_alloc_pitch);
+    }
+    if (s == "cuMemAllocAsync" || s == "cuMemAllocAsync_ptsz") {
+        bool per_thread = ptsz || s == "cuMemAllocAsync_ptsz";
+        (per_thread ? real_unplaced().async_ptsz : real_unplaced().async) = reinterpret_cast<async_t>(fn);
+        return reinterpret_cast<void *>(per_thread ? &w_alloc_async_ptsz : &w_alloc_async);
+    }
+    if (s == "cuMemAllocFromPoolAsync" || s == "cuMemAllocFromPoolAsync_ptsz") {
+        bool per_thread = ptsz || s == "cuMemAllocFromPoolAsync_ptsz";
+        (per_thread ? real_unplaced().pool_ptsz : real_unplaced().pool) = reinterpret_cast<pool_t>(fn);
+        return reinterpret_cast<void *>(per_thread ? &w_alloc_pool_ptsz : &w_alloc_pool);
     }
     return fn;
 }

@@ -82,12 +82,12 @@ def _xxh3_native():
         return None
 
 
-def _address(part) -> tuple[int, int]:
+def _pointer(part) -> tuple[object, int]:
+    """A ctypes object over `part`'s bytes (keep it alive while the address is used) and its size."""
     view = memoryview(part).cast("B")
-    if view.readonly:
-        buf = ctypes.c_char_p(bytes(view))  # small or rare: read-only parts are copied
-        return ctypes.cast(buf, ctypes.c_void_p).value, len(view)
-    return ctypes.addressof(ctypes.c_char.from_buffer(view)), len(view)
+    if view.readonly:  # read-only buffers have no ctypes view without a copy
+        return ctypes.create_string_buffer(view.tobytes(), len(view)), len(view)
+    return (ctypes.c_char * len(view)).from_buffer(view), len(view)
 
 
 def checksum(*parts) -> int:
@@ -98,8 +98,9 @@ def checksum(*parts) -> int:
         try:
             lib.XXH3_64bits_reset(state)
             for part in parts:
-                if memoryview(part).nbytes:
-                    lib.XXH3_64bits_update(state, *_address(part))
+                buffer, size = _pointer(part)
+                if size:
+                    lib.XXH3_64bits_update(state, ctypes.addressof(buffer), size)
             return lib.XXH3_64bits_digest(state)
         finally:
             lib.XXH3_freeState(state)

@@ -36,6 +36,14 @@ def set_launch_bounds(module, kernel_name: str, max_threads: int, min_blocks_per
         text = ir.set_function_attributes(text, kernel_name, add, _AMDGPU_KEYS)
     else:
         add = {"nvvm.maxntid": str(max_threads)}
+        required = ir.function_attribute(text, kernel_name, "nvvm.reqntid")
+        if required is not None:
+            # The kernel fixes its block size (Triton: num_warps * 32); .maxntid may not join .reqntid.
+            threads = math.prod(int(v) for v in required.split(","))
+            if max_threads < threads:
+                raise UsageError(f"launch bounds for kernel {kernel_name!r}: it requires blocks of exactly "
+                                 f"{threads} threads, so max_threads {max_threads} is impossible")
+            add = {}
         if min_blocks_per_sm > 1:
             add["nvvm.minctasm"] = str(min_blocks_per_sm)
         text = ir.set_function_attributes(text, kernel_name, add, _NVPTX_KEYS[:2])
