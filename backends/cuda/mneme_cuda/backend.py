@@ -58,9 +58,9 @@ from mneme_cuda.memory import (
 
 log = logging.getLogger(__name__)
 
-STAGE_BYTES = 32 << 20  # each of the two pinned staging buffers
+STAGE_BYTES = 128 << 20  # each of the two pinned staging buffers (large fills keep 16 decoders busy)
 PARALLEL_COPY_BYTES = 8 << 20  # host copies into staging above this size use several threads
-HOST_THREADS = min(8, os.cpu_count() or 1)  # staging copies and snapshot decoding
+HOST_THREADS = min(16, os.cpu_count() or 1)  # staging copies and snapshot decoding
 JIT_CACHE_MODES = {"": None, "ca": "CU_JIT_CACHE_OPTION_CA", "cg": "CU_JIT_CACHE_OPTION_CG",
                    "cs": "CU_JIT_CACHE_OPTION_NONE", "lu": "CU_JIT_CACHE_OPTION_NONE", "cv": "CU_JIT_CACHE_OPTION_NONE"}
 
