@@ -85,11 +85,39 @@ def test_tune_then_results_reprints_exports_and_plots(saxpy_db, tmp_path):
     assert len([r for r in rows if r["status"] in COUNTED]) == 6
     lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert {line["number"] for line in lines} == {int(r["number"]) for r in rows}
-    assert (tmp_path / "plots" / "history.html").is_file()
+    for name in ("history", "importances", "parallel-coordinates"):
+        assert (tmp_path / "plots" / f"{name}.html").is_file(), name
+        png = (tmp_path / "plots" / f"{name}.png").read_bytes()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n"), name  # a real PNG, drawn by matplotlib
+        assert len(png) > 10_000, (name, len(png))  # axes, marks and labels: more than an empty canvas
     # `mneme replay --config best.json` reproduces the best configuration, and it verifies.
     code, out = invoke("replay", "-rdb", saxpy_db, "--config", results / "best.json", "--json")
     assert code == 0, out
     assert '"verified": true' in out
+
+
+def test_plots_a_study_cannot_make_are_skipped_with_a_warning_not_an_error(tmp_path, caplog):
+    import optuna
+
+    from mneme.core.tuning.report import write_plots
+
+    study = optuna.create_study(direction="minimize")
+    study.add_trial(optuna.trial.create_trial(params={"block_x": 4}, value=2e-5, user_attrs={"status": "ok"},
+                                              distributions={"block_x": optuna.distributions.IntDistribution(1, 9)}))
+    store = ResultStore(study, "memory")
+    with caplog.at_level("WARNING", logger="mneme.core.tuning.report"):
+        written = write_plots(store, tmp_path / "one")
+    names = {p.name for p in written}
+    assert {"history.png", "history.html", "parallel-coordinates.png"} <= names
+    assert not any(n.startswith("importances") for n in names)
+    assert [r.getMessage() for r in caplog.records] == [
+        "skipped the importances plot: parameter importances need at least 2 verified trials, the study has 1"]
+    assert write_plots(store, tmp_path / "png", "png") == [tmp_path / "png" / f"{n}.png"
+                                                           for n in ("history", "parallel-coordinates", "slice")]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="mneme.core.tuning.report"):
+        assert write_plots(ResultStore(optuna.create_study(), "memory"), tmp_path / "none") == []
+    assert "no verified trial" in caplog.text
 
 
 def test_a_results_folder_is_continued_only_with_resume_and_only_for_the_same_space(saxpy_db, tmp_path):

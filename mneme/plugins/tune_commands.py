@@ -211,12 +211,16 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
 @click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), default=None,
               help="Write every trial as JSON lines.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Write plots (history, importances, parallel coordinates, slices) as HTML here.")
+              help="Write plots (history, importances, parallel coordinates, slices) here, as PNG and HTML.")
+@click.option("--plot-format", type=click.Choice(["png", "html", "both"]), default=None,
+              help="Plot files to write: png (matplotlib), html (plotly) or both [default: both, as installed].")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def results_command(results_dir, csv_path, jsonl_path, plots_dir, as_json):
+def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, as_json):
     """Re-print a tuning run's results; export them as CSV/JSONL; plot them."""
     from mneme.core.tuning import report
 
+    if plot_format and not plots_dir:
+        raise UsageError("--plot-format needs --plots DIR, the folder to write the plots to")
     store, session = report.open_results(Path(results_dir))
     summary = report.build_summary(store, session=session)
     if as_json:
@@ -230,7 +234,7 @@ def results_command(results_dir, csv_path, jsonl_path, plots_dir, as_json):
         count = report.export_jsonl(store, Path(jsonl_path))
         _note(f"wrote {count} trials to {jsonl_path}", as_json)
     if plots_dir:
-        for path in report.write_plots(store, Path(plots_dir)):
+        for path in report.write_plots(store, Path(plots_dir), plot_format):
             _note(f"wrote {path}", as_json)
 
 

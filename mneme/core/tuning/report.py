@@ -219,35 +219,124 @@ def export_jsonl(store: ResultStore, path: Path) -> int:
     return len(records)
 
 
-def write_plots(store: ResultStore, out_dir: Path) -> list[Path]:
-    """Optimization history, parameter importances and parallel coordinates as HTML (plotly)."""
+PLOTS = ("history", "importances", "parallel-coordinates", "slice")
+PLOT_FORMATS = ("png", "html", "both")
+_PLOT_LIBRARY = {"png": "matplotlib", "html": "plotly"}
+
+
+def plot_formats(choice: str | None = None) -> tuple[str, ...]:
+    """The file formats to write: ``png`` (matplotlib), ``html`` (plotly), or both (the default, as installed)."""
     import importlib.util
 
-    if importlib.util.find_spec("plotly") is None:
-        raise UsageError("plots need plotly, which is not installed: pip install plotly (then run "
-                         "`mneme results DIR --plots OUT` again)")
+    if choice not in (None, *PLOT_FORMATS):
+        raise UsageError(f"plot format {choice!r}: choose one of {', '.join(PLOT_FORMATS)}")
+    wanted = ("png", "html") if choice in (None, "both") else (choice,)
+    missing = [f for f in wanted if importlib.util.find_spec(_PLOT_LIBRARY[f]) is None]
+    if missing and (choice is not None or len(missing) == len(wanted)):
+        libraries = [_PLOT_LIBRARY[f] for f in missing]
+        raise UsageError(f"{' and '.join(f.upper() for f in missing)} plots need {' and '.join(libraries)}, not "
+                         f"installed: pip install {' '.join(libraries)} (then run `mneme results DIR --plots OUT` "
+                         "again)")
+    for f in missing:
+        log.warning("no %s plots: %s is not installed (pip install %s)", f.upper(), _PLOT_LIBRARY[f],
+                    _PLOT_LIBRARY[f])
+    return tuple(f for f in wanted if f not in missing)
+
+
+def _unplottable(name: str, trials: list[Any]) -> str | None:
+    """Why the plot `name` cannot be made from these trials, or None when it can."""
+    if name != "importances":
+        return None
+    if len(trials) < 2:
+        return f"parameter importances need at least 2 verified trials, the study has {len(trials)}"
+    if not _varying_params(trials):
+        return "parameter importances need a parameter that takes different values, every trial has the same ones"
+    if len({t.value for t in trials}) < 2:
+        return "parameter importances need different times, every trial took the same"
+    return None
+
+
+def _varying_params(trials: list[Any]) -> list[str]:
+    names = sorted({name for t in trials for name in t.params})
+    return [n for n in names if len({repr(t.params.get(n)) for t in trials}) > 1]
+
+
+def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -> list[Path]:
+    """Optimization history, parameter importances, parallel coordinates and slices of the verified trials.
+
+    Each plot is written as PNG (Optuna's matplotlib plots, Agg backend) and as HTML (plotly),
+    or in the one format `formats` names (``png``, ``html``, ``both``). A plot the study cannot
+    make (importances of a single trial, say) is skipped with a warning; nothing here fails the
+    command once the plotting libraries are installed. Returns the files written.
+    """
+    kinds = plot_formats(formats)
+    import warnings
+
     import optuna
-    import optuna.visualization as vis
 
     # Plot what ran and verified: penalties of failed and infeasible points would flatten the axes.
     good = [t for t in store.trials(states=(optuna.trial.TrialState.COMPLETE,))
             if t.user_attrs.get("status") in ("ok", "cached") and t.params]
     if not good:
-        raise UsageError(f"study {store.study.study_name!r} has no verified trial to plot yet")
+        log.warning("no plots written: study %r has no verified trial to plot yet", store.study.study_name)
+        return []
     view = optuna.create_study(direction="minimize")
-    view.add_trials(good)
+    # Without their constraints: every trial plotted is feasible, and a feasibility legend would only crowd the plot.
+    view.add_trials([optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=t.value)
+                     for t in good])
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    plotters = {kind: _plotters(kind) for kind in kinds}
     written = []
-    plots = {"history": vis.plot_optimization_history, "parallel-coordinates": vis.plot_parallel_coordinate,
-             "importances": vis.plot_param_importances, "slice": vis.plot_slice}
-    for name, plot in plots.items():
-        try:
-            figure = plot(view)
-        except (ValueError, RuntimeError, ZeroDivisionError) as exc:  # e.g. importances of one trial
-            log.warning("skipped the %s plot: %s", name, exc)
+    for name in PLOTS:
+        reason = _unplottable(name, good)
+        if reason:
+            log.warning("skipped the %s plot: %s", name, reason)
             continue
-        path = out_dir / f"{name}.html"
-        figure.write_html(str(path), include_plotlyjs="directory")
-        written.append(path)
+        kwargs: dict[str, Any] = {"target_name": "time (s)"}
+        if name == "importances":
+            kwargs["params"] = _varying_params(good)
+        for kind, (plots, save) in plotters.items():
+            path = out_dir / f"{name}.{kind}"
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    # e.g. "identical low and high ylims" of a one-trial plot: matplotlib widens them itself
+                    warnings.filterwarnings("ignore", category=UserWarning, module=r"(optuna|matplotlib)\.")
+                    save(plots[name](view, **kwargs), path)
+            except Exception as exc:  # a plotting library's limit must not fail the command
+                log.warning("skipped the %s plot (%s): %s: %s", name, kind.upper(), type(exc).__name__, exc)
+                log.debug("the %s plot failed", name, exc_info=True)
+                continue
+            written.append(path)
     return written
+
+
+def _plotters(kind: str) -> tuple[dict[str, Any], Any]:
+    """The plot functions of one format, by plot name, and the function that saves a figure to a path."""
+    if kind == "html":
+        import optuna.visualization as vis
+
+        def save_html(figure: Any, path: Path) -> None:
+            figure.write_html(str(path), include_plotlyjs="directory")
+
+        return _plot_functions(vis), save_html
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display needed, none opened
+    import matplotlib.pyplot as plt
+    import optuna.visualization.matplotlib as mvis
+
+    def save_png(axes: Any, path: Path) -> None:
+        figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure  # slices: an array of axes
+        try:
+            figure.savefig(path, format="png", dpi=120, bbox_inches="tight")
+        finally:
+            plt.close(figure)
+
+    return _plot_functions(mvis), save_png
+
+
+def _plot_functions(module: Any) -> dict[str, Any]:
+    return {"history": module.plot_optimization_history, "importances": module.plot_param_importances,
+            "parallel-coordinates": module.plot_parallel_coordinate, "slice": module.plot_slice}
