@@ -1,12 +1,14 @@
 """Read a compiler command line and plan the clang runs that produce its device bitcode.
 
 `plan(argv, cwd)` returns a `Plan`: the compiler's kind, and one `DeviceJob` per
-translation unit and GPU architecture. nvcc's flags are translated to clang's; clang and
-hipcc command lines are reused (they are clang drivers) with the output options replaced.
+translation unit and GPU architecture. nvcc's flags are translated to clang's; clang
+command lines are reused with the output options replaced. hipcc is a script around a clang:
+its dry run shows the clang command it runs, which is replayed with our clang (clang-19).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -421,8 +423,123 @@ def plan_clang(argv: list[str], cwd: str, kind: str) -> Plan:
     return Plan(kind, tuple(jobs))
 
 
+# The device library a HIP compile links names the code object version (`oclc_abi_version_500.bc`: v5).
+_ABI_LIBRARY = re.compile(r"oclc_abi_version_(\d+)\.bc")
+_INCLUDE_OPTIONS = ("-isystem", "-idirafter", "-I")
+
+
+def _without_includes_under(args: list[str], folder: Path, cwd: str) -> list[str]:
+    """`args` less the include directories inside `folder` (another clang's own headers)."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        opt = next((o for o in _INCLUDE_OPTIONS if a == o or a.startswith(o)), None)
+        width = 2 if opt == a and i + 1 < len(args) else 1
+        path = args[i + 1] if width == 2 else a[len(opt):] if opt else ""
+        if opt and path and Path(os.path.realpath(os.path.join(cwd, path))).is_relative_to(folder):
+            i += width
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+@attrs.frozen
+class HipccCommand:
+    """What hipcc's dry run shows: its compiler command and what that clang builds."""
+
+    argv: list[str]
+    code_object: int | None  # the code object version (4, 5, ...); None when not shown
+    archs: tuple[str, ...]  # the device cc1 runs' -target-cpu (clang's default when no arch is given)
+
+
+def _device_runs(clang_plan: str) -> tuple[int | None, tuple[str, ...]]:
+    """The code object version and GPU architectures of the AMDGPU cc1 runs `clang -###` printed."""
+    code_object, archs = None, []
+    for line in clang_plan.splitlines():
+        if '"-cc1"' not in line:
+            continue
+        try:
+            tokens = shlex.split(line)
+        except ValueError:
+            continue
+        pairs = dict(itertools.pairwise(tokens))
+        if not pairs.get("-triple", "").startswith("amdgcn"):
+            continue
+        if pairs.get("-target-cpu"):
+            archs.append(pairs["-target-cpu"])
+        abi = _ABI_LIBRARY.search(line)
+        if abi:
+            code_object = int(abi.group(1)) // 100
+    return code_object, tuple(dict.fromkeys(archs))
+
+
+def hipcc_clang_command(argv: list[str], cwd: str) -> HipccCommand:
+    """The compiler command `hipcc ARGS` runs, without compiling anything.
+
+    hipcc prints its command with ``HIPCC_VERBOSE=1`` (``hipcc-cmd: ...``); ``-###`` makes
+    clang print what it would run instead of running it, so nothing is compiled or written.
+    The environment is the real command's: ``HIP_PLATFORM`` and ``ROCM_PATH`` pick the same
+    compiler. Raises RuntimeError with the reason when hipcc does not show a command.
+    """
+    env = {**os.environ, "HIPCC_VERBOSE": "1"}
+    try:
+        done = subprocess.run([*argv, "-###"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RuntimeError(f"cannot run {argv[0]} -### ({exc})") from exc
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("hipcc-cmd:")), None)
+    if line is None:
+        raise RuntimeError(f"{os.path.basename(argv[0])} did not print its compiler command with HIPCC_VERBOSE=1 "
+                           f"(exit status {done.returncode})")
+    command = [a for a in shlex.split(line.split(":", 1)[1]) if a != "-###"]
+    if not command:
+        raise RuntimeError(f"{os.path.basename(argv[0])} printed an empty compiler command")
+    return HipccCommand(command, *_device_runs(done.stderr))
+
+
+def plan_hipcc(argv: list[str], cwd: str, *, clang: str | None) -> Plan:
+    """hipcc: replay the clang command hipcc runs with our clang, device-only.
+
+    hipcc adds flags of its own (ROCm and device-library paths, -O3 when no -O is given, HIP
+    version, inlining options); its dry run gives them exactly. Include folders inside hipcc's
+    clang's own resource folder are left out (they hold that clang's builtin headers), and the
+    code object version hipcc's clang builds is kept (it sets the kernels' hidden arguments).
+    """
+    written = plan_clang(argv, cwd, "hipcc")  # the command line as written: is there device code?
+    if not written.jobs:
+        return written
+    sources = list(dict.fromkeys(os.path.relpath(j.source, cwd) for j in written.jobs))
+    try:
+        hipcc = hipcc_clang_command(argv, cwd)
+    except RuntimeError as exc:
+        return Plan("hipcc", notes=tuple(f"no IR for {s}: {exc}; the build continues" for s in sources))
+    command = hipcc.argv
+    log.debug("hipcc runs: %s", shlex.join(command))
+    compiler = os.path.basename(command[0])
+    if classify(command[0]) != "clang":
+        platform = os.environ.get("HIP_PLATFORM") or "not set"
+        return Plan("hipcc", notes=tuple(
+            f"no IR for {s}: hipcc compiles it with {compiler} (HIP_PLATFORM {platform}); mneme-cc captures hipcc's "
+            "IR for AMD GPUs (HIP_PLATFORM=amd)" for s in sources))
+    if clang is None:
+        return Plan("hipcc", notes=tuple(f"no IR for {s}: clang was not found (install clang-19 or set MNEME_CC_CLANG)"
+                                         for s in sources))
+    found = shutil.which(command[0])
+    own_headers = Path(os.path.realpath(found)).parent.parent / "lib" / "clang" if found else None
+    args = _without_includes_under(command[1:], own_headers, cwd) if own_headers else command[1:]
+    if hipcc.code_object is not None:  # first: a -mcode-object-version hipcc passes on comes later and wins
+        args = [f"-mcode-object-version={hipcc.code_object}", *args]
+    if not any(a.startswith(("--offload-arch", "--cuda-gpu-arch")) for a in args):
+        # no arch given (and none found by rocm_agent_enumerator): hipcc's clang's default, not ours
+        args += [f"--offload-arch={arch}" for arch in hipcc.archs]
+    replayed = plan_clang([clang, *args], cwd, "clang")
+    return Plan("hipcc", replayed.jobs, replayed.notes, replayed.dropped)
+
+
 def find_clang() -> str | None:
-    """The clang used for nvcc builds: $MNEME_CC_CLANG, else clang++-19 (or a newer one llvmlite reads)."""
+    """The clang for nvcc and hipcc builds: $MNEME_CC_CLANG, else clang++-19 (or a newer one llvmlite reads)."""
     env = os.environ.get("MNEME_CC_CLANG")
     if env:
         return shutil.which(env)
@@ -433,13 +550,19 @@ def find_clang() -> str | None:
     return None
 
 
-def plan(argv: list[str], cwd: str, *, standins: str = "") -> Plan:
-    """The device-bitcode jobs for one compiler command line (`argv[0]` is the compiler)."""
+def plan(argv: list[str], cwd: str, *, standins: str = "", ask_hipcc: bool = False) -> Plan:
+    """The device-bitcode jobs for one compiler command line (`argv[0]` is the compiler).
+
+    For hipcc, `ask_hipcc=True` (what `mneme-cc` does) runs hipcc's dry run and plans our
+    clang on the command hipcc runs; without it, the hipcc command line is read as written.
+    """
     if not argv:
         raise UsageError("no compiler command given; usage: mneme-cc COMPILER ARGS...")
     kind = classify(argv[0])
     if kind == "nvcc":
         return plan_nvcc(argv, cwd, clang=find_clang(), standins=standins)
+    if kind == "hipcc" and ask_hipcc:
+        return plan_hipcc(argv, cwd, clang=find_clang())
     if kind in ("clang", "hipcc"):
         return plan_clang(argv, cwd, kind)
     return Plan(kind)

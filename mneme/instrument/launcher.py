@@ -7,13 +7,14 @@ with the real compile, and the bitcode is added to the object in the `.mneme_ir`
 Nothing that goes wrong on the IR side fails the build: one warning names the file and why.
 
 Environment: ``MNEME_CC_DISABLE=1`` (run the compiler only), ``MNEME_CC_CLANG`` (clang for
-nvcc builds), ``MNEME_CC_OBJCOPY`` (objcopy to use), ``MNEME_CC_VERBOSE=1`` (debug log).
+nvcc and hipcc builds), ``MNEME_CC_OBJCOPY`` (objcopy to use), ``MNEME_CC_VERBOSE=1`` (debug log).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -95,6 +96,7 @@ def _run_ir_jobs(plan: flags.Plan, scratch: str, real: subprocess.Popen) -> int:
     for n, job in enumerate(plan.jobs):
         out = os.path.join(scratch, f"{n}.bc")
         err = open(os.path.join(scratch, f"{n}.err"), "w+")
+        log.debug("clang command: %s", shlex.join([*job.argv, "-o", out]))
         try:
             proc = subprocess.Popen([*job.argv, "-o", out], stdout=err, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL)
@@ -179,7 +181,7 @@ def run(argv: list[str]) -> int:
     scratch = tempfile.mkdtemp(prefix="mneme-cc-")
     try:
         try:
-            plan = flags.plan(compiler_argv, os.getcwd(), standins=write_standins(scratch))
+            plan = flags.plan(compiler_argv, os.getcwd(), standins=write_standins(scratch), ask_hipcc=True)
         except Exception as exc:  # the real build must never depend on our reading of its flags
             log.warning("could not read the command line of %s (%s); IR not captured", compiler_argv[0], exc)
             plan = flags.Plan(flags.classify(compiler_argv[0]))
