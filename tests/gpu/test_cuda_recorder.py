@@ -285,3 +285,27 @@ def test_a_pytorch_op_in_a_python_process_is_placed_recorded_and_replayed(record
     code, dbs = record([sys.executable, script], tmp_path, "elementwise_kernel", recorder_library)
     assert code == 0
     assert_all_verified(replay_all(dbs))
+
+
+def test_a_buffer_annotated_by_the_application_carries_its_policy_into_the_snapshots(recorder_library,
+                                                                                      tmp_path_factory, tmp_path):  # fmt: skip
+    from mneme_cuda import recorder
+
+    from mneme.core.records import RecordedExecution
+    from mneme.core.snapshot import RegionPolicy, Snapshot
+    from mneme.core.snapshot.format import EXACT
+
+    app = program("annotate_app", tmp_path_factory)  # mneme_annotate(out, "f32", 1e-5, relative, "none", "output")
+    code, dbs = record([app], tmp_path, "scale_add", recorder_library)
+    assert code == 0
+    ((_, manifest),) = recorder.launches(tmp_path / "db" / "raw")
+    in_ptr, out_ptr = struct.unpack_from("<QQ", bytes.fromhex(manifest["args"]), 0)
+    assert [(p["addr"], p["tag"]) for p in manifest["policies"]] == [(out_ptr, "output")]
+    (db,) = dbs
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    prologue = Snapshot.open(inst.prologue_path)
+    epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
+    policies = {region.addr: region.policy for region in epilogue.regions}
+    assert policies[out_ptr] == RegionPolicy(dtype="f32", threshold=1e-5, relative=True, norm="none")
+    assert policies[in_ptr] == EXACT
+    assert_all_verified(replay_all(dbs), 1)

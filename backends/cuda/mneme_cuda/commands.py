@@ -23,18 +23,24 @@ from mneme.core.cli import console
                    "IR that mneme-cc embedded, or Triton's cache, is found without it.")
 @click.option("--epilogue-format", type=click.Choice(["diff", "bytes", "best"]), default="diff", show_default=True,
               help="Epilogue regions as a diff against the prologue, whole (zstd), or whichever fits each region.")
+@click.option("--progress/--no-progress", default=None,
+              help="A live line (kernels, instances, bytes written) on stderr while the application runs "
+                   "[default: when stderr is a terminal].")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, record_ranks: str | None,
-                   ir_files: tuple[Path, ...], epilogue_format: str, command: tuple[str, ...]) -> None:  # fmt: skip
+                   ir_files: tuple[Path, ...], epilogue_format: str, progress: bool | None,
+                   command: tuple[str, ...]) -> None:  # fmt: skip
     """Run COMMAND under the CUDA recorder and write one database per recorded kernel (`-- ./app args`).
 
     Each database holds the kernel's IR when it is found and the cubin/PTX the driver loaded;
-    kernels without IR replay with `mneme replay --mode cubin`. Exits with the application's code.
+    kernels without IR replay with `mneme replay --mode cubin`. While the application runs, a
+    progress line shows what was recorded so far; a table of the databases follows. Exits with
+    the application's code.
     """
     from mneme_cuda import recorder
 
     code = recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings, record_ranks=record_ranks,
-                                epilogue_format=epilogue_format)  # fmt: skip
+                                epilogue_format=epilogue_format, progress=progress)  # fmt: skip
     sys.exit(code)
 
 

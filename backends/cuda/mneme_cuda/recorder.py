@@ -25,9 +25,12 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+
+import attrs
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
 
@@ -133,15 +136,140 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     return env
 
 
-def run(command: Sequence[str], raw_dir: Path, **options) -> int:
-    """Run `command` under the recorder; returns its exit code (the application's, untouched)."""
+def run(command: Sequence[str], raw_dir: Path, progress: bool | None = None, **options) -> int:
+    """Run `command` under the recorder; returns its exit code (the application's, untouched).
+
+    `progress`: show a live line (kernels, instances, bytes written) on stderr while it runs;
+    None: when stderr is a terminal.
+    """
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
     env = environment(raw_dir, **options)
+    if progress is None:
+        progress = sys.stderr.isatty()
     try:
-        return subprocess.run(list(command), env=env, check=False).returncode
+        if not progress:
+            return subprocess.run(list(command), env=env, check=False).returncode
+        from rich.console import Console
+
+        with subprocess.Popen(list(command), env=env) as proc:
+            return watch(proc, raw_dir, Console(stderr=True))
     except FileNotFoundError as exc:
         raise UsageError(f"cannot run {command[0]!r}: {exc}") from exc
+
+
+@attrs.frozen
+class ProgressState:
+    """What the recorder has written so far: recorded kernels, instances (complete launch
+    folders), bytes on disk (launch folders, in-flight ones included, and code images), and
+    launches being written now."""
+
+    kernels: int = 0
+    instances: int = 0
+    bytes: int = 0
+    in_flight: int = 0
+
+    def line(self, seconds: float | None = None) -> str:
+        text = (f"recording: {self.kernels} kernel{'s' if self.kernels != 1 else ''}, {self.instances} "
+                f"instance{'s' if self.instances != 1 else ''}, {_human(self.bytes)} written")  # fmt: skip
+        if self.in_flight:
+            text += f", {self.in_flight} launch{'es' if self.in_flight != 1 else ''} being written"
+        if seconds is not None:
+            text += f" ({seconds:.0f} s)"
+        return text
+
+
+def _human(size: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"  # pragma: no cover
+
+
+def _folder_bytes(folder: str) -> int:
+    total = 0
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:  # renamed or removed meanwhile
+                    pass
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    return total
+
+
+class ProgressPoller:
+    """Reads the recorder's progress from its folder, without any help from the native side.
+
+    Complete launch folders (renamed from `.tmp` once whole) are read once: their manifest's
+    kernel and their size are cached; in-flight `.tmp` folders and `images/` are measured on
+    every poll. A poll costs one directory listing plus one manifest per new launch.
+    """
+
+    def __init__(self, raw_dir: Path):
+        self.raw_dir = Path(raw_dir)
+        self._done: dict[str, tuple[str, int]] = {}  # launch folder -> (kernel, bytes)
+
+    def poll(self) -> ProgressState:
+        in_flight = in_flight_bytes = image_bytes = 0
+        try:
+            with os.scandir(self.raw_dir) as entries:
+                names = [(e.name, e.path) for e in entries]
+        except FileNotFoundError:
+            names = []
+        for name, path in names:
+            if name == "images":
+                image_bytes = _folder_bytes(path)
+            elif not name.startswith("launch-"):
+                continue
+            elif name.endswith(".tmp"):
+                in_flight += 1
+                in_flight_bytes += _folder_bytes(path)
+            elif name not in self._done:
+                try:
+                    kernel = json.loads(Path(path, "manifest.json").read_text()).get("kernel", "")
+                except (OSError, ValueError, AttributeError):
+                    continue  # not a launch folder the recorder finished; looked at again next time
+                self._done[name] = (str(kernel), _folder_bytes(path))
+        return ProgressState(kernels=len({k for k, _ in self._done.values()}), instances=len(self._done),
+                             bytes=sum(b for _, b in self._done.values()) + in_flight_bytes + image_bytes,
+                             in_flight=in_flight)  # fmt: skip
+
+
+def watch(proc: subprocess.Popen, raw_dir: Path, console, interval: float = 0.5) -> int:
+    """Wait for `proc`, showing the recorder's progress as one live line on `console`; its exit code.
+
+    The line is redrawn every `interval` seconds; it stays on screen with the final figures.
+    A console that is not a terminal gets the final line only.
+    """
+    import time
+
+    from rich.live import Live
+    from rich.text import Text
+
+    poller = ProgressPoller(raw_dir)
+    start = time.monotonic()
+
+    def render() -> Text:
+        return Text(poller.poll().line(time.monotonic() - start), style="cyan")
+
+    if not console.is_terminal:
+        code = proc.wait()
+        console.print(render())
+        return code
+    with Live(render(), console=console, auto_refresh=False, transient=False) as live:
+        while True:
+            try:
+                code = proc.wait(timeout=interval)
+                break
+            except subprocess.TimeoutExpired:
+                live.update(render(), refresh=True)
+        live.update(render(), refresh=True)
+    return code
 
 
 def launches(raw_dir: Path) -> list[tuple[Path, dict]]:
@@ -392,6 +520,28 @@ def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf
 EPILOGUE_FORMATS = ("diff", "bytes", "best")
 
 
+def region_policies(manifest: dict, where: str = "<manifest>") -> dict:
+    """{region address: RegionPolicy} from a launch manifest's "policies" (mneme_annotate calls).
+
+    Each entry is {"addr", "dtype", "threshold", "relative", "norm", "tag"}; the tag names the
+    buffer in messages only. Entries for addresses that are not a recorded region are ignored.
+    """
+    from mneme.core.snapshot import RegionPolicy
+
+    regions = {addr for addr, _ in manifest.get("regions", [])}
+    out = {}
+    for entry in manifest.get("policies", []):
+        try:
+            policy = RegionPolicy(dtype=entry["dtype"], threshold=entry["threshold"],
+                                  relative=entry.get("relative", False), norm=entry.get("norm", "none"))  # fmt: skip
+            addr = int(entry["addr"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(where, f"invalid verification policy {entry!r}: {exc}", field="policies") from exc
+        if addr in regions:
+            out[addr] = policy
+    return out
+
+
 def _mostly_rewritten(before, after) -> bool:
     """Whether more than half of a region's bytes changed (a diff would store it nearly whole)."""
     import numpy as np
@@ -414,6 +564,8 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
 
     `epilogue_format`: "diff" (each region as a diff against the prologue), "bytes" (each
     region whole, zstd), "best" (whole for regions the kernel mostly rewrote, else a diff).
+    Regions the application annotated (mneme_annotate, mneme.annotate) get that verification
+    policy in both snapshots; the others compare exactly.
     """
     from mneme.core import ir as irmod
     from mneme.core.fsutil import atomic_write
@@ -497,11 +649,12 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
             epilogue_path = out / f"DeviceState.epilogue.{static_hash}.{dynamic}.mneme"
             before, globals_before = _regions(folder, "prologue.bin", manifest)
             after, globals_after = _regions(folder, "epilogue.bin", manifest)
+            policies = region_policies(manifest, str(folder / "manifest.json"))
             with SnapshotWriter(prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash,
                                 dynamic_hash=dynamic) as writer:  # fmt: skip
                 writer.set_args(arg_bytes, layout=recorded)
                 for addr, data in before:
-                    writer.add_region(addr, data, encoding="zstd")
+                    writer.add_region(addr, data, encoding="zstd", policy=policies.get(addr))
                 for name, data in globals_before.items():
                     writer.add_global(name, bytes(data))
             with SnapshotWriter(epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash,
@@ -511,9 +664,9 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                     whole = epilogue_format == "bytes" or (epilogue_format == "best"
                                                            and _mostly_rewritten(base_data, data))  # fmt: skip
                     if whole:
-                        writer.add_region(addr, data, encoding="zstd")
+                        writer.add_region(addr, data, encoding="zstd", policy=policies.get(addr))
                     else:
-                        writer.add_diff_region(addr, base_data, data)
+                        writer.add_diff_region(addr, base_data, data, policy=policies.get(addr))
                 for name, data in globals_after.items():
                     writer.add_global(name, bytes(data))
             rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
@@ -536,13 +689,14 @@ def _defines(path: Path, kernel: str) -> bool:
 
 def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], kernel: str | None = None,
                 skip: int = 0, max_recordings: int = 4, library: Path | None = None,
-                record_ranks: str | None = None, epilogue_format: str = "diff") -> int:  # fmt: skip
+                record_ranks: str | None = None, epilogue_format: str = "diff",
+                progress: bool | None = None) -> int:  # fmt: skip
     """`mneme record`: run, then finalize; returns the application's exit code."""
     if epilogue_format not in EPILOGUE_FORMATS:
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
     raw = Path(rdb) / "raw"
-    code = run(command, raw, kernel=kernel, skip=skip, max_recordings=max_recordings, library=library,
-               record_ranks=record_ranks)  # fmt: skip
+    code = run(command, raw, progress=progress, kernel=kernel, skip=skip, max_recordings=max_recordings,
+               library=library, record_ranks=record_ranks)  # fmt: skip
     arch = ""
     try:
         from mneme_cuda.backend import CudaBackend

@@ -20,17 +20,22 @@
 //    epilogue.bin} atomically (temp folder, rename); the module's image goes to images/ once,
 //    /proc/self/maps to maps-<pid>.txt once. `mneme record` turns these into snapshots and
 //    databases.
+//  * Keeps the verification policies the application declared with mneme_annotate()
+//    (include/mneme_annotate.h, mneme.annotate) per allocation and writes them into each
+//    manifest ("policies"), which finalize turns into the regions' RegionPolicy.
 // It never changes the application's results: any failure of its own disables recording with
 // one message on stderr and lets the application run on.
 
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -200,6 +205,19 @@ Placement &placement() {
     return *p;
 }
 
+// A verification policy the application declared for one allocation (mneme_annotate).
+struct Annotation {
+    std::string dtype, norm, tag;
+    double threshold = 0;
+    bool relative = false;
+};
+
+// Allocation base -> its policy (mu() held); dropped when the allocation is freed.
+std::map<uint64_t, Annotation> &annotations() {
+    static auto *a = new std::map<uint64_t, Annotation>();
+    return *a;
+}
+
 bool reserve_range() {
     Placement &p = placement();
     if (p.tried) return p.ok;
@@ -282,6 +300,7 @@ CUresult placed_free(CUdeviceptr ptr) {
     p_cuCtxSynchronize();  // cudaFree's contract: work using the memory has finished
     p_cuMemUnmap(it->first, it->second.mapped);
     p_cuMemRelease(it->second.handle);
+    annotations().erase(it->first);
     p.live.erase(it);
     return CUDA_SUCCESS;
 }
@@ -873,6 +892,16 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     long seq = launch_seq++;
     std::vector<std::pair<uint64_t, uint64_t>> regions;
     for (auto &a : placement().live) regions.emplace_back(a.first, a.second.size);
+    std::string policies;  // the annotated regions' policies, as the manifest's "policies" entries
+    for (auto &a : annotations()) {
+        if (!placement().live.count(a.first)) continue;
+        char buf[160];
+        snprintf(buf, sizeof buf, "{\"addr\": %llu, \"dtype\": \"%s\", \"threshold\": %.17g, \"relative\": %s, ",
+                 (unsigned long long)a.first, a.second.dtype.c_str(), a.second.threshold,
+                 a.second.relative ? "true" : "false");
+        policies += (policies.empty() ? "" : ", ") + std::string(buf) + "\"norm\": \"" + a.second.norm +
+                    "\", \"tag\": " + json_string(a.second.tag) + "}";
+    }
     void *owner = owner_of_launch(f, fn);
     std::vector<GlobalVar> globals;
     if (owner) {
@@ -951,7 +980,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     for (size_t i = 0; i < globals.size(); ++i)
         m += (i ? ", [" : "[") + json_string(globals[i].name) + ", " + std::to_string(globals[i].addr) + ", " +
              std::to_string(globals[i].size) + "]";
-    m += "]}\n";
+    m += "], \"policies\": [" + policies + "]}\n";
     std::string manifest = std::string(tmp_dir) + "/manifest.json";
     if (!write_atomic(manifest, m.data(), m.size()) || rename(tmp_dir, final_dir) != 0) {
         int saved = errno;
@@ -1529,6 +1558,49 @@ EXPORT int mneme_recorder_records() { return config().dir.empty() ? 0 : 1; }
 
 // `mneme cuda recorder-info` and the tests read this to check which recorder is loaded.
 EXPORT const char *mneme_recorder_version() { return "mneme-cuda-recorder 0.2"; }
+
+// mneme_annotate() (include/mneme_annotate.h) and mneme.annotate.annotate() land here: the
+// verification policy of the placed allocation containing `ptr`, written with every launch
+// recorded from now on. 1: attached; -1: `ptr` lies in no placed allocation; -2: an invalid
+// argument (one message for the first of each kind).
+EXPORT int mneme_recorder_annotate(const void *ptr, const char *dtype, double threshold, int relative,
+                                   const char *norm, const char *tag) {
+    static const char *dtypes[] = {"u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64",
+                                   "f16", "bf16", "f32", "f64"};
+    static const char *norms[] = {"none", "L1", "L2", "Linf"};
+    Annotation a;
+    for (const char *d : dtypes)
+        if (dtype && strcmp(dtype, d) == 0) a.dtype = d;
+    for (const char *n : norms)
+        if (strcasecmp(norm && *norm ? norm : "none", n) == 0) a.norm = n;
+    static bool warned_invalid = false, warned_unplaced = false;
+    if (a.dtype.empty() || a.norm.empty() || !isfinite(threshold) || threshold < 0) {
+        std::lock_guard<std::mutex> lock(mu());
+        if (warned_invalid) return -2;
+        warned_invalid = true;
+        warn("mneme_annotate(%p, %s, %g, %d, %s): invalid policy (dtype one of u8..u64, i8..i64, f16, bf16, f32, "
+             "f64; threshold finite and >= 0; norm none, L1, L2 or Linf); ignored (later ones are not reported)",
+             ptr, dtype ? dtype : "(null)", threshold, relative, norm ? norm : "(null)");
+        return -2;
+    }
+    a.threshold = threshold;
+    a.relative = relative != 0;
+    a.tag = tag ? tag : "";
+    uint64_t addr = reinterpret_cast<uint64_t>(ptr);
+    std::lock_guard<std::mutex> lock(mu());
+    auto &live = placement().live;
+    auto it = live.upper_bound(addr);
+    if (it == live.begin() || (--it, addr - it->first >= std::max<uint64_t>(it->second.size, 1))) {
+        if (!warned_unplaced)
+            warn("mneme_annotate(%p, tag '%s'): not inside an allocation the recorder placed "
+                 "(cuMemAlloc/cudaMalloc); ignored (later ones are not reported)",
+                 ptr, a.tag.c_str());
+        warned_unplaced = true;
+        return -1;
+    }
+    annotations()[it->first] = a;
+    return 1;
+}
 
 // Host-side pieces, exported for the tests that run without a GPU: the size and kind of a
 // code image as a module load sees it, and the atomic writer (0 on success, else errno).
