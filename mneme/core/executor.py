@@ -530,7 +530,10 @@ class BaseExecutor:
             self._expected_host = {r.addr: self.epilogue.read_region(r.addr) for r in self.epilogue.regions}
         reports = [compare_buffers(self._expected_host[r.addr], self.device.read(r.addr, r.size), r.policy, addr=r.addr)
                    for r in self.epilogue.regions]  # fmt: skip
-        lines = describe_mismatches(_Report(reports), self._region_names)
+        self._conclude_verification(kernel, result, describe_mismatches(_Report(reports), self._region_names))
+
+    def _conclude_verification(self, kernel: LoadedKernel, result: ExperimentResult, lines: list[str]) -> None:
+        """Add the device globals' comparison to the regions' and record the verdict."""
         for name, data in self.epilogue.globals.items():
             if self.device.read_global(kernel, name, len(data)) != data:
                 lines.append(f"global {name} differs")
@@ -544,15 +547,7 @@ class BaseExecutor:
         requests = [_CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
                     for r in self.epilogue.regions]  # fmt: skip
         diffs = self.device.compare_regions(requests)
-        lines = describe_mismatches(_Report(diffs), self._region_names)
-        for name, data in self.epilogue.globals.items():
-            if self.device.read_global(kernel, name, len(data)) != data:
-                lines.append(f"global {name} differs")
-        result.verified = not lines
-        if lines:
-            result.mismatches = lines
-            _fail(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
-                  + "; ".join(lines[:4]))  # fmt: skip
+        self._conclude_verification(kernel, result, describe_mismatches(_Report(diffs), self._region_names))
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         self._check_open()

@@ -9,6 +9,7 @@ runs an LLVM pipeline (`default<O3>` or an explicit pass sequence from `PASSES`)
 
 from __future__ import annotations
 
+import abc
 import logging
 import re
 import time
@@ -82,7 +83,7 @@ class TransformContext:
     extra: frozenset[str] = frozenset()
 
 
-class Transform:
+class Transform(abc.ABC):
     """An IR transform plugin. Subclasses set `name` and `order` and implement `enabled`/`apply`.
 
     `apply(module, variant_hash, ctx)` returns `(module, new_variant_hash)`; it may mutate
@@ -96,8 +97,9 @@ class Transform:
     def enabled(self, ctx: TransformContext) -> bool:
         return self.name in ctx.extra
 
+    @abc.abstractmethod
     def apply(self, module: llvm.ModuleRef, variant_hash: str, ctx: TransformContext) -> tuple[llvm.ModuleRef, str]:
-        raise NotImplementedError
+        """Transform the kernel's module; return it and the updated variant hash."""
 
 
 def transforms() -> dict[str, type[Transform]]:

@@ -293,9 +293,9 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def _trampoline(kernel_name: str, params: tuple[Param, ...]) -> str:
-    lines = [f"define void @{ENTRY}(ptr %args) {{"]
-    call_args = []
+def unpack_args(params: tuple[Param, ...]) -> tuple[list[str], list[str]]:
+    """IR lines that read each parameter from CUDA's packed buffer `%args`, and the call's arguments."""
+    lines, call_args = [], []
     for p in params:
         lines.append(f"  %p{p.index} = getelementptr i8, ptr %args, i64 {p.offset}")
         if p.byval is not None:
@@ -303,6 +303,12 @@ def _trampoline(kernel_name: str, params: tuple[Param, ...]) -> str:
         else:
             lines.append(f"  %a{p.index} = load {p.type}, ptr %p{p.index}, align 1")
             call_args.append(f"{p.type} %a{p.index}")
+    return lines, call_args
+
+
+def _trampoline(kernel_name: str, params: tuple[Param, ...]) -> str:
+    body, call_args = unpack_args(params)
+    lines = [f"define void @{ENTRY}(ptr %args) {{", *body]
     lines.append(f"  call void {_quote(kernel_name)}({', '.join(call_args)})")
     lines += ["  ret void", "}"]
     return "\n".join(lines)

@@ -346,15 +346,8 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int):
 
 
 def _entry(kernel_name: str, params) -> str:
-    lines = [f"define void @{retarget.ENTRY}(ptr %args, ptr %frame, i32 %resume) {{"]
-    call_args = []
-    for p in params:
-        lines.append(f"  %p{p.index} = getelementptr i8, ptr %args, i64 {p.offset}")
-        if p.byval is not None:
-            call_args.append(f"ptr byval({p.byval}) %p{p.index}")
-        else:
-            lines.append(f"  %a{p.index} = load {p.type}, ptr %p{p.index}, align 1")
-            call_args.append(f"{p.type} %a{p.index}")
+    body, call_args = retarget.unpack_args(params)
+    lines = [f"define void @{retarget.ENTRY}(ptr %args, ptr %frame, i32 %resume) {{", *body]
     call_args += ["ptr %frame", "i32 %resume"]
     lines += [f"  call void {retarget._quote(kernel_name)}({', '.join(call_args)})", "  ret void", "}"]
     return "\n".join(lines)
