@@ -38,6 +38,8 @@ from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord, storage
 from mneme.core.types import ExperimentConfiguration, ExperimentResult, canonical_json
 
 log = logging.getLogger(__name__)
+# Seconds to wait for another process's just-asked trial to name its configuration.
+RIVAL_WAIT = 2.0
 
 PENALTY_FACTOR = 100.0  # a failed or infeasible point scores this many baseline times
 SESSION_FILE = "session.json"
@@ -530,14 +532,27 @@ class TuningSession:
                          f"the sampler {self.sampler.spec} cannot find a feasible one; loosen the constraints")
 
     def _rival(self, number: int, digest: str) -> optuna.trial.FrozenTrial | None:
-        """An earlier trial of another process with the same configuration, running or evaluated."""
-        for other in self.store.trials(states=(TrialState.RUNNING, TrialState.COMPLETE)):
-            attrs_ = other.user_attrs
-            if (other.number < number and attrs_.get("hash") == digest
-                    and (attrs_.get("owner") or {}).get("session") != self.session_id
-                    and (other.state == TrialState.RUNNING or attrs_.get("status") in EVALUATED)):
-                return other
-        return None
+        """An earlier trial of another process with the same configuration, running or evaluated.
+
+        The earlier trial wins. A trial another process has just asked may not carry its hash
+        yet; wait (briefly: a dead process never writes it) until every earlier running trial
+        says what it runs, so two processes never both take one configuration.
+        """
+        deadline = time.monotonic() + RIVAL_WAIT
+        while True:
+            undecided = False
+            for other in self.store.trials(states=(TrialState.RUNNING, TrialState.COMPLETE)):
+                attrs_ = other.user_attrs
+                if other.number >= number or (attrs_.get("owner") or {}).get("session") == self.session_id:
+                    continue
+                if other.state == TrialState.RUNNING and "hash" not in attrs_:
+                    undecided = True
+                elif attrs_.get("hash") == digest and (other.state == TrialState.RUNNING
+                                                        or attrs_.get("status") in EVALUATED):
+                    return other
+            if not undecided or time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
 
     def _tell(self, trial: optuna.trial.Trial, ask: Ask | None, encoded: dict, value: float, status: str,
               result: dict | None = None) -> None:
