@@ -346,6 +346,18 @@ def _ptx_defines(text: str, kernel: str) -> bool:
 _FLAG_LZ4 = 0x2000  # entry flag: the payload is one LZ4 block (nvcc's -compress-mode default/speed/balance)
 
 
+def _lz4_length(src: bytes, i: int, length: int) -> tuple[int, int]:
+    """An LZ4 token's 4-bit length, extended by 255-continued bytes from `src[i:]` when it is 15."""
+    if length == 15:
+        while True:
+            extra = src[i]
+            i += 1
+            length += extra
+            if extra != 255:
+                break
+    return length, i
+
+
 def lz4_block(src: bytes, size: int) -> bytes:
     """Decode one raw LZ4 block (no frame) of `size` decoded bytes."""
     out = bytearray()
@@ -353,28 +365,14 @@ def lz4_block(src: bytes, size: int) -> bytes:
     while i < n:
         token = src[i]
         i += 1
-        literals = token >> 4
-        if literals == 15:
-            while True:
-                extra = src[i]
-                i += 1
-                literals += extra
-                if extra != 255:
-                    break
+        literals, i = _lz4_length(src, i, token >> 4)
         out += src[i : i + literals]
         i += literals
         if i >= n or len(out) >= size:
             break
         offset = src[i] | (src[i + 1] << 8)
         i += 2
-        length = token & 15
-        if length == 15:
-            while True:
-                extra = src[i]
-                i += 1
-                length += extra
-                if extra != 255:
-                    break
+        length, i = _lz4_length(src, i, token & 15)
         length += 4
         start = len(out) - offset
         if offset <= 0 or start < 0:

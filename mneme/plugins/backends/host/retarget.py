@@ -362,15 +362,8 @@ def _thread_indices_as_parameters(text: str, kernel_name: str) -> tuple[str, boo
 def _block_loop(kernel_name: str, params: tuple[Param, ...]) -> str:
     """``__mneme_entry(args)`` that runs every thread of the block: x fastest, then y, then z."""
     ntid = CTX_NTID
-    lines = [f"define void @{ENTRY}(ptr %args) {{", "entry:"]
-    call_args = []
-    for p in params:
-        lines.append(f"  %p{p.index} = getelementptr i8, ptr %args, i64 {p.offset}")
-        if p.byval is not None:
-            call_args.append(f"ptr byval({p.byval}) %p{p.index}")
-        else:
-            lines.append(f"  %a{p.index} = load {p.type}, ptr %p{p.index}, align 1")
-            call_args.append(f"{p.type} %a{p.index}")
+    body, call_args = unpack_args(params)
+    lines = [f"define void @{ENTRY}(ptr %args) {{", "entry:", *body]
     call_args += ["i32 %x", "i32 %y", "i32 %z", "i32 %lin"]
     lines += [
         "  %ctx = call ptr @__mneme_ctx()",

@@ -663,6 +663,22 @@ static uint32_t warp_width(mn_worker *w, mn_ctx *c) {
   return rest >= 32 ? 32u : (uint32_t)rest;
 }
 
+/* The lane a shfl.sync reads (mode 0 idx, 1 up, 2 down, 3 bfly; c packs clamp and segment
+ * mask as PTX does) and whether the source lane is in range; out of range reads its own lane. */
+static inline uint32_t shfl_source(uint32_t mode, uint32_t b, uint32_t c, uint32_t lane, uint32_t width,
+                                   int *pred) {
+  uint32_t clamp = c & 31, segmask = (c >> 8) & 31;
+  uint32_t max_lane = (lane & segmask) | (clamp & ~segmask), min_lane = lane & segmask;
+  uint32_t j;
+  switch (mode) {
+    case 1: j = lane - b; *pred = (int32_t)j >= (int32_t)max_lane; break;
+    case 2: j = lane + b; *pred = j <= max_lane; break;
+    case 3: j = lane ^ b; *pred = j <= max_lane; break;
+    default: j = min_lane | (b & ~segmask); *pred = j <= max_lane; break;
+  }
+  return (!*pred || j >= width) ? lane : j;
+}
+
 /* shfl.sync: mode 0 idx, 1 up, 2 down, 3 bfly. Returns the value, and the predicate in bit 32. */
 API uint64_t __mneme_shfl(uint32_t mode, uint32_t mask, uint32_t value, uint32_t b, uint32_t c) {
   (void)mask;
@@ -672,17 +688,8 @@ API uint64_t __mneme_shfl(uint32_t mode, uint32_t mask, uint32_t value, uint32_t
   uint32_t lane = x->laneid;
   slots[lane] = value;
   switch_out(w, F_WARP_WAIT);
-  uint32_t clamp = c & 31, segmask = (c >> 8) & 31;
-  uint32_t max_lane = (lane & segmask) | (clamp & ~segmask), min_lane = lane & segmask;
-  uint32_t j;
   int pred;
-  switch (mode) {
-    case 1: j = lane - b; pred = (int32_t)j >= (int32_t)max_lane; break;
-    case 2: j = lane + b; pred = j <= max_lane; break;
-    case 3: j = lane ^ b; pred = j <= max_lane; break;
-    default: j = min_lane | (b & ~segmask); pred = j <= max_lane; break;
-  }
-  if (!pred || j >= warp_width(w, x)) j = lane;
+  uint32_t j = shfl_source(mode, b, c, lane, warp_width(w, x), &pred);
   uint32_t result = (uint32_t)slots[j];
   return (uint64_t)result | ((uint64_t)(pred != 0) << 32);
 }
@@ -720,17 +727,8 @@ API uint64_t __mneme_exchange_get(uint32_t mode, uint32_t b, uint32_t c) {
   mn_ctx *x = tls_ctx;
   uint64_t *slots = exchange_slots(w, x);
   uint32_t lane = x->laneid;
-  uint32_t clamp = c & 31, segmask = (c >> 8) & 31;
-  uint32_t max_lane = (lane & segmask) | (clamp & ~segmask), min_lane = lane & segmask;
-  uint32_t j;
   int pred;
-  switch (mode) {
-    case 1: j = lane - b; pred = (int32_t)j >= (int32_t)max_lane; break;
-    case 2: j = lane + b; pred = j <= max_lane; break;
-    case 3: j = lane ^ b; pred = j <= max_lane; break;
-    default: j = min_lane | (b & ~segmask); pred = j <= max_lane; break;
-  }
-  if (!pred || j >= warp_width(w, x)) j = lane;
+  uint32_t j = shfl_source(mode, b, c, lane, warp_width(w, x), &pred);
   return (uint64_t)(uint32_t)slots[j] | ((uint64_t)(pred != 0) << 32);
 }
 
