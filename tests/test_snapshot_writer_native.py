@@ -1,0 +1,228 @@
+"""The recorder's native snapshot writer (backends/cuda/recorder/snapshot_writer.cpp), without a GPU.
+
+The writer is compiled with the system C++ compiler into a small library and driven through its
+C interface from host buffers; what it writes is read back with mneme.core.snapshot (the format's
+reference reader), byte for byte, and every checksum is verified (`mneme snapshot verify`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mneme.core.snapshot import RegionPolicy, Snapshot
+from mneme.core.snapshot.format import ENC_DIFF, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
+
+SOURCE = Path(__file__).resolve().parents[1] / "backends" / "cuda" / "recorder" / "snapshot_writer.cpp"
+CXX = next((c for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c and shutil.which(c)), None)
+HAVE_XXHASH = Path("/usr/include/xxhash.h").exists()
+
+pytestmark = pytest.mark.skipif(CXX is None or not HAVE_XXHASH, reason="needs a C++ compiler and xxhash.h")
+
+BASE = 0x153940000000
+F32, NORM_L2 = 10, 2
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("snapshot-writer") / "libsnapshot_writer.so"
+    command = [CXX, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", str(SOURCE), "-o", str(out),
+               "-ldl", "-lpthread"]  # fmt: skip
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def load(path: Path):
+    lib = ctypes.CDLL(str(path))
+    lib.mneme_snapshot_open.restype = ctypes.c_void_p
+    lib.mneme_snapshot_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64,
+                                        ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
+                                        ctypes.POINTER(ctypes.c_int)]  # fmt: skip
+    lib.mneme_snapshot_id.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    lib.mneme_snapshot_args.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
+                                        ctypes.POINTER(ctypes.c_uint32), ctypes.c_uint64]  # fmt: skip
+    lib.mneme_snapshot_region.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint64,
+                                          ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                          ctypes.c_double, ctypes.c_int]  # fmt: skip
+    lib.mneme_snapshot_global.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64]
+    lib.mneme_snapshot_finish.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+class NativeWriter:
+    """A thin Python face over the C interface; every call asserts success."""
+
+    def __init__(self, lib, path: Path, kind: int, *, compress=True, level=1, chunk_size=0, base_id=None,
+                 static_hash="", dynamic_hash=""):  # fmt: skip
+        self.lib, err = lib, ctypes.c_int(0)
+        self.handle = lib.mneme_snapshot_open(str(path).encode(), kind, level, int(compress), chunk_size,
+                                              static_hash.encode(), dynamic_hash.encode(), b"mneme-cuda-recorder test",
+                                              base_id, ctypes.byref(err))  # fmt: skip
+        assert self.handle, os.strerror(err.value)
+
+    def snapshot_id(self) -> bytes:
+        out = ctypes.create_string_buffer(16)
+        self.lib.mneme_snapshot_id(self.handle, out)
+        return out.raw
+
+    def args(self, buffer: bytes, layout):
+        table = (ctypes.c_uint32 * (2 * len(layout)))(*[v for pair in layout for v in pair])
+        assert self.lib.mneme_snapshot_args(self.handle, buffer, len(buffer), table, len(layout)) == 0
+
+    def region(self, addr, data: bytes, *, encoding=ENC_ZSTD, base: bytes | None = None, dtype=0, norm=0,
+               relative=False, threshold=0.0, best=False) -> int:  # fmt: skip
+        return self.lib.mneme_snapshot_region(self.handle, addr, data, len(data), base, encoding, dtype, norm,
+                                              int(relative), threshold, int(best))  # fmt: skip
+
+    def global_(self, name: str, data: bytes):
+        assert self.lib.mneme_snapshot_global(self.handle, name.encode(), data, len(data)) == 0
+
+    def finish(self) -> int:
+        return self.lib.mneme_snapshot_finish(self.handle)
+
+
+def chunk_encodings(snap: Snapshot, addr: int) -> list[int]:
+    return [c.encoding for c in snap._regions[addr].chunks]
+
+
+def verify_cli(*args: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "mneme.core.cli", "snapshot", "verify", *args], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    if "No module named" in proc.stderr:  # the console script is the installed entry point
+        proc = subprocess.run(["mneme", "snapshot", "verify", *args], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0 and ": ok (" in proc.stdout, proc.stdout + proc.stderr
+
+
+def floats(n: int, seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n).astype(np.float32) * 3 + 100).tobytes()
+
+
+def test_a_prologue_of_every_region_kind_reads_back_byte_for_byte(library, tmp_path):
+    lib = load(library)
+    path = tmp_path / "DeviceState.prologue.s.d.mneme"
+    chunk = 64 << 10
+    w = NativeWriter(lib, path, 0, chunk_size=chunk, static_hash="abc", dynamic_hash="0123")
+    args = (7).to_bytes(4, "little") + bytes(4) + BASE.to_bytes(8, "little")
+    w.args(args, [(0, 4), (8, 8)])
+    plain = bytes(range(256)) * 100  # 25600 bytes: one short chunk
+    noise = np.random.default_rng(1).integers(0, 256, 3 * chunk + 1000, dtype=np.uint8).tobytes()  # incompressible
+    data = floats(5 * chunk // 4 + 3)  # several chunks, a partial last one, float data: byte planes pay
+    regions = {BASE: (plain, ENC_RAW), BASE + (2 << 20): (noise, ENC_ZSTD), BASE + (4 << 20): (data, ENC_ZSTD),
+               BASE + (8 << 20): (b"", ENC_ZSTD)}  # fmt: skip
+    for addr, (content, encoding) in regions.items():
+        policy = {"dtype": F32, "norm": NORM_L2, "relative": True, "threshold": 1e-4} if addr == BASE + (4 << 20) else {}
+        assert w.region(addr, content, encoding=encoding, **policy) == 0
+    w.global_("counter", (42).to_bytes(8, "little"))
+    w.global_("table", bytes(range(32)))
+    assert w.finish() == 0
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # the temporary file is gone
+    verify_cli(str(path))
+    with Snapshot.open(path, verify=True) as snap:
+        assert (snap.static_hash, snap.dynamic_hash, snap.producer) == ("abc", "0123", "mneme-cuda-recorder test")
+        assert bytes(snap.args) == args and [tuple(p) for p in snap.arg_layout] == [(0, 4), (8, 8)]
+        for addr, (content, _) in regions.items():
+            assert bytes(snap.read_region(addr)) == content
+        assert {r.addr: r.encoding for r in snap.regions} == {BASE: "raw", BASE + (2 << 20): "zstd",
+                                                              BASE + (4 << 20): "zstd", BASE + (8 << 20): "zstd"}
+        assert chunk_encodings(snap, BASE) == [ENC_RAW]
+        assert chunk_encodings(snap, BASE + (2 << 20)) == [ENC_RAW] * 4  # zstd would not make it smaller
+        assert chunk_encodings(snap, BASE + (4 << 20)) == [ENC_SHUFFLE] * 5 + [ENC_RAW]  # 12 bytes: raw is smaller
+        assert snap.region(BASE + (4 << 20)).chunk_size == chunk and snap.region(BASE + (4 << 20)).num_chunks == 6
+        assert snap.region(BASE + (4 << 20)).policy == RegionPolicy(dtype="f32", threshold=1e-4, relative=True,
+                                                                    norm="L2")  # fmt: skip
+        assert snap.region(BASE).policy == RegionPolicy()
+        assert snap.region(BASE + (8 << 20)).size == 0
+        assert {k: bytes(v) for k, v in snap.globals.items()} == {"counter": (42).to_bytes(8, "little"),
+                                                                  "table": bytes(range(32))}  # fmt: skip
+
+
+def test_an_epilogue_stores_changed_runs_as_a_diff_against_its_prologue(library, tmp_path):
+    lib = load(library)
+    chunk = 64 << 10
+    before = floats(chunk // 4 * 3, seed=2)
+    after = bytearray(before)
+    after[100:110] = b"\xff" * 10  # a few bytes of chunk 0 change
+    after[chunk:2 * chunk] = floats(chunk // 4, seed=3)  # chunk 1 is wholly rewritten; chunk 2 is untouched
+    text = b"constant bytes " * 4000
+    pro_path, epi_path = tmp_path / "DeviceState.prologue.s.d.mneme", tmp_path / "DeviceState.epilogue.s.d.mneme"
+    pro = NativeWriter(lib, pro_path, 0, chunk_size=chunk)
+    pro.args(b"", [])
+    assert pro.region(BASE, before) == 0 and pro.region(BASE + (2 << 20), text) == 0
+    assert pro.region(BASE + (4 << 20), before) == 0
+    prologue_id = pro.snapshot_id()
+    assert pro.finish() == 0
+    epi = NativeWriter(lib, epi_path, 1, chunk_size=chunk, base_id=prologue_id)
+    epi.args(b"", [])
+    assert epi.region(BASE, bytes(after), encoding=ENC_DIFF, base=before) == 0
+    assert epi.region(BASE + (2 << 20), text, encoding=ENC_DIFF, base=text, best=True) == 0  # unchanged
+    rewritten = floats(len(before) // 4, seed=4)
+    assert epi.region(BASE + (4 << 20), rewritten, encoding=ENC_DIFF, base=before, best=True) == 0
+    assert epi.finish() == 0
+    verify_cli(str(pro_path))
+    verify_cli(str(epi_path), "--base", str(pro_path))
+    with Snapshot.open(pro_path) as prologue, Snapshot.open(epi_path, base=prologue, verify=True) as snap:
+        assert snap.base_id == prologue.snapshot_id
+        assert bytes(snap.read_region(BASE)) == bytes(after)
+        assert bytes(snap.read_region(BASE + (2 << 20))) == text
+        assert bytes(snap.read_region(BASE + (4 << 20))) == rewritten
+        assert chunk_encodings(snap, BASE) == [ENC_DIFF, ENC_SHUFFLE, ENC_DIFF]
+        assert snap.changed_runs(BASE)[0] == (0, 1024)
+        # best: a region rewritten in every chunk is labelled zstd, one with diffs stays a diff
+        assert [r.encoding for r in snap.regions] == ["diff", "diff", "zstd"]
+        assert snap.region(BASE).stored_size < len(before) // 2
+
+
+def test_without_compression_every_chunk_is_raw_and_still_reads_back(library, tmp_path):
+    lib = load(library)
+    path = tmp_path / "p.mneme"
+    w = NativeWriter(lib, path, 0, compress=False, chunk_size=4096)
+    w.args(b"\x01\x02", [(0, 2)])
+    data = bytes(10000)
+    assert w.region(BASE, data) == 0
+    assert w.finish() == 0
+    with Snapshot.open(path, verify=True) as snap:
+        assert chunk_encodings(snap, BASE) == [ENC_RAW] * 3 and bytes(snap.read_region(BASE)) == data
+
+
+def test_a_diff_region_in_a_prologue_is_refused_and_leaves_no_file(library, tmp_path):
+    lib = load(library)
+    w = NativeWriter(lib, tmp_path / "p.mneme", 0)
+    w.args(b"", [])
+    assert w.region(BASE, b"abcd", encoding=ENC_DIFF, base=b"abcd") == errno.EINVAL
+    assert w.finish() == errno.EINVAL
+    assert list(tmp_path.iterdir()) == []
+
+
+_FULL_DISK = r"""
+import ctypes, resource, signal, sys
+sys.path.insert(0, {tests!r})
+from test_snapshot_writer_native import NativeWriter, load
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+lib = load({library!r})
+w = NativeWriter(lib, {path!r}, 0, compress=False)
+w.args(b"", [])
+code = w.region(0x1000, bytes(8 << 20))
+print(code, w.finish())
+"""
+
+
+def test_a_write_past_the_file_size_limit_removes_the_file_and_reports_the_errno(library, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    script = _FULL_DISK.format(tests=str(Path(__file__).parent), library=str(library),
+                               path=str(out / "DeviceState.prologue.s.d.mneme"))  # fmt: skip
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == [str(errno.EFBIG), str(errno.EFBIG)]
+    assert list(out.iterdir()) == []  # neither the snapshot nor its temporary file
