@@ -236,3 +236,32 @@ def test_paths_are_absolute_whatever_the_current_directory(tmp_path, monkeypatch
     assert rec.path.is_absolute() and all(f.is_absolute() for f in rec.llvm_files + rec.referenced_files())
     monkeypatch.chdir("/")
     assert rec.select().prologue_path.is_file()
+
+
+def test_in_application_times_round_trip_and_are_omitted_when_unknown(tmp_path):
+    rec = make_recording(tmp_path, sizes=(256, 1000))
+    timed, untimed = list(rec.kernel_instances)
+    rec[timed].app_times = [1.5e-5, 1.25e-5]
+    rec.add_instance(grid=rec[timed].grid_dim, block=rec[timed].block_dim, shared_mem=rec[timed].shared_mem,
+                     args=rec[timed].args, prologue=rec[timed].prologue_path, epilogue=rec[timed].epilogue_path,
+                     app_times=[2e-5])
+    rec.save()
+    data = json.loads(rec.path.read_text())
+    assert data["instances"][timed]["AppTimes"] == [1.5e-5, 1.25e-5, 2e-5]
+    assert data["instances"][timed]["Occurrences"] == 2
+    assert "AppTimes" not in data["instances"][untimed]
+    loaded = RecordedExecution.from_json(rec.path)
+    assert loaded[timed].app_times == [1.5e-5, 1.25e-5, 2e-5] and loaded[untimed].app_times == []
+    assert loaded == rec
+
+
+def test_a_version_1_database_is_read_as_version_2_without_in_application_times(tmp_path):
+    rec = make_recording(tmp_path)
+    data = json.loads(rec.path.read_text())
+    data["SchemaVersion"] = 1  # what every recording before AppTimes existed says
+    rec.path.write_text(json.dumps(data))
+    loaded = RecordedExecution.from_json(rec.path)
+    assert SCHEMA_VERSION == 2 and loaded.schema_version == 2
+    assert all(inst.app_times == [] for inst in loaded.kernel_instances.values())
+    loaded.save()  # writers write the current version
+    assert json.loads(rec.path.read_text())["SchemaVersion"] == 2

@@ -60,6 +60,10 @@ CASES = [
      "instances.{k}.Epilogue", "does not exist"),
     ("image naming a folder", lambda d, k: d.update(BinaryBlobs=[{"Path": "ir", "Kind": "cubin"}]),
      "BinaryBlobs[0].Path", "not a regular file"),
+    ("AppTimes negative", lambda d, k: d["instances"][k].update(AppTimes=[1e-5, -1.0]),
+     "instances.{k}.AppTimes", "must be positive"),
+    ("AppTimes as text", lambda d, k: d["instances"][k].update(AppTimes=["fast"]),
+     "instances.{k}.AppTimes[0]", "expected a number"),
     ("SchemaVersion missing", lambda d, k: d.pop("SchemaVersion"), "SchemaVersion", "missing"),
     ("SchemaVersion as text", lambda d, k: d.update(SchemaVersion="1"), "SchemaVersion", "positive integer"),
 ]

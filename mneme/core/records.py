@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is
 log = logging.getLogger(__name__)
 
 #: The version this code writes. Readers refuse newer versions and upgrade older ones.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
 ARG_KINDS = ("pointer", "int", "float", "struct", "unknown")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -95,6 +95,9 @@ class KernelInstance:
     prologue_file: str
     epilogue_file: str
     occ: int = attrs.field(default=1)
+    #: Seconds each timed launch of this context took inside the application (the recorder's
+    #: CUDA events on the application's stream); empty when unknown. Version 2 and later.
+    app_times: list[float] = attrs.field(factory=list)
     dynamic_hash: str = ""
     _record: RecordedExecution | None = attrs.field(default=None, init=False, repr=False)
 
@@ -102,6 +105,11 @@ class KernelInstance:
     def _check_occ(self, attribute, value):
         if value < 1:
             raise ValueError(f"occ must be >= 1, got {value}")
+
+    @app_times.validator
+    def _check_app_times(self, attribute, value):
+        if any(not (t > 0 and t < float("inf")) for t in value):
+            raise ValueError(f"app_times must be positive, finite seconds, got {value!r}"[:200])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, KernelInstance):
@@ -164,7 +172,7 @@ class KernelInstance:
 
 def _instance_key(inst: KernelInstance) -> tuple:
     return (inst.grid_dim, inst.block_dim, inst.shared_mem, inst.args, inst.prologue_file,
-            inst.epilogue_file, inst.occ, inst.dynamic_hash)
+            inst.epilogue_file, inst.occ, tuple(inst.app_times), inst.dynamic_hash)
 
 
 def dynamic_hash_of(grid: Any, block: Any, shared_mem: int, args: bytes) -> str:
@@ -285,15 +293,18 @@ class RecordedExecution(MutableMapping):
         epilogue: str | os.PathLike,
         occurrences: int = 1,
         dynamic_hash: str | None = None,
+        app_times: Sequence[float] = (),
     ) -> KernelInstance:
         """Add a launch context (or count another occurrence of a known one) and return it.
 
-        `prologue`/`epilogue` are paths of snapshot files inside the database's folder.
+        `prologue`/`epilogue` are paths of snapshot files inside the database's folder;
+        `app_times` are in-application durations (seconds) of launches with this context.
         """
         key = dynamic_hash or dynamic_hash_of(grid, block, shared_mem, args)
         if key in self.kernel_instances:
             inst = self.kernel_instances[key]
             inst.occ += occurrences
+            inst.app_times.extend(float(t) for t in app_times)
             return inst
         inst = KernelInstance(
             grid_dim=grid,
@@ -303,6 +314,7 @@ class RecordedExecution(MutableMapping):
             prologue_file=self._relative(prologue, f"instances.{key}.Prologue"),
             epilogue_file=self._relative(epilogue, f"instances.{key}.Epilogue"),
             occ=occurrences,
+            app_times=[float(t) for t in app_times],
         )
         self[key] = inst
         return inst
@@ -666,6 +678,7 @@ _JSON_NAMES: dict[type, dict[str, str]] = {
     KernelInstance: {
         "grid_dim": "GridDims", "block_dim": "BlockDims", "shared_mem": "SharedMem", "args": "Args",
         "prologue_file": "Prologue", "epilogue_file": "Epilogue", "occ": "Occurrences",
+        "app_times": "AppTimes",
     },
     ImageInfo: {"path": "Path", "kind": "Kind"},
 }
@@ -744,6 +757,7 @@ def _make_converter() -> cattrs.Converter:
     inst_overrides["args"] = override(rename="Args", struct_hook=_structure_hex_bytes, unstruct_hook=bytes.hex)
     for attr in ("prologue_file", "epilogue_file"):
         inst_overrides[attr] = override(rename=names[attr], struct_hook=_structure_path)
+    inst_overrides["app_times"] = override(rename="AppTimes", omit_if_default=True)  # optional: absent = unknown
     conv.register_structure_hook(KernelInstance, make_dict_structure_fn(
         KernelInstance, conv, _cattrs_forbid_extra_keys=True, dynamic_hash=override(omit=True),
         _record=override(omit=True), **inst_overrides))
@@ -808,7 +822,13 @@ def _collect(exc: BaseException, path: str, names: Mapping[str, str] | None = No
 
 
 # Upgrades from older schema versions: version -> function(data) returning the next version's data.
-_UPGRADES: dict[int, Any] = {}
+def _upgrade_1_to_2(data: dict) -> dict:
+    # Version 2 adds the optional instance field AppTimes; a version-1 instance has none (unknown).
+    data["SchemaVersion"] = 2
+    return data
+
+
+_UPGRADES: dict[int, Any] = {1: _upgrade_1_to_2}
 
 
 def _upgrade(data: Any, path: Path) -> Any:
