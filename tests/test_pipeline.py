@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
+import sys
 
 import attrs
 import pytest
@@ -105,13 +107,62 @@ def test_loop_unrolling_knob_changes_the_generated_code(tmp_path):
 
 
 def test_tuning_options_follow_the_configuration():
-    pto = pipeline.tuning_options(BASE.replace(loop_vectorization=False, slp_vectorization=True, inlining_threshold=500),
+    pto = pipeline.tuning_options(BASE.replace(loop_vectorization=False, slp_vectorization=True, inlining_threshold=200),
                                   pipeline.parse_pipeline("default<O3>"))  # fmt: skip
     assert pto.speed_level == 3 and pto.loop_vectorization is False and pto.slp_vectorization is True
-    assert pto.inlining_threshold == 255  # capped: llvmlite keeps 8 bits
+    assert pto.inlining_threshold == 200
+    assert pipeline.inlining_threshold(BASE, pipeline.parse_pipeline("O3")) == 250
+    assert pipeline.inlining_threshold(BASE.replace(inlining_threshold=5000), pipeline.parse_pipeline("Os")) == 5000
     assert pipeline.tuning_options(BASE.replace(inlining_threshold=100), pipeline.parse_pipeline("O2")).inlining_threshold == 100
     size = pipeline.tuning_options(BASE, pipeline.parse_pipeline("Oz"))
     assert size.loop_unrolling is False and size.inlining_threshold == 25
+
+
+BIG_CALLEE = """
+__device__ float big(const float* p, float x) {
+  float s = x;
+""" + "".join(f"  s = s * p[{k}] + {k}.5f;\n" for k in range(400)) + """  return s;
+}
+extern "C" __global__ void calls_big(const float* p, float* out) {
+  float x = out[threadIdx.x];
+  x = big(p, x); x = big(p + 1, x); x = big(p + 2, x); x = big(p + 3, x);
+  out[threadIdx.x] = x;
+}
+"""
+
+_INLINING_SCRIPT = """
+import re
+import sys
+from mneme.core import ir, pipeline
+from mneme.core.types import ExperimentConfiguration
+mod = ir.load(sys.argv[1])
+base = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
+def ptx(threshold):
+    config = base.replace(inlining_threshold=threshold)
+    return pipeline.compile(mod, "calls_big", config, "sm_90", emit="ptx", cache=False).data.decode()
+for threshold in sys.argv[2:]:
+    print(threshold, ptx(None if threshold == "none" else int(threshold)).count("call.uni"))
+print("ptx", hash(re.sub(r"//.*", "", ptx(None))))  # comments number call sequences per process
+"""
+
+
+def test_inlining_threshold_above_255_reaches_the_inliner(tmp_path):
+    """llvmlite's tuning options hold 8 bits; larger thresholds go through LLVM's -inline-threshold."""
+    src = tmp_path / "calls_big.cu"
+    src.write_text(BIG_CALLEE)
+    path = str(build_cuda_ir(src))
+
+    def run(*thresholds):  # a fresh process each: LLVM's option is process-wide
+        out = subprocess.run([sys.executable, "-c", _INLINING_SCRIPT, path, *thresholds], capture_output=True,
+                             text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"}).stdout  # fmt: skip
+        return dict(line.split() for line in out.splitlines())
+
+    fresh = run("none")
+    assert int(fresh["none"]) >= 1  # big() stays a call at the O3 threshold (250)
+    after = run("5000", "none", "100")
+    assert after["5000"] == "0"  # inlined everywhere: the threshold reached LLVM
+    assert after["none"] == fresh["none"] and after["100"] == fresh["none"]
+    assert after["ptx"] == fresh["ptx"]  # later default builds are unchanged by the option
 
 
 def test_optimize_works_on_a_host_module(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import abc
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -211,8 +212,12 @@ _DEFAULT = re.compile(r"^default<O([0-3sz])>$|^O([0-3sz])$")
 # llvmlite 0.50 builds LLVM's per-module default pipeline from a speed level only; Os and Oz
 # are that of O2 with unrolling and vectorization off and LLVM's size inlining thresholds.
 _SIZE_LEVELS = {"s": 75, "z": 25}
-# llvmlite 0.50 stores PipelineTuningOptions' inliner threshold truncated to 8 bits (500 reads back 244).
+# llvmlite 0.50 stores PipelineTuningOptions' inliner threshold truncated to 8 bits (500 reads back 244);
+# a larger threshold goes through LLVM's own -inline-threshold option instead (see `_inline_option`).
 MAX_INLINING_THRESHOLD = 255
+# The thresholds LLVM's default pipelines use when none is given: O3, Os, Oz, else (O1, O2).
+_LEVEL_INLINING_THRESHOLDS = {"3": 250, "s": 75, "z": 25}
+_DEFAULT_INLINING_THRESHOLD = 225
 
 
 @attrs.frozen
@@ -269,14 +274,40 @@ def tuning_options(config: ExperimentConfiguration, pipeline: Pipeline) -> llvm.
         pto.loop_vectorization = config.loop_vectorization
     if config.slp_vectorization is not None:
         pto.slp_vectorization = config.slp_vectorization
-    if config.inlining_threshold is not None:
-        threshold = config.inlining_threshold
-        if threshold > MAX_INLINING_THRESHOLD:
-            log.warning("inlining threshold %d capped at %d: llvmlite 0.50 keeps only 8 bits of it",
-                        threshold, MAX_INLINING_THRESHOLD)  # fmt: skip
-            threshold = MAX_INLINING_THRESHOLD
-        pto.inlining_threshold = threshold
+    if config.inlining_threshold is not None and config.inlining_threshold <= MAX_INLINING_THRESHOLD:
+        pto.inlining_threshold = config.inlining_threshold
     return pto
+
+
+def inlining_threshold(config: ExperimentConfiguration, pipeline: Pipeline) -> int:
+    """The inliner threshold a `default<Ox>` build uses: the configuration's, else LLVM's for the level."""
+    if config.inlining_threshold is not None:
+        return config.inlining_threshold
+    return _LEVEL_INLINING_THRESHOLDS.get(pipeline.level or "2", _DEFAULT_INLINING_THRESHOLD)
+
+
+_inline_lock = threading.Lock()
+_inline_option_set: list[int] = []  # the value last given to LLVM's -inline-threshold, once one was
+
+
+def _inline_option(config: ExperimentConfiguration, pipeline: Pipeline) -> None:
+    """Give LLVM's -inline-threshold option the build's threshold when the tuning options cannot carry it.
+
+    The option is process-wide and, once given, overrides every later pipeline's threshold, so from
+    then on each build sets it to its own threshold (call with `_inline_lock` held, before building).
+    """
+    threshold = inlining_threshold(config, pipeline)
+    if threshold <= MAX_INLINING_THRESHOLD and not _inline_option_set:
+        return  # the tuning options carry it; LLVM's option was never given
+    if _inline_option_set and _inline_option_set[-1] == threshold:
+        return
+    if not _inline_option_set:
+        log.info("inlining threshold %d is above the %d llvmlite's tuning options hold: setting LLVM's "
+                 "-inline-threshold for this process from now on", threshold, MAX_INLINING_THRESHOLD)  # fmt: skip
+    llvm.set_option("mneme", f"-inline-threshold={threshold}")
+    # once -inline-threshold is given LLVM sets the cold-callee threshold only when asked: keep its default
+    llvm.set_option("mneme", "-inlinecold-threshold=45")
+    _inline_option_set[:] = [threshold]
 
 
 def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, target: str, arch: str | None = None) -> float:
@@ -300,7 +331,9 @@ def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, target: st
     pto = tuning_options(config, pipeline)
     pb = llvm.create_pass_builder(tm, pto)
     if pipeline.level is not None:
-        pm = pb.getModulePassManager()
+        with _inline_lock:  # the inliner reads the threshold when the pipeline is built
+            _inline_option(config, pipeline)
+            pm = pb.getModulePassManager()
     else:
         pm = llvm.create_new_module_pass_manager()
         for name in pipeline.passes:
@@ -401,5 +434,5 @@ def compile(
 __all__ = [
     "PASSES", "Pipeline", "Preprocessed", "Transform", "TransformContext", "check_codegen_opt",
     "check_module_target", "codegen", "compile", "module_target", "normalize_target", "optimize",
-    "parse_pipeline", "preprocess", "target_of_arch", "transforms", "tuning_options",
+    "inlining_threshold", "parse_pipeline", "preprocess", "target_of_arch", "transforms", "tuning_options",
 ]  # fmt: skip
