@@ -128,6 +128,36 @@ def test_an_epilogue_diff_region_is_restored_against_its_prologue(cuda_device, s
     assert cuda_device.read(addr, after.nbytes) == after.tobytes()
 
 
+def test_the_native_reader_restores_raw_shuffled_and_diff_regions_bit_exact(cuda_device, space, tmp_path):
+    from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotType, SnapshotWriter
+    from mneme.core.snapshot.format import ENC_DIFF, ENC_SHUFFLE
+
+    assert cuda_device._native() is not None, "the native snapshot reader is missing: run scripts/gpu-suite --prepare"
+    rng = np.random.default_rng(9)
+    raw = rng.integers(0, 256, 300 * MiB + 3, dtype=np.uint8)  # three staging fills, a partial last chunk
+    floats = (np.sin(np.arange(16 * MiB + 5, dtype=np.float32) * 1e-3) * 1000).round().astype(np.float32)
+    after = floats.copy()
+    after[3 * MiB : 3 * MiB + 100] = -1.0
+    a, b = space, space + 320 * MiB
+    with SnapshotWriter(tmp_path / "p.mneme", SnapshotType.PROLOGUE, static_hash="t", dynamic_hash="t") as writer:
+        writer.set_args(b"")
+        writer.add_region(a, raw)
+        writer.add_region(b, floats, encoding="zstd", policy=RegionPolicy("f32"))
+    with Snapshot.open(tmp_path / "p.mneme") as prologue:
+        with SnapshotWriter(tmp_path / "e.mneme", SnapshotType.EPILOGUE, static_hash="t", dynamic_hash="t") as writer:
+            writer.set_args(b"")
+            writer.add_diff_region(b, prologue, after)
+        assert ENC_SHUFFLE in {c.encoding for c in prologue._region(b).chunks}
+        assert cuda_device.write_snapshot_region(prologue, a) == raw.nbytes
+        assert cuda_device.write_snapshot_region(prologue, b) == floats.nbytes
+        assert cuda_device.read(a, raw.nbytes) == raw.tobytes()
+        assert cuda_device.read(b, floats.nbytes) == floats.tobytes()
+        with Snapshot.open(tmp_path / "e.mneme", base=prologue) as epilogue:
+            assert ENC_DIFF in {c.encoding for c in epilogue._region(b).chunks}
+            cuda_device.write_snapshot_region(epilogue, b)
+        assert cuda_device.read(b, after.nbytes) == after.tobytes()
+
+
 def test_writes_from_pinned_memory_copy_directly(cuda_device, space):
     pinned = cuda_device.pinned(8 * MiB)
     pinned.array[:] = np.arange(8 * MiB, dtype=np.uint64).astype(np.uint8)

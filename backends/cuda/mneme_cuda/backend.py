@@ -34,6 +34,7 @@ from mneme.core.errors import (
     MnemeError,
     UnsupportedError,
 )
+from mneme.core.snapshot import Snapshot
 from mneme_cuda import compare as cmp
 from mneme_cuda.driver import (
     CudaError,
@@ -55,6 +56,7 @@ from mneme_cuda.memory import (
     decode_pieces,
     restore_plan,
 )
+from mneme_cuda.snapio import NativeDecoder, native_decoder
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +258,7 @@ class CudaDevice(Device):
         self._compare: tuple[Any, dict[str, Any]] | None = None
         self._compare_out: DeviceBuffer | None = None
         self._copier: ThreadPoolExecutor | None = None
+        self._decoder: NativeDecoder | None | bool = False  # False: not looked up yet; None: not available
         self._events: list[Any] = []
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -281,6 +284,8 @@ class CudaDevice(Device):
             cu.cuEventDestroy(event)
         if self._copier is not None:
             self._copier.shutdown(wait=False)
+        if self._decoder:
+            self._decoder.close()
         cu.cuStreamDestroy(self.stream)
         self.context_alive = False
         cu.cuDevicePrimaryCtxRelease(self.dev)
@@ -434,10 +439,11 @@ class CudaDevice(Device):
     def write_snapshot_region(self, snapshot: Any, addr: int, dst: int | None = None) -> int:
         """Restore one region of a snapshot (`Snapshot`) to `dst` (default: its recorded address); returns its size.
 
-        The snapshot decodes straight into the two pinned staging buffers in turn (its
-        `read_range_into`: a plain positional read for raw chunks, zstd into place otherwise),
-        stored chunks on several threads at once, while the other buffer's transfer runs on the
-        stream: no host copy in between, and decoding overlaps the copy.
+        The snapshot decodes straight into the two pinned staging buffers in turn, while the
+        other buffer's transfer runs on the stream: no host copy in between, and decoding
+        overlaps the copy. Decoding is the native reader's (`mneme_cuda.snapio`: C threads read
+        and hash each piece while it is in cache, zstd into place, GIL released) where it is
+        built, else the snapshot's own `read_range_into` on the host threads.
         """
         cu = self._enter()
         info = snapshot.region(addr)
@@ -458,7 +464,17 @@ class CudaDevice(Device):
 
     def _decode_into(self, snapshot: Any, addr: int, offset: int, stage: np.ndarray,
                      pieces: list[tuple[int, int]]) -> None:
+        decoder = self._native() if isinstance(snapshot, Snapshot) else None  # the native reader needs its chunk index
+        if decoder is not None:
+            decoder.decode_to(snapshot, addr, offset, int(stage.ctypes.data), sum(n for _, n in pieces))
+            return
         decode_pieces(snapshot, addr, offset, stage, pieces, self._threads() if len(pieces) > 1 else None)
+
+    def _native(self) -> NativeDecoder | None:
+        if self._decoder is False:
+            self._decoder = native_decoder(HOST_THREADS)
+            log.debug("snapshot restore decodes with %s", "the native reader" if self._decoder else "the Python reader")
+        return self._decoder
 
     def _threads(self) -> ThreadPoolExecutor:
         """Host threads for staging copies and snapshot decoding (numpy, preadv and zstd drop the GIL)."""

@@ -1,0 +1,285 @@
+"""The native snapshot reader (`native/snapio.c`): decodes a range of a region on threads of its own.
+
+It checks and decodes exactly what `mneme.core.snapshot.Snapshot.read_range_into` does (raw,
+zstd, shuffled zstd and diff chunks, every payload checksum) and raises the same errors, but
+reads, hashes and decompresses on C threads with the GIL released, straight into the
+caller's memory (the CUDA backend's pinned staging buffers). The library is compiled once
+per source hash with the system C compiler (it needs xxhash.h, Debian libxxhash-dev) and
+opens libzstd.so.1 at run time, so raw snapshots decode even where libzstd is missing.
+Found at: $MNEME_CUDA_SNAPIO, the build cache, or the checkout's .gpu/lib (where
+`scripts/gpu-suite --prepare` puts it for the GPU machine). Without it, callers keep the
+Python reader (`native_decoder()` returns None).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from mneme.core.errors import FormatError, MnemeError, UsageError
+from mneme.core.snapshot.format import ENC_DIFF, SHUFFLE_SIZES
+from mneme.core.snapshot.layout import corrupt
+
+log = logging.getLogger(__name__)
+
+SOURCE = Path(__file__).resolve().parent / "native" / "snapio.c"
+CHECKOUT_LIB = Path(__file__).resolve().parents[3] / ".gpu" / "lib"
+FLAGS = ["-O3", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
+ABI = 1
+
+(OK, CHECKSUM, TRUNCATED, IO, ZSTD, ZSTD_SIZE, SHUFFLE, DIFF_SHORT, DIFF_TABLE, DIFF_RUN, DIFF_BASE, DIFF_SIZE,
+ NO_ZSTD, ENCODING, NOMEM) = range(15)  # fmt: skip
+
+
+class ChunkEntry(ctypes.Structure):
+    """One chunk to decode: `snapio_chunk` in snapio.c."""
+
+    _fields_ = [("file_offset", ctypes.c_uint64), ("stored", ctypes.c_uint64), ("checksum", ctypes.c_uint64),
+                ("dest", ctypes.c_uint64), ("base", ctypes.c_uint64), ("raw_length", ctypes.c_uint32),
+                ("encoding", ctypes.c_uint32), ("error", ctypes.c_int32), ("reserved", ctypes.c_int32),
+                ("detail", ctypes.c_uint64), ("detail2", ctypes.c_uint64)]  # fmt: skip
+
+
+def library_name() -> str:
+    return f"libmneme_snapio-{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}.so"
+
+
+def build_dir() -> Path:
+    root = os.environ.get("MNEME_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mneme")
+    return Path(root) / "cuda-snapio"
+
+
+def compiler() -> str | None:
+    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang", "clang-19"):
+        if name and shutil.which(name.split()[0]):
+            return name
+    return None
+
+
+def xxhash_header() -> Path | None:
+    for folder in ("/usr/include", "/usr/local/include"):
+        if (Path(folder) / "xxhash.h").exists():
+            return Path(folder) / "xxhash.h"
+    return None
+
+
+def library_path() -> Path | None:
+    """The built library for this source: $MNEME_CUDA_SNAPIO, else the build cache, else the checkout's .gpu/lib."""
+    explicit = os.environ.get("MNEME_CUDA_SNAPIO")
+    if explicit:
+        return Path(explicit) if Path(explicit).exists() else None
+    if not SOURCE.exists():
+        return None
+    name = library_name()  # the source hash is in the name: a stale build is never picked up
+    for folder in (build_dir(), CHECKOUT_LIB):
+        if (folder / name).exists():
+            return folder / name
+    return None
+
+
+def build(out_dir: Path | None = None, force: bool = False) -> Path:
+    """Compile snapio.c into `out_dir` (default: the build cache); returns the library's path."""
+    out_dir = Path(out_dir) if out_dir else build_dir()
+    target = out_dir / library_name()
+    if target.exists() and not force:
+        return target
+    cc = compiler()
+    if cc is None:
+        raise MnemeError(f"cannot build the native snapshot reader {SOURCE}: no C compiler; install gcc or set CC")
+    if xxhash_header() is None:
+        raise MnemeError(f"cannot build the native snapshot reader {SOURCE}: xxhash.h is missing; "
+                         "install libxxhash-dev")  # fmt: skip
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=target.name, suffix=".tmp")
+    os.close(fd)
+    try:
+        command = [*cc.split(), *FLAGS, "-o", tmp, str(SOURCE), "-ldl"]
+        proc = subprocess.run(command, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise MnemeError(f"could not compile the native snapshot reader ({' '.join(command)}):\n{proc.stderr}")
+        os.chmod(tmp, 0o755)  # mkstemp's 0600 would hide it from other users of a shared cache
+        os.replace(tmp, target)  # atomic: parallel processes may build it at once
+        log.info("built the native snapshot reader %s", target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+@functools.lru_cache(maxsize=1)
+def library() -> ctypes.CDLL | None:
+    """The loaded library (built on first use where a compiler and xxhash.h are present), or None."""
+    path = library_path()
+    if path is None and compiler() is not None and xxhash_header() is not None and SOURCE.exists():
+        try:
+            path = build()
+        except MnemeError as exc:
+            log.warning("%s; restoring snapshots through the Python reader", exc)
+    if path is None:
+        log.debug("native snapshot reader not available (no C compiler or xxhash.h); using the Python reader")
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        log.warning("cannot load the native snapshot reader %s (%s); using the Python reader", path, exc)
+        return None
+    if lib.snapio_abi() != ABI:
+        log.warning("native snapshot reader %s has another ABI; using the Python reader", path)
+        return None
+    lib.snapio_create.argtypes, lib.snapio_create.restype = [ctypes.c_int], ctypes.c_void_p
+    lib.snapio_destroy.argtypes, lib.snapio_destroy.restype = [ctypes.c_void_p], None
+    lib.snapio_decode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ChunkEntry), ctypes.c_size_t]
+    lib.snapio_decode.restype = ctypes.c_int
+    lib.snapio_pread.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
+                                 ctypes.c_uint64]  # fmt: skip
+    lib.snapio_pread.restype = ctypes.c_int
+    log.debug("native snapshot reader %s (zstd: %s)", path, "yes" if lib.snapio_has_zstd() else "no, Python fallback")
+    return lib
+
+
+def native_decoder(threads: int) -> NativeDecoder | None:
+    """A decoder on `threads` threads, or None when the library is not available (callers use the Python reader)."""
+    return NativeDecoder(threads) if library() is not None else None
+
+
+def read_parallel(fd: int, offset: int, length: int, ptr: int, threads: int, piece: int = 1 << 20) -> None:
+    """Plain positional reads of [offset, offset + length) of `fd` into memory at `ptr`, no checks (a ceiling)."""
+    lib = library()
+    if lib is None:
+        raise MnemeError("the native snapshot reader is not available")
+    rc = lib.snapio_pread(fd, offset, length, ptr, threads, piece)
+    if rc:
+        raise MnemeError(f"parallel read failed: {os.strerror(rc) if rc > 0 else 'end of file'}")
+
+
+class NativeDecoder:
+    """Decodes snapshot ranges on `threads` C threads; owns their scratch buffers (reused: fresh memory is slow)."""
+
+    def __init__(self, threads: int):
+        self._lib = library()
+        if self._lib is None:
+            raise MnemeError("the native snapshot reader is not available")
+        self.threads = threads
+        self._pool = self._lib.snapio_create(threads)
+        if not self._pool:
+            raise MnemeError("out of host memory creating the native snapshot reader")
+        self._lock = threading.Lock()  # one call at a time uses the per-thread scratch
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool:
+            self._lib.snapio_destroy(pool)
+
+    def __enter__(self) -> NativeDecoder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - never raise from a finalizer
+            pass
+
+    def read_range_into(self, snapshot, addr: int, offset: int, out) -> None:
+        """Like `Snapshot.read_range_into`: `len(out)` bytes of region `addr` from `offset`, checked, into `out`."""
+        array = np.frombuffer(out, np.uint8) if not isinstance(out, np.ndarray) else out.reshape(-1).view(np.uint8)
+        if not array.flags.writeable or not array.flags.c_contiguous:
+            raise UsageError("the native snapshot reader decodes into writable contiguous memory only")
+        self.decode_to(snapshot, addr, offset, int(array.ctypes.data), array.nbytes)
+
+    def decode_to(self, snapshot, addr: int, offset: int, ptr: int, length: int) -> None:
+        """Decode `length` bytes of region `addr` from `offset` into host memory at `ptr`."""
+        if self._pool is None:
+            raise MnemeError("the native snapshot reader was closed")
+        region = snapshot._region(addr)  # the reader's chunk index; raises for a closed snapshot or no region
+        end = offset + length
+        if offset < 0 or end > region.info.size:
+            raise UsageError(f"{snapshot.path}: range +{offset}..+{end} lies outside region 0x{addr:x} "
+                             f"({region.info.size} bytes)")  # fmt: skip
+        step = region.info.chunk_size
+        jobs, partial, keep = [], [], []
+        for index in range(offset // step, -(-end // step) if length else 0):
+            chunk = region.chunks[index]
+            lo, hi = max(offset, chunk.offset), min(end, chunk.offset + chunk.length)
+            if lo >= hi:
+                continue
+            if lo == chunk.offset and hi == chunk.offset + chunk.length:
+                jobs.append((chunk, ptr + lo - offset))
+            else:  # a chunk only partly in range: decoded whole aside, then the range copied out
+                tmp = np.empty(chunk.length, np.uint8)
+                keep.append(tmp)
+                jobs.append((chunk, int(tmp.ctypes.data)))
+                partial.append((ptr + lo - offset, int(tmp.ctypes.data) + lo - chunk.offset, hi - lo))
+        if not jobs:
+            return
+        self._fill_bases(snapshot, region, jobs)
+        table = (ChunkEntry * len(jobs))()
+        for entry, (chunk, dest) in zip(table, jobs):
+            entry.file_offset, entry.stored, entry.checksum = chunk.payload_at, chunk.payload_size, chunk.payload_sum
+            entry.dest, entry.base, entry.raw_length, entry.encoding = dest, 0, chunk.length, chunk.encoding
+        with self._lock:
+            failed = self._lib.snapio_decode(self._pool, snapshot._fd, table, len(jobs))
+        if failed:
+            for entry, (chunk, dest) in zip(table, jobs):
+                if entry.error == NO_ZSTD:  # no libzstd here: this chunk through the Python reader
+                    snapshot._decode(region, chunk, memoryview((ctypes.c_ubyte * chunk.length).from_address(dest)))
+                elif entry.error != OK:
+                    raise self._error(snapshot, region, chunk, entry)
+        for dst, src, n in partial:
+            ctypes.memmove(dst, src, n)
+
+    def _fill_bases(self, snapshot, region, jobs) -> None:
+        """Put the prologue's bytes under each diff chunk (runs of adjacent chunks in one call); C XORs in place."""
+        spans: list[list[int]] = []  # [offset in region, destination, length]
+        for chunk, dest in jobs:
+            if chunk.encoding != ENC_DIFF:
+                continue
+            if spans and spans[-1][0] + spans[-1][2] == chunk.offset and spans[-1][1] + spans[-1][2] == dest:
+                spans[-1][2] += chunk.length
+            else:
+                spans.append([chunk.offset, dest, chunk.length])
+        if spans:
+            base = snapshot._base_for(region, jobs[0][0])
+            for at, dest, n in spans:
+                self.decode_to(base, region.info.addr, at, dest, n)
+
+    @staticmethod
+    def _error(snapshot, region, chunk, entry) -> MnemeError:
+        """The error the Python reader raises for this chunk."""
+        path, block, code = snapshot.path, chunk.block, entry.error
+        if code == DIFF_BASE:
+            base = snapshot.base
+            return FormatError(path, f"{block}: region 0x{region.info.addr:x} was recorded as a diff against other "
+                               f"prologue bytes than those in {base.path}; open this epilogue with the prologue "
+                               "recorded with it")  # fmt: skip
+        if code == IO:
+            return FormatError(path, f"{block}: cannot read the snapshot: {os.strerror(entry.detail)}")
+        if code == NOMEM:
+            return MnemeError(f"{path}: {block}: out of host memory while decoding; free memory and retry")
+        name = ctypes.string_at(entry.detail2).decode(errors="replace") if code == ZSTD and entry.detail2 else "?"
+        messages = {
+            CHECKSUM: "payload checksum mismatch; the snapshot is corrupted, record it again",
+            TRUNCATED: "the file ended while reading this block; it is truncated",
+            ZSTD: f"zstd data does not decode ({name})",
+            ZSTD_SIZE: f"zstd data decodes to {entry.detail} bytes, expected {entry.detail2}",
+            SHUFFLE: f"shuffle element size {entry.detail} is not one of {SHUFFLE_SIZES}",
+            DIFF_SHORT: "diff chunk shorter than its header",
+            DIFF_TABLE: "diff chunk run table is malformed",
+            DIFF_RUN: f"diff run ({entry.detail}, {entry.detail2}) is out of order or outside the "
+                      f"{chunk.length}-byte chunk",
+            DIFF_SIZE: f"diff holds {entry.detail} bytes for runs of {entry.detail2}",
+            ENCODING: f"unknown chunk encoding {entry.detail}",
+        }  # fmt: skip
+        return corrupt(path, block, messages.get(code, f"the native reader failed with code {code}"))
