@@ -158,3 +158,24 @@ def test_the_parallel_read_copies_the_file_bytes(decoder, state):
     with open(pro, "rb") as handle:
         snapio.read_parallel(handle.fileno(), 100, out.nbytes, int(out.ctypes.data), 4, piece=4096)
     assert out.tobytes() == data[100:]
+
+
+def test_decodes_submitted_behind_each_other_all_land_and_a_failure_is_raised_by_its_own_wait(decoder, state):
+    pro, _ = state
+    at = chunk_payloads(pro)[2] + 17  # region A's third chunk
+    data = bytearray(pro.read_bytes())
+    data[at] ^= 1
+    pro.write_bytes(bytes(data))
+    with Snapshot.open(pro) as snap:
+        size = snap.region(B).size
+        outs = [np.zeros(size, np.uint8) for _ in range(3)]
+        pending = [decoder.submit(snap, B, 0, int(o.ctypes.data), size) for o in outs]
+        decoder.submit(snap, A, 0, int(outs[0].ctypes.data), 0).wait()  # an empty range is fine
+        broken = np.zeros(snap.region(A).size, np.uint8)
+        failing = decoder.submit(snap, A, 0, int(broken.ctypes.data), broken.nbytes)
+        for p in pending:
+            p.wait()
+        with pytest.raises(CorruptFileError, match="payload checksum mismatch"):
+            failing.wait()
+        expected = snap.read_region(B)
+    assert all(o.tobytes() == expected for o in outs)

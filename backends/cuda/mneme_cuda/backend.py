@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -61,6 +62,7 @@ from mneme_cuda.snapio import NativeDecoder, native_decoder
 log = logging.getLogger(__name__)
 
 STAGE_BYTES = 128 << 20  # each of the two pinned staging buffers (large fills keep 16 decoders busy)
+RESTORE_FILL = STAGE_BYTES // 2  # native restore: half staging buffers, three decoding while one copies
 PARALLEL_COPY_BYTES = 8 << 20  # host copies into staging above this size use several threads
 HOST_THREADS = min(16, os.cpu_count() or 1)  # staging copies and snapshot decoding
 JIT_CACHE_MODES = {"": None, "ca": "CU_JIT_CACHE_OPTION_CA", "cg": "CU_JIT_CACHE_OPTION_CG",
@@ -259,6 +261,7 @@ class CudaDevice(Device):
         self._compare_out: DeviceBuffer | None = None
         self._copier: ThreadPoolExecutor | None = None
         self._decoder: NativeDecoder | None | bool = False  # False: not looked up yet; None: not available
+        self._restore_events: list[Any] = []  # one per restore slot (half a staging buffer)
         self._events: list[Any] = []
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -280,7 +283,7 @@ class CudaDevice(Device):
                 pinned.close()
             except MnemeError as exc:
                 log.warning("freeing pinned memory failed: %s", exc)
-        for event in self._events + self._stage_events:
+        for event in self._events + self._stage_events + self._restore_events:
             cu.cuEventDestroy(event)
         if self._copier is not None:
             self._copier.shutdown(wait=False)
@@ -439,16 +442,22 @@ class CudaDevice(Device):
     def write_snapshot_region(self, snapshot: Any, addr: int, dst: int | None = None) -> int:
         """Restore one region of a snapshot (`Snapshot`) to `dst` (default: its recorded address); returns its size.
 
-        The snapshot decodes straight into the two pinned staging buffers in turn, while the
-        other buffer's transfer runs on the stream: no host copy in between, and decoding
-        overlaps the copy. Decoding is the native reader's (`mneme_cuda.snapio`: C threads read
-        and hash each piece while it is in cache, zstd into place, GIL released) where it is
-        built, else the snapshot's own `read_range_into` on the host threads.
+        The snapshot decodes straight into pinned staging while earlier fills' transfers run on
+        the stream: no host copy in between, and decoding overlaps the copy. With the native
+        reader (`mneme_cuda.snapio`: C threads read and hash each piece while it is in cache,
+        zstd into place, GIL released) the staging buffers' halves take turns, three decoding
+        (the C threads move on to the next fill without waiting for the slowest chunk) while
+        one copies; without it, the snapshot's own `read_range_into` on the host threads fills
+        the two buffers in turn.
         """
         cu = self._enter()
         info = snapshot.region(addr)
         dst = addr if dst is None else dst
-        plan = restore_plan(info.size, int(getattr(info, "chunk_size", 0) or 0), STAGE_BYTES)
+        chunk_size = int(getattr(info, "chunk_size", 0) or 0)
+        decoder = self._native() if isinstance(snapshot, Snapshot) else None
+        if decoder is not None:
+            return self._restore_native(decoder, snapshot, addr, dst, restore_plan(info.size, chunk_size, RESTORE_FILL))
+        plan = restore_plan(info.size, chunk_size, STAGE_BYTES)
         if not plan:
             return 0
         stages, events = self._staging()
@@ -461,6 +470,39 @@ class CudaDevice(Device):
             turn ^= 1
         self._sync(f"restoring region {addr:#x} of {getattr(snapshot, 'path', 'a snapshot')}")
         return info.size
+
+    def _restore_native(self, decoder: NativeDecoder, snapshot: Snapshot, addr: int, dst: int, plan) -> int:
+        cu = driver()
+        stages, _ = self._staging()
+        slots = [stage.ptr + half for stage in stages for half in range(0, STAGE_BYTES - RESTORE_FILL + 1, RESTORE_FILL)]
+        if not self._restore_events:
+            flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            self._restore_events = [check(cu.cuEventCreate(flags), "cuEventCreate") for _ in slots]
+            for event in self._restore_events:
+                check(cu.cuEventRecord(event, self.stream), "cuEventRecord")
+        events = self._restore_events
+        pending: deque = deque()  # (decode in flight, slot, offset, length), in plan order
+
+        def copy_oldest() -> None:
+            decode, slot, offset, length = pending.popleft()
+            decode.wait()
+            check(cu.cuMemcpyHtoDAsync(dst + offset, slots[slot], length, self.stream), f"copy to {dst + offset:#x}")
+            check(cu.cuEventRecord(events[slot], self.stream), "cuEventRecord")
+
+        try:
+            for k, (offset, length, _pieces) in enumerate(plan):
+                slot = k % len(slots)
+                check(cu.cuEventSynchronize(events[slot]), "waiting for a staging buffer")  # its copy of fill k - 4
+                pending.append((decoder.submit(snapshot, addr, offset, slots[slot], length), slot, offset, length))
+                if len(pending) == len(slots) - 1:
+                    copy_oldest()
+            while pending:
+                copy_oldest()
+        finally:
+            for decode, *_ in pending:  # on error: no C thread may still write into staging when this returns
+                decode.wait(check=False)
+        self._sync(f"restoring region {addr:#x} of {snapshot.path}")
+        return sum(length for _, length, _ in plan)
 
     def _decode_into(self, snapshot: Any, addr: int, offset: int, stage: np.ndarray,
                      pieces: list[tuple[int, int]]) -> None:

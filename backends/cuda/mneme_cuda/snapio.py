@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).resolve().parent / "native" / "snapio.c"
 CHECKOUT_LIB = Path(__file__).resolve().parents[3] / ".gpu" / "lib"
 FLAGS = ["-O3", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
-ABI = 1
+ABI = 2
 
 (OK, CHECKSUM, TRUNCATED, IO, ZSTD, ZSTD_SIZE, SHUFFLE, DIFF_SHORT, DIFF_TABLE, DIFF_RUN, DIFF_BASE, DIFF_SIZE,
  NO_ZSTD, ENCODING, NOMEM) = range(15)  # fmt: skip
@@ -140,6 +140,9 @@ def library() -> ctypes.CDLL | None:
     lib.snapio_destroy.argtypes, lib.snapio_destroy.restype = [ctypes.c_void_p], None
     lib.snapio_decode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ChunkEntry), ctypes.c_size_t]
     lib.snapio_decode.restype = ctypes.c_int
+    lib.snapio_submit.argtypes = lib.snapio_decode.argtypes
+    lib.snapio_submit.restype = ctypes.c_void_p
+    lib.snapio_wait.argtypes, lib.snapio_wait.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
     lib.snapio_pread.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
                                  ctypes.c_uint64]  # fmt: skip
     lib.snapio_pread.restype = ctypes.c_int
@@ -163,7 +166,8 @@ def read_parallel(fd: int, offset: int, length: int, ptr: int, threads: int, pie
 
 
 class NativeDecoder:
-    """Decodes snapshot ranges on `threads` C threads; owns their scratch buffers (reused: fresh memory is slow)."""
+    """Decodes snapshot ranges on `threads` persistent C threads, which keep their scratch buffers (fresh memory is
+    slow to fault in) and take chunks in submission order, so a decode submitted behind another starts at once."""
 
     def __init__(self, threads: int):
         self._lib = library()
@@ -173,9 +177,11 @@ class NativeDecoder:
         self._pool = self._lib.snapio_create(threads)
         if not self._pool:
             raise MnemeError("out of host memory creating the native snapshot reader")
-        self._lock = threading.Lock()  # one call at a time uses the per-thread scratch
+        self._pending: set[Decode] = set()
 
     def close(self) -> None:
+        for pending in list(self._pending):  # no C thread may write into memory after this returns
+            pending.wait(check=False)
         pool, self._pool = self._pool, None
         if pool:
             self._lib.snapio_destroy(pool)
@@ -201,6 +207,10 @@ class NativeDecoder:
 
     def decode_to(self, snapshot, addr: int, offset: int, ptr: int, length: int) -> None:
         """Decode `length` bytes of region `addr` from `offset` into host memory at `ptr`."""
+        self.submit(snapshot, addr, offset, ptr, length).wait()
+
+    def submit(self, snapshot, addr: int, offset: int, ptr: int, length: int) -> Decode:
+        """Start decoding into `ptr` (it must stay valid, and unread, until the returned `Decode.wait()`)."""
         if self._pool is None:
             raise MnemeError("the native snapshot reader was closed")
         region = snapshot._region(addr)  # the reader's chunk index; raises for a closed snapshot or no region
@@ -222,23 +232,17 @@ class NativeDecoder:
                 keep.append(tmp)
                 jobs.append((chunk, int(tmp.ctypes.data)))
                 partial.append((ptr + lo - offset, int(tmp.ctypes.data) + lo - chunk.offset, hi - lo))
-        if not jobs:
-            return
         self._fill_bases(snapshot, region, jobs)
         table = (ChunkEntry * len(jobs))()
         for entry, (chunk, dest) in zip(table, jobs):
             entry.file_offset, entry.stored, entry.checksum = chunk.payload_at, chunk.payload_size, chunk.payload_sum
             entry.dest, entry.base, entry.raw_length, entry.encoding = dest, 0, chunk.length, chunk.encoding
-        with self._lock:
-            failed = self._lib.snapio_decode(self._pool, snapshot._fd, table, len(jobs))
-        if failed:
-            for entry, (chunk, dest) in zip(table, jobs):
-                if entry.error == NO_ZSTD:  # no libzstd here: this chunk through the Python reader
-                    snapshot._decode(region, chunk, memoryview((ctypes.c_ubyte * chunk.length).from_address(dest)))
-                elif entry.error != OK:
-                    raise self._error(snapshot, region, chunk, entry)
-        for dst, src, n in partial:
-            ctypes.memmove(dst, src, n)
+        handle = self._lib.snapio_submit(self._pool, snapshot._fd, table, len(jobs)) if jobs else None
+        if jobs and not handle:
+            raise MnemeError(f"{snapshot.path}: out of host memory while decoding; free memory and retry")
+        pending = Decode(self, snapshot, region, jobs, table, handle, partial, keep)
+        self._pending.add(pending)
+        return pending
 
     def _fill_bases(self, snapshot, region, jobs) -> None:
         """Put the prologue's bytes under each diff chunk (runs of adjacent chunks in one call); C XORs in place."""
@@ -255,31 +259,57 @@ class NativeDecoder:
             for at, dest, n in spans:
                 self.decode_to(base, region.info.addr, at, dest, n)
 
-    @staticmethod
-    def _error(snapshot, region, chunk, entry) -> MnemeError:
-        """The error the Python reader raises for this chunk."""
-        path, block, code = snapshot.path, chunk.block, entry.error
-        if code == DIFF_BASE:
-            base = snapshot.base
-            return FormatError(path, f"{block}: region 0x{region.info.addr:x} was recorded as a diff against other "
-                               f"prologue bytes than those in {base.path}; open this epilogue with the prologue "
-                               "recorded with it")  # fmt: skip
-        if code == IO:
-            return FormatError(path, f"{block}: cannot read the snapshot: {os.strerror(entry.detail)}")
-        if code == NOMEM:
-            return MnemeError(f"{path}: {block}: out of host memory while decoding; free memory and retry")
-        name = ctypes.string_at(entry.detail2).decode(errors="replace") if code == ZSTD and entry.detail2 else "?"
-        messages = {
-            CHECKSUM: "payload checksum mismatch; the snapshot is corrupted, record it again",
-            TRUNCATED: "the file ended while reading this block; it is truncated",
-            ZSTD: f"zstd data does not decode ({name})",
-            ZSTD_SIZE: f"zstd data decodes to {entry.detail} bytes, expected {entry.detail2}",
-            SHUFFLE: f"shuffle element size {entry.detail} is not one of {SHUFFLE_SIZES}",
-            DIFF_SHORT: "diff chunk shorter than its header",
-            DIFF_TABLE: "diff chunk run table is malformed",
-            DIFF_RUN: f"diff run ({entry.detail}, {entry.detail2}) is out of order or outside the "
-                      f"{chunk.length}-byte chunk",
-            DIFF_SIZE: f"diff holds {entry.detail} bytes for runs of {entry.detail2}",
-            ENCODING: f"unknown chunk encoding {entry.detail}",
-        }  # fmt: skip
-        return corrupt(path, block, messages.get(code, f"the native reader failed with code {code}"))
+
+
+class Decode:
+    """A decode in flight (`NativeDecoder.submit`); `wait()` finishes it and raises the Python reader's error."""
+
+    def __init__(self, decoder, snapshot, region, jobs, table, handle, partial, keep):
+        self._decoder, self._snapshot, self._region = decoder, snapshot, region
+        self._jobs, self._table, self._handle, self._partial, self._keep = jobs, table, handle, partial, keep
+
+    def wait(self, check: bool = True) -> None:
+        """Block (GIL released) until the C threads are done with this range; then check every chunk."""
+        handle, self._handle = self._handle, None
+        self._decoder._pending.discard(self)
+        failed = self._decoder._lib.snapio_wait(self._decoder._pool, handle) if handle else 0
+        if not check:
+            return
+        snapshot, region = self._snapshot, self._region
+        if failed:
+            for entry, (chunk, dest) in zip(self._table, self._jobs):
+                if entry.error == NO_ZSTD:  # no libzstd here: this chunk through the Python reader
+                    snapshot._decode(region, chunk, memoryview((ctypes.c_ubyte * chunk.length).from_address(dest)))
+                elif entry.error != OK:
+                    raise _error(snapshot, region, chunk, entry)
+        for dst, src, n in self._partial:
+            ctypes.memmove(dst, src, n)
+
+
+def _error(snapshot, region, chunk, entry) -> MnemeError:
+    """The error the Python reader raises for this chunk."""
+    path, block, code = snapshot.path, chunk.block, entry.error
+    if code == DIFF_BASE:
+        base = snapshot.base
+        return FormatError(path, f"{block}: region 0x{region.info.addr:x} was recorded as a diff against other "
+                           f"prologue bytes than those in {base.path}; open this epilogue with the prologue "
+                           "recorded with it")  # fmt: skip
+    if code == IO:
+        return FormatError(path, f"{block}: cannot read the snapshot: {os.strerror(entry.detail)}")
+    if code == NOMEM:
+        return MnemeError(f"{path}: {block}: out of host memory while decoding; free memory and retry")
+    name = ctypes.string_at(entry.detail2).decode(errors="replace") if code == ZSTD and entry.detail2 else "?"
+    messages = {
+        CHECKSUM: "payload checksum mismatch; the snapshot is corrupted, record it again",
+        TRUNCATED: "the file ended while reading this block; it is truncated",
+        ZSTD: f"zstd data does not decode ({name})",
+        ZSTD_SIZE: f"zstd data decodes to {entry.detail} bytes, expected {entry.detail2}",
+        SHUFFLE: f"shuffle element size {entry.detail} is not one of {SHUFFLE_SIZES}",
+        DIFF_SHORT: "diff chunk shorter than its header",
+        DIFF_TABLE: "diff chunk run table is malformed",
+        DIFF_RUN: f"diff run ({entry.detail}, {entry.detail2}) is out of order or outside the "
+                  f"{chunk.length}-byte chunk",
+        DIFF_SIZE: f"diff holds {entry.detail} bytes for runs of {entry.detail2}",
+        ENCODING: f"unknown chunk encoding {entry.detail}",
+    }  # fmt: skip
+    return corrupt(path, block, messages.get(code, f"the native reader failed with code {code}"))

@@ -98,7 +98,7 @@ EXPORT int snapio_has_zstd(void) {
     return zstd.ok;
 }
 
-EXPORT int snapio_abi(void) { return 1; }
+EXPORT int snapio_abi(void) { return 2; }
 
 /* -- per-thread scratch, kept across calls (fresh memory is slow to fault in on a VM) --- */
 typedef struct {
@@ -107,34 +107,138 @@ typedef struct {
     size_t payload_cap, plain_cap;
 } scratch;
 
+/* A submitted table of chunks; owned by the caller's handle until snapio_wait frees it. */
+typedef struct batch {
+    int fd;
+    snapio_chunk *chunks;
+    size_t n, next, done;
+    int failed;
+    struct batch *link; /* the queue of batches with chunks not yet taken */
+} batch;
+
+/* Persistent workers pull chunks from the queue in submission order, so the next staging
+ * fill starts decoding while the last chunks of this one finish (no barrier per fill). */
 typedef struct {
-    int threads;
+    int threads, started, stop;
     scratch *slots;
+    pthread_t *ids;
+    pthread_mutex_t mu;
+    pthread_cond_t work, finished;
+    batch *head, *tail;
 } snapio_pool;
+
+typedef struct {
+    snapio_pool *pool;
+    int slot;
+} worker_arg;
+
+static int decode_chunk(int fd, scratch *s, snapio_chunk *c);
+
+static void *worker(void *p) {
+    snapio_pool *pool = ((worker_arg *)p)->pool;
+    scratch *s = &pool->slots[((worker_arg *)p)->slot];
+    free(p);
+    pthread_mutex_lock(&pool->mu);
+    for (;;) {
+        while (!pool->stop && !pool->head) pthread_cond_wait(&pool->work, &pool->mu);
+        if (pool->stop) break;
+        batch *b = pool->head;
+        snapio_chunk *c = &b->chunks[b->next++];
+        if (b->next == b->n && !(pool->head = b->link)) pool->tail = NULL;
+        pthread_mutex_unlock(&pool->mu);
+        int failed = decode_chunk(b->fd, s, c) != SNAPIO_OK;
+        pthread_mutex_lock(&pool->mu);
+        b->failed += failed;
+        if (++b->done == b->n) pthread_cond_broadcast(&pool->finished);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    return NULL;
+}
 
 EXPORT snapio_pool *snapio_create(int threads) {
     if (threads < 1) threads = 1;
     snapio_pool *pool = calloc(1, sizeof *pool);
     if (!pool) return NULL;
     pool->slots = calloc((size_t)threads, sizeof *pool->slots);
-    if (!pool->slots) {
+    pool->ids = calloc((size_t)threads, sizeof *pool->ids);
+    if (!pool->slots || !pool->ids) {
+        free(pool->slots);
+        free(pool->ids);
         free(pool);
         return NULL;
     }
     pool->threads = threads;
+    pthread_mutex_init(&pool->mu, NULL);
+    pthread_cond_init(&pool->work, NULL);
+    pthread_cond_init(&pool->finished, NULL);
     return pool;
 }
 
+/* Stop the workers (after the chunks already taken) and free everything; no batch may be pending. */
 EXPORT void snapio_destroy(snapio_pool *pool) {
     if (!pool) return;
+    pthread_mutex_lock(&pool->mu);
+    pool->stop = 1;
+    pthread_cond_broadcast(&pool->work);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 0; i < pool->started; i++) pthread_join(pool->ids[i], NULL);
     for (int i = 0; i < pool->threads; i++) {
         scratch *s = &pool->slots[i];
         if (s->dctx) zstd.free(s->dctx);
         free(s->payload);
         free(s->plain);
     }
+    pthread_mutex_destroy(&pool->mu);
+    pthread_cond_destroy(&pool->work);
+    pthread_cond_destroy(&pool->finished);
     free(pool->slots);
+    free(pool->ids);
     free(pool);
+}
+
+/* Queue n chunks of fd for decoding; the table must stay alive until snapio_wait. NULL: out of memory. */
+EXPORT batch *snapio_submit(snapio_pool *pool, int fd, snapio_chunk *chunks, size_t n) {
+    batch *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->fd = fd;
+    b->chunks = chunks;
+    b->n = n;
+    pthread_mutex_lock(&pool->mu);
+    while (pool->started < pool->threads) { /* started on first use: a pool that never decodes costs no threads */
+        worker_arg *arg = malloc(sizeof *arg);
+        if (!arg) break;
+        *arg = (worker_arg){pool, pool->started};
+        if (pthread_create(&pool->ids[pool->started], NULL, worker, arg)) {
+            free(arg);
+            break;
+        }
+        pool->started++;
+    }
+    if (n) {
+        if (pool->tail) pool->tail->link = b;
+        else pool->head = b;
+        pool->tail = b;
+        pthread_cond_broadcast(&pool->work);
+    }
+    pthread_mutex_unlock(&pool->mu);
+    if (n && pool->started == 0) { /* no thread could start: decode here */
+        pthread_mutex_lock(&pool->mu);
+        pool->head = pool->tail = NULL;
+        pthread_mutex_unlock(&pool->mu);
+        for (size_t i = 0; i < n; i++) b->failed += decode_chunk(fd, &pool->slots[0], &chunks[i]) != SNAPIO_OK;
+        b->next = b->done = n;
+    }
+    return b;
+}
+
+/* Wait until every chunk of the batch is decoded, free it, and return how many failed. */
+EXPORT int snapio_wait(snapio_pool *pool, batch *b) {
+    pthread_mutex_lock(&pool->mu);
+    while (b->done < b->n) pthread_cond_wait(&pool->finished, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
+    int failed = b->failed;
+    free(b);
+    return failed;
 }
 
 static int grow(uint8_t **buf, size_t *cap, size_t need) {
@@ -288,45 +392,10 @@ static int decode_chunk(int fd, scratch *s, snapio_chunk *c) {
     return SNAPIO_OK;
 }
 
-typedef struct {
-    int fd;
-    snapio_chunk *chunks;
-    size_t n;
-    atomic_size_t next;
-    atomic_int failed;
-} job;
-
-typedef struct {
-    job *job;
-    scratch *scratch;
-} worker_arg;
-
-static void *worker(void *p) {
-    worker_arg *w = p;
-    job *j = w->job;
-    for (;;) {
-        size_t i = atomic_fetch_add(&j->next, 1);
-        if (i >= j->n) break;
-        if (decode_chunk(j->fd, w->scratch, &j->chunks[i])) atomic_fetch_add(&j->failed, 1);
-    }
-    return NULL;
-}
-
-/* Decode n chunks from fd on up to the pool's threads (the caller's among them); returns how many failed. */
+/* Decode n chunks from fd on the pool's threads and wait; returns how many failed (-1: out of memory). */
 EXPORT int snapio_decode(snapio_pool *pool, int fd, snapio_chunk *chunks, size_t n) {
-    job j = {.fd = fd, .chunks = chunks, .n = n};
-    atomic_init(&j.next, 0);
-    atomic_init(&j.failed, 0);
-    size_t threads = (size_t)pool->threads < n ? (size_t)pool->threads : n;
-    pthread_t ids[threads ? threads : 1];
-    worker_arg args[threads ? threads : 1];
-    size_t started = 1;
-    for (size_t t = 0; t < threads; t++) args[t] = (worker_arg){&j, &pool->slots[t]};
-    for (; started < threads; started++)
-        if (pthread_create(&ids[started], NULL, worker, &args[started])) break;
-    if (threads) worker(&args[0]);
-    for (size_t t = 1; t < started; t++) pthread_join(ids[t], NULL);
-    return atomic_load(&j.failed);
+    batch *b = snapio_submit(pool, fd, chunks, n);
+    return b ? snapio_wait(pool, b) : -1;
 }
 
 /* -- a plain parallel read, no checks: the page-cache ceiling the restore is measured against -- */
