@@ -6,6 +6,7 @@ code object's AMDGPU metadata note (read in process) for AMD.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import logging
 import os
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -117,14 +119,20 @@ def codegen(
     times: dict[str, float] = {}
     start = time.perf_counter()
     if target == "nvptx":
+        if emit == "cubin" and config.codegen_method == "parallel" and _parallel_possible(module, kernel_name):
+            from mneme.core import parallel_codegen
+
+            ptx = parallel_codegen.emit_partitions(module, kernel_name, arch, config.codegen_opt)
+        else:
+            ptx = tm.emit_assembly(module)
         # Line tables (Triton's IR carries them) make LLVM mark the target ", debug", which ptxas
         # refuses at any optimization level; the .loc lines alone give profilers their line info.
-        ptx = _DEBUG_TARGET.sub(r"\1", tm.emit_assembly(module))
+        ptx = [_DEBUG_TARGET.sub(r"\1", part) for part in ([ptx] if isinstance(ptx, str) else ptx)]
         times["codegen"] = time.perf_counter() - start
         if emit == "ptx":
-            return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx.encode(), Resources(), times)
+            return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx[0].encode(), Resources(), times)
         start = time.perf_counter()
-        cubin, report, tool = assemble_ptx(ptx, arch, config, name=kernel_name)
+        cubin, report, tool = assemble_ptx(ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name)
         times["assemble"] = time.perf_counter() - start
         resources = ptxas_resources(report, kernel_name)
         log.debug("assembled %s with %s: %s", kernel_name, tool, resources)
@@ -144,6 +152,22 @@ def codegen(
     resources = hsaco_resources(hsaco, kernel_name)
     times["resources"] = time.perf_counter() - start
     return DeviceBinary("hip", arch, "hsaco", kernel_name, hsaco, resources, times)
+
+
+def _parallel_possible(module: llvm.ModuleRef, kernel_name: str) -> bool:
+    """Parallel NVPTX code generation needs nvJitLink (it links the partitions) and no debug info."""
+    if _nvjitlink() is None:
+        log.warning("codegen_method=parallel for kernel %r needs nvJitLink to link the partitions "
+                    "(pip install nvidia-nvjitlink cuda-bindings); generating it serially", kernel_name)  # fmt: skip
+        return False
+    if any(name == "llvm.dbg.cu" for name in _named_metadata(module)):
+        log.info("kernel %r carries debug info; generating it serially", kernel_name)
+        return False
+    return True
+
+
+def _named_metadata(module: llvm.ModuleRef) -> list[str]:
+    return re.findall(r"^!([-\w.$]+) = !\{", str(module), re.MULTILINE)
 
 
 # -- PTX -> cubin ------------------------------------------------------------------------------
@@ -166,10 +190,33 @@ def _nvjitlink():
         from cuda.bindings import nvjitlink
 
         nvjitlink.version()
+        _keep_freed_heap()
         return nvjitlink
     except Exception as exc:  # not installed, or the shared library is missing
         log.debug("nvJitLink not usable (%s); using the ptxas executable", exc)
         return None
+
+
+# glibc mallopt parameters and the values that keep nvJitLink's per-handle working memory (about 5 MB
+# for a small kernel) mapped between builds: without them every handle re-faults it page by page.
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+_MALLOC_TUNING = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 64 << 20), (_M_TOP_PAD, 16 << 20))
+
+
+def _keep_freed_heap() -> bool:
+    """Let this process keep up to 64 MiB of freed heap instead of returning it to the kernel at once.
+
+    Halves nvJitLink's fixed cost per small kernel (measured: benchmarks/results/cpu-compile.md);
+    the generated code is unchanged. MNEME_MALLOC_TUNING=0 leaves glibc's defaults; not glibc: no-op.
+    """
+    if os.environ.get("MNEME_MALLOC_TUNING", "1") == "0":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return all(mallopt(param, value) == 1 for param, value in _MALLOC_TUNING)
 
 
 def ptx_assembler() -> str:
@@ -186,24 +233,29 @@ def ptxas_options(arch: str, config: ExperimentConfiguration) -> list[str]:
     return opts
 
 
-def assemble_ptx(ptx: str, arch: str, config: ExperimentConfiguration, name: str = "kernel",
+def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfiguration, name: str = "kernel",
                  assembler: str | None = None) -> tuple[bytes, str, str]:  # fmt: skip
     """PTX -> cubin. Returns (cubin, the assembler's verbose report, "nvjitlink"|"ptxas").
 
     `assembler` forces "nvjitlink" or "ptxas"; by default nvJitLink when it loads, else ptxas.
+    Several PTX texts (the partitions of parallel code generation) are linked: nvJitLink only.
     """
     if assembler not in (None, "nvjitlink", "ptxas"):
         raise UsageError(f"unknown PTX assembler {assembler!r}; use nvjitlink or ptxas")
+    parts = [ptx] if isinstance(ptx, str) else list(ptx)
     nvjitlink = None if assembler == "ptxas" else _nvjitlink()
-    if assembler == "nvjitlink" and nvjitlink is None:
-        raise IRError("nvJitLink is not usable here: pip install nvidia-nvjitlink cuda-bindings")
+    if (assembler == "nvjitlink" or len(parts) > 1) and nvjitlink is None:
+        raise IRError(f"nvJitLink is not usable here (needed to {'link the PTX partitions of' if len(parts) > 1 else 'assemble'} "
+                      f"kernel {name!r}): pip install nvidia-nvjitlink cuda-bindings")  # fmt: skip
     if nvjitlink is not None:
         opts = [f"-arch={arch}"] + [f"-Xptxas={o}" for o in ptxas_options(arch, config)[1:]]
         handle = nvjitlink.create(len(opts), opts)
         try:
-            data = ptx.encode()
             try:
-                nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), f"{name}.ptx")
+                for i, part in enumerate(parts):
+                    data = part.encode()
+                    label = f"{name}.ptx" if len(parts) == 1 else f"{name}.{i}.ptx"
+                    nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), label)
                 nvjitlink.complete(handle)
             except nvjitlink.nvJitLinkError as exc:
                 size = nvjitlink.get_error_log_size(handle)
@@ -218,7 +270,7 @@ def assemble_ptx(ptx: str, arch: str, config: ExperimentConfiguration, name: str
             return bytes(cubin), info.decode(errors="replace"), "nvjitlink"
         finally:
             nvjitlink.destroy(handle)
-    return _ptxas_subprocess(ptx, arch, config, name) + ("ptxas",)
+    return _ptxas_subprocess(parts[0], arch, config, name) + ("ptxas",)
 
 
 def _ptxas_subprocess(ptx: str, arch: str, config: ExperimentConfiguration, name: str) -> tuple[bytes, str]:

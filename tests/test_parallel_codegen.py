@@ -1,0 +1,132 @@
+"""codegen_method=parallel: PTX per partition in worker processes, linked by nvJitLink into one cubin."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from irbuild import build_cuda_ir, corpus, cuda_available
+
+from mneme.core import codegen, ir, parallel_codegen, pipeline
+from mneme.core.errors import UsageError
+from mneme.core.types import ExperimentConfiguration
+
+pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
+needs_nvjitlink = pytest.mark.skipif(codegen.ptx_assembler() != "nvjitlink",
+                                     reason="nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed")  # fmt: skip
+O3 = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
+READELF = "llvm-readelf-19"
+
+
+def many_functions_source(functions: int, with_global: bool = False) -> str:
+    """A kernel calling `functions` noinline device functions; optionally one of them reads a __device__ global."""
+    lines = ["__device__ float scale_table[4] = {1.0f, 2.0f, 3.0f, 4.0f};"] if with_global else []
+    for i in range(functions):
+        extra = " * scale_table[k & 3]" if with_global and i == functions - 1 else ""
+        lines.append(f"__device__ __noinline__ float f{i}(float x, int k) {{\n"
+                     f"  float y = x * {i + 1}.0f + k{extra};\n  for (int j = 0; j < (k & 3); ++j) y = y * 0.5f + {i}.25f;\n"
+                     f"  return y > {i}.0f ? y - x : y + x;\n}}")  # fmt: skip
+    body = "\n".join(f"  acc += f{i}(acc, i + {i});" for i in range(functions))
+    lines.append('extern "C" __global__ void many_functions(const float* in, float* out, int n) {\n'
+                 f"  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  float acc = in[i];\n{body}\n"
+                 "  out[i] = acc;\n}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _module(tmp_path, functions: int, with_global: bool = False):
+    src = tmp_path / f"many_{functions}{'_g' if with_global else ''}.cu"
+    src.write_text(many_functions_source(functions, with_global))
+    return ir.link([build_cuda_ir(src)], "many_functions")
+
+
+def _optimized(mod, kernel):
+    pre = pipeline.preprocess(mod, kernel, O3, base_hash="test")
+    pipeline.optimize(pre.module, O3, "nvptx", "sm_90")
+    return pre.module
+
+
+def _functions(cubin: bytes, tmp_path) -> dict[str, int]:
+    """FUNC symbol -> code size, as llvm-readelf reads the cubin's ELF symbol table."""
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    out = subprocess.run([READELF, "--symbols", "--wide", str(path)], capture_output=True, text=True, check=True).stdout
+    return {cols[-1]: int(cols[2]) for cols in (line.split() for line in out.splitlines()) if len(cols) >= 8 and cols[3] == "FUNC"}
+
+
+def test_partitions_cover_every_function_once_and_keep_global_users_with_the_kernel(tmp_path):
+    mod = _optimized(_module(tmp_path, 40, with_global=True), "many_functions")
+    parts = parallel_codegen.partitions(mod, "many_functions", 3)
+    names = [n for p in parts for n in p]
+    assert sorted(names) == sorted(ir.defined_functions(mod)) and len(names) == len(set(names))
+    assert len(parts) == 3 and parts[0][0] == "many_functions"
+    reads_global = [n for n in names if n.startswith("_Z3f39")]
+    assert reads_global and reads_global[0] in parts[0]  # scale_table is defined once, with the kernel
+
+
+def test_a_small_module_is_one_partition(tmp_path):
+    mod = _optimized(ir.link([build_cuda_ir("saxpy")], "saxpy"), "saxpy")
+    assert parallel_codegen.partitions(mod, "saxpy", 8) == [["saxpy"]]
+
+
+def test_partition_ptx_declares_the_callees_other_partitions_define(tmp_path):
+    mod = _optimized(_module(tmp_path, 24), "many_functions")
+    ptxs = parallel_codegen.emit_partitions(mod, "many_functions", "sm_90", 3, jobs=2)
+    assert len(ptxs) == 2
+    assert ".visible .entry many_functions" in ptxs[0] and ".visible .entry" not in ptxs[1]
+    called_elsewhere = [line for line in ptxs[0].splitlines() if line.startswith(".extern .func")]
+    assert called_elsewhere and all("many_functions" not in line for line in called_elsewhere)
+
+
+@needs_nvjitlink
+def test_parallel_cubin_has_the_functions_and_resources_of_the_serial_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("MNEME_CODEGEN_JOBS", "2")
+    mod = _module(tmp_path, 48)
+    serial = pipeline.compile(mod, "many_functions", O3, "sm_90", cache=False)
+    parallel = pipeline.compile(mod, "many_functions", O3.replace(codegen_method="parallel"), "sm_90", cache=False)
+    assert parallel.kind == "cubin" and parallel.data[:4] == b"\x7fELF"
+    assert parallel.resources == serial.resources and serial.resources.registers > 0
+    serial_funcs, parallel_funcs = _functions(serial.data, tmp_path), _functions(parallel.data, tmp_path)
+    assert serial_funcs.keys() == parallel_funcs.keys() and len(serial_funcs) == 49
+    assert parallel_funcs["many_functions"] == serial_funcs["many_functions"]  # the kernel's code: same size
+
+
+@needs_nvjitlink
+@pytest.mark.parametrize("kernel", [k for item in corpus() for k in item.kernels])
+def test_parallel_codegen_of_a_corpus_kernel_gives_the_serial_cubin(kernel):
+    item = next(i for i in corpus() if kernel in i.kernels)
+    mod = ir.link([build_cuda_ir(item.source)], kernel)
+    serial = pipeline.compile(mod, kernel, O3, "sm_90", cache=False)
+    parallel = pipeline.compile(mod, kernel, O3.replace(codegen_method="parallel"), "sm_90", cache=False)
+    assert parallel.data == serial.data  # too small to split: the serial path, byte for byte
+
+
+def test_codegen_jobs_rejects_a_bad_environment_value(monkeypatch):
+    monkeypatch.setenv("MNEME_CODEGEN_JOBS", "zero")
+    with pytest.raises(UsageError, match="MNEME_CODEGEN_JOBS"):
+        parallel_codegen.codegen_jobs()
+
+
+_ASSEMBLE = """
+import sys
+from mneme.core import codegen
+from mneme.core.types import ExperimentConfiguration
+config = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), ptxas_opt=3)
+cubin, _, tool = codegen.assemble_ptx(open(sys.argv[1]).read(), "sm_90", config, "saxpy", assembler="nvjitlink")
+sys.stdout.buffer.write(cubin)
+"""
+
+
+@needs_nvjitlink
+def test_keeping_freed_heap_does_not_change_the_cubin(tmp_path):
+    ptx = pipeline.compile(ir.link([build_cuda_ir("saxpy")], "saxpy"), "saxpy", O3, "sm_90", emit="ptx", cache=False).data
+    (tmp_path / "saxpy.ptx").write_bytes(ptx)
+
+    def cubin(tuning: str) -> bytes:
+        env = {**os.environ, "MNEME_MALLOC_TUNING": tuning}
+        return subprocess.run([sys.executable, "-c", _ASSEMBLE, str(tmp_path / "saxpy.ptx")], env=env,
+                              capture_output=True, check=True).stdout  # fmt: skip
+
+    tuned, default = cubin("1"), cubin("0")
+    assert tuned[:4] == b"\x7fELF" and tuned == default
