@@ -117,6 +117,20 @@ def python_path(device):
         device._decoder = saved
 
 
+def sweep_threads(device, snap, size: int) -> dict:
+    from mneme_cuda.snapio import NativeDecoder
+
+    saved, found = device._native(), {}
+    try:
+        for threads in (4, 8, 12, 16, 24, 32):
+            with NativeDecoder(threads) as decoder:
+                device._decoder = decoder
+                found[threads] = size / best_seconds(lambda: device.write_snapshot_region(snap, BASE), repeat=3) / 1e9
+    finally:
+        device._decoder = saved
+    return found
+
+
 def restore(device, size: int) -> dict:
     """Warm page cache (the files were just written); cold reads depend on the disk and cannot be controlled."""
     from mneme_cuda.backend import HOST_THREADS
@@ -160,6 +174,8 @@ def restore(device, size: int) -> dict:
                 with python_path(device):
                     t[f"{encoding}_python_restore"] = best_seconds(lambda: device.write_snapshot_region(snap, BASE),
                                                                    repeat=2)  # fmt: skip
+                if encoding == "raw" and native:  # how the native restore scales with its thread count
+                    out["restore_raw_GBps_by_threads"] = sweep_threads(device, snap, size)
                 device.write_snapshot_region(snap, BASE)
                 for at in (0, size // 2 + 12345, size - 4096):
                     assert device.read(BASE + at, 4096) == data[at:at + 4096].tobytes(), (encoding, at)
@@ -341,7 +357,9 @@ def main() -> int:
                      f"{r['restore_zstd_python_reader_GBps']:.1f} GB/s = "
                      f"{r['ratio_restore_zstd_python_reader_vs_pinned']:.2f}x); host decode alone: raw "
                      f"{r['decode_raw_into_pinned_GBps']:.1f} GB/s, zstd {r['decode_zstd_into_pinned_GBps']:.1f} GB/s; "
-                     f"write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x")
+                     f"write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x"
+                     + "; raw restore by native threads: "
+                     + ", ".join(f"{n}: {g:.1f}" for n, g in r.get("restore_raw_GBps_by_threads", {}).items()))
     e = figures.get("executor_open", {})
     if "error" not in e:
         lines.append(f"open      BaseExecutor.open() of a {e['prologue_bytes'] >> 20} MiB prologue ({'/'.join(e['encodings'])}) "
