@@ -331,6 +331,8 @@ def main() -> int:
         except Exception as exc:  # one broken figure must not hide the others
             logging.exception("benchmark %s failed", name)
             figures[name] = {"error": repr(exc)}
+        if opts.json:  # each section as it ends: a run cut short keeps what it measured
+            opts.json.write_text(json.dumps(figures, indent=2))
 
     with backend.open_device(0) as device:
         figures["device"] = device.info.name
