@@ -357,7 +357,7 @@ def main() -> int:
                      f"{100 * r['zstd_stored_ratio']:.0f}%, chunk encodings {r['zstd_chunk_encodings']}) "
                      f"{r['restore_zstd_GBps']:.1f} GB/s = {r['ratio_restore_zstd_vs_pinned']:.2f}x (Python reader "
                      f"{r['restore_zstd_python_reader_GBps']:.1f} GB/s = "
-                     f"{r['ratio_restore_zstd_python_reader_vs_pinned']:.2f}x); host decode alone: raw "
+                     f"{r['ratio_restore_zstd_python_reader_vs_pinned']:.2f}x); host decode alone (one fill at a time): raw "
                      f"{r['decode_raw_into_pinned_GBps']:.1f} GB/s, zstd {r['decode_zstd_into_pinned_GBps']:.1f} GB/s; "
                      f"write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x"
                      + "; raw restore by native threads: "
