@@ -226,3 +226,86 @@ def test_a_write_past_the_file_size_limit_removes_the_file_and_reports_the_errno
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(errno.EFBIG), str(errno.EFBIG)]
     assert list(out.iterdir()) == []  # neither the snapshot nor its temporary file
+
+
+# -- finalize: launch folders whose snapshots the recorder wrote itself (manifest version 2) -----
+
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+KERNELS = Path(__file__).parent / "data" / "kernels"
+
+
+def _native_launch(lib, raw: Path, image: bytes, policy_in_file: int, policy_in_manifest: str) -> tuple[bytes, bytes]:
+    """A launch folder laid out as the recorder writes it: saxpy's y = 2x + y over 4096 floats."""
+    import json
+    import struct
+
+    n = 4096
+    x, y0 = np.arange(n, dtype=np.float32), np.ones(n, dtype=np.float32)
+    y1 = 2 * x + y0
+    x_addr, y_addr = BASE, BASE + (2 << 20)
+    args = struct.pack("<ifQQ", n, 2.0, x_addr, y_addr)
+    layout = [(0, 4), (4, 4), (8, 8), (16, 8)]
+    (raw / "images").mkdir(parents=True, exist_ok=True)
+    (raw / "images" / "i.cubin").write_bytes(image)
+    folder = raw / "launch-5-000000"
+    folder.mkdir()
+    pro = NativeWriter(lib, folder / "prologue.mneme", 0)
+    pro.args(args, layout)
+    assert pro.region(x_addr, x.tobytes()) == 0
+    assert pro.region(y_addr, y0.tobytes(), dtype=policy_in_file, threshold=1e-5 if policy_in_file else 0.0,
+                      relative=bool(policy_in_file)) == 0  # fmt: skip
+    base_id = pro.snapshot_id()
+    assert pro.finish() == 0
+    epi = NativeWriter(lib, folder / "epilogue.mneme", 1, base_id=base_id)
+    epi.args(args, layout)
+    assert epi.region(x_addr, x.tobytes(), encoding=ENC_DIFF, base=x.tobytes()) == 0
+    assert epi.region(y_addr, y1.tobytes(), encoding=ENC_DIFF, base=y0.tobytes(), dtype=policy_in_file,
+                      threshold=1e-5 if policy_in_file else 0.0, relative=bool(policy_in_file)) == 0  # fmt: skip
+    assert epi.finish() == 0
+    manifest = {"format": "mneme-cuda-raw", "version": 2, "kernel": "saxpy", "pid": 5, "sequence": 0,
+                "instance_key": "1", "grid": [16, 1, 1], "block": [256, 1, 1], "shared_mem": 0, "va_base": BASE,
+                "va_size": 1 << 40, "image": "images/i.cubin", "image_kind": "cubin", "args": args.hex(),
+                "params": [list(p) for p in layout], "regions": [[x_addr, n * 4], [y_addr, n * 4]], "globals": [],
+                "policies": [{"addr": y_addr, "dtype": policy_in_manifest, "threshold": 1e-5, "relative": True,
+                              "norm": "none", "tag": "y"}],
+                "prologue": "prologue.mneme", "epilogue": "epilogue.mneme", "capture": "device shadow",
+                "epilogue_format": "diff", "write_seconds": 0.01, "stored_bytes": 1}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return y0.tobytes(), y1.tobytes()
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
+def test_finalize_moves_the_recorders_own_snapshots_under_their_database_names(library, tmp_path):
+    recorder = pytest.importorskip("mneme_cuda.recorder")
+    from mneme.core.records import RecordedExecution
+
+    cubin = tmp_path / "saxpy.cubin"
+    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True,
+                   capture_output=True)  # fmt: skip
+    raw = tmp_path / "raw"
+    y0, y1 = _native_launch(load(library), raw, cubin.read_bytes(), F32, "f32")
+    (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.prologue_path.parent == tmp_path / "db" and inst.prologue_path.name.startswith("DeviceState.prologue.")
+    assert not (raw / "launch-5-000000" / "prologue.mneme").exists()  # moved, not copied
+    with Snapshot.open(inst.prologue_path) as prologue, Snapshot.open(inst.epilogue_path, base=prologue,
+                                                                      verify=True) as epilogue:  # fmt: skip
+        assert bytes(prologue.read_region(BASE + (2 << 20))) == y0
+        assert bytes(epilogue.read_region(BASE + (2 << 20))) == y1
+        assert epilogue.region(BASE + (2 << 20)).policy == RegionPolicy(dtype="f32", threshold=1e-5, relative=True)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
+def test_finalize_refuses_snapshots_whose_policies_differ_from_the_manifest(library, tmp_path):
+    recorder = pytest.importorskip("mneme_cuda.recorder")
+    from mneme.core.errors import FormatError
+
+    cubin = tmp_path / "saxpy.cubin"
+    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True,
+                   capture_output=True)  # fmt: skip
+    raw = tmp_path / "raw"
+    _native_launch(load(library), raw, cubin.read_bytes(), 0, "f32")  # the file says exact, the manifest f32
+    with pytest.raises(FormatError, match="policy") as info:
+        recorder.finalize(raw, tmp_path / "db", arch="sm_90")
+    assert "prologue.mneme" in str(info.value)
+    assert (raw / "launch-5-000000" / "prologue.mneme").exists()  # nothing was moved

@@ -2,12 +2,14 @@
 
 The recorder (`backends/cuda/recorder/mneme_recorder.cpp`) is a shared library injected with
 LD_PRELOAD. It places the application's device allocations in one range reserved at a fixed
-address and, for each selected launch, writes `launch-<pid>-<n>/` with a manifest, the
-prologue and the epilogue bytes of every live allocation and of the module's device globals;
-the code image the kernel's module was loaded from goes to `images/` once, and the process's
-`/proc/self/maps` to `maps-<pid>.txt`. `finalize` turns those into Mneme snapshots and one
-recording database per kernel (IR from `--ir` files or the IR-source plugins, and the loaded
-cubin/PTX). docs/design/recording.md explains the mechanism.
+address and, for each selected launch, writes `launch-<pid>-<n>/` with a manifest and the
+prologue and epilogue snapshots (Mneme's format, written natively from device shadow copies
+by a background thread) of every live allocation and of the module's device globals; the code
+image the kernel's module was loaded from goes to `images/` once, and the process's
+`/proc/self/maps` to `maps-<pid>.txt`. `finalize` checks and moves those snapshots under their
+database names (older raw-dump folders it converts) and writes one recording database per
+kernel (IR from `--ir` files or the IR-source plugins, and the loaded cubin/PTX).
+docs/design/recording.md explains the mechanism.
 
 The library is built on first use with the system C++ compiler against the CUDA toolkit's
 `cuda.h` (`build()`, `mneme cuda build-recorder`); where neither exists the plugin still
@@ -16,6 +18,7 @@ works for replay and `status()` says why the recorder is missing.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -37,6 +40,9 @@ from mneme.core.errors import FormatError, MnemeError, UsageError
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).resolve().parents[1] / "recorder" / "mneme_recorder.cpp"
+# Every file the library is built from (the snapshot writer's header included, for the rebuild check).
+SOURCES = (SOURCE, SOURCE.with_name("snapshot_writer.cpp"))
+HEADERS = (SOURCE.with_name("snapshot_writer.h"),)
 LIBRARY = "libmneme_cuda_recorder.so"
 DEFAULT_VA_BASE = 0x153940000000
 GRANULARITY = 2 << 20
@@ -69,8 +75,17 @@ def library_path() -> Path | None:
     if explicit:
         return Path(explicit) if Path(explicit).exists() else None
     built = build_dir() / LIBRARY
-    if built.exists() and (not SOURCE.exists() or built.stat().st_mtime >= SOURCE.stat().st_mtime):
+    sources = [p for p in (*SOURCES, *HEADERS) if p.exists()]
+    if built.exists() and all(built.stat().st_mtime >= p.stat().st_mtime for p in sources):
         return built
+    return None
+
+
+def xxhash_include() -> Path | None:
+    """The folder holding xxhash.h (the snapshot writer's checksums), or None."""
+    for root in filter(None, [os.environ.get("XXHASH_INCLUDE", ""), "/usr/include", "/usr/local/include"]):
+        if (Path(root) / "xxhash.h").exists():
+            return Path(root)
     return None
 
 
@@ -85,6 +100,8 @@ def status() -> tuple[bool, str]:
         return False, "not built: no C++ compiler (install g++ or clang++)"
     if cuda_include() is None:
         return False, "not built: CUDA toolkit headers (cuda.h) not found; install the toolkit or set CUDA_PATH"
+    if xxhash_include() is None:
+        return False, "not built: xxhash.h not found; install libxxhash-dev (or set XXHASH_INCLUDE)"
     return True, "not built yet: built on first use (or run `mneme cuda build-recorder`)"
 
 
@@ -102,10 +119,14 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
         raise MnemeError("cannot build the CUDA recorder: no C++ compiler found (install g++ or set CXX)")
     if include is None:
         raise MnemeError("cannot build the CUDA recorder: cuda.h not found; install the CUDA toolkit or set CUDA_PATH")
+    xxh = xxhash_include()
+    if xxh is None:
+        raise MnemeError("cannot build the CUDA recorder: xxhash.h not found; install libxxhash-dev "
+                         "(or set XXHASH_INCLUDE to its folder)")  # fmt: skip
     out_dir.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(f".{os.getpid()}.tmp")
     command = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare",
-               f"-I{include}", str(SOURCE), "-o", str(tmp), "-ldl", "-lpthread"]  # fmt: skip
+               f"-I{include}", f"-I{xxh}", *map(str, SOURCES), "-o", str(tmp), "-ldl", "-lpthread"]  # fmt: skip
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tmp.unlink(missing_ok=True)
@@ -116,12 +137,15 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
 
 def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
                 va_base: int = DEFAULT_VA_BASE, library: Path | None = None,
-                record_ranks: str | None = None) -> dict[str, str]:  # fmt: skip
+                record_ranks: str | None = None, epilogue_format: str = "diff") -> dict[str, str]:  # fmt: skip
     """The environment that runs a command under the recorder.
 
     `record_ranks`: "all", a comma-separated list of MPI ranks, or None (rank 0 when a launcher
-    announces ranks, else the one process).
+    announces ranks, else the one process). `epilogue_format`: how the recorder stores each
+    epilogue region (see `finalize`).
     """
+    if epilogue_format not in EPILOGUE_FORMATS:
+        raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
     library = library or build()
     env = dict(os.environ)
     env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
@@ -133,6 +157,7 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
         env["MNEME_RECORD_KERNEL"] = kernel
     if record_ranks:
         env["MNEME_RECORD_RANKS"] = record_ranks
+    env["MNEME_RECORD_EPILOGUE_FORMAT"] = epilogue_format
     return env
 
 
@@ -272,6 +297,11 @@ def watch(proc: subprocess.Popen, raw_dir: Path, console, interval: float = 0.5)
     return code
 
 
+# Launch manifests: 1, raw dumps (prologue.bin, epilogue.bin) that finalize converts; 2, snapshot
+# files the recorder wrote itself (prologue.mneme, epilogue.mneme) that finalize moves into place.
+MANIFEST_VERSIONS = (1, 2)
+
+
 def launches(raw_dir: Path) -> list[tuple[Path, dict]]:
     """Every complete launch folder the recorder wrote (incomplete `.tmp` folders are skipped)."""
     found = []
@@ -282,8 +312,10 @@ def launches(raw_dir: Path) -> list[tuple[Path, dict]]:
             manifest = json.loads((folder / "manifest.json").read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise FormatError(folder / "manifest.json", f"unreadable recorder manifest: {exc}") from exc
-        if manifest.get("format") != "mneme-cuda-raw" or manifest.get("version") != 1:
-            raise FormatError(folder / "manifest.json", "not a version-1 mneme-cuda-raw manifest", field="format")
+        if manifest.get("format") != "mneme-cuda-raw" or manifest.get("version") not in MANIFEST_VERSIONS:
+            raise FormatError(folder / "manifest.json", f"not a mneme-cuda-raw manifest of version "
+                              f"{' or '.join(map(str, MANIFEST_VERSIONS))}; record again with this Mneme",
+                              field="format")  # fmt: skip
         found.append((folder, manifest))
     return found
 
@@ -561,7 +593,9 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
     (`--mode cubin|ptx`). A kernel with neither is skipped with a warning.
 
     `epilogue_format`: "diff" (each region as a diff against the prologue), "bytes" (each
-    region whole, zstd), "best" (whole for regions the kernel mostly rewrote, else a diff).
+    region whole, zstd), "best" (whole for regions the kernel mostly rewrote, else a diff);
+    it applies to raw-dump (version 1) launch folders: the recorder writes version-2 folders'
+    snapshots itself, as `mneme record --epilogue-format` told it (MNEME_RECORD_EPILOGUE_FORMAT).
     Regions the application annotated (mneme_annotate, mneme.annotate) get that verification
     policy in both snapshots; the others compare exactly.
     """
@@ -645,9 +679,14 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                 continue
             prologue_path = out / f"DeviceState.prologue.{static_hash}.{dynamic}.mneme"
             epilogue_path = out / f"DeviceState.epilogue.{static_hash}.{dynamic}.mneme"
+            policies = region_policies(manifest, str(folder / "manifest.json"))
+            if manifest["version"] >= 2:  # the recorder wrote the snapshots itself: check them, move them
+                _place_snapshots(folder, manifest, policies, prologue_path, epilogue_path)
+                rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
+                                 epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ)  # fmt: skip
+                continue
             before, globals_before = _regions(folder, "prologue.bin", manifest)
             after, globals_after = _regions(folder, "epilogue.bin", manifest)
-            policies = region_policies(manifest, str(folder / "manifest.json"))
             with SnapshotWriter(prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash,
                                 dynamic_hash=dynamic) as writer:  # fmt: skip
                 writer.set_args(arg_bytes, layout=recorded)
@@ -676,6 +715,56 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
     return written
 
 
+def _place_snapshots(folder: Path, manifest: dict, policies: dict, prologue_path: Path, epilogue_path: Path) -> None:
+    """Check the recorder's own snapshots of one launch against its manifest, then move them into place.
+
+    Their META names no static or dynamic hash (the recorder cannot know the code's identity
+    before its IR is linked; no reader compares them): the database's names are the identity.
+    """
+    from mneme.core.snapshot import Snapshot
+    from mneme.core.snapshot.format import EXACT
+
+    sources = [folder / Path(manifest.get(side, f"{side}.mneme")).name for side in ("prologue", "epilogue")]
+    for source in sources:
+        if not source.is_file():
+            raise FormatError(source, "the recorder's snapshot of this launch is missing; the recording is damaged "
+                              "(or was finalized already), record again")  # fmt: skip
+    expected = sorted((int(a), int(n)) for a, n in manifest["regions"])
+    with Snapshot.open(sources[0]) as prologue:
+        found = sorted((r.addr, r.size) for r in prologue.regions)
+        if found != expected:
+            raise FormatError(sources[0], f"holds regions {found}; the manifest lists {expected}; the recording is "
+                              "damaged, record again", field="regions")  # fmt: skip
+        for region in prologue.regions:
+            if region.policy != policies.get(region.addr, EXACT):
+                raise FormatError(sources[0], f"region 0x{region.addr:x} has policy {region.policy}; the manifest "
+                                  f"says {policies.get(region.addr, EXACT)}", field="policies")  # fmt: skip
+        with Snapshot.open(sources[1], base=prologue) as epilogue:  # the epilogue's base id names this prologue
+            if sorted((r.addr, r.size) for r in epilogue.regions) != expected:
+                raise FormatError(sources[1], f"its regions differ from the manifest's {expected}; record again",
+                                  field="regions")  # fmt: skip
+    for source, target in zip(sources, (prologue_path, epilogue_path)):
+        _move(source, target)
+
+
+def _move(source: Path, target: Path) -> None:
+    """Rename `source` over `target`; across file systems, copy to a temporary name, rename, then remove."""
+    try:
+        os.replace(source, target)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise MnemeError(f"cannot move {source} to {target}: {exc.strerror}") from exc
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise MnemeError(f"cannot copy {source} to {target}: {exc.strerror}") from exc
+    source.unlink()
+
+
 def _defines(path: Path, kernel: str) -> bool:
     """Whether an IR file defines `kernel` (a cheap text check for .ll; bitcode is assumed to)."""
     path = Path(path)
@@ -694,7 +783,7 @@ def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], ker
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
     raw = Path(rdb) / "raw"
     code = run(command, raw, progress=progress, kernel=kernel, skip=skip, max_recordings=max_recordings,
-               library=library, record_ranks=record_ranks)  # fmt: skip
+               library=library, record_ranks=record_ranks, epilogue_format=epilogue_format)  # fmt: skip
     arch = ""
     try:
         from mneme_cuda.backend import CudaBackend

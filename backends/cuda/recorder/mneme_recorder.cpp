@@ -39,7 +39,12 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <signal.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -47,6 +52,8 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
+#include "snapshot_writer.h"
 
 namespace {
 
@@ -250,6 +257,8 @@ bool reserve_range() {
     return true;
 }
 
+bool wait_for_shadows();
+
 CUresult placed_alloc(CUdeviceptr *dptr, size_t size) {
     std::lock_guard<std::mutex> lock(mu());
     Placement &p = placement();
@@ -268,6 +277,8 @@ CUresult placed_alloc(CUdeviceptr *dptr, size_t size) {
     prop.location.id = p.device;
     CUmemGenericAllocationHandle handle;
     CUresult r = p_cuMemCreate(&handle, mapped, &prop, 0);
+    // Out of memory while the recorder's shadows are pending: wait for the writer, retry once.
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && wait_for_shadows()) r = p_cuMemCreate(&handle, mapped, &prop, 0);
     if (r != CUDA_SUCCESS) return r;
     r = p_cuMemMap(p.cursor, mapped, 0, handle, 0);
     if (r == CUDA_SUCCESS) {
@@ -699,70 +710,16 @@ bool pack_args(CUfunction fn, void **params, void **extra, std::string &buffer,
     return layout.empty();
 }
 
-// Device-to-host copies through two pinned staging buffers on a private stream, so the copy of
-// one chunk overlaps the file write of the previous one. Falls back to pageable synchronous
-// copies when pinned memory or a stream cannot be had. Used with mu() held: one dump at a time.
-struct Staging {
-    void *buf[2] = {nullptr, nullptr};
-    CUevent done[2] = {nullptr, nullptr};
-    CUstream stream = nullptr;
-    size_t size = 32u << 20;
-    bool tried = false, pinned = false;
-    std::vector<char> pageable;
-};
-
-Staging &staging() {
-    static auto *s = new Staging();
-    if (!s->tried) {
-        s->tried = true;
-        DRV(cuMemAllocHost_v2);
-        DRV(cuStreamCreate);
-        DRV(cuEventCreate);
-        s->pinned = p_cuMemAllocHost_v2 && p_cuStreamCreate && p_cuEventCreate &&
-                    p_cuMemAllocHost_v2(&s->buf[0], s->size) == CUDA_SUCCESS &&
-                    p_cuMemAllocHost_v2(&s->buf[1], s->size) == CUDA_SUCCESS &&
-                    p_cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-                    p_cuEventCreate(&s->done[0], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
-                    p_cuEventCreate(&s->done[1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
-        if (!s->pinned) {
-            warn("no pinned staging memory; snapshots are copied through pageable memory (slower)");
-            s->pageable.resize(s->size);
-        }
-    }
-    return *s;
-}
-
-// Append `size` device bytes at `addr` to `out`.
-bool dump_range(FILE *out, CUdeviceptr addr, uint64_t size) {
-    Staging &s = staging();
-    if (!s.pinned) {
-        DRV(cuMemcpyDtoH_v2);
-        for (uint64_t off = 0; off < size; off += s.size) {
-            size_t n = std::min<uint64_t>(s.size, size - off);
-            if (p_cuMemcpyDtoH_v2(s.pageable.data(), addr + off, n) != CUDA_SUCCESS) return false;
-            if (fwrite(s.pageable.data(), 1, n, out) != n) return false;
-        }
-        return true;
-    }
-    DRV(cuMemcpyDtoHAsync_v2);
-    DRV(cuEventRecord);
-    DRV(cuEventSynchronize);
-    DRV(cuStreamSynchronize);
-    uint64_t chunks = (size + s.size - 1) / s.size;
-    auto length = [&](uint64_t i) { return (size_t)std::min<uint64_t>(s.size, size - i * s.size); };
-    auto issue = [&](uint64_t i) {
-        return p_cuMemcpyDtoHAsync_v2(s.buf[i % 2], addr + i * s.size, length(i), s.stream) == CUDA_SUCCESS &&
-               p_cuEventRecord(s.done[i % 2], s.stream) == CUDA_SUCCESS;
-    };
-    bool ok = chunks == 0 || issue(0);
-    for (uint64_t i = 0; ok && i < chunks; ++i) {
-        ok = p_cuEventSynchronize(s.done[i % 2]) == CUDA_SUCCESS;
-        if (ok && i + 1 < chunks) ok = issue(i + 1);
-        if (ok) ok = fwrite(s.buf[i % 2], 1, length(i), out) == length(i);
-    }
-    if (!ok) p_cuStreamSynchronize(s.stream);  // no copy may still land in a buffer we reuse
-    return ok;
-}
+// ---- capture: device shadows, pinned staging and the background snapshot writer ------------------
+//
+// At a recorded launch the live regions and the module's globals are copied device-to-device
+// into shadow buffers (the recorder's own stream-ordered pool: not in the placed range, never
+// seen by the application), before the launch (prologue) and after it (epilogue); the
+// application then runs on. A writer thread drains the shadows through small pinned staging
+// buffers into the launch's prologue.mneme and epilogue.mneme (snapshot_writer.h), writes the
+// manifest, renames the launch folder and frees the shadows. When shadows cannot be had (the
+// pending bound, the free-memory margin, no pool), the launch is written synchronously from the
+// live memory instead: the application waits for the files.
 
 struct GlobalVar {
     std::string name;
@@ -770,20 +727,491 @@ struct GlobalVar {
     size_t size;
 };
 
-bool dump(const std::string &path, const std::vector<std::pair<uint64_t, uint64_t>> &regions,
-          const std::vector<GlobalVar> &globals) {
-    FILE *out = fopen(path.c_str(), "wb");
-    if (!out) return false;
-    bool ok = true;
-    for (auto &region : regions) ok = ok && dump_range(out, region.first, region.second);
-    for (auto &g : globals) ok = ok && dump_range(out, g.addr, g.size);
-    // No fsync: the rename of the launch folder protects against the application crashing
-    // (the kernel keeps its page cache); syncing gigabytes per launch would cost more than the copy.
-    ok = (fflush(out) == 0) && ok;
-    int saved = errno;
-    ok = (fclose(out) == 0) && ok;
-    if (!ok) errno = saved;
-    return ok;
+std::string json_string(const std::string &s);
+void remove_tree(const std::string &dir);
+
+const uint64_t CHUNK = 4u << 20;  // snapshot chunk size, and the size of one staging buffer
+
+// Device-to-host copies through pinned staging buffers (two slots, one buffer per side) on a
+// private stream, so the copy of the next chunk overlaps the encoding of this one. Falls back to
+// pageable synchronous copies when pinned memory or a stream cannot be had.
+struct Staging {
+    void *buf[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // [slot][side]
+    CUevent done[2] = {nullptr, nullptr};
+    CUstream stream = nullptr;
+    bool tried = false, pinned = false;
+    std::vector<char> pageable[2];
+    std::mutex mu;  // one user at a time: the writer thread, or a synchronous capture
+};
+
+Staging &staging() {
+    static Staging *once = [] {  // thread-safe: the writer thread and a synchronous capture may race here
+        auto *s = new Staging();
+        s->tried = true;
+        DRV(cuMemAllocHost_v2);
+        DRV(cuStreamCreate);
+        DRV(cuEventCreate);
+        s->pinned = p_cuMemAllocHost_v2 && p_cuStreamCreate && p_cuEventCreate &&
+                    p_cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
+                    p_cuEventCreate(&s->done[0], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
+                    p_cuEventCreate(&s->done[1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+        for (int slot = 0; s->pinned && slot < 2; ++slot)
+            for (int side = 0; s->pinned && side < 2; ++side)
+                s->pinned = p_cuMemAllocHost_v2(&s->buf[slot][side], CHUNK) == CUDA_SUCCESS;
+        if (!s->pinned) {
+            warn("no pinned staging memory; snapshots are copied through pageable memory (slower)");
+            s->pageable[0].resize(CHUNK);
+            s->pageable[1].resize(CHUNK);
+        }
+        return s;
+    }();
+    return *once;
+}
+
+enum { PROLOGUE = 0, EPILOGUE = 1 };
+
+// One side of a launch as the writer streams it: its snapshot writer and where each span's
+// bytes are now (the live memory, or a shadow).
+struct Side {
+    mneme_snapshot::Writer *writer = nullptr;
+    std::vector<CUdeviceptr> src;
+    mneme_snapshot::Encoding encoding = mneme_snapshot::ENC_ZSTD;
+    bool best = false;
+};
+
+// What a recorded launch hands to the snapshot writer.
+struct CaptureJob {
+    std::string tmp_dir, final_dir, manifest;  // manifest: every field but the writer's own
+    std::vector<std::pair<uint64_t, uint64_t>> regions;
+    std::vector<GlobalVar> globals;
+    std::vector<mneme_snapshot::Policy> policies;  // per region
+    std::string args;
+    std::vector<std::pair<uint32_t, uint32_t>> layout;
+    CUcontext context = nullptr;
+    CUdeviceptr shadow[2] = {0, 0};
+    std::vector<uint64_t> offsets;  // each span's (regions, then globals) offset in a shadow
+    uint64_t shadow_bytes = 0;
+    std::string name;
+    long index = 0;
+};
+
+// The epilogue's encoding: MNEME_RECORD_EPILOGUE_FORMAT (`mneme record --epilogue-format`).
+struct EpilogueFormat {
+    mneme_snapshot::Encoding encoding = mneme_snapshot::ENC_DIFF;
+    bool best = false;
+    const char *name = "diff";
+};
+
+const EpilogueFormat &epilogue_format() {
+    static EpilogueFormat *f = [] {
+        auto *f = new EpilogueFormat();
+        const char *v = getenv("MNEME_RECORD_EPILOGUE_FORMAT");
+        if (v && strcmp(v, "bytes") == 0) {
+            f->encoding = mneme_snapshot::ENC_ZSTD;
+            f->name = "bytes";
+        } else if (v && strcmp(v, "best") == 0) {
+            f->best = true;
+            f->name = "best";
+        } else if (v && *v && strcmp(v, "diff") != 0) {
+            warn("MNEME_RECORD_EPILOGUE_FORMAT=%s is not diff, bytes or best; epilogues are written as diffs", v);
+        }
+        return f;
+    }();
+    return *f;
+}
+
+mneme_snapshot::Options writer_options() {
+    static mneme_snapshot::Options *o = [] {
+        auto *o = new mneme_snapshot::Options();
+        o->chunk_size = CHUNK;
+        // No fsync: the rename of the launch folder protects against the application crashing
+        // (the kernel keeps its page cache); syncing gigabytes per launch costs more than the copy.
+        o->sync = false;
+        if (const char *v = getenv("MNEME_RECORD_ZSTD_LEVEL")) o->level = atoi(v);
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long threads = std::max(1l, std::min(8l, cores / 2));
+        if (const char *v = getenv("MNEME_RECORD_WRITE_THREADS")) threads = std::max(1l, atol(v));
+        mneme_snapshot::set_threads((int)threads);
+        return o;
+    }();
+    return *o;
+}
+
+// Copy `n` device bytes at `src` into `out` through the staging buffer of `side` (staging().mu held).
+bool copy_down(CUdeviceptr src, uint64_t n, std::string &out, int side) {
+    Staging &s = staging();
+    DRV(cuMemcpyDtoH_v2);
+    out.clear();
+    for (uint64_t off = 0; off < n; off += CHUNK) {
+        size_t len = (size_t)std::min<uint64_t>(CHUNK, n - off);
+        void *buf = s.pinned ? s.buf[0][side] : s.pageable[side].data();
+        if (!p_cuMemcpyDtoH_v2 || p_cuMemcpyDtoH_v2(buf, src + off, len) != CUDA_SUCCESS) return false;
+        out.append(static_cast<const char *>(buf), len);
+    }
+    return true;
+}
+
+// Stream every region, then every global, of one or both sides into their writers, chunk by
+// chunk through the staging buffers; a diff epilogue takes the prologue's bytes of the same
+// chunk as its base. 0, or an errno value (EIO for a failed device copy).
+int stream_sides(const CaptureJob &job, Side *sides[2]) {
+    Staging &s = staging();
+    std::lock_guard<std::mutex> lock(s.mu);
+    DRV(cuMemcpyDtoHAsync_v2);
+    DRV(cuMemcpyDtoH_v2);
+    DRV(cuEventRecord);
+    DRV(cuEventSynchronize);
+    DRV(cuStreamSynchronize);
+    for (size_t i = 0; i < job.regions.size(); ++i) {
+        uint64_t addr = job.regions[i].first, size = job.regions[i].second;
+        for (int k = 0; k < 2; ++k)
+            if (sides[k])
+                if (int e = sides[k]->writer->begin_region(addr, size, sides[k]->encoding, job.policies[i],
+                                                            sides[k]->best))
+                    return e;
+        uint64_t chunks = (size + CHUNK - 1) / CHUNK;
+        auto length = [&](uint64_t c) { return (size_t)std::min<uint64_t>(CHUNK, size - c * CHUNK); };
+        auto issue = [&](uint64_t c) {
+            for (int k = 0; k < 2; ++k) {
+                if (!sides[k]) continue;
+                CUdeviceptr from = sides[k]->src[i] + c * CHUNK;
+                if (!s.pinned) {
+                    if (p_cuMemcpyDtoH_v2(s.pageable[k].data(), from, length(c)) != CUDA_SUCCESS) return false;
+                } else if (p_cuMemcpyDtoHAsync_v2(s.buf[c % 2][k], from, length(c), s.stream) != CUDA_SUCCESS) {
+                    return false;
+                }
+            }
+            return !s.pinned || p_cuEventRecord(s.done[c % 2], s.stream) == CUDA_SUCCESS;
+        };
+        bool ok = chunks == 0 || issue(0);
+        int err = 0;
+        for (uint64_t c = 0; ok && !err && c < chunks; ++c) {
+            if (s.pinned) ok = p_cuEventSynchronize(s.done[c % 2]) == CUDA_SUCCESS;
+            const void *data[2];
+            for (int k = 0; k < 2; ++k) data[k] = s.pinned ? s.buf[c % 2][k] : s.pageable[k].data();
+            if (!ok) break;
+            // Pinned: the next chunk comes down while the writers copy this one out of its slot.
+            if (s.pinned && c + 1 < chunks && !issue(c + 1)) ok = false;
+            if (sides[PROLOGUE]) err = sides[PROLOGUE]->writer->chunk(data[PROLOGUE], length(c));
+            if (!err && sides[EPILOGUE])
+                err = sides[EPILOGUE]->writer->chunk(data[EPILOGUE], length(c),
+                                                     sides[PROLOGUE] ? data[PROLOGUE] : nullptr);
+            if (ok && !err && !s.pinned && c + 1 < chunks && !issue(c + 1)) ok = false;
+        }
+        if (s.pinned) p_cuStreamSynchronize(s.stream);  // no copy may still land in a buffer we reuse
+        if (err) return err;
+        if (!ok) return EIO;
+        for (int k = 0; k < 2; ++k)
+            if (sides[k])
+                if (int e = sides[k]->writer->end_region()) return e;
+    }
+    std::string bytes;
+    for (size_t g = 0; g < job.globals.size(); ++g)
+        for (int k = 0; k < 2; ++k) {
+            if (!sides[k]) continue;
+            if (!copy_down(sides[k]->src[job.regions.size() + g], job.globals[g].size, bytes, k)) return EIO;
+            if (int e = sides[k]->writer->global(job.globals[g].name, bytes.data(), bytes.size())) return e;
+        }
+    return 0;
+}
+
+const char *PRODUCER = "mneme-cuda-recorder 0.3";
+
+// Open one side's snapshot in the launch's temporary folder, with its argument buffer.
+int open_side(const CaptureJob &job, int kind, mneme_snapshot::Writer &w, const uint8_t *base_id) {
+    // META's static hash is left empty (the code's identity is known only when finalize links
+    // its IR), and so is the dynamic hash: the recording database names both.
+    if (int e = w.open("", "", PRODUCER, base_id)) return e;
+    (void)kind;
+    return w.args(job.args.data(), job.args.size(), job.layout);
+}
+
+std::string snapshot_path(const CaptureJob &job, int kind) {
+    return job.tmp_dir + (kind == PROLOGUE ? "/prologue.mneme" : "/epilogue.mneme");
+}
+
+// The manifest's last fields, the manifest itself, then the rename that publishes the launch.
+int publish(const CaptureJob &job, const char *path, double write_seconds, uint64_t stored) {
+    char buf[512];
+    snprintf(buf, sizeof buf,
+             ", \"prologue\": \"prologue.mneme\", \"epilogue\": \"epilogue.mneme\", \"capture\": \"%s\""
+             ", \"epilogue_format\": \"%s\", \"write_seconds\": %.6f, \"stored_bytes\": %llu}\n",
+             path, epilogue_format().name, write_seconds, (unsigned long long)stored);
+    std::string m = job.manifest + buf;
+    if (!write_atomic(job.tmp_dir + "/manifest.json", m.data(), m.size())) return errno ? errno : EIO;
+    if (rename(job.tmp_dir.c_str(), job.final_dir.c_str()) != 0) return errno ? errno : EIO;
+    return 0;
+}
+
+// The shadow pool, the capture stream and the writer thread's queue.
+struct Shadows {
+    bool tried = false, ok = false;
+    CUmemoryPool pool = nullptr;
+    CUstream stream = nullptr;  // the capture stream (device-to-device copies), private
+    CUevent copied = nullptr;
+    uint64_t limit = 0;   // bytes of shadows pending at most
+    uint64_t margin = 0;  // device memory left free for the application
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<CaptureJob *> queue;
+    uint64_t pending_bytes = 0;
+    std::atomic<int> pending{0};  // jobs queued or being written (read by the crash handler)
+    bool started = false;
+    pthread_t writer;
+};
+
+Shadows &shadows() {
+    static auto *s = new Shadows();
+    return *s;
+}
+
+void writer_main();
+
+// Wait (bounded) for the writer, then die as the signal says (the previous action, by default
+// the default one): launches completed before a crash stay readable.
+struct sigaction previous_action[32];
+
+void on_crash(int sig) {
+    Shadows &s = shadows();
+    if (!pthread_equal(pthread_self(), s.writer)) {
+        struct timespec tick = {0, 10 * 1000 * 1000};
+        for (int i = 0; i < 6000 && s.pending.load() > 0; ++i) nanosleep(&tick, nullptr);
+    }
+    sigaction(sig, &previous_action[sig], nullptr);
+    raise(sig);  // delivered when this handler returns (the signal is blocked until then)
+}
+
+void wait_for_writer() {
+    Shadows &s = shadows();
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.cv.wait(lock, [&] { return s.pending.load() == 0; });
+}
+
+void at_exit_wait() { wait_for_writer(); }
+
+bool start_writer() {
+    Shadows &s = shadows();
+    if (s.started) return true;
+    if (pthread_create(&s.writer, nullptr, [](void *) -> void * { writer_main(); return nullptr; }, nullptr) != 0)
+        return false;
+    s.started = true;
+    atexit(at_exit_wait);  // registered after cudart's own handler, so it runs before the context goes
+    struct sigaction sa = {};
+    sa.sa_handler = on_crash;
+    sigemptyset(&sa.sa_mask);
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) sigaction(sig, &sa, &previous_action[sig]);
+    return true;
+}
+
+// The pool, stream and bounds, once (mu() held).
+bool shadows_ready() {
+    Shadows &s = shadows();
+    if (s.tried) return s.ok;
+    s.tried = true;
+    if (getenv("MNEME_RECORD_SYNC") && strcmp(getenv("MNEME_RECORD_SYNC"), "0") != 0) return false;
+    DRV(cuCtxGetDevice);
+    DRV(cuMemPoolCreate);
+    DRV(cuStreamCreate);
+    DRV(cuEventCreate);
+    DRV(cuMemGetInfo_v2);
+    CUdevice device;
+    size_t free_bytes = 0, total = 0;
+    if (!p_cuCtxGetDevice || !p_cuMemPoolCreate || !p_cuStreamCreate || !p_cuEventCreate || !p_cuMemGetInfo_v2 ||
+        p_cuCtxGetDevice(&device) != CUDA_SUCCESS || p_cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS)
+        return false;
+    CUmemPoolProps props = {};
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = device;
+    if (p_cuMemPoolCreate(&s.pool, &props) != CUDA_SUCCESS ||
+        p_cuStreamCreate(&s.stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
+        p_cuEventCreate(&s.copied, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+        return false;
+    s.limit = total / 2;
+    if (const char *v = getenv("MNEME_RECORD_PENDING_MIB")) s.limit = strtoull(v, nullptr, 0) << 20;
+    s.margin = std::max<uint64_t>(1ull << 30, total / 20);
+    s.ok = true;
+    return true;
+}
+
+// Room for a launch's two shadows: both allocated on the capture stream, or neither (mu() held).
+bool take_shadows(CaptureJob &job) {
+    if (!shadows_ready() || !start_writer()) return false;
+    Shadows &s = shadows();
+    DRV(cuMemGetInfo_v2);
+    DRV(cuMemAllocFromPoolAsync);
+    DRV(cuMemFreeAsync);
+    size_t free_bytes = 0, total = 0;
+    {
+        std::lock_guard<std::mutex> lock(s.mu);
+        if (s.pending_bytes + 2 * job.shadow_bytes > s.limit) return false;
+    }
+    if (p_cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS || free_bytes < 2 * job.shadow_bytes + s.margin)
+        return false;
+    uint64_t bytes = std::max<uint64_t>(job.shadow_bytes, 256);
+    if (p_cuMemAllocFromPoolAsync(&job.shadow[0], bytes, s.pool, s.stream) != CUDA_SUCCESS) return false;
+    if (p_cuMemAllocFromPoolAsync(&job.shadow[1], bytes, s.pool, s.stream) != CUDA_SUCCESS) {
+        p_cuMemFreeAsync(job.shadow[0], s.stream);
+        job.shadow[0] = 0;
+        return false;
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.pending_bytes += 2 * job.shadow_bytes;
+    return true;
+}
+
+void drop_shadows(CaptureJob &job, CUstream stream) {
+    DRV(cuMemFreeAsync);
+    for (CUdeviceptr &p : job.shadow)
+        if (p) p_cuMemFreeAsync(p, stream);
+    job.shadow[0] = job.shadow[1] = 0;
+}
+
+// Copy every span into one side's shadow on the capture stream.
+bool copy_into_shadow(const CaptureJob &job, int kind) {
+    Shadows &s = shadows();
+    DRV(cuMemcpyDtoDAsync_v2);
+    for (size_t i = 0; i < job.regions.size(); ++i)
+        if (job.regions[i].second && p_cuMemcpyDtoDAsync_v2(job.shadow[kind] + job.offsets[i], job.regions[i].first,
+                                                             job.regions[i].second, s.stream) != CUDA_SUCCESS)
+            return false;
+    for (size_t g = 0; g < job.globals.size(); ++g)
+        if (p_cuMemcpyDtoDAsync_v2(job.shadow[kind] + job.offsets[job.regions.size() + g], job.globals[g].addr,
+                                   job.globals[g].size, s.stream) != CUDA_SUCCESS)
+            return false;
+    return true;
+}
+
+std::vector<CUdeviceptr> shadow_sources(const CaptureJob &job, int kind) {
+    std::vector<CUdeviceptr> src;
+    for (uint64_t off : job.offsets) src.push_back(job.shadow[kind] + off);
+    return src;
+}
+
+std::vector<CUdeviceptr> live_sources(const CaptureJob &job) {
+    std::vector<CUdeviceptr> src;
+    for (auto &r : job.regions) src.push_back(r.first);
+    for (auto &g : job.globals) src.push_back(g.addr);
+    return src;
+}
+
+// Both snapshots of a shadowed launch, in one pass over the shadows; 0 or an errno value.
+int write_from_shadows(const CaptureJob &job, uint64_t *stored) {
+    mneme_snapshot::Writer pro(snapshot_path(job, PROLOGUE), PROLOGUE, writer_options());
+    mneme_snapshot::Writer epi(snapshot_path(job, EPILOGUE), EPILOGUE, writer_options());
+    const EpilogueFormat &f = epilogue_format();
+    if (int e = open_side(job, PROLOGUE, pro, nullptr)) return e;
+    if (int e = open_side(job, EPILOGUE, epi, f.encoding == mneme_snapshot::ENC_DIFF ? pro.snapshot_id() : nullptr))
+        return e;
+    Side p, q;
+    p.writer = &pro;
+    p.src = shadow_sources(job, PROLOGUE);
+    q.writer = &epi;
+    q.src = shadow_sources(job, EPILOGUE);
+    q.encoding = f.encoding;
+    q.best = f.best;
+    Side *sides[2] = {&p, &q};
+    if (int e = stream_sides(job, sides)) return e;
+    if (int e = pro.finish()) return e;
+    if (int e = epi.finish()) return e;
+    *stored = pro.bytes_written() + epi.bytes_written();
+    return 0;
+}
+
+void writer_main() {
+    Shadows &s = shadows();
+    DRV(cuCtxSetCurrent);
+    DRV(cuStreamCreate);
+    DRV(cuStreamSynchronize);
+    DRV(cuMemPoolTrimTo);
+    CUstream stream = nullptr;
+    for (;;) {
+        CaptureJob *job;
+        {
+            std::unique_lock<std::mutex> lock(s.mu);
+            s.cv.wait(lock, [&] { return !s.queue.empty(); });
+            job = s.queue.front();
+            s.queue.pop_front();
+        }
+        double t0 = now_seconds();
+        p_cuCtxSetCurrent(job->context);
+        if (!stream && p_cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) stream = s.stream;
+        uint64_t stored = 0;
+        int err = write_from_shadows(*job, &stored);
+        drop_shadows(*job, stream);
+        p_cuStreamSynchronize(stream);
+        if (!err) err = publish(*job, "device shadow", now_seconds() - t0, stored);
+        if (err) {
+            remove_tree(job->tmp_dir);
+            stop_recording("writing the snapshots of launch %ld of %s to %s failed (%s)", job->index,
+                           job->name.c_str(), job->tmp_dir.c_str(), strerror(err));
+        }
+        std::lock_guard<std::mutex> lock(s.mu);
+        s.pending_bytes -= 2 * job->shadow_bytes;
+        if (s.queue.empty()) p_cuMemPoolTrimTo(s.pool, 0);  // give the memory back to the application
+        delete job;
+        s.pending.fetch_sub(1);
+        s.cv.notify_all();
+    }
+}
+
+void enqueue(CaptureJob *job) {
+    Shadows &s = shadows();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.pending.fetch_add(1);
+    s.queue.push_back(job);
+    s.cv.notify_all();
+}
+
+// An application allocation failed for lack of memory: when shadows are pending, wait for the
+// writer to free them and say so (the caller retries once).
+bool wait_for_shadows() {
+    Shadows &s = shadows();
+    if (!s.started || s.pending.load() == 0) return false;
+    wait_for_writer();
+    return true;
+}
+
+// Give a launch's shadows back when its capture did not complete (mu() held).
+void release_shadows(CaptureJob &job) {
+    Shadows &s = shadows();
+    DRV(cuStreamSynchronize);
+    p_cuStreamSynchronize(s.stream);
+    drop_shadows(job, s.stream);
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.pending_bytes -= 2 * job.shadow_bytes;
+}
+
+// A region's verification policy as the application annotated it, else exact bytes (mu() held).
+mneme_snapshot::Policy region_policy(uint64_t addr) {
+    static const char *dtypes[] = {"u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64",
+                                   "f16", "bf16", "f32", "f64"};
+    static const char *norms[] = {"none", "L1", "L2", "Linf"};
+    mneme_snapshot::Policy p;
+    auto it = annotations().find(addr);
+    if (it == annotations().end()) return p;
+    for (uint8_t i = 0; i < 12; ++i)
+        if (it->second.dtype == dtypes[i]) p.dtype = i;
+    for (uint8_t i = 0; i < 4; ++i)
+        if (it->second.norm == norms[i]) p.norm = i;
+    p.relative = it->second.relative;
+    p.threshold = it->second.threshold;
+    return p;
+}
+
+// One side written synchronously from the live memory (the application waits); 0 or an errno value.
+int write_live(const CaptureJob &job, int kind, uint64_t *stored) {
+    mneme_snapshot::Writer w(snapshot_path(job, kind), kind, writer_options());
+    if (int e = open_side(job, kind, w, nullptr)) return e;
+    Side side;
+    side.writer = &w;
+    side.src = live_sources(job);
+    Side *sides[2] = {nullptr, nullptr};
+    sides[kind] = &side;  // an epilogue without its prologue's bytes is stored whole (zstd)
+    if (int e = stream_sides(job, sides)) return e;
+    if (int e = w.finish()) return e;
+    *stored += w.bytes_written();
+    return 0;
 }
 
 std::string hex(const std::string &bytes) {
@@ -845,7 +1273,7 @@ void write_maps() {
 }
 
 void remove_tree(const std::string &dir) {
-    for (const char *name : {"prologue.bin", "epilogue.bin", "manifest.json"}) unlink((dir + "/" + name).c_str());
+    for (const char *name : {"prologue.mneme", "epilogue.mneme", "manifest.json"}) unlink((dir + "/" + name).c_str());
     rmdir(dir.c_str());
 }
 
@@ -912,6 +1340,10 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     }
 
     DRV(cuCtxSynchronize);
+    DRV(cuCtxGetCurrent);
+    DRV(cuEventRecord);
+    DRV(cuStreamWaitEvent);
+    DRV(cuStreamSynchronize);
     char final_dir[4096], tmp_dir[4200];
     snprintf(final_dir, sizeof final_dir, "%s/launch-%d-%06ld", c.dir.c_str(), (int)getpid(), seq);
     snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", final_dir);
@@ -932,34 +1364,64 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         remove_tree(tmp_dir);
         return run();
     }
+    std::unique_ptr<CaptureJob> job(new CaptureJob());
+    job->tmp_dir = tmp_dir;
+    job->final_dir = final_dir;
+    job->regions = regions;
+    job->globals = globals;
+    job->args = args;
+    for (auto &p : layout) job->layout.emplace_back((uint32_t)p.first, (uint32_t)p.second);
+    job->name = name;
+    job->index = index;
+    for (auto &r : regions) job->policies.push_back(region_policy(r.first));
+    for (auto &r : regions) {  // shadow layout: 256-byte aligned spans, regions then globals
+        job->offsets.push_back(job->shadow_bytes);
+        job->shadow_bytes += (r.second + 255) / 256 * 256;
+    }
+    for (auto &g : globals) {
+        job->offsets.push_back(job->shadow_bytes);
+        job->shadow_bytes += (g.size + 255) / 256 * 256;
+    }
+    if (p_cuCtxGetCurrent) p_cuCtxGetCurrent(&job->context);
+    Shadows &sh = shadows();
     double t0 = now_seconds();
-    bool ok = dump(std::string(tmp_dir) + "/prologue.bin", regions, globals);
-    int dump_errno = errno;
+    int err = 0;
+    uint64_t stored = 0;
+    bool shadowed = take_shadows(*job);
+    if (shadowed) {
+        // The launch's stream waits for the prologue copy; the application's thread does not.
+        shadowed = copy_into_shadow(*job, PROLOGUE) && p_cuEventRecord(sh.copied, sh.stream) == CUDA_SUCCESS;
+        if (shadowed && p_cuStreamWaitEvent(l.stream, sh.copied, 0) != CUDA_SUCCESS)
+            shadowed = p_cuStreamSynchronize(sh.stream) == CUDA_SUCCESS;
+        if (!shadowed) release_shadows(*job);
+    }
+    if (!shadowed) err = write_live(*job, PROLOGUE, &stored);  // stall = write
     double t1 = now_seconds();
     CUresult result = run();
     synced = p_cuCtxSynchronize();
     double t2 = now_seconds();
-    if (ok && result == CUDA_SUCCESS && synced == CUDA_SUCCESS) {
-        ok = dump(std::string(tmp_dir) + "/epilogue.bin", regions, globals);
-        dump_errno = errno;
-    }
+    bool launched = result == CUDA_SUCCESS && synced == CUDA_SUCCESS;
+    if (launched && shadowed && !(copy_into_shadow(*job, EPILOGUE) && p_cuStreamSynchronize(sh.stream) == CUDA_SUCCESS))
+        err = EIO;
+    else if (launched && !shadowed && !err)
+        err = write_live(*job, EPILOGUE, &stored);
     double t3 = now_seconds();
-    if (result != CUDA_SUCCESS || synced != CUDA_SUCCESS) {
+    if (!launched || err) {
+        if (shadowed) release_shadows(*job);
+        remove_tree(tmp_dir);
         // The launch itself failed: the application sees its error; this launch is not recorded.
-        remove_tree(tmp_dir);
-        return result;
-    }
-    if (!ok) {
-        remove_tree(tmp_dir);
-        stop_recording("writing the snapshot of launch %ld of %s to %s failed (%s)", index, name.c_str(), tmp_dir,
-                       strerror(dump_errno));
+        if (launched)
+            stop_recording("writing the snapshot of launch %ld of %s to %s failed (%s)", index, name.c_str(),
+                           tmp_dir, strerror(err));
         return result;
     }
     uint64_t bytes = 0;
     for (auto &r : regions) bytes += r.second;
     for (auto &g : globals) bytes += g.size;
-    std::string m = "{\"format\": \"mneme-cuda-raw\", \"version\": 1, \"kernel\": " + json_string(name);
+    std::string m = "{\"format\": \"mneme-cuda-raw\", \"version\": 2, \"kernel\": " + json_string(name);
     char buf[768];
+    // prologue/launch/epilogue seconds: what the application waited for (the shadow copies, or
+    // the synchronous writes); the writer adds its own time (write_seconds).
     snprintf(buf, sizeof buf,
              ", \"pid\": %d, \"sequence\": %ld, \"occurrence\": %ld, \"instance_key\": \"%016llx\""
              ", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"shared_mem\": %u, \"va_base\": %llu"
@@ -980,12 +1442,15 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     for (size_t i = 0; i < globals.size(); ++i)
         m += (i ? ", [" : "[") + json_string(globals[i].name) + ", " + std::to_string(globals[i].addr) + ", " +
              std::to_string(globals[i].size) + "]";
-    m += "], \"policies\": [" + policies + "]}\n";
-    std::string manifest = std::string(tmp_dir) + "/manifest.json";
-    if (!write_atomic(manifest, m.data(), m.size()) || rename(tmp_dir, final_dir) != 0) {
-        int saved = errno;
+    m += "], \"policies\": [" + policies + "]";
+    job->manifest = m;
+    if (shadowed) {
+        enqueue(job.release());  // the writer thread writes, publishes and frees the shadows
+        return result;
+    }
+    if ((err = publish(*job, "synchronous", (t1 - t0) + (t3 - t2), stored)) != 0) {
         remove_tree(tmp_dir);
-        stop_recording("cannot write %s (%s)", final_dir, strerror(saved));
+        stop_recording("cannot write %s (%s)", final_dir, strerror(err));
     }
     return result;
 }

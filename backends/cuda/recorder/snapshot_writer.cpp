@@ -434,7 +434,7 @@ int Writer::chunk(const void *data, size_t n, const void *base) {
     {
         Pool &p = pool();
         std::lock_guard<std::mutex> lock(p.mu);
-        depth = 2 * p.wanted;
+        depth = p.wanted + 2;  // bounded: each job holds a copy of its chunk (and of its base)
     }
     return drain((size_t)depth);
 }

@@ -2,6 +2,7 @@
 // it launches the corpus's saxpy kernel a few times and checks its own result.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "../../data/kernels/saxpy.cu"
@@ -18,10 +19,18 @@
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : (1 << 20);
   const int launches = argc > 2 ? std::atoi(argv[2]) : 3;
+  // "random": pseudo-random integers below 2^20 (benchmarks: data that compresses like real data,
+  // not a short repeating pattern); either way every result is exact, fused or not.
+  const bool random = argc > 3 && std::strcmp(argv[3], "random") == 0;
   std::vector<float> x(n), y(n), expected(n);
+  unsigned long long state = 0x9e3779b97f4a7c15ull;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>((state >> 33) & ((1u << 20) - 1));
+  };
   for (int i = 0; i < n; ++i) {
-    x[i] = static_cast<float>(i % 100);  // small integers: every result is exact, fused or not
-    y[i] = static_cast<float>(i % 7);
+    x[i] = random ? next() : static_cast<float>(i % 100);  // small integers: exact results
+    y[i] = random ? next() : static_cast<float>(i % 7);
     expected[i] = y[i];
   }
   float *dx = nullptr, *dy = nullptr;
