@@ -7,6 +7,7 @@ Prints medians and ratios (no timed assertions). Run: python benchmarks/bench_co
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import statistics
 import sys
@@ -18,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from irbuild import build_cuda_ir, corpus
 
-from mneme.core import codegen, ir, ircache, pipeline
+from mneme.core import codegen, ir, ircache, parallel_codegen, pipeline
 from mneme.core.types import ExperimentConfiguration
 
 CONFIG = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
@@ -63,6 +64,28 @@ def median_stages(mod, kernel, config, assembler, reps) -> dict[str, float]:
     return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
 
 
+def compare_methods(mod, kernel: str, reps: int) -> None:
+    """Serial against parallel code generation (pipeline.compile, uncached), interleaved, medians."""
+    parallel_codegen.warm()  # the workers start once per process: not counted
+    runs: dict[str, list[dict[str, float]]] = {"serial": [], "parallel": []}
+    resources = {}
+    for _ in range(reps):
+        for method in runs:
+            t0 = CLOCK()
+            binary = pipeline.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False)
+            runs[method].append({**binary.stage_times, "total": CLOCK() - t0})
+            resources[method] = binary.resources
+    jobs = parallel_codegen.codegen_jobs()
+    parts = len(parallel_codegen.partitions(mod, kernel, jobs))
+    for method, rows in runs.items():
+        med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+        print(f"  {method:8s} (" + (f"{parts} partitions, {jobs} jobs; " if method == "parallel" else "")
+              + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in med.items()) + f"); registers {resources[method].registers}")
+    ratio = statistics.median(r["total"] for r in runs["parallel"]) / statistics.median(r["total"] for r in runs["serial"])
+    same = "same" if resources["parallel"] == resources["serial"] else "DIFFERENT"
+    print(f"  ratio parallel / serial (median total): {ratio:.2f}; resources {same}")
+
+
 def generated_source(functions: int) -> str:
     """A kernel calling `functions` distinct device functions (noinline: they stay functions)."""
     lines = []
@@ -93,7 +116,8 @@ def main() -> None:
     assemblers = ["ptxas"] + (["nvjitlink"] if codegen.ptx_assembler() == "nvjitlink" else [])
 
     print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {codegen._tool_version(codegen.ptxas_path() or 'ptxas')}; "
-          f"nvJitLink: {'yes' if 'nvjitlink' in assemblers else 'no'}; median of {opts.reps} runs, "
+          f"nvJitLink: {codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
+          f"{os.environ.get('MNEME_MALLOC_TUNING', '1') != '0'}); median of {opts.reps} runs, "
           f"{'CPU' if opts.cpu else 'wall'} ms")  # fmt: skip
     header = f"{'kernel':24s}" + "".join(f"{s:>11s}" for s in STAGES) + "".join(f"{'total/' + a:>17s}" for a in assemblers)
     print(header)
@@ -124,6 +148,8 @@ def main() -> None:
         big = compile_once(mod, "many_functions", CONFIG, assemblers[-1])
         print(f"\n200-function kernel ({funcs} functions defined; clang build {build:.2f} s, not counted): "
               + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in big.items()))  # fmt: skip
+        if "nvjitlink" in assemblers:
+            compare_methods(mod, "many_functions", max(3, opts.reps // 2))
 
         mod = ir.link([build_cuda_ir("saxpy")], "saxpy")
         cache = ircache.BuildCache(Path(tmp, "cache"))

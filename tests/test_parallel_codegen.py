@@ -82,7 +82,7 @@ def test_partition_ptx_declares_the_callees_other_partitions_define(tmp_path):
 @needs_nvjitlink
 def test_parallel_cubin_has_the_functions_and_resources_of_the_serial_one(tmp_path, monkeypatch):
     monkeypatch.setenv("MNEME_CODEGEN_JOBS", "2")
-    mod = _module(tmp_path, 48)
+    mod = _module(tmp_path, 48, with_global=True)
     serial = pipeline.compile(mod, "many_functions", O3, "sm_90", cache=False)
     parallel = pipeline.compile(mod, "many_functions", O3.replace(codegen_method="parallel"), "sm_90", cache=False)
     assert parallel.kind == "cubin" and parallel.data[:4] == b"\x7fELF"
@@ -90,6 +90,7 @@ def test_parallel_cubin_has_the_functions_and_resources_of_the_serial_one(tmp_pa
     serial_funcs, parallel_funcs = _functions(serial.data, tmp_path), _functions(parallel.data, tmp_path)
     assert serial_funcs.keys() == parallel_funcs.keys() and len(serial_funcs) == 49
     assert parallel_funcs["many_functions"] == serial_funcs["many_functions"]  # the kernel's code: same size
+    assert parallel.data.count(b"scale_table\0") == serial.data.count(b"scale_table\0") == 1  # defined once
 
 
 @needs_nvjitlink

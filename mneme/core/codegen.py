@@ -132,7 +132,12 @@ def codegen(
         if emit == "ptx":
             return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx[0].encode(), Resources(), times)
         start = time.perf_counter()
-        cubin, report, tool = assemble_ptx(ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name)
+        threads = 1
+        if len(ptx) > 1:
+            from mneme.core import parallel_codegen
+
+            threads = parallel_codegen.codegen_jobs()
+        cubin, report, tool = assemble_ptx(ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name, threads=threads)
         times["assemble"] = time.perf_counter() - start
         resources = ptxas_resources(report, kernel_name)
         log.debug("assembled %s with %s: %s", kernel_name, tool, resources)
@@ -234,11 +239,12 @@ def ptxas_options(arch: str, config: ExperimentConfiguration) -> list[str]:
 
 
 def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfiguration, name: str = "kernel",
-                 assembler: str | None = None) -> tuple[bytes, str, str]:  # fmt: skip
+                 assembler: str | None = None, threads: int = 1) -> tuple[bytes, str, str]:  # fmt: skip
     """PTX -> cubin. Returns (cubin, the assembler's verbose report, "nvjitlink"|"ptxas").
 
     `assembler` forces "nvjitlink" or "ptxas"; by default nvJitLink when it loads, else ptxas.
     Several PTX texts (the partitions of parallel code generation) are linked: nvJitLink only.
+    `threads` > 1 lets nvJitLink compile functions on that many threads (-split-compile; same cubin).
     """
     if assembler not in (None, "nvjitlink", "ptxas"):
         raise UsageError(f"unknown PTX assembler {assembler!r}; use nvjitlink or ptxas")
@@ -249,6 +255,8 @@ def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfigur
                       f"kernel {name!r}): pip install nvidia-nvjitlink cuda-bindings")  # fmt: skip
     if nvjitlink is not None:
         opts = [f"-arch={arch}"] + [f"-Xptxas={o}" for o in ptxas_options(arch, config)[1:]]
+        if threads > 1:
+            opts.append(f"-split-compile={threads}")
         handle = nvjitlink.create(len(opts), opts)
         try:
             try:

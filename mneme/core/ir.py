@@ -542,11 +542,16 @@ def prune_module(mod: ModuleRef, kernel_name: str) -> int:
     for fn in mod.functions:
         if not fn.is_declaration and fn.name not in keep:
             fn.linkage = llvm.Linkage.internal
+    drop_unused_globals(mod)
+    return before - len(defined_functions(mod))
+
+
+def drop_unused_globals(mod: ModuleRef) -> None:
+    """Remove unreferenced internal functions and variables, and declarations nothing uses."""
     pm = llvm.create_new_module_pass_manager()
     pm.add_global_dead_code_eliminate_pass()
     pm.add_strip_dead_prototype_pass()
     pm.run(mod, _utility_pass_builder())
-    return before - len(defined_functions(mod))
 
 
 @functools.lru_cache(maxsize=1)
