@@ -142,6 +142,10 @@ def codegen(
         resources = ptxas_resources(report, kernel_name)
         log.debug("assembled %s with %s: %s", kernel_name, tool, resources)
         return DeviceBinary("cuda", arch, "cubin", kernel_name, cubin, resources, times)
+    if config.codegen_method == "parallel" and target == "amdgpu":
+        # a call into another object makes the AMDGPU back end assume the worst registers and stack for it
+        log.info("codegen_method=parallel: kernel %r is generated serially (AMDGPU partitions would lose "
+                 "the callees' resource usage)", kernel_name)  # fmt: skip
     if emit == "asm":
         data = tm.emit_assembly(module).encode()
         times["codegen"] = time.perf_counter() - start
