@@ -95,6 +95,16 @@ def test_json_report_carries_the_speedup_over_the_recorded_binary():
     assert ExperimentResult.from_dict(data["result"]) == result
 
 
+def test_the_report_puts_the_in_application_time_beside_the_replay_time():
+    result = ExperimentResult(exec_time=[2.1e-5, 2.0e-5, 2.2e-5], verified=True, executed=True)
+    rows = dict(result_rows(result, RECORDED, app_times=[2.0e-5, 1.8e-5, 2.2e-5, 2.0e-5]))
+    assert rows["in the application"] == "20.0 us median of 4 launches; replay / application 1.050"
+    assert "in the application" not in dict(result_rows(result, RECORDED))  # unknown: no row
+    data = json.loads(result_json(result, RECORDED, database="db.json", record_id="abc", kernel="k",
+                                  app_times=[2.0e-5, 1.8e-5, 2.2e-5]))  # fmt: skip
+    assert data["app_median_time"] == 2.0e-5 and abs(data["replay_vs_app"] - 1.05) < 1e-12
+
+
 def test_replay_needs_a_record_db():
     outcome = CliRunner().invoke(cli, ["replay"])
     assert outcome.exit_code == 2

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,11 @@ def _resource(value: int) -> str:
 
 
 def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
-                baseline: ExperimentResult | None = None) -> list[tuple[str, str]]:  # fmt: skip
-    """(label, value) rows describing one experiment, in report order."""
+                baseline: ExperimentResult | None = None, app_times: Sequence[float] = ()) -> list[tuple[str, str]]:  # fmt: skip
+    """(label, value) rows describing one experiment, in report order.
+
+    `app_times`: the instance's launch times inside the application (the recorder's), if known.
+    """
     rows = [
         ("grid / block / shared", f"{config.grid} / {config.block} / {config.shared_mem} B"),
         ("device", result.device or "-"),
@@ -125,6 +129,10 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
     if baseline is not None and baseline.median_time and result.median_time:
         rows.append(("speedup vs recorded binary", f"{baseline.median_time / result.median_time:.3f}x"
                      f" (binary {_ms(baseline.median_time)})"))  # fmt: skip
+    if app_times:
+        app = statistics.median(app_times)
+        ratio = f"; replay / application {result.median_time / app:.3f}" if result.median_time else ""
+        rows.append(("in the application", f"{_ms(app)} median of {len(app_times)} launches{ratio}"))
     rows.append(("compile (preprocess / opt / codegen)", " / ".join(
         _ms(t) for t in (result.preprocess_ir_time, result.opt_time, result.codegen_time))))  # fmt: skip
     rows.append(("load", _ms(result.load_time)))
@@ -137,18 +145,18 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
 
 
 def result_table(result: ExperimentResult, config: ExperimentConfiguration, title: str,
-                 baseline: ExperimentResult | None = None) -> Table:  # fmt: skip
+                 baseline: ExperimentResult | None = None, app_times: Sequence[float] = ()) -> Table:  # fmt: skip
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
-    for label, value in result_rows(result, config, baseline):
+    for label, value in result_rows(result, config, baseline, app_times):
         style = "red" if (label in ("verified", "failed", "mismatch") and result.failed) else None
         table.add_row(label, value, style=style)
     return table
 
 
 def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, database: str, record_id: str,
-                kernel: str, baseline: ExperimentResult | None = None) -> str:  # fmt: skip
+                kernel: str, baseline: ExperimentResult | None = None, app_times: Sequence[float] = ()) -> str:  # fmt: skip
     data = {
         "database": database, "record_id": record_id, "kernel": kernel,
         "config": config.to_dict(), "config_hash": config.hash(), "result": result.to_dict(),
@@ -158,6 +166,10 @@ def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, da
         data["recorded_binary"] = baseline.to_dict()
         if baseline.median_time and result.median_time:
             data["speedup_vs_recorded_binary"] = baseline.median_time / result.median_time
+    if app_times:
+        data["app_median_time"] = statistics.median(app_times)
+        if result.median_time:
+            data["replay_vs_app"] = result.median_time / data["app_median_time"]
     return json.dumps(data, indent=2, allow_nan=False, default=_json_default)
 
 
@@ -247,12 +259,12 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
         if recorded is not None:
             baseline = ex.execute(ex.default_config(), binary=recorded)
         kernel, instance = ex.rec.kernel_name, ex.instance.dynamic_hash
-        database = str(ex.rec.path)
+        database, app_times = str(ex.rec.path), list(ex.instance.app_times)
     if as_json:
         click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
-                               baseline=baseline))  # fmt: skip
+                               baseline=baseline, app_times=app_times))  # fmt: skip
     else:
-        _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline))
+        _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline, app_times))
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
     if not result.ok:

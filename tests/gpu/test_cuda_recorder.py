@@ -7,6 +7,7 @@ The C++ programs (tests/gpu/programs/*.cu) are built by `scripts/gpu-suite --pre
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import struct
@@ -309,3 +310,130 @@ def test_a_buffer_annotated_by_the_application_carries_its_policy_into_the_snaps
     assert policies[out_ptr] == RegionPolicy(dtype="f32", threshold=1e-5, relative=True, norm="none")
     assert policies[in_ptr] == EXACT
     assert_all_verified(replay_all(dbs), 1)
+
+
+# -- pitched, stream-ordered and application-mapped memory, graphs, in-application times ---------
+
+ZONE = VA_BASE + (1 << 40)  # the application's own reservations land above the placed range
+
+
+def _run(command, env):
+    proc = subprocess.run([str(c) for c in command], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    return proc
+
+
+def test_pitched_allocations_are_placed_with_the_drivers_pitch_and_replay(recorder_library, tmp_path_factory,
+                                                                          tmp_path):  # fmt: skip
+    from mneme_cuda import recorder
+
+    from mneme.core.records import RecordedExecution
+
+    app = program("pitch_app", tmp_path_factory)
+    plain = _run([app], {k: v for k, v in os.environ.items() if not k.startswith("MNEME_")})
+    under = _run([app], recorder.environment(tmp_path / "probe", kernel="^$", library=recorder_library))
+    assert "not placed" not in under.stderr, under.stderr
+    words = under.stdout.split()
+    assert words[:2] == ["pitch_app", "OK"] and words[4] == plain.stdout.split()[4]  # the same pitch
+    assert all(VA_BASE <= int(w, 16) < ZONE for w in words[2:4]), under.stdout
+    code, dbs = record([app], tmp_path, "scale_add_2d", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.occ == 20
+    assert len(inst.app_times) == 17 and all(0 < t < 0.1 for t in inst.app_times)  # recorded launch + 16 more
+    assert_all_verified(replay_all(dbs), 1)
+
+
+def test_stream_ordered_allocations_are_placed_freed_in_stream_order_and_replay(recorder_library, tmp_path_factory,
+                                                                                tmp_path):  # fmt: skip
+    from mneme_cuda import recorder
+
+    from mneme.core.records import RecordedExecution
+
+    app = program("async_app", tmp_path_factory)
+    under = _run([app], recorder.environment(tmp_path / "probe", kernel="^$", library=recorder_library))
+    assert "not placed" not in under.stderr, under.stderr
+    words = under.stdout.split()
+    assert words[:2] == ["async_app", "OK"], under.stdout
+    pointers = [int(w, 16) for w in words[2:6]]
+    assert all(VA_BASE <= p < ZONE for p in pointers) and len(set(pointers)) == 4, under.stdout
+    code, dbs = record([app], tmp_path, "saxpy", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    rec = RecordedExecution.from_json(db)
+    assert sorted(i.occ for i in rec.kernel_instances.values()) == [1, 20]
+    assert_all_verified(replay_all(dbs), 2)
+
+
+def test_a_pytorch_op_with_expandable_segments_is_placed_in_the_zone_recorded_and_replayed(recorder_library,
+                                                                                         tmp_path, monkeypatch):  # fmt: skip
+    from mneme_cuda import recorder
+
+    from mneme.core.records import RecordedExecution
+
+    script = _python_app("torch_app", ("torch",))
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    env = recorder.environment(tmp_path / "probe", kernel="^$", library=recorder_library)
+    proc = _run([sys.executable, script], env)
+    words = proc.stdout.split()
+    index = words.index("torch_app")
+    pointers = [int(w, 16) for w in words[index + 2 : index + 4]]
+    assert all(ZONE <= p < ZONE + (2 << 40) for p in pointers), proc.stdout + proc.stderr[-2000:]
+    code, dbs = record([sys.executable, script], tmp_path, "elementwise_kernel", recorder_library)
+    assert code == 0
+    for db in dbs:
+        rec = RecordedExecution.from_json(db)
+        assert rec.va_addr <= min(pointers) and max(pointers) < rec.va_addr + rec.va_size
+    assert_all_verified(replay_all(dbs))
+
+
+def test_graph_launches_are_warned_about_once_counted_and_leave_the_result_unchanged(recorder_library,
+                                                                                     tmp_path_factory, tmp_path):  # fmt: skip
+    from mneme_cuda import recorder
+
+    from mneme.core.records import RecordedExecution
+
+    app = program("graph_app", tmp_path_factory)
+    raw = tmp_path / "raw"
+    proc = _run([app], recorder.environment(raw, kernel="^saxpy$", library=recorder_library))
+    assert "graph_app OK" in proc.stdout
+    assert proc.stderr.count("inside a CUDA graph") == 1 and "saxpy" in proc.stderr, proc.stderr
+    assert recorder.in_application(raw)[1] == {"saxpy": 5}
+    assert len(recorder.launches(raw)) == 1  # the direct launch
+    code, dbs = record([app], tmp_path, "^saxpy$", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.occ == 1
+    assert_all_verified(replay_all(dbs), 1)
+
+
+@pytest.mark.parametrize(("env", "epilogue_format", "capture", "encodings"), [
+    ({}, "diff", "device shadow", ["diff", "diff"]),
+    ({}, "best", "device shadow", ["diff", "zstd"]),  # x unchanged, y rewritten
+    ({"MNEME_RECORD_PENDING_MIB": "0"}, "diff", "synchronous", ["zstd", "zstd"]),  # no room for shadows
+])  # fmt: skip
+def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(recorder_library, saxpy_app, tmp_path,
+                                                                            monkeypatch, env, epilogue_format,
+                                                                            capture, encodings):  # fmt: skip
+    from mneme_cuda import recorder
+
+    from mneme.core.records import RecordedExecution
+    from mneme.core.snapshot import Snapshot
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    code, dbs = record([saxpy_app], tmp_path, "saxpy", recorder_library, epilogue_format=epilogue_format)
+    assert code == 0
+    manifests = [m for _, m in recorder.launches(tmp_path / "db" / "raw")]
+    assert [(m["version"], m["capture"], m["epilogue_format"]) for m in manifests] == [
+        (2, capture, epilogue_format)] * 3  # fmt: skip
+    assert all(m["write_seconds"] > 0 and m["stored_bytes"] > 0 for m in manifests)
+    (db,) = dbs
+    for inst in RecordedExecution.from_json(db).kernel_instances.values():
+        with Snapshot.open(inst.prologue_path) as prologue, Snapshot.open(inst.epilogue_path, base=prologue,
+                                                                          verify=True) as epilogue:  # fmt: skip
+            assert [r.encoding for r in sorted(epilogue.regions, key=lambda r: r.addr)] == encodings
+    assert_all_verified(replay_all(dbs), 3)

@@ -137,8 +137,12 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
 
 def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
                 va_base: int = DEFAULT_VA_BASE, library: Path | None = None,
-                record_ranks: str | None = None, epilogue_format: str = "diff") -> dict[str, str]:  # fmt: skip
+                record_ranks: str | None = None, epilogue_format: str = "diff",
+                timed_launches: int | None = None) -> dict[str, str]:  # fmt: skip
     """The environment that runs a command under the recorder.
+
+    `timed_launches`: how many launches of each recorded instance after the recorded one are
+    timed inside the application (MNEME_RECORD_TIMED; the recorder's default is 16).
 
     `record_ranks`: "all", a comma-separated list of MPI ranks, or None (rank 0 when a launcher
     announces ranks, else the one process). `epilogue_format`: how the recorder stores each
@@ -158,6 +162,10 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     if record_ranks:
         env["MNEME_RECORD_RANKS"] = record_ranks
     env["MNEME_RECORD_EPILOGUE_FORMAT"] = epilogue_format
+    if timed_launches is not None:
+        if timed_launches < 0:
+            raise UsageError(f"timed launches must be >= 0, got {timed_launches}")
+        env["MNEME_RECORD_TIMED"] = str(timed_launches)
     return env
 
 
@@ -334,6 +342,27 @@ def occurrences(raw_dir: Path) -> dict[tuple[str, str], int]:
             for key, count in entry.get("instances", {}).items():
                 total[(kernel, key)] += int(count)
     return dict(total)
+
+
+def in_application(raw_dir: Path) -> tuple[dict[tuple[str, str], list[float]], dict[str, int]]:
+    """What the recorder measured inside the application, over every recorded process:
+    (kernel, instance key) -> seconds of each timed launch, and kernel -> launches inside CUDA graphs."""
+    times: dict[tuple[str, str], list[float]] = defaultdict(list)
+    graphs: dict[str, int] = defaultdict(int)
+    for path in sorted(Path(raw_dir).glob("counts-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        for kernel, entry in data.get("kernels", {}).items():
+            if entry.get("graph_launches"):
+                graphs[kernel] += int(entry["graph_launches"])
+            for key, seconds in entry.get("app_times", {}).items():
+                if not isinstance(seconds, list) or not all(isinstance(t, (int, float)) and t > 0 for t in seconds):
+                    raise FormatError(path, f"expected positive seconds, got {seconds!r}"[:200],
+                                      field=f"kernels.{kernel}.app_times.{key}")  # fmt: skip
+                times[(kernel, key)] += [float(t) for t in seconds]
+    return dict(times), dict(graphs)
 
 
 def _regions(folder: Path, name: str, manifest: dict):
@@ -610,6 +639,7 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
     out.mkdir(parents=True, exist_ok=True)
     arch = arch or "sm_90"
     counted = occurrences(raw_dir)
+    timed, _ = in_application(raw_dir)
     elf_files = loaded_elf_files(raw_dir)
     by_kernel: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
     for folder, manifest in launches(raw_dir):
@@ -708,6 +738,10 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                     writer.add_global(name, bytes(data))
             rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
                              epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ)  # fmt: skip
+        for dynamic, key in {dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])):
+                             m.get("instance_key", "") for _, m in items}.items():  # fmt: skip
+            if timed.get((kernel, key)) and dynamic in rec.kernel_instances:  # set, not added: finalizing twice is the same
+                rec[dynamic].app_times = list(timed[(kernel, key)])
         rec.save()
         log.info("kernel %s: %d instances, %s", kernel, len(rec.kernel_instances),
                  f"IR from {ir_source}" if stored else f"binary only ({image[1]})")  # fmt: skip
@@ -815,4 +849,8 @@ def _print_summary(raw: Path, written: Sequence[Path]) -> None:
             code += " + " + ", ".join(sorted({image.kind for image in rec.binary_blobs}))
         table.add_row(rec.demangled_name or rec.kernel_name, str(len(rec.kernel_instances)), str(occ), code,
                       str(len(rec.globals)), f"{size:,}", path.name)  # fmt: skip
-    Console(stderr=True).print(table)
+    console = Console(stderr=True)
+    console.print(table)
+    for kernel, n in sorted(in_application(raw)[1].items()):
+        console.print(f"{kernel}: {n} launch{'es' if n != 1 else ''} inside CUDA graphs not recorded "
+                      "(run the application without CUDA graphs to record them)")  # fmt: skip

@@ -10,7 +10,11 @@
 // What it does:
 //  * Places every cuMemAlloc allocation inside one virtual range it reserves at a fixed base
 //    (MNEME_RECORD_VA_BASE, default 0x153940000000; 1 TiB), backed lazily with cuMemCreate +
-//    cuMemMap, so replay can rebuild the same addresses.
+//    cuMemMap, so replay can rebuild the same addresses; pitched and stream-ordered allocations
+//    too (cuMemFreeAsync releases once its stream has passed it), and the application's own VMM
+//    reservations get hints in a zone above that range, their accessible mappings recorded.
+//  * Times each recorded launch and the next MNEME_RECORD_TIMED launches of the same instance
+//    with events on the application's stream; counts kernel nodes run through cuGraphLaunch.
 //  * Remembers each loaded code image (fatbin, cubin, PTX) and the device globals the process
 //    looked up (cuModuleGetGlobal / cuLibraryGetGlobal), per module.
 //  * For each selected launch (MNEME_RECORD_KERNEL regex, MNEME_RECORD_SKIP,
@@ -66,6 +70,8 @@ struct Config {
     long max_per_kernel = 4;
     uint64_t va_base = 0x153940000000ull;
     uint64_t va_size = 1ull << 40;
+    uint64_t vmm_size = 1ull << 41;  // the zone above the placed range for the application's own reservations
+    long timed = 16;                 // launches timed in the application per recorded instance, after the recorded one
     bool place = true;
 };
 
@@ -113,6 +119,8 @@ Config &config() {
         if (const char *v = getenv("MNEME_RECORD_VA_BASE")) cfg->va_base = strtoull(v, nullptr, 0);
         if (const char *v = getenv("MNEME_RECORD_VA_SIZE")) cfg->va_size = strtoull(v, nullptr, 0);
         if (const char *v = getenv("MNEME_RECORD_PLACE")) cfg->place = strcmp(v, "0") != 0;
+        if (const char *v = getenv("MNEME_RECORD_VMM_SIZE")) cfg->vmm_size = strtoull(v, nullptr, 0);
+        if (const char *v = getenv("MNEME_RECORD_TIMED")) cfg->timed = atol(v);
         if (!rank_selected(getenv("MNEME_RECORD_RANKS"), launcher_rank())) cfg->dir.clear();
         return cfg;
     }();
@@ -259,8 +267,82 @@ bool reserve_range() {
 
 bool wait_for_shadows();
 
+// A cuMemFreeAsync'd placed allocation, released once `done` (recorded on its stream) completes.
+struct DeferredFree {
+    uint64_t addr;
+    size_t mapped;
+    CUmemGenericAllocationHandle handle;
+    CUevent done;
+};
+
+std::vector<DeferredFree> &deferred_frees() {  // mu() held
+    static auto *v = new std::vector<DeferredFree>();
+    return *v;
+}
+
+// Release the deferred frees whose stream has passed them (mu() held); cuEventQuery, never a wait.
+void reap_deferred_frees() {
+    auto &pending = deferred_frees();
+    if (pending.empty()) return;
+    DRV(cuEventQuery);
+    DRV(cuEventDestroy_v2);
+    DRV(cuMemUnmap);
+    DRV(cuMemRelease);
+    size_t kept = 0;
+    for (DeferredFree &d : pending) {
+        if (p_cuEventQuery(d.done) == CUDA_ERROR_NOT_READY) {
+            pending[kept++] = d;
+            continue;
+        }
+        p_cuMemUnmap(d.addr, d.mapped);
+        p_cuMemRelease(d.handle);
+        p_cuEventDestroy_v2(d.done);
+    }
+    pending.resize(kept);
+}
+
+// Disjoint half-open address intervals (start -> end): add merges neighbours, remove splits.
+void interval_add(std::map<uint64_t, uint64_t> &set, uint64_t start, uint64_t end) {
+    if (start >= end) return;
+    auto it = set.upper_bound(start);
+    if (it != set.begin() && std::prev(it)->second >= start) {
+        --it;
+        start = it->first;
+        end = std::max(end, it->second);
+        it = set.erase(it);
+    }
+    while (it != set.end() && it->first <= end) {
+        end = std::max(end, it->second);
+        it = set.erase(it);
+    }
+    set[start] = end;
+}
+
+void interval_remove(std::map<uint64_t, uint64_t> &set, uint64_t start, uint64_t end) {
+    if (start >= end) return;
+    auto it = set.upper_bound(start);
+    if (it != set.begin()) --it;
+    while (it != set.end() && it->first < end) {
+        uint64_t a = it->first, b = it->second;
+        if (b <= start) {
+            ++it;
+            continue;
+        }
+        it = set.erase(it);
+        if (a < start) set[a] = start;
+        if (b > end) {
+            set[end] = b;
+            break;
+        }
+    }
+}
+
+void reap_timings(bool wait);
+
 CUresult placed_alloc(CUdeviceptr *dptr, size_t size) {
     std::lock_guard<std::mutex> lock(mu());
+    reap_deferred_frees();
+    reap_timings(false);
     Placement &p = placement();
     if (!reserve_range()) return real().mem_alloc(dptr, size);
     DRV(cuMemCreate);
@@ -299,6 +381,8 @@ CUresult placed_alloc(CUdeviceptr *dptr, size_t size) {
 
 CUresult placed_free(CUdeviceptr ptr) {
     std::unique_lock<std::mutex> lock(mu());
+    reap_deferred_frees();
+    reap_timings(false);
     Placement &p = placement();
     auto it = p.live.find(ptr);
     if (it == p.live.end()) {
@@ -563,11 +647,80 @@ struct KernelCounts {
     long seen = 0;
     std::set<uint64_t> instances;        // recorded argument sets
     std::map<uint64_t, long> occurrences;  // launches per argument set, recorded or not
+    long graph_launches = 0;               // kernel nodes run through cuGraphLaunch (not recorded)
+    std::map<uint64_t, long> timed;        // launches timed in the application, per recorded argument set
+    std::map<uint64_t, std::vector<double>> app_times;  // their durations in seconds
 };
 
 std::map<std::string, KernelCounts> &counts() {
     static auto *m = new std::map<std::string, KernelCounts>();
     return *m;
+}
+
+// In-application timing: the recorded launch of an instance and the next MNEME_RECORD_TIMED
+// launches with the same dynamic hash run between two events on the application's stream. The
+// application is never synchronized for it: elapsed times are collected with cuEventQuery at
+// later launches, allocations and frees, and at exit, into counts-<pid>.json ("app_times").
+struct PendingTiming {
+    std::string kernel;
+    uint64_t instance;
+    CUevent start, stop;
+};
+
+std::vector<PendingTiming> &pending_timings() {  // mu() held
+    static auto *v = new std::vector<PendingTiming>();
+    return *v;
+}
+
+void reap_timings(bool wait) {
+    auto &pending = pending_timings();
+    if (pending.empty()) return;
+    DRV(cuEventQuery);
+    DRV(cuEventSynchronize);
+    DRV(cuEventElapsedTime_v2);
+    DRV(cuEventDestroy_v2);
+    size_t kept = 0;
+    for (PendingTiming &t : pending) {
+        CUresult q = wait ? p_cuEventSynchronize(t.stop) : p_cuEventQuery(t.stop);
+        if (q == CUDA_ERROR_NOT_READY) {
+            pending[kept++] = t;
+            continue;
+        }
+        float ms = 0;
+        if (q == CUDA_SUCCESS && p_cuEventElapsedTime_v2 && p_cuEventElapsedTime_v2(&ms, t.start, t.stop) == CUDA_SUCCESS &&
+            ms > 0)
+            counts()[t.kernel].app_times[t.instance].push_back(ms * 1e-3);
+        p_cuEventDestroy_v2(t.start);
+        p_cuEventDestroy_v2(t.stop);
+    }
+    pending.resize(kept);
+}
+
+// Run a launch of a recorded instance, timed when that instance still has timings to take (mu() held).
+template <typename Run>
+CUresult time_launch(const std::string &kernel, uint64_t instance, CUstream stream, Run run) {
+    reap_timings(false);
+    long &timed = counts()[kernel].timed[instance];
+    if (timed > config().timed) return run();
+    DRV(cuEventCreate);
+    DRV(cuEventRecord);
+    DRV(cuEventDestroy_v2);
+    CUevent start = nullptr, stop = nullptr;
+    if (!p_cuEventCreate || p_cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return run();
+    if (p_cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS || p_cuEventRecord(start, stream) != CUDA_SUCCESS) {
+        p_cuEventDestroy_v2(start);
+        if (stop) p_cuEventDestroy_v2(stop);
+        return run();
+    }
+    CUresult r = run();
+    if (r == CUDA_SUCCESS && p_cuEventRecord(stop, stream) == CUDA_SUCCESS) {
+        timed++;
+        pending_timings().push_back(PendingTiming{kernel, instance, start, stop});
+    } else {
+        p_cuEventDestroy_v2(start);
+        p_cuEventDestroy_v2(stop);
+    }
+    return r;
 }
 
 bool disabled = false;
@@ -1283,6 +1436,7 @@ struct Launch {
 };
 
 void discover_globals(void *owner);
+void append_mapped_regions(std::vector<std::pair<uint64_t, uint64_t>> &regions);
 
 // Decide whether to record this launch; when yes, run it between prologue and epilogue dumps.
 template <typename Run>
@@ -1315,11 +1469,13 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     uint64_t h = fnv1a(l.grid, sizeof l.grid, fnv1a(l.block, sizeof l.block, fnv1a(&l.shared, sizeof l.shared)));
     h = fnv1a(args.data(), args.size(), h);
     if (index >= c.skip) kc.occurrences[h]++;
-    if (index < c.skip || kc.instances.count(h) || (long)kc.instances.size() >= c.max_per_kernel) return run();
+    if (index >= c.skip && kc.instances.count(h)) return time_launch(name, h, l.stream, run);
+    if (index < c.skip || (long)kc.instances.size() >= c.max_per_kernel) return run();
     kc.instances.insert(h);
     long seq = launch_seq++;
     std::vector<std::pair<uint64_t, uint64_t>> regions;
     for (auto &a : placement().live) regions.emplace_back(a.first, a.second.size);
+    append_mapped_regions(regions);  // the application's own VMM mappings
     std::string policies;  // the annotated regions' policies, as the manifest's "policies" entries
     for (auto &a : annotations()) {
         if (!placement().live.count(a.first)) continue;
@@ -1397,7 +1553,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     }
     if (!shadowed) err = write_live(*job, PROLOGUE, &stored);  // stall = write
     double t1 = now_seconds();
-    CUresult result = run();
+    CUresult result = time_launch(name, h, l.stream, run);
     synced = p_cuCtxSynchronize();
     double t2 = now_seconds();
     bool launched = result == CUDA_SUCCESS && synced == CUDA_SUCCESS;
@@ -1729,65 +1885,375 @@ CUresult w_library_get_global(CUdeviceptr *dptr, size_t *bytes, CUlibrary lib, c
     return get_global(resolve_real(real_modules().library_get_global, "cuLibraryGetGlobal"), dptr, bytes, lib, name);
 }
 
+// ---- pitched, stream-ordered and application-mapped memory ----------------------------------------
+
 using managed_t = CUresult (*)(CUdeviceptr *, size_t, unsigned);
 using pitch_t = CUresult (*)(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
 using async_t = CUresult (*)(CUdeviceptr *, size_t, CUstream);
 using pool_t = CUresult (*)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+using free_async_t = CUresult (*)(CUdeviceptr, CUstream);
+using va_reserve_t = CUresult (*)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+using va_free_t = CUresult (*)(CUdeviceptr, size_t);
+using mem_map_t = CUresult (*)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+using mem_unmap_t = CUresult (*)(CUdeviceptr, size_t);
+using set_access_t = CUresult (*)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 
-struct RealUnplaced {
+struct RealMemory {
     managed_t managed = nullptr;
     pitch_t pitch = nullptr;
     async_t async = nullptr, async_ptsz = nullptr;
     pool_t pool = nullptr, pool_ptsz = nullptr;
+    free_async_t free_async = nullptr, free_async_ptsz = nullptr;
+    va_reserve_t va_reserve = nullptr;
+    va_free_t va_free = nullptr;
+    mem_map_t map = nullptr;
+    mem_unmap_t unmap = nullptr;
+    set_access_t set_access = nullptr;
 };
 
-RealUnplaced &real_unplaced() {
-    static auto *r = new RealUnplaced();
+RealMemory &real_memory() {
+    static auto *r = new RealMemory();
     return *r;
 }
 
-void warn_unplaced(const char *what, size_t size) {
+void warn_once(const std::string &key, const char *fmt, ...) {
     static std::mutex *m = new std::mutex();
     static auto *warned = new std::set<std::string>();
-    std::lock_guard<std::mutex> lock(*m);
-    if (!warned->insert(what).second) return;
-    warn("%s of %zu bytes (and any later ones) is not placed in the recorded range: kernels using it are "
-         "recorded without it and will not replay correctly",
-         what, size);
+    {
+        std::lock_guard<std::mutex> lock(*m);
+        if (!warned->insert(key).second) return;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mneme-recorder: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
 }
 
 CUresult w_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags) {
-    warn_unplaced("managed memory (cuMemAllocManaged)", size);
-    return real_unplaced().managed(dptr, size, flags);
+    warn_once("managed", "managed memory (cuMemAllocManaged) of %zu bytes (and any later ones) is not placed in the "
+              "recorded range: kernels using it are recorded without it and will not replay correctly", size);
+    return resolve_real(real_memory().managed, "cuMemAllocManaged")(dptr, size, flags);
 }
 
+// The pitch of a row of `width` bytes: `width` rounded up to `alignment` (a power of two or not).
+uint64_t pitch_for(uint64_t width, uint64_t alignment) {
+    if (alignment == 0) return width;
+    return (width + alignment - 1) / alignment * alignment;
+}
+
+// cuMemAllocPitch, placed: the pitch the driver itself would choose (asked once per row width and
+// element size with a one-row allocation that is freed at once), so the application lays its rows
+// out as it does without the recorder; the device's texture pitch alignment when that fails.
 CUresult w_alloc_pitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned element) {
-    warn_unplaced("a pitched allocation (cuMemAllocPitch)", width * height);
-    return real_unplaced().pitch(dptr, pitch, width, height, element);
+    ensure_plain();  // placed_alloc falls back to the driver's cuMemAlloc when the range cannot be had
+    auto real_pitch = resolve_real(real_memory().pitch, "cuMemAllocPitch_v2");
+    if (!config().place || !dptr || !pitch) return real_pitch(dptr, pitch, width, height, element);
+    static std::mutex *m = new std::mutex();
+    static auto *known = new std::map<std::pair<size_t, unsigned>, size_t>();
+    size_t p = 0;
+    {
+        std::lock_guard<std::mutex> lock(*m);
+        auto it = known->find({width, element});
+        if (it != known->end()) p = it->second;
+    }
+    if (!p) {
+        CUdeviceptr probe = 0;
+        size_t probe_pitch = 0;
+        CUresult r = real_pitch(&probe, &probe_pitch, width, 1, element);
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY) return r;  // invalid width or element size
+        if (r == CUDA_SUCCESS) {
+            DRV(cuMemFree_v2);
+            p_cuMemFree_v2(probe);
+            p = probe_pitch;
+        } else {
+            DRV(cuCtxGetDevice);
+            DRV(cuDeviceGetAttribute);
+            CUdevice device = 0;
+            int alignment = 0;
+            if (p_cuCtxGetDevice(&device) == CUDA_SUCCESS)
+                p_cuDeviceGetAttribute(&alignment, CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, device);
+            p = pitch_for(width, alignment > 0 ? alignment : 512);
+        }
+        std::lock_guard<std::mutex> lock(*m);
+        (*known)[{width, element}] = p;
+    }
+    CUresult r = placed_alloc(dptr, p * height);
+    if (r == CUDA_SUCCESS) *pitch = p;
+    return r;
+}
+
+bool stream_capturing(CUstream s) {
+    DRV(cuStreamIsCapturing);
+    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    return !p_cuStreamIsCapturing || p_cuStreamIsCapturing(s, &capture) != CUDA_SUCCESS ||
+           capture != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+// Stream-ordered allocations are placed like cuMemAlloc: the memory exists at once, which
+// satisfies "usable by work ordered after the call". Pools' attributes (release threshold, IPC,
+// access from peers) do not apply to placed memory. Inside a stream capture the allocation
+// becomes a graph node, which only the driver can make: those pass through.
+CUresult alloc_async(async_t real_fn, CUdeviceptr *dptr, size_t size, CUstream s) {
+    if (!config().place || stream_capturing(s)) return real_fn(dptr, size, s);
+    ensure_plain();
+    return placed_alloc(dptr, size);
 }
 
 CUresult w_alloc_async(CUdeviceptr *dptr, size_t size, CUstream s) {
-    warn_unplaced("a stream-ordered allocation (cuMemAllocAsync)", size);
-    return real_unplaced().async(dptr, size, s);
+    return alloc_async(resolve_real(real_memory().async, "cuMemAllocAsync"), dptr, size, s);
 }
 
 CUresult w_alloc_async_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) {
-    warn_unplaced("a stream-ordered allocation (cuMemAllocAsync)", size);
-    return real_unplaced().async_ptsz(dptr, size, s);
+    return alloc_async(resolve_real(real_memory().async_ptsz, "cuMemAllocAsync_ptsz"), dptr, size, s);
 }
 
 CUresult w_alloc_pool(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
-    warn_unplaced("a pool allocation (cuMemAllocFromPoolAsync)", size);
-    return real_unplaced().pool(dptr, size, pool, s);
+    auto fn = resolve_real(real_memory().pool, "cuMemAllocFromPoolAsync");
+    if (!config().place || stream_capturing(s)) return fn(dptr, size, pool, s);
+    ensure_plain();
+    return placed_alloc(dptr, size);
 }
 
 CUresult w_alloc_pool_ptsz(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
-    warn_unplaced("a pool allocation (cuMemAllocFromPoolAsync)", size);
-    return real_unplaced().pool_ptsz(dptr, size, pool, s);
+    auto fn = resolve_real(real_memory().pool_ptsz, "cuMemAllocFromPoolAsync_ptsz");
+    if (!config().place || stream_capturing(s)) return fn(dptr, size, pool, s);
+    ensure_plain();
+    return placed_alloc(dptr, size);
+}
+
+// cuMemFreeAsync of a placed allocation: it leaves the live set now (later recordings do not
+// see it), and its memory is released once an event recorded on the stream has completed, so
+// work queued before the free still finds it mapped. Never blocks the application.
+CUresult free_async(free_async_t real_fn, CUdeviceptr ptr, CUstream s) {
+    std::unique_lock<std::mutex> lock(mu());
+    Placement &p = placement();
+    auto it = p.live.find(ptr);
+    if (it == p.live.end() || stream_capturing(s)) {
+        lock.unlock();
+        return real_fn(ptr, s);
+    }
+    DRV(cuEventCreate);
+    DRV(cuEventRecord);
+    DRV(cuEventDestroy_v2);
+    CUevent done = nullptr;
+    CUresult r = p_cuEventCreate(&done, CU_EVENT_DISABLE_TIMING);
+    if (r == CUDA_SUCCESS && (r = p_cuEventRecord(done, s)) != CUDA_SUCCESS) p_cuEventDestroy_v2(done);
+    if (r != CUDA_SUCCESS) return r;  // an invalid stream: the application's error, nothing freed
+    deferred_frees().push_back(DeferredFree{it->first, it->second.mapped, it->second.handle, done});
+    annotations().erase(it->first);
+    p.live.erase(it);
+    reap_deferred_frees();
+    reap_timings(false);
+    return CUDA_SUCCESS;
+}
+
+CUresult w_free_async(CUdeviceptr ptr, CUstream s) {
+    return free_async(resolve_real(real_memory().free_async, "cuMemFreeAsync"), ptr, s);
+}
+
+CUresult w_free_async_ptsz(CUdeviceptr ptr, CUstream s) {
+    return free_async(resolve_real(real_memory().free_async_ptsz, "cuMemFreeAsync_ptsz"), ptr, s);
+}
+
+// Virtual-memory mappings the application makes itself (PyTorch's expandable segments): its
+// address reservations without an address of its own get a hint in the recorder's zone right
+// above the placed range (MNEME_RECORD_VMM_SIZE bytes), so they land at the same addresses in
+// every run; the driver honours hints for reservations of 64 MiB and more. What it maps there
+// and makes accessible (cuMemSetAccess) is live memory for snapshots; cuMemUnmap and
+// cuMemAddressFree take it out again.
+struct AppMappings {
+    uint64_t cursor = 0;                         // next hint in the zone
+    std::map<uint64_t, uint64_t> reservations;  // the application's reservations: base -> end
+    std::map<uint64_t, uint64_t> accessible;    // mapped and accessible bytes: start -> end, disjoint
+};
+
+AppMappings &app_mappings() {
+    static auto *m = new AppMappings();
+    return *m;
+}
+
+CUresult w_va_reserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags) {
+    auto fn = resolve_real(real_memory().va_reserve, "cuMemAddressReserve");
+    const Config &c = config();
+    if (!ptr) return fn(ptr, size, alignment, addr, flags);
+    std::lock_guard<std::mutex> lock(mu());
+    AppMappings &m = app_mappings();
+    uint64_t zone = c.va_base + c.va_size, zone_end = zone + c.vmm_size;
+    if (!m.cursor) m.cursor = zone;
+    uint64_t align = std::max<uint64_t>(alignment, 2u << 20);
+    uint64_t hint = (m.cursor + align - 1) / align * align;
+    bool zoned = c.place && addr == 0 && hint + size <= zone_end;
+    CUresult r = fn(ptr, size, alignment, zoned ? hint : addr, flags);
+    if (r != CUDA_SUCCESS) return r;
+    if (zoned && *ptr == hint)
+        m.cursor = hint + (size + (2u << 20) - 1) / (2u << 20) * (2u << 20);  // never reused
+    else if (c.place)
+        warn_once("reserve", "the application reserved %zu bytes of device addresses at 0x%llx (%s); what it maps "
+                  "there is recorded, but replay may not be able to reserve that range again", size,
+                  (unsigned long long)*ptr,
+                  addr ? "an address of its own" : zoned ? "the driver did not honour the recorder's hint"
+                                                         : "the recorder's zone is full (MNEME_RECORD_VMM_SIZE)");
+    m.reservations[*ptr] = *ptr + size;
+    return r;
+}
+
+CUresult w_va_free(CUdeviceptr ptr, size_t size) {
+    {
+        std::lock_guard<std::mutex> lock(mu());
+        AppMappings &m = app_mappings();
+        interval_remove(m.accessible, ptr, ptr + size);
+        m.reservations.erase(ptr);
+    }
+    return resolve_real(real_memory().va_free, "cuMemAddressFree")(ptr, size);
+}
+
+CUresult w_mem_map(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                   unsigned long long flags) {
+    return resolve_real(real_memory().map, "cuMemMap")(ptr, size, offset, handle, flags);
+}
+
+CUresult w_mem_unmap(CUdeviceptr ptr, size_t size) {
+    {
+        std::lock_guard<std::mutex> lock(mu());
+        interval_remove(app_mappings().accessible, ptr, ptr + size);
+    }
+    return resolve_real(real_memory().unmap, "cuMemUnmap")(ptr, size);
+}
+
+CUresult w_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+    CUresult r = resolve_real(real_memory().set_access, "cuMemSetAccess")(ptr, size, desc, count);
+    if (r != CUDA_SUCCESS || !desc) return r;
+    std::lock_guard<std::mutex> lock(mu());
+    AppMappings &m = app_mappings();
+    auto it = m.reservations.upper_bound(ptr);
+    if (it == m.reservations.begin() || (--it, ptr + size > it->second)) return r;  // not the application's range
+    bool readable = false;
+    for (size_t i = 0; i < count; ++i)
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            readable = true;
+    if (readable)
+        interval_add(m.accessible, ptr, ptr + size);
+    else
+        interval_remove(m.accessible, ptr, ptr + size);
+    return r;
+}
+
+// The application's mapped bytes, as snapshot regions after the placed allocations (mu() held).
+void append_mapped_regions(std::vector<std::pair<uint64_t, uint64_t>> &regions) {
+    for (auto &a : app_mappings().accessible) regions.emplace_back(a.first, a.second - a.first);
+}
+
+// ---- CUDA graphs ----------------------------------------------------------------------------------
+// Kernel nodes are not recorded. At instantiation the recorder notes which selected kernels a
+// graph holds (child graphs included); each cuGraphLaunch of it counts one launch per node
+// (counts-<pid>.json "graph_launches"), and the first one warns, naming the kernel.
+
+using graph_instantiate_t = CUresult (*)(CUgraphExec *, CUgraph, unsigned long long);
+using graph_instantiate_params_t = CUresult (*)(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
+using graph_launch_t = CUresult (*)(CUgraphExec, CUstream);
+
+struct RealGraphs {
+    graph_instantiate_t instantiate = nullptr;
+    graph_instantiate_params_t instantiate_params = nullptr, instantiate_params_ptsz = nullptr;
+    graph_launch_t launch = nullptr, launch_ptsz = nullptr;
+};
+
+RealGraphs &real_graphs() {
+    static auto *r = new RealGraphs();
+    return *r;
+}
+
+std::unordered_map<void *, std::vector<std::string>> &graph_kernels() {  // CUgraphExec -> selected kernel nodes
+    static auto *m = new std::unordered_map<void *, std::vector<std::string>>();
+    return *m;
+}
+
+void selected_nodes(CUgraph graph, std::vector<std::string> &names, int depth = 0) {
+    DRV(cuGraphGetNodes);
+    DRV(cuGraphNodeGetType);
+    DRV(cuGraphKernelNodeGetParams_v2);
+    DRV(cuGraphChildGraphNodeGetGraph);
+    size_t n = 0;
+    if (depth > 8 || !p_cuGraphGetNodes || p_cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS || !n) return;
+    std::vector<CUgraphNode> nodes(n);
+    if (p_cuGraphGetNodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
+    for (CUgraphNode node : nodes) {
+        CUgraphNodeType type;
+        if (p_cuGraphNodeGetType(node, &type) != CUDA_SUCCESS) continue;
+        if (type == CU_GRAPH_NODE_TYPE_GRAPH && p_cuGraphChildGraphNodeGetGraph) {
+            CUgraph child = nullptr;
+            if (p_cuGraphChildGraphNodeGetGraph(node, &child) == CUDA_SUCCESS) selected_nodes(child, names, depth + 1);
+        } else if (type == CU_GRAPH_NODE_TYPE_KERNEL && p_cuGraphKernelNodeGetParams_v2) {
+            CUDA_KERNEL_NODE_PARAMS params = {};
+            if (p_cuGraphKernelNodeGetParams_v2(node, &params) != CUDA_SUCCESS) continue;
+            CUfunction f = params.func ? params.func : reinterpret_cast<CUfunction>(params.kern);
+            if (!f) continue;
+            Selection sel = select_kernel(f);
+            if (sel.selected) names.push_back(sel.name);
+        }
+    }
+}
+
+void note_graph(CUresult r, CUgraphExec *exec, CUgraph graph) {
+    if (r != CUDA_SUCCESS || !exec || !tracking()) return;
+    std::vector<std::string> names;
+    selected_nodes(graph, names);
+    std::lock_guard<std::mutex> lock(mu());
+    if (names.empty())
+        graph_kernels().erase(*exec);
+    else
+        graph_kernels()[*exec] = names;
+}
+
+CUresult w_graph_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
+    CUresult r = resolve_real(real_graphs().instantiate, "cuGraphInstantiateWithFlags")(exec, graph, flags);
+    note_graph(r, exec, graph);
+    return r;
+}
+
+CUresult w_graph_instantiate_params(CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params) {
+    CUresult r = resolve_real(real_graphs().instantiate_params, "cuGraphInstantiateWithParams")(exec, graph, params);
+    note_graph(r, exec, graph);
+    return r;
+}
+
+CUresult w_graph_instantiate_params_ptsz(CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params) {
+    auto fn = resolve_real(real_graphs().instantiate_params_ptsz, "cuGraphInstantiateWithParams_ptsz");
+    CUresult r = fn(exec, graph, params);
+    note_graph(r, exec, graph);
+    return r;
+}
+
+CUresult graph_launch(graph_launch_t real_fn, CUgraphExec exec, CUstream s) {
+    CUresult r = real_fn(exec, s);
+    if (r != CUDA_SUCCESS || !tracking()) return r;
+    std::lock_guard<std::mutex> lock(mu());
+    auto it = graph_kernels().find(exec);
+    if (it == graph_kernels().end()) return r;
+    for (const std::string &name : it->second) {
+        counts()[name].graph_launches++;
+        warn_once("graph " + name, "kernel %s runs inside a CUDA graph (cuGraphLaunch); launches in graphs are not "
+                  "recorded, only counted. Record it where the application launches it directly (e.g. run without "
+                  "CUDA graphs: PyTorch without torch.cuda.graphs or mode=\"reduce-overhead\")", name.c_str());
+    }
+    return r;
+}
+
+CUresult w_graph_launch(CUgraphExec exec, CUstream s) {
+    return graph_launch(resolve_real(real_graphs().launch, "cuGraphLaunch"), exec, s);
+}
+
+CUresult w_graph_launch_ptsz(CUgraphExec exec, CUstream s) {
+    return graph_launch(resolve_real(real_graphs().launch_ptsz, "cuGraphLaunch_ptsz"), exec, s);
 }
 
 CUresult w_getproc_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 CUresult w_getproc_v1(const char *, void **, int, cuuint64_t);
+
+// The CUDA version a cuGetProcAddress call asked for (0 for dlsym): some names changed signature.
+thread_local int getproc_version = 0;
 
 // Swap a driver entry point the application asked for by name for our wrapper.
 void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
@@ -1832,6 +2298,52 @@ void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
         }
         real_coop = reinterpret_cast<coop_t>(fn);
         return reinterpret_cast<void *>(&w_coop);
+    }
+    // Pitched, stream-ordered and managed allocations, and the application's own VMM mappings:
+    // placed or tracked whether or not anything is recorded, like cuMemAlloc.
+    RealMemory &rmem = real_memory();
+    if (s == "cuMemAllocManaged") {
+        rmem.managed = reinterpret_cast<managed_t>(fn);
+        return reinterpret_cast<void *>(&w_alloc_managed);
+    }
+    if (s == "cuMemAllocPitch" || s == "cuMemAllocPitch_v2") {
+        rmem.pitch = reinterpret_cast<pitch_t>(fn);
+        return reinterpret_cast<void *>(&w_alloc_pitch);
+    }
+    if (s == "cuMemAllocAsync" || s == "cuMemAllocAsync_ptsz") {
+        bool per_thread = ptsz || s == "cuMemAllocAsync_ptsz";
+        (per_thread ? rmem.async_ptsz : rmem.async) = reinterpret_cast<async_t>(fn);
+        return reinterpret_cast<void *>(per_thread ? &w_alloc_async_ptsz : &w_alloc_async);
+    }
+    if (s == "cuMemAllocFromPoolAsync" || s == "cuMemAllocFromPoolAsync_ptsz") {
+        bool per_thread = ptsz || s == "cuMemAllocFromPoolAsync_ptsz";
+        (per_thread ? rmem.pool_ptsz : rmem.pool) = reinterpret_cast<pool_t>(fn);
+        return reinterpret_cast<void *>(per_thread ? &w_alloc_pool_ptsz : &w_alloc_pool);
+    }
+    if (s == "cuMemFreeAsync" || s == "cuMemFreeAsync_ptsz") {
+        bool per_thread = ptsz || s == "cuMemFreeAsync_ptsz";
+        (per_thread ? rmem.free_async_ptsz : rmem.free_async) = reinterpret_cast<free_async_t>(fn);
+        return reinterpret_cast<void *>(per_thread ? &w_free_async_ptsz : &w_free_async);
+    }
+    if (s == "cuMemAddressReserve") {
+        rmem.va_reserve = reinterpret_cast<va_reserve_t>(fn);
+        return reinterpret_cast<void *>(&w_va_reserve);
+    }
+    if (s == "cuMemAddressFree") {
+        rmem.va_free = reinterpret_cast<va_free_t>(fn);
+        return reinterpret_cast<void *>(&w_va_free);
+    }
+    if (s == "cuMemMap") {
+        rmem.map = reinterpret_cast<mem_map_t>(fn);
+        return reinterpret_cast<void *>(&w_mem_map);
+    }
+    if (s == "cuMemUnmap") {
+        rmem.unmap = reinterpret_cast<mem_unmap_t>(fn);
+        return reinterpret_cast<void *>(&w_mem_unmap);
+    }
+    if (s == "cuMemSetAccess") {
+        rmem.set_access = reinterpret_cast<set_access_t>(fn);
+        return reinterpret_cast<void *>(&w_set_access);
     }
     if (!tracking()) return fn;  // module bookkeeping only serves recording
     if (s == "cuModuleLoadData") {
@@ -1882,25 +2394,25 @@ void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
         rm.library_get_global = reinterpret_cast<get_global_t>(fn);
         return reinterpret_cast<void *>(&w_library_get_global);
     }
-    // Allocations the recorder does not place: the application gets them unchanged, with one
-    // warning the first time it makes one.
-    if (s == "cuMemAllocManaged") {
-        real_unplaced().managed = reinterpret_cast<managed_t>(fn);
-        return reinterpret_cast<void *>(&w_alloc_managed);
+    if (s == "cuGraphInstantiateWithFlags" || (s == "cuGraphInstantiate" && getproc_version >= 12000)) {
+        real_graphs().instantiate = reinterpret_cast<graph_instantiate_t>(fn);  // cuGraphInstantiate >= 12.0 is WithFlags
+        return reinterpret_cast<void *>(&w_graph_instantiate);
     }
-    if (s == "cuMemAllocPitch" || s == "cuMemAllocPitch_v2") {
-        real_unplaced().pitch = reinterpret_cast<pitch_t>(fn);
-        return reinterpret_cast<void *>(&w_alloc_pitch);
+    if (s == "cuGraphInstantiateWithParams" || s == "cuGraphInstantiateWithParams_ptsz") {
+        if (ptsz || s == "cuGraphInstantiateWithParams_ptsz") {
+            real_graphs().instantiate_params_ptsz = reinterpret_cast<graph_instantiate_params_t>(fn);
+            return reinterpret_cast<void *>(&w_graph_instantiate_params_ptsz);
+        }
+        real_graphs().instantiate_params = reinterpret_cast<graph_instantiate_params_t>(fn);
+        return reinterpret_cast<void *>(&w_graph_instantiate_params);
     }
-    if (s == "cuMemAllocAsync" || s == "cuMemAllocAsync_ptsz") {
-        bool per_thread = ptsz || s == "cuMemAllocAsync_ptsz";
-        (per_thread ? real_unplaced().async_ptsz : real_unplaced().async) = reinterpret_cast<async_t>(fn);
-        return reinterpret_cast<void *>(per_thread ? &w_alloc_async_ptsz : &w_alloc_async);
-    }
-    if (s == "cuMemAllocFromPoolAsync" || s == "cuMemAllocFromPoolAsync_ptsz") {
-        bool per_thread = ptsz || s == "cuMemAllocFromPoolAsync_ptsz";
-        (per_thread ? real_unplaced().pool_ptsz : real_unplaced().pool) = reinterpret_cast<pool_t>(fn);
-        return reinterpret_cast<void *>(per_thread ? &w_alloc_pool_ptsz : &w_alloc_pool);
+    if (s == "cuGraphLaunch" || s == "cuGraphLaunch_ptsz") {
+        if (ptsz || s == "cuGraphLaunch_ptsz") {
+            real_graphs().launch_ptsz = reinterpret_cast<graph_launch_t>(fn);
+            return reinterpret_cast<void *>(&w_graph_launch_ptsz);
+        }
+        real_graphs().launch = reinterpret_cast<graph_launch_t>(fn);
+        return reinterpret_cast<void *>(&w_graph_launch);
     }
     return fn;
 }
@@ -1908,13 +2420,17 @@ void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
 CUresult w_getproc_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
                       CUdriverProcAddressQueryResult *status) {
     CUresult r = real().getproc_v2(symbol, pfn, version, flags, status);
+    getproc_version = version;
     if (r == CUDA_SUCCESS && pfn) *pfn = wrap(symbol, *pfn, flags);
+    getproc_version = 0;
     return r;
 }
 
 CUresult w_getproc_v1(const char *symbol, void **pfn, int version, cuuint64_t flags) {
     CUresult r = real().getproc_v1(symbol, pfn, version, flags);
+    getproc_version = version;
     if (r == CUDA_SUCCESS && pfn) *pfn = wrap(symbol, *pfn, flags);
+    getproc_version = 0;
     return r;
 }
 
@@ -1990,12 +2506,54 @@ EXPORT CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUlibrary l
     return w_library_get_global(dptr, bytes, lib, name);
 }
 
+EXPORT CUresult cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned element) {
+    return w_alloc_pitch(dptr, pitch, width, height, element);
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) { return w_alloc_async(dptr, size, s); }
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CUstream s) {
+    return w_alloc_pool(dptr, size, pool, s);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr ptr, CUstream s) { return w_free_async(ptr, s); }
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                    unsigned long long flags) {
+    return w_va_reserve(ptr, size, alignment, addr, flags);
+}
+
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) { return w_va_free(ptr, size); }
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                         unsigned long long flags) {
+    return w_mem_map(ptr, size, offset, handle, flags);
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) { return w_mem_unmap(ptr, size); }
+
+EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count) {
+    return w_set_access(ptr, size, desc, count);
+}
+
+EXPORT CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
+    return w_graph_instantiate(exec, graph, flags);
+}
+
+EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph graph, CUDA_GRAPH_INSTANTIATE_PARAMS *params) {
+    return w_graph_instantiate_params(exec, graph, params);
+}
+
+EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) { return w_graph_launch(exec, s); }
+
 // At exit: how often each recorded kernel ran with each argument set (Occurrences), also for
-// the launches past --max-recordings. Written atomically; nothing when nothing was selected.
+// the launches past --max-recordings, how often it ran inside CUDA graphs, and its in-application
+// times. Written atomically; nothing when nothing was selected.
 __attribute__((destructor)) static void mneme_recorder_write_counts() {
     const Config &c = config();
     if (c.dir.empty()) return;
     std::lock_guard<std::mutex> lock(mu());
+    reap_timings(true);  // the launches still in flight; lost if the application already tore its context down
     if (counts().empty()) return;
     std::string text = "{\"format\": \"mneme-cuda-counts\", \"version\": 1, \"kernels\": {";
     bool first_kernel = true;
@@ -2008,6 +2566,20 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
             char key[32];
             snprintf(key, sizeof key, "%016llx", (unsigned long long)occ.first);
             text += std::string(first ? "" : ", ") + "\"" + key + "\": " + std::to_string(occ.second);
+            first = false;
+        }
+        text += "}, \"graph_launches\": " + std::to_string(entry.second.graph_launches) + ", \"app_times\": {";
+        first = true;
+        for (auto &times : entry.second.app_times) {
+            char key[32];
+            snprintf(key, sizeof key, "%016llx", (unsigned long long)times.first);
+            text += std::string(first ? "" : ", ") + "\"" + key + "\": [";
+            for (size_t i = 0; i < times.second.size(); ++i) {
+                char v[32];
+                snprintf(v, sizeof v, "%s%.9g", i ? ", " : "", times.second[i]);
+                text += v;
+            }
+            text += "]";
             first = false;
         }
         text += "}}";
@@ -2094,4 +2666,25 @@ EXPORT int mneme_recorder_image_globals(const void *code, size_t size, int arch,
         out[n] = 0;
     }
     return (int)names.size();
+}
+
+// The pitch a row of `width` bytes gets at `alignment` when the driver cannot be asked (tests).
+EXPORT uint64_t mneme_recorder_pitch(uint64_t width, uint64_t alignment) { return pitch_for(width, alignment); }
+
+// Apply `n` interval operations (ops[3i] = 1 add / 0 remove, ops[3i+1] start, ops[3i+2] end) to an
+// empty set of the application's mapped ranges and write the result as start, end pairs into
+// `out` (at most `out_pairs`); returns how many intervals it holds (tests).
+EXPORT size_t mneme_recorder_intervals(const uint64_t *ops, size_t n, uint64_t *out, size_t out_pairs) {
+    std::map<uint64_t, uint64_t> set;
+    for (size_t i = 0; i < n; ++i)
+        (ops[3 * i] ? interval_add : interval_remove)(set, ops[3 * i + 1], ops[3 * i + 2]);
+    size_t k = 0;
+    for (auto &iv : set) {
+        if (k < out_pairs) {
+            out[2 * k] = iv.first;
+            out[2 * k + 1] = iv.second;
+        }
+        ++k;
+    }
+    return k;
 }
