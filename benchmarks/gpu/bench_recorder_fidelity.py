@@ -101,7 +101,8 @@ def main() -> int:
     figures = fidelity(opts.iterations)
     for r in figures["rows"]:
         if "ratio_warm" in r:
-            print(f"{r['program']:<12} {r['kernel'][:28]:<28} {r['instance'][:8]}  app {r['app_median_s'] * 1e6:9.2f} us "
+            print(f"{r['program']:<12} {r['kernel'][:28]:<28} {r['instance'][:8]}  "
+                  f"app {r['app_median_s'] * 1e6:9.2f} us "
                   f"(n={r['app_samples']:>2})  replay warm {r['replay_warm_s'] * 1e6:9.2f} us ({r['ratio_warm']:.3f})  "
                   f"flushed {r['replay_flushed_s'] * 1e6:9.2f} us ({r['ratio_flushed']:.3f})")  # fmt: skip
         else:

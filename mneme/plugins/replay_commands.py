@@ -105,7 +105,8 @@ def _resource(value: int) -> str:
 
 
 def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
-                baseline: ExperimentResult | None = None, app_times: Sequence[float] = ()) -> list[tuple[str, str]]:  # fmt: skip
+                baseline: ExperimentResult | None = None,
+                app_times: Sequence[float] = ()) -> list[tuple[str, str]]:  # fmt: skip
     """(label, value) rows describing one experiment, in report order.
 
     `app_times`: the instance's launch times inside the application (the recorder's), if known.
@@ -156,7 +157,8 @@ def result_table(result: ExperimentResult, config: ExperimentConfiguration, titl
 
 
 def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, database: str, record_id: str,
-                kernel: str, baseline: ExperimentResult | None = None, app_times: Sequence[float] = ()) -> str:  # fmt: skip
+                kernel: str, baseline: ExperimentResult | None = None,
+                app_times: Sequence[float] = ()) -> str:  # fmt: skip
     data = {
         "database": database, "record_id": record_id, "kernel": kernel,
         "config": config.to_dict(), "config_hash": config.hash(), "result": result.to_dict(),

@@ -367,8 +367,8 @@ def test_stream_ordered_allocations_are_placed_freed_in_stream_order_and_replay(
     assert_all_verified(replay_all(dbs), 2)
 
 
-def test_a_pytorch_op_with_expandable_segments_is_placed_in_the_zone_recorded_and_replayed(recorder_library,
-                                                                                         tmp_path, monkeypatch):  # fmt: skip
+def test_a_pytorch_op_with_expandable_segments_is_placed_in_the_zone_recorded_and_replayed(
+        recorder_library, tmp_path, monkeypatch):  # fmt: skip
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -389,8 +389,8 @@ def test_a_pytorch_op_with_expandable_segments_is_placed_in_the_zone_recorded_an
     assert_all_verified(replay_all(dbs))
 
 
-def test_graph_launches_are_warned_about_once_counted_and_leave_the_result_unchanged(recorder_library,
-                                                                                     tmp_path_factory, tmp_path):  # fmt: skip
+def test_graph_launches_are_warned_about_once_counted_and_leave_the_result_unchanged(
+        recorder_library, tmp_path_factory, tmp_path):  # fmt: skip
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution

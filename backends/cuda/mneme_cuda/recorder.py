@@ -740,7 +740,8 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                              epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ)  # fmt: skip
         for dynamic, key in {dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])):
                              m.get("instance_key", "") for _, m in items}.items():  # fmt: skip
-            if timed.get((kernel, key)) and dynamic in rec.kernel_instances:  # set, not added: finalizing twice is the same
+            # set, not added: finalizing the same raw folder twice gives the same times
+            if timed.get((kernel, key)) and dynamic in rec.kernel_instances:
                 rec[dynamic].app_times = list(timed[(kernel, key)])
         rec.save()
         log.info("kernel %s: %d instances, %s", kernel, len(rec.kernel_instances),

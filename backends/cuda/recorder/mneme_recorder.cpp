@@ -687,8 +687,9 @@ void reap_timings(bool wait) {
             continue;
         }
         float ms = 0;
-        if (q == CUDA_SUCCESS && p_cuEventElapsedTime_v2 && p_cuEventElapsedTime_v2(&ms, t.start, t.stop) == CUDA_SUCCESS &&
-            ms > 0)
+        bool timed = q == CUDA_SUCCESS && p_cuEventElapsedTime_v2 &&
+                     p_cuEventElapsedTime_v2(&ms, t.start, t.stop) == CUDA_SUCCESS;
+        if (timed && ms > 0)
             counts()[t.kernel].app_times[t.instance].push_back(ms * 1e-3);
         p_cuEventDestroy_v2(t.start);
         p_cuEventDestroy_v2(t.stop);
@@ -2395,7 +2396,8 @@ void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
         return reinterpret_cast<void *>(&w_library_get_global);
     }
     if (s == "cuGraphInstantiateWithFlags" || (s == "cuGraphInstantiate" && getproc_version >= 12000)) {
-        real_graphs().instantiate = reinterpret_cast<graph_instantiate_t>(fn);  // cuGraphInstantiate >= 12.0 is WithFlags
+        // cuGraphInstantiate at 12.0 and later is cuGraphInstantiateWithFlags
+        real_graphs().instantiate = reinterpret_cast<graph_instantiate_t>(fn);
         return reinterpret_cast<void *>(&w_graph_instantiate);
     }
     if (s == "cuGraphInstantiateWithParams" || s == "cuGraphInstantiateWithParams_ptsz") {
