@@ -437,32 +437,3 @@ def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(reco
                                                                           verify=True) as epilogue:  # fmt: skip
             assert [r.encoding for r in sorted(epilogue.regions, key=lambda r: r.addr)] == encodings
     assert_all_verified(replay_all(dbs), 3)
-
-
-@pytest.mark.parametrize(("env", "epilogue_format", "capture", "encodings"), [
-    ({}, "diff", "device shadow", ["diff", "diff"]),
-    ({}, "best", "device shadow", ["diff", "zstd"]),  # x unchanged, y rewritten
-    ({"MNEME_RECORD_PENDING_MIB": "0"}, "diff", "synchronous", ["zstd", "zstd"]),  # no room for shadows
-])  # fmt: skip
-def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(recorder_library, saxpy_app, tmp_path,
-                                                                            monkeypatch, env, epilogue_format,
-                                                                            capture, encodings):  # fmt: skip
-    from mneme_cuda import recorder
-
-    from mneme.core.records import RecordedExecution
-    from mneme.core.snapshot import Snapshot
-
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    code, dbs = record([saxpy_app], tmp_path, "saxpy", recorder_library, epilogue_format=epilogue_format)
-    assert code == 0
-    manifests = [m for _, m in recorder.launches(tmp_path / "db" / "raw")]
-    assert [(m["version"], m["capture"], m["epilogue_format"]) for m in manifests] == [
-        (2, capture, epilogue_format)] * 3  # fmt: skip
-    assert all(m["write_seconds"] > 0 and m["stored_bytes"] > 0 for m in manifests)
-    (db,) = dbs
-    for inst in RecordedExecution.from_json(db).kernel_instances.values():
-        with Snapshot.open(inst.prologue_path) as prologue, Snapshot.open(inst.epilogue_path, base=prologue,
-                                                                          verify=True) as epilogue:  # fmt: skip
-            assert [r.encoding for r in sorted(epilogue.regions, key=lambda r: r.addr)] == encodings
-    assert_all_verified(replay_all(dbs), 3)
