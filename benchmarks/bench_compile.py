@@ -72,7 +72,8 @@ def compare_methods(mod, kernel: str, reps: int) -> None:
     for _ in range(reps):
         for method in runs:
             t0 = CLOCK()
-            binary = pipeline.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False)
+            binary = pipeline.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False,
+                                      base_hash="bench")  # fmt: skip
             runs[method].append({**binary.stage_times, "total": CLOCK() - t0})
             resources[method] = binary.resources
     jobs = parallel_codegen.codegen_jobs()
@@ -149,7 +150,7 @@ def main() -> None:
         print(f"\n200-function kernel ({funcs} functions defined; clang build {build:.2f} s, not counted): "
               + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in big.items()))  # fmt: skip
         if "nvjitlink" in assemblers:
-            compare_methods(mod, "many_functions", max(3, opts.reps // 2))
+            compare_methods(mod, "many_functions", max(5, opts.reps))
 
         mod = ir.link([build_cuda_ir("saxpy")], "saxpy")
         cache = ircache.BuildCache(Path(tmp, "cache"))

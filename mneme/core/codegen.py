@@ -164,19 +164,12 @@ def codegen(
 
 
 def _parallel_possible(module: llvm.ModuleRef, kernel_name: str) -> bool:
-    """Parallel NVPTX code generation needs nvJitLink (it links the partitions) and no debug info."""
+    """Parallel NVPTX code generation needs nvJitLink: it links the partitions."""
     if _nvjitlink() is None:
         log.warning("codegen_method=parallel for kernel %r needs nvJitLink to link the partitions "
                     "(pip install nvidia-nvjitlink cuda-bindings); generating it serially", kernel_name)  # fmt: skip
         return False
-    if any(name == "llvm.dbg.cu" for name in _named_metadata(module)):
-        log.info("kernel %r carries debug info; generating it serially", kernel_name)
-        return False
     return True
-
-
-def _named_metadata(module: llvm.ModuleRef) -> list[str]:
-    return re.findall(r"^!([-\w.$]+) = !\{", str(module), re.MULTILINE)
 
 
 # -- PTX -> cubin ------------------------------------------------------------------------------

@@ -51,14 +51,18 @@ def codegen_jobs() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def partitions(module: llvm.ModuleRef, kernel_name: str, jobs: int) -> list[list[str]]:
+def partitions(module: llvm.ModuleRef, kernel_name: str, jobs: int, text: str | None = None) -> list[list[str]]:
     """Defined function names in at most `jobs` partitions balanced by IR size; the kernel's first.
 
     Fewer partitions when the module is small (MIN_FUNCTIONS_PER_PARTITION); one means: serial.
+    `text` is the module's text when the caller has printed it already.
     """
     ir.find_kernel(module, kernel_name)
+    defined = ir.defined_functions(module)
+    if min(jobs, len(defined) // MIN_FUNCTIONS_PER_PARTITION) < 2:
+        return [[kernel_name] + [n for n in defined if n != kernel_name]]
     global_names = {g.name for g in module.global_variables}
-    text = str(module)  # printing once is much cheaper than printing each function
+    text = text if text is not None else str(module)  # printing once is much cheaper than printing each function
     spans = ir.defined_function_spans(text)
     for match in _SPECIAL_GLOBAL.finditer(text):
         if {ir._unquote(n) for n in _GLOBAL_REF.findall(match.group(0))} & {name for name, *_ in spans}:
@@ -205,10 +209,16 @@ def emit_partitions(module: llvm.ModuleRef, kernel_name: str, arch: str, opt: in
     """
     from mneme.core import codegen
 
-    parts = partitions(module, kernel_name, jobs or codegen_jobs())
-    if len(parts) == 1:
+    jobs = jobs or codegen_jobs()
+    if min(jobs, len(ir.defined_functions(module)) // MIN_FUNCTIONS_PER_PARTITION) < 2:
         return [codegen.target_machine("nvptx", arch, opt).emit_assembly(module)]
     text = str(module)
+    parts = partitions(module, kernel_name, jobs, text)
+    if "\n!llvm.dbg.cu = " in text:  # one compile unit's debug info cannot be split by function
+        log.info("kernel %r carries debug info; generating it serially", kernel_name)
+        parts = parts[:1]
+    if len(parts) == 1:
+        return [codegen.target_machine("nvptx", arch, opt).emit_assembly(module)]
     spans = ir.defined_function_spans(text)
     texts = [partition_text(text, spans, set(p), kernel_part=i == 0) for i, p in enumerate(parts)]
     with concurrent.futures.ThreadPoolExecutor(len(texts) - 1) as threads:  # threads wait on the pipes
