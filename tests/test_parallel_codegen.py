@@ -169,3 +169,16 @@ def test_nvjitlink_reuses_its_working_memory_between_builds(tmp_path):
 
     kept, default = faults("1"), faults("0")
     assert default > 200 and kept < default / 4
+
+
+@needs_nvjitlink
+def test_a_module_with_line_tables_is_generated_serially(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("MNEME_CODEGEN_JOBS", "2")
+    src = tmp_path / "many_g.cu"
+    src.write_text(many_functions_source(32))
+    mod = ir.link([build_cuda_ir(src, flags=("-gline-tables-only",))], "many_functions")
+    with caplog.at_level("INFO", logger="mneme.core.parallel_codegen"):
+        parallel = pipeline.compile(mod, "many_functions", O3.replace(codegen_method="parallel"), "sm_90", cache=False)
+    serial = pipeline.compile(mod, "many_functions", O3, "sm_90", cache=False)
+    assert "debug info; generating it serially" in caplog.text
+    assert parallel.resources == serial.resources and len(_functions(parallel.data, tmp_path)) == 33
