@@ -51,6 +51,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <new>
 #include <regex>
 #include <set>
 #include <string>
@@ -1150,6 +1151,18 @@ bool start_writer() {
         return false;
     s.started = true;
     atexit(at_exit_wait);  // registered after cudart's own handler, so it runs before the context goes
+    // A forked child has no writer thread (nor a usable context): it must not wait for the parent's launches.
+    pthread_atfork(nullptr, nullptr, [] {
+        Shadows &child = shadows();
+        new (&child.mu) std::mutex();  // the writer may have held it at the fork
+        new (&child.cv) std::condition_variable();
+        child.queue.clear();
+        child.pending.store(0);
+        child.pending_bytes = 0;
+        child.started = false;
+        child.tried = true;
+        child.ok = false;  // its launches are written synchronously
+    });
     struct sigaction sa = {};
     sa.sa_handler = on_crash;
     sigemptyset(&sa.sa_mask);
