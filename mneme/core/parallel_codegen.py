@@ -1,11 +1,12 @@
 """Parallel NVPTX code generation (`codegen_method="parallel"`): PTX per partition of the functions.
 
-The kernel's functions are split into partitions; each partition is the module's text with the other
-partitions' functions turned into declarations (`available_externally` would still run LLVM's IR-level
-code generation passes over their bodies: 40% of the serial time, measured), emitted to PTX in
-a worker process (llvmlite serializes every call behind one process-wide lock, so threads would not
-overlap; the workers are `python -c` processes kept for the process's life, so no user script is re-imported), and nvJitLink links the partitions' PTX into one cubin. Functions that touch global
-variables stay with the kernel, so no variable is defined twice.
+The kernel's functions are split into partitions. Each partition is the module's text with the
+other partitions' functions turned into declarations (`available_externally` would still run
+LLVM's IR-level code generation passes over their bodies: 40% of the serial time, measured). Its
+PTX is generated in a worker process: llvmlite serializes every call behind one process-wide lock,
+so threads would not overlap; the workers are `python -c` processes kept for the process's life,
+so no user script is imported again. nvJitLink links the partitions' PTX into one cubin.
+Functions that use a global variable stay with the kernel, so no variable is defined twice.
 """
 
 from __future__ import annotations
