@@ -120,7 +120,8 @@ def test_a_prologue_of_every_region_kind_reads_back_byte_for_byte(library, tmp_p
     regions = {BASE: (plain, ENC_RAW), BASE + (2 << 20): (noise, ENC_ZSTD), BASE + (4 << 20): (data, ENC_ZSTD),
                BASE + (8 << 20): (b"", ENC_ZSTD)}  # fmt: skip
     for addr, (content, encoding) in regions.items():
-        policy = {"dtype": F32, "norm": NORM_L2, "relative": True, "threshold": 1e-4} if addr == BASE + (4 << 20) else {}
+        typed = addr == BASE + (4 << 20)
+        policy = {"dtype": F32, "norm": NORM_L2, "relative": True, "threshold": 1e-4} if typed else {}
         assert w.region(addr, content, encoding=encoding, **policy) == 0
     w.global_("counter", (42).to_bytes(8, "little"))
     w.global_("table", bytes(range(32)))

@@ -528,7 +528,9 @@ SNAPSHOT_EXPORT void *mneme_snapshot_open(const char *path, int kind, int level,
     return w;
 }
 
-SNAPSHOT_EXPORT void mneme_snapshot_id(void *w, void *out16) { memcpy(out16, static_cast<Writer *>(w)->snapshot_id(), 16); }
+SNAPSHOT_EXPORT void mneme_snapshot_id(void *w, void *out16) {
+    memcpy(out16, static_cast<Writer *>(w)->snapshot_id(), 16);
+}
 
 SNAPSHOT_EXPORT int mneme_snapshot_args(void *w, const void *buffer, uint64_t size, const uint32_t *layout,
                                         uint64_t num_args) {
