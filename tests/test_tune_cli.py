@@ -258,3 +258,112 @@ def postgres_url():
 
 def test_two_tuners_share_one_study_through_postgresql(saxpy_db, tmp_path, postgres_url):
     _run_two(saxpy_db, tmp_path, postgres_url, "shared-pg")
+
+
+def _victim_running(storage: str, study: str, pid: int) -> list:
+    try:
+        store = ResultStore.load(storage, study)
+    except Exception:  # not created yet
+        return []
+    return [t for t in store.trials() if t.state.name == "RUNNING" and (t.user_attrs.get("owner") or {}).get("pid") == pid]
+
+
+def _on_another_host() -> list[str]:
+    """A command prefix that runs a process under another host name (a UTS namespace), as if on another node.
+
+    Then the survivor cannot see that the process is gone; only the lapsed lease tells it.
+    """
+    for prefix in (["unshare", "--uts"], ["unshare", "--map-root-user", "--uts"]):
+        command = [*prefix, "sh", "-c", 'hostname mneme-other-node && exec "$@"', "sh"]
+        try:
+            probe = subprocess.run([*command, "hostname"], capture_output=True, text=True, timeout=30)
+        except OSError:
+            break
+        if probe.returncode == 0 and probe.stdout.strip() == "mneme-other-node":
+            return command
+    pytest.skip("cannot start a process under another host name (unshare --uts needs root or user namespaces)")
+
+
+def _one_tuner_dies_holding_running_trials(db, tmp_path, storage, study):
+    trials = 30
+    elsewhere = _on_another_host()
+    args = ["tune", "-rdb", db, "--sampler", "exhaustive", "--trials", trials, "--storage", storage, "--study", study,
+            "--heartbeat", 1, *SPACE]
+    survivor = subprocess.Popen([*CLI, *map(str, args), "--results", tmp_path / "survivor"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    victim = subprocess.Popen([*elsewhere, *CLI, *map(str, args), "--results", tmp_path / "victim"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        held: dict = {}
+        while time.monotonic() < deadline and victim.poll() is None:
+            if sum(r.owner.get("pid") == victim.pid for r in _finished_in(storage, study)) >= 2:
+                os.killpg(victim.pid, signal.SIGSTOP)  # frozen, its trials stay as they are while we look
+                held = {t.number: t.user_attrs.get("hash") for t in _victim_running(storage, study, victim.pid)}
+                if any(held.values()):
+                    break
+                os.killpg(victim.pid, signal.SIGCONT)
+            time.sleep(0.05)
+        assert any(held.values()), "the victim never held a running trial with a configuration"
+        os.killpg(victim.pid, signal.SIGKILL)  # the tuner and its workers, as when a node is lost
+        victim.wait()
+        stdout, stderr = survivor.communicate(timeout=240)
+    finally:
+        for proc in (survivor, victim):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    assert survivor.returncode == 0, stderr
+    records = ResultStore.load(storage, study).records()
+    by_number = {r.number: r for r in records}
+    complete = [r for r in records if r.status in EVALUATED]
+    ran = [r.hash for r in complete]
+    assert len(ran) == len(set(ran))  # no configuration counted twice as complete
+    assert not [r.number for r in records if r.state == "RUNNING"]
+    counted = [r for r in records if r.status in COUNTED]
+    for number, digest in held.items():
+        assert (by_number[number].state, by_number[number].status) == ("FAIL", "interrupted")
+        if digest:  # the survivor asked the dead tuner's configuration again, and it was evaluated
+            assert any(r.hash == digest and r.owner["pid"] == survivor.pid for r in counted), number
+            assert digest in ran, number
+    assert trials <= len(counted) <= trials + 2  # both check the shared budget before each ask
+    assert {r.owner["pid"] for r in counted} == {survivor.pid, victim.pid}
+    assert {r.owner["host"] for r in counted} == {socket.gethostname(), "mneme-other-node"}
+
+
+def _finished_in(storage: str, study: str) -> list:
+    try:
+        return [r for r in ResultStore.load(storage, study).records() if r.status in COUNTED]
+    except Exception:
+        return []
+
+
+def test_a_tuner_killed_while_sharing_a_journal_study_has_its_trials_failed_and_rerun_by_the_other(saxpy_db,
+                                                                                                   tmp_path):
+    _one_tuner_dies_holding_running_trials(saxpy_db, tmp_path, f"journal:{tmp_path / 'shared' / 'study.log'}",
+                                           "lease")
+
+
+def test_a_tuner_killed_while_sharing_a_postgresql_study_has_its_trials_failed_and_rerun_by_the_other(
+        saxpy_db, tmp_path, postgres_url):
+    _one_tuner_dies_holding_running_trials(saxpy_db, tmp_path, postgres_url, "lease-pg")
+
+
+def test_tuning_on_two_devices_runs_experiments_on_both(saxpy_db, tmp_path):
+    results = tmp_path / "run"
+    out = mneme("tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 16, "--devices", "0,1",
+                "--results", results, *SPACE, env={**os.environ, "MNEME_HOST_DEVICES": "2"})
+    assert out.returncode == 0, out.stderr
+    store, _ = open_results(results)
+    ran = [r for r in store.records() if r.status in EVALUATED]
+    assert len(ran) == 16
+    assert {r.result["gpu_id"] for r in ran} == {0, 1}
+    assert {r.result["device"].split()[0] for r in ran} == {"host:0", "host:1"}
+
+
+def test_a_device_that_does_not_exist_exits_with_code_2_and_names_it(saxpy_db, tmp_path):
+    out = mneme("tune", "-rdb", saxpy_db, "--trials", 2, "--devices", "0,3", "--results", tmp_path / "r", *SPACE,
+                env={k: v for k, v in os.environ.items() if k != "MNEME_HOST_DEVICES"})
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "device 3 of --devices 0,3" in " ".join(out.stderr.split())

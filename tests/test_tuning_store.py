@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import optuna
 import pytest
 from optuna.trial import TrialState
 
 from mneme.core.errors import UsageError
+from mneme.core.tuning.lease import Lease, StaleWatch
 from mneme.core.tuning.store import ResultStore, open_storage, owner, storage_url
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -78,3 +80,64 @@ def test_trials_of_a_dead_process_on_this_host_are_orphans_and_can_be_marked_int
     record = {r.number: r for r in store.records()}[orphan.number]
     assert (record.state, record.status) == ("FAIL", "interrupted")
     assert store.trials(states=(TrialState.RUNNING,))[0].number == mine.number
+
+
+def _foreign_owner(grace: float | None) -> dict:
+    found = {**owner(), "host": "another-node", "session": "other"}  # not this host: no pid to check
+    if grace:
+        found["lease"] = {"interval": grace / 3, "grace": grace}
+    return found
+
+
+def _wait_for_stale(store, watch, limit: float = 20.0) -> list:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        failed = store.fail_stale(watch, "mine")
+        if failed:
+            return failed
+        time.sleep(0.1)
+    return []
+
+
+def test_a_journal_trial_whose_lease_is_no_longer_refreshed_is_failed_after_its_grace(tmp_path):
+    store, _ = ResultStore.create_or_load(f"journal:{tmp_path / 'study.log'}", "s")
+    live, dead, unleased = (store.study.ask() for _ in range(3))
+    for trial in (live, dead):
+        trial.set_user_attr("owner", _foreign_owner(grace=0.6))
+    unleased.set_user_attr("owner", _foreign_owner(grace=None))  # --heartbeat 0: never failed by a lease
+    lease = Lease(store.study._storage, 0.1, native=False)
+    try:
+        lease.hold(live._trial_id)
+        lease.hold(dead._trial_id)
+        time.sleep(0.3)
+        lease.release(dead._trial_id)  # its process died: nobody refreshes it any more
+        started = time.monotonic()
+        failed = _wait_for_stale(store, StaleWatch(default_grace=0.6))
+        waited = time.monotonic() - started
+    finally:
+        lease.close()
+    assert [t.number for t in failed] == [dead.number]
+    assert waited >= 0.6
+    states = {r.number: (r.state, r.status) for r in store.records()}
+    assert states[dead.number] == ("FAIL", "interrupted")
+    assert states[live.number][0] == states[unleased.number][0] == "RUNNING"
+
+
+def test_a_database_trial_whose_heartbeat_stopped_is_failed_by_optunas_heartbeat_check(tmp_path):
+    store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s", heartbeat=1)
+    assert store.has_heartbeat
+    live, dead = store.study.ask(), store.study.ask()
+    lease = Lease(store.study._storage, 1, native=True)
+    try:
+        for trial in (live, dead):
+            lease.hold(trial._trial_id)  # the first heartbeat
+            trial.set_user_attr("owner", _foreign_owner(grace=3))
+            trial.set_user_attr("status", "running")
+        lease.release(dead._trial_id)
+        failed = _wait_for_stale(store, StaleWatch(default_grace=3, owned=False))
+    finally:
+        lease.close()
+    assert [t.number for t in failed] == [dead.number]
+    states = {r.number: (r.state, r.status) for r in store.records()}
+    assert states[dead.number] == ("FAIL", "interrupted")
+    assert states[live.number] == ("RUNNING", "running")

@@ -161,3 +161,35 @@ def test_two_workers_on_one_device_never_run_at_the_same_time(misbehave_db, tmp_
     assert normal_result.ok, normal_result.error
     # The second worker had its binary ready early, but got the device only after the hang was killed.
     assert normal_result.end_time >= hung_result.end_time
+
+
+def test_several_devices_each_get_work_and_no_two_timing_runs_ever_share_a_device(misbehave_db, tmp_path,
+                                                                                  monkeypatch):
+    # The host backend exposes this CPU as two devices; two workers per device contend for each.
+    monkeypatch.setenv("MNEME_HOST_DEVICES", "2")
+    configs = [recorded(block=b, grid=g) for b in (8, 16, 32) for g in (1, 2, 4, 8)]
+    with AsyncReplayExecutor(misbehave_db, iterations=2, results_db_dir=tmp_path, num_workers=4,
+                             devices=[0, 1]) as pool:  # fmt: skip
+        assert sorted(w.device_id for w in pool.device_workers) == [0, 0, 1, 1]
+        results = pool.map(configs)
+        uses = list(pool.device_uses)
+        device_of = {w.name: w.device_id for w in pool.device_workers}
+    assert all(r.ok for r in results), [r.error for r in results]
+    assert {r.gpu_id for r in results} == {0, 1}  # every device got work
+    assert {r.device.split()[0] for r in results} == {"host:0", "host:1"}  # opened by the worker processes
+    assert len(uses) == len(configs) and all(device_of[u.worker] == u.device_id for u in uses)
+    for device in (0, 1):
+        spans = sorted((u.start, u.end) for u in uses if u.device_id == device)
+        assert spans, device
+        overlaps = [(a, b) for a, b in zip(spans, spans[1:]) if b[0] < a[1]]
+        assert not overlaps, (device, overlaps)  # one timing run at a time on each device
+
+
+def test_a_device_the_backend_does_not_have_is_refused_naming_it(misbehave_db, tmp_path, monkeypatch):
+    from mneme.core.errors import UsageError
+
+    monkeypatch.delenv("MNEME_HOST_DEVICES", raising=False)
+    pool = AsyncReplayExecutor(misbehave_db, results_db_dir=tmp_path, devices=[0, 1], start=False)
+    with pytest.raises(UsageError, match=r"device 1 of --devices 0,1: no worker could start.*has 1 device"):
+        pool.start()
+    assert [w.spawns for w in pool.device_workers] == [1, 1]  # the error repeats: not retried

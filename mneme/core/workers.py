@@ -56,6 +56,18 @@ def describe_exit(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+@attrs.frozen
+class DeviceUse:
+    """One stretch of time a device worker had its device: from the start of its experiment's work there
+    (or from being granted the device, where several workers share it) to its reply; `time.monotonic()`."""
+
+    device_id: int
+    worker: str
+    exp_id: int
+    start: float
+    end: float
+
+
 @attrs.define(eq=False)
 class _Job:
     exp_id: int
@@ -92,6 +104,7 @@ class TuneWorkerHandle:
         self.jobs_done = 0  # replies received (results or binaries)
         self.current: _Job | None = None
         self._holding = False  # holds the pool's lock of its device
+        self._use_start: float | None = None  # since when this worker may be using its device
         self._fatal = False  # the last startup failed with an error that a retry would repeat
         self._thread = threading.Thread(target=self._run, name=f"mneme-{self.name}", daemon=True)
 
@@ -224,6 +237,10 @@ class TuneWorkerHandle:
         try:
             return self._exchange(job, message, lock)
         finally:
+            if self._use_start is not None:  # recorded before the lock goes to the next worker
+                self.pool.device_uses.append(DeviceUse(self.device_id, self.name, job.exp_id, self._use_start,
+                                                       time.monotonic()))
+                self._use_start = None
             if self._holding:
                 self._holding = False
                 lock.release()
@@ -231,6 +248,8 @@ class TuneWorkerHandle:
     def _exchange(self, job: _Job, message: dict, lock: threading.Lock | None) -> str:
         started = time.monotonic()
         start_stamp = _utc_now()
+        if self.role == "device" and lock is None:
+            self._use_start = started  # the device is this worker's alone: in use from the first message
         try:
             self.conn.send(message)
         except (OSError, EOFError, BrokenPipeError):
@@ -250,6 +269,7 @@ class TuneWorkerHandle:
                     else:
                         self._holding = True
                         started = time.monotonic()  # waiting for the device is not the experiment's time
+                        self._use_start = started
                         try:
                             self.conn.send({"payload": "go"})
                         except (OSError, EOFError, BrokenPipeError):
@@ -371,6 +391,7 @@ class AsyncReplayExecutor:
         # Devices shared by several workers: one experiment at a time runs on each (timings stay clean).
         per_device = {d: sum(1 for w in self.device_workers if w.device_id == d) for d in self.devices}
         self._device_locks = {d: threading.Lock() for d, count in per_device.items() if count > 1}
+        self.device_uses: list[DeviceUse] = []  # every device worker's time on its device, for tools and tests
         self._started = False
         if start:
             self.start()
@@ -397,6 +418,14 @@ class AsyncReplayExecutor:
             errors = "; ".join(sorted({w.last_error for w in self.device_workers}))
             self.shutdown()
             raise ExperimentError(f"no worker could start for {self.record_db}: {errors}", kind="crash")
+        lost = [d for d in self.devices if all(w.dead for w in self.device_workers if w.device_id == d)]
+        if lost:  # asked for, but unusable: tuning on fewer devices than asked would mislead
+            dead = [w for w in self.device_workers if w.device_id in lost]
+            errors = "; ".join(sorted({w.last_error for w in dead}))
+            self.shutdown()
+            kind = UsageError if all(w._fatal for w in dead) else ExperimentError
+            raise kind(f"device {', '.join(map(str, lost))} of --devices {','.join(map(str, self.devices))}: "
+                       f"no worker could start: {errors}")
         info = alive[0].info
         self.arch = info.get("arch", "")
         self.backend_name = info.get("backend", self.backend_name)
@@ -454,6 +483,14 @@ class AsyncReplayExecutor:
     def map(self, configs) -> list[ExperimentResult]:
         futures = [self.submit(c) for c in configs]
         return [f.result() for f in futures]
+
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until every worker, compile workers too, is warm or has given up (benchmarks start timing after)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for worker in self.device_workers + self.compile_workers:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not worker.ready.wait(left):
+                raise ExperimentError(f"worker {worker.name} was not ready within {timeout} s; see {worker.log_path}")
 
     @property
     def worker_pids(self) -> list[int]:
@@ -538,4 +575,4 @@ class AsyncReplayExecutor:
                     pass
 
 
-__all__ = ["AsyncReplayExecutor", "TuneWorkerHandle", "pop", "describe_exit"]
+__all__ = ["AsyncReplayExecutor", "DeviceUse", "TuneWorkerHandle", "pop", "describe_exit"]

@@ -144,6 +144,9 @@ def _short(value) -> str:
 @click.option("--storage", default=None,
               help="Shared study storage: postgresql://user@host/db, sqlite:///path.db or journal:PATH.")
 @click.option("--study", default=None, help="Study name in the storage (default derived from kernel and space).")
+@click.option("--heartbeat", type=float, default=10.0, show_default=True, metavar="SECONDS",
+              help="Refresh the lease of running trials this often; a process whose trials go unrefreshed for 3x "
+                   "this is taken for dead and its configurations run again (0: keep no lease).")
 @click.option("--seed", type=int, default=None, help="Seed of the sampler.")
 @click.option("--iterations", type=int, default=3, show_default=True, help="Timed runs per experiment.")
 @click.option("--retime-top", type=int, default=3, show_default=True,
@@ -155,8 +158,8 @@ def _short(value) -> str:
 @click.option("--print-space", is_flag=True, help="Show the search space and exit; nothing runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def tune_command(record_db, record_id, space, space_options, sampler, sampler_options, trials, timeout, devices,
-                 workers_per_device, results, resume, force, storage, study, seed, iterations, retime_top,
-                 retime_repeats, backend, experiment_timeout, print_space, as_json):
+                 workers_per_device, results, resume, force, storage, study, heartbeat, seed, iterations,
+                 retime_top, retime_repeats, backend, experiment_timeout, print_space, as_json):
     """Autotune one recorded kernel launch: search a space of verified variants, keep every result.
 
     Exit codes: 0 done, 2 invalid options, 3 the recorded configuration does not verify, 1 other errors.
@@ -169,7 +172,7 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         sampler=sampler, sampler_options=parse_options(sampler_options), trials=trials, timeout=timeout,
         devices=_devices(devices), workers_per_device=workers_per_device, results=results, resume=resume,
         force=force, storage=storage, study=study, seed=seed, iterations=iterations, retime_top=retime_top,
-        retime_repeats=retime_repeats, backend=backend, experiment_timeout=experiment_timeout)
+        retime_repeats=retime_repeats, backend=backend, experiment_timeout=experiment_timeout, heartbeat=heartbeat)
     if print_space:
         session = TuningSession(options)
         session.prepare()

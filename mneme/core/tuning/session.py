@@ -3,10 +3,12 @@
 `TuningSession(options).run()` is what `mneme tune` does. Every trial goes to the result
 store (an Optuna study) before and after it runs, so a session killed at any point resumes
 (`resume=True`) without losing a finished experiment or running one twice: trials left
-running by a dead process on this host are marked ``interrupted`` and their points are
-run again first. Several sessions may share one study (``storage``): each spends the same
-trial budget, skips what the others finished, and answers a configuration whose grounded
-hash was already evaluated from the store.
+running by a dead process are marked ``interrupted`` and their points are run again first.
+Several sessions may share one study (``storage``): each spends the same trial budget,
+skips what the others finished, and answers a configuration whose grounded hash was
+already evaluated from the store. Each session holds a lease on its running trials
+(``heartbeat`` seconds, see `lease`); when a process dies, on this host or another, the
+first session to notice fails its trials and runs their configurations again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import hashlib
 import inspect
 import json
 import logging
+import math
 import platform
 import statistics
 import threading
@@ -29,9 +32,11 @@ from typing import Any
 
 import attrs
 import optuna
+from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 
 from mneme.core.errors import ExperimentError, MnemeError, UsageError
+from mneme.core.tuning.lease import Lease, StaleWatch, describe_owner, grace_for
 from mneme.core.tuning.samplers import Ask, Sampler, create_sampler, mark_feasibility
 from mneme.core.tuning.space import MAX_SAMPLE_RETRIES, SearchSpace, load_space
 from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord, storage_url
@@ -77,6 +82,7 @@ class TuneOptions:
     backend: str | None = None
     experiment_timeout: float | None = None
     prefetch: int | None = None
+    heartbeat: float = 10.0  # seconds between lease refreshes of running trials; 0 keeps no lease
 
     def validate(self) -> None:
         if self.trials < 1:
@@ -89,6 +95,8 @@ class TuneOptions:
             raise UsageError(f"--iterations must be >= 1, got {self.iterations}")
         if self.retime_top < 0 or self.retime_repeats < 1:
             raise UsageError("--retime-top must be >= 0 and --retime-repeats >= 1")
+        if self.heartbeat < 0:
+            raise UsageError(f"--heartbeat must be >= 0 seconds (0: keep no lease), got {self.heartbeat}")
 
 
 @attrs.define
@@ -188,6 +196,11 @@ class TuningSession:
         self.session_id = uuid.uuid4().hex[:12]
         self.pool: Any = None
         self.store: ResultStore | None = None
+        self.lease: Lease | None = None
+        self._watch: StaleWatch | None = None
+        self._requeue: list[dict[str, Any]] = []
+        self._carried: Ask | None = None  # our sampler's point, when the study handed out a requeued one
+        self._awaited: dict[int, float] = {}  # other processes' running trials we wait on: since when
         self._prepared = False
 
     # -- preparation (no experiment runs) -----------------------------------------------------
@@ -256,6 +269,8 @@ class TuningSession:
             return summary
         finally:
             starter.join(reraise=False)
+            if self.lease is not None:
+                self.lease.close()
             if self.pool is not None:
                 self.pool.shutdown()
 
@@ -293,7 +308,12 @@ class TuningSession:
         opts = self.options
         url = storage_url(opts.storage, self.results_dir)
         self.sampler.bind(self.space, parallel=self.num_workers, budget=opts.trials)
-        self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), self.sampler.optuna_sampler())
+        self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), self.sampler.optuna_sampler(),
+                                                               heartbeat=opts.heartbeat or None)
+        if opts.heartbeat:
+            native = self.store.has_heartbeat
+            self.lease = Lease(self.store.study._storage, self._interval(), native=native)
+            self._watch = StaleWatch(grace_for(self._interval()), owned=not native)
         if self._existed and self.store.meta:  # refuse another run's study before waiting for the workers
             partial = {k: v for k, v in self.identity("").items() if k != "env"}
             self.store.check_meta({**partial, "env": self.store.meta.get("env")}, force=opts.force)
@@ -315,19 +335,28 @@ class TuningSession:
             self.store.set_meta(identity)
         self.store.set_environment(self.env_digest, self.env)
         _write_json(session_file, self._session_record())
-        self._requeue: list[dict[str, Any]] = []
-        for trial in self.store.orphans():
-            log.info("trial %d was interrupted (its process %s is gone); running it again", trial.number,
-                     trial.user_attrs.get("owner", {}).get("pid"))
-            self.store.mark_interrupted(trial)
-            if trial.user_attrs.get("config"):
-                self._requeue.append(dict(trial.params))
-                if not self.sampler.native:
-                    self.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
         self._seen: set[int] = set()
         self._evaluated: dict[str, tuple[int, float]] = {
             digest: (r.number, r.value) for digest, r in self.store.evaluated().items()}
         self._sync(initial=True)
+
+    def _interval(self) -> float:
+        """Seconds between lease refreshes (database storages beat in whole seconds)."""
+        beat = float(self.options.heartbeat)
+        return float(max(1, math.ceil(beat))) if self.store is not None and self.store.has_heartbeat else beat
+
+    def _recover(self) -> None:
+        """Fail the trials of dead processes (this session noticed first) and queue their points again."""
+        for trial in self.store.fail_stale(self._watch, self.session_id):
+            if not trial.user_attrs.get("config"):
+                log.info("trial %d of %s was interrupted before it chose a configuration", trial.number,
+                         describe_owner(trial))
+                continue
+            log.warning("trial %d was interrupted (%s is gone: dead on this host, or its lease lapsed); "
+                        "running its configuration again", trial.number, describe_owner(trial))
+            self._requeue.append(dict(trial.params))
+            if not self.sampler.native:
+                self.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
 
     def _session_record(self) -> dict[str, Any]:
         opts = self.options
@@ -384,11 +413,15 @@ class TuningSession:
     def _owner(self) -> dict[str, Any]:
         from mneme.core.tuning.store import owner
 
-        return {**owner(), "session": self.session_id, "env": self.env_digest}
+        found = {**owner(), "session": self.session_id, "env": self.env_digest}
+        if self.lease is not None:  # how long others wait for a missed refresh before failing our trials
+            found["lease"] = {"interval": self.lease.interval, "grace": grace_for(self.lease.interval)}
+        return found
 
     # -- the ask/tell loop ----------------------------------------------------------------------------
     def _sync(self, initial: bool = False) -> None:
         """Tell the sampler about trials it did not ask for (earlier runs, other processes)."""
+        self._recover()
         for trial in self.store.trials():
             if trial.number in self._seen:
                 continue
@@ -438,7 +471,7 @@ class TuningSession:
         self._used = self.store.budget_used()
         while True:
             out_of_time = opts.timeout is not None and time.monotonic() - started >= opts.timeout
-            while not exhausted and not out_of_time and len(in_flight) < limit:
+            while (self._requeue or not exhausted) and not out_of_time and len(in_flight) < limit:
                 if self._budget_used() >= opts.trials:
                     break
                 pending = self._next(in_flight, duplicates)
@@ -451,7 +484,12 @@ class TuningSession:
                 pending.submitted = time.monotonic()
                 in_flight[future] = pending
             if not in_flight:
-                break
+                if out_of_time or not self._awaiting_others():
+                    break
+                time.sleep(0.5)  # the budget is held by other processes' trials: wait to see them end
+                self._sync()
+                last_sync = time.monotonic()
+                continue
             done, _ = concurrent.futures.wait(list(in_flight), timeout=1.0,
                                               return_when=concurrent.futures.FIRST_COMPLETED)
             for future in done:
@@ -463,6 +501,26 @@ class TuningSession:
         if out_of_time:
             log.info("stopped after --timeout %s s", opts.timeout)
 
+    def _awaiting_others(self) -> bool:
+        """Whether running trials of other processes may yet turn out dead and need re-running here.
+
+        A trial watched for twice the grace period without being failed belongs to a live
+        process (its lease is refreshed): that process finishes it, nobody waits for it.
+        """
+        if self.options.storage is None or self.lease is None:
+            return False
+        if self._requeue and self._budget_used() < self.options.trials:
+            return True
+        now = time.monotonic()
+        patience = 2 * grace_for(self.lease.interval) + 2.0
+        running = set()
+        for trial in self.store.trials(states=(TrialState.RUNNING,)):
+            owner = trial.user_attrs.get("owner")
+            if owner is None or (owner.get("session") != self.session_id and owner.get("lease")):
+                running.add(trial.number)
+        self._awaited = {n: self._awaited.get(n, now) for n in running}
+        return any(now - since < patience for since in self._awaited.values())
+
     def _budget_used(self) -> int:
         if self.options.storage is not None:
             return self.store.budget_used()  # other processes spend the budget too
@@ -472,17 +530,25 @@ class TuningSession:
         study = self.store.study
         dists = self.space.distributions()
         if self._requeue:
-            study.enqueue_trial(self._requeue.pop(0))
+            params = self._requeue.pop(0)
+            study.enqueue_trial(params)
+            if not self.sampler.native:  # should another process pop the waiting trial, ask the same point
+                self.sampler.optuna_sampler().pin(params)
             return study.ask(dists), None
         if self.sampler.native:
             return study.ask(dists), None
         if self.options.storage is not None:
             self._sync()  # a shared study: learn what the other processes took just now
-        ask = self.sampler.ask()
+        ask, self._carried = self._carried or self.sampler.ask(), None
         if ask is None:
             return None
         self.sampler.optuna_sampler().pin(ask.encoded)
-        return study.ask(dists), ask
+        trial = study.ask(dists)
+        if any(ask.encoded.get(k) != v for k, v in trial.params.items()):
+            # The study handed out a point another process queued again (a dead process's): run it, keep ours.
+            self._carried = ask
+            return trial, None
+        return trial, ask
 
     def _next(self, in_flight: dict, duplicates: dict[str, list[_Pending]]) -> _Pending | bool | None:
         """The next point to run; True when a point was answered without running; None when exhausted."""
@@ -493,10 +559,11 @@ class TuningSession:
                 return None
             trial, ask = asked
             encoded = dict(trial.params)
+            if self.lease is not None:  # before the owner: an owned trial has a lease (watchers rely on it)
+                self.lease.hold(trial._trial_id)
             trial.set_user_attr("owner", self._owner())
             config = self.space.feasible(self.space.decode(encoded))
             if config is None:
-                trial.set_user_attr("status", "infeasible")
                 self._tell(trial, ask, encoded, self.penalty, "infeasible")
                 continue
             digest = config.hash()
@@ -508,6 +575,7 @@ class TuningSession:
                     # Another process took this configuration just now: leave it to them, ask again.
                     trial.set_user_attr("status", "duplicate")
                     self.store.study.tell(trial, state=TrialState.FAIL)
+                    self._release(trial)
                     self._seen.add(trial.number)
                     if ask is not None or not self.sampler.native:
                         self.sampler.observe(encoded, None)
@@ -518,7 +586,6 @@ class TuningSession:
             known = self._evaluated.get(digest)
             if known is not None:
                 trial.set_user_attr("cached_from", known[0])
-                trial.set_user_attr("status", "cached")
                 self._tell(trial, ask, encoded, known[1], "cached")
                 return True
             pending = _Pending(trial, ask, encoded, config, digest)
@@ -554,10 +621,27 @@ class TuningSession:
                 return None
             time.sleep(0.02)
 
+    def _release(self, trial: optuna.trial.Trial) -> None:
+        if self.lease is not None:
+            self.lease.release(trial._trial_id)
+
     def _tell(self, trial: optuna.trial.Trial, ask: Ask | None, encoded: dict, value: float, status: str,
-              result: dict | None = None) -> None:
-        mark_feasibility(trial, status != "infeasible", self.sampler)
-        self.store.study.tell(trial, value)
+              result: dict | None = None) -> bool:
+        """Store the trial's outcome and tell the sampler; False when another process failed the trial first."""
+        self._release(trial)
+        try:
+            if result is not None:
+                trial.set_user_attr("result", result)
+            trial.set_user_attr("status", status)
+            mark_feasibility(trial, status != "infeasible", self.sampler)
+            self.store.study.tell(trial, value)
+        except UpdateFinishedTrialError:
+            # Another process failed it as stale (our lease lapsed: a stall longer than the grace
+            # period) and runs its configuration again; the store keeps one result per trial.
+            log.warning("trial %d was failed by another process while it ran here (its lease lapsed); "
+                        "its result is dropped and the configuration runs again there", trial.number)
+            self._seen.add(trial.number)
+            return False
         self._seen.add(trial.number)
         if ask is not None:
             self.sampler.tell(ask, value)
@@ -565,6 +649,7 @@ class TuningSession:
             self.sampler.observe(encoded, value)
         self._count(status, value, trial.number, result)
         self.on_progress(self.progress)
+        return True
 
     def _finish(self, pending: _Pending, result: ExperimentResult, duplicates: list[_Pending]) -> None:
         status = status_of(result)
@@ -572,13 +657,20 @@ class TuningSession:
         score = value if value is not None else self.penalty
         trial = pending.trial
         data = result.to_dict()
-        trial.set_user_attr("result", data)
-        trial.set_user_attr("status", status)
-        self._evaluated.setdefault(pending.digest, (trial.number, score))
-        self._tell(trial, pending.ask, pending.encoded, score, status, data)
+        told = self._tell(trial, pending.ask, pending.encoded, score, status, data)
+        if told:
+            self._evaluated.setdefault(pending.digest, (trial.number, score))
         for dup in duplicates:
-            dup.trial.set_user_attr("cached_from", trial.number)
-            dup.trial.set_user_attr("status", "cached")
+            if not told:  # nothing in the store answers them: ask their point again
+                self._release(dup.trial)
+                self.store.mark_interrupted(dup.trial)
+                self._seen.add(dup.trial.number)
+                self._requeue.append(dict(dup.encoded))
+                continue
+            try:
+                dup.trial.set_user_attr("cached_from", trial.number)
+            except UpdateFinishedTrialError:
+                pass  # _tell says why
             self._tell(dup.trial, dup.ask, dup.encoded, score, "cached")
         if status != "ok":
             log.info("trial %d %s: %s", trial.number, status, result.error or failure_kind(result))

@@ -17,12 +17,15 @@ Study attributes: ``mneme`` (kernel, space and environment identity, checked on 
 
 Storage: ``sqlite:///DIR/study.db`` in the results folder by default; any SQLAlchemy URL
 (``postgresql://user@host/db``); or ``journal:PATH`` (Optuna's journal file, for a shared
-file system). Several processes may share one study through the latter two.
+file system). Several processes may share one study through the latter two. Trials that a
+dead process left running are failed (status ``interrupted``) by whoever notices: at once
+when that process ran on this host, else when its lease lapses (see `lease`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import socket
@@ -37,6 +40,7 @@ import optuna
 from optuna.trial import TrialState
 
 from mneme.core.errors import UsageError
+from mneme.core.tuning.lease import StaleWatch, grace_for
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +84,8 @@ class TrialRecord:
         status = attrs_.get("status", "running" if trial.state == TrialState.RUNNING else trial.state.name.lower())
         if trial.state == TrialState.RUNNING and status in COUNTED:
             status = "running"  # its result is being written right now
+        if trial.state == TrialState.FAIL and attrs_.get("status", "running") == "running":
+            status = "interrupted"  # failed by Optuna's heartbeat check, which cannot say why
         return cls(
             number=trial.number,
             state=trial.state.name,
@@ -104,8 +110,13 @@ def storage_url(storage: str | None, results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / DEFAULT_DB).resolve()}"
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage:
-    """An Optuna storage for a URL: ``journal:PATH`` or an SQLAlchemy URL."""
+def open_storage(url: str, heartbeat: float | None = None, on_stale: Any = None) -> optuna.storages.BaseStorage:
+    """An Optuna storage for a URL: ``journal:PATH`` or an SQLAlchemy URL.
+
+    `heartbeat` (seconds) turns on Optuna's heartbeat where the storage has one (databases;
+    whole seconds), with a grace period of `lease.grace_for(heartbeat)`; `on_stale(study,
+    trial)` is called for each stale trial this process fails.
+    """
     if url.startswith("journal:"):
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
@@ -120,9 +131,18 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}
         _sqlite_write_ahead_log()
+    beat: dict[str, Any] = {}
+    if heartbeat:
+        interval = max(1, math.ceil(heartbeat))
+        beat = {"heartbeat_interval": interval, "grace_period": max(1, math.ceil(grace_for(interval))),
+                "heartbeat_stale_trial_callback": on_stale}
+        # The session records heartbeats itself (ask/tell, not Study.optimize); Optuna warns at every ask.
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
     for attempt in range(SCHEMA_RETRIES):
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, **beat)
         except ImportError as exc:
             raise UsageError(f"storage {url!r} needs a database driver: {exc}") from exc
         except Exception as exc:  # sqlalchemy raises many kinds; say which storage failed
@@ -178,22 +198,27 @@ def _pid_alive(pid: int) -> bool:
 class ResultStore:
     """One study in one storage, with Mneme's view of its trials."""
 
-    def __init__(self, study: optuna.Study, url: str):
+    def __init__(self, study: optuna.Study, url: str, stale_found: list | None = None):
         self.study = study
         self.url = url
+        self._stale_found = stale_found if stale_found is not None else []  # filled by Optuna's callback
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
-    def create_or_load(cls, url: str, study_name: str, sampler: optuna.samplers.BaseSampler | None = None
-                       ) -> tuple[ResultStore, bool]:
-        """The study (created when absent, minimizing) and whether it existed before."""
-        storage = open_storage(url)
+    def create_or_load(cls, url: str, study_name: str, sampler: optuna.samplers.BaseSampler | None = None,
+                       heartbeat: float | None = None) -> tuple[ResultStore, bool]:
+        """The study (created when absent, minimizing) and whether it existed before.
+
+        `heartbeat` (seconds): the storage's own heartbeat is on, where it has one (`open_storage`).
+        """
+        found: list = []
+        storage = open_storage(url, heartbeat, lambda study, trial: found.append(trial))
         existed = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study = optuna.create_study(storage=storage, study_name=study_name, sampler=sampler,
                                         direction="minimize", load_if_exists=True)
-        return cls(study, url), existed
+        return cls(study, url, found), existed
 
     @classmethod
     def load(cls, url: str, study_name: str | None = None) -> ResultStore:
@@ -287,7 +312,36 @@ class ResultStore:
                 found.append(t)
         return found
 
-    def mark_interrupted(self, trial: optuna.trial.FrozenTrial) -> None:
+    def mark_interrupted(self, trial: optuna.trial.FrozenTrial | optuna.trial.Trial) -> bool:
+        """Fail a running trial as ``interrupted``; False when it was finished meanwhile (by another process)."""
         storage = self.study._storage
-        storage.set_trial_user_attr(trial._trial_id, "status", "interrupted")
-        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        try:
+            storage.set_trial_user_attr(trial._trial_id, "status", "interrupted")
+            return bool(storage.set_trial_state_values(trial._trial_id, TrialState.FAIL))
+        except optuna.exceptions.UpdateFinishedTrialError:
+            return False
+
+    @property
+    def has_heartbeat(self) -> bool:
+        """Whether the storage runs Optuna's heartbeat (then it is the lease of owned trials)."""
+        from optuna.storages._heartbeat import is_heartbeat_enabled
+
+        return is_heartbeat_enabled(self.study._storage)
+
+    def fail_stale(self, watch: StaleWatch | None, session: str) -> list[optuna.trial.FrozenTrial]:
+        """Fail the running trials of dead processes; returns those this process failed.
+
+        Dead are: processes of this host that no longer exist; processes anywhere whose lease
+        lapsed (Optuna's heartbeat where the storage has it, else `watch`).
+        """
+        failed = [t for t in self.orphans() if self.mark_interrupted(t)]
+        if self.has_heartbeat:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                optuna.storages.fail_stale_trials(self.study)
+            failed += self._stale_found
+            self._stale_found.clear()
+        if watch is not None:
+            running = self.trials(states=(TrialState.RUNNING,))
+            failed += [t for t in watch.stale(running, session) if self.mark_interrupted(t)]
+        return failed

@@ -120,7 +120,7 @@ class HostBackend(Backend):
         return Availability(True)
 
     def device_count(self) -> int:
-        return 1 if self.availability().usable else 0
+        return host_device_count() if self.availability().usable else 0
 
     def arch(self, index: int = 0) -> str:
         return platform.machine()
@@ -186,15 +186,36 @@ class HostBackend(Backend):
         )
 
     def open_device(self, index: int = 0) -> HostDevice:
-        if index != 0:
-            raise MnemeError(f"the host backend has one device (index 0), not {index}")
+        count = host_device_count()
+        if not 0 <= index < count:
+            raise MnemeError(f"the host backend has {count} device(s) (indices 0..{count - 1}), not {index}; "
+                             f"set {HOST_DEVICES_ENV}=N to expose N")
         availability = self.availability()
         if not availability.usable:
             raise MnemeError(f"the host backend is not usable here: {availability.reason}")
         runtime.load()
-        return HostDevice(DeviceInfo(backend=self.name, index=0, name=_cpu_name(), arch=self.arch(),
+        return HostDevice(DeviceInfo(backend=self.name, index=index, name=_cpu_name(), arch=self.arch(),
                                      driver=f"LLVM {'.'.join(map(str, _llvm().llvm_version_info))}",
                                      memory_bytes=_memory_bytes()))  # fmt: skip
+
+
+HOST_DEVICES_ENV = "MNEME_HOST_DEVICES"
+
+
+def host_device_count() -> int:
+    """Devices the host backend exposes: 1, or MNEME_HOST_DEVICES.
+
+    Each is this CPU, opened in its own process, so a worker pool can serve several devices
+    (and be tested doing so) on a machine without a GPU; their timings share the CPU.
+    """
+    text = os.environ.get(HOST_DEVICES_ENV, "1").strip() or "1"
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise MnemeError(f"{HOST_DEVICES_ENV}={text!r} must be a whole number >= 1 (devices the host backend exposes)")
+    return count
 
 
 def _cpu_name() -> str:

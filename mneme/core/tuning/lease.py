@@ -1,0 +1,134 @@
+"""Leases on running trials: a live tuner keeps its trials fresh, a dead one's trials go stale.
+
+A `mneme tune` process that dies (SIGKILL, a lost node) leaves its trials RUNNING in a
+shared study. Every live process refreshes the lease of the trials it runs (`Lease`) every
+`interval` seconds; any process that sees a trial's lease unrefreshed for the grace period
+fails it, and re-runs its configuration (the session does that).
+
+Where the storage has Optuna's heartbeat (`RDBStorage`: SQLite, PostgreSQL, ...) the lease is
+that heartbeat, timed by the database server's clock, and Optuna's `fail_stale_trials` finds
+the stale ones. Elsewhere (the journal file) the lease is the trial's system attribute
+``mneme.lease``, a beat counter the owner rewrites; `StaleWatch` calls a trial stale when it
+has watched that attribute stay the same for the grace period by its own clock, so the
+clocks of different hosts need not agree. Each owner names its grace in the trial's
+``owner`` attribute; a trial that never named an owner gets the watcher's grace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import optuna
+
+log = logging.getLogger(__name__)
+
+LEASE_ATTR = "mneme.lease"
+GRACE_FACTOR = 3  # missed beats before a trial counts as dead: survives a slow beat or two
+
+
+def grace_for(interval: float) -> float:
+    """The grace period of a heartbeat interval."""
+    return GRACE_FACTOR * interval
+
+
+class Lease:
+    """The live side: refreshes the lease of this process's running trials from a thread.
+
+    `hold(trial_id)` when a trial is asked, `release(trial_id)` once it is told; `close()` at the end.
+    """
+
+    def __init__(self, storage: optuna.storages.BaseStorage, interval: float, *, native: bool):
+        self.storage = storage
+        self.interval = interval
+        self.native = native  # Optuna's heartbeat (RDBStorage) rather than the system attribute
+        self._held: set[int] = set()
+        self._beats = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mneme-lease", daemon=True)
+        self._thread.start()
+
+    def hold(self, trial_id: int) -> None:
+        with self._lock:
+            self._held.add(trial_id)
+        if self.native:
+            # A trial with no heartbeat row is never stale to Optuna: write the first one now.
+            self._beat(trial_id)
+
+    def release(self, trial_id: int) -> None:
+        with self._lock:
+            self._held.discard(trial_id)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(self.interval + 5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self._lock:
+                held = sorted(self._held)
+            self._beats += 1
+            for trial_id in held:
+                self._beat(trial_id)
+
+    def _beat(self, trial_id: int) -> None:
+        try:
+            if self.native:
+                self.storage.record_heartbeat(trial_id)
+            else:
+                self.storage.set_trial_system_attr(trial_id, LEASE_ATTR, {"beat": self._beats, "at": time.time()})
+        except optuna.exceptions.UpdateFinishedTrialError:
+            self.release(trial_id)  # told meanwhile (by us, or failed as stale by another process)
+        except Exception as exc:  # a storage hiccup (NFS, network): the next beat tries again
+            log.warning("refreshing the lease of trial id %d failed: %s", trial_id, exc)
+
+
+class StaleWatch:
+    """The observer side: which running trials of other processes stopped refreshing their lease.
+
+    `default_grace` applies to trials that never named an owner (their process died right
+    after asking). With `owned=False` (the storage has Optuna's heartbeat, which covers
+    owned trials) only those are watched.
+    """
+
+    def __init__(self, default_grace: float, *, owned: bool = True):
+        self.default_grace = default_grace
+        self.owned = owned
+        self._seen: dict[int, tuple[str, float]] = {}  # trial id -> (lease as last seen, since when)
+
+    def stale(self, running: Iterable[optuna.trial.FrozenTrial], session: str) -> list[optuna.trial.FrozenTrial]:
+        now = time.monotonic()
+        found, watched = [], set()
+        for trial in running:
+            owner = trial.user_attrs.get("owner")
+            if owner is not None and owner.get("session") == session:
+                continue
+            if owner is None:
+                grace = self.default_grace
+            elif not self.owned:
+                continue
+            else:
+                grace = (owner.get("lease") or {}).get("grace")
+                if not grace:
+                    continue  # its process keeps no lease (--heartbeat 0, or an older Mneme)
+            mark = json.dumps([owner is not None, trial.system_attrs.get(LEASE_ATTR)], sort_keys=True, default=str)
+            watched.add(trial._trial_id)
+            previous = self._seen.get(trial._trial_id)
+            if previous is None or previous[0] != mark:
+                self._seen[trial._trial_id] = (mark, now)
+            elif now - previous[1] > float(grace):
+                found.append(trial)
+        self._seen = {k: v for k, v in self._seen.items() if k in watched}
+        return found
+
+
+def describe_owner(trial: optuna.trial.FrozenTrial) -> str:
+    owner: dict[str, Any] = trial.user_attrs.get("owner") or {}
+    if not owner:
+        return "a process that never named itself"
+    return f"pid {owner.get('pid')} on {owner.get('host')}"
