@@ -6,10 +6,13 @@ of its size as their budget. For each we report the speedup of the configuration
 as a fraction of the exhaustive optimum's speedup, both with the times the samplers measured
 and with the exhaustive run's time of the same configuration (which removes timing noise).
 
-Throughput: experiments per minute with compile-ahead (a CPU process builds the next
+Throughput: experiments per minute with compile-ahead (CPU processes build the next
 variants while the device worker runs) against compile-then-run in the device worker (the
-original design), on the same configurations. On the host backend the CPU is also the
-device, so this ratio says little about a GPU; run it on the GPU machine for that.
+original design), on the same configurations, one pool after the other in one run. Every
+configuration is a distinct variant (the launch dimensions are specialized into the code),
+so each one really compiles. On the host backend the CPU is also the device, so this ratio
+says little about a GPU; benchmarks/gpu/bench_cuda_tuning.py measures it on CUDA with
+`measure_throughput` below.
 
 Usage: python benchmarks/bench_tuning.py [--seeds 3] [--n 512] [--skip-throughput]
 """
@@ -120,26 +123,137 @@ def quality(db, work: Path, seeds: int, rounds: int = 5) -> None:
         pool.shutdown()
 
 
-def throughput(db, work: Path, count: int) -> None:
+# Every point is a distinct variant: the block (and the grid derived from it) is specialized into the code.
+THROUGHPUT_SPACE_YAML = """
+name: throughput
+parameters:
+  block_x: {ordinal: [8, 16, 32, 64, 128, 256]}
+  block_y: {ordinal: [1, 2, 4, 8, 16]}
+  specialize_dims: {fixed: true}
+  specialize: bool
+constraints: ["block_x * block_y >= 32"]
+"""
+MODES = (("compile-then-run", 0), ("compile-ahead", None))  # compile workers; None: the given count
+MAX_CALIBRATED_RUNS = 5000  # a kernel far faster than its compile still gets a bounded experiment
+
+
+def throughput_configs(db, work: Path, count: int) -> list:
+    """`count` + 1 configurations of the throughput space (the first warms the pools), each a distinct variant."""
     from mneme.core.executor import load_recording
     from mneme.core.tuning.space import load_space
+
+    path = work / "throughput-space.yaml"
+    path.write_text(THROUGHPUT_SPACE_YAML)
+    rec = load_recording(db)
+    space = load_space(str(path), rec, rec.select())
+    configs = [space.derived(space.decode(e)) for e in space.sample_exhaustive()]
+    if len(configs) < count + 1:
+        raise SystemExit(f"the throughput space has {len(configs)} points; ask for at most {len(configs) - 1}")
+    # Spread the picks over the space, so both modes see small and large blocks alike.
+    step = len(configs) / (count + 1)
+    return [configs[int(i * step)] for i in range(count + 1)]
+
+
+def calibrate_iterations(db, configs: list, *, backend: str | None, warmup: int = 1) -> dict:
+    """Timed runs per experiment that make its device time about its compile time, measured in this process.
+
+    Compile time: the median build of two fresh variants. Device time of an experiment with
+    n timed runs: fixed (load, restore, verify) + (warmup + n) x per-run cost, from two
+    executions of one built variant with 1 and 1 + `extra` timed runs.
+    """
+    from mneme.core.executor import BaseExecutor
+
+    extra = 20
+    with BaseExecutor(db, None, iterations=1, backend=backend, warmup=warmup) as ex:
+        builds = []
+        for config in configs[:3]:
+            start = time.perf_counter()
+            ex.build(config)
+            builds.append(time.perf_counter() - start)
+        compile_s = statistics.median(builds[1:])  # the first build also starts LLVM up
+        binary = ex.build(configs[0])
+        ex.execute(configs[0], binary)  # loads the module
+        walls = {}
+        for n in (1, 1 + extra, 1):
+            ex.iterations = n
+            start = time.perf_counter()
+            result = ex.execute(configs[0], binary)
+            walls.setdefault(n, []).append(time.perf_counter() - start)
+            if not result.ok:
+                raise SystemExit(f"calibration: the experiment failed: {result.error}")
+    one = min(walls[1])
+    per_run = max(1e-6, (walls[1 + extra][0] - one) / extra)
+    fixed = max(0.0, one - (warmup + 1) * per_run)
+    iterations = min(MAX_CALIBRATED_RUNS, max(1, round((compile_s - fixed) / per_run) - warmup))
+    return {"compile_s": compile_s, "per_run_s": per_run, "fixed_s": fixed, "iterations": iterations,
+            "device_s": fixed + (warmup + iterations) * per_run}
+
+
+def _seconds_between(start: str, end: str) -> float:
+    import datetime
+
+    return (datetime.datetime.fromisoformat(end) - datetime.datetime.fromisoformat(start)).total_seconds()
+
+
+def measure_throughput(db, configs: list, work: Path, *, iterations: int, backend: str | None = None,
+                       compile_workers: int | None = None) -> dict:
+    """Experiments per minute of one device worker in both modes on the same configurations, one pool each.
+
+    `configs[0]` warms each pool (spawned, IR linked, module code paths touched) and is not
+    counted. Per experiment of compile-then-run, its compile time (preprocess + optimize +
+    codegen) and its device time (the rest of its wall time) are reported too, to show how
+    they compare. `compile_workers`: CPU build processes of compile-ahead (None: the pool's
+    default, up to 4 on a GPU).
+    """
     from mneme.core.workers import AsyncReplayExecutor
 
-    rec = load_recording(db)
-    space = load_space(str(work / "space.yaml"), rec, rec.select())
-    configs = [space.derived(space.decode(e)) for e in space.sample_exhaustive()][:count]
-    rates = {}
-    for label, compile_workers in (("compile-then-run", 0), ("compile-ahead", 1)):
-        with AsyncReplayExecutor(db, None, 3, work / f"tp-{label}", 1, compile_workers=compile_workers) as pool:
-            pool.evaluate(configs[0])  # warm
+    warm, measured = configs[0], configs[1:]
+    figures: dict = {"experiments": len(measured), "iterations": iterations, "backend": backend or "recorded",
+                     "modes": {}}
+    for label, workers in MODES:
+        count = compile_workers if workers is None else workers
+        if workers is None and count is None and (backend or "") == "host":
+            count = 1  # the pool builds in the device worker on the host unless asked
+        with AsyncReplayExecutor(db, None, iterations, work / f"tp-{label}", 1, backend=backend,
+                                 compile_workers=count) as pool:
+            pool.wait_ready(600)
+            pool.evaluate(warm)
             start = time.perf_counter()
-            results = pool.map(configs)
+            results = pool.map(measured)
             seconds = time.perf_counter() - start
-        ok = sum(r.ok for r in results)
-        rates[label] = len(configs) / seconds * 60
-        print(f"{label:17s}: {len(configs)} experiments ({ok} verified) in {seconds:.2f} s = "
-              f"{rates[label]:.0f} experiments/min")
-    print(f"compile-ahead / compile-then-run throughput: {rates['compile-ahead'] / rates['compile-then-run']:.2f}x")
+            used = len(pool.compile_workers)
+        builds = [r.preprocess_ir_time + r.opt_time + r.codegen_time for r in results]
+        walls = [_seconds_between(r.start_time, r.end_time) for r in results if r.start_time and r.end_time]
+        figures["modes"][label] = {
+            "compile_workers": used, "seconds": seconds, "per_minute": len(measured) / seconds * 60,
+            "verified": sum(r.ok for r in results), "variants": len({r.variant_hash for r in results}),
+            "compile_s": statistics.median(builds),
+            "device_s": statistics.median(w - b for w, b in zip(walls, builds)) if label == "compile-then-run" else None,
+            "errors": sorted({(r.error or "")[:160] for r in results if not r.ok}),
+        }
+    modes = figures["modes"]
+    figures["ratio"] = modes["compile-ahead"]["per_minute"] / modes["compile-then-run"]["per_minute"]
+    return figures
+
+
+def describe_throughput(figures: dict) -> list[str]:
+    lines = []
+    for label, m in figures["modes"].items():
+        extra = f"; per experiment: compile {m['compile_s'] * 1e3:.1f} ms, device {m['device_s'] * 1e3:.1f} ms" \
+            if m.get("device_s") is not None else ""
+        lines.append(f"{label} ({m['compile_workers']} compile workers): {figures['experiments']} experiments "
+                     f"({m['verified']} verified, {m['variants']} distinct variants) in {m['seconds']:.2f} s = "
+                     f"{m['per_minute']:.0f} experiments/min{extra}")
+    lines.append(f"compile-ahead / compile-then-run throughput: {figures['ratio']:.2f}x "
+                 f"({figures['iterations']} timed runs per experiment, one device worker)")
+    return lines
+
+
+def throughput(db, work: Path, count: int) -> None:
+    configs = throughput_configs(db, work, count)
+    for line in describe_throughput(measure_throughput(db, configs, work, iterations=3, backend="host",
+                                                       compile_workers=1)):
+        print(line)
 
 
 def main() -> None:

@@ -1,6 +1,16 @@
-"""Tuning on the GPU (issue 8): exhaustive, TPE and NGOpt on enumerable spaces of two real kernels.
+"""Tuning on the GPU (issue 8): pipeline throughput, and exhaustive, TPE and NGOpt on two real kernels.
 
     python benchmarks/gpu/bench_cuda_tuning.py [--json results.json] [--budget-s 150] [--side 4096]
+    python benchmarks/gpu/bench_cuda_tuning.py --backend host --side 128 --kernels "" --throughput-experiments 6
+
+Throughput (first): experiments per minute per GPU of one device worker with compile-ahead
+(CPU processes build the next variants while the GPU runs) against compile-then-run in the
+device worker (the original's design), on the same configurations of the corpus stencil2d
+(side x side floats; every configuration a distinct variant, launch dimensions specialized),
+one pool after the other in one run; and their ratio. The timed runs per experiment are
+calibrated first so that an experiment's device time is about its compile time (the case
+the target is stated for); the figures say which count was used and both measured times.
+The code is `measure_throughput` of benchmarks/bench_tuning.py, shared with the host benchmark.
 
 Kernels: examples/saxpy (1M floats, grid-stride: block and grid tuned) and the corpus
 stencil2d on a side x side grid (2D block tuned, the grid derived to cover the same points).
@@ -29,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "benchmarks" / "gpu"), str(ROOT / "tests" / "gpu"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT / "benchmarks" / "gpu"), str(ROOT / "benchmarks"), str(ROOT / "tests" / "gpu"),
+                str(ROOT / "tests")]
 
 SAMPLERS = ("exhaustive", "optuna:tpe", "nevergrad:NGOpt")
 EARLY = 0.2  # the quality figure: best found within this fraction of the exhaustive budget
@@ -141,8 +152,41 @@ def run_sampler(db: Path, spec: dict, sampler: str, trials: int, results: Path, 
     }  # fmt: skip
 
 
+def throughput(name: str, spec: dict, tmp: Path, opts) -> dict:
+    """Calibrate the timed runs, then measure both modes on the same configurations (see the module doc)."""
+    import bench_tuning
+
+    db = capture(name, spec, tmp / "db", opts.backend)
+    configs = bench_tuning.throughput_configs(db, tmp, opts.throughput_experiments)
+    found: dict = {"kernel": name, "side": spec.get("side")}
+    if opts.throughput_iterations == "auto":
+        found["calibration"] = bench_tuning.calibrate_iterations(db, configs, backend=opts.backend)
+        iterations = found["calibration"]["iterations"]
+    else:
+        iterations = int(opts.throughput_iterations)
+    found.update(bench_tuning.measure_throughput(db, configs, tmp, iterations=iterations, backend=opts.backend,
+                                                 compile_workers=opts.compile_workers))
+    return found
+
+
+def summarize_throughput(found: dict) -> list[str]:
+    import bench_tuning
+
+    if "error" in found:
+        return [f"throughput: FAILED {found['error']}"]
+    head = f"throughput on {found['kernel']} ({found['side']}x{found['side']})"
+    calibration = found.get("calibration")
+    if calibration:
+        head += (f": calibrated {found['iterations']} timed runs per experiment (compile "
+                 f"{calibration['compile_s'] * 1e3:.1f} ms; device {calibration['fixed_s'] * 1e3:.1f} ms fixed + "
+                 f"{calibration['per_run_s'] * 1e3:.2f} ms per run)")
+    return [f"throughput: {line}" for line in [head, *bench_tuning.describe_throughput(found)]]
+
+
 def summarize(figures: dict) -> list[str]:
     lines = []
+    if "throughput" in figures:
+        lines += summarize_throughput(figures["throughput"])
     ms = lambda s: "-" if not s else f"{s * 1e3:.3f} ms"
     for name, k in figures["kernels"].items():
         if "error" in k:
@@ -186,6 +230,12 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--kernels", default="saxpy,stencil2d")
     parser.add_argument("--backend", default="cuda", help="cuda (the benchmark); host runs the same flow on the CPU.")
+    parser.add_argument("--throughput-kernel", default="stencil2d", help="Kernel of the throughput figure; '' skips it.")
+    parser.add_argument("--throughput-experiments", type=int, default=24, help="Configurations measured per mode.")
+    parser.add_argument("--throughput-iterations", default="auto",
+                        help="Timed runs per experiment of the throughput figure; auto: device time ~ compile time.")
+    parser.add_argument("--compile-workers", type=int, default=None,
+                        help="CPU build processes of compile-ahead (default: the pool's, up to 4).")
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     import optuna
@@ -212,6 +262,15 @@ def main() -> int:
     names = [n for n in opts.kernels.split(",") if n]
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
+        if opts.throughput_kernel:
+            try:
+                figures["throughput"] = throughput(opts.throughput_kernel, table[opts.throughput_kernel],
+                                                   tmp / "throughput", opts)
+            except Exception as exc:  # the search figures below still run
+                logging.exception("the throughput figure failed")
+                figures["throughput"] = {"error": repr(exc)[:300]}
+            save()
+            print("\n".join(summarize_throughput(figures["throughput"])), flush=True)
         for index, name in enumerate(names):
             spec = table[name]
             entry: dict = {"space": spec["space"], "options": spec["options"], "runs": []}
