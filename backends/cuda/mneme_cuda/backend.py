@@ -47,6 +47,7 @@ from mneme_cuda.driver import (
     probe,
     require,
 )
+from mneme_cuda.gate import LaunchGate
 from mneme_cuda.memory import (
     DeviceBuffer,
     PinnedBuffer,
@@ -150,6 +151,7 @@ class CudaKernel(LoadedKernel):
         self._resources: Resources | None = None
         self._max_dynamic_shared = 48 << 10
         self._param_bytes: int | None = None
+        self.launched = False  # a first launch may load the kernel or grow local memory: both may synchronize
 
     def _release(self) -> None:
         self.device._modules.discard(self)
@@ -263,6 +265,7 @@ class CudaDevice(Device):
         self._decoder: NativeDecoder | None | bool = False  # False: not looked up yet; None: not available
         self._restore_events: list[Any] = []  # one per restore slot (half a staging buffer)
         self._events: list[Any] = []
+        self._gate: LaunchGate | None = None
 
     # -- lifetime -------------------------------------------------------------------------------
     def _release(self) -> None:
@@ -285,6 +288,11 @@ class CudaDevice(Device):
                 log.warning("freeing pinned memory failed: %s", exc)
         for event in self._events + self._stage_events + self._restore_events:
             cu.cuEventDestroy(event)
+        if self._gate is not None:  # after the stream's synchronize: nothing waits on it any more
+            try:
+                self._gate.close()
+            except MnemeError as exc:
+                log.warning("freeing the launch gate failed: %s", exc)
         if self._copier is not None:
             self._copier.shutdown(wait=False)
         if self._decoder:
@@ -671,6 +679,7 @@ class CudaDevice(Device):
             check(cu.cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
                                     shared_mem, self.stream, None, extra),
                   f"launching kernel {kernel.binary.kernel_name!r} with grid {grid} block {block}")
+            kernel.launched = True
         except CudaError as exc:
             if exc.sticky:
                 self.broken = exc.name
@@ -696,21 +705,43 @@ class CudaDevice(Device):
             self._flush = self.alloc(max(2 * self.l2_bytes, 1 << 20))
         self.fill(self._flush.addr, self._flush.size, 0)
 
+    @property
+    def launch_gate(self) -> LaunchGate:
+        """The mapped counter that holds timed launches; `.unavailable` says why timing runs ungated."""
+        if self._gate is None:
+            self._enter()
+            self._gate = LaunchGate()
+            if self._gate.unavailable:
+                log.warning("timing launches without the gate (%s): a small kernel's time includes its submission",
+                            self._gate.unavailable)  # fmt: skip
+        return self._gate
+
     def time(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes, iterations: int,
-             before_each: Callable[[], None] | None = None, flush_l2: bool = True) -> list[float]:
-        """Seconds per run, measured by CUDA events around each launch, after `before_each` and an L2 flush."""
+             before_each: Callable[[], None] | None = None, flush_l2: bool = True, gate: bool = True) -> list[float]:
+        """Seconds per run, measured by CUDA events around each launch, after `before_each` and an L2 flush.
+
+        With `gate` the stream waits until both events and the launch are queued (`LaunchGate`), so
+        the events time the kernel, not Python's submission of it, as the recorder does in the application.
+        A kernel's first launch is never held: it may synchronize, which would wait for the held stream.
+        """
         kernel.check_open()
         cu = self._enter()
         events = self._timing_events(2 * iterations)
+        held = self.launch_gate if gate else None
         keep: list = []
         for i in range(iterations):
             if before_each is not None:
                 before_each()
             if flush_l2:
                 self.flush_l2()
-            check(cu.cuEventRecord(events[2 * i], self.stream), "cuEventRecord")
-            self._launch_async(kernel, grid, block, shared_mem, args, keep)
-            check(cu.cuEventRecord(events[2 * i + 1], self.stream), "cuEventRecord")
+            ticket = held.hold(self.stream) if held is not None and kernel.launched else 0
+            try:
+                check(cu.cuEventRecord(events[2 * i], self.stream), "cuEventRecord")
+                self._launch_async(kernel, grid, block, shared_mem, args, keep)
+                check(cu.cuEventRecord(events[2 * i + 1], self.stream), "cuEventRecord")
+            finally:  # on every path, or the stream would wait for good
+                if held is not None:
+                    held.release(ticket)
         self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
         return [float(check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime")) / 1e3
                 for i in range(iterations)]

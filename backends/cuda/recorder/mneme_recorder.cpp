@@ -14,7 +14,8 @@
 //    too (cuMemFreeAsync releases once its stream has passed it), and the application's own VMM
 //    reservations get hints in a zone above that range, their accessible mappings recorded.
 //  * Times each recorded launch and the next MNEME_RECORD_TIMED launches of the same instance
-//    with events on the application's stream; counts kernel nodes run through cuGraphLaunch.
+//    with events on the application's stream, behind a gate that holds the stream until both
+//    events and the kernel are queued; counts kernel nodes run through cuGraphLaunch.
 //  * Remembers each loaded code image (fatbin, cubin, PTX) and the device globals the process
 //    looked up (cuModuleGetGlobal / cuLibraryGetGlobal), per module.
 //  * For each selected launch (MNEME_RECORD_KERNEL regex, MNEME_RECORD_SKIP,
@@ -47,6 +48,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -73,6 +75,7 @@ struct Config {
     uint64_t va_size = 1ull << 40;
     uint64_t vmm_size = 1ull << 41;  // the zone above the placed range for the application's own reservations
     long timed = 16;                 // launches timed in the application per recorded instance, after the recorded one
+    bool gate = true;                // hold each timed launch's stream until its events and kernel are queued
     bool place = true;
 };
 
@@ -122,6 +125,7 @@ Config &config() {
         if (const char *v = getenv("MNEME_RECORD_PLACE")) cfg->place = strcmp(v, "0") != 0;
         if (const char *v = getenv("MNEME_RECORD_VMM_SIZE")) cfg->vmm_size = strtoull(v, nullptr, 0);
         if (const char *v = getenv("MNEME_RECORD_TIMED")) cfg->timed = atol(v);
+        if (const char *v = getenv("MNEME_RECORD_TIMING_GATE")) cfg->gate = strcmp(v, "0") != 0;
         if (!rank_selected(getenv("MNEME_RECORD_RANKS"), launcher_rank())) cfg->dir.clear();
         return cfg;
     }();
@@ -698,25 +702,174 @@ void reap_timings(bool wait) {
     pending.resize(kept);
 }
 
+// The gate of the timed launches. On an idle stream a start event recorded before the launch
+// fires at once and the kernel only once the host has submitted it, so the events would time the
+// submission too. So the stream first waits (cuStreamWaitValue32, GEQ) for a counter in
+// page-locked, device-mapped host memory that the recorder raises with a plain store right after
+// queuing start event, launch and stop event: the GPU runs the three back to back. The counter
+// only grows (the wait compares cyclically) and the store cannot fail, so no release is missed.
+// Everything queued before the wait drains, so the launch always finds room in the queue; but a
+// driver call that itself waits for the held stream (a lazily loaded kernel, a growing local
+// memory pool: both may synchronize the context) would wait for good, so a backstop thread
+// releases a ticket still held after GATE_BACKSTOP_MS and that launch's time is dropped. The page
+// is this library's own, never freed: a store into it stays safe even after the application
+// destroyed the context that registered it.
+alignas(4096) uint32_t gate_page[1024];
+constexpr int GATE_BACKSTOP_MS = 20;
+
+struct TimingGate {
+    uint32_t ticket = 0;  // the last value a gated stream waits for; stored into gate_page[0]
+    long gated = 0, ungated = 0, late = 0;  // late: released by the backstop, time dropped
+    std::string ungated_because;  // the first reason a launch was timed without the gate
+    bool backstop = false;        // its thread runs (in this process: not after a fork)
+    std::mutex mu;                // the backstop's own (it never takes mu())
+    std::condition_variable cv;
+    uint32_t held = 0;           // the ticket a stream waits for now; 0: none
+    bool released_late = false;  // the backstop released `held`
+};
+
+TimingGate &timing_gate() {  // mu() held
+    static auto *g = new TimingGate();
+    return *g;
+}
+
+void *gate_backstop(void *) {
+    TimingGate &g = timing_gate();
+    std::unique_lock<std::mutex> lock(g.mu);
+    for (;;) {
+        g.cv.wait(lock, [&] { return g.held != 0; });
+        uint32_t t = g.held;
+        if (g.cv.wait_for(lock, std::chrono::milliseconds(GATE_BACKSTOP_MS), [&] { return g.held != t; })) continue;
+        __atomic_store_n(&gate_page[0], t, __ATOMIC_RELEASE);
+        g.held = 0;
+        g.released_late = true;
+    }
+    return nullptr;
+}
+
+// The backstop thread, started once per process (signals blocked: they stay the application's).
+bool start_backstop(TimingGate &g) {
+    if (g.backstop) return true;
+    static bool forks_reset = false;
+    if (!forks_reset) {
+        forks_reset = true;
+        pthread_atfork(nullptr, nullptr, [] {  // a forked child has no backstop thread
+            TimingGate &child = timing_gate();
+            new (&child.mu) std::mutex();
+            new (&child.cv) std::condition_variable();
+            child.held = 0;
+            child.backstop = false;
+        });
+    }
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_t thread;
+    g.backstop = pthread_create(&thread, nullptr, gate_backstop, nullptr) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    if (g.backstop) pthread_detach(thread);
+    return g.backstop;
+}
+
+void time_ungated(TimingGate &g, const char *what, CUresult r) {
+    if (!g.ungated_because.empty()) return;
+    DRV(cuGetErrorName);
+    const char *name = nullptr;
+    if (r != CUDA_SUCCESS && p_cuGetErrorName) p_cuGetErrorName(r, &name);
+    g.ungated_because = std::string(what) + (name ? std::string(" (") + name + ")" : "");
+    fprintf(stderr, "mneme-recorder: timing launches without the gate: %s; in-application times include the "
+                    "host's submission on an idle stream\n", g.ungated_because.c_str());
+}
+
+// The device address of the gate's counter in the current context, registering the page once
+// (portable: every context sees it); 0 when this context cannot map it.
+CUdeviceptr gate_address(TimingGate &g) {
+    DRV(cuMemHostGetDevicePointer_v2);
+    DRV(cuMemHostRegister_v2);
+    if (!p_cuMemHostGetDevicePointer_v2 || !p_cuMemHostRegister_v2) {
+        time_ungated(g, "the driver has no cuMemHostRegister/cuMemHostGetDevicePointer", CUDA_SUCCESS);
+        return 0;
+    }
+    CUdeviceptr dev = 0;
+    if (p_cuMemHostGetDevicePointer_v2(&dev, gate_page, 0) == CUDA_SUCCESS) return dev;
+    CUresult r = p_cuMemHostRegister_v2(gate_page, sizeof gate_page,
+                                        CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (r == CUDA_SUCCESS && (r = p_cuMemHostGetDevicePointer_v2(&dev, gate_page, 0)) == CUDA_SUCCESS) return dev;
+    time_ungated(g, "no device-mapped host memory for the gate", r);
+    return 0;
+}
+
 // Run a launch of a recorded instance, timed when that instance still has timings to take (mu() held).
 template <typename Run>
-CUresult time_launch(const std::string &kernel, uint64_t instance, CUstream stream, Run run) {
+CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn, CUstream stream, Run run) {
     reap_timings(false);
     long &timed = counts()[kernel].timed[instance];
     if (timed > config().timed) return run();
+    static bool reaped_at_exit = false;
+    if (!reaped_at_exit) {
+        reaped_at_exit = true;
+        // Registered after cudart's own handler, so it runs while the context still exists: the
+        // last launches' events (an instance launched once at the end) are still readable.
+        atexit([] {
+            std::lock_guard<std::mutex> lock(mu());
+            reap_timings(true);
+        });
+    }
     DRV(cuEventCreate);
     DRV(cuEventRecord);
     DRV(cuEventDestroy_v2);
+    DRV(cuStreamWaitValue32_v2);
+    DRV(cuFuncIsLoaded);
+    DRV(cuFuncLoad);
     CUevent start = nullptr, stop = nullptr;
     if (!p_cuEventCreate || p_cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return run();
-    if (p_cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS || p_cuEventRecord(start, stream) != CUDA_SUCCESS) {
+    if (p_cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
         p_cuEventDestroy_v2(start);
-        if (stop) p_cuEventDestroy_v2(stop);
         return run();
     }
+    TimingGate &g = timing_gate();
+    bool held = false;  // the stream waits for gate_page[0] >= ticket
+    uint32_t ticket = g.ticket + 1;
+    // A lazily loaded kernel loads at its first launch, which may synchronize: load it before the gate.
+    CUfunctionLoadingState loading = CU_FUNCTION_LOADING_STATE_LOADED;
+    if (fn && p_cuFuncIsLoaded && p_cuFuncLoad && p_cuFuncIsLoaded(&loading, fn) == CUDA_SUCCESS &&
+        loading != CU_FUNCTION_LOADING_STATE_LOADED)
+        p_cuFuncLoad(fn);
+    if (!config().gate) {
+        time_ungated(g, "MNEME_RECORD_TIMING_GATE=0", CUDA_SUCCESS);
+    } else if (!start_backstop(g)) {
+        time_ungated(g, "no thread for the gate's backstop", CUDA_SUCCESS);
+    } else if (CUdeviceptr flag = gate_address(g)) {
+        CUresult w = p_cuStreamWaitValue32_v2 ? p_cuStreamWaitValue32_v2(stream, flag, ticket, CU_STREAM_WAIT_VALUE_GEQ)
+                                             : CUDA_ERROR_NOT_SUPPORTED;
+        held = w == CUDA_SUCCESS;
+        if (held) {
+            g.ticket = ticket;
+            std::lock_guard<std::mutex> backstop(g.mu);
+            g.held = ticket;
+            g.released_late = false;
+        } else {
+            time_ungated(g, "cuStreamWaitValue32 on the application's stream failed", w);
+        }
+        if (held) g.cv.notify_one();
+    }
+    bool started = p_cuEventRecord(start, stream) == CUDA_SUCCESS;
     CUresult r = run();
-    if (r == CUDA_SUCCESS && p_cuEventRecord(stop, stream) == CUDA_SUCCESS) {
+    bool stopped = started && r == CUDA_SUCCESS && p_cuEventRecord(stop, stream) == CUDA_SUCCESS;
+    bool late = false;
+    if (held) {
+        __atomic_store_n(&gate_page[0], ticket, __ATOMIC_RELEASE);  // on every path: the stream goes on
+        {
+            std::lock_guard<std::mutex> backstop(g.mu);
+            late = g.released_late;
+            g.held = 0;
+        }
+        g.cv.notify_one();
+    }
+    if (stopped && late) g.late++;
+    if (stopped && !late) {
         timed++;
+        (held ? g.gated : g.ungated)++;
         pending_timings().push_back(PendingTiming{kernel, instance, start, stop});
     } else {
         p_cuEventDestroy_v2(start);
@@ -1483,7 +1636,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     uint64_t h = fnv1a(l.grid, sizeof l.grid, fnv1a(l.block, sizeof l.block, fnv1a(&l.shared, sizeof l.shared)));
     h = fnv1a(args.data(), args.size(), h);
     if (index >= c.skip) kc.occurrences[h]++;
-    if (index >= c.skip && kc.instances.count(h)) return time_launch(name, h, l.stream, run);
+    if (index >= c.skip && kc.instances.count(h)) return time_launch(name, h, fn, l.stream, run);
     if (index < c.skip || (long)kc.instances.size() >= c.max_per_kernel) return run();
     kc.instances.insert(h);
     long seq = launch_seq++;
@@ -1567,7 +1720,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     }
     if (!shadowed) err = write_live(*job, PROLOGUE, &stored);  // stall = write
     double t1 = now_seconds();
-    CUresult result = time_launch(name, h, l.stream, run);
+    CUresult result = time_launch(name, h, fn, l.stream, run);
     synced = p_cuCtxSynchronize();
     double t2 = now_seconds();
     bool launched = result == CUDA_SUCCESS && synced == CUDA_SUCCESS;
@@ -1650,9 +1803,13 @@ CUresult w_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned 
     return launch_with(real().launch, f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
 }
 
+// Stream 0 of a per-thread-default-stream entry point is the thread's stream: named so, the
+// recorder's own stream calls (events, waits, which use the legacy entry points) go to it too.
+CUstream per_thread(CUstream s) { return s ? s : CU_STREAM_PER_THREAD; }
+
 CUresult w_launch_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                        unsigned shared, CUstream s, void **params, void **extra) {
-    return launch_with(real().launch_ptsz, f, gx, gy, gz, bx, by, bz, shared, s, params, extra);
+    return launch_with(real().launch_ptsz, f, gx, gy, gz, bx, by, bz, shared, per_thread(s), params, extra);
 }
 
 CUresult launch_ex_with(launch_ex_t real_fn, const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
@@ -1667,7 +1824,10 @@ CUresult w_launch_ex(const CUlaunchConfig *cfg, CUfunction f, void **params, voi
 }
 
 CUresult w_launch_ex_ptsz(const CUlaunchConfig *cfg, CUfunction f, void **params, void **extra) {
-    return launch_ex_with(real().launch_ex_ptsz, cfg, f, params, extra);
+    if (!cfg) return launch_ex_with(real().launch_ex_ptsz, cfg, f, params, extra);
+    CUlaunchConfig named = *cfg;
+    named.hStream = per_thread(cfg->hStream);
+    return launch_ex_with(real().launch_ex_ptsz, &named, f, params, extra);
 }
 
 using coop_t = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
@@ -1688,7 +1848,7 @@ CUresult w_coop(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx
 
 CUresult w_coop_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                      unsigned shared, CUstream s, void **params) {
-    return coop_with(real_coop_ptsz, f, gx, gy, gz, bx, by, bz, shared, s, params);
+    return coop_with(real_coop_ptsz, f, gx, gy, gz, bx, by, bz, shared, per_thread(s), params);
 }
 
 // Module loading and symbol lookup: the real call, then what the recorder needs to remember.
@@ -2599,7 +2759,11 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
         }
         text += "}}";
     }
-    text += "}}\n";
+    // How the in-application times were taken: behind the gate (the kernel alone) or not, and why not.
+    const TimingGate &g = timing_gate();
+    text += "}, \"app_timing\": {\"gated\": " + std::to_string(g.gated) + ", \"ungated\": " +
+            std::to_string(g.ungated) + ", \"late\": " + std::to_string(g.late) +
+            ", \"ungated_because\": " + json_string(g.ungated_because) + "}}\n";
     char path[4096];
     snprintf(path, sizeof path, "%s/counts-%d.json", c.dir.c_str(), (int)getpid());
     write_atomic(path, text.data(), text.size());
