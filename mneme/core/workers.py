@@ -12,6 +12,7 @@ or a shutdown).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import itertools
 import logging
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 
 _CTX = multiprocessing.get_context("spawn")
 _POLL = 0.05
+DEVICE_USES_KEPT = 100_000
 
 
 def pop(q: queue.Queue, timeout: float | None = None):
@@ -391,7 +393,8 @@ class AsyncReplayExecutor:
         # Devices shared by several workers: one experiment at a time runs on each (timings stay clean).
         per_device = {d: sum(1 for w in self.device_workers if w.device_id == d) for d in self.devices}
         self._device_locks = {d: threading.Lock() for d, count in per_device.items() if count > 1}
-        self.device_uses: list[DeviceUse] = []  # every device worker's time on its device, for tools and tests
+        # Device workers' time on their devices, the latest ones, for tools and tests.
+        self.device_uses: collections.deque[DeviceUse] = collections.deque(maxlen=DEVICE_USES_KEPT)
         self._started = False
         if start:
             self.start()

@@ -6,11 +6,13 @@ its user attributes carry what Mneme knows about it:
 ``status``   running | ok | failed | unverified | cached | infeasible | interrupted
 ``config``   the ExperimentConfiguration (``to_dict()``), ``hash`` its grounded hash
 ``result``   the ExperimentResult (``to_dict()``): times, verification, errors, device
-``owner``    host, pid and session id of the `mneme tune` process that ran it
+``owner``    host, pid and session id of the `mneme tune` process that ran it, and its
+             ``lease`` (heartbeat interval and grace period, seconds) when it keeps one
 ``env``      hash of the environment fingerprint (the fingerprint is a study attribute)
 ``cached_from``  for ``cached``: the trial whose result answered this one
 
-The trial's value is the objective, minimized: the median time in seconds, or a penalty
+A trial's system attribute ``mneme.lease`` is the lease its owner refreshes on storages
+without Optuna's heartbeat (the journal). The trial's value is the objective, minimized: the median time in seconds, or a penalty
 (a multiple of the baseline's time) for failed, unverified and infeasible points.
 Study attributes: ``mneme`` (kernel, space and environment identity, checked on resume),
 ``mneme.env.<hash>``, ``mneme.baseline``, ``mneme.retime``.
@@ -336,9 +338,12 @@ class ResultStore:
         """
         failed = [t for t in self.orphans() if self.mark_interrupted(t)]
         if self.has_heartbeat:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                optuna.storages.fail_stale_trials(self.study)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                    optuna.storages.fail_stale_trials(self.study)
+            except optuna.exceptions.StorageInternalError as exc:  # e.g. a deadlock with another checker
+                log.warning("checking %s for stale trials failed (%s); checking again at the next sync", self.url, exc)
             failed += self._stale_found
             self._stale_found.clear()
         if watch is not None:
