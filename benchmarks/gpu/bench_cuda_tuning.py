@@ -225,7 +225,7 @@ def _short(value) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--budget-s", type=float, default=150.0, help="Wall-time budget of the whole benchmark.")
+    parser.add_argument("--budget-s", type=float, default=130.0, help="Wall-time budget of the whole benchmark.")
     parser.add_argument("--side", type=int, default=4096, help="stencil2d grid side.")
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--kernels", default="saxpy,stencil2d")
