@@ -1,12 +1,14 @@
 """The launch gate's fallbacks (no GPU needed): where the gate cannot be had, timing runs ungated and says why.
 
 The gate itself is tested on the GPU (tests/gpu/test_cuda_timing.py); a small fake driver here
-only reaches the two error paths: no device-mapped host memory, and no stream memory operations.
+only reaches the error paths: no device-mapped host memory, no stream memory operations, a
+ticket its holder never releases, and blocking launches.
 """
 
 from __future__ import annotations
 
 import ctypes
+import time
 import types
 
 import pytest
@@ -60,3 +62,28 @@ def test_without_stream_memory_operations_timing_goes_on_ungated_and_the_counter
     gate.close()
     gate.close()
     assert freed == [ctypes.addressof(counter)]
+
+
+def test_a_ticket_left_held_is_released_by_the_backstop_and_two_such_turn_the_gate_off(monkeypatch):
+    counter, freed, waits = _fake_driver(monkeypatch, OK, OK)
+    gate = gate_module.LaunchGate()
+    for n in (1, 2):
+        assert gate.hold(stream=None) == n  # never released by its holder: as if the launch waited for the stream
+        deadline = time.monotonic() + 5
+        while counter.value != n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert counter.value == n and gate.late == n
+    assert not gate.usable and "backstop" in gate.unavailable
+    assert gate.hold(stream=None) == 0 and waits == [1, 2]
+    gate.close()
+    assert freed == [ctypes.addressof(counter)]
+
+
+def test_with_blocking_launches_the_gate_is_off_before_anything_is_allocated(monkeypatch):
+    counter, freed, waits = _fake_driver(monkeypatch, OK, OK)
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    gate = gate_module.LaunchGate()
+    assert not gate.usable and "CUDA_LAUNCH_BLOCKING=1" in gate.unavailable
+    assert gate.hold(stream=None) == 0 and waits == []
+    gate.close()
+    assert freed == []

@@ -108,7 +108,7 @@ def ungated_app_times(name: str, kernel: str, tmp: Path) -> dict[tuple[str, str]
 def compare(row: dict, times: list[float]) -> None:
     """The like-for-like application median and the ratios of `row` (see the module docstring)."""
     repeats = times[1:]
-    row["comparison"] = "warm" if len(repeats) >= 2 else "neither"
+    row["comparison"] = "warm" if repeats else "neither"
     row["app_median_s"] = statistics.median(repeats if row["comparison"] == "warm" else times)
     for label in REPLAYS:
         row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
@@ -141,7 +141,7 @@ def fidelity(iterations: int) -> dict:
                         rows.append({**row, "error": "no in-application times"})
                         continue
                     plain = ungated.get((rec.kernel_name, keys.get(dynamic_hash, "")), [])
-                    if len(plain) >= 3:  # the same launches, ungated: the gate's effect in the application
+                    if len(plain) >= 2:  # the same launches, ungated: the gate's effect in the application
                         row["app_ungated_median_s"] = statistics.median(plain[1:])
                     try:
                         row.update(replay_medians(db, dynamic_hash, iterations))

@@ -7,19 +7,24 @@ launch path takes longer than a small kernel). The gate makes the stream wait
 host memory, which the host raises with a plain store once start event, launch and stop event
 are queued: the GPU then runs the three back to back, as the CUDA recorder does inside the
 application (docs/design/recording.md, "Timing inside the application"). The counter only grows
-and the store cannot fail, so a release is never missed and the stream never hangs.
+and the store cannot fail, so a release is never missed. A driver call inside the gate that
+itself waits for the held stream would wait for good, so a backstop thread releases a ticket
+still held after BACKSTOP_S (and after two such releases the gate is off).
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import os
+import threading
 
 from mneme_cuda.driver import CudaError, check, driver
 
 log = logging.getLogger(__name__)
 
 DEVICEMAP = 0x02  # CU_MEMHOSTALLOC_DEVICEMAP (cuda.h), where the bindings lack the name
+BACKSTOP_S = 0.1  # a ticket held this long is released by the backstop thread
 
 
 class LaunchGate:
@@ -33,8 +38,15 @@ class LaunchGate:
         cu = driver()
         self.ptr = 0
         self.unavailable = ""
+        self.late = 0  # tickets the backstop released
         self._ticket = 0
+        self._held = 0  # the ticket a stream waits for now; 0: none
         self._counter: ctypes.c_uint32 | None = None
+        self._cond = threading.Condition()
+        self._backstop: threading.Thread | None = None
+        if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+            self.unavailable = "CUDA_LAUNCH_BLOCKING=1 (each launch would wait for its own held stream)"
+            return
         try:
             self.ptr = int(check(cu.cuMemHostAlloc(4, getattr(cu, "CU_MEMHOSTALLOC_DEVICEMAP", DEVICEMAP)),
                                  "cuMemHostAlloc of the launch gate's mapped counter"))  # fmt: skip
@@ -64,15 +76,46 @@ class LaunchGate:
             log.warning("timing launches without the gate (%s): a small kernel's time includes its submission", exc)
             return 0
         self._ticket = ticket
+        with self._cond:
+            self._held = ticket
+            if self._backstop is None:
+                self._backstop = threading.Thread(target=self._watch, name="mneme-launch-gate", daemon=True)
+                self._backstop.start()
+            self._cond.notify_all()
         return ticket
 
     def release(self, ticket: int) -> None:
         """Let the stream held for `ticket` (and every earlier one) run; a plain store that cannot fail."""
-        if ticket and self._counter is not None:
-            self._counter.value = ticket
+        if not ticket:
+            return
+        with self._cond:
+            if self._counter is not None:
+                self._counter.value = ticket
+            if self._held == ticket:
+                self._held = 0
+                self._cond.notify_all()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while self._counter is not None:
+                if not self._held:
+                    self._cond.wait()
+                    continue
+                ticket = self._held
+                if self._cond.wait_for(lambda: self._held != ticket or self._counter is None, BACKSTOP_S):
+                    continue
+                self._counter.value = ticket
+                self._held = 0
+                self.late += 1
+                if self.late >= 2:  # once may be a first launch's load; twice, the launches wait for their stream
+                    self.unavailable = "launches waited for their own held stream (the backstop released them)"
+                log.warning("a timed launch waited for its own held stream; released after %.1f s (%s)", BACKSTOP_S,
+                            self.unavailable or "its time includes the wait")  # fmt: skip
 
     def close(self) -> None:
         """Free the counter; the caller has synchronized every stream that waited on it."""
-        if self.ptr:
-            ptr, self.ptr, self._counter = self.ptr, 0, None
+        with self._cond:
+            ptr, self.ptr, self._counter, self._held = self.ptr, 0, None, 0
+            self._cond.notify_all()
+        if ptr:
             check(driver().cuMemFreeHost(ptr), "cuMemFreeHost (launch gate)")

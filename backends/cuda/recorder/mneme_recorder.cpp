@@ -799,22 +799,25 @@ CUdeviceptr gate_address(TimingGate &g) {
     return 0;
 }
 
+// Registered after cudart's own handler, so it runs while the context still exists: the last
+// launches' events (an instance launched once at the end) are still readable (mu() held).
+void reap_timings_at_exit() {
+    static bool registered = false;
+    if (registered) return;
+    registered = true;
+    atexit([] {
+        std::lock_guard<std::mutex> lock(mu());
+        reap_timings(true);
+    });
+}
+
 // Run a launch of a recorded instance, timed when that instance still has timings to take (mu() held).
 template <typename Run>
 CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn, CUstream stream, Run run) {
     reap_timings(false);
     long &timed = counts()[kernel].timed[instance];
     if (timed > config().timed) return run();
-    static bool reaped_at_exit = false;
-    if (!reaped_at_exit) {
-        reaped_at_exit = true;
-        // Registered after cudart's own handler, so it runs while the context still exists: the
-        // last launches' events (an instance launched once at the end) are still readable.
-        atexit([] {
-            std::lock_guard<std::mutex> lock(mu());
-            reap_timings(true);
-        });
-    }
+    reap_timings_at_exit();
     DRV(cuEventCreate);
     DRV(cuEventRecord);
     DRV(cuEventDestroy_v2);
@@ -835,8 +838,13 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
     if (fn && p_cuFuncIsLoaded && p_cuFuncLoad && p_cuFuncIsLoaded(&loading, fn) == CUDA_SUCCESS &&
         loading != CU_FUNCTION_LOADING_STATE_LOADED)
         p_cuFuncLoad(fn);
+    static const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
     if (!config().gate) {
         time_ungated(g, "MNEME_RECORD_TIMING_GATE=0", CUDA_SUCCESS);
+    } else if (blocking && strcmp(blocking, "1") == 0) {  // each launch would wait for its own held stream
+        time_ungated(g, "CUDA_LAUNCH_BLOCKING=1", CUDA_SUCCESS);
+    } else if (g.late >= 2) {  // once may be a first launch's load; twice, the launches wait for their stream
+        time_ungated(g, "launches waited for their own held stream (the backstop released them)", CUDA_SUCCESS);
     } else if (!start_backstop(g)) {
         time_ungated(g, "no thread for the gate's backstop", CUDA_SUCCESS);
     } else if (CUdeviceptr flag = gate_address(g)) {
@@ -866,9 +874,9 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
         }
         g.cv.notify_one();
     }
-    if (stopped && late) g.late++;
+    if (late) g.late++;
+    if (stopped) timed++;  // a late one too: at most MNEME_RECORD_TIMED + 1 stalls per instance
     if (stopped && !late) {
-        timed++;
         (held ? g.gated : g.ungated)++;
         pending_timings().push_back(PendingTiming{kernel, instance, start, stop});
     } else {
