@@ -166,13 +166,15 @@ def summary(figures: dict) -> list[str]:
     fair = [r for r in figures["rows"] if r.get("comparison") == "warm"]
     worst = max(fair, key=lambda r: abs(r["ratio_warm"] - 1), default=None)
     ungated = sum(g["ungated"] for g in figures["app_timing"].values())
+    replay_ungated = {r["replay_gate"] for r in figures["rows"] if r.get("replay_gate", "gated") != "gated"}
     return [f"fidelity: {figures['within_5pct']}/{figures['like_for_like']} repeated instances within 5% "
             f"(warm replay / in-application median, both gated"
             + (f"; worst {worst['program']} {worst['ratio_warm']:.3f}" if worst else "")
             + f"); {figures['single_launch']} launched-once instances not comparable (timed right after the "
             f"prologue capture; {figures['single_within_5pct_warm']} within 5% warm, "
             f"{figures['single_within_5pct_flushed']} flushed)"
-            + (f"; {ungated} in-application launches UNGATED" if ungated else "")]  # fmt: skip
+            + (f"; {ungated} in-application launches UNGATED" if ungated else "")
+            + (f"; replay UNGATED: {sorted(replay_ungated)[0][:80]}" if replay_ungated else "")]  # fmt: skip
 
 
 def _us(seconds) -> str:
