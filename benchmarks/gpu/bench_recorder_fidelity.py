@@ -114,7 +114,24 @@ def compare(row: dict, times: list[float]) -> None:
         row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
 
 
-def fidelity(iterations: int) -> dict:
+def tally(rows: list[dict], gates: dict, iterations: int) -> dict:
+    """The figures of the rows so far (see the module docstring for which rows count)."""
+    fair = [r for r in rows if r.get("comparison") == "warm"]
+    single = [r for r in rows if r.get("comparison") == "neither"]
+    figures = {
+        "iterations": iterations, "instances": len(fair) + len(single), "like_for_like": len(fair),
+        "within_5pct": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in fair),
+        "single_launch": len(single),
+        "single_within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in single),
+        "single_within_5pct_flushed": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in single),
+        "app_timing": gates, "rows": rows,
+    }  # fmt: skip
+    figures["summary"] = summary(figures)
+    return figures
+
+
+def fidelity(iterations: int, json_path: Path | None = None) -> dict:
+    """Record, replay and compare each program; the JSON is rewritten after each (a time limit keeps what was done)."""
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -150,16 +167,11 @@ def fidelity(iterations: int) -> dict:
                         continue
                     compare(row, inst.app_times)
                     rows.append(row)
-    fair = [r for r in rows if r.get("comparison") == "warm"]
-    single = [r for r in rows if r.get("comparison") == "neither"]
-    return {
-        "iterations": iterations, "instances": len(fair) + len(single), "like_for_like": len(fair),
-        "within_5pct": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in fair),
-        "single_launch": len(single),
-        "single_within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in single),
-        "single_within_5pct_flushed": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in single),
-        "app_timing": gates, "rows": rows,
-    }  # fmt: skip
+            if json_path:  # what the final write replaces; a time limit leaves this one, so it says so
+                partial = tally(rows, gates, iterations)
+                partial["summary"] = [f"{partial['summary'][0]} [partial: stopped after {name}]"]
+                json_path.write_text(json.dumps({**partial, "partial": True}, indent=2))
+    return tally(rows, gates, iterations)
 
 
 def summary(figures: dict) -> list[str]:
@@ -197,9 +209,8 @@ def main() -> int:
         return 0
     os.environ.pop("MNEME_RECORD_TIMING_GATE", None)  # the gated runs are the reference
     started = time.perf_counter()
-    figures = fidelity(opts.iterations)
+    figures = fidelity(opts.iterations, opts.json)
     figures["seconds"] = time.perf_counter() - started
-    figures["summary"] = summary(figures)
     print("program      kernel               instance  n  compare   app us  app-ungated  warm us  flushed  "
           "warm-ungated  warm/app flushed/app")  # fmt: skip
     for r in figures["rows"]:
