@@ -144,11 +144,15 @@ def fidelity(iterations: int, json_path: Path | None = None) -> dict:
                 rows.append({"program": name, "error": "not built (scripts/gpu-suite --prepare)"})
                 continue
             db_dir = Path(tmp) / name
-            code = recorder.main_record(db_dir, [str(BIN / name)], [], kernel=kernel, library=library(),
-                                        progress=False)  # fmt: skip
-            gates[name] = app_timing(db_dir / "raw")
-            keys = instance_keys(db_dir / "raw")
-            ungated = ungated_app_times(name, kernel, Path(tmp))
+            try:
+                code = recorder.main_record(db_dir, [str(BIN / name)], [], kernel=kernel, library=library(),
+                                            progress=False)  # fmt: skip
+                gates[name] = app_timing(db_dir / "raw")
+                keys = instance_keys(db_dir / "raw")
+                ungated = ungated_app_times(name, kernel, Path(tmp))
+            except Exception as exc:  # noqa: BLE001 - one program's failure is a row, the others still run
+                rows.append({"program": name, "error": f"recording failed: {type(exc).__name__}: {exc}"})
+                continue
             for db in sorted(db_dir.glob("*.json")):
                 rec = RecordedExecution.from_json(db)
                 for dynamic_hash, inst in rec.kernel_instances.items():
