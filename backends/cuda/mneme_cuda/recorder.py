@@ -36,6 +36,7 @@ from pathlib import Path
 import attrs
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
+from mneme.core.native import compile_library
 
 log = logging.getLogger(__name__)
 
@@ -123,16 +124,10 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
     if xxh is None:
         raise MnemeError("cannot build the CUDA recorder: xxhash.h not found; install libxxhash-dev "
                          "(or set XXHASH_INCLUDE to its folder)")  # fmt: skip
-    out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    command = [cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare",
-               f"-I{include}", f"-I{xxh}", *map(str, SOURCES), "-o", str(tmp), "-ldl", "-lpthread"]  # fmt: skip
-    proc = subprocess.run(command, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise MnemeError(f"building the CUDA recorder failed: {' '.join(command)}\n{proc.stderr[-4000:]}")
-    os.replace(tmp, target)
-    return target
+    flags = ["-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare",
+             f"-I{include}", f"-I{xxh}"]
+    return compile_library(target, lambda out: [cxx, *flags, *map(str, SOURCES), "-o", out, "-ldl", "-lpthread"],
+                           "the CUDA recorder")
 
 
 def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,

@@ -19,13 +19,12 @@ import hashlib
 import logging
 import os
 import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
+from mneme.core.native import compile_library
 from mneme.core.snapshot.format import ENC_DIFF, SHUFFLE_SIZES
 from mneme.core.snapshot.layout import corrupt
 
@@ -98,21 +97,8 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
     if xxhash_header() is None:
         raise MnemeError(f"cannot build the native snapshot reader {SOURCE}: xxhash.h is missing; "
                          "install libxxhash-dev")  # fmt: skip
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=target.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        command = [*cc.split(), *FLAGS, "-o", tmp, str(SOURCE), "-ldl"]
-        proc = subprocess.run(command, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise MnemeError(f"could not compile the native snapshot reader ({' '.join(command)}):\n{proc.stderr}")
-        os.chmod(tmp, 0o755)  # mkstemp's 0600 would hide it from other users of a shared cache
-        os.replace(tmp, target)  # atomic: parallel processes may build it at once
-        log.info("built the native snapshot reader %s", target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    return compile_library(target, lambda out: [*cc.split(), *FLAGS, "-o", out, str(SOURCE), "-ldl"],
+                           "the native snapshot reader")
 
 
 @functools.lru_cache(maxsize=1)

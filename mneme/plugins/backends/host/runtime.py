@@ -8,11 +8,11 @@ import hashlib
 import logging
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
 from mneme.core.errors import BackendUnavailable
+from mneme.core.native import compile_library
 
 log = logging.getLogger(__name__)
 
@@ -73,19 +73,8 @@ def build(compiler: str | None = None) -> Path:
         target = folder / target.name
         if target.exists():
             return target
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=target.name, suffix=".tmp")
-    os.close(fd)
-    try:
-        command = [*compiler.split(), *flags, "-o", tmp, str(SOURCE)]
-        proc = subprocess.run(command, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise BackendUnavailable(f"could not compile the host runtime {SOURCE} ({' '.join(command)}):\n{proc.stderr}")
-        os.replace(tmp, target)  # atomic: parallel processes may build it at once
-        log.info("built the host runtime %s", target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return target
+    return compile_library(target, lambda out: [*compiler.split(), *flags, "-o", out, str(SOURCE)],
+                           f"the host runtime {SOURCE}", BackendUnavailable)
 
 
 @functools.lru_cache(maxsize=1)
