@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import importlib.metadata
 import json
 import logging
 import mmap
@@ -70,15 +71,31 @@ def build_dir() -> Path:
     return Path(root) / "cuda-recorder"
 
 
+def packaged_library() -> Path | None:
+    """The recorder the package's build (scikit-build-core, CMake) installed as mneme_cuda/lib/, if any."""
+    try:
+        files = importlib.metadata.files("mneme-cuda") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for entry in files:
+        if entry.name == LIBRARY and entry.parent.name == "lib":
+            path = Path(entry.locate())
+            return path if path.exists() else None
+    return None
+
+
 def library_path() -> Path | None:
-    """The built recorder: $MNEME_CUDA_RECORDER, else the build cache, when it is newer than its source."""
+    """The built recorder: $MNEME_CUDA_RECORDER, else the package's own build, else the build cache.
+
+    A build older than the recorder's sources (an editable checkout changed since) is passed over.
+    """
     explicit = os.environ.get("MNEME_CUDA_RECORDER")
     if explicit:
         return Path(explicit) if Path(explicit).exists() else None
-    built = build_dir() / LIBRARY
     sources = [p for p in (*SOURCES, *HEADERS) if p.exists()]
-    if built.exists() and all(built.stat().st_mtime >= p.stat().st_mtime for p in sources):
-        return built
+    for built in (packaged_library(), build_dir() / LIBRARY):
+        if built is not None and built.exists() and all(built.stat().st_mtime >= p.stat().st_mtime for p in sources):
+            return built
     return None
 
 
