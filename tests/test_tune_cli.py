@@ -296,10 +296,15 @@ def _one_tuner_dies_holding_running_trials(db, tmp_path, storage, study):
     try:
         deadline = time.monotonic() + 120
         held: dict = {}
+        found_duplicate: set = set()
         while time.monotonic() < deadline and victim.poll() is None:
             if sum(r.owner.get("pid") == victim.pid for r in _finished_in(storage, study)) >= 2:
                 os.killpg(victim.pid, signal.SIGSTOP)  # frozen, its trials stay as they are while we look
-                held = {t.number: t.user_attrs.get("hash") for t in _victim_running(storage, study, victim.pid)}
+                running = _victim_running(storage, study, victim.pid)
+                held = {t.number: t.user_attrs.get("hash") for t in running}
+                # A trial stopped between being found a duplicate of another's running one and being told so
+                # stays a duplicate: its configuration is that other trial's to run.
+                found_duplicate = {t.number for t in running if t.user_attrs.get("status") == "duplicate"}
                 if any(held.values()):
                     break
                 os.killpg(victim.pid, signal.SIGCONT)
@@ -323,7 +328,8 @@ def _one_tuner_dies_holding_running_trials(db, tmp_path, storage, study):
     assert not [r.number for r in records if r.state == "RUNNING"]
     counted = [r for r in records if r.status in COUNTED]
     for number, digest in held.items():
-        assert (by_number[number].state, by_number[number].status) == ("FAIL", "interrupted")
+        expected = "duplicate" if number in found_duplicate else "interrupted"
+        assert (by_number[number].state, by_number[number].status) == ("FAIL", expected)
         if digest:  # the survivor asked the dead tuner's configuration again, and it was evaluated
             assert any(r.hash == digest and r.owner["pid"] == survivor.pid for r in counted), number
             assert digest in ran, number
