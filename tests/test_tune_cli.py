@@ -291,8 +291,11 @@ def _one_tuner_dies_holding_running_trials(db, tmp_path, storage, study):
             "--heartbeat", 1, *SPACE]
     survivor = subprocess.Popen([*CLI, *map(str, args), "--results", tmp_path / "survivor"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, start_new_session=True)
-    victim = subprocess.Popen([*elsewhere, *CLI, *map(str, args), "--results", tmp_path / "victim"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    # The victim times each experiment long (1500 runs, about 0.3 s on the host backend), so it spends most of its
+    # time inside a running trial that has its configuration: stopped at any moment, it holds one.
+    victim = subprocess.Popen([*elsewhere, *CLI, *map(str, args), "--iterations", "1500", "--results",
+                               tmp_path / "victim"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         held: dict = {}
@@ -332,7 +335,8 @@ def _one_tuner_dies_holding_running_trials(db, tmp_path, storage, study):
         assert (by_number[number].state, by_number[number].status) == ("FAIL", expected)
         same = [(r.number, r.state, r.status, r.owner.get("pid")) for r in records if r.hash == digest]
         if digest and number not in found_duplicate:  # the survivor asked the configuration again, and ran it
-            assert any(r.hash == digest and r.owner["pid"] == survivor.pid for r in counted), (number, same)
+            assert any(r.hash == digest and r.owner["pid"] == survivor.pid for r in counted), (number, same,
+                                                                                             stderr[-4000:])
         if digest:  # evaluated: by the survivor, or by the trial a duplicate left it to
             assert digest in ran, (number, same)
     assert trials <= len(counted) <= trials + 2  # both check the shared budget before each ask

@@ -141,3 +141,26 @@ def test_a_database_trial_whose_heartbeat_stopped_is_failed_by_optunas_heartbeat
     states = {r.number: (r.state, r.status) for r in store.records()}
     assert states[dead.number] == ("FAIL", "interrupted")
     assert states[live.number] == ("RUNNING", "running")
+
+
+def test_a_trial_failed_after_its_result_was_half_written_is_interrupted_and_spends_no_budget(tmp_path):
+    # The status attribute is written just before the trial is told: a process killed in between leaves a running
+    # trial that says "ok", which Optuna's heartbeat check then fails without a value.
+    store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s", heartbeat=1)
+    lease = Lease(store.study._storage, 1, native=True)
+    try:
+        trial = store.study.ask()
+        lease.hold(trial._trial_id)
+        trial.set_user_attr("owner", _foreign_owner(grace=3))
+        trial.set_user_attr("status", "ok")
+        trial.set_user_attr("hash", "h")
+        assert [(r.state, r.status) for r in store.records()] == [("RUNNING", "running")]
+        assert store.budget_used() == 1
+        lease.release(trial._trial_id)
+        failed = _wait_for_stale(store, StaleWatch(default_grace=3, owned=False))
+    finally:
+        lease.close()
+    assert [t.number for t in failed] == [trial.number]
+    (record,) = store.records()
+    assert (record.state, record.status, record.value, record.ok) == ("FAIL", "interrupted", None, False)
+    assert store.budget_used() == 0 and store.evaluated() == {}

@@ -83,11 +83,7 @@ class TrialRecord:
     def of(cls, trial: optuna.trial.FrozenTrial) -> TrialRecord:
         attrs_ = trial.user_attrs
         result = attrs_.get("result")
-        status = attrs_.get("status", "running" if trial.state == TrialState.RUNNING else trial.state.name.lower())
-        if trial.state == TrialState.RUNNING and status in COUNTED:
-            status = "running"  # its result is being written right now
-        if trial.state == TrialState.FAIL and attrs_.get("status", "running") == "running":
-            status = "interrupted"  # failed by Optuna's heartbeat check, which cannot say why
+        status = status_of_trial(trial)
         return cls(
             number=trial.number,
             state=trial.state.name,
@@ -103,6 +99,22 @@ class TrialRecord:
             start=(result or {}).get("start_time") or (trial.datetime_start.isoformat() if trial.datetime_start else ""),
             end=(result or {}).get("end_time") or (trial.datetime_complete.isoformat() if trial.datetime_complete else ""),
         )
+
+
+def status_of_trial(trial: optuna.trial.FrozenTrial) -> str:
+    """Mneme's status of a stored trial, from its "status" attribute and its state.
+
+    The attribute is written just before the trial is told, so a process that dies in between
+    leaves a running trial that already says "ok": it is still "running", and once Optuna's
+    heartbeat check (which cannot say why) or another process fails it, "interrupted".
+    """
+    status = trial.user_attrs.get("status", "running" if trial.state == TrialState.RUNNING
+                                   else trial.state.name.lower())  # fmt: skip
+    if trial.state == TrialState.RUNNING and status in COUNTED:
+        return "running"  # its result is being written right now
+    if trial.state == TrialState.FAIL and status in COUNTED | {"running"}:
+        return "interrupted"
+    return status
 
 
 def storage_url(storage: str | None, results_dir: Path) -> str:
@@ -289,12 +301,7 @@ class ResultStore:
 
     def budget_used(self) -> int:
         """Trials that count against ``--trials``: finished ones that count, and running ones."""
-        used = 0
-        for t in self.trials():
-            status = t.user_attrs.get("status")
-            if status in COUNTED or (t.state == TrialState.RUNNING and status == "running"):
-                used += 1
-        return used
+        return sum("status" in t.user_attrs and status_of_trial(t) in COUNTED | {"running"} for t in self.trials())
 
     def evaluated(self) -> dict[str, TrialRecord]:
         """Grounded hash -> the first finished experiment with that configuration."""
