@@ -39,6 +39,10 @@ def native(tmp_path_factory):
     lib.mneme_recorder_intervals.restype = ctypes.c_size_t
     lib.mneme_recorder_intervals.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
                                              ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]  # fmt: skip
+    u64p = ctypes.POINTER(ctypes.c_uint64)
+    lib.mneme_recorder_outside_params.restype = ctypes.c_size_t
+    lib.mneme_recorder_outside_params.argtypes = [u64p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, u64p,
+                                                  ctypes.c_size_t, u64p, ctypes.c_size_t]  # fmt: skip
     return lib
 
 
@@ -140,3 +144,34 @@ def test_timed_launches_reach_the_recorder_through_its_environment(tmp_path):
     assert env["MNEME_RECORD_TIMED"] == "4"
     with pytest.raises(MnemeError, match="timed launches"):
         recorder.environment(tmp_path, library=tmp_path / "lib.so", timed_launches=-1)
+
+
+PINNED = 0x7F0000000000  # where pinned host memory lands in a Linux process
+
+
+def _outside(native, ranges, params):
+    """The indexes of `params` (struct format, value) that point into `ranges`, as the recorder finds them."""
+    args, layout = b"", []
+    for fmt, value in params:
+        size = struct.calcsize(fmt)
+        args += b"\0" * (-len(args) % size)
+        layout += [len(args), size]
+        args += struct.pack("<" + fmt, value)
+    flat = (ctypes.c_uint64 * max(1, 2 * len(ranges)))(*[v for r in ranges for v in r])
+    lay = (ctypes.c_uint64 * max(1, len(layout)))(*layout)
+    out = (ctypes.c_uint64 * 16)()
+    n = native.mneme_recorder_outside_params(flat, len(ranges), args, len(args), lay, len(params), out, 16)
+    return [out[i] for i in range(n)]
+
+
+@pytest.mark.parametrize(("ranges", "params", "expected"), [
+    # saxpy(n, a, x, y) with x in pinned host memory, y placed: x is found, y is not
+    ([(PINNED, 4096)], [("i", 1024), ("f", 2.0), ("Q", PINNED + 16), ("Q", BASE)], [2]),
+    ([(PINNED, 4096)], [("Q", PINNED + 4095), ("Q", PINNED + 4096), ("Q", PINNED - 1)], [0]),  # the range's ends
+    ([(PINNED, 4096), (PINNED + 8192, 64)], [("Q", PINNED + 8200), ("Q", PINNED)], [0, 1]),
+    ([], [("Q", PINNED)], []),  # nothing outside the recording: nothing to warn about
+    ([(PINNED, 4096)], [("I", PINNED & 0xFFFFFFFF)], []),  # only pointer-sized parameters are pointers
+])  # fmt: skip
+def test_launch_arguments_that_point_into_memory_a_recording_does_not_hold_are_found(native, ranges, params,
+                                                                                     expected):  # fmt: skip
+    assert _outside(native, ranges, params) == expected

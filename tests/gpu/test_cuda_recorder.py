@@ -437,3 +437,23 @@ def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(reco
                                                                           verify=True) as epilogue:  # fmt: skip
             assert [r.encoding for r in sorted(epilogue.regions, key=lambda r: r.addr)] == encodings
     assert_all_verified(replay_all(dbs), 3)
+
+
+def test_pointers_into_pinned_host_and_managed_memory_are_warned_about_once_each_naming_the_allocation(
+        recorder_library, tmp_path_factory, tmp_path):  # fmt: skip
+    from mneme_cuda import recorder
+
+    app = program("hostmem_app", tmp_path_factory)
+    raw = tmp_path / "raw"
+    proc = _run([app], recorder.environment(raw, kernel="^saxpy$", max_recordings=8, library=recorder_library))
+    words = proc.stdout.split()
+    assert words[:2] == ["hostmem_app", "OK"], proc.stdout
+    pinned, managed = (int(w, 16) for w in words[2:4])
+    warnings = [line for line in proc.stderr.splitlines() if "points into" in line]
+    assert len(warnings) == 2, proc.stderr
+    assert f"argument 2 points into pinned host memory (cuMemHostAlloc) of {4 << 16} bytes at {pinned:#x}" \
+        in warnings[0], warnings
+    assert f"argument 2 points into managed memory (cuMemAllocManaged) of {4 << 16} bytes at {managed:#x}" \
+        in warnings[1], warnings
+    assert "registered host memory" not in proc.stderr  # registered, but no kernel is given it
+    assert len(recorder.launches(raw)) == 6  # warned about, and recorded all the same

@@ -1612,6 +1612,8 @@ struct Launch {
 
 void discover_globals(void *owner);
 void append_mapped_regions(std::vector<std::pair<uint64_t, uint64_t>> &regions);
+void warn_outside_args(const std::string &kernel, const std::string &args,
+                       const std::vector<std::pair<size_t, size_t>> &layout);
 
 // Decide whether to record this launch; when yes, run it between prologue and epilogue dumps.
 template <typename Run>
@@ -1647,6 +1649,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     if (index >= c.skip && kc.instances.count(h)) return time_launch(name, h, fn, l.stream, run);
     if (index < c.skip || (long)kc.instances.size() >= c.max_per_kernel) return run();
     kc.instances.insert(h);
+    warn_outside_args(name, args, layout);
     long seq = launch_seq++;
     std::vector<std::pair<uint64_t, uint64_t>> regions;
     for (auto &a : placement().live) regions.emplace_back(a.first, a.second.size);
@@ -1793,8 +1796,11 @@ CUresult w_alloc(CUdeviceptr *dptr, size_t size) {
     return placed_alloc(dptr, size);
 }
 
+void outside_remove(uint64_t start);
+
 CUresult w_free(CUdeviceptr ptr) {
     ensure_plain();
+    outside_remove(ptr);  // managed memory is freed with cuMemFree too
     return placed_free(ptr);
 }
 
@@ -2113,10 +2119,164 @@ void warn_once(const std::string &key, const char *fmt, ...) {
     va_end(ap);
 }
 
+// ---- memory kernels may read that recordings do not hold --------------------------------------
+//
+// Managed memory and pinned host memory (which kernels reach through unified addressing, or
+// through the alias cuMemHostGetDevicePointer gives) are not placed in the recorded range and
+// not captured: a replay has nothing at those addresses. Their ranges are kept here, and a
+// recorded launch that passes a pointer into one of them as an argument is warned about once
+// per allocation, naming it. Pointers the kernel finds inside device memory are not followed.
+
+struct OutsideRange {
+    uint64_t size;
+    std::string how;        // e.g. "pinned host memory (cuMemHostAlloc)"
+    uint64_t alias_of = 0;  // a device alias: the start of the host range it aliases
+};
+
+using OutsideRanges = std::map<uint64_t, OutsideRange>;
+
+std::mutex &outside_mu() {
+    static auto *m = new std::mutex();
+    return *m;
+}
+
+OutsideRanges &outside() {
+    static auto *r = new OutsideRanges();
+    return *r;
+}
+
+void outside_add(uint64_t start, uint64_t size, const std::string &how, uint64_t alias_of = 0) {
+    if (!start || !size) return;
+    std::lock_guard<std::mutex> lock(outside_mu());
+    outside()[start] = OutsideRange{size, how, alias_of};
+}
+
+// Forget the range starting at `start`, and the device aliases made of it.
+void outside_remove(uint64_t start) {
+    std::lock_guard<std::mutex> lock(outside_mu());
+    if (outside().empty() || !outside().erase(start)) return;
+    for (auto a = outside().begin(); a != outside().end();)
+        a = a->second.alias_of == start ? outside().erase(a) : std::next(a);
+}
+
+// The range of `ranges` holding `addr`, or ranges.end().
+OutsideRanges::const_iterator outside_find(const OutsideRanges &ranges, uint64_t addr) {
+    auto it = ranges.upper_bound(addr);
+    if (it == ranges.begin()) return ranges.end();
+    --it;
+    return addr - it->first < it->second.size ? it : ranges.end();
+}
+
+// The pointer-sized parameters of a launch that point into `ranges`: (parameter index, range start).
+std::vector<std::pair<size_t, uint64_t>> outside_params(const OutsideRanges &ranges, const std::string &args,
+                                                        const std::vector<std::pair<size_t, size_t>> &layout) {
+    std::vector<std::pair<size_t, uint64_t>> hits;
+    for (size_t i = 0; i < layout.size() && !ranges.empty(); ++i) {
+        if (layout[i].second != sizeof(uint64_t) || layout[i].first + sizeof(uint64_t) > args.size()) continue;
+        uint64_t value;
+        memcpy(&value, args.data() + layout[i].first, sizeof value);
+        auto it = outside_find(ranges, value);
+        if (it != ranges.end()) hits.emplace_back(i, it->first);
+    }
+    return hits;
+}
+
+void warn_outside_args(const std::string &kernel, const std::string &args,
+                       const std::vector<std::pair<size_t, size_t>> &layout) {
+    std::vector<std::pair<size_t, uint64_t>> hits;
+    OutsideRanges named;  // copies of the ranges hit, so the warning needs no lock
+    {
+        std::lock_guard<std::mutex> lock(outside_mu());
+        hits = outside_params(outside(), args, layout);
+        for (auto &h : hits) named.insert(*outside().find(h.second));
+    }
+    for (auto &h : hits) {
+        const OutsideRange &r = named.at(h.second);
+        char key[48];
+        snprintf(key, sizeof key, "outside:%llx", (unsigned long long)h.second);
+        warn_once(key, "kernel %s, argument %zu points into %s of %llu bytes at 0x%llx: recordings hold device "
+                  "memory only, so a replay has nothing there and will fault or read other data (this warning is "
+                  "given once per allocation)",
+                  kernel.c_str(), h.first, r.how.c_str(), (unsigned long long)r.size, (unsigned long long)h.second);
+    }
+}
+
 CUresult w_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags) {
     warn_once("managed", "managed memory (cuMemAllocManaged) of %zu bytes (and any later ones) is not placed in the "
               "recorded range: kernels using it are recorded without it and will not replay correctly", size);
-    return resolve_real(real_memory().managed, "cuMemAllocManaged")(dptr, size, flags);
+    CUresult r = resolve_real(real_memory().managed, "cuMemAllocManaged")(dptr, size, flags);
+    if (r == CUDA_SUCCESS && dptr) outside_add(*dptr, size, "managed memory (cuMemAllocManaged)");
+    return r;
+}
+
+using host_alloc_t = CUresult (*)(void **, size_t, unsigned);
+using alloc_host_t = CUresult (*)(void **, size_t);
+using host_register_t = CUresult (*)(void *, size_t, unsigned);
+using host_release_t = CUresult (*)(void *);
+using host_device_ptr_t = CUresult (*)(CUdeviceptr *, void *, unsigned);
+
+struct RealHost {
+    host_alloc_t host_alloc = nullptr;
+    alloc_host_t alloc_host = nullptr;
+    host_register_t host_register = nullptr;
+    host_release_t free_host = nullptr, unregister = nullptr;
+    host_device_ptr_t device_ptr = nullptr;
+};
+
+RealHost &real_host() {
+    static auto *r = new RealHost();
+    return *r;
+}
+
+uint64_t host_addr(const void *p) { return reinterpret_cast<uint64_t>(p); }
+
+CUresult w_host_alloc(void **pp, size_t size, unsigned flags) {
+    CUresult r = resolve_real(real_host().host_alloc, "cuMemHostAlloc")(pp, size, flags);
+    if (r == CUDA_SUCCESS && pp) outside_add(host_addr(*pp), size, "pinned host memory (cuMemHostAlloc)");
+    return r;
+}
+
+CUresult w_alloc_host(void **pp, size_t size) {
+    CUresult r = resolve_real(real_host().alloc_host, "cuMemAllocHost_v2")(pp, size);
+    if (r == CUDA_SUCCESS && pp) outside_add(host_addr(*pp), size, "pinned host memory (cuMemAllocHost)");
+    return r;
+}
+
+CUresult w_host_register(void *p, size_t size, unsigned flags) {
+    CUresult r = resolve_real(real_host().host_register, "cuMemHostRegister_v2")(p, size, flags);
+    if (r == CUDA_SUCCESS) outside_add(host_addr(p), size, "registered host memory (cuMemHostRegister)");
+    return r;
+}
+
+CUresult w_free_host(void *p) {
+    outside_remove(host_addr(p));
+    return resolve_real(real_host().free_host, "cuMemFreeHost")(p);
+}
+
+CUresult w_host_unregister(void *p) {
+    outside_remove(host_addr(p));
+    return resolve_real(real_host().unregister, "cuMemHostUnregister")(p);
+}
+
+// Where the device address of pinned host memory is not the host address, that alias is kept too.
+CUresult w_host_device_ptr(CUdeviceptr *dptr, void *p, unsigned flags) {
+    CUresult r = resolve_real(real_host().device_ptr, "cuMemHostGetDevicePointer_v2")(dptr, p, flags);
+    if (r != CUDA_SUCCESS || !dptr || *dptr == host_addr(p)) return r;
+    std::string how;
+    uint64_t start = 0, size = 0, host = 0;
+    {
+        std::lock_guard<std::mutex> lock(outside_mu());
+        auto it = outside_find(outside(), host_addr(p));
+        if (it == outside().end()) return r;
+        char at[40];
+        snprintf(at, sizeof at, " at 0x%llx", (unsigned long long)it->first);
+        how = "the device alias of " + it->second.how + at;
+        host = it->first;
+        start = *dptr - (host_addr(p) - host);
+        size = it->second.size;
+    }
+    outside_add(start, size, how, host);
+    return r;
 }
 
 // The pitch of a row of `width` bytes: `width` rounded up to `alignment` (a power of two or not).
@@ -2528,6 +2688,31 @@ void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
         return reinterpret_cast<void *>(&w_set_access);
     }
     if (!tracking()) return fn;  // module bookkeeping only serves recording
+    RealHost &rh = real_host();
+    if (s == "cuMemHostAlloc") {
+        rh.host_alloc = reinterpret_cast<host_alloc_t>(fn);
+        return reinterpret_cast<void *>(&w_host_alloc);
+    }
+    if (s == "cuMemAllocHost" || s == "cuMemAllocHost_v2") {
+        rh.alloc_host = reinterpret_cast<alloc_host_t>(fn);
+        return reinterpret_cast<void *>(&w_alloc_host);
+    }
+    if (s == "cuMemHostRegister" || s == "cuMemHostRegister_v2") {
+        rh.host_register = reinterpret_cast<host_register_t>(fn);
+        return reinterpret_cast<void *>(&w_host_register);
+    }
+    if (s == "cuMemFreeHost") {
+        rh.free_host = reinterpret_cast<host_release_t>(fn);
+        return reinterpret_cast<void *>(&w_free_host);
+    }
+    if (s == "cuMemHostUnregister") {
+        rh.unregister = reinterpret_cast<host_release_t>(fn);
+        return reinterpret_cast<void *>(&w_host_unregister);
+    }
+    if (s == "cuMemHostGetDevicePointer" || s == "cuMemHostGetDevicePointer_v2") {
+        rh.device_ptr = reinterpret_cast<host_device_ptr_t>(fn);
+        return reinterpret_cast<void *>(&w_host_device_ptr);
+    }
     if (s == "cuModuleLoadData") {
         rm.load_data = reinterpret_cast<module_load_t>(fn);
         return reinterpret_cast<void *>(&w_module_load_data);
@@ -2729,6 +2914,20 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph graph, C
 
 EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) { return w_graph_launch(exec, s); }
 
+EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned flags) { return w_host_alloc(pp, size, flags); }
+
+EXPORT CUresult cuMemAllocHost(void **pp, size_t size) { return w_alloc_host(pp, size); }
+
+EXPORT CUresult cuMemHostRegister(void *p, size_t size, unsigned flags) { return w_host_register(p, size, flags); }
+
+EXPORT CUresult cuMemFreeHost(void *p) { return w_free_host(p); }
+
+EXPORT CUresult cuMemHostUnregister(void *p) { return w_host_unregister(p); }
+
+EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned flags) {
+    return w_host_device_ptr(dptr, p, flags);
+}
+
 // At exit: how often each recorded kernel ran with each argument set (Occurrences), also for
 // the launches past --max-recordings, how often it ran inside CUDA graphs, and its in-application
 // times. Written atomically; nothing when nothing was selected.
@@ -2857,6 +3056,21 @@ EXPORT int mneme_recorder_image_globals(const void *code, size_t size, int arch,
 
 // The pitch a row of `width` bytes gets at `alignment` when the driver cannot be asked (tests).
 EXPORT uint64_t mneme_recorder_pitch(uint64_t width, uint64_t alignment) { return pitch_for(width, alignment); }
+
+// Which of a launch's parameters (`layout`: offset, size pairs; `args` the packed buffer) point
+// into the ranges (start, size pairs) of memory a recording does not hold: their indexes into
+// `out` (at most `out_len`); returns how many (tests).
+EXPORT size_t mneme_recorder_outside_params(const uint64_t *ranges, size_t n_ranges, const void *args,
+                                            size_t args_len, const uint64_t *layout, size_t n_params,
+                                            uint64_t *out, size_t out_len) {
+    OutsideRanges set;
+    for (size_t i = 0; i < n_ranges; ++i) set[ranges[2 * i]] = OutsideRange{ranges[2 * i + 1], "test"};
+    std::vector<std::pair<size_t, size_t>> params;
+    for (size_t i = 0; i < n_params; ++i) params.emplace_back(layout[2 * i], layout[2 * i + 1]);
+    auto hits = outside_params(set, std::string(static_cast<const char *>(args), args_len), params);
+    for (size_t k = 0; k < hits.size() && k < out_len; ++k) out[k] = hits[k].first;
+    return hits.size();
+}
 
 // Apply `n` interval operations (ops[3i] = 1 add / 0 remove, ops[3i+1] start, ops[3i+2] end) to an
 // empty set of the application's mapped ranges and write the result as start, end pairs into
