@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from mneme.core.errors import (
     ExperimentError,
     MnemeError,
     UnsupportedError,
+    UsageError,
 )
 from mneme.core.snapshot import Snapshot
 from mneme_cuda import compare as cmp
@@ -266,6 +268,7 @@ class CudaDevice(Device):
         self._restore_events: list[Any] = []  # one per restore slot (half a staging buffer)
         self._events: list[Any] = []
         self._gate: LaunchGate | None = None
+        self.copy_through = "engine"  # how `copy` moves bytes: "engine" (cuMemcpyDtoDAsync) or "sm" (a kernel)
 
     # -- lifetime -------------------------------------------------------------------------------
     def _release(self) -> None:
@@ -574,8 +577,22 @@ class CudaDevice(Device):
         return bytes(out)
 
     def copy(self, dst: int, src: int, size: int) -> None:
-        """Device-to-device copy, ordered on the device's stream (not waited for: launches and reads follow it)."""
+        """Device-to-device copy, ordered on the device's stream (not waited for: launches and reads follow it).
+
+        `copy_through`: "engine" (the default) copies with the copy engine (cuMemcpyDtoDAsync); "sm" with a copy
+        kernel, whose writes may leave the lines in L2 as the replayed kernel's own writes do in the application, so
+        a reset between timed runs would not change the cache state the next run finds (measured side by side in
+        benchmarks/gpu/bench_recorder_fidelity.py before it may become the default).
+        """
         cu = self._enter()
+        if size <= 0:
+            return
+        if self.copy_through not in ("engine", "sm"):
+            raise UsageError(f"copy_through must be 'engine' or 'sm', not {self.copy_through!r}")
+        if self.copy_through == "sm":
+            grid = cmp.grid_for(-(-size // 16), self.sm_count)
+            self._launch_raw(self._compare_kernels()["copy"], grid, struct.pack("<QQQ", dst, src, size), [])
+            return
         check(cu.cuMemcpyDtoDAsync(dst, src, size, self.stream), f"device copy {src:#x} -> {dst:#x} ({size} bytes)")
 
     def fill(self, addr: int, size: int, value: int = 0) -> None:

@@ -188,3 +188,19 @@ extern "C" __global__ void mneme_compare_bf16(const __nv_bfloat16 *e, const __nv
                                               u64 *out) {
     compare_float(e, a, n, t, r, out);
 }
+
+// The executor's reset between timed runs: copy n bytes from the pristine prologue copy back
+// over a region the kernel writes. Through the SMs rather than a copy engine, so the copied lines
+// sit in L2 as a kernel's own writes leave them, the state the kernel finds in the application
+// when it runs again. 16 bytes a thread where both ends allow it, then the tail byte by byte.
+extern "C" __global__ void mneme_copy(unsigned char *__restrict__ dst, const unsigned char *__restrict__ src,
+                                      u64 n) {
+    u64 tid = blockIdx.x * (u64)blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x, head = 0;
+    if ((((u64)dst | (u64)src) & 15) == 0) {
+        uint4 *d = (uint4 *)dst;
+        const uint4 *s = (const uint4 *)src;
+        for (u64 i = tid; i < n / 16; i += stride) d[i] = s[i];
+        head = n / 16 * 16;
+    }
+    for (u64 i = head + tid; i < n; i += stride) dst[i] = src[i];
+}
