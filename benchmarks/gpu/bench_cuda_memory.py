@@ -234,14 +234,19 @@ def verify(device, size: int) -> dict:
     actual = BASE
     device.copy(expected.addr, actual, size)
     device.synchronize()
+    device.copy_through = "engine"
     t_copy = event_seconds(device, lambda: device.copy(expected.addr, actual, size))
+    device.copy_through = "sm"
+    t_sm_copy = event_seconds(device, lambda: device.copy(expected.addr, actual, size))
+    device.copy_through = "engine"
     t_exact = best_seconds(lambda: device.compare(expected.addr, actual, size))
     policy = types.SimpleNamespace(dtype="f32", threshold=1e-6, relative=True, norm="none")
     t_f32 = best_seconds(lambda: device.compare_regions([CompareRequest(expected.addr, actual, size, policy)]))
     assert device.compare(expected.addr, actual, size).ok
     device.free(expected)
     gbps = lambda t: size / t / 1e9
-    return {"bytes": size, "d2d_copy_GBps": gbps(t_copy), "compare_exact_GBps": gbps(t_exact),
+    return {"bytes": size, "d2d_copy_GBps": gbps(t_copy), "d2d_sm_copy_GBps": gbps(t_sm_copy),
+            "compare_exact_GBps": gbps(t_exact),
             "compare_f32_GBps": gbps(t_f32), "ratio_compare_exact_vs_d2d": t_copy / t_exact,
             "ratio_compare_f32_vs_d2d": t_copy / t_f32}  # fmt: skip
 

@@ -9,8 +9,10 @@ the host's submission of the kernel. The recorder times the recorded launch and 
 MNEME_RECORD_TIMED (16) launches with the same arguments (the database's `AppTimes`; the first is
 the recorded launch). Each program is also run once under the recorder without the gate
 (MNEME_RECORD_TIMING_GATE=0), and each instance is replayed from its recorded cubin
-(`--mode cubin`) three ways: warm (the L2 as the previous timed run left it), flushed (as
-`mneme replay` does), and warm without the gate.
+(`--mode cubin`) four ways: warm (the L2 as the previous timed run left it), flushed (as
+`mneme replay` does), warm without the gate, and warm with the reset between timed runs done by
+a copy kernel on the SMs instead of the copy engine (the question: does a reset through the SMs
+leave the written regions in L2 as the kernel's own writes leave them in the application?).
 
 Which comparison is like for like:
 - an instance the application launched again (repeats): those launches run with the L2 holding
@@ -42,7 +44,8 @@ PROGRAMS = {"saxpy_app": "^saxpy$", "stencil_app": "stencil2d", "reduce_app": "r
             "async_app": "^saxpy$", "graph_app": "^saxpy$"}  # fmt: skip
 # How each replay times the kernel: the device's `time` options.
 REPLAYS = {"replay_warm_s": {"flush_l2": False}, "replay_flushed_s": {"flush_l2": True},
-           "replay_warm_ungated_s": {"flush_l2": False, "gate": False}}  # fmt: skip
+           "replay_warm_ungated_s": {"flush_l2": False, "gate": False},
+           "replay_warm_sm_reset_s": {"flush_l2": False, "copy_through": "sm"}}  # fmt: skip
 
 log = logging.getLogger("bench_recorder_fidelity")
 
@@ -62,7 +65,9 @@ def replay_medians(db: Path, dynamic_hash: str, iterations: int) -> dict:
     with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin") as ex:
         timer = ex.device.time
         for label, options in REPLAYS.items():
-            ex.device.time = lambda *args, _options=options, **kwargs: timer(*args, **{**kwargs, **_options})
+            timing = {k: v for k, v in options.items() if k != "copy_through"}
+            ex.device.time = lambda *args, _options=timing, **kwargs: timer(*args, **{**kwargs, **_options})
+            ex.device.copy_through = options.get("copy_through", "engine")  # how the reset between runs copies
             result = ex.execute(ex.default_config())
             if not result.ok:
                 raise RuntimeError(f"{db.name} [{dynamic_hash}] did not replay ({label}): {result.error}")
@@ -121,6 +126,7 @@ def tally(rows: list[dict], gates: dict, iterations: int) -> dict:
     figures = {
         "iterations": iterations, "instances": len(fair) + len(single), "like_for_like": len(fair),
         "within_5pct": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in fair),
+        "within_5pct_sm_reset": sum(abs(r["ratio_warm_sm_reset"] - 1) <= 0.05 for r in fair),
         "single_launch": len(single),
         "single_within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in single),
         "single_within_5pct_flushed": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in single),
@@ -186,6 +192,7 @@ def summary(figures: dict) -> list[str]:
     return [f"fidelity: {figures['within_5pct']}/{figures['like_for_like']} repeated instances within 5% "
             f"(warm replay / in-application median, both gated"
             + (f"; worst {worst['program']} {worst['ratio_warm']:.3f}" if worst else "")
+            + f"; with resets through the SMs {figures['within_5pct_sm_reset']}/{figures['like_for_like']}"
             + f"); {figures['single_launch']} launched-once instances not comparable (timed right after the "
             f"prologue capture; {figures['single_within_5pct_warm']} within 5% warm, "
             f"{figures['single_within_5pct_flushed']} flushed)"

@@ -165,11 +165,21 @@ def test_writes_from_pinned_memory_copy_directly(cuda_device, space):
     assert cuda_device.read(space + 64 * MiB, 8 * MiB) == pinned.array.tobytes()
 
 
-def test_device_copy_moves_bytes_between_regions(cuda_device, space):
-    data = np.random.default_rng(3).integers(0, 256, 5 * MiB, dtype=np.uint8)
+@pytest.mark.parametrize(("through", "shift", "size"), [
+    ("sm", 0, 5 * MiB), ("sm", 0, 5 * MiB + 13), ("sm", 3, 5 * MiB), ("sm", 0, 7), ("engine", 0, 5 * MiB + 13),
+])  # fmt: skip
+def test_device_copy_moves_bytes_between_regions(cuda_device, space, through, shift, size):
+    data = np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8)
+    dst = space + 100 * MiB + shift  # shift 3: unaligned, the copy kernel's byte path
     cuda_device.write(space, data)
-    cuda_device.copy(space + 100 * MiB, space, data.nbytes)
-    assert cuda_device.read(space + 100 * MiB, data.nbytes) == data.tobytes()
+    cuda_device.write(dst - 16, np.full(size + 32, 0xA5, np.uint8))
+    cuda_device.copy_through = through
+    try:
+        cuda_device.copy(dst, space, size)
+    finally:
+        cuda_device.copy_through = "engine"
+    assert cuda_device.read(dst, size) == data.tobytes()
+    assert cuda_device.read(dst - 16, 16) == cuda_device.read(dst + size, 16) == b"\xa5" * 16  # nothing around it
 
 
 @pytest.mark.parametrize("shift", [0, 3])
