@@ -168,7 +168,7 @@ def restore(device, size: int) -> dict:
             with Snapshot.open(paths[encoding]) as snap:
                 if encoding == "zstd":
                     out["zstd_stored_ratio"] = snap.region(BASE).stored_size / size
-                    out["zstd_chunk_encodings"] = sorted({c.encoding for c in snap._region(BASE).chunks})
+                    out["zstd_chunk_encodings"] = sorted({c.encoding for c in snap.chunk_index(BASE).chunks})
                 t[f"{encoding}_restore"] = best_seconds(lambda: device.write_snapshot_region(snap, BASE))
                 t[f"{encoding}_decode"] = best_seconds(lambda: decode_only(device, snap, BASE))
                 with python_path(device):

@@ -198,7 +198,7 @@ class NativeDecoder:
         """Start decoding into `ptr` (it must stay valid, and unread, until the returned `Decode.wait()`)."""
         if self._pool is None:
             raise MnemeError("the native snapshot reader was closed")
-        region = snapshot._region(addr)  # the reader's chunk index; raises for a closed snapshot or no region
+        region = snapshot.chunk_index(addr)  # raises for a closed snapshot or no such region
         end = offset + length
         if offset < 0 or end > region.info.size:
             raise UsageError(f"{snapshot.path}: range +{offset}..+{end} lies outside region 0x{addr:x} "
@@ -222,7 +222,7 @@ class NativeDecoder:
         for entry, (chunk, dest) in zip(table, jobs):
             entry.file_offset, entry.stored, entry.checksum = chunk.payload_at, chunk.payload_size, chunk.payload_sum
             entry.dest, entry.base, entry.raw_length, entry.encoding = dest, 0, chunk.length, chunk.encoding
-        handle = self._lib.snapio_submit(self._pool, snapshot._fd, table, len(jobs)) if jobs else None
+        handle = self._lib.snapio_submit(self._pool, snapshot.fileno(), table, len(jobs)) if jobs else None
         if jobs and not handle:
             raise MnemeError(f"{snapshot.path}: out of host memory while decoding; free memory and retry")
         pending = Decode(self, snapshot, region, jobs, table, handle, partial, keep)
@@ -240,7 +240,7 @@ class NativeDecoder:
             else:
                 spans.append([chunk.offset, dest, chunk.length])
         if spans:
-            base = snapshot._base_for(region, jobs[0][0])
+            base = snapshot.diff_base(region, jobs[0][0])
             for at, dest, n in spans:
                 self.decode_to(base, region.info.addr, at, dest, n)
 
@@ -264,7 +264,7 @@ class Decode:
         if failed:
             for entry, (chunk, dest) in zip(self._table, self._jobs):
                 if entry.error == NO_ZSTD:  # no libzstd here: this chunk through the Python reader
-                    snapshot._decode(region, chunk, memoryview((ctypes.c_ubyte * chunk.length).from_address(dest)))
+                    snapshot.decode_chunk(region, chunk, memoryview((ctypes.c_ubyte * chunk.length).from_address(dest)))
                 elif entry.error != OK:
                     raise _error(snapshot, region, chunk, entry)
         for dst, src, n in self._partial:

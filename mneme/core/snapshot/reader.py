@@ -234,6 +234,25 @@ class Snapshot:
             for _ in self.iter_region(region.info.addr, chunk_size=16 << 20, reuse=True):
                 pass
 
+    # -- for readers that decode chunks themselves (the CUDA backend's native reader) -------------
+    def chunk_index(self, addr: int) -> Region:
+        """Region `addr`'s chunk table (`.info`, `.chunks`: where each payload lies, its checksum and encoding)."""
+        return self._region(addr)
+
+    def fileno(self) -> int:
+        """The snapshot's file descriptor (for positional reads); it stays this object's to close."""
+        if self._fd is None:
+            raise MnemeError(f"{self.path}: the snapshot is closed; open it again")
+        return self._fd
+
+    def decode_chunk(self, region: Region, chunk: Chunk, out: memoryview) -> None:
+        """Check and decode one chunk of `chunk_index(addr)` into `out` (its length), raising what reads raise."""
+        self._decode(region, chunk, out)
+
+    def diff_base(self, region: Region, chunk: Chunk) -> Snapshot:
+        """The prologue a diff chunk of this epilogue applies to; FormatError when it was opened without one."""
+        return self._base_for(region, chunk)
+
     # -- internals -----------------------------------------------------------------------------
     def _region(self, addr: int) -> Region:
         if self._fd is None:
