@@ -694,14 +694,10 @@ API uint64_t __mneme_shfl(uint32_t mode, uint32_t mask, uint32_t value, uint32_t
   return (uint64_t)result | ((uint64_t)(pred != 0) << 32);
 }
 
-/* vote.sync: mode 0 all, 1 any, 2 uni, 3 ballot */
-API uint32_t __mneme_vote(uint32_t mode, uint32_t mask, uint32_t pred) {
-  mn_worker *w = sync_worker("a warp vote");
-  mn_ctx *x = tls_ctx;
-  uint64_t *slots = exchange_slots(w, x);
-  slots[x->laneid] = pred != 0;
-  switch_out(w, F_WARP_WAIT);
-  uint32_t width = warp_width(w, x), ballot = 0, members = 0;
+/* The outcome of a vote over the predicates in `slots` of the lanes in `mask`:
+ * mode 0 all, 1 any, 2 uni, 3 ballot. */
+static uint32_t vote_of(uint64_t *slots, uint32_t width, uint32_t mode, uint32_t mask) {
+  uint32_t ballot = 0, members = 0;
   for (uint32_t l = 0; l < width; l++) {
     if (!(mask >> l & 1)) continue;
     members |= 1u << l;
@@ -713,6 +709,16 @@ API uint32_t __mneme_vote(uint32_t mode, uint32_t mask, uint32_t pred) {
     case 2: return ballot == 0 || ballot == members;
     default: return ballot;
   }
+}
+
+/* vote.sync: mode 0 all, 1 any, 2 uni, 3 ballot */
+API uint32_t __mneme_vote(uint32_t mode, uint32_t mask, uint32_t pred) {
+  mn_worker *w = sync_worker("a warp vote");
+  mn_ctx *x = tls_ctx;
+  uint64_t *slots = exchange_slots(w, x);
+  slots[x->laneid] = pred != 0;
+  switch_out(w, F_WARP_WAIT);
+  return vote_of(slots, warp_width(w, x), mode, mask);
 }
 
 /* Step form of a shuffle: each lane puts its value before the warp point, gets after it. */
@@ -736,19 +742,7 @@ API uint64_t __mneme_exchange_get(uint32_t mode, uint32_t b, uint32_t c) {
 API uint32_t __mneme_vote_get(uint32_t mode, uint32_t mask) {
   mn_worker *w = tls_worker;
   mn_ctx *x = tls_ctx;
-  uint64_t *slots = exchange_slots(w, x);
-  uint32_t width = warp_width(w, x), ballot = 0, members = 0;
-  for (uint32_t l = 0; l < width; l++) {
-    if (!(mask >> l & 1)) continue;
-    members |= 1u << l;
-    if (slots[l]) ballot |= 1u << l;
-  }
-  switch (mode) {
-    case 0: return ballot == members;
-    case 1: return ballot != 0;
-    case 2: return ballot == 0 || ballot == members;
-    default: return ballot;
-  }
+  return vote_of(exchange_slots(w, x), warp_width(w, x), mode, mask);
 }
 
 /* Step form of __syncthreads_count/_and/_or: put before the barrier, get after it. */
