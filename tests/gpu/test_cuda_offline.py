@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import struct
 import shutil
 import subprocess
 import types
@@ -73,6 +74,12 @@ def test_packed_compare_arguments_match_the_ptx_parameter_layout(key):
         size = sizes[kind]
         offset = -(-offset // size) * size + size  # natural alignment, as the driver lays parameters out
     assert len(cmp.pack_args(key, 1, 2, 3, 0.5, True, 4)) == offset
+
+
+def test_packed_copy_arguments_match_the_copy_kernels_ptx_parameters():
+    # mneme_copy(dst, src, n): three 64-bit parameters, in that order
+    assert _ptx_params(cmp.COPY_KERNEL) == ["u64", "u64", "u64"]
+    assert struct.unpack("<QQQ", cmp.pack_copy_args(0x1000, 0x2000, 77)) == (0x1000, 0x2000, 77)
 
 
 def _words(count=0, first=None, max_abs=0.0, max_rel=0.0, nan=0, ssd=0.0, ssr=0.0, sad=0.0, sar=0.0, max_ref=0.0):
@@ -235,7 +242,6 @@ def _raw_launch(raw, seq, args, regions_before, regions_after, params):
 
 
 def test_finalize_turns_recorder_dumps_into_a_replayable_database(tmp_path):
-    import struct
 
     from mneme.core.records import RecordedExecution
     from mneme.core.snapshot import Snapshot

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
-import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -591,7 +590,7 @@ class CudaDevice(Device):
             raise UsageError(f"copy_through must be 'engine' or 'sm', not {self.copy_through!r}")
         if self.copy_through == "sm":
             grid = cmp.grid_for(-(-size // 16), self.sm_count)
-            self._launch_raw(self._compare_kernels()["copy"], grid, struct.pack("<QQQ", dst, src, size), [])
+            self._launch_raw(self._compare_kernels()["copy"], grid, cmp.pack_copy_args(dst, src, size), [])
             return
         check(cu.cuMemcpyDtoDAsync(dst, src, size, self.stream), f"device copy {src:#x} -> {dst:#x} ({size} bytes)")
 
@@ -772,7 +771,7 @@ class CudaDevice(Device):
             except CudaError as exc:
                 raise MnemeError(f"{exc}; the driver could not JIT mneme_cuda/kernels/compare.ptx") from exc
             functions = {key: check(cu.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction {name}")
-                         for key, name in cmp.KERNELS.items()}
+                         for key, name in {**cmp.KERNELS, "copy": cmp.COPY_KERNEL}.items()}
             self._compare = (module, functions)
         return self._compare[1]
 

@@ -20,7 +20,8 @@ from mneme.core.errors import UnsupportedError
 
 FLOAT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
 KERNELS = {"bytes": "mneme_compare_bytes", "f16": "mneme_compare_f16", "bf16": "mneme_compare_bf16",
-           "f32": "mneme_compare_f32", "f64": "mneme_compare_f64", "copy": "mneme_copy"}
+           "f32": "mneme_compare_f32", "f64": "mneme_compare_f64"}
+COPY_KERNEL = "mneme_copy"  # the SM copy of `copy_through="sm"`, in the same PTX module
 OUT_WORDS = 10  # u64 per compared region (see compare.cu)
 BLOCK = 256
 
@@ -78,6 +79,10 @@ def pack_args(key: str, expected: int, actual: int, count: int, threshold: float
     if key == "bytes":
         return struct.pack("<QQQQ", expected, actual, count, out)
     return struct.pack("<QQQdi4xQ", expected, actual, count, threshold, int(relative), out)
+
+
+def pack_copy_args(dst: int, src: int, size: int) -> bytes:
+    return struct.pack("<QQQ", dst, src, size)
 
 
 def initial_out(n_regions: int) -> np.ndarray:
