@@ -223,7 +223,7 @@ def main() -> int:
     figures = fidelity(opts.iterations, opts.json)
     figures["seconds"] = time.perf_counter() - started
     print("program      kernel               instance  n  compare   app us  app-ungated  warm us  flushed  "
-          "warm-ungated  warm/app flushed/app")  # fmt: skip
+          "warm-ungated  warm-sm-reset  warm/app flushed/app sm-reset/app")  # fmt: skip
     for r in figures["rows"]:
         if "error" in r:
             print(f"{r['program']:<12} {r.get('kernel', '')[:20]:<20} {r.get('error', '')}")
@@ -231,7 +231,8 @@ def main() -> int:
         print(f"{r['program']:<12} {r['kernel'][:20]:<20} {r['instance'][:8]} {r['app_samples']:>2}  "
               f"{r['comparison']:<7} {_us(r['app_median_s'])} {_us(r.get('app_ungated_median_s'))}    "
               f"{_us(r['replay_warm_s'])} {_us(r['replay_flushed_s'])}  {_us(r['replay_warm_ungated_s'])}     "
-              f"{r['ratio_warm']:6.3f}   {r['ratio_flushed']:6.3f}")  # fmt: skip
+              f"{_us(r['replay_warm_sm_reset_s'])}      {r['ratio_warm']:6.3f}   {r['ratio_flushed']:6.3f}    "
+              f"{r['ratio_warm_sm_reset']:6.3f}")  # fmt: skip
     for name, gate in figures["app_timing"].items():
         if gate["ungated"]:
             print(f"{name}: {gate['ungated']} launches timed without the gate: {gate['ungated_because']}")
