@@ -164,3 +164,27 @@ def test_a_trial_failed_after_its_result_was_half_written_is_interrupted_and_spe
     (record,) = store.records()
     assert (record.state, record.status, record.value, record.ok) == ("FAIL", "interrupted", None, False)
     assert store.budget_used() == 0 and store.evaluated() == {}
+
+
+def test_an_orphan_already_found_a_duplicate_ends_a_duplicate_not_interrupted(tmp_path):
+    # Its process was found to have asked a configuration another process runs, and died before telling the study.
+    store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True)
+    duplicate, running = store.study.ask(), store.study.ask()
+    for trial, status in ((duplicate, "duplicate"), (running, "running")):
+        trial.set_user_attr("owner", {**owner(), "pid": int(dead.stdout)})
+        trial.set_user_attr("status", status)
+    failed = store.fail_stale(None, "mine")
+    assert sorted(t.number for t in failed) == [duplicate.number, running.number]
+    states = {r.number: (r.state, r.status) for r in store.records()}
+    assert states == {duplicate.number: ("FAIL", "duplicate"), running.number: ("FAIL", "interrupted")}
+    assert store.budget_used() == 0
+
+
+def test_a_trial_failed_before_it_had_a_status_is_interrupted(tmp_path):
+    store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s")
+    trial = store.study.ask()  # its process died before it wrote anything
+    store.study.tell(trial, state=TrialState.FAIL)
+    assert [(r.state, r.status) for r in store.records()] == [("FAIL", "interrupted")]
+    assert store.budget_used() == 0

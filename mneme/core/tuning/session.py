@@ -348,6 +348,9 @@ class TuningSession:
     def _recover(self) -> None:
         """Fail the trials of dead processes (this session noticed first) and queue their points again."""
         for trial in self.store.fail_stale(self._watch, self.session_id):
+            if trial.user_attrs.get("status") == "duplicate":  # the trial it deferred to runs its configuration
+                log.info("trial %d of %s ended a duplicate", trial.number, describe_owner(trial))
+                continue
             if not trial.user_attrs.get("config"):
                 log.info("trial %d of %s was interrupted before it chose a configuration", trial.number,
                          describe_owner(trial))
@@ -472,7 +475,9 @@ class TuningSession:
         while True:
             out_of_time = opts.timeout is not None and time.monotonic() - started >= opts.timeout
             while (self._requeue or not exhausted) and not out_of_time and len(in_flight) < limit:
-                if self._budget_used() >= opts.trials:
+                # A dead process's configuration runs again even past the budget: its trial spent budget, then
+                # stopped counting, and the processes may have over-spent the budget meanwhile.
+                if self._budget_used() >= opts.trials and not self._requeue:
                     break
                 pending = self._next(in_flight, duplicates)
                 if pending is None:
@@ -509,7 +514,7 @@ class TuningSession:
         """
         if self.options.storage is None or self.lease is None:
             return False
-        if self._requeue and self._budget_used() < self.options.trials:
+        if self._requeue:
             return True
         now = time.monotonic()
         patience = 2 * grace_for(self.lease.interval) + 2.0

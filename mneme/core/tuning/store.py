@@ -106,14 +106,15 @@ def status_of_trial(trial: optuna.trial.FrozenTrial) -> str:
 
     The attribute is written just before the trial is told, so a process that dies in between
     leaves a running trial that already says "ok": it is still "running", and once Optuna's
-    heartbeat check (which cannot say why) or another process fails it, "interrupted".
+    heartbeat check (which cannot say why) or another process fails it, "interrupted", as is a
+    trial failed before it had any status.
     """
-    status = trial.user_attrs.get("status", "running" if trial.state == TrialState.RUNNING
+    status = trial.user_attrs.get("status", "running" if trial.state in (TrialState.RUNNING, TrialState.FAIL)
                                    else trial.state.name.lower())  # fmt: skip
     if trial.state == TrialState.RUNNING and status in COUNTED:
         return "running"  # its result is being written right now
     if trial.state == TrialState.FAIL and status in COUNTED | {"running"}:
-        return "interrupted"
+        return "interrupted"  # failed while it ran (no status yet: failed before it chose a configuration)
     return status
 
 
@@ -322,10 +323,15 @@ class ResultStore:
         return found
 
     def mark_interrupted(self, trial: optuna.trial.FrozenTrial | optuna.trial.Trial) -> bool:
-        """Fail a running trial as ``interrupted``; False when it was finished meanwhile (by another process)."""
+        """Fail a running trial as ``interrupted``; False when it was finished meanwhile (by another process).
+
+        A trial already found a duplicate of another's (its process stopped before it was told) stays a
+        ``duplicate``: its configuration is the other trial's to run.
+        """
         storage = self.study._storage
+        status = "duplicate" if trial.user_attrs.get("status") == "duplicate" else "interrupted"
         try:
-            storage.set_trial_user_attr(trial._trial_id, "status", "interrupted")
+            storage.set_trial_user_attr(trial._trial_id, "status", status)
             return bool(storage.set_trial_state_values(trial._trial_id, TrialState.FAIL))
         except optuna.exceptions.UpdateFinishedTrialError:
             return False
