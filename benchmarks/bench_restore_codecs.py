@@ -29,15 +29,11 @@ import zstandard
 
 from mneme.core.snapshot import codec
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
+from bench_cuda_memory import float_field  # noqa: E402 - the GPU restore benchmark's data, byte for byte
+
 MiB = 1 << 20
 CHUNK = 4 * MiB
-
-
-def float_field(size: int) -> bytes:
-    """`size` bytes of float32 like bench_cuda_memory's: a smooth field with noise in the low mantissa bits."""
-    x = np.arange(size // 4, dtype=np.float32)
-    noise = np.random.default_rng(0).standard_normal(size // 4, dtype=np.float32)
-    return (np.sin(x * 1e-4) * 100 + np.cos(x * 3e-3) * 10 + noise * 1e-2).astype(np.float32).tobytes()
 
 
 def best_rate(fn, nbytes: int, rounds: int = 20) -> float:
@@ -63,7 +59,7 @@ def lz4_library():
 
 
 def measure() -> dict:
-    plain = float_field(CHUNK)
+    plain = float_field(CHUNK).tobytes()
     shuffled = bytes(codec.shuffle(plain, 4))
     out = ctypes.create_string_buffer(CHUNK)
     rows = {}
