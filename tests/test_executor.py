@@ -73,6 +73,26 @@ def test_only_the_written_buffer_is_reset_and_repeated_experiments_still_verify(
     np.testing.assert_allclose(after, expected, rtol=1e-6)
 
 
+@pytest.mark.parametrize("cache, runs_on_last_reset", [("flushed", 1), ("warm", 1), ("primed", 2)])
+def test_a_primed_timed_run_follows_one_untimed_run_from_the_reset_state(saxpy_db, cache, runs_on_last_reset):
+    # saxpy adds a*x to y on every run: the written region after the last timed run tells how many
+    # runs followed its reset (the prologue's y): one timed run, or a priming run and the timed one.
+    with BaseExecutor(saxpy_db, iterations=2, cache=cache) as ex:
+        y_addr, x_addr = _pointer(ex, 3), _pointer(ex, 2)
+        result = ex.execute(ex.default_config())
+        after = np.frombuffer(ex.device.read(y_addr, N * 4), dtype=np.float32)
+        y0 = np.frombuffer(ex.prologue.read_region(y_addr), dtype=np.float32)
+        x = np.frombuffer(ex.prologue.read_region(x_addr), dtype=np.float32)
+    assert result.ok and result.verified, result.error  # the verified run still starts from the prologue
+    assert len(result.exec_time) == 2
+    np.testing.assert_allclose(after, y0 + runs_on_last_reset * np.float32(3.0) * x, rtol=1e-6)
+
+
+def test_an_unknown_cache_state_is_a_usage_error_naming_the_choices(saxpy_db):
+    with pytest.raises(UsageError, match="flushed, warm, primed"):
+        BaseExecutor(saxpy_db, cache="hot")
+
+
 def test_the_build_of_a_variant_is_cached_by_its_hash(saxpy_db):
     with BaseExecutor(saxpy_db, iterations=1) as ex:
         first = ex.execute(ex.default_config())

@@ -95,14 +95,18 @@ def test_json_report_carries_the_speedup_over_the_recorded_binary():
     assert ExperimentResult.from_dict(data["result"]) == result
 
 
-def test_the_report_puts_the_in_application_time_beside_the_replay_time():
+def test_the_report_puts_the_in_application_time_of_the_repeats_beside_the_replay_time():
     result = ExperimentResult(exec_time=[2.1e-5, 2.0e-5, 2.2e-5], verified=True, executed=True)
-    rows = dict(result_rows(result, RECORDED, app_times=[2.0e-5, 1.8e-5, 2.2e-5, 2.0e-5]))
-    assert rows["in the application"] == "20.0 us median of 4 launches; replay / application 1.050"
+    # the first launch (timed right after the prologue capture) is left out where repeats exist
+    rows = dict(result_rows(result, RECORDED, app_times=[9.0e-5, 1.8e-5, 2.2e-5, 2.0e-5]))
+    assert rows["in the application"] == ("20.0 us median of 3 repeated launches (the first left out); "
+                                          "replay / application 1.050")  # fmt: skip
+    assert dict(result_rows(result, RECORDED, app_times=[2.5e-5]))["in the application"] == (
+        "25.0 us median of 1 launches; replay / application 0.840")
     assert "in the application" not in dict(result_rows(result, RECORDED))  # unknown: no row
     data = json.loads(result_json(result, RECORDED, database="db.json", record_id="abc", kernel="k",
-                                  app_times=[2.0e-5, 1.8e-5, 2.2e-5]))  # fmt: skip
-    assert data["app_median_time"] == 2.0e-5 and abs(data["replay_vs_app"] - 1.05) < 1e-12
+                                  app_times=[4.0e-5, 1.8e-5, 2.2e-5]))  # fmt: skip
+    assert abs(data["app_median_time"] - 2.0e-5) < 1e-18 and abs(data["replay_vs_app"] - 1.05) < 1e-9
 
 
 def test_replay_needs_a_record_db():
@@ -149,6 +153,14 @@ def test_replay_at_another_block_size_verifies_a_grid_stride_kernel(saxpy_db):
     data = json.loads(outcome.output)
     assert data["config"]["block"]["x"] == 128 and data["config"]["passes"] == "default<O2>"
     assert data["result"]["verified"] and len(data["result"]["exec_time"]) == 3
+
+
+def test_replay_times_from_a_primed_cache_and_refuses_an_unknown_state(saxpy_db):
+    outcome = CliRunner().invoke(cli, ["replay", "-rdb", str(saxpy_db), "--cache", "primed", "--json"])
+    assert outcome.exit_code == 0, outcome.output
+    assert json.loads(outcome.output)["result"]["verified"]
+    bad = CliRunner().invoke(cli, ["replay", "-rdb", str(saxpy_db), "--cache", "hot"])
+    assert bad.exit_code == 2 and "'hot' is not one of 'flushed', 'warm', 'primed'" in bad.output
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,24 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from mneme.core.errors import MnemeError
+from mneme.core.errors import MnemeError, UsageError
 
 if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
     from mneme.core.types import ExperimentConfiguration, dim3
+
+
+# The state each timed run starts from, after the reset of the regions the kernel writes.
+CACHE_STATES = {
+    "flushed": "the last-level cache evicted before each timed run (the default: no run profits from the last)",
+    "warm": "the cache as the reset between runs left it",
+    "primed": "the kernel run once more, untimed, after the reset: the cache and the written regions as the "
+              "kernel's own previous run left them, as in an application that launches it again and again",
+}  # fmt: skip
+
+
+def check_cache_state(cache: str) -> None:
+    if cache not in CACHE_STATES:
+        raise UsageError(f"unknown cache state {cache!r}; use one of {', '.join(CACHE_STATES)}")
 
 
 @attrs.frozen
@@ -178,17 +192,23 @@ class Device(abc.ABC):
         args: bytes,
         iterations: int,
         before_each: Callable[[], None] | None = None,
+        cache: str = "flushed",
     ) -> list[float]:
         """Seconds per run for `iterations` runs; `before_each` restores state between runs.
 
-        Backends override this with device-side timers; the default uses the host clock.
+        `cache` is the state each timed run starts from (`CACHE_STATES`); "primed" runs the kernel
+        once, untimed, after `before_each`. Backends override this with device-side timers and a
+        cache flush; the default uses the host clock and has no cache of its own to flush.
         """
         import time
 
+        check_cache_state(cache)
         times = []
         for _ in range(iterations):
             if before_each is not None:
                 before_each()
+            if cache == "primed":
+                self.launch(kernel, grid, block, shared_mem, args)
             start = time.perf_counter()
             self.launch(kernel, grid, block, shared_mem, args)
             times.append(time.perf_counter() - start)

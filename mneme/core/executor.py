@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources
+from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
@@ -247,10 +247,13 @@ class BaseExecutor:
     backend : backend name or instance; default: the recorded one (host when that is not usable)
     mode : "ir" (compile the recorded IR), "ptx" or "cubin" (the application's own images)
     warmup : timed runs before the measured ones, reported in `result.warmup_time`
+    cache : the state each timed run starts from (`mneme.core.backend.CACHE_STATES`): "flushed"
+        (default), "warm", or "primed" (like for like with an application's repeated launches)
     """
 
     def __init__(self, record_db, record_id: str | None = None, iterations: int = 3, device_id: int = 0,
-                 backend: str | Backend | None = None, mode: str = "ir", warmup: int = 1):  # fmt: skip
+                 backend: str | Backend | None = None, mode: str = "ir", warmup: int = 1,
+                 cache: str = "flushed"):  # fmt: skip
         if iterations < 1:
             raise UsageError(f"iterations must be >= 1, got {iterations}")
         if mode not in MODES:
@@ -261,6 +264,8 @@ class BaseExecutor:
         self.device_id = device_id
         self.mode = mode
         self.warmup = max(0, warmup)
+        check_cache_state(cache)
+        self.cache = cache
         self._backend_choice = backend
         self.rec = None
         self.instance = None
@@ -461,7 +466,7 @@ class BaseExecutor:
         result.executed = True
         self._verify(kernel, result)
         times = self.device.time(kernel, config.grid, config.block, config.shared_mem, self.args,
-                                 self.warmup + self.iterations, before_each=self.reset)  # fmt: skip
+                                 self.warmup + self.iterations, before_each=self.reset, cache=self.cache)  # fmt: skip
         result.warmup_time = list(times[: self.warmup])
         result.exec_time = list(times[self.warmup :])
 

@@ -181,3 +181,26 @@ def test_open_restores_every_prologue_region_and_reset_returns_written_regions_t
             assert ex.device.read(region.addr, region.size) == ex.prologue.read_region(region.addr)
         ex.restore()
         assert ex.execute(ex.default_config()).ok
+
+
+@pytest.mark.parametrize("cache, runs_on_last_reset", [("flushed", 1), ("warm", 1), ("primed", 2)])
+def test_each_cache_state_times_verified_runs_and_primed_ones_follow_one_untimed_run(tmp_path, cache,
+                                                                                   runs_on_last_reset):  # fmt: skip
+    # saxpy adds a*x to y on every run: y after the last timed run tells how many runs followed its reset.
+    import struct
+
+    from mneme.core.executor import BaseExecutor
+
+    db = _capture("saxpy", tmp_path)
+    with BaseExecutor(db, backend="cuda", iterations=3, cache=cache) as ex:
+        x_addr, y_addr = (struct.unpack_from("<Q", ex.args, ex.rec.args[i].offset)[0] for i in (2, 3))
+        result = ex.execute(ex.default_config())
+        after = np.frombuffer(ex.device.read(y_addr, N * 4), dtype=np.float32)
+        y0 = np.frombuffer(ex.prologue.read_region(y_addr), dtype=np.float32)
+        x = np.frombuffer(ex.prologue.read_region(x_addr), dtype=np.float32)
+    assert result.ok and result.verified, result.error
+    assert len(result.exec_time) == 3 and all(t > 0 for t in result.exec_time)
+    expected = y0.copy()
+    for _ in range(runs_on_last_reset):  # the kernel's own float32 order: y = a * x + y, fused or not
+        expected = np.float32(2.5) * x + expected
+    np.testing.assert_allclose(after, expected, rtol=1e-5, atol=1e-5)

@@ -28,6 +28,7 @@ from mneme.core.backend import (
     DeviceInfo,
     LoadedKernel,
     Resources,
+    check_cache_state,
 )
 from mneme.core.errors import (
     BackendUnavailable,
@@ -733,13 +734,16 @@ class CudaDevice(Device):
         return self._gate
 
     def time(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes, iterations: int,
-             before_each: Callable[[], None] | None = None, flush_l2: bool = True, gate: bool = True) -> list[float]:
-        """Seconds per run, measured by CUDA events around each launch, after `before_each` and an L2 flush.
+             before_each: Callable[[], None] | None = None, cache: str = "flushed", gate: bool = True) -> list[float]:
+        """Seconds per run, measured by CUDA events around each launch, after `before_each`.
 
+        `cache` is the L2's state at each timed run (`CACHE_STATES`): "flushed" evicts it,
+        "warm" leaves it as `before_each` did, "primed" runs the kernel once more, untimed.
         With `gate` the stream waits until both events and the launch are queued (`LaunchGate`), so
         the events time the kernel, not Python's submission of it, as the recorder does in the application.
         A kernel's first launch is never held: it may synchronize, which would wait for the held stream.
         """
+        check_cache_state(cache)
         kernel.check_open()
         cu = self._enter()
         events = self._timing_events(2 * iterations)
@@ -748,8 +752,10 @@ class CudaDevice(Device):
         for i in range(iterations):
             if before_each is not None:
                 before_each()
-            if flush_l2:
+            if cache == "flushed":
                 self.flush_l2()
+            elif cache == "primed":
+                self._launch_async(kernel, grid, block, shared_mem, args, keep)
             ticket = held.hold(self.stream) if held is not None and kernel.launched else 0
             try:
                 check(cu.cuEventRecord(events[2 * i], self.stream), "cuEventRecord")
