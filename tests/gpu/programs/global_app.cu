@@ -1,12 +1,13 @@
 // A kernel that reads one __device__ global (bias, set with cudaMemcpyToSymbol) and increments
 // another (launch_count): the recording must carry both, by name, in prologue and epilogue.
+// 17 launches: the recorder times the recorded one and the 16 after it (replay fidelity).
 #include <vector>
 
 #include "../../data/kernels/device_global.cu"
 #include "check.h"
 
 int main() {
-  const int n = 4096, launches = 3;
+  const int n = 4096, launches = 17;
   std::vector<float> x(n, 1.0f);
   float *dx = nullptr;
   CHECK(cudaMalloc(&dx, n * sizeof(float)));

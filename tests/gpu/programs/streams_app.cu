@@ -1,6 +1,7 @@
 // Two host threads, each launching on its own stream into its own buffers. Both upload first
 // and meet before launching: a copy by one thread while the recorder snapshots the other's
-// launch would land in that launch's epilogue (docs/design/recording.md, "Threads").
+// launch would land in that launch's epilogue (docs/design/recording.md, "Threads"). 17 launches
+// each: the recorder times the recorded one and the 16 after it (replay fidelity).
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -44,8 +45,8 @@ static int worker(int id, int n, int launches) {
 int main() {
   CHECK(cudaFree(nullptr));  // create the context before the threads race to
   int results[2] = {-1, -1};
-  std::thread a([&] { results[0] = worker(0, 1 << 16, 4); });
-  std::thread b([&] { results[1] = worker(1, 1 << 17, 4); });
+  std::thread a([&] { results[0] = worker(0, 1 << 16, 17); });
+  std::thread b([&] { results[1] = worker(1, 1 << 17, 17); });
   a.join();
   b.join();
   if (results[0] != 0 || results[1] != 0) {
