@@ -767,7 +767,8 @@ class _DeviceServer:
     def __init__(self, spec: dict[str, Any]):
         self.executor = BaseExecutor(spec["record_db"], spec.get("record_id"), iterations=spec.get("iterations", 3),
                                      device_id=spec.get("device_id", 0), backend=spec.get("backend"),
-                                     mode=spec.get("mode", "ir"), warmup=spec.get("warmup", 1)).open()  # fmt: skip
+                                     mode=spec.get("mode", "ir"), warmup=spec.get("warmup", 1),
+                                     cache=spec.get("cache", "flushed")).open()  # fmt: skip
         if spec.get("mode", "ir") == "ir":
             self.executor.link_ir()  # link once, before the first experiment
 

@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from mneme.core.backend import CACHE_STATES
 from mneme.core.cli import console
 from mneme.core.errors import UsageError
 from mneme.core.hookspecs import hookimpl
@@ -149,6 +150,8 @@ def _short(value) -> str:
                    "this is taken for dead and its configurations run again (0: keep no lease).")
 @click.option("--seed", type=int, default=None, help="Seed of the sampler.")
 @click.option("--iterations", type=int, default=3, show_default=True, help="Timed runs per experiment.")
+@click.option("--cache", type=click.Choice(list(CACHE_STATES)), default="flushed", show_default=True,
+              help="The cache each timed run starts from, as for `mneme replay --cache`.")
 @click.option("--retime-top", type=int, default=3, show_default=True,
               help="Re-time this many best configurations (and the baseline) at the end.")
 @click.option("--retime-repeats", type=int, default=2, show_default=True, help="Re-timings of each.")
@@ -158,7 +161,7 @@ def _short(value) -> str:
 @click.option("--print-space", is_flag=True, help="Show the search space and exit; nothing runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def tune_command(record_db, record_id, space, space_options, sampler, sampler_options, trials, timeout, devices,
-                 workers_per_device, results, resume, force, storage, study, heartbeat, seed, iterations,
+                 workers_per_device, results, resume, force, storage, study, heartbeat, seed, iterations, cache,
                  retime_top, retime_repeats, backend, experiment_timeout, print_space, as_json):
     """Autotune one recorded kernel launch: search a space of verified variants, keep every result.
 
@@ -171,7 +174,8 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         record_db=record_db, record_id=record_id, space=space, space_options=parse_options(space_options),
         sampler=sampler, sampler_options=parse_options(sampler_options), trials=trials, timeout=timeout,
         devices=_devices(devices), workers_per_device=workers_per_device, results=results, resume=resume,
-        force=force, storage=storage, study=study, seed=seed, iterations=iterations, retime_top=retime_top,
+        force=force, storage=storage, study=study, seed=seed, iterations=iterations, cache=cache,
+        retime_top=retime_top,
         retime_repeats=retime_repeats, backend=backend, experiment_timeout=experiment_timeout, heartbeat=heartbeat)
     if print_space:
         session = TuningSession(options)

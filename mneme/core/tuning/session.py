@@ -35,6 +35,7 @@ import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 
+from mneme.core.backend import check_cache_state
 from mneme.core.errors import ExperimentError, MnemeError, UsageError
 from mneme.core.tuning.lease import Lease, StaleWatch, describe_owner, grace_for
 from mneme.core.tuning.samplers import Ask, Sampler, create_sampler, mark_feasibility
@@ -77,6 +78,7 @@ class TuneOptions:
     study: str | None = None
     seed: int | None = None
     iterations: int = 3
+    cache: str = "flushed"  # the state each timed run starts from (mneme.core.backend.CACHE_STATES)
     retime_top: int = 3
     retime_repeats: int = 2
     backend: str | None = None
@@ -93,6 +95,7 @@ class TuneOptions:
             raise UsageError(f"--workers-per-device must be >= 1, got {self.workers_per_device}")
         if self.iterations < 1:
             raise UsageError(f"--iterations must be >= 1, got {self.iterations}")
+        check_cache_state(self.cache)
         if self.retime_top < 0 or self.retime_repeats < 1:
             raise UsageError("--retime-top must be >= 0 and --retime-repeats >= 1")
         if self.heartbeat < 0:
@@ -244,6 +247,7 @@ class TuningSession:
             "env": env_digest,
             "record_db": str(Path(self.recording.path).resolve()) if self.recording.path else "",
             "sampler": self.sampler.spec,
+            "cache": self.options.cache,  # times from another cache state do not compare
         }
 
     # -- the run --------------------------------------------------------------------------------
@@ -282,7 +286,7 @@ class TuningSession:
         kwargs = {"record_db": str(self.recording.path), "record_id": self.instance.dynamic_hash,
                   "iterations": opts.iterations, "results_db_dir": str(self.results_dir),
                   "num_workers": self.num_workers, "backend": opts.backend, "devices": opts.devices,
-                  "timeout": opts.experiment_timeout}
+                  "timeout": opts.experiment_timeout, "cache": opts.cache}
         accepted = inspect.signature(factory).parameters
         if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
             kwargs = {k: v for k, v in kwargs.items() if k in accepted}
