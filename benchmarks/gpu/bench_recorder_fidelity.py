@@ -31,7 +31,6 @@ import argparse
 import json
 import logging
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -113,9 +112,10 @@ def ungated_app_times(name: str, kernel: str, tmp: Path) -> dict[tuple[str, str]
 
 def compare(row: dict, times: list[float]) -> None:
     """The like-for-like application median and the ratios of `row` (see the module docstring)."""
-    repeats = times[1:]
-    row["comparison"] = "warm" if repeats else "neither"
-    row["app_median_s"] = statistics.median(repeats if row["comparison"] == "warm" else times)
+    from mneme.plugins.replay_commands import application_median
+
+    row["comparison"] = "warm" if len(times) > 1 else "neither"
+    row["app_median_s"] = application_median(times)[0]  # the repeats' median where there are repeats
     for label in REPLAYS:
         row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
 
@@ -142,6 +142,7 @@ def fidelity(iterations: int, json_path: Path | None = None) -> dict:
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
+    from mneme.plugins.replay_commands import application_median
 
     rows = []
     gates = {}
@@ -170,7 +171,7 @@ def fidelity(iterations: int, json_path: Path | None = None) -> dict:
                         continue
                     plain = ungated.get((rec.kernel_name, keys.get(dynamic_hash, "")), [])
                     if len(plain) >= 2:  # the same launches, ungated: the gate's effect in the application
-                        row["app_ungated_median_s"] = statistics.median(plain[1:])
+                        row["app_ungated_median_s"] = application_median(plain)[0]
                     try:
                         row.update(replay_medians(db, dynamic_hash, iterations))
                     except Exception as exc:  # noqa: BLE001 - a figure, not a crash: report what failed

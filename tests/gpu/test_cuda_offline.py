@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-import struct
 import shutil
+import struct
 import subprocess
 import types
 from pathlib import Path
@@ -242,7 +242,6 @@ def _raw_launch(raw, seq, args, regions_before, regions_after, params):
 
 
 def test_finalize_turns_recorder_dumps_into_a_replayable_database(tmp_path):
-
     from mneme.core.records import RecordedExecution
     from mneme.core.snapshot import Snapshot
 

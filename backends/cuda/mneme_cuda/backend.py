@@ -580,9 +580,8 @@ class CudaDevice(Device):
         """Device-to-device copy, ordered on the device's stream (not waited for: launches and reads follow it).
 
         `copy_through`: "engine" (the default) copies with the copy engine (cuMemcpyDtoDAsync); "sm" with a copy
-        kernel, whose writes may leave the lines in L2 as the replayed kernel's own writes do in the application, so
-        a reset between timed runs would not change the cache state the next run finds (measured side by side in
-        benchmarks/gpu/bench_recorder_fidelity.py before it may become the default).
+        kernel. A kernel runs as slowly after a reset by either as after the other (H200, 2026-12-03:
+        benchmarks/gpu/probes/fidelity_probe.py); `time(cache="primed")` is what gives back the application's state.
         """
         cu = self._enter()
         if size <= 0:

@@ -75,6 +75,7 @@ def main() -> int:
 
     from mneme.core.executor import BaseExecutor
     from mneme.core.records import RecordedExecution
+    from mneme.plugins.replay_commands import application_median
 
     out = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,7 +88,7 @@ def main() -> int:
                 rec = RecordedExecution.from_json(db)
                 for dynamic_hash, inst in rec.kernel_instances.items():
                     app = list(inst.app_times)
-                    ref = statistics.median(app[1:] if len(app) > 1 else app)
+                    ref = application_median(app)[0]
                     row = {"program": name, "instance": dynamic_hash[:8], "n_app": len(app), "app_us": ref * 1e6,
                            "app_all_us": [round(t * 1e6, 2) for t in app]}  # fmt: skip
                     with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=opts.iterations,

@@ -189,10 +189,9 @@ extern "C" __global__ void mneme_compare_bf16(const __nv_bfloat16 *e, const __nv
     compare_float(e, a, n, t, r, out);
 }
 
-// The executor's reset between timed runs: copy n bytes from the pristine prologue copy back
-// over a region the kernel writes. Through the SMs rather than a copy engine, so the copied lines
-// sit in L2 as a kernel's own writes leave them, the state the kernel finds in the application
-// when it runs again. 16 bytes a thread where both ends allow it, then the tail byte by byte.
+// A device-to-device copy through the SMs rather than a copy engine (`copy_through="sm"`), e.g. to
+// reset a region the kernel writes between timed runs. 16 bytes a thread where both ends allow it,
+// then the tail byte by byte.
 extern "C" __global__ void mneme_copy(unsigned char *__restrict__ dst, const unsigned char *__restrict__ src,
                                       u64 n) {
     u64 tid = blockIdx.x * (u64)blockDim.x + threadIdx.x, stride = (u64)gridDim.x * blockDim.x, head = 0;
