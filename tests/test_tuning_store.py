@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 from mneme.core.errors import UsageError
 from mneme.core.tuning.lease import Lease, StaleWatch
 from mneme.core.tuning.store import ResultStore, open_storage, owner, storage_url
+from mneme.core.types import ExperimentConfiguration
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -188,3 +189,13 @@ def test_a_trial_failed_before_it_had_a_status_is_interrupted(tmp_path):
     store.study.tell(trial, state=TrialState.FAIL)
     assert [(r.state, r.status) for r in store.records()] == [("FAIL", "interrupted")]
     assert store.budget_used() == 0
+
+
+def test_a_trial_killed_between_writing_its_configuration_and_its_hash_reads_with_the_configurations_hash(tmp_path):
+    store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s")
+    config = ExperimentConfiguration(grid=(32, 1, 1), block=(128, 1, 1), specialize=True)
+    trial = store.study.ask()
+    trial.set_user_attr("config", config.to_dict())  # its process died before it wrote "hash"
+    store.study.tell(trial, state=TrialState.FAIL)
+    (record,) = store.records()
+    assert record.status == "interrupted" and record.hash == config.hash() != ""

@@ -42,6 +42,7 @@ import optuna
 from optuna.trial import TrialState
 
 from mneme.core.errors import UsageError
+from mneme.core.types import ExperimentConfiguration
 from mneme.core.tuning.lease import StaleWatch, grace_for
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,9 @@ class TrialRecord:
             value=trial.value if trial.state == TrialState.COMPLETE else None,
             params=dict(trial.params),
             config=attrs_.get("config"),
-            hash=attrs_.get("hash", ""),
+            # the hash is written right after the configuration: a process killed in between leaves only the latter
+            hash=attrs_.get("hash") or (ExperimentConfiguration.from_dict(attrs_["config"]).hash()
+                                        if attrs_.get("config") else ""),  # fmt: skip
             result=result,
             owner=attrs_.get("owner", {}),
             env=attrs_.get("env") or (attrs_.get("owner") or {}).get("env", ""),
