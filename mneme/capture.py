@@ -294,7 +294,10 @@ def _global_bytes(value: Any, size: int, name: str) -> bytes:
 
 
 def _encoding(size: int) -> str:
-    return "zstd" if size >= 4096 else "raw"
+    """LZ4 (fast to restore) where liblz4 is installed, else zstd; small buffers stay raw."""
+    from mneme.core.snapshot import codec
+
+    return ("lz4" if codec.lz4_available() else "zstd") if size >= 4096 else "raw"
 
 
 def _backend(backend, backend_mod):

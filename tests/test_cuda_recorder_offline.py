@@ -307,10 +307,12 @@ def test_ir_whose_parameters_differ_from_the_recorded_layout_is_dropped_with_a_w
 
 
 @needs_nvcc
+@pytest.mark.parametrize("compression, whole", [("lz4", "lz4"), ("zstd", "zstd"), ("none", "raw")])
 @pytest.mark.parametrize(("epilogue_format", "expected"), [
-    ("diff", ["diff", "diff"]), ("bytes", ["zstd", "zstd"]), ("best", ["diff", "zstd"]),
+    ("diff", ["diff", "diff"]), ("bytes", ["whole", "whole"]), ("best", ["diff", "whole"]),
 ])  # fmt: skip
-def test_the_epilogue_format_chooses_how_regions_are_stored(tmp_path, epilogue_format, expected):
+def test_the_epilogue_format_and_compression_choose_how_regions_are_stored(tmp_path, epilogue_format, expected,
+                                                                           compression, whole):  # fmt: skip
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)
     (raw / "images" / "i.cubin").write_bytes(_nvcc(tmp_path, "saxpy.cu", "cubin"))
@@ -323,9 +325,13 @@ def test_the_epilogue_format_chooses_how_regions_are_stored(tmp_path, epilogue_f
                 "image": "images/i.cubin", "args": args.hex(), "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
                 "regions": [[BASE, n * 4], [BASE + (2 << 20), n * 4]], "globals": []}  # fmt: skip
     _write_raw(raw, 1, 0, manifest, x.tobytes() + y0.tobytes(), x.tobytes() + y1.tobytes())
-    (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90", epilogue_format=epilogue_format)
+    (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90", epilogue_format=epilogue_format,
+                              compression=compression)  # fmt: skip
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     prologue = Snapshot.open(inst.prologue_path)
     epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
-    assert [r.encoding for r in epilogue.regions] == expected
+    assert [r.encoding for r in prologue.regions] == [whole, whole]
+    assert prologue.version == (2 if compression == "lz4" else 1)  # only LZ4 needs the newer format
+    assert [r.encoding for r in epilogue.regions] == [whole if e == "whole" else e for e in expected]
+    assert prologue.read_region(BASE) == x.tobytes()
     assert epilogue.read_region(BASE + (2 << 20)) == y1.tobytes()

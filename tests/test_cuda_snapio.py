@@ -6,14 +6,17 @@ import struct
 
 import numpy as np
 import pytest
+import xxhash
 
 from mneme.core.errors import CorruptFileError, FormatError
 from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotWriter
-from mneme.core.snapshot.format import ENC_DIFF, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
+from mneme.core.snapshot import codec
+from mneme.core.snapshot.format import ENC_DIFF, ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
 
 snapio = pytest.importorskip("mneme_cuda.snapio")
 
 A, B, C = 0x7000_0000, 0x7100_0000, 0x7200_0000
+D, E = 0x7300_0000, 0x7400_0000  # LZ4 regions (snapshot format version 2), where liblz4 is installed
 CHUNK = 1 << 16
 
 
@@ -38,6 +41,9 @@ def write_state(folder):
         w.add_region(A, noise)
         w.add_region(B, smooth, encoding="zstd", policy=RegionPolicy("f32"))
         w.add_region(C, counts, encoding="zstd")
+        if codec.lz4_available():
+            w.add_region(D, smooth, encoding="lz4", policy=RegionPolicy("f32"))
+            w.add_region(E, counts, encoding="lz4")
     after = smooth.copy()
     after[5] = 42.0  # a few bytes changed: a diff chunk
     after[2 * CHUNK // 4 : 3 * CHUNK // 4] = rng.standard_normal(CHUNK // 4)  # a chunk rewritten: stored whole
@@ -61,6 +67,8 @@ def test_every_chunk_encoding_decodes_to_the_python_readers_bytes(decoder, state
     with Snapshot.open(pro) as p, Snapshot.open(epi, base=p) as e:
         assert encodings(p, A) == {ENC_RAW} and ENC_SHUFFLE in encodings(p, B) and ENC_ZSTD in encodings(p, C)
         assert ENC_DIFF in encodings(e, B) and len(encodings(e, B)) == 2
+        if codec.lz4_available():
+            assert ENC_LZ4_SHUFFLE in encodings(p, D) and ENC_LZ4 in encodings(p, E)
         for snap in (p, e):
             for region in snap.regions:
                 out = np.full(region.size, 0xAB, np.uint8)
@@ -96,10 +104,13 @@ def python_error(path, addr, base=None):
     return info.value
 
 
-@pytest.mark.parametrize("which, addr", [(1, A), (6, B), (-1, C)])  # a raw, a shuffled and a plain zstd chunk
+@pytest.mark.parametrize("which, addr", [(1, A), (0, B), (-1, C), (0, D), (-1, E)])  # raw, zstd and LZ4 chunks
 def test_a_flipped_byte_names_the_file_and_block_like_the_python_reader(decoder, state, which, addr):
     pro, _ = state
-    at = chunk_payloads(pro)[which] + 17  # the first body byte after the 16-byte prefix
+    with Snapshot.open(pro) as snap:
+        if addr not in snap:
+            pytest.skip("no LZ4 regions without liblz4.so.1")
+        at = snap.chunk_index(addr).chunks[which].payload_at + 17  # the first body byte after the 16-byte prefix
     data = bytearray(pro.read_bytes())
     data[at] ^= 0x10
     pro.write_bytes(bytes(data))
@@ -109,6 +120,26 @@ def test_a_flipped_byte_names_the_file_and_block_like_the_python_reader(decoder,
     assert str(info.value) == str(expected)
     assert str(pro) in str(info.value) and "payload checksum mismatch" in str(info.value)
     assert info.value.block == expected.block and info.value.block.startswith("block #")
+
+
+@pytest.mark.skipif(not codec.lz4_available(), reason="needs liblz4.so.1")
+@pytest.mark.parametrize("addr", [D, E])
+def test_lz4_chunks_that_do_not_decode_fail_like_the_python_reader(decoder, state, addr):
+    pro, _ = state
+    with Snapshot.open(pro) as snap:
+        chunk = snap.chunk_index(addr).chunks[0]
+    data = bytearray(pro.read_bytes())
+    body = chunk.payload_at + 16 + (8 if chunk.encoding == ENC_LZ4_SHUFFLE else 0)
+    data[body : body + 4] = bytes([0x0F, 0xFF, 0xFF, 0x00])  # a match before the start of the output
+    payload = bytes(data[chunk.payload_at : chunk.payload_at + chunk.payload_size])
+    head = chunk.payload_at - 32
+    data[head + 16 : head + 24] = struct.pack("<Q", xxhash.xxh3_64_intdigest(payload))
+    data[head + 24 : head + 32] = struct.pack("<Q", xxhash.xxh3_64_intdigest(bytes(data[head : head + 24])))
+    pro.write_bytes(bytes(data))
+    expected = python_error(pro, addr)
+    with Snapshot.open(pro) as snap, pytest.raises(CorruptFileError) as info:
+        decoder.read_range_into(snap, addr, 0, np.zeros(snap.region(addr).size, np.uint8))
+    assert str(info.value) == str(expected) and "LZ4 data does not decode" in str(info.value)
 
 
 def test_a_diff_against_another_prologue_is_refused_like_the_python_reader(decoder, tmp_path):

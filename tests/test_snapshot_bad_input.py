@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mneme.core.errors import CorruptFileError, FormatError, SchemaVersionError
-from mneme.core.snapshot import MemStateRef, RegionPolicy, Snapshot, SnapshotWriter
+from mneme.core.snapshot import VERSION, MemStateRef, RegionPolicy, Snapshot, SnapshotWriter
 
 A, B, C = 0x7000_0000, 0x7100_0000, 0x7200_0000
 CHUNK = 1 << 14
@@ -92,9 +92,10 @@ def test_not_a_snapshot_is_refused_by_its_magic(tmp_path, content):
 def test_newer_version_is_refused_naming_both_versions(files):
     folder, pro, _ = files
     data = bytearray(pro.read_bytes())
-    data[8:12] = struct.pack("<I", 2)
+    data[8:12] = struct.pack("<I", VERSION + 1)
     pro.write_bytes(bytes(data))
-    message = expect_error(folder, pro, SchemaVersionError, "version 2", "version 1", "upgrade Mneme")
+    message = expect_error(folder, pro, SchemaVersionError, f"version {VERSION + 1}", f"version {VERSION} ",
+                           "upgrade Mneme")  # fmt: skip
     assert "newer" in message
 
 

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from mneme.core.snapshot import RegionPolicy, Snapshot
-from mneme.core.snapshot.format import ENC_DIFF, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
+from mneme.core.snapshot import codec
+from mneme.core.snapshot.format import ENC_DIFF, ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
 
 SOURCE = Path(__file__).resolve().parents[1] / "backends" / "cuda" / "recorder" / "snapshot_writer.cpp"
 CXX = next((c for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c and shutil.which(c)), None)
@@ -29,6 +30,8 @@ pytestmark = pytest.mark.skipif(CXX is None or not HAVE_XXHASH, reason="needs a 
 
 BASE = 0x153940000000
 F32, NORM_L2 = 10, 2
+ZSTD, LZ4 = 1, 2  # mneme_snapshot_open's `compress`: the codec
+needs_lz4 = pytest.mark.skipif(not codec.lz4_available(), reason="needs liblz4.so.1")
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +184,79 @@ def test_an_epilogue_stores_changed_runs_as_a_diff_against_its_prologue(library,
         # best: a region rewritten in every chunk is labelled zstd, one with diffs stays a diff
         assert [r.encoding for r in snap.regions] == ["diff", "diff", "zstd"]
         assert snap.region(BASE).stored_size < len(before) // 2
+
+
+@needs_lz4
+def test_the_lz4_codec_writes_version_2_files_of_lz4_chunks_that_read_back(library, tmp_path):
+    lib = load(library)
+    chunk = 64 << 10
+    data = floats(5 * chunk // 4 + 3)  # float data: LZ4 of the byte planes
+    text = b"constant bytes " * 9000  # plain LZ4 pays
+    noise = np.random.default_rng(1).integers(0, 256, chunk + 10, dtype=np.uint8).tobytes()  # stays raw
+    path, zpath = tmp_path / "lz4.mneme", tmp_path / "zstd.mneme"
+    for target, compress in ((path, LZ4), (zpath, ZSTD)):
+        w = NativeWriter(lib, target, 0, compress=compress, chunk_size=chunk)
+        w.args(b"", [])
+        assert w.region(BASE, data, dtype=F32) == 0 and w.region(BASE + (2 << 20), text) == 0
+        assert w.region(BASE + (4 << 20), noise) == 0 and w.region(BASE + (6 << 20), text, encoding=ENC_RAW) == 0
+        assert w.finish() == 0
+    verify_cli(str(path))
+    with Snapshot.open(path, verify=True) as snap, Snapshot.open(zpath) as zsnap:
+        assert snap.version == 2 and zsnap.version == 1  # only a file with LZ4 needs the newer format
+        assert [r.encoding for r in snap.regions] == ["lz4", "lz4", "lz4", "raw"]
+        assert chunk_encodings(snap, BASE) == [ENC_LZ4_SHUFFLE] * 5 + [ENC_RAW]
+        assert set(chunk_encodings(snap, BASE + (2 << 20))) == {ENC_LZ4}
+        assert chunk_encodings(snap, BASE + (4 << 20)) == [ENC_RAW, ENC_RAW]
+        for addr, content in ((BASE, data), (BASE + (2 << 20), text), (BASE + (4 << 20), noise),
+                              (BASE + (6 << 20), text)):  # fmt: skip
+            assert bytes(snap.read_region(addr)) == content
+        # LZ4 stores a few percent more than zstd, not multiples
+        assert snap.region(BASE).stored_size < 1.25 * zsnap.region(BASE).stored_size < len(data)
+
+
+@needs_lz4
+def test_an_lz4_epilogue_keeps_diffs_and_stores_rewritten_chunks_as_lz4(library, tmp_path):
+    lib = load(library)
+    chunk = 64 << 10
+    before = floats(chunk // 4 * 3, seed=2)
+    after = bytearray(before)
+    after[100:110] = b"\xff" * 10
+    after[chunk:2 * chunk] = floats(chunk // 4, seed=3)
+    rewritten = floats(len(before) // 4, seed=4)
+    pro_path, epi_path = tmp_path / "DeviceState.prologue.s.d.mneme", tmp_path / "DeviceState.epilogue.s.d.mneme"
+    pro = NativeWriter(lib, pro_path, 0, compress=LZ4, chunk_size=chunk)
+    pro.args(b"", [])
+    assert pro.region(BASE, before, dtype=F32) == 0 and pro.region(BASE + (4 << 20), before, dtype=F32) == 0
+    prologue_id = pro.snapshot_id()
+    assert pro.finish() == 0
+    epi = NativeWriter(lib, epi_path, 1, compress=LZ4, chunk_size=chunk, base_id=prologue_id)
+    epi.args(b"", [])
+    assert epi.region(BASE, bytes(after), encoding=ENC_DIFF, base=before, dtype=F32) == 0
+    assert epi.region(BASE + (4 << 20), rewritten, encoding=ENC_DIFF, base=before, best=True, dtype=F32) == 0
+    assert epi.finish() == 0
+    verify_cli(str(epi_path), "--base", str(pro_path))
+    with Snapshot.open(pro_path) as prologue, Snapshot.open(epi_path, base=prologue, verify=True) as snap:
+        assert snap.version == 2 and snap.base_id == prologue.snapshot_id  # the rewritten header kept the base
+        assert chunk_encodings(snap, BASE) == [ENC_DIFF, ENC_LZ4_SHUFFLE, ENC_DIFF]
+        assert [r.encoding for r in snap.regions] == ["diff", "lz4"]  # best: wholly rewritten is relabelled
+        assert bytes(snap.read_region(BASE)) == bytes(after)
+        assert bytes(snap.read_region(BASE + (4 << 20))) == rewritten
+
+
+def test_the_lz4_codec_without_liblz4_falls_back_to_zstd(library, tmp_path, monkeypatch):
+    copy = tmp_path / "libsnapshot_writer_nolz4.so"  # a fresh copy: its loader state starts anew
+    shutil.copy(library, copy)
+    monkeypatch.setenv("MNEME_SNAPSHOT_NO_LZ4", "1")
+    lib = load(copy)
+    path = tmp_path / "p.mneme"
+    w = NativeWriter(lib, path, 0, compress=LZ4, chunk_size=4096)
+    w.args(b"", [])
+    data = floats(3000)
+    assert w.region(BASE, data, dtype=F32) == 0
+    assert w.finish() == 0
+    with Snapshot.open(path, verify=True) as snap:
+        assert snap.version == 1 and [r.encoding for r in snap.regions] == ["zstd"]
+        assert set(chunk_encodings(snap, BASE)) <= {ENC_SHUFFLE, ENC_RAW} and bytes(snap.read_region(BASE)) == data
 
 
 def test_without_compression_every_chunk_is_raw_and_still_reads_back(library, tmp_path):

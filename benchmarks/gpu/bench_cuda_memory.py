@@ -2,7 +2,7 @@
 
     python benchmarks/gpu/bench_cuda_memory.py [--size-mib 1024] [--json results.json]
 
-- restore: prologue restore throughput of 2 GiB raw and zstd snapshot files (warm page cache,
+- restore: prologue restore throughput of 2 GiB raw, zstd and LZ4 snapshot files (warm page cache,
   through pinned staging, native reader and Python reader) over a pinned host-to-device copy of
   the same bytes (target >= 0.7), beside the ceiling for reading a file: page cache -> pinned
   memory with 16 threads;
@@ -137,9 +137,13 @@ def restore(device, size: int) -> dict:
     from mneme_cuda.driver import check, driver
     from mneme_cuda.snapio import read_parallel
 
-    from mneme.core.snapshot import Snapshot, SnapshotType, SnapshotWriter
+    from mneme.core.snapshot import Snapshot, SnapshotType, SnapshotWriter, codec
 
     cu = driver()
+    # (name, encoding, chunk size): LZ4 also at 1 MiB chunks, whose decode buffers stay in a core's L2
+    kinds = [("raw", "raw", 4 * MiB), ("zstd", "zstd", 4 * MiB)]
+    if codec.lz4_available():
+        kinds += [("lz4", "lz4", 4 * MiB), ("lz4_1m", "lz4", MiB)]
     data = float_field(size)
     pinned = device.pinned(size)
     pinned.array[:] = data
@@ -155,20 +159,20 @@ def restore(device, size: int) -> dict:
     t = {}
     with tempfile.TemporaryDirectory() as tmp:
         paths = {}
-        for encoding in ("raw", "zstd"):
-            paths[encoding] = Path(tmp) / f"DeviceState.prologue.{encoding}.mneme"
-            with SnapshotWriter(paths[encoding], SnapshotType.PROLOGUE, static_hash="bench",
-                                dynamic_hash="bench") as writer:  # fmt: skip
+        for name, encoding, chunk in kinds:
+            paths[name] = Path(tmp) / f"DeviceState.prologue.{name}.mneme"
+            with SnapshotWriter(paths[name], SnapshotType.PROLOGUE, static_hash="bench", dynamic_hash="bench",
+                                chunk_size=chunk) as writer:  # fmt: skip
                 writer.set_args(b"\0" * 8)
                 writer.add_region(BASE, data, encoding=encoding)
         with open(paths["raw"], "rb") as handle:  # the ceiling: page cache -> pinned, plain reads, no checks
             fd = handle.fileno()
             t["ceiling"] = best_seconds(lambda: read_parallel(fd, 0, size, pinned.ptr, 16, 1 << 20))
-        for encoding in ("raw", "zstd"):
+        for encoding, _, _ in kinds:
             with Snapshot.open(paths[encoding]) as snap:
-                if encoding == "zstd":
-                    out["zstd_stored_ratio"] = snap.region(BASE).stored_size / size
-                    out["zstd_chunk_encodings"] = sorted({c.encoding for c in snap.chunk_index(BASE).chunks})
+                if encoding != "raw":
+                    out[f"{encoding}_stored_ratio"] = snap.region(BASE).stored_size / size
+                    out[f"{encoding}_chunk_encodings"] = sorted({c.encoding for c in snap.chunk_index(BASE).chunks})
                 t[f"{encoding}_restore"] = best_seconds(lambda: device.write_snapshot_region(snap, BASE))
                 t[f"{encoding}_decode"] = best_seconds(lambda: decode_only(device, snap, BASE))
                 with python_path(device):
@@ -183,7 +187,8 @@ def restore(device, size: int) -> dict:
     out.update({"pinned_h2d_GBps": gbps(t_pinned), "write_pageable_GBps": gbps(t_write),
                 "ratio_write_vs_pinned": t_pinned / t_write,
                 "pagecache_to_pinned_16t_GBps": gbps(t["ceiling"]), "ratio_ceiling_vs_pinned": t_pinned / t["ceiling"]})
-    for encoding in ("raw", "zstd"):
+    out["encodings"] = [name for name, _, _ in kinds]
+    for encoding, _, _ in kinds:
         restore_s, python_s = t[f"{encoding}_restore"], t[f"{encoding}_python_restore"]
         out.update({f"restore_{encoding}_GBps": gbps(restore_s),
                     f"ratio_restore_{encoding}_vs_pinned": t_pinned / restore_s,
@@ -364,6 +369,12 @@ def main() -> int:
                      f"{r['restore_zstd_python_reader_GBps']:.1f} GB/s = "
                      f"{r['ratio_restore_zstd_python_reader_vs_pinned']:.2f}x); host decode alone (one fill at a time): raw "
                      f"{r['decode_raw_into_pinned_GBps']:.1f} GB/s, zstd {r['decode_zstd_into_pinned_GBps']:.1f} GB/s; "
+                     + "".join(f"{k} snapshot (stored {100 * r[k + '_stored_ratio']:.0f}%, chunk encodings "
+                               f"{r[k + '_chunk_encodings']}) {r[f'restore_{k}_GBps']:.1f} GB/s = "
+                               f"{r[f'ratio_restore_{k}_vs_pinned']:.2f}x (target >= 0.7; decode alone "
+                               f"{r[f'decode_{k}_into_pinned_GBps']:.1f} GB/s; Python reader "
+                               f"{r[f'ratio_restore_{k}_python_reader_vs_pinned']:.2f}x); "
+                               for k in r.get("encodings", []) if k.startswith("lz4"))
                      f"write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x"
                      + "; raw restore by native threads: "
                      + ", ".join(f"{n}: {g:.1f}" for n, g in r.get("restore_raw_GBps_by_threads", {}).items()))

@@ -354,7 +354,7 @@ def annotate(record_db, policy, *, record_id: str | None = None, address: int | 
 
 def rewrite_policy(prologue, epilogue, path: Path, addr: int, policy) -> None:
     """Write `epilogue` again at `path` (atomically) with `policy` for the region at `addr`."""
-    from mneme.core.snapshot import SnapshotType, SnapshotWriter
+    from mneme.core.snapshot import SnapshotType, SnapshotWriter, codec
 
     regions = list(epilogue.regions)
     data = {r.addr: epilogue.read_region(r.addr) for r in regions}
@@ -370,7 +370,9 @@ def rewrite_policy(prologue, epilogue, path: Path, addr: int, policy) -> None:
             if region.encoding == "diff" and before is not None and len(before) == region.size:
                 writer.add_diff_region(region.addr, before, data[region.addr], policy=new_policy)
             else:
-                encoding = region.encoding if region.encoding in ("raw", "zstd") else "zstd"
+                encoding = region.encoding if region.encoding in ("raw", "zstd", "lz4") else "zstd"
+                if encoding == "lz4" and not codec.lz4_available():  # readable without liblz4, not writable
+                    encoding = "zstd"
                 writer.add_region(region.addr, data[region.addr], encoding=encoding, policy=new_policy)
         for name, value in globals_.items():
             writer.add_global(name, value)

@@ -150,7 +150,7 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
 def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
                 va_base: int = DEFAULT_VA_BASE, library: Path | None = None,
                 record_ranks: str | None = None, epilogue_format: str = "diff",
-                timed_launches: int | None = None) -> dict[str, str]:  # fmt: skip
+                timed_launches: int | None = None, compression: str = "lz4") -> dict[str, str]:  # fmt: skip
     """The environment that runs a command under the recorder.
 
     `timed_launches`: how many launches of each recorded instance after the recorded one are
@@ -158,10 +158,11 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
 
     `record_ranks`: "all", a comma-separated list of MPI ranks, or None (rank 0 when a launcher
     announces ranks, else the one process). `epilogue_format`: how the recorder stores each
-    epilogue region (see `finalize`).
+    epilogue region (see `finalize`). `compression`: "lz4", "zstd" or "none" (COMPRESSIONS).
     """
     if epilogue_format not in EPILOGUE_FORMATS:
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
+    _check_compression(compression)
     library = library or build()
     env = dict(os.environ)
     env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
@@ -174,6 +175,7 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     if record_ranks:
         env["MNEME_RECORD_RANKS"] = record_ranks
     env["MNEME_RECORD_EPILOGUE_FORMAT"] = epilogue_format
+    env["MNEME_RECORD_COMPRESSION"] = compression
     if timed_launches is not None:
         if timed_launches < 0:
             raise UsageError(f"timed launches must be >= 0, got {timed_launches}")
@@ -589,6 +591,24 @@ def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf
 
 
 EPILOGUE_FORMATS = ("diff", "bytes", "best")
+# How snapshot regions are compressed (`mneme record --compression`, MNEME_RECORD_COMPRESSION):
+# LZ4 restores about twice as fast as zstd for a few percent more disk; "none" stores them raw.
+COMPRESSIONS = ("lz4", "zstd", "none")
+
+
+def _check_compression(compression: str) -> None:
+    if compression not in COMPRESSIONS:
+        raise UsageError(f"unknown compression {compression!r}; use one of {', '.join(COMPRESSIONS)}")
+
+
+def region_encoding(compression: str) -> str:
+    """The Python writer's region encoding for `compression` (zstd where liblz4 is missing, with a warning)."""
+    from mneme.core.snapshot import codec
+
+    if compression == "lz4" and not codec.lz4_available():
+        log.warning("liblz4.so.1 is missing: snapshots are compressed with zstd instead (%s)", codec.LZ4_INSTALL_HINT)
+        return "zstd"
+    return {"lz4": "lz4", "zstd": "zstd", "none": "raw"}[compression]
 
 
 def region_policies(manifest: dict, where: str = "<manifest>") -> dict:
@@ -624,7 +644,7 @@ def _mostly_rewritten(before, after) -> bool:
 
 
 def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "",
-             epilogue_format: str = "diff") -> list[Path]:  # fmt: skip
+             epilogue_format: str = "diff", compression: str = "lz4") -> list[Path]:  # fmt: skip
     """Write one recording database per recorded kernel into `out`; returns their paths.
 
     A kernel's IR comes from the `ir_files` that define it, else from the IR-source plugins
@@ -637,6 +657,8 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
     region whole, zstd), "best" (whole for regions the kernel mostly rewrote, else a diff);
     it applies to raw-dump (version 1) launch folders: the recorder writes version-2 folders'
     snapshots itself, as `mneme record --epilogue-format` told it (MNEME_RECORD_EPILOGUE_FORMAT).
+    `compression` ("lz4", "zstd", "none") applies to raw-dump folders too; the recorder
+    compresses version-2 folders' snapshots as MNEME_RECORD_COMPRESSION told it.
     Regions the application annotated (mneme_annotate, mneme.annotate) get that verification
     policy in both snapshots; the others compare exactly.
     """
@@ -647,6 +669,8 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
 
     if epilogue_format not in EPILOGUE_FORMATS:
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
+    _check_compression(compression)
+    encoding = None  # chosen at the first raw-dump folder (it may warn)
     raw_dir, out = Path(raw_dir), Path(out)
     out.mkdir(parents=True, exist_ok=True)
     arch = arch or "sm_90"
@@ -727,13 +751,14 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                 rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
                                  epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ)  # fmt: skip
                 continue
+            encoding = encoding or region_encoding(compression)
             before, globals_before = _regions(folder, "prologue.bin", manifest)
             after, globals_after = _regions(folder, "epilogue.bin", manifest)
             with SnapshotWriter(prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash,
                                 dynamic_hash=dynamic) as writer:  # fmt: skip
                 writer.set_args(arg_bytes, layout=recorded)
                 for addr, data in before:
-                    writer.add_region(addr, data, encoding="zstd", policy=policies.get(addr))
+                    writer.add_region(addr, data, encoding=encoding, policy=policies.get(addr))
                 for name, data in globals_before.items():
                     writer.add_global(name, bytes(data))
             with SnapshotWriter(epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash,
@@ -743,7 +768,7 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
                     whole = epilogue_format == "bytes" or (epilogue_format == "best"
                                                            and _mostly_rewritten(base_data, data))  # fmt: skip
                     if whole:
-                        writer.add_region(addr, data, encoding="zstd", policy=policies.get(addr))
+                        writer.add_region(addr, data, encoding=encoding, policy=policies.get(addr))
                     else:
                         writer.add_diff_region(addr, base_data, data, policy=policies.get(addr))
                 for name, data in globals_after.items():
@@ -824,13 +849,15 @@ def _defines(path: Path, kernel: str) -> bool:
 def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], kernel: str | None = None,
                 skip: int = 0, max_recordings: int = 4, library: Path | None = None,
                 record_ranks: str | None = None, epilogue_format: str = "diff",
-                progress: bool | None = None) -> int:  # fmt: skip
+                progress: bool | None = None, compression: str = "lz4") -> int:  # fmt: skip
     """`mneme record`: run, then finalize; returns the application's exit code."""
     if epilogue_format not in EPILOGUE_FORMATS:
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
+    _check_compression(compression)
     raw = Path(rdb) / "raw"
     code = run(command, raw, progress=progress, kernel=kernel, skip=skip, max_recordings=max_recordings,
-               library=library, record_ranks=record_ranks, epilogue_format=epilogue_format)  # fmt: skip
+               library=library, record_ranks=record_ranks, epilogue_format=epilogue_format,
+               compression=compression)  # fmt: skip
     arch = ""
     try:
         from mneme_cuda.backend import CudaBackend
@@ -838,7 +865,7 @@ def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], ker
         arch = CudaBackend().arch(0)
     except MnemeError:
         pass
-    written = finalize(raw, Path(rdb), ir_files, arch=arch, epilogue_format=epilogue_format)
+    written = finalize(raw, Path(rdb), ir_files, arch=arch, epilogue_format=epilogue_format, compression=compression)
     _print_summary(raw, written)
     return 128 - code if code < 0 else code  # killed by signal N: the shell's 128 + N
 

@@ -1,11 +1,12 @@
 """The native snapshot reader (`native/snapio.c`): decodes a range of a region on threads of its own.
 
 It checks and decodes exactly what `mneme.core.snapshot.Snapshot.read_range_into` does (raw,
-zstd, shuffled zstd and diff chunks, every payload checksum) and raises the same errors, but
+zstd, LZ4, either of byte-shuffled data, and diff chunks, every payload checksum) and raises the same errors, but
 reads, hashes and decompresses on C threads with the GIL released, straight into the
 caller's memory (the CUDA backend's pinned staging buffers). The library is compiled once
 per source hash with the system C compiler (it needs xxhash.h, Debian libxxhash-dev) and
-opens libzstd.so.1 at run time, so raw snapshots decode even where libzstd is missing.
+opens libzstd.so.1 and liblz4.so.1 at run time, so raw snapshots decode even where they are
+missing (their chunks then go through the Python reader).
 Found at: $MNEME_CUDA_SNAPIO, the build cache, or the checkout's .gpu/lib (where
 `scripts/gpu-suite --prepare` puts it for the GPU machine). Without it, callers keep the
 Python reader (`native_decoder()` returns None).
@@ -33,10 +34,10 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).resolve().parent / "native" / "snapio.c"
 CHECKOUT_LIB = Path(__file__).resolve().parents[3] / ".gpu" / "lib"
 FLAGS = ["-O3", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
-ABI = 2
+ABI = 3
 
 (OK, CHECKSUM, TRUNCATED, IO, ZSTD, ZSTD_SIZE, SHUFFLE, DIFF_SHORT, DIFF_TABLE, DIFF_RUN, DIFF_BASE, DIFF_SIZE,
- NO_ZSTD, ENCODING, NOMEM) = range(15)  # fmt: skip
+ NO_ZSTD, ENCODING, NOMEM, LZ4, LZ4_SIZE, NO_LZ4) = range(18)  # fmt: skip
 
 
 class ChunkEntry(ctypes.Structure):
@@ -131,7 +132,8 @@ def library() -> ctypes.CDLL | None:
     lib.snapio_pread.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
                                  ctypes.c_uint64]  # fmt: skip
     lib.snapio_pread.restype = ctypes.c_int
-    log.debug("native snapshot reader %s (zstd: %s)", path, "yes" if lib.snapio_has_zstd() else "no, Python fallback")
+    log.debug("native snapshot reader %s (zstd: %s, lz4: %s)", path, *("yes" if ok else "no, Python fallback"
+              for ok in (lib.snapio_has_zstd(), lib.snapio_has_lz4())))  # fmt: skip
     return lib
 
 
@@ -263,7 +265,7 @@ class Decode:
         snapshot, region = self._snapshot, self._region
         if failed:
             for entry, (chunk, dest) in zip(self._table, self._jobs):
-                if entry.error == NO_ZSTD:  # no libzstd here: this chunk through the Python reader
+                if entry.error in (NO_ZSTD, NO_LZ4):  # no libzstd / liblz4 here: this chunk through the Python reader
                     snapshot.decode_chunk(region, chunk, memoryview((ctypes.c_ubyte * chunk.length).from_address(dest)))
                 elif entry.error != OK:
                     raise _error(snapshot, region, chunk, entry)
@@ -296,5 +298,7 @@ def _error(snapshot, region, chunk, entry) -> MnemeError:
                   f"{chunk.length}-byte chunk",
         DIFF_SIZE: f"diff holds {entry.detail} bytes for runs of {entry.detail2}",
         ENCODING: f"unknown chunk encoding {entry.detail}",
+        LZ4: "LZ4 data does not decode (malformed block, or it decodes to more bytes than expected)",
+        LZ4_SIZE: f"LZ4 data decodes to {entry.detail} bytes, expected {entry.detail2}",
     }  # fmt: skip
     return corrupt(path, block, messages.get(code, f"the native reader failed with code {code}"))

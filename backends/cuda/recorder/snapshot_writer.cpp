@@ -1,4 +1,4 @@
-// The native snapshot writer (snapshot_writer.h): docs/formats.md's snapshot format v1, byte by byte.
+// The native snapshot writer (snapshot_writer.h): docs/formats.md's snapshot format, byte by byte.
 
 #include "snapshot_writer.h"
 
@@ -24,7 +24,7 @@
 namespace mneme_snapshot {
 namespace {
 
-const uint32_t VERSION = 1;
+const uint32_t LZ4_VERSION = 2;  // the first format version with the LZ4 encodings
 const size_t DIFF_GRANULARITY = 1024;  // bytes: the resolution of the changed-run map, as Mneme's writer
 const uint8_t PACK_RAW = 0, PACK_ZSTD = 1;
 
@@ -81,6 +81,43 @@ std::string compress(const void *src, size_t n, int level) {
     size_t got = z.compress(cctx, &out[0], out.size(), src, n, level);
     if (z.is_error(got)) return "";
     out.resize(got);
+    return out;
+}
+
+// ---- LZ4, loaded at run time as zstd is -----------------------------------------------------
+
+struct Lz4 {
+    using bound_t = int (*)(int);
+    using compress_t = int (*)(const char *, char *, int, int);
+    bound_t bound = nullptr;
+    compress_t compress = nullptr;
+    bool ok = false;
+};
+
+const Lz4 &lz4() {
+    static Lz4 *z = [] {
+        auto *z = new Lz4();
+        void *lib = getenv("MNEME_SNAPSHOT_NO_LZ4") ? nullptr : dlopen("liblz4.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (lib) {
+            z->bound = reinterpret_cast<Lz4::bound_t>(dlsym(lib, "LZ4_compressBound"));
+            z->compress = reinterpret_cast<Lz4::compress_t>(dlsym(lib, "LZ4_compress_default"));
+            z->ok = z->bound && z->compress;
+        }
+        return z;
+    }();
+    return *z;
+}
+
+const size_t LZ4_MAX_INPUT = 0x7E000000;
+
+// One LZ4 block of `n` bytes (fast mode), or "" when LZ4 is missing, fails, or `n` is too large.
+std::string compress_lz4(const void *src, size_t n) {
+    const Lz4 &z = lz4();
+    if (!z.ok || n == 0 || n > LZ4_MAX_INPUT) return "";
+    std::string out((size_t)z.bound((int)n), '\0');
+    int got = z.compress(static_cast<const char *>(src), &out[0], (int)n, (int)out.size());
+    if (got <= 0) return "";
+    out.resize((size_t)got);
     return out;
 }
 
@@ -161,6 +198,7 @@ std::string block_bytes(const char tag[4], uint32_t sequence, const std::string 
 }  // namespace
 
 bool zstd_available() { return zstd().ok; }
+bool lz4_available() { return lz4().ok; }
 
 void set_threads(int n) {
     Pool &p = pool();
@@ -171,6 +209,7 @@ void set_threads(int n) {
 struct Writer::Region {
     uint64_t addr, size, chunk_size, num_chunks, next = 0;
     Encoding encoding;
+    Codec codec;                  // the compressor of its whole chunks
     Policy policy;
     size_t element;               // shuffle element size: the dtype's, 4 for bytes
     bool best;
@@ -201,16 +240,19 @@ std::string regn_payload(uint64_t addr, uint64_t size, uint64_t chunk_size, uint
     return s;
 }
 
-// The smallest whole encoding of one chunk: raw, zstd, or zstd of its byte planes.
+// The smallest whole encoding of one chunk: raw, or the codec's block of it or of its byte planes.
 std::string encode_whole(uint64_t offset, const unsigned char *data, size_t n, size_t element,
                          std::atomic<int> &shuffle_choice, bool first, const Options &o) {
     std::string best = chunk_prefix(offset, (uint32_t)n, ENC_RAW);
-    if (!o.compress || !zstd_available() || n == 0) return best.append(reinterpret_cast<const char *>(data), n);
+    bool lz = o.codec == CODEC_LZ4;  // the region chose it only where liblz4 loaded
+    if (!o.compress || !(lz ? lz4_available() : zstd_available()) || n == 0)
+        return best.append(reinterpret_cast<const char *>(data), n);
+    auto pack = [&](const void *src) { return lz ? compress_lz4(src, n) : compress(src, n, o.level); };
     int choice = shuffle_choice.load();
     std::string plain, planes;
-    if (choice != 1) plain = compress(data, n, o.level);
+    if (choice != 1) plain = pack(data);
     if (choice != 0 && element > 1 && n >= element) {
-        std::string z = compress(shuffle(data, n, element).data(), n, o.level);
+        std::string z = pack(shuffle(data, n, element).data());
         if (!z.empty()) {
             planes.push_back((char)element);
             planes.append(7, '\0');
@@ -220,8 +262,9 @@ std::string encode_whole(uint64_t offset, const unsigned char *data, size_t n, s
     if (first) shuffle_choice.store(!planes.empty() && (plain.empty() || planes.size() < plain.size()) ? 1 : 0);
     size_t raw_size = n;
     if (!plain.empty() && plain.size() < raw_size && (planes.empty() || plain.size() <= planes.size()))
-        return chunk_prefix(offset, (uint32_t)n, ENC_ZSTD) + plain;
-    if (!planes.empty() && planes.size() < raw_size) return chunk_prefix(offset, (uint32_t)n, ENC_SHUFFLE) + planes;
+        return chunk_prefix(offset, (uint32_t)n, lz ? ENC_LZ4 : ENC_ZSTD) + plain;
+    if (!planes.empty() && planes.size() < raw_size)
+        return chunk_prefix(offset, (uint32_t)n, lz ? ENC_LZ4_SHUFFLE : ENC_SHUFFLE) + planes;
     return best.append(reinterpret_cast<const char *>(data), n);
 }
 
@@ -250,7 +293,7 @@ std::string encode_diff(uint64_t offset, const unsigned char *data, const unsign
     for (auto &r : runs)
         for (uint32_t i = 0; i < r.second; ++i) xored.push_back((char)(data[r.first + i] ^ base[r.first + i]));
     uint8_t packing = PACK_RAW;
-    if (o.compress && !xored.empty()) {
+    if (o.compress && !xored.empty()) {  // the XOR bytes are packed with zstd (the format has no LZ4 packing)
         std::string z = compress(xored.data(), xored.size(), o.level);
         if (!z.empty() && z.size() < xored.size()) {
             packing = PACK_ZSTD;
@@ -344,7 +387,7 @@ int Writer::open(const std::string &static_hash, const std::string &dynamic_hash
         return fail(err);
     }
     std::string head("MNEMESNP", 8);
-    put32(head, VERSION);
+    put32(head, version_);
     put32(head, 64);
     head.push_back((char)kind_);
     head.append(3, '\0');
@@ -355,6 +398,7 @@ int Writer::open(const std::string &static_hash, const std::string &dynamic_hash
     else
         head.append(16, '\0');
     put64(head, checksum(head.data(), 56));
+    header_ = head;
     if (write_all(head.data(), head.size())) return error_;
     std::string meta;
     put_string(meta, static_hash);
@@ -382,14 +426,20 @@ int Writer::begin_region(uint64_t addr, uint64_t size, Encoding encoding, const 
     if (fd_ < 0 || region_ || error_) return error_ ? error_ : fail(EINVAL);
     uint64_t cs = options_.chunk_size;
     if (cs < 8 || cs % 8 || cs > (1ull << 32) - 8 || policy.dtype > 11 || policy.norm > 3 ||
-        (encoding == ENC_DIFF && kind_ != 1) || encoding == ENC_SHUFFLE)
+        (encoding == ENC_DIFF && kind_ != 1) || encoding == ENC_SHUFFLE || encoding > ENC_LZ4)
         return fail(EINVAL);
+    // The codec of this region's whole chunks: LZ4 when asked for (ENC_LZ4, or CODEC_LZ4) and loaded.
+    bool lz = (encoding == ENC_LZ4 || (encoding != ENC_RAW && options_.codec == CODEC_LZ4)) && lz4_available() &&
+              options_.compress;
+    if (encoding == ENC_ZSTD || encoding == ENC_LZ4) encoding = lz ? ENC_LZ4 : ENC_ZSTD;
+    if (lz) version_ = LZ4_VERSION;
     auto r = std::make_shared<Region>();
     r->addr = addr;
     r->size = size;
     r->chunk_size = cs;
     r->num_chunks = (size + cs - 1) / cs;
     r->encoding = encoding;
+    r->codec = lz ? CODEC_LZ4 : CODEC_ZSTD;
     r->policy = policy;
     r->element = ITEMSIZE[policy.dtype] > 1 ? ITEMSIZE[policy.dtype] : 4;
     r->best = best && encoding == ENC_DIFF;
@@ -418,6 +468,7 @@ int Writer::chunk(const void *data, size_t n, const void *base) {
     if (r.encoding == ENC_DIFF) own_base->assign(static_cast<const char *>(base), n);
     std::shared_ptr<Region> region = region_;
     Options o = options_;
+    o.codec = r.codec;
     if (r.encoding == ENC_RAW) o.compress = false;
     auto task = std::make_shared<std::packaged_task<std::string()>>([=] {
         const unsigned char *d = reinterpret_cast<const unsigned char *>(own->data());
@@ -457,7 +508,8 @@ int Writer::end_region() {
     if (r.best && r.num_chunks && r.whole.load() == r.num_chunks) {
         // Every chunk was stored whole: say so in the REGN block (same size, same sequence number).
         std::string b = block_bytes("REGN", r.sequence,
-                                    regn_payload(r.addr, r.size, r.chunk_size, r.num_chunks, ENC_ZSTD, r.policy));
+                                    regn_payload(r.addr, r.size, r.chunk_size, r.num_chunks,
+                                                 r.codec == CODEC_LZ4 ? ENC_LZ4 : ENC_ZSTD, r.policy));
         if (pwrite(fd_, b.data(), b.size(), (off_t)r.block_offset) != (ssize_t)b.size()) return fail(errno);
     }
     region_.reset();
@@ -481,6 +533,12 @@ int Writer::finish() {
     put64(end, regions_);
     put64(end, globals_);
     if (block("END ", end)) return error_;
+    if (version_ != 1) {  // the header was written as version 1; this file holds LZ4 chunks
+        memcpy(&header_[8], &version_, 4);
+        uint64_t sum = checksum(header_.data(), 56);
+        memcpy(&header_[56], &sum, 8);
+        if (pwrite(fd_, header_.data(), header_.size(), 0) != (ssize_t)header_.size()) return fail(errno);
+    }
     if (options_.sync && fsync(fd_) != 0) return fail(errno);
     int fd = fd_;
     fd_ = -1;
@@ -509,13 +567,15 @@ using mneme_snapshot::Writer;
 #define SNAPSHOT_EXPORT extern "C" __attribute__((visibility("default")))
 
 // A writer for `path` (0 prologue, 1 epilogue), opened; nullptr with *err set on failure.
-// `level`: zstd level; `compress` 0: every chunk raw; `chunk_size` 0: 4 MiB.
+// `level`: zstd level; `compress` 0: every chunk raw, 1: zstd, 2: LZ4 (zstd where liblz4 is
+// missing); `chunk_size` 0: 4 MiB.
 SNAPSHOT_EXPORT void *mneme_snapshot_open(const char *path, int kind, int level, int compress, uint64_t chunk_size,
                                           const char *static_hash, const char *dynamic_hash, const char *producer,
                                           const void *base_id, int *err) {
     mneme_snapshot::Options o;
     o.level = level;
     o.compress = compress != 0;
+    o.codec = compress == 2 ? mneme_snapshot::CODEC_LZ4 : mneme_snapshot::CODEC_ZSTD;
     if (chunk_size) o.chunk_size = chunk_size;
     auto *w = new Writer(path, kind, o);
     int e = w->open(static_hash ? static_hash : "", dynamic_hash ? dynamic_hash : "", producer ? producer : "",
@@ -574,3 +634,5 @@ SNAPSHOT_EXPORT int mneme_snapshot_finish(void *handle) {
 SNAPSHOT_EXPORT void mneme_snapshot_threads(int n) { mneme_snapshot::set_threads(n); }
 
 SNAPSHOT_EXPORT int mneme_snapshot_zstd_available() { return mneme_snapshot::zstd_available() ? 1 : 0; }
+
+SNAPSHOT_EXPORT int mneme_snapshot_lz4_available() { return mneme_snapshot::lz4_available() ? 1 : 0; }

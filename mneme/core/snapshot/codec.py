@@ -1,12 +1,17 @@
-"""Chunk codecs shared by the writer and the reader: zstd, byte shuffle, and a small thread pool.
+"""Chunk codecs shared by the writer and the reader: zstd, LZ4, byte shuffle, and a small thread pool.
 
 zstd releases the GIL, so chunks are compressed and decompressed on several cores; each
-thread keeps its own (de)compressor because zstd contexts are not thread-safe.
+thread keeps its own (de)compressor because zstd contexts are not thread-safe. LZ4 comes
+from the system's liblz4.so.1 through ctypes (which also releases the GIL); without it,
+LZ4 blocks still decode, slowly, in Python, and writing them is refused with an install hint.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
+import ctypes.util
+import functools
 import os
 import threading
 
@@ -102,3 +107,145 @@ def ordered(func, items, depth: int):
     finally:
         for fut in pending:
             fut.cancel()
+
+
+# -- LZ4 blocks (docs/formats.md, chunk encodings 4 and 5) -------------------------------------
+LZ4_MAX_INPUT = 0x7E000000  # LZ4_MAX_INPUT_SIZE: larger inputs are stored another way
+LZ4_INSTALL_HINT = "install liblz4 (Debian/Ubuntu: apt install liblz4-1; Fedora: dnf install lz4-libs)"
+
+
+@functools.lru_cache(maxsize=1)
+def lz4_library():
+    """The system's liblz4 with the four block functions Mneme uses, or None."""
+    for name in ("liblz4.so.1", ctypes.util.find_library("lz4")):
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+            for fn in (lib.LZ4_compress_default, lib.LZ4_decompress_safe):
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+                fn.restype = ctypes.c_int
+            lib.LZ4_compressBound.argtypes = [ctypes.c_int]
+            lib.LZ4_compressBound.restype = ctypes.c_int
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def lz4_available() -> bool:
+    """True when LZ4 blocks can be written (and read at native speed)."""
+    return lz4_library() is not None
+
+
+def _address(buffer) -> tuple[np.ndarray, int]:
+    """A NumPy view keeping `buffer` alive, and the address of its first byte (no copy, read-only is fine)."""
+    view = np.frombuffer(buffer, np.uint8)
+    return view, view.ctypes.data
+
+
+def lz4_compress(data) -> bytes | None:
+    """One LZ4 block of `data` (fast mode), or None when the input is too large for LZ4.
+
+    Raises RuntimeError when liblz4 is missing: writing LZ4 needs it.
+    """
+    lib = lz4_library()
+    if lib is None:
+        raise RuntimeError(f"the LZ4 encoding needs the system's liblz4.so.1, which is not installed; "
+                           f"{LZ4_INSTALL_HINT}, or choose zstd")  # fmt: skip
+    n = memoryview(data).nbytes
+    if n > LZ4_MAX_INPUT:
+        return None
+    keep, src = _address(data)
+    out = bytearray(lib.LZ4_compressBound(n) or 1)
+    keep_out, dst = _address(out)
+    got = lib.LZ4_compress_default(src, dst, n, len(out))
+    if got <= 0 and n:
+        raise RuntimeError(f"liblz4 failed to compress {n} bytes")
+    del keep, keep_out
+    return bytes(memoryview(out)[:got])
+
+
+def lz4_decompress_into(data, out) -> None:
+    """Decode one LZ4 block that must decode to exactly `len(out)` bytes into `out` (writable).
+
+    Raises ValueError when the block is malformed or decodes to another length.
+    """
+    lib, size = lz4_library(), memoryview(out).nbytes
+    if lib is None:
+        memoryview(out).cast("B")[:] = lz4_decode_python(data, size)
+        return
+    keep, src = _address(data)
+    dst_view = np.frombuffer(out, np.uint8)
+    if dst_view.flags.writeable is False:
+        raise ValueError("the LZ4 output buffer is read-only")
+    n = memoryview(data).nbytes
+    if n == 0:
+        if size:
+            raise ValueError(f"an empty LZ4 block cannot decode to {size} bytes")
+        return
+    got = lib.LZ4_decompress_safe(src, dst_view.ctypes.data, n, size)
+    del keep
+    if got < 0:
+        raise ValueError("LZ4 data does not decode (malformed block, or it decodes to more bytes than expected)")
+    if got != size:
+        raise ValueError(f"LZ4 data decodes to {got} bytes, expected {size}")
+
+
+def lz4_decompress(data, size: int) -> bytes:
+    """One LZ4 block that must decode to exactly `size` bytes."""
+    out = bytearray(size)
+    lz4_decompress_into(data, out)
+    return bytes(out)
+
+
+def _lz4_length(src, i: int, length: int) -> tuple[int, int]:
+    """An LZ4 token's 4-bit length, extended by 255-continued bytes from `src[i:]` when it is 15."""
+    if length == 15:
+        while True:
+            if i >= len(src):
+                raise ValueError("LZ4 data ends inside a length")
+            extra = src[i]
+            i += 1
+            length += extra
+            if extra != 255:
+                break
+    return length, i
+
+
+def lz4_decode_python(data, size: int) -> bytes:
+    """Decode one LZ4 block of `size` decoded bytes in Python: the fallback without liblz4 (slow)."""
+    src = bytes(data)
+    out = bytearray()
+    i, n = 0, len(src)
+    while i < n:
+        token = src[i]
+        i += 1
+        literals, i = _lz4_length(src, i, token >> 4)
+        if i + literals > n:
+            raise ValueError("LZ4 literals run past the end of the block")
+        out += src[i : i + literals]
+        i += literals
+        if i == n:  # the last sequence has literals only
+            break
+        if i + 2 > n:
+            raise ValueError("LZ4 data ends inside a match offset")
+        offset = src[i] | (src[i + 1] << 8)
+        i += 2
+        length, i = _lz4_length(src, i, token & 15)
+        length += 4
+        start = len(out) - offset
+        if offset == 0 or start < 0:
+            raise ValueError(f"LZ4 match offset {offset} points before the start of the output")
+        if len(out) + length > size:
+            raise ValueError(f"LZ4 data decodes to more than {size} bytes")
+        while length > 0:  # overlapping matches repeat the last `offset` bytes
+            piece = out[start : start + min(length, offset)]
+            out += piece
+            start += len(piece)
+            length -= len(piece)
+        if len(out) > size:
+            break
+    if len(out) != size:
+        raise ValueError(f"LZ4 data decodes to {len(out)} bytes, expected {size}")
+    return bytes(out)

@@ -16,6 +16,7 @@ from mneme.core.snapshot.format import (
     CHUNK_PREFIX,
     DTYPES,
     ENC_DIFF,
+    ENC_LZ4,
     ENC_RAW,
     ENCODINGS,
     END,
@@ -31,6 +32,8 @@ from mneme.core.snapshot.format import (
     TAG_GLOBAL,
     TAG_META,
     TAG_REGION,
+    LZ4_ENCODINGS,
+    LZ4_VERSION,
     VERSION,
     RegionInfo,
     RegionPolicy,
@@ -191,6 +194,9 @@ class Layout:
                                f"expected {index * info.chunk_size} and {want}")  # fmt: skip
                 if enc not in CHUNK_ENCODINGS or (enc == ENC_DIFF and info.encoding != "diff"):
                     raise fail(f"chunk encoding {enc} is not valid in a {info.encoding} region")
+                if enc in LZ4_ENCODINGS and self.version < LZ4_VERSION:
+                    raise fail(f"chunk encoding {enc} ({CHUNK_ENCODINGS[enc]}) needs snapshot format version "
+                               f"{LZ4_VERSION}, but the header says {self.version}")  # fmt: skip
                 if enc == ENC_RAW and payload_size != CHUNK_PREFIX.size + length:
                     raise fail(f"raw chunk holds {payload_size - CHUNK_PREFIX.size} bytes, expected {length}")
                 current.chunks.append(Chunk(offset, length, enc, payload_at, payload_size, payload_sum,
@@ -259,8 +265,11 @@ class Layout:
             raise fail(f"region 0x{addr:x}: chunk size {chunk_size} is not a multiple of 8 in 8..{MAX_CHUNK_SIZE}")
         if num_chunks != -(-size // chunk_size) or addr + size > 1 << 64:
             raise fail(f"region 0x{addr:x}: {num_chunks} chunks do not fit its size {size}")
-        if enc > ENC_DIFF or dtype >= len(DTYPES) or norm >= len(NORMS) or flags & ~FLAG_RELATIVE:
+        if enc not in ENCODINGS or dtype >= len(DTYPES) or norm >= len(NORMS) or flags & ~FLAG_RELATIVE:
             raise fail(f"region 0x{addr:x}: encoding {enc}, dtype {dtype}, norm {norm} or flags {flags} not valid")
+        if enc == ENC_LZ4 and self.version < LZ4_VERSION:
+            raise fail(f"region 0x{addr:x} is an lz4 region, which needs snapshot format version {LZ4_VERSION}, "
+                       f"but the header says {self.version}")  # fmt: skip
         if enc == ENC_DIFF and self.kind is not SnapshotType.EPILOGUE:
             raise fail(f"region 0x{addr:x} is a diff region, but only an epilogue may hold one")
         if addr in self._regions:

@@ -19,6 +19,8 @@ from mneme.core.snapshot import codec, diff
 from mneme.core.snapshot.format import (
     CHUNK_PREFIX,
     ENC_DIFF,
+    ENC_LZ4,
+    ENC_LZ4_SHUFFLE,
     ENC_RAW,
     ENC_SHUFFLE,
     ENC_ZSTD,
@@ -338,11 +340,20 @@ class Snapshot:
         if chunk.encoding == ENC_ZSTD:
             out[:] = self._unzstd(body, chunk.length, chunk)
             return
-        if chunk.encoding == ENC_SHUFFLE:
+        if chunk.encoding == ENC_LZ4:
+            self._unlz4_into(body, out, chunk)
+            return
+        if chunk.encoding in (ENC_SHUFFLE, ENC_LZ4_SHUFFLE):
             (element,) = SHUFFLE_HEADER.unpack_from(body) if len(body) >= SHUFFLE_HEADER.size else (0,)
             if element not in SHUFFLE_SIZES:
                 raise corrupt(self.path, chunk.block, f"shuffle element size {element} is not one of {SHUFFLE_SIZES}")
-            codec.unshuffle(self._unzstd(body[SHUFFLE_HEADER.size :], chunk.length, chunk), element, out)
+            packed = body[SHUFFLE_HEADER.size :]
+            if chunk.encoding == ENC_SHUFFLE:
+                planes = self._unzstd(packed, chunk.length, chunk)
+            else:
+                planes = bytearray(chunk.length)
+                self._unlz4_into(packed, planes, chunk)
+            codec.unshuffle(planes, element, out)
             return
         runs, packing, base_sum, stored = self._diff_body(region, chunk, payload)
         base = self._base_for(region, chunk)
@@ -373,6 +384,12 @@ class Snapshot:
         if len(out) != length:
             raise corrupt(self.path, chunk.block, f"zstd data decodes to {len(out)} bytes, expected {length}")
         return out
+
+    def _unlz4_into(self, data, out, chunk: Chunk) -> None:
+        try:
+            codec.lz4_decompress_into(data, out)
+        except ValueError as exc:
+            raise corrupt(self.path, chunk.block, str(exc)) from None
 
     def _base_for(self, region: Region, chunk: Chunk) -> Snapshot:
         base = self.base

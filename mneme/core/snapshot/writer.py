@@ -21,9 +21,12 @@ from mneme.core.snapshot.format import (
     DEFAULT_CHUNK_SIZE,
     DTYPES,
     ENC_DIFF,
+    ENC_LZ4,
+    ENC_LZ4_SHUFFLE,
     ENC_RAW,
     ENC_SHUFFLE,
     ENC_ZSTD,
+    ENCODING_CODES,
     END,
     EXACT,
     FILE_HEADER,
@@ -39,7 +42,7 @@ from mneme.core.snapshot.format import (
     TAG_GLOBAL,
     TAG_META,
     TAG_REGION,
-    VERSION,
+    LZ4_VERSION,
     RegionPolicy,
     SnapshotType,
     checksum,
@@ -91,7 +94,11 @@ class SnapshotWriter:
     kind : `SnapshotType` (or "prologue" / "epilogue")
     static_hash, dynamic_hash : identity of the kernel and of the launch
     chunk_size : raw bytes per stored chunk (a multiple of 8)
-    level : zstd compression level for "zstd" regions and diff payloads
+    level : zstd compression level for "zstd" regions and diff payloads ("lz4" regions use
+        LZ4's fast mode)
+
+    The file's format version is the lowest that holds its contents: 1, or 2 once a region
+    is stored as "lz4", so readers older than LZ4 keep reading every other snapshot.
     """
 
     def __init__(
@@ -112,6 +119,7 @@ class SnapshotWriter:
         self.chunk_size = chunk_size
         self.snapshot_id = secrets.token_bytes(16)
         self._base_id = bytes(16)
+        self.version = 1
         self.level = level
         self._seq = 0
         self._args_written = False
@@ -148,7 +156,7 @@ class SnapshotWriter:
             self.set_args(b"")
         self._block(TAG_END, END.pack(self._seq, len(self._regions), len(self._globals)))
         try:
-            if self._base_id != bytes(16):
+            if self._base_id != bytes(16) or self.version != 1:
                 os.pwrite(self._fd, self._header(), 0)
             os.fsync(self._fd)
             os.close(self._fd)
@@ -212,16 +220,21 @@ class SnapshotWriter:
 
         Pieces are consumed before the next one is asked for, so a producer may reuse its buffer.
         """
-        # zstd chunks are compressed behind the producer: give the pool pieces it owns.
-        pieces = _rechunk(chunks, self.chunk_size, own=encoding == "zstd")
+        # Compressed chunks are encoded behind the producer: give the pool pieces it owns.
+        pieces = _rechunk(chunks, self.chunk_size, own=encoding != "raw")
         self._add_region(addr, size, pieces, encoding, policy)
 
     def _add_region(self, addr: int, size: int, pieces, encoding: str, policy) -> None:
         """Write a region from `pieces` of `chunk_size` bytes (the last may be shorter), unchanged meanwhile."""
-        if encoding not in ("raw", "zstd"):
-            raise UsageError(f"{self.path}: region encoding must be 'raw' or 'zstd' (diffs: add_diff_region), "
+        if encoding not in ("raw", "zstd", "lz4"):
+            raise UsageError(f"{self.path}: region encoding must be 'raw', 'zstd' or 'lz4' (diffs: add_diff_region), "
                              f"got {encoding!r}")  # fmt: skip
-        code = ENC_ZSTD if encoding == "zstd" else ENC_RAW
+        if encoding == "lz4":
+            if not codec.lz4_available():
+                raise UsageError(f"{self.path}: region 0x{addr:x}: the lz4 encoding needs the system's liblz4.so.1, "
+                                 f"which is not installed; {codec.LZ4_INSTALL_HINT}, or write it as zstd")  # fmt: skip
+            self.version = max(self.version, LZ4_VERSION)
+        code = ENCODING_CODES[encoding]
         policy = policy or EXACT
         self._region_header(addr, size, code, policy)
         offsets = _Offsets(self.path, addr, size)
@@ -234,11 +247,11 @@ class SnapshotWriter:
             if first is not None:
                 # Pick plain or byte-shuffled zstd on the first chunk; the region's data is alike.
                 element = policy.itemsize if policy.itemsize > 1 else 4
-                plain, shuffled = _encode(first, 0, self.level), _encode(first, element, self.level)
+                level = self.level if code == ENC_ZSTD else None
+                plain, shuffled = _encode(first, 0, level), _encode(first, element, level)
                 best = min(plain, shuffled, key=lambda enc: sum(len(p) for p in enc[1]))
                 element = element if best is shuffled else 0
                 self._block(TAG_CHUNK, CHUNK_PREFIX.pack(offsets.next(first), len(first), best[0]), *best[1])
-                level = self.level
                 depth = codec.workers() + 1 if codec.workers() > 1 else 1
                 encoded = codec.ordered(lambda p: (p, _encode(p, element, level)), pieces, depth)
                 for piece, (stored, parts) in encoded:
@@ -291,7 +304,7 @@ class SnapshotWriter:
 
     # -- blocks -------------------------------------------------------------------------------
     def _header(self) -> bytes:
-        head = FILE_HEADER.pack(MAGIC, VERSION, FILE_HEADER.size, self.kind.code, 0, self.snapshot_id,
+        head = FILE_HEADER.pack(MAGIC, self.version, FILE_HEADER.size, self.kind.code, 0, self.snapshot_id,
                                 self._base_id, 0)  # fmt: skip
         return head[:-8] + _U64.pack(checksum(head[:-8]))
 
@@ -354,14 +367,17 @@ def _bytes_view(data, path, what: str) -> memoryview:
                          f"got {type(data).__name__} ({exc})") from None
 
 
-def _encode(piece, element: int, level: int) -> tuple[int, tuple]:
-    """(chunk encoding, body parts) of a zstd-region chunk: shuffled when `element`, raw when it does not pay."""
+def _encode(piece, element: int, level: int | None) -> tuple[int, tuple]:
+    """(chunk encoding, body parts) of a compressed region's chunk: zstd at `level`, or LZ4 when
+    `level` is None; shuffled when `element`; raw when compressing does not pay."""
+    data = codec.shuffle(piece, element) if element else piece
+    packed = codec.lz4_compress(data) if level is None else codec.compressor(level).compress(data)
+    if packed is None:  # too large for one LZ4 block
+        return ENC_RAW, (piece,)
     if element:
-        packed = codec.compressor(level).compress(codec.shuffle(piece, element))
-        stored, parts = ENC_SHUFFLE, (SHUFFLE_HEADER.pack(element), packed)
+        stored, parts = (ENC_SHUFFLE if level is not None else ENC_LZ4_SHUFFLE), (SHUFFLE_HEADER.pack(element), packed)
     else:
-        packed = codec.compressor(level).compress(piece)
-        stored, parts = ENC_ZSTD, (packed,)
+        stored, parts = (ENC_ZSTD if level is not None else ENC_LZ4), (packed,)
     if sum(len(p) for p in parts) > len(piece) * (1 - _MIN_SAVING):
         return ENC_RAW, (piece,)
     return stored, parts

@@ -2,10 +2,11 @@
  *
  * One call decodes a table of chunks into caller-owned memory (pinned staging buffers):
  * raw chunks are read in pieces that are hashed right after each read, while they are still
- * in cache; zstd, shuffled-zstd and diff chunks are read whole, hashed and decoded in place.
- * Errors are reported per chunk, so the caller raises the same messages as the Python reader.
- * libzstd is opened at run time (dlopen): raw snapshots decode on machines without it, and
- * zstd chunks then report SNAPIO_NO_ZSTD for the caller to decode another way.
+ * in cache; zstd, LZ4 (plain or of byte-shuffled data) and diff chunks are read whole, hashed
+ * and decoded in place. Errors are reported per chunk, so the caller raises the same messages
+ * as the Python reader. libzstd and liblz4 are opened at run time (dlopen): raw snapshots
+ * decode on machines without them, and their chunks then report SNAPIO_NO_ZSTD / SNAPIO_NO_LZ4
+ * for the caller to decode another way.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -23,7 +24,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum { ENC_RAW = 0, ENC_ZSTD = 1, ENC_DIFF = 2, ENC_SHUFFLE = 3 };
+enum { ENC_RAW = 0, ENC_ZSTD = 1, ENC_DIFF = 2, ENC_SHUFFLE = 3, ENC_LZ4 = 4, ENC_LZ4_SHUFFLE = 5 };
 enum {
     SNAPIO_OK = 0,
     SNAPIO_CHECKSUM = 1,     /* payload checksum mismatch */
@@ -40,6 +41,9 @@ enum {
     SNAPIO_NO_ZSTD = 12,     /* libzstd.so.1 is not available */
     SNAPIO_ENCODING = 13,    /* unknown chunk encoding */
     SNAPIO_NOMEM = 14,
+    SNAPIO_LZ4 = 15,         /* LZ4 data does not decode (malformed, or longer than expected) */
+    SNAPIO_LZ4_SIZE = 16,    /* LZ4 data decodes to detail bytes, expected detail2 */
+    SNAPIO_NO_LZ4 = 17,      /* liblz4.so.1 is not available */
 };
 
 /* One chunk to decode; the layout is mirrored by a ctypes Structure in snapio.py. */
@@ -98,7 +102,33 @@ EXPORT int snapio_has_zstd(void) {
     return zstd.ok;
 }
 
-EXPORT int snapio_abi(void) { return 2; }
+/* -- liblz4, opened once at run time ---------------------------------------------------- */
+typedef int (*lz4_decompress_fn)(const char *, char *, int, int);
+
+static struct {
+    lz4_decompress_fn decompress;
+    int ok;
+} lz4;
+static pthread_once_t lz4_once = PTHREAD_ONCE_INIT;
+
+static void lz4_open(void) {
+    const char *names[] = {"liblz4.so.1", "liblz4.so"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        void *lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (!lib) continue;
+        lz4.decompress = (lz4_decompress_fn)dlsym(lib, "LZ4_decompress_safe");
+        lz4.ok = lz4.decompress != NULL;
+        if (lz4.ok) return;
+        dlclose(lib);
+    }
+}
+
+EXPORT int snapio_has_lz4(void) {
+    pthread_once(&lz4_once, lz4_open);
+    return lz4.ok;
+}
+
+EXPORT int snapio_abi(void) { return 3; }
 
 /* -- per-thread scratch, kept across calls (fresh memory is slow to fault in on a VM) --- */
 typedef struct {
@@ -304,6 +334,16 @@ static int unzstd(scratch *s, snapio_chunk *c, uint8_t *dst, size_t want, const 
     return SNAPIO_OK;
 }
 
+/* Decode one LZ4 block of exactly `want` bytes into dst. */
+static int unlz4(snapio_chunk *c, uint8_t *dst, size_t want, const uint8_t *src, size_t len) {
+    if (!snapio_has_lz4()) return fail(c, SNAPIO_NO_LZ4, 0, 0);
+    if (len == 0 || len > 0x7fffffff || want > 0x7fffffff) return fail(c, SNAPIO_LZ4, 0, 0);
+    int got = lz4.decompress((const char *)src, (char *)dst, (int)len, (int)want);
+    if (got < 0) return fail(c, SNAPIO_LZ4, 0, 0);
+    if ((size_t)got != want) return fail(c, SNAPIO_LZ4_SIZE, (uint64_t)got, want);
+    return SNAPIO_OK;
+}
+
 static void unshuffle(uint8_t *out, const uint8_t *planes, size_t n, unsigned k) {
     size_t count = n / k, whole = count * k;
     if (k == 4) {
@@ -370,9 +410,10 @@ static int diff_chunk(scratch *s, snapio_chunk *c, const uint8_t *body, size_t l
 static int decode_chunk(int fd, scratch *s, snapio_chunk *c) {
     c->error = SNAPIO_OK;
     if (c->encoding == ENC_RAW) return raw_chunk(fd, c);
-    if (c->encoding != ENC_ZSTD && c->encoding != ENC_SHUFFLE && c->encoding != ENC_DIFF)
-        return fail(c, SNAPIO_ENCODING, c->encoding, 0);
-    if (c->encoding != ENC_DIFF && !snapio_has_zstd()) return fail(c, SNAPIO_NO_ZSTD, 0, 0);
+    if (c->encoding > ENC_LZ4_SHUFFLE) return fail(c, SNAPIO_ENCODING, c->encoding, 0);
+    int lz = c->encoding == ENC_LZ4 || c->encoding == ENC_LZ4_SHUFFLE;
+    if (lz && !snapio_has_lz4()) return fail(c, SNAPIO_NO_LZ4, 0, 0);
+    if (!lz && c->encoding != ENC_DIFF && !snapio_has_zstd()) return fail(c, SNAPIO_NO_ZSTD, 0, 0);
     uint64_t err = 0;
     if (c->stored < PREFIX || !grow(&s->payload, &s->payload_cap, c->stored)) return fail(c, SNAPIO_NOMEM, 0, 0);
     int rc = read_at(fd, s->payload, c->stored, c->file_offset, &err);
@@ -382,11 +423,13 @@ static int decode_chunk(int fd, scratch *s, snapio_chunk *c) {
     size_t len = c->stored - PREFIX;
     uint8_t *dst = (uint8_t *)(uintptr_t)c->dest;
     if (c->encoding == ENC_ZSTD) return unzstd(s, c, dst, c->raw_length, body, len);
+    if (c->encoding == ENC_LZ4) return unlz4(c, dst, c->raw_length, body, len);
     if (c->encoding == ENC_DIFF) return diff_chunk(s, c, body, len);
     unsigned k = len >= 8 ? body[0] : 0; /* a body shorter than its header reads as element size 0 */
     if (k != 2 && k != 4 && k != 8) return fail(c, SNAPIO_SHUFFLE, k, 0);
     if (!grow(&s->plain, &s->plain_cap, c->raw_length ? c->raw_length : 1)) return fail(c, SNAPIO_NOMEM, 0, 0);
-    rc = unzstd(s, c, s->plain, c->raw_length, body + 8, len - 8);
+    if (lz) rc = unlz4(c, s->plain, c->raw_length, body + 8, len - 8);
+    else rc = unzstd(s, c, s->plain, c->raw_length, body + 8, len - 8);
     if (rc) return rc;
     unshuffle(dst, s->plain, c->raw_length, k);
     return SNAPIO_OK;
