@@ -369,15 +369,16 @@ def main() -> int:
                      f"{r['restore_zstd_python_reader_GBps']:.1f} GB/s = "
                      f"{r['ratio_restore_zstd_python_reader_vs_pinned']:.2f}x); host decode alone (one fill at a time): raw "
                      f"{r['decode_raw_into_pinned_GBps']:.1f} GB/s, zstd {r['decode_zstd_into_pinned_GBps']:.1f} GB/s; "
-                     + "".join(f"{k} snapshot (stored {100 * r[k + '_stored_ratio']:.0f}%, chunk encodings "
-                               f"{r[k + '_chunk_encodings']}) {r[f'restore_{k}_GBps']:.1f} GB/s = "
-                               f"{r[f'ratio_restore_{k}_vs_pinned']:.2f}x (target >= 0.7; decode alone "
-                               f"{r[f'decode_{k}_into_pinned_GBps']:.1f} GB/s; Python reader "
-                               f"{r[f'ratio_restore_{k}_python_reader_vs_pinned']:.2f}x); "
-                               for k in r.get("encodings", []) if k.startswith("lz4"))
                      f"write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x"
                      + "; raw restore by native threads: "
                      + ", ".join(f"{n}: {g:.1f}" for n, g in r.get("restore_raw_GBps_by_threads", {}).items()))
+        for k in (k for k in r.get("encodings", []) if k.startswith("lz4")):
+            chunk = "1 MiB" if k.endswith("_1m") else "4 MiB"
+            lines.append(f"restore   {k} snapshot ({chunk} chunks, stored {100 * r[k + '_stored_ratio']:.0f}%, chunk "
+                         f"encodings {r[k + '_chunk_encodings']}) {r['restore_' + k + '_GBps']:.1f} GB/s = "
+                         f"{r['ratio_restore_' + k + '_vs_pinned']:.2f}x of pinned H2D (target >= 0.7); host decode "
+                         f"alone {r['decode_' + k + '_into_pinned_GBps']:.1f} GB/s; Python reader "
+                         f"{r['ratio_restore_' + k + '_python_reader_vs_pinned']:.2f}x")
     e = figures.get("executor_open", {})
     if "error" not in e:
         lines.append(f"open      BaseExecutor.open() of a {e['prologue_bytes'] >> 20} MiB prologue ({'/'.join(e['encodings'])}) "

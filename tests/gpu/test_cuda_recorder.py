@@ -410,14 +410,16 @@ def test_graph_launches_are_warned_about_once_counted_and_leave_the_result_uncha
     assert_all_verified(replay_all(dbs), 1)
 
 
-@pytest.mark.parametrize(("env", "epilogue_format", "capture", "encodings"), [
-    ({}, "diff", "device shadow", ["diff", "diff"]),
-    ({}, "best", "device shadow", ["diff", "zstd"]),  # x unchanged, y rewritten
-    ({"MNEME_RECORD_PENDING_MIB": "0"}, "diff", "synchronous", ["zstd", "zstd"]),  # no room for shadows
+@pytest.mark.parametrize(("env", "epilogue_format", "capture", "encodings", "compression"), [
+    ({}, "diff", "device shadow", ["diff", "diff"], "lz4"),
+    ({}, "best", "device shadow", ["diff", "lz4"], "lz4"),  # x unchanged, y rewritten; LZ4 is the default
+    ({}, "best", "device shadow", ["diff", "zstd"], "zstd"),
+    ({"MNEME_RECORD_PENDING_MIB": "0"}, "diff", "synchronous", ["lz4", "lz4"], "lz4"),  # no room for shadows
 ])  # fmt: skip
 def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(recorder_library, saxpy_app, tmp_path,
                                                                             monkeypatch, env, epilogue_format,
-                                                                            capture, encodings):  # fmt: skip
+                                                                            capture, encodings,
+                                                                            compression):  # fmt: skip
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -425,7 +427,8 @@ def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(reco
 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    code, dbs = record([saxpy_app], tmp_path, "saxpy", recorder_library, epilogue_format=epilogue_format)
+    code, dbs = record([saxpy_app], tmp_path, "saxpy", recorder_library, epilogue_format=epilogue_format,
+                       compression=compression)  # fmt: skip
     assert code == 0
     manifests = [m for _, m in recorder.launches(tmp_path / "db" / "raw")]
     assert [(m["version"], m["capture"], m["epilogue_format"]) for m in manifests] == [
@@ -436,6 +439,8 @@ def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(reco
         with Snapshot.open(inst.prologue_path) as prologue, Snapshot.open(inst.epilogue_path, base=prologue,
                                                                           verify=True) as epilogue:  # fmt: skip
             assert [r.encoding for r in sorted(epilogue.regions, key=lambda r: r.addr)] == encodings
+            assert {r.encoding for r in prologue.regions} == {compression}
+            assert prologue.version == (2 if compression == "lz4" else 1)  # only LZ4 needs format version 2
     assert_all_verified(replay_all(dbs), 3)
 
 
