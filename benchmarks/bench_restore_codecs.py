@@ -6,7 +6,7 @@
 On one core, for one 4 MiB chunk of the GPU memory benchmark's float field (a smooth float32
 field with noise in the low mantissa bits, byte-shuffled as the snapshot writer stores floats):
 the decode speed of zstd (levels 1 and 3, as `zstandard` binds it) and of LZ4 (the system's
-liblz4.so.1 through ctypes), each codec's stored fraction, the native reader's other passes
+liblz4.so.1 through Mneme's codec), each codec's stored fraction, the native reader's other passes
 (unshuffle and the XXH3 checksum) and memcpy, all as GB/s of decoded bytes. The restore on the
 H200 runs one such decode per host thread (16 there), so a codec's per-core speed against
 the per-core share of the pinned copy's bandwidth says whether it can keep up. No assertion.
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import ctypes.util
 import json
 import platform
 import sys
@@ -46,18 +45,6 @@ def best_rate(fn, nbytes: int, rounds: int = 20) -> float:
     return nbytes / best / 1e9
 
 
-def lz4_library():
-    name = ctypes.util.find_library("lz4") or "liblz4.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError:
-        return None
-    lib.LZ4_compressBound.restype = ctypes.c_int
-    lib.LZ4_compress_default.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-    lib.LZ4_decompress_safe.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-    return lib
-
-
 def measure() -> dict:
     plain = float_field(CHUNK).tobytes()
     shuffled = bytes(codec.shuffle(plain, 4))
@@ -68,14 +55,12 @@ def measure() -> dict:
         dctx = zstandard.ZstdDecompressor()
         rows[f"zstd-{level}"] = {"stored": len(packed) / CHUNK,
                                  "decode_GBps": best_rate(lambda p=packed: dctx.decompress(p), CHUNK)}
-    lz4 = lz4_library()
-    if lz4 is not None:
-        dst = ctypes.create_string_buffer(lz4.LZ4_compressBound(CHUNK))
-        n = lz4.LZ4_compress_default(shuffled, dst, CHUNK, len(dst))
-        packed = dst.raw[:n]
-        assert lz4.LZ4_decompress_safe(packed, out, n, CHUNK) == CHUNK and out.raw == shuffled
-        rows["lz4"] = {"stored": n / CHUNK,
-                       "decode_GBps": best_rate(lambda: lz4.LZ4_decompress_safe(packed, out, n, CHUNK), CHUNK)}
+    if codec.lz4_available():
+        packed = codec.lz4_compress(shuffled)
+        codec.lz4_decompress_into(packed, out)
+        assert out.raw == shuffled
+        rows["lz4"] = {"stored": len(packed) / CHUNK,
+                       "decode_GBps": best_rate(lambda: codec.lz4_decompress_into(packed, out), CHUNK)}
     else:
         rows["lz4"] = {"error": "liblz4.so.1 not found"}
     target = np.empty(CHUNK, np.uint8)

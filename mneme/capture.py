@@ -297,7 +297,7 @@ def _encoding(size: int) -> str:
     """LZ4 (fast to restore) where liblz4 is installed, else zstd; small buffers stay raw."""
     from mneme.core.snapshot import codec
 
-    return ("lz4" if codec.lz4_available() else "zstd") if size >= 4096 else "raw"
+    return codec.writable_encoding("lz4") if size >= 4096 else "raw"
 
 
 def _backend(backend, backend_mod):

@@ -177,3 +177,11 @@ def test_an_lz4_body_that_does_not_decode_is_reported_with_its_block(tmp_path, v
     with Snapshot.open(path) as snap, pytest.raises(CorruptFileError, match="LZ4 data does not decode") as info:
         snap.read_region(ADDR)
     assert "CHNK" in str(info.value) and "chunk 0" in str(info.value)
+
+
+def test_a_padded_block_decodes_only_when_told_to_stop_at_its_size():
+    data = b"fatbin entry " * 500
+    padded = lz4_block(data) + bytes(8)  # a fatbin entry's payload may be padded after its block
+    assert codec.lz4_decode_python(padded, len(data), stop_at_size=True) == data
+    with pytest.raises(ValueError):  # a snapshot chunk must end with its block
+        codec.lz4_decode_python(padded, len(data))

@@ -370,9 +370,7 @@ def rewrite_policy(prologue, epilogue, path: Path, addr: int, policy) -> None:
             if region.encoding == "diff" and before is not None and len(before) == region.size:
                 writer.add_diff_region(region.addr, before, data[region.addr], policy=new_policy)
             else:
-                encoding = region.encoding if region.encoding in ("raw", "zstd", "lz4") else "zstd"
-                if encoding == "lz4" and not codec.lz4_available():  # readable without liblz4, not writable
-                    encoding = "zstd"
+                encoding = codec.writable_encoding(region.encoding if region.encoding != "diff" else "zstd")
                 writer.add_region(region.addr, data[region.addr], encoding=encoding, policy=new_policy)
         for name, value in globals_.items():
             writer.add_global(name, value)

@@ -421,45 +421,14 @@ def _ptx_defines(text: str, kernel: str) -> bool:
 _FLAG_LZ4 = 0x2000  # entry flag: the payload is one LZ4 block (nvcc's -compress-mode default/speed/balance)
 
 
-def _lz4_length(src: bytes, i: int, length: int) -> tuple[int, int]:
-    """An LZ4 token's 4-bit length, extended by 255-continued bytes from `src[i:]` when it is 15."""
-    if length == 15:
-        while True:
-            extra = src[i]
-            i += 1
-            length += extra
-            if extra != 255:
-                break
-    return length, i
-
-
 def lz4_block(src: bytes, size: int) -> bytes:
-    """Decode one raw LZ4 block (no frame) of `size` decoded bytes."""
-    out = bytearray()
-    i, n = 0, len(src)
-    while i < n:
-        token = src[i]
-        i += 1
-        literals, i = _lz4_length(src, i, token >> 4)
-        out += src[i : i + literals]
-        i += literals
-        if i >= n or len(out) >= size:
-            break
-        offset = src[i] | (src[i + 1] << 8)
-        i += 2
-        length, i = _lz4_length(src, i, token & 15)
-        length += 4
-        start = len(out) - offset
-        if offset <= 0 or start < 0:
-            raise FormatError("<lz4>", f"match offset {offset} points before the start of the output")
-        while length > 0:  # overlapping matches repeat the last `offset` bytes
-            piece = out[start : start + min(length, offset)]
-            out += piece
-            start += len(piece)
-            length -= len(piece)
-    if len(out) != size:
-        raise FormatError("<lz4>", f"decoded {len(out)} bytes, the entry says {size}")
-    return bytes(out)
+    """Decode one raw LZ4 block (no frame) of `size` decoded bytes; the entry may be padded after it."""
+    from mneme.core.snapshot import codec
+
+    try:
+        return codec.lz4_decode_python(src, size, stop_at_size=True)
+    except ValueError as exc:
+        raise FormatError("<lz4>", str(exc)) from None
 
 
 def fatbin_entries(data: bytes, where: str = "<fatbin>") -> list[tuple[str, int, bytes]]:
@@ -605,10 +574,7 @@ def region_encoding(compression: str) -> str:
     """The Python writer's region encoding for `compression` (zstd where liblz4 is missing, with a warning)."""
     from mneme.core.snapshot import codec
 
-    if compression == "lz4" and not codec.lz4_available():
-        log.warning("liblz4.so.1 is missing: snapshots are compressed with zstd instead (%s)", codec.LZ4_INSTALL_HINT)
-        return "zstd"
-    return {"lz4": "lz4", "zstd": "zstd", "none": "raw"}[compression]
+    return codec.writable_encoding({"lz4": "lz4", "zstd": "zstd", "none": "raw"}[compression])
 
 
 def region_policies(manifest: dict, where: str = "<manifest>") -> dict:

@@ -16,26 +16,15 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_cuda_memory import float_field  # noqa: E402
+from bench_cuda_memory import best_seconds, float_field  # noqa: E402
 
 MiB = 1 << 20
 ADDR = 0x200000000000
-
-
-def best(fn, repeat=3):
-    fn()
-    t = float("inf")
-    for _ in range(repeat):
-        s = time.perf_counter()
-        fn()
-        t = min(t, time.perf_counter() - s)
-    return t
 
 
 def main() -> int:
@@ -80,7 +69,7 @@ def main() -> int:
                                 n = 256 * MiB  # one thread: a quarter GiB is enough
                             else:
                                 n = size
-                            t = best(lambda: dec.read_range_into(snap, ADDR, 0, out[:n]))
+                            t = best_seconds(lambda: dec.read_range_into(snap, ADDR, 0, out[:n]), repeat=3)
                             row[f"{where}_{threads}t_GBps"] = n / t / 1e9
                 assert bytes(pageable[:4096]) == data[:4096].tobytes()
             figures[name] = row

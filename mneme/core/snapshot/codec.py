@@ -12,12 +12,14 @@ import concurrent.futures
 import ctypes
 import ctypes.util
 import functools
+import logging
 import os
 import threading
 
 import numpy as np
 import zstandard
 
+log = logging.getLogger(__name__)
 _local = threading.local()
 _pool: concurrent.futures.ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -112,6 +114,7 @@ def ordered(func, items, depth: int):
 # -- LZ4 blocks (docs/formats.md, chunk encodings 4 and 5) -------------------------------------
 LZ4_MAX_INPUT = 0x7E000000  # LZ4_MAX_INPUT_SIZE: larger inputs are stored another way
 LZ4_INSTALL_HINT = "install liblz4 (Debian/Ubuntu: apt install liblz4-1; Fedora: dnf install lz4-libs)"
+_LZ4_MALFORMED = "LZ4 data does not decode (malformed block, or it decodes to more bytes than expected)"
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,6 +141,19 @@ def lz4_available() -> bool:
     return lz4_library() is not None
 
 
+def writable_encoding(encoding: str) -> str:
+    """`encoding`, or "zstd" in place of "lz4" where liblz4 is missing (LZ4 files stay readable, not writable)."""
+    if encoding == "lz4" and not lz4_available():
+        _warn_no_lz4()
+        return "zstd"
+    return encoding
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_no_lz4() -> None:  # once per process
+    log.warning("liblz4.so.1 is missing: snapshots are compressed with zstd instead (%s)", LZ4_INSTALL_HINT)
+
+
 def _address(buffer) -> tuple[np.ndarray, int]:
     """A NumPy view keeping `buffer` alive, and the address of its first byte (no copy, read-only is fine)."""
     view = np.frombuffer(buffer, np.uint8)
@@ -156,13 +172,12 @@ def lz4_compress(data) -> bytes | None:
     n = memoryview(data).nbytes
     if n > LZ4_MAX_INPUT:
         return None
-    keep, src = _address(data)
+    _src, src = _address(data)  # the views keep the buffers alive during the call
     out = bytearray(lib.LZ4_compressBound(n) or 1)
-    keep_out, dst = _address(out)
+    _dst, dst = _address(out)
     got = lib.LZ4_compress_default(src, dst, n, len(out))
     if got <= 0 and n:
         raise RuntimeError(f"liblz4 failed to compress {n} bytes")
-    del keep, keep_out
     return bytes(memoryview(out)[:got])
 
 
@@ -175,19 +190,18 @@ def lz4_decompress_into(data, out) -> None:
     if lib is None:
         memoryview(out).cast("B")[:] = lz4_decode_python(data, size)
         return
-    keep, src = _address(data)
+    _src, src = _address(data)
     dst_view = np.frombuffer(out, np.uint8)
-    if dst_view.flags.writeable is False:
+    if not dst_view.flags.writeable:
         raise ValueError("the LZ4 output buffer is read-only")
     n = memoryview(data).nbytes
     if n == 0:
         if size:
-            raise ValueError(f"an empty LZ4 block cannot decode to {size} bytes")
+            raise ValueError(_LZ4_MALFORMED)
         return
     got = lib.LZ4_decompress_safe(src, dst_view.ctypes.data, n, size)
-    del keep
     if got < 0:
-        raise ValueError("LZ4 data does not decode (malformed block, or it decodes to more bytes than expected)")
+        raise ValueError(_LZ4_MALFORMED)
     if got != size:
         raise ValueError(f"LZ4 data decodes to {got} bytes, expected {size}")
 
@@ -213,8 +227,12 @@ def _lz4_length(src, i: int, length: int) -> tuple[int, int]:
     return length, i
 
 
-def lz4_decode_python(data, size: int) -> bytes:
-    """Decode one LZ4 block of `size` decoded bytes in Python: the fallback without liblz4 (slow)."""
+def lz4_decode_python(data, size: int, *, stop_at_size: bool = False) -> bytes:
+    """Decode one LZ4 block of `size` decoded bytes in Python: the fallback without liblz4 (slow).
+
+    `stop_at_size`: stop once `size` bytes are out, ignoring what follows (a fatbin entry's
+    payload may be padded after its block); snapshot chunks must end exactly with the block.
+    """
     src = bytes(data)
     out = bytearray()
     i, n = 0, len(src)
@@ -226,7 +244,7 @@ def lz4_decode_python(data, size: int) -> bytes:
             raise ValueError("LZ4 literals run past the end of the block")
         out += src[i : i + literals]
         i += literals
-        if i == n:  # the last sequence has literals only
+        if i == n or (stop_at_size and len(out) >= size):  # the last sequence has literals only
             break
         if i + 2 > n:
             raise ValueError("LZ4 data ends inside a match offset")
@@ -244,8 +262,6 @@ def lz4_decode_python(data, size: int) -> bytes:
             out += piece
             start += len(piece)
             length -= len(piece)
-        if len(out) > size:
-            break
     if len(out) != size:
         raise ValueError(f"LZ4 data decodes to {len(out)} bytes, expected {size}")
     return bytes(out)

@@ -245,7 +245,7 @@ class SnapshotWriter:
             pieces = iter(pieces)
             first = next(pieces, None)
             if first is not None:
-                # Pick plain or byte-shuffled zstd on the first chunk; the region's data is alike.
+                # Pick plain or byte-shuffled data on the first chunk (zstd or LZ4); the region's data is alike.
                 element = policy.itemsize if policy.itemsize > 1 else 4
                 level = self.level if code == ENC_ZSTD else None
                 plain, shuffled = _encode(first, 0, level), _encode(first, element, level)
