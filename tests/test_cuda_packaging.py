@@ -53,7 +53,8 @@ def test_the_installed_package_finds_the_recorder_its_build_made():
 def test_a_wheel_carries_the_recorder_beside_the_plugin(tmp_path):
     names = zipfile.ZipFile(_wheel(tmp_path)).namelist()
     assert f"mneme_cuda/lib/{recorder.LIBRARY}" in names
-    assert {"mneme_cuda/plugin.py", "mneme_cuda/kernels/compare.ptx", "mneme_cuda/native/snapio.c"} <= set(names)
+    assert {"mneme_cuda/plugin.py", "mneme_cuda/kernels/compare.ptx", "mneme_cuda/kernels/lz4.ptx",
+            "mneme_cuda/native/snapio.c"} <= set(names)
 
 
 @needs_backend

@@ -44,24 +44,27 @@ def test_without_a_gpu_availability_says_why_and_opening_raises():
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
-def test_checked_in_compare_ptx_is_what_nvcc_makes_of_compare_cu(tmp_path):
-    out = tmp_path / "compare.ptx"
-    subprocess.run([NVCC, "-ptx", "-arch=compute_75", "-O3", "-o", str(out), str(KERNELS / "compare.cu")],
+@pytest.mark.parametrize("name", ["compare", "lz4"])
+def test_checked_in_ptx_is_what_nvcc_makes_of_its_source(tmp_path, name):
+    out = tmp_path / f"{name}.ptx"
+    subprocess.run([NVCC, "-ptx", "-arch=compute_75", "-O3", "-o", str(out), str(KERNELS / f"{name}.cu")],
                    check=True, capture_output=True)  # fmt: skip
     strip = lambda text: [line for line in text.splitlines() if not line.startswith("//")]
-    assert strip(out.read_text()) == strip((KERNELS / "compare.ptx").read_text())
+    assert strip(out.read_text()) == strip((KERNELS / f"{name}.ptx").read_text())
 
 
 @pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) not installed")
-def test_compare_ptx_assembles_for_hopper_without_spills(tmp_path):
-    proc = subprocess.run([PTXAS, "-arch=sm_90", "-v", str(KERNELS / "compare.ptx"), "-o", str(tmp_path / "c.cubin")],
+@pytest.mark.parametrize("name", ["compare", "lz4"])
+def test_checked_in_ptx_assembles_for_hopper_without_spills(tmp_path, name):
+    proc = subprocess.run([PTXAS, "-arch=sm_90", "-v", str(KERNELS / f"{name}.ptx"), "-o", str(tmp_path / "c.cubin")],
                           check=True, capture_output=True, text=True)  # fmt: skip
-    assert "0 bytes spill stores" in proc.stderr
+    assert "0 bytes spill stores" in proc.stderr and " spill stores" in proc.stderr
+    assert not re.search(r"[1-9]\d* bytes spill stores", proc.stderr)
     assert (tmp_path / "c.cubin").stat().st_size > 0
 
 
-def _ptx_params(entry: str) -> list[str]:
-    text = cmp.ptx().decode()
+def _ptx_params(entry: str, text: str | None = None) -> list[str]:
+    text = text or cmp.ptx().decode()
     block = re.search(rf"\.entry {entry}\((.*?)\)", text, re.DOTALL).group(1)
     return re.findall(r"\.param \.(\w+)", block)
 
@@ -74,6 +77,16 @@ def test_packed_compare_arguments_match_the_ptx_parameter_layout(key):
         size = sizes[kind]
         offset = -(-offset // size) * size + size  # natural alignment, as the driver lays parameters out
     assert len(cmp.pack_args(key, 1, 2, 3, 0.5, True, 4)) == offset
+
+
+def test_packed_restore_kernel_arguments_match_their_ptx_parameters():
+    from mneme_cuda import devdecode
+
+    text = devdecode.ptx().decode()
+    assert _ptx_params(devdecode.DECODE_KERNEL, text) == ["u64", "u32", "u64"]
+    assert len(devdecode.pack_decode_args(1, 2, 3)) == 24  # 8, 4 (+4 to align the pointer), 8
+    assert _ptx_params(devdecode.UNSHUFFLE_KERNEL, text) == ["u64"]
+    assert len(devdecode.pack_unshuffle_args(1)) == 8
 
 
 def test_packed_copy_arguments_match_the_copy_kernels_ptx_parameters():

@@ -39,6 +39,7 @@ from mneme.core.errors import (
 )
 from mneme.core.snapshot import Snapshot
 from mneme_cuda import compare as cmp
+from mneme_cuda import devdecode
 from mneme_cuda.driver import (
     CudaError,
     check,
@@ -60,12 +61,14 @@ from mneme_cuda.memory import (
     decode_pieces,
     restore_plan,
 )
-from mneme_cuda.snapio import NativeDecoder, native_decoder
+from mneme_cuda.snapio import ENTRY_DTYPE, STORED, NativeDecoder, native_decoder
 
 log = logging.getLogger(__name__)
 
 STAGE_BYTES = 128 << 20  # each of the two pinned staging buffers (large fills keep 16 decoders busy)
 RESTORE_FILL = STAGE_BYTES // 2  # native restore: half staging buffers, three decoding while one copies
+DECODE_SCRATCH = 128 << 20  # device decode: byte planes of one fill, per device slot
+DECODE_SLOTS = 4  # device decode: fills decoding at once (a warp per chunk: more fills, more of the device busy)
 PARALLEL_COPY_BYTES = 8 << 20  # host copies into staging above this size use several threads
 HOST_THREADS = min(16, os.cpu_count() or 1)  # staging copies and snapshot decoding
 JIT_CACHE_MODES = {"": None, "ca": "CU_JIT_CACHE_OPTION_CA", "cg": "CU_JIT_CACHE_OPTION_CG",
@@ -266,6 +269,10 @@ class CudaDevice(Device):
         self._copier: ThreadPoolExecutor | None = None
         self._decoder: NativeDecoder | None | bool = False  # False: not looked up yet; None: not available
         self._restore_events: list[Any] = []  # one per restore slot (half a staging buffer)
+        self._device_decode: DeviceDecode | None = None
+        self._region_plans: dict[int, tuple[Any, Any]] = {}  # id(region) -> (region, its device decode plan)
+        self.restore_decode: str | None = None  # LZ4 regions: "auto"/"device" (decode on the device) or "host"
+        self.last_restore = ""  # how the last region was restored: "device-decode", "native" or "python"
         self._events: list[Any] = []
         self._gate: LaunchGate | None = None
         self.copy_through = "engine"  # how `copy` moves bytes: "engine" (cuMemcpyDtoDAsync) or "sm" (a kernel)
@@ -280,6 +287,8 @@ class CudaDevice(Device):
             kernel.close()
         if self._compare is not None and not self.broken:
             cu.cuModuleUnload(self._compare[0])
+        if self._device_decode is not None:
+            self._device_decode.release(unload=not self.broken)
         for buffer in list(self._buffers):
             self._free_quietly(buffer)
         for reservation in self._reservations:
@@ -454,8 +463,10 @@ class CudaDevice(Device):
         """Restore one region of a snapshot (`Snapshot`) to `dst` (default: its recorded address); returns its size.
 
         The snapshot decodes straight into pinned staging while earlier fills' transfers run on
-        the stream: no host copy in between, and decoding overlaps the copy. With the native
-        reader (`mneme_cuda.snapio`: C threads read and hash each piece while it is in cache,
+        the stream: no host copy in between, and decoding overlaps the copy. LZ4 regions decode
+        on the device instead (`devdecode`, unless `restore_decode` or $MNEME_CUDA_RESTORE_DECODE
+        says "host"): the host reads and checks the stored bytes, which cross at their stored size.
+        With the native reader (`mneme_cuda.snapio`: C threads read and hash each piece while it is in cache,
         zstd into place, GIL released) the staging buffers' halves take turns, three decoding
         (the C threads move on to the next fill without waiting for the slowest chunk) while
         one copies; without it, the snapshot's own `read_range_into` on the host threads fills
@@ -467,7 +478,13 @@ class CudaDevice(Device):
         chunk_size = int(getattr(info, "chunk_size", 0) or 0)
         decoder = self._native() if isinstance(snapshot, Snapshot) else None
         if decoder is not None:
+            planned = self._device_plan(snapshot, addr)
+            if planned is not None:
+                self.last_restore = "device-decode"
+                return self._restore_on_device(decoder, snapshot, addr, dst, *planned)
+            self.last_restore = "native"
             return self._restore_native(decoder, snapshot, addr, dst, restore_plan(info.size, chunk_size, RESTORE_FILL))
+        self.last_restore = "python"
         plan = restore_plan(info.size, chunk_size, STAGE_BYTES)
         if not plan:
             return 0
@@ -514,6 +531,97 @@ class CudaDevice(Device):
                 decode.wait(check=False)
         self._sync(f"restoring region {addr:#x} of {snapshot.path}")
         return sum(length for _, length, _ in plan)
+
+    def _device_plan(self, snapshot: Snapshot, addr: int) -> tuple[Any, devdecode.RegionPlan] | None:
+        """(region, its plan) when region `addr` restores through the device decoder, else None."""
+        chosen = devdecode.mode(self.restore_decode)
+        if chosen == "host":
+            return None
+        region = snapshot.chunk_index(addr)
+        if chosen == "auto" and (region.info.chunk_size > devdecode.AUTO_MAX_CHUNK
+                                 or region.info.size < devdecode.AUTO_MIN_REGION):  # fmt: skip
+            return None
+        cached = self._region_plans.get(id(region))
+        if cached is None or cached[0] is not region:
+            plan = devdecode.RegionPlan.of(region.chunks)
+            plan = devdecode.plan(plan, RESTORE_FILL, DECODE_SCRATCH) if plan.eligible() else None
+            self._region_plans = {id(region): (region, plan)}  # the last region's: one restore after another
+        else:
+            plan = cached[1]
+        if plan is None:
+            return None
+        if self._device_decode is None:
+            try:
+                self._device_decode = DeviceDecode(self)
+            except MnemeError as exc:
+                log.warning("%s; LZ4 snapshots restore through the host reader", exc)  # e.g. no device memory left
+                self.restore_decode = "host"
+                return None
+        return region, plan
+
+    def _restore_on_device(self, decoder: NativeDecoder, snapshot: Snapshot, addr: int, dst: int, region,
+                           plan: devdecode.RegionPlan) -> int:
+        """Restore an LZ4 region by decoding on the device: C threads read and check the stored payloads into
+        the four staging slots, a copy stream moves each fill to one of two device slots (and raw chunks to their
+        place), and a kernel stream per device slot decodes it, so reading, copying and decoding overlap, and
+        several fills decode at once."""
+        cu = driver()
+        dd = self._device_decode
+        stages, _ = self._staging()
+        slots = [stage.ptr + half for stage in stages for half in range(0, STAGE_BYTES - RESTORE_FILL + 1, RESTORE_FILL)]
+        dd.reset_status()
+        pending: deque = deque()  # (read in flight, host slot, fill number, fill), in plan order
+        keep: list = []
+
+        def launch_oldest() -> None:
+            read, slot, k, fill = pending.popleft()
+            read.wait()
+            d = k % len(dd.slots)
+            device_slot = dd.slots[d].addr
+            rows = devdecode.table(plan, fill, device_slot, device_slot + RESTORE_FILL, dst)
+            ctypes.memmove(slots[slot] + fill.table_at, rows.ctypes.data, rows.nbytes)
+            check(cu.cuStreamWaitEvent(dd.copy, dd.decoded[d], 0), "cuStreamWaitEvent")
+            check(cu.cuMemcpyHtoDAsync(device_slot, slots[slot], fill.size, dd.copy), f"copy to {device_slot:#x}")
+            for to, source, length in devdecode.raw_copies(plan, fill, slots[slot], dst):
+                check(cu.cuMemcpyHtoDAsync(to, source, length, dd.copy), f"copy to {to:#x}")
+            check(cu.cuEventRecord(dd.copied[slot], dd.copy), "cuEventRecord")
+            if len(fill.lz4):
+                stream = dd.streams[d]
+                check(cu.cuStreamWaitEvent(stream, dd.copied[slot], 0), "cuStreamWaitEvent")
+                dd.decode(stream, device_slot + fill.table_at, plan, fill, keep)
+                check(cu.cuEventRecord(dd.decoded[d], stream), "cuEventRecord")
+
+        try:
+            for k, fill in enumerate(plan.fills):
+                slot = k % len(slots)
+                check(cu.cuEventSynchronize(dd.copied[slot]), "waiting for a staging buffer")
+                rows = devdecode.reader_table(plan, fill, slots[slot], ENTRY_DTYPE, STORED)
+                read = decoder.submit_stored(snapshot, region, region.chunks[fill.start:fill.stop], rows)
+                pending.append((read, slot, k, fill))
+                if len(pending) == len(slots) - 1:
+                    launch_oldest()
+            while pending:
+                launch_oldest()
+        finally:
+            for read, *_ in pending:  # on error: no C thread may still write into staging when this returns
+                read.wait(check=False)
+            dd.synchronize(f"restoring region {addr:#x} of {snapshot.path}")
+        failed, first = dd.status()
+        if failed:
+            self._device_decode_failed(snapshot, region, addr, dst, failed, first)
+        return region.info.size
+
+    def _device_decode_failed(self, snapshot: Snapshot, region, addr: int, dst: int, failed: int, first: int) -> None:
+        """A chunk did not decode on the device: the host reader decodes it to say why (a corrupt chunk raises
+        its error); if it decodes there, the device decoder is wrong, and the region restores on the host."""
+        chunk = region.chunks[first]
+        snapshot.decode_chunk(region, chunk, memoryview(bytearray(chunk.length)))
+        log.error("the device LZ4 decoder failed on %d chunk(s) of region %#x of %s (first: %s), which the host "
+                  "reader decodes; restoring the region on the host. Please report this with the snapshot",
+                  failed, addr, snapshot.path, chunk.block)  # fmt: skip
+        self.last_restore = "native"
+        self._restore_native(self._native(), snapshot, addr, dst,
+                             restore_plan(region.info.size, region.info.chunk_size, RESTORE_FILL))
 
     def _decode_into(self, snapshot: Any, addr: int, offset: int, stage: np.ndarray,
                      pieces: list[tuple[int, int]]) -> None:
@@ -830,10 +938,100 @@ class CudaDevice(Device):
         return self.compare_regions([cmp.CompareRequest(expected, actual, size, policy)])[0]
 
     def _launch_raw(self, function, grid: int, args: bytes, keep: list) -> None:
+        launch(function, (grid, 1, 1), (cmp.BLOCK, 1, 1), args, self.stream, keep)
+
+class DeviceDecode:
+    """What decoding LZ4 snapshots on the device needs, made on first use and kept: the kernels of
+    `kernels/lz4.ptx`, a copy stream and a kernel stream per device slot, DECODE_SLOTS device slots (a
+    fill's payloads and table, then scratch for byte planes: 768 MiB in all), events, and the failure
+    counters. Where that memory cannot be had, LZ4 regions restore through the host reader."""
+
+    def __init__(self, device: CudaDevice):
         cu = driver()
-        buffer = ctypes.create_string_buffer(args, len(args))
-        size = ctypes.c_size_t(len(args))
-        table = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
-        keep.extend((buffer, size, table))
-        check(cu.cuLaunchKernel(function, grid, 1, 1, cmp.BLOCK, 1, 1, 0, self.stream, None, ctypes.addressof(table)),
-              "launching the compare kernel")
+        self.device = device
+        self.module = None
+        self.streams: list[Any] = []
+        self.events: list[Any] = []
+        self.slots: list[DeviceBuffer] = []
+        try:
+            try:
+                self.module = check(cu.cuModuleLoadData(devdecode.ptx() + b"\0"), "loading kernels/lz4.ptx")
+            except CudaError as exc:
+                raise MnemeError(f"{exc}; the driver could not JIT mneme_cuda/kernels/lz4.ptx") from exc
+            self.decode_fn = check(cu.cuModuleGetFunction(self.module, devdecode.DECODE_KERNEL.encode()),
+                                   "cuModuleGetFunction")  # fmt: skip
+            self.unshuffle_fn = check(cu.cuModuleGetFunction(self.module, devdecode.UNSHUFFLE_KERNEL.encode()),
+                                      "cuModuleGetFunction")  # fmt: skip
+            flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+            self.streams = [check(cu.cuStreamCreate(flags), "cuStreamCreate") for _ in range(DECODE_SLOTS + 1)]
+            self.copy = self.streams.pop()
+            timing = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            self.copied = [check(cu.cuEventCreate(timing), "cuEventCreate") for _ in range(4)]  # per host slot
+            self.decoded = [check(cu.cuEventCreate(timing), "cuEventCreate") for _ in range(DECODE_SLOTS)]
+            self.events = self.copied + self.decoded
+            self.slots = [device.alloc(RESTORE_FILL + DECODE_SCRATCH) for _ in range(DECODE_SLOTS)]
+            self.counters = device.alloc(8)
+            self.host_counters = np.zeros(2, np.uint32)
+        except BaseException:
+            self.release(unload=True)
+            raise
+
+    def reset_status(self) -> None:
+        cu = driver()
+        check(cu.cuMemsetD32Async(self.counters.addr, 0, 1, self.copy), "clearing the decode counters")
+        check(cu.cuMemsetD32Async(self.counters.addr + 4, 0xFFFFFFFF, 1, self.copy), "clearing the decode counters")
+
+    def decode(self, stream, table: int, plan: devdecode.RegionPlan, fill: devdecode.Fill, keep: list) -> None:
+        """Decode the fill's LZ4 chunks (table at device address `table`), then unshuffle its byte planes."""
+        count = len(fill.lz4)
+        blocks = -(-count // devdecode.WARPS_PER_BLOCK)
+        launch(self.decode_fn, (blocks, 1, 1), (32 * devdecode.WARPS_PER_BLOCK, 1, 1),
+               devdecode.pack_decode_args(table, count, self.counters.addr), stream, keep)  # fmt: skip
+        per_row, rows = devdecode.unshuffle_grid(plan, fill)
+        if rows:
+            launch(self.unshuffle_fn, (per_row, rows, 1), (devdecode.UNSHUFFLE_BLOCK, 1, 1),
+                   devdecode.pack_unshuffle_args(table), stream, keep)  # fmt: skip
+
+    def synchronize(self, what: str) -> None:
+        device = self.device
+        for stream in (self.copy, *self.streams):
+            try:
+                check(driver().cuStreamSynchronize(stream), what)
+            except CudaError as exc:
+                if exc.sticky:
+                    device.broken = exc.name
+                    raise fault(exc, devdecode.DECODE_KERNEL) from exc
+                raise
+
+    def status(self) -> tuple[int, int]:
+        """(chunks that failed to decode, the lowest failing chunk index) since `reset_status`."""
+        cu = driver()
+        check(cu.cuMemcpyDtoH(self.host_counters.ctypes.data, self.counters.addr, 8), "reading the decode counters")
+        return int(self.host_counters[0]), int(self.host_counters[1])
+
+    def release(self, unload: bool) -> None:
+        cu = driver()
+        for buffer in [*self.slots, getattr(self, "counters", None)]:
+            if buffer is not None:
+                self.device._free_quietly(buffer)
+        self.slots = []
+        for event in self.events:
+            cu.cuEventDestroy(event)
+        self.events = []
+        for stream in [*self.streams, getattr(self, "copy", None)]:
+            if stream is not None:
+                cu.cuStreamDestroy(stream)
+        self.streams, self.copy = [], None
+        if self.module is not None and unload:
+            cu.cuModuleUnload(self.module)
+        self.module = None
+
+
+def launch(function, grid: tuple[int, int, int], block: tuple[int, int, int], args: bytes, stream, keep: list) -> None:
+    """Launch with the arguments packed in one buffer (CU_LAUNCH_PARAM_BUFFER_POINTER); `keep` holds it alive."""
+    buffer = ctypes.create_string_buffer(args, len(args))
+    size = ctypes.c_size_t(len(args))
+    table = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
+    keep.extend((buffer, size, table))
+    check(driver().cuLaunchKernel(function, *grid, *block, 0, stream, None, ctypes.addressof(table)),
+          f"launching {function}")

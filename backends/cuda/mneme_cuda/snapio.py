@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).resolve().parent / "native" / "snapio.c"
 CHECKOUT_LIB = Path(__file__).resolve().parents[3] / ".gpu" / "lib"
 FLAGS = ["-O3", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
-ABI = 3
+ABI = 4
+DECODE, STORED = 0, 1  # snapio_chunk.mode
 
 (OK, CHECKSUM, TRUNCATED, IO, ZSTD, ZSTD_SIZE, SHUFFLE, DIFF_SHORT, DIFF_TABLE, DIFF_RUN, DIFF_BASE, DIFF_SIZE,
  NO_ZSTD, ENCODING, NOMEM, LZ4, LZ4_SIZE, NO_LZ4) = range(18)  # fmt: skip
@@ -45,8 +46,11 @@ class ChunkEntry(ctypes.Structure):
 
     _fields_ = [("file_offset", ctypes.c_uint64), ("stored", ctypes.c_uint64), ("checksum", ctypes.c_uint64),
                 ("dest", ctypes.c_uint64), ("base", ctypes.c_uint64), ("raw_length", ctypes.c_uint32),
-                ("encoding", ctypes.c_uint32), ("error", ctypes.c_int32), ("reserved", ctypes.c_int32),
+                ("encoding", ctypes.c_uint32), ("error", ctypes.c_int32), ("mode", ctypes.c_int32),
                 ("detail", ctypes.c_uint64), ("detail2", ctypes.c_uint64)]  # fmt: skip
+
+
+ENTRY_DTYPE = np.dtype(ChunkEntry)  # the same rows as a numpy structured array (tables built without a loop)
 
 
 def library_name() -> str:
@@ -220,10 +224,28 @@ class NativeDecoder:
                 jobs.append((chunk, int(tmp.ctypes.data)))
                 partial.append((ptr + lo - offset, int(tmp.ctypes.data) + lo - chunk.offset, hi - lo))
         self._fill_bases(snapshot, region, jobs)
+        return self._start(snapshot, region, jobs, DECODE, partial, keep)
+
+    def submit_stored(self, snapshot, region, chunks, rows: np.ndarray) -> Decode:
+        """Start reading `chunks` of `region` (`snapshot.chunk_index`) as stored: `rows` (ENTRY_DTYPE, one per
+        chunk, mode STORED) say where each whole payload, prefix included, goes once its checksum holds; for a
+        device that decodes them itself. `rows` must stay alive and unread until `Decode.wait()`."""
+        if self._pool is None:
+            raise MnemeError("the native snapshot reader was closed")
+        table = (ChunkEntry * len(rows)).from_buffer(rows)
+        handle = self._lib.snapio_submit(self._pool, snapshot.fileno(), table, len(rows)) if len(rows) else None
+        if len(rows) and not handle:
+            raise MnemeError(f"{snapshot.path}: out of host memory while reading; free memory and retry")
+        pending = Decode(self, snapshot, region, list(zip(chunks, rows["dest"].tolist())), table, handle, [], [])
+        self._pending.add(pending)
+        return pending
+
+    def _start(self, snapshot, region, jobs, mode: int, partial, keep) -> Decode:
         table = (ChunkEntry * len(jobs))()
         for entry, (chunk, dest) in zip(table, jobs):
             entry.file_offset, entry.stored, entry.checksum = chunk.payload_at, chunk.payload_size, chunk.payload_sum
             entry.dest, entry.base, entry.raw_length, entry.encoding = dest, 0, chunk.length, chunk.encoding
+            entry.mode = mode
         handle = self._lib.snapio_submit(self._pool, snapshot.fileno(), table, len(jobs)) if jobs else None
         if jobs and not handle:
             raise MnemeError(f"{snapshot.path}: out of host memory while decoding; free memory and retry")

@@ -56,7 +56,7 @@ typedef struct {
     uint32_t raw_length;
     uint32_t encoding;
     int32_t error;        /* out: SNAPIO_* */
-    int32_t reserved;
+    int32_t mode;         /* SNAPIO_DECODE, or SNAPIO_STORED: dest takes the payload as stored (checked) */
     uint64_t detail;      /* out: see the error codes */
     uint64_t detail2;
 } snapio_chunk;
@@ -128,7 +128,9 @@ EXPORT int snapio_has_lz4(void) {
     return lz4.ok;
 }
 
-EXPORT int snapio_abi(void) { return 3; }
+enum { SNAPIO_DECODE = 0, SNAPIO_STORED = 1 };
+
+EXPORT int snapio_abi(void) { return 4; }
 
 /* -- per-thread scratch, kept across calls (fresh memory is slow to fault in on a VM) --- */
 typedef struct {
@@ -324,6 +326,24 @@ static int raw_chunk(int fd, snapio_chunk *c) {
     return SNAPIO_OK;
 }
 
+/* The whole payload (prefix and body, `stored` bytes) into dest as it is in the file, hashed
+ * piece by piece while in cache: for a device that decodes the chunk itself. */
+static int stored_chunk(int fd, snapio_chunk *c) {
+    uint8_t *dst = (uint8_t *)(uintptr_t)c->dest;
+    uint64_t err = 0;
+    if (c->stored < PREFIX) return fail(c, SNAPIO_CHECKSUM, 0, 0);
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    for (uint64_t done = 0; done < c->stored; done += PIECE) {
+        size_t n = c->stored - done < PIECE ? (size_t)(c->stored - done) : PIECE;
+        int rc = read_at(fd, dst + done, n, c->file_offset + done, &err);
+        if (rc) return fail(c, rc, err, 0);
+        XXH3_64bits_update(&state, dst + done, n);
+    }
+    if (XXH3_64bits_digest(&state) != c->checksum) return fail(c, SNAPIO_CHECKSUM, 0, 0);
+    return SNAPIO_OK;
+}
+
 /* Decompress one frame of exactly `want` bytes into dst. */
 static int unzstd(scratch *s, snapio_chunk *c, uint8_t *dst, size_t want, const uint8_t *src, size_t len) {
     if (!snapio_has_zstd()) return fail(c, SNAPIO_NO_ZSTD, 0, 0);
@@ -409,6 +429,7 @@ static int diff_chunk(scratch *s, snapio_chunk *c, const uint8_t *body, size_t l
 
 static int decode_chunk(int fd, scratch *s, snapio_chunk *c) {
     c->error = SNAPIO_OK;
+    if (c->mode == SNAPIO_STORED) return stored_chunk(fd, c);
     if (c->encoding == ENC_RAW) return raw_chunk(fd, c);
     if (c->encoding > ENC_LZ4_SHUFFLE) return fail(c, SNAPIO_ENCODING, c->encoding, 0);
     int lz = c->encoding == ENC_LZ4 || c->encoding == ENC_LZ4_SHUFFLE;
