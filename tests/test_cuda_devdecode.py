@@ -45,10 +45,10 @@ def state(tmp_path):
 def test_lz4_regions_qualify_and_zstd_ones_do_not(state):
     path, _, _ = state
     with Snapshot.open(path) as snap:
-        assert devdecode.eligible(snap.chunk_index(A).chunks)
+        assert devdecode.RegionPlan.of(snap.chunk_index(A).chunks).eligible()
         mixed = snap.chunk_index(B).chunks
-        assert {ENC_RAW, ENC_LZ4} <= {c.encoding for c in mixed} and devdecode.eligible(mixed)
-        assert not devdecode.eligible(snap.chunk_index(C).chunks)
+        assert {ENC_RAW, ENC_LZ4} <= {c.encoding for c in mixed} and devdecode.RegionPlan.of(mixed).eligible()
+        assert not devdecode.RegionPlan.of(snap.chunk_index(C).chunks).eligible()
 
 
 @needs_lz4

@@ -501,34 +501,27 @@ class CudaDevice(Device):
 
     def _restore_native(self, decoder: NativeDecoder, snapshot: Snapshot, addr: int, dst: int, plan) -> int:
         cu = driver()
-        stages, _ = self._staging()
-        slots = [stage.ptr + half for stage in stages for half in range(0, STAGE_BYTES - RESTORE_FILL + 1, RESTORE_FILL)]
+        slots = self._restore_slots()
         if not self._restore_events:
             flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
             self._restore_events = [check(cu.cuEventCreate(flags), "cuEventCreate") for _ in slots]
             for event in self._restore_events:
                 check(cu.cuEventRecord(event, self.stream), "cuEventRecord")
         events = self._restore_events
-        pending: deque = deque()  # (decode in flight, slot, offset, length), in plan order
 
-        def copy_oldest() -> None:
-            decode, slot, offset, length = pending.popleft()
+        def start(k: int, item) -> tuple:
+            offset, length, _pieces = item
+            slot = k % len(slots)
+            check(cu.cuEventSynchronize(events[slot]), "waiting for a staging buffer")  # its copy of fill k - 4
+            return decoder.submit(snapshot, addr, offset, slots[slot], length), slot, offset, length
+
+        def copy(started: tuple) -> None:
+            decode, slot, offset, length = started
             decode.wait()
             check(cu.cuMemcpyHtoDAsync(dst + offset, slots[slot], length, self.stream), f"copy to {dst + offset:#x}")
             check(cu.cuEventRecord(events[slot], self.stream), "cuEventRecord")
 
-        try:
-            for k, (offset, length, _pieces) in enumerate(plan):
-                slot = k % len(slots)
-                check(cu.cuEventSynchronize(events[slot]), "waiting for a staging buffer")  # its copy of fill k - 4
-                pending.append((decoder.submit(snapshot, addr, offset, slots[slot], length), slot, offset, length))
-                if len(pending) == len(slots) - 1:
-                    copy_oldest()
-            while pending:
-                copy_oldest()
-        finally:
-            for decode, *_ in pending:  # on error: no C thread may still write into staging when this returns
-                decode.wait(check=False)
+        overlapped(plan, len(slots) - 1, start, copy)
         self._sync(f"restoring region {addr:#x} of {snapshot.path}")
         return sum(length for _, length, _ in plan)
 
@@ -567,14 +560,18 @@ class CudaDevice(Device):
         several fills decode at once."""
         cu = driver()
         dd = self._device_decode
-        stages, _ = self._staging()
-        slots = [stage.ptr + half for stage in stages for half in range(0, STAGE_BYTES - RESTORE_FILL + 1, RESTORE_FILL)]
+        slots = self._restore_slots()
         dd.reset_status()
-        pending: deque = deque()  # (read in flight, host slot, fill number, fill), in plan order
         keep: list = []
 
-        def launch_oldest() -> None:
-            read, slot, k, fill = pending.popleft()
+        def start(k: int, fill: devdecode.Fill) -> tuple:
+            slot = k % len(slots)
+            check(cu.cuEventSynchronize(dd.copied[slot]), "waiting for a staging buffer")
+            rows = devdecode.reader_table(plan, fill, slots[slot], ENTRY_DTYPE, STORED)
+            return decoder.submit_stored(snapshot, region, region.chunks[fill.start:fill.stop], rows), slot, k, fill
+
+        def send(started: tuple) -> None:
+            read, slot, k, fill = started
             read.wait()
             d = k % len(dd.slots)
             device_slot = dd.slots[d].addr
@@ -592,19 +589,8 @@ class CudaDevice(Device):
                 check(cu.cuEventRecord(dd.decoded[d], stream), "cuEventRecord")
 
         try:
-            for k, fill in enumerate(plan.fills):
-                slot = k % len(slots)
-                check(cu.cuEventSynchronize(dd.copied[slot]), "waiting for a staging buffer")
-                rows = devdecode.reader_table(plan, fill, slots[slot], ENTRY_DTYPE, STORED)
-                read = decoder.submit_stored(snapshot, region, region.chunks[fill.start:fill.stop], rows)
-                pending.append((read, slot, k, fill))
-                if len(pending) == len(slots) - 1:
-                    launch_oldest()
-            while pending:
-                launch_oldest()
+            overlapped(plan.fills, len(slots) - 1, start, send)
         finally:
-            for read, *_ in pending:  # on error: no C thread may still write into staging when this returns
-                read.wait(check=False)
             dd.synchronize(f"restoring region {addr:#x} of {snapshot.path}")
         failed, first = dd.status()
         if failed:
@@ -622,6 +608,11 @@ class CudaDevice(Device):
         self.last_restore = "native"
         self._restore_native(self._native(), snapshot, addr, dst,
                              restore_plan(region.info.size, region.info.chunk_size, RESTORE_FILL))
+
+    def _restore_slots(self) -> list[int]:
+        """The four restore slots: the halves of the two pinned staging buffers."""
+        stages, _ = self._staging()
+        return [stage.ptr + half for stage in stages for half in range(0, STAGE_BYTES - RESTORE_FILL + 1, RESTORE_FILL)]
 
     def _decode_into(self, snapshot: Any, addr: int, offset: int, stage: np.ndarray,
                      pieces: list[tuple[int, int]]) -> None:
@@ -939,6 +930,23 @@ class CudaDevice(Device):
 
     def _launch_raw(self, function, grid: int, args: bytes, keep: list) -> None:
         launch(function, (grid, 1, 1), (cmp.BLOCK, 1, 1), args, self.stream, keep)
+
+def overlapped(items, ahead: int, start: Callable, finish: Callable) -> None:
+    """start(k, item) each item in order, finish(what start returned) for the oldest whenever `ahead` are started and
+    unfinished, then for the rest. The first element of what start returns is a native read (`Decode`): on error,
+    each unfinished one is waited for unchecked, so no C thread still writes into staging when this returns."""
+    pending: deque = deque()
+    try:
+        for k, item in enumerate(items):
+            pending.append(start(k, item))
+            if len(pending) == ahead:
+                finish(pending.popleft())
+        while pending:
+            finish(pending.popleft())
+    finally:
+        for started in pending:
+            started[0].wait(check=False)
+
 
 class DeviceDecode:
     """What decoding LZ4 snapshots on the device needs, made on first use and kept: the kernels of

@@ -113,16 +113,9 @@ class RegionPlan:
         return cls(list(chunks), *(columns[:, i].astype(np.int64 if i != 5 else np.uint64) for i in range(6)))
 
     def eligible(self) -> bool:
+        """Whether the region can restore through the device decoder."""
         kinds = set(np.unique(self.encoding).tolist())
         return bool(kinds & {ENC_LZ4, ENC_LZ4_SHUFFLE}) and kinds <= {ENC_RAW, ENC_LZ4, ENC_LZ4_SHUFFLE}
-
-    def largest_chunk(self) -> int:
-        return int(self.length.max()) if len(self.length) else 0
-
-
-def eligible(chunks) -> bool:
-    """Whether a region of these chunks can restore through the device decoder."""
-    return RegionPlan.of(chunks).eligible()
 
 
 def plan(chunks, fill_bytes: int, scratch_bytes: int) -> RegionPlan | None:

@@ -306,22 +306,26 @@ static int fail(snapio_chunk *c, int error, uint64_t detail, uint64_t detail2) {
     return error;
 }
 
+/* Read n bytes at off into dst in PIECEs, hashing each while it is in cache. */
+static int read_hashed(int fd, snapio_chunk *c, uint8_t *dst, uint64_t n, uint64_t off, XXH3_state_t *state) {
+    uint64_t err = 0;
+    for (uint64_t done = 0; done < n; done += PIECE) {
+        size_t len = n - done < PIECE ? (size_t)(n - done) : PIECE;
+        int rc = read_at(fd, dst + done, len, off + done, &err);
+        if (rc) return fail(c, rc, err, 0);
+        XXH3_64bits_update(state, dst + done, len);
+    }
+    return SNAPIO_OK;
+}
+
 static int raw_chunk(int fd, snapio_chunk *c) {
     uint8_t prefix[PREFIX];
-    uint8_t *dst = (uint8_t *)(uintptr_t)c->dest;
-    uint64_t body = c->stored - PREFIX, err = 0;
-    if (c->stored < PREFIX || body != c->raw_length) return fail(c, SNAPIO_CHECKSUM, 0, 0);
+    if (c->stored < PREFIX || c->stored - PREFIX != c->raw_length) return fail(c, SNAPIO_CHECKSUM, 0, 0);
     XXH3_state_t state;
     XXH3_64bits_reset(&state);
-    int rc = read_at(fd, prefix, PREFIX, c->file_offset, &err);
-    if (rc) return fail(c, rc, err, 0);
-    XXH3_64bits_update(&state, prefix, PREFIX);
-    for (uint64_t done = 0; done < body; done += PIECE) {
-        size_t n = body - done < PIECE ? (size_t)(body - done) : PIECE;
-        rc = read_at(fd, dst + done, n, c->file_offset + PREFIX + done, &err);
-        if (rc) return fail(c, rc, err, 0);
-        XXH3_64bits_update(&state, dst + done, n);
-    }
+    int rc = read_hashed(fd, c, prefix, PREFIX, c->file_offset, &state);
+    if (!rc) rc = read_hashed(fd, c, (uint8_t *)(uintptr_t)c->dest, c->raw_length, c->file_offset + PREFIX, &state);
+    if (rc) return rc;
     if (XXH3_64bits_digest(&state) != c->checksum) return fail(c, SNAPIO_CHECKSUM, 0, 0);
     return SNAPIO_OK;
 }
@@ -329,17 +333,11 @@ static int raw_chunk(int fd, snapio_chunk *c) {
 /* The whole payload (prefix and body, `stored` bytes) into dest as it is in the file, hashed
  * piece by piece while in cache: for a device that decodes the chunk itself. */
 static int stored_chunk(int fd, snapio_chunk *c) {
-    uint8_t *dst = (uint8_t *)(uintptr_t)c->dest;
-    uint64_t err = 0;
     if (c->stored < PREFIX) return fail(c, SNAPIO_CHECKSUM, 0, 0);
     XXH3_state_t state;
     XXH3_64bits_reset(&state);
-    for (uint64_t done = 0; done < c->stored; done += PIECE) {
-        size_t n = c->stored - done < PIECE ? (size_t)(c->stored - done) : PIECE;
-        int rc = read_at(fd, dst + done, n, c->file_offset + done, &err);
-        if (rc) return fail(c, rc, err, 0);
-        XXH3_64bits_update(&state, dst + done, n);
-    }
+    int rc = read_hashed(fd, c, (uint8_t *)(uintptr_t)c->dest, c->stored, c->file_offset, &state);
+    if (rc) return rc;
     if (XXH3_64bits_digest(&state) != c->checksum) return fail(c, SNAPIO_CHECKSUM, 0, 0);
     return SNAPIO_OK;
 }
