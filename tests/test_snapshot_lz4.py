@@ -108,6 +108,27 @@ def test_the_writer_picks_lz4_of_byte_planes_for_floats_and_writes_version_2_onl
         assert snap.region(OTHER).stored_size < len(text) // 20
 
 
+def test_by_default_lz4_regions_are_written_in_256_kib_chunks_and_the_others_in_4_mib(tmp_path):
+    field = np.cos(np.arange((5 << 20) // 4 + 100, dtype=np.float32) * 1e-4).astype(np.float32)
+    after = field.copy()
+    after[-10:] = 0
+    pro, epi = tmp_path / "DeviceState.prologue.s.d.mneme", tmp_path / "DeviceState.epilogue.s.d.mneme"
+    with SnapshotWriter(pro, "prologue") as w:
+        w.add_region(ADDR, field, encoding="lz4", policy=RegionPolicy("f32"))
+        w.add_region_stream(OTHER, field.nbytes, (field[i : i + 1000] for i in range(0, field.size, 1000)),
+                            encoding="lz4")  # fmt: skip
+        w.add_region(OTHER + (8 << 20), field, encoding="zstd")
+        w.add_region(OTHER + (16 << 20), field)
+    with Snapshot.open(pro, verify=True) as p:
+        sizes = [(r.encoding, r.chunk_size, r.num_chunks) for r in p.regions]
+        assert sizes == [("lz4", 256 << 10, 21), ("lz4", 256 << 10, 21), ("zstd", 4 << 20, 2), ("raw", 4 << 20, 2)]
+        assert all(p.read_region(r.addr) == field.tobytes() for r in p.regions)
+        with SnapshotWriter(epi, "epilogue") as w:
+            w.add_diff_region(ADDR, p, after)  # its base has other chunk boundaries
+        with Snapshot.open(epi, base=p, verify=True) as e:
+            assert (e.region(ADDR).chunk_size, e.read_region(ADDR)) == (4 << 20, after.tobytes())
+
+
 def test_an_epilogue_keeps_both_its_base_id_and_version_2_in_the_rewritten_header(tmp_path):
     before = np.arange(20_000, dtype=np.float32)
     after = before.copy()

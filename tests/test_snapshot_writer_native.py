@@ -243,6 +243,47 @@ def test_an_lz4_epilogue_keeps_diffs_and_stores_rewritten_chunks_as_lz4(library,
         assert bytes(snap.read_region(BASE + (4 << 20))) == rewritten
 
 
+@needs_lz4
+def test_by_default_lz4_regions_get_small_chunks_and_the_others_4_mib(library, tmp_path):
+    lib = load(library)
+    size = (5 << 20) + 4096  # 5 MiB and a bit: a short last chunk either way
+    data = floats(size // 4, seed=5)
+    pro_path, epi_path = tmp_path / "DeviceState.prologue.s.d.mneme", tmp_path / "DeviceState.epilogue.s.d.mneme"
+    pro = NativeWriter(lib, pro_path, 0, compress=LZ4)  # chunk_size 0: the defaults
+    pro.args(b"", [])
+    assert pro.region(BASE, data, dtype=F32) == 0
+    assert pro.region(BASE + (8 << 20), data, encoding=ENC_RAW) == 0
+    prologue_id = pro.snapshot_id()
+    assert pro.finish() == 0
+    changed = bytearray(data)
+    changed[-4096:] = bytes(4096)
+    epi = NativeWriter(lib, epi_path, 1, compress=LZ4, base_id=prologue_id)
+    epi.args(b"", [])
+    assert epi.region(BASE, bytes(changed), encoding=ENC_DIFF, base=data, dtype=F32) == 0
+    assert epi.finish() == 0
+    with Snapshot.open(pro_path, verify=True) as prologue, Snapshot.open(epi_path, base=prologue, verify=True) as epi:
+        lz, raw = prologue.region(BASE), prologue.region(BASE + (8 << 20))
+        assert (lz.encoding, lz.chunk_size, lz.num_chunks) == ("lz4", 256 << 10, 21)
+        assert set(chunk_encodings(prologue, BASE)) == {ENC_LZ4_SHUFFLE}
+        assert (raw.encoding, raw.chunk_size, raw.num_chunks) == ("raw", 4 << 20, 2)
+        assert epi.region(BASE).chunk_size == 4 << 20  # diffs keep 4 MiB: fewer runs tables, same restore path
+        assert bytes(prologue.read_region(BASE)) == data and bytes(prologue.read_region(BASE + (8 << 20))) == data
+        assert bytes(epi.read_region(BASE)) == bytes(changed)
+
+
+def test_by_default_zstd_regions_keep_4_mib_chunks(library, tmp_path):
+    lib = load(library)
+    path = tmp_path / "p.mneme"
+    w = NativeWriter(lib, path, 0, compress=ZSTD)
+    w.args(b"", [])
+    data = floats((4 << 20) // 4 + 2, seed=6)
+    assert w.region(BASE, data, dtype=F32) == 0
+    assert w.finish() == 0
+    with Snapshot.open(path, verify=True) as snap:
+        assert (snap.region(BASE).chunk_size, snap.region(BASE).num_chunks) == (4 << 20, 2)
+        assert bytes(snap.read_region(BASE)) == data
+
+
 def test_the_lz4_codec_without_liblz4_falls_back_to_zstd(library, tmp_path, monkeypatch):
     copy = tmp_path / "libsnapshot_writer_nolz4.so"  # a fresh copy: its loader state starts anew
     shutil.copy(library, copy)

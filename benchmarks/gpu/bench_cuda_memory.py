@@ -140,11 +140,12 @@ def restore(device, size: int) -> dict:
     from mneme.core.snapshot import Snapshot, SnapshotType, SnapshotWriter, codec
 
     cu = driver()
-    # (name, encoding, chunk size): LZ4 at 4 MiB, 1 MiB and 256 KiB (the writers' LZ4 chunk) chunks; LZ4
-    # restores decode on the device (a warp per chunk: more chunks, more parallel) and, for comparison, on the host
-    kinds = [("raw", "raw", 4 * MiB), ("zstd", "zstd", 4 * MiB)]
+    # (name, encoding, chunk size; None: the writer's default): LZ4 at 4 MiB, 1 MiB and 256 KiB (the writers'
+    # default for LZ4) chunks; LZ4 restores decode on the device (a warp per chunk: more chunks, more parallel)
+    # and, for comparison, on the host
+    kinds = [("raw", "raw", None), ("zstd", "zstd", None)]
     if codec.lz4_available():
-        kinds += [("lz4", "lz4", 4 * MiB), ("lz4_1m", "lz4", MiB), ("lz4_256k", "lz4", 256 << 10)]
+        kinds += [("lz4", "lz4", 4 * MiB), ("lz4_1m", "lz4", MiB), ("lz4_256k", "lz4", None)]
     data = float_field(size)
     pinned = device.pinned(size)
     pinned.array[:] = data
@@ -171,6 +172,7 @@ def restore(device, size: int) -> dict:
             t["ceiling"] = best_seconds(lambda: read_parallel(fd, 0, size, pinned.ptr, 16, 1 << 20))
         for encoding, _, _ in kinds:
             with Snapshot.open(paths[encoding]) as snap:
+                out[f"{encoding}_chunk_size"] = snap.region(BASE).chunk_size
                 if encoding != "raw":
                     out[f"{encoding}_stored_ratio"] = snap.region(BASE).stored_size / size
                     out[f"{encoding}_chunk_encodings"] = sorted({c.encoding for c in snap.chunk_index(BASE).chunks})
@@ -236,10 +238,13 @@ def executor_open(size: int) -> dict:
                 ex.restore()
                 restores.append(time.perf_counter() - t0)
                 encodings = sorted({r.encoding for r in ex.prologue.regions})
+                chunks = sorted({r.chunk_size for r in ex.prologue.regions})
+                restored_by = ex.device.last_restore
                 prologue_bytes = ex.prologue.size
                 ok = ex.execute(ex.default_config()).ok
             opens.append(opened)
-    return {"prologue_bytes": prologue_bytes, "encodings": encodings, "open_s": min(opens),
+    return {"prologue_bytes": prologue_bytes, "encodings": encodings, "chunk_sizes": chunks,
+            "restored_by": restored_by, "open_s": min(opens),
             "restore_s": min(restores), "restore_GBps": prologue_bytes / min(restores) / 1e9, "verified": ok}
 
 
@@ -384,7 +389,7 @@ def main() -> int:
                      + "; raw restore by native threads: "
                      + ", ".join(f"{n}: {g:.1f}" for n, g in r.get("restore_raw_GBps_by_threads", {}).items()))
         for k in (k for k in r.get("encodings", []) if k.startswith("lz4")):
-            chunk = {"lz4_1m": "1 MiB", "lz4_256k": "256 KiB"}.get(k, "4 MiB")
+            chunk = f"{r[k + '_chunk_size'] >> 10} KiB"
             lines.append(f"restore   {k} snapshot ({chunk} chunks, stored {100 * r[k + '_stored_ratio']:.0f}%, chunk "
                          f"encodings {r[k + '_chunk_encodings']}) restored by {r[k + '_restored_by']} "
                          f"{r['restore_' + k + '_GBps']:.1f} GB/s = {r['ratio_restore_' + k + '_vs_pinned']:.2f}x of "
@@ -395,8 +400,9 @@ def main() -> int:
                          f"{r['ratio_restore_' + k + '_python_reader_vs_pinned']:.2f}x")
     e = figures.get("executor_open", {})
     if "error" not in e:
-        lines.append(f"open      BaseExecutor.open() of a {e['prologue_bytes'] >> 20} MiB prologue ({'/'.join(e['encodings'])}) "
-                     f"{e['open_s']:.2f} s; its restore() {e['restore_s'] * 1e3:.0f} ms = {e['restore_GBps']:.1f} GB/s, "
+        lines.append(f"open      BaseExecutor.open() of a {e['prologue_bytes'] >> 20} MiB prologue ({'/'.join(e['encodings'])}, "
+                     f"{'/'.join(f'{c >> 10} KiB' for c in e['chunk_sizes'])} chunks) {e['open_s']:.2f} s; its "
+                     f"restore() by {e['restored_by']} {e['restore_s'] * 1e3:.0f} ms = {e['restore_GBps']:.1f} GB/s, "
                      f"verified={e['verified']}")
     if "error" not in v:
         lines.append(f"verify    D2D copy {v['d2d_copy_GBps']:.0f} GB/s; compare exact {v['compare_exact_GBps']:.0f} GB/s "

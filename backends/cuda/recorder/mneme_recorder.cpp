@@ -57,6 +57,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -1046,7 +1047,10 @@ struct GlobalVar {
 std::string json_string(const std::string &s);
 void remove_tree(const std::string &dir);
 
-const uint64_t CHUNK = 4u << 20;  // snapshot chunk size, and the size of one staging buffer
+// The size of one staging buffer, and the snapshot chunk size (LZ4 regions: LZ4_CHUNK_SIZE; the
+// writer cuts each staging buffer into them).
+const uint64_t CHUNK = 4u << 20;
+static_assert(CHUNK % mneme_snapshot::LZ4_CHUNK_SIZE == 0, "a staging buffer holds whole LZ4 chunks");
 
 // Device-to-host copies through pinned staging buffers (two slots, one buffer per side) on a
 // private stream, so the copy of the next chunk overlaps the encoding of this one. Falls back to
@@ -2610,190 +2614,107 @@ CUresult w_getproc_v1(const char *, void **, int, cuuint64_t);
 // The CUDA version a cuGetProcAddress call asked for (0 for dlsym): some names changed signature.
 thread_local int getproc_version = 0;
 
+// Keep a real entry point in `slot` (a typed function pointer), from a captureless lambda.
+#define KEEP(slot) [](void *fn) { auto &kept = slot; kept = reinterpret_cast<std::decay_t<decltype(kept)>>(fn); }
+
+// One interposed driver entry point: the names it goes by, where its real address is kept, and
+// our wrapper. An entry point with a per-thread-default-stream flavour has two hooks, one for
+// each; a name ending in _ptsz, or the per-thread flag of cuGetProcAddress, asks for that one.
+struct Hook {
+    const char *names[2];  // the second: another version's name (cuMemAlloc_v2), or nullptr
+    enum Stream : uint8_t { ONE, LEGACY, PER_THREAD } stream;
+    bool recording_only;   // module, host-memory and graph bookkeeping: only while recording
+    int min_version;       // the CUDA version from which cuGetProcAddress gives this name this signature
+    void (*keep)(void *fn);
+    void *wrapper;
+};
+
+const std::vector<Hook> &hooks() {
+    using S = Hook::Stream;
+    auto w = [](auto fn) { return reinterpret_cast<void *>(fn); };
+    static const std::vector<Hook> *table = new std::vector<Hook>{
+        {{"cuMemAlloc", "cuMemAlloc_v2"}, S::ONE, false, 0, KEEP(real().mem_alloc), w(&w_alloc)},
+        {{"cuMemFree", "cuMemFree_v2"}, S::ONE, false, 0, KEEP(real().mem_free), w(&w_free)},
+        {{"cuLaunchKernel"}, S::LEGACY, false, 0, KEEP(real().launch), w(&w_launch)},
+        {{"cuLaunchKernel"}, S::PER_THREAD, false, 0, KEEP(real().launch_ptsz), w(&w_launch_ptsz)},
+        {{"cuLaunchKernelEx"}, S::LEGACY, false, 0, KEEP(real().launch_ex), w(&w_launch_ex)},
+        {{"cuLaunchKernelEx"}, S::PER_THREAD, false, 0, KEEP(real().launch_ex_ptsz), w(&w_launch_ex_ptsz)},
+        {{"cuLaunchCooperativeKernel"}, S::LEGACY, false, 0, KEEP(real_coop), w(&w_coop)},
+        {{"cuLaunchCooperativeKernel"}, S::PER_THREAD, false, 0, KEEP(real_coop_ptsz), w(&w_coop_ptsz)},
+        // Pitched, stream-ordered and managed allocations, and the application's own VMM
+        // mappings: placed or tracked whether or not anything is recorded, like cuMemAlloc.
+        {{"cuMemAllocManaged"}, S::ONE, false, 0, KEEP(real_memory().managed), w(&w_alloc_managed)},
+        {{"cuMemAllocPitch", "cuMemAllocPitch_v2"}, S::ONE, false, 0, KEEP(real_memory().pitch), w(&w_alloc_pitch)},
+        {{"cuMemAllocAsync"}, S::LEGACY, false, 0, KEEP(real_memory().async), w(&w_alloc_async)},
+        {{"cuMemAllocAsync"}, S::PER_THREAD, false, 0, KEEP(real_memory().async_ptsz), w(&w_alloc_async_ptsz)},
+        {{"cuMemAllocFromPoolAsync"}, S::LEGACY, false, 0, KEEP(real_memory().pool), w(&w_alloc_pool)},
+        {{"cuMemAllocFromPoolAsync"}, S::PER_THREAD, false, 0, KEEP(real_memory().pool_ptsz), w(&w_alloc_pool_ptsz)},
+        {{"cuMemFreeAsync"}, S::LEGACY, false, 0, KEEP(real_memory().free_async), w(&w_free_async)},
+        {{"cuMemFreeAsync"}, S::PER_THREAD, false, 0, KEEP(real_memory().free_async_ptsz), w(&w_free_async_ptsz)},
+        {{"cuMemAddressReserve"}, S::ONE, false, 0, KEEP(real_memory().va_reserve), w(&w_va_reserve)},
+        {{"cuMemAddressFree"}, S::ONE, false, 0, KEEP(real_memory().va_free), w(&w_va_free)},
+        {{"cuMemMap"}, S::ONE, false, 0, KEEP(real_memory().map), w(&w_mem_map)},
+        {{"cuMemUnmap"}, S::ONE, false, 0, KEEP(real_memory().unmap), w(&w_mem_unmap)},
+        {{"cuMemSetAccess"}, S::ONE, false, 0, KEEP(real_memory().set_access), w(&w_set_access)},
+        {{"cuMemHostAlloc"}, S::ONE, true, 0, KEEP(real_host().host_alloc), w(&w_host_alloc)},
+        {{"cuMemAllocHost", "cuMemAllocHost_v2"}, S::ONE, true, 0, KEEP(real_host().alloc_host), w(&w_alloc_host)},
+        {{"cuMemHostRegister", "cuMemHostRegister_v2"}, S::ONE, true, 0, KEEP(real_host().host_register),
+         w(&w_host_register)},
+        {{"cuMemFreeHost"}, S::ONE, true, 0, KEEP(real_host().free_host), w(&w_free_host)},
+        {{"cuMemHostUnregister"}, S::ONE, true, 0, KEEP(real_host().unregister), w(&w_host_unregister)},
+        {{"cuMemHostGetDevicePointer", "cuMemHostGetDevicePointer_v2"}, S::ONE, true, 0,
+         KEEP(real_host().device_ptr), w(&w_host_device_ptr)},
+        {{"cuModuleLoadData"}, S::ONE, true, 0, KEEP(real_modules().load_data), w(&w_module_load_data)},
+        {{"cuModuleLoadDataEx"}, S::ONE, true, 0, KEEP(real_modules().load_data_ex), w(&w_module_load_data_ex)},
+        {{"cuModuleLoadFatBinary"}, S::ONE, true, 0, KEEP(real_modules().load_fatbin), w(&w_module_load_fatbin)},
+        {{"cuModuleLoad"}, S::ONE, true, 0, KEEP(real_modules().load_file), w(&w_module_load)},
+        {{"cuLibraryLoadData"}, S::ONE, true, 0, KEEP(real_modules().library_load), w(&w_library_load_data)},
+        {{"cuLibraryLoadFromFile"}, S::ONE, true, 0, KEEP(real_modules().library_load_file),
+         w(&w_library_load_file)},
+        {{"cuModuleGetFunction"}, S::ONE, true, 0, KEEP(real_modules().get_function), w(&w_module_get_function)},
+        {{"cuLibraryGetKernel"}, S::ONE, true, 0, KEEP(real_modules().get_kernel), w(&w_library_get_kernel)},
+        {{"cuKernelGetFunction"}, S::ONE, true, 0, KEEP(real_modules().kernel_get_function),
+         w(&w_kernel_get_function)},
+        {{"cuLibraryGetModule"}, S::ONE, true, 0, KEEP(real_modules().library_get_module), w(&w_library_get_module)},
+        {{"cuModuleGetGlobal", "cuModuleGetGlobal_v2"}, S::ONE, true, 0, KEEP(real_modules().module_get_global),
+         w(&w_module_get_global)},
+        {{"cuLibraryGetGlobal"}, S::ONE, true, 0, KEEP(real_modules().library_get_global), w(&w_library_get_global)},
+        // cuGraphInstantiate at 12.0 and later is cuGraphInstantiateWithFlags.
+        {{"cuGraphInstantiateWithFlags"}, S::ONE, true, 0, KEEP(real_graphs().instantiate), w(&w_graph_instantiate)},
+        {{"cuGraphInstantiate"}, S::ONE, true, 12000, KEEP(real_graphs().instantiate), w(&w_graph_instantiate)},
+        {{"cuGraphInstantiateWithParams"}, S::LEGACY, true, 0, KEEP(real_graphs().instantiate_params),
+         w(&w_graph_instantiate_params)},
+        {{"cuGraphInstantiateWithParams"}, S::PER_THREAD, true, 0, KEEP(real_graphs().instantiate_params_ptsz),
+         w(&w_graph_instantiate_params_ptsz)},
+        {{"cuGraphLaunch"}, S::LEGACY, true, 0, KEEP(real_graphs().launch), w(&w_graph_launch)},
+        {{"cuGraphLaunch"}, S::PER_THREAD, true, 0, KEEP(real_graphs().launch_ptsz), w(&w_graph_launch_ptsz)},
+    };
+    return *table;
+}
+
+#undef KEEP
+
 // Swap a driver entry point the application asked for by name for our wrapper.
 void *wrap(const char *symbol, void *fn, cuuint64_t flags) {
     if (!symbol || !fn) return fn;
-    Real &r = real();
-    RealModules &rm = real_modules();
-    bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
     std::string s(symbol);
     if (s == "cuGetProcAddress") {
         // Versions >= 12.0 answer with the 5-argument entry point.
-        if (!r.getproc_v2) r.getproc_v2 = reinterpret_cast<getproc_v2_t>(fn);
+        if (!real().getproc_v2) real().getproc_v2 = reinterpret_cast<getproc_v2_t>(fn);
         return reinterpret_cast<void *>(&w_getproc_v2);
     }
-    if (s == "cuMemAlloc" || s == "cuMemAlloc_v2") {
-        r.mem_alloc = reinterpret_cast<alloc_t>(fn);
-        return reinterpret_cast<void *>(&w_alloc);
-    }
-    if (s == "cuMemFree" || s == "cuMemFree_v2") {
-        r.mem_free = reinterpret_cast<free_t>(fn);
-        return reinterpret_cast<void *>(&w_free);
-    }
-    if (s == "cuLaunchKernel" || s == "cuLaunchKernel_ptsz") {
-        if (ptsz || s == "cuLaunchKernel_ptsz") {
-            r.launch_ptsz = reinterpret_cast<launch_t>(fn);
-            return reinterpret_cast<void *>(&w_launch_ptsz);
-        }
-        r.launch = reinterpret_cast<launch_t>(fn);
-        return reinterpret_cast<void *>(&w_launch);
-    }
-    if (s == "cuLaunchKernelEx" || s == "cuLaunchKernelEx_ptsz") {
-        if (ptsz || s == "cuLaunchKernelEx_ptsz") {
-            r.launch_ex_ptsz = reinterpret_cast<launch_ex_t>(fn);
-            return reinterpret_cast<void *>(&w_launch_ex_ptsz);
-        }
-        r.launch_ex = reinterpret_cast<launch_ex_t>(fn);
-        return reinterpret_cast<void *>(&w_launch_ex);
-    }
-    if (s == "cuLaunchCooperativeKernel" || s == "cuLaunchCooperativeKernel_ptsz") {
-        if (ptsz || s == "cuLaunchCooperativeKernel_ptsz") {
-            real_coop_ptsz = reinterpret_cast<coop_t>(fn);
-            return reinterpret_cast<void *>(&w_coop_ptsz);
-        }
-        real_coop = reinterpret_cast<coop_t>(fn);
-        return reinterpret_cast<void *>(&w_coop);
-    }
-    // Pitched, stream-ordered and managed allocations, and the application's own VMM mappings:
-    // placed or tracked whether or not anything is recorded, like cuMemAlloc.
-    RealMemory &rmem = real_memory();
-    if (s == "cuMemAllocManaged") {
-        rmem.managed = reinterpret_cast<managed_t>(fn);
-        return reinterpret_cast<void *>(&w_alloc_managed);
-    }
-    if (s == "cuMemAllocPitch" || s == "cuMemAllocPitch_v2") {
-        rmem.pitch = reinterpret_cast<pitch_t>(fn);
-        return reinterpret_cast<void *>(&w_alloc_pitch);
-    }
-    if (s == "cuMemAllocAsync" || s == "cuMemAllocAsync_ptsz") {
-        bool per_thread = ptsz || s == "cuMemAllocAsync_ptsz";
-        (per_thread ? rmem.async_ptsz : rmem.async) = reinterpret_cast<async_t>(fn);
-        return reinterpret_cast<void *>(per_thread ? &w_alloc_async_ptsz : &w_alloc_async);
-    }
-    if (s == "cuMemAllocFromPoolAsync" || s == "cuMemAllocFromPoolAsync_ptsz") {
-        bool per_thread = ptsz || s == "cuMemAllocFromPoolAsync_ptsz";
-        (per_thread ? rmem.pool_ptsz : rmem.pool) = reinterpret_cast<pool_t>(fn);
-        return reinterpret_cast<void *>(per_thread ? &w_alloc_pool_ptsz : &w_alloc_pool);
-    }
-    if (s == "cuMemFreeAsync" || s == "cuMemFreeAsync_ptsz") {
-        bool per_thread = ptsz || s == "cuMemFreeAsync_ptsz";
-        (per_thread ? rmem.free_async_ptsz : rmem.free_async) = reinterpret_cast<free_async_t>(fn);
-        return reinterpret_cast<void *>(per_thread ? &w_free_async_ptsz : &w_free_async);
-    }
-    if (s == "cuMemAddressReserve") {
-        rmem.va_reserve = reinterpret_cast<va_reserve_t>(fn);
-        return reinterpret_cast<void *>(&w_va_reserve);
-    }
-    if (s == "cuMemAddressFree") {
-        rmem.va_free = reinterpret_cast<va_free_t>(fn);
-        return reinterpret_cast<void *>(&w_va_free);
-    }
-    if (s == "cuMemMap") {
-        rmem.map = reinterpret_cast<mem_map_t>(fn);
-        return reinterpret_cast<void *>(&w_mem_map);
-    }
-    if (s == "cuMemUnmap") {
-        rmem.unmap = reinterpret_cast<mem_unmap_t>(fn);
-        return reinterpret_cast<void *>(&w_mem_unmap);
-    }
-    if (s == "cuMemSetAccess") {
-        rmem.set_access = reinterpret_cast<set_access_t>(fn);
-        return reinterpret_cast<void *>(&w_set_access);
-    }
-    if (!tracking()) return fn;  // module bookkeeping only serves recording
-    RealHost &rh = real_host();
-    if (s == "cuMemHostAlloc") {
-        rh.host_alloc = reinterpret_cast<host_alloc_t>(fn);
-        return reinterpret_cast<void *>(&w_host_alloc);
-    }
-    if (s == "cuMemAllocHost" || s == "cuMemAllocHost_v2") {
-        rh.alloc_host = reinterpret_cast<alloc_host_t>(fn);
-        return reinterpret_cast<void *>(&w_alloc_host);
-    }
-    if (s == "cuMemHostRegister" || s == "cuMemHostRegister_v2") {
-        rh.host_register = reinterpret_cast<host_register_t>(fn);
-        return reinterpret_cast<void *>(&w_host_register);
-    }
-    if (s == "cuMemFreeHost") {
-        rh.free_host = reinterpret_cast<host_release_t>(fn);
-        return reinterpret_cast<void *>(&w_free_host);
-    }
-    if (s == "cuMemHostUnregister") {
-        rh.unregister = reinterpret_cast<host_release_t>(fn);
-        return reinterpret_cast<void *>(&w_host_unregister);
-    }
-    if (s == "cuMemHostGetDevicePointer" || s == "cuMemHostGetDevicePointer_v2") {
-        rh.device_ptr = reinterpret_cast<host_device_ptr_t>(fn);
-        return reinterpret_cast<void *>(&w_host_device_ptr);
-    }
-    if (s == "cuModuleLoadData") {
-        rm.load_data = reinterpret_cast<module_load_t>(fn);
-        return reinterpret_cast<void *>(&w_module_load_data);
-    }
-    if (s == "cuModuleLoadDataEx") {
-        rm.load_data_ex = reinterpret_cast<module_load_ex_t>(fn);
-        return reinterpret_cast<void *>(&w_module_load_data_ex);
-    }
-    if (s == "cuModuleLoadFatBinary") {
-        rm.load_fatbin = reinterpret_cast<module_load_t>(fn);
-        return reinterpret_cast<void *>(&w_module_load_fatbin);
-    }
-    if (s == "cuModuleLoad") {
-        rm.load_file = reinterpret_cast<module_load_file_t>(fn);
-        return reinterpret_cast<void *>(&w_module_load);
-    }
-    if (s == "cuLibraryLoadData") {
-        rm.library_load = reinterpret_cast<library_load_t>(fn);
-        return reinterpret_cast<void *>(&w_library_load_data);
-    }
-    if (s == "cuLibraryLoadFromFile") {
-        rm.library_load_file = reinterpret_cast<library_load_file_t>(fn);
-        return reinterpret_cast<void *>(&w_library_load_file);
-    }
-    if (s == "cuModuleGetFunction") {
-        rm.get_function = reinterpret_cast<module_get_function_t>(fn);
-        return reinterpret_cast<void *>(&w_module_get_function);
-    }
-    if (s == "cuLibraryGetKernel") {
-        rm.get_kernel = reinterpret_cast<library_get_kernel_t>(fn);
-        return reinterpret_cast<void *>(&w_library_get_kernel);
-    }
-    if (s == "cuKernelGetFunction") {
-        rm.kernel_get_function = reinterpret_cast<kernel_get_function_t>(fn);
-        return reinterpret_cast<void *>(&w_kernel_get_function);
-    }
-    if (s == "cuLibraryGetModule") {
-        rm.library_get_module = reinterpret_cast<library_get_module_t>(fn);
-        return reinterpret_cast<void *>(&w_library_get_module);
-    }
-    if (s == "cuModuleGetGlobal" || s == "cuModuleGetGlobal_v2") {
-        rm.module_get_global = reinterpret_cast<get_global_t>(fn);
-        return reinterpret_cast<void *>(&w_module_get_global);
-    }
-    if (s == "cuLibraryGetGlobal") {
-        rm.library_get_global = reinterpret_cast<get_global_t>(fn);
-        return reinterpret_cast<void *>(&w_library_get_global);
-    }
-    if (s == "cuGraphInstantiateWithFlags" || (s == "cuGraphInstantiate" && getproc_version >= 12000)) {
-        // cuGraphInstantiate at 12.0 and later is cuGraphInstantiateWithFlags
-        real_graphs().instantiate = reinterpret_cast<graph_instantiate_t>(fn);
-        return reinterpret_cast<void *>(&w_graph_instantiate);
-    }
-    if (s == "cuGraphInstantiateWithParams" || s == "cuGraphInstantiateWithParams_ptsz") {
-        if (ptsz || s == "cuGraphInstantiateWithParams_ptsz") {
-            real_graphs().instantiate_params_ptsz = reinterpret_cast<graph_instantiate_params_t>(fn);
-            return reinterpret_cast<void *>(&w_graph_instantiate_params_ptsz);
-        }
-        real_graphs().instantiate_params = reinterpret_cast<graph_instantiate_params_t>(fn);
-        return reinterpret_cast<void *>(&w_graph_instantiate_params);
-    }
-    if (s == "cuGraphLaunch" || s == "cuGraphLaunch_ptsz") {
-        if (ptsz || s == "cuGraphLaunch_ptsz") {
-            real_graphs().launch_ptsz = reinterpret_cast<graph_launch_t>(fn);
-            return reinterpret_cast<void *>(&w_graph_launch_ptsz);
-        }
-        real_graphs().launch = reinterpret_cast<graph_launch_t>(fn);
-        return reinterpret_cast<void *>(&w_graph_launch);
+    const std::string suffix = "_ptsz";
+    bool named_ptsz = s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    std::string base = named_ptsz ? s.substr(0, s.size() - suffix.size()) : s;
+    bool per_thread = named_ptsz || (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
+    for (const Hook &h : hooks()) {
+        bool named = h.stream == Hook::ONE
+                         ? s == h.names[0] || (h.names[1] && s == h.names[1])
+                         : base == h.names[0] && per_thread == (h.stream == Hook::PER_THREAD);
+        if (!named || getproc_version < h.min_version) continue;
+        if (h.recording_only && !tracking()) return fn;
+        h.keep(fn);
+        return h.wrapper;
     }
     return fn;
 }

@@ -424,14 +424,15 @@ int Writer::args(const void *buffer, size_t size, const std::vector<std::pair<ui
 
 int Writer::begin_region(uint64_t addr, uint64_t size, Encoding encoding, const Policy &policy, bool best) {
     if (fd_ < 0 || region_ || error_) return error_ ? error_ : fail(EINVAL);
-    uint64_t cs = options_.chunk_size;
-    if (cs < 8 || cs % 8 || cs > (1ull << 32) - 8 || policy.dtype > 11 || policy.norm > 3 ||
-        (encoding == ENC_DIFF && kind_ != 1) || encoding == ENC_SHUFFLE || encoding > ENC_LZ4)
+    if (policy.dtype > 11 || policy.norm > 3 || (encoding == ENC_DIFF && kind_ != 1) || encoding == ENC_SHUFFLE ||
+        encoding > ENC_LZ4)
         return fail(EINVAL);
     // The codec of this region's whole chunks: LZ4 when asked for (ENC_LZ4, or CODEC_LZ4) and loaded.
     bool lz = (encoding == ENC_LZ4 || (encoding != ENC_RAW && options_.codec == CODEC_LZ4)) && lz4_available() &&
               options_.compress;
     if (encoding == ENC_ZSTD || encoding == ENC_LZ4) encoding = lz ? ENC_LZ4 : ENC_ZSTD;
+    uint64_t cs = encoding == ENC_LZ4 && options_.lz4_chunk_size ? options_.lz4_chunk_size : options_.chunk_size;
+    if (cs < 8 || cs % 8 || cs > (1ull << 32) - 8) return fail(EINVAL);
     if (lz) version_ = LZ4_VERSION;
     auto r = std::make_shared<Region>();
     r->addr = addr;
@@ -451,21 +452,33 @@ int Writer::begin_region(uint64_t addr, uint64_t size, Encoding encoding, const 
     return 0;
 }
 
+uint64_t Writer::region_chunk_size() const { return region_ ? region_->chunk_size : 0; }
+
 int Writer::chunk(const void *data, size_t n, const void *base) {
     if (!region_ || error_) return error_ ? error_ : fail(EINVAL);
     Region &r = *region_;
-    uint64_t offset = r.next * r.chunk_size;
-    if (r.next >= r.num_chunks || n != std::min<uint64_t>(r.chunk_size, r.size - offset) ||
-        (r.encoding == ENC_DIFF && !base))
+    uint64_t left = r.size - std::min(r.size, r.next * r.chunk_size);
+    if (n == 0 || n > left || (n < left && n % r.chunk_size) || (r.encoding == ENC_DIFF && !base))
         return fail(EINVAL);
+    const char *d = static_cast<const char *>(data), *b = static_cast<const char *>(base);
+    for (size_t off = 0; off < n; off += r.chunk_size) {
+        size_t len = (size_t)std::min<uint64_t>(r.chunk_size, n - off);
+        if (int e = one_chunk(d + off, len, b ? b + off : nullptr)) return e;
+    }
+    return 0;
+}
+
+int Writer::one_chunk(const char *data, size_t n, const char *base) {
+    Region &r = *region_;
+    uint64_t offset = r.next * r.chunk_size;
     bool first = r.next == 0;
     ++r.next;
     chunk_bytes_ += n;
     uint32_t sequence = sequence_++;
     // The job owns copies: the caller reuses its (staging) buffers as soon as this returns.
-    auto own = std::make_shared<std::string>(static_cast<const char *>(data), n);
+    auto own = std::make_shared<std::string>(data, n);
     auto own_base = std::make_shared<std::string>();
-    if (r.encoding == ENC_DIFF) own_base->assign(static_cast<const char *>(base), n);
+    if (r.encoding == ENC_DIFF) own_base->assign(base, n);
     std::shared_ptr<Region> region = region_;
     Options o = options_;
     o.codec = r.codec;
@@ -568,7 +581,7 @@ using mneme_snapshot::Writer;
 
 // A writer for `path` (0 prologue, 1 epilogue), opened; nullptr with *err set on failure.
 // `level`: zstd level; `compress` 0: every chunk raw, 1: zstd, 2: LZ4 (zstd where liblz4 is
-// missing); `chunk_size` 0: 4 MiB.
+// missing); `chunk_size` 0: 4 MiB, and 256 KiB for LZ4 regions; any other: every region's.
 SNAPSHOT_EXPORT void *mneme_snapshot_open(const char *path, int kind, int level, int compress, uint64_t chunk_size,
                                           const char *static_hash, const char *dynamic_hash, const char *producer,
                                           const void *base_id, int *err) {
@@ -576,7 +589,7 @@ SNAPSHOT_EXPORT void *mneme_snapshot_open(const char *path, int kind, int level,
     o.level = level;
     o.compress = compress != 0;
     o.codec = compress == 2 ? mneme_snapshot::CODEC_LZ4 : mneme_snapshot::CODEC_ZSTD;
-    if (chunk_size) o.chunk_size = chunk_size;
+    if (chunk_size) o.chunk_size = o.lz4_chunk_size = chunk_size;
     auto *w = new Writer(path, kind, o);
     int e = w->open(static_hash ? static_hash : "", dynamic_hash ? dynamic_hash : "", producer ? producer : "",
                     static_cast<const uint8_t *>(base_id));
@@ -610,12 +623,8 @@ SNAPSHOT_EXPORT int mneme_snapshot_region(void *handle, uint64_t addr, const voi
     p.relative = relative != 0;
     p.threshold = threshold;
     if (int e = w->begin_region(addr, size, (mneme_snapshot::Encoding)encoding, p, best != 0)) return e;
-    const char *d = static_cast<const char *>(data), *b = static_cast<const char *>(base);
-    uint64_t cs = 0;
-    for (uint64_t off = 0; off < size; off += cs) {
-        cs = std::min<uint64_t>(size - off, w->chunk_size_hint());
-        if (int e = w->chunk(d + off, cs, b ? b + off : nullptr)) return e;
-    }
+    if (size)
+        if (int e = w->chunk(data, size, base)) return e;
     return w->end_region();
 }
 

@@ -26,6 +26,10 @@ namespace mneme_snapshot {
 
 enum Encoding : uint8_t { ENC_RAW = 0, ENC_ZSTD = 1, ENC_DIFF = 2, ENC_SHUFFLE = 3, ENC_LZ4 = 4, ENC_LZ4_SHUFFLE = 5 };
 
+// The chunk size of LZ4 regions: small enough that a restore decodes thousands of them at once
+// on the device (one warp each), large enough that they compress about as well as 4 MiB ones.
+constexpr uint64_t LZ4_CHUNK_SIZE = 256u << 10;
+
 // Which compressor the compressed regions (and a diff region's whole chunks) use.
 enum Codec : uint8_t { CODEC_ZSTD = 0, CODEC_LZ4 = 1 };
 
@@ -43,6 +47,9 @@ struct Options {
     Codec codec = CODEC_ZSTD; // LZ4 decodes about 3x as fast (restore), stores a few percent more
     bool sync = true;         // fsync the file and its folder before and after the rename
     uint64_t chunk_size = 4u << 20;
+    // The chunk size of regions whose chunks are LZ4 (not diffs): small chunks let a restore
+    // decode them in parallel on the device (docs/formats.md). 0: chunk_size.
+    uint64_t lz4_chunk_size = LZ4_CHUNK_SIZE;
 };
 
 // Whether libzstd.so.1 could be loaded (chunks are stored raw otherwise).
@@ -74,8 +81,11 @@ public:
     // ENC_DIFF (epilogues; chunk() then needs the prologue's bytes). `best`: a diff region all of
     // whose chunks were stored whole is relabelled as compressed when it ends.
     int begin_region(uint64_t addr, uint64_t size, Encoding encoding, const Policy &policy, bool best = false);
-    // The next chunk of the current region: exactly min(chunk_size, size - offset) bytes, and the
-    // prologue's bytes at the same place for a diff region. Both are copied before it returns.
+    // The region's chunk size, known once begin_region() has chosen it (0 outside a region).
+    uint64_t region_chunk_size() const;
+    // The next `n` bytes of the current region: a whole number of its chunks, or all that
+    // remain; and the prologue's bytes at the same place for a diff region. Both are copied
+    // before it returns.
     int chunk(const void *data, size_t n, const void *base = nullptr);
     int end_region();
 
@@ -86,7 +96,6 @@ public:
     int finish();
     void abort();
 
-    uint64_t chunk_size_hint() const { return options_.chunk_size; }
     int error() const { return error_; }
     uint64_t bytes_written() const { return offset_; }
     uint64_t chunk_bytes() const { return chunk_bytes_; }  // raw bytes of every chunk, as passed
@@ -97,6 +106,7 @@ private:
     int write_all(const void *data, size_t n);
     int block(const char tag[4], const std::string &payload);
     int drain(size_t keep);
+    int one_chunk(const char *data, size_t n, const char *base);
 
     std::string path_, tmp_;
     int kind_;

@@ -59,6 +59,9 @@ NORMS = ("none", "L1", "L2", "Linf")
 FLAG_RELATIVE = 1
 
 DEFAULT_CHUNK_SIZE = 4 << 20
+# LZ4 regions: a restore decodes chunks this small in parallel on the device (one warp each),
+# and they compress about as well (0.5 points of the stored size) as 4 MiB ones.
+LZ4_CHUNK_SIZE = 256 << 10
 MAX_CHUNK_SIZE = (1 << 32) - 8  # a chunk's raw length is a u32
 
 

@@ -201,7 +201,6 @@ class Layout:
                     raise fail(f"raw chunk holds {payload_size - CHUNK_PREFIX.size} bytes, expected {length}")
                 current.chunks.append(Chunk(offset, length, enc, payload_at, payload_size, payload_sum,
                                              f"{block} (region 0x{info.addr:x}, chunk {index})"))  # fmt: skip
-                current.info = attrs.evolve(info, stored_size=info.stored_size + BLOCK_HEADER.size + payload_size)
             else:
                 payload = self._read(payload_at, payload_size, block)
                 if checksum(payload) != payload_sum:
@@ -238,6 +237,9 @@ class Layout:
                     break
             pos = payload_at + payload_size
             seq += 1
+        for region in self._regions.values():  # once each: a region may hold thousands of chunks
+            stored = sum(chunk.payload_size for chunk in region.chunks) + BLOCK_HEADER.size * len(region.chunks)
+            region.info = attrs.evolve(region.info, stored_size=stored)
         self._check_overlaps()
 
     def _parse_args(self, payload: bytes, fail) -> None:

@@ -19,6 +19,7 @@ from mneme.core.snapshot.format import (
     BLOCK_HEADER,
     CHUNK_PREFIX,
     DEFAULT_CHUNK_SIZE,
+    LZ4_CHUNK_SIZE,
     DTYPES,
     ENC_DIFF,
     ENC_LZ4,
@@ -93,7 +94,8 @@ class SnapshotWriter:
     path : destination file (conventionally `DeviceState.<kind>.<static>.<dynamic>.mneme`)
     kind : `SnapshotType` (or "prologue" / "epilogue")
     static_hash, dynamic_hash : identity of the kernel and of the launch
-    chunk_size : raw bytes per stored chunk (a multiple of 8)
+    chunk_size : raw bytes per stored chunk (a multiple of 8); by default 256 KiB in "lz4"
+        regions (so a restore can decode them on the device) and 4 MiB in the others
     level : zstd compression level for "zstd" regions and diff payloads ("lz4" regions use
         LZ4's fast mode)
 
@@ -108,11 +110,11 @@ class SnapshotWriter:
         *,
         static_hash: str = "",
         dynamic_hash: str = "",
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_size: int | None = None,
         level: int = 3,
         producer: str | None = None,
     ):
-        if not (8 <= chunk_size <= MAX_CHUNK_SIZE and chunk_size % 8 == 0):
+        if chunk_size is not None and not (8 <= chunk_size <= MAX_CHUNK_SIZE and chunk_size % 8 == 0):
             raise UsageError(f"snapshot chunk_size must be a multiple of 8 in 8..{MAX_CHUNK_SIZE}, got {chunk_size}")
         self.path = Path(path)
         self.kind = SnapshotType.of(kind)
@@ -210,7 +212,8 @@ class SnapshotWriter:
         """A memory region at device address `addr` with the bytes of `data` (any buffer)."""
         view = _bytes_view(data, self.path, f"region 0x{addr:x}")
         size = len(view)
-        pieces = (view[o : o + self.chunk_size] for o in range(0, size, self.chunk_size))
+        step = self._chunk(encoding)
+        pieces = (view[o : o + step] for o in range(0, size, step))
         self._add_region(addr, size, pieces, encoding, policy)
 
     def add_region_stream(
@@ -221,11 +224,11 @@ class SnapshotWriter:
         Pieces are consumed before the next one is asked for, so a producer may reuse its buffer.
         """
         # Compressed chunks are encoded behind the producer: give the pool pieces it owns.
-        pieces = _rechunk(chunks, self.chunk_size, own=encoding != "raw")
+        pieces = _rechunk(chunks, self._chunk(encoding), own=encoding != "raw")
         self._add_region(addr, size, pieces, encoding, policy)
 
     def _add_region(self, addr: int, size: int, pieces, encoding: str, policy) -> None:
-        """Write a region from `pieces` of `chunk_size` bytes (the last may be shorter), unchanged meanwhile."""
+        """Write a region from `pieces` of `_chunk(encoding)` bytes (the last may be shorter), unchanged meanwhile."""
         if encoding not in ("raw", "zstd", "lz4"):
             raise UsageError(f"{self.path}: region encoding must be 'raw', 'zstd' or 'lz4' (diffs: add_diff_region), "
                              f"got {encoding!r}")  # fmt: skip
@@ -236,7 +239,7 @@ class SnapshotWriter:
             self.version = max(self.version, LZ4_VERSION)
         code = ENCODING_CODES[encoding]
         policy = policy or EXACT
-        self._region_header(addr, size, code, policy)
+        self._region_header(addr, size, code, policy, self._chunk(encoding))
         offsets = _Offsets(self.path, addr, size)
         if code == ENC_RAW:
             for piece in pieces:
@@ -278,9 +281,10 @@ class SnapshotWriter:
             base_view = _bytes_view(base_data, self.path, f"the base of region 0x{addr:x}")
             if len(base_view) != size:
                 raise UsageError(f"{self.path}: region 0x{addr:x} has {size} bytes but its base has {len(base_view)}")
-        self._region_header(addr, size, ENC_DIFF, policy)
-        for offset in range(0, size, self.chunk_size):
-            piece = view[offset : offset + self.chunk_size]
+        step = self._chunk("diff")
+        self._region_header(addr, size, ENC_DIFF, policy, step)
+        for offset in range(0, size, step):
+            piece = view[offset : offset + step]
             if base_view is not None:
                 base = base_view[offset : offset + len(piece)]
             else:
@@ -308,7 +312,13 @@ class SnapshotWriter:
                                 self._base_id, 0)  # fmt: skip
         return head[:-8] + _U64.pack(checksum(head[:-8]))
 
-    def _region_header(self, addr: int, size: int, code: int, policy: RegionPolicy | None) -> None:
+    def _chunk(self, encoding: str) -> int:
+        """The chunk size of a region stored as `encoding`."""
+        if self.chunk_size is not None:
+            return self.chunk_size
+        return LZ4_CHUNK_SIZE if encoding == "lz4" else DEFAULT_CHUNK_SIZE
+
+    def _region_header(self, addr: int, size: int, code: int, policy: RegionPolicy | None, chunk_size: int) -> None:
         self._check_open()
         if not (0 <= addr < 1 << 64 and 0 <= size and addr + size <= 1 << 64):
             raise UsageError(f"{self.path}: region 0x{addr:x} of {size} bytes is outside the 64-bit address space")
@@ -319,9 +329,9 @@ class SnapshotWriter:
         policy = EXACT if policy is None else policy
         if not isinstance(policy, RegionPolicy):
             raise UsageError(f"{self.path}: region 0x{addr:x}: policy must be a RegionPolicy, got {policy!r}")
-        num_chunks = -(-size // self.chunk_size)
+        num_chunks = -(-size // chunk_size)
         flags = FLAG_RELATIVE if policy.relative else 0
-        self._block(TAG_REGION, REGION.pack(addr, size, self.chunk_size, num_chunks, code, DTYPES.index(policy.dtype),
+        self._block(TAG_REGION, REGION.pack(addr, size, chunk_size, num_chunks, code, DTYPES.index(policy.dtype),
                                             NORMS.index(policy.norm), flags, policy.threshold))  # fmt: skip
         self._regions.insert(at, (addr, size))
 
