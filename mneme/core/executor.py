@@ -353,9 +353,13 @@ class BaseExecutor:
                     device.copy(buffer.addr, addr, buffer.size)  # nothing has run since restore()
             if hasattr(device, "compare_regions"):
                 for region in self.epilogue.regions:
-                    buffer = device.alloc(region.size)
-                    self._expected_dev[region.addr] = buffer
-                    device.write_snapshot_region(self.epilogue, region.addr, dst=buffer.addr)
+                    self._expected_dev[region.addr] = device.alloc(region.size)
+                targets = [(addr, buffer.addr) for addr, buffer in self._expected_dev.items()]
+                if hasattr(device, "write_snapshot_regions"):  # one pass over every region
+                    device.write_snapshot_regions(self.epilogue, targets)
+                else:
+                    for addr, dst in targets:
+                        device.write_snapshot_region(self.epilogue, addr, dst=dst)
             device.synchronize()
         except MnemeError as exc:  # e.g. out of device memory: fall back to host copies
             log.warning("keeping the recorded state on %s failed (%s); resetting and verifying from the host",
@@ -500,9 +504,14 @@ class BaseExecutor:
     def restore(self) -> None:
         """Write every prologue region back to the device, streaming it from the snapshot.
 
-        A device with `write_snapshot_region` (CUDA) decodes each region straight into its
-        pinned staging buffers; others get the region in pieces through `write`.
+        A device with `write_snapshot_regions` (CUDA) decodes them straight into its pinned
+        staging buffers, every region in one pass; others get each region in pieces through
+        `write` (or `write_snapshot_region`).
         """
+        write_all = getattr(self.device, "write_snapshot_regions", None)
+        if write_all is not None:
+            write_all(self.prologue)
+            return
         write_region = getattr(self.device, "write_snapshot_region", None)
         for region in self.prologue.regions:
             if write_region is not None:

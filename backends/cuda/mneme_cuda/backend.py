@@ -272,7 +272,7 @@ class CudaDevice(Device):
         self._device_decode: DeviceDecode | None = None
         self._region_plans: dict[int, tuple[Any, Any]] = {}  # id(region) -> (region, its device decode plan)
         self.restore_decode: str | None = None  # LZ4 regions: "auto"/"device" (decode on the device) or "host"
-        self.last_restore = ""  # how the last region was restored: "device-decode", "native" or "python"
+        self.last_restore = ""  # how the last restore ran: "device-decode", "native" (or both, "+"), "python"
         self._events: list[Any] = []
         self._gate: LaunchGate | None = None
         self.copy_through = "engine"  # how `copy` moves bytes: "engine" (cuMemcpyDtoDAsync) or "sm" (a kernel)
@@ -462,6 +462,14 @@ class CudaDevice(Device):
     def write_snapshot_region(self, snapshot: Any, addr: int, dst: int | None = None) -> int:
         """Restore one region of a snapshot (`Snapshot`) to `dst` (default: its recorded address); returns its size.
 
+        See `write_snapshot_regions`, which restores several regions in one pass.
+        """
+        return self.write_snapshot_regions(snapshot, [(addr, addr if dst is None else dst)])
+
+    def write_snapshot_regions(self, snapshot: Any, targets: Iterable[tuple[int, int]] | None = None) -> int:
+        """Restore regions of a snapshot: `targets` are (region address, destination) pairs, by default every
+        region at its recorded address. Returns the bytes restored.
+
         The snapshot decodes straight into pinned staging while earlier fills' transfers run on
         the stream: no host copy in between, and decoding overlaps the copy. LZ4 regions decode
         on the device instead (`devdecode`, unless `restore_decode` or $MNEME_CUDA_RESTORE_DECODE
@@ -469,23 +477,38 @@ class CudaDevice(Device):
         With the native reader (`mneme_cuda.snapio`: C threads read and hash each piece while it is in cache,
         zstd into place, GIL released) the staging buffers' halves take turns, three decoding
         (the C threads move on to the next fill without waiting for the slowest chunk) while
-        one copies; without it, the snapshot's own `read_range_into` on the host threads fills
-        the two buffers in turn.
+        one copies, and the fills of every region decoded on the host form one pipeline, so small
+        regions overlap each other; without it, the snapshot's own `read_range_into` on the host
+        threads fills the two buffers in turn, region by region.
         """
-        cu = self._enter()
-        info = snapshot.region(addr)
-        dst = addr if dst is None else dst
-        chunk_size = int(getattr(info, "chunk_size", 0) or 0)
+        self._enter()
+        if targets is None:
+            targets = [(region.addr, region.addr) for region in snapshot.regions]
+        targets = list(targets)
         decoder = self._native() if isinstance(snapshot, Snapshot) else None
-        if decoder is not None:
+        if decoder is None:
+            self.last_restore = "python"
+            return sum(self._restore_python(snapshot, addr, dst) for addr, dst in targets)
+        paths, items, total = [], [], 0
+        for addr, dst in targets:
             planned = self._device_plan(snapshot, addr)
             if planned is not None:
-                self.last_restore = "device-decode"
-                return self._restore_on_device(decoder, snapshot, addr, dst, *planned)
-            self.last_restore = "native"
-            return self._restore_native(decoder, snapshot, addr, dst, restore_plan(info.size, chunk_size, RESTORE_FILL))
-        self.last_restore = "python"
-        plan = restore_plan(info.size, chunk_size, STAGE_BYTES)
+                self.last_restore = "device-decode"  # or "native", where a chunk failed there
+                total += self._restore_on_device(decoder, snapshot, addr, dst, *planned)
+                paths.append(self.last_restore)
+                continue
+            info = snapshot.region(addr)
+            items += [(addr, dst, offset, length)
+                      for offset, length, _ in restore_plan(info.size, info.chunk_size, RESTORE_FILL)]  # fmt: skip
+            paths.append("native")
+        total += self._restore_native(decoder, snapshot, items)
+        self.last_restore = "+".join(sorted(set(paths)))  # "device-decode", "native", or both
+        return total
+
+    def _restore_python(self, snapshot: Any, addr: int, dst: int) -> int:
+        cu = driver()
+        info = snapshot.region(addr)
+        plan = restore_plan(info.size, int(getattr(info, "chunk_size", 0) or 0), STAGE_BYTES)
         if not plan:
             return 0
         stages, events = self._staging()
@@ -499,7 +522,10 @@ class CudaDevice(Device):
         self._sync(f"restoring region {addr:#x} of {getattr(snapshot, 'path', 'a snapshot')}")
         return info.size
 
-    def _restore_native(self, decoder: NativeDecoder, snapshot: Snapshot, addr: int, dst: int, plan) -> int:
+    def _restore_native(self, decoder: NativeDecoder, snapshot: Snapshot, items: list[tuple[int, int, int, int]]) -> int:
+        """Restore fills (region address, destination, offset, length) through the native reader, in one pipeline."""
+        if not items:
+            return 0
         cu = driver()
         slots = self._restore_slots()
         if not self._restore_events:
@@ -510,20 +536,22 @@ class CudaDevice(Device):
         events = self._restore_events
 
         def start(k: int, item) -> tuple:
-            offset, length, _pieces = item
+            addr, dst, offset, length = item
             slot = k % len(slots)
             check(cu.cuEventSynchronize(events[slot]), "waiting for a staging buffer")  # its copy of fill k - 4
-            return decoder.submit(snapshot, addr, offset, slots[slot], length), slot, offset, length
+            return decoder.submit(snapshot, addr, offset, slots[slot], length), slot, dst + offset, length
 
         def copy(started: tuple) -> None:
-            decode, slot, offset, length = started
+            decode, slot, to, length = started
             decode.wait()
-            check(cu.cuMemcpyHtoDAsync(dst + offset, slots[slot], length, self.stream), f"copy to {dst + offset:#x}")
+            check(cu.cuMemcpyHtoDAsync(to, slots[slot], length, self.stream), f"copy to {to:#x}")
             check(cu.cuEventRecord(events[slot], self.stream), "cuEventRecord")
 
-        overlapped(plan, len(slots) - 1, start, copy)
-        self._sync(f"restoring region {addr:#x} of {snapshot.path}")
-        return sum(length for _, length, _ in plan)
+        overlapped(items, len(slots) - 1, start, copy)
+        regions = sorted({addr for addr, *_ in items})
+        where = f"region {regions[0]:#x}" if len(regions) == 1 else f"{len(regions)} regions"
+        self._sync(f"restoring {where} of {snapshot.path}")
+        return sum(length for *_, length in items)
 
     def _device_plan(self, snapshot: Snapshot, addr: int) -> tuple[Any, devdecode.RegionPlan] | None:
         """(region, its plan) when region `addr` restores through the device decoder, else None."""
@@ -606,8 +634,8 @@ class CudaDevice(Device):
                   "reader decodes; restoring the region on the host. Please report this with the snapshot",
                   failed, addr, snapshot.path, chunk.block)  # fmt: skip
         self.last_restore = "native"
-        self._restore_native(self._native(), snapshot, addr, dst,
-                             restore_plan(region.info.size, region.info.chunk_size, RESTORE_FILL))
+        plan = restore_plan(region.info.size, region.info.chunk_size, RESTORE_FILL)
+        self._restore_native(self._native(), snapshot, [(addr, dst, offset, length) for offset, length, _ in plan])
 
     def _restore_slots(self) -> list[int]:
         """The four restore slots: the halves of the two pinned staging buffers."""
