@@ -197,13 +197,13 @@ def test_a_corrupt_payload_is_caught_by_its_checksum_before_the_device_sees_it(c
 def _prologue_of_every_kind(path, base: int) -> dict[int, np.ndarray]:
     """Regions restored by each path under "auto": a large LZ4 region (on the device), small LZ4, zstd and
     raw regions (on the host), an empty one and a one-byte one. Returns {address: data}."""
-    field = (np.sin(np.arange(40 * MiB + 3, dtype=np.float32) * 1e-4) * 300).astype(np.float32)  # 160 MiB
+    field = (np.sin(np.arange(68 * MiB + 3, dtype=np.float32) * 1e-4) * 300).astype(np.float32)  # 272 MiB
     regions = {base: (field, "lz4", "f32"),
-               base + 192 * MiB: (mixed_bytes(5 * MiB + 1, 11), "lz4", "u8"),
-               base + 200 * MiB: (np.linspace(0, 1, 2 * MiB + 5).astype(np.float64), "zstd", "f64"),
-               base + 220 * MiB: (np.random.default_rng(12).integers(0, 256, 9 * MiB + 7, dtype=np.uint8), "raw", "u8"),
-               base + 240 * MiB: (np.zeros(0, np.uint8), "lz4", "u8"),
-               base + 241 * MiB: (np.array([7], np.uint8), "raw", "u8")}  # fmt: skip
+               base + 288 * MiB: (mixed_bytes(5 * MiB + 1, 11), "lz4", "u8"),
+               base + 296 * MiB: (np.linspace(0, 1, 2 * MiB + 5).astype(np.float64), "zstd", "f64"),
+               base + 316 * MiB: (np.random.default_rng(12).integers(0, 256, 9 * MiB + 7, dtype=np.uint8), "raw", "u8"),
+               base + 336 * MiB: (np.zeros(0, np.uint8), "lz4", "u8"),
+               base + 337 * MiB: (np.array([7], np.uint8), "raw", "u8")}  # fmt: skip
     with SnapshotWriter(path, SnapshotType.PROLOGUE, static_hash="t", dynamic_hash="t") as w:
         w.set_args(b"")
         for addr, (data, encoding, dtype) in regions.items():
@@ -215,13 +215,13 @@ def test_every_region_of_a_prologue_restores_in_one_pass_by_each_path(cuda_devic
     regions = _prologue_of_every_kind(tmp_path / "p.mneme", space)
     with Snapshot.open(tmp_path / "p.mneme") as snapshot:
         assert snapshot.region(space).chunk_size == 256 * KiB  # the writer's default for LZ4
-        cuda_device.fill(space, 256 * MiB, 0xAB)
+        cuda_device.fill(space, 340 * MiB, 0xAB)
         assert cuda_device.write_snapshot_regions(snapshot) == sum(d.nbytes for d in regions.values())
         assert cuda_device.last_restore == "device-decode+native"
         for addr, data in regions.items():
             assert cuda_device.read(addr, data.nbytes) == data.tobytes(), hex(addr)
         # Some regions, elsewhere: the pairs say where each goes.
-        picked = [space + 192 * MiB, space + 220 * MiB, space]
+        picked = [space + 288 * MiB, space + 316 * MiB, space]
         others = [cuda_device.alloc(regions[addr].nbytes + 16) for addr in picked]
         try:
             targets = [(addr, other.addr + 5) for addr, other in zip(picked, others)]
@@ -238,7 +238,7 @@ def test_a_corrupt_chunk_in_the_middle_of_a_one_pass_restore_names_its_block_and
     path = tmp_path / "p.mneme"
     regions = _prologue_of_every_kind(path, space)
     with Snapshot.open(path) as snapshot:
-        chunk = snapshot.chunk_index(space + 220 * MiB).chunks[1]  # the raw region's second chunk
+        chunk = snapshot.chunk_index(space + 316 * MiB).chunks[1]  # the raw region's second chunk
     raw = bytearray(path.read_bytes())
     raw[chunk.payload_at + 100] ^= 0x01
     path.write_bytes(bytes(raw))

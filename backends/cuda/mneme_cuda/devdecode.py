@@ -34,10 +34,11 @@ MODES = ("auto", "device", "host")
 # "auto" decodes on the device only up to this chunk size (H200, 2 GiB of float32 state: 256 KiB
 # chunks 1.20x of pinned H2D on the device against 0.55x on the host; 1 MiB 0.28x against 0.49x),
 AUTO_MAX_CHUNK = 256 << 10
-# and only in regions this large: a warp takes ~3 ms for a 256 KiB chunk, so small regions leave the
-# device idle (H200, float32 field: 64 MiB 0.24x of pinned H2D on the device against 0.28x on the host,
-# 256 MiB 0.55x against 0.38x; benchmarks/gpu/probes/restore_regions_probe.py).
-AUTO_MIN_REGION = 128 << 20
+# and only in regions this large: a warp takes a few ms over a 256 KiB chunk, so small regions leave
+# the device idle (H200, float32 field, device against host decode: 64 MiB 0.23x against 0.28x of
+# pinned H2D, 128 MiB 0.35x against 0.34x, 256 MiB 0.51x against 0.39x, 1 GiB 0.82x against 0.45x;
+# random floats even at 256 MiB; benchmarks/results/gpu-restore-regions-probe-0ea0539.json).
+AUTO_MIN_REGION = 256 << 20
 PREFIX = CHUNK_PREFIX.size  # the payload's 16-byte prefix, in front of the body
 ALIGN = 16  # payloads start at multiples of this in a fill
 PLANE_ALIGN = 256  # byte planes start at multiples of this in the scratch
