@@ -7,9 +7,7 @@ Both sides time a launch with CUDA events on its stream behind the launch gate (
 on a mapped counter until start event, launch and stop event are queued), so neither includes
 the host's submission of the kernel. The recorder times the recorded launch and the next
 MNEME_RECORD_TIMED (16) launches with the same arguments (the database's `AppTimes`; the first is
-the recorded launch); a timed launch that ran while a timed launch of another stream ran (two
-threads' kernels sharing the device, streams_app) is left out of AppTimes by the recorder, and
-counted here. Each program is also run once under the recorder without the gate
+the recorded launch). Each program is also run once under the recorder without the gate
 (MNEME_RECORD_TIMING_GATE=0), and each instance is replayed from its recorded cubin
 (`--mode cubin`) four ways (`mneme replay --cache`): primed (the kernel run once more, untimed,
 after the reset between timed runs), warm (the L2 as the reset left it), flushed (as `mneme
@@ -99,17 +97,6 @@ def app_timing(raw: Path) -> dict:
     return total
 
 
-def concurrent_app_times(raw: Path) -> dict[tuple[str, str], list[float]]:
-    """(kernel, instance key) -> seconds of the timed launches that ran beside a timed launch on another stream
-    (the recorder leaves them out of AppTimes: a replay runs the kernel alone)."""
-    times: dict[tuple[str, str], list[float]] = {}
-    for path in sorted(raw.glob("counts-*.json")):
-        for kernel, entry in json.loads(path.read_text()).get("kernels", {}).items():
-            for key, seconds in entry.get("app_times_concurrent", {}).items():
-                times.setdefault((kernel, key), []).extend(seconds)
-    return times
-
-
 def ungated_app_times(name: str, kernel: str, tmp: Path) -> dict[tuple[str, str], list[float]]:
     """The program run once more under the recorder without the gate: (kernel, key) -> seconds."""
     from mneme_cuda import recorder
@@ -144,7 +131,6 @@ def tally(rows: list[dict], gates: dict, iterations: int) -> dict:
         "single_launch": len(single),
         "single_within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in single),
         "single_within_5pct_flushed": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in single),
-        "app_concurrent_samples": sum(r.get("app_concurrent_samples", 0) for r in rows),
         "app_timing": gates, "rows": rows,
     }  # fmt: skip
     figures["summary"] = summary(figures)
@@ -171,7 +157,6 @@ def fidelity(iterations: int, json_path: Path | None = None) -> dict:
                                             progress=False)  # fmt: skip
                 gates[name] = app_timing(db_dir / "raw")
                 keys = instance_keys(db_dir / "raw")
-                beside = concurrent_app_times(db_dir / "raw")
                 ungated = ungated_app_times(name, kernel, Path(tmp))
             except Exception as exc:  # noqa: BLE001 - one program's failure is a row, the others still run
                 rows.append({"program": name, "error": f"recording failed: {type(exc).__name__}: {exc}"})
@@ -181,13 +166,8 @@ def fidelity(iterations: int, json_path: Path | None = None) -> dict:
                 for dynamic_hash, inst in rec.kernel_instances.items():
                     row = {"program": name, "exit": code, "kernel": rec.kernel_name, "instance": dynamic_hash,
                            "app_samples": len(inst.app_times), "app_times_s": list(inst.app_times)}  # fmt: skip
-                    concurrent = beside.get((rec.kernel_name, keys.get(dynamic_hash, "")), [])
-                    row["app_concurrent_samples"] = len(concurrent)
-                    if concurrent:
-                        row["app_concurrent_median_s"] = application_median(concurrent)[0]
                     if not inst.app_times:
-                        why = "every timed launch ran beside another stream's" if concurrent else "none"
-                        rows.append({**row, "error": f"no in-application times ({why})"})
+                        rows.append({**row, "error": "no in-application times"})
                         continue
                     plain = ungated.get((rec.kernel_name, keys.get(dynamic_hash, "")), [])
                     if len(plain) >= 2:  # the same launches, ungated: the gate's effect in the application
@@ -218,8 +198,6 @@ def summary(figures: dict) -> list[str]:
             + f"); {figures['single_launch']} launched-once instances not comparable (timed right after the "
             f"prologue capture; {figures['single_within_5pct_warm']} within 5% warm, "
             f"{figures['single_within_5pct_flushed']} flushed)"
-            + (f"; {figures['app_concurrent_samples']} in-application samples left out (they ran beside a timed "
-               "launch on another stream)" if figures.get("app_concurrent_samples") else "")
             + (f"; {ungated} in-application launches UNGATED" if ungated else "")
             + (f"; replay UNGATED: {sorted(replay_ungated)[0][:80]}" if replay_ungated else "")]  # fmt: skip
 

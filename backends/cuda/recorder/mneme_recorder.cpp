@@ -655,17 +655,7 @@ struct KernelCounts {
     std::map<uint64_t, long> occurrences;  // launches per argument set, recorded or not
     long graph_launches = 0;               // kernel nodes run through cuGraphLaunch (not recorded)
     std::map<uint64_t, long> timed;        // launches timed in the application, per recorded argument set
-    std::map<uint64_t, std::vector<struct AppSample>> app_times;  // their durations, and when they ran
-};
-
-// One timed launch in the application: its duration, and when it ran (seconds from its context's
-// reference event, when that could be measured), to find launches that shared the device.
-struct AppSample {
-    double seconds;
-    double start, end;
-    bool placed;
-    CUcontext context;
-    CUstream stream;
+    std::map<uint64_t, std::vector<double>> app_times;  // their durations in seconds
 };
 
 std::map<std::string, KernelCounts> &counts() {
@@ -681,17 +671,7 @@ struct PendingTiming {
     std::string kernel;
     uint64_t instance;
     CUevent start, stop;
-    CUevent reference;  // the context's reference event, or nullptr
-    CUcontext context;
-    CUstream stream;
 };
-
-// One event per context, recorded once before its first timed launch: every timed launch's start
-// and end are measured from it (cuEventElapsedTime), so launches that overlapped can be found.
-std::map<CUcontext, CUevent> &reference_events() {  // mu() held
-    static auto *m = new std::map<CUcontext, CUevent>();
-    return *m;
-}
 
 std::vector<PendingTiming> &pending_timings() {  // mu() held
     static auto *v = new std::vector<PendingTiming>();
@@ -712,29 +692,15 @@ void reap_timings(bool wait) {
             pending[kept++] = t;
             continue;
         }
-        float ms = 0, from = 0, to = 0;
+        float ms = 0;
         bool timed = q == CUDA_SUCCESS && p_cuEventElapsedTime_v2 &&
                      p_cuEventElapsedTime_v2(&ms, t.start, t.stop) == CUDA_SUCCESS;
-        bool placed = timed && t.reference && p_cuEventElapsedTime_v2(&from, t.reference, t.start) == CUDA_SUCCESS &&
-                      p_cuEventElapsedTime_v2(&to, t.reference, t.stop) == CUDA_SUCCESS;
         if (timed && ms > 0)
-            counts()[t.kernel].app_times[t.instance].push_back(
-                AppSample{ms * 1e-3, from * 1e-3, to * 1e-3, placed, t.context, t.stream});
+            counts()[t.kernel].app_times[t.instance].push_back(ms * 1e-3);
         p_cuEventDestroy_v2(t.start);
         p_cuEventDestroy_v2(t.stop);
     }
     pending.resize(kept);
-}
-
-// Whether a timed launch ran while another timed launch ran on another stream of its context (mu() held).
-bool overlapped(const AppSample &t) {
-    if (!t.placed) return false;
-    for (auto &entry : counts())
-        for (auto &times : entry.second.app_times)
-            for (const AppSample &o : times.second)
-                if (o.placed && o.context == t.context && o.stream != t.stream && o.start < t.end && t.start < o.end)
-                    return true;
-    return false;
 }
 
 // The gate of the timed launches. On an idle stream a start event recorded before the launch
@@ -865,15 +831,6 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
         p_cuEventDestroy_v2(start);
         return run();
     }
-    DRV(cuCtxGetCurrent);
-    CUcontext context = nullptr;
-    if (p_cuCtxGetCurrent) p_cuCtxGetCurrent(&context);
-    CUevent &reference = reference_events()[context];
-    if (!reference && p_cuEventCreate(&reference, CU_EVENT_DEFAULT) == CUDA_SUCCESS &&
-        p_cuEventRecord(reference, stream) != CUDA_SUCCESS) {  // before the gate: it fires as the stream drains
-        p_cuEventDestroy_v2(reference);
-        reference = nullptr;
-    }
     TimingGate &g = timing_gate();
     bool held = false;  // the stream waits for gate_page[0] >= ticket
     uint32_t ticket = g.ticket + 1;
@@ -922,7 +879,7 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
     if (stopped) timed++;  // a late one too: at most MNEME_RECORD_TIMED + 1 stalls per instance
     if (stopped && !late) {
         (held ? g.gated : g.ungated)++;
-        pending_timings().push_back(PendingTiming{kernel, instance, start, stop, reference, context, stream});
+        pending_timings().push_back(PendingTiming{kernel, instance, start, stop});
     } else {
         p_cuEventDestroy_v2(start);
         p_cuEventDestroy_v2(stop);
@@ -2927,29 +2884,21 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
             text += std::string(first ? "" : ", ") + "\"" + key + "\": " + std::to_string(occ.second);
             first = false;
         }
-        text += "}, \"graph_launches\": " + std::to_string(entry.second.graph_launches);
-        // Alone, and while another timed launch ran on another stream of the context (its time then
-        // includes sharing the device, which a replay of the kernel alone does not reproduce).
-        for (bool concurrent : {false, true}) {
-            text += concurrent ? ", \"app_times_concurrent\": {" : ", \"app_times\": {";
-            first = true;
-            for (auto &times : entry.second.app_times) {
-                std::string values;
-                for (const AppSample &t : times.second) {
-                    if (overlapped(t) != concurrent) continue;
-                    char v[32];
-                    snprintf(v, sizeof v, "%s%.9g", values.empty() ? "" : ", ", t.seconds);
-                    values += v;
-                }
-                if (values.empty()) continue;
-                char key[32];
-                snprintf(key, sizeof key, "%016llx", (unsigned long long)times.first);
-                text += std::string(first ? "" : ", ") + "\"" + key + "\": [" + values + "]";
-                first = false;
+        text += "}, \"graph_launches\": " + std::to_string(entry.second.graph_launches) + ", \"app_times\": {";
+        first = true;
+        for (auto &times : entry.second.app_times) {
+            char key[32];
+            snprintf(key, sizeof key, "%016llx", (unsigned long long)times.first);
+            text += std::string(first ? "" : ", ") + "\"" + key + "\": [";
+            for (size_t i = 0; i < times.second.size(); ++i) {
+                char v[32];
+                snprintf(v, sizeof v, "%s%.9g", i ? ", " : "", times.second[i]);
+                text += v;
             }
-            text += "}";
+            text += "]";
+            first = false;
         }
-        text += "}";
+        text += "}}";
     }
     // How the in-application times were taken: behind the gate (the kernel alone) or not, and why not.
     const TimingGate &g = timing_gate();
