@@ -1,14 +1,17 @@
 """Replay fidelity (issue 7): the replayed recorded binary's time against the same kernel's time
 inside the application, for each recorder test program, in one run (target: within 5%).
 
-    python benchmarks/gpu/bench_recorder_fidelity.py [--iterations 20] [--json results.json]
+    python benchmarks/gpu/bench_recorder_fidelity.py [--iterations 20] [--runs 3] [--json results.json]
 
 Both sides time a launch with CUDA events on its stream behind the launch gate (the stream waits
 on a mapped counter until start event, launch and stop event are queued), so neither includes
 the host's submission of the kernel. The recorder times the recorded launch and the next
 MNEME_RECORD_TIMED (16) launches with the same arguments (the database's `AppTimes`; the first is
-the recorded launch). Each program is also run once under the recorder without the gate
-(MNEME_RECORD_TIMING_GATE=0), and each instance is replayed from its recorded cubin
+the recorded launch). A short process's kernel times move by a few percent from one run to the
+next (H200, 3.5 us kernels: the same instance's median 3.58 us in one run, 3.78 us in the next),
+so each program runs `--runs` times (default 3) under the recorder and each instance is replayed
+as often; the medians over the runs are compared. Each program is also run once under the
+recorder without the gate (MNEME_RECORD_TIMING_GATE=0), and each instance is replayed from its recorded cubin
 (`--mode cubin`) four ways (`mneme replay --cache`): primed (the kernel run once more, untimed,
 after the reset between timed runs), warm (the L2 as the reset left it), flushed (as `mneme
 replay` does by default), and warm without the gate.
@@ -97,35 +100,52 @@ def app_timing(raw: Path) -> dict:
     return total
 
 
-def ungated_app_times(name: str, kernel: str, tmp: Path) -> dict[tuple[str, str], list[float]]:
-    """The program run once more under the recorder without the gate: (kernel, key) -> seconds."""
+def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool) -> dict[tuple[str, str], list[float]]:
+    """The program run once more under the recorder (with or without the gate): (kernel, key) -> seconds.
+
+    The recorder places allocations at the same addresses in every run, so instance keys match."""
     from mneme_cuda import recorder
 
-    raw = tmp / f"{name}-ungated"
+    raw = tmp / f"{name}-{label}"
     env = recorder.environment(raw, kernel=kernel, library=library())
-    env["MNEME_RECORD_TIMING_GATE"] = "0"
+    if not gate:
+        env["MNEME_RECORD_TIMING_GATE"] = "0"
     proc = subprocess.run([str(BIN / name)], env=env, capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
-        log.warning("%s without the gate exited %d: %s", name, proc.returncode, proc.stderr[-500:])
+        log.warning("%s (%s) exited %d: %s", name, label, proc.returncode, proc.stderr[-500:])
     return recorder.in_application(raw)[0]
 
 
-def compare(row: dict, times: list[float]) -> None:
-    """The like-for-like application median and the ratios of `row` (see the module docstring)."""
+def median(values: list[float]) -> float:
+    import statistics
+
+    return statistics.median(values)
+
+
+def compare(row: dict, times: list[float], other_runs: list[list[float]]) -> None:
+    """The like-for-like application median and the ratios of `row` (see the module docstring).
+
+    With repeats, the application side is the median over the program's runs of each run's median
+    of the repeats (a short process's kernel times move by a few percent from run to run)."""
     from mneme.plugins.replay_commands import application_median
 
     row["comparison"] = "warm" if len(times) > 1 else "neither"
-    row["app_median_s"] = application_median(times)[0]  # the repeats' median where there are repeats
+    if len(times) > 1:
+        runs = [application_median(t)[0] for t in (times, *other_runs) if len(t) > 1]
+        row["app_run_medians_s"] = runs
+        row["app_median_s"] = median(runs)
+    else:
+        row["app_median_s"] = application_median(times)[0]
     for label in REPLAYS:
         row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
 
 
-def tally(rows: list[dict], gates: dict, iterations: int) -> dict:
+def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict:
     """The figures of the rows so far (see the module docstring for which rows count)."""
     fair = [r for r in rows if r.get("comparison") == "warm"]
     single = [r for r in rows if r.get("comparison") == "neither"]
     figures = {
-        "iterations": iterations, "instances": len(fair) + len(single), "like_for_like": len(fair),
+        "iterations": iterations, "runs": runs, "instances": len(fair) + len(single), "like_for_like": len(fair),
         "within_5pct": sum(abs(r["ratio_primed"] - 1) <= 0.05 for r in fair),
         "within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in fair),
         "single_launch": len(single),
@@ -137,7 +157,7 @@ def tally(rows: list[dict], gates: dict, iterations: int) -> dict:
     return figures
 
 
-def fidelity(iterations: int, json_path: Path | None = None) -> dict:
+def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> dict:
     """Record, replay and compare each program; the JSON is rewritten after each (a time limit keeps what was done)."""
     from mneme_cuda import recorder
 
@@ -157,7 +177,8 @@ def fidelity(iterations: int, json_path: Path | None = None) -> dict:
                                             progress=False)  # fmt: skip
                 gates[name] = app_timing(db_dir / "raw")
                 keys = instance_keys(db_dir / "raw")
-                ungated = ungated_app_times(name, kernel, Path(tmp))
+                ungated = app_times_of_run(name, kernel, Path(tmp), "ungated", gate=False)
+                more = [app_times_of_run(name, kernel, Path(tmp), f"run{k}", gate=True) for k in range(1, runs)]
             except Exception as exc:  # noqa: BLE001 - one program's failure is a row, the others still run
                 rows.append({"program": name, "error": f"recording failed: {type(exc).__name__}: {exc}"})
                 continue
@@ -169,21 +190,26 @@ def fidelity(iterations: int, json_path: Path | None = None) -> dict:
                     if not inst.app_times:
                         rows.append({**row, "error": "no in-application times"})
                         continue
-                    plain = ungated.get((rec.kernel_name, keys.get(dynamic_hash, "")), [])
+                    key = (rec.kernel_name, keys.get(dynamic_hash, ""))
+                    plain = ungated.get(key, [])
                     if len(plain) >= 2:  # the same launches, ungated: the gate's effect in the application
                         row["app_ungated_median_s"] = application_median(plain)[0]
-                    try:
-                        row.update(replay_medians(db, dynamic_hash, iterations))
+                    try:  # as many replays (each its own executor: one restore) as program runs
+                        replays = [replay_medians(db, dynamic_hash, iterations) for _ in range(runs)]
                     except Exception as exc:  # noqa: BLE001 - a figure, not a crash: report what failed
                         rows.append({**row, "error": f"{type(exc).__name__}: {exc}"})
                         continue
-                    compare(row, inst.app_times)
+                    row.update({label: median([r[label] for r in replays]) for label in REPLAYS})
+                    row["replay_gate"] = replays[0]["replay_gate"]
+                    if runs > 1:
+                        row["replay_primed_runs_s"] = [r["replay_primed_s"] for r in replays]
+                    compare(row, inst.app_times, [m.get(key, []) for m in more])
                     rows.append(row)
             if json_path:  # what the final write replaces; a time limit leaves this one, so it says so
-                partial = tally(rows, gates, iterations)
+                partial = tally(rows, gates, iterations, runs)
                 partial["summary"] = [f"{partial['summary'][0]} [partial: stopped after {name}]"]
                 json_path.write_text(json.dumps({**partial, "partial": True}, indent=2))
-    return tally(rows, gates, iterations)
+    return tally(rows, gates, iterations, runs)
 
 
 def summary(figures: dict) -> list[str]:
@@ -192,7 +218,8 @@ def summary(figures: dict) -> list[str]:
     ungated = sum(g["ungated"] for g in figures["app_timing"].values())
     replay_ungated = {r["replay_gate"] for r in figures["rows"] if r.get("replay_gate", "gated") != "gated"}
     return [f"fidelity: {figures['within_5pct']}/{figures['like_for_like']} repeated instances within 5% "
-            f"(primed replay / in-application median of the repeats, both gated"
+            f"(primed replay / in-application median of the repeats, both gated, medians of "
+            f"{figures.get('runs', 1)} runs"
             + (f"; worst {worst['program']} {worst['ratio_primed']:.3f}" if worst else "")
             + f"; warm after the reset {figures['within_5pct_warm']}/{figures['like_for_like']}"
             + f"); {figures['single_launch']} launched-once instances not comparable (timed right after the "
@@ -210,6 +237,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--runs", type=int, default=3,
+                        help="runs of each program, and replays of each instance, whose medians are compared")
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from mneme_cuda.backend import CudaBackend
@@ -222,7 +251,7 @@ def main() -> int:
         return 0
     os.environ.pop("MNEME_RECORD_TIMING_GATE", None)  # the gated runs are the reference
     started = time.perf_counter()
-    figures = fidelity(opts.iterations, opts.json)
+    figures = fidelity(opts.iterations, opts.json, max(1, opts.runs))
     figures["seconds"] = time.perf_counter() - started
     print("program      kernel               instance  n  compare   app us  app-ungated  warm us  flushed  "
           "warm-ungated  primed us  primed/app warm/app flushed/app")  # fmt: skip
