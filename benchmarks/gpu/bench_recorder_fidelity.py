@@ -34,6 +34,7 @@ import argparse
 import json
 import logging
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -116,12 +117,6 @@ def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool) 
     return recorder.in_application(raw)[0]
 
 
-def median(values: list[float]) -> float:
-    import statistics
-
-    return statistics.median(values)
-
-
 def compare(row: dict, times: list[float], other_runs: list[list[float]]) -> None:
     """The like-for-like application median and the ratios of `row` (see the module docstring).
 
@@ -133,7 +128,7 @@ def compare(row: dict, times: list[float], other_runs: list[list[float]]) -> Non
     if len(times) > 1:
         runs = [application_median(t)[0] for t in (times, *other_runs) if len(t) > 1]
         row["app_run_medians_s"] = runs
-        row["app_median_s"] = median(runs)
+        row["app_median_s"] = statistics.median(runs)
     else:
         row["app_median_s"] = application_median(times)[0]
     for label in REPLAYS:
@@ -199,7 +194,7 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
                     except Exception as exc:  # noqa: BLE001 - a figure, not a crash: report what failed
                         rows.append({**row, "error": f"{type(exc).__name__}: {exc}"})
                         continue
-                    row.update({label: median([r[label] for r in replays]) for label in REPLAYS})
+                    row.update({label: statistics.median(r[label] for r in replays) for label in REPLAYS})
                     row["replay_gate"] = replays[0]["replay_gate"]
                     if runs > 1:
                         row["replay_primed_runs_s"] = [r["replay_primed_s"] for r in replays]

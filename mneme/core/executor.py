@@ -342,7 +342,7 @@ class BaseExecutor:
         through host memory whole. Returns False when the host must keep them.
         """
         device = self.device
-        if not all(hasattr(device, name) for name in ("alloc", "copy", "write_snapshot_region")):
+        if not all(hasattr(device, name) for name in ("alloc", "copy", "write_snapshot_regions")):
             return False
         prologue_addrs = {r.addr for r in self.prologue.regions}
         try:
@@ -354,12 +354,7 @@ class BaseExecutor:
             if hasattr(device, "compare_regions"):
                 for region in self.epilogue.regions:
                     self._expected_dev[region.addr] = device.alloc(region.size)
-                targets = [(addr, buffer.addr) for addr, buffer in self._expected_dev.items()]
-                if hasattr(device, "write_snapshot_regions"):  # one pass over every region
-                    device.write_snapshot_regions(self.epilogue, targets)
-                else:
-                    for addr, dst in targets:
-                        device.write_snapshot_region(self.epilogue, addr, dst=dst)
+                device.write_snapshot_regions(self.epilogue, [(a, b.addr) for a, b in self._expected_dev.items()])
             device.synchronize()
         except MnemeError as exc:  # e.g. out of device memory: fall back to host copies
             log.warning("keeping the recorded state on %s failed (%s); resetting and verifying from the host",
@@ -506,17 +501,13 @@ class BaseExecutor:
 
         A device with `write_snapshot_regions` (CUDA) decodes them straight into its pinned
         staging buffers, every region in one pass; others get each region in pieces through
-        `write` (or `write_snapshot_region`).
+        `write`.
         """
         write_all = getattr(self.device, "write_snapshot_regions", None)
         if write_all is not None:
             write_all(self.prologue)
             return
-        write_region = getattr(self.device, "write_snapshot_region", None)
         for region in self.prologue.regions:
-            if write_region is not None:
-                write_region(self.prologue, region.addr)
-                continue
             offset = 0
             for chunk in self.prologue.iter_region(region.addr):
                 self.device.write(region.addr + offset, chunk)

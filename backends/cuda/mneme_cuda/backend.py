@@ -493,13 +493,10 @@ class CudaDevice(Device):
         for addr, dst in targets:
             planned = self._device_plan(snapshot, addr)
             if planned is not None:
-                self.last_restore = "device-decode"  # or "native", where a chunk failed there
-                total += self._restore_on_device(decoder, snapshot, addr, dst, *planned)
-                paths.append(self.last_restore)
+                paths.append(self._restore_on_device(decoder, snapshot, addr, dst, *planned))
+                total += planned[0].info.size
                 continue
-            info = snapshot.region(addr)
-            items += [(addr, dst, offset, length)
-                      for offset, length, _ in restore_plan(info.size, info.chunk_size, RESTORE_FILL)]  # fmt: skip
+            items += self._native_fills(snapshot.region(addr), addr, dst)
             paths.append("native")
         total += self._restore_native(decoder, snapshot, items)
         self.last_restore = "+".join(sorted(set(paths)))  # "device-decode", "native", or both
@@ -521,6 +518,11 @@ class CudaDevice(Device):
             turn ^= 1
         self._sync(f"restoring region {addr:#x} of {getattr(snapshot, 'path', 'a snapshot')}")
         return info.size
+
+    @staticmethod
+    def _native_fills(info, addr: int, dst: int) -> list[tuple[int, int, int, int]]:
+        """The native restore's fills (region address, destination, offset, length) of one region."""
+        return [(addr, dst, offset, length) for offset, length, _ in restore_plan(info.size, info.chunk_size, RESTORE_FILL)]
 
     def _restore_native(self, decoder: NativeDecoder, snapshot: Snapshot, items: list[tuple[int, int, int, int]]) -> int:
         """Restore fills (region address, destination, offset, length) through the native reader, in one pipeline."""
@@ -548,8 +550,8 @@ class CudaDevice(Device):
             check(cu.cuEventRecord(events[slot], self.stream), "cuEventRecord")
 
         overlapped(items, len(slots) - 1, start, copy)
-        regions = sorted({addr for addr, *_ in items})
-        where = f"region {regions[0]:#x}" if len(regions) == 1 else f"{len(regions)} regions"
+        regions = {addr for addr, *_ in items}
+        where = f"region {items[0][0]:#x}" if len(regions) == 1 else f"{len(regions)} regions"
         self._sync(f"restoring {where} of {snapshot.path}")
         return sum(length for *_, length in items)
 
@@ -581,11 +583,12 @@ class CudaDevice(Device):
         return region, plan
 
     def _restore_on_device(self, decoder: NativeDecoder, snapshot: Snapshot, addr: int, dst: int, region,
-                           plan: devdecode.RegionPlan) -> int:
+                           plan: devdecode.RegionPlan) -> str:
         """Restore an LZ4 region by decoding on the device: C threads read and check the stored payloads into
         the four staging slots, a copy stream moves each fill to one of two device slots (and raw chunks to their
         place), and a kernel stream per device slot decodes it, so reading, copying and decoding overlap, and
-        several fills decode at once."""
+        several fills decode at once. Returns how it was restored: "device-decode", or "native" where a chunk
+        failed on the device and the host reader restored the region."""
         cu = driver()
         dd = self._device_decode
         slots = self._restore_slots()
@@ -623,7 +626,8 @@ class CudaDevice(Device):
         failed, first = dd.status()
         if failed:
             self._device_decode_failed(snapshot, region, addr, dst, failed, first)
-        return region.info.size
+            return "native"
+        return "device-decode"
 
     def _device_decode_failed(self, snapshot: Snapshot, region, addr: int, dst: int, failed: int, first: int) -> None:
         """A chunk did not decode on the device: the host reader decodes it to say why (a corrupt chunk raises
@@ -633,9 +637,7 @@ class CudaDevice(Device):
         log.error("the device LZ4 decoder failed on %d chunk(s) of region %#x of %s (first: %s), which the host "
                   "reader decodes; restoring the region on the host. Please report this with the snapshot",
                   failed, addr, snapshot.path, chunk.block)  # fmt: skip
-        self.last_restore = "native"
-        plan = restore_plan(region.info.size, region.info.chunk_size, RESTORE_FILL)
-        self._restore_native(self._native(), snapshot, [(addr, dst, offset, length) for offset, length, _ in plan])
+        self._restore_native(self._native(), snapshot, self._native_fills(region.info, addr, dst))
 
     def _restore_slots(self) -> list[int]:
         """The four restore slots: the halves of the two pinned staging buffers."""

@@ -452,8 +452,6 @@ int Writer::begin_region(uint64_t addr, uint64_t size, Encoding encoding, const 
     return 0;
 }
 
-uint64_t Writer::region_chunk_size() const { return region_ ? region_->chunk_size : 0; }
-
 int Writer::chunk(const void *data, size_t n, const void *base) {
     if (!region_ || error_) return error_ ? error_ : fail(EINVAL);
     Region &r = *region_;

@@ -81,8 +81,6 @@ public:
     // ENC_DIFF (epilogues; chunk() then needs the prologue's bytes). `best`: a diff region all of
     // whose chunks were stored whole is relabelled as compressed when it ends.
     int begin_region(uint64_t addr, uint64_t size, Encoding encoding, const Policy &policy, bool best = false);
-    // The region's chunk size, known once begin_region() has chosen it (0 outside a region).
-    uint64_t region_chunk_size() const;
     // The next `n` bytes of the current region: a whole number of its chunks, or all that
     // remain; and the prologue's bytes at the same place for a diff region. Both are copied
     // before it returns.

@@ -19,7 +19,6 @@ from mneme.core.snapshot.format import (
     BLOCK_HEADER,
     CHUNK_PREFIX,
     DEFAULT_CHUNK_SIZE,
-    LZ4_CHUNK_SIZE,
     DTYPES,
     ENC_DIFF,
     ENC_LZ4,
@@ -32,6 +31,7 @@ from mneme.core.snapshot.format import (
     EXACT,
     FILE_HEADER,
     FLAG_RELATIVE,
+    LZ4_CHUNK_SIZE,
     MAGIC,
     MAX_CHUNK_SIZE,
     NORMS,
@@ -213,8 +213,7 @@ class SnapshotWriter:
         view = _bytes_view(data, self.path, f"region 0x{addr:x}")
         size = len(view)
         step = self._chunk(encoding)
-        pieces = (view[o : o + step] for o in range(0, size, step))
-        self._add_region(addr, size, pieces, encoding, policy)
+        self._add_region(addr, size, (view[o : o + step] for o in range(0, size, step)), step, encoding, policy)
 
     def add_region_stream(
         self, addr: int, size: int, chunks: Iterable, encoding: str = "raw", policy: RegionPolicy | None = None
@@ -224,11 +223,11 @@ class SnapshotWriter:
         Pieces are consumed before the next one is asked for, so a producer may reuse its buffer.
         """
         # Compressed chunks are encoded behind the producer: give the pool pieces it owns.
-        pieces = _rechunk(chunks, self._chunk(encoding), own=encoding != "raw")
-        self._add_region(addr, size, pieces, encoding, policy)
+        step = self._chunk(encoding)
+        self._add_region(addr, size, _rechunk(chunks, step, own=encoding != "raw"), step, encoding, policy)
 
-    def _add_region(self, addr: int, size: int, pieces, encoding: str, policy) -> None:
-        """Write a region from `pieces` of `_chunk(encoding)` bytes (the last may be shorter), unchanged meanwhile."""
+    def _add_region(self, addr: int, size: int, pieces, chunk_size: int, encoding: str, policy) -> None:
+        """Write a region from `pieces` of `chunk_size` bytes (the last may be shorter), unchanged meanwhile."""
         if encoding not in ("raw", "zstd", "lz4"):
             raise UsageError(f"{self.path}: region encoding must be 'raw', 'zstd' or 'lz4' (diffs: add_diff_region), "
                              f"got {encoding!r}")  # fmt: skip
@@ -239,7 +238,7 @@ class SnapshotWriter:
             self.version = max(self.version, LZ4_VERSION)
         code = ENCODING_CODES[encoding]
         policy = policy or EXACT
-        self._region_header(addr, size, code, policy, self._chunk(encoding))
+        self._region_header(addr, size, code, policy, chunk_size)
         offsets = _Offsets(self.path, addr, size)
         if code == ENC_RAW:
             for piece in pieces:
