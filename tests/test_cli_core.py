@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -200,3 +203,11 @@ def test_copy_refuses_two_different_files_for_one_destination_and_changes_nothin
     result = run("copy", str(a.path), str(tmp_path / "b" / "other.json"), str(tmp_path / "dest"), ok=False)
     assert result.exit_code == 2 and "with different contents" in result.output
     assert tree(tmp_path) == before and not (tmp_path / "dest").exists()
+
+
+def test_python_dash_m_mneme_runs_the_same_command(tmp_path):
+    rec = make_recording(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "mneme", "inspect", str(rec.path)], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"}, timeout=120, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert KERNEL in proc.stdout

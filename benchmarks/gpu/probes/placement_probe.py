@@ -8,7 +8,10 @@ under the recorder (one median per process), then, in one executor, times the re
 - "same": nothing (the spread of one placement);
 - "reload": the module loaded anew (the code at another address);
 - "remap": every recorded range unmapped and mapped again onto fresh physical memory at the same
-  virtual addresses (the old pages held meanwhile, so the new ones are others), then restored.
+  virtual addresses (the old pages held meanwhile, so the new ones are others), then restored;
+- "restream": the experiment's stream replaced by a new one (the old ones kept meanwhile);
+and finally replays the instance in `--runs` fresh processes (`mneme replay --mode cubin --cache
+primed --json`), one median per process, like the application's.
 A probe: its findings go to benchmarks/results/gpu-session-*.md, not to a results file.
 
     python benchmarks/gpu/probes/placement_probe.py [--runs 12] [--rounds 12] [--json out.json]
@@ -30,6 +33,7 @@ import bench_recorder_fidelity as bench  # noqa: E402
 # label -> (program and arguments, kernel regex)
 PROGRAMS = {"streams_only1": (["streams_app", "only1"], "^saxpy$"), "stencil_app": (["stencil_app"], "stencil2d"),
             "global_app": (["global_app"], "add_bias")}  # fmt: skip
+WAYS = ("same", "reload", "remap", "restream", "same_after")
 
 
 def remap(dev, held: list) -> int:
@@ -60,16 +64,17 @@ def remap(dev, held: list) -> int:
 
 def placements(db: Path, dynamic_hash: str, rounds: int, iterations: int) -> dict:
     """Median of each round of primed timed runs, for each way of changing things between rounds."""
-    from mneme_cuda.driver import driver
+    from mneme_cuda.driver import check, driver
 
     from mneme.core.executor import BaseExecutor
 
     out: dict = {}
     held: list = []
+    held_streams: list = []
     with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin") as ex:
         ex.cache = "primed"
         config = ex.default_config()
-        for way in ("same", "reload", "remap", "same_after"):
+        for way in WAYS:
             medians, verified = [], True
             for _ in range(rounds):
                 if way == "reload":
@@ -79,6 +84,11 @@ def placements(db: Path, dynamic_hash: str, rounds: int, iterations: int) -> dic
                 elif way == "remap":
                     out["remapped_bytes"] = remap(ex.device, held)
                     ex._restore_all = True  # noqa: SLF001 - the new pages hold nothing yet
+                elif way == "restream":
+                    ex.device.synchronize()
+                    held_streams.append(ex.device.stream)
+                    flags = driver().CUstream_flags.CU_STREAM_NON_BLOCKING
+                    ex.device.stream = check(driver().cuStreamCreate(flags), "cuStreamCreate")
                 result = ex.execute(config)
                 verified &= result.ok
                 medians.append(result.median_time * 1e6 if result.ok else float("nan"))
@@ -88,7 +98,26 @@ def placements(db: Path, dynamic_hash: str, rounds: int, iterations: int) -> dic
     cu = driver()
     for handle in held:
         cu.cuMemRelease(handle)
+    for stream in held_streams:
+        cu.cuStreamDestroy(stream)
     return out
+
+
+def processes(db: Path, dynamic_hash: str, runs: int, iterations: int) -> dict:
+    """The median of a primed replay in each of `runs` fresh processes."""
+    medians = []
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "-rid", dynamic_hash,
+                               "--mode", "cubin", "--cache", "primed", "--iterations", str(iterations), "--json"],
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        try:
+            medians.append(json.loads(proc.stdout)["median_time"] * 1e6)
+        except (ValueError, KeyError, TypeError):
+            print(f"replay process failed ({proc.returncode}): {proc.stderr[-300:]}", file=sys.stderr)
+    if not medians:
+        return {"medians_us": [], "median_us": float("nan"), "min_us": float("nan"), "max_us": float("nan")}
+    return {"medians_us": [round(m, 3) for m in medians], "median_us": statistics.median(medians),
+            "min_us": min(medians), "max_us": max(medians)}  # fmt: skip
 
 
 def main() -> int:
@@ -127,12 +156,13 @@ def main() -> int:
                         continue
                     row = {"program": label, "instance": dynamic_hash[:8], "app_run_medians_us": [round(a, 3) for a in app],
                            "app_median_us": statistics.median(app), "app_min_us": min(app), "app_max_us": max(app),
-                           **placements(db, dynamic_hash, opts.rounds, opts.iterations)}  # fmt: skip
+                           **placements(db, dynamic_hash, opts.rounds, opts.iterations),
+                           "processes": processes(db, dynamic_hash, opts.runs, opts.iterations)}  # fmt: skip
                     rows.append(row)
                     print(f"{label:<14} {row['instance']} app {row['app_median_us']:.2f} us "
                           f"({row['app_min_us']:.2f}-{row['app_max_us']:.2f}) "
                           + "  ".join(f"{w} {row[w]['median_us']:.2f} ({row[w]['min_us']:.2f}-{row[w]['max_us']:.2f})"
-                                      for w in ("same", "reload", "remap", "same_after")), flush=True)  # fmt: skip
+                                      for w in (*WAYS, "processes")), flush=True)  # fmt: skip
     if opts.json:
         opts.json.write_text(json.dumps(rows, indent=1))
     return 0
