@@ -70,10 +70,11 @@ def placements(db: Path, dynamic_hash: str, rounds: int, iterations: int) -> dic
 
     out: dict = {}
     held: list = []
-    held_streams: list = []
+    streams: list = []
     with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin") as ex:
         ex.cache = "primed"
         config = ex.default_config()
+        original = ex.device.stream
         for way in WAYS:
             medians, verified = [], True
             for _ in range(rounds):
@@ -86,20 +87,25 @@ def placements(db: Path, dynamic_hash: str, rounds: int, iterations: int) -> dic
                     ex._restore_all = True  # noqa: SLF001 - the new pages hold nothing yet
                 elif way == "restream":
                     ex.device.synchronize()
-                    held_streams.append(ex.device.stream)
                     flags = driver().CUstream_flags.CU_STREAM_NON_BLOCKING
                     ex.device.stream = check(driver().cuStreamCreate(flags), "cuStreamCreate")
+                    streams.append(ex.device.stream)
                 result = ex.execute(config)
                 verified &= result.ok
                 medians.append(result.median_time * 1e6 if result.ok else float("nan"))
+            if streams:  # the executor's own stream back; the others destroyed while the context lives
+                ex.device.synchronize()
+                ex.device.stream = original
+                for stream in streams:
+                    check(driver().cuStreamDestroy(stream), "cuStreamDestroy")
+                streams.clear()
+            print(f"  {way}: {statistics.median(medians):.2f} us", file=sys.stderr, flush=True)
             out[way] = {"medians_us": [round(m, 3) for m in medians], "verified": verified,
                         "median_us": statistics.median(medians), "min_us": min(medians), "max_us": max(medians)}  # fmt: skip
         ex.device.synchronize()
     cu = driver()
     for handle in held:
         cu.cuMemRelease(handle)
-    for stream in held_streams:
-        cu.cuStreamDestroy(stream)
     return out
 
 
