@@ -10,11 +10,11 @@ MNEME_RECORD_TIMED (16) launches with the same arguments (the database's `AppTim
 the recorded launch). A 3.5 us kernel keeps one time within a process (its repeats agree to the
 event timer's 32 ns) but takes another in the next process: over 10 processes the application's
 per-process medians of one saxpy spread over 3.46-3.68 us, and its replays in 10 fresh processes
-over 3.46-3.66 us, with medians 1.003 apart (H200, benchmarks/gpu/probes/placement_probe.py; a new
-stream moves the level by up to 5%; remapping the memory onto other pages or reloading the code
-does not). So each program runs `--runs` times (default 9) under the recorder and each instance is
-replayed as often, each replay its own executor (a new stream); the medians over the runs are
-compared. Each program is also run once under the recorder without the gate
+over 3.46-3.66 us, with medians 1.005 apart (H200, benchmarks/gpu/probes/placement_probe.py; moving
+the experiment to new streams moves the level by 4-8%; remapping its memory onto other pages or
+reloading its code does not). So each program runs `--runs` times (default 9) under the recorder
+and each instance is replayed as often, each replay its own executor (a new stream); the medians
+over the runs are compared. Each program is also run once under the recorder without the gate
 (MNEME_RECORD_TIMING_GATE=0), and each instance is replayed from its recorded cubin (`--mode
 cubin`) four ways (`mneme replay --cache`): primed (the kernel run once more, untimed, after the
 reset between timed runs), warm (the L2 as the reset left it), flushed (as `mneme replay` does by
