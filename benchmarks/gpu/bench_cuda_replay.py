@@ -7,8 +7,8 @@ For each kernel, in one run:
   IR at the recorded configuration (`--mode ir`) against the same `.cu` compiled by nvcc
   (`nvcc -cubin -O3`), attached to the recording as an application image (`--mode cubin`);
 - fidelity proxy: the replayed nvcc cubin's median against the same cubin launched directly
-  (ordinary `cuMemAlloc` buffers holding the prologue, `kernelParams`, CUDA events, the same L2
-  flush before each run, no reset machinery): within 5% is the target;
+  (ordinary `cuMemAlloc` buffers holding the prologue, `kernelParams`, CUDA events behind the same
+  launch gate, the same L2 flush before each run, no reset machinery): within 5% is the target;
 - per-experiment overhead (wall time of `execute` minus kernel time, binary prebuilt) for a
   small kernel (vector_add over 64K floats).
 nvcc is looked up on PATH and in /usr/local/cuda/bin; prebuilt cubins in .gpu/cubin/<source>.cubin
@@ -107,7 +107,9 @@ def direct_seconds(ex, iterations: int) -> list[float]:
     """The recording's cubin launched as an application would: ordinary buffers, kernelParams, events.
 
     Each pointer argument is moved into a `cuMemAlloc` copy of its region; device globals get
-    their recorded values; an L2 flush precedes each run, as in replay.
+    their recorded values; an L2 flush precedes each run, and the stream is held until both events
+    and the launch are queued, as in replay (ungated, a run that finds the stream idle would also
+    time the host's submission of the launch).
     """
     from mneme_cuda.driver import check, driver
 
@@ -135,13 +137,18 @@ def direct_seconds(ex, iterations: int) -> list[float]:
         config = ex.default_config()
         grid, block = config.grid, config.block
         events = [check(cu.cuEventCreate(0), "cuEventCreate") for _ in range(2 * (iterations + 1))]
-        for i in range(iterations + 1):  # the first run is a warm-up
+        gate = device.launch_gate
+        for i in range(iterations + 1):  # the first run is a warm-up, never held (it may synchronize)
             device.flush_l2()
-            check(cu.cuEventRecord(events[2 * i], device.stream), "cuEventRecord")
-            check(cu.cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                    config.shared_mem, device.stream, ctypes.addressof(params), 0),
-                  "launching the cubin directly")  # fmt: skip
-            check(cu.cuEventRecord(events[2 * i + 1], device.stream), "cuEventRecord")
+            ticket = gate.hold(device.stream) if i else 0
+            try:
+                check(cu.cuEventRecord(events[2 * i], device.stream), "cuEventRecord")
+                check(cu.cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                        config.shared_mem, device.stream, ctypes.addressof(params), 0),
+                      "launching the cubin directly")  # fmt: skip
+                check(cu.cuEventRecord(events[2 * i + 1], device.stream), "cuEventRecord")
+            finally:
+                gate.release(ticket)
         device.synchronize()
         times = [check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime") / 1e3
                  for i in range(1, iterations + 1)]  # fmt: skip

@@ -7,7 +7,9 @@ Both sides time a launch with CUDA events on its stream behind the launch gate (
 a mapped counter until start event, launch and stop event are queued), so neither includes the
 host's submission of the kernel. The recorder times the recorded launch and the next
 MNEME_RECORD_TIMED (16) launches with the same arguments (the database's `AppTimes`; the first is
-the recorded launch). A 3.5 us kernel keeps one time within a process (its repeats agree to the
+the recorded launch), each alone on the device: the context drains first and other threads'
+launches wait until it has run (streams_app's two threads would otherwise share the GPU with it).
+A 3.5 us kernel keeps one time within a process (its repeats agree to the
 event timer's 32 ns) but takes another in the next process: over 10 processes the application's
 per-process medians of one saxpy spread over 3.46-3.68 us, and its replays in 10 fresh processes
 over 3.46-3.66 us, with medians 1.005 apart (H200, benchmarks/gpu/probes/placement_probe.py; moving
@@ -15,7 +17,8 @@ the experiment to new streams moves the level by 4-8%; remapping its memory onto
 reloading its code does not). So each program runs `--runs` times (default 9) under the recorder
 and each instance is replayed as often, each replay its own executor (a new stream); the medians
 over the runs are compared. Each program is also run once under the recorder without the gate
-(MNEME_RECORD_TIMING_GATE=0), and each instance is replayed from its recorded cubin (`--mode
+(MNEME_RECORD_TIMING_GATE=0) and once with its timed launches beside the rest of the application
+(MNEME_RECORD_TIMING_EXCLUSIVE=0: what concurrency costs the kernel there), and each instance is replayed from its recorded cubin (`--mode
 cubin`) four ways (`mneme replay --cache`): primed (the kernel run once more, untimed, after the
 reset between timed runs), warm (the L2 as the reset left it), flushed (as `mneme replay` does by
 default), and warm without the gate.
@@ -96,17 +99,19 @@ def instance_keys(raw: Path) -> dict[str, str]:
 
 def app_timing(raw: Path) -> dict:
     """The recorder's "app_timing" record (gated and ungated launches, why ungated), over its processes."""
-    total = {"gated": 0, "ungated": 0, "ungated_because": ""}
+    total = {"gated": 0, "ungated": 0, "exclusive": 0, "shared": 0, "ungated_because": ""}
     for path in sorted(raw.glob("counts-*.json")):
         timing = json.loads(path.read_text()).get("app_timing", {})
-        total["gated"] += timing.get("gated", 0)
-        total["ungated"] += timing.get("ungated", 0)
+        for key in ("gated", "ungated", "exclusive", "shared"):
+            total[key] += timing.get(key, 0)
         total["ungated_because"] = total["ungated_because"] or timing.get("ungated_because", "")
     return total
 
 
-def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool) -> dict[tuple[str, str], list[float]]:
-    """The program run once more under the recorder (with or without the gate): (kernel, key) -> seconds.
+def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool = True,
+                     exclusive: bool = True) -> dict[tuple[str, str], list[float]]:  # fmt: skip
+    """The program run once more under the recorder (with or without the gate, each timed launch alone
+    on the device or beside the rest of the application): (kernel, key) -> seconds.
 
     The recorder places allocations at the same addresses in every run, so instance keys match."""
     from mneme_cuda import recorder
@@ -115,6 +120,8 @@ def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool) 
     env = recorder.environment(raw, kernel=kernel, library=library())
     if not gate:
         env["MNEME_RECORD_TIMING_GATE"] = "0"
+    if not exclusive:
+        env["MNEME_RECORD_TIMING_EXCLUSIVE"] = "0"
     proc = subprocess.run([str(BIN / name)], env=env, capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
         log.warning("%s (%s) exited %d: %s", name, label, proc.returncode, proc.stderr[-500:])
@@ -137,6 +144,8 @@ def compare(row: dict, times: list[float], other_runs: list[list[float]]) -> Non
         row["app_median_s"] = application_median(times)[0]
     for label in REPLAYS:
         row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
+    if row.get("app_shared_median_s"):  # the rest of the application's cost to the kernel, beside it
+        row["shared_vs_alone"] = row["app_shared_median_s"] / row["app_median_s"]
 
 
 def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict:
@@ -177,7 +186,8 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
                 gates[name] = app_timing(db_dir / "raw")
                 keys = instance_keys(db_dir / "raw")
                 ungated = app_times_of_run(name, kernel, Path(tmp), "ungated", gate=False)
-                more = [app_times_of_run(name, kernel, Path(tmp), f"run{k}", gate=True) for k in range(1, runs)]
+                shared = app_times_of_run(name, kernel, Path(tmp), "shared", exclusive=False)
+                more = [app_times_of_run(name, kernel, Path(tmp), f"run{k}") for k in range(1, runs)]
             except Exception as exc:  # noqa: BLE001 - one program's failure is a row, the others still run
                 rows.append({"program": name, "error": f"recording failed: {type(exc).__name__}: {exc}"})
                 continue
@@ -193,6 +203,9 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
                     plain = ungated.get(key, [])
                     if len(plain) >= 2:  # the same launches, ungated: the gate's effect in the application
                         row["app_ungated_median_s"] = application_median(plain)[0]
+                    beside = shared.get(key, [])
+                    if len(beside) >= 2:  # the same launches beside the rest of the application (one run)
+                        row["app_shared_median_s"] = application_median(beside)[0]
                     try:  # as many replays (each its own executor: one restore) as program runs
                         replays = [replay_medians(db, dynamic_hash, iterations) for _ in range(runs)]
                     except Exception as exc:  # noqa: BLE001 - a figure, not a crash: report what failed
@@ -215,6 +228,9 @@ def summary(figures: dict) -> list[str]:
     fair = [r for r in figures["rows"] if r.get("comparison") == "warm"]
     worst = max(fair, key=lambda r: abs(r["ratio_primed"] - 1), default=None)
     ungated = sum(g["ungated"] for g in figures["app_timing"].values())
+    shared = sum(g.get("shared", 0) for g in figures["app_timing"].values())
+    beside = [r for r in fair if r.get("shared_vs_alone")]
+    costliest = max(beside, key=lambda r: r["shared_vs_alone"], default=None)
     replay_ungated = {r["replay_gate"] for r in figures["rows"] if r.get("replay_gate", "gated") != "gated"}
     return [f"fidelity: {figures['within_5pct']}/{figures['like_for_like']} repeated instances within 5% "
             f"(primed replay / in-application median of the repeats, both gated, medians of "
@@ -225,6 +241,9 @@ def summary(figures: dict) -> list[str]:
             f"prologue capture; {figures['single_within_5pct_warm']} within 5% warm, "
             f"{figures['single_within_5pct_flushed']} flushed)"
             + (f"; {ungated} in-application launches UNGATED" if ungated else "")
+            + (f"; {shared} in-application launches NOT ALONE on the device" if shared else "")
+            + (f"; timed beside the rest of the application (one run) the kernel took up to "
+               f"{costliest['shared_vs_alone']:.3f}x its time alone ({costliest['program']})" if costliest else "")
             + (f"; replay UNGATED: {sorted(replay_ungated)[0][:80]}" if replay_ungated else "")]  # fmt: skip
 
 
@@ -252,14 +271,15 @@ def main() -> int:
     started = time.perf_counter()
     figures = fidelity(opts.iterations, opts.json, max(1, opts.runs))
     figures["seconds"] = time.perf_counter() - started
-    print("program      kernel               instance  n  compare   app us  app-ungated  warm us  flushed  "
-          "warm-ungated  primed us  primed/app warm/app flushed/app")  # fmt: skip
+    print("program      kernel               instance  n  compare   app us  app-ungated  app-shared  warm us  "
+          "flushed  warm-ungated  primed us  primed/app warm/app flushed/app")  # fmt: skip
     for r in figures["rows"]:
         if "error" in r:
             print(f"{r['program']:<12} {r.get('kernel', '')[:20]:<20} {r.get('error', '')}")
             continue
         print(f"{r['program']:<12} {r['kernel'][:20]:<20} {r['instance'][:8]} {r['app_samples']:>2}  "
               f"{r['comparison']:<7} {_us(r['app_median_s'])} {_us(r.get('app_ungated_median_s'))}    "
+              f"{_us(r.get('app_shared_median_s'))}   "
               f"{_us(r['replay_warm_s'])} {_us(r['replay_flushed_s'])}  {_us(r['replay_warm_ungated_s'])}     "
               f"{_us(r['replay_primed_s'])}   {r['ratio_primed']:6.3f}    {r['ratio_warm']:6.3f}   "
               f"{r['ratio_flushed']:6.3f}")  # fmt: skip

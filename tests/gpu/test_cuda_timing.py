@@ -88,5 +88,28 @@ def test_the_recorder_times_repeated_launches_behind_the_gate_and_says_how(cuda_
     assert (timing["gated"], timing["ungated"]) == (gated, ungated)  # the recorded launch and the next 16
     assert ("MNEME_RECORD_TIMING_GATE=0" in timing["ungated_because"]) == (gate == "0"), timing
     assert ("without the gate" in proc.stderr) == (gate == "0"), proc.stderr[-2000:]
+    assert (timing["exclusive"], timing["shared"]) == (17, 0)  # each timed alone on the device
     (times,) = recorder.in_application(tmp_path / "raw")[0].values()
     assert len(times) == 17 and all(0 < t < 0.1 for t in times)
+
+
+@pytest.mark.parametrize(("exclusive", "alone", "beside"), [(None, 34, 0), ("0", 0, 34)])
+def test_two_threads_launching_at_once_run_on_while_each_timed_launch_runs_alone(cuda_backend, tmp_path, exclusive,
+                                                                                  alone, beside):  # fmt: skip
+    from mneme_cuda import recorder
+
+    app = ROOT / ".gpu" / "bin" / "streams_app"
+    if not app.exists():
+        pytest.skip("no prebuilt streams_app in .gpu/bin (scripts/gpu-suite --prepare)")
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    env = recorder.environment(tmp_path / "raw", kernel="^saxpy$", library=prebuilt if prebuilt.exists() else None)
+    env.pop("MNEME_RECORD_TIMING_EXCLUSIVE", None)
+    if exclusive is not None:
+        env["MNEME_RECORD_TIMING_EXCLUSIVE"] = exclusive
+    # lockstep: both threads launch at the same moment, every time, so each timed launch has a rival
+    proc = subprocess.run([str(app), "lockstep"], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "streams_app OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    timing = _counts(tmp_path / "raw")["app_timing"]
+    assert (timing["exclusive"], timing["shared"], timing["late"]) == (alone, beside, 0), timing
+    times = recorder.in_application(tmp_path / "raw")[0]
+    assert sorted(len(t) for t in times.values()) == [17, 17]  # both threads' instances, every launch timed

@@ -15,7 +15,9 @@
 //    reservations get hints in a zone above that range, their accessible mappings recorded.
 //  * Times each recorded launch and the next MNEME_RECORD_TIMED launches of the same instance
 //    with events on the application's stream, behind a gate that holds the stream until both
-//    events and the kernel are queued; counts kernel nodes run through cuGraphLaunch.
+//    events and the kernel are queued, each alone on the device (the work already queued drains
+//    first; other threads' launches wait until it ends; MNEME_RECORD_TIMING_EXCLUSIVE=0: not);
+//    counts kernel nodes run through cuGraphLaunch.
 //  * Remembers each loaded code image (fatbin, cubin, PTX) and the device globals the process
 //    looked up (cuModuleGetGlobal / cuLibraryGetGlobal), per module.
 //  * For each selected launch (MNEME_RECORD_KERNEL regex, MNEME_RECORD_SKIP,
@@ -53,6 +55,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <new>
 #include <regex>
 #include <set>
@@ -77,6 +80,7 @@ struct Config {
     uint64_t vmm_size = 1ull << 41;  // the zone above the placed range for the application's own reservations
     long timed = 16;                 // launches timed in the application per recorded instance, after the recorded one
     bool gate = true;                // hold each timed launch's stream until its events and kernel are queued
+    bool exclusive = true;           // run each timed launch alone on the device (see time_launch)
     bool place = true;
 };
 
@@ -127,6 +131,7 @@ Config &config() {
         if (const char *v = getenv("MNEME_RECORD_VMM_SIZE")) cfg->vmm_size = strtoull(v, nullptr, 0);
         if (const char *v = getenv("MNEME_RECORD_TIMED")) cfg->timed = atol(v);
         if (const char *v = getenv("MNEME_RECORD_TIMING_GATE")) cfg->gate = strcmp(v, "0") != 0;
+        if (const char *v = getenv("MNEME_RECORD_TIMING_EXCLUSIVE")) cfg->exclusive = strcmp(v, "0") != 0;
         if (!rank_selected(getenv("MNEME_RECORD_RANKS"), launcher_rank())) cfg->dir.clear();
         return cfg;
     }();
@@ -722,6 +727,7 @@ struct TimingGate {
     uint32_t ticket = 0;  // the last value a gated stream waits for; stored into gate_page[0]
     long gated = 0, ungated = 0, late = 0;  // late: released by the backstop, time dropped
     std::string ungated_because;  // the first reason a launch was timed without the gate
+    long exclusive = 0, shared = 0;  // timed alone on the device, or beside whatever else ran
     bool backstop = false;        // its thread runs (in this process: not after a fork)
     std::mutex mu;                // the backstop's own (it never takes mu())
     std::condition_variable cv;
@@ -812,6 +818,27 @@ void reap_timings_at_exit() {
     });
 }
 
+// Exclusive timing. In an application that runs kernels on several streams at once, a timed
+// kernel shares the device with whatever else runs then, and its time is that of the mix, which a
+// replay of the kernel alone cannot reproduce (streams_app's saxpy ran 2-5% slower beside the
+// other thread's: benchmarks/results/gpu-session-2026-12-04.md). So each timed launch runs alone:
+// the context drains first, and launches of other threads wait until its stop event has passed.
+// Launches of selected kernels already queue on mu(); every other launch (and cuGraphLaunch)
+// holds launch_mu() shared while it is submitted, and a timed launch holds it exclusively. Copies
+// and memsets an application queues on other streams meanwhile are not held.
+std::shared_mutex &launch_mu() {
+    static auto *m = new std::shared_mutex();
+    return *m;
+}
+
+// Submit a launch that is not timed: beside an exclusive timing, after it.
+template <typename Run>
+CUresult run_shared(Run run) {
+    if (!config().exclusive || config().dir.empty()) return run();
+    std::shared_lock<std::shared_mutex> beside(launch_mu());
+    return run();
+}
+
 // Run a launch of a recorded instance, timed when that instance still has timings to take (mu() held).
 template <typename Run>
 CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn, CUstream stream, Run run) {
@@ -839,6 +866,16 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
     if (fn && p_cuFuncIsLoaded && p_cuFuncLoad && p_cuFuncIsLoaded(&loading, fn) == CUDA_SUCCESS &&
         loading != CU_FUNCTION_LOADING_STATE_LOADED)
         p_cuFuncLoad(fn);
+    // Alone on the device: no other launch is submitted from here on, and what was queued drains.
+    // An earlier error of the application's fails the synchronize: it is the application's to
+    // see at its launch, and this launch is timed beside whatever still runs.
+    DRV(cuCtxSynchronize);
+    DRV(cuEventSynchronize);
+    std::unique_lock<std::shared_mutex> alone(launch_mu(), std::defer_lock);
+    if (config().exclusive) {
+        alone.lock();
+        if (!p_cuCtxSynchronize || p_cuCtxSynchronize() != CUDA_SUCCESS) alone.unlock();
+    }
     static const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
     if (!config().gate) {
         time_ungated(g, "MNEME_RECORD_TIMING_GATE=0", CUDA_SUCCESS);
@@ -877,8 +914,13 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
     }
     if (late) g.late++;
     if (stopped) timed++;  // a late one too: at most MNEME_RECORD_TIMED + 1 stalls per instance
+    // The others' launches wait until this one has run (a failed wait: they go on, its time is kept
+    // only as shared).
+    bool was_alone = alone.owns_lock() && stopped && p_cuEventSynchronize && p_cuEventSynchronize(stop) == CUDA_SUCCESS;
+    if (alone.owns_lock()) alone.unlock();
     if (stopped && !late) {
         (held ? g.gated : g.ungated)++;
+        (was_alone ? g.exclusive : g.shared)++;
         pending_timings().push_back(PendingTiming{kernel, instance, start, stop});
     } else {
         p_cuEventDestroy_v2(start);
@@ -1642,7 +1684,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         ~Reset() { in_recorder = false; }
     } reset;
     Selection sel = select_kernel(f);
-    if (!sel.selected) return run();
+    if (!sel.selected) return run_shared(run);
     // A launch into a stream being captured into a CUDA graph does not run now, and synchronizing
     // would break the capture: leave it alone (graph launches are not recorded).
     DRV(cuStreamIsCapturing);
@@ -2586,7 +2628,7 @@ CUresult w_graph_instantiate_params_ptsz(CUgraphExec *exec, CUgraph graph, CUDA_
 }
 
 CUresult graph_launch(graph_launch_t real_fn, CUgraphExec exec, CUstream s) {
-    CUresult r = real_fn(exec, s);
+    CUresult r = run_shared([&] { return real_fn(exec, s); });
     if (r != CUDA_SUCCESS || !tracking()) return r;
     std::lock_guard<std::mutex> lock(mu());
     auto it = graph_kernels().find(exec);
@@ -2900,10 +2942,12 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
         }
         text += "}}";
     }
-    // How the in-application times were taken: behind the gate (the kernel alone) or not, and why not.
+    // How the in-application times were taken: behind the gate (no host submission in them) or not,
+    // and why not; alone on the device (exclusive) or beside the rest of the application (shared).
     const TimingGate &g = timing_gate();
     text += "}, \"app_timing\": {\"gated\": " + std::to_string(g.gated) + ", \"ungated\": " +
             std::to_string(g.ungated) + ", \"late\": " + std::to_string(g.late) +
+            ", \"exclusive\": " + std::to_string(g.exclusive) + ", \"shared\": " + std::to_string(g.shared) +
             ", \"ungated_because\": " + json_string(g.ungated_because) + "}}\n";
     char path[4096];
     snprintf(path, sizeof path, "%s/counts-%d.json", c.dir.c_str(), (int)getpid());
