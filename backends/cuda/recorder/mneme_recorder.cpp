@@ -825,16 +825,19 @@ void reap_timings_at_exit() {
 // the context drains first, and launches of other threads wait until its stop event has passed.
 // Launches of selected kernels already queue on mu(); every other launch (and cuGraphLaunch)
 // holds launch_mu() shared while it is submitted, and a timed launch holds it exclusively. Copies
-// and memsets an application queues on other streams meanwhile are not held.
+// and memsets an application queues on other streams meanwhile are not held. Until the first
+// timed launch no launch takes the lock (a process that records nothing pays nothing); a launch
+// submitted while that first one starts may still run beside it.
 std::shared_mutex &launch_mu() {
     static auto *m = new std::shared_mutex();
     return *m;
 }
+std::atomic<bool> timing_started{false};
 
 // Submit a launch that is not timed: beside an exclusive timing, after it.
 template <typename Run>
 CUresult run_shared(Run run) {
-    if (!config().exclusive || config().dir.empty()) return run();
+    if (!timing_started.load(std::memory_order_acquire) || !config().exclusive) return run();
     std::shared_lock<std::shared_mutex> beside(launch_mu());
     return run();
 }
@@ -873,6 +876,7 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
     DRV(cuEventSynchronize);
     std::unique_lock<std::shared_mutex> alone(launch_mu(), std::defer_lock);
     if (config().exclusive) {
+        timing_started.store(true, std::memory_order_release);
         alone.lock();
         if (!p_cuCtxSynchronize || p_cuCtxSynchronize() != CUDA_SUCCESS) alone.unlock();
     }
