@@ -108,21 +108,23 @@ def app_timing(raw: Path) -> dict:
     return total
 
 
-def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool = True,
-                     exclusive: bool = True) -> dict[tuple[str, str], list[float]]:  # fmt: skip
-    """The program run once more under the recorder (with or without the gate, each timed launch alone
-    on the device or beside the rest of the application): (kernel, key) -> seconds.
+def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool = True, exclusive: bool = True,
+                     args: tuple[str, ...] = (), env_extra: dict[str, str] | None = None,
+                     ) -> dict[tuple[str, str], list[float]]:  # fmt: skip
+    """The program (with `args`) run once more under the recorder (with or without the gate, each timed
+    launch alone on the device or beside the rest of the application; `env_extra` on top):
+    (kernel, key) -> seconds.
 
     The recorder places allocations at the same addresses in every run, so instance keys match."""
     from mneme_cuda import recorder
 
     raw = tmp / f"{name}-{label}"
-    env = recorder.environment(raw, kernel=kernel, library=library())
+    env = {**recorder.environment(raw, kernel=kernel, library=library()), **(env_extra or {})}
     if not gate:
         env["MNEME_RECORD_TIMING_GATE"] = "0"
     if not exclusive:
         env["MNEME_RECORD_TIMING_EXCLUSIVE"] = "0"
-    proc = subprocess.run([str(BIN / name)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run([str(BIN / name), *args], env=env, capture_output=True, text=True, timeout=120, check=False)
     if proc.returncode != 0:
         log.warning("%s (%s) exited %d: %s", name, label, proc.returncode, proc.stderr[-500:])
     return recorder.in_application(raw)[0]

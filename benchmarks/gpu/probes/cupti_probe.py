@@ -16,7 +16,10 @@ instances (`both` mode):
 The application also runs twice without CUPTI, to show what CUPTI itself changes.
 A probe: its findings go to benchmarks/results/gpu-session-*.md, not to a results file.
 
-    python benchmarks/gpu/probes/cupti_probe.py --tracer .gpu/lib/libmneme_cupti_trace.so [--runs 5] [--json out.json]
+    scripts/gpu-suite --run python3 benchmarks/gpu/probes/cupti_probe.py \
+        --tracer .gpu/lib/probes/libmneme_cupti_trace.so [--runs 5] [--json out.json]
+
+The tracer and a copy of libcupti are built into .gpu/lib/probes by `scripts/gpu-suite --prepare`.
 """
 
 from __future__ import annotations
@@ -30,10 +33,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 import bench_recorder_fidelity as bench  # noqa: E402
-import stream_probe  # noqa: E402
 
 KERNEL = "saxpy"
 
@@ -48,15 +50,15 @@ def kernels(trace_dir: Path) -> list[dict]:
             if len(f) < 11 or KERNEL not in f[0]:
                 continue
             mine.append({"grid": int(f[1]), "stream": int(f[3]), "channel": int(f[4]), "channel_type": int(f[5]),
-                         "correlation": int(f[6]), "us": (int(f[8]) - int(f[7])) / 1e3,
-                         "start_after_submit_us": (int(f[7]) - int(f[10])) / 1e3 if int(f[10]) else None})  # fmt: skip
+                         "correlation": int(f[6]), "us": (int(f[8]) - int(f[7])) / 1e3})  # fmt: skip
         rows.extend(sorted(mine, key=lambda r: r["correlation"]))
     return rows
 
 
-def traced(env: dict, tracer: Path, trace_dir: Path) -> dict:
+def traced(tracer: Path, trace_dir: Path) -> dict[str, str]:
+    """The environment that injects the tracer, writing into `trace_dir`."""
     trace_dir.mkdir(parents=True, exist_ok=True)
-    return {**env, "CUDA_INJECTION64_PATH": str(tracer), "MNEME_CUPTI_TRACE_DIR": str(trace_dir)}
+    return {"CUDA_INJECTION64_PATH": str(tracer), "MNEME_CUPTI_TRACE_DIR": str(trace_dir)}
 
 
 def med(values) -> float | None:
@@ -87,20 +89,14 @@ def main() -> int:
         db_dir = tmp / "db"
         recorder.main_record(db_dir, argv, [], kernel=f"^{KERNEL}$", library=bench.library(), progress=False)
         keys = bench.instance_keys(db_dir / "raw")
-        app_runs = []  # (in-application times by key, CUPTI rows), one per traced process
-        plain_runs = []
-        for k in range(opts.runs + 2):
-            raw = tmp / f"app{k}"
-            env = recorder.environment(raw, kernel=f"^{KERNEL}$", library=bench.library())
-            if k >= opts.runs:  # the reference without CUPTI
-                subprocess.run(argv, env=env, capture_output=True, timeout=120, check=False)
-                plain_runs.append(recorder.in_application(raw)[0])
-                continue
-            env = traced(env, tracer, tmp / f"app{k}-trace")
-            proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, check=False)
-            if proc.returncode:
-                print(f"streams_app exited {proc.returncode}: {proc.stderr[-400:]}")
-            app_runs.append((recorder.in_application(raw)[0], kernels(tmp / f"app{k}-trace")))
+        def app_run(label: str, env_extra: dict | None = None) -> dict:
+            return bench.app_times_of_run("streams_app", f"^{KERNEL}$", tmp, label, args=(opts.mode,),
+                                          env_extra=env_extra)  # fmt: skip
+
+        # (in-application times by key, CUPTI rows), one per traced process; and two without CUPTI
+        app_runs = [(app_run(f"app{k}", traced(tracer, tmp / f"app{k}-trace")), kernels(tmp / f"app{k}-trace"))
+                    for k in range(opts.runs)]  # fmt: skip
+        plain_runs = [app_run(f"plain{k}") for k in range(2)]
         for db in sorted(db_dir.glob("*.json")):
             rec = RecordedExecution.from_json(db)
             for dynamic_hash, inst in rec.kernel_instances.items():
@@ -109,7 +105,7 @@ def main() -> int:
                 row: dict = {"instance": dynamic_hash[:8], "grid": grid, "app": [], "app_plain_event_us": [],
                              "replay": []}  # fmt: skip
                 for times, rows in app_runs:
-                    mine = [r for r in rows if grid is None or r["grid"] == grid]
+                    mine = [r for r in rows if r["grid"] == grid]
                     row["app"].append({
                         "event_us": med(t * 1e6 for t in times.get(key, [])[1:]),
                         "cupti_us": med(r["us"] for r in mine[1:]),
@@ -120,8 +116,8 @@ def main() -> int:
                     trace = tmp / f"replay-{dynamic_hash[:8]}-{k}"
                     cmd = [sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "-rid", dynamic_hash, "--mode",
                            "cubin", "--cache", "primed", "--iterations", str(opts.iterations), "--json"]  # fmt: skip
-                    proc = subprocess.run(cmd, env=traced(dict(os.environ), tracer, trace), capture_output=True,
-                                          text=True, timeout=300, check=False)  # fmt: skip
+                    proc = subprocess.run(cmd, env={**os.environ, **traced(tracer, trace)},
+                                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
                     try:
                         event = json.loads(proc.stdout)["median_time"] * 1e6
                     except (ValueError, KeyError, TypeError):
@@ -135,9 +131,9 @@ def main() -> int:
                 trace = tmp / f"streams-{dynamic_hash[:8]}"
                 code = ("import json,sys; sys.path[:0]=%r; import stream_probe as p; from pathlib import Path; "
                         "print(json.dumps(p.per_stream(Path(%r), %r, %d, %d, %d)))"
-                        % ([str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])],
-                           str(db), dynamic_hash, opts.rounds, opts.iterations, opts.streams))  # fmt: skip
-                proc = subprocess.run([sys.executable, "-c", code], env=traced(dict(os.environ), tracer, trace),
+                        % ([str(HERE), str(HERE.parent)], str(db), dynamic_hash, opts.rounds, opts.iterations,
+                           opts.streams))  # fmt: skip
+                proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, **traced(tracer, trace)},
                                       capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
                 try:
                     per = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -164,9 +160,9 @@ def main() -> int:
                 print(f"{opts.mode} {row['instance']} grid {grid}: app event {s['app_event_us']} cupti {s['app_cupti_us']} "
                       f"(no CUPTI: event {s['app_plain_event_us']}); replay event {s['replay_event_us']} cupti "
                       f"{s['replay_cupti_us']}; ratios event {s['event_ratio']} cupti {s['cupti_ratio']}", flush=True)
-                print("   app runs: " + "; ".join(f"ev {r['event_us']} cu {r['cupti_us']} ch {r['channels']}" for r in row["app"]))
-                print("   replays:  " + "; ".join(f"ev {r['event_us']} cu {r['cupti_us']} ch {r['channels']}" for r in row["replay"]))
-                print("   streams:  " + "; ".join(f"ev {r['event_us']} cu {r['cupti_us']} ch {r['channels']}" for r in row["streams"]))
+                for label, part in (("app runs", "app"), ("replays", "replay"), ("streams", "streams")):
+                    print(f"   {label:<9} " + "; ".join(f"ev {r['event_us']} cu {r['cupti_us']} ch {r['channels']}"
+                                                     for r in row[part]))  # fmt: skip
     if opts.json:
         opts.json.write_text(json.dumps(out, indent=1))
     return 0
