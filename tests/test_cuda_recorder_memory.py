@@ -18,7 +18,7 @@ import pytest
 
 recorder = pytest.importorskip("mneme_cuda.recorder")
 
-from mneme.core.errors import FormatError, MnemeError
+from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.records import RecordedExecution
 
 KERNELS = Path(__file__).parent / "data" / "kernels"
@@ -96,10 +96,22 @@ def test_in_application_times_and_graph_launches_add_up_over_processes(tmp_path)
     _counts(raw, 2, {"saxpy": {"seen": 3, "instances": {"00000000000000aa": 3}, "graph_launches": 2,
                                "app_times": {"00000000000000aa": [1.2e-5]}}})  # fmt: skip
     _counts(raw, 3, {"saxpy": {"seen": 1, "instances": {"00000000000000aa": 1}}})  # an older recorder's file
-    times, graphs = recorder.in_application(raw)
+    times, graphs, timers = recorder.in_application(raw)
     assert times == {("saxpy", "00000000000000aa"): [1.0e-5, 1.1e-5, 1.2e-5]}
+    assert timers == {("saxpy", "00000000000000aa"): "events"}
     assert graphs == {"step": 7, "saxpy": 2}
     assert recorder.occurrences(raw) == {("saxpy", "00000000000000aa"): 24}
+
+
+def test_kernel_timestamps_of_any_process_win_over_event_times_and_the_two_never_mix(tmp_path):
+    raw = tmp_path / "raw"
+    _counts(raw, 1, {"saxpy": {"seen": 3, "instances": {"aa": 3, "bb": 3}, "graph_launches": 0,
+                               "app_times": {"aa": [3.5e-6]}, "kernel_times": {"bb": [1.3e-6]}}})  # fmt: skip
+    _counts(raw, 2, {"saxpy": {"seen": 3, "instances": {"aa": 3, "bb": 3}, "graph_launches": 0,
+                               "app_times": {"bb": [3.7e-6]}, "kernel_times": {"aa": [1.12e-6, 1.13e-6]}}})  # fmt: skip
+    times, _, timers = recorder.in_application(raw)
+    assert times == {("saxpy", "aa"): [1.12e-6, 1.13e-6], ("saxpy", "bb"): [1.3e-6]}
+    assert timers == {("saxpy", "aa"): "cupti", ("saxpy", "bb"): "cupti"}
 
 
 def test_unreadable_in_application_times_are_an_error_naming_the_file_and_field(tmp_path):
@@ -108,6 +120,10 @@ def test_unreadable_in_application_times_are_an_error_naming_the_file_and_field(
     with pytest.raises(FormatError, match="positive seconds") as err:
         recorder.in_application(raw)
     assert str(err.value).startswith(str(raw / "counts-9.json")) and err.value.field == "kernels.saxpy.app_times.1"
+    _counts(raw, 9, {"saxpy": {"seen": 1, "instances": {"1": 1}, "kernel_times": {"1": ["1e-6"]}}})
+    with pytest.raises(FormatError, match="positive seconds") as err:
+        recorder.in_application(raw)
+    assert err.value.field == "kernels.saxpy.kernel_times.1"
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
@@ -133,10 +149,15 @@ def test_finalize_gives_each_instance_its_in_application_times(tmp_path):
                                "app_times": {"00000000000000aa": [2.5e-6, 2.25e-6, 2.5e-6]}}})  # fmt: skip
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
-    assert inst.app_times == [2.5e-6, 2.25e-6, 2.5e-6] and inst.occ == 17
+    assert inst.app_times == [2.5e-6, 2.25e-6, 2.5e-6] and inst.occ == 17 and inst.app_timer == "events"
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")  # finalizing again changes nothing
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.app_times == [2.5e-6, 2.25e-6, 2.5e-6]
+    _counts(raw, 6, {"saxpy": {"seen": 17, "instances": {"00000000000000aa": 17}, "graph_launches": 0,
+                               "kernel_times": {"00000000000000aa": [1.1e-6, 1.2e-6]}}})  # fmt: skip
+    (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.app_times == [1.1e-6, 1.2e-6] and inst.app_timer == "cupti"
 
 
 def test_timed_launches_reach_the_recorder_through_its_environment(tmp_path):
@@ -144,6 +165,17 @@ def test_timed_launches_reach_the_recorder_through_its_environment(tmp_path):
     assert env["MNEME_RECORD_TIMED"] == "4"
     with pytest.raises(MnemeError, match="timed launches"):
         recorder.environment(tmp_path, library=tmp_path / "lib.so", timed_launches=-1)
+
+
+def test_the_timer_reaches_the_recorder_with_the_libcupti_it_should_open(tmp_path, monkeypatch):
+    fake = tmp_path / "libcupti.so.13"
+    fake.write_bytes(b"")
+    monkeypatch.setenv("MNEME_CUPTI_LIB", str(fake))
+    env = recorder.environment(tmp_path, library=tmp_path / "lib.so")
+    assert (env["MNEME_RECORD_TIMER"], env["MNEME_CUPTI_LIB"]) == ("auto", str(fake))
+    assert recorder.environment(tmp_path, library=tmp_path / "lib.so", timer="events")["MNEME_RECORD_TIMER"] == "events"
+    with pytest.raises(UsageError, match="unknown timer 'stopwatch'; use one of auto, cupti, events"):
+        recorder.environment(tmp_path, library=tmp_path / "lib.so", timer="stopwatch")
 
 
 PINNED = 0x7F0000000000  # where pinned host memory lands in a Linux process

@@ -255,13 +255,51 @@ def test_in_application_times_round_trip_and_are_omitted_when_unknown(tmp_path):
     assert loaded == rec
 
 
-def test_a_version_1_database_is_read_as_version_2_without_in_application_times(tmp_path):
+def test_a_version_1_database_is_read_as_the_current_version_without_in_application_times(tmp_path):
     rec = make_recording(tmp_path)
     data = json.loads(rec.path.read_text())
     data["SchemaVersion"] = 1  # what every recording before AppTimes existed says
     rec.path.write_text(json.dumps(data))
     loaded = RecordedExecution.from_json(rec.path)
-    assert SCHEMA_VERSION == 2 and loaded.schema_version == 2
+    assert SCHEMA_VERSION == 3 and loaded.schema_version == 3
     assert all(inst.app_times == [] for inst in loaded.kernel_instances.values())
     loaded.save()  # writers write the current version
-    assert json.loads(rec.path.read_text())["SchemaVersion"] == 2
+    assert json.loads(rec.path.read_text())["SchemaVersion"] == 3
+
+
+def test_a_version_2_database_s_application_times_are_read_as_timed_by_cuda_events(tmp_path):
+    rec = make_recording(tmp_path)
+    data = json.loads(rec.path.read_text())
+    key = next(iter(data["instances"]))
+    data["SchemaVersion"] = 2
+    data["instances"][key]["AppTimes"] = [3.5e-6, 3.6e-6]
+    rec.path.write_text(json.dumps(data))
+    loaded = RecordedExecution.from_json(rec.path)
+    assert loaded[key].app_times == [3.5e-6, 3.6e-6] and loaded[key].app_timer == "events"
+    loaded.save()
+    assert "AppTimer" not in json.loads(rec.path.read_text())["instances"][key]
+
+
+def test_the_timer_of_application_times_round_trips_and_times_of_two_timers_do_not_mix(tmp_path):
+    rec = make_recording(tmp_path, sizes=(256, 1000))
+    by_kernel, by_events = list(rec.kernel_instances)
+    rec[by_kernel].app_times, rec[by_kernel].app_timer = [1.12e-6, 1.13e-6], "cupti"
+    rec[by_events].app_times = [3.5e-6]
+    rec.save()
+    data = json.loads(rec.path.read_text())
+    assert data["instances"][by_kernel]["AppTimer"] == "cupti"
+    assert "AppTimer" not in data["instances"][by_events]  # the default, as version 2 wrote it
+    loaded = RecordedExecution.from_json(rec.path)
+    assert (loaded[by_kernel].app_timer, loaded[by_events].app_timer) == ("cupti", "events")
+    inst = rec[by_kernel]
+    with pytest.raises(UsageError, match="do not mix"):
+        rec.add_instance(grid=inst.grid_dim, block=inst.block_dim, shared_mem=inst.shared_mem, args=inst.args,
+                         prologue=inst.prologue_path, epilogue=inst.epilogue_path, app_times=[3e-6])
+    assert rec[by_kernel].app_times == [1.12e-6, 1.13e-6] and rec[by_kernel].occ == 1  # nothing changed
+    with pytest.raises(ValueError, match="app_timer"):
+        KernelInstance(grid_dim=1, block_dim=1, shared_mem=0, args=b"", prologue_file="p", epilogue_file="e",
+                       app_timer="stopwatch")
+    data["instances"][by_kernel]["AppTimer"] = "stopwatch"
+    rec.path.write_text(json.dumps(data))
+    with pytest.raises(FormatError, match="AppTimer"):
+        RecordedExecution.from_json(rec.path)

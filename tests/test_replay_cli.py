@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -96,17 +97,28 @@ def test_json_report_carries_the_speedup_over_the_recorded_binary():
 
 
 def test_the_report_puts_the_in_application_time_of_the_repeats_beside_the_replay_time():
-    result = ExperimentResult(exec_time=[2.1e-5, 2.0e-5, 2.2e-5], verified=True, executed=True)
+    result = ExperimentResult(exec_time=[2.1e-5, 2.0e-5, 2.2e-5], verified=True, executed=True, timer="events")
     # the first launch (timed right after the prologue capture) is left out where repeats exist
     rows = dict(result_rows(result, RECORDED, app_times=[9.0e-5, 1.8e-5, 2.2e-5, 2.0e-5]))
-    assert rows["in the application"] == ("20.0 us median of 3 repeated launches (the first left out); "
-                                          "replay / application 1.050")  # fmt: skip
+    assert rows["in the application"] == ("20.0 us median of 3 repeated launches (the first left out), timed by "
+                                          "events; replay / application 1.050")  # fmt: skip
+    assert rows["runs"] == "3 timed + 0 warm-up, timed by events"
     assert dict(result_rows(result, RECORDED, app_times=[2.5e-5]))["in the application"] == (
-        "25.0 us median of 1 launches; replay / application 0.840")
+        "25.0 us median of 1 launches, timed by events; replay / application 0.840")
     assert "in the application" not in dict(result_rows(result, RECORDED))  # unknown: no row
     data = json.loads(result_json(result, RECORDED, database="db.json", record_id="abc", kernel="k",
                                   app_times=[4.0e-5, 1.8e-5, 2.2e-5]))  # fmt: skip
     assert abs(data["app_median_time"] - 2.0e-5) < 1e-18 and abs(data["replay_vs_app"] - 1.05) < 1e-9
+    assert data["app_timer"] == "events" and data["result"]["timer"] == "events"
+
+
+def test_the_report_says_when_the_application_and_the_replay_were_timed_by_different_timers():
+    result = ExperimentResult(exec_time=[3.5e-6], verified=True, executed=True, timer="events")
+    row = dict(result_rows(result, RECORDED, app_times=[1.1e-6, 1.2e-6], app_timer="cupti"))["in the application"]
+    assert "timed by cupti (this replay by events: not like for like; --timer cupti is)" in row
+    same = dict(result_rows(attrs.evolve(result, timer="cupti"), RECORDED, app_times=[1.1e-6, 1.2e-6],
+                            app_timer="cupti"))["in the application"]  # fmt: skip
+    assert "not like for like" not in same and same.startswith("1.2 us median of 1 repeated launches")
 
 
 def test_replay_needs_a_record_db():
@@ -161,6 +173,15 @@ def test_replay_times_from_a_primed_cache_and_refuses_an_unknown_state(saxpy_db)
     assert json.loads(outcome.output)["result"]["verified"]
     bad = CliRunner().invoke(cli, ["replay", "-rdb", str(saxpy_db), "--cache", "hot"])
     assert bad.exit_code == 2 and "'hot' is not one of 'flushed', 'warm', 'primed'" in bad.output
+
+
+def test_replay_names_its_timer_and_refuses_one_the_backend_does_not_have(saxpy_db):
+    outcome = CliRunner().invoke(cli, ["replay", "-rdb", str(saxpy_db), "--json"])
+    assert outcome.exit_code == 0, outcome.output
+    assert json.loads(outcome.output)["result"]["timer"] == "host-clock"  # the host backend's only timer
+    bad = CliRunner().invoke(cli, ["replay", "-rdb", str(saxpy_db), "--timer", "cupti"])
+    assert bad.exit_code != 0 and not bad.output.count("Traceback")
+    assert "the host backend has no timer 'cupti'; use one of auto, host-clock" in bad.output
 
 
 @pytest.fixture(scope="module")

@@ -164,7 +164,9 @@ def direct_seconds(ex, iterations: int) -> list[float]:
 def replay(db: Path, mode: str, iterations: int, direct: bool = False) -> dict:
     from mneme.core.executor import BaseExecutor
 
-    with BaseExecutor(db, backend="cuda", iterations=iterations, mode=mode, warmup=2) as ex:
+    # Beside the direct launch, timed with events as an application would, the replay times with events too.
+    with BaseExecutor(db, backend="cuda", iterations=iterations, mode=mode, warmup=2,
+                      timer="events" if direct else "auto") as ex:  # fmt: skip
         result = ex.execute(ex.default_config())
         out = {"median_s": result.median_time if result.exec_time else None, "verified": bool(result.ok),
                "error": result.error, "registers": result.reg_usage}  # fmt: skip

@@ -3,25 +3,29 @@ inside the application, for each recorder test program, in one run (target: with
 
     python benchmarks/gpu/bench_recorder_fidelity.py [--iterations 20] [--runs 9] [--json results.json]
 
-Both sides time a launch with CUDA events on its stream behind the launch gate (the stream waits on
-a mapped counter until start event, launch and stop event are queued), so neither includes the
-host's submission of the kernel. The recorder times the recorded launch and the next
+Both sides time a launch by the same timer, the record's `AppTimer`: where libcupti opens (the
+GPU machine) the kernel's own start and end timestamps from CUPTI's activity records ("cupti"),
+else CUDA events on its stream behind the launch gate ("events": the stream waits on a mapped
+counter until start event, launch and stop event are queued, so neither includes the host's
+submission of the kernel). The recorder times the recorded launch and the next
 MNEME_RECORD_TIMED (16) launches with the same arguments (the database's `AppTimes`; the first is
 the recorded launch), each alone on the device: the context drains first and other threads'
 launches wait until it has run (streams_app's two threads would otherwise share the GPU with it).
-A 3.5 us kernel keeps one time within a process (its repeats agree to the
-event timer's 32 ns) but takes another in the next process: over 10 processes the application's
-per-process medians of one saxpy spread over 3.46-3.68 us, and its replays in 10 fresh processes
-over 3.46-3.66 us, with medians 1.005 apart (H200, benchmarks/gpu/probes/placement_probe.py; moving
-the experiment to new streams moves the level by 4-8%; remapping its memory onto other pages or
-reloading its code does not). So each program runs `--runs` times (default 9) under the recorder
-and each instance is replayed as often, each replay its own executor (a new stream); the medians
-over the runs are compared. Each program is also run once under the recorder without the gate
-(MNEME_RECORD_TIMING_GATE=0) and once with its timed launches beside the rest of the application
-(MNEME_RECORD_TIMING_EXCLUSIVE=0: what concurrency costs the kernel there), and each instance is replayed from its recorded cubin (`--mode
-cubin`) four ways (`mneme replay --cache`): primed (the kernel run once more, untimed, after the
-reset between timed runs), warm (the L2 as the reset left it), flushed (as `mneme replay` does by
-default), and warm without the gate.
+Why the kernel timestamps: a 3.5 us event window around a ~1.1 us saxpy is two thirds front end
+(the work between the start event, the launch and the stop event), and that part takes another
+level in each process: over 10 processes the application's per-process event medians of one
+saxpy spread over 3.46-3.68 us, its replays' over 3.46-3.66 us, and streams_app's event ratio
+missed 5% in two of three suites, while the kernel's own timestamps gave 1.120 us in every
+application process and every replay alike (H200, benchmarks/results/gpu-session-2026-12-04.md,
+section 7; benchmarks/gpu/probes/cupti_probe.py). So each program still runs `--runs` times
+(default 9) under the recorder and each instance is replayed as often, each replay its own
+executor (a new stream), and the medians over the runs are compared. Each program is also run
+once under the recorder timing with events (MNEME_RECORD_TIMER=events, gated), replayed primed by
+events too (the event figure beside the kernel one), and once with its timed launches beside the
+rest of the application (MNEME_RECORD_TIMING_EXCLUSIVE=0: what concurrency costs the kernel
+there); each instance is replayed from its recorded cubin (`--mode cubin`) three ways
+(`mneme replay --cache`): primed (the kernel run once more, untimed, after the reset between
+timed runs), warm (the L2 as the reset left it) and flushed (as `mneme replay` does by default).
 
 Which comparison is like for like:
 - an instance the application launched again (repeats): each repeat ran right after the same
@@ -54,9 +58,9 @@ BIN = ROOT / ".gpu" / "bin"
 PROGRAMS = {"saxpy_app": "^saxpy$", "stencil_app": "stencil2d", "reduce_app": "reduce_sum", "global_app": "add_bias",
             "list_app": "walk_lists", "streams_app": "^saxpy$", "pitch_app": "scale_add_2d",
             "async_app": "^saxpy$", "graph_app": "^saxpy$"}  # fmt: skip
-# How each replay times the kernel: the device's `time` options.
+# How each replay times the kernel: the executor's cache state and timer (None: the record's AppTimer).
 REPLAYS = {"replay_primed_s": {"cache": "primed"}, "replay_warm_s": {"cache": "warm"},
-           "replay_flushed_s": {"cache": "flushed"}, "replay_warm_ungated_s": {"cache": "warm", "gate": False}}
+           "replay_flushed_s": {"cache": "flushed"}, "replay_primed_events_s": {"cache": "primed", "timer": "events"}}
 
 log = logging.getLogger("bench_recorder_fidelity")
 
@@ -68,20 +72,19 @@ def library() -> Path:
     return prebuilt if prebuilt.exists() else recorder.build()
 
 
-def replay_medians(db: Path, dynamic_hash: str, iterations: int) -> dict:
+def replay_medians(db: Path, dynamic_hash: str, iterations: int, app_timer: str) -> dict:
     """Median seconds of each REPLAYS way, one executor (one restore) for all of them."""
     from mneme.core.executor import BaseExecutor
 
     medians: dict = {}
     with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin") as ex:
-        timer = ex.device.time
         for label, options in REPLAYS.items():
-            ex.cache = options["cache"]
-            gate = options.get("gate", True)
-            ex.device.time = lambda *args, _gate=gate, **kwargs: timer(*args, **kwargs, gate=_gate)
+            ex.cache, ex.timer = options["cache"], options.get("timer") or app_timer
             result = ex.execute(ex.default_config())
             if not result.ok:
                 raise RuntimeError(f"{db.name} [{dynamic_hash}] did not replay ({label}): {result.error}")
+            if result.timer != ex.timer:
+                raise RuntimeError(f"{db.name} [{dynamic_hash}] was timed by {result.timer}, not {ex.timer} ({label})")
             medians[label] = result.median_time
         medians["replay_gate"] = ex.device.launch_gate.unavailable or "gated"
     return medians
@@ -98,28 +101,31 @@ def instance_keys(raw: Path) -> dict[str, str]:
 
 
 def app_timing(raw: Path) -> dict:
-    """The recorder's "app_timing" record (gated and ungated launches, why ungated), over its processes."""
-    total = {"gated": 0, "ungated": 0, "exclusive": 0, "shared": 0, "ungated_because": ""}
+    """The recorder's "app_timing" record (launches by kernel timestamps, gated and ungated by events,
+    alone or shared, why events or ungated), over its processes."""
+    counted = ("cupti", "cupti_missed", "gated", "ungated", "exclusive", "shared")
+    total = {**dict.fromkeys(counted, 0), "ungated_because": "", "events_because": ""}
     for path in sorted(raw.glob("counts-*.json")):
         timing = json.loads(path.read_text()).get("app_timing", {})
-        for key in ("gated", "ungated", "exclusive", "shared"):
+        for key in counted:
             total[key] += timing.get(key, 0)
-        total["ungated_because"] = total["ungated_because"] or timing.get("ungated_because", "")
+        for key in ("ungated_because", "events_because"):
+            total[key] = total[key] or timing.get(key, "")
     return total
 
 
 def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool = True, exclusive: bool = True,
-                     args: tuple[str, ...] = (), env_extra: dict[str, str] | None = None,
+                     args: tuple[str, ...] = (), env_extra: dict[str, str] | None = None, timer: str = "auto",
                      ) -> dict[tuple[str, str], list[float]]:  # fmt: skip
-    """The program (with `args`) run once more under the recorder (with or without the gate, each timed
-    launch alone on the device or beside the rest of the application; `env_extra` on top):
+    """The program (with `args`) run once more under the recorder (by `timer`, with or without the gate,
+    each timed launch alone on the device or beside the rest of the application; `env_extra` on top):
     (kernel, key) -> seconds.
 
     The recorder places allocations at the same addresses in every run, so instance keys match."""
     from mneme_cuda import recorder
 
     raw = tmp / f"{name}-{label}"
-    env = {**recorder.environment(raw, kernel=kernel, library=library()), **(env_extra or {})}
+    env = {**recorder.environment(raw, kernel=kernel, library=library(), timer=timer), **(env_extra or {})}
     if not gate:
         env["MNEME_RECORD_TIMING_GATE"] = "0"
     if not exclusive:
@@ -148,6 +154,8 @@ def compare(row: dict, times: list[float], other_runs: list[list[float]]) -> Non
         row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
     if row.get("app_shared_median_s"):  # the rest of the application's cost to the kernel, beside it
         row["shared_vs_alone"] = row["app_shared_median_s"] / row["app_median_s"]
+    if row.get("app_events_median_s"):  # the event-timed figure of one run, beside the kernel one
+        row["ratio_primed_events"] = row["replay_primed_events_s"] / row["app_events_median_s"]
 
 
 def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict:
@@ -158,6 +166,9 @@ def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict
         "iterations": iterations, "runs": runs, "instances": len(fair) + len(single), "like_for_like": len(fair),
         "within_5pct": sum(abs(r["ratio_primed"] - 1) <= 0.05 for r in fair),
         "within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in fair),
+        "timers": sorted({r["app_timer"] for r in fair}),
+        "events_compared": sum("ratio_primed_events" in r for r in fair),
+        "events_within_5pct": sum(abs(r.get("ratio_primed_events", 9) - 1) <= 0.05 for r in fair),
         "single_launch": len(single),
         "single_within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in single),
         "single_within_5pct_flushed": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in single),
@@ -187,7 +198,7 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
                                             progress=False)  # fmt: skip
                 gates[name] = app_timing(db_dir / "raw")
                 keys = instance_keys(db_dir / "raw")
-                ungated = app_times_of_run(name, kernel, Path(tmp), "ungated", gate=False)
+                by_events = app_times_of_run(name, kernel, Path(tmp), "events", timer="events")
                 shared = app_times_of_run(name, kernel, Path(tmp), "shared", exclusive=False)
                 more = [app_times_of_run(name, kernel, Path(tmp), f"run{k}") for k in range(1, runs)]
             except Exception as exc:  # noqa: BLE001 - one program's failure is a row, the others still run
@@ -197,19 +208,20 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
                 rec = RecordedExecution.from_json(db)
                 for dynamic_hash, inst in rec.kernel_instances.items():
                     row = {"program": name, "exit": code, "kernel": rec.kernel_name, "instance": dynamic_hash,
-                           "app_samples": len(inst.app_times), "app_times_s": list(inst.app_times)}  # fmt: skip
+                           "app_timer": inst.app_timer, "app_samples": len(inst.app_times),
+                           "app_times_s": list(inst.app_times)}  # fmt: skip
                     if not inst.app_times:
                         rows.append({**row, "error": "no in-application times"})
                         continue
                     key = (rec.kernel_name, keys.get(dynamic_hash, ""))
-                    plain = ungated.get(key, [])
-                    if len(plain) >= 2:  # the same launches, ungated: the gate's effect in the application
-                        row["app_ungated_median_s"] = application_median(plain)[0]
+                    evented = by_events.get(key, [])
+                    if len(evented) >= 2:  # the same launches timed by events (one run)
+                        row["app_events_median_s"] = application_median(evented)[0]
                     beside = shared.get(key, [])
                     if len(beside) >= 2:  # the same launches beside the rest of the application (one run)
                         row["app_shared_median_s"] = application_median(beside)[0]
                     try:  # as many replays (each its own executor: one restore) as program runs
-                        replays = [replay_medians(db, dynamic_hash, iterations) for _ in range(runs)]
+                        replays = [replay_medians(db, dynamic_hash, iterations, inst.app_timer) for _ in range(runs)]
                     except Exception as exc:  # noqa: BLE001 - a figure, not a crash: report what failed
                         rows.append({**row, "error": f"{type(exc).__name__}: {exc}"})
                         continue
@@ -234,14 +246,19 @@ def summary(figures: dict) -> list[str]:
     beside = [r for r in fair if r.get("shared_vs_alone")]
     costliest = max(beside, key=lambda r: r["shared_vs_alone"], default=None)
     replay_ungated = {r["replay_gate"] for r in figures["rows"] if r.get("replay_gate", "gated") != "gated"}
+    timers = "/".join(figures.get("timers", [])) or "-"
     return [f"fidelity: {figures['within_5pct']}/{figures['like_for_like']} repeated instances within 5% "
-            f"(primed replay / in-application median of the repeats, both gated, medians of "
+            f"(primed replay / in-application median of the repeats, both timed by {timers}, medians of "
             f"{figures.get('runs', 1)} runs"
             + (f"; worst {worst['program']} {worst['ratio_primed']:.3f}" if worst else "")
             + f"; warm after the reset {figures['within_5pct_warm']}/{figures['like_for_like']}"
             + f"); {figures['single_launch']} launched-once instances not comparable (timed right after the "
             f"prologue capture; {figures['single_within_5pct_warm']} within 5% warm, "
             f"{figures['single_within_5pct_flushed']} flushed)"
+            + (f"; by CUDA events (one run) {figures['events_within_5pct']}/{figures['events_compared']}"
+               if figures.get("events_compared") and timers != "events" else "")
+            + "".join(f"; {name} timed by events: {g['events_because'][:80]}"
+                      for name, g in figures["app_timing"].items() if g.get("events_because"))
             + (f"; {ungated} in-application launches UNGATED" if ungated else "")
             + (f"; {shared} in-application launches NOT ALONE on the device" if shared else "")
             + (f"; timed beside the rest of the application (one run) the kernel took up to "
@@ -273,18 +290,19 @@ def main() -> int:
     started = time.perf_counter()
     figures = fidelity(opts.iterations, opts.json, max(1, opts.runs))
     figures["seconds"] = time.perf_counter() - started
-    print("program      kernel               instance  n  compare   app us  app-ungated  app-shared  warm us  "
-          "flushed  warm-ungated  primed us  primed/app warm/app flushed/app")  # fmt: skip
+    print("program      kernel               instance  n  compare timer   app us  app-events  app-shared  warm us  "
+          "flushed  primed-events  primed us  primed/app warm/app flushed/app events")  # fmt: skip
     for r in figures["rows"]:
         if "error" in r:
             print(f"{r['program']:<12} {r.get('kernel', '')[:20]:<20} {r.get('error', '')}")
             continue
+        events = r.get("ratio_primed_events")
         print(f"{r['program']:<12} {r['kernel'][:20]:<20} {r['instance'][:8]} {r['app_samples']:>2}  "
-              f"{r['comparison']:<7} {_us(r['app_median_s'])} {_us(r.get('app_ungated_median_s'))}    "
-              f"{_us(r.get('app_shared_median_s'))}   "
-              f"{_us(r['replay_warm_s'])} {_us(r['replay_flushed_s'])}  {_us(r['replay_warm_ungated_s'])}     "
+              f"{r['comparison']:<7} {r['app_timer']:<6} {_us(r['app_median_s'])} {_us(r.get('app_events_median_s'))}"
+              f"    {_us(r.get('app_shared_median_s'))}   "
+              f"{_us(r['replay_warm_s'])} {_us(r['replay_flushed_s'])}  {_us(r['replay_primed_events_s'])}      "
               f"{_us(r['replay_primed_s'])}   {r['ratio_primed']:6.3f}    {r['ratio_warm']:6.3f}   "
-              f"{r['ratio_flushed']:6.3f}")  # fmt: skip
+              f"{r['ratio_flushed']:6.3f}  {f'{events:6.3f}' if events else '     -'}")  # fmt: skip
     for name, gate in figures["app_timing"].items():
         if gate["ungated"]:
             print(f"{name}: {gate['ungated']} launches timed without the gate: {gate['ungated_because']}")

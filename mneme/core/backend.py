@@ -121,9 +121,14 @@ class Backend(abc.ABC):
 class Device(abc.ABC):
     """One open device in this process. Memory is addressed by the recorded virtual addresses."""
 
+    #: The timers `time(timer=...)` takes; "auto" is the backend's best that works here.
+    timers: tuple[str, ...] = ("auto", "host-clock")
+
     def __init__(self, info: DeviceInfo):
         self.info = info
         self._closed = False
+        #: The timer that measured the last `time()` call's runs ("" before the first).
+        self.timer_used = ""
 
     # -- lifetime ---------------------------------------------------------------------------
     def __enter__(self) -> Device:
@@ -193,16 +198,20 @@ class Device(abc.ABC):
         iterations: int,
         before_each: Callable[[], None] | None = None,
         cache: str = "flushed",
+        timer: str = "auto",
     ) -> list[float]:
         """Seconds per run for `iterations` runs; `before_each` restores state between runs.
 
         `cache` is the state each timed run starts from (`CACHE_STATES`); "primed" runs the kernel
-        once, untimed, after `before_each`. Backends override this with device-side timers and a
+        once, untimed, after `before_each`. `timer` is one of `self.timers`; `self.timer_used`
+        then names the one that measured. Backends override this with device-side timers and a
         cache flush; the default uses the host clock and has no cache of its own to flush.
         """
         import time
 
         check_cache_state(cache)
+        self.check_timer(timer)
+        self.timer_used = "host-clock"
         times = []
         for _ in range(iterations):
             if before_each is not None:
@@ -213,6 +222,11 @@ class Device(abc.ABC):
             self.launch(kernel, grid, block, shared_mem, args)
             times.append(time.perf_counter() - start)
         return times
+
+    def check_timer(self, timer: str) -> None:
+        if timer not in self.timers:
+            raise UsageError(f"the {self.info.backend} backend has no timer {timer!r}; use one of "
+                             f"{', '.join(self.timers)}")  # fmt: skip
 
     def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
         """Set a device global variable of the kernel's module by name."""

@@ -249,11 +249,14 @@ class BaseExecutor:
     warmup : timed runs before the measured ones, reported in `result.warmup_time`
     cache : the state each timed run starts from (`mneme.core.backend.CACHE_STATES`): "flushed"
         (default), "warm", or "primed" (like for like with an application's repeated launches)
+    timer : what times the runs, one of the device's `timers` ("auto": the backend's best that
+        works here; the CUDA backend's "cupti" reads the kernel's own timestamps, "events" CUDA
+        events); `result.timer` names the one that measured
     """
 
     def __init__(self, record_db, record_id: str | None = None, iterations: int = 3, device_id: int = 0,
                  backend: str | Backend | None = None, mode: str = "ir", warmup: int = 1,
-                 cache: str = "flushed"):  # fmt: skip
+                 cache: str = "flushed", timer: str = "auto"):  # fmt: skip
         if iterations < 1:
             raise UsageError(f"iterations must be >= 1, got {iterations}")
         if mode not in MODES:
@@ -266,6 +269,7 @@ class BaseExecutor:
         self.warmup = max(0, warmup)
         check_cache_state(cache)
         self.cache = cache
+        self.timer = timer
         self._backend_choice = backend
         self.rec = None
         self.instance = None
@@ -314,6 +318,7 @@ class BaseExecutor:
         self.epilogue = Snapshot.open(self.instance.epilogue_path, base=self.prologue)
         self.args = bytes(self.prologue.args)
         self.device = self.backend.open_device(self.device_id)
+        self.device.check_timer(self.timer)  # a timer the device lacks is a usage error, not a failed experiment
         self.arch = self.backend.arch(self.device_id)
         self.builder = KernelBuilder(self.rec, self.args, self.backend, self.arch, self.mode)
         if self.mode != "ir":
@@ -465,7 +470,9 @@ class BaseExecutor:
         result.executed = True
         self._verify(kernel, result)
         times = self.device.time(kernel, config.grid, config.block, config.shared_mem, self.args,
-                                 self.warmup + self.iterations, before_each=self.reset, cache=self.cache)  # fmt: skip
+                                 self.warmup + self.iterations, before_each=self.reset, cache=self.cache,
+                                 timer=self.timer)  # fmt: skip
+        result.timer = self.device.timer_used
         result.warmup_time = list(times[: self.warmup])
         result.exec_time = list(times[self.warmup :])
 
@@ -768,7 +775,8 @@ class _DeviceServer:
         self.executor = BaseExecutor(spec["record_db"], spec.get("record_id"), iterations=spec.get("iterations", 3),
                                      device_id=spec.get("device_id", 0), backend=spec.get("backend"),
                                      mode=spec.get("mode", "ir"), warmup=spec.get("warmup", 1),
-                                     cache=spec.get("cache", "flushed")).open()  # fmt: skip
+                                     cache=spec.get("cache", "flushed"),
+                                     timer=spec.get("timer", "auto")).open()  # fmt: skip
         if spec.get("mode", "ir") == "ir":
             self.executor.link_ir()  # link once, before the first experiment
 

@@ -39,7 +39,9 @@ if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is
 log = logging.getLogger(__name__)
 
 #: The version this code writes. Readers refuse newer versions and upgrade older ones.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+#: What measured an instance's AppTimes: the GPU's kernel timestamps (CUPTI), or CUDA events around the launch.
+APP_TIMERS = ("events", "cupti")
 #: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
 ARG_KINDS = ("pointer", "int", "float", "struct", "unknown")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -95,9 +97,13 @@ class KernelInstance:
     prologue_file: str
     epilogue_file: str
     occ: int = attrs.field(default=1)
-    #: Seconds each timed launch of this context took inside the application (the recorder's
-    #: CUDA events on the application's stream); empty when unknown. Version 2 and later.
+    #: Seconds each timed launch of this context took inside the application, as the recorder
+    #: measured them; empty when unknown. Version 2 and later.
     app_times: list[float] = attrs.field(factory=list)
+    #: What measured `app_times` (`APP_TIMERS`): "cupti", the kernel's own start and end
+    #: timestamps, or "events", CUDA events around the launch on the application's stream
+    #: (the only timer before version 3). A replay compares like with like only by the same timer.
+    app_timer: str = attrs.field(default="events")
     dynamic_hash: str = ""
     _record: RecordedExecution | None = attrs.field(default=None, init=False, repr=False)
 
@@ -105,6 +111,11 @@ class KernelInstance:
     def _check_occ(self, attribute, value):
         if value < 1:
             raise ValueError(f"occ must be >= 1, got {value}")
+
+    @app_timer.validator
+    def _check_app_timer(self, attribute, value):
+        if value not in APP_TIMERS:
+            raise ValueError(f"AppTimer (app_timer) must be one of {', '.join(APP_TIMERS)}, got {value!r}"[:200])
 
     @app_times.validator
     def _check_app_times(self, attribute, value):
@@ -172,7 +183,7 @@ class KernelInstance:
 
 def _instance_key(inst: KernelInstance) -> tuple:
     return (inst.grid_dim, inst.block_dim, inst.shared_mem, inst.args, inst.prologue_file,
-            inst.epilogue_file, inst.occ, tuple(inst.app_times), inst.dynamic_hash)
+            inst.epilogue_file, inst.occ, tuple(inst.app_times), inst.app_timer, inst.dynamic_hash)
 
 
 def dynamic_hash_of(grid: Any, block: Any, shared_mem: int, args: bytes) -> str:
@@ -294,17 +305,24 @@ class RecordedExecution(MutableMapping):
         occurrences: int = 1,
         dynamic_hash: str | None = None,
         app_times: Sequence[float] = (),
+        app_timer: str = "events",
     ) -> KernelInstance:
         """Add a launch context (or count another occurrence of a known one) and return it.
 
         `prologue`/`epilogue` are paths of snapshot files inside the database's folder;
-        `app_times` are in-application durations (seconds) of launches with this context.
+        `app_times` are in-application durations (seconds) of launches with this context,
+        measured by `app_timer` (`APP_TIMERS`).
         """
         key = dynamic_hash or dynamic_hash_of(grid, block, shared_mem, args)
         if key in self.kernel_instances:
             inst = self.kernel_instances[key]
+            if app_times and inst.app_times and inst.app_timer != app_timer:
+                raise UsageError(f"instance {key} has application times by {inst.app_timer}; times by {app_timer} "
+                                 "do not mix with them")  # fmt: skip
             inst.occ += occurrences
-            inst.app_times.extend(float(t) for t in app_times)
+            if app_times:
+                inst.app_times.extend(float(t) for t in app_times)
+                inst.app_timer = app_timer
             return inst
         inst = KernelInstance(
             grid_dim=grid,
@@ -315,6 +333,7 @@ class RecordedExecution(MutableMapping):
             epilogue_file=self._relative(epilogue, f"instances.{key}.Epilogue"),
             occ=occurrences,
             app_times=[float(t) for t in app_times],
+            app_timer=app_timer,
         )
         self[key] = inst
         return inst
@@ -678,7 +697,7 @@ _JSON_NAMES: dict[type, dict[str, str]] = {
     KernelInstance: {
         "grid_dim": "GridDims", "block_dim": "BlockDims", "shared_mem": "SharedMem", "args": "Args",
         "prologue_file": "Prologue", "epilogue_file": "Epilogue", "occ": "Occurrences",
-        "app_times": "AppTimes",
+        "app_times": "AppTimes", "app_timer": "AppTimer",
     },
     ImageInfo: {"path": "Path", "kind": "Kind"},
 }
@@ -758,6 +777,7 @@ def _make_converter() -> cattrs.Converter:
     for attr in ("prologue_file", "epilogue_file"):
         inst_overrides[attr] = override(rename=names[attr], struct_hook=_structure_path)
     inst_overrides["app_times"] = override(rename="AppTimes", omit_if_default=True)  # optional: absent = unknown
+    inst_overrides["app_timer"] = override(rename="AppTimer", omit_if_default=True)  # optional: absent = events
     conv.register_structure_hook(KernelInstance, make_dict_structure_fn(
         KernelInstance, conv, _cattrs_forbid_extra_keys=True, dynamic_hash=override(omit=True),
         _record=override(omit=True), **inst_overrides))
@@ -828,7 +848,14 @@ def _upgrade_1_to_2(data: dict) -> dict:
     return data
 
 
-_UPGRADES: dict[int, Any] = {1: _upgrade_1_to_2}
+def _upgrade_2_to_3(data: dict) -> dict:
+    # Version 3 adds the optional instance field AppTimer; version 2's AppTimes were all CUDA events,
+    # which is what an absent AppTimer means.
+    data["SchemaVersion"] = 3
+    return data
+
+
+_UPGRADES: dict[int, Any] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
 
 
 def _upgrade(data: Any, path: Path) -> Any:

@@ -187,6 +187,8 @@ class ExperimentResult:
     # crash | timeout | compile | load | launch | fault | verify | invalid | error; empty when fine
     error_kind: str = ""
     mismatches: list[str] = attrs.Factory(list)
+    #: What measured `exec_time` (the backend's name for it: "cupti", "events", "host-clock"); "" when not timed.
+    timer: str = ""
 
     @property
     def median_time(self) -> float | None:

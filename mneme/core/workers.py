@@ -333,7 +333,7 @@ class AsyncReplayExecutor:
 
     Parameters
     ----------
-    record_db, record_id, iterations, mode, warmup, cache : as for `BaseExecutor`
+    record_db, record_id, iterations, mode, warmup, cache, timer : as for `BaseExecutor`
     results_db_dir : folder for the per-worker log files (``logs/``); a temporary one when None
     num_workers : device workers in all; default one per device in `devices`
     backend : backend name; default: the recorded one (host when that is not usable)
@@ -348,8 +348,8 @@ class AsyncReplayExecutor:
     def __init__(self, record_db, record_id: str | None = None, iterations: int = 3,
                  results_db_dir: str | os.PathLike | None = None, num_workers: int | None = None,
                  backend: str | None = None, devices: list[int] | None = None, *, mode: str = "ir",
-                 warmup: int = 1, cache: str = "flushed", compile_workers: int | None = None,
-                 timeout: float | None = None,
+                 warmup: int = 1, cache: str = "flushed", timer: str = "auto",
+                 compile_workers: int | None = None, timeout: float | None = None,
                  timeout_factor: float = 10.0, min_timeout: float = 10.0, initial_timeout: float = 600.0,
                  compile_timeout: float = 600.0, startup_timeout: float = 300.0, max_startup_failures: int = 3,
                  start: bool = True):  # fmt: skip
@@ -376,7 +376,7 @@ class AsyncReplayExecutor:
             self.log_dir = Path(results_db_dir) / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._spec = {"record_db": self.record_db, "record_id": record_id, "iterations": iterations,
-                      "backend": backend, "mode": mode, "warmup": warmup, "cache": cache}  # fmt: skip
+                      "backend": backend, "mode": mode, "warmup": warmup, "cache": cache, "timer": timer}  # fmt: skip
         self._requested_compile_workers = compile_workers
         self._mode = mode
         self._stopping = threading.Event()

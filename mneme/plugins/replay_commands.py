@@ -117,11 +117,12 @@ def application_median(app_times: Sequence[float]) -> tuple[float, int]:
 
 
 def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
-                baseline: ExperimentResult | None = None,
-                app_times: Sequence[float] = ()) -> list[tuple[str, str]]:  # fmt: skip
+                baseline: ExperimentResult | None = None, app_times: Sequence[float] = (),
+                app_timer: str = "events") -> list[tuple[str, str]]:  # fmt: skip
     """(label, value) rows describing one experiment, in report order.
 
-    `app_times`: the instance's launch times inside the application (the recorder's), if known.
+    `app_times`: the instance's launch times inside the application (the recorder's), if known,
+    measured by `app_timer` (the record's AppTimer).
     """
     rows = [
         ("grid / block / shared", f"{config.grid} / {config.block} / {config.shared_mem} B"),
@@ -136,7 +137,8 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
     if times:
         rows.append(("median time", _ms(result.median_time)))
         rows.append(("min / max time", f"{_ms(min(times))} / {_ms(max(times))}"))
-        rows.append(("runs", f"{len(times)} timed + {len(result.warmup_time)} warm-up"))
+        rows.append(("runs", f"{len(times)} timed + {len(result.warmup_time)} warm-up"
+                     + (f", timed by {result.timer}" if result.timer else "")))
         spread = (max(times) - min(times)) / result.median_time if result.median_time else 0.0
         rows.append(("spread", f"{spread * 100:.1f}% of the median"))
     if baseline is not None and baseline.median_time and result.median_time:
@@ -146,7 +148,10 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
         app, used = application_median(app_times)
         ratio = f"; replay / application {result.median_time / app:.3f}" if result.median_time else ""
         which = "launches" if used == len(app_times) else "repeated launches (the first left out)"
-        rows.append(("in the application", f"{_ms(app)} median of {used} {which}{ratio}"))
+        timer = f", timed by {app_timer}"
+        if result.timer and result.timer != app_timer:
+            timer += f" (this replay by {result.timer}: not like for like; --timer {app_timer} is)"
+        rows.append(("in the application", f"{_ms(app)} median of {used} {which}{timer}{ratio}"))
     rows.append(("compile (preprocess / opt / codegen)", " / ".join(
         _ms(t) for t in (result.preprocess_ir_time, result.opt_time, result.codegen_time))))  # fmt: skip
     rows.append(("load", _ms(result.load_time)))
@@ -159,11 +164,12 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
 
 
 def result_table(result: ExperimentResult, config: ExperimentConfiguration, title: str,
-                 baseline: ExperimentResult | None = None, app_times: Sequence[float] = ()) -> Table:  # fmt: skip
+                 baseline: ExperimentResult | None = None, app_times: Sequence[float] = (),
+                 app_timer: str = "events") -> Table:  # fmt: skip
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
-    for label, value in result_rows(result, config, baseline, app_times):
+    for label, value in result_rows(result, config, baseline, app_times, app_timer):
         style = "red" if (label in ("verified", "failed", "mismatch") and result.failed) else None
         table.add_row(label, value, style=style)
     return table
@@ -171,7 +177,7 @@ def result_table(result: ExperimentResult, config: ExperimentConfiguration, titl
 
 def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, database: str, record_id: str,
                 kernel: str, baseline: ExperimentResult | None = None,
-                app_times: Sequence[float] = ()) -> str:  # fmt: skip
+                app_times: Sequence[float] = (), app_timer: str = "events") -> str:  # fmt: skip
     data = {
         "database": database, "record_id": record_id, "kernel": kernel,
         "config": config.to_dict(), "config_hash": config.hash(), "result": result.to_dict(),
@@ -183,6 +189,7 @@ def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, da
             data["speedup_vs_recorded_binary"] = baseline.median_time / result.median_time
     if app_times:
         data["app_median_time"] = application_median(app_times)[0]
+        data["app_timer"] = app_timer
         if result.median_time:
             data["replay_vs_app"] = result.median_time / data["app_median_time"]
     return json.dumps(data, indent=2, allow_nan=False, default=_json_default)
@@ -249,10 +256,13 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
 @click.option("--cache", type=click.Choice(list(CACHE_STATES)), default="flushed", show_default=True,
               help="The cache each timed run starts from: flushed, warm (as the reset left it), or primed "
                    "(after one untimed run, like an application's repeated launches).")
+@click.option("--timer", default="auto", show_default=True,
+              help="What times the runs: cupti (the kernel's own GPU timestamps), events (CUDA events around "
+                   "each launch), host-clock (the host backend), or auto (the backend's best that works here).")
 @click.option("--device", "device_id", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def replay_command(record_db, record_id, passes, iterations, output_ll, config_file, mode, cache, device_id,
+def replay_command(record_db, record_id, passes, iterations, output_ll, config_file, mode, cache, timer, device_id,
                    backend, as_json, **options) -> None:  # fmt: skip
     """Replay a recorded kernel launch as one verified, timed experiment.
 
@@ -265,7 +275,7 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
     overrides["passes"] = passes
     file_fields = read_config_file(config_file) if config_file else None
     with BaseExecutor(record_db, record_id, iterations=iterations, device_id=device_id, backend=backend,
-                      mode=mode, cache=cache) as ex:  # fmt: skip
+                      mode=mode, cache=cache, timer=timer) as ex:  # fmt: skip
         config = resolve_config(ex.default_config(), file_fields, overrides, source=config_file)
         if output_ll:
             if mode != "ir":
@@ -277,12 +287,13 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
         if recorded is not None:
             baseline = ex.execute(ex.default_config(), binary=recorded)
         kernel, instance = ex.rec.kernel_name, ex.instance.dynamic_hash
-        database, app_times = str(ex.rec.path), list(ex.instance.app_times)
+        database, app_times, app_timer = str(ex.rec.path), list(ex.instance.app_times), ex.instance.app_timer
     if as_json:
         click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
-                               baseline=baseline, app_times=app_times))  # fmt: skip
+                               baseline=baseline, app_times=app_times, app_timer=app_timer))  # fmt: skip
     else:
-        _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline, app_times))
+        _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline, app_times,
+                                      app_timer))  # fmt: skip
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
     if not result.ok:

@@ -152,6 +152,8 @@ def _short(value) -> str:
 @click.option("--iterations", type=int, default=3, show_default=True, help="Timed runs per experiment.")
 @click.option("--cache", type=click.Choice(list(CACHE_STATES)), default="flushed", show_default=True,
               help="The cache each timed run starts from, as for `mneme replay --cache`.")
+@click.option("--timer", default="auto", show_default=True,
+              help="What times the runs, as for `mneme replay --timer`.")
 @click.option("--retime-top", type=int, default=3, show_default=True,
               help="Re-time this many best configurations (and the baseline) at the end.")
 @click.option("--retime-repeats", type=int, default=2, show_default=True, help="Re-timings of each.")
@@ -162,7 +164,7 @@ def _short(value) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def tune_command(record_db, record_id, space, space_options, sampler, sampler_options, trials, timeout, devices,
                  workers_per_device, results, resume, force, storage, study, heartbeat, seed, iterations, cache,
-                 retime_top, retime_repeats, backend, experiment_timeout, print_space, as_json):
+                 timer, retime_top, retime_repeats, backend, experiment_timeout, print_space, as_json):
     """Autotune one recorded kernel launch: search a space of verified variants, keep every result.
 
     Exit codes: 0 done, 2 invalid options, 3 the recorded configuration does not verify, 1 other errors.
@@ -175,7 +177,7 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         sampler=sampler, sampler_options=parse_options(sampler_options), trials=trials, timeout=timeout,
         devices=_devices(devices), workers_per_device=workers_per_device, results=results, resume=resume,
         force=force, storage=storage, study=study, seed=seed, iterations=iterations, cache=cache,
-        retime_top=retime_top,
+        timer=timer, retime_top=retime_top,
         retime_repeats=retime_repeats, backend=backend, experiment_timeout=experiment_timeout, heartbeat=heartbeat)
     if print_space:
         session = TuningSession(options)

@@ -1,18 +1,23 @@
-"""Timing behind the launch gate on a real GPU: CUDA events time the work, not the host's submission of it.
+"""Timing on a real GPU: by the kernel's own timestamps (CUPTI), and by CUDA events behind the launch gate.
 
-The replay side (mneme_cuda.gate.LaunchGate, used by the CUDA device's `time`) and the recorder's
-side (the timed launches inside the application, reported in counts-<pid>.json "app_timing").
+The replay side (the CUDA device's `time`: mneme_cuda.cupti's kernel timer, or events behind
+mneme_cuda.gate.LaunchGate) and the recorder's side (the timed launches inside the application,
+reported in counts-<pid>.json "kernel_times"/"app_times" and "app_timing").
 """
 
 from __future__ import annotations
 
 import json
+import statistics
+import struct
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 from gpu_corpus import ROOT
+
+from mneme.core.types import dim3
 
 pytest.importorskip("mneme_cuda")
 
@@ -79,7 +84,7 @@ def test_the_recorder_times_repeated_launches_behind_the_gate_and_says_how(cuda_
     if not app.exists():
         pytest.skip("no prebuilt pitch_app in .gpu/bin (scripts/gpu-suite --prepare)")
     prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
-    env = recorder.environment(tmp_path / "raw", kernel="scale_add_2d",
+    env = recorder.environment(tmp_path / "raw", kernel="scale_add_2d", timer="events",
                                library=prebuilt if prebuilt.exists() else None)  # fmt: skip
     env["MNEME_RECORD_TIMING_GATE"] = gate
     proc = subprocess.run([str(app)], env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -113,3 +118,120 @@ def test_two_threads_launching_at_once_run_on_while_each_timed_launch_runs_alone
     assert (timing["exclusive"], timing["shared"], timing["late"]) == (alone, beside, 0), timing
     times = recorder.in_application(tmp_path / "raw")[0]
     assert sorted(len(t) for t in times.values()) == [17, 17]  # both threads' instances, every launch timed
+
+
+# -- the kernel timer (CUPTI) ------------------------------------------------------------------------
+
+# A kernel that spins until `n` clock cycles have passed (the clock register keeps ptxas from
+# dropping the loop): an empty one and a long one, timed by both timers.
+SPIN_PTX = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry mneme_spin(.param .u64 n)
+{
+    .reg .pred %p;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [n];
+    setp.eq.u64 %p, %rd1, 0;
+    @%p bra DONE;
+    mov.u64 %rd2, %clock64;
+LOOP:
+    mov.u64 %rd3, %clock64;
+    sub.u64 %rd4, %rd3, %rd2;
+    setp.lt.u64 %p, %rd4, %rd1;
+    @%p bra LOOP;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def spin(cuda_device):
+    from mneme.core.backend import DeviceBinary
+    from mneme_cuda import cupti
+
+    if cupti.kernel_timer()[0] is None:
+        pytest.fail(f"no kernel timer on the GPU machine: {cupti.kernel_timer()[1]}")  # never a silent skip here
+    kernel = cuda_device.load(DeviceBinary("cuda", cuda_device.info.arch, "ptx", "mneme_spin", SPIN_PTX))
+    yield kernel
+    kernel.close()
+
+
+ONE, WARP = dim3(1), dim3(32)
+
+
+def _median_time(device, kernel, rounds: int, timer: str) -> float:
+    times = device.time(kernel, ONE, WARP, 0, struct.pack("<Q", rounds), 21, timer=timer)
+    assert device.timer_used == timer and len(times) == 21 and all(t > 0 for t in times)
+    return statistics.median(times[1:])
+
+
+def test_the_kernel_timer_takes_the_kernel_alone_and_agrees_with_events_on_a_long_kernel(cuda_device, spin):
+    long_rounds = 200_000  # cycles: about 100 us at the H200's clock; the events' front end is a few percent of it
+    by_kernel, by_events = (_median_time(cuda_device, spin, long_rounds, t) for t in ("cupti", "events"))
+    assert by_kernel > 20e-6 and abs(by_kernel / by_events - 1) < 0.05, (by_kernel, by_events)
+    empty_kernel, empty_events = (_median_time(cuda_device, spin, 0, t) for t in ("cupti", "events"))
+    # an empty kernel: its own time is a microsecond or two; the event window adds the front end's work
+    assert 0 < empty_kernel < 5e-6 and empty_kernel < empty_events, (empty_kernel, empty_events)
+    cuda_device.time(spin, ONE, WARP, 0, struct.pack("<Q", 0), 3)  # auto: the kernel timer
+    assert cuda_device.timer_used == "cupti"
+
+
+def test_a_replay_reports_its_timer_and_takes_every_run_by_the_kernel_timer(cuda_device, spin):
+    from mneme_cuda import cupti
+
+    timer, _ = cupti.kernel_timer()
+    first = timer.ids(0)
+    times = cuda_device.time(spin, ONE, WARP, 0, struct.pack("<Q", 1000), 50, cache="primed",
+                             timer="cupti")  # fmt: skip
+    assert cuda_device.timer_used == "cupti" and len(times) == 50
+    assert timer.ids(0) == first + 50  # each timed run its own tag; the primed runs none
+    assert timer.take(first, 50) == [None] * 50  # every record was taken by the timed runs, none left behind
+
+
+def test_the_recorder_times_by_kernel_timestamps_and_the_record_says_so(cuda_backend, tmp_path):
+    from mneme.core.records import RecordedExecution
+    from mneme_cuda import recorder
+
+    app = ROOT / ".gpu" / "bin" / "pitch_app"
+    if not app.exists():
+        pytest.skip("no prebuilt pitch_app in .gpu/bin (scripts/gpu-suite --prepare)")
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    env = recorder.environment(tmp_path / "raw", kernel="scale_add_2d", library=prebuilt if prebuilt.exists() else None)
+    assert env["MNEME_RECORD_TIMER"] == "auto" and env.get("MNEME_CUPTI_LIB"), "libcupti was not found"
+    proc = subprocess.run([str(app)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "pitch_app OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    counts = _counts(tmp_path / "raw")
+    timing = counts["app_timing"]
+    assert (timing["cupti"], timing["cupti_missed"], timing["gated"], timing["ungated"]) == (17, 0, 0, 0), timing
+    assert (timing["exclusive"], timing["events_because"]) == (17, ""), timing
+    (entry,) = counts["kernels"].values()
+    assert entry["app_times"] == {} and [len(t) for t in entry["kernel_times"].values()] == [17]
+    times, _, timers = recorder.in_application(tmp_path / "raw")
+    assert list(timers.values()) == ["cupti"] and all(0 < t < 0.01 for t in next(iter(times.values())))
+    (db,) = recorder.finalize(tmp_path / "raw", tmp_path / "db", arch=cuda_backend.arch(0))
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.app_timer == "cupti" and len(inst.app_times) == 17
+
+
+@pytest.mark.parametrize("choice", ["auto", "cupti"])
+def test_without_libcupti_the_recorder_times_with_events_and_says_why(cuda_backend, tmp_path, choice):
+    from mneme_cuda import recorder
+
+    app = ROOT / ".gpu" / "bin" / "pitch_app"
+    if not app.exists():
+        pytest.skip("no prebuilt pitch_app in .gpu/bin (scripts/gpu-suite --prepare)")
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    env = recorder.environment(tmp_path / "raw", kernel="scale_add_2d", timer=choice,
+                               library=prebuilt if prebuilt.exists() else None)  # fmt: skip
+    env["MNEME_CUPTI_LIB"] = str(tmp_path / "no-such-libcupti.so")
+    proc = subprocess.run([str(app)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "pitch_app OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    timing = _counts(tmp_path / "raw")["app_timing"]
+    assert (timing["cupti"], timing["gated"]) == (0, 17), timing
+    assert "no-such-libcupti.so" in timing["events_because"], timing
+    assert ("MNEME_RECORD_TIMER=cupti, but cannot open" in proc.stderr) == (choice == "cupti"), proc.stderr[-2000:]
+    (times,) = recorder.in_application(tmp_path / "raw")[2].values()
+    assert times == "events"

@@ -39,6 +39,7 @@ from mneme.core.errors import (
 )
 from mneme.core.snapshot import Snapshot
 from mneme_cuda import compare as cmp
+from mneme_cuda import cupti
 from mneme_cuda import devdecode
 from mneme_cuda.driver import (
     CudaError,
@@ -275,6 +276,7 @@ class CudaDevice(Device):
         self.last_restore = ""  # how the last restore ran: "device-decode", "native" (or both, "+"), "python"
         self._events: list[Any] = []
         self._gate: LaunchGate | None = None
+        self._warned_timer = False
         self.copy_through = "engine"  # how `copy` moves bytes: "engine" (cuMemcpyDtoDAsync) or "sm" (a kernel)
 
     # -- lifetime -------------------------------------------------------------------------------
@@ -861,19 +863,34 @@ class CudaDevice(Device):
                             self._gate.unavailable)  # fmt: skip
         return self._gate
 
+    timers = cupti.TIMERS
+
     def time(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes, iterations: int,
-             before_each: Callable[[], None] | None = None, cache: str = "flushed", gate: bool = True) -> list[float]:
-        """Seconds per run, measured by CUDA events around each launch, after `before_each`.
+             before_each: Callable[[], None] | None = None, cache: str = "flushed", gate: bool = True,
+             timer: str = "auto") -> list[float]:  # fmt: skip
+        """Seconds per run, after `before_each`: by the kernel's own timestamps, or CUDA events around it.
 
         `cache` is the L2's state at each timed run (`CACHE_STATES`): "flushed" evicts it,
         "warm" leaves it as `before_each` did, "primed" runs the kernel once more, untimed.
-        With `gate` the stream waits until both events and the launch are queued (`LaunchGate`), so
-        the events time the kernel, not Python's submission of it, as the recorder does in the application.
-        A kernel's first launch is never held: it may synchronize, which would wait for the held stream.
+        `timer`: "cupti" takes each run's start and end from CUPTI's kernel records (`cupti`),
+        "events" records CUDA events around each launch, "auto" is cupti where it can be had and
+        events otherwise; `self.timer_used` says which measured. With events and `gate` the stream
+        waits until both events and the launch are queued (`LaunchGate`), so the events time the
+        kernel, not Python's submission of it, as the recorder does in the application. A kernel's
+        first launch is never held: it may synchronize, which would wait for the held stream.
         """
         check_cache_state(cache)
+        self.check_timer(timer)
         kernel.check_open()
         cu = self._enter()
+        ktimer = self._kernel_timer(timer)
+        if ktimer is not None:
+            times = self._time_by_records(ktimer, kernel, grid, block, shared_mem, args, iterations, before_each,
+                                          cache)  # fmt: skip
+            if times is not None:
+                self.timer_used = "cupti"
+                return times
+        self.timer_used = "events"
         events = self._timing_events(2 * iterations)
         held = self.launch_gate if gate else None
         keep: list = []
@@ -895,6 +912,58 @@ class CudaDevice(Device):
         self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
         return [float(check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime")) / 1e3
                 for i in range(iterations)]
+
+    def check_timer(self, timer: str) -> None:
+        """A known timer, and for "cupti" one that works here (else a UsageError saying why not)."""
+        super().check_timer(timer)
+        if timer == "cupti":
+            self._kernel_timer(timer)
+
+    def _kernel_timer(self, timer: str) -> cupti.KernelTimer | None:
+        """The kernel timer for `timer`, enabled; None: time with events ("cupti" asked: an error saying why not)."""
+        if timer == "events":
+            return None
+        ktimer, why = cupti.kernel_timer()
+        if ktimer is not None:
+            try:
+                ktimer.enable()
+            except MnemeError as exc:
+                ktimer, why = None, str(exc)
+        if ktimer is None:
+            if timer == "cupti":
+                raise UsageError(f"timer cupti: {why}; use --timer events (or auto)")
+            if not self._warned_timer:
+                self._warned_timer = True
+                log.warning("timing with CUDA events, not kernel timestamps: %s", why)
+        return ktimer
+
+    def _time_by_records(self, ktimer: cupti.KernelTimer, kernel: LoadedKernel, grid, block, shared_mem: int,
+                         args: bytes, iterations: int, before_each, cache: str) -> list[float] | None:  # fmt: skip
+        """`time` by CUPTI's kernel records; None when a run's record did not come (the caller uses events)."""
+        first = ktimer.ids(iterations)
+        keep: list = []
+        for i in range(iterations):
+            if before_each is not None:
+                before_each()
+            if cache == "flushed":
+                self.flush_l2()
+            elif cache == "primed":
+                self._launch_async(kernel, grid, block, shared_mem, args, keep)
+            ktimer.push(first + i)
+            try:
+                self._launch_async(kernel, grid, block, shared_mem, args, keep)
+            finally:
+                ktimer.pop()
+        self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
+        times = ktimer.take(first, iterations)
+        missing = sum(t is None for t in times)
+        if missing:
+            kernels, ids = ktimer.seen()
+            log.warning("CUPTI delivered %d of %d kernel records (so far %d kernel and %d correlation records, %d "
+                        "dropped for want of buffer space); timing these runs with CUDA events",
+                        iterations - missing, iterations, kernels, ids, ktimer.dropped())  # fmt: skip
+            return None
+        return times  # type: ignore[return-value]
 
     # -- verification on the device ----------------------------------------------------------------
     def _compare_kernels(self) -> dict[str, Any]:

@@ -26,13 +26,16 @@ from mneme.core.cli import console
 @click.option("--compression", type=click.Choice(["lz4", "zstd", "none"]), default="lz4", show_default=True,
               help="How snapshot regions are compressed: LZ4 restores about twice as fast as zstd for a few "
                    "percent more disk; none stores them raw.")
+@click.option("--timer", type=click.Choice(["auto", "cupti", "events"]), default="auto", show_default=True,
+              help="How the launches timed inside the application are timed: cupti (the kernel's own GPU "
+                   "timestamps), events (CUDA events on its stream), auto (cupti where libcupti opens).")
 @click.option("--progress/--no-progress", default=None,
               help="A live line (kernels, instances, bytes written) on stderr while the application runs "
                    "[default: when stderr is a terminal].")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, record_ranks: str | None,
-                   ir_files: tuple[Path, ...], epilogue_format: str, compression: str, progress: bool | None,
-                   command: tuple[str, ...]) -> None:  # fmt: skip
+                   ir_files: tuple[Path, ...], epilogue_format: str, compression: str, timer: str,
+                   progress: bool | None, command: tuple[str, ...]) -> None:  # fmt: skip
     """Run COMMAND under the CUDA recorder and write one database per recorded kernel (`-- ./app args`).
 
     Each database holds the kernel's IR when it is found and the cubin/PTX the driver loaded;
@@ -44,7 +47,7 @@ def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int
 
     code = recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings, record_ranks=record_ranks,
                                 epilogue_format=epilogue_format, progress=progress,
-                                compression=compression)  # fmt: skip
+                                compression=compression, timer=timer)  # fmt: skip
     sys.exit(code)
 
 

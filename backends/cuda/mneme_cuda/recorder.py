@@ -38,13 +38,14 @@ import attrs
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.native import compile_library
+from mneme_cuda import cupti
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).resolve().parents[1] / "recorder" / "mneme_recorder.cpp"
 # Every file the library is built from (the snapshot writer's header included, for the rebuild check).
 SOURCES = (SOURCE, SOURCE.with_name("snapshot_writer.cpp"))
-HEADERS = (SOURCE.with_name("snapshot_writer.h"),)
+HEADERS = (SOURCE.with_name("snapshot_writer.h"), cupti.HEADER)
 LIBRARY = "libmneme_cuda_recorder.so"
 DEFAULT_VA_BASE = 0x153940000000
 GRANULARITY = 2 << 20
@@ -143,6 +144,11 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
                          "(or set XXHASH_INCLUDE to its folder)")  # fmt: skip
     flags = ["-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare",
              f"-I{include}", f"-I{xxh}"]
+    cupti_include = cupti.headers()
+    if cupti_include is not None:  # the kernel timer; without it the recorder times with events
+        flags += ["-DMNEME_CUPTI", f"-I{cupti_include}", f"-I{cupti.HEADER.parent}"]
+    else:
+        log.warning("cupti.h not found: the recorder will time launches with CUDA events only")
     return compile_library(target, lambda out: [cxx, *flags, *map(str, SOURCES), "-o", out, "-ldl", "-lpthread"],
                            "the CUDA recorder")
 
@@ -150,11 +156,13 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
 def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
                 va_base: int = DEFAULT_VA_BASE, library: Path | None = None,
                 record_ranks: str | None = None, epilogue_format: str = "diff",
-                timed_launches: int | None = None, compression: str = "lz4") -> dict[str, str]:  # fmt: skip
+                timed_launches: int | None = None, compression: str = "lz4",
+                timer: str = "auto") -> dict[str, str]:  # fmt: skip
     """The environment that runs a command under the recorder.
 
     `timed_launches`: how many launches of each recorded instance after the recorded one are
-    timed inside the application (MNEME_RECORD_TIMED; the recorder's default is 16).
+    timed inside the application (MNEME_RECORD_TIMED; the recorder's default is 16). `timer`:
+    how ("cupti": the GPU's kernel timestamps; "events"; "auto": cupti where libcupti opens).
 
     `record_ranks`: "all", a comma-separated list of MPI ranks, or None (rank 0 when a launcher
     announces ranks, else the one process). `epilogue_format`: how the recorder stores each
@@ -163,6 +171,8 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     if epilogue_format not in EPILOGUE_FORMATS:
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
     _check_compression(compression)
+    if timer not in cupti.TIMERS:
+        raise UsageError(f"unknown timer {timer!r}; use one of {', '.join(cupti.TIMERS)}")
     library = library or build()
     env = dict(os.environ)
     env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
@@ -170,6 +180,10 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     env["MNEME_RECORD_SKIP"] = str(skip)
     env["MNEME_RECORD_MAX"] = str(max_recordings)
     env["MNEME_RECORD_VA_BASE"] = hex(va_base)
+    env["MNEME_RECORD_TIMER"] = timer
+    found = cupti.cupti_library() if timer != "events" and "MNEME_CUPTI_LIB" not in env else None
+    if found is not None:
+        env["MNEME_CUPTI_LIB"] = str(found)
     if kernel:
         env["MNEME_RECORD_KERNEL"] = kernel
     if record_ranks:
@@ -358,10 +372,12 @@ def occurrences(raw_dir: Path) -> dict[tuple[str, str], int]:
     return dict(total)
 
 
-def in_application(raw_dir: Path) -> tuple[dict[tuple[str, str], list[float]], dict[str, int]]:
+def in_application(raw_dir: Path) -> tuple[dict[tuple[str, str], list[float]], dict[str, int], dict[tuple[str, str], str]]:  # fmt: skip
     """What the recorder measured inside the application, over every recorded process:
-    (kernel, instance key) -> seconds of each timed launch, and kernel -> launches inside CUDA graphs."""
-    times: dict[tuple[str, str], list[float]] = defaultdict(list)
+    (kernel, instance key) -> seconds of each timed launch, kernel -> launches inside CUDA graphs,
+    and (kernel, instance key) -> the timer of those seconds: "cupti" (the GPU's kernel timestamps,
+    "kernel_times") where any process had them, else "events" ("app_times")."""
+    by_timer: dict[str, dict[tuple[str, str], list[float]]] = {"cupti": defaultdict(list), "events": defaultdict(list)}
     graphs: dict[str, int] = defaultdict(int)
     for path in sorted(Path(raw_dir).glob("counts-*.json")):
         try:
@@ -371,12 +387,19 @@ def in_application(raw_dir: Path) -> tuple[dict[tuple[str, str], list[float]], d
         for kernel, entry in data.get("kernels", {}).items():
             if entry.get("graph_launches"):
                 graphs[kernel] += int(entry["graph_launches"])
-            for key, seconds in entry.get("app_times", {}).items():
-                if not isinstance(seconds, list) or not all(isinstance(t, (int, float)) and t > 0 for t in seconds):
-                    raise FormatError(path, f"expected positive seconds, got {seconds!r}"[:200],
-                                      field=f"kernels.{kernel}.app_times.{key}")  # fmt: skip
-                times[(kernel, key)] += [float(t) for t in seconds]
-    return dict(times), dict(graphs)
+            for field, timer in (("kernel_times", "cupti"), ("app_times", "events")):
+                for key, seconds in entry.get(field, {}).items():
+                    if not isinstance(seconds, list) or not all(isinstance(t, (int, float)) and t > 0 for t in seconds):
+                        raise FormatError(path, f"expected positive seconds, got {seconds!r}"[:200],
+                                          field=f"kernels.{kernel}.{field}.{key}")  # fmt: skip
+                    by_timer[timer][(kernel, key)] += [float(t) for t in seconds]
+    times: dict[tuple[str, str], list[float]] = {}
+    timers: dict[tuple[str, str], str] = {}
+    for timer in ("events", "cupti"):  # kernel timestamps win: the two do not mix
+        for instance, seconds in by_timer[timer].items():
+            if seconds:
+                times[instance], timers[instance] = seconds, timer
+    return times, dict(graphs), timers
 
 
 def _regions(folder: Path, name: str, manifest: dict):
@@ -641,7 +664,7 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
     out.mkdir(parents=True, exist_ok=True)
     arch = arch or "sm_90"
     counted = occurrences(raw_dir)
-    timed, _ = in_application(raw_dir)
+    timed, _, timers = in_application(raw_dir)
     elf_files = loaded_elf_files(raw_dir)
     by_kernel: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
     for folder, manifest in launches(raw_dir):
@@ -746,6 +769,7 @@ def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str 
             # set, not added: finalizing the same raw folder twice gives the same times
             if timed.get((kernel, key)) and dynamic in rec.kernel_instances:
                 rec[dynamic].app_times = list(timed[(kernel, key)])
+                rec[dynamic].app_timer = timers[(kernel, key)]
         rec.save()
         log.info("kernel %s: %d instances, %s", kernel, len(rec.kernel_instances),
                  f"IR from {ir_source}" if stored else f"binary only ({image[1]})")  # fmt: skip
@@ -815,7 +839,7 @@ def _defines(path: Path, kernel: str) -> bool:
 def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], kernel: str | None = None,
                 skip: int = 0, max_recordings: int = 4, library: Path | None = None,
                 record_ranks: str | None = None, epilogue_format: str = "diff",
-                progress: bool | None = None, compression: str = "lz4") -> int:  # fmt: skip
+                progress: bool | None = None, compression: str = "lz4", timer: str = "auto") -> int:  # fmt: skip
     """`mneme record`: run, then finalize; returns the application's exit code."""
     if epilogue_format not in EPILOGUE_FORMATS:
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
@@ -823,7 +847,7 @@ def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], ker
     raw = Path(rdb) / "raw"
     code = run(command, raw, progress=progress, kernel=kernel, skip=skip, max_recordings=max_recordings,
                library=library, record_ranks=record_ranks, epilogue_format=epilogue_format,
-               compression=compression)  # fmt: skip
+               compression=compression, timer=timer)  # fmt: skip
     arch = ""
     try:
         from mneme_cuda.backend import CudaBackend

@@ -13,11 +13,12 @@
 //    cuMemMap, so replay can rebuild the same addresses; pitched and stream-ordered allocations
 //    too (cuMemFreeAsync releases once its stream has passed it), and the application's own VMM
 //    reservations get hints in a zone above that range, their accessible mappings recorded.
-//  * Times each recorded launch and the next MNEME_RECORD_TIMED launches of the same instance
-//    with events on the application's stream, behind a gate that holds the stream until both
-//    events and the kernel are queued, each alone on the device (the work already queued drains
-//    first; other threads' launches wait until it ends; MNEME_RECORD_TIMING_EXCLUSIVE=0: not);
-//    counts kernel nodes run through cuGraphLaunch.
+//  * Times each recorded launch and the next MNEME_RECORD_TIMED launches of the same instance,
+//    each alone on the device (the work already queued drains first; other threads' launches wait
+//    until it ends; MNEME_RECORD_TIMING_EXCLUSIVE=0: not): by the GPU's own kernel timestamps
+//    (CUPTI activity records, libcupti opened at run time: MNEME_RECORD_TIMER=auto|cupti|events,
+//    MNEME_CUPTI_LIB), else with events on the application's stream, behind a gate that holds the
+//    stream until both events and the kernel are queued; counts kernel nodes run through cuGraphLaunch.
 //  * Remembers each loaded code image (fatbin, cubin, PTX) and the device globals the process
 //    looked up (cuModuleGetGlobal / cuLibraryGetGlobal), per module.
 //  * For each selected launch (MNEME_RECORD_KERNEL regex, MNEME_RECORD_SKIP,
@@ -65,6 +66,9 @@
 #include <vector>
 
 #include "snapshot_writer.h"
+#ifdef MNEME_CUPTI
+#include "cupti_timer.h"  // mneme_cuda/native/: the replay's kernel timer is the same code
+#endif
 
 namespace {
 
@@ -81,6 +85,7 @@ struct Config {
     long timed = 16;                 // launches timed in the application per recorded instance, after the recorded one
     bool gate = true;                // hold each timed launch's stream until its events and kernel are queued
     bool exclusive = true;           // run each timed launch alone on the device (see time_launch)
+    std::string timer = "auto";      // MNEME_RECORD_TIMER: cupti (kernel timestamps), events, or auto (cupti if it opens)
     bool place = true;
 };
 
@@ -132,6 +137,13 @@ Config &config() {
         if (const char *v = getenv("MNEME_RECORD_TIMED")) cfg->timed = atol(v);
         if (const char *v = getenv("MNEME_RECORD_TIMING_GATE")) cfg->gate = strcmp(v, "0") != 0;
         if (const char *v = getenv("MNEME_RECORD_TIMING_EXCLUSIVE")) cfg->exclusive = strcmp(v, "0") != 0;
+        if (const char *v = getenv("MNEME_RECORD_TIMER")) {
+            cfg->timer = v;
+            if (cfg->timer != "auto" && cfg->timer != "cupti" && cfg->timer != "events") {
+                fprintf(stderr, "mneme-recorder: MNEME_RECORD_TIMER=%s is none of auto, cupti, events; using auto\n", v);
+                cfg->timer = "auto";
+            }
+        }
         if (!rank_selected(getenv("MNEME_RECORD_RANKS"), launcher_rank())) cfg->dir.clear();
         return cfg;
     }();
@@ -660,7 +672,8 @@ struct KernelCounts {
     std::map<uint64_t, long> occurrences;  // launches per argument set, recorded or not
     long graph_launches = 0;               // kernel nodes run through cuGraphLaunch (not recorded)
     std::map<uint64_t, long> timed;        // launches timed in the application, per recorded argument set
-    std::map<uint64_t, std::vector<double>> app_times;  // their durations in seconds
+    std::map<uint64_t, std::vector<double>> app_times;     // their durations in seconds, by CUDA events
+    std::map<uint64_t, std::vector<double>> kernel_times;  // or by the GPU's kernel timestamps (CUPTI)
 };
 
 std::map<std::string, KernelCounts> &counts() {
@@ -728,6 +741,7 @@ struct TimingGate {
     long gated = 0, ungated = 0, late = 0;  // late: released by the backstop, time dropped
     std::string ungated_because;  // the first reason a launch was timed without the gate
     long exclusive = 0, shared = 0;  // timed alone on the device, or beside whatever else ran
+    long cupti = 0, cupti_missed = 0;  // timed by kernel timestamps; launches whose record did not come
     bool backstop = false;        // its thread runs (in this process: not after a fork)
     std::mutex mu;                // the backstop's own (it never takes mu())
     std::condition_variable cv;
@@ -842,19 +856,125 @@ CUresult run_shared(Run run) {
     return run();
 }
 
+// The kernel timer (mneme_cuda/native/cupti_timer.h). An event window around a ~1 us kernel is
+// 3.5 us, two thirds of it the front end's work between the start event, the launch and the stop
+// event, and that part varies from process to process by several percent
+// (benchmarks/results/gpu-session-2026-12-04.md, section 7); the GPU's own start and end
+// timestamps of the kernel do not. Set up once, outside mu() (CUPTI's set-up may call the
+// driver, whose entry points here take mu()), and left on: records turned off and on again did
+// not come for later launches (H200, CUPTI 13.0). Each application launch then costs CUPTI's
+// record of it (bench_recorder's overhead figure holds it).
+// Where it cannot be had the launches are timed with events, and counts-<pid>.json says why.
+struct KernelTimer {
+    bool ready = false;
+    std::string why;  // why not, when not ready
+};
+
+KernelTimer *timer_state = nullptr;  // set once kernel_timer() has run
+
+KernelTimer &kernel_timer() {
+    static KernelTimer *timer = [] {
+        auto *t = new KernelTimer();
+        const std::string &choice = config().timer;
+#ifdef MNEME_CUPTI
+        if (choice == "events")
+            t->why = "MNEME_RECORD_TIMER=events";
+        else if (choice == "auto" && getenv("CUDA_INJECTION64_PATH"))
+            t->why = "a CUDA injection library (CUDA_INJECTION64_PATH) may own CUPTI's activity buffers";
+        else if (mct_open(getenv("MNEME_CUPTI_LIB")) != 0 || mct_enable(2) != 0)
+            t->why = mct_why();
+        else
+            t->ready = true;
+#else
+        t->why = "the recorder was built without CUPTI's headers (cupti.h)";
+#endif
+        if (!t->ready && choice == "cupti")
+            fprintf(stderr, "mneme-recorder: MNEME_RECORD_TIMER=cupti, but %s; timing with CUDA events\n",
+                    t->why.c_str());
+        timer_state = t;
+        return t;
+    }();
+    return *timer;
+}
+
+// A lazily loaded kernel loads at its first launch, which may synchronize: load it before timing.
+void load_before_timing(CUfunction fn) {
+    DRV(cuFuncIsLoaded);
+    DRV(cuFuncLoad);
+    CUfunctionLoadingState loading = CU_FUNCTION_LOADING_STATE_LOADED;
+    if (fn && p_cuFuncIsLoaded && p_cuFuncLoad && p_cuFuncIsLoaded(&loading, fn) == CUDA_SUCCESS &&
+        loading != CU_FUNCTION_LOADING_STATE_LOADED)
+        p_cuFuncLoad(fn);
+}
+
+// Time one launch by its kernel timestamps (mu() held). The application's thread waits for its
+// stream here, so the record can be read at once; no gate is needed, the timestamps hold no submission.
+#ifdef MNEME_CUPTI
+template <typename Run>
+CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instance, CUfunction fn, CUstream stream,
+                     long &timed, Run run) {
+    load_before_timing(fn);
+    DRV(cuCtxSynchronize);
+    DRV(cuStreamSynchronize);
+    std::unique_lock<std::shared_mutex> alone(launch_mu(), std::defer_lock);
+    if (config().exclusive) {  // as in time_launch
+        timing_started.store(true, std::memory_order_release);
+        alone.lock();
+        if (!p_cuCtxSynchronize || p_cuCtxSynchronize() != CUDA_SUCCESS) alone.unlock();
+    }
+    // Alone on the device the only record of this kernel between the two timestamps is this
+    // launch's; beside other threads, only the one on its stream (CUPTI's id of it).
+    uint32_t stream_id = ~0u;
+    DRV(cuCtxGetCurrent);
+    CUcontext ctx = nullptr;
+    if (!alone.owns_lock() && p_cuCtxGetCurrent && p_cuCtxGetCurrent(&ctx) == CUDA_SUCCESS &&
+        mct_stream(ctx, stream == CU_STREAM_PER_THREAD ? nullptr : stream, stream == CU_STREAM_PER_THREAD,
+                   &stream_id) != 0)
+        stream_id = ~0u;
+    uint64_t from = mct_now();
+    CUresult r = run();
+    bool ran = r == CUDA_SUCCESS && p_cuStreamSynchronize && p_cuStreamSynchronize(stream) == CUDA_SUCCESS;
+    uint64_t to = mct_now();
+    bool was_alone = alone.owns_lock() && ran;
+    if (alone.owns_lock()) alone.unlock();
+    if (ran) mct_flush();
+    if (r != CUDA_SUCCESS) return r;
+    timed++;
+    TimingGate &g = timing_gate();
+    uint64_t ns = 0;
+    if (ran && mct_take_window(kernel.c_str(), from, to, stream_id, &ns) == 1) {
+        counts()[kernel].kernel_times[instance].push_back(ns * 1e-9);
+        g.cupti++;
+        (was_alone ? g.exclusive : g.shared)++;
+    } else if (ran && ++g.cupti_missed >= 2 && !g.cupti) {  // never a record: events from here on
+        kt.ready = false;
+        uint64_t kernels = 0, ids = 0;
+        mct_seen(&kernels, &ids);
+        char why[160];
+        snprintf(why, sizeof why, "CUPTI delivered no record of the timed launches (%llu kernel records, %llu "
+                 "correlation records)", (unsigned long long)kernels, (unsigned long long)ids);
+        kt.why = why;
+        fprintf(stderr, "mneme-recorder: %s; timing with CUDA events\n", kt.why.c_str());
+    }
+    return r;
+}
+#endif
+
 // Run a launch of a recorded instance, timed when that instance still has timings to take (mu() held).
 template <typename Run>
 CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn, CUstream stream, Run run) {
     reap_timings(false);
     long &timed = counts()[kernel].timed[instance];
     if (timed > config().timed) return run();
+#ifdef MNEME_CUPTI
+    KernelTimer &kt = kernel_timer();
+    if (kt.ready) return time_kernel(kt, kernel, instance, fn, stream, timed, run);
+#endif
     reap_timings_at_exit();
     DRV(cuEventCreate);
     DRV(cuEventRecord);
     DRV(cuEventDestroy_v2);
     DRV(cuStreamWaitValue32_v2);
-    DRV(cuFuncIsLoaded);
-    DRV(cuFuncLoad);
     CUevent start = nullptr, stop = nullptr;
     if (!p_cuEventCreate || p_cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return run();
     if (p_cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
@@ -864,11 +984,7 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
     TimingGate &g = timing_gate();
     bool held = false;  // the stream waits for gate_page[0] >= ticket
     uint32_t ticket = g.ticket + 1;
-    // A lazily loaded kernel loads at its first launch, which may synchronize: load it before the gate.
-    CUfunctionLoadingState loading = CU_FUNCTION_LOADING_STATE_LOADED;
-    if (fn && p_cuFuncIsLoaded && p_cuFuncLoad && p_cuFuncIsLoaded(&loading, fn) == CUDA_SUCCESS &&
-        loading != CU_FUNCTION_LOADING_STATE_LOADED)
-        p_cuFuncLoad(fn);
+    load_before_timing(fn);  // before the gate
     // Alone on the device: no other launch is submitted from here on, and what was queued drains.
     // An earlier error of the application's fails the synchronize: it is the application's to
     // see at its launch, and this launch is timed beside whatever still runs.
@@ -1701,6 +1817,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     std::string args;
     std::vector<std::pair<size_t, size_t>> layout;
     if (!pack_args(fn, params, extra, args, layout)) return run();
+    kernel_timer();  // set up before mu() is taken
     // One recording at a time, and no allocation or free while its regions are copied.
     std::lock_guard<std::mutex> lock(mu());
     if (disabled) return run();
@@ -2908,6 +3025,23 @@ EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned f
     return w_host_device_ptr(dptr, p, flags);
 }
 
+// {"<instance key>": [seconds, ...], ...}
+std::string times_json(const std::map<uint64_t, std::vector<double>> &times) {
+    std::string text = "{";
+    for (auto &entry : times) {
+        char key[40];
+        snprintf(key, sizeof key, "%s\"%016llx\": [", text.size() > 1 ? ", " : "", (unsigned long long)entry.first);
+        text += key;
+        for (size_t i = 0; i < entry.second.size(); ++i) {
+            char v[32];
+            snprintf(v, sizeof v, "%s%.9g", i ? ", " : "", entry.second[i]);
+            text += v;
+        }
+        text += "]";
+    }
+    return text + "}";
+}
+
 // At exit: how often each recorded kernel ran with each argument set (Occurrences), also for
 // the launches past --max-recordings, how often it ran inside CUDA graphs, and its in-application
 // times. Written atomically; nothing when nothing was selected.
@@ -2930,21 +3064,9 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
             text += std::string(first ? "" : ", ") + "\"" + key + "\": " + std::to_string(occ.second);
             first = false;
         }
-        text += "}, \"graph_launches\": " + std::to_string(entry.second.graph_launches) + ", \"app_times\": {";
-        first = true;
-        for (auto &times : entry.second.app_times) {
-            char key[32];
-            snprintf(key, sizeof key, "%016llx", (unsigned long long)times.first);
-            text += std::string(first ? "" : ", ") + "\"" + key + "\": [";
-            for (size_t i = 0; i < times.second.size(); ++i) {
-                char v[32];
-                snprintf(v, sizeof v, "%s%.9g", i ? ", " : "", times.second[i]);
-                text += v;
-            }
-            text += "]";
-            first = false;
-        }
-        text += "}}";
+        text += "}, \"graph_launches\": " + std::to_string(entry.second.graph_launches) +
+                ", \"app_times\": " + times_json(entry.second.app_times) +
+                ", \"kernel_times\": " + times_json(entry.second.kernel_times) + "}";
     }
     // How the in-application times were taken: behind the gate (no host submission in them) or not,
     // and why not; alone on the device (exclusive) or beside the rest of the application (shared).
@@ -2952,7 +3074,9 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
     text += "}, \"app_timing\": {\"gated\": " + std::to_string(g.gated) + ", \"ungated\": " +
             std::to_string(g.ungated) + ", \"late\": " + std::to_string(g.late) +
             ", \"exclusive\": " + std::to_string(g.exclusive) + ", \"shared\": " + std::to_string(g.shared) +
-            ", \"ungated_because\": " + json_string(g.ungated_because) + "}}\n";
+            ", \"ungated_because\": " + json_string(g.ungated_because) + ", \"cupti\": " + std::to_string(g.cupti) +
+            ", \"cupti_missed\": " + std::to_string(g.cupti_missed) +
+            ", \"events_because\": " + json_string(timer_state ? timer_state->why : "") + "}}\n";
     char path[4096];
     snprintf(path, sizeof path, "%s/counts-%d.json", c.dir.c_str(), (int)getpid());
     write_atomic(path, text.data(), text.size());

@@ -91,7 +91,7 @@ def main() -> int:
         keys = bench.instance_keys(db_dir / "raw")
         def app_run(label: str, env_extra: dict | None = None) -> dict:
             return bench.app_times_of_run("streams_app", f"^{KERNEL}$", tmp, label, args=(opts.mode,),
-                                          env_extra=env_extra)  # fmt: skip
+                                          env_extra=env_extra, timer="events")  # fmt: skip
 
         # (in-application times by key, CUPTI rows), one per traced process; and two without CUPTI
         app_runs = [(app_run(f"app{k}", traced(tracer, tmp / f"app{k}-trace")), kernels(tmp / f"app{k}-trace"))

@@ -79,6 +79,7 @@ class TuneOptions:
     seed: int | None = None
     iterations: int = 3
     cache: str = "flushed"  # the state each timed run starts from (mneme.core.backend.CACHE_STATES)
+    timer: str = "auto"  # what times the runs (the backend's `Device.timers`; auto: its best that works)
     retime_top: int = 3
     retime_repeats: int = 2
     backend: str | None = None
@@ -248,6 +249,7 @@ class TuningSession:
             "record_db": str(Path(self.recording.path).resolve()) if self.recording.path else "",
             "sampler": self.sampler.spec,
             "cache": self.options.cache,  # times from another cache state do not compare
+            "timer": self.options.timer,  # nor times by another timer
         }
 
     # -- the run --------------------------------------------------------------------------------
@@ -286,7 +288,7 @@ class TuningSession:
         kwargs = {"record_db": str(self.recording.path), "record_id": self.instance.dynamic_hash,
                   "iterations": opts.iterations, "results_db_dir": str(self.results_dir),
                   "num_workers": self.num_workers, "backend": opts.backend, "devices": opts.devices,
-                  "timeout": opts.experiment_timeout, "cache": opts.cache}
+                  "timeout": opts.experiment_timeout, "cache": opts.cache, "timer": opts.timer}
         accepted = inspect.signature(factory).parameters
         if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
             kwargs = {k: v for k, v in kwargs.items() if k in accepted}

@@ -266,7 +266,8 @@ class ResultStore:
             raise UsageError(f"study {self.study.study_name!r} was written by a newer Mneme (store schema "
                              f"{stored['schema']}); upgrade Mneme to continue it")
         labels = {"static_hash": "kernel", "dynamic_hash": "kernel instance", "space": "search space",
-                  "env": "environment (device, driver, toolchain)", "cache": "cache state of timed runs (--cache)"}
+                  "env": "environment (device, driver, toolchain)", "cache": "cache state of timed runs (--cache)",
+                  "timer": "timer of timed runs (--timer)"}
         diffs = [f"{labels[k]}: stored {stored.get(k)!r}, now {expected.get(k)!r}"
                  for k in labels if k in stored and stored.get(k) != expected.get(k)]
         if diffs and not force:

@@ -1,0 +1,191 @@
+"""The kernel timer: each timed launch's duration from the GPU's own start and end timestamps.
+
+CUDA events around a launch time the front end's work between the start event, the launch and
+the stop event as well; for a ~1 us kernel that is two thirds of a 3.5 us window, and it varies
+from process to process by several percent (benchmarks/results/gpu-session-2026-12-04.md). The
+kernel records of CUPTI's activity API hold the kernel alone. `native/cupti_timer.h` reads them;
+the recorder compiles it in and so does the replay's helper, `native/cuptitime.c`, which this
+module builds (it needs CUPTI's headers, cupti.h) and loads with ctypes. libcupti itself is
+opened at run time: $MNEME_CUPTI_LIB, else the CUDA toolkit's, else the checkout's .gpu/lib/cupti
+(where `scripts/gpu-suite --prepare` copies it for the GPU machine), else the loader's search.
+Where either is missing, timing falls back to CUDA events and says why.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+from mneme.core.errors import MnemeError
+from mneme.core.native import compile_library
+from mneme_cuda import snapio
+
+log = logging.getLogger(__name__)
+
+#: How launches are timed: "cupti" (kernel timestamps), "events" (CUDA events), "auto" (cupti where it opens).
+TIMERS = ("auto", "cupti", "events")
+NATIVE = Path(__file__).resolve().parent / "native"
+SOURCE = NATIVE / "cuptitime.c"
+HEADER = NATIVE / "cupti_timer.h"
+CHECKOUT_LIB = Path(__file__).resolve().parents[3] / ".gpu" / "lib"
+FLAGS = ["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
+ABI = 1
+
+
+def _cuda_roots() -> list[Path]:
+    roots = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
+    return [Path(r) for r in roots if r]
+
+
+def headers() -> Path | None:
+    """The folder holding CUPTI's cupti.h, or None."""
+    folders = [Path(os.environ["CUPTI_INCLUDE"])] if os.environ.get("CUPTI_INCLUDE") else []
+    for root in _cuda_roots():
+        folders += [root / "include", root / "extras" / "CUPTI" / "include"]
+    return next((f for f in folders if (f / "cupti.h").exists()), None)
+
+
+def cupti_library() -> Path | None:
+    """libcupti's path: $MNEME_CUPTI_LIB, the CUDA toolkit's, or the checkout's .gpu/lib/cupti; None: not found."""
+    explicit = os.environ.get("MNEME_CUPTI_LIB")
+    if explicit:
+        return Path(explicit) if Path(explicit).exists() else None
+    folders = []
+    for root in _cuda_roots():
+        folders += [root / "lib64", root / "lib", root / "extras" / "CUPTI" / "lib64"]
+    folders.append(CHECKOUT_LIB / "cupti")
+    for folder in folders:
+        found = sorted(folder.glob("libcupti.so.*[0-9]"))
+        if found:
+            return found[0]
+    return None
+
+
+def library_name() -> str:
+    digest = hashlib.sha256(SOURCE.read_bytes() + HEADER.read_bytes()).hexdigest()[:16]
+    return f"libmneme_cuptitime-{digest}.so"
+
+
+def build_dir() -> Path:
+    root = os.environ.get("MNEME_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mneme")
+    return Path(root) / "cuda-cuptitime"
+
+
+def library_path() -> Path | None:
+    """The built helper for this source: the build cache, else the checkout's .gpu/lib; None when not built."""
+    if not SOURCE.exists():
+        return None
+    name = library_name()  # the sources' hash is in the name: a stale build is never picked up
+    return next((folder / name for folder in (build_dir(), CHECKOUT_LIB) if (folder / name).exists()), None)
+
+
+def build(out_dir: Path | None = None, force: bool = False) -> Path:
+    """Compile cuptitime.c into `out_dir` (default: the build cache); returns the library's path."""
+    out_dir = Path(out_dir) if out_dir else build_dir()
+    target = out_dir / library_name()
+    if target.exists() and not force:
+        return target
+    cc, include = snapio.compiler(), headers()
+    if cc is None:
+        raise MnemeError(f"cannot build the kernel timer {SOURCE}: no C compiler; install gcc or set CC")
+    if include is None:
+        raise MnemeError(f"cannot build the kernel timer {SOURCE}: CUPTI's cupti.h is not in the CUDA toolkit "
+                         "(set CUDA_PATH, or CUPTI_INCLUDE to its folder)")  # fmt: skip
+    return compile_library(target, lambda out: [*cc.split(), *FLAGS, f"-I{include}", f"-I{NATIVE}", "-o", out,
+                                                str(SOURCE), "-ldl"], "the kernel timer")  # fmt: skip
+
+
+class KernelTimer:
+    """The GPU's start and end of tagged launches. One per process (CUPTI's buffers are the process's).
+
+    `enable()` once, then for each launch to time `push(id)`, the launch, `pop()`; once the
+    launches have run, `take(first, n)` gives the seconds of the launches tagged first .. first + n - 1
+    (None for one whose record did not come). Ids only grow: `ids(n)` hands out the next n.
+    """
+
+    def __init__(self, lib: ctypes.CDLL, cupti_path: str):
+        self._lib = lib
+        self.cupti_path = cupti_path
+        self._next = 1
+        self._enabled = False
+        self.push = lib.mneme_cupti_push
+        self.pop = lib.mneme_cupti_pop
+
+    def why(self) -> str:
+        return self._lib.mneme_cupti_why().decode(errors="replace")
+
+    def enable(self) -> None:
+        if not self._enabled:
+            if self._lib.mneme_cupti_enable(1) != 0:
+                raise MnemeError(f"CUPTI's kernel records could not be turned on: {self.why()}")
+            self._enabled = True
+
+    def ids(self, n: int) -> int:
+        first, self._next = self._next, self._next + n
+        return first
+
+    def take(self, first: int, n: int) -> list[float | None]:
+        """Seconds of the launches tagged first .. first + n - 1, after delivering every record so far."""
+        if self._lib.mneme_cupti_flush() != 0:
+            raise MnemeError("CUPTI could not deliver its activity records (cuptiActivityFlushAll failed)")
+        ns = (ctypes.c_uint64 * n)()
+        self._lib.mneme_cupti_take(first, n, ns)
+        return [v * 1e-9 if v else None for v in ns]
+
+    def forget(self) -> None:
+        self._lib.mneme_cupti_forget()
+
+    def dropped(self) -> int:
+        return int(self._lib.mneme_cupti_dropped())
+
+    def seen(self) -> tuple[int, int]:
+        """(kernel records, correlation records of ours) delivered so far."""
+        kernels, ids = ctypes.c_uint64(), ctypes.c_uint64()
+        self._lib.mneme_cupti_seen(ctypes.byref(kernels), ctypes.byref(ids))
+        return kernels.value, ids.value
+
+
+def _load() -> tuple[KernelTimer | None, str]:
+    path = library_path()
+    if path is None:
+        if headers() is None or snapio.compiler() is None:
+            return None, "the kernel timer's helper is not built (it needs a C compiler and CUPTI's cupti.h)"
+        try:
+            path = build()
+        except MnemeError as exc:
+            return None, str(exc)
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as exc:
+        return None, f"cannot load the kernel timer {path}: {exc}"
+    if lib.mneme_cupti_abi() != ABI:
+        return None, f"the kernel timer {path} has another ABI"
+    lib.mneme_cupti_open.argtypes, lib.mneme_cupti_open.restype = [ctypes.c_char_p], ctypes.c_int
+    lib.mneme_cupti_why.restype = ctypes.c_char_p
+    lib.mneme_cupti_enable.argtypes, lib.mneme_cupti_enable.restype = [ctypes.c_int], ctypes.c_int
+    lib.mneme_cupti_push.argtypes, lib.mneme_cupti_push.restype = [ctypes.c_uint64], ctypes.c_int
+    lib.mneme_cupti_pop.restype = ctypes.c_int
+    lib.mneme_cupti_flush.restype = ctypes.c_int
+    lib.mneme_cupti_dropped.restype = ctypes.c_uint64
+    lib.mneme_cupti_take.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]
+    lib.mneme_cupti_take.restype = ctypes.c_size_t
+    lib.mneme_cupti_seen.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]
+    lib.mneme_cupti_seen.restype = None
+    found = cupti_library()
+    cupti_path = str(found) if found is not None else ""  # "": the loader's search for libcupti.so.<major>
+    if lib.mneme_cupti_open(cupti_path.encode()) != 0:
+        return None, lib.mneme_cupti_why().decode(errors="replace")
+    return KernelTimer(lib, cupti_path or "libcupti (loader's search)"), ""
+
+
+@functools.lru_cache(maxsize=1)
+def kernel_timer() -> tuple[KernelTimer | None, str]:
+    """(the process's kernel timer, "") or (None, why there is none)."""
+    timer, why = _load()
+    if timer is None:
+        log.debug("no kernel timer: %s", why)
+    return timer, why
