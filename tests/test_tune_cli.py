@@ -131,6 +131,9 @@ def test_a_results_folder_is_continued_only_with_resume_and_only_for_the_same_sp
     code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, "--resume", "--cache",
                        "primed", *SPACE)  # fmt: skip
     assert code == 2 and "cache state of timed runs" in out and "'flushed'" in out and "'primed'" in out
+    code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, "--resume", "--timer",
+                       "host-clock", *SPACE)  # fmt: skip
+    assert code == 2 and "timer of timed runs" in out and "'auto'" in out and "'host-clock'" in out
     code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 5, "--results", results, "--resume", *SPACE)
     assert code == 0, out
     store, _ = open_results(results)

@@ -7,7 +7,10 @@
   launch (device shadow copies), the background writer's drain, and end to end (the
   application's extra wall time, its exit waiting for the writer, plus `finalize`);
 - overhead: wall time of an application running under the recorder with no kernel selected
-  against the same application without it, median of several runs (target <= 5%);
+  against the same application without it, median of several runs (target <= 5%); and, with
+  its kernel selected (one instance recorded, its next 16 launches timed, the other 2983 run
+  through), the kernel timer's cost to the application: CUPTI's kernel records stay on after
+  the first timed launch (docs/design/recording.md), CUDA events cost nothing after the last;
 - replay: every C++ test program (.gpu/bin, built by `scripts/gpu-suite --prepare`) recorded,
   then every recorded launch replayed: how often replay could reserve every recorded range
   (target: every time), and how often it verified.
@@ -138,9 +141,25 @@ def overhead(repeat: int) -> dict:
                 raise RuntimeError(f"saxpy_app ({label}) failed: {proc.stderr[-2000:]!r}")
             if i >= 2:  # the first pair warms the caches (driver, page cache, JIT cache)
                 times[label].append(elapsed)
+        for i in range(2 * repeat + 2):  # the kernel selected: CUPTI's records against events
+            timer = "events" if i % 2 == 0 else "cupti"
+            raw = Path(tmp) / f"raw-{i}"
+            env = recorder.environment(raw, kernel="^saxpy$", max_recordings=1, timer=timer, library=library())
+            start = time.perf_counter()
+            proc = subprocess.run(command, env=env, capture_output=True, timeout=300, check=False)
+            elapsed = time.perf_counter() - start
+            if proc.returncode != 0:
+                raise RuntimeError(f"saxpy_app (recorded, {timer}) failed: {proc.stderr[-2000:]!r}")
+            timing = json.loads(next(raw.glob("counts-*.json")).read_text())["app_timing"]
+            if timer == "cupti" and timing.get("cupti", 0) == 0:
+                raise RuntimeError(f"saxpy_app was not timed by CUPTI: {timing.get('events_because')}")
+            if i >= 2:
+                times.setdefault(timer, []).append(elapsed)
     plain_s, rec_s = statistics.median(times["plain"]), statistics.median(times["recorder"])
+    events_s, cupti_s = statistics.median(times["events"]), statistics.median(times["cupti"])
     return {"plain_median_s": plain_s, "recorder_median_s": rec_s, "slowdown": rec_s / plain_s - 1,
-            "runs": repeat, "launches": 3000}  # fmt: skip
+            "runs": repeat, "launches": 3000, "recorded_events_median_s": events_s,
+            "recorded_cupti_median_s": cupti_s, "cupti_vs_events": cupti_s / events_s - 1}  # fmt: skip
 
 
 def replay_rate() -> dict:
@@ -210,6 +229,10 @@ def main() -> int:
         lines.append(f"overhead  no kernel selected, {o['launches']} launches: {o['recorder_median_s']:.3f} s vs "
                      f"{o['plain_median_s']:.3f} s plain (median of {o['runs']}) = {100 * o['slowdown']:+.1f}% "
                      f"(target <= 5%)")
+        lines.append(f"overhead  saxpy recorded once and timed 17 times, {o['launches']} launches: timed by CUPTI "
+                     f"{o['recorded_cupti_median_s']:.3f} s vs by events {o['recorded_events_median_s']:.3f} s "
+                     f"(median of {o['runs']}) = {100 * o['cupti_vs_events']:+.1f}%: the kernel records' cost to "
+                     "the application")
     if "error" not in r:
         lines.append(f"replay    {r['instances']} recorded launches of {len(r['programs'])} programs: every range "
                      f"reserved {r['reserved']}/{r['instances']} (target: all), verified {r['verified']}/{r['instances']}")
