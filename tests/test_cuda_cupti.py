@@ -15,7 +15,10 @@ import pytest
 
 cupti = pytest.importorskip("mneme_cuda.cupti")
 
-needs_headers = pytest.mark.skipif(cupti.headers() is None, reason="CUPTI's cupti.h (CUDA toolkit) not installed")
+from mneme_cuda import snapio  # noqa: E402 - after the importorskip
+
+needs_headers = pytest.mark.skipif(cupti.headers() is None or snapio.compiler() is None,
+                                   reason="CUPTI's cupti.h (CUDA toolkit) or a C compiler not installed")
 
 
 def _timer_in_a_fresh_process(env: dict[str, str]) -> dict:
@@ -35,17 +38,22 @@ def test_the_helper_builds_with_its_sources_hash_in_its_name(tmp_path):
 
 
 @needs_headers
-def test_a_libcupti_that_cannot_be_opened_is_named_in_the_reason(tmp_path):
-    env = {**os.environ, "MNEME_CUPTI_LIB": str(tmp_path / "libcupti.so.13"), "MNEME_CACHE_DIR": str(tmp_path)}
-    (tmp_path / "libcupti.so.13").write_bytes(b"not an ELF file")
+@needs_headers
+@pytest.mark.parametrize("content", [b"not an ELF file", None])  # a broken library, and a missing one
+def test_a_libcupti_that_cannot_be_opened_is_named_in_the_reason(tmp_path, content):
+    lib = tmp_path / "libcupti.so.13"
+    if content is not None:
+        lib.write_bytes(content)
+    env = {**os.environ, "MNEME_CUPTI_LIB": str(lib), "MNEME_CACHE_DIR": str(tmp_path)}
     out = _timer_in_a_fresh_process(env)
-    assert not out["timer"] and "cannot open" in out["why"] and str(tmp_path / "libcupti.so.13") in out["why"]
+    assert not out["timer"] and "cannot open" in out["why"] and str(lib) in out["why"]
 
 
 def test_libcupti_is_looked_for_where_the_environment_says_first(tmp_path, monkeypatch):
-    lib = tmp_path / "libcupti.so.13"
-    lib.write_bytes(b"")
-    monkeypatch.setenv("MNEME_CUPTI_LIB", str(lib))
-    assert cupti.cupti_library() == lib
     monkeypatch.setenv("MNEME_CUPTI_LIB", str(tmp_path / "missing.so"))
-    assert cupti.cupti_library() is None  # an explicit path that does not exist: none, not another one
+    assert cupti.cupti_library() == tmp_path / "missing.so"  # as given: opening it then fails, naming it
+    monkeypatch.delenv("MNEME_CUPTI_LIB")
+    monkeypatch.setenv("CUDA_PATH", str(tmp_path))
+    (tmp_path / "lib64").mkdir()
+    (tmp_path / "lib64" / "libcupti.so.13").write_bytes(b"")
+    assert cupti.cupti_library() == tmp_path / "lib64" / "libcupti.so.13"  # the toolkit's, CUDA_PATH first

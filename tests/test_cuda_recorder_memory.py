@@ -168,11 +168,16 @@ def test_timed_launches_reach_the_recorder_through_its_environment(tmp_path):
 
 
 def test_the_timer_reaches_the_recorder_with_the_libcupti_it_should_open(tmp_path, monkeypatch):
+    from mneme_cuda import cupti
+
     fake = tmp_path / "libcupti.so.13"
-    fake.write_bytes(b"")
-    monkeypatch.setenv("MNEME_CUPTI_LIB", str(fake))
+    monkeypatch.delenv("MNEME_CUPTI_LIB", raising=False)
+    monkeypatch.setattr(cupti, "cupti_library", lambda: fake)  # what the search found
     env = recorder.environment(tmp_path, library=tmp_path / "lib.so")
     assert (env["MNEME_RECORD_TIMER"], env["MNEME_CUPTI_LIB"]) == ("auto", str(fake))
+    assert "MNEME_CUPTI_LIB" not in recorder.environment(tmp_path, library=tmp_path / "lib.so", timer="events")
+    monkeypatch.setenv("MNEME_CUPTI_LIB", str(tmp_path / "mine.so"))  # the user's own choice stays
+    assert recorder.environment(tmp_path, library=tmp_path / "lib.so")["MNEME_CUPTI_LIB"] == str(tmp_path / "mine.so")
     assert recorder.environment(tmp_path, library=tmp_path / "lib.so", timer="events")["MNEME_RECORD_TIMER"] == "events"
     with pytest.raises(UsageError, match="unknown timer 'stopwatch'; use one of auto, cupti, events"):
         recorder.environment(tmp_path, library=tmp_path / "lib.so", timer="stopwatch")

@@ -150,8 +150,9 @@ def compare(row: dict, times: list[float], other_runs: list[list[float]]) -> Non
         row["app_median_s"] = statistics.median(runs)
     else:
         row["app_median_s"] = application_median(times)[0]
-    for label in REPLAYS:
-        row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
+    for label, options in REPLAYS.items():
+        if not options.get("timer"):  # by the record's timer, against the application's median by it
+            row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
     if row.get("app_shared_median_s"):  # the rest of the application's cost to the kernel, beside it
         row["shared_vs_alone"] = row["app_shared_median_s"] / row["app_median_s"]
     if row.get("app_events_median_s"):  # the event-timed figure of one run, beside the kernel one

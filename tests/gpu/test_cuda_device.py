@@ -246,14 +246,15 @@ def test_corpus_kernel_compiles_loads_and_runs_at_fixed_addresses(cuda_backend, 
         assert [size for _, size in kernel.param_layout()] == [8, 8, 8, 4]
 
 
-def test_timing_gives_one_event_duration_per_run(cuda_backend, cuda_device, space):
+@pytest.mark.parametrize("timer", ["cupti", "events"])
+def test_timing_gives_one_duration_per_run_by_either_timer(cuda_backend, cuda_device, space, timer):
     n = 1 << 24
     pa, pb, pc = space, space + 64 * MiB, space + 128 * MiB
     resets = []
     with _compile(cuda_backend, cuda_device, "vector_add", "vector_add") as kernel:
         times = cuda_device.time(kernel, dim3(n // 256), dim3(256), 0, _vector_add_args(pa, pb, pc, n), 5,
-                                 before_each=lambda: resets.append(1))  # fmt: skip
-    assert len(times) == 5 and len(resets) == 5
+                                 before_each=lambda: resets.append(1), timer=timer)  # fmt: skip
+    assert len(times) == 5 and len(resets) == 5 and cuda_device.timer_used == timer
     assert all(0 < t < 0.1 for t in times)
     # 192 MiB moved: at least tens of microseconds even at full HBM bandwidth
     assert min(times) > 192 * MiB / 10e12

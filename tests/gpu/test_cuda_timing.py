@@ -184,11 +184,14 @@ def test_a_replay_reports_its_timer_and_takes_every_run_by_the_kernel_timer(cuda
 
     timer, _ = cupti.kernel_timer()
     first = timer.ids(0)
+    kernels, tags = timer.seen()
     times = cuda_device.time(spin, ONE, WARP, 0, struct.pack("<Q", 1000), 50, cache="primed",
                              timer="cupti")  # fmt: skip
-    assert cuda_device.timer_used == "cupti" and len(times) == 50
-    assert timer.ids(0) == first + 50  # each timed run its own tag; the primed runs none
-    assert timer.take(first, 50) == [None] * 50  # every record was taken by the timed runs, none left behind
+    assert cuda_device.timer_used == "cupti" and len(times) == 50 and all(0 < t < 1e-4 for t in times)
+    assert timer.ids(0) == first + 50  # each timed run its own tag
+    now_kernels, now_tags = timer.seen()
+    assert now_tags - tags == 50  # one correlation record per timed launch: the primed runs were not tagged
+    assert now_kernels - kernels >= 100  # every run's kernel record came, primed and timed
 
 
 def test_the_recorder_times_by_kernel_timestamps_and_the_record_says_so(cuda_backend, tmp_path):

@@ -2,9 +2,9 @@
 
 One primary context per device and process; device memory at the recorded virtual addresses
 through virtual memory management; copies through pinned staging buffers on one stream;
-kernels from cubin (ptxas, through `mneme.core.pipeline`) or PTX (driver JIT); timing with
-CUDA events and an L2 flush before each timed run; verification by a compare kernel on the
-device.
+kernels from cubin (ptxas, through `mneme.core.pipeline`) or PTX (driver JIT); timing by the
+kernel's own CUPTI timestamps (`mneme_cuda.cupti`) or CUDA events, with an L2 flush before each
+timed run; verification by a compare kernel on the device.
 """
 
 from __future__ import annotations
@@ -886,7 +886,7 @@ class CudaDevice(Device):
         ktimer = self._kernel_timer(timer)
         if ktimer is not None:
             times = self._time_by_records(ktimer, kernel, grid, block, shared_mem, args, iterations, before_each,
-                                          cache)  # fmt: skip
+                                          cache, timer)  # fmt: skip
             if times is not None:
                 self.timer_used = "cupti"
                 return times
@@ -923,6 +923,12 @@ class CudaDevice(Device):
         """The kernel timer for `timer`, enabled; None: time with events ("cupti" asked: an error saying why not)."""
         if timer == "events":
             return None
+        if timer == "auto" and os.environ.get("CUDA_INJECTION64_PATH"):  # as the recorder: a tool may own CUPTI
+            if not self._warned_timer:
+                self._warned_timer = True
+                log.warning("timing with CUDA events: a CUDA injection library (CUDA_INJECTION64_PATH) may own "
+                            "CUPTI's activity buffers; --timer cupti uses them anyway")  # fmt: skip
+            return None
         ktimer, why = cupti.kernel_timer()
         if ktimer is not None:
             try:
@@ -938,30 +944,38 @@ class CudaDevice(Device):
         return ktimer
 
     def _time_by_records(self, ktimer: cupti.KernelTimer, kernel: LoadedKernel, grid, block, shared_mem: int,
-                         args: bytes, iterations: int, before_each, cache: str) -> list[float] | None:  # fmt: skip
-        """`time` by CUPTI's kernel records; None when a run's record did not come (the caller uses events)."""
+                         args: bytes, iterations: int, before_each, cache: str,
+                         timer: str) -> list[float] | None:  # fmt: skip
+        """`time` by CUPTI's kernel records; None when a run's record did not come and `timer` is "auto"
+        (the caller uses events); with "cupti", that is an error."""
         first = ktimer.ids(iterations)
         keep: list = []
-        for i in range(iterations):
-            if before_each is not None:
-                before_each()
-            if cache == "flushed":
-                self.flush_l2()
-            elif cache == "primed":
-                self._launch_async(kernel, grid, block, shared_mem, args, keep)
-            ktimer.push(first + i)
-            try:
-                self._launch_async(kernel, grid, block, shared_mem, args, keep)
-            finally:
-                ktimer.pop()
-        self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
+        try:
+            for i in range(iterations):
+                if before_each is not None:
+                    before_each()
+                if cache == "flushed":
+                    self.flush_l2()
+                elif cache == "primed":
+                    self._launch_async(kernel, grid, block, shared_mem, args, keep)
+                ktimer.push(first + i)
+                try:
+                    self._launch_async(kernel, grid, block, shared_mem, args, keep)
+                finally:
+                    ktimer.pop()
+            self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
+        except BaseException:
+            ktimer.forget()  # the records of runs that did not all run belong to no one
+            raise
         times = ktimer.take(first, iterations)
         missing = sum(t is None for t in times)
         if missing:
             kernels, ids = ktimer.seen()
-            log.warning("CUPTI delivered %d of %d kernel records (so far %d kernel and %d correlation records, %d "
-                        "dropped for want of buffer space); timing these runs with CUDA events",
-                        iterations - missing, iterations, kernels, ids, ktimer.dropped())  # fmt: skip
+            what = (f"CUPTI delivered {iterations - missing} of {iterations} kernel records (so far {kernels} kernel "
+                    f"and {ids} correlation records, {ktimer.dropped()} dropped for want of buffer space)")
+            if timer == "cupti":
+                raise MnemeError(f"{what}; use --timer events (or auto, which falls back to events)")
+            log.warning("%s; timing these runs with CUDA events", what)
             return None
         return times  # type: ignore[return-value]
 

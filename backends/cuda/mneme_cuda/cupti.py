@@ -50,10 +50,11 @@ def headers() -> Path | None:
 
 
 def cupti_library() -> Path | None:
-    """libcupti's path: $MNEME_CUPTI_LIB, the CUDA toolkit's, or the checkout's .gpu/lib/cupti; None: not found."""
+    """libcupti's path: $MNEME_CUPTI_LIB (as given, so that one that is missing fails to open, naming it),
+    the CUDA toolkit's, or the checkout's .gpu/lib/cupti; None: not found (the loader's search then)."""
     explicit = os.environ.get("MNEME_CUPTI_LIB")
     if explicit:
-        return Path(explicit) if Path(explicit).exists() else None
+        return Path(explicit)
     folders = []
     for root in _cuda_roots():
         folders += [root / "lib64", root / "lib", root / "extras" / "CUPTI" / "lib64"]
@@ -129,12 +130,18 @@ class KernelTimer:
         return first
 
     def take(self, first: int, n: int) -> list[float | None]:
-        """Seconds of the launches tagged first .. first + n - 1, after delivering every record so far."""
-        if self._lib.mneme_cupti_flush() != 0:
-            raise MnemeError("CUPTI could not deliver its activity records (cuptiActivityFlushAll failed)")
-        ns = (ctypes.c_uint64 * n)()
-        self._lib.mneme_cupti_take(first, n, ns)
-        return [v * 1e-9 if v else None for v in ns]
+        """Seconds of the launches tagged first .. first + n - 1, after delivering every record so far
+        (all None when CUPTI could not deliver them). What else waits is forgotten: the launches have
+        run, so nothing that comes later belongs to a tag still in use."""
+        try:
+            if self._lib.mneme_cupti_flush() != 0:
+                log.warning("CUPTI could not deliver its activity records (cuptiActivityFlushAll failed)")
+                return [None] * n
+            ns = (ctypes.c_uint64 * n)()
+            self._lib.mneme_cupti_take(first, n, ns)
+            return [v * 1e-9 if v else None for v in ns]
+        finally:
+            self.forget()
 
     def forget(self) -> None:
         self._lib.mneme_cupti_forget()

@@ -1,6 +1,7 @@
 """Probe (issue 7 fidelity): where do streams_app's 4-5% between the application and the replay go?
 
-The recorder and the replay both time a launch with CUDA events behind the launch gate. The
+Before the kernel timer (section 8 of the session log), the recorder and the replay both timed a
+launch with CUDA events behind the launch gate, and this probe keeps them on events. The
 window between the two events holds the kernel and the front end's work around it (the
 launch's fetch and dispatch on the stream's hardware channel). The stream probe showed that a
 short kernel keeps one level per stream. This probe runs everything under a CUPTI injection
@@ -87,7 +88,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         db_dir = tmp / "db"
-        recorder.main_record(db_dir, argv, [], kernel=f"^{KERNEL}$", library=bench.library(), progress=False)
+        recorder.main_record(db_dir, argv, [], kernel=f"^{KERNEL}$", library=bench.library(), progress=False,
+                                 timer="events")  # fmt: skip
         keys = bench.instance_keys(db_dir / "raw")
         def app_run(label: str, env_extra: dict | None = None) -> dict:
             return bench.app_times_of_run("streams_app", f"^{KERNEL}$", tmp, label, args=(opts.mode,),
@@ -115,7 +117,8 @@ def main() -> int:
                 for k in range(opts.runs):  # fresh replay processes
                     trace = tmp / f"replay-{dynamic_hash[:8]}-{k}"
                     cmd = [sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "-rid", dynamic_hash, "--mode",
-                           "cubin", "--cache", "primed", "--iterations", str(opts.iterations), "--json"]  # fmt: skip
+                           "cubin", "--cache", "primed", "--iterations", str(opts.iterations), "--json",
+                           "--timer", "events"]  # fmt: skip
                     proc = subprocess.run(cmd, env={**os.environ, **traced(tracer, trace)},
                                           capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
                     try:

@@ -83,7 +83,7 @@ def main() -> int:
             kernel = bench.PROGRAMS[name]
             db_dir = Path(tmp) / name
             recorder.main_record(db_dir, [str(bench.BIN / name)], [], kernel=kernel, library=bench.library(),
-                                 progress=False)  # fmt: skip
+                                 progress=False, timer="events")  # fmt: skip
             for db in sorted(db_dir.glob("*.json")):
                 rec = RecordedExecution.from_json(db)
                 for dynamic_hash, inst in rec.kernel_instances.items():
@@ -92,7 +92,7 @@ def main() -> int:
                     row = {"program": name, "instance": dynamic_hash[:8], "n_app": len(app), "app_us": ref * 1e6,
                            "app_all_us": [round(t * 1e6, 2) for t in app]}  # fmt: skip
                     with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=opts.iterations,
-                                      mode="cubin") as ex:  # fmt: skip
+                                      mode="cubin", timer="events") as ex:  # fmt: skip
                         timer = ex.device.time
                         ex.execute(ex.default_config())  # restores, uploads the pristine copies
                         chosen = variants(ex)

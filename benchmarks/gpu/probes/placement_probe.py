@@ -71,7 +71,8 @@ def placements(db: Path, dynamic_hash: str, rounds: int, iterations: int) -> dic
     out: dict = {}
     held: list = []
     streams: list = []
-    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin") as ex:
+    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin",
+                      timer="events") as ex:  # fmt: skip
         ex.cache = "primed"
         config = ex.default_config()
         original = ex.device.stream
@@ -145,12 +146,13 @@ def main() -> int:
             command, kernel = PROGRAMS[label]
             argv = [str(bench.BIN / command[0]), *command[1:]]
             db_dir = Path(tmp) / label
-            recorder.main_record(db_dir, argv, [], kernel=kernel, library=bench.library(), progress=False)
+            recorder.main_record(db_dir, argv, [], kernel=kernel, library=bench.library(), progress=False,
+                                 timer="events")  # fmt: skip
             keys = bench.instance_keys(db_dir / "raw")
             runs = []
             for k in range(opts.runs):
                 raw = Path(tmp) / f"{label}-run{k}"
-                env = recorder.environment(raw, kernel=kernel, library=bench.library())
+                env = recorder.environment(raw, kernel=kernel, library=bench.library(), timer="events")
                 subprocess.run(argv, env=env, capture_output=True, timeout=120, check=False)
                 runs.append(recorder.in_application(raw)[0])
             for db in sorted(db_dir.glob("*.json")):

@@ -35,7 +35,8 @@ def per_stream(db: Path, dynamic_hash: str, rounds: int, iterations: int, extra:
     from mneme.core.executor import BaseExecutor
 
     cu = driver()
-    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin") as ex:
+    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin",
+                      timer="events") as ex:  # fmt: skip
         ex.cache = "primed"
         config = ex.default_config()
         own = ex.device.stream
@@ -78,12 +79,13 @@ def main() -> int:
         for mode in MODES:
             argv = [str(bench.BIN / "streams_app"), mode]
             db_dir = Path(tmp) / mode
-            recorder.main_record(db_dir, argv, [], kernel="^saxpy$", library=bench.library(), progress=False)
+            recorder.main_record(db_dir, argv, [], kernel="^saxpy$", library=bench.library(), progress=False,
+                                 timer="events")  # fmt: skip
             keys = bench.instance_keys(db_dir / "raw")
             runs = []
             for k in range(opts.runs):
                 raw = Path(tmp) / f"{mode}-run{k}"
-                env = recorder.environment(raw, kernel="^saxpy$", library=bench.library())
+                env = recorder.environment(raw, kernel="^saxpy$", library=bench.library(), timer="events")
                 subprocess.run(argv, env=env, capture_output=True, timeout=120, check=False)
                 runs.append(recorder.in_application(raw)[0])
             for db in sorted(db_dir.glob("*.json")):

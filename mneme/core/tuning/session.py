@@ -206,6 +206,7 @@ class TuningSession:
         self._carried: Ask | None = None  # our sampler's point, when the study handed out a requeued one
         self._awaited: dict[int, float] = {}  # other processes' running trials we wait on: since when
         self._prepared = False
+        self._timed_by = ""  # the timer of the study's times (its first baseline's), once known
 
     # -- preparation (no experiment runs) -----------------------------------------------------
     def prepare(self) -> None:
@@ -410,6 +411,12 @@ class TuningSession:
         if stored is None:
             self.store.set_baseline(record)
             stored = record
+        timed_by = (stored.get("result") or {}).get("timer", "")
+        if timed_by and result.timer and timed_by != result.timer and not self.options.force:
+            raise UsageError(f"the study's times were taken by {timed_by}, this run's by {result.timer} (--timer "
+                             f"{self.options.timer} resolved differently here); use --timer {timed_by}, another "
+                             "--results/--study, or --force")  # fmt: skip
+        self._timed_by = timed_by or result.timer
         self.baseline = record
         # Penalties use the study's first baseline, so every process of a shared study agrees.
         self.penalty = float(stored["value"]) * PENALTY_FACTOR
@@ -663,6 +670,10 @@ class TuningSession:
         return True
 
     def _finish(self, pending: _Pending, result: ExperimentResult, duplicates: list[_Pending]) -> None:
+        timed_by = self._timed_by
+        if result.ok and result.timer and timed_by and result.timer != timed_by:  # e.g. a run fell back to events
+            result = attrs.evolve(result, failed=True, error_kind="invalid",
+                                  error=f"timed by {result.timer}, the study by {timed_by}: the two do not compare")
         status = status_of(result)
         value = objective(result)
         score = value if value is not None else self.penalty

@@ -9,17 +9,20 @@
  * Two ways to find a launch's record. By tag (the replay): mct_enable(1) once before the first
  * launch to time; around each of them mct_push(id) and mct_pop() (the launch's driver call then
  * carries the external correlation id `id`); once they have run, mct_flush() and mct_take(id,
- * &ns) for each. By window (the recorder): mct_enable(2) once; t0 = mct_now() before the launch,
- * t1 = mct_now() once its stream has synchronized, mct_flush(), then mct_take_window(name, t0,
- * t1, stream, &ns) finds the one record of that kernel that ran between them. The tags need the
+ * &ns) for each. By window (the recorder): mct_enable(2) once; t0 = mct_now() and mct_arm(t0)
+ * before the launch, t1 = mct_now() once its stream has synchronized, mct_flush(), then
+ * mct_take_window(name, t0, t1, stream, &ns) finds the one record of that kernel that ran
+ * between them. The tags need the
  * driver call's own record, which launches that the application's runtime submits do not always
  * get (H200, CUPTI 13.0: the recorded launch had one, its repeats through cudart none), so the
  * recorder, whose timed launch runs alone on the device, matches by name, time and stream.
  * A kernel record is joined to its id through the correlation id of the launch's driver call:
  * CUPTI writes an EXTERNAL_CORRELATION record (id -> correlation id) when the call is made and
  * a CONCURRENT_KERNEL record (correlation id -> start, end) once the kernel has run, each into
- * whichever buffer is current, in either order. Records of other kernels are dropped as they
- * come unless an id is waiting for them; latency timestamps stay off (they cost every launch).
+ * whichever buffer is current, in either order. A kernel record whose correlation record has not
+ * come yet waits (the last MCT_UNMATCHED of them, oldest out first: most are other kernels'),
+ * and mct_forget() clears the tables once a batch is read. In window mode only records that
+ * started after mct_arm()'s time are kept. Latency timestamps stay off (they cost every launch).
  *
  * Thread safety: CUPTI completes buffers on a thread of its own; the tables are guarded by one
  * mutex. Every function returns at once when the timer is not open.
@@ -65,6 +68,7 @@ static struct {
     mct_table done;    /* external id -> duration, waiting for mct_take */
     uint64_t kernels_seen, ids_seen; /* records delivered: kernels (any), correlations (ours) */
     int windows;                     /* keep the last kernel records in `runs` (mct_enable(2)) */
+    uint64_t armed;                  /* window mode: keep only records that started at or after this */
     mct_run runs[MCT_RUNS];
     uint64_t runs_next;
     __typeof__(&cuptiGetTimestamp) timestamp;
@@ -92,12 +96,13 @@ static void mct_put(mct_table *t, uint64_t key, uint64_t value) {
     t->count++;
 }
 
-/* Remove the entry with this key; its value into *value. */
+/* Remove the entry with this key, keeping the others in arrival order; its value into *value. */
 static int mct_pull(mct_table *t, uint64_t key, uint64_t *value) {
     for (size_t i = 0; i < t->count; ++i) {
         if (t->items[i].key != key) continue;
         *value = t->items[i].value;
-        t->items[i] = t->items[--t->count];
+        memmove(&t->items[i], &t->items[i + 1], (t->count - i - 1) * sizeof(mct_pair));
+        t->count--;
         return 1;
     }
     return 0;
@@ -146,6 +151,7 @@ static void CUPTIAPI mct_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
             if (k->end <= k->start) continue; /* no timestamps (a failed launch) */
             uint64_t ns = k->end - k->start;
             if (mct.windows) {
+                if (k->start < mct.armed) continue; /* before the timed launch: another kernel's */
                 mct_run *run = &mct.runs[mct.runs_next++ % MCT_RUNS];
                 run->name_hash = mct_hash(k->name);
                 run->start = k->start;
@@ -156,7 +162,10 @@ static void CUPTIAPI mct_completed(CUcontext ctx, uint32_t stream, uint8_t *buff
             if (mct_pull(&mct.ids, k->correlationId, &other)) {
                 mct_put(&mct.done, other, ns);
             } else { /* its correlation record may be in a later buffer: kept, the oldest making room */
-                if (mct.kernels.count >= MCT_UNMATCHED) mct.kernels.items[0] = mct.kernels.items[--mct.kernels.count];
+                if (mct.kernels.count >= MCT_UNMATCHED) {
+                    memmove(&mct.kernels.items[0], &mct.kernels.items[1], (MCT_UNMATCHED - 1) * sizeof(mct_pair));
+                    mct.kernels.count--;
+                }
                 mct_put(&mct.kernels, k->correlationId, ns);
             }
         }
@@ -203,7 +212,8 @@ static int mct_open(const char *library) {
         return -1;
     }
     uint32_t v = 0;
-    /* The records are read with this header's layout: the library must be of its major version. */
+    /* The records are read with this header's layout: the library must be of its major version and
+     * at least its minor one (a record struct only ever grows within a major version). */
     if (version(&v) != CUPTI_SUCCESS || v / 10000 != CUPTI_API_VERSION / 10000 || v < CUPTI_API_VERSION) {
         snprintf(mct.why, sizeof mct.why, "%s has CUPTI API version %u; this build reads version %u records", tried,
                  v, (unsigned)CUPTI_API_VERSION);
@@ -231,7 +241,11 @@ static int mct_enable(int on) {
     if (!mct.open) return -1;
     CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_DRIVER,
                                   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
-    if (on) mct.windows = on == 2;
+    if (on) {
+        pthread_mutex_lock(&mct_mu);
+        mct.windows = on == 2;
+        pthread_mutex_unlock(&mct_mu);
+    }
     for (size_t i = 0; i < (mct.windows ? 1u : 3u); ++i) {
         CUptiResult r = on ? mct.enable(kinds[i]) : mct.disable(kinds[i]);
         if (r != CUPTI_SUCCESS) {
@@ -270,6 +284,13 @@ static uint64_t mct_now(void) {
     uint64_t t = 0;
     if (mct.open) mct.timestamp(&t);
     return t;
+}
+
+/* Window mode: from now on keep only kernel records that started at or after `from`. */
+static void mct_arm(uint64_t from) {
+    pthread_mutex_lock(&mct_mu);
+    mct.armed = from;
+    pthread_mutex_unlock(&mct_mu);
 }
 
 /* CUPTI's id of `stream` in `ctx` (per_thread: the per-thread default stream), into *id; 0 on success. */
