@@ -224,3 +224,42 @@ def test_a_worker_killed_mid_experiment_fails_that_trial_and_tuning_goes_on(saxp
     assert summary["counts"]["failures"]["crash"] >= 1
     assert summary["counts"]["trials"] == 12  # the pool respawned the worker and the run finished
     assert summary["best"]["hash"] not in {r.hash for r in crashed}
+
+
+class RelabelingPool(SharedPool):
+    """The real pool, but every result after the first `keep` says another timer measured it (as when
+    the kernel timer is lost in a worker and it falls back to events): a fake only for that label."""
+
+    def __init__(self, pool, timer: str, keep: int):
+        super().__init__(pool)
+        self.timer, self.keep, self.submitted = timer, keep, 0
+
+    def submit(self, config):
+        import concurrent.futures
+
+        import attrs
+
+        self.submitted += 1
+        inner = self.pool.submit(config)
+        if self.submitted <= self.keep:
+            return inner
+        outer: concurrent.futures.Future = concurrent.futures.Future()
+        inner.add_done_callback(lambda f: outer.set_result(attrs.evolve(f.result(), timer=self.timer)))
+        return outer
+
+
+def test_results_by_another_timer_than_the_study_s_never_count_and_a_resume_that_times_otherwise_is_refused(
+        saxpy_db, saxpy_pool, tmp_path):  # fmt: skip
+    from mneme.core.errors import UsageError
+
+    mixed = RelabelingPool(saxpy_pool.pool, "events", keep=1)  # the baseline by the host clock, the rest not
+    session, summary = run_session(saxpy_db, mixed, tmp_path, sampler="exhaustive", trials=4, space="quick",
+                                   space_options={"axes": "x"}, retime_top=0)  # fmt: skip
+    assert session.store.baseline["result"]["timer"] == "host-clock"
+    trials = [r for r in session.store.records() if r.status in EVALUATED]
+    assert trials and all(r.status == "failed" for r in trials)
+    assert all("timed by events, the study by host-clock" in r.result["error"] for r in trials)
+    relabeled = RelabelingPool(saxpy_pool.pool, "events", keep=0)  # this run's baseline too
+    with pytest.raises(UsageError, match="the study's times were taken by host-clock, this run's by events"):
+        run_session(saxpy_db, relabeled, tmp_path, sampler="exhaustive", trials=6, space="quick",
+                    space_options={"axes": "x"}, resume=True)  # fmt: skip
