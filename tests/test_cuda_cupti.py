@@ -15,9 +15,9 @@ import pytest
 
 cupti = pytest.importorskip("mneme_cuda.cupti")
 
-from mneme_cuda import snapio  # noqa: E402 - after the importorskip
+from mneme.core.native import c_compiler  # noqa: E402 - after the importorskip
 
-needs_headers = pytest.mark.skipif(cupti.headers() is None or snapio.compiler() is None,
+needs_headers = pytest.mark.skipif(cupti.headers() is None or c_compiler() is None,
                                    reason="CUPTI's cupti.h (CUDA toolkit) or a C compiler not installed")
 
 

@@ -123,38 +123,39 @@ def snapshot_cost(size_mib: int) -> dict:
     }  # fmt: skip
 
 
+def _wall_seconds(command: list[str], env: dict[str, str], label: str) -> float:
+    """Seconds one run of `command` takes; an error naming `label` when it fails."""
+    start = time.perf_counter()
+    proc = subprocess.run(command, env=env, capture_output=True, timeout=300, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"{command[0]} ({label}) failed: {proc.stderr[-2000:]!r}")
+    return elapsed
+
+
 def overhead(repeat: int) -> dict:
     from mneme_cuda import recorder
 
     command = [str(app("saxpy_app")), str(1 << 16), "3000"]  # many small launches: the launch path matters
+    times: dict[str, list[float]] = {"plain": [], "recorder": [], "events": [], "cupti": []}
     with tempfile.TemporaryDirectory(prefix="mneme-bench-rec-") as tmp:
         under = recorder.environment(Path(tmp) / "raw", kernel="^no_kernel_has_this_name$", library=library())
         plain = {k: v for k, v in os.environ.items() if not k.startswith("MNEME_RECORD")}
-        times: dict[str, list[float]] = {"plain": [], "recorder": []}
-        for i in range(2 * repeat + 2):
+        for i in range(2 * repeat + 2):  # alternating; the first pair warms the caches (driver, page cache, JIT)
             label = "plain" if i % 2 == 0 else "recorder"
-            start = time.perf_counter()
-            proc = subprocess.run(command, env=plain if label == "plain" else under, capture_output=True,
-                                  timeout=300, check=False)  # fmt: skip
-            elapsed = time.perf_counter() - start
-            if proc.returncode != 0:
-                raise RuntimeError(f"saxpy_app ({label}) failed: {proc.stderr[-2000:]!r}")
-            if i >= 2:  # the first pair warms the caches (driver, page cache, JIT cache)
+            elapsed = _wall_seconds(command, plain if label == "plain" else under, label)
+            if i >= 2:
                 times[label].append(elapsed)
         for i in range(2 * repeat + 2):  # the kernel selected: CUPTI's records against events
             timer = "events" if i % 2 == 0 else "cupti"
             raw = Path(tmp) / f"raw-{i}"
             env = recorder.environment(raw, kernel="^saxpy$", max_recordings=1, timer=timer, library=library())
-            start = time.perf_counter()
-            proc = subprocess.run(command, env=env, capture_output=True, timeout=300, check=False)
-            elapsed = time.perf_counter() - start
-            if proc.returncode != 0:
-                raise RuntimeError(f"saxpy_app (recorded, {timer}) failed: {proc.stderr[-2000:]!r}")
+            elapsed = _wall_seconds(command, env, f"recorded, {timer}")
             timing = json.loads(next(raw.glob("counts-*.json")).read_text())["app_timing"]
             if timer == "cupti" and timing.get("cupti", 0) == 0:
                 raise RuntimeError(f"saxpy_app was not timed by CUPTI: {timing.get('events_because')}")
             if i >= 2:
-                times.setdefault(timer, []).append(elapsed)
+                times[timer].append(elapsed)
     plain_s, rec_s = statistics.median(times["plain"]), statistics.median(times["recorder"])
     events_s, cupti_s = statistics.median(times["events"]), statistics.median(times["cupti"])
     return {"plain_median_s": plain_s, "recorder_median_s": rec_s, "slowdown": rec_s / plain_s - 1,

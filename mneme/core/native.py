@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable
@@ -17,6 +18,20 @@ from pathlib import Path
 from mneme.core.errors import MnemeError
 
 log = logging.getLogger(__name__)
+
+
+def cache_dir(name: str) -> Path:
+    """``$MNEME_CACHE_DIR/<name>`` (default ``~/.cache/mneme/<name>``): where a native library is built."""
+    root = os.environ.get("MNEME_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mneme")
+    return Path(root) / name
+
+
+def c_compiler() -> str | None:
+    """The C compiler to build with: $CC (it may carry flags), else cc, gcc, clang, clang-19; None: none found."""
+    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang", "clang-19"):
+        if name and shutil.which(name.split()[0]):
+            return name
+    return None
 
 
 def compile_library(target: Path, command: Callable[[str], list[str]], what: str,

@@ -880,7 +880,7 @@ class CudaDevice(Device):
         first launch is never held: it may synchronize, which would wait for the held stream.
         """
         check_cache_state(cache)
-        self.check_timer(timer)
+        super().check_timer(timer)  # the name; whether cupti works here, _kernel_timer says
         kernel.check_open()
         cu = self._enter()
         ktimer = self._kernel_timer(timer)
@@ -895,12 +895,7 @@ class CudaDevice(Device):
         held = self.launch_gate if gate else None
         keep: list = []
         for i in range(iterations):
-            if before_each is not None:
-                before_each()
-            if cache == "flushed":
-                self.flush_l2()
-            elif cache == "primed":
-                self._launch_async(kernel, grid, block, shared_mem, args, keep)
+            self._before_timed_run(kernel, grid, block, shared_mem, args, before_each, cache, keep)
             ticket = held.hold(self.stream) if held is not None and kernel.launched else 0
             try:
                 check(cu.cuEventRecord(events[2 * i], self.stream), "cuEventRecord")
@@ -912,6 +907,16 @@ class CudaDevice(Device):
         self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
         return [float(check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime")) / 1e3
                 for i in range(iterations)]
+
+    def _before_timed_run(self, kernel: CudaKernel, grid, block, shared_mem: int, args: bytes, before_each,
+                          cache: str, keep: list) -> None:  # fmt: skip
+        """Restore (`before_each`) and bring the L2 to `cache`'s state for the next timed run."""
+        if before_each is not None:
+            before_each()
+        if cache == "flushed":
+            self.flush_l2()
+        elif cache == "primed":
+            self._launch_async(kernel, grid, block, shared_mem, args, keep)
 
     def check_timer(self, timer: str) -> None:
         """A known timer, and for "cupti" one that works here (else a UsageError saying why not)."""
@@ -952,12 +957,7 @@ class CudaDevice(Device):
         keep: list = []
         try:
             for i in range(iterations):
-                if before_each is not None:
-                    before_each()
-                if cache == "flushed":
-                    self.flush_l2()
-                elif cache == "primed":
-                    self._launch_async(kernel, grid, block, shared_mem, args, keep)
+                self._before_timed_run(kernel, grid, block, shared_mem, args, before_each, cache, keep)
                 ktimer.push(first + i)
                 try:
                     self._launch_async(kernel, grid, block, shared_mem, args, keep)

@@ -21,8 +21,7 @@ import os
 from pathlib import Path
 
 from mneme.core.errors import MnemeError
-from mneme.core.native import compile_library
-from mneme_cuda import snapio
+from mneme.core.native import c_compiler, cache_dir, compile_library
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +33,7 @@ HEADER = NATIVE / "cupti_timer.h"
 CHECKOUT_LIB = Path(__file__).resolve().parents[3] / ".gpu" / "lib"
 FLAGS = ["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
 ABI = 1
+TAGS = 1  # mneme_cupti_enable's mode: MCT_TAGS in cupti_timer.h
 
 
 def _cuda_roots() -> list[Path]:
@@ -72,8 +72,7 @@ def library_name() -> str:
 
 
 def build_dir() -> Path:
-    root = os.environ.get("MNEME_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mneme")
-    return Path(root) / "cuda-cuptitime"
+    return cache_dir("cuda-cuptitime")
 
 
 def library_path() -> Path | None:
@@ -90,7 +89,7 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
     target = out_dir / library_name()
     if target.exists() and not force:
         return target
-    cc, include = snapio.compiler(), headers()
+    cc, include = c_compiler(), headers()
     if cc is None:
         raise MnemeError(f"cannot build the kernel timer {SOURCE}: no C compiler; install gcc or set CC")
     if include is None:
@@ -121,7 +120,7 @@ class KernelTimer:
 
     def enable(self) -> None:
         if not self._enabled:
-            if self._lib.mneme_cupti_enable(1) != 0:
+            if self._lib.mneme_cupti_enable(TAGS) != 0:
                 raise MnemeError(f"CUPTI's kernel records could not be turned on: {self.why()}")
             self._enabled = True
 
@@ -159,7 +158,7 @@ class KernelTimer:
 def _load() -> tuple[KernelTimer | None, str]:
     path = library_path()
     if path is None:
-        if headers() is None or snapio.compiler() is None:
+        if headers() is None or c_compiler() is None:
             return None, "the kernel timer's helper is not built (it needs a C compiler and CUPTI's cupti.h)"
         try:
             path = build()

@@ -37,7 +37,7 @@ from pathlib import Path
 import attrs
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
-from mneme.core.native import compile_library
+from mneme.core.native import cache_dir, compile_library
 from mneme_cuda import cupti
 
 log = logging.getLogger(__name__)
@@ -68,8 +68,7 @@ def compiler() -> str | None:
 
 
 def build_dir() -> Path:
-    root = os.environ.get("MNEME_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mneme")
-    return Path(root) / "cuda-recorder"
+    return cache_dir("cuda-recorder")
 
 
 def packaged_library() -> Path | None:

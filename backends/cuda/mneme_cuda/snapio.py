@@ -19,13 +19,12 @@ import functools
 import hashlib
 import logging
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
-from mneme.core.native import compile_library
+from mneme.core.native import c_compiler, cache_dir, compile_library
 from mneme.core.snapshot.format import ENC_DIFF, SHUFFLE_SIZES
 from mneme.core.snapshot.layout import corrupt
 
@@ -58,15 +57,10 @@ def library_name() -> str:
 
 
 def build_dir() -> Path:
-    root = os.environ.get("MNEME_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mneme")
-    return Path(root) / "cuda-snapio"
+    return cache_dir("cuda-snapio")
 
 
-def compiler() -> str | None:
-    for name in (os.environ.get("CC", ""), "cc", "gcc", "clang", "clang-19"):
-        if name and shutil.which(name.split()[0]):
-            return name
-    return None
+compiler = c_compiler
 
 
 def xxhash_header() -> Path | None:

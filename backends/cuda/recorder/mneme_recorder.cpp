@@ -881,7 +881,7 @@ KernelTimer &kernel_timer() {
             t->why = "MNEME_RECORD_TIMER=events";
         else if (choice == "auto" && getenv("CUDA_INJECTION64_PATH"))
             t->why = "a CUDA injection library (CUDA_INJECTION64_PATH) may own CUPTI's activity buffers";
-        else if (mct_open(getenv("MNEME_CUPTI_LIB")) != 0 || mct_enable(2) != 0)
+        else if (mct_open(getenv("MNEME_CUPTI_LIB")) != 0 || mct_enable(MCT_WINDOWS) != 0)
             t->why = mct_why();
         else
             t->ready = true;
@@ -895,6 +895,21 @@ KernelTimer &kernel_timer() {
         return t;
     }();
     return *timer;
+}
+
+// Alone on the device (MNEME_RECORD_TIMING_EXCLUSIVE, the default): no other launch is submitted
+// while the returned lock is held, and what was queued has drained. An earlier error of the
+// application's fails the synchronize: it is the application's to see at its launch, and this
+// launch is timed beside whatever still runs (the lock is not held then).
+std::unique_lock<std::shared_mutex> alone_on_device() {
+    DRV(cuCtxSynchronize);
+    std::unique_lock<std::shared_mutex> alone(launch_mu(), std::defer_lock);
+    if (config().exclusive) {
+        timing_started.store(true, std::memory_order_release);
+        alone.lock();
+        if (!p_cuCtxSynchronize || p_cuCtxSynchronize() != CUDA_SUCCESS) alone.unlock();
+    }
+    return alone;
 }
 
 // A lazily loaded kernel loads at its first launch, which may synchronize: load it before timing.
@@ -914,14 +929,8 @@ template <typename Run>
 CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instance, CUfunction fn, CUstream stream,
                      long &timed, Run run) {
     load_before_timing(fn);
-    DRV(cuCtxSynchronize);
     DRV(cuStreamSynchronize);
-    std::unique_lock<std::shared_mutex> alone(launch_mu(), std::defer_lock);
-    if (config().exclusive) {  // as in time_launch
-        timing_started.store(true, std::memory_order_release);
-        alone.lock();
-        if (!p_cuCtxSynchronize || p_cuCtxSynchronize() != CUDA_SUCCESS) alone.unlock();
-    }
+    std::unique_lock<std::shared_mutex> alone = alone_on_device();
     // Alone on the device the only record of this kernel between the two timestamps is this
     // launch's; beside other threads, only the one on its stream (CUPTI's id of it).
     uint32_t stream_id = ~0u;
@@ -955,7 +964,7 @@ CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instan
         snprintf(why, sizeof why, "CUPTI delivered no record of the timed launches (%llu kernel records in all)",
                  (unsigned long long)kernels);
         kt.why = why;
-        mct_enable(0);  // never on again: the application's launches stop paying for the records
+        mct_enable(MCT_OFF);  // never on again: the application's launches stop paying for the records
         fprintf(stderr, "mneme-recorder: %s; timing with CUDA events\n", kt.why.c_str());
     }
     return r;
@@ -987,17 +996,8 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
     bool held = false;  // the stream waits for gate_page[0] >= ticket
     uint32_t ticket = g.ticket + 1;
     load_before_timing(fn);  // before the gate
-    // Alone on the device: no other launch is submitted from here on, and what was queued drains.
-    // An earlier error of the application's fails the synchronize: it is the application's to
-    // see at its launch, and this launch is timed beside whatever still runs.
-    DRV(cuCtxSynchronize);
     DRV(cuEventSynchronize);
-    std::unique_lock<std::shared_mutex> alone(launch_mu(), std::defer_lock);
-    if (config().exclusive) {
-        timing_started.store(true, std::memory_order_release);
-        alone.lock();
-        if (!p_cuCtxSynchronize || p_cuCtxSynchronize() != CUDA_SUCCESS) alone.unlock();
-    }
+    std::unique_lock<std::shared_mutex> alone = alone_on_device();
     static const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
     if (!config().gate) {
         time_ungated(g, "MNEME_RECORD_TIMING_GATE=0", CUDA_SUCCESS);

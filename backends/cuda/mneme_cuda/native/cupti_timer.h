@@ -6,10 +6,10 @@
  * the replay's helper library (C, cuptitime.c). libcupti is opened at run time with dlopen, so
  * nothing links it and a process without it keeps CUDA events.
  *
- * Two ways to find a launch's record. By tag (the replay): mct_enable(1) once before the first
+ * Two ways to find a launch's record. By tag (the replay): mct_enable(MCT_TAGS) once before the first
  * launch to time; around each of them mct_push(id) and mct_pop() (the launch's driver call then
  * carries the external correlation id `id`); once they have run, mct_flush() and mct_take(id,
- * &ns) for each. By window (the recorder): mct_enable(2) once; t0 = mct_now() and mct_arm(t0)
+ * &ns) for each. By window (the recorder): mct_enable(MCT_WINDOWS) once; t0 = mct_now(), mct_arm(t0)
  * before the launch, t1 = mct_now() once its stream has synchronized, mct_flush(), then
  * mct_take_window(name, t0, t1, stream, &ns) finds the one record of that kernel that ran
  * between them. The tags need the
@@ -41,6 +41,7 @@
 #define MCT_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2 /* ours; CUSTOM0/1 are the usual picks of others */
 #define MCT_BUFFER (1u << 20)
 #define MCT_UNMATCHED 4096 /* kernel records kept while waiting for their correlation record */
+enum { MCT_OFF = 0, MCT_TAGS = 1, MCT_WINDOWS = 2 }; /* mct_enable's modes */
 
 typedef struct {
     uint64_t key;   /* a correlation id, or (in `done`) an external id */
@@ -67,7 +68,7 @@ static struct {
     mct_table kernels; /* correlation -> duration, waiting for the correlation record */
     mct_table done;    /* external id -> duration, waiting for mct_take */
     uint64_t kernels_seen, ids_seen; /* records delivered: kernels (any), correlations (ours) */
-    int windows;                     /* keep the last kernel records in `runs` (mct_enable(2)) */
+    int windows;                     /* keep the last kernel records in `runs` (MCT_WINDOWS) */
     uint64_t armed;                  /* window mode: keep only records that started at or after this */
     mct_run runs[MCT_RUNS];
     uint64_t runs_next;
@@ -233,24 +234,24 @@ static int mct_open(const char *library) {
 
 static const char *mct_why(void) { return mct.why; }
 
-/* Turn the kernel records on for tags (1) or windows (2), or off (0); 0 on success. For tags
+/* Turn the kernel records on for MCT_TAGS or MCT_WINDOWS, or MCT_OFF; 0 on success. For tags
  * the driver API's records come too: CUPTI writes a correlation record only beside the record
  * of the driver call (H200, CUPTI 13.0: without them no correlation record ever came). Turned
  * off and on again, the records of later launches did not come (ibid.): turn them on once. */
-static int mct_enable(int on) {
+static int mct_enable(int mode) {
     if (!mct.open) return -1;
     CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_DRIVER,
                                   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
-    if (on) {
+    if (mode != MCT_OFF) {
         pthread_mutex_lock(&mct_mu);
-        mct.windows = on == 2;
+        mct.windows = mode == MCT_WINDOWS;
         pthread_mutex_unlock(&mct_mu);
     }
     for (size_t i = 0; i < (mct.windows ? 1u : 3u); ++i) {
-        CUptiResult r = on ? mct.enable(kinds[i]) : mct.disable(kinds[i]);
+        CUptiResult r = mode != MCT_OFF ? mct.enable(kinds[i]) : mct.disable(kinds[i]);
         if (r != CUPTI_SUCCESS) {
-            snprintf(mct.why, sizeof mct.why, "cuptiActivity%s(%d) failed with error %d", on ? "Enable" : "Disable",
-                     (int)kinds[i], (int)r);
+            snprintf(mct.why, sizeof mct.why, "cuptiActivity%s(%d) failed with error %d",
+                     mode != MCT_OFF ? "Enable" : "Disable", (int)kinds[i], (int)r);
             return -1;
         }
     }

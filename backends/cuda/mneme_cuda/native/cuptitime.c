@@ -6,7 +6,7 @@
 EXPORT int mneme_cupti_abi(void) { return 1; }
 EXPORT int mneme_cupti_open(const char *library) { return mct_open(library); }
 EXPORT const char *mneme_cupti_why(void) { return mct_why(); }
-EXPORT int mneme_cupti_enable(int on) { return mct_enable(on); }
+EXPORT int mneme_cupti_enable(int mode) { return mct_enable(mode); }
 EXPORT int mneme_cupti_push(uint64_t id) { return mct_push(id); }
 EXPORT int mneme_cupti_pop(void) { return mct_pop(); }
 EXPORT int mneme_cupti_flush(void) { return mct_flush(); }
