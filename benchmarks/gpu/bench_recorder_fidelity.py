@@ -35,8 +35,11 @@ Which comparison is like for like:
   kernel's own writes, which costs a 1M-element saxpy about 1 us of its 9 (measured on the H200,
   benchmarks/results/gpu-session-2026-12-03.md; the same copies into other memory cost nothing);
 - an instance launched once: only the recorded launch was timed, right after the prologue
-  capture copied every live allocation on another stream, so the L2 holds part of that copy: it
-  is neither the warm nor the flushed state, and both ratios are reported, not counted.
+  capture copied every live allocation on another stream. The L2 then held part of that copy,
+  neither the warm nor the flushed state, so the recorder now evicts the L2 before timing a
+  recorded launch (`app_timing.flushed`; MNEME_RECORD_TIMING_FLUSH=0 does not): the flushed
+  replay against the median over the runs of that one time is its figure. Without the flush
+  (an older recorder) both ratios are reported and neither counts.
 """
 
 from __future__ import annotations
@@ -103,7 +106,7 @@ def instance_keys(raw: Path) -> dict[str, str]:
 def app_timing(raw: Path) -> dict:
     """The recorder's "app_timing" record (launches by kernel timestamps, gated and ungated by events,
     alone or shared, why events or ungated), over its processes."""
-    counted = ("cupti", "cupti_missed", "gated", "ungated", "exclusive", "shared")
+    counted = ("cupti", "cupti_missed", "gated", "ungated", "exclusive", "shared", "flushed")
     total = {**dict.fromkeys(counted, 0), "ungated_because": "", "events_because": ""}
     for path in sorted(raw.glob("counts-*.json")):
         timing = json.loads(path.read_text()).get("app_timing", {})
@@ -136,16 +139,22 @@ def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool =
     return recorder.in_application(raw)[0]
 
 
-def compare(row: dict, times: list[float], other_runs: list[list[float]]) -> None:
+def compare(row: dict, times: list[float], other_runs: list[list[float]], flushed: bool = False) -> None:
     """The like-for-like application median and the ratios of `row` (see the module docstring).
 
     With repeats, the application side is the median over the program's runs of each run's median
-    of the repeats (a short process's kernel times move by a few percent from run to run)."""
+    of the repeats (a short process's kernel times move by a few percent from run to run); an
+    instance launched once, timed after the recorder's L2 flush (`flushed`), the median over the
+    runs of its one time."""
     from mneme.plugins.replay_commands import application_median
 
-    row["comparison"] = "warm" if len(times) > 1 else "neither"
+    row["comparison"] = "warm" if len(times) > 1 else "flushed" if flushed else "neither"
     if len(times) > 1:
         runs = [application_median(t)[0] for t in (times, *other_runs) if len(t) > 1]
+        row["app_run_medians_s"] = runs
+        row["app_median_s"] = statistics.median(runs)
+    elif flushed:
+        runs = [t[0] for t in (times, *other_runs) if len(t) == 1]
         row["app_run_medians_s"] = runs
         row["app_median_s"] = statistics.median(runs)
     else:
@@ -163,6 +172,7 @@ def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict
     """The figures of the rows so far (see the module docstring for which rows count)."""
     fair = [r for r in rows if r.get("comparison") == "warm"]
     single = [r for r in rows if r.get("comparison") == "neither"]
+    once = [r for r in rows if r.get("comparison") == "flushed"]
     figures = {
         "iterations": iterations, "runs": runs, "instances": len(fair) + len(single), "like_for_like": len(fair),
         "within_5pct": sum(abs(r["ratio_primed"] - 1) <= 0.05 for r in fair),
@@ -170,6 +180,7 @@ def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict
         "timers": sorted({r["app_timer"] for r in fair}),
         "events_compared": sum("ratio_primed_events" in r for r in fair),
         "events_within_5pct": sum(abs(r.get("ratio_primed_events", 9) - 1) <= 0.05 for r in fair),
+        "launched_once": len(once), "once_within_5pct": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in once),
         "single_launch": len(single),
         "single_within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in single),
         "single_within_5pct_flushed": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in single),
@@ -230,7 +241,7 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
                     row["replay_gate"] = replays[0]["replay_gate"]
                     if runs > 1:
                         row["replay_primed_runs_s"] = [r["replay_primed_s"] for r in replays]
-                    compare(row, inst.app_times, [m.get(key, []) for m in more])
+                    compare(row, inst.app_times, [m.get(key, []) for m in more], gates[name].get("flushed", 0) > 0)
                     rows.append(row)
             if json_path:  # what the final write replaces; a time limit leaves this one, so it says so
                 partial = tally(rows, gates, iterations, runs)
@@ -242,6 +253,8 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
 def summary(figures: dict) -> list[str]:
     fair = [r for r in figures["rows"] if r.get("comparison") == "warm"]
     worst = max(fair, key=lambda r: abs(r["ratio_primed"] - 1), default=None)
+    once_worst = max((r for r in figures["rows"] if r.get("comparison") == "flushed"),
+                     key=lambda r: abs(r["ratio_flushed"] - 1), default=None)  # fmt: skip
     ungated = sum(g["ungated"] for g in figures["app_timing"].values())
     shared = sum(g.get("shared", 0) for g in figures["app_timing"].values())
     beside = [r for r in fair if r.get("shared_vs_alone")]
@@ -253,9 +266,15 @@ def summary(figures: dict) -> list[str]:
             f"{figures.get('runs', 1)} runs"
             + (f"; worst {worst['program']} {worst['ratio_primed']:.3f}" if worst else "")
             + f"; warm after the reset {figures['within_5pct_warm']}/{figures['like_for_like']}"
-            + f"); {figures['single_launch']} launched-once instances not comparable (timed right after the "
-            f"prologue capture; {figures['single_within_5pct_warm']} within 5% warm, "
-            f"{figures['single_within_5pct_flushed']} flushed)"
+            + ")"
+            + (f"; launched-once instances {figures['once_within_5pct']}/{figures['launched_once']} within 5% "
+               f"(flushed replay / the recorded launch, timed after the recorder's L2 flush, medians of "
+               f"{figures.get('runs', 1)} runs" + (f"; worst {once_worst['program']} {once_worst['ratio_flushed']:.3f}"
+                                                    if once_worst else "") + ")"
+               if figures.get("launched_once") else "")
+            + (f"; {figures['single_launch']} launched-once instances not comparable (timed right after the "
+               f"prologue capture without an L2 flush; {figures['single_within_5pct_warm']} within 5% warm, "
+               f"{figures['single_within_5pct_flushed']} flushed)" if figures["single_launch"] else "")
             + (f"; by CUDA events (one run) {figures['events_within_5pct']}/{figures['events_compared']}"
                if figures.get("events_compared") and timers != "events" else "")
             + "".join(f"; {name} timed by events: {g['events_because'][:80]}"

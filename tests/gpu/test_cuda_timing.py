@@ -209,7 +209,7 @@ def test_the_recorder_times_by_kernel_timestamps_and_the_record_says_so(cuda_bac
     counts = _counts(tmp_path / "raw")
     timing = counts["app_timing"]
     assert (timing["cupti"], timing["cupti_missed"], timing["gated"], timing["ungated"]) == (17, 0, 0, 0), timing
-    assert (timing["exclusive"], timing["events_because"]) == (17, ""), timing
+    assert (timing["exclusive"], timing["events_because"], timing["flushed"]) == (17, "", 1), timing  # one recorded
     (entry,) = counts["kernels"].values()
     assert entry["app_times"] == {} and [len(t) for t in entry["kernel_times"].values()] == [17]
     times, _, timers = recorder.in_application(tmp_path / "raw")

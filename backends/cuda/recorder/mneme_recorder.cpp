@@ -86,6 +86,7 @@ struct Config {
     bool gate = true;                // hold each timed launch's stream until its events and kernel are queued
     bool exclusive = true;           // run each timed launch alone on the device (see time_launch)
     std::string timer = "auto";      // MNEME_RECORD_TIMER: cupti (kernel timestamps), events, or auto (cupti if it opens)
+    bool flush = true;               // evict the L2 before timing a recorded launch (see flush_l2)
     bool place = true;
 };
 
@@ -137,6 +138,7 @@ Config &config() {
         if (const char *v = getenv("MNEME_RECORD_TIMED")) cfg->timed = atol(v);
         if (const char *v = getenv("MNEME_RECORD_TIMING_GATE")) cfg->gate = strcmp(v, "0") != 0;
         if (const char *v = getenv("MNEME_RECORD_TIMING_EXCLUSIVE")) cfg->exclusive = strcmp(v, "0") != 0;
+        if (const char *v = getenv("MNEME_RECORD_TIMING_FLUSH")) cfg->flush = strcmp(v, "0") != 0;
         if (const char *v = getenv("MNEME_RECORD_TIMER")) {
             cfg->timer = v;
             if (cfg->timer != "auto" && cfg->timer != "cupti" && cfg->timer != "events") {
@@ -742,6 +744,7 @@ struct TimingGate {
     std::string ungated_because;  // the first reason a launch was timed without the gate
     long exclusive = 0, shared = 0;  // timed alone on the device, or beside whatever else ran
     long cupti = 0, cupti_missed = 0;  // timed by kernel timestamps; launches whose record did not come
+    long flushed = 0;                  // recorded launches timed after an L2 flush (flush_l2)
     bool backstop = false;        // its thread runs (in this process: not after a fork)
     std::mutex mu;                // the backstop's own (it never takes mu())
     std::condition_variable cv;
@@ -970,6 +973,39 @@ CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instan
     return r;
 }
 #endif
+
+// The L2 flush before a recorded launch is timed (mu() held). The prologue capture has just read
+// every live allocation, so the L2 holds whatever part of the kernel's data that copy left: a
+// state no replay reproduces (saxpy_app's recorded launch took 9.0 us, its replay 7.8 us warm and
+// 17.3 us flushed; H200, benchmarks/results/gpu-session-2026-12-04.md). Evicted, it is the state
+// `mneme replay --cache flushed` times from, so an instance the application launches once compares
+// like for like. A buffer twice the L2's size per context, from the driver's own cuMemAlloc
+// (outside the recorded range, in no snapshot), filled as the replay's flush does;
+// MNEME_RECORD_TIMING_FLUSH=0 leaves the L2 alone. False when it could not be done.
+bool flush_l2(CUstream stream) {
+    static auto *buffers = new std::map<CUcontext, std::pair<CUdeviceptr, size_t>>();
+    DRV(cuCtxGetCurrent);
+    DRV(cuCtxGetDevice);
+    DRV(cuDeviceGetAttribute);
+    DRV(cuMemAlloc_v2);
+    DRV(cuMemsetD8Async);
+    CUcontext ctx = nullptr;
+    if (!p_cuCtxGetCurrent || !p_cuMemsetD8Async || p_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return false;
+    auto it = buffers->find(ctx);
+    if (it == buffers->end()) {
+        CUdevice device = 0;
+        int l2 = 0;
+        CUdeviceptr buffer = 0;
+        size_t size = 0;
+        if (p_cuCtxGetDevice && p_cuDeviceGetAttribute && p_cuMemAlloc_v2 && p_cuCtxGetDevice(&device) == CUDA_SUCCESS &&
+            p_cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device) == CUDA_SUCCESS && l2 > 0) {
+            size = 2 * (size_t)l2;
+            if (p_cuMemAlloc_v2(&buffer, size) != CUDA_SUCCESS) buffer = 0;  // a full device: no flush
+        }
+        it = buffers->emplace(ctx, std::make_pair(buffer, size)).first;
+    }
+    return it->second.first && p_cuMemsetD8Async(it->second.first, 0, it->second.second, stream) == CUDA_SUCCESS;
+}
 
 // Run a launch of a recorded instance, timed when that instance still has timings to take (mu() held).
 template <typename Run>
@@ -1913,6 +1949,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     }
     if (!shadowed) err = write_live(*job, PROLOGUE, &stored);  // stall = write
     double t1 = now_seconds();
+    if (config().flush && config().timed >= 0 && flush_l2(l.stream)) timing_gate().flushed++;
     CUresult result = time_launch(name, h, fn, l.stream, run);
     synced = p_cuCtxSynchronize();
     double t2 = now_seconds();
@@ -3077,7 +3114,7 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
             std::to_string(g.ungated) + ", \"late\": " + std::to_string(g.late) +
             ", \"exclusive\": " + std::to_string(g.exclusive) + ", \"shared\": " + std::to_string(g.shared) +
             ", \"ungated_because\": " + json_string(g.ungated_because) + ", \"cupti\": " + std::to_string(g.cupti) +
-            ", \"cupti_missed\": " + std::to_string(g.cupti_missed) +
+            ", \"cupti_missed\": " + std::to_string(g.cupti_missed) + ", \"flushed\": " + std::to_string(g.flushed) +
             ", \"events_because\": " + json_string(timer_state ? timer_state->why : "") + "}}\n";
     char path[4096];
     snprintf(path, sizeof path, "%s/counts-%d.json", c.dir.c_str(), (int)getpid());
