@@ -981,16 +981,18 @@ CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instan
 // `mneme replay --cache flushed` times from, so an instance the application launches once compares
 // like for like. A buffer twice the L2's size per context, from the driver's own cuMemAlloc
 // (outside the recorded range, in no snapshot), filled as the replay's flush does;
-// MNEME_RECORD_TIMING_FLUSH=0 leaves the L2 alone. False when it could not be done.
-bool flush_l2(CUstream stream) {
+// MNEME_RECORD_TIMING_FLUSH=0 leaves the L2 alone. (Writing it 8 or 32 times instead of once, or
+// a busy kernel first, changed nothing: the SM clock was at its 1980 MHz maximum even after 300 ms
+// idle; benchmarks/gpu/probes/clock_probe.cu.)
+// flush_buffer: the current context's buffer ({0, 0} where none could be had), allocated on first use.
+std::pair<CUdeviceptr, size_t> flush_buffer() {
     static auto *buffers = new std::map<CUcontext, std::pair<CUdeviceptr, size_t>>();
     DRV(cuCtxGetCurrent);
     DRV(cuCtxGetDevice);
     DRV(cuDeviceGetAttribute);
     DRV(cuMemAlloc_v2);
-    DRV(cuMemsetD8Async);
     CUcontext ctx = nullptr;
-    if (!p_cuCtxGetCurrent || !p_cuMemsetD8Async || p_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return false;
+    if (!p_cuCtxGetCurrent || p_cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) return {0, 0};
     auto it = buffers->find(ctx);
     if (it == buffers->end()) {
         CUdevice device = 0;
@@ -1004,7 +1006,14 @@ bool flush_l2(CUstream stream) {
         }
         it = buffers->emplace(ctx, std::make_pair(buffer, size)).first;
     }
-    return it->second.first && p_cuMemsetD8Async(it->second.first, 0, it->second.second, stream) == CUDA_SUCCESS;
+    return it->second;
+}
+
+// flush_l2: the flush, on `stream` (False when it could not be done).
+bool flush_l2(CUstream stream) {
+    DRV(cuMemsetD8Async);
+    auto buffer = flush_buffer();
+    return buffer.first && p_cuMemsetD8Async && p_cuMemsetD8Async(buffer.first, 0, buffer.second, stream) == CUDA_SUCCESS;
 }
 
 // Run a launch of a recorded instance, timed when that instance still has timings to take (mu() held).
@@ -1935,6 +1944,10 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         job->shadow_bytes += (g.size + 255) / 256 * 256;
     }
     if (p_cuCtxGetCurrent) p_cuCtxGetCurrent(&job->context);
+    // The flush buffer is allocated before the prologue capture, not just before the timed launch:
+    // a new mapping right before a short kernel's first launch made it take one of two levels,
+    // about 20% apart from process to process (benchmarks/gpu/probes/once_probe.py).
+    if (config().flush && config().timed >= 0) flush_buffer();
     Shadows &sh = shadows();
     double t0 = now_seconds();
     int err = 0;
