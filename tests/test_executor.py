@@ -58,22 +58,6 @@ def test_the_recorded_launch_replays_verified_with_timed_and_warmup_runs_apart(s
     assert start.tzinfo == datetime.timezone.utc and start <= end
 
 
-def test_the_verification_run_is_timed_only_when_asked_and_only_on_the_binarys_first_launch(saxpy_db):
-    with BaseExecutor(saxpy_db, iterations=2) as ex:
-        plain = ex.execute(ex.default_config())
-    assert plain.ok and plain.first_run_time is None
-    with BaseExecutor(saxpy_db, iterations=2, time_first_run=True) as ex:
-        first = ex.execute(ex.default_config())
-        again = ex.execute(ex.default_config())  # the same binary, already loaded: not its first launch
-        regrid = ex.execute(ex.default_config().replace(block=(64, 1, 1), grid=(8, 1, 1)))  # the same binary
-        other = ex.execute(ex.default_config().replace(specialize=True))  # another binary: loaded now
-    assert all(r.ok for r in (first, again, regrid, other)), [r.error for r in (first, again, regrid, other)]
-    assert first.first_run_time > 0 and other.first_run_time > 0
-    assert again.first_run_time is None and regrid.first_run_time is None
-    assert len(first.exec_time) == 2 and len(first.warmup_time) == 1  # the timed runs are unchanged
-    assert first.to_dict()["first_run_time"] == first.first_run_time
-
-
 def test_only_the_written_buffer_is_reset_and_repeated_experiments_still_verify(saxpy_db):
     # saxpy is not idempotent (y += a*x): without a reset before each run the second run would differ.
     with BaseExecutor(saxpy_db, iterations=3) as ex:

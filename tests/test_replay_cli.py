@@ -106,7 +106,6 @@ def test_the_report_puts_the_in_application_time_of_the_repeats_beside_the_repla
     assert dict(result_rows(result, RECORDED, app_times=[2.5e-5]))["in the application"] == (
         "25.0 us median of 1 launches, timed by events; replay / application 0.840")
     assert "in the application" not in dict(result_rows(result, RECORDED))  # unknown: no row
-    assert "first run" not in dict(result_rows(result, RECORDED))  # not timed: no row
     data = json.loads(result_json(result, RECORDED, database="db.json", record_id="abc", kernel="k",
                                   app_times=[4.0e-5, 1.8e-5, 2.2e-5]))  # fmt: skip
     assert abs(data["app_median_time"] - 2.0e-5) < 1e-18 and abs(data["replay_vs_app"] - 1.05) < 1e-9
@@ -254,18 +253,3 @@ def test_annotate_by_argument_changes_only_that_regions_policy(saxpy_db, tmp_pat
     assert outcome.exit_code == 0, outcome.output
     expected = np.frombuffer(epilogue.read_region(y_addr), dtype=np.float32)
     assert expected.shape == (10000,)
-
-
-def test_the_report_sets_the_first_run_beside_an_instance_the_application_launched_once():
-    result = ExperimentResult(exec_time=[2.0e-5] * 3, verified=True, executed=True, timer="cupti",
-                              first_run_time=2.4e-5)  # fmt: skip
-    rows = dict(result_rows(result, RECORDED, app_times=[3.0e-5], app_timer="cupti"))
-    assert rows["first run"] == "24.0 us (the binary's first launch here, from a flushed L2); first run / application 0.800"
-    repeated = dict(result_rows(result, RECORDED, app_times=[3.0e-5, 2.0e-5, 2.0e-5], app_timer="cupti"))
-    assert repeated["first run"] == "24.0 us (the binary's first launch here, from a flushed L2)"  # repeats: no ratio
-    data = json.loads(result_json(result, RECORDED, database="db.json", record_id="abc", kernel="k",
-                                  app_times=[3.0e-5], app_timer="cupti"))  # fmt: skip
-    assert data["first_run_vs_app"] == pytest.approx(0.8) and data["result"]["first_run_time"] == 2.4e-5
-    repeated_json = json.loads(result_json(result, RECORDED, database="db.json", record_id="abc", kernel="k",
-                                           app_times=[3.0e-5, 2.0e-5], app_timer="cupti"))  # fmt: skip
-    assert "first_run_vs_app" not in repeated_json

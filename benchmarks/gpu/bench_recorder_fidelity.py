@@ -36,12 +36,13 @@ Which comparison is like for like:
   benchmarks/results/gpu-session-2026-12-03.md; the same copies into other memory cost nothing);
 - an instance launched once: only the recorded launch was timed, right after the prologue
   capture copied every live allocation on another stream. The L2 then held part of that copy,
-  neither the warm nor the flushed state, so the recorder evicts the L2 before timing a
-  recorded launch (`app_timing.flushed`; MNEME_RECORD_TIMING_FLUSH=0 does not). The median over
-  the runs of that one time is compared with the replay's first run (`first`: the verification
-  run, timed from a flushed L2, `ExperimentResult.first_run_time`) where the recorded launch was
-  its kernel's first launch in the process (the manifest's occurrence 0), else with the flushed
-  replay. Without the flush (an older recorder) both ratios are reported and neither counts.
+  neither the warm nor the flushed state, so the recorder now evicts the L2 before timing a
+  recorded launch (`app_timing.flushed`; MNEME_RECORD_TIMING_FLUSH=0 does not): the flushed
+  replay against the median over the runs of that one time is its figure. (Its flush buffer is
+  allocated before the prologue capture: a mapping made right before the launch put a short
+  kernel's first launch on one of two levels ~20% apart from process to process; section 9 of
+  benchmarks/results/gpu-session-2026-12-04.md.) Without the flush (an older recorder) both
+  ratios are reported and neither counts.
 """
 
 from __future__ import annotations
@@ -82,14 +83,10 @@ def replay_medians(db: Path, dynamic_hash: str, iterations: int, app_timer: str)
     from mneme.core.executor import BaseExecutor
 
     medians: dict = {}
-    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin",
-                      time_first_run=True) as ex:  # fmt: skip
+    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin") as ex:
         for label, options in REPLAYS.items():
             ex.cache, ex.timer = options["cache"], options.get("timer") or app_timer
             result = ex.execute(ex.default_config())
-            if result.first_run_time is not None:  # the first experiment: the binary's first launch
-                medians["replay_first_s"] = result.first_run_time
-                ex.time_first_run = False
             if not result.ok:
                 raise RuntimeError(f"{db.name} [{dynamic_hash}] did not replay ({label}): {result.error}")
             if result.timer != ex.timer:
@@ -107,16 +104,6 @@ def instance_keys(raw: Path) -> dict[str, str]:
 
     return {dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])): m.get("instance_key", "")
             for _, m in recorder.launches(raw)}  # fmt: skip
-
-
-def first_launches(raw: Path) -> set[str]:
-    """The dynamic hashes whose recorded launch was its kernel's first launch in the process."""
-    from mneme_cuda import recorder
-
-    from mneme.core.records import dynamic_hash_of
-
-    return {dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"]))
-            for _, m in recorder.launches(raw) if m.get("occurrence") == 0}  # fmt: skip
 
 
 def app_timing(raw: Path) -> dict:
@@ -155,18 +142,16 @@ def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool =
     return recorder.in_application(raw)[0]
 
 
-def compare(row: dict, times: list[float], other_runs: list[list[float]], flushed: bool = False,
-            first: bool = False) -> None:  # fmt: skip
+def compare(row: dict, times: list[float], other_runs: list[list[float]], flushed: bool = False) -> None:
     """The like-for-like application median and the ratios of `row` (see the module docstring).
 
     With repeats, the application side is the median over the program's runs of each run's median
     of the repeats (a short process's kernel times move by a few percent from run to run); an
     instance launched once, timed after the recorder's L2 flush (`flushed`), the median over the
-    runs of its one time, against the replay's first run when it was its kernel's first launch in
-    the process (`first`), else against the flushed replay."""
+    runs of its one time."""
     from mneme.plugins.replay_commands import application_median
 
-    row["comparison"] = "warm" if len(times) > 1 else ("first" if first and row.get("replay_first_s") else "flushed") if flushed else "neither"
+    row["comparison"] = "warm" if len(times) > 1 else "flushed" if flushed else "neither"
     if len(times) > 1:
         runs = [application_median(t)[0] for t in (times, *other_runs) if len(t) > 1]
         row["app_run_medians_s"] = runs
@@ -180,10 +165,6 @@ def compare(row: dict, times: list[float], other_runs: list[list[float]], flushe
     for label, options in REPLAYS.items():
         if not options.get("timer"):  # by the record's timer, against the application's median by it
             row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]
-    if row.get("replay_first_s"):
-        row["ratio_first"] = row["replay_first_s"] / row["app_median_s"]
-    row["ratio"] = row.get({"warm": "ratio_primed", "first": "ratio_first", "flushed": "ratio_flushed"}.get(
-        row["comparison"], ""))  # the counted one, None when none is like for like
     if row.get("app_shared_median_s"):  # the rest of the application's cost to the kernel, beside it
         row["shared_vs_alone"] = row["app_shared_median_s"] / row["app_median_s"]
     if row.get("app_events_median_s"):  # the event-timed figure of one run, beside the kernel one
@@ -194,7 +175,7 @@ def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict
     """The figures of the rows so far (see the module docstring for which rows count)."""
     fair = [r for r in rows if r.get("comparison") == "warm"]
     single = [r for r in rows if r.get("comparison") == "neither"]
-    once = [r for r in rows if r.get("comparison") in ("flushed", "first")]
+    once = [r for r in rows if r.get("comparison") == "flushed"]
     figures = {
         "iterations": iterations, "runs": runs, "instances": len(fair) + len(single), "like_for_like": len(fair),
         "within_5pct": sum(abs(r["ratio_primed"] - 1) <= 0.05 for r in fair),
@@ -202,8 +183,7 @@ def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict
         "timers": sorted({r["app_timer"] for r in fair}),
         "events_compared": sum("ratio_primed_events" in r for r in fair),
         "events_within_5pct": sum(abs(r.get("ratio_primed_events", 9) - 1) <= 0.05 for r in fair),
-        "launched_once": len(once), "once_within_5pct": sum(abs(r["ratio"] - 1) <= 0.05 for r in once),
-        "first_launch": sum(r["comparison"] == "first" for r in once),
+        "launched_once": len(once), "once_within_5pct": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in once),
         "single_launch": len(single),
         "single_within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in single),
         "single_within_5pct_flushed": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in single),
@@ -233,7 +213,6 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
                                             progress=False)  # fmt: skip
                 gates[name] = app_timing(db_dir / "raw")
                 keys = instance_keys(db_dir / "raw")
-                firsts = first_launches(db_dir / "raw")
                 by_events = app_times_of_run(name, kernel, Path(tmp), "events", timer="events")
                 shared = app_times_of_run(name, kernel, Path(tmp), "shared", exclusive=False)
                 more = [app_times_of_run(name, kernel, Path(tmp), f"run{k}") for k in range(1, runs)]
@@ -262,15 +241,10 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
                         rows.append({**row, "error": f"{type(exc).__name__}: {exc}"})
                         continue
                     row.update({label: statistics.median(r[label] for r in replays) for label in REPLAYS})
-                    if all("replay_first_s" in r for r in replays):
-                        row["replay_first_s"] = statistics.median(r["replay_first_s"] for r in replays)
                     row["replay_gate"] = replays[0]["replay_gate"]
                     if runs > 1:
                         row["replay_primed_runs_s"] = [r["replay_primed_s"] for r in replays]
-                    if runs > 1 and "replay_first_s" in replays[0]:
-                        row["replay_first_runs_s"] = [r["replay_first_s"] for r in replays]
-                    compare(row, inst.app_times, [m.get(key, []) for m in more], gates[name].get("flushed", 0) > 0,
-                            dynamic_hash in firsts)  # fmt: skip
+                    compare(row, inst.app_times, [m.get(key, []) for m in more], gates[name].get("flushed", 0) > 0)
                     rows.append(row)
             if json_path:  # what the final write replaces; a time limit leaves this one, so it says so
                 partial = tally(rows, gates, iterations, runs)
@@ -282,8 +256,8 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1) -> d
 def summary(figures: dict) -> list[str]:
     fair = [r for r in figures["rows"] if r.get("comparison") == "warm"]
     worst = max(fair, key=lambda r: abs(r["ratio_primed"] - 1), default=None)
-    once_worst = max((r for r in figures["rows"] if r.get("comparison") in ("flushed", "first")),
-                     key=lambda r: abs(r["ratio"] - 1), default=None)  # fmt: skip
+    once_worst = max((r for r in figures["rows"] if r.get("comparison") == "flushed"),
+                     key=lambda r: abs(r["ratio_flushed"] - 1), default=None)  # fmt: skip
     ungated = sum(g["ungated"] for g in figures["app_timing"].values())
     shared = sum(g.get("shared", 0) for g in figures["app_timing"].values())
     beside = [r for r in fair if r.get("shared_vs_alone")]
@@ -297,10 +271,9 @@ def summary(figures: dict) -> list[str]:
             + f"; warm after the reset {figures['within_5pct_warm']}/{figures['like_for_like']}"
             + ")"
             + (f"; launched-once instances {figures['once_within_5pct']}/{figures['launched_once']} within 5% "
-               f"(the recorded launch, timed after the recorder's L2 flush, against the replay's first run where it "
-               f"was its kernel's first launch in the process ({figures.get('first_launch', 0)}), else the flushed "
-               f"replay, medians of {figures.get('runs', 1)} runs"
-               + (f"; worst {once_worst['program']} {once_worst['ratio']:.3f}" if once_worst else "") + ")"
+               f"(flushed replay / the recorded launch, timed after the recorder's L2 flush, medians of "
+               f"{figures.get('runs', 1)} runs" + (f"; worst {once_worst['program']} {once_worst['ratio_flushed']:.3f}"
+                                                    if once_worst else "") + ")"
                if figures.get("launched_once") else "")
             + (f"; {figures['single_launch']} launched-once instances not comparable (timed right after the "
                f"prologue capture without an L2 flush; {figures['single_within_5pct_warm']} within 5% warm, "
@@ -341,19 +314,18 @@ def main() -> int:
     figures = fidelity(opts.iterations, opts.json, max(1, opts.runs))
     figures["seconds"] = time.perf_counter() - started
     print("program      kernel               instance  n  compare timer   app us  app-events  app-shared  warm us  "
-          "flushed  primed-events  primed us  first us  primed/app warm/app flushed/app first/app events")  # fmt: skip
+          "flushed  primed-events  primed us  primed/app warm/app flushed/app events")  # fmt: skip
     for r in figures["rows"]:
         if "error" in r:
             print(f"{r['program']:<12} {r.get('kernel', '')[:20]:<20} {r.get('error', '')}")
             continue
-        events, first = r.get("ratio_primed_events"), r.get("ratio_first")
+        events = r.get("ratio_primed_events")
         print(f"{r['program']:<12} {r['kernel'][:20]:<20} {r['instance'][:8]} {r['app_samples']:>2}  "
               f"{r['comparison']:<7} {r['app_timer']:<6} {_us(r['app_median_s'])} {_us(r.get('app_events_median_s'))}"
               f"    {_us(r.get('app_shared_median_s'))}   "
               f"{_us(r['replay_warm_s'])} {_us(r['replay_flushed_s'])}  {_us(r['replay_primed_events_s'])}      "
-              f"{_us(r['replay_primed_s'])} {_us(r.get('replay_first_s'))}   {r['ratio_primed']:6.3f}    "
-              f"{r['ratio_warm']:6.3f}   {r['ratio_flushed']:6.3f}    {f'{first:6.3f}' if first else '     -'}  "
-              f"{f'{events:6.3f}' if events else '     -'}")  # fmt: skip
+              f"{_us(r['replay_primed_s'])}   {r['ratio_primed']:6.3f}    {r['ratio_warm']:6.3f}   "
+              f"{r['ratio_flushed']:6.3f}  {f'{events:6.3f}' if events else '     -'}")  # fmt: skip
     for name, gate in figures["app_timing"].items():
         if gate["ungated"]:
             print(f"{name}: {gate['ungated']} launches timed without the gate: {gate['ungated_because']}")

@@ -252,14 +252,11 @@ class BaseExecutor:
     timer : what times the runs, one of the device's `timers` ("auto": the backend's best that
         works here; the CUDA backend's "cupti" reads the kernel's own timestamps, "events" CUDA
         events); `result.timer` names the one that measured
-    time_first_run : time the verification run too, after an L2 flush: `result.first_run_time`,
-        the binary's first launch in the process (like for like with an application's first
-        launch of a kernel); costs a flush and a timer read per experiment, so tuning leaves it off
     """
 
     def __init__(self, record_db, record_id: str | None = None, iterations: int = 3, device_id: int = 0,
                  backend: str | Backend | None = None, mode: str = "ir", warmup: int = 1,
-                 cache: str = "flushed", timer: str = "auto", time_first_run: bool = False):  # fmt: skip
+                 cache: str = "flushed", timer: str = "auto"):  # fmt: skip
         if iterations < 1:
             raise UsageError(f"iterations must be >= 1, got {iterations}")
         if mode not in MODES:
@@ -273,7 +270,6 @@ class BaseExecutor:
         check_cache_state(cache)
         self.cache = cache
         self.timer = timer
-        self.time_first_run = time_first_run
         self._backend_choice = backend
         self.rec = None
         self.instance = None
@@ -456,7 +452,7 @@ class BaseExecutor:
         _record_build(result, binary)
         if before_run is not None:
             before_run()
-        kernel, fresh = self._load(binary, result, config)
+        kernel = self._load(binary, result, config)
         _record_resources(result, kernel.resources)
         self._restore_globals(kernel)
         if self._restore_all:  # a faulting or wrong variant may have written anywhere
@@ -466,13 +462,7 @@ class BaseExecutor:
             self.reset()
         self._dirty = True
         try:
-            if self.time_first_run:  # the verification run, timed from a flushed L2 (result.first_run_time)
-                first = self.device.time(kernel, config.grid, config.block, config.shared_mem, self.args, 1,
-                                         cache="flushed", timer=self.timer)  # fmt: skip
-                if fresh:
-                    result.first_run_time = first[0]
-            else:
-                self.device.launch(kernel, config.grid, config.block, config.shared_mem, self.args)
+            self.device.launch(kernel, config.grid, config.block, config.shared_mem, self.args)
         except ExperimentError:
             raise
         except MnemeError as exc:
@@ -486,9 +476,7 @@ class BaseExecutor:
         result.warmup_time = list(times[: self.warmup])
         result.exec_time = list(times[self.warmup :])
 
-    def _load(self, binary: DeviceBinary, result: ExperimentResult,
-              config: ExperimentConfiguration) -> tuple[LoadedKernel, bool]:  # fmt: skip
-        """The loaded kernel of `binary`, and whether this call loaded it (else it was already loaded)."""
+    def _load(self, binary: DeviceBinary, result: ExperimentResult, config: ExperimentConfiguration) -> LoadedKernel:
         takes_config = "config" in inspect.signature(self.device.load).parameters  # PTX JIT options
         key = hashlib.sha256(binary.data).hexdigest()
         if takes_config:
@@ -496,7 +484,7 @@ class BaseExecutor:
         kernel = self._loaded.get(key)
         if kernel is not None:
             self._loaded.move_to_end(key)
-            return kernel, False
+            return kernel
         start = time.perf_counter()
         try:
             kernel = self.device.load(binary, config=config) if takes_config else self.device.load(binary)
@@ -509,7 +497,7 @@ class BaseExecutor:
         while len(self._loaded) > 8:
             _, old = self._loaded.popitem(last=False)
             old.close()
-        return kernel, True
+        return kernel
 
     def _restore_globals(self, kernel: LoadedKernel) -> None:
         for name, data in self.prologue.globals.items():

@@ -189,11 +189,6 @@ class ExperimentResult:
     mismatches: list[str] = attrs.Factory(list)
     #: What measured `exec_time` (the backend's name for it: "cupti", "events", "host-clock"); "" when not timed.
     timer: str = ""
-    #: The verification run, timed by `timer` after an L2 flush, when the executor was asked to
-    #: (`time_first_run`) and this experiment loaded the binary: the binary's first launch in the
-    #: process, with its code and its data's address translations not yet cached on the device.
-    #: Like for like with an application's first launch of a kernel. None otherwise.
-    first_run_time: float | None = None
 
     @property
     def median_time(self) -> float | None:

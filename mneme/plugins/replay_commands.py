@@ -152,10 +152,6 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
         if result.timer and result.timer != app_timer:
             timer += f" (this replay by {result.timer}: not like for like; --timer {app_timer} is)"
         rows.append(("in the application", f"{_ms(app)} median of {used} {which}{timer}{ratio}"))
-    if result.first_run_time is not None:  # where the application launched the instance once, like for like
-        once = f"; first run / application {result.first_run_time / app_times[0]:.3f}" if len(app_times) == 1 else ""
-        rows.append(("first run", f"{_ms(result.first_run_time)} (the binary's first launch here, from a flushed "
-                                  f"L2){once}"))  # fmt: skip
     rows.append(("compile (preprocess / opt / codegen)", " / ".join(
         _ms(t) for t in (result.preprocess_ir_time, result.opt_time, result.codegen_time))))  # fmt: skip
     rows.append(("load", _ms(result.load_time)))
@@ -196,8 +192,6 @@ def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, da
         data["app_timer"] = app_timer
         if result.median_time:
             data["replay_vs_app"] = result.median_time / data["app_median_time"]
-        if result.first_run_time is not None and len(app_times) == 1:
-            data["first_run_vs_app"] = result.first_run_time / app_times[0]
     return json.dumps(data, indent=2, allow_nan=False, default=_json_default)
 
 
@@ -281,7 +275,7 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
     overrides["passes"] = passes
     file_fields = read_config_file(config_file) if config_file else None
     with BaseExecutor(record_db, record_id, iterations=iterations, device_id=device_id, backend=backend,
-                      mode=mode, cache=cache, timer=timer, time_first_run=True) as ex:  # fmt: skip
+                      mode=mode, cache=cache, timer=timer) as ex:  # fmt: skip
         config = resolve_config(ex.default_config(), file_fields, overrides, source=config_file)
         if output_ll:
             if mode != "ir":
