@@ -120,6 +120,14 @@ def test_plots_a_study_cannot_make_are_skipped_with_a_warning_not_an_error(tmp_p
     assert "no verified trial" in caplog.text
 
 
+def test_an_unknown_timer_is_refused_before_any_worker_starts(saxpy_db, tmp_path):
+    results = tmp_path / "run"
+    code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 3, "--results", results, "--timer", "cuptii", *SPACE)
+    assert code == 2, out
+    assert "--timer 'cuptii' is not a timer of the host backend" in out and "auto, host-clock" in out
+    assert not results.exists()  # refused before the results folder, the storage or a worker was made
+
+
 def test_a_results_folder_is_continued_only_with_resume_and_only_for_the_same_space(saxpy_db, tmp_path):
     results = tmp_path / "run"
     assert invoke("tune", "-rdb", saxpy_db, "--trials", 3, "--results", results, *SPACE)[0] == 0

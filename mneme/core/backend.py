@@ -89,6 +89,8 @@ class Backend(abc.ABC):
     """A device plugin. Subclasses set `name` and implement the abstract methods."""
 
     name: ClassVar[str]
+    #: The timers its devices' `time(timer=...)` takes (their `Device.timers`), known without a device.
+    timers: ClassVar[tuple[str, ...]] = ("auto", "host-clock")
 
     @abc.abstractmethod
     def availability(self) -> Availability:

@@ -81,6 +81,7 @@ class CudaBackend(Backend):
 
     name = "cuda"
     target = "nvptx"
+    timers = cupti.TIMERS
 
     def availability(self) -> Availability:
         found = probe()

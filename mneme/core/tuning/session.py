@@ -259,6 +259,7 @@ class TuningSession:
         from mneme.core.tuning import report
 
         self.prepare()
+        self._check_timer()
         self._check_results_dir()
         # Workers warm up (seconds: spawn, link the IR) while the storage opens.
         starter = _Background(self._open_pool)
@@ -304,6 +305,15 @@ class TuningSession:
         arch = getattr(self.pool, "arch", "") or ""
         fingerprint = environment_fingerprint(backend, arch)
         return fingerprint, fingerprint_digest(fingerprint)
+
+    def _check_timer(self) -> None:
+        """--timer names one of the backend's timers (before any worker starts: each would fail on it)."""
+        from mneme.core.executor import resolve_backend
+
+        backend = resolve_backend(self.recording, self.options.backend)
+        if self.options.timer not in backend.timers:
+            raise UsageError(f"--timer {self.options.timer!r} is not a timer of the {backend.name} backend; use one "
+                             f"of {', '.join(backend.timers)}")  # fmt: skip
 
     def _check_results_dir(self) -> None:
         if self.options.storage is None and not self.options.resume and (self.results_dir / "study.db").exists():
