@@ -289,3 +289,9 @@ def test_finalize_turns_recorder_dumps_into_a_replayable_database(tmp_path):
     assert prologue.args == args
     assert epilogue.read_region(base + (2 << 20)) == y1.tobytes()
     assert [r.addr for r in prologue.regions] == [base, base + (2 << 20)]
+
+
+def test_the_cuda_backend_names_its_devices_timers_without_opening_one():
+    from mneme_cuda.backend import CudaBackend, CudaDevice
+
+    assert CudaBackend.timers == CudaDevice.timers == ("auto", "cupti", "events")
