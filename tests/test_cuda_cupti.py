@@ -34,10 +34,10 @@ def test_the_helper_builds_with_its_sources_hash_in_its_name(tmp_path):
     built = cupti.build(tmp_path)
     assert built.name == cupti.library_name() and built.stat().st_size > 0
     assert cupti.library_name().startswith("libmneme_cuptitime-")
-    assert cupti.build(tmp_path) == built  # built once
+    stamp = built.stat().st_mtime_ns
+    assert cupti.build(tmp_path) == built and built.stat().st_mtime_ns == stamp  # built once, not again
 
 
-@needs_headers
 @needs_headers
 @pytest.mark.parametrize("content", [b"not an ELF file", None])  # a broken library, and a missing one
 def test_a_libcupti_that_cannot_be_opened_is_named_in_the_reason(tmp_path, content):

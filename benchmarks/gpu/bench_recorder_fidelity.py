@@ -151,17 +151,14 @@ def compare(row: dict, times: list[float], other_runs: list[list[float]], flushe
     runs of its one time."""
     from mneme.plugins.replay_commands import application_median
 
-    row["comparison"] = "warm" if len(times) > 1 else "flushed" if flushed else "neither"
-    if len(times) > 1:
-        runs = [application_median(t)[0] for t in (times, *other_runs) if len(t) > 1]
-        row["app_run_medians_s"] = runs
-        row["app_median_s"] = statistics.median(runs)
-    elif flushed:
-        runs = [t[0] for t in (times, *other_runs) if len(t) == 1]
-        row["app_run_medians_s"] = runs
-        row["app_median_s"] = statistics.median(runs)
-    else:
+    repeated = len(times) > 1
+    row["comparison"] = "warm" if repeated else "flushed" if flushed else "neither"
+    if row["comparison"] == "neither":
         row["app_median_s"] = application_median(times)[0]
+    else:  # each run's median of the repeats, or its one time (runs that launched it as this one did)
+        runs = [application_median(t)[0] for t in (times, *other_runs) if t and (len(t) > 1) == repeated]
+        row["app_run_medians_s"] = runs
+        row["app_median_s"] = statistics.median(runs)
     for label, options in REPLAYS.items():
         if not options.get("timer"):  # by the record's timer, against the application's median by it
             row[label.replace("replay_", "ratio_").removesuffix("_s")] = row[label] / row["app_median_s"]

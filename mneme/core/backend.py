@@ -36,6 +36,16 @@ def check_cache_state(cache: str) -> None:
         raise UsageError(f"unknown cache state {cache!r}; use one of {', '.join(CACHE_STATES)}")
 
 
+#: The timers of a backend that times on the host clock (the default of `Backend` and `Device`).
+HOST_TIMERS = ("auto", "host-clock")
+
+
+def check_timer(timer: str, timers: tuple[str, ...], backend: str) -> None:
+    """`timer` is one of `timers`, the `backend` backend's; else a UsageError naming them."""
+    if timer not in timers:
+        raise UsageError(f"the {backend} backend has no timer {timer!r}; use one of {', '.join(timers)}")
+
+
 @attrs.frozen
 class Availability:
     """Whether a backend can run on this machine, and if not, why (and what to do)."""
@@ -90,7 +100,7 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     #: The timers its devices' `time(timer=...)` takes (their `Device.timers`), known without a device.
-    timers: ClassVar[tuple[str, ...]] = ("auto", "host-clock")
+    timers: ClassVar[tuple[str, ...]] = HOST_TIMERS
 
     @abc.abstractmethod
     def availability(self) -> Availability:
@@ -124,7 +134,7 @@ class Device(abc.ABC):
     """One open device in this process. Memory is addressed by the recorded virtual addresses."""
 
     #: The timers `time(timer=...)` takes; "auto" is the backend's best that works here.
-    timers: tuple[str, ...] = ("auto", "host-clock")
+    timers: tuple[str, ...] = HOST_TIMERS
 
     def __init__(self, info: DeviceInfo):
         self.info = info
@@ -226,9 +236,7 @@ class Device(abc.ABC):
         return times
 
     def check_timer(self, timer: str) -> None:
-        if timer not in self.timers:
-            raise UsageError(f"the {self.info.backend} backend has no timer {timer!r}; use one of "
-                             f"{', '.join(self.timers)}")  # fmt: skip
+        check_timer(timer, self.timers, self.info.backend)
 
     def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
         """Set a device global variable of the kernel's module by name."""

@@ -75,20 +75,35 @@ def _counts(raw: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _run_recorded(name: str, raw: Path, kernel: str, *args: str, env: dict[str, str | None] | None = None,
+                  **options) -> tuple[subprocess.CompletedProcess, dict[str, str]]:  # fmt: skip
+    """The prebuilt test program `name` (with `args`), run under the recorder (`recorder.environment`'s
+    `options`; `env` on top, None removing a variable); it must pass. (its process, its environment)"""
+    from mneme_cuda import recorder
+
+    app = ROOT / ".gpu" / "bin" / name
+    if not app.exists():
+        pytest.skip(f"no prebuilt {name} in .gpu/bin (scripts/gpu-suite --prepare)")
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    environment = recorder.environment(raw, kernel=kernel, library=prebuilt if prebuilt.exists() else None, **options)
+    for key, value in (env or {}).items():
+        if value is None:
+            environment.pop(key, None)
+        else:
+            environment[key] = value
+    proc = subprocess.run([str(app), *args], env=environment, capture_output=True, text=True, timeout=120,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0 and f"{name} OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    return proc, environment
+
+
 @pytest.mark.parametrize(("gate", "gated", "ungated"), [("1", 17, 0), ("0", 0, 17)])
 def test_the_recorder_times_repeated_launches_behind_the_gate_and_says_how(cuda_backend, tmp_path, gate, gated,
                                                                            ungated):  # fmt: skip
     from mneme_cuda import recorder
 
-    app = ROOT / ".gpu" / "bin" / "pitch_app"
-    if not app.exists():
-        pytest.skip("no prebuilt pitch_app in .gpu/bin (scripts/gpu-suite --prepare)")
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
-    env = recorder.environment(tmp_path / "raw", kernel="scale_add_2d", timer="events",
-                               library=prebuilt if prebuilt.exists() else None)  # fmt: skip
-    env["MNEME_RECORD_TIMING_GATE"] = gate
-    proc = subprocess.run([str(app)], env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0 and "pitch_app OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    proc, _ = _run_recorded("pitch_app", tmp_path / "raw", "scale_add_2d", timer="events",
+                            env={"MNEME_RECORD_TIMING_GATE": gate})  # fmt: skip
     timing = _counts(tmp_path / "raw")["app_timing"]
     assert (timing["gated"], timing["ungated"]) == (gated, ungated)  # the recorded launch and the next 16
     assert ("MNEME_RECORD_TIMING_GATE=0" in timing["ungated_because"]) == (gate == "0"), timing
@@ -103,17 +118,9 @@ def test_two_threads_launching_at_once_run_on_while_each_timed_launch_runs_alone
                                                                                   alone, beside):  # fmt: skip
     from mneme_cuda import recorder
 
-    app = ROOT / ".gpu" / "bin" / "streams_app"
-    if not app.exists():
-        pytest.skip("no prebuilt streams_app in .gpu/bin (scripts/gpu-suite --prepare)")
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
-    env = recorder.environment(tmp_path / "raw", kernel="^saxpy$", library=prebuilt if prebuilt.exists() else None)
-    env.pop("MNEME_RECORD_TIMING_EXCLUSIVE", None)
-    if exclusive is not None:
-        env["MNEME_RECORD_TIMING_EXCLUSIVE"] = exclusive
     # lockstep: both threads launch at the same moment, every time, so each timed launch has a rival
-    proc = subprocess.run([str(app), "lockstep"], env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0 and "streams_app OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    _run_recorded("streams_app", tmp_path / "raw", "^saxpy$", "lockstep",
+                  env={"MNEME_RECORD_TIMING_EXCLUSIVE": exclusive})  # fmt: skip
     timing = _counts(tmp_path / "raw")["app_timing"]
     assert (timing["exclusive"], timing["shared"], timing["late"]) == (alone, beside, 0), timing
     times = recorder.in_application(tmp_path / "raw")[0]
@@ -198,14 +205,8 @@ def test_the_recorder_times_by_kernel_timestamps_and_the_record_says_so(cuda_bac
     from mneme.core.records import RecordedExecution
     from mneme_cuda import recorder
 
-    app = ROOT / ".gpu" / "bin" / "pitch_app"
-    if not app.exists():
-        pytest.skip("no prebuilt pitch_app in .gpu/bin (scripts/gpu-suite --prepare)")
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
-    env = recorder.environment(tmp_path / "raw", kernel="scale_add_2d", library=prebuilt if prebuilt.exists() else None)
+    _, env = _run_recorded("pitch_app", tmp_path / "raw", "scale_add_2d")
     assert env["MNEME_RECORD_TIMER"] == "auto" and env.get("MNEME_CUPTI_LIB"), "libcupti was not found"
-    proc = subprocess.run([str(app)], env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0 and "pitch_app OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
     counts = _counts(tmp_path / "raw")
     timing = counts["app_timing"]
     assert (timing["cupti"], timing["cupti_missed"], timing["gated"], timing["ungated"]) == (17, 0, 0, 0), timing
@@ -223,15 +224,8 @@ def test_the_recorder_times_by_kernel_timestamps_and_the_record_says_so(cuda_bac
 def test_without_libcupti_the_recorder_times_with_events_and_says_why(cuda_backend, tmp_path, choice):
     from mneme_cuda import recorder
 
-    app = ROOT / ".gpu" / "bin" / "pitch_app"
-    if not app.exists():
-        pytest.skip("no prebuilt pitch_app in .gpu/bin (scripts/gpu-suite --prepare)")
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
-    env = recorder.environment(tmp_path / "raw", kernel="scale_add_2d", timer=choice,
-                               library=prebuilt if prebuilt.exists() else None)  # fmt: skip
-    env["MNEME_CUPTI_LIB"] = str(tmp_path / "no-such-libcupti.so")
-    proc = subprocess.run([str(app)], env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0 and "pitch_app OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    proc, _ = _run_recorded("pitch_app", tmp_path / "raw", "scale_add_2d", timer=choice,
+                            env={"MNEME_CUPTI_LIB": str(tmp_path / "no-such-libcupti.so")})  # fmt: skip
     timing = _counts(tmp_path / "raw")["app_timing"]
     assert (timing["cupti"], timing["gated"]) == (0, 17), timing
     assert "no-such-libcupti.so" in timing["events_because"], timing

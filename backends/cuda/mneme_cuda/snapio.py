@@ -60,9 +60,6 @@ def build_dir() -> Path:
     return cache_dir("cuda-snapio")
 
 
-compiler = c_compiler
-
-
 def xxhash_header() -> Path | None:
     for folder in ("/usr/include", "/usr/local/include"):
         if (Path(folder) / "xxhash.h").exists():
@@ -90,7 +87,7 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
     target = out_dir / library_name()
     if target.exists() and not force:
         return target
-    cc = compiler()
+    cc = c_compiler()
     if cc is None:
         raise MnemeError(f"cannot build the native snapshot reader {SOURCE}: no C compiler; install gcc or set CC")
     if xxhash_header() is None:
@@ -104,7 +101,7 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
 def library() -> ctypes.CDLL | None:
     """The loaded library (built on first use where a compiler and xxhash.h are present), or None."""
     path = library_path()
-    if path is None and compiler() is not None and xxhash_header() is not None and SOURCE.exists():
+    if path is None and c_compiler() is not None and xxhash_header() is not None and SOURCE.exists():
         try:
             path = build()
         except MnemeError as exc:

@@ -1947,7 +1947,8 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     // The flush buffer is allocated before the prologue capture, not just before the timed launch:
     // a new mapping right before a short kernel's first launch made it take one of two levels,
     // about 20% apart from process to process (benchmarks/gpu/probes/once_probe.py).
-    if (config().flush && config().timed >= 0) flush_buffer();
+    const bool flush = config().flush && config().timed >= 0;  // the recorded launch is timed from an evicted L2
+    if (flush) flush_buffer();
     Shadows &sh = shadows();
     double t0 = now_seconds();
     int err = 0;
@@ -1962,7 +1963,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     }
     if (!shadowed) err = write_live(*job, PROLOGUE, &stored);  // stall = write
     double t1 = now_seconds();
-    if (config().flush && config().timed >= 0 && flush_l2(l.stream)) timing_gate().flushed++;
+    if (flush && flush_l2(l.stream)) timing_gate().flushed++;
     CUresult result = time_launch(name, h, fn, l.stream, run);
     synced = p_cuCtxSynchronize();
     double t2 = now_seconds();

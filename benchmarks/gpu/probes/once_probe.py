@@ -55,9 +55,8 @@ def main() -> int:
             label, _, assignments = spec.partition("=")
             variants[label] = dict(a.split("=", 1) for a in assignments.split(";") if a)
         for name in args.programs.split(","):
-            for passes, env in variants.items():
-                runs = [bench.app_times_of_run(name, bench.PROGRAMS[name], Path(tmp), f"v{list(variants).index(passes)}-{i}",
-                                               env_extra=env)
+            for index, (label, env) in enumerate(variants.items()):
+                runs = [bench.app_times_of_run(name, bench.PROGRAMS[name], Path(tmp), f"v{index}-{i}", env_extra=env)
                         for i in range(args.runs)]  # fmt: skip
                 once: dict[str, list[float]] = {}
                 for run in runs:
@@ -65,9 +64,9 @@ def main() -> int:
                         if len(times) == 1:
                             once.setdefault(key, []).append(times[0] * 1e6)
                 for key, times in once.items():
-                    print(f"{name} {passes} {key[:12]}: median {statistics.median(times):.2f} us of "
+                    print(f"{name} {label} {key[:12]}: median {statistics.median(times):.2f} us of "
                           f"{[round(t, 2) for t in times]}", flush=True)  # fmt: skip
-                out["programs"].setdefault(name, {})[passes] = once
+                out["programs"].setdefault(name, {})[label] = once
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0

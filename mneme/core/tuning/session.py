@@ -308,12 +308,11 @@ class TuningSession:
 
     def _check_timer(self) -> None:
         """--timer names one of the backend's timers (before any worker starts: each would fail on it)."""
+        from mneme.core.backend import check_timer
         from mneme.core.executor import resolve_backend
 
         backend = resolve_backend(self.recording, self.options.backend)
-        if self.options.timer not in backend.timers:
-            raise UsageError(f"--timer {self.options.timer!r} is not a timer of the {backend.name} backend; use one "
-                             f"of {', '.join(backend.timers)}")  # fmt: skip
+        check_timer(self.options.timer, backend.timers, backend.name)
 
     def _check_results_dir(self) -> None:
         if self.options.storage is None and not self.options.resume and (self.results_dir / "study.db").exists():

@@ -22,6 +22,7 @@ from mneme.core.backend import (
     Resources,
 )
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError
+from mneme.core.native import c_compiler
 from mneme.plugins.backends.host import memory, retarget, runtime, steps
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class HostBackend(Backend):
     def availability(self) -> Availability:
         if platform.system() != "Linux":
             return Availability(False, "the host backend needs Linux (fixed-address mmap); use a Linux machine")
-        if runtime.find_compiler() is None and not runtime.built():
+        if c_compiler() is None and not runtime.built():
             return Availability(False, "no C compiler to build the host runtime; install gcc or set CC")
         return Availability(True)
 

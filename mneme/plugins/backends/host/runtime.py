@@ -7,34 +7,21 @@ import functools
 import hashlib
 import logging
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
 from mneme.core.errors import BackendUnavailable
-from mneme.core.native import compile_library
+from mneme.core.native import c_compiler, compile_library
+from mneme.core.native import cache_dir as native_cache_dir
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("runtime.c")
-COMPILERS = ("cc", "gcc", "clang", "clang-19")
-
-
-def find_compiler() -> str | None:
-    """The C compiler used to build the runtime: $CC, or the first of cc, gcc, clang on PATH."""
-    env = os.environ.get("CC")
-    if env and shutil.which(env.split()[0]):
-        return env
-    for name in COMPILERS:
-        if shutil.which(name):
-            return name
-    return None
 
 
 def cache_dir() -> Path:
     """``$MNEME_CACHE_DIR/host-runtime`` (default ``~/.cache/mneme/host-runtime``)."""
-    root = os.environ.get("MNEME_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "mneme") / "host-runtime"
+    return native_cache_dir("host-runtime")
 
 
 def _flags() -> list[str]:
@@ -49,7 +36,7 @@ def built() -> Path | None:
 
 def build(compiler: str | None = None) -> Path:
     """Compile the runtime if this source was not compiled yet; returns the shared library."""
-    compiler = compiler or find_compiler()
+    compiler = compiler or c_compiler()
     if compiler is None and built() is not None:
         return built()
     if compiler is None:
