@@ -841,8 +841,9 @@ void reap_timings_at_exit() {
 // other thread's: benchmarks/results/gpu-session-2026-12-04.md). So each timed launch runs alone:
 // the context drains first, and launches of other threads wait until its stop event has passed.
 // Launches of selected kernels already queue on mu(); every other launch (and cuGraphLaunch)
-// holds launch_mu() shared while it is submitted, and a timed launch holds it exclusively. Copies
-// and memsets an application queues on other streams meanwhile are not held. Until the first
+// holds launch_mu() shared while it is submitted, and a timed launch holds it exclusively, as does
+// each chunk of the snapshot writer's drain of recorded shadows (stream_sides). Copies and memsets
+// an application queues on other streams meanwhile are not held. Until the first
 // timed launch no launch takes the lock (a process that records nothing pays nothing); a launch
 // submitted while that first one starts may still run beside it.
 std::shared_mutex &launch_mu() {
@@ -1414,6 +1415,14 @@ int stream_sides(const CaptureJob &job, Side *sides[2]) {
         uint64_t chunks = (size + CHUNK - 1) / CHUNK;
         auto length = [&](uint64_t c) { return (size_t)std::min<uint64_t>(CHUNK, size - c * CHUNK); };
         auto issue = [&](uint64_t c) {
+            // Not beside a timed launch: that one runs alone on the device (alone_on_device drains
+            // what was queued; this waits until it has run). A drain of the last recording's
+            // shadows would otherwise share the memory system with the next timed launch: reduce_app
+            // launches its 4-block reduce_sum right after the 1024-block one, and over 25 processes
+            // that launch took 1.50-1.95 us (median 1.665) with the drain beside it, 1.47-1.76 us
+            // (median 1.600, its flushed replay's) without (benchmarks/gpu/probes/flush_order_probe.py).
+            std::shared_lock<std::shared_mutex> beside(launch_mu(), std::defer_lock);
+            if (timing_started.load(std::memory_order_acquire) && config().exclusive) beside.lock();
             for (int k = 0; k < 2; ++k) {
                 if (!sides[k]) continue;
                 CUdeviceptr from = sides[k]->src[i] + c * CHUNK;
