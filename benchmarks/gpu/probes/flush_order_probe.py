@@ -11,7 +11,9 @@ right before the timed launch:
 - the recorder's snapshot writer may submit a drain of the last recording's shadows beside it.
 
 So it runs the programs under each recorder of `--recorders` (label=path; "main" is the prebuilt
-.gpu/lib one) `--runs` times, and replays each launched-once instance (recorded by the first
+.gpu/lib one; another is built here from a branch with
+`python3 -c "from pathlib import Path; from mneme_cuda import recorder; recorder.build(Path('.gpu/lib/alt'), force=True)"`)
+`--runs` times, and replays each launched-once instance (recorded by the first
 recorder) flushed as it is, and flushed with a synchronize after the flush. A probe: its findings
 go to benchmarks/results/gpu-session-*.md.
 
