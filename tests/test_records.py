@@ -301,5 +301,6 @@ def test_the_timer_of_application_times_round_trips_and_times_of_two_timers_do_n
                        app_timer="stopwatch")
     data["instances"][by_kernel]["AppTimer"] = "stopwatch"
     rec.path.write_text(json.dumps(data))
-    with pytest.raises(FormatError, match="AppTimer"):
+    with pytest.raises(FormatError, match="AppTimer") as err:
         RecordedExecution.from_json(rec.path)
+    assert err.value.field == f"instances.{by_kernel}.AppTimer"

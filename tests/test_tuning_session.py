@@ -259,6 +259,18 @@ def test_results_by_another_timer_than_the_study_s_never_count_and_a_resume_that
     trials = [r for r in session.store.records() if r.status in EVALUATED]
     assert trials and all(r.status == "failed" for r in trials)
     assert all("timed by events, the study by host-clock" in r.result["error"] for r in trials)
+    # The re-timing's results too: its runs alone (the last ones) by another timer.
+    plain = RelabelingPool(saxpy_pool.pool, "events", keep=10**9)
+    first, _ = run_session(saxpy_db, plain, tmp_path / "plain", sampler="exhaustive", trials=4, space="quick",
+                           space_options={"axes": "x"}, retime_top=2)  # fmt: skip
+    retimed = len(first.store.retime)  # configurations re-timed once each (retime_repeats=1)
+    assert retimed >= 2 and all(entry["median"] is not None for entry in first.store.retime.values())
+    late = RelabelingPool(saxpy_pool.pool, "events", keep=plain.submitted - retimed)
+    session, _ = run_session(saxpy_db, late, tmp_path / "late", sampler="exhaustive", trials=4, space="quick",
+                             space_options={"axes": "x"}, retime_top=2)  # fmt: skip
+    assert all(r.status == "ok" for r in session.store.records() if r.status in EVALUATED)
+    assert len(session.store.retime) == retimed
+    assert all(entry["median"] is None and entry["errors"] == ["invalid"] for entry in session.store.retime.values())
     relabeled = RelabelingPool(saxpy_pool.pool, "events", keep=0)  # this run's baseline too
     with pytest.raises(UsageError, match="the study's times were taken by host-clock, this run's by events"):
         run_session(saxpy_db, relabeled, tmp_path, sampler="exhaustive", trials=6, space="quick",

@@ -123,11 +123,11 @@ def app_timing(raw: Path) -> dict:
     return total
 
 
-def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool = True, exclusive: bool = True,
+def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, exclusive: bool = True,
                      args: tuple[str, ...] = (), env_extra: dict[str, str] | None = None, timer: str = "auto",
                      ) -> dict[tuple[str, str], list[float]]:  # fmt: skip
-    """The program (with `args`) run once more under the recorder (by `timer`, with or without the gate,
-    each timed launch alone on the device or beside the rest of the application; `env_extra` on top):
+    """The program (with `args`) run once more under the recorder (by `timer`, each timed launch alone on
+    the device or beside the rest of the application; `env_extra` on top):
     (kernel, key) -> seconds.
 
     The recorder places allocations at the same addresses in every run, so instance keys match."""
@@ -135,8 +135,6 @@ def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, gate: bool =
 
     raw = tmp / f"{name}-{label}"
     env = {**recorder.environment(raw, kernel=kernel, library=library(), timer=timer), **(env_extra or {})}
-    if not gate:
-        env["MNEME_RECORD_TIMING_GATE"] = "0"
     if not exclusive:
         env["MNEME_RECORD_TIMING_EXCLUSIVE"] = "0"
     proc = subprocess.run([str(BIN / name), *args], env=env, capture_output=True, text=True, timeout=120, check=False)
@@ -194,14 +192,6 @@ def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict
     return figures
 
 
-def launched_once(db_dir: Path) -> bool:
-    """Whether a recording in `db_dir` has an instance with a single in-application time."""
-    from mneme.core.records import RecordedExecution
-
-    return any(len(inst.app_times) == 1 for db in db_dir.glob("*.json")
-               for inst in RecordedExecution.from_json(db).kernel_instances.values())  # fmt: skip
-
-
 def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1, once_runs: int = 1) -> dict:
     """Record, replay and compare each program; the JSON is rewritten after each (a time limit keeps what was done).
 
@@ -225,15 +215,16 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1, once
                                             progress=False)  # fmt: skip
                 gates[name] = app_timing(db_dir / "raw")
                 keys = instance_keys(db_dir / "raw")
+                recs = [(db, RecordedExecution.from_json(db)) for db in sorted(db_dir.glob("*.json"))]
                 by_events = app_times_of_run(name, kernel, Path(tmp), "events", timer="events")
                 shared = app_times_of_run(name, kernel, Path(tmp), "shared", exclusive=False)
-                program_runs = max(runs, once_runs) if launched_once(db_dir) else runs
+                once = any(len(inst.app_times) == 1 for _, rec in recs for inst in rec.kernel_instances.values())
+                program_runs = max(runs, once_runs) if once else runs
                 more = [app_times_of_run(name, kernel, Path(tmp), f"run{k}") for k in range(1, program_runs)]
             except Exception as exc:  # noqa: BLE001 - one program's failure is a row, the others still run
                 rows.append({"program": name, "error": f"recording failed: {type(exc).__name__}: {exc}"})
                 continue
-            for db in sorted(db_dir.glob("*.json")):
-                rec = RecordedExecution.from_json(db)
+            for db, rec in recs:
                 for dynamic_hash, inst in rec.kernel_instances.items():
                     row = {"program": name, "exit": code, "kernel": rec.kernel_name, "instance": dynamic_hash,
                            "app_timer": inst.app_timer, "app_samples": len(inst.app_times),

@@ -23,6 +23,7 @@ import attrs
 import llvmlite
 
 from mneme.core.backend import DeviceBinary, Resources
+from mneme.core.native import cache_root
 from mneme.core.types import ExperimentConfiguration, canonical_json
 
 log = logging.getLogger(__name__)
@@ -35,11 +36,6 @@ _BUILD_FIELDS = (
     "passes", "codegen_opt", "loop_unrolling", "loop_vectorization", "slp_vectorization",
     "inlining_threshold", "ptxas_opt", "max_registers", "cache_mode",
 )  # fmt: skip
-
-
-def cache_root() -> Path:
-    root = os.environ.get("MNEME_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "mneme"
 
 
 @functools.lru_cache(maxsize=4)

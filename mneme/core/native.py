@@ -7,6 +7,7 @@ never loads half a library, and a failed build leaves nothing behind.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -19,11 +20,31 @@ from mneme.core.errors import MnemeError
 
 log = logging.getLogger(__name__)
 
+#: A checkout's prebuilt native libraries (`scripts/gpu-suite --prepare` builds them for a machine
+#: without a compiler or headers).
+CHECKOUT_LIB = Path(__file__).resolve().parents[2] / ".gpu" / "lib"
+
+
+def cache_root() -> Path:
+    """``$MNEME_CACHE_DIR`` (default ``~/.cache/mneme``): Mneme's caches, builds and native libraries."""
+    root = os.environ.get("MNEME_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "mneme"
+
 
 def cache_dir(name: str) -> Path:
-    """``$MNEME_CACHE_DIR/<name>`` (default ``~/.cache/mneme/<name>``): where a native library is built."""
-    root = os.environ.get("MNEME_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "mneme")
-    return Path(root) / name
+    """``cache_root()/<name>``: where a native library is built."""
+    return cache_root() / name
+
+
+def hashed_library(stem: str, *sources: Path) -> str:
+    """``lib<stem>-<hash>.so``, the hash of `sources`: a build of other sources never goes by this name."""
+    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()[:16]
+    return f"lib{stem}-{digest}.so"
+
+
+def find_library(name: str, *folders: Path) -> Path | None:
+    """`name` in the first of `folders` that holds it; None: none does."""
+    return next((folder / name for folder in folders if (folder / name).exists()), None)
 
 
 def c_compiler() -> str | None:

@@ -115,7 +115,7 @@ class KernelInstance:
     @app_timer.validator
     def _check_app_timer(self, attribute, value):
         if value not in APP_TIMERS:
-            raise ValueError(f"AppTimer (app_timer) must be one of {', '.join(APP_TIMERS)}, got {value!r}"[:200])
+            raise ValueError(f"app_timer must be one of {', '.join(APP_TIMERS)}, got {value!r}"[:200])
 
     @app_times.validator
     def _check_app_times(self, attribute, value):

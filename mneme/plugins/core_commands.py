@@ -254,7 +254,7 @@ TOOLS = ("clang-19", "ld.lld-19", "llvm-cxxfilt-19", "c++filt", "nvcc", "ptxas")
 
 def cache_dir() -> Path:
     """Where cached build products go (the build cache's own rule)."""
-    from mneme.core.ircache import cache_root
+    from mneme.core.native import cache_root
 
     return cache_root()
 

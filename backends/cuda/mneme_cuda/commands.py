@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from mneme.core.cli import console
+from mneme_cuda import cupti
 
 
 @click.command("record", context_settings={"ignore_unknown_options": True})
@@ -26,7 +27,7 @@ from mneme.core.cli import console
 @click.option("--compression", type=click.Choice(["lz4", "zstd", "none"]), default="lz4", show_default=True,
               help="How snapshot regions are compressed: LZ4 restores about twice as fast as zstd for a few "
                    "percent more disk; none stores them raw.")
-@click.option("--timer", type=click.Choice(["auto", "cupti", "events"]), default="auto", show_default=True,
+@click.option("--timer", type=click.Choice(cupti.TIMERS), default="auto", show_default=True,
               help="How the launches timed inside the application are timed: cupti (the kernel's own GPU "
                    "timestamps), events (CUDA events on its stream), auto (cupti where libcupti opens).")
 @click.option("--progress/--no-progress", default=None,

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import logging
 import os
 from pathlib import Path
 
 from mneme.core.errors import MnemeError
-from mneme.core.native import c_compiler, cache_dir, compile_library
+from mneme.core.native import CHECKOUT_LIB, c_compiler, cache_dir, compile_library, find_library, hashed_library
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +29,13 @@ TIMERS = ("auto", "cupti", "events")
 NATIVE = Path(__file__).resolve().parent / "native"
 SOURCE = NATIVE / "cuptitime.c"
 HEADER = NATIVE / "cupti_timer.h"
-CHECKOUT_LIB = Path(__file__).resolve().parents[3] / ".gpu" / "lib"
 FLAGS = ["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
 ABI = 1
 TAGS = 1  # mneme_cupti_enable's mode: MCT_TAGS in cupti_timer.h
 
 
-def _cuda_roots() -> list[Path]:
+def cuda_roots() -> list[Path]:
+    """The CUDA toolkit folders to look in: $CUDA_PATH, $CUDA_HOME, /usr/local/cuda."""
     roots = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
     return [Path(r) for r in roots if r]
 
@@ -44,7 +43,7 @@ def _cuda_roots() -> list[Path]:
 def headers() -> Path | None:
     """The folder holding CUPTI's cupti.h, or None."""
     folders = [Path(os.environ["CUPTI_INCLUDE"])] if os.environ.get("CUPTI_INCLUDE") else []
-    for root in _cuda_roots():
+    for root in cuda_roots():
         folders += [root / "include", root / "extras" / "CUPTI" / "include"]
     return next((f for f in folders if (f / "cupti.h").exists()), None)
 
@@ -56,7 +55,7 @@ def cupti_library() -> Path | None:
     if explicit:
         return Path(explicit)
     folders = []
-    for root in _cuda_roots():
+    for root in cuda_roots():
         folders += [root / "lib64", root / "lib", root / "extras" / "CUPTI" / "lib64"]
     folders.append(CHECKOUT_LIB / "cupti")
     for folder in folders:
@@ -67,8 +66,7 @@ def cupti_library() -> Path | None:
 
 
 def library_name() -> str:
-    digest = hashlib.sha256(SOURCE.read_bytes() + HEADER.read_bytes()).hexdigest()[:16]
-    return f"libmneme_cuptitime-{digest}.so"
+    return hashed_library("mneme_cuptitime", SOURCE, HEADER)
 
 
 def build_dir() -> Path:
@@ -79,8 +77,7 @@ def library_path() -> Path | None:
     """The built helper for this source: the build cache, else the checkout's .gpu/lib; None when not built."""
     if not SOURCE.exists():
         return None
-    name = library_name()  # the sources' hash is in the name: a stale build is never picked up
-    return next((folder / name for folder in (build_dir(), CHECKOUT_LIB) if (folder / name).exists()), None)
+    return find_library(library_name(), build_dir(), CHECKOUT_LIB)
 
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:
@@ -107,9 +104,8 @@ class KernelTimer:
     (None for one whose record did not come). Ids only grow: `ids(n)` hands out the next n.
     """
 
-    def __init__(self, lib: ctypes.CDLL, cupti_path: str):
+    def __init__(self, lib: ctypes.CDLL):
         self._lib = lib
-        self.cupti_path = cupti_path
         self._next = 1
         self._enabled = False
         self.push = lib.mneme_cupti_push
@@ -185,7 +181,7 @@ def _load() -> tuple[KernelTimer | None, str]:
     cupti_path = str(found) if found is not None else ""  # "": the loader's search for libcupti.so.<major>
     if lib.mneme_cupti_open(cupti_path.encode()) != 0:
         return None, lib.mneme_cupti_why().decode(errors="replace")
-    return KernelTimer(lib, cupti_path or "libcupti (loader's search)"), ""
+    return KernelTimer(lib), ""
 
 
 @functools.lru_cache(maxsize=1)

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import attrs
 
+from mneme.core.backend import check_timer
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.native import cache_dir, compile_library
 from mneme_cuda import cupti
@@ -53,11 +54,7 @@ GRANULARITY = 2 << 20
 
 def cuda_include() -> Path | None:
     """The folder holding the CUDA toolkit's cuda.h, or None."""
-    candidates = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
-    for root in filter(None, candidates):
-        if (Path(root) / "include" / "cuda.h").exists():
-            return Path(root) / "include"
-    return None
+    return next((root / "include" for root in cupti.cuda_roots() if (root / "include" / "cuda.h").exists()), None)
 
 
 def compiler() -> str | None:
@@ -170,8 +167,7 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     if epilogue_format not in EPILOGUE_FORMATS:
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
     _check_compression(compression)
-    if timer not in cupti.TIMERS:
-        raise UsageError(f"unknown timer {timer!r}; use one of {', '.join(cupti.TIMERS)}")
+    check_timer(timer, cupti.TIMERS, "cuda")
     library = library or build()
     env = dict(os.environ)
     env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import logging
 import os
 from pathlib import Path
@@ -24,14 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
-from mneme.core.native import c_compiler, cache_dir, compile_library
+from mneme.core.native import CHECKOUT_LIB, c_compiler, cache_dir, compile_library, find_library, hashed_library
 from mneme.core.snapshot.format import ENC_DIFF, SHUFFLE_SIZES
 from mneme.core.snapshot.layout import corrupt
 
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).resolve().parent / "native" / "snapio.c"
-CHECKOUT_LIB = Path(__file__).resolve().parents[3] / ".gpu" / "lib"
 FLAGS = ["-O3", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
 ABI = 4
 DECODE, STORED = 0, 1  # snapio_chunk.mode
@@ -53,7 +51,7 @@ ENTRY_DTYPE = np.dtype(ChunkEntry)  # the same rows as a numpy structured array 
 
 
 def library_name() -> str:
-    return f"libmneme_snapio-{hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]}.so"
+    return hashed_library("mneme_snapio", SOURCE)
 
 
 def build_dir() -> Path:
@@ -74,11 +72,7 @@ def library_path() -> Path | None:
         return Path(explicit) if Path(explicit).exists() else None
     if not SOURCE.exists():
         return None
-    name = library_name()  # the source hash is in the name: a stale build is never picked up
-    for folder in (build_dir(), CHECKOUT_LIB):
-        if (folder / name).exists():
-            return folder / name
-    return None
+    return find_library(library_name(), build_dir(), CHECKOUT_LIB)
 
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:

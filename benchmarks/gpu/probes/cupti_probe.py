@@ -20,7 +20,8 @@ A probe: its findings go to benchmarks/results/gpu-session-*.md, not to a result
     scripts/gpu-suite --run python3 benchmarks/gpu/probes/cupti_probe.py \
         --tracer .gpu/lib/probes/libmneme_cupti_trace.so [--runs 5] [--json out.json]
 
-The tracer and a copy of libcupti are built into .gpu/lib/probes by `scripts/gpu-suite --prepare`.
+`scripts/gpu-suite --prepare` builds the tracer into .gpu/lib/probes, beside the copy of libcupti it
+loads from .gpu/lib/cupti.
 """
 
 from __future__ import annotations

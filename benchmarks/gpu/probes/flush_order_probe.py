@@ -33,19 +33,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import bench_recorder_fidelity as bench  # noqa: E402
+from once_probe import labelled, launched_once_times  # noqa: E402
 
 
 def app_side(name: str, recorders: dict[str, Path], runs: int, tmp: Path) -> dict:
     """recorder label -> instance key -> the one in-application time (us) of each run."""
     out: dict = {}
     for label, library in recorders.items():
-        once: dict[str, list[float]] = {}
-        for i in range(runs):  # interleaved runs would share nothing: each is its own process anyway
-            env = {"LD_PRELOAD": str(library.resolve())}
-            for (_kernel, key), times in bench.app_times_of_run(name, bench.PROGRAMS[name], tmp, f"{label}-{i}",
-                                                                env_extra=env).items():  # fmt: skip
-                if len(times) == 1:
-                    once.setdefault(key, []).append(times[0] * 1e6)
+        once = launched_once_times(name, tmp, label, runs, {"LD_PRELOAD": str(library.resolve())})
         out[label] = once
         for key, times in once.items():
             print(f"app {name} {label:8s} {key[:12]}: median {statistics.median(times):.3f} us, "
@@ -73,15 +68,16 @@ def replay_side(name: str, library: Path, iterations: int, repeats: int, tmp: Pa
             ways: dict[str, list[float]] = {"flushed": [], "flushed+sync": []}
             with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin") as ex:
                 ex.cache, ex.timer = "flushed", inst.app_timer
+                device = ex.device
+                plain = device.flush_l2
+
+                def synced(device=device, plain=plain) -> None:  # the flush, then the host waits for it
+                    plain()
+                    device.synchronize()
+
                 for _ in range(repeats):
                     for way in ways:
-                        device = ex.device
-                        if way == "flushed+sync" and device is not None and not hasattr(device, "_probe_flush"):
-                            device._probe_flush = device.flush_l2
-                            device.flush_l2 = lambda d=device: (d._probe_flush(), d.synchronize())
-                        elif way == "flushed" and device is not None and hasattr(device, "_probe_flush"):
-                            device.flush_l2 = device._probe_flush
-                            del device._probe_flush
+                        device.flush_l2 = synced if way == "flushed+sync" else plain  # what time() calls
                         result = ex.execute(ex.default_config())
                         if not result.ok:
                             raise RuntimeError(f"{db.name} [{dynamic_hash}] did not replay: {result.error}")
@@ -104,8 +100,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     recorders = {"main": bench.library()}
-    for spec in filter(None, args.recorders.split(",")):
-        label, _, path = spec.partition("=")
+    for label, path in labelled(args.recorders):
         recorders[label] = Path(path)
     out: dict = {"recorders": {k: str(v) for k, v in recorders.items()}, "programs": {}}
     with tempfile.TemporaryDirectory(prefix="mneme-flush-order-") as tmp:

@@ -32,6 +32,23 @@ import bench_recorder_fidelity as bench  # noqa: E402
 PROGRAMS = ("reduce_app", "graph_app", "saxpy_app", "list_app")
 
 
+def launched_once_times(name: str, tmp: Path, label: str, runs: int, env: dict[str, str]) -> dict[str, list[float]]:
+    """The program run `runs` times under the recorder (`env` on top): instance key -> the one
+    in-application time (us) of each run, for the instances it launched once."""
+    once: dict[str, list[float]] = {}
+    for i in range(runs):
+        for (_kernel, key), times in bench.app_times_of_run(name, bench.PROGRAMS[name], tmp, f"{label}-{i}",
+                                                            env_extra=env).items():  # fmt: skip
+            if len(times) == 1:
+                once.setdefault(key, []).append(times[0] * 1e6)
+    return once
+
+
+def labelled(specs: str) -> list[tuple[str, str]]:
+    """"label=value,..." as (label, value) pairs."""
+    return [spec.partition("=")[::2] for spec in filter(None, specs.split(","))]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
@@ -51,18 +68,11 @@ def main() -> int:
             print("clock_probe failed:", proc.stderr[-400:], flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         variants: dict[str, dict[str, str]] = {"default": {}}
-        for spec in filter(None, args.variants.split(",")):
-            label, _, assignments = spec.partition("=")
+        for label, assignments in labelled(args.variants):
             variants[label] = dict(a.split("=", 1) for a in assignments.split(";") if a)
         for name in args.programs.split(","):
             for index, (label, env) in enumerate(variants.items()):
-                runs = [bench.app_times_of_run(name, bench.PROGRAMS[name], Path(tmp), f"v{index}-{i}", env_extra=env)
-                        for i in range(args.runs)]  # fmt: skip
-                once: dict[str, list[float]] = {}
-                for run in runs:
-                    for (_kernel, key), times in run.items():
-                        if len(times) == 1:
-                            once.setdefault(key, []).append(times[0] * 1e6)
+                once = launched_once_times(name, Path(tmp), f"v{index}", args.runs, env)
                 for key, times in once.items():
                     print(f"{name} {label} {key[:12]}: median {statistics.median(times):.2f} us of "
                           f"{[round(t, 2) for t in times]}", flush=True)  # fmt: skip

@@ -678,11 +678,17 @@ class TuningSession:
         self.on_progress(self.progress)
         return True
 
-    def _finish(self, pending: _Pending, result: ExperimentResult, duplicates: list[_Pending]) -> None:
+    def _judged(self, result: ExperimentResult) -> ExperimentResult:
+        """`result`, failed as invalid when another timer than the study's measured it (e.g. a run fell back
+        to events): its times do not compare with the study's."""
         timed_by = self._timed_by
-        if result.ok and result.timer and timed_by and result.timer != timed_by:  # e.g. a run fell back to events
-            result = attrs.evolve(result, failed=True, error_kind="invalid",
-                                  error=f"timed by {result.timer}, the study by {timed_by}: the two do not compare")
+        if result.ok and result.timer and timed_by and result.timer != timed_by:
+            return attrs.evolve(result, failed=True, error_kind="invalid",
+                                error=f"timed by {result.timer}, the study by {timed_by}: the two do not compare")
+        return result
+
+    def _finish(self, pending: _Pending, result: ExperimentResult, duplicates: list[_Pending]) -> None:
+        result = self._judged(result)
         status = status_of(result)
         value = objective(result)
         score = value if value is not None else self.penalty
@@ -725,7 +731,7 @@ class TuningSession:
                    for digest, config in candidates.items()}
         out: dict[str, Any] = {}
         for digest, futs in futures.items():
-            results = [_result_of(f) for f in futs]
+            results = [self._judged(_result_of(f)) for f in futs]
             medians = [objective(r) for r in results]
             good = [m for m in medians if m is not None]
             samples = [t for r in results if objective(r) is not None for t in r.exec_time]
