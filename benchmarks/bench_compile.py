@@ -19,7 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from irbuild import build_cuda_ir, corpus
 
-from mneme.core import codegen, ir, ircache, parallel_codegen, pipeline
+from mneme_cuda import codegen as cuda_codegen
+from mneme_cuda import parallel_codegen
+from mneme_cuda import target as nvptx
+from mneme_cuda.backend import CudaBackend
+
+from mneme.core import build, ir, ircache, pipeline
 from mneme.core.types import ExperimentConfiguration
 
 CONFIG = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
@@ -46,11 +51,11 @@ def compile_once(mod, kernel: str, config: ExperimentConfiguration, assembler: s
     pre = pipeline.preprocess(mod, kernel, config, base_hash="bench")
     t.append(CLOCK())
     try:
-        pipeline.optimize(pre.module, config, "nvptx", "sm_90")
+        CudaBackend().optimize(pre.module, config, "sm_90")
         t.append(CLOCK())
-        ptx = codegen.target_machine("nvptx", "sm_90", config.codegen_opt).emit_assembly(pre.module)
+        ptx = nvptx.target_machine("sm_90", config.codegen_opt).emit_assembly(pre.module)
         t.append(CLOCK())
-        codegen.assemble_ptx(ptx, "sm_90", config, kernel, assembler=assembler)
+        cuda_codegen.assemble_ptx(ptx, "sm_90", config, kernel, assembler=assembler)
         t.append(CLOCK())
     finally:
         pre.module.close()
@@ -72,7 +77,7 @@ def compare_methods(mod, kernel: str, reps: int) -> None:
     for _ in range(reps):
         for method in runs:
             t0 = CLOCK()
-            binary = pipeline.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False,
+            binary = build.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False,
                                       base_hash="bench")  # fmt: skip
             runs[method].append({**binary.stage_times, "total": CLOCK() - t0})
             resources[method] = binary.resources
@@ -114,10 +119,10 @@ def main() -> None:
     global CLOCK
     if opts.cpu:
         CLOCK = _cpu
-    assemblers = ["ptxas"] + (["nvjitlink"] if codegen.ptx_assembler() == "nvjitlink" else [])
+    assemblers = ["ptxas"] + (["nvjitlink"] if cuda_codegen.ptx_assembler() == "nvjitlink" else [])
 
-    print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {codegen._tool_version(codegen.ptxas_path() or 'ptxas')}; "
-          f"nvJitLink: {codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
+    print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {cuda_codegen._tool_version(cuda_codegen.ptxas_path() or 'ptxas')}; "
+          f"nvJitLink: {cuda_codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
           f"{os.environ.get('MNEME_MALLOC_TUNING', '1') != '0'}); median of {opts.reps} runs, "
           f"{'CPU' if opts.cpu else 'wall'} ms")  # fmt: skip
     header = f"{'kernel':24s}" + "".join(f"{s:>11s}" for s in STAGES) + "".join(f"{'total/' + a:>17s}" for a in assemblers)
@@ -158,14 +163,14 @@ def main() -> None:
         for i in range(opts.reps):
             config = CONFIG.replace(max_registers=32 + i)  # a new variant each time
             t0 = CLOCK()
-            pipeline.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
+            build.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
             misses.append(CLOCK() - t0)
             t0 = CLOCK()
-            pipeline.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
+            build.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
             hits.append(CLOCK() - t0)
             fresh = ircache.BuildCache(Path(tmp, "cache"))
             t0 = CLOCK()
-            pipeline.compile(mod, "saxpy", config, "sm_90", cache=fresh, base_hash="saxpy")
+            build.compile(mod, "saxpy", config, "sm_90", cache=fresh, base_hash="saxpy")
             disk_hits.append(CLOCK() - t0)
         miss, hit, disk = (statistics.median(x) for x in (misses, hits, disk_hits))
         print(f"\nbuild cache (saxpy): miss {_ms(miss).strip()} ms, process hit {hit * 1e6:.0f} us "

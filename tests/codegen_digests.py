@@ -34,35 +34,30 @@ CONFIGS = {
 
 
 def compile_kernel(module, kernel: str, config: ExperimentConfiguration, arch: str, emit: str):
-    """One uncached build through the compile path of the code under test."""
-    from mneme.core import pipeline
+    """One uncached build through the one compile path (the backend that claims `arch`)."""
+    from mneme.core import build
 
-    return pipeline.compile(module, kernel, config, arch, emit=emit, cache=False)
+    return build.compile(module, kernel, config, arch, emit=emit, cache=False)
 
 
 def compile_host(module, kernel: str, config: ExperimentConfiguration):
     """The host backend's build of CUDA IR (what replay and tune run on a machine without a GPU)."""
-    from mneme.core import pipeline
-    from mneme.plugins.backends.host.backend import HostBackend
+    from mneme.core import build
+    from mneme.core.backend import get_backend
 
-    backend = HostBackend()
-    pre = pipeline.preprocess(module, kernel, config)
-    try:
-        binary = backend.compile(pre.module, kernel, config, backend.arch())
-    finally:
-        pre.module.close()
-    return attrs.evolve(binary, variant_hash=pre.variant_hash)
+    backend = get_backend("host")
+    return build.compile(module, kernel, config, backend.arch(), backend=backend, cache=False)
 
 
 def toolchains() -> dict[str, dict[str, str]]:
     """What the outputs depend on besides the input IR: LLVM, the assemblers, the host CPU."""
-    import llvmlite.binding as llvm
+    from mneme.core.backend import get_backend
 
-    from mneme.core import ircache
+    def tools(backend: str, arch: str) -> dict[str, str]:
+        return {k: v for k, v in get_backend(backend).toolchain(arch).items() if k != "backend"}
 
-    cpu = llvm.get_host_cpu_name() + ":" + hashlib.sha256(llvm.get_host_cpu_features().flatten().encode()).hexdigest()[:16]
-    return {"cuda": dict(ircache.toolchain("nvptx")), "hip": dict(ircache.toolchain("amdgpu")),
-            "host": {**ircache.toolchain("host"), "cpu": cpu, "machine": platform.machine()}}  # fmt: skip
+    return {"cuda": tools("cuda", "sm_90"), "hip": tools("hip", "gfx90a"),
+            "host": {**tools("host", platform.machine()), "machine": platform.machine()}}  # fmt: skip
 
 
 def _sha(data: bytes | str) -> str:

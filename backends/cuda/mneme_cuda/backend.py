@@ -2,7 +2,7 @@
 
 One primary context per device and process; device memory at the recorded virtual addresses
 through virtual memory management; copies through pinned staging buffers on one stream;
-kernels from cubin (ptxas, through `mneme.core.pipeline`) or PTX (driver JIT); timing by the
+kernels from cubin (`mneme_cuda.codegen`: NVPTX -> PTX -> nvJitLink or ptxas) or PTX (driver JIT); timing by the
 kernel's own CUPTI timestamps (`mneme_cuda.cupti`) or CUDA events, with an L2 flush before each
 timed run; verification by a compare kernel on the device.
 """
@@ -38,9 +38,9 @@ from mneme.core.errors import (
     UsageError,
 )
 from mneme.core.snapshot import Snapshot
+from mneme_cuda import codegen, cupti, devdecode
+from mneme_cuda import target as nvptx
 from mneme_cuda import compare as cmp
-from mneme_cuda import cupti
-from mneme_cuda import devdecode
 from mneme_cuda.driver import (
     CudaError,
     check,
@@ -82,6 +82,9 @@ class CudaBackend(Backend):
     name = "cuda"
     target = "nvptx"
     timers = cupti.TIMERS
+    priority = 30
+    emits = codegen.EMITS
+    image_kinds = ("cubin", "fatbin", "elf", "ptx")
 
     def availability(self) -> Availability:
         found = probe()
@@ -95,16 +98,21 @@ class CudaBackend(Backend):
         major, minor = _compute_capability(_device_handle(index))
         return f"sm_{major}{minor}"
 
-    def compile(self, module: Any, kernel_name: str, config: Any, arch: str) -> DeviceBinary:
-        """Optimize in place and generate a cubin (PTX through LLVM's NVPTX back end, then ptxas)."""
-        from mneme.core import pipeline
+    def claims(self, arch: str) -> bool:
+        return nvptx.claims(arch)
 
-        opt_seconds = pipeline.optimize(module, config, self.target, arch)
-        binary = pipeline.codegen(module, kernel_name, config, self.target, arch)
-        times = dict(binary.stage_times)
-        if isinstance(opt_seconds, (int, float)):
-            times.setdefault("optimize", float(opt_seconds))
-        return attrs.evolve(binary, stage_times=times)
+    def target_machine(self, arch: str, opt: int = 3) -> Any:
+        return nvptx.target_machine(arch, opt)
+
+    def toolchain(self, arch: str) -> dict[str, str]:
+        return {**super().toolchain(arch), "ptxas": codegen.ptxas_version()}
+
+    def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
+        """Optimize in place and generate a cubin or PTX (LLVM's NVPTX back end, then nvJitLink or ptxas)."""
+        emit = self.check_emit(emit, arch)
+        opt_seconds = self.optimize(module, config, arch)
+        binary = codegen.codegen(module, kernel_name, config, arch, emit=emit)
+        return attrs.evolve(binary, stage_times={"optimize": opt_seconds, **binary.stage_times})
 
     def open_device(self, index: int = 0) -> CudaDevice:
         return CudaDevice(index)
