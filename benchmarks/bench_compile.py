@@ -70,7 +70,7 @@ def median_stages(mod, kernel, config, assembler, reps) -> dict[str, float]:
 
 
 def compare_methods(mod, kernel: str, reps: int) -> None:
-    """Serial against parallel code generation (pipeline.compile, uncached), interleaved, medians."""
+    """Serial against parallel code generation (build.compile, uncached), interleaved, medians."""
     parallel_codegen.warm()  # the workers start once per process: not counted
     runs: dict[str, list[dict[str, float]]] = {"serial": [], "parallel": []}
     resources = {}
@@ -78,7 +78,7 @@ def compare_methods(mod, kernel: str, reps: int) -> None:
         for method in runs:
             t0 = CLOCK()
             binary = build.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False,
-                                      base_hash="bench")  # fmt: skip
+                                   base_hash="bench")  # fmt: skip
             runs[method].append({**binary.stage_times, "total": CLOCK() - t0})
             resources[method] = binary.resources
     jobs = parallel_codegen.codegen_jobs()
@@ -149,10 +149,10 @@ def main() -> None:
         src.write_text(generated_source(200))
         t0 = time.perf_counter()
         mod = ir.link([build_cuda_ir(src)], "many_functions")
-        build = time.perf_counter() - t0
+        clang_seconds = time.perf_counter() - t0
         funcs = len(ir.defined_functions(mod))
         big = compile_once(mod, "many_functions", CONFIG, assemblers[-1])
-        print(f"\n200-function kernel ({funcs} functions defined; clang build {build:.2f} s, not counted): "
+        print(f"\n200-function kernel ({funcs} functions defined; clang build {clang_seconds:.2f} s, not counted): "
               + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in big.items()))  # fmt: skip
         if "nvjitlink" in assemblers:
             compare_methods(mod, "many_functions", max(5, opts.reps))

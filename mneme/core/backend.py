@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from mneme.core import plugins
 from mneme.core.errors import MnemeError, UsageError
 
 if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
@@ -318,14 +319,10 @@ class LoadedKernel(abc.ABC):
 
 def backends() -> dict[str, type[Backend]]:
     """Name -> backend class, from the plugins."""
-    from mneme.core import plugins  # lazily: the plugin manager loads every entry point
-
     return plugins.registry("backend")
 
 
 def get_backend(name: str) -> Backend:
-    from mneme.core import plugins  # lazily: the plugin manager loads every entry point
-
     return plugins.lookup("backend", name)()
 
 

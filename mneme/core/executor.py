@@ -18,8 +18,6 @@ import datetime
 import hashlib
 import inspect
 import logging
-import os
-import re
 import struct
 import time
 from collections.abc import Callable, Mapping
@@ -382,11 +380,11 @@ class BaseExecutor:
         except ExperimentError as exc:
             if exc.kind == "fault":  # e.g. a timed run faulted after verification failed: the fault decides
                 result.error_kind = ""  # what happens next (worker pools restart the process on it)
-            _fail(result, exc.kind, str(exc))
+            fail_result(result, exc.kind, str(exc))
         except (IRError, UnsupportedError) as exc:
-            _fail(result, "compile", str(exc))
+            fail_result(result, "compile", str(exc))
         except MnemeError as exc:
-            _fail(result, "error", str(exc))
+            fail_result(result, "error", str(exc))
         if result.failed and self._dirty and result.error_kind not in ("compile", "invalid", "load"):
             self._restore_all = True
         result.end_time = utc_now()
@@ -504,8 +502,8 @@ class BaseExecutor:
         result.verified = not lines
         if lines:
             result.mismatches = lines
-            _fail(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
-                  + "; ".join(lines[:4]))  # fmt: skip
+            fail_result(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
+                        + "; ".join(lines[:4]))  # fmt: skip
 
     def _verify_on_device(self, kernel: LoadedKernel, result: ExperimentResult) -> None:
         requests = [_CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
@@ -539,7 +537,8 @@ class _Report:
     regions: list
 
 
-def _fail(result: ExperimentResult, kind: str, message: str) -> None:
+def fail_result(result: ExperimentResult, kind: str, message: str) -> None:
+    """Mark `result` failed; the first failure's kind and message are the ones it keeps."""
     result.failed = True
     if not result.error_kind:
         result.error_kind = kind

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import attrs
 import llvmlite.binding as llvm
 
-from mneme.core import ir
+from mneme.core import ir, plugins
 from mneme.core.errors import IRError, UsageError
 from mneme.core.types import ExperimentConfiguration
 
@@ -85,8 +85,6 @@ class Transform(abc.ABC):
 
 def transforms() -> dict[str, type[Transform]]:
     """Name -> transform class, from the plugins."""
-    from mneme.core import plugins  # lazily: the plugin manager loads every entry point
-
     return plugins.registry("transform")
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from mneme.core import backend as backend_mod
 from mneme.core.errors import ExperimentError, MnemeError
-from mneme.core.executor import BaseExecutor, KernelBuilder, _fail, load_recording, resolve_backend, utc_now
+from mneme.core.executor import BaseExecutor, KernelBuilder, fail_result, load_recording, resolve_backend, utc_now
 from mneme.core.snapshot import Snapshot
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
@@ -132,7 +132,7 @@ class _CompileServer:
         try:
             binary = self.builder.build(config)
         except MnemeError as exc:
-            _fail(result, "compile", f"building kernel {self.rec.kernel_name!r} failed: {exc}")
+            fail_result(result, "compile", f"building kernel {self.rec.kernel_name!r} failed: {exc}")
             result.end_time = utc_now()
             return {"payload": "binary", "data": None, "result": result.to_dict()}
         return {"payload": "binary", "data": binary, "result": None}

@@ -305,7 +305,7 @@ def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> No
     _write(data, output or (None if emit in ("ll", "ptx", "asm") else f"{source.kernel}.{emit}"))
     if binary is not None:
         summary = ", ".join(f"{name} {value}" for name, value in _resource_rows(binary))
-        err.print(f"{source.kernel} ({arch}, {binary.kind}): {summary}", highlight=False)
+        err.print(f"{source.kernel} ({arch}, {backend.name} backend, {binary.kind}): {summary}", highlight=False)
 
 
 
