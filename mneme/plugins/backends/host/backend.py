@@ -23,7 +23,7 @@ from mneme.core.backend import (
     Resources,
     backend_for_arch,
 )
-from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError
+from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.native import c_compiler
 from mneme.core.types import dim3
 from mneme.plugins.backends.host import machine, memory, retarget, runtime, steps
@@ -127,7 +127,10 @@ class HostBackend(Backend):
         if found is None:
             raise UnsupportedError(f"module {module.name!r} ({module.triple}) names no target-cpu to optimize it for")
         device_arch = found.group(1)
-        return backend_for_arch(device_arch).optimize(module, config, device_arch)
+        try:
+            return backend_for_arch(device_arch).optimize(module, config, device_arch)
+        except UsageError:  # its backend is not installed: LLVM's target of the module's own triple will do
+            return pipeline.optimize(module, config, ir.target_machine(module.triple, device_arch, "", config.codegen_opt))
 
     def fingerprint(self) -> dict[str, str]:
         llvm = machine.binding()
