@@ -71,7 +71,7 @@ class MemStateRef:
                 from mneme.core.snapshot import MemStateRef as Core
 
                 self._core = Core(self.fn, self.kernel_name, self.s_type.core, base=self._base).open()
-                layout = self._core.snapshot.arg_layout or self._layout
+                layout = self._core.snapshot.arg_layout or self._layout or _sibling_layout(self._core.snapshot)
                 args = bytes(self._core.args)
                 self._arg_bytes = [args[o : o + n] for o, n in layout] if layout else [args]
             else:
@@ -167,6 +167,19 @@ class MemStateRef:
             self.close()
         except Exception:  # noqa: BLE001, S110 - nothing escapes a finalizer
             pass
+
+
+def _sibling_layout(snap) -> list[tuple[int, int]] | None:
+    # Snapshots that do not store the argument layout take it from their database beside them.
+    from mneme.core.records import RecordedExecution as Core
+
+    db = snap.path.parent / f"{snap.static_hash}.json"
+    if not snap.static_hash or not db.is_file():
+        return None
+    try:
+        return [(a.offset, a.size) for a in Core.from_json(db).args] or None
+    except Exception:  # noqa: BLE001 - without it the arguments stay one buffer
+        return None
 
 
 class RecordedExecution(MutableMapping):
