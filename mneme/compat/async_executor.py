@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 
 from mneme.compat.errors import as_runtime_error, runtime_errors
+from mneme.compat.futures import EvalFuture
 from mneme.compat.recorded_execution import mneme_database
 from mneme.compat.replay_executor import WARMUP_RUNS, _core_config
 from mneme.compat.types import ExperimentConfiguration, ExperimentResult
@@ -21,10 +22,6 @@ from mneme.core.errors import MnemeError
 from mneme.core.workers import TuneWorkerHandle, pop
 
 __all__ = ["AsyncReplayExecutor", "EvalFuture", "TuneWorkerHandle", "pop"]
-
-
-class EvalFuture(concurrent.futures.Future):
-    """A future of one experiment; its result is the original's `ExperimentResult`."""
 
 
 @contextlib.contextmanager
@@ -65,7 +62,7 @@ class AsyncReplayExecutor:
 
     def submit(self, config: ExperimentConfiguration) -> EvalFuture:
         """Queue one experiment without waiting; the future resolves to an `ExperimentResult`."""
-        future = EvalFuture()
+        future = EvalFuture(params=config.to_dict())
         with runtime_errors():
             inner = self._pool.submit(_core_config(config))
 

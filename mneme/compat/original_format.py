@@ -182,16 +182,21 @@ def _arg_layout(modules: list[Path], kernel: str, sizes: list[int]) -> tuple[lis
                 return [p.offset for p in params], [p.kind for p in params]
         except Exception as exc:  # noqa: BLE001 - any IR problem falls back to natural packing
             log.debug("argument layout from IR failed for %s: %s", kernel, exc)
+    return natural_offsets(sizes), ["unknown"] * len(sizes)
+
+
+def natural_offsets(sizes: list[int]) -> list[int]:
+    """Offsets of arguments packed with natural alignment (scalars by size, anything else by 8)."""
     offsets, offset = [], 0
     for size in sizes:
         align = min(8, size) if size in (1, 2, 4, 8) else 8
         offset = (offset + align - 1) // align * align
         offsets.append(offset)
         offset += size
-    return offsets, ["unknown"] * len(sizes)
+    return offsets
 
 
-def _pack(args: list[bytes], offsets: list[int]) -> bytes:
+def pack(args: list[bytes], offsets: list[int]) -> bytes:
     buffer = bytearray(max((o + len(a) for o, a in zip(offsets, args)), default=0))
     for offset, data in zip(offsets, args):
         buffer[offset : offset + len(data)] = data
@@ -269,9 +274,9 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
                 raise FormatError(db_path, "argument sizes differ from the first instance's",
                                   field=f"instances.{dyn}.{key}")  # fmt: skip
             target = out / f"DeviceState.{kind.value}.{static}.{dyn}.mneme"
-            packed = _pack(snap.args, offsets) if kind is SnapshotType.PROLOGUE else packed
+            packed = pack(snap.args, offsets) if kind is SnapshotType.PROLOGUE else packed
             with SnapshotWriter(target, kind, static_hash=static, dynamic_hash=dyn) as writer:
-                writer.set_args(_pack(snap.args, offsets), list(zip(offsets, sizes)))
+                writer.set_args(pack(snap.args, offsets), list(zip(offsets, sizes)))
                 region_policies = policies.get(dyn, {}) if kind is SnapshotType.EPILOGUE else {}
                 for addr, _actual, blob in snap.blobs:
                     writer.add_region(addr, blob, encoding="zstd", policy=_policy_of(region_policies.get(hex(addr))))

@@ -99,6 +99,25 @@ class MemStateRef:
         return self._args
 
     @property
+    def packed_args(self) -> bytes:
+        """The kernel's packed parameter buffer (what a launch passes)."""
+        self._check("arguments")
+        if self._core is not None:
+            return bytes(self._core.args)
+        from mneme.compat.original_format import natural_offsets, pack
+
+        return pack(self._arg_bytes, natural_offsets([len(a) for a in self._arg_bytes]))
+
+    def regions(self) -> list[tuple[int, bytes]]:
+        """(address, recorded bytes) of every memory region."""
+        self._check("memory")
+        return list(self._contents()[2].items())
+
+    def globals(self) -> dict[str, bytes]:
+        self._check("globals")
+        return self._contents()[1]
+
+    @property
     def num_args(self) -> int:
         self._check("num_args")
         return len(self._arg_bytes)

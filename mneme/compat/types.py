@@ -121,7 +121,8 @@ class ExperimentConfiguration:
             specialize_dims=bool(self.specialize_dims),
             passes=self.passes,
             codegen_opt=int(self.codegen_opt),
-            codegen_method=self.codegen_method,
+            # The original's "rtc" (NVRTC) has no counterpart: the backend's one code generator serves it.
+            codegen_method=self.codegen_method if self.codegen_method in core.CODEGEN_METHODS else "serial",
             prune=bool(self.prune),
             internalize=bool(self.internalize),
         )
