@@ -80,3 +80,30 @@ def test_thread_sweep(saxpy_db, tmp_path):
 def test_examples_use_only_the_original_api(name):
     text = (EXAMPLES / name).read_text()
     assert "mneme.core" not in text and "mneme.compat" not in text
+
+
+def test_the_original_api_agrees_with_mneme_tune_on_its_configurations(saxpy_db, tmp_path):
+    from mneme.async_executor import AsyncReplayExecutor
+    from mneme.core.types import ExperimentConfiguration as CoreConfiguration
+
+    results = tmp_path / "tune"
+    done = run_mneme("tune", "-rdb", str(saxpy_db), "--space", "launch", "--sampler", "random", "--trials", "3",
+                     "--seed", "1", "--results", str(results))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    done = run_mneme("results", str(results), "--jsonl", str(tmp_path / "trials.jsonl"))
+    assert done.returncode == 0, done.stderr
+    trials = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
+    assert trials
+    (record_id,) = RecordedExecution.from_json(str(saxpy_db)).keys()
+    executor = AsyncReplayExecutor(record_db=str(saxpy_db), record_id=record_id, iterations=2,
+                                   results_db_dir=str(tmp_path / "mine"), num_workers=1)  # fmt: skip
+    try:
+        for trial in trials:
+            core = CoreConfiguration.from_dict(trial["config"])
+            mine = ExperimentConfiguration.from_core(core)
+            assert mine.to_core().hash() == core.hash()  # the same experiment
+            result = executor.evaluate(mine)
+            assert result.verified == trial["result"]["verified"]
+            assert result.mneme.variant_hash == trial["result"]["variant_hash"]
+    finally:
+        executor.shutdown()
