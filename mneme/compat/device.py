@@ -15,7 +15,7 @@ from mneme.compat.errors import runtime_errors
 from mneme.compat.types import NS_PER_SECOND, dim3
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"backend": None, "index": 0, "device": None, "mapped": set()}
+_state: dict[str, Any] = {"backend": None, "index": 0, "device": None, "mapped": set(), "modules": 0}
 
 
 def _backend():
@@ -85,7 +85,10 @@ class DeviceModule:
             raise TypeError(f"expected a MemBuffer from codegen_object, got {type(buffer).__name__}")
         device = _device()
         with runtime_errors():
-            return cls(buffer.binary, device.load(buffer.binary))
+            module = cls(buffer.binary, device.load(buffer.binary))
+        with _lock:
+            _state["modules"] += 1
+        return module
 
     def get_function(self, kernel_name: str) -> DeviceFunction:
         self._check()
@@ -100,9 +103,15 @@ class DeviceModule:
             raise RuntimeError("the device module was unloaded")
 
     def unload(self) -> None:
+        """Unload; the last module unloaded closes the device, releasing the recorded state it restored."""
         if self._loaded is not None:
             self._loaded.close()
             self._loaded = None
+            with _lock:
+                _state["modules"] -= 1
+                if _state["modules"] == 0 and _state["device"] is not None:
+                    _state["device"].close()
+                    _state["device"] = None
 
     close = unload
 
