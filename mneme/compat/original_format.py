@@ -274,9 +274,10 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
                 raise FormatError(db_path, "argument sizes differ from the first instance's",
                                   field=f"instances.{dyn}.{key}")  # fmt: skip
             target = out / f"DeviceState.{kind.value}.{static}.{dyn}.mneme"
-            packed = pack(snap.args, offsets) if kind is SnapshotType.PROLOGUE else packed
+            args = pack(snap.args, offsets)
+            packed = args if kind is SnapshotType.PROLOGUE else packed  # the instance's Args: the launch's
             with SnapshotWriter(target, kind, static_hash=static, dynamic_hash=dyn) as writer:
-                writer.set_args(pack(snap.args, offsets), list(zip(offsets, sizes)))
+                writer.set_args(args, list(zip(offsets, sizes)))
                 region_policies = policies.get(dyn, {}) if kind is SnapshotType.EPILOGUE else {}
                 for addr, _actual, blob in snap.blobs:
                     writer.add_region(addr, blob, encoding="zstd", policy=_policy_of(region_policies.get(hex(addr))))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from mneme.compat.cli_aliases import rewrite
-from tests.compat.conftest import run_mneme
+from .conftest import run_mneme
 
 
 def test_record_options_map_and_the_application_arguments_stay():

@@ -16,8 +16,8 @@ import pytest
 
 from mneme.mneme_types import ExperimentConfiguration
 from mneme.recorded_execution import RecordedExecution
-from tests.compat.conftest import ROOT, run_mneme
-from tests.compat.original_files import write_original_recording
+from .conftest import ROOT, run_mneme
+from .original_files import write_original_recording
 
 EXAMPLES = ROOT / "examples" / "original-api"
 

@@ -13,7 +13,7 @@ from mneme.core.errors import FormatError
 from mneme.core.executor import BaseExecutor
 from mneme.core.records import RecordedExecution as CoreRecord
 from mneme.recorded_execution import RecordedExecution
-from tests.compat.original_files import (
+from .original_files import (
     parse_snapshot,
     read_database,
     snapshot_bytes,
