@@ -18,7 +18,17 @@ from mneme.compat.types import dim3
 #: Pipelines the original accepted as a bare level.
 _LEVELS = {"0": "default<O0>", "1": "default<O1>", "2": "default<O2>", "3": "default<O3>", "s": "Os", "z": "Oz"}
 #: Device architecture prefix -> backend plugin that generates code for it.
-_BACKEND_OF_ARCH = (("sm_", "cuda"), ("gfx", "hip"))
+
+
+def _backend_of(arch: str, mod):
+    """The backend that claims `arch`; the host backend for a host architecture or none given."""
+    from mneme.core import backend as backend_mod
+    from mneme.core.errors import UsageError
+
+    try:
+        return backend_mod.backend_for_arch(arch) if arch else backend_mod.get_backend("host")
+    except UsageError:
+        return backend_mod.get_backend("host")
 
 
 def _swap_in(module, new) -> None:
@@ -136,27 +146,28 @@ def optimize(mod, arch: str, opt_level: str = "default<O3>", codegen_opt_level: 
     if not passes:
         return
     with runtime_errors():
-        target = pipeline.module_target(mod)
-        if arch and pipeline.target_of_arch(arch) != target:
+        config = _config(passes=passes, codegen_opt=int(codegen_opt_level))
+        backend = _backend_of(arch, mod)
+        machine = backend.target_machine(arch or backend.arch(), config.codegen_opt)
+        if machine.triple.split("-")[0] != (mod.triple or "").split("-")[0]:
             # GPU IR on the host backend: it is retargeted and optimized for the CPU at code generation.
             mod._mneme_deferred_passes = passes
             return
-        pipeline.optimize(mod, _config(passes=passes, codegen_opt=int(codegen_opt_level)), target, arch or None)
+        pipeline.optimize(mod, config, machine)
 
 
 def codegen_object(mod, arch: str, codegen_type: str = "serial", codegen_opt_level: int = 3):
     """The device object of the module's kernel for `arch` (a `mneme.device.MemBuffer`)."""
     from mneme.compat.device import MemBuffer
-    from mneme.core import backend as backend_mod
     from mneme.core import ir
 
     if not 0 <= int(codegen_opt_level) <= 3:
         raise ValueError(f"codegen optimization level must be in 0..3, got {codegen_opt_level}")
-    name = next((b for prefix, b in _BACKEND_OF_ARCH if arch.startswith(prefix)), "host")
     with runtime_errors():
+        backend = _backend_of(arch, mod)
         kernels = ir.kernels(mod)
         if len(kernels) != 1:
             raise RuntimeError(f"codegen_object needs a module with one kernel, found {', '.join(kernels) or 'none'}")
         config = _config(passes=getattr(mod, "_mneme_deferred_passes", ""), codegen_opt=int(codegen_opt_level),
                          codegen_method=codegen_type if codegen_type in ("serial", "parallel") else "serial")  # fmt: skip
-        return MemBuffer(backend_mod.get_backend(name).compile(ir.clone(mod), kernels[0], config, arch))
+        return MemBuffer(backend.compile(ir.clone(mod), kernels[0], config, arch))
