@@ -226,3 +226,22 @@ def build_fields() -> tuple[str, ...]:
     stage optimize or codegen. Transforms' knobs are not here: their effect is in the variant hash.
     """
     return CORE_BUILD_FIELDS + tuple(sorted(k.name for k in _declared().values() if k.stage in ("optimize", "codegen")))
+
+
+def click_options(declared: Mapping[str, Knob] | None = None) -> list:
+    """One click option per knob (``--ptxas-opt``, ``--fast-math/--no-fast-math``), default None: not given."""
+    import click
+
+    options = []
+    for knob in (declared if declared is not None else _declared()).values():
+        flag, help_ = knob.flag, knob.help + (f" [{knob.stage}; {knob.plugin}]" if knob.plugin else "")
+        if knob.type == "bool":
+            options.append(click.Option([f"{flag}/--no-{flag[2:]}", knob.name], default=None, help=help_))
+        elif knob.choices is not None:
+            options.append(click.Option([flag, knob.name], type=click.Choice([str(c) for c in knob.choices]),
+                                        default=None, help=help_))
+        else:
+            kind = click.IntRange if knob.type == "int" else click.FloatRange if knob.type == "float" else None
+            type_ = kind(knob.low, knob.high) if kind else click.STRING
+            options.append(click.Option([flag, knob.name], type=type_, default=None, help=help_))
+    return options

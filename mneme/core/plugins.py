@@ -15,7 +15,7 @@ import click
 import pluggy
 
 from mneme.core import hookspecs
-from mneme.core.errors import MissingExtraError, PluginError
+from mneme.core.errors import MissingExtraError, MnemeError, PluginError
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +80,14 @@ def get_plugin_manager() -> pluggy.PluginManager:
     _replaced.clear()
     disabled = disabled_names() - {CORE_PLUGIN}
     loaded: dict[str, object] = {}
+    seen = _seen
+    seen.clear()
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
-            if ep.group != hookspecs.PROJECT or ep.name in loaded or ep.name in disabled or ep.name == CORE_PLUGIN:
+            if ep.group != hookspecs.PROJECT:
+                continue
+            seen.add(ep.name)
+            if ep.name in loaded or ep.name in disabled or ep.name == CORE_PLUGIN:
                 continue
             try:
                 loaded[ep.name] = ep.load()
@@ -98,9 +103,8 @@ def get_plugin_manager() -> pluggy.PluginManager:
     for name, plugin in loaded.items():
         if name not in _replaced:
             pm.register(plugin, name=name)
-    for name in disabled - set(_origins) - {b.name for b in _broken}:
-        log.warning("%s: no plugin named %r is installed", DISABLE_ENV if name not in _disabled_by_cli else "-p no:",
-                    name)
+    for name in sorted(disabled - seen):
+        log.warning("cannot disable plugin %r: no plugin of that name is installed (`mneme plugins` lists them)", name)
     return pm
 
 
@@ -118,8 +122,16 @@ class BrokenPlugin:
 _broken: list[BrokenPlugin] = []
 # plugin name -> (distribution, version) of the entry point that registered it
 _origins: dict[str, tuple[str, str]] = {}
+# entry-point names of group ``mneme`` installed, loaded or not
+_seen: set[str] = set()
 # replaced plugin name -> the plugin that replaces it
 _replaced: dict[str, str] = {}
+
+
+def disabled() -> list[str]:
+    """Installed plugins that are disabled in this process."""
+    get_plugin_manager()
+    return sorted(disabled_names() & _seen)
 
 
 def replaced() -> dict[str, str]:
@@ -145,7 +157,7 @@ def reset() -> None:
     from mneme.core import params
 
     get_plugin_manager.cache_clear()
-    _index.cache_clear()
+    _index_hook.cache_clear()
     params.forget()
 
 
@@ -169,28 +181,37 @@ def _call(impl, hook: str):
     return list(impl.function() or ())
 
 
-@functools.lru_cache(maxsize=1)
-def _index() -> tuple[Provided, ...]:
+@functools.lru_cache(maxsize=None)
+def _index_hook(hook: str) -> tuple[Provided, ...]:
+    # One hook at a time: the CLI hook reads the parameters' declarations while it runs.
     pm = get_plugin_manager()
+    kind = KINDS[hook]
     provided: list[Provided] = []
-    for hook, kind in KINDS.items():
-        for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):  # registration order
-            plugin_name = impl.plugin_name
-            dist, version = origin(plugin_name)
-            try:
-                objects = _call(impl, hook)
-            except Exception as exc:  # name the plugin instead of failing every command anonymously
-                raise PluginError(f"plugin {plugin_name!r} ({dist}) failed in {hook}: {exc!r}") from exc
-            missing = _missing_extra(impl.plugin)
-            for obj in objects:
-                name = obj.name if hasattr(obj, "name") else getattr(obj, "__name__", repr(obj))
-                provided.append(Provided(kind, name, obj, plugin_name, dist, version, missing))
+    for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):  # registration order
+        plugin_name = impl.plugin_name
+        dist, version = origin(plugin_name)
+        try:
+            objects = _call(impl, hook)
+        except MnemeError:
+            raise
+        except Exception as exc:  # name the plugin instead of failing every command anonymously
+            raise PluginError(f"plugin {plugin_name!r} ({dist}) failed in {hook}: {exc!r}") from exc
+        missing = _missing_extra(impl.plugin)
+        for obj in objects:
+            name = obj.name if hasattr(obj, "name") else getattr(obj, "__name__", repr(obj))
+            provided.append(Provided(kind, name, obj, plugin_name, dist, version, missing))
     return tuple(provided)
+
+
+def _index() -> tuple[Provided, ...]:
+    return tuple(item for hook in KINDS for item in _index_hook(hook))
 
 
 def provided(kind: str | None = None) -> list[Provided]:
     """Everything registered plugins provide, optionally of one kind."""
-    return [p for p in _index() if kind is None or p.kind == kind]
+    if kind is None:
+        return list(_index())
+    return [p for hook, k in KINDS.items() if k == kind for p in _index_hook(hook)]
 
 
 def registry(kind: str) -> dict[str, Any]:
@@ -229,7 +250,7 @@ def register(plugin: object, name: str | None = None) -> None:
     from mneme.core import params
 
     get_plugin_manager().register(plugin, name=name)
-    _index.cache_clear()
+    _index_hook.cache_clear()
     params.forget()
 
 
