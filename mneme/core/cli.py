@@ -8,6 +8,7 @@ import sys
 import click
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
 from mneme import __version__
 from mneme.core.errors import MnemeError
@@ -41,7 +42,7 @@ class PluginGroup(click.Group):
         except MnemeError as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
             ctx.exit(exc.exit_code)
 
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     except MnemeError as exc:  # raised while loading plugins, before a subcommand runs
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
 
 

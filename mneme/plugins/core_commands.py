@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from mneme import __version__
@@ -47,7 +48,7 @@ def plugins_command(parameters: bool) -> None:
     for item in sorted(plugins.provided(), key=lambda p: (p.kind, p.name)):
         status = ""
         if item.missing_extra:
-            status = f"needs the {item.missing_extra} extra: pip install 'mneme[{item.missing_extra}]'"
+            status = escape(f"needs the {item.missing_extra} extra: pip install 'mneme[{item.missing_extra}]'")
         elif item.kind == "backend":
             availability = item.obj().availability()
             status = "usable" if availability.usable else f"unusable: {availability.reason}"
