@@ -287,6 +287,7 @@ ENVIRONMENT = {
     "MNEME_CC_OBJCOPY": "objcopy used by mneme-cc to embed IR",
     "MNEME_CC_DISABLE": "set: mneme-cc only runs the compiler",
     "MNEME_CC_VERBOSE": "set: mneme-cc logs what it does",
+    "MNEME_DISABLE_PLUGINS": "comma-separated plugin names to disable, as `mneme -p no:NAME` (see `mneme plugins`)",
 }
 TOOLS = ("clang-19", "ld.lld-19", "llvm-cxxfilt-19", "c++filt", "nvcc", "ptxas")
 

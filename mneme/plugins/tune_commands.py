@@ -80,11 +80,16 @@ def _progress_view(progress) -> Group:
 def show_space(space) -> None:
     description = space.describe()
     table = Table(title=f"search space {description['name']!r} ({description['class']})")
+    from mneme.core import params
+
+    knobs = params.knobs()
     table.add_column("parameter")
     table.add_column("kind")
     table.add_column("domain")
+    table.add_column("declared by (stage)")
     for name, dim in description["dimensions"].items():
-        table.add_row(name, dim["kind"], dim["domain"])
+        knob = knobs.get(name)
+        table.add_row(name, dim["kind"], dim["domain"], f"{knob.plugin} ({knob.stage})" if knob else "")
     _console().print(table)
     options = ", ".join(f"{k}={v}" for k, v in description["options"].items()) or "defaults"
     _console().print(f"options: {options}")
