@@ -193,7 +193,7 @@ def test_plots_without_the_plots_extra_say_which_extra_to_install(tmp_path):
     results = _results_copy(tmp_path)
     result = run("results", str(results), "--plots", str(tmp_path / "plots"),
                  code=BLOCKED.format(blocked=("matplotlib", "plotly")))
-    one_line_error(result, "PNG and HTML plots needs the plots extra: pip install 'mneme[plots]'")
+    one_line_error(result, "PNG and HTML plots need the plots extra: pip install 'mneme[plots]'")
     assert not (tmp_path / "plots").exists()
 
 

@@ -64,12 +64,16 @@ class ExperimentError(MnemeError):
         super().__init__(message)
 
 
+# The distribution's name as pip installs it, for "pip install 'mneme[extra]'" messages.
+DISTRIBUTION = "mneme"
+
+
 class MissingExtraError(UsageError):
     """A feature needs an optional dependency group (an extra) that is not installed."""
 
-    def __init__(self, what: str, extra: str):
+    def __init__(self, what: str, extra: str, *, plural: bool = False):
         self.extra = extra
-        super().__init__(f"{what} needs the {extra} extra: pip install 'mneme[{extra}]'")
+        super().__init__(f"{what} {'need' if plural else 'needs'} the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
 
 
 def require(module: str, extra: str, what: str):

@@ -54,6 +54,8 @@ _disabled_by_cli: set[str] = set()
 def disable(names: Iterable[str]) -> None:
     """Disable plugins by name in this process (``mneme -p no:NAME``), as if not installed."""
     _disabled_by_cli.update(n.strip() for n in names if n.strip())
+    # Worker processes (tuning, parallel code generation) must see the same plugins.
+    os.environ[DISABLE_ENV] = ",".join(sorted(disabled_names()))
     reset()
 
 
@@ -80,13 +82,12 @@ def get_plugin_manager() -> pluggy.PluginManager:
     _replaced.clear()
     disabled = disabled_names() - {CORE_PLUGIN}
     loaded: dict[str, object] = {}
-    seen = _seen
-    seen.clear()
+    _seen.clear()
     for dist in importlib.metadata.distributions():
         for ep in dist.entry_points:
             if ep.group != hookspecs.PROJECT:
                 continue
-            seen.add(ep.name)
+            _seen.add(ep.name)
             if ep.name in loaded or ep.name in disabled or ep.name == CORE_PLUGIN:
                 continue
             try:
@@ -103,7 +104,7 @@ def get_plugin_manager() -> pluggy.PluginManager:
     for name, plugin in loaded.items():
         if name not in _replaced:
             pm.register(plugin, name=name)
-    for name in sorted(disabled - seen):
+    for name in sorted(disabled - _seen):
         log.warning("cannot disable plugin %r: no plugin of that name is installed (`mneme plugins` lists them)", name)
     return pm
 

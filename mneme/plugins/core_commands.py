@@ -17,7 +17,7 @@ from rich.table import Table
 
 from mneme import __version__
 from mneme.core import plugins
-from mneme.core.errors import MnemeError, UsageError
+from mneme.core.errors import DISTRIBUTION, MnemeError, UsageError
 from mneme.core.records import RecordedExecution, clean_records, copy_records, demangle
 
 
@@ -48,7 +48,8 @@ def plugins_command(parameters: bool) -> None:
     for item in sorted(plugins.provided(), key=lambda p: (p.kind, p.name)):
         status = ""
         if item.missing_extra:
-            status = escape(f"needs the {item.missing_extra} extra: pip install 'mneme[{item.missing_extra}]'")
+            extra = item.missing_extra
+            status = escape(f"needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
         elif item.kind == "backend":
             availability = item.obj().availability()
             status = "usable" if availability.usable else f"unusable: {availability.reason}"
