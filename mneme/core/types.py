@@ -154,7 +154,7 @@ class ExperimentConfiguration:
         return self.replace(**changes) if changes else self
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready data: schema, the core fields, then every knob by name (docs/formats.md)."""
+        """JSON-ready data: schema, the core fields, then every knob by name (docs/design/parameters.md)."""
         from mneme.core import params
 
         data = self._flat()
