@@ -157,7 +157,11 @@ def _declared() -> dict[str, Knob]:
         if knob.name in found:
             raise PluginError(f"parameter {knob.name!r} is declared by both {found[knob.name].plugin!r} and "
                               f"{item.plugin!r}; disable one of them (mneme -p no:NAME)")
-        knob.check(knob.default)
+        try:
+            knob.check(knob.default)
+        except (TypeError, ValueError) as exc:
+            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {knob.name!r} "
+                              f"with a default its declaration refuses: {exc}") from None
         found[knob.name] = knob
     return found
 
