@@ -20,7 +20,8 @@ from mneme.plugins.backends.host import machine as host_machine
 from mneme.core import build, ir, ircache, pipeline
 from mneme.core.backend import DeviceBinary, Resources, backend_for_arch, get_backend
 from mneme.core.errors import IRError, UsageError
-from mneme.core.types import BUILD_FIELDS, ExperimentConfiguration
+from mneme.core import params
+from mneme.core.types import ExperimentConfiguration, build_fields
 
 needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
@@ -338,8 +339,12 @@ def test_cache_keys_change_with_toolchain_target_and_build_fields():
 
 def test_build_fields_are_the_configuration_fields_that_reach_code_generation():
     # the transforms' fields (fast_math among them) change the IR and so the variant hash instead
-    assert "codegen_method" in BUILD_FIELDS and "fast_math" not in BUILD_FIELDS
-    assert set(BUILD_FIELDS) <= set(attrs.fields_dict(ExperimentConfiguration))
+    fields = params.build_fields()
+    assert "codegen_method" in fields and "fast_math" not in fields
+    assert {"ptxas_opt", "max_registers", "cache_mode", "loop_unrolling", "inlining_threshold"} <= set(fields)
+    config = BASE.replace(ptxas_opt=1, loop_unrolling=False)
+    assert set(build_fields(config)) == set(fields)  # every one is readable on a configuration
+    assert build_fields(config)["ptxas_opt"] == 1 and build_fields(config)["loop_unrolling"] is False
 
 
 def test_each_architecture_is_claimed_by_its_backend():

@@ -4,7 +4,7 @@ Replay and tune workers (`KernelBuilder`), `mneme capture`, `mneme ir compile|re
 and the benchmarks all build here. The backend is the one that claims the architecture
 (`Backend.claims`), or the one given (a replay's); it optimizes and generates code with its own
 toolchain. The cache key is the backend's toolchain (`Backend.toolchain`), the architecture,
-the output kind and the configuration's `BUILD_FIELDS` over the variant hash.
+the output kind and the configuration's build fields (`params.build_fields()`) over the variant hash.
 """
 
 from __future__ import annotations

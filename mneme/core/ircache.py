@@ -38,7 +38,7 @@ def build_key(variant_hash: str, config: ExperimentConfiguration, toolchain: Map
     """The cache key of one build: SHA-256 over everything that changes its output.
 
     `toolchain` is what the backend declares about its tools (`Backend.toolchain(arch)`);
-    of the configuration, the fields in `BUILD_FIELDS` count (the rest are in the variant hash).
+    of the configuration, the fields `params.build_fields()` names count (the rest are in the variant hash).
     """
     data = {"variant": variant_hash, "arch": arch, "emit": emit, "config": build_fields(config),
             "toolchain": dict(toolchain)}  # fmt: skip

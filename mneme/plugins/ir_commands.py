@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import struct
@@ -13,7 +14,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from mneme.core import build, ir, pipeline
+from mneme.core import build, ir, params, pipeline
 from mneme.core.backend import Backend, backend_for_arch
 from mneme.core.errors import MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
@@ -27,8 +28,16 @@ EMITS = ("ll", "ptx", "cubin", "asm", "object", "hsaco")
 
 
 @hookimpl
-def mneme_cli_commands():
-    return [ir_group]
+def mneme_cli_commands(cli, registry):
+    # Each command that takes a configuration gets a flag per declared parameter (--ptxas-opt, ...).
+    group = copy.copy(ir_group)
+    group.commands = {}
+    for name, command in ir_group.commands.items():
+        if getattr(command.callback, "takes_configuration", False):
+            command = copy.copy(command)
+            command.params = command.params + params.click_options(registry.knobs())
+        group.add_command(command, name)
+    cli.add_command(group)
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -124,13 +133,8 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
         data["grid"] = list(_dims(options["grid"]))
     if options.get("block"):
         data["block"] = list(_dims(options["block"]))
-    flags = {
-        "specialize": options.get("specialize"), "specialize_dims": options.get("specialize_dims"),
-        "specialize_dims_assume": options.get("specialize_dims_assume"), "passes": options.get("passes"),
-        "codegen_opt": options.get("codegen_opt"), "ptxas_opt": options.get("ptxas_opt"),
-        "max_registers": options.get("max_registers"), "cache_mode": options.get("cache_mode"),
-        "fast_math": options.get("fast_math"), "prune": options.get("prune"), "internalize": options.get("internalize"),
-    }  # fmt: skip
+    flags = {name: options.get(name) for name in ("specialize", "specialize_dims", "passes", "codegen_opt", "prune",
+                                                  "internalize", *params.knobs())}
     if options.get("launch_bounds"):
         max_threads, _, min_blocks = options["launch_bounds"].partition(",")
         try:
@@ -158,7 +162,8 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
 
 
 def input_options(func):
-    """IR input and configuration options shared by every `mneme ir` command."""
+    """IR input and configuration options shared by every `mneme ir` command (the parameters' flags come from
+    their declarations, added by the hook)."""
     options = [
         click.argument("ir_files", nargs=-1, type=click.Path(dir_okay=False)),
         click.option("-k", "--kernel", help="Mangled kernel name (needed when the IR has several)."),
@@ -173,21 +178,15 @@ def input_options(func):
         click.option("--arg", "arg_values", multiple=True, metavar="INDEX=VALUE",
                      help="Argument value to specialize on (with IR files); repeatable."),
         click.option("--specialize-dims/--no-specialize-dims", default=None, help="Grid and block sizes as constants."),
-        click.option("--specialize-dims-assume/--no-specialize-dims-assume", default=None,
-                     help="Grid and block sizes and index ranges as optimizer facts."),
         click.option("--launch-bounds", metavar="MAX[,MIN]", help="Max threads per block [, min blocks per SM]."),
         click.option("--passes", help="default<O0..O3|Os|Oz> or a comma-separated pass list ('' skips)."),
         click.option("--codegen-opt", type=click.IntRange(0, 3), help="LLVM code generation level."),
-        click.option("--ptxas-opt", type=click.IntRange(0, 3), help="ptxas optimization level."),
-        click.option("--max-registers", type=click.IntRange(0, 255), help="Register cap for ptxas (0: none)."),
-        click.option("--cache-mode", type=click.Choice(["", "ca", "cg", "cs", "lu", "cv"]), help="ptxas default load cache."),
-        click.option("--fast-math/--no-fast-math", default=None, help="Fast-math flags, f32 denormals flushed."),
         click.option("--prune/--no-prune", default=None, help="Drop what the kernel cannot reach."),
         click.option("--internalize/--no-internalize", default=None, help="Make all but the kernel internal."),
-        click.option("--remove-auto-init", is_flag=True, help="Remove clang's marked auto-initialization stores."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
+    func.takes_configuration = True  # the plugin hook adds the declared parameters' flags
     return func
 
 
@@ -209,13 +208,9 @@ def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
     return arch, backend_for_arch(arch)
 
 
-def _extra(kw: dict) -> list[str]:
-    return ["remove_auto_init"] if kw.get("remove_auto_init") else []
-
-
 def _transformed(source: Source, config, kw: dict, optimized: bool, arch: str | None):
     pre = pipeline.preprocess(source.module, source.kernel, config, source.args, source.arg_layout,
-                              specialize_indexes=source.specialize_indexes, extra_transforms=_extra(kw))  # fmt: skip
+                              specialize_indexes=source.specialize_indexes)  # fmt: skip
     if optimized:
         arch, backend = _arch(arch, source)
         backend.optimize(pre.module, config, arch)
@@ -229,7 +224,7 @@ def _build(source: Source, config, kw: dict, arch: str, backend: Backend, emit: 
         return str(pre.module), None
     binary = build.compile(source.module, source.kernel, config, arch, source.args, source.arg_layout,
                            backend=backend, emit=emit, specialize_indexes=source.specialize_indexes,
-                           extra_transforms=_extra(kw), cache=False)  # fmt: skip
+                           cache=False)  # fmt: skip
     data = binary.data.decode() if emit in ("ptx", "asm") else binary.data
     return data, binary
 
