@@ -70,6 +70,7 @@
 #include <unordered_map>
 #include <vector>
 
+#define MNEME_DEVICE_TIMER "cupti"  // MNEME_RECORD_TIMER=cupti: CUPTI's kernel records
 #include "engine.h"           // mneme/core/recorder/native: the vendor-neutral engine
 #include "snapshot_writer.h"  // mneme/core/snapshot/native: the snapshot format's writer
 #ifdef MNEME_CUPTI

@@ -10,6 +10,12 @@
 #include <regex>
 #include <string>
 
+// The name of the backend's timer by the device's own kernel timestamps (MNEME_RECORD_TIMER), which
+// the backend defines before including the engine; the others are "events" and "auto".
+#ifndef MNEME_DEVICE_TIMER
+#define MNEME_DEVICE_TIMER "kernel"
+#endif
+
 namespace mneme_engine {
 
 struct Config {
@@ -23,7 +29,7 @@ struct Config {
     long timed = 16;                 // launches timed in the application per recorded instance, after the recorded one
     bool gate = true;                // hold each timed launch's stream until its events and kernel are queued
     bool exclusive = true;           // run each timed launch alone on the device (see time_launch)
-    std::string timer = "auto";      // MNEME_RECORD_TIMER: cupti (kernel timestamps), events, or auto (cupti if it opens)
+    std::string timer = "auto";      // MNEME_RECORD_TIMER: MNEME_DEVICE_TIMER (kernel timestamps), events, or auto (that if it works)
     bool flush = true;               // evict the L2 before timing a recorded launch (see flush_l2)
     bool place = true;
 };
@@ -79,8 +85,8 @@ inline Config &config() {
         if (const char *v = getenv("MNEME_RECORD_TIMING_FLUSH")) cfg->flush = strcmp(v, "0") != 0;
         if (const char *v = getenv("MNEME_RECORD_TIMER")) {
             cfg->timer = v;
-            if (cfg->timer != "auto" && cfg->timer != "cupti" && cfg->timer != "events") {
-                fprintf(stderr, "mneme-recorder: MNEME_RECORD_TIMER=%s is none of auto, cupti, events; using auto\n", v);
+            if (cfg->timer != "auto" && cfg->timer != MNEME_DEVICE_TIMER && cfg->timer != "events") {
+                fprintf(stderr, "mneme-recorder: MNEME_RECORD_TIMER=%s is none of auto, " MNEME_DEVICE_TIMER ", events; using auto\n", v);
                 cfg->timer = "auto";
             }
         }
