@@ -240,62 +240,6 @@ def _defines(path: Path, kernel: str) -> bool:
     return f"@{kernel}(" in text and "define" in text
 
 
-def _place_snapshots(folder: Path, manifest: dict, policies: dict, prologue_path: Path, epilogue_path: Path) -> None:
-    """Check the recorder's own snapshots of one launch against its manifest, then move them into place.
-
-    Their META names no static or dynamic hash (the recorder cannot know the code's identity
-    before its IR is linked; no reader compares them): the database's names are the identity.
-    """
-    sources = [folder / Path(manifest.get(side, f"{side}.mneme")).name for side in ("prologue", "epilogue")]
-    for source in sources:
-        if not source.is_file():
-            raise FormatError(source, "the recorder's snapshot of this launch is missing; the recording is damaged "
-                              "(or was finalized already), record again")  # fmt: skip
-    expected = sorted((int(a), int(n)) for a, n in manifest["regions"])
-    with Snapshot.open(sources[0]) as prologue:
-        found = sorted((r.addr, r.size) for r in prologue.regions)
-        if found != expected:
-            raise FormatError(sources[0], f"holds regions {found}; the manifest lists {expected}; the recording is "
-                              "damaged, record again", field="regions")  # fmt: skip
-        for region in prologue.regions:
-            if region.policy != policies.get(region.addr, EXACT):
-                raise FormatError(sources[0], f"region 0x{region.addr:x} has policy {region.policy}; the manifest "
-                                  f"says {policies.get(region.addr, EXACT)}", field="policies")  # fmt: skip
-        with Snapshot.open(sources[1], base=prologue) as epilogue:  # the epilogue's base id names this prologue
-            if sorted((r.addr, r.size) for r in epilogue.regions) != expected:
-                raise FormatError(sources[1], f"its regions differ from the manifest's {expected}; record again",
-                                  field="regions")  # fmt: skip
-    for source, target in zip(sources, (prologue_path, epilogue_path)):
-        _move(source, target)
-
-
-def _move(source: Path, target: Path) -> None:
-    """Rename `source` over `target`; across file systems, copy to a temporary name, rename, then remove."""
-    try:
-        os.replace(source, target)
-        return
-    except OSError as exc:
-        if exc.errno != errno.EXDEV:
-            raise MnemeError(f"cannot move {source} to {target}: {exc.strerror}") from exc
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, target)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise MnemeError(f"cannot copy {source} to {target}: {exc.strerror}") from exc
-    source.unlink()
-
-
-def _defines(path: Path, kernel: str) -> bool:
-    """Whether an IR file defines `kernel` (a cheap text check for .ll; bitcode is assumed to)."""
-    path = Path(path)
-    if path.suffix != ".ll":
-        return True
-    text = path.read_text(errors="replace")
-    return f"@{kernel}(" in text and "define" in text
-
-
 def loaded_elf_files(raw_dir: Path) -> list[str]:
     """The ELF files the recorded processes had mapped (from the recorder's maps-<pid>.txt)."""
     files: list[str] = []
