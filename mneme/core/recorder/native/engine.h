@@ -4,6 +4,7 @@
 // built with hidden visibility, so none of it is exported. docs/design/native.md.
 #pragma once
 
+#include "annotations.h"
 #include "clock.h"
 #include "config.h"
 #include "files.h"
