@@ -50,3 +50,41 @@ def test_annotations_the_engine_writes_are_the_policies_finalize_reads(tmp_path)
         4096: RegionPolicy(dtype="f32", threshold=1e-5, relative=True, norm="L2"),
         8192: RegionPolicy(dtype="u8", threshold=0.0, relative=False, norm="none"),
     }
+
+
+COUNTS = r"""
+#include "engine.h"
+using namespace mneme_engine;
+
+int main() {
+    KernelCounts &saxpy = counts()["_Z5saxpyfPfS_"];
+    saxpy.seen = 5;
+    saxpy.occurrences[0xabc] = 3;
+    saxpy.occurrences[0xdef] = 2;
+    saxpy.app_times[0xabc] = {1.5e-6, 1.25e-6};
+    counts()["scale"].kernel_times[0x1] = {2e-6};
+    counts()["scale"].graph_launches = 7;
+    printf("{\"format\": \"test-counts\", \"version\": 1, \"kernels\": %s}\n", kernels_json(counts()).c_str());
+    return 0;
+}
+"""
+
+
+def test_the_counts_the_engine_writes_are_the_occurrences_and_times_finalize_reads(tmp_path):
+    from mneme.core.recorder.rawdir import RawFormat, in_application, occurrences
+
+    source, program = tmp_path / "counts.cpp", tmp_path / "counts"
+    source.write_text(COUNTS)
+    subprocess.run([*CXX.split(), "-std=c++17", f"-I{native.RECORDER_SOURCES}", str(source), "-o", str(program)],
+                   check=True, capture_output=True)  # fmt: skip
+    (tmp_path / "raw").mkdir()
+    (tmp_path / "raw" / "counts-1.json").write_text(subprocess.run([str(program)], check=True, capture_output=True,
+                                                                   text=True).stdout)  # fmt: skip
+    fmt = RawFormat(backend="test", manifest="test-raw", counts="test-counts", granularity=1 << 21,
+                    default_arch="", kernel_image=lambda *a: None, kernel_timer="device")  # fmt: skip
+    key = "0000000000000abc"
+    assert occurrences(fmt, tmp_path / "raw") == {("_Z5saxpyfPfS_", key): 3, ("_Z5saxpyfPfS_", "0000000000000def"): 2}
+    times, graphs, timers = in_application(fmt, tmp_path / "raw")
+    assert times == {("_Z5saxpyfPfS_", key): [1.5e-6, 1.25e-6], ("scale", "0000000000000001"): [2e-6]}
+    assert graphs == {"scale": 7}
+    assert timers == {("_Z5saxpyfPfS_", key): "events", ("scale", "0000000000000001"): "device"}

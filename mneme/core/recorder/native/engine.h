@@ -7,6 +7,7 @@
 #include "annotations.h"
 #include "clock.h"
 #include "config.h"
+#include "counts.h"
 #include "files.h"
 #include "hash.h"
 #include "intervals.h"
