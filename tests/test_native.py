@@ -111,6 +111,7 @@ def test_the_core_ships_the_native_sources_every_backend_compiles():
 def test_each_header_of_the_recorder_engine_compiles_on_its_own(tmp_path, header):
     unit = tmp_path / "unit.cpp"
     unit.write_text(f'#include "{header}"\n')
-    proc = subprocess.run([*native.cxx_compiler().split(), "-std=c++17", "-fsyntax-only", "-Wall", "-Werror",
-                           f"-I{native.RECORDER_SOURCES}", str(unit)], capture_output=True, text=True, check=False)  # fmt: skip
+    include = [f"-I{native.RECORDER_SOURCES}", f"-I{native.SNAPSHOT_SOURCES}"]
+    proc = subprocess.run([*native.cxx_compiler().split(), "-std=c++17", "-fsyntax-only", "-Wall", "-Werror", *include,
+                           str(unit)], capture_output=True, text=True, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -17,6 +17,7 @@ from mneme.core.recorder.rawdir import region_policies
 from mneme.core.snapshot import RegionPolicy
 
 CXX = native.cxx_compiler()
+INCLUDES = [f"-I{native.RECORDER_SOURCES}", f"-I{native.SNAPSHOT_SOURCES}"]  # as a backend's recorder builds
 pytestmark = pytest.mark.skipif(CXX is None, reason="no C++ compiler")
 
 PROGRAM = r"""
@@ -40,8 +41,8 @@ int main() {
 def test_annotations_the_engine_writes_are_the_policies_finalize_reads(tmp_path):
     source, program = tmp_path / "annotations.cpp", tmp_path / "annotations"
     source.write_text(PROGRAM)
-    subprocess.run([*CXX.split(), "-std=c++17", f"-I{native.RECORDER_SOURCES}", str(source), "-o", str(program)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run([*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True,
+                   capture_output=True)  # fmt: skip
     out = json.loads(subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout)
     assert (out["ok"], out["rejected"], out["negative"]) == (True, True, True)
     assert out["policies"][0]["tag"] == 'output "buffer"' and out["policies"][0]["norm"] == "L2"
@@ -75,8 +76,8 @@ def test_the_counts_the_engine_writes_are_the_occurrences_and_times_finalize_rea
 
     source, program = tmp_path / "counts.cpp", tmp_path / "counts"
     source.write_text(COUNTS)
-    subprocess.run([*CXX.split(), "-std=c++17", f"-I{native.RECORDER_SOURCES}", str(source), "-o", str(program)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run([*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True,
+                   capture_output=True)  # fmt: skip
     (tmp_path / "raw").mkdir()
     (tmp_path / "raw" / "counts-1.json").write_text(subprocess.run([str(program)], check=True, capture_output=True,
                                                                    text=True).stdout)  # fmt: skip

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "json.h"
+#include "snapshot_writer.h"
 
 namespace mneme_engine {
 
@@ -20,6 +21,11 @@ struct Annotation {
     double threshold = 0;
     bool relative = false;
 };
+
+// The snapshot format's element types and norms, in the order of their codes (docs/formats.md).
+inline const char *const DTYPES[12] = {"u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64",
+                                       "f16", "bf16", "f32", "f64"};
+inline const char *const NORMS[4] = {"none", "L1", "L2", "Linf"};
 
 // Allocation base -> its policy (the recorder's lock held); dropped when the allocation is freed.
 inline std::map<uint64_t, Annotation> &annotations() {
@@ -31,18 +37,27 @@ inline std::map<uint64_t, Annotation> &annotations() {
 // threshold the snapshot format does not know), `a` then unusable.
 inline bool parse_annotation(const char *dtype, double threshold, int relative, const char *norm, const char *tag,
                              Annotation &a) {
-    static const char *dtypes[] = {"u8", "u16", "u32", "u64", "i8", "i16", "i32", "i64",
-                                   "f16", "bf16", "f32", "f64"};
-    static const char *norms[] = {"none", "L1", "L2", "Linf"};
-    for (const char *d : dtypes)
+    for (const char *d : DTYPES)
         if (dtype && strcmp(dtype, d) == 0) a.dtype = d;
-    for (const char *n : norms)
+    for (const char *n : NORMS)
         if (strcasecmp(norm && *norm ? norm : "none", n) == 0) a.norm = n;
     if (a.dtype.empty() || a.norm.empty() || !isfinite(threshold) || threshold < 0) return false;
     a.threshold = threshold;
     a.relative = relative != 0;
     a.tag = tag ? tag : "";
     return true;
+}
+
+// The snapshot writer's policy for an annotated region.
+inline mneme_snapshot::Policy annotation_policy(const Annotation &a) {
+    mneme_snapshot::Policy p;
+    for (uint8_t i = 0; i < 12; ++i)
+        if (a.dtype == DTYPES[i]) p.dtype = i;
+    for (uint8_t i = 0; i < 4; ++i)
+        if (a.norm == NORMS[i]) p.norm = i;
+    p.relative = a.relative;
+    p.threshold = a.threshold;
+    return p;
 }
 
 // One manifest "policies" entry: the policy of the region at `addr`.

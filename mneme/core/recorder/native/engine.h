@@ -1,4 +1,5 @@
-// The vendor-neutral part of Mneme's native recorders, header-only: each backend's recorder
+// The vendor-neutral part of Mneme's native recorders, header-only (with the snapshot writer,
+// mneme/core/snapshot/native, on the include path): each backend's recorder
 // (backends/<name>/recorder) includes it and adds its device API layer (interposition, device
 // memory, module and launch handling). Everything is in namespace mneme_engine; the recorder is
 // built with hidden visibility, so none of it is exported. docs/design/native.md.
@@ -14,3 +15,4 @@
 #include "json.h"
 #include "log.h"
 #include "lz4_block.h"
+#include "snapshot_options.h"
