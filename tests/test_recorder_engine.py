@@ -89,3 +89,53 @@ def test_the_counts_the_engine_writes_are_the_occurrences_and_times_finalize_rea
     assert times == {("_Z5saxpyfPfS_", key): [1.5e-6, 1.25e-6], ("scale", "0000000000000001"): [2e-6]}
     assert graphs == {"scale": 7}
     assert timers == {("_Z5saxpyfPfS_", key): "events", ("scale", "0000000000000001"): "device"}
+
+
+MANIFEST = r"""
+#include <sys/stat.h>
+#include "engine.h"
+using namespace mneme_engine;
+
+int main(int argc, char **argv) {
+    std::string raw = argv[1];
+    LaunchManifest m;
+    m.format = "test-raw";
+    m.kernel = "_Z5saxpyfPfS_";
+    m.occurrence = 2;
+    m.instance_key = 0xabc;
+    m.grid[0] = 4, m.grid[1] = m.grid[2] = 1;
+    m.block[0] = 256, m.block[1] = m.block[2] = 1;
+    m.va_base = 0x153940000000ull;
+    m.args = std::string("\x01\x02\xff", 3);
+    m.params = {{0, 4}, {8, 8}};
+    m.regions = {{0x153940000000ull, 1024}};
+    m.globals.emplace_back("scale", 0x7000, 4);
+    Annotation a;
+    parse_annotation("f32", 0.5, 0, "L2", "x", a);
+    m.policies = annotation_json(0x153940000000ull, a);
+    std::string tmp = raw + "/launch-1-0.tmp";
+    mkdir(tmp.c_str(), 0755);
+    return publish_launch(manifest_head(m), tmp, raw + "/launch-1-0", "synchronous", 0.25, 1234);
+}
+"""
+
+
+def test_a_manifest_the_engine_publishes_is_a_launch_finalize_reads(tmp_path):
+    from mneme.core.recorder.rawdir import RawFormat, launches
+
+    source, program, raw = tmp_path / "manifest.cpp", tmp_path / "manifest", tmp_path / "raw"
+    source.write_text(MANIFEST)
+    subprocess.run([*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True,
+                   capture_output=True)  # fmt: skip
+    raw.mkdir()
+    subprocess.run([str(program), str(raw)], check=True)
+    fmt = RawFormat(backend="test", manifest="test-raw", counts="test-counts", granularity=1 << 21,
+                    default_arch="", kernel_image=lambda *a: None)  # fmt: skip
+    [(folder, manifest)] = launches(fmt, raw)
+    assert folder.name == "launch-1-0" and not (raw / "launch-1-0.tmp").exists()
+    assert manifest["kernel"] == "_Z5saxpyfPfS_" and manifest["instance_key"] == "0000000000000abc"
+    assert (manifest["grid"], manifest["block"], manifest["args"]) == ([4, 1, 1], [256, 1, 1], "0102ff")
+    assert manifest["params"] == [[0, 4], [8, 8]] and manifest["regions"] == [[0x153940000000, 1024]]
+    assert manifest["globals"] == [["scale", 0x7000, 4]] and manifest["policies"][0]["norm"] == "L2"
+    assert (manifest["capture"], manifest["epilogue_format"], manifest["stored_bytes"]) == ("synchronous", "diff", 1234)
+    assert (manifest["prologue"], manifest["epilogue"]) == ("prologue.mneme", "epilogue.mneme")

@@ -15,4 +15,5 @@
 #include "json.h"
 #include "log.h"
 #include "lz4_block.h"
+#include "manifest.h"
 #include "snapshot_options.h"
