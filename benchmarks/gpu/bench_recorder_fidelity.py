@@ -77,7 +77,7 @@ log = logging.getLogger("bench_recorder_fidelity")
 def library() -> Path:
     from mneme_cuda import recorder
 
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.library_name()
     return prebuilt if prebuilt.exists() else recorder.build()
 
 

@@ -412,7 +412,8 @@ def find_kernel(mod: ModuleRef, name: str) -> llvm.ValueRef:
 
 
 @functools.lru_cache(maxsize=64)
-def _target_data(layout: str) -> llvm.TargetData:
+def target_data(layout: str) -> llvm.TargetData:
+    """The LLVM target data of a data layout string (type sizes and alignments), cached per layout."""
     return llvm.create_target_data(layout)
 
 
@@ -444,7 +445,7 @@ def _byval_type(mod: ModuleRef, attributes: Iterable[bytes]) -> llvm.TypeRef | N
 def kernel_params(mod: ModuleRef, kernel_name: str) -> list[Param]:
     """The kernel's parameters with their IR types, sizes and offsets in the argument buffer."""
     fn = find_kernel(mod, kernel_name)
-    td = _target_data(mod.data_layout)
+    td = target_data(mod.data_layout)
     params = []
     offset = 0
     for index, arg in enumerate(fn.arguments):

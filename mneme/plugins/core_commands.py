@@ -17,8 +17,9 @@ from rich.table import Table
 
 from mneme import __version__
 from mneme.core import plugins
+from mneme.core.demangle import demangle
 from mneme.core.errors import DISTRIBUTION, MnemeError, UsageError
-from mneme.core.records import RecordedExecution, clean_records, copy_records, demangle
+from mneme.core.records import RecordedExecution, clean_records, copy_records
 
 
 def _console():

@@ -12,9 +12,10 @@ import os
 import click
 from rich.table import Table
 
+from mneme.core.demangle import demangle
 from mneme.core.errors import UsageError
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, read_entries
-from mneme.instrument.symbols import demangle, short_names
+from mneme.instrument.symbols import short_names
 
 
 def _console():

@@ -18,7 +18,7 @@ recorder) flushed as it is, and flushed with a synchronize after the flush. A pr
 go to docs/design/investigations/.
 
     scripts/gpu-suite --run python3 benchmarks/gpu/probes/flush_order_probe.py --runs 25 \
-        --recorders "writer=.gpu/lib/alt-writer/libmneme_cuda_recorder.so,..." [--json out.json]
+        --recorders "writer=.gpu/lib/alt-writer/libmneme_cuda_recorder-<hash>.so,..." [--json out.json]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The native snapshot reader (mneme_cuda.snapio) decodes exactly what the Python reader does, and fails alike."""
+"""The native snapshot reader (mneme.core.snapshot.snapio) decodes exactly what the Python reader does, and fails alike."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import xxhash
 
 from mneme.core.errors import CorruptFileError, FormatError
 from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotWriter
-from mneme.core.snapshot import codec
+from mneme.core.snapshot import codec, snapio
 from mneme.core.snapshot.format import ENC_DIFF, ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
 
-snapio = pytest.importorskip("mneme_cuda.snapio")
 
 A, B, C = 0x7000_0000, 0x7100_0000, 0x7200_0000
 D, E = 0x7300_0000, 0x7400_0000  # LZ4 regions (snapshot format version 2), where liblz4 is installed
@@ -172,7 +171,7 @@ def test_a_truncated_file_is_reported_with_its_block(decoder, state):
 
 
 def test_without_the_library_there_is_no_native_decoder(monkeypatch, tmp_path):
-    monkeypatch.setenv("MNEME_CUDA_SNAPIO", str(tmp_path / "missing.so"))
+    monkeypatch.setenv("MNEME_SNAPIO", str(tmp_path / "missing.so"))
     monkeypatch.setenv("PATH", str(tmp_path))  # and no compiler to build it
     monkeypatch.delenv("CC", raising=False)
     snapio.library.cache_clear()
