@@ -56,6 +56,9 @@ def cli(ctx: click.Context, debug: bool, verbose: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from mneme.compat.cli_aliases import rewrite  # the original Mneme's option spellings
+
+    argv = rewrite(sys.argv[1:] if argv is None else argv)
     try:
         cli.main(args=argv, prog_name="mneme")
     except MnemeError as exc:  # raised while loading plugins, before a subcommand runs

@@ -157,6 +157,20 @@ class ExperimentConfiguration:
         return attrs.evolve(self, **changes)
 
 
+#: The configuration fields that reach optimization and code generation but not the preprocessed IR
+#: (the transforms' fields are in the variant hash): with the backend's toolchain and the variant
+#: hash they decide a build. The one list the build cache and the loaded-kernel cache read.
+BUILD_FIELDS = (
+    "passes", "codegen_opt", "codegen_method", "loop_unrolling", "loop_vectorization", "slp_vectorization",
+    "inlining_threshold", "ptxas_opt", "max_registers", "cache_mode",
+)  # fmt: skip
+
+
+def build_fields(config: ExperimentConfiguration) -> dict[str, Any]:
+    """The `BUILD_FIELDS` of `config`, by name (those it has)."""
+    return {name: getattr(config, name) for name in BUILD_FIELDS if hasattr(config, name)}
+
+
 @attrs.define
 class ExperimentResult:
     """What one experiment measured. Times are in seconds; `exec_time` has one entry per timed run."""

@@ -26,6 +26,7 @@ import logging
 import re
 
 import attrs
+import llvmlite.binding as llvm
 
 from mneme.core.errors import IRError, UnsupportedError
 from mneme.plugins.backends.host import intrinsics
@@ -407,8 +408,6 @@ def _global_alignment(gv_text: str) -> int:
 
 def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) -> HostModule:
     """Rewrite a parsed NVPTX module (llvmlite ModuleRef) into host IR text; see the module docstring."""
-    import llvmlite.binding as llvm
-
     try:
         module.get_function(kernel_name)
     except NameError as exc:

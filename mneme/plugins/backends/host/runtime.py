@@ -10,6 +10,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import llvmlite.binding as llvm
+
 from mneme.core.errors import BackendUnavailable
 from mneme.core.native import c_compiler, compile_library
 from mneme.core.native import cache_dir as native_cache_dir
@@ -67,8 +69,6 @@ def build(compiler: str | None = None) -> Path:
 @functools.lru_cache(maxsize=1)
 def load() -> ctypes.CDLL:
     """Build and load the runtime, and make its symbols visible to JIT-compiled kernels."""
-    import llvmlite.binding as llvm
-
     path = build()
     lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
     llvm.load_library_permanently(str(path))

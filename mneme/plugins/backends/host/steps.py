@@ -23,7 +23,10 @@ import logging
 import re
 from collections import deque
 
+import llvmlite.binding as llvm
+
 from mneme.plugins.backends.host import intrinsics, retarget
+from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +89,6 @@ def _sync_functions(lines: list[str], spans: dict[str, tuple[int, int]]) -> dict
 
 
 def _run_passes(text: str, add) -> str:
-    import llvmlite.binding as llvm
-
-    from mneme.plugins.backends.host.backend import target_machine
-
     module = llvm.parse_assembly(text)
     pb = llvm.create_pass_builder(target_machine(), llvm.PipelineTuningOptions())
     try:

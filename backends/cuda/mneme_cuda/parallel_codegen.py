@@ -26,6 +26,7 @@ import llvmlite.binding as llvm
 
 from mneme.core import ir
 from mneme.core.errors import IRError, UsageError
+from mneme_cuda.target import target_machine
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,6 @@ def partition_text(text: str, spans: list[tuple[str, int, int, int]], keep: set[
 
 def _emit(text: str, arch: str, opt: int, drop_globals: bool = True) -> str:
     """One partition's module text -> PTX (in a worker, or here for the kernel's partition)."""
-    from mneme.core import codegen
-
     mod = llvm.parse_assembly(text)
     try:
         if drop_globals:  # defined by the kernel's partition; unused here by construction
@@ -123,7 +122,7 @@ def _emit(text: str, arch: str, opt: int, drop_globals: bool = True) -> str:
                     gv.linkage = llvm.Linkage.internal
             ir.drop_unused_globals(mod)
         ir.verify(mod, "a partition of parallel code generation")
-        return codegen.target_machine("nvptx", arch, opt).emit_assembly(mod)
+        return target_machine(arch, opt).emit_assembly(mod)
     finally:
         mod.close()
 
@@ -151,7 +150,7 @@ class Worker:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.proc = subprocess.Popen([sys.executable, "-c", "from mneme.core.parallel_codegen import serve; serve()"],
+        self.proc = subprocess.Popen([sys.executable, "-c", "from mneme_cuda.parallel_codegen import serve; serve()"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
 
     def emit(self, text: str, arch: str, opt: int) -> str:
@@ -189,9 +188,7 @@ def workers(count: int) -> list[Worker]:
 
 def warm(count: int | None = None) -> None:
     """Start the workers now and wait until they are ready (importing llvmlite there takes a moment)."""
-    from mneme.core import codegen
-
-    tm = codegen.target_machine("nvptx", "sm_90", 3)
+    tm = target_machine("sm_90", 3)
     data = f'target triple = "{tm.triple}"\ntarget datalayout = "{tm.target_data}"\n'
     with concurrent.futures.ThreadPoolExecutor(8) as threads:
         list(threads.map(lambda w: w.emit(data, "sm_90", 3), workers(count or max(1, codegen_jobs() - 1))))
@@ -208,18 +205,16 @@ def emit_partitions(module: llvm.ModuleRef, kernel_name: str, arch: str, opt: in
 
     One element when the module is too small to split; then it is the serial PTX.
     """
-    from mneme.core import codegen
-
     jobs = jobs or codegen_jobs()
     if min(jobs, len(ir.defined_functions(module)) // MIN_FUNCTIONS_PER_PARTITION) < 2:
-        return [codegen.target_machine("nvptx", arch, opt).emit_assembly(module)]
+        return [target_machine(arch, opt).emit_assembly(module)]
     text = str(module)
     parts = partitions(module, kernel_name, jobs, text)
     if "\n!llvm.dbg.cu = " in text:  # one compile unit's debug info cannot be split by function
         log.info("kernel %r carries debug info; generating it serially", kernel_name)
         parts = parts[:1]
     if len(parts) == 1:
-        return [codegen.target_machine("nvptx", arch, opt).emit_assembly(module)]
+        return [target_machine(arch, opt).emit_assembly(module)]
     spans = ir.defined_function_spans(text)
     texts = [partition_text(text, spans, set(p), kernel_part=i == 0) for i, p in enumerate(parts)]
     with concurrent.futures.ThreadPoolExecutor(len(texts) - 1) as threads:  # threads wait on the pipes
