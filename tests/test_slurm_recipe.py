@@ -14,6 +14,7 @@ import pytest
 import mneme
 from mneme.core.tuning.report import open_results
 from mneme.core.tuning.store import COUNTED, EVALUATED, ResultStore
+from test_tune_cli import postgres_url  # noqa: F401 - the fixture: a PostgreSQL server of the test's own
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "examples" / "slurm"
@@ -32,11 +33,9 @@ def test_each_array_task_runs_tune_task_and_the_scripts_parse(script):
         assert proc.returncode == 0, proc.stderr
 
 
-@pytest.mark.slow
-def test_three_array_tasks_share_one_journal_study(tmp_path):
+def _three_tasks_share_one_study(tmp_path, storage):
     db = mneme.capture(SAXPY_IR, "saxpy", 16, 256, [np.int32(N), np.float32(2.0), np.arange(N, dtype=np.float32),
                                                      np.ones(N, dtype=np.float32)], tmp_path / "rec", backend="host")  # fmt: skip
-    storage = f"journal:{tmp_path / 'shared' / 'study.log'}"
     env = {**os.environ, "MNEME": f"{sys.executable} -m mneme", "MNEME_RECORDING": str(db), "MNEME_STORAGE": storage,
            "MNEME_STUDY": "array", "MNEME_TRIALS": "9", "MNEME_SPACE": "quick", "MNEME_SAMPLER": "random",
            "MNEME_SEED": "5", "MNEME_BACKEND": "host", "MNEME_RESULTS": str(tmp_path / "results"),
@@ -56,3 +55,13 @@ def test_three_array_tasks_share_one_journal_study(tmp_path):
     for i in range(3):
         store, session = open_results(tmp_path / "results" / f"task-{i}")
         assert session["storage"] == storage and len(store.records()) == len(records)
+
+
+@pytest.mark.slow
+def test_three_array_tasks_share_one_journal_study(tmp_path):
+    _three_tasks_share_one_study(tmp_path, f"journal:{tmp_path / 'shared' / 'study.log'}")
+
+
+@pytest.mark.slow
+def test_three_array_tasks_share_one_postgresql_study(tmp_path, postgres_url):  # noqa: F811
+    _three_tasks_share_one_study(tmp_path, postgres_url)
