@@ -21,6 +21,8 @@ import logging
 import os
 import re
 import struct
+import sys
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -472,3 +474,13 @@ def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backen
 
 
 __all__ = ["capture", "capture_spec", "load_spec", "build_args", "pack_scalar", "DEFAULT_VA_ADDR"]
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: ``mneme.capture(...)`` is ``mneme.capture.capture(...)``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Path:
+        return capture(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

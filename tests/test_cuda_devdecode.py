@@ -121,7 +121,7 @@ def test_the_tables_point_each_chunk_at_its_payload_body_and_destination(state):
 @needs_lz4
 def test_the_native_reader_hands_over_payloads_as_stored_and_checks_them(state, tmp_path):
     if snapio.library() is None:
-        pytest.skip("the native reader cannot be built here (needs a C compiler and xxhash.h)")
+        pytest.skip("needs a C compiler and xxhash.h: the native reader cannot be built here")
     path, _, _ = state
     raw = path.read_bytes()
     with snapio.NativeDecoder(2) as decoder, Snapshot.open(path) as snap:

@@ -18,6 +18,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from skips import needs
 from click.testing import CliRunner
 from irbuild import KERNELS_DIR
 
@@ -29,9 +30,8 @@ from mneme.instrument.section import SECTION_NAME, read_entries
 from mneme.instrument.symbols import module_symbols
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc not on PATH (Debian: apt-get install hipcc)"),
-    pytest.mark.skipif(not all(shutil.which(t) for t in ("clang++-19", "llvm-objcopy-19")),
-                       reason="needs clang-19 and llvm-19"),
+    pytest.mark.skipif(shutil.which("hipcc") is None, reason="needs hipcc: apt-get install hipcc"),
+    needs("clang++-19", "llvm-objcopy-19"),
 ]
 
 LAUNCHER = [sys.executable, "-m", "mneme.instrument.launcher"]

@@ -19,7 +19,7 @@ from mneme.core.types import ExperimentConfiguration
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 needs_nvjitlink = pytest.mark.skipif(cuda_codegen.ptx_assembler() != "nvjitlink",
-                                     reason="nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed")  # fmt: skip
+                                     reason="needs nvJitLink: pip install nvidia-nvjitlink cuda-bindings")  # fmt: skip
 O3 = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
 READELF = "llvm-readelf-19"
 

@@ -256,7 +256,7 @@ def test_nvjitlink_and_ptxas_both_assemble_when_installed():
     _, report, _ = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE.replace(cache_mode="cg", ptxas_opt=1), "saxpy", assembler="ptxas")
     assert cuda_codegen.ptxas_resources(report, "saxpy").registers > 0
     if cuda_codegen.ptx_assembler() != "nvjitlink":
-        pytest.skip("nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed")
+        pytest.skip("needs nvJitLink: pip install nvidia-nvjitlink cuda-bindings")
     cubin2, report2, tool = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE, "saxpy", assembler="nvjitlink")
     assert tool == "nvjitlink" and cubin2[:4] == b"\x7fELF"
     assert cuda_codegen.ptxas_resources(report2, "saxpy").registers == cuda_codegen.ptxas_resources(report, "saxpy").registers

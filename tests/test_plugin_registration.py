@@ -165,8 +165,8 @@ def saxpy_example(tmp_path_factory):
 
 
 @pytest.mark.parametrize("blocked, sampler, message", [
-    (("nevergrad",), "nevergrad:NGOpt", "nevergrad:NGOpt needs the nevergrad extra: pip install 'mneme[nevergrad]'"),
-    (("cmaes",), "optuna:cmaes", "optuna:cmaes needs the cmaes extra: pip install 'mneme[cmaes]'"),
+    (("nevergrad",), "nevergrad:NGOpt", "nevergrad:NGOpt needs the nevergrad extra: pip install 'mneme-gpu[nevergrad]'"),
+    (("cmaes",), "optuna:cmaes", "optuna:cmaes needs the cmaes extra: pip install 'mneme-gpu[cmaes]'"),
 ])
 def test_a_sampler_whose_extra_is_missing_says_which_extra_to_install(saxpy_example, tmp_path, blocked, sampler,
                                                                       message):
@@ -177,7 +177,7 @@ def test_a_sampler_whose_extra_is_missing_says_which_extra_to_install(saxpy_exam
 
 def test_mneme_plugins_names_the_extra_a_sampler_family_needs():
     out = run("plugins", code=BLOCKED.format(blocked=("nevergrad",))).stdout
-    assert "needs the nevergrad extra: pip install 'mneme[nevergrad]'" in " ".join(rows(out, "sampler")["nevergrad"])
+    assert "needs the nevergrad extra: pip install 'mneme-gpu[nevergrad]'" in " ".join(rows(out, "sampler")["nevergrad"])
 
 
 def _results_copy(tmp_path: Path, storage: str | None = None) -> Path:
@@ -193,11 +193,11 @@ def test_plots_without_the_plots_extra_say_which_extra_to_install(tmp_path):
     results = _results_copy(tmp_path)
     result = run("results", str(results), "--plots", str(tmp_path / "plots"),
                  code=BLOCKED.format(blocked=("matplotlib", "plotly")))
-    one_line_error(result, "PNG and HTML plots need the plots extra: pip install 'mneme[plots]'")
+    one_line_error(result, "PNG and HTML plots need the plots extra: pip install 'mneme-gpu[plots]'")
     assert not (tmp_path / "plots").exists()
 
 
 def test_a_postgresql_storage_without_the_postgres_extra_says_which_extra_to_install(tmp_path):
     results = _results_copy(tmp_path, "postgresql://mneme@127.0.0.1:9/study")
     result = run("results", str(results), code=BLOCKED.format(blocked=("psycopg",)))
-    one_line_error(result, "storage postgresql:// needs the postgres extra: pip install 'mneme[postgres]'")
+    one_line_error(result, "storage postgresql:// needs the postgres extra: pip install 'mneme-gpu[postgres]'")

@@ -22,7 +22,7 @@ CHUNK = 1 << 16
 @pytest.fixture(scope="module")
 def decoder():
     if snapio.library() is None:
-        pytest.skip("the native reader cannot be built here (needs a C compiler and xxhash.h)")
+        pytest.skip("needs a C compiler and xxhash.h: the native reader cannot be built here")
     with snapio.NativeDecoder(4) as dec:
         yield dec
 
@@ -108,7 +108,7 @@ def test_a_flipped_byte_names_the_file_and_block_like_the_python_reader(decoder,
     pro, _ = state
     with Snapshot.open(pro) as snap:
         if addr not in snap:
-            pytest.skip("no LZ4 regions without liblz4.so.1")
+            pytest.skip("needs liblz4.so.1: no LZ4 regions without it")
         at = snap.chunk_index(addr).chunks[which].payload_at + 17  # the first body byte after the 16-byte prefix
     data = bytearray(pro.read_bytes())
     data[at] ^= 0x10

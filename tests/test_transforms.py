@@ -43,7 +43,7 @@ def test_every_builtin_transform_is_a_registered_plugin():
     names = set(plugins.names("transform"))
     assert {"internalize", "prune", "specialize_args", "specialize_dims", "specialize_dims_assume",
             "set_launch_bounds", "remove_auto_init", "fast_math"} <= names  # fmt: skip
-    assert all(plugins.provided("transform")[0].distribution == "mneme" for _ in range(1))
+    assert all(plugins.provided("transform")[0].distribution == "mneme-gpu" for _ in range(1))
 
 
 # -- specialize_dims ------------------------------------------------------------------------------

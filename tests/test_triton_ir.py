@@ -45,7 +45,7 @@ def test_triton_ir_loads_and_its_kernel_and_parameters_are_found(entry):
 @pytest.mark.parametrize("entry", ENTRIES, ids=[p.name for p in ENTRIES])
 def test_triton_ir_goes_through_every_transform_to_ptx_that_ptxas_accepts(entry):
     if shutil.which("ptxas") is None:
-        pytest.skip("ptxas (CUDA toolkit) is not installed")
+        pytest.skip("needs ptxas: the CUDA toolkit")
     llir, name = _kernel(entry)
     module = ir.link([llir], name)
     config = ExperimentConfiguration(grid=64, block=128, specialize_dims=True, set_launch_bounds=True,

@@ -64,8 +64,8 @@ class ExperimentError(MnemeError):
         super().__init__(message)
 
 
-# The distribution's name as pip installs it, for "pip install 'mneme[extra]'" messages.
-DISTRIBUTION = "mneme"
+# The distribution's name as pip installs it, for "pip install 'mneme-gpu[extra]'" messages.
+DISTRIBUTION = "mneme-gpu"
 
 
 class MissingExtraError(UsageError):

@@ -235,7 +235,7 @@ def plot_formats(choice: str | None = None) -> tuple[str, ...]:
     if missing and (choice is not None or len(missing) == len(wanted)):
         raise MissingExtraError(f"{' and '.join(f.upper() for f in missing)} plots", "plots", plural=True)
     for f in missing:
-        log.warning("no %s plots: %s is not installed (pip install 'mneme[plots]')", f.upper(), _PLOT_LIBRARY[f])
+        log.warning("no %s plots: %s is not installed (pip install 'mneme-gpu[plots]')", f.upper(), _PLOT_LIBRARY[f])
     return tuple(f for f in wanted if f not in missing)
 
 
