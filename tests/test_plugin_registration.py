@@ -68,7 +68,7 @@ def replacer_site(tmp_path_factory):
         [project]
         name = "mneme-quasirandom"
         version = "0.2.0"
-        dependencies = ["mneme"]
+        dependencies = ["mneme-gpu"]
 
         [project.entry-points.mneme]
         quasirandom = "mneme_quasirandom.plugin"
@@ -141,7 +141,7 @@ def test_a_third_party_plugin_replaces_a_builtin_one_and_gets_the_click_group_an
     assert listed.returncode == 0 and listed.stdout.split() == ["exhaustive", "nevergrad", "optuna", "random"]
     # Disabling the replacer brings the built-in one back.
     out = run("-p", "no:quasirandom", "plugins", path=[replacer_site]).stdout
-    assert rows(out, "sampler")["random"][2:4] == ["random", "mneme"], out
+    assert rows(out, "sampler")["random"][2:4] == ["random", "mneme-gpu"], out
 
 
 # -- missing extras: the import is blocked in the process, as if the extra were not installed ----------

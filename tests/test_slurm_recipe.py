@@ -48,7 +48,10 @@ def _three_tasks_share_one_study(tmp_path, storage):
     records = ResultStore.load(storage, "array").records()
     counted = [r for r in records if r.status in COUNTED]
     assert 9 <= len(counted) <= 9 + len(tasks)  # one budget: each tuner checks it before each ask
-    assert {r.owner["pid"] for r in counted} == {task.pid for task in tasks}  # every tuner ran trials
+    # The tuners split the one budget: trials from more than one of them (on a loaded machine the
+    # last to start can find the budget spent), and from no other process.
+    owners = {r.owner["pid"] for r in counted}
+    assert len(owners) >= 2 and owners <= {task.pid for task in tasks}
     ran = [r.hash for r in records if r.status in EVALUATED]
     assert len(ran) == len(set(ran))  # no configuration ran twice across the tuners
     # Each task's results folder reads the whole shared study.
