@@ -69,7 +69,11 @@ class DeviceInfo:
 
 @attrs.frozen
 class Resources:
-    """Resource usage of one compiled kernel; -1 where the backend cannot tell."""
+    """Resource usage of one compiled kernel; -1 where the backend cannot tell.
+
+    `assembler` names the tool and version that produced the binary the numbers describe
+    (e.g. "ptxas 13.0.88", "nvjitlink 13.5.37"); "" where the backend has none.
+    """
 
     registers: int = -1
     local_mem: int = -1
@@ -78,6 +82,7 @@ class Resources:
     spill_stores: int = -1
     spill_loads: int = -1
     max_threads_per_block: int = -1
+    assembler: str = ""
 
 
 @attrs.frozen

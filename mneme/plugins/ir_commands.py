@@ -254,6 +254,8 @@ def _resource_rows(binary) -> list[tuple[str, str]]:
             ("local memory (bytes)", res.local_mem), ("constant memory (bytes)", res.const_mem),
             ("max threads per block", res.max_threads_per_block), ("object size (bytes)", len(binary.data))]  # fmt: skip
     rows = [(name, "-" if value == -1 else str(value)) for name, value in rows]
+    if res.assembler:
+        rows.append(("assembler", res.assembler))
     rows += [(f"{stage} (ms)", f"{seconds * 1e3:.1f}") for stage, seconds in binary.stage_times.items()]
     return rows
 
