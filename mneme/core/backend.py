@@ -148,6 +148,19 @@ class Backend(abc.ABC):
     def open_device(self, index: int = 0) -> Device:
         """Open device `index` in this process."""
 
+    def check(self, module: Any, kernel_name: str, arch: str | None = None) -> list[str]:
+        """What of `kernel_name` in `module` this backend cannot run, by name; [] when it can. Runs nothing.
+
+        The default: all supported, when the module is IR of this backend's `target` (if it declares one).
+        """
+        from mneme.core import pipeline  # lazily: the pipelines import llvmlite
+
+        target = getattr(self, "target", None)
+        found = pipeline.module_target(module)
+        if target and found != target:
+            return [f"IR for {module.triple or 'no target'} ({found}); the {self.name} backend compiles {target} IR"]
+        return []
+
     def default_emit(self, arch: str) -> str:
         return self.emits[0]
 

@@ -305,8 +305,11 @@ def _attach_embedded_commands() -> None:
     """`mneme ir list` and `mneme ir extract` read IR embedded by `mneme-cc`."""
     from mneme.plugins.instrument_commands import extract_command, list_command
 
+    from mneme.plugins.check_commands import check_command
+
     ir_group.add_command(list_command)
     ir_group.add_command(extract_command)
+    ir_group.add_command(check_command)
 
 
 _attach_embedded_commands()
