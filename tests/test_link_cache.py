@@ -24,7 +24,8 @@ MANY = "\n".join(
 def many(tmp_path):
     src = tmp_path / "many.cu"
     src.write_text(MANY + "\n")
-    path = build_cuda_ir(src)
+    path = tmp_path / "many.ll"  # a copy: a test edits it, and build_cuda_ir's result is shared
+    path.write_bytes(build_cuda_ir(src).read_bytes())
     ir.clear_link_cache()
     yield str(path)
     ir.clear_link_cache()

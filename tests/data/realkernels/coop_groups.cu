@@ -16,7 +16,7 @@ extern "C" __global__ void block_sum(const float* in, float* out, int n) {
   if (tid == 0) out[blockIdx.x] = partial[0];
 }
 
-// Warp-level reduction intrinsics the host backend does not emulate: `ir check` must name them.
+// A warp-level reduction (redux.sync), which the host backend emulates.
 extern "C" __global__ void warp_redux(const int* in, int* out) {
   int v = in[blockIdx.x * blockDim.x + threadIdx.x];
   int s = __reduce_add_sync(0xffffffffu, v);
