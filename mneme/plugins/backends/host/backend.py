@@ -100,6 +100,26 @@ def pruned_and_checked(module: Any, kernel_name: str, tm: Any) -> tuple[Any, lis
     return pruned, found
 
 
+def _writable(addr: int, size: int) -> bool:
+    """Whether [addr, addr + size) lies in writable mappings of this process (/proc/self/maps; True elsewhere)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            lines = maps.readlines()
+    except OSError:
+        return True
+    end, pos = addr + size, addr
+    for line in sorted(lines, key=lambda l: int(l.split("-", 1)[0], 16)):
+        span, perms = line.split()[:2]
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        if lo <= pos < hi:
+            if "w" not in perms:
+                return False
+            pos = hi
+            if pos >= end:
+                return True
+    return False
+
+
 def _check_externals(module: Any, kernel_name: str) -> None:
     """Every function the code calls must be an LLVM intrinsic the CPU has or a symbol of this process."""
     llvm = machine.binding()
@@ -443,6 +463,9 @@ class HostDevice(Device):
         addr, size = self._global(kernel, name)
         if len(data) > size:
             raise MnemeError(f"device global {name!r} holds {size} bytes; got {len(data)}")
+        if data and not _writable(addr, len(data)):  # a write there would kill the process (SIGSEGV)
+            raise MnemeError(f"device global {name!r} of kernel {kernel.binary.kernel_name!r} lies in read-only "
+                             f"memory at {addr:#x}; its recorded value cannot be restored on the host backend")  # fmt: skip
         ctypes.memmove(addr, bytes(data), len(data))
 
     def read_global(self, kernel: LoadedKernel, name: str, size: int) -> bytes:
