@@ -412,7 +412,7 @@ def test_device_side_assert_fails_the_launch_with_its_message(device, compiled, 
 
 @pytest.mark.parametrize(
     "kernel, construct",
-    [("uses_match", "llvm.nvvm.match.any.sync.i32"), ("uses_ptx_asm", "inline PTX assembly 'mov.u32 $0, %laneid;'")],
+    [("uses_fns", "llvm.nvvm.fns"), ("uses_ptx_asm", "inline PTX assembly 'mov.u32 $0, %dynamic_smem_size;'")],
 )
 def test_unsupported_constructs_are_named_before_running(compiled, kernel, construct):
     with pytest.raises(UnsupportedError, match="not supported on the host backend: " + __import__("re").escape(construct)):

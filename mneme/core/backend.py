@@ -69,7 +69,11 @@ class DeviceInfo:
 
 @attrs.frozen
 class Resources:
-    """Resource usage of one compiled kernel; -1 where the backend cannot tell."""
+    """Resource usage of one compiled kernel; -1 where the backend cannot tell.
+
+    `assembler` names the tool and version that produced the binary the numbers describe
+    (e.g. "ptxas 13.0.88", "nvjitlink 13.5.37"); "" where the backend has none.
+    """
 
     registers: int = -1
     local_mem: int = -1
@@ -78,6 +82,7 @@ class Resources:
     spill_stores: int = -1
     spill_loads: int = -1
     max_threads_per_block: int = -1
+    assembler: str = ""
 
 
 @attrs.frozen
@@ -142,6 +147,19 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def open_device(self, index: int = 0) -> Device:
         """Open device `index` in this process."""
+
+    def check(self, module: Any, kernel_name: str, arch: str | None = None) -> list[str]:
+        """What of `kernel_name` in `module` this backend cannot run, by name; [] when it can. Runs nothing.
+
+        The default: all supported, when the module is IR of this backend's `target` (if it declares one).
+        """
+        from mneme.core import pipeline  # lazily: the pipelines import llvmlite
+
+        target = getattr(self, "target", None)
+        found = pipeline.module_target(module)
+        if target and found != target:
+            return [f"IR for {module.triple or 'no target'} ({found}); the {self.name} backend compiles {target} IR"]
+        return []
 
     def default_emit(self, arch: str) -> str:
         return self.emits[0]

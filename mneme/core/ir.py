@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Union
@@ -480,6 +481,117 @@ def link(
         sources = [sources]
     if not sources:
         raise IRError(f"no IR modules to link for kernel {kernel_name!r}")
+    key = _link_key(sources)
+    if key is None:
+        root = _link_all(sources, kernel_name)
+    else:
+        # the files of a recording are linked once per process; each kernel takes its own part
+        with _link_lock:
+            base = _linked.get(key)
+            if base is None:
+                base = _Linked(_link_all(sources, kernel_name))
+                _linked[key] = base
+                while len(_linked) > _LINK_CACHE_ENTRIES:
+                    _linked.popitem(last=False)[1].module.close()
+            _linked.move_to_end(key)
+            find_kernel(base.module, kernel_name)
+            root = (base.extract(kernel_name) if prune else None) or clone(base.module)
+    find_kernel(root, kernel_name)
+    if internalize:
+        internalize_module(root, kernel_name)
+    if prune:
+        prune_module(root, kernel_name)
+    return root
+
+
+_LINK_CACHE_ENTRIES = 8
+_linked: OrderedDict[tuple, ModuleRef] = OrderedDict()
+_link_lock = threading.Lock()
+
+
+def _link_key(sources: Sequence[IRInput]) -> tuple | None:
+    """The inputs of a link as a cache key: each file's path, size and modification time; None if not all are files."""
+    if os.environ.get("MNEME_LINK_CACHE", "1") == "0":
+        return None
+    key = []
+    for src in sources:
+        if not isinstance(src, (str, os.PathLike)) or _looks_like_ir_text(src):
+            return None
+        try:
+            path = Path(src).resolve()
+            st = path.stat()
+        except OSError:
+            return None  # `load` names the unreadable file
+        key.append((str(path), st.st_size, st.st_mtime_ns, st.st_ino))
+    return tuple(key)
+
+
+def clear_link_cache() -> None:
+    """Forget the linked modules this process keeps (`link` re-reads the files)."""
+    with _link_lock:
+        while _linked:
+            _linked.popitem()[1].module.close()
+
+
+class _Linked:
+    """A linked module kept for its kernels, with its text cut into function definitions and the rest.
+
+    `extract` gives one kernel's part (what it reaches) by parsing only that text: a 200-kernel
+    module is not cloned and pruned again for each kernel. Anything outside the function
+    definitions (globals, aliases, metadata) that names a function keeps it.
+    """
+
+    def __init__(self, module: ModuleRef):
+        self.module = module
+        self._spans: list[tuple[str, int, int]] | None = None  # (name, start, end) of each definition
+        self._calls: dict[str, set[str]] = {}
+        self._roots: set[str] = set()
+        self._text = ""
+
+    def _index(self) -> None:
+        text = self._text = str(self.module)
+        spans = [(name, start, end) for name, start, _body, end in defined_function_spans(text)]
+        names = {name for name, _, _ in spans}
+        ref = re.compile(r'@("(?:[^"\\]|\\.)*"|[-\w.$]+)')
+        for name, start, end in spans:
+            self._calls[name] = {_unquote(m) for m in ref.findall(text, start, end)} & names
+        rest, last = [], 0
+        for _name, start, end in spans:
+            rest.append(text[last:start])
+            last = end
+        rest.append(text[last:])
+        self._roots = {_unquote(m) for m in ref.findall("".join(rest))} & names
+        self._spans = spans
+
+    def extract(self, kernel_name: str) -> ModuleRef | None:
+        """The module with only the functions `kernel_name` reaches (not internalized); None if it cannot."""
+        if self._spans is None:
+            self._index()
+        keep, todo = set(), [kernel_name, *self._roots]
+        while todo:
+            name = todo.pop()
+            if name not in keep and name in self._calls:
+                keep.add(name)
+                todo.extend(self._calls[name] - keep)
+        parts, last = [], 0
+        for name, start, end in self._spans:
+            if name not in keep:
+                parts.append(self._text[last:start])
+                last = end
+        parts.append(self._text[last:])
+        try:
+            mod = llvm.parse_assembly("".join(parts))
+            mod.verify()
+        except RuntimeError as exc:  # an unusual reference (e.g. a blockaddress): the module's own copy will do
+            log.debug("extracting kernel %r from %s failed (%s); cloning the linked module", kernel_name,
+                      self.module.name, _first_lines(exc))
+            return None
+        mod.name = self.module.name
+        return mod
+
+
+def _link_all(sources: Sequence[IRInput], kernel_name: str) -> ModuleRef:
+    """Load and link every source into one verified module (not internalized, not pruned)."""
     modules = [load(s) for s in sources]
     root = modules[0]
     for src, other in zip(sources[1:], modules[1:]):
@@ -493,11 +605,6 @@ def link(
         except RuntimeError as exc:
             raise IRError(f"linking {_describe(src, None)} for kernel {kernel_name!r} failed: {_first_lines(exc)}") from exc
     verify(root, f"linked module of kernel {kernel_name!r}")
-    find_kernel(root, kernel_name)
-    if internalize:
-        internalize_module(root, kernel_name)
-    if prune:
-        prune_module(root, kernel_name)
     return root
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import difflib
 import json
+import re
 import struct
 import sys
 from pathlib import Path
@@ -127,6 +128,8 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
             data = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise UsageError(f"{path}: cannot read the configuration ({exc})") from exc
+    missing = [flag for flag, key, recorded in (("--grid", "grid", source.grid), ("--block", "block", source.block))
+               if not options.get(key) and recorded is None and key not in data]  # fmt: skip
     data.setdefault("grid", list(_dims(options.get("grid")) or source.grid or (1, 1, 1)))
     data.setdefault("block", list(_dims(options.get("block")) or source.block or (1, 1, 1)))
     if options.get("grid"):
@@ -153,6 +156,11 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
             data[key] = json.loads(value)
         except ValueError:
             data[key] = value
+    dims_used = [f"--{k.replace('_', '-')}" for k in ("specialize_dims", "specialize_dims_assume") if data.get(k)]
+    if dims_used and missing:
+        # without them the kernel would be specialized for a 1x1x1 launch
+        raise UsageError(f"{' and '.join(dims_used)} needs the launch dimensions: add {' and '.join(f'{m} N' for m in missing)} "
+                         "(or use a recording with -rdb)")  # fmt: skip
     try:
         return ExperimentConfiguration.from_dict(data, source="the command line")
     except MnemeError:
@@ -198,11 +206,36 @@ def _prepare(kw: dict, overrides: tuple[str, ...] = ()):
     return source, config
 
 
+_DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx90a"}
+
+
+def _ir_arch(source: Source) -> str | None:
+    """The architecture the IR was written for: its functions' target-cpu, else its triple's default."""
+    target = pipeline.module_target(source.module)
+    if target not in _DEFAULT_ARCH:
+        return None
+    found = re.search(r'"target-cpu"="((?:sm|gfx)_?\w+)"', str(source.module))
+    return found.group(1) if found else _DEFAULT_ARCH[target]
+
+
 def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
-    """The architecture to build for and the installed backend that claims it."""
-    arch = kw_arch or source.arch
-    if not arch:
-        arch = {"nvptx": "sm_90", "amdgpu": "gfx90a"}.get(pipeline.module_target(source.module))
+    """The architecture to build for and the installed backend that claims it.
+
+    Without --arch: the recording's, unless that backend runs IR of another target (a host
+    recording of GPU IR), then the architecture the IR's triple and target-cpu name.
+    """
+    if kw_arch:
+        return kw_arch, backend_for_arch(kw_arch)
+    arch = source.arch
+    if arch:
+        backend = backend_for_arch(arch)
+        written_for = _ir_arch(source)
+        if written_for and getattr(backend, "target", None) != pipeline.module_target(source.module):
+            err.print(f"the recording ran on the {backend.name} backend ({arch}); its IR targets "
+                      f"{source.module.triple}, so this builds for {written_for} (--arch {arch} builds for the recording's)",
+                      highlight=False)  # fmt: skip
+            arch = written_for
+    arch = arch or _ir_arch(source)
     if not arch:
         raise UsageError("give --arch (sm_XX or gfxNNN)")
     return arch, backend_for_arch(arch)
@@ -249,6 +282,8 @@ def _resource_rows(binary) -> list[tuple[str, str]]:
             ("local memory (bytes)", res.local_mem), ("constant memory (bytes)", res.const_mem),
             ("max threads per block", res.max_threads_per_block), ("object size (bytes)", len(binary.data))]  # fmt: skip
     rows = [(name, "-" if value == -1 else str(value)) for name, value in rows]
+    if res.assembler:
+        rows.append(("assembler", res.assembler))
     rows += [(f"{stage} (ms)", f"{seconds * 1e3:.1f}") for stage, seconds in binary.stage_times.items()]
     return rows
 
@@ -265,8 +300,11 @@ def _attach_embedded_commands() -> None:
     """`mneme ir list` and `mneme ir extract` read IR embedded by `mneme-cc`."""
     from mneme.plugins.instrument_commands import extract_command, list_command
 
+    from mneme.plugins.check_commands import check_command
+
     ir_group.add_command(list_command)
     ir_group.add_command(extract_command)
+    ir_group.add_command(check_command)
 
 
 _attach_embedded_commands()

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
-from mneme.core.errors import FormatError, UsageError
+from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
@@ -130,7 +130,7 @@ def application_median(app_times: Sequence[float]) -> tuple[float, int]:
 
 def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
                 baseline: ExperimentResult | None = None, app_times: Sequence[float] = (),
-                app_timer: str = "events") -> list[tuple[str, str]]:  # fmt: skip
+                app_timer: str = "events", assembler: str = "") -> list[tuple[str, str]]:  # fmt: skip
     """(label, value) rows describing one experiment, in report order.
 
     `app_times`: the instance's launch times inside the application (the recorder's), if known,
@@ -170,6 +170,8 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
     rows.append(("object size", f"{result.obj_size} B"))
     rows.append(("registers / local / const / shared", " / ".join(_resource(v) for v in (
         result.reg_usage, result.local_mem_usage, result.const_mem_usage, result.shared_mem_usage))))  # fmt: skip
+    if assembler:
+        rows.append(("assembler", assembler))
     if result.variant_hash:
         rows.append(("variant", result.variant_hash[:16]))
     return rows
@@ -177,11 +179,11 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
 
 def result_table(result: ExperimentResult, config: ExperimentConfiguration, title: str,
                  baseline: ExperimentResult | None = None, app_times: Sequence[float] = (),
-                 app_timer: str = "events") -> Table:  # fmt: skip
+                 app_timer: str = "events", assembler: str = "") -> Table:  # fmt: skip
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
-    for label, value in result_rows(result, config, baseline, app_times, app_timer):
+    for label, value in result_rows(result, config, baseline, app_times, app_timer, assembler):
         style = "red" if (label in ("verified", "failed", "mismatch") and result.failed) else None
         table.add_row(label, value, style=style)
     return table
@@ -189,12 +191,14 @@ def result_table(result: ExperimentResult, config: ExperimentConfiguration, titl
 
 def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, database: str, record_id: str,
                 kernel: str, baseline: ExperimentResult | None = None,
-                app_times: Sequence[float] = (), app_timer: str = "events") -> str:  # fmt: skip
+                app_times: Sequence[float] = (), app_timer: str = "events", assembler: str = "") -> str:  # fmt: skip
     data = {
         "database": database, "record_id": record_id, "kernel": kernel,
         "config": config.to_dict(), "config_hash": config.hash(), "result": result.to_dict(),
         "median_time": result.median_time,
     }  # fmt: skip
+    if assembler:  # the tool and version that assembled the replayed binary (its resources describe that binary)
+        data["assembler"] = assembler
     if baseline is not None:
         data["recorded_binary"] = baseline.to_dict()
         if baseline.median_time and result.median_time:
@@ -299,6 +303,7 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
                 raise UsageError("--output-ll needs --mode ir (the binary modes have no IR)")
             Path(output_ll).write_text(ex.optimized_ir(config))
         result = ex.execute(config)
+        assembler = _assembler(ex, config) if mode == "ir" and result.executed else ""
         baseline = None
         recorded = ex.recorded_binary() if mode == "ir" else None
         if recorded is not None:
@@ -307,14 +312,22 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
         database, app_times, app_timer = str(ex.rec.path), list(ex.instance.app_times), ex.instance.app_timer
     if as_json:
         click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
-                               baseline=baseline, app_times=app_times, app_timer=app_timer))  # fmt: skip
+                               baseline=baseline, app_times=app_times, app_timer=app_timer, assembler=assembler))  # fmt: skip
     else:
         _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline, app_times,
-                                      app_timer))  # fmt: skip
+                                      app_timer, assembler))  # fmt: skip
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
     if not result.ok:
         raise SystemExit(1)
+
+
+def _assembler(ex, config) -> str:
+    """The assembler of the replayed build (a build-cache hit: it was just built), "" when the backend has none."""
+    try:
+        return ex.build(config).resources.assembler
+    except MnemeError:
+        return ""
 
 
 @click.command("annotate")

@@ -71,7 +71,8 @@ class CudaBackend(Backend):
         return nvptx.target_machine(arch, opt)
 
     def toolchain(self, arch: str) -> dict[str, str]:
-        return {**super().toolchain(arch), "ptxas": codegen.ptxas_version()}
+        # "resources": how the binary's resources are read (a cached build from an older reader is not reused)
+        return {**super().toolchain(arch), "ptxas": codegen.ptxas_version(), "resources": "cubin-1"}
 
     def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
         """Optimize in place and generate a cubin or PTX (LLVM's NVPTX back end, then nvJitLink or ptxas)."""

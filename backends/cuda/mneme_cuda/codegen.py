@@ -1,6 +1,6 @@
 """NVPTX code generation: LLVM's NVPTX back end -> PTX -> cubin (nvJitLink in process, or ptxas).
 
-Resource usage comes from the assembler's report (ptxas `--verbose`). `codegen_method="parallel"`
+Resource usage is read from the cubin itself (`mneme_cuda.cubin`), spills from the assembler's log. `codegen_method="parallel"`
 generates the PTX of partitions of the module in worker processes (`mneme_cuda.parallel_codegen`)
 and links them with nvJitLink.
 """
@@ -27,6 +27,7 @@ from mneme.core.errors import IRError, UsageError
 from mneme.core.pipeline import check_codegen_opt, module_target
 from mneme.core.types import ExperimentConfiguration
 from mneme_cuda import parallel_codegen
+from mneme_cuda.cubin import resources as cubin_resources
 from mneme_cuda.target import TRIPLE, check_arch, target_machine
 
 log = logging.getLogger(__name__)
@@ -78,9 +79,22 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
     threads = parallel_codegen.codegen_jobs() if len(ptx) > 1 else 1
     cubin, report, tool = assemble_ptx(ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name, threads=threads)
     times["assemble"] = time.perf_counter() - start
-    resources = ptxas_resources(report, kernel_name)
+    _check_register_floor(report, config, arch)
+    resources = cubin_resources(cubin, kernel_name, report, tool)
     log.debug("assembled %s with %s: %s", kernel_name, tool, resources)
     return DeviceBinary("cuda", arch, "cubin", kernel_name, cubin, resources, times)
+
+
+_REGISTER_FLOOR = re.compile(r"adjusting per thread register count of (\d+) to lower bound of (\d+)")
+
+
+def _check_register_floor(report: str, config: ExperimentConfiguration, arch: str) -> None:
+    """Refuse a `max_registers` below the architecture's minimum: the assembler silently raises it."""
+    found = _REGISTER_FLOOR.search(report)
+    if found and config.max_registers:
+        raise UsageError(f"max_registers={config.max_registers} is below {arch}'s minimum of {found.group(2)} "
+                         f"registers per thread (the PTX assembler would raise it to {found.group(2)}); "
+                         f"use --max-registers {found.group(2)} or more")  # fmt: skip
 
 
 def _parallel_possible(module: llvm.ModuleRef, kernel_name: str) -> bool:

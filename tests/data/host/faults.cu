@@ -8,14 +8,14 @@ extern "C" __global__ void checked(const int* flags) {
   assert(flags[threadIdx.x] == 0);
 }
 
-extern "C" __global__ void uses_match(const int* in, unsigned* out) {
-  out[threadIdx.x] = __match_any_sync(0xffffffffu, in[threadIdx.x]);
+extern "C" __global__ void uses_fns(const unsigned* in, unsigned* out) {
+  out[threadIdx.x] = __nvvm_fns(in[threadIdx.x], 0, 1);  // find the n-th set bit: not emulated
 }
 
 extern "C" __global__ void uses_ptx_asm(unsigned* out) {
-  unsigned lane;
-  asm volatile("mov.u32 %0, %%laneid;" : "=r"(lane));
-  out[threadIdx.x] = lane;
+  unsigned size;
+  asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(size));
+  out[threadIdx.x] = size;
 }
 
 extern "C" __global__ void prints(int n) {

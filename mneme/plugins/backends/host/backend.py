@@ -26,7 +26,7 @@ from mneme.core.backend import (
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.native import c_compiler
 from mneme.core.types import dim3
-from mneme.plugins.backends.host import machine, memory, retarget, runtime, steps
+from mneme.plugins.backends.host import machine, memory, retarget, runtime, steps, support
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,69 @@ def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
     finally:
         pb.close()
     return work
+
+
+def remove_dead_code(module: Any, tm: Any) -> Any:
+    """Scalar replacement, then dead-code elimination: what the kernel computes but never uses goes.
+
+    Only for a module the support check refused: cooperative groups' `this_thread_block()` leaves
+    an inline-asm call (`%reserved_smem_offset_1`) whose result reaches nothing but a local struct,
+    and LLVM keeps such calls (not `willreturn`), so they are dropped from the text. Returns the module.
+    """
+    llvm = machine.binding()
+
+    def run(mod: Any, scalar: bool) -> None:
+        pb = llvm.create_pass_builder(tm, llvm.PipelineTuningOptions())
+        try:
+            pm = llvm.create_new_module_pass_manager()
+            if scalar:
+                pm.add_sroa_pass()
+            pm.add_dead_code_elimination_pass()
+            pm.add_global_dead_code_eliminate_pass()
+            pm.add_strip_dead_prototype_pass()
+            pm.run(mod, pb)
+        finally:
+            pb.close()
+
+    run(module, True)
+    text = str(module)
+    lean = support.drop_unused_asm(text)
+    if lean == text:
+        return module
+    module.close()
+    module = llvm.parse_assembly(lean)
+    run(module, False)
+    return module
+
+
+def pruned_and_checked(module: Any, kernel_name: str, tm: Any) -> tuple[Any, list[str]]:
+    """The pruned module (`prune_to_kernel`) and what of it the host cannot run, after dead-code elimination."""
+    pruned = prune_to_kernel(module, kernel_name, tm)
+    found = support.unsupported(pruned, kernel_name)
+    if found:
+        pruned = remove_dead_code(pruned, tm)
+        found = support.unsupported(pruned, kernel_name)
+    return pruned, found
+
+
+def _writable(addr: int, size: int) -> bool:
+    """Whether [addr, addr + size) lies in writable mappings of this process (/proc/self/maps; True elsewhere)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            lines = maps.readlines()
+    except OSError:
+        return True
+    end, pos = addr + size, addr
+    for line in sorted(lines, key=lambda l: int(l.split("-", 1)[0], 16)):
+        span, perms = line.split()[:2]
+        lo, hi = (int(x, 16) for x in span.split("-"))
+        if lo <= pos < hi:
+            if "w" not in perms:
+                return False
+            pos = hi
+            if pos >= end:
+                return True
+    return False
 
 
 def _check_externals(module: Any, kernel_name: str) -> None:
@@ -161,7 +224,10 @@ class HostBackend(Backend):
             module.get_function(kernel_name)
         except NameError as exc:
             raise IRError(f"kernel {kernel_name!r} is not defined in the module; check the kernel name") from exc
-        module = prune_to_kernel(module, kernel_name, tm)
+        module, found = pruned_and_checked(module, kernel_name, tm)
+        if found:
+            raise UnsupportedError(f"not supported on the host backend: {', '.join(found)} (used by kernel "
+                                   f"{kernel_name!r}); run this kernel on a GPU backend")  # fmt: skip
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
         text = host.text
         if host.flags & retarget.FLAG_FIBERS and os.environ.get("MNEME_HOST_FIBERS") != "1":
@@ -188,6 +254,19 @@ class HostBackend(Backend):
             resources=Resources(shared_mem=host.static_shared),
             stage_times={"retarget": retarget_seconds, "optimize": optimize_seconds, "codegen": codegen_seconds},
         )
+
+    def check(self, module: Any, kernel_name: str, arch: str | None = None) -> list[str]:
+        """What of the kernel the host cannot run (after pruning and dead-code elimination); runs nothing."""
+        if not (module.triple or "").startswith("nvptx"):
+            return [f"IR for {module.triple or 'no target'}; the host backend runs CUDA (nvptx) kernel IR"]
+        try:
+            module.get_function(kernel_name)
+        except NameError as exc:
+            raise IRError(f"kernel {kernel_name!r} is not defined in the module; check the kernel name") from exc
+        runtime.load()  # its symbols decide which external functions resolve
+        pruned, found = pruned_and_checked(module, kernel_name, target_machine(3))
+        pruned.close()
+        return found
 
     def open_device(self, index: int = 0) -> HostDevice:
         count = host_device_count()
@@ -384,6 +463,9 @@ class HostDevice(Device):
         addr, size = self._global(kernel, name)
         if len(data) > size:
             raise MnemeError(f"device global {name!r} holds {size} bytes; got {len(data)}")
+        if data and not _writable(addr, len(data)):  # a write there would kill the process (SIGSEGV)
+            raise MnemeError(f"device global {name!r} of kernel {kernel.binary.kernel_name!r} lies in read-only "
+                             f"memory at {addr:#x}; its recorded value cannot be restored on the host backend")  # fmt: skip
         ctypes.memmove(addr, bytes(data), len(data))
 
     def read_global(self, kernel: LoadedKernel, name: str, size: int) -> bytes:

@@ -278,7 +278,82 @@ def _sync(name: str, sig: Signature) -> list[str] | None:
         return lines
     if name == "activemask":
         return ["%r = call i32 @__mneme_activemask()", "ret i32 %r"]
+    if m := re.fullmatch(r"redux\.sync\.(add|min|max|umin|umax|and|or|xor)", name):
+        return _over_lanes("%a1", "%a0", "i32", _REDUX[m.group(1)])
+    if m := re.fullmatch(r"match\.(any|all)\.sync\.(i32|i64)p?", name):
+        return _match(m.group(1), m.group(2), sig)
     return None
+
+
+# redux.sync: (identity, the combining instructions over %acc and %x giving %acc2)
+_REDUX = {
+    "add": ("0", ["%acc2 = add i32 %acc, %x"]),
+    "and": ("-1", ["%acc2 = and i32 %acc, %x"]),
+    "or": ("0", ["%acc2 = or i32 %acc, %x"]),
+    "xor": ("0", ["%acc2 = xor i32 %acc, %x"]),
+    "min": ("2147483647", ["%lt = icmp slt i32 %x, %acc", "%acc2 = select i1 %lt, i32 %x, i32 %acc"]),
+    "max": ("-2147483648", ["%gt = icmp sgt i32 %x, %acc", "%acc2 = select i1 %gt, i32 %x, i32 %acc"]),
+    "umin": ("-1", ["%lt = icmp ult i32 %x, %acc", "%acc2 = select i1 %lt, i32 %x, i32 %acc"]),
+    "umax": ("0", ["%gt = icmp ugt i32 %x, %acc", "%acc2 = select i1 %gt, i32 %x, i32 %acc"]),
+}
+
+
+def _over_lanes(mask: str, value: str, ty: str, combine: tuple[str, list[str]], result: str = "ret i32 %accn") -> list[str]:
+    """A loop over the 32 lanes: each lane of `mask` in turn broadcasts `value` (shfl.sync.idx, defined for
+    lanes in the mask) and `combine` folds it (`%x`, lane `%i`) into `%acc`; exact for any mask. The total is `%accn`."""
+    init, steps = combine
+    return [
+        "br label %loop",
+        "loop:",
+        "%i = phi i32 [ 0, %0 ], [ %i2, %next ]",
+        f"%acc = phi {ty} [ {init}, %0 ], [ %accn, %next ]",
+        f"%bit = lshr i32 {mask}, %i", "%on = trunc i32 %bit to i1",
+        "br i1 %on, label %take, label %next",
+        "take:",
+        f"%w = call i64 @__mneme_shfl(i32 0, i32 {mask}, i32 {value}, i32 %i, i32 31)",
+        "%x = trunc i64 %w to i32",
+        *steps,
+        "br label %next",
+        "next:",
+        f"%accn = phi {ty} [ %acc2, %take ], [ %acc, %loop ]",
+        "%i2 = add i32 %i, 1", "%done = icmp eq i32 %i2, 32",
+        "br i1 %done, label %out, label %loop",
+        "out:",
+        result,
+    ]
+
+
+def _match(kind: str, width: str, sig: Signature) -> list[str]:
+    """match.any.sync: the lanes of the mask holding this lane's value; match.all.sync: the mask (and true) when
+    every lane of it holds the same value, else 0 (and false). A 64-bit value goes as two 32-bit halves."""
+    lines = []
+    if width == "i64":
+        lines += ["%lo = trunc i64 %a1 to i32", "%hs = lshr i64 %a1, 32", "%hi = trunc i64 %hs to i32"]
+    else:
+        lines += ["%lo = add i32 %a1, 0"]
+    # %acc: bit i set when lane i (in the mask) holds the same value as this lane
+    steps = ["%same0 = icmp eq i32 %x, %lo"]
+    if width == "i64":
+        steps += ["%wh = call i64 @__mneme_shfl(i32 0, i32 %a0, i32 %hi, i32 %i, i32 31)", "%xh = trunc i64 %wh to i32",
+                  "%sameh = icmp eq i32 %xh, %hi", "%same = and i1 %same0, %sameh"]  # fmt: skip
+    else:
+        steps += ["%same = and i1 %same0, true"]
+    steps += ["%one = shl i32 1, %i", "%sel = select i1 %same, i32 %one, i32 0", "%acc2 = or i32 %acc, %sel"]
+    if kind == "any":
+        tail = "ret i32 %accn"
+    else:
+        tail = "br label %all"
+    body = lines + _over_lanes("%a0", "%lo", "i32", ("0", steps), tail)
+    if kind == "all":
+        body += [
+            "all:",
+            "%eq = icmp eq i32 %accn, %a0",
+            "%m = select i1 %eq, i32 %a0, i32 0",
+            f"%s0 = insertvalue {sig.ret} poison, i32 %m, 0",
+            f"%s1 = insertvalue {sig.ret} %s0, i1 %eq, 1",
+            f"ret {sig.ret} %s1",
+        ]
+    return body
 
 
 def _misc(name: str, sig: Signature) -> list[str] | None:
@@ -380,6 +455,12 @@ INLINE_ASM.update({
         *_WIDE, "%r = mul i128 %a, %b", *_PAIR,
     ],
 })  # fmt: skip
+
+
+for _reg in ("laneid", "warpid", "nwarpid"):  # cooperative groups read them with inline asm
+    INLINE_ASM[f"mov.u32 $0, %{_reg};"] = ["%c = call ptr @__mneme_ctx()",
+                                           f"%p = getelementptr i8, ptr %c, i64 {CTX_OFFSETS[_reg]}",
+                                           "%r = load i32, ptr %p, align 4, !invariant.load !{}", "ret i32 %r"]  # fmt: skip
 
 
 def normalize_asm(text: str) -> str:

@@ -542,6 +542,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     text = re.sub(r"= addrspacecast ", "= bitcast ", text)
     text = _INTRINSIC_NAME.sub(lambda m: _canonical_intrinsic(m.group(0)), text)
     text = _dedupe_declarations(text)
+    text = _writable_globals(text, [n for n, _ in device_globals])
 
     support = [d for name, d in intrinsics.RUNTIME_DECLS.items() if not re.search(rf"^declare .*@{name}\(", text, re.MULTILINE)]
     support += [d for _, d in asm_impls.values()]
@@ -560,6 +561,18 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     text = text + "\n" + "\n\n".join(support) + "\n"
     return HostModule(text, kernel_name, params, tuple(shared), static_shared, tuple(n for n, _ in device_globals),
                       flags)  # fmt: skip
+
+
+def _writable_globals(text: str, names: list[str]) -> str:
+    """Device globals the replay writes by name (`write_global`) as `global`, not `constant`.
+
+    An externally initialized `constant` (CUDA `extern "C" __device__ const`) would land in
+    read-only memory, and restoring its recorded value would fault; the kernel cannot write it either way.
+    """
+    for name in names:
+        text = re.sub(r"^(" + re.escape(symbol_ref(name)) + r" = (?:[\w()]+ )*?)constant ", r"\1global ", text, count=1,
+                      flags=re.MULTILINE)  # fmt: skip
+    return text
 
 
 def _is_used(text: str, name: str) -> bool:
