@@ -563,6 +563,7 @@ def _record_resources(result: ExperimentResult, resources: Resources) -> None:
     result.shared_mem_usage = resources.shared_mem
     result.spill_stores = resources.spill_stores
     result.spill_loads = resources.spill_loads
+    result.assembler = resources.assembler
 
 
 # -- region bookkeeping -------------------------------------------------------------------------

@@ -240,6 +240,8 @@ class ExperimentResult:
     mismatches: list[str] = attrs.Factory(list)
     #: What measured `exec_time` (the backend's name for it: "cupti", "events", "host-clock"); "" when not timed.
     timer: str = ""
+    #: What assembled the machine code the resources were read from ("nvjitlink 13.5"); "" when none did.
+    assembler: str = ""
 
     @property
     def median_time(self) -> float | None:
