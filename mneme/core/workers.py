@@ -13,6 +13,7 @@ or a shutdown).
 from __future__ import annotations
 
 import collections
+import contextlib
 import concurrent.futures
 import itertools
 import logging
@@ -136,7 +137,10 @@ class TuneWorkerHandle:
                                     name=f"mneme-worker-{self.name}", daemon=True)  # fmt: skip
         self.spawns += 1
         try:
-            self.process.start()
+            # A terminal's Ctrl-C signals the whole process group: the pool, not each worker, decides what
+            # stops (no worker traceback). A signal blocked here stays blocked in the child (fork and exec).
+            with _signals_blocked(signal.SIGINT):
+                self.process.start()
         except Exception as exc:  # e.g. spawning from an unguarded __main__; counted as a startup failure
             child.close()
             parent.close()
@@ -320,6 +324,19 @@ class TuneWorkerHandle:
         except (OSError, EOFError, BrokenPipeError):
             pass
         self._kill()
+
+
+@contextlib.contextmanager
+def _signals_blocked(*signums: int):
+    """Block `signums` in the calling thread for the block (so processes started in it inherit the mask)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _utc_now() -> str:
