@@ -24,7 +24,9 @@ log = logging.getLogger(__name__)
 
 @hookimpl
 def mneme_cli_commands():
-    return [tune_command, results_command]
+    from mneme.plugins.sampler_commands import samplers_group
+
+    return [tune_command, results_command, samplers_group]
 
 
 def _devices(text: str | None) -> list[int] | None:

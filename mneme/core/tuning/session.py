@@ -31,7 +31,7 @@ from typing import Any
 from mneme.core import interrupt
 from mneme.core.errors import UsageError
 from mneme.core.tuning.lease import Lease, StaleWatch, grace_for
-from mneme.core.tuning.loop import TrialLoop
+from mneme.core.tuning.loop import MAX_DUPLICATES, TrialLoop
 from mneme.core.tuning.options import Progress, Stop, TuneOptions
 from mneme.core.tuning.outcome import (
     PENALTY_FACTOR,
@@ -174,8 +174,8 @@ class TuningSession:
         detail = {
             "budget": f"stopped by the budget (--trials {opts.trials}): {done}",
             "timeout": f"stopped by --timeout {opts.timeout:g} s: {done}" if opts.timeout else done,
-            "exhausted": f"stopped: the sampler {self.sampler.spec} has no new configuration to propose (the space "
-                         f"is exhausted): {done}",
+            "exhausted": f"stopped: the sampler {self.sampler.spec} has no new configuration to propose (none left, "
+                         f"or only measured ones, {MAX_DUPLICATES} in a row): {done}",
             "interrupted": f"interrupted: {done}",
         }[reason]
         return Stop(reason, detail)
