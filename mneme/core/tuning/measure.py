@@ -5,7 +5,9 @@ alternating the order (baseline-candidate, candidate-baseline, ...) so a slow dr
 machine weighs on both sides alike. One run at a time goes to the pool, so with one worker
 per device both sides run on the same worker, with the same cache state (``--cache``).
 Pairs are added until the speedup's interval (`stats.paired_ratio`) is narrower than
-``--ci-target`` or ``--measure-time`` is spent (see docs/design/tuning.md, "Measurement
+``--ci-target`` or ``--measure-time`` is spent. With K candidates, each interval is at
+confidence 1 - 5%/K, so the K verdicts together claim a false difference at most 5% of the
+time (see docs/design/tuning.md, "Measurement
 that knows its noise"). Outlying pairs, a baseline that drifted, a load average that
 changed and runs that landed on different devices are reported with the result.
 """
@@ -55,8 +57,9 @@ def leaders(session: TuningSession, count: int) -> dict[str, TrialRecord]:
 class Comparison:
     """Interleaved A/B runs of the baseline and one candidate on the session's pool."""
 
-    def __init__(self, session: TuningSession):
+    def __init__(self, session: TuningSession, confidence: float = stats.CONFIDENCE):
         self.s = session
+        self.confidence = confidence
         self.baseline_times: list[float] = []  # every baseline run of every comparison, in order
         self.devices: set[str] = set()
 
@@ -89,7 +92,7 @@ class Comparison:
             for (_, series), value in zip(order, pair):
                 series.append(value)
             self.baseline_times.append(base[-1])
-            interval = stats.paired_ratio(base, cand)
+            interval = stats.paired_ratio(base, cand, self.confidence)
             if len(cand) >= max(MIN_PAIRS, opts.retime_repeats) and interval is not None:
                 if interval.width <= opts.ci_target:
                     stopped = "interval"
@@ -127,9 +130,13 @@ def measure(session: TuningSession) -> tuple[dict[str, Any], dict[str, Any]]:
     session.progress.phase = "comparing"
     session.on_progress(session.progress)
     load_before = _load()
-    comparison = Comparison(session)
+    chosen = leaders(session, opts.retime_top)
+    # Several candidates, one verdict: each interval at 1 - 5%/K, so that the chance that any of the K
+    # claims a difference that is not there stays 5% (Bonferroni).
+    confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, len(chosen))
+    comparison = Comparison(session, confidence)
     out: dict[str, Any] = {}
-    for digest, record in leaders(session, opts.retime_top).items():
+    for digest, record in chosen.items():
         entry = comparison.compare(ExperimentConfiguration.from_dict(record.config), record)
         out[digest] = entry
         log.info("trial %d vs the recorded configuration: %s after %d pairs (%s)", record.number,
@@ -163,7 +170,8 @@ def measure(session: TuningSession) -> tuple[dict[str, Any], dict[str, Any]]:
     previous.update({k: {**v, "session": session.session_id, "at": now} for k, v in out.items()})
     session.store.set_retime(previous)
     measurement = {"load_before": load_before, "load_after": load_after, "baseline_drift": moved, "notes": notes,
-                   "ci_target": opts.ci_target, "confidence": stats.CONFIDENCE}
+                   "ci_target": opts.ci_target, "confidence": confidence, "family_confidence": stats.CONFIDENCE,
+                   "compared": len(chosen)}
     for note in notes:
         log.warning("%s", note)
     return out, measurement
