@@ -74,7 +74,7 @@ def null_runs(runs: int, work: Path, measure_time: float) -> dict:
 
 def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
     """The best's speedup over the baseline from `pairs` interleaved pairs on a fresh pool (no tuning code)."""
-    from mneme.core.tuning.stats import paired_ratio
+    from mneme.core.tuning.stats import outliers, paired_ratio
     from mneme.core.types import ExperimentConfiguration
     from mneme.core.workers import AsyncReplayExecutor
 
@@ -89,7 +89,9 @@ def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
                 series.append(result.median_time)
     interval = paired_ratio(base, cand)
     return {"pairs": pairs, "ratio": interval.ratio, "interval": [interval.low, interval.high],
-            "baseline_median": statistics.median(base), "best_median": statistics.median(cand)}
+            "baseline_median": statistics.median(base), "best_median": statistics.median(cand),
+            "ratio_of_medians": statistics.median(base) / statistics.median(cand),
+            "outlying_pairs": len(outliers([b / c for b, c in zip(base, cand)]))}
 
 
 def real_run(work: Path, pairs: int, measure_time: float) -> dict:
@@ -129,7 +131,7 @@ def main() -> None:
                         "load_processes": args.load, "loadavg_start": os.getloadavg()},
             "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True, check=False).stdout.strip(),
-            "null": null_runs(args.runs, work, args.measure_time),
+            "null": null_runs(args.runs, work, args.measure_time) if args.runs else None,
         }
         if not args.skip_real:
             report["real"] = real_run(work, args.pairs, args.measure_time)
@@ -144,7 +146,8 @@ def main() -> None:
     if args.out:
         args.out.write_text(text + "\n")
     print(json.dumps({k: v for k, v in report.items() if k != "null"}, indent=2, sort_keys=True))
-    print(f"null: {report['null']['runs_claiming_a_speedup']}/{args.runs} runs claimed a significant speedup")
+    if report["null"]:
+        print(f"null: {report['null']['runs_claiming_a_speedup']}/{args.runs} runs claimed a significant speedup")
 
 
 if __name__ == "__main__":

@@ -321,7 +321,7 @@ def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, a
         count = report.export_jsonl(store, Path(jsonl_path))
         _note(f"wrote {count} trials to {jsonl_path}", as_json)
     if plots_dir:
-        for path in report.write_plots(store, Path(plots_dir), plot_format):
+        for path in report.write_plots(store, Path(plots_dir), plot_format, summary=summary):
             _note(f"wrote {path}", as_json)
 
 

@@ -156,7 +156,8 @@ def measure(session: TuningSession) -> tuple[dict[str, Any], dict[str, Any]]:
                      "each pair's two runs may not share a worker")
     outlying = sum(e["outliers"] for e in out.values())
     if outlying:
-        notes.append(f"{outlying} outlying pair(s) (beyond {stats.OUTLIER_MADS:.0f} MADs) in the comparisons")
+        notes.append(f"{outlying} outlying pair(s) (beyond {stats.OUTLIER_MADS:.0f} MADs: a run hit by a burst of "
+                     "load) left out of the intervals")
     if base:
         out[session.baseline["hash"]] = {
             "config": session.baseline["config"], "trial": None, "baseline": True, "verified": True,

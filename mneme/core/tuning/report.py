@@ -109,6 +109,10 @@ def choose_best(ranked: list[dict[str, Any]], accept_insignificant: bool = False
     """The configuration best.json holds, and why."""
     if not ranked:
         return None, "no verified configuration"
+    # Candidates compared with the baseline by interleaved runs are judged by that comparison alone; times
+    # taken apart during the search (a different machine state) decide only when nothing was compared.
+    if any(c["method"].startswith("interleaved") for c in ranked):
+        ranked = [c for c in ranked if c["baseline"] or c["method"].startswith("interleaved")]
     faster = [c for c in ranked if not c["baseline"] and c["significant"] and (c["speedup"] or 0) > 1.0]
     if faster:
         return faster[0], f"significantly faster than the recorded configuration ({faster[0]['method']})"
@@ -325,8 +329,53 @@ def _varying_params(trials: list[Any]) -> list[str]:
     return [n for n in names if len({repr(t.params.get(n)) for t in trials}) > 1]
 
 
-def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -> list[Path]:
-    """Optimization history, parameter importances, parallel coordinates and slices of the verified trials.
+def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str, ...]) -> list[Path]:
+    """``speedups.png``/``.html``: the ranked candidates' speedups with their intervals (1.0 drawn: no change)."""
+    rows = [c for c in summary.get("ranking") or () if c.get("speedup_ci")]
+    if not rows:
+        return []
+    labels = ["recorded" if c["baseline"] else f"trial {c['trial']}" for c in rows]
+    points = [c["speedup"] for c in rows]
+    lows = [c["speedup"] - c["speedup_ci"][0] for c in rows]
+    highs = [c["speedup_ci"][1] - c["speedup"] for c in rows]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    title = "speedup vs the recorded configuration (95% intervals)"
+    if "png" in kinds:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        figure, axes = plt.subplots(figsize=(7, 0.5 + 0.4 * len(rows)))
+        try:
+            axes.errorbar(points, range(len(rows)), xerr=[lows, highs], fmt="o", capsize=3)
+            axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+            axes.set_yticks(range(len(rows)), labels)
+            axes.invert_yaxis()
+            axes.set_xlabel("speedup (x)")
+            axes.set_title(title)
+            figure.savefig(out_dir / "speedups.png", dpi=120, bbox_inches="tight")
+            written.append(out_dir / "speedups.png")
+        finally:
+            plt.close(figure)
+    if "html" in kinds:
+        import plotly.graph_objects as go
+
+        figure = go.Figure(go.Scatter(x=points, y=labels, mode="markers", error_x={"type": "data", "symmetric": False,
+                                                                                     "array": highs, "arrayminus": lows}))
+        figure.add_vline(x=1.0, line_dash="dash", line_color="grey")
+        figure.update_layout(title=title, xaxis_title="speedup (x)", yaxis={"autorange": "reversed"})
+        figure.write_html(str(out_dir / "speedups.html"), include_plotlyjs="directory")
+        written.append(out_dir / "speedups.html")
+    return written
+
+
+def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
+                summary: dict[str, Any] | None = None) -> list[Path]:
+    """Optimization history, parameter importances, parallel coordinates and slices of the verified trials,
+    and (given the run's `summary`) the speedups with their intervals (`write_speedup_plot`).
 
     Each plot is written as PNG (Optuna's matplotlib plots, Agg backend) and as HTML (plotly),
     or in the one format `formats` names (``png``, ``html``, ``both``). A plot the study cannot
@@ -334,6 +383,7 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -
     command once the plotting libraries are installed. Returns the files written.
     """
     kinds = plot_formats(formats)
+    speedups = write_speedup_plot(summary, out_dir, kinds) if summary else []
     import warnings
 
     import optuna
@@ -343,7 +393,7 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -
             if t.user_attrs.get("status") in ("ok", "cached") and t.params]
     if not good:
         log.warning("no plots written: study %r has no verified trial to plot yet", store.study.study_name)
-        return []
+        return speedups
     view = optuna.create_study(direction="minimize")
     # Without their constraints: every trial plotted is feasible, and a feasibility legend would only crowd the plot.
     view.add_trials([optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=t.value)
@@ -373,7 +423,7 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -
                 log.debug("the %s plot failed", name, exc_info=True)
                 continue
             written.append(path)
-    return written
+    return speedups + written
 
 
 def _plotters(kind: str) -> tuple[dict[str, Any], Any]:

@@ -6,8 +6,8 @@ exponential of an interval on a difference of means of logs (see docs/design/tun
 "Measurement that knows its noise").
 
 - `paired_ratio` is for interleaved measurements (baseline, candidate, candidate, baseline,
-  ...): one log ratio per pair of adjacent runs, a Student-t interval on their mean. Drifts of
-  the machine that are slow against one pair cancel out.
+  ...): one log ratio per pair of adjacent runs, a Student-t interval on their mean, outlying
+  pairs left out. Drifts of the machine that are slow against one pair cancel out.
 - `unpaired_ratio` (Welch's t on log times) is for times taken apart (the live line of the
   search, where the baseline was measured once at the start).
 
@@ -25,6 +25,7 @@ import numpy as np
 
 CONFIDENCE = 0.95
 OUTLIER_MADS = 5.0  # a sample further than this many (scaled) MADs from the median is an outlier
+MIN_TRIM = 10  # pairs needed before outlying ones are left out of an interval
 
 
 @attrs.frozen
@@ -136,10 +137,17 @@ def _logs(values: Sequence[float]) -> np.ndarray:
 
 
 def paired_ratio(baseline: Sequence[float], candidate: Sequence[float],
-                 confidence: float = CONFIDENCE) -> RatioInterval | None:
+                 confidence: float = CONFIDENCE, *, trim: bool = True) -> RatioInterval | None:
     """Speedup of `candidate` over `baseline` from interleaved pairs (``baseline[i]`` ran next to
-    ``candidate[i]``); None with fewer than two pairs."""
+    ``candidate[i]``); None with fewer than two pairs.
+
+    With `trim`, outlying pairs (`outliers` of the pair ratios: a run hit by a burst of load)
+    are left out of the interval; callers report how many.
+    """
     pairs = [(b, c) for b, c in zip(baseline, candidate) if b and c and b > 0 and c > 0]
+    if trim and len(pairs) >= MIN_TRIM:  # fewer pairs give too rough a MAD to call any of them outlying
+        dropped = set(outliers([b / c for b, c in pairs]))
+        pairs = [p for i, p in enumerate(pairs) if i not in dropped]
     if len(pairs) < 2:
         return None
     diffs = np.log([b for b, _ in pairs]) - np.log([c for _, c in pairs])
