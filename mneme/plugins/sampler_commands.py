@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import click
-from rich.table import Table
 
 from mneme.core.cli import console
 from mneme.core.errors import UsageError
