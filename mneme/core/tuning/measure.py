@@ -157,7 +157,7 @@ def measure(session: TuningSession) -> tuple[dict[str, Any], dict[str, Any]]:
     outlying = sum(e["outliers"] for e in out.values())
     if outlying:
         notes.append(f"{outlying} outlying pair(s) (beyond {stats.OUTLIER_MADS:.0f} MADs: a run hit by a burst of "
-                     "load) left out of the intervals")
+                     "load) in the comparisons; the median-based intervals are robust to them")
     if base:
         out[session.baseline["hash"]] = {
             "config": session.baseline["config"], "trial": None, "baseline": True, "verified": True,

@@ -6,13 +6,16 @@ exponential of an interval on a difference of means of logs (see docs/design/tun
 "Measurement that knows its noise").
 
 - `paired_ratio` is for interleaved measurements (baseline, candidate, candidate, baseline,
-  ...): one log ratio per pair of adjacent runs, a Student-t interval on their mean, outlying
-  pairs left out. Drifts of the machine that are slow against one pair cancel out.
+  ...): one ratio per pair of adjacent runs, their median and its distribution-free interval
+  (order statistics). Drifts of the machine that are slow against one pair cancel out; and
+  timings under load are heavy-tailed, even bimodal (a run that waits for a core), which
+  throws a mean of log ratios around where a median holds (see docs/design/tuning.md).
 - `unpaired_ratio` (Welch's t on log times) is for times taken apart (the live line of the
   search, where the baseline was measured once at the start).
 
 Everything is plain numpy; Student's t quantile is computed here (regularized incomplete beta
-by continued fraction, then bisection), so no statistics package is needed.
+by continued fraction, then bisection) and binomial tails with `math.comb`, so no statistics
+package is needed.
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ import numpy as np
 
 CONFIDENCE = 0.95
 OUTLIER_MADS = 5.0  # a sample further than this many (scaled) MADs from the median is an outlier
-MIN_TRIM = 10  # pairs needed before outlying ones are left out of an interval
 
 
 @attrs.frozen
@@ -137,22 +139,35 @@ def _logs(values: Sequence[float]) -> np.ndarray:
 
 
 def paired_ratio(baseline: Sequence[float], candidate: Sequence[float],
-                 confidence: float = CONFIDENCE, *, trim: bool = True) -> RatioInterval | None:
+                 confidence: float = CONFIDENCE) -> RatioInterval | None:
     """Speedup of `candidate` over `baseline` from interleaved pairs (``baseline[i]`` ran next to
-    ``candidate[i]``); None with fewer than two pairs.
-
-    With `trim`, outlying pairs (`outliers` of the pair ratios: a run hit by a burst of load)
-    are left out of the interval; callers report how many.
+    ``candidate[i]``): the median of the pair ratios, with the distribution-free interval of a
+    median (order statistics of the sorted log ratios, binomial tail at 1/2); None with fewer than
+    two pairs. Below ~6 pairs no interval reaches 95%: it is then unbounded (never significant).
     """
     pairs = [(b, c) for b, c in zip(baseline, candidate) if b and c and b > 0 and c > 0]
-    if trim and len(pairs) >= MIN_TRIM:  # fewer pairs give too rough a MAD to call any of them outlying
-        dropped = set(outliers([b / c for b, c in pairs]))
-        pairs = [p for i, p in enumerate(pairs) if i not in dropped]
     if len(pairs) < 2:
         return None
-    diffs = np.log([b for b, _ in pairs]) - np.log([c for _, c in pairs])
-    return _interval(float(diffs.mean()), float(diffs.std(ddof=1)) / math.sqrt(len(diffs)), len(diffs) - 1,
-                     confidence, len(diffs))
+    logs = np.sort(np.log([b for b, _ in pairs]) - np.log([c for _, c in pairs]))
+    n = len(logs)
+    k = _median_rank(n, confidence)
+    point = math.exp(float(np.median(logs)))
+    if k == 0:
+        return RatioInterval(point, 0.0, math.inf, confidence, n)
+    return RatioInterval(point, math.exp(float(logs[k - 1])), math.exp(float(logs[n - k])), confidence, n)
+
+
+def _median_rank(n: int, confidence: float) -> int:
+    """The largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_(k), x_(n+1-k)] covers the
+    median with at least `confidence`; 0 when no k does."""
+    tail = (1.0 - confidence) / 2.0
+    cumulative, k = 0.0, 0
+    for j in range(n + 1):
+        cumulative += math.comb(n, j) / 2.0 ** n
+        if cumulative > tail:
+            break
+        k = j + 1
+    return min(k, n // 2)
 
 
 def unpaired_ratio(baseline: Sequence[float], candidate: Sequence[float],
