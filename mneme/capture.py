@@ -21,6 +21,8 @@ import logging
 import os
 import re
 import struct
+import sys
+import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -263,7 +265,7 @@ def module_globals(module) -> dict[str, int]:
     """Name -> size of the device global variables a module defines (global and constant memory)."""
     from mneme.core import ir as irmod
 
-    td = irmod._target_data(module.data_layout)
+    td = irmod.target_data(module.data_layout)
     found = {}
     for gv in module.global_variables:
         if gv.is_declaration or gv.name.startswith("llvm."):
@@ -472,3 +474,13 @@ def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backen
 
 
 __all__ = ["capture", "capture_spec", "load_spec", "build_args", "pack_scalar", "DEFAULT_VA_ADDR"]
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: ``mneme.capture(...)`` is ``mneme.capture.capture(...)``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Path:
+        return capture(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,10 +1,20 @@
-"""Test-wide fixtures and the `gpu` marker: GPU tests skip cleanly where no GPU is present."""
+"""Test-wide fixtures, the `gpu` marker (GPU tests skip cleanly where no GPU is present), and the
+one-line summary of what skipped tests lacked.
+
+A test that needs a tool says so in its skip reason as ``needs TOOL[, TOOL...][: how to get it]``
+(tests/skips.py makes such marks); the summary counts skipped tests per missing tool.
+"""
 
 from __future__ import annotations
 
+import collections
 import functools
+import re
 
 import pytest
+
+
+NEEDS_GPU = "needs a GPU"
 
 
 @functools.lru_cache(maxsize=1)
@@ -31,7 +41,47 @@ def pytest_collection_modifyitems(config, items):
     usable, reason = gpu_available()
     if usable:
         return
-    skip = pytest.mark.skip(reason=f"GPU test: {reason}")
+    skip = pytest.mark.skip(reason=f"{NEEDS_GPU}: {reason}")
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def missing_tools(reason: str) -> list[str]:
+    """The tools a skip reason names as missing (``needs A, B and C: ...``); none for other skips."""
+    if reason.startswith(NEEDS_GPU):
+        return []
+    found = re.match(r"could not import '([^']+)'", reason)
+    if found:  # pytest.importorskip without a reason of its own
+        return [f"python:{found.group(1)}"]
+    found = re.match(r"needs (.+?)(?::|$)", reason)
+    if not found:
+        return []
+    return [tool.strip() for tool in re.split(r",|\band\b", found.group(1)) if tool.strip()]
+
+
+def pytest_unconfigure(config):
+    """End the run with one line: each missing tool and how many tests it skipped; GPU tests apart."""
+    terminalreporter = config.pluginmanager.get_plugin("terminalreporter")
+    if terminalreporter is None or hasattr(config, "workerinput") or config.option.collectonly:
+        return  # an xdist worker, or nothing ran
+    skipped = terminalreporter.stats.get("skipped", [])
+    tools: collections.Counter[str] = collections.Counter()
+    gpu = other = 0
+    for report in skipped:
+        reason = _skip_reason(report)
+        names = missing_tools(reason)
+        tools.update(names)
+        gpu += reason.startswith(NEEDS_GPU)
+        other += not names and not reason.startswith(NEEDS_GPU)
+    listed = ", ".join(f"{tool} ({count})" for tool, count in sorted(tools.items(), key=lambda kv: (-kv[1], kv[0])))
+    line = f"skipped for missing tools: {listed or 'none'}; needs a GPU: {gpu}"
+    if other:
+        line += f"; other skips: {other} (-rs lists them)"
+    terminalreporter.write_line(line, yellow=bool(tools), bold=True)

@@ -147,20 +147,20 @@ def rocm_bitcode_dir() -> Path | None:
 def hip_available() -> tuple[bool, str]:
     """Whether HIP corpus IR can be built here (headers and device libraries), and why not."""
     if rocm_bitcode_dir() is None:
-        return False, "ROCm device libraries not found (apt-get install rocm-device-libs)"
+        return False, "needs rocm-device-libs: the ROCm device libraries (apt-get install rocm-device-libs)"
     if not Path("/usr/include/hip/hip_runtime.h").exists():
-        return False, "HIP headers not found (apt-get install libamdhip64-dev)"
+        return False, "needs libamdhip64-dev: the HIP headers (apt-get install libamdhip64-dev)"
     return True, ""
 
 
 def cuda_available() -> tuple[bool, str]:
     """Whether CUDA corpus IR can be built and assembled here (clang-19, CUDA headers, ptxas), and why not."""
     if not (cuda_path() / "include" / "cuda_runtime.h").exists():
-        return False, f"CUDA toolkit headers not found under {cuda_path()} (set CUDA_PATH)"
+        return False, f"needs the CUDA toolkit headers: none under {cuda_path()} (set CUDA_PATH)"
     if shutil.which(CLANG) is None:
-        return False, f"{CLANG} not found (apt-get install clang-19)"
+        return False, f"needs {CLANG}: apt-get install clang-19"
     if shutil.which("ptxas") is None and not (cuda_path() / "bin" / "ptxas").exists():
-        return False, f"ptxas not found in PATH or {cuda_path() / 'bin'}"
+        return False, f"needs ptxas: not in PATH or {cuda_path() / 'bin'} (the CUDA toolkit)"
     return True, ""
 
 

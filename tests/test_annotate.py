@@ -52,12 +52,12 @@ def library(tmp_path_factory):
     try:
         return recorder.build(tmp_path_factory.mktemp("recorder"))
     except MnemeError as exc:
-        pytest.skip(f"recorder cannot be built here: {exc}")
+        pytest.skip(f"needs the CUDA recorder's build: {exc}")
 
 
 def _compile(tmp_path: Path, compiler: str, suffix: str, flags: list[str]) -> Path:
     if shutil.which(compiler) is None:
-        pytest.skip(f"{compiler} not installed")
+        pytest.skip(f"needs {compiler}")
     source = tmp_path / f"app.{suffix}"
     source.write_text(PROGRAM)
     exe = tmp_path / f"app_{suffix}"

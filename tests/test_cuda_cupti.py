@@ -16,9 +16,10 @@ import pytest
 cupti = pytest.importorskip("mneme_cuda.cupti")
 
 from mneme.core.native import c_compiler  # noqa: E402 - after the importorskip
+from skips import needs_all  # noqa: E402
 
-needs_headers = pytest.mark.skipif(cupti.headers() is None or c_compiler() is None,
-                                   reason="CUPTI's cupti.h (CUDA toolkit) or a C compiler not installed")
+needs_headers = needs_all({"cupti.h": cupti.headers() is not None, "a C compiler": c_compiler() is not None},
+                          hint="CUPTI's header is in the CUDA toolkit")
 
 
 def _timer_in_a_fresh_process(env: dict[str, str]) -> dict:

@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 from mneme.core.errors import CorruptFileError, UsageError
-from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotWriter, codec
+from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotWriter, codec, snapio
 from mneme.core.snapshot.format import ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW
 
 devdecode = pytest.importorskip("mneme_cuda.devdecode")
-snapio = pytest.importorskip("mneme_cuda.snapio")
 needs_lz4 = pytest.mark.skipif(not codec.lz4_available(), reason="needs liblz4.so.1")
 
 A, B, C = 0x7000_0000, 0x7100_0000, 0x7200_0000
@@ -122,7 +121,7 @@ def test_the_tables_point_each_chunk_at_its_payload_body_and_destination(state):
 @needs_lz4
 def test_the_native_reader_hands_over_payloads_as_stored_and_checks_them(state, tmp_path):
     if snapio.library() is None:
-        pytest.skip("the native reader cannot be built here (needs a C compiler and xxhash.h)")
+        pytest.skip("needs a C compiler and xxhash.h: the native reader cannot be built here")
     path, _, _ = state
     raw = path.read_bytes()
     with snapio.NativeDecoder(2) as decoder, Snapshot.open(path) as snap:

@@ -16,18 +16,17 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from skips import needs_all
 
 recorder = pytest.importorskip("mneme_cuda.recorder")
 
 PACKAGE = Path(__file__).resolve().parents[1] / "backends" / "cuda"
-can_build = pytest.mark.skipif(
-    recorder.cuda_include() is None or recorder.xxhash_include() is None or shutil.which("cmake") is None,
-    reason="the recorder's build needs cmake, the CUDA toolkit's cuda.h and xxhash.h",
-)
+can_build = needs_all({"cmake": shutil.which("cmake") is not None, "cuda.h": recorder.cuda_include() is not None,
+                       "xxhash.h": recorder.xxhash_include() is not None}, hint="the recorder's build")
 
 
 needs_backend = pytest.mark.skipif(importlib.util.find_spec("scikit_build_core") is None,
-                                   reason="scikit-build-core (the test extra) is not installed")
+                                   reason="needs scikit-build-core: the test extra")
 
 
 def _wheel(tmp_path: Path, *settings: str) -> Path:
@@ -54,7 +53,7 @@ def test_a_wheel_carries_the_recorder_beside_the_plugin(tmp_path):
     names = zipfile.ZipFile(_wheel(tmp_path)).namelist()
     assert f"mneme_cuda/lib/{recorder.LIBRARY}" in names
     assert {"mneme_cuda/plugin.py", "mneme_cuda/kernels/compare.ptx", "mneme_cuda/kernels/lz4.ptx",
-            "mneme_cuda/native/snapio.c"} <= set(names)
+            "mneme_cuda/native/cupti_timer.h"} <= set(names)
 
 
 @needs_backend

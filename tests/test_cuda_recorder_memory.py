@@ -32,7 +32,7 @@ def native(tmp_path_factory):
     try:
         library = recorder.build(tmp_path_factory.mktemp("recorder"))
     except MnemeError as exc:
-        pytest.skip(f"recorder cannot be built here: {exc}")
+        pytest.skip(f"needs the CUDA recorder's build: {exc}")
     lib = ctypes.CDLL(str(library))
     lib.mneme_recorder_pitch.restype = ctypes.c_uint64
     lib.mneme_recorder_pitch.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
@@ -126,7 +126,7 @@ def test_unreadable_in_application_times_are_an_error_naming_the_file_and_field(
     assert err.value.field == "kernels.saxpy.kernel_times.1"
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
 def test_finalize_gives_each_instance_its_in_application_times(tmp_path):
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)

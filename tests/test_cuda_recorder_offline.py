@@ -28,7 +28,7 @@ from mneme.core.snapshot import Snapshot
 KERNELS = Path(__file__).parent / "data" / "kernels"
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 BASE = 0x153940000000
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def library(tmp_path_factory):
     try:
         return recorder.build(tmp_path_factory.mktemp("recorder"))
     except MnemeError as exc:
-        pytest.skip(f"recorder cannot be built here: {exc}")
+        pytest.skip(f"needs the CUDA recorder's build: {exc}")
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from skips import needs
 
 from mneme.instrument.fatbin import find_kernel_params
 
@@ -22,9 +23,7 @@ EXAMPLE = ROOT / "examples" / "cuda_vecadd"
 MNEME = [sys.executable, "-m", "mneme.core.cli"]
 KERNELS = {"_Z6vecaddPKfS0_Pfi": "kernels.cu", "_Z4axpyIfEvT_PKS0_PS0_i": "main.cu"}
 
-pytestmark = pytest.mark.skipif(
-    not all(shutil.which(t) for t in ("cmake", "nvcc", "clang++-19")), reason="needs cmake, nvcc and clang-19"
-)
+pytestmark = needs("cmake", "nvcc", "clang++-19")
 
 def cubin_param_sizes(binary: Path, kernel: str) -> list[int]:
     return [p.size for p in find_kernel_params(binary, kernel)]

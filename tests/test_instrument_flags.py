@@ -6,11 +6,12 @@ import os
 import shutil
 
 import pytest
+from skips import needs
 
 from mneme.core.errors import UsageError
 from mneme.instrument import flags
 
-pytestmark = pytest.mark.skipif(shutil.which("clang++-19") is None, reason="needs clang-19")
+pytestmark = needs("clang++-19")
 
 
 def nvcc_plan(*args, cwd="/build"):

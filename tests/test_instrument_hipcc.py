@@ -18,20 +18,20 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from skips import needs
 from click.testing import CliRunner
 from irbuild import KERNELS_DIR
 
 from mneme.core import ir
 from mneme.core.cli import cli
-from mneme.core.codegen import amdgpu_metadata
+from mneme_hip.metadata import amdgpu_metadata
 from mneme.instrument.elf import ElfFile
 from mneme.instrument.section import SECTION_NAME, read_entries
 from mneme.instrument.symbols import module_symbols
 
 pytestmark = [
-    pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc not on PATH (Debian: apt-get install hipcc)"),
-    pytest.mark.skipif(not all(shutil.which(t) for t in ("clang++-19", "llvm-objcopy-19")),
-                       reason="needs clang-19 and llvm-19"),
+    pytest.mark.skipif(shutil.which("hipcc") is None, reason="needs hipcc: apt-get install hipcc"),
+    needs("clang++-19", "llvm-objcopy-19"),
 ]
 
 LAUNCHER = [sys.executable, "-m", "mneme.instrument.launcher"]

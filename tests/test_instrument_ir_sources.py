@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from skips import needs
 
 from mneme.core import plugins
+from mneme.instrument.elf import elf_files_from_maps, loaded_elf_files
 from mneme.instrument.irsource import ArchitectureMismatch, IRSource, arch_rank, runs_on
 from mneme.instrument.launcher import write_standins
 from mneme.instrument.symbols import module_symbols
-from mneme.plugins.ir_sources.embedded import EmbeddedIRSource, elf_files_from_maps, loaded_elf_files
+from mneme.plugins.ir_sources.embedded import EmbeddedIRSource
 from mneme.plugins.ir_sources.triton import TritonCacheIRSource
 
 ADD_KERNEL = """
@@ -26,8 +28,7 @@ extern "C" __global__ void add_kernel(const float* x, const float* y, float* out
 }
 """
 
-needs_cuda_tools = pytest.mark.skipif(not (shutil.which("nvcc") and shutil.which("clang++-19")),
-                                      reason="needs nvcc and clang-19")
+needs_cuda_tools = needs("nvcc", "clang++-19")
 
 
 def test_both_sources_are_registered_plugins():

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from skips import needs
 from click.testing import CliRunner
 
 from mneme.core.cli import cli
@@ -21,9 +22,7 @@ from mneme.instrument.section import SECTION_NAME, read_entries
 from mneme.instrument.symbols import module_symbols
 from mneme.plugins.ir_sources.embedded import EmbeddedIRSource
 
-pytestmark = pytest.mark.skipif(
-    not all(shutil.which(t) for t in ("nvcc", "clang++-19", "llvm-objcopy-19")), reason="needs nvcc, clang-19, llvm-19"
-)
+pytestmark = needs("nvcc", "clang++-19", "llvm-objcopy-19")
 
 LAUNCHER = [sys.executable, "-m", "mneme.instrument.launcher"]
 

@@ -65,7 +65,7 @@ def write_distribution(root, dist: str, version: str, package: str, cls: str, co
         [project]
         name = "{dist}"
         version = "{version}"
-        dependencies = ["mneme"]
+        dependencies = ["mneme-gpu"]
 
         [project.entry-points.mneme]
         {package} = "{package}.plugin"
@@ -115,8 +115,8 @@ def test_installed_plugin_is_listed_with_its_distribution_and_version(site):
     rows = [line for line in result.stdout.splitlines() if "mneme-golden" in line]
     assert any("sampler" in r and "golden" in r and "1.2.3" in r for r in rows), result.stdout
     assert any("command" in r and "golden" in r for r in rows), result.stdout
-    # The built-in commands are listed the same way, from the mneme distribution.
-    assert any("command" in line and "inspect" in line and "mneme" in line for line in result.stdout.splitlines())
+    # The built-in commands are listed the same way, from the mneme-gpu distribution.
+    assert any("command" in line and "inspect" in line and "mneme-gpu" in line for line in result.stdout.splitlines())
 
 
 def test_installed_plugin_command_and_sampler_are_usable(site):

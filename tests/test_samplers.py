@@ -105,7 +105,7 @@ def test_optuna_gp_without_torch_says_what_to_install():
         create_sampler("optuna:gp")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="optuna:gp needs torch, not installed")
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch: optuna:gp's model")
 def test_optuna_gp_proposes_through_the_study(tmp_path):
     assert drive(create_sampler("optuna:gp", seed=1), space_of(tmp_path), 12)
 

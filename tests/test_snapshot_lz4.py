@@ -17,7 +17,7 @@ from mneme.core.errors import CorruptFileError, UsageError
 from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotWriter, codec
 from mneme.core.snapshot.format import ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW
 
-pytestmark = pytest.mark.skipif(not codec.lz4_available(), reason="needs the system's liblz4.so.1")
+pytestmark = pytest.mark.skipif(not codec.lz4_available(), reason="needs liblz4.so.1: the system's LZ4 library")
 
 ADDR, OTHER = 0x7F12_3400_0000, 0x7F12_3500_0000
 

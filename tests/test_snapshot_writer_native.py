@@ -17,16 +17,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from skips import needs_all
 
 from mneme.core.snapshot import RegionPolicy, Snapshot
 from mneme.core.snapshot import codec
 from mneme.core.snapshot.format import ENC_DIFF, ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
 
-SOURCE = Path(__file__).resolve().parents[1] / "backends" / "cuda" / "recorder" / "snapshot_writer.cpp"
+SOURCE = Path(__file__).resolve().parents[1] / "mneme" / "core" / "snapshot" / "native" / "snapshot_writer.cpp"
 CXX = next((c for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c and shutil.which(c)), None)
 HAVE_XXHASH = Path("/usr/include/xxhash.h").exists()
 
-pytestmark = pytest.mark.skipif(CXX is None or not HAVE_XXHASH, reason="needs a C++ compiler and xxhash.h")
+pytestmark = needs_all({"a C++ compiler": CXX is not None, "xxhash.h": HAVE_XXHASH})
 
 BASE = 0x153940000000
 F32, NORM_L2 = 10, 2
@@ -392,7 +393,7 @@ def _native_launch(lib, raw: Path, image: bytes, policy_in_file: int, policy_in_
     return y0.tobytes(), y1.tobytes()
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
 def test_finalize_moves_the_recorders_own_snapshots_under_their_database_names(library, tmp_path):
     recorder = pytest.importorskip("mneme_cuda.recorder")
     from mneme.core.records import RecordedExecution
@@ -413,7 +414,7 @@ def test_finalize_moves_the_recorders_own_snapshots_under_their_database_names(l
         assert epilogue.region(BASE + (2 << 20)).policy == RegionPolicy(dtype="f32", threshold=1e-5, relative=True)
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
 def test_finalize_refuses_snapshots_whose_policies_differ_from_the_manifest(library, tmp_path):
     recorder = pytest.importorskip("mneme_cuda.recorder")
     from mneme.core.errors import FormatError

@@ -252,8 +252,8 @@ def postgres_url():
     """A PostgreSQL server of our own in a temporary folder, on a free localhost port."""
     initdb, pg_ctl = _postgres_bin("initdb"), _postgres_bin("pg_ctl")
     if not (initdb and pg_ctl):
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed: apt-get install postgresql")
-    pytest.importorskip("psycopg", reason="psycopg is not installed: pip install 'psycopg[binary]'")
+        pytest.skip("needs postgresql-15: the server's initdb and pg_ctl (apt-get install postgresql-15)")
+    pytest.importorskip("psycopg", reason="needs psycopg: pip install 'psycopg[binary]'")
     folder = Path(tempfile.mkdtemp(prefix="mneme-pg-"))
     prefix: list[str] = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as an unprivileged user

@@ -62,3 +62,27 @@ class ExperimentError(MnemeError):
     def __init__(self, message: str, *, kind: str = "error"):
         self.kind = kind
         super().__init__(message)
+
+
+# The distribution's name as pip installs it, for "pip install 'mneme-gpu[extra]'" messages.
+DISTRIBUTION = "mneme-gpu"
+
+
+class MissingExtraError(UsageError):
+    """A feature needs an optional dependency group (an extra) that is not installed."""
+
+    def __init__(self, what: str, extra: str, *, plural: bool = False):
+        self.extra = extra
+        super().__init__(f"{what} {'need' if plural else 'needs'} the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
+
+
+def require(module: str, extra: str, what: str):
+    """Import `module`, or raise MissingExtraError naming the extra that provides it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name is not None and exc.name != module and not module.startswith(exc.name + "."):
+            raise  # the package is there but broken: not a missing extra
+        raise MissingExtraError(what, extra) from None

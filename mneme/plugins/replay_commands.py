@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ import click
 from rich.table import Table
 
 from mneme.core.backend import CACHE_STATES
+from mneme.core import params
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
@@ -22,8 +24,11 @@ log = logging.getLogger(__name__)
 
 
 @hookimpl
-def mneme_cli_commands():
-    return [capture_command, replay_command, annotate_command]
+def mneme_cli_commands(cli, registry):
+    replay = copy.copy(replay_command)  # with a flag per declared parameter (--ptxas-opt, ...)
+    replay.params = replay_command.params + params.click_options(registry.knobs())
+    for command in (capture_command, replay, annotate_command):
+        cli.add_command(command)
 
 
 # -- configuration resolution ---------------------------------------------------------------------
@@ -60,11 +65,18 @@ def resolve_config(
     configuration field; None values are ignored (the option was not given).
     """
     data = default.to_dict()
+    data.pop("schema", None)
+    known = set(data) | params.known_names()
     if file_fields:
-        unknown = sorted(set(file_fields) - set(data))
+        file_fields = dict(file_fields)
+        schema = file_fields.pop("schema", 1)
+        if not isinstance(schema, int) or schema > params.SCHEMA:
+            raise FormatError(source, f"configuration schema {schema!r} is newer than this Mneme reads "
+                              f"(up to {params.SCHEMA}); upgrade Mneme")  # fmt: skip
+        unknown = sorted(set(file_fields) - known)
         if unknown:
-            raise FormatError(source, f"unknown configuration field(s) {', '.join(unknown)}; "
-                              f"known: {', '.join(sorted(data))}")  # fmt: skip
+            raise FormatError(source, f"unknown configuration field(s) {', '.join(unknown)} "
+                              f"({params.nearest(unknown[0])}); known: {', '.join(sorted(known))}")  # fmt: skip
         data.update(file_fields)
     for key, value in (overrides or {}).items():
         if value is None:
@@ -74,7 +86,7 @@ def resolve_config(
             dims = dict(data[which]) if isinstance(data[which], Mapping) else _dims(data[which])
             dims[axis] = value
             data[which] = dims
-        elif key in data:
+        elif key in known:
             data[key] = value
         else:
             raise UsageError(f"unknown configuration option {key!r}")
@@ -205,9 +217,14 @@ def _json_default(value: Any) -> Any:
 
 
 def _console():
-    from mneme.core.cli import console
+    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.obj if ctx is not None else None
+    if isinstance(obj, dict) and "console" in obj:
+        return obj["console"]
+    from rich.console import Console
 
-    return console
+    return Console()
 
 
 @click.command("capture")

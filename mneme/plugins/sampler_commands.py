@@ -7,10 +7,15 @@ from pathlib import Path
 
 import click
 
-from mneme.core.cli import console
 from mneme.core.errors import UsageError
 
 DEFAULT_SAMPLERS = "optuna:tpe,nevergrad:NGOpt,random"
+
+
+def _print(*args, **kwargs) -> None:
+    from mneme.plugins.tune_commands import _console
+
+    _console().print(*args, **kwargs)
 
 
 def _time(seconds: float | None) -> str:
@@ -30,11 +35,11 @@ def run_simulation(study: str, sampler: str, trials: int, seed: int | None, as_j
         click.echo(json.dumps({**run.to_dict(), "optimum": sweep.optimum, "baseline": sweep.baseline.value},
                               indent=2, sort_keys=True))
         return
-    console.print(f"simulated {sampler} on {study} ({len(sweep.points)} measured configurations, no device): "
+    _print(f"simulated {sampler} on {study} ({len(sweep.points)} measured configurations, no device): "
                   f"{run.trials} distinct trials, {run.duplicates} duplicate proposals, {run.infeasible} infeasible; "
                   f"stopped: {run.stop}", highlight=False)
     speedup = sweep.baseline.value / run.pick_time if run.pick_time and sweep.baseline.value else None
-    console.print(f"picked {run.pick[:12]}: {_time(run.pick_time)} (true median), "
+    _print(f"picked {run.pick[:12]}: {_time(run.pick_time)} (true median), "
                   f"{'-' if speedup is None else f'{speedup:.2f}x'} vs the recorded configuration; "
                   f"{100 * run.fraction:.1f}% of the optimum ({_time(sweep.optimum)}); within 5% of it after "
                   f"{run.reached_at if run.reached_at is not None else 'never'} trials", highlight=False)
@@ -68,10 +73,10 @@ def compare_command(study, samplers, budget, repeats, no_noise, as_json):
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
         return
-    console.print(f"sweep {study}: {len(sweep.points)} measured configurations, optimum {_time(sweep.optimum)}, "
+    _print(f"sweep {study}: {len(sweep.points)} measured configurations, optimum {_time(sweep.optimum)}, "
                   f"recorded configuration {_time(sweep.baseline.value)}; {repeats} seeds each"
                   + ("" if no_noise else ", answers drawn from each point's measured times"), highlight=False)
-    console.print(markdown_table(rows, NEAR), highlight=False, soft_wrap=True, markup=False)
+    _print(markdown_table(rows, NEAR), highlight=False, soft_wrap=True, markup=False)
 
 
 def markdown_table(rows: list[dict], near: float = 0.95) -> str:
@@ -107,4 +112,4 @@ def export_command(results_dir, output):
     out.parent.mkdir(parents=True, exist_ok=True)
     data = export_sweep(Path(results_dir), relative_to=out.parent)
     write_json(out, data)
-    console.print(f"wrote {len(data['points'])} measured configurations to {out}")
+    _print(f"wrote {len(data['points'])} measured configurations to {out}")

@@ -14,12 +14,24 @@ from rich.table import Table
 from rich.text import Text
 
 from mneme.core.backend import CACHE_STATES
-from mneme.core.cli import console, err_console
 from mneme.core.errors import UsageError
 from mneme.core.interrupt import Interrupted
 from mneme.core.hookspecs import hookimpl
 
 log = logging.getLogger(__name__)
+
+
+def _console(err: bool = False):
+    """The `mneme` command's console (`err`: its stderr one): the click context carries it (a plain one outside
+    `mneme`)."""
+    key = "err_console" if err else "console"
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.obj if ctx is not None else None
+    if isinstance(obj, dict) and key in obj:
+        return obj[key]
+    from rich.console import Console
+
+    return Console(stderr=err)
 
 
 @hookimpl
@@ -81,39 +93,44 @@ def _progress_view(progress) -> Group:
 def show_space(space) -> None:
     description = space.describe()
     table = Table(title=f"search space {description['name']!r} ({description['class']})")
+    from mneme.core import params
+
+    knobs = params.knobs()
     table.add_column("parameter")
     table.add_column("kind")
     table.add_column("domain")
+    table.add_column("declared by (stage)")
     for name, dim in description["dimensions"].items():
-        table.add_row(name, dim["kind"], dim["domain"])
-    console.print(table)
+        knob = knobs.get(name)
+        table.add_row(name, dim["kind"], dim["domain"], f"{knob.plugin} ({knob.stage})" if knob else "")
+    _console().print(table)
     options = ", ".join(f"{k}={v}" for k, v in description["options"].items()) or "defaults"
-    console.print(f"options: {options}")
+    _console().print(f"options: {options}")
     size = description["size"]
-    console.print(f"points before constraints: {size if size is not None else 'continuous (not enumerable)'}")
+    _console().print(f"points before constraints: {size if size is not None else 'continuous (not enumerable)'}")
     if size is not None and size <= 200_000:
         feasible = sum(1 for _ in space.sample_exhaustive())
-        console.print(f"feasible distinct configurations: {feasible}")
+        _console().print(f"feasible distinct configurations: {feasible}")
     baseline = getattr(space, "baseline", None)
     if callable(baseline):
         config = baseline()
-        console.print(f"recorded launch: grid {config.grid}, block {config.block}, shared_mem {config.shared_mem}")
+        _console().print(f"recorded launch: grid {config.grid}, block {config.block}, shared_mem {config.shared_mem}")
 
 
 def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     counts = summary["counts"]
     failures = ", ".join(f"{k} {v}" for k, v in sorted(counts["failures"].items())) or "none"
-    console.print(f"study {summary['study']}: {counts['trials']} distinct configurations measured, "
+    _console().print(f"study {summary['study']}: {counts['trials']} distinct configurations measured, "
                   f"{counts.get('duplicates', counts['cached'])} duplicate proposals answered from the store, "
                   f"{counts['infeasible']} infeasible skipped, {counts['interrupted']} interrupted; failures: "
                   f"{failures}", highlight=False)
     stop = summary.get("stop") or {}
     if stop.get("detail"):
-        console.print(stop["detail"], highlight=False)
+        _console().print(stop["detail"], highlight=False)
     for note in summary.get("notes") or ():
-        console.print(f"note: {note}", highlight=False)
+        _console().print(f"note: {note}", highlight=False)
     baseline = summary["baseline"]
-    console.print(f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
+    _console().print(f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
                   + (" (re-timed)" if baseline.get("retimed") else ""), highlight=False)
     table = Table(title=title)
     for column in ("rank", "trial", "time", "speedup [95% interval]", "verdict", "measured by",
@@ -126,16 +143,16 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
         interval = "1.00x" if c["baseline"] else _interval_text(c)
         table.add_row(str(c["rank"]), trial, _fmt_time(c["time"]), interval, c.get("verdict", ""),
                       c.get("method", ""), changes)
-    console.print(table)
+    _console().print(table)
     for note in (summary.get("measurement") or {}).get("notes") or ():
-        console.print(f"note: {note}", highlight=False)
+        _console().print(f"note: {note}", highlight=False)
     best = summary.get("best")
     if best:
         if best["baseline"]:
-            console.print(f"best: the recorded configuration ({_fmt_time(best['time'])}); {summary.get('decision')}",
+            _console().print(f"best: the recorded configuration ({_fmt_time(best['time'])}); {summary.get('decision')}",
                           highlight=False)
         else:
-            console.print(f"best: {_fmt_time(best['time'])}, {_interval_text(best)} vs the recorded configuration "
+            _console().print(f"best: {_fmt_time(best['time'])}, {_interval_text(best)} vs the recorded configuration "
                           f"({summary.get('decision')})", highlight=False)
 
 
@@ -239,7 +256,7 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         session.prepare()
         show_space(session.space)
         return
-    live = Live(console=console, auto_refresh=False, transient=False) if not as_json and console.is_terminal \
+    live = Live(console=_console(), auto_refresh=False, transient=False) if not as_json and _console().is_terminal \
         else None
 
     def on_progress(progress):
@@ -267,12 +284,12 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return
     if live is None:
-        console.print(_progress_view(session.progress))
+        _console().print(_progress_view(session.progress))
     print_summary(summary)
     out = session.results_dir
-    console.print(f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
+    _console().print(f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
                   f"Proteus: PROTEUS_TUNED_KERNELS={out / 'tuned-kernels.json'})")
-    console.print(f"dashboard: optuna-dashboard {summary['storage']}")
+    _console().print(f"dashboard: optuna-dashboard {summary['storage']}")
 
 
 def _report_interruption(exc, session) -> None:
@@ -287,6 +304,7 @@ def _report_interruption(exc, session) -> None:
         words += ["--results", str(folder)]
     if "--resume" not in words:
         words.append("--resume")
+    err_console = _console(err=True)
     err_console.print(f"{exc}: {saved} trial{'s are' if saved != 1 else ' is'} saved in {folder}. Continue with:",
                       highlight=False, soft_wrap=True)
     err_console.print(f"  {shlex.join(words)}", highlight=False, soft_wrap=True, markup=False)
@@ -308,6 +326,8 @@ def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, a
 
     if plot_format and not plots_dir:
         raise UsageError("--plot-format needs --plots DIR, the folder to write the plots to")
+    if plots_dir:
+        report.plot_formats(plot_format)  # a missing plots extra fails here, before anything is printed
     store, session = report.open_results(Path(results_dir))
     summary = report.load_summary(Path(results_dir), store, session)
     if as_json:
@@ -329,4 +349,4 @@ def _note(message: str, as_json: bool) -> None:
     if as_json:
         print(message, file=sys.stderr)
     else:
-        console.print(message)
+        _console().print(message)

@@ -43,7 +43,7 @@ def test_without_a_gpu_availability_says_why_and_opening_raises():
     assert CudaBackend().fingerprint()["backend"] == "cuda"
 
 
-@pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) not installed")
+@pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
 @pytest.mark.parametrize("name", ["compare", "lz4"])
 def test_checked_in_ptx_is_what_nvcc_makes_of_its_source(tmp_path, name):
     out = tmp_path / f"{name}.ptx"
@@ -53,7 +53,7 @@ def test_checked_in_ptx_is_what_nvcc_makes_of_its_source(tmp_path, name):
     assert strip(out.read_text()) == strip((KERNELS / f"{name}.ptx").read_text())
 
 
-@pytest.mark.skipif(PTXAS is None, reason="ptxas (CUDA toolkit) not installed")
+@pytest.mark.skipif(PTXAS is None, reason="needs ptxas: the CUDA toolkit")
 @pytest.mark.parametrize("name", ["compare", "lz4"])
 def test_checked_in_ptx_assembles_for_hopper_without_spills(tmp_path, name):
     proc = subprocess.run([PTXAS, "-arch=sm_90", "-v", str(KERNELS / f"{name}.ptx"), "-o", str(tmp_path / "c.cubin")],
@@ -178,7 +178,7 @@ def recorder_library(tmp_path_factory):
     try:
         return recorder.build(tmp_path_factory.mktemp("recorder"))
     except MnemeError as exc:
-        pytest.skip(f"recorder cannot be built here: {exc}")
+        pytest.skip(f"needs the CUDA recorder's build: {exc}")
 
 
 def test_recorder_builds_against_the_cuda_headers_and_exports_its_interposers(recorder_library):

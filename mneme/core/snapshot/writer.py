@@ -70,12 +70,9 @@ class SnapshotWriteError(MnemeError):
 
 @functools.lru_cache(maxsize=1)
 def _producer() -> str:
-    try:
-        from importlib.metadata import version
+    from mneme import __version__
 
-        return f"mneme {version('mneme')}"
-    except Exception:  # noqa: BLE001 - the producer string is informative only
-        return "mneme"
+    return f"mneme {__version__}"
 
 
 def _string(text: str) -> bytes:
