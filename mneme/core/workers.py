@@ -328,15 +328,36 @@ class TuneWorkerHandle:
 
 @contextlib.contextmanager
 def _signals_blocked(*signums: int):
-    """Block `signums` in the calling thread for the block (so processes started in it inherit the mask)."""
-    if not hasattr(signal, "pthread_sigmask"):
+    """Start processes in the block with `signums` ignored (SIG_IGN survives fork and exec, and Python keeps an
+    ignored SIGINT ignored). A signal mask would not do: a native library loaded in this process may reset the
+    mask in forked children. The disposition is process-wide, set through libc from this (non-main) thread for
+    the few milliseconds of a spawn: a signal to this process in that window is ignored."""
+    libc = _libc()
+    if libc is None:
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    previous = {signum: libc.signal(signum, _SIG_IGN) for signum in signums}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in previous.items():
+            libc.signal(signum, handler)
+
+
+_SIG_IGN = 1
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    return libc
 
 
 def _utc_now() -> str:
