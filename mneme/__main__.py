@@ -1,5 +1,5 @@
 """`python -m mneme`: the `mneme` command, where its script is not on PATH."""
 
-from mneme.core.cli import main
+from mneme.core.interrupt import main
 
 main()

@@ -73,7 +73,13 @@ def test_tune_then_results_reprints_exports_and_plots(saxpy_db, tmp_path):
     code, out = invoke("tune", "-rdb", saxpy_db, "--sampler", "optuna:tpe", "--trials", 6, "--seed", 1, "--results",
                        results, *SPACE)
     assert code == 0, out
-    assert "best configurations" in out and "speedup" in out
+    assert "best configurations" in out and "speedup" in out and "interval" in out
+    summary = json.loads((results / "summary.json").read_text())
+    compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
+    assert compared and all(c["speedup_ci"][0] <= c["speedup"] <= c["speedup_ci"][1] for c in compared)
+    assert compared[0]["method"].startswith("interleaved")
+    if not any(c["significant"] and c["speedup"] > 1 for c in summary["ranking"]):
+        assert summary["best"]["baseline"] and "no significant difference" in summary["decision"]
     for name in ("best.json", "tuned-kernels.json", "summary.json", "session.json", "study.db"):
         assert (results / name).is_file(), name
     code, out = invoke("results", results, "--csv", tmp_path / "t.csv", "--jsonl", tmp_path / "t.jsonl",
@@ -82,10 +88,10 @@ def test_tune_then_results_reprints_exports_and_plots(saxpy_db, tmp_path):
     assert "best configurations" in out
     with open(tmp_path / "t.csv") as fh:
         rows = list(csv.DictReader(fh))
-    assert len([r for r in rows if r["status"] in COUNTED]) == 6
+    assert len([r for r in rows if r["status"] in EVALUATED]) == 6  # --trials counts distinct measured ones
     lines = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
     assert {line["number"] for line in lines} == {int(r["number"]) for r in rows}
-    for name in ("history", "importances", "parallel-coordinates"):
+    for name in ("speedups", "history", "importances", "parallel-coordinates"):
         assert (tmp_path / "plots" / f"{name}.html").is_file(), name
         png = (tmp_path / "plots" / f"{name}.png").read_bytes()
         assert png.startswith(b"\x89PNG\r\n\x1a\n"), name  # a real PNG, drawn by matplotlib

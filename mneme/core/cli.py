@@ -105,4 +105,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from mneme.core.interrupt import main as guarded_main
+
+    guarded_main()

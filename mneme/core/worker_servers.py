@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from typing import Any
 
 from mneme.core import backend as backend_mod
@@ -31,6 +32,9 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
     ``{"exp_id", "payload": "result", "data": result dict}`` or ``{"exp_id", "payload": "binary",
     "data": DeviceBinary | None, "result": result dict}``.
     """
+    # The pool decides when a worker stops; a terminal's Ctrl-C reaches the whole process group (the pool
+    # blocks SIGINT while it starts us, ignoring it here also drops one already pending).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_output(log_path)
     role = spec.get("role", "device")
     log.info("worker %s starting: pid %d, role %s, spec %s", spec.get("name"), os.getpid(), role, spec)

@@ -13,6 +13,7 @@ or a shutdown).
 from __future__ import annotations
 
 import collections
+import contextlib
 import concurrent.futures
 import itertools
 import logging
@@ -136,7 +137,10 @@ class TuneWorkerHandle:
                                     name=f"mneme-worker-{self.name}", daemon=True)  # fmt: skip
         self.spawns += 1
         try:
-            self.process.start()
+            # A terminal's Ctrl-C signals the whole process group: the pool, not each worker, decides what
+            # stops (no worker traceback). A signal blocked here stays blocked in the child (fork and exec).
+            with _signals_blocked(signal.SIGINT):
+                self.process.start()
         except Exception as exc:  # e.g. spawning from an unguarded __main__; counted as a startup failure
             child.close()
             parent.close()
@@ -320,6 +324,40 @@ class TuneWorkerHandle:
         except (OSError, EOFError, BrokenPipeError):
             pass
         self._kill()
+
+
+@contextlib.contextmanager
+def _signals_blocked(*signums: int):
+    """Start processes in the block with `signums` ignored (SIG_IGN survives fork and exec, and Python keeps an
+    ignored SIGINT ignored). A signal mask would not do: a native library loaded in this process may reset the
+    mask in forked children. The disposition is process-wide, set through libc from this (non-main) thread for
+    the few milliseconds of a spawn: a signal to this process in that window is ignored."""
+    libc = _libc()
+    if libc is None:
+        yield
+        return
+    previous = {signum: libc.signal(signum, _SIG_IGN) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            libc.signal(signum, handler)
+
+
+_SIG_IGN = 1
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    libc.signal.restype = ctypes.c_void_p
+    libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    return libc
 
 
 def _utc_now() -> str:

@@ -15,25 +15,30 @@ from rich.text import Text
 
 from mneme.core.backend import CACHE_STATES
 from mneme.core.errors import UsageError
+from mneme.core.interrupt import Interrupted
 from mneme.core.hookspecs import hookimpl
 
 log = logging.getLogger(__name__)
 
 
-def _console():
-    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
+def _console(err: bool = False):
+    """The `mneme` command's console (`err`: its stderr one): the click context carries it (a plain one outside
+    `mneme`)."""
+    key = "err_console" if err else "console"
     ctx = click.get_current_context(silent=True)
     obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and "console" in obj:
-        return obj["console"]
+    if isinstance(obj, dict) and key in obj:
+        return obj[key]
     from rich.console import Console
 
-    return Console()
+    return Console(stderr=err)
 
 
 @hookimpl
 def mneme_cli_commands():
-    return [tune_command, results_command]
+    from mneme.plugins.sampler_commands import samplers_group
+
+    return [tune_command, results_command, samplers_group]
 
 
 def _devices(text: str | None) -> list[int] | None:
@@ -63,18 +68,26 @@ def _fmt_speedup(value: float | None) -> str:
 
 
 def _progress_view(progress) -> Group:
+    from mneme.core.tuning.stats import format_interval
+
     done = min(progress.trials, progress.budget)
     width = 30
     filled = int(width * done / max(1, progress.budget))
-    bar = Text(f"[{'#' * filled}{'.' * (width - filled)}] {done}/{progress.budget} trials  ({progress.phase})")
+    bar = Text(f"[{'#' * filled}{'.' * (width - filled)}] {done}/{progress.budget} distinct trials  "
+               f"({progress.phase})")
     table = Table.grid(padding=(0, 2))
-    table.add_row("experiments run", str(progress.experiments), "answered from store", str(progress.cached))
+    table.add_row("experiments run", str(progress.experiments), "duplicates (from store)", str(progress.cached))
     failures = ", ".join(f"{k} {v}" for k, v in sorted(progress.failures.items())) or "none"
     table.add_row("infeasible (skipped)", str(progress.infeasible), "failures", failures)
     best = f"{_fmt_time(progress.best_time)} (trial {progress.best_trial})" if progress.best_time else "-"
     table.add_row("baseline", _fmt_time(progress.baseline_time), "best so far", best)
-    table.add_row("speedup vs baseline", _fmt_speedup(progress.speedup), "", "")
-    return Group(bar, table)
+    interval = progress.speedup_interval
+    speedup = format_interval(interval.to_dict()) if interval is not None else _fmt_speedup(progress.speedup)
+    table.add_row("speedup vs baseline", speedup, "(95% interval, search times)", "")
+    group = [bar, table]
+    if progress.stop.detail:
+        group.append(Text(progress.stop.detail))
+    return Group(*group)
 
 
 def show_space(space) -> None:
@@ -107,27 +120,49 @@ def show_space(space) -> None:
 def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     counts = summary["counts"]
     failures = ", ".join(f"{k} {v}" for k, v in sorted(counts["failures"].items())) or "none"
-    _console().print(f"study {summary['study']}: {counts['trials']} trials, {counts['experiments']} experiments, "
-                  f"{counts['cached']} answered from the store, {counts['infeasible']} infeasible skipped, "
-                  f"{counts['interrupted']} interrupted; failures: {failures}", highlight=False)
+    _console().print(f"study {summary['study']}: {counts['trials']} distinct configurations measured, "
+                  f"{counts.get('duplicates', counts['cached'])} duplicate proposals answered from the store, "
+                  f"{counts['infeasible']} infeasible skipped, {counts['interrupted']} interrupted; failures: "
+                  f"{failures}", highlight=False)
+    stop = summary.get("stop") or {}
+    if stop.get("detail"):
+        _console().print(stop["detail"], highlight=False)
+    for note in summary.get("notes") or ():
+        _console().print(f"note: {note}", highlight=False)
     baseline = summary["baseline"]
     _console().print(f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
                   + (" (re-timed)" if baseline.get("retimed") else ""), highlight=False)
     table = Table(title=title)
-    for column in ("rank", "trial", "time", "spread", "speedup", "changes from the recorded configuration"):
-        table.add_column(column, justify="right" if column in ("rank", "trial", "time", "spread", "speedup")
-                         else "left")
+    for column in ("rank", "trial", "time", "speedup [95% interval]", "verdict", "measured by",
+                   "changes from the recorded configuration"):
+        table.add_column(column, justify="right" if column in ("rank", "trial", "time") else "left")
     for c in summary["ranking"]:
         changes = "(recorded configuration)" if c["baseline"] else (
             ", ".join(f"{k}={_short(v)}" for k, v in c["changes"].items()) or "(same as recorded)")
-        spread = "-" if c["spread"] is None else f"{100 * c['spread']:.1f}%"
         trial = "-" if c["trial"] is None else str(c["trial"])
-        table.add_row(str(c["rank"]), trial, _fmt_time(c["time"]), spread, _fmt_speedup(c["speedup"]), changes)
+        interval = "1.00x" if c["baseline"] else _interval_text(c)
+        table.add_row(str(c["rank"]), trial, _fmt_time(c["time"]), interval, c.get("verdict", ""),
+                      c.get("method", ""), changes)
     _console().print(table)
+    for note in (summary.get("measurement") or {}).get("notes") or ():
+        _console().print(f"note: {note}", highlight=False)
     best = summary.get("best")
     if best:
-        _console().print(f"best: {_fmt_time(best['time'])}, {_fmt_speedup(best['speedup'])} vs the recorded "
-                      "configuration", highlight=False)
+        if best["baseline"]:
+            _console().print(f"best: the recorded configuration ({_fmt_time(best['time'])}); {summary.get('decision')}",
+                          highlight=False)
+        else:
+            _console().print(f"best: {_fmt_time(best['time'])}, {_interval_text(best)} vs the recorded configuration "
+                          f"({summary.get('decision')})", highlight=False)
+
+
+def _interval_text(c: dict) -> str:
+    from mneme.core.tuning.stats import format_interval
+
+    if c.get("speedup_ci"):
+        low, high = c["speedup_ci"]
+        return format_interval({"speedup": c["speedup"], "low": low, "high": high, "significant": c["significant"]})
+    return _fmt_speedup(c.get("speedup"))
 
 
 def _short(value) -> str:
@@ -137,8 +172,8 @@ def _short(value) -> str:
 
 
 @click.command("tune")
-@click.option("-rdb", "--record-db", "record_db", required=True, type=click.Path(exists=True),
-              help="Recording database (a .json file, or a folder holding one).")
+@click.option("-rdb", "--record-db", "record_db", default=None, type=click.Path(exists=True),
+              help="Recording database (a .json file, or a folder holding one); required unless --simulate.")
 @click.option("-rid", "--record-id", "record_id", default=None, help="Kernel instance (dynamic hash or prefix).")
 @click.option("--space", default="quick", show_default=True,
               help="A built-in space (quick, standard, launch, compiler, full), a YAML/JSON file, or path.py:Class.")
@@ -170,8 +205,19 @@ def _short(value) -> str:
 @click.option("--timer", default="auto", show_default=True,
               help="What times the runs, as for `mneme replay --timer`.")
 @click.option("--retime-top", type=int, default=3, show_default=True,
-              help="Re-time this many best configurations (and the baseline) at the end.")
-@click.option("--retime-repeats", type=int, default=2, show_default=True, help="Re-timings of each.")
+              help="Compare this many best configurations with the baseline at the end, by interleaved runs.")
+@click.option("--retime-repeats", type=int, default=2, show_default=True,
+              help="Pairs of runs each comparison makes at least (at least 3 are made).")
+@click.option("--ci-target", type=float, default=0.02, show_default=True,
+              help="A comparison stops once its speedup's 95% interval is this narrow (relative half-width).")
+@click.option("--measure-time", type=float, default=30.0, show_default=True, metavar="SECONDS",
+              help="A comparison stops after this long, however wide its interval.")
+@click.option("--accept-insignificant", is_flag=True,
+              help="best.json takes the fastest candidate even when its interval includes 1.0 (no significant "
+                   "difference); by default it stays the recorded configuration then.")
+@click.option("--simulate", "simulate", type=click.Path(exists=True), default=None, metavar="STUDY",
+              help="Replay a finished study or sweep (results folder or sweep .json) as an oracle: the sampler "
+                   "proposes, the stored measurements answer; no device is used.")
 @click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
 @click.option("--experiment-timeout", type=float, default=None,
               help="Seconds an experiment may run before its worker is killed (default derived from the baseline).")
@@ -179,21 +225,32 @@ def _short(value) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def tune_command(record_db, record_id, space, space_options, sampler, sampler_options, trials, timeout, devices,
                  workers_per_device, results, resume, force, storage, study, heartbeat, seed, iterations, cache,
-                 timer, retime_top, retime_repeats, backend, experiment_timeout, print_space, as_json):
+                 timer, retime_top, retime_repeats, ci_target, measure_time, accept_insignificant, simulate,
+                 backend, experiment_timeout, print_space, as_json):
     """Autotune one recorded kernel launch: search a space of verified variants, keep every result.
 
-    Exit codes: 0 done, 2 invalid options, 3 the recorded configuration does not verify, 1 other errors.
+    --trials counts distinct measured configurations. Exit codes: 0 done, 2 invalid options, 3 the
+    recorded configuration does not verify, 130/143 stopped by Ctrl-C/SIGTERM (the trials are saved;
+    the command to continue is printed), 1 other errors.
     """
+    if simulate:
+        from mneme.plugins.sampler_commands import run_simulation
+
+        run_simulation(simulate, sampler, trials, seed, as_json)
+        return
     from mneme.core.tuning.session import TuneOptions, TuningSession
     from mneme.core.tuning.space import parse_options
 
+    if record_db is None:
+        raise UsageError("mneme tune needs -rdb/--record-db RECORDING (or --simulate STUDY)")
     options = TuneOptions(
         record_db=record_db, record_id=record_id, space=space, space_options=parse_options(space_options),
         sampler=sampler, sampler_options=parse_options(sampler_options), trials=trials, timeout=timeout,
         devices=_devices(devices), workers_per_device=workers_per_device, results=results, resume=resume,
         force=force, storage=storage, study=study, seed=seed, iterations=iterations, cache=cache,
-        timer=timer, retime_top=retime_top,
-        retime_repeats=retime_repeats, backend=backend, experiment_timeout=experiment_timeout, heartbeat=heartbeat)
+        timer=timer, retime_top=retime_top, retime_repeats=retime_repeats, ci_target=ci_target,
+        measure_time=measure_time, accept_insignificant=accept_insignificant, backend=backend,
+        experiment_timeout=experiment_timeout, heartbeat=heartbeat)
     if print_space:
         session = TuningSession(options)
         session.prepare()
@@ -214,6 +271,12 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         live.start()
     try:
         summary = session.run()
+    except Interrupted as exc:
+        if live is not None:
+            live.stop()
+            live = None
+        _report_interruption(exc, session)
+        raise
     finally:
         if live is not None:
             live.stop()
@@ -227,6 +290,24 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     _console().print(f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
                   f"Proteus: PROTEUS_TUNED_KERNELS={out / 'tuned-kernels.json'})")
     _console().print(f"dashboard: optuna-dashboard {summary['storage']}")
+
+
+def _report_interruption(exc, session) -> None:
+    """How many trials are saved and the exact command that continues the run (on stderr)."""
+    import shlex
+
+    saved = getattr(exc, "saved", 0)
+    folder = getattr(exc, "results_dir", session.results_dir)
+    words = ["mneme", *sys.argv[1:]] if "tune" in sys.argv[1:] else ["mneme", "tune", "-rdb",
+                                                                     session.options.record_db]
+    if "--results" not in words and not any(w.startswith("--results=") for w in words):
+        words += ["--results", str(folder)]
+    if "--resume" not in words:
+        words.append("--resume")
+    err_console = _console(err=True)
+    err_console.print(f"{exc}: {saved} trial{'s are' if saved != 1 else ' is'} saved in {folder}. Continue with:",
+                      highlight=False, soft_wrap=True)
+    err_console.print(f"  {shlex.join(words)}", highlight=False, soft_wrap=True, markup=False)
 
 
 @click.command("results")
@@ -248,7 +329,7 @@ def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, a
     if plots_dir:
         report.plot_formats(plot_format)  # a missing plots extra fails here, before anything is printed
     store, session = report.open_results(Path(results_dir))
-    summary = report.build_summary(store, session=session)
+    summary = report.load_summary(Path(results_dir), store, session)
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
     else:
@@ -260,7 +341,7 @@ def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, a
         count = report.export_jsonl(store, Path(jsonl_path))
         _note(f"wrote {count} trials to {jsonl_path}", as_json)
     if plots_dir:
-        for path in report.write_plots(store, Path(plots_dir), plot_format):
+        for path in report.write_plots(store, Path(plots_dir), plot_format, summary=summary):
             _note(f"wrote {path}", as_json)
 
 

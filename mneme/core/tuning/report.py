@@ -4,9 +4,11 @@ Files in the results folder:
 
 ``session.json``        what was run: kernel, space, sampler, storage URL and study name
 ``study.db``            the result store (SQLite), unless ``--storage`` named another
-``summary.json``        counts, baseline, the ranked best configurations with re-timed spreads
+``summary.json``        counts, why the search stopped, baseline, the ranked best configurations,
+                        each speedup with its confidence interval, the decision for best.json
 ``best.json``           the best configuration, ``ExperimentConfiguration.to_dict()``:
-                        ``mneme replay --config best.json`` reproduces it
+                        ``mneme replay --config best.json`` reproduces it; the recorded
+                        configuration when no candidate is significantly faster
 ``tuned-kernels.json``  Proteus's ``PROTEUS_TUNED_KERNELS`` format: kernel name ->
                         ``Pipeline``/``OptLevel``, ``CodeGen``, ``CodeGenOptLevel``,
                         ``SpecializeArgs``, ``SpecializeDims``, ``SpecializeDimsRange``,
@@ -27,6 +29,7 @@ from typing import Any
 
 from mneme.core import fsutil
 from mneme.core.errors import MissingExtraError, UsageError
+from mneme.core.tuning import stats
 from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord
 from mneme.core.types import ExperimentConfiguration
 
@@ -37,8 +40,15 @@ TOP = 10
 
 
 def build_summary(store: ResultStore, *, retimed: dict[str, Any] | None = None,
-                  session: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Counts, baseline and the ranked best configurations of a study."""
+                  session: dict[str, Any] | None = None, accept_insignificant: bool = False) -> dict[str, Any]:
+    """Counts, baseline and the ranked best configurations of a study, each speedup with its interval.
+
+    A candidate compared with the baseline by interleaved runs (`measure`) carries that
+    comparison's interval; one known from the search only, an interval from times taken apart
+    (``"method": "search"``). ``best`` is the fastest candidate significantly faster than the
+    recorded configuration; when none is, the recorded configuration itself (``decision``
+    says why), unless `accept_insignificant`.
+    """
     records = store.records()
     retime = dict(store.retime)
     retime.update(retimed or {})
@@ -54,22 +64,28 @@ def build_summary(store: ResultStore, *, retimed: dict[str, Any] | None = None,
     base_retimed = retime.get(base_hash, {})
     base_time = base_retimed.get("median") if base_retimed.get("verified") else None
     base_time = base_time or baseline.get("value")
+    base_samples = list((baseline.get("result") or {}).get("exec_time") or [])
 
     candidates: dict[str, dict[str, Any]] = {}
     for r in sorted((r for r in records if r.ok), key=lambda r: r.value):
         if r.hash in candidates:
             continue
-        candidates[r.hash] = _candidate(r.hash, r.config, r.value, r.number, retime.get(r.hash))
+        candidates[r.hash] = _candidate(r.hash, r.config, r.value, r.number, retime.get(r.hash),
+                                        base_samples, list((r.result or {}).get("exec_time") or []))
     if baseline:
-        candidates.setdefault(base_hash, _candidate(base_hash, baseline["config"], baseline.get("value"), None,
-                                                    base_retimed or None))
-        candidates[base_hash]["baseline"] = True
-    ranked = sorted((c for c in candidates.values() if c["time"] is not None), key=lambda c: c["time"])
+        candidates[base_hash] = _candidate(base_hash, baseline["config"], baseline.get("value"), None,
+                                           base_retimed or None, base_samples, base_samples)
+        candidates[base_hash].update(baseline=True, time=base_time, speedup=1.0, speedup_ci=[1.0, 1.0],
+                                     significant=False, verdict="recorded configuration", method="baseline")
+    # Compared candidates first (their speedups come from interleaved runs), then the recorded configuration,
+    # then candidates known from the search only (times taken apart, under other machine conditions).
+    ranked = sorted((c for c in candidates.values() if c["time"] is not None),
+                    key=lambda c: (0 if c["method"].startswith("interleaved") else 1 if c["baseline"] else 2,
+                                   -(c["speedup"] or 0.0), c["time"]))
     for rank, c in enumerate(ranked, 1):
         c["rank"] = rank
-        c["speedup"] = (base_time / c["time"]) if base_time and c["time"] else None
         c["changes"] = _changes(baseline.get("config"), c["config"])
-    best = ranked[0] if ranked else None
+    best, decision = choose_best(ranked, accept_insignificant)
     return {
         "schema": SUMMARY_SCHEMA,
         "session": session or {},
@@ -77,29 +93,66 @@ def build_summary(store: ResultStore, *, retimed: dict[str, Any] | None = None,
         "storage": store.url,
         "meta": store.meta,
         "counts": {
-            "trials": sum(counts[s] for s in ("ok", "failed", "unverified", "cached")),
+            "trials": sum(counts[s] for s in EVALUATED),  # distinct configurations measured: what --trials counts
             "experiments": sum(counts[s] for s in EVALUATED),
+            "duplicates": counts["cached"],  # proposals of measured configurations, answered from the store
             **{s: counts[s] for s in ("ok", "failed", "unverified", "cached", "infeasible", "interrupted")},
             "failures": dict(failures),
         },
         "baseline": {"time": base_time, "config": baseline.get("config"), "hash": base_hash,
                      "retimed": bool(base_retimed)},
         "best": best,
+        "decision": decision,
+        "fastest": ranked[0] if ranked else None,
         "ranking": ranked[:TOP],
     }
 
 
+def choose_best(ranked: list[dict[str, Any]], accept_insignificant: bool = False) -> tuple[dict | None, str]:
+    """The configuration best.json holds, and why."""
+    if not ranked:
+        return None, "no verified configuration"
+    # Candidates compared with the baseline by interleaved runs are judged by that comparison alone; times
+    # taken apart during the search (a different machine state) decide only when nothing was compared.
+    if any(c["method"].startswith("interleaved") for c in ranked):
+        ranked = [c for c in ranked if c["baseline"] or c["method"].startswith("interleaved")]
+    faster = [c for c in ranked if not c["baseline"] and c["significant"] and (c["speedup"] or 0) > 1.0]
+    if faster:
+        return faster[0], f"significantly faster than the recorded configuration ({faster[0]['method']})"
+    top = ranked[0]
+    if top["baseline"]:
+        return top, "the recorded configuration is the fastest"
+    if accept_insignificant:
+        return top, "fastest, but not significantly faster than the recorded configuration (--accept-insignificant)"
+    recorded = next((c for c in ranked if c["baseline"]), None)
+    if recorded is None:
+        return top, "fastest (the recorded configuration has no time to compare with)"
+    return recorded, ("no significant difference: no candidate's interval excludes 1.0, so best.json stays the "
+                      "recorded configuration (--accept-insignificant takes the fastest anyway)")
+
+
 def _candidate(digest: str, config: dict | None, value: float | None, trial: int | None,
-               retimed: dict | None) -> dict[str, Any]:
+               retimed: dict | None, base_samples: list[float], samples: list[float]) -> dict[str, Any]:
     time_ = value
     spread = None
     verified_again = None
+    interval = None
+    method = "search"
     if retimed:
         verified_again = bool(retimed.get("verified"))
         spread = retimed.get("spread")
         time_ = retimed.get("median") if verified_again else None  # a flaky variant is no winner
+        if verified_again and retimed.get("speedup"):
+            interval, method = retimed["speedup"], f"interleaved, {retimed.get('pairs', 0)} pairs"
+    if interval is None and time_ is not None:
+        found = stats.unpaired_ratio(base_samples, samples)
+        interval = found.to_dict() if found is not None else None
     return {"hash": digest, "trial": trial, "config": config, "search_time": value, "time": time_,
-            "spread": spread, "retimed": retimed is not None, "verified_again": verified_again, "baseline": False}
+            "spread": spread, "retimed": retimed is not None, "verified_again": verified_again, "baseline": False,
+            "speedup": interval["speedup"] if interval else None,
+            "speedup_ci": [interval["low"], interval["high"]] if interval else None,
+            "significant": bool(interval and interval["significant"]),
+            "verdict": interval["verdict"] if interval else "no interval (one sample)", "method": method}
 
 
 def _changes(base: dict | None, config: dict | None) -> dict[str, Any]:
@@ -140,6 +193,8 @@ def proteus_entry(config: dict[str, Any], summary: dict[str, Any], recording: An
         "config_hash": cfg.hash(),
         "time_s": best.get("time"),
         "speedup": best.get("speedup"),
+        "speedup_ci": best.get("speedup_ci"),
+        "decision": summary.get("decision", ""),
     }
     return entry
 
@@ -174,6 +229,22 @@ def open_results(results_dir: Path) -> tuple[ResultStore, dict[str, Any]]:
     session = json.loads(session_file.read_text())
     store = ResultStore.load(session["storage"], session.get("study"))
     return store, session
+
+
+def load_summary(results_dir: Path, store: ResultStore, session: dict[str, Any]) -> dict[str, Any]:
+    """The summary of a results folder, rebuilt from its store; what the run wrote about how it ran (why it
+    stopped, its notes, its measurement and its choice of best) kept from its ``summary.json``."""
+    written: dict[str, Any] = {}
+    try:
+        written = json.loads((Path(results_dir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        pass
+    options = (written.get("session") or {}).get("options") or {}
+    summary = build_summary(store, session=session, accept_insignificant=bool(options.get("accept_insignificant")))
+    for key in ("stop", "notes", "measurement"):
+        if key in written:
+            summary[key] = written[key]
+    return summary
 
 
 # -- exports ------------------------------------------------------------------------------------
@@ -257,8 +328,53 @@ def _varying_params(trials: list[Any]) -> list[str]:
     return [n for n in names if len({repr(t.params.get(n)) for t in trials}) > 1]
 
 
-def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -> list[Path]:
-    """Optimization history, parameter importances, parallel coordinates and slices of the verified trials.
+def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str, ...]) -> list[Path]:
+    """``speedups.png``/``.html``: the ranked candidates' speedups with their intervals (1.0 drawn: no change)."""
+    rows = [c for c in summary.get("ranking") or () if c.get("speedup_ci")]
+    if not rows:
+        return []
+    labels = ["recorded" if c["baseline"] else f"trial {c['trial']}" for c in rows]
+    points = [c["speedup"] for c in rows]
+    lows = [c["speedup"] - c["speedup_ci"][0] for c in rows]
+    highs = [c["speedup_ci"][1] - c["speedup"] for c in rows]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    title = "speedup vs the recorded configuration (95% intervals)"
+    if "png" in kinds:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        figure, axes = plt.subplots(figsize=(7, 0.5 + 0.4 * len(rows)))
+        try:
+            axes.errorbar(points, range(len(rows)), xerr=[lows, highs], fmt="o", capsize=3)
+            axes.axvline(1.0, color="grey", linestyle="--", linewidth=1)
+            axes.set_yticks(range(len(rows)), labels)
+            axes.invert_yaxis()
+            axes.set_xlabel("speedup (x)")
+            axes.set_title(title)
+            figure.savefig(out_dir / "speedups.png", dpi=120, bbox_inches="tight")
+            written.append(out_dir / "speedups.png")
+        finally:
+            plt.close(figure)
+    if "html" in kinds:
+        import plotly.graph_objects as go
+
+        error = {"type": "data", "symmetric": False, "array": highs, "arrayminus": lows}
+        figure = go.Figure(go.Scatter(x=points, y=labels, mode="markers", error_x=error))
+        figure.add_vline(x=1.0, line_dash="dash", line_color="grey")
+        figure.update_layout(title=title, xaxis_title="speedup (x)", yaxis={"autorange": "reversed"})
+        figure.write_html(str(out_dir / "speedups.html"), include_plotlyjs="directory")
+        written.append(out_dir / "speedups.html")
+    return written
+
+
+def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
+                summary: dict[str, Any] | None = None) -> list[Path]:
+    """Optimization history, parameter importances, parallel coordinates and slices of the verified trials,
+    and (given the run's `summary`) the speedups with their intervals (`write_speedup_plot`).
 
     Each plot is written as PNG (Optuna's matplotlib plots, Agg backend) and as HTML (plotly),
     or in the one format `formats` names (``png``, ``html``, ``both``). A plot the study cannot
@@ -266,6 +382,7 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -
     command once the plotting libraries are installed. Returns the files written.
     """
     kinds = plot_formats(formats)
+    speedups = write_speedup_plot(summary, out_dir, kinds) if summary else []
     import warnings
 
     import optuna
@@ -275,7 +392,7 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -
             if t.user_attrs.get("status") in ("ok", "cached") and t.params]
     if not good:
         log.warning("no plots written: study %r has no verified trial to plot yet", store.study.study_name)
-        return []
+        return speedups
     view = optuna.create_study(direction="minimize")
     # Without their constraints: every trial plotted is feasible, and a feasibility legend would only crowd the plot.
     view.add_trials([optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=t.value)
@@ -305,7 +422,7 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None) -
                 log.debug("the %s plot failed", name, exc_info=True)
                 continue
             written.append(path)
-    return written
+    return speedups + written
 
 
 def _plotters(kind: str) -> tuple[dict[str, Any], Any]:

@@ -9,7 +9,8 @@ its user attributes carry what Mneme knows about it:
 ``owner``    host, pid and session id of the `mneme tune` process that ran it, and its
              ``lease`` (heartbeat interval and grace period, seconds) when it keeps one
 ``env``      hash of the environment fingerprint (the fingerprint is a study attribute)
-``cached_from``  for ``cached``: the trial whose result answered this one
+``cached_from``  for ``cached``: the trial whose result answered this one (a duplicate proposal: it
+             spends no budget; ``--trials`` counts measured configurations)
 
 A trial's system attribute ``mneme.lease`` is the lease its owner refreshes on storages
 without Optuna's heartbeat (the journal). The trial's value is the objective, minimized: the median time in seconds, or a penalty
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 
 # 2: trials' configurations carry a schema (docs/design/parameters.md); schema-1 stores still load.
 STORE_SCHEMA = 2
-COUNTED = frozenset({"ok", "failed", "unverified", "cached"})  # statuses that spend the trial budget
+COUNTED = frozenset({"ok", "failed", "unverified", "cached"})  # statuses of a finished, answered trial
 EVALUATED = frozenset({"ok", "failed", "unverified"})  # statuses that ran an experiment
 DEFAULT_DB = "study.db"
 SCHEMA_RETRIES = 5
@@ -310,8 +311,9 @@ class ResultStore:
         return [TrialRecord.of(t) for t in self.trials()]
 
     def budget_used(self) -> int:
-        """Trials that count against ``--trials``: finished ones that count, and running ones."""
-        return sum("status" in t.user_attrs and status_of_trial(t) in COUNTED | {"running"} for t in self.trials())
+        """Trials that count against ``--trials``: measured configurations and running experiments (a
+        ``cached`` answer from the store, or a proposal waiting for one in flight, spends nothing)."""
+        return sum("status" in t.user_attrs and status_of_trial(t) in EVALUATED | {"running"} for t in self.trials())
 
     def evaluated(self) -> dict[str, TrialRecord]:
         """Grounded hash -> the first finished experiment with that configuration."""

@@ -1,0 +1,154 @@
+"""Does `mneme tune` claim speedups that are not there, and are its intervals right when one is?
+
+Two experiments on the host backend, with the shipped saxpy recording, while another process
+loads the CPU (a busy-loop per core, as on a shared machine):
+
+- *null*: N repeated `mneme tune` runs on a space whose configurations all compile to the same
+  code as the recorded one (device-toolchain knobs, which the host backend ignores:
+  `benchmarks/spaces/host-same-code.yaml`). Every significant speedup reported is a false
+  one; the rate should be at most 1 in 20.
+- *real*: `mneme tune` over the quick space (block sizes and specialization, which do change
+  the code), then the ratio of its best to the recorded configuration measured separately
+  (`--pairs` interleaved pairs on a fresh worker pool); the interval tune reported should
+  contain it.
+
+    python benchmarks/bench_significance.py --runs 20 --out benchmarks/results/cpu-significance.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDING = ROOT / "examples" / "recordings" / "saxpy-4k"
+NULL_SPACE = ROOT / "benchmarks" / "spaces" / "host-same-code.yaml"
+MNEME = str(Path(sys.executable).with_name("mneme"))
+
+
+def _burn(stop) -> None:
+    while not stop.is_set():
+        sum(i * i for i in range(10_000))
+
+
+def tune(results: Path, *args: str) -> dict:
+    command = [MNEME, "tune", "-rdb", str(RECORDING), "--results", str(results), "--json", *args]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def null_runs(runs: int, work: Path, measure_time: float) -> dict:
+    outcomes = []
+    for i in range(runs):
+        started = time.monotonic()
+        summary = tune(work / f"null-{i}", "--space", str(NULL_SPACE), "--sampler", "exhaustive", "--trials", "6",
+                       "--retime-top", "3", "--measure-time", str(measure_time), "--seed", str(i))
+        compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
+        significant = [c for c in compared if c["significant"] and c["speedup"] > 1.0]
+        outcomes.append({
+            "run": i, "seconds": time.monotonic() - started, "best_is_recorded": summary["best"]["baseline"],
+            "decision": summary["decision"], "significant_faster": len(significant),
+            "intervals": [[c["speedup"], *c["speedup_ci"]] for c in compared],
+            "pairs": [c.get("method") for c in compared],
+            "notes": (summary.get("measurement") or {}).get("notes", []),
+        })
+        print(f"null run {i}: best is recorded: {summary['best']['baseline']}; intervals "
+              f"{[f'{s:.3f} [{lo:.3f}, {hi:.3f}]' for s, lo, hi in outcomes[-1]['intervals']]}", flush=True)
+    claimed = sum(1 for o in outcomes if not o["best_is_recorded"])
+    return {"runs": runs, "runs_claiming_a_speedup": claimed, "false_significant_rate": claimed / max(1, runs),
+            "outcomes": outcomes}
+
+
+def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
+    """The best's speedup over the baseline from `pairs` interleaved pairs on a fresh pool (no tuning code)."""
+    from mneme.core.tuning.stats import outliers, paired_ratio
+    from mneme.core.types import ExperimentConfiguration
+    from mneme.core.workers import AsyncReplayExecutor
+
+    a = ExperimentConfiguration.from_dict(baseline)
+    b = ExperimentConfiguration.from_dict(best)
+    base, cand = [], []
+    with AsyncReplayExecutor(str(RECORDING), None, 3, work / "separate", 1) as pool:
+        for i in range(pairs):
+            order = [(a, base), (b, cand)] if i % 2 == 0 else [(b, cand), (a, base)]
+            for config, series in order:
+                result = pool.evaluate(config)
+                series.append(result.median_time)
+    interval = paired_ratio(base, cand)
+    return {"pairs": pairs, "ratio": interval.ratio, "interval": [interval.low, interval.high],
+            "baseline_median": statistics.median(base), "best_median": statistics.median(cand),
+            "ratio_of_medians": statistics.median(base) / statistics.median(cand),
+            "outlying_pairs": len(outliers([b / c for b, c in zip(base, cand)]))}
+
+
+def real_run(work: Path, pairs: int, measure_time: float) -> dict:
+    summary = tune(work / "real", "--space", "quick", "-o", "axes=x", "--sampler", "exhaustive", "--trials", "44",
+                   "--retime-top", "1", "--measure-time", str(measure_time))
+    compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
+    if not compared:
+        return {"error": "no candidate was compared", "summary_best": summary["best"]}
+    top = compared[0]
+    separate = separate_ratio(top["config"], summary["baseline"]["config"], pairs, work)
+    low, high = top["speedup_ci"]
+    return {"candidate_changes": top["changes"], "tune_speedup": top["speedup"], "tune_interval": [low, high],
+            "tune_method": top["method"], "tune_significant": top["significant"],
+            "separate": separate, "interval_contains_separate_ratio": low <= separate["ratio"] <= high,
+            "decision": summary["decision"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20, help="null-case tune runs")
+    parser.add_argument("--pairs", type=int, default=200, help="pairs of the separate measurement")
+    parser.add_argument("--measure-time", type=float, default=10.0, help="--measure-time of each tune run")
+    parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="busy-loop processes (0: none)")
+    parser.add_argument("--skip-real", action="store_true")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    stop = multiprocessing.Event()
+    burners = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True) for _ in range(args.load)]
+    for p in burners:
+        p.start()
+    work = Path(tempfile.mkdtemp(prefix="mneme-significance-"))
+    started = time.monotonic()
+    try:
+        report = {
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                        "load_processes": args.load, "loadavg_start": os.getloadavg()},
+            "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True, check=False).stdout.strip(),
+            "null": null_runs(args.runs, work, args.measure_time) if args.runs else None,
+        }
+        if not args.skip_real:
+            report["real"] = real_run(work, args.pairs, args.measure_time)
+        report["machine"]["loadavg_end"] = os.getloadavg()
+        report["seconds"] = time.monotonic() - started
+    finally:
+        stop.set()
+        for p in burners:
+            p.join(5)
+        shutil.rmtree(work, ignore_errors=True)
+    text = json.dumps(report, indent=2, sort_keys=True)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(json.dumps({k: v for k, v in report.items() if k != "null"}, indent=2, sort_keys=True))
+    if report["null"]:
+        print(f"null: {report['null']['runs_claiming_a_speedup']}/{args.runs} runs claimed a significant speedup")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,397 @@
+"""The ask -> run -> tell loop of a tuning session over its worker pool.
+
+Every trial goes to the result store before and after it runs. What ``--trials`` buys is
+distinct measured configurations (grounded hashes): a proposal whose configuration was
+measured already (this run, an earlier one, another process) is answered from the store
+as a ``cached`` trial and spends no budget, and the sampler is asked again. A proposal of
+a configuration in flight waits for that experiment's result. A sampler that proposes only
+known configurations for `MAX_DUPLICATES` asks in a row has exhausted the space.
+
+A first SIGINT/SIGTERM (`mneme.core.interrupt`) stops the asking; the experiments in flight
+are cancelled and their trials marked ``interrupted``, to be run first on ``--resume``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.trial import TrialState
+
+from mneme.core import interrupt
+from mneme.core.errors import UsageError
+from mneme.core.tuning.lease import describe_owner, grace_for
+from mneme.core.tuning.outcome import failure_kind, judged, objective, result_of, status_of
+from mneme.core.tuning.samplers import Ask, mark_feasibility
+from mneme.core.tuning.space import MAX_SAMPLE_RETRIES
+from mneme.core.tuning.store import EVALUATED
+from mneme.core.types import ExperimentConfiguration, ExperimentResult
+
+if TYPE_CHECKING:
+    from mneme.core.tuning.session import TuningSession
+
+log = logging.getLogger(__name__)
+
+RIVAL_WAIT = 2.0  # seconds to wait for another process's just-asked trial to name its configuration
+MAX_DUPLICATES = 100  # proposals in a row of measured configurations that mean the space is exhausted
+
+
+@attrs.define
+class Pending:
+    trial: optuna.trial.Trial
+    ask: Ask | None
+    encoded: dict[str, Any]
+    config: ExperimentConfiguration
+    digest: str
+    submitted: float = 0.0
+
+
+class TrialLoop:
+    """The ask/tell state of one session: what is queued again, seen, measured, in flight."""
+
+    def __init__(self, session: TuningSession):
+        self.s = session
+        self.requeue: list[dict[str, Any]] = []
+        self._carried: Ask | None = None  # our sampler's point, when the study handed out a requeued one
+        self._awaited: dict[int, float] = {}  # other processes' running trials we wait on: since when
+        self.seen: set[int] = set()
+        self.evaluated: dict[str, tuple[int, float]] = {}
+        self.in_flight: dict[concurrent.futures.Future, Pending] = {}
+        self.duplicates: dict[str, list[Pending]] = {}
+        self.used = 0
+        self._streak = 0  # proposals in a row answered from the store
+
+    @property
+    def store(self):
+        return self.s.store
+
+    # -- start --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Learn the study: what was measured, what earlier runs left interrupted (run those first)."""
+        self.evaluated = {digest: (r.number, r.value) for digest, r in self.store.evaluated().items()}
+        queued: set[str] = set()
+        for trial in self.store.trials(states=(TrialState.FAIL,)):
+            digest = trial.user_attrs.get("hash")
+            if (trial.user_attrs.get("status") == "interrupted" and digest and trial.params
+                    and digest not in self.evaluated and digest not in queued):
+                queued.add(digest)
+                self.requeue.append(dict(trial.params))
+                if not self.s.sampler.native:
+                    self.s.sampler.observe(trial.params, None)  # exhaustive must not propose it again
+        if queued:
+            log.info("running %d configuration(s) an earlier run left interrupted first", len(queued))
+        self.sync()
+
+    # -- recovery and synchronisation ---------------------------------------------------------------
+    def recover(self) -> None:
+        """Fail the trials of dead processes (this session noticed first) and queue their points again."""
+        s = self.s
+        for trial in self.store.fail_stale(s._watch, s.session_id):
+            if trial.user_attrs.get("status") == "duplicate":  # the trial it deferred to runs its configuration
+                log.info("trial %d of %s ended a duplicate", trial.number, describe_owner(trial))
+                continue
+            if not trial.user_attrs.get("config"):
+                log.info("trial %d of %s was interrupted before it chose a configuration", trial.number,
+                         describe_owner(trial))
+                continue
+            log.warning("trial %d was interrupted (%s is gone: dead on this host, or its lease lapsed); "
+                        "running its configuration again", trial.number, describe_owner(trial))
+            self.requeue.append(dict(trial.params))
+            if not s.sampler.native:
+                s.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
+
+    def sync(self) -> None:
+        """Tell the sampler about trials it did not ask for (earlier runs, other processes)."""
+        self.recover()
+        for trial in self.store.trials():
+            if trial.number in self.seen:
+                continue
+            status = trial.user_attrs.get("status")
+            mine = (trial.user_attrs.get("owner") or {}).get("session") == self.s.session_id
+            if mine and trial.state == TrialState.RUNNING:
+                continue
+            if trial.state == TrialState.COMPLETE:
+                self.seen.add(trial.number)
+                digest = trial.user_attrs.get("hash")
+                if status in EVALUATED and digest and digest not in self.evaluated:
+                    self.evaluated[digest] = (trial.number, trial.value)
+                if not mine:
+                    self.s.sampler.observe(trial.params, trial.value)
+                    self.count(status, trial.value, trial.number, trial.user_attrs.get("result"))
+            elif trial.state == TrialState.RUNNING and not mine and status != "infeasible":
+                self.s.sampler.observe(trial.params, None)
+            elif trial.state != TrialState.RUNNING:
+                self.seen.add(trial.number)
+
+    def count(self, status: str | None, value: float | None, number: int, result: dict | None) -> None:
+        progress = self.s.progress
+        if status in EVALUATED:
+            progress.trials += 1
+            progress.experiments += 1
+        if status == "cached":
+            progress.cached += 1
+        if status == "infeasible":
+            progress.infeasible += 1
+        if status in ("failed", "unverified"):
+            kind = "verify" if status == "unverified" else ((result or {}).get("error_kind") or "error")
+            progress.failures[kind] += 1
+        if status == "ok" and value is not None and (progress.best_time is None or value < progress.best_time):
+            progress.best_time, progress.best_trial = value, number
+            progress.best_samples = list((result or {}).get("exec_time") or [])
+
+    # -- the loop -------------------------------------------------------------------------------------
+    def run(self) -> None:
+        s, opts = self.s, self.s.options
+        s.progress.phase = "tuning"
+        s.on_progress(s.progress)
+        started = time.monotonic()
+        limit = s.num_workers + (opts.prefetch if opts.prefetch is not None else s.num_workers)
+        exhausted = False
+        last_sync = time.monotonic()
+        self.used = self.store.budget_used()
+        with interrupt.deferred():
+            while interrupt.pending() is None:
+                out_of_time = opts.timeout is not None and time.monotonic() - started >= opts.timeout
+                while (self.requeue or not exhausted) and not out_of_time and len(self.in_flight) < limit:
+                    # A dead process's configuration runs again even past the budget: its trial spent budget,
+                    # then stopped counting, and the processes may have over-spent the budget meanwhile.
+                    if self.budget_used() >= opts.trials and not self.requeue:
+                        break
+                    if interrupt.pending() is not None:
+                        break
+                    pending = self.next()
+                    if pending is None:
+                        exhausted = True
+                        break
+                    if pending is True:
+                        continue
+                    future = s.pool.submit(pending.config)
+                    pending.submitted = time.monotonic()
+                    self.in_flight[future] = pending
+                if not self.in_flight:
+                    if out_of_time or not self._awaiting_others():
+                        break
+                    time.sleep(0.5)  # the budget is held by other processes' trials: wait to see them end
+                    self.sync()
+                    last_sync = time.monotonic()
+                    continue
+                done, _ = concurrent.futures.wait(list(self.in_flight), timeout=1.0,
+                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    pending = self.in_flight.pop(future)
+                    self.finish(pending, result_of(future), self.duplicates.pop(pending.digest, []))
+                if time.monotonic() - last_sync > 2.0:
+                    self.sync()
+                    last_sync = time.monotonic()
+            if interrupt.pending() is not None:
+                self.abandon()
+                s.progress.stop = s.stop_record("interrupted")
+            elif out_of_time:
+                s.progress.stop = s.stop_record("timeout")
+            elif exhausted:
+                s.progress.stop = s.stop_record("exhausted")
+            else:
+                s.progress.stop = s.stop_record("budget")
+        log.info("search stopped: %s", s.progress.stop.detail)
+
+    def abandon(self) -> int:
+        """Cancel the experiments in flight and mark their trials ``interrupted``; returns how many."""
+        pendings = list(self.in_flight.values()) + [p for dups in self.duplicates.values() for p in dups]
+        for future in self.in_flight:
+            future.cancel()
+        self.in_flight.clear()
+        self.duplicates.clear()
+        for pending in pendings:
+            self._release(pending.trial)
+            self.store.mark_interrupted(pending.trial)
+        return len(pendings)
+
+    def _awaiting_others(self) -> bool:
+        """Whether running trials of other processes may yet turn out dead and need re-running here.
+
+        A trial watched for twice the grace period without being failed belongs to a live
+        process (its lease is refreshed): that process finishes it, nobody waits for it.
+        """
+        s = self.s
+        if s.options.storage is None or s.lease is None:
+            return False
+        if self.requeue:
+            return True
+        now = time.monotonic()
+        patience = 2 * grace_for(s.lease.interval) + 2.0
+        running = set()
+        for trial in self.store.trials(states=(TrialState.RUNNING,)):
+            owner = trial.user_attrs.get("owner")
+            if owner is None or (owner.get("session") != s.session_id and owner.get("lease")):
+                running.add(trial.number)
+        self._awaited = {n: self._awaited.get(n, now) for n in running}
+        return any(now - since < patience for since in self._awaited.values())
+
+    def budget_used(self) -> int:
+        if self.s.options.storage is not None:
+            return self.store.budget_used()  # other processes spend the budget too
+        return self.used
+
+    # -- asking ----------------------------------------------------------------------------------------
+    def _ask_trial(self) -> tuple[optuna.trial.Trial, Ask | None] | None:
+        s = self.s
+        study = self.store.study
+        dists = s.space.distributions()
+        if self.requeue:
+            params = self.requeue.pop(0)
+            study.enqueue_trial(params)
+            if not s.sampler.native:  # should another process pop the waiting trial, ask the same point
+                s.sampler.optuna_sampler().pin(params)
+            return study.ask(dists), None
+        if s.sampler.native:
+            return study.ask(dists), None
+        if s.options.storage is not None:
+            self.sync()  # a shared study: learn what the other processes took just now
+        ask, self._carried = self._carried or s.sampler.ask(), None
+        if ask is None:
+            return None
+        s.sampler.optuna_sampler().pin(ask.encoded)
+        trial = study.ask(dists)
+        if any(ask.encoded.get(k) != v for k, v in trial.params.items()):
+            # The study handed out a point another process queued again (a dead process's): run it, keep ours.
+            self._carried = ask
+            return trial, None
+        return trial, ask
+
+    def next(self) -> Pending | bool | None:
+        """The next point to run; True when a point was answered without running; None when exhausted."""
+        s = self.s
+        in_flight_hashes = {p.digest: p for p in self.in_flight.values()}
+        for _ in range(MAX_SAMPLE_RETRIES):
+            if self._streak >= MAX_DUPLICATES:
+                return None
+            asked = self._ask_trial()
+            if asked is None:
+                return None
+            trial, ask = asked
+            encoded = dict(trial.params)
+            if s.lease is not None:  # before the owner: an owned trial has a lease (watchers rely on it)
+                s.lease.hold(trial._trial_id)
+            trial.set_user_attr("owner", s.owner())
+            config = s.space.feasible(s.space.decode(encoded))
+            if config is None:
+                self.tell(trial, ask, encoded, s.penalty, "infeasible")
+                continue
+            digest = config.hash()
+            trial.set_user_attr("config", config.to_dict())
+            trial.set_user_attr("hash", digest)
+            if s.options.storage is not None:
+                rival = self._rival(trial.number, digest)
+                if rival is not None and rival.state == TrialState.RUNNING:
+                    # Another process took this configuration just now: leave it to them, ask again.
+                    trial.set_user_attr("status", "duplicate")
+                    self.store.study.tell(trial, state=TrialState.FAIL)
+                    self._release(trial)
+                    self.seen.add(trial.number)
+                    if ask is not None or not s.sampler.native:
+                        s.sampler.observe(encoded, None)
+                    continue
+                if rival is not None and digest not in self.evaluated:
+                    self.evaluated[digest] = (rival.number, rival.value)
+            known = self.evaluated.get(digest)
+            if known is not None:  # measured already: the store answers, no budget spent
+                trial.set_user_attr("cached_from", known[0])
+                self.tell(trial, ask, encoded, known[1], "cached")
+                self._streak += 1
+                return True
+            pending = Pending(trial, ask, encoded, config, digest)
+            if digest in in_flight_hashes:  # answered when that experiment ends; no status: spends no budget
+                self.duplicates.setdefault(digest, []).append(pending)
+                self._streak += 1
+                return True
+            self._streak = 0
+            self.used += 1
+            trial.set_user_attr("status", "running")
+            return pending
+        raise UsageError(f"space {s.space.name!r}: {MAX_SAMPLE_RETRIES} points in a row violate its constraints; "
+                         f"the sampler {s.sampler.spec} cannot find a feasible one; loosen the constraints")
+
+    def _rival(self, number: int, digest: str) -> optuna.trial.FrozenTrial | None:
+        """An earlier trial of another process with the same configuration, running or evaluated.
+
+        The earlier trial wins. A trial another process has just asked may not carry its hash
+        yet; wait (briefly: a dead process never writes it) until every earlier running trial
+        says what it runs, so two processes never both take one configuration.
+        """
+        deadline = time.monotonic() + RIVAL_WAIT
+        while True:
+            undecided = False
+            for other in self.store.trials(states=(TrialState.RUNNING, TrialState.COMPLETE)):
+                attrs_ = other.user_attrs
+                if other.number >= number or (attrs_.get("owner") or {}).get("session") == self.s.session_id:
+                    continue
+                if other.state == TrialState.RUNNING and "hash" not in attrs_:
+                    undecided = True
+                elif attrs_.get("hash") == digest and (other.state == TrialState.RUNNING
+                                                        or attrs_.get("status") in EVALUATED):
+                    return other
+            if not undecided or time.monotonic() > deadline:
+                return None
+            time.sleep(0.02)
+
+    # -- telling ------------------------------------------------------------------------------------------
+    def _release(self, trial: optuna.trial.Trial) -> None:
+        if self.s.lease is not None:
+            self.s.lease.release(trial._trial_id)
+
+    def tell(self, trial: optuna.trial.Trial, ask: Ask | None, encoded: dict, value: float, status: str,
+             result: dict | None = None) -> bool:
+        """Store the trial's outcome and tell the sampler; False when another process failed the trial first."""
+        s = self.s
+        self._release(trial)
+        try:
+            if result is not None:
+                trial.set_user_attr("result", result)
+            trial.set_user_attr("status", status)
+            mark_feasibility(trial, status != "infeasible", s.sampler)
+            self.store.study.tell(trial, value)
+        except UpdateFinishedTrialError:
+            # Another process failed it as stale (our lease lapsed: a stall longer than the grace
+            # period) and runs its configuration again; the store keeps one result per trial.
+            log.warning("trial %d was failed by another process while it ran here (its lease lapsed); "
+                        "its result is dropped and the configuration runs again there", trial.number)
+            self.seen.add(trial.number)
+            return False
+        self.seen.add(trial.number)
+        if ask is not None:
+            s.sampler.tell(ask, value)
+        elif not s.sampler.native:
+            s.sampler.observe(encoded, value)
+        self.count(status, value, trial.number, result)
+        s.on_progress(s.progress)
+        return True
+
+    def finish(self, pending: Pending, result: ExperimentResult, duplicates: list[Pending]) -> None:
+        s = self.s
+        result = judged(result, s.timed_by)
+        status = status_of(result)
+        value = objective(result)
+        score = value if value is not None else s.penalty
+        trial = pending.trial
+        told = self.tell(trial, pending.ask, pending.encoded, score, status, result.to_dict())
+        if told:
+            self.evaluated.setdefault(pending.digest, (trial.number, score))
+        for dup in duplicates:
+            if not told:  # nothing in the store answers them: ask their point again
+                self._release(dup.trial)
+                self.store.mark_interrupted(dup.trial)
+                self.seen.add(dup.trial.number)
+                self.requeue.append(dict(dup.encoded))
+                continue
+            try:
+                dup.trial.set_user_attr("cached_from", trial.number)
+            except UpdateFinishedTrialError:
+                pass  # tell() says why
+            self.tell(dup.trial, dup.ask, dup.encoded, score, "cached")
+        if status != "ok":
+            log.info("trial %d %s: %s", trial.number, status, result.error or failure_kind(result))

@@ -1,0 +1,115 @@
+"""`mneme samplers compare|export` and `mneme tune --simulate`: search strategies tried on recorded sweeps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mneme.core.errors import UsageError
+
+DEFAULT_SAMPLERS = "optuna:tpe,nevergrad:NGOpt,random"
+
+
+def _print(*args, **kwargs) -> None:
+    from mneme.plugins.tune_commands import _console
+
+    _console().print(*args, **kwargs)
+
+
+def _time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.2f} us"
+
+
+def run_simulation(study: str, sampler: str, trials: int, seed: int | None, as_json: bool) -> None:
+    """`mneme tune --simulate STUDY`: one sampler against a sweep, no device."""
+    from mneme.core.tuning.simulate import simulate
+    from mneme.core.tuning.sweep import Sweep
+
+    sweep = Sweep.load(study)
+    run = simulate(sweep, sampler, trials, seed or 0)
+    if as_json:
+        click.echo(json.dumps({**run.to_dict(), "optimum": sweep.optimum, "baseline": sweep.baseline.value},
+                              indent=2, sort_keys=True))
+        return
+    _print(f"simulated {sampler} on {study} ({len(sweep.points)} measured configurations, no device): "
+                  f"{run.trials} distinct trials, {run.duplicates} duplicate proposals, {run.infeasible} infeasible; "
+                  f"stopped: {run.stop}", highlight=False)
+    speedup = sweep.baseline.value / run.pick_time if run.pick_time and sweep.baseline.value else None
+    _print(f"picked {run.pick[:12]}: {_time(run.pick_time)} (true median), "
+                  f"{'-' if speedup is None else f'{speedup:.2f}x'} vs the recorded configuration; "
+                  f"{100 * run.fraction:.1f}% of the optimum ({_time(sweep.optimum)}); within 5% of it after "
+                  f"{run.reached_at if run.reached_at is not None else 'never'} trials", highlight=False)
+
+
+@click.group("samplers")
+def samplers_group():
+    """Search strategies tried offline on recorded sweeps (no device)."""
+
+
+@samplers_group.command("compare")
+@click.option("--study", "study", required=True, type=click.Path(exists=True),
+              help="A finished study: a results folder, or a sweep file (`mneme samplers export`).")
+@click.option("--samplers", default=DEFAULT_SAMPLERS, show_default=True, help="Comma-separated sampler names.")
+@click.option("--budget", default="10%,20%,50%", show_default=True,
+              help="Comma-separated budgets: distinct trials, or percentages of the sweep's points.")
+@click.option("--repeats", type=int, default=20, show_default=True, help="Seeds per sampler and budget.")
+@click.option("--no-noise", is_flag=True, help="Answer with each point's median, not with its measured spread.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def compare_command(study, samplers, budget, repeats, no_noise, as_json):
+    """Per sampler and budget: the fraction of the optimum reached and the trials it took, with 95% intervals."""
+    from mneme.core.tuning.simulate import NEAR, compare
+    from mneme.core.tuning.sweep import Sweep
+
+    sweep = Sweep.load(study)
+    names = [s.strip() for s in samplers.split(",") if s.strip()]
+    budgets = [b.strip() for b in budget.split(",") if b.strip()]
+    if not names or not budgets:
+        raise UsageError("--samplers and --budget each need at least one entry")
+    rows = compare(sweep, names, budgets, repeats, noise=not no_noise)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    _print(f"sweep {study}: {len(sweep.points)} measured configurations, optimum {_time(sweep.optimum)}, "
+                  f"recorded configuration {_time(sweep.baseline.value)}; {repeats} seeds each"
+                  + ("" if no_noise else ", answers drawn from each point's measured times"), highlight=False)
+    _print(markdown_table(rows, NEAR), highlight=False, soft_wrap=True, markup=False)
+
+
+def markdown_table(rows: list[dict], near: float = 0.95) -> str:
+    """The comparison as a Markdown table (as the README shows it)."""
+    lines = [f"| sampler | budget | fraction of optimum (95% CI) | within {100 * (1 - near):.0f}% of optimum "
+             "(95% CI) | trials needed (median, range) | duplicates/run |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        budget = f"{r['budget']} ({r['trials']})" if r["budget"] != str(r["trials"]) else r["budget"]
+        if "error" in r:
+            lines.append(f"| {r['sampler']} | {budget} | unavailable: {r['error'][:60]} | | | |")
+            continue
+        low, high = r["fraction_ci"]
+        hit_low, hit_high = r["reached_ci"]
+        needed = "-" if r["trials_needed"] is None else (
+            f"{r['trials_needed']:g} ({r['trials_needed_range'][0]}-{r['trials_needed_range'][1]})")
+        lines.append(f"| {r['sampler']} | {budget} | {r['fraction']:.3f} [{low:.3f}, {high:.3f}] | "
+                     f"{100 * r['reached']:.0f}% [{100 * hit_low:.0f}, {100 * hit_high:.0f}] | {needed} | "
+                     f"{r['duplicates']:.1f} |")
+    return "\n".join(lines)
+
+
+@samplers_group.command("export")
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="The sweep file to write (JSON; the recording's path is stored relative to it).")
+def export_command(results_dir, output):
+    """Write a finished study's measurements as a sweep file (a fixture for `compare` and `tune --simulate`)."""
+    from mneme.core.tuning.report import write_json
+    from mneme.core.tuning.sweep import export_sweep
+
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = export_sweep(Path(results_dir), relative_to=out.parent)
+    write_json(out, data)
+    _print(f"wrote {len(data['points'])} measured configurations to {out}")
