@@ -62,3 +62,9 @@ class ExperimentError(MnemeError):
     def __init__(self, message: str, *, kind: str = "error"):
         self.kind = kind
         super().__init__(message)
+
+
+class LimitError(MnemeError):
+    """An input asks for more than a configured limit allows (memory, count, size); the message names the limit."""
+
+    exit_code = 2
