@@ -15,7 +15,7 @@ import click
 from rich.table import Table
 
 from mneme import __version__
-from mneme.core import plugins
+from mneme.core import limits, plugins
 from mneme.core.cli import console
 from mneme.core.errors import MnemeError, UsageError
 from mneme.core.records import RecordedExecution, clean_records, copy_records, demangle
@@ -50,9 +50,9 @@ def _database_paths(paths: tuple[str, ...]) -> list[Path]:
             continue
         inside = []
         for candidate in sorted(path.glob("*.json")):
-            try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            try:  # a FIFO, a device or an unreadable sibling is not a database: skipped, never waited on
+                data = limits.load_json(limits.read_text(candidate, "recording database"), candidate)
+            except MnemeError:
                 continue
             if isinstance(data, dict) and "StaticHash" in data and "KernelName" in data:
                 inside.append(candidate)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import attrs
 
-from mneme.core.errors import FormatError, UsageError
+from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.records.model import RecordedExecution
 from mneme.core.records.paths import atomic_write
 
@@ -40,21 +42,57 @@ def load_all(paths: Iterable[str | os.PathLike], *, allow_missing: bool = False)
     return list(records.values())
 
 
-def _files_of_others(records: Sequence[RecordedExecution]) -> set[Path]:
-    """Files referenced by the other databases in the same folders (kept when one is removed)."""
+def _others(records: Sequence[RecordedExecution]) -> tuple[set[Path], set[Path]]:
+    """(files referenced by the other databases in the same folders, those databases' own files).
+
+    Candidates that are not regular files (a FIFO named `*.json`) or not databases are skipped
+    without being opened for long: they are neither kept nor removed.
+    """
     chosen = {r.path.resolve() for r in records}
     shared: set[Path] = set()
+    databases: set[Path] = set()
     for folder in {r.folder.resolve() for r in records}:
         for candidate in sorted(folder.glob("*.json")):
-            if candidate.resolve() in chosen:
+            if candidate.resolve() in chosen or candidate.is_symlink() or not candidate.is_file():
                 continue
             try:
                 other = RecordedExecution.from_json(candidate, allow_missing=True)
-            except FormatError as exc:
+            except MnemeError as exc:
                 log.debug("not a recording database, ignored: %s", exc)
                 continue
+            databases.add(candidate.resolve())
             shared.update(f.resolve() for f in other.referenced_files())
+    return shared, databases
+
+
+def _files_of_others(records: Sequence[RecordedExecution]) -> set[Path]:
+    """Files referenced by the other databases in the same folders (kept when one is removed)."""
+    shared, databases = _others(records)
+    _refuse_database_references(records, databases)
     return shared
+
+
+def _refuse_database_references(records: Sequence[RecordedExecution], databases: set[Path]) -> None:
+    """A database that names a recording database as one of its files would have it deleted or overwritten."""
+    chosen = {r.path.resolve(): r for r in records}
+    for rec in records:
+        for f in rec.referenced_files():
+            real = f.resolve()
+            if real in databases or real in chosen:
+                raise FormatError(rec.path, f"names the recording database {f} as one of its files; a database "
+                                  "never references a database: fix the database, nothing was changed")
+
+
+def _check_plain(path: Path, verb: str) -> None:
+    """Refuse to read or replace what is not a regular file: FIFOs, devices, sockets."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"{path} is not a regular file (a FIFO, socket or device); cannot {verb} it")
 
 
 def _remove_empty_dirs(files: Iterable[Path], stop: Path) -> None:
@@ -76,6 +114,9 @@ def clean_records(paths: Iterable[str | os.PathLike], *, dry_run: bool = False) 
     """
     records = load_all(paths, allow_missing=True)
     others = _files_of_others(records)
+    for rec in records:
+        for f in rec.referenced_files():
+            _check_plain(f, "remove")
     report = FileReport()
     gone: set[Path] = set()
     for rec in records:
@@ -97,10 +138,33 @@ def clean_records(paths: Iterable[str | os.PathLike], *, dry_run: bool = False) 
     return report
 
 
-def _same_content(a: Path, b: Path) -> bool:
-    import filecmp
+def _digest(path: Path) -> str:
+    """A file's content checksum, read through one descriptor of a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{path} is not a regular file (a FIFO, socket or device)")
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    finally:
+        os.close(fd)
 
-    return filecmp.cmp(a, b, shallow=False)
+
+def _same_content(a: Path, b: Path) -> bool:
+    """Same bytes, by checksum; never by name, link or inode alone."""
+    return _digest(a) == _digest(b)
+
+
+def _refuse_link(dst: Path, src: Path, verb: str) -> None:
+    """A destination that is a link (dangling or not) or the source itself would lose the source's data."""
+    if dst.is_symlink():
+        raise UsageError(f"{dst} is a symbolic link (to {os.readlink(dst)}); cannot {verb} {src} over it: remove it or "
+                         "choose another destination")
+    if dst.exists() and os.path.samefile(dst, src):
+        raise UsageError(f"{dst} is the same file as {src} (a hard link or a folder reached twice); cannot {verb} it "
+                         "onto itself: choose another destination")
 
 
 def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *, move: bool = False) -> FileReport:
@@ -111,7 +175,9 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
     outside its folder or misses a file, two sources for one destination file with different
     contents, a destination file that exists with other contents.
     """
-    dest = Path(dest)
+    dest = Path(os.path.abspath(dest))
+    if dest.is_symlink() and not dest.exists():
+        raise UsageError(f"destination {dest} is a dangling symbolic link; give a folder")
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"destination {dest} is a file; give a folder (it is created if missing)")
     records = load_all(paths)
@@ -128,6 +194,9 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             raise UsageError(f"{rec.path} and {targets[db_target].path} would both become {db_target}; "
                              f"{verb} them to different folders")
         targets[db_target] = rec
+        if db_target.is_symlink():
+            raise UsageError(f"{db_target} is a symbolic link; cannot write the database over it: remove it or choose "
+                             "another destination")
         if db_target.exists():
             existing = RecordedExecution.from_json(db_target, allow_missing=True) if db_target.is_file() else None
             if existing is None or existing.to_dict() != rec.to_dict():
@@ -140,12 +209,21 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
                                  f"{verb} them to different folders")
             plan.setdefault(dst, src)
     for dst, src in plan.items():
+        _check_plain(src, verb)
+        _refuse_link(dst, src, verb)
+        _check_plain(dst, f"{verb} over")
+        for parent in dst.parents:
+            if parent == dest.parent:
+                break
+            if parent.is_symlink():
+                raise UsageError(f"{parent} is a symbolic link; cannot {verb} {src} through it: choose another destination")
         if dst.is_dir():
             raise UsageError(f"{dst} is a folder; cannot {verb} {src} there")
         if dst.exists() and not _same_content(src, dst):
             raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another destination")
 
-    keep = _files_of_others(records) if move else set()
+    keep = _files_of_others(records)  # also refuses a database naming another database
+    keep = keep if move else set()
     created_dirs: list[Path] = []
     done: list[tuple[Path, Path | None]] = []  # (created file, source it was renamed from), for rollback
     written: list[Path] = []
@@ -173,6 +251,10 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             done.append((db_target, None))
             atomic_write(db_target, json.dumps(rec.to_dict(), indent=2) + "\n")
             written.append(db_target)
+        if move:  # every source is deleted only once its destination holds the same bytes
+            for dst, src in plan.items():
+                if src not in renamed and not _same_content(src, dst):
+                    raise UsageError(f"{dst} does not hold the bytes of {src} after copying; nothing was removed")
     except BaseException:
         for path, src in reversed(done):
             try:

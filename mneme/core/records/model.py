@@ -42,6 +42,9 @@ APP_TIMERS = ("events", "cupti")
 #: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
 ARG_KINDS = ("pointer", "int", "float", "struct", "unknown")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+#: Longest in-application time an instance may claim (seconds, a day): sums and means of such
+#: times stay finite, so a report never holds an out-of-range number.
+MAX_APP_TIME = 86400.0
 
 
 # -- value types -----------------------------------------------------------------------------
@@ -115,8 +118,8 @@ class KernelInstance:
 
     @app_times.validator
     def _check_app_times(self, attribute, value):
-        if any(not (t > 0 and t < float("inf")) for t in value):
-            raise ValueError(f"app_times must be positive, finite seconds, got {value!r}"[:200])
+        if any(not (t > 0 and t <= MAX_APP_TIME) for t in value):
+            raise ValueError(f"app_times must be positive seconds up to {MAX_APP_TIME:g}, got {value!r}"[:200])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, KernelInstance):
@@ -471,19 +474,11 @@ class RecordedExecution(MutableMapping):
         `allow_missing` tolerates referenced files that do not exist (to clean an incomplete
         recording); paths leaving the folder are refused either way.
         """
+        from mneme.core import limits
+
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise FormatError(path, "no such recording database") from None
-        except IsADirectoryError:
-            raise FormatError(path, "is a folder; give the recording database's .json file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise FormatError(path, f"cannot read: {exc}") from exc
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(path, f"not valid JSON: {exc}") from exc
+        text = limits.read_text(path, "recording database")
+        data = limits.load_json(text, path)
         return cls.from_dict(data, path=path, allow_missing=allow_missing)
 
     @classmethod
@@ -565,6 +560,16 @@ class RecordedExecution(MutableMapping):
         for field, value in (("KernelName", self.kernel_name), ("Backend", self.backend), ("Arch", self.arch)):
             if not value:
                 raise FormatError(p, "must not be empty", field=field)
+        texts = [("KernelName", self.kernel_name), ("DemangledName", self.demangled_name), ("Backend", self.backend),
+                 ("Arch", self.arch), *(("ArgNames", n) for n in self.arg_names), *(("Globals", g) for g in self.globals)]
+        for field, value in texts:
+            if not _printable(value):
+                raise FormatError(p, f"{value!r} holds a NUL byte or a lone surrogate (not UTF-8 text)"[:300],
+                                  field=field)
+        for key in self.kernel_instances:
+            if not _SAFE_NAME.match(key):
+                raise FormatError(p, f"instance key {key!r} must use only [A-Za-z0-9_.-] (it names files)"[:300],
+                                  field="instances")
         n = len(self.arg_names)
         for field, values in (("ArgSizes", self.arg_sizes), ("ArgOffsets", self.arg_offsets),
                               ("ArgKinds", self.arg_kinds), ("Specializations", self.specializations)):
@@ -604,3 +609,11 @@ class RecordedExecution(MutableMapping):
             checker.check(inst.epilogue_file, f"instances.{key}.Epilogue")
 
 
+def _printable(text: str) -> bool:
+    if "\0" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

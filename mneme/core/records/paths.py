@@ -12,6 +12,12 @@ from mneme.core.errors import FormatError
 # -- path safety -----------------------------------------------------------------------------
 
 def check_lexical(rel: str, db: Path | None, field: str) -> None:
+    if "\0" in rel:
+        raise FormatError(db, f"{rel!r} holds a NUL byte", field=field)
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        raise FormatError(db, f"{rel!r} is not UTF-8 text (a lone surrogate)", field=field) from None
     if not rel or rel == ".":
         raise FormatError(db, "is an empty path", field=field)
     if "\\" in rel:
@@ -55,6 +61,9 @@ class FileChecker:
         real = os.path.join(real_parent, name)
         if os.path.islink(real):
             real = os.path.realpath(real)
+        if self.db is not None and real == os.path.realpath(self.db):
+            raise FormatError(self.db, f"{rel!r} is the database itself; a database names its IR, images and "
+                              "snapshots, never a database", field=field)
         if not _within(real, self.root):
             raise FormatError(self.db, f"{rel!r} leads outside the database's folder through a symbolic link "
                               f"(to {real}); keep every file inside it", field=field)
