@@ -17,7 +17,7 @@ from mneme.core.errors import FormatError, LimitError
 
 #: Default limits. Names are lower case; the variable is MNEME_LIMIT_<NAME upper case>.
 DEFAULTS: dict[str, int] = {
-    "buffer_bytes": 16 << 30,     # one argument buffer made by a capture description
+    "buffer_bytes": 4 << 30,      # one argument buffer made by a capture description
     "param_values": 1_000_000,    # values of one enumerable search-space parameter
     "pipeline_draws": 256,        # draws of one pass-pipeline parameter
     "text_bytes": 64 << 20,       # a JSON/YAML description or recording database read into memory
@@ -26,13 +26,13 @@ DEFAULTS: dict[str, int] = {
 }
 
 
-def limit(name: str) -> int:
+def limit(name: str) -> int | float:
     """The limit `name`: from MNEME_LIMIT_<NAME> when set, else its default."""
     value = os.environ.get(variable(name))
     if value is None:
         return DEFAULTS[name]
     try:
-        number = int(value, 0)
+        number = int(value, 0) if name != "timeout_seconds" else float(value)
     except ValueError:
         raise LimitError(f"{variable(name)}={value!r} is not an integer") from None
     if number < 0:
@@ -165,3 +165,24 @@ def read_text(path: os.PathLike | str, what: str = "file") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FormatError(path, f"is not UTF-8 text: {exc}") from None
+
+
+def set_timeout(seconds: float) -> None:
+    """Set the time limit of each kernel run for this process and the workers it starts (0: none)."""
+    if not seconds >= 0:
+        raise LimitError(f"a timeout is a number of seconds >= 0, got {seconds}")
+    os.environ[variable("timeout_seconds")] = str(int(seconds) if float(seconds).is_integer() else seconds)
+
+
+def timeout_option(func):
+    """The `--timeout SECONDS` option of a command that runs kernels (replay, capture, tune)."""
+    import click
+
+    def store(ctx, param, value):
+        if value is not None:
+            set_timeout(value)
+        return value
+
+    return click.option("--timeout", type=click.FloatRange(min=0), default=None, expose_value=False,
+                        callback=store, help="Stop a kernel run after this many seconds, 0 for never "
+                        f"(default {DEFAULTS['timeout_seconds']}, or {variable('timeout_seconds')}).")(func)

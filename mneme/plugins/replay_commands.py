@@ -13,6 +13,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.hookspecs import hookimpl
@@ -215,6 +216,7 @@ def _console():
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
 @click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
 @click.option("--device", "device_id", default=0, show_default=True, help="Device index.")
+@limits.timeout_option
 def capture_command(spec: str, out: str, backend: str | None, device_id: int) -> None:
     """Capture a kernel launch described in SPEC (YAML/JSON) into a recording database.
 
@@ -262,6 +264,7 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
 @click.option("--device", "device_id", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@limits.timeout_option
 def replay_command(record_db, record_id, passes, iterations, output_ll, config_file, mode, cache, timer, device_id,
                    backend, as_json, **options) -> None:  # fmt: skip
     """Replay a recorded kernel launch as one verified, timed experiment.

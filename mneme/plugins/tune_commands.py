@@ -172,6 +172,8 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     from mneme.core.tuning.session import TuneOptions, TuningSession
     from mneme.core.tuning.space import parse_options
 
+    if results is None:
+        results = str(default_results_dir(record_db, record_id, space))
     options = TuneOptions(
         record_db=record_db, record_id=record_id, space=space, space_options=parse_options(space_options),
         sampler=sampler, sampler_options=parse_options(sampler_options), trials=trials, timeout=timeout,
@@ -212,6 +214,20 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     console.print(f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
                   f"Proteus: PROTEUS_TUNED_KERNELS={out / 'tuned-kernels.json'})")
     console.print(f"dashboard: optuna-dashboard {summary['storage']}")
+
+
+def default_results_dir(record_db: str, record_id: str | None, space: str) -> Path:
+    """``mneme-results/<kernel>-<instance>-<space>``, every part sanitised (fsutil.safe_component):
+    a kernel named ``../../x`` stays inside ``mneme-results``."""
+    from mneme.core import fsutil
+    from mneme.core.executor import load_recording
+
+    rec = load_recording(record_db)
+    inst = rec.select(record_id)
+    name = "-".join([fsutil.safe_component(rec.kernel_name, 40, "kernel"),
+                     fsutil.safe_component(inst.dynamic_hash, 12, "instance"),
+                     fsutil.safe_component(Path(space).stem, 40, "space")])
+    return Path("mneme-results") / name
 
 
 @click.command("results")

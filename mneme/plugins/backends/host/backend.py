@@ -23,7 +23,7 @@ from mneme.core.backend import (
 )
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError
 from mneme.core.native import c_compiler
-from mneme.plugins.backends.host import memory, retarget, runtime, steps
+from mneme.plugins.backends.host import allowlist, limits, memory, retarget, runtime, steps
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +169,7 @@ class HostBackend(Backend):
         except RuntimeError as exc:
             raise IRError(f"kernel {kernel_name!r}: the retargeted host IR is invalid: {exc}") from exc
         _check_externals(host_module, kernel_name)
+        allowlist.check(host_module, kernel_name)
         if host.flags & retarget.FLAG_BLOCK_LOOP or text is not host.text:  # inlined into the entry
             host_module.get_function(kernel_name).linkage = llvm.Linkage.internal
         retarget_seconds = time.perf_counter() - start
@@ -346,6 +347,8 @@ class HostDevice(Device):
             raise ExperimentError(f"kernel {kernel.binary.kernel_name!r} was not loaded by the host backend", kind="launch")
         grid, block = dim3.of(grid), dim3.of(block)
         name = kernel.binary.kernel_name
+        limits.check_launch(name, grid, block)
+        limits.arm(self._runtime)
         if block.size > MAX_THREADS_PER_BLOCK:
             raise ExperimentError(
                 f"kernel {name!r}: block {block} has {block.size} threads, more than {MAX_THREADS_PER_BLOCK}",
@@ -367,8 +370,9 @@ class HostDevice(Device):
             shared_bytes, kernel.mode, kernel.frame_bytes, 0, message, len(message),
         )  # fmt: skip
         if rc != 0:
-            raise ExperimentError(f"kernel {name!r} failed on the host: {message.value.decode(errors='replace')}",
-                                  kind="fault")  # fmt: skip
+            text = message.value.decode(errors="replace")
+            raise ExperimentError(f"kernel {name!r} failed on the host: {text}",
+                                  kind="timeout" if text.startswith("timed out") else "fault")  # fmt: skip
 
     def _global(self, kernel: LoadedKernel, name: str) -> tuple[int, int]:
         self._check_open()
