@@ -146,3 +146,16 @@ def test_huge_app_times_are_refused_when_the_database_is_read(tmp_path):
     result = run("replay", "-rdb", rec.path, "--json")
     _no_traceback(result)
     assert result.exit_code == 1 and "AppTimes" in result.output
+
+
+def test_replay_refuses_a_database_whose_args_disagree_with_the_prologue(tmp_path):
+    rec = make_recording(tmp_path / "db")
+    doc = json.loads(rec.path.read_text())
+    inst = next(iter(doc["instances"].values()))
+    args = bytearray.fromhex(inst["Args"])
+    args[-1] ^= 0x01  # the element count n
+    inst["Args"] = args.hex()
+    rec.path.write_text(json.dumps(doc))
+    result = run("replay", "-rdb", rec.path, "--backend", "host", "--json")
+    _no_traceback(result)
+    assert result.exit_code != 0 and "disagree" in result.output, result.output

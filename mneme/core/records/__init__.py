@@ -12,7 +12,6 @@ The package splits along its seams: `model` (the classes), `schema` (JSON conver
 upgrades), `paths` (path safety) and `files` (clean, copy, move).
 """
 
-from mneme.core.records import schema as _schema  # noqa: F401  (registers the converter)
 from mneme.core.records.files import FileReport, clean_records, copy_records, load_all
 from mneme.core.records.model import (
     APP_TIMERS,

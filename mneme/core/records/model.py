@@ -165,6 +165,20 @@ class KernelInstance:
     def epilogue_path(self) -> Path:
         return self.record.folder / self.epilogue_file
 
+    def check_prologue(self, prologue: Any) -> None:
+        """Refuse a prologue whose argument bytes disagree with the database's `Args`.
+
+        A replay launches with the prologue's bytes; a database saying otherwise is a recording
+        edited or mixed up, and replaying it would verify something else than it claims.
+        """
+        recorded = bytes(getattr(prologue, "args", b"") or b"")
+        if recorded and recorded != bytes(self.args):
+            first = next((i for i, (a, b) in enumerate(zip(recorded, self.args)) if a != b),
+                         min(len(recorded), len(self.args)))
+            raise FormatError(self.record.path, f"the database's argument bytes ({len(self.args)}) disagree with "
+                              f"those of {self.prologue_path.name} ({len(recorded)}) from byte {first}; the recording "
+                              "was edited or mixed up: record it again", field=f"instances.{self.dynamic_hash}.Args")
+
     @property
     def prologue(self) -> MemStateRef:
         """A new handle to the prologue snapshot (load it with `open()` or `with`)."""
