@@ -159,3 +159,14 @@ def test_replay_refuses_a_database_whose_args_disagree_with_the_prologue(tmp_pat
     result = run("replay", "-rdb", rec.path, "--backend", "host", "--json")
     _no_traceback(result)
     assert result.exit_code != 0 and "disagree" in result.output, result.output
+
+
+def test_replay_refuses_a_static_hash_that_matches_neither_the_file_nor_the_snapshots(tmp_path):
+    rec = make_recording(tmp_path / "db")
+    doc = json.loads(rec.path.read_text())
+    doc["StaticHash"] = "0123456789abcdef"
+    rec.path.write_text(json.dumps(doc))
+    result = run("replay", "-rdb", rec.path, "--backend", "host", "--json")
+    _no_traceback(result)
+    assert result.exit_code != 0 and "0123456789abcdef" in result.output and "recorded for" in result.output, \
+        result.output

@@ -116,3 +116,15 @@ def test_inline_assembly_and_calls_through_pointers_are_refused(tmp_path, body, 
     ir = HEADER + f"define void @k(ptr %p) {{\n  {body}\n  ret void\n}}\n"
     proc = mneme("capture", _spec(tmp_path, ir), "-o", tmp_path / "out", "--backend", "host")
     assert proc.returncode != 0 and what in proc.stderr, proc.stderr
+
+
+def test_replay_of_an_infinite_loop_kernel_stops_at_the_timeout(tmp_path):
+    spec = _spec(tmp_path, BENIGN_IR)
+    out = tmp_path / "out"
+    assert mneme("capture", spec, "-o", out, "--backend", "host").returncode == 0
+    db = next(out.glob("*.json"))
+    (out / json.loads(db.read_text())["Modules"][0]).write_text(SPIN_IR)
+    start = time.monotonic()
+    proc = mneme("replay", "-rdb", db, "--backend", "host", "--timeout", "2", timeout=120)
+    assert time.monotonic() - start < 60
+    assert proc.returncode != 0 and "timed out" in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -166,11 +166,17 @@ class KernelInstance:
         return self.record.folder / self.epilogue_file
 
     def check_prologue(self, prologue: Any) -> None:
-        """Refuse a prologue whose argument bytes disagree with the database's `Args`.
+        """Refuse a prologue recorded for another kernel or launch, or whose argument bytes disagree with `Args`.
 
         A replay launches with the prologue's bytes; a database saying otherwise is a recording
         edited or mixed up, and replaying it would verify something else than it claims.
         """
+        for what, mine, theirs in (("StaticHash", self.static_hash, getattr(prologue, "static_hash", "")),
+                                    ("instance key", self.dynamic_hash, getattr(prologue, "dynamic_hash", ""))):
+            if theirs and mine and theirs != mine:
+                raise FormatError(self.record.path, f"{what} {mine!r} is not the {theirs!r} that "
+                                  f"{self.prologue_path.name} was recorded for; the recording was edited or mixed "
+                                  "up: record it again", field="StaticHash" if what == "StaticHash" else "instances")
         recorded = bytes(getattr(prologue, "args", b"") or b"")
         if recorded and recorded != bytes(self.args):
             first = next((i for i, (a, b) in enumerate(zip(recorded, self.args)) if a != b),
