@@ -128,3 +128,11 @@ def test_replay_of_an_infinite_loop_kernel_stops_at_the_timeout(tmp_path):
     proc = mneme("replay", "-rdb", db, "--backend", "host", "--timeout", "2", timeout=120)
     assert time.monotonic() - start < 60
     assert proc.returncode != 0 and "timed out" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_a_worker_process_drops_core_dumps_and_new_privileges():
+    code = ("import resource\nfrom mneme.core import limits\nlimits.restrict_worker()\n"
+            "print(resource.getrlimit(resource.RLIMIT_CORE))\n"
+            "print([l for l in open('/proc/self/status') if l.startswith('NoNewPrivs')][0].split()[1])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.split("\n")[:2] == ["(0, 0)", "1"], proc.stdout + proc.stderr

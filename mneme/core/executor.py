@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from mneme.core import limits
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
@@ -721,6 +722,7 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
     "data": DeviceBinary | None, "result": result dict}``.
     """
     _redirect_output(log_path)
+    limits.restrict_worker()  # no core dumps, no new privileges (docs/security.md)
     role = spec.get("role", "device")
     log.info("worker %s starting: pid %d, role %s, spec %s", spec.get("name"), os.getpid(), role, spec)
     try:

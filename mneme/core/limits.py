@@ -186,3 +186,32 @@ def timeout_option(func):
     return click.option("--timeout", type=click.FloatRange(min=0), default=None, expose_value=False,
                         callback=store, help="Stop a kernel run after this many seconds, 0 for never "
                         f"(default {DEFAULTS['timeout_seconds']}, or {variable('timeout_seconds')}).")(func)
+
+
+def restrict_worker() -> None:
+    """Drop what a worker process running other people's kernels does not need (docs/security.md).
+
+    No core dumps (a crashed kernel's memory holds the recording's data), no new privileges
+    through setuid programs (``PR_SET_NO_NEW_PRIVS``), and, when ``MNEME_LIMIT_WORKER_DATA_BYTES``
+    is set, a cap on the worker's data memory (RLIMIT_DATA; off by default, as GPU drivers map
+    much). Best effort: a platform without one of them keeps the others.
+    """
+    import resource
+
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ValueError, OSError):
+        pass
+    cap = os.environ.get("MNEME_LIMIT_WORKER_DATA_BYTES")
+    if cap:
+        try:
+            value = int(cap, 0)
+            resource.setrlimit(resource.RLIMIT_DATA, (value, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+        except (ValueError, OSError):
+            pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    except (OSError, AttributeError):
+        pass
