@@ -112,6 +112,20 @@ def test_a_nul_byte_in_a_database_path_is_an_error_not_a_traceback(tmp_path):
     assert result.exit_code != 0
 
 
+def test_an_unexpected_error_is_one_line_pointing_at_debug_and_exit_1(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "mneme.core.cli", "inspect", str(tmp_path / "a\udcff.json")],
+                          capture_output=True, text=True, timeout=120, errors="surrogateescape")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr and len(lines) <= 2, proc.stderr
+    result = CliRunner().invoke(cli, ["--debug", "inspect", str(tmp_path / "a\0b.json")])
+    assert result.exit_code == 1 and isinstance(result.exception, ValueError)  # --debug: the real exception
+    result = run("inspect", str(tmp_path / "a\0b.json"))
+    assert result.exit_code == 1 and "run with --debug for the traceback" in result.output, result.output
+
+
 @pytest.mark.parametrize("where", ["KernelName", "instance key"])
 def test_a_lone_surrogate_in_the_database_is_a_format_error(tmp_path, where):
     rec = make_recording(tmp_path / "db")
