@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +137,14 @@ def test_a_worker_process_drops_core_dumps_and_new_privileges():
             "print([l for l in open('/proc/self/status') if l.startswith('NoNewPrivs')][0].split()[1])\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.split("\n")[:2] == ["(0, 0)", "1"], proc.stdout + proc.stderr
+
+
+def test_a_kernel_writing_one_element_past_its_buffer_fails_naming_the_buffer_and_offset(tmp_path):
+    saxpy = Path(__file__).resolve().parent.parent / "examples" / "saxpy" / "saxpy.ll"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"ir: {saxpy}\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - 1001\n  - 2.0\n"
+                    "  - {ones: {dtype: float32, shape: [1001]}}\n  - {ones: {dtype: float32, shape: [1000]}}\n")
+    proc = mneme("capture", spec, "-o", tmp_path / "out", "--backend", "host")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "out of bounds" in proc.stderr and "bytes 4000..4003 of the 4000-byte buffer" in proc.stderr, proc.stderr
+    assert "byte 16 of the arguments" in proc.stderr

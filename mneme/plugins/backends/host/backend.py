@@ -23,7 +23,7 @@ from mneme.core.backend import (
 )
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError
 from mneme.core.native import c_compiler
-from mneme.plugins.backends.host import allowlist, limits, memory, retarget, runtime, steps
+from mneme.plugins.backends.host import allowlist, limits, memory, redzones, retarget, runtime, steps
 
 log = logging.getLogger(__name__)
 
@@ -296,6 +296,7 @@ class HostDevice(Device):
     def __init__(self, info: DeviceInfo):
         super().__init__(info)
         self.memory = memory.AddressSpace()
+        self.redzones = redzones.RedZones()
         self._kernels: list[HostKernel] = []
         self._runtime = runtime.load()
 
@@ -312,6 +313,7 @@ class HostDevice(Device):
     def map(self, addr: int, size: int) -> None:
         self._check_open()
         self.memory.map(addr, size)
+        self.redzones.add(addr, size)
 
     def write(self, addr: int, data) -> None:
         self._check_open()
@@ -365,6 +367,9 @@ class HostDevice(Device):
         arg_buffer = ctypes.create_string_buffer(bytes(args), max(len(args), 1) + 16)
         message = ctypes.create_string_buffer(1024)
         u32x3 = ctypes.c_uint32 * 3
+        first = not getattr(kernel, "launched", False)  # the launch a replay verifies: check its writes
+        if first:
+            self.redzones.arm()
         rc = self._runtime.mneme_launch(
             kernel.entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
             shared_bytes, kernel.mode, kernel.frame_bytes, 0, message, len(message),
@@ -373,6 +378,9 @@ class HostDevice(Device):
             text = message.value.decode(errors="replace")
             raise ExperimentError(f"kernel {name!r} failed on the host: {text}",
                                   kind="timeout" if text.startswith("timed out") else "fault")  # fmt: skip
+        if first:
+            kernel.launched = True
+            self.redzones.check(name, bytes(args))
 
     def _global(self, kernel: LoadedKernel, name: str) -> tuple[int, int]:
         self._check_open()
