@@ -19,7 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from irbuild import build_cuda_ir, corpus
 
-from mneme.core import codegen, ir, ircache, parallel_codegen, pipeline
+from mneme_cuda import codegen as cuda_codegen
+from mneme_cuda import parallel_codegen
+from mneme_cuda import target as nvptx
+from mneme_cuda.backend import CudaBackend
+
+from mneme.core import build, ir, ircache, pipeline
 from mneme.core.types import ExperimentConfiguration
 
 CONFIG = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
@@ -46,11 +51,11 @@ def compile_once(mod, kernel: str, config: ExperimentConfiguration, assembler: s
     pre = pipeline.preprocess(mod, kernel, config, base_hash="bench")
     t.append(CLOCK())
     try:
-        pipeline.optimize(pre.module, config, "nvptx", "sm_90")
+        CudaBackend().optimize(pre.module, config, "sm_90")
         t.append(CLOCK())
-        ptx = codegen.target_machine("nvptx", "sm_90", config.codegen_opt).emit_assembly(pre.module)
+        ptx = nvptx.target_machine("sm_90", config.codegen_opt).emit_assembly(pre.module)
         t.append(CLOCK())
-        codegen.assemble_ptx(ptx, "sm_90", config, kernel, assembler=assembler)
+        cuda_codegen.assemble_ptx(ptx, "sm_90", config, kernel, assembler=assembler)
         t.append(CLOCK())
     finally:
         pre.module.close()
@@ -65,15 +70,15 @@ def median_stages(mod, kernel, config, assembler, reps) -> dict[str, float]:
 
 
 def compare_methods(mod, kernel: str, reps: int) -> None:
-    """Serial against parallel code generation (pipeline.compile, uncached), interleaved, medians."""
+    """Serial against parallel code generation (build.compile, uncached), interleaved, medians."""
     parallel_codegen.warm()  # the workers start once per process: not counted
     runs: dict[str, list[dict[str, float]]] = {"serial": [], "parallel": []}
     resources = {}
     for _ in range(reps):
         for method in runs:
             t0 = CLOCK()
-            binary = pipeline.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False,
-                                      base_hash="bench")  # fmt: skip
+            binary = build.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False,
+                                   base_hash="bench")  # fmt: skip
             runs[method].append({**binary.stage_times, "total": CLOCK() - t0})
             resources[method] = binary.resources
     jobs = parallel_codegen.codegen_jobs()
@@ -114,10 +119,10 @@ def main() -> None:
     global CLOCK
     if opts.cpu:
         CLOCK = _cpu
-    assemblers = ["ptxas"] + (["nvjitlink"] if codegen.ptx_assembler() == "nvjitlink" else [])
+    assemblers = ["ptxas"] + (["nvjitlink"] if cuda_codegen.ptx_assembler() == "nvjitlink" else [])
 
-    print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {codegen._tool_version(codegen.ptxas_path() or 'ptxas')}; "
-          f"nvJitLink: {codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
+    print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {cuda_codegen._tool_version(cuda_codegen.ptxas_path() or 'ptxas')}; "
+          f"nvJitLink: {cuda_codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
           f"{os.environ.get('MNEME_MALLOC_TUNING', '1') != '0'}); median of {opts.reps} runs, "
           f"{'CPU' if opts.cpu else 'wall'} ms")  # fmt: skip
     header = f"{'kernel':24s}" + "".join(f"{s:>11s}" for s in STAGES) + "".join(f"{'total/' + a:>17s}" for a in assemblers)
@@ -144,10 +149,10 @@ def main() -> None:
         src.write_text(generated_source(200))
         t0 = time.perf_counter()
         mod = ir.link([build_cuda_ir(src)], "many_functions")
-        build = time.perf_counter() - t0
+        clang_seconds = time.perf_counter() - t0
         funcs = len(ir.defined_functions(mod))
         big = compile_once(mod, "many_functions", CONFIG, assemblers[-1])
-        print(f"\n200-function kernel ({funcs} functions defined; clang build {build:.2f} s, not counted): "
+        print(f"\n200-function kernel ({funcs} functions defined; clang build {clang_seconds:.2f} s, not counted): "
               + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in big.items()))  # fmt: skip
         if "nvjitlink" in assemblers:
             compare_methods(mod, "many_functions", max(5, opts.reps))
@@ -158,14 +163,14 @@ def main() -> None:
         for i in range(opts.reps):
             config = CONFIG.replace(max_registers=32 + i)  # a new variant each time
             t0 = CLOCK()
-            pipeline.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
+            build.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
             misses.append(CLOCK() - t0)
             t0 = CLOCK()
-            pipeline.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
+            build.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
             hits.append(CLOCK() - t0)
             fresh = ircache.BuildCache(Path(tmp, "cache"))
             t0 = CLOCK()
-            pipeline.compile(mod, "saxpy", config, "sm_90", cache=fresh, base_hash="saxpy")
+            build.compile(mod, "saxpy", config, "sm_90", cache=fresh, base_hash="saxpy")
             disk_hits.append(CLOCK() - t0)
         miss, hit, disk = (statistics.median(x) for x in (misses, hits, disk_hits))
         print(f"\nbuild cache (saxpy): miss {_ms(miss).strip()} ms, process hit {hit * 1e6:.0f} us "

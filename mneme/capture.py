@@ -263,7 +263,7 @@ def module_globals(module) -> dict[str, int]:
     """Name -> size of the device global variables a module defines (global and constant memory)."""
     from mneme.core import ir as irmod
 
-    td = irmod._target_data(module.data_layout)
+    td = irmod.target_data(module.data_layout)
     found = {}
     for gv in module.global_variables:
         if gv.is_declaration or gv.name.startswith("llvm."):

@@ -56,10 +56,8 @@ def mutate(blob: bytes, edits, cut: int) -> bytes:
 
 
 def _native():
-    try:
-        from mneme_cuda import snapio
-    except ImportError:
-        return None
+    from mneme.core.snapshot import snapio
+
     return snapio if snapio.library() is not None else None
 
 

@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 from mneme.core.errors import CorruptFileError, UsageError
-from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotWriter, codec
+from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotWriter, codec, snapio
 from mneme.core.snapshot.format import ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW
 
 devdecode = pytest.importorskip("mneme_cuda.devdecode")
-snapio = pytest.importorskip("mneme_cuda.snapio")
 needs_lz4 = pytest.mark.skipif(not codec.lz4_available(), reason="needs liblz4.so.1")
 
 A, B, C = 0x7000_0000, 0x7100_0000, 0x7200_0000

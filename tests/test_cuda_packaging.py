@@ -54,7 +54,7 @@ def test_a_wheel_carries_the_recorder_beside_the_plugin(tmp_path):
     names = zipfile.ZipFile(_wheel(tmp_path)).namelist()
     assert f"mneme_cuda/lib/{recorder.LIBRARY}" in names
     assert {"mneme_cuda/plugin.py", "mneme_cuda/kernels/compare.ptx", "mneme_cuda/kernels/lz4.ptx",
-            "mneme_cuda/native/snapio.c"} <= set(names)
+            "mneme_cuda/native/cupti_timer.h"} <= set(names)
 
 
 @needs_backend

@@ -486,3 +486,20 @@ def test_the_host_backend_is_a_registered_usable_plugin():
     host = core_backend.get_backend("host")
     assert host.availability().usable and host.device_count() == 1
     assert host.fingerprint()["backend"] == "host"
+
+
+def test_gpu_ir_is_optimized_for_its_gpu_with_or_without_that_gpu_backend(backend, monkeypatch):
+    """`mneme replay --output-ll` on the host shows the GPU IR optimized for the GPU it was written for."""
+    from mneme.core import backend as backend_mod
+    from mneme.core import ir
+
+    cfg = ExperimentConfiguration(grid=1, block=1)
+    source = ir.load(build_cuda_ir("saxpy"))
+    with_cuda = ir.clone(source)
+    backend.optimize(with_cuda, cfg, backend.arch())
+    installed = backend_mod.backends()
+    monkeypatch.setattr(backend_mod, "backends", lambda: {"host": installed["host"]})
+    without = ir.clone(source)
+    backend.optimize(without, cfg, backend.arch())
+    assert str(without) == str(with_cuda) != str(source)
+    assert with_cuda.triple.startswith("nvptx") and " alloca " not in str(with_cuda)

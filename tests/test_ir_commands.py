@@ -55,8 +55,31 @@ def test_compile_writes_ptx_and_cubin(tmp_path):
 @needs_hip
 def test_compile_writes_an_amdgpu_code_object(tmp_path):
     out = tmp_path / "k.hsaco"
-    run("compile", str(build_hip_ir("reduce_sum")), "--arch", "gfx90a", "--emit", "hsaco", "-o", str(out))
+    result = run("compile", str(build_hip_ir("reduce_sum")), "--arch", "gfx90a", "--emit", "hsaco", "-o", str(out))
     assert out.read_bytes()[:4] == b"\x7fELF"
+    assert "(gfx90a, hip backend, hsaco)" in result.stderr and "registers" in result.stderr
+
+
+def test_compile_for_an_nvidia_arch_goes_through_the_cuda_backend(tmp_path):
+    out = tmp_path / "k.cubin"
+    result = run("compile", str(build_cuda_ir("saxpy")), "--arch", "sm_90", "-o", str(out))
+    assert "(sm_90, cuda backend, cubin)" in result.stderr and out.read_bytes()[:4] == b"\x7fELF"
+
+
+def test_an_arch_no_installed_backend_claims_names_the_installed_backends():
+    result = run("compile", str(build_cuda_ir("saxpy")), "--arch", "riscv64", ok=False)
+    assert result.exit_code == 2
+    assert "unknown architecture 'riscv64'" in result.output and "installed backends: cuda, hip, host" in result.output
+
+
+@needs_hip
+def test_without_the_hip_backend_gfx_architectures_are_unclaimed(monkeypatch):
+    from mneme.core import backend
+
+    installed = backend.backends()
+    monkeypatch.setattr(backend, "backends", lambda: {k: v for k, v in installed.items() if k != "hip"})
+    result = run("compile", str(build_hip_ir("saxpy")), "--arch", "gfx90a", "--emit", "hsaco", ok=False)
+    assert result.exit_code == 2 and "installed backends: cuda, host" in result.output
 
 
 def test_resources_reports_registers_and_shared_memory():

@@ -9,12 +9,16 @@ import sys
 import pytest
 from irbuild import build_cuda_ir, corpus, cuda_available
 
-from mneme.core import codegen, ir, parallel_codegen, pipeline
+from mneme_cuda import codegen as cuda_codegen
+from mneme_cuda import parallel_codegen
+from mneme_cuda.backend import CudaBackend
+
+from mneme.core import build, ir, pipeline
 from mneme.core.errors import UsageError
 from mneme.core.types import ExperimentConfiguration
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
-needs_nvjitlink = pytest.mark.skipif(codegen.ptx_assembler() != "nvjitlink",
+needs_nvjitlink = pytest.mark.skipif(cuda_codegen.ptx_assembler() != "nvjitlink",
                                      reason="nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed")  # fmt: skip
 O3 = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
 READELF = "llvm-readelf-19"
@@ -43,7 +47,7 @@ def _module(tmp_path, functions: int, with_global: bool = False):
 
 def _optimized(mod, kernel):
     pre = pipeline.preprocess(mod, kernel, O3, base_hash="test")
-    pipeline.optimize(pre.module, O3, "nvptx", "sm_90")
+    CudaBackend().optimize(pre.module, O3, "sm_90")
     return pre.module
 
 
@@ -83,8 +87,8 @@ def test_partition_ptx_declares_the_callees_other_partitions_define(tmp_path):
 def test_parallel_cubin_has_the_functions_and_resources_of_the_serial_one(tmp_path, monkeypatch):
     monkeypatch.setenv("MNEME_CODEGEN_JOBS", "2")
     mod = _module(tmp_path, 48, with_global=True)
-    serial = pipeline.compile(mod, "many_functions", O3, "sm_90", cache=False)
-    parallel = pipeline.compile(mod, "many_functions", O3.replace(codegen_method="parallel"), "sm_90", cache=False)
+    serial = build.compile(mod, "many_functions", O3, "sm_90", cache=False)
+    parallel = build.compile(mod, "many_functions", O3.replace(codegen_method="parallel"), "sm_90", cache=False)
     assert parallel.kind == "cubin" and parallel.data[:4] == b"\x7fELF"
     assert parallel.resources == serial.resources and serial.resources.registers > 0
     serial_funcs, parallel_funcs = _functions(serial.data, tmp_path), _functions(parallel.data, tmp_path)
@@ -98,8 +102,8 @@ def test_parallel_cubin_has_the_functions_and_resources_of_the_serial_one(tmp_pa
 def test_parallel_codegen_of_a_corpus_kernel_gives_the_serial_cubin(kernel):
     item = next(i for i in corpus() if kernel in i.kernels)
     mod = ir.link([build_cuda_ir(item.source)], kernel)
-    serial = pipeline.compile(mod, kernel, O3, "sm_90", cache=False)
-    parallel = pipeline.compile(mod, kernel, O3.replace(codegen_method="parallel"), "sm_90", cache=False)
+    serial = build.compile(mod, kernel, O3, "sm_90", cache=False)
+    parallel = build.compile(mod, kernel, O3.replace(codegen_method="parallel"), "sm_90", cache=False)
     assert parallel.data == serial.data  # too small to split: the serial path, byte for byte
 
 
@@ -111,11 +115,11 @@ def test_codegen_jobs_rejects_a_bad_environment_value(monkeypatch):
 
 _ASSEMBLE = """
 import hashlib, sys
-from mneme.core import codegen
+from mneme_cuda import codegen as cuda_codegen
 from mneme.core.types import ExperimentConfiguration
 config = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), ptxas_opt=3)
 for path in sys.argv[1:]:
-    cubin, _, tool = codegen.assemble_ptx(open(path).read(), "sm_90", config, "k", assembler="nvjitlink")
+    cubin, _, tool = cuda_codegen.assemble_ptx(open(path).read(), "sm_90", config, "k", assembler="nvjitlink")
     assert cubin[:4] == b"\\x7fELF"
     print(path, hashlib.sha256(cubin).hexdigest())
 """
@@ -128,7 +132,7 @@ def test_keeping_freed_heap_does_not_change_the_corpus_cubins(tmp_path):
         for kernel in item.kernels:
             mod = ir.link([build_cuda_ir(item.source)], kernel)
             path = tmp_path / f"{kernel}.ptx"
-            path.write_bytes(pipeline.compile(mod, kernel, O3, "sm_90", emit="ptx", cache=False).data)
+            path.write_bytes(build.compile(mod, kernel, O3, "sm_90", emit="ptx", cache=False).data)
             paths.append(str(path))
 
     def cubins(tuning: str) -> list[str]:
@@ -142,15 +146,15 @@ def test_keeping_freed_heap_does_not_change_the_corpus_cubins(tmp_path):
 
 _FAULTS = """
 import resource, sys
-from mneme.core import codegen
+from mneme_cuda import codegen as cuda_codegen
 from mneme.core.types import ExperimentConfiguration
 config = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), ptxas_opt=3)
 ptx = open(sys.argv[1]).read()
 for _ in range(3):
-    codegen.assemble_ptx(ptx, "sm_90", config, "k", assembler="nvjitlink")
+    cuda_codegen.assemble_ptx(ptx, "sm_90", config, "k", assembler="nvjitlink")
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 for _ in range(10):
-    codegen.assemble_ptx(ptx, "sm_90", config, "k", assembler="nvjitlink")
+    cuda_codegen.assemble_ptx(ptx, "sm_90", config, "k", assembler="nvjitlink")
 print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 """
 
@@ -159,7 +163,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
 def test_nvjitlink_reuses_its_working_memory_between_builds(tmp_path):
     """Page faults per build, not time: the kept heap is why the in-process assembler got cheaper."""
     path = tmp_path / "saxpy.ptx"
-    path.write_bytes(pipeline.compile(ir.link([build_cuda_ir("saxpy")], "saxpy"), "saxpy", O3, "sm_90", emit="ptx",
+    path.write_bytes(build.compile(ir.link([build_cuda_ir("saxpy")], "saxpy"), "saxpy", O3, "sm_90", emit="ptx",
                                       cache=False).data)  # fmt: skip
 
     def faults(tuning: str) -> float:
@@ -177,8 +181,8 @@ def test_a_module_with_line_tables_is_generated_serially(tmp_path, monkeypatch, 
     src = tmp_path / "many_g.cu"
     src.write_text(many_functions_source(32))
     mod = ir.link([build_cuda_ir(src, flags=("-gline-tables-only",))], "many_functions")
-    with caplog.at_level("INFO", logger="mneme.core.parallel_codegen"):
-        parallel = pipeline.compile(mod, "many_functions", O3.replace(codegen_method="parallel"), "sm_90", cache=False)
-    serial = pipeline.compile(mod, "many_functions", O3, "sm_90", cache=False)
+    with caplog.at_level("INFO", logger="mneme_cuda.parallel_codegen"):
+        parallel = build.compile(mod, "many_functions", O3.replace(codegen_method="parallel"), "sm_90", cache=False)
+    serial = build.compile(mod, "many_functions", O3, "sm_90", cache=False)
     assert "debug info; generating it serially" in caplog.text
     assert parallel.resources == serial.resources and len(_functions(parallel.data, tmp_path)) == 33

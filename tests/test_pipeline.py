@@ -11,10 +11,17 @@ import attrs
 import pytest
 from irbuild import CLANG, build_cuda_ir, build_hip_ir, cuda_available, hip_available
 
-from mneme.core import codegen, ir, ircache, pipeline
-from mneme.core.backend import DeviceBinary, Resources
+from mneme_cuda import codegen as cuda_codegen
+from mneme_cuda.backend import CudaBackend
+from mneme_hip.metadata import amdgpu_metadata
+
+from mneme.plugins.backends.host import machine as host_machine
+
+from mneme.core import build, ir, ircache, pipeline
+from mneme.core.backend import DeviceBinary, Resources, backend_for_arch, get_backend
 from mneme.core.errors import IRError, UsageError
-from mneme.core.types import ExperimentConfiguration
+from mneme.core import params
+from mneme.core.types import ExperimentConfiguration, build_fields
 
 needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
@@ -43,7 +50,7 @@ def test_unknown_pass_is_rejected_with_the_list_of_known_passes():
 def test_every_default_level_optimizes_a_kernel_in_place(level):
     mod = ir.load(build_cuda_ir("stencil2d", opt="-O0"))
     before = ir.module_hash(mod)
-    seconds = pipeline.optimize(mod, BASE.replace(passes=f"default<{level}>"), "nvptx", "sm_90")
+    seconds = CudaBackend().optimize(mod, BASE.replace(passes=f"default<{level}>"), "sm_90")
     assert seconds > 0
     ir.verify(mod)
     if level != "O0":
@@ -53,14 +60,14 @@ def test_every_default_level_optimizes_a_kernel_in_place(level):
 def test_explicit_pass_sequence_runs_those_passes():
     mod = ir.load(build_cuda_ir("saxpy", opt="-O0"))
     assert "alloca" in str(mod)
-    pipeline.optimize(mod, BASE.replace(passes="sroa,instcombine,simplifycfg"), "nvptx", "sm_90")
+    CudaBackend().optimize(mod, BASE.replace(passes="sroa,instcombine,simplifycfg"), "sm_90")
     assert "alloca" not in str(mod)
 
 
 def test_empty_pipeline_leaves_the_module_alone():
     mod = ir.load(build_cuda_ir("saxpy", opt="-O0"))
     before = ir.module_hash(mod)
-    assert pipeline.optimize(mod, BASE.replace(passes=""), "nvptx", "sm_90") == 0.0
+    assert CudaBackend().optimize(mod, BASE.replace(passes=""), "sm_90") == 0.0
     assert ir.module_hash(mod) == before
 
 
@@ -99,7 +106,7 @@ def test_loop_unrolling_knob_changes_the_generated_code(tmp_path):
     mod = _kernel_ir(tmp_path, "row_sum", ROW_SUM)
 
     def loads(**knobs):
-        ptx = pipeline.compile(mod, "row_sum", BASE.replace(**knobs), "sm_90", emit="ptx", cache=False).data.decode()
+        ptx = build.compile(mod, "row_sum", BASE.replace(**knobs), "sm_90", emit="ptx", cache=False).data.decode()
         return ptx.count("ld.global")
 
     assert loads(loop_unrolling=True) >= 16
@@ -133,13 +140,13 @@ extern "C" __global__ void calls_big(const float* p, float* out) {
 _INLINING_SCRIPT = """
 import re
 import sys
-from mneme.core import ir, pipeline
+from mneme.core import build, ir
 from mneme.core.types import ExperimentConfiguration
 mod = ir.load(sys.argv[1])
 base = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
 def ptx(threshold):
     config = base.replace(inlining_threshold=threshold)
-    return pipeline.compile(mod, "calls_big", config, "sm_90", emit="ptx", cache=False).data.decode()
+    return build.compile(mod, "calls_big", config, "sm_90", emit="ptx", cache=False).data.decode()
 for threshold in sys.argv[2:]:
     print(threshold, ptx(None if threshold == "none" else int(threshold)).count("call.uni"))
 print("ptx", hash(re.sub(r"//.*", "", ptx(None))))  # comments number call sequences per process
@@ -171,17 +178,17 @@ def test_optimize_works_on_a_host_module(tmp_path):
     out = tmp_path / "axpy.ll"
     subprocess.run([CLANG, "-O1", "-S", "-emit-llvm", str(src), "-o", str(out)], check=True)
     mod = ir.load(out)
-    pipeline.optimize(mod, BASE, "host", None)
+    pipeline.optimize(mod, BASE, host_machine.pipeline_machine())
     assert "<4 x float>" in str(mod) or "<8 x float>" in str(mod) or "<16 x float>" in str(mod)  # vectorized for the host
 
 
 def test_optimizing_device_ir_for_the_host_is_refused_not_aborted():
     mod = ir.load(build_cuda_ir("saxpy"))
     with pytest.raises(IRError, match="retarget it to the host"):
-        pipeline.optimize(mod, BASE, "host", None)
+        pipeline.optimize(mod, BASE, host_machine.pipeline_machine())
     mod.triple = "x86_64-unknown-linux-gnu"
     with pytest.raises(IRError, match='"target-cpu"="sm_90"'):
-        pipeline.optimize(mod, BASE, "host", None)
+        pipeline.optimize(mod, BASE, host_machine.pipeline_machine())
 
 
 # -- code generation ------------------------------------------------------------------------------
@@ -192,44 +199,44 @@ def test_codegen_opt_outside_0_to_3_raises_value_error():
     bad = attrs.evolve(BASE, codegen_opt=3)
     object.__setattr__(bad, "codegen_opt", 4)  # the configuration's validator refuses 4; the pipeline must too
     with pytest.raises(ValueError, match="codegen_opt must be an integer 0..3"):
-        pipeline.codegen(mod, "saxpy", bad, "nvptx", "sm_90")
+        cuda_codegen.codegen(mod, "saxpy", bad, "sm_90")
     with pytest.raises(ValueError):
-        pipeline.optimize(mod, bad, "nvptx", "sm_90")
+        CudaBackend().optimize(mod, bad, "sm_90")
 
 
-@pytest.mark.parametrize("target,arch", [("vulkan", "sm_90"), ("nvptx", "gfx90a"), ("amdgpu", "sm_90")])
-def test_unknown_target_or_mismatched_arch_is_a_usage_error(target, arch):
+@pytest.mark.parametrize("backend,arch", [("cuda", "gfx90a"), ("cuda", "vulkan"), ("hip", "sm_90")])
+def test_an_arch_the_backend_does_not_claim_is_a_usage_error(backend, arch):
     mod = ir.load(build_cuda_ir("saxpy"))
     with pytest.raises(UsageError):
-        pipeline.codegen(mod, "saxpy", BASE, target, arch)
+        build.compile(mod, "saxpy", BASE, arch, backend=get_backend(backend), cache=False)
 
 
-def test_unknown_architecture_is_a_usage_error():
+def test_an_architecture_no_installed_backend_claims_names_the_installed_backends():
     mod = ir.load(build_cuda_ir("saxpy"))
-    with pytest.raises(UsageError, match="unknown architecture 'riscv'"):
-        pipeline.compile(mod, "saxpy", BASE, "riscv", cache=False)
+    with pytest.raises(UsageError, match=r"unknown architecture 'riscv': .*\(installed backends: cuda, hip, host\)"):
+        build.compile(mod, "saxpy", BASE, "riscv", cache=False)
 
 
 @needs_hip
 def test_compiling_amdgpu_ir_for_an_nvidia_arch_names_both_targets():
     mod = ir.load(build_hip_ir("saxpy"))
     with pytest.raises(IRError, match="targets amdgcn-amd-amdhsa, not nvptx"):
-        pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=False)
+        build.compile(mod, "saxpy", BASE, "sm_90", cache=False)
 
 
 @pytest.mark.parametrize("level", [0, 1, 2, 3])
 def test_every_codegen_level_produces_ptx_that_ptxas_accepts(level):
     mod = ir.load(build_cuda_ir("stencil2d"))
     cfg = BASE.replace(codegen_opt=level)
-    ptx = pipeline.compile(mod, "stencil2d", cfg, "sm_90", emit="ptx", cache=False).data.decode()
+    ptx = build.compile(mod, "stencil2d", cfg, "sm_90", emit="ptx", cache=False).data.decode()
     assert ".target sm_90" in ptx and ".entry stencil2d" in ptx
-    cubin, report, tool = codegen.assemble_ptx(ptx, "sm_90", cfg, "stencil2d", assembler="ptxas")
+    cubin, report, tool = cuda_codegen.assemble_ptx(ptx, "sm_90", cfg, "stencil2d", assembler="ptxas")
     assert tool == "ptxas" and cubin[:4] == b"\x7fELF" and "Used" in report
 
 
 def test_ptxas_report_gives_registers_and_shared_memory():
     mod = ir.load(build_cuda_ir("reduce_sum"))
-    binary = pipeline.compile(mod, "reduce_sum", BASE, "sm_90", cache=False)
+    binary = build.compile(mod, "reduce_sum", BASE, "sm_90", cache=False)
     assert binary.kind == "cubin" and binary.backend == "cuda" and binary.arch == "sm_90"
     assert binary.resources.registers > 0 and binary.resources.shared_mem == 1024
     assert binary.resources.spill_stores == 0
@@ -238,39 +245,39 @@ def test_ptxas_report_gives_registers_and_shared_memory():
 
 def test_register_cap_reaches_the_assembler_and_spills_show(tmp_path):
     mod = _kernel_ir(tmp_path, "many_live", MANY_LIVE)
-    free = pipeline.compile(mod, "many_live", BASE, "sm_90", cache=False).resources
-    capped = pipeline.compile(mod, "many_live", BASE.replace(max_registers=32), "sm_90", cache=False).resources
+    free = build.compile(mod, "many_live", BASE, "sm_90", cache=False).resources
+    capped = build.compile(mod, "many_live", BASE.replace(max_registers=32), "sm_90", cache=False).resources
     assert capped.registers <= 32 < free.registers
     assert capped.spill_stores > 0 and capped.local_mem > 0 and free.spill_stores == 0
 
 
 def test_nvjitlink_and_ptxas_both_assemble_when_installed():
-    ptx = pipeline.compile(ir.load(build_cuda_ir("saxpy")), "saxpy", BASE, "sm_90", emit="ptx", cache=False).data.decode()
-    _, report, _ = codegen.assemble_ptx(ptx, "sm_90", BASE.replace(cache_mode="cg", ptxas_opt=1), "saxpy", assembler="ptxas")
-    assert codegen.ptxas_resources(report, "saxpy").registers > 0
-    if codegen.ptx_assembler() != "nvjitlink":
+    ptx = build.compile(ir.load(build_cuda_ir("saxpy")), "saxpy", BASE, "sm_90", emit="ptx", cache=False).data.decode()
+    _, report, _ = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE.replace(cache_mode="cg", ptxas_opt=1), "saxpy", assembler="ptxas")
+    assert cuda_codegen.ptxas_resources(report, "saxpy").registers > 0
+    if cuda_codegen.ptx_assembler() != "nvjitlink":
         pytest.skip("nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed")
-    cubin2, report2, tool = codegen.assemble_ptx(ptx, "sm_90", BASE, "saxpy", assembler="nvjitlink")
+    cubin2, report2, tool = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE, "saxpy", assembler="nvjitlink")
     assert tool == "nvjitlink" and cubin2[:4] == b"\x7fELF"
-    assert codegen.ptxas_resources(report2, "saxpy").registers == codegen.ptxas_resources(report, "saxpy").registers
+    assert cuda_codegen.ptxas_resources(report2, "saxpy").registers == cuda_codegen.ptxas_resources(report, "saxpy").registers
 
 
 def test_invalid_ptx_is_an_irerror_naming_the_kernel():
     with pytest.raises(IRError, match="kernel 'broken'"):
-        codegen.assemble_ptx(".version 7.8\n.target sm_90\n.address_size 64\n.entry broken( {", "sm_90", BASE, "broken", assembler="ptxas")
+        cuda_codegen.assemble_ptx(".version 7.8\n.target sm_90\n.address_size 64\n.entry broken( {", "sm_90", BASE, "broken", assembler="ptxas")
 
 
 @needs_hip
 def test_amdgpu_code_object_carries_its_resources():
     mod = ir.load(build_hip_ir("reduce_sum"))
-    binary = pipeline.compile(mod, "reduce_sum", BASE, "gfx90a", cache=False)
+    binary = build.compile(mod, "reduce_sum", BASE, "gfx90a", cache=False)
     assert binary.kind == "hsaco" and binary.backend == "hip"
     assert binary.resources.shared_mem == 1024 and binary.resources.registers > 0
     readobj = subprocess.run(["llvm-readobj-19", "--file-headers", "--notes", "-"], input=binary.data,
                              capture_output=True, check=True).stdout.decode()  # fmt: skip
     assert "EF_AMDGPU_MACH_AMDGCN_GFX90A" in readobj
     # the in-process reading of the metadata note agrees with LLVM's own tool
-    meta = codegen.amdgpu_metadata(binary.data)
+    meta = amdgpu_metadata(binary.data)
     (kernel,) = meta["amdhsa.kernels"]
     for key in (".vgpr_count", ".sgpr_count", ".group_segment_fixed_size", ".max_flat_workgroup_size"):
         assert f"{key}: {kernel[key]}".replace(" ", "") in readobj.replace(" ", "")
@@ -283,47 +290,65 @@ def test_amdgpu_code_object_carries_its_resources():
 def test_identical_variants_compile_once_per_process(tmp_path):
     cache = ircache.BuildCache(tmp_path, disk=False)
     mod = ir.load(build_cuda_ir("saxpy"))
-    first = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=cache)
+    first = build.compile(mod, "saxpy", BASE, "sm_90", cache=cache)
     assert cache.hits == 0 and "assemble" in first.stage_times
-    second = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=cache)
+    second = build.compile(mod, "saxpy", BASE, "sm_90", cache=cache)
     assert second.data == first.data and list(second.stage_times) == ["cache"]  # not even preprocessed
     # another launch geometry, nothing specialized on it: the same variant, built once
-    third = pipeline.compile(mod, "saxpy", BASE.replace(grid=(1, 1, 1)), "sm_90", cache=cache)
+    third = build.compile(mod, "saxpy", BASE.replace(grid=(1, 1, 1)), "sm_90", cache=cache)
     assert third.data == first.data and "preprocess" in third.stage_times and "assemble" not in third.stage_times
-    fourth = pipeline.compile(mod, "saxpy", BASE.replace(ptxas_opt=1), "sm_90", cache=cache)
+    fourth = build.compile(mod, "saxpy", BASE.replace(ptxas_opt=1), "sm_90", cache=cache)
     assert "assemble" in fourth.stage_times
 
 
 def test_the_disk_cache_survives_the_process_cache(tmp_path):
     mod = ir.load(build_cuda_ir("saxpy"))
-    first = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
+    first = build.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
     fresh = ircache.BuildCache(tmp_path)
-    again = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=fresh)
+    again = build.compile(mod, "saxpy", BASE, "sm_90", cache=fresh)
     assert fresh.hits == 1 and again.data == first.data and again.resources == first.resources
 
 
 def test_a_corrupt_cache_entry_is_rebuilt_not_trusted(tmp_path):
     mod = ir.load(build_cuda_ir("saxpy"))
-    pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
+    build.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
     (entry,) = [p for p in tmp_path.glob("*/*.bin") if p.read_bytes().startswith(b"MNEMEBIN1")]
     entry.write_bytes(entry.read_bytes()[:-10] + b"0123456789")
     fresh = ircache.BuildCache(tmp_path)
-    binary = pipeline.compile(mod, "saxpy", BASE, "sm_90", cache=fresh)
+    binary = build.compile(mod, "saxpy", BASE, "sm_90", cache=fresh)
     assert fresh.hits == 0 and "assemble" in binary.stage_times and binary.data[:4] == b"\x7fELF"
 
 
 def test_cache_keys_change_with_toolchain_target_and_build_fields():
+    tools = CudaBackend().toolchain("sm_90")
     keys = {
-        ircache.build_key("v", BASE, "nvptx", "sm_90", "cubin"),
-        ircache.build_key("v", BASE, "nvptx", "sm_80", "cubin"),
-        ircache.build_key("v", BASE, "nvptx", "sm_90", "ptx"),
-        ircache.build_key("v", BASE.replace(passes="default<O1>"), "nvptx", "sm_90", "cubin"),
-        ircache.build_key("w", BASE, "nvptx", "sm_90", "cubin"),
+        ircache.build_key("v", BASE, tools, "sm_90", "cubin"),
+        ircache.build_key("v", BASE, tools, "sm_80", "cubin"),
+        ircache.build_key("v", BASE, tools, "sm_90", "ptx"),
+        ircache.build_key("v", BASE.replace(passes="default<O1>"), tools, "sm_90", "cubin"),
+        ircache.build_key("v", BASE.replace(codegen_method="parallel"), tools, "sm_90", "cubin"),
+        ircache.build_key("v", BASE, {**tools, "ptxas": "another"}, "sm_90", "cubin"),
+        ircache.build_key("w", BASE, tools, "sm_90", "cubin"),
     }
-    assert len(keys) == 5
-    assert "ptxas" in ircache.toolchain("nvptx") and "llvm" in ircache.toolchain("nvptx")
+    assert len(keys) == 7
+    assert tools["backend"] == "cuda" and "ptxas" in tools and "llvm" in tools
+    assert "lld" in get_backend("hip").toolchain("gfx90a") and "cpu" in get_backend("host").toolchain("x86_64")
     # launch geometry alone does not change a build (it is in the variant hash when transforms use it)
-    assert ircache.build_key("v", BASE, "nvptx", "sm_90", "cubin") == ircache.build_key("v", BASE.replace(grid=(1, 1, 1)), "nvptx", "sm_90", "cubin")
+    assert ircache.build_key("v", BASE, tools, "sm_90", "cubin") == ircache.build_key("v", BASE.replace(grid=(1, 1, 1)), tools, "sm_90", "cubin")
+
+
+def test_build_fields_are_the_configuration_fields_that_reach_code_generation():
+    # the transforms' fields (fast_math among them) change the IR and so the variant hash instead
+    fields = params.build_fields()
+    assert "codegen_method" in fields and "fast_math" not in fields
+    assert {"ptxas_opt", "max_registers", "cache_mode", "loop_unrolling", "inlining_threshold"} <= set(fields)
+    config = BASE.replace(ptxas_opt=1, loop_unrolling=False)
+    assert set(build_fields(config)) == set(fields)  # every one is readable on a configuration
+    assert build_fields(config)["ptxas_opt"] == 1 and build_fields(config)["loop_unrolling"] is False
+
+
+def test_each_architecture_is_claimed_by_its_backend():
+    assert [backend_for_arch(a).name for a in ("sm_90", "sm_100a", "gfx90a", "gfx1100")] == ["cuda", "cuda", "hip", "hip"]
 
 
 def _binary(i: int, size: int = 1000) -> DeviceBinary:
@@ -362,7 +387,7 @@ def test_every_corpus_kernel_compiles_at_every_level(level):
 
     cfg = BASE.replace(passes=f"default<{level}>", codegen_opt=0 if level == "O0" else 3)
     for source, kernel in corpus_kernels():
-        binary = pipeline.compile(ir.link([build_cuda_ir(source)], kernel), kernel, cfg, "sm_90", cache=False)
+        binary = build.compile(ir.link([build_cuda_ir(source)], kernel), kernel, cfg, "sm_90", cache=False)
         assert binary.kind == "cubin" and binary.resources.registers > 0, kernel
 
 
@@ -373,5 +398,5 @@ def test_every_hip_corpus_kernel_compiles_at_other_levels(level):
 
     cfg = BASE.replace(passes=f"default<{level}>")
     for source, kernel in corpus_kernels():
-        binary = pipeline.compile(ir.link([build_hip_ir(source)], kernel), kernel, cfg, "gfx90a", cache=False)
+        binary = build.compile(ir.link([build_hip_ir(source)], kernel), kernel, cfg, "gfx90a", cache=False)
         assert binary.kind == "hsaco" and binary.resources.registers > 0, kernel

@@ -10,8 +10,9 @@ import pytest
 from test_records_fixtures import KERNEL, VA_ADDR, make_recording, tree
 
 from mneme.core import ir
+from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, UsageError
-from mneme.core.records import SCHEMA_VERSION, ArgInfo, ImageInfo, KernelInstance, RecordedExecution, demangle
+from mneme.core.records import SCHEMA_VERSION, ArgInfo, ImageInfo, KernelInstance, RecordedExecution
 
 
 def test_database_round_trips_through_json_with_original_field_names(tmp_path):

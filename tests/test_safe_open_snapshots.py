@@ -31,7 +31,7 @@ def test_the_python_reader_accepts_exactly_one_frame_of_the_declared_size(tmp_pa
 
 @pytest.mark.parametrize("name, body, raw, valid", CASES, ids=[c[0] for c in CASES])
 def test_the_native_reader_agrees_with_the_python_reader_on_the_same_corpus(tmp_path, name, body, raw, valid):
-    snapio = pytest.importorskip("mneme_cuda.snapio")
+    from mneme.core.snapshot import snapio
     if snapio.library() is None:
         pytest.skip("the native reader cannot be built here")
     path = tmp_path / "DeviceState.prologue.s.d.mneme"

@@ -22,7 +22,7 @@ from mneme.core.snapshot import RegionPolicy, Snapshot
 from mneme.core.snapshot import codec
 from mneme.core.snapshot.format import ENC_DIFF, ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
 
-SOURCE = Path(__file__).resolve().parents[1] / "backends" / "cuda" / "recorder" / "snapshot_writer.cpp"
+SOURCE = Path(__file__).resolve().parents[1] / "mneme" / "core" / "snapshot" / "native" / "snapshot_writer.cpp"
 CXX = next((c for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c and shutil.which(c)), None)
 HAVE_XXHASH = Path("/usr/include/xxhash.h").exists()
 

@@ -8,7 +8,9 @@ import struct
 import pytest
 from irbuild import build_cuda_ir, build_hip_ir, corpus_kernels, cuda_available, hip_available
 
-from mneme.core import ir, pipeline, plugins
+from mneme_cuda import codegen as cuda_codegen
+
+from mneme.core import build, ir, pipeline, plugins
 from mneme.core.errors import UsageError
 from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.transforms import auto_init, launch_bounds, specialize
@@ -34,7 +36,7 @@ def _args_for(mod, kernel, ints=1000, floats=2.5) -> bytes:
 
 
 def _ptx(mod, kernel, config, args=None, **kwargs) -> str:
-    return pipeline.compile(mod, kernel, config, "sm_90", args, emit="ptx", cache=False, **kwargs).data.decode()
+    return build.compile(mod, kernel, config, "sm_90", args, emit="ptx", cache=False, **kwargs).data.decode()
 
 
 def test_every_builtin_transform_is_a_registered_plugin():
@@ -85,7 +87,7 @@ def test_specialize_dims_on_amdgpu_replaces_the_implicit_argument_loads():
     assert "icmp eq i16" in text and "@llvm.assume" in text and "range(i32 0, 128) i32 @llvm.amdgcn.workitem.id.x()" in text
 
     def scalar_loads(cfg):
-        asm = pipeline.compile(mod, "saxpy", cfg, "gfx90a", emit="asm", cache=False).data.decode()
+        asm = build.compile(mod, "saxpy", cfg, "gfx90a", emit="asm", cache=False).data.decode()
         return re.findall(r"s_load_dword\w* [^\n]*", asm[asm.index("saxpy:") : asm.index(".Lfunc_end0")])
 
     # the kernel no longer loads the group size (kernarg 0x24) nor the block count
@@ -192,14 +194,14 @@ def test_launch_bounds_above_1024_raise():
 def test_launch_bounds_touch_only_the_selected_kernel():
     mod = ir.load(build_cuda_ir("scale_template"))
     new = launch_bounds.set_launch_bounds(mod, "_Z5scaleIfEvPT_S0_i", 128)
-    ptx = pipeline.codegen(new, "_Z5scaleIfEvPT_S0_i", BASE, "nvptx", "sm_90", emit="ptx").data.decode()
+    ptx = cuda_codegen.codegen(new, "_Z5scaleIfEvPT_S0_i", BASE, "sm_90", emit="ptx").data.decode()
     assert ptx.count(".maxntid") == 1
 
 
 @needs_hip
 def test_launch_bounds_on_amdgpu_set_the_code_objects_flat_work_group_size():
     mod = ir.load(build_hip_ir("reduce_sum"))
-    binary = pipeline.compile(mod, "reduce_sum", BASE.replace(set_launch_bounds=True, max_threads=256, min_blocks_per_sm=2),
+    binary = build.compile(mod, "reduce_sum", BASE.replace(set_launch_bounds=True, max_threads=256, min_blocks_per_sm=2),
                               "gfx90a", cache=False)  # fmt: skip
     assert binary.kind == "hsaco" and binary.resources.max_threads_per_block == 256
     pre = pipeline.preprocess(mod, "reduce_sum", BASE.replace(set_launch_bounds=True, max_threads=256, min_blocks_per_sm=2))
@@ -287,7 +289,7 @@ def test_every_corpus_kernel_takes_every_transform_to_a_cubin(source, kernel):
     mod = ir.link([build_cuda_ir(source)], kernel)
     args = _args_for(mod, kernel)
     for cfg in (ALL_ON, ASSUME):
-        binary = pipeline.compile(mod, kernel, cfg, "sm_90", args, cache=False)
+        binary = build.compile(mod, kernel, cfg, "sm_90", args, cache=False)
         assert binary.kind == "cubin" and binary.data[:4] == b"\x7fELF"
         assert binary.resources.registers > 0
 
@@ -298,6 +300,6 @@ def test_every_corpus_kernel_takes_every_transform_to_a_code_object(source, kern
     mod = ir.link([build_hip_ir(source)], kernel)
     args = _args_for(mod, kernel)
     for cfg in (ALL_ON, ASSUME):
-        binary = pipeline.compile(mod, kernel, cfg, "gfx90a", args, cache=False)
+        binary = build.compile(mod, kernel, cfg, "gfx90a", args, cache=False)
         assert binary.kind == "hsaco" and binary.data[:4] == b"\x7fELF"
         assert binary.resources.max_threads_per_block == 128

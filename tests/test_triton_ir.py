@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from mneme_cuda import codegen as cuda_codegen
+from mneme_cuda.backend import CudaBackend
+
 from mneme.core import ir, pipeline
 from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.ir_sources.triton import TritonCacheIRSource
@@ -48,15 +51,15 @@ def test_triton_ir_goes_through_every_transform_to_ptx_that_ptxas_accepts(entry)
     config = ExperimentConfiguration(grid=64, block=128, specialize_dims=True, set_launch_bounds=True,
                                      max_threads=128, min_blocks_per_sm=2, passes="default<O3>")
     pre = pipeline.preprocess(module, name, config, target="nvptx")
-    pipeline.optimize(pre.module, config, "nvptx", "sm_90")
-    ptx = pipeline.codegen(ir.clone(pre.module), name, config, "nvptx", "sm_90", emit="ptx")
+    CudaBackend().optimize(pre.module, config, "sm_90")
+    ptx = cuda_codegen.codegen(ir.clone(pre.module), name, config, "sm_90", emit="ptx")
     text = ptx.data.decode()
     assert f".entry {name}" in text
     # Triton fixes the block (num_warps * 32 = 128 threads): launch bounds keep .reqntid, add no .maxntid.
     assert ".reqntid 128" in text and ".maxntid" not in text
     assert ".minnctapersm 2" in text
     assert "%ntid.x" not in text
-    cubin = pipeline.codegen(pre.module, name, config, "nvptx", "sm_90")
+    cubin = cuda_codegen.codegen(pre.module, name, config, "sm_90")
     assert cubin.kind == "cubin" and cubin.data[:4] == b"\x7fELF"
     assert cubin.resources.registers > 0
 

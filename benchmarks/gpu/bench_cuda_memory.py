@@ -82,7 +82,7 @@ def reservation_probe(device) -> dict:
 
 def decode_only(device, snap, addr: int) -> None:
     """Decode a region into the pinned staging buffers as a restore does, with no copy (the host side alone)."""
-    from mneme_cuda.backend import STAGE_BYTES
+    from mneme_cuda.restore import STAGE_BYTES
     from mneme_cuda.memory import restore_plan
 
     stages, _ = device._staging()
@@ -133,7 +133,7 @@ def sweep_threads(device, snap, size: int) -> dict:
 
 def restore(device, size: int) -> dict:
     """Warm page cache (the files were just written); cold reads depend on the disk and cannot be controlled."""
-    from mneme_cuda.backend import HOST_THREADS
+    from mneme_cuda.restore import HOST_THREADS
     from mneme_cuda.driver import check, driver
     from mneme_cuda.snapio import read_parallel
 

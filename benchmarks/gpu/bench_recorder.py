@@ -41,7 +41,7 @@ PROGRAMS = {"saxpy_app": "saxpy", "stencil_app": "stencil2d", "stencil_app_ir": 
 def library() -> Path:
     from mneme_cuda import recorder
 
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.library_name()
     return prebuilt if prebuilt.exists() else recorder.build()
 
 

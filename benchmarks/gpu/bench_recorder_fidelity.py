@@ -16,7 +16,7 @@ Why the kernel timestamps: a 3.5 us event window around a ~1.1 us saxpy is two t
 level in each process: over 10 processes the application's per-process event medians of one
 saxpy spread over 3.46-3.68 us, its replays' over 3.46-3.66 us, and streams_app's event ratio
 missed 5% in two of three suites, while the kernel's own timestamps gave 1.120 us in every
-application process and every replay alike (H200, benchmarks/results/gpu-session-2026-12-04.md,
+application process and every replay alike (H200, docs/design/investigations/gpu-2026-12-04.md,
 section 7; benchmarks/gpu/probes/cupti_probe.py). So each program still runs `--runs` times
 (default 9) under the recorder and each instance is replayed as often, each replay its own
 executor (a new stream), and the medians over the runs are compared. Each program is also run
@@ -33,7 +33,7 @@ Which comparison is like for like:
   of the repeats (AppTimes after the first) is the fidelity figure. Warm is reported beside it: a
   reset by the copy engine or by a copy kernel leaves the written region in L2 differently from the
   kernel's own writes, which costs a 1M-element saxpy about 1 us of its 9 (measured on the H200,
-  benchmarks/results/gpu-session-2026-12-03.md; the same copies into other memory cost nothing);
+  docs/design/investigations/gpu-2026-12-03.md; the same copies into other memory cost nothing);
 - an instance launched once: only the recorded launch was timed, right after the prologue
   capture copied every live allocation on another stream. The L2 then held part of that copy,
   neither the warm nor the flushed state, so the recorder now evicts the L2 before timing a
@@ -44,7 +44,7 @@ Which comparison is like for like:
   instance once runs `--once-runs` (25) times. (Its flush buffer is
   allocated before the prologue capture: a mapping made right before the launch put a short
   kernel's first launch on one of two levels ~20% apart from process to process; section 9 of
-  benchmarks/results/gpu-session-2026-12-04.md.) Without the flush (an older recorder) both
+  docs/design/investigations/gpu-2026-12-04.md.) Without the flush (an older recorder) both
   ratios are reported and neither counts.
 """
 
@@ -77,7 +77,7 @@ log = logging.getLogger("bench_recorder_fidelity")
 def library() -> Path:
     from mneme_cuda import recorder
 
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.library_name()
     return prebuilt if prebuilt.exists() else recorder.build()
 
 

@@ -1,9 +1,10 @@
-"""The backend contract: what the core asks of a device plugin (host, cuda, hip).
+"""The backend contract: what the core asks of a device plugin.
 
-A `Backend` is stateless and cheap to construct; it says whether it is usable here,
-compiles IR for an architecture (CPU work, may run in a process with no device), and
-opens a `Device`. A `Device` owns one device context in this process: memory at fixed
-virtual addresses, loaded kernels, launches and timing. Both follow llvmlite's ownership
+A `Backend` is stateless and cheap to construct; it says whether it is usable here, which
+architectures it claims, compiles IR for them with its own toolchain (CPU work, may run in a
+process with no device; the one compile path, `mneme.core.build`, calls it), and opens a
+`Device`. A `Device` owns one device context in this process: memory at fixed
+virtual addresses, loaded kernels, launches and timing. Both follow llvmlite's handle
 style: a `Device` and a `LoadedKernel` own one handle, close it once, work as context
 managers, and raise `MnemeError` (never crash) when used after close.
 """
@@ -11,11 +12,13 @@ managers, and raise `MnemeError` (never crash) when used after close.
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from mneme.core import plugins
 from mneme.core.errors import MnemeError, UsageError
 
 if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
@@ -101,6 +104,12 @@ class Backend(abc.ABC):
     name: ClassVar[str]
     #: The timers its devices' `time(timer=...)` takes (their `Device.timers`), known without a device.
     timers: ClassVar[tuple[str, ...]] = HOST_TIMERS
+    #: Rank among usable backends when none is named: the highest usable one is the default.
+    priority: ClassVar[int] = 0
+    #: What `compile(emit=...)` can produce; the first is what a device of this backend loads.
+    emits: ClassVar[tuple[str, ...]] = ()
+    #: Kinds of the application's own recorded images its devices load (replay modes other than "ir").
+    image_kinds: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def availability(self) -> Availability:
@@ -115,15 +124,48 @@ class Backend(abc.ABC):
         """Architecture string of a device (e.g. "sm_90", "gfx942", "x86_64")."""
 
     @abc.abstractmethod
-    def compile(self, module: Any, kernel_name: str, config: ExperimentConfiguration, arch: str) -> DeviceBinary:
+    def claims(self, arch: str) -> bool:
+        """Whether this backend generates code for architecture `arch` (no device needed)."""
+
+    @abc.abstractmethod
+    def target_machine(self, arch: str, opt: int = 3) -> Any:
+        """The llvmlite TargetMachine its optimization pipelines run with for `arch` at codegen level `opt`."""
+
+    @abc.abstractmethod
+    def compile(self, module: Any, kernel_name: str, config: ExperimentConfiguration, arch: str, *,
+                emit: str | None = None) -> DeviceBinary:  # fmt: skip
         """Optimize and generate code for a preprocessed (specialized) llvmlite ModuleRef. CPU work only.
 
-        The backend uses `mneme.core.pipeline` for the target it needs (host retargets first).
+        `emit` is one of `emits` (default: the first). The module may be changed in place.
         """
 
     @abc.abstractmethod
     def open_device(self, index: int = 0) -> Device:
         """Open device `index` in this process."""
+
+    def default_emit(self, arch: str) -> str:
+        return self.emits[0]
+
+    def check_emit(self, emit: str | None, arch: str) -> str:
+        """`emit`, or the default one; a UsageError naming the choices for one it cannot make."""
+        emit = emit or self.default_emit(arch)
+        if emit not in self.emits:
+            raise UsageError(f"the {self.name} backend cannot emit {emit!r} for {arch}; choose one of "
+                             f"{', '.join(self.emits)}")  # fmt: skip
+        return emit
+
+    def toolchain(self, arch: str) -> dict[str, str]:
+        """Name and versions of everything that shapes its builds for `arch` (part of the build cache key)."""
+        import llvmlite  # lazily: the core must not need llvmlite at import
+        import llvmlite.binding as llvm
+
+        return {"backend": self.name, "llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
+
+    def optimize(self, module: Any, config: ExperimentConfiguration, arch: str) -> float:
+        """Run the configuration's pipeline on `module` in place for `arch`; returns its seconds."""
+        from mneme.core import pipeline  # lazily: the pipelines import llvmlite
+
+        return pipeline.optimize(module, config, self.target_machine(arch, config.codegen_opt))
 
     def fingerprint(self) -> dict[str, str]:
         """Versions that make results comparable (driver, toolchain); stored with every result."""
@@ -219,8 +261,6 @@ class Device(abc.ABC):
         then names the one that measured. Backends override this with device-side timers and a
         cache flush; the default uses the host clock and has no cache of its own to flush.
         """
-        import time
-
         check_cache_state(cache)
         self.check_timer(timer)
         self.timer_used = "host-clock"
@@ -279,26 +319,34 @@ class LoadedKernel(abc.ABC):
 
 def backends() -> dict[str, type[Backend]]:
     """Name -> backend class, from the plugins."""
-    from mneme.core import plugins
-
     return plugins.registry("backend")
 
 
 def get_backend(name: str) -> Backend:
-    from mneme.core import plugins
-
     return plugins.lookup("backend", name)()
 
 
-def default_backend(preferred: Sequence[str] = ("cuda", "hip", "host")) -> Backend:
-    """The first usable backend in order of preference (host is always usable)."""
-    table = backends()
+def _by_priority() -> list[Backend]:
+    return sorted((cls() for cls in backends().values()), key=lambda b: (-b.priority, b.name))
+
+
+def backend_for_arch(arch: str) -> Backend:
+    """The installed backend that claims architecture `arch` (the highest priority when several do)."""
+    candidates = _by_priority()
+    for backend in candidates:
+        if backend.claims(arch):
+            return backend
+    names = ", ".join(b.name for b in candidates) or "none"
+    raise UsageError(f"unknown architecture {arch!r}: no installed backend generates code for it (installed "
+                     f"backends: {names}); give an architecture one of them claims, or install its backend")  # fmt: skip
+
+
+def default_backend() -> Backend:
+    """The usable backend of highest `priority`."""
     reasons = []
-    for name in preferred:
-        if name in table:
-            backend = table[name]()
-            availability = backend.availability()
-            if availability.usable:
-                return backend
-            reasons.append(f"{name}: {availability.reason}")
+    for backend in _by_priority():
+        availability = backend.availability()
+        if availability.usable:
+            return backend
+        reasons.append(f"{backend.name}: {availability.reason}")
     raise MnemeError("no usable backend: " + "; ".join(reasons or ["none installed"]))

@@ -68,3 +68,25 @@ class LimitError(MnemeError):
     """An input asks for more than a configured limit allows (memory, count, size); the message names the limit."""
 
     exit_code = 2
+# The distribution's name as pip installs it, for "pip install 'mneme[extra]'" messages.
+DISTRIBUTION = "mneme"
+
+
+class MissingExtraError(UsageError):
+    """A feature needs an optional dependency group (an extra) that is not installed."""
+
+    def __init__(self, what: str, extra: str, *, plural: bool = False):
+        self.extra = extra
+        super().__init__(f"{what} {'need' if plural else 'needs'} the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
+
+
+def require(module: str, extra: str, what: str):
+    """Import `module`, or raise MissingExtraError naming the extra that provides it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        if exc.name is not None and exc.name != module and not module.startswith(exc.name + "."):
+            raise  # the package is there but broken: not a missing extra
+        raise MissingExtraError(what, extra) from None

@@ -6,9 +6,9 @@ streamed in) and keeps the epilogue for verification; `execute(config)` then run
 experiment and returns an `ExperimentResult` (it never raises for a failed experiment:
 compile errors, faults and verification failures are recorded in the result).
 
-`KernelBuilder` is the CPU half (link once, preprocess, compile, cache by variant hash); it
-needs no device, so compile-ahead processes (`mneme.core.workers`) use it alone.
-`tune_worker_main` is the entry point of a worker process (the seed's `TuneWorker`).
+`KernelBuilder` is the CPU half (link once, then `mneme.core.build.compile` with a build cache
+in process memory); it needs no device, so compile-ahead processes (`mneme.core.workers`) use it
+alone. The worker processes' servers are in `mneme.core.worker_servers`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ import datetime
 import hashlib
 import inspect
 import logging
-import os
-import re
 import struct
 import time
 from collections.abc import Callable, Mapping
@@ -28,19 +26,18 @@ from typing import Any
 
 import attrs
 
-from mneme.core import limits
+from mneme.core import backend as backend_mod
+from mneme.core import build, ir, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
-from mneme.core.types import ExperimentConfiguration, ExperimentResult
+from mneme.core.ircache import BuildCache
+from mneme.core.records import RecordedExecution
+from mneme.core.snapshot import Snapshot, compare_buffers
+from mneme.core.types import ExperimentConfiguration, ExperimentResult, build_fields, canonical_json
 
 log = logging.getLogger(__name__)
 
 MODES = ("ir", "ptx", "cubin")
-# Configuration fields that change code generation but not the preprocessed IR.
-_CODEGEN_FIELDS = (
-    "passes", "codegen_opt", "codegen_method", "loop_unrolling", "loop_vectorization", "slp_vectorization",
-    "inlining_threshold", "ptxas_opt", "max_registers", "cache_mode", "fast_math",
-)  # fmt: skip
 
 
 def utc_now() -> str:
@@ -53,8 +50,6 @@ def utc_now() -> str:
 
 def load_recording(record_db: Any):
     """A RecordedExecution from a path (a database file, or a folder holding exactly one)."""
-    from mneme.core.records import RecordedExecution
-
     if isinstance(record_db, RecordedExecution):
         return record_db
     path = Path(record_db)
@@ -80,11 +75,9 @@ def _looks_like_database(path: Path) -> bool:
 def resolve_backend(rec, backend: str | Backend | None = None) -> Backend:
     """The backend to replay `rec` on: `backend` if given, else the one it was recorded on.
 
-    A recording made on a GPU backend that is not usable here falls back to the host backend
-    when the recording carries IR (host runs the IR of CUDA/HIP kernels).
+    A recording made on a backend that is not usable here falls back to the host backend
+    when the recording carries IR (the host backend runs GPU kernels' IR).
     """
-    from mneme.core import backend as backend_mod
-
     if isinstance(backend, Backend):
         return backend
     if backend:
@@ -125,7 +118,7 @@ def link_ir(rec, prune: bool = True, internalize: bool = True):
 
 
 class KernelBuilder:
-    """Builds device binaries of one recorded kernel: preprocess -> compile, cached by variant hash."""
+    """Builds device binaries of one recorded kernel through `mneme.core.build.compile`, cached in memory."""
 
     def __init__(self, rec, args: bytes, backend: Backend, arch: str, mode: str = "ir", cache_size: int = 32):
         if mode not in MODES:
@@ -135,9 +128,9 @@ class KernelBuilder:
         self.backend = backend
         self.arch = arch
         self.mode = mode
-        self._cache: collections.OrderedDict[str, DeviceBinary] = collections.OrderedDict()
-        self._by_config: collections.OrderedDict[str, DeviceBinary] = collections.OrderedDict()
-        self._cache_size = cache_size
+        # the one build cache mechanism, in process memory only: a replay's variants are its own
+        self._cache = BuildCache(memory_entries=4 * cache_size, disk=False)
+        self._base_hashes: dict[tuple[bool, bool], str] = {}
 
     def link_ir(self, config: ExperimentConfiguration | None = None):
         prune = True if config is None else config.prune
@@ -145,8 +138,6 @@ class KernelBuilder:
         return link_ir(self.rec, prune=prune, internalize=internalize)
 
     def preprocess(self, config: ExperimentConfiguration):
-        from mneme.core import pipeline
-
         return pipeline.preprocess(
             self.link_ir(config), self.rec.kernel_name, config, args=self.args, arg_layout=self.rec.args,
             target=backend_target(self.backend),
@@ -156,59 +147,33 @@ class KernelBuilder:
         """The device binary of `config` (from the cache when this variant was built before)."""
         if self.mode != "ir":
             return self.recorded_binary(self.mode)
-        same = self._by_config.get(config.hash())
-        if same is not None:  # the very same configuration: not even preprocessed again
-            return _evolve_binary(same, stage_times={})
-        pre = self.preprocess(config)
-        key = _build_key(pre.variant_hash, config, self.arch)
-        cached = self._cache.get(key)
-        if cached is not None:  # nothing was optimized or generated this time
-            self._cache.move_to_end(key)
-            pre.module.close()
-            self._remember(config, cached)
-            return _evolve_binary(cached, stage_times={"preprocess": pre.seconds})
-        try:
-            binary = self.backend.compile(pre.module, self.rec.kernel_name, config, self.arch)
-        finally:
-            pre.module.close()
-        stage_times = {"preprocess": pre.seconds, **dict(binary.stage_times)}
-        binary = _evolve_binary(binary, stage_times=stage_times, variant_hash=binary.variant_hash or pre.variant_hash)
-        self._cache[key] = binary
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-        self._remember(config, binary)
-        return binary
-
-    def _remember(self, config: ExperimentConfiguration, binary: DeviceBinary) -> None:
-        self._by_config[config.hash()] = binary
-        while len(self._by_config) > 4 * self._cache_size:
-            self._by_config.popitem(last=False)
+        module = self.link_ir(config)
+        linked = (config.prune, config.internalize)
+        if linked not in self._base_hashes:  # hashed once per linked module: the request key starts from it
+            self._base_hashes[linked] = ir.module_hash(module)
+        return build.compile(module, self.rec.kernel_name, config, self.arch, self.args, self.rec.args,
+                             backend=self.backend, target=backend_target(self.backend),
+                             base_hash=self._base_hashes[linked], cache=self._cache)  # fmt: skip
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         """The variant's IR after preprocessing and optimization, as text (for --output-ll)."""
-        from mneme.core import pipeline
-
         pre = self.preprocess(config)
         try:
-            target = backend_target(self.backend) or pipeline.module_target(pre.module)
-            arch = self.arch
-            if self.backend.name == "host":  # optimize the GPU IR for the GPU it was written for
-                found = re.search(r'"target-cpu"="((?:sm_|gfx)\w+)"', str(pre.module))
-                arch = found.group(1) if found else {"nvptx": "sm_90", "amdgpu": "gfx90a"}.get(target)
-            pipeline.optimize(pre.module, config, target, arch)
+            self.backend.optimize(pre.module, config, self.arch)
             return str(pre.module)
         finally:
             pre.module.close()
 
     def recorded_binary(self, mode: str, required: bool = True) -> DeviceBinary | None:
         """The application's own image of the kernel ("ptx" or "cubin" mode); None when absent and not required."""
-        if self.backend.name == "host":
+        if not self.backend.image_kinds:
             if not required:
                 return None
-            raise UsageError(f"--mode {mode} needs a GPU backend; the host backend replays IR only (--mode ir)")
+            raise UsageError(f"--mode {mode} needs a backend that loads the application's own images; the "
+                             f"{self.backend.name} backend replays IR only (--mode ir)")  # fmt: skip
         wanted = {"ptx": ("ptx",), "cubin": ("cubin", "hsaco", "elf", "fatbin")}[mode]
         for image in getattr(self.rec, "binary_blobs", ()) or ():
-            if image.kind in wanted:
+            if image.kind in wanted and image.kind in self.backend.image_kinds:
                 path = Path(image.path)
                 if not path.is_absolute():
                     path = Path(self.rec.folder) / path
@@ -219,18 +184,6 @@ class KernelBuilder:
             return None
         raise UsageError(f"{self.rec.path}: the recording has no {mode} image of kernel "
                          f"{self.rec.kernel_name!r}; use --mode ir")  # fmt: skip
-
-
-def _build_key(variant_hash: str, config: ExperimentConfiguration, arch: str) -> str:
-    data = config.to_dict()
-    codegen = {name: data[name] for name in _CODEGEN_FIELDS if name in data}
-    from mneme.core.types import canonical_json
-
-    return hashlib.sha256(f"{variant_hash}|{arch}|{canonical_json(codegen)}".encode()).hexdigest()
-
-
-def _evolve_binary(binary: DeviceBinary, **changes) -> DeviceBinary:
-    return attrs.evolve(binary, **changes)
 
 
 # -- the experiment ---------------------------------------------------------------------------
@@ -251,7 +204,7 @@ class BaseExecutor:
     cache : the state each timed run starts from (`mneme.core.backend.CACHE_STATES`): "flushed"
         (default), "warm", or "primed" (like for like with an application's repeated launches)
     timer : what times the runs, one of the device's `timers` ("auto": the backend's best that
-        works here; the CUDA backend's "cupti" reads the kernel's own timestamps, "events" CUDA
+        works here; a GPU backend's may read the kernel's own timestamps or device events
         events); `result.timer` names the one that measured
     """
 
@@ -310,8 +263,6 @@ class BaseExecutor:
         return self
 
     def _open(self) -> None:
-        from mneme.core.snapshot import Snapshot
-
         self.rec = load_recording(self.record_db)
         self.instance = self.rec.select(self.record_id)
         self.backend = resolve_backend(self.rec, self._backend_choice)
@@ -430,11 +381,11 @@ class BaseExecutor:
         except ExperimentError as exc:
             if exc.kind == "fault":  # e.g. a timed run faulted after verification failed: the fault decides
                 result.error_kind = ""  # what happens next (worker pools restart the process on it)
-            _fail(result, exc.kind, str(exc))
+            fail_result(result, exc.kind, str(exc))
         except (IRError, UnsupportedError) as exc:
-            _fail(result, "compile", str(exc))
+            fail_result(result, "compile", str(exc))
         except MnemeError as exc:
-            _fail(result, "error", str(exc))
+            fail_result(result, "error", str(exc))
         if result.failed and self._dirty and result.error_kind not in ("compile", "invalid", "load"):
             self._restore_all = True
         result.end_time = utc_now()
@@ -481,8 +432,8 @@ class BaseExecutor:
     def _load(self, binary: DeviceBinary, result: ExperimentResult, config: ExperimentConfiguration) -> LoadedKernel:
         takes_config = "config" in inspect.signature(self.device.load).parameters  # PTX JIT options
         key = hashlib.sha256(binary.data).hexdigest()
-        if takes_config:
-            key += "|" + "|".join(str(getattr(config, f)) for f in ("ptxas_opt", "max_registers", "cache_mode"))
+        if takes_config:  # the device's loader reads the configuration (a JIT's options)
+            key += "|" + canonical_json(build_fields(config))
         kernel = self._loaded.get(key)
         if kernel is not None:
             self._loaded.move_to_end(key)
@@ -508,7 +459,7 @@ class BaseExecutor:
     def restore(self) -> None:
         """Write every prologue region back to the device, streaming it from the snapshot.
 
-        A device with `write_snapshot_regions` (CUDA) decodes them straight into its pinned
+        A device with `write_snapshot_regions` (a GPU backend's) decodes them straight into its pinned
         staging buffers, every region in one pass; others get each region in pieces through
         `write`.
         """
@@ -532,8 +483,6 @@ class BaseExecutor:
             self.device.write(addr, data)
 
     def _verify(self, kernel: LoadedKernel, result: ExperimentResult) -> None:
-        from mneme.core.snapshot import compare_buffers
-
         if self._expected_dev:
             try:
                 self._verify_on_device(kernel, result)
@@ -554,8 +503,8 @@ class BaseExecutor:
         result.verified = not lines
         if lines:
             result.mismatches = lines
-            _fail(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
-                  + "; ".join(lines[:4]))  # fmt: skip
+            fail_result(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
+                        + "; ".join(lines[:4]))  # fmt: skip
 
     def _verify_on_device(self, kernel: LoadedKernel, result: ExperimentResult) -> None:
         requests = [_CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
@@ -589,7 +538,8 @@ class _Report:
     regions: list
 
 
-def _fail(result: ExperimentResult, kind: str, message: str) -> None:
+def fail_result(result: ExperimentResult, kind: str, message: str) -> None:
+    """Mark `result` failed; the first failure's kind and message are the ones it keeps."""
     result.failed = True
     if not result.error_kind:
         result.error_kind = kind
@@ -601,7 +551,7 @@ def _record_build(result: ExperimentResult, binary: DeviceBinary) -> None:
     stages = binary.stage_times or {}
     result.preprocess_ir_time = float(stages.get("preprocess", 0.0))
     result.opt_time = float(stages.get("optimize", 0.0))
-    # Other lowering stages (the host backend's retarget, ptxas, linking) count as code generation.
+    # Other lowering stages (retargeting, assembling, linking) count as code generation.
     result.codegen_time = sum(float(v) for k, v in stages.items() if k not in ("preprocess", "optimize", "cache"))
     result.obj_size = len(binary.data)
     result.variant_hash = binary.variant_hash
@@ -707,129 +657,3 @@ def describe_mismatches(report, names: Mapping[int, str] | None = None) -> list[
         if not getattr(entry, "ok", True):
             lines.append(entry.describe() if hasattr(entry, "describe") else f"global {entry.name} differs")
     return lines
-
-
-# -- the worker process (the seed's TuneWorker) ------------------------------------------------
-
-
-def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
-    """Entry point of a worker process: open once, signal readiness, then serve messages.
-
-    Messages in: ``{"payload": "process", "exp_id", "data": config dict, "binary": DeviceBinary | None}``,
-    ``{"payload": "compile", "exp_id", "data": config dict}`` (compile workers) and
-    ``{"payload": "terminate"}``. Out: ``{"payload": "ready", ...}`` once, then per message
-    ``{"exp_id", "payload": "result", "data": result dict}`` or ``{"exp_id", "payload": "binary",
-    "data": DeviceBinary | None, "result": result dict}``.
-    """
-    _redirect_output(log_path)
-    limits.restrict_worker()  # no core dumps, no new privileges (docs/security.md)
-    role = spec.get("role", "device")
-    log.info("worker %s starting: pid %d, role %s, spec %s", spec.get("name"), os.getpid(), role, spec)
-    try:
-        if role == "compile":
-            server = _CompileServer(spec)
-        else:
-            server = _DeviceServer(spec)
-    except BaseException as exc:  # tell the parent why before exiting
-        log.exception("worker startup failed")
-        try:
-            # A MnemeError (bad recording, unusable backend) repeats on every retry: say so.
-            conn.send({"payload": "error", "error": f"{type(exc).__name__}: {exc}", "fatal": isinstance(exc, MnemeError)})
-        finally:
-            conn.close()
-        os._exit(3)
-    conn.send({"payload": "ready", "pid": os.getpid(), **server.info()})
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            break
-        if message.get("payload") == "terminate":
-            break
-        config_data = message.get("data") or {}
-        try:
-            config = ExperimentConfiguration.from_dict(config_data)
-        except MnemeError as exc:
-            result = ExperimentResult(failed=True, error_kind="invalid", error=str(exc))
-            conn.send({"exp_id": message.get("exp_id"), "payload": "result", "data": result.to_dict()})
-            continue
-        reply = server.serve(message, config, conn)
-        conn.send({"exp_id": message.get("exp_id"), **reply})
-    server.close()
-    conn.close()
-    logging.shutdown()
-
-
-def _redirect_output(log_path: str) -> None:
-    """Send this process's stdout, stderr (native ones too: LLVM aborts) and logging to the log file."""
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    handler = logging.FileHandler(log_path)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.INFO)
-
-
-class _DeviceServer:
-    def __init__(self, spec: dict[str, Any]):
-        self.executor = BaseExecutor(spec["record_db"], spec.get("record_id"), iterations=spec.get("iterations", 3),
-                                     device_id=spec.get("device_id", 0), backend=spec.get("backend"),
-                                     mode=spec.get("mode", "ir"), warmup=spec.get("warmup", 1),
-                                     cache=spec.get("cache", "flushed"),
-                                     timer=spec.get("timer", "auto")).open()  # fmt: skip
-        if spec.get("mode", "ir") == "ir":
-            self.executor.link_ir()  # link once, before the first experiment
-
-    def info(self) -> dict[str, Any]:
-        ex = self.executor
-        return {"device": ex.device_label, "arch": ex.arch, "backend": ex.backend.name,
-                "default_config": ex.default_config().to_dict(), "kernel": ex.rec.kernel_name}  # fmt: skip
-
-    def serve(self, message: dict[str, Any], config: ExperimentConfiguration, conn) -> dict[str, Any]:
-        before_run = None
-        if message.get("exclusive"):  # another worker shares the device: ask the pool for it, wait for "go"
-
-            def before_run() -> None:
-                conn.send({"exp_id": message.get("exp_id"), "payload": "acquire"})
-                answer = conn.recv()
-                if answer.get("payload") != "go":
-                    raise ExperimentError(f"worker expected 'go' from the pool, got {answer!r}")
-
-        result = self.executor.execute(config, binary=message.get("binary"), before_run=before_run)
-        return {"payload": "result", "data": result.to_dict()}
-
-    def close(self) -> None:
-        self.executor.close()
-
-
-class _CompileServer:
-    def __init__(self, spec: dict[str, Any]):
-        from mneme.core import backend as backend_mod
-        from mneme.core.snapshot import Snapshot
-
-        self.rec = load_recording(spec["record_db"])
-        instance = self.rec.select(spec.get("record_id"))
-        backend = spec.get("backend")
-        self.backend = backend_mod.get_backend(backend) if backend else resolve_backend(self.rec)
-        args = Snapshot.open(instance.prologue_path).args
-        self.builder = KernelBuilder(self.rec, args, self.backend, spec["arch"], spec.get("mode", "ir"))
-        self.builder.link_ir()
-
-    def info(self) -> dict[str, Any]:
-        return {"arch": self.builder.arch, "backend": self.backend.name, "kernel": self.rec.kernel_name}
-
-    def serve(self, message: dict[str, Any], config: ExperimentConfiguration, conn) -> dict[str, Any]:
-        result = ExperimentResult(start_time=utc_now(), backend=self.backend.name)
-        try:
-            binary = self.builder.build(config)
-        except MnemeError as exc:
-            _fail(result, "compile", f"building kernel {self.rec.kernel_name!r} failed: {exc}")
-            result.end_time = utc_now()
-            return {"payload": "binary", "data": None, "result": result.to_dict()}
-        return {"payload": "binary", "data": binary, "result": None}
-
-    def close(self) -> None:
-        pass

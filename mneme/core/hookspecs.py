@@ -1,9 +1,10 @@
 """Every extension point of Mneme, as pluggy hook specifications.
 
 A plugin is a module or object registered under the entry-point group ``mneme`` that
-implements some of these hooks with ``@mneme.core.hookspecs.hookimpl``. Each ``mneme_*``
-hook returns a list of classes (or, for CLI commands, click commands); the plugin manager
-collects them by their ``name`` attribute. Built-in plugins use the very same hooks.
+implements some of these hooks with ``@mneme.core.hookspecs.hookimpl``. The ``mneme_*``
+hooks return lists; the plugin manager indexes what they return by its ``name``. Built-in
+plugins use the very same hooks. A plugin may set ``mneme_replaces = ("NAME", ...)`` to take
+the place of other plugins (by entry-point name); docs/design/interfaces.md has the details.
 """
 
 from __future__ import annotations
@@ -41,5 +42,10 @@ def mneme_ir_sources():
 
 
 @hookspec
-def mneme_cli_commands():
-    """Return click commands to add to the `mneme` command line."""
+def mneme_parameters():
+    """Return `mneme.core.params.Knob` declarations of the configuration parameters the plugin adds."""
+
+
+@hookspec
+def mneme_cli_commands(cli, registry):
+    """Add click commands to the group `cli` (or return them); `registry` is `mneme.core.plugins.registry_view()`."""

@@ -35,7 +35,7 @@ _initialized = False
 
 
 def initialize() -> None:
-    """Initialize LLVM's targets once per process (NVPTX, AMDGPU and the host)."""
+    """Initialize LLVM's targets once per process (every target llvmlite has, and the host)."""
     global _initialized
     with _init_lock:
         if _initialized:
@@ -47,13 +47,31 @@ def initialize() -> None:
         _initialized = True
 
 
+_tm_lock = threading.Lock()
+
+
+def target_machine(triple: str, cpu: str = "", features: str = "", opt: int = 3, reloc: str = "default",
+                   codemodel: str = "jitdefault", jit: bool = False) -> llvm.TargetMachine:  # fmt: skip
+    """A cached llvmlite target machine (backends choose the triple, cpu and options of their targets)."""
+    with _tm_lock:
+        return _target_machine(triple, cpu, features, opt, reloc, codemodel, jit)
+
+
+@functools.lru_cache(maxsize=32)
+def _target_machine(triple: str, cpu: str, features: str, opt: int, reloc: str, codemodel: str,
+                    jit: bool) -> llvm.TargetMachine:  # fmt: skip
+    initialize()
+    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt, reloc=reloc,
+                                                                 codemodel=codemodel, jit=jit)  # fmt: skip
+
+
 @attrs.frozen
 class Param:
     """One kernel parameter as the IR declares it.
 
     `kind` is "pointer", "int", "float" or "struct" (a by-value aggregate: `type` is the
     aggregate, `size` its size). `offset` is its place in the packed argument buffer
-    (each parameter aligned to its ABI alignment, as CUDA and HIP pack them).
+    (each parameter aligned to its ABI alignment, as the GPU runtimes pack them).
     """
 
     name: str
@@ -394,7 +412,8 @@ def find_kernel(mod: ModuleRef, name: str) -> llvm.ValueRef:
 
 
 @functools.lru_cache(maxsize=64)
-def _target_data(layout: str) -> llvm.TargetData:
+def target_data(layout: str) -> llvm.TargetData:
+    """The LLVM target data of a data layout string (type sizes and alignments), cached per layout."""
     return llvm.create_target_data(layout)
 
 
@@ -426,7 +445,7 @@ def _byval_type(mod: ModuleRef, attributes: Iterable[bytes]) -> llvm.TypeRef | N
 def kernel_params(mod: ModuleRef, kernel_name: str) -> list[Param]:
     """The kernel's parameters with their IR types, sizes and offsets in the argument buffer."""
     fn = find_kernel(mod, kernel_name)
-    td = _target_data(mod.data_layout)
+    td = target_data(mod.data_layout)
     params = []
     offset = 0
     for index, arg in enumerate(fn.arguments):

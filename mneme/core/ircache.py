@@ -1,4 +1,4 @@
-"""The build cache: compiled variants keyed by variant hash + toolchain versions + target + config.
+"""The build cache: compiled variants keyed by variant hash + the backend's toolchain + arch + config.
 
 Two levels: a per-process dictionary (an identical variant compiles once per process) and a
 directory shared by processes (`$MNEME_CACHE_DIR/builds`, default `~/.cache/mneme/builds`).
@@ -17,47 +17,31 @@ import os
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
-import llvmlite
 
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.native import cache_root
-from mneme.core.types import ExperimentConfiguration, canonical_json
+from mneme.core.types import ExperimentConfiguration, build_fields, canonical_json
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_BYTES = 512 << 20
 _MAGIC = b"MNEMEBIN1\n"
 _ALIAS = b"MNEMEALIAS1\n"  # a request key's entry: the build key it resolved to
-# Configuration fields that change what optimize/codegen produce (transforms are in the variant hash).
-_BUILD_FIELDS = (
-    "passes", "codegen_opt", "loop_unrolling", "loop_vectorization", "slp_vectorization",
-    "inlining_threshold", "ptxas_opt", "max_registers", "cache_mode",
-)  # fmt: skip
 
 
-@functools.lru_cache(maxsize=4)
-def toolchain(target: str) -> dict[str, str]:
-    """Versions of everything that shapes a build for `target`."""
-    import llvmlite.binding as llvm
+def build_key(variant_hash: str, config: ExperimentConfiguration, toolchain: Mapping[str, str], arch: str,
+              emit: str) -> str:  # fmt: skip
+    """The cache key of one build: SHA-256 over everything that changes its output.
 
-    from mneme.core import codegen
-
-    versions = {"llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
-    if target == "nvptx":
-        versions["ptxas"] = codegen.ptxas_version()
-    elif target == "amdgpu":
-        versions["lld"] = codegen.lld_version()
-    return versions
-
-
-def build_key(variant_hash: str, config: ExperimentConfiguration, target: str, arch: str, emit: str) -> str:
-    """The cache key of one build: SHA-256 over everything that changes its output."""
-    fields = {name: getattr(config, name) for name in _BUILD_FIELDS if hasattr(config, name)}
-    data = {"variant": variant_hash, "target": target, "arch": arch, "emit": emit,
-            "config": fields, "toolchain": toolchain(target)}  # fmt: skip
+    `toolchain` is what the backend declares about its tools (`Backend.toolchain(arch)`);
+    of the configuration, the fields `params.build_fields()` names count (the rest are in the variant hash).
+    """
+    data = {"variant": variant_hash, "arch": arch, "emit": emit, "config": build_fields(config),
+            "toolchain": dict(toolchain)}  # fmt: skip
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 
@@ -66,8 +50,8 @@ def _config_text(config: ExperimentConfiguration) -> str:
     return config.canonical_json()
 
 
-def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguration, target: str, arch: str, emit: str,
-                args: bytes | None, arg_layout, specialize_indexes, extra_transforms) -> str:  # fmt: skip
+def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguration, toolchain: Mapping[str, str],
+                arch: str, emit: str, args: bytes | None, arg_layout, specialize_indexes, extra_transforms) -> str:  # fmt: skip
     """The key of a compile request: the input IR's hash and everything the transforms and build read.
 
     Equal requests give equal builds, so a hit needs no preprocessing; argument bytes count
@@ -75,8 +59,8 @@ def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguratio
     """
     uses_args = bool(config.specialize)
     data = {
-        "base": base_hash, "kernel": kernel_name, "config": _config_text(config), "target": target, "arch": arch,
-        "emit": emit, "toolchain": toolchain(target), "extra": sorted(extra_transforms),
+        "base": base_hash, "kernel": kernel_name, "config": _config_text(config), "arch": arch,
+        "emit": emit, "toolchain": dict(toolchain), "extra": sorted(extra_transforms),
         "args": hashlib.sha256(bytes(args)).hexdigest() if uses_args and args is not None else None,
         "layout": [[a.offset, a.size, bool(getattr(a, "specializable", True))] for a in arg_layout]
         if uses_args and arg_layout is not None else None,

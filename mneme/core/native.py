@@ -1,8 +1,15 @@
-"""Building Mneme's small native libraries (the host runtime, the snapshot reader, the CUDA recorder).
+"""Mneme's native libraries: one helper names, finds and builds each of them.
 
-Each is compiled with the system's compiler into a cache folder that several processes may fill at
-once, so a build writes a temporary file beside its target and renames it into place: a reader
-never loads half a library, and a failed build leaves nothing behind.
+Every native library Mneme loads (the host runtime, the snapshot reader, a backend's recorder
+and timer helpers) is a `NativeLibrary`: its file name carries the hash of its sources, headers
+and flags (``lib<stem>-<hash>.so``), so a build of other sources never goes by that name and a
+changed checkout never loads a stale build. It is found at, in order: the file an environment
+variable names, the copy the package's own build installed (passed over when older than the
+sources, as in an edited checkout), the build cache (``cache_root()/<cache>``), then the folders
+a backend declared (`add_search_folder`: a checkout's prebuilt copies for a machine without a
+compiler). A build writes a temporary file beside its target and renames it into place: a
+reader never loads half a library, and a failed build leaves nothing behind.
+docs/design/native.md explains where the shared native sources live and how backends build them.
 """
 
 from __future__ import annotations
@@ -13,16 +20,39 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+import attrs
 
 from mneme.core.errors import MnemeError
 
 log = logging.getLogger(__name__)
 
-#: A checkout's prebuilt native libraries (`scripts/gpu-suite --prepare` builds them for a machine
-#: without a compiler or headers).
-CHECKOUT_LIB = Path(__file__).resolve().parents[2] / ".gpu" / "lib"
+#: The shared native sources of the core's formats, shipped as package data of `mneme`:
+#: the snapshot writer and reader (`snapshot/native`) and the recorder's engine (`recorder/native`).
+NATIVE_ROOT = Path(__file__).resolve().parent
+SNAPSHOT_SOURCES = NATIVE_ROOT / "snapshot" / "native"
+RECORDER_SOURCES = NATIVE_ROOT / "recorder" / "native"
+
+_SEARCH: list[Path] = []
+
+
+def source_dirs() -> dict[str, Path]:
+    """The folders of the core's native sources by role, for a backend's build (CMake asks this)."""
+    return {"snapshot": SNAPSHOT_SOURCES, "recorder": RECORDER_SOURCES}
+
+
+def add_search_folder(folder: Path) -> None:
+    """Look for prebuilt libraries in `folder` too, after the build cache (a backend's prepared copies)."""
+    folder = Path(folder)
+    if folder not in _SEARCH:
+        _SEARCH.append(folder)
+
+
+def search_folders() -> tuple[Path, ...]:
+    """The folders `add_search_folder` declared, in the order they were declared."""
+    return tuple(_SEARCH)
 
 
 def cache_root() -> Path:
@@ -36,22 +66,27 @@ def cache_dir(name: str) -> Path:
     return cache_root() / name
 
 
-def hashed_library(stem: str, *sources: Path) -> str:
-    """``lib<stem>-<hash>.so``, the hash of `sources`: a build of other sources never goes by this name."""
-    digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()[:16]
-    return f"lib{stem}-{digest}.so"
-
-
-def find_library(name: str, *folders: Path) -> Path | None:
-    """`name` in the first of `folders` that holds it; None: none does."""
-    return next((folder / name for folder in folders if (folder / name).exists()), None)
-
-
 def c_compiler() -> str | None:
     """The C compiler to build with: $CC (it may carry flags), else cc, gcc, clang, clang-19; None: none found."""
     for name in (os.environ.get("CC", ""), "cc", "gcc", "clang", "clang-19"):
         if name and shutil.which(name.split()[0]):
             return name
+    return None
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler to build with: $CXX (it may carry flags), else c++, g++, clang++, clang++-19; None: none."""
+    for name in (os.environ.get("CXX", ""), "c++", "g++", "clang++", "clang++-19"):
+        if name and shutil.which(name.split()[0]):
+            return name
+    return None
+
+
+def xxhash_include() -> Path | None:
+    """The folder holding xxhash.h (the snapshot format's checksums): $XXHASH_INCLUDE, else the system's; or None."""
+    for root in filter(None, [os.environ.get("XXHASH_INCLUDE", ""), "/usr/include", "/usr/local/include"]):
+        if (Path(root) / "xxhash.h").exists():
+            return Path(root)
     return None
 
 
@@ -73,3 +108,70 @@ def compile_library(target: Path, command: Callable[[str], list[str]], what: str
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+@attrs.frozen
+class NativeLibrary:
+    """One native library: what it is built from, how it is named, where it is found.
+
+    `sources` are compiled, `headers` only included; both, with `flags`, make the name's hash.
+    `env`: a variable naming a built library to use instead (as given: a missing one is not found).
+    `packaged`: returns the copy the package's build installed, if any. `cache`: the build
+    cache's folder under `cache_root()` (default: `stem`).
+    """
+
+    stem: str
+    what: str
+    sources: tuple[Path, ...] = attrs.field(converter=tuple)
+    headers: tuple[Path, ...] = attrs.field(default=(), converter=tuple)
+    flags: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    cache: str = ""
+    env: str | None = None
+    packaged: Callable[[], Path | None] | None = None
+
+    def available(self) -> bool:
+        """Whether its sources are installed (a wheel without them can only use a prebuilt copy)."""
+        return all(path.exists() for path in self.sources)
+
+    def name(self) -> str:
+        """``lib<stem>-<hash>.so``: the hash of the sources, the headers and the flags."""
+        digest = hashlib.sha256()
+        for path in (*self.sources, *self.headers):
+            digest.update(path.read_bytes())
+        digest.update("\0".join(self.flags).encode())
+        return f"lib{self.stem}-{digest.hexdigest()[:16]}.so"
+
+    def build_dir(self) -> Path:
+        return cache_dir(self.cache or self.stem)
+
+    def find(self, *folders: Path) -> Path | None:
+        """The library to load: $env, the packaged copy, the build cache, `folders`, the declared search folders."""
+        if self.env and os.environ.get(self.env):
+            explicit = Path(os.environ[self.env])
+            return explicit if explicit.exists() else None
+        present = [p for p in (*self.sources, *self.headers) if p.exists()]
+        packaged = self.packaged() if self.packaged is not None else None
+        if packaged is not None and packaged.exists() and all(
+            packaged.stat().st_mtime >= p.stat().st_mtime for p in present
+        ):  # an edited checkout's sources are newer than its package's build
+            return packaged
+        if not self.available():
+            return None
+        name = self.name()
+        return next((f / name for f in (self.build_dir(), *folders, *_SEARCH) if (f / name).exists()), None)
+
+    def build(self, command: Callable[[Sequence[str], str], list[str]], out_dir: Path | None = None,
+              force: bool = False, error: type[MnemeError] = MnemeError) -> Path:  # fmt: skip
+        """Compile into `out_dir` (default: the build cache) unless built already; the library's path.
+
+        `command(sources, output)` is the compiler's argument list.
+        """
+        if not self.available():
+            missing = next(p for p in self.sources if not p.exists())
+            raise error(f"cannot build {self.what}: its source {missing} is not installed; install from a "
+                        "source checkout or a package that ships it")  # fmt: skip
+        target = (Path(out_dir) if out_dir else self.build_dir()) / self.name()
+        if target.exists() and not force:
+            return target
+        sources = [str(p) for p in self.sources]
+        return compile_library(target, lambda out: command(sources, out), self.what, error)

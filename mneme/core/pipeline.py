@@ -1,10 +1,10 @@
-"""From a linked kernel module to a device binary: preprocess (transforms) -> optimize -> codegen.
+"""The target-neutral stages of a build: preprocess (transforms) and optimize (pass pipelines).
 
 `preprocess` clones the module and runs the IR transforms (plugins of kind "transform")
 that the configuration enables, in their `order`, each updating the variant hash. `optimize`
-runs an LLVM pipeline (`default<O3>` or an explicit pass sequence from `PASSES`) in place.
-`codegen` (in `mneme.core.codegen`, re-exported here) generates PTX / cubin / hsaco, and
-`compile` runs all three through the build cache (`mneme.core.ircache`).
+runs an LLVM pipeline (`default<O3>` or an explicit pass sequence from `PASSES`) in place, with
+the target machine the backend gives. Code generation is the backend's (`Backend.compile`);
+`mneme.core.build.compile` runs the stages through the build cache.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import attrs
 import llvmlite.binding as llvm
 
-from mneme.core import ir
+from mneme.core import ir, plugins
 from mneme.core.errors import IRError, UsageError
 from mneme.core.types import ExperimentConfiguration
 
@@ -28,39 +28,19 @@ log = logging.getLogger(__name__)
 
 # -- targets -----------------------------------------------------------------------------------
 
-TARGET_ALIASES = {
-    "nvptx": "nvptx", "nvptx64": "nvptx", "cuda": "nvptx", "ptx": "nvptx",
-    "amdgpu": "amdgpu", "amdgcn": "amdgpu", "hip": "amdgpu", "rocm": "amdgpu",
-    "host": "host", "cpu": "host", "x86_64": "host", "aarch64": "host",
-}  # fmt: skip
 
-
-def normalize_target(target: str) -> str:
-    """"nvptx", "amdgpu" or "host" for a target name or alias; `UsageError` for an unknown one."""
-    key = (target or "").lower()
-    if key not in TARGET_ALIASES:
-        raise UsageError(f"unknown target {target!r}; known: nvptx (cuda), amdgpu (hip), host")
-    return TARGET_ALIASES[key]
-
-
-def target_of_arch(arch: str) -> str:
-    """The target an architecture string belongs to: sm_90 -> nvptx, gfx90a -> amdgpu."""
-    if re.fullmatch(r"sm_\d+[af]?", arch or ""):
-        return "nvptx"
-    if re.fullmatch(r"gfx[0-9a-f]+", arch or ""):
-        return "amdgpu"
-    if arch in ("host", "x86_64", "native", "aarch64"):
-        return "host"
-    raise UsageError(f"unknown architecture {arch!r}; use sm_XX (NVIDIA), gfxNNN (AMD) or host")
-
-
-def module_target(mod: llvm.ModuleRef) -> str:
-    triple = mod.triple or ""
+def triple_target(triple: str) -> str:
+    """LLVM's name of the target of a triple: "nvptx", "amdgpu", or "host" for any CPU."""
     if triple.startswith("nvptx"):
         return "nvptx"
     if triple.startswith("amdgcn"):
         return "amdgpu"
     return "host"
+
+
+def module_target(mod: llvm.ModuleRef) -> str:
+    """The LLVM target of a module's triple (see `triple_target`)."""
+    return triple_target(mod.triple or "")
 
 
 # -- transforms --------------------------------------------------------------------------------
@@ -105,8 +85,6 @@ class Transform(abc.ABC):
 
 def transforms() -> dict[str, type[Transform]]:
     """Name -> transform class, from the plugins."""
-    from mneme.core import plugins
-
     return plugins.registry("transform")
 
 
@@ -136,7 +114,7 @@ def preprocess(
     (e.g. "remove_auto_init"). `base_hash` skips hashing the input when the caller knows it.
     """
     start = time.perf_counter()
-    target = normalize_target(target) if target else module_target(module)
+    target = target or module_target(module)
     ir.find_kernel(module, kernel_name)
     table = transforms()
     unknown = [t for t in extra_transforms if t not in table]
@@ -310,26 +288,23 @@ def _inline_option(config: ExperimentConfiguration, pipeline: Pipeline) -> None:
     _inline_option_set[:] = [threshold]
 
 
-def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, target: str, arch: str | None = None) -> float:
+def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, machine: llvm.TargetMachine) -> float:
     """Run the configuration's pipeline on `module` in place; returns the seconds it took.
 
-    `target` is "nvptx", "amdgpu" or "host" (aliases accepted); `arch` the device
-    architecture (sm_90, gfx90a; ignored for host). An empty pipeline does nothing.
+    `machine` is the backend's target machine for the module's target and architecture
+    (`Backend.target_machine`). An empty pipeline does nothing.
     """
-    from mneme.core import codegen
-
     start = time.perf_counter()
     pipeline = parse_pipeline(config.passes)
     if pipeline.empty:
         return 0.0
-    target = normalize_target(target)
+    target = triple_target(machine.triple)
     check_codegen_opt(config.codegen_opt)
     check_module_target(module, target)
-    tm = codegen.target_machine(target, arch, config.codegen_opt)
     if target != "host":  # the back end's own data layout (LLVM 22's may be newer than the front end's)
-        module.data_layout = str(tm.target_data)
+        module.data_layout = str(machine.target_data)
     pto = tuning_options(config, pipeline)
-    pb = llvm.create_pass_builder(tm, pto)
+    pb = llvm.create_pass_builder(machine, pto)
     if pipeline.level is not None:
         with _inline_lock:  # the inliner reads the threshold when the pipeline is built
             _inline_option(config, pipeline)
@@ -368,71 +343,8 @@ def check_codegen_opt(level: int) -> None:
         raise ValueError(f"codegen_opt must be an integer 0..3 (LLVM's codegen levels), not {level!r}")
 
 
-def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, target: str, arch: str, **kwargs):
-    """Generate a `DeviceBinary` (see `mneme.core.codegen.codegen`)."""
-    from mneme.core import codegen as _codegen
-
-    return _codegen.codegen(module, kernel_name, config, target, arch, **kwargs)
-
-
-def compile(
-    module: llvm.ModuleRef,
-    kernel_name: str,
-    config: ExperimentConfiguration,
-    arch: str,
-    args: bytes | None = None,
-    arg_layout: Sequence[Any] | None = None,
-    *,
-    emit: str | None = None,
-    specialize_indexes: Sequence[int] | None = None,
-    extra_transforms: Sequence[str] = (),
-    base_hash: str | None = None,
-    cache: Any = True,
-):
-    """preprocess -> optimize -> codegen with the build cache; returns a `DeviceBinary`.
-
-    `cache`: True for the process and disk caches (`mneme.core.ircache`), False for none,
-    or an `ircache.BuildCache`. The binary's `stage_times` holds each stage's seconds.
-    """
-    from mneme.core import codegen as _codegen
-    from mneme.core import ircache
-
-    start = time.perf_counter()
-    target = target_of_arch(arch)
-    emit = emit or _codegen.default_emit(target)
-    store = ircache.default_cache() if cache is True else (cache or None)
-    request = None
-    if store is not None:
-        # the request (input IR, configuration, recorded arguments) decides the build: a hit skips preprocessing
-        base_hash = base_hash or ir.module_hash(module)
-        request = ircache.request_key(base_hash, kernel_name, config, target, arch, emit, args, arg_layout,
-                                      specialize_indexes, extra_transforms)  # fmt: skip
-        hit = store.get(request)
-        if hit is not None:
-            return attrs.evolve(hit, stage_times={"cache": time.perf_counter() - start})
-    pre = preprocess(module, kernel_name, config, args, arg_layout, target, specialize_indexes=specialize_indexes,
-                     extra_transforms=extra_transforms, base_hash=base_hash)  # fmt: skip
-    try:
-        key = ircache.build_key(pre.variant_hash, config, target, arch, emit) if store is not None else None
-        if store is not None:
-            hit = store.get(key)
-            if hit is not None:
-                store.put(request, hit, alias_of=key)
-                return attrs.evolve(hit, stage_times={"preprocess": pre.seconds, "cache": time.perf_counter() - start})
-        opt_seconds = optimize(pre.module, config, target, arch)
-        binary = _codegen.codegen(pre.module, kernel_name, config, target, arch, emit=emit)
-        times = {"preprocess": pre.seconds, "optimize": opt_seconds, **binary.stage_times}
-        binary = attrs.evolve(binary, stage_times=times, variant_hash=pre.variant_hash)
-        if store is not None:
-            store.put(key, binary)
-            store.put(request, binary, alias_of=key)
-        return binary
-    finally:
-        pre.module.close()
-
-
 __all__ = [
     "PASSES", "Pipeline", "Preprocessed", "Transform", "TransformContext", "check_codegen_opt",
-    "check_module_target", "codegen", "compile", "module_target", "normalize_target", "optimize",
-    "inlining_threshold", "parse_pipeline", "preprocess", "target_of_arch", "transforms", "tuning_options",
+    "check_module_target", "module_target", "optimize", "inlining_threshold", "parse_pipeline", "preprocess",
+    "transforms", "triple_target", "tuning_options",
 ]  # fmt: skip

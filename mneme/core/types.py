@@ -84,12 +84,14 @@ class dim3:  # noqa: N801 - the field's own name for it
         return f"({self.x}, {self.y}, {self.z})"
 
 
-@attrs.frozen
+@attrs.frozen(init=False)
 class ExperimentConfiguration:
-    """One variant of one kernel launch: launch geometry, IR transforms, pipeline, code generation.
+    """One variant of one kernel launch: the original Mneme API's fields, and the plugins' knobs.
 
-    Fields not used by the configuration (launch-bound values while launch bounds are off)
-    are reset by `ground()`, so that equal experiments hash equally.
+    `knobs` holds the values of parameters that plugins declare (`mneme.core.params`) where
+    they differ from the default; read them as attributes (`config.ptxas_opt`), set them as
+    keywords (`replace(ptxas_opt=1)`). Fields not used by the configuration (launch-bound
+    values while launch bounds are off) are reset by `ground()`, so equal experiments hash equally.
     """
 
     grid: dim3 = attrs.field(converter=dim3.of)
@@ -100,24 +102,33 @@ class ExperimentConfiguration:
     max_threads: int = attrs.field(default=1024, validator=[_strict_int, _in_range(1, 1024)])
     min_blocks_per_sm: int = attrs.field(default=1, validator=[_strict_int, _positive])
     specialize_dims: bool = False
-    specialize_dims_assume: bool = False
     passes: str = "default<O3>"
     codegen_opt: int = attrs.field(default=3, validator=[_strict_int, _in_range(0, 3)])
     codegen_method: str = attrs.field(default="serial", validator=attrs.validators.in_(CODEGEN_METHODS))
     prune: bool = True
     internalize: bool = True
-    # Drop compiler-inserted auto-initialization stores (only those the compiler marked).
-    remove_auto_init: bool = False
-    # Pipeline tuning knobs (llvmlite's PipelineTuningOptions); None keeps LLVM's default.
-    loop_unrolling: bool | None = None
-    loop_vectorization: bool | None = None
-    slp_vectorization: bool | None = None
-    inlining_threshold: int | None = None
-    # Machine-code generation knobs of the device toolchain (ptxas / driver JIT).
-    ptxas_opt: int = attrs.field(default=3, validator=[_strict_int, _in_range(0, 3)])
-    max_registers: int = attrs.field(default=0, validator=[_strict_int, _in_range(0, 255)])
-    cache_mode: str = attrs.field(default="", validator=attrs.validators.in_(("", "ca", "cg", "cs", "lu", "cv")))
-    fast_math: bool = False
+    knobs: Mapping[str, Any] = attrs.field(factory=dict, repr=lambda k: repr(dict(k)))
+
+    def __init__(self, *args: Any, knobs: Mapping[str, Any] | None = None, **fields: Any):
+        from mneme.core import params
+
+        values = dict(knobs or {})
+        values.update({name: fields.pop(name) for name in list(fields) if name not in _CORE_FIELDS})
+        self.__attrs_init__(*args, knobs=params.normalize(values), **fields)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names that are not fields: a knob, at its value or its default.
+        if name.startswith("_") or name == "knobs":
+            raise AttributeError(name)
+        from mneme.core import params
+
+        knobs = object.__getattribute__(self, "knobs")
+        if name in knobs:
+            return knobs[name]
+        try:
+            return params.default_of(name)
+        except KeyError:
+            raise AttributeError(f"{type(self).__name__!r} has no field or parameter {name!r}") from None
 
     @property
     def threads_per_block(self) -> int:
@@ -131,30 +142,70 @@ class ExperimentConfiguration:
 
     def ground(self) -> ExperimentConfiguration:
         """Reset the fields the configuration does not use, so equal experiments compare equal."""
+        from mneme.core import params
+
         changes: dict[str, Any] = {}
         if not self.set_launch_bounds:
             changes.update(_LAUNCH_BOUNDS_DEFAULTS)
-        if self.specialize_dims:
-            # Constants already carry everything the assumptions would say.
-            changes["specialize_dims_assume"] = False
-        return attrs.evolve(self, **changes) if changes else self
+        # A knob a core field makes moot (assumptions about dimensions that are constants).
+        unused = [name for name in self.knobs if (field := params.unused_when(name)) and getattr(self, field)]
+        if unused:
+            changes["knobs"] = {k: v for k, v in self.knobs.items() if k not in unused}
+        return self.replace(**changes) if changes else self
 
     def to_dict(self) -> dict[str, Any]:
-        return converter.unstructure(self)
+        """JSON-ready data: schema, the core fields, then every knob by name (docs/design/parameters.md)."""
+        from mneme.core import params
+
+        data = self._flat()
+        for name in params.knobs():
+            data.setdefault(name, getattr(self, name))
+        return {"schema": params.SCHEMA, **data}
+
+    def _flat(self) -> dict[str, Any]:
+        """Core fields, schema 1's knobs (at their values or defaults) and the other knobs that are set."""
+        from mneme.core import params
+
+        data = {name: converter.unstructure(getattr(self, name)) for name in _CORE_FIELDS}
+        data.update({name: getattr(self, name) for name in params.SCHEMA1_KNOBS})
+        data.update(self.knobs)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> ExperimentConfiguration:
         return structure(data, cls, source=source)
 
     def canonical_json(self) -> str:
-        return canonical_json(self.ground().to_dict())
+        # Schema 1's text for schema 1's fields: hashes written before knobs existed stay valid.
+        return canonical_json(self.ground()._flat())
 
     def hash(self) -> str:
         """SHA-256 of the grounded configuration's canonical JSON, as hex."""
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()
 
     def replace(self, **changes: Any) -> ExperimentConfiguration:
-        return attrs.evolve(self, **changes)
+        """A copy with fields or knobs changed (`knobs=` replaces the whole mapping)."""
+        data = {name: getattr(self, name) for name in _CORE_FIELDS}
+        knobs = dict(changes.pop("knobs", self.knobs))
+        knobs.update({name: changes.pop(name) for name in list(changes) if name not in _CORE_FIELDS})
+        data.update(changes)
+        return ExperimentConfiguration(**data, knobs=knobs)
+
+
+_CORE_FIELDS = tuple(a.name for a in attrs.fields(ExperimentConfiguration) if a.name != "knobs")
+
+
+#: The configuration fields that reach optimization and code generation but not the preprocessed IR
+#: (the transforms' fields are in the variant hash): with the backend's toolchain and the variant
+#: hash they decide a build. The one list the build cache and the loaded-kernel cache read.
+def build_fields(config: ExperimentConfiguration) -> dict[str, Any]:
+    """The values of `config`'s fields that reach optimization and code generation, by name.
+
+    Which fields those are is declared once, by the parameters' stages (`params.build_fields()`).
+    """
+    from mneme.core import params
+
+    return {name: getattr(config, name) for name in params.build_fields() if hasattr(config, name)}
 
 
 @attrs.define
@@ -217,7 +268,24 @@ def _make_converter() -> cattrs.Converter:
         return dim3.of(value)
 
     conv.register_structure_hook(dim3, structure_dim3)
+    conv.register_structure_hook(ExperimentConfiguration, _structure_config)
+    conv.register_unstructure_hook(ExperimentConfiguration, ExperimentConfiguration.to_dict)
     return conv
+
+
+def _structure_config(data: Any, _type: type) -> ExperimentConfiguration:
+    """A configuration from JSON data of any schema (schema 1 had no `schema` key and no plugin knobs)."""
+    from mneme.core import params
+
+    if not isinstance(data, Mapping):
+        raise TypeError(f"a configuration is a mapping of fields, not {type(data).__name__}")
+    data = dict(data)
+    schema = data.pop("schema", 1)
+    if isinstance(schema, bool) or not isinstance(schema, int) or schema > params.SCHEMA:
+        raise ValueError(f"configuration schema {schema!r} is newer than this Mneme reads "
+                         f"(up to {params.SCHEMA}); upgrade Mneme")
+    # Schema 1's fields are schema 2's core fields and knobs under the same names: nothing to rename.
+    return ExperimentConfiguration(**data)
 
 
 converter = _make_converter()

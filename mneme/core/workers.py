@@ -30,7 +30,9 @@ import attrs
 
 from mneme.core.backend import check_cache_state
 from mneme.core.errors import ExperimentError, UsageError
+from mneme.core.executor import utc_now
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
+from mneme.core.worker_servers import tune_worker_main
 
 log = logging.getLogger(__name__)
 
@@ -124,8 +126,6 @@ class TuneWorkerHandle:
     # -- process lifetime ---------------------------------------------------------------------
     def _spawn(self) -> bool:
         """Start the process and wait for its ready message; False (with last_error) on failure."""
-        from mneme.core.executor import tune_worker_main
-
         self.last_error = ""
         self._fatal = False
         parent, child = _CTX.Pipe(duplex=True)
@@ -282,7 +282,7 @@ class TuneWorkerHandle:
                     self.jobs_done += 1
                     self.pool._stage_done(self, job, reply)
                     if self.role == "device" and (reply.get("data") or {}).get("error_kind") == "fault":
-                        # A device fault can leave the context unusable (CUDA's sticky errors): start afresh.
+                        # A device fault can leave the context unusable (sticky device errors): start afresh.
                         self._terminate()
                         return "respawn"
                     return "ok"
@@ -323,8 +323,6 @@ class TuneWorkerHandle:
 
 
 def _utc_now() -> str:
-    from mneme.core.executor import utc_now
-
     return utc_now()
 
 

@@ -12,30 +12,71 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from mneme import __version__
 from mneme.core import limits, plugins
-from mneme.core.cli import console
-from mneme.core.errors import MnemeError, UsageError
-from mneme.core.records import RecordedExecution, clean_records, copy_records, demangle
+from mneme.core.demangle import demangle
+from mneme.core.errors import DISTRIBUTION, MnemeError, UsageError
+from mneme.core.records import RecordedExecution, clean_records, copy_records
+
+
+def _console():
+    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.obj if ctx is not None else None
+    if isinstance(obj, dict) and "console" in obj:
+        return obj["console"]
+    from rich.console import Console
+
+    return Console()
 
 
 @click.command("plugins")
-def plugins_command() -> None:
-    """List every registered plugin, its distribution and version, and usable backends."""
+@click.option("--parameters", is_flag=True, help="List the configuration parameters plugins declare instead.")
+def plugins_command(parameters: bool) -> None:
+    """List every registered plugin: what it provides, its distribution and version, usable backends.
+
+    The plugin column is the name `mneme -p no:NAME` (or MNEME_DISABLE_PLUGINS=NAME,...) disables.
+    """
+    if parameters:
+        _console().print(_parameters_table())
+        return
     table = Table(title="Mneme plugins")
-    for column in ("kind", "name", "distribution", "version", "status"):
+    for column in ("kind", "name", "plugin", "distribution", "version", "status"):
         table.add_column(column)
     for item in sorted(plugins.provided(), key=lambda p: (p.kind, p.name)):
         status = ""
-        if item.kind == "backend":
+        if item.missing_extra:
+            extra = item.missing_extra
+            status = escape(f"needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
+        elif item.kind == "backend":
             availability = item.obj().availability()
             status = "usable" if availability.usable else f"unusable: {availability.reason}"
-        table.add_row(item.kind, item.name, item.distribution, item.version, status)
+        table.add_row(item.kind, item.name, item.plugin, item.distribution, item.version, status)
+    for name, by in sorted(plugins.replaced().items()):
+        dist, version = plugins.origin(name)
+        table.add_row("replaced", "", name, dist, version, f"replaced by plugin {by!r}")
+    for name in plugins.disabled():
+        table.add_row("disabled", "", name, "", "", "disabled (-p no:NAME or MNEME_DISABLE_PLUGINS)")
     for bad in plugins.broken():
-        table.add_row("broken", bad.name, bad.distribution, bad.version, f"failed to load {bad.value}: {bad.error}")
-    console.print(table)
+        table.add_row("broken", "", bad.name, bad.distribution, bad.version, f"failed to load {bad.value}: {bad.error}")
+    _console().print(table)
+
+
+def _parameters_table() -> Table:
+    from mneme.core import params
+
+    table = Table(title="configuration parameters declared by plugins (`mneme replay` / `mneme ir` flags)")
+    for column in ("parameter", "flag", "type", "default", "values", "stage", "plugin", "help"):
+        table.add_column(column)
+    for knob in params.knobs().values():
+        values = (f"{knob.low}..{knob.high}" if knob.low is not None or knob.high is not None
+                  else ", ".join(repr(c) for c in knob.choices) if knob.choices else "")
+        kind = knob.type + (" or none" if knob.optional else "")
+        table.add_row(knob.name, knob.flag, kind, repr(knob.default), values, knob.stage, knob.plugin, knob.help)
+    return table
 
 
 # -- inspect ------------------------------------------------------------------------------------
@@ -133,15 +174,15 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
         head.add_row("VA range", "none recorded")
     if rec.globals:
         head.add_row("globals", ", ".join(f"{n} ({_size(s)})" for n, s in rec.globals.items()))
-    console.print(f"[bold]{rec.path}[/]", highlight=False)
-    console.print(head)
+    _console().print(f"[bold]{rec.path}[/]", highlight=False)
+    _console().print(head)
 
     args = Table(title="arguments", title_justify="left")
     for column in ("#", "name", "kind", "offset", "size", "specializable"):
         args.add_column(column, justify="right" if column in ("#", "offset", "size") else "left")
     for i, arg in enumerate(rec.args):
         args.add_row(str(i), arg.name, arg.kind, str(arg.offset), str(arg.size), "yes" if arg.specializable else "no")
-    console.print(args)
+    _console().print(args)
 
     table = Table(title=f"instances ({len(rec)})", title_justify="left")
     for column in ("dynamic hash", "grid", "block", "shared mem", "occurrences"):
@@ -150,7 +191,7 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     for key, inst in rec.items():
         values = " ".join(f"{a.name}={arg_text(a.kind, v)}" for a, v in zip(rec.args, inst.arg_values))
         table.add_row(key, str(inst.grid_dim), str(inst.block_dim), _size(inst.shared_mem), str(inst.occ), values)
-    console.print(table)
+    _console().print(table)
 
     snaps = Table(title="snapshots", title_justify="left")
     for column in ("dynamic hash", "prologue", "epilogue", "verification"):
@@ -171,7 +212,7 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
                 cells.append(f"file {_size(info['file_size'])}")
         policies = ", ".join(summary["snapshots"][key]["epilogue"].get("policies", [])) or "-"
         snaps.add_row(key, *cells, policies)
-    console.print(snaps)
+    _console().print(snaps)
 
 
 @click.command("inspect")
@@ -205,11 +246,11 @@ def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
     report = clean_records(databases, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     for db in report.databases:
-        console.print(f"{verb} {db}", highlight=False)
+        _console().print(f"{verb} {db}", highlight=False)
     if dry_run:
         for f in report.removed:
-            console.print(f"{verb} {f}", highlight=False)
-    console.print(f"{len(report.databases)} database(s), {len(report.removed)} file(s) "
+            _console().print(f"{verb} {f}", highlight=False)
+    _console().print(f"{len(report.databases)} database(s), {len(report.removed)} file(s) "
                   + ("to remove" if dry_run else "removed")
                   + (f", {len(report.kept)} shared file(s) kept" if report.kept else ""), highlight=False)
 
@@ -221,7 +262,7 @@ def copy_command(databases: tuple[str, ...], dest: str) -> None:
     """Copy recording databases with every file they reference into folder DEST."""
     report = copy_records(databases, dest)
     for db in report.databases:
-        console.print(f"wrote {db}", highlight=False)
+        _console().print(f"wrote {db}", highlight=False)
 
 
 @click.command("move")
@@ -231,9 +272,9 @@ def move_command(databases: tuple[str, ...], dest: str) -> None:
     """Move recording databases with every file they reference into folder DEST."""
     report = copy_records(databases, dest, move=True)
     for db in report.databases:
-        console.print(f"wrote {db}", highlight=False)
+        _console().print(f"wrote {db}", highlight=False)
     if report.kept:
-        console.print(f"kept {len(report.kept)} file(s) other databases still reference", highlight=False)
+        _console().print(f"kept {len(report.kept)} file(s) other databases still reference", highlight=False)
 
 
 # -- config ---------------------------------------------------------------------------------------
@@ -248,6 +289,7 @@ ENVIRONMENT = {
     "MNEME_CC_OBJCOPY": "objcopy used by mneme-cc to embed IR",
     "MNEME_CC_DISABLE": "set: mneme-cc only runs the compiler",
     "MNEME_CC_VERBOSE": "set: mneme-cc logs what it does",
+    "MNEME_DISABLE_PLUGINS": "comma-separated plugin names to disable, as `mneme -p no:NAME` (see `mneme plugins`)",
 }
 TOOLS = ("clang-19", "ld.lld-19", "llvm-cxxfilt-19", "c++filt", "nvcc", "ptxas")
 
@@ -308,26 +350,26 @@ def config_command(as_json: bool) -> None:
     head.add_column(overflow="fold")
     for key in ("version", "python", "package", "cache_dir", "cache_usage"):
         head.add_row(key.replace("_", " "), config[key])
-    console.print(head)
+    _console().print(head)
     env = Table(title="environment", title_justify="left")
     for column in ("variable", "value", "meaning"):
         env.add_column(column)
     for name, entry in config["environment"].items():
         env.add_row(name, entry["value"] or "[dim](unset)[/]", entry["meaning"])
-    console.print(env)
+    _console().print(env)
     table = Table(title="backends", title_justify="left")
     for column in ("backend", "distribution", "status"):
         table.add_column(column)
     for name, entry in sorted(config["backends"].items()):
         status = "usable" if entry["usable"] else f"unusable: {entry['reason']}"
         table.add_row(name, f"{entry['distribution']} {entry['version']}", status)
-    console.print(table)
+    _console().print(table)
     tools = Table(title="tools", title_justify="left")
     tools.add_column("tool")
     tools.add_column("path")
     for tool, path in config["tools"].items():
         tools.add_row(tool, path or "[dim]not found[/]")
-    console.print(tools)
+    _console().print(tools)
 
 
 COMMANDS = [plugins_command, inspect_command, clean_command, copy_command, move_command, config_command]

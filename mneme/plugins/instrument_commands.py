@@ -12,9 +12,21 @@ import os
 import click
 from rich.table import Table
 
+from mneme.core.demangle import demangle
 from mneme.core.errors import UsageError
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, read_entries
-from mneme.instrument.symbols import demangle, short_names
+from mneme.instrument.symbols import short_names
+
+
+def _console():
+    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.obj if ctx is not None else None
+    if isinstance(obj, dict) and "console" in obj:
+        return obj["console"]
+    from rich.console import Console
+
+    return Console()
 
 
 def _kernels(binary: str) -> list[tuple[str, EmbeddedEntry]]:
@@ -35,7 +47,7 @@ def _short(path: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, for scripts.")
 def list_command(binary: str, as_json: bool) -> None:
     """List the kernels with IR embedded in BINARY (object, executable or shared library)."""
-    from mneme.core.cli import console
+    console = _console()
 
     rows = _kernels(binary)
     if as_json:
@@ -91,7 +103,7 @@ def select(binary: str, kernel: str, arch: str | None) -> tuple[str, EmbeddedEnt
 @click.option("--arch", default=None, help="The architecture to extract when there are several (e.g. sm_90).")
 def extract_command(binary: str, kernel: str, output: str, arch: str | None) -> None:
     """Write the embedded IR module that defines KERNEL in BINARY to a file."""
-    from mneme.core.cli import console
+    console = _console()
     from mneme.plugins.ir_sources.embedded import to_ir_module
 
     mangled, entry = select(binary, kernel, arch)

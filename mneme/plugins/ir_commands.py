@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import struct
@@ -13,8 +14,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from mneme.core import build, ir, params, pipeline
+from mneme.core.backend import Backend, backend_for_arch
 from mneme.core.errors import MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
+from mneme.core.records import RecordedExecution
+from mneme.core.types import ExperimentConfiguration
 
 console = Console()
 err = Console(stderr=True)
@@ -23,8 +28,16 @@ EMITS = ("ll", "ptx", "cubin", "asm", "object", "hsaco")
 
 
 @hookimpl
-def mneme_cli_commands():
-    return [ir_group]
+def mneme_cli_commands(cli, registry):
+    # Each command that takes a configuration gets a flag per declared parameter (--ptxas-opt, ...).
+    group = copy.copy(ir_group)
+    group.commands = {}
+    for name, command in ir_group.commands.items():
+        if getattr(command.callback, "takes_configuration", False):
+            command = copy.copy(command)
+            command.params = command.params + params.click_options(registry.knobs())
+        group.add_command(command, name)
+    cli.add_command(group)
 
 
 # -- inputs -----------------------------------------------------------------------------------------
@@ -58,13 +71,9 @@ def _dims(text: str | None) -> tuple[int, int, int] | None:
 
 
 def _load_source(ir_files: tuple[str, ...], kernel: str | None, rdb: str | None, record_id: str | None) -> Source:
-    from mneme.core import ir
-
     if rdb:
         if ir_files:
             raise UsageError("give IR files or -rdb, not both")
-        from mneme.core.records import RecordedExecution
-
         rec = RecordedExecution.from_json(rdb)
         if not rec.llvm_files:
             raise UsageError(f"{rdb}: the recording of {rec.kernel_name!r} carries no LLVM IR; it can only be replayed from its binary")
@@ -86,8 +95,6 @@ def _load_source(ir_files: tuple[str, ...], kernel: str | None, rdb: str | None,
 
 def _arg_values(source: Source, values: tuple[str, ...]) -> None:
     """Fill the argument buffer from --arg INDEX=VALUE, read by the IR parameter types."""
-    from mneme.core import ir
-
     if not values:
         return
     params = ir.kernel_params(source.module, source.kernel)
@@ -113,8 +120,6 @@ def _arg_values(source: Source, values: tuple[str, ...]) -> None:
 
 def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
     """The ExperimentConfiguration from --config FILE, the flags, and key=value overrides."""
-    from mneme.core.types import ExperimentConfiguration
-
     data: dict = {}
     if options.get("config_file"):
         path = Path(options["config_file"])
@@ -128,13 +133,8 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
         data["grid"] = list(_dims(options["grid"]))
     if options.get("block"):
         data["block"] = list(_dims(options["block"]))
-    flags = {
-        "specialize": options.get("specialize"), "specialize_dims": options.get("specialize_dims"),
-        "specialize_dims_assume": options.get("specialize_dims_assume"), "passes": options.get("passes"),
-        "codegen_opt": options.get("codegen_opt"), "ptxas_opt": options.get("ptxas_opt"),
-        "max_registers": options.get("max_registers"), "cache_mode": options.get("cache_mode"),
-        "fast_math": options.get("fast_math"), "prune": options.get("prune"), "internalize": options.get("internalize"),
-    }  # fmt: skip
+    flags = {name: options.get(name) for name in ("specialize", "specialize_dims", "passes", "codegen_opt", "prune",
+                                                  "internalize", *params.knobs())}
     if options.get("launch_bounds"):
         max_threads, _, min_blocks = options["launch_bounds"].partition(",")
         try:
@@ -162,7 +162,8 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
 
 
 def input_options(func):
-    """IR input and configuration options shared by every `mneme ir` command."""
+    """IR input and configuration options shared by every `mneme ir` command (the parameters' flags come from
+    their declarations, added by the hook)."""
     options = [
         click.argument("ir_files", nargs=-1, type=click.Path(dir_okay=False)),
         click.option("-k", "--kernel", help="Mangled kernel name (needed when the IR has several)."),
@@ -177,27 +178,19 @@ def input_options(func):
         click.option("--arg", "arg_values", multiple=True, metavar="INDEX=VALUE",
                      help="Argument value to specialize on (with IR files); repeatable."),
         click.option("--specialize-dims/--no-specialize-dims", default=None, help="Grid and block sizes as constants."),
-        click.option("--specialize-dims-assume/--no-specialize-dims-assume", default=None,
-                     help="Grid and block sizes and index ranges as optimizer facts."),
         click.option("--launch-bounds", metavar="MAX[,MIN]", help="Max threads per block [, min blocks per SM]."),
         click.option("--passes", help="default<O0..O3|Os|Oz> or a comma-separated pass list ('' skips)."),
         click.option("--codegen-opt", type=click.IntRange(0, 3), help="LLVM code generation level."),
-        click.option("--ptxas-opt", type=click.IntRange(0, 3), help="ptxas optimization level."),
-        click.option("--max-registers", type=click.IntRange(0, 255), help="Register cap for ptxas (0: none)."),
-        click.option("--cache-mode", type=click.Choice(["", "ca", "cg", "cs", "lu", "cv"]), help="ptxas default load cache."),
-        click.option("--fast-math/--no-fast-math", default=None, help="Fast-math flags, f32 denormals flushed."),
         click.option("--prune/--no-prune", default=None, help="Drop what the kernel cannot reach."),
         click.option("--internalize/--no-internalize", default=None, help="Make all but the kernel internal."),
-        click.option("--remove-auto-init", is_flag=True, help="Remove clang's marked auto-initialization stores."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
+    func.takes_configuration = True  # the plugin hook adds the declared parameters' flags
     return func
 
 
 def _prepare(kw: dict, overrides: tuple[str, ...] = ()):
-    from mneme.core import pipeline
-
     source = _load_source(kw["ir_files"], kw["kernel"], kw["rdb"], kw["record_id"])
     _arg_values(source, kw.get("arg_values") or ())
     config = _config(source, kw, overrides)
@@ -205,43 +198,33 @@ def _prepare(kw: dict, overrides: tuple[str, ...] = ()):
     return source, config
 
 
-def _arch(kw_arch: str | None, source: Source) -> str:
-    from mneme.core import pipeline
-
+def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
+    """The architecture to build for and the installed backend that claims it."""
     arch = kw_arch or source.arch
     if not arch:
         arch = {"nvptx": "sm_90", "amdgpu": "gfx90a"}.get(pipeline.module_target(source.module))
     if not arch:
         raise UsageError("give --arch (sm_XX or gfxNNN)")
-    pipeline.target_of_arch(arch)
-    return arch
-
-
-def _extra(kw: dict) -> list[str]:
-    return ["remove_auto_init"] if kw.get("remove_auto_init") else []
+    return arch, backend_for_arch(arch)
 
 
 def _transformed(source: Source, config, kw: dict, optimized: bool, arch: str | None):
-    from mneme.core import pipeline
-
     pre = pipeline.preprocess(source.module, source.kernel, config, source.args, source.arg_layout,
-                              specialize_indexes=source.specialize_indexes, extra_transforms=_extra(kw))  # fmt: skip
+                              specialize_indexes=source.specialize_indexes)  # fmt: skip
     if optimized:
-        target = pipeline.module_target(pre.module)
-        pipeline.optimize(pre.module, config, target, arch or _arch(None, source))
+        arch, backend = _arch(arch, source)
+        backend.optimize(pre.module, config, arch)
     return pre
 
 
-def _build(source: Source, config, kw: dict, arch: str, emit: str):
-    """(text or bytes, DeviceBinary or None) for one configuration."""
-    from mneme.core import pipeline
-
+def _build(source: Source, config, kw: dict, arch: str, backend: Backend, emit: str):
+    """(text or bytes, DeviceBinary or None) for one configuration, built by `backend`."""
     if emit == "ll":
         pre = _transformed(source, config, kw, True, arch)
         return str(pre.module), None
-    binary = pipeline.compile(source.module, source.kernel, config, arch, source.args, source.arg_layout,
-                              emit=emit, specialize_indexes=source.specialize_indexes,
-                              extra_transforms=_extra(kw), cache=False)  # fmt: skip
+    binary = build.compile(source.module, source.kernel, config, arch, source.args, source.arg_layout,
+                           backend=backend, emit=emit, specialize_indexes=source.specialize_indexes,
+                           cache=False)  # fmt: skip
     data = binary.data.decode() if emit in ("ptx", "asm") else binary.data
     return data, binary
 
@@ -309,17 +292,15 @@ def show(optimized: bool, arch: str | None, output: str | None, **kw) -> None:
 @click.option("--emit", type=click.Choice(EMITS), default=None, help="Output kind (default: cubin / hsaco).")
 @click.option("-o", "--output", help="Output file (default: stdout for ll/ptx/asm, KERNEL.EMIT for binaries).")
 def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> None:
-    """Transform, optimize and generate code for the kernel."""
-    from mneme.core import codegen, pipeline
-
+    """Transform, optimize and generate code for the kernel (with the backend that claims --arch)."""
     source, config = _prepare(kw)
-    arch = _arch(arch, source)
-    emit = emit or codegen.default_emit(pipeline.target_of_arch(arch))
-    data, binary = _build(source, config, kw, arch, emit)
+    arch, backend = _arch(arch, source)
+    emit = emit or backend.default_emit(arch)
+    data, binary = _build(source, config, kw, arch, backend, emit)
     _write(data, output or (None if emit in ("ll", "ptx", "asm") else f"{source.kernel}.{emit}"))
     if binary is not None:
         summary = ", ".join(f"{name} {value}" for name, value in _resource_rows(binary))
-        err.print(f"{source.kernel} ({arch}, {binary.kind}): {summary}", highlight=False)
+        err.print(f"{source.kernel} ({arch}, {backend.name} backend, {binary.kind}): {summary}", highlight=False)
 
 
 
@@ -330,11 +311,9 @@ def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> No
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def resources(arch: str | None, as_json: bool, **kw) -> None:
     """Registers, spills and memory of the compiled kernel, with per-stage compile times."""
-    from mneme.core import codegen, pipeline
-
     source, config = _prepare(kw)
-    arch = _arch(arch, source)
-    _, binary = _build(source, config, kw, arch, codegen.default_emit(pipeline.target_of_arch(arch)))
+    arch, backend = _arch(arch, source)
+    _, binary = _build(source, config, kw, arch, backend, backend.default_emit(arch))
     if as_json:
         click.echo(json.dumps({"kernel": source.kernel, "arch": arch, "resources": attrs.asdict(binary.resources),
                                "object_size": len(binary.data), "stage_times": binary.stage_times}, indent=2))  # fmt: skip
@@ -355,14 +334,12 @@ def resources(arch: str | None, as_json: bool, **kw) -> None:
 @click.option("--emit", type=click.Choice(("ll", "ptx", "asm")), default="ptx", help="What to compare as text.")
 def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit: str, **kw) -> None:
     """Compare two configurations: resources side by side, then a unified diff of the IR or PTX."""
-    from mneme.core import codegen, pipeline
-
     source, config_a = _prepare(kw, set_a)
     config_b = _config(source, kw, set_b)
-    arch = _arch(arch, source)
-    binary_kind = codegen.default_emit(pipeline.target_of_arch(arch))
-    _, bin_a = _build(source, config_a, kw, arch, binary_kind)
-    _, bin_b = _build(source, config_b, kw, arch, binary_kind)
+    arch, backend = _arch(arch, source)
+    binary_kind = backend.default_emit(arch)
+    _, bin_a = _build(source, config_a, kw, arch, backend, binary_kind)
+    _, bin_b = _build(source, config_b, kw, arch, backend, binary_kind)
     table = Table(title=f"{source.kernel} on {arch}: A vs B")
     table.add_column("")
     table.add_column("A", justify="right")
@@ -373,8 +350,8 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
     for field, (a, b) in changed.items():
         table.add_row(f"config: {field}", str(a), str(b))
     console.print(table)
-    text_a, _ = _build(source, config_a, kw, arch, emit)
-    text_b, _ = _build(source, config_b, kw, arch, emit)
+    text_a, _ = _build(source, config_a, kw, arch, backend, emit)
+    text_b, _ = _build(source, config_b, kw, arch, backend, emit)
     lines = difflib.unified_diff(text_a.splitlines(), text_b.splitlines(), f"A.{emit}", f"B.{emit}", lineterm="", n=2)
     out = "\n".join(lines)
     click.echo(out if out else f"the {emit} of A and B is identical")
@@ -384,8 +361,6 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def passes(as_json: bool) -> None:
     """The optimization passes a pipeline may name, the default levels, and the IR transforms."""
-    from mneme.core import pipeline
-
     levels = [f"default<O{x}>" for x in ("0", "1", "2", "3", "s", "z")]
     transforms = {name: cls.description for name, cls in sorted(pipeline.transforms().items())}
     if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
+from mneme.core import params
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
@@ -23,8 +25,11 @@ log = logging.getLogger(__name__)
 
 
 @hookimpl
-def mneme_cli_commands():
-    return [capture_command, replay_command, annotate_command]
+def mneme_cli_commands(cli, registry):
+    replay = copy.copy(replay_command)  # with a flag per declared parameter (--ptxas-opt, ...)
+    replay.params = replay_command.params + params.click_options(registry.knobs())
+    for command in (capture_command, replay, annotate_command):
+        cli.add_command(command)
 
 
 # -- configuration resolution ---------------------------------------------------------------------
@@ -32,15 +37,8 @@ def mneme_cli_commands():
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The configuration fields in a JSON/YAML file: a configuration, or {"config": {...}} as tuning exports."""
-    import yaml
-
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the configuration ({exc.strerror or exc})") from exc
-    except yaml.YAMLError as exc:
-        raise FormatError(path, f"not valid JSON/YAML: {exc}") from exc
+    data = limits.load_yaml(limits.read_text(path, "configuration file"), path)  # no aliases, bounded
     if isinstance(data, Mapping) and isinstance(data.get("config"), Mapping):
         data = data["config"]
     if not isinstance(data, Mapping):
@@ -61,11 +59,18 @@ def resolve_config(
     configuration field; None values are ignored (the option was not given).
     """
     data = default.to_dict()
+    data.pop("schema", None)
+    known = set(data) | params.known_names()
     if file_fields:
-        unknown = sorted(set(file_fields) - set(data))
+        file_fields = dict(file_fields)
+        schema = file_fields.pop("schema", 1)
+        if not isinstance(schema, int) or schema > params.SCHEMA:
+            raise FormatError(source, f"configuration schema {schema!r} is newer than this Mneme reads "
+                              f"(up to {params.SCHEMA}); upgrade Mneme")  # fmt: skip
+        unknown = sorted(set(file_fields) - known)
         if unknown:
-            raise FormatError(source, f"unknown configuration field(s) {', '.join(unknown)}; "
-                              f"known: {', '.join(sorted(data))}")  # fmt: skip
+            raise FormatError(source, f"unknown configuration field(s) {', '.join(unknown)} "
+                              f"({params.nearest(unknown[0])}); known: {', '.join(sorted(known))}")  # fmt: skip
         data.update(file_fields)
     for key, value in (overrides or {}).items():
         if value is None:
@@ -75,7 +80,7 @@ def resolve_config(
             dims = dict(data[which]) if isinstance(data[which], Mapping) else _dims(data[which])
             dims[axis] = value
             data[which] = dims
-        elif key in data:
+        elif key in known:
             data[key] = value
         else:
             raise UsageError(f"unknown configuration option {key!r}")
@@ -206,9 +211,14 @@ def _json_default(value: Any) -> Any:
 
 
 def _console():
-    from mneme.core.cli import console
+    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.obj if ctx is not None else None
+    if isinstance(obj, dict) and "console" in obj:
+        return obj["console"]
+    from rich.console import Console
 
-    return console
+    return Console()
 
 
 @click.command("capture")

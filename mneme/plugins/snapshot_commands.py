@@ -11,6 +11,17 @@ from rich.table import Table
 from mneme.core.hookspecs import hookimpl
 
 
+def _console():
+    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.obj if ctx is not None else None
+    if isinstance(obj, dict) and "console" in obj:
+        return obj["console"]
+    from rich.console import Console
+
+    return Console()
+
+
 @contextlib.contextmanager
 def _opened(path: str, base: str | None):
     """The snapshot at `path` (with its prologue `base`, if given), both closed afterwards."""
@@ -43,7 +54,7 @@ def snapshot_group() -> None:
 @_base_option
 def info_command(path: str, base: str | None) -> None:
     """Header, arguments, regions (encoding, size on disk, policy) and globals of one snapshot."""
-    from mneme.core.cli import console
+    console = _console()
 
     with _opened(path, base) as snap:
         console.print(f"[bold]{Path(path).name}[/]: {snap.kind.value}, format version {snap.version}, "
@@ -67,7 +78,7 @@ def info_command(path: str, base: str | None) -> None:
 @_base_option
 def verify_command(paths: tuple[str, ...], base: str | None) -> None:
     """Read every chunk of each snapshot and check every checksum; exit 1 at the first bad one."""
-    from mneme.core.cli import console
+    console = _console()
 
     for path in paths:
         with _opened(path, base) as snap:
@@ -81,7 +92,7 @@ def verify_command(paths: tuple[str, ...], base: str | None) -> None:
 @_base_option
 def compare_command(expected: str, actual: str, base: str | None) -> None:
     """Compare two snapshots under EXPECTED's verification policies; exit 1 when they differ."""
-    from mneme.core.cli import console
+    console = _console()
     from mneme.core.errors import MnemeError
     from mneme.core.snapshot import Snapshot, compare
 

@@ -14,11 +14,21 @@ from rich.table import Table
 from rich.text import Text
 
 from mneme.core.backend import CACHE_STATES
-from mneme.core.cli import console
 from mneme.core.errors import UsageError
 from mneme.core.hookspecs import hookimpl
 
 log = logging.getLogger(__name__)
+
+
+def _console():
+    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.obj if ctx is not None else None
+    if isinstance(obj, dict) and "console" in obj:
+        return obj["console"]
+    from rich.console import Console
+
+    return Console()
 
 
 @hookimpl
@@ -70,33 +80,38 @@ def _progress_view(progress) -> Group:
 def show_space(space) -> None:
     description = space.describe()
     table = Table(title=f"search space {description['name']!r} ({description['class']})")
+    from mneme.core import params
+
+    knobs = params.knobs()
     table.add_column("parameter")
     table.add_column("kind")
     table.add_column("domain")
+    table.add_column("declared by (stage)")
     for name, dim in description["dimensions"].items():
-        table.add_row(name, dim["kind"], dim["domain"])
-    console.print(table)
+        knob = knobs.get(name)
+        table.add_row(name, dim["kind"], dim["domain"], f"{knob.plugin} ({knob.stage})" if knob else "")
+    _console().print(table)
     options = ", ".join(f"{k}={v}" for k, v in description["options"].items()) or "defaults"
-    console.print(f"options: {options}")
+    _console().print(f"options: {options}")
     size = description["size"]
-    console.print(f"points before constraints: {size if size is not None else 'continuous (not enumerable)'}")
+    _console().print(f"points before constraints: {size if size is not None else 'continuous (not enumerable)'}")
     if size is not None and size <= 200_000:
         feasible = sum(1 for _ in space.sample_exhaustive())
-        console.print(f"feasible distinct configurations: {feasible}")
+        _console().print(f"feasible distinct configurations: {feasible}")
     baseline = getattr(space, "baseline", None)
     if callable(baseline):
         config = baseline()
-        console.print(f"recorded launch: grid {config.grid}, block {config.block}, shared_mem {config.shared_mem}")
+        _console().print(f"recorded launch: grid {config.grid}, block {config.block}, shared_mem {config.shared_mem}")
 
 
 def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     counts = summary["counts"]
     failures = ", ".join(f"{k} {v}" for k, v in sorted(counts["failures"].items())) or "none"
-    console.print(f"study {summary['study']}: {counts['trials']} trials, {counts['experiments']} experiments, "
+    _console().print(f"study {summary['study']}: {counts['trials']} trials, {counts['experiments']} experiments, "
                   f"{counts['cached']} answered from the store, {counts['infeasible']} infeasible skipped, "
                   f"{counts['interrupted']} interrupted; failures: {failures}", highlight=False)
     baseline = summary["baseline"]
-    console.print(f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
+    _console().print(f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
                   + (" (re-timed)" if baseline.get("retimed") else ""), highlight=False)
     table = Table(title=title)
     for column in ("rank", "trial", "time", "spread", "speedup", "changes from the recorded configuration"):
@@ -108,10 +123,10 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
         spread = "-" if c["spread"] is None else f"{100 * c['spread']:.1f}%"
         trial = "-" if c["trial"] is None else str(c["trial"])
         table.add_row(str(c["rank"]), trial, _fmt_time(c["time"]), spread, _fmt_speedup(c["speedup"]), changes)
-    console.print(table)
+    _console().print(table)
     best = summary.get("best")
     if best:
-        console.print(f"best: {_fmt_time(best['time'])}, {_fmt_speedup(best['speedup'])} vs the recorded "
+        _console().print(f"best: {_fmt_time(best['time'])}, {_fmt_speedup(best['speedup'])} vs the recorded "
                       "configuration", highlight=False)
 
 
@@ -186,7 +201,7 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         session.prepare()
         show_space(session.space)
         return
-    live = Live(console=console, auto_refresh=False, transient=False) if not as_json and console.is_terminal \
+    live = Live(console=_console(), auto_refresh=False, transient=False) if not as_json and _console().is_terminal \
         else None
 
     def on_progress(progress):
@@ -208,12 +223,12 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return
     if live is None:
-        console.print(_progress_view(session.progress))
+        _console().print(_progress_view(session.progress))
     print_summary(summary)
     out = session.results_dir
-    console.print(f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
+    _console().print(f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
                   f"Proteus: PROTEUS_TUNED_KERNELS={out / 'tuned-kernels.json'})")
-    console.print(f"dashboard: optuna-dashboard {summary['storage']}")
+    _console().print(f"dashboard: optuna-dashboard {summary['storage']}")
 
 
 def default_results_dir(record_db: str, record_id: str | None, space: str) -> Path:
@@ -246,6 +261,8 @@ def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, a
 
     if plot_format and not plots_dir:
         raise UsageError("--plot-format needs --plots DIR, the folder to write the plots to")
+    if plots_dir:
+        report.plot_formats(plot_format)  # a missing plots extra fails here, before anything is printed
     store, session = report.open_results(Path(results_dir))
     summary = report.build_summary(store, session=session)
     if as_json:
@@ -267,4 +284,4 @@ def _note(message: str, as_json: bool) -> None:
     if as_json:
         print(message, file=sys.stderr)
     else:
-        console.print(message)
+        _console().print(message)

@@ -29,7 +29,7 @@ def recorder_library(tmp_path_factory):
 
     from mneme.core.errors import MnemeError
 
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.library_name()
     if prebuilt.exists():
         return prebuilt
     try:

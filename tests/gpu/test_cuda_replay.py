@@ -137,7 +137,10 @@ def test_worker_pool_replays_on_cuda_and_a_fault_does_not_poison_the_next_experi
 
 def _add_application_images(db: Path, source: str, kernel: str, arch: str) -> None:
     """Store a PTX and a cubin of the kernel in the recording, as the recorder keeps the application's images."""
-    from mneme.core import ir, pipeline
+    from mneme_cuda import codegen as cuda_codegen
+    from mneme_cuda.backend import CudaBackend
+
+    from mneme.core import ir
     from mneme.core.records import ImageInfo, RecordedExecution
     from mneme.core.types import ExperimentConfiguration
 
@@ -145,8 +148,8 @@ def _add_application_images(db: Path, source: str, kernel: str, arch: str) -> No
     config = ExperimentConfiguration(grid=1, block=256)
     for emit in ("ptx", "cubin"):
         module = ir.link([cuda_ir(source)], kernel)
-        pipeline.optimize(module, config, "nvptx", arch)
-        binary = pipeline.codegen(module, kernel, config, "nvptx", arch, emit=emit)
+        CudaBackend().optimize(module, config, arch)
+        binary = cuda_codegen.codegen(module, kernel, config, arch, emit=emit)
         (rec.folder / f"{kernel}.{emit}").write_bytes(binary.data)
         rec.images.append(ImageInfo(f"{kernel}.{emit}", emit))
     rec.save()

@@ -84,7 +84,7 @@ def _run_recorded(name: str, raw: Path, kernel: str, *args: str, env: dict[str, 
     app = ROOT / ".gpu" / "bin" / name
     if not app.exists():
         pytest.skip(f"no prebuilt {name} in .gpu/bin (scripts/gpu-suite --prepare)")
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.LIBRARY
+    prebuilt = ROOT / ".gpu" / "lib" / recorder.library_name()
     environment = recorder.environment(raw, kernel=kernel, library=prebuilt if prebuilt.exists() else None, **options)
     for key, value in (env or {}).items():
         if value is None:

@@ -7,8 +7,18 @@ from pathlib import Path
 
 import click
 
-from mneme.core.cli import console
 from mneme_cuda import cupti
+
+
+def _console():
+    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.obj if ctx is not None else None
+    if isinstance(obj, dict) and "console" in obj:
+        return obj["console"]
+    from rich.console import Console
+
+    return Console()
 
 
 @click.command("record", context_settings={"ignore_unknown_options": True})
@@ -65,12 +75,12 @@ def info_command() -> None:
 
     backend = CudaBackend()
     availability = backend.availability()
-    console.print(f"backend: {'usable' if availability.usable else 'unusable: ' + availability.reason}")
+    _console().print(f"backend: {'usable' if availability.usable else 'unusable: ' + availability.reason}")
     for key, value in backend.fingerprint().items():
-        console.print(f"{key}: {value}")
+        _console().print(f"{key}: {value}")
     if availability.usable:
-        console.print(f"arch: {backend.arch(0)}; devices: {backend.device_count()}")
-    console.print(f"recorder: {recorder.status()[1]}")
+        _console().print(f"arch: {backend.arch(0)}; devices: {backend.device_count()}")
+    _console().print(f"recorder: {recorder.status()[1]}")
 
 
 @cuda_group.command("build-recorder")
@@ -79,7 +89,7 @@ def build_recorder_command(force: bool) -> None:
     """Compile the native recorder (needs a C++ compiler and the CUDA toolkit's cuda.h)."""
     from mneme_cuda import recorder
 
-    console.print(f"built {recorder.build(force=force)}")
+    _console().print(f"built {recorder.build(force=force)}")
 
 
 COMMANDS = [record_command, cuda_group]

@@ -7,7 +7,8 @@ kernel records of CUPTI's activity API hold the kernel alone. `native/cupti_time
 the recorder compiles it in and so does the replay's helper, `native/cuptitime.c`, which this
 module builds (it needs CUPTI's headers, cupti.h) and loads with ctypes. libcupti itself is
 opened at run time: $MNEME_CUPTI_LIB, else the CUDA toolkit's, else the checkout's .gpu/lib/cupti
-(where `scripts/gpu-suite --prepare` copies it for the GPU machine), else the loader's search.
+(where `scripts/gpu-suite --prepare` copies it for the GPU machine; `mneme_cuda.libraries`), else the
+loader's search.
 Where either is missing, timing falls back to CUDA events and says why.
 """
 
@@ -20,7 +21,8 @@ import os
 from pathlib import Path
 
 from mneme.core.errors import MnemeError
-from mneme.core.native import CHECKOUT_LIB, c_compiler, cache_dir, compile_library, find_library, hashed_library
+from mneme.core.native import NativeLibrary, c_compiler
+from mneme_cuda.libraries import CHECKOUT_LIB
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +31,8 @@ TIMERS = ("auto", "cupti", "events")
 NATIVE = Path(__file__).resolve().parent / "native"
 SOURCE = NATIVE / "cuptitime.c"
 HEADER = NATIVE / "cupti_timer.h"
-FLAGS = ["-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11"]
+FLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11")
+LIBRARY = NativeLibrary("mneme_cuptitime", "the kernel timer", (SOURCE,), (HEADER,), FLAGS, cache="cuda-cuptitime")
 ABI = 1
 TAGS = 1  # mneme_cupti_enable's mode: MCT_TAGS in cupti_timer.h
 
@@ -66,34 +69,24 @@ def cupti_library() -> Path | None:
 
 
 def library_name() -> str:
-    return hashed_library("mneme_cuptitime", SOURCE, HEADER)
-
-
-def build_dir() -> Path:
-    return cache_dir("cuda-cuptitime")
+    return LIBRARY.name()
 
 
 def library_path() -> Path | None:
     """The built helper for this source: the build cache, else the checkout's .gpu/lib; None when not built."""
-    if not SOURCE.exists():
-        return None
-    return find_library(library_name(), build_dir(), CHECKOUT_LIB)
+    return LIBRARY.find()
 
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:
     """Compile cuptitime.c into `out_dir` (default: the build cache); returns the library's path."""
-    out_dir = Path(out_dir) if out_dir else build_dir()
-    target = out_dir / library_name()
-    if target.exists() and not force:
-        return target
     cc, include = c_compiler(), headers()
     if cc is None:
         raise MnemeError(f"cannot build the kernel timer {SOURCE}: no C compiler; install gcc or set CC")
     if include is None:
         raise MnemeError(f"cannot build the kernel timer {SOURCE}: CUPTI's cupti.h is not in the CUDA toolkit "
                          "(set CUDA_PATH, or CUPTI_INCLUDE to its folder)")  # fmt: skip
-    return compile_library(target, lambda out: [*cc.split(), *FLAGS, f"-I{include}", f"-I{NATIVE}", "-o", out,
-                                                str(SOURCE), "-ldl"], "the kernel timer")  # fmt: skip
+    return LIBRARY.build(lambda sources, out: [*cc.split(), *FLAGS, f"-I{include}", f"-I{NATIVE}", "-o", out,
+                                               *sources, "-ldl"], out_dir, force)  # fmt: skip
 
 
 class KernelTimer:

@@ -1,8 +1,19 @@
-"""Registers the CUDA backend with Mneme (entry point `cuda` in group `mneme`)."""
+"""Registers the CUDA backend with Mneme (entry point `cuda` in group `mneme`), with its code generator's knobs."""
 
 from __future__ import annotations
 
 from mneme.core.hookspecs import hookimpl
+from mneme.core.params import Knob
+
+# ptxas / nvJitLink / driver-JIT options; tuned by the built-in spaces' `ptxas` feature, on by default on CUDA.
+KNOBS = [
+    Knob("ptxas_opt", "int", 3, "codegen", "ptxas optimization level.", low=0, high=3, search="range",
+         feature="ptxas", backends=("cuda",)),
+    Knob("max_registers", "int", 0, "codegen", "Register cap for ptxas (0: none).", low=0, high=255,
+         search=(0, 32, 64, 128, 255), feature="ptxas", backends=("cuda",)),
+    Knob("cache_mode", "str", "", "codegen", "ptxas default load cache ('' leaves ptxas's).",
+         choices=("", "ca", "cg", "cs", "lu", "cv"), search=("", "ca", "cg"), feature="ptxas", backends=("cuda",)),
+]
 
 
 @hookimpl
@@ -13,7 +24,12 @@ def mneme_backends():
 
 
 @hookimpl
-def mneme_cli_commands():
+def mneme_parameters():
+    return KNOBS
+
+
+@hookimpl
+def mneme_cli_commands(cli, registry):
     from mneme_cuda.commands import COMMANDS
 
     return COMMANDS

@@ -6,7 +6,7 @@
 // reads the global timer (ns) around it, so cycles / ns is the SM clock it ran at. Each case
 // sleeps on the host for a gap, runs its warm-up work on the stream, then the measured spin; five
 // repeats per case. It prints one JSON object per line. A probe: its findings go to
-// benchmarks/results/gpu-session-*.md, not to a results file.
+// docs/design/investigations/, not to a results file.
 //
 //   nvcc -arch=sm_90 -O2 -o .gpu/bin/clock_probe benchmarks/gpu/probes/clock_probe.cu   (--prepare does)
 //   scripts/gpu-suite --run .gpu/bin/clock_probe

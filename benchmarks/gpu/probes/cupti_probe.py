@@ -15,7 +15,7 @@ instances (`both` mode):
 - one executor timing it on its own stream and `--streams` new ones, round after round: the
   event median and the CUPTI median per stream, and each stream's channel.
 The application also runs twice without CUPTI, to show what CUPTI itself changes.
-A probe: its findings go to benchmarks/results/gpu-session-*.md, not to a results file.
+A probe: its findings go to docs/design/investigations/, not to a results file.
 
     scripts/gpu-suite --run python3 benchmarks/gpu/probes/cupti_probe.py \
         --tracer .gpu/lib/probes/libmneme_cupti_trace.so [--runs 5] [--json out.json]

@@ -4,7 +4,7 @@ Records the programs below, then replays each instance's recorded cubin in sever
 the reset between runs or without, primed (one untimed run after the reset), the reset's copies
 sent to other memory, a reset through the SMs, a read of the reset regions after the reset, an
 idle pause after it. Prints medians against the in-application median. A probe: its findings
-go to benchmarks/results/gpu-session-*.md, not to a results file.
+go to docs/design/investigations/, not to a results file.
 
     python benchmarks/gpu/probes/fidelity_probe.py [--iterations 64] [programs...]
 """

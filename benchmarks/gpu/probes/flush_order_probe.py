@@ -15,10 +15,10 @@ So it runs the programs under each recorder of `--recorders` (label=path; "main"
 `python3 -c "from pathlib import Path; from mneme_cuda import recorder; recorder.build(Path('.gpu/lib/alt'), force=True)"`)
 `--runs` times, and replays each launched-once instance (recorded by the first
 recorder) flushed as it is, and flushed with a synchronize after the flush. A probe: its findings
-go to benchmarks/results/gpu-session-*.md.
+go to docs/design/investigations/.
 
     scripts/gpu-suite --run python3 benchmarks/gpu/probes/flush_order_probe.py --runs 25 \
-        --recorders "writer=.gpu/lib/alt-writer/libmneme_cuda_recorder.so,..." [--json out.json]
+        --recorders "writer=.gpu/lib/alt-writer/libmneme_cuda_recorder-<hash>.so,..." [--json out.json]
 """
 
 from __future__ import annotations

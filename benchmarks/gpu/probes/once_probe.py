@@ -9,7 +9,7 @@ processes for each environment of `--variants` beside the default one, and print
 launched-once instance's in-application times. What it showed (session log, section 9): the
 recorder allocated its L2-flush buffer right before the timed launch; allocated before the
 prologue capture instead, the upper level is gone. A probe: its findings go to
-benchmarks/results/gpu-session-*.md.
+docs/design/investigations/.
 
     scripts/gpu-suite --run python3 benchmarks/gpu/probes/once_probe.py [--runs 11] [--no-clock] \
         [--programs reduce_app,graph_app] [--variants "eager=CUDA_MODULE_LOADING=EAGER,..."] [--json out.json]

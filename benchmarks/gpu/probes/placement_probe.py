@@ -2,7 +2,7 @@
 
 A 3.5 us saxpy keeps one time within a process (its 16 in-application repeats agree to 32 ns)
 but takes another in the next process, up to 5% away, inside the application and replayed alike
-(benchmarks/results/gpu-session-2026-12-04.md). This probe runs each program `--runs` times
+(docs/design/investigations/gpu-2026-12-04.md). This probe runs each program `--runs` times
 under the recorder (one median per process), then, in one executor, times the recorded cubin
 (primed) over and over, changing one thing between rounds:
 - "same": nothing (the spread of one placement);
@@ -12,7 +12,7 @@ under the recorder (one median per process), then, in one executor, times the re
 - "restream": the experiment's stream replaced by a new one (the old ones kept meanwhile);
 and finally replays the instance in `--runs` fresh processes (`mneme replay --mode cubin --cache
 primed --json`), one median per process, like the application's.
-A probe: its findings go to benchmarks/results/gpu-session-*.md, not to a results file.
+A probe: its findings go to docs/design/investigations/, not to a results file.
 
     python benchmarks/gpu/probes/placement_probe.py [--runs 12] [--rounds 12] [--json out.json]
 """

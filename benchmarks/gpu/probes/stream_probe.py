@@ -7,7 +7,7 @@ new streams. This probe records streams_app (`both`, then `only1`), runs it `--r
 under the recorder for one median per process, then, in one executor, creates `--streams` more
 streams up front and times the recorded cubin (primed) on each in turn, round after round, so a
 level that belongs to a stream shows as the same median for it in every round.
-A probe: its findings go to benchmarks/results/gpu-session-*.md, not to a results file.
+A probe: its findings go to docs/design/investigations/, not to a results file.
 
     python benchmarks/gpu/probes/stream_probe.py [--runs 6] [--rounds 8] [--streams 4] [--json out.json]
 """

@@ -6,7 +6,7 @@ each recorded instance from its cubin: primed (as the fidelity bench compares), 
 kernel run on its data, then the GPU left idle for a gap before the gated timed launch, which is
 what the application does between its launches (its host loop). An nvidia-smi sampler logs SM
 clock, power and temperature for each phase. A probe: its findings go to
-benchmarks/results/gpu-session-*.md, not to a results file.
+docs/design/investigations/, not to a results file.
 
     python benchmarks/gpu/probes/streams_probe.py [--runs 3] [--iterations 30] [--json out.json]
 """

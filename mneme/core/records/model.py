@@ -11,14 +11,11 @@ docs/formats.md (recording database).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
 import os
 import re
-import shutil
-import subprocess
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -26,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import cattrs
 
+from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.records.paths import FileChecker, check_lexical, is_inside
 from mneme.core.types import dim3
@@ -210,26 +208,6 @@ def dynamic_hash_of(grid: Any, block: Any, shared_mem: int, args: bytes) -> str:
     g, b = dim3.of(grid), dim3.of(block)
     head = f"grid={g.x},{g.y},{g.z};block={b.x},{b.y},{b.z};shared={shared_mem};args=".encode()
     return hashlib.sha256(head + bytes(args)).hexdigest()[:16]
-
-
-@functools.lru_cache(maxsize=4096)
-def demangle(name: str) -> str:
-    """The demangled C++ name, through c++filt or llvm-cxxfilt; the name itself when neither works."""
-    if not name.startswith("_Z"):
-        return name
-    for tool in ("llvm-cxxfilt", "llvm-cxxfilt-19", "c++filt"):
-        exe = shutil.which(tool)
-        if exe is None:
-            continue
-        try:
-            out = subprocess.run([exe, name], capture_output=True, text=True, timeout=10, check=True)
-        except (OSError, subprocess.SubprocessError) as exc:
-            log.debug("%s failed on %s: %s", tool, name, exc)
-            continue
-        text = out.stdout.strip()
-        if text:
-            return text
-    return name
 
 
 # -- the database -----------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme.core import fsutil
-from mneme.core.errors import UsageError
+from mneme.core.errors import MissingExtraError, UsageError
 from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord
 from mneme.core.types import ExperimentConfiguration
 
@@ -233,13 +233,9 @@ def plot_formats(choice: str | None = None) -> tuple[str, ...]:
     wanted = ("png", "html") if choice in (None, "both") else (choice,)
     missing = [f for f in wanted if importlib.util.find_spec(_PLOT_LIBRARY[f]) is None]
     if missing and (choice is not None or len(missing) == len(wanted)):
-        libraries = [_PLOT_LIBRARY[f] for f in missing]
-        raise UsageError(f"{' and '.join(f.upper() for f in missing)} plots need {' and '.join(libraries)}, not "
-                         f"installed: pip install {' '.join(libraries)} (then run `mneme results DIR --plots OUT` "
-                         "again)")
+        raise MissingExtraError(f"{' and '.join(f.upper() for f in missing)} plots", "plots", plural=True)
     for f in missing:
-        log.warning("no %s plots: %s is not installed (pip install %s)", f.upper(), _PLOT_LIBRARY[f],
-                    _PLOT_LIBRARY[f])
+        log.warning("no %s plots: %s is not installed (pip install 'mneme[plots]')", f.upper(), _PLOT_LIBRARY[f])
     return tuple(f for f in wanted if f not in missing)
 
 

@@ -126,4 +126,5 @@ def create_sampler(spec: str, *, seed: int | None = None, options: Mapping[str, 
         known = ", ".join(sorted(table)) or "none"
         raise UsageError(f"unknown sampler {spec!r}; known families: {known} (e.g. exhaustive, random, "
                          "optuna:tpe, nevergrad:NGOpt)")
-    return table[family](variant, seed=seed, **dict(options or {}))
+    cls = plugins.lookup("sampler", family, what=spec)  # names the extra to install when one is missing
+    return cls(variant, seed=seed, **dict(options or {}))

@@ -35,7 +35,13 @@ MAX_SAMPLE_RETRIES = 1000
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 AXES = "xyz"
-CONFIG_FIELDS = {f.name for f in attrs.fields(ExperimentConfiguration)} - {"grid", "block"}
+
+
+def config_fields() -> set[str]:
+    """Names a space's parameter may set: the configuration's fields but grid/block, and the plugins' knobs."""
+    from mneme.core import params
+
+    return ({f.name for f in attrs.fields(ExperimentConfiguration)} - {"grid", "block", "knobs"}) | params.known_names()
 DIM_NAMES = {f"{kind}_{axis}" for kind in ("block", "grid") for axis in AXES}
 
 
@@ -220,10 +226,11 @@ class ConfigSpace(SearchSpace):
         return tuple(g * b for g, b in zip(base.grid.as_tuple(), base.block.as_tuple()))  # type: ignore[return-value]
 
     def check_names(self) -> None:
-        unknown = sorted(set(self.dims()) - CONFIG_FIELDS - DIM_NAMES)
+        fields = config_fields()
+        unknown = sorted(set(self.dims()) - fields - DIM_NAMES)
         if unknown:
             raise UsageError(f"space {self.name!r}: parameters {', '.join(unknown)} are not configuration "
-                             f"fields; known: block_x..z, grid_x..z, {', '.join(sorted(CONFIG_FIELDS))}")
+                             f"fields; known: block_x..z, grid_x..z, {', '.join(sorted(fields))}")
 
     def derived(self, params: Mapping[str, Any]) -> ExperimentConfiguration:
         base = self.baseline()
@@ -238,7 +245,7 @@ class ConfigSpace(SearchSpace):
                 grid[i] = int(params[f"grid_{axis}"])
             elif f"block_{axis}" in params:
                 grid[i] = max(1, -(-threads[i] // block[i]))
-        fields = {k: v for k, v in params.items() if k in CONFIG_FIELDS}
+        fields = {k: v for k, v in params.items() if k in config_fields()}
         return base.replace(grid=dim3(*grid), block=dim3(*block), **fields)
 
     def constraints(self, params: Mapping[str, Any]) -> bool:

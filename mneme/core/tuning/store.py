@@ -41,13 +41,14 @@ import attrs
 import optuna
 from optuna.trial import TrialState
 
-from mneme.core.errors import UsageError
+from mneme.core.errors import UsageError, require
 from mneme.core.types import ExperimentConfiguration
 from mneme.core.tuning.lease import StaleWatch, grace_for
 
 log = logging.getLogger(__name__)
 
-STORE_SCHEMA = 1
+# 2: trials' configurations carry a schema (docs/design/parameters.md); schema-1 stores still load.
+STORE_SCHEMA = 2
 COUNTED = frozenset({"ok", "failed", "unverified", "cached"})  # statuses that spend the trial budget
 EVALUATED = frozenset({"ok", "failed", "unverified"})  # statuses that ran an experiment
 DEFAULT_DB = "study.db"
@@ -145,6 +146,10 @@ def open_storage(url: str, heartbeat: float | None = None, on_stale: Any = None)
     if "://" not in url:
         raise UsageError(f"--storage {url!r} is neither journal:PATH nor a database URL like "
                          "postgresql://user@host/db or sqlite:///path.db")
+    if url.startswith("postgresql"):
+        # psycopg is SQLAlchemy's PostgreSQL driver here; it comes with the postgres extra.
+        require("psycopg2" if url.startswith("postgresql+psycopg2") else "psycopg", "postgres",
+                f"storage {url.split('://')[0]}://")
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}

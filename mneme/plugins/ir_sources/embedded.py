@@ -7,11 +7,12 @@ import logging
 import os
 from collections.abc import Sequence
 
+from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, IRError
 from mneme.instrument.elf import is_elf
 from mneme.instrument.irsource import ArchitectureMismatch, IRModule, IRSource, arch_rank
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, read_entries
-from mneme.instrument.symbols import demangle, module_symbols
+from mneme.instrument.symbols import module_symbols
 
 log = logging.getLogger(__name__)
 
@@ -35,29 +36,6 @@ def _symbols(bitcode: bytes, what: str):
 
 def entry_symbols(entry: EmbeddedEntry):
     return _symbols(entry.bitcode, f"{entry.binary}:{SECTION_NAME}@{entry.offset} ({entry.source})")
-
-
-def elf_files_from_maps(maps_text: str, executable: str | None = None) -> list[str]:
-    """The ELF files named in a `/proc/PID/maps` listing (a recorder may save it at exit).
-
-    The executable comes first when given; files that no longer exist or are not ELF are left out.
-    """
-    files: list[str] = []
-    for line in maps_text.splitlines():
-        parts = line.split(maxsplit=5)
-        if len(parts) == 6 and parts[5].startswith("/"):
-            path = parts[5].strip()
-            if path not in files and not path.endswith(" (deleted)"):
-                files.append(path)
-    if executable is not None:
-        files.sort(key=lambda p: os.path.realpath(p) != os.path.realpath(executable))
-    return [p for p in files if is_elf(p)]
-
-
-def loaded_elf_files(pid: int | str = "self") -> list[str]:
-    """The ELF files mapped into a running process (executable first), from /proc/PID/maps."""
-    with open(f"/proc/{pid}/maps") as maps:
-        return elf_files_from_maps(maps.read(), os.path.realpath(f"/proc/{pid}/exe"))
 
 
 def to_ir_module(entry: EmbeddedEntry, kernel_name: str) -> IRModule:

@@ -15,7 +15,7 @@ from typing import Any
 
 import optuna
 
-from mneme.core.errors import UsageError
+from mneme.core.errors import MissingExtraError, UsageError
 from mneme.core.tuning.samplers import Sampler
 
 ALIASES = {
@@ -30,8 +30,8 @@ ALIASES = {
     "grid": "GridSampler",
     "bruteforce": "BruteForceSampler",
 }
-# Optional packages some Optuna samplers need, and what to install.
-NEEDS = {"CmaEsSampler": ("cmaes", "cmaes"), "GPSampler": ("torch", "torch"), "QMCSampler": ("scipy", "scipy")}
+# Optional packages some Optuna samplers need, and the extra of mneme that brings them (None: no extra).
+NEEDS = {"CmaEsSampler": ("cmaes", "cmaes"), "GPSampler": ("torch", None), "QMCSampler": ("scipy", "qmc")}
 INFEASIBLE = "infeasible"
 
 
@@ -54,10 +54,12 @@ class OptunaSampler(Sampler):
             raise UsageError(f"unknown Optuna sampler {self.variant!r}; use one of {known} or a class name "
                              "of optuna.samplers")
         if class_name in NEEDS:
-            module, package = NEEDS[class_name]
+            module, extra = NEEDS[class_name]
             if importlib.util.find_spec(module) is None:
-                raise UsageError(f"sampler optuna:{self.variant} needs the Python package {package!r}: "
-                                 f"pip install {package}")
+                if extra:
+                    raise MissingExtraError(f"optuna:{self.variant}", extra)
+                raise UsageError(f"sampler optuna:{self.variant} needs the Python package {module!r}: "
+                                 f"pip install {module}")
         self.cls = cls
         # Only samplers that read constraints are told them (CMA-ES warns about unused ones).
         self.uses_constraints = "constraints_func" in inspect.signature(cls.__init__).parameters

@@ -6,7 +6,10 @@ Options (``--space-option KEY=VALUE``, or ``options:`` in a YAML space that exte
 ``max_threads`` / ``min_threads`` (thread budget of a block), ``max_block`` (largest block
 size tried along one axis), ``pipeline`` (draws of a pass-pipeline parameter instead of
 optimization levels), and feature toggles ``launch``, ``launch_bounds``, ``specialize``,
-``opt``, ``codegen``, ``ptxas``, ``knobs`` that add or remove groups of dimensions.
+``opt``, ``codegen`` and the plugins' knob groups (``knobs``: the optimize stage's, ``ptxas``:
+the CUDA code generator's and fast math; any ``feature`` a `Knob` declares) that add or
+remove groups of dimensions. A knob group whose declarations name backends is on by default
+only on those backends (``-o ptxas=true`` asks for it anywhere).
 """
 
 from __future__ import annotations
@@ -18,9 +21,34 @@ from mneme.core.tuning import params as P
 from mneme.core.tuning.space import AXES, MAX_THREADS_PER_BLOCK, ConfigSpace, _as_bool
 
 OPT_LEVELS = ("default<O1>", "default<O2>", "default<O3>", "default<Os>", "default<Oz>")
-FEATURES = ("launch", "launch_bounds", "specialize", "opt", "codegen", "ptxas", "knobs")
-# Backends whose code generation goes through ptxas / the CUDA driver JIT.
-PTXAS_BACKENDS = ("cuda",)
+CORE_FEATURES = ("launch", "launch_bounds", "specialize", "opt", "codegen")
+# The knob groups of the built-in plugins; a plugin's Knob(feature=...) may add others.
+KNOB_FEATURES = ("knobs", "ptxas")
+# Within a group, dimensions go in stage order (then declaration order): the same order as before knobs.
+_STAGE_ORDER = {"optimize": 0, "codegen": 1, "preprocess": 2, "launch": 3}
+
+
+def features() -> tuple[str, ...]:
+    """Every feature toggle: the core's groups, then the knob groups the declarations name."""
+    from mneme.core import params
+
+    declared = [k.feature for k in params.knobs().values() if k.feature and k.search is not None]
+    return CORE_FEATURES + tuple(dict.fromkeys([*KNOB_FEATURES, *declared]))
+
+
+def knob_param(knob) -> P.Param:
+    """The dimension a built-in space tunes a declared knob over (its `search`)."""
+    if knob.search == "bool":
+        return P.BoolParam(knob.name)
+    if knob.search == "range":
+        return P.IntRangeParam(knob.name, int(knob.low), int(knob.high))
+    values = tuple(knob.search)
+    if knob.type == "int" and all(isinstance(v, int) for v in values):
+        return P.OrdinalParam(knob.name, values)
+    return P.CategoricalParam(knob.name, values)
+
+
+ALL = frozenset({"*"})  # every feature toggle, the plugins' included
 
 
 class BuiltinSpace(ConfigSpace):
@@ -31,15 +59,23 @@ class BuiltinSpace(ConfigSpace):
     opt_levels: ClassVar[tuple[str, ...]] = OPT_LEVELS
 
     def __init__(self, recording: Any = None, instance: Any = None, **options: Any):
-        unknown = set(options) - set(FEATURES) - {"axes", "grid_stride", "max_threads", "min_threads",
-                                                  "max_block", "pipeline"}
+        from mneme.core import params
+
+        toggles = features()
+        unknown = set(options) - set(toggles) - {"axes", "grid_stride", "max_threads", "min_threads",
+                                                 "max_block", "pipeline"}
         if unknown:
             raise UsageError(f"space {self.name!r}: unknown options {', '.join(sorted(unknown))}; known: axes, "
-                             "grid_stride, max_threads, min_threads, max_block, pipeline, " + ", ".join(FEATURES))
+                             "grid_stride, max_threads, min_threads, max_block, pipeline, " + ", ".join(toggles))
         super().__init__(recording, instance, **options)
-        self.enabled = {f for f in FEATURES if _as_bool(options.get(f, f in self.features), f)}
-        if "ptxas" not in options and self.backend not in PTXAS_BACKENDS:
-            self.enabled.discard("ptxas")  # ptxas knobs mean nothing elsewhere; ask explicitly
+        wanted = self.features if self.features != ALL else frozenset(toggles)
+        self.enabled = {f for f in toggles if _as_bool(options.get(f, f in wanted), f)}
+        self.knobs = sorted((k for k in params.knobs().values() if k.feature and k.search is not None),
+                            key=lambda k: _STAGE_ORDER[k.stage])
+        for feature in {k.feature for k in self.knobs} - set(options):
+            backends = {b for k in self.knobs if k.feature == feature for b in k.backends}
+            if backends and self.backend not in backends:
+                self.enabled.discard(feature)  # e.g. ptxas knobs mean nothing elsewhere; ask explicitly
         self.max_block = int(options.get("max_block", MAX_THREADS_PER_BLOCK))
         self.pipeline_draws = int(options.get("pipeline", 0))
         self.axes = self._axes(options.get("axes", "auto"))
@@ -94,14 +130,12 @@ class BuiltinSpace(ConfigSpace):
                 dims["passes"] = P.CategoricalParam("passes", self.opt_levels)
         if "codegen" in on:
             dims["codegen_opt"] = P.IntRangeParam("codegen_opt", 0, 3)
-        if "knobs" in on:
-            for knob in ("loop_unrolling", "loop_vectorization", "slp_vectorization"):
-                dims[knob] = P.CategoricalParam(knob, (None, True, False))
-        if "ptxas" in on:
-            dims["ptxas_opt"] = P.IntRangeParam("ptxas_opt", 0, 3)
-            dims["max_registers"] = P.OrdinalParam("max_registers", (0, 32, 64, 128, 255))
-            dims["cache_mode"] = P.CategoricalParam("cache_mode", ("", "ca", "cg"))
-            dims["fast_math"] = P.BoolParam("fast_math")
+        for feature in KNOB_FEATURES + tuple(sorted({k.feature for k in self.knobs} - set(KNOB_FEATURES))):
+            if feature in on:
+                for knob in self.knobs:
+                    if knob.feature == feature and (not knob.backends or self.backend in knob.backends
+                                                    or feature in self.options):
+                        dims[knob.name] = knob_param(knob)
         if not dims:
             raise UsageError(f"space {self.name!r}: every feature is off; nothing to tune")
         return dims
@@ -139,7 +173,7 @@ class FullSpace(BuiltinSpace):
     """Everything: launch geometry and bounds, specialization, pipeline, codegen, LLVM and ptxas knobs."""
 
     name = "full"
-    features = frozenset(FEATURES)
+    features = ALL
 
 
 SPACES = [QuickSpace, LaunchSpace, CompilerSpace, StandardSpace, FullSpace]

@@ -184,13 +184,12 @@ def _canonical_amdgpu(module) -> None:
     """
     import llvmlite.binding as llvm
 
-    from mneme.core import codegen
-
     text = str(module)
     if not re.search(r"getelementptr (?:inbounds )?(?:nuw )?i(16|32|64), ptr addrspace\(4\)|__ockl_get_", text):
         return
     arch = re.search(r'"target-cpu"="(gfx[0-9a-f]+)"', text)
-    tm = codegen.target_machine("amdgpu", arch.group(1) if arch else "gfx90a", 2)
+    # the module's own target (its triple), so no backend needs to be installed to specialize it
+    tm = ir.target_machine(module.triple, arch.group(1) if arch else "gfx90a", "", 2, reloc="pic")
     pb = llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(1))
     pb.getModulePassManager().run(module, pb)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 import os
 import platform
@@ -11,7 +10,9 @@ import re
 import time
 from typing import Any
 
-from mneme.core import pipeline
+import llvmlite
+
+from mneme.core import ir, pipeline
 from mneme.core.backend import (
     Availability,
     Backend,
@@ -20,10 +21,13 @@ from mneme.core.backend import (
     DeviceInfo,
     LoadedKernel,
     Resources,
+    backend_for_arch,
 )
-from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError
+from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.native import c_compiler
-from mneme.plugins.backends.host import allowlist, limits, memory, redzones, retarget, runtime, steps
+from mneme.core.types import dim3
+from mneme.plugins.backends.host import allowlist, limits, machine, memory, redzones, retarget, runtime, steps
+from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
 
@@ -31,32 +35,10 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_SHARED_BYTES = 64 << 20
 
 
-@functools.lru_cache(maxsize=1)
-def _llvm():
-    import llvmlite.binding as llvm
-
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    return llvm
-
-
-def target_machine(opt: int = 3):
-    """The target machine for this CPU (all its features), usable by MCJIT."""
-    llvm = _llvm()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(),
-        features=llvm.get_host_cpu_features().flatten(),
-        opt=opt,
-        reloc="pic",
-        codemodel="jitdefault",
-    )
-
-
 def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
     """A copy of `module` holding only the kernel and what it reaches (other kernels may use what
     the host cannot run), with always-inline functions inlined."""
-    llvm = _llvm()
+    llvm = machine.binding()
     # The host's passes must not see the GPU's target-cpu/features (LLVM aborts on "sm_90").
     text = retarget.inline_synchronizing_functions(retarget.strip_target_attributes(str(module)))
     work = llvm.parse_assembly(text)
@@ -77,7 +59,7 @@ def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
 
 def _check_externals(module: Any, kernel_name: str) -> None:
     """Every function the code calls must be an LLVM intrinsic the CPU has or a symbol of this process."""
-    llvm = _llvm()
+    llvm = machine.binding()
     missing = []
     for fn in module.functions:
         if not fn.is_declaration:
@@ -97,7 +79,7 @@ def _check_externals(module: Any, kernel_name: str) -> None:
 
 def _step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The kernel as a step function (see `steps`), or None to keep fibers."""
-    llvm = _llvm()
+    llvm = machine.binding()
     try:
         text = steps.to_steps(host.text, kernel_name, host.params, host.static_shared)
         if text is not None:
@@ -112,6 +94,8 @@ class HostBackend(Backend):
     """Runs NVPTX kernel IR on this machine's CPU through llvmlite's JIT."""
 
     name = "host"
+    priority = 0
+    emits = ("object",)
 
     def availability(self) -> Availability:
         if platform.system() != "Linux":
@@ -126,10 +110,30 @@ class HostBackend(Backend):
     def arch(self, index: int = 0) -> str:
         return platform.machine()
 
-    def fingerprint(self) -> dict[str, str]:
-        llvm = _llvm()
-        import llvmlite
+    def claims(self, arch: str) -> bool:
+        return arch in ("host", "native", platform.machine())
 
+    def target_machine(self, arch: str, opt: int = 3) -> Any:
+        return machine.pipeline_machine(opt)
+
+    def toolchain(self, arch: str) -> dict[str, str]:
+        return {**super().toolchain(arch), "cpu": machine.cpu()}
+
+    def optimize(self, module: Any, config: Any, arch: str) -> float:
+        """Optimize host IR for this CPU; GPU IR (a replay's `--output-ll`) for the GPU it was written for."""
+        if pipeline.module_target(module) == "host":
+            return super().optimize(module, config, arch)
+        found = re.search(r'"target-cpu"="([\w.-]+)"', str(module))
+        if found is None:
+            raise UnsupportedError(f"module {module.name!r} ({module.triple}) names no target-cpu to optimize it for")
+        device_arch = found.group(1)
+        try:
+            return backend_for_arch(device_arch).optimize(module, config, device_arch)
+        except UsageError:  # its backend is not installed: LLVM's target of the module's own triple will do
+            return pipeline.optimize(module, config, ir.target_machine(module.triple, device_arch, "", config.codegen_opt))
+
+    def fingerprint(self) -> dict[str, str]:
+        llvm = machine.binding()
         return {
             "backend": self.name,
             "arch": self.arch(),
@@ -139,13 +143,12 @@ class HostBackend(Backend):
             "threads": str(os.cpu_count() or 1),
         }
 
-    def compile(self, module: Any, kernel_name: str, config: Any, arch: str) -> DeviceBinary:
+    def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
         """Retarget a preprocessed NVPTX module to the CPU, optimize it, and emit an object file."""
-        llvm = _llvm()
+        self.check_emit(emit, arch)
+        llvm = machine.binding()
         runtime.load()  # its symbols must be known to check the kernel's externals
         if isinstance(module, (str, bytes)):
-            from mneme.core import ir
-
             module = ir.load(module)
         start = time.perf_counter()
         tm = target_machine(getattr(config, "codegen_opt", 3))
@@ -173,7 +176,7 @@ class HostBackend(Backend):
         if host.flags & retarget.FLAG_BLOCK_LOOP or text is not host.text:  # inlined into the entry
             host_module.get_function(kernel_name).linkage = llvm.Linkage.internal
         retarget_seconds = time.perf_counter() - start
-        optimize_seconds = pipeline.optimize(host_module, config, "host")
+        optimize_seconds = self.optimize(host_module, config, arch)
         start = time.perf_counter()
         data = tm.emit_object(host_module)
         codegen_seconds = time.perf_counter() - start
@@ -197,7 +200,7 @@ class HostBackend(Backend):
             raise MnemeError(f"the host backend is not usable here: {availability.reason}")
         runtime.load()
         return HostDevice(DeviceInfo(backend=self.name, index=index, name=_cpu_name(), arch=self.arch(),
-                                     driver=f"LLVM {'.'.join(map(str, _llvm().llvm_version_info))}",
+                                     driver=f"LLVM {'.'.join(map(str, machine.binding().llvm_version_info))}",
                                      memory_bytes=_memory_bytes()))  # fmt: skip
 
 
@@ -243,7 +246,7 @@ class HostKernel(LoadedKernel):
 
     def __init__(self, binary: DeviceBinary):
         super().__init__(binary)
-        llvm = _llvm()
+        llvm = machine.binding()
         try:
             self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
             self._engine.add_object_file(llvm.ObjectFileRef.from_data(binary.data))
@@ -341,8 +344,6 @@ class HostDevice(Device):
         return kernel
 
     def launch(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes) -> None:
-        from mneme.core.types import dim3
-
         self._check_open()
         kernel.check_open()
         if not isinstance(kernel, HostKernel):

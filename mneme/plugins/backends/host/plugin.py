@@ -7,6 +7,6 @@ from mneme.core.hookspecs import hookimpl
 
 @hookimpl
 def mneme_backends():
-    from mneme.plugins.backends.host.backend import HostBackend
+    from mneme.plugins.backends.host.backend import HostBackend  # lazily: `mneme --help` need not load LLVM
 
     return [HostBackend]

@@ -26,6 +26,7 @@ import logging
 import re
 
 import attrs
+import llvmlite.binding as llvm
 
 from mneme.core.errors import IRError, UnsupportedError
 from mneme.plugins.backends.host import intrinsics
@@ -136,14 +137,15 @@ def inline_synchronizing_functions(text: str) -> str:
         attrs_text = groups.get(group.group(1), "") if group else ""
         if re.search(r"\b(noinline|optnone|alwaysinline)\b", header + " " + attrs_text) or "ptx_kernel" in header:
             continue
-        quoted = _quote(name) if not name.startswith('"') else "@" + name
+        quoted = symbol_ref(name) if not name.startswith('"') else "@" + name
         open_index = header.index(quoted + "(") + len(quoted)
-        close = _match_paren(header, open_index)
+        close = match_paren(header, open_index)
         lines[i] = header[: close + 1] + " alwaysinline" + header[close + 1 :]
     return "\n".join(lines)
 
 
-def _match_paren(text: str, open_index: int) -> int:
+def match_paren(text: str, open_index: int) -> int:
+    """The index of the parenthesis closing the one at `open_index` (quoted names skipped)."""
     depth = 0
     in_string = False
     for i in range(open_index, len(text)):
@@ -196,7 +198,7 @@ def remove_addrspacecast_exprs(text: str) -> str:
             out.append(text[pos:])
             return "".join(out)
         open_index = m.end() - 1
-        close = _match_paren(text, open_index)
+        close = match_paren(text, open_index)
         source, _ = _split_to(text[open_index + 1 : close])
         out.append(text[pos : m.start()])
         out.append(remove_addrspacecast_exprs(_strip_type(source)))
@@ -219,12 +221,12 @@ def _hoist_shared(line: str, refs: dict[str, str], hoisted: list[str], counter: 
     while True:
         for m in _CONSTEXPR.finditer(line):
             open_index = m.end() - 1
-            close = _match_paren(line, open_index)
+            close = match_paren(line, open_index)
             inner = line[open_index + 1 : close]
             if not uses_shared(inner):
                 continue
             nested = _CONSTEXPR.finditer(line, open_index + 1, close)
-            if any(uses_shared(line[n.start() : _match_paren(line, n.end() - 1)]) for n in nested):
+            if any(uses_shared(line[n.start() : match_paren(line, n.end() - 1)]) for n in nested):
                 continue  # hoist the innermost first
             counter[0] += 1
             name = f"%__mneme_ce{counter[0]}"
@@ -309,7 +311,7 @@ def unpack_args(params: tuple[Param, ...]) -> tuple[list[str], list[str]]:
 def _trampoline(kernel_name: str, params: tuple[Param, ...]) -> str:
     body, call_args = unpack_args(params)
     lines = [f"define void @{ENTRY}(ptr %args) {{", *body]
-    lines.append(f"  call void {_quote(kernel_name)}({', '.join(call_args)})")
+    lines.append(f"  call void {symbol_ref(kernel_name)}({', '.join(call_args)})")
     lines += ["  ret void", "}"]
     return "\n".join(lines)
 
@@ -324,7 +326,7 @@ def _thread_indices_as_parameters(text: str, kernel_name: str) -> tuple[str, boo
     the threads, every block-invariant value hoisted out of it). Returns (text, done).
     """
     lines = text.split("\n")
-    header = re.compile(r"^define .*" + re.escape(_quote(kernel_name)) + r"\(")
+    header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
     start = next((i for i, line in enumerate(lines) if header.match(line)), None)
     if start is None:
         return text, False
@@ -351,8 +353,8 @@ def _thread_indices_as_parameters(text: str, kernel_name: str) -> tuple[str, boo
     if any(_THREAD_SREGS.search(line) for line in lines[start + 1 : end]):
         return text, False  # a read of a form not rewritten above
     line = lines[start]
-    open_index = line.index(_quote(kernel_name) + "(") + len(_quote(kernel_name))
-    close = _match_paren(line, open_index)
+    open_index = line.index(symbol_ref(kernel_name) + "(") + len(symbol_ref(kernel_name))
+    close = match_paren(line, open_index)
     extra = ", ".join(f"i32 {p}" for p in _TID_PARAMS)
     sep = ", " if line[open_index + 1 : close].strip() else ""
     lines[start] = line[:close] + sep + extra + line[close:]
@@ -383,7 +385,7 @@ def _block_loop(kernel_name: str, params: tuple[Param, ...]) -> str:
         "lx:",
         "  %x = phi i32 [ 0, %ly ], [ %x1, %lx ]",
         "  %lin = add i32 %row, %x",
-        f"  call void {_quote(kernel_name)}({', '.join(call_args)})",
+        f"  call void {symbol_ref(kernel_name)}({', '.join(call_args)})",
         "  %x1 = add nuw i32 %x, 1", "  %cx = icmp ult i32 %x1, %ntx", "  br i1 %cx, label %lx, label %ly.latch",
         "ly.latch:",
         "  %y1 = add nuw i32 %y, 1", "  %cy = icmp ult i32 %y1, %nty", "  br i1 %cy, label %ly, label %lz.latch",
@@ -396,7 +398,8 @@ def _block_loop(kernel_name: str, params: tuple[Param, ...]) -> str:
     return "\n".join(lines)
 
 
-def _quote(name: str) -> str:
+def symbol_ref(name: str) -> str:
+    """`name` as LLVM IR refers to a global: `@name`, quoted (`@"..."`) when it is not a plain identifier."""
     return "@" + name if re.fullmatch(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*", name) else '@"' + name + '"'
 
 
@@ -407,8 +410,6 @@ def _global_alignment(gv_text: str) -> int:
 
 def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) -> HostModule:
     """Rewrite a parsed NVPTX module (llvmlite ModuleRef) into host IR text; see the module docstring."""
-    import llvmlite.binding as llvm
-
     try:
         module.get_function(kernel_name)
     except NameError as exc:
@@ -456,7 +457,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         if fn.is_declaration:
             declared[fn.name] = str(fn.global_value_type)
 
-    shared_refs = {_quote(v.name): f"%__mneme_sh{i}" for i, v in enumerate(shared)}
+    shared_refs = {symbol_ref(v.name): f"%__mneme_sh{i}" for i, v in enumerate(shared)}
     unsupported: set[str] = set()
     asm_impls: dict[str, tuple[str, str]] = {}  # asm text -> (function name, definition)
     out: list[str] = []
@@ -530,7 +531,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
             + f" (used by kernel {kernel_name!r}); run this kernel on a GPU backend"
         )  # fmt: skip
     if renames:
-        pattern = re.compile("|".join(re.escape(_quote(n)) + r"(?=\()" for n in sorted(renames, key=len, reverse=True)))
+        pattern = re.compile("|".join(re.escape(symbol_ref(n)) + r"(?=\()" for n in sorted(renames, key=len, reverse=True)))
         text = pattern.sub(lambda m: "@" + renames[m.group(0)[1:].strip('"')], text)
         text = "\n".join(
             line for line in text.split("\n")
@@ -550,7 +551,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     param_bytes = max((p.offset + p.size for p in params), default=0)
     support.append(f"@{INFO} = constant [4 x i64] [i64 {static_shared}, i64 {flags}, i64 {param_bytes}, i64 0]")
     # Device globals by name: their addresses, sizes, and names (NUL-separated).
-    entries = ", ".join(f"{{ ptr, i64 }} {{ ptr {_quote(n)}, i64 {size} }}" for n, size in device_globals)
+    entries = ", ".join(f"{{ ptr, i64 }} {{ ptr {symbol_ref(n)}, i64 {size} }}" for n, size in device_globals)
     support.append(f"@{GLOBAL_TABLE} = constant [{len(device_globals)} x {{ ptr, i64 }}] [{entries}]")
     names = "".join(n.replace("\\", "\\5C").replace('"', "\\22") + "\\00" for n, _ in device_globals)
     names += "\\00"  # an empty name ends the table
@@ -563,7 +564,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
 
 def _is_used(text: str, name: str) -> bool:
     """Whether `text` calls or takes the address of function `name` outside its declaration."""
-    ref = re.compile(re.escape(_quote(name)) + r"(?![-a-zA-Z$._0-9])")
+    ref = re.compile(re.escape(symbol_ref(name)) + r"(?![-a-zA-Z$._0-9])")
     return any(ref.search(line) for line in text.split("\n") if not line.startswith("declare "))
 
 
@@ -590,7 +591,7 @@ def _rewrite_asm(line: str, impls: dict[str, tuple[str, str]], unsupported: set[
     ret_type = re.sub(r"^(?:fast|nnan|ninf|nsz|arcp|contract|afn|reassoc|\s)+", "", ret_type)
     ret_type = re.sub(r"^(?:noundef|zeroext|signext|inreg)\s+", "", ret_type).strip()
     args_open = m.end()
-    args_close = _match_paren(line, args_open)
+    args_close = match_paren(line, args_open)
     arg_types = [_arg_type(a) for a in intrinsics.split_top_level(line[args_open + 1 : args_close])]
     if asm not in impls:
         name = f"__mneme.asm.{len(impls)}"

@@ -23,7 +23,10 @@ import logging
 import re
 from collections import deque
 
+import llvmlite.binding as llvm
+
 from mneme.plugins.backends.host import intrinsics, retarget
+from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +42,7 @@ _ALLOCA = re.compile(r"^\s*(%[-\w.$]+) = alloca (.+?)(?:, align (\d+))?(?:, !.*)
 
 
 def _function_span(lines: list[str], name: str) -> tuple[int, int] | None:
-    header = re.compile(r"^define .*" + re.escape(retarget._quote(name)) + r"\(")
+    header = re.compile(r"^define .*" + re.escape(retarget.symbol_ref(name)) + r"\(")
     start = next((i for i, line in enumerate(lines) if header.match(line)), None)
     if start is None:
         return None
@@ -86,10 +89,6 @@ def _sync_functions(lines: list[str], spans: dict[str, tuple[int, int]]) -> dict
 
 
 def _run_passes(text: str, add) -> str:
-    import llvmlite.binding as llvm
-
-    from mneme.plugins.backends.host.backend import target_machine
-
     module = llvm.parse_assembly(text)
     pb = llvm.create_pass_builder(target_machine(), llvm.PipelineTuningOptions())
     try:
@@ -153,7 +152,7 @@ def _exchange(line: str, found: re.Match, k: int, kind: str) -> tuple[list[str] 
     if not target:
         return None, []
     open_index = found.end() - 1
-    args = [a.split()[-1] for a in intrinsics.split_top_level(line[open_index + 1 : retarget._match_paren(line, open_index)])]
+    args = [a.split()[-1] for a in intrinsics.split_top_level(line[open_index + 1 : retarget.match_paren(line, open_index)])]
     name = found.group(1)
     result = target.group(1)
     if kind == "shfl":
@@ -241,8 +240,8 @@ def to_steps(text: str, kernel_name: str, params, static_shared: int) -> str | N
     if frame_body is None:
         return None
     header = lines[start]
-    open_index = header.index(retarget._quote(kernel_name) + "(") + len(retarget._quote(kernel_name))
-    close = retarget._match_paren(header, open_index)
+    open_index = header.index(retarget.symbol_ref(kernel_name) + "(") + len(retarget.symbol_ref(kernel_name))
+    close = retarget.match_paren(header, open_index)
     sep = ", " if header[open_index + 1 : close].strip() else ""
     header = header[:close] + sep + "ptr %__mneme_frame, i32 %__mneme_resume" + header[close:]
     frame_type = "{ i32" + "".join(", " + t for t in frame_types) + " }"
@@ -349,5 +348,5 @@ def _entry(kernel_name: str, params) -> str:
     body, call_args = retarget.unpack_args(params)
     lines = [f"define void @{retarget.ENTRY}(ptr %args, ptr %frame, i32 %resume) {{", *body]
     call_args += ["ptr %frame", "i32 %resume"]
-    lines += [f"  call void {retarget._quote(kernel_name)}({', '.join(call_args)})", "  ret void", "}"]
+    lines += [f"  call void {retarget.symbol_ref(kernel_name)}({', '.join(call_args)})", "  ret void", "}"]
     return "\n".join(lines)

@@ -1,0 +1,252 @@
+"""NVPTX code generation: LLVM's NVPTX back end -> PTX -> cubin (nvJitLink in process, or ptxas).
+
+Resource usage comes from the assembler's report (ptxas `--verbose`). `codegen_method="parallel"`
+generates the PTX of partitions of the module in worker processes (`mneme_cuda.parallel_codegen`)
+and links them with nvJitLink.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from mneme.core import ir
+from mneme.core.backend import DeviceBinary, Resources
+from mneme.core.errors import IRError, UsageError
+from mneme.core.pipeline import check_codegen_opt, module_target
+from mneme.core.types import ExperimentConfiguration
+from mneme_cuda import parallel_codegen
+from mneme_cuda.target import TRIPLE, check_arch, target_machine
+
+log = logging.getLogger(__name__)
+
+EMITS = ("cubin", "ptx")
+
+
+def _retarget(module: llvm.ModuleRef, arch: str) -> None:
+    """Make the module's triple and data layout the target's; a mismatch of target is an error."""
+    if module_target(module) != "nvptx":
+        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {TRIPLE}; "
+                      f"compile it for its own target (arch) instead")  # fmt: skip
+    tm = target_machine(arch)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+
+
+_DEBUG_TARGET = re.compile(r"^(\.target\s+\w+), debug$", re.MULTILINE)
+
+
+def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, arch: str, *,
+            emit: str = "cubin") -> DeviceBinary:  # fmt: skip
+    """Generate code for an optimized NVPTX module. `emit`: "ptx" or "cubin".
+
+    `config.codegen_opt` (0..3, else ValueError) is LLVM's codegen level; for cubin
+    `ptxas_opt`, `max_registers` and `cache_mode` go to the PTX assembler.
+    """
+    check_codegen_opt(config.codegen_opt)
+    if emit not in EMITS:
+        raise UsageError(f"cannot emit {emit!r} for {arch}; choose one of {', '.join(EMITS)}")
+    arch = check_arch(arch)
+    ir.find_kernel(module, kernel_name)
+    ir.verify(module, f"module of kernel {kernel_name!r} before code generation")
+    _retarget(module, arch)
+    tm = target_machine(arch, config.codegen_opt)
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    if emit == "cubin" and config.codegen_method == "parallel" and _parallel_possible(module, kernel_name):
+        ptx = parallel_codegen.emit_partitions(module, kernel_name, arch, config.codegen_opt)
+    else:
+        ptx = tm.emit_assembly(module)
+    # Line tables (Triton's IR carries them) make LLVM mark the target ", debug", which ptxas
+    # refuses at any optimization level; the .loc lines alone give profilers their line info.
+    ptx = [_DEBUG_TARGET.sub(r"\1", part) for part in ([ptx] if isinstance(ptx, str) else ptx)]
+    times["codegen"] = time.perf_counter() - start
+    if emit == "ptx":
+        return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx[0].encode(), Resources(), times)
+    start = time.perf_counter()
+    threads = parallel_codegen.codegen_jobs() if len(ptx) > 1 else 1
+    cubin, report, tool = assemble_ptx(ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name, threads=threads)
+    times["assemble"] = time.perf_counter() - start
+    resources = ptxas_resources(report, kernel_name)
+    log.debug("assembled %s with %s: %s", kernel_name, tool, resources)
+    return DeviceBinary("cuda", arch, "cubin", kernel_name, cubin, resources, times)
+
+
+def _parallel_possible(module: llvm.ModuleRef, kernel_name: str) -> bool:
+    """Parallel NVPTX code generation needs nvJitLink: it links the partitions."""
+    if _nvjitlink() is None:
+        log.warning("codegen_method=parallel for kernel %r needs nvJitLink to link the partitions "
+                    "(pip install nvidia-nvjitlink cuda-bindings); generating it serially", kernel_name)  # fmt: skip
+        return False
+    return True
+
+
+# -- PTX -> cubin ------------------------------------------------------------------------------
+
+
+def ptxas_path() -> str | None:
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    cuda = Path(os.environ.get("CUDA_PATH", "/usr/local/cuda")) / "bin" / "ptxas"
+    return str(cuda) if cuda.exists() else None
+
+
+@functools.lru_cache(maxsize=1)
+def _nvjitlink():
+    """cuda.bindings.nvjitlink when it loads here (libnvJitLink from the nvidia-nvjitlink wheel), else None."""
+    if os.environ.get("MNEME_PTX_ASSEMBLER", "") == "ptxas":
+        return None
+    try:
+        from cuda.bindings import nvjitlink  # optional: the nvidia-nvjitlink wheel may be absent
+
+        nvjitlink.version()
+        _keep_freed_heap()
+        return nvjitlink
+    except Exception as exc:  # not installed, or the shared library is missing
+        log.debug("nvJitLink not usable (%s); using the ptxas executable", exc)
+        return None
+
+
+# glibc mallopt parameters and the values that keep nvJitLink's per-handle working memory (about 5 MB
+# for a small kernel) mapped between builds: without them every handle re-faults it page by page.
+_M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
+_MALLOC_TUNING = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 64 << 20), (_M_TOP_PAD, 16 << 20))
+
+
+def _keep_freed_heap() -> bool:
+    """Let this process keep up to 64 MiB of freed heap instead of returning it to the kernel at once.
+
+    Halves nvJitLink's fixed cost per small kernel (measured: benchmarks/results/cpu-compile.md);
+    the generated code is unchanged. MNEME_MALLOC_TUNING=0 leaves glibc's defaults; not glibc: no-op.
+    """
+    if os.environ.get("MNEME_MALLOC_TUNING", "1") == "0":
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return all(mallopt(param, value) == 1 for param, value in _MALLOC_TUNING)
+
+
+def ptx_assembler() -> str:
+    """Which PTX assembler `assemble_ptx` uses: "nvjitlink" (in process) or "ptxas" (subprocess)."""
+    return "nvjitlink" if _nvjitlink() is not None else "ptxas"
+
+
+def ptxas_options(arch: str, config: ExperimentConfiguration) -> list[str]:
+    opts = [f"-arch={arch}", f"-O{config.ptxas_opt}", "--verbose"]
+    if config.max_registers:
+        opts.append(f"-maxrregcount={config.max_registers}")
+    if config.cache_mode:
+        opts.append(f"--def-load-cache={config.cache_mode}")
+    return opts
+
+
+def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfiguration, name: str = "kernel",
+                 assembler: str | None = None, threads: int = 1) -> tuple[bytes, str, str]:  # fmt: skip
+    """PTX -> cubin. Returns (cubin, the assembler's verbose report, "nvjitlink"|"ptxas").
+
+    `assembler` forces "nvjitlink" or "ptxas"; by default nvJitLink when it loads, else ptxas.
+    Several PTX texts (the partitions of parallel code generation) are linked: nvJitLink only.
+    `threads` > 1 lets nvJitLink compile functions on that many threads (-split-compile; same cubin).
+    """
+    if assembler not in (None, "nvjitlink", "ptxas"):
+        raise UsageError(f"unknown PTX assembler {assembler!r}; use nvjitlink or ptxas")
+    parts = [ptx] if isinstance(ptx, str) else list(ptx)
+    nvjitlink = None if assembler == "ptxas" else _nvjitlink()
+    if (assembler == "nvjitlink" or len(parts) > 1) and nvjitlink is None:
+        raise IRError(f"nvJitLink is not usable here (needed to {'link the PTX partitions of' if len(parts) > 1 else 'assemble'} "
+                      f"kernel {name!r}): pip install nvidia-nvjitlink cuda-bindings")  # fmt: skip
+    if nvjitlink is not None:
+        opts = [f"-arch={arch}"] + [f"-Xptxas={o}" for o in ptxas_options(arch, config)[1:]]
+        if threads > 1:
+            opts.append(f"-split-compile={threads}")
+        handle = nvjitlink.create(len(opts), opts)
+        try:
+            try:
+                for i, part in enumerate(parts):
+                    data = part.encode()
+                    label = f"{name}.ptx" if len(parts) == 1 else f"{name}.{i}.ptx"
+                    nvjitlink.add_data(handle, nvjitlink.InputType.PTX, data, len(data), label)
+                nvjitlink.complete(handle)
+            except nvjitlink.nvJitLinkError as exc:
+                size = nvjitlink.get_error_log_size(handle)
+                log_buf = bytearray(size)
+                nvjitlink.get_error_log(handle, log_buf)
+                raise IRError(f"nvJitLink could not assemble the PTX of kernel {name!r} for {arch}: "
+                              f"{log_buf.decode(errors='replace').strip() or exc}") from exc  # fmt: skip
+            cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+            nvjitlink.get_linked_cubin(handle, cubin)
+            info = bytearray(nvjitlink.get_info_log_size(handle))
+            nvjitlink.get_info_log(handle, info)
+            return bytes(cubin), info.decode(errors="replace"), "nvjitlink"
+        finally:
+            nvjitlink.destroy(handle)
+    return _ptxas_subprocess(parts[0], arch, config, name) + ("ptxas",)
+
+
+def _ptxas_subprocess(ptx: str, arch: str, config: ExperimentConfiguration, name: str) -> tuple[bytes, str]:
+    ptxas = ptxas_path()
+    if ptxas is None:
+        raise IRError("ptxas not found: install the CUDA toolkit and put its bin/ on PATH (or set CUDA_PATH), "
+                      "or install nvidia-nvjitlink and cuda-bindings")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="mneme-ptxas-") as tmp:
+        src, out = Path(tmp, f"{name[:64]}.ptx"), Path(tmp, "out.cubin")
+        src.write_text(ptx)
+        proc = subprocess.run([ptxas, *ptxas_options(arch, config), str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise IRError(f"ptxas could not assemble the PTX of kernel {name!r} for {arch}: {proc.stderr.strip()}")
+        return out.read_bytes(), proc.stdout + proc.stderr
+
+
+def ptxas_resources(report: str, kernel_name: str) -> Resources:
+    """Registers, spills and memory of `kernel_name` from ptxas' `--verbose` report."""
+    section = report
+    marker = re.search(r"Compiling entry function '" + re.escape(kernel_name) + r"'", report)
+    if marker:
+        rest = report[marker.end():]
+        nxt = re.search(r"Compiling entry function '", rest)
+        section = rest[: nxt.start()] if nxt else rest
+
+    def grab(pattern: str) -> int:
+        m = re.search(pattern, section)
+        return int(m.group(1)) if m else 0
+
+    return Resources(
+        registers=grab(r"Used (\d+) registers"),
+        local_mem=grab(r"(\d+) bytes stack frame") + grab(r"(\d+) bytes lmem"),
+        const_mem=sum(int(x) for x in re.findall(r"(\d+) bytes cmem\[\d+\]", section)),
+        shared_mem=grab(r"(\d+) bytes smem"),
+        spill_stores=grab(r"(\d+) bytes spill stores"),
+        spill_loads=grab(r"(\d+) bytes spill loads"),
+    )
+
+
+def ptxas_version() -> str:
+    nvjitlink = _nvjitlink()
+    if nvjitlink is not None:
+        return "nvjitlink-" + ".".join(map(str, nvjitlink.version()))
+    return _tool_version(ptxas_path() or "ptxas")
+
+
+@functools.lru_cache(maxsize=8)
+def _tool_version(tool: str) -> str:
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "missing"
+    lines = [line for line in out.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown"

@@ -1,0 +1,160 @@
+"""Timing CUDA kernels: CUPTI kernel records or CUDA events, an L2 flush or a primed run before each."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mneme.core.backend import LoadedKernel, check_cache_state
+from mneme.core.errors import MnemeError, UsageError
+from mneme_cuda import cupti
+from mneme_cuda.driver import check, driver
+from mneme_cuda.gate import LaunchGate
+
+if TYPE_CHECKING:
+    from mneme_cuda.kernel import CudaKernel
+
+log = logging.getLogger(__name__)
+
+
+class DeviceTiming:
+    """`CudaDevice`'s timed runs (a mixin: it uses the device's stream, launches and resets)."""
+
+    def _timing_events(self, n: int) -> list[Any]:
+        cu = driver()
+        while len(self._events) < n:
+            self._events.append(check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate"))
+        return self._events[:n]
+
+    def flush_l2(self) -> None:
+        """Evict the L2 cache by writing a buffer twice its size (ordered on the stream)."""
+        if self._flush is None:
+            self._flush = self.alloc(max(2 * self.l2_bytes, 1 << 20))
+        self.fill(self._flush.addr, self._flush.size, 0)
+
+    @property
+    def launch_gate(self) -> LaunchGate:
+        """The mapped counter that holds timed launches; `.unavailable` says why timing runs ungated."""
+        if self._gate is None:
+            self._enter()
+            self._gate = LaunchGate()
+            if self._gate.unavailable:
+                log.warning("timing launches without the gate (%s): a small kernel's time includes its submission",
+                            self._gate.unavailable)  # fmt: skip
+        return self._gate
+
+    def time(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes, iterations: int,
+             before_each: Callable[[], None] | None = None, cache: str = "flushed", gate: bool = True,
+             timer: str = "auto") -> list[float]:  # fmt: skip
+        """Seconds per run, after `before_each`: by the kernel's own timestamps, or CUDA events around it.
+
+        `cache` is the L2's state at each timed run (`CACHE_STATES`): "flushed" evicts it,
+        "warm" leaves it as `before_each` did, "primed" runs the kernel once more, untimed.
+        `timer`: "cupti" takes each run's start and end from CUPTI's kernel records (`cupti`),
+        "events" records CUDA events around each launch, "auto" is cupti where it can be had and
+        events otherwise; `self.timer_used` says which measured. With events and `gate` the stream
+        waits until both events and the launch are queued (`LaunchGate`), so the events time the
+        kernel, not Python's submission of it, as the recorder does in the application. A kernel's
+        first launch is never held: it may synchronize, which would wait for the held stream.
+        """
+        check_cache_state(cache)
+        super().check_timer(timer)  # the name; whether cupti works here, _kernel_timer says
+        kernel.check_open()
+        cu = self._enter()
+        ktimer = self._kernel_timer(timer)
+        if ktimer is not None:
+            times = self._time_by_records(ktimer, kernel, grid, block, shared_mem, args, iterations, before_each,
+                                          cache, timer)  # fmt: skip
+            if times is not None:
+                self.timer_used = "cupti"
+                return times
+        self.timer_used = "events"
+        events = self._timing_events(2 * iterations)
+        held = self.launch_gate if gate else None
+        keep: list = []
+        for i in range(iterations):
+            self._before_timed_run(kernel, grid, block, shared_mem, args, before_each, cache, keep)
+            ticket = held.hold(self.stream) if held is not None and kernel.launched else 0
+            try:
+                check(cu.cuEventRecord(events[2 * i], self.stream), "cuEventRecord")
+                self._launch_async(kernel, grid, block, shared_mem, args, keep)
+                check(cu.cuEventRecord(events[2 * i + 1], self.stream), "cuEventRecord")
+            finally:  # on every path, or the stream would wait for good
+                if held is not None:
+                    held.release(ticket)
+        self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
+        return [float(check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime")) / 1e3
+                for i in range(iterations)]
+
+    def _before_timed_run(self, kernel: CudaKernel, grid, block, shared_mem: int, args: bytes, before_each,
+                          cache: str, keep: list) -> None:  # fmt: skip
+        """Restore (`before_each`) and bring the L2 to `cache`'s state for the next timed run."""
+        if before_each is not None:
+            before_each()
+        if cache == "flushed":
+            self.flush_l2()
+        elif cache == "primed":
+            self._launch_async(kernel, grid, block, shared_mem, args, keep)
+
+    def check_timer(self, timer: str) -> None:
+        """A known timer, and for "cupti" one that works here (else a UsageError saying why not)."""
+        super().check_timer(timer)
+        if timer == "cupti":
+            self._kernel_timer(timer)
+
+    def _kernel_timer(self, timer: str) -> cupti.KernelTimer | None:
+        """The kernel timer for `timer`, enabled; None: time with events ("cupti" asked: an error saying why not)."""
+        if timer == "events":
+            return None
+        if timer == "auto" and os.environ.get("CUDA_INJECTION64_PATH"):  # as the recorder: a tool may own CUPTI
+            if not self._warned_timer:
+                self._warned_timer = True
+                log.warning("timing with CUDA events: a CUDA injection library (CUDA_INJECTION64_PATH) may own "
+                            "CUPTI's activity buffers; --timer cupti uses them anyway")  # fmt: skip
+            return None
+        ktimer, why = cupti.kernel_timer()
+        if ktimer is not None:
+            try:
+                ktimer.enable()
+            except MnemeError as exc:
+                ktimer, why = None, str(exc)
+        if ktimer is None:
+            if timer == "cupti":
+                raise UsageError(f"timer cupti: {why}; use --timer events (or auto)")
+            if not self._warned_timer:
+                self._warned_timer = True
+                log.warning("timing with CUDA events, not kernel timestamps: %s", why)
+        return ktimer
+
+    def _time_by_records(self, ktimer: cupti.KernelTimer, kernel: LoadedKernel, grid, block, shared_mem: int,
+                         args: bytes, iterations: int, before_each, cache: str,
+                         timer: str) -> list[float] | None:  # fmt: skip
+        """`time` by CUPTI's kernel records; None when a run's record did not come and `timer` is "auto"
+        (the caller uses events); with "cupti", that is an error."""
+        first = ktimer.ids(iterations)
+        keep: list = []
+        try:
+            for i in range(iterations):
+                self._before_timed_run(kernel, grid, block, shared_mem, args, before_each, cache, keep)
+                ktimer.push(first + i)
+                try:
+                    self._launch_async(kernel, grid, block, shared_mem, args, keep)
+                finally:
+                    ktimer.pop()
+            self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
+        except BaseException:
+            ktimer.forget()  # the records of runs that did not all run belong to no one
+            raise
+        times = ktimer.take(first, iterations)
+        missing = sum(t is None for t in times)
+        if missing:
+            kernels, ids = ktimer.seen()
+            what = (f"CUPTI delivered {iterations - missing} of {iterations} kernel records (so far {kernels} kernel "
+                    f"and {ids} correlation records, {ktimer.dropped()} dropped for want of buffer space)")
+            if timer == "cupti":
+                raise MnemeError(f"{what}; use --timer events (or auto, which falls back to events)")
+            log.warning("%s; timing these runs with CUDA events", what)
+            return None
+        return times  # type: ignore[return-value]

@@ -1,0 +1,1 @@
+"""Mneme's HIP backend: AMDGPU code generation (the device layer and recorder come later)."""

@@ -1,0 +1,119 @@
+"""AMDGPU code generation: LLVM's AMDGPU back end -> relocatable object -> code object (.hsaco, ld.lld).
+
+Resource usage comes from the code object's AMDGPU metadata note (`mneme_hip.metadata`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import llvmlite.binding as llvm
+
+from mneme.core import ir
+from mneme.core.backend import DeviceBinary, Resources
+from mneme.core.errors import IRError, UsageError
+from mneme.core.pipeline import check_codegen_opt, module_target
+from mneme.core.types import ExperimentConfiguration
+from mneme_hip.metadata import hsaco_resources
+
+log = logging.getLogger(__name__)
+
+TRIPLE = "amdgcn-amd-amdhsa"
+EMITS = ("hsaco", "object", "asm")
+LLD = os.environ.get("MNEME_LLD", "ld.lld-19")
+_ARCH = re.compile(r"gfx[0-9a-f]+")
+
+
+def claims(arch: str) -> bool:
+    return bool(_ARCH.fullmatch(arch or ""))
+
+
+def check_arch(arch: str | None) -> str:
+    if not arch or not claims(arch):
+        raise UsageError(f"AMDGPU needs an architecture like gfx90a, not {arch!r}")
+    return arch
+
+
+def target_machine(arch: str | None, opt: int = 3) -> llvm.TargetMachine:
+    """A cached llvmlite AMDGPU target machine (cpu=gfxNNN, position-independent code)."""
+    check_codegen_opt(opt)
+    return ir.target_machine(TRIPLE, check_arch(arch), "", opt, reloc="pic")
+
+
+def _retarget(module: llvm.ModuleRef, arch: str) -> None:
+    """Make the module's triple and data layout the target's; a mismatch of target is an error."""
+    if module_target(module) != "amdgpu":
+        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {TRIPLE}; "
+                      f"compile it for its own target (arch) instead")  # fmt: skip
+    tm = target_machine(arch)
+    module.triple = tm.triple
+    module.data_layout = str(tm.target_data)
+
+
+def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, arch: str, *,
+            emit: str = "hsaco") -> DeviceBinary:  # fmt: skip
+    """Generate code for an optimized AMDGPU module. `emit`: "hsaco", "object" or "asm".
+
+    `config.codegen_opt` (0..3, else ValueError) is LLVM's codegen level.
+    """
+    check_codegen_opt(config.codegen_opt)
+    if emit not in EMITS:
+        raise UsageError(f"cannot emit {emit!r} for {arch}; choose one of {', '.join(EMITS)}")
+    arch = check_arch(arch)
+    ir.find_kernel(module, kernel_name)
+    ir.verify(module, f"module of kernel {kernel_name!r} before code generation")
+    _retarget(module, arch)
+    tm = target_machine(arch, config.codegen_opt)
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    if config.codegen_method == "parallel":
+        # a call into another object makes the AMDGPU back end assume the worst registers and stack for it
+        log.info("codegen_method=parallel: kernel %r is generated serially (AMDGPU partitions would lose "
+                 "the callees' resource usage)", kernel_name)  # fmt: skip
+    if emit == "asm":
+        data = tm.emit_assembly(module).encode()
+        times["codegen"] = time.perf_counter() - start
+        return DeviceBinary("hip", arch, "asm", kernel_name, data, Resources(), times)
+    obj = tm.emit_object(module)
+    times["codegen"] = time.perf_counter() - start
+    if emit == "object":
+        return DeviceBinary("hip", arch, "object", kernel_name, obj, Resources(), times)
+    start = time.perf_counter()
+    hsaco = link_hsaco(obj, kernel_name)
+    times["link"] = time.perf_counter() - start
+    start = time.perf_counter()
+    resources = hsaco_resources(hsaco, kernel_name)
+    times["resources"] = time.perf_counter() - start
+    return DeviceBinary("hip", arch, "hsaco", kernel_name, hsaco, resources, times)
+
+
+def link_hsaco(obj: bytes, kernel_name: str) -> bytes:
+    """Link an AMDGPU relocatable object into a code object (.hsaco) with ld.lld."""
+    if shutil.which(LLD) is None:
+        raise IRError(f"{LLD} not found: install lld-19 (apt-get install lld-19) or set MNEME_LLD")
+    with tempfile.TemporaryDirectory(prefix="mneme-lld-") as tmp:
+        src, out = Path(tmp, "kernel.o"), Path(tmp, "kernel.hsaco")
+        src.write_bytes(obj)
+        proc = subprocess.run([LLD, "-shared", "--no-undefined", str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise IRError(f"{LLD} could not link the code object of kernel {kernel_name!r}: {proc.stderr.strip()}")
+        return out.read_bytes()
+
+
+@functools.lru_cache(maxsize=1)
+def lld_version() -> str:
+    """The linker's `--version` line ("missing" when it is not installed)."""
+    try:
+        out = subprocess.run([LLD, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "missing"
+    lines = [line for line in out.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown"

@@ -1,0 +1,5 @@
+"""The original Mneme API's `mneme.convert` (see `mneme.compat`)."""
+
+from mneme.compat.convert import convert_to_json, jit_attribute
+
+__all__ = ["convert_to_json", "jit_attribute"]

@@ -1,0 +1,251 @@
+"""Knobs: the parameters plugins add to `ExperimentConfiguration` (hook `mneme_parameters`).
+
+A `Knob` declares one parameter beside the original Mneme API's fields: its name, type,
+default, range or choices, the stage it affects, help, and how the built-in spaces tune it.
+CLI flags of `mneme replay` / `mneme ir`, the built-in spaces and `build_fields()` are made
+from the declarations. Why the knobs live where they do: docs/design/parameters.md.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+
+from mneme.core.hookspecs import hookimpl
+
+STAGES = ("preprocess", "optimize", "codegen", "launch")
+TYPES = {"bool": bool, "int": int, "float": float, "str": str}
+# Fields of the original Mneme API that reach optimization and code generation (the rest
+# change the preprocessed IR, whose variant hash is part of every build key).
+CORE_BUILD_FIELDS = ("passes", "codegen_opt", "codegen_method")
+
+# Configuration schema 1 (before plugins declared knobs) had these ten fields beside the
+# original API's; they keep their schema-1 defaults in `to_dict()` and `hash()`, so every hash
+# written before stays valid (docs/design/parameters.md, "Compatibility").
+SCHEMA = 2
+SCHEMA1_KNOBS: dict[str, Any] = {
+    "specialize_dims_assume": False, "remove_auto_init": False, "loop_unrolling": None,
+    "loop_vectorization": None, "slp_vectorization": None, "inlining_threshold": None,
+    "ptxas_opt": 3, "max_registers": 0, "cache_mode": "", "fast_math": False,
+}  # fmt: skip
+# A knob is unused (grounded to its default) while this core field is true.
+SCHEMA1_UNUSED_WHEN = {"specialize_dims_assume": "specialize_dims"}
+
+
+@attrs.frozen
+class Knob:
+    """One parameter a plugin adds to the configuration.
+
+    `type` is bool, int, float or str; `optional` allows None (leave it to the tool).
+    `low`/`high` bound an int or float, `choices` a str. `stage` is what it changes:
+    preprocess, optimize, codegen or launch. `search` is how the built-in spaces tune it:
+    "range" (low..high), "bool", or a tuple of values; None leaves it untuned. `feature` is
+    the built-in spaces' toggle that adds it (`-o ptxas=true`); `backends` limits where that
+    toggle is on by default. `unused_when`: a core bool field whose truth makes it irrelevant.
+    """
+
+    name: str
+    type: str = attrs.field(validator=attrs.validators.in_(tuple(TYPES)))
+    default: Any
+    stage: str = attrs.field(validator=attrs.validators.in_(STAGES))
+    help: str = ""
+    optional: bool = False
+    low: float | None = None
+    high: float | None = None
+    choices: tuple | None = None
+    search: Any = None
+    feature: str = ""
+    backends: tuple[str, ...] = ()
+    unused_when: str | None = None
+    plugin: str = ""  # filled in by the registry: who declared it
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def check(self, value: Any) -> Any:
+        """The value if it fits the declaration; ValueError/TypeError naming the knob otherwise."""
+        if value is None:
+            if self.optional:
+                return None
+            raise TypeError(f"{self.name} must be a {self.type}, got None")
+        wanted = TYPES[self.type]
+        if self.type == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if isinstance(value, bool) != (wanted is bool) or not isinstance(value, wanted):
+            raise TypeError(f"{self.name} must be a {self.type}, got {type(value).__name__} {value!r}")
+        if self.low is not None and value < self.low or self.high is not None and value > self.high:
+            raise ValueError(f"{self.name} must be in {self.low}..{self.high}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"{self.name} must be one of {list(self.choices)}, got {value!r}")
+        return value
+
+
+class Knobs(Mapping):
+    """A frozen, hashable mapping of knob values (only those that differ from the default)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | None = None):
+        object.__setattr__(self, "_items", tuple(sorted((items or {}).items())))
+
+    def __getitem__(self, key: str) -> Any:
+        for name, value in self._items:
+            if name == key:
+                return value
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        return dict(self) == dict(other) if isinstance(other, Mapping) else NotImplemented
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("Knobs is immutable")
+
+    def __reduce__(self):
+        return (Knobs, (dict(self._items),))
+
+    def __repr__(self) -> str:
+        return f"Knobs({dict(self._items)!r})"
+
+
+# -- the core's own knobs: the optimize stage (mneme.core.pipeline reads them) ------------------
+
+OPTIMIZE_KNOBS = [
+    Knob("loop_unrolling", "bool", None, "optimize", "Unroll loops in the default<O..> pipelines (default: LLVM's).",
+         optional=True, search=(None, True, False), feature="knobs"),
+    Knob("loop_vectorization", "bool", None, "optimize", "Vectorize loops in the default pipelines (default: LLVM's).",
+         optional=True, search=(None, True, False), feature="knobs"),
+    Knob("slp_vectorization", "bool", None, "optimize", "SLP-vectorize in the default pipelines (default: LLVM's).",
+         optional=True, search=(None, True, False), feature="knobs"),
+    Knob("inlining_threshold", "int", None, "optimize", "Inliner threshold (default: the level's).",
+         optional=True, low=0, high=1 << 20),
+]  # fmt: skip
+
+
+@hookimpl
+def mneme_parameters():
+    return OPTIMIZE_KNOBS
+
+
+# -- the registry of declarations -----------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=1)
+def _declared() -> dict[str, Knob]:
+    from mneme.core import plugins
+    from mneme.core.errors import PluginError
+
+    core = {a.name for a in attrs.fields(_config_class())} - {"knobs"}
+    found: dict[str, Knob] = {}
+    for item in plugins.provided("parameter"):
+        knob = attrs.evolve(item.obj, plugin=item.plugin)
+        if knob.name in core or knob.name in ("schema", "knobs"):
+            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {knob.name!r}, "
+                              "a field of ExperimentConfiguration itself; rename it")
+        if knob.name in found:
+            raise PluginError(f"parameter {knob.name!r} is declared by both {found[knob.name].plugin!r} and "
+                              f"{item.plugin!r}; disable one of them (mneme -p no:NAME)")
+        try:
+            knob.check(knob.default)
+        except (TypeError, ValueError) as exc:
+            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {knob.name!r} "
+                              f"with a default its declaration refuses: {exc}") from None
+        found[knob.name] = knob
+    return found
+
+
+def _config_class():
+    from mneme.core.types import ExperimentConfiguration
+
+    return ExperimentConfiguration
+
+
+def knobs() -> dict[str, Knob]:
+    """Name -> declaration of every knob the loaded plugins declare."""
+    return dict(_declared())
+
+
+def forget() -> None:
+    """Drop the cached declarations (after plugins changed)."""
+    _declared.cache_clear()
+
+
+def known_names() -> set[str]:
+    """Names a configuration may carry beside the core fields: declared knobs and schema-1 fields."""
+    return set(_declared()) | set(SCHEMA1_KNOBS)
+
+
+def default_of(name: str) -> Any:
+    """The default of a knob: declared, else schema 1's; KeyError when neither knows it."""
+    knob = _declared().get(name)
+    if knob is not None:
+        return knob.default
+    return SCHEMA1_KNOBS[name]
+
+
+def unused_when(name: str) -> str | None:
+    knob = _declared().get(name)
+    return knob.unused_when if knob is not None else SCHEMA1_UNUSED_WHEN.get(name)
+
+
+def normalize(values: Mapping[str, Any]) -> Knobs:
+    """Checked knob values, without those equal to their default; unknown names raise ValueError."""
+    declared = _declared()
+    kept: dict[str, Any] = {}
+    for name, value in values.items():
+        if name in declared:
+            value = declared[name].check(value)
+        elif name not in SCHEMA1_KNOBS:
+            raise ValueError(f"unknown configuration field {name!r}: neither a field of the original Mneme API "
+                             f"nor a parameter an installed plugin declares ({nearest(name)})")
+        if value != default_of(name) or type(value) is not type(default_of(name)):
+            kept[name] = value
+    return Knobs(kept)
+
+
+def nearest(name: str) -> str:
+    import difflib
+
+    core = {a.name for a in attrs.fields(_config_class())} - {"knobs"}
+    close = difflib.get_close_matches(name, sorted(core | known_names()), n=1)
+    return f"did you mean {close[0]!r}?" if close else "`mneme plugins --parameters` lists them"
+
+
+def build_fields() -> tuple[str, ...]:
+    """Names of the configuration fields that reach optimization or code generation.
+
+    The original API's `passes`, `codegen_opt`, `codegen_method`, then every declared knob of
+    stage optimize or codegen. Transforms' knobs are not here: their effect is in the variant hash.
+    """
+    return CORE_BUILD_FIELDS + tuple(sorted(k.name for k in _declared().values() if k.stage in ("optimize", "codegen")))
+
+
+def click_options(declared: Mapping[str, Knob] | None = None) -> list:
+    """One click option per knob (``--ptxas-opt``, ``--fast-math/--no-fast-math``), default None: not given."""
+    import click
+
+    options = []
+    for knob in (declared if declared is not None else _declared()).values():
+        flag, help_ = knob.flag, knob.help + (f" [{knob.stage}; {knob.plugin}]" if knob.plugin else "")
+        if knob.type == "bool":
+            options.append(click.Option([f"{flag}/--no-{flag[2:]}", knob.name], default=None, help=help_))
+        elif knob.choices is not None:
+            options.append(click.Option([flag, knob.name], type=click.Choice([str(c) for c in knob.choices]),
+                                        default=None, help=help_))
+        else:
+            kind = click.IntRange if knob.type == "int" else click.FloatRange if knob.type == "float" else None
+            type_ = kind(knob.low, knob.high) if kind else click.STRING
+            options.append(click.Option([flag, knob.name], type=type_, default=None, help=help_))
+    return options

@@ -1,0 +1,55 @@
+// What the recorder counts per kernel while the application runs, written to counts-<pid>.json at
+// exit (finalize's Occurrences and in-application times).
+#pragma once
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "json.h"
+
+namespace mneme_engine {
+
+struct KernelCounts {
+    long seen = 0;
+    std::set<uint64_t> instances;        // recorded argument sets
+    std::map<uint64_t, long> occurrences;  // launches per argument set, recorded or not
+    long graph_launches = 0;               // kernel nodes run through graphs (not recorded)
+    std::map<uint64_t, long> timed;        // launches timed in the application, per recorded argument set
+    std::map<uint64_t, std::vector<double>> app_times;     // their durations in seconds, by events
+    std::map<uint64_t, std::vector<double>> kernel_times;  // or by the device's kernel timestamps
+};
+
+inline std::map<std::string, KernelCounts> &counts() {
+    static auto *m = new std::map<std::string, KernelCounts>();
+    return *m;
+}
+
+// The counts file's "kernels" object: per kernel, launches seen, launches per argument set
+// (recorded or not), launches inside graphs, and the in-application times of each recorded set.
+inline std::string kernels_json(const std::map<std::string, KernelCounts> &all) {
+    std::string text = "{";
+    bool first_kernel = true;
+    for (auto &entry : all) {
+        text += (first_kernel ? "" : ", ") + json_string(entry.first) + ": {\"seen\": " +
+                std::to_string(entry.second.seen) + ", \"instances\": {";
+        first_kernel = false;
+        bool first = true;
+        for (auto &occ : entry.second.occurrences) {
+            char key[32];
+            snprintf(key, sizeof key, "%016llx", (unsigned long long)occ.first);
+            text += std::string(first ? "" : ", ") + "\"" + key + "\": " + std::to_string(occ.second);
+            first = false;
+        }
+        text += "}, \"graph_launches\": " + std::to_string(entry.second.graph_launches) +
+                ", \"app_times\": " + times_json(entry.second.app_times) +
+                ", \"kernel_times\": " + times_json(entry.second.kernel_times) + "}";
+    }
+    return text + "}";
+}
+
+}  // namespace mneme_engine

@@ -1,0 +1,184 @@
+"""The raw folder a native recorder writes: launch manifests, counts, raw dumps, verification policies.
+
+`RawFormat` names one backend's files (its manifest and counts formats) and says how its code
+images read; everything else is the same for every backend.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from mneme.core.errors import FormatError, UsageError
+
+
+@attrs.frozen
+class RawFormat:
+    """What one backend's native recorder writes, and what finalize needs to know of its device.
+
+    `manifest`, `counts`: the "format" names of its launch manifests and counts files.
+    `granularity`: the device's address-range granularity (a database's VASize is a multiple).
+    `kernel_image(data, kernel, arch, where)`: the loadable image of `kernel` in a code image the
+    recorder saved, and its kind ("cubin", "ptx", ...); None when it does not define the kernel.
+    `kernel_timer`: the timer name of launch times taken from the device's kernel timestamps.
+    `graphs`: what the device API calls its graphs of launches, for messages.
+    """
+
+    backend: str
+    manifest: str
+    counts: str
+    granularity: int
+    default_arch: str
+    kernel_image: Callable[[bytes, str, str, str], tuple[bytes, str] | None]
+    kernel_timer: str = "kernel"
+    graphs: str = "graphs"
+
+
+# Launch manifests: 1, raw dumps (prologue.bin, epilogue.bin) that finalize converts; 2, snapshot
+# files the recorder wrote itself (prologue.mneme, epilogue.mneme) that finalize moves into place.
+MANIFEST_VERSIONS = (1, 2)
+
+
+def launches(fmt: RawFormat, raw_dir: Path) -> list[tuple[Path, dict]]:
+    """Every complete launch folder the recorder wrote (incomplete `.tmp` folders are skipped)."""
+    found = []
+    for folder in sorted(Path(raw_dir).glob("launch-*")):
+        if folder.name.endswith(".tmp") or not (folder / "manifest.json").exists():
+            continue
+        try:
+            manifest = json.loads((folder / "manifest.json").read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(folder / "manifest.json", f"unreadable recorder manifest: {exc}") from exc
+        if manifest.get("format") != fmt.manifest or manifest.get("version") not in MANIFEST_VERSIONS:
+            raise FormatError(folder / "manifest.json", f"not a {fmt.manifest} manifest of version "
+                              f"{' or '.join(map(str, MANIFEST_VERSIONS))}; record again with this Mneme",
+                              field="format")  # fmt: skip
+        found.append((folder, manifest))
+    return found
+
+
+def occurrences(fmt: RawFormat, raw_dir: Path) -> dict[tuple[str, str], int]:
+    """(kernel, instance key) -> launches with that argument set, over every recorded process."""
+    total: dict[tuple[str, str], int] = defaultdict(int)
+    for path in sorted(Path(raw_dir).glob("counts-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        if data.get("format") != fmt.counts or data.get("version") != 1:
+            raise FormatError(path, f"not a version-1 {fmt.counts} file", field="format")
+        for kernel, entry in data.get("kernels", {}).items():
+            for key, count in entry.get("instances", {}).items():
+                total[(kernel, key)] += int(count)
+    return dict(total)
+
+
+def in_application(fmt: RawFormat, raw_dir: Path) -> tuple[dict[tuple[str, str], list[float]], dict[str, int], dict[tuple[str, str], str]]:  # fmt: skip
+    """What the recorder measured inside the application, over every recorded process:
+    (kernel, instance key) -> seconds of each timed launch, kernel -> launches inside graphs,
+    and (kernel, instance key) -> the timer of those seconds: `fmt.kernel_timer` (the GPU's kernel
+    timestamps, "kernel_times") where any process had them, else "events" ("app_times")."""
+    kernel_timer = fmt.kernel_timer
+    by_timer: dict[str, dict[tuple[str, str], list[float]]] = {kernel_timer: defaultdict(list),
+                                                               "events": defaultdict(list)}  # fmt: skip
+    graphs: dict[str, int] = defaultdict(int)
+    for path in sorted(Path(raw_dir).glob("counts-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        for kernel, entry in data.get("kernels", {}).items():
+            if entry.get("graph_launches"):
+                graphs[kernel] += int(entry["graph_launches"])
+            for field, timer in (("kernel_times", kernel_timer), ("app_times", "events")):
+                for key, seconds in entry.get(field, {}).items():
+                    if not isinstance(seconds, list) or not all(isinstance(t, (int, float)) and t > 0 for t in seconds):
+                        raise FormatError(path, f"expected positive seconds, got {seconds!r}"[:200],
+                                          field=f"kernels.{kernel}.{field}.{key}")  # fmt: skip
+                    by_timer[timer][(kernel, key)] += [float(t) for t in seconds]
+    times: dict[tuple[str, str], list[float]] = {}
+    timers: dict[tuple[str, str], str] = {}
+    for timer in ("events", kernel_timer):  # kernel timestamps win: the two do not mix
+        for instance, seconds in by_timer[timer].items():
+            if seconds:
+                times[instance], timers[instance] = seconds, timer
+    return times, dict(graphs), timers
+
+
+def raw_regions(folder: Path, name: str, manifest: dict):
+    """(addr, memoryview) of each region and {name: memoryview} of each global in a dump file, mapped."""
+    path = folder / name
+    regions = manifest["regions"]
+    globals_ = manifest.get("globals", [])
+    size = sum(s for _, s in regions) + sum(s for _, _, s in globals_)
+    if path.stat().st_size != size:
+        raise FormatError(path, f"holds {path.stat().st_size} bytes; the manifest's regions and globals add up to "
+                          f"{size}; the recording is damaged, record again")  # fmt: skip
+    with open(path, "rb") as handle:
+        mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    view = memoryview(mapped)
+    offset = 0
+    out = []
+    for addr, length in regions:
+        out.append((addr, view[offset:offset + length]))
+        offset += length
+    values = {}
+    for global_name, _addr, length in globals_:
+        values[global_name] = view[offset:offset + length]
+        offset += length
+    return out, values
+
+
+EPILOGUE_FORMATS = ("diff", "bytes", "best")
+# How snapshot regions are compressed (`mneme record --compression`, MNEME_RECORD_COMPRESSION):
+# LZ4 restores about twice as fast as zstd for a few percent more disk; "none" stores them raw.
+COMPRESSIONS = ("lz4", "zstd", "none")
+
+
+def check_compression(compression: str) -> None:
+    if compression not in COMPRESSIONS:
+        raise UsageError(f"unknown compression {compression!r}; use one of {', '.join(COMPRESSIONS)}")
+
+
+def region_encoding(compression: str) -> str:
+    """The Python writer's region encoding for `compression` (zstd where liblz4 is missing, with a warning)."""
+    from mneme.core.snapshot import codec
+
+    return codec.writable_encoding({"lz4": "lz4", "zstd": "zstd", "none": "raw"}[compression])
+
+
+def region_policies(manifest: dict, where: str = "<manifest>") -> dict:
+    """{region address: RegionPolicy} from a launch manifest's "policies" (mneme_annotate calls).
+
+    Each entry is {"addr", "dtype", "threshold", "relative", "norm", "tag"}; the tag names the
+    buffer in messages only. Entries for addresses that are not a recorded region are ignored.
+    """
+    from mneme.core.snapshot import RegionPolicy
+
+    regions = {addr for addr, _ in manifest.get("regions", [])}
+    out = {}
+    for entry in manifest.get("policies", []):
+        try:
+            policy = RegionPolicy(dtype=entry["dtype"], threshold=entry["threshold"],
+                                  relative=entry.get("relative", False), norm=entry.get("norm", "none"))  # fmt: skip
+            addr = int(entry["addr"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(where, f"invalid verification policy {entry!r}: {exc}", field="policies") from exc
+        if addr in regions:
+            out[addr] = policy
+    return out
+
+
+def mostly_rewritten(before, after) -> bool:
+    """Whether more than half of a region's bytes changed (a diff would store it nearly whole)."""
+    import numpy as np
+
+    if len(before) == 0:
+        return False
+    a, b = np.frombuffer(before, dtype=np.uint8), np.frombuffer(after, dtype=np.uint8)
+    return int(np.count_nonzero(a != b)) * 2 > len(a)

@@ -1,0 +1,143 @@
+"""The servers of the worker processes the pool (`mneme.core.workers`) starts.
+
+`tune_worker_main` is a worker's entry point: a device worker opens one `BaseExecutor` and runs
+experiments; a compile worker holds one `KernelBuilder` and returns binaries (compile-ahead).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from mneme.core import backend as backend_mod
+from mneme.core import limits
+from mneme.core.errors import ExperimentError, MnemeError
+from mneme.core.executor import BaseExecutor, KernelBuilder, fail_result, load_recording, resolve_backend, utc_now
+from mneme.core.snapshot import Snapshot
+from mneme.core.types import ExperimentConfiguration, ExperimentResult
+
+log = logging.getLogger(__name__)
+
+
+# -- the worker process (the seed's TuneWorker) ------------------------------------------------
+
+
+def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
+    """Entry point of a worker process: open once, signal readiness, then serve messages.
+
+    Messages in: ``{"payload": "process", "exp_id", "data": config dict, "binary": DeviceBinary | None}``,
+    ``{"payload": "compile", "exp_id", "data": config dict}`` (compile workers) and
+    ``{"payload": "terminate"}``. Out: ``{"payload": "ready", ...}`` once, then per message
+    ``{"exp_id", "payload": "result", "data": result dict}`` or ``{"exp_id", "payload": "binary",
+    "data": DeviceBinary | None, "result": result dict}``.
+    """
+    _redirect_output(log_path)
+    limits.restrict_worker()  # no core dumps, no new privileges (docs/security.md)
+    role = spec.get("role", "device")
+    log.info("worker %s starting: pid %d, role %s, spec %s", spec.get("name"), os.getpid(), role, spec)
+    try:
+        if role == "compile":
+            server = _CompileServer(spec)
+        else:
+            server = _DeviceServer(spec)
+    except BaseException as exc:  # tell the parent why before exiting
+        log.exception("worker startup failed")
+        try:
+            # A MnemeError (bad recording, unusable backend) repeats on every retry: say so.
+            conn.send({"payload": "error", "error": f"{type(exc).__name__}: {exc}", "fatal": isinstance(exc, MnemeError)})
+        finally:
+            conn.close()
+        os._exit(3)
+    conn.send({"payload": "ready", "pid": os.getpid(), **server.info()})
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            break
+        if message.get("payload") == "terminate":
+            break
+        config_data = message.get("data") or {}
+        try:
+            config = ExperimentConfiguration.from_dict(config_data)
+        except MnemeError as exc:
+            result = ExperimentResult(failed=True, error_kind="invalid", error=str(exc))
+            conn.send({"exp_id": message.get("exp_id"), "payload": "result", "data": result.to_dict()})
+            continue
+        reply = server.serve(message, config, conn)
+        conn.send({"exp_id": message.get("exp_id"), **reply})
+    server.close()
+    conn.close()
+    logging.shutdown()
+
+
+def _redirect_output(log_path: str) -> None:
+    """Send this process's stdout, stderr (native ones too: LLVM aborts) and logging to the log file."""
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    handler = logging.FileHandler(log_path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+class _DeviceServer:
+    def __init__(self, spec: dict[str, Any]):
+        self.executor = BaseExecutor(spec["record_db"], spec.get("record_id"), iterations=spec.get("iterations", 3),
+                                     device_id=spec.get("device_id", 0), backend=spec.get("backend"),
+                                     mode=spec.get("mode", "ir"), warmup=spec.get("warmup", 1),
+                                     cache=spec.get("cache", "flushed"),
+                                     timer=spec.get("timer", "auto")).open()  # fmt: skip
+        if spec.get("mode", "ir") == "ir":
+            self.executor.link_ir()  # link once, before the first experiment
+
+    def info(self) -> dict[str, Any]:
+        ex = self.executor
+        return {"device": ex.device_label, "arch": ex.arch, "backend": ex.backend.name,
+                "default_config": ex.default_config().to_dict(), "kernel": ex.rec.kernel_name}  # fmt: skip
+
+    def serve(self, message: dict[str, Any], config: ExperimentConfiguration, conn) -> dict[str, Any]:
+        before_run = None
+        if message.get("exclusive"):  # another worker shares the device: ask the pool for it, wait for "go"
+
+            def before_run() -> None:
+                conn.send({"exp_id": message.get("exp_id"), "payload": "acquire"})
+                answer = conn.recv()
+                if answer.get("payload") != "go":
+                    raise ExperimentError(f"worker expected 'go' from the pool, got {answer!r}")
+
+        result = self.executor.execute(config, binary=message.get("binary"), before_run=before_run)
+        return {"payload": "result", "data": result.to_dict()}
+
+    def close(self) -> None:
+        self.executor.close()
+
+
+class _CompileServer:
+    def __init__(self, spec: dict[str, Any]):
+        self.rec = load_recording(spec["record_db"])
+        instance = self.rec.select(spec.get("record_id"))
+        backend = spec.get("backend")
+        self.backend = backend_mod.get_backend(backend) if backend else resolve_backend(self.rec)
+        args = Snapshot.open(instance.prologue_path).args
+        self.builder = KernelBuilder(self.rec, args, self.backend, spec["arch"], spec.get("mode", "ir"))
+        self.builder.link_ir()
+
+    def info(self) -> dict[str, Any]:
+        return {"arch": self.builder.arch, "backend": self.backend.name, "kernel": self.rec.kernel_name}
+
+    def serve(self, message: dict[str, Any], config: ExperimentConfiguration, conn) -> dict[str, Any]:
+        result = ExperimentResult(start_time=utc_now(), backend=self.backend.name)
+        try:
+            binary = self.builder.build(config)
+        except MnemeError as exc:
+            fail_result(result, "compile", f"building kernel {self.rec.kernel_name!r} failed: {exc}")
+            result.end_time = utc_now()
+            return {"payload": "binary", "data": None, "result": result.to_dict()}
+        return {"payload": "binary", "data": binary, "result": None}
+
+    def close(self) -> None:
+        pass

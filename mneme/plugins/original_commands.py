@@ -1,0 +1,49 @@
+"""`mneme import-original` and `mneme export-original`: exchange recordings with the original Mneme's tools."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mneme.core.cli import console
+from mneme.core.hookspecs import hookimpl
+
+
+@hookimpl
+def mneme_cli_commands():
+    return [import_original_command, export_original_command]
+
+
+@click.command("import-original")
+@click.argument("source", type=click.Path(exists=True))
+@click.option("-o", "--out", "out", default=None, type=click.Path(file_okay=False),
+              help="Folder of the Mneme recording (default: SOURCE's folder/.mneme-import).")
+@click.option("--backend", default=None, help="Backend of the recording (default: from the IR's target triple).")
+@click.option("--arch", default=None, help="Architecture, e.g. sm_90 (default: from the IR's target-cpu).")
+def import_original_command(source: str, out: str | None, backend: str | None, arch: str | None) -> None:
+    """Convert the original Mneme's recordings (a database JSON or a folder of them) to Mneme's format."""
+    from mneme.compat import original_format as fmt
+    from mneme.compat.recorded_execution import IMPORT_FOLDER
+
+    path = Path(source)
+    folder = path if path.is_dir() else path.parent
+    target = Path(out) if out else folder / IMPORT_FOLDER
+    if path.is_dir():
+        written = fmt.import_folder(path, target, backend=backend, arch=arch)
+    else:
+        written = [fmt.import_original(path, target, backend=backend, arch=arch)]
+    for db in written:
+        console.print(f"imported {db}; replay it with: mneme replay -rdb {db}")
+
+
+@click.command("export-original")
+@click.option("-rdb", "--record-db", "record_db", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Mneme recording database to export.")
+@click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Folder for the original Mneme's database, IR and snapshot files.")
+def export_original_command(record_db: str, out: str) -> None:
+    """Write a Mneme recording in the original Mneme's format (for the original's tools)."""
+    from mneme.compat.original_format import export_original
+
+    console.print(f"exported {export_original(record_db, out)}")

@@ -1,0 +1,1 @@
+"""The original Mneme API's `mneme.proteus` package (see `mneme.compat`)."""

@@ -1,0 +1,108 @@
+"""Digests of what code generation makes of the test corpus, to show a refactoring changed no output.
+
+`python tests/codegen_digests.py` writes `tests/data/codegen_digests.json`: for each corpus kernel
+and configuration, the SHA-256 of the PTX (sm_90), of the cubin's resource report, of the hsaco
+(gfx90a) and of the host backend's object, each with the hash of the input IR, the variant hash and
+the toolchain that made it. `test_codegen_digests.py` rebuilds them and compares the entries whose
+input IR and toolchain are the same as when the file was written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import attrs  # noqa: E402
+from irbuild import build_cuda_ir, build_hip_ir, corpus  # noqa: E402
+
+from mneme.core import ir  # noqa: E402
+from mneme.core.types import ExperimentConfiguration  # noqa: E402
+
+FIXTURE = HERE / "data" / "codegen_digests.json"
+BASE = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
+CONFIGS = {
+    "O3": BASE,
+    "O1-cg2-maxreg32": BASE.replace(passes="default<O1>", codegen_opt=2, max_registers=32),
+    "specialize-dims": BASE.replace(specialize_dims=True, set_launch_bounds=True, max_threads=128),
+}
+
+
+def compile_kernel(module, kernel: str, config: ExperimentConfiguration, arch: str, emit: str):
+    """One uncached build through the one compile path (the backend that claims `arch`)."""
+    from mneme.core import build
+
+    return build.compile(module, kernel, config, arch, emit=emit, cache=False)
+
+
+def compile_host(module, kernel: str, config: ExperimentConfiguration):
+    """The host backend's build of CUDA IR (what replay and tune run on a machine without a GPU)."""
+    from mneme.core import build
+    from mneme.core.backend import get_backend
+
+    backend = get_backend("host")
+    return build.compile(module, kernel, config, backend.arch(), backend=backend, cache=False)
+
+
+def toolchains() -> dict[str, dict[str, str]]:
+    """What the outputs depend on besides the input IR: LLVM, the assemblers, the host CPU."""
+    from mneme.core.backend import get_backend
+
+    def tools(backend: str, arch: str) -> dict[str, str]:
+        return {k: v for k, v in get_backend(backend).toolchain(arch).items() if k != "backend"}
+
+    return {"cuda": tools("cuda", "sm_90"), "hip": tools("hip", "gfx90a"),
+            "host": {**tools("host", platform.machine()), "machine": platform.machine()}}  # fmt: skip
+
+
+def _sha(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def entries():
+    """(backend, source, kernel, config name, lazily built digest) for the whole corpus."""
+    for item in corpus():
+        for kernel in item.kernels:
+            for name, config in CONFIGS.items():
+                yield "cuda", item.source, kernel, name, lambda s=item.source, k=kernel, c=config: _cuda(s, k, c)
+                yield "hip", item.source, kernel, name, lambda s=item.source, k=kernel, c=config: _hip(s, k, c)
+                yield "host", item.source, kernel, name, lambda s=item.source, k=kernel, c=config: _host(s, k, c)
+
+
+def _cuda(source: str, kernel: str, config: ExperimentConfiguration) -> dict:
+    module = ir.link([build_cuda_ir(source)], kernel)
+    ptx = compile_kernel(module, kernel, config, "sm_90", "ptx")
+    cubin = compile_kernel(module, kernel, config, "sm_90", "cubin")
+    return {"input": ir.module_hash(module), "variant": ptx.variant_hash, "ptx": _sha(ptx.data),
+            "cubin_resources": attrs.asdict(cubin.resources)}  # fmt: skip
+
+
+def _hip(source: str, kernel: str, config: ExperimentConfiguration) -> dict:
+    module = ir.link([build_hip_ir(source)], kernel)
+    hsaco = compile_kernel(module, kernel, config, "gfx90a", "hsaco")
+    return {"input": ir.module_hash(module), "variant": hsaco.variant_hash, "hsaco": _sha(hsaco.data),
+            "resources": attrs.asdict(hsaco.resources)}  # fmt: skip
+
+
+def _host(source: str, kernel: str, config: ExperimentConfiguration) -> dict:
+    module = ir.link([build_cuda_ir(source)], kernel)
+    binary = compile_host(module, kernel, config)
+    return {"input": ir.module_hash(module), "variant": binary.variant_hash, "object": _sha(binary.data),
+            "resources": attrs.asdict(binary.resources)}  # fmt: skip
+
+
+def build() -> dict:
+    digests = {}
+    for backend, source, kernel, name, make in entries():
+        digests[f"{backend}/{source}/{kernel}/{name}"] = make()
+    return {"toolchains": toolchains(), "digests": digests}
+
+
+if __name__ == "__main__":
+    FIXTURE.write_text(json.dumps(build(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {FIXTURE}")

@@ -1,0 +1,113 @@
+"""`mneme.proteus.jit`, `mneme.device`, `mneme.profile`, `mneme.convert`, `mneme.futures`, `mneme.cli`, `mneme.llvm`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mneme.cli import main as mneme_main
+from mneme.convert import convert_to_json
+from mneme.core import ir
+from mneme.device import DeviceModule, MemBuffer, get_device_arch, get_device_count
+from mneme.futures import EvalFuture
+from mneme.llvm import module as llvm_module
+from mneme.llvm.value import alignment, initializer
+from mneme.mneme_types import ExperimentConfiguration, dim3
+from mneme.profile import gpu_profile_start, gpu_profile_stop, init_profiler
+from mneme.proteus import jit
+from mneme.recorded_execution import RecordedExecution
+
+
+@pytest.fixture
+def saxpy(saxpy_db):
+    rec = RecordedExecution.from_json(str(saxpy_db))
+    (inst,) = rec.values()
+    return rec, inst
+
+
+def test_transforms_work_in_place_and_return_the_new_hash(saxpy):
+    rec, inst = saxpy
+    mod = ir.clone(rec.link_llvm_modules())
+    before = ir.module_hash(mod)
+    with inst.prologue as state:
+        new = jit.specialize_args(mod, before, rec.kernel_name, state.args, state.num_args,
+                                  inst.available_specializations)  # fmt: skip
+    assert new != before and ir.module_hash(mod) != before  # the caller's handle holds the result
+    params = [p.name for p in ir.kernel_params(mod, rec.kernel_name)]
+    assert len(params) == 4
+    again = jit.specialize_dims(mod, new, rec.kernel_name, inst.grid_dim, inst.block_dim)
+    assert again != new
+    bounded = jit.set_launch_bounds(mod, again, rec.kernel_name, 256, 1)
+    assert bounded != again
+
+
+def test_transform_arguments_are_checked(saxpy):
+    rec, inst = saxpy
+    mod = ir.clone(rec.link_llvm_modules())
+    with pytest.raises(RuntimeError):
+        jit.specialize_args(mod, "h", rec.kernel_name, b"", 4, [0, 1, 2, 3, 4])
+    with pytest.raises(RuntimeError):
+        jit.set_launch_bounds(mod, "h", rec.kernel_name, 2048, 1)
+    with pytest.raises(ValueError):
+        jit.optimize(mod, get_device_arch(), "default<O3>", 4)
+
+
+def test_compile_load_and_profile_on_the_recorded_state(saxpy):
+    rec, inst = saxpy
+    mod = ir.clone(rec.link_llvm_modules())
+    arch = get_device_arch()
+    assert get_device_count() >= 1
+    jit.optimize(mod, arch, "3", 3)
+    buffer = jit.codegen_object(mod, arch)
+    assert isinstance(buffer, MemBuffer) and len(buffer) > 0
+    with pytest.raises(TypeError):
+        DeviceModule.from_MemBuffer(b"not a buffer")
+    module = DeviceModule.from_MemBuffer(buffer)
+    function = module.get_function(rec.kernel_name)
+    with inst.prologue as state:
+        times = function.profile(inst.grid_dim, inst.block_dim, state, None, 0, 3)
+    assert len(times) == 3 and all(isinstance(t, int) and t > 0 for t in times)
+    module.unload()
+    with pytest.raises(RuntimeError):
+        function.launch(inst.grid_dim, inst.block_dim)
+
+
+def test_profile_needs_init_and_reports_nanoseconds():
+    init_profiler()
+    correlation = gpu_profile_start("k")
+    (elapsed,) = gpu_profile_stop(correlation)
+    assert isinstance(elapsed, int) and elapsed >= 0
+    with pytest.raises(RuntimeError):
+        gpu_profile_stop(correlation)
+
+
+def test_convert_writes_proteus_tuned_kernel_json(saxpy, tmp_path, capsys):
+    rec, inst = saxpy
+    config = ExperimentConfiguration(grid=dim3(64), block=dim3(256), passes="default<O2>", codegen_opt=2)
+    convert_to_json(str(tmp_path / "tuned.json"), rec, inst, config)
+    data = json.loads((tmp_path / "tuned.json").read_text())
+    assert data["saxpy"]["Pipeline"] == "default<O2>" and data["saxpy"]["CodeGenOptLevel"] == 2
+    assert 'annotate("jit", 1,2)' in capsys.readouterr().out
+
+
+def test_eval_future_errors_raise_runtime_error():
+    future = EvalFuture(3, {"a": 1})
+    future.set_error("worker died")
+    assert future.done() and future.job_id == 3
+    with pytest.raises(RuntimeError, match="worker died"):
+        future.result()
+
+
+def test_cli_main_returns_the_exit_code(saxpy_db, tmp_path):
+    assert mneme_main(["inspect", str(saxpy_db)]) == 0
+    assert mneme_main(["replay", "-rdb", str(tmp_path / "missing.json")]) == 2
+
+
+def test_llvm_helpers(saxpy):
+    rec, _ = saxpy
+    text = "@g = global i32 7, align 4\n"
+    mod = llvm_module.parse_assembly(text)
+    gv = mod.get_global_variable("g")
+    assert initializer(gv) == "7" and alignment(gv) == 4
+    assert llvm_module.parse_bitcode(mod.as_bitcode()).get_global_variable("g") is not None

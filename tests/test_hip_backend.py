@@ -1,0 +1,57 @@
+"""The HIP backend (distribution mneme-hip): code generation for gfxNNN; no device layer yet."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from irbuild import build_hip_ir, hip_available
+
+from mneme.core import build, ir
+from mneme.core.backend import backend_for_arch, default_backend, get_backend
+from mneme.core.cli import cli
+from mneme.core.errors import MnemeError
+from mneme.core.types import ExperimentConfiguration
+
+needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+BASE = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
+
+
+def test_hip_backend_is_installed_but_says_why_it_cannot_run():
+    backend = get_backend("hip")
+    availability = backend.availability()
+    assert not availability.usable and "HIP device layer" in availability.reason
+    assert backend.device_count() == 0
+    with pytest.raises(MnemeError, match="cannot open device 0: the HIP device layer"):
+        backend.open_device(0)
+    assert default_backend().name != "hip"
+
+
+def test_plugins_lists_the_hip_backend_with_its_reason():
+    result = CliRunner().invoke(cli, ["plugins"], env={"COLUMNS": "250"}, catch_exceptions=False)
+    (line,) = [line for line in result.output.splitlines() if " hip " in line and "backend" in line]
+    assert "mneme-hip" in line and "unusable: the HIP device layer" in line
+
+
+def test_hip_claims_gfx_architectures_only():
+    backend = get_backend("hip")
+    assert backend.claims("gfx90a") and backend.claims("gfx1100") and not backend.claims("sm_90")
+    assert backend_for_arch("gfx942").name == "hip"
+
+
+@needs_hip
+@pytest.mark.parametrize("emit,kind,magic", [("hsaco", "hsaco", b"\x7fELF"), ("object", "object", b"\x7fELF"),
+                                             ("asm", "asm", b"\t.")])  # fmt: skip
+def test_hip_backend_compiles_each_output_kind(emit, kind, magic):
+    module = ir.link([build_hip_ir("reduce_sum")], "reduce_sum")
+    binary = build.compile(module, "reduce_sum", BASE, "gfx90a", emit=emit, cache=False)
+    assert binary.backend == "hip" and binary.kind == kind and binary.data.startswith(magic)
+    assert binary.variant_hash and "optimize" in binary.stage_times and "codegen" in binary.stage_times
+    if kind == "hsaco":
+        assert binary.resources.shared_mem == 1024 and binary.resources.registers > 0
+
+
+@needs_hip
+def test_hip_backend_refuses_an_output_it_cannot_make():
+    module = ir.link([build_hip_ir("saxpy")], "saxpy")
+    with pytest.raises(MnemeError, match="the hip backend cannot emit 'cubin' for gfx90a; choose one of hsaco"):
+        build.compile(module, "saxpy", BASE, "gfx90a", emit="cubin", cache=False)
