@@ -7,15 +7,40 @@ fuzzer cannot make the machine swap, which is the configurability the limits pro
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import tempfile
 from pathlib import Path
 
 from mneme.core.errors import MnemeError
 
-os.environ.setdefault("MNEME_LIMIT_BUFFER_BYTES", str(1 << 20))
-os.environ.setdefault("MNEME_LIMIT_TEXT_BYTES", str(1 << 20))
-os.environ.setdefault("MNEME_LIMIT_PARAM_VALUES", "10000")
+#: Lower limits while a target runs (restored after, so other tests in the process see the defaults).
+LIMITS = {"MNEME_LIMIT_BUFFER_BYTES": str(1 << 20), "MNEME_LIMIT_TEXT_BYTES": str(1 << 20),
+          "MNEME_LIMIT_PARAM_VALUES": "10000"}
+
+
+@contextlib.contextmanager
+def lowered_limits():
+    saved = {k: os.environ.get(k) for k in LIMITS}
+    os.environ.update(LIMITS)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _limited(function):
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        with lowered_limits():
+            return function(*args, **kwargs)
+
+    return run
 
 CORPUS = Path(__file__).resolve().parent / "fuzz" / "corpus"
 _scratch: Path | None = None
@@ -61,6 +86,7 @@ def _native():
     return snapio if snapio.library() is not None else None
 
 
+@_limited
 def read_snapshot(path: Path) -> None:
     """Open, verify and read every region with the Python reader, and compare with the native reader."""
     from mneme.core.snapshot import Snapshot
@@ -105,6 +131,7 @@ def snapshot_target(blob: bytes) -> None:
 
 # -- recording databases --------------------------------------------------------------------------
 
+@_limited
 def load_database(folder: Path, blob: bytes) -> None:
     from mneme.core.records import RecordedExecution
 
@@ -127,6 +154,7 @@ def database_target(blob: bytes) -> None:
 
 # -- capture descriptions -------------------------------------------------------------------------
 
+@_limited
 def build_capture_args(folder: Path, blob: bytes) -> None:
     from mneme import capture
 
@@ -147,6 +175,7 @@ def capture_target(blob: bytes) -> None:
 
 # -- search spaces and constraints ----------------------------------------------------------------
 
+@_limited
 def load_space_text(folder: Path, blob: bytes, suffix: str = ".yaml") -> None:
     from mneme.core.tuning.space import load_space
 
@@ -165,6 +194,7 @@ def space_target(blob: bytes) -> None:
     load_space_text(folder, blob)
 
 
+@_limited
 def constraint_text(blob: bytes) -> None:
     from mneme.core.tuning.constraints import Constraint
 
