@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from mneme.core import fsutil
+from mneme.core import fsutil, limits
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.types import ExperimentConfiguration, dim3
 
@@ -351,17 +351,8 @@ _GENERATORS = ("random", "zeros", "ones", "full", "arange", "file")
 
 def load_spec(path: str | os.PathLike) -> dict[str, Any]:
     """Read a capture description (YAML or JSON)."""
-    import yaml
-
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the capture description ({exc.strerror or exc})") from exc
-    try:
-        data = yaml.safe_load(text)  # JSON is YAML
-    except yaml.YAMLError as exc:
-        raise FormatError(path, f"not valid YAML/JSON: {exc}") from exc
+    data = limits.load_yaml(limits.read_text(path, "capture description"), path)  # JSON is YAML
     if not isinstance(data, dict):
         raise FormatError(path, "a capture description is a mapping with ir, kernel, grid, block and args")
     return data
@@ -406,20 +397,31 @@ def _value(entry: dict[str, Any], source, field: str, base: Path | None):
     try:
         if kind == "scalar":
             dtype = entry.get("dtype")
-            return np.dtype(dtype).type(body) if dtype else body
+            if not isinstance(body, (int, float)) or isinstance(body, bool):
+                raise FormatError(source, f"a scalar is a number, got {body!r}"[:200], field=f"{field}.scalar")
+            return _numeric_dtype(dtype, source, f"{field}.dtype").type(body) if dtype else body
         if not isinstance(body, Mapping):
             raise FormatError(source, f"{kind} takes a mapping such as {{dtype: float32, shape: [1024]}}",
                               field=f"{field}.{kind}")  # fmt: skip
         body = dict(body)
-        dtype = np.dtype(body.pop("dtype", "float32"))
+        dtype = _numeric_dtype(body.pop("dtype", "float32"), source, f"{field}.{kind}.dtype")
         if kind == "file":
-            path = Path(body.pop("path"))
-            path = path if path.is_absolute() or base is None else base / path
-            array = np.fromfile(path, dtype=dtype)
-            return array
+            return _read_file_argument(body.pop("path"), dtype, base, source, f"{field}.file.path")
         shape = body.pop("shape", None)
+        if shape is not None:
+            shape = _shape(shape, dtype, source, f"{field}.{kind}.shape")
         if kind == "arange":
             start, stop, step = body.pop("start", 0), body.pop("stop", None), body.pop("step", 1)
+            for name, number in (("start", start), ("stop", stop), ("step", step)):
+                if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))
+                                           or not np.isfinite(number)):
+                    raise FormatError(source, f"must be a finite number, got {number!r}"[:200],
+                                      field=f"{field}.arange.{name}")
+            if step == 0:
+                raise FormatError(source, "must not be 0", field=f"{field}.arange.step")
+            if stop is not None:
+                count = max(0, int(np.ceil((stop - start) / step)))
+                limits.check("buffer_bytes", count * dtype.itemsize, f"{source}: {field}.arange: the buffer's bytes")
             if stop is None:
                 stop = start + int(np.prod(shape)) * step
                 array = np.arange(start, stop, step, dtype=dtype)[: int(np.prod(shape))]
@@ -444,10 +446,59 @@ def _value(entry: dict[str, Any], source, field: str, base: Path | None):
         if body:
             raise FormatError(source, f"unknown key(s) {', '.join(sorted(body))}", field=f"{field}.{kind}")
         return array
-    except FormatError:
+    except MnemeError:
         raise
-    except (TypeError, ValueError, KeyError, OSError) as exc:
-        raise FormatError(source, f"cannot make the {kind} argument: {exc}", field=field) from exc
+    except (TypeError, ValueError, KeyError, OSError, OverflowError) as exc:
+        raise FormatError(source, f"cannot make the {kind} argument: {exc}"[:500], field=field) from None
+
+
+#: The element types a capture buffer or scalar may have: numbers and booleans, never objects,
+#: strings or records (their bytes would be heap pointers or undefined).
+_NUMERIC_KINDS = "biuf"
+
+
+def _numeric_dtype(value: Any, source, field: str) -> np.dtype:
+    if not isinstance(value, str):
+        raise FormatError(source, f"a dtype is a name such as float32, got {value!r}"[:200], field=field)
+    try:
+        dtype = np.dtype(value)
+    except TypeError as exc:
+        raise FormatError(source, f"unknown dtype {value!r}: {exc}"[:200], field=field) from None
+    if dtype.kind not in _NUMERIC_KINDS or dtype.hasobject:
+        raise FormatError(source, f"dtype {value!r} is not a number type; use one of {', '.join(_NP_TO_POLICY)}",
+                          field=field)
+    return dtype
+
+
+def _shape(shape: Any, dtype: np.dtype, source, field: str) -> tuple[int, ...]:
+    """A shape of non-negative integers whose buffer fits the buffer_bytes limit (checked before allocating)."""
+    dims = [shape] if isinstance(shape, int) else shape
+    if not isinstance(dims, list) or not dims or len(dims) > 32 or any(
+            isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
+        raise FormatError(source, f"a shape is a list of 1 to 32 non-negative integers, got {shape!r}"[:200], field=field)
+    total = dtype.itemsize
+    for d in dims:
+        total *= d
+    limits.check("buffer_bytes", total, f"{source}: {field}: the buffer's bytes")
+    return tuple(dims)
+
+
+def _read_file_argument(value: Any, dtype: np.dtype, base: Path | None, source, field: str) -> np.ndarray:
+    """A buffer from a regular file (never a device such as /dev/zero, a FIFO or a socket)."""
+    import stat
+
+    if not isinstance(value, str) or "\0" in value:
+        raise FormatError(source, f"a file path is a string, got {value!r}"[:200], field=field)
+    path = Path(value)
+    path = path if path.is_absolute() or base is None else base / path
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise FormatError(source, f"cannot read {path}: {exc.strerror or exc}", field=field) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise FormatError(source, f"{path} is not a regular file (a device, FIFO or folder)", field=field)
+    limits.check("buffer_bytes", info.st_size, f"{source}: {field}: {path}'s size")
+    return np.fromfile(path, dtype=dtype)
 
 
 def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backend: str | None = None,
@@ -460,16 +511,34 @@ def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backen
         if key not in spec:
             raise FormatError(spec_path, "required field is missing", field=key)
     ir_paths = spec["ir"] if isinstance(spec["ir"], list) else [spec["ir"]]
+    if not ir_paths or any(not isinstance(p, str) or not p or "\0" in p for p in ir_paths):
+        raise FormatError(spec_path, f"is the path of the kernel's .ll/.bc file (or a list of them), got {spec['ir']!r}"[:200],
+                          field="ir")
     ir_paths = [Path(p) if Path(p).is_absolute() else base / p for p in ir_paths]
+    if not isinstance(spec["kernel"], str) or not spec["kernel"]:
+        raise FormatError(spec_path, f"is the kernel's (mangled) name, got {spec['kernel']!r}"[:200], field="kernel")
     args, tolerances, names = build_args(spec, spec_path, base)
+    for key in ("grid", "block"):
+        try:
+            dim3.of(spec[key])
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise FormatError(spec_path, f"1-3 positive integers: {exc}"[:200], field=key) from None
+    grid, block = dim3.of(spec["grid"]), dim3.of(spec["block"])
+    shared_mem = spec.get("shared_mem", 0)
+    if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or not 0 <= shared_mem < 1 << 32:
+        raise FormatError(spec_path, f"bytes of dynamic shared memory (an integer >= 0), got {shared_mem!r}"[:200],
+                          field="shared_mem")
     try:
-        grid, block = dim3.of(spec["grid"]), dim3.of(spec["block"])
-    except (TypeError, ValueError) as exc:
-        raise FormatError(spec_path, f"grid and block are 1-3 positive integers: {exc}", field="grid") from exc
+        va_addr = int(str(spec.get("va_addr", DEFAULT_VA_ADDR)), 0)
+    except ValueError:
+        raise FormatError(spec_path, f"an address such as 0x153940000000, got {spec.get('va_addr')!r}"[:200],
+                          field="va_addr") from None
+    backend = backend or spec.get("backend")
+    if backend is not None and not isinstance(backend, str):
+        raise FormatError(spec_path, f"a backend name, got {backend!r}"[:200], field="backend")
     return capture(
-        ir_paths, str(spec["kernel"]), grid, block, args, out, shared_mem=int(spec.get("shared_mem", 0)),
-        backend=backend or spec.get("backend"), tolerances=tolerances, names=names,
-        va_addr=int(str(spec.get("va_addr", DEFAULT_VA_ADDR)), 0), device_id=device_id,
+        ir_paths, spec["kernel"], grid, block, args, out, shared_mem=shared_mem,
+        backend=backend, tolerances=tolerances, names=names, va_addr=va_addr, device_id=device_id,
     )  # fmt: skip
 
 

@@ -128,18 +128,18 @@ def test_not_json_and_not_an_object_name_the_file(tmp_path):
 
 def test_older_schema_versions_are_upgraded_when_read(good, tmp_path, monkeypatch):
     """The policy's mechanism: a reader of version N + 1 reads a version-N file through an upgrade step."""
-    from mneme.core import records
+    from mneme.core.records import model, schema
 
     folder, data, _ = good
     path = folder / "older.json"
     path.write_text(json.dumps(data))  # written by this version...
     # ...and read by a hypothetical next version, with its upgrade step from this one.
-    monkeypatch.setattr(records, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(model, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
 
     def upgrade(doc):
         return dict(doc, SchemaVersion=SCHEMA_VERSION + 1)
 
-    monkeypatch.setitem(records._UPGRADES, SCHEMA_VERSION, upgrade)
+    monkeypatch.setitem(schema._UPGRADES, SCHEMA_VERSION, upgrade)
     try:
         rec = RecordedExecution.from_json(path)
     finally:

@@ -39,11 +39,23 @@ class PluginGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except MnemeError as exc:
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the guard: one line, never a traceback (docs/security.md)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            ctx.exit(exc.exit_code)
+            _report(exc)
+            ctx.exit(exc.exit_code if isinstance(exc, MnemeError) else 1)
+
+
+def _report(exc: BaseException) -> None:
+    """One line for an error: a MnemeError's message, or what went wrong unexpectedly."""
+    if isinstance(exc, MnemeError):
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return
+    text = " ".join(str(exc).split())[:300].encode("utf-8", "backslashreplace").decode("utf-8")
+    err_console.print(f"error: unexpected {type(exc).__name__}: {text} (run with --debug for the traceback)",
+                      highlight=False, soft_wrap=True, markup=False)
 
 
 def _plugin_options(args: list[str]) -> list[str]:
@@ -97,11 +109,13 @@ def main(argv: list[str] | None = None) -> None:
     argv = rewrite(sys.argv[1:] if argv is None else argv)
     try:
         cli.main(args=argv, prog_name="mneme")
-    except MnemeError as exc:  # raised while loading plugins, before a subcommand runs
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - raised while loading plugins, before a subcommand runs
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        _report(exc)
+        sys.exit(exc.exit_code if isinstance(exc, MnemeError) else 1)
 
 
 if __name__ == "__main__":

@@ -64,6 +64,12 @@ class ExperimentError(MnemeError):
         super().__init__(message)
 
 
+class LimitError(MnemeError):
+    """An input asks for more than a configured limit allows (memory, count, size); the message names the limit."""
+
+    exit_code = 2
+
+
 # The distribution's name as pip installs it, for "pip install 'mneme-gpu[extra]'" messages.
 DISTRIBUTION = "mneme-gpu"
 

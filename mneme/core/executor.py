@@ -268,6 +268,7 @@ class BaseExecutor:
         self.backend = resolve_backend(self.rec, self._backend_choice)
         self.prologue = Snapshot.open(self.instance.prologue_path)
         self.epilogue = Snapshot.open(self.instance.epilogue_path, base=self.prologue)
+        self.instance.check_prologue(self.prologue)
         self.args = bytes(self.prologue.args)
         self.device = self.backend.open_device(self.device_id)
         self.device.check_timer(self.timer)  # a timer the device lacks is a usage error, not a failed experiment

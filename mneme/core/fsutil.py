@@ -45,3 +45,13 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int | None
             pass
         raise
     fsync_dir(target.parent)
+
+
+def safe_component(text: str, limit: int = 40, default: str = "x") -> str:
+    """`text` as one file-name component: only [A-Za-z0-9_.-], no leading dot, at most `limit` characters.
+
+    Names from a recording (a kernel name, an instance key) never choose a folder: `../../x`
+    becomes `.._.._x` trimmed of its leading dots, inside the folder the user asked for.
+    """
+    out = "".join(c if c.isascii() and (c.isalnum() or c in "_.-") else "_" for c in text)[:limit].lstrip(".")
+    return out or default

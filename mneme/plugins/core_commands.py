@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mneme import __version__
-from mneme.core import plugins
+from mneme.core import limits, plugins
 from mneme.core.demangle import demangle
 from mneme.core.errors import DISTRIBUTION, MnemeError, UsageError
 from mneme.core.records import RecordedExecution, clean_records, copy_records
@@ -91,9 +91,9 @@ def _database_paths(paths: tuple[str, ...]) -> list[Path]:
             continue
         inside = []
         for candidate in sorted(path.glob("*.json")):
-            try:
-                data = json.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            try:  # a FIFO, a device or an unreadable sibling is not a database: skipped, never waited on
+                data = limits.load_json(limits.read_text(candidate, "recording database"), candidate)
+            except MnemeError:
                 continue
             if isinstance(data, dict) and "StaticHash" in data and "KernelName" in data:
                 inside.append(candidate)

@@ -14,6 +14,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
 from mneme.core.errors import FormatError, MnemeError, UsageError
@@ -36,15 +37,8 @@ def mneme_cli_commands(cli, registry):
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The configuration fields in a JSON/YAML file: a configuration, or {"config": {...}} as tuning exports."""
-    import yaml
-
     path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the configuration ({exc.strerror or exc})") from exc
-    except yaml.YAMLError as exc:
-        raise FormatError(path, f"not valid JSON/YAML: {exc}") from exc
+    data = limits.load_yaml(limits.read_text(path, "configuration file"), path)  # no aliases, bounded
     if isinstance(data, Mapping) and isinstance(data.get("config"), Mapping):
         data = data["config"]
     if not isinstance(data, Mapping):
@@ -236,6 +230,7 @@ def _console():
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
 @click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
 @click.option("--device", "device_id", default=0, show_default=True, help="Device index.")
+@limits.timeout_option
 def capture_command(spec: str, out: str, backend: str | None, device_id: int) -> None:
     """Capture a kernel launch described in SPEC (YAML/JSON) into a recording database.
 
@@ -283,6 +278,7 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
 @click.option("--device", "device_id", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@limits.timeout_option
 def replay_command(record_db, record_id, passes, iterations, output_ll, config_file, mode, cache, timer, device_id,
                    backend, as_json, **options) -> None:  # fmt: skip
     """Replay a recorded kernel launch as one verified, timed experiment.

@@ -243,6 +243,8 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
 
     if record_db is None:
         raise UsageError("mneme tune needs -rdb/--record-db RECORDING (or --simulate STUDY)")
+    if results is None:
+        results = str(default_results_dir(record_db, record_id, space))
     options = TuneOptions(
         record_db=record_db, record_id=record_id, space=space, space_options=parse_options(space_options),
         sampler=sampler, sampler_options=parse_options(sampler_options), trials=trials, timeout=timeout,
@@ -308,6 +310,15 @@ def _report_interruption(exc, session) -> None:
     err_console.print(f"{exc}: {saved} trial{'s are' if saved != 1 else ' is'} saved in {folder}. Continue with:",
                       highlight=False, soft_wrap=True)
     err_console.print(f"  {shlex.join(words)}", highlight=False, soft_wrap=True, markup=False)
+
+
+def default_results_dir(record_db: str, record_id: str | None, space: str) -> Path:
+    """The results folder `mneme tune` uses without --results (sanitised names, inside mneme-results)."""
+    from mneme.core.executor import load_recording
+    from mneme.core.tuning.outcome import default_results_dir as folder_of
+
+    rec = load_recording(record_db)
+    return folder_of(rec, rec.select(record_id), space)
 
 
 @click.command("results")

@@ -265,3 +265,41 @@ def lz4_decode_python(data, size: int, *, stop_at_size: bool = False) -> bytes:
     if len(out) != size:
         raise ValueError(f"LZ4 data decodes to {len(out)} bytes, expected {size}")
     return bytes(out)
+
+
+# -- what a valid zstd chunk is -----------------------------------------------------------------
+# Both readers (this one and the native snapio.c) accept exactly one standard zstd frame that
+# spans the whole body, whose declared content size (when present) is the chunk's raw length.
+# Checked before decompressing, so a frame header's claim never sizes an allocation.
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def zstd_frame_problem(data, length: int) -> str | None:
+    """Why `data` is not one zstd frame of `length` bytes spanning all of `data`; None when it is."""
+    view = memoryview(data).cast("B")
+    n = len(view)
+    if n < 6 or bytes(view[:4]) != ZSTD_MAGIC:
+        return "is not a zstd frame (bad magic number)"
+    try:
+        params = zstandard.get_frame_parameters(view)
+        pos = zstandard.frame_header_size(view)
+    except zstandard.ZstdError as exc:
+        return f"has a bad zstd frame header ({exc})"
+    if params.content_size != zstandard.CONTENTSIZE_UNKNOWN and params.content_size != length:
+        return f"zstd frame declares {params.content_size} bytes, the chunk holds {length}"
+    while True:  # the blocks' headers give the frame's compressed size, as ZSTD_findFrameCompressedSize does
+        if pos + 3 > n:
+            return "zstd frame is truncated"
+        header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+        kind, size = (header >> 1) & 3, header >> 3
+        if kind == 3:
+            return "zstd frame has a reserved block type"
+        pos += 3 + (1 if kind == 1 else size)
+        if header & 1:
+            break
+    pos += 4 if params.has_checksum else 0
+    if pos > n:
+        return "zstd frame is truncated"
+    if pos != n:
+        return f"{n - pos} bytes follow the zstd frame (trailing data or a second frame)"
+    return None

@@ -377,6 +377,9 @@ class Snapshot:
         return runs, packing, base_sum, stored
 
     def _unzstd(self, data, length: int, chunk: Chunk) -> bytes:
+        problem = codec.zstd_frame_problem(data, length)
+        if problem is not None:
+            raise corrupt(self.path, chunk.block, problem)
         try:
             out = codec.decompressor().decompress(data, max_output_size=length)
         except zstandard.ZstdError as exc:

@@ -36,7 +36,7 @@ ABI = 4
 DECODE, STORED = 0, 1  # snapio_chunk.mode
 
 (OK, CHECKSUM, TRUNCATED, IO, ZSTD, ZSTD_SIZE, SHUFFLE, DIFF_SHORT, DIFF_TABLE, DIFF_RUN, DIFF_BASE, DIFF_SIZE,
- NO_ZSTD, ENCODING, NOMEM, LZ4, LZ4_SIZE, NO_LZ4) = range(18)  # fmt: skip
+ NO_ZSTD, ENCODING, NOMEM, LZ4, LZ4_SIZE, NO_LZ4, ZSTD_FRAME) = range(19)  # fmt: skip
 
 
 class ChunkEntry(ctypes.Structure):
@@ -289,5 +289,9 @@ def _error(snapshot, region, chunk, entry) -> MnemeError:
         ENCODING: f"unknown chunk encoding {entry.detail}",
         LZ4: "LZ4 data does not decode (malformed block, or it decodes to more bytes than expected)",
         LZ4_SIZE: f"LZ4 data decodes to {entry.detail} bytes, expected {entry.detail2}",
+        ZSTD_FRAME: {1: "is not a zstd frame (bad magic number)",
+                     2: f"zstd frame declares {entry.detail2} bytes, the chunk holds {chunk.length}",
+                     3: f"{entry.detail2} bytes follow the zstd frame (trailing data or a second frame)",
+                     }.get(entry.detail, "has a bad or truncated zstd frame"),
     }  # fmt: skip
     return corrupt(path, block, messages.get(code, f"the native reader failed with code {code}"))

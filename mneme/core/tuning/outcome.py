@@ -11,6 +11,7 @@ from typing import Any
 
 import attrs
 
+from mneme.core import fsutil
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme.core.types import ExperimentResult, canonical_json
 
@@ -80,8 +81,12 @@ def judged(result: ExperimentResult, timed_by: str) -> ExperimentResult:
 
 
 def default_results_dir(rec: Any, inst: Any, space: str) -> Path:
-    safe_space = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(space).stem)
-    return Path("mneme-results") / f"{rec.kernel_name[:40]}-{inst.dynamic_hash[:12]}-{safe_space}"
+    """``mneme-results/<kernel>-<instance>-<space>``, every part sanitised (`fsutil.safe_component`):
+    a kernel named ``../../x`` stays inside ``mneme-results``."""
+    name = "-".join([fsutil.safe_component(rec.kernel_name, 40, "kernel"),
+                     fsutil.safe_component(inst.dynamic_hash, 12, "instance"),
+                     fsutil.safe_component(Path(space).stem, 40, "space")])  # fmt: skip
+    return Path("mneme-results") / name
 
 
 def result_of(future: concurrent.futures.Future) -> ExperimentResult:

@@ -23,8 +23,10 @@ from typing import Any, ClassVar
 
 import attrs
 
+from mneme.core import limits
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.tuning import params as P
+from mneme.core.tuning.constraints import Constraint, parse_all
 from mneme.core.types import ExperimentConfiguration, canonical_json, dim3
 
 log = logging.getLogger(__name__)
@@ -256,19 +258,18 @@ class ConfigSpace(SearchSpace):
             launched = (g * b for g, b in zip(config.grid.as_tuple(), config.block.as_tuple()))
             if any(n < r for n, r in zip(launched, self.recorded_threads())):
                 return False
-        for expression in self.user_constraints:
-            if not _evaluate(expression, params, self.name):
+        for constraint in self._parsed_constraints:
+            if not constraint.holds(params):
                 return False
         return True
 
-
-def _evaluate(expression: str, params: Mapping[str, Any], space: str) -> bool:
-    names = {k: v for k, v in params.items() if k.isidentifier()}
-    try:
-        return bool(eval(compile(expression, f"<constraint of space {space}>", "eval"),
-                         {"__builtins__": {"min": min, "max": max, "abs": abs}}, names))
-    except Exception as exc:
-        raise UsageError(f"space {space!r}: constraint {expression!r} failed on {dict(params)}: {exc}") from exc
+    @property
+    def _parsed_constraints(self) -> tuple[Constraint, ...]:
+        parsed = self.__dict__.get("_constraint_cache")
+        if parsed is None or parsed[0] != self.user_constraints:
+            parsed = (self.user_constraints, parse_all(list(self.user_constraints), source=getattr(self, "source", None)))
+            self.__dict__["_constraint_cache"] = parsed
+        return parsed[1]
 
 
 def _as_bool(value: Any, name: str) -> bool:
@@ -283,6 +284,15 @@ def _as_bool(value: Any, name: str) -> bool:
 
 
 # -- user spaces: YAML/JSON descriptions --------------------------------------------------------
+
+
+def _integer(value: Any, where: str) -> int:
+    """An integer field of a space file (a float with an integral value too); never inf, NaN or text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where} must be an integer, got {value!r}"[:200])
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ValueError(f"{where} must be an integer, got {value!r}")
+    return int(value)
 
 
 def param_from_spec(name: str, spec: Any, *, source: str) -> P.Param:
@@ -300,22 +310,34 @@ def param_from_spec(name: str, spec: Any, *, source: str) -> P.Param:
             return P.FixedParam(name, spec)
         if "fixed" in spec:
             return P.FixedParam(name, spec["fixed"])
-        if "choices" in spec:
-            return P.CategoricalParam(name, spec["choices"])
-        if "ordinal" in spec:
-            return P.OrdinalParam(name, spec["ordinal"])
+        if "choices" in spec or "ordinal" in spec:
+            key = "choices" if "choices" in spec else "ordinal"
+            values = spec[key]
+            if not isinstance(values, list):
+                raise TypeError(f"{key} is a list of values, got {type(values).__name__}")
+            limits.check("param_values", len(values), f"{source}: parameters.{name}.{key}: the number of values")
+            return P.CategoricalParam(name, values) if key == "choices" else P.OrdinalParam(name, values)
         if "powers_of_two" in spec:
-            low, high = spec["powers_of_two"]
-            return P.OrdinalParam(name, P.powers_of_two(int(low), int(high)))
+            low, high = (_integer(v, f"{where}.powers_of_two") for v in spec["powers_of_two"])
+            return P.OrdinalParam(name, P.powers_of_two(low, high))
         if "pipeline" in spec:
-            return P.PipelineParam(name, int(spec["pipeline"]), tuple(spec.get("passes", ())))
+            draws = _integer(spec["pipeline"], f"{where}.pipeline")
+            limits.check("pipeline_draws", draws, f"{source}: parameters.{name}.pipeline")
+            return P.PipelineParam(name, draws, tuple(spec.get("passes", ())))
         if "low" in spec and "high" in spec:
             real = spec.get("real", False) or any(isinstance(spec[k], float) for k in ("low", "high"))
             if real:
-                return P.RealRangeParam(name, spec["low"], spec["high"], log=bool(spec.get("log", False)))
-            return P.IntRangeParam(name, int(spec["low"]), int(spec["high"]), int(spec.get("step", 1)))
-    except (ValueError, TypeError) as exc:
-        raise FormatError(source, str(exc), field=where) from exc
+                low, high = float(spec["low"]), float(spec["high"])
+                if not (math.isfinite(low) and math.isfinite(high)):
+                    raise ValueError(f"low and high must be finite numbers, got {low} and {high}")
+                return P.RealRangeParam(name, low, high, log=bool(spec.get("log", False)))
+            low, high = _integer(spec["low"], f"{where}.low"), _integer(spec["high"], f"{where}.high")
+            step = _integer(spec.get("step", 1), f"{where}.step")
+            param = P.IntRangeParam(name, low, high, step)
+            limits.check("param_values", param.cardinality(), f"{source}: parameters.{name}: the number of values")
+            return param
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise FormatError(source, str(exc)[:500], field=where) from None
     raise FormatError(source, f"cannot tell the parameter's type from {spec!r}; use bool, fixed, choices, "
                       "ordinal, powers_of_two, low/high or pipeline", field=where)
 
@@ -339,10 +361,7 @@ class DescribedSpace(ConfigSpace):
         if not isinstance(raw, Mapping):
             raise FormatError(source, "must map parameter names to descriptions", field="parameters")
         self._own = {name: param_from_spec(name, spec, source=source) for name, spec in raw.items()}
-        constraints = description.get("constraints") or []
-        if isinstance(constraints, str):
-            constraints = [constraints]
-        self.user_constraints = tuple(str(c) for c in constraints)
+        self.user_constraints = tuple(c.text for c in parse_all(description.get("constraints"), source=source))
         unknown = set(description) - {"name", "base", "options", "parameters", "constraints"}
         if unknown:
             raise FormatError(source, f"unknown keys {sorted(unknown)}; known: name, base, options, "
@@ -379,16 +398,11 @@ def load_space(spec: str, recording: Any, instance: Any, options: Mapping[str, A
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
         if not path.is_file():
             raise UsageError(f"space file {spec} does not exist")
-        text = path.read_text()
-        try:
-            if path.suffix.lower() == ".json":
-                data = json.loads(text)
-            else:
-                import yaml
-
-                data = yaml.safe_load(text)
-        except Exception as exc:
-            raise FormatError(path, f"cannot parse the space description: {exc}") from exc
+        text = limits.read_text(path, "space description")
+        if path.suffix.lower() == ".json":
+            data = limits.load_json(text, path)
+        else:
+            data = limits.load_yaml(text, path)
         if not isinstance(data, Mapping):
             raise FormatError(path, "a space description must be a mapping with 'parameters'")
         return DescribedSpace(recording, instance, data, str(path), **options)

@@ -44,7 +44,10 @@ enum {
     SNAPIO_LZ4 = 15,         /* LZ4 data does not decode (malformed, or longer than expected) */
     SNAPIO_LZ4_SIZE = 16,    /* LZ4 data decodes to detail bytes, expected detail2 */
     SNAPIO_NO_LZ4 = 17,      /* liblz4.so.1 is not available */
+    SNAPIO_ZSTD_FRAME = 18,  /* not one zstd frame spanning the body: detail = ZF_* kind, detail2 = its figure */
 };
+/* What is wrong with a zstd chunk's frame (SNAPIO_ZSTD_FRAME's detail); the Python reader checks the same. */
+enum { ZF_MAGIC = 1, ZF_DECLARED = 2, ZF_TRAILING = 3, ZF_BAD = 4 };
 
 /* One chunk to decode; the layout is mirrored by a ctypes Structure in snapio.py. */
 typedef struct {
@@ -70,6 +73,8 @@ typedef size_t (*zstd_free_fn)(void *);
 typedef size_t (*zstd_decompress_fn)(void *, void *, size_t, const void *, size_t);
 typedef unsigned (*zstd_is_error_fn)(size_t);
 typedef const char *(*zstd_error_name_fn)(size_t);
+typedef size_t (*zstd_frame_size_fn)(const void *, size_t);
+typedef unsigned long long (*zstd_content_size_fn)(const void *, size_t);
 
 static struct {
     zstd_create_fn create;
@@ -77,6 +82,8 @@ static struct {
     zstd_decompress_fn decompress;
     zstd_is_error_fn is_error;
     zstd_error_name_fn error_name;
+    zstd_frame_size_fn frame_size;
+    zstd_content_size_fn content_size;
     int ok;
 } zstd;
 static pthread_once_t zstd_once = PTHREAD_ONCE_INIT;
@@ -91,7 +98,10 @@ static void zstd_open(void) {
         zstd.decompress = (zstd_decompress_fn)dlsym(lib, "ZSTD_decompressDCtx");
         zstd.is_error = (zstd_is_error_fn)dlsym(lib, "ZSTD_isError");
         zstd.error_name = (zstd_error_name_fn)dlsym(lib, "ZSTD_getErrorName");
-        zstd.ok = zstd.create && zstd.free && zstd.decompress && zstd.is_error && zstd.error_name;
+        zstd.frame_size = (zstd_frame_size_fn)dlsym(lib, "ZSTD_findFrameCompressedSize");
+        zstd.content_size = (zstd_content_size_fn)dlsym(lib, "ZSTD_getFrameContentSize");
+        zstd.ok = zstd.create && zstd.free && zstd.decompress && zstd.is_error && zstd.error_name &&
+                  zstd.frame_size && zstd.content_size;
         if (zstd.ok) return;
         dlclose(lib);
     }
@@ -346,6 +356,15 @@ static int stored_chunk(int fd, snapio_chunk *c) {
 static int unzstd(scratch *s, snapio_chunk *c, uint8_t *dst, size_t want, const uint8_t *src, size_t len) {
     if (!snapio_has_zstd()) return fail(c, SNAPIO_NO_ZSTD, 0, 0);
     if (!s->dctx && !(s->dctx = zstd.create())) return fail(c, SNAPIO_NOMEM, 0, 0);
+    /* Exactly one standard frame spanning the body, declaring (if anything) `want` bytes. */
+    static const uint8_t magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+    if (len < 6 || memcmp(src, magic, 4) != 0) return fail(c, SNAPIO_ZSTD_FRAME, ZF_MAGIC, 0);
+    unsigned long long declared = zstd.content_size(src, len);
+    if (declared == 0ULL - 2) return fail(c, SNAPIO_ZSTD_FRAME, ZF_BAD, 0);
+    if (declared != 0ULL - 1 && declared != want) return fail(c, SNAPIO_ZSTD_FRAME, ZF_DECLARED, declared);
+    size_t frame = zstd.frame_size(src, len);
+    if (zstd.is_error(frame)) return fail(c, SNAPIO_ZSTD_FRAME, ZF_BAD, 0);
+    if (frame != len) return fail(c, SNAPIO_ZSTD_FRAME, ZF_TRAILING, len - frame);
     size_t got = zstd.decompress(s->dctx, dst, want, src, len);
     if (zstd.is_error(got)) return fail(c, SNAPIO_ZSTD, 0, (uint64_t)(uintptr_t)zstd.error_name(got));
     if (got != want) return fail(c, SNAPIO_ZSTD_SIZE, got, want);

@@ -26,7 +26,7 @@ from mneme.core.backend import (
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.native import c_compiler
 from mneme.core.types import dim3
-from mneme.plugins.backends.host import machine, memory, retarget, runtime, steps, support
+from mneme.plugins.backends.host import allowlist, limits, machine, memory, redzones, retarget, runtime, steps, support
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
@@ -238,6 +238,7 @@ class HostBackend(Backend):
         except RuntimeError as exc:
             raise IRError(f"kernel {kernel_name!r}: the retargeted host IR is invalid: {exc}") from exc
         _check_externals(host_module, kernel_name)
+        allowlist.check(host_module, kernel_name)
         if host.flags & retarget.FLAG_BLOCK_LOOP or text is not host.text:  # inlined into the entry
             host_module.get_function(kernel_name).linkage = llvm.Linkage.internal
         retarget_seconds = time.perf_counter() - start
@@ -377,6 +378,7 @@ class HostDevice(Device):
     def __init__(self, info: DeviceInfo):
         super().__init__(info)
         self.memory = memory.AddressSpace()
+        self.redzones = redzones.RedZones()
         self._kernels: list[HostKernel] = []
         self._runtime = runtime.load()
 
@@ -393,6 +395,7 @@ class HostDevice(Device):
     def map(self, addr: int, size: int) -> None:
         self._check_open()
         self.memory.map(addr, size)
+        self.redzones.add(addr, size)
 
     def write(self, addr: int, data) -> None:
         self._check_open()
@@ -426,6 +429,8 @@ class HostDevice(Device):
             raise ExperimentError(f"kernel {kernel.binary.kernel_name!r} was not loaded by the host backend", kind="launch")
         grid, block = dim3.of(grid), dim3.of(block)
         name = kernel.binary.kernel_name
+        limits.check_launch(name, grid, block)
+        limits.arm(self._runtime)
         if block.size > MAX_THREADS_PER_BLOCK:
             raise ExperimentError(
                 f"kernel {name!r}: block {block} has {block.size} threads, more than {MAX_THREADS_PER_BLOCK}",
@@ -442,13 +447,20 @@ class HostDevice(Device):
         arg_buffer = ctypes.create_string_buffer(bytes(args), max(len(args), 1) + 16)
         message = ctypes.create_string_buffer(1024)
         u32x3 = ctypes.c_uint32 * 3
+        first = not getattr(kernel, "launched", False)  # the launch a replay verifies: check its writes
+        if first:
+            self.redzones.arm()
         rc = self._runtime.mneme_launch(
             kernel.entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
             shared_bytes, kernel.mode, kernel.frame_bytes, 0, message, len(message),
         )  # fmt: skip
         if rc != 0:
-            raise ExperimentError(f"kernel {name!r} failed on the host: {message.value.decode(errors='replace')}",
-                                  kind="fault")  # fmt: skip
+            text = message.value.decode(errors="replace")
+            raise ExperimentError(f"kernel {name!r} failed on the host: {text}",
+                                  kind="timeout" if text.startswith("timed out") else "fault")  # fmt: skip
+        if first:
+            kernel.launched = True
+            self.redzones.check(name, bytes(args))
 
     def _global(self, kernel: LoadedKernel, name: str) -> tuple[int, int]:
         self._check_open()

@@ -11,7 +11,10 @@
  *                thread is a fiber with its own stack, switched at each barrier and warp operation.
  * JIT-compiled kernel code calls back into the functions named __mneme_*. A fault (SIGSEGV,
  * SIGBUS, SIGFPE, SIGILL), a trap or a device-side assert inside a kernel ends the launch with an
- * error instead of killing the process. Compiled at first use by the Python backend (runtime.py).
+ * error instead of killing the process. A launch running past the time limit (mneme_set_timeout)
+ * is stopped the same way: a watchdog thread signals the workers still inside kernel code, and
+ * the launch fails with "timed out" (docs/security.md). Compiled at first use by the Python
+ * backend (runtime.py).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -77,6 +80,9 @@ typedef struct mn_launch {
   _Atomic uint64_t next_block;
   _Atomic int abort;
   _Atomic int failed;
+  _Atomic int timed_out;
+  _Atomic int nworkers;
+  struct mn_worker *workers[MAX_WORKERS]; /* those that took part, for the watchdog */
   char message[512];
 } mn_launch;
 
@@ -103,6 +109,7 @@ typedef struct mn_worker {
   char *altstack;
   sigjmp_buf jump;
   volatile int in_kernel;
+  pthread_t thread; /* the thread running this worker in the current launch */
 } mn_worker;
 
 /* initial-exec: no __tls_get_addr call on every context read (the runtime needs few TLS bytes) */
@@ -262,6 +269,104 @@ static void install_handlers(void) {
     sigaction(sig, &act, &previous[sig]);
   }
   pthread_mutex_unlock(&handler_lock);
+}
+
+/* ---- time limit ------------------------------------------------------------------------- */
+/* A watchdog thread (started at the first launch with a limit) polls the current launch's
+   deadline; past it, it marks the launch timed out and sends SIG_TIMEOUT to every worker still
+   in kernel code, whose handler leaves the kernel as a fault does. A late signal finds its
+   launch not timed out and is ignored. A plain mutex guards the launch pointer (no condition
+   variable: the watchdog sleeps in short steps). */
+#define SIG_TIMEOUT (SIGRTMIN + 3)
+#define DOG_STEP_NS 20000000L /* 20 ms */
+static double timeout_seconds; /* 0: no limit */
+static struct {
+  pthread_mutex_t lock;
+  pid_t pid; /* the watchdog does not survive fork(): a child starts its own */
+  mn_launch *launch;
+  uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+} dog = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+API void mneme_set_timeout(double seconds) { timeout_seconds = seconds > 0 ? seconds : 0; }
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static void on_timeout(int sig, siginfo_t *info, void *uctx) {
+  (void)sig, (void)info, (void)uctx;
+  mn_worker *w = tls_worker;
+  if (w && w->in_kernel && w->launch && atomic_load(&w->launch->timed_out)) leave_kernel(w);
+}
+
+static void expire(mn_launch *L) {
+  int expected = 0;
+  atomic_store(&L->timed_out, 1);
+  if (atomic_compare_exchange_strong(&L->failed, &expected, 1))
+    snprintf(L->message, sizeof L->message, "timed out after %g s (the limit: --timeout, or MNEME_LIMIT_TIMEOUT_SECONDS)",
+             timeout_seconds);
+  atomic_store(&L->abort, 1);
+  int n = atomic_load(&L->nworkers);
+  for (int i = 0; i < n && i < MAX_WORKERS; i++) {
+    mn_worker *w = L->workers[i];
+    if (w && w->in_kernel) pthread_kill(w->thread, SIG_TIMEOUT);
+  }
+}
+
+static void *dog_main(void *arg) {
+  (void)arg;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  struct timespec step = {0, DOG_STEP_NS};
+  for (;;) {
+    nanosleep(&step, NULL);
+    pthread_mutex_lock(&dog.lock);
+    if (dog.launch && now_ns() >= dog.deadline_ns) expire(dog.launch); /* again each step until it ends */
+    pthread_mutex_unlock(&dog.lock);
+  }
+  return NULL;
+}
+
+/* Arm the watchdog for launch L (no-op without a limit); returns whether it was armed. */
+static int arm_watchdog(mn_launch *L) {
+  if (timeout_seconds <= 0) return 0;
+  /* in a forked child the lock may have been copied held by the parent's watchdog; launches are
+     serialized by launch_lock, so re-initializing it here races with nothing */
+  if (dog.pid != getpid()) pthread_mutex_init(&dog.lock, NULL);
+  pthread_mutex_lock(&dog.lock);
+  if (dog.pid != getpid()) {
+    pthread_t thread;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 1 << 16);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&thread, &attr, dog_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      pthread_mutex_unlock(&dog.lock);
+      return 0;
+    }
+    dog.pid = getpid();
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_sigaction = on_timeout;
+    act.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&act.sa_mask);
+    sigaction(SIG_TIMEOUT, &act, NULL);
+  }
+  dog.deadline_ns = now_ns() + (uint64_t)(timeout_seconds * 1e9);
+  dog.launch = L;
+  pthread_mutex_unlock(&dog.lock);
+  return 1;
+}
+
+static void disarm_watchdog(void) {
+  pthread_mutex_lock(&dog.lock);
+  dog.launch = NULL;
+  pthread_mutex_unlock(&dog.lock);
 }
 
 /* ---- workers ---------------------------------------------------------------------------- */
@@ -470,6 +575,11 @@ static void *worker_main(void *arg) {
   mn_worker *w = arg;
   mn_launch *L = w->launch;
   tls_worker = w;
+  w->thread = pthread_self();
+  {
+    int slot = atomic_fetch_add(&L->nworkers, 1);
+    if (slot < MAX_WORKERS) L->workers[slot] = w;
+  }
   stack_t alt = {.ss_sp = w->altstack, .ss_size = 1 << 16, .ss_flags = 0}, old_alt;
   sigaltstack(&alt, &old_alt);
   w->nthreads = (int)(L->block[0] * L->block[1] * L->block[2]);
@@ -524,6 +634,7 @@ static void *helper_main(void *arg) {
   sigset_t quiet; /* asynchronous signals go to the application's threads, not to ours */
   sigfillset(&quiet);
   for (size_t i = 0; i < sizeof fault_signals / sizeof *fault_signals; i++) sigdelset(&quiet, fault_signals[i]);
+  sigdelset(&quiet, SIG_TIMEOUT);
   pthread_sigmask(SIG_BLOCK, &quiet, NULL);
   pthread_mutex_lock(&helpers.lock);
   uint64_t seen = helpers.start_generation[index];
@@ -601,6 +712,7 @@ API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], cons
   if (n > MAX_WORKERS) n = MAX_WORKERS;
   /* The calling thread is worker 0; parked helper threads are the others. */
   pthread_mutex_lock(&launch_lock);
+  int armed = arm_watchdog(&L);
   int helpers_used = wake_helpers(&L, n - 1);
   mn_worker *self = acquire_worker();
   if (self) {
@@ -609,6 +721,7 @@ API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], cons
     release_worker(self);
   }
   wait_helpers();
+  if (armed) disarm_watchdog();
   pthread_mutex_unlock(&launch_lock);
   if (!self && helpers_used == 0 && L.nblocks > 0) {
     snprintf(message, message_len, "out of memory for a worker");

@@ -1,4 +1,4 @@
-"""The recording database: one JSON file per kernel, `<static-hash>.json`.
+"""The recording database's model: `RecordedExecution` and `KernelInstance` (one JSON file per kernel).
 
 `RecordedExecution` is one kernel's database: its identity, code (IR modules and/or
 binary images), argument layout, recorded address range and `KernelInstance`s (one per
@@ -16,20 +16,16 @@ import json
 import logging
 import os
 import re
-import shutil
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import cattrs
-from cattrs.errors import ForbiddenExtraKeysError, IterableValidationError
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from mneme.core import fsutil
 from mneme.core.demangle import demangle
-from mneme.core.errors import FormatError, SchemaVersionError, UsageError
-from mneme.core.types import converter as _types_converter
+from mneme.core.errors import FormatError, UsageError
+from mneme.core.records.paths import FileChecker, check_lexical, is_inside
 from mneme.core.types import dim3
 
 if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is opened
@@ -44,7 +40,9 @@ APP_TIMERS = ("events", "cupti")
 #: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
 ARG_KINDS = ("pointer", "int", "float", "struct", "unknown")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
-_HEX = re.compile(r"^(?:[0-9a-fA-F]{2})*$")
+#: Longest in-application time an instance may claim (seconds, a day): sums and means of such
+#: times stay finite, so a report never holds an out-of-range number.
+MAX_APP_TIME = 86400.0
 
 
 # -- value types -----------------------------------------------------------------------------
@@ -118,8 +116,8 @@ class KernelInstance:
 
     @app_times.validator
     def _check_app_times(self, attribute, value):
-        if any(not (t > 0 and t < float("inf")) for t in value):
-            raise ValueError(f"app_times must be positive, finite seconds, got {value!r}"[:200])
+        if any(not (t > 0 and t <= MAX_APP_TIME) for t in value):
+            raise ValueError(f"app_times must be positive seconds up to {MAX_APP_TIME:g}, got {value!r}"[:200])
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, KernelInstance):
@@ -164,6 +162,26 @@ class KernelInstance:
     @property
     def epilogue_path(self) -> Path:
         return self.record.folder / self.epilogue_file
+
+    def check_prologue(self, prologue: Any) -> None:
+        """Refuse a prologue recorded for another kernel or launch, or whose argument bytes disagree with `Args`.
+
+        A replay launches with the prologue's bytes; a database saying otherwise is a recording
+        edited or mixed up, and replaying it would verify something else than it claims.
+        """
+        for what, mine, theirs in (("StaticHash", self.static_hash, getattr(prologue, "static_hash", "")),
+                                    ("instance key", self.dynamic_hash, getattr(prologue, "dynamic_hash", ""))):
+            if theirs and mine and theirs != mine:
+                raise FormatError(self.record.path, f"{what} {mine!r} is not the {theirs!r} that "
+                                  f"{self.prologue_path.name} was recorded for; the recording was edited or mixed "
+                                  "up: record it again", field="StaticHash" if what == "StaticHash" else "instances")
+        recorded = bytes(getattr(prologue, "args", b"") or b"")
+        if recorded and recorded != bytes(self.args):
+            first = next((i for i, (a, b) in enumerate(zip(recorded, self.args)) if a != b),
+                         min(len(recorded), len(self.args)))
+            raise FormatError(self.record.path, f"the database's argument bytes ({len(self.args)}) disagree with "
+                              f"those of {self.prologue_path.name} ({len(recorded)}) from byte {first}; the recording "
+                              "was edited or mixed up: record it again", field=f"instances.{self.dynamic_hash}.Args")
 
     @property
     def prologue(self) -> MemStateRef:
@@ -325,7 +343,7 @@ class RecordedExecution(MutableMapping):
             raise FormatError(self.path, f"{path} is outside the database's folder {self.folder}; "
                               "write it inside that folder", field=field) from None
         rel = PurePosixPath(*p.parts).as_posix()
-        _check_lexical(rel, self.path, field)
+        check_lexical(rel, self.path, field)
         return rel
 
     # -- identity and views ----------------------------------------------------------------
@@ -436,7 +454,9 @@ class RecordedExecution(MutableMapping):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RecordedExecution):
             return NotImplemented
-        return _document(self) == _document(other)
+        from mneme.core.records.schema import document
+
+        return document(self) == document(other)
 
     __hash__ = None  # mutable
 
@@ -452,30 +472,24 @@ class RecordedExecution(MutableMapping):
         `allow_missing` tolerates referenced files that do not exist (to clean an incomplete
         recording); paths leaving the folder are refused either way.
         """
+        from mneme.core import limits
+
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise FormatError(path, "no such recording database") from None
-        except IsADirectoryError:
-            raise FormatError(path, "is a folder; give the recording database's .json file") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise FormatError(path, f"cannot read: {exc}") from exc
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(path, f"not valid JSON: {exc}") from exc
+        text = limits.read_text(path, "recording database")
+        data = limits.load_json(text, path)
         return cls.from_dict(data, path=path, allow_missing=allow_missing)
 
     @classmethod
     def from_dict(cls, data: Any, *, path: str | os.PathLike, allow_missing: bool = False) -> RecordedExecution:
         """Validate a parsed JSON document of a database located at `path`."""
+        from mneme.core.records.schema import collect, converter, upgrade
+
         path = Path(path)
-        data = _upgrade(data, path)
+        data = upgrade(data, path)
         try:
-            rec = _converter.structure(data, cls)
+            rec = converter.structure(data, cls)
         except cattrs.BaseValidationError as exc:
-            problems = _collect(exc, "")
+            problems = collect(exc, "")
             field = problems[0][0]
             message = "; ".join(f"{f}: {m}" if f and f != field else m for f, m in problems)
             raise FormatError(path, message, field=field) from exc
@@ -485,7 +499,9 @@ class RecordedExecution(MutableMapping):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document, with paths relative to the database's folder."""
-        return _document(self)
+        from mneme.core.records.schema import document
+
+        return document(self)
 
     def to_json(self, path: str | os.PathLike | None = None) -> Path:
         """Write the database atomically (temp file in the same folder, fsync, rename).
@@ -497,7 +513,7 @@ class RecordedExecution(MutableMapping):
         if target is None:
             raise UsageError(f"no path to write the database of kernel {self.kernel_name!r} to")
         if self.path is not None and target.parent.absolute() != self.folder.absolute():
-            outside = [f for f in self.referenced_files() if not _is_inside(f, target.parent)]
+            outside = [f for f in self.referenced_files() if not is_inside(f, target.parent)]
             if outside:
                 raise FormatError(target, f"{outside[0]} is outside {target.parent}; copy the database with "
                                   "its files instead (mneme copy)")
@@ -510,7 +526,9 @@ class RecordedExecution(MutableMapping):
             except Exception:
                 self.path = old
                 raise
-        _atomic_write(target, json.dumps(self.to_dict(), indent=2) + "\n")
+        from mneme.core.records.paths import atomic_write
+
+        atomic_write(target, json.dumps(self.to_dict(), indent=2) + "\n")
         log.debug("wrote recording database %s", target)
         return target
 
@@ -540,6 +558,16 @@ class RecordedExecution(MutableMapping):
         for field, value in (("KernelName", self.kernel_name), ("Backend", self.backend), ("Arch", self.arch)):
             if not value:
                 raise FormatError(p, "must not be empty", field=field)
+        texts = [("KernelName", self.kernel_name), ("DemangledName", self.demangled_name), ("Backend", self.backend),
+                 ("Arch", self.arch), *(("ArgNames", n) for n in self.arg_names), *(("Globals", g) for g in self.globals)]
+        for field, value in texts:
+            if not _printable(value):
+                raise FormatError(p, f"{value!r} holds a NUL byte or a lone surrogate (not UTF-8 text)"[:300],
+                                  field=field)
+        for key in self.kernel_instances:
+            if not _SAFE_NAME.match(key):
+                raise FormatError(p, f"instance key {key!r} must use only [A-Za-z0-9_.-] (it names files)"[:300],
+                                  field="instances")
         n = len(self.arg_names)
         for field, values in (("ArgSizes", self.arg_sizes), ("ArgOffsets", self.arg_offsets),
                               ("ArgKinds", self.arg_kinds), ("Specializations", self.specializations)):
@@ -569,7 +597,7 @@ class RecordedExecution(MutableMapping):
                                   field=f"instances.{key}.Args")
         if not check_files or p is None:
             return
-        checker = _FileChecker(self.folder, p, allow_missing)
+        checker = FileChecker(self.folder, p, allow_missing)
         for i, rel in enumerate(self.modules):
             checker.check(rel, f"Modules[{i}]")
         for i, image in enumerate(self.images):
@@ -579,471 +607,11 @@ class RecordedExecution(MutableMapping):
             checker.check(inst.epilogue_file, f"instances.{key}.Epilogue")
 
 
-# -- path safety -----------------------------------------------------------------------------
-
-def _check_lexical(rel: str, db: Path | None, field: str) -> None:
-    if not rel or rel == ".":
-        raise FormatError(db, "is an empty path", field=field)
-    if "\\" in rel:
-        raise FormatError(db, f"{rel!r} uses backslashes; paths are POSIX, relative to the database's folder",
-                          field=field)
-    pure = PurePosixPath(rel)
-    if pure.is_absolute():
-        raise FormatError(db, f"{rel!r} is absolute; paths must be relative to the database's folder", field=field)
-    if ".." in pure.parts:
-        raise FormatError(db, f"{rel!r} leaves the database's folder ('..'); keep every file inside it", field=field)
-
-
-def _is_inside(path: Path, folder: Path) -> bool:
+def _printable(text: str) -> bool:
+    if "\0" in text:
+        return False
     try:
-        path.resolve().relative_to(folder.resolve())
-    except ValueError:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
         return False
     return True
-
-
-def _within(real: str, root: str) -> bool:
-    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
-
-
-class _FileChecker:
-    """Checks that relative paths name regular files inside one folder (each directory resolved once)."""
-
-    def __init__(self, folder: Path, db: Path | None, allow_missing: bool = False):
-        self.folder = os.fspath(folder)
-        self.root = os.path.realpath(folder)
-        self.db = db
-        self.allow_missing = allow_missing
-        self._dirs: dict[str, str] = {}
-
-    def check(self, rel: str, field: str) -> None:
-        _check_lexical(rel, self.db, field)
-        parent, name = os.path.split(os.path.join(self.folder, rel))
-        real_parent = self._dirs.get(parent)
-        if real_parent is None:
-            real_parent = self._dirs[parent] = os.path.realpath(parent)
-        real = os.path.join(real_parent, name)
-        if os.path.islink(real):
-            real = os.path.realpath(real)
-        if not _within(real, self.root):
-            raise FormatError(self.db, f"{rel!r} leads outside the database's folder through a symbolic link "
-                              f"(to {real}); keep every file inside it", field=field)
-        if not os.path.exists(real):
-            if self.allow_missing:
-                return
-            raise FormatError(self.db, f"{rel!r} does not exist in {os.path.abspath(self.folder)}; the recording is "
-                              "incomplete, record it again", field=field)
-        if not os.path.isfile(real):
-            raise FormatError(self.db, f"{rel!r} is not a regular file", field=field)
-
-
-def _atomic_write(target: Path, text: str) -> None:
-    fsutil.atomic_write(target, text, mode=_file_mode(target))
-
-
-def _file_mode(target: Path) -> int:
-    """The mode a plain `open(target, "w")` would give: the existing file's, else 0o666 minus umask."""
-    try:
-        return target.stat().st_mode & 0o7777
-    except OSError:
-        return 0o666 & ~_umask()
-
-
-def _umask() -> int:
-    try:  # Linux reports it without changing it (os.umask would, for every thread at once)
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
-
-
-# -- JSON conversion ---------------------------------------------------------------------------
-
-# attribute name -> JSON key, per class; everything else in the JSON is an error.
-_JSON_NAMES: dict[type, dict[str, str]] = {
-    RecordedExecution: {
-        "schema_version": "SchemaVersion", "kernel_name": "KernelName", "demangled_name": "DemangledName",
-        "static_hash": "StaticHash", "backend": "Backend", "arch": "Arch", "modules": "Modules",
-        "images": "BinaryBlobs", "va_addr": "VAddr", "va_size": "VASize", "arg_names": "ArgNames",
-        "arg_sizes": "ArgSizes", "arg_offsets": "ArgOffsets", "arg_kinds": "ArgKinds",
-        "specializations": "Specializations", "globals": "Globals", "kernel_instances": "instances",
-    },
-    KernelInstance: {
-        "grid_dim": "GridDims", "block_dim": "BlockDims", "shared_mem": "SharedMem", "args": "Args",
-        "prologue_file": "Prologue", "epilogue_file": "Epilogue", "occ": "Occurrences",
-        "app_times": "AppTimes", "app_timer": "AppTimer",
-    },
-    ImageInfo: {"path": "Path", "kind": "Kind"},
-}
-# JSON key order in written files.
-_ORDER = ["SchemaVersion", "KernelName", "DemangledName", "StaticHash", "Backend", "Arch", "Modules",
-          "BinaryBlobs", "VAddr", "VASize", "ArgNames", "ArgSizes", "ArgOffsets", "ArgKinds",
-          "Specializations", "Globals", "instances"]
-# Fields a database may omit (empty / zero by default); all others are required.
-_OPTIONAL = {"DemangledName", "Modules", "BinaryBlobs", "VAddr", "VASize", "Globals"}
-
-
-def _strict(kind: type, name: str):
-    def hook(value: Any, _type: type) -> Any:
-        if kind is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        else:
-            ok = isinstance(value, kind)
-        if not ok:
-            raise TypeError(f"expected {name}, got {_json_type(value)} {value!r}"[:200])
-        return kind(value) if kind is float else value
-
-    return hook
-
-
-def _json_type(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _structure_dim3(value: Any, _type: type) -> dim3:
-    if not isinstance(value, dict) or set(value) != {"x", "y", "z"}:
-        raise TypeError(f"expected an object with integer keys x, y, z, got {json.dumps(value)[:80]}")
-    return dim3(value["x"], value["y"], value["z"])
-
-
-def _structure_hex_addr(value: Any, _type: type) -> int:
-    if not isinstance(value, str) or not re.fullmatch(r"0x[0-9a-fA-F]+", value):
-        raise TypeError(f"expected a hexadecimal string such as \"0x7f0000000000\", got {json.dumps(value)[:80]}")
-    return int(value, 16)
-
-
-def _structure_hex_bytes(value: Any, _type: type) -> bytes:
-    if not isinstance(value, str) or not _HEX.fullmatch(value):
-        raise TypeError(f"expected the argument bytes as an even-length hexadecimal string, got {json.dumps(value)[:80]}")
-    return bytes.fromhex(value)
-
-
-def _structure_path(value: Any, _type: type) -> Any:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a relative path string, got {_json_type(value)}")
-    return value
-
-
-def _make_converter() -> cattrs.Converter:
-    conv = _types_converter.copy(forbid_extra_keys=True)
-    conv.register_structure_hook(int, _strict(int, "an integer"))
-    conv.register_structure_hook(float, _strict(float, "a number"))
-    conv.register_structure_hook(str, _strict(str, "a string"))
-    conv.register_structure_hook(bool, _strict(bool, "a boolean (true or false)"))
-    conv.register_structure_hook(dim3, _structure_dim3)
-    conv.register_unstructure_hook(dim3, lambda d: {"x": d.x, "y": d.y, "z": d.z})
-
-    names = _JSON_NAMES[ImageInfo]
-    conv.register_structure_hook(ImageInfo, make_dict_structure_fn(
-        ImageInfo, conv, _cattrs_forbid_extra_keys=True,
-        path=override(rename=names["path"], struct_hook=lambda v, _t: Path(_structure_path(v, _t))),
-        kind=override(rename=names["kind"])))
-    conv.register_unstructure_hook(ImageInfo, make_dict_unstructure_fn(
-        ImageInfo, conv, path=override(rename=names["path"], unstruct_hook=lambda p: p.as_posix()),
-        kind=override(rename=names["kind"])))
-
-    names = _JSON_NAMES[KernelInstance]
-    inst_overrides = {attr: override(rename=key) for attr, key in names.items()}
-    inst_overrides["args"] = override(rename="Args", struct_hook=_structure_hex_bytes, unstruct_hook=bytes.hex)
-    for attr in ("prologue_file", "epilogue_file"):
-        inst_overrides[attr] = override(rename=names[attr], struct_hook=_structure_path)
-    inst_overrides["app_times"] = override(rename="AppTimes", omit_if_default=True)  # optional: absent = unknown
-    inst_overrides["app_timer"] = override(rename="AppTimer", omit_if_default=True)  # optional: absent = events
-    conv.register_structure_hook(KernelInstance, make_dict_structure_fn(
-        KernelInstance, conv, _cattrs_forbid_extra_keys=True, dynamic_hash=override(omit=True),
-        _record=override(omit=True), **inst_overrides))
-    conv.register_unstructure_hook(KernelInstance, make_dict_unstructure_fn(
-        KernelInstance, conv, dynamic_hash=override(omit=True), _record=override(omit=True), **inst_overrides))
-
-    names = _JSON_NAMES[RecordedExecution]
-    rec_overrides = {attr: override(rename=key) for attr, key in names.items()}
-    rec_overrides["va_addr"] = override(rename="VAddr", struct_hook=_structure_hex_addr, unstruct_hook=hex)
-    conv.register_structure_hook(RecordedExecution, make_dict_structure_fn(
-        RecordedExecution, conv, _cattrs_forbid_extra_keys=True, path=override(omit=True),
-        _linked=override(omit=True), **rec_overrides))
-    conv.register_unstructure_hook(RecordedExecution, make_dict_unstructure_fn(
-        RecordedExecution, conv, path=override(omit=True), _linked=override(omit=True), **rec_overrides))
-    return conv
-
-
-_converter = _make_converter()
-
-
-def _document(rec: RecordedExecution) -> dict[str, Any]:
-    data = _converter.unstructure(rec)
-    data["SchemaVersion"] = SCHEMA_VERSION
-    return {key: data[key] for key in _ORDER}
-
-
-def _collect(exc: BaseException, path: str, names: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """(JSON field path, message) for every leaf error of a cattrs validation error."""
-    out: list[tuple[str, str]] = []
-    if isinstance(exc, cattrs.ClassValidationError):
-        names = _JSON_NAMES.get(exc.cl, {})
-        with_notes, without = exc.group_exceptions()
-        for inner, note in with_notes:
-            key = names.get(note.name, note.name)
-            out += _collect(inner, f"{path}.{key}" if path else key)
-        for inner in without:  # attrs validators: "<attribute> must be ..."
-            out += _collect(inner, path, names)
-    elif isinstance(exc, IterableValidationError):
-        with_notes, without = exc.group_exceptions()
-        for inner, note in with_notes:
-            index = note.index
-            out += _collect(inner, f"{path}.{index}" if isinstance(index, str) else f"{path}[{index}]")
-        for inner in without:
-            out += _collect(inner, path)
-    elif isinstance(exc, ForbiddenExtraKeysError):
-        known = sorted(_JSON_NAMES.get(exc.cl, {}).values())
-        extra = ", ".join(sorted(exc.extra_fields))
-        out.append((path or "$", f"unknown field(s) {extra}; this reader knows {', '.join(known)}"))
-    elif isinstance(exc, KeyError):
-        out.append((path, "required field is missing"))
-    elif isinstance(exc, cattrs.BaseValidationError):
-        for inner in exc.exceptions:
-            out += _collect(inner, path)
-    else:
-        message = str(exc)
-        word, _, rest = message.partition(" ")
-        if rest.startswith("must") and word.isidentifier():
-            key = (names or {}).get(word, word)
-            path, message = (f"{path}.{key}" if path else key), rest
-        out.append((path, message))
-    return out or [(path, str(exc))]
-
-
-# Upgrades from older schema versions: version -> function(data) returning the next version's data.
-def _upgrade_1_to_2(data: dict) -> dict:
-    # Version 2 adds the optional instance field AppTimes; a version-1 instance has none (unknown).
-    data["SchemaVersion"] = 2
-    return data
-
-
-def _upgrade_2_to_3(data: dict) -> dict:
-    # Version 3 adds the optional instance field AppTimer; version 2's AppTimes were all CUDA events,
-    # which is what an absent AppTimer means.
-    data["SchemaVersion"] = 3
-    return data
-
-
-_UPGRADES: dict[int, Any] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
-
-
-def _upgrade(data: Any, path: Path) -> Any:
-    if not isinstance(data, dict):
-        raise FormatError(path, f"a recording database is a JSON object, not {_json_type(data)}")
-    version = data.get("SchemaVersion")
-    if "SchemaVersion" not in data:
-        raise FormatError(path, "required field is missing; is this a Mneme recording database?",
-                          field="SchemaVersion")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise FormatError(path, f"expected a positive integer, got {json.dumps(version)}", field="SchemaVersion")
-    if version > SCHEMA_VERSION:
-        raise SchemaVersionError(path, f"the database has schema version {version}, newer than the {SCHEMA_VERSION} "
-                                 "this Mneme reads; upgrade Mneme to read it", field="SchemaVersion")
-    while version < SCHEMA_VERSION:
-        data = _UPGRADES[version](dict(data))
-        version = data["SchemaVersion"]
-    missing = [key for key in _ORDER if key not in data and key not in _OPTIONAL]
-    if len(missing) == 1:
-        raise FormatError(path, "required field is missing", field=missing[0])
-    if missing:
-        raise FormatError(path, f"required fields are missing: {', '.join(missing)}", field=missing[0])
-    return data
-
-
-# -- whole-database file operations (clean, copy, move) ----------------------------------------
-# Each operation loads and checks every database and plans every file before it changes
-# anything, so a bad database or destination leaves the disk as it was.
-
-@attrs.frozen
-class FileReport:
-    """What a clean, copy or move did: databases written or removed, files removed, files kept."""
-
-    databases: list[Path] = attrs.Factory(list)
-    removed: list[Path] = attrs.Factory(list)
-    kept: list[Path] = attrs.Factory(list)
-
-
-def load_all(paths: Iterable[str | os.PathLike], *, allow_missing: bool = False) -> list[RecordedExecution]:
-    """Load every database (validating each); two arguments naming one database count once."""
-    records: dict[Path, RecordedExecution] = {}
-    for p in paths:
-        rec = RecordedExecution.from_json(p, allow_missing=allow_missing)
-        records.setdefault(rec.path.resolve(), rec)
-    return list(records.values())
-
-
-def _files_of_others(records: Sequence[RecordedExecution]) -> set[Path]:
-    """Files referenced by the other databases in the same folders (kept when one is removed)."""
-    chosen = {r.path.resolve() for r in records}
-    shared: set[Path] = set()
-    for folder in {r.folder.resolve() for r in records}:
-        for candidate in sorted(folder.glob("*.json")):
-            if candidate.resolve() in chosen:
-                continue
-            try:
-                other = RecordedExecution.from_json(candidate, allow_missing=True)
-            except FormatError as exc:
-                log.debug("not a recording database, ignored: %s", exc)
-                continue
-            shared.update(f.resolve() for f in other.referenced_files())
-    return shared
-
-
-def _remove_empty_dirs(files: Iterable[Path], stop: Path) -> None:
-    stop = stop.resolve()
-    for parent in sorted({f.parent.resolve() for f in files}, key=lambda d: len(d.parts), reverse=True):
-        while parent != stop and stop in parent.parents:
-            try:
-                parent.rmdir()
-            except OSError:
-                break
-            parent = parent.parent
-
-
-def clean_records(paths: Iterable[str | os.PathLike], *, dry_run: bool = False) -> FileReport:
-    """Delete each database and the files it references inside its folder, nothing else.
-
-    A file that another database in the same folder still references is kept. With
-    `dry_run`, only report what would be removed.
-    """
-    records = load_all(paths, allow_missing=True)
-    others = _files_of_others(records)
-    report = FileReport()
-    gone: set[Path] = set()
-    for rec in records:
-        removed = []
-        for f in rec.referenced_files():
-            if others and f.resolve() in others:
-                report.kept.append(f)
-            elif f not in gone and (f.is_file() or f.is_symlink()):
-                if not dry_run:
-                    f.unlink()
-                gone.add(f)
-                removed.append(f)
-        if not dry_run:
-            rec.path.unlink()
-            _remove_empty_dirs(removed, rec.folder)
-            log.info("removed %s and %d files", rec.path, len(removed))
-        report.databases.append(rec.path)
-        report.removed.extend(removed)
-    return report
-
-
-def _same_content(a: Path, b: Path) -> bool:
-    import filecmp
-
-    return filecmp.cmp(a, b, shallow=False)
-
-
-def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *, move: bool = False) -> FileReport:
-    """Copy (or move) databases with every file they reference into folder `dest`.
-
-    Each database keeps its folder's relative layout under `dest` and is rewritten there.
-    Refused before anything changes: a destination that is a file, a database that points
-    outside its folder or misses a file, two sources for one destination file with different
-    contents, a destination file that exists with other contents.
-    """
-    dest = Path(dest)
-    if dest.exists() and not dest.is_dir():
-        raise UsageError(f"destination {dest} is a file; give a folder (it is created if missing)")
-    records = load_all(paths)
-    if not records:
-        raise UsageError("no recording database given")
-    verb = "move" if move else "copy"
-    plan: dict[Path, Path] = {}  # destination file -> source file
-    targets: dict[Path, RecordedExecution] = {}
-    for rec in records:
-        if rec.folder.resolve() == dest.resolve():
-            raise UsageError(f"{rec.path} is already in {dest}; nothing to {verb}")
-        db_target = dest / rec.path.name
-        if db_target in targets:
-            raise UsageError(f"{rec.path} and {targets[db_target].path} would both become {db_target}; "
-                             f"{verb} them to different folders")
-        targets[db_target] = rec
-        if db_target.exists():
-            existing = RecordedExecution.from_json(db_target, allow_missing=True) if db_target.is_file() else None
-            if existing is None or existing.to_dict() != rec.to_dict():
-                raise UsageError(f"{db_target} already exists and differs from {rec.path}; remove it or choose "
-                                 "another destination")
-        for src in rec.referenced_files():
-            dst = dest / src.relative_to(rec.folder)
-            if dst in plan and plan[dst].resolve() != src.resolve() and not _same_content(plan[dst], src):
-                raise UsageError(f"{plan[dst]} and {src} would both become {dst} with different contents; "
-                                 f"{verb} them to different folders")
-            plan.setdefault(dst, src)
-    for dst, src in plan.items():
-        if dst.is_dir():
-            raise UsageError(f"{dst} is a folder; cannot {verb} {src} there")
-        if dst.exists() and not _same_content(src, dst):
-            raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another destination")
-
-    keep = _files_of_others(records) if move else set()
-    created_dirs: list[Path] = []
-    done: list[tuple[Path, Path | None]] = []  # (created file, source it was renamed from), for rollback
-    written: list[Path] = []
-    renamed: set[Path] = set()
-    try:
-        for folder in sorted({d.parent for d in list(plan) + list(targets)}, key=lambda d: len(d.parts)):
-            for d in [*reversed(folder.parents), folder]:
-                if not d.exists():
-                    d.mkdir()
-                    created_dirs.append(d)
-        # Data files go straight to their names (none existed: checked above); the databases are
-        # written last and atomically, so no database ever names a partial file.
-        for dst, src in plan.items():
-            if dst.exists():
-                continue  # identical content already there
-            if move and not src.is_symlink() and not (keep and src.resolve() in keep) \
-                    and os.stat(src).st_dev == os.stat(dst.parent).st_dev:
-                os.rename(src, dst)
-                done.append((dst, src))
-                renamed.add(src)
-            else:
-                done.append((dst, None))
-                shutil.copy2(src, dst)
-        for db_target, rec in targets.items():
-            done.append((db_target, None))
-            _atomic_write(db_target, json.dumps(rec.to_dict(), indent=2) + "\n")
-            written.append(db_target)
-    except BaseException:
-        for path, src in reversed(done):
-            try:
-                if src is not None:
-                    os.rename(path, src)
-                else:
-                    path.unlink(missing_ok=True)
-            except OSError as exc:
-                log.error("could not undo the %s of %s: %s", verb, path, exc)
-        for d in reversed(created_dirs):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
-        raise
-    report = FileReport(databases=written)
-    if move:
-        for rec in records:
-            removed = []
-            for f in rec.referenced_files():
-                if keep and f.resolve() in keep:
-                    report.kept.append(f)
-                elif f in renamed:
-                    removed.append(f)
-                elif f.is_file() or f.is_symlink():
-                    f.unlink()
-                    removed.append(f)
-            rec.path.unlink()
-            report.removed.extend([*removed, rec.path])
-            _remove_empty_dirs(removed, rec.folder)
-    log.info("%s %d databases to %s", "moved" if move else "copied", len(written), dest)
-    return report

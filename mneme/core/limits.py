@@ -1,0 +1,217 @@
+"""Limits on what an input file may ask for, checked before anything is allocated.
+
+Recordings, captures and search spaces come from other people (docs/security.md): a
+declared size or count is a claim, and each claim is checked against a named limit
+before memory is allocated or work starts. A limit is raised for one run with the
+environment variable ``MNEME_LIMIT_<NAME>`` (``MNEME_LIMIT_BUFFER_BYTES=34359738368``);
+every error names the limit and that variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from mneme.core.errors import FormatError, LimitError
+
+#: Default limits. Names are lower case; the variable is MNEME_LIMIT_<NAME upper case>.
+DEFAULTS: dict[str, int] = {
+    "buffer_bytes": 4 << 30,      # one argument buffer made by a capture description
+    "param_values": 1_000_000,    # values of one enumerable search-space parameter
+    "pipeline_draws": 256,        # draws of one pass-pipeline parameter
+    "text_bytes": 64 << 20,       # a JSON/YAML description or recording database read into memory
+    "json_depth": 64,             # nesting of a JSON/YAML document
+    "timeout_seconds": 600,       # one kernel run (replay, capture, tuning); --timeout changes it
+}
+
+
+def limit(name: str) -> int | float:
+    """The limit `name`: from MNEME_LIMIT_<NAME> when set, else its default."""
+    value = os.environ.get(variable(name))
+    if value is None:
+        return DEFAULTS[name]
+    try:
+        number = int(value, 0) if name != "timeout_seconds" else float(value)
+    except ValueError:
+        raise LimitError(f"{variable(name)}={value!r} is not an integer") from None
+    if number < 0:
+        raise LimitError(f"{variable(name)}={value!r} must be >= 0")
+    return number
+
+
+def variable(name: str) -> str:
+    return f"MNEME_LIMIT_{name.upper()}"
+
+
+def check(name: str, value: int, what: str) -> int:
+    """`value` when it is within limit `name`, else a `LimitError` naming `what` and the limit."""
+    bound = limit(name)
+    if value > bound:
+        raise LimitError(f"{what} is {value}, over the limit {name}={bound}; if the input is trusted, raise it "
+                         f"with {variable(name)}=N")
+    return value
+
+
+def depth(data: Any, where: Any, *, bound: int | None = None) -> None:
+    """Refuse a parsed document nested deeper than the json_depth limit (without recursion)."""
+    bound = limit("json_depth") if bound is None else bound
+    stack = [(data, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if level > bound:
+            raise FormatError(where, f"nested deeper than the limit json_depth={bound}; raise it with "
+                              f"{variable('json_depth')}=N if the file is trusted")
+        stack.extend((child, level + 1) for child in children)
+
+
+def load_json(text: str, where: Any) -> Any:
+    """`json.loads` whose failures (syntax, nesting, huge integers) are `FormatError`s naming `where`."""
+    check("text_bytes", len(text), f"{where}: the document's size")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(where, f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise FormatError(where, "nested too deeply to read") from None
+    except ValueError as exc:  # integers longer than Python's digit limit
+        raise FormatError(where, f"not readable JSON: {str(exc)[:200]}") from None
+    depth(data, where)
+    return data
+
+
+def load_yaml(text: str, where: Any) -> Any:
+    """YAML (or JSON) data without aliases: an alias bomb is an error, not gigabytes of memory."""
+    import yaml
+
+    check("text_bytes", len(text), f"{where}: the document's size")
+    try:
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise FormatError(where, f"not valid YAML/JSON: {str(exc)[:500]}") from None
+    except RecursionError:
+        raise FormatError(where, "nested too deeply to read") from None
+    except ValueError as exc:
+        raise FormatError(where, f"not readable YAML: {str(exc)[:200]}") from None
+    depth(data, where)
+    return data
+
+
+def _loader():
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        """SafeLoader that refuses aliases (`*name`): nothing in Mneme's files needs them."""
+
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in Mneme's files",
+                                                  event.start_mark)
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
+class _LazyLoader:
+    """The loader class, made on first use so importing this module does not import yaml."""
+
+    def __init__(self):
+        self._cls = None
+
+    def __call__(self, stream):
+        if self._cls is None:
+            self._cls = _loader()
+        return self._cls(stream)
+
+
+_NoAliasLoader = _LazyLoader()
+
+
+def read_text(path: os.PathLike | str, what: str = "file") -> str:
+    """A regular file's UTF-8 text, refusing FIFOs, devices and files over the text_bytes limit
+    before reading (a FIFO would block, /dev/zero would never end)."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise FormatError(path, f"no such {what}") from None
+    except IsADirectoryError:
+        raise FormatError(path, f"is a folder, not a {what}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise FormatError(os.fsdecode(path).replace("\0", "\\0"), f"cannot open: {exc}") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise FormatError(path, f"is a folder, not a {what}")
+        if not stat.S_ISREG(info.st_mode):
+            raise FormatError(path, f"is not a regular file (a FIFO, socket or device); a {what} is a plain file")
+        check("text_bytes", info.st_size, f"{path}: the {what}'s size")
+        with os.fdopen(fd, "rb", closefd=True) as f:
+            fd = -1
+            data = f.read(limit("text_bytes") + 1)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    check("text_bytes", len(data), f"{path}: the {what}'s size")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, f"is not UTF-8 text: {exc}") from None
+
+
+def set_timeout(seconds: float) -> None:
+    """Set the time limit of each kernel run for this process and the workers it starts (0: none)."""
+    if not seconds >= 0:
+        raise LimitError(f"a timeout is a number of seconds >= 0, got {seconds}")
+    os.environ[variable("timeout_seconds")] = str(int(seconds) if float(seconds).is_integer() else seconds)
+
+
+def timeout_option(func):
+    """The `--timeout SECONDS` option of a command that runs kernels (replay, capture, tune)."""
+    import click
+
+    def store(ctx, param, value):
+        if value is not None:
+            set_timeout(value)
+        return value
+
+    return click.option("--timeout", type=click.FloatRange(min=0), default=None, expose_value=False,
+                        callback=store, help="Stop a kernel run after this many seconds, 0 for never "
+                        f"(default {DEFAULTS['timeout_seconds']}, or {variable('timeout_seconds')}).")(func)
+
+
+def restrict_worker() -> None:
+    """Drop what a worker process running other people's kernels does not need (docs/security.md).
+
+    No core dumps (a crashed kernel's memory holds the recording's data), no new privileges
+    through setuid programs (``PR_SET_NO_NEW_PRIVS``), and, when ``MNEME_LIMIT_WORKER_DATA_BYTES``
+    is set, a cap on the worker's data memory (RLIMIT_DATA; off by default, as GPU drivers map
+    much). Best effort: a platform without one of them keeps the others.
+    """
+    import resource
+
+    try:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ValueError, OSError):
+        pass
+    cap = os.environ.get("MNEME_LIMIT_WORKER_DATA_BYTES")
+    if cap:
+        try:
+            value = int(cap, 0)
+            resource.setrlimit(resource.RLIMIT_DATA, (value, resource.getrlimit(resource.RLIMIT_DATA)[1]))
+        except (ValueError, OSError):
+            pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+    except (OSError, AttributeError):
+        pass

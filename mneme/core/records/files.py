@@ -1,0 +1,290 @@
+"""Whole-database file operations: clean, copy and move recordings with every file they reference."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import attrs
+
+from mneme.core.errors import FormatError, MnemeError, UsageError
+from mneme.core.records.model import RecordedExecution
+from mneme.core.records.paths import atomic_write
+
+log = logging.getLogger(__name__)
+
+
+# -- whole-database file operations (clean, copy, move) ----------------------------------------
+# Each operation loads and checks every database and plans every file before it changes
+# anything, so a bad database or destination leaves the disk as it was.
+
+@attrs.frozen
+class FileReport:
+    """What a clean, copy or move did: databases written or removed, files removed, files kept."""
+
+    databases: list[Path] = attrs.Factory(list)
+    removed: list[Path] = attrs.Factory(list)
+    kept: list[Path] = attrs.Factory(list)
+
+
+def load_all(paths: Iterable[str | os.PathLike], *, allow_missing: bool = False) -> list[RecordedExecution]:
+    """Load every database (validating each); two arguments naming one database count once."""
+    records: dict[Path, RecordedExecution] = {}
+    for p in paths:
+        rec = RecordedExecution.from_json(p, allow_missing=allow_missing)
+        records.setdefault(rec.path.resolve(), rec)
+    return list(records.values())
+
+
+def _others(records: Sequence[RecordedExecution]) -> tuple[set[Path], set[Path]]:
+    """(files referenced by the other databases in the same folders, those databases' own files).
+
+    Candidates that are not regular files (a FIFO named `*.json`) or not databases are skipped
+    without being opened for long: they are neither kept nor removed.
+    """
+    chosen = {r.path.resolve() for r in records}
+    shared: set[Path] = set()
+    databases: set[Path] = set()
+    for folder in {r.folder.resolve() for r in records}:
+        for candidate in sorted(folder.glob("*.json")):
+            if candidate.resolve() in chosen or candidate.is_symlink() or not candidate.is_file():
+                continue
+            try:
+                other = RecordedExecution.from_json(candidate, allow_missing=True)
+            except MnemeError as exc:
+                log.debug("not a recording database, ignored: %s", exc)
+                continue
+            databases.add(candidate.resolve())
+            shared.update(f.resolve() for f in other.referenced_files())
+    return shared, databases
+
+
+def _files_of_others(records: Sequence[RecordedExecution]) -> set[Path]:
+    """Files referenced by the other databases in the same folders (kept when one is removed)."""
+    shared, databases = _others(records)
+    _refuse_database_references(records, databases)
+    return shared
+
+
+def _refuse_database_references(records: Sequence[RecordedExecution], databases: set[Path]) -> None:
+    """A database that names a recording database as one of its files would have it deleted or overwritten."""
+    chosen = {r.path.resolve(): r for r in records}
+    for rec in records:
+        for f in rec.referenced_files():
+            real = f.resolve()
+            if real in databases or real in chosen:
+                raise FormatError(rec.path, f"names the recording database {f} as one of its files; a database "
+                                  "never references a database: fix the database, nothing was changed")
+
+
+def _check_plain(path: Path, verb: str) -> None:
+    """Refuse to read or replace what is not a regular file: FIFOs, devices, sockets."""
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"{path} is not a regular file (a FIFO, socket or device); cannot {verb} it")
+
+
+def _remove_empty_dirs(files: Iterable[Path], stop: Path) -> None:
+    stop = stop.resolve()
+    for parent in sorted({f.parent.resolve() for f in files}, key=lambda d: len(d.parts), reverse=True):
+        while parent != stop and stop in parent.parents:
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+            parent = parent.parent
+
+
+def clean_records(paths: Iterable[str | os.PathLike], *, dry_run: bool = False) -> FileReport:
+    """Delete each database and the files it references inside its folder, nothing else.
+
+    A file that another database in the same folder still references is kept. With
+    `dry_run`, only report what would be removed.
+    """
+    records = load_all(paths, allow_missing=True)
+    others = _files_of_others(records)
+    for rec in records:
+        for f in rec.referenced_files():
+            _check_plain(f, "remove")
+    report = FileReport()
+    gone: set[Path] = set()
+    for rec in records:
+        removed = []
+        for f in rec.referenced_files():
+            if others and f.resolve() in others:
+                report.kept.append(f)
+            elif f not in gone and (f.is_file() or f.is_symlink()):
+                if not dry_run:
+                    f.unlink()
+                gone.add(f)
+                removed.append(f)
+        if not dry_run:
+            rec.path.unlink()
+            _remove_empty_dirs(removed, rec.folder)
+            log.info("removed %s and %d files", rec.path, len(removed))
+        report.databases.append(rec.path)
+        report.removed.extend(removed)
+    return report
+
+
+def _digest(path: Path) -> str:
+    """A file's content checksum, read through one descriptor of a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"{path} is not a regular file (a FIFO, socket or device)")
+        h = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    """Same bytes, by checksum; never by name, link or inode alone."""
+    return _digest(a) == _digest(b)
+
+
+def _refuse_link(dst: Path, src: Path, verb: str) -> None:
+    """A destination that is a link (dangling or not) or the source itself would lose the source's data."""
+    if dst.is_symlink():
+        raise UsageError(f"{dst} is a symbolic link (to {os.readlink(dst)}); cannot {verb} {src} over it: remove it or "
+                         "choose another destination")
+    if dst.exists() and os.path.samefile(dst, src):
+        raise UsageError(f"{dst} is the same file as {src} (a hard link or a folder reached twice); cannot {verb} it "
+                         "onto itself: choose another destination")
+
+
+def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *, move: bool = False) -> FileReport:
+    """Copy (or move) databases with every file they reference into folder `dest`.
+
+    Each database keeps its folder's relative layout under `dest` and is rewritten there.
+    Refused before anything changes: a destination that is a file, a database that points
+    outside its folder or misses a file, two sources for one destination file with different
+    contents, a destination file that exists with other contents.
+    """
+    dest = Path(os.path.abspath(dest))
+    if dest.is_symlink() and not dest.exists():
+        raise UsageError(f"destination {dest} is a dangling symbolic link; give a folder")
+    if dest.exists() and not dest.is_dir():
+        raise UsageError(f"destination {dest} is a file; give a folder (it is created if missing)")
+    records = load_all(paths)
+    if not records:
+        raise UsageError("no recording database given")
+    verb = "move" if move else "copy"
+    plan: dict[Path, Path] = {}  # destination file -> source file
+    targets: dict[Path, RecordedExecution] = {}
+    for rec in records:
+        if rec.folder.resolve() == dest.resolve():
+            raise UsageError(f"{rec.path} is already in {dest}; nothing to {verb}")
+        db_target = dest / rec.path.name
+        if db_target in targets:
+            raise UsageError(f"{rec.path} and {targets[db_target].path} would both become {db_target}; "
+                             f"{verb} them to different folders")
+        targets[db_target] = rec
+        if db_target.is_symlink():
+            raise UsageError(f"{db_target} is a symbolic link; cannot write the database over it: remove it or choose "
+                             "another destination")
+        if db_target.exists():
+            existing = RecordedExecution.from_json(db_target, allow_missing=True) if db_target.is_file() else None
+            if existing is None or existing.to_dict() != rec.to_dict():
+                raise UsageError(f"{db_target} already exists and differs from {rec.path}; remove it or choose "
+                                 "another destination")
+        for src in rec.referenced_files():
+            dst = dest / src.relative_to(rec.folder)
+            if dst in plan and plan[dst].resolve() != src.resolve() and not _same_content(plan[dst], src):
+                raise UsageError(f"{plan[dst]} and {src} would both become {dst} with different contents; "
+                                 f"{verb} them to different folders")
+            plan.setdefault(dst, src)
+    for dst, src in plan.items():
+        _check_plain(src, verb)
+        _refuse_link(dst, src, verb)
+        _check_plain(dst, f"{verb} over")
+        for parent in dst.parents:
+            if parent == dest.parent:
+                break
+            if parent.is_symlink():
+                raise UsageError(f"{parent} is a symbolic link; cannot {verb} {src} through it: choose another destination")
+        if dst.is_dir():
+            raise UsageError(f"{dst} is a folder; cannot {verb} {src} there")
+        if dst.exists() and not _same_content(src, dst):
+            raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another destination")
+
+    keep = _files_of_others(records)  # also refuses a database naming another database
+    keep = keep if move else set()
+    created_dirs: list[Path] = []
+    done: list[tuple[Path, Path | None]] = []  # (created file, source it was renamed from), for rollback
+    written: list[Path] = []
+    renamed: set[Path] = set()
+    try:
+        for folder in sorted({d.parent for d in list(plan) + list(targets)}, key=lambda d: len(d.parts)):
+            for d in [*reversed(folder.parents), folder]:
+                if not d.exists():
+                    d.mkdir()
+                    created_dirs.append(d)
+        # Data files go straight to their names (none existed: checked above); the databases are
+        # written last and atomically, so no database ever names a partial file.
+        for dst, src in plan.items():
+            if dst.exists():
+                continue  # identical content already there
+            if move and not src.is_symlink() and not (keep and src.resolve() in keep) \
+                    and os.stat(src).st_dev == os.stat(dst.parent).st_dev:
+                os.rename(src, dst)
+                done.append((dst, src))
+                renamed.add(src)
+            else:
+                done.append((dst, None))
+                shutil.copy2(src, dst)
+        for db_target, rec in targets.items():
+            done.append((db_target, None))
+            atomic_write(db_target, json.dumps(rec.to_dict(), indent=2) + "\n")
+            written.append(db_target)
+        if move:  # every source is deleted only once its destination holds the same bytes
+            for dst, src in plan.items():
+                if src not in renamed and not _same_content(src, dst):
+                    raise UsageError(f"{dst} does not hold the bytes of {src} after copying; nothing was removed")
+    except BaseException:
+        for path, src in reversed(done):
+            try:
+                if src is not None:
+                    os.rename(path, src)
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError as exc:
+                log.error("could not undo the %s of %s: %s", verb, path, exc)
+        for d in reversed(created_dirs):
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        raise
+    report = FileReport(databases=written)
+    if move:
+        for rec in records:
+            removed = []
+            for f in rec.referenced_files():
+                if keep and f.resolve() in keep:
+                    report.kept.append(f)
+                elif f in renamed:
+                    removed.append(f)
+                elif f.is_file() or f.is_symlink():
+                    f.unlink()
+                    removed.append(f)
+            rec.path.unlink()
+            report.removed.extend([*removed, rec.path])
+            _remove_empty_dirs(removed, rec.folder)
+    log.info("%s %d databases to %s", "moved" if move else "copied", len(written), dest)
+    return report
+
