@@ -28,40 +28,56 @@ def _console():
     obj = ctx.obj if ctx is not None else None
     if isinstance(obj, dict) and "console" in obj:
         return obj["console"]
-    from rich.console import Console
+    from mneme.core.logs import make_console
 
-    return Console()
+    return make_console()
 
 
-@click.command("plugins")
+@click.command("plugins", epilog="Exit codes: 0 ok; 1 internal error; 2 invalid options.")
 @click.option("--parameters", is_flag=True, help="List the configuration parameters plugins declare instead.")
-def plugins_command(parameters: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def plugins_command(parameters: bool, as_json: bool) -> None:
     """List every registered plugin: what it provides, its distribution and version, usable backends.
 
     The plugin column is the name `mneme -p no:NAME` (or MNEME_DISABLE_PLUGINS=NAME,...) disables.
     """
     if parameters:
+        if as_json:
+            from mneme.core import params
+
+            click.echo(json.dumps([{"parameter": k.name, "flag": k.flag, "type": k.type, "optional": k.optional,
+                                    "default": k.default, "low": k.low, "high": k.high, "choices": k.choices,
+                                    "stage": k.stage, "plugin": k.plugin, "help": k.help}
+                                   for k in params.knobs().values()], indent=2, default=repr))  # fmt: skip
+            return
         _console().print(_parameters_table())
         return
-    table = Table(title="Mneme plugins")
-    for column in ("kind", "name", "plugin", "distribution", "version", "status"):
-        table.add_column(column)
+    columns = ("kind", "name", "plugin", "distribution", "version", "status")
+    rows = []
     for item in sorted(plugins.provided(), key=lambda p: (p.kind, p.name)):
         status = ""
         if item.missing_extra:
             extra = item.missing_extra
-            status = escape(f"needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
+            status = f"needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'"
         elif item.kind == "backend":
             availability = item.obj().availability()
             status = "usable" if availability.usable else f"unusable: {availability.reason}"
-        table.add_row(item.kind, item.name, item.plugin, item.distribution, item.version, status)
+        rows.append((item.kind, item.name, item.plugin, item.distribution, item.version, status))
     for name, by in sorted(plugins.replaced().items()):
         dist, version = plugins.origin(name)
-        table.add_row("replaced", "", name, dist, version, f"replaced by plugin {by!r}")
+        rows.append(("replaced", "", name, dist, version, f"replaced by plugin {by!r}"))
     for name in plugins.disabled():
-        table.add_row("disabled", "", name, "", "", "disabled (-p no:NAME or MNEME_DISABLE_PLUGINS)")
+        rows.append(("disabled", "", name, "", "", "disabled (-p no:NAME or MNEME_DISABLE_PLUGINS)"))
     for bad in plugins.broken():
-        table.add_row("broken", "", bad.name, bad.distribution, bad.version, f"failed to load {bad.value}: {bad.error}")
+        rows.append(("broken", "", bad.name, bad.distribution, bad.version, f"failed to load {bad.value}: {bad.error}"))
+    if as_json:
+        click.echo(json.dumps([dict(zip(columns, row)) for row in rows], indent=2, default=str))
+        return
+    table = Table(title="Mneme plugins")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(str(cell)) for cell in row))
     _console().print(table)
 
 

@@ -24,9 +24,9 @@ def _console():
     obj = ctx.obj if ctx is not None else None
     if isinstance(obj, dict) and "console" in obj:
         return obj["console"]
-    from rich.console import Console
+    from mneme.core.logs import make_console
 
-    return Console()
+    return make_console()
 
 
 def _kernels(binary: str) -> list[tuple[str, EmbeddedEntry]]:

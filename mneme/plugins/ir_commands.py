@@ -12,7 +12,7 @@ from pathlib import Path
 
 import attrs
 import click
-from rich.console import Console
+from mneme.core.logs import make_console
 from rich.table import Table
 
 from mneme.core import build, ir, params, pipeline
@@ -22,8 +22,8 @@ from mneme.core.hookspecs import hookimpl
 from mneme.core.records import RecordedExecution
 from mneme.core.types import ExperimentConfiguration
 
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 
 EMITS = ("ll", "ptx", "cubin", "asm", "object", "hsaco")
 

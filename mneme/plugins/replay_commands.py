@@ -17,7 +17,7 @@ from rich.table import Table
 from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
-from mneme.core.errors import FormatError, MnemeError, UsageError
+from mneme.core.errors import EXIT_NOT_VERIFIED, FormatError, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
@@ -220,9 +220,9 @@ def _console():
     obj = ctx.obj if ctx is not None else None
     if isinstance(obj, dict) and "console" in obj:
         return obj["console"]
-    from rich.console import Console
+    from mneme.core.logs import make_console
 
-    return Console()
+    return make_console()
 
 
 @click.command("capture")
@@ -284,7 +284,11 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
     """Replay a recorded kernel launch as one verified, timed experiment.
 
     PASSES is an optimization pipeline such as `default<O3>` or `Oz` (default: the
-    configuration's). Exits with status 1 when the variant does not verify.
+    configuration's).
+
+    Exit codes: 0 verified; 1 internal error; 2 invalid input (options, a malformed
+    recording or --config file, an unknown architecture); 3 the variant did not run
+    correctly or did not verify; 130 interrupted.
     """
     from mneme.core.executor import BaseExecutor
 
@@ -315,7 +319,7 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
     if not result.ok:
-        raise SystemExit(1)
+        raise SystemExit(EXIT_NOT_VERIFIED)
 
 
 def _assembler(ex, config) -> str:

@@ -29,9 +29,9 @@ def _console(err: bool = False):
     obj = ctx.obj if ctx is not None else None
     if isinstance(obj, dict) and key in obj:
         return obj[key]
-    from rich.console import Console
+    from mneme.core.logs import make_console
 
-    return Console(stderr=err)
+    return make_console(stderr=err)
 
 
 @hookimpl
