@@ -8,6 +8,7 @@ Library users who never call `configure` keep their own logging untouched.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import warnings
 
@@ -15,6 +16,7 @@ import warnings
 THIRD_PARTY = ("optuna", "cmaes", "nevergrad", "matplotlib", "PIL", "urllib3")
 
 _state: dict[str, int] = {}
+_QUIET_MODULES = re.compile(r"(optuna|cmaes|nevergrad)(\.|$)")
 
 
 def make_console(*, stderr: bool = False):
@@ -43,11 +45,15 @@ def configure(verbosity: int, console=None) -> None:
     _state["verbosity"] = verbosity
     handler = RichHandler(console=console) if console is not None else RichHandler()
     logging.basicConfig(level=level_for(verbosity), format="%(message)s", handlers=[handler], force=True)
+    for name in THIRD_PARTY:
+        logging.getLogger(name).setLevel(_third_party_level(verbosity))
+    # cmaes and optuna report through `warnings` (400-character lines); -v shows them again.
     if verbosity < 1:
-        for name in THIRD_PARTY:
-            logging.getLogger(name).setLevel(_third_party_level(verbosity))
-        # cmaes and optuna report through `warnings` (400-character lines); -v shows them again.
-        warnings.filterwarnings("ignore", module=r"(optuna|cmaes|nevergrad)(\.|$)")
+        warnings.filterwarnings("ignore", module=_QUIET_MODULES.pattern)
+    else:  # a later configure(1) in the same process (tests, notebooks) shows them again
+        warnings.filters[:] = [f for f in warnings.filters if not (f[0] == "ignore" and f[3] is not None
+                                                                     and f[3].pattern == _QUIET_MODULES.pattern)]
+        getattr(warnings, "_filters_mutated", lambda: None)()
     quiet_third_party()
 
 

@@ -296,17 +296,6 @@ def move_command(databases: tuple[str, ...], dest: str) -> None:
 # -- config ---------------------------------------------------------------------------------------
 
 #: Environment variables Mneme reads, with what they set.
-ENVIRONMENT = {
-    "MNEME_CACHE_DIR": "folder of build products cached by variant hash (default ~/.cache/mneme)",
-    "MNEME_CACHE_MAX_BYTES": "size limit of that cache in bytes (default 512 MiB)",
-    "MNEME_CACHE_DISABLE": "1/true/yes: no cache on disk",
-    "MNEME_LLD": "ld.lld used to link AMDGPU code objects (default ld.lld-19)",
-    "MNEME_CC_CLANG": "clang used by mneme-cc to build device IR (default clang++-19)",
-    "MNEME_CC_OBJCOPY": "objcopy used by mneme-cc to embed IR",
-    "MNEME_CC_DISABLE": "set: mneme-cc only runs the compiler",
-    "MNEME_CC_VERBOSE": "set: mneme-cc logs what it does",
-    "MNEME_DISABLE_PLUGINS": "comma-separated plugin names to disable, as `mneme -p no:NAME` (see `mneme plugins`)",
-}
 TOOLS = ("clang-19", "ld.lld-19", "llvm-cxxfilt-19", "c++filt", "nvcc", "ptxas")
 
 
@@ -336,8 +325,18 @@ def effective_config() -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - a broken backend plugin must not hide the others
             backends[item.name] = {"distribution": item.distribution, "version": item.version,
                                    "usable": False, "reason": f"availability check failed: {exc!r}"}
-    known = dict(ENVIRONMENT)
-    known.update({k: "" for k in os.environ if k.startswith("MNEME_") and k not in known})
+    from mneme.core import envvars
+
+    environment = {}
+    for name, var in envvars.registry().items():
+        environment[name] = {"value": os.environ.get(name, ""), "default": var.default, "meaning": var.help,
+                             "component": var.component}  # fmt: skip
+    for name in sorted(k for k in os.environ if k.startswith("MNEME_") and k not in environment):
+        import difflib
+
+        near = difflib.get_close_matches(name, list(environment), n=1)
+        environment[name] = {"value": os.environ[name], "default": "", "component": "unknown",
+                             "meaning": "not read by Mneme" + (f"; did you mean {near[0]}?" if near else "")}
     tool_paths = {tool: shutil.which(tool) or "" for tool in TOOLS}
     if shutil.which("ptxas") is None and Path("/usr/local/cuda/bin/ptxas").exists():
         tool_paths["ptxas"] = "/usr/local/cuda/bin/ptxas"
@@ -347,16 +346,20 @@ def effective_config() -> dict[str, Any]:
         "package": str(Path(mneme.__file__).parent),
         "cache_dir": str(cache_dir()),
         "cache_usage": _cache_usage(cache_dir()),
-        "environment": {k: {"value": os.environ.get(k, ""), "meaning": v} for k, v in sorted(known.items())},
+        "environment": environment,
         "backends": backends,
         "tools": tool_paths,
     }
 
 
-@click.command("config")
+@click.command("config", epilog="Exit codes: 0 ok; 1 internal error; 2 invalid options.")
 @click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
 def config_command(as_json: bool) -> None:
-    """Show the effective configuration: versions, cache folder, environment, backends, tools."""
+    """Show the effective configuration: versions, cache folder, environment, backends, tools.
+
+    The environment table lists every MNEME_* variable Mneme reads (mneme.core.envvars), and
+    any MNEME_* variable that is set but read by nothing, with the nearest real name.
+    """
     config = effective_config()
     if as_json:
         click.echo(json.dumps(config, indent=2))
@@ -368,10 +371,11 @@ def config_command(as_json: bool) -> None:
         head.add_row(key.replace("_", " "), config[key])
     _console().print(head)
     env = Table(title="environment", title_justify="left")
-    for column in ("variable", "value", "meaning"):
+    for column in ("variable", "value", "default", "component", "meaning"):
         env.add_column(column)
     for name, entry in config["environment"].items():
-        env.add_row(name, entry["value"] or "[dim](unset)[/]", entry["meaning"])
+        env.add_row(name, escape(entry["value"]) if entry["value"] else "[dim](unset)[/]", escape(entry["default"]),
+                    entry["component"], escape(entry["meaning"]))  # fmt: skip
     _console().print(env)
     table = Table(title="backends", title_justify="left")
     for column in ("backend", "distribution", "status"):

@@ -17,7 +17,7 @@ from rich.table import Table
 from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
-from mneme.core.errors import EXIT_NOT_VERIFIED, FormatError, MnemeError, UsageError
+from mneme.core.errors import EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, FormatError, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
@@ -286,9 +286,9 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
     PASSES is an optimization pipeline such as `default<O3>` or `Oz` (default: the
     configuration's).
 
-    Exit codes: 0 verified; 1 internal error; 2 invalid input (options, a malformed
-    recording or --config file, an unknown architecture); 3 the variant did not run
-    correctly or did not verify; 130 interrupted.
+    Exit codes: 0 verified; 1 internal error; 2 invalid input (options, a configuration
+    the kernel cannot launch with, a malformed recording or --config file); 3 the variant
+    did not run correctly or did not verify; 130 interrupted.
     """
     from mneme.core.executor import BaseExecutor
 
@@ -318,8 +318,8 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
                                       app_timer, assembler))  # fmt: skip
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
-    if not result.ok:
-        raise SystemExit(EXIT_NOT_VERIFIED)
+    if not result.ok:  # a configuration the kernel cannot launch with is invalid input; anything else did not verify
+        raise SystemExit(EXIT_INVALID_INPUT if result.error_kind == "invalid" else EXIT_NOT_VERIFIED)
 
 
 def _assembler(ex, config) -> str:

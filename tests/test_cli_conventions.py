@@ -1,0 +1,258 @@
+"""CLI conventions (issue 27, point 4): -q/-v, --json, exit codes, no wrapping into pipes,
+the user's umask, one registry of MNEME_* variables, no stale commands in the docs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from mneme.core import envvars, fsutil
+from mneme.core.cli import cli
+from mneme.core.snapshot import SnapshotWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+A = 0x7000_0000
+
+
+def run(*args, **kw):
+    return CliRunner().invoke(cli, [str(a) for a in args], **kw)
+
+
+def snapshot(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with SnapshotWriter(path, "prologue", static_hash="abc", dynamic_hash="def") as w:
+        w.set_args(b"\x00" * 8, [(0, 8)])
+        w.add_region(A, np.arange(5000, dtype=np.float32), encoding="zstd")
+    return path
+
+
+def mneme(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    code = "import sys; from mneme.core.cli import main; main(sys.argv[1:])"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})}, cwd=ROOT)  # fmt: skip
+
+
+# -- -q / -v and third-party logs ---------------------------------------------------------------
+
+def _study_stderr(verbosity: int, tmp_path: Path) -> str:
+    code = ("import sys; from mneme.core import logs; logs.configure(int(sys.argv[1]))\n"
+            "from mneme.core.tuning.store import ResultStore\n"
+            "ResultStore.create_or_load('journal:' + sys.argv[2], 'k')\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(verbosity), str(tmp_path / f"j{verbosity}.log")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stderr
+
+
+def test_optunas_study_created_line_shows_only_with_verbose(tmp_path):
+    assert "A new study created" not in _study_stderr(0, tmp_path)
+    assert "A new study created" not in _study_stderr(-1, tmp_path)
+    assert "A new study created" in _study_stderr(1, tmp_path)
+
+
+def test_quiet_and_verbose_are_group_options_and_exclusive():
+    assert run("-q", "config", "--json").exit_code == 0
+    assert run("-vv", "config", "--json").exit_code == 0
+    result = run("-q", "-v", "config")
+    assert result.exit_code == 2 and "cannot be combined" in result.output
+
+
+def test_quiet_silences_warnings_but_not_errors(tmp_path):
+    import logging
+
+    from mneme.core import logs
+
+    logs.configure(-1)
+    try:
+        assert not logging.getLogger("mneme").isEnabledFor(logging.WARNING)
+        assert logging.getLogger("mneme").isEnabledFor(logging.ERROR)
+        logs.configure(1)
+        assert logging.getLogger("mneme").isEnabledFor(logging.INFO)
+        assert logging.getLogger("optuna").isEnabledFor(logging.INFO)
+    finally:
+        logs.configure(0)
+
+
+# -- --json on every command that reports -------------------------------------------------------
+
+def test_plugins_json_lists_backends_and_parameters():
+    rows = json.loads(run("plugins", "--json").output)
+    assert {"kind", "name", "plugin", "distribution", "version", "status"} <= set(rows[0])
+    assert any(r["kind"] == "backend" and r["name"] == "host" for r in rows)
+    knobs = json.loads(run("plugins", "--parameters", "--json").output)
+    assert any(k["parameter"] == "max_registers" and k["type"] == "int" for k in knobs)
+
+
+def test_snapshot_info_and_verify_json(tmp_path):
+    path = snapshot(tmp_path / "p.mneme")
+    info = json.loads(run("snapshot", "info", "--json", path).output)
+    assert info["kind"] == "prologue" and info["regions"][0]["address"] == A and info["regions"][0]["size"] == 20000
+    checked = json.loads(run("snapshot", "verify", "--json", path).output)
+    assert checked == [{"path": str(path), "ok": True, "regions": 1, "size": 20000}]
+
+
+def test_cuda_info_json():
+    pytest.importorskip("mneme_cuda")
+    report = json.loads(run("cuda", "info", "--json").output)
+    assert set(report) >= {"usable", "reason", "fingerprint", "recorder"}
+
+
+# -- exit codes ---------------------------------------------------------------------------------
+
+def test_a_corrupt_snapshot_does_not_verify_and_a_malformed_one_is_invalid_input(tmp_path):
+    good = snapshot(tmp_path / "p.mneme")
+    data = bytearray(good.read_bytes())
+    data[-60] ^= 1
+    bad = tmp_path / "bad.mneme"
+    bad.write_bytes(bytes(data))
+    assert run("snapshot", "verify", bad).exit_code == 3
+    junk = tmp_path / "junk.mneme"
+    junk.write_bytes(b"not a snapshot at all" * 10)
+    result = run("snapshot", "info", junk)
+    assert result.exit_code == 2 and "junk.mneme" in result.output
+
+
+def test_an_unknown_architecture_is_refused_by_name_with_no_llvm_warnings(tmp_path):
+    from irbuild import build_cuda_ir, cuda_available
+
+    if not cuda_available()[0]:
+        pytest.skip(cuda_available()[1])
+    proc = mneme("ir", "compile", str(build_cuda_ir("saxpy")), "--arch", "sm_999", "--emit", "ptx",
+                 "-o", str(tmp_path / "k.ptx"))  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "unknown architecture 'sm_999'" in proc.stderr
+    assert "not a recognized processor" not in proc.stderr
+
+
+def test_recognized_asks_llvm():
+    from mneme.core import llvm_cpus
+
+    assert llvm_cpus.recognized("nvptx64-nvidia-cuda", "sm_90")
+    assert not llvm_cpus.recognized("nvptx64-nvidia-cuda", "sm_999")
+    assert llvm_cpus.recognized("amdgcn-amd-amdhsa", "gfx90a")
+    assert not llvm_cpus.recognized("amdgcn-amd-amdhsa", "gfx999")
+
+
+def test_every_command_says_its_exit_codes_in_its_help():
+    from mneme.core import plugins
+
+    missing = []
+    for name, command in sorted((p.name, p.obj) for p in plugins.provided("command")):
+        import click
+
+        subs = command.commands.items() if isinstance(command, click.Group) else [("", command)]
+        for sub, cmd in subs:
+            text = run(*([name, sub] if sub else [name]), "--help").output
+            if "Exit codes" not in " ".join(text.split()):
+                missing.append(f"{name} {sub}".strip())
+    assert not missing, f"--help does not state the exit codes: {missing}"
+
+
+def test_the_exit_code_table_in_docs_matches_errors():
+    from mneme.core import errors
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    for code in (errors.EXIT_OK, errors.EXIT_INTERNAL, errors.EXIT_INVALID_INPUT, errors.EXIT_NOT_VERIFIED,
+                 errors.EXIT_INTERRUPTED, 143):  # fmt: skip
+        assert re.search(rf"^\| *{code} *\|", text, re.M), code
+    assert "docs/cli.md" in (ROOT / "README.md").read_text()
+
+
+# -- output never wrapped into a pipe -----------------------------------------------------------
+
+def test_piped_output_keeps_long_paths_on_one_line(tmp_path):
+    path = snapshot(tmp_path / ("a_rather_long_folder_name_" * 4) / ("and_another_one_" * 4) / "p.mneme")
+    proc = mneme("snapshot", "verify", str(path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"{path}: ok" in proc.stdout.splitlines()[0]
+
+
+# -- files written with the user's umask --------------------------------------------------------
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_atomic_writes_follow_the_umask(tmp_path, umask, mode):
+    old = os.umask(umask)
+    try:
+        fsutil.atomic_write(tmp_path / "best.json", "{}")
+        from mneme.core.tuning.report import write_json
+
+        write_json(tmp_path / "summary.json", {"a": 1})
+    finally:
+        os.umask(old)
+    assert (tmp_path / "best.json").stat().st_mode & 0o777 == mode
+    assert (tmp_path / "summary.json").stat().st_mode & 0o777 == mode
+
+
+def test_rewriting_a_file_keeps_its_mode(tmp_path):
+    target = tmp_path / "x.json"
+    target.write_text("{}")
+    target.chmod(0o640)
+    fsutil.atomic_write(target, "[]")
+    assert target.stat().st_mode & 0o777 == 0o640 and target.read_text() == "[]"
+
+
+# -- one registry of environment variables ------------------------------------------------------
+
+_SOURCES = ("*.py", "*.c", "*.cpp", "*.h", "*.cu")
+
+
+def test_every_mneme_variable_in_the_sources_is_registered():
+    found = set()
+    for folder in (ROOT / "mneme", ROOT / "backends"):
+        for pattern in _SOURCES:
+            for path in folder.rglob(pattern):
+                found |= set(re.findall(r"\bMNEME_[A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")))
+    found -= envvars.NOT_VARIABLES
+    found.discard("MNEME_LIMIT")  # the prefix of the limits, documented in mneme.core.limits
+    found.discard("MNEME_RECORD")
+    missing = sorted(found - set(envvars.registry()))
+    assert not missing, f"read but not registered in mneme/core/envvars.py: {missing}"
+    assert len(envvars.registry()) >= 40
+
+
+def test_config_lists_the_registry_and_names_a_misspelt_variable():
+    result = run("config", "--json", env={"MNEME_CACHE_DIRR": "/x"})
+    environment = json.loads(result.output)["environment"]
+    assert set(envvars.registry()) <= set(environment)
+    assert all(environment[name]["meaning"] for name in envvars.registry())
+    assert "did you mean MNEME_CACHE_DIR" in environment["MNEME_CACHE_DIRR"]["meaning"]
+
+
+# -- the docs name only commands that exist -----------------------------------------------------
+
+def _doc_commands() -> list[tuple[str, str, str]]:
+    found = []
+    files = [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"), *(ROOT / "examples").rglob("README.md")]
+    for path in files:
+        text = path.read_text()
+        code = re.findall(r"```.*?```", text, re.S) + re.findall(r"`[^`\n]+`", text)
+        for block in code:
+            for line in block.splitlines():
+                if re.search(r"\b(from|import) mneme\b", line):
+                    continue
+                for m in re.finditer(r"(?<![\w./-])mneme ([a-z][a-z-]*)(?: +([a-z][a-z-]*))?", line):
+                    found.append((str(path.relative_to(ROOT)), m.group(1), m.group(2) or ""))
+    return found
+
+
+def test_the_docs_name_only_commands_that_exist():
+    import click
+
+    ctx = click.Context(cli)
+    stale = []
+    for where, name, sub in _doc_commands():
+        command = cli.get_command(ctx, name)
+        if command is None:
+            stale.append(f"{where}: mneme {name}")
+        elif isinstance(command, click.Group) and sub and command.get_command(ctx, sub) is None:
+            stale.append(f"{where}: mneme {name} {sub}")
+    assert not stale, stale
+    assert any(name == "ir" and sub == "list" for _, name, sub in _doc_commands())
