@@ -12,6 +12,10 @@ EXIT_INVALID_INPUT = 2  # options, arguments or an input file (malformed, unknow
 EXIT_NOT_VERIFIED = 3  # the variant or the recorded baseline did not run correctly or did not verify
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); SIGTERM gives 143
 
+#: The epilog of a command's --help that returns only the common codes.
+EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 internal error; 2 invalid input (options, arguments, a malformed or "
+                   "unknown file); 130 interrupted. See docs/cli.md.")
+
 
 class MnemeError(Exception):
     """Base of every error Mneme raises on purpose; the CLI prints its message, not a traceback."""

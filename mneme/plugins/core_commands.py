@@ -18,7 +18,7 @@ from rich.table import Table
 from mneme import __version__
 from mneme.core import limits, plugins
 from mneme.core.demangle import demangle
-from mneme.core.errors import DISTRIBUTION, MnemeError, UsageError
+from mneme.core.errors import DISTRIBUTION, EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.records import RecordedExecution, clean_records, copy_records
 
 
@@ -231,7 +231,7 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     _console().print(snaps)
 
 
-@click.command("inspect")
+@click.command("inspect", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the databases and snapshot summaries as JSON.")
 def inspect_command(databases: tuple[str, ...], as_json: bool) -> None:
@@ -251,7 +251,7 @@ def inspect_command(databases: tuple[str, ...], as_json: bool) -> None:
 
 # -- clean, copy, move ----------------------------------------------------------------------------
 
-@click.command("clean")
+@click.command("clean", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
 @click.option("-n", "--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
@@ -271,7 +271,7 @@ def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
                   + (f", {len(report.kept)} shared file(s) kept" if report.kept else ""), highlight=False)
 
 
-@click.command("copy")
+@click.command("copy", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
 @click.argument("dest", type=click.Path())
 def copy_command(databases: tuple[str, ...], dest: str) -> None:
@@ -281,7 +281,7 @@ def copy_command(databases: tuple[str, ...], dest: str) -> None:
         _console().print(f"wrote {db}", highlight=False)
 
 
-@click.command("move")
+@click.command("move", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
 @click.argument("dest", type=click.Path())
 def move_command(databases: tuple[str, ...], dest: str) -> None:

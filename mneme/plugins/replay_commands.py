@@ -17,7 +17,8 @@ from rich.table import Table
 from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
-from mneme.core.errors import EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, FormatError, MnemeError, UsageError
+from mneme.core.errors import (EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, FormatError, MnemeError,
+                               UsageError)
 from mneme.core.hookspecs import hookimpl
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
@@ -225,7 +226,7 @@ def _console():
     return make_console()
 
 
-@click.command("capture")
+@click.command("capture", epilog=EXIT_CODES_HELP)
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
 @click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
@@ -330,7 +331,7 @@ def _assembler(ex, config) -> str:
         return ""
 
 
-@click.command("annotate")
+@click.command("annotate", epilog=EXIT_CODES_HELP)
 @click.argument("record_db", type=click.Path(exists=True))
 @click.option("-rid", "--record-id", "record_id", default=None, help="Only this instance (default: every instance).")
 @click.option("--region", "region", default=None, help="Region by address (hex, e.g. 0x153940000000).")

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mneme.core.backend import CACHE_STATES
-from mneme.core.errors import UsageError
+from mneme.core.errors import EXIT_CODES_HELP, UsageError
 from mneme.core.interrupt import Interrupted
 from mneme.core.hookspecs import hookimpl
 
@@ -321,7 +321,7 @@ def default_results_dir(record_db: str, record_id: str | None, space: str) -> Pa
     return folder_of(rec, rec.select(record_id), space)
 
 
-@click.command("results")
+@click.command("results", epilog=EXIT_CODES_HELP)
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write every trial as CSV.")
 @click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), default=None,

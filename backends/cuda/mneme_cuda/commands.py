@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mneme.core.errors import EXIT_CODES_HELP
 from mneme_cuda import cupti
 
 
@@ -21,7 +22,7 @@ def _console():
     return make_console()
 
 
-@click.command("record", context_settings={"ignore_unknown_options": True})
+@click.command("record", epilog=EXIT_CODES_HELP, context_settings={"ignore_unknown_options": True})
 @click.option("-rdb", "--rdb", "rdb", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the recording databases.")
 @click.option("--kernel", default=None, help="Record only kernels whose (mangled) name matches this regex.")
@@ -95,7 +96,7 @@ def info_command(as_json: bool) -> None:
     _console().print(f"recorder: {report['recorder']}")
 
 
-@cuda_group.command("build-recorder")
+@cuda_group.command("build-recorder", epilog=EXIT_CODES_HELP)
 @click.option("--force", is_flag=True, help="Rebuild even when the library is up to date.")
 def build_recorder_command(force: bool) -> None:
     """Compile the native recorder (needs a C++ compiler and the CUDA toolkit's cuda.h)."""
