@@ -256,3 +256,61 @@ def test_the_docs_name_only_commands_that_exist():
             stale.append(f"{where}: mneme {name} {sub}")
     assert not stale, stale
     assert any(name == "ir" and sub == "list" for _, name, sub in _doc_commands())
+
+
+# -- unknown keys in YAML/JSON inputs ------------------------------------------------------------
+
+def _spec(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "saxpy.ll").write_text((ROOT / "examples" / "saxpy" / "saxpy.ll").read_text())
+    path = tmp_path / "capture.yaml"
+    path.write_text("ir: saxpy.ll\nkernel: saxpy\n" + text)
+    return path
+
+
+@pytest.mark.parametrize("extra,message", [
+    ("blok: [256]\n", "unknown key 'blok'; did you mean 'block'?"),
+    ("shared_memory: 0\n", "unknown key 'shared_memory'; did you mean 'shared_mem'?"),
+    ("globals: {g: 1}\n", "unknown key 'globals' Valid keys: args, backend, block"),
+])  # fmt: skip
+def test_a_capture_spec_with_an_unknown_key_is_refused_by_name(tmp_path, extra, message):
+    spec = _spec(tmp_path, "grid: [1]\nblock: [32]\nargs: [32, 2.0, {zeros: {shape: [32]}}, {zeros: {shape: [32]}}]\n"
+                 + extra)
+    result = run("capture", spec, "-o", tmp_path / "out", "--backend", "host")
+    assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_unknown_keys_inside_capture_arguments_are_refused(tmp_path):
+    spec = _spec(tmp_path, "grid: [1]\nblock: [32]\nargs: [32, 2.0, {zeros: {shape: [32], sead: 1}}, "
+                 "{nmae: y, zeros: {shape: [32]}}]\n")
+    result = run("capture", spec, "-o", tmp_path / "out", "--backend", "host")
+    assert result.exit_code == 2 and "args[2].zeros" in result.output and "'sead'" in result.output
+
+
+def test_a_capture_spec_missing_grid_is_invalid_input(tmp_path):
+    spec = _spec(tmp_path, "block: [32]\nargs: [32]\n")
+    result = run("capture", spec, "-o", tmp_path / "out", "--backend", "host")
+    assert result.exit_code == 2 and "grid" in result.output
+
+
+def test_a_space_parameter_with_a_misspelt_key_is_refused():
+    from mneme.core.errors import FormatError
+    from mneme.core.tuning.space import param_from_spec
+
+    with pytest.raises(FormatError, match="unknown key 'stpe'; did you mean 'step'"):
+        param_from_spec("block_x", {"low": 32, "high": 256, "stpe": 32}, source="s.yaml")
+    with pytest.raises(FormatError, match="did you mean 'choices'"):
+        param_from_spec("block_x", {"choice": [32, 64]}, source="s.yaml")
+    with pytest.raises(FormatError, match="unknown key 'high'"):
+        param_from_spec("block_x", {"choices": [32, 64], "high": 3}, source="s.yaml")
+
+
+def test_sampler_and_space_options_are_checked_by_name():
+    from mneme.core.errors import UsageError
+    from mneme.core.tuning.samplers import create_sampler
+
+    with pytest.raises(UsageError, match="takes no options"):
+        create_sampler("random", options={"sead": 1})
+    from mneme.plugins.spaces.builtin import StandardSpace
+
+    with pytest.raises(UsageError, match="did you mean 'max_threads'"):
+        StandardSpace(None, None, max_thread=128)

@@ -17,7 +17,11 @@ from mneme.core.errors import FormatError
 
 def nearest(name: str, valid: Iterable[str]) -> str | None:
     """The valid key closest to `name`, when one is close enough to be a likely misspelling."""
-    found = difflib.get_close_matches(name, sorted(valid), n=1, cutoff=0.6)
+    valid = sorted(valid)
+    swapped = [v for v in valid if sorted(v) == sorted(name)]  # two letters swapped: `stpe` is `step`
+    if swapped:
+        return swapped[0]
+    found = difflib.get_close_matches(name, valid, n=1, cutoff=0.6)
     return found[0] if found else None
 
 

@@ -318,10 +318,9 @@ def param_from_spec(name: str, spec: Any, *, source: str) -> P.Param:
             return P.BoolParam(name)
         if not isinstance(spec, Mapping):
             return P.FixedParam(name, spec)
-        check_keys(spec, {k for keys in PARAM_KEYS.values() for k in keys}, source, where)
         kind = next((k for k in PARAM_KEYS if k in spec), None)
-        if kind is not None:
-            check_keys(spec, PARAM_KEYS[kind], source, where)
+        check_keys(spec, PARAM_KEYS[kind] if kind else {k for keys in PARAM_KEYS.values() for k in keys}, source,
+                   where)  # fmt: skip
         if "fixed" in spec:
             return P.FixedParam(name, spec["fixed"])
         if "choices" in spec or "ordinal" in spec:
