@@ -314,3 +314,28 @@ def test_sampler_and_space_options_are_checked_by_name():
 
     with pytest.raises(UsageError, match="did you mean 'max_threads'"):
         StandardSpace(None, None, max_thread=128)
+
+
+# -- a real tuning run: no library chatter, results readable by the team -------------------------
+
+def test_tune_prints_no_optuna_lines_unless_verbose_and_writes_results_with_the_umask(tmp_path):
+    from test_tuning_session import capture_saxpy
+
+    db = capture_saxpy(tmp_path / "saxpy")
+    space = ["--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repeats", "1", "--trials", "4"]
+
+    def tune(*flags: str, results: Path) -> subprocess.CompletedProcess:
+        code = "import os, sys; os.umask(0o002); from mneme.core.cli import main; main(sys.argv[1:])"
+        return subprocess.run([sys.executable, "-c", code, *flags, "tune", "-rdb", str(db), "--sampler", "optuna:cmaes",
+                               "--seed", "1", "--results", str(results), *space],
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    quiet = tune("-q", results=tmp_path / "q")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "A new study created" not in quiet.stderr and "cmaes" not in quiet.stderr.lower(), quiet.stderr
+    assert "best configurations" in quiet.stdout
+    for name in ("best.json", "summary.json", "tuned-kernels.json"):
+        assert (tmp_path / "q" / name).stat().st_mode & 0o777 == 0o664, name
+    verbose = tune("-v", results=tmp_path / "v")
+    assert verbose.returncode == 0, verbose.stderr
+    assert "A new study created" in verbose.stderr

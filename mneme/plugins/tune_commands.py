@@ -258,8 +258,10 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         session.prepare()
         show_space(session.space)
         return
-    live = Live(console=_console(), auto_refresh=False, transient=False) if not as_json and _console().is_terminal \
-        else None
+    ctx = click.get_current_context(silent=True)
+    quiet = bool(ctx is not None and isinstance(ctx.obj, dict) and ctx.obj.get("quiet"))  # `mneme -q`: results only
+    live = Live(console=_console(), auto_refresh=False, transient=False) \
+        if not as_json and not quiet and _console().is_terminal else None
 
     def on_progress(progress):
         if live is not None:
@@ -285,7 +287,7 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return
-    if live is None:
+    if live is None and not quiet:
         _console().print(_progress_view(session.progress))
     print_summary(summary)
     out = session.results_dir
