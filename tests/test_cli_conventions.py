@@ -339,3 +339,13 @@ def test_tune_prints_no_optuna_lines_unless_verbose_and_writes_results_with_the_
     verbose = tune("-v", results=tmp_path / "v")
     assert verbose.returncode == 0, verbose.stderr
     assert "A new study created" in verbose.stderr
+
+
+def test_a_sweep_file_with_an_unknown_key_is_refused(tmp_path):
+    from mneme.core.errors import UsageError
+    from mneme.core.tuning.sweep import Sweep
+
+    path = tmp_path / "sweep.json"
+    path.write_text(json.dumps({"schema": 1, "space": "quick", "pionts": {}}))
+    with pytest.raises(UsageError, match="unknown key 'pionts'; did you mean 'points'"):
+        Sweep.load(path)
