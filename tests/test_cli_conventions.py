@@ -175,6 +175,16 @@ def test_piped_output_keeps_long_paths_on_one_line(tmp_path):
     assert f"{path}: ok" in proc.stdout.splitlines()[0]
 
 
+def test_piped_tables_keep_each_row_on_one_line():
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    code = "import sys; from mneme.core.cli import main; main(sys.argv[1:])"
+    proc = subprocess.run([sys.executable, "-c", code, "config"], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=ROOT)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if "MNEME_LIMIT_WORKER_DATA_BYTES" in line)
+    assert envvars.registry()["MNEME_LIMIT_WORKER_DATA_BYTES"].help in row
+
+
 # -- files written with the user's umask --------------------------------------------------------
 
 @pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])

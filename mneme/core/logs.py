@@ -8,6 +8,7 @@ Library users who never call `configure` keep their own logging untouched.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import warnings
@@ -16,6 +17,7 @@ import warnings
 THIRD_PARTY = ("optuna", "cmaes", "nevergrad", "matplotlib", "PIL", "urllib3")
 
 _state: dict[str, int] = {}
+_PIPE_WIDTH = 10_000  # columns of a console writing to a pipe or file
 _QUIET_MODULES = re.compile(r"(optuna|cmaes|nevergrad)(\.|$)")
 
 
@@ -28,7 +30,10 @@ def make_console(*, stderr: bool = False):
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return Console(stderr=stderr, soft_wrap=not tty)
+    if tty or os.environ.get("COLUMNS"):
+        return Console(stderr=stderr, soft_wrap=not tty)
+    # Not a terminal: no width to fit, so tables take the width their cells need (no folded paths).
+    return Console(stderr=stderr, soft_wrap=True, width=_PIPE_WIDTH)
 
 
 def level_for(verbosity: int) -> int:
