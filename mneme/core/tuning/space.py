@@ -204,7 +204,7 @@ class ConfigSpace(SearchSpace):
 
     def __init__(self, recording: Any = None, instance: Any = None, **options: Any):
         super().__init__(recording, instance, **options)
-        self.grid_stride = _as_bool(options.get("grid_stride", False), "grid_stride")
+        self.grid_stride = as_bool(options.get("grid_stride", False), "grid_stride")
         self.max_threads = int(options.get("max_threads", MAX_THREADS_PER_BLOCK))
         self.min_threads = int(options.get("min_threads", 1))
         if not 1 <= self.min_threads <= self.max_threads <= MAX_THREADS_PER_BLOCK:
@@ -271,7 +271,8 @@ def _evaluate(expression: str, params: Mapping[str, Any], space: str) -> bool:
         raise UsageError(f"space {space!r}: constraint {expression!r} failed on {dict(params)}: {exc}") from exc
 
 
-def _as_bool(value: Any, name: str) -> bool:
+def as_bool(value: Any, name: str) -> bool:
+    """A space option's boolean (true/false, yes/no, on/off, 1/0); `name` names it in the error."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
