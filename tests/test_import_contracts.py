@@ -87,3 +87,34 @@ def test_import_contracts_hold():
     command = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
     proc = subprocess.run([command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+def test_no_import_circles():
+    """Runtime imports (annotation-only ones left out) form no circle among Mneme's modules."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("mneme", "mneme_cuda", "mneme_hip", cache_dir=None, exclude_type_checking_imports=True)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    assert circles == []

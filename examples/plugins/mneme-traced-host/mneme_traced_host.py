@@ -99,7 +99,8 @@ class TracedDevice(Device):
         _trace(kernel.binary.kernel_name, grid, block, time.perf_counter() - start, timed=False)
 
     def time(self, kernel: LoadedKernel, grid: Any, block: Any, shared_mem: int, args: bytes, iterations: int,
-             before_each: Callable[[], None] | None = None, cache: str = "flushed", timer: str = "auto") -> list[float]:  # fmt: skip
+             before_each: Callable[[], None] | None = None, cache: str = "flushed",
+             timer: str = "auto") -> list[float]:  # fmt: skip
         """The host device's timed runs (its timers, its cache flush), each traced with the seconds it measured."""
         self._check_open()
         kernel.check_open()
@@ -151,7 +152,8 @@ class TracedHostBackend(Backend):
     def optimize(self, module: Any, config: Any, arch: str) -> float:
         return self.host.optimize(module, config, arch)
 
-    def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
+    def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *,
+                emit: str | None = None) -> DeviceBinary:  # fmt: skip
         return self.host.compile(module, kernel_name, config, arch, emit=emit)  # a host binary, for the host device
 
     def open_device(self, index: int = 0) -> TracedDevice:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import attrs
 
+from mneme.core import params, plugins
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.tuning import params as P
 from mneme.core.types import ExperimentConfiguration, canonical_json, dim3
@@ -37,8 +38,6 @@ AXES = "xyz"
 
 def config_fields() -> set[str]:
     """Names a space's parameter may set: the configuration's fields but grid/block, and the plugins' knobs."""
-    from mneme.core import params
-
     return ({f.name for f in attrs.fields(ExperimentConfiguration)} - {"grid", "block", "knobs"}) | params.known_names()
 DIM_NAMES = {f"{kind}_{axis}" for kind in ("block", "grid") for axis in AXES}
 
@@ -369,8 +368,6 @@ class DescribedSpace(ConfigSpace):
 
 def load_space(spec: str, recording: Any, instance: Any, options: Mapping[str, Any] | None = None) -> SearchSpace:
     """A space from a plugin name, a YAML/JSON file, or ``path.py:ClassName``."""
-    from mneme.core import plugins
-
     options = dict(options or {})
     if ".py:" in spec:
         path, _, cls_name = spec.rpartition(":")
