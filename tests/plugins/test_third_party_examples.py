@@ -66,7 +66,7 @@ def test_a_third_party_sampler_tunes_through_its_entry_point(tmp_path, saxpy):
     summary = json.loads(tuned.stdout)
     assert summary["session"]["sampler"] == "hillclimb"
     assert summary["counts"]["trials"] == 5 and summary["counts"]["ok"] == 5 and summary["counts"]["unverified"] == 0
-    assert summary["best"]["verified_again"] is True
+    assert summary["best"]["time"] > 0 and (results / "best.json").is_file()
     # hill climbing proposes distinct points: five trials, five configurations
     assert len({json.dumps(row["config"], sort_keys=True) for row in summary["ranking"]}) == len(summary["ranking"])
 
