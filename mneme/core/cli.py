@@ -11,6 +11,7 @@ from rich.logging import RichHandler
 from rich.markup import escape
 
 from mneme import __version__
+from mneme.core import plugins
 from mneme.core.errors import MnemeError
 
 console = Console()
@@ -26,8 +27,6 @@ class PluginGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def _plugin_commands(self) -> dict[str, click.Command]:
-        from mneme.core import plugins
-
         return {p.name: p.obj for p in plugins.provided("command")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -72,8 +71,6 @@ def _plugin_options(args: list[str]) -> list[str]:
 
 
 def _disable_plugins(values: list[str]) -> None:
-    from mneme.core import plugins
-
     names = []
     for value in values:
         if not value.startswith("no:") or not value[3:]:
