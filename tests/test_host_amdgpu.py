@@ -250,3 +250,13 @@ def test_hip_kernel_parameters_are_read_at_their_kernarg_offsets(tmp_path):
     assert [a.offset for a in rec.args] == [0, 4, 8, 16]
     assert struct.unpack_from("<if", rec.select().args, 0) == (n, 2.0)
     np.testing.assert_array_equal(out[3], 2.0 * x)
+
+
+def test_double_trigonometry_reduces_huge_arguments_with_trig_preop(tmp_path):
+    x = np.concatenate([rng.uniform(-10, 10, 200), rng.uniform(-1e6, 1e6, 50), rng.uniform(-1e300, 1e300, 12),
+                        [1e22, 5.0e15, -3.0e200, 2.0**1000]])  # fmt: skip
+    n = len(x)
+    db, out = _capture(tmp_path, WAVE_OPS, "ocml_trig_double", 5, 64, [x, np.zeros(n), n])
+    want = np.sin(x) + np.cos(x) * 0.5 + np.tan(x * 0.25)
+    np.testing.assert_allclose(out[1], want, rtol=1e-14, atol=1e-14)
+    _replay_verifies(db)

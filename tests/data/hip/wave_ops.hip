@@ -69,3 +69,9 @@ extern "C" __global__ void ocml_math(const float* x, float* y, const double* xd,
     yd[i] = exp(d) + log1p(d * d) + sqrt(fabs(d)) + pow(fabs(d), 0.5) + tanh(d) + atan2(d, 1.5);
   }
 }
+
+// Double-precision trigonometry: ocml reduces large arguments with v_trig_preop_f64.
+extern "C" __global__ void ocml_trig_double(const double* x, double* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = sin(x[i]) + cos(x[i]) * 0.5 + tan(x[i] * 0.25);
+}

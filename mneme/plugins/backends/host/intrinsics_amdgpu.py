@@ -267,6 +267,54 @@ def _class(ty: str) -> list[str]:
     return [*lines, f"ret i1 {prev}"]
 
 
+def _two_over_pi_words() -> list[int]:
+    """2/pi as 1201 fraction bits (``floor(2**1201 * 2/pi)``), shifted up one 64-bit word, in 21 words."""
+    guard = 1300
+    one = 1 << guard
+
+    def arctan_inv(x: int) -> int:  # atan(1/x) in fixed point
+        total, term, k, sign = 0, one // x, 1, 1
+        while term:
+            total += sign * (term // k)
+            term //= x * x
+            k += 2
+            sign = -sign
+        return total
+
+    pi = 16 * arctan_inv(5) - 4 * arctan_inv(239)  # Machin's formula, `guard` fraction bits
+    value = ((2 << guard) << 1201) // pi << 64  # 2/pi * 2**1201, then one zero word below
+    return [(value >> (64 * k)) & ((1 << 64) - 1) for k in range(21)]
+
+
+TWO_OVER_PI = "__mneme.amdgcn.two_over_pi"
+
+
+def _trig_preop(sig: Signature) -> list[str] | None:
+    """``v_trig_preop_f64``: 53 bits of 2/pi from bit ``1148 - shift`` on, scaled by ``2**(-53 - shift)``,
+    where ``shift = 53 * segment`` plus the exponent's excess over 1077 (the ISA's pseudo-code)."""
+    if sig.ret != "double":
+        return None
+    return [
+        "%bits = bitcast double %a0 to i64", "%e0 = lshr i64 %bits, 52", "%ex = and i64 %e0, 2047",
+        "%big = icmp ugt i64 %ex, 1077", "%over = sub i64 %ex, 1077", "%extra = select i1 %big, i64 %over, i64 0",
+        "%seg0 = and i32 %a1, 31", "%seg = zext i32 %seg0 to i64", "%segbits = mul i64 %seg, 53",
+        "%shift = add i64 %segbits, %extra",
+        "%lo = sub i64 1212, %shift",  # 1148 + 64: the table starts one word up
+        "%none = icmp slt i64 %lo, 0", "%lo0 = select i1 %none, i64 0, i64 %lo",
+        "%q = lshr i64 %lo0, 6", "%r = and i64 %lo0, 63", "%q1 = add i64 %q, 1",
+        f"%p0 = getelementptr [21 x i64], ptr @{TWO_OVER_PI}, i64 0, i64 %q",
+        f"%p1 = getelementptr [21 x i64], ptr @{TWO_OVER_PI}, i64 0, i64 %q1",
+        "%w0 = load i64, ptr %p0, align 8", "%w1 = load i64, ptr %p1, align 8",
+        "%low = lshr i64 %w0, %r", "%rz = icmp eq i64 %r, 0", "%up = sub i64 64, %r", "%up0 = select i1 %rz, i64 0, i64 %up",
+        "%hi0 = shl i64 %w1, %up0", "%hi = select i1 %rz, i64 0, i64 %hi0", "%both = or i64 %low, %hi",
+        "%m0 = and i64 %both, 9007199254740991", "%m = select i1 %none, i64 0, i64 %m0",
+        "%f = uitofp i64 %m to double",
+        "%sh32 = trunc i64 %shift to i32", "%sc0 = sub i32 -53, %sh32", "%huge = icmp uge i64 %ex, 1968",
+        "%sc1 = add i32 %sc0, 128", "%scale = select i1 %huge, i32 %sc1, i32 %sc0",
+        "%res = call double @llvm.ldexp.f64.i32(double %f, i32 %scale)", "ret double %res",
+    ]  # fmt: skip
+
+
 def _integer(name: str, sig: Signature) -> list[str] | None:
     if m := re.fullmatch(r"(u|s)bfe\.(i32|i64)", name):
         ty = m.group(2)
@@ -291,6 +339,13 @@ def implement(intrinsic: str, fn_type: str, new_name: str, wave: int = 64) -> st
     assert intrinsic.startswith("llvm.amdgcn.")
     name = intrinsic[len("llvm.amdgcn.") :]
     sig = Signature.parse(fn_type)
+    if name == "trig.preop.f64" or name == "trig.preop":
+        lines = _trig_preop(sig)
+        if lines is None:
+            return None
+        words = ", ".join(f"i64 {w}" for w in _two_over_pi_words())
+        table = f"@{TWO_OVER_PI} = private unnamed_addr constant [21 x i64] [{words}], align 8"
+        return table + "\n" + sig.header(new_name) + "\n" + "\n".join("  " + line for line in lines) + "\n}"
     for rule in (_work_items, lambda n, s: _lanes(n, s, wave), _sync, _math, _integer):
         try:
             lines = rule(name, sig)
