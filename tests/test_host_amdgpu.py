@@ -260,3 +260,29 @@ def test_double_trigonometry_reduces_huge_arguments_with_trig_preop(tmp_path):
     want = np.sin(x) + np.cos(x) * 0.5 + np.tan(x * 0.25)
     np.testing.assert_allclose(out[1], want, rtol=1e-14, atol=1e-14)
     _replay_verifies(db)
+
+
+def test_mneme_capture_takes_a_yaml_description_of_a_hip_launch(tmp_path):
+    import shutil
+
+    from click.testing import CliRunner
+
+    from mneme.core.cli import cli
+
+    shutil.copyfile(build_hip_ir(WAVE_OPS), tmp_path / "wave_ops.ll")
+    (tmp_path / "capture.yaml").write_text(
+        "ir: wave_ops.ll\nkernel: block_atomics\ngrid: [4]\nblock: [128]\nshared_mem: 512\nbackend: host\nargs:\n"
+        "  - {name: in, random: {dtype: float32, shape: [500], seed: 3}}\n"
+        "  - {name: reversed, zeros: {dtype: float32, shape: [500]}}\n"
+        "  - {name: sum, zeros: {dtype: float32, shape: [1]}, tolerance: {dtype: f32, threshold: 1.0e-4, relative: true}}\n"
+        "  - {name: max_bits, zeros: {dtype: int32, shape: [1]}}\n"
+        "  - {name: count, zeros: {dtype: uint32, shape: [1]}}\n"
+        "  - {name: dims, zeros: {dtype: int32, shape: [3]}}\n"
+        "  - {name: n, scalar: 500}\n"
+    )
+    result = CliRunner().invoke(cli, ["capture", str(tmp_path / "capture.yaml"), "-o", str(tmp_path / "rec")])
+    assert result.exit_code == 0, result.output
+    (db,) = (tmp_path / "rec").glob("*.json")
+    result = CliRunner().invoke(cli, ["replay", "-rdb", str(db), "--json"])
+    assert result.exit_code == 0, result.output
+    assert '"verified": true' in result.output
