@@ -34,7 +34,7 @@ def _replay_verifies(db, iterations=1):
 
 def _capture(tmp_path, source, kernel, grid, block, args, **kwargs):
     outputs = {}
-    ir = build_hip_ir(source)
+    ir = source if str(source).endswith(".ll") else build_hip_ir(source)
     db = capture.capture(ir, kernel, grid, block, args, tmp_path, backend="host", outputs=outputs, **kwargs)
     return db, outputs
 
@@ -286,3 +286,72 @@ def test_mneme_capture_takes_a_yaml_description_of_a_hip_launch(tmp_path):
     result = CliRunner().invoke(cli, ["replay", "-rdb", str(db), "--json"])
     assert result.exit_code == 0, result.output
     assert '"verified": true' in result.output
+
+
+INTRINSICS_IR = """
+target datalayout = "e-p:64:64-p1:64:64-p2:32:32-p3:32:32-p4:64:64-p5:32:32-p6:32:32-p7:160:256:256:32-p8:128:128-p9:192:256:256:32-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-v256:256-v512:512-v1024:1024-v2048:2048-n32:64-S32-A5-G1-ni:7:8:9"
+target triple = "amdgcn-amd-amdhsa"
+
+define amdgpu_kernel void @intrinsics(ptr addrspace(1) %in, ptr addrspace(1) %out) #0 {
+  %tid = call i32 @llvm.amdgcn.workitem.id.x()
+  %t64 = zext i32 %tid to i64
+  %pin = getelementptr i32, ptr addrspace(1) %in, i64 %t64
+  %v = load i32, ptr addrspace(1) %pin, align 4
+  %ub = call i32 @llvm.amdgcn.ubfe.i32(i32 %v, i32 4, i32 7)
+  %sb = call i32 @llvm.amdgcn.sbfe.i32(i32 %v, i32 3, i32 5)
+  %ab = call i32 @llvm.amdgcn.alignbit(i32 %v, i32 %tid, i32 9)
+  %rl = call i32 @llvm.amdgcn.readlane.i32(i32 %v, i32 17)
+  %ws = call i32 @llvm.amdgcn.wavefrontsize()
+  %f = sitofp i32 %v to float
+  %med = call float @llvm.amdgcn.fmed3.f32(float %f, float 0.0, float 100.0)
+  %medi = bitcast float %med to i32
+  %b = call i64 @llvm.amdgcn.icmp.i64.i32(i32 %v, i32 0, i32 38)
+  %blo = trunc i64 %b to i32
+  %bsh = lshr i64 %b, 32
+  %bhi = trunc i64 %bsh to i32
+  %base = mul i64 %t64, 8
+  %vals = insertelement <8 x i32> poison, i32 %ub, i32 0
+  %v1 = insertelement <8 x i32> %vals, i32 %sb, i32 1
+  %v2 = insertelement <8 x i32> %v1, i32 %ab, i32 2
+  %v3 = insertelement <8 x i32> %v2, i32 %rl, i32 3
+  %v4 = insertelement <8 x i32> %v3, i32 %ws, i32 4
+  %v5 = insertelement <8 x i32> %v4, i32 %medi, i32 5
+  %v6 = insertelement <8 x i32> %v5, i32 %blo, i32 6
+  %v7 = insertelement <8 x i32> %v6, i32 %bhi, i32 7
+  %pout = getelementptr i32, ptr addrspace(1) %out, i64 %base
+  store <8 x i32> %v7, ptr addrspace(1) %pout, align 4
+  ret void
+}
+
+declare i32 @llvm.amdgcn.workitem.id.x()
+declare i32 @llvm.amdgcn.ubfe.i32(i32, i32, i32)
+declare i32 @llvm.amdgcn.sbfe.i32(i32, i32, i32)
+declare i32 @llvm.amdgcn.alignbit(i32, i32, i32)
+declare i32 @llvm.amdgcn.readlane.i32(i32, i32)
+declare i32 @llvm.amdgcn.wavefrontsize()
+declare float @llvm.amdgcn.fmed3.f32(float, float, float)
+declare i64 @llvm.amdgcn.icmp.i64.i32(i32, i32, i32)
+
+attributes #0 = { "target-cpu"="gfx90a" }
+"""
+
+
+def test_bit_field_median_lane_reads_and_compares_follow_the_isa(tmp_path):
+    (tmp_path / "k.ll").write_text(INTRINSICS_IR)
+    n = 128
+    v = rng.integers(-(1 << 31), (1 << 31) - 1, n, dtype=np.int64).astype(np.int32)
+    v[5] = 50
+    _, out = _capture(tmp_path / "db", tmp_path / "k.ll", "intrinsics", 1, n, [v, np.zeros(8 * n, np.int32)])
+    res = out[1].reshape(n, 8)
+    u = v.view(np.uint32).astype(np.uint64)
+    tid = np.arange(n, dtype=np.uint64)
+    np.testing.assert_array_equal(res[:, 0].view(np.uint32), (u >> 4) & 0x7F)
+    field = ((u >> 3) & 0x1F).astype(np.int64)
+    np.testing.assert_array_equal(res[:, 1], np.where(field >= 16, field - 32, field))
+    np.testing.assert_array_equal(res[:, 2].view(np.uint32), (((u << 32) | tid) >> 9) & 0xFFFFFFFF)
+    np.testing.assert_array_equal(res[:, 3], np.repeat(v[[17, 64 + 17]], 64))
+    assert (res[:, 4] == 64).all()
+    np.testing.assert_array_equal(res[:, 5].view(np.float32), np.clip(v.astype(np.float32), 0, 100))
+    masks = [sum(1 << lane for lane in range(64) if v[w * 64 + lane] > 0) for w in range(2)]
+    got = res[:, 6].view(np.uint32).astype(np.uint64) | (res[:, 7].view(np.uint32).astype(np.uint64) << 32)
+    np.testing.assert_array_equal(got, np.repeat(np.array(masks, dtype=np.uint64), 64))

@@ -322,7 +322,7 @@ def _integer(name: str, sig: Signature) -> list[str] | None:
         shr = "lshr" if m.group(1) == "u" else "ashr"
         # (x << (bits - off - width)) >> (bits - width), width 0 gives 0; offsets and widths are 5 bits
         return [
-            "%o = and i32 %a1, 31", "%w = and i32 %a2, 31", f"%ow = add i32 %o, %w", f"%l = sub i32 {bits}, %ow",
+            "%o = and i32 %a1, 31", "%w = and i32 %a2, 31", "%ow = add i32 %o, %w", f"%l = sub i32 {bits}, %ow",
             f"%r0 = sub i32 {bits}, %w",
             *([f"%lz = zext i32 %l to {ty}", f"%rz = zext i32 %r0 to {ty}"] if ty == "i64" else
               ["%lz = add i32 %l, 0", "%rz = add i32 %r0, 0"]),

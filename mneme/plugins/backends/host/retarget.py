@@ -97,9 +97,12 @@ _TARGET_ATTRIBUTE = re.compile(r'\s*"(target-cpu|target-features|tune-cpu|nvptx-
 
 def strip_target_attributes(text: str) -> str:
     """Drop the GPU's target-cpu and target-features from the attribute groups of IR text."""
-    return "\n".join(
-        _TARGET_ATTRIBUTE.sub("", line) if line.startswith("attributes #") else line for line in text.split("\n")
-    )
+    return "\n".join(_strip_group(line) if line.startswith("attributes #") else line for line in text.split("\n"))
+
+
+def _strip_group(line: str) -> str:
+    # a group left empty is invalid IR; GPU code never unwinds, so nounwind keeps it true and valid
+    return re.sub(r"\{\s*\}$", "{ nounwind }", _TARGET_ATTRIBUTE.sub("", line))
 
 
 _SYNC_INTRINSIC = re.compile(r"@llvm\.nvvm\.(barrier|bar\.|shfl\.|vote\.|activemask|match\.)"
@@ -522,7 +525,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         elif line.startswith("declare "):
             line = _rewrite_header(line)
         elif line.startswith("attributes #"):
-            line = _TARGET_ATTRIBUTE.sub("", line)
+            line = _strip_group(line)
         out.append(line)
         i += 1
     text = "\n".join(out)
