@@ -180,3 +180,16 @@ def test_a_compiled_kernel_runs_times_and_verifies_on_the_gpu(hip_device):
     assert len(times) == 3 and all(t > 0 for t in times) and hip_device.timer_used == "hip-event"
     assert hip_device.compare_bytes(pc, pc, 4 * n) == (0, -1)
     assert isinstance(binary, DeviceBinary) and binary.kind == "hsaco"
+
+
+def test_tolerant_regions_are_left_to_the_host_compare():
+    from mneme.core.errors import UnsupportedError
+    from mneme.core.snapshot import RegionPolicy
+
+    class Request:  # the executor's compare request: expected copy, actual region, size, policy
+        def __init__(self, actual, policy):
+            self.expected, self.actual, self.size, self.policy = 0x1000, actual, 64, policy
+
+    compare.check_exact([Request(0x2000, None), Request(0x3000, None)])
+    with pytest.raises(UnsupportedError, match="region 0x3000 has a tolerance"):
+        compare.check_exact([Request(0x2000, None), Request(0x3000, RegionPolicy(dtype="f32", threshold=1e-6))])

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import functools
 import struct
+from typing import Any
 
+import attrs
 import numpy as np
 
+from mneme.core.errors import UnsupportedError
 from mneme.core.types import ExperimentConfiguration
 
 KERNEL = "mneme_compare_bytes"
@@ -76,6 +79,25 @@ declare i64 @llvm.umin.i64(i64, i64)
 
 attributes #0 = {{ "amdgpu-flat-work-group-size"="1,{BLOCK}" }}
 """
+
+
+@attrs.frozen
+class RegionDiff:
+    """How one region differs (the executor's report of a device compare); -1: nothing differs."""
+
+    actual: int
+    size: int
+    differing_bytes: int
+    first_offset: int
+    ok: bool
+
+
+def check_exact(requests: Any) -> None:
+    """The device compares bytes exactly; a tolerance policy is compared on the host (UnsupportedError)."""
+    tolerant = [r for r in requests if getattr(r, "policy", None) is not None]
+    if tolerant:
+        raise UnsupportedError(f"the hip device compares bytes exactly; region 0x{tolerant[0].actual:x} has a "
+                               f"tolerance ({tolerant[0].policy}): compare on the host")  # fmt: skip
 
 
 def pack_args(expected: int, actual: int, size: int, out: int, stride: int) -> bytes:

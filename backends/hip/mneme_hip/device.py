@@ -42,6 +42,23 @@ def attribute(hip: Any, name: str, index: int) -> int:
     return int(call(f"hipDeviceGetAttribute({name})", hip.hipDeviceGetAttribute(attr, index)))
 
 
+class DeviceBuffer:
+    """Device memory from ``hipMalloc`` (pristine and expected copies of regions); freed once."""
+
+    def __init__(self, hip: Any, size: int):
+        self._hip = hip
+        self.size = size
+        self.addr = int(call(f"hipMalloc({size})", hip.hipMalloc(max(size, 1))))
+        self.closed = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            result = self._hip.hipFree(self.addr)
+            if int(result[0]) != 0:
+                log.warning("hipFree(0x%x) failed: %s", self.addr, result[0])
+
+
 class HipKernel(LoadedKernel):
     """A function of a code object loaded with ``hipModuleLoadData``."""
 
@@ -159,6 +176,26 @@ class HipDevice(Device):
         call("hipMemcpyDtoDAsync", self.hip.hipMemcpyDtoDAsync(dst, src, size, self.stream))
         self.synchronize("a device-to-device copy")
 
+    def alloc(self, size: int) -> DeviceBuffer:
+        self._check_open()
+        return DeviceBuffer(self.hip, size)
+
+    def free(self, buffer: DeviceBuffer) -> None:
+        buffer.close()
+
+    def write_snapshot_regions(self, snapshot: Any, targets=None) -> int:
+        """Stream a snapshot's regions (to their own addresses, or (region, destination) pairs) through staging."""
+        self._check_open()
+        pairs = list(targets) if targets is not None else [(r.addr, r.addr) for r in snapshot.regions]
+        written = 0
+        for addr, dst in pairs:
+            offset = 0
+            for chunk in snapshot.iter_region(addr):
+                self.write(dst + offset, chunk)
+                offset += len(chunk)
+            written += offset
+        return written
+
     # -- code ---------------------------------------------------------------------------------
     def load(self, binary: DeviceBinary) -> HipKernel:
         self._check_open()
@@ -245,6 +282,15 @@ class HipDevice(Device):
         return self.read(addr, size)
 
     # -- verification on the device -------------------------------------------------------------
+    def compare_regions(self, requests) -> list[compare.RegionDiff]:
+        """Exact regions compared on the GPU; a tolerance makes the executor compare on the host."""
+        compare.check_exact(requests)
+        diffs = []
+        for r in requests:
+            count, first = self.compare_bytes(r.expected, r.actual, r.size)
+            diffs.append(compare.RegionDiff(r.actual, r.size, count, first, count == 0))
+        return diffs
+
     def compare_bytes(self, expected: int, actual: int, size: int) -> tuple[int, int]:
         """(differing bytes, first differing offset or -1) of two device ranges, counted on the GPU."""
         self._check_open()
