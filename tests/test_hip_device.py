@@ -68,8 +68,7 @@ def test_the_extra_array_passes_the_buffer_and_its_size_as_hip_expects():
     buffer = launch.ArgumentBuffer(args)
     assert buffer.size.value == len(args) == 20
     assert ctypes.string_at(ctypes.addressof(buffer.buffer), 24) == args + bytes(4)
-    words = [w.value for w in buffer.extra()]
-    assert words == [1, ctypes.addressof(buffer.buffer), 2, ctypes.addressof(buffer.size), 3]
+    assert [w or 0 for w in buffer.extra()] == [1, ctypes.addressof(buffer.buffer), 2, ctypes.addressof(buffer.size), 3]
     with pytest.raises(ExperimentError, match="takes 24 bytes"):
         launch.ArgumentBuffer(args, param_bytes=24)
 
@@ -193,3 +192,16 @@ def test_tolerant_regions_are_left_to_the_host_compare():
     compare.check_exact([Request(0x2000, None), Request(0x3000, None)])
     with pytest.raises(UnsupportedError, match="region 0x3000 has a tolerance"):
         compare.check_exact([Request(0x2000, None), Request(0x3000, RegionPolicy(dtype="f32", threshold=1e-6))])
+
+
+def test_the_structures_and_launch_array_are_accepted_by_the_real_bindings():
+    hip = pytest.importorskip("hip.hip", reason="hip-python is not installed (pip install 'mneme-hip[device]')")
+    from hip import _hip_helpers
+
+    prop = vmm.allocation_prop(hip, 3)
+    assert prop.type == hip.hipMemAllocationType.hipMemAllocationTypePinned
+    assert prop.location.type == hip.hipMemLocationType.hipMemLocationTypeDevice and prop.location.id == 3
+    buffer = launch.ArgumentBuffer(struct.pack("<Qi", 0xAB, 5))
+    extra = _hip_helpers.HipModuleLaunchKernel_extra(buffer.extra())
+    words = (ctypes.c_void_p * 5).from_address(int(extra))
+    assert [w or 0 for w in words] == [1, ctypes.addressof(buffer.buffer), 2, ctypes.addressof(buffer.size), 3]

@@ -31,9 +31,15 @@ class ArgumentBuffer:
         self.buffer = ctypes.create_string_buffer(padded, max(len(padded), 8))
         self.size = ctypes.c_size_t(len(data))
 
-    def extra(self) -> tuple:
-        """The `extra` array of hipModuleLaunchKernel, as hip-python takes it (a tuple of ctypes values)."""
-        return tuple(ctypes.c_void_p(word) for word in extra_words(ctypes.addressof(self.buffer), ctypes.addressof(self.size)))
+        words = extra_words(ctypes.addressof(self.buffer), ctypes.addressof(self.size))
+        self._extra = (ctypes.c_void_p * 5)(*words)
+
+    def extra(self) -> ctypes.Array:
+        """The `extra` array of hipModuleLaunchKernel: five `void*`, passed to hip-python as one pointer.
+
+        (A Python tuple would not do: hip-python packs a tuple's items as the kernel's arguments.)
+        """
+        return self._extra
 
 
 def extra_words(buffer_addr: int, size_addr: int) -> tuple[int, int, int, int, int]:

@@ -102,8 +102,7 @@ class Reservation:
         hip = self._hip
         prop = allocation_prop(hip, self.device_index)
         desc = hip.hipMemAccessDesc()
-        desc.location.type = hip.hipMemLocationType.hipMemLocationTypeDevice
-        desc.location.id = self.device_index
+        _set_device_location(hip, desc.location, self.device_index)
         desc.flags = hip.hipMemAccessFlags.hipMemAccessFlagsProtReadWrite
         for start, length in unmapped_pieces([(s, n) for s, n, _ in self.mappings], addr, size, self.granularity):
             handle = call(f"hipMemCreate({length})", hip.hipMemCreate(length, prop, 0))
@@ -130,11 +129,16 @@ class Reservation:
             log.warning("hipMemAddressFree at 0x%x failed: %s", self.start, getattr(result[0], "name", result[0]))
 
 
+def _set_device_location(hip: Any, location: Any, device_index: int) -> None:
+    # hip-python's nested struct members are views that write through to the parent
+    location.type = hip.hipMemLocationType.hipMemLocationTypeDevice
+    location.id = device_index
+
+
 def allocation_prop(hip: Any, device_index: int) -> Any:
     prop = hip.hipMemAllocationProp()
     prop.type = hip.hipMemAllocationType.hipMemAllocationTypePinned
-    prop.location.type = hip.hipMemLocationType.hipMemLocationTypeDevice
-    prop.location.id = device_index
+    _set_device_location(hip, prop.location, device_index)
     return prop
 
 
