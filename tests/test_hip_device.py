@@ -205,3 +205,11 @@ def test_the_structures_and_launch_array_are_accepted_by_the_real_bindings():
     extra = _hip_helpers.HipModuleLaunchKernel_extra(buffer.extra())
     words = (ctypes.c_void_p * 5).from_address(int(extra))
     assert [w or 0 for w in words] == [1, ctypes.addressof(buffer.buffer), 2, ctypes.addressof(buffer.size), 3]
+
+
+def test_device_names_keep_the_architecture_and_drop_features_for_code_generation():
+    from mneme_hip.device import _text, base_arch
+
+    assert _text(b"gfx90a:sramecc+:xnack-\0\0\0") == "gfx90a:sramecc+:xnack-"
+    assert base_arch("gfx90a:sramecc+:xnack-") == "gfx90a" and base_arch("gfx942") == "gfx942"
+    assert get_backend("hip").claims("gfx942:sramecc+:xnack-")

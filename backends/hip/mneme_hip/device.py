@@ -28,8 +28,13 @@ def device_arch(hip: Any, index: int) -> str:
     """``gfx90a:sramecc+:xnack-`` as the runtime names the device (``hipDeviceProp_t.gcnArchName``)."""
     props = hip.hipDeviceProp_t()
     call(f"hipGetDeviceProperties({index})", hip.hipGetDeviceProperties(props, index))
-    name = props.gcnArchName
-    return name.decode() if isinstance(name, bytes) else str(name)
+    return _text(props.gcnArchName)
+
+
+def _text(value: Any) -> str:
+    """A fixed-size char array of a HIP struct as text (up to its first NUL)."""
+    text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    return text.split("\0", 1)[0].strip()
 
 
 def base_arch(arch: str) -> str:
@@ -95,7 +100,7 @@ class HipDevice(Device):
         arch = device_arch(hip, index)
         props = hip.hipDeviceProp_t()
         call("hipGetDeviceProperties", hip.hipGetDeviceProperties(props, index))
-        name = props.name.decode() if isinstance(props.name, bytes) else str(props.name)
+        name = _text(props.name)
         version = call("hipRuntimeGetVersion", hip.hipRuntimeGetVersion())
         super().__init__(DeviceInfo(backend="hip", index=index, name=name, arch=arch, driver=f"HIP {version}",
                                     memory_bytes=int(props.totalGlobalMem)))  # fmt: skip
