@@ -19,11 +19,9 @@ BASE = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
 
 
 def test_hip_backend_is_installed_and_says_precisely_why_it_cannot_run_here():
-    from conftest import amdgpu_available
-
     backend = get_backend("hip")
     availability = backend.availability()
-    if amdgpu_available()[0]:
+    if availability.usable:
         pytest.skip("an AMD GPU is present: the backend is usable")
     assert not availability.usable
     assert any(why in availability.reason for why in ("hip-python is not installed", "libamdhip64",
