@@ -51,7 +51,7 @@ def pytest_collection_modifyitems(config, items):
         if not usable:
             for item in items:
                 if item.get_closest_marker("amdgpu"):
-                    item.add_marker(pytest.mark.skip(reason=f"AMD GPU test: {reason}"))
+                    item.add_marker(pytest.mark.skip(reason=f"needs an AMD GPU: {reason}"))
     if not any(item.get_closest_marker("gpu") for item in items):
         return
     usable, reason = gpu_available()

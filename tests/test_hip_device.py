@@ -195,7 +195,7 @@ def test_tolerant_regions_are_left_to_the_host_compare():
 
 
 def test_the_structures_and_launch_array_are_accepted_by_the_real_bindings():
-    hip = pytest.importorskip("hip.hip", reason="hip-python is not installed (pip install 'mneme-hip[device]')")
+    hip = pytest.importorskip("hip.hip", reason="needs hip-python: pip install 'mneme-hip[device]'")
     from hip import _hip_helpers
 
     prop = vmm.allocation_prop(hip, 3)

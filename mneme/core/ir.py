@@ -555,13 +555,13 @@ class _Linked:
         names = {name for name, _, _ in spans}
         ref = re.compile(r'@("(?:[^"\\]|\\.)*"|[-\w.$]+)')
         for name, start, end in spans:
-            self._calls[name] = {_unquote(m) for m in ref.findall(text, start, end)} & names
+            self._calls[name] = {unquote(m) for m in ref.findall(text, start, end)} & names
         rest, last = [], 0
         for _name, start, end in spans:
             rest.append(text[last:start])
             last = end
         rest.append(text[last:])
-        self._roots = {_unquote(m) for m in ref.findall("".join(rest))} & names
+        self._roots = {unquote(m) for m in ref.findall("".join(rest))} & names
         self._spans = spans
 
     def extract(self, kernel_name: str) -> ModuleRef | None:
