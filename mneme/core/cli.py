@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.logging import RichHandler
 from rich.markup import escape
 
-from mneme import __version__
+from mneme._version import __version__
 from mneme.core import plugins
 from mneme.core.errors import MnemeError
 
