@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mneme.instrument.elf import ElfFile
+from mneme.core.elf import ElfFile
 from mneme.instrument.section import SECTION_NAME
 
 KERNELS = r"""

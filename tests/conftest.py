@@ -1,4 +1,4 @@
-"""Test-wide fixtures, the `gpu` marker (GPU tests skip cleanly where no GPU is present), and the
+"""Test-wide fixtures, the `gpu` and `amdgpu` markers (GPU tests skip cleanly where no GPU is present), and the
 one-line summary of what skipped tests lacked.
 
 A test that needs a tool says so in its skip reason as ``needs TOOL[, TOOL...][: how to get it]``
@@ -35,7 +35,23 @@ def gpu_available() -> tuple[bool, str]:
     return True, ""
 
 
+@functools.lru_cache(maxsize=1)
+def amdgpu_available() -> tuple[bool, str]:
+    try:
+        from mneme_hip import hipapi
+    except ImportError:
+        return False, "mneme-hip is not installed"
+    availability = hipapi.availability()
+    return availability.usable, availability.reason
+
+
 def pytest_collection_modifyitems(config, items):
+    if any(item.get_closest_marker("amdgpu") for item in items):
+        usable, reason = amdgpu_available()
+        if not usable:
+            for item in items:
+                if item.get_closest_marker("amdgpu"):
+                    item.add_marker(pytest.mark.skip(reason=f"needs an AMD GPU: {reason}"))
     if not any(item.get_closest_marker("gpu") for item in items):
         return
     usable, reason = gpu_available()

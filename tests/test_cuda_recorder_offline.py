@@ -254,7 +254,7 @@ def stencil_app_with_ir(tmp_path_factory):
 
 def _fatbin_of(binary: Path, kernel: str) -> bytes:
     """The fatbin in an executable's .nv_fatbin section that defines `kernel`: what cudart loads."""
-    from mneme.instrument.elf import ElfFile
+    from mneme.core.elf import ElfFile
 
     elf = ElfFile.read(binary)
     data = elf.section_data(elf.sections_named(".nv_fatbin")[0])

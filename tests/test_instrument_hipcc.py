@@ -25,7 +25,7 @@ from irbuild import KERNELS_DIR
 from mneme.core import ir
 from mneme.core.cli import cli
 from mneme_hip.metadata import amdgpu_metadata
-from mneme.instrument.elf import ElfFile
+from mneme.core.elf import ElfFile
 from mneme.instrument.section import SECTION_NAME, read_entries
 from mneme.instrument.symbols import module_symbols
 

@@ -14,8 +14,8 @@ import pytest
 from skips import needs
 
 from mneme.core import plugins
-from mneme.instrument.elf import elf_files_from_maps, loaded_elf_files
-from mneme.instrument.irsource import ArchitectureMismatch, IRSource, arch_rank, runs_on
+from mneme.core.elf import elf_files_from_maps, loaded_elf_files
+from mneme.core.irsource import ArchitectureMismatch, IRSource, arch_rank, runs_on
 from mneme.instrument.launcher import write_standins
 from mneme.instrument.symbols import module_symbols
 from mneme.plugins.ir_sources.embedded import EmbeddedIRSource

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from mneme.core.cli import cli
 from mneme.instrument import flags
 from mneme.instrument.fatbin import iter_cubins, kernel_names
-from mneme.instrument.irsource import ArchitectureMismatch, resolve
+from mneme.core.irsource import ArchitectureMismatch, resolve
 from mneme.instrument.launcher import write_standins
 from mneme.instrument.section import SECTION_NAME, read_entries
 from mneme.instrument.symbols import module_symbols

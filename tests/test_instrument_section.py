@@ -11,7 +11,7 @@ from skips import needs
 
 from mneme.core.demangle import demangle
 from mneme.core.errors import CorruptFileError, FormatError, SchemaVersionError
-from mneme.instrument.elf import EM_CUDA, ET_REL, ElfFile
+from mneme.core.elf import EM_CUDA, ET_REL, ElfFile
 from mneme.instrument.launcher import write_standins
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, iter_entries, pack_entries, read_entries
 from mneme.instrument.symbols import module_symbols, short_names

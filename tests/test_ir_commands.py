@@ -60,6 +60,18 @@ def test_compile_writes_an_amdgpu_code_object(tmp_path):
     assert "(gfx90a, hip backend, hsaco)" in result.stderr and "registers" in result.stderr
 
 
+@needs_hip
+def test_compile_for_gfx942_writes_a_gfx942_code_object(tmp_path):
+    # Debian's ROCm device libraries have no gfx942 ISA file for clang; the gfx90a IR is retargeted
+    out = tmp_path / "k.hsaco"
+    ir_path = str(build_hip_ir("warp_reduce"))
+    result = run("compile", ir_path, "--arch", "gfx942", "--emit", "hsaco", "-o", str(out))
+    data = out.read_bytes()
+    assert data[:4] == b"\x7fELF" and data[18:20] == (224).to_bytes(2, "little")  # EM_AMDGPU
+    assert int.from_bytes(data[48:52], "little") & 0xFF == 0x4C  # EF_AMDGPU_MACH_AMDGCN_GFX942
+    assert "(gfx942, hip backend, hsaco)" in result.stderr
+
+
 def test_compile_for_an_nvidia_arch_goes_through_the_cuda_backend(tmp_path):
     out = tmp_path / "k.cubin"
     result = run("compile", str(build_cuda_ir("saxpy")), "--arch", "sm_90", "-o", str(out))

@@ -106,7 +106,9 @@ def test_a_signal_while_tuning_saves_the_trials_and_prints_the_exact_resume_comm
 def test_ctrl_c_at_any_moment_of_start_up_exits_130_without_a_traceback(saxpy_db, tmp_path, delay):
     results = tmp_path / "run"
     args = ["tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 24, "--results", results, *SPACE]
-    proc = start(*args)
+    # many timed runs per experiment and a budget that outlasts the delays: at every delay the tuner
+    # is still starting or searching, however fast this machine runs one experiment
+    proc = start(*args[:6], 200, *args[7:], "--iterations", 400)
     time.sleep(delay)
     if proc.poll() is not None:
         pytest.fail(f"the tuner ended within {delay} s: {proc.communicate()}")

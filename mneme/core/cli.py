@@ -7,7 +7,8 @@ import sys
 import click
 from rich.markup import escape
 
-from mneme import __version__
+from mneme._version import __version__
+from mneme.core import plugins
 from mneme.core.errors import MnemeError
 from mneme.core.logs import configure as configure_logging
 from mneme.core.logs import make_console
@@ -25,8 +26,6 @@ class PluginGroup(click.Group):
         return super().parse_args(ctx, args)
 
     def _plugin_commands(self) -> dict[str, click.Command]:
-        from mneme.core import plugins
-
         return {p.name: p.obj for p in plugins.provided("command")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -71,8 +70,6 @@ def _plugin_options(args: list[str]) -> list[str]:
 
 
 def _disable_plugins(values: list[str]) -> None:
-    from mneme.core import plugins
-
     names = []
     for value in values:
         if not value.startswith("no:") or not value[3:]:

@@ -4,7 +4,7 @@ A plugin is a module or object registered under the entry-point group ``mneme`` 
 implements some of these hooks with ``@mneme.core.hookspecs.hookimpl``. The ``mneme_*``
 hooks return lists; the plugin manager indexes what they return by its ``name``. Built-in
 plugins use the very same hooks. A plugin may set ``mneme_replaces = ("NAME", ...)`` to take
-the place of other plugins (by entry-point name); docs/design/interfaces.md has the details.
+the place of other plugins (by entry-point name); docs/design/interfaces.md (the plugin author's guide) has the details.
 """
 
 from __future__ import annotations

@@ -377,7 +377,8 @@ _DEFINE = re.compile(r'^define\s[^@]*@("(?:[^"\\]|\\.)*"|[-\w.$]+)\(', re.MULTIL
 _KERNEL_CC = ("ptx_kernel", "amdgpu_kernel", "spir_kernel")
 
 
-def _unquote(name: str) -> str:
+def unquote(name: str) -> str:
+    """An LLVM identifier without its quotes (``"a.b"`` -> ``a.b``)."""
     return name[1:-1] if name.startswith('"') else name
 
 
@@ -388,10 +389,10 @@ def kernels(mod: ModuleRef) -> list[str]:
     for match in _DEFINE.finditer(text):
         header = text[match.start() : match.end()]
         if any(f" {cc} " in header for cc in _KERNEL_CC):
-            found.append(_unquote(match.group(1)))
+            found.append(unquote(match.group(1)))
     if not found:  # old NVVM IR: kernels marked in !nvvm.annotations only
         for name in re.findall(r'!\{ptr @("(?:[^"\\]|\\.)*"|[-\w.$]+), !"kernel", i32 1\}', text):
-            found.append(_unquote(name))
+            found.append(unquote(name))
     return found
 
 
@@ -438,7 +439,7 @@ def _byval_type(mod: ModuleRef, attributes: Iterable[bytes]) -> llvm.TypeRef | N
         if match:
             inner = match.group(1).strip()
             if inner.startswith("%"):
-                return mod.get_struct_type(_unquote(inner[1:]))
+                return mod.get_struct_type(unquote(inner[1:]))
             return None
     return None
 
@@ -554,13 +555,13 @@ class _Linked:
         names = {name for name, _, _ in spans}
         ref = re.compile(r'@("(?:[^"\\]|\\.)*"|[-\w.$]+)')
         for name, start, end in spans:
-            self._calls[name] = {_unquote(m) for m in ref.findall(text, start, end)} & names
+            self._calls[name] = {unquote(m) for m in ref.findall(text, start, end)} & names
         rest, last = [], 0
         for _name, start, end in spans:
             rest.append(text[last:start])
             last = end
         rest.append(text[last:])
-        self._roots = {_unquote(m) for m in ref.findall("".join(rest))} & names
+        self._roots = {unquote(m) for m in ref.findall("".join(rest))} & names
         self._spans = spans
 
     def extract(self, kernel_name: str) -> ModuleRef | None:
@@ -631,7 +632,7 @@ def internalize_module(mod: ModuleRef, kernel_name: str) -> int:
 def _referenced_functions(value: llvm.ValueRef, functions: set[str]) -> set[str]:
     found = set()
     for name in re.findall(r'@("(?:[^"\\]|\\.)*"|[-\w.$]+)', str(value)):
-        name = _unquote(name)
+        name = unquote(name)
         if name in functions:
             found.add(name)
     return found
@@ -710,7 +711,7 @@ def defined_function_spans(text: str) -> list[tuple[str, int, int, int]]:
     """(name, start, body, end) of every function definition in module text."""
     spans = []
     for match in _DEFINE.finditer(text):
-        name = _unquote(match.group(1))
+        name = unquote(match.group(1))
         body = text.index("{\n", match.end()) + 2
         end = text.index("\n}\n", body - 1) + 3
         spans.append((name, match.start(), body, end))

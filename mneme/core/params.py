@@ -1,23 +1,23 @@
 """Knobs: the parameters plugins add to `ExperimentConfiguration` (hook `mneme_parameters`).
 
-A `Knob` declares one parameter beside the original Mneme API's fields: its name, type,
-default, range or choices, the stage it affects, help, and how the built-in spaces tune it.
-CLI flags of `mneme replay` / `mneme ir`, the built-in spaces and `build_fields()` are made
+A `Knob` (`mneme.core.knob`, re-exported here) declares one parameter beside the original Mneme
+API's fields: its name, type, default, range or choices, the stage it affects, help, and how the
+built-in spaces tune it; the registry (`mneme.core.plugins.declared_knobs`) collects and checks
+the declarations. CLI flags of `mneme replay` / `mneme ir`, the built-in spaces and `build_fields()` are made
 from the declarations. Why the knobs live where they do: docs/design/parameters.md.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import attrs
+from mneme.core import plugins
+from mneme.core.knob import CORE_FIELDS, OPTIMIZE_KNOBS, STAGES, TYPES, Knob
 
-from mneme.core.hookspecs import hookimpl
+__all__ = ["CORE_FIELDS", "OPTIMIZE_KNOBS", "STAGES", "TYPES", "Knob", "Knobs", "build_fields", "click_options",
+           "default_of", "knobs", "known_names", "normalize", "unused_when"]  # fmt: skip
 
-STAGES = ("preprocess", "optimize", "codegen", "launch")
-TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 # Fields of the original Mneme API that reach optimization and code generation (the rest
 # change the preprocessed IR, whose variant hash is part of every build key).
 CORE_BUILD_FIELDS = ("passes", "codegen_opt", "codegen_method")
@@ -33,55 +33,6 @@ SCHEMA1_KNOBS: dict[str, Any] = {
 }  # fmt: skip
 # A knob is unused (grounded to its default) while this core field is true.
 SCHEMA1_UNUSED_WHEN = {"specialize_dims_assume": "specialize_dims"}
-
-
-@attrs.frozen
-class Knob:
-    """One parameter a plugin adds to the configuration.
-
-    `type` is bool, int, float or str; `optional` allows None (leave it to the tool).
-    `low`/`high` bound an int or float, `choices` a str. `stage` is what it changes:
-    preprocess, optimize, codegen or launch. `search` is how the built-in spaces tune it:
-    "range" (low..high), "bool", or a tuple of values; None leaves it untuned. `feature` is
-    the built-in spaces' toggle that adds it (`-o ptxas=true`); `backends` limits where that
-    toggle is on by default. `unused_when`: a core bool field whose truth makes it irrelevant.
-    """
-
-    name: str
-    type: str = attrs.field(validator=attrs.validators.in_(tuple(TYPES)))
-    default: Any
-    stage: str = attrs.field(validator=attrs.validators.in_(STAGES))
-    help: str = ""
-    optional: bool = False
-    low: float | None = None
-    high: float | None = None
-    choices: tuple | None = None
-    search: Any = None
-    feature: str = ""
-    backends: tuple[str, ...] = ()
-    unused_when: str | None = None
-    plugin: str = ""  # filled in by the registry: who declared it
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-    def check(self, value: Any) -> Any:
-        """The value if it fits the declaration; ValueError/TypeError naming the knob otherwise."""
-        if value is None:
-            if self.optional:
-                return None
-            raise TypeError(f"{self.name} must be a {self.type}, got None")
-        wanted = TYPES[self.type]
-        if self.type == "float" and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if isinstance(value, bool) != (wanted is bool) or not isinstance(value, wanted):
-            raise TypeError(f"{self.name} must be a {self.type}, got {type(value).__name__} {value!r}")
-        if self.low is not None and value < self.low or self.high is not None and value > self.high:
-            raise ValueError(f"{self.name} must be in {self.low}..{self.high}, got {value!r}")
-        if self.choices is not None and value not in self.choices:
-            raise ValueError(f"{self.name} must be one of {list(self.choices)}, got {value!r}")
-        return value
 
 
 class Knobs(Mapping):
@@ -120,66 +71,16 @@ class Knobs(Mapping):
         return f"Knobs({dict(self._items)!r})"
 
 
-# -- the core's own knobs: the optimize stage (mneme.core.pipeline reads them) ------------------
-
-OPTIMIZE_KNOBS = [
-    Knob("loop_unrolling", "bool", None, "optimize", "Unroll loops in the default<O..> pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs"),
-    Knob("loop_vectorization", "bool", None, "optimize", "Vectorize loops in the default pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs"),
-    Knob("slp_vectorization", "bool", None, "optimize", "SLP-vectorize in the default pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs"),
-    Knob("inlining_threshold", "int", None, "optimize", "Inliner threshold (default: the level's).",
-         optional=True, low=0, high=1 << 20),
-]  # fmt: skip
+# -- the declared knobs (collected and checked by the registry) ----------------------------------
 
 
-@hookimpl
-def mneme_parameters():
-    return OPTIMIZE_KNOBS
-
-
-# -- the registry of declarations -----------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=1)
 def _declared() -> dict[str, Knob]:
-    from mneme.core import plugins
-    from mneme.core.errors import PluginError
-
-    core = {a.name for a in attrs.fields(_config_class())} - {"knobs"}
-    found: dict[str, Knob] = {}
-    for item in plugins.provided("parameter"):
-        knob = attrs.evolve(item.obj, plugin=item.plugin)
-        if knob.name in core or knob.name in ("schema", "knobs"):
-            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {knob.name!r}, "
-                              "a field of ExperimentConfiguration itself; rename it")
-        if knob.name in found:
-            raise PluginError(f"parameter {knob.name!r} is declared by both {found[knob.name].plugin!r} and "
-                              f"{item.plugin!r}; disable one of them (mneme -p no:NAME)")
-        try:
-            knob.check(knob.default)
-        except (TypeError, ValueError) as exc:
-            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {knob.name!r} "
-                              f"with a default its declaration refuses: {exc}") from None
-        found[knob.name] = knob
-    return found
-
-
-def _config_class():
-    from mneme.core.types import ExperimentConfiguration
-
-    return ExperimentConfiguration
+    return plugins.declared_knobs()
 
 
 def knobs() -> dict[str, Knob]:
     """Name -> declaration of every knob the loaded plugins declare."""
     return dict(_declared())
-
-
-def forget() -> None:
-    """Drop the cached declarations (after plugins changed)."""
-    _declared.cache_clear()
 
 
 def known_names() -> set[str]:
@@ -218,8 +119,7 @@ def normalize(values: Mapping[str, Any]) -> Knobs:
 def nearest(name: str) -> str:
     import difflib
 
-    core = {a.name for a in attrs.fields(_config_class())} - {"knobs"}
-    close = difflib.get_close_matches(name, sorted(core | known_names()), n=1)
+    close = difflib.get_close_matches(name, sorted(set(CORE_FIELDS) | known_names()), n=1)
     return f"did you mean {close[0]!r}?" if close else "`mneme plugins --parameters` lists them"
 
 

@@ -14,7 +14,7 @@ import attrs
 import click
 import pluggy
 
-from mneme.core import hookspecs
+from mneme.core import hookspecs, knob
 from mneme.core.errors import MissingExtraError, MnemeError, PluginError
 
 log = logging.getLogger(__name__)
@@ -72,11 +72,9 @@ def get_plugin_manager() -> pluggy.PluginManager:
     Disabled plugins are not loaded; a plugin whose ``mneme_replaces`` names others takes
     their place (they are loaded, since only the replacer says so, but not registered).
     """
-    from mneme.core import params
-
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.register(params, name=CORE_PLUGIN)
+    pm.register(knob, name=CORE_PLUGIN)  # the core's own knobs
     _broken.clear()
     _origins.clear()
     _replaced.clear()
@@ -155,11 +153,9 @@ def broken() -> list[BrokenPlugin]:
 
 def reset() -> None:
     """Forget the loaded plugin manager (after installing or disabling a plugin in this process)."""
-    from mneme.core import params
-
     get_plugin_manager.cache_clear()
     _index_hook.cache_clear()
-    params.forget()
+    declared_knobs.cache_clear()
 
 
 def _missing_extra(plugin: object) -> str:
@@ -248,11 +244,30 @@ def names(kind: str) -> list[str]:
 
 def register(plugin: object, name: str | None = None) -> None:
     """Register a plugin object in this process (tests, embedding applications)."""
-    from mneme.core import params
-
     get_plugin_manager().register(plugin, name=name)
     _index_hook.cache_clear()
-    params.forget()
+    declared_knobs.cache_clear()
+
+
+@functools.lru_cache(maxsize=1)
+def declared_knobs() -> dict[str, knob.Knob]:
+    """Name -> declaration of every knob the registered plugins declare, checked (`mneme.core.params` uses them)."""
+    found: dict[str, knob.Knob] = {}
+    for item in provided("parameter"):
+        declared = attrs.evolve(item.obj, plugin=item.plugin)
+        if declared.name in knob.CORE_FIELDS or declared.name in ("schema", "knobs"):
+            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {declared.name!r}, "
+                              "a field of ExperimentConfiguration itself; rename it")
+        if declared.name in found:
+            raise PluginError(f"parameter {declared.name!r} is declared by both {found[declared.name].plugin!r} and "
+                              f"{item.plugin!r}; disable one of them (mneme -p no:NAME)")
+        try:
+            declared.check(declared.default)
+        except (TypeError, ValueError) as exc:
+            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {declared.name!r} "
+                              f"with a default its declaration refuses: {exc}") from None
+        found[declared.name] = declared
+    return found
 
 
 def iter_kinds() -> Iterable[str]:
@@ -268,10 +283,8 @@ class RegistryView:
     names = staticmethod(names)
 
     @staticmethod
-    def knobs():
-        from mneme.core import params
-
-        return params.knobs()
+    def knobs() -> dict[str, knob.Knob]:
+        return dict(declared_knobs())
 
 
 def registry_view() -> RegistryView:

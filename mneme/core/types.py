@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import cattrs
 
+from mneme.core import params
 from mneme.core.errors import FormatError
 
 # Fields that only matter for the launch-bounds transform; grounded when it is off.
@@ -110,8 +111,6 @@ class ExperimentConfiguration:
     knobs: Mapping[str, Any] = attrs.field(factory=dict, repr=lambda k: repr(dict(k)))
 
     def __init__(self, *args: Any, knobs: Mapping[str, Any] | None = None, **fields: Any):
-        from mneme.core import params
-
         values = dict(knobs or {})
         values.update({name: fields.pop(name) for name in list(fields) if name not in _CORE_FIELDS})
         self.__attrs_init__(*args, knobs=params.normalize(values), **fields)
@@ -120,8 +119,6 @@ class ExperimentConfiguration:
         # Only reached for names that are not fields: a knob, at its value or its default.
         if name.startswith("_") or name == "knobs":
             raise AttributeError(name)
-        from mneme.core import params
-
         knobs = object.__getattribute__(self, "knobs")
         if name in knobs:
             return knobs[name]
@@ -142,8 +139,6 @@ class ExperimentConfiguration:
 
     def ground(self) -> ExperimentConfiguration:
         """Reset the fields the configuration does not use, so equal experiments compare equal."""
-        from mneme.core import params
-
         changes: dict[str, Any] = {}
         if not self.set_launch_bounds:
             changes.update(_LAUNCH_BOUNDS_DEFAULTS)
@@ -155,8 +150,6 @@ class ExperimentConfiguration:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready data: schema, the core fields, then every knob by name (docs/design/parameters.md)."""
-        from mneme.core import params
-
         data = self._flat()
         for name in params.knobs():
             data.setdefault(name, getattr(self, name))
@@ -164,8 +157,6 @@ class ExperimentConfiguration:
 
     def _flat(self) -> dict[str, Any]:
         """Core fields, schema 1's knobs (at their values or defaults) and the other knobs that are set."""
-        from mneme.core import params
-
         data = {name: converter.unstructure(getattr(self, name)) for name in _CORE_FIELDS}
         data.update({name: getattr(self, name) for name in params.SCHEMA1_KNOBS})
         data.update(self.knobs)
@@ -203,8 +194,6 @@ def build_fields(config: ExperimentConfiguration) -> dict[str, Any]:
 
     Which fields those are is declared once, by the parameters' stages (`params.build_fields()`).
     """
-    from mneme.core import params
-
     return {name: getattr(config, name) for name in params.build_fields() if hasattr(config, name)}
 
 
@@ -277,8 +266,6 @@ def _make_converter() -> cattrs.Converter:
 
 def _structure_config(data: Any, _type: type) -> ExperimentConfiguration:
     """A configuration from JSON data of any schema (schema 1 had no `schema` key and no plugin knobs)."""
-    from mneme.core import params
-
     if not isinstance(data, Mapping):
         raise TypeError(f"a configuration is a mapping of fields, not {type(data).__name__}")
     data = dict(data)

@@ -138,8 +138,8 @@ class TuneWorkerHandle:
         self.spawns += 1
         try:
             # A terminal's Ctrl-C signals the whole process group: the pool, not each worker, decides what
-            # stops (no worker traceback). A signal blocked here stays blocked in the child (fork and exec).
-            with _signals_blocked(signal.SIGINT):
+            # stops (no worker traceback), so a worker starts with SIGINT ignored from its first instruction.
+            with _sigint_ignoring_interpreter():
                 self.process.start()
         except Exception as exc:  # e.g. spawning from an unguarded __main__; counted as a startup failure
             child.close()
@@ -326,38 +326,54 @@ class TuneWorkerHandle:
         self._kill()
 
 
+_spawn_lock = threading.Lock()
+
+
 @contextlib.contextmanager
-def _signals_blocked(*signums: int):
-    """Start processes in the block with `signums` ignored (SIG_IGN survives fork and exec, and Python keeps an
-    ignored SIGINT ignored). A signal mask would not do: a native library loaded in this process may reset the
-    mask in forked children. The disposition is process-wide, set through libc from this (non-main) thread for
-    the few milliseconds of a spawn: a signal to this process in that window is ignored."""
-    libc = _libc()
-    if libc is None:
+def _sigint_ignoring_interpreter():
+    """Spawn processes in the block through a launcher that ignores SIGINT, then execs this Python.
+
+    An ignored signal stays ignored across exec, and Python leaves an ignored SIGINT alone, so a
+    Ctrl-C during a worker's start-up never reaches it. This process keeps its own handler the
+    whole time (ignoring SIGINT here around a spawn would lose a Ctrl-C that lands in the window).
+    """
+    from multiprocessing import spawn
+
+    launcher = _launcher()
+    if launcher is None:
         yield
         return
-    previous = {signum: libc.signal(signum, _SIG_IGN) for signum in signums}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            libc.signal(signum, handler)
+    with _spawn_lock:
+        previous = spawn.get_executable()
+        spawn.set_executable(str(launcher))
+        try:
+            yield
+        finally:
+            spawn.set_executable(previous)
 
 
-_SIG_IGN = 1
+def _launcher() -> Path | None:
+    """A `/bin/sh` script (in the cache, one per interpreter) that ignores SIGINT and execs this Python."""
+    import hashlib
+    import shlex
+    import sys
 
+    from mneme.core.native import cache_dir
 
-def _libc():
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except OSError:
+    if not os.path.exists("/bin/sh") or not sys.executable:
         return None
-    libc.signal.restype = ctypes.c_void_p
-    libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
-    return libc
+    text = f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(sys.executable)} \"$@\"\n"
+    path = cache_dir("launchers") / f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    if not path.exists():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            os.replace(tmp, path)
+        except OSError:
+            return None
+    return path
 
 
 def _utc_now() -> str:

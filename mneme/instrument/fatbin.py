@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import attrs
 
 from mneme.core.errors import CorruptFileError, MnemeError
-from mneme.instrument.elf import ElfFile
+from mneme.core.elf import ElfFile
 
 log = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ def _first_error(stderr: str) -> str:
 
 def embed(obj: str, entries: list[EmbeddedEntry], objcopy: str, scratch: str) -> None:
     """Add (or replace) the `.mneme_ir` section of one object file."""
-    from mneme.instrument.elf import ElfFile
+    from mneme.core.elf import ElfFile
 
     blob = Path(scratch, f"{abs(hash(obj))}.mneme_ir")
     blob.write_bytes(pack_entries(entries))

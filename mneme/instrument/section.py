@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from mneme.core.errors import CorruptFileError, FormatError, SchemaVersionError
-from mneme.instrument.elf import ElfFile
+from mneme.core.elf import ElfFile
 
 SECTION_NAME = ".mneme_ir"
 MAGIC = b"MNEMEIR\0"

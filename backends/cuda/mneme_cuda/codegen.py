@@ -142,7 +142,7 @@ _MALLOC_TUNING = ((_M_MMAP_THRESHOLD, 32 << 20), (_M_TRIM_THRESHOLD, 64 << 20), 
 def _keep_freed_heap() -> bool:
     """Let this process keep up to 64 MiB of freed heap instead of returning it to the kernel at once.
 
-    Halves nvJitLink's fixed cost per small kernel (measured: benchmarks/results/cpu-compile.md);
+    Halves nvJitLink's fixed cost per small kernel (docs/design/internals.md, "Keeping nvJitLink's freed heap");
     the generated code is unchanged. MNEME_MALLOC_TUNING=0 leaves glibc's defaults; not glibc: no-op.
     """
     if os.environ.get("MNEME_MALLOC_TUNING", "1") == "0":

@@ -2,7 +2,7 @@
 
 CUDA events around a launch time the front end's work between the start event, the launch and
 the stop event as well; for a ~1 us kernel that is two thirds of a 3.5 us window, and it varies
-from process to process by several percent (benchmarks/results/gpu-session-2026-12-04.md). The
+from process to process by several percent (docs/design/recording.md, "The kernel timer"). The
 kernel records of CUPTI's activity API hold the kernel alone. `native/cupti_timer.h` reads them;
 the recorder compiles it in and so does the replay's helper, `native/cuptitime.c`, which this
 module builds (it needs CUPTI's headers, cupti.h) and loads with ctypes. libcupti itself is

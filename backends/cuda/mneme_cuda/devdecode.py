@@ -37,7 +37,7 @@ AUTO_MAX_CHUNK = 256 << 10
 # and only in regions this large: a warp takes a few ms over a 256 KiB chunk, so small regions leave
 # the device idle (H200, float32 field, device against host decode: 64 MiB 0.23x against 0.28x of
 # pinned H2D, 128 MiB 0.35x against 0.34x, 256 MiB 0.51x against 0.39x, 1 GiB 0.82x against 0.45x;
-# random floats even at 256 MiB; benchmarks/results/gpu-restore-regions-probe-0ea0539.json).
+# random floats even at 256 MiB; docs/design/internals.md, "Restoring snapshots on the device").
 AUTO_MIN_REGION = 256 << 20
 PREFIX = CHUNK_PREFIX.size  # the payload's 16-byte prefix, in front of the body
 ALIGN = 16  # payloads start at multiples of this in a fill

@@ -67,12 +67,12 @@ def partitions(module: llvm.ModuleRef, kernel_name: str, jobs: int, text: str | 
     text = text if text is not None else str(module)  # printing once is much cheaper than printing each function
     spans = ir.defined_function_spans(text)
     for match in _SPECIAL_GLOBAL.finditer(text):
-        if {ir._unquote(n) for n in _GLOBAL_REF.findall(match.group(0))} & {name for name, *_ in spans}:
+        if {ir.unquote(n) for n in _GLOBAL_REF.findall(match.group(0))} & {name for name, *_ in spans}:
             return [[name for name, *_ in spans]]  # llvm.used or constructors name functions: keep them whole
     sizes, first = {}, [kernel_name]
     for name, start, _, end in spans:
         sizes[name] = end - start
-        refs = {ir._unquote(n) for n in _GLOBAL_REF.findall(text, start, end)}
+        refs = {ir.unquote(n) for n in _GLOBAL_REF.findall(text, start, end)}
         if name != kernel_name and global_names & refs:
             first.append(name)  # a global variable is defined once: with the kernel
     count = max(1, min(jobs, len(sizes) // MIN_FUNCTIONS_PER_PARTITION))

@@ -1,4 +1,4 @@
-"""The HIP backend: compiles kernel IR for AMD GPUs (gfxNNN); it cannot open a device yet."""
+"""The HIP backend: compiles kernel IR for AMD GPUs (gfxNNN) and runs it through hip-python."""
 
 from __future__ import annotations
 
@@ -6,47 +6,62 @@ from typing import Any
 
 import attrs
 
-from mneme.core.backend import Availability, Backend, Device, DeviceBinary
+from mneme.core.backend import Availability, Backend, DeviceBinary
 from mneme.core.errors import BackendUnavailable
-from mneme_hip import codegen
-
-#: Why the backend cannot run kernels here, on any machine, until its device layer exists.
-NO_DEVICE_LAYER = ("the HIP device layer (memory at fixed addresses, launch, timing) is not built yet; "
-                   "this backend only compiles for gfxNNN (mneme ir compile --arch gfx90a)")  # fmt: skip
+from mneme_hip import codegen, hipapi
 
 
 class HipBackend(Backend):
-    """AMD GPUs: code generation through LLVM's AMDGPU back end and ld.lld."""
+    """AMD GPUs: code generation through LLVM's AMDGPU back end and ld.lld; devices through hip-python."""
 
     name = "hip"
     target = "amdgpu"
     priority = 20
     emits = codegen.EMITS
+    #: replay modes besides "ir": the recorded code object (launch-geometry tuning without IR)
+    image_kinds = ("hsaco",)
+    timers = ("auto", "hip-event", "host-clock")
 
     def availability(self) -> Availability:
-        return Availability(False, NO_DEVICE_LAYER)
+        return hipapi.availability()
 
     def device_count(self) -> int:
-        return 0
+        if not self.availability().usable:
+            return 0
+        hip = hipapi.bindings()
+        return int(hipapi.call("hipGetDeviceCount", hip.hipGetDeviceCount()))
+
+    def _require(self, what: str) -> None:
+        availability = self.availability()
+        if not availability.usable:
+            raise BackendUnavailable(f"the hip backend cannot {what}: {availability.reason}")
 
     def arch(self, index: int = 0) -> str:
-        raise BackendUnavailable(f"the hip backend cannot query device {index}: {NO_DEVICE_LAYER}")
+        """The device's code generation target (``gfx90a``); its features are in `DeviceInfo.arch`."""
+        from mneme_hip.device import base_arch, device_arch
+
+        self._require(f"query device {index}")
+        return base_arch(device_arch(hipapi.bindings(), index))
 
     def claims(self, arch: str) -> bool:
-        return codegen.claims(arch)
+        return codegen.claims(arch.split(":", 1)[0])
 
     def target_machine(self, arch: str, opt: int = 3) -> Any:
-        return codegen.target_machine(arch, opt)
+        return codegen.target_machine(arch.split(":", 1)[0], opt)
 
     def toolchain(self, arch: str) -> dict[str, str]:
         return {**super().toolchain(arch), "lld": codegen.lld_version()}
 
     def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
         """Optimize in place and generate a code object (or the object file or assembly before linking)."""
+        arch = arch.split(":", 1)[0]
         emit = self.check_emit(emit, arch)
         opt_seconds = self.optimize(module, config, arch)
         binary = codegen.codegen(module, kernel_name, config, arch, emit=emit)
         return attrs.evolve(binary, stage_times={"optimize": opt_seconds, **binary.stage_times})
 
-    def open_device(self, index: int = 0) -> Device:
-        raise BackendUnavailable(f"the hip backend cannot open device {index}: {NO_DEVICE_LAYER}")
+    def open_device(self, index: int = 0):
+        from mneme_hip.device import HipDevice
+
+        self._require(f"open device {index}")
+        return HipDevice(index)

@@ -38,8 +38,8 @@ from mneme.core.recorder.rawdir import (
 )
 from mneme.core.snapshot import Snapshot, SnapshotType, SnapshotWriter
 from mneme.core.snapshot.format import EXACT
-from mneme.instrument.elf import elf_files_from_maps
-from mneme.instrument.irsource import resolve
+from mneme.core.elf import elf_files_from_maps
+from mneme.core.irsource import resolve
 
 log = logging.getLogger(__name__)
 

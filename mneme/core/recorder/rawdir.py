@@ -147,7 +147,7 @@ def check_compression(compression: str) -> None:
 
 def region_encoding(compression: str) -> str:
     """The Python writer's region encoding for `compression` (zstd where liblz4 is missing, with a warning)."""
-    from mneme.core.snapshot import codec
+    from mneme.core.snapshot import codec  # lazily: it loads numpy, which a raw folder's scan does not need
 
     return codec.writable_encoding({"lz4": "lz4", "zstd": "zstd", "none": "raw"}[compression])
 
@@ -158,7 +158,7 @@ def region_policies(manifest: dict, where: str = "<manifest>") -> dict:
     Each entry is {"addr", "dtype", "threshold", "relative", "norm", "tag"}; the tag names the
     buffer in messages only. Entries for addresses that are not a recorded region are ignored.
     """
-    from mneme.core.snapshot import RegionPolicy
+    from mneme.core.snapshot import RegionPolicy  # lazily: as above (numpy)
 
     regions = {addr for addr, _ in manifest.get("regions", [])}
     out = {}

@@ -70,7 +70,7 @@ class SnapshotWriteError(MnemeError):
 
 @functools.lru_cache(maxsize=1)
 def _producer() -> str:
-    from mneme import __version__
+    from mneme._version import __version__
 
     return f"mneme {__version__}"
 

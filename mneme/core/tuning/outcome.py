@@ -29,7 +29,7 @@ def environment_fingerprint(backend: Any, arch: str) -> dict[str, Any]:
     import llvmlite
     from llvmlite import binding
 
-    import mneme
+    from mneme._version import __version__
 
     fingerprint: dict[str, Any] = {}
     try:
@@ -41,7 +41,7 @@ def environment_fingerprint(backend: Any, arch: str) -> dict[str, Any]:
         "machine": platform.machine(),
         "llvmlite": llvmlite.__version__,
         "llvm": ".".join(map(str, binding.llvm_version_info)),
-        "mneme": mneme.__version__,
+        "mneme": __version__,
     })
     return fingerprint
 

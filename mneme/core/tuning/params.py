@@ -314,7 +314,7 @@ _FALLBACK_PASSES = (
 def available_passes() -> list[str]:
     """Pass names of the IR toolkit's registry (`mneme.core.pipeline`), or LLVM's common ones."""
     try:
-        from mneme.core import pipeline
+        from mneme.core import pipeline  # lazily: the pipelines load llvmlite
     except ImportError:
         return list(_FALLBACK_PASSES)
     for attr in ("PASS_NAMES", "PASSES", "pass_names", "available_passes"):

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import attrs
 import optuna
 
+from mneme.core import plugins
 from mneme.core.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -118,8 +119,6 @@ def mark_feasibility(trial: optuna.trial.Trial, feasible: bool, sampler: Sampler
 
 def create_sampler(spec: str, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> Sampler:
     """A sampler from ``family[:variant]``, looked up among the sampler plugins."""
-    from mneme.core import plugins
-
     family, _, variant = spec.partition(":")
     table = plugins.registry("sampler")
     if family not in table:

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from mneme.core import limits
+from mneme.core import limits, params, plugins
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.keys import check_keys
 from mneme.core.tuning import params as P
@@ -40,8 +40,6 @@ AXES = "xyz"
 
 def config_fields() -> set[str]:
     """Names a space's parameter may set: the configuration's fields but grid/block, and the plugins' knobs."""
-    from mneme.core import params
-
     return ({f.name for f in attrs.fields(ExperimentConfiguration)} - {"grid", "block", "knobs"}) | params.known_names()
 DIM_NAMES = {f"{kind}_{axis}" for kind in ("block", "grid") for axis in AXES}
 
@@ -207,7 +205,7 @@ class ConfigSpace(SearchSpace):
 
     def __init__(self, recording: Any = None, instance: Any = None, **options: Any):
         super().__init__(recording, instance, **options)
-        self.grid_stride = _as_bool(options.get("grid_stride", False), "grid_stride")
+        self.grid_stride = as_bool(options.get("grid_stride", False), "grid_stride")
         self.max_threads = int(options.get("max_threads", MAX_THREADS_PER_BLOCK))
         self.min_threads = int(options.get("min_threads", 1))
         if not 1 <= self.min_threads <= self.max_threads <= MAX_THREADS_PER_BLOCK:
@@ -273,7 +271,8 @@ class ConfigSpace(SearchSpace):
         return parsed[1]
 
 
-def _as_bool(value: Any, name: str) -> bool:
+def as_bool(value: Any, name: str) -> bool:
+    """A space option's boolean (true/false, yes/no, on/off, 1/0); `name` names it in the error."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -399,8 +398,6 @@ class DescribedSpace(ConfigSpace):
 
 def load_space(spec: str, recording: Any, instance: Any, options: Mapping[str, Any] | None = None) -> SearchSpace:
     """A space from a plugin name, a YAML/JSON file, or ``path.py:ClassName``."""
-    from mneme.core import plugins
-
     options = dict(options or {})
     if ".py:" in spec:
         path, _, cls_name = spec.rpartition(":")

@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, IRError
-from mneme.instrument.elf import is_elf
-from mneme.instrument.irsource import ArchitectureMismatch, IRModule, IRSource, arch_rank
+from mneme.core.elf import is_elf
+from mneme.core.irsource import ArchitectureMismatch, IRModule, IRSource, arch_rank
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, read_entries
 from mneme.instrument.symbols import module_symbols
 

@@ -12,7 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-from mneme.instrument.irsource import ArchitectureMismatch, IRModule, IRSource, runs_on
+from mneme.core.irsource import ArchitectureMismatch, IRModule, IRSource, runs_on
 from mneme.instrument.symbols import module_symbols
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from mneme.core.errors import UsageError
 from mneme.core.tuning import params as P
-from mneme.core.tuning.space import AXES, MAX_THREADS_PER_BLOCK, ConfigSpace, _as_bool
+from mneme.core.tuning.space import AXES, MAX_THREADS_PER_BLOCK, ConfigSpace, as_bool
 
 OPT_LEVELS = ("default<O1>", "default<O2>", "default<O3>", "default<Os>", "default<Oz>")
 CORE_FEATURES = ("launch", "launch_bounds", "specialize", "opt", "codegen")
@@ -70,7 +70,7 @@ class BuiltinSpace(ConfigSpace):
         check_keys(options, {*toggles, *BUILTIN_OPTIONS}, None, f"space {self.name!r} options", error=UsageError)
         super().__init__(recording, instance, **options)
         wanted = self.features if self.features != ALL else frozenset(toggles)
-        self.enabled = {f for f in toggles if _as_bool(options.get(f, f in wanted), f)}
+        self.enabled = {f for f in toggles if as_bool(options.get(f, f in wanted), f)}
         self.knobs = sorted((k for k in params.knobs().values() if k.feature and k.search is not None),
                             key=lambda k: _STAGE_ORDER[k.stage])
         for feature in {k.feature for k in self.knobs} - set(options):

@@ -23,6 +23,10 @@ modf nearbyint nextafter pow remainder remquo rint round roundeven scalbn scalbl
 tgamma trunc j0 j1 y0 y1 erfinv""".split()
 #: C library functions kernel code may call besides the runtime's.
 LIBRARY = frozenset([*_MATH, *(f"{m}f" for m in _MATH), "memcpy", "memmove", "memset", "__assertfail"])
+#: CUDA's built-in variables: empty structs whose members read special registers, so kernel code names
+#: them (cooperative groups pass `blockDim` by reference to inlined helpers) but never reads their
+#: storage; the optimizer drops the references, and none of these names resolves in this process.
+BUILTIN_VARIABLES = frozenset(["threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"])
 
 
 @functools.lru_cache(maxsize=1)
@@ -51,7 +55,7 @@ def check(module: Any, kernel_name: str) -> None:
     text = str(module)
     for gv in module.global_variables:
         # a declaration left behind by the retarget step (extern __shared__ arrays) is harmless unused
-        if gv.is_declaration and len(re.findall(re.escape(_ref(gv.name)) + r"(?![\w.$])", text)) > 1:
+        if gv.is_declaration and gv.name not in BUILTIN_VARIABLES and len(re.findall(re.escape(_ref(gv.name)) + r"(?![\w.$])", text)) > 1:
             refused.append(f"external global {gv.name}")
     if re.search(r"^module asm ", text, re.MULTILINE):
         refused.append("module-level assembly")

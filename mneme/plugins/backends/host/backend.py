@@ -26,7 +26,8 @@ from mneme.core.backend import (
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.native import c_compiler
 from mneme.core.types import dim3
-from mneme.plugins.backends.host import allowlist, limits, machine, memory, redzones, retarget, runtime, steps, support
+from mneme.plugins.backends.host import (allowlist, limits, machine, memory, redzones, retarget, retarget_amdgpu,
+                                         runtime, steps, support)
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ def _step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
 
 
 class HostBackend(Backend):
-    """Runs NVPTX kernel IR on this machine's CPU through llvmlite's JIT."""
+    """Runs NVPTX (CUDA) and AMDGPU (HIP) kernel IR on this machine's CPU through llvmlite's JIT."""
 
     name = "host"
     priority = 0
@@ -207,7 +208,7 @@ class HostBackend(Backend):
         }
 
     def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
-        """Retarget a preprocessed NVPTX module to the CPU, optimize it, and emit an object file."""
+        """Retarget a preprocessed NVPTX or AMDGPU module to the CPU, optimize it, and emit an object file."""
         self.check_emit(emit, arch)
         llvm = machine.binding()
         runtime.load()  # its symbols must be known to check the kernel's externals
@@ -215,10 +216,10 @@ class HostBackend(Backend):
             module = ir.load(module)
         start = time.perf_counter()
         tm = target_machine(getattr(config, "codegen_opt", 3))
-        if not (module.triple or "").startswith("nvptx"):
+        if not (module.triple or "").startswith(("nvptx", "amdgcn")):
             raise UnsupportedError(
                 f"not supported on the host backend: kernel {kernel_name!r} is IR for {module.triple or 'no target'}; "
-                "the host backend runs CUDA (nvptx) kernel IR"
+                "the host backend runs CUDA (nvptx) and HIP (amdgcn) kernel IR"
             )
         try:
             module.get_function(kernel_name)
@@ -258,8 +259,9 @@ class HostBackend(Backend):
 
     def check(self, module: Any, kernel_name: str, arch: str | None = None) -> list[str]:
         """What of the kernel the host cannot run (after pruning and dead-code elimination); runs nothing."""
-        if not (module.triple or "").startswith("nvptx"):
-            return [f"IR for {module.triple or 'no target'}; the host backend runs CUDA (nvptx) kernel IR"]
+        if not (module.triple or "").startswith(("nvptx", "amdgcn")):
+            return [f"IR for {module.triple or 'no target'}; the host backend runs CUDA (nvptx) and HIP (amdgcn) "
+                    "kernel IR"]
         try:
             module.get_function(kernel_name)
         except NameError as exc:
@@ -348,6 +350,8 @@ class HostKernel(LoadedKernel):
             self.mode = 1
         else:
             self.mode = 2 if flags & retarget.FLAG_BLOCK_LOOP else 0
+        wave = self._engine.get_global_value_address(retarget_amdgpu.WAVE_GLOBAL)
+        self.warp = ctypes.c_int32.from_address(wave).value if wave else 32
         self.globals = self._read_globals()
 
     def _read_globals(self) -> dict[str, tuple[int, int]]:
@@ -452,7 +456,8 @@ class HostDevice(Device):
             self.redzones.arm()
         rc = self._runtime.mneme_launch(
             kernel.entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
-            shared_bytes, kernel.mode, kernel.frame_bytes, 0, message, len(message),
+            shared_bytes, kernel.mode | (kernel.warp << 8 if kernel.warp != 32 else 0), kernel.frame_bytes, 0,
+            message, len(message),
         )  # fmt: skip
         if rc != 0:
             text = message.value.decode(errors="replace")

@@ -1,4 +1,6 @@
-"""Retarget CUDA-flavoured NVPTX kernel IR to the host CPU, as a rewrite of the textual IR.
+"""Retarget CUDA-flavoured NVPTX (or HIP AMDGPU) kernel IR to the host CPU, as a rewrite of the textual IR.
+
+AMDGPU specifics live in `retarget_amdgpu` and `intrinsics_amdgpu`.
 
 What changes (everything else is left to LLVM):
 
@@ -29,7 +31,7 @@ import attrs
 import llvmlite.binding as llvm
 
 from mneme.core.errors import IRError, UnsupportedError
-from mneme.plugins.backends.host import intrinsics
+from mneme.plugins.backends.host import intrinsics, intrinsics_amdgpu, retarget_amdgpu
 
 CTX_NTID = intrinsics.CTX_OFFSETS["ntid"]
 
@@ -66,6 +68,7 @@ class Param:
     offset: int
     size: int
     byval: str | None = None  # the pointee type of a byval parameter
+    byref: bool = False  # an AMDGPU aggregate read in place from the argument buffer
 
 
 @attrs.frozen
@@ -94,12 +97,17 @@ _TARGET_ATTRIBUTE = re.compile(r'\s*"(target-cpu|target-features|tune-cpu|nvptx-
 
 def strip_target_attributes(text: str) -> str:
     """Drop the GPU's target-cpu and target-features from the attribute groups of IR text."""
-    return "\n".join(
-        _TARGET_ATTRIBUTE.sub("", line) if line.startswith("attributes #") else line for line in text.split("\n")
-    )
+    return "\n".join(_strip_group(line) if line.startswith("attributes #") else line for line in text.split("\n"))
 
 
-_SYNC_INTRINSIC = re.compile(r"@llvm\.nvvm\.(barrier|bar\.|shfl\.|vote\.|activemask|match\.)")
+def _strip_group(line: str) -> str:
+    # a group left empty is invalid IR; GPU code never unwinds, so nounwind keeps it true and valid
+    return re.sub(r"\{\s*\}$", "{ nounwind }", _TARGET_ATTRIBUTE.sub("", line))
+
+
+_SYNC_INTRINSIC = re.compile(r"@llvm\.nvvm\.(barrier|bar\.|shfl\.|vote\.|activemask|match\.)"
+                             r"|@llvm\.amdgcn\.(s\.barrier|wave\.barrier|ds\.bpermute|ds\.swizzle|readlane|readfirstlane"
+                             r"|ballot|icmp)")
 
 
 def inline_synchronizing_functions(text: str) -> str:
@@ -135,12 +143,14 @@ def inline_synchronizing_functions(text: str) -> str:
         header = lines[i]
         group = re.search(r"(#\d+)\s*(?:comdat[^{]*|align \d+\s*)*\{$", header)
         attrs_text = groups.get(group.group(1), "") if group else ""
-        if re.search(r"\b(noinline|optnone|alwaysinline)\b", header + " " + attrs_text) or "ptx_kernel" in header:
+        if re.search(r"\b(noinline|optnone|alwaysinline)\b", header + " " + attrs_text) or "ptx_kernel" in header or "amdgpu_kernel" in header:
             continue
         quoted = symbol_ref(name) if not name.startswith('"') else "@" + name
         open_index = header.index(quoted + "(") + len(quoted)
         close = match_paren(header, open_index)
-        lines[i] = header[: close + 1] + " alwaysinline" + header[close + 1 :]
+        # after (local_)unnamed_addr, which must precede the function attributes
+        after = re.match(r"(\s+(?:local_)?unnamed_addr)?", header[close + 1 :]).end() + close + 1
+        lines[i] = header[:after] + " alwaysinline" + header[after:]
     return "\n".join(lines)
 
 
@@ -273,7 +283,21 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
     for index, arg in enumerate(fn.arguments):
         attrs_text = [a.decode() if isinstance(a, bytes) else str(a) for a in arg.attributes]
         byval = next((a[len("byval(") : -1] for a in attrs_text if a.startswith("byval(")), None)
+        byref = next((a[len("byref(") : -1] for a in attrs_text if a.startswith("byref(")), None)
         align_attr = next((int(a.split()[1]) for a in attrs_text if a.startswith("align ")), None)
+        if byref is not None:  # HIP passes aggregates as a pointer into the kernarg segment
+            ty = module.get_struct_type(byref[1:]) if byref.startswith("%") else None
+            if ty is None:
+                raise UnsupportedError(
+                    f"not supported on the host backend: parameter {index} of kernel {kernel_name!r} is passed "
+                    f"byref as a literal type {byref}"
+                )
+            size = target_data.get_abi_size(ty)
+            align = align_attr or target_data.get_abi_alignment(ty)
+            offset = (offset + align - 1) // align * align
+            params.append(Param(index, "ptr", offset, size, None, True))
+            offset += size
+            continue
         if byval is not None:
             if not byval.startswith("%"):
                 raise UnsupportedError(
@@ -302,6 +326,8 @@ def unpack_args(params: tuple[Param, ...]) -> tuple[list[str], list[str]]:
         lines.append(f"  %p{p.index} = getelementptr i8, ptr %args, i64 {p.offset}")
         if p.byval is not None:
             call_args.append(f"ptr byval({p.byval}) %p{p.index}")
+        elif p.byref:
+            call_args.append(f"ptr %p{p.index}")
         else:
             lines.append(f"  %a{p.index} = load {p.type}, ptr %p{p.index}, align 1")
             call_args.append(f"{p.type} %a{p.index}")
@@ -399,8 +425,11 @@ def _block_loop(kernel_name: str, params: tuple[Param, ...]) -> str:
 
 
 def symbol_ref(name: str) -> str:
-    """`name` as LLVM IR refers to a global: `@name`, quoted (`@"..."`) when it is not a plain identifier."""
-    return "@" + name if re.fullmatch(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*", name) else '@"' + name + '"'
+    """`name` as LLVM IR refers to a global: `@name`, quoted (`@"..."`) when it is not a plain identifier.
+
+    Unnamed functions (`@0`, `@1`: ROCm's device libraries have some) are written bare.
+    """
+    return "@" + name if re.fullmatch(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*|\d+", name) else '@"' + name + '"'
 
 
 def _global_alignment(gv_text: str) -> int:
@@ -416,6 +445,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         raise IRError(f"kernel {kernel_name!r} is not defined in the module; check the kernel name") from exc
     target_data = llvm.create_target_data(module.data_layout)
     params = kernel_params(module, kernel_name, target_data)
+    amdgpu = retarget_amdgpu.is_amdgpu(module.triple)
 
     # Shared and device globals, from the parsed module.
     shared: list[SharedVar] = []
@@ -437,6 +467,8 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
             offset += size
         elif gv.name.startswith("llvm.") or gv.name.startswith(".str") or gv.is_declaration:
             continue
+        elif amdgpu and not retarget_amdgpu.is_program_state(gv.name):
+            continue
         elif space in (1, 4) or (space == 0 and not gv.name.startswith("__mneme")):
             if " constant " in gv_text.split("=", 1)[1] and " externally_initialized " not in gv_text:
                 continue  # a literal table the program cannot write
@@ -446,6 +478,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     shared += [SharedVar(name, dynamic_offset, 0, True) for name in dynamic]
 
     text = str(module)
+    wave = retarget_amdgpu.wave_size(text) if amdgpu else 32
     if "\nmodule asm " in text or text.startswith("module asm "):
         raise UnsupportedError("not supported on the host backend: module-level inline assembly (`module asm`)")
     text = remove_addrspacecast_exprs(text)
@@ -496,7 +529,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         elif line.startswith("declare "):
             line = _rewrite_header(line)
         elif line.startswith("attributes #"):
-            line = _TARGET_ATTRIBUTE.sub("", line)
+            line = _strip_group(line)
         out.append(line)
         i += 1
     text = "\n".join(out)
@@ -518,12 +551,25 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
             renames[name] = new_name
             defined.add(new_name)
             definitions.append(impl)
+        elif name.startswith("llvm.amdgcn."):
+            new_name = "__mneme." + name[len("llvm.") :]
+            impl = retarget_amdgpu.implement(name, _ADDRSPACE.sub("", fn_type), new_name, wave)
+            if impl is None:
+                unsupported.add(name)
+                continue
+            renames[name] = new_name
+            defined.add(new_name)
+            definitions.append(impl)
         elif name == "vprintf":  # CUDA's printf, not the C library's
             renames[name] = "__mneme_vprintf"
+    if amdgpu:
+        text, register_reads = retarget_amdgpu.read_registers(text, unsupported)
+        definitions += register_reads
     if not unsupported:
-        fibers = any(f"@{f}(" in "\n".join(definitions) for f in intrinsics.SYNC_FUNCTIONS)
+        sync_functions = intrinsics.SYNC_FUNCTIONS + intrinsics_amdgpu.SYNC_FUNCTIONS
+        fibers = any(f"@{f}(" in "\n".join(definitions) for f in sync_functions)
         block_loop = False
-        if not fibers:
+        if not fibers and not amdgpu:  # AMDGPU work-item ids are read through intrinsics: one call per thread
             text, block_loop = _thread_indices_as_parameters(text, kernel_name)
     if unsupported:
         raise UnsupportedError(
@@ -538,18 +584,23 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
             if not (line.startswith("declare ") and any(f"@{new}(" in line for new in defined))
         )  # fmt: skip
     # Address spaces: merge into one.
+    if amdgpu:
+        text = retarget_amdgpu.merge_alloca_spaces(text)
     text = _ADDRSPACE.sub("", text)
     text = re.sub(r"= addrspacecast ", "= bitcast ", text)
     text = _INTRINSIC_NAME.sub(lambda m: _canonical_intrinsic(m.group(0)), text)
     text = _dedupe_declarations(text)
     text = _writable_globals(text, [n for n, _ in device_globals])
 
-    support = [d for name, d in intrinsics.RUNTIME_DECLS.items() if not re.search(rf"^declare .*@{name}\(", text, re.MULTILINE)]
+    runtime_decls = {**intrinsics.RUNTIME_DECLS, **(intrinsics_amdgpu.RUNTIME_DECLS if amdgpu else {})}
+    support = [d for name, d in runtime_decls.items() if not re.search(rf"^declare .*@{name}\(", text, re.MULTILINE)]
     support += [d for _, d in asm_impls.values()]
     support += definitions
     flags = (FLAG_FIBERS if fibers else 0) | (FLAG_BLOCK_LOOP if block_loop else 0)
     support.append(_block_loop(kernel_name, params) if block_loop else _trampoline(kernel_name, params))
     param_bytes = max((p.offset + p.size for p in params), default=0)
+    if amdgpu:
+        support.append(retarget_amdgpu.wave_global(wave))
     support.append(f"@{INFO} = constant [4 x i64] [i64 {static_shared}, i64 {flags}, i64 {param_bytes}, i64 0]")
     # Device globals by name: their addresses, sizes, and names (NUL-separated).
     entries = ", ".join(f"{{ ptr, i64 }} {{ ptr {symbol_ref(n)}, i64 {size} }}" for n, size in device_globals)
@@ -583,7 +634,7 @@ def _is_used(text: str, name: str) -> bool:
 
 def _rewrite_header(line: str) -> str:
     line = re.sub(r"\bptx_(kernel|device) ", "", line)
-    return line
+    return retarget_amdgpu.strip_kernel_cc(line)
 
 
 def _rewrite_asm(line: str, impls: dict[str, tuple[str, str]], unsupported: set[str]) -> str:
@@ -592,12 +643,13 @@ def _rewrite_asm(line: str, impls: dict[str, tuple[str, str]], unsupported: set[
         return line
     asm = m.group(1)
     body = intrinsics.inline_asm(asm)
-    if body is None:
-        unsupported.add(f"inline PTX assembly {asm!r}")
+    comment = body is None and retarget_amdgpu.is_comment_asm(asm)
+    if body is None and not comment:
+        unsupported.add(f"inline assembly {asm!r}")
         return line
     call = re.match(r"^(\s*(?:%\S+\s*=\s*)?(?:tail\s+|notail\s+|musttail\s+)?call\s+)(.*)$", line)
     if not call:
-        unsupported.add(f"inline PTX assembly {asm!r} outside a call")
+        unsupported.add(f"inline assembly {asm!r} outside a call")
         return line
     prefix, rest = call.groups()
     ret_type = rest[: m.start() - len(prefix)].strip()
@@ -606,11 +658,18 @@ def _rewrite_asm(line: str, impls: dict[str, tuple[str, str]], unsupported: set[
     args_open = m.end()
     args_close = match_paren(line, args_open)
     arg_types = [_arg_type(a) for a in intrinsics.split_top_level(line[args_open + 1 : args_close])]
-    if asm not in impls:
+    key = asm
+    if comment:  # an optimization barrier of ROCm's device libraries: passes its operand through
+        body = retarget_amdgpu.comment_asm_body(ret_type, arg_types)
+        if body is None:
+            unsupported.add(f"inline assembly {asm!r} of type {ret_type} ({', '.join(arg_types)})")
+            return line
+        key = f"{asm}\0{ret_type}\0{','.join(arg_types)}"
+    if key not in impls:
         name = f"__mneme.asm.{len(impls)}"
         sig = intrinsics.Signature(ret_type, arg_types)
-        impls[asm] = (name, sig.header(name) + "\n" + "\n".join("  " + b for b in body) + "\n}")
-    name = impls[asm][0]
+        impls[key] = (name, sig.header(name) + "\n" + "\n".join("  " + b for b in body) + "\n}")
+    name = impls[key][0]
     return line[: m.start()] + "@" + name + line[args_open:]
 
 

@@ -76,6 +76,7 @@ typedef struct mn_launch {
   uint32_t grid[3], block[3];
   uint64_t nblocks, shared_bytes;
   int mode;
+  uint32_t warp, warp_shift; /* lanes per warp: 32 (CUDA) or 64 (an AMD wave64), and its log2 */
   uint64_t frame_bytes; /* per thread, step form */
   _Atomic uint64_t next_block;
   _Atomic int abort;
@@ -84,6 +85,10 @@ typedef struct mn_launch {
   _Atomic int nworkers;
   struct mn_worker *workers[MAX_WORKERS]; /* those that took part, for the watchdog */
   char message[512];
+  /* What AMDGPU code reads through llvm.amdgcn.dispatch.ptr and .implicitarg.ptr (an HSA kernel
+     dispatch packet, and code object v5's hidden arguments), filled once per launch. */
+  _Alignas(64) uint8_t amd_packet[64];
+  _Alignas(64) uint8_t amd_implicit[256];
 } mn_launch;
 
 typedef struct mn_worker {
@@ -100,7 +105,7 @@ typedef struct mn_worker {
 #else
   ucontext_t sched_uc;
 #endif
-  uint64_t *slots; /* per warp, 32 lanes */
+  uint64_t *slots; /* per warp, one per lane */
   int32_t red_count, red_result, red_arrived;
   char *shared;
   size_t shared_bytes;
@@ -421,7 +426,7 @@ static int ensure_capacity(mn_worker *w, int nthreads, int fibers, uint64_t shar
     w->stacks_bytes = 0;
     w->ctxs = calloc(n, sizeof *w->ctxs);
     w->fibers = calloc(n, sizeof *w->fibers);
-    w->slots = calloc(2 * ((n + 31) / 32) * 32, sizeof *w->slots); /* two banks */
+    w->slots = calloc(2 * ((n + 63) / 64) * 64, sizeof *w->slots); /* two banks, for warps of 32 or 64 */
     w->capacity = (w->ctxs && w->fibers && w->slots) ? n : 0;
     if (!w->capacity) return -1;
   }
@@ -468,9 +473,9 @@ static void init_ctx(mn_launch *L, mn_worker *w, mn_ctx *c, uint32_t linear, con
   memcpy(c->ntid, L->block, sizeof c->ntid);
   memcpy(c->ctaid, cta, sizeof c->ctaid);
   memcpy(c->nctaid, L->grid, sizeof c->nctaid);
-  c->laneid = linear & 31;
-  c->warpid = linear >> 5;
-  c->nwarps = (uint32_t)((w->nthreads + 31) / 32);
+  c->laneid = linear & (L->warp - 1);
+  c->warpid = linear >> L->warp_shift;
+  c->nwarps = (uint32_t)((w->nthreads + L->warp - 1) / L->warp);
   c->linear = linear;
   c->shared = w->shared;
   c->exchanges = 0;
@@ -492,11 +497,11 @@ static void run_block(mn_launch *L, mn_worker *w, const uint32_t cta[3]) {
       w->fibers[i].state = F_READY;
     }
     mn_step_fn step = (mn_step_fn)(void (*)(void))L->entry;
-    int nwarps = (n + 31) / 32;
+    int W = (int)L->warp, nwarps = (n + W - 1) / W;
     w->red_count = 0;
     for (;;) {
       for (int wp = 0; wp < nwarps; wp++) {
-        int lo = wp * 32, hi = lo + 32 < n ? lo + 32 : n;
+        int lo = wp * W, hi = lo + W < n ? lo + W : n;
         for (;;) {
           int at_warp_point = 0;
           for (int i = lo; i < hi; i++) {
@@ -540,10 +545,10 @@ static void run_block(mn_launch *L, mn_worker *w, const uint32_t cta[3]) {
     fiber_init(w, i);
   }
   w->red_count = 0;
-  int nwarps = (n + 31) / 32;
+  int W = (int)L->warp, nwarps = (n + W - 1) / W;
   for (;;) {
     for (int wp = 0; wp < nwarps; wp++) {
-      int lo = wp * 32, hi = lo + 32 < n ? lo + 32 : n;
+      int lo = wp * W, hi = lo + W < n ? lo + W : n;
       w->round_end = hi;
       for (;;) {
         int first = next_ready(w, lo);
@@ -689,6 +694,31 @@ static void wait_helpers(void) {
   pthread_mutex_unlock(&helpers.lock);
 }
 
+static void put16(uint8_t *p, uint32_t v) { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); }
+static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+
+/* The HSA dispatch packet (hsa_kernel_dispatch_packet_t: workgroup sizes at 4, grid sizes in
+   work-items at 12) and code object v5's hidden kernel arguments (block counts at 0, group sizes
+   at 12, remainders at 18, grid dimensions at 64, dynamic LDS size at 120), as the ROCm runtime
+   writes them; see docs/design/host-amdgpu.md. */
+static void amd_dispatch_fill(mn_launch *L) {
+  uint8_t *p = L->amd_packet, *h = L->amd_implicit;
+  memset(p, 0, sizeof L->amd_packet);
+  memset(h, 0, sizeof L->amd_implicit);
+  int dims = L->grid[2] * L->block[2] > 1 ? 3 : L->grid[1] * L->block[1] > 1 ? 2 : 1;
+  put16(p + 2, (uint32_t)dims);
+  for (int i = 0; i < 3; i++) {
+    put16(p + 4 + 2 * i, L->block[i]);
+    put32(p + 12 + 4 * i, L->grid[i] * L->block[i]);
+    put32(h + 4 * i, L->grid[i]);
+    put16(h + 12 + 2 * i, L->block[i]);
+    put16(h + 18 + 2 * i, 0); /* HIP grids are whole blocks: no partial last group */
+  }
+  put32(p + 28, (uint32_t)L->shared_bytes);
+  put16(h + 64, (uint32_t)dims);
+  put32(h + 120, (uint32_t)L->shared_bytes);
+}
+
 /* Run one grid to completion. Returns 0, or 1 with `message` set when the launch failed. */
 API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], const uint32_t block[3],
                      uint64_t shared_bytes, int mode, uint64_t frame_bytes, int max_workers, char *message,
@@ -705,7 +735,14 @@ API int mneme_launch(mn_entry_fn entry, void *args, const uint32_t grid[3], cons
   memcpy(L.block, block, sizeof L.block);
   L.nblocks = (uint64_t)grid[0] * grid[1] * grid[2];
   L.shared_bytes = shared_bytes;
-  L.mode = mode;
+  L.mode = mode & 0xff; /* bits 8..15: lanes per warp (0: 32) */
+  L.warp = (mode >> 8) & 0xff ? (uint32_t)((mode >> 8) & 0xff) : 32;
+  if (L.warp != 32 && L.warp != 64) {
+    snprintf(message, message_len, "a warp of %u lanes is not supported (32 or 64)", L.warp);
+    return 1;
+  }
+  L.warp_shift = L.warp == 64 ? 6 : 5;
+  amd_dispatch_fill(&L);
   L.frame_bytes = frame_bytes < 4 ? 4 : frame_bytes;
   int n = max_workers > 0 ? max_workers : worker_count();
   if ((uint64_t)n > L.nblocks) n = (int)L.nblocks;
@@ -768,12 +805,14 @@ API void __mneme_warp_sync(uint32_t mask) {
    exchange instead of two. */
 static uint64_t *exchange_slots(mn_worker *w, mn_ctx *c) {
   size_t bank = c->exchanges++ & 1;
-  return w->slots + (bank * ((w->capacity + 31) / 32) + c->warpid) * 32;
+  uint32_t W = w->launch->warp;
+  return w->slots + (bank * ((w->capacity + W - 1) / W) + c->warpid) * W;
 }
 
 static uint32_t warp_width(mn_worker *w, mn_ctx *c) {
-  int rest = w->nthreads - (int)(c->warpid * 32);
-  return rest >= 32 ? 32u : (uint32_t)rest;
+  uint32_t W = w->launch->warp;
+  int rest = w->nthreads - (int)(c->warpid * W);
+  return rest >= (int)W ? W : (uint32_t)rest;
 }
 
 /* The lane a shfl.sync reads (mode 0 idx, 1 up, 2 down, 3 bfly; c packs clamp and segment
@@ -838,7 +877,8 @@ API uint32_t __mneme_vote(uint32_t mode, uint32_t mask, uint32_t pred) {
 API void __mneme_exchange_put(uint32_t value) {
   mn_ctx *x = tls_ctx;
   size_t bank = x->exchanges & 1;
-  tls_worker->slots[(bank * ((tls_worker->capacity + 31) / 32) + x->warpid) * 32 + x->laneid] = value;
+  uint32_t W = tls_worker->launch->warp;
+  tls_worker->slots[(bank * ((tls_worker->capacity + W - 1) / W) + x->warpid) * W + x->laneid] = value;
 }
 
 API uint64_t __mneme_exchange_get(uint32_t mode, uint32_t b, uint32_t c) {
@@ -867,6 +907,34 @@ API int32_t __mneme_block_get(int32_t op) {
   if (op == 1) return w->red_result == w->red_arrived;
   return w->red_result != 0;
 }
+
+/* AMDGPU cross-lane reads (ds_bpermute, ds_swizzle, readlane): every lane puts its value, the
+   wave meets, each lane reads lane `src` (a lane past the wave's end reads 0). */
+API uint32_t __mneme_wave_read(uint32_t value, uint32_t src) {
+  mn_worker *w = sync_worker("a cross-lane read");
+  mn_ctx *x = tls_ctx;
+  uint64_t *slots = exchange_slots(w, x);
+  slots[x->laneid] = value;
+  switch_out(w, F_WARP_WAIT);
+  return src < warp_width(w, x) ? (uint32_t)slots[src] : 0u;
+}
+
+/* AMDGPU ballot over the whole wave (64 lanes on gfx9): bit l set when lane l's predicate is. */
+API uint64_t __mneme_wave_ballot(uint32_t pred) {
+  mn_worker *w = sync_worker("a wave ballot");
+  mn_ctx *x = tls_ctx;
+  uint64_t *slots = exchange_slots(w, x);
+  slots[x->laneid] = pred != 0;
+  switch_out(w, F_WARP_WAIT);
+  uint64_t ballot = 0;
+  uint32_t width = warp_width(w, x);
+  for (uint32_t l = 0; l < width; l++)
+    if (slots[l]) ballot |= (uint64_t)1 << l;
+  return ballot;
+}
+
+API const uint8_t *__mneme_amd_dispatch(void) { return tls_worker->launch->amd_packet; }
+API const uint8_t *__mneme_amd_implicitarg(void) { return tls_worker->launch->amd_implicit; }
 
 API uint32_t __mneme_activemask(void) {
   mn_worker *w = tls_worker;

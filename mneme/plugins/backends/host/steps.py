@@ -34,7 +34,8 @@ FLAG_STEPS = 4
 POINT = "__mneme_barrier_point"
 _LABEL = re.compile(r'^([-\w.$]+|"[^"]+"):')
 _LABEL_REF = re.compile(r'label (%[-\w.$]+|%"[^"]+")')
-_OTHER_SYNC = ("@__mneme_barrier_red(", "@__mneme_warp_sync(", "@__mneme_shfl(", "@__mneme_vote(", "@__mneme_activemask(")
+_OTHER_SYNC = ("@__mneme_barrier_red(", "@__mneme_warp_sync(", "@__mneme_shfl(", "@__mneme_vote(", "@__mneme_activemask(",
+               "@__mneme_wave_read(", "@__mneme_wave_ballot(")
 WARP_POINT = "__mneme_warp_point"
 WARP_BIT = 1 << 30  # resume ids of warp points: the runtime lets a warp, not the block, pass them
 _LOCAL = re.compile(r"%[-\w.$]+")
@@ -73,7 +74,7 @@ def _sync_functions(lines: list[str], spans: dict[str, tuple[int, int]]) -> dict
     found = {}
     for name, (start, end) in spans.items():
         body = "\n".join(lines[start + 1 : end])
-        if "@__mneme_barrier()" in body and name.startswith("__mneme.nvvm.barrier"):
+        if "@__mneme_barrier()" in body and name.startswith(("__mneme.nvvm.barrier", "__mneme.amdgcn.s.barrier")):
             found[name] = "barrier"
         elif "@__mneme_shfl(" in body and _SHFL_IMPL.fullmatch(name):
             found[name] = "shfl"

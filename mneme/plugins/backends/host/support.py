@@ -1,4 +1,4 @@
-"""What of a kernel's (pruned) NVPTX IR the host backend cannot run, by name, without running it.
+"""What of a kernel's (pruned) NVPTX or AMDGPU IR the host backend cannot run, by name, without running it.
 
 `HostBackend.check` (and so `mneme ir check --backend host`) and `HostBackend.compile` both ask
 here (through `backend.pruned_and_checked`, which removes dead code first: an unused
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from mneme.core.errors import UnsupportedError
-from mneme.plugins.backends.host import intrinsics, machine, retarget
+from mneme.plugins.backends.host import intrinsics, machine, retarget, retarget_amdgpu
 
 _PREFIX = "not supported on the host backend: "
 _GPU_INTRINSIC = re.compile(r"llvm\.(nvvm|amdgcn|r600|spv|dx)\.")
@@ -27,6 +27,7 @@ def unsupported(module, kernel_name: str) -> list[str]:
         retarget.kernel_params(module, kernel_name, llvm.create_target_data(module.data_layout))
     except UnsupportedError as exc:
         found.append(str(exc).removeprefix(_PREFIX))
+    wave = retarget_amdgpu.wave_size(text) if retarget_amdgpu.is_amdgpu(module.triple) else 32
     asm: set[str] = set()
     for fn in module.functions:
         if fn.is_declaration:
@@ -42,6 +43,10 @@ def unsupported(module, kernel_name: str) -> list[str]:
             intrinsic = "llvm.nvvm.reflect" if name == "__nvvm_reflect" else name
             fn_type = retarget._ADDRSPACE.sub("", str(fn.global_value_type))
             if intrinsics.implement(intrinsic, fn_type, "__mneme.check") is None:
+                found.append(name)
+        elif name.startswith("llvm.amdgcn."):
+            fn_type = retarget._ADDRSPACE.sub("", str(fn.global_value_type))
+            if retarget_amdgpu.implement(name, fn_type, "__mneme.check", wave) is None:
                 found.append(name)
         elif _GPU_INTRINSIC.match(name):
             found.append(name)

@@ -21,6 +21,7 @@ from typing import ClassVar
 
 import attrs
 
+from mneme.core import plugins
 from mneme.core.errors import IRError
 
 
@@ -135,8 +136,6 @@ def resolve(
     registered source by name). None when no source has the kernel; when sources have it only
     for other architectures, the first `ArchitectureMismatch` is raised.
     """
-    from mneme.core import plugins
-
     table = plugins.registry("ir-source")
     if sources is None:
         sources = [n for n in PREFERRED_ORDER if n in table] + sorted(set(table) - set(PREFERRED_ORDER))

@@ -1,0 +1,49 @@
+"""The CUDA backend where no GPU is needed: registration, availability, device names, address reservation."""
+
+from __future__ import annotations
+
+import pytest
+
+from mneme.core import plugins
+from mneme.core.errors import BackendUnavailable
+
+pytest.importorskip("mneme_cuda")
+from mneme_cuda import driver as cuda_driver
+from mneme_cuda.backend import CudaBackend
+
+
+def test_cuda_backend_is_registered_through_its_entry_point():
+    assert plugins.registry("backend")["cuda"] is CudaBackend
+    (item,) = [p for p in plugins.provided("backend") if p.name == "cuda"]
+    assert item.distribution == "mneme-cuda"
+
+
+def test_without_a_gpu_availability_says_why_and_opening_raises():
+    found = cuda_driver.probe()
+    if found.usable:
+        pytest.skip("a CUDA GPU is present")
+    availability = CudaBackend().availability()
+    assert not availability.usable
+    assert any(word in availability.reason for word in ("libcuda.so.1", "cuda-bindings", "no CUDA device", "cuInit"))
+    assert CudaBackend().device_count() == 0
+    with pytest.raises(BackendUnavailable, match="cuda backend is unusable"):
+        CudaBackend().open_device(0)
+    assert CudaBackend().fingerprint()["backend"] == "cuda"
+
+
+def test_small_ranges_are_reserved_inside_a_generous_aligned_span():
+    from mneme_cuda.memory import GiB, reservation_attempts
+
+    granularity = 2 << 20
+    addr, size = 0x153940000000 + 3 * granularity + 5, 10 << 20
+    attempts = reservation_attempts(addr, size, granularity)
+    assert attempts[0] == (0x153940000000 + 3 * granularity, 6 * granularity)
+    assert attempts[1:] == [(0x153940000000, 4 * GiB), (0x153940000000, 64 * GiB)]
+    for base, length in attempts:
+        assert base <= addr and addr + size <= base + length and base % granularity == 0 == length % granularity
+
+
+def test_the_cuda_backend_names_its_devices_timers_without_opening_one():
+    from mneme_cuda.backend import CudaBackend, CudaDevice
+
+    assert CudaBackend.timers == CudaDevice.timers == ("auto", "cupti", "events")
