@@ -63,16 +63,14 @@ def configure(verbosity: int, console=None) -> None:
 
 
 def quiet_third_party() -> None:
-    """Re-apply the level to Optuna, which resets its own logger to INFO when first imported.
+    """Re-apply the level to Optuna's logger, which Optuna sets to INFO when it is first imported.
 
-    Modules that import optuna call this right after; it does nothing unless `configure` ran.
+    The result store calls this before opening a study; it does nothing unless `configure` ran.
+    (Only the `logging` logger is touched: the core imports Optuna in its store modules alone.)
     """
     verbosity = _state.get("verbosity")
-    if verbosity is None or "optuna" not in sys.modules:
-        return
-    import optuna
-
-    optuna.logging.set_verbosity(_third_party_level(verbosity))
+    if verbosity is not None and "optuna" in sys.modules:
+        logging.getLogger("optuna").setLevel(_third_party_level(verbosity))
 
 
 def _third_party_level(verbosity: int) -> int:
