@@ -352,7 +352,10 @@ def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, a
         count = report.export_jsonl(store, Path(jsonl_path))
         _note(f"wrote {count} trials to {jsonl_path}", as_json)
     if plots_dir:
-        for path in report.write_plots(store, Path(plots_dir), plot_format, summary=summary):
+        # One plotly.min.js for every plot folder inside the results folder (its root holds it).
+        inside = Path(plots_dir).resolve().is_relative_to(Path(results_dir).resolve())
+        script_dir = Path(results_dir) if inside else Path(plots_dir)
+        for path in report.write_plots(store, Path(plots_dir), plot_format, summary=summary, script_dir=script_dir):
             _note(f"wrote {path}", as_json)
 
 
