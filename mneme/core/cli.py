@@ -134,9 +134,3 @@ def main(argv: list[str] | None = None) -> None:
             raise
         _report(exc)
         sys.exit(exc.exit_code if isinstance(exc, MnemeError) else 1)
-
-
-if __name__ == "__main__":
-    from mneme.core.interrupt import main as guarded_main
-
-    guarded_main()

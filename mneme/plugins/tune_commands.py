@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from mneme.core.console import current as _console
 from mneme.core.backend import CACHE_STATES
 from mneme.core.errors import UsageError
 from mneme.core.interrupt import Interrupted
@@ -21,17 +22,6 @@ from mneme.core.hookspecs import hookimpl
 log = logging.getLogger(__name__)
 
 
-def _console(err: bool = False):
-    """The `mneme` command's console (`err`: its stderr one): the click context carries it (a plain one outside
-    `mneme`)."""
-    key = "err_console" if err else "console"
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and key in obj:
-        return obj[key]
-    from rich.console import Console
-
-    return Console(stderr=err)
 
 
 @hookimpl
