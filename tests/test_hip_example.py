@@ -23,7 +23,7 @@ from mneme import capture
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "hip_vecadd"
-MNEME = [sys.executable, "-m", "mneme.core.cli"]
+MNEME = [sys.executable, "-m", "mneme"]
 KERNELS = {"_Z6vecaddPKfS0_Pfi": "kernels.hip", "_Z4axpyIfEvT_PKS0_PS0_i": "main.hip"}
 
 pytestmark = [

@@ -20,7 +20,7 @@ from mneme.instrument.fatbin import find_kernel_params
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cuda_vecadd"
-MNEME = [sys.executable, "-m", "mneme.core.cli"]
+MNEME = [sys.executable, "-m", "mneme"]
 KERNELS = {"_Z6vecaddPKfS0_Pfi": "kernels.cu", "_Z4axpyIfEvT_PKS0_PS0_i": "main.cu"}
 
 pytestmark = needs("cmake", "nvcc", "clang++-19")

@@ -75,7 +75,7 @@ def _copy_results(tmp_path: Path) -> Path:
 
 
 def _mneme(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mneme.core.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mneme", *map(str, args)], capture_output=True, text=True,
                           timeout=300, check=False, **kwargs)
 
 

@@ -87,7 +87,7 @@ def run(*args: str, path=(), env: dict | None = None, code: str | None = None) -
     environ = dict(os.environ, COLUMNS="250", **(env or {}))
     if path:
         environ["PYTHONPATH"] = os.pathsep.join(map(str, path))
-    command = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "mneme.core.cli", *args]
+    command = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", "mneme", *args]
     return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=240, check=False)
 
 

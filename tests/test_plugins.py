@@ -104,7 +104,7 @@ def site(tmp_path_factory):
 
 def mneme(*args: str, path: list, code: str | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(str(p) for p in path), COLUMNS="200")
-    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "mneme.core.cli", *args]
+    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "mneme", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -167,7 +167,7 @@ def test_a_plugin_that_fails_to_import_is_listed_as_broken_and_the_rest_still_wo
     (site / "brokenplugin_mod.py").write_text(textwrap.dedent("raise ImportError('needs libfoo')\n"))
     env = {**__import__("os").environ, "PYTHONPATH": str(site), "COLUMNS": "200"}
     out = subprocess.run(
-        [sys.executable, "-m", "mneme.core.cli", "plugins"], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-m", "mneme", "plugins"], capture_output=True, text=True, env=env, check=True
     )
     assert "brokenplugin" in out.stdout
     assert "needs libfoo" in out.stdout

@@ -14,7 +14,7 @@ import pytest
 from mneme import capture
 from mneme.core.errors import MnemeError
 
-CLI = [sys.executable, "-m", "mneme.core.cli"]
+CLI = [sys.executable, "-m", "mneme"]
 SAXPY_IR = Path(__file__).resolve().parent.parent / "examples" / "saxpy" / "saxpy.ll"
 
 

@@ -116,7 +116,7 @@ def test_an_unexpected_error_is_one_line_pointing_at_debug_and_exit_1(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "mneme.core.cli", "inspect", str(tmp_path / "a\udcff.json")],
+    proc = subprocess.run([sys.executable, "-m", "mneme", "inspect", str(tmp_path / "a\udcff.json")],
                           capture_output=True, text=True, timeout=120, errors="surrogateescape")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr and len(lines) <= 2, proc.stderr

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-CLI = [sys.executable, "-m", "mneme.core.cli"]
+CLI = [sys.executable, "-m", "mneme"]
 HEADER = 'target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"\ntarget triple = "nvptx64-nvidia-cuda"\n'
 
 SYSTEM_IR = HEADER + """

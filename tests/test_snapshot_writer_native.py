@@ -99,7 +99,7 @@ def chunk_encodings(snap: Snapshot, addr: int) -> list[int]:
 
 
 def verify_cli(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "mneme.core.cli", "snapshot", "verify", *args], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "mneme", "snapshot", "verify", *args], capture_output=True,
                           text=True, check=False)  # fmt: skip
     if "No module named" in proc.stderr:  # the console script is the installed entry point
         proc = subprocess.run(["mneme", "snapshot", "verify", *args], capture_output=True, text=True, check=False)

@@ -21,7 +21,7 @@ from test_tuning_session import capture_saxpy
 from mneme.core.tuning.report import open_results
 from mneme.core.tuning.store import COUNTED, EVALUATED, ResultStore
 
-CLI = [sys.executable, "-m", "mneme.core.cli"]
+CLI = [sys.executable, "-m", "mneme"]
 SPACE = ["--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repeats", "1"]
 
 

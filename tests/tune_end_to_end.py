@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CLI = [sys.executable, "-m", "mneme.core.cli"]
+CLI = [sys.executable, "-m", "mneme"]
 
 
 def mneme(*args, timeout: float = 400) -> subprocess.CompletedProcess:

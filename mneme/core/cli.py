@@ -34,6 +34,27 @@ class PluginGroup(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         return super().get_command(ctx, name) or self._plugin_commands().get(name)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # `mneme --help` lists commands from the cached index, loading no plugin (issue 27, start-up).
+        from mneme.core import command_index, plugins
+
+        disabled = plugins.disabled_names()
+        # Plugins already loaded in this process (an embedding application's own) are listed as loaded.
+        in_process = plugins.get_plugin_manager.cache_info().currsize > 0
+        index = None if in_process else command_index.load(disabled)
+        if index is None:
+            loaded = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
+            loaded = {name: cmd for name, cmd in loaded.items() if cmd is not None and not cmd.hidden}
+            if not in_process:
+                command_index.save(disabled, loaded)
+            index = {name: cmd.get_short_help_str(1000) for name, cmd in loaded.items()}
+        if not index:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in index)
+        rows = [(name, click.utils.make_default_short_help(text, limit)) for name, text in sorted(index.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -119,9 +140,3 @@ def main(argv: list[str] | None = None) -> None:
             raise
         _report(exc)
         sys.exit(exc.exit_code if isinstance(exc, MnemeError) else 1)
-
-
-if __name__ == "__main__":
-    from mneme.core.interrupt import main as guarded_main
-
-    guarded_main()

@@ -555,6 +555,7 @@ def _record_build(result: ExperimentResult, binary: DeviceBinary) -> None:
     result.codegen_time = sum(float(v) for k, v in stages.items() if k not in ("preprocess", "optimize", "cache"))
     result.obj_size = len(binary.data)
     result.variant_hash = binary.variant_hash
+    result.code_hash = hashlib.sha256(binary.data).hexdigest()
 
 
 def _record_resources(result: ExperimentResult, resources: Resources) -> None:

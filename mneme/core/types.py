@@ -217,6 +217,8 @@ class ExperimentResult:
     device: str = ""
     backend: str = ""
     variant_hash: str = ""
+    #: SHA-256 of the loaded binary: equal for configurations that compile to the same code.
+    code_hash: str = ""
     const_mem_usage: int = -1
     local_mem_usage: int = -1
     shared_mem_usage: int = -1

@@ -16,21 +16,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from mneme import __version__
+from mneme.core.console import current as _console
 from mneme.core import limits, plugins
 from mneme.core.demangle import demangle
 from mneme.core.errors import DISTRIBUTION, EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.records import RecordedExecution, clean_records, copy_records
 
 
-def _console():
-    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and "console" in obj:
-        return obj["console"]
-    from mneme.core.logs import make_console
-
-    return make_console()
 
 
 @click.command("plugins", epilog="Exit codes: 0 ok; 1 internal error; 2 invalid options.")

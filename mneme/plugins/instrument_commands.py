@@ -12,21 +12,13 @@ import os
 import click
 from rich.table import Table
 
+from mneme.core.console import current as _console
 from mneme.core.demangle import demangle
 from mneme.core.errors import EXIT_CODES_HELP, UsageError
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, read_entries
 from mneme.instrument.symbols import short_names
 
 
-def _console():
-    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and "console" in obj:
-        return obj["console"]
-    from mneme.core.logs import make_console
-
-    return make_console()
 
 
 def _kernels(binary: str) -> list[tuple[str, EmbeddedEntry]]:

@@ -14,6 +14,7 @@ from typing import Any
 import click
 from rich.table import Table
 
+from mneme.core.console import current as _console
 from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
@@ -215,15 +216,6 @@ def _json_default(value: Any) -> Any:
 # -- commands ---------------------------------------------------------------------------------------------
 
 
-def _console():
-    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and "console" in obj:
-        return obj["console"]
-    from mneme.core.logs import make_console
-
-    return make_console()
 
 
 @click.command("capture", epilog=EXIT_CODES_HELP)

@@ -13,7 +13,7 @@ DEFAULT_SAMPLERS = "optuna:tpe,nevergrad:NGOpt,random"
 
 
 def _print(*args, **kwargs) -> None:
-    from mneme.plugins.tune_commands import _console
+    from mneme.core.console import current as _console
 
     _console().print(*args, **kwargs)
 

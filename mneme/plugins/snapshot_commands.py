@@ -8,18 +8,10 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from mneme.core.console import current as _console
 from mneme.core.hookspecs import hookimpl
 
 
-def _console():
-    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and "console" in obj:
-        return obj["console"]
-    from mneme.core.logs import make_console
-
-    return make_console()
 
 
 @contextlib.contextmanager

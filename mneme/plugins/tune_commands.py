@@ -13,6 +13,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from mneme.core.console import current as _console
 from mneme.core.backend import CACHE_STATES
 from mneme.core.errors import EXIT_CODES_HELP, UsageError
 from mneme.core.interrupt import Interrupted
@@ -21,17 +22,6 @@ from mneme.core.hookspecs import hookimpl
 log = logging.getLogger(__name__)
 
 
-def _console(err: bool = False):
-    """The `mneme` command's console (`err`: its stderr one): the click context carries it (a plain one outside
-    `mneme`)."""
-    key = "err_console" if err else "console"
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and key in obj:
-        return obj[key]
-    from mneme.core.logs import make_console
-
-    return make_console(stderr=err)
 
 
 @hookimpl
@@ -354,7 +344,10 @@ def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, a
         count = report.export_jsonl(store, Path(jsonl_path))
         _note(f"wrote {count} trials to {jsonl_path}", as_json)
     if plots_dir:
-        for path in report.write_plots(store, Path(plots_dir), plot_format, summary=summary):
+        # One plotly.min.js for every plot folder inside the results folder (its root holds it).
+        inside = Path(plots_dir).resolve().is_relative_to(Path(results_dir).resolve())
+        script_dir = Path(results_dir) if inside else Path(plots_dir)
+        for path in report.write_plots(store, Path(plots_dir), plot_format, summary=summary, script_dir=script_dir):
             _note(f"wrote {path}", as_json)
 
 

@@ -35,7 +35,7 @@ def install(example: str, target: Path) -> Path:
 
 def mneme(site: Path, *args, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environment = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "250", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "mneme.core.cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "mneme", *map(str, args)], capture_output=True, text=True,
                           env=environment, timeout=400, check=False)  # fmt: skip
 
 

@@ -12,6 +12,7 @@ The package splits along its seams: `model` (the classes), `schema` (JSON conver
 upgrades), `paths` (path safety) and `files` (clean, copy, move).
 """
 
+from mneme.core.records import schema  # noqa: F401 - registers the model's JSON codec (model.codec)
 from mneme.core.records.files import FileReport, clean_records, copy_records, load_all
 from mneme.core.records.model import (
     APP_TIMERS,

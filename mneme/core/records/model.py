@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 
 #: The version this code writes. Readers refuse newer versions and upgrade older ones.
 SCHEMA_VERSION = 3
+
+#: The JSON codec of these classes (`records.schema`): it builds its converter from them, so it
+#: imports this module and registers itself here when the package loads; the model never imports it.
+codec: Any = None
 #: What measured an instance's AppTimes: the GPU's kernel timestamps (CUPTI), or CUDA events around the launch.
 APP_TIMERS = ("events", "cupti")
 #: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
@@ -454,9 +458,7 @@ class RecordedExecution(MutableMapping):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RecordedExecution):
             return NotImplemented
-        from mneme.core.records.schema import document
-
-        return document(self) == document(other)
+        return codec.document(self) == codec.document(other)
 
     __hash__ = None  # mutable
 
@@ -482,14 +484,12 @@ class RecordedExecution(MutableMapping):
     @classmethod
     def from_dict(cls, data: Any, *, path: str | os.PathLike, allow_missing: bool = False) -> RecordedExecution:
         """Validate a parsed JSON document of a database located at `path`."""
-        from mneme.core.records.schema import collect, converter, upgrade
-
         path = Path(path)
-        data = upgrade(data, path)
+        data = codec.upgrade(data, path)
         try:
-            rec = converter.structure(data, cls)
+            rec = codec.converter.structure(data, cls)
         except cattrs.BaseValidationError as exc:
-            problems = collect(exc, "")
+            problems = codec.collect(exc, "")
             field = problems[0][0]
             message = "; ".join(f"{f}: {m}" if f and f != field else m for f, m in problems)
             raise FormatError(path, message, field=field) from exc
@@ -499,9 +499,7 @@ class RecordedExecution(MutableMapping):
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON document, with paths relative to the database's folder."""
-        from mneme.core.records.schema import document
-
-        return document(self)
+        return codec.document(self)
 
     def to_json(self, path: str | os.PathLike | None = None) -> Path:
         """Write the database atomically (temp file in the same folder, fsync, rename).

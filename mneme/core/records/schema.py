@@ -6,6 +6,7 @@ The format is specified in docs/formats.md (recording database).
 from __future__ import annotations
 
 import json
+import sys
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -222,3 +223,4 @@ def upgrade(data: Any, path: Path) -> Any:
     return data
 
 
+model.codec = sys.modules[__name__]  # the model's JSON form is this module's (see model.codec)

@@ -3,7 +3,8 @@
 Every trial goes to the result store before and after it runs. What ``--trials`` buys is
 distinct measured configurations (grounded hashes): a proposal whose configuration was
 measured already (this run, an earlier one, another process) is answered from the store
-as a ``cached`` trial and spends no budget, and the sampler is asked again. A proposal of
+as a ``cached`` trial and spends no budget, and the sampler is asked again; so is one that
+compiled to code already measured with the same launch (`outcome.equivalence_key`). A proposal of
 a configuration in flight waits for that experiment's result. A sampler that proposes only
 known configurations for `MAX_DUPLICATES` asks in a row has exhausted the space.
 
@@ -26,7 +27,7 @@ from optuna.trial import TrialState
 from mneme.core import interrupt
 from mneme.core.errors import UsageError
 from mneme.core.tuning.lease import describe_owner, grace_for
-from mneme.core.tuning.outcome import failure_kind, judged, objective, result_of, status_of
+from mneme.core.tuning.outcome import equivalence_key, failure_kind, judged, objective, result_of, status_of
 from mneme.core.tuning.samplers import Ask, mark_feasibility
 from mneme.core.tuning.space import MAX_SAMPLE_RETRIES
 from mneme.core.tuning.store import EVALUATED
@@ -63,8 +64,10 @@ class TrialLoop:
         self.evaluated: dict[str, tuple[int, float]] = {}
         self.in_flight: dict[concurrent.futures.Future, Pending] = {}
         self.duplicates: dict[str, list[Pending]] = {}
+        self.equivalents: dict[str, tuple[int, float]] = {}  # equivalence key -> (trial, value) measured first
         self.used = 0
         self._streak = 0  # proposals in a row answered from the store
+        self._equivalent_streak = 0  # experiments in a row that compiled to code measured already
 
     @property
     def store(self):
@@ -120,6 +123,9 @@ class TrialLoop:
                 digest = trial.user_attrs.get("hash")
                 if status in EVALUATED and digest and digest not in self.evaluated:
                     self.evaluated[digest] = (trial.number, trial.value)
+                key = equivalence_key(trial.user_attrs.get("result"), trial.user_attrs.get("config"))
+                if status == "ok" and key:
+                    self.equivalents.setdefault(key, (trial.number, trial.value))
                 if not mine:
                     self.s.sampler.observe(trial.params, trial.value)
                     self.count(status, trial.value, trial.number, trial.user_attrs.get("result"))
@@ -135,6 +141,8 @@ class TrialLoop:
             progress.experiments += 1
         if status == "cached":
             progress.cached += 1
+        if status == "cached" and (result or {}).get("equivalent_to") is not None:
+            progress.equivalent += 1
         if status == "infeasible":
             progress.infeasible += 1
         if status in ("failed", "unverified"):
@@ -268,7 +276,7 @@ class TrialLoop:
         s = self.s
         in_flight_hashes = {p.digest: p for p in self.in_flight.values()}
         for _ in range(MAX_SAMPLE_RETRIES):
-            if self._streak >= MAX_DUPLICATES:
+            if self._streak >= MAX_DUPLICATES or self._equivalent_streak >= MAX_DUPLICATES:
                 return None
             asked = self._ask_trial()
             if asked is None:
@@ -378,9 +386,24 @@ class TrialLoop:
         value = objective(result)
         score = value if value is not None else s.penalty
         trial = pending.trial
-        told = self.tell(trial, pending.ask, pending.encoded, score, status, result.to_dict())
+        key = equivalence_key(result.to_dict(), pending.config.to_dict()) if status == "ok" else ""
+        answered_by = trial.number
+        if key in self.equivalents:  # the same code launched the same way: one experiment, no budget
+            first, score = self.equivalents[key]
+            answered_by = first
+            self._equivalent_streak += 1
+            self.used -= 1
+            trial.set_user_attr("cached_from", first)
+            told = self.tell(trial, pending.ask, pending.encoded, score, "cached", {"equivalent_to": first})
+            log.info("trial %d compiled to the code of trial %d (same launch): answered from it", trial.number,
+                     first)
+        else:
+            self._equivalent_streak = 0
+            told = self.tell(trial, pending.ask, pending.encoded, score, status, result.to_dict())
+            if told and key:
+                self.equivalents.setdefault(key, (trial.number, score))
         if told:
-            self.evaluated.setdefault(pending.digest, (trial.number, score))
+            self.evaluated.setdefault(pending.digest, (answered_by, score))
         for dup in duplicates:
             if not told:  # nothing in the store answers them: ask their point again
                 self._release(dup.trial)
@@ -389,7 +412,7 @@ class TrialLoop:
                 self.requeue.append(dict(dup.encoded))
                 continue
             try:
-                dup.trial.set_user_attr("cached_from", trial.number)
+                dup.trial.set_user_attr("cached_from", answered_by)
             except UpdateFinishedTrialError:
                 pass  # tell() says why
             self.tell(dup.trial, dup.ask, dup.encoded, score, "cached")

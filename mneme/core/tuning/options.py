@@ -84,6 +84,7 @@ class Progress:
     budget: int = 0
     experiments: int = 0
     cached: int = 0  # proposals answered from the store (duplicates), free
+    equivalent: int = 0  # of those, configurations that compiled to code measured already (same launch)
     infeasible: int = 0
     failures: Counter = attrs.Factory(Counter)
     best_time: float | None = None

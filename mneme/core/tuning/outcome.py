@@ -15,6 +15,22 @@ from mneme.core import fsutil
 from mneme.core.errors import EXIT_NOT_VERIFIED, ExperimentError, MnemeError
 from mneme.core.types import ExperimentResult, canonical_json
 
+def equivalence_key(result: dict[str, Any] | None, config: dict[str, Any] | None) -> str:
+    """What makes two experiments one (issue 23): the same code (`code_hash`) launched the same way
+    (grid, block, shared memory, launch-stage knobs); "" when the result has no code to compare.
+
+    Every other field only changes the code, so its effect is in the code hash already
+    (docs/design/tuning.md "Budget").
+    """
+    from mneme.core import params
+
+    if not result or not result.get("code_hash") or not config:
+        return ""
+    launch = {name for name, knob in params.knobs().items() if knob.stage == "launch"}
+    fields = {k: v for k, v in config.items() if k in ("grid", "block", "shared_mem") or k in launch}
+    return hashlib.sha256(canonical_json({"code": result["code_hash"], "launch": fields}).encode()).hexdigest()
+
+
 PENALTY_FACTOR = 100.0  # a failed or infeasible point scores this many baseline times
 
 

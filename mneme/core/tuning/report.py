@@ -29,7 +29,7 @@ from typing import Any
 
 from mneme.core import fsutil
 from mneme.core.errors import MissingExtraError, UsageError
-from mneme.core.tuning import stats
+from mneme.core.tuning import plotview, stats
 from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord
 from mneme.core.types import ExperimentConfiguration
 
@@ -328,7 +328,8 @@ def _varying_params(trials: list[Any]) -> list[str]:
     return [n for n in names if len({repr(t.params.get(n)) for t in trials}) > 1]
 
 
-def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str, ...]) -> list[Path]:
+def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str, ...], *, kernel: str = "",
+                       script: str | None = None) -> list[Path]:
     """``speedups.png``/``.html``: the ranked candidates' speedups with their intervals (1.0 drawn: no change)."""
     rows = [c for c in summary.get("ranking") or () if c.get("speedup_ci")]
     if not rows:
@@ -341,6 +342,7 @@ def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str,
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     title = "speedup vs the recorded configuration (95% intervals)"
+    title = f"{kernel}: {title}" if kernel else title
     if "png" in kinds:
         import matplotlib
 
@@ -355,7 +357,7 @@ def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str,
             axes.invert_yaxis()
             axes.set_xlabel("speedup (x)")
             axes.set_title(title)
-            figure.savefig(out_dir / "speedups.png", dpi=120, bbox_inches="tight")
+            figure.savefig(out_dir / "speedups.png", dpi=120, bbox_inches="tight", metadata={"Title": title})
             written.append(out_dir / "speedups.png")
         finally:
             plt.close(figure)
@@ -366,23 +368,31 @@ def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str,
         figure = go.Figure(go.Scatter(x=points, y=labels, mode="markers", error_x=error))
         figure.add_vline(x=1.0, line_dash="dash", line_color="grey")
         figure.update_layout(title=title, xaxis_title="speedup (x)", yaxis={"autorange": "reversed"})
-        figure.write_html(str(out_dir / "speedups.html"), include_plotlyjs="directory")
+        figure.write_html(str(out_dir / "speedups.html"), include_plotlyjs=script or "directory")
         written.append(out_dir / "speedups.html")
     return written
 
 
 def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
-                summary: dict[str, Any] | None = None) -> list[Path]:
+                summary: dict[str, Any] | None = None, script_dir: Path | None = None) -> list[Path]:
     """Optimization history, parameter importances, parallel coordinates and slices of the verified trials,
     and (given the run's `summary`) the speedups with their intervals (`write_speedup_plot`).
 
     Each plot is written as PNG (Optuna's matplotlib plots, Agg backend) and as HTML (plotly),
-    or in the one format `formats` names (``png``, ``html``, ``both``). A plot the study cannot
+    or in the one format `formats` names (``png``, ``html``, ``both``), in kernel terms
+    (`plotview`): the values that ran on the axes, times in µs/ms/s, the kernel in the title,
+    the recorded configuration's time and the report's best drawn on the history. Every HTML
+    refers to one ``plotly.min.js`` in `script_dir` (default `out_dir`). A plot the study cannot
     make (importances of a single trial, say) is skipped with a warning; nothing here fails the
     command once the plotting libraries are installed. Returns the files written.
     """
     kinds = plot_formats(formats)
-    speedups = write_speedup_plot(summary, out_dir, kinds) if summary else []
+    out_dir = Path(out_dir)
+    script = None
+    if "html" in kinds:
+        script = plotview.shared_script(out_dir, Path(script_dir) if script_dir is not None else out_dir)
+    kernel = str(((summary or {}).get("meta") or {}).get("kernel_name") or "")
+    speedups = write_speedup_plot(summary, out_dir, kinds, kernel=kernel, script=script) if summary else []
     import warnings
 
     import optuna
@@ -393,20 +403,23 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
     if not good:
         log.warning("no plots written: study %r has no verified trial to plot yet", store.study.study_name)
         return speedups
+    unit, scale = plotview.time_unit([t.value for t in good])
+    marks = {"recorded configuration": ((summary or {}).get("baseline") or {}).get("time"),
+             "best (report)": ((summary or {}).get("best") or {}).get("time")}
+    marks = {k: v * scale for k, v in marks.items() if v is not None}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line for the plots' view
     view = optuna.create_study(direction="minimize")
     # Without their constraints: every trial plotted is feasible, and a feasibility legend would only crowd the plot.
-    view.add_trials([optuna.trial.create_trial(params=t.params, distributions=t.distributions, value=t.value)
-                     for t in good])
-    out_dir = Path(out_dir)
+    view.add_trials(plotview.display_trials(good, scale))
     out_dir.mkdir(parents=True, exist_ok=True)
-    plotters = {kind: _plotters(kind) for kind in kinds}
+    plotters = {kind: _plotters(kind, script) for kind in kinds}
     written = []
     for name in PLOTS:
         reason = _unplottable(name, good)
         if reason:
             log.warning("skipped the %s plot: %s", name, reason)
             continue
-        kwargs: dict[str, Any] = {"target_name": "time (s)"}
+        kwargs: dict[str, Any] = {"target_name": f"time ({unit})"}
         if name == "importances":
             kwargs["params"] = _varying_params(good)
         for kind, (plots, save) in plotters.items():
@@ -416,7 +429,7 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
                     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                     # e.g. "identical low and high ylims" of a one-trial plot: matplotlib widens them itself
                     warnings.filterwarnings("ignore", category=UserWarning, module=r"(optuna|matplotlib)\.")
-                    save(plots[name](view, **kwargs), path)
+                    save(plots[name](view, **kwargs), path, name, kernel, unit, marks)
             except Exception as exc:  # a plotting library's limit must not fail the command
                 log.warning("skipped the %s plot (%s): %s: %s", name, kind.upper(), type(exc).__name__, exc)
                 log.debug("the %s plot failed", name, exc_info=True)
@@ -425,13 +438,14 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
     return speedups + written
 
 
-def _plotters(kind: str) -> tuple[dict[str, Any], Any]:
+def _plotters(kind: str, script: str | None = None) -> tuple[dict[str, Any], Any]:
     """The plot functions of one format, by plot name, and the function that saves a figure to a path."""
     if kind == "html":
         import optuna.visualization as vis
 
-        def save_html(figure: Any, path: Path) -> None:
-            figure.write_html(str(path), include_plotlyjs="directory")
+        def save_html(figure: Any, path: Path, name: str, kernel: str, unit: str, marks: dict) -> None:
+            plotview.decorate_plotly(figure, name, kernel, unit, marks)
+            figure.write_html(str(path), include_plotlyjs=script or "directory")
 
         return _plot_functions(vis), save_html
     import matplotlib
@@ -440,10 +454,11 @@ def _plotters(kind: str) -> tuple[dict[str, Any], Any]:
     import matplotlib.pyplot as plt
     import optuna.visualization.matplotlib as mvis
 
-    def save_png(axes: Any, path: Path) -> None:
+    def save_png(axes: Any, path: Path, name: str, kernel: str, unit: str, marks: dict) -> None:
         figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure  # slices: an array of axes
         try:
-            figure.savefig(path, format="png", dpi=120, bbox_inches="tight")
+            plotview.decorate_matplotlib(axes, name, kernel, unit, marks)
+            figure.savefig(path, format="png", dpi=120, bbox_inches="tight", metadata={"Title": f"{kernel}: {name}"})
         finally:
             plt.close(figure)
 

@@ -171,6 +171,8 @@ class TuningSession:
         done = f"{self.loop.budget_used()}/{opts.trials} distinct configurations measured"
         if self.progress.cached:
             done += f", {self.progress.cached} duplicate proposal(s) answered from the store"
+            if self.progress.equivalent:
+                done += f" ({self.progress.equivalent} compiled to code measured already)"
         detail = {
             "budget": f"stopped by the budget (--trials {opts.trials}): {done}",
             "timeout": f"stopped by --timeout {opts.timeout:g} s: {done}" if opts.timeout else done,

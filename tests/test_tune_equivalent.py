@@ -1,0 +1,41 @@
+"""Equivalent configurations are one experiment (issue 23): configurations that compile to the
+same code, launched the same way, are answered from the first one's measurement and spend no budget."""
+
+from __future__ import annotations
+
+import json
+
+from test_tune_cli import invoke
+from test_tuning_session import capture_saxpy
+
+from mneme.core.tuning.report import open_results
+from mneme.core.tuning.store import EVALUATED
+
+# saxpy has no loop to vectorize, and the host backend has no ptxas: all six points compile to
+# the same code. (Unrolling is not a no-op on the host: its thread loop around the kernel unrolls.)
+LOOP_SPACE = """name: loops
+parameters:
+  loop_vectorization: {choices: [true, false]}
+  ptxas_opt: {choices: [0, 1, 2]}
+"""
+
+
+def test_a_loop_knob_space_on_a_loop_free_kernel_measures_one_configuration(tmp_path):
+    db = capture_saxpy(tmp_path / "rec")
+    space = tmp_path / "loops.yaml"
+    space.write_text(LOOP_SPACE)
+    results = tmp_path / "run"
+    code, out = invoke("tune", "-rdb", db, "--space", space, "--sampler", "exhaustive", "--trials", 5,
+                       "--results", results, "--retime-top", "1", "--retime-repeats", "1")
+    assert code == 0, out
+    store, _ = open_results(results)
+    trials = store.study.trials
+    measured = [t for t in trials if t.user_attrs.get("status") in EVALUATED]
+    assert len(measured) == 1, [(t.params, t.user_attrs.get("status")) for t in trials]
+    first = measured[0].number
+    equivalent = [t for t in trials if (t.user_attrs.get("result") or {}).get("equivalent_to") == first]
+    assert len(equivalent) == 5  # the other five points of the 2x3 space
+    assert all(t.user_attrs["status"] == "cached" and t.value == measured[0].value for t in equivalent)
+    summary = json.loads((results / "summary.json").read_text())
+    assert "1/5 distinct configurations measured" in summary["stop"]["detail"]
+    assert "5 compiled to code measured already" in summary["stop"]["detail"]
