@@ -31,6 +31,7 @@ import numpy as np
 
 from mneme.core import fsutil, limits
 from mneme.core.errors import FormatError, MnemeError, UsageError
+from mneme.core.keys import check_keys
 from mneme.core.types import ExperimentConfiguration, dim3
 
 log = logging.getLogger(__name__)
@@ -347,6 +348,15 @@ def _safe(name: str) -> str:
 # -- descriptions (mneme capture SPEC) ------------------------------------------------------------
 
 _GENERATORS = ("random", "zeros", "ones", "full", "arange", "file")
+# The keys of a capture description, of one `args` entry, and of each generator's mapping.
+SPEC_KEYS = ("ir", "kernel", "grid", "block", "args", "shared_mem", "va_addr", "backend")
+ARG_KEYS = ("name", "tolerance", "dtype", "scalar", *_GENERATORS)
+TOLERANCE_KEYS = ("dtype", "threshold", "relative", "norm")
+GENERATOR_KEYS = {
+    "random": ("dtype", "shape", "seed", "low", "high"), "zeros": ("dtype", "shape"), "ones": ("dtype", "shape"),
+    "full": ("dtype", "shape", "value"), "arange": ("dtype", "shape", "start", "stop", "step"),
+    "file": ("dtype", "path"),
+}  # fmt: skip
 
 
 def load_spec(path: str | os.PathLike) -> dict[str, Any]:
@@ -355,6 +365,7 @@ def load_spec(path: str | os.PathLike) -> dict[str, Any]:
     data = limits.load_yaml(limits.read_text(path, "capture description"), path)  # JSON is YAML
     if not isinstance(data, dict):
         raise FormatError(path, "a capture description is a mapping with ir, kernel, grid, block and args")
+    check_keys(data, SPEC_KEYS, path)
     return data
 
 
@@ -368,6 +379,7 @@ def build_args(spec: Mapping[str, Any], source: str | os.PathLike | None = None,
         field = f"args[{index}]"
         name = f"arg{index}"
         if isinstance(entry, Mapping):
+            check_keys(entry, ARG_KEYS, source, field)
             entry = dict(entry)
             name = str(entry.pop("name", name))
             tolerance = entry.pop("tolerance", None)
@@ -375,6 +387,7 @@ def build_args(spec: Mapping[str, Any], source: str | os.PathLike | None = None,
                 if not isinstance(tolerance, Mapping):
                     raise FormatError(source, "tolerance is a mapping: {dtype, threshold, relative, norm}",
                                       field=f"{field}.tolerance")  # fmt: skip
+                check_keys(tolerance, TOLERANCE_KEYS, source, f"{field}.tolerance")
                 tolerances[index] = dict(tolerance)
             value = _value(entry, source, field, base)
         elif isinstance(entry, (int, float)) and not isinstance(entry, bool):
@@ -403,6 +416,7 @@ def _value(entry: dict[str, Any], source, field: str, base: Path | None):
         if not isinstance(body, Mapping):
             raise FormatError(source, f"{kind} takes a mapping such as {{dtype: float32, shape: [1024]}}",
                               field=f"{field}.{kind}")  # fmt: skip
+        check_keys(body, GENERATOR_KEYS[kind], source, f"{field}.{kind}")
         body = dict(body)
         dtype = _numeric_dtype(body.pop("dtype", "float32"), source, f"{field}.{kind}.dtype")
         if kind == "file":

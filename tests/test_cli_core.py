@@ -136,7 +136,7 @@ def test_database_pointing_outside_its_folder_is_refused_and_nothing_changes(tmp
     before = tree(tmp_path)
     args = [command, str(rec.path)] + ([str(tmp_path / "dest")] if command != "clean" else [])
     result = run(*args, ok=False)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a malformed database is invalid input (issue 27)
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:")
     assert "Modules[0]" in lines[0] and "leaves the database's folder" in lines[0]

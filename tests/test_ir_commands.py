@@ -129,7 +129,7 @@ def test_malformed_ir_file_is_named_in_the_error(tmp_path):
     bad = tmp_path / "bad.ll"
     bad.write_text("define void @k( {\n")
     result = run("show", str(bad), ok=False)
-    assert result.exit_code == 1 and "bad.ll: malformed LLVM IR" in result.output
+    assert result.exit_code == 2 and "bad.ll: malformed LLVM IR" in result.output
 
 
 def test_a_recording_database_supplies_kernel_launch_and_arguments(tmp_path):

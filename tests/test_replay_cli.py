@@ -202,7 +202,7 @@ def test_replay_exits_non_zero_when_verification_fails_and_names_the_region(sten
     ok = CliRunner().invoke(cli, ["replay", "-rdb", str(stencil_db), "--iterations", "1"])
     assert ok.exit_code == 0, ok.output
     half = CliRunner().invoke(cli, ["replay", "-rdb", str(stencil_db), "--grid-dim-x", "2", "--json"])
-    assert half.exit_code == 1
+    assert half.exit_code == 3  # not verified: distinct from a crash (1) and bad input (2), issue 27
     result = json.loads(half.output)["result"]
     assert not result["verified"] and result["error_kind"] == "verify"
     assert len(result["mismatches"]) == 1 and "arg 1 (out)" in result["mismatches"][0]
@@ -210,7 +210,7 @@ def test_replay_exits_non_zero_when_verification_fails_and_names_the_region(sten
 
 def test_an_invalid_configuration_is_reported_and_exits_non_zero(saxpy_db):
     outcome = CliRunner().invoke(cli, ["replay", "-rdb", str(saxpy_db), "--set-launch-bounds", "--max-threads", "32"])
-    assert outcome.exit_code == 1
+    assert outcome.exit_code == 2  # invalid input (issue 27)
     assert "invalid" in outcome.output
 
 

@@ -72,7 +72,7 @@ def test_a_database_naming_itself_as_one_of_its_files_is_a_format_error(tmp_path
     for command in (["inspect", rec.path], ["clean", rec.path], ["move", rec.path, tmp_path / "to"]):
         result = run(*command)
         _no_traceback(result)
-        assert result.exit_code == 1 and "the database itself" in result.output, (command, result.output)
+        assert result.exit_code == 2 and "the database itself" in result.output, (command, result.output)
     assert rec.path.exists()
 
 
@@ -103,7 +103,7 @@ def test_a_deeply_nested_or_huge_number_database_is_a_format_error(tmp_path, tex
     path.write_text(text)
     result = run("inspect", path)
     _no_traceback(result)
-    assert result.exit_code == 1 and "x.json" in result.output
+    assert result.exit_code == 2 and "x.json" in result.output
 
 
 def test_a_nul_byte_in_a_database_path_is_an_error_not_a_traceback(tmp_path):
@@ -138,7 +138,7 @@ def test_a_lone_surrogate_in_the_database_is_a_format_error(tmp_path, where):
     for args in (["inspect", rec.path], ["inspect", "--json", rec.path], ["replay", "-rdb", rec.path, "--json"]):
         result = run(*args)
         _no_traceback(result)
-        assert result.exit_code == 1 and ("surrogate" in result.output or "instance key" in result.output), result.output
+        assert result.exit_code == 2 and ("surrogate" in result.output or "instance key" in result.output), result.output
 
 
 def test_copy_to_a_dangling_symlink_destination_is_refused(tmp_path):
@@ -159,7 +159,7 @@ def test_huge_app_times_are_refused_when_the_database_is_read(tmp_path):
     rec.path.write_text(json.dumps(doc))
     result = run("replay", "-rdb", rec.path, "--json")
     _no_traceback(result)
-    assert result.exit_code == 1 and "AppTimes" in result.output
+    assert result.exit_code == 2 and "AppTimes" in result.output
 
 
 def test_replay_refuses_a_database_whose_args_disagree_with_the_prologue(tmp_path):

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
-from rich.console import Console
-from rich.logging import RichHandler
 from rich.markup import escape
 
 from mneme._version import __version__
 from mneme.core import plugins
 from mneme.core.errors import MnemeError
+from mneme.core.logs import configure as configure_logging
+from mneme.core.logs import make_console
 
-console = Console()
-err_console = Console(stderr=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 class PluginGroup(click.Group):
@@ -104,21 +103,28 @@ def _disable_plugins(values: list[str]) -> None:
 @click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mneme")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
-@click.option("-v", "--verbose", count=True, help="More log output (-v info, -vv debug).")
+@click.option("-v", "--verbose", count=True,
+              help="More log output: -v info and the logs of libraries Mneme drives (Optuna), -vv debug.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only results and errors (no progress, no warnings).")
 @click.option("-p", "plugin_options", multiple=True, metavar="no:NAME",
               help="Disable the plugin NAME (repeatable; also MNEME_DISABLE_PLUGINS=a,b). `mneme plugins` lists them.")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, verbose: int, plugin_options: tuple[str, ...]) -> None:
-    """Record GPU kernel launches, replay them as verified experiments, and autotune them."""
+def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_options: tuple[str, ...]) -> None:
+    """Record GPU kernel launches, replay them as verified experiments, and autotune them.
+
+    Exit codes: 0 ok, 1 internal error, 2 invalid input (options, a malformed or unknown
+    file), 3 not verified (the variant or the recorded baseline), 130 interrupted (143 on
+    SIGTERM). docs/cli.md lists them per command.
+    """
+    if quiet and (verbose or debug):
+        raise click.UsageError("-q/--quiet cannot be combined with -v/--verbose or --debug")
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
     # What commands print to: plugins take these from the context, never from this module.
     ctx.obj["console"] = console
     ctx.obj["err_console"] = err_console
-    level = logging.WARNING - 10 * min(verbose, 2)
-    if debug:
-        level = logging.DEBUG
-    logging.basicConfig(level=level, format="%(message)s", handlers=[RichHandler(console=err_console)], force=True)
+    ctx.obj["quiet"] = quiet
+    configure_logging(-1 if quiet else (2 if debug else verbose), err_console)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,6 +17,6 @@ def current(err: bool = False):
     obj = ctx.obj if ctx is not None else None
     if isinstance(obj, dict) and key in obj:
         return obj[key]
-    from rich.console import Console  # lazily: rich's console costs start-up time
+    from mneme.core.logs import make_console  # never wraps into a pipe (docs/cli.md)
 
-    return Console(stderr=err)
+    return make_console(stderr=err)

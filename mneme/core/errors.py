@@ -5,23 +5,38 @@ from __future__ import annotations
 import os
 
 
+# The CLI's exit codes, one meaning each (docs/cli.md lists them per command).
+EXIT_OK = 0
+EXIT_INTERNAL = 1  # an unexpected error, or one Mneme could not attribute to the input
+EXIT_INVALID_INPUT = 2  # options, arguments or an input file (malformed, unknown keys, limits)
+EXIT_NOT_VERIFIED = 3  # the variant or the recorded baseline did not run correctly or did not verify
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); SIGTERM gives 143
+
+#: The epilog of a command's --help that returns only the common codes.
+EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 internal error; 2 invalid input (options, arguments, a malformed or "
+                   "unknown file); 130 interrupted. See docs/cli.md.")
+
+
 class MnemeError(Exception):
     """Base of every error Mneme raises on purpose; the CLI prints its message, not a traceback."""
 
-    exit_code = 1
+    exit_code = EXIT_INTERNAL
 
 
 class UsageError(MnemeError):
     """Invalid options or arguments given by the user."""
 
-    exit_code = 2
+    exit_code = EXIT_INVALID_INPUT
 
 
 class FormatError(MnemeError):
     """A file (recording database, snapshot, configuration) is malformed.
 
-    The message names the file and, when known, the field or block at fault.
+    The message names the file and, when known, the field or block at fault. A malformed input
+    is invalid input: the CLI exits 2.
     """
+
+    exit_code = EXIT_INVALID_INPUT
 
     def __init__(self, path: str | os.PathLike | None, message: str, *, field: str | None = None):
         self.path = None if path is None else os.fspath(path)
@@ -40,6 +55,12 @@ class CorruptFileError(FormatError):
     """A file's checksum or structure is wrong: truncated, bit-flipped or not a Mneme file."""
 
 
+class NotVerifiedError(MnemeError):
+    """A result did not verify: a snapshot's checksums, two snapshots that differ, a variant's output."""
+
+    exit_code = EXIT_NOT_VERIFIED
+
+
 class PluginError(MnemeError):
     """A plugin is missing, duplicated or broken."""
 
@@ -50,6 +71,12 @@ class BackendUnavailable(MnemeError):
 
 class IRError(MnemeError):
     """LLVM IR could not be read, linked, transformed or compiled."""
+
+
+class MalformedIRError(IRError):
+    """An IR file given as input is not IR (not text, not bitcode, malformed): invalid input."""
+
+    exit_code = EXIT_INVALID_INPUT
 
 
 class UnsupportedError(MnemeError):
@@ -67,7 +94,7 @@ class ExperimentError(MnemeError):
 class LimitError(MnemeError):
     """An input asks for more than a configured limit allows (memory, count, size); the message names the limit."""
 
-    exit_code = 2
+    exit_code = EXIT_INVALID_INPUT
 
 
 # The distribution's name as pip installs it, for "pip install 'mneme-gpu[extra]'" messages.

@@ -26,13 +26,19 @@ def fsync_dir(folder: str | os.PathLike) -> None:
 
 
 def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int | None = None) -> None:
-    """Write `data` to `path` atomically and durably; `mode` sets the file's permissions."""
+    """Write `data` to `path` atomically and durably.
+
+    `mode` sets the file's permissions; by default they are what a plain `open(path, "w")` gives
+    (the existing file's, else 0o666 minus the umask), never mkstemp's private 0o600, so a team's
+    shared recording or results folder stays readable to the team.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    if mode is None:
+        mode = file_mode(target)
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
-        if mode is not None:
-            os.fchmod(fd, mode)
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
@@ -45,6 +51,29 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int | None
             pass
         raise
     fsync_dir(target.parent)
+
+
+
+def file_mode(target: str | os.PathLike) -> int:
+    """The mode a plain `open(target, "w")` would give: the existing file's, else 0o666 minus umask."""
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~umask()
+
+
+def umask() -> int:
+    """The process's umask, read without changing it where Linux allows."""
+    try:  # Linux reports it without changing it (os.umask would, for every thread at once)
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    value = os.umask(0o022)
+    os.umask(value)
+    return value
 
 
 def safe_component(text: str, limit: int = 40, default: str = "x") -> str:

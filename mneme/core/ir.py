@@ -20,7 +20,7 @@ from typing import Union
 import attrs
 import llvmlite.binding as llvm
 
-from mneme.core.errors import IRError
+from mneme.core.errors import IRError, MalformedIRError
 
 log = logging.getLogger(__name__)
 
@@ -163,13 +163,13 @@ def _parse_text(data: bytes, label: str) -> ModuleRef:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise IRError(f"{label}: neither LLVM bitcode nor UTF-8 IR text (byte {exc.start} is not text); is it IR?") from exc
+        raise MalformedIRError(f"{label}: neither LLVM bitcode nor UTF-8 IR text (byte {exc.start} is not text); is it IR?") from exc
     if "\0" in text:
-        raise IRError(f"{label}: contains NUL bytes: neither LLVM bitcode nor IR text; is it corrupt?")
+        raise MalformedIRError(f"{label}: contains NUL bytes: neither LLVM bitcode nor IR text; is it corrupt?")
     try:
         return llvm.parse_assembly(text)
     except RuntimeError as exc:
-        raise IRError(f"{label}: malformed LLVM IR: {_first_lines(exc)}") from exc
+        raise MalformedIRError(f"{label}: malformed LLVM IR: {_first_lines(exc)}") from exc
 
 
 def _parse_bitcode(data: bytes, label: str) -> ModuleRef:
@@ -187,7 +187,7 @@ def _parse_bitcode(data: bytes, label: str) -> ModuleRef:
             )
         elif producer and producer[1] != 0:
             hint = f"it has bitcode epoch {producer[1]} (written by {producer[0]}); this reader knows epoch 0"
-        raise IRError(f"{label}: cannot read LLVM bitcode: {message}; {hint}") from exc
+        raise MalformedIRError(f"{label}: cannot read LLVM bitcode: {message}; {hint}") from exc
 
 
 def _first_lines(exc: BaseException, n: int = 4) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import attrs
 
+from mneme.core import fsutil
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.native import cache_root
 from mneme.core.types import ExperimentConfiguration, build_fields, canonical_json
@@ -164,6 +165,7 @@ class BuildCache:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
             try:
+                os.fchmod(fd, fsutil.file_mode(path))  # the user's umask, not mkstemp's 0600: caches are shared
                 with os.fdopen(fd, "wb") as f:
                     f.write(_ALIAS + alias_of.encode("ascii") if alias_of else _encode(binary))
                 os.replace(tmp, path)

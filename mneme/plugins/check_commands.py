@@ -15,7 +15,7 @@ from rich.table import Table
 
 from mneme.core import ir
 from mneme.core.backend import backends, get_backend
-from mneme.core.errors import MnemeError, UsageError
+from mneme.core.errors import EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.records import RecordedExecution
 
 
@@ -80,7 +80,7 @@ def check(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_
     return verdicts
 
 
-@click.command("check")
+@click.command("check", epilog=EXIT_CODES_HELP)
 @click.argument("inputs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("-rdb", "--record-db", "rdb", type=click.Path(exists=True, dir_okay=False), help="A recording database.")
 @click.option("-k", "--kernel", help="Only this kernel (mangled name).")

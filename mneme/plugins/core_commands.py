@@ -19,41 +19,57 @@ from mneme import __version__
 from mneme.core.console import current as _console
 from mneme.core import limits, plugins
 from mneme.core.demangle import demangle
-from mneme.core.errors import DISTRIBUTION, MnemeError, UsageError
+from mneme.core.errors import DISTRIBUTION, EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.records import RecordedExecution, clean_records, copy_records
 
 
 
 
-@click.command("plugins")
+@click.command("plugins", epilog="Exit codes: 0 ok; 1 internal error; 2 invalid options.")
 @click.option("--parameters", is_flag=True, help="List the configuration parameters plugins declare instead.")
-def plugins_command(parameters: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
+def plugins_command(parameters: bool, as_json: bool) -> None:
     """List every registered plugin: what it provides, its distribution and version, usable backends.
 
     The plugin column is the name `mneme -p no:NAME` (or MNEME_DISABLE_PLUGINS=NAME,...) disables.
     """
     if parameters:
+        if as_json:
+            from mneme.core import params
+
+            click.echo(json.dumps([{"parameter": k.name, "flag": k.flag, "type": k.type, "optional": k.optional,
+                                    "default": k.default, "low": k.low, "high": k.high, "choices": k.choices,
+                                    "stage": k.stage, "plugin": k.plugin, "help": k.help}
+                                   for k in params.knobs().values()], indent=2, default=repr))  # fmt: skip
+            return
         _console().print(_parameters_table())
         return
-    table = Table(title="Mneme plugins")
-    for column in ("kind", "name", "plugin", "distribution", "version", "status"):
-        table.add_column(column)
+    columns = ("kind", "name", "plugin", "distribution", "version", "status")
+    rows = []
     for item in sorted(plugins.provided(), key=lambda p: (p.kind, p.name)):
         status = ""
         if item.missing_extra:
             extra = item.missing_extra
-            status = escape(f"needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
+            status = f"needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'"
         elif item.kind == "backend":
             availability = item.obj().availability()
             status = "usable" if availability.usable else f"unusable: {availability.reason}"
-        table.add_row(item.kind, item.name, item.plugin, item.distribution, item.version, status)
+        rows.append((item.kind, item.name, item.plugin, item.distribution, item.version, status))
     for name, by in sorted(plugins.replaced().items()):
         dist, version = plugins.origin(name)
-        table.add_row("replaced", "", name, dist, version, f"replaced by plugin {by!r}")
+        rows.append(("replaced", "", name, dist, version, f"replaced by plugin {by!r}"))
     for name in plugins.disabled():
-        table.add_row("disabled", "", name, "", "", "disabled (-p no:NAME or MNEME_DISABLE_PLUGINS)")
+        rows.append(("disabled", "", name, "", "", "disabled (-p no:NAME or MNEME_DISABLE_PLUGINS)"))
     for bad in plugins.broken():
-        table.add_row("broken", "", bad.name, bad.distribution, bad.version, f"failed to load {bad.value}: {bad.error}")
+        rows.append(("broken", "", bad.name, bad.distribution, bad.version, f"failed to load {bad.value}: {bad.error}"))
+    if as_json:
+        click.echo(json.dumps([dict(zip(columns, row)) for row in rows], indent=2, default=str))
+        return
+    table = Table(title="Mneme plugins")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*(escape(str(cell)) for cell in row))
     _console().print(table)
 
 
@@ -207,7 +223,7 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     _console().print(snaps)
 
 
-@click.command("inspect")
+@click.command("inspect", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="Print the databases and snapshot summaries as JSON.")
 def inspect_command(databases: tuple[str, ...], as_json: bool) -> None:
@@ -227,7 +243,7 @@ def inspect_command(databases: tuple[str, ...], as_json: bool) -> None:
 
 # -- clean, copy, move ----------------------------------------------------------------------------
 
-@click.command("clean")
+@click.command("clean", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
 @click.option("-n", "--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
@@ -247,7 +263,7 @@ def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
                   + (f", {len(report.kept)} shared file(s) kept" if report.kept else ""), highlight=False)
 
 
-@click.command("copy")
+@click.command("copy", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
 @click.argument("dest", type=click.Path())
 def copy_command(databases: tuple[str, ...], dest: str) -> None:
@@ -257,7 +273,7 @@ def copy_command(databases: tuple[str, ...], dest: str) -> None:
         _console().print(f"wrote {db}", highlight=False)
 
 
-@click.command("move")
+@click.command("move", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
 @click.argument("dest", type=click.Path())
 def move_command(databases: tuple[str, ...], dest: str) -> None:
@@ -272,17 +288,6 @@ def move_command(databases: tuple[str, ...], dest: str) -> None:
 # -- config ---------------------------------------------------------------------------------------
 
 #: Environment variables Mneme reads, with what they set.
-ENVIRONMENT = {
-    "MNEME_CACHE_DIR": "folder of build products cached by variant hash (default ~/.cache/mneme)",
-    "MNEME_CACHE_MAX_BYTES": "size limit of that cache in bytes (default 512 MiB)",
-    "MNEME_CACHE_DISABLE": "1/true/yes: no cache on disk",
-    "MNEME_LLD": "ld.lld used to link AMDGPU code objects (default ld.lld-19)",
-    "MNEME_CC_CLANG": "clang used by mneme-cc to build device IR (default clang++-19)",
-    "MNEME_CC_OBJCOPY": "objcopy used by mneme-cc to embed IR",
-    "MNEME_CC_DISABLE": "set: mneme-cc only runs the compiler",
-    "MNEME_CC_VERBOSE": "set: mneme-cc logs what it does",
-    "MNEME_DISABLE_PLUGINS": "comma-separated plugin names to disable, as `mneme -p no:NAME` (see `mneme plugins`)",
-}
 TOOLS = ("clang-19", "ld.lld-19", "llvm-cxxfilt-19", "c++filt", "nvcc", "ptxas")
 
 
@@ -312,8 +317,18 @@ def effective_config() -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - a broken backend plugin must not hide the others
             backends[item.name] = {"distribution": item.distribution, "version": item.version,
                                    "usable": False, "reason": f"availability check failed: {exc!r}"}
-    known = dict(ENVIRONMENT)
-    known.update({k: "" for k in os.environ if k.startswith("MNEME_") and k not in known})
+    from mneme.core import envvars
+
+    environment = {}
+    for name, var in envvars.registry().items():
+        environment[name] = {"value": os.environ.get(name, ""), "default": var.default, "meaning": var.help,
+                             "component": var.component}  # fmt: skip
+    for name in sorted(k for k in os.environ if k.startswith("MNEME_") and k not in environment):
+        import difflib
+
+        near = difflib.get_close_matches(name, list(environment), n=1)
+        environment[name] = {"value": os.environ[name], "default": "", "component": "unknown",
+                             "meaning": "not read by Mneme" + (f"; did you mean {near[0]}?" if near else "")}
     tool_paths = {tool: shutil.which(tool) or "" for tool in TOOLS}
     if shutil.which("ptxas") is None and Path("/usr/local/cuda/bin/ptxas").exists():
         tool_paths["ptxas"] = "/usr/local/cuda/bin/ptxas"
@@ -323,16 +338,20 @@ def effective_config() -> dict[str, Any]:
         "package": str(Path(mneme.__file__).parent),
         "cache_dir": str(cache_dir()),
         "cache_usage": _cache_usage(cache_dir()),
-        "environment": {k: {"value": os.environ.get(k, ""), "meaning": v} for k, v in sorted(known.items())},
+        "environment": environment,
         "backends": backends,
         "tools": tool_paths,
     }
 
 
-@click.command("config")
+@click.command("config", epilog="Exit codes: 0 ok; 1 internal error; 2 invalid options.")
 @click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
 def config_command(as_json: bool) -> None:
-    """Show the effective configuration: versions, cache folder, environment, backends, tools."""
+    """Show the effective configuration: versions, cache folder, environment, backends, tools.
+
+    The environment table lists every MNEME_* variable Mneme reads (mneme.core.envvars), and
+    any MNEME_* variable that is set but read by nothing, with the nearest real name.
+    """
     config = effective_config()
     if as_json:
         click.echo(json.dumps(config, indent=2))
@@ -344,10 +363,11 @@ def config_command(as_json: bool) -> None:
         head.add_row(key.replace("_", " "), config[key])
     _console().print(head)
     env = Table(title="environment", title_justify="left")
-    for column in ("variable", "value", "meaning"):
+    for column in ("variable", "value", "default", "component", "meaning"):
         env.add_column(column)
     for name, entry in config["environment"].items():
-        env.add_row(name, entry["value"] or "[dim](unset)[/]", entry["meaning"])
+        env.add_row(name, escape(entry["value"]) if entry["value"] else "[dim](unset)[/]", escape(entry["default"]),
+                    entry["component"], escape(entry["meaning"]))  # fmt: skip
     _console().print(env)
     table = Table(title="backends", title_justify="left")
     for column in ("backend", "distribution", "status"):

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from mneme.core.console import current as _console
 from mneme.core.demangle import demangle
-from mneme.core.errors import UsageError
+from mneme.core.errors import EXIT_CODES_HELP, UsageError
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, read_entries
 from mneme.instrument.symbols import short_names
 
@@ -34,7 +34,7 @@ def _short(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-@click.command("list")
+@click.command("list", epilog=EXIT_CODES_HELP)
 @click.argument("binary", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, for scripts.")
 def list_command(binary: str, as_json: bool) -> None:
@@ -87,7 +87,7 @@ def select(binary: str, kernel: str, arch: str | None) -> tuple[str, EmbeddedEnt
     return found[0]
 
 
-@click.command("extract")
+@click.command("extract", epilog=EXIT_CODES_HELP)
 @click.argument("binary", type=click.Path(exists=True, dir_okay=False))
 @click.argument("kernel")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),

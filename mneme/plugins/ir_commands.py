@@ -12,18 +12,18 @@ from pathlib import Path
 
 import attrs
 import click
-from rich.console import Console
+from mneme.core.logs import make_console
 from rich.table import Table
 
 from mneme.core import build, ir, params, pipeline
 from mneme.core.backend import Backend, backend_for_arch
-from mneme.core.errors import MnemeError, UsageError
+from mneme.core.errors import EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.records import RecordedExecution
 from mneme.core.types import ExperimentConfiguration
 
-console = Console()
-err = Console(stderr=True)
+console = make_console()
+err = make_console(stderr=True)
 
 EMITS = ("ll", "ptx", "cubin", "asm", "object", "hsaco")
 
@@ -310,7 +310,7 @@ def _attach_embedded_commands() -> None:
 _attach_embedded_commands()
 
 
-@ir_group.command("show")
+@ir_group.command("show", epilog=EXIT_CODES_HELP)
 @input_options
 @click.option("--optimized", is_flag=True, help="Also run the optimization pipeline.")
 @click.option("--arch", help="Target architecture for --optimized (default: from the IR or recording).")
@@ -324,7 +324,7 @@ def show(optimized: bool, arch: str | None, output: str | None, **kw) -> None:
     _write(str(pre.module), output)
 
 
-@ir_group.command("compile")
+@ir_group.command("compile", epilog=EXIT_CODES_HELP)
 @input_options
 @click.option("--arch", help="sm_XX or gfxNNN (default: from the recording, else sm_90 / gfx90a by the IR's target).")
 @click.option("--emit", type=click.Choice(EMITS), default=None, help="Output kind (default: cubin / hsaco).")
@@ -343,7 +343,7 @@ def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> No
 
 
 
-@ir_group.command("resources")
+@ir_group.command("resources", epilog=EXIT_CODES_HELP)
 @input_options
 @click.option("--arch", help="sm_XX or gfxNNN (default: from the recording or the IR's target).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
@@ -364,7 +364,7 @@ def resources(arch: str | None, as_json: bool, **kw) -> None:
     console.print(table)
 
 
-@ir_group.command("diff")
+@ir_group.command("diff", epilog=EXIT_CODES_HELP)
 @input_options
 @click.option("-a", "set_a", multiple=True, metavar="FIELD=VALUE", help="Configuration A override (repeatable).")
 @click.option("-b", "set_b", multiple=True, metavar="FIELD=VALUE", help="Configuration B override (repeatable).")
@@ -395,7 +395,7 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
     click.echo(out if out else f"the {emit} of A and B is identical")
 
 
-@ir_group.command("passes")
+@ir_group.command("passes", epilog=EXIT_CODES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 def passes(as_json: bool) -> None:
     """The optimization passes a pipeline may name, the default levels, and the IR transforms."""

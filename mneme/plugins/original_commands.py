@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from mneme.core.errors import EXIT_CODES_HELP
 from mneme.core.cli import console
 from mneme.core.hookspecs import hookimpl
 
@@ -15,7 +16,7 @@ def mneme_cli_commands():
     return [import_original_command, export_original_command]
 
 
-@click.command("import-original")
+@click.command("import-original", epilog=EXIT_CODES_HELP)
 @click.argument("source", type=click.Path(exists=True))
 @click.option("-o", "--out", "out", default=None, type=click.Path(file_okay=False),
               help="Folder of the Mneme recording (default: SOURCE's folder/.mneme-import).")
@@ -37,7 +38,7 @@ def import_original_command(source: str, out: str | None, backend: str | None, a
         console.print(f"imported {db}; replay it with: mneme replay -rdb {db}")
 
 
-@click.command("export-original")
+@click.command("export-original", epilog=EXIT_CODES_HELP)
 @click.option("-rdb", "--record-db", "record_db", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Mneme recording database to export.")
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False),

@@ -18,7 +18,8 @@ from mneme.core.console import current as _console
 from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
-from mneme.core.errors import FormatError, MnemeError, UsageError
+from mneme.core.errors import (EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, FormatError, MnemeError,
+                               UsageError)
 from mneme.core.hookspecs import hookimpl
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
@@ -217,7 +218,7 @@ def _json_default(value: Any) -> Any:
 
 
 
-@click.command("capture")
+@click.command("capture", epilog=EXIT_CODES_HELP)
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
 @click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
@@ -276,7 +277,11 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
     """Replay a recorded kernel launch as one verified, timed experiment.
 
     PASSES is an optimization pipeline such as `default<O3>` or `Oz` (default: the
-    configuration's). Exits with status 1 when the variant does not verify.
+    configuration's).
+
+    Exit codes: 0 verified; 1 internal error; 2 invalid input (options, a configuration
+    the kernel cannot launch with, a malformed recording or --config file); 3 the variant
+    did not run correctly or did not verify; 130 interrupted.
     """
     from mneme.core.executor import BaseExecutor
 
@@ -306,8 +311,8 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
                                       app_timer, assembler))  # fmt: skip
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
-    if not result.ok:
-        raise SystemExit(1)
+    if not result.ok:  # a configuration the kernel cannot launch with is invalid input; anything else did not verify
+        raise SystemExit(EXIT_INVALID_INPUT if result.error_kind == "invalid" else EXIT_NOT_VERIFIED)
 
 
 def _assembler(ex, config) -> str:
@@ -318,7 +323,7 @@ def _assembler(ex, config) -> str:
         return ""
 
 
-@click.command("annotate")
+@click.command("annotate", epilog=EXIT_CODES_HELP)
 @click.argument("record_db", type=click.Path(exists=True))
 @click.option("-rid", "--record-id", "record_id", default=None, help="Only this instance (default: every instance).")
 @click.option("--region", "region", default=None, help="Region by address (hex, e.g. 0x153940000000).")

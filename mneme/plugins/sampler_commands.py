@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mneme.core.errors import UsageError
+from mneme.core.errors import EXIT_CODES_HELP, UsageError
 
 DEFAULT_SAMPLERS = "optuna:tpe,nevergrad:NGOpt,random"
 
@@ -50,7 +50,7 @@ def samplers_group():
     """Search strategies tried offline on recorded sweeps (no device)."""
 
 
-@samplers_group.command("compare")
+@samplers_group.command("compare", epilog=EXIT_CODES_HELP)
 @click.option("--study", "study", required=True, type=click.Path(exists=True),
               help="A finished study: a results folder, or a sweep file (`mneme samplers export`).")
 @click.option("--samplers", default=DEFAULT_SAMPLERS, show_default=True, help="Comma-separated sampler names.")
@@ -99,7 +99,7 @@ def markdown_table(rows: list[dict], near: float = 0.95) -> str:
     return "\n".join(lines)
 
 
-@samplers_group.command("export")
+@samplers_group.command("export", epilog=EXIT_CODES_HELP)
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="The sweep file to write (JSON; the recording's path is stored relative to it).")

@@ -41,14 +41,35 @@ def snapshot_group() -> None:
     """Inspect, verify and compare snapshot files (DeviceState.*.mneme)."""
 
 
-@snapshot_group.command("info")
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+_EXIT_CODES = "Exit codes: 0 ok; 1 internal error; 2 invalid input (a malformed file, bad options)"
+
+
+def _info_json(path: str, snap) -> dict:
+    return {
+        "path": path, "kind": snap.kind.value, "version": snap.version, "static_hash": snap.static_hash,
+        "dynamic_hash": snap.dynamic_hash, "producer": snap.producer, "num_args": snap.num_args,
+        "args_bytes": len(snap.args), "globals": {n: len(d) for n, d in sorted(snap.globals.items())},
+        "regions": [{"address": r.addr, "size": r.size, "encoding": r.encoding, "stored": r.stored_size,
+                     "ratio": r.ratio, "chunks": r.num_chunks, "policy": str(r.policy)} for r in snap.regions],
+    }  # fmt: skip
+
+
+@snapshot_group.command("info", epilog=_EXIT_CODES + "; 130 interrupted.")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @_base_option
-def info_command(path: str, base: str | None) -> None:
+@_json_option
+def info_command(path: str, base: str | None, as_json: bool) -> None:
     """Header, arguments, regions (encoding, size on disk, policy) and globals of one snapshot."""
     console = _console()
 
     with _opened(path, base) as snap:
+        if as_json:
+            import json
+
+            click.echo(json.dumps(_info_json(path, snap), indent=2))
+            return
         console.print(f"[bold]{Path(path).name}[/]: {snap.kind.value}, format version {snap.version}, "
                       f"static {snap.static_hash or '-'}, dynamic {snap.dynamic_hash or '-'}, "
                       f"written by {snap.producer or '-'}", highlight=False)  # fmt: skip
@@ -65,27 +86,44 @@ def info_command(path: str, base: str | None) -> None:
         console.print(table)
 
 
-@snapshot_group.command("verify")
+@snapshot_group.command("verify", epilog=_EXIT_CODES + "; 3 a snapshot is corrupt (a checksum or block is "
+                                                        "wrong); 130 interrupted.")  # fmt: skip
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @_base_option
-def verify_command(paths: tuple[str, ...], base: str | None) -> None:
-    """Read every chunk of each snapshot and check every checksum; exit 1 at the first bad one."""
+@_json_option
+def verify_command(paths: tuple[str, ...], base: str | None, as_json: bool) -> None:
+    """Read every chunk of each snapshot and check every checksum; exit 3 at the first bad one."""
+    from mneme.core.errors import CorruptFileError, NotVerifiedError
+
     console = _console()
-
+    checked = []
     for path in paths:
-        with _opened(path, base) as snap:
-            snap.verify()
+        try:
+            with _opened(path, base) as snap:
+                snap.verify()
+                checked.append({"path": path, "ok": True, "regions": len(snap.regions), "size": snap.size})
+        except CorruptFileError as exc:
+            if as_json:
+                import json
+
+                click.echo(json.dumps(checked + [{"path": path, "ok": False, "error": str(exc)}], indent=2))
+            raise NotVerifiedError(str(exc)) from exc
+        if not as_json:
             console.print(f"{path}: ok ({len(snap.regions)} regions, {_size(snap.size)})", highlight=False)
+    if as_json:
+        import json
+
+        click.echo(json.dumps(checked, indent=2))
 
 
-@snapshot_group.command("compare")
+@snapshot_group.command("compare", epilog=_EXIT_CODES + "; 3 the snapshots differ; 130 interrupted.")
 @click.argument("expected", type=click.Path(exists=True, dir_okay=False))
 @click.argument("actual", type=click.Path(exists=True, dir_okay=False))
 @_base_option
 def compare_command(expected: str, actual: str, base: str | None) -> None:
-    """Compare two snapshots under EXPECTED's verification policies; exit 1 when they differ."""
+    """Compare two snapshots under EXPECTED's verification policies; exit 3 when they differ."""
     console = _console()
-    from mneme.core.errors import MnemeError
+    from mneme.core.errors import NotVerifiedError
     from mneme.core.snapshot import Snapshot, compare
 
     with _opened(expected, base) as exp, Snapshot.open(actual, base=exp.base) as act:  # both may diff --base
@@ -93,7 +131,7 @@ def compare_command(expected: str, actual: str, base: str | None) -> None:
     for line in report.mismatches:
         console.print(line, highlight=False, soft_wrap=True)
     if not report.ok:
-        raise MnemeError(f"{actual} differs from {expected} in {len(report.mismatches)} region(s) or global(s)")
+        raise NotVerifiedError(f"{actual} differs from {expected} in {len(report.mismatches)} region(s) or global(s)")
     console.print(f"{actual} matches {expected} ({len(report.regions)} regions)", highlight=False)
 
 

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from mneme.core.console import current as _console
 from mneme.core.backend import CACHE_STATES
-from mneme.core.errors import UsageError
+from mneme.core.errors import EXIT_CODES_HELP, UsageError
 from mneme.core.interrupt import Interrupted
 from mneme.core.hookspecs import hookimpl
 
@@ -248,8 +248,10 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         session.prepare()
         show_space(session.space)
         return
-    live = Live(console=_console(), auto_refresh=False, transient=False) if not as_json and _console().is_terminal \
-        else None
+    ctx = click.get_current_context(silent=True)
+    quiet = bool(ctx is not None and isinstance(ctx.obj, dict) and ctx.obj.get("quiet"))  # `mneme -q`: results only
+    live = Live(console=_console(), auto_refresh=False, transient=False) \
+        if not as_json and not quiet and _console().is_terminal else None
 
     def on_progress(progress):
         if live is not None:
@@ -275,7 +277,7 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return
-    if live is None:
+    if live is None and not quiet:
         _console().print(_progress_view(session.progress))
     print_summary(summary)
     out = session.results_dir
@@ -311,7 +313,7 @@ def default_results_dir(record_db: str, record_id: str | None, space: str) -> Pa
     return folder_of(rec, rec.select(record_id), space)
 
 
-@click.command("results")
+@click.command("results", epilog=EXIT_CODES_HELP)
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write every trial as CSV.")
 @click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), default=None,

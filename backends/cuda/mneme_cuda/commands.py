@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mneme.core.errors import EXIT_CODES_HELP
 from mneme_cuda import cupti
 
 
@@ -16,12 +17,12 @@ def _console():
     obj = ctx.obj if ctx is not None else None
     if isinstance(obj, dict) and "console" in obj:
         return obj["console"]
-    from rich.console import Console
+    from mneme.core.logs import make_console
 
-    return Console()
+    return make_console()
 
 
-@click.command("record", context_settings={"ignore_unknown_options": True})
+@click.command("record", epilog=EXIT_CODES_HELP, context_settings={"ignore_unknown_options": True})
 @click.option("-rdb", "--rdb", "rdb", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Folder for the recording databases.")
 @click.option("--kernel", default=None, help="Record only kernels whose (mangled) name matches this regex.")
@@ -67,23 +68,35 @@ def cuda_group() -> None:
     """The CUDA backend: device, driver and recorder status."""
 
 
-@cuda_group.command("info")
-def info_command() -> None:
+@cuda_group.command("info", epilog="Exit codes: 0 ok (also when no device is usable: the report says why); "
+                                   "1 internal error; 2 invalid options.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def info_command(as_json: bool) -> None:
     """Show the CUDA device, driver, bindings and whether the recorder is built."""
     from mneme_cuda import recorder
     from mneme_cuda.backend import CudaBackend
 
     backend = CudaBackend()
     availability = backend.availability()
+    report = {"usable": availability.usable, "reason": "" if availability.usable else availability.reason}
+    report["fingerprint"] = {key: str(value) for key, value in backend.fingerprint().items()}
+    if availability.usable:
+        report["arch"], report["devices"] = backend.arch(0), backend.device_count()
+    report["recorder"] = recorder.status()[1]
+    if as_json:
+        import json
+
+        click.echo(json.dumps(report, indent=2))
+        return
     _console().print(f"backend: {'usable' if availability.usable else 'unusable: ' + availability.reason}")
-    for key, value in backend.fingerprint().items():
+    for key, value in report["fingerprint"].items():
         _console().print(f"{key}: {value}")
     if availability.usable:
-        _console().print(f"arch: {backend.arch(0)}; devices: {backend.device_count()}")
-    _console().print(f"recorder: {recorder.status()[1]}")
+        _console().print(f"arch: {report['arch']}; devices: {report['devices']}")
+    _console().print(f"recorder: {report['recorder']}")
 
 
-@cuda_group.command("build-recorder")
+@cuda_group.command("build-recorder", epilog=EXIT_CODES_HELP)
 @click.option("--force", is_flag=True, help="Rebuild even when the library is up to date.")
 def build_recorder_command(force: bool) -> None:
     """Compile the native recorder (needs a C++ compiler and the CUDA toolkit's cuda.h)."""

@@ -6,7 +6,7 @@ import re
 
 import llvmlite.binding as llvm
 
-from mneme.core import ir
+from mneme.core import ir, llvm_cpus
 from mneme.core.errors import UsageError
 from mneme.core.pipeline import check_codegen_opt
 
@@ -21,6 +21,9 @@ def claims(arch: str) -> bool:
 def check_arch(arch: str | None) -> str:
     if not arch or not claims(arch):
         raise UsageError(f"NVPTX needs an architecture like sm_90, not {arch!r}")
+    if not llvm_cpus.recognized(TRIPLE, arch):
+        raise UsageError(f"unknown architecture {arch!r}: this LLVM's NVPTX target does not know it; "
+                         f"give one it does, like sm_90")
     return arch
 
 

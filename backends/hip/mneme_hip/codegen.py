@@ -17,7 +17,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from mneme.core import ir
+from mneme.core import ir, llvm_cpus
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
 from mneme.core.pipeline import check_codegen_opt, module_target
@@ -39,6 +39,9 @@ def claims(arch: str) -> bool:
 def check_arch(arch: str | None) -> str:
     if not arch or not claims(arch):
         raise UsageError(f"AMDGPU needs an architecture like gfx90a, not {arch!r}")
+    if not llvm_cpus.recognized(TRIPLE, arch):
+        raise UsageError(f"unknown architecture {arch!r}: this LLVM's AMDGPU target does not know it; "
+                         f"give one it does, like gfx90a")
     return arch
 
 

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from rich.console import Console
+from mneme.core.logs import make_console
 from rich.table import Table
 
 from mneme.core import ir as irmod
@@ -295,7 +295,7 @@ def print_summary(fmt: RawFormat, raw: Path, written: Sequence[Path]) -> None:
             code += " + " + ", ".join(sorted({image.kind for image in rec.binary_blobs}))
         table.add_row(rec.demangled_name or rec.kernel_name, str(len(rec.kernel_instances)), str(occ), code,
                       str(len(rec.globals)), f"{size:,}", path.name)  # fmt: skip
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     console.print(table)
     for kernel, n in sorted(in_application(fmt, raw)[1].items()):
         console.print(f"{kernel}: {n} launch{'es' if n != 1 else ''} inside {fmt.graphs} not recorded "

@@ -77,27 +77,6 @@ class FileChecker:
 
 
 def atomic_write(target: Path, text: str) -> None:
-    fsutil.atomic_write(target, text, mode=_file_mode(target))
-
-
-def _file_mode(target: Path) -> int:
-    """The mode a plain `open(target, "w")` would give: the existing file's, else 0o666 minus umask."""
-    try:
-        return target.stat().st_mode & 0o7777
-    except OSError:
-        return 0o666 & ~_umask()
-
-
-def _umask() -> int:
-    try:  # Linux reports it without changing it (os.umask would, for every thread at once)
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
+    fsutil.atomic_write(target, text)
 
 

@@ -129,7 +129,7 @@ class SnapshotWriter:
         self.bytes_written = 0
         self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
-            self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         except OSError as exc:
             raise SnapshotWriteError(self.path, f"cannot create a snapshot here: {exc.strerror}; "
                                      "check that the folder exists and is writable", errno_=exc.errno) from exc  # fmt: skip

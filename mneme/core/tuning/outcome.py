@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from mneme.core import fsutil
-from mneme.core.errors import ExperimentError, MnemeError
+from mneme.core.errors import EXIT_NOT_VERIFIED, ExperimentError, MnemeError
 from mneme.core.types import ExperimentResult, canonical_json
 
 def equivalence_key(result: dict[str, Any] | None, config: dict[str, Any] | None) -> str:
@@ -37,7 +37,7 @@ PENALTY_FACTOR = 100.0  # a failed or infeasible point scores this many baseline
 class BaselineNotVerified(MnemeError):
     """The recorded configuration does not replay correctly; tuning it would compare against garbage."""
 
-    exit_code = 3
+    exit_code = EXIT_NOT_VERIFIED
 
 
 def environment_fingerprint(backend: Any, arch: str) -> dict[str, Any]:

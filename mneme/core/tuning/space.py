@@ -25,6 +25,7 @@ import attrs
 
 from mneme.core import limits, params, plugins
 from mneme.core.errors import FormatError, UsageError
+from mneme.core.keys import check_keys
 from mneme.core.tuning import params as P
 from mneme.core.tuning.constraints import Constraint, parse_all
 from mneme.core.types import ExperimentConfiguration, canonical_json, dim3
@@ -294,6 +295,15 @@ def _integer(value: Any, where: str) -> int:
     return int(value)
 
 
+# The keys each form of a parameter's description may use, by the key that names the form.
+PARAM_KEYS = {
+    "fixed": ("fixed",), "choices": ("choices",), "ordinal": ("ordinal",), "powers_of_two": ("powers_of_two",),
+    "pipeline": ("pipeline", "passes"), "low": ("low", "high", "step", "real", "log"), "type": ("type",),
+}  # fmt: skip
+SPACE_KEYS = ("name", "base", "options", "parameters", "constraints")
+CONFIG_SPACE_OPTIONS = ("grid_stride", "max_threads", "min_threads")
+
+
 def param_from_spec(name: str, spec: Any, *, source: str) -> P.Param:
     """One parameter from its YAML/JSON description.
 
@@ -307,6 +317,9 @@ def param_from_spec(name: str, spec: Any, *, source: str) -> P.Param:
             return P.BoolParam(name)
         if not isinstance(spec, Mapping):
             return P.FixedParam(name, spec)
+        kind = next((k for k in PARAM_KEYS if k in spec), None)
+        check_keys(spec, PARAM_KEYS[kind] if kind else {k for keys in PARAM_KEYS.values() for k in keys}, source,
+                   where)  # fmt: skip
         if "fixed" in spec:
             return P.FixedParam(name, spec["fixed"])
         if "choices" in spec or "ordinal" in spec:
@@ -347,6 +360,7 @@ class DescribedSpace(ConfigSpace):
     name: ClassVar[str] = "described"
 
     def __init__(self, recording: Any, instance: Any, description: Mapping[str, Any], source: str, **options: Any):
+        check_keys(description, SPACE_KEYS, source)
         merged = dict(description.get("options") or {})
         merged.update(options)
         super().__init__(recording, instance, **merged)
@@ -356,15 +370,13 @@ class DescribedSpace(ConfigSpace):
         self._base: SearchSpace | None = None
         if description.get("base"):
             self._base = load_space(str(description["base"]), recording, instance, merged)
+        else:  # the base checks its own options; without one, only ConfigSpace's apply
+            check_keys(merged, CONFIG_SPACE_OPTIONS, source, "options")
         raw = description.get("parameters") or {}
         if not isinstance(raw, Mapping):
             raise FormatError(source, "must map parameter names to descriptions", field="parameters")
         self._own = {name: param_from_spec(name, spec, source=source) for name, spec in raw.items()}
         self.user_constraints = tuple(c.text for c in parse_all(description.get("constraints"), source=source))
-        unknown = set(description) - {"name", "base", "options", "parameters", "constraints"}
-        if unknown:
-            raise FormatError(source, f"unknown keys {sorted(unknown)}; known: name, base, options, "
-                              "parameters, constraints")
         self.check_names()
 
     def dimensions(self) -> dict[str, P.Param]:

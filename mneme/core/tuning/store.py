@@ -235,6 +235,9 @@ class ResultStore:
 
         `heartbeat` (seconds): the storage's own heartbeat is on, where it has one (`open_storage`).
         """
+        from mneme.core import logs
+
+        logs.quiet_third_party()  # Optuna reset its logger to INFO when imported; -q/-v decide (mneme.core.logs)
         found: list = []
         storage = open_storage(url, heartbeat, lambda study, trial: found.append(trial))
         existed = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
@@ -246,6 +249,9 @@ class ResultStore:
 
     @classmethod
     def load(cls, url: str, study_name: str | None = None) -> ResultStore:
+        from mneme.core import logs
+
+        logs.quiet_third_party()
         storage = open_storage(url)
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
         if study_name is None:

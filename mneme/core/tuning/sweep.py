@@ -21,6 +21,7 @@ import attrs
 from mneme.core.errors import UsageError
 
 SWEEP_SCHEMA = 1
+SWEEP_KEYS = ("schema", "space", "space_options", "record_db", "record_id", "baseline", "points", "source")
 
 
 @attrs.define
@@ -82,6 +83,11 @@ class Sweep:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], base: Path) -> Sweep:
+        from mneme.core.keys import check_keys
+
+        if not isinstance(data, dict):
+            raise UsageError(f"{base}: a sweep file holds a JSON object; re-export it with `mneme samplers export`")
+        check_keys(data, SWEEP_KEYS, base, error=UsageError)
         if data.get("schema") != SWEEP_SCHEMA:
             raise UsageError(f"sweep schema {data.get('schema')!r} is not {SWEEP_SCHEMA}: re-export it")
         record_db = Path(data["record_db"])

@@ -81,6 +81,8 @@ class ExhaustiveSampler(Sampler):
     def __init__(self, variant: str = "", *, seed: int | None = None, **options: Any):
         if variant:
             raise UsageError(f"sampler 'exhaustive' has no variants, got 'exhaustive:{variant}'")
+        if options:  # an option it ignored would let a misspelt one look accepted
+            raise UsageError(f"sampler 'exhaustive' takes no options (--sampler-option), got {', '.join(sorted(options))}")
         super().__init__(variant, seed=seed, **options)
         self._points: Iterator[dict[str, Any]] | None = None
         self._taken: set[str] = set()
@@ -125,6 +127,8 @@ class RandomSampler(Sampler):
     def __init__(self, variant: str = "", *, seed: int | None = None, **options: Any):
         if variant:
             raise UsageError(f"sampler 'random' has no variants, got 'random:{variant}'")
+        if options:  # an option it ignored would let a misspelt one look accepted
+            raise UsageError(f"sampler 'random' takes no options (--sampler-option), got {', '.join(sorted(options))}")
         super().__init__(variant, seed=seed, **options)
         self._rng = random.Random(seed)
         self._observed = 0

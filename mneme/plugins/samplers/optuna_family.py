@@ -81,9 +81,9 @@ class OptunaSampler(Sampler):
             kwargs.setdefault("search_space", {
                 name: p.encoded_values() for name, p in self.space.primitives().items() if p.distribution()
             })
-        unknown = set(kwargs) - set(accepted)
-        if unknown:
-            raise UsageError(f"sampler optuna:{self.variant} does not take options {', '.join(sorted(unknown))}")
+        from mneme.core.keys import check_keys
+
+        check_keys(kwargs, set(accepted) - {"self"}, None, f"sampler optuna:{self.variant} options", error=UsageError)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             try:

@@ -51,6 +51,9 @@ def knob_param(knob) -> P.Param:
 ALL = frozenset({"*"})  # every feature toggle, the plugins' included
 
 
+BUILTIN_OPTIONS = ("axes", "grid_stride", "max_threads", "min_threads", "max_block", "pipeline")
+
+
 class BuiltinSpace(ConfigSpace):
     """A preset: which groups of dimensions it tunes (each one a feature toggle)."""
 
@@ -62,11 +65,9 @@ class BuiltinSpace(ConfigSpace):
         from mneme.core import params
 
         toggles = features()
-        unknown = set(options) - set(toggles) - {"axes", "grid_stride", "max_threads", "min_threads",
-                                                 "max_block", "pipeline"}
-        if unknown:
-            raise UsageError(f"space {self.name!r}: unknown options {', '.join(sorted(unknown))}; known: axes, "
-                             "grid_stride, max_threads, min_threads, max_block, pipeline, " + ", ".join(toggles))
+        from mneme.core.keys import check_keys
+
+        check_keys(options, {*toggles, *BUILTIN_OPTIONS}, None, f"space {self.name!r} options", error=UsageError)
         super().__init__(recording, instance, **options)
         wanted = self.features if self.features != ALL else frozenset(toggles)
         self.enabled = {f for f in toggles if as_bool(options.get(f, f in wanted), f)}

@@ -1,0 +1,97 @@
+"""Every ``MNEME_*`` environment variable Mneme reads, with its default and meaning, in one place.
+
+`mneme config` prints this registry; a test greps the sources (Python, C, C++) for
+``MNEME_[A-Z_]+`` and fails on a variable that is read but not registered here. The
+recorder and the host runtime read theirs in C/C++; Python code reads through `get`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import attrs
+
+
+@attrs.frozen
+class EnvVar:
+    """One environment variable: its name, default (as text; "" when none), meaning and reader."""
+
+    name: str
+    default: str
+    help: str
+    component: str  # core, cache, instrument, recorder, snapshot, host, cuda, hip, limits
+
+
+def _limit_vars() -> list[EnvVar]:
+    from mneme.core import limits
+
+    return [EnvVar(limits.variable(name), str(value), f"limit {name.replace('_', ' ')} (see docs/security.md)",
+                   "limits") for name, value in limits.DEFAULTS.items()]  # fmt: skip
+
+
+_VARS = [
+    EnvVar("MNEME_DISABLE_PLUGINS", "", "comma-separated plugin names to disable, as `mneme -p no:NAME`", "core"),
+    EnvVar("MNEME_CACHE_DIR", "~/.cache/mneme", "folder of cached builds and native libraries", "cache"),
+    EnvVar("MNEME_CACHE_MAX_BYTES", str(512 << 20), "size limit of the build cache in bytes", "cache"),
+    EnvVar("MNEME_CACHE_DISABLE", "", "1/true/yes: keep no build cache on disk", "cache"),
+    EnvVar("MNEME_LINK_CACHE", "1", "0: do not cache linked IR modules in memory", "cache"),
+    EnvVar("MNEME_SNAPIO", "", "path of a prebuilt native snapshot reader/writer library", "snapshot"),
+    EnvVar("MNEME_SNAPSHOT_NO_LZ4", "", "set: the native snapshot writer does not load liblz4", "snapshot"),
+    EnvVar("MNEME_SNAPSHOT_NO_ZSTD", "", "set: the native snapshot writer does not load libzstd", "snapshot"),
+    EnvVar("MNEME_CC_CLANG", "clang++-19", "clang used by mneme-cc to build device IR", "instrument"),
+    EnvVar("MNEME_CC_OBJCOPY", "objcopy", "objcopy used by mneme-cc to embed IR", "instrument"),
+    EnvVar("MNEME_CC_DISABLE", "", "set: mneme-cc only runs the compiler", "instrument"),
+    EnvVar("MNEME_CC_VERBOSE", "", "set: mneme-cc logs what it does", "instrument"),
+    EnvVar("MNEME_RECORD_DIR", "", "folder the recorder writes to (set by `mneme record`)", "recorder"),
+    EnvVar("MNEME_RECORD_KERNEL", "", "regular expression of kernel names to record (`--kernel`)", "recorder"),
+    EnvVar("MNEME_RECORD_SKIP", "0", "launches of each kernel to skip before recording (`--skip`)", "recorder"),
+    EnvVar("MNEME_RECORD_MAX", "1", "instances recorded per kernel (`--max`)", "recorder"),
+    EnvVar("MNEME_RECORD_RANKS", "0", "MPI ranks that record: all, or a list like 0,3 (`--record-ranks`)", "recorder"),
+    EnvVar("MNEME_RECORD_VA_BASE", "", "base of the virtual address range the recorder places allocations in",
+           "recorder"),
+    EnvVar("MNEME_RECORD_VA_SIZE", "", "size of that placed virtual address range", "recorder"),
+    EnvVar("MNEME_RECORD_VMM_SIZE", str(1 << 41), "zone above the placed range for the application's own "
+           "reservations", "recorder"),
+    EnvVar("MNEME_RECORD_PLACE", "1", "0: do not place allocations at fixed addresses", "recorder"),
+    EnvVar("MNEME_RECORD_TIMED", "16", "launches timed in the application per recorded instance", "recorder"),
+    EnvVar("MNEME_RECORD_TIMER", "auto", "in-application timer: kernel (device timestamps), events or auto",
+           "recorder"),
+    EnvVar("MNEME_RECORD_TIMING_GATE", "1", "0: do not hold a timed launch's stream until it is queued", "recorder"),
+    EnvVar("MNEME_RECORD_TIMING_EXCLUSIVE", "1", "0: timed launches may overlap other work on the device",
+           "recorder"),
+    EnvVar("MNEME_RECORD_TIMING_FLUSH", "1", "0: do not evict the L2 cache before a timed launch", "recorder"),
+    EnvVar("MNEME_RECORD_COMPRESSION", "lz4", "snapshot codec: lz4, zstd or none (`--compression`)", "recorder"),
+    EnvVar("MNEME_RECORD_ZSTD_LEVEL", "", "zstd level of recorded snapshots", "recorder"),
+    EnvVar("MNEME_RECORD_WRITE_THREADS", "", "snapshot encoding threads (default: half the cores, at most 8)",
+           "recorder"),
+    EnvVar("MNEME_RECORD_EPILOGUE_FORMAT", "", "epilogue encoding (`mneme record --epilogue-format`)", "recorder"),
+    EnvVar("MNEME_LIMIT_WORKER_DATA_BYTES", "", "address-space (RLIMIT_DATA) cap of each worker process in bytes",
+           "limits"),
+    EnvVar("MNEME_HOST_DEVICES", "1", "CPU devices the host backend exposes", "host"),
+    EnvVar("MNEME_HOST_THREADS", "", "threads of one host launch (default: the CPUs this process may use)", "host"),
+    EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
+    EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
+    EnvVar("MNEME_CUDA_RECORDER", "", "path of the CUDA recorder library to preload", "cuda"),
+    EnvVar("MNEME_CUDA_RESTORE_DECODE", "auto", "where LZ4 regions decode on restore: auto, device or host", "cuda"),
+    EnvVar("MNEME_CUPTI_LIB", "", "path of libcupti (default: the CUDA toolkit's)", "cuda"),
+    EnvVar("MNEME_CUPTI_DEBUG", "", "1: the CUPTI timer logs every record and lookup to stderr", "cuda"),
+    EnvVar("MNEME_CODEGEN_JOBS", "", "processes of parallel code generation (default: the CPUs)", "cuda"),
+    EnvVar("MNEME_PTX_ASSEMBLER", "", "ptxas: assemble PTX with ptxas instead of nvJitLink", "cuda"),
+    EnvVar("MNEME_MALLOC_TUNING", "1", "0: leave glibc's malloc settings during code generation", "cuda"),
+    EnvVar("MNEME_LLD", "ld.lld-19", "ld.lld used to link AMDGPU code objects", "hip"),
+]
+
+# Names in the sources that are not environment variables: header guards and compile-time macros.
+NOT_VARIABLES = frozenset({"MNEME_ANNOTATE_H", "MNEME_CUPTI_TIMER_H", "MNEME_CUPTI", "MNEME_DEVICE_TIMER"})
+
+
+def registry() -> dict[str, EnvVar]:
+    """Every registered variable by name, the limits (MNEME_LIMIT_*) included."""
+    return {v.name: v for v in sorted(_VARS + _limit_vars(), key=lambda v: (v.component, v.name))}
+
+
+def get(name: str, default: str | None = None) -> str | None:
+    """The value of registered variable `name` (unset: `default`); an unregistered name is a bug."""
+    if name not in registry():
+        raise KeyError(f"{name} is not registered in mneme.core.envvars; add it with its help")
+    return os.environ.get(name, default)
