@@ -171,8 +171,10 @@ def test_nvjitlink_reuses_its_working_memory_between_builds(tmp_path):
         return float(subprocess.run([sys.executable, "-c", _FAULTS, str(path)], env=env, capture_output=True, text=True,
                                     check=True).stdout)  # fmt: skip
 
-    kept, default = faults("1"), faults("0")
-    assert default > 200 and kept < default / 4
+    # medians of interleaved runs: a busy machine moves single counts a lot (default 117-808 seen)
+    runs = [(faults("1"), faults("0")) for _ in range(3)]
+    kept, default = sorted(k for k, _ in runs)[1], sorted(d for _, d in runs)[1]
+    assert default > 50 and kept < default / 4, runs
 
 
 @needs_nvjitlink
