@@ -472,11 +472,12 @@ _NUMERIC_KINDS = "biuf"
 
 
 def _numeric_dtype(value: Any, source, field: str) -> np.dtype:
-    if not isinstance(value, str):
+    # one type's name ("float32", "<f4"): NumPy would parse a comma string ("6 64") as a record type
+    if not isinstance(value, str) or not re.fullmatch(r"[<>=|]?[A-Za-z]+[0-9]*", value):
         raise FormatError(source, f"a dtype is a name such as float32, got {value!r}"[:200], field=field)
     try:
         dtype = np.dtype(value)
-    except TypeError as exc:
+    except (TypeError, ValueError, SyntaxError) as exc:
         raise FormatError(source, f"unknown dtype {value!r}: {exc}"[:200], field=field) from None
     if dtype.kind not in _NUMERIC_KINDS or dtype.hasobject:
         raise FormatError(source, f"dtype {value!r} is not a number type; use one of {', '.join(_NP_TO_POLICY)}",

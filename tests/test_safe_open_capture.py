@@ -37,6 +37,9 @@ def _saxpy(args: str, extra: str = "") -> str:
     ("  - {arange: {dtype: float64, start: 0, stop: 1.0e+13}}\n", "args[0].arange"),
     ("  - {ones: {dtype: float32, shape: [-5]}}\n", "args[0].ones.shape"),
     ("  - {file: {path: /dev/zero, dtype: float32}}\n", "args[0].file.path"),
+    # found by the capture fuzz target: NumPy parses "6 64" as a record type and raises SyntaxError
+    ("  - {scalar: 00537351101, dtype: 6 64}\n", "args[0].dtype"),
+    ("  - {zeros: {dtype: 'f4,i4', shape: [4]}}\n", "args[0].zeros.dtype"),
 ])
 def test_bad_or_huge_capture_arguments_are_refused_before_allocating(tmp_path, args, field):
     spec = capture.load_spec(_spec(tmp_path, _saxpy(args)))
