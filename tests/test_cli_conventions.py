@@ -211,7 +211,7 @@ def test_rewriting_a_file_keeps_its_mode(tmp_path):
 
 # -- one registry of environment variables ------------------------------------------------------
 
-_SOURCES = ("*.py", "*.c", "*.cpp", "*.h", "*.cu")
+_SOURCES = ("*.py", "*.c", "*.cpp", "*.h", "*.cu", "*.inc")
 
 
 def test_every_mneme_variable_in_the_sources_is_registered():

@@ -45,6 +45,10 @@ _VARS = [
     EnvVar("MNEME_RECORD_DIR", "", "folder the recorder writes to (set by `mneme record`)", "recorder"),
     EnvVar("MNEME_RECORD_KERNEL", "", "regular expression of kernel names to record (`--kernel`)", "recorder"),
     EnvVar("MNEME_RECORD_SKIP", "0", "launches of each kernel to skip before recording (`--skip`)", "recorder"),
+    EnvVar("MNEME_RECORD_SYNC", "0", "1: copy snapshots to the host while the application waits (no device shadows)",
+           "recorder"),
+    EnvVar("MNEME_RECORD_PENDING_MIB", "", "MiB of device shadows not yet written out before launches wait "
+           "(default: half the device's memory)", "recorder"),
     EnvVar("MNEME_RECORD_MAX", "1", "instances recorded per kernel (`--max`)", "recorder"),
     EnvVar("MNEME_RECORD_RANKS", "0", "MPI ranks that record: all, or a list like 0,3 (`--record-ranks`)", "recorder"),
     EnvVar("MNEME_RECORD_VA_BASE", "", "base of the virtual address range the recorder places allocations in",

@@ -32,7 +32,7 @@ BUILTIN_VARIABLES = frozenset(["threadIdx", "blockIdx", "blockDim", "gridDim", "
 @functools.lru_cache(maxsize=1)
 def runtime_entry_points() -> frozenset[str]:
     """The runtime's functions meant for kernel code: every exported ``__mneme_*`` in runtime.c."""
-    text = runtime.SOURCE.read_text(encoding="utf-8")
+    text = runtime.source_text()
     return frozenset(re.findall(r"^API\s+[\w\s*]+?\b(__mneme_\w+)\s*\(", text, re.MULTILINE))
 
 

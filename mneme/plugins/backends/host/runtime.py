@@ -17,8 +17,15 @@ from mneme.core.native import NativeLibrary, c_compiler
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("runtime.c")
+#: The files runtime.c includes, one idea each (one translation unit: they share static state).
+PARTS = tuple(sorted(SOURCE.with_name("runtime_parts").glob("*.inc")))
 FLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11")
-LIBRARY = NativeLibrary("mneme_host", "the host runtime", (SOURCE,), flags=FLAGS, cache="host-runtime")
+LIBRARY = NativeLibrary("mneme_host", "the host runtime", (SOURCE,), headers=PARTS, flags=FLAGS, cache="host-runtime")
+
+
+def source_text() -> str:
+    """The runtime's whole source: runtime.c and the parts it includes."""
+    return "\n".join(path.read_text(encoding="utf-8") for path in (SOURCE, *PARTS))
 
 
 def cache_dir() -> Path:
