@@ -7,7 +7,6 @@ import re
 import subprocess
 from pathlib import Path
 
-import attrs
 import pytest
 from irbuild import build_cuda_ir, cuda_available
 
@@ -29,8 +28,9 @@ def _ptx(arch: str) -> str:
     """The PTX of the whole module (every kernel), as `ptxas -v` will see it."""
     module = ir.load(build_cuda_ir(SOURCE))
     CudaBackend().optimize(module, BASE, arch)
-    codegen._retarget(module, arch)
-    return target_machine(arch).emit_assembly(module)
+    machine = target_machine(arch)
+    module.triple, module.data_layout = machine.triple, str(machine.target_data)
+    return machine.emit_assembly(module)
 
 
 def _ptxas_v(ptx: str, arch: str, tmp_path: Path, *flags: str) -> str:

@@ -43,6 +43,21 @@ def module_target(mod: llvm.ModuleRef) -> str:
     return triple_target(mod.triple or "")
 
 
+def prepare_codegen(module: llvm.ModuleRef, kernel_name: str, target: str, machine: llvm.TargetMachine) -> None:
+    """Check an optimized module before a backend generates code for `target` with `machine`.
+
+    The kernel must be defined and the module valid IR of that target; its triple and data layout
+    become the machine's (a back end may be newer than the front end that wrote the IR).
+    """
+    if module_target(module) != target:
+        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {machine.triple}; "
+                      f"compile it for its own target (arch) instead")  # fmt: skip
+    ir.find_kernel(module, kernel_name)
+    ir.verify(module, f"module of kernel {kernel_name!r} before code generation")
+    module.triple = machine.triple
+    module.data_layout = str(machine.target_data)
+
+
 # -- transforms --------------------------------------------------------------------------------
 
 

@@ -21,28 +21,17 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from mneme.core import ir
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
-from mneme.core.pipeline import check_codegen_opt, module_target
+from mneme.core.pipeline import check_codegen_opt, prepare_codegen
 from mneme.core.types import ExperimentConfiguration
 from mneme_cuda import parallel_codegen
 from mneme_cuda.cubin import resources as cubin_resources
-from mneme_cuda.target import TRIPLE, check_arch, target_machine
+from mneme_cuda.target import check_arch, target_machine
 
 log = logging.getLogger(__name__)
 
 EMITS = ("cubin", "ptx")
-
-
-def _retarget(module: llvm.ModuleRef, arch: str) -> None:
-    """Make the module's triple and data layout the target's; a mismatch of target is an error."""
-    if module_target(module) != "nvptx":
-        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {TRIPLE}; "
-                      f"compile it for its own target (arch) instead")  # fmt: skip
-    tm = target_machine(arch)
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
 
 
 _DEBUG_TARGET = re.compile(r"^(\.target\s+\w+), debug$", re.MULTILINE)
@@ -59,10 +48,8 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
     if emit not in EMITS:
         raise UsageError(f"cannot emit {emit!r} for {arch}; choose one of {', '.join(EMITS)}")
     arch = check_arch(arch)
-    ir.find_kernel(module, kernel_name)
-    ir.verify(module, f"module of kernel {kernel_name!r} before code generation")
-    _retarget(module, arch)
     tm = target_machine(arch, config.codegen_opt)
+    prepare_codegen(module, kernel_name, "nvptx", tm)
     times: dict[str, float] = {}
     start = time.perf_counter()
     if emit == "cubin" and config.codegen_method == "parallel" and _parallel_possible(module, kernel_name):

@@ -20,7 +20,7 @@ import llvmlite.binding as llvm
 from mneme.core import ir, llvm_cpus
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
-from mneme.core.pipeline import check_codegen_opt, module_target
+from mneme.core.pipeline import check_codegen_opt, prepare_codegen
 from mneme.core.types import ExperimentConfiguration
 from mneme_hip.metadata import hsaco_resources
 
@@ -51,16 +51,6 @@ def target_machine(arch: str | None, opt: int = 3) -> llvm.TargetMachine:
     return ir.target_machine(TRIPLE, check_arch(arch), "", opt, reloc="pic")
 
 
-def _retarget(module: llvm.ModuleRef, arch: str) -> None:
-    """Make the module's triple and data layout the target's; a mismatch of target is an error."""
-    if module_target(module) != "amdgpu":
-        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {TRIPLE}; "
-                      f"compile it for its own target (arch) instead")  # fmt: skip
-    tm = target_machine(arch)
-    module.triple = tm.triple
-    module.data_layout = str(tm.target_data)
-
-
 def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, arch: str, *,
             emit: str = "hsaco") -> DeviceBinary:  # fmt: skip
     """Generate code for an optimized AMDGPU module. `emit`: "hsaco", "object" or "asm".
@@ -71,10 +61,8 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
     if emit not in EMITS:
         raise UsageError(f"cannot emit {emit!r} for {arch}; choose one of {', '.join(EMITS)}")
     arch = check_arch(arch)
-    ir.find_kernel(module, kernel_name)
-    ir.verify(module, f"module of kernel {kernel_name!r} before code generation")
-    _retarget(module, arch)
     tm = target_machine(arch, config.codegen_opt)
+    prepare_codegen(module, kernel_name, "amdgpu", tm)
     times: dict[str, float] = {}
     start = time.perf_counter()
     if config.codegen_method == "parallel":
