@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from irbuild import build_cuda_ir, corpus
 
+from mneme.core.native import tool_version
 from mneme_cuda import codegen as cuda_codegen
 from mneme_cuda import parallel_codegen
 from mneme_cuda import target as nvptx
@@ -121,7 +122,7 @@ def main() -> None:
         CLOCK = _cpu
     assemblers = ["ptxas"] + (["nvjitlink"] if cuda_codegen.ptx_assembler() == "nvjitlink" else [])
 
-    print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {cuda_codegen._tool_version(cuda_codegen.ptxas_path() or 'ptxas')}; "
+    print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {tool_version(cuda_codegen.ptxas_path() or 'ptxas')}; "
           f"nvJitLink: {cuda_codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
           f"{os.environ.get('MNEME_MALLOC_TUNING', '1') != '0'}); median of {opts.reps} runs, "
           f"{'CPU' if opts.cpu else 'wall'} ms")  # fmt: skip

@@ -14,6 +14,7 @@ docs/design/native.md explains where the shared native sources live and how back
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -175,3 +176,14 @@ class NativeLibrary:
             return target
         sources = [str(p) for p in self.sources]
         return compile_library(target, lambda out: command(sources, out), self.what, error)
+
+
+@functools.lru_cache(maxsize=16)
+def tool_version(tool: str) -> str:
+    """The last line a toolchain program prints for `--version` ("missing" when it does not run)."""
+    try:
+        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "missing"
+    lines = [line for line in out.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "unknown"

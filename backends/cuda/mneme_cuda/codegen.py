@@ -23,6 +23,7 @@ import llvmlite.binding as llvm
 
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
+from mneme.core.native import tool_version
 from mneme.core.pipeline import check_codegen_opt, prepare_codegen
 from mneme.core.types import ExperimentConfiguration
 from mneme_cuda import parallel_codegen
@@ -240,14 +241,4 @@ def ptxas_version() -> str:
     nvjitlink = _nvjitlink()
     if nvjitlink is not None:
         return "nvjitlink-" + ".".join(map(str, nvjitlink.version()))
-    return _tool_version(ptxas_path() or "ptxas")
-
-
-@functools.lru_cache(maxsize=8)
-def _tool_version(tool: str) -> str:
-    try:
-        out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "missing"
-    lines = [line for line in out.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "unknown"
+    return tool_version(ptxas_path() or "ptxas")

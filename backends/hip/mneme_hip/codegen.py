@@ -5,7 +5,6 @@ Resource usage comes from the code object's AMDGPU metadata note (`mneme_hip.met
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import re
@@ -20,6 +19,7 @@ import llvmlite.binding as llvm
 from mneme.core import ir, llvm_cpus
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
+from mneme.core.native import tool_version
 from mneme.core.pipeline import check_codegen_opt, prepare_codegen
 from mneme.core.types import ExperimentConfiguration
 from mneme_hip.metadata import hsaco_resources
@@ -99,12 +99,6 @@ def link_hsaco(obj: bytes, kernel_name: str) -> bytes:
         return out.read_bytes()
 
 
-@functools.lru_cache(maxsize=1)
 def lld_version() -> str:
     """The linker's `--version` line ("missing" when it is not installed)."""
-    try:
-        out = subprocess.run([LLD, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return "missing"
-    lines = [line for line in out.splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "unknown"
+    return tool_version(LLD)
