@@ -233,6 +233,9 @@ class ExperimentResult:
     timer: str = ""
     #: What assembled the machine code the resources were read from ("nvjitlink 13.5"); "" when none did.
     assembler: str = ""
+    #: Why the device run was skipped though the build succeeded: "equivalent" (the code and launch of an
+    #: experiment measured already; a tuning session answers it from that one); "" when it ran.
+    skipped: str = ""
 
     @property
     def median_time(self) -> float | None:

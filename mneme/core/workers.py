@@ -13,8 +13,9 @@ or a shutdown).
 from __future__ import annotations
 
 import collections
-import contextlib
 import concurrent.futures
+import contextlib
+import hashlib
 import itertools
 import logging
 import multiprocessing
@@ -25,7 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
@@ -436,6 +437,10 @@ class AsyncReplayExecutor:
         self._ids = itertools.count(1)
         self._device_queue: queue.Queue = queue.Queue()
         self._compile_queue: queue.Queue = queue.Queue()
+        #: Asked, for each binary built ahead, whether its code (SHA-256) was measured already with this
+        #: configuration's launch; a result it returns finishes the job without a device run (a tuning
+        #: session answers equivalent configurations this way: docs/design/tuning.md "Budget").
+        self.known_code: Callable[[ExperimentConfiguration, str], ExperimentResult | None] | None = None
         self._pending: dict[int, _Job] = {}
         self.baseline: ExperimentResult | None = None
         self.default_config: ExperimentConfiguration | None = None
@@ -584,6 +589,10 @@ class AsyncReplayExecutor:
         if payload == "binary":
             if reply.get("data") is not None:
                 job.binary = reply["data"]
+                known = self._known_code(job)
+                if known is not None:  # the same code was measured with this launch: no device run
+                    self._finish(job, known, worker)
+                    return
                 self._device_queue.put(job)
                 return
             self._finish(job, ExperimentResult.from_dict(reply.get("result") or {}), worker)
@@ -593,6 +602,17 @@ class AsyncReplayExecutor:
             stages = job.binary.stage_times or {}
             result.preprocess_ir_time = float(stages.get("preprocess", 0.0))
         self._finish(job, result, worker)
+
+    def _known_code(self, job: _Job) -> ExperimentResult | None:
+        """The answer of `known_code` for a job built ahead (its code hashed as the executor hashes it)."""
+        if self.known_code is None:
+            return None
+        code_hash = hashlib.sha256(job.binary.data).hexdigest()
+        try:
+            return self.known_code(job.config, code_hash)
+        except Exception:  # the device run answers instead
+            log.exception("the known-code check failed for experiment %d", job.exp_id)
+            return None
 
     def _stage_failed(self, worker: TuneWorkerHandle, job: _Job, kind: str, error: str, start_time: str) -> None:
         result = ExperimentResult(failed=True, error_kind=kind if worker.role == "device" else "compile",

@@ -90,6 +90,14 @@ class TrialLoop:
             log.info("running %d configuration(s) an earlier run left interrupted first", len(queued))
         self.sync()
 
+    def known_code(self, config: ExperimentConfiguration, code_hash: str) -> ExperimentResult | None:
+        """A skipped result when `code_hash` launched as `config` launches was measured already (called
+        from the pool's threads once a binary is built ahead; `finish` answers it from that trial)."""
+        key = equivalence_key({"code_hash": code_hash}, config.to_dict())
+        if key and key in self.equivalents:
+            return ExperimentResult(code_hash=code_hash, skipped="equivalent")
+        return None
+
     # -- recovery and synchronisation ---------------------------------------------------------------
     def recover(self) -> None:
         """Fail the trials of dead processes (this session noticed first) and queue their points again."""
@@ -154,14 +162,27 @@ class TrialLoop:
 
     # -- the loop -------------------------------------------------------------------------------------
     def run(self) -> None:
-        s, opts = self.s, self.s.options
+        s = self.s
         s.progress.phase = "tuning"
         s.on_progress(s.progress)
         started = time.monotonic()
+        self.used = self.store.budget_used()
+        # A pool that builds ahead skips the device runs of equivalents while searching (never while
+        # comparing: a comparison times both sides, whatever their code).
+        skips = hasattr(s.pool, "known_code")
+        if skips:
+            s.pool.known_code = self.known_code
+        try:
+            self._run(started)
+        finally:
+            if skips:
+                s.pool.known_code = None
+
+    def _run(self, started: float) -> None:
+        s, opts = self.s, self.s.options
         limit = s.num_workers + (opts.prefetch if opts.prefetch is not None else s.num_workers)
         exhausted = False
         last_sync = time.monotonic()
-        self.used = self.store.budget_used()
         with interrupt.deferred():
             while interrupt.pending() is None:
                 out_of_time = opts.timeout is not None and time.monotonic() - started >= opts.timeout
@@ -386,7 +407,8 @@ class TrialLoop:
         value = objective(result)
         score = value if value is not None else s.penalty
         trial = pending.trial
-        key = equivalence_key(result.to_dict(), pending.config.to_dict()) if status == "ok" else ""
+        measured_or_known = status == "ok" or result.skipped == "equivalent"
+        key = equivalence_key(result.to_dict(), pending.config.to_dict()) if measured_or_known else ""
         answered_by = trial.number
         if key in self.equivalents:  # the same code launched the same way: one experiment, no budget
             first, score = self.equivalents[key]
