@@ -95,7 +95,7 @@ def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
 
 
 def real_run(work: Path, pairs: int, measure_time: float) -> dict:
-    summary = tune(work / "real", "--space", "quick", "-o", "axes=x", "--sampler", "exhaustive", "--trials", "44",
+    summary = tune(work / "tune", "--space", "quick", "-o", "axes=x", "--sampler", "exhaustive", "--trials", "44",
                    "--retime-top", "1", "--measure-time", str(measure_time))
     compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
     if not compared:
@@ -115,7 +115,8 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=200, help="pairs of the separate measurement")
     parser.add_argument("--measure-time", type=float, default=10.0, help="--measure-time of each tune run")
     parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="busy-loop processes (0: none)")
-    parser.add_argument("--skip-real", action="store_true")
+    parser.add_argument("--real-runs", type=int, default=1, help="real-difference runs (0 skips them)")
+    parser.add_argument("--skip-real", action="store_true", help="the same as --real-runs 0")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     stop = multiprocessing.Event()
@@ -133,8 +134,16 @@ def main() -> None:
                                      text=True, check=False).stdout.strip(),
             "null": null_runs(args.runs, work, args.measure_time) if args.runs else None,
         }
-        if not args.skip_real:
-            report["real"] = real_run(work, args.pairs, args.measure_time)
+        real_runs = 0 if args.skip_real else args.real_runs
+        if real_runs:
+            runs = [real_run(work / f"real-{i}", args.pairs, args.measure_time) for i in range(real_runs)]
+            judged = [r for r in runs if "error" not in r]
+            report["real"] = {
+                "runs": runs,
+                "significant": sum(bool(r["tune_significant"]) for r in judged),
+                "interval_contains_separate_ratio": sum(bool(r["interval_contains_separate_ratio"]) for r in judged),
+                "compared": len(judged),
+            }
         report["machine"]["loadavg_end"] = os.getloadavg()
         report["seconds"] = time.monotonic() - started
     finally:
@@ -145,9 +154,13 @@ def main() -> None:
     text = json.dumps(report, indent=2, sort_keys=True)
     if args.out:
         args.out.write_text(text + "\n")
-    print(json.dumps({k: v for k, v in report.items() if k != "null"}, indent=2, sort_keys=True))
+    print(json.dumps({k: v for k, v in report.items() if k not in ("null", "real")}, indent=2, sort_keys=True))
     if report["null"]:
         print(f"null: {report['null']['runs_claiming_a_speedup']}/{args.runs} runs claimed a significant speedup")
+    if report.get("real"):
+        real = report["real"]
+        print(f"real: significant in {real['significant']}/{real['compared']} runs; the interval contains the "
+              f"separately measured ratio in {real['interval_contains_separate_ratio']}/{real['compared']}")
 
 
 if __name__ == "__main__":
