@@ -95,18 +95,22 @@ def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
 
 
 def real_run(work: Path, pairs: int, measure_time: float) -> dict:
+    load = {"tune_start": os.getloadavg()[0]}
     summary = tune(work / "tune", "--space", "quick", "-o", "axes=x", "--sampler", "exhaustive", "--trials", "44",
                    "--retime-top", "1", "--measure-time", str(measure_time))
     compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
     if not compared:
         return {"error": "no candidate was compared", "summary_best": summary["best"]}
     top = compared[0]
+    load["tune_end"] = os.getloadavg()[0]
     separate = separate_ratio(top["config"], summary["baseline"]["config"], pairs, work)
+    load["separate_end"] = os.getloadavg()[0]
     low, high = top["speedup_ci"]
     return {"candidate_changes": top["changes"], "tune_speedup": top["speedup"], "tune_interval": [low, high],
             "tune_method": top["method"], "tune_significant": top["significant"],
             "separate": separate, "interval_contains_separate_ratio": low <= separate["ratio"] <= high,
-            "decision": summary["decision"]}
+            "decision": summary["decision"], "loadavg_1min": load,
+            "notes": (summary.get("measurement") or {}).get("notes", [])}
 
 
 def main() -> None:
@@ -129,7 +133,8 @@ def main() -> None:
         report = {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                        "load_processes": args.load, "loadavg_start": os.getloadavg()},
+                        "load_processes": args.load, "loadavg_start": os.getloadavg(),
+                        "MNEME_HOST_THREADS": os.environ.get("MNEME_HOST_THREADS", "")},
             "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True, check=False).stdout.strip(),
             "null": null_runs(args.runs, work, args.measure_time) if args.runs else None,
