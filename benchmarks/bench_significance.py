@@ -94,9 +94,10 @@ def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
             "outlying_pairs": len(outliers([b / c for b, c in zip(base, cand)]))}
 
 
-def real_run(work: Path, pairs: int, measure_time: float) -> dict:
+def real_run(work: Path, pairs: int, measure_time: float, space: str = "quick") -> dict:
     load = {"tune_start": os.getloadavg()[0]}
-    summary = tune(work / "tune", "--space", "quick", "-o", "axes=x", "--sampler", "exhaustive", "--trials", "44",
+    space_args = ["--space", "quick", "-o", "axes=x"] if space == "quick" else ["--space", space]
+    summary = tune(work / "tune", *space_args, "--sampler", "exhaustive", "--trials", "44",
                    "--retime-top", "1", "--measure-time", str(measure_time))
     compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
     if not compared:
@@ -121,6 +122,9 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="busy-loop processes (0: none)")
     parser.add_argument("--real-runs", type=int, default=1, help="real-difference runs (0 skips them)")
     parser.add_argument("--skip-real", action="store_true", help="the same as --real-runs 0")
+    parser.add_argument("--real-space", default="quick",
+                        help="space of the real case: quick (-o axes=x) or a space file, e.g. "
+                             "benchmarks/spaces/host-slower-code.yaml (a difference that does not depend on load)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     stop = multiprocessing.Event()
@@ -141,9 +145,10 @@ def main() -> None:
         }
         real_runs = 0 if args.skip_real else args.real_runs
         if real_runs:
-            runs = [real_run(work / f"real-{i}", args.pairs, args.measure_time) for i in range(real_runs)]
+            runs = [real_run(work / f"real-{i}", args.pairs, args.measure_time, args.real_space) for i in range(real_runs)]
             judged = [r for r in runs if "error" not in r]
             report["real"] = {
+                "space": args.real_space,
                 "runs": runs,
                 "significant": sum(bool(r["tune_significant"]) for r in judged),
                 "interval_contains_separate_ratio": sum(bool(r["interval_contains_separate_ratio"]) for r in judged),
