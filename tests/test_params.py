@@ -205,3 +205,22 @@ def test_ir_flags_of_todays_knobs_still_work(tmp_path):
     for flag in ("--ptxas-opt", "--max-registers", "--cache-mode", "--fast-math", "--no-fast-math",
                  "--remove-auto-init", "--specialize-dims-assume", "--inlining-threshold"):
         assert flag in out, flag
+
+
+def test_schema1_fields_are_declared_by_their_plugins_and_hashed_at_their_defaults(monkeypatch):
+    """The core names none of schema 1's ten fields: each plugin marks its own (Knob.schema1)."""
+    assert set(params.schema1_knobs()) == {
+        "specialize_dims_assume", "remove_auto_init", "loop_unrolling", "loop_vectorization", "slp_vectorization",
+        "inlining_threshold", "ptxas_opt", "max_registers", "cache_mode", "fast_math"}  # fmt: skip
+    assert '"ptxas_opt":3' in C(grid=2, block=64).canonical_json()
+    # Without the plugin that declares them, its fields are unknown: refused by name, not hashed.
+    monkeypatch.setenv("MNEME_DISABLE_PLUGINS", "cuda")
+    plugins.reset()
+    try:
+        assert "ptxas_opt" not in params.schema1_knobs()
+        assert '"ptxas_opt"' not in C(grid=2, block=64).canonical_json()
+        with pytest.raises(ValueError, match="unknown configuration field 'ptxas_opt'"):
+            C(grid=2, block=64, ptxas_opt=1)
+    finally:
+        monkeypatch.delenv("MNEME_DISABLE_PLUGINS")
+        plugins.reset()
