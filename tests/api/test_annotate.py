@@ -157,7 +157,7 @@ PTX = b""".version 8.0
 
 
 def _write_raw(raw: Path, pid: int, seq: int, manifest: dict, before: bytes, after: bytes) -> None:
-    """A launch folder as the recorder writes it (tests/test_cuda_recorder_offline.py's layout)."""
+    """A launch folder as the recorder writes it (tests/backends/cuda/test_cuda_recorder_offline.py's layout)."""
     folder = raw / f"launch-{pid}-{seq:06d}"
     folder.mkdir(parents=True)
     (folder / "prologue.bin").write_bytes(before)

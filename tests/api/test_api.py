@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,8 +12,9 @@ import pytest
 import mneme
 from mneme.core.errors import UsageError
 from mneme.core.types import ExperimentConfiguration
+from paths import ROOT
 
-SAXPY_IR = Path(__file__).resolve().parents[1] / "examples" / "saxpy" / "saxpy.ll"
+SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"
 N = 8192
 
 

@@ -11,8 +11,8 @@ import pytest
 from mneme import capture
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.ir import Param
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"
 
 

@@ -13,9 +13,10 @@ import pytest
 
 from mneme import capture
 from mneme.core.errors import MnemeError
+from paths import ROOT
 
 CLI = [sys.executable, "-m", "mneme"]
-SAXPY_IR = Path(__file__).resolve().parent.parent / "examples" / "saxpy" / "saxpy.ll"
+SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"
 
 
 def _spec(tmp_path, text: str) -> Path:

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from mneme.core import envvars, fsutil
 from mneme.core.cli import cli
 from mneme.core.snapshot import SnapshotWriter
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 A = 0x7000_0000
 
 

@@ -6,7 +6,6 @@ import datetime
 import json
 import shutil
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,8 +15,8 @@ from mneme import capture
 from mneme.core.errors import MnemeError, UsageError
 from mneme.core.executor import BaseExecutor, written_regions
 from mneme.core.types import ExperimentConfiguration
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"
 N = 5000
 

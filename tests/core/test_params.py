@@ -20,10 +20,10 @@ from mneme.core.errors import FormatError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.params import Knob
 from mneme.core.types import ExperimentConfiguration as C
+from paths import DATA, ROOT
 
-V1 = Path(__file__).parent / "data" / "config-v1"
+V1 = DATA / "config-v1"
 HASHES = json.loads((V1 / "hashes.json").read_text())
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_schema1_configuration_loads_with_every_value_and_its_hash():

@@ -17,10 +17,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from paths import DATA, ROOT
 from test_plugins import _offline_build_possible
 
-ROOT = Path(__file__).resolve().parents[1]
-V1 = Path(__file__).parent / "data" / "config-v1"
+V1 = DATA / "config-v1"
 
 REPLACER = '''
 import click

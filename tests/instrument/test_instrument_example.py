@@ -17,8 +17,8 @@ import pytest
 from skips import needs
 
 from mneme.instrument.fatbin import find_kernel_params
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "cuda_vecadd"
 MNEME = [sys.executable, "-m", "mneme"]
 KERNELS = {"_Z6vecaddPKfS0_Pfi": "kernels.cu", "_Z4axpyIfEvT_PKS0_PS0_i": "main.cu"}

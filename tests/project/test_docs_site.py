@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_site_builds_strictly_with_the_guide_and_the_api_reference(tmp_path):

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 # Each folder holds one package whose private names are its own.
 PACKAGES = {
     ROOT / "mneme" / "plugins": "mneme.plugins",

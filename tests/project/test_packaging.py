@@ -7,14 +7,13 @@ import re
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
 
 import mneme
+from paths import ROOT
 
 tomllib = pytest.importorskip("tomllib", reason="needs Python 3.11 (tomllib)")
-ROOT = Path(__file__).resolve().parents[1]
 BACKENDS = sorted(ROOT.glob("backends/*/pyproject.toml"))
 
 

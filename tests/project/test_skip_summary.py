@@ -5,9 +5,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from paths import TESTS as HERE
 
 TESTS = '''
 import pytest

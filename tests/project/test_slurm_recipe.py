@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,8 @@ import mneme
 from mneme.core.tuning.report import open_results
 from mneme.core.tuning.store import COUNTED, EVALUATED, ResultStore
 from test_tune_cli import postgres_url  # noqa: F401 - the fixture: a PostgreSQL server of the test's own
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "examples" / "slurm"
 TASK = SLURM / "tune-task.sh"
 SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"

@@ -17,10 +17,11 @@ from mneme_cuda.target import target_machine
 from mneme.core import build, ir
 from mneme.core.errors import IRError, UsageError
 from mneme.core.types import ExperimentConfiguration
+from paths import DATA
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 BASE = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
-SOURCE = Path(__file__).resolve().parent / "data" / "realkernels" / "resources.cu"
+SOURCE = DATA / "realkernels" / "resources.cu"
 KERNELS = ("transpose_tile", "convolve", "local_array", "many_live")
 
 

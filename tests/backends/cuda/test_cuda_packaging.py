@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 from skips import needs_all
+from paths import ROOT
 
 recorder = pytest.importorskip("mneme_cuda.recorder")
 
-PACKAGE = Path(__file__).resolve().parents[1] / "backends" / "cuda"
+PACKAGE = ROOT / "backends" / "cuda"
 can_build = needs_all({"cmake": shutil.which("cmake") is not None, "cuda.h": recorder.cuda_include() is not None,
                        "xxhash.h": recorder.xxhash_include() is not None}, hint="the recorder's build")
 

@@ -20,8 +20,9 @@ recorder = pytest.importorskip("mneme_cuda.recorder")
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.records import RecordedExecution
+from paths import DATA
 
-KERNELS = Path(__file__).parent / "data" / "kernels"
+KERNELS = DATA / "kernels"
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 BASE = 0x153940000000
 MiB = 1 << 20

@@ -24,8 +24,9 @@ recorder = pytest.importorskip("mneme_cuda.recorder")
 from mneme.core.errors import MnemeError
 from mneme.core.records import RecordedExecution
 from mneme.core.snapshot import Snapshot
+from paths import DATA, TESTS
 
-KERNELS = Path(__file__).parent / "data" / "kernels"
+KERNELS = DATA / "kernels"
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 BASE = 0x153940000000
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
@@ -244,7 +245,7 @@ def stencil_app_with_ir(tmp_path_factory):
     if NVCC is None or MNEME_CC is None or shutil.which("clang++-19") is None:
         pytest.skip("needs nvcc, mneme-cc and clang++-19")
     folder = tmp_path_factory.mktemp("stencil")
-    source = Path(__file__).parent / "gpu" / "programs" / "stencil_app.cu"
+    source = TESTS / "gpu" / "programs" / "stencil_app.cu"
     subprocess.run([MNEME_CC, NVCC, "-c", "-arch=sm_90", "-o", str(folder / "app.o"), str(source)], check=True,
                    capture_output=True)  # fmt: skip
     subprocess.run([NVCC, "-arch=sm_90", "-o", str(folder / "stencil_app"), str(folder / "app.o")], check=True,

@@ -20,8 +20,8 @@ import pytest
 from irbuild import hip_available, rocm_bitcode_dir
 
 from mneme import capture
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "hip_vecadd"
 MNEME = [sys.executable, "-m", "mneme"]
 KERNELS = {"_Z6vecaddPKfS0_Pfi": "kernels.hip", "_Z4axpyIfEvT_PKS0_PS0_i": "main.hip"}

@@ -13,6 +13,7 @@ from mneme.core import ir
 from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.records import SCHEMA_VERSION, ArgInfo, ImageInfo, KernelInstance, RecordedExecution
+from paths import ROOT
 
 
 def test_database_round_trips_through_json_with_original_field_names(tmp_path):
@@ -187,7 +188,7 @@ def test_the_documented_example_is_a_valid_database(tmp_path):
     import re
     from pathlib import Path
 
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = ROOT / "docs"
     text = (docs / "formats.md").read_text()
     example = json.loads(next(b for b in re.findall(r"```json\n(.*?)```", text, re.DOTALL) if '"KernelName"' in b))
     files = example["Modules"] + [b["Path"] for b in example["BinaryBlobs"]]
@@ -219,7 +220,7 @@ def test_create_takes_paths_relative_to_the_current_directory(tmp_path, monkeypa
 def test_shipped_recordings_stay_readable():
     from pathlib import Path
 
-    shipped = sorted((Path(__file__).resolve().parent.parent / "examples" / "recordings").glob("*/*.json"))
+    shipped = sorted((ROOT / "examples" / "recordings").glob("*/*.json"))
     assert shipped, "examples/recordings holds no recording"
     for path in shipped:
         rec = RecordedExecution.from_json(path)

@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 from skips import needs_all
 
+from paths import DATA, ROOT, TESTS
+
 from mneme.core.snapshot import RegionPolicy, Snapshot
 from mneme.core.snapshot import codec
 from mneme.core.snapshot.format import ENC_DIFF, ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
 
-SOURCE = Path(__file__).resolve().parents[1] / "mneme" / "core" / "snapshot" / "native" / "snapshot_writer.cpp"
+SOURCE = ROOT / "mneme" / "core" / "snapshot" / "native" / "snapshot_writer.cpp"
 CXX = next((c for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c and shutil.which(c)), None)
 HAVE_XXHASH = Path("/usr/include/xxhash.h").exists()
 
@@ -324,7 +326,7 @@ def test_a_diff_region_in_a_prologue_is_refused_and_leaves_no_file(library, tmp_
 
 _FULL_DISK = r"""
 import ctypes, resource, signal, sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{here!r}, {tests!r}]  # the test module's folder, and tests/ for its helpers
 from test_snapshot_writer_native import NativeWriter, load
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
@@ -339,7 +341,7 @@ print(code, w.finish())
 def test_a_write_past_the_file_size_limit_removes_the_file_and_reports_the_errno(library, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    script = _FULL_DISK.format(tests=str(Path(__file__).parent), library=str(library),
+    script = _FULL_DISK.format(here=str(Path(__file__).resolve().parent), tests=str(TESTS), library=str(library),
                                path=str(out / "DeviceState.prologue.s.d.mneme"))  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -350,7 +352,7 @@ def test_a_write_past_the_file_size_limit_removes_the_file_and_reports_the_errno
 # -- finalize: launch folders whose snapshots the recorder wrote itself (manifest version 2) -----
 
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-KERNELS = Path(__file__).parent / "data" / "kernels"
+KERNELS = DATA / "kernels"
 
 
 def _native_launch(lib, raw: Path, image: bytes, policy_in_file: int, policy_in_manifest: str) -> tuple[bytes, bytes]:

@@ -7,7 +7,6 @@ import json
 import shutil
 import struct
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +19,10 @@ from mneme.core.backend import get_backend
 from mneme.core.cli import cli
 from mneme.core.records import RecordedExecution
 from mneme.core.snapshot import Snapshot
+from paths import DATA
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
-SOURCE = Path(__file__).resolve().parent / "data" / "realkernels" / "coop_groups.cu"
+SOURCE = DATA / "realkernels" / "coop_groups.cu"
 
 
 def check(*args: str):

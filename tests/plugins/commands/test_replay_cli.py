@@ -4,7 +4,6 @@ report formatting (CPU only), and the commands end to end on the host backend wi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import attrs
 import numpy as np
@@ -15,8 +14,8 @@ from mneme.core.cli import cli
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 from mneme.plugins.replay_commands import read_config_file, resolve_config, result_json, result_rows
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "saxpy"
 RECORDED = ExperimentConfiguration(grid=(64, 2, 1), block=(256, 1, 1), shared_mem=0)
 

@@ -17,14 +17,15 @@ from mneme_cuda.backend import CudaBackend
 from mneme.core import ir, pipeline
 from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.ir_sources.triton import TritonCacheIRSource
+from paths import DATA
 
-DATA = Path(__file__).parent / "data" / "triton"
-ENTRIES = sorted(p for p in DATA.iterdir() if p.is_dir()) if DATA.is_dir() else []
+TRITON = DATA / "triton"
+ENTRIES = sorted(p for p in TRITON.iterdir() if p.is_dir()) if TRITON.is_dir() else []
 
 
 def test_triton_test_data_is_present():
     names = {p.name for p in ENTRIES}
-    assert {"add_kernel", "softmax_kernel"} <= names, f"missing Triton cache entries in {DATA}"
+    assert {"add_kernel", "softmax_kernel"} <= names, f"missing Triton cache entries in {TRITON}"
 
 
 def _kernel(entry: Path) -> tuple[Path, str]:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -12,9 +11,10 @@ from click.testing import CliRunner
 from mneme.core.cli import cli
 from mneme.core.tuning.simulate import simulate
 from mneme.core.tuning.sweep import Sweep
+from paths import DATA
 
-SWEEPS = sorted((Path(__file__).parent / "data" / "sweeps").glob("*.json"))
-HOST = Path(__file__).parent / "data" / "sweeps" / "host-saxpy-quick.json"
+SWEEPS = sorted((DATA / "sweeps").glob("*.json"))
+HOST = DATA / "sweeps" / "host-saxpy-quick.json"
 
 
 def invoke(*args):

@@ -4,22 +4,20 @@ captured on the CPU, checked against NumPy, replayed verified and tuned."""
 from __future__ import annotations
 
 import struct
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from irbuild import build_hip_ir, hip_available
 
 from mneme import capture
 from mneme.core.errors import UnsupportedError
 from mneme.core.types import ExperimentConfiguration
+from paths import DATA
 
 pytestmark = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
 
-WAVE_OPS = Path(__file__).resolve().parent / "data" / "hip" / "wave_ops.hip"
+WAVE_OPS = DATA / "hip" / "wave_ops.hip"
 rng = np.random.default_rng(7)
 
 

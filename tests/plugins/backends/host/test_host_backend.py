@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import itertools
 import struct
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from irbuild import RAW, build_cuda_ir, cuda_available
 
 from mneme.core.backend import get_backend
 from mneme.core.errors import ExperimentError, MnemeError, UnsupportedError
 from mneme.core.types import ExperimentConfiguration
+from paths import DATA
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 
-HOST_KERNELS = Path(__file__).resolve().parent / "data" / "host"
+HOST_KERNELS = DATA / "host"
 BASE = 0x2A0000000000  # where the tests' device memory lives, as a recording would place it
 SPAN = 1 << 32
 _next = itertools.count()

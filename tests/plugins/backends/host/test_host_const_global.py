@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from irbuild import build_cuda_ir, cuda_available
 
 from mneme import capture
+from paths import DATA
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
-SOURCE = Path(__file__).resolve().parent / "data" / "realkernels" / "const_global.cu"
+SOURCE = DATA / "realkernels" / "const_global.cu"
 
 
 def test_replay_of_a_constant_global_kernel_is_verified_not_a_crash(tmp_path):

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 from irbuild import build_cuda_ir, cuda_available
 
 from mneme import capture
+from paths import DATA
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
-SOURCE = Path(__file__).resolve().parent / "data" / "realkernels" / "warp_intrinsics.cu"
+SOURCE = DATA / "realkernels" / "warp_intrinsics.cu"
 
 
 def test_warp_reductions_and_match_any_match_numpy(tmp_path):

@@ -7,9 +7,9 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from paths import ROOT
 
 CLI = [sys.executable, "-m", "mneme"]
 HEADER = 'target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"\ntarget triple = "nvptx64-nvidia-cuda"\n'
@@ -140,7 +140,7 @@ def test_a_worker_process_drops_core_dumps_and_new_privileges():
 
 
 def test_a_kernel_writing_one_element_past_its_buffer_fails_naming_the_buffer_and_offset(tmp_path):
-    saxpy = Path(__file__).resolve().parent.parent / "examples" / "saxpy" / "saxpy.ll"
+    saxpy = ROOT / "examples" / "saxpy" / "saxpy.ll"
     spec = tmp_path / "spec.yaml"
     spec.write_text(f"ir: {saxpy}\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - 1001\n  - 2.0\n"
                     "  - {ones: {dtype: float32, shape: [1001]}}\n  - {ones: {dtype: float32, shape: [1000]}}\n")
