@@ -10,8 +10,22 @@ from __future__ import annotations
 import collections
 import functools
 import re
+import sys
+from pathlib import Path
 
 import pytest
+
+# Tests mirror the packages in folders (docs/design/interfaces.md, "Where the tests live"), imported
+# by pytest's default "prepend" mode. tests/ (this folder: the shared helpers, irbuild, skips, paths)
+# and every folder of test modules go on sys.path, as when the tests were one flat folder, so a test
+# module imports another's helpers (`from test_tuning_session import capture_saxpy`) from any folder,
+# in any order of collection. Test file names are unique across folders.
+_HERE = Path(__file__).resolve().parent
+for _folder in [_HERE, *sorted({p.parent for p in _HERE.glob("*/**/test_*.py")
+                                if "data" not in p.relative_to(_HERE).parts
+                                and not (p.parent / "__init__.py").exists()})]:  # fmt: skip
+    if str(_folder) not in sys.path:
+        sys.path.insert(1, str(_folder))
 
 
 NEEDS_GPU = "needs a GPU"

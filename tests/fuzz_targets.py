@@ -1,4 +1,4 @@
-"""Fuzz targets shared by the hypothesis properties (tests/test_safe_open_fuzz.py) and the atheris job
+"""Fuzz targets shared by the hypothesis properties (tests/core/test_safe_open_fuzz.py) and the atheris job
 (tests/fuzz/run.py): each takes the bytes of one input and returns, or raises a `MnemeError`.
 
 Anything else escaping a target is a finding. The limits are lowered (1 MiB buffers, 10 s runs) so a

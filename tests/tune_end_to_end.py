@@ -1,6 +1,6 @@
 """`mneme tune`, then `mneme replay --config best.json`, end to end on one backend.
 
-The same commands and assertions run on the host backend in CI (tests/test_tune_end_to_end.py)
+The same commands and assertions run on the host backend in CI (tests/core/tuning/test_tune_end_to_end.py)
 and on CUDA on the GPU machine (tests/gpu/test_cuda_tuning.py).
 """
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One tuner of a shared study: what each task of tune-array.sbatch runs (and what
-# tests/test_slurm_recipe.py runs, several at once, on the host backend).
+# tests/project/test_slurm_recipe.py runs, several at once, on the host backend).
 #
 # Every tuner opens the same study in the same storage and draws from one budget: --trials is the
 # total of all tuners. A tuner that dies leaves its running trials to the others (its lease

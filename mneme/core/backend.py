@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from mneme.core import plugins
+from mneme.core import plugins, targets
 from mneme.core.errors import MnemeError, UsageError
 
 if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
+    from mneme.core.envvars import EnvVar
     from mneme.core.types import ExperimentConfiguration, dim3
 
 
@@ -72,7 +73,7 @@ class Resources:
     """Resource usage of one compiled kernel; -1 where the backend cannot tell.
 
     `assembler` names the tool and version that produced the binary the numbers describe
-    (e.g. "ptxas 13.0.88", "nvjitlink 13.5.37"); "" where the backend has none.
+    (e.g. "assembler 13.0.88"), as the backend says it; "" where the backend has none.
     """
 
     registers: int = -1
@@ -89,7 +90,7 @@ class Resources:
 class DeviceBinary:
     """A kernel compiled for one backend and architecture, ready to load.
 
-    `kind` names the payload: "ptx", "cubin", "hsaco", "llvm-ir" (the host backend JITs IR).
+    `kind` names the payload, one of the backend's `emits` (the host backend's "llvm-ir": it JITs IR).
     `stage_times` holds seconds per compile stage ("preprocess", "optimize", "codegen", ...).
     """
 
@@ -115,6 +116,20 @@ class Backend(abc.ABC):
     emits: ClassVar[tuple[str, ...]] = ()
     #: Kinds of the application's own recorded images its devices load (replay modes other than "ir").
     image_kinds: ClassVar[tuple[str, ...]] = ()
+    #: LLVM's name of the target its IR is for, as `mneme.core.pipeline.module_target` says it; "" for none.
+    target: ClassVar[str] = ""
+    #: The LLVM targets of the IR it reads, each with how the architecture part of its triples
+    #: ("arch-vendor-os") starts: its own `target`, and any other it runs (the host backend runs
+    #: GPU IR on the CPU). IR of a triple no backend declares is host IR (`pipeline.module_target`).
+    ir_targets: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: The triple a module of its IR that names none is given (IR some compilers write without one),
+    #: when the module's text holds one of `kernel_marks` (a kernel calling convention, an intrinsic prefix).
+    default_triple: ClassVar[str] = ""
+    kernel_marks: ClassVar[tuple[str, ...]] = ()
+    #: ELF `e_machine` values of the code images its devices load (docs/design/interfaces.md).
+    elf_machines: ClassVar[tuple[int, ...]] = ()
+    #: The MNEME_* environment variables it reads (`mneme.core.envvars.EnvVar`), for `mneme config`.
+    environment: ClassVar[tuple[EnvVar, ...]] = ()
 
     @abc.abstractmethod
     def availability(self) -> Availability:
@@ -126,7 +141,7 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def arch(self, index: int = 0) -> str:
-        """Architecture string of a device (e.g. "sm_90", "gfx942", "x86_64")."""
+        """Architecture string of a device (e.g. "sm_90", "gfx942", "x86_64"), as `claims` takes it."""
 
     @abc.abstractmethod
     def claims(self, arch: str) -> bool:
@@ -155,11 +170,20 @@ class Backend(abc.ABC):
         """
         from mneme.core import pipeline  # lazily: the pipelines import llvmlite
 
-        target = getattr(self, "target", None)
+        target = self.target
         found = pipeline.module_target(module)
         if target and found != target:
             return [f"IR for {module.triple or 'no target'} ({found}); the {self.name} backend compiles {target} IR"]
         return []
+
+    def runs_on(self, target: str, device_arch: str) -> bool:
+        """Whether code built for architecture `target` loads and runs on a device of `device_arch`.
+
+        IR sources ask it to pick, among the recorded images and IR of a kernel, one the device
+        can run. The default: the same architecture, target features (after ":") aside.
+        Backends whose loaders run older or portable code on newer devices override it.
+        """
+        return targets.same_architecture(target, device_arch)
 
     def default_emit(self, arch: str) -> str:
         return self.emits[0]

@@ -104,7 +104,7 @@ def _disable_plugins(values: list[str]) -> None:
 @click.version_option(__version__, prog_name="mneme")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.option("-v", "--verbose", count=True,
-              help="More log output: -v info and the logs of libraries Mneme drives (Optuna), -vv debug.")
+              help="More log output: -v info and the logs of libraries Mneme drives (result store, samplers), -vv debug.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only results and errors (no progress, no warnings).")
 @click.option("-p", "plugin_options", multiple=True, metavar="no:NAME",
               help="Disable the plugin NAME (repeatable; also MNEME_DISABLE_PLUGINS=a,b). `mneme plugins` lists them.")

@@ -1,7 +1,7 @@
 """The `mneme` command's names and one-line help, cached so `mneme --help` loads no plugin.
 
-Loading every plugin imports LLVM, numpy, Optuna and the backends (~0.5 s); listing the
-commands needs only their names and help. The index is written after a full load and is
+Loading every plugin imports LLVM, numpy, the result store's library and the backends
+(~0.5 s); listing the commands needs only their names and help. The index is written after a full load and is
 valid while the installed ``mneme`` entry points, the disabled plugins and the source files
 that define the commands are unchanged (checked by metadata and ``stat``, not by import;
 docs/design/interfaces.md "Plugins"). Anything else loads the plugins as before.

@@ -1,7 +1,8 @@
 """A minimal ELF reader: the header fields and the sections Mneme needs, nothing more.
 
-It reads ELF32/ELF64 of either byte order, so it also reads CUDA cubins and AMDGPU code
-objects. Only section headers are parsed; program headers and symbols are not needed.
+It reads ELF32/ELF64 of either byte order, so it also reads the GPU code images the backends
+load (each backend declares their `e_machine` values, `Backend.elf_machines`). Only section
+headers are parsed; program headers and symbols are not needed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from mneme.core.errors import CorruptFileError, FormatError
 ELF_MAGIC = b"\x7fELF"
 ET_REL, ET_EXEC, ET_DYN = 1, 2, 3
 SHT_NOBITS = 8
-EM_X86_64, EM_AARCH64, EM_PPC64, EM_CUDA, EM_AMDGPU = 62, 183, 21, 190, 224
+EM_X86_64, EM_AARCH64, EM_PPC64 = 62, 183, 21
 
 
 @attrs.frozen

@@ -3,6 +3,7 @@
 `mneme config` prints this registry; a test greps the sources (Python, C, C++) for
 ``MNEME_[A-Z_]+`` and fails on a variable that is read but not registered here. The
 recorder and the host runtime read theirs in C/C++; Python code reads through `get`.
+A backend registers its own variables (`Backend.environment`); `registry()` adds them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ class EnvVar:
     name: str
     default: str
     help: str
-    component: str  # core, cache, instrument, recorder, snapshot, host, cuda, hip, limits
+    component: str  # core, cache, instrument, recorder, snapshot, host, limits, or a backend's name
 
 
 def _limit_vars() -> list[EnvVar]:
@@ -75,23 +76,22 @@ _VARS = [
     EnvVar("MNEME_HOST_THREADS", "", "threads of one host launch (default: the CPUs this process may use)", "host"),
     EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
-    EnvVar("MNEME_CUDA_RECORDER", "", "path of the CUDA recorder library to preload", "cuda"),
-    EnvVar("MNEME_CUDA_RESTORE_DECODE", "auto", "where LZ4 regions decode on restore: auto, device or host", "cuda"),
-    EnvVar("MNEME_CUPTI_LIB", "", "path of libcupti (default: the CUDA toolkit's)", "cuda"),
-    EnvVar("MNEME_CUPTI_DEBUG", "", "1: the CUPTI timer logs every record and lookup to stderr", "cuda"),
-    EnvVar("MNEME_CODEGEN_JOBS", "", "processes of parallel code generation (default: the CPUs)", "cuda"),
-    EnvVar("MNEME_PTX_ASSEMBLER", "", "ptxas: assemble PTX with ptxas instead of nvJitLink", "cuda"),
-    EnvVar("MNEME_MALLOC_TUNING", "1", "0: leave glibc's malloc settings during code generation", "cuda"),
-    EnvVar("MNEME_LLD", "ld.lld-19", "ld.lld used to link AMDGPU code objects", "hip"),
 ]
 
 # Names in the sources that are not environment variables: header guards and compile-time macros.
 NOT_VARIABLES = frozenset({"MNEME_ANNOTATE_H", "MNEME_CUPTI_TIMER_H", "MNEME_CUPTI", "MNEME_DEVICE_TIMER"})
 
 
+def _backend_vars() -> list[EnvVar]:
+    from mneme.core import backend  # lazily: loading the backends' classes loads the plugins
+
+    return [var for cls in backend.backends().values() for var in cls.environment]
+
+
 def registry() -> dict[str, EnvVar]:
-    """Every registered variable by name, the limits (MNEME_LIMIT_*) included."""
-    return {v.name: v for v in sorted(_VARS + _limit_vars(), key=lambda v: (v.component, v.name))}
+    """Every registered variable by name: the core's, the limits (MNEME_LIMIT_*) and the installed backends'."""
+    found = _VARS + _limit_vars() + _backend_vars()
+    return {v.name: v for v in sorted(found, key=lambda v: (v.component, v.name))}
 
 
 def get(name: str, default: str | None = None) -> str | None:

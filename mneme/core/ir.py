@@ -20,6 +20,7 @@ from typing import Union
 import attrs
 import llvmlite.binding as llvm
 
+from mneme.core import targets
 from mneme.core.errors import IRError, MalformedIRError
 
 log = logging.getLogger(__name__)
@@ -139,24 +140,19 @@ def load(source: IRInput, name: str | None = None) -> ModuleRef:
     return mod
 
 
-# Calling conventions and intrinsics that give away a module's target when it names no triple.
-_TARGET_MARKS = (
-    ("nvptx64-nvidia-cuda", ("ptx_kernel", "@llvm.nvvm.")),
-    ("amdgcn-amd-amdhsa", ("amdgpu_kernel", "@llvm.amdgcn.")),
-)
-
-
 def _adopt_triple(mod: ModuleRef, label: str) -> None:
-    """Give a module without a target triple (Triton's `.llir`) the one its code implies."""
+    """Give a module without a target triple (some compilers' IR) the one its code implies.
+
+    The backends say which kernel calling conventions and intrinsics give their target away
+    (`Backend.kernel_marks`, `Backend.default_triple`).
+    """
     if mod.triple:
         return
-    text = str(mod)
-    for triple, marks in _TARGET_MARKS:
-        if any(mark in text for mark in marks):
-            log.info("%s names no target triple; its kernels are %s code, so it is taken as %s", label,
-                     triple.split("-")[0], triple)
-            mod.triple = triple
-            return
+    triple = targets.triple_for_marks(str(mod))
+    if triple:
+        log.info("%s names no target triple; its kernels are %s code, so it is taken as %s", label,
+                 triple.split("-")[0], triple)
+        mod.triple = triple
 
 
 def _parse_text(data: bytes, label: str) -> ModuleRef:
@@ -374,7 +370,8 @@ def combine_hash(base: str, *parts: object) -> str:
 # -- kernels and parameters --------------------------------------------------------------------
 
 _DEFINE = re.compile(r'^define\s[^@]*@("(?:[^"\\]|\\.)*"|[-\w.$]+)\(', re.MULTILINE)
-_KERNEL_CC = ("ptx_kernel", "amdgpu_kernel", "spir_kernel")
+# LLVM's kernel calling conventions all end in "_kernel" (one per GPU target, and SPIR's).
+_KERNEL_CC = re.compile(r" \w+_kernel ")
 
 
 def unquote(name: str) -> str:
@@ -388,7 +385,7 @@ def kernels(mod: ModuleRef) -> list[str]:
     found = []
     for match in _DEFINE.finditer(text):
         header = text[match.start() : match.end()]
-        if any(f" {cc} " in header for cc in _KERNEL_CC):
+        if _KERNEL_CC.search(header):
             found.append(unquote(match.group(1)))
     if not found:  # old NVVM IR: kernels marked in !nvvm.annotations only
         for name in re.findall(r'!\{ptr @("(?:[^"\\]|\\.)*"|[-\w.$]+), !"kernel", i32 1\}', text):

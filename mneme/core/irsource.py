@@ -4,7 +4,7 @@ An IR source is a class with a `name`, registered through the hook `mneme_ir_sou
 The finalizer asks each source in turn; the first one that answers with modules wins::
 
     source = SourceClass()
-    modules = source.find(kernel_name, arch="sm_90", elf_files=[exe, *shared_libs], image=cubin_bytes)
+    modules = source.find(kernel_name, arch=device_arch, elf_files=[exe, *shared_libs], image=image_bytes)
     # None: this source knows nothing about the kernel (ask the next one)
     # [IRModule, ...]: the module that defines the kernel first, then any it needs (-rdc)
     # raises ArchitectureMismatch: IR exists, but only for architectures the device cannot be
@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import abc
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
 import attrs
 
-from mneme.core import plugins
+from mneme.core import plugins, targets
 from mneme.core.errors import IRError
 
 
@@ -86,30 +85,18 @@ class IRSource(abc.ABC):
         """The modules that define `kernel_name` for `arch`, defining module first; None if unknown here.
 
         `elf_files` are the ELF files the recorded process loaded (executable, shared libraries);
-        `image` is the code image the driver loaded for the kernel (cubin, hsaco), when known.
+        `image` is the code image the driver loaded for the kernel (one of the backend's `image_kinds`), when known.
         Raise `ArchitectureMismatch` when IR exists only for architectures `arch` cannot run.
         """
 
 
-_NV = re.compile(r"^(sm|compute)_(\d+)(\d)([a-z]?)$")
-
-
 def runs_on(target: str, device_arch: str) -> bool:
-    """Whether code built for `target` runs on a device of `device_arch` (CUDA's loader rules).
+    """Whether code built for `target` runs on a device of `device_arch`.
 
-    SASS `sm_XY` runs on `sm_XZ` with Z >= Y; PTX `compute_XY` is JIT-compiled for any newer
-    device; arch-specific targets (`sm_90a`) and AMD targets (`gfx942`) need an exact match.
+    The backend that claims `device_arch` decides (`Backend.runs_on`: its loader's rule of which
+    older or portable code a newer device runs); without one, only the same architecture does.
     """
-    if target == device_arch:
-        return True
-    t, d = _NV.match(target), _NV.match(device_arch)
-    if t and d and not t.group(4) and d.group(1) == "sm":
-        major, minor = int(t.group(2)), int(t.group(3))
-        dev_major, dev_minor = int(d.group(2)), int(d.group(3))
-        if t.group(1) == "sm":
-            return major == dev_major and minor <= dev_minor
-        return (major, minor) <= (dev_major, dev_minor)
-    return target.split(":")[0] == device_arch.split(":")[0] and not t
+    return targets.runs_on(target, device_arch)
 
 
 def arch_rank(arch: str, targets: Sequence[str], device_arch: str | None) -> int:

@@ -31,8 +31,11 @@ class Knob:
     `low`/`high` bound an int or float, `choices` a str. `stage` is what it changes:
     preprocess, optimize, codegen or launch. `search` is how the built-in spaces tune it:
     "range" (low..high), "bool", or a tuple of values; None leaves it untuned. `feature` is
-    the built-in spaces' toggle that adds it (`-o ptxas=true`); `backends` limits where that
+    the built-in spaces' toggle that adds it (`-o FEATURE=true`); `backends` limits where that
     toggle is on by default. `unused_when`: a core bool field whose truth makes it irrelevant.
+    `schema1`: it was a field of configuration schema 1 (before plugins declared knobs), so every
+    configuration's hash holds it at its value or default and the hashes written then stay valid
+    (docs/design/parameters.md, "Compatibility").
     """
 
     name: str
@@ -48,6 +51,7 @@ class Knob:
     feature: str = ""
     backends: tuple[str, ...] = ()
     unused_when: str | None = None
+    schema1: bool = False
     plugin: str = ""  # filled in by the registry: who declared it
 
     @property
@@ -76,13 +80,13 @@ class Knob:
 
 OPTIMIZE_KNOBS = [
     Knob("loop_unrolling", "bool", None, "optimize", "Unroll loops in the default<O..> pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs"),
+         optional=True, search=(None, True, False), feature="knobs", schema1=True),
     Knob("loop_vectorization", "bool", None, "optimize", "Vectorize loops in the default pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs"),
+         optional=True, search=(None, True, False), feature="knobs", schema1=True),
     Knob("slp_vectorization", "bool", None, "optimize", "SLP-vectorize in the default pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs"),
+         optional=True, search=(None, True, False), feature="knobs", schema1=True),
     Knob("inlining_threshold", "int", None, "optimize", "Inliner threshold (default: the level's).",
-         optional=True, low=0, high=1 << 20),
+         optional=True, low=0, high=1 << 20, schema1=True),
 ]  # fmt: skip
 
 

@@ -1,7 +1,9 @@
 """What the `mneme` command prints besides results: consoles, log levels, third-party chatter.
 
 -q shows only results and errors; the default shows warnings; -v adds INFO and the logs of
-the libraries Mneme drives (Optuna's "A new study created", cmaes' warnings); -vv adds DEBUG.
+the libraries Mneme drives (the result store's "A new study created", a sampler library's
+warnings); -vv adds DEBUG. Those libraries are named by the modules that drive them
+(`third_party`), the core names none of its plugins' libraries.
 Library users who never call `configure` keep their own logging untouched.
 """
 
@@ -13,12 +15,45 @@ import re
 import sys
 import warnings
 
-# The libraries whose INFO lines and warnings are noise to a user of `mneme` unless -v.
-THIRD_PARTY = ("optuna", "cmaes", "nevergrad", "matplotlib", "PIL", "urllib3")
+# The libraries whose INFO lines and warnings are noise to a user of `mneme` unless -v; the
+# modules that drive a library add it with `third_party` (the result store, sampler plugins).
+THIRD_PARTY = ["matplotlib", "PIL", "urllib3"]
+# Of those, the ones that report through `warnings` (400-character lines); -v shows them again.
+_WARNERS: list[str] = []
 
 _state: dict[str, int] = {}
+_patterns: set[str] = set()  # the warnings filters `configure` added
 _PIPE_WIDTH = 10_000  # columns of a console writing to a pipe or file
-_QUIET_MODULES = re.compile(r"(optuna|cmaes|nevergrad)(\.|$)")
+
+
+def third_party(*names: str, warns: bool = False) -> None:
+    """Quiet the loggers (and with `warns`, the warnings) of libraries `names` unless -v.
+
+    Called by the module that drives them, at import; applies at once when `configure` ran.
+    """
+    THIRD_PARTY.extend(n for n in names if n not in THIRD_PARTY)
+    if warns:
+        _WARNERS.extend(n for n in names if n not in _WARNERS)
+    verbosity = _state.get("verbosity")
+    if verbosity is not None:
+        for name in names:
+            logging.getLogger(name).setLevel(_third_party_level(verbosity))
+        if warns:
+            _filter_warnings(verbosity)
+
+
+def _quiet_pattern() -> str:
+    return "(" + "|".join(map(re.escape, _WARNERS)) + r")(\.|$)"
+
+
+def _filter_warnings(verbosity: int) -> None:
+    warnings.filters[:] = [f for f in warnings.filters if not (f[0] == "ignore" and f[3] is not None
+                                                                 and f[3].pattern in _patterns)]  # fmt: skip
+    if verbosity < 1 and _WARNERS:
+        pattern = _quiet_pattern()
+        warnings.filterwarnings("ignore", module=pattern)
+        _patterns.add(pattern)
+    getattr(warnings, "_filters_mutated", lambda: None)()
 
 
 def make_console(*, stderr: bool = False):
@@ -52,25 +87,18 @@ def configure(verbosity: int, console=None) -> None:
     logging.basicConfig(level=level_for(verbosity), format="%(message)s", handlers=[handler], force=True)
     for name in THIRD_PARTY:
         logging.getLogger(name).setLevel(_third_party_level(verbosity))
-    # cmaes and optuna report through `warnings` (400-character lines); -v shows them again.
-    if verbosity < 1:
-        warnings.filterwarnings("ignore", module=_QUIET_MODULES.pattern)
-    else:  # a later configure(1) in the same process (tests, notebooks) shows them again
-        warnings.filters[:] = [f for f in warnings.filters if not (f[0] == "ignore" and f[3] is not None
-                                                                     and f[3].pattern == _QUIET_MODULES.pattern)]
-        getattr(warnings, "_filters_mutated", lambda: None)()
-    quiet_third_party()
+    # A later configure(1) in the same process (tests, notebooks) shows the warnings again.
+    _filter_warnings(verbosity)
 
 
-def quiet_third_party() -> None:
-    """Re-apply the level to Optuna's logger, which Optuna sets to INFO when it is first imported.
+def quiet_third_party(name: str) -> None:
+    """Re-apply the level to library `name`'s logger, for a library that resets it when imported.
 
     The result store calls this before opening a study; it does nothing unless `configure` ran.
-    (Only the `logging` logger is touched: the core imports Optuna in its store modules alone.)
     """
     verbosity = _state.get("verbosity")
-    if verbosity is not None and "optuna" in sys.modules:
-        logging.getLogger("optuna").setLevel(_third_party_level(verbosity))
+    if verbosity is not None and name in sys.modules:
+        logging.getLogger(name).setLevel(_third_party_level(verbosity))
 
 
 def _third_party_level(verbosity: int) -> int:

@@ -16,23 +16,17 @@ from mneme.core import plugins
 from mneme.core.knob import CORE_FIELDS, OPTIMIZE_KNOBS, STAGES, TYPES, Knob
 
 __all__ = ["CORE_FIELDS", "OPTIMIZE_KNOBS", "STAGES", "TYPES", "Knob", "Knobs", "build_fields", "click_options",
-           "default_of", "knobs", "known_names", "normalize", "unused_when"]  # fmt: skip
+           "default_of", "knobs", "known_names", "normalize", "schema1_knobs", "unused_when"]  # fmt: skip
 
 # Fields of the original Mneme API that reach optimization and code generation (the rest
 # change the preprocessed IR, whose variant hash is part of every build key).
 CORE_BUILD_FIELDS = ("passes", "codegen_opt", "codegen_method")
 
-# Configuration schema 1 (before plugins declared knobs) had these ten fields beside the
-# original API's; they keep their schema-1 defaults in `to_dict()` and `hash()`, so every hash
-# written before stays valid (docs/design/parameters.md, "Compatibility").
+# Configuration schema 1 (before plugins declared knobs) had ten fields beside the original
+# API's; their plugins declare them with `Knob(schema1=True)`. They keep their schema-1 defaults
+# in `to_dict()` and `hash()`, so every hash written before stays valid
+# (docs/design/parameters.md, "Compatibility").
 SCHEMA = 2
-SCHEMA1_KNOBS: dict[str, Any] = {
-    "specialize_dims_assume": False, "remove_auto_init": False, "loop_unrolling": None,
-    "loop_vectorization": None, "slp_vectorization": None, "inlining_threshold": None,
-    "ptxas_opt": 3, "max_registers": 0, "cache_mode": "", "fast_math": False,
-}  # fmt: skip
-# A knob is unused (grounded to its default) while this core field is true.
-SCHEMA1_UNUSED_WHEN = {"specialize_dims_assume": "specialize_dims"}
 
 
 class Knobs(Mapping):
@@ -83,22 +77,24 @@ def knobs() -> dict[str, Knob]:
     return dict(_declared())
 
 
+def schema1_knobs() -> tuple[str, ...]:
+    """Names of the declared knobs that were fields of configuration schema 1 (`Knob.schema1`)."""
+    return tuple(name for name, knob in _declared().items() if knob.schema1)
+
+
 def known_names() -> set[str]:
-    """Names a configuration may carry beside the core fields: declared knobs and schema-1 fields."""
-    return set(_declared()) | set(SCHEMA1_KNOBS)
+    """Names a configuration may carry beside the core fields: the declared knobs."""
+    return set(_declared())
 
 
 def default_of(name: str) -> Any:
-    """The default of a knob: declared, else schema 1's; KeyError when neither knows it."""
-    knob = _declared().get(name)
-    if knob is not None:
-        return knob.default
-    return SCHEMA1_KNOBS[name]
+    """The default of a declared knob; KeyError when no installed plugin declares it."""
+    return _declared()[name].default
 
 
 def unused_when(name: str) -> str | None:
     knob = _declared().get(name)
-    return knob.unused_when if knob is not None else SCHEMA1_UNUSED_WHEN.get(name)
+    return knob.unused_when if knob is not None else None
 
 
 def normalize(values: Mapping[str, Any]) -> Knobs:
@@ -108,7 +104,7 @@ def normalize(values: Mapping[str, Any]) -> Knobs:
     for name, value in values.items():
         if name in declared:
             value = declared[name].check(value)
-        elif name not in SCHEMA1_KNOBS:
+        else:
             raise ValueError(f"unknown configuration field {name!r}: neither a field of the original Mneme API "
                              f"nor a parameter an installed plugin declares ({nearest(name)})")
         if value != default_of(name) or type(value) is not type(default_of(name)):
@@ -133,7 +129,7 @@ def build_fields() -> tuple[str, ...]:
 
 
 def click_options(declared: Mapping[str, Knob] | None = None) -> list:
-    """One click option per knob (``--ptxas-opt``, ``--fast-math/--no-fast-math``), default None: not given."""
+    """One click option per knob (``--inlining-threshold``, ``--fast-math/--no-fast-math``), default None: not given."""
     import click
 
     options = []

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import attrs
 import llvmlite.binding as llvm
 
-from mneme.core import ir, plugins
+from mneme.core import ir, plugins, targets
 from mneme.core.errors import IRError, UsageError
 from mneme.core.types import ExperimentConfiguration
 
@@ -30,12 +30,8 @@ log = logging.getLogger(__name__)
 
 
 def triple_target(triple: str) -> str:
-    """LLVM's name of the target of a triple: "nvptx", "amdgpu", or "host" for any CPU."""
-    if triple.startswith("nvptx"):
-        return "nvptx"
-    if triple.startswith("amdgcn"):
-        return "amdgpu"
-    return "host"
+    """LLVM's name of the target of a triple, as the backends declare it (`Backend.ir_targets`); "host" for any CPU."""
+    return targets.target_of_triple(triple) or "host"
 
 
 def module_target(mod: llvm.ModuleRef) -> str:

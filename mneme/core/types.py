@@ -90,8 +90,8 @@ class ExperimentConfiguration:
     """One variant of one kernel launch: the original Mneme API's fields, and the plugins' knobs.
 
     `knobs` holds the values of parameters that plugins declare (`mneme.core.params`) where
-    they differ from the default; read them as attributes (`config.ptxas_opt`), set them as
-    keywords (`replace(ptxas_opt=1)`). Fields not used by the configuration (launch-bound
+    they differ from the default; read them as attributes (`config.fast_math`), set them as
+    keywords (`replace(fast_math=True)`). Fields not used by the configuration (launch-bound
     values while launch bounds are off) are reset by `ground()`, so equal experiments hash equally.
     """
 
@@ -158,7 +158,7 @@ class ExperimentConfiguration:
     def _flat(self) -> dict[str, Any]:
         """Core fields, schema 1's knobs (at their values or defaults) and the other knobs that are set."""
         data = {name: converter.unstructure(getattr(self, name)) for name in _CORE_FIELDS}
-        data.update({name: getattr(self, name) for name in params.SCHEMA1_KNOBS})
+        data.update({name: getattr(self, name) for name in params.schema1_knobs()})
         data.update(self.knobs)
         return data
 
@@ -231,7 +231,7 @@ class ExperimentResult:
     mismatches: list[str] = attrs.Factory(list)
     #: What measured `exec_time` (the backend's name for it: "cupti", "events", "host-clock"); "" when not timed.
     timer: str = ""
-    #: What assembled the machine code the resources were read from ("nvjitlink 13.5"); "" when none did.
+    #: What assembled the machine code the resources were read from ("assembler 13.5", as the backend names it); "" when none did.
     assembler: str = ""
     #: Why the device run was skipped though the build succeeded: "equivalent" (the code and launch of an
     #: experiment measured already; a tuning session answers it from that one); "" when it ran.

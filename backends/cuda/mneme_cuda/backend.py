@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from mneme.core.backend import Availability, Backend, Device, DeviceBinary, DeviceInfo
+from mneme.core.envvars import EnvVar
 from mneme.core.errors import BackendUnavailable, ExperimentError, MnemeError
 from mneme_cuda import codegen, cupti
 from mneme_cuda import compare as cmp
@@ -47,6 +48,19 @@ class CudaBackend(Backend):
 
     name = "cuda"
     target = "nvptx"
+    ir_targets = {"nvptx": ("nvptx",)}
+    default_triple = nvptx.TRIPLE  # Triton writes its NVPTX IR (.llir) without a triple
+    kernel_marks = ("ptx_kernel", "@llvm.nvvm.")
+    elf_machines = (190,)  # EM_CUDA: cubins
+    environment = (
+        EnvVar("MNEME_CUDA_RECORDER", "", "path of the CUDA recorder library to preload", "cuda"),
+        EnvVar("MNEME_CUDA_RESTORE_DECODE", "auto", "where LZ4 regions decode on restore: auto, device or host", "cuda"),
+        EnvVar("MNEME_CUPTI_LIB", "", "path of libcupti (default: the CUDA toolkit's)", "cuda"),
+        EnvVar("MNEME_CUPTI_DEBUG", "", "1: the CUPTI timer logs every record and lookup to stderr", "cuda"),
+        EnvVar("MNEME_CODEGEN_JOBS", "", "processes of parallel code generation (default: the CPUs)", "cuda"),
+        EnvVar("MNEME_PTX_ASSEMBLER", "", "ptxas: assemble PTX with ptxas instead of nvJitLink", "cuda"),
+        EnvVar("MNEME_MALLOC_TUNING", "1", "0: leave glibc's malloc settings during code generation", "cuda"),
+    )
     timers = cupti.TIMERS
     priority = 30
     emits = codegen.EMITS
@@ -66,6 +80,9 @@ class CudaBackend(Backend):
 
     def claims(self, arch: str) -> bool:
         return nvptx.claims(arch)
+
+    def runs_on(self, target: str, device_arch: str) -> bool:
+        return nvptx.runs_on(target, device_arch)
 
     def target_machine(self, arch: str, opt: int = 3) -> Any:
         return nvptx.target_machine(arch, opt)

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from mneme.core.backend import Availability, Backend, DeviceBinary
+from mneme.core.envvars import EnvVar
 from mneme.core.errors import BackendUnavailable
 from mneme_hip import codegen, hipapi
 
@@ -16,6 +17,11 @@ class HipBackend(Backend):
 
     name = "hip"
     target = "amdgpu"
+    ir_targets = {"amdgpu": ("amdgcn",)}
+    default_triple = codegen.TRIPLE
+    kernel_marks = ("amdgpu_kernel", "@llvm.amdgcn.")
+    elf_machines = (224,)  # EM_AMDGPU: code objects (hsaco)
+    environment = (EnvVar("MNEME_LLD", "ld.lld-19", "ld.lld used to link AMDGPU code objects", "hip"),)
     priority = 20
     emits = codegen.EMITS
     #: replay modes besides "ir": the recorded code object (launch-geometry tuning without IR)

@@ -39,7 +39,7 @@ SCHEMA_VERSION = 3
 #: The JSON codec of these classes (`records.schema`): it builds its converter from them, so it
 #: imports this module and registers itself here when the package loads; the model never imports it.
 codec: Any = None
-#: What measured an instance's AppTimes: the GPU's kernel timestamps (CUPTI), or CUDA events around the launch.
+#: What measured an instance's AppTimes: the GPU's kernel timestamps (CUPTI), or events the backend recorded around the launch.
 APP_TIMERS = ("events", "cupti")
 #: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
 ARG_KINDS = ("pointer", "int", "float", "struct", "unknown")
@@ -102,7 +102,7 @@ class KernelInstance:
     #: measured them; empty when unknown. Version 2 and later.
     app_times: list[float] = attrs.field(factory=list)
     #: What measured `app_times` (`APP_TIMERS`): "cupti", the kernel's own start and end
-    #: timestamps, or "events", CUDA events around the launch on the application's stream
+    #: timestamps, or "events", events recorded around the launch on the application's stream
     #: (the only timer before version 3). A replay compares like with like only by the same timer.
     app_timer: str = attrs.field(default="events")
     dynamic_hash: str = ""

@@ -191,7 +191,7 @@ def _upgrade_1_to_2(data: dict) -> dict:
 
 
 def _upgrade_2_to_3(data: dict) -> dict:
-    # Version 3 adds the optional instance field AppTimer; version 2's AppTimes were all CUDA events,
+    # Version 3 adds the optional instance field AppTimer; version 2's AppTimes were all stream events,
     # which is what an absent AppTimer means.
     data["SchemaVersion"] = 3
     return data

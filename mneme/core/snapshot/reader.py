@@ -236,7 +236,7 @@ class Snapshot:
             for _ in self.iter_region(region.info.addr, chunk_size=16 << 20, reuse=True):
                 pass
 
-    # -- for readers that decode chunks themselves (the CUDA backend's native reader) -------------
+    # -- for readers that decode chunks themselves (a backend's native reader) -------------
     def chunk_index(self, addr: int) -> Region:
         """Region `addr`'s chunk table (`.info`, `.chunks`: where each payload lies, its checksum and encoding)."""
         return self._region(addr)

@@ -12,6 +12,12 @@ from mneme.core.backend import check_cache_state
 from mneme.core.errors import UsageError
 
 
+def _default_sampler() -> str:
+    from mneme.core.tuning.samplers import default_spec  # lazily: the sampler interface imports the store's library
+
+    return default_spec()
+
+
 @attrs.define
 class TuneOptions:
     """What `mneme tune` is asked to do (the CLI's options, one to one)."""
@@ -20,7 +26,7 @@ class TuneOptions:
     record_id: str | None = None
     space: str = "quick"
     space_options: dict[str, Any] = attrs.Factory(dict)
-    sampler: str = "optuna:tpe"
+    sampler: str = attrs.Factory(lambda: _default_sampler())  # the family that offers itself (Sampler.default_variant)
     sampler_options: dict[str, Any] = attrs.Factory(dict)
     trials: int = 20  # distinct measured configurations (duplicates are answered from the store, free)
     timeout: float | None = None

@@ -5,14 +5,14 @@ recorded in an Optuna study (the store); what differs is who proposes the point:
 
 - a *native* sampler is an Optuna sampler: the session calls ``study.ask()`` and the Optuna
   sampler proposes, reading the shared study (so several processes cooperate for free);
-- an *external* sampler (exhaustive, random, Nevergrad) proposes with ``ask()``; the session
+- an *external* sampler (exhaustive, random, a plugin's library) proposes with ``ask()``; the session
   pins that point into the study's trial through `PinnedSampler`, and hands back results
   with ``tell()``. Results it did not ask for (earlier runs, other processes) reach it
   through ``observe()``.
 
 Values are *encoded* (what Optuna stores, see `params`); `SearchSpace.decode` maps them
-back. A sampler is named ``family[:variant]`` (``optuna:tpe``, ``nevergrad:NGOpt``); the
-family is the plugin's name.
+back. A sampler is named ``family[:variant]`` (``random``, ``FAMILY:VARIANT``); the family is
+the plugin's name.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ class Sampler(abc.ABC):
     native: ClassVar[bool] = False
     variants: ClassVar[tuple[str, ...]] = ()  # well-known variants, for help texts
     uses_constraints: bool = False  # told which trials were infeasible (Optuna's constraints)
+    #: A family that offers itself as the default sampler names the variant to use (`default_spec`).
+    default_variant: ClassVar[str | None] = None
 
     def __init__(self, variant: str = "", *, seed: int | None = None, **options: Any):
         self.variant = variant
@@ -123,7 +125,19 @@ def create_sampler(spec: str, *, seed: int | None = None, options: Mapping[str, 
     table = plugins.registry("sampler")
     if family not in table:
         known = ", ".join(sorted(table)) or "none"
-        raise UsageError(f"unknown sampler {spec!r}; known families: {known} (e.g. exhaustive, random, "
-                         "optuna:tpe, nevergrad:NGOpt)")
+        raise UsageError(f"unknown sampler {spec!r}; known families: {known} (give family[:variant], "
+                         "e.g. random; `mneme plugins` lists the variants)")
     cls = plugins.lookup("sampler", family, what=spec)  # names the extra to install when one is missing
     return cls(variant, seed=seed, **dict(options or {}))
+
+
+FALLBACK_SAMPLER = "random"
+
+
+def default_spec() -> str:
+    """The default sampler: the first family by name that offers itself (`default_variant`), else random."""
+    for family, cls in sorted(plugins.registry("sampler").items()):
+        variant = getattr(cls, "default_variant", None)
+        if variant is not None:
+            return f"{family}:{variant}" if variant else family
+    return FALLBACK_SAMPLER

@@ -1,7 +1,7 @@
 """A tuning session: baseline, the search, the final comparison, outputs.
 
 `TuningSession(options).run()` is what `mneme tune` does. Every trial goes to the result
-store (an Optuna study) before and after it runs, so a session stopped at any point resumes
+store (a study, `mneme.core.tuning.store`) before and after it runs, so a session stopped at any point resumes
 (`resume=True`) without losing a finished experiment or running one twice: trials left
 running by a dead process, or cancelled by Ctrl-C, are ``interrupted`` and their points run
 again first. Several sessions may share one study (``storage``): each spends the same trial

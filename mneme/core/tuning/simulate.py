@@ -195,7 +195,7 @@ def compare(sweep: Sweep, samplers: Sequence[str], budgets: Sequence[str], repea
             budget = budget_of(text, size)
             try:
                 runs = [simulate(sweep, spec, budget, seed, noise=noise, space=space) for seed in range(repeats)]
-            except (UsageError, ImportError) as exc:  # a family not installed (e.g. nevergrad, an extra)
+            except (UsageError, ImportError) as exc:  # a family not installed (one from an extra)
                 if isinstance(exc, UsageError) and "unknown sampler" not in str(exc):
                     raise
                 rows.append({"sampler": spec, "budget": text, "trials": budget, "error": str(exc)})

@@ -81,7 +81,7 @@ class SearchSpace(abc.ABC):
         return P.flatten(self.dims().values())
 
     def distributions(self) -> dict[str, Any]:
-        """Optuna distributions of every sampled primitive (fixed ones are left out)."""
+        """The store's distributions of every sampled primitive (fixed ones are left out; `params`)."""
         out = {}
         for name, prim in self.primitives().items():
             dist = prim.distribution()

@@ -42,11 +42,13 @@ import attrs
 import optuna
 from optuna.trial import TrialState
 
+from mneme.core import logs
 from mneme.core.errors import UsageError, require
 from mneme.core.types import ExperimentConfiguration
 from mneme.core.tuning.lease import StaleWatch, grace_for
 
 log = logging.getLogger(__name__)
+logs.third_party("optuna", warns=True)  # the store's library: quiet unless -v (mneme.core.logs)
 
 # 2: trials' configurations carry a schema (docs/design/parameters.md); schema-1 stores still load.
 STORE_SCHEMA = 2
@@ -235,9 +237,7 @@ class ResultStore:
 
         `heartbeat` (seconds): the storage's own heartbeat is on, where it has one (`open_storage`).
         """
-        from mneme.core import logs
-
-        logs.quiet_third_party()  # Optuna reset its logger to INFO when imported; -q/-v decide (mneme.core.logs)
+        logs.quiet_third_party("optuna")  # Optuna reset its logger to INFO when imported; -q/-v decide (mneme.core.logs)
         found: list = []
         storage = open_storage(url, heartbeat, lambda study, trial: found.append(trial))
         existed = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
@@ -249,9 +249,7 @@ class ResultStore:
 
     @classmethod
     def load(cls, url: str, study_name: str | None = None) -> ResultStore:
-        from mneme.core import logs
-
-        logs.quiet_third_party()
+        logs.quiet_third_party("optuna")
         storage = open_storage(url)
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
         if study_name is None:

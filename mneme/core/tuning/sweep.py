@@ -5,7 +5,7 @@ and the space's name and options, and each configuration's grounded hash finds i
 measurement. It is read from a results folder (`mneme tune --results`) or from a sweep
 file, the JSON `export_sweep` writes (``schema``, ``space``, ``space_options``,
 ``record_db`` (relative to the file), ``baseline`` and ``points``: hash -> ``params``
-(Optuna's encoded values), ``status``, ``times`` (seconds of each timed run) and ``value``
+(the store's encoded values), ``status``, ``times`` (seconds of each timed run) and ``value``
 (their median)), so a sweep can be kept as a test fixture.
 """
 

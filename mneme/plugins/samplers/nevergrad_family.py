@@ -13,8 +13,11 @@ from typing import Any
 
 import optuna.distributions as od
 
+from mneme.core import logs
 from mneme.core.errors import UsageError
 from mneme.core.tuning.samplers import Ask, Sampler
+
+logs.third_party("nevergrad", warns=True)  # the libraries it drives: quiet unless -v
 
 log = logging.getLogger(__name__)
 MAX_TRANSITION_CHOICES = 4096

@@ -15,8 +15,11 @@ from typing import Any
 
 import optuna
 
+from mneme.core import logs
 from mneme.core.errors import MissingExtraError, UsageError
 from mneme.core.tuning.samplers import Sampler
+
+logs.third_party("optuna", "cmaes", warns=True)  # the libraries it drives: quiet unless -v
 
 ALIASES = {
     "tpe": "TPESampler",
@@ -43,6 +46,7 @@ def constraint_violation(trial: optuna.trial.FrozenTrial) -> list[float]:
 class OptunaSampler(Sampler):
     name = "optuna"
     native = True
+    default_variant = "tpe"  # `mneme tune`'s default sampler
     variants = tuple(ALIASES)
 
     def __init__(self, variant: str = "", *, seed: int | None = None, **options: Any):

@@ -32,14 +32,14 @@ internalize = _Transform(_T + "linkage", "Internalize")
 prune = _Transform(_T + "linkage", "Prune")
 remove_auto_init = _Transform(_T + "auto_init", "RemoveAutoInit", (
     Knob("remove_auto_init", "bool", False, "preprocess",
-         "Remove the stores clang marked as automatic variable initialization."),))
+         "Remove the stores clang marked as automatic variable initialization.", schema1=True),))
 specialize_args = _Transform(_T + "specialize", "SpecializeArgs")
 specialize_dims = _Transform(_T + "specialize", "SpecializeDims")
 specialize_dims_assume = _Transform(_T + "specialize", "SpecializeDimsAssume", (
     Knob("specialize_dims_assume", "bool", False, "preprocess",
-         "Grid and block sizes and index ranges as optimizer facts.", unused_when="specialize_dims"),))
+         "Grid and block sizes and index ranges as optimizer facts.", unused_when="specialize_dims", schema1=True),))
 set_launch_bounds = _Transform(_T + "launch_bounds", "LaunchBounds")
 # fast_math is tuned with the code generator's knobs, and by default only where they are (as before).
 fast_math = _Transform(_T + "math", "FastMath", (
     Knob("fast_math", "bool", False, "preprocess", "Fast-math flags on floating-point operations, f32 denormals "
-         "flushed.", search="bool", feature="ptxas"),))
+         "flushed.", search="bool", feature="ptxas", schema1=True),))

@@ -159,6 +159,8 @@ class HostBackend(Backend):
 
     name = "host"
     priority = 0
+    # It runs GPU IR on the CPU, so it knows those targets even where their backends are not installed.
+    ir_targets = {"nvptx": ("nvptx",), "amdgpu": ("amdgcn",)}
     emits = ("object",)
 
     def availability(self) -> Availability:

@@ -1,0 +1,38 @@
+"""A library a module drives is quieted unless -v, once that module names it (mneme.core.logs.third_party)."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from mneme.core import logs
+
+
+def _warned(module: str) -> bool:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.warn_explicit("a 400-character line", UserWarning, "lib.py", 1, module=module)
+    return bool(caught)
+
+
+def test_a_named_library_is_quiet_by_default_and_heard_with_v():
+    try:
+        logs.configure(0)
+        assert _warned("acme_sampler_lib.core")  # not named yet
+        logs.third_party("acme_sampler_lib", warns=True)
+        assert not _warned("acme_sampler_lib.core") and _warned("acme_sampler_library")
+        assert logging.getLogger("acme_sampler_lib").level == logging.ERROR
+        logs.configure(1)
+        assert _warned("acme_sampler_lib.core")
+        assert logging.getLogger("acme_sampler_lib").level == logging.INFO
+    finally:
+        logs.configure(0)
+        logs.THIRD_PARTY.remove("acme_sampler_lib")
+        logs._WARNERS.remove("acme_sampler_lib")
+        logs.configure(0)
+
+
+def test_the_store_and_the_sampler_plugins_name_their_libraries():
+    import mneme.core.tuning.store  # noqa: F401
+    import mneme.plugins.samplers.optuna_family  # noqa: F401
+
+    assert {"optuna", "cmaes"} <= set(logs.THIRD_PARTY)
