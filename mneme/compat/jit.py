@@ -59,9 +59,10 @@ def _apply(name: str, module, variant_hash: str, kernel_name: str, config, **con
 def link_llvm_modules(paths: Sequence[str], kernel_name: str, prune: bool = True, internalize: bool = True):
     """Link the IR files into one module for `kernel_name`."""
     from mneme.core import ir
+    from mneme.llvm.module import adopt_module
 
     with runtime_errors():
-        return ir.link([str(p) for p in paths], kernel_name, prune=prune, internalize=internalize)
+        return adopt_module(ir.link([str(p) for p in paths], kernel_name, prune=prune, internalize=internalize))
 
 
 def internalize(mod, kernel_name: str) -> None:

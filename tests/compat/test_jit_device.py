@@ -11,8 +11,6 @@ from mneme.convert import convert_to_json
 from mneme.core import ir
 from mneme.device import DeviceModule, MemBuffer, get_device_arch, get_device_count
 from mneme.futures import EvalFuture
-from mneme.llvm import module as llvm_module
-from mneme.llvm.value import alignment, initializer
 from mneme.mneme_types import ExperimentConfiguration, dim3
 from mneme.profile import gpu_profile_start, gpu_profile_stop, init_profiler
 from mneme.proteus import jit
@@ -102,12 +100,3 @@ def test_eval_future_errors_raise_runtime_error():
 def test_cli_main_returns_the_exit_code(saxpy_db, tmp_path):
     assert mneme_main(["inspect", str(saxpy_db)]) == 0
     assert mneme_main(["replay", "-rdb", str(tmp_path / "missing.json")]) == 2
-
-
-def test_llvm_helpers(saxpy):
-    rec, _ = saxpy
-    text = "@g = global i32 7, align 4\n"
-    mod = llvm_module.parse_assembly(text)
-    gv = mod.get_global_variable("g")
-    assert initializer(gv) == "7" and alignment(gv) == 4
-    assert llvm_module.parse_bitcode(mod.as_bitcode()).get_global_variable("g") is not None
