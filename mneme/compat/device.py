@@ -2,7 +2,8 @@
 
 The original's native runtime becomes Mneme's backend plugins: the current backend is the
 first usable of cuda, hip and host. `DeviceFunction.profile` restores a recorded prologue
-at its recorded addresses and times the kernel there.
+at its recorded addresses and times the kernel there; launches made while a `mneme.profile`
+session is open for the kernel are timed by the device and reported to it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import threading
 import weakref
 from typing import Any
 
+from mneme.compat import profile
 from mneme.compat.errors import runtime_errors
 from mneme.compat.types import NS_PER_SECOND, dim3
 
@@ -136,8 +138,15 @@ class DeviceFunction:
         return module._loaded
 
     def launch(self, grid: dim3, block: dim3, args: bytes = b"", shared_mem: int = 0) -> None:
+        """Run the kernel once; timed by the device when a `mneme.profile` session is open for it."""
+        kernel = self._kernel()
+        grid, block = dim3.of(grid).to_core(), dim3.of(block).to_core()
         with runtime_errors():
-            _device().launch(self._kernel(), dim3.of(grid).to_core(), dim3.of(block).to_core(), shared_mem, args)
+            if profile.profiling(kernel.binary.kernel_name):
+                (seconds,) = _device().time(kernel, grid, block, shared_mem, args, 1, cache="warm")
+                profile.record(kernel.binary.kernel_name, [round(seconds * NS_PER_SECOND)])
+            else:
+                _device().launch(kernel, grid, block, shared_mem, args)
 
     def profile(self, grid: dim3, block: dim3, prologue_state, epilogue_state=None, shared_mem_size: int = 0,
                 iterations: int = 5) -> list[int]:  # fmt: skip
@@ -160,7 +169,9 @@ class DeviceFunction:
 
             times = device.time(kernel, dim3.of(grid).to_core(), dim3.of(block).to_core(), shared_mem_size,
                                 prologue_state.packed_args, iterations, before_each=restore)  # fmt: skip
-        return [round(t * NS_PER_SECOND) for t in times]
+        durations = [round(t * NS_PER_SECOND) for t in times]
+        profile.record(kernel.binary.kernel_name, durations)
+        return durations
 
     @property
     def reg_usage(self) -> int:

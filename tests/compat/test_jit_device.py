@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -71,13 +73,38 @@ def test_compile_load_and_profile_on_the_recorded_state(saxpy):
         function.launch(inst.grid_dim, inst.block_dim)
 
 
-def test_profile_needs_init_and_reports_nanoseconds():
+def test_profile_needs_init_profiler_first():
+    code = ("import mneme.profile as p\ntry:\n    p.gpu_profile_start('k')\nexcept RuntimeError as e:\n"
+            "    print('refused:', e)\np.init_profiler()\nprint('id', p.gpu_profile_start('k'))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "refused: Profile library is not initialized" in done.stdout and "id 1" in done.stdout
+
+
+def test_profile_reports_the_device_time_of_each_launch_between_start_and_stop(saxpy):
+    rec, inst = saxpy
+    mod = ir.clone(rec.link_llvm_modules())
+    arch = get_device_arch()
+    jit.optimize(mod, arch, "3", 3)
+    module = DeviceModule.from_MemBuffer(jit.codegen_object(mod, arch))
+    function = module.get_function(rec.kernel_name)
     init_profiler()
-    correlation = gpu_profile_start("k")
-    (elapsed,) = gpu_profile_stop(correlation)
-    assert isinstance(elapsed, int) and elapsed >= 0
-    with pytest.raises(RuntimeError):
-        gpu_profile_stop(correlation)
+    try:
+        with inst.prologue as state:
+            function.profile(inst.grid_dim, inst.block_dim, state, None, 0, 1)  # restores the recorded state
+            session = gpu_profile_start(rec.kernel_name)
+            other = gpu_profile_start("another_kernel")
+            for _ in range(3):
+                function.launch(inst.grid_dim, inst.block_dim, state.packed_args)
+            timed = function.profile(inst.grid_dim, inst.block_dim, state, None, 0, 2)
+            records = gpu_profile_stop(session)
+        assert len(records) == 5 and records[3:] == timed  # three launches, then profile's two runs
+        assert all(isinstance(r, int) and r > 0 for r in records)
+        with pytest.raises(RuntimeError, match="no launch of kernel 'another_kernel'"):
+            gpu_profile_stop(other)  # nothing of that kernel ran
+        with pytest.raises(RuntimeError):
+            gpu_profile_stop(session)  # each session stops once
+    finally:
+        module.unload()
 
 
 def test_convert_writes_proteus_tuned_kernel_json(saxpy, tmp_path, capsys):
