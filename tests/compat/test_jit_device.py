@@ -68,9 +68,14 @@ def test_compile_load_and_profile_on_the_recorded_state(saxpy):
     with inst.prologue as state:
         times = function.profile(inst.grid_dim, inst.block_dim, state, None, 0, 3)
     assert len(times) == 3 and all(isinstance(t, int) and t > 0 for t in times)
+    again = module.get_function(rec.kernel_name)
+    again.invalidate()
+    with pytest.raises(RuntimeError, match="unloaded"):
+        again.launch(inst.grid_dim, inst.block_dim)  # an invalidated handle refuses, its module still loaded
+    assert function.reg_usage >= 0
     module.unload()
     with pytest.raises(RuntimeError):
-        function.launch(inst.grid_dim, inst.block_dim)
+        function.launch(inst.grid_dim, inst.block_dim)  # unloading invalidates every function of the module
 
 
 def test_profile_needs_init_profiler_first():
