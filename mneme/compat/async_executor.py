@@ -19,7 +19,9 @@ from mneme.compat.recorded_execution import mneme_database
 from mneme.compat.replay_executor import WARMUP_RUNS, _core_config
 from mneme.compat.types import ExperimentConfiguration, ExperimentResult
 from mneme.core.errors import MnemeError
-from mneme.core.workers import TuneWorkerHandle, pop
+from mneme.compat.worker_handle import TuneWorkerHandle
+from mneme.core.workers import TuneWorkerHandle as PoolWorker
+from mneme.core.workers import pop
 
 __all__ = ["AsyncReplayExecutor", "EvalFuture", "TuneWorkerHandle", "pop"]
 
@@ -57,7 +59,7 @@ class AsyncReplayExecutor:
                 self._pool.start()
 
     @property
-    def workers(self) -> list[TuneWorkerHandle]:
+    def workers(self) -> list[PoolWorker]:
         return self._pool.device_workers
 
     def submit(self, config: ExperimentConfiguration) -> EvalFuture:
