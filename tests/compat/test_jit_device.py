@@ -132,3 +132,13 @@ def test_eval_future_errors_raise_runtime_error():
 def test_cli_main_returns_the_exit_code(saxpy_db, tmp_path):
     assert mneme_main(["inspect", str(saxpy_db)]) == 0
     assert mneme_main(["replay", "-rdb", str(tmp_path / "missing.json")]) == 2
+
+
+def test_transforms_refuse_what_is_not_a_module_with_type_error():
+    calls = [(jit.internalize, ("k",)), (jit.pruneIR, ()), (jit.optimize, ("sm_90", "3", 3)),
+             (jit.codegen_object, ("sm_90",)), (jit.specialize_dims, ("h", "k", dim3(1), dim3(1))),
+             (jit.specialize_dims_assume, ("h", "k", dim3(1), dim3(1))), (jit.set_launch_bounds, ("h", "k", 128, 1)),
+             (jit.specialize_args, ("h", "k", b"", 0, [])), (jit.remove_auto_init, ("h", "k"))]  # fmt: skip
+    for function, args in calls:
+        with pytest.raises(TypeError, match="expected an LLVM ModuleRef"):
+            function("define void @k() { ret void }", *args)
