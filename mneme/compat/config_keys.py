@@ -8,6 +8,7 @@ launcher, which adds what it needs itself: `cc`/`cxx` are the launcher with a co
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -31,12 +32,10 @@ def _compiler(names: tuple[str, ...], what: str) -> str:
 
 
 def _includedir() -> str:
-    try:
-        import mneme_cuda
-    except ImportError:
-        mneme_cuda = None
-    if mneme_cuda is not None:
-        folder = Path(mneme_cuda.__file__).resolve().parents[1] / "recorder" / "include"
+    # located, not imported: the original API's layer imports no backend (.importlinter)
+    spec = importlib.util.find_spec("mneme_cuda")
+    if spec is not None and spec.origin:
+        folder = Path(spec.origin).resolve().parents[1] / "recorder" / "include"
         if (folder / "mneme_annotate.h").exists():
             return str(folder)
     raise UsageError("mneme config includedir: this installation has no mneme_annotate.h (it ships with a "
