@@ -64,11 +64,13 @@ class BaseExecutor:
 
     @property
     def prologue(self):
-        return self.kernel_descr.prologue
+        """The opened prologue state; None until `open()`."""
+        return self.kernel_descr.prologue if self._executor is not None else None
 
     @property
     def epilogue(self):
-        return self.kernel_descr.epilogue
+        """The opened epilogue state; None until `open()`."""
+        return self.kernel_descr.epilogue if self._executor is not None else None
 
     def close(self) -> None:
         if self._executor is not None:
@@ -101,32 +103,46 @@ class BaseExecutor:
     def _execute(self, result: ExperimentResult, config: ExperimentConfiguration, ir_module):
         """The original's experiment on `ir_module` (left unchanged): fills `result` in place.
 
-        The variant built from a clone of `ir_module` under `config` runs once to verify against
-        the epilogue, then `iterations + 2` timed runs. Returns the module with the compiler's
-        auto-initialization removed, as the original's does.
+        As the original: a build of a clone runs once, untimed, and sets `verified` against
+        the epilogue; then the module with the compiler's auto-initialization removed is built
+        and run `iterations + 2` times, timed. Returns that cleaned module.
         """
         from mneme.compat import jit
-        from mneme.core import build, ir
-        from mneme.core.executor import backend_target
+        from mneme.core.ir import clone as ir_clone
         from mneme.llvm.module import adopt_module
 
         self._check_open()
-        core = self._executor
+        core, config = self._executor, _core_config(config)
         with runtime_errors():
-            module = ir.clone(ir_module)
-            try:
-                binary = build.compile(module, core.rec.kernel_name, _core_config(config), core.arch, core.args,
-                                       core.rec.args, backend=core.backend, target=backend_target(core.backend),
-                                       base_hash=ir.module_hash(module), cache=False)  # fmt: skip
-            finally:
-                module.close()
-            outcome = ExperimentResult.from_core(core.execute(_core_config(config), binary=binary))
+            check = self._run_built(ir_module, config, timed_runs=0)
+            cleaned = adopt_module(ir_clone(ir_module))
+            jit.remove_auto_init(cleaned, "", core.rec.kernel_name)
+            outcome = ExperimentResult.from_core(self._run_built(cleaned, config, timed_runs=core.iterations))
         for field in dataclasses.fields(ExperimentResult):
             setattr(result, field.name, getattr(outcome, field.name))
+        result.verified = check.verified and not check.failed
         result.mneme = outcome.mneme
-        cleaned = adopt_module(ir.clone(ir_module))
-        jit.remove_auto_init(cleaned, "", core.rec.kernel_name)
         return cleaned
+
+    def _run_built(self, module, config, timed_runs: int):
+        """The core's experiment on a build of `module` (a clone), with `timed_runs` timed runs after the warm-ups."""
+        from mneme.core import build, ir
+        from mneme.core.executor import backend_target
+
+        core = self._executor
+        work = ir.clone(module)
+        try:
+            binary = build.compile(work, core.rec.kernel_name, config, core.arch, core.args, core.rec.args,
+                                   backend=core.backend, target=backend_target(core.backend),
+                                   base_hash=ir.module_hash(work), cache=False)  # fmt: skip
+        finally:
+            work.close()
+        saved = core.iterations, core.warmup
+        core.iterations, core.warmup = (timed_runs, WARMUP_RUNS) if timed_runs else (0, 0)
+        try:
+            return core.execute(config, binary=binary)
+        finally:
+            core.iterations, core.warmup = saved
 
 
 class TuneWorker(BaseExecutor):

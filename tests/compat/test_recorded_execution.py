@@ -76,6 +76,7 @@ def test_link_ir_works_before_open_and_the_linked_module_is_cached(saxpy_db):
     assert rec.link_llvm_modules() is rec.link_llvm_modules()
     (key,) = rec.keys()
     ex = BaseExecutor(str(saxpy_db), key, iterations=2)
+    assert ex.prologue is None and ex.epilogue is None  # opened by open()
     assert ex.link_ir().get_function("saxpy") is not None
     assert ex.records.kernel_name == "saxpy" and ex.kernel_descr.dynamic_hash == key
     assert ex.num_devices >= 1 and ex.device_arch
