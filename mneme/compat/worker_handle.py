@@ -17,6 +17,7 @@ import queue
 import threading
 
 from mneme.compat.replay_executor import TuneWorker
+from mneme.compat.spawn import main_hidden
 from mneme.compat.types import ExperimentResult
 from mneme.core.workers import describe_exit, pop
 
@@ -35,8 +36,6 @@ class TuneWorkerHandle:
 
     def __init__(self, idx: int, global_q: queue.Queue, record_db: str, record_id: str, device_id: int,
                  iterations: int, results_db_dir: str):  # fmt: skip
-        from mneme.compat.async_executor import _main_hidden
-
         self.idx = idx
         self.global_q = global_q
         self.record_db = record_db
@@ -48,7 +47,6 @@ class TuneWorkerHandle:
         self._ctx = multiprocessing.get_context("spawn")  # safe with threads and GPU runtimes
         self._shutdown = threading.Event()
         self._startup_crashes = 0
-        self._hide_main = _main_hidden
         self._spawn_process()
         self._monitor_thread = threading.Thread(target=self._monitor, name=f"TuneWorkerHandle-{idx}", daemon=True)
         self._monitor_thread.start()
@@ -59,7 +57,7 @@ class TuneWorkerHandle:
         self._process = self._ctx.Process(target=TuneWorker.run, daemon=False, args=(
             self._requests, self._responses, self.record_db, self.record_id, self.device_id, self.iterations,
             self.results_db_dir, self._state))  # fmt: skip
-        with self._hide_main():
+        with main_hidden():
             self._process.start()
         self._action = self.StateMachine.SUBMIT
 

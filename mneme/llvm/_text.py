@@ -173,3 +173,25 @@ def probe(module, values: list[str] = (), types: list[str] = (), instructions: l
     inst_refs = insts[len(values) : len(values) + len(instructions)]
     type_refs = [copy.get_global_variable(f"{tag}_t{n}").global_value_type for n in range(len(types))]
     return copy, value_refs, type_refs, inst_refs
+
+
+def rewrite(module, text: str) -> None:
+    """Replace `module`'s contents by the parse of `text`, keeping the caller's handle.
+
+    The previous native module stays alive with the handle (values and iterators taken from
+    it stay valid); it is parsed in a fresh context so that struct type names do not change.
+    """
+    import llvmlite.binding as _llvm
+
+    context = _llvm.create_context()
+    try:
+        new = _llvm.parse_assembly(text, context=context)
+    except RuntimeError as exc:
+        raise ValueError(f"module {module.name!r} would not parse after the change: {exc}") from exc
+    old = _llvm.ModuleRef.__new__(_llvm.ModuleRef)
+    old.__dict__.update(module.__dict__)
+    old._owned, old._closed = module._owned, False
+    module._ptr, module._as_parameter_, module._context = new._ptr, new._ptr, context
+    new._owned = True  # its native module now belongs to `module`; this wrapper must not free it
+    retired = module.__dict__.setdefault("_mneme_retired", [])
+    retired.append(old)

@@ -24,26 +24,6 @@ def adopt_module(module) -> ModuleRef:
     return module
 
 
-def rewrite(module, text: str) -> None:
-    """Replace `module`'s contents by the parse of `text`, keeping the caller's handle.
-
-    The previous native module stays alive with the handle (values and iterators taken from
-    it stay valid); it is parsed in a fresh context so that struct type names do not change.
-    """
-    context = _llvm.create_context()
-    try:
-        new = _llvm.parse_assembly(text, context=context)
-    except RuntimeError as exc:
-        raise ValueError(f"module {module.name!r} would not parse after the change: {exc}") from exc
-    old = _llvm.ModuleRef.__new__(_llvm.ModuleRef)
-    old.__dict__.update(module.__dict__)
-    old._owned, old._closed = module._owned, False
-    module._ptr, module._as_parameter_, module._context = new._ptr, new._ptr, context
-    new._owned = True  # its native module now belongs to `module`; this wrapper must not free it
-    retired = module.__dict__.setdefault("_mneme_retired", [])
-    retired.append(old)
-
-
 class ModuleRef(_llvm.ModuleRef):
     """A reference to an LLVM module (llvmlite's, with the original Mneme API's members)."""
 
@@ -113,4 +93,4 @@ def parse_bitcode(bitcode: bytes, context=None) -> ModuleRef:
     return adopt_module(_llvm.parse_bitcode(bytes(bitcode), context))
 
 
-__all__ = ["ModuleRef", "adopt_module", "parse_assembly", "parse_bitcode", "rewrite"]
+__all__ = ["ModuleRef", "adopt_module", "parse_assembly", "parse_bitcode"]

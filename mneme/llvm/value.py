@@ -230,15 +230,13 @@ class ValueRef(_llvm.ValueRef):
         if not self.is_function:
             raise ValueError(f"expected function value, got {self._kind}")
         self._check_writable("an attribute")
-        from mneme.llvm.module import rewrite
-
         header = _function_header(self)
         attr = '"{}"="{}"'.format(key.replace('"', r"\22"), value.replace('"', r"\22"))
         text = str(self.module)
         at = text.index(header)
         close = _params_end(header)
         new_header = f"{header[:close]} {attr}{header[close:]}"
-        rewrite(self.module, text[:at] + new_header + text[at + len(header) :])
+        _text.rewrite(self.module, text[:at] + new_header + text[at + len(header) :])
         fresh = self.module.get_function(self.name)
         self._ptr, self._as_parameter_ = fresh._ptr, fresh._ptr
 
