@@ -1,5 +1,5 @@
 """The original Mneme API's `mneme.replay_executor` (see `mneme.compat`)."""
 
-from mneme.compat.replay_executor import BaseExecutor
+from mneme.compat.replay_executor import BaseExecutor, TuneWorker
 
-__all__ = ["BaseExecutor"]
+__all__ = ["BaseExecutor", "TuneWorker"]

@@ -9,34 +9,19 @@ original's `ExperimentResult`, and workers that start from a script without a
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
-import sys
-from collections.abc import Iterator
 
 from mneme.compat.errors import as_runtime_error, runtime_errors
 from mneme.compat.futures import EvalFuture
 from mneme.compat.recorded_execution import mneme_database
 from mneme.compat.replay_executor import WARMUP_RUNS, _core_config
+from mneme.compat.spawn import main_hidden
 from mneme.compat.types import ExperimentConfiguration, ExperimentResult
 from mneme.core.errors import MnemeError
-from mneme.core.workers import TuneWorkerHandle, pop
+from mneme.compat.worker_handle import TuneWorkerHandle
+from mneme.core.workers import TuneWorkerHandle as PoolWorker
+from mneme.core.workers import pop
 
 __all__ = ["AsyncReplayExecutor", "EvalFuture", "TuneWorkerHandle", "pop"]
-
-
-@contextlib.contextmanager
-def _main_hidden() -> Iterator[None]:
-    # Spawned workers re-import the parent's main script unless it is hidden; the original's
-    # forked workers never did, so its scripts have no `if __name__ == "__main__"` guard.
-    main = sys.modules.get("__main__")
-    saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if main is not None and hasattr(main, k)}
-    try:
-        for key in saved:
-            setattr(main, key, None) if key == "__spec__" else delattr(main, key)
-        yield
-    finally:
-        for key, value in saved.items():
-            setattr(main, key, value)
 
 
 class AsyncReplayExecutor:
@@ -53,11 +38,11 @@ class AsyncReplayExecutor:
         with runtime_errors():
             self._pool = Core(str(mneme_database(record_db)), record_id, iterations, results_db_dir, num_workers,
                               devices=list(range(num_workers)), warmup=WARMUP_RUNS, start=False)  # fmt: skip
-            with _main_hidden():
+            with main_hidden():
                 self._pool.start()
 
     @property
-    def workers(self) -> list[TuneWorkerHandle]:
+    def workers(self) -> list[PoolWorker]:
         return self._pool.device_workers
 
     def submit(self, config: ExperimentConfiguration) -> EvalFuture:

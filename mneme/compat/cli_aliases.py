@@ -1,45 +1,104 @@
 """The original Mneme's command-line spellings, accepted by `mneme` as aliases of its own.
 
-One table: per subcommand, the original's option -> Mneme's option, or `DROP` for an
-option the original accepted that changes nothing here (the value it took is dropped too
-when `takes_value`). `rewrite(argv)` applies it before click parses the command line;
-arguments after `--` (the application's, for `mneme record`) are never touched.
+One table: per subcommand, the original's option -> an `Alias`: Mneme's option (with the
+value translated where the original's values differ), `DROP` for an option that changes
+nothing here (with its value), or `REFUSE` for one whose meaning Mneme spells differently
+(an error that names Mneme's way, never a silently different run). `rewrite(argv)` applies
+it before click parses the command line; arguments after `--` (the application's, for
+`mneme record`) are never touched. The original's spellings come from its command-line
+source (`commands.py`, `tuning/cli.py`), since its API reference does not document the CLI.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 log = logging.getLogger(__name__)
 
 DROP = None
+REFUSE = ""
+#: An option's value: none, one, or one only when the next word is not an option.
+FLAG, VALUE, OPTIONAL = 0, 1, 2
 
-#: subcommand -> {original option: (Mneme option or DROP, takes a value, why it is dropped)}
-ALIASES: dict[str, dict[str, tuple[str | None, bool, str]]] = {
+
+class Alias(NamedTuple):
+    target: str | None
+    takes: int = VALUE
+    why: str = ""  # why it is dropped, or what to use instead when refused
+    value: Callable[[str], str] | None = None  # the original's value -> Mneme's
+
+
+def _devices(workers: str) -> str:
+    # the original's workers run one per device index, worker i on device i
+    return ",".join(str(i) for i in range(max(int(workers), 1)))
+
+
+_SAMPLERS = {"tpe": "optuna:tpe", "grid": "exhaustive"}
+_CODEGEN_METHOD = "Mneme generates code one way per backend (the original's serial)"
+_SPACE_OPTION = "describe the space with a space file or --space path.py:Class and -o KEY=VALUE (docs/cli.md)"
+
+ALIASES: dict[str, dict[str, Alias]] = {
     "record": {
-        "--record-db-dir": ("--rdb", True, ""),
-        "--per-kernel-max-recordings": ("--max-recordings", True, ""),
-        "--per-kernel-skip-recordings": ("--skip", True, ""),
-        "-vass": (DROP, True, "the recorder reserves the address space it needs"),
-        "--virtual-address-space-size": (DROP, True, "the recorder reserves the address space it needs"),
+        "--record-db-dir": Alias("--rdb"),
+        "--per-kernel-max-recordings": Alias("--max-recordings"),
+        "-mr": Alias("--max-recordings"),
+        "--per-kernel-skip-recordings": Alias("--skip"),
+        "-sr": Alias("--skip"),
+        "-rr": Alias("--record-ranks"),
+        "-vass": Alias(DROP, VALUE, "the recorder reserves the address space it needs"),
+        "--virtual-address-space-size": Alias(DROP, VALUE, "the recorder reserves the address space it needs"),
     },
     "replay": {
-        "--record-database": ("--record-db", True, ""),
-        "-cm": (DROP, True, "Mneme generates code one way per backend (the original's serial)"),
-        "--codegen-method": (DROP, True, "Mneme generates code one way per backend (the original's serial)"),
+        "--record-database": Alias("--record-db"),
+        "-record-id": Alias("--record-id"),
+        **{f"-{k}id{a}": Alias(f"--{kind}-dim-{a}") for k, kind in (("g", "grid"), ("b", "block")) for a in "xyz"},
+        "-shem": Alias("--shared-mem"),
+        "-slb": Alias("--set-launch-bounds", FLAG),
+        "--min-threads-per-block": Alias("--min-blocks-per-sm"),  # the original's spelling of min_blocks_per_sm
+        "-sdims": Alias("--specialize-dims", FLAG),
+        "-co": Alias("--codegen-opt"),
+        "-it": Alias("--iterations"),
+        "-ol": Alias("--output-ll"),
+        "-cm": Alias(DROP, VALUE, _CODEGEN_METHOD),
+        "--codegen-method": Alias(DROP, VALUE, _CODEGEN_METHOD),
     },
     "tune": {
-        "--record-database": ("--record-db", True, ""),
-        "--space-preset": ("--space", True, ""),
-        "--results-dir": ("--results", True, ""),
-        "--proteus-output": (DROP, False, "Mneme writes no Proteus tuned-kernel file"),
-        "--no-proteus-output": (DROP, False, "Mneme writes no Proteus tuned-kernel file"),
+        "--record-database": Alias("--record-db"),
+        "--space-preset": Alias("--space"),
+        "--space-module": Alias("--space"),
+        "--space-arg": Alias("--space-option"),
+        "--results-dir": Alias("--results"),
+        "--study-name": Alias("--study"),
+        "--optuna-storage": Alias("--storage"),
+        "--sampler": Alias("--sampler", VALUE, "", lambda v: _SAMPLERS.get(v, v)),
+        "--workers": Alias("--devices", VALUE, "", _devices),
+        "--dry-run": Alias("--print-space", FLAG),
+        "--quiet": Alias(DROP, FLAG, "progress shows only on a terminal"),
+        "--proteus-output": Alias(DROP, OPTIONAL, "Mneme writes no Proteus tuned-kernel file (mneme.convert does)"),
+        "--no-proteus-output": Alias(DROP, FLAG, "Mneme writes no Proteus tuned-kernel file"),
+        "--codegen-method": Alias(DROP, VALUE, _CODEGEN_METHOD),
+        "--metric": Alias(REFUSE, VALUE, "Mneme ranks by the mean and re-times the best (--retime-top)"),
+        "--objective": Alias(REFUSE, VALUE, "Mneme minimizes time; best.json reports the speedup"),
+        "--warmup": Alias(REFUSE, VALUE, "Mneme's two warm-up runs are fixed; set the cache state with --cache"),
+        "--fail-fast": Alias(REFUSE, FLAG, "Mneme records a failed experiment and keeps going"),
+        "--keep-going": Alias(DROP, FLAG, "Mneme always keeps going after a failed experiment"),
+        "--rerun-baseline": Alias(REFUSE, FLAG, "start a new --results folder to measure the baseline again"),
+        "--baseline-only": Alias(REFUSE, FLAG, "use `mneme replay` for the recorded configuration"),
+        "--pruner": Alias(REFUSE, VALUE, "Mneme's experiments are not pruned"),
+        "--dump-config": Alias(REFUSE, VALUE, "--print-space shows the resolved space"),
+        **{opt: Alias(REFUSE, VALUE, _SPACE_OPTION) for opt in (
+            "--launch-dim", "--launch-safety", "--passes", "--fixed-passes", "--pipeline-file", "--codegen-opt-range",
+            "--fixed-codegen-opt", "--specialize-space", "--specialize-dims-space", "--launch-bounds-space",
+            "--min-blocks-per-sm-range", "--fixed-min-blocks-per-sm", "--max-threads-range", "--max-threads-policy")},
+        "--adaptive-invalid-ban": Alias(REFUSE, FLAG, _SPACE_OPTION),
+        "--no-adaptive-invalid-ban": Alias(REFUSE, FLAG, _SPACE_OPTION),
     },
     "clean": {},
     "copy": {},
     "move": {},
-    "config": {},
+    "config": {},  # `mneme config KEY` takes the original's keys (mneme.compat.config_keys)
 }
 
 
@@ -53,12 +112,15 @@ def _subcommand(argv: Sequence[str]) -> int | None:
 
 
 def rewrite(argv: Sequence[str]) -> list[str]:
-    """`argv` with the original's option spellings of its subcommand replaced by Mneme's."""
+    """`argv` with the original's option spellings of its subcommand replaced by Mneme's.
+
+    Raises `UsageError` for an original option whose meaning Mneme spells differently.
+    """
     argv = list(argv)
     at = _subcommand(argv)
     if at is None or argv[at] not in ALIASES:
         return argv
-    table = ALIASES[argv[at]]
+    command, table = argv[at], ALIASES[argv[at]]
     out, i = argv[: at + 1], at + 1
     while i < len(argv):
         arg = argv[i]
@@ -66,15 +128,27 @@ def rewrite(argv: Sequence[str]) -> list[str]:
             out += argv[i:]
             break
         name, eq, value = arg.partition("=")
-        if name not in table:
+        alias = table.get(name)
+        if alias is None:
             out.append(arg)
             i += 1
             continue
-        target, takes_value, why = table[name]
-        if target is DROP:
-            log.warning("mneme %s: %s is accepted and ignored: %s", argv[at], name, why)
-            i += 1 + (1 if takes_value and not eq else 0)
-            continue
-        out.append(f"{target}={value}" if eq else target)
-        i += 1
+        follows = i + 1 < len(argv) and argv[i + 1] != "--"
+        if alias.takes == OPTIONAL:
+            follows = follows and not argv[i + 1].startswith("-")
+        takes_next = not eq and alias.takes != FLAG and follows
+        if not eq and alias.takes != FLAG and follows:
+            value = argv[i + 1]
+        if alias.target is REFUSE:
+            from mneme.core.errors import UsageError
+
+            raise UsageError(f"mneme {command}: the original Mneme's {name} has no Mneme equivalent; {alias.why}")
+        if alias.target is DROP:
+            log.warning("mneme %s: %s is accepted and ignored: %s", command, name, alias.why)
+        elif alias.takes == FLAG:
+            out.append(alias.target)
+        else:
+            value = alias.value(value) if alias.value is not None and (eq or takes_next) else value
+            out += [f"{alias.target}={value}"] if eq else [alias.target] + ([value] if takes_next else [])
+        i += 1 + (1 if takes_next else 0)
     return out

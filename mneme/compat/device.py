@@ -2,7 +2,8 @@
 
 The original's native runtime becomes Mneme's backend plugins: the current backend is the
 first usable of cuda, hip and host. `DeviceFunction.profile` restores a recorded prologue
-at its recorded addresses and times the kernel there.
+at its recorded addresses and times the kernel there; launches made while a `mneme.profile`
+session is open for the kernel are timed by the device and reported to it.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import threading
 import weakref
 from typing import Any
 
+from mneme.compat import profile
 from mneme.compat.errors import runtime_errors
 from mneme.compat.types import NS_PER_SECOND, dim3
 
@@ -74,9 +76,10 @@ class MemBuffer:
 class DeviceModule:
     """A device object loaded on the current device; unloading it invalidates its functions."""
 
-    def __init__(self, binary, loaded):
-        self._binary = binary
-        self._loaded = loaded
+    def __init__(self, module_ptr):
+        """`module_ptr`: the backend's loaded kernel (Mneme's handle where the original had a native pointer)."""
+        self._binary = module_ptr.binary
+        self._loaded = module_ptr
         self._functions: weakref.WeakSet = weakref.WeakSet()
 
     @classmethod
@@ -85,7 +88,7 @@ class DeviceModule:
             raise TypeError(f"expected a MemBuffer from codegen_object, got {type(buffer).__name__}")
         device = _device()
         with runtime_errors():
-            module = cls(buffer.binary, device.load(buffer.binary))
+            module = cls(device.load(buffer.binary))
         with _lock:
             _state["modules"] += 1
         return module
@@ -94,7 +97,7 @@ class DeviceModule:
         self._check()
         if kernel_name != self._binary.kernel_name:
             raise RuntimeError(f"the module holds kernel {self._binary.kernel_name!r}, not {kernel_name!r}")
-        function = DeviceFunction(self)
+        function = DeviceFunction(self._loaded, self, kernel_name)
         self._functions.add(function)
         return function
 
@@ -105,6 +108,8 @@ class DeviceModule:
     def unload(self) -> None:
         """Unload; the last module unloaded closes the device, releasing the recorded state it restored."""
         if self._loaded is not None:
+            for function in list(self._functions):
+                function.invalidate()
             self._loaded.close()
             self._loaded = None
             with _lock:
@@ -126,18 +131,35 @@ class DeviceModule:
 class DeviceFunction:
     """A kernel of a loaded `DeviceModule`."""
 
-    def __init__(self, module: DeviceModule):
-        self._module = weakref.ref(module)
+    def __init__(self, func_ptr, module_ref: DeviceModule, kernel_name: str):
+        """`func_ptr`: the backend's loaded kernel; `module_ref`: the owning module (held weakly)."""
+        self._func = func_ptr
+        self._module = weakref.ref(module_ref)
+        self.kernel_name = kernel_name
+
+    def invalidate(self) -> None:
+        """Mark the handle unusable (its module was unloaded); using it then raises RuntimeError."""
+        self._func = None
+
+    def __del__(self) -> None:
+        self._func = None  # the module owns the kernel; nothing to free, and never raise here
 
     def _kernel(self):
         module = self._module()
-        if module is None or module._loaded is None:
-            raise RuntimeError("the kernel's module was unloaded; load it again")
-        return module._loaded
+        if self._func is None or module is None or module._loaded is None:
+            raise RuntimeError(f"kernel {self.kernel_name!r}: its module was unloaded; load it again")
+        return self._func
 
     def launch(self, grid: dim3, block: dim3, args: bytes = b"", shared_mem: int = 0) -> None:
+        """Run the kernel once; timed by the device when a `mneme.profile` session is open for it."""
+        kernel = self._kernel()
+        grid, block = dim3.of(grid).to_core(), dim3.of(block).to_core()
         with runtime_errors():
-            _device().launch(self._kernel(), dim3.of(grid).to_core(), dim3.of(block).to_core(), shared_mem, args)
+            if profile.profiling(kernel.binary.kernel_name):
+                (seconds,) = _device().time(kernel, grid, block, shared_mem, args, 1, cache="warm")
+                profile.record(kernel.binary.kernel_name, [round(seconds * NS_PER_SECOND)])
+            else:
+                _device().launch(kernel, grid, block, shared_mem, args)
 
     def profile(self, grid: dim3, block: dim3, prologue_state, epilogue_state=None, shared_mem_size: int = 0,
                 iterations: int = 5) -> list[int]:  # fmt: skip
@@ -160,16 +182,18 @@ class DeviceFunction:
 
             times = device.time(kernel, dim3.of(grid).to_core(), dim3.of(block).to_core(), shared_mem_size,
                                 prologue_state.packed_args, iterations, before_each=restore)  # fmt: skip
-        return [round(t * NS_PER_SECOND) for t in times]
+        durations = [round(t * NS_PER_SECOND) for t in times]
+        profile.record(kernel.binary.kernel_name, durations)
+        return durations
 
     @property
     def reg_usage(self) -> int:
-        return self._kernel().resources.registers
+        return max(self._kernel().resources.registers, 0)  # unknown (-1 in Mneme) is 0, as in the original
 
     @property
     def local_mem(self) -> int:
-        return self._kernel().resources.local_mem
+        return max(self._kernel().resources.local_mem, 0)  # unknown (-1 in Mneme) is 0, as in the original
 
     @property
     def const_mem(self) -> int:
-        return self._kernel().resources.const_mem
+        return max(self._kernel().resources.const_mem, 0)  # unknown (-1 in Mneme) is 0, as in the original

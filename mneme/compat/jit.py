@@ -40,6 +40,15 @@ def _swap_in(module, new) -> None:
     new.close()
 
 
+def _module(mod):
+    """`mod` itself; TypeError unless it is an LLVM module, as the original checks."""
+    from llvmlite.binding import ModuleRef
+
+    if not isinstance(mod, ModuleRef):
+        raise TypeError(f"expected an LLVM ModuleRef (mneme.llvm.module), got {type(mod).__name__}")
+    return mod
+
+
 def _config(**fields: Any):
     from mneme.core.types import ExperimentConfiguration
 
@@ -59,13 +68,15 @@ def _apply(name: str, module, variant_hash: str, kernel_name: str, config, **con
 def link_llvm_modules(paths: Sequence[str], kernel_name: str, prune: bool = True, internalize: bool = True):
     """Link the IR files into one module for `kernel_name`."""
     from mneme.core import ir
+    from mneme.llvm.module import adopt_module
 
     with runtime_errors():
-        return ir.link([str(p) for p in paths], kernel_name, prune=prune, internalize=internalize)
+        return adopt_module(ir.link([str(p) for p in paths], kernel_name, prune=prune, internalize=internalize))
 
 
 def internalize(mod, kernel_name: str) -> None:
     """Make everything but the kernel internal (in place)."""
+    _module(mod)
     from mneme.core import ir
 
     with runtime_errors():
@@ -74,6 +85,7 @@ def internalize(mod, kernel_name: str) -> None:
 
 def pruneIR(mod, kernel_name: str | None = None) -> None:  # noqa: N802 - the original's name
     """Drop what the kernel (the module's only kernel when not named) cannot reach (in place)."""
+    _module(mod)
     from mneme.core import ir
 
     with runtime_errors():
@@ -102,6 +114,7 @@ def _arg_bytes(mod, kernel_name: str, args: Any, num_args: int) -> bytes:
 
 def specialize_args(mod, hash: str, kernel_name: str, args: Any, num_args: int, indexes: Sequence[int]) -> str:  # noqa: A002
     """Fold the recorded values of the arguments at `indexes` into the code; returns the new hash."""
+    _module(mod)
     if len(indexes) > num_args or any(not 0 <= i < num_args for i in indexes):
         raise RuntimeError(f"argument indexes {list(indexes)} do not fit kernel {kernel_name!r}'s {num_args} arguments")
     with runtime_errors():
@@ -112,18 +125,21 @@ def specialize_args(mod, hash: str, kernel_name: str, args: Any, num_args: int, 
 
 def specialize_dims(mod, hash: str, kernel_name: str, grid: dim3, block: dim3) -> str:  # noqa: A002
     """Make the launch's grid and block sizes constants; returns the new hash."""
+    _module(mod)
     config = _config(grid=dim3.of(grid).to_core(), block=dim3.of(block).to_core(), specialize_dims=True)
     return _apply("specialize_dims", mod, hash, kernel_name, config)
 
 
 def specialize_dims_assume(mod, hash: str, kernel_name: str, grid: dim3, block: dim3) -> str:  # noqa: A002
     """State the launch's grid and block sizes as assumptions the optimizer may use; returns the new hash."""
+    _module(mod)
     config = _config(grid=dim3.of(grid).to_core(), block=dim3.of(block).to_core(), specialize_dims_assume=True)
     return _apply("specialize_dims_assume", mod, hash, kernel_name, config)
 
 
 def set_launch_bounds(mod, hash: str, kernel_name: str, max_threads_per_block: int, min_blocks_per_sm: int) -> str:  # noqa: A002
     """Attach launch bounds to the kernel (at most 1024 threads); returns the new hash."""
+    _module(mod)
     if not 1 <= max_threads_per_block <= 1024:
         raise RuntimeError(f"max_threads_per_block must be in 1..1024, got {max_threads_per_block}")
     config = _config(set_launch_bounds=True, max_threads=max_threads_per_block,
@@ -133,11 +149,13 @@ def set_launch_bounds(mod, hash: str, kernel_name: str, max_threads_per_block: i
 
 def remove_auto_init(mod, hash: str, kernel_name: str) -> str:  # noqa: A002
     """Remove the compiler-inserted auto-initialization stores; returns the new hash."""
+    _module(mod)
     return _apply("remove_auto_init", mod, hash, kernel_name, _config(remove_auto_init=True))
 
 
 def optimize(mod, arch: str, opt_level: str = "default<O3>", codegen_opt_level: int = 3) -> None:
     """Run a pipeline (`default<O3>`, `Os`, `Oz`, a pass list, or a level 0-3/s/z) in place; empty skips."""
+    _module(mod)
     from mneme.core import pipeline
 
     if not 0 <= int(codegen_opt_level) <= 3:
@@ -158,6 +176,7 @@ def optimize(mod, arch: str, opt_level: str = "default<O3>", codegen_opt_level: 
 
 def codegen_object(mod, arch: str, codegen_type: str = "serial", codegen_opt_level: int = 3):
     """The device object of the module's kernel for `arch` (a `mneme.device.MemBuffer`)."""
+    _module(mod)
     from mneme.compat.device import MemBuffer
     from mneme.core import ir
 

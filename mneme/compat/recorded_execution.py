@@ -276,9 +276,11 @@ class RecordedExecution(MutableMapping):
         """The IR modules linked into one module for the kernel (cached after the first call)."""
         if self._link_mod is None:
             from mneme.core import ir
+            from mneme.llvm.module import adopt_module
 
             with runtime_errors():
-                self._link_mod = ir.link(self.llvm_files, self.kernel_name, prune=prune, internalize=internalize)
+                linked = ir.link(self.llvm_files, self.kernel_name, prune=prune, internalize=internalize)
+                self._link_mod = adopt_module(linked)
         return self._link_mod
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,15 +1,25 @@
 """`mneme.replay_executor` of the original Mneme API: one experiment at a time in this process.
 
 A thin adapter over `mneme.core.executor.BaseExecutor`: the original's constructor,
-attributes (`records`, `kernel_descr`, `device_arch`, `num_devices`) and results (the
-original's `ExperimentResult`, `exec_time` in integer ns with the two warm-up runs).
+attributes (`records`, `kernel_descr`, `device_arch`, `num_devices`), `_execute(result,
+config, ir_module)` and results (the original's `ExperimentResult`, `exec_time` in integer
+ns with the two warm-up runs); and `TuneWorker`, the original's worker-process executor.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+import os
+from datetime import datetime, timezone
+from typing import Any
+
 from mneme.compat.errors import runtime_errors
+from mneme.compat.profile import init_profiler
 from mneme.compat.recorded_execution import RecordedExecution, load_core, mneme_database
 from mneme.compat.types import ExperimentConfiguration, ExperimentResult
+
+_log = logging.getLogger(__name__)
 
 #: Untimed-for-the-user runs the original adds before the measured ones (iterations + 2 entries).
 WARMUP_RUNS = 2
@@ -54,11 +64,13 @@ class BaseExecutor:
 
     @property
     def prologue(self):
-        return self.kernel_descr.prologue
+        """The opened prologue state; None until `open()`."""
+        return self.kernel_descr.prologue if self._executor is not None else None
 
     @property
     def epilogue(self):
-        return self.kernel_descr.epilogue
+        """The opened epilogue state; None until `open()`."""
+        return self.kernel_descr.epilogue if self._executor is not None else None
 
     def close(self) -> None:
         if self._executor is not None:
@@ -79,10 +91,99 @@ class BaseExecutor:
         return self.records.link_llvm_modules()
 
     def execute(self, config: ExperimentConfiguration) -> ExperimentResult:
-        """Build, run, verify and time one configuration (`open()` first)."""
-        if self._executor is None:
-            raise RuntimeError("the executor is not open; use it in a `with` block or call open()")
+        """Build, run, verify and time one configuration from the recording's IR (`open()` first)."""
+        self._check_open()
         with runtime_errors():
             return ExperimentResult.from_core(self._executor.execute(_core_config(config)))
 
-    _execute = execute  # the original's name
+    def _check_open(self) -> None:
+        if self._executor is None:
+            raise RuntimeError("the executor is not open; use it in a `with` block or call open()")
+
+    def _execute(self, result: ExperimentResult, config: ExperimentConfiguration, ir_module):
+        """The original's experiment on `ir_module` (left unchanged): fills `result` in place.
+
+        As the original: a build of a clone runs once, untimed, and sets `verified` against
+        the epilogue; then the module with the compiler's auto-initialization removed is built
+        and run `iterations + 2` times, timed. Returns that cleaned module.
+        """
+        from mneme.compat import jit
+        from mneme.core.ir import clone as ir_clone
+        from mneme.llvm.module import adopt_module
+
+        self._check_open()
+        core, config = self._executor, _core_config(config)
+        with runtime_errors():
+            check = self._run_built(ir_module, config, timed_runs=0)
+            cleaned = adopt_module(ir_clone(ir_module))
+            jit.remove_auto_init(cleaned, "", core.rec.kernel_name)
+            outcome = ExperimentResult.from_core(self._run_built(cleaned, config, timed_runs=core.iterations))
+        for field in dataclasses.fields(ExperimentResult):
+            setattr(result, field.name, getattr(outcome, field.name))
+        result.verified = check.verified and not check.failed
+        result.mneme = outcome.mneme
+        return cleaned
+
+    def _run_built(self, module, config, timed_runs: int):
+        """The core's experiment on a build of `module` (a clone), with `timed_runs` timed runs after the warm-ups."""
+        from mneme.core import build, ir
+        from mneme.core.executor import backend_target
+
+        core = self._executor
+        work = ir.clone(module)
+        try:
+            binary = build.compile(work, core.rec.kernel_name, config, core.arch, core.args, core.rec.args,
+                                   backend=core.backend, target=backend_target(core.backend),
+                                   base_hash=ir.module_hash(work), cache=False)  # fmt: skip
+        finally:
+            work.close()
+        saved = core.iterations, core.warmup
+        core.iterations, core.warmup = (timed_runs, WARMUP_RUNS) if timed_runs else (0, 0)
+        try:
+            return core.execute(config, binary=binary)
+        finally:
+            core.iterations, core.warmup = saved
+
+
+class TuneWorker(BaseExecutor):
+    """A `BaseExecutor` that serves experiments from a queue inside a worker process (`TuneWorker.run`)."""
+
+    def __init__(self, *args, **kwargs):
+        init_profiler()
+        super().__init__(*args, **kwargs)
+
+    def process_payload(self, ir_module, config: ExperimentConfiguration) -> tuple[ExperimentResult, Any]:
+        """One experiment: `(result, transformed IR)`, the result stamped with UTC ISO 8601 times and the GPU id."""
+        result = ExperimentResult()
+        start = datetime.now(timezone.utc).isoformat()
+        generated = self._execute(result, config, ir_module)
+        result.start_time = start
+        result.end_time = datetime.now(timezone.utc).isoformat()
+        result.gpu_id = self.device_id
+        return result, generated
+
+    @staticmethod
+    def run(request_q, response_q, record_db: str, record_id: str, device_id: int, iterations: int,
+            results_db_dir: str, state) -> None:  # fmt: skip
+        """Worker process entry point: log to `{results_db_dir}/Worker-{device_id}.log`, signal `state`, serve.
+
+        Requests: `{"payload": "process", "exp_id": id, "data": config dict}`, answered on
+        `response_q` with `{"exp_id": id, "payload": "result", "data": result dict, "llvm_ir": ""}`;
+        `{"payload": "terminate"}` ends the loop. An exception ends the worker (the pool sees a crash).
+        """
+        log = os.open(os.path.join(results_db_dir, f"Worker-{device_id}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        worker = TuneWorker(record_db=record_db, record_id=record_id, device_id=device_id, iterations=iterations)
+        root_ir = worker.link_ir()
+        with worker:
+            state.set()
+            while True:
+                msg = request_q.get()
+                if msg.get("payload") == "terminate":
+                    break
+                if msg.get("payload") != "process":
+                    _log.warning("worker %d: unknown message %r", device_id, msg)
+                    continue
+                result, _ir = worker.process_payload(root_ir.clone(), ExperimentConfiguration.from_dict(msg["data"]))
+                response_q.put({"exp_id": msg["exp_id"], "payload": "result", "data": result.to_dict(), "llvm_ir": ""})

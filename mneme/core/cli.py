@@ -130,7 +130,11 @@ def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_optio
 def main(argv: list[str] | None = None) -> None:
     from mneme.compat.cli_aliases import rewrite  # the original Mneme's option spellings
 
-    argv = rewrite(sys.argv[1:] if argv is None else argv)
+    try:
+        argv = rewrite(sys.argv[1:] if argv is None else argv)
+    except MnemeError as exc:  # an original option Mneme spells differently: say how, exit as invalid input
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
     try:
         cli.main(args=argv, prog_name="mneme")
     except KeyboardInterrupt:

@@ -1,9 +1,12 @@
-"""The original Mneme API's `mneme.llvm`: llvmlite's binding layer, which provides its module, value and type objects.
+"""The original Mneme API's `mneme.llvm`: module, value and type references over llvmlite's binding layer.
 
-`mneme.llvm.module`, `.value` and `.typeref` add the original's few helpers that llvmlite
-spells differently (see `docs/original-api.md`).
+llvmlite provides the objects; `mneme.llvm.module`, `.value` and `.typeref` subclass them
+with the members the original lists that llvmlite lacks (see `docs/original-api.md`).
 """
 
-from llvmlite.binding import ModuleRef, TypeRef, ValueRef
+from mneme.llvm.module import ModuleRef, parse_assembly, parse_bitcode
+from mneme.llvm.typeref import TypeKind, TypeRef
+from mneme.llvm.value import Linkage, StorageClass, ValueKind, ValueRef, Visibility
 
-__all__ = ["ModuleRef", "TypeRef", "ValueRef"]
+__all__ = ["Linkage", "ModuleRef", "StorageClass", "TypeKind", "TypeRef", "ValueKind", "ValueRef", "Visibility",
+           "parse_assembly", "parse_bitcode"]

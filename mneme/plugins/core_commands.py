@@ -345,13 +345,23 @@ def effective_config() -> dict[str, Any]:
 
 
 @click.command("config", epilog="Exit codes: 0 ok; 1 internal error; 2 invalid options.")
+@click.argument("key", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print the configuration as JSON.")
-def config_command(as_json: bool) -> None:
+def config_command(key: str | None, as_json: bool) -> None:
     """Show the effective configuration: versions, cache folder, environment, backends, tools.
 
     The environment table lists every MNEME_* variable Mneme reads (mneme.core.envvars), and
     any MNEME_* variable that is set but read by nothing, with the nearest real name.
+
+    KEY prints one value: a top-level key of `--json` (version, package, cache_dir, ...) or
+    one of the original Mneme's keys (cc, cxx, prefix, libdir, includedir, cflags, ldflags).
     """
+    if key is not None:
+        from mneme.compat import config_keys
+
+        top = {k: v for k, v in effective_config().items() if isinstance(v, str)} if key not in config_keys.KEYS else {}
+        click.echo(top[key] if key in top else config_keys.value(key))
+        return
     config = effective_config()
     if as_json:
         click.echo(json.dumps(config, indent=2))

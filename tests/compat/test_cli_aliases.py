@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
+
+import pytest
 
 from mneme.compat.cli_aliases import rewrite
+from mneme.core.errors import UsageError
 from .conftest import run_mneme
 
 
@@ -30,3 +34,55 @@ def test_replay_runs_with_the_original_spellings(saxpy_db):
     done = run_mneme("replay", "--record-database", str(saxpy_db), "-cm", "serial", "--json", "--iterations", "1")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["result"]["verified"] is True
+
+
+def test_the_original_short_spellings_of_record_and_replay():
+    assert rewrite(["record", "-mr", "2", "-sr", "1", "-rr", "all", "--", "./app", "-mr"]) == [
+        "record", "--max-recordings", "2", "--skip", "1", "--record-ranks", "all", "--", "./app", "-mr"]  # fmt: skip
+    assert rewrite(["replay", "-record-id", "ab", "-gidx", "8", "-bidz", "2", "-shem", "0", "-slb", "-sdims",
+                    "--min-threads-per-block", "2", "-co", "1", "-it", "4", "-ol", "x.ll"]) == [
+        "replay", "--record-id", "ab", "--grid-dim-x", "8", "--block-dim-z", "2", "--shared-mem", "0",
+        "--set-launch-bounds", "--specialize-dims", "--min-blocks-per-sm", "2", "--codegen-opt", "1",
+        "--iterations", "4", "--output-ll", "x.ll"]  # fmt: skip
+
+
+def test_tune_values_translate_and_proteus_output_drops_with_its_path():
+    argv = ["tune", "--study-name", "s", "--optuna-storage", "sqlite:///t.db", "--sampler", "tpe", "--workers", "2",
+            "--proteus-output", "tuned.json", "--space-arg", "axes=x", "--sampler=grid"]  # fmt: skip
+    assert rewrite(argv) == ["tune", "--study", "s", "--storage", "sqlite:///t.db", "--sampler", "optuna:tpe",
+                             "--devices", "0,1", "--space-option", "axes=x", "--sampler=exhaustive"]  # fmt: skip
+    assert rewrite(["tune", "--proteus-output", "--trials", "3"]) == ["tune", "--trials", "3"]  # no path given
+
+
+def test_an_original_tune_option_mneme_spells_differently_is_refused_with_the_way():
+    with pytest.raises(UsageError, match="--metric has no Mneme equivalent; Mneme ranks by the mean"):
+        rewrite(["tune", "--metric", "median"])
+    done = run_mneme("tune", "--record-database", "x.json", "--max-threads-range", "64:256")
+    assert done.returncode == 2 and "space file" in done.stderr
+
+
+def test_replay_runs_with_the_original_short_spellings_and_positional_pipeline(saxpy_db, tmp_path):
+    out = tmp_path / "variant.ll"
+    done = run_mneme("replay", "-rdb", str(saxpy_db), "-it", "1", "-gidx", "64", "-bidx", "256", "-co", "2", "-slb",
+                     "--min-threads-per-block", "1", "-ol", str(out), "--json", "default<O2>")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"]["verified"] is True and result["config"]["set_launch_bounds"] is True
+    assert result["config"]["passes"] == "default<O2>" and "define" in out.read_text()
+
+
+def test_tune_dry_run_shows_the_space_and_runs_nothing(saxpy_db, tmp_path):
+    done = run_mneme("tune", "--record-database", str(saxpy_db), "--space-preset", "quick", "--dry-run",
+                     "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() and not (tmp_path / "r").exists()
+
+
+def test_config_prints_the_original_keys_for_build_systems():
+    cc = run_mneme("config", "cc")
+    assert cc.returncode == 0 and cc.stdout.split()[0].endswith("mneme-cc") and "clang" in cc.stdout.split()[1]
+    assert run_mneme("config", "cflags").stdout == "\n"  # mneme-cc adds what recording needs
+    assert run_mneme("config", "prefix").stdout.strip() == sys.prefix
+    assert run_mneme("config", "version").stdout.strip()  # and Mneme's own keys
+    missing = run_mneme("config", "cmakedir")
+    assert missing.returncode == 2 and "CMAKE_<LANG>_COMPILER_LAUNCHER=mneme-cc" in missing.stderr

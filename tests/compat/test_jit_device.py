@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -11,8 +13,6 @@ from mneme.convert import convert_to_json
 from mneme.core import ir
 from mneme.device import DeviceModule, MemBuffer, get_device_arch, get_device_count
 from mneme.futures import EvalFuture
-from mneme.llvm import module as llvm_module
-from mneme.llvm.value import alignment, initializer
 from mneme.mneme_types import ExperimentConfiguration, dim3
 from mneme.profile import gpu_profile_start, gpu_profile_stop, init_profiler
 from mneme.proteus import jit
@@ -68,18 +68,48 @@ def test_compile_load_and_profile_on_the_recorded_state(saxpy):
     with inst.prologue as state:
         times = function.profile(inst.grid_dim, inst.block_dim, state, None, 0, 3)
     assert len(times) == 3 and all(isinstance(t, int) and t > 0 for t in times)
+    again = module.get_function(rec.kernel_name)
+    again.invalidate()
+    with pytest.raises(RuntimeError, match="unloaded"):
+        again.launch(inst.grid_dim, inst.block_dim)  # an invalidated handle refuses, its module still loaded
+    assert function.reg_usage >= 0
     module.unload()
     with pytest.raises(RuntimeError):
-        function.launch(inst.grid_dim, inst.block_dim)
+        function.launch(inst.grid_dim, inst.block_dim)  # unloading invalidates every function of the module
 
 
-def test_profile_needs_init_and_reports_nanoseconds():
+def test_profile_needs_init_profiler_first():
+    code = ("import mneme.profile as p\ntry:\n    p.gpu_profile_start('k')\nexcept RuntimeError as e:\n"
+            "    print('refused:', e)\np.init_profiler()\nprint('id', p.gpu_profile_start('k'))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "refused: Profile library is not initialized" in done.stdout and "id 1" in done.stdout
+
+
+def test_profile_reports_the_device_time_of_each_launch_between_start_and_stop(saxpy):
+    rec, inst = saxpy
+    mod = ir.clone(rec.link_llvm_modules())
+    arch = get_device_arch()
+    jit.optimize(mod, arch, "3", 3)
+    module = DeviceModule.from_MemBuffer(jit.codegen_object(mod, arch))
+    function = module.get_function(rec.kernel_name)
     init_profiler()
-    correlation = gpu_profile_start("k")
-    (elapsed,) = gpu_profile_stop(correlation)
-    assert isinstance(elapsed, int) and elapsed >= 0
-    with pytest.raises(RuntimeError):
-        gpu_profile_stop(correlation)
+    try:
+        with inst.prologue as state:
+            function.profile(inst.grid_dim, inst.block_dim, state, None, 0, 1)  # restores the recorded state
+            session = gpu_profile_start(rec.kernel_name)
+            other = gpu_profile_start("another_kernel")
+            for _ in range(3):
+                function.launch(inst.grid_dim, inst.block_dim, state.packed_args)
+            timed = function.profile(inst.grid_dim, inst.block_dim, state, None, 0, 2)
+            records = gpu_profile_stop(session)
+        assert len(records) == 5 and records[3:] == timed  # three launches, then profile's two runs
+        assert all(isinstance(r, int) and r > 0 for r in records)
+        with pytest.raises(RuntimeError, match="no launch of kernel 'another_kernel'"):
+            gpu_profile_stop(other)  # nothing of that kernel ran
+        with pytest.raises(RuntimeError):
+            gpu_profile_stop(session)  # each session stops once
+    finally:
+        module.unload()
 
 
 def test_convert_writes_proteus_tuned_kernel_json(saxpy, tmp_path, capsys):
@@ -104,10 +134,11 @@ def test_cli_main_returns_the_exit_code(saxpy_db, tmp_path):
     assert mneme_main(["replay", "-rdb", str(tmp_path / "missing.json")]) == 2
 
 
-def test_llvm_helpers(saxpy):
-    rec, _ = saxpy
-    text = "@g = global i32 7, align 4\n"
-    mod = llvm_module.parse_assembly(text)
-    gv = mod.get_global_variable("g")
-    assert initializer(gv) == "7" and alignment(gv) == 4
-    assert llvm_module.parse_bitcode(mod.as_bitcode()).get_global_variable("g") is not None
+def test_transforms_refuse_what_is_not_a_module_with_type_error():
+    calls = [(jit.internalize, ("k",)), (jit.pruneIR, ()), (jit.optimize, ("sm_90", "3", 3)),
+             (jit.codegen_object, ("sm_90",)), (jit.specialize_dims, ("h", "k", dim3(1), dim3(1))),
+             (jit.specialize_dims_assume, ("h", "k", dim3(1), dim3(1))), (jit.set_launch_bounds, ("h", "k", 128, 1)),
+             (jit.specialize_args, ("h", "k", b"", 0, [])), (jit.remove_auto_init, ("h", "k"))]  # fmt: skip
+    for function, args in calls:
+        with pytest.raises(TypeError, match="expected an LLVM ModuleRef"):
+            function("define void @k() { ret void }", *args)
