@@ -13,15 +13,19 @@ __global__ void scale_add(float *y, const float *x, float a, int n) {
 }
 
 // The kernel's host implementation for the double: its arguments as hipLaunchKernel passes them.
+// SCALE_ADD_HOST_OFF_BY_ONE=1 makes it compute a wrong result (one more), so that a test can show
+// a replay is verified against what this implementation wrote, and fails when that differs.
 static void scale_add_on_host(void **args, dim3 grid, dim3 block) {
     float *y = *(float **)args[0];
     const float *x = *(const float **)args[1];
     float a = *(float *)args[2];
     int n = *(int *)args[3];
+    const char *off = getenv("SCALE_ADD_HOST_OFF_BY_ONE");
+    float extra = off && off[0] == '1' ? 1.0f : 0.0f;
     for (unsigned b = 0; b < grid.x; ++b)
         for (unsigned t = 0; t < block.x; ++t) {
             int i = b * block.x + t;
-            if (i < n) y[i] = a * x[i] + y[i];
+            if (i < n) y[i] = a * x[i] + y[i] + extra;
         }
 }
 
