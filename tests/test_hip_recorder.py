@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from skips import needs
 
+from mneme.core.elf import ElfFile
 from mneme_hip.bundle import code_objects, kernel_image
 
 HERE = Path(__file__).resolve().parent / "hip_recorder"
@@ -53,6 +54,11 @@ def app(tmp_path_factory) -> Path:
     linked = subprocess.run(["hipcc", "--offload-arch=gfx90a", "scale_add.o", "-o", "scale_add"], cwd=folder, env=env,
                             capture_output=True, text=True)  # fmt: skip
     assert linked.returncode == 0, linked.stdout + linked.stderr
+    # the program's own code object, for its hipModuleLoadData modes
+    elf = ElfFile.read(folder / "scale_add")
+    (section,) = elf.sections_named(".hip_fatbin")
+    (code,) = code_objects(elf.section_data(section)).values()
+    (folder / "scale_add.hsaco").write_bytes(code)
     return folder / "scale_add"
 
 
@@ -117,6 +123,47 @@ def test_a_replay_fails_verification_when_the_double_computed_something_else(app
     # y (arg 0, the second placed allocation) differs; x does not
     assert all("did not reproduce the recorded epilogue: region 0x153940200000 [arg 0" in error
                for _, _, error in results)  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["ext", "coop", "module", "module-extra", "pitch"])
+def test_each_launch_and_allocation_entry_point_records_a_replay_that_verifies(app, tmp_path, how):
+    # hipExtLaunchKernel, hipLaunchCooperativeKernel, hipModuleLoadData + hipModuleLaunchKernel
+    # (kernelParams, and a packed `extra` buffer), y from hipMallocPitch
+    done = record(app, tmp_path / "db", "1000", "2", how, str(app.parent / "scale_add.hsaco"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (db,) = (tmp_path / "db").glob("*.json")
+    manifests = [json.loads(p.read_text()) for p in sorted((tmp_path / "db" / "raw").glob("launch-*/manifest.json"))]
+    assert [m["args"][-16:] for m in manifests] == ["00000040e8030000", "00004040e8030000"]  # a = 2, 3; n = 1000
+    assert {m["image_kind"] for m in manifests} == {"hsaco" if how.startswith("module") else "hipfb"}
+    assert replay_all(db) == [(True, True, "")] * 2
+
+
+def test_a_compressed_offload_bundle_is_read_natively_and_by_finalize(app, tmp_path):
+    # clang-19 --offload-compress writes a CCOB (zstd) bundle: the recorder decompresses it for the
+    # arguments' layout, finalize for the code object
+    from irbuild import rocm_bitcode_dir
+
+    if shutil.which("clang++-19") is None or rocm_bitcode_dir() is None:
+        pytest.skip("needs clang-19 and the ROCm device libraries (rocm-device-libs)")
+    launcher = [sys.executable, "-m", "mneme.instrument.launcher"]
+    flags = ["-x", "hip", "--offload-arch=gfx90a", "--offload-compress", "--rocm-path=/usr",
+             f"--rocm-device-lib-path={rocm_bitcode_dir()}", "-O2"]  # fmt: skip
+    built = subprocess.run([*launcher, "clang++-19", *flags, "-c", str(HERE / "programs" / "scale_add.hip"), "-o",
+                            "z.o"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    subprocess.run(["clang++-19", "--hip-link", "--rocm-path=/usr", "z.o", "-o", "scale_add_z"], cwd=tmp_path,
+                   check=True)  # fmt: skip
+    program = tmp_path / "scale_add_z"
+    shutil.copy(app.parent / "libamdhip64.so.5", tmp_path)
+    done = record(program, tmp_path / "db")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (image,) = (tmp_path / "db" / "raw" / "images").glob("*.hipfb")
+    assert image.read_bytes()[:4] == b"CCOB"
+    manifests = [json.loads(p.read_text()) for p in sorted((tmp_path / "db" / "raw").glob("launch-*/manifest.json"))]
+    assert [m["params"] for m in manifests] == [[[0, 8], [8, 8], [16, 4], [20, 4]]] * 2
+    (db,) = (tmp_path / "db").glob("*.json")
+    assert len(list((tmp_path / "db" / "code").glob("*.hsaco"))) == 1  # the code object, decompressed
+    assert replay_all(db) == [(True, True, "")] * 2
 
 
 def test_the_saved_image_is_the_programs_offload_bundle_with_the_kernel(app, tmp_path):

@@ -21,7 +21,8 @@ typedef void (*host_kernel)(void **args, hip_dim3 grid, hip_dim3 block);
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct { const void *stub; char name[256]; } functions[256];
 static int n_functions;
-static struct { char name[256]; host_kernel fn; } kernels[256];
+typedef void (*packed_kernel)(const char *args, hip_dim3 grid, hip_dim3 block);
+static struct { char name[256]; host_kernel fn; packed_kernel packed; } kernels[256];
 static int n_kernels;
 static const size_t GRANULARITY = 2u << 20;
 static const size_t MEMORY = 8ull << 30;  /* what hipMemGetInfo reports */
@@ -32,6 +33,21 @@ EXPORT int mneme_hip_double_register(const char *kernel, host_kernel fn) {
     kernels[n_kernels++].fn = fn;
     pthread_mutex_unlock(&lock);
     return 0;
+}
+
+/* The same kernel from a packed argument buffer (hipModuleLaunchKernel's `extra`). */
+EXPORT int mneme_hip_double_register_packed(const char *kernel, packed_kernel fn) {
+    pthread_mutex_lock(&lock);
+    for (int k = 0; k < n_kernels; ++k)
+        if (strcmp(kernels[k].name, kernel) == 0) kernels[k].packed = fn;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
+static int kernel_index(const char *name) {
+    for (int k = 0; k < n_kernels; ++k)
+        if (strcmp(kernels[k].name, name) == 0) return k;
+    return -1;
 }
 
 static host_kernel kernel_of(const void *stub) {
@@ -126,6 +142,18 @@ EXPORT hipError_t hipMallocAsync(void **ptr, size_t size, hipStream_t stream) { 
 EXPORT hipError_t hipFreeAsync(void *ptr, hipStream_t stream) { (void)stream; return free_pages(ptr); }
 EXPORT hipError_t hipMemPoolTrimTo(hipMemPool_t pool, size_t keep) { (void)pool, (void)keep; return hipSuccess; }
 
+EXPORT hipError_t hipMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
+    *pitch = (width + 511) / 512 * 512;
+    return alloc_pages(ptr, *pitch * height);
+}
+typedef struct { void *ptr; size_t pitch, xsize, ysize; } pitched_ptr;
+typedef struct { size_t width, height, depth; } extent3d;
+EXPORT hipError_t hipMalloc3D(pitched_ptr *out, extent3d e) {
+    out->pitch = (e.width + 511) / 512 * 512, out->xsize = e.width, out->ysize = e.height;
+    return alloc_pages(&out->ptr, out->pitch * e.height * e.depth);
+}
+EXPORT hipError_t hipMallocManaged(void **ptr, size_t size, unsigned flags) { (void)flags; return alloc_pages(ptr, size); }
+
 /* ---- copies, streams, events: all complete at once, in order ---- */
 EXPORT hipError_t hipMemcpy(void *dst, const void *src, size_t n, int kind) { (void)kind; memcpy(dst, src, n); return hipSuccess; }
 EXPORT hipError_t hipMemcpyAsync(void *dst, const void *src, size_t n, int kind, hipStream_t s) {
@@ -197,3 +225,61 @@ EXPORT hipError_t hipLaunchKernel(const void *stub, hip_dim3 grid, hip_dim3 bloc
     fn(args, grid, block);
     return hipSuccess;
 }
+
+static hipError_t run(const char *name, void **args, void **extra, hip_dim3 grid, hip_dim3 block) {
+    pthread_mutex_lock(&lock);
+    int k = kernel_index(name);
+    host_kernel fn = k >= 0 ? kernels[k].fn : NULL;
+    packed_kernel packed = k >= 0 ? kernels[k].packed : NULL;
+    pthread_mutex_unlock(&lock);
+    if (args && fn) {
+        fn(args, grid, block);
+        return hipSuccess;
+    }
+    if (!args && extra && packed && extra[0] == (void *)1) {  /* HIP_LAUNCH_PARAM_BUFFER_POINTER first */
+        packed((const char *)extra[1], grid, block);
+        return hipSuccess;
+    }
+    fprintf(stderr, "hip test double: no host implementation registered for %s\n", name);
+    return hipErrorNotFound;
+}
+
+EXPORT hipError_t hipExtLaunchKernel(const void *stub, hip_dim3 grid, hip_dim3 block, void **args, size_t shared,
+                                     hipStream_t stream, hipEvent_t start, hipEvent_t stop, int flags) {
+    (void)start, (void)stop, (void)flags;
+    return hipLaunchKernel(stub, grid, block, args, shared, stream);
+}
+EXPORT hipError_t hipLaunchCooperativeKernel(const void *stub, hip_dim3 grid, hip_dim3 block, void **args,
+                                             unsigned shared, hipStream_t stream) {
+    return hipLaunchKernel(stub, grid, block, args, shared, stream);
+}
+
+/* Modules: the image is not read; a function is its name. */
+static char module_tag;
+EXPORT hipError_t hipModuleLoadData(hipModule_t *module, const void *image) { (void)image; *module = &module_tag; return hipSuccess; }
+EXPORT hipError_t hipModuleLoadDataEx(hipModule_t *module, const void *image, unsigned n, int *o, void **v) {
+    (void)n, (void)o, (void)v;
+    return hipModuleLoadData(module, image);
+}
+EXPORT hipError_t hipModuleLoad(hipModule_t *module, const char *path) { (void)path; *module = &module_tag; return hipSuccess; }
+EXPORT hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t module, const char *name) {
+    (void)module;
+    *function = strdup(name);
+    return hipSuccess;
+}
+EXPORT hipError_t hipModuleLaunchKernel(hipFunction_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                        unsigned by, unsigned bz, unsigned shared, hipStream_t stream, void **params,
+                                        void **extra) {
+    (void)shared, (void)stream;
+    hip_dim3 grid = {gx, gy, gz}, block = {bx, by, bz};
+    return run((const char *)f, params, extra, grid, block);
+}
+EXPORT hipError_t hipExtModuleLaunchKernel(hipFunction_t f, uint32_t gx, uint32_t gy, uint32_t gz, uint32_t bx,
+                                           uint32_t by, uint32_t bz, size_t shared, hipStream_t stream,
+                                           void **params, void **extra, hipEvent_t start, hipEvent_t stop,
+                                           uint32_t flags) {
+    (void)shared, (void)stream, (void)start, (void)stop, (void)flags;
+    hip_dim3 grid = {gx / bx, gy / by, gz / bz}, block = {bx, by, bz};  /* work-items to blocks */
+    return run((const char *)f, params, extra, grid, block);
+}
+EXPORT hipError_t hipGraphLaunch(void *graph, hipStream_t stream) { (void)graph, (void)stream; return hipSuccess; }

@@ -3,9 +3,11 @@
 // implementation below, which the program hands to the double (mneme_hip_double_register): that is
 // evidence for the recorder's logic, not for AMD hardware.
 #include <hip/hip_runtime.h>
+#include <hip/hip_ext.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 __global__ void scale_add(float *y, const float *x, float a, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -29,6 +31,12 @@ static void scale_add_on_host(void **args, dim3 grid, dim3 block) {
         }
 }
 
+// The same, from a packed argument buffer (hipModuleLaunchKernel's `extra`): y, x, a, n at 0, 8, 16, 20.
+static void scale_add_packed_on_host(const char *buf, dim3 grid, dim3 block) {
+    void *args[4] = {(void *)(buf + 0), (void *)(buf + 8), (void *)(buf + 16), (void *)(buf + 20)};
+    scale_add_on_host(args, grid, block);
+}
+
 #define CHECK(call)                                                                  \
     do {                                                                             \
         hipError_t e = (call);                                                       \
@@ -38,22 +46,72 @@ static void scale_add_on_host(void **args, dim3 grid, dim3 block) {
         }                                                                            \
     } while (0)
 
+// Usage: scale_add [n] [launches] [how] [code object], how: chevron (<<<>>>, the default), ext
+// (hipExtLaunchKernel), coop (hipLaunchCooperativeKernel), module (hipModuleLoadData of the code
+// object file, hipModuleLaunchKernel with kernelParams), module-extra (the same with a packed
+// `extra` buffer), pitch (y from hipMallocPitch). (hipExtModuleLaunchKernel is left out: Debian's
+// HIP 5.2 header declares it with C++ linkage, ROCm 6's with C linkage, which the recorder interposes.)
 int main(int argc, char **argv) {
     typedef void (*host_fn)(void **, dim3, dim3);
+    typedef void (*packed_fn)(const char *, dim3, dim3);
     typedef int (*register_fn)(const char *, host_fn);
+    typedef int (*register_packed_fn)(const char *, packed_fn);
     register_fn reg = (register_fn)dlsym(RTLD_DEFAULT, "mneme_hip_double_register");
+    register_packed_fn reg_packed = (register_packed_fn)dlsym(RTLD_DEFAULT, "mneme_hip_double_register_packed");
     if (reg) reg("_Z9scale_addPfPKffi", scale_add_on_host);
+    if (reg_packed) reg_packed("_Z9scale_addPfPKffi", scale_add_packed_on_host);
     int n = argc > 1 ? atoi(argv[1]) : 1000;
     int launches = argc > 2 ? atoi(argv[2]) : 2;
+    const char *how = argc > 3 ? argv[3] : "chevron";
+    hipFunction_t function = NULL;
+    if (strncmp(how, "module", 6) == 0) {
+        if (argc < 5) return 2;
+        FILE *f = fopen(argv[4], "rb");
+        if (!f) return 2;
+        static char image[1 << 22];
+        size_t size = fread(image, 1, sizeof image, f);
+        fclose(f);
+        if (size == 0) return 2;
+        hipModule_t module;
+        CHECK(hipModuleLoadData(&module, image));
+        CHECK(hipModuleGetFunction(&function, module, "_Z9scale_addPfPKffi"));
+    }
     float *hx = (float *)malloc(n * sizeof(float)), *hy = (float *)malloc(n * sizeof(float));
     for (int i = 0; i < n; ++i) hx[i] = (float)i, hy[i] = 1.0f;
     float *x, *y;
     CHECK(hipMalloc((void **)&x, n * sizeof(float)));
-    CHECK(hipMalloc((void **)&y, n * sizeof(float)));
+    if (strcmp(how, "pitch") == 0) {
+        size_t pitch = 0;
+        CHECK(hipMallocPitch((void **)&y, &pitch, n * sizeof(float), 1));
+    } else {
+        CHECK(hipMalloc((void **)&y, n * sizeof(float)));
+    }
     CHECK(hipMemcpy(x, hx, n * sizeof(float), hipMemcpyHostToDevice));
     CHECK(hipMemcpy(y, hy, n * sizeof(float), hipMemcpyHostToDevice));
+    dim3 grid((n + 255) / 256), block(256);
     for (int k = 0; k < launches; ++k) {
-        scale_add<<<(n + 255) / 256, 256>>>(y, x, 2.0f + k, n);
+        float a = 2.0f + k;
+        void *args[] = {&y, &x, &a, &n};
+        struct {
+            float *y;
+            const float *x;
+            float a;
+            int n;
+        } packed = {y, x, a, n};
+        size_t packed_size = sizeof packed;
+        void *extra[] = {HIP_LAUNCH_PARAM_BUFFER_POINTER, &packed, HIP_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+                         HIP_LAUNCH_PARAM_END};
+        if (strcmp(how, "ext") == 0) {
+            CHECK(hipExtLaunchKernel((const void *)scale_add, grid, block, args, 0, 0, NULL, NULL, 0));
+        } else if (strcmp(how, "coop") == 0) {
+            CHECK(hipLaunchCooperativeKernel((const void *)scale_add, grid, block, args, 0, 0));
+        } else if (strcmp(how, "module") == 0) {
+            CHECK(hipModuleLaunchKernel(function, grid.x, 1, 1, block.x, 1, 1, 0, 0, args, NULL));
+        } else if (strcmp(how, "module-extra") == 0) {
+            CHECK(hipModuleLaunchKernel(function, grid.x, 1, 1, block.x, 1, 1, 0, 0, NULL, extra));
+        } else {
+            scale_add<<<grid, block>>>(y, x, a, n);
+        }
         CHECK(hipGetLastError());
     }
     CHECK(hipDeviceSynchronize());
