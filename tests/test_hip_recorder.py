@@ -138,6 +138,17 @@ def test_each_launch_and_allocation_entry_point_records_a_replay_that_verifies(a
     assert replay_all(db) == [(True, True, "")] * 2
 
 
+def test_device_globals_are_captured_and_restored_by_name(app, tmp_path):
+    # scale_add_bias reads `bias` and counts its launches in `calls`: the second launch's
+    # prologue holds calls == 1, so it verifies only if the replay restores the global by name
+    done = record(app, tmp_path / "db", "1000", "2", "global")
+    assert done.returncode == 0, done.stdout + done.stderr
+    manifests = [json.loads(p.read_text()) for p in sorted((tmp_path / "db" / "raw").glob("launch-*/manifest.json"))]
+    assert [[(name, size) for name, _, size in m["globals"]] for m in manifests] == [[("bias", 4), ("calls", 4)]] * 2
+    (db,) = (tmp_path / "db").glob("*.json")
+    assert replay_all(db) == [(True, True, "")] * 2
+
+
 def test_a_compressed_offload_bundle_is_read_natively_and_by_finalize(app, tmp_path):
     # clang-19 --offload-compress writes a CCOB (zstd) bundle: the recorder decompresses it for the
     # arguments' layout, finalize for the code object

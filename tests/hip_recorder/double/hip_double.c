@@ -199,9 +199,28 @@ EXPORT void __hipRegisterFunction(void **modules, const void *stub, char *device
     snprintf(functions[n_functions++].name, sizeof functions[0].name, "%s", device_fn);
     pthread_mutex_unlock(&lock);
 }
+/* Device globals: a zeroed buffer per registered variable (the double does not read initial values
+ * out of the code object, as the runtime does: the test program sets what it reads). */
+static struct { const void *var; void *device; } variables[256];
+static int n_variables;
+
 EXPORT void __hipRegisterVar(void **modules, void *var, char *host_var, char *device_var, int ext, size_t size,
                              int constant, int global) {
-    (void)modules, (void)var, (void)host_var, (void)device_var, (void)ext, (void)size, (void)constant, (void)global;
+    (void)modules, (void)host_var, (void)device_var, (void)ext, (void)constant, (void)global;
+    void *device = NULL;
+    if (alloc_pages(&device, size) != hipSuccess) return;
+    pthread_mutex_lock(&lock);
+    variables[n_variables].var = var;
+    variables[n_variables++].device = device;
+    pthread_mutex_unlock(&lock);
+}
+EXPORT hipError_t hipGetSymbolAddress(void **ptr, const void *symbol) {
+    hipError_t r = hipErrorNotFound;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < n_variables; ++i)
+        if (variables[i].var == symbol) *ptr = variables[i].device, r = hipSuccess;
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 static __thread struct { hip_dim3 grid, block; size_t shared; hipStream_t stream; } pushed;

@@ -14,6 +14,16 @@ __global__ void scale_add(float *y, const float *x, float a, int n) {
     if (i < n) y[i] = a * x[i] + y[i];
 }
 
+// The same with device globals: a bias it reads and a count of launches it writes.
+__device__ float bias = 0.5f;
+__device__ unsigned calls = 0;
+
+__global__ void scale_add_bias(float *y, const float *x, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i] + bias;
+    if (i == 0) calls += 1;
+}
+
 // The kernel's host implementation for the double: its arguments as hipLaunchKernel passes them.
 // SCALE_ADD_HOST_OFF_BY_ONE=1 makes it compute a wrong result (one more), so that a test can show
 // a replay is verified against what this implementation wrote, and fails when that differs.
@@ -29,6 +39,23 @@ static void scale_add_on_host(void **args, dim3 grid, dim3 block) {
             int i = b * block.x + t;
             if (i < n) y[i] = a * x[i] + y[i] + extra;
         }
+}
+
+// scale_add_bias on the host: the globals where hipGetSymbolAddress says they are.
+static float *bias_on_device;
+static unsigned *calls_on_device;
+
+static void scale_add_bias_on_host(void **args, dim3 grid, dim3 block) {
+    float *y = *(float **)args[0];
+    const float *x = *(const float **)args[1];
+    float a = *(float *)args[2];
+    int n = *(int *)args[3];
+    for (unsigned b = 0; b < grid.x; ++b)
+        for (unsigned t = 0; t < block.x; ++t) {
+            int i = b * block.x + t;
+            if (i < n) y[i] = a * x[i] + y[i] + *bias_on_device;
+        }
+    *calls_on_device += 1;
 }
 
 // The same, from a packed argument buffer (hipModuleLaunchKernel's `extra`): y, x, a, n at 0, 8, 16, 20.
@@ -49,7 +76,7 @@ static void scale_add_packed_on_host(const char *buf, dim3 grid, dim3 block) {
 // Usage: scale_add [n] [launches] [how] [code object], how: chevron (<<<>>>, the default), ext
 // (hipExtLaunchKernel), coop (hipLaunchCooperativeKernel), module (hipModuleLoadData of the code
 // object file, hipModuleLaunchKernel with kernelParams), module-extra (the same with a packed
-// `extra` buffer), pitch (y from hipMallocPitch). (hipExtModuleLaunchKernel is left out: Debian's
+// `extra` buffer), pitch (y from hipMallocPitch), global (scale_add_bias, with device globals). (hipExtModuleLaunchKernel is left out: Debian's
 // HIP 5.2 header declares it with C++ linkage, ROCm 6's with C linkage, which the recorder interposes.)
 int main(int argc, char **argv) {
     typedef void (*host_fn)(void **, dim3, dim3);
@@ -60,6 +87,7 @@ int main(int argc, char **argv) {
     register_packed_fn reg_packed = (register_packed_fn)dlsym(RTLD_DEFAULT, "mneme_hip_double_register_packed");
     if (reg) reg("_Z9scale_addPfPKffi", scale_add_on_host);
     if (reg_packed) reg_packed("_Z9scale_addPfPKffi", scale_add_packed_on_host);
+    if (reg) reg("_Z14scale_add_biasPfPKffi", scale_add_bias_on_host);
     int n = argc > 1 ? atoi(argv[1]) : 1000;
     int launches = argc > 2 ? atoi(argv[2]) : 2;
     const char *how = argc > 3 ? argv[3] : "chevron";
@@ -88,6 +116,12 @@ int main(int argc, char **argv) {
     }
     CHECK(hipMemcpy(x, hx, n * sizeof(float), hipMemcpyHostToDevice));
     CHECK(hipMemcpy(y, hy, n * sizeof(float), hipMemcpyHostToDevice));
+    if (strcmp(how, "global") == 0) {
+        CHECK(hipGetSymbolAddress((void **)&bias_on_device, HIP_SYMBOL(bias)));
+        CHECK(hipGetSymbolAddress((void **)&calls_on_device, HIP_SYMBOL(calls)));
+        float b = 0.5f;  // its initial value too, which the test double does not take from the code object
+        CHECK(hipMemcpy(bias_on_device, &b, sizeof b, hipMemcpyHostToDevice));
+    }
     dim3 grid((n + 255) / 256), block(256);
     for (int k = 0; k < launches; ++k) {
         float a = 2.0f + k;
@@ -109,6 +143,8 @@ int main(int argc, char **argv) {
             CHECK(hipModuleLaunchKernel(function, grid.x, 1, 1, block.x, 1, 1, 0, 0, args, NULL));
         } else if (strcmp(how, "module-extra") == 0) {
             CHECK(hipModuleLaunchKernel(function, grid.x, 1, 1, block.x, 1, 1, 0, 0, NULL, extra));
+        } else if (strcmp(how, "global") == 0) {
+            scale_add_bias<<<grid, block>>>(y, x, a, n);
         } else {
             scale_add<<<grid, block>>>(y, x, a, n);
         }
@@ -117,7 +153,7 @@ int main(int argc, char **argv) {
     CHECK(hipDeviceSynchronize());
     CHECK(hipMemcpy(hy, y, n * sizeof(float), hipMemcpyDeviceToHost));
     float want = 1.0f;
-    for (int k = 0; k < launches; ++k) want += (2.0f + k) * (float)(n - 1);
+    for (int k = 0; k < launches; ++k) want += (2.0f + k) * (float)(n - 1) + (strcmp(how, "global") == 0 ? 0.5f : 0.0f);
     printf("y[%d] = %g (expected %g)\n", n - 1, hy[n - 1], want);
     CHECK(hipFree(x));
     CHECK(hipFree(y));
