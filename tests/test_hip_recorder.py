@@ -48,7 +48,9 @@ def app(tmp_path_factory) -> Path:
     env = {**os.environ, "HIP_PLATFORM": "amd"}
     launcher = [sys.executable, "-m", "mneme.instrument.launcher"]
     source = HERE / "programs" / "scale_add.hip"
-    built = subprocess.run([*launcher, "hipcc", "--offload-arch=gfx90a", "-c", str(source), "-o", "scale_add.o"],
+    annotate = f"-I{ROOT / 'backends' / 'cuda' / 'recorder' / 'include'}"  # mneme_annotate.h
+    built = subprocess.run([*launcher, "hipcc", "--offload-arch=gfx90a", annotate, "-c", str(source), "-o",
+                            "scale_add.o"],
                            cwd=folder, env=env, capture_output=True, text=True)  # fmt: skip
     assert built.returncode == 0, built.stdout + built.stderr
     linked = subprocess.run(["hipcc", "--offload-arch=gfx90a", "scale_add.o", "-o", "scale_add"], cwd=folder, env=env,
@@ -149,6 +151,19 @@ def test_device_globals_are_captured_and_restored_by_name(app, tmp_path):
     assert replay_all(db) == [(True, True, "")] * 2
 
 
+def test_mneme_annotate_gives_a_placed_allocation_its_policy(app, tmp_path):
+    done = record(app, tmp_path / "db", "1000", "2", "annotate")
+    assert done.returncode == 0, done.stdout + done.stderr  # 3: mneme_annotate did not reach the recorder
+    manifests = [json.loads(p.read_text()) for p in sorted((tmp_path / "db" / "raw").glob("launch-*/manifest.json"))]
+    y = manifests[0]["regions"][1][0]
+    for m in manifests:
+        (policy,) = m["policies"]
+        assert (policy["addr"], policy["dtype"], policy["threshold"], policy["relative"], policy["tag"]) == (
+            y, "f32", 1e-6, True, "y")
+    (db,) = (tmp_path / "db").glob("*.json")
+    assert replay_all(db) == [(True, True, "")] * 2
+
+
 def test_a_compressed_offload_bundle_is_read_natively_and_by_finalize(app, tmp_path):
     # clang-19 --offload-compress writes a CCOB (zstd) bundle: the recorder decompresses it for the
     # arguments' layout, finalize for the code object
@@ -159,6 +174,7 @@ def test_a_compressed_offload_bundle_is_read_natively_and_by_finalize(app, tmp_p
     launcher = [sys.executable, "-m", "mneme.instrument.launcher"]
     flags = ["-x", "hip", "--offload-arch=gfx90a", "--offload-compress", "--rocm-path=/usr",
              f"--rocm-device-lib-path={rocm_bitcode_dir()}", "-O2"]  # fmt: skip
+    flags.append(f"-I{ROOT / 'backends' / 'cuda' / 'recorder' / 'include'}")
     built = subprocess.run([*launcher, "clang++-19", *flags, "-c", str(HERE / "programs" / "scale_add.hip"), "-o",
                             "z.o"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
     assert built.returncode == 0, built.stdout + built.stderr

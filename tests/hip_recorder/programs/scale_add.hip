@@ -5,6 +5,8 @@
 #include <hip/hip_runtime.h>
 #include <hip/hip_ext.h>
 #include <dlfcn.h>
+
+#include "mneme_annotate.h"  // the same header as for CUDA (backends/cuda/recorder/include)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +78,8 @@ static void scale_add_packed_on_host(const char *buf, dim3 grid, dim3 block) {
 // Usage: scale_add [n] [launches] [how] [code object], how: chevron (<<<>>>, the default), ext
 // (hipExtLaunchKernel), coop (hipLaunchCooperativeKernel), module (hipModuleLoadData of the code
 // object file, hipModuleLaunchKernel with kernelParams), module-extra (the same with a packed
-// `extra` buffer), pitch (y from hipMallocPitch), global (scale_add_bias, with device globals). (hipExtModuleLaunchKernel is left out: Debian's
+// `extra` buffer), pitch (y from hipMallocPitch), global (scale_add_bias, with device globals),
+// annotate (y's verification policy declared with mneme_annotate). (hipExtModuleLaunchKernel is left out: Debian's
 // HIP 5.2 header declares it with C++ linkage, ROCm 6's with C linkage, which the recorder interposes.)
 int main(int argc, char **argv) {
     typedef void (*host_fn)(void **, dim3, dim3);
@@ -114,6 +117,7 @@ int main(int argc, char **argv) {
     } else {
         CHECK(hipMalloc((void **)&y, n * sizeof(float)));
     }
+    if (strcmp(how, "annotate") == 0 && mneme_annotate(y, "f32", 1e-6, 1, "none", "y") != 1) return 3;
     CHECK(hipMemcpy(x, hx, n * sizeof(float), hipMemcpyHostToDevice));
     CHECK(hipMemcpy(y, hy, n * sizeof(float), hipMemcpyHostToDevice));
     if (strcmp(how, "global") == 0) {
