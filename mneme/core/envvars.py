@@ -76,6 +76,7 @@ _VARS = [
     EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
     EnvVar("MNEME_CUDA_RECORDER", "", "path of the CUDA recorder library to preload", "cuda"),
+    EnvVar("MNEME_HIP_RECORDER", "", "path of the HIP recorder library to preload", "hip"),
     EnvVar("MNEME_CUDA_RESTORE_DECODE", "auto", "where LZ4 regions decode on restore: auto, device or host", "cuda"),
     EnvVar("MNEME_CUPTI_LIB", "", "path of libcupti (default: the CUDA toolkit's)", "cuda"),
     EnvVar("MNEME_CUPTI_DEBUG", "", "1: the CUPTI timer logs every record and lookup to stderr", "cuda"),

@@ -74,7 +74,7 @@ typedef struct {
     const void *reserved;
 } hip_fatbin_wrapper;
 
-#define MNEME_HIP_FATBIN_MAGIC 0x48495046u
+#define HIP_FATBIN_WRAPPER_MAGIC 0x48495046u
 
 #ifdef __cplusplus
 }
