@@ -202,3 +202,22 @@ def test_the_saved_image_is_the_programs_offload_bundle_with_the_kernel(app, tmp
     code, kind = kernel_image(image.read_bytes(), KERNEL, "gfx90a", str(image))
     assert kind == "hsaco" and code.startswith(b"\x7fELF")
     assert kernel_image(image.read_bytes(), KERNEL, "gfx942", str(image)) is None
+
+
+def test_hip_info_says_whether_the_recorder_is_built(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from mneme.core.cli import cli
+    from mneme_hip import recorder
+
+    monkeypatch.setenv("MNEME_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MNEME_HIP_RECORDER", raising=False)
+    shown = CliRunner().invoke(cli, ["hip", "info", "--json"])
+    assert shown.exit_code == 0, shown.output
+    report = json.loads(shown.output)
+    assert report["recorder"].startswith("not built yet") and set(report) == {"usable", "reason", "recorder"}
+    built = recorder.build()
+    assert built.parent == tmp_path / "cache" / "hip-recorder" and built.name.startswith("libmneme_hip_recorder-")
+    assert json.loads(CliRunner().invoke(cli, ["hip", "info", "--json"]).output)["recorder"] == f"built: {built}"
+    monkeypatch.setenv("MNEME_HIP_RECORDER", str(tmp_path / "missing.so"))
+    assert recorder.library_path() is None  # an explicit path is taken as given, a missing one is not replaced

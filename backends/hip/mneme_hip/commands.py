@@ -50,6 +50,26 @@ def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int
     sys.exit(code)
 
 
+@hip_group.command("info", epilog="Exit codes: 0 ok (also when no device is usable: the report says why); "
+                                  "1 internal error; 2 invalid options.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def info_command(as_json: bool) -> None:
+    """Show whether the HIP backend's device layer is usable here, and the recorder's status."""
+    from mneme_hip import recorder
+    from mneme_hip.backend import HipBackend
+
+    availability = HipBackend().availability()
+    report = {"usable": availability.usable, "reason": "" if availability.usable else availability.reason,
+              "recorder": recorder.status()[1]}  # fmt: skip
+    if as_json:
+        import json
+
+        click.echo(json.dumps(report, indent=2))
+        return
+    click.echo(f"backend: {'usable' if availability.usable else 'unusable: ' + availability.reason}")
+    click.echo(f"recorder: {report['recorder']}")
+
+
 @hip_group.command("build-recorder", epilog=EXIT_CODES_HELP)
 @click.option("--force", is_flag=True, help="Rebuild even when the library is up to date.")
 def build_recorder_command(force: bool) -> None:
