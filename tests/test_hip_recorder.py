@@ -64,9 +64,9 @@ def app(tmp_path_factory) -> Path:
     return folder / "scale_add"
 
 
-def record(app: Path, rdb: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+def record(app: Path, rdb: Path, *args: str, options: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
     environ = {**os.environ, "LD_LIBRARY_PATH": str(app.parent), **env}
-    return subprocess.run([*MNEME, "hip", "record", "-rdb", str(rdb), "--", str(app), *args], env=environ,
+    return subprocess.run([*MNEME, "hip", "record", "-rdb", str(rdb), *options, "--", str(app), *args], env=environ,
                           capture_output=True, text=True)  # fmt: skip
 
 
@@ -202,6 +202,18 @@ def test_the_saved_image_is_the_programs_offload_bundle_with_the_kernel(app, tmp
     code, kind = kernel_image(image.read_bytes(), KERNEL, "gfx90a", str(image))
     assert kind == "hsaco" and code.startswith(b"\x7fELF")
     assert kernel_image(image.read_bytes(), KERNEL, "gfx942", str(image)) is None
+
+
+def test_kernel_selection_and_the_instance_bound_apply(app, tmp_path):
+    unselected = record(app, tmp_path / "none", options=("--kernel", "^nothing$"))
+    assert unselected.returncode == 0 and "4996 (expected 4996)" in unselected.stdout
+    assert not list((tmp_path / "none" / "raw").glob("launch-*"))
+    bounded = record(app, tmp_path / "one", "1000", "3", options=("--max-recordings", "1"))
+    assert bounded.returncode == 0, bounded.stderr
+    assert len(list((tmp_path / "one" / "raw").glob("launch-*"))) == 1
+    (counts,) = (tmp_path / "one" / "raw").glob("counts-*.json")
+    kernel = json.loads(counts.read_text())["kernels"][KERNEL]
+    assert kernel["seen"] == 3 and sorted(kernel["instances"].values()) == [1, 1, 1]  # three argument sets
 
 
 def test_hip_info_says_whether_the_recorder_is_built(tmp_path, monkeypatch):

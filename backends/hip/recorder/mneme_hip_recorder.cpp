@@ -25,6 +25,7 @@
 #include <mutex>
 #include <regex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine.h"           // mneme/core/recorder/native
