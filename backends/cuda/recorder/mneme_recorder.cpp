@@ -2,7 +2,8 @@
 //
 // One translation unit, read as files of one idea each (parts/*.inc, included in order below): every
 // part shares the process-lifetime state, and the anonymous namespace keeps all of it internal. The
-// vendor-neutral engine (configuration, messages, files, JSON, intervals) comes from the core's
+// vendor-neutral engine (configuration, messages, files, JSON, intervals, the placement zone and the
+// capture writer, which reach the device through parts/device_ops.inc) comes from the core's
 // mneme/core/recorder/native, the snapshot writer from mneme/core/snapshot/native (docs/design/native.md).
 //
 // How it gets in (docs/design/recording.md, backends/cuda/recorder/README.md):
@@ -82,10 +83,18 @@ using namespace mneme_engine;
 namespace {
 
 #include "parts/driver.inc"
+#include "parts/device_ops.inc"
+
+}  // namespace
+
+// The engine's device operations (zone.h, capture.h) are the driver's.
+const mneme_device_ops &mneme_engine::device_ops() { return cuda_ops(); }
+
+namespace {
+
 #include "parts/placement.inc"
 #include "parts/modules.inc"
 #include "parts/launches.inc"
-#include "parts/capture.inc"
 #include "parts/record.inc"
 #include "parts/wrappers.inc"
 #include "parts/memory.inc"

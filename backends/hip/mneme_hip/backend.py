@@ -21,7 +21,8 @@ class HipBackend(Backend):
     default_triple = codegen.TRIPLE
     kernel_marks = ("amdgpu_kernel", "@llvm.amdgcn.")
     elf_machines = (224,)  # EM_AMDGPU: code objects (hsaco)
-    environment = (EnvVar("MNEME_LLD", "ld.lld-19", "ld.lld used to link AMDGPU code objects", "hip"),)
+    environment = (EnvVar("MNEME_LLD", "ld.lld-19", "ld.lld used to link AMDGPU code objects", "hip"),
+                   EnvVar("MNEME_HIP_RECORDER", "", "path of the HIP recorder library to preload", "hip"))
     priority = 20
     emits = codegen.EMITS
     #: replay modes besides "ir": the recorded code object (launch-geometry tuning without IR)

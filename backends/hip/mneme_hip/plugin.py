@@ -10,3 +10,10 @@ def mneme_backends():
     from mneme_hip.backend import HipBackend  # lazily: `mneme --help` need not load LLVM
 
     return [HipBackend]
+
+
+@hookimpl
+def mneme_cli_commands(cli, registry):
+    from mneme_hip.commands import COMMANDS
+
+    return COMMANDS

@@ -17,3 +17,7 @@
 #include "lz4_block.h"
 #include "manifest.h"
 #include "snapshot_options.h"
+// Reach the device through the backend's device_ops() (device_ops.h), which it defines once.
+#include "exclusive.h"
+#include "capture.h"
+#include "zone.h"

@@ -19,7 +19,7 @@
 namespace mneme_engine {
 
 struct LaunchManifest {
-    std::string format;  // the backend's manifest format, e.g. "mneme-cuda-raw"
+    std::string format;  // the manifest format of the backend that wrote it
     std::string kernel;
     long sequence = 0, occurrence = 0;
     uint64_t instance_key = 0;

@@ -1,4 +1,5 @@
-// ---- capture: device shadows, pinned staging and the background snapshot writer ------------------
+// Capture: device shadows, pinned staging and the background snapshot writer. Device calls go
+// through the backend's device_ops() (device_ops.h); docs/design/native.md, docs/design/recording.md.
 //
 // At a recorded launch the live regions and the module's globals are copied device-to-device
 // into shadow buffers (the recorder's own stream-ordered pool: not in the placed range, never
@@ -9,12 +10,45 @@
 // pending bound, the free-memory margin, no pool), the launch is written synchronously from the
 // live memory instead: the application waits for the files.
 
+#pragma once
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "annotations.h"
+#include "clock.h"
+#include "config.h"
+#include "device_ops.h"
+#include "exclusive.h"
+#include "files.h"
+#include "log.h"
+#include "manifest.h"
+#include "snapshot_options.h"
+#include "snapshot_writer.h"
+
+namespace mneme_engine {
+
 struct GlobalVar {
     std::string name;
-    CUdeviceptr addr;
+    uint64_t addr;
     size_t size;
 };
-
 
 // The size of one staging buffer, and the snapshot chunk size (LZ4 regions: LZ4_CHUNK_SIZE; the
 // writer cuts each staging buffer into them).
@@ -26,27 +60,23 @@ static_assert(CHUNK % mneme_snapshot::LZ4_CHUNK_SIZE == 0, "a staging buffer hol
 // pageable synchronous copies when pinned memory or a stream cannot be had.
 struct Staging {
     void *buf[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};  // [slot][side]
-    CUevent done[2] = {nullptr, nullptr};
-    CUstream stream = nullptr;
+    void *done[2] = {nullptr, nullptr};  // the backend's events
+    void *stream = nullptr;
     bool tried = false, pinned = false;
     std::vector<char> pageable[2];
     std::mutex mu;  // one user at a time: the writer thread, or a synchronous capture
 };
 
-Staging &staging() {
+inline Staging &staging() {
     static Staging *once = [] {  // thread-safe: the writer thread and a synchronous capture may race here
         auto *s = new Staging();
         s->tried = true;
-        DRV(cuMemAllocHost_v2);
-        DRV(cuStreamCreate);
-        DRV(cuEventCreate);
-        s->pinned = p_cuMemAllocHost_v2 && p_cuStreamCreate && p_cuEventCreate &&
-                    p_cuStreamCreate(&s->stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS &&
-                    p_cuEventCreate(&s->done[0], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS &&
-                    p_cuEventCreate(&s->done[1], CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+        const mneme_device_ops &d = device_ops();
+        s->pinned = d.stream_create(&s->stream) == 0 && d.event_create(&s->done[0]) == 0 &&
+                    d.event_create(&s->done[1]) == 0;
         for (int slot = 0; s->pinned && slot < 2; ++slot)
             for (int side = 0; s->pinned && side < 2; ++side)
-                s->pinned = p_cuMemAllocHost_v2(&s->buf[slot][side], CHUNK) == CUDA_SUCCESS;
+                s->pinned = d.host_alloc_pinned(&s->buf[slot][side], CHUNK) == 0;
         if (!s->pinned) {
             warn("no pinned staging memory; snapshots are copied through pageable memory (slower)");
             s->pageable[0].resize(CHUNK);
@@ -63,7 +93,7 @@ enum { PROLOGUE = 0, EPILOGUE = 1 };
 // bytes are now (the live memory, or a shadow).
 struct Side {
     mneme_snapshot::Writer *writer = nullptr;
-    std::vector<CUdeviceptr> src;
+    std::vector<uint64_t> src;
     mneme_snapshot::Encoding encoding = mneme_snapshot::ENC_ZSTD;
     bool best = false;
 };
@@ -76,25 +106,25 @@ struct CaptureJob {
     std::vector<mneme_snapshot::Policy> policies;  // per region
     std::string args;
     std::vector<std::pair<uint32_t, uint32_t>> layout;
-    CUcontext context = nullptr;
-    CUdeviceptr shadow[2] = {0, 0};
+    void *context = nullptr;  // the backend's, where it has one
+    uint64_t shadow[2] = {0, 0};
     std::vector<uint64_t> offsets;  // each span's (regions, then globals) offset in a shadow
     uint64_t shadow_bytes = 0;
     std::string name;
     long index = 0;
 };
 
-mneme_snapshot::Options writer_options() { return snapshot_options(CHUNK); }
+inline mneme_snapshot::Options writer_options() { return snapshot_options(CHUNK); }
 
 // Copy `n` device bytes at `src` into `out` through the staging buffer of `side` (staging().mu held).
-bool copy_down(CUdeviceptr src, uint64_t n, std::string &out, int side) {
+inline bool copy_down(uint64_t src, uint64_t n, std::string &out, int side) {
     Staging &s = staging();
-    DRV(cuMemcpyDtoH_v2);
+    const mneme_device_ops &d = device_ops();
     out.clear();
     for (uint64_t off = 0; off < n; off += CHUNK) {
         size_t len = (size_t)std::min<uint64_t>(CHUNK, n - off);
         void *buf = s.pinned ? s.buf[0][side] : s.pageable[side].data();
-        if (!p_cuMemcpyDtoH_v2 || p_cuMemcpyDtoH_v2(buf, src + off, len) != CUDA_SUCCESS) return false;
+        if (d.copy_to_host(buf, src + off, len) != 0) return false;
         out.append(static_cast<const char *>(buf), len);
     }
     return true;
@@ -103,14 +133,10 @@ bool copy_down(CUdeviceptr src, uint64_t n, std::string &out, int side) {
 // Stream every region, then every global, of one or both sides into their writers, chunk by
 // chunk through the staging buffers; a diff epilogue takes the prologue's bytes of the same
 // chunk as its base. 0, or an errno value (EIO for a failed device copy).
-int stream_sides(const CaptureJob &job, Side *sides[2]) {
+inline int stream_sides(const CaptureJob &job, Side *sides[2]) {
     Staging &s = staging();
     std::lock_guard<std::mutex> lock(s.mu);
-    DRV(cuMemcpyDtoHAsync_v2);
-    DRV(cuMemcpyDtoH_v2);
-    DRV(cuEventRecord);
-    DRV(cuEventSynchronize);
-    DRV(cuStreamSynchronize);
+    const mneme_device_ops &d = device_ops();
     for (size_t i = 0; i < job.regions.size(); ++i) {
         uint64_t addr = job.regions[i].first, size = job.regions[i].second;
         for (int k = 0; k < 2; ++k)
@@ -131,19 +157,19 @@ int stream_sides(const CaptureJob &job, Side *sides[2]) {
             if (timing_started.load(std::memory_order_acquire) && config().exclusive) beside.lock();
             for (int k = 0; k < 2; ++k) {
                 if (!sides[k]) continue;
-                CUdeviceptr from = sides[k]->src[i] + c * CHUNK;
+                uint64_t from = sides[k]->src[i] + c * CHUNK;
                 if (!s.pinned) {
-                    if (p_cuMemcpyDtoH_v2(s.pageable[k].data(), from, length(c)) != CUDA_SUCCESS) return false;
-                } else if (p_cuMemcpyDtoHAsync_v2(s.buf[c % 2][k], from, length(c), s.stream) != CUDA_SUCCESS) {
+                    if (d.copy_to_host(s.pageable[k].data(), from, length(c)) != 0) return false;
+                } else if (d.copy_to_host_async(s.buf[c % 2][k], from, length(c), s.stream) != 0) {
                     return false;
                 }
             }
-            return !s.pinned || p_cuEventRecord(s.done[c % 2], s.stream) == CUDA_SUCCESS;
+            return !s.pinned || d.event_record(s.done[c % 2], s.stream) == 0;
         };
         bool ok = chunks == 0 || issue(0);
         int err = 0;
         for (uint64_t c = 0; ok && !err && c < chunks; ++c) {
-            if (s.pinned) ok = p_cuEventSynchronize(s.done[c % 2]) == CUDA_SUCCESS;
+            if (s.pinned) ok = d.event_synchronize(s.done[c % 2]) == 0;
             const void *data[2];
             for (int k = 0; k < 2; ++k) data[k] = s.pinned ? s.buf[c % 2][k] : s.pageable[k].data();
             if (!ok) break;
@@ -155,7 +181,7 @@ int stream_sides(const CaptureJob &job, Side *sides[2]) {
                                                      sides[PROLOGUE] ? data[PROLOGUE] : nullptr);
             if (ok && !err && !s.pinned && c + 1 < chunks && !issue(c + 1)) ok = false;
         }
-        if (s.pinned) p_cuStreamSynchronize(s.stream);  // no copy may still land in a buffer we reuse
+        if (s.pinned) d.stream_synchronize(s.stream);  // no copy may still land in a buffer we reuse
         if (err) return err;
         if (!ok) return EIO;
         for (int k = 0; k < 2; ++k)
@@ -172,32 +198,30 @@ int stream_sides(const CaptureJob &job, Side *sides[2]) {
     return 0;
 }
 
-const char *PRODUCER = "mneme-cuda-recorder 0.3";
-
 // Open one side's snapshot in the launch's temporary folder, with its argument buffer.
-int open_side(const CaptureJob &job, int kind, mneme_snapshot::Writer &w, const uint8_t *base_id) {
+inline int open_side(const CaptureJob &job, int kind, mneme_snapshot::Writer &w, const uint8_t *base_id) {
     // META's static hash is left empty (the code's identity is known only when finalize links
     // its IR), and so is the dynamic hash: the recording database names both.
-    if (int e = w.open("", "", PRODUCER, base_id)) return e;
+    if (int e = w.open("", "", device_ops().producer, base_id)) return e;
     (void)kind;
     return w.args(job.args.data(), job.args.size(), job.layout);
 }
 
-std::string snapshot_path(const CaptureJob &job, int kind) {
+inline std::string snapshot_path(const CaptureJob &job, int kind) {
     return job.tmp_dir + (kind == PROLOGUE ? "/prologue.mneme" : "/epilogue.mneme");
 }
 
 // The manifest's last fields, the manifest itself, then the rename that publishes the launch.
-int publish(const CaptureJob &job, const char *path, double write_seconds, uint64_t stored) {
+inline int publish(const CaptureJob &job, const char *path, double write_seconds, uint64_t stored) {
     return publish_launch(job.manifest, job.tmp_dir, job.final_dir, path, write_seconds, stored);
 }
 
 // The shadow pool, the capture stream and the writer thread's queue.
 struct Shadows {
     bool tried = false, ok = false;
-    CUmemoryPool pool = nullptr;
-    CUstream stream = nullptr;  // the capture stream (device-to-device copies), private
-    CUevent copied = nullptr;
+    void *pool = nullptr;
+    void *stream = nullptr;  // the capture stream (device-to-device copies), private
+    void *copied = nullptr;
     uint64_t limit = 0;   // bytes of shadows pending at most
     uint64_t margin = 0;  // device memory left free for the application
     std::mutex mu;
@@ -209,18 +233,18 @@ struct Shadows {
     pthread_t writer;
 };
 
-Shadows &shadows() {
+inline Shadows &shadows() {
     static auto *s = new Shadows();
     return *s;
 }
 
-void writer_main();
+inline void writer_main();
 
 // Wait (bounded) for the writer, then die as the signal says (the previous action, by default
 // the default one): launches completed before a crash stay readable.
-struct sigaction previous_action[32];
+inline struct sigaction previous_action[32];
 
-void on_crash(int sig) {
+inline void on_crash(int sig) {
     Shadows &s = shadows();
     if (!pthread_equal(pthread_self(), s.writer)) {
         struct timespec tick = {0, 10 * 1000 * 1000};
@@ -230,21 +254,21 @@ void on_crash(int sig) {
     raise(sig);  // delivered when this handler returns (the signal is blocked until then)
 }
 
-void wait_for_writer() {
+inline void wait_for_writer() {
     Shadows &s = shadows();
     std::unique_lock<std::mutex> lock(s.mu);
     s.cv.wait(lock, [&] { return s.pending.load() == 0; });
 }
 
-void at_exit_wait() { wait_for_writer(); }
+inline void at_exit_wait() { wait_for_writer(); }
 
-bool start_writer() {
+inline bool start_writer() {
     Shadows &s = shadows();
     if (s.started) return true;
     if (pthread_create(&s.writer, nullptr, [](void *) -> void * { writer_main(); return nullptr; }, nullptr) != 0)
         return false;
     s.started = true;
-    atexit(at_exit_wait);  // registered after cudart's own handler, so it runs before the context goes
+    atexit(at_exit_wait);  // registered after the runtime's own handler, so it runs before the context goes
     // A forked child has no writer thread (nor a usable context): it must not wait for the parent's launches.
     pthread_atfork(nullptr, nullptr, [] {
         Shadows &child = shadows();
@@ -265,28 +289,16 @@ bool start_writer() {
 }
 
 // The pool, stream and bounds, once (mu() held).
-bool shadows_ready() {
+inline bool shadows_ready() {
     Shadows &s = shadows();
     if (s.tried) return s.ok;
     s.tried = true;
     if (getenv("MNEME_RECORD_SYNC") && strcmp(getenv("MNEME_RECORD_SYNC"), "0") != 0) return false;
-    DRV(cuCtxGetDevice);
-    DRV(cuMemPoolCreate);
-    DRV(cuStreamCreate);
-    DRV(cuEventCreate);
-    DRV(cuMemGetInfo_v2);
-    CUdevice device;
+    const mneme_device_ops &d = device_ops();
+    int device = 0;
     size_t free_bytes = 0, total = 0;
-    if (!p_cuCtxGetDevice || !p_cuMemPoolCreate || !p_cuStreamCreate || !p_cuEventCreate || !p_cuMemGetInfo_v2 ||
-        p_cuCtxGetDevice(&device) != CUDA_SUCCESS || p_cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS)
-        return false;
-    CUmemPoolProps props = {};
-    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
-    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    props.location.id = device;
-    if (p_cuMemPoolCreate(&s.pool, &props) != CUDA_SUCCESS ||
-        p_cuStreamCreate(&s.stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS ||
-        p_cuEventCreate(&s.copied, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS)
+    if (d.current_device(&device) != 0 || d.mem_info(&free_bytes, &total) != 0) return false;
+    if (d.pool_create(&s.pool, device) != 0 || d.stream_create(&s.stream) != 0 || d.event_create(&s.copied) != 0)
         return false;
     s.limit = total / 2;
     if (const char *v = getenv("MNEME_RECORD_PENDING_MIB")) s.limit = strtoull(v, nullptr, 0) << 20;
@@ -296,23 +308,21 @@ bool shadows_ready() {
 }
 
 // Room for a launch's two shadows: both allocated on the capture stream, or neither (mu() held).
-bool take_shadows(CaptureJob &job) {
+inline bool take_shadows(CaptureJob &job) {
     if (!shadows_ready() || !start_writer()) return false;
     Shadows &s = shadows();
-    DRV(cuMemGetInfo_v2);
-    DRV(cuMemAllocFromPoolAsync);
-    DRV(cuMemFreeAsync);
+    const mneme_device_ops &d = device_ops();
     size_t free_bytes = 0, total = 0;
     {
         std::lock_guard<std::mutex> lock(s.mu);
         if (s.pending_bytes + 2 * job.shadow_bytes > s.limit) return false;
     }
-    if (p_cuMemGetInfo_v2(&free_bytes, &total) != CUDA_SUCCESS || free_bytes < 2 * job.shadow_bytes + s.margin)
+    if (d.mem_info(&free_bytes, &total) != 0 || free_bytes < 2 * job.shadow_bytes + s.margin)
         return false;
     uint64_t bytes = std::max<uint64_t>(job.shadow_bytes, 256);
-    if (p_cuMemAllocFromPoolAsync(&job.shadow[0], bytes, s.pool, s.stream) != CUDA_SUCCESS) return false;
-    if (p_cuMemAllocFromPoolAsync(&job.shadow[1], bytes, s.pool, s.stream) != CUDA_SUCCESS) {
-        p_cuMemFreeAsync(job.shadow[0], s.stream);
+    if (d.pool_alloc_async(&job.shadow[0], bytes, s.pool, s.stream) != 0) return false;
+    if (d.pool_alloc_async(&job.shadow[1], bytes, s.pool, s.stream) != 0) {
+        d.free_async(job.shadow[0], s.stream);
         job.shadow[0] = 0;
         return false;
     }
@@ -321,43 +331,43 @@ bool take_shadows(CaptureJob &job) {
     return true;
 }
 
-void drop_shadows(CaptureJob &job, CUstream stream) {
-    DRV(cuMemFreeAsync);
-    for (CUdeviceptr &p : job.shadow)
-        if (p) p_cuMemFreeAsync(p, stream);
+inline void drop_shadows(CaptureJob &job, void *stream) {
+    const mneme_device_ops &d = device_ops();
+    for (uint64_t &p : job.shadow)
+        if (p) d.free_async(p, stream);
     job.shadow[0] = job.shadow[1] = 0;
 }
 
 // Copy every span into one side's shadow on the capture stream.
-bool copy_into_shadow(const CaptureJob &job, int kind) {
+inline bool copy_into_shadow(const CaptureJob &job, int kind) {
     Shadows &s = shadows();
-    DRV(cuMemcpyDtoDAsync_v2);
+    const mneme_device_ops &d = device_ops();
     for (size_t i = 0; i < job.regions.size(); ++i)
-        if (job.regions[i].second && p_cuMemcpyDtoDAsync_v2(job.shadow[kind] + job.offsets[i], job.regions[i].first,
-                                                             job.regions[i].second, s.stream) != CUDA_SUCCESS)
+        if (job.regions[i].second && d.copy_on_device_async(job.shadow[kind] + job.offsets[i], job.regions[i].first,
+                                                            job.regions[i].second, s.stream) != 0)
             return false;
     for (size_t g = 0; g < job.globals.size(); ++g)
-        if (p_cuMemcpyDtoDAsync_v2(job.shadow[kind] + job.offsets[job.regions.size() + g], job.globals[g].addr,
-                                   job.globals[g].size, s.stream) != CUDA_SUCCESS)
+        if (d.copy_on_device_async(job.shadow[kind] + job.offsets[job.regions.size() + g], job.globals[g].addr,
+                                  job.globals[g].size, s.stream) != 0)
             return false;
     return true;
 }
 
-std::vector<CUdeviceptr> shadow_sources(const CaptureJob &job, int kind) {
-    std::vector<CUdeviceptr> src;
+inline std::vector<uint64_t> shadow_sources(const CaptureJob &job, int kind) {
+    std::vector<uint64_t> src;
     for (uint64_t off : job.offsets) src.push_back(job.shadow[kind] + off);
     return src;
 }
 
-std::vector<CUdeviceptr> live_sources(const CaptureJob &job) {
-    std::vector<CUdeviceptr> src;
+inline std::vector<uint64_t> live_sources(const CaptureJob &job) {
+    std::vector<uint64_t> src;
     for (auto &r : job.regions) src.push_back(r.first);
     for (auto &g : job.globals) src.push_back(g.addr);
     return src;
 }
 
 // Both snapshots of a shadowed launch, in one pass over the shadows; 0 or an errno value.
-int write_from_shadows(const CaptureJob &job, uint64_t *stored) {
+inline int write_from_shadows(const CaptureJob &job, uint64_t *stored) {
     mneme_snapshot::Writer pro(snapshot_path(job, PROLOGUE), PROLOGUE, writer_options());
     mneme_snapshot::Writer epi(snapshot_path(job, EPILOGUE), EPILOGUE, writer_options());
     const EpilogueFormat &f = epilogue_format();
@@ -379,13 +389,10 @@ int write_from_shadows(const CaptureJob &job, uint64_t *stored) {
     return 0;
 }
 
-void writer_main() {
+inline void writer_main() {
     Shadows &s = shadows();
-    DRV(cuCtxSetCurrent);
-    DRV(cuStreamCreate);
-    DRV(cuStreamSynchronize);
-    DRV(cuMemPoolTrimTo);
-    CUstream stream = nullptr;
+    const mneme_device_ops &d = device_ops();
+    void *stream = nullptr;
     for (;;) {
         CaptureJob *job;
         {
@@ -395,12 +402,12 @@ void writer_main() {
             s.queue.pop_front();
         }
         double t0 = now_seconds();
-        p_cuCtxSetCurrent(job->context);
-        if (!stream && p_cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) stream = s.stream;
+        d.set_context(job->context);
+        if (!stream && d.stream_create(&stream) != 0) stream = s.stream;
         uint64_t stored = 0;
         int err = write_from_shadows(*job, &stored);
         drop_shadows(*job, stream);
-        p_cuStreamSynchronize(stream);
+        d.stream_synchronize(stream);
         if (!err) err = publish(*job, "device shadow", now_seconds() - t0, stored);
         if (err) {
             remove_tree(job->tmp_dir);
@@ -409,14 +416,14 @@ void writer_main() {
         }
         std::lock_guard<std::mutex> lock(s.mu);
         s.pending_bytes -= 2 * job->shadow_bytes;
-        if (s.queue.empty()) p_cuMemPoolTrimTo(s.pool, 0);  // give the memory back to the application
+        if (s.queue.empty()) d.pool_trim(s.pool);  // give the memory back to the application
         delete job;
         s.pending.fetch_sub(1);
         s.cv.notify_all();
     }
 }
 
-void enqueue(CaptureJob *job) {
+inline void enqueue(CaptureJob *job) {
     Shadows &s = shadows();
     std::lock_guard<std::mutex> lock(s.mu);
     s.pending.fetch_add(1);
@@ -426,7 +433,7 @@ void enqueue(CaptureJob *job) {
 
 // An application allocation failed for lack of memory: when shadows are pending, wait for the
 // writer to free them and say so (the caller retries once).
-bool wait_for_shadows() {
+inline bool wait_for_shadows() {
     Shadows &s = shadows();
     if (!s.started || s.pending.load() == 0) return false;
     wait_for_writer();
@@ -434,23 +441,22 @@ bool wait_for_shadows() {
 }
 
 // Give a launch's shadows back when its capture did not complete (mu() held).
-void release_shadows(CaptureJob &job) {
+inline void release_shadows(CaptureJob &job) {
     Shadows &s = shadows();
-    DRV(cuStreamSynchronize);
-    p_cuStreamSynchronize(s.stream);
+    device_ops().stream_synchronize(s.stream);
     drop_shadows(job, s.stream);
     std::lock_guard<std::mutex> lock(s.mu);
     s.pending_bytes -= 2 * job.shadow_bytes;
 }
 
 // A region's verification policy as the application annotated it, else exact bytes (mu() held).
-mneme_snapshot::Policy region_policy(uint64_t addr) {
+inline mneme_snapshot::Policy region_policy(uint64_t addr) {
     auto it = annotations().find(addr);
     return it == annotations().end() ? mneme_snapshot::Policy() : annotation_policy(it->second);
 }
 
 // One side written synchronously from the live memory (the application waits); 0 or an errno value.
-int write_live(const CaptureJob &job, int kind, uint64_t *stored) {
+inline int write_live(const CaptureJob &job, int kind, uint64_t *stored) {
     mneme_snapshot::Writer w(snapshot_path(job, kind), kind, writer_options());
     if (int e = open_side(job, kind, w, nullptr)) return e;
     Side side;
@@ -463,3 +469,5 @@ int write_live(const CaptureJob &job, int kind, uint64_t *stored) {
     *stored += w.bytes_written();
     return 0;
 }
+
+}  // namespace mneme_engine

@@ -1,0 +1,138 @@
+"""The HIP native recorder: build it, run an application under it, finalize its raw folder.
+
+The library (backends/hip/recorder, ``LD_PRELOAD``) interposes libamdhip64's allocation, code
+loading and launch entry points and writes the same raw folder as the CUDA recorder, through the
+core's shared engine (mneme/core/recorder/native); finalize is the core's. It needs a C++
+compiler and xxhash.h, and no ROCm header (backends/hip/recorder/hip_abi.h declares the ABI it
+uses). It has run only against the test double of the HIP runtime in tests/backends/hip/hip_recorder, never
+on an AMD GPU (backends/hip/README.md).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from mneme.core.errors import MnemeError, UsageError
+from mneme.core.native import RECORDER_SOURCES, SNAPSHOT_SOURCES, NativeLibrary, cxx_compiler, xxhash_include
+from mneme.core.recorder import finalize as _finalize
+from mneme.core.recorder.finalize import print_summary
+from mneme.core.recorder.progress import watch
+from mneme.core.recorder.rawdir import EPILOGUE_FORMATS, RawFormat, check_compression
+from mneme_hip.bundle import kernel_image
+
+__all__ = ["FORMAT", "build", "environment", "finalize", "library_path", "main_record", "run", "status"]
+
+SOURCE = Path(__file__).resolve().parents[1] / "recorder" / "mneme_hip_recorder.cpp"
+PARTS = sorted((SOURCE.parent / "parts").glob("*.inc"))
+SOURCES = (SOURCE, SNAPSHOT_SOURCES / "snapshot_writer.cpp")
+HEADERS = (*PARTS, SOURCE.parent / "hip_abi.h", *sorted(RECORDER_SOURCES.glob("*.h")),
+           SNAPSHOT_SOURCES / "snapshot_writer.h")  # fmt: skip
+FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare")
+DEFAULT_VA_BASE = 0x153940000000
+GRANULARITY = 2 << 20
+DEFAULT_ARCH = "gfx90a"
+
+#: The files this recorder writes, for the core's finalize.
+FORMAT = RawFormat(backend="hip", manifest="mneme-hip-raw", counts="mneme-hip-counts", granularity=GRANULARITY,
+                   default_arch=DEFAULT_ARCH, kernel_image=kernel_image, graphs="HIP graphs")  # fmt: skip
+
+NATIVE = NativeLibrary("mneme_hip_recorder", "the HIP recorder", SOURCES, HEADERS, FLAGS, cache="hip-recorder",
+                       env="MNEME_HIP_RECORDER")  # fmt: skip
+
+
+def library_path() -> Path | None:
+    """The built recorder: $MNEME_HIP_RECORDER, else the build cache."""
+    return NATIVE.find()
+
+
+def status() -> tuple[bool, str]:
+    """Whether the recorder is built or can be, and what to do otherwise."""
+    path = library_path()
+    if path is not None:
+        return True, f"built: {path}"
+    if not NATIVE.available():
+        return False, f"not built: its sources ({SOURCE}) are not installed; install mneme-hip from a checkout"
+    if cxx_compiler() is None:
+        return False, "not built: no C++ compiler (install g++ or clang++)"
+    if xxhash_include() is None:
+        return False, "not built: xxhash.h not found; install libxxhash-dev (or set XXHASH_INCLUDE)"
+    return True, "not built yet: built on first use (or run `mneme hip build-recorder`)"
+
+
+def build(out_dir: Path | None = None, force: bool = False) -> Path:
+    """Compile the recorder into `out_dir` (default: the build cache) and return the library's path."""
+    cxx = cxx_compiler()
+    if not NATIVE.available():
+        raise MnemeError(f"cannot build the HIP recorder: {SOURCE} is missing; install mneme-hip from a source "
+                         "checkout (pip install -e backends/hip)")  # fmt: skip
+    if cxx is None:
+        raise MnemeError("cannot build the HIP recorder: no C++ compiler found (install g++ or set CXX)")
+    xxh = xxhash_include()
+    if xxh is None:
+        raise MnemeError("cannot build the HIP recorder: xxhash.h not found; install libxxhash-dev "
+                         "(or set XXHASH_INCLUDE to its folder)")  # fmt: skip
+    flags = [*FLAGS, f"-I{SOURCE.parent}", f"-I{xxh}", f"-I{RECORDER_SOURCES}", f"-I{SNAPSHOT_SOURCES}"]
+    return NATIVE.build(lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, "-ldl", "-lpthread"],
+                        out_dir, force)
+
+
+def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
+                va_base: int = DEFAULT_VA_BASE, library: Path | None = None, record_ranks: str | None = None,
+                epilogue_format: str = "diff", compression: str = "lz4") -> dict[str, str]:  # fmt: skip
+    """The environment that runs a command under the HIP recorder (the MNEME_RECORD_* of the engine)."""
+    if epilogue_format not in EPILOGUE_FORMATS:
+        raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
+    check_compression(compression)
+    library = library or build()
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
+    env["MNEME_RECORD_DIR"] = str(raw_dir)
+    env["MNEME_RECORD_SKIP"] = str(skip)
+    env["MNEME_RECORD_MAX"] = str(max_recordings)
+    env["MNEME_RECORD_VA_BASE"] = hex(va_base)
+    env["MNEME_RECORD_EPILOGUE_FORMAT"] = epilogue_format
+    env["MNEME_RECORD_COMPRESSION"] = compression
+    if kernel:
+        env["MNEME_RECORD_KERNEL"] = kernel
+    if record_ranks:
+        env["MNEME_RECORD_RANKS"] = record_ranks
+    return env
+
+
+def run(command: Sequence[str], raw_dir: Path, progress: bool | None = None, **options) -> int:
+    """Run `command` under the recorder; returns its exit code (the application's, untouched)."""
+    raw_dir = Path(raw_dir)
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    env = environment(raw_dir, **options)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    try:
+        if not progress:
+            return subprocess.run(list(command), env=env, check=False).returncode
+        from rich.console import Console
+
+        with subprocess.Popen(list(command), env=env) as proc:
+            return watch(proc, raw_dir, Console(stderr=True))
+    except FileNotFoundError as exc:
+        raise UsageError(f"cannot run {command[0]!r}: {exc}") from exc
+
+
+def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "",
+             epilogue_format: str = "diff", compression: str = "lz4") -> list[Path]:  # fmt: skip
+    """Write one recording database per recorded kernel into `out` (`mneme.core.recorder.finalize.finalize`)."""
+    return _finalize.finalize(FORMAT, raw_dir, out, ir_files, arch, epilogue_format, compression)
+
+
+def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path] = (), arch: str = DEFAULT_ARCH,
+                progress: bool | None = None, **options) -> int:  # fmt: skip
+    """`mneme hip record`: run, then finalize; returns the application's exit code."""
+    raw = Path(rdb) / "raw"
+    code = run(command, raw, progress=progress, **options)
+    written = finalize(raw, Path(rdb), ir_files, arch=arch, epilogue_format=options.get("epilogue_format", "diff"),
+                       compression=options.get("compression", "lz4"))  # fmt: skip
+    print_summary(FORMAT, raw, written)
+    return 128 - code if code < 0 else code  # killed by signal N: the shell's 128 + N
