@@ -32,7 +32,7 @@ import numpy as np
 from mneme import capture_layout as layout
 from mneme.capture_layout import Buffer, Field, Pointer, Struct
 from mneme.core import fsutil
-from mneme.core.errors import MnemeError, UsageError
+from mneme.core.errors import ExperimentError, MnemeError, UsageError
 from mneme.core.types import ExperimentConfiguration, dim3
 
 log = logging.getLogger(__name__)
@@ -226,7 +226,10 @@ def capture(
                                       policy=policies.get(region.name))  # fmt: skip
                 for name, data in before.items():
                     writer.add_global(name, data)
-            device.launch(loaded, grid, block, shared_mem, arg_bytes)
+            try:
+                device.launch(loaded, grid, block, shared_mem, arg_bytes)
+            except ExperimentError as exc:
+                raise ExperimentError(f"{exc}{placed.fault_hint(str(exc))}", kind=exc.kind) from None
             after_globals = _read_globals(device, loaded, before)
         with SnapshotWriter(epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash,
                             dynamic_hash=dynamic_hash) as writer:  # fmt: skip

@@ -26,6 +26,8 @@ ALIGNMENT = 2 << 20
 DEFAULT_ALIGN = 256
 #: Bytes of a pointer field of a struct (the 64-bit GPU targets).
 POINTER_BYTES = 8
+#: How far outside a buffer a faulting address is still reported as next to it.
+PAGE_REACH = 1 << 16
 #: The element types a buffer, field or global may have: numbers and booleans.
 NUMERIC_KINDS = "biuf"
 
@@ -165,6 +167,22 @@ class Layout:
     pointers: dict[int, Region]  # argument index -> the region a pointer argument points into
     outputs: set[str]  # names of regions marked as outputs
 
+    def fault_hint(self, message: str) -> str:
+        """What a faulting address in `message` is next to, and the padding that would hold it ("" if none)."""
+        found = re.search(r"address (0x[0-9a-fA-F]+)", message)
+        if not found:
+            return ""
+        addr = int(found.group(1), 16)
+        for region in self.regions:
+            buf, end = region.buffer, region.addr + region.size
+            where = (f"{region.addr - addr} bytes before" if region.addr - PAGE_REACH <= addr < region.addr else
+                     f"{addr - end} bytes after the end of" if end <= addr < end + PAGE_REACH else None)  # fmt: skip
+            if where:
+                what = f"argument {region.index}" if region.index is not None else "a named buffer"
+                return (f"; {found.group(1)} is {where} buffer {region.name!r} ({what}): if the kernel reads just "
+                        "outside its arrays, give the buffer padding (padding: {before: N, after: N} in elements)")
+        return ""
+
 
 def place(params: Sequence[Any], args: Sequence[Any], names: Sequence[str], kernel: str, va_addr: int, *,
           buffers: Mapping[str, Any] | None = None, struct_offsets=None, pack_scalar=None) -> Layout:  # fmt: skip
@@ -259,16 +277,21 @@ def place(params: Sequence[Any], args: Sequence[Any], names: Sequence[str], kern
             data = pack_struct(value, param, field, names[index], kernel, offsets,
                                lambda p, f: resolve(p, f)[0])  # fmt: skip
         else:
-            data = pack_scalar(value, param, index, kernel)
+            try:
+                data = pack_scalar(value, param, index, kernel)
+            except DescriptionError:
+                raise
+            except UsageError as exc:
+                raise DescriptionError(field, str(exc)) from None
         arg_bytes[param.offset : param.offset + param.size] = data
     va_size = max(cursor - va_addr, ALIGNMENT)
     return Layout(list(regions.values()), bytes(arg_bytes), va_size, pointers, outputs)
 
 
-def pack_struct(struct: Struct, param: Any, field: str, name: str, kernel: str, ir_offsets: Sequence[int] | None,
-                resolve) -> bytes:  # fmt: skip
-    """The bytes of a by-value struct, its size (and field offsets, where the IR's fields match one to one)
-    checked against the kernel's parameter."""
+def pack_struct(struct: Struct, param: Any, field: str, name: str, kernel: str,
+                ir_offsets: Sequence[tuple[int, int, str]] | None, resolve) -> bytes:  # fmt: skip
+    """The bytes of a by-value struct, its size checked against the kernel's parameter (and, where the IR's
+    fields match the given ones one to one, each field's offset, size and kind)."""
     if param.kind != "struct":
         raise DescriptionError(field, f"argument {param.index} ({name}) of kernel {kernel!r} is a {param.type}, "
                                "not a struct passed by value")  # fmt: skip
@@ -303,19 +326,37 @@ def pack_struct(struct: Struct, param: Any, field: str, name: str, kernel: str, 
                                f"{param.index} ({name}: {param.type}) of kernel {kernel!r} is {param.size} bytes; "
                                "give every field of the struct with its type, in order")  # fmt: skip
     if ir_offsets is not None and len(ir_offsets) == len(placed):
-        for k, ((at, _), want) in enumerate(zip(placed, ir_offsets)):
-            if at != want:
-                raise DescriptionError(f"{field}.struct[{k}]", f"field {struct.fields[k].name!r} lies at byte {at}, "
-                                       f"but the kernel's {param.type} has its field {k} at byte {want}; check the "
-                                       "field's type or give its align")  # fmt: skip
+        for k, ((at, data), (want, size, kind)) in enumerate(zip(placed, ir_offsets)):
+            item = struct.fields[k]
+            ours = "p" if isinstance(item.value, Pointer) else ("f" if item.value.dtype.kind == "f" else "i")
+            if at != want or len(data) != size or (kind in "fip" and kind != ours):
+                raise DescriptionError(f"{field}.struct[{k}]", f"field {item.name!r} is {_KIND_WORDS[ours]} of "
+                                       f"{len(data)} bytes at byte {at}, but field {k} of the kernel's {param.type} "
+                                       f"is {_KIND_WORDS.get(kind, 'a value')} of {size} bytes at byte {want}; "
+                                       "give each field with the type the kernel declares")  # fmt: skip
     out = bytearray(total)
     for at, data in placed:
         out[at : at + len(data)] = data
     return bytes(out)
 
 
-def struct_offsets(module: Any, kernel: str, index: int) -> list[int] | None:
-    """The byte offsets of the top-level fields of a by-value struct parameter, from the IR (None if unknown)."""
+_KIND_WORDS = {"f": "a float", "i": "an integer", "p": "a pointer", "a": "an aggregate"}
+
+
+def _ir_kind(ty: Any) -> str:
+    text = str(ty)
+    if text in ("half", "bfloat", "float", "double"):
+        return "f"
+    if text == "ptr" or text.startswith("ptr "):
+        return "p"
+    return "i" if re.fullmatch(r"i\d+", text) else "a"
+
+
+def struct_offsets(module: Any, kernel: str, index: int) -> list[tuple[int, int, str]] | None:
+    """(offset, size, kind) of each top-level field of a by-value struct parameter, from the IR (None if unknown).
+
+    The kind is "f" (floating point), "i" (integer), "p" (pointer) or "a" (an array or nested aggregate).
+    """
     from mneme.core import ir as irmod
 
     arg = list(irmod.find_kernel(module, kernel).arguments)[index]
@@ -325,7 +366,7 @@ def struct_offsets(module: Any, kernel: str, index: int) -> list[int] | None:
     if ty is None or not ty.is_struct:
         return None
     td = irmod.target_data(module.data_layout)
-    return [td.get_element_offset(ty, k) for k in range(len(list(ty.elements)))]
+    return [(td.get_element_offset(ty, k), td.get_abi_size(elem), _ir_kind(elem)) for k, elem in enumerate(ty.elements)]
 
 
 def written_pointers(module: Any, kernel: str) -> set[int] | None:
