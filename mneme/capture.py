@@ -121,6 +121,9 @@ def capture(
 ) -> Path:
     """Capture one launch of `kernel` into a recording database in `out`; returns the database's path.
 
+    A buffer the kernel may write (or marked `output`) that the launch leaves unchanged or all zero is
+    logged as a warning: its epilogue would verify nothing (e.g. a convolution with an all-zero filter).
+
     Parameters
     ----------
     ir : IR file(s) (.ll/.bc) or an llvmlite module; copied into `out`
@@ -135,9 +138,6 @@ def capture(
     globals : initial values of device global variables by name (default: the module's initializers);
         every global the kernel's module defines is snapshotted before and after the launch
     buffers : named buffers that no argument is, for `Pointer`s (and pointers inside structs) to point into
-
-    A buffer the kernel writes (or marked `output`) that the launch leaves unchanged or all zero is
-    logged as a warning: its epilogue would verify nothing (e.g. a convolution with an all-zero filter).
     """
     from mneme.core import backend as backend_mod
     from mneme.core import ir as irmod

@@ -5,7 +5,7 @@ after its elements (real memory, part of the allocation: a kernel that reads jus
 its arrays, harmless on a GPU, runs on the host too), its first element may need an
 alignment, a pointer argument may point into another buffer at an offset, and a struct may
 be passed by value with typed fields (pointers among them). This module places the buffers
-and packs the argument bytes; `mneme.capture` runs the launch (docs/design/capture.md).
+and packs the argument bytes; `mneme.capture` runs the launch (docs/capture.md).
 """
 
 from __future__ import annotations
