@@ -31,14 +31,14 @@ import numpy as np
 
 from mneme import capture_layout as layout
 from mneme.capture_layout import Buffer, Field, Pointer, Struct
+from mneme.capture_spec import build_args, build_globals, load_spec, read_description
 from mneme.core import fsutil
-from mneme.core.errors import ExperimentError, MnemeError, UsageError
+from mneme.core.errors import ExperimentError, FormatError, MnemeError, UsageError
 from mneme.core.types import ExperimentConfiguration, dim3
 
 log = logging.getLogger(__name__)
 
-#: Where captured buffers live; the same base on every backend (host included).
-DEFAULT_VA_ADDR = 0x153940000000
+DEFAULT_VA_ADDR = layout.DEFAULT_VA_ADDR
 ALIGNMENT = layout.ALIGNMENT
 
 _NP_TO_POLICY = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
@@ -369,8 +369,31 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80] or "kernel"
 
 
-# The description reader: after every name above exists, since it uses them.
-from mneme.capture_spec import build_args, capture_spec, load_spec  # noqa: E402
+def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backend: str | None = None,
+                 device_id: int = 0) -> Path:  # fmt: skip
+    """Capture the launch a description file names (docs/capture.md); returns the database's path."""
+    from mneme.core import ir as irmod
+
+    spec_path = Path(spec_path)
+    launch = read_description(spec_path)
+    kernel = launch["kernel"]
+    linked = irmod.link(launch["ir"], kernel)
+    params = irmod.kernel_params(linked, kernel)
+    if len(launch["args"]) != len(params):
+        raise FormatError(spec_path, f"kernel {kernel!r} takes {len(params)} arguments "
+                          f"({', '.join(p.type for p in params)}); the description gives {len(launch['args'])}",
+                          field="args")  # fmt: skip
+    device_globals = build_globals(launch["spec"], module_globals(linked), spec_path, spec_path.parent)
+    try:
+        return capture(
+            launch["ir"], kernel, launch["grid"], launch["block"], launch["args"], out,
+            shared_mem=launch["shared_mem"], backend=backend or launch["backend"], tolerances=launch["tolerances"],
+            names=launch["names"], va_addr=launch["va_addr"], device_id=device_id, buffers=launch["buffers"],
+            globals=device_globals,
+        )  # fmt: skip
+    except layout.DescriptionError as exc:
+        raise FormatError(spec_path, exc.detail, field=exc.field) from None
+
 
 __all__ = ["capture", "capture_spec", "load_spec", "build_args", "pack_scalar", "Buffer", "Pointer", "Struct", "Field",
            "DEFAULT_VA_ADDR"]

@@ -20,6 +20,8 @@ import numpy as np
 from mneme.core import limits
 from mneme.core.errors import UsageError
 
+#: Where captured buffers live; the same base on every backend (host included).
+DEFAULT_VA_ADDR = 0x153940000000
 #: Buffers start on this boundary (the CUDA VMM granularity), so every backend can map them.
 ALIGNMENT = 2 << 20
 #: The alignment of a buffer's first element unless one is given: cudaMalloc's guarantee.

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from mneme.capture_layout import Buffer, DescriptionError, Field, Pointer, Struct
+from mneme.capture_layout import ALIGNMENT, DEFAULT_VA_ADDR, Buffer, Field, Pointer, Struct
 from mneme.core import limits
 from mneme.core.errors import FormatError, MnemeError
 from mneme.core.keys import check_keys
@@ -399,7 +399,7 @@ def build_globals(spec: Mapping[str, Any], sizes: Mapping[str, int], source=None
         field = f"globals.{name}"
         if name not in sizes:
             near = nearest(str(name), sizes)
-            hint = f"; did you mean {near!r}?" if near else ""
+            hint = f"; did you mean {near!r}?" if near else "."
             raise FormatError(source, f"the kernel's module has no device global {name!r}{hint} Its globals: "
                               f"{', '.join(sorted(sizes)) or 'none'}", field=field)  # fmt: skip
         size = sizes[name]
@@ -427,12 +427,12 @@ def build_globals(spec: Mapping[str, Any], sizes: Mapping[str, int], source=None
 # -- the whole description -------------------------------------------------------------------------
 
 
-def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backend: str | None = None,
-                 device_id: int = 0) -> Path:  # fmt: skip
-    """Capture the launch a description file names; returns the database's path."""
-    from mneme import capture as capture_mod
-    from mneme.core import ir as irmod
+def read_description(spec_path: str | os.PathLike) -> dict[str, Any]:
+    """The launch a description file names, checked: ir (paths), kernel, grid, block, shared_mem, va_addr,
+    backend, args, tolerances (by argument index and buffer name), names and buffers.
 
+    `globals` stay as written: their sizes come from the kernel's module (`build_globals`).
+    """
     spec_path = Path(spec_path)
     spec = load_spec(spec_path)
     base = spec_path.parent
@@ -456,37 +456,24 @@ def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backen
             dim3.of(spec[key])
         except (TypeError, ValueError, OverflowError) as exc:
             raise FormatError(spec_path, f"1-3 positive integers: {exc}"[:200], field=key) from None
-    grid, block = dim3.of(spec["grid"]), dim3.of(spec["block"])
     shared_mem = spec.get("shared_mem", 0)
     if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or not 0 <= shared_mem < 1 << 32:
         raise FormatError(spec_path, f"bytes of dynamic shared memory (an integer >= 0), got {shared_mem!r}"[:200],
                           field="shared_mem")
-    va_addr = spec.get("va_addr", capture_mod.DEFAULT_VA_ADDR)
+    va_addr = spec.get("va_addr", DEFAULT_VA_ADDR)
     try:
         va_addr = va_addr if isinstance(va_addr, int) and not isinstance(va_addr, bool) else int(str(va_addr), 0)
     except ValueError:
         raise FormatError(spec_path, f"an address such as 0x153940000000, got {va_addr!r}"[:200],
                           field="va_addr") from None
-    if not 0 < va_addr < 1 << 47 or va_addr % capture_mod.ALIGNMENT:
+    if not 0 < va_addr < 1 << 47 or va_addr % ALIGNMENT:
         raise FormatError(spec_path, f"an address in the user range (below 2^47) on a 2 MiB boundary, got {va_addr:#x}",
                           field="va_addr")  # fmt: skip
-    backend = backend or spec.get("backend")
+    backend = spec.get("backend")
     if backend is not None and not isinstance(backend, str):
         raise FormatError(spec_path, f"a backend name, got {backend!r}"[:200], field="backend")
-
-    linked = irmod.link(ir_paths, kernel)
-    params = irmod.kernel_params(linked, kernel)
     args, tolerances, names = build_args(spec, spec_path, base)
-    if len(args) != len(params):
-        raise FormatError(spec_path, f"kernel {kernel!r} takes {len(params)} arguments "
-                          f"({', '.join(p.type for p in params)}); the description gives {len(args)}", field="args")  # fmt: skip
     buffers, buffer_tolerances = build_buffers(spec, spec_path, base)
-    device_globals = build_globals(spec, capture_mod.module_globals(linked), spec_path, base)
-    try:
-        return capture_mod.capture(
-            ir_paths, kernel, grid, block, args, out, shared_mem=shared_mem, backend=backend,
-            tolerances={**tolerances, **buffer_tolerances}, names=names, va_addr=va_addr, device_id=device_id,
-            buffers=buffers, globals=device_globals,
-        )  # fmt: skip
-    except DescriptionError as exc:
-        raise FormatError(spec_path, exc.detail, field=exc.field) from None
+    return {"spec": spec, "ir": ir_paths, "kernel": kernel, "grid": dim3.of(spec["grid"]),
+            "block": dim3.of(spec["block"]), "shared_mem": shared_mem, "va_addr": va_addr, "backend": backend,
+            "args": args, "tolerances": {**tolerances, **buffer_tolerances}, "names": names, "buffers": buffers}  # fmt: skip
