@@ -7,6 +7,8 @@ bounded before anything is allocated, and every error names the file and the fie
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 from collections.abc import Mapping
@@ -91,6 +93,31 @@ def _numeric_dtype(value: Any, source, field: str) -> np.dtype:
     return dtype
 
 
+# Bytes of the buffers a description has made so far: all of them together are bounded too.
+_budget: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("capture_budget", default=None)
+
+
+def _planned(nbytes: int, what: str, *, counted: int | None = None) -> None:
+    """Check a buffer's bytes against `buffer_bytes`, and the description's total (`counted` more, by default
+    all of them) against `capture_bytes`, before anything is allocated."""
+    limits.check("buffer_bytes", nbytes, what)
+    budget = _budget.get()
+    if budget is not None:
+        budget[0] += nbytes if counted is None else counted
+        limits.check("capture_bytes", budget[0], f"{what}, with the buffers before it")
+
+
+@contextlib.contextmanager
+def _budgeted():
+    """One budget for the buffers made inside (the outer one when already inside one)."""
+    token = _budget.set([0]) if _budget.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _budget.reset(token)
+
+
 def _shape(shape: Any, dtype: np.dtype, source, field: str) -> tuple[int, ...]:
     """A shape of non-negative integers whose buffer fits the buffer_bytes limit (checked before allocating)."""
     dims = [shape] if isinstance(shape, int) and not isinstance(shape, bool) else shape
@@ -100,7 +127,7 @@ def _shape(shape: Any, dtype: np.dtype, source, field: str) -> tuple[int, ...]:
     total = dtype.itemsize
     for d in dims:
         total *= d
-    limits.check("buffer_bytes", total, f"{source}: {field}: the buffer's bytes")
+    _planned(total, f"{source}: {field}: the buffer's bytes")
     return tuple(dims)
 
 
@@ -192,7 +219,7 @@ def _arange(body: dict, dtype: np.dtype, shape, source, where: str) -> np.ndarra
         count = int(np.prod(shape))
         return np.arange(start, start + count * step, step, dtype=dtype)[:count].reshape(shape)
     count = max(0, int(np.ceil((stop - start) / step)))
-    limits.check("buffer_bytes", count * dtype.itemsize, f"{source}: {where}: the buffer's bytes")
+    _planned(count * dtype.itemsize, f"{source}: {where}: the buffer's bytes")
     array = np.arange(start, stop, step, dtype=dtype)
     return array.reshape(shape) if shape is not None else array
 
@@ -225,7 +252,7 @@ def _read_file_argument(value: Any, dtype: np.dtype, base: Path | None, source, 
         raise FormatError(source, f"cannot read {path}: {exc.strerror or exc}", field=field) from None
     if not stat.S_ISREG(info.st_mode):
         raise FormatError(source, f"{path} is not a regular file (a device, FIFO or folder)", field=field)
-    limits.check("buffer_bytes", info.st_size, f"{source}: {field}: {path}'s size")
+    _planned(info.st_size, f"{source}: {field}: {path}'s size")
     if info.st_size % dtype.itemsize:
         raise FormatError(source, f"{path} has {info.st_size} bytes, not a whole number of {dtype} "
                           f"({dtype.itemsize} bytes each)", field=field)  # fmt: skip
@@ -261,8 +288,9 @@ def _buffer(entry: Mapping[str, Any], array: np.ndarray, source, field: str):
         options["before"] = _integer(padding.get("before", 0), source, f"{field}.padding.before")
         options["after"] = _integer(padding.get("after", 0), source, f"{field}.padding.after")
         options["fill"] = _numbers(padding.get("value", 0), array.dtype, source, f"{field}.padding.value")[0]
-        limits.check("buffer_bytes", (options["before"] + array.size + options["after"]) * array.itemsize,
-                     f"{source}: {field}: the buffer's bytes with its padding")  # fmt: skip
+        _planned((options["before"] + array.size + options["after"]) * array.itemsize,
+                 f"{source}: {field}: the buffer's bytes with its padding",
+                 counted=(options["before"] + options["after"]) * array.itemsize)  # fmt: skip
     if "align" in entry:
         align = _integer(entry["align"], source, f"{field}.align", low=1)
         if align & (align - 1) or align > 2 << 20:
@@ -317,6 +345,7 @@ def _struct(value: Any, source, field: str) -> Struct:
     return Struct(fields)
 
 
+@_budgeted()
 def build_args(spec: Mapping[str, Any], source: str | os.PathLike | None = None, base: Path | None = None):
     """(args, tolerances, names) from a description's `args` list.
 
@@ -371,6 +400,7 @@ def build_args(spec: Mapping[str, Any], source: str | os.PathLike | None = None,
     return args, tolerances, names
 
 
+@_budgeted()
 def build_buffers(spec: Mapping[str, Any], source=None, base: Path | None = None):
     """(buffers, tolerances) from a description's `buffers` mapping: named buffers pointers reach into."""
     entries = spec.get("buffers") or {}
@@ -410,6 +440,7 @@ def build_globals(spec: Mapping[str, Any], sizes: Mapping[str, int], source=None
             if size % dtype.itemsize:
                 raise FormatError(source, f"global {field[8:]!r} is {size} bytes, not a whole number of {dtype}",
                                   field=field)  # fmt: skip
+            _planned(size, f"{source}: {field}: the global's bytes")
             return (size // dtype.itemsize,)
 
         value = _value(entry, source, field, base, default_shape=whole)
@@ -472,8 +503,9 @@ def read_description(spec_path: str | os.PathLike) -> dict[str, Any]:
     backend = spec.get("backend")
     if backend is not None and not isinstance(backend, str):
         raise FormatError(spec_path, f"a backend name, got {backend!r}"[:200], field="backend")
-    args, tolerances, names = build_args(spec, spec_path, base)
-    buffers, buffer_tolerances = build_buffers(spec, spec_path, base)
+    with _budgeted():  # the arguments' buffers and the named ones share the capture_bytes limit
+        args, tolerances, names = build_args(spec, spec_path, base)
+        buffers, buffer_tolerances = build_buffers(spec, spec_path, base)
     return {"spec": spec, "ir": ir_paths, "kernel": kernel, "grid": dim3.of(spec["grid"]),
             "block": dim3.of(spec["block"]), "shared_mem": shared_mem, "va_addr": va_addr, "backend": backend,
             "args": args, "tolerances": {**tolerances, **buffer_tolerances}, "names": names, "buffers": buffers}  # fmt: skip

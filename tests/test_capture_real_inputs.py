@@ -115,6 +115,13 @@ def test_padding_over_the_buffer_limit_is_refused_before_allocating(tmp_path, ir
         capture.capture_spec(spec, tmp_path / "out", backend="host")
 
 
+def test_all_buffers_of_a_description_together_are_bounded_before_allocating(tmp_path, ir, monkeypatch):
+    monkeypatch.setenv("MNEME_LIMIT_CAPTURE_BYTES", "10000")
+    body = "buffers:\n  a: {zeros: {shape: [2000]}}\n  b: {zeros: {shape: [2000]}}\n" + STENCIL % ""
+    with pytest.raises(Exception, match=r"buffers\.a\.zeros\.shape.*capture_bytes=10000"):
+        capture.capture_spec(_spec(tmp_path, ir, body, "stencil3"), tmp_path / "out", backend="host")
+
+
 # -- pointers into another buffer --------------------------------------------------------------------
 
 
