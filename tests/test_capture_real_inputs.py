@@ -15,7 +15,7 @@ import pytest
 from irbuild import build_cuda_ir, cuda_available
 
 from mneme import capture
-from mneme.core.errors import ExperimentError, FormatError, UsageError
+from mneme.core.errors import ExperimentError, FormatError, LimitError, UsageError
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 SOURCE = Path(__file__).resolve().parent / "data" / "capture" / "real_inputs.cu"
@@ -108,17 +108,38 @@ def test_a_buffer_is_placed_at_the_alignment_it_asks_for(tmp_path, ir):
         capture.Buffer(x, align=24)
 
 
+SHIFT = """args:
+  - {name: in, arange: {dtype: float32, shape: [1000]}}
+  - {name: out, zeros: {dtype: float32, shape: [1000]}%s}
+  - 1000
+"""
+
+
+def test_the_host_bounds_check_counts_the_padding_as_part_of_the_allocation(tmp_path, ir):
+    # without padding, the write one element past the end is caught at element granularity
+    with pytest.raises(ExperimentError, match=r"wrote out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer"):
+        capture.capture_spec(_spec(tmp_path, ir, SHIFT % "", "shift_right"), tmp_path / "a", backend="host")
+    # with one element of padding after it, that element is the program's memory: captured and verified
+    spec = _spec(tmp_path, ir, SHIFT % ", padding: {after: 1}", "shift_right")
+    db = capture.capture_spec(spec, tmp_path / "b", backend="host")
+    rec, inst, _, epilogue = _epilogue(db)
+    out = struct.unpack_from("<Q", inst.args, rec.args[1].offset)[0]
+    np.testing.assert_array_equal(np.frombuffer(epilogue.read_region(out), np.float32),
+                                  np.concatenate([[0], np.arange(1000)]).astype(np.float32))  # fmt: skip
+    _replay_verified(db)
+
+
 def test_padding_over_the_buffer_limit_is_refused_before_allocating(tmp_path, ir, monkeypatch):
     monkeypatch.setenv("MNEME_LIMIT_BUFFER_BYTES", "8192")
     spec = _spec(tmp_path, ir, STENCIL % "    padding: {before: 0, after: 2000000000}\n", "stencil3")
-    with pytest.raises(Exception, match=r"args\[0\].*padding.*buffer_bytes"):
+    with pytest.raises(LimitError, match=r"args\[0\].*padding.*buffer_bytes"):
         capture.capture_spec(spec, tmp_path / "out", backend="host")
 
 
 def test_all_buffers_of_a_description_together_are_bounded_before_allocating(tmp_path, ir, monkeypatch):
     monkeypatch.setenv("MNEME_LIMIT_CAPTURE_BYTES", "10000")
     body = "buffers:\n  a: {zeros: {shape: [2000]}}\n  b: {zeros: {shape: [2000]}}\n" + STENCIL % ""
-    with pytest.raises(Exception, match=r"buffers\.a\.zeros\.shape.*capture_bytes=10000"):
+    with pytest.raises(LimitError, match=r"buffers\.a\.zeros\.shape.*capture_bytes=10000"):
         capture.capture_spec(_spec(tmp_path, ir, body, "stencil3"), tmp_path / "out", backend="host")
 
 

@@ -43,3 +43,9 @@ extern "C" __global__ void axpby_struct(Axpby p, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < p.n) y[i] = p.alpha * p.x[i] + p.beta * y[i] + (float)p.offset;
 }
+
+// Writes out[i + 1]: one element past the end of `out`, which the program allocated with room for it.
+extern "C" __global__ void shift_right(const float* in, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i + 1] = in[i];
+}
