@@ -183,7 +183,13 @@ def capture(
     arg_bytes = placed.arg_bytes
     va_size = placed.va_size
     dynamic_hash = dynamic_hash_of(grid, block, shared_mem, arg_bytes)
-    contents = {r.name: r.buffer.data() for r in placed.regions}
+    contents = {}
+    for region in placed.regions:
+        try:
+            contents[region.name] = region.buffer.data()
+        except ValueError as exc:  # a padding value the buffer's dtype cannot hold
+            field = f"args[{region.index}]" if region.index is not None else f"buffers.{region.name}"
+            raise layout.DescriptionError(f"{field}.padding", str(exc)) from None
 
     chosen = _backend(backend, backend_mod)
     arch = chosen.arch(device_id)
