@@ -12,7 +12,9 @@ Buffers (NumPy arrays) are placed at fixed addresses inside one virtual address 
 (`DEFAULT_VA_ADDR`), copied in, snapshotted (prologue), the kernel runs once on the chosen
 backend, and the state after it is snapshotted (epilogue). Scalars are packed by the IR's
 parameter types. Capturing the same kernel again into the same folder adds an instance.
-`load_spec` / `capture_spec` do the same from a small YAML/JSON description (`mneme capture`).
+`Buffer` (padding, alignment), `Pointer` (into another buffer) and `Struct` (by value) describe
+what real programs pass (placed and packed by `mneme.capture_layout`). `load_spec` /
+`capture_spec` do the same from a YAML/JSON description (`mneme capture`, docs/capture.md).
 """
 
 from __future__ import annotations
