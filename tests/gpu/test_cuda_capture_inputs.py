@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from gpu_corpus import PREBUILT
+from paths import DATA
 
 pytestmark = pytest.mark.gpu
-SOURCE = Path(__file__).resolve().parents[1] / "data" / "capture" / "real_inputs.cu"
+SOURCE = DATA / "capture" / "real_inputs.cu"
 
 
 @pytest.fixture(scope="module")

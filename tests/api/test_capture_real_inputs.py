@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from irbuild import build_cuda_ir, cuda_available
+from paths import DATA
 
 from mneme import capture
 from mneme.core.errors import ExperimentError, FormatError, LimitError, UsageError
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
-SOURCE = Path(__file__).resolve().parent / "data" / "capture" / "real_inputs.cu"
+SOURCE = DATA / "capture" / "real_inputs.cu"
 CLI = [sys.executable, "-m", "mneme"]
 
 
