@@ -160,9 +160,13 @@ def build_capture_args(folder: Path, blob: bytes) -> None:
 
     path = Path(folder) / "spec.yaml"
     path.write_bytes(blob)
+    from mneme.capture_spec import build_buffers, build_globals
+
     try:
         spec = capture.load_spec(path)
         capture.build_args(spec, path, Path(folder))
+        build_buffers(spec, path, Path(folder))
+        build_globals(spec, {"table": 16, "bias": 4}, path, Path(folder))  # as a module's globals
     except MnemeError:
         return
 

@@ -18,6 +18,7 @@ from mneme.core.errors import FormatError, LimitError
 #: Default limits. Names are lower case; the variable is MNEME_LIMIT_<NAME upper case>.
 DEFAULTS: dict[str, int] = {
     "buffer_bytes": 4 << 30,      # one argument buffer made by a capture description
+    "capture_bytes": 16 << 30,    # all the buffers of one capture together
     "param_values": 1_000_000,    # values of one enumerable search-space parameter
     "pipeline_draws": 256,        # draws of one pass-pipeline parameter
     "text_bytes": 64 << 20,       # a JSON/YAML description or recording database read into memory

@@ -229,8 +229,12 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
 
     SPEC names the IR (`ir`), the `kernel`, `grid`, `block`, optional `shared_mem`, and
     `args`: numbers for scalars, or buffers made by `random`, `zeros`, `ones`, `full`,
-    `arange` or `file` (e.g. `{random: {dtype: float32, shape: [1024], seed: 1}}`), each with
-    an optional `name` and `tolerance: {dtype: f32, threshold: 1e-5, relative: true}`.
+    `arange`, `literal` or `file` (e.g. `{random: {dtype: float32, shape: [1024], seed: 1}}`),
+    each with an optional `name`, `tolerance`, `padding: {before: 1, after: 1}`, `align` and
+    `output: true`; `{ptr: NAME, offset: ELEMENTS}` points into another buffer (an argument or
+    one under `buffers:`), `{struct: [{name, dtype, value} | {name, ptr}]}` is a struct by value,
+    and `globals:` sets device globals by name. Every key is documented in docs/capture.md.
+    A buffer the kernel writes that stays unchanged or all zero is warned about.
     """
     from mneme import capture
 

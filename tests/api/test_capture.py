@@ -11,6 +11,7 @@ import pytest
 from mneme import capture
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.ir import Param
+from mneme.core.snapshot import RegionPolicy
 from paths import ROOT
 
 SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"
@@ -61,7 +62,7 @@ def test_description_generators_make_the_arrays_they_say(tmp_path):
     assert args[4].shape == (2, 3) and not args[4].any()
     np.testing.assert_array_equal(args[5], np.arange(5, dtype=np.float64))
     np.testing.assert_array_equal(args[6], [9, 9, 9])
-    assert tolerances == {7: {"dtype": "f32", "threshold": 1e-6}}
+    assert tolerances == {7: RegionPolicy(dtype="f32", threshold=1e-6)}
     assert names[3] == "x" and names[0] == "arg0"
 
 
@@ -146,7 +147,7 @@ def test_wrong_argument_count_or_kind_is_refused_before_anything_runs(tmp_path):
     n, a, x, y = _saxpy_args(10)
     with pytest.raises(UsageError, match="takes 4 arguments"):
         capture.capture(SAXPY_IR, "saxpy", 1, 32, [n, a, x], tmp_path, backend="host")
-    with pytest.raises(UsageError, match="argument 0 of kernel 'saxpy' is a i32, not a pointer"):
+    with pytest.raises(UsageError, match=r"argument 0 \(arg0\) of kernel 'saxpy' is a i32, not a pointer"):
         capture.capture(SAXPY_IR, "saxpy", 1, 32, [x, a, x, y], tmp_path, backend="host")
     with pytest.raises(UsageError, match="tolerance given for argument 1"):
         capture.capture(SAXPY_IR, "saxpy", 1, 32, [n, a, x, y], tmp_path, backend="host", tolerances={1: {}})

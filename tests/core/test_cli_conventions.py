@@ -280,7 +280,7 @@ def _spec(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize("extra,message", [
     ("blok: [256]\n", "unknown key 'blok'; did you mean 'block'?"),
     ("shared_memory: 0\n", "unknown key 'shared_memory'; did you mean 'shared_mem'?"),
-    ("globals: {g: 1}\n", "unknown key 'globals' Valid keys: args, backend, block"),
+    ("global: {g: 1}\n", "unknown key 'global'; did you mean 'globals'?"),
 ])  # fmt: skip
 def test_a_capture_spec_with_an_unknown_key_is_refused_by_name(tmp_path, extra, message):
     spec = _spec(tmp_path, "grid: [1]\nblock: [32]\nargs: [32, 2.0, {zeros: {shape: [32]}}, {zeros: {shape: [32]}}]\n"

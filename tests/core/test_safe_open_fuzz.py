@@ -65,14 +65,18 @@ def test_a_mutated_recording_database_loads_or_fails_with_a_mneme_error(tmp_path
 @FAST
 @given(spec=st.dictionaries(st.sampled_from(["args", "ir", "kernel", "grid", "block", "shared_mem"]), json_values),
        args=st.lists(st.dictionaries(st.sampled_from(["scalar", "dtype", "zeros", "ones", "full", "arange",
-                                                      "random", "file", "name", "tolerance"]),
+                                                      "random", "file", "name", "tolerance", "literal", "ptr",
+                                                      "offset", "struct", "padding", "align", "output"]),
                                      json_values | st.dictionaries(st.sampled_from(
                                          ["dtype", "shape", "start", "stop", "step", "value", "low", "high",
-                                          "seed", "path"]), json_values)), max_size=3))
-def test_a_random_capture_description_builds_or_fails_with_a_mneme_error(tmp_path_factory, spec, args):
+                                          "seed", "path", "values", "before", "after"]), json_values)), max_size=3),
+       entries=st.dictionaries(st.sampled_from(["table", "bias", "pool"]), st.dictionaries(st.sampled_from(
+           ["scalar", "dtype", "literal", "random", "zeros", "file", "padding", "output"]), json_values |
+           st.dictionaries(st.sampled_from(["dtype", "shape", "values", "seed", "before", "after"]), json_values))))
+def test_a_random_capture_description_builds_or_fails_with_a_mneme_error(tmp_path_factory, spec, args, entries):
     from fuzz_targets import build_capture_args
 
-    spec = dict(spec, args=args)
+    spec = dict(spec, args=args, buffers=entries, globals=entries)
     build_capture_args(tmp_path_factory.mktemp("c"), json.dumps(spec).encode())
 
 

@@ -33,7 +33,7 @@ def child(target: str, seconds: int, corpus: Path, artifacts: Path) -> None:
     with atheris.instrument_imports(include=["mneme"]):  # the readers' modules, for coverage
         import fuzz_targets
 
-        for module in ("mneme.capture", "mneme.core.records", "mneme.core.snapshot", "mneme.core.tuning.constraints",
+        for module in ("mneme.capture", "mneme.capture_spec", "mneme.capture_layout", "mneme.core.records", "mneme.core.snapshot", "mneme.core.tuning.constraints",
                        "mneme.core.tuning.space", "mneme.core.limits"):
             importlib.import_module(module)
 
