@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from mneme import __version__
-from mneme.instrument import flags
+from mneme.instrument import compat, flags
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, pack_entries
 
 log = logging.getLogger("mneme.instrument")
@@ -130,10 +130,16 @@ def _capture(procs) -> None:
         message = err.read()
         err.close()
         label = f"{job.source} ({job.arch or 'default arch'})"
+        applied: tuple[compat.Workaround, ...] = ()
         if code != 0 or not os.path.exists(out):
             log.debug("clang command: %s\n%s", " ".join(job.argv), message)
-            failed.setdefault(job.source, []).append(f"{job.arch or 'default arch'}: {_first_error(message)}")
-            continue
+            built, applied, message = compat.retry(job.argv, out, job.language, message)
+            if not built:
+                tried = f" (also with {', '.join(w.name for w in applied)})" if applied else ""
+                failed.setdefault(job.source, []).append(f"{job.arch or 'default arch'}: {_first_error(message)}{tried}")
+                continue
+            log.warning("IR for %s captured with workarounds for code clang rejects and nvcc accepts: %s", label,
+                        ", ".join(w.name for w in applied))
         bitcode = Path(out).read_bytes()
         try:
             syms = module_symbols(bitcode, label)
@@ -147,7 +153,8 @@ def _capture(procs) -> None:
         per_object.setdefault(job.obj, []).append(EmbeddedEntry(
             source=job.source, arch=arch, bitcode=bitcode, language=job.language,
             clang_version=syms.producer, targets=job.targets or (arch,), rdc=job.rdc,
-            kernels=syms.kernels, producer=f"mneme-cc {__version__}",
+            kernels=syms.kernels, producer=f"mneme-cc {__version__}" + (
+                f" (workarounds: {', '.join(w.name for w in applied)})" if applied else ""),
         ))
     for source, reasons in failed.items():
         log.warning("no IR captured for %s: clang failed (%s); the build continues and its kernels stay "
