@@ -64,3 +64,18 @@ def test_only_forms_with_exact_host_results_are_implemented():
     assert inline_ptx.body("cvt.rn.f16.f32 $0, $1;", "i32", ["float"]) is None  # call type disagrees with the PTX
     assert inline_ptx.body("fma.rn.f16 $0, $1, $2, $3;", "i16", ["i16", "i16", "i16"]) is None
     assert inline_ptx.body("{ add.f32 $0, $1, $2; add.f32 $0, $0, $2; }", "float", ["float", "float"]) is None
+
+
+def test_smid_read_by_inline_asm_is_below_nsmid(tmp_path):
+    source = tmp_path / "smid.cu"
+    source.write_text('extern "C" __global__ void where(unsigned* out) {\n'
+                      '  unsigned sm, count;\n'
+                      '  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));\n'
+                      '  asm volatile("mov.u32 %0, %%nsmid;" : "=r"(count));\n'
+                      '  out[2 * (blockIdx.x * blockDim.x + threadIdx.x)] = sm;\n'
+                      '  out[2 * (blockIdx.x * blockDim.x + threadIdx.x) + 1] = count;\n}\n')  # fmt: skip
+    outputs: dict = {}
+    capture.capture(str(build_cuda_ir(source)), "where", 3, 64, [np.full(2 * 192, 99, np.uint32)], tmp_path / "db",
+                    backend="host", outputs=outputs)  # fmt: skip
+    sm, count = outputs[0][0::2], outputs[0][1::2]
+    assert (count >= 1).all() and (sm < count).all()

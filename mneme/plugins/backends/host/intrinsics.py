@@ -463,6 +463,11 @@ for _reg in ("laneid", "warpid", "nwarpid"):  # cooperative groups read them wit
                                            "%r = load i32, ptr %p, align 4, !invariant.load !{}", "ret i32 %r"]  # fmt: skip
 
 
+# The host is one SM, as the %smid/%nsmid intrinsics above say: CUDA guarantees no more than smid < nsmid
+INLINE_ASM["mov.u32 $0, %smid;"] = ["ret i32 0"]
+INLINE_ASM["mov.u32 $0, %nsmid;"] = ["ret i32 1"]
+
+
 def normalize_asm(text: str) -> str:
     """Inline asm text with runs of whitespace (spaces, escaped tabs and newlines) made one space."""
     return re.sub(r"(?:\s|\\0A|\\09)+", " ", text).strip()
