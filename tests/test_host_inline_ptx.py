@@ -64,6 +64,11 @@ def test_only_forms_with_exact_host_results_are_implemented():
     assert inline_ptx.body("cvt.rn.f16.f32 $0, $1;", "i32", ["float"]) is None  # call type disagrees with the PTX
     assert inline_ptx.body("fma.rn.f16 $0, $1, $2, $3;", "i16", ["i16", "i16", "i16"]) is None
     assert inline_ptx.body("{ add.f32 $0, $1, $2; add.f32 $0, $0, $2; }", "float", ["float", "float"]) is None
+    # inputs are numbered after the outputs
+    assert inline_ptx.body("mov.b32 {$0,$1}, $2;", "{ i16, i16 }", ["i32"]) is not None
+    assert inline_ptx.body("ld.global.nc.v2.u64 {$0, $1}, [$2];", "{ i64, i64 }", ["ptr"]) is not None
+    assert inline_ptx.body("ld.global.nc.v2.u64 {$0, $1}, [$1];", "{ i64, i64 }", ["ptr"]) is None
+    assert inline_ptx.body("ld.shared.u32 $0, [$1];", "i32", ["ptr"]) is None  # another state space: not read here
 
 
 def test_smid_read_by_inline_asm_is_below_nsmid(tmp_path):
@@ -79,3 +84,17 @@ def test_smid_read_by_inline_asm_is_below_nsmid(tmp_path):
                     backend="host", outputs=outputs)  # fmt: skip
     sm, count = outputs[0][0::2], outputs[0][1::2]
     assert (count >= 1).all() and (sm < count).all()
+
+
+def test_non_coherent_loads_and_half2_halves_match_numpy(tmp_path):
+    rng = np.random.default_rng(8)
+    src = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.uint32)
+    pairs = rng.integers(0, 2**63, 128, dtype=np.uint64)
+    h2 = rng.uniform(-8, 8, 128).astype(np.float16)
+    outputs: dict = {}
+    args = [src, pairs, h2, np.zeros(64, np.uint32), np.zeros(128, np.uint64), np.zeros(128, np.float32)]
+    capture.capture(str(build_cuda_ir(SOURCE.with_name("ptx_loads.cu"))), "nc_loads", 1, 64, args, tmp_path,
+                    backend="host", outputs=outputs)  # fmt: skip
+    np.testing.assert_array_equal(outputs[3], src)
+    np.testing.assert_array_equal(outputs[4].reshape(64, 2), pairs.reshape(64, 2)[:, ::-1])
+    np.testing.assert_array_equal(outputs[5], h2.astype(np.float32))

@@ -9,6 +9,7 @@ GPU's (docs/design/internals.md, "Host backend: inline PTX"):
   ``.rni/.rzi/.rmi/.rpi`` (saturating, NaN to 0, as PTX does), integer to f32/f64/f16 with ``.rn``,
   ``cvt.rn.f16x2.f32`` / ``cvt.rn.bf16x2.f32``;
 * ``mov.b32``/``mov.b64`` packing and unpacking register pairs;
+* ``ld[.global][.nc][.v2|.v4].type``: a plain load (one address space, no cache to bypass);
 * ``add/sub/mul`` on f16 and bf16 (and their x2 pairs) with ``.rn`` or no rounding modifier:
   computed in f32 and rounded once, which is correctly rounded because f32 carries more than
   twice their precision plus two bits.
@@ -39,10 +40,10 @@ def _parse(text: str) -> tuple[str, list[str]] | None:
 
 
 class _Body:
-    """IR lines over the asm call's arguments (%a0.. are $1..) returning the call's type."""
+    """IR lines over the asm call's arguments (%a0.. are the inputs, numbered after the outputs) returning its type."""
 
-    def __init__(self, ret: str, args: list[str]):
-        self.ret, self.args, self.lines, self.n = ret, args, [], 0
+    def __init__(self, ret: str, args: list[str], outputs: int = 1):
+        self.ret, self.args, self.outputs, self.lines, self.n = ret, args, outputs, [], 0
 
     def tmp(self, line: str) -> str:
         self.n += 1
@@ -51,9 +52,9 @@ class _Body:
 
     def arg(self, operand: str, reg_type: str) -> str | None:
         m = re.fullmatch(r"\$(\d+)", operand)
-        if not m or int(m.group(1)) == 0 or int(m.group(1)) > len(self.args):
+        index = int(m.group(1)) - self.outputs if m else -1  # inputs are numbered after the outputs
+        if not 0 <= index < len(self.args):
             return None
-        index = int(m.group(1)) - 1
         return f"%a{index}" if self.args[index] == reg_type else None
 
 
@@ -215,21 +216,66 @@ def _arith(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
     return True
 
 
+_LOAD_HINTS = {"global", "nc", "ca", "cg", "cs", "lu"}  # where and how it is cached; the value is the same
+
+
+def _ld(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    """ld[.global][.nc][.vN].type: a plain load (the host has one address space, no caches to bypass)."""
+    hints = [m for m in mods if m in _LOAD_HINTS]
+    rest = [m for m in mods if m not in _LOAD_HINTS]
+    count = 1
+    if rest and re.fullmatch(r"v[24]", rest[0]):
+        count, rest = int(rest[0][1:]), rest[1:]
+    if len(rest) != 1 or len(hints) + 1 + (count > 1) != len(mods) or len(operands) != 2:
+        return False
+    ptx_type = rest[0]
+    value_type = _FLOAT[ptx_type][0] if ptx_type in ("f32", "f64") else f"i{(_INT.get(ptx_type) or (0, 0))[1]}"
+    if value_type == "i0" or value_type == "i8":
+        return False
+    outs = [o.strip() for o in operands[0].strip("{}").split(",")]
+    if outs != [f"${n}" for n in range(count)]:
+        return False
+    m = re.fullmatch(r"\[\s*(\$\d+)\s*\]", operands[1])
+    if not m or int(m.group(1)[1:]) != count:
+        return False
+    address = m.group(1)
+    pointer = b.arg(address, "ptr")
+    if pointer is None and (integer := b.arg(address, "i64")) is not None:
+        pointer = b.tmp(f"inttoptr i64 {integer} to ptr")
+    if pointer is None:
+        return False
+    width = int(value_type[1:]) // 8 if value_type.startswith("i") else {"float": 4, "double": 8}[value_type]
+    if count == 1:
+        if b.ret != value_type:
+            return False
+        b.lines.append(f"ret {value_type} {b.tmp(f'load {value_type}, ptr {pointer}, align {width}')}")
+        return True
+    if b.ret != "{ " + ", ".join([value_type] * count) + " }":
+        return False
+    result = "poison"
+    for lane in range(count):
+        at = b.tmp(f"getelementptr {value_type}, ptr {pointer}, i64 {lane}")
+        value = b.tmp(f"load {value_type}, ptr {at}, align {width}")
+        result = b.tmp(f"insertvalue {b.ret} {result}, {value_type} {value}, {lane}")
+    b.lines.append(f"ret {b.ret} {result}")
+    return True
+
+
 def body(text: str, ret: str, args: list[str]) -> list[str] | None:
     """IR lines implementing the one-instruction inline PTX `text` for a call of type `ret (args)`, or None."""
     parsed = _parse(text)
     if parsed is None:
         return None
     op, operands = parsed
-    if any(int(n) > len(args) for n in _OPERAND.findall(" ".join(operands))):
-        return None
     name, *mods = op.split(".")
-    b = _Body(ret, args)
+    b = _Body(ret, args, len(_OPERAND.findall(operands[0])) if operands else 1)
     try:
         if name == "cvt":
             done = _cvt_pair(b, mods, operands) if any(m.endswith("x2") for m in mods) else _cvt(b, mods, operands)
         elif name == "mov":
             done = _mov(b, mods, operands)
+        elif name == "ld":
+            done = _ld(b, mods, operands)
         elif name in ("add", "sub", "mul"):
             done = _arith(b, name, mods, operands)
         else:

@@ -286,7 +286,7 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
         byref = next((a[len("byref(") : -1] for a in attrs_text if a.startswith("byref(")), None)
         align_attr = next((int(a.split()[1]) for a in attrs_text if a.startswith("align ")), None)
         if byref is not None:  # HIP passes aggregates as a pointer into the kernarg segment
-            ty = module.get_struct_type(byref[1:]) if byref.startswith("%") else None
+            ty = _named_struct(module, byref) if byref.startswith("%") else None
             if ty is None:
                 raise UnsupportedError(
                     f"not supported on the host backend: parameter {index} of kernel {kernel_name!r} is passed "
@@ -304,7 +304,7 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
                     f"not supported on the host backend: parameter {index} of kernel {kernel_name!r} is passed "
                     f"byval as a literal type {byval}"
                 )
-            ty = module.get_struct_type(byval[1:])
+            ty = _named_struct(module, byval)
             size = target_data.get_abi_size(ty)
             align = align_attr or target_data.get_abi_alignment(ty)
             type_text = "ptr"
@@ -317,6 +317,14 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
         params.append(Param(index, type_text, offset, size, byval))
         offset += size
     return tuple(params)
+
+
+def _named_struct(module, ref: str):
+    """The struct type an IR reference names: `%name` or, for names like C++'s `a::b`, `%"name"`."""
+    name = ref[1:]
+    if len(name) > 1 and name[0] == name[-1] == '"':
+        name = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), name[1:-1])
+    return module.get_struct_type(name)
 
 
 def unpack_args(params: tuple[Param, ...]) -> tuple[list[str], list[str]]:
