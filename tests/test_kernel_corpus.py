@@ -61,6 +61,28 @@ def test_the_corpus_has_150_kernels_from_two_projects_and_the_host_runs_90_perce
     assert accepted >= 0.9 * len(every), f"{accepted}/{len(every)} accepted; refused: {refused.most_common(10)}"
 
 
+def test_every_kernel_the_check_accepts_compiles_on_the_host(corpus, verdicts, tmp_path):
+    from mneme.core import build, ir
+    from mneme.core.backend import get_backend
+    from mneme.core.types import ExperimentConfiguration
+
+    host = get_backend("host")
+    config = ExperimentConfiguration(grid=(4, 1, 1), block=(128, 1, 1))
+    failures = []
+    for built in corpus:
+        for v in verdicts.get(built.unit, ()):
+            if not v.runnable:
+                continue
+            entry = next(e for e in built.entries() if v.kernel in e.kernels)
+            path = tmp_path / f"{built.unit.name}.bc"
+            path.write_bytes(entry.bitcode)
+            try:
+                build.compile(ir.link([path], v.kernel), v.kernel, config, host.arch(), backend=host, cache=False)
+            except Exception as exc:  # collected: the assertion names every kernel that failed
+                failures.append(f"{v.kernel}: {type(exc).__name__}: {str(exc)[:200]}")
+    assert not failures, "\n".join(failures)
+
+
 def _run(built: kc.Built, kernel: str, grid, block, args, tmp_path, name: str) -> dict:
     entry = next(e for e in built.entries() if kernel in e.kernels)
     bc = tmp_path / f"{name}.bc"

@@ -3,7 +3,7 @@
 Each `Workaround` names a known difference between nvcc and clang, the clang error that shows it
 and what to add to clang's command line. After the real compile succeeded, a failed IR job is run
 again with the workarounds its errors call for (and again if the next errors call for more), and
-the launcher says which ones gave the IR (docs/design/instrumentation.md, "Compatibility retry").
+the launcher says which ones gave the IR (docs/instrumentation.md, "Compatibility retry").
 """
 
 from __future__ import annotations

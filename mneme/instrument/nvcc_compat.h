@@ -1,7 +1,7 @@
 /* mneme-cc's compatibility prelude: the host-side min/max overloads nvcc declares implicitly
  * (CUDA's crt/math_functions.h, for mixed int/unsigned/long/long long/float/double operands) and
  * clang's CUDA headers declare for device code only. mneme-cc force-includes it only when clang
- * rejected a translation unit nvcc compiled (docs/design/instrumentation.md, "Compatibility retry"). */
+ * rejected a translation unit nvcc compiled (docs/instrumentation.md, "Compatibility retry"). */
 #pragma once
 #if defined(__CUDA__) && defined(__clang__) && !defined(MNEME_NVCC_COMPAT_H)
 #define MNEME_NVCC_COMPAT_H
