@@ -9,12 +9,13 @@ sources, so a second run builds nothing.
 
 Projects (both MIT licensed):
 
-* llama.cpp's CUDA back end (ggml-cuda), vendored in ``llama-cpp-python``'s sdist: the
-  element-wise, normalisation, reduction, copy and convolution units. The matrix-multiply and
-  flash-attention units are left out: they take minutes each to compile (CI budget), and the
-  units that call cuBLAS routines are left out because CI machines carry no cuBLAS headers
-  (`CUBLAS_HEADER` declares the few host-side cuBLAS names ggml's common header mentions; no
-  kernel uses them).
+* llama.cpp's CUDA back end (ggml-cuda), vendored in ``llama-cpp-python``'s sdist: 49 of its 69
+  top-level units (`GGML_UNITS`: element-wise, normalisation, reduction, copy, convolution, rope,
+  softmax...). Left out: the units whose nvcc compile takes 20 s to minutes on two cores (argsort,
+  mmvf, mmvq, cumsum and the matrix-multiply and flash-attention template instances), the host glue
+  (ggml-cuda.cu), and the units that call cuBLAS routines, because CI machines carry no cuBLAS
+  headers (`CUBLAS_HEADER` declares the few host-side cuBLAS names ggml's common header mentions;
+  no kernel uses them). CI builds `GGML_CI_UNITS`, a subset with over 200 kernels.
 * PyCUDA's examples and tests: every ``SourceModule("...")`` string literal, written as the unit
   PyCUDA itself hands nvcc (wrapped in ``extern "C" { }`` unless ``no_extern_c=True``).
 

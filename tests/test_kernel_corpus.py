@@ -47,9 +47,24 @@ def _unit(corpus, project: str, name: str) -> kc.Built:
 
 def test_every_unit_nvcc_compiles_carries_ir(corpus):
     compiled = [b for b in corpus if b.nvcc_ok]
+    assert {b.unit.project for b in compiled} == {"llama.cpp", "pycuda"}
     missing = [f"{b.unit.project}/{b.unit.name}: {b.messages.strip()[-300:]}" for b in compiled if not b.ir_embedded]
     assert not missing, "\n".join(missing)
-    assert {b.unit.project for b in compiled} == {"llama.cpp", "pycuda"}
+
+
+@pytest.mark.xfail(strict=True, reason="clang-19 mangles some template arguments with `Tn<type>`, which nvcc and "
+                   "the C++ runtime's demangler do not: getrows' k_get_rows_kq kernels are not matched to nvcc's names")
+def test_every_kernel_nvcc_compiles_has_embedded_ir_under_nvccs_name(corpus):
+    from mneme.instrument.fatbin import iter_cubins, kernel_names
+
+    compiled = [b for b in corpus if b.nvcc_ok]
+    missing = []
+    for b in compiled:
+        by_nvcc = {k for cubin in iter_cubins(str(b.obj)) for k in kernel_names(cubin)}
+        with_ir = {k for entry in b.entries() for k in entry.kernels}
+        if by_nvcc - with_ir:
+            missing.append(f"{b.unit.project}/{b.unit.name}: {sorted(by_nvcc - with_ir)[:5]} {b.messages.strip()[-300:]}")
+    assert not missing, "\n".join(missing)
 
 
 def test_the_corpus_has_150_kernels_from_two_projects_and_the_host_runs_90_percent(verdicts):

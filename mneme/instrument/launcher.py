@@ -149,6 +149,7 @@ def _capture(procs) -> None:
         if not syms.defined:
             log.debug("%s defines no device code; nothing embedded", label)
             continue
+        bitcode, syms = _nvcc_kernel_names(job, bitcode, syms, label)
         arch = job.arch or syms.target_cpu
         per_object.setdefault(job.obj, []).append(EmbeddedEntry(
             source=job.source, arch=arch, bitcode=bitcode, language=job.language,
@@ -169,6 +170,25 @@ def _capture(procs) -> None:
                 log.debug("embedded %d IR entries into %s", len(entries), obj)
             except Exception as exc:
                 log.warning("no IR embedded into %s: %s; the build continues", obj, exc)
+
+
+def _nvcc_kernel_names(job, bitcode: bytes, syms, label: str):
+    """The bitcode with internal-linkage kernels renamed to the names in nvcc's cubin (nvcc_names)."""
+    from mneme.instrument import nvcc_names
+    from mneme.instrument.fatbin import iter_cubins, kernel_names
+    from mneme.instrument.symbols import module_symbols
+
+    try:
+        compiled = {k for cubin in iter_cubins(job.obj) for k in kernel_names(cubin)}
+        mapping = nvcc_names.renames(syms.kernels, compiled)
+        if not mapping:
+            return bitcode, syms
+        renamed = nvcc_names.rename_kernels(bitcode, mapping)
+        log.debug("%s: %d kernels renamed to nvcc's names", label, len(mapping))
+        return renamed, module_symbols(renamed, label)
+    except Exception as exc:  # the names are an aid to the finalizer; the IR is kept as clang wrote it
+        log.debug("%s: kernel names not matched to nvcc's (%s)", label, exc)
+        return bitcode, syms
 
 
 def run(argv: list[str]) -> int:
