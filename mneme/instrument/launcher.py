@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from mneme import __version__
-from mneme.instrument import flags
+from mneme.instrument import compat, flags
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, pack_entries
 
 log = logging.getLogger("mneme.instrument")
@@ -130,10 +130,16 @@ def _capture(procs) -> None:
         message = err.read()
         err.close()
         label = f"{job.source} ({job.arch or 'default arch'})"
+        applied: tuple[compat.Workaround, ...] = ()
         if code != 0 or not os.path.exists(out):
             log.debug("clang command: %s\n%s", " ".join(job.argv), message)
-            failed.setdefault(job.source, []).append(f"{job.arch or 'default arch'}: {_first_error(message)}")
-            continue
+            built, applied, message = compat.retry(job.argv, out, job.language, message)
+            if not built:
+                tried = f" (also with {', '.join(w.name for w in applied)})" if applied else ""
+                failed.setdefault(job.source, []).append(f"{job.arch or 'default arch'}: {_first_error(message)}{tried}")
+                continue
+            log.warning("IR for %s captured with workarounds for code clang rejects and nvcc accepts: %s", label,
+                        ", ".join(w.name for w in applied))
         bitcode = Path(out).read_bytes()
         try:
             syms = module_symbols(bitcode, label)
@@ -143,11 +149,13 @@ def _capture(procs) -> None:
         if not syms.defined:
             log.debug("%s defines no device code; nothing embedded", label)
             continue
+        bitcode, syms = _nvcc_kernel_names(job, bitcode, syms, label)
         arch = job.arch or syms.target_cpu
         per_object.setdefault(job.obj, []).append(EmbeddedEntry(
             source=job.source, arch=arch, bitcode=bitcode, language=job.language,
             clang_version=syms.producer, targets=job.targets or (arch,), rdc=job.rdc,
-            kernels=syms.kernels, producer=f"mneme-cc {__version__}",
+            kernels=syms.kernels, producer=f"mneme-cc {__version__}" + (
+                f" (workarounds: {', '.join(w.name for w in applied)})" if applied else ""),
         ))
     for source, reasons in failed.items():
         log.warning("no IR captured for %s: clang failed (%s); the build continues and its kernels stay "
@@ -162,6 +170,25 @@ def _capture(procs) -> None:
                 log.debug("embedded %d IR entries into %s", len(entries), obj)
             except Exception as exc:
                 log.warning("no IR embedded into %s: %s; the build continues", obj, exc)
+
+
+def _nvcc_kernel_names(job, bitcode: bytes, syms, label: str):
+    """The bitcode with internal-linkage kernels renamed to the names in nvcc's cubin (nvcc_names)."""
+    from mneme.instrument import nvcc_names
+    from mneme.instrument.fatbin import iter_cubins, kernel_names
+    from mneme.instrument.symbols import module_symbols
+
+    try:
+        compiled = {k for cubin in iter_cubins(job.obj) for k in kernel_names(cubin)}
+        mapping = nvcc_names.renames(syms.kernels, compiled)
+        if not mapping:
+            return bitcode, syms
+        renamed = nvcc_names.rename_kernels(bitcode, mapping)
+        log.debug("%s: %d kernels renamed to nvcc's names", label, len(mapping))
+        return renamed, module_symbols(renamed, label)
+    except Exception as exc:  # the names are an aid to the finalizer; the IR is kept as clang wrote it
+        log.debug("%s: kernel names not matched to nvcc's (%s)", label, exc)
+        return bitcode, syms
 
 
 def run(argv: list[str]) -> int:

@@ -463,6 +463,26 @@ for _reg in ("laneid", "warpid", "nwarpid"):  # cooperative groups read them wit
                                            "%r = load i32, ptr %p, align 4, !invariant.load !{}", "ret i32 %r"]  # fmt: skip
 
 
+# The host is one SM, as the %smid/%nsmid intrinsics above say: CUDA guarantees no more than smid < nsmid
+INLINE_ASM["mov.u32 $0, %smid;"] = ["ret i32 0"]
+INLINE_ASM["mov.u32 $0, %nsmid;"] = ["ret i32 1"]
+
+
+# Programmatic dependent launch (sm_90): a replayed launch runs alone, so no prerequisite grid is in flight
+# (the wait returns at once) and no dependent grid waits for the trigger.
+INLINE_ASM["trap;"] = ["call void @__mneme_trap()", "unreachable"]  # the launch fails, as on the GPU
+INLINE_ASM["griddepcontrol.wait;"] = ["ret void"]
+INLINE_ASM["griddepcontrol.launch_dependents;"] = ["ret void"]
+
+# cuda_fp16.hpp's half2 -> half / float of one half (__low2half, __high2float, ...)
+for _half, _shift in (("low", 0), ("high", 16)):
+    _pick = [f"%s = lshr i32 %a0, {_shift}", "%h = trunc i32 %s to i16"]
+    for _comma in (",", ", "):
+        INLINE_ASM[f"{{.reg .f16 low,high; mov.b32 {{low,high}}{_comma}$1; mov.b16 $0, {_half};}}"] = [*_pick, "ret i16 %h"]
+        INLINE_ASM[f"{{.reg .f16 low,high; mov.b32 {{low,high}}{_comma}$1; cvt.f32.f16 $0, {_half};}}"] = [
+            *_pick, "%f = bitcast i16 %h to half", "%r = fpext half %f to float", "ret float %r"]  # fmt: skip
+
+
 def normalize_asm(text: str) -> str:
     """Inline asm text with runs of whitespace (spaces, escaped tabs and newlines) made one space."""
     return re.sub(r"(?:\s|\\0A|\\09)+", " ", text).strip()

@@ -31,7 +31,7 @@ import attrs
 import llvmlite.binding as llvm
 
 from mneme.core.errors import IRError, UnsupportedError
-from mneme.plugins.backends.host import intrinsics, intrinsics_amdgpu, retarget_amdgpu
+from mneme.plugins.backends.host import inline_ptx, intrinsics, intrinsics_amdgpu, retarget_amdgpu
 
 CTX_NTID = intrinsics.CTX_OFFSETS["ntid"]
 
@@ -286,7 +286,7 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
         byref = next((a[len("byref(") : -1] for a in attrs_text if a.startswith("byref(")), None)
         align_attr = next((int(a.split()[1]) for a in attrs_text if a.startswith("align ")), None)
         if byref is not None:  # HIP passes aggregates as a pointer into the kernarg segment
-            ty = module.get_struct_type(byref[1:]) if byref.startswith("%") else None
+            ty = _named_struct(module, byref) if byref.startswith("%") else None
             if ty is None:
                 raise UnsupportedError(
                     f"not supported on the host backend: parameter {index} of kernel {kernel_name!r} is passed "
@@ -304,7 +304,7 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
                     f"not supported on the host backend: parameter {index} of kernel {kernel_name!r} is passed "
                     f"byval as a literal type {byval}"
                 )
-            ty = module.get_struct_type(byval[1:])
+            ty = _named_struct(module, byval)
             size = target_data.get_abi_size(ty)
             align = align_attr or target_data.get_abi_alignment(ty)
             type_text = "ptr"
@@ -317,6 +317,14 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
         params.append(Param(index, type_text, offset, size, byval))
         offset += size
     return tuple(params)
+
+
+def _named_struct(module, ref: str):
+    """The struct type an IR reference names: `%name` or, for names like C++'s `a::b`, `%"name"`."""
+    name = ref[1:]
+    if len(name) > 1 and name[0] == name[-1] == '"':
+        name = re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), name[1:-1])
+    return module.get_struct_type(name)
 
 
 def unpack_args(params: tuple[Param, ...]) -> tuple[list[str], list[str]]:
@@ -643,34 +651,39 @@ def _rewrite_asm(line: str, impls: dict[str, tuple[str, str]], unsupported: set[
         return line
     asm = m.group(1)
     body = intrinsics.inline_asm(asm)
+    call = re.match(r"^(\s*(?:%\S+\s*=\s*)?(?:tail\s+|notail\s+|musttail\s+)?call\s+)(.*)$", line)
+    if body is None and call:  # one PTX instruction it can read (conversions, packing, 16-bit float math)
+        body = inline_ptx.body(asm, *_asm_types(line, m, call.group(1)))
     comment = body is None and retarget_amdgpu.is_comment_asm(asm)
     if body is None and not comment:
         unsupported.add(f"inline assembly {asm!r}")
         return line
-    call = re.match(r"^(\s*(?:%\S+\s*=\s*)?(?:tail\s+|notail\s+|musttail\s+)?call\s+)(.*)$", line)
     if not call:
         unsupported.add(f"inline assembly {asm!r} outside a call")
         return line
-    prefix, rest = call.groups()
-    ret_type = rest[: m.start() - len(prefix)].strip()
-    ret_type = re.sub(r"^(?:fast|nnan|ninf|nsz|arcp|contract|afn|reassoc|\s)+", "", ret_type)
-    ret_type = re.sub(r"^(?:noundef|zeroext|signext|inreg)\s+", "", ret_type).strip()
+    ret_type, arg_types = _asm_types(line, m, call.group(1))
     args_open = m.end()
-    args_close = match_paren(line, args_open)
-    arg_types = [_arg_type(a) for a in intrinsics.split_top_level(line[args_open + 1 : args_close])]
-    key = asm
+    key = f"{asm}\0{ret_type}\0{','.join(arg_types)}"  # one body per asm text and call type
     if comment:  # an optimization barrier of ROCm's device libraries: passes its operand through
         body = retarget_amdgpu.comment_asm_body(ret_type, arg_types)
         if body is None:
             unsupported.add(f"inline assembly {asm!r} of type {ret_type} ({', '.join(arg_types)})")
             return line
-        key = f"{asm}\0{ret_type}\0{','.join(arg_types)}"
     if key not in impls:
         name = f"__mneme.asm.{len(impls)}"
         sig = intrinsics.Signature(ret_type, arg_types)
         impls[key] = (name, sig.header(name) + "\n" + "\n".join("  " + b for b in body) + "\n}")
     name = impls[key][0]
     return line[: m.start()] + "@" + name + line[args_open:]
+
+
+def _asm_types(line: str, m: re.Match, prefix: str) -> tuple[str, list[str]]:
+    """(return type, argument types) of the inline asm call `m` found in `line`."""
+    ret_type = line[len(prefix) : m.start()].strip()
+    ret_type = re.sub(r"^(?:fast|nnan|ninf|nsz|arcp|contract|afn|reassoc|\s)+", "", ret_type)
+    ret_type = re.sub(r"^(?:noundef|zeroext|signext|inreg)\s+", "", ret_type).strip()
+    args_close = match_paren(line, m.end())
+    return ret_type, [_arg_type(a) for a in intrinsics.split_top_level(line[m.end() + 1 : args_close])]
 
 
 def _arg_type(arg: str) -> str:

@@ -1,0 +1,285 @@
+"""Single PTX instructions written as inline asm, run on the host with the GPU's semantics.
+
+CUDA's fp16/bf16 headers and hand-written kernels use one-instruction asm for conversions and
+packing (``cvt.rn.f16.f32 $0, $1;``, ``mov.b32 $0, {$1,$2};``). Rather than list each string,
+this reads the instruction and writes its LLVM IR, for the forms whose host result is exactly the
+GPU's (docs/design/internals.md, "Host backend: inline PTX"):
+
+* ``cvt`` between f16/bf16/f32/f64 (widening; narrowing with ``.rn``), float to integer with
+  ``.rni/.rzi/.rmi/.rpi`` (saturating, NaN to 0, as PTX does), integer to f32/f64/f16 with ``.rn``,
+  ``cvt.rn.f16x2.f32`` / ``cvt.rn.bf16x2.f32``;
+* ``mov.b32``/``mov.b64`` packing and unpacking register pairs;
+* ``ld[.global][.nc][.v2|.v4].type``: a plain load (one address space, no cache to bypass);
+* ``add/sub/mul`` on f16 and bf16 (and their x2 pairs) with ``.rn`` or no rounding modifier:
+  computed in f32 and rounded once, which is correctly rounded because f32 carries more than
+  twice their precision plus two bits.
+
+Anything else returns None: the backend names the asm as unsupported.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FLOAT = {"f16": ("half", 16), "bf16": ("bfloat", 16), "f32": ("float", 32), "f64": ("double", 64)}
+_INT = {f"{s}{w}": (s == "s", w) for s in "su" for w in (8, 16, 32, 64)}
+_INT.update({f"b{w}": (False, w) for w in (16, 32, 64)})
+_ROUND_INT = {"rni": "llvm.roundeven", "rzi": "llvm.trunc", "rmi": "llvm.floor", "rpi": "llvm.ceil"}
+_OPERAND = re.compile(r"\$(\d+)")
+
+
+def _parse(text: str) -> tuple[str, list[str]] | None:
+    text = re.sub(r"(?:\s|\\0A|\\09)+", " ", text).strip()
+    if text.startswith("{") and text.endswith("}"):
+        text = text[1:-1].strip()
+    if text.count(";") != 1 or not text.endswith(";") or "{" in text.replace("{$", "") or "%" in text:
+        return None
+    op, _, rest = text[:-1].strip().partition(" ")
+    operands = [o.strip() for o in re.split(r",(?![^{]*\})", rest)]
+    return op, operands
+
+
+class _Body:
+    """IR lines over the asm call's arguments (%a0.. are the inputs, numbered after the outputs) returning its type."""
+
+    def __init__(self, ret: str, args: list[str], outputs: int = 1):
+        self.ret, self.args, self.outputs, self.lines, self.n = ret, args, outputs, [], 0
+
+    def tmp(self, line: str) -> str:
+        self.n += 1
+        self.lines.append(f"%t{self.n} = {line}")
+        return f"%t{self.n}"
+
+    def arg(self, operand: str, reg_type: str) -> str | None:
+        m = re.fullmatch(r"\$(\d+)", operand)
+        index = int(m.group(1)) - self.outputs if m else -1  # inputs are numbered after the outputs
+        if not 0 <= index < len(self.args):
+            return None
+        return f"%a{index}" if self.args[index] == reg_type else None
+
+
+def _reg(ptx_type: str) -> str:
+    if ptx_type in ("f32", "f64"):
+        return _FLOAT[ptx_type][0]
+    width = _FLOAT[ptx_type][1] if ptx_type in _FLOAT else _INT[ptx_type][1]
+    return f"i{max(width, 16) if ptx_type in _FLOAT else width}"
+
+
+def _float_in(b: _Body, operand: str, ptx_type: str) -> str | None:
+    """The operand as an LLVM floating value of its PTX type."""
+    llvm_type, width = _FLOAT[ptx_type]
+    value = b.arg(operand, _reg(ptx_type))
+    if value is None or width != 16:
+        return value
+    return b.tmp(f"bitcast i16 {value} to {llvm_type}")
+
+
+def _float_out(b: _Body, value: str, ptx_type: str) -> str:
+    llvm_type, width = _FLOAT[ptx_type]
+    return b.tmp(f"bitcast {llvm_type} {value} to i16") if width == 16 else value
+
+
+def _convert_float(b: _Body, value: str, src: str, dst: str, rounding: str) -> str | None:
+    (src_t, src_w), (dst_t, dst_w) = _FLOAT[src], _FLOAT[dst]
+    if src == dst:
+        return value
+    if {src, dst} == {"f16", "bf16"} or dst_w < src_w:  # narrowing: round to nearest even only
+        if rounding != "rn":
+            return None
+        if {src, dst} == {"f16", "bf16"}:
+            value = b.tmp(f"fpext {src_t} {value} to float")
+            src_t = "float"
+        return b.tmp(f"fptrunc {src_t} {value} to {dst_t}")
+    return b.tmp(f"fpext {src_t} {value} to {dst_t}") if not rounding else None
+
+
+def _cvt(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    if len(mods) < 2 or len(operands) != 2 or operands[0] != "$0":
+        return False
+    dst, src = mods[-2], mods[-1]
+    rounding = mods[0] if len(mods) == 3 else ""
+    if len(mods) > 3:
+        return False
+    if src in _FLOAT and dst in _FLOAT:
+        if b.ret != _reg(dst) or (value := _float_in(b, operands[1], src)) is None:
+            return False
+        out = _convert_float(b, value, src, dst, rounding)
+        if out is None:
+            return False
+        b.lines.append(f"ret {b.ret} {_float_out(b, out, dst)}")
+        return True
+    if src in _FLOAT and dst in _INT and rounding in _ROUND_INT:
+        signed, width = _INT[dst]
+        value = _float_in(b, operands[1], src)
+        if value is None or not re.fullmatch(r"i\d+", b.ret) or int(b.ret[1:]) < width:
+            return False
+        llvm_type = _FLOAT[src][0]
+        if llvm_type in ("half", "bfloat"):  # exact in f32
+            value, llvm_type = b.tmp(f"fpext {llvm_type} {value} to float"), "float"
+        suffix = {"float": "f32", "double": "f64"}[llvm_type]
+        rounded = b.tmp(f"call {llvm_type} @{_ROUND_INT[rounding]}.{suffix}({llvm_type} {value})")
+        sat = "fptosi" if signed else "fptoui"
+        out = b.tmp(f"call i{width} @llvm.{sat}.sat.i{width}.{suffix}({llvm_type} {rounded})")
+        if int(b.ret[1:]) > width:
+            out = b.tmp(f"{'sext' if signed else 'zext'} i{width} {out} to {b.ret}")
+        b.lines.append(f"ret {b.ret} {out}")
+        return True
+    if src in _INT and dst in ("f16", "f32", "f64") and rounding == "rn" and not src.startswith("b"):
+        signed, width = _INT[src]
+        value = b.arg(operands[1], f"i{max(width, 16) if width == 8 else width}")
+        if value is None or b.ret != _reg(dst):
+            return False
+        if width == 8:
+            value = b.tmp(f"trunc i16 {value} to i8")
+        # f16 through f64: every integer below f16's overflow threshold is exact in f64, so one rounding
+        wide = b.tmp(f"{'sitofp' if signed else 'uitofp'} i{width} {value} to {'double' if dst == 'f16' else _FLOAT[dst][0]}")
+        out = b.tmp(f"fptrunc double {wide} to half") if dst == "f16" else wide
+        b.lines.append(f"ret {b.ret} {_float_out(b, out, dst)}")
+        return True
+    return False
+
+
+def _cvt_pair(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    """cvt.rn.f16x2.f32 d, a, b: d's upper half is a, its lower half b."""
+    if mods[:1] != ["rn"] or len(mods) != 3 or mods[1] not in ("f16x2", "bf16x2") or mods[2] != "f32":
+        return False
+    if len(operands) != 3 or operands[0] != "$0" or b.ret != "i32":
+        return False
+    half = "half" if mods[1] == "f16x2" else "bfloat"
+    bits = []
+    for operand in operands[1:]:
+        value = b.arg(operand, "float")
+        if value is None:
+            return False
+        rounded = b.tmp(f"fptrunc float {value} to {half}")
+        bits.append(b.tmp(f"zext i16 {b.tmp(f'bitcast {half} {rounded} to i16')} to i32"))
+    high = b.tmp(f"shl i32 {bits[0]}, 16")
+    b.lines.append(f"ret i32 {b.tmp(f'or i32 {high}, {bits[1]}')}")
+    return True
+
+
+def _mov(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    """mov.b32 $0, {$1,$2} (pack, first operand lowest) and mov.b32 {$0,$1}, $2 (unpack)."""
+    if len(mods) != 1 or mods[0] not in ("b32", "b64") or len(operands) != 2:
+        return False
+    wide = int(mods[0][1:])
+    part = f"i{wide // 2}"
+    if operands[0] == "$0" and (m := re.fullmatch(r"\{\s*(\$\d+)\s*,\s*(\$\d+)\s*\}", operands[1])):
+        low, high = b.arg(m.group(1), part), b.arg(m.group(2), part)
+        if low is None or high is None or b.ret != f"i{wide}":
+            return False
+        shifted = b.tmp(f"shl i{wide} {b.tmp(f'zext {part} {high} to i{wide}')}, {wide // 2}")
+        low_wide = b.tmp(f"zext {part} {low} to i{wide}")
+        b.lines.append(f"ret i{wide} {b.tmp(f'or i{wide} {shifted}, {low_wide}')}")
+        return True
+    m = re.fullmatch(r"\{\s*\$0\s*,\s*\$1\s*\}", operands[0])
+    if m and b.ret == f"{{ {part}, {part} }}" and (value := b.arg(operands[1], f"i{wide}")) is not None:
+        low = b.tmp(f"trunc i{wide} {value} to {part}")
+        high = b.tmp(f"trunc i{wide} {b.tmp(f'lshr i{wide} {value}, {wide // 2}')} to {part}")
+        pair = b.tmp(f"insertvalue {b.ret} poison, {part} {low}, 0")
+        b.lines.append(f"ret {b.ret} {b.tmp(f'insertvalue {b.ret} {pair}, {part} {high}, 1')}")
+        return True
+    return False
+
+
+def _arith(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
+    """add/sub/mul .f16/.bf16 (and x2): in f32, rounded once to the 16-bit type."""
+    if mods[:1] == ["rn"]:
+        mods = mods[1:]
+    if len(mods) != 1 or mods[0] not in ("f16", "bf16", "f16x2", "bf16x2") or len(operands) != 3:
+        return False
+    if operands[0] != "$0":
+        return False
+    pair = mods[0].endswith("x2")
+    half = "half" if mods[0].startswith("f16") else "bfloat"
+    reg = "i32" if pair else "i16"
+    ins = [b.arg(o, reg) for o in operands[1:]]
+    if None in ins or b.ret != reg:
+        return False
+    instr = {"add": "fadd", "sub": "fsub", "mul": "fmul"}[op]
+
+    def lane(x: str, y: str) -> str:
+        fx = b.tmp(f"fpext {half} {b.tmp(f'bitcast i16 {x} to {half}')} to float")
+        fy = b.tmp(f"fpext {half} {b.tmp(f'bitcast i16 {y} to {half}')} to float")
+        result = b.tmp(f"{instr} float {fx}, {fy}")
+        return b.tmp(f"bitcast {half} {b.tmp(f'fptrunc float {result} to {half}')} to i16")
+
+    if not pair:
+        b.lines.append(f"ret i16 {lane(ins[0], ins[1])}")
+        return True
+    lows = [b.tmp(f"trunc i32 {v} to i16") for v in ins]
+    highs = [b.tmp(f"trunc i32 {b.tmp(f'lshr i32 {v}, 16')} to i16") for v in ins]
+    lo, hi = lane(*lows), lane(*highs)
+    shifted = b.tmp(f"shl i32 {b.tmp(f'zext i16 {hi} to i32')}, 16")
+    low_wide = b.tmp(f"zext i16 {lo} to i32")
+    b.lines.append(f"ret i32 {b.tmp(f'or i32 {shifted}, {low_wide}')}")
+    return True
+
+
+_LOAD_HINTS = {"global", "nc", "ca", "cg", "cs", "lu"}  # where and how it is cached; the value is the same
+
+
+def _ld(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    """ld[.global][.nc][.vN].type: a plain load (the host has one address space, no caches to bypass)."""
+    hints = [m for m in mods if m in _LOAD_HINTS]
+    rest = [m for m in mods if m not in _LOAD_HINTS]
+    count = 1
+    if rest and re.fullmatch(r"v[24]", rest[0]):
+        count, rest = int(rest[0][1:]), rest[1:]
+    if len(rest) != 1 or len(hints) + 1 + (count > 1) != len(mods) or len(operands) != 2:
+        return False
+    ptx_type = rest[0]
+    value_type = _FLOAT[ptx_type][0] if ptx_type in ("f32", "f64") else f"i{(_INT.get(ptx_type) or (0, 0))[1]}"
+    if value_type == "i0" or value_type == "i8":
+        return False
+    outs = [o.strip() for o in operands[0].strip("{}").split(",")]
+    if outs != [f"${n}" for n in range(count)]:
+        return False
+    m = re.fullmatch(r"\[\s*(\$\d+)\s*\]", operands[1])
+    if not m or int(m.group(1)[1:]) != count:
+        return False
+    address = m.group(1)
+    pointer = b.arg(address, "ptr")
+    if pointer is None and (integer := b.arg(address, "i64")) is not None:
+        pointer = b.tmp(f"inttoptr i64 {integer} to ptr")
+    if pointer is None:
+        return False
+    width = int(value_type[1:]) // 8 if value_type.startswith("i") else {"float": 4, "double": 8}[value_type]
+    if count == 1:
+        if b.ret != value_type:
+            return False
+        b.lines.append(f"ret {value_type} {b.tmp(f'load {value_type}, ptr {pointer}, align {width}')}")
+        return True
+    if b.ret != "{ " + ", ".join([value_type] * count) + " }":
+        return False
+    result = "poison"
+    for lane in range(count):
+        at = b.tmp(f"getelementptr {value_type}, ptr {pointer}, i64 {lane}")
+        value = b.tmp(f"load {value_type}, ptr {at}, align {width}")
+        result = b.tmp(f"insertvalue {b.ret} {result}, {value_type} {value}, {lane}")
+    b.lines.append(f"ret {b.ret} {result}")
+    return True
+
+
+def body(text: str, ret: str, args: list[str]) -> list[str] | None:
+    """IR lines implementing the one-instruction inline PTX `text` for a call of type `ret (args)`, or None."""
+    parsed = _parse(text)
+    if parsed is None:
+        return None
+    op, operands = parsed
+    name, *mods = op.split(".")
+    b = _Body(ret, args, len(_OPERAND.findall(operands[0])) if operands else 1)
+    try:
+        if name == "cvt":
+            done = _cvt_pair(b, mods, operands) if any(m.endswith("x2") for m in mods) else _cvt(b, mods, operands)
+        elif name == "mov":
+            done = _mov(b, mods, operands)
+        elif name == "ld":
+            done = _ld(b, mods, operands)
+        elif name in ("add", "sub", "mul"):
+            done = _arith(b, name, mods, operands)
+        else:
+            done = False
+    except KeyError:  # a type name it does not know
+        return None
+    return b.lines if done else None

@@ -1,0 +1,46 @@
+"""Kernels with internal linkage get nvcc's names in the embedded IR, so recordings find their IR (issue 28, point 3)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from skips import needs
+
+from mneme.instrument import nvcc_names
+from mneme.instrument.fatbin import iter_cubins, kernel_names
+from mneme.instrument.section import read_entries
+
+LAUNCHER = [sys.executable, "-m", "mneme.instrument.launcher"]
+
+SOURCE = """
+static __device__ float twice(float x) { return 2 * x; }
+typedef float (*op_t)(float);
+template <op_t op> static __global__ void apply(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = op(x[i]);
+}
+static __global__ void scale(float* x, float s) { x[threadIdx.x] *= s; }
+namespace { __global__ void hidden(int* x) { x[threadIdx.x] = 1; } }
+__global__ void visible(int* x) { x[threadIdx.x] = 2; }
+void launch(float* x, int* y) { apply<twice><<<1, 32>>>(x, 32); scale<<<1, 32>>>(x, 2.0f); hidden<<<1, 1>>>(y); visible<<<1, 1>>>(y); }
+"""
+
+
+def test_nvcc_and_clang_names_of_one_kernel_have_one_key():
+    assert nvcc_names.key("_ZL10arange_f32Pfiff") == nvcc_names.key("_Z10arange_f32Pfiff")
+    nvcc = "_Z10k_get_rowsILi32ELi2EXadL_ZN41_INTERNAL_b98a36fb_10_getrows_cu_f63e7a9315dequantize_q5_1EPKvliR6float2EEiEvS2_PKiPT2_ll5uint3mmmmmmmmm"
+    clang = "_ZL10k_get_rowsILi32ELi2EXadL_ZL15dequantize_q5_1PKvliR6float2EEiEvS1_PKiPT2_ll5uint3mmmmmmmmm"
+    assert nvcc_names.key(nvcc) == nvcc_names.key(clang)
+    assert nvcc_names.renames([clang, "_Z7visiblePi"], {nvcc, "_Z7visiblePi"}) == {clang: nvcc}
+
+
+@needs("nvcc", "clang++-19", "llvm-objcopy-19")
+def test_static_and_anonymous_namespace_kernels_carry_nvccs_names(tmp_path):
+    (tmp_path / "k.cu").write_text(SOURCE)
+    done = subprocess.run([*LAUNCHER, "nvcc", "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path,
+                          capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    by_nvcc = {k for cubin in iter_cubins(str(tmp_path / "k.o")) for k in kernel_names(cubin)}
+    [entry] = read_entries(str(tmp_path / "k.o"))
+    assert len(by_nvcc) == 4 and set(entry.kernels) == by_nvcc
