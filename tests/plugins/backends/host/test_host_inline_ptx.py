@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 from irbuild import build_cuda_ir, cuda_available
+from paths import DATA
 
 from mneme import capture
 from mneme.plugins.backends.host import inline_ptx
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
-SOURCE = Path(__file__).resolve().parent / "data" / "realkernels" / "half_ptx.cu"
+SOURCE = DATA / "realkernels" / "half_ptx.cu"
 
 
 def _bf16_bits(x: np.ndarray) -> np.ndarray:
