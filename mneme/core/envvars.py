@@ -76,6 +76,7 @@ _VARS = [
     EnvVar("MNEME_HOST_THREADS", "", "threads of one host launch (default: the CPUs this process may use)", "host"),
     EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
+    EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 
 # Names in the sources that are not environment variables: header guards and compile-time macros.

@@ -132,3 +132,4 @@ static long page_bytes;
 #include "runtime_parts/workers.inc"
 #include "runtime_parts/helper_threads.inc"
 #include "runtime_parts/kernel_api.inc"
+#include "runtime_parts/bounds.inc"
