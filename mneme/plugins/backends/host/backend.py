@@ -393,6 +393,8 @@ class HostDevice(Device):
         self.redzones = redzones.RedZones()
         self._kernels: list[HostKernel] = []
         self._runtime = runtime.load()
+        #: whether kernel code runs under the runtime's seccomp filter (docs/security.md)
+        self.sandboxed = runtime.sandbox(self._runtime)
 
     def _release(self) -> None:
         for kernel in self._kernels:
