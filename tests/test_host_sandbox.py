@@ -80,3 +80,30 @@ def test_the_filter_applies_to_the_kernel_threads_not_to_python():
     if lines[0] != "sandbox True":
         pytest.skip("no seccomp filters on this machine")
     assert lines[-1].startswith("0 ") and "2" in lines[-1], lines  # Python's thread: none; a helper: filter (2)
+
+
+def test_a_child_forked_after_launches_runs_its_own(tmp_path):
+    # the parent's parked helpers leave waiters on the runtime's condition variables: a child must not
+    # wait for them (mneme replay and capture fork before opening anything; an embedding program may not)
+    code = PROBE.replace("print(call(int(sys.argv[2])", "#") + textwrap.dedent("""
+        import time
+        codes = set()
+        for _ in range(30):  # right after a launch, the helpers are on their way back to waiting
+            call(getpid)
+            pid = os.fork()
+            if pid == 0:
+                rc, _, value = call(getpid)
+                os._exit(0 if rc == 0 and value == os.getpid() else 1)
+            deadline = time.monotonic() + 10
+            while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if done[0] == 0:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                codes.add("hung")
+            else:
+                codes.add(os.waitstatus_to_exitcode(done[1]))
+        print("child", sorted(map(str, codes)))
+        """)
+    proc = subprocess.run([sys.executable, "-c", code, "unused", "0"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "child ['0']", proc.stdout + proc.stderr

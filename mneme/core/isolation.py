@@ -7,6 +7,8 @@ value or its error; the parent re-raises that error, so the CLI reports it as it
 The parent keeps the kernels' time limit (`kernel_clock`): a kernel window the child leaves open
 past its budget (a GPU kernel looping forever) kills the child, and the command fails as not
 verified. A child that dies (a signal, the memory cap) is an error naming how it died.
+The fork happens before the command opens a device: a program that embeds the CLI after it has
+initialized CUDA itself (which does not survive fork) sets ``MNEME_ISOLATE=0``.
 """
 
 from __future__ import annotations
