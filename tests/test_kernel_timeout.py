@@ -3,7 +3,8 @@ on the host backend here; tests/gpu/test_cuda_kernel_timeout.py runs the same ca
 
 from __future__ import annotations
 
-from kernel_timeout_cases import pool_kills_a_kernel_past_the_limit, record, replay_stops_a_kernel_past_the_limit
+from kernel_timeout_cases import (capture_stops_a_kernel_past_the_limit, pool_kills_a_kernel_past_the_limit, record,
+                                  replay_stops_a_kernel_past_the_limit)
 
 from mneme.core import kernel_clock
 
@@ -14,6 +15,10 @@ def test_a_tuning_worker_whose_kernel_overstays_is_killed_and_the_trial_is_a_tim
 
 def test_replay_kills_its_child_when_the_kernel_overstays(tmp_path):
     replay_stops_a_kernel_past_the_limit(tmp_path, "host")
+
+
+def test_capture_of_a_kernel_that_overstays_fails_with_a_timeout(tmp_path):
+    capture_stops_a_kernel_past_the_limit(tmp_path, "host")
 
 
 def test_windows_reach_the_supervisor_with_the_budget_of_their_runs(monkeypatch):
