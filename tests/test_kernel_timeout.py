@@ -41,3 +41,29 @@ def test_windows_reach_the_supervisor_with_the_budget_of_their_runs(monkeypatch)
 
 def test_the_spinning_kernel_behaves_at_its_recorded_launch(tmp_path):
     assert record(tmp_path, "host").exists()
+
+
+def test_a_tuning_run_records_kernels_that_overstay_as_timeouts_and_finishes(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from mneme.core.tuning.report import open_results
+
+    db = record(tmp_path / "spin", "host")
+    results = tmp_path / "tune"
+    env = {**os.environ, "MNEME_LIMIT_TIMEOUT_SECONDS": "1"}
+    # the baseline (32 threads) runs; every other block size of the space spins
+    proc = subprocess.run([sys.executable, "-m", "mneme", "tune", "-rdb", str(db), "--space", "launch", "-o", "axes=x",
+                           "--trials", "3", "--seed", "1", "--retime-top", "0", "--results", str(results)], capture_output=True,
+                          text=True, timeout=300, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    store, _ = open_results(results)
+    records = [r for r in store.records() if r.status != "infeasible"]
+    assert len(records) >= 3 and all(r.state != "RUNNING" for r in records), records  # every trial finished, stored
+    wide = [r for r in records if r.params["block_x"] > 5]  # log2 of the block: more than 32 threads spin
+    assert wide, "the seed should draw a block that spins"
+    for r in wide:
+        assert r.status == "failed" and r.result["error_kind"] == "timeout", r
+        assert "ran past its time limit" in r.result["error"], r.result["error"]
+    assert store.baseline  # the recorded configuration's result is kept too

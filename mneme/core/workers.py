@@ -311,7 +311,7 @@ class TuneWorkerHandle:
                 pid = self.process.pid
                 self._kill()
                 error = (f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit ({kernel_budget:g} s for "
-                         f"the runs in flight; --timeout or {limits.variable('timeout_seconds')}) on {self._where()}; "
+                         f"the runs in flight; {limits.variable('timeout_seconds')}) on {self._where()}; "
                          f"worker {self.name} (pid {pid}) was killed and replaced; see {self.log_path}")  # fmt: skip
                 self.pool._stage_failed(self, job, "timeout", error, start_stamp)
                 return "respawn"
