@@ -54,9 +54,10 @@ def test_a_tuning_run_records_kernels_that_overstay_as_timeouts_and_finishes(tmp
     results = tmp_path / "tune"
     env = {**os.environ, "MNEME_LIMIT_TIMEOUT_SECONDS": "1"}
     # the baseline (32 threads) runs; every other block size of the space spins
-    proc = subprocess.run([sys.executable, "-m", "mneme", "tune", "-rdb", str(db), "--space", "launch", "-o", "axes=x",
-                           "--trials", "3", "--seed", "1", "--retime-top", "0", "--results", str(results)], capture_output=True,
-                          text=True, timeout=300, env=env)  # fmt: skip
+    command = ["tune", "-rdb", db, "--space", "launch", "-o", "axes=x", "--trials", 3, "--seed", 1, "--retime-top", 0,
+               "--results", results]
+    proc = subprocess.run([sys.executable, "-m", "mneme", *map(str, command)], capture_output=True, text=True,
+                          timeout=300, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     store, _ = open_results(results)
     records = [r for r in store.records() if r.status != "infeasible"]

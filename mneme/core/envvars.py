@@ -70,7 +70,8 @@ _VARS = [
     EnvVar("MNEME_RECORD_WRITE_THREADS", "", "snapshot encoding threads (default: half the cores, at most 8)",
            "recorder"),
     EnvVar("MNEME_RECORD_EPILOGUE_FORMAT", "", "epilogue encoding (`mneme record --epilogue-format`)", "recorder"),
-    EnvVar("MNEME_ISOLATE", "1", "0: `mneme replay` and `capture` run kernels in their own process, not a child", "limits"),
+    EnvVar("MNEME_ISOLATE", "1", "0: `mneme replay` and `capture` run kernels in their own process, not a child",
+           "limits"),
     EnvVar("MNEME_LIMIT_WORKER_DATA_BYTES", "", "data-memory (RLIMIT_DATA) cap of each worker process in bytes "
            "(replay and capture: the machine's memory by default)",
            "limits"),

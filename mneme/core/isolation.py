@@ -141,8 +141,8 @@ def run_isolated(body: Callable[[], Any], what: str) -> Any:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 raise NotVerifiedError(
-                    f"the kernel timed out: it ran past its time limit ({kernel_budget:g} s for the runs in flight; --timeout or "
-                    f"{limits.variable('timeout_seconds')}); the {what} process (pid {pid}) was killed")
+                    f"the kernel timed out: it ran past its time limit ({kernel_budget:g} s for the runs in flight; "
+                    f"--timeout or {limits.variable('timeout_seconds')}); the {what} process (pid {pid}) was killed")
     except BaseException:
         with contextlib.suppress(ProcessLookupError, ChildProcessError):
             os.kill(pid, signal.SIGKILL)

@@ -310,9 +310,10 @@ class TuneWorkerHandle:
             if kernel_budget and time.monotonic() - kernel_since > kernel_clock.deadline_after(kernel_budget):
                 pid = self.process.pid
                 self._kill()
-                error = (f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit ({kernel_budget:g} s for "
-                         f"the runs in flight; {limits.variable('timeout_seconds')}) on {self._where()}; "
-                         f"worker {self.name} (pid {pid}) was killed and replaced; see {self.log_path}")  # fmt: skip
+                error = (f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit "
+                         f"({kernel_budget:g} s for the runs in flight; {limits.variable('timeout_seconds')}) on "
+                         f"{self._where()}; worker {self.name} (pid {pid}) was killed and replaced; see "
+                         f"{self.log_path}")  # fmt: skip
                 self.pool._stage_failed(self, job, "timeout", error, start_stamp)
                 return "respawn"
             if timeout is not None and time.monotonic() - started > timeout:

@@ -26,8 +26,8 @@ from mneme.core.backend import (
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.native import c_compiler
 from mneme.core.types import dim3
-from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget, retarget_amdgpu,
-                                         runtime, steps, support)
+from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget,
+                                         retarget_amdgpu, runtime, steps, support)
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
@@ -464,9 +464,10 @@ class HostDevice(Device):
         first = not getattr(kernel, "launched", False)  # the launch a replay verifies: check its accesses
         if first:
             self.redzones.arm(self._runtime)
+        entry = kernel.entry_checked if first and kernel.entry_checked else kernel.entry  # reads checked on the first
         try:
             rc = self._runtime.mneme_launch(
-                kernel.entry_checked if first and kernel.entry_checked else kernel.entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
+                entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
                 shared_bytes, kernel.mode | (kernel.warp << 8 if kernel.warp != 32 else 0), kernel.frame_bytes, 0,
                 message, len(message),
             )  # fmt: skip

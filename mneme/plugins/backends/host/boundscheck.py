@@ -24,7 +24,8 @@ _DEFINE = re.compile(r"^define [^@]*@([-\w.$]+|\"[^\"]+\")\(")
 _DEBUG = re.compile(r"(?:,\s*!dbg ![0-9]+| !dbg ![0-9]+)")
 
 _VALUE = r'(%[-\w.$]+|%"[^"]+")'
-_LOAD = re.compile(r"^(\s*)(?:%[-\w.$]+|%\"[^\"]+\") = load (?:atomic )?(?:volatile )?(.+?), ptr " + _VALUE + r"(?=[,\s]|$)")
+_LOAD = re.compile(r"^(\s*)(?:%[-\w.$]+|%\"[^\"]+\") = load (?:atomic )?(?:volatile )?(.+?), ptr " + _VALUE
+                   + r"(?=[,\s]|$)")
 _ALLOCA = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]+\") = alloca ")
 _MEMCPY = re.compile(r"^(\s*)(?:tail |musttail |notail )?call void @llvm\.mem(?:cpy|move)(?:\.inline)?\.p0\.p0\.i(32|64)"
                      r"\(ptr [^,]*?" + _VALUE + r", ptr [^,]*?" + _VALUE + r", i(?:32|64) ([^,]+),")
