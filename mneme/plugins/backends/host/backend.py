@@ -183,7 +183,9 @@ class HostBackend(Backend):
         return machine.pipeline_machine(opt)
 
     def toolchain(self, arch: str) -> dict[str, str]:
-        return {**super().toolchain(arch), "cpu": machine.cpu()}
+        # builds without the read-checked copy (MNEME_HOST_BOUNDS=0) are other build products
+        off = {} if boundscheck.enabled() else {"read-checks": "off"}
+        return {**super().toolchain(arch), "cpu": machine.cpu(), **off}
 
     def optimize(self, module: Any, config: Any, arch: str) -> float:
         """Optimize host IR for this CPU; GPU IR (a replay's `--output-ll`) for the GPU it was written for."""
