@@ -62,6 +62,7 @@ def test_without_the_checks_nothing_is_instrumented(monkeypatch):
     monkeypatch.setenv(boundscheck.ENV, "0")
     binary = _saxpy(HostBackend())
     assert boundscheck.CHECKED_ENTRY.encode() not in binary.data
+    assert HostBackend().toolchain("x86_64")["read-checks"] == "off"  # not the cached build with checks
 
 
 def test_loads_and_memcpy_sources_get_checks_and_local_variables_do_not():
