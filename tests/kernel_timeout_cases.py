@@ -1,6 +1,6 @@
 """A kernel that loops forever on any backend, and what a time limit must do with it (issue 24).
 
-Shared by the host tests (tests/test_kernel_timeout.py) and the GPU test
+Shared by the host tests (tests/core/test_kernel_timeout.py) and the GPU test
 (tests/gpu/test_cuda_kernel_timeout.py): the IR is written here, so the GPU machine needs no clang.
 With 32 threads per block the kernel writes each thread's index and returns; with more, it spins
 on a flag in device memory that stays set.

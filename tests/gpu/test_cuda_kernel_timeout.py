@@ -1,7 +1,7 @@
 """A CUDA kernel looping forever ends at the time limit (issue 24): the tuning worker running it is
 killed and replaced and the trial is a timeout; `mneme replay --timeout` kills its child and exits 3;
 `mneme capture --timeout` fails likewise.
-The same cases run on the host backend in tests/test_kernel_timeout.py."""
+The same cases run on the host backend in tests/core/test_kernel_timeout.py."""
 
 from __future__ import annotations
 
