@@ -8,7 +8,7 @@ The parent keeps the kernels' time limit (`kernel_clock`): a kernel window the c
 past its budget (a GPU kernel looping forever) kills the child, and the command fails as not
 verified. A child that dies (a signal, the memory cap) is an error naming how it died.
 The fork happens before the command opens a device: a program that embeds the CLI after it has
-initialized CUDA itself (which does not survive fork) sets ``MNEME_ISOLATE=0``.
+initialized a GPU driver itself (drivers do not survive fork) sets ``MNEME_ISOLATE=0``.
 """
 
 from __future__ import annotations
