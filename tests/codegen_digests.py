@@ -41,12 +41,27 @@ def compile_kernel(module, kernel: str, config: ExperimentConfiguration, arch: s
 
 
 def compile_host(module, kernel: str, config: ExperimentConfiguration):
-    """The host backend's build of CUDA IR (what replay and tune run on a machine without a GPU)."""
+    """The host backend's build of CUDA IR (what replay and tune run on a machine without a GPU).
+
+    Without the read-checked copy of the kernel (`boundscheck`, issue 24): the digest is of the code
+    the timed runs execute, as when the fixture was written.
+    """
+    import os
+
     from mneme.core import build
     from mneme.core.backend import get_backend
+    from mneme.plugins.backends.host import boundscheck
 
     backend = get_backend("host")
-    return build.compile(module, kernel, config, backend.arch(), backend=backend, cache=False)
+    saved = os.environ.get(boundscheck.ENV)
+    os.environ[boundscheck.ENV] = "0"
+    try:
+        return build.compile(module, kernel, config, backend.arch(), backend=backend, cache=False)
+    finally:
+        if saved is None:
+            del os.environ[boundscheck.ENV]
+        else:
+            os.environ[boundscheck.ENV] = saved
 
 
 def toolchains() -> dict[str, dict[str, str]]:

@@ -70,12 +70,17 @@ _VARS = [
     EnvVar("MNEME_RECORD_WRITE_THREADS", "", "snapshot encoding threads (default: half the cores, at most 8)",
            "recorder"),
     EnvVar("MNEME_RECORD_EPILOGUE_FORMAT", "", "epilogue encoding (`mneme record --epilogue-format`)", "recorder"),
-    EnvVar("MNEME_LIMIT_WORKER_DATA_BYTES", "", "address-space (RLIMIT_DATA) cap of each worker process in bytes",
+    EnvVar("MNEME_ISOLATE", "1", "0: `mneme replay` and `capture` run kernels in their own process, not a child",
+           "limits"),
+    EnvVar("MNEME_LIMIT_WORKER_DATA_BYTES", "", "data-memory (RLIMIT_DATA) cap of each worker process in bytes "
+           "(replay and capture: the machine's memory by default)",
            "limits"),
     EnvVar("MNEME_HOST_DEVICES", "1", "CPU devices the host backend exposes", "host"),
     EnvVar("MNEME_HOST_THREADS", "", "threads of one host launch (default: the CPUs this process may use)", "host"),
     EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
+    EnvVar("MNEME_HOST_SANDBOX", "1", "0: run host kernels without the seccomp filter (docs/security.md)", "host"),
+    EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 
 # Names in the sources that are not environment variables: header guards and compile-time macros.

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from mneme.core import backend as backend_mod
-from mneme.core import build, ir, pipeline
+from mneme.core import build, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.ircache import BuildCache
@@ -415,16 +415,18 @@ class BaseExecutor:
             self.reset()
         self._dirty = True
         try:
-            self.device.launch(kernel, config.grid, config.block, config.shared_mem, self.args)
+            with kernel_clock.running():
+                self.device.launch(kernel, config.grid, config.block, config.shared_mem, self.args)
         except ExperimentError:
             raise
         except MnemeError as exc:
             raise ExperimentError(f"launching kernel {self.rec.kernel_name!r} failed: {exc}", kind="launch") from exc
         result.executed = True
         self._verify(kernel, result)
-        times = self.device.time(kernel, config.grid, config.block, config.shared_mem, self.args,
-                                 self.warmup + self.iterations, before_each=self.reset, cache=self.cache,
-                                 timer=self.timer)  # fmt: skip
+        with kernel_clock.running(self.warmup + self.iterations + 1):  # +1: a primed cache's untimed run
+            times = self.device.time(kernel, config.grid, config.block, config.shared_mem, self.args,
+                                     self.warmup + self.iterations, before_each=self.reset, cache=self.cache,
+                                     timer=self.timer)  # fmt: skip
         result.timer = self.device.timer_used
         result.warmup_time = list(times[: self.warmup])
         result.exec_time = list(times[self.warmup :])

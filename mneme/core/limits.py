@@ -189,13 +189,14 @@ def timeout_option(func):
                         f"(default {DEFAULTS['timeout_seconds']}, or {variable('timeout_seconds')}).")(func)
 
 
-def restrict_worker() -> None:
+def restrict_worker(default_data_bytes: int | None = None) -> None:
     """Drop what a worker process running other people's kernels does not need (docs/security.md).
 
     No core dumps (a crashed kernel's memory holds the recording's data), no new privileges
-    through setuid programs (``PR_SET_NO_NEW_PRIVS``), and, when ``MNEME_LIMIT_WORKER_DATA_BYTES``
-    is set, a cap on the worker's data memory (RLIMIT_DATA; off by default, as GPU drivers map
-    much). Best effort: a platform without one of them keeps the others.
+    through setuid programs (``PR_SET_NO_NEW_PRIVS``), and a cap on the worker's data memory
+    (RLIMIT_DATA) of ``MNEME_LIMIT_WORKER_DATA_BYTES`` bytes, else of `default_data_bytes` (None:
+    no cap; tuning workers have none by default, as GPU drivers map much). Best effort: a
+    platform without one of them keeps the others.
     """
     import resource
 
@@ -203,7 +204,7 @@ def restrict_worker() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ValueError, OSError):
         pass
-    cap = os.environ.get("MNEME_LIMIT_WORKER_DATA_BYTES")
+    cap = os.environ.get("MNEME_LIMIT_WORKER_DATA_BYTES") or (str(default_data_bytes) if default_data_bytes else "")
     if cap:
         try:
             value = int(cap, 0)

@@ -12,7 +12,7 @@ import signal
 from typing import Any
 
 from mneme.core import backend as backend_mod
-from mneme.core import limits
+from mneme.core import kernel_clock, limits
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme.core.executor import BaseExecutor, KernelBuilder, fail_result, load_recording, resolve_backend, utc_now
 from mneme.core.snapshot import Snapshot
@@ -53,6 +53,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
         finally:
             conn.close()
         os._exit(3)
+    # The pool keeps the kernels' time limit: it kills this process when a run overstays (kernel_clock).
+    kernel_clock.supervise(lambda budget: conn.send({"payload": "kernel", "budget": budget}))
     conn.send({"payload": "ready", "pid": os.getpid(), **server.info()})
     while True:
         try:

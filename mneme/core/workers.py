@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 import attrs
 
+from mneme.core import kernel_clock, limits
 from mneme.core.backend import check_cache_state
 from mneme.core.errors import ExperimentError, UsageError
 from mneme.core.executor import utc_now
@@ -263,12 +264,16 @@ class TuneWorkerHandle:
         except (OSError, EOFError, BrokenPipeError):
             pass  # the death is noticed below
         timeout = self.pool._timeout_for(job, self.role)
+        kernel_since, kernel_budget = 0.0, 0.0  # an open kernel window (kernel_clock): since when, for how long
         while True:
             if self.conn.poll(_POLL):
                 try:
                     reply = self.conn.recv()
                 except (EOFError, OSError):
                     reply = None
+                if reply is not None and reply.get("payload") == "kernel":
+                    kernel_since, kernel_budget = time.monotonic(), float(reply.get("budget") or 0.0)
+                    continue
                 if reply is not None and reply.get("payload") == "acquire":
                     # The variant is built; wait for the device (no other timing run on it), then go.
                     while not lock.acquire(timeout=_POLL):
@@ -302,6 +307,15 @@ class TuneWorkerHandle:
             if self.pool._stopping.is_set():
                 self.pool._stage_failed(self, job, "error", "the worker pool was shut down", start_stamp)
                 return "stop"
+            if kernel_budget and time.monotonic() - kernel_since > kernel_clock.deadline_after(kernel_budget):
+                pid = self.process.pid
+                self._kill()
+                error = (f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit "
+                         f"({kernel_budget:g} s for the runs in flight; {limits.variable('timeout_seconds')}) on "
+                         f"{self._where()}; worker {self.name} (pid {pid}) was killed and replaced; see "
+                         f"{self.log_path}")  # fmt: skip
+                self.pool._stage_failed(self, job, "timeout", error, start_stamp)
+                return "respawn"
             if timeout is not None and time.monotonic() - started > timeout:
                 pid = self.process.pid
                 self._kill()

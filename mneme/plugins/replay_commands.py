@@ -237,8 +237,11 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
     A buffer the kernel writes that stays unchanged or all zero is warned about.
     """
     from mneme import capture
+    from mneme.core import isolation
 
-    path = capture.capture_spec(spec, out, backend=backend, device_id=device_id)
+    # the kernel runs in a restricted child process (docs/security.md)
+    path = isolation.run_isolated(lambda: capture.capture_spec(spec, out, backend=backend, device_id=device_id),
+                                  "capture")
     _console().print(f"captured into [bold]{path}[/]; replay it with: mneme replay -rdb {path}", soft_wrap=True)
 
 
@@ -287,6 +290,16 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
     the kernel cannot launch with, a malformed recording or --config file); 3 the variant
     did not run correctly or did not verify; 130 interrupted.
     """
+    from mneme.core import isolation
+
+    # the kernels run in a restricted child process, killed past the time limit (docs/security.md)
+    isolation.run_isolated(lambda: _replay(record_db, record_id, passes, iterations, output_ll, config_file, mode,
+                                           cache, timer, device_id, backend, as_json, options), "replay")
+
+
+def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mode, cache, timer, device_id,
+            backend, as_json, options) -> None:  # fmt: skip
+    """The body of `mneme replay` (in the child process `replay_command` starts)."""
     from mneme.core.executor import BaseExecutor
 
     overrides = dict(options)

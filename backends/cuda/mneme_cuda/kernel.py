@@ -6,6 +6,7 @@ import ctypes
 import logging
 from typing import TYPE_CHECKING, Any
 
+from mneme.core import kernel_clock
 from mneme.core.backend import DeviceBinary, LoadedKernel, Resources
 from mneme.core.errors import ExperimentError, MnemeError, UnsupportedError
 from mneme_cuda.driver import CudaError, check, driver, fault
@@ -215,8 +216,10 @@ class DeviceKernels:
         kernel.check_open()
         self._enter()
         keep: list = []
-        self._launch_async(kernel, grid, block, shared_mem, args, keep)
-        self._sync(f"kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
+        # a supervisor (kernel_clock) kills this process if the kernel never ends: the GPU cannot stop it
+        with kernel_clock.running():
+            self._launch_async(kernel, grid, block, shared_mem, args, keep)
+            self._sync(f"kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
 
 
 

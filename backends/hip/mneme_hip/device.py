@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from mneme.core import kernel_clock
 from mneme.core.backend import Device, DeviceBinary, DeviceInfo, LoadedKernel, check_cache_state
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme.core.types import dim3
@@ -224,8 +225,10 @@ class HipDevice(Device):
             raise ExperimentError(f"kernel {kernel.binary.kernel_name!r} was not loaded by the hip backend", kind="launch")
         grid, block = dim3.of(grid), dim3.of(block)
         launch.check_geometry(kernel.binary.kernel_name, grid.as_tuple(), block.as_tuple(), kernel.max_threads)
-        self._enqueue(kernel, grid, block, shared_mem, launch.ArgumentBuffer(args))
-        self.synchronize(f"kernel {kernel.binary.kernel_name!r}")
+        # a supervisor (kernel_clock) kills this process if the kernel never ends: the GPU cannot stop it
+        with kernel_clock.running():
+            self._enqueue(kernel, grid, block, shared_mem, launch.ArgumentBuffer(args))
+            self.synchronize(f"kernel {kernel.binary.kernel_name!r}")
 
     def _flush_l2(self) -> None:
         size = vmm.l2_flush_bytes(self.l2_bytes)

@@ -26,8 +26,8 @@ from mneme.core.backend import (
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.native import c_compiler
 from mneme.core.types import dim3
-from mneme.plugins.backends.host import (allowlist, limits, machine, memory, redzones, retarget, retarget_amdgpu,
-                                         runtime, steps, support)
+from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget,
+                                         retarget_amdgpu, runtime, steps, support)
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,9 @@ class HostBackend(Backend):
         return machine.pipeline_machine(opt)
 
     def toolchain(self, arch: str) -> dict[str, str]:
-        return {**super().toolchain(arch), "cpu": machine.cpu()}
+        # builds without the read-checked copy (MNEME_HOST_BOUNDS=0) are other build products
+        off = {} if boundscheck.enabled() else {"read-checks": "off"}
+        return {**super().toolchain(arch), "cpu": machine.cpu(), **off}
 
     def optimize(self, module: Any, config: Any, arch: str) -> float:
         """Optimize host IR for this CPU; GPU IR (a replay's `--output-ll`) for the GPU it was written for."""
@@ -247,6 +249,10 @@ class HostBackend(Backend):
         retarget_seconds = time.perf_counter() - start
         optimize_seconds = self.optimize(host_module, config, arch)
         start = time.perf_counter()
+        if boundscheck.enabled():  # after optimization: a check must not keep a local in memory
+            checked, count = boundscheck.with_checked_copy(str(host_module))
+            if count:
+                host_module = llvm.parse_assembly(checked)
         data = tm.emit_object(host_module)
         codegen_seconds = time.perf_counter() - start
         return DeviceBinary(
@@ -337,6 +343,8 @@ class HostKernel(LoadedKernel):
         except RuntimeError as exc:
             raise ExperimentError(f"kernel {binary.kernel_name!r}: could not load the host object: {exc}", kind="load") from exc
         self.entry = self._engine.get_function_address(retarget.ENTRY)
+        #: the same code with read checks (boundscheck), for the launch a replay verifies; 0 without
+        self.entry_checked = self._engine.get_function_address(boundscheck.CHECKED_ENTRY)
         info = self._engine.get_global_value_address(retarget.INFO)
         if not self.entry or not info:
             raise ExperimentError(f"kernel {binary.kernel_name!r}: the binary was not made by the host backend", kind="load")
@@ -387,6 +395,8 @@ class HostDevice(Device):
         self.redzones = redzones.RedZones()
         self._kernels: list[HostKernel] = []
         self._runtime = runtime.load()
+        #: whether kernel code runs under the runtime's seccomp filter (docs/security.md)
+        self.sandboxed = runtime.sandbox(self._runtime)
 
     def _release(self) -> None:
         for kernel in self._kernels:
@@ -453,16 +463,21 @@ class HostDevice(Device):
         arg_buffer = ctypes.create_string_buffer(bytes(args), max(len(args), 1) + 16)
         message = ctypes.create_string_buffer(1024)
         u32x3 = ctypes.c_uint32 * 3
-        first = not getattr(kernel, "launched", False)  # the launch a replay verifies: check its writes
+        first = not getattr(kernel, "launched", False)  # the launch a replay verifies: check its accesses
         if first:
-            self.redzones.arm()
-        rc = self._runtime.mneme_launch(
-            kernel.entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
-            shared_bytes, kernel.mode | (kernel.warp << 8 if kernel.warp != 32 else 0), kernel.frame_bytes, 0,
-            message, len(message),
-        )  # fmt: skip
+            self.redzones.arm(self._runtime)
+        entry = kernel.entry_checked if first and kernel.entry_checked else kernel.entry  # reads checked on the first
+        try:
+            rc = self._runtime.mneme_launch(
+                entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
+                shared_bytes, kernel.mode | (kernel.warp << 8 if kernel.warp != 32 else 0), kernel.frame_bytes, 0,
+                message, len(message),
+            )  # fmt: skip
+        finally:
+            if first:
+                self.redzones.disarm(self._runtime)
         if rc != 0:
-            text = message.value.decode(errors="replace")
+            text = redzones.with_argument(message.value.decode(errors="replace"), bytes(args))
             raise ExperimentError(f"kernel {name!r} failed on the host: {text}",
                                   kind="timeout" if text.startswith("timed out") else "fault")  # fmt: skip
         if first:

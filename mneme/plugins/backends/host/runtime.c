@@ -13,7 +13,8 @@
  * SIGBUS, SIGFPE, SIGILL), a trap or a device-side assert inside a kernel ends the launch with an
  * error instead of killing the process. A launch running past the time limit (mneme_set_timeout)
  * is stopped the same way: a watchdog thread signals the workers still inside kernel code, and
- * the launch fails with "timed out" (docs/security.md). Compiled at first use by the Python
+ * the launch fails with "timed out" (docs/security.md). With the sandbox on, kernel code runs only
+ * on helper threads under a seccomp filter (sandbox.inc). Compiled at first use by the Python
  * backend (runtime.py).
  */
 #define _GNU_SOURCE
@@ -127,8 +128,10 @@ static long page_bytes;
    files of one idea each, in dependency order. */
 #include "runtime_parts/context_switch.inc"
 #include "runtime_parts/errors.inc"
+#include "runtime_parts/sandbox.inc"
 #include "runtime_parts/faults.inc"
 #include "runtime_parts/time_limit.inc"
 #include "runtime_parts/workers.inc"
 #include "runtime_parts/helper_threads.inc"
 #include "runtime_parts/kernel_api.inc"
+#include "runtime_parts/bounds.inc"

@@ -75,4 +75,19 @@ def load() -> ctypes.CDLL:
         ctypes.c_char_p, ctypes.c_size_t,
     ]  # fmt: skip
     lib.mneme_launch.restype = ctypes.c_int
+    lib.mneme_set_sandbox.argtypes = [ctypes.c_int]
+    lib.mneme_set_sandbox.restype = ctypes.c_int
     return lib
+
+
+SANDBOX_ENV = "MNEME_HOST_SANDBOX"
+
+
+def sandbox(lib: ctypes.CDLL) -> bool:
+    """Run later launches' kernel code under the runtime's seccomp filter (sandbox.inc) unless
+    ``MNEME_HOST_SANDBOX=0``; returns whether the filter applies (seccomp exists here)."""
+    on = os.environ.get(SANDBOX_ENV, "1").strip() not in ("0", "off", "no", "false")
+    available = bool(lib.mneme_set_sandbox(1 if on else 0))
+    if on and not available:
+        log.warning("seccomp filters are not available here: host kernels run without the sandbox (docs/security.md)")
+    return on and available

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from paths import ROOT
@@ -148,3 +149,30 @@ def test_a_kernel_writing_one_element_past_its_buffer_fails_naming_the_buffer_an
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "out of bounds" in proc.stderr and "bytes 4000..4003 of the 4000-byte buffer" in proc.stderr, proc.stderr
     assert "byte 16 of the arguments" in proc.stderr
+
+
+def _saxpy_spec(tmp_path, n: int, x_len: int, y_len: int) -> Path:
+    saxpy = ROOT / "examples" / "saxpy" / "saxpy.ll"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"ir: {saxpy}\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - {n}\n  - 2.0\n"
+                    f"  - {{ones: {{dtype: float32, shape: [{x_len}]}}}}\n"
+                    f"  - {{ones: {{dtype: float32, shape: [{y_len}]}}}}\n")
+    return spec
+
+
+def test_a_kernel_reading_one_element_past_its_buffer_fails_naming_the_argument_and_offset(tmp_path):
+    # x holds 1000 floats (4000 bytes) and saxpy reads x[1000]: inside x's last page, so no fault
+    proc = mneme("capture", _saxpy_spec(tmp_path, 1001, 1000, 1001), "-o", tmp_path / "out", "--backend", "host")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "read out of bounds: bytes 4000..4003 of the 4000-byte buffer" in proc.stderr, proc.stderr
+    assert "the pointer at byte 8 of the arguments" in proc.stderr, proc.stderr  # x, after n and a
+    assert "Traceback" not in proc.stderr
+
+
+def test_in_bounds_reads_capture_and_replay_verified(tmp_path):
+    out = tmp_path / "out"
+    proc = mneme("capture", _saxpy_spec(tmp_path, 1000, 1000, 1000), "-o", out, "--backend", "host")
+    assert proc.returncode == 0, proc.stderr
+    proc = mneme("replay", "-rdb", next(out.glob("*.json")), "--backend", "host", "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["result"]["verified"] is True
