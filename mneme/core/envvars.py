@@ -2,11 +2,14 @@
 
 `mneme config` prints this registry; a test greps the sources (Python, C, C++) for
 ``MNEME_[A-Z_]+`` and fails on a variable that is read but not registered here. The
-recorder and the host runtime read theirs in C/C++; Python code reads through `get`.
+recorder and the host runtime read theirs in C/C++; Python code reads through `get` and
+`get_int` (a test fails on any other read of ``os.environ`` for them; writing them into the
+environment of a child process is fine).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import attrs
@@ -89,13 +92,66 @@ _VARS = [
 NOT_VARIABLES = frozenset({"MNEME_ANNOTATE_H", "MNEME_CUPTI_TIMER_H", "MNEME_CUPTI", "MNEME_DEVICE_TIMER"})
 
 
-def registry() -> dict[str, EnvVar]:
-    """Every registered variable by name, the limits (MNEME_LIMIT_*) included."""
+@functools.lru_cache(maxsize=1)
+def _registry() -> dict[str, EnvVar]:
     return {v.name: v for v in sorted(_VARS + _limit_vars(), key=lambda v: (v.component, v.name))}
 
 
-def get(name: str, default: str | None = None) -> str | None:
-    """The value of registered variable `name` (unset: `default`); an unregistered name is a bug."""
-    if name not in registry():
+def registry() -> dict[str, EnvVar]:
+    """Every registered variable by name, the limits (MNEME_LIMIT_*) included."""
+    return dict(_registry())
+
+
+def _registered(name: str) -> EnvVar:
+    var = _registry().get(name)
+    if var is None:
         raise KeyError(f"{name} is not registered in mneme.core.envvars; add it with its help")
-    return os.environ.get(name, default)
+    return var
+
+
+def raw(name: str) -> str | None:
+    """The text of registered variable `name` exactly as set, or None when unset (`mneme config`)."""
+    _registered(name)
+    return os.environ.get(name)
+
+
+def get(name: str, default: str | None = None) -> str | None:
+    """The value of registered variable `name`; unset or empty: `default`, else its registered default.
+
+    A registered default of "" (none) reads as None, and so does an unset variable without one.
+    """
+    var = _registered(name)
+    value = os.environ.get(name, "").strip()
+    if value:
+        return value
+    if default is not None:
+        return default
+    return var.default or None
+
+
+def get_named(name: str) -> str | None:
+    """`get` for a variable a caller names (a plugin's `NativeLibrary(env=...)`), which need not be Mneme's own."""
+    if name in _registry():
+        return get(name)
+    return os.environ.get(name, "").strip() or None
+
+
+def get_int(name: str, default: int | None = None, *, minimum: int | None = None) -> int | None:
+    """`get` as an integer (decimal, or 0x.. hex); a value that is not one is a UsageError naming the variable."""
+    from mneme.core.errors import UsageError
+
+    text = get(name, None if default is None else str(default))
+    if text is None:
+        return None
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise UsageError(f"{name}={text!r} is not an integer ({_registered(name).help})") from None
+    if minimum is not None and value < minimum:
+        raise UsageError(f"{name}={text!r} must be at least {minimum} ({_registered(name).help})")
+    return value
+
+
+def unregistered() -> dict[str, str]:
+    """The MNEME_* variables set in this environment that Mneme does not read (misspelt ones)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MNEME_") and k not in _registry()}

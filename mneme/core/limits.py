@@ -13,6 +13,7 @@ import json
 import os
 from typing import Any
 
+from mneme.core import envvars
 from mneme.core.errors import FormatError, LimitError
 
 #: Default limits. Names are lower case; the variable is MNEME_LIMIT_<NAME upper case>.
@@ -28,8 +29,8 @@ DEFAULTS: dict[str, int] = {
 
 def limit(name: str) -> int | float:
     """The limit `name`: from MNEME_LIMIT_<NAME> when set, else its default."""
-    value = os.environ.get(variable(name))
-    if value is None:
+    value = envvars.get(variable(name), "")
+    if not value:
         return DEFAULTS[name]
     try:
         number = int(value, 0) if name != "timeout_seconds" else float(value)
@@ -202,7 +203,7 @@ def restrict_worker() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ValueError, OSError):
         pass
-    cap = os.environ.get("MNEME_LIMIT_WORKER_DATA_BYTES")
+    cap = envvars.get("MNEME_LIMIT_WORKER_DATA_BYTES")
     if cap:
         try:
             value = int(cap, 0)

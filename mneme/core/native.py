@@ -26,6 +26,7 @@ from pathlib import Path
 
 import attrs
 
+from mneme.core import envvars
 from mneme.core.errors import MnemeError
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,7 @@ def search_folders() -> tuple[Path, ...]:
 
 def cache_root() -> Path:
     """``$MNEME_CACHE_DIR`` (default ``~/.cache/mneme``): Mneme's caches, builds and native libraries."""
-    root = os.environ.get("MNEME_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "mneme"
+    return Path(envvars.get("MNEME_CACHE_DIR")).expanduser()
 
 
 def cache_dir(name: str) -> Path:
@@ -147,8 +147,9 @@ class NativeLibrary:
 
     def find(self, *folders: Path) -> Path | None:
         """The library to load: $env, the packaged copy, the build cache, `folders`, the declared search folders."""
-        if self.env and os.environ.get(self.env):
-            explicit = Path(os.environ[self.env])
+        explicit_text = envvars.get_named(self.env) if self.env else None
+        if explicit_text:
+            explicit = Path(explicit_text)
             return explicit if explicit.exists() else None
         present = [p for p in (*self.sources, *self.headers) if p.exists()]
         packaged = self.packaged() if self.packaged is not None else None

@@ -6,7 +6,6 @@ Resource usage comes from the code object's AMDGPU metadata note (`mneme_hip.met
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from mneme.core import ir, llvm_cpus
+from mneme.core import envvars, ir, llvm_cpus
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
 from mneme.core.native import tool_version
@@ -28,7 +27,7 @@ log = logging.getLogger(__name__)
 
 TRIPLE = "amdgcn-amd-amdhsa"
 EMITS = ("hsaco", "object", "asm")
-LLD = os.environ.get("MNEME_LLD", "ld.lld-19")
+LLD = envvars.get("MNEME_LLD")
 _ARCH = re.compile(r"gfx[0-9a-f]+")
 
 
