@@ -36,6 +36,14 @@ log = logging.getLogger(__name__)
 NATIVE_ROOT = Path(__file__).resolve().parent
 SNAPSHOT_SOURCES = NATIVE_ROOT / "snapshot" / "native"
 RECORDER_SOURCES = NATIVE_ROOT / "recorder" / "native"
+#: Compiled into every library preloaded into applications (the recorders): glibc functions bound to
+#: versions glibc 2.28 has (docs/design/native.md "Preloaded libraries: manylinux_2_28").
+PRELOAD_COMPAT = RECORDER_SOURCES / "glibc_compat.cpp"
+#: Their link options: the C++ runtime and libgcc statically, none of their symbols exported (a preloaded
+#: library must not interpose on the application's own C++ runtime); libdl and libpthread named, for a
+#: glibc older than 2.34 where the functions PRELOAD_COMPAT binds still live there.
+PRELOAD_LINK = ("-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL", "-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
+                "-Wl,--as-needed")
 
 _SEARCH: list[Path] = []
 
