@@ -26,7 +26,7 @@ def _path() -> Path:
 
 def _key(disabled: set[str]) -> list:
     """What the index depends on besides its source files: the installed entry points and disabled plugins."""
-    from mneme.core.plugins import entry_points
+    from mneme.core.entrypoints import entry_points
 
     entries = sorted((dist, version, ep.name, ep.value) for dist, version, ep in entry_points())
     return [FORMAT, sys.prefix, sys.version_info[:2], sorted(disabled), [list(e) for e in entries]]
@@ -107,6 +107,6 @@ def save(disabled: set[str], commands: dict, limit: int = 1000) -> None:
 
 
 def _plugin_packages() -> set[str]:
-    from mneme.core.plugins import entry_points
+    from mneme.core.entrypoints import entry_points
 
     return {ep.value.split(":")[0].split(".")[0] for _, _, ep in entry_points()}

@@ -26,10 +26,10 @@ class EnvVar:
 
 
 def _limit_vars() -> list[EnvVar]:
-    from mneme.core import limits
+    from mneme.core import limit_defaults
 
-    return [EnvVar(limits.variable(name), str(value), f"limit {name.replace('_', ' ')} (see docs/security.md)",
-                   "limits") for name, value in limits.DEFAULTS.items()]  # fmt: skip
+    return [EnvVar(limit_defaults.variable(name), str(value), f"limit {name.replace('_', ' ')} (see docs/security.md)",
+                   "limits") for name, value in limit_defaults.DEFAULTS.items()]  # fmt: skip
 
 
 _VARS = [

@@ -15,16 +15,7 @@ from typing import Any
 
 from mneme.core import envvars
 from mneme.core.errors import FormatError, LimitError
-
-#: Default limits. Names are lower case; the variable is MNEME_LIMIT_<NAME upper case>.
-DEFAULTS: dict[str, int] = {
-    "buffer_bytes": 4 << 30,      # one argument buffer made by a capture description
-    "param_values": 1_000_000,    # values of one enumerable search-space parameter
-    "pipeline_draws": 256,        # draws of one pass-pipeline parameter
-    "text_bytes": 64 << 20,       # a JSON/YAML description or recording database read into memory
-    "json_depth": 64,             # nesting of a JSON/YAML document
-    "timeout_seconds": 600,       # one kernel run (replay, capture, tuning); --timeout changes it
-}
+from mneme.core.limit_defaults import DEFAULTS, variable  # apart, for the variable registry; re-exported here
 
 
 def limit(name: str) -> int | float:
@@ -39,10 +30,6 @@ def limit(name: str) -> int | float:
     if number < 0:
         raise LimitError(f"{variable(name)}={value!r} must be >= 0")
     return number
-
-
-def variable(name: str) -> str:
-    return f"MNEME_LIMIT_{name.upper()}"
 
 
 def check(name: str, value: int, what: str) -> int:

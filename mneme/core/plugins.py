@@ -15,6 +15,7 @@ import click
 import pluggy
 
 from mneme.core import envvars, hookspecs, knob
+from mneme.core.entrypoints import entry_points
 from mneme.core.errors import MissingExtraError, MnemeError, PluginError
 
 log = logging.getLogger(__name__)
@@ -124,22 +125,6 @@ def disabled_names() -> set[str]:
     """Plugins disabled by ``-p no:NAME`` and the MNEME_DISABLE_PLUGINS variable (comma-separated)."""
     from_env = {n.strip() for n in (envvars.get(DISABLE_ENV) or "").split(",") if n.strip()}
     return _disabled_by_cli | from_env
-
-
-@functools.lru_cache(maxsize=1)
-def entry_points() -> tuple[tuple[str, str, importlib.metadata.EntryPoint], ...]:
-    """(distribution, version, entry point) of every installed entry point of group ``mneme``.
-
-    Only the distributions that declare one have their metadata parsed (parsing every installed
-    distribution's costs ~0.1 s of start-up).
-    """
-    found = []
-    for dist in importlib.metadata.distributions():
-        eps = [ep for ep in dist.entry_points if ep.group == hookspecs.PROJECT]
-        if eps:
-            metadata = dist.metadata
-            found += [(metadata["name"] or "", metadata["version"] or "", ep) for ep in eps]
-    return tuple(found)
 
 
 @functools.lru_cache(maxsize=1)

@@ -19,39 +19,39 @@
 #include <time.h>
 
 #if defined(__x86_64__)
-#define MNEME_GLIBC_BASE "GLIBC_2.2.5"
+#define PRELOAD_GLIBC_BASE "GLIBC_2.2.5"
 #else
-#define MNEME_GLIBC_BASE "GLIBC_2.17"
+#define PRELOAD_GLIBC_BASE "GLIBC_2.17"
 #endif
 
-#define MNEME_HIDDEN extern "C" __attribute__((visibility("hidden")))
+#define PRELOAD_HIDDEN extern "C" __attribute__((visibility("hidden")))
 
 // name(params) calls name@<the first version of the architecture>.
-#define MNEME_OLDEST(ret, name, params, args)                                     \
+#define PRELOAD_OLDEST(ret, name, params, args)                                     \
     extern "C" ret mneme_oldest_##name params;                                   \
-    __asm__(".symver mneme_oldest_" #name "," #name "@" MNEME_GLIBC_BASE);       \
-    MNEME_HIDDEN ret name params { return mneme_oldest_##name args; }
+    __asm__(".symver mneme_oldest_" #name "," #name "@" PRELOAD_GLIBC_BASE);       \
+    PRELOAD_HIDDEN ret name params { return mneme_oldest_##name args; }
 
 typedef unsigned long mneme_thread_t;  // pthread_t
 typedef unsigned int mneme_key_t;      // pthread_key_t
 
-MNEME_OLDEST(int, pthread_create, (void *t, const void *attr, void *(*fn)(void *), void *arg), (t, attr, fn, arg))
-MNEME_OLDEST(int, pthread_detach, (mneme_thread_t t), (t))
-MNEME_OLDEST(int, pthread_join, (mneme_thread_t t, void **ret), (t, ret))
-MNEME_OLDEST(int, pthread_once, (int *once, void (*fn)(void)), (once, fn))
-MNEME_OLDEST(int, pthread_key_create, (mneme_key_t * key, void (*dtor)(void *)), (key, dtor))
-MNEME_OLDEST(int, __pthread_key_create, (mneme_key_t * key, void (*dtor)(void *)), (key, dtor))
-MNEME_OLDEST(int, pthread_key_delete, (mneme_key_t key), (key))
-MNEME_OLDEST(void *, pthread_getspecific, (mneme_key_t key), (key))
-MNEME_OLDEST(int, pthread_setspecific, (mneme_key_t key, const void *value), (key, value))
-MNEME_OLDEST(int, pthread_rwlock_rdlock, (void *lock), (lock))
-MNEME_OLDEST(int, pthread_rwlock_wrlock, (void *lock), (lock))
-MNEME_OLDEST(int, pthread_rwlock_unlock, (void *lock), (lock))
-MNEME_OLDEST(int, pthread_sigmask, (int how, const void *set, void *old), (how, set, old))
-MNEME_OLDEST(void *, dlopen, (const char *file, int mode), (file, mode))
-MNEME_OLDEST(char *, dlerror, (void), ())
-MNEME_OLDEST(int, dladdr, (const void *address, void *info), (address, info))
-MNEME_OLDEST(void *, dlvsym, (void *handle, const char *name, const char *version), (handle, name, version))
+PRELOAD_OLDEST(int, pthread_create, (void *t, const void *attr, void *(*fn)(void *), void *arg), (t, attr, fn, arg))
+PRELOAD_OLDEST(int, pthread_detach, (mneme_thread_t t), (t))
+PRELOAD_OLDEST(int, pthread_join, (mneme_thread_t t, void **ret), (t, ret))
+PRELOAD_OLDEST(int, pthread_once, (int *once, void (*fn)(void)), (once, fn))
+PRELOAD_OLDEST(int, pthread_key_create, (mneme_key_t * key, void (*dtor)(void *)), (key, dtor))
+PRELOAD_OLDEST(int, __pthread_key_create, (mneme_key_t * key, void (*dtor)(void *)), (key, dtor))
+PRELOAD_OLDEST(int, pthread_key_delete, (mneme_key_t key), (key))
+PRELOAD_OLDEST(void *, pthread_getspecific, (mneme_key_t key), (key))
+PRELOAD_OLDEST(int, pthread_setspecific, (mneme_key_t key, const void *value), (key, value))
+PRELOAD_OLDEST(int, pthread_rwlock_rdlock, (void *lock), (lock))
+PRELOAD_OLDEST(int, pthread_rwlock_wrlock, (void *lock), (lock))
+PRELOAD_OLDEST(int, pthread_rwlock_unlock, (void *lock), (lock))
+PRELOAD_OLDEST(int, pthread_sigmask, (int how, const void *set, void *old), (how, set, old))
+PRELOAD_OLDEST(void *, dlopen, (const char *file, int mode), (file, mode))
+PRELOAD_OLDEST(char *, dlerror, (void), ())
+PRELOAD_OLDEST(int, dladdr, (const void *address, void *info), (address, info))
+PRELOAD_OLDEST(void *, dlvsym, (void *handle, const char *name, const char *version), (handle, name, version))
 // dlsym is not here: the recorders export their own (the interposer) and call the real one by dlvsym.
 
 extern "C" int pthread_cond_timedwait(void *cond, void *mutex, const struct timespec *abstime);
@@ -59,11 +59,11 @@ extern "C" long syscall(long number, ...);
 extern "C" int dl_iterate_phdr(int (*callback)(void *info, size_t size, void *data), void *data);
 
 // libstdc++ asks whether the process has one thread (2.32); "no" is always correct, only slower.
-MNEME_HIDDEN char __libc_single_threaded = 0;
+PRELOAD_HIDDEN char __libc_single_threaded = 0;
 
 // std::condition_variable's waits on the steady clock (2.30): the same wait on the realtime clock,
 // its deadline moved by the two clocks' difference now.
-MNEME_HIDDEN int pthread_cond_clockwait(void *cond, void *mutex, clockid_t clock, const struct timespec *abstime) {
+PRELOAD_HIDDEN int pthread_cond_clockwait(void *cond, void *mutex, clockid_t clock, const struct timespec *abstime) {
     if (clock == CLOCK_REALTIME) return pthread_cond_timedwait(cond, mutex, abstime);
     struct timespec now_clock, now_real;
     if (clock_gettime(clock, &now_clock) != 0 || clock_gettime(CLOCK_REALTIME, &now_real) != 0) return EINVAL;
@@ -76,7 +76,7 @@ MNEME_HIDDEN int pthread_cond_clockwait(void *cond, void *mutex, clockid_t clock
 }
 
 // std::random_device (2.36): the kernel's getrandom system call (Linux 3.17).
-MNEME_HIDDEN uint32_t arc4random(void) {
+PRELOAD_HIDDEN uint32_t arc4random(void) {
 #if defined(__x86_64__)
     const long getrandom_call = 318;
 #else
@@ -138,7 +138,7 @@ static int mneme_find_callback(void *raw, size_t, void *data) {
     return 1;
 }
 
-MNEME_HIDDEN int _dl_find_object(void *pc, mneme_find_object *result) {
+PRELOAD_HIDDEN int _dl_find_object(void *pc, mneme_find_object *result) {
     mneme_find_query query = {(uintptr_t)pc, result, 0};
     dl_iterate_phdr(mneme_find_callback, &query);
     return query.found ? 0 : -1;
