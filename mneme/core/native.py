@@ -15,12 +15,9 @@ docs/design/native.md explains where the shared native sources live and how back
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -103,6 +100,9 @@ def compile_library(target: Path, command: Callable[[str], list[str]], what: str
                     error: type[MnemeError] = MnemeError) -> Path:  # fmt: skip
     """Run `command(output_path)` to build `target` atomically; raise `error` naming `what` when it fails."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    import subprocess  # here: finding a library (`mneme plugins`) must not pay for these imports
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
@@ -144,6 +144,8 @@ class NativeLibrary:
 
     def name(self) -> str:
         """``lib<stem>-<hash>.so``: the hash of the sources, the headers and the flags."""
+        import hashlib
+
         digest = hashlib.sha256()
         for path in (*self.sources, *self.headers):
             digest.update(path.read_bytes())
@@ -190,6 +192,8 @@ class NativeLibrary:
 @functools.lru_cache(maxsize=16)
 def tool_version(tool: str) -> str:
     """The last line a toolchain program prints for `--version` ("missing" when it does not run)."""
+    import subprocess
+
     try:
         out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):
