@@ -7,7 +7,6 @@ Prints medians and ratios (no timed assertions). Run: python benchmarks/bench_co
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import statistics
 import sys
@@ -25,7 +24,7 @@ from mneme_cuda import parallel_codegen
 from mneme_cuda import target as nvptx
 from mneme_cuda.backend import CudaBackend
 
-from mneme.core import build, ir, ircache, pipeline
+from mneme.core import build, envvars, ir, ircache, pipeline
 from mneme.core.types import ExperimentConfiguration
 
 CONFIG = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
@@ -124,7 +123,7 @@ def main() -> None:
 
     print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {tool_version(cuda_codegen.ptxas_path() or 'ptxas')}; "
           f"nvJitLink: {cuda_codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
-          f"{os.environ.get('MNEME_MALLOC_TUNING', '1') != '0'}); median of {opts.reps} runs, "
+          f"{envvars.get('MNEME_MALLOC_TUNING') != '0'}); median of {opts.reps} runs, "
           f"{'CPU' if opts.cpu else 'wall'} ms")  # fmt: skip
     header = f"{'kernel':24s}" + "".join(f"{s:>11s}" for s in STAGES) + "".join(f"{'total/' + a:>17s}" for a in assemblers)
     print(header)

@@ -63,6 +63,21 @@ def tests(junit: Path) -> list[dict]:
     return outcomes
 
 
+CHECK_TITLES = {"installed-record": "mneme record from the installed wheels"}
+
+
+def checks(paths: list[Path]) -> list[dict]:
+    """One entry per check file; an unreadable one is a failed check (the report is written regardless)."""
+    found = []
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+            found.append({"check": str(data["check"]), "outcome": str(data["outcome"]), "detail": str(data.get("detail", ""))})
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            found.append({"check": path.stem, "outcome": "failed", "detail": f"unreadable result {path.name}: {exc}"})
+    return found
+
+
 def _us(seconds) -> str:
     return f"{seconds * 1e6:.1f}" if isinstance(seconds, (int, float)) and seconds else "-"
 
@@ -128,6 +143,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--junit", type=Path, required=True)
     parser.add_argument("--bench", type=Path, action="append", default=[])
+    parser.add_argument("--check", type=Path, action="append", default=[],
+                        help="a check's outcome as JSON {check, outcome, detail} (scripts/gpu/installed-record)")
     parser.add_argument("--out", type=Path, required=True)
     opts = parser.parse_args()
     results = {
@@ -136,6 +153,7 @@ def main() -> int:
         "machine": machine(),
         "tests": tests(opts.junit),
         "benchmarks": {p.stem: json.loads(p.read_text()) for p in opts.bench if p.exists()},
+        "checks": checks(opts.check),
     }
     counts: dict[str, int] = {}
     for t in results["tests"]:
@@ -147,7 +165,9 @@ def main() -> int:
              f"- commit: `{results['commit']}`", f"- device: {results['machine'].get('gpu', '')}",
              f"- CUDA driver: {results['machine'].get('cuda-driver', '')}, "
              f"cuda-bindings {results['machine'].get('cuda-bindings', '')}",
-             "- tests: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), "",
+             "- tests: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())),
+             *(f"- {CHECK_TITLES.get(c['check'], c['check'])}: {c['outcome']}" + (f" ({c['detail']})" if c["detail"] else "")
+               for c in results["checks"]), "",
              "## Figures", ""]  # fmt: skip
     for name, figures in results["benchmarks"].items():
         for line in figures.get("summary", []):
@@ -161,6 +181,7 @@ def main() -> int:
     (opts.out / "gpu-results.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[: lines.index("## Tests")]))
     failed = [t["test"] for t in results["tests"] if t["outcome"] in ("failed", "error")]
+    failed += [c["check"] for c in results["checks"] if c["outcome"] == "failed"]
     for name in failed:
         print(f"FAILED {name}")
     return 1 if failed or not results["tests"] else 0

@@ -25,14 +25,18 @@ class PluginGroup(click.Group):
         _disable_plugins(_plugin_options(args))
         return super().parse_args(ctx, args)
 
-    def _plugin_commands(self) -> dict[str, click.Command]:
-        return {p.name: p.obj for p in plugins.provided("command")}
+    def _plugin_commands(self) -> dict[str, plugins.Provided]:
+        return {p.name: p for p in plugins.provided("command")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self._plugin_commands()))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        return super().get_command(ctx, name) or self._plugin_commands().get(name)
+        # Only the plugin that provides `name` is imported (the command index names it; issue 27).
+        found = super().get_command(ctx, name)
+        if found is None and name in (provided := self._plugin_commands()):
+            found = provided[name].obj
+        return found
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # `mneme --help` lists commands from the cached index, loading no plugin (issue 27, start-up).
@@ -42,12 +46,10 @@ class PluginGroup(click.Group):
         # Plugins already loaded in this process (an embedding application's own) are listed as loaded.
         in_process = plugins.get_plugin_manager.cache_info().currsize > 0
         index = None if in_process else command_index.load(disabled)
-        if index is None:
+        if index is None:  # loads the plugins, which write the index again
             loaded = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
-            loaded = {name: cmd for name, cmd in loaded.items() if cmd is not None and not cmd.hidden}
-            if not in_process:
-                command_index.save(disabled, loaded)
-            index = {name: cmd.get_short_help_str(1000) for name, cmd in loaded.items()}
+            index = {name: cmd.get_short_help_str(1000) for name, cmd in loaded.items()
+                     if cmd is not None and not cmd.hidden}
         if not index:
             return
         limit = formatter.width - 6 - max(len(name) for name in index)

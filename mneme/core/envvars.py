@@ -2,12 +2,15 @@
 
 `mneme config` prints this registry; a test greps the sources (Python, C, C++) for
 ``MNEME_[A-Z_]+`` and fails on a variable that is read but not registered here. The
-recorder and the host runtime read theirs in C/C++; Python code reads through `get`.
-A backend registers its own variables (`Backend.environment`); `registry()` adds them.
+recorder and the host runtime read theirs in C/C++; Python code reads through `get` and
+`get_int` (a test fails on any other read of ``os.environ`` for them; writing them into the
+environment of a child process is fine). A backend registers its own variables
+(`Backend.environment`); they are looked up only for a name the core does not register.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 
 import attrs
@@ -24,10 +27,10 @@ class EnvVar:
 
 
 def _limit_vars() -> list[EnvVar]:
-    from mneme.core import limits
+    from mneme.core import limit_defaults
 
-    return [EnvVar(limits.variable(name), str(value), f"limit {name.replace('_', ' ')} (see docs/security.md)",
-                   "limits") for name, value in limits.DEFAULTS.items()]  # fmt: skip
+    return [EnvVar(limit_defaults.variable(name), str(value), f"limit {name.replace('_', ' ')} (see docs/security.md)",
+                   "limits") for name, value in limit_defaults.DEFAULTS.items()]  # fmt: skip
 
 
 _VARS = [
@@ -87,20 +90,99 @@ _VARS = [
 NOT_VARIABLES = frozenset({"MNEME_ANNOTATE_H", "MNEME_CUPTI_TIMER_H", "MNEME_CUPTI", "MNEME_DEVICE_TIMER"})
 
 
-def _backend_vars() -> list[EnvVar]:
-    from mneme.core import backend  # lazily: loading the backends' classes loads the plugins
+@functools.lru_cache(maxsize=1)
+def _core() -> dict[str, EnvVar]:
+    return {v.name: v for v in _VARS + _limit_vars()}
 
-    return [var for cls in backend.backends().values() for var in cls.environment]
+
+_loading_backends = False
+
+
+def _backend_vars() -> dict[str, EnvVar]:
+    """The installed backends' variables; loading their classes loads the plugins, so only when asked."""
+    global _loading_backends, _backends_cache
+    if _backends_cache is not None:
+        return _backends_cache
+    if _loading_backends:  # a backend module reading its variable while the backends load
+        return {}
+    from mneme.core import backend
+
+    _loading_backends = True
+    try:
+        found = {var.name: var for cls in backend.backends().values() for var in cls.environment}
+    finally:
+        _loading_backends = False
+    _backends_cache = found
+    return found
+
+
+_backends_cache: dict[str, EnvVar] | None = None
+
+
+def _registry() -> dict[str, EnvVar]:
+    found = {**_backend_vars(), **_core()}
+    return {name: found[name] for name in sorted(found, key=lambda n: (found[n].component, n))}
+
+
+def _lookup(name: str) -> EnvVar | None:
+    return _core().get(name) or _backend_vars().get(name)
 
 
 def registry() -> dict[str, EnvVar]:
     """Every registered variable by name: the core's, the limits (MNEME_LIMIT_*) and the installed backends'."""
-    found = _VARS + _limit_vars() + _backend_vars()
-    return {v.name: v for v in sorted(found, key=lambda v: (v.component, v.name))}
+    return _registry()
+
+
+def _registered(name: str) -> EnvVar:
+    var = _lookup(name)
+    if var is None:
+        raise KeyError(f"{name} is not registered in mneme.core.envvars; add it with its help")
+    return var
+
+
+def raw(name: str) -> str | None:
+    """The text of registered variable `name` exactly as set, or None when unset (`mneme config`)."""
+    _registered(name)
+    return os.environ.get(name)
 
 
 def get(name: str, default: str | None = None) -> str | None:
-    """The value of registered variable `name` (unset: `default`); an unregistered name is a bug."""
-    if name not in registry():
-        raise KeyError(f"{name} is not registered in mneme.core.envvars; add it with its help")
-    return os.environ.get(name, default)
+    """The value of registered variable `name`; unset or empty: `default`, else its registered default.
+
+    A registered default of "" (none) reads as None, and so does an unset variable without one.
+    """
+    var = _registered(name)
+    value = os.environ.get(name, "").strip()
+    if value:
+        return value
+    if default is not None:
+        return default
+    return var.default or None
+
+
+def get_named(name: str) -> str | None:
+    """`get` for a variable a caller names (a plugin's `NativeLibrary(env=...)`), which need not be Mneme's own."""
+    if _lookup(name) is not None:
+        return get(name)
+    return os.environ.get(name, "").strip() or None
+
+
+def get_int(name: str, default: int | None = None, *, minimum: int | None = None) -> int | None:
+    """`get` as an integer (decimal, or 0x.. hex); a value that is not one is a UsageError naming the variable."""
+    from mneme.core.errors import UsageError
+
+    text = get(name, None if default is None else str(default))
+    if text is None:
+        return None
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise UsageError(f"{name}={text!r} is not an integer ({_registered(name).help})") from None
+    if minimum is not None and value < minimum:
+        raise UsageError(f"{name}={text!r} must be at least {minimum} ({_registered(name).help})")
+    return value
+
+
+def unregistered() -> dict[str, str]:
+    """The MNEME_* variables set in this environment that Mneme does not read (misspelt ones)."""
+    return {k: v for k, v in sorted(os.environ.items()) if k.startswith("MNEME_") and k not in _registry()}

@@ -2,7 +2,9 @@
 
 A plugin is a module or object registered under the entry-point group ``mneme`` that
 implements some of these hooks with ``@mneme.core.hookspecs.hookimpl``. The ``mneme_*``
-hooks return lists; the plugin manager indexes what they return by its ``name``. Built-in
+hooks return lists; the plugin manager indexes what they return by its ``name``. A class may be
+returned as a `mneme.core.plugins.Described` (name and "module:Class"), imported on first use,
+so that listing plugins imports nothing heavy. Built-in
 plugins use the very same hooks. A plugin may set ``mneme_replaces = ("NAME", ...)`` to take
 the place of other plugins (by entry-point name); docs/design/interfaces.md (the plugin author's guide) has the details.
 """

@@ -20,7 +20,7 @@ from typing import Union
 import attrs
 import llvmlite.binding as llvm
 
-from mneme.core import targets
+from mneme.core import envvars, targets
 from mneme.core.errors import IRError, MalformedIRError
 
 log = logging.getLogger(__name__)
@@ -509,7 +509,7 @@ _link_lock = threading.Lock()
 
 def _link_key(sources: Sequence[IRInput]) -> tuple | None:
     """The inputs of a link as a cache key: each file's path, size and modification time; None if not all are files."""
-    if os.environ.get("MNEME_LINK_CACHE", "1") == "0":
+    if envvars.get("MNEME_LINK_CACHE") == "0":
         return None
     key = []
     for src in sources:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from mneme.core import fsutil
+from mneme.core import envvars, fsutil
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.native import cache_root
 from mneme.core.types import ExperimentConfiguration, build_fields, canonical_json
@@ -219,7 +219,7 @@ def default_cache() -> BuildCache:
     global _default
     with _default_lock:
         if _default is None:
-            max_bytes = int(os.environ.get("MNEME_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES))
-            disk = os.environ.get("MNEME_CACHE_DISABLE", "") not in ("1", "true", "yes")
+            max_bytes = envvars.get_int("MNEME_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES, minimum=0)
+            disk = (envvars.get("MNEME_CACHE_DISABLE") or "").lower() not in ("1", "true", "yes")
             _default = BuildCache(max_bytes=max_bytes, disk=disk)
         return _default

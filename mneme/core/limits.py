@@ -13,24 +13,15 @@ import json
 import os
 from typing import Any
 
+from mneme.core import envvars
 from mneme.core.errors import FormatError, LimitError
-
-#: Default limits. Names are lower case; the variable is MNEME_LIMIT_<NAME upper case>.
-DEFAULTS: dict[str, int] = {
-    "buffer_bytes": 4 << 30,      # one argument buffer made by a capture description
-    "capture_bytes": 16 << 30,    # all the buffers of one capture together
-    "param_values": 1_000_000,    # values of one enumerable search-space parameter
-    "pipeline_draws": 256,        # draws of one pass-pipeline parameter
-    "text_bytes": 64 << 20,       # a JSON/YAML description or recording database read into memory
-    "json_depth": 64,             # nesting of a JSON/YAML document
-    "timeout_seconds": 600,       # one kernel run (replay, capture, tuning); --timeout changes it
-}
+from mneme.core.limit_defaults import DEFAULTS, variable  # apart, for the variable registry; re-exported here
 
 
 def limit(name: str) -> int | float:
     """The limit `name`: from MNEME_LIMIT_<NAME> when set, else its default."""
-    value = os.environ.get(variable(name))
-    if value is None:
+    value = envvars.get(variable(name), "")
+    if not value:
         return DEFAULTS[name]
     try:
         number = int(value, 0) if name != "timeout_seconds" else float(value)
@@ -39,10 +30,6 @@ def limit(name: str) -> int | float:
     if number < 0:
         raise LimitError(f"{variable(name)}={value!r} must be >= 0")
     return number
-
-
-def variable(name: str) -> str:
-    return f"MNEME_LIMIT_{name.upper()}"
 
 
 def check(name: str, value: int, what: str) -> int:
@@ -204,7 +191,7 @@ def restrict_worker(default_data_bytes: int | None = None) -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     except (ValueError, OSError):
         pass
-    cap = os.environ.get("MNEME_LIMIT_WORKER_DATA_BYTES") or (str(default_data_bytes) if default_data_bytes else "")
+    cap = envvars.get("MNEME_LIMIT_WORKER_DATA_BYTES") or (str(default_data_bytes) if default_data_bytes else "")
     if cap:
         try:
             value = int(cap, 0)

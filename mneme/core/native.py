@@ -15,17 +15,15 @@ docs/design/native.md explains where the shared native sources live and how back
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import os
 import shutil
-import subprocess
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
 
+from mneme.core import envvars
 from mneme.core.errors import MnemeError
 
 log = logging.getLogger(__name__)
@@ -35,6 +33,14 @@ log = logging.getLogger(__name__)
 NATIVE_ROOT = Path(__file__).resolve().parent
 SNAPSHOT_SOURCES = NATIVE_ROOT / "snapshot" / "native"
 RECORDER_SOURCES = NATIVE_ROOT / "recorder" / "native"
+#: Compiled into every library preloaded into applications (the recorders): glibc functions bound to
+#: versions glibc 2.28 has (docs/design/native.md "Preloaded libraries: manylinux_2_28").
+PRELOAD_COMPAT = RECORDER_SOURCES / "glibc_compat.cpp"
+#: Their link options: the C++ runtime and libgcc statically, none of their symbols exported (a preloaded
+#: library must not interpose on the application's own C++ runtime); libdl and libpthread named, for a
+#: glibc older than 2.34 where the functions PRELOAD_COMPAT binds still live there.
+PRELOAD_LINK = ("-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL", "-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
+                "-Wl,--as-needed")
 
 _SEARCH: list[Path] = []
 
@@ -58,8 +64,7 @@ def search_folders() -> tuple[Path, ...]:
 
 def cache_root() -> Path:
     """``$MNEME_CACHE_DIR`` (default ``~/.cache/mneme``): Mneme's caches, builds and native libraries."""
-    root = os.environ.get("MNEME_CACHE_DIR")
-    return Path(root) if root else Path.home() / ".cache" / "mneme"
+    return Path(envvars.get("MNEME_CACHE_DIR")).expanduser()
 
 
 def cache_dir(name: str) -> Path:
@@ -95,6 +100,9 @@ def compile_library(target: Path, command: Callable[[str], list[str]], what: str
                     error: type[MnemeError] = MnemeError) -> Path:  # fmt: skip
     """Run `command(output_path)` to build `target` atomically; raise `error` naming `what` when it fails."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    import subprocess  # here: finding a library (`mneme plugins`) must not pay for these imports
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     os.close(fd)
     try:
@@ -136,6 +144,8 @@ class NativeLibrary:
 
     def name(self) -> str:
         """``lib<stem>-<hash>.so``: the hash of the sources, the headers and the flags."""
+        import hashlib
+
         digest = hashlib.sha256()
         for path in (*self.sources, *self.headers):
             digest.update(path.read_bytes())
@@ -147,8 +157,9 @@ class NativeLibrary:
 
     def find(self, *folders: Path) -> Path | None:
         """The library to load: $env, the packaged copy, the build cache, `folders`, the declared search folders."""
-        if self.env and os.environ.get(self.env):
-            explicit = Path(os.environ[self.env])
+        explicit_text = envvars.get_named(self.env) if self.env else None
+        if explicit_text:
+            explicit = Path(explicit_text)
             return explicit if explicit.exists() else None
         present = [p for p in (*self.sources, *self.headers) if p.exists()]
         packaged = self.packaged() if self.packaged is not None else None
@@ -181,6 +192,8 @@ class NativeLibrary:
 @functools.lru_cache(maxsize=16)
 def tool_version(tool: str) -> str:
     """The last line a toolchain program prints for `--version` ("missing" when it does not run)."""
+    import subprocess
+
     try:
         out = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except (OSError, subprocess.SubprocessError):

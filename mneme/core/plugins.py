@@ -14,7 +14,8 @@ import attrs
 import click
 import pluggy
 
-from mneme.core import hookspecs, knob
+from mneme.core import envvars, hookspecs, knob
+from mneme.core.entrypoints import entry_points
 from mneme.core.errors import MissingExtraError, MnemeError, PluginError
 
 log = logging.getLogger(__name__)
@@ -35,17 +36,78 @@ CORE_PLUGIN = "core"
 
 
 @attrs.frozen
+class Described:
+    """A provided class named without importing it: listed by name, imported on first use.
+
+    `target` is ``"module:attr"``. For a backend, `availability` is ``"module:function"``
+    returning a `mneme.core.backend.Availability` without loading LLVM or a device library,
+    which `mneme plugins` calls instead of the backend's own. `description`, when given, is the
+    class's own one-line `description` (a transform's), for listings (docs/design/interfaces.md).
+    """
+
+    name: str
+    target: str
+    availability: str = ""
+    description: str = ""
+
+    def load(self) -> Any:
+        obj = _import_target(self.target)
+        for field in ("name", "description"):
+            said = getattr(self, field)
+            if said and getattr(obj, field, said) != said:
+                raise PluginError(f"{self.target} is described with {field} {said!r} but has "
+                                  f"{getattr(obj, field)!r}; make the plugin's description match")
+        return obj
+
+
+@functools.lru_cache(maxsize=None)
+def _import_target(target: str) -> Any:
+    import importlib
+
+    module, _, attr = target.partition(":")
+    obj = importlib.import_module(module)
+    for part in filter(None, attr.split(".")):
+        obj = getattr(obj, part)
+    return obj
+
+
+@attrs.frozen
 class Provided:
     """One thing a plugin provides: its kind, name, object, the distribution it came from, and
-    the extra to install when a module it needs is missing ("" when it is usable)."""
+    the extra to install when a module it needs is missing ("" when it is usable).
+
+    `ref` is what the plugin returned: the object, or a `Described` (or an indexed command) that
+    `obj` loads on first use, so listing names loads no plugin module.
+    """
 
     kind: str
     name: str
-    obj: Any
+    ref: Any
     plugin: str
     distribution: str
     version: str
     missing_extra: str = ""
+
+    @property
+    def obj(self) -> Any:
+        if isinstance(self.ref, (Described, _IndexedCommand)):
+            return self.ref.load()
+        return self.ref
+
+
+@attrs.frozen
+class _IndexedCommand:
+    """A command known from the command index: loaded by calling only its plugin's hook."""
+
+    plugin: str
+    name: str
+
+    def load(self) -> Any:
+        commands = _plugin_commands(self.plugin)
+        if self.name not in commands:
+            raise PluginError(f"plugin {self.plugin!r} no longer provides command {self.name!r}; "
+                              "run `mneme plugins` again (its index is refreshed)")
+        return commands[self.name]
 
 
 _disabled_by_cli: set[str] = set()
@@ -61,7 +123,7 @@ def disable(names: Iterable[str]) -> None:
 
 def disabled_names() -> set[str]:
     """Plugins disabled by ``-p no:NAME`` and the MNEME_DISABLE_PLUGINS variable (comma-separated)."""
-    from_env = {n.strip() for n in os.environ.get(DISABLE_ENV, "").split(",") if n.strip()}
+    from_env = {n.strip() for n in (envvars.get(DISABLE_ENV) or "").split(",") if n.strip()}
     return _disabled_by_cli | from_env
 
 
@@ -81,20 +143,16 @@ def get_plugin_manager() -> pluggy.PluginManager:
     disabled = disabled_names() - {CORE_PLUGIN}
     loaded: dict[str, object] = {}
     _seen.clear()
-    for dist in importlib.metadata.distributions():
-        for ep in dist.entry_points:
-            if ep.group != hookspecs.PROJECT:
-                continue
-            _seen.add(ep.name)
-            if ep.name in loaded or ep.name in disabled or ep.name == CORE_PLUGIN:
-                continue
-            try:
-                loaded[ep.name] = ep.load()
-                _origins[ep.name] = (dist.metadata["name"], dist.version)
-            except Exception as exc:  # one broken plugin must not take the others down
-                dist_name = dist.metadata["name"]
-                _broken.append(BrokenPlugin(ep.name, ep.value, dist_name, dist.version, f"{type(exc).__name__}: {exc}"))
-                log.warning("plugin %r (%s from %s) failed to load: %s", ep.name, ep.value, dist_name, exc)
+    for dist_name, version, ep in entry_points():
+        _seen.add(ep.name)
+        if ep.name in loaded or ep.name in disabled or ep.name == CORE_PLUGIN:
+            continue
+        try:
+            loaded[ep.name] = ep.load()
+            _origins[ep.name] = (dist_name, version)
+        except Exception as exc:  # one broken plugin must not take the others down
+            _broken.append(BrokenPlugin(ep.name, ep.value, dist_name, version, f"{type(exc).__name__}: {exc}"))
+            log.warning("plugin %r (%s from %s) failed to load: %s", ep.name, ep.value, dist_name, exc)
     for name, plugin in loaded.items():
         for target in getattr(plugin, "mneme_replaces", ()) or ():
             if target in loaded and target != name:
@@ -125,6 +183,8 @@ _origins: dict[str, tuple[str, str]] = {}
 _seen: set[str] = set()
 # replaced plugin name -> the plugin that replaces it
 _replaced: dict[str, str] = {}
+# plugins registered by `register` in this process, not by entry points
+_in_process: set[str] = set()
 
 
 def disabled() -> list[str]:
@@ -153,9 +213,12 @@ def broken() -> list[BrokenPlugin]:
 
 def reset() -> None:
     """Forget the loaded plugin manager (after installing or disabling a plugin in this process)."""
+    entry_points.cache_clear()
     get_plugin_manager.cache_clear()
     _index_hook.cache_clear()
+    _plugin_commands.cache_clear()
     declared_knobs.cache_clear()
+    _in_process.clear()
 
 
 def _missing_extra(plugin: object) -> str:
@@ -182,22 +245,62 @@ def _call(impl, hook: str):
 def _index_hook(hook: str) -> tuple[Provided, ...]:
     # One hook at a time: the CLI hook reads the parameters' declarations while it runs.
     pm = get_plugin_manager()
+    if hook == "mneme_cli_commands" and not _in_process:
+        indexed = _indexed_commands(pm)
+        if indexed is not None:
+            return indexed
     kind = KINDS[hook]
     provided: list[Provided] = []
     for impl in reversed(getattr(pm.hook, hook).get_hookimpls()):  # registration order
         plugin_name = impl.plugin_name
         dist, version = origin(plugin_name)
-        try:
-            objects = _call(impl, hook)
-        except MnemeError:
-            raise
-        except Exception as exc:  # name the plugin instead of failing every command anonymously
-            raise PluginError(f"plugin {plugin_name!r} ({dist}) failed in {hook}: {exc!r}") from exc
+        objects = _call_named(impl, hook)
         missing = _missing_extra(impl.plugin)
         for obj in objects:
             name = obj.name if hasattr(obj, "name") else getattr(obj, "__name__", repr(obj))
             provided.append(Provided(kind, name, obj, plugin_name, dist, version, missing))
+    if hook == "mneme_cli_commands" and not _in_process:
+        from mneme.core import command_index
+
+        command_index.save(disabled_names(), {p.name: (p.ref, p.plugin) for p in provided})
     return tuple(provided)
+
+
+def _call_named(impl, hook: str) -> list:
+    try:
+        return _call(impl, hook)
+    except MnemeError:
+        raise
+    except Exception as exc:  # name the plugin instead of failing every command anonymously
+        dist, _ = origin(impl.plugin_name)
+        raise PluginError(f"plugin {impl.plugin_name!r} ({dist}) failed in {hook}: {exc!r}") from exc
+
+
+def _indexed_commands(pm: pluggy.PluginManager) -> tuple[Provided, ...] | None:
+    """The commands as the command index names them (no command module imported), or None when it is stale."""
+    from mneme.core import command_index
+
+    entries = command_index.load_entries(disabled_names())
+    if entries is None:
+        return None
+    found = []
+    for name, entry in sorted(entries.items()):
+        plugin = pm.get_plugin(entry["plugin"])
+        if plugin is None:
+            return None
+        dist, version = origin(entry["plugin"])
+        found.append(Provided("command", name, _IndexedCommand(entry["plugin"], name), entry["plugin"], dist,
+                              version, _missing_extra(plugin)))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=None)
+def _plugin_commands(plugin_name: str) -> dict[str, Any]:
+    """Name -> click command of the commands one plugin provides (its hook alone is called)."""
+    for impl in get_plugin_manager().hook.mneme_cli_commands.get_hookimpls():
+        if impl.plugin_name == plugin_name:
+            return {command.name: command for command in _call_named(impl, "mneme_cli_commands")}
+    return {}
 
 
 def _index() -> tuple[Provided, ...]:
@@ -212,7 +315,11 @@ def provided(kind: str | None = None) -> list[Provided]:
 
 
 def registry(kind: str) -> dict[str, Any]:
-    """Name -> object for one kind; two plugins providing the same name is an error."""
+    """Name -> object for one kind (each loaded); two plugins providing the same name is an error."""
+    return {name: item.obj for name, item in _unique(kind).items()}
+
+
+def _unique(kind: str) -> dict[str, Provided]:
     found: dict[str, Provided] = {}
     for item in provided(kind):
         if item.name in found:
@@ -222,30 +329,46 @@ def registry(kind: str) -> dict[str, Any]:
                 f"and {item.distribution} ({item.plugin}); uninstall one of them"
             )
         found[item.name] = item
-    return {name: item.obj for name, item in found.items()}
+    return found
 
 
 def lookup(kind: str, name: str, *, what: str | None = None) -> Any:
     """The object of one kind with this name; a PluginError listing the known names, or a
     MissingExtraError naming the extra its plugin needs (`what` names it in that message)."""
-    table = registry(kind)
+    table = _unique(kind)
     if name not in table:
         known = ", ".join(sorted(table)) or "none"
         raise PluginError(f"unknown {kind} {name!r}; known: {known}")
-    item = next(p for p in provided(kind) if p.name == name)
+    item = table[name]
     if item.missing_extra:
         raise MissingExtraError(what or f"{kind} {name!r}", item.missing_extra)
-    return table[name]
+    return item.obj
 
 
 def names(kind: str) -> list[str]:
-    return sorted(registry(kind))
+    return sorted(_unique(kind))
+
+
+def description(item: Provided) -> str:
+    """The one-line `description` of what an item provides, through its `Described` when that says it."""
+    if isinstance(item.ref, Described) and item.ref.description:
+        return item.ref.description
+    return getattr(item.obj, "description", "")
+
+
+def availability(item: Provided) -> Any:
+    """A backend's `Availability`, through its cheap check when it has one (`Described.availability`)."""
+    if isinstance(item.ref, Described) and item.ref.availability:
+        return _import_target(item.ref.availability)()
+    return item.obj().availability()
 
 
 def register(plugin: object, name: str | None = None) -> None:
     """Register a plugin object in this process (tests, embedding applications)."""
-    get_plugin_manager().register(plugin, name=name)
+    registered = get_plugin_manager().register(plugin, name=name)
+    _in_process.add(registered or name or repr(plugin))  # the command index knows entry points only
     _index_hook.cache_clear()
+    _plugin_commands.cache_clear()
     declared_knobs.cache_clear()
 
 

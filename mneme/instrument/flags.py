@@ -19,6 +19,7 @@ from pathlib import Path
 
 import attrs
 
+from mneme.core import envvars
 from mneme.core.errors import UsageError
 
 log = logging.getLogger("mneme.instrument")
@@ -540,7 +541,7 @@ def plan_hipcc(argv: list[str], cwd: str, *, clang: str | None) -> Plan:
 
 def find_clang() -> str | None:
     """The clang for nvcc and hipcc builds: $MNEME_CC_CLANG, else clang++-19 (or a newer one llvmlite reads)."""
-    env = os.environ.get("MNEME_CC_CLANG")
+    env = envvars.get("MNEME_CC_CLANG", "")  # set: that one; else the search below
     if env:
         return shutil.which(env)
     for name in ("clang++-19", "clang++-20", "clang++-21", "clang++-22", "clang++-18", "clang++"):

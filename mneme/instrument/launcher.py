@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from mneme import __version__
+from mneme.core import envvars
 from mneme.instrument import compat, flags
 from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, pack_entries
 
@@ -43,7 +44,7 @@ def _setup_logging() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Formatter())
     log.addHandler(handler)
-    log.setLevel(logging.DEBUG if os.environ.get("MNEME_CC_VERBOSE") else logging.WARNING)
+    log.setLevel(logging.DEBUG if envvars.get("MNEME_CC_VERBOSE") else logging.WARNING)
     log.propagate = False
 
 
@@ -56,7 +57,7 @@ def write_standins(folder: str) -> str:
 
 
 def find_objcopy() -> str | None:
-    env = os.environ.get("MNEME_CC_OBJCOPY")
+    env = envvars.get("MNEME_CC_OBJCOPY", "")  # set: that one; else the search below
     if env:
         return shutil.which(env)
     for name in ("llvm-objcopy-19", "llvm-objcopy-20", "llvm-objcopy-21", "llvm-objcopy-22", "llvm-objcopy",
@@ -203,7 +204,7 @@ def run(argv: list[str]) -> int:
     if shutil.which(argv[0]) is None:
         log.error("compiler %r not found on PATH", argv[0])
         return 127
-    if os.environ.get("MNEME_CC_DISABLE"):
+    if envvars.get("MNEME_CC_DISABLE"):
         return subprocess.call(argv)
     scratch = tempfile.mkdtemp(prefix="mneme-cc-")
     try:

@@ -13,10 +13,8 @@ import attrs
 import click
 from rich.table import Table
 
-from mneme.core import ir
 from mneme.core.backend import backends, get_backend
 from mneme.core.errors import EXIT_CODES_HELP, MnemeError, UsageError
-from mneme.core.records import RecordedExecution
 
 
 @attrs.frozen
@@ -31,6 +29,9 @@ class Verdict:
 
 
 def _modules(inputs: tuple[str, ...], rdb: str | None):
+    from mneme.core import ir  # here, not at import: the `mneme ir` group must load without LLVM
+    from mneme.core.records import RecordedExecution
+
     """(label, kernels, module or loader) for each input: IR file, recording or mneme-cc binary."""
     if rdb:
         if inputs:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import platform
 import shutil
 import struct
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -18,9 +17,10 @@ from rich.table import Table
 from mneme import __version__
 from mneme.core.console import current as _console
 from mneme.core import limits, plugins
-from mneme.core.demangle import demangle
 from mneme.core.errors import DISTRIBUTION, EXIT_CODES_HELP, MnemeError, UsageError
-from mneme.core.records import RecordedExecution, clean_records, copy_records
+
+if TYPE_CHECKING:
+    from mneme.core.records import RecordedExecution
 
 
 
@@ -52,7 +52,7 @@ def plugins_command(parameters: bool, as_json: bool) -> None:
             extra = item.missing_extra
             status = f"needs the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'"
         elif item.kind == "backend":
-            availability = item.obj().availability()
+            availability = plugins.availability(item)
             status = "usable" if availability.usable else f"unusable: {availability.reason}"
         rows.append((item.kind, item.name, item.plugin, item.distribution, item.version, status))
     for name, by in sorted(plugins.replaced().items()):
@@ -167,6 +167,8 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     head.add_column(style="bold")
     head.add_column(overflow="fold")
     head.add_row("kernel", rec.kernel_name)
+    from mneme.core.demangle import demangle
+
     head.add_row("demangled", rec.demangled_name or demangle(rec.kernel_name))
     head.add_row("static hash", rec.static_hash)
     head.add_row("backend / arch", f"{rec.backend} / {rec.arch}")
@@ -228,6 +230,8 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the databases and snapshot summaries as JSON.")
 def inspect_command(databases: tuple[str, ...], as_json: bool) -> None:
     """Summarize recording databases (DB files, or folders holding them)."""
+    from mneme.core.records import RecordedExecution  # here: `mneme plugins` must not import the records
+
     records = [RecordedExecution.from_json(p) for p in _database_paths(databases)]
     summaries = [_summary(rec) for rec in records]
     if as_json:
@@ -251,6 +255,8 @@ def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
 
     Files another database in the same folder still references are kept.
     """
+    from mneme.core.records import clean_records
+
     report = clean_records(databases, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     for db in report.databases:
@@ -268,6 +274,8 @@ def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
 @click.argument("dest", type=click.Path())
 def copy_command(databases: tuple[str, ...], dest: str) -> None:
     """Copy recording databases with every file they reference into folder DEST."""
+    from mneme.core.records import copy_records
+
     report = copy_records(databases, dest)
     for db in report.databases:
         _console().print(f"wrote {db}", highlight=False)
@@ -278,6 +286,8 @@ def copy_command(databases: tuple[str, ...], dest: str) -> None:
 @click.argument("dest", type=click.Path())
 def move_command(databases: tuple[str, ...], dest: str) -> None:
     """Move recording databases with every file they reference into folder DEST."""
+    from mneme.core.records import copy_records
+
     report = copy_records(databases, dest, move=True)
     for db in report.databases:
         _console().print(f"wrote {db}", highlight=False)
@@ -311,7 +321,7 @@ def effective_config() -> dict[str, Any]:
     backends = {}
     for item in plugins.provided("backend"):
         try:
-            availability = item.obj().availability()
+            availability = plugins.availability(item)
             backends[item.name] = {"distribution": item.distribution, "version": item.version,
                                    "usable": availability.usable, "reason": availability.reason}
         except Exception as exc:  # noqa: BLE001 - a broken backend plugin must not hide the others
@@ -321,13 +331,13 @@ def effective_config() -> dict[str, Any]:
 
     environment = {}
     for name, var in envvars.registry().items():
-        environment[name] = {"value": os.environ.get(name, ""), "default": var.default, "meaning": var.help,
+        environment[name] = {"value": envvars.raw(name) or "", "default": var.default, "meaning": var.help,
                              "component": var.component}  # fmt: skip
-    for name in sorted(k for k in os.environ if k.startswith("MNEME_") and k not in environment):
+    for name, value in envvars.unregistered().items():
         import difflib
 
         near = difflib.get_close_matches(name, list(environment), n=1)
-        environment[name] = {"value": os.environ[name], "default": "", "component": "unknown",
+        environment[name] = {"value": value, "default": "", "component": "unknown",
                              "meaning": "not read by Mneme" + (f"; did you mean {near[0]}?" if near else "")}
     tool_paths = {tool: shutil.which(tool) or "" for tool in TOOLS}
     if shutil.which("ptxas") is None and Path("/usr/local/cuda/bin/ptxas").exists():

@@ -9,18 +9,22 @@ import re
 import struct
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import click
 from mneme.core.logs import make_console
 from rich.table import Table
 
-from mneme.core import build, ir, params, pipeline
-from mneme.core.backend import Backend, backend_for_arch
+from mneme.core import params
 from mneme.core.errors import EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
-from mneme.core.records import RecordedExecution
-from mneme.core.types import ExperimentConfiguration
+
+if TYPE_CHECKING:
+    from mneme.core.backend import Backend
+
+# LLVM, the records and the build cache are imported inside the commands that use them, so that
+# `mneme ir passes` and `mneme ir --help` load none of them (start-up; docs/design/interfaces.md).
 
 console = make_console()
 err = make_console(stderr=True)
@@ -72,6 +76,9 @@ def _dims(text: str | None) -> tuple[int, int, int] | None:
 
 
 def _load_source(ir_files: tuple[str, ...], kernel: str | None, rdb: str | None, record_id: str | None) -> Source:
+    from mneme.core import ir
+    from mneme.core.records import RecordedExecution
+
     if rdb:
         if ir_files:
             raise UsageError("give IR files or -rdb, not both")
@@ -96,6 +103,8 @@ def _load_source(ir_files: tuple[str, ...], kernel: str | None, rdb: str | None,
 
 def _arg_values(source: Source, values: tuple[str, ...]) -> None:
     """Fill the argument buffer from --arg INDEX=VALUE, read by the IR parameter types."""
+    from mneme.core import ir
+
     if not values:
         return
     params = ir.kernel_params(source.module, source.kernel)
@@ -121,6 +130,8 @@ def _arg_values(source: Source, values: tuple[str, ...]) -> None:
 
 def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
     """The ExperimentConfiguration from --config FILE, the flags, and key=value overrides."""
+    from mneme.core.types import ExperimentConfiguration
+
     data: dict = {}
     if options.get("config_file"):
         path = Path(options["config_file"])
@@ -202,6 +213,8 @@ def _prepare(kw: dict, overrides: tuple[str, ...] = ()):
     source = _load_source(kw["ir_files"], kw["kernel"], kw["rdb"], kw["record_id"])
     _arg_values(source, kw.get("arg_values") or ())
     config = _config(source, kw, overrides)
+    from mneme.core import pipeline
+
     pipeline.parse_pipeline(config.passes)  # an unknown pass fails here, listing the known ones
     return source, config
 
@@ -211,6 +224,8 @@ _DEFAULT_ARCH = {"nvptx": "sm_90", "amdgpu": "gfx90a"}
 
 def _ir_arch(source: Source) -> str | None:
     """The architecture the IR was written for: its functions' target-cpu, else its triple's default."""
+    from mneme.core import pipeline
+
     target = pipeline.module_target(source.module)
     if target not in _DEFAULT_ARCH:
         return None
@@ -224,6 +239,9 @@ def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
     Without --arch: the recording's, unless that backend runs IR of another target (a host
     recording of GPU IR), then the architecture the IR's triple and target-cpu name.
     """
+    from mneme.core import pipeline
+    from mneme.core.backend import backend_for_arch
+
     if kw_arch:
         return kw_arch, backend_for_arch(kw_arch)
     arch = source.arch
@@ -242,6 +260,8 @@ def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
 
 
 def _transformed(source: Source, config, kw: dict, optimized: bool, arch: str | None):
+    from mneme.core import pipeline
+
     pre = pipeline.preprocess(source.module, source.kernel, config, source.args, source.arg_layout,
                               specialize_indexes=source.specialize_indexes)  # fmt: skip
     if optimized:
@@ -252,6 +272,8 @@ def _transformed(source: Source, config, kw: dict, optimized: bool, arch: str | 
 
 def _build(source: Source, config, kw: dict, arch: str, backend: Backend, emit: str):
     """(text or bytes, DeviceBinary or None) for one configuration, built by `backend`."""
+    from mneme.core import build
+
     if emit == "ll":
         pre = _transformed(source, config, kw, True, arch)
         return str(pre.module), None
@@ -400,15 +422,20 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
 def passes(as_json: bool) -> None:
     """The optimization passes a pipeline may name, the default levels, and the IR transforms."""
     levels = [f"default<O{x}>" for x in ("0", "1", "2", "3", "s", "z")]
-    transforms = {name: cls.description for name, cls in sorted(pipeline.transforms().items())}
+    from mneme.core import plugins
+    from mneme.core.passes import PASSES
+
+    # Described transforms say what they do without being imported (no LLVM for this listing).
+    provided = {item.name: item for item in plugins.provided("transform")}
+    transforms = {name: plugins.description(provided[name]) for name in plugins.names("transform")}
     if as_json:
-        click.echo(json.dumps({"levels": levels, "passes": {n: d for n, (_, d) in sorted(pipeline.PASSES.items())},
+        click.echo(json.dumps({"levels": levels, "passes": {n: d for n, (_, d) in sorted(PASSES.items())},
                                "transforms": transforms}, indent=2))  # fmt: skip
         return
     table = Table(title="passes (comma-separated in --passes / the configuration's `passes`)")
     table.add_column("pass")
     table.add_column("what it does")
-    for name, (_, description) in sorted(pipeline.PASSES.items()):
+    for name, (_, description) in sorted(PASSES.items()):
         table.add_row(name, description)
     console.print(table)
     console.print("levels: " + ", ".join(levels), highlight=False)

@@ -3,6 +3,7 @@ the user's umask, one registry of MNEME_* variables, no stale commands in the do
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from click.testing import CliRunner
 
 from mneme.core import envvars, fsutil
 from mneme.core.cli import cli
+from mneme.core.errors import UsageError
 from mneme.core.snapshot import SnapshotWriter
 from paths import ROOT
 
@@ -226,6 +228,111 @@ def test_every_mneme_variable_in_the_sources_is_registered():
     missing = sorted(found - set(envvars.registry()))
     assert not missing, f"read but not registered in mneme/core/envvars.py: {missing}"
     assert len(envvars.registry()) >= 40
+
+
+def _environ_reads(tree: ast.AST) -> list[tuple[int, ast.expr | None]]:
+    """(line, key) of every read of the environment: os.environ.get(K), os.environ[K], os.getenv(K),
+    K in os.environ; a key of None is a read of the whole mapping other than a copy (iteration)."""
+
+    def is_environ(node) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
+            isinstance(node, ast.Name) and node.id == "environ")
+
+    reads = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr == "get" and is_environ(func.value):
+                reads.append((node.lineno, node.args[0]))
+            elif (isinstance(func, ast.Attribute) and func.attr == "getenv") or (
+                    isinstance(func, ast.Name) and func.id == "getenv"):
+                reads.append((node.lineno, node.args[0]))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and is_environ(node.value):
+            reads.append((node.lineno, node.slice))
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
+                and any(is_environ(c) for c in node.comparators):
+            reads.append((node.lineno, node.left))
+        elif isinstance(node, (ast.For, ast.comprehension)) and is_environ(node.iter):
+            reads.append((node.lineno if hasattr(node, "lineno") else node.iter.lineno, None))
+    return reads
+
+
+def _string_values(tree: ast.AST) -> dict[str, set[str]]:
+    """Name -> the strings a module assigns it (NAME = "...", for NAME in ("...", ...)), wherever it does."""
+    values: dict[str, set[str]] = {}
+
+    def strings(node) -> set[str] | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return {node.value}
+        if isinstance(node, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Constant) for e in node.elts):
+            return {str(e.value) for e in node.elts}
+        return None
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found = strings(node.value) if isinstance(node.value, ast.Constant) else None
+            if found is not None:
+                values.setdefault(node.targets[0].id, set()).update(found)
+        elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
+            found = strings(node.iter)
+            if found is not None:
+                values.setdefault(node.target.id, set()).update(found)
+    return values
+
+
+def environ_violations(path: Path) -> list[str]:
+    """Reads of MNEME_* variables that bypass mneme.core.envvars, and reads whose key is not a known name."""
+    tree = ast.parse(path.read_text(), str(path))
+    values = _string_values(tree)
+    found = []
+    for line, key in _environ_reads(tree):
+        if key is None:
+            names = None
+        elif isinstance(key, ast.Constant) and isinstance(key.value, str):
+            names = {key.value}
+        elif isinstance(key, ast.Name) and key.id in values:
+            names = values[key.id]
+        else:
+            names = None
+        if names is None or any(n.startswith("MNEME_") for n in names):
+            found.append(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}:{line}")
+    return found
+
+
+def test_python_reads_mneme_variables_only_through_the_registry():
+    sources = [p for folder in (ROOT / "mneme", *sorted((ROOT / "backends").glob("*/mneme_*")))
+               for p in folder.rglob("*.py") if p.name != "envvars.py"]
+    assert len(sources) > 100
+    violations = [v for path in sources for v in environ_violations(path)]
+    assert not violations, ("read MNEME_* variables through mneme.core.envvars.get/get_int (typed, with the "
+                            f"registry's default), not os.environ: {violations}")
+
+
+def test_the_environ_check_finds_each_kind_of_direct_read(tmp_path):
+    path = tmp_path / "probe.py"
+    cases = {
+        'os.environ.get("MNEME_CACHE_DIR")': 1, 'os.environ["MNEME_LLD"]': 1, 'os.getenv("MNEME_LLD", "x")': 1,
+        '"MNEME_LLD" in os.environ': 1, 'NAME = "MNEME_LLD"\nos.environ.get(NAME)': 1, 'os.environ.get(self.env)': 1,
+        '[k for k in os.environ]': 1, 'os.environ.get("CUDA_PATH")': 0, 'os.environ["MNEME_LLD"] = "x"': 0,
+        'dict(os.environ, MNEME_LLD="x")': 0, 'for env in ("CUDA_HOME", "CUDA_PATH"):\n    os.environ.get(env)': 0,
+    }
+    for text, expected in cases.items():
+        path.write_text("import os\n" + text + "\n")
+        assert len(environ_violations(path)) == expected, text
+
+
+def test_registry_reads_are_typed_with_the_registered_default(monkeypatch):
+    monkeypatch.delenv("MNEME_HOST_DEVICES", raising=False)
+    assert envvars.get("MNEME_HOST_DEVICES") == "1" and envvars.get_int("MNEME_HOST_DEVICES") == 1
+    monkeypatch.setenv("MNEME_HOST_DEVICES", " 3 ")
+    assert envvars.get_int("MNEME_HOST_DEVICES") == 3
+    monkeypatch.setenv("MNEME_CACHE_MAX_BYTES", "lots")
+    with pytest.raises(UsageError, match="MNEME_CACHE_MAX_BYTES='lots' is not an integer"):
+        envvars.get_int("MNEME_CACHE_MAX_BYTES")
+    monkeypatch.delenv("MNEME_CUPTI_LIB", raising=False)
+    assert envvars.get("MNEME_CUPTI_LIB") is None and envvars.raw("MNEME_CUPTI_LIB") is None
+    with pytest.raises(KeyError, match="not registered"):
+        envvars.get("MNEME_NOT_A_VARIABLE")
 
 
 def test_config_lists_the_registry_and_names_a_misspelt_variable():

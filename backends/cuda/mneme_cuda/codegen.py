@@ -21,6 +21,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from mneme.core import envvars
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
 from mneme.core.native import tool_version
@@ -108,7 +109,7 @@ def ptxas_path() -> str | None:
 @functools.lru_cache(maxsize=1)
 def _nvjitlink():
     """cuda.bindings.nvjitlink when it loads here (libnvJitLink from the nvidia-nvjitlink wheel), else None."""
-    if os.environ.get("MNEME_PTX_ASSEMBLER", "") == "ptxas":
+    if envvars.get("MNEME_PTX_ASSEMBLER") == "ptxas":
         return None
     try:
         from cuda.bindings import nvjitlink  # optional: the nvidia-nvjitlink wheel may be absent
@@ -133,7 +134,7 @@ def _keep_freed_heap() -> bool:
     Halves nvJitLink's fixed cost per small kernel (docs/design/internals.md, "Keeping nvJitLink's freed heap");
     the generated code is unchanged. MNEME_MALLOC_TUNING=0 leaves glibc's defaults; not glibc: no-op.
     """
-    if os.environ.get("MNEME_MALLOC_TUNING", "1") == "0":
+    if envvars.get("MNEME_MALLOC_TUNING") == "0":
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

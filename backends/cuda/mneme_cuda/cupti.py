@@ -20,6 +20,7 @@ import logging
 import os
 from pathlib import Path
 
+from mneme.core import envvars
 from mneme.core.errors import MnemeError
 from mneme.core.native import NativeLibrary, c_compiler
 from mneme_cuda.libraries import CHECKOUT_LIB
@@ -54,7 +55,7 @@ def headers() -> Path | None:
 def cupti_library() -> Path | None:
     """libcupti's path: $MNEME_CUPTI_LIB (as given, so that one that is missing fails to open, naming it),
     the CUDA toolkit's, or the checkout's .gpu/lib/cupti; None: not found (the loader's search then)."""
-    explicit = os.environ.get("MNEME_CUPTI_LIB")
+    explicit = envvars.get("MNEME_CUPTI_LIB")
     if explicit:
         return Path(explicit)
     folders = []

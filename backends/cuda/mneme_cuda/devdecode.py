@@ -16,13 +16,13 @@ restores through the host reader.
 
 from __future__ import annotations
 
-import os
 import struct
 from importlib import resources
 
 import attrs
 import numpy as np
 
+from mneme.core import envvars
 from mneme.core.errors import UsageError
 from mneme.core.snapshot.format import CHUNK_PREFIX, ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW
 
@@ -65,7 +65,7 @@ def pack_unshuffle_args(table: int) -> bytes:
 
 def mode(value: str | None = None) -> str:
     """Where LZ4 regions decode: `value`, else $MNEME_CUDA_RESTORE_DECODE, else "auto"."""
-    chosen = (value if value is not None else os.environ.get(ENV, "")) or "auto"
+    chosen = (value if value is not None else envvars.get(ENV)) or "auto"
     if chosen not in MODES:
         raise UsageError(f"{ENV}={chosen!r}: choose one of {', '.join(MODES)}")
     return chosen

@@ -139,16 +139,60 @@ def probe() -> Probe:
         return Probe(False, f"cuInit failed ({error_text(err)}); check the driver with nvidia-smi")
     err, version = cu.cuDriverGetVersion()
     err2, count = cu.cuDeviceGetCount()
-    if err2 != cu.CUresult.CUDA_SUCCESS or count == 0:
-        return Probe(False, "no CUDA device", 0, int(version))
-    if int(version) < 13000:
-        return Probe(
-            False,
-            f"the CUDA driver supports CUDA {format_version(int(version))}; mneme-cuda needs a CUDA 13 driver",
-            count,
-            int(version),
-        )
-    return Probe(True, "", count, int(version))
+    if err2 != cu.CUresult.CUDA_SUCCESS:
+        count = 0
+    return _judge(int(count), int(version))
+
+
+def _judge(count: int, version: int) -> Probe:
+    if count == 0:
+        return Probe(False, "no CUDA device", 0, version)
+    if version < 13000:
+        return Probe(False, f"the CUDA driver supports CUDA {format_version(version)}; mneme-cuda needs a CUDA 13 "
+                            "driver", count, version)  # fmt: skip
+    return Probe(True, "", count, version)
+
+
+@functools.lru_cache(maxsize=1)
+def probe_without_bindings() -> Probe:
+    """`probe` through ctypes alone, importing no cuda-bindings: what `mneme plugins` shows.
+
+    A driver the bindings themselves cannot load is found only by `probe`, when the backend is used.
+    """
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        log.debug("libcuda.so.1 did not load: %s", exc)
+        return Probe(False, "no CUDA driver (libcuda.so.1 not found); install the NVIDIA driver")
+    import importlib.util
+
+    try:
+        bindings = importlib.util.find_spec("cuda.bindings")
+    except (ImportError, ValueError):
+        bindings = None
+    if bindings is None:
+        return Probe(False, "cuda-bindings is not installed; install it with: pip install 'cuda-bindings>=13'")
+    err = lib.cuInit(0)
+    if err != 0:
+        name = ctypes.c_char_p()
+        lib.cuGetErrorName(err, ctypes.byref(name))
+        text = (name.value or b"").decode() or f"CUresult {err}"
+        if text == "CUDA_ERROR_NO_DEVICE":
+            return Probe(False, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)")
+        return Probe(False, f"cuInit failed ({text}); check the driver with nvidia-smi")
+    version, count = ctypes.c_int(0), ctypes.c_int(0)
+    lib.cuDriverGetVersion(ctypes.byref(version))
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        count.value = 0
+    return _judge(count.value, version.value)
+
+
+def listing_availability():
+    """The backend's availability for `mneme plugins` (`probe_without_bindings`)."""
+    from mneme.core.backend import Availability
+
+    found = probe_without_bindings()
+    return Availability(found.usable, found.reason)
 
 
 def require() -> Probe:

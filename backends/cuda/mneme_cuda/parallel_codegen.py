@@ -24,7 +24,7 @@ import threading
 
 import llvmlite.binding as llvm
 
-from mneme.core import ir
+from mneme.core import envvars, ir
 from mneme.core.errors import IRError, UsageError
 from mneme_cuda.target import target_machine
 
@@ -45,7 +45,7 @@ _workers: list[Worker] = []
 
 def codegen_jobs() -> int:
     """How many partitions (processes) parallel code generation uses: $MNEME_CODEGEN_JOBS, else the CPUs."""
-    text = os.environ.get("MNEME_CODEGEN_JOBS", "")
+    text = envvars.get("MNEME_CODEGEN_JOBS", "")
     if text:
         if not text.isdigit() or int(text) < 1:
             raise UsageError(f"MNEME_CODEGEN_JOBS must be a positive integer, not {text!r}")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from mneme.core.hookspecs import hookimpl
-from mneme.core.params import Knob
+from mneme.core.knob import Knob
+from mneme.core.plugins import Described
 
 # ptxas / nvJitLink / driver-JIT options; tuned by the built-in spaces' `ptxas` feature, on by default on CUDA.
 KNOBS = [
@@ -18,9 +19,8 @@ KNOBS = [
 
 @hookimpl
 def mneme_backends():
-    from mneme_cuda.backend import CudaBackend
-
-    return [CudaBackend]
+    # Described: `mneme plugins` asks the driver through ctypes, importing neither the backend nor cuda-bindings.
+    return [Described("cuda", "mneme_cuda.backend:CudaBackend", availability="mneme_cuda.driver:listing_availability")]
 
 
 @hookimpl

@@ -29,7 +29,15 @@ from pathlib import Path
 
 from mneme.core.backend import check_timer
 from mneme.core.errors import MnemeError, UsageError
-from mneme.core.native import RECORDER_SOURCES, SNAPSHOT_SOURCES, NativeLibrary, cxx_compiler, xxhash_include
+from mneme.core.native import (
+    PRELOAD_COMPAT,
+    PRELOAD_LINK,
+    RECORDER_SOURCES,
+    SNAPSHOT_SOURCES,
+    NativeLibrary,
+    cxx_compiler,
+    xxhash_include,
+)
 from mneme.core.recorder import finalize as _finalize
 from mneme.core.recorder import rawdir
 from mneme.core.recorder.finalize import print_summary
@@ -47,12 +55,19 @@ log = logging.getLogger(__name__)
 SOURCE = Path(__file__).resolve().parents[1] / "recorder" / "mneme_recorder.cpp"
 PARTS = sorted((SOURCE.parent / "parts").glob("*.inc"))
 # Every file the library is built from: compiled sources, then the headers they include (the name's hash).
-SOURCES = (SOURCE, SNAPSHOT_SOURCES / "snapshot_writer.cpp")
-HEADERS = (*PARTS, *sorted(RECORDER_SOURCES.glob("*.h")), SNAPSHOT_SOURCES / "snapshot_writer.h", cupti.HEADER)
+SOURCES = (SOURCE, SNAPSHOT_SOURCES / "snapshot_writer.cpp", PRELOAD_COMPAT)
+HEADERS = (*PARTS, *sorted(RECORDER_SOURCES.glob("*.h")), SNAPSHOT_SOURCES / "snapshot_writer.h", cupti.HEADER,
+           SOURCE.parent / "exports.map")
 LIBRARY = "libmneme_cuda_recorder.so"  # the package build's copy (CMake); the others carry their hash
 DEFAULT_VA_BASE = 0x153940000000
 GRANULARITY = 2 << 20
 FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare")
+#: Linked into the library, as backends/cuda/recorder/CMakeLists.txt links the package's build: the C++
+#: runtime statically (an application's own libstdc++ may be older), glibc's dl and pthread parts by
+#: name (where they are apart, before 2.34), so that one build loads on glibc 2.28 and newer with
+#: PRELOAD_COMPAT (docs/design/native.md "Preloaded libraries: manylinux_2_28").
+EXPORTS = SOURCE.parent / "exports.map"  # the interposers and the recorder's API, nothing else
+LINK = (*PRELOAD_LINK, f"-Wl,--version-script={EXPORTS}")
 
 #: The files this recorder writes, for the core's finalize.
 FORMAT = RawFormat(backend="cuda", manifest="mneme-cuda-raw", counts="mneme-cuda-counts", granularity=GRANULARITY,
@@ -81,7 +96,10 @@ def packaged_library() -> Path | None:
     return None
 
 
-NATIVE = NativeLibrary("mneme_cuda_recorder", "the CUDA recorder", SOURCES, HEADERS, FLAGS, cache="cuda-recorder",
+# Named by the flags without the map's path (its content is hashed as a header): a build prepared in one
+# checkout is found by the same name in a copy of it elsewhere (scripts/gpu-suite).
+NATIVE = NativeLibrary("mneme_cuda_recorder", "the CUDA recorder", SOURCES, HEADERS,
+                       (*FLAGS, *PRELOAD_LINK, "-Wl,--version-script=exports.map"), cache="cuda-recorder",
                        env="MNEME_CUDA_RECORDER", packaged=lambda: packaged_library())  # fmt: skip
 
 
@@ -137,8 +155,7 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
         flags += ["-DMNEME_CUPTI", f"-I{cupti_include}", f"-I{cupti.HEADER.parent}"]
     else:
         log.warning("cupti.h not found: the recorder will time launches with CUDA events only")
-    return NATIVE.build(lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, "-ldl", "-lpthread"],
-                        out_dir, force)
+    return NATIVE.build(lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, *LINK], out_dir, force)
 
 
 def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,

@@ -6,7 +6,6 @@ Resource usage comes from the code object's AMDGPU metadata note (`mneme_hip.met
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from mneme.core import ir, llvm_cpus
+from mneme.core import envvars, ir, llvm_cpus
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
 from mneme.core.native import tool_version
@@ -28,7 +27,11 @@ log = logging.getLogger(__name__)
 
 TRIPLE = "amdgcn-amd-amdhsa"
 EMITS = ("hsaco", "object", "asm")
-LLD = os.environ.get("MNEME_LLD", "ld.lld-19")
+
+
+def lld() -> str:
+    """The ld.lld to link with (MNEME_LLD, read when used: the backend declares the variable)."""
+    return envvars.get("MNEME_LLD") or "ld.lld-19"
 _ARCH = re.compile(r"gfx[0-9a-f]+")
 
 
@@ -88,17 +91,18 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
 
 def link_hsaco(obj: bytes, kernel_name: str) -> bytes:
     """Link an AMDGPU relocatable object into a code object (.hsaco) with ld.lld."""
-    if shutil.which(LLD) is None:
-        raise IRError(f"{LLD} not found: install lld-19 (apt-get install lld-19) or set MNEME_LLD")
+    linker = lld()
+    if shutil.which(linker) is None:
+        raise IRError(f"{linker} not found: install lld-19 (apt-get install lld-19) or set MNEME_LLD")
     with tempfile.TemporaryDirectory(prefix="mneme-lld-") as tmp:
         src, out = Path(tmp, "kernel.o"), Path(tmp, "kernel.hsaco")
         src.write_bytes(obj)
-        proc = subprocess.run([LLD, "-shared", "--no-undefined", str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+        proc = subprocess.run([linker, "-shared", "--no-undefined", str(src), "-o", str(out)], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise IRError(f"{LLD} could not link the code object of kernel {kernel_name!r}: {proc.stderr.strip()}")
+            raise IRError(f"{linker} could not link the code object of kernel {kernel_name!r}: {proc.stderr.strip()}")
         return out.read_bytes()
 
 
 def lld_version() -> str:
     """The linker's `--version` line ("missing" when it is not installed)."""
-    return tool_version(LLD)
+    return tool_version(lld())

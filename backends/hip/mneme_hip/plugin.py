@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from mneme.core.hookspecs import hookimpl
+from mneme.core.plugins import Described
 
 
 @hookimpl
 def mneme_backends():
-    from mneme_hip.backend import HipBackend  # lazily: `mneme --help` need not load LLVM
-
-    return [HipBackend]
+    # Described: `mneme plugins` asks hipapi (hip-python only where it is installed), not the backend (LLVM).
+    return [Described("hip", "mneme_hip.backend:HipBackend", availability="mneme_hip.hipapi:availability")]
 
 
 @hookimpl

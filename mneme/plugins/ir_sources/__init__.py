@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from mneme.core.hookspecs import hookimpl
+from mneme.core.plugins import Described
 
 
 @hookimpl
 def mneme_ir_sources():
-    from mneme.plugins.ir_sources.embedded import EmbeddedIRSource
-    from mneme.plugins.ir_sources.triton import TritonCacheIRSource
-
-    return [EmbeddedIRSource, TritonCacheIRSource]
+    return [Described("embedded", "mneme.plugins.ir_sources.embedded:EmbeddedIRSource"),
+            Described("triton", "mneme.plugins.ir_sources.triton:TritonCacheIRSource")]

@@ -7,22 +7,21 @@ A family whose library is an extra says so (``mneme_requires``: module -> extra)
 from __future__ import annotations
 
 from mneme.core.hookspecs import hookimpl
+from mneme.core.plugins import Described
 
 
 class _Family:
-    def __init__(self, module: str, cls: str, requires: dict[str, str] | None = None):
-        self._where = (module, cls)
+    # Described, not imported: listing the samplers must not import Optuna or numpy.
+    def __init__(self, name: str, target: str, requires: dict[str, str] | None = None):
+        self._described = Described(name, target)
         self.mneme_requires = requires or {}
 
     @hookimpl
     def mneme_samplers(self):
-        import importlib
-
-        module, cls = self._where
-        return [getattr(importlib.import_module(module), cls)]
+        return [self._described]
 
 
-exhaustive = _Family("mneme.plugins.samplers.basic", "ExhaustiveSampler")
-random = _Family("mneme.plugins.samplers.basic", "RandomSampler")
-optuna = _Family("mneme.plugins.samplers.optuna_family", "OptunaSampler")
-nevergrad = _Family("mneme.plugins.samplers.nevergrad_family", "NevergradSampler", {"nevergrad": "nevergrad"})
+exhaustive = _Family("exhaustive", "mneme.plugins.samplers.basic:ExhaustiveSampler")
+random = _Family("random", "mneme.plugins.samplers.basic:RandomSampler")
+optuna = _Family("optuna", "mneme.plugins.samplers.optuna_family:OptunaSampler")
+nevergrad = _Family("nevergrad", "mneme.plugins.samplers.nevergrad_family:NevergradSampler", {"nevergrad": "nevergrad"})

@@ -12,7 +12,7 @@ from typing import Any
 
 import llvmlite
 
-from mneme.core import ir, pipeline
+from mneme.core import envvars, ir, pipeline
 from mneme.core.backend import (
     Availability,
     Backend,
@@ -24,10 +24,10 @@ from mneme.core.backend import (
     backend_for_arch,
 )
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
-from mneme.core.native import c_compiler
 from mneme.core.types import dim3
 from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget,
                                          retarget_amdgpu, runtime, steps, support)
+from mneme.plugins.backends.host.availability import availability as host_availability
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
@@ -164,11 +164,7 @@ class HostBackend(Backend):
     emits = ("object",)
 
     def availability(self) -> Availability:
-        if platform.system() != "Linux":
-            return Availability(False, "the host backend needs Linux (fixed-address mmap); use a Linux machine")
-        if c_compiler() is None and not runtime.built():
-            return Availability(False, "no C compiler to build the host runtime; install gcc or set CC")
-        return Availability(True)
+        return host_availability()
 
     def device_count(self) -> int:
         return host_device_count() if self.availability().usable else 0
@@ -235,7 +231,7 @@ class HostBackend(Backend):
                                    f"{kernel_name!r}); run this kernel on a GPU backend")  # fmt: skip
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
         text = host.text
-        if host.flags & retarget.FLAG_FIBERS and os.environ.get("MNEME_HOST_FIBERS") != "1":
+        if host.flags & retarget.FLAG_FIBERS and envvars.get("MNEME_HOST_FIBERS") != "1":
             text = _step_form(host, kernel_name) or text
         try:
             host_module = llvm.parse_assembly(text)
@@ -302,7 +298,7 @@ def host_device_count() -> int:
     Each is this CPU, opened in its own process, so a worker pool can serve several devices
     (and be tested doing so) on a machine without a GPU; their timings share the CPU.
     """
-    text = os.environ.get(HOST_DEVICES_ENV, "1").strip() or "1"
+    text = envvars.get(HOST_DEVICES_ENV)
     try:
         count = int(text)
     except ValueError:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from mneme.core.hookspecs import hookimpl
+from mneme.core.plugins import Described
 
 
 @hookimpl
 def mneme_backends():
-    from mneme.plugins.backends.host.backend import HostBackend  # lazily: `mneme --help` need not load LLVM
-
-    return [HostBackend]
+    # Described: `mneme plugins` asks `availability` without loading LLVM or the host runtime.
+    return [Described("host", "mneme.plugins.backends.host.backend:HostBackend",
+                      availability="mneme.plugins.backends.host.availability:availability")]
