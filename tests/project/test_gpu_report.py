@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
+
 JUNIT = """<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="1">
 <testcase classname="tests.gpu.test_x" name="test_y" time="0.5"/></testsuite></testsuites>"""
 
