@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from mneme.core import plugins, targets
+from mneme.core import envvars, plugins, targets
 from mneme.core.errors import MnemeError, UsageError
 
 if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
@@ -362,6 +362,13 @@ class LoadedKernel(abc.ABC):
 def backends() -> dict[str, type[Backend]]:
     """Name -> backend class, from the plugins."""
     return plugins.registry("backend")
+
+
+def _environment() -> list:
+    return [var for cls in backends().values() for var in cls.environment]
+
+
+envvars.add_source(_environment)  # the installed backends' variables are registered ones
 
 
 def get_backend(name: str) -> Backend:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -87,7 +88,8 @@ _VARS = [
 ]
 
 # Names in the sources that are not environment variables: header guards and compile-time macros.
-NOT_VARIABLES = frozenset({"MNEME_ANNOTATE_H", "MNEME_CUPTI_TIMER_H", "MNEME_CUPTI", "MNEME_DEVICE_TIMER"})
+NOT_VARIABLES = frozenset({"MNEME_ANNOTATE_H", "MNEME_CUPTI_TIMER_H", "MNEME_CUPTI", "MNEME_DEVICE_TIMER",
+                           "MNEME_NVCC_COMPAT_H", "MNEME_COMPAT_PAIR"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -95,28 +97,26 @@ def _core() -> dict[str, EnvVar]:
     return {v.name: v for v in _VARS + _limit_vars()}
 
 
-_loading_backends = False
+#: Where variables declared outside the core come from: `mneme.core.backend` adds the installed
+#: backends' (`Backend.environment`) when it is imported (the core does not import its plugins).
+_sources: list[Callable[[], Iterable[EnvVar]]] = []
+_reading = False
+
+
+def add_source(source: Callable[[], Iterable[EnvVar]]) -> None:
+    """Also register the variables `source()` gives (asked each time: plugins come and go)."""
+    _sources.append(source)
 
 
 def _backend_vars() -> dict[str, EnvVar]:
-    """The installed backends' variables; loading their classes loads the plugins, so only when asked."""
-    global _loading_backends, _backends_cache
-    if _backends_cache is not None:
-        return _backends_cache
-    if _loading_backends:  # a backend module reading its variable while the backends load
+    global _reading
+    if _reading:  # a plugin reading its variable while the sources load it
         return {}
-    from mneme.core import backend
-
-    _loading_backends = True
+    _reading = True
     try:
-        found = {var.name: var for cls in backend.backends().values() for var in cls.environment}
+        return {var.name: var for source in _sources for var in source()}
     finally:
-        _loading_backends = False
-    _backends_cache = found
-    return found
-
-
-_backends_cache: dict[str, EnvVar] | None = None
+        _reading = False
 
 
 def _registry() -> dict[str, EnvVar]:

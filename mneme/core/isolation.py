@@ -24,7 +24,7 @@ import time
 from multiprocessing.connection import Pipe
 from typing import Any, Callable
 
-from mneme.core import kernel_clock, limits
+from mneme.core import envvars, kernel_clock, limits
 from mneme.core.errors import ExperimentError, MnemeError, NotVerifiedError
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ _POLL = 0.05
 
 def enabled() -> bool:
     """Whether commands run kernels in a child process (``MNEME_ISOLATE``, default on; Linux and macOS)."""
-    return hasattr(os, "fork") and os.environ.get(ENV, "1").strip() not in ("0", "off", "no", "false")
+    return hasattr(os, "fork") and (envvars.get(ENV) or "1") not in ("0", "off", "no", "false")
 
 
 class ChildError(MnemeError):

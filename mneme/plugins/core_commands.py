@@ -327,6 +327,7 @@ def effective_config() -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001 - a broken backend plugin must not hide the others
             backends[item.name] = {"distribution": item.distribution, "version": item.version,
                                    "usable": False, "reason": f"availability check failed: {exc!r}"}
+    from mneme.core import backend as _backend  # noqa: F401 - registers the installed backends' variables
     from mneme.core import envvars
 
     environment = {}

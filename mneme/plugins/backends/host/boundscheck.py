@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import re
 
+from mneme.core import envvars
+
 CHECK = "__mneme_check_read"
 ENV = "MNEME_HOST_BOUNDS"
 SUFFIX = ".__mneme_checked"
@@ -33,7 +35,7 @@ _MEMCPY = re.compile(r"^(\s*)(?:tail |musttail |notail )?call void @llvm\.mem(?:
 
 def enabled() -> bool:
     """Whether kernels are compiled with read checks (``MNEME_HOST_BOUNDS``, default on)."""
-    return os.environ.get(ENV, "1").strip() not in ("0", "off", "no", "false")
+    return (envvars.get(ENV) or "1") not in ("0", "off", "no", "false")
 
 
 def _size_of(type_text: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from mneme.core import envvars
 from mneme.core.errors import BackendUnavailable
 from mneme.core.native import NativeLibrary, c_compiler
 
@@ -86,7 +87,7 @@ SANDBOX_ENV = "MNEME_HOST_SANDBOX"
 def sandbox(lib: ctypes.CDLL) -> bool:
     """Run later launches' kernel code under the runtime's seccomp filter (sandbox.inc) unless
     ``MNEME_HOST_SANDBOX=0``; returns whether the filter applies (seccomp exists here)."""
-    on = os.environ.get(SANDBOX_ENV, "1").strip() not in ("0", "off", "no", "false")
+    on = (envvars.get(SANDBOX_ENV) or "1") not in ("0", "off", "no", "false")
     available = bool(lib.mneme_set_sandbox(1 if on else 0))
     if on and not available:
         log.warning("seccomp filters are not available here: host kernels run without the sandbox (docs/security.md)")
