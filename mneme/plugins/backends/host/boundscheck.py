@@ -13,7 +13,6 @@ and gathered vector loads (``llvm.masked.*``) are not checked.
 
 from __future__ import annotations
 
-import os
 import re
 
 from mneme.core import envvars
