@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 from skips import needs
 
 from mneme.core.elf import ElfFile
 from mneme_hip.bundle import code_objects, kernel_image
 
 HERE = Path(__file__).resolve().parent / "hip_recorder"
-ROOT = HERE.parents[1]
 ABI = ROOT / "backends" / "hip" / "recorder"
 KERNEL = "_Z9scale_addPfPKffi"
 MNEME = [sys.executable, "-m", "mneme"]
