@@ -74,6 +74,9 @@ def test_recorder_status_says_whether_and_how_it_is_built(monkeypatch, tmp_path)
     if packaged is not None:  # the package's build (scikit-build-core) made it: status names that file
         assert recorder.status() == (True, f"built: {packaged}")
     monkeypatch.setattr(recorder, "packaged_library", lambda: None)  # as a package build without cuda.h leaves it
+    from mneme.core import native
+
+    monkeypatch.setattr(native, "_SEARCH", [])  # nor a checkout's prepared copy (.gpu/lib, scripts/gpu-suite --prepare)
     _, message = recorder.status()
     assert message.startswith("not built")
     monkeypatch.setenv("MNEME_CUDA_RECORDER", str(tmp_path / "missing.so"))
