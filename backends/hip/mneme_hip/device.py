@@ -16,7 +16,7 @@ from mneme.core import kernel_clock
 from mneme.core.backend import Device, DeviceBinary, DeviceInfo, LoadedKernel, check_cache_state
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme.core.types import dim3
-from mneme_hip import compare, launch, vmm
+from mneme_hip import compare, launch, tolerance, vmm
 from mneme_hip.hipapi import HipError, bindings, call
 
 log = logging.getLogger(__name__)
@@ -113,13 +113,13 @@ class HipDevice(Device):
         self.reservations: list[vmm.Reservation] = []
         self._staging: list[Any] = []
         self._flush: int | None = None
-        self._compare: HipKernel | None = None
+        self._compare: dict[str, HipKernel] = {}
 
     # -- lifetime ---------------------------------------------------------------------------
     def _release(self) -> None:
         hip = self.hip
-        if self._compare is not None:
-            self._compare.close()
+        for kernel in self._compare.values():
+            kernel.close()
         for buffer in self._staging:
             hip.hipHostFree(buffer)
         if self._flush is not None:
@@ -291,27 +291,49 @@ class HipDevice(Device):
 
     # -- verification on the device -------------------------------------------------------------
     def compare_regions(self, requests) -> list[compare.RegionDiff]:
-        """Exact regions compared on the GPU; a tolerance makes the executor compare on the host."""
-        compare.check_exact(requests)
+        """Every region compared on the GPU: exactly, or under its policy's tolerance by a typed kernel."""
         diffs = []
         for r in requests:
-            count, first = self.compare_bytes(r.expected, r.actual, r.size)
-            diffs.append(compare.RegionDiff(r.actual, r.size, count, first, count == 0))
+            key, threshold, relative, norm = compare.plan(r.policy)
+            if key == "bytes":
+                words = self._run_compare("bytes", compare.pack_args, (r.expected, r.actual, r.size), 2)
+                diffs.append(compare.decide(r.actual, r.size, key, 0.0, False, norm, words))
+                continue
+            elem = tolerance.itemsize(key)
+            whole = r.size // elem * elem
+            tail = (0, -1)
+            if whole < r.size:  # a partial trailing element must match exactly, as on the host
+                count, first = self.compare_bytes(r.expected + whole, r.actual + whole, r.size - whole)
+                tail = (count, whole + first if count else -1)
+            words = compare.initial_words()
+            if whole:
+                words = self._run_compare(key, lambda e, a, n, out, stride: compare.pack_tolerant_args(
+                    e, a, n, threshold, relative, out, stride), (r.expected, r.actual, whole // elem), compare.OUT_WORDS)  # fmt: skip
+            diffs.append(compare.decide(r.actual, r.size, key, threshold, relative, norm, words, tail))
         return diffs
 
     def compare_bytes(self, expected: int, actual: int, size: int) -> tuple[int, int]:
         """(differing bytes, first differing offset or -1) of two device ranges, counted on the GPU."""
-        self._check_open()
-        if self._compare is None:
+        return compare.result(self._run_compare("bytes", compare.pack_args, (expected, actual, size), 2))
+
+    def _compare_kernel(self, key: str) -> HipKernel:
+        """The compare kernel for `key` ("bytes" or a dtype), built by our toolchain and loaded at first use."""
+        if key not in self._compare:
             arch = base_arch(self.info.arch)
-            self._compare = self.load(DeviceBinary("hip", arch, "hsaco", compare.KERNEL, compare.hsaco(arch)))
-        out = call("hipMalloc", self.hip.hipMalloc(16))
+            name = compare.KERNEL if key == "bytes" else tolerance.kernel_name(key)
+            self._compare[key] = self.load(DeviceBinary("hip", arch, "hsaco", name, compare.hsaco(arch, key)))
+        return self._compare[key]
+
+    def _run_compare(self, key: str, pack, operands: tuple[int, int, int], n_words: int) -> np.ndarray:
+        """Launch one compare over `operands` (expected, actual, elements) and read back its result words."""
+        self._check_open()
+        kernel = self._compare_kernel(key)
+        initial = compare.initial_out() if n_words == 2 else compare.initial_words()
+        out = call("hipMalloc", self.hip.hipMalloc(initial.nbytes))
         try:
-            self.write(int(out), compare.initial_out().tobytes())
-            grid = compare.grid_for(size, self.compute_units)
-            args = compare.pack_args(expected, actual, size, int(out), grid * compare.BLOCK)
-            self.launch(self._compare, grid, compare.BLOCK, 0, args)
-            words = np.frombuffer(self.read(int(out), 16), dtype=np.uint64)
+            self.write(int(out), initial.tobytes())
+            grid = compare.grid_for(operands[2], self.compute_units)
+            self.launch(kernel, grid, compare.BLOCK, 0, pack(*operands, int(out), grid * compare.BLOCK))
+            return np.frombuffer(self.read(int(out), initial.nbytes), dtype=np.uint64).copy()
         finally:
             self.hip.hipFree(out)
-        return compare.result(words)
