@@ -14,15 +14,14 @@ import numpy as np
 
 from mneme.core import kernel_clock
 from mneme.core.backend import Device, DeviceBinary, DeviceInfo, LoadedKernel, check_cache_state
-from mneme.core.errors import ExperimentError, MnemeError
+from mneme.core.errors import ExperimentError, MnemeError, UsageError
 from mneme.core.types import dim3
-from mneme_hip import compare, launch, tolerance, vmm
+from mneme_hip import compare, launch, rocprof, tolerance, vmm
 from mneme_hip.hipapi import HipError, bindings, call
 
 log = logging.getLogger(__name__)
 
 STAGING_BYTES = 16 << 20  # one pinned staging buffer; writes and reads stream through two of them
-TIMERS = ("auto", "hip-event", "host-clock")
 
 
 def device_arch(hip: Any, index: int) -> str:
@@ -92,7 +91,7 @@ class HipKernel(LoadedKernel):
 class HipDevice(Device):
     """One AMD GPU opened in this process; memory lives at the recorded virtual addresses."""
 
-    timers = TIMERS
+    timers = rocprof.TIMERS
 
     def __init__(self, index: int = 0):
         hip = bindings()
@@ -114,6 +113,7 @@ class HipDevice(Device):
         self._staging: list[Any] = []
         self._flush: int | None = None
         self._compare: dict[str, HipKernel] = {}
+        self._warned_timer = False
 
     # -- lifetime ---------------------------------------------------------------------------
     def _release(self) -> None:
@@ -236,26 +236,76 @@ class HipDevice(Device):
             self._flush = call("hipMalloc", self.hip.hipMalloc(size))
         call("hipMemsetD8Async", self.hip.hipMemsetD8Async(self._flush, 0, size, self.stream))
 
+    def _kernel_timer(self, timer: str) -> rocprof.KernelTimer | None:
+        """rocprofiler-sdk's timer for "rocprofiler" (else a UsageError saying why) and "auto" (else None)."""
+        if timer not in ("auto", rocprof.TIMER):
+            return None
+        ktimer, why = rocprof.kernel_timer()
+        if ktimer is None and timer == rocprof.TIMER:
+            raise UsageError(f"timer rocprofiler: {why}; use --timer hip-event (or auto)")
+        if ktimer is None and not self._warned_timer:
+            self._warned_timer = True
+            log.info("timing with hipEvents: %s", why)
+        return ktimer
+
+    def check_timer(self, timer: str) -> None:
+        """A known timer, and for "rocprofiler" one that works here (else a UsageError saying why not)."""
+        super().check_timer(timer)
+        if timer == rocprof.TIMER:
+            self._kernel_timer(timer)
+
     def time(self, kernel, grid, block, shared_mem, args, iterations, before_each=None, cache="flushed",
              timer="auto") -> list[float]:  # fmt: skip
-        """Seconds per run from hipEvent pairs around each launch (``host-clock``: the core's)."""
+        """Seconds per run: rocprofiler-sdk's dispatch timestamps where it is set up, else hipEvent pairs
+        around each launch (``host-clock``: the core's). `timer_used` names the one that measured."""
         check_cache_state(cache)
         self.check_timer(timer)
         if timer == "host-clock":
             return super().time(kernel, grid, block, shared_mem, args, iterations, before_each, cache, timer)
-        hip = self.hip
         grid, block = dim3.of(grid), dim3.of(block)
         buffer = launch.ArgumentBuffer(args)
+        ktimer = self._kernel_timer(timer)
+        if ktimer is not None:
+            times = self._time_by_records(ktimer, kernel, grid, block, shared_mem, buffer, iterations, before_each, cache)
+            if times is not None:
+                self.timer_used = rocprof.TIMER
+                return times
+            if timer == rocprof.TIMER:
+                raise ExperimentError(f"kernel {kernel.binary.kernel_name!r}: rocprofiler-sdk did not report one "
+                                      f"dispatch record per timed run ({iterations})", kind="timing")  # fmt: skip
+            log.warning("rocprofiler-sdk did not report every timed dispatch; timing with hipEvents")
+        return self._time_by_events(kernel, grid, block, shared_mem, buffer, iterations, before_each, cache)
+
+    def _prepare_run(self, kernel, grid, block, shared_mem, buffer, before_each, cache) -> None:
+        if before_each is not None:
+            before_each()
+        if cache == "flushed":
+            self._flush_l2()
+        elif cache == "primed":
+            self._enqueue(kernel, grid, block, shared_mem, buffer)
+
+    def _time_by_records(self, ktimer, kernel, grid, block, shared_mem, buffer, iterations, before_each,
+                         cache) -> list[float] | None:  # fmt: skip
+        """Each run's own duration from its dispatch record; the context traces only the timed launches."""
+        self.synchronize("the work before timing")
+        ktimer.take()  # records of earlier work are not this kernel's
+        for _ in range(iterations):
+            self._prepare_run(kernel, grid, block, shared_mem, buffer, before_each, cache)
+            ktimer.start()
+            try:
+                self._enqueue(kernel, grid, block, shared_mem, buffer)
+            finally:
+                ktimer.stop()  # the contexts active at enqueue are the ones that report the dispatch
+            self.synchronize(f"kernel {kernel.binary.kernel_name!r}")
+        return rocprof.runs_of(ktimer.take(), block.as_tuple(), grid.as_tuple(), iterations)
+
+    def _time_by_events(self, kernel, grid, block, shared_mem, buffer, iterations, before_each, cache) -> list[float]:
+        hip = self.hip
         start, stop = call("hipEventCreate", hip.hipEventCreate()), call("hipEventCreate", hip.hipEventCreate())
         times = []
         try:
             for _ in range(iterations):
-                if before_each is not None:
-                    before_each()
-                if cache == "flushed":
-                    self._flush_l2()
-                elif cache == "primed":
-                    self._enqueue(kernel, grid, block, shared_mem, buffer)
+                self._prepare_run(kernel, grid, block, shared_mem, buffer, before_each, cache)
                 call("hipEventRecord", hip.hipEventRecord(start, self.stream))
                 self._enqueue(kernel, grid, block, shared_mem, buffer)
                 call("hipEventRecord", hip.hipEventRecord(stop, self.stream))

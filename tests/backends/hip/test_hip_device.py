@@ -176,6 +176,8 @@ def test_a_compiled_kernel_runs_times_and_verifies_on_the_gpu(hip_device):
     hip_device.launch(kernel, 4, 256, 0, args)
     np.testing.assert_array_equal(np.frombuffer(hip_device.read(pc, 4 * n), np.float32), a + b)
     times = hip_device.time(kernel, 4, 256, 0, args, iterations=3)
+    assert len(times) == 3 and all(t > 0 for t in times) and hip_device.timer_used in ("rocprofiler", "hip-event")
+    times = hip_device.time(kernel, 4, 256, 0, args, iterations=3, timer="hip-event")
     assert len(times) == 3 and all(t > 0 for t in times) and hip_device.timer_used == "hip-event"
     assert hip_device.compare_bytes(pc, pc, 4 * n) == (0, -1)
     from mneme.core.snapshot import RegionPolicy
