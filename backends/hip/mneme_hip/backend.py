@@ -9,7 +9,7 @@ import attrs
 from mneme.core.backend import Availability, Backend, DeviceBinary
 from mneme.core.envvars import EnvVar
 from mneme.core.errors import BackendUnavailable
-from mneme_hip import codegen, hipapi
+from mneme_hip import codegen, hipapi, rocprof
 
 
 class HipBackend(Backend):
@@ -22,12 +22,13 @@ class HipBackend(Backend):
     kernel_marks = ("amdgpu_kernel", "@llvm.amdgcn.")
     elf_machines = (224,)  # EM_AMDGPU: code objects (hsaco)
     environment = (EnvVar("MNEME_LLD", "ld.lld-19", "ld.lld used to link AMDGPU code objects", "hip"),
-                   EnvVar("MNEME_HIP_RECORDER", "", "path of the HIP recorder library to preload", "hip"))
+                   EnvVar("MNEME_HIP_RECORDER", "", "path of the HIP recorder library to preload", "hip"),
+                   EnvVar("MNEME_ROCPROFILER_SDK_LIB", "", "librocprofiler-sdk for the kernel timer", "hip"))
     priority = 20
     emits = codegen.EMITS
     #: replay modes besides "ir": the recorded code object (launch-geometry tuning without IR)
     image_kinds = ("hsaco",)
-    timers = ("auto", "hip-event", "host-clock")
+    timers = rocprof.TIMERS
 
     def availability(self) -> Availability:
         return hipapi.availability()

@@ -6,18 +6,20 @@ architecture. ``mneme_compare_bytes`` counts the bytes that differ between the e
 and the kernel's result and finds the first one: each thread walks a grid-stride loop, then
 adds its count (``atomicrmw add``) and its first index (``atomicrmw umin``) to two 64-bit words.
 The same IR runs on the host backend, which is how it is tested on machines without an AMD GPU.
+A region with a tolerance is compared by the typed kernel of `mneme_hip.tolerance` (`plan`
+picks it from the region's policy; `decide` turns its ten result words into a `RegionDiff`).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import struct
 from typing import Any
 
 import attrs
 import numpy as np
 
-from mneme.core.errors import UnsupportedError
 from mneme.core.types import ExperimentConfiguration
 
 KERNEL = "mneme_compare_bytes"
@@ -81,23 +83,95 @@ attributes #0 = {{ "amdgpu-flat-work-group-size"="1,{BLOCK}" }}
 """
 
 
+OUT_WORDS = 10  # the tolerant kernels' result words (mneme_hip.tolerance); the byte kernel uses the first two
+
+
 @attrs.frozen
 class RegionDiff:
-    """How one region differs (the executor's report of a device compare); -1: nothing differs."""
+    """How one region differs (the executor's report of a device compare); offsets in bytes, -1: none."""
 
     actual: int
     size: int
+    dtype: str
     differing_bytes: int
     first_offset: int
-    ok: bool
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    nan_mismatch: int = 0
+    l2_abs: float = 0.0
+    l2_rel: float = 0.0
+    ok: bool = True
 
 
-def check_exact(requests: Any) -> None:
-    """The device compares bytes exactly; a tolerance policy is compared on the host (UnsupportedError)."""
-    tolerant = [r for r in requests if getattr(r, "policy", None) is not None]
-    if tolerant:
-        raise UnsupportedError(f"the hip device compares bytes exactly; region 0x{tolerant[0].actual:x} has a "
-                               f"tolerance ({tolerant[0].policy}): compare on the host")  # fmt: skip
+def plan(policy: Any) -> tuple[str, float, bool, str]:
+    """(kernel key, threshold, relative, norm) for a region's policy; key "bytes" compares exactly.
+
+    A policy is any object with `dtype`, `threshold`, `relative` and `norm` (the snapshot's
+    RegionPolicy); None, or an integer dtype with a zero threshold and no norm, is exact.
+    """
+    from mneme_hip import tolerance
+
+    if policy is None:
+        return "bytes", 0.0, False, "none"
+    dtype = str(getattr(policy, "dtype", "u8"))
+    threshold = float(getattr(policy, "threshold", 0.0))
+    relative = bool(getattr(policy, "relative", False))
+    norm = str(getattr(policy, "norm", "none") or "none")
+    if dtype in tolerance.FLOATS or threshold != 0.0 or norm != "none":
+        tolerance.itemsize(dtype)  # KeyError only for a dtype RegionPolicy itself refuses
+        return dtype, threshold, relative, norm
+    return "bytes", 0.0, False, "none"
+
+
+def pack_tolerant_args(expected: int, actual: int, count: int, threshold: float, relative: bool, out: int,
+                       stride: int) -> bytes:  # fmt: skip
+    """The typed kernel's arguments: three pointers/counts, the threshold (f64), the flag (i32, padded), two more."""
+    return struct.pack("<QQQdi4xQQ", expected, actual, count, threshold, int(relative), out, stride)
+
+
+def initial_words() -> np.ndarray:
+    """The ten result words of a typed compare before it runs: all zero but 'first' (all ones)."""
+    out = np.zeros(OUT_WORDS, dtype=np.uint64)
+    out[1] = np.iinfo(np.uint64).max
+    return out
+
+
+def _ratio(num: float, den: float) -> float:
+    if den > 0:
+        return num / den
+    return 0.0 if num == 0 else math.inf
+
+
+def decide(actual: int, size: int, key: str, threshold: float, relative: bool, norm: str, words: np.ndarray,
+           tail: tuple[int, int] = (0, -1)) -> RegionDiff:  # fmt: skip
+    """One region's verdict from its kernel's words and its trailing partial element's exact compare.
+
+    `tail` is (differing bytes, first offset or -1) of the bytes after the last whole element,
+    which must match exactly, as on the host. With norm "none" every element must be within
+    the threshold; with a norm, the norm of the errors (relative: over the expected values'
+    norm) must be, and no NaN may face a number.
+    """
+    from mneme_hip import tolerance
+
+    count, first = int(words[0]), int(words[1])
+    if key == "bytes":
+        return RegionDiff(actual, size, "u8", count, first if count else -1, ok=count == 0)
+    elem = tolerance.itemsize(key)
+    differing = count * elem + tail[0]
+    first_offset = first * elem if count else tail[1]
+    f = np.asarray(words, dtype=np.uint64).view(np.float64)
+    max_abs, max_rel, nan_mismatch = float(f[2]), float(f[3]), int(words[4])
+    l2_abs, l2_ref = math.sqrt(float(f[5])), math.sqrt(float(f[6]))
+    l1_abs, l1_ref, max_ref = float(f[7]), float(f[8]), float(f[9])
+    errors = {"L2": (l2_abs, l2_ref), "L1": (l1_abs, l1_ref), "Linf": (max_abs, max_ref)}
+    if norm in errors:
+        num, den = errors[norm]
+        error = _ratio(num, den) if relative else num
+        ok = error <= threshold and nan_mismatch == 0
+    else:
+        ok = count == 0
+    return RegionDiff(actual, size, key, differing, first_offset, max_abs, max_rel, nan_mismatch, l2_abs,
+                      _ratio(l2_abs, l2_ref), ok and tail[0] == 0)  # fmt: skip
 
 
 def pack_args(expected: int, actual: int, size: int, out: int, stride: int) -> bytes:
@@ -121,12 +195,13 @@ def result(words: np.ndarray) -> tuple[int, int]:
     return count, (first if count else -1)
 
 
-@functools.lru_cache(maxsize=8)
-def hsaco(arch: str) -> bytes:
-    """The compare kernel's code object for `arch`, built once per process and architecture."""
+@functools.lru_cache(maxsize=32)
+def hsaco(arch: str, key: str = "bytes") -> bytes:
+    """A compare kernel's code object for `arch` (key "bytes" or a dtype), built once per process."""
     from mneme.core import ir
-    from mneme_hip import codegen
+    from mneme_hip import codegen, tolerance
 
-    module = ir.load(IR)
-    binary = codegen.codegen(module, KERNEL, ExperimentConfiguration(grid=1, block=BLOCK), arch, emit="hsaco")
+    source, name = (IR, KERNEL) if key == "bytes" else (tolerance.ir(key), tolerance.kernel_name(key))
+    module = ir.load(source)
+    binary = codegen.codegen(module, name, ExperimentConfiguration(grid=1, block=BLOCK), arch, emit="hsaco")
     return binary.data

@@ -14,15 +14,14 @@ import numpy as np
 
 from mneme.core import kernel_clock
 from mneme.core.backend import Device, DeviceBinary, DeviceInfo, LoadedKernel, check_cache_state
-from mneme.core.errors import ExperimentError, MnemeError
+from mneme.core.errors import ExperimentError, MnemeError, UsageError
 from mneme.core.types import dim3
-from mneme_hip import compare, launch, vmm
+from mneme_hip import compare, launch, rocprof, tolerance, vmm
 from mneme_hip.hipapi import HipError, bindings, call
 
 log = logging.getLogger(__name__)
 
 STAGING_BYTES = 16 << 20  # one pinned staging buffer; writes and reads stream through two of them
-TIMERS = ("auto", "hip-event", "host-clock")
 
 
 def device_arch(hip: Any, index: int) -> str:
@@ -92,7 +91,7 @@ class HipKernel(LoadedKernel):
 class HipDevice(Device):
     """One AMD GPU opened in this process; memory lives at the recorded virtual addresses."""
 
-    timers = TIMERS
+    timers = rocprof.TIMERS
 
     def __init__(self, index: int = 0):
         hip = bindings()
@@ -113,13 +112,14 @@ class HipDevice(Device):
         self.reservations: list[vmm.Reservation] = []
         self._staging: list[Any] = []
         self._flush: int | None = None
-        self._compare: HipKernel | None = None
+        self._compare: dict[str, HipKernel] = {}
+        self._warned_timer = False
 
     # -- lifetime ---------------------------------------------------------------------------
     def _release(self) -> None:
         hip = self.hip
-        if self._compare is not None:
-            self._compare.close()
+        for kernel in self._compare.values():
+            kernel.close()
         for buffer in self._staging:
             hip.hipHostFree(buffer)
         if self._flush is not None:
@@ -236,26 +236,76 @@ class HipDevice(Device):
             self._flush = call("hipMalloc", self.hip.hipMalloc(size))
         call("hipMemsetD8Async", self.hip.hipMemsetD8Async(self._flush, 0, size, self.stream))
 
+    def _kernel_timer(self, timer: str) -> rocprof.KernelTimer | None:
+        """rocprofiler-sdk's timer for "rocprofiler" (else a UsageError saying why) and "auto" (else None)."""
+        if timer not in ("auto", rocprof.TIMER):
+            return None
+        ktimer, why = rocprof.kernel_timer()
+        if ktimer is None and timer == rocprof.TIMER:
+            raise UsageError(f"timer rocprofiler: {why}; use --timer hip-event (or auto)")
+        if ktimer is None and not self._warned_timer:
+            self._warned_timer = True
+            log.info("timing with hipEvents: %s", why)
+        return ktimer
+
+    def check_timer(self, timer: str) -> None:
+        """A known timer, and for "rocprofiler" one that works here (else a UsageError saying why not)."""
+        super().check_timer(timer)
+        if timer == rocprof.TIMER:
+            self._kernel_timer(timer)
+
     def time(self, kernel, grid, block, shared_mem, args, iterations, before_each=None, cache="flushed",
              timer="auto") -> list[float]:  # fmt: skip
-        """Seconds per run from hipEvent pairs around each launch (``host-clock``: the core's)."""
+        """Seconds per run: rocprofiler-sdk's dispatch timestamps where it is set up, else hipEvent pairs
+        around each launch (``host-clock``: the core's). `timer_used` names the one that measured."""
         check_cache_state(cache)
         self.check_timer(timer)
         if timer == "host-clock":
             return super().time(kernel, grid, block, shared_mem, args, iterations, before_each, cache, timer)
-        hip = self.hip
         grid, block = dim3.of(grid), dim3.of(block)
         buffer = launch.ArgumentBuffer(args)
+        ktimer = self._kernel_timer(timer)
+        if ktimer is not None:
+            times = self._time_by_records(ktimer, kernel, grid, block, shared_mem, buffer, iterations, before_each, cache)
+            if times is not None:
+                self.timer_used = rocprof.TIMER
+                return times
+            if timer == rocprof.TIMER:
+                raise ExperimentError(f"kernel {kernel.binary.kernel_name!r}: rocprofiler-sdk did not report one "
+                                      f"dispatch record per timed run ({iterations})", kind="timing")  # fmt: skip
+            log.warning("rocprofiler-sdk did not report every timed dispatch; timing with hipEvents")
+        return self._time_by_events(kernel, grid, block, shared_mem, buffer, iterations, before_each, cache)
+
+    def _prepare_run(self, kernel, grid, block, shared_mem, buffer, before_each, cache) -> None:
+        if before_each is not None:
+            before_each()
+        if cache == "flushed":
+            self._flush_l2()
+        elif cache == "primed":
+            self._enqueue(kernel, grid, block, shared_mem, buffer)
+
+    def _time_by_records(self, ktimer, kernel, grid, block, shared_mem, buffer, iterations, before_each,
+                         cache) -> list[float] | None:  # fmt: skip
+        """Each run's own duration from its dispatch record; the context traces only the timed launches."""
+        self.synchronize("the work before timing")
+        ktimer.take()  # records of earlier work are not this kernel's
+        for _ in range(iterations):
+            self._prepare_run(kernel, grid, block, shared_mem, buffer, before_each, cache)
+            ktimer.start()
+            try:
+                self._enqueue(kernel, grid, block, shared_mem, buffer)
+            finally:
+                ktimer.stop()  # the contexts active at enqueue are the ones that report the dispatch
+            self.synchronize(f"kernel {kernel.binary.kernel_name!r}")
+        return rocprof.runs_of(ktimer.take(), block.as_tuple(), grid.as_tuple(), iterations)
+
+    def _time_by_events(self, kernel, grid, block, shared_mem, buffer, iterations, before_each, cache) -> list[float]:
+        hip = self.hip
         start, stop = call("hipEventCreate", hip.hipEventCreate()), call("hipEventCreate", hip.hipEventCreate())
         times = []
         try:
             for _ in range(iterations):
-                if before_each is not None:
-                    before_each()
-                if cache == "flushed":
-                    self._flush_l2()
-                elif cache == "primed":
-                    self._enqueue(kernel, grid, block, shared_mem, buffer)
+                self._prepare_run(kernel, grid, block, shared_mem, buffer, before_each, cache)
                 call("hipEventRecord", hip.hipEventRecord(start, self.stream))
                 self._enqueue(kernel, grid, block, shared_mem, buffer)
                 call("hipEventRecord", hip.hipEventRecord(stop, self.stream))
@@ -291,27 +341,49 @@ class HipDevice(Device):
 
     # -- verification on the device -------------------------------------------------------------
     def compare_regions(self, requests) -> list[compare.RegionDiff]:
-        """Exact regions compared on the GPU; a tolerance makes the executor compare on the host."""
-        compare.check_exact(requests)
+        """Every region compared on the GPU: exactly, or under its policy's tolerance by a typed kernel."""
         diffs = []
         for r in requests:
-            count, first = self.compare_bytes(r.expected, r.actual, r.size)
-            diffs.append(compare.RegionDiff(r.actual, r.size, count, first, count == 0))
+            key, threshold, relative, norm = compare.plan(r.policy)
+            if key == "bytes":
+                words = self._run_compare("bytes", compare.pack_args, (r.expected, r.actual, r.size), 2)
+                diffs.append(compare.decide(r.actual, r.size, key, 0.0, False, norm, words))
+                continue
+            elem = tolerance.itemsize(key)
+            whole = r.size // elem * elem
+            tail = (0, -1)
+            if whole < r.size:  # a partial trailing element must match exactly, as on the host
+                count, first = self.compare_bytes(r.expected + whole, r.actual + whole, r.size - whole)
+                tail = (count, whole + first if count else -1)
+            words = compare.initial_words()
+            if whole:
+                words = self._run_compare(key, lambda e, a, n, out, stride: compare.pack_tolerant_args(
+                    e, a, n, threshold, relative, out, stride), (r.expected, r.actual, whole // elem), compare.OUT_WORDS)  # fmt: skip
+            diffs.append(compare.decide(r.actual, r.size, key, threshold, relative, norm, words, tail))
         return diffs
 
     def compare_bytes(self, expected: int, actual: int, size: int) -> tuple[int, int]:
         """(differing bytes, first differing offset or -1) of two device ranges, counted on the GPU."""
-        self._check_open()
-        if self._compare is None:
+        return compare.result(self._run_compare("bytes", compare.pack_args, (expected, actual, size), 2))
+
+    def _compare_kernel(self, key: str) -> HipKernel:
+        """The compare kernel for `key` ("bytes" or a dtype), built by our toolchain and loaded at first use."""
+        if key not in self._compare:
             arch = base_arch(self.info.arch)
-            self._compare = self.load(DeviceBinary("hip", arch, "hsaco", compare.KERNEL, compare.hsaco(arch)))
-        out = call("hipMalloc", self.hip.hipMalloc(16))
+            name = compare.KERNEL if key == "bytes" else tolerance.kernel_name(key)
+            self._compare[key] = self.load(DeviceBinary("hip", arch, "hsaco", name, compare.hsaco(arch, key)))
+        return self._compare[key]
+
+    def _run_compare(self, key: str, pack, operands: tuple[int, int, int], n_words: int) -> np.ndarray:
+        """Launch one compare over `operands` (expected, actual, elements) and read back its result words."""
+        self._check_open()
+        kernel = self._compare_kernel(key)
+        initial = compare.initial_out() if n_words == 2 else compare.initial_words()
+        out = call("hipMalloc", self.hip.hipMalloc(initial.nbytes))
         try:
-            self.write(int(out), compare.initial_out().tobytes())
-            grid = compare.grid_for(size, self.compute_units)
-            args = compare.pack_args(expected, actual, size, int(out), grid * compare.BLOCK)
-            self.launch(self._compare, grid, compare.BLOCK, 0, args)
-            words = np.frombuffer(self.read(int(out), 16), dtype=np.uint64)
+            self.write(int(out), initial.tobytes())
+            grid = compare.grid_for(operands[2], self.compute_units)
+            self.launch(kernel, grid, compare.BLOCK, 0, pack(*operands, int(out), grid * compare.BLOCK))
+            return np.frombuffer(self.read(int(out), initial.nbytes), dtype=np.uint64).copy()
         finally:
             self.hip.hipFree(out)
-        return compare.result(words)

@@ -34,6 +34,9 @@ def _import() -> tuple[Any, str]:
         return None, f"hip-python is not installed ({exc}); {INSTALL_HINT}"
     except OSError as exc:  # the bindings load libamdhip64 when imported on some versions
         return None, f"the HIP runtime library libamdhip64 could not be loaded ({exc}); install ROCm 6.x"
+    from mneme_hip import rocprof
+
+    rocprof.kernel_timer()  # a rocprofiler-sdk tool registers before the runtime's first call, or never
     return hip, ""
 
 

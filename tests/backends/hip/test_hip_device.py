@@ -176,22 +176,23 @@ def test_a_compiled_kernel_runs_times_and_verifies_on_the_gpu(hip_device):
     hip_device.launch(kernel, 4, 256, 0, args)
     np.testing.assert_array_equal(np.frombuffer(hip_device.read(pc, 4 * n), np.float32), a + b)
     times = hip_device.time(kernel, 4, 256, 0, args, iterations=3)
+    assert len(times) == 3 and all(t > 0 for t in times) and hip_device.timer_used in ("rocprofiler", "hip-event")
+    times = hip_device.time(kernel, 4, 256, 0, args, iterations=3, timer="hip-event")
     assert len(times) == 3 and all(t > 0 for t in times) and hip_device.timer_used == "hip-event"
     assert hip_device.compare_bytes(pc, pc, 4 * n) == (0, -1)
-    assert isinstance(binary, DeviceBinary) and binary.kind == "hsaco"
-
-
-def test_tolerant_regions_are_left_to_the_host_compare():
-    from mneme.core.errors import UnsupportedError
     from mneme.core.snapshot import RegionPolicy
 
     class Request:  # the executor's compare request: expected copy, actual region, size, policy
-        def __init__(self, actual, policy):
-            self.expected, self.actual, self.size, self.policy = 0x1000, actual, 64, policy
+        def __init__(self, expected, policy):
+            self.expected, self.actual, self.size, self.policy = expected, pc, 4 * n, policy
 
-    compare.check_exact([Request(0x2000, None), Request(0x3000, None)])
-    with pytest.raises(UnsupportedError, match="region 0x3000 has a tolerance"):
-        compare.check_exact([Request(0x2000, None), Request(0x3000, RegionPolicy(dtype="f32", threshold=1e-6))])
+    # c = a + 1: every element differs from a by exactly 1.0
+    policies = [None, RegionPolicy(dtype="f32", threshold=1.5), RegionPolicy(dtype="f32", threshold=0.5)]
+    exact, within, beyond = hip_device.compare_regions([Request(pa, p) for p in policies])
+    assert (exact.ok, exact.first_offset, exact.dtype) == (False, 0, "u8")
+    assert (within.ok, within.dtype, within.max_abs, within.differing_bytes) == (True, "f32", 1.0, 0)
+    assert (beyond.ok, beyond.differing_bytes, beyond.first_offset) == (False, 4 * n, 0)
+    assert isinstance(binary, DeviceBinary) and binary.kind == "hsaco"
 
 
 def test_the_structures_and_launch_array_are_accepted_by_the_real_bindings():
