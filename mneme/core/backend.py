@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 
 from mneme.core import envvars, plugins, targets
+from mneme.core.availability import Availability  # noqa: F401 - part of the backend contract
 from mneme.core.errors import MnemeError, UsageError
 
 if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
@@ -48,14 +49,6 @@ def check_timer(timer: str, timers: tuple[str, ...], backend: str) -> None:
     """`timer` is one of `timers`, the `backend` backend's; else a UsageError naming them."""
     if timer not in timers:
         raise UsageError(f"the {backend} backend has no timer {timer!r}; use one of {', '.join(timers)}")
-
-
-@attrs.frozen
-class Availability:
-    """Whether a backend can run on this machine, and if not, why (and what to do)."""
-
-    usable: bool
-    reason: str = ""
 
 
 @attrs.frozen

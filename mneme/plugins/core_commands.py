@@ -11,12 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
-from rich.table import Table
-
 from mneme import __version__
 from mneme.core.console import current as _console
-from mneme.core import limits, plugins
+from mneme.core import limits, plaintable, plugins
 from mneme.core.errors import DISTRIBUTION, EXIT_CODES_HELP, MnemeError, UsageError
 
 if TYPE_CHECKING:
@@ -42,7 +39,7 @@ def plugins_command(parameters: bool, as_json: bool) -> None:
                                     "stage": k.stage, "plugin": k.plugin, "help": k.help}
                                    for k in params.knobs().values()], indent=2, default=repr))  # fmt: skip
             return
-        _console().print(_parameters_table())
+        _parameters_table()
         return
     columns = ("kind", "name", "plugin", "distribution", "version", "status")
     rows = []
@@ -65,26 +62,21 @@ def plugins_command(parameters: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([dict(zip(columns, row)) for row in rows], indent=2, default=str))
         return
-    table = Table(title="Mneme plugins")
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*(escape(str(cell)) for cell in row))
-    _console().print(table)
+    # Piped output is drawn without rich's layout engine (start-up, issue 27; docs/cli.md).
+    plaintable.print_table(_console(), "Mneme plugins", columns, rows)
 
 
-def _parameters_table() -> Table:
+def _parameters_table() -> None:
     from mneme.core import params
 
-    table = Table(title="configuration parameters declared by plugins (`mneme replay` / `mneme ir` flags)")
-    for column in ("parameter", "flag", "type", "default", "values", "stage", "plugin", "help"):
-        table.add_column(column)
+    rows = []
     for knob in params.knobs().values():
         values = (f"{knob.low}..{knob.high}" if knob.low is not None or knob.high is not None
                   else ", ".join(repr(c) for c in knob.choices) if knob.choices else "")
         kind = knob.type + (" or none" if knob.optional else "")
-        table.add_row(knob.name, knob.flag, kind, repr(knob.default), values, knob.stage, knob.plugin, knob.help)
-    return table
+        rows.append((knob.name, knob.flag, kind, repr(knob.default), values, knob.stage, knob.plugin, knob.help))
+    plaintable.print_table(_console(), "configuration parameters declared by plugins (`mneme replay` / `mneme ir` flags)",
+                           ("parameter", "flag", "type", "default", "values", "stage", "plugin", "help"), rows)
 
 
 # -- inspect ------------------------------------------------------------------------------------
@@ -163,6 +155,8 @@ def _summary(rec: RecordedExecution) -> dict[str, Any]:
 
 
 def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
+    from rich.table import Table  # here: `mneme plugins` must not pay for it (start-up, issue 27)
+
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column(overflow="fold")
@@ -377,6 +371,9 @@ def config_command(key: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(config, indent=2))
         return
+    from rich.markup import escape
+    from rich.table import Table
+
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column(overflow="fold")

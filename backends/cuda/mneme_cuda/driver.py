@@ -189,7 +189,7 @@ def probe_without_bindings() -> Probe:
 
 def listing_availability():
     """The backend's availability for `mneme plugins` (`probe_without_bindings`)."""
-    from mneme.core.backend import Availability
+    from mneme.core.availability import Availability
 
     found = probe_without_bindings()
     return Availability(found.usable, found.reason)

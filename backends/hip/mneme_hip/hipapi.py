@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from mneme.core.backend import Availability
+from mneme.core.availability import Availability
 from mneme.core.errors import BackendUnavailable, MnemeError
 
 #: The ROCm line the device layer is written for: HIP virtual memory management needs ROCm 6.

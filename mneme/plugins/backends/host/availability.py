@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 
-from mneme.core.backend import Availability
+from mneme.core.availability import Availability
 
 
 def availability() -> Availability:
