@@ -81,6 +81,16 @@ class HipKernel(LoadedKernel):
             raise
         limit = binary.resources.max_threads_per_block
         self.max_threads = limit if limit and limit > 0 else 1024
+        self.device = device
+
+    def occupancy(self, block_threads: int, shared_mem: int = 0) -> float:
+        """Active wavefronts per compute unit over the maximum, for this block size and dynamic LDS
+        (the runtime's occupancy calculator, which reads the code object's register and LDS use)."""
+        blocks = call("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+                      self._hip.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(self.function, block_threads,
+                                                                                   shared_mem))  # fmt: skip
+        wave = self.device.wavefront_size
+        return blocks * -(-block_threads // wave) / (self.device.max_threads_per_cu // wave)
 
     def _release(self) -> None:
         result = self._hip.hipModuleUnload(self.module)
@@ -107,6 +117,8 @@ class HipDevice(Device):
         self.index = index
         self.granularity = vmm.allocation_granularity(hip, index)
         self.compute_units = attribute(hip, "hipDeviceAttributeMultiprocessorCount", index)
+        self.wavefront_size = attribute(hip, "hipDeviceAttributeWarpSize", index)
+        self.max_threads_per_cu = attribute(hip, "hipDeviceAttributeMaxThreadsPerMultiProcessor", index)
         self.l2_bytes = attribute(hip, "hipDeviceAttributeL2CacheSize", index)
         self.stream = call("hipStreamCreate", hip.hipStreamCreate())
         self.reservations: list[vmm.Reservation] = []

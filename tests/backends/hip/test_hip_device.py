@@ -193,6 +193,7 @@ def test_a_compiled_kernel_runs_times_and_verifies_on_the_gpu(hip_device):
     assert (within.ok, within.dtype, within.max_abs, within.differing_bytes) == (True, "f32", 1.0, 0)
     assert (beyond.ok, beyond.differing_bytes, beyond.first_offset) == (False, 4 * n, 0)
     assert isinstance(binary, DeviceBinary) and binary.kind == "hsaco"
+    assert 0 < kernel.occupancy(256) <= 1
 
 
 def test_the_structures_and_launch_array_are_accepted_by_the_real_bindings():
