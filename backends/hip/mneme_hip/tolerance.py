@@ -16,7 +16,7 @@ infinities match, an error on a zero expected value is infinitely relative. Buil
 
 from __future__ import annotations
 
-from mneme_hip.compare import BLOCK, DATA_LAYOUT
+from mneme_hip.compare_layout import BLOCK, DATA_LAYOUT
 
 FLOATS = {"f16": ("half", 2), "bf16": ("i16", 2), "f32": ("float", 4), "f64": ("double", 8)}
 INTEGERS = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8}
