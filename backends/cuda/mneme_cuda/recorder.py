@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,7 +36,7 @@ from mneme.core.native import (
     xxhash_include,
 )
 from mneme.core.recorder import finalize as _finalize
-from mneme.core.recorder import rawdir
+from mneme.core.recorder import preload, rawdir
 from mneme.core.recorder.finalize import print_summary
 from mneme.core.recorder.progress import ProgressPoller, ProgressState, watch
 from mneme.core.recorder.rawdir import COMPRESSIONS, EPILOGUE_FORMATS, RawFormat, check_compression, region_policies
@@ -173,27 +170,13 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     announces ranks, else the one process). `epilogue_format`: how the recorder stores each
     epilogue region (see `finalize`). `compression`: "lz4", "zstd" or "none" (COMPRESSIONS).
     """
-    if epilogue_format not in EPILOGUE_FORMATS:
-        raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
-    check_compression(compression)
     check_timer(timer, cupti.TIMERS, "cuda")
-    library = library or build()
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
-    env["MNEME_RECORD_DIR"] = str(raw_dir)
-    env["MNEME_RECORD_SKIP"] = str(skip)
-    env["MNEME_RECORD_MAX"] = str(max_recordings)
-    env["MNEME_RECORD_VA_BASE"] = hex(va_base)
+    env = preload.environment(library or build(), raw_dir, kernel, skip, max_recordings, va_base, record_ranks,
+                              epilogue_format, compression)  # fmt: skip
     env["MNEME_RECORD_TIMER"] = timer
     found = cupti.cupti_library() if timer != "events" and "MNEME_CUPTI_LIB" not in env else None
     if found is not None:
         env["MNEME_CUPTI_LIB"] = str(found)
-    if kernel:
-        env["MNEME_RECORD_KERNEL"] = kernel
-    if record_ranks:
-        env["MNEME_RECORD_RANKS"] = record_ranks
-    env["MNEME_RECORD_EPILOGUE_FORMAT"] = epilogue_format
-    env["MNEME_RECORD_COMPRESSION"] = compression
     if timed_launches is not None:
         if timed_launches < 0:
             raise UsageError(f"timed launches must be >= 0, got {timed_launches}")
@@ -209,18 +192,7 @@ def run(command: Sequence[str], raw_dir: Path, progress: bool | None = None, **o
     """
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
-    env = environment(raw_dir, **options)
-    if progress is None:
-        progress = sys.stderr.isatty()
-    try:
-        if not progress:
-            return subprocess.run(list(command), env=env, check=False).returncode
-        from rich.console import Console
-
-        with subprocess.Popen(list(command), env=env) as proc:
-            return watch(proc, raw_dir, Console(stderr=True))
-    except FileNotFoundError as exc:
-        raise UsageError(f"cannot run {command[0]!r}: {exc}") from exc
+    return preload.run(command, raw_dir, environment(raw_dir, **options), progress)
 
 
 def launches(raw_dir: Path) -> list[tuple[Path, dict]]:

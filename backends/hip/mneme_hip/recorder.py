@@ -10,18 +10,15 @@ on an AMD GPU (backends/hip/README.md).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from mneme.core.errors import MnemeError, UsageError
+from mneme.core.errors import MnemeError
 from mneme.core.native import RECORDER_SOURCES, SNAPSHOT_SOURCES, NativeLibrary, cxx_compiler, xxhash_include
 from mneme.core.recorder import finalize as _finalize
+from mneme.core.recorder import preload
 from mneme.core.recorder.finalize import print_summary
-from mneme.core.recorder.progress import watch
-from mneme.core.recorder.rawdir import EPILOGUE_FORMATS, RawFormat, check_compression
+from mneme.core.recorder.rawdir import RawFormat
 from mneme_hip.bundle import kernel_image
 
 __all__ = ["FORMAT", "build", "environment", "finalize", "library_path", "main_record", "run", "status"]
@@ -84,41 +81,15 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
                 va_base: int = DEFAULT_VA_BASE, library: Path | None = None, record_ranks: str | None = None,
                 epilogue_format: str = "diff", compression: str = "lz4") -> dict[str, str]:  # fmt: skip
     """The environment that runs a command under the HIP recorder (the MNEME_RECORD_* of the engine)."""
-    if epilogue_format not in EPILOGUE_FORMATS:
-        raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
-    check_compression(compression)
-    library = library or build()
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = ":".join(filter(None, [str(library), env.get("LD_PRELOAD", "")]))
-    env["MNEME_RECORD_DIR"] = str(raw_dir)
-    env["MNEME_RECORD_SKIP"] = str(skip)
-    env["MNEME_RECORD_MAX"] = str(max_recordings)
-    env["MNEME_RECORD_VA_BASE"] = hex(va_base)
-    env["MNEME_RECORD_EPILOGUE_FORMAT"] = epilogue_format
-    env["MNEME_RECORD_COMPRESSION"] = compression
-    if kernel:
-        env["MNEME_RECORD_KERNEL"] = kernel
-    if record_ranks:
-        env["MNEME_RECORD_RANKS"] = record_ranks
-    return env
+    return preload.environment(library or build(), raw_dir, kernel, skip, max_recordings, va_base, record_ranks,
+                               epilogue_format, compression)  # fmt: skip
 
 
 def run(command: Sequence[str], raw_dir: Path, progress: bool | None = None, **options) -> int:
     """Run `command` under the recorder; returns its exit code (the application's, untouched)."""
     raw_dir = Path(raw_dir)
     raw_dir.mkdir(parents=True, exist_ok=True)
-    env = environment(raw_dir, **options)
-    if progress is None:
-        progress = sys.stderr.isatty()
-    try:
-        if not progress:
-            return subprocess.run(list(command), env=env, check=False).returncode
-        from rich.console import Console
-
-        with subprocess.Popen(list(command), env=env) as proc:
-            return watch(proc, raw_dir, Console(stderr=True))
-    except FileNotFoundError as exc:
-        raise UsageError(f"cannot run {command[0]!r}: {exc}") from exc
+    return preload.run(command, raw_dir, environment(raw_dir, **options), progress)
 
 
 def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "",
