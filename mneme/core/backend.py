@@ -80,6 +80,24 @@ class Resources:
 
 
 @attrs.frozen
+class RegionDiff:
+    """How one region differs, as a device compare reports it (`Device.compare_regions`). Offsets are
+    bytes from the region's start; -1 when nothing differs. `l2_*`: the norms a tolerant compare used."""
+
+    actual: int
+    size: int
+    dtype: str
+    differing_bytes: int
+    first_offset: int
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    nan_mismatch: int = 0
+    l2_abs: float = 0.0
+    l2_rel: float = 0.0
+    ok: bool = True
+
+
+@attrs.frozen
 class DeviceBinary:
     """A kernel compiled for one backend and architecture, ready to load.
 

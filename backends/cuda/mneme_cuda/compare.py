@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from mneme.core.backend import RegionDiff  # noqa: F401 - the report this module makes
 from mneme.core.errors import UnsupportedError
 
 FLOAT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
@@ -38,23 +39,6 @@ class CompareRequest:
     actual: int
     size: int
     policy: Any = None
-
-
-@attrs.frozen
-class RegionDiff:
-    """How one region differs. Offsets are bytes from the region's start; -1 when nothing differs."""
-
-    actual: int
-    size: int
-    dtype: str
-    differing_bytes: int
-    first_offset: int
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    nan_mismatch: int = 0
-    l2_abs: float = 0.0
-    l2_rel: float = 0.0
-    ok: bool = True
 
 
 def plan(policy: Any) -> tuple[str, float, bool, str]:

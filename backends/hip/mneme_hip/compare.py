@@ -17,9 +17,9 @@ import math
 import struct
 from typing import Any
 
-import attrs
 import numpy as np
 
+from mneme.core.backend import RegionDiff  # noqa: F401 - the report this module makes
 from mneme.core.types import ExperimentConfiguration
 from mneme_hip.compare_layout import BLOCK, DATA_LAYOUT
 
@@ -81,23 +81,6 @@ attributes #0 = {{ "amdgpu-flat-work-group-size"="1,{BLOCK}" }}
 
 
 OUT_WORDS = 10  # the tolerant kernels' result words (mneme_hip.tolerance); the byte kernel uses the first two
-
-
-@attrs.frozen
-class RegionDiff:
-    """How one region differs (the executor's report of a device compare); offsets in bytes, -1: none."""
-
-    actual: int
-    size: int
-    dtype: str
-    differing_bytes: int
-    first_offset: int
-    max_abs: float = 0.0
-    max_rel: float = 0.0
-    nan_mismatch: int = 0
-    l2_abs: float = 0.0
-    l2_rel: float = 0.0
-    ok: bool = True
 
 
 def plan(policy: Any) -> tuple[str, float, bool, str]:
