@@ -2,7 +2,7 @@
 
 `main` is the `mneme` console script: it installs the handlers before the command line
 is even imported, so a signal at any moment of start-up ends the process with its exit
-code. The handlers raise `Interrupted`, a `BaseException` (as KeyboardInterrupt is) that
+code (a signal the process inherited as ignored stays ignored, `install`). The handlers raise `Interrupted`, a `BaseException` (as KeyboardInterrupt is) that
 command-line libraries do not catch, unless a `deferred()` block is active: then the first
 signal is only recorded (`pending()`) and the block's owner stops at a clean point (the
 tuning loop, docs/design/tuning.md "Interruption"); a second signal raises at once.
@@ -41,9 +41,16 @@ def _handler(signum: int, frame: object) -> None:
 
 
 def install() -> None:
-    """Route SIGINT and SIGTERM to `Interrupted` (main thread only, as Python's signal module requires)."""
+    """Route SIGINT and SIGTERM to `Interrupted` (main thread only, as Python's signal module requires).
+
+    A signal the process was started with ignored stays ignored, as Python itself leaves an
+    ignored SIGINT: a shell without job control starts `mneme ... &` that way so that a Ctrl-C
+    meant for the foreground command does not stop the background one, and `nohup`-style
+    launchers rely on the same rule.
+    """
     for signum in _SIGNALS:
-        signal.signal(signum, _handler)
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, _handler)
 
 
 def pending() -> int | None:

@@ -28,10 +28,19 @@ def saxpy_db(tmp_path_factory):
     return capture_saxpy(tmp_path_factory.mktemp("saxpy"))
 
 
-def start(*args) -> subprocess.Popen:
+def as_foreground_job(ignore_sigint: bool = False):
+    """The signal dispositions of a terminal's foreground command, whatever this test runner inherited
+    (a CI runner may start it with SIGINT ignored, as a shell without job control starts `cmd &`)."""
+    def apply() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return apply
+
+
+def start(*args, ignore_sigint: bool = False) -> subprocess.Popen:
     # A session of its own: the signal goes to the whole group, as a terminal's Ctrl-C does.
     return subprocess.Popen([MNEME, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=as_foreground_job(ignore_sigint))
 
 
 def finished(results: Path) -> int:
@@ -119,6 +128,22 @@ def test_ctrl_c_at_any_moment_of_start_up_exits_130_without_a_traceback(saxpy_db
         # Nothing was finished: the same command, without --resume, may use the folder again.
         again = run(*args[:-len(SPACE)], *SPACE[:4], "--trials", 3, "--retime-top", 0)
         assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_sigint_the_tuner_was_started_ignoring_stays_ignored(saxpy_db, tmp_path):
+    # `mneme tune ... &` from a script: the Ctrl-C meant for the foreground command must not stop it.
+    results = tmp_path / "run"
+    proc = start("tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 200, "--results", results,
+                 *SPACE, "--iterations", 400, ignore_sigint=True)
+    deadline = time.monotonic() + 180
+    while finished(results) < 1 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(1.0)
+    assert proc.poll() is None, proc.communicate()
+    returncode, out = stop(proc, signal.SIGTERM, group=False)
+    assert returncode == 143, out
+    assert "SIGINT" not in out and "SIGTERM" in out, out
 
 
 def test_a_run_that_failed_before_its_first_trial_can_be_retried_without_resume(saxpy_db, tmp_path):
