@@ -13,22 +13,25 @@ from __future__ import annotations
 
 import re
 
-from mneme.core.demangle import demangle
+from mneme.core.demangle import demangle, demangle_all
 
 _INTERNAL = re.compile(r"_INTERNAL_[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}::|\(anonymous namespace\)::")
-# a function named in a template argument: clang writes its signature, nvcc its name only
-_FUNCTION_ARG = re.compile(r"&\((?:[\w:]+ )?([\w:]+(?:<[^()]*?>)?)\([^()]*\)\)")
+# a function named in a template argument: clang writes its signature, nvcc its name only; the C++
+# runtime prints `&(void f<T>(int))`, llvm-cxxfilt (clang's `Tn` names, mneme.core.demangle) `&void f<T>(int)`
+_FUNCTION_ARG = re.compile(r"&\((?:[\w:*&]+ )*([\w:]+(?:<[^()]*?>)?)\([^()]*\)\)"
+                           r"|&(?:[\w:*&]+ )*([\w:]+(?:<[^()]*?>)?)\([^()]*\)")
 
 
 def key(name: str) -> str:
     """The demangled name without internal-linkage namespaces and template-argument signatures."""
     text = _INTERNAL.sub("", demangle(name))
-    return _FUNCTION_ARG.sub(r"&\1", text)
+    return _FUNCTION_ARG.sub(lambda m: "&" + (m.group(1) or m.group(2)), text)
 
 
 def renames(ir_kernels: list[str] | tuple[str, ...], nvcc_kernels: list[str] | set[str]) -> dict[str, str]:
     """IR kernel name -> nvcc's name, for IR kernels nvcc names differently and one nvcc kernel matches."""
     nvcc = set(nvcc_kernels)
+    demangle_all([*ir_kernels, *nvcc])  # one llvm-cxxfilt run for every name the C++ runtime cannot read
     missing = [k for k in nvcc if k not in set(ir_kernels)]
     by_key: dict[str, list[str]] = {}
     for name in missing:

@@ -9,9 +9,13 @@ ROOT = Path(__file__).resolve().parents[2]
 PREBUILT = Path(os.environ.get("MNEME_GPU_IR", ROOT / ".gpu" / "ir"))
 
 
-def cuda_ir(source: str) -> Path:
-    """NVPTX IR (sm_90) of a corpus source such as "saxpy"."""
-    path = PREBUILT / f"{source}.ll"
+# sources outside the kernel corpus that GPU tests compile too
+EXTRA = (ROOT / "tests" / "data" / "realkernels" / "resources.cu",)
+
+
+def cuda_ir(source: str | Path) -> Path:
+    """NVPTX IR (sm_90) of a corpus source such as "saxpy", or of one of the `EXTRA` files."""
+    path = PREBUILT / f"{Path(source).stem}.ll"
     if path.exists():
         return path
     import irbuild  # tests/ is on sys.path through tests/conftest.py
@@ -20,7 +24,7 @@ def cuda_ir(source: str) -> Path:
 
 
 def prebuild(out: Path = PREBUILT) -> list[Path]:
-    """Build every CUDA corpus source's IR into `out` (run where clang-19 is installed)."""
+    """Build every CUDA corpus source's IR, and the `EXTRA` files', into `out` (run where clang-19 is installed)."""
     import irbuild
 
-    return [irbuild.build_cuda_ir(k.source, out_dir=out) for k in irbuild.corpus()]
+    return [irbuild.build_cuda_ir(source, out_dir=out) for source in [k.source for k in irbuild.corpus()] + list(EXTRA)]

@@ -10,7 +10,7 @@ import types
 
 import numpy as np
 import pytest
-from gpu_corpus import cuda_ir
+from gpu_corpus import EXTRA, cuda_ir
 
 from mneme.core import ir
 from mneme.core.backend import DeviceBinary
@@ -260,6 +260,23 @@ def test_timing_gives_one_duration_per_run_by_either_timer(cuda_backend, cuda_de
     assert min(times) > 192 * MiB / 10e12
 
 
+@pytest.mark.parametrize("kernel", ["transpose_tile", "convolve", "local_array", "many_live"])
+def test_resources_read_from_the_cubin_are_the_drivers(cuda_device, kernel):
+    # Issue 28: on sm_90 CUDA 13's `ptxas -v` prints no constant bank; the driver's attributes are the reference.
+    from mneme.core import build
+
+    [source] = [s for s in EXTRA if s.stem == "resources"]
+    module = ir.link([cuda_ir(source)], kernel)
+    binary = build.compile(module, kernel, ExperimentConfiguration(grid=8, block=128), cuda_device.info.arch,
+                           cache=False)  # fmt: skip
+    with cuda_device.load(binary) as loaded:
+        driver = loaded.resources
+    got = binary.resources
+    assert (got.registers, got.shared_mem, got.local_mem, got.const_mem) == (
+        driver.registers, driver.shared_mem, driver.local_mem, driver.const_mem), kernel  # fmt: skip
+    assert driver.const_mem == 17 * 4  # the module's `__constant__ float filter[17]`
+
+
 def test_ptx_loads_through_the_driver_jit_with_a_register_cap(cuda_device):
     from mneme_cuda import compare as cmp
 
@@ -288,7 +305,7 @@ FAULT_SCRIPT = textwrap.dedent(
     """
     import struct, sys
     sys.path[:0] = {paths!r}
-    from gpu_corpus import cuda_ir
+    from gpu_corpus import EXTRA, cuda_ir
     from mneme.core import ir
     from mneme.core.errors import ExperimentError
     from mneme.core.types import ExperimentConfiguration, dim3

@@ -7,6 +7,7 @@ import sys
 
 from skips import needs
 
+from mneme.core.demangle import demangle, demangle_all
 from mneme.instrument import nvcc_names
 from mneme.instrument.fatbin import iter_cubins, kernel_names
 from mneme.instrument.section import read_entries
@@ -21,9 +22,15 @@ template <op_t op> static __global__ void apply(float* x, int n) {
   if (i < n) x[i] = op(x[i]);
 }
 static __global__ void scale(float* x, float s) { x[threadIdx.x] *= s; }
+static __device__ void bump(float* x, int i) { x[i] += 1; }
+// a non-type template parameter whose type depends on an earlier one: clang-19 mangles it with `Tn<type>`
+template <typename T, void (*op)(T*, int)> static __global__ void apply_typed(T* x, int n) {
+  if (threadIdx.x < n) op(x, threadIdx.x);
+}
 namespace { __global__ void hidden(int* x) { x[threadIdx.x] = 1; } }
 __global__ void visible(int* x) { x[threadIdx.x] = 2; }
-void launch(float* x, int* y) { apply<twice><<<1, 32>>>(x, 32); scale<<<1, 32>>>(x, 2.0f); hidden<<<1, 1>>>(y); visible<<<1, 1>>>(y); }
+void launch(float* x, int* y) { apply<twice><<<1, 32>>>(x, 32); scale<<<1, 32>>>(x, 2.0f); hidden<<<1, 1>>>(y); visible<<<1, 1>>>(y);
+                                apply_typed<float, bump><<<1, 32>>>(x, 32); }
 """
 
 
@@ -35,6 +42,18 @@ def test_nvcc_and_clang_names_of_one_kernel_have_one_key():
     assert nvcc_names.renames([clang, "_Z7visiblePi"], {nvcc, "_Z7visiblePi"}) == {clang: nvcc}
 
 
+@needs("llvm-cxxfilt-19")
+def test_clangs_tn_template_argument_names_get_the_key_of_nvccs():
+    # `Tn PFvPT_iE`: the C++ runtime's demangler cannot read it; llvm-cxxfilt can (mneme.core.demangle)
+    clang = "_ZL11apply_typedIfTnPFvPT_iEXadL_ZL4bumpPfiEEEvS1_i"
+    nvcc = "_Z11apply_typedIfXadL_ZN34_INTERNAL_72641b80_4_k_cu_d589cb604bumpEPfiEEEvPT_i"
+    assert demangle(clang) == "void apply_typed<float, &bump(float*, int)>(float*, int)"
+    assert nvcc_names.key(clang) == nvcc_names.key(nvcc) == "void apply_typed<float, &bump>(float*, int)"
+    assert nvcc_names.renames([clang], {nvcc}) == {clang: nvcc}
+    assert demangle_all([clang, "_Z1fv", "plain", "_Znot-mangled"]) == [demangle(clang), "f()", "plain",
+                                                                         "_Znot-mangled"]  # fmt: skip
+
+
 @needs("nvcc", "clang++-19", "llvm-objcopy-19")
 def test_static_and_anonymous_namespace_kernels_carry_nvccs_names(tmp_path):
     (tmp_path / "k.cu").write_text(SOURCE)
@@ -43,4 +62,4 @@ def test_static_and_anonymous_namespace_kernels_carry_nvccs_names(tmp_path):
     assert done.returncode == 0, done.stderr
     by_nvcc = {k for cubin in iter_cubins(str(tmp_path / "k.o")) for k in kernel_names(cubin)}
     [entry] = read_entries(str(tmp_path / "k.o"))
-    assert len(by_nvcc) == 4 and set(entry.kernels) == by_nvcc
+    assert len(by_nvcc) == 5 and set(entry.kernels) == by_nvcc

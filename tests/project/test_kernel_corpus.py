@@ -52,8 +52,6 @@ def test_every_unit_nvcc_compiles_carries_ir(corpus):
     assert not missing, "\n".join(missing)
 
 
-@pytest.mark.xfail(strict=True, reason="clang-19 mangles some template arguments with `Tn<type>`, which nvcc and "
-                   "the C++ runtime's demangler do not: getrows' k_get_rows_kq kernels are not matched to nvcc's names")
 def test_every_kernel_nvcc_compiles_has_embedded_ir_under_nvccs_name(corpus):
     from mneme.instrument.fatbin import iter_cubins, kernel_names
 

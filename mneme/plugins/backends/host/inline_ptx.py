@@ -7,14 +7,16 @@ GPU's (docs/design/internals.md, "Host backend: inline PTX"):
 
 * ``cvt`` between f16/bf16/f32/f64 (widening; narrowing with ``.rn``), float to integer with
   ``.rni/.rzi/.rmi/.rpi`` (saturating, NaN to 0, as PTX does), integer to f32/f64/f16 with ``.rn``,
-  ``cvt.rn.f16x2.f32`` / ``cvt.rn.bf16x2.f32``;
+  ``cvt.rn.f16x2.f32`` / ``cvt.rn.bf16x2.f32``, and the fp8 pairs widened to f16
+  (``cvt.rn.f16x2.e4m3x2`` / ``.e5m2x2``, exact);
 * ``mov.b32``/``mov.b64`` packing and unpacking register pairs;
 * ``ld[.global][.nc][.v2|.v4].type``: a plain load (one address space, no cache to bypass);
 * ``add/sub/mul`` on f16 and bf16 (and their x2 pairs) with ``.rn`` or no rounding modifier:
   computed in f32 and rounded once, which is correctly rounded because f32 carries more than
   twice their precision plus two bits.
 
-Anything else returns None: the backend names the asm as unsupported.
+Blocks of several instructions over their own registers are `ptx_blocks`'. Anything else
+returns None: the backend names the asm as unsupported.
 """
 
 from __future__ import annotations
@@ -158,6 +160,38 @@ def _cvt_pair(b: _Body, mods: list[str], operands: list[str]) -> bool:
     return True
 
 
+def _fp8_to_f16(b: _Body, byte: str, kind: str) -> str:
+    """The f16 bits (i16) of the fp8 value in the low 8 bits of `byte`; exact, as every fp8 value is an f16 one."""
+    if kind == "e5m2":  # e5m2 is f16 with the low 8 mantissa bits dropped
+        return b.tmp(f"shl i16 {byte}, 8")
+    # e4m3: bias 7, 3 mantissa bits, no infinities, S.1111.111 is NaN
+    exponent = b.tmp(f"and i16 {b.tmp(f'lshr i16 {byte}, 3')}, 15")
+    mantissa = b.tmp(f"and i16 {byte}, 7")
+    rebiased = b.tmp(f"shl i16 {b.tmp(f'add i16 {exponent}, 8')}, 10")
+    normal = b.tmp(f"or i16 {rebiased}, {b.tmp(f'shl i16 {mantissa}, 7')}")
+    scaled = b.tmp(f"fmul float {b.tmp(f'uitofp i16 {mantissa} to float')}, 0x3F60000000000000")  # m * 2^-9
+    subnormal = b.tmp(f"bitcast half {b.tmp(f'fptrunc float {scaled} to half')} to i16")
+    magnitude = b.tmp(f"select i1 {b.tmp(f'icmp eq i16 {exponent}, 0')}, i16 {subnormal}, i16 {normal}")
+    nan = b.tmp(f"icmp eq i16 {b.tmp(f'and i16 {byte}, 127')}, 127")
+    magnitude = b.tmp(f"select i1 {nan}, i16 32767, i16 {magnitude}")
+    sign = b.tmp(f"shl i16 {b.tmp(f'and i16 {byte}, 128')}, 8")
+    return b.tmp(f"or i16 {magnitude}, {sign}")
+
+
+def _cvt_fp8_pair(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    """cvt.rn.f16x2.e4m3x2 / .e5m2x2 d, a: each fp8 byte of a widened to the f16 half of d in its place."""
+    if mods[:2] != ["rn", "f16x2"] or len(mods) != 3 or mods[2] not in ("e4m3x2", "e5m2x2"):
+        return False
+    if len(operands) != 2 or operands[0] != "$0" or b.ret != "i32" or (pair := b.arg(operands[1], "i16")) is None:
+        return False
+    low = _fp8_to_f16(b, b.tmp(f"and i16 {pair}, 255"), mods[2][:4])
+    high = _fp8_to_f16(b, b.tmp(f"lshr i16 {pair}, 8"), mods[2][:4])
+    shifted = b.tmp(f"shl i32 {b.tmp(f'zext i16 {high} to i32')}, 16")
+    low_wide = b.tmp(f"zext i16 {low} to i32")
+    b.lines.append(f"ret i32 {b.tmp(f'or i32 {shifted}, {low_wide}')}")
+    return True
+
+
 def _mov(b: _Body, mods: list[str], operands: list[str]) -> bool:
     """mov.b32 $0, {$1,$2} (pack, first operand lowest) and mov.b32 {$0,$1}, $2 (unpack)."""
     if len(mods) != 1 or mods[0] not in ("b32", "b64") or len(operands) != 2:
@@ -271,7 +305,12 @@ def body(text: str, ret: str, args: list[str]) -> list[str] | None:
     b = _Body(ret, args, len(_OPERAND.findall(operands[0])) if operands else 1)
     try:
         if name == "cvt":
-            done = _cvt_pair(b, mods, operands) if any(m.endswith("x2") for m in mods) else _cvt(b, mods, operands)
+            if any(m in ("e4m3x2", "e5m2x2") for m in mods):
+                done = _cvt_fp8_pair(b, mods, operands)
+            elif any(m.endswith("x2") for m in mods):
+                done = _cvt_pair(b, mods, operands)
+            else:
+                done = _cvt(b, mods, operands)
         elif name == "mov":
             done = _mov(b, mods, operands)
         elif name == "ld":

@@ -31,7 +31,7 @@ import attrs
 import llvmlite.binding as llvm
 
 from mneme.core.errors import IRError, UnsupportedError
-from mneme.plugins.backends.host import inline_ptx, intrinsics, intrinsics_amdgpu, retarget_amdgpu
+from mneme.plugins.backends.host import inline_ptx, intrinsics, intrinsics_amdgpu, ptx_blocks, retarget_amdgpu
 
 CTX_NTID = intrinsics.CTX_OFFSETS["ntid"]
 
@@ -575,7 +575,8 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         definitions += register_reads
     if not unsupported:
         sync_functions = intrinsics.SYNC_FUNCTIONS + intrinsics_amdgpu.SYNC_FUNCTIONS
-        fibers = any(f"@{f}(" in "\n".join(definitions) for f in sync_functions)
+        implementations = "\n".join(definitions + [d for _, d in asm_impls.values()])  # asm blocks may shuffle
+        fibers = any(f"@{f}(" in implementations for f in sync_functions)
         block_loop = False
         if not fibers and not amdgpu:  # AMDGPU work-item ids are read through intrinsics: one call per thread
             text, block_loop = _thread_indices_as_parameters(text, kernel_name)
@@ -654,6 +655,8 @@ def _rewrite_asm(line: str, impls: dict[str, tuple[str, str]], unsupported: set[
     call = re.match(r"^(\s*(?:%\S+\s*=\s*)?(?:tail\s+|notail\s+|musttail\s+)?call\s+)(.*)$", line)
     if body is None and call:  # one PTX instruction it can read (conversions, packing, 16-bit float math)
         body = inline_ptx.body(asm, *_asm_types(line, m, call.group(1)))
+        if body is None:  # a block of several instructions over its own registers (CUB's warp reductions)
+            body = ptx_blocks.body(asm, *_asm_types(line, m, call.group(1)))
     comment = body is None and retarget_amdgpu.is_comment_asm(asm)
     if body is None and not comment:
         unsupported.add(f"inline assembly {asm!r}")

@@ -8,7 +8,7 @@ from irbuild import build_cuda_ir, cuda_available
 from paths import DATA
 
 from mneme import capture
-from mneme.plugins.backends.host import inline_ptx
+from mneme.plugins.backends.host import inline_ptx, ptx_blocks
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 SOURCE = DATA / "realkernels" / "half_ptx.cu"
@@ -97,3 +97,76 @@ def test_non_coherent_loads_and_half2_halves_match_numpy(tmp_path):
     np.testing.assert_array_equal(outputs[3], src)
     np.testing.assert_array_equal(outputs[4].reshape(64, 2), pairs.reshape(64, 2)[:, ::-1])
     np.testing.assert_array_equal(outputs[5], h2.astype(np.float32))
+
+
+def _segment_sums(x: np.ndarray, width: int) -> np.ndarray:
+    """The shuffle-down tree of `segment_sums` in NumPy: a lane adds the lane `offset` above it while that
+    lane is inside its segment of `width` lanes, and keeps its value otherwise."""
+    x = x.copy()
+    lane = np.arange(x.size) % width
+    offset = 1
+    while offset < width:
+        shifted = np.roll(x, -offset)
+        x = np.where(lane + offset < width, x + shifted, x)
+        offset *= 2
+    return x
+
+
+@pytest.mark.parametrize("width", [32, 8])
+def test_ptx_blocks_with_predicated_shuffles_match_numpy(tmp_path, width):
+    rng = np.random.default_rng(width)
+    n = 128
+    xf = rng.uniform(-10, 10, n).astype(np.float32)
+    xu = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
+    xl = rng.integers(0, 2**64, n, dtype=np.uint64)
+    a, b = (rng.integers(-1000, 1000, n, dtype=np.int32) for _ in range(2))
+    args = [xf, xu, xl, a, b, np.zeros(n, np.float32), np.zeros(n, np.uint32), np.zeros(n, np.uint64),
+            np.zeros(n, np.int32), width]  # fmt: skip
+    outputs: dict = {}
+    capture.capture(str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))), "segment_sums", 2, 64, args, tmp_path,
+                    backend="host", outputs=outputs)  # fmt: skip
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(outputs[5], _segment_sums(xf, width))  # the same f32 additions, in order
+        np.testing.assert_array_equal(outputs[6], _segment_sums(xu, width))  # wrapping, as add.u32 does
+        np.testing.assert_array_equal(outputs[7], _segment_sums(xl, width))
+    np.testing.assert_array_equal(outputs[8], np.maximum(a, b))
+
+
+def _fp8_values(byte: np.ndarray, exponent_bits: int) -> np.ndarray:
+    """The value of each fp8 byte (1 sign bit, `exponent_bits`, the rest mantissa), from the format's definition."""
+    mantissa_bits = 7 - exponent_bits
+    bias = 2 ** (exponent_bits - 1) - 1
+    sign = np.where(byte & 0x80, -1.0, 1.0)
+    e = (byte >> mantissa_bits) & (2**exponent_bits - 1)
+    m = (byte & (2**mantissa_bits - 1)) / 2**mantissa_bits
+    value = sign * np.where(e == 0, m * 2.0 ** (1 - bias), (1 + m) * 2.0 ** (e.astype(np.float64) - bias))
+    if exponent_bits == 4:  # e4m3: no infinities; S.1111.111 is NaN
+        return np.where((byte & 0x7F) == 0x7F, np.nan, value)
+    top = e == 2**exponent_bits - 1  # e5m2: infinities and NaN, as in IEEE formats
+    return np.where(top & (m == 0), sign * np.inf, np.where(top, np.nan, value))
+
+
+def test_fp8_pairs_widen_to_half_pairs_exactly(tmp_path):
+    pairs = np.arange(0, 1 << 16, 257, dtype=np.uint16)  # every byte value, in both halves
+    pairs = np.concatenate([pairs, np.arange(256, dtype=np.uint16) << 8 | np.arange(256, dtype=np.uint16)[::-1]])
+    n = pairs.size
+    outputs: dict = {}
+    capture.capture(str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))), "fp8_to_half", (n + 63) // 64, 64,
+                    [pairs, np.zeros(n, np.uint32), np.zeros(n, np.uint32), n], tmp_path, backend="host",
+                    outputs=outputs)  # fmt: skip
+    for index, exponent_bits in ((1, 4), (2, 5)):
+        got = outputs[index]
+        for half, byte in (((got & 0xFFFF), pairs & 0xFF), ((got >> 16), pairs >> 8)):
+            value = half.astype(np.uint16).view(np.float16).astype(np.float64)
+            np.testing.assert_array_equal(value, _fp8_values(byte.astype(np.int64), exponent_bits))
+
+
+def test_ptx_blocks_read_only_what_they_implement():
+    reduce = "{ .reg .f32 r; .reg .pred p; shfl.sync.down.b32 r|p, $1, $2, 31, -1; @p add.f32 r, r, $1; mov.f32 $0, r; }"
+    assert ptx_blocks.body(reduce, "float", ["float", "i32"]) is not None
+    assert ptx_blocks.body(reduce.replace("add.f32", "add.ftz.f32"), "float", ["float", "i32"]) is None
+    assert ptx_blocks.body(reduce.replace("mov.f32 $0, r;", ""), "float", ["float", "i32"]) is None  # $0 unset
+    assert ptx_blocks.body(reduce.replace(".reg .f32 r;", ""), "float", ["float", "i32"]) is None  # undeclared
+    assert ptx_blocks.body("{ .reg .u32 r; mov.u32 r, %laneid; mov.u32 $0, r; }", "i32", []) is None
+    assert ptx_blocks.body("{ .reg .u32 r; mov.u32 r, $1; mov.u32 $0, r; }", "float", ["float"]) is not None
+    assert ptx_blocks.body("{ .reg .u64 r; mov.u64 r, $1; mov.u64 $0, r; }", "i32", ["i32"]) is None  # widths differ
