@@ -94,6 +94,7 @@ class CudaBackend(Backend):
     def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
         """Optimize in place and generate a cubin or PTX (LLVM's NVPTX back end, then nvJitLink or ptxas)."""
         emit = self.check_emit(emit, arch)
+        module = nvptx.retarget(module, nvptx.check_arch(arch))  # optimized for the architecture it is compiled for
         opt_seconds = self.optimize(module, config, arch)
         binary = codegen.codegen(module, kernel_name, config, arch, emit=emit)
         return attrs.evolve(binary, stage_times={"optimize": opt_seconds, **binary.stage_times})

@@ -29,7 +29,7 @@ from mneme.core.pipeline import check_codegen_opt, prepare_codegen
 from mneme.core.types import ExperimentConfiguration
 from mneme_cuda import parallel_codegen
 from mneme_cuda.cubin import resources as cubin_resources
-from mneme_cuda.target import check_arch, target_machine
+from mneme_cuda.target import check_arch, raise_ptx_version, required_ptx, retarget, target_machine
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,9 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
         raise UsageError(f"cannot emit {emit!r} for {arch}; choose one of {', '.join(EMITS)}")
     arch = check_arch(arch)
     tm = target_machine(arch, config.codegen_opt)
+    module = retarget(module, arch)  # IR written for another sm_XX: its functions now name `arch`
     prepare_codegen(module, kernel_name, "nvptx", tm)
+    ptx_version = required_ptx(module)
     times: dict[str, float] = {}
     start = time.perf_counter()
     if emit == "cubin" and config.codegen_method == "parallel" and _parallel_possible(module, kernel_name):
@@ -60,7 +62,7 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
         ptx = tm.emit_assembly(module)
     # Line tables (Triton's IR carries them) make LLVM mark the target ", debug", which ptxas
     # refuses at any optimization level; the .loc lines alone give profilers their line info.
-    ptx = [_DEBUG_TARGET.sub(r"\1", part) for part in ([ptx] if isinstance(ptx, str) else ptx)]
+    ptx = [raise_ptx_version(_DEBUG_TARGET.sub(r"\1", part), ptx_version) for part in ([ptx] if isinstance(ptx, str) else ptx)]
     times["codegen"] = time.perf_counter() - start
     if emit == "ptx":
         return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx[0].encode(), Resources(), times)

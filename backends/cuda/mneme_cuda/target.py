@@ -52,3 +52,54 @@ def target_machine(arch: str | None, opt: int = 3) -> llvm.TargetMachine:
     """A cached llvmlite NVPTX target machine (cpu=sm_XX)."""
     check_codegen_opt(opt)
     return ir.target_machine(TRIPLE, check_arch(arch), "", opt)
+
+
+# -- IR written for another architecture ---------------------------------------------------------
+
+_CPU_ATTR = re.compile(r'"target-cpu"="([^"]*)"')
+_FEATURES_ATTR = re.compile(r'"target-features"="([^"]*)"')
+_PTX_FEATURE = re.compile(r"\+ptx(\d+)")
+_VERSION_LINE = re.compile(r"^\.version (\d+)\.(\d+)$", re.MULTILINE)
+
+
+def _function_attributes(module: llvm.ModuleRef) -> list[str]:
+    return [b" ".join(fn.attributes).decode("utf-8", "replace") for fn in module.functions if not fn.is_declaration]
+
+
+def required_ptx(module: llvm.ModuleRef) -> int:
+    """The newest PTX ISA (as 85 for 8.5) a function of `module` was compiled for (`+ptxNN`); 0 if none says."""
+    return max((int(v) for attrs in _function_attributes(module) for v in _PTX_FEATURE.findall(attrs)), default=0)
+
+
+def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
+    """`module` with every function's `target-cpu` and `target-features` naming `arch`.
+
+    Clang writes the architecture it compiled for into each function (`"target-cpu"="sm_90"
+    "target-features"="+ptx85,+sm_90"`), and LLVM selects each function's instructions for that,
+    not for the target machine's: IR built for sm_90 and compiled for sm_80 would carry sm_90
+    instructions under an sm_80 header. The module itself is returned when nothing names
+    another architecture; otherwise a new one (its text, rewritten; the PTX ISA version kept).
+    """
+    attributes = _function_attributes(module)
+    if all(cpu == arch for attrs in attributes for cpu in _CPU_ATTR.findall(attrs)) and not any(
+            f for attrs in attributes for f in re.findall(r"\+(sm_\d+\w*)", attrs) if f != arch):  # fmt: skip
+        return module
+
+    def features(m: re.Match) -> str:
+        kept = [f for f in m.group(1).split(",") if f and not re.fullmatch(r"\+sm_\d+\w*", f)]
+        return f'"target-features"="{",".join([*kept, "+" + arch])}"'
+
+    text = _CPU_ATTR.sub(f'"target-cpu"="{arch}"', str(module))
+    return ir.load(_FEATURES_ATTR.sub(features, text), name=module.name)
+
+
+def raise_ptx_version(ptx: str, version: int) -> str:
+    """The PTX with its `.version` at least `version` (85 for 8.5): the ISA its functions were compiled for.
+
+    LLVM's header names the target machine's default ISA for the architecture (7.8 for sm_90), while
+    each function's instructions follow the function's own `+ptxNN` feature.
+    """
+    m = _VERSION_LINE.search(ptx)
+    if not version or not m or int(m.group(1)) * 10 + int(m.group(2)) >= version:
+        return ptx
+    return ptx[: m.start()] + f".version {version // 10}.{version % 10}" + ptx[m.end() :]
