@@ -81,6 +81,21 @@ def _ptxas_numbers(report: str, kernel: str) -> dict[str, int]:
             "cmem_printed": "cmem[" in report}  # fmt: skip
 
 
+_CONST_DECL = re.compile(r"^\s*(?:\.visible\s+|\.global\s+)?\.const\s+\.align\s+(\d+)\s+\.\w+\s+[\w$]+((?:\[\d+\])*)",
+                         re.MULTILINE)
+
+
+def ptx_const_bytes(ptx: str) -> int:
+    """The size of the user constant bank the PTX declares: its `.const` variables laid out in order, aligned."""
+    end = 0
+    for align, dims in _CONST_DECL.findall(ptx):
+        size = 1
+        for n in re.findall(r"\d+", dims):
+            size *= int(n)
+        end = (end + int(align) - 1) // int(align) * int(align) + size
+    return end
+
+
 def const_at_sm80(module, kernel: str, folder: Path) -> tuple[int, int] | None:
     """(Mneme's const_mem, `ptxas -v`'s cmem banks) of the kernel built for sm_80, where ptxas prints the
     user constant bank; None where the kernel cannot be built for sm_80 (sm_90-only instructions)."""
@@ -146,6 +161,7 @@ def main() -> None:
     mneme_per_unit: list[tuple[float, float]] = []
     compiled = failed = 0
     const80 = collections.Counter()
+    const_ptx = collections.Counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for b in built:
@@ -188,7 +204,13 @@ def main() -> None:
                         disagree.append(f"{kernel}: compile failed ({type(exc).__name__}: {str(exc)[:120]})")
                         continue
                     want = _ptxas_numbers(_ptxas_v(ptx, kc.ARCH, folder), kernel)
-                    if not want["cmem_printed"]:  # CUDA 13 on sm_90: no cmem line; check the bank at sm_80
+                    if not want["cmem_printed"]:  # CUDA 13 on sm_90: no cmem line; the PTX's declarations, and sm_80
+                        declared = ptx_const_bytes(ptx)
+                        const_ptx["agree" if declared == binary.resources.const_mem else "differ"] += 1
+                        const_ptx["nonzero"] += declared != 0
+                        if declared != binary.resources.const_mem:
+                            disagree.append(f"{kernel}: const_mem {binary.resources.const_mem} vs the PTX's .const "
+                                            f"declarations {declared}")  # fmt: skip
                         pair = const_at_sm80(module, kernel, folder)
                         if pair is None:
                             const80["not buildable for sm_80"] += 1
@@ -264,7 +286,12 @@ def main() -> None:
               "Each kernel is therefore also built for sm_80, where `ptxas -v` prints the bank (`N bytes cmem[3]`), "
               f"and compared there: const_mem agrees on {const80['agree']} of {checked80} kernels "
               f"({const80['nonzero']} of them with a nonzero bank); "
-              f"{const80['not buildable for sm_80']} use sm_90-only instructions and cannot be built for sm_80."]
+              f"{const80['not buildable for sm_80']} use sm_90-only instructions and cannot be built for sm_80. "
+              "On sm_90 itself, Mneme's const_mem equals the size of the user constant variables the PTX declares "
+              "(`.const`, laid out in order with their alignment) on "
+              f"{const_ptx['agree']} of {const_ptx['agree'] + const_ptx['differ']} kernels "
+              f"({const_ptx['nonzero']} of them nonzero); the GPU suite compares it with the driver's "
+              "`CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES`."]
     if disagree:
         lines += ["", "Disagreements and failures:", ""] + [f"- {d}" for d in disagree[:40]]
     text = "\n".join(lines) + "\n"
