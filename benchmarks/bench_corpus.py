@@ -155,6 +155,7 @@ def main() -> None:
     stage_times = collections.defaultdict(list)
     totals: list[float] = []
     small_totals: list[float] = []  # kernels of at most SMALL instructions after linking
+    project_totals = collections.defaultdict(list)
     agree = collections.Counter()
     disagree: list[str] = []
     nvcc_per_kernel: list[float] = []
@@ -196,6 +197,7 @@ def main() -> None:
                         totals.append(statistics.median(times))
                         if _instructions(module) <= SMALL:
                             small_totals.append(totals[-1])
+                        project_totals[b.unit.project].append(totals[-1])
                         unit_mneme += statistics.median(times)
                         ptx = build.compile(module, kernel, CONFIG, kc.ARCH, emit="ptx", cache=False).data.decode()
                         compiled += 1
@@ -270,6 +272,7 @@ def main() -> None:
     lines += [f"| {stage} | {med(v):.1f} |" for stage, v in stage_times.items()]
     lines += [f"| **total (Mneme, IR -> cubin)** | {med(totals):.1f} |",
               f"| total, the {len(small_totals)} small kernels (at most {SMALL} IR instructions) | {med(small_totals):.1f} |",
+              *(f"| total, {name}'s {len(v)} kernels | {med(v):.1f} |" for name, v in project_totals.items()),
               f"| `nvcc -cubin` of the unit / its kernels | {med(nvcc_per_kernel):.1f} |", ""]  # fmt: skip
     if mneme_per_unit:
         lines.append(f"Per unit (median of {len(mneme_per_unit)}): `nvcc -cubin` {med([a for a, _ in mneme_per_unit]):.0f} ms, "
