@@ -62,3 +62,19 @@ def test_the_ptx_header_is_raised_to_the_isa_the_functions_need_never_lowered():
     assert target.raise_ptx_version(ptx, 85).startswith(".version 8.5\n")
     assert target.raise_ptx_version(ptx, 63) == ptx
     assert target.raise_ptx_version(ptx, 0) == ptx
+
+
+def test_hopper_inline_ptx_of_a_newer_isa_assembles(tmp_path):
+    # `elect.sync` is PTX ISA 8.0: clang's functions say +ptx85, LLVM's sm_90 header said `.version 7.8`,
+    # and both assemblers refused the kernel before the header was raised to the functions' ISA
+    source = tmp_path / "leader.cu"
+    source.write_text('extern "C" __global__ void leader(unsigned* out) {\n'
+                      "  unsigned is_leader;\n"
+                      '  asm volatile("{\\n\\t.reg .pred p;\\n\\telect.sync _|p, 0xffffffff;\\n\\t'
+                      'selp.u32 %0, 1, 0, p;\\n\\t}" : "=r"(is_leader));\n'
+                      "  out[threadIdx.x] = is_leader;\n}\n")  # fmt: skip
+    module = ir.link([build_cuda_ir(source)], "leader")
+    ptx = build.compile(module, "leader", CONFIG, "sm_90", emit="ptx", cache=False).data.decode()
+    assert "elect.sync" in ptx and _header(ptx) == ("sm_90", target.required_ptx(module))
+    binary = build.compile(module, "leader", CONFIG, "sm_90", cache=False)
+    assert binary.kind == "cubin" and binary.resources.registers > 0
