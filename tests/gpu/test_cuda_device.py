@@ -277,6 +277,23 @@ def test_resources_read_from_the_cubin_are_the_drivers(cuda_device, kernel):
     assert driver.const_mem == 17 * 4  # the module's `__constant__ float filter[17]`
 
 
+@pytest.mark.parametrize("assembler", ["ptxas", "nvjitlink"])
+def test_constant_banks_of_either_assemblers_cubin_are_the_drivers(cuda_device, assembler):
+    # Standalone ptxas leaves the addresses of the globals a kernel uses in a relocated constant bank
+    # (`.nv.constant4`, `ptxas -v`: "16 bytes cmem[4]" on sm_80) that nvJitLink's linked cubin does not have:
+    # the cubin reading must give what the driver reports for the cubin it loads.
+    from mneme.core import build
+    from mneme_cuda import codegen, cubin
+
+    config = ExperimentConfiguration(grid=1, block=128)
+    module = ir.link([cuda_ir("device_global")], "add_bias", internalize=False)
+    ptx = build.compile(module, "add_bias", config, cuda_device.info.arch, emit="ptx", cache=False).data.decode()
+    data, log, tool = codegen.assemble_ptx(ptx, cuda_device.info.arch, config, name="add_bias", assembler=assembler)
+    got = cubin.resources(data, "add_bias", log, tool)
+    with cuda_device.load(DeviceBinary("cuda", cuda_device.info.arch, "cubin", "add_bias", data, got)) as loaded:
+        assert got.const_mem == loaded.resources.const_mem, (assembler, got, loaded.resources)
+
+
 def test_ptx_loads_through_the_driver_jit_with_a_register_cap(cuda_device):
     from mneme_cuda import compare as cmp
 
