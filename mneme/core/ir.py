@@ -13,7 +13,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Union
 
@@ -749,6 +749,41 @@ def reparse(text: str, label: str) -> ModuleRef:
     if module_id:
         mod.name = module_id.group(1)
     return mod
+
+
+_TARGET_CPU = re.compile(r'"target-cpu"="([^"]*)"')
+_TARGET_FEATURES = re.compile(r'"target-features"="([^"]*)"')
+_ATTRIBUTE_GROUP = re.compile(r"^attributes #\d+ = \{.*\}$", re.MULTILINE)
+
+
+def function_targets(mod: ModuleRef) -> list[tuple[str, list[str]]]:
+    """(target-cpu, target-features) that each defined function names ("" and [] where it names none).
+
+    Front ends write the architecture they compiled for into every function, and LLVM's back ends
+    generate each function for its own attributes, not for the target machine's.
+    """
+    found = []
+    for fn in mod.functions:
+        if fn.is_declaration:
+            continue
+        text = b" ".join(fn.attributes).decode("utf-8", "replace")
+        cpu, features = _TARGET_CPU.search(text), _TARGET_FEATURES.search(text)
+        found.append((cpu.group(1) if cpu else "", [f for f in features.group(1).split(",") if f] if features else []))
+    return found
+
+
+def retarget_functions(mod: ModuleRef, cpu: str, features: Callable[[list[str]], list[str]], label: str) -> ModuleRef:
+    """A new module whose functions name `cpu` as their target-cpu and `features(their features)` as their
+    target-features (an empty list drops the attribute); `mod` itself is left as it was."""
+
+    def new_features(m: re.Match) -> str:
+        kept = ",".join(features([f for f in m.group(1).split(",") if f]))
+        return f'"target-features"="{kept}"' if kept else ""
+
+    def group(match: re.Match) -> str:
+        return _TARGET_FEATURES.sub(new_features, _TARGET_CPU.sub(f'"target-cpu"="{cpu}"', match.group(0)))
+
+    return reparse(_ATTRIBUTE_GROUP.sub(group, str(mod)), label)
 
 
 def function_attribute(text: str, name: str, key: str) -> str | None:

@@ -56,19 +56,15 @@ def target_machine(arch: str | None, opt: int = 3) -> llvm.TargetMachine:
 
 # -- IR written for another architecture ---------------------------------------------------------
 
-_CPU_ATTR = re.compile(r'"target-cpu"="([^"]*)"')
-_FEATURES_ATTR = re.compile(r'"target-features"="([^"]*)"')
 _PTX_FEATURE = re.compile(r"\+ptx(\d+)")
+_SM_FEATURE = re.compile(r"\+sm_\d+\w*")
 _VERSION_LINE = re.compile(r"^\.version (\d+)\.(\d+)$", re.MULTILINE)
-
-
-def _function_attributes(module: llvm.ModuleRef) -> list[str]:
-    return [b" ".join(fn.attributes).decode("utf-8", "replace") for fn in module.functions if not fn.is_declaration]
 
 
 def required_ptx(module: llvm.ModuleRef) -> int:
     """The newest PTX ISA (as 85 for 8.5) a function of `module` was compiled for (`+ptxNN`); 0 if none says."""
-    return max((int(v) for attrs in _function_attributes(module) for v in _PTX_FEATURE.findall(attrs)), default=0)
+    return max((int(m.group(1)) for _, features in ir.function_targets(module) for f in features
+                if (m := _PTX_FEATURE.fullmatch(f))), default=0)  # fmt: skip
 
 
 def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
@@ -78,19 +74,14 @@ def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
     "target-features"="+ptx85,+sm_90"`), and LLVM selects each function's instructions for that,
     not for the target machine's: IR built for sm_90 and compiled for sm_80 would carry sm_90
     instructions under an sm_80 header. The module itself is returned when nothing names
-    another architecture; otherwise a new one (its text, rewritten; the PTX ISA version kept).
+    another architecture; otherwise a new one (the PTX ISA version kept).
     """
-    attributes = _function_attributes(module)
-    if all(cpu == arch for attrs in attributes for cpu in _CPU_ATTR.findall(attrs)) and not any(
-            f for attrs in attributes for f in re.findall(r"\+(sm_\d+\w*)", attrs) if f != arch):  # fmt: skip
+    targets = ir.function_targets(module)
+    if all(cpu in ("", arch) and all(f == "+" + arch for f in features if _SM_FEATURE.fullmatch(f))
+           for cpu, features in targets):  # fmt: skip
         return module
-
-    def features(m: re.Match) -> str:
-        kept = [f for f in m.group(1).split(",") if f and not re.fullmatch(r"\+sm_\d+\w*", f)]
-        return f'"target-features"="{",".join([*kept, "+" + arch])}"'
-
-    text = _CPU_ATTR.sub(f'"target-cpu"="{arch}"', str(module))
-    return ir.load(_FEATURES_ATTR.sub(features, text), name=module.name)
+    return ir.retarget_functions(module, arch, lambda features: [f for f in features if not _SM_FEATURE.fullmatch(f)]
+                                 + ["+" + arch], f"module {module.name!r} retargeted to {arch}")  # fmt: skip
 
 
 def raise_ptx_version(ptx: str, version: int) -> str:

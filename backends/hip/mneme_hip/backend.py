@@ -64,6 +64,7 @@ class HipBackend(Backend):
         """Optimize in place and generate a code object (or the object file or assembly before linking)."""
         arch = arch.split(":", 1)[0]
         emit = self.check_emit(emit, arch)
+        module = codegen.retarget(module, codegen.check_arch(arch))  # optimized for the architecture it is built for
         opt_seconds = self.optimize(module, config, arch)
         binary = codegen.codegen(module, kernel_name, config, arch, emit=emit)
         return attrs.evolve(binary, stage_times={"optimize": opt_seconds, **binary.stage_times})

@@ -48,6 +48,42 @@ def check_arch(arch: str | None) -> str:
     return arch
 
 
+def wavefront_size(cpu: str, features: list[str] | tuple[str, ...] = ()) -> int:
+    """The wavefront size code for `cpu` runs with: the explicit feature, else the architecture's default
+    (64 up to gfx9, the CDNA and GCN parts; 32 from gfx10 on, the RDNA parts)."""
+    if "+wavefrontsize32" in features:
+        return 32
+    if "+wavefrontsize64" in features:
+        return 64
+    version = cpu.split(":", 1)[0][3:]
+    return 32 if len(version) >= 4 and int(version[:-2]) >= 10 else 64
+
+
+def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
+    """`module` with every function's `target-cpu` naming `arch` (and its features left to `arch`).
+
+    Clang writes the architecture into each function (`"target-cpu"="gfx90a"` and that chip's
+    feature list), and LLVM's AMDGPU back end generates each function for it: gfx90a IR compiled for
+    gfx1100 gave gfx90a machine code inside a gfx1100 code object. IR whose wavefront size differs
+    from `arch`'s is refused, since the front end may have folded the size into the code (`warpSize`).
+    The module itself is returned when nothing names another architecture.
+    """
+    targets = ir.function_targets(module)
+    foreign = {cpu for cpu, _ in targets if cpu and cpu.split(":", 1)[0] != arch}
+    if not foreign:
+        return module
+    wave = wavefront_size(arch)
+    for cpu, features in targets:
+        if cpu and wavefront_size(cpu, features) != wave:
+            raise IRError(f"the IR of module {module.name!r} was built for {cpu} (wavefront size "
+                          f"{wavefront_size(cpu, features)}) and cannot be compiled for {arch} (wavefront size {wave}): "
+                          f"its code may rely on the wavefront size; build the IR for {arch} "
+                          f"(hipcc --offload-arch={arch} under mneme-cc)")  # fmt: skip
+    keep = ("+wavefrontsize32", "+wavefrontsize64")
+    return ir.retarget_functions(module, arch, lambda features: [f for f in features if f in keep],
+                                 f"module {module.name!r} retargeted to {arch}")  # fmt: skip
+
+
 def target_machine(arch: str | None, opt: int = 3) -> llvm.TargetMachine:
     """A cached llvmlite AMDGPU target machine (cpu=gfxNNN, position-independent code)."""
     check_codegen_opt(opt)
@@ -65,6 +101,7 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
         raise UsageError(f"cannot emit {emit!r} for {arch}; choose one of {', '.join(EMITS)}")
     arch = check_arch(arch)
     tm = target_machine(arch, config.codegen_opt)
+    module = retarget(module, arch)  # IR written for another gfx: its functions now name `arch`
     prepare_codegen(module, kernel_name, "amdgpu", tm)
     times: dict[str, float] = {}
     start = time.perf_counter()

@@ -62,3 +62,33 @@ def test_hip_backend_refuses_an_output_it_cannot_make():
     module = ir.link([build_hip_ir("saxpy")], "saxpy")
     with pytest.raises(MnemeError, match="the hip backend cannot emit 'cubin' for gfx90a; choose one of hsaco"):
         build.compile(module, "saxpy", BASE, "gfx90a", emit="cubin", cache=False)
+
+
+@needs_hip
+def test_ir_built_for_one_gfx_is_generated_for_the_one_compiled_for():
+    # gfx90a IR compiled for gfx942: every function names gfx942, so the machine code is gfx942's
+    module = ir.link([build_hip_ir("saxpy", arch="gfx90a")], "saxpy")
+    from mneme_hip import codegen
+
+    moved = codegen.retarget(module, "gfx942")
+    assert {cpu for cpu, _ in ir.function_targets(moved)} == {"gfx942"}
+    assert codegen.retarget(moved, "gfx942") is moved  # nothing left to change
+    asm = build.compile(module, "saxpy", BASE, "gfx942", emit="asm", cache=False).data.decode()
+    assert '.amdgcn_target "amdgcn-amd-amdhsa--gfx942' in asm and "gfx90a" not in asm
+    assert build.compile(module, "saxpy", BASE, "gfx942", cache=False).resources.registers > 0
+
+
+@needs_hip
+def test_ir_of_another_wavefront_size_is_refused_with_the_fix():
+    module = ir.link([build_hip_ir("saxpy", arch="gfx90a")], "saxpy")
+    with pytest.raises(MnemeError, match=r"built for gfx90a \(wavefront size 64\) and cannot be compiled for gfx1100 "
+                                         r"\(wavefront size 32\).*hipcc --offload-arch=gfx1100"):  # fmt: skip
+        build.compile(module, "saxpy", BASE, "gfx1100", cache=False)
+
+
+def test_wavefront_sizes_by_architecture_and_feature():
+    from mneme_hip.codegen import wavefront_size
+
+    assert [wavefront_size(a) for a in ("gfx90a", "gfx942", "gfx908", "gfx1030", "gfx1100", "gfx1201")] == [
+        64, 64, 64, 32, 32, 32]  # fmt: skip
+    assert wavefront_size("gfx1100", ["+wavefrontsize64"]) == 64 and wavefront_size("gfx90a:xnack+") == 64
