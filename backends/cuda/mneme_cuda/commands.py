@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from mneme.core.errors import EXIT_CODES_HELP
+from mneme.core.recorder.options import progress_option, selection_options, snapshot_options
 from mneme_cuda import cupti
 
 
@@ -23,27 +24,15 @@ def _console():
 
 
 @click.command("record", epilog=EXIT_CODES_HELP, context_settings={"ignore_unknown_options": True})
-@click.option("-rdb", "--rdb", "rdb", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Folder for the recording databases.")
-@click.option("--kernel", default=None, help="Record only kernels whose (mangled) name matches this regex.")
-@click.option("--skip", default=0, show_default=True, help="Skip this many launches of each kernel first.")
-@click.option("--max-recordings", default=4, show_default=True, help="Distinct instances recorded per kernel.")
-@click.option("--record-ranks", default=None,
-              help="MPI ranks that record: 'all' or a list like 0,3 (default: rank 0 under a launcher).")
+@selection_options
 @click.option("--ir", "ir_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files. Optional: "
                    "IR that mneme-cc embedded, or Triton's cache, is found without it.")
-@click.option("--epilogue-format", type=click.Choice(["diff", "bytes", "best"]), default="diff", show_default=True,
-              help="Epilogue regions as a diff against the prologue, whole (compressed), or whichever fits each region.")
-@click.option("--compression", type=click.Choice(["lz4", "zstd", "none"]), default="lz4", show_default=True,
-              help="How snapshot regions are compressed: LZ4 restores about twice as fast as zstd for a few "
-                   "percent more disk; none stores them raw.")
+@snapshot_options
 @click.option("--timer", type=click.Choice(cupti.TIMERS), default="auto", show_default=True,
               help="How the launches timed inside the application are timed: cupti (the kernel's own GPU "
                    "timestamps), events (CUDA events on its stream), auto (cupti where libcupti opens).")
-@click.option("--progress/--no-progress", default=None,
-              help="A live line (kernels, instances, bytes written) on stderr while the application runs "
-                   "[default: when stderr is a terminal].")
+@progress_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, record_ranks: str | None,
                    ir_files: tuple[Path, ...], epilogue_format: str, compression: str, timer: str,
