@@ -67,3 +67,19 @@ extern "C" __global__ void fp8_to_half(const unsigned short* pairs, unsigned* e4
     e5m2[i] = (unsigned)h.x | ((unsigned)h.y << 16);
   }
 }
+
+// f32 pairs and f16 pairs narrowed to fp8 pairs, rounded to nearest even and saturated (cuda_fp8.h, sm_89+).
+extern "C" __global__ void to_fp8(const float* x, const unsigned* halves, unsigned short* f32_e4m3,
+                                  unsigned short* f32_e5m2, unsigned short* f16_e4m3, unsigned short* f16_e5m2, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float2 pair = make_float2(x[2 * i], x[2 * i + 1]);
+    f32_e4m3[i] = __nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, __NV_E4M3);
+    f32_e5m2[i] = __nv_cvt_float2_to_fp8x2(pair, __NV_SATFINITE, __NV_E5M2);
+    __half2_raw h;
+    h.x = (unsigned short)(halves[i] & 0xFFFFu);
+    h.y = (unsigned short)(halves[i] >> 16);
+    f16_e4m3[i] = __nv_cvt_halfraw2_to_fp8x2(h, __NV_SATFINITE, __NV_E4M3);
+    f16_e5m2[i] = __nv_cvt_halfraw2_to_fp8x2(h, __NV_SATFINITE, __NV_E5M2);
+  }
+}

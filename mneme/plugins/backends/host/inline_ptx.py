@@ -178,8 +178,62 @@ def _fp8_to_f16(b: _Body, byte: str, kind: str) -> str:
     return b.tmp(f"or i16 {magnitude}, {sign}")
 
 
+# fp8 formats: (mantissa bits, smallest normal exponent, largest finite code); NaN is 0x7F in both
+_FP8 = {"e4m3": (3, -6, 0x7E), "e5m2": (2, -14, 0x7B)}
+
+
+def _f32_to_fp8(b: _Body, value: str, kind: str) -> str:
+    """The fp8 code (i16, low byte) of an f32, rounded to nearest even, saturated to the largest finite value
+    (`.satfinite`: infinities too), NaN to 0x7F.
+
+    With E = max(exponent of |x|, the smallest normal exponent) and q = roundeven(|x| / 2^(E - mantissa
+    bits)), the code is (E - emin) * 2^mbits + q for normal and subnormal values alike (q reaching
+    2^(mbits+1) carries into the exponent by itself); every step is exact in f32.
+    """
+    mbits, emin, largest = _FP8[kind]
+    bits = b.tmp(f"bitcast float {value} to i32")
+    sign = b.tmp(f"and i32 {b.tmp(f'lshr i32 {bits}, 24')}, 128")
+    magnitude = b.tmp(f"call float @llvm.fabs.f32(float {value})")
+    field = b.tmp(f"and i32 {b.tmp(f'lshr i32 {bits}, 23')}, 255")
+    exponent = b.tmp(f"sub i32 {field}, 127")
+    exponent = b.tmp(f"call i32 @llvm.smax.i32(i32 {exponent}, i32 {emin})")
+    exponent = b.tmp(f"call i32 @llvm.smin.i32(i32 {exponent}, i32 127)")  # infinity: handled below
+    biased = b.tmp(f"add i32 {exponent}, {127 - mbits}")
+    ulp = b.tmp(f"bitcast i32 {b.tmp(f'shl i32 {biased}, 23')} to float")
+    steps = b.tmp(f"call float @llvm.roundeven.f32(float {b.tmp(f'fdiv float {magnitude}, {ulp}')})")
+    finite = b.tmp(f"fcmp olt float {magnitude}, 0x7FF0000000000000")
+    steps = b.tmp(f"select i1 {finite}, float {steps}, float 0.0")
+    scaled = b.tmp(f"shl i32 {b.tmp(f'sub i32 {exponent}, {emin}')}, {mbits}")
+    code = b.tmp(f"add i32 {scaled}, {b.tmp(f'fptoui float {steps} to i32')}")
+    code = b.tmp(f"select i1 {finite}, i32 {code}, i32 {largest}")
+    code = b.tmp(f"or i32 {b.tmp(f'call i32 @llvm.umin.i32(i32 {code}, i32 {largest})')}, {sign}")
+    code = b.tmp(f"select i1 {b.tmp(f'fcmp uno float {value}, 0.0')}, i32 127, i32 {code}")
+    return b.tmp(f"trunc i32 {code} to i16")
+
+
+def _cvt_to_fp8_pair(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    """cvt.rn.satfinite.e4m3x2|e5m2x2.f32 d, a, b (a to the high byte) and .f16x2 d, a (each half in place)."""
+    if mods[:2] != ["rn", "satfinite"] or len(mods) != 4 or mods[2] not in ("e4m3x2", "e5m2x2") or b.ret != "i16":
+        return False
+    kind = mods[2][:4]
+    if mods[3] == "f32" and len(operands) == 3 and operands[0] == "$0":
+        high, low = (b.arg(o, "float") for o in operands[1:])
+    elif mods[3] == "f16x2" and len(operands) == 2 and operands[0] == "$0" and (pair := b.arg(operands[1], "i32")):
+        halves = [b.tmp(f"trunc i32 {pair} to i16"), b.tmp(f"trunc i32 {b.tmp(f'lshr i32 {pair}, 16')} to i16")]
+        low, high = (b.tmp(f"fpext half {b.tmp(f'bitcast i16 {h} to half')} to float") for h in halves)
+    else:
+        return False
+    if high is None or low is None:
+        return False
+    shifted = b.tmp(f"shl i16 {_f32_to_fp8(b, high, kind)}, 8")
+    b.lines.append(f"ret i16 {b.tmp(f'or i16 {shifted}, {_f32_to_fp8(b, low, kind)}')}")
+    return True
+
+
 def _cvt_fp8_pair(b: _Body, mods: list[str], operands: list[str]) -> bool:
     """cvt.rn.f16x2.e4m3x2 / .e5m2x2 d, a: each fp8 byte of a widened to the f16 half of d in its place."""
+    if "satfinite" in mods:
+        return _cvt_to_fp8_pair(b, mods, operands)
     if mods[:2] != ["rn", "f16x2"] or len(mods) != 3 or mods[2] not in ("e4m3x2", "e5m2x2"):
         return False
     if len(operands) != 2 or operands[0] != "$0" or b.ret != "i32" or (pair := b.arg(operands[1], "i16")) is None:

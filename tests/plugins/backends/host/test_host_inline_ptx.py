@@ -219,3 +219,49 @@ def test_every_body_the_block_reader_writes_is_valid_ir(block):
     header = intrinsics.Signature(ret, args).header("f")
     module = "declare i64 @__mneme_shfl(i32, i32, i32, i32, i32)\n" + header + "\n" + "\n".join(body) + "\n}\n"
     llvm.parse_assembly(module).verify()
+
+
+def _nearest_fp8(x: np.ndarray, exponent_bits: int) -> np.ndarray:
+    """The fp8 code of each value by search: the nearest finite fp8 value (ties to the even code), the largest
+    finite one beyond it (`.satfinite`, infinities too), NaN as 0x7F."""
+    codes = np.arange(0x80)
+    values = _fp8_values(codes, exponent_bits)
+    finite = codes[np.isfinite(values)]
+    values = values[finite]
+    magnitude = np.abs(x.astype(np.float64))
+    distance = np.abs(values[None, :] - np.minimum(magnitude, values.max())[:, None])
+    nearest = distance == distance.min(axis=1, keepdims=True)
+    # ties: of two nearest codes, the even one (its mantissa's last bit is 0)
+    chosen = np.where(nearest & (finite[None, :] % 2 == 0), finite[None, :], -1).max(axis=1)
+    chosen = np.where(nearest.sum(axis=1) == 1, finite[np.argmax(nearest, axis=1)], chosen)
+    out = chosen | np.where(np.signbit(x), 0x80, 0)
+    return np.where(np.isnan(x), 0x7F, out).astype(np.uint16)
+
+
+def test_f32_and_f16_pairs_narrow_to_fp8_rounded_to_nearest_even_and_saturated(tmp_path):
+    rng = np.random.default_rng(3)
+    every_half = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    midpoints = []
+    for exponent_bits in (4, 5):  # exact ties between neighbouring fp8 values, and just beside them
+        v = _fp8_values(np.arange(0x80), exponent_bits)
+        v = np.sort(v[np.isfinite(v)])
+        mid = (v[1:] + v[:-1]) / 2
+        midpoints += [mid, np.nextafter(mid.astype(np.float32), np.float32(0)), np.nextafter(mid.astype(np.float32),
+                                                                                       np.float32(np.inf))]  # fmt: skip
+    x = np.concatenate([every_half.astype(np.float32), *[m.astype(np.float32) for m in midpoints],
+                        rng.normal(0, 100, 4096).astype(np.float32), np.float32([1e-30, -1e-30, 3e38, -np.inf, 1e6])])
+    x = np.concatenate([x, -x])
+    if x.size % 2:
+        x = np.append(x, np.float32(0))
+    n = x.size // 2
+    halves = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    outputs: dict = {}
+    capture.capture(str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))), "to_fp8", (n + 127) // 128, 128,
+                    [x, halves, *(np.zeros(n, np.uint16) for _ in range(4)), n], tmp_path, backend="host",
+                    outputs=outputs)  # fmt: skip
+    pairs = x.reshape(n, 2)  # .x to the low byte, .y to the high byte
+    h = np.stack([(halves & 0xFFFF).astype(np.uint16).view(np.float16), (halves >> 16).astype(np.uint16).view(
+        np.float16)], axis=1).astype(np.float32)  # fmt: skip
+    for index, source, exponent_bits in ((2, pairs, 4), (3, pairs, 5), (4, h, 4), (5, h, 5)):
+        want = _nearest_fp8(source[:, 0], exponent_bits) | _nearest_fp8(source[:, 1], exponent_bits) << 8
+        np.testing.assert_array_equal(outputs[index], want)
