@@ -10,7 +10,11 @@ PREBUILT = Path(os.environ.get("MNEME_GPU_IR", ROOT / ".gpu" / "ir"))
 
 
 # sources outside the kernel corpus that GPU tests compile too
-EXTRA = (ROOT / "tests" / "data" / "realkernels" / "resources.cu",)
+EXTRA = (
+    ROOT / "tests" / "data" / "realkernels" / "resources.cu",
+    ROOT / "tests" / "data" / "realkernels" / "ptx_blocks.cu",
+    ROOT / "tests" / "data" / "capture" / "real_inputs.cu",
+)
 
 
 def cuda_ir(source: str | Path) -> Path:

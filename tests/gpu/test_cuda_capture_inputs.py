@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gpu_corpus import PREBUILT
+from gpu_corpus import cuda_ir
 from paths import DATA
 
 pytestmark = pytest.mark.gpu
@@ -17,12 +17,7 @@ SOURCE = DATA / "capture" / "real_inputs.cu"
 
 @pytest.fixture(scope="module")
 def ir() -> Path:
-    prebuilt = PREBUILT / "real_inputs.ll"  # scripts/gpu-suite --prepare builds it (no clang on the GPU machine)
-    if prebuilt.exists():
-        return prebuilt
-    import irbuild
-
-    return irbuild.build_cuda_ir(SOURCE)
+    return cuda_ir(SOURCE)  # prebuilt by scripts/gpu-suite --prepare (gpu_corpus.EXTRA): no clang on the GPU machine
 
 
 def _capture(tmp_path: Path, ir: Path, kernel: str, grid: int, body: str) -> tuple[Path, dict]:

@@ -228,7 +228,8 @@ def _nearest_fp8(x: np.ndarray, exponent_bits: int) -> np.ndarray:
     values = _fp8_values(codes, exponent_bits)
     finite = codes[np.isfinite(values)]
     values = values[finite]
-    magnitude = np.abs(x.astype(np.float64))
+    with np.errstate(invalid="ignore"):  # signalling NaNs (from f16 payloads) say so when cast
+        magnitude = np.nan_to_num(np.abs(x.astype(np.float64)), nan=0.0)  # NaN is answered below
     distance = np.abs(values[None, :] - np.minimum(magnitude, values.max())[:, None])
     nearest = distance == distance.min(axis=1, keepdims=True)
     # ties: of two nearest codes, the even one (its mantissa's last bit is 0)
