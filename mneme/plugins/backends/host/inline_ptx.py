@@ -7,8 +7,9 @@ GPU's (docs/design/internals.md, "Host backend: inline PTX"):
 
 * ``cvt`` between f16/bf16/f32/f64 (widening; narrowing with ``.rn``), float to integer with
   ``.rni/.rzi/.rmi/.rpi`` (saturating, NaN to 0, as PTX does), integer to f32/f64/f16 with ``.rn``,
-  ``cvt.rn.f16x2.f32`` / ``cvt.rn.bf16x2.f32``, and the fp8 pairs widened to f16
-  (``cvt.rn.f16x2.e4m3x2`` / ``.e5m2x2``, exact);
+  ``cvt.rn.f16x2.f32`` / ``cvt.rn.bf16x2.f32``, the fp8 pairs widened to f16
+  (``cvt.rn.f16x2.e4m3x2`` / ``.e5m2x2``, exact) and f32/f16 pairs narrowed to fp8
+  (``cvt.rn.satfinite.e4m3x2.f32`` and the like: rounded to nearest even, saturated);
 * ``mov.b32``/``mov.b64`` packing and unpacking register pairs;
 * ``ld[.global][.nc][.v2|.v4].type``: a plain load (one address space, no cache to bypass);
 * ``add/sub/mul`` on f16 and bf16 (and their x2 pairs) with ``.rn`` or no rounding modifier:
