@@ -92,7 +92,11 @@ class CudaBackend(Backend):
         return {**super().toolchain(arch), "ptxas": codegen.ptxas_version(), "resources": "cubin-1"}
 
     def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
-        """Optimize in place and generate a cubin or PTX (LLVM's NVPTX back end, then nvJitLink or ptxas)."""
+        """Optimize and generate a cubin or PTX (LLVM's NVPTX back end, then nvJitLink or ptxas).
+
+        `module` is optimized in place when it names `arch` already; IR written for another sm_XX is
+        retargeted into a new module first (`target.retarget`), and `module` is left as it was.
+        """
         emit = self.check_emit(emit, arch)
         module = nvptx.retarget(module, nvptx.check_arch(arch))  # optimized for the architecture it is compiled for
         opt_seconds = self.optimize(module, config, arch)

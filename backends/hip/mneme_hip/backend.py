@@ -61,7 +61,11 @@ class HipBackend(Backend):
         return {**super().toolchain(arch), "lld": codegen.lld_version()}
 
     def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
-        """Optimize in place and generate a code object (or the object file or assembly before linking)."""
+        """Optimize and generate a code object (or the object file or assembly before linking).
+
+        `module` is optimized in place when it names `arch` already; IR written for another gfx is
+        retargeted into a new module first (`codegen.retarget`), and `module` is left as it was.
+        """
         arch = arch.split(":", 1)[0]
         emit = self.check_emit(emit, arch)
         module = codegen.retarget(module, codegen.check_arch(arch))  # optimized for the architecture it is built for

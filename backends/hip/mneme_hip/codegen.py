@@ -48,15 +48,25 @@ def check_arch(arch: str | None) -> str:
     return arch
 
 
+def _major(cpu: str) -> int:
+    """The generation of a gfx name: 9 for gfx90a and gfx9-4-generic, 11 for gfx1100 and gfx11-generic."""
+    name = cpu.split(":", 1)[0]
+    generic = re.fullmatch(r"gfx(\d+)(?:-\d+)?-generic", name)
+    if generic:
+        return int(generic.group(1))
+    if not re.fullmatch(r"gfx\d+[0-9a-f]{2}", name):
+        raise IRError(f"cannot tell the generation of AMD GPU {cpu!r}; expected a name like gfx90a or gfx1100")
+    return int(name[3:-2])
+
+
 def wavefront_size(cpu: str, features: list[str] | tuple[str, ...] = ()) -> int:
     """The wavefront size code for `cpu` runs with: the explicit feature, else the architecture's default
-    (64 up to gfx9, the CDNA and GCN parts; 32 from gfx10 on, the RDNA parts)."""
+    (64 up to gfx9, the CDNA and GCN parts; 32 from gfx10 on, the RDNA parts, which can also run wave64)."""
     if "+wavefrontsize32" in features:
         return 32
     if "+wavefrontsize64" in features:
         return 64
-    version = cpu.split(":", 1)[0][3:]
-    return 32 if len(version) >= 4 and int(version[:-2]) >= 10 else 64
+    return 32 if _major(cpu) >= 10 else 64
 
 
 def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
@@ -64,23 +74,26 @@ def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
 
     Clang writes the architecture into each function (`"target-cpu"="gfx90a"` and that chip's
     feature list), and LLVM's AMDGPU back end generates each function for it: gfx90a IR compiled for
-    gfx1100 gave gfx90a machine code inside a gfx1100 code object. IR whose wavefront size differs
-    from `arch`'s is refused, since the front end may have folded the size into the code (`warpSize`).
+    gfx1100 gave gfx90a machine code inside a gfx1100 code object. Each function keeps its
+    wavefront size (the front end may have folded it into the code: `warpSize`), written as a
+    feature; IR that `arch` cannot run at its wavefront size (wave32 IR on a gfx9 part) is refused.
     The module itself is returned when nothing names another architecture.
     """
     targets = ir.function_targets(module)
     foreign = {cpu for cpu, _ in targets if cpu and cpu.split(":", 1)[0] != arch}
     if not foreign:
         return module
-    wave = wavefront_size(arch)
     for cpu, features in targets:
-        if cpu and wavefront_size(cpu, features) != wave:
-            raise IRError(f"the IR of module {module.name!r} was built for {cpu} (wavefront size "
-                          f"{wavefront_size(cpu, features)}) and cannot be compiled for {arch} (wavefront size {wave}): "
-                          f"its code may rely on the wavefront size; build the IR for {arch} "
-                          f"(hipcc --offload-arch={arch} under mneme-cc)")  # fmt: skip
-    keep = ("+wavefrontsize32", "+wavefrontsize64")
-    return ir.retarget_functions(module, arch, lambda features: [f for f in features if f in keep],
+        if cpu and wavefront_size(cpu, features) == 32 and _major(arch) < 10:
+            raise IRError(f"the IR of module {module.name!r} was built for {cpu} with wavefront size 32, which "
+                          f"{arch} (wavefront size 64 only) cannot run: its code may rely on the wavefront size; "
+                          f"build the IR for {arch} (hipcc --offload-arch={arch} under mneme-cc)")  # fmt: skip
+    sizes = {wavefront_size(cpu, features) for cpu, features in targets if cpu}
+    if len(sizes) > 1:
+        raise IRError(f"the functions of module {module.name!r} were built for different wavefront sizes "
+                      f"({', '.join(map(str, sorted(sizes)))}); build the IR for {arch}")
+    wave = sizes.pop()
+    return ir.retarget_functions(module, arch, lambda _features: [f"+wavefrontsize{wave}"],
                                  f"module {module.name!r} retargeted to {arch}")  # fmt: skip
 
 

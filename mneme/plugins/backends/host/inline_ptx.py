@@ -162,9 +162,12 @@ def _cvt_pair(b: _Body, mods: list[str], operands: list[str]) -> bool:
 
 
 def _fp8_to_f16(b: _Body, byte: str, kind: str) -> str:
-    """The f16 bits (i16) of the fp8 value in the low 8 bits of `byte`; exact, as every fp8 value is an f16 one."""
-    if kind == "e5m2":  # e5m2 is f16 with the low 8 mantissa bits dropped
-        return b.tmp(f"shl i16 {byte}, 8")
+    """The f16 bits (i16) of the fp8 value in the low 8 bits of `byte`; exact, as every fp8 value is an f16 one.
+    Every NaN becomes the canonical f16 NaN 0x7FFF (no sign, no payload), as CUDA's fp8 header specifies the
+    conversion."""
+    if kind == "e5m2":  # e5m2 is f16 with the low 8 mantissa bits dropped; NaN: exponent 11111, mantissa not 0
+        nan = b.tmp(f"icmp ugt i16 {b.tmp(f'and i16 {byte}, 127')}, 124")
+        return b.tmp(f"select i1 {nan}, i16 32767, i16 {b.tmp(f'shl i16 {byte}, 8')}")
     # e4m3: bias 7, 3 mantissa bits, no infinities, S.1111.111 is NaN
     exponent = b.tmp(f"and i16 {b.tmp(f'lshr i16 {byte}, 3')}, 15")
     mantissa = b.tmp(f"and i16 {byte}, 7")
@@ -173,10 +176,9 @@ def _fp8_to_f16(b: _Body, byte: str, kind: str) -> str:
     scaled = b.tmp(f"fmul float {b.tmp(f'uitofp i16 {mantissa} to float')}, 0x3F60000000000000")  # m * 2^-9
     subnormal = b.tmp(f"bitcast half {b.tmp(f'fptrunc float {scaled} to half')} to i16")
     magnitude = b.tmp(f"select i1 {b.tmp(f'icmp eq i16 {exponent}, 0')}, i16 {subnormal}, i16 {normal}")
-    nan = b.tmp(f"icmp eq i16 {b.tmp(f'and i16 {byte}, 127')}, 127")
-    magnitude = b.tmp(f"select i1 {nan}, i16 32767, i16 {magnitude}")
     sign = b.tmp(f"shl i16 {b.tmp(f'and i16 {byte}, 128')}, 8")
-    return b.tmp(f"or i16 {magnitude}, {sign}")
+    nan = b.tmp(f"icmp eq i16 {b.tmp(f'and i16 {byte}, 127')}, 127")
+    return b.tmp(f"select i1 {nan}, i16 32767, i16 {b.tmp(f'or i16 {magnitude}, {sign}')}")
 
 
 # fp8 formats: (mantissa bits, smallest normal exponent, largest finite code); NaN is 0x7F in both

@@ -13,7 +13,8 @@ PTX"). What it reads:
   unpacking register pairs;
 * ``shfl.sync.{up,down,idx,bfly}.b32 d[|p], a, b, c, mask`` through the runtime's warp shuffle;
 * ``add``, ``sub``, ``mul`` (``.lo`` for integers), ``min``, ``max``, ``and``, ``or``, ``xor`` on
-  32/64-bit integers and f32/f64 (floats with no rounding modifier or ``.rn``);
+  32/64-bit integers and f32/f64 (floats with no rounding modifier or ``.rn``; ``mul`` only with
+  ``.rn``, since ptxas may fuse a bare one with the ``add`` after it into one rounding);
 * ``setp.CMP.TYPE p, a, b`` and ``selp.TYPE d, a, b, p``;
 * ``@p`` / ``@!p`` guards on any of them (the register keeps its value where the guard is false).
 
@@ -23,7 +24,6 @@ Anything else returns None, and the backend names the asm as unsupported.
 from __future__ import annotations
 
 import re
-import struct
 
 _TYPES = {
     "b16": "i16", "u16": "i16", "s16": "i16",
@@ -96,8 +96,12 @@ class _Program:
         reg_type = self.types[dest]
         value = self.cast(value, have, reg_type)
         if guard is not None:
+            if dest.startswith("$") and dest not in self.values:
+                # an output the block may leave unwritten: its value then is the caller's ("+r", a tied
+                # input this reader is not told about), so the block is not read
+                raise _Unsupported(f"{dest} written only under a guard")
             pred = self.read(guard[0], "i1")
-            old = self.values.get(dest, "zeroinitializer")
+            old = self.values.get(dest, "zeroinitializer")  # a register never written: undefined on the GPU too
             chosen, other = (value, old) if guard[1] else (old, value)
             value = self.tmp(f"select i1 {pred}, {reg_type} {chosen}, {reg_type} {other}")
         self.values[dest] = value
@@ -127,13 +131,26 @@ def _members(ret: str) -> list[str]:
     return [ret]
 
 
+def _f32_as_double_bits(bits: int) -> int:
+    """The bits of the double that holds the f32 `bits` exactly, as LLVM writes float constants; by hand, so
+    that a signalling NaN keeps its payload (a conversion through Python floats would quiet it)."""
+    sign, exponent, mantissa = bits >> 31, (bits >> 23) & 0xFF, bits & 0x7FFFFF
+    if exponent == 0xFF:  # infinity or NaN, payload kept
+        return sign << 63 | 0x7FF << 52 | mantissa << 29
+    if exponent == 0:
+        if mantissa == 0:
+            return sign << 63
+        shift = 24 - mantissa.bit_length()  # a subnormal f32 is a normal double
+        return sign << 63 | (1023 - 126 - shift) << 52 | ((mantissa << shift) & 0x7FFFFF) << 29
+    return sign << 63 | (exponent - 127 + 1023) << 52 | mantissa << 29
+
+
 def _immediate(text: str, want: str) -> str:
     """A PTX immediate as an LLVM constant of type `want`."""
     if m := re.fullmatch(r"0[fF]([0-9a-fA-F]{8})", text):
         if want != "float":
             raise _Unsupported(text)
-        # LLVM writes float constants as the double of the same value, in hexadecimal
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", struct.unpack("<f", bytes.fromhex(m.group(1))[::-1])[0]))[0]
+        return "0x%016X" % _f32_as_double_bits(int(m.group(1), 16))
     if m := re.fullmatch(r"0[dD]([0-9a-fA-F]{16})", text):
         if want != "double":
             raise _Unsupported(text)
@@ -245,6 +262,8 @@ def _binary(p: _Program, name: str, mods: list[str], operands: list[str], guard)
     a, b = (p.read(o, llvm_type) for o in operands[1:])
     if llvm_type in ("float", "double"):
         if extra not in ([], ["rn"]):  # .ftz, .sat and directed rounding change the result
+            raise _Unsupported(".".join([name, *mods]))
+        if name == "mul" and extra != ["rn"]:  # ptxas may fuse a bare mul with the add after it (one rounding)
             raise _Unsupported(".".join([name, *mods]))
         if name in ("min", "max"):  # PTX returns the other operand where one is NaN, as minnum/maxnum do
             suffix = "f32" if llvm_type == "float" else "f64"

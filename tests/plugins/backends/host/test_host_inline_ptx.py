@@ -163,7 +163,9 @@ def test_fp8_pairs_widen_to_half_pairs_exactly(tmp_path):
         got = outputs[index]
         for half, byte in (((got & 0xFFFF), pairs & 0xFF), ((got >> 16), pairs >> 8)):
             value = half.astype(np.uint16).view(np.float16).astype(np.float64)
-            np.testing.assert_array_equal(value, _fp8_values(byte.astype(np.int64), exponent_bits))
+            want = _fp8_values(byte.astype(np.int64), exponent_bits)
+            np.testing.assert_array_equal(value, want)
+            assert (half[np.isnan(want)] == 0x7FFF).all()  # one canonical NaN: no sign, no payload
 
 
 def test_ptx_blocks_read_only_what_they_implement():
@@ -175,6 +177,16 @@ def test_ptx_blocks_read_only_what_they_implement():
     assert ptx_blocks.body("{ .reg .u32 r; mov.u32 r, %laneid; mov.u32 $0, r; }", "i32", []) is None
     assert ptx_blocks.body("{ .reg .u32 r; mov.u32 r, $1; mov.u32 $0, r; }", "float", ["float"]) is not None
     assert ptx_blocks.body("{ .reg .u64 r; mov.u64 r, $1; mov.u64 $0, r; }", "i32", ["i32"]) is None  # widths differ
+    # "+r": an output written only under a guard keeps the caller's value, which the reader is not given
+    guarded = "{ .reg .pred p; setp.ne.u32 p, $1, 0; @p mov.u32 $0, $2; }"
+    assert ptx_blocks.body(guarded, "i32", ["i32", "i32", "i32"]) is None
+    # a bare mul may be fused with the add after it by ptxas: only mul.rn is read
+    fused = "{ .reg .f32 r; mul.f32 r, $1, $2; add.f32 $0, r, $3; }"
+    assert ptx_blocks.body(fused, "float", ["float"] * 3) is None
+    assert ptx_blocks.body(fused.replace("mul.f32", "mul.rn.f32"), "float", ["float"] * 3) is not None
+    # float immediates keep their bits, a signalling NaN's payload included
+    snan = ptx_blocks.body("{ .reg .f32 x; mov.f32 x, 0f7F800001; mov.f32 $0, x; }", "float", [])
+    assert snan[-1] == "ret float 0x7FF0000020000000"
 
 
 _POOLS = {"U": ["a", "b", "$1"], "X": ["x", "y", "$2"], "W": ["w", "$3"], "P": ["p", "q"]}
