@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 _CXXFILT = ("llvm-cxxfilt-19", "llvm-cxxfilt-20", "llvm-cxxfilt-21", "llvm-cxxfilt-22", "llvm-cxxfilt")
 _by_llvm: dict[str, str] = {}  # names the runtime could not read, as llvm-cxxfilt demangled them
+_BY_LLVM_MAX = 65536
 
 
 @functools.lru_cache(maxsize=1)
@@ -68,6 +69,8 @@ def _llvm_demangle(names: list[str]) -> None:
         lines = []
     if len(lines) != len(names):
         lines = list(names)
+    if len(_by_llvm) + len(names) > _BY_LLVM_MAX:  # names come from files other people made: bounded
+        _by_llvm.clear()
     _by_llvm.update(zip(names, lines))
 
 
