@@ -191,8 +191,9 @@ def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfigur
                 size = nvjitlink.get_error_log_size(handle)
                 log_buf = bytearray(size)
                 nvjitlink.get_error_log(handle, log_buf)
+                log = log_buf.decode(errors="replace").strip()
                 raise IRError(f"nvJitLink could not assemble the PTX of kernel {name!r} for {arch}: "
-                              f"{log_buf.decode(errors='replace').strip() or exc}") from exc  # fmt: skip
+                              f"{log or exc}{_newer_isa_hint(log, 'nvjitlink')}") from exc  # fmt: skip
             cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
             nvjitlink.get_linked_cubin(handle, cubin)
             info = bytearray(nvjitlink.get_info_log_size(handle))
@@ -201,6 +202,20 @@ def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfigur
         finally:
             nvjitlink.destroy(handle)
     return _ptxas_subprocess(parts[0], arch, config, name) + ("ptxas",)
+
+
+_UNSUPPORTED_ISA = re.compile(r"Unsupported \.version (\d+\.\d+); current version is '(\d+\.\d+)'")
+
+
+def _newer_isa_hint(log: str, assembler: str) -> str:
+    """What to do when the assembler is older than the PTX ISA the IR's functions were compiled for."""
+    found = _UNSUPPORTED_ISA.search(log)
+    if not found:
+        return ""
+    install = "pip install -U nvidia-nvjitlink" if assembler == "nvjitlink" else "install a newer CUDA toolkit"
+    return (f"\nThe IR was compiled for PTX ISA {found.group(1)} (its functions' +ptx feature, from the CUDA that "
+            f"clang saw), and this {assembler} reads up to {found.group(2)}: {install}, or rebuild the IR with a "
+            "clang that targets this toolkit.")
 
 
 def _ptxas_subprocess(ptx: str, arch: str, config: ExperimentConfiguration, name: str) -> tuple[bytes, str]:
@@ -213,7 +228,8 @@ def _ptxas_subprocess(ptx: str, arch: str, config: ExperimentConfiguration, name
         src.write_text(ptx)
         proc = subprocess.run([ptxas, *ptxas_options(arch, config), str(src), "-o", str(out)], capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise IRError(f"ptxas could not assemble the PTX of kernel {name!r} for {arch}: {proc.stderr.strip()}")
+            raise IRError(f"ptxas could not assemble the PTX of kernel {name!r} for {arch}: {proc.stderr.strip()}"
+                          f"{_newer_isa_hint(proc.stderr, 'ptxas')}")  # fmt: skip
         return out.read_bytes(), proc.stdout + proc.stderr
 
 

@@ -9,8 +9,9 @@ import pytest
 from irbuild import build_cuda_ir, cuda_available
 
 from mneme.core import build, ir
+from mneme.core.errors import MnemeError
 from mneme.core.types import ExperimentConfiguration
-from mneme_cuda import target
+from mneme_cuda import codegen, target
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
 CONFIG = ExperimentConfiguration(grid=(4, 1, 1), block=(128, 1, 1))
@@ -78,3 +79,12 @@ def test_hopper_inline_ptx_of_a_newer_isa_assembles(tmp_path):
     assert "elect.sync" in ptx and _header(ptx) == ("sm_90", target.required_ptx(module))
     binary = build.compile(module, "leader", CONFIG, "sm_90", cache=False)
     assert binary.kind == "cubin" and binary.resources.registers > 0
+
+
+@pytest.mark.parametrize("assembler", ["ptxas", pytest.param("nvjitlink", marks=pytest.mark.skipif(
+    codegen.ptx_assembler() != "nvjitlink", reason="nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed"))])
+def test_an_assembler_older_than_the_ptx_isa_says_what_to_install(assembler):
+    ptx = ".version 9.9\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n"
+    with pytest.raises(MnemeError, match=r"compiled for PTX ISA 9\.9 .* reads up to \d+\.\d+: (pip install -U "
+                                         r"nvidia-nvjitlink|install a newer CUDA toolkit)"):  # fmt: skip
+        codegen.assemble_ptx(ptx, "sm_90", CONFIG, name="k", assembler=assembler)
