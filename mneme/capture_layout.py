@@ -362,7 +362,7 @@ def struct_offsets(module: Any, kernel: str, index: int) -> list[tuple[int, int,
     from mneme.core import ir as irmod
 
     arg = list(irmod.find_kernel(module, kernel).arguments)[index]
-    ty = irmod._byval_type(module, arg.attributes) if arg.type.is_pointer else None
+    ty = irmod.byval_type(module, arg.attributes) if arg.type.is_pointer else None
     if ty is None and arg.type.is_struct:
         ty = arg.type
     if ty is None or not ty.is_struct:

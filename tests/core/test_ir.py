@@ -6,6 +6,7 @@ import pytest
 from irbuild import build_cuda_ir, build_hip_ir, corpus, corpus_kernels, cuda_available, hip_available
 
 from mneme.core import ir
+from mneme.core.ir import _bitcode
 from mneme.core.errors import IRError
 
 needs_hip = pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
@@ -64,7 +65,7 @@ def test_bitcode_from_a_newer_llvm_names_the_producer_and_the_reader():
     ident = ir.bitcode_identification(bytes(data))
     assert ident["producer"].startswith("LLVM") and ident["epoch"] == 0
     # a future LLVM: producer "LLVM99..." and a bitcode epoch this reader does not know
-    nine = ir._CHAR6.index("9")
+    nine = _bitcode._CHAR6.index("9")
     for bit in ident["producer_bits"][4:6]:
         _set_bits(data, bit, 6, nine)
     _set_bits(data, ident["epoch_bit"], 1, 1)
