@@ -155,6 +155,24 @@ class NativeLibrary:
     def build_dir(self) -> Path:
         return cache_dir(self.cache or self.stem)
 
+    def status(self, distribution: str, prerequisites: Sequence[tuple[Callable[[], object], str]],
+               build_command: str) -> tuple[bool, str]:  # fmt: skip
+        """Whether the library is built or can be, and what to do otherwise.
+
+        `prerequisites`: (finds it, what to do when it finds nothing) for each thing a build needs,
+        looked for in turn and only while the library is not built; `build_command` builds it by hand.
+        """
+        path = self.find()
+        if path is not None:
+            return True, f"built: {path}"
+        if not self.available():
+            return False, (f"not built: its sources ({self.sources[0]}) are not installed; install {distribution} "
+                           "from a checkout")  # fmt: skip
+        for find, advice in prerequisites:
+            if find() is None:
+                return False, f"not built: {advice}"
+        return True, f"not built yet: built on first use (or run `{build_command}`)"
+
     def find(self, *folders: Path) -> Path | None:
         """The library to load: $env, the packaged copy, the build cache, `folders`, the declared search folders."""
         explicit_text = envvars.get_named(self.env) if self.env else None

@@ -48,16 +48,10 @@ def library_path() -> Path | None:
 
 def status() -> tuple[bool, str]:
     """Whether the recorder is built or can be, and what to do otherwise."""
-    path = library_path()
-    if path is not None:
-        return True, f"built: {path}"
-    if not NATIVE.available():
-        return False, f"not built: its sources ({SOURCE}) are not installed; install mneme-hip from a checkout"
-    if cxx_compiler() is None:
-        return False, "not built: no C++ compiler (install g++ or clang++)"
-    if xxhash_include() is None:
-        return False, "not built: xxhash.h not found; install libxxhash-dev (or set XXHASH_INCLUDE)"
-    return True, "not built yet: built on first use (or run `mneme hip build-recorder`)"
+    return NATIVE.status("mneme-hip", [
+        (cxx_compiler, "no C++ compiler (install g++ or clang++)"),
+        (xxhash_include, "xxhash.h not found; install libxxhash-dev (or set XXHASH_INCLUDE)"),
+    ], "mneme hip build-recorder")  # fmt: skip
 
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:

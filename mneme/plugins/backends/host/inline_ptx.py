@@ -200,15 +200,15 @@ def _f32_to_fp8(b: _Body, value: str, kind: str) -> str:
     field = b.tmp(f"and i32 {b.tmp(f'lshr i32 {bits}, 23')}, 255")
     exponent = b.tmp(f"sub i32 {field}, 127")
     exponent = b.tmp(f"call i32 @llvm.smax.i32(i32 {exponent}, i32 {emin})")
-    exponent = b.tmp(f"call i32 @llvm.smin.i32(i32 {exponent}, i32 127)")  # infinity: handled below
+    exponent = b.tmp(f"call i32 @llvm.smin.i32(i32 {exponent}, i32 127)")  # infinity: see the clamp below
     biased = b.tmp(f"add i32 {exponent}, {127 - mbits}")
     ulp = b.tmp(f"bitcast i32 {b.tmp(f'shl i32 {biased}, 23')} to float")
     steps = b.tmp(f"call float @llvm.roundeven.f32(float {b.tmp(f'fdiv float {magnitude}, {ulp}')})")
     finite = b.tmp(f"fcmp olt float {magnitude}, 0x7FF0000000000000")
     steps = b.tmp(f"select i1 {finite}, float {steps}, float 0.0")
     scaled = b.tmp(f"shl i32 {b.tmp(f'sub i32 {exponent}, {emin}')}, {mbits}")
+    # an infinity has q = 0 and E = 127 here: its code is beyond the largest, which the clamp gives
     code = b.tmp(f"add i32 {scaled}, {b.tmp(f'fptoui float {steps} to i32')}")
-    code = b.tmp(f"select i1 {finite}, i32 {code}, i32 {largest}")
     code = b.tmp(f"or i32 {b.tmp(f'call i32 @llvm.umin.i32(i32 {code}, i32 {largest})')}, {sign}")
     code = b.tmp(f"select i1 {b.tmp(f'fcmp uno float {value}, 0.0')}, i32 127, i32 {code}")
     return b.tmp(f"trunc i32 {code} to i16")
