@@ -79,6 +79,15 @@ class Resources:
     assembler: str = ""
 
 
+def compare_policy(policy: Any) -> tuple[str, float, bool, str] | None:
+    """(dtype, threshold, relative, norm) that a device compare reads from a region's policy (any object with
+    those fields: the snapshot's RegionPolicy); None where the region has none and its bytes are compared."""
+    if policy is None:
+        return None
+    return (str(getattr(policy, "dtype", "u8")), float(getattr(policy, "threshold", 0.0)),
+            bool(getattr(policy, "relative", False)), str(getattr(policy, "norm", "none") or "none"))  # fmt: skip
+
+
 @attrs.frozen
 class RegionDiff:
     """How one region differs, as a device compare reports it (`Device.compare_regions`). Offsets are

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from mneme.core.backend import RegionDiff  # noqa: F401 - the report this module makes
+from mneme.core.backend import RegionDiff, compare_policy  # noqa: F401 - RegionDiff: the report this module makes
 from mneme.core.errors import UnsupportedError
 
 FLOAT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
@@ -43,12 +43,10 @@ class CompareRequest:
 
 def plan(policy: Any) -> tuple[str, float, bool, str]:
     """(kernel key, threshold, relative, norm) for a policy; UnsupportedError for a tolerant integer policy."""
-    if policy is None:
+    fields = compare_policy(policy)
+    if fields is None:
         return "bytes", 0.0, False, "none"
-    dtype = str(getattr(policy, "dtype", "u8"))
-    threshold = float(getattr(policy, "threshold", 0.0))
-    relative = bool(getattr(policy, "relative", False))
-    norm = str(getattr(policy, "norm", "none") or "none")
+    dtype, threshold, relative, norm = fields
     if dtype in FLOAT_SIZES:
         return dtype, threshold, relative, norm
     if threshold != 0.0 or norm != "none":

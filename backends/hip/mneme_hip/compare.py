@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mneme.core.backend import RegionDiff  # noqa: F401 - the report this module makes
+from mneme.core.backend import RegionDiff, compare_policy  # noqa: F401 - RegionDiff: the report this module makes
 from mneme.core.types import ExperimentConfiguration
 from mneme_hip.compare_layout import BLOCK, DATA_LAYOUT
 
@@ -91,12 +91,10 @@ def plan(policy: Any) -> tuple[str, float, bool, str]:
     """
     from mneme_hip import tolerance
 
-    if policy is None:
+    fields = compare_policy(policy)
+    if fields is None:
         return "bytes", 0.0, False, "none"
-    dtype = str(getattr(policy, "dtype", "u8"))
-    threshold = float(getattr(policy, "threshold", 0.0))
-    relative = bool(getattr(policy, "relative", False))
-    norm = str(getattr(policy, "norm", "none") or "none")
+    dtype, threshold, relative, norm = fields
     if dtype in tolerance.FLOATS or threshold != 0.0 or norm != "none":
         tolerance.itemsize(dtype)  # KeyError only for a dtype RegionPolicy itself refuses
         return dtype, threshold, relative, norm
