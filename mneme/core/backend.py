@@ -21,6 +21,7 @@ import attrs
 from mneme.core import envvars, plugins, targets
 from mneme.core.availability import Availability  # noqa: F401 - part of the backend contract
 from mneme.core.errors import MnemeError, UsageError
+from mneme.core.launching import LaunchAttributes
 
 if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
     from mneme.core.envvars import EnvVar
@@ -239,6 +240,10 @@ class Device(abc.ABC):
 
     #: The timers `time(timer=...)` takes; "auto" is the backend's best that works here.
     timers: tuple[str, ...] = HOST_TIMERS
+    #: The launch attributes (`LaunchAttributes.names`: "cooperative", "cluster") this device's
+    #: `launch` repeats when a loaded kernel carries them (`LoadedKernel.launch_attributes`).
+    #: A recording that needs one more is refused before anything runs (`check_launch_attributes`).
+    launch_attributes_supported: frozenset[str] = frozenset()
 
     def __init__(self, info: DeviceInfo):
         self.info = info
@@ -340,6 +345,14 @@ class Device(abc.ABC):
     def check_timer(self, timer: str) -> None:
         check_timer(timer, self.timers, self.info.backend)
 
+    def check_launch_attributes(self, attributes: LaunchAttributes, kernel_name: str) -> None:
+        """Refuse a recording launched in a way (cooperative, clusters) this device cannot repeat."""
+        missing = sorted(attributes.names - self.launch_attributes_supported)
+        if missing:
+            raise UsageError(f"kernel {kernel_name!r} was launched {attributes.describe()}; the {self.info.backend} "
+                             f"backend cannot launch with {' or '.join(missing)}, and without it the kernel would "
+                             "not run as recorded: replay it on a backend that can (mneme plugins lists them)")  # fmt: skip
+
     def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
         """Set a device global variable of the kernel's module by name."""
         raise MnemeError(f"the {self.info.backend} backend cannot set device global {name!r}")
@@ -354,6 +367,8 @@ class LoadedKernel(abc.ABC):
     def __init__(self, binary: DeviceBinary):
         self.binary = binary
         self._closed = False
+        #: How to launch it beyond the geometry (the recorded launch's); the executor sets it.
+        self.launch_attributes: LaunchAttributes = LaunchAttributes()
 
     def __enter__(self) -> LoadedKernel:
         return self

@@ -272,6 +272,7 @@ class BaseExecutor:
         self.args = bytes(self.prologue.args)
         self.device = self.backend.open_device(self.device_id)
         self.device.check_timer(self.timer)  # a timer the device lacks is a usage error, not a failed experiment
+        self.device.check_launch_attributes(self.instance.launch_attributes, self.rec.kernel_name)
         self.arch = self.backend.arch(self.device_id)
         self.builder = KernelBuilder(self.rec, self.args, self.backend, self.arch, self.mode)
         if self.mode != "ir":
@@ -448,6 +449,7 @@ class BaseExecutor:
         except MnemeError as exc:
             raise ExperimentError(f"loading kernel {self.rec.kernel_name!r} failed: {exc}", kind="load") from exc
         result.load_time = time.perf_counter() - start
+        kernel.launch_attributes = self.instance.launch_attributes  # cooperative, clusters: as recorded
         self._loaded[key] = kernel
         while len(self._loaded) > 8:
             _, old = self._loaded.popitem(last=False)

@@ -204,3 +204,19 @@ def test_a_variant_that_scribbles_over_its_input_does_not_poison_the_next_experi
         recorded = ex.execute(ex.default_config())
     assert wide.failed and wide.error_kind == "verify" and "[arg 0 (arg0)]" in " ".join(wide.mismatches)
     assert recorded.ok, recorded.error
+
+
+def test_a_launch_the_backend_cannot_repeat_is_refused_before_anything_runs(saxpy_db, tmp_path):
+    """A recording launched with thread block clusters: the host backend cannot launch so, and says which."""
+    copy = tmp_path / "rec"
+    shutil.copytree(saxpy_db.parent, copy)
+    db = copy / saxpy_db.name
+    data = json.loads(db.read_text())
+    (entry,) = data["instances"].values()
+    entry["ClusterDims"] = {"x": 2, "y": 1, "z": 1}
+    db.write_text(json.dumps(data))
+    ex = BaseExecutor(db, iterations=1)
+    with pytest.raises(UsageError, match=r"launched with clusters of \(2, 1, 1\); the host backend cannot launch "
+                                         r"with cluster.*replay it on a backend that can"):  # fmt: skip
+        ex.open()
+    assert ex.device is None  # closed again: nothing was left open

@@ -462,3 +462,75 @@ def test_pointers_into_pinned_host_and_managed_memory_are_warned_about_once_each
         in warnings[1], warnings
     assert "registered host memory" not in proc.stderr  # registered, but no kernel is given it
     assert len(recorder.launches(raw)) == 6  # warned about, and recorded all the same
+
+
+# -- launches with attributes: cooperative, clusters -----------------------------------------------
+
+
+def _replay_cli(db: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`mneme replay` in its own process: a launch made the wrong way may fault, which ends a CUDA context."""
+    return subprocess.run([sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "--iterations", "1", *extra],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+
+
+def test_a_cooperative_launch_is_recorded_as_one_and_replays_cooperatively_verified(recorder_library,
+                                                                                     tmp_path_factory, tmp_path):  # fmt: skip
+    """grid.sync() holds only in a cooperative launch: the recording says it was one, the replay repeats it,
+    and a geometry too large to be resident at once is an invalid configuration, not a fault."""
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.records import RecordedExecution
+
+    app = program("coop_app", tmp_path_factory)
+    code, dbs = record([app], tmp_path, "grid_rotate", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.cooperative and inst.cluster_dim is None
+    assert_all_verified(replay_all(dbs), 1)
+    with BaseExecutor(db, backend="cuda", iterations=1, mode="cubin") as ex:
+        too_many = ex.default_config().replace(grid=(ex.instance.grid_dim.x * 1000, 1, 1))
+        result = ex.execute(too_many)
+        assert result.failed and result.error_kind == "invalid", result.error
+        assert "cooperative launch needs every block resident" in result.error
+        again = ex.execute(ex.default_config())  # the device is fine afterwards
+        assert again.ok, again.error
+
+
+def test_a_cooperative_kernel_built_with_mneme_cc_replays_from_its_ir_cooperatively(recorder_library, tmp_path):
+    from mneme.core.records import RecordedExecution
+
+    app = ROOT / ".gpu" / "bin" / "coop_app_ir"
+    if not app.exists():
+        pytest.skip("coop_app_ir is built by scripts/gpu-suite --prepare (mneme-cc needs clang-19)")
+    code, dbs = record([app], tmp_path, "grid_rotate", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    rec = RecordedExecution.from_json(db)
+    assert rec.llvm_files and all(i.cooperative for i in rec.kernel_instances.values())
+    outcomes = replay_all(dbs)
+    assert [mode for _, mode, _ in outcomes] == ["ir"]
+    assert_all_verified(outcomes, 1)
+
+
+def test_a_launch_with_block_clusters_is_recorded_with_them_and_needs_them_to_verify(recorder_library,
+                                                                                      tmp_path_factory, tmp_path):  # fmt: skip
+    import json
+
+    from mneme.core.records import RecordedExecution
+    from mneme.core.types import dim3
+
+    app = program("cluster_app", tmp_path_factory)
+    code, dbs = record([app], tmp_path, "cluster_swap", recorder_library)
+    assert code == 0
+    (db,) = dbs
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.cluster_dim == dim3(2, 1, 1) and not inst.cooperative
+    assert_all_verified(replay_all(dbs), 1)
+    # The same recording with the clusters taken out: each block is then a cluster of its own, its
+    # partner's shared memory is not reachable, and the replay does not verify.
+    data = json.loads(db.read_text())
+    for entry in data["instances"].values():
+        del entry["ClusterDims"]
+    db.write_text(json.dumps(data))
+    plain = _replay_cli(db)
+    assert plain.returncode != 0, plain.stdout + plain.stderr

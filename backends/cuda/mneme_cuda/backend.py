@@ -148,6 +148,7 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
     """One CUDA device opened in this process (its primary context)."""
 
     timers = cupti.TIMERS
+    launch_attributes_supported = frozenset({"cooperative", "cluster"})
 
     def __init__(self, index: int = 0):
         cu = driver()

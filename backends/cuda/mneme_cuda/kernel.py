@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from mneme.core import kernel_clock
 from mneme.core.backend import DeviceBinary, LoadedKernel, Resources
 from mneme.core.errors import ExperimentError, MnemeError, UnsupportedError
+from mneme.core.launching import LaunchAttributes
 from mneme_cuda.driver import CudaError, check, driver, fault
 
 if TYPE_CHECKING:
@@ -18,6 +19,15 @@ log = logging.getLogger(__name__)
 
 JIT_CACHE_MODES = {"": None, "ca": "CU_JIT_CACHE_OPTION_CA", "cg": "CU_JIT_CACHE_OPTION_CG",
                    "cs": "CU_JIT_CACHE_OPTION_NONE", "lu": "CU_JIT_CACHE_OPTION_NONE", "cv": "CU_JIT_CACHE_OPTION_NONE"}
+
+# Launch errors that say this geometry cannot launch the recorded way (cooperatively, with clusters):
+# the configuration is invalid, as one with too many threads is; another geometry may launch.
+_GEOMETRY_REFUSED = {
+    "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE": "a cooperative launch needs every block resident at once, and this "
+    "grid has more blocks than the device holds with this block size and shared memory; use fewer or smaller blocks",
+    "CUDA_ERROR_CLUSTER_OUT_OF_RESOURCES": "a block cluster of this size does not fit on one GPC with this block size "
+    "and shared memory; use smaller blocks",
+}
 
 
 class CudaKernel(LoadedKernel):
@@ -201,16 +211,47 @@ class DeviceKernels:
             table = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
             keep.extend((buffer, size, table))
             extra = ctypes.addressof(table)
+        how = kernel.launch_attributes
+        what = f"launching kernel {kernel.binary.kernel_name!r} with grid {grid} block {block}"
         try:
-            check(cu.cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                    shared_mem, self.stream, None, extra),
-                  f"launching kernel {kernel.binary.kernel_name!r} with grid {grid} block {block}")
+            if how.names:  # as the application launched it: cooperatively, with clusters
+                check(cu.cuLaunchKernelEx(self._launch_config(how, grid, block, shared_mem, keep), kernel.function,
+                                          None, extra), f"{what} {how.describe()}")  # fmt: skip
+            else:
+                check(cu.cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                        shared_mem, self.stream, None, extra), what)  # fmt: skip
             kernel.launched = True
         except CudaError as exc:
             if exc.sticky:
                 self.broken = exc.name
                 raise fault(exc, kernel.binary.kernel_name) from exc
+            if exc.name in _GEOMETRY_REFUSED:  # this configuration cannot launch so; others may
+                raise ExperimentError(f"{exc}: {_GEOMETRY_REFUSED[exc.name]}", kind="invalid") from exc
             raise ExperimentError(str(exc), kind="launch") from exc
+
+    def _launch_config(self, how: LaunchAttributes, grid, block, shared_mem: int, keep: list):
+        """cuLaunchKernelEx's configuration for a launch with attributes (`keep` holds it alive)."""
+        cu = driver()
+        cfg = cu.CUlaunchConfig()
+        cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ = grid.x, grid.y, grid.z
+        cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ = block.x, block.y, block.z
+        cfg.sharedMemBytes = shared_mem
+        cfg.hStream = self.stream
+        attributes = []
+        if how.cooperative:
+            a = cu.CUlaunchAttribute()
+            a.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+            a.value.cooperative = 1
+            attributes.append(a)
+        if how.cluster is not None:
+            a = cu.CUlaunchAttribute()
+            a.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z = how.cluster.as_tuple()
+            attributes.append(a)
+        cfg.attrs = attributes
+        cfg.numAttrs = len(attributes)
+        keep.extend((cfg, attributes))
+        return cfg
 
     def launch(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes) -> None:
         kernel.check_open()

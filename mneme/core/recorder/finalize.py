@@ -29,6 +29,7 @@ from mneme.core.recorder.rawdir import (
     RawFormat,
     check_compression,
     in_application,
+    launch_fields,
     launches,
     mostly_rewritten,
     occurrences,
@@ -134,10 +135,12 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
             grid, block, shared = manifest["grid"], manifest["block"], manifest["shared_mem"]
             dynamic = dynamic_hash_of(grid, block, shared, arg_bytes)
             occ = max(counted.get((kernel, manifest.get("instance_key", "")), 1), 1)
+            launch = launch_fields(manifest, folder / "manifest.json")
             if dynamic in rec.kernel_instances:
                 rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes,
                                  prologue=rec.kernel_instances[dynamic].prologue_path,
-                                 epilogue=rec.kernel_instances[dynamic].epilogue_path, occurrences=occ)  # fmt: skip
+                                 epilogue=rec.kernel_instances[dynamic].epilogue_path, occurrences=occ,
+                                 **launch)  # fmt: skip
                 continue
             prologue_path = out / f"DeviceState.prologue.{static_hash}.{dynamic}.mneme"
             epilogue_path = out / f"DeviceState.epilogue.{static_hash}.{dynamic}.mneme"
@@ -145,7 +148,7 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
             if manifest["version"] >= 2:  # the recorder wrote the snapshots itself: check them, move them
                 _place_snapshots(folder, manifest, policies, prologue_path, epilogue_path)
                 rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
-                                 epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ)  # fmt: skip
+                                 epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ, **launch)  # fmt: skip
                 continue
             encoding = encoding or region_encoding(compression)
             before, globals_before = raw_regions(folder, "prologue.bin", manifest)
@@ -170,7 +173,7 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
                 for name, data in globals_after.items():
                     writer.add_global(name, bytes(data))
             rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
-                             epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ)  # fmt: skip
+                             epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ, **launch)  # fmt: skip
         for dynamic, key in {dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])):
                              m.get("instance_key", "") for _, m in items}.items():  # fmt: skip
             # set, not added: finalizing the same raw folder twice gives the same times

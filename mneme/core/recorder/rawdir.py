@@ -174,6 +174,28 @@ def region_policies(manifest: dict, where: str = "<manifest>") -> dict:
     return out
 
 
+def launch_fields(manifest: dict, where: Path | str = "<manifest>") -> dict:
+    """The launch's attributes from a manifest, as `RecordedExecution.add_instance` takes them.
+
+    "cooperative" (boolean) and "cluster" ([x, y, z] blocks; zeros: no clusters) are absent from
+    manifests of recorders before them, which recorded every launch as a plain one.
+    """
+    cooperative = manifest.get("cooperative", False)
+    if not isinstance(cooperative, bool):
+        raise FormatError(where, f"expected true or false, got {cooperative!r}"[:200], field="cooperative")
+    cluster = manifest.get("cluster", [0, 0, 0])
+    if (not isinstance(cluster, list) or len(cluster) != 3
+            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cluster)):  # fmt: skip
+        raise FormatError(where, f"expected three block counts (zeros: no clusters), got {cluster!r}"[:200],
+                          field="cluster")  # fmt: skip
+    if any(cluster) and not all(cluster):
+        raise FormatError(where, f"a cluster of {cluster} blocks has an empty dimension", field="cluster")
+    grid = manifest.get("grid", [1, 1, 1])
+    if any(cluster) and any(not isinstance(g, int) or g % c for g, c in zip(grid, cluster)):
+        raise FormatError(where, f"clusters of {cluster} blocks do not divide the grid {grid}", field="cluster")
+    return {"cooperative": cooperative, "cluster_dim": tuple(cluster) if any(cluster) else None}
+
+
 def mostly_rewritten(before, after) -> bool:
     """Whether more than half of a region's bytes changed (a diff would store it nearly whole)."""
     import numpy as np

@@ -26,6 +26,7 @@ import cattrs
 from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.records.paths import FileChecker, check_lexical, is_inside
+from mneme.core.launching import LaunchAttributes
 from mneme.core.types import dim3
 
 if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is opened
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is
 log = logging.getLogger(__name__)
 
 #: The version this code writes. Readers refuse newer versions and upgrade older ones.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: The JSON codec of these classes (`records.schema`): it builds its converter from them, so it
 #: imports this module and registers itself here when the package loads; the model never imports it.
@@ -105,6 +106,12 @@ class KernelInstance:
     #: timestamps, or "events", events recorded around the launch on the application's stream
     #: (the only timer before version 3). A replay compares like with like only by the same timer.
     app_timer: str = attrs.field(default="events")
+    #: Launched cooperatively (a cooperative launch entry point, or the cooperative launch attribute):
+    #: every block resident at once, as a grid-wide barrier (`grid.sync()`) needs. Version 4 and later.
+    cooperative: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    #: Thread block cluster dimensions the launch gave (the cluster launch attribute), in blocks;
+    #: None when it gave none. Version 4 and later.
+    cluster_dim: dim3 | None = attrs.field(default=None, converter=attrs.converters.optional(dim3.of))
     dynamic_hash: str = ""
     _record: RecordedExecution | None = attrs.field(default=None, init=False, repr=False)
 
@@ -112,6 +119,20 @@ class KernelInstance:
     def _check_occ(self, attribute, value):
         if value < 1:
             raise ValueError(f"occ must be >= 1, got {value}")
+
+    @cluster_dim.validator
+    def _check_cluster_dim(self, attribute, value):
+        if value is None:
+            return
+        grid = dim3.of(self.grid_dim)
+        if any(g % c for g, c in zip(grid.as_tuple(), value.as_tuple())):
+            raise ValueError(f"cluster_dim {value.as_tuple()} must divide the grid {grid.as_tuple()} in every "
+                             "dimension (a launch with clusters has whole clusters)")
+
+    @property
+    def launch_attributes(self) -> LaunchAttributes:
+        """How the launch was made beyond its geometry (cooperative, clusters), for the device to repeat."""
+        return LaunchAttributes(cooperative=self.cooperative, cluster=self.cluster_dim)
 
     @app_timer.validator
     def _check_app_timer(self, attribute, value):
@@ -204,7 +225,8 @@ class KernelInstance:
 
 def _instance_key(inst: KernelInstance) -> tuple:
     return (inst.grid_dim, inst.block_dim, inst.shared_mem, inst.args, inst.prologue_file,
-            inst.epilogue_file, inst.occ, tuple(inst.app_times), inst.app_timer, inst.dynamic_hash)
+            inst.epilogue_file, inst.occ, tuple(inst.app_times), inst.app_timer, inst.cooperative, inst.cluster_dim,
+            inst.dynamic_hash)
 
 
 def dynamic_hash_of(grid: Any, block: Any, shared_mem: int, args: bytes) -> str:
@@ -307,16 +329,23 @@ class RecordedExecution(MutableMapping):
         dynamic_hash: str | None = None,
         app_times: Sequence[float] = (),
         app_timer: str = "events",
+        cooperative: bool = False,
+        cluster_dim: Any = None,
     ) -> KernelInstance:
         """Add a launch context (or count another occurrence of a known one) and return it.
 
         `prologue`/`epilogue` are paths of snapshot files inside the database's folder;
         `app_times` are in-application durations (seconds) of launches with this context,
-        measured by `app_timer` (`APP_TIMERS`).
+        measured by `app_timer` (`APP_TIMERS`). `cooperative` and `cluster_dim` say how the
+        launch was made (`KernelInstance`); a context seen again must have been launched the same way.
         """
         key = dynamic_hash or dynamic_hash_of(grid, block, shared_mem, args)
         if key in self.kernel_instances:
             inst = self.kernel_instances[key]
+            again = LaunchAttributes(cooperative=cooperative, cluster=None if cluster_dim is None else dim3.of(cluster_dim))
+            if again != inst.launch_attributes:
+                raise UsageError(f"instance {key} was launched {inst.launch_attributes.describe()}; another launch "
+                                 f"of it {again.describe()} cannot count as the same context")  # fmt: skip
             if app_times and inst.app_times and inst.app_timer != app_timer:
                 raise UsageError(f"instance {key} has application times by {inst.app_timer}; times by {app_timer} "
                                  "do not mix with them")  # fmt: skip
@@ -335,6 +364,8 @@ class RecordedExecution(MutableMapping):
             occ=occurrences,
             app_times=[float(t) for t in app_times],
             app_timer=app_timer,
+            cooperative=cooperative,
+            cluster_dim=cluster_dim,
         )
         self[key] = inst
         return inst

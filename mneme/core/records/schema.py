@@ -39,7 +39,7 @@ _JSON_NAMES: dict[type, dict[str, str]] = {
     KernelInstance: {
         "grid_dim": "GridDims", "block_dim": "BlockDims", "shared_mem": "SharedMem", "args": "Args",
         "prologue_file": "Prologue", "epilogue_file": "Epilogue", "occ": "Occurrences",
-        "app_times": "AppTimes", "app_timer": "AppTimer",
+        "app_times": "AppTimes", "app_timer": "AppTimer", "cooperative": "Cooperative", "cluster_dim": "ClusterDims",
     },
     ImageInfo: {"path": "Path", "kind": "Kind"},
 }
@@ -120,6 +120,8 @@ def _make_converter() -> cattrs.Converter:
         inst_overrides[attr] = override(rename=names[attr], struct_hook=_structure_path)
     inst_overrides["app_times"] = override(rename="AppTimes", omit_if_default=True)  # optional: absent = unknown
     inst_overrides["app_timer"] = override(rename="AppTimer", omit_if_default=True)  # optional: absent = events
+    inst_overrides["cooperative"] = override(rename="Cooperative", omit_if_default=True)  # optional: absent = false
+    inst_overrides["cluster_dim"] = override(rename="ClusterDims", omit_if_default=True)  # optional: absent = none
     conv.register_structure_hook(KernelInstance, make_dict_structure_fn(
         KernelInstance, conv, _cattrs_forbid_extra_keys=True, dynamic_hash=override(omit=True),
         _record=override(omit=True), **inst_overrides))
@@ -197,7 +199,14 @@ def _upgrade_2_to_3(data: dict) -> dict:
     return data
 
 
-_UPGRADES: dict[int, Any] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
+def _upgrade_3_to_4(data: dict) -> dict:
+    # Version 4 adds the optional instance fields Cooperative and ClusterDims; a version-3 recorder
+    # recorded every launch as a plain one, which is what their absence means.
+    data["SchemaVersion"] = 4
+    return data
+
+
+_UPGRADES: dict[int, Any] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3, 3: _upgrade_3_to_4}
 
 
 def upgrade(data: Any, path: Path) -> Any:

@@ -336,3 +336,42 @@ def test_the_epilogue_format_and_compression_choose_how_regions_are_stored(tmp_p
     assert [r.encoding for r in epilogue.regions] == [whole if e == "whole" else e for e in expected]
     assert prologue.read_region(BASE) == x.tobytes()
     assert epilogue.read_region(BASE + (2 << 20)) == y1.tobytes()
+
+
+def _saxpy_raw(tmp_path: Path, **launch) -> Path:
+    raw = tmp_path / "raw"
+    (raw / "images").mkdir(parents=True)
+    (raw / "images" / "i.cubin").write_bytes(_nvcc(tmp_path, "saxpy.cu", "cubin"))
+    args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + 64)
+    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "saxpy", "instance_key": "1",
+                "grid": [4, 1, 1], "block": [4, 1, 1], "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40,
+                "image": "images/i.cubin", "args": args.hex(), "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
+                "regions": [[BASE, 64], [BASE + 64, 64]], "globals": [], **launch}  # fmt: skip
+    _write_raw(raw, 1, 0, manifest, b"\1" * 128, b"\1" * 64 + b"\2" * 64)
+    return raw
+
+
+@needs_nvcc
+def test_a_cooperative_launch_with_clusters_is_finalized_with_both_and_older_manifests_as_plain(tmp_path):
+    """What the recorder writes for cuLaunchKernelEx with the cooperative and cluster attributes."""
+    (db,) = recorder.finalize(_saxpy_raw(tmp_path / "a", cooperative=True, cluster=[2, 1, 1]), tmp_path / "a" / "db",
+                              arch="sm_90")  # fmt: skip
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.cooperative and inst.cluster_dim.as_tuple() == (2, 1, 1)
+    (db,) = recorder.finalize(_saxpy_raw(tmp_path / "b", cooperative=False, cluster=[0, 0, 0]), tmp_path / "b" / "db",
+                              arch="sm_90")  # fmt: skip
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert not inst.cooperative and inst.cluster_dim is None
+    (db,) = recorder.finalize(_saxpy_raw(tmp_path / "c"), tmp_path / "c" / "db", arch="sm_90")  # before the fields
+    assert not any(i.launch_attributes.names for i in RecordedExecution.from_json(db).kernel_instances.values())
+
+
+@needs_nvcc
+@pytest.mark.parametrize("launch, field", [({"cooperative": 1}, "cooperative"), ({"cluster": [2, 0, 1]}, "cluster"),
+                                           ({"cluster": [2, 1]}, "cluster"), ({"cluster": [3, 1, 1]}, "cluster")])
+def test_a_malformed_launch_attribute_in_a_manifest_is_an_error_naming_the_file_and_field(tmp_path, launch, field):
+    raw = _saxpy_raw(tmp_path, **launch)
+    with pytest.raises(MnemeError, match="manifest.json") as err:
+        recorder.finalize(raw, tmp_path / "db", arch="sm_90")
+    assert field in str(err.value) or "cluster_dim" in str(err.value)
+    assert not list((tmp_path / "db").glob("*.json"))  # no database written

@@ -137,6 +137,10 @@ def test_each_launch_and_allocation_entry_point_records_a_replay_that_verifies(a
     manifests = [json.loads(p.read_text()) for p in sorted((tmp_path / "db" / "raw").glob("launch-*/manifest.json"))]
     assert [m["args"][-16:] for m in manifests] == ["00000040e8030000", "00004040e8030000"]  # a = 2, 3; n = 1000
     assert {m["image_kind"] for m in manifests} == {"hsaco" if how.startswith("module") else "hipfb"}
+    assert [m["cooperative"] for m in manifests] == [how == "coop"] * 2  # a replay must launch it the same way
+    from mneme.core.records import RecordedExecution
+
+    assert [i.cooperative for i in RecordedExecution.from_json(db).kernel_instances.values()] == [how == "coop"] * 2
     assert replay_all(db) == [(True, True, "")] * 2
 
 

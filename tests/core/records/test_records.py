@@ -263,10 +263,10 @@ def test_a_version_1_database_is_read_as_the_current_version_without_in_applicat
     data["SchemaVersion"] = 1  # what every recording before AppTimes existed says
     rec.path.write_text(json.dumps(data))
     loaded = RecordedExecution.from_json(rec.path)
-    assert SCHEMA_VERSION == 3 and loaded.schema_version == 3
+    assert SCHEMA_VERSION == 4 and loaded.schema_version == 4
     assert all(inst.app_times == [] for inst in loaded.kernel_instances.values())
     loaded.save()  # writers write the current version
-    assert json.loads(rec.path.read_text())["SchemaVersion"] == 3
+    assert json.loads(rec.path.read_text())["SchemaVersion"] == 4
 
 
 def test_a_version_2_database_s_application_times_are_read_as_timed_by_cuda_events(tmp_path):
@@ -306,3 +306,53 @@ def test_the_timer_of_application_times_round_trips_and_times_of_two_timers_do_n
     with pytest.raises(FormatError, match="AppTimer") as err:
         RecordedExecution.from_json(rec.path)
     assert err.value.field == f"instances.{by_kernel}.AppTimer"
+
+
+def test_a_cooperative_or_clustered_launch_round_trips_and_older_versions_read_as_plain_launches(tmp_path):
+    rec = make_recording(tmp_path, sizes=(256, 1000, 512))
+    coop, clustered, plain = list(rec.kernel_instances)
+    rec[coop].cooperative = True
+    rec[clustered].cluster_dim = (2, 1, 1)
+    rec.save()
+    data = json.loads(rec.path.read_text())
+    assert data["instances"][coop]["Cooperative"] is True and "ClusterDims" not in data["instances"][coop]
+    assert data["instances"][clustered]["ClusterDims"] == {"x": 2, "y": 1, "z": 1}
+    assert not {"Cooperative", "ClusterDims"} & set(data["instances"][plain])  # absent: a plain launch
+    loaded = RecordedExecution.from_json(rec.path)
+    assert loaded[coop].launch_attributes.names == {"cooperative"}
+    assert loaded[clustered].launch_attributes.names == {"cluster"} and loaded[clustered].cluster_dim.x == 2
+    assert loaded[plain].launch_attributes.names == set() and loaded == rec
+    data["SchemaVersion"] = 3  # what every recorder before these fields wrote: plain launches
+    for entry in data["instances"].values():
+        entry.pop("Cooperative", None), entry.pop("ClusterDims", None)
+    rec.path.write_text(json.dumps(data))
+    old = RecordedExecution.from_json(rec.path)
+    assert old.schema_version == 4 and not any(i.launch_attributes.names for i in old.kernel_instances.values())
+
+
+def test_clusters_that_do_not_divide_the_grid_or_a_flag_that_is_not_a_boolean_are_refused_by_field(tmp_path):
+    rec = make_recording(tmp_path, sizes=(1000,))  # grid (8, 1, 1)
+    (key,) = rec.kernel_instances
+    data = json.loads(rec.path.read_text())
+    for field, value, message in (("ClusterDims", {"x": 3, "y": 1, "z": 1}, "must divide the grid"),
+                                  ("ClusterDims", {"x": 2, "y": 0, "z": 1}, "must be >= 1"),
+                                  ("Cooperative", "yes", "boolean")):  # fmt: skip
+        bad = json.loads(json.dumps(data))
+        bad["instances"][key][field] = value
+        rec.path.write_text(json.dumps(bad))
+        with pytest.raises(FormatError, match=message) as err:
+            RecordedExecution.from_json(rec.path)
+        assert key in str(err.value) and (field in str(err.value) or "cluster_dim" in str(err.value))
+
+
+def test_a_context_seen_again_launched_another_way_is_not_counted_as_the_same(tmp_path):
+    rec = make_recording(tmp_path)
+    (key,) = rec.kernel_instances
+    inst = rec[key]
+    with pytest.raises(UsageError, match="plainly; another launch of it cooperatively"):
+        rec.add_instance(grid=inst.grid_dim, block=inst.block_dim, shared_mem=inst.shared_mem, args=inst.args,
+                         prologue=inst.prologue_path, epilogue=inst.epilogue_path, cooperative=True)
+    assert rec[key].occ == 1 and not rec[key].cooperative
+    rec.add_instance(grid=inst.grid_dim, block=inst.block_dim, shared_mem=inst.shared_mem, args=inst.args,
+                     prologue=inst.prologue_path, epilogue=inst.epilogue_path)
+    assert rec[key].occ == 2

@@ -24,6 +24,8 @@ struct LaunchManifest {
     long sequence = 0, occurrence = 0;
     uint64_t instance_key = 0;
     unsigned grid[3] = {0, 0, 0}, block[3] = {0, 0, 0}, shared = 0;
+    bool cooperative = false;           // every block resident at once (a cooperative launch)
+    unsigned cluster[3] = {0, 0, 0};    // thread block cluster dimensions; zeros: no clusters
     uint64_t va_base = 0, va_size = 0, bytes = 0;
     double prologue_seconds = 0, launch_seconds = 0, epilogue_seconds = 0;
     std::string image, image_kind, args;                           // args: the argument bytes
@@ -46,6 +48,9 @@ inline std::string manifest_head(const LaunchManifest &l) {
              l.grid[2], l.block[0], l.block[1], l.block[2], l.shared, (unsigned long long)l.va_base,
              (unsigned long long)l.va_size, (unsigned long long)l.bytes, l.prologue_seconds, l.launch_seconds,
              l.epilogue_seconds);
+    m += buf;
+    snprintf(buf, sizeof buf, ", \"cooperative\": %s, \"cluster\": [%u, %u, %u]", l.cooperative ? "true" : "false",
+             l.cluster[0], l.cluster[1], l.cluster[2]);
     m += buf;
     m += ", \"image\": " + json_string(l.image) + ", \"image_kind\": " + json_string(l.image_kind);
     m += ", \"args\": \"" + hex(l.args) + "\", \"params\": [";

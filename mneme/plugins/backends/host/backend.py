@@ -385,6 +385,11 @@ class HostKernel(LoadedKernel):
 class HostDevice(Device):
     """The CPU as a device: memory at the recorded addresses of this process, blocks on every core."""
 
+    # A cooperative launch promises every block resident at once; the host runs a kernel that waits
+    # at a grid-wide barrier with all its blocks alive (its support check finds the barrier), and any
+    # other kernel block after block, which is the same result. Clusters it does not have.
+    launch_attributes_supported = frozenset({"cooperative"})
+
     def __init__(self, info: DeviceInfo):
         super().__init__(info)
         self.memory = memory.AddressSpace()
