@@ -90,7 +90,7 @@ GGML_UNITS = (
 # The units CI builds (tests/test_kernel_corpus.py; MNEME_CORPUS_FULL=1 builds them all): the most kernels per
 # second of compile, and the ones the tests give NumPy references.
 GGML_CI_UNITS = ("arange", "clamp", "scale", "softcap", "getrows", "concat", "norm", "quantize", "fwht", "im2col",
-                 "conv2d-dw", "gla", "dsv4-hc", "fill", "cross-entropy-loss")  # fmt: skip
+                 "conv2d-dw", "gla", "dsv4-hc", "fill", "cross-entropy-loss", "softmax")  # fmt: skip
 GGML_FLAGS = ("-std=c++17", "-use_fast_math", "-extended-lambda", "-DNDEBUG", "-O3")
 
 CUBLAS_HEADER = """#pragma once

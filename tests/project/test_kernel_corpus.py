@@ -162,3 +162,23 @@ def test_llama_cpp_kernels_match_numpy(corpus, tmp_path):
     out = _run(softcap, _kernel(softcap, "softcap_f32"), 4, 256,
                [x, np.zeros(n, np.float32), np.float32(0.3), np.float32(5.0), n], tmp_path, "softcap")  # fmt: skip
     np.testing.assert_allclose(out[1], np.tanh(np.float32(0.3) * x) * 5.0, rtol=2e-6, atol=1e-6)
+
+
+def test_llama_cpp_softmax_split_across_blocks_by_grid_syncs_matches_numpy(corpus, tmp_path):
+    """soft_max_f32_parallelize_cols (a cooperative launch: one block per SM, cooperative groups' grid.sync()
+    between each row's block maxima and sums), on the host with every block resident."""
+    softmax = _unit(corpus, "llama.cpp", "softmax")
+    rng = np.random.default_rng(13)
+    rows, ncols, blocks = 2, 9000, 8
+    x = rng.uniform(-6, 6, (rows, ncols)).astype(np.float32)
+    fields = [("nheads", "<i8"), ("n_head_log2", "<u4"), *[(f, "<i8") for f in ("ncols", "nrows_x", "nrows_y", "ne00",
+              "ne01", "ne02", "ne03", "nb11", "nb12", "nb13", "ne12", "ne13")], *[(f, "<f4") for f in
+              ("scale", "max_bias", "m0", "m1")]]  # fmt: skip
+    params = np.zeros((), np.dtype(fields, align=True))  # struct soft_max_params as nvcc lays it out
+    for name, value in (("nheads", 1), ("ncols", ncols), ("nrows_x", rows), ("nrows_y", rows), ("ne00", ncols),
+                        ("ne01", rows), ("ne02", 1), ("ne03", 1), ("scale", 1.0), ("m0", 1.0), ("m1", 1.0)):
+        params[name] = value
+    args = [x, np.zeros_like(x), np.zeros(blocks, np.float32), np.zeros(blocks, np.float32), params.tobytes()]
+    out = _run(softmax, _kernel(softmax, "soft_max_f32_parallelize_cols"), blocks, 256, args, tmp_path, "softmax")
+    wide = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out[1].reshape(rows, ncols), wide / wide.sum(axis=1, keepdims=True), rtol=2e-5)

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_SHARED_BYTES = 64 << 20
+MODE_GRID = 4  # the runtime's mode for a kernel with a grid-wide barrier (runtime_parts/grid.inc)
 
 
 def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
@@ -61,9 +62,10 @@ def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
 def remove_dead_code(module: Any, tm: Any) -> Any:
     """Scalar replacement, then dead-code elimination: what the kernel computes but never uses goes.
 
-    Only for a module the support check refused: cooperative groups' `this_thread_block()` leaves
-    an inline-asm call (`%reserved_smem_offset_1`) whose result reaches nothing but a local struct,
-    and LLVM keeps such calls (not `willreturn`), so they are dropped from the text. Returns the module.
+    Only for a module the support check refused, or one that reads the grid workspace (`%envreg`):
+    cooperative groups' `this_thread_block()` and `this_grid()` leave inline-asm calls
+    (`%reserved_smem_offset_1`, `%envreg1`) whose result reaches nothing but a local struct, and
+    LLVM keeps such calls (not `willreturn`), so they are dropped from the text. Returns the module.
     """
     llvm = machine.binding()
 
@@ -95,7 +97,7 @@ def pruned_and_checked(module: Any, kernel_name: str, tm: Any) -> tuple[Any, lis
     """The pruned module (`prune_to_kernel`) and what of it the host cannot run, after dead-code elimination."""
     pruned = prune_to_kernel(module, kernel_name, tm)
     found = support.unsupported(pruned, kernel_name)
-    if found:
+    if found or "%envreg" in str(pruned):  # an unused cg::this_grid() must not make it a grid launch
         pruned = remove_dead_code(pruned, tm)
         found = support.unsupported(pruned, kernel_name)
     return pruned, found
@@ -231,7 +233,8 @@ class HostBackend(Backend):
                                    f"{kernel_name!r}); run this kernel on a GPU backend")  # fmt: skip
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
         text = host.text
-        if host.flags & retarget.FLAG_FIBERS and envvars.get("MNEME_HOST_FIBERS") != "1":
+        # a grid launch keeps every block's threads as fibers (the step form runs one block at a time)
+        if host.flags & retarget.FLAG_FIBERS and not host.flags & retarget.FLAG_GRID and envvars.get("MNEME_HOST_FIBERS") != "1":
             text = _step_form(host, kernel_name) or text
         try:
             host_module = llvm.parse_assembly(text)
@@ -349,8 +352,10 @@ class HostKernel(LoadedKernel):
         self.param_bytes = param_bytes
         self.frame_bytes = frame_bytes
         # the runtime's modes: 0 one call per thread, 1 one fiber per thread, 2 one call per block,
-        # 3 one call per thread and barrier (step form)
-        if flags & steps.FLAG_STEPS:
+        # 3 one call per thread and barrier (step form), 4 one fiber per thread with the whole grid resident
+        if flags & retarget.FLAG_GRID:
+            self.mode = MODE_GRID
+        elif flags & steps.FLAG_STEPS:
             self.mode = 3
         elif flags & retarget.FLAG_FIBERS:
             self.mode = 1
@@ -456,6 +461,8 @@ class HostDevice(Device):
         shared_bytes = kernel.static_shared + (shared_mem + retarget.DYNAMIC_SHARED_ALIGN if shared_mem else 0)
         if shared_mem < 0 or shared_bytes > MAX_SHARED_BYTES:
             raise ExperimentError(f"kernel {name!r}: {shared_mem} bytes of dynamic shared memory is out of range", kind="launch")
+        if kernel.mode == MODE_GRID:
+            self._check_resident(name, grid, block)
         if len(args) < kernel.param_bytes:
             raise ExperimentError(
                 f"kernel {name!r} takes {kernel.param_bytes} bytes of parameters; the argument buffer has {len(args)}",
@@ -484,6 +491,21 @@ class HostDevice(Device):
         if first:
             kernel.launched = True
             self.redzones.check(name, bytes(args))
+
+    def _check_resident(self, name: str, grid: dim3, block: dim3) -> None:
+        """Refuse a grid-barrier launch larger than the host keeps resident, as a GPU refuses a cooperative
+        launch larger than its SMs hold."""
+        why = ctypes.create_string_buffer(512)
+        most = self._runtime.mneme_grid_capacity(why, len(why))
+        threads = grid.size * block.size
+        if threads > most:
+            raise ExperimentError(
+                f"kernel {name!r} synchronizes its whole grid (cooperative groups' grid.sync()), so all {threads} "
+                f"threads of grid {grid} x block {block} must be resident at once; the host backend keeps at most "
+                f"{most} ({why.value.decode()}). Launch at most {most // block.size} blocks of {block.size} threads, "
+                "as a GPU refuses a cooperative launch larger than it holds at once",
+                kind="launch",
+            )
 
     def _global(self, kernel: LoadedKernel, name: str) -> tuple[int, int]:
         self._check_open()

@@ -12,6 +12,10 @@ GPU's (docs/design/internals.md, "Host backend: inline PTX"):
   (``cvt.rn.satfinite.e4m3x2.f32`` and the like: rounded to nearest even, saturated);
 * ``mov.b32``/``mov.b64`` packing and unpacking register pairs;
 * ``ld[.global][.nc][.v2|.v4].type``: a plain load (one address space, no cache to bypass);
+  ``ld.acquire|relaxed.gpu|sys`` of 32 or 64 bits: an atomic load through the runtime, which lets the
+  other blocks of a grid launch run first (cooperative groups' grid barrier polls so);
+* ``atom`` on integers in global or generic memory (add, min, max, and, or, xor, exch, cas): an LLVM
+  atomic of the same memory order;
 * ``add/sub/mul`` on f16 and bf16 (and their x2 pairs) with ``.rn`` or no rounding modifier:
   computed in f32 and rounded once, which is correctly rounded because f32 carries more than
   twice their precision plus two bits.
@@ -352,6 +356,81 @@ def _ld(b: _Body, mods: list[str], operands: list[str]) -> bool:
     return True
 
 
+def _address(b: _Body, operand: str) -> str | None:
+    """The pointer an address operand ``[$n]`` names (a pointer or a 64-bit integer argument)."""
+    m = re.fullmatch(r"\[\s*(\$\d+)\s*\]", operand)
+    if not m:
+        return None
+    pointer = b.arg(m.group(1), "ptr")
+    if pointer is None and (integer := b.arg(m.group(1), "i64")) is not None:
+        pointer = b.tmp(f"inttoptr i64 {integer} to ptr")
+    return pointer
+
+
+def _qualifiers(mods: list[str], kinds: dict[str, set[str]]) -> dict[str, str] | None:
+    """Each modifier sorted into its kind (at most one of each; PTX accepts them in any order), or None."""
+    found: dict[str, str] = {}
+    for mod in mods:
+        kind = next((k for k, names in kinds.items() if mod in names), None)
+        if kind is None or kind in found:
+            return None
+        found[kind] = mod
+    return found
+
+
+_WORD = {"u32": 32, "s32": 32, "b32": 32, "u64": 64, "s64": 64, "b64": 64}
+
+
+def _ld_ordered(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    """ld.acquire|relaxed.gpu|sys[.global].{u,s,b}{32,64}: an atomic load, through the runtime, which in a
+    grid launch first lets the other blocks run (the thread may be polling for what one of them writes)."""
+    q = _qualifiers(mods, {"sem": {"acquire", "relaxed"}, "scope": {"gpu", "sys"}, "space": {"global"},
+                           "type": set(_WORD)})  # fmt: skip
+    if q is None or not {"sem", "scope", "type"} <= q.keys() or len(operands) != 2 or operands[0] != "$0":
+        return False
+    width = _WORD[q["type"]]
+    pointer = _address(b, operands[1])
+    if pointer is None or b.ret != f"i{width}":
+        return False
+    b.lines.append(f"ret i{width} {b.tmp(f'call i{width} @__mneme_poll{width}(ptr {pointer})')}")
+    return True
+
+
+_ATOM_ORDER = {"relaxed": "monotonic", "acquire": "acquire", "release": "release", "acq_rel": "acq_rel"}
+# op -> (atomicrmw operation for unsigned, for signed types; the PTX types it takes)
+_ATOM_OPS = {
+    "add": ("add", "add", {"u32", "s32", "u64", "s64"}),
+    "min": ("umin", "min", {"u32", "s32", "u64", "s64"}),
+    "max": ("umax", "max", {"u32", "s32", "u64", "s64"}),
+    **{op: (rmw, rmw, {"b32", "b64"}) for op, rmw in (("and", "and"), ("or", "or"), ("xor", "xor"), ("exch", "xchg"))},
+    "cas": ("", "", {"b32", "b64"}),
+}
+
+
+def _atom(b: _Body, mods: list[str], operands: list[str]) -> bool:
+    """atom[.sem][.scope][.global].op.type on integers (add, min, max, and, or, xor, exch, cas): an LLVM atomic
+    with the same ordering (no .sem: relaxed, as PTX says). Shared memory (.shared) is another address space."""
+    q = _qualifiers(mods, {"sem": set(_ATOM_ORDER), "scope": {"cta", "cluster", "gpu", "sys"}, "space": {"global"},
+                           "op": set(_ATOM_OPS), "type": set(_WORD)})  # fmt: skip
+    if q is None or not {"op", "type"} <= q.keys() or q["type"] not in _ATOM_OPS[q["op"]][2] or operands[:1] != ["$0"]:
+        return False
+    ty = f"i{_WORD[q['type']]}"
+    order = _ATOM_ORDER[q.get("sem", "relaxed")]
+    pointer = _address(b, operands[1]) if len(operands) > 1 else None
+    values = [b.arg(o, ty) for o in operands[2:]]
+    if pointer is None or b.ret != ty or None in values or len(values) != (2 if q["op"] == "cas" else 1):
+        return False
+    if q["op"] == "cas":  # the failure ordering: the success one without its release part
+        failure = {"release": "monotonic", "acq_rel": "acquire"}.get(order, order)
+        pair = b.tmp(f"cmpxchg ptr {pointer}, {ty} {values[0]}, {ty} {values[1]} {order} {failure}")
+        b.lines.append(f"ret {ty} {b.tmp(f'extractvalue {{ {ty}, i1 }} {pair}, 0')}")
+        return True
+    unsigned, signed, _ = _ATOM_OPS[q["op"]]
+    rmw = signed if q["type"].startswith("s") else unsigned
+    b.lines.append(f"ret {ty} {b.tmp(f'atomicrmw {rmw} ptr {pointer}, {ty} {values[0]} {order}')}")
+    return True
+
+
 def body(text: str, ret: str, args: list[str]) -> list[str] | None:
     """IR lines implementing the one-instruction inline PTX `text` for a call of type `ret (args)`, or None."""
     parsed = _parse(text)
@@ -371,7 +450,9 @@ def body(text: str, ret: str, args: list[str]) -> list[str] | None:
         elif name == "mov":
             done = _mov(b, mods, operands)
         elif name == "ld":
-            done = _ld(b, mods, operands)
+            done = _ld_ordered(b, mods, operands) if {"acquire", "relaxed"} & set(mods) else _ld(b, mods, operands)
+        elif name == "atom":
+            done = _atom(b, mods, operands)
         elif name in ("add", "sub", "mul"):
             done = _arith(b, name, mods, operands)
         else:

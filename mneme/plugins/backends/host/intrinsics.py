@@ -27,10 +27,15 @@ RUNTIME_DECLS = {
     "__mneme_clock64": "declare i64 @__mneme_clock64() nounwind",
     "__mneme_prmt": "declare i32 @__mneme_prmt(i32, i32, i32) nounwind willreturn memory(none)",
     "__mneme_trap": "declare void @__mneme_trap() noreturn nounwind",
+    "__mneme_grid_workspace": "declare i64 @__mneme_grid_workspace() nounwind willreturn memory(none)",
+    "__mneme_poll32": "declare i32 @__mneme_poll32(ptr) nounwind",
+    "__mneme_poll64": "declare i64 @__mneme_poll64(ptr) nounwind",
 }
 
 # Functions whose presence in the final code means the kernel needs one fiber per GPU thread.
 SYNC_FUNCTIONS = ("__mneme_barrier", "__mneme_barrier_red", "__mneme_warp_sync", "__mneme_shfl", "__mneme_vote")
+# ... and every block of the grid resident at once: it reads the grid workspace (a grid-wide barrier).
+GRID_FUNCTIONS = ("__mneme_grid_workspace",)
 
 _FLOAT = {"f": "float", "d": "double", "f32": "float", "f64": "double"}
 _SHFL_MODES = {"idx": 0, "up": 1, "down": 2, "bfly": 3}
@@ -461,6 +466,12 @@ for _reg in ("laneid", "warpid", "nwarpid"):  # cooperative groups read them wit
     INLINE_ASM[f"mov.u32 $0, %{_reg};"] = ["%c = call ptr @__mneme_ctx()",
                                            f"%p = getelementptr i8, ptr %c, i64 {CTX_OFFSETS[_reg]}",
                                            "%r = load i32, ptr %p, align 4, !invariant.load !{}", "ret i32 %r"]  # fmt: skip
+
+
+# %envreg1 and %envreg2: the high and low halves of the driver's grid workspace address, where cooperative
+# groups keep the grid barrier's word; the runtime gives each grid launch one, zeroed.
+for _reg, _half in (("envreg1", ["%s = lshr i64 %w, 32", "%r = trunc i64 %s to i32"]), ("envreg2", ["%r = trunc i64 %w to i32"])):
+    INLINE_ASM[f"mov.u32 $0, %{_reg};"] = ["%w = call i64 @__mneme_grid_workspace()", *_half, "ret i32 %r"]
 
 
 # The host is one SM, as the %smid/%nsmid intrinsics above say: CUDA guarantees no more than smid < nsmid

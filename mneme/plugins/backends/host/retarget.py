@@ -17,7 +17,8 @@ What changes (everything else is left to LLVM):
 * a trampoline ``__mneme_entry(ptr args)`` unpacks CUDA's parameter buffer (each parameter at
   its natural alignment, as laid out by the NVPTX data layout) and calls the kernel;
 * ``__mneme_info`` and ``__mneme_globals`` tell the loader the static shared-memory size, whether
-  the kernel needs fibers, and where each device global variable lives.
+  the kernel needs fibers (and every block resident: a grid-wide barrier), and where each device
+  global variable lives.
 
 Anything it cannot run raises `UnsupportedError` naming it, before LLVM sees the code.
 """
@@ -44,6 +45,7 @@ GLOBAL_NAMES = "__mneme_global_names"
 DYNAMIC_SHARED_ALIGN = 16
 FLAG_FIBERS = 1  # one fiber per GPU thread: the kernel has barriers or warp operations
 FLAG_BLOCK_LOOP = 2  # the entry runs a whole block: a loop over the threads around the inlined kernel
+FLAG_GRID = 8  # with FLAG_FIBERS: every block resident at once, the kernel reads the grid workspace (grid.sync())
 # Special registers that differ between the threads of a block; read through the context otherwise.
 _THREAD_SREGS = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|lanemask\.\w+)\(|@llvm\.nvvm\.activemask\(")
 _THREAD_SREG_CALL = re.compile(
@@ -576,7 +578,8 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     if not unsupported:
         sync_functions = intrinsics.SYNC_FUNCTIONS + intrinsics_amdgpu.SYNC_FUNCTIONS
         implementations = "\n".join(definitions + [d for _, d in asm_impls.values()])  # asm blocks may shuffle
-        fibers = any(f"@{f}(" in implementations for f in sync_functions)
+        grid = any(f"@{f}(" in implementations for f in intrinsics.GRID_FUNCTIONS)
+        fibers = grid or any(f"@{f}(" in implementations for f in sync_functions)
         block_loop = False
         if not fibers and not amdgpu:  # AMDGPU work-item ids are read through intrinsics: one call per thread
             text, block_loop = _thread_indices_as_parameters(text, kernel_name)
@@ -605,7 +608,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     support = [d for name, d in runtime_decls.items() if not re.search(rf"^declare .*@{name}\(", text, re.MULTILINE)]
     support += [d for _, d in asm_impls.values()]
     support += definitions
-    flags = (FLAG_FIBERS if fibers else 0) | (FLAG_BLOCK_LOOP if block_loop else 0)
+    flags = (FLAG_FIBERS if fibers else 0) | (FLAG_BLOCK_LOOP if block_loop else 0) | (FLAG_GRID if grid else 0)
     support.append(_block_loop(kernel_name, params) if block_loop else _trampoline(kernel_name, params))
     param_bytes = max((p.offset + p.size for p in params), default=0)
     if amdgpu:

@@ -9,6 +9,9 @@
  *                when all its lanes are there, and the block pass a barrier likewise;
  *   MODE_FIBERS  everything else (synchronization in called functions, activemask...): every GPU
  *                thread is a fiber with its own stack, switched at each barrier and warp operation.
+ * A kernel that synchronizes its whole grid (cooperative groups' grid.sync(), which reads the grid
+ * workspace) runs in MODE_GRID instead: one worker keeps every block resident, all their threads
+ * fibers, and a thread polling memory lets the other blocks run (grid.inc).
  * JIT-compiled kernel code calls back into the functions named __mneme_*. A fault (SIGSEGV,
  * SIGBUS, SIGFPE, SIGILL), a trap or a device-side assert inside a kernel ends the launch with an
  * error instead of killing the process. A launch running past the time limit (mneme_set_timeout)
@@ -54,9 +57,11 @@ typedef struct mn_ctx {
 
 typedef void (*mn_entry_fn)(void *args);
 
-enum { F_READY, F_BLOCK_WAIT, F_WARP_WAIT, F_DONE };
-/* How the entry runs: once per thread, once per thread as a fiber, or once per block. */
-enum { MODE_THREAD = 0, MODE_FIBERS = 1, MODE_BLOCK = 2, MODE_STEPS = 3 };
+/* F_SPIN: polling memory that another block writes (grid launches); it runs again at the next pass. */
+enum { F_READY, F_BLOCK_WAIT, F_WARP_WAIT, F_DONE, F_SPIN };
+/* How the entry runs: once per thread, once per thread as a fiber, or once per block; MODE_GRID:
+   as MODE_FIBERS, with every block of the grid resident at once. */
+enum { MODE_THREAD = 0, MODE_FIBERS = 1, MODE_BLOCK = 2, MODE_STEPS = 3, MODE_GRID = 4 };
 /* Step form: the entry runs one thread from `resume` to its next barrier or its end, and stores
    in the frame's first word where to resume (-1: done). */
 typedef void (*mn_step_fn)(void *args, void *frame, int32_t resume);
@@ -69,6 +74,8 @@ typedef struct mn_fiber {
   ucontext_t uc;
 #endif
   int state;
+  uint64_t polled_value; /* grid launches: what its last poll of polled_at read */
+  const void *polled_at;
 } mn_fiber;
 
 typedef struct mn_launch {
@@ -86,6 +93,11 @@ typedef struct mn_launch {
   _Atomic int nworkers;
   struct mn_worker *workers[MAX_WORKERS]; /* those that took part, for the watchdog */
   char message[512];
+  /* Grid launches: the grid workspace, whose address %envreg1/%envreg2 read (cooperative groups
+     keep the grid barrier's arrival count in its second word), zeroed per launch; and a count of
+     the scheduling events that show a pass over the grid did something (deadlock detection). */
+  _Alignas(64) uint32_t workspace[16];
+  uint64_t progress;
   /* What AMDGPU code reads through llvm.amdgcn.dispatch.ptr and .implicitarg.ptr (an HSA kernel
      dispatch packet, and code object v5's hidden arguments), filled once per launch. */
   _Alignas(64) uint8_t amd_packet[64];
@@ -132,6 +144,7 @@ static long page_bytes;
 #include "runtime_parts/faults.inc"
 #include "runtime_parts/time_limit.inc"
 #include "runtime_parts/workers.inc"
+#include "runtime_parts/grid.inc"
 #include "runtime_parts/helper_threads.inc"
 #include "runtime_parts/kernel_api.inc"
 #include "runtime_parts/bounds.inc"

@@ -76,6 +76,8 @@ def load() -> ctypes.CDLL:
         ctypes.c_char_p, ctypes.c_size_t,
     ]  # fmt: skip
     lib.mneme_launch.restype = ctypes.c_int
+    lib.mneme_grid_capacity.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    lib.mneme_grid_capacity.restype = ctypes.c_uint64
     lib.mneme_set_sandbox.argtypes = [ctypes.c_int]
     lib.mneme_set_sandbox.restype = ctypes.c_int
     return lib
