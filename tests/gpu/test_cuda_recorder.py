@@ -510,6 +510,12 @@ def test_a_cooperative_kernel_built_with_mneme_cc_replays_from_its_ir_cooperativ
     outcomes = replay_all(dbs)
     assert [mode for _, mode, _ in outcomes] == ["ir"]
     assert_all_verified(outcomes, 1)
+    from mneme.core.executor import BaseExecutor
+
+    # The host runs it too: every block resident at once, as the cooperative launch promised.
+    with BaseExecutor(db, backend="host", iterations=1) as ex:
+        result = ex.execute(ex.default_config())
+    assert result.ok, result.error
 
 
 def test_a_launch_with_block_clusters_is_recorded_with_them_and_needs_them_to_verify(recorder_library,
