@@ -504,7 +504,7 @@ class HostDevice(Device):
                 f"threads of grid {grid} x block {block} must be resident at once; the host backend keeps at most "
                 f"{most} ({why.value.decode()}). Launch at most {most // block.size} blocks of {block.size} threads, "
                 "as a GPU refuses a cooperative launch larger than it holds at once",
-                kind="launch",
+                kind="invalid",  # this geometry cannot launch so; a smaller one may (as on the GPU)
             )
 
     def _global(self, kernel: LoadedKernel, name: str) -> tuple[int, int]:
