@@ -36,6 +36,7 @@ from mneme.capture_layout import Buffer, Field, Pointer, Struct
 from mneme.capture_spec import build_args, build_globals, load_spec, read_description
 from mneme.core import fsutil
 from mneme.core.errors import ExperimentError, FormatError, MnemeError, UsageError
+from mneme.core.launching import LaunchAttributes
 from mneme.core.types import ExperimentConfiguration, dim3
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,8 @@ def capture(
     outputs: dict[int, np.ndarray] | None = None,
     globals: Mapping[str, Any] | None = None,  # noqa: A002 - the field's word for them
     buffers: Mapping[str, Any] | None = None,
+    cooperative: bool = False,
+    cluster: Any = None,
 ) -> Path:
     """Capture one launch of `kernel` into a recording database in `out`; returns the database's path.
 
@@ -140,6 +143,9 @@ def capture(
     globals : initial values of device global variables by name (default: the module's initializers);
         every global the kernel's module defines is snapshotted before and after the launch
     buffers : named buffers that no argument is, for `Pointer`s (and pointers inside structs) to point into
+    cooperative : launch cooperatively, every block resident at once (a kernel that waits at a grid-wide
+        barrier, `cooperative_groups::this_grid().sync()`, needs it); replays launch so too
+    cluster : thread block cluster dimensions in blocks (int, tuple or dim3), each dividing the grid's
     """
     from mneme.core import backend as backend_mod
     from mneme.core import ir as irmod
@@ -151,6 +157,12 @@ def capture(
     out.mkdir(parents=True, exist_ok=True)
     grid, block = dim3.of(grid), dim3.of(block)
     tolerances = dict(tolerances or {})
+    if not isinstance(cooperative, bool):
+        raise UsageError(f"cooperative is true or false, not {cooperative!r}")
+    cluster = None if cluster is None else dim3.of(cluster)
+    if cluster is not None and any(g % c for g, c in zip(grid.as_tuple(), cluster.as_tuple())):
+        raise UsageError(f"clusters of {cluster} blocks do not divide the grid {grid}; give a cluster size that does")
+    how = LaunchAttributes(cooperative=cooperative, cluster=cluster)
 
     module_files = _store_ir(ir, kernel, out)
     linked = irmod.link(module_files, kernel)
@@ -221,8 +233,10 @@ def capture(
         for region in placed.regions:  # the padding is part of the allocation: mapped, bounds-checked, restored
             device.map(region.addr, region.size)
             device.write(region.addr, contents[region.name])
+        device.check_launch_attributes(how, kernel)
         binary = KernelBuilder(rec, arg_bytes, chosen, arch).build(config)
         with device.load(binary) as loaded:
+            loaded.launch_attributes = how
             for name, data in initial_globals.items():
                 device.write_global(loaded, name, data)
             before = _read_globals(device, loaded, device_globals)
@@ -254,7 +268,8 @@ def capture(
                 writer.add_global(name, data)
     rec.globals = {**rec.globals, **{name: len(data) for name, data in before.items()}}
     rec.add_instance(grid=grid, block=block, shared_mem=shared_mem, args=arg_bytes, prologue=prologue_path,
-                     epilogue=epilogue_path, dynamic_hash=dynamic_hash)  # fmt: skip
+                     epilogue=epilogue_path, dynamic_hash=dynamic_hash, cooperative=cooperative,
+                     cluster_dim=cluster)  # fmt: skip
     rec.save()
     log.info("captured kernel %s (%s) launch %s into %s", kernel, static_hash, dynamic_hash, db_path)
     for message in output_warnings(placed, contents, after, layout.written_pointers(linked, kernel),
@@ -397,7 +412,7 @@ def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backen
             launch["ir"], kernel, launch["grid"], launch["block"], launch["args"], out,
             shared_mem=launch["shared_mem"], backend=backend or launch["backend"], tolerances=launch["tolerances"],
             names=launch["names"], va_addr=launch["va_addr"], device_id=device_id, buffers=launch["buffers"],
-            globals=device_globals,
+            globals=device_globals, cooperative=launch["cooperative"], cluster=launch["cluster"],
         )  # fmt: skip
     except layout.DescriptionError as exc:
         raise FormatError(spec_path, exc.detail, field=exc.field) from None

@@ -14,6 +14,7 @@ EXTRA = (
     ROOT / "tests" / "data" / "realkernels" / "resources.cu",
     ROOT / "tests" / "data" / "realkernels" / "ptx_blocks.cu",
     ROOT / "tests" / "data" / "capture" / "real_inputs.cu",
+    ROOT / "tests" / "data" / "realkernels" / "grid_sync.cu",
 )
 
 

@@ -540,3 +540,25 @@ def test_a_launch_with_block_clusters_is_recorded_with_them_and_needs_them_to_ve
     db.write_text(json.dumps(data))
     plain = _replay_cli(db)
     assert plain.returncode != 0, plain.stdout + plain.stderr
+
+
+def test_a_grid_sync_kernel_captured_cooperatively_on_the_gpu_matches_numpy_and_the_host(tmp_path):
+    """`capture(..., cooperative=True)` on CUDA launches it cooperatively (a plain launch has no grid
+    workspace), the result is NumPy's, and the recording replays verified on the GPU and on the host."""
+    import numpy as np
+
+    from mneme import capture
+    from mneme.core.executor import BaseExecutor
+
+    ir = cuda_ir(ROOT / "tests" / "data" / "realkernels" / "grid_sync.cu")
+    blocks, block = 32, 256
+    n = blocks * block
+    outputs: dict = {}
+    db = capture.capture(ir, "rotate_after_sync", blocks, block, [np.zeros(n, np.int32), np.zeros(n, np.int32), n],
+                         tmp_path / "rec", backend="cuda", cooperative=True, outputs=outputs)  # fmt: skip
+    expected = np.roll(np.arange(n, dtype=np.int32), -block)
+    assert np.array_equal(outputs[1], expected)
+    for backend in ("cuda", "host"):
+        with BaseExecutor(db, backend=backend, iterations=1) as ex:
+            result = ex.execute(ex.default_config())
+        assert result.ok and result.verified, (backend, result.error)

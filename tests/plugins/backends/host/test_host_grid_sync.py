@@ -135,3 +135,34 @@ def test_ordered_loads_and_atomics_read_as_their_ptx_says():
     assert inline_ptx.body("atom.shared.add.u32 $0,[$1],$2;", "i32", ["ptr", "i32"]) is None  # a shared address
     assert inline_ptx.body("atom.add.f32 $0,[$1],$2;", "float", ["ptr", "float"]) is None  # PTX flushes subnormals
     assert inline_ptx.body("atom.add.gpu.gpu.u32 $0,[$1],$2;", "i32", ["ptr", "i32"]) is None
+
+
+def test_a_capture_description_says_the_launch_is_cooperative_and_the_recording_keeps_it(ir, tmp_path):
+    """A grid.sync() kernel captured without an application: `cooperative: true` in its description lands in
+    the database, so a GPU replay launches it so; clusters, which the host cannot launch, are refused by name."""
+    import json
+
+    from mneme.capture import capture_spec
+    from mneme.core.errors import FormatError, UsageError
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.records import RecordedExecution
+
+    spec = {"ir": ir, "kernel": "rotate_after_sync", "grid": [4], "block": [64], "cooperative": True,
+            "args": [{"zeros": {"dtype": "int32", "shape": [256]}, "output": True},
+                     {"zeros": {"dtype": "int32", "shape": [256]}, "output": True}, 256]}  # fmt: skip
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec))
+    db = capture_spec(path, tmp_path / "rec", backend="host")
+    (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
+    assert inst.cooperative and inst.cluster_dim is None
+    with BaseExecutor(db, iterations=1) as ex:
+        result = ex.execute(ex.default_config())
+    assert result.ok and result.verified, result.error
+    for bad, message in (({"cooperative": "yes"}, "field 'cooperative': true or false"),
+                         ({"cluster": [3]}, "field 'cluster': clusters of \\(3, 1, 1\\) blocks do not divide")):  # fmt: skip
+        path.write_text(json.dumps({**spec, **bad}))
+        with pytest.raises(FormatError, match=message):
+            capture_spec(path, tmp_path / "bad", backend="host")
+    path.write_text(json.dumps({**spec, "cluster": [2]}))
+    with pytest.raises(UsageError, match="the host backend cannot launch with cluster"):
+        capture_spec(path, tmp_path / "clustered", backend="host")
