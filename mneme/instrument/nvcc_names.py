@@ -18,14 +18,20 @@ from mneme.core.demangle import demangle, demangle_all
 _INTERNAL = re.compile(r"_INTERNAL_[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}::|\(anonymous namespace\)::")
 # a function named in a template argument: clang writes its signature, nvcc its name only; the C++
 # runtime prints `&(void f<T>(int))`, llvm-cxxfilt (clang's `Tn` names, mneme.core.demangle) `&void f<T>(int)`
-_FUNCTION_ARG = re.compile(r"&\((?:[\w:*&]+ )*([\w:]+(?:<[^()]*?>)?)\([^()]*\)\)"
-                           r"|&(?:[\w:*&]+ )*([\w:]+(?:<[^()]*?>)?)\([^()]*\)")
+# (its template arguments balanced, to two levels: `g<&h, 32>` ends at its own `>`, never at the kernel's)
+_TEMPLATE = r"(?:<(?:[^()<>]|<[^()<>]*>)*>)?"
+_FUNCTION_ARG = re.compile(rf"&\((?:[\w:*&]+ )*([\w:]+{_TEMPLATE})\([^()]*\)\)"
+                           rf"|&(?:[\w:*&]+ )*([\w:]+{_TEMPLATE})\([^()]*\)")
 
 
 def key(name: str) -> str:
     """The demangled name without internal-linkage namespaces and template-argument signatures."""
     text = _INTERNAL.sub("", demangle(name))
-    return _FUNCTION_ARG.sub(lambda m: "&" + (m.group(1) or m.group(2)), text)
+    while True:  # inside out: a function argument of a function argument's template (`f<&(g<&(h(int))>(char))>`)
+        shorter = _FUNCTION_ARG.sub(lambda m: "&" + (m.group(1) or m.group(2)), text)
+        if shorter == text:
+            return text
+        text = shorter
 
 
 def renames(ir_kernels: list[str] | tuple[str, ...], nvcc_kernels: list[str] | set[str]) -> dict[str, str]:

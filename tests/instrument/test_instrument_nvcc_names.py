@@ -27,10 +27,14 @@ static __device__ void bump(float* x, int i) { x[i] += 1; }
 template <typename T, void (*op)(T*, int)> static __global__ void apply_typed(T* x, int n) {
   if (threadIdx.x < n) op(x, threadIdx.x);
 }
+// a function argument of a function argument's template (llama.cpp's cpy_q_f32<cpy_blck_q_f32<dequantize_q4_0>>)
+template <op_t op> static __device__ void apply_one(float* x, int i) { x[i] = op(x[i]); }
+typedef void (*blk_t)(float*, int);
+template <blk_t blk> static __global__ void nested(float* x) { blk(x, threadIdx.x); }
 namespace { __global__ void hidden(int* x) { x[threadIdx.x] = 1; } }
 __global__ void visible(int* x) { x[threadIdx.x] = 2; }
 void launch(float* x, int* y) { apply<twice><<<1, 32>>>(x, 32); scale<<<1, 32>>>(x, 2.0f); hidden<<<1, 1>>>(y); visible<<<1, 1>>>(y);
-                                apply_typed<float, bump><<<1, 32>>>(x, 32); }
+                                apply_typed<float, bump><<<1, 32>>>(x, 32); nested<apply_one<twice>><<<1, 32>>>(x); }
 """
 
 
@@ -40,6 +44,13 @@ def test_nvcc_and_clang_names_of_one_kernel_have_one_key():
     clang = "_ZL10k_get_rowsILi32ELi2EXadL_ZL15dequantize_q5_1PKvliR6float2EEiEvS1_PKiPT2_ll5uint3mmmmmmmmm"
     assert nvcc_names.key(nvcc) == nvcc_names.key(clang)
     assert nvcc_names.renames([clang, "_Z7visiblePi"], {nvcc, "_Z7visiblePi"}) == {clang: nvcc}
+    # nested: the argument's own template names a function (llama.cpp's cpy.cu); clang writes both signatures
+    nvcc = ("_Z9cpy_q_f32IXadL_ZN36_INTERNAL_b3409b51_6_cpy_cu_bfba63e214cpy_blck_q_f32IXadL_ZNS0_15dequantize_q4_0"
+            "EPKvliR6float2EELi32EEEvPKcPcEELi32EEvS7_S8_lllllllllllllll")
+    clang = ("_ZL9cpy_q_f32IXadL_ZL14cpy_blck_q_f32IXadL_ZL15dequantize_q4_0PKvliR6float2EELi32EEvPKcPcEELi32EEvS6_S7_"
+             "lllllllllllllll")
+    assert nvcc_names.key(nvcc) == nvcc_names.key(clang)
+    assert nvcc_names.key(clang).startswith("void cpy_q_f32<&cpy_blck_q_f32<&dequantize_q4_0, 32>, 32>(")
 
 
 @needs("llvm-cxxfilt-19")
@@ -62,4 +73,4 @@ def test_static_and_anonymous_namespace_kernels_carry_nvccs_names(tmp_path):
     assert done.returncode == 0, done.stderr
     by_nvcc = {k for cubin in iter_cubins(str(tmp_path / "k.o")) for k in kernel_names(cubin)}
     [entry] = read_entries(str(tmp_path / "k.o"))
-    assert len(by_nvcc) == 5 and set(entry.kernels) == by_nvcc
+    assert len(by_nvcc) == 6 and set(entry.kernels) == by_nvcc
