@@ -49,6 +49,19 @@ def test_inspect_summarizes_kernel_code_arguments_instances_and_snapshots(tmp_pa
     assert "arg0=0x7f0000000000 arg1=2 arg2=256" in out and "arg2=1000" in out  # recorded argument values
 
 
+def test_inspect_says_which_instances_were_launched_cooperatively_or_with_clusters(tmp_path):
+    rec = make_recording(tmp_path, sizes=(256, 1000))
+    coop, clustered = list(rec)
+    rec[coop].cooperative = True
+    rec[clustered].cluster_dim = (2, 1, 1)
+    rec.save()
+    out = run("inspect", str(rec.path)).output
+    assert "(2, 1, 1), cooperative" in out and "(8, 1, 1), clusters (2, 1, 1)" in out
+    data = json.loads(run("inspect", "--json", str(rec.path)).output)
+    assert data[0]["database"]["instances"][coop]["Cooperative"] is True
+    assert data[0]["database"]["instances"][clustered]["ClusterDims"] == {"x": 2, "y": 1, "z": 1}
+
+
 def test_inspect_json_holds_the_database_and_snapshot_summaries(tmp_path):
     rec = make_recording(tmp_path, sizes=(64, 128))
     data = json.loads(run("inspect", "--json", str(tmp_path)).output)  # a folder stands for its databases
