@@ -36,7 +36,7 @@ from mneme.capture_layout import Buffer, Field, Pointer, Struct
 from mneme.capture_spec import build_args, build_globals, load_spec, read_description
 from mneme.core import fsutil
 from mneme.core.errors import ExperimentError, FormatError, MnemeError, UsageError
-from mneme.core.launching import LaunchAttributes
+from mneme.core.launching import LaunchAttributes, cluster_misfit
 from mneme.core.types import ExperimentConfiguration, dim3
 
 log = logging.getLogger(__name__)
@@ -104,6 +104,22 @@ def _policy(value: Any, where: str):
     raise UsageError(f"tolerance of {where} must be a RegionPolicy or a mapping, not {value!r}")
 
 
+def _launch_attributes(cooperative: Any, cluster: Any, grid: dim3) -> LaunchAttributes:
+    """The launch's attributes, checked (a description file's fields `cooperative` and `cluster`)."""
+    if not isinstance(cooperative, bool):
+        raise layout.DescriptionError("cooperative", f"true or false (launch with every block resident at once), "
+                                      f"got {cooperative!r}"[:200])  # fmt: skip
+    if cluster is not None:
+        try:
+            cluster = dim3.of(cluster)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise layout.DescriptionError("cluster", f"1-3 positive integers (blocks per cluster): {exc}"[:200]) from None
+        misfit = cluster_misfit(grid.as_tuple(), cluster.as_tuple())
+        if misfit:
+            raise layout.DescriptionError("cluster", misfit)
+    return LaunchAttributes(cooperative=cooperative, cluster=cluster)
+
+
 def capture(
     ir: str | os.PathLike | Sequence[str | os.PathLike] | Any,
     kernel: str,
@@ -157,12 +173,7 @@ def capture(
     out.mkdir(parents=True, exist_ok=True)
     grid, block = dim3.of(grid), dim3.of(block)
     tolerances = dict(tolerances or {})
-    if not isinstance(cooperative, bool):
-        raise UsageError(f"cooperative is true or false, not {cooperative!r}")
-    cluster = None if cluster is None else dim3.of(cluster)
-    if cluster is not None and any(g % c for g, c in zip(grid.as_tuple(), cluster.as_tuple())):
-        raise UsageError(f"clusters of {cluster} blocks do not divide the grid {grid}; give a cluster size that does")
-    how = LaunchAttributes(cooperative=cooperative, cluster=cluster)
+    how = _launch_attributes(cooperative, cluster, grid)
 
     module_files = _store_ir(ir, kernel, out)
     linked = irmod.link(module_files, kernel)
@@ -268,8 +279,8 @@ def capture(
                 writer.add_global(name, data)
     rec.globals = {**rec.globals, **{name: len(data) for name, data in before.items()}}
     rec.add_instance(grid=grid, block=block, shared_mem=shared_mem, args=arg_bytes, prologue=prologue_path,
-                     epilogue=epilogue_path, dynamic_hash=dynamic_hash, cooperative=cooperative,
-                     cluster_dim=cluster)  # fmt: skip
+                     epilogue=epilogue_path, dynamic_hash=dynamic_hash, cooperative=how.cooperative,
+                     cluster_dim=how.cluster)  # fmt: skip
     rec.save()
     log.info("captured kernel %s (%s) launch %s into %s", kernel, static_hash, dynamic_hash, db_path)
     for message in output_warnings(placed, contents, after, layout.written_pointers(linked, kernel),

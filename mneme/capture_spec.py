@@ -461,7 +461,8 @@ def build_globals(spec: Mapping[str, Any], sizes: Mapping[str, int], source=None
 
 def read_description(spec_path: str | os.PathLike) -> dict[str, Any]:
     """The launch a description file names, checked: ir (paths), kernel, grid, block, shared_mem, va_addr,
-    backend, args, tolerances (by argument index and buffer name), names and buffers.
+    backend, args, tolerances (by argument index and buffer name), names and buffers; `cooperative` and
+    `cluster` as written (`capture` checks them against the grid).
 
     `globals` stay as written: their sizes come from the kernel's module (`build_globals`).
     """
@@ -504,23 +505,10 @@ def read_description(spec_path: str | os.PathLike) -> dict[str, Any]:
     backend = spec.get("backend")
     if backend is not None and not isinstance(backend, str):
         raise FormatError(spec_path, f"a backend name, got {backend!r}"[:200], field="backend")
-    cooperative = spec.get("cooperative", False)
-    if not isinstance(cooperative, bool):
-        raise FormatError(spec_path, f"true or false (launch with every block resident at once), got {cooperative!r}"[:200],
-                          field="cooperative")  # fmt: skip
-    cluster = spec.get("cluster")
-    if cluster is not None:
-        try:
-            cluster = dim3.of(cluster)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise FormatError(spec_path, f"1-3 positive integers (blocks per cluster): {exc}"[:200], field="cluster") from None
-        grid = dim3.of(spec["grid"])
-        if any(g % c for g, c in zip(grid.as_tuple(), cluster.as_tuple())):
-            raise FormatError(spec_path, f"clusters of {cluster} blocks do not divide the grid {grid}", field="cluster")
     with _budgeted():  # the arguments' buffers and the named ones share the capture_bytes limit
         args, tolerances, names = build_args(spec, spec_path, base)
         buffers, buffer_tolerances = build_buffers(spec, spec_path, base)
     return {"spec": spec, "ir": ir_paths, "kernel": kernel, "grid": dim3.of(spec["grid"]),
             "block": dim3.of(spec["block"]), "shared_mem": shared_mem, "va_addr": va_addr, "backend": backend,
             "args": args, "tolerances": {**tolerances, **buffer_tolerances}, "names": names, "buffers": buffers,
-            "cooperative": cooperative, "cluster": cluster}  # fmt: skip
+            "cooperative": spec.get("cooperative", False), "cluster": spec.get("cluster")}  # checked by capture()

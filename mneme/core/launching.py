@@ -5,6 +5,7 @@ Kept apart from `mneme.core.types` (which loads cattrs) so the device contract s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import attrs
@@ -28,8 +29,17 @@ class LaunchAttributes:
     @property
     def names(self) -> frozenset[str]:
         """The attributes set: "cooperative", "cluster"."""
-        return frozenset(name for name, on in (("cooperative", self.cooperative), ("cluster", self.cluster)) if on)
+        return frozenset(name for name, on in (("cooperative", self.cooperative), ("cluster", self.cluster is not None))
+                         if on)  # fmt: skip
 
     def describe(self) -> str:
-        parts = (["cooperatively"] if self.cooperative else []) + ([f"with clusters of {self.cluster}"] if self.cluster else [])
+        parts = (["cooperatively"] if self.cooperative else []) + (
+            [f"with clusters of {self.cluster}"] if self.cluster is not None else [])
         return " and ".join(parts) or "plainly"
+
+
+def cluster_misfit(grid: Sequence[int], cluster: Sequence[int]) -> str:
+    """Why clusters of `cluster` blocks (x, y, z) cannot tile `grid`; "" when they divide it in every dimension."""
+    if any(g % c for g, c in zip(grid, cluster)):
+        return f"clusters of {tuple(cluster)} blocks do not divide the grid {tuple(grid)}"
+    return ""

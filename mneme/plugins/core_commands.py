@@ -194,8 +194,9 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     table.add_column("arguments")
     for key, inst in rec.items():
         values = " ".join(f"{a.name}={arg_text(a.kind, v)}" for a, v in zip(rec.args, inst.arg_values))
-        grid = str(inst.grid_dim) + ("".join(f", {w}" for w in (["cooperative"] if inst.cooperative else [])
-                                     + ([f"clusters {inst.cluster_dim}"] if inst.cluster_dim else [])))  # fmt: skip
+        how = (["cooperative"] if inst.cooperative else []) + (
+            [f"clusters {inst.cluster_dim}"] if inst.cluster_dim is not None else [])
+        grid = ", ".join([str(inst.grid_dim), *how])
         table.add_row(key, grid, str(inst.block_dim), _size(inst.shared_mem), str(inst.occ), values)
     _console().print(table)
 

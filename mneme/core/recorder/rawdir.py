@@ -15,6 +15,7 @@ from pathlib import Path
 import attrs
 
 from mneme.core.errors import FormatError, UsageError
+from mneme.core.launching import cluster_misfit
 
 
 @attrs.frozen
@@ -190,9 +191,10 @@ def launch_fields(manifest: dict, where: Path | str = "<manifest>") -> dict:
                           field="cluster")  # fmt: skip
     if any(cluster) and not all(cluster):
         raise FormatError(where, f"a cluster of {cluster} blocks has an empty dimension", field="cluster")
-    grid = manifest.get("grid", [1, 1, 1])
-    if any(cluster) and any(not isinstance(g, int) or g % c for g, c in zip(grid, cluster)):
-        raise FormatError(where, f"clusters of {cluster} blocks do not divide the grid {grid}", field="cluster")
+    grid = manifest.get("grid")
+    misfit = cluster_misfit(grid, cluster) if any(cluster) and isinstance(grid, list) else ""
+    if misfit:
+        raise FormatError(where, misfit, field="cluster")
     return {"cooperative": cooperative, "cluster_dim": tuple(cluster) if any(cluster) else None}
 
 

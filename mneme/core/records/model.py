@@ -26,7 +26,7 @@ import cattrs
 from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.records.paths import FileChecker, check_lexical, is_inside
-from mneme.core.launching import LaunchAttributes
+from mneme.core.launching import LaunchAttributes, cluster_misfit
 from mneme.core.types import dim3
 
 if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is opened
@@ -122,12 +122,9 @@ class KernelInstance:
 
     @cluster_dim.validator
     def _check_cluster_dim(self, attribute, value):
-        if value is None:
-            return
-        grid = dim3.of(self.grid_dim)
-        if any(g % c for g, c in zip(grid.as_tuple(), value.as_tuple())):
-            raise ValueError(f"cluster_dim {value.as_tuple()} must divide the grid {grid.as_tuple()} in every "
-                             "dimension (a launch with clusters has whole clusters)")
+        misfit = "" if value is None else cluster_misfit(self.grid_dim.as_tuple(), value.as_tuple())
+        if misfit:  # worded "<field> must ..." so the reader names the JSON field (records.schema.collect)
+            raise ValueError(f"cluster_dim must tile the grid with whole clusters: {misfit}")
 
     @property
     def launch_attributes(self) -> LaunchAttributes:

@@ -96,8 +96,9 @@ def remove_dead_code(module: Any, tm: Any) -> Any:
 def pruned_and_checked(module: Any, kernel_name: str, tm: Any) -> tuple[Any, list[str]]:
     """The pruned module (`prune_to_kernel`) and what of it the host cannot run, after dead-code elimination."""
     pruned = prune_to_kernel(module, kernel_name, tm)
-    found = support.unsupported(pruned, kernel_name)
-    if found or "%envreg" in str(pruned):  # an unused cg::this_grid() must not make it a grid launch
+    text = str(pruned)
+    found = support.unsupported(pruned, kernel_name, text)
+    if found or "%envreg" in text:  # an unused cg::this_grid() must not make it a grid launch
         pruned = remove_dead_code(pruned, tm)
         found = support.unsupported(pruned, kernel_name)
     return pruned, found

@@ -16,11 +16,14 @@ _PREFIX = "not supported on the host backend: "
 _GPU_INTRINSIC = re.compile(r"llvm\.(nvvm|amdgcn|r600|spv|dx)\.")
 
 
-def unsupported(module, kernel_name: str) -> list[str]:
-    """Every construct of `kernel_name`'s module the host backend cannot run (empty: it can run it)."""
+def unsupported(module, kernel_name: str, text: str | None = None) -> list[str]:
+    """Every construct of `kernel_name`'s module the host backend cannot run (empty: it can run it).
+
+    `text` is the module's text when the caller printed it already (printing a module is not free).
+    """
     llvm = machine.binding()
     found: list[str] = []
-    text = str(module)
+    text = str(module) if text is None else text
     if "\nmodule asm " in text or text.startswith("module asm "):
         found.append("module-level inline assembly (`module asm`)")
     try:
