@@ -166,11 +166,16 @@ class Cubin:
 
 def spills_from_report(report: str, kernel: str) -> tuple[int, int]:
     """(spill stores, spill loads) bytes of `kernel` from an assembler's verbose log; (-1, -1) if absent."""
-    marker = re.search(r"Function properties for " + re.escape(kernel) + r"\s*$", report, re.MULTILINE)
-    if marker is None:
-        return -1, -1
-    found = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report[marker.end() :])
-    return (int(found.group(1)), int(found.group(2))) if found else (-1, -1)
+    header = "Function properties for " + kernel  # a line ending so; no pattern built per kernel (it costs more)
+    lines = report.splitlines()
+    for i, line in enumerate(lines):
+        if line.rstrip().endswith(header):
+            found = _SPILLS.search("\n".join(lines[i + 1 :]))
+            return (int(found.group(1)), int(found.group(2))) if found else (-1, -1)
+    return -1, -1
+
+
+_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
 def resources(cubin: bytes, kernel: str, report: str = "", assembler: str = "") -> Resources:
