@@ -107,3 +107,19 @@ def test_a_child_forked_after_launches_runs_its_own(tmp_path):
         """)
     proc = subprocess.run([sys.executable, "-c", code, "unused", "0"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "child ['0']", proc.stdout + proc.stderr
+
+
+def test_a_helper_thread_gets_its_malloc_arena_before_the_filter():
+    # glibc sets up a new thread's malloc arena at the thread's first allocation and, once the
+    # process has more than `arena_test` arenas (1 here), reads the CPU count from /sys with
+    # openat, which the filter refuses. Helpers entered the sandbox before that allocation, and
+    # the refusal outside a kernel recursed in the fault handler until the process died of
+    # SIGSEGV (seen under pytest, whose threads had made the arenas).
+    code = PROBE.replace("print(call(int(sys.argv[2])", "#").replace("u3(1, 1, 1), u3(1, 1, 1)", "u3(64, 1, 1), u3(1, 1, 1)")
+    proc = subprocess.run([sys.executable, "-c", code, "unused", "0"], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "GLIBC_TUNABLES": "glibc.malloc.arena_test=1", "MNEME_HOST_THREADS": "4"})
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stdout.splitlines()
+    if lines[0] != "sandbox True":
+        pytest.skip("no seccomp filters on this machine")
+    assert lines[1].startswith("(0, '', ") and lines[2].startswith("(0, '', "), lines
