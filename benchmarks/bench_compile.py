@@ -1,6 +1,8 @@
 """Compile latency of one variant, IR -> PTX -> cubin at O3, over the corpus; per-stage split.
 
-Also: a generated 200-function kernel, and the cost of a build-cache hit against a miss.
+Also: a generated 200-function kernel, the cost of a build-cache hit against a miss, and a sweep of
+the ptxas knobs (the `compiler` space's ptxas dimensions) with and without the PTX shared through the
+build cache (`Backend.intermediate`).
 Prints medians and ratios (no timed assertions). Run: python benchmarks/bench_compile.py [--reps N]
 """
 
@@ -161,7 +163,7 @@ def main() -> None:
         cache = ircache.BuildCache(Path(tmp, "cache"))
         misses, hits, disk_hits = [], [], []
         for i in range(opts.reps):
-            config = CONFIG.replace(max_registers=32 + i)  # a new variant each time
+            config = CONFIG.replace(inlining_threshold=200 + i)  # a new variant for LLVM each time
             t0 = CLOCK()
             build.compile(mod, "saxpy", config, "sm_90", cache=cache, base_hash="saxpy")
             misses.append(CLOCK() - t0)
@@ -178,6 +180,32 @@ def main() -> None:
         t0 = CLOCK()
         h = ir.module_hash(mod)
         print(f"hashing the input module when the caller passes no base_hash: {(CLOCK() - t0) * 1e6:.0f} us ({h[:8]})")
+        ptxas_sweep(("saxpy", "stencil2d", "math_funcs"))
+
+
+def ptxas_sweep(kernels: tuple[str, ...]) -> None:
+    """Every combination of the ptxas knobs' search values (what the `compiler` space adds per LLVM
+    variant), built in one step each (no cache) against two steps (the PTX from the build cache)."""
+    configs = [CONFIG.replace(ptxas_opt=o, max_registers=r, cache_mode=c)
+               for o in range(4) for r in (0, 32, 64, 128, 255) for c in ("", "ca", "cg")]  # fmt: skip
+    print(f"\nptxas knobs, {len(configs)} configurations of one LLVM variant (wall s for all; each the first build):")
+    ratios = []
+    for kernel in kernels:
+        item = next(i for i in corpus() if kernel in i.kernels)
+        mod = ir.link([build_cuda_ir(item.source)], kernel)
+        t0 = time.perf_counter()
+        one = [build.compile(mod, kernel, c, "sm_90", cache=False) for c in configs]
+        one_step = time.perf_counter() - t0
+        with tempfile.TemporaryDirectory() as tmp:
+            cache = ircache.BuildCache(Path(tmp), disk=False)
+            t0 = time.perf_counter()
+            two = [build.compile(mod, kernel, c, "sm_90", cache=cache) for c in configs]
+            two_step = time.perf_counter() - t0
+        same = sum(a.data == b.data for a, b in zip(one, two))
+        ratios.append(one_step / two_step)
+        print(f"  {kernel[:22]:22s} one step {one_step:6.2f} s, PTX shared {two_step:6.2f} s: {ratios[-1]:.2f}x; "
+              f"cubins identical {same}/{len(configs)}")  # fmt: skip
+    print(f"  median speedup of the sweep's builds: {statistics.median(ratios):.2f}x")
 
 
 if __name__ == "__main__":

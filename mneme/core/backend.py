@@ -180,6 +180,25 @@ class Backend(abc.ABC):
         `emit` is one of `emits` (default: the first). The module may be changed in place.
         """
 
+    def intermediate(self, config: ExperimentConfiguration) -> str | None:
+        """The output `assemble` finishes into a binary, when this configuration builds in two steps.
+
+        The intermediate depends on none of the configuration's `assemble`-stage fields, so the
+        build cache keeps one for every configuration that differs from another only in those
+        (assembly text, whatever its assembler is then told). None, the default: `compile` builds
+        in one step.
+        """
+        return None
+
+    def assemble(self, binary: DeviceBinary, config: ExperimentConfiguration, arch: str, *,
+                 emit: str) -> DeviceBinary:  # fmt: skip
+        """Finish an intermediate `binary` (of the kind `intermediate(config)` names) into `emit`.
+
+        The result is the binary `compile(..., emit=emit)` makes in one step, with this step's time in
+        its `stage_times`. Backends whose `intermediate` names one implement it.
+        """
+        raise NotImplementedError(f"the {self.name} backend builds in one step (its intermediate() is None)")
+
     @abc.abstractmethod
     def open_device(self, index: int = 0) -> Device:
         """Open device `index` in this process."""

@@ -5,6 +5,9 @@ and the benchmarks all build here. The backend is the one that claims the archit
 (`Backend.claims`), or the one given (a replay's); it optimizes and generates code with its own
 toolchain. The cache key is the backend's toolchain (`Backend.toolchain`), the architecture,
 the output kind and the configuration's build fields (`params.build_fields()`) over the variant hash.
+A backend that builds in two steps (`Backend.intermediate`) has its intermediate code cached too,
+keyed without the assemble-stage fields, and only `Backend.assemble` runs for a configuration that
+differs from a cached one in those alone.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def compile(
             if hit is not None:
                 store.put(request, hit, alias_of=key)
                 return attrs.evolve(hit, stage_times={"preprocess": pre.seconds, "cache": time.perf_counter() - start})
-        binary = backend.compile(pre.module, kernel_name, config, arch, emit=emit)
+        binary = _build(backend, pre, kernel_name, config, arch, emit, store, toolchain)
         times = {"preprocess": pre.seconds, **binary.stage_times}
         binary = attrs.evolve(binary, stage_times=times, variant_hash=pre.variant_hash)
         if store is not None:
@@ -77,3 +80,24 @@ def compile(
         return binary
     finally:
         pre.module.close()
+
+
+def _build(backend: Backend, pre: pipeline.Preprocessed, kernel_name: str, config: ExperimentConfiguration,
+           arch: str, emit: str, store: Any, toolchain: dict[str, str]) -> DeviceBinary:  # fmt: skip
+    """`backend.compile`, or, where the backend builds this configuration in two steps
+    (`Backend.intermediate`), its intermediate code from the cache (or built and kept there) and
+    `backend.assemble`: configurations that differ only in assemble-stage fields share the first step."""
+    step = backend.intermediate(config) if store is not None else None
+    if step is None or step == emit:
+        return backend.compile(pre.module, kernel_name, config, arch, emit=emit)
+    key = ircache.build_key(pre.variant_hash, config, toolchain, arch, step, intermediate=True)
+    start = time.perf_counter()
+    first = store.get(key)
+    if first is None:
+        first = backend.compile(pre.module, kernel_name, config, arch, emit=step)
+        store.put(key, first)
+        times = dict(first.stage_times)
+    else:
+        times = {"cache": time.perf_counter() - start}
+    binary = backend.assemble(first, config, arch, emit=emit)
+    return attrs.evolve(binary, stage_times={**times, **binary.stage_times})

@@ -15,7 +15,7 @@ import attrs
 
 from mneme.core.hookspecs import hookimpl
 
-STAGES = ("preprocess", "optimize", "codegen", "launch")
+STAGES = ("preprocess", "optimize", "codegen", "assemble", "launch")
 TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 # The original Mneme API's fields of ExperimentConfiguration (mneme.core.types): a knob must not
 # take one of these names, nor "schema" or "knobs".
@@ -29,7 +29,8 @@ class Knob:
 
     `type` is bool, int, float or str; `optional` allows None (leave it to the tool).
     `low`/`high` bound an int or float, `choices` a str. `stage` is what it changes:
-    preprocess, optimize, codegen or launch. `search` is how the built-in spaces tune it:
+    preprocess, optimize, codegen, assemble (only the backend's last step, from its intermediate
+    code to the binary: `Backend.assemble`) or launch. `search` is how the built-in spaces tune it:
     "range" (low..high), "bool", or a tuple of values; None leaves it untuned. `feature` is
     the built-in spaces' toggle that adds it (`-o FEATURE=true`); `backends` limits where that
     toggle is on by default. `unused_when`: a core bool field whose truth makes it irrelevant.

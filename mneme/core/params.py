@@ -119,13 +119,16 @@ def nearest(name: str) -> str:
     return f"did you mean {close[0]!r}?" if close else "`mneme plugins --parameters` lists them"
 
 
-def build_fields() -> tuple[str, ...]:
-    """Names of the configuration fields that reach optimization or code generation.
+BUILD_STAGES = ("optimize", "codegen", "assemble")
+
+
+def build_fields(stages: tuple[str, ...] = BUILD_STAGES) -> tuple[str, ...]:
+    """Names of the configuration fields that reach optimization, code generation or assembly.
 
     The original API's `passes`, `codegen_opt`, `codegen_method`, then every declared knob of
-    stage optimize or codegen. Transforms' knobs are not here: their effect is in the variant hash.
+    those `stages`. Transforms' knobs are not here: their effect is in the variant hash.
     """
-    return CORE_BUILD_FIELDS + tuple(sorted(k.name for k in _declared().values() if k.stage in ("optimize", "codegen")))
+    return CORE_BUILD_FIELDS + tuple(sorted(k.name for k in _declared().values() if k.stage in stages))
 
 
 def click_options(declared: Mapping[str, Knob] | None = None) -> list:

@@ -189,12 +189,14 @@ _CORE_FIELDS = tuple(a.name for a in attrs.fields(ExperimentConfiguration) if a.
 #: The configuration fields that reach optimization and code generation but not the preprocessed IR
 #: (the transforms' fields are in the variant hash): with the backend's toolchain and the variant
 #: hash they decide a build. The one list the build cache and the loaded-kernel cache read.
-def build_fields(config: ExperimentConfiguration) -> dict[str, Any]:
+def build_fields(config: ExperimentConfiguration, *, assemble: bool = True) -> dict[str, Any]:
     """The values of `config`'s fields that reach optimization and code generation, by name.
 
     Which fields those are is declared once, by the parameters' stages (`params.build_fields()`).
+    `assemble=False` leaves out the assemble stage's: what a backend's intermediate code depends on.
     """
-    return {name: getattr(config, name) for name in params.build_fields() if hasattr(config, name)}
+    names = params.build_fields() if assemble else params.build_fields(("optimize", "codegen"))
+    return {name: getattr(config, name) for name in names if hasattr(config, name)}
 
 
 @attrs.define

@@ -301,6 +301,31 @@ def test_identical_variants_compile_once_per_process(tmp_path):
     assert "assemble" in fourth.stage_times
 
 
+def test_configurations_that_differ_only_in_ptxas_options_share_one_ptx(tmp_path):
+    cache = ircache.BuildCache(tmp_path, disk=False)
+    mod = ir.load(build_cuda_ir("saxpy"))
+    first = build.compile(mod, "saxpy", BASE, "sm_90", cache=cache)
+    assert {"optimize", "codegen", "assemble"} <= set(first.stage_times)
+    for change in ({"ptxas_opt": 0}, {"max_registers": 32}, {"cache_mode": "cg"}):
+        config = BASE.replace(**change)
+        shared = build.compile(mod, "saxpy", config, "sm_90", cache=cache)
+        # LLVM did not run again: the PTX came from the cache, ptxas alone made the cubin
+        assert "optimize" not in shared.stage_times and "codegen" not in shared.stage_times, change
+        assert "assemble" in shared.stage_times
+        alone = build.compile(mod, "saxpy", config, "sm_90", cache=False)  # no cache: in one step
+        assert "optimize" in alone.stage_times
+        assert shared.data == alone.data and shared.resources == alone.resources, change
+    assert build.compile(mod, "saxpy", BASE.replace(ptxas_opt=0), "sm_90", cache=cache).data != first.data
+    # what LLVM reads is not shared: another codegen level, or parallel code generation (its
+    # partitions are linked by the assembler), builds from the IR
+    for change in ({"codegen_opt": 1}, {"codegen_method": "parallel"}):
+        assert "codegen" in build.compile(mod, "saxpy", BASE.replace(**change), "sm_90", cache=cache).stage_times
+    with pytest.raises(UsageError, match="takes PTX"):
+        cuda_codegen.assemble(first, BASE, "sm_90")
+    with pytest.raises(NotImplementedError, match="builds in one step"):
+        get_backend("host").assemble(first, BASE, "x86_64", emit="llvm-ir")
+
+
 def test_the_disk_cache_survives_the_process_cache(tmp_path):
     mod = ir.load(build_cuda_ir("saxpy"))
     first = build.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
@@ -312,11 +337,13 @@ def test_the_disk_cache_survives_the_process_cache(tmp_path):
 def test_a_corrupt_cache_entry_is_rebuilt_not_trusted(tmp_path):
     mod = ir.load(build_cuda_ir("saxpy"))
     build.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
-    (entry,) = [p for p in tmp_path.glob("*/*.bin") if p.read_bytes().startswith(b"MNEMEBIN1")]
-    entry.write_bytes(entry.read_bytes()[:-10] + b"0123456789")
+    entries = [p for p in tmp_path.glob("*/*.bin") if p.read_bytes().startswith(b"MNEMEBIN1")]
+    assert len(entries) == 2  # the cubin and the PTX it was assembled from
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[:-10] + b"0123456789")
     fresh = ircache.BuildCache(tmp_path)
     binary = build.compile(mod, "saxpy", BASE, "sm_90", cache=fresh)
-    assert fresh.hits == 0 and "assemble" in binary.stage_times and binary.data[:4] == b"\x7fELF"
+    assert fresh.hits == 0 and {"codegen", "assemble"} <= set(binary.stage_times) and binary.data[:4] == b"\x7fELF"
 
 
 def test_cache_keys_change_with_toolchain_target_and_build_fields():
@@ -331,6 +358,13 @@ def test_cache_keys_change_with_toolchain_target_and_build_fields():
         ircache.build_key("w", BASE, tools, "sm_90", "cubin"),
     }
     assert len(keys) == 7
+    # a backend's intermediate code (CUDA's PTX) is keyed without the assembler's fields
+    assembled = BASE.replace(ptxas_opt=1, max_registers=32, cache_mode="cg")
+    assert ircache.build_key("v", BASE, tools, "sm_90", "ptx", intermediate=True) == ircache.build_key(
+        "v", assembled, tools, "sm_90", "ptx", intermediate=True)
+    assert ircache.build_key("v", BASE, tools, "sm_90", "ptx", intermediate=True) != ircache.build_key(
+        "v", BASE.replace(codegen_opt=1), tools, "sm_90", "ptx", intermediate=True)
+    assert ircache.build_key("v", BASE, tools, "sm_90", "cubin") != ircache.build_key("v", assembled, tools, "sm_90", "cubin")
     assert tools["backend"] == "cuda" and "ptxas" in tools and "llvm" in tools
     assert "lld" in get_backend("hip").toolchain("gfx90a") and "cpu" in get_backend("host").toolchain("x86_64")
     # launch geometry alone does not change a build (it is in the variant hash when transforms use it)

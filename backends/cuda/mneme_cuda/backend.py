@@ -19,7 +19,7 @@ import attrs
 
 from mneme.core.backend import Availability, Backend, Device, DeviceBinary, DeviceInfo
 from mneme.core.envvars import EnvVar
-from mneme.core.errors import BackendUnavailable, ExperimentError, MnemeError
+from mneme.core.errors import BackendUnavailable, ExperimentError, MnemeError, UsageError
 from mneme_cuda import codegen, cupti
 from mneme_cuda import compare as cmp
 from mneme_cuda import target as nvptx
@@ -102,6 +102,15 @@ class CudaBackend(Backend):
         opt_seconds = self.optimize(module, config, arch)
         binary = codegen.codegen(module, kernel_name, config, arch, emit=emit)
         return attrs.evolve(binary, stage_times={"optimize": opt_seconds, **binary.stage_times})
+
+    def intermediate(self, config: Any) -> str | None:
+        # PTX, which ptxas then assembles; parallel code generation links its partitions in the assembler
+        return None if config.codegen_method == "parallel" else "ptx"
+
+    def assemble(self, binary: DeviceBinary, config: Any, arch: str, *, emit: str) -> DeviceBinary:
+        if emit != "cubin":
+            raise UsageError(f"the cuda backend assembles PTX into a cubin, not {emit!r}")
+        return codegen.assemble(binary, config, arch)
 
     def open_device(self, index: int = 0) -> CudaDevice:
         return CudaDevice(index)

@@ -66,10 +66,25 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
     times["codegen"] = time.perf_counter() - start
     if emit == "ptx":
         return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx[0].encode(), Resources(), times)
+    return _assembled(ptx, kernel_name, config, arch, times)
+
+
+def assemble(binary: DeviceBinary, config: ExperimentConfiguration, arch: str) -> DeviceBinary:
+    """The cubin of a PTX `binary` (`codegen(..., emit="ptx")`): the one `codegen(..., emit="cubin")` makes.
+
+    Only the assembler's fields of `config` (`ptxas_opt`, `max_registers`, `cache_mode`) matter here.
+    """
+    if binary.kind != "ptx":
+        raise UsageError(f"cannot assemble a {binary.kind} binary of kernel {binary.kernel_name!r}; it takes PTX")
+    return _assembled([binary.data.decode()], binary.kernel_name, config, check_arch(arch), {})
+
+
+def _assembled(ptx: list[str], kernel_name: str, config: ExperimentConfiguration, arch: str,
+               times: dict[str, float]) -> DeviceBinary:  # fmt: skip
     start = time.perf_counter()
     threads = parallel_codegen.codegen_jobs() if len(ptx) > 1 else 1
     cubin, report, tool = assemble_ptx(ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name, threads=threads)
-    times["assemble"] = time.perf_counter() - start
+    times = {**times, "assemble": time.perf_counter() - start}
     _check_register_floor(report, config, arch)
     resources = cubin_resources(cubin, kernel_name, report, tool)
     log.debug("assembled %s with %s: %s", kernel_name, tool, resources)

@@ -8,11 +8,11 @@ from mneme.core.plugins import Described
 
 # ptxas / nvJitLink / driver-JIT options; tuned by the built-in spaces' `ptxas` feature, on by default on CUDA.
 KNOBS = [
-    Knob("ptxas_opt", "int", 3, "codegen", "ptxas optimization level.", low=0, high=3, search="range",
+    Knob("ptxas_opt", "int", 3, "assemble", "ptxas optimization level.", low=0, high=3, search="range",
          feature="ptxas", backends=("cuda",), schema1=True),
-    Knob("max_registers", "int", 0, "codegen", "Register cap for ptxas (0: none).", low=0, high=255,
+    Knob("max_registers", "int", 0, "assemble", "Register cap for ptxas (0: none).", low=0, high=255,
          search=(0, 32, 64, 128, 255), feature="ptxas", backends=("cuda",), schema1=True),
-    Knob("cache_mode", "str", "", "codegen", "ptxas default load cache ('' leaves ptxas's).",
+    Knob("cache_mode", "str", "", "assemble", "ptxas default load cache ('' leaves ptxas's).",
          choices=("", "ca", "cg", "cs", "lu", "cv"), search=("", "ca", "cg"), feature="ptxas", backends=("cuda",), schema1=True),
 ]
 

@@ -25,7 +25,7 @@ CORE_FEATURES = ("launch", "launch_bounds", "specialize", "opt", "codegen")
 # The knob groups of the built-in plugins; a plugin's Knob(feature=...) may add others.
 KNOB_FEATURES = ("knobs", "ptxas")
 # Within a group, dimensions go in stage order (then declaration order): the same order as before knobs.
-_STAGE_ORDER = {"optimize": 0, "codegen": 1, "preprocess": 2, "launch": 3}
+_STAGE_ORDER = {"optimize": 0, "codegen": 1, "assemble": 1, "preprocess": 2, "launch": 3}
 
 
 def features() -> tuple[str, ...]:
