@@ -65,7 +65,7 @@ def compile(
                               specialize_indexes=specialize_indexes, extra_transforms=extra_transforms,
                               base_hash=base_hash)  # fmt: skip
     try:
-        key = ircache.build_key(pre.variant_hash, config, toolchain, arch, emit) if store is not None else None
+        key = ircache.build_key(pre.variant_hash, config, toolchain, arch, emit, kernel=kernel_name) if store is not None else None
         if store is not None:
             hit = store.get(key)
             if hit is not None:
@@ -90,7 +90,7 @@ def _build(backend: Backend, pre: pipeline.Preprocessed, kernel_name: str, confi
     step = backend.intermediate(config) if store is not None else None
     if step is None or step == emit:
         return backend.compile(pre.module, kernel_name, config, arch, emit=emit)
-    key = ircache.build_key(pre.variant_hash, config, toolchain, arch, step, intermediate=True)
+    key = ircache.build_key(pre.variant_hash, config, toolchain, arch, step, kernel=kernel_name, intermediate=True)
     start = time.perf_counter()
     first = store.get(key)
     if first is None:

@@ -35,15 +35,16 @@ _ALIAS = b"MNEMEALIAS1\n"  # a request key's entry: the build key it resolved to
 
 
 def build_key(variant_hash: str, config: ExperimentConfiguration, toolchain: Mapping[str, str], arch: str,
-              emit: str, *, intermediate: bool = False) -> str:  # fmt: skip
+              emit: str, *, kernel: str = "", intermediate: bool = False) -> str:  # fmt: skip
     """The cache key of one build: SHA-256 over everything that changes its output.
 
     `toolchain` is what the backend declares about its tools (`Backend.toolchain(arch)`);
     of the configuration, the fields `params.build_fields()` names count (the rest are in the variant hash).
-    `intermediate`: the key of a backend's intermediate code (`Backend.intermediate`), which the
-    assemble stage's fields do not change.
+    `kernel`: the kernel the binary is for (a module that is not pruned to one kernel has one
+    variant hash for all of its kernels). `intermediate`: the key of a backend's intermediate code
+    (`Backend.intermediate`), which the assemble stage's fields do not change.
     """
-    data = {"variant": variant_hash, "arch": arch, "emit": emit,
+    data = {"variant": variant_hash, "kernel": kernel, "arch": arch, "emit": emit,
             "config": build_fields(config, assemble=not intermediate), "toolchain": dict(toolchain)}  # fmt: skip
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 

@@ -326,6 +326,18 @@ def test_configurations_that_differ_only_in_ptxas_options_share_one_ptx(tmp_path
         get_backend("host").assemble(first, BASE, "x86_64", emit="llvm-ir")
 
 
+def test_each_kernel_of_an_unpruned_module_gets_its_own_build(tmp_path):
+    # without pruning and internalizing, both kernels of the module have one variant hash: the
+    # cache must still tell them apart (before, the second got the first's binary, name and resources)
+    cache = ircache.BuildCache(tmp_path, disk=False)
+    mod = ir.load(build_cuda_ir("scale_template"))
+    config = BASE.replace(prune=False, internalize=False)
+    first, second = (build.compile(mod, k, config, "sm_90", cache=cache) for k in ("_Z5scaleIfEvPT_S0_i", "_Z5scaleIiEvPT_S0_i"))
+    assert first.variant_hash == second.variant_hash
+    assert (first.kernel_name, second.kernel_name) == ("_Z5scaleIfEvPT_S0_i", "_Z5scaleIiEvPT_S0_i")
+    assert "assemble" in second.stage_times
+
+
 def test_the_disk_cache_survives_the_process_cache(tmp_path):
     mod = ir.load(build_cuda_ir("saxpy"))
     first = build.compile(mod, "saxpy", BASE, "sm_90", cache=ircache.BuildCache(tmp_path))
@@ -356,8 +368,9 @@ def test_cache_keys_change_with_toolchain_target_and_build_fields():
         ircache.build_key("v", BASE.replace(codegen_method="parallel"), tools, "sm_90", "cubin"),
         ircache.build_key("v", BASE, {**tools, "ptxas": "another"}, "sm_90", "cubin"),
         ircache.build_key("w", BASE, tools, "sm_90", "cubin"),
+        ircache.build_key("v", BASE, tools, "sm_90", "cubin", kernel="another"),
     }
-    assert len(keys) == 7
+    assert len(keys) == 8
     # a backend's intermediate code (CUDA's PTX) is keyed without the assembler's fields
     assembled = BASE.replace(ptxas_opt=1, max_registers=32, cache_mode="cg")
     assert ircache.build_key("v", BASE, tools, "sm_90", "ptx", intermediate=True) == ircache.build_key(
