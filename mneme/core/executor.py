@@ -128,8 +128,9 @@ class KernelBuilder:
         self.backend = backend
         self.arch = arch
         self.mode = mode
-        # the one build cache mechanism, in process memory only: a replay's variants are its own
-        self._cache = BuildCache(memory_entries=4 * cache_size, disk=False)
+        # the one build cache mechanism, in process memory only: a replay's variants are its own. A
+        # variant takes up to three entries (request alias, binary, a two-step build's intermediate)
+        self._cache = BuildCache(memory_entries=6 * cache_size, disk=False)
         self._base_hashes: dict[tuple[bool, bool], str] = {}
 
     def link_ir(self, config: ExperimentConfiguration | None = None):
