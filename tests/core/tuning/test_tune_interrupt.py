@@ -83,7 +83,10 @@ def resume_command(out: str) -> list[str]:
 def test_a_signal_while_tuning_saves_the_trials_and_prints_the_exact_resume_command(saxpy_db, tmp_path, signum,
                                                                                     code):
     results = tmp_path / "run"
-    proc = start("tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 24, "--results", results, *SPACE)
+    # many timed runs per experiment: the search lasts seconds, not the one second a busy CI machine's
+    # first look at the store can take (the tuner then finished before it could be stopped)
+    proc = start("tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 24, "--results", results, *SPACE,
+                 "--iterations", 600)
     deadline = time.monotonic() + 180
     while finished(results) < 3 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
