@@ -119,7 +119,10 @@ def nearest(name: str) -> str:
     return f"did you mean {close[0]!r}?" if close else "`mneme plugins --parameters` lists them"
 
 
-BUILD_STAGES = ("optimize", "codegen", "assemble")
+#: The stages whose knobs shape a build; the first two also shape a backend's intermediate code
+#: (`Backend.intermediate`), which the assembler alone finishes.
+INTERMEDIATE_STAGES = ("optimize", "codegen")
+BUILD_STAGES = (*INTERMEDIATE_STAGES, "assemble")
 
 
 def build_fields(stages: tuple[str, ...] = BUILD_STAGES) -> tuple[str, ...]:

@@ -195,7 +195,7 @@ def build_fields(config: ExperimentConfiguration, *, assemble: bool = True) -> d
     Which fields those are is declared once, by the parameters' stages (`params.build_fields()`).
     `assemble=False` leaves out the assemble stage's: what a backend's intermediate code depends on.
     """
-    names = params.build_fields() if assemble else params.build_fields(("optimize", "codegen"))
+    names = params.build_fields(params.BUILD_STAGES if assemble else params.INTERMEDIATE_STAGES)
     return {name: getattr(config, name) for name in names if hasattr(config, name)}
 
 

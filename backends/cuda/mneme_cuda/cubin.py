@@ -167,10 +167,11 @@ class Cubin:
 def spills_from_report(report: str, kernel: str) -> tuple[int, int]:
     """(spill stores, spill loads) bytes of `kernel` from an assembler's verbose log; (-1, -1) if absent."""
     header = "Function properties for " + kernel  # a line ending so; no pattern built per kernel (it costs more)
-    lines = report.splitlines()
-    for i, line in enumerate(lines):
+    end = 0
+    for line in report.splitlines(keepends=True):
+        end += len(line)
         if line.rstrip().endswith(header):
-            found = _SPILLS.search("\n".join(lines[i + 1 :]))
+            found = _SPILLS.search(report, end)
             return (int(found.group(1)), int(found.group(2))) if found else (-1, -1)
     return -1, -1
 
