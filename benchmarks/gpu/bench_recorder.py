@@ -7,7 +7,8 @@
   launch (device shadow copies), the background writer's drain, and end to end (the
   application's extra wall time, its exit waiting for the writer, plus `finalize`);
 - overhead: wall time of an application running under the recorder with no kernel selected
-  against the same application without it, median of several runs (target <= 5%); and, with
+  against the same application without it, median of several runs (target <= 5%), split into
+  the fixed cost (the same program launching once) and the cost per launch; and, with
   its kernel selected (one instance recorded, its next 16 launches timed, the other 2983 run
   through), the kernel timer's cost to the application: CUPTI's kernel records stay on after
   the first timed launch (docs/design/recording.md), CUDA events cost nothing after the last;
@@ -137,14 +138,16 @@ def overhead(repeat: int) -> dict:
     from mneme_cuda import recorder
 
     command = [str(app("saxpy_app")), str(1 << 16), "3000"]  # many small launches: the launch path matters
-    times: dict[str, list[float]] = {"plain": [], "recorder": [], "events": [], "cupti": []}
+    once = [str(app("saxpy_app")), str(1 << 16), "1"]  # the same program launching once: the fixed cost
+    times: dict[str, list[float]] = {"plain": [], "recorder": [], "events": [], "cupti": [], "plain1": [], "recorder1": []}
     with tempfile.TemporaryDirectory(prefix="mneme-bench-rec-") as tmp:
         under = recorder.environment(Path(tmp) / "raw", kernel="^no_kernel_has_this_name$", library=library())
         plain = {k: v for k, v in os.environ.items() if not k.startswith("MNEME_RECORD")}
-        for i in range(2 * repeat + 2):  # alternating; the first pair warms the caches (driver, page cache, JIT)
-            label = "plain" if i % 2 == 0 else "recorder"
-            elapsed = _wall_seconds(command, plain if label == "plain" else under, label)
-            if i >= 2:
+        for i in range(4 * repeat + 4):  # alternating; the first round warms the caches (driver, page cache, JIT)
+            label = ("plain", "recorder", "plain1", "recorder1")[i % 4]
+            elapsed = _wall_seconds(once if label.endswith("1") else command,
+                                    plain if label.startswith("plain") else under, label)  # fmt: skip
+            if i >= 4:
                 times[label].append(elapsed)
         for i in range(2 * repeat + 2):  # the kernel selected: CUPTI's records against events
             timer = "events" if i % 2 == 0 else "cupti"
@@ -158,7 +161,10 @@ def overhead(repeat: int) -> dict:
                 times[timer].append(elapsed)
     plain_s, rec_s = statistics.median(times["plain"]), statistics.median(times["recorder"])
     events_s, cupti_s = statistics.median(times["events"]), statistics.median(times["cupti"])
+    fixed = statistics.median(times["recorder1"]) - statistics.median(times["plain1"])  # start-up and exit
     return {"plain_median_s": plain_s, "recorder_median_s": rec_s, "slowdown": rec_s / plain_s - 1,
+            "fixed_s": fixed, "per_launch_s": (rec_s - plain_s - fixed) / 2999,
+            "plain_once_median_s": statistics.median(times["plain1"]),
             "runs": repeat, "launches": 3000, "recorded_events_median_s": events_s,
             "recorded_cupti_median_s": cupti_s, "cupti_vs_events": cupti_s / events_s - 1}  # fmt: skip
 
@@ -229,7 +235,9 @@ def main() -> int:
     if "error" not in o:
         lines.append(f"overhead  no kernel selected, {o['launches']} launches: {o['recorder_median_s']:.3f} s vs "
                      f"{o['plain_median_s']:.3f} s plain (median of {o['runs']}) = {100 * o['slowdown']:+.1f}% "
-                     f"(target <= 5%)")
+                     f"(target <= 5%); of it, fixed (the program launching once: start-up and exit) "
+                     f"{o['fixed_s'] * 1e3:+.1f} ms on {o['plain_once_median_s']:.3f} s, per launch "
+                     f"{o['per_launch_s'] * 1e6:+.2f} us")
         lines.append(f"overhead  saxpy recorded once and timed 17 times, {o['launches']} launches: timed by CUPTI "
                      f"{o['recorded_cupti_median_s']:.3f} s vs by events {o['recorded_events_median_s']:.3f} s "
                      f"(median of {o['runs']}) = {100 * o['cupti_vs_events']:+.1f}%: the kernel records' cost to "

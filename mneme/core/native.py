@@ -179,12 +179,12 @@ class NativeLibrary:
         if explicit_text:
             explicit = Path(explicit_text)
             return explicit if explicit.exists() else None
-        present = [p for p in (*self.sources, *self.headers) if p.exists()]
         packaged = self.packaged() if self.packaged is not None else None
-        if packaged is not None and packaged.exists() and all(
-            packaged.stat().st_mtime >= p.stat().st_mtime for p in present
-        ):  # an edited checkout's sources are newer than its package's build
-            return packaged
+        if packaged is not None and packaged.exists():
+            if not self.available():  # an installed package: no sources to be newer (pip stamps its files
+                return packaged  # with the time it wrote each, so comparing them would be a race)
+            if all(packaged.stat().st_mtime >= p.stat().st_mtime for p in (*self.sources, *self.headers) if p.exists()):
+                return packaged  # an editable checkout whose sources were not edited since its package's build
         if not self.available():
             return None
         name = self.name()

@@ -90,6 +90,21 @@ def test_libraries_are_found_by_variable_then_package_then_cache_then_declared_f
     assert lib.find() is None  # as named: a missing one is not replaced by another
 
 
+def test_an_installed_package_uses_its_build_whatever_the_times_pip_gave_its_headers(tmp_path, cache):
+    # A wheel installs the library and the headers it was built from, each stamped with the moment pip
+    # wrote it; without the sources there is nothing to rebuild, so a header written after the library
+    # must not make the package's build look stale (it did, on the GPU machine: `mneme record` failed).
+    source, header = _sources(tmp_path)
+    source.unlink()
+    packaged = tmp_path / "package" / "libanswer.so"
+    packaged.parent.mkdir()
+    packaged.write_bytes(b"")
+    past = header.stat().st_mtime - 60
+    os.utime(packaged, (past, past))
+    lib = NativeLibrary("answer", "the answer", (source,), (header,), packaged=lambda: packaged)
+    assert lib.find() == packaged
+
+
 def test_without_its_sources_a_library_cannot_be_built_and_says_so(tmp_path, cache):
     lib = NativeLibrary("answer", "the answer", (tmp_path / "gone.c",))
     assert lib.find() is None

@@ -264,7 +264,7 @@ def ptxas_resources(report: str, kernel_name: str) -> Resources:
     return Resources(
         registers=grab(r"Used (\d+) registers"),
         local_mem=grab(r"(\d+) bytes stack frame") + grab(r"(\d+) bytes lmem"),
-        const_mem=sum(int(x) for x in re.findall(r"(\d+) bytes cmem\[\d+\]", section)),
+        const_mem=sum(int(x) for x in re.findall(r"(\d+) bytes cmem\[3\]", section)),  # the user bank, as cubin.py
         shared_mem=grab(r"(\d+) bytes smem"),
         spill_stores=grab(r"(\d+) bytes spill stores"),
         spill_loads=grab(r"(\d+) bytes spill loads"),

@@ -8,8 +8,9 @@ assembler built it. What each field is (docs/design/cubin-resources.md):
 * local memory: its EIATTR_FRAME_SIZE record (ptxas' "stack frame"), or a `.nv.local.<k>` section;
 * shared memory: the size of `.nv.shared.<k>` less the block's reserved system shared memory
   (sm_90 and later put it at the start of that section: `.nv.reservedSmem.*` symbols);
-* constant memory: the user constant banks, `.nv.constant<N>` (module) and `.nv.constant<N>.<k>`
-  (kernel) with N != 0; bank 0 holds the launch parameters;
+* constant memory: the user constant bank, `.nv.constant3` (module) and `.nv.constant3.<k>` (kernel),
+  what the driver reports; bank 0 holds the launch parameters, and standalone ptxas puts the addresses
+  of the globals a kernel uses in a bank of its own (`.nv.constant4`) that nvJitLink's cubin lacks;
 * max threads per block: EIATTR_MAX_THREADS (`__launch_bounds__`, `.maxntid`), else -1;
 * the assembler and its version: the `.note.nv.tkinfo` note ("ptxas" or "nvJIT API", "release X.Y").
 
@@ -151,8 +152,8 @@ class Cubin:
     def _user_constant(self, kernel: str) -> int:
         total = 0
         for sec in self.sections:
-            match = re.fullmatch(r"\.nv\.constant(\d+)(?:\.(.+))?", sec.name)
-            if match and match.group(1) != "0" and match.group(2) in (None, kernel):
+            match = _CONSTANT_BANK.fullmatch(sec.name)
+            if match and match.group(1) == USER_CONSTANT_BANK and match.group(2) in (None, kernel):
                 total += sec.size
         return total
 
@@ -176,6 +177,8 @@ def spills_from_report(report: str, kernel: str) -> tuple[int, int]:
     return -1, -1
 
 
+USER_CONSTANT_BANK = "3"  # `__constant__` variables, sm_50 and later (`ptxas -v`: "N bytes cmem[3]")
+_CONSTANT_BANK = re.compile(r"\.nv\.constant(\d+)(?:\.(.+))?")
 _SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 

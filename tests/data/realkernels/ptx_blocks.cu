@@ -23,11 +23,13 @@ __device__ unsigned step_u32(unsigned x, int offset, int clamp) {
 
 __device__ unsigned long long step_u64(unsigned long long x, int offset, int clamp) {
   unsigned long long out;
-  asm volatile("{\n\t.reg .u32 low, high;\n\t.reg .pred valid;\n\t"
+  // The sum goes through a register of the block's own: "=l" lets the compiler give %0 and %1 the same
+  // register (an H100 run did), so writing %0 before the last read of %1 would double the shuffled value.
+  asm volatile("{\n\t.reg .u32 low, high;\n\t.reg .u64 sum;\n\t.reg .pred valid;\n\t"
                "mov.b64 {low, high}, %1;\n\t"
                "shfl.sync.down.b32 low|valid, low, %2, %3, 0xffffffff;\n\t"
                "shfl.sync.down.b32 high|valid, high, %2, %3, 0xffffffff;\n\t"
-               "mov.b64 %0, {low, high};\n\t@valid add.u64 %0, %0, %1;\n\t}"
+               "mov.b64 sum, {low, high};\n\t@valid add.u64 sum, sum, %1;\n\tmov.b64 %0, sum;\n\t}"
                : "=l"(out) : "l"(x), "r"(offset), "r"(clamp));
   return out;
 }
