@@ -164,7 +164,7 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     epilogue region (see `finalize`). `compression`: "lz4", "zstd" or "none" (COMPRESSIONS).
     """
     check_timer(timer, cupti.TIMERS, "cuda")
-    env = preload.environment(library or build(), raw_dir, kernel, skip, max_recordings, va_base, record_ranks,
+    env = preload.environment(library or library_path() or build(), raw_dir, kernel, skip, max_recordings, va_base, record_ranks,
                               epilogue_format, compression)  # fmt: skip
     env["MNEME_RECORD_TIMER"] = timer
     found = cupti.cupti_library() if timer != "events" and "MNEME_CUPTI_LIB" not in env else None

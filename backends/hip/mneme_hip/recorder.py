@@ -75,7 +75,7 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
                 va_base: int = DEFAULT_VA_BASE, library: Path | None = None, record_ranks: str | None = None,
                 epilogue_format: str = "diff", compression: str = "lz4") -> dict[str, str]:  # fmt: skip
     """The environment that runs a command under the HIP recorder (the MNEME_RECORD_* of the engine)."""
-    return preload.environment(library or build(), raw_dir, kernel, skip, max_recordings, va_base, record_ranks,
+    return preload.environment(library or library_path() or build(), raw_dir, kernel, skip, max_recordings, va_base, record_ranks,
                                epilogue_format, compression)  # fmt: skip
 
 
