@@ -41,8 +41,9 @@ def run_simulation(study: str, sampler: str, trials: int, seed: int | None, as_j
     speedup = sweep.baseline.value / run.pick_time if run.pick_time and sweep.baseline.value else None
     _print(f"picked {run.pick[:12]}: {_time(run.pick_time)} (true median), "
                   f"{'-' if speedup is None else f'{speedup:.2f}x'} vs the recorded configuration; "
-                  f"{100 * run.fraction:.1f}% of the optimum ({_time(sweep.optimum)}); within 5% of it after "
-                  f"{run.reached_at if run.reached_at is not None else 'never'} trials", highlight=False)
+                  f"{100 * run.fraction:.1f}% of the optimum ({_time(sweep.optimum)}); "
+                  + (f"within 5% of it after {run.reached_at} trials" if run.reached_at is not None
+                     else "never within 5% of it"), highlight=False)  # fmt: skip
 
 
 @click.group("samplers")
