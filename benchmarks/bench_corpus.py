@@ -75,7 +75,9 @@ def _ptxas_numbers(report: str, kernel: str) -> dict[str, int]:
     # the user constant bank: the module's line before the first entry (sm_80: `272 bytes cmem[3]`) and the entry's
     # own; not bank 4, where standalone ptxas keeps the addresses of globals (the driver does not count it)
     header = report[: report.find("Compiling entry function")] if "Compiling entry function" in report else ""
-    cmem = sum(int(n) for n in re.findall(r"(\d+) bytes cmem\[3\]", header + section))
+    from mneme_cuda.cubin import USER_CONSTANT_BANK
+
+    cmem = sum(int(n) for n in re.findall(rf"(\d+) bytes cmem\[{USER_CONSTANT_BANK}\]", header + section))
     return {"registers": grab(r"Used (\d+) registers"), "spill_stores": grab(r"(\d+) bytes spill stores"),
             "spill_loads": grab(r"(\d+) bytes spill loads"), "shared_mem": grab(r"(\d+) bytes smem"),
             "local_mem": grab(r"(\d+) bytes stack frame"), "const_mem": cmem, "found": start >= 0,

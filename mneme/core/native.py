@@ -180,12 +180,14 @@ class NativeLibrary:
             explicit = Path(explicit_text)
             return explicit if explicit.exists() else None
         packaged = self.packaged() if self.packaged is not None else None
-        if packaged is not None and packaged.exists():
-            if not self.available():  # an installed package: no sources to be newer (pip stamps its files
-                return packaged  # with the time it wrote each, so comparing them would be a race)
-            if all(packaged.stat().st_mtime >= p.stat().st_mtime for p in (*self.sources, *self.headers) if p.exists()):
-                return packaged  # an editable checkout whose sources were not edited since its package's build
-        if not self.available():
+        checkout = self.available()  # the sources are here: an editable checkout, which may have been edited
+        # An installed package has no sources to be newer than its build (pip stamps each file with the
+        # time it wrote it, so comparing its files would be a race); a checkout's build is stale once
+        # a source or header is newer.
+        if packaged is not None and packaged.exists() and (not checkout or all(
+                packaged.stat().st_mtime >= p.stat().st_mtime for p in (*self.sources, *self.headers) if p.exists())):
+            return packaged
+        if not checkout:
             return None
         name = self.name()
         return next((f / name for f in (self.build_dir(), *folders, *_SEARCH) if (f / name).exists()), None)

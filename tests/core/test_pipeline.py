@@ -12,6 +12,7 @@ import pytest
 from irbuild import CLANG, build_cuda_ir, build_hip_ir, cuda_available, hip_available
 
 from mneme_cuda import codegen as cuda_codegen
+from mneme_cuda import cubin as cuda_cubin
 from mneme_cuda.backend import CudaBackend
 from mneme_hip.metadata import amdgpu_metadata
 
@@ -253,13 +254,14 @@ def test_register_cap_reaches_the_assembler_and_spills_show(tmp_path):
 
 def test_nvjitlink_and_ptxas_both_assemble_when_installed():
     ptx = build.compile(ir.load(build_cuda_ir("saxpy")), "saxpy", BASE, "sm_90", emit="ptx", cache=False).data.decode()
-    _, report, _ = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE.replace(cache_mode="cg", ptxas_opt=1), "saxpy", assembler="ptxas")
-    assert cuda_codegen.ptxas_resources(report, "saxpy").registers > 0
+    cubin1, report, _ = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE.replace(cache_mode="cg", ptxas_opt=1), "saxpy", assembler="ptxas")
+    assert cuda_cubin.resources(cubin1, "saxpy", report, "ptxas").registers > 0
     if cuda_codegen.ptx_assembler() != "nvjitlink":
         pytest.skip("needs nvJitLink: pip install nvidia-nvjitlink cuda-bindings")
     cubin2, report2, tool = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE, "saxpy", assembler="nvjitlink")
     assert tool == "nvjitlink" and cubin2[:4] == b"\x7fELF"
-    assert cuda_codegen.ptxas_resources(report2, "saxpy").registers == cuda_codegen.ptxas_resources(report, "saxpy").registers
+    assert (cuda_cubin.resources(cubin2, "saxpy", report2, tool).registers
+            == cuda_cubin.resources(cubin1, "saxpy", report, "ptxas").registers)  # fmt: skip
 
 
 def test_invalid_ptx_is_an_irerror_naming_the_kernel():

@@ -248,29 +248,6 @@ def _ptxas_subprocess(ptx: str, arch: str, config: ExperimentConfiguration, name
         return out.read_bytes(), proc.stdout + proc.stderr
 
 
-def ptxas_resources(report: str, kernel_name: str) -> Resources:
-    """Registers, spills and memory of `kernel_name` from ptxas' `--verbose` report."""
-    section = report
-    marker = re.search(r"Compiling entry function '" + re.escape(kernel_name) + r"'", report)
-    if marker:
-        rest = report[marker.end():]
-        nxt = re.search(r"Compiling entry function '", rest)
-        section = rest[: nxt.start()] if nxt else rest
-
-    def grab(pattern: str) -> int:
-        m = re.search(pattern, section)
-        return int(m.group(1)) if m else 0
-
-    return Resources(
-        registers=grab(r"Used (\d+) registers"),
-        local_mem=grab(r"(\d+) bytes stack frame") + grab(r"(\d+) bytes lmem"),
-        const_mem=sum(int(x) for x in re.findall(r"(\d+) bytes cmem\[3\]", section)),  # the user bank, as cubin.py
-        shared_mem=grab(r"(\d+) bytes smem"),
-        spill_stores=grab(r"(\d+) bytes spill stores"),
-        spill_loads=grab(r"(\d+) bytes spill loads"),
-    )
-
-
 def ptxas_version() -> str:
     nvjitlink = _nvjitlink()
     if nvjitlink is not None:

@@ -191,10 +191,13 @@ def launch_fields(manifest: dict, where: Path | str = "<manifest>") -> dict:
                           field="cluster")  # fmt: skip
     if any(cluster) and not all(cluster):
         raise FormatError(where, f"a cluster of {cluster} blocks has an empty dimension", field="cluster")
-    grid = manifest.get("grid")
-    misfit = cluster_misfit(grid, cluster) if any(cluster) and isinstance(grid, list) else ""
-    if misfit:
-        raise FormatError(where, misfit, field="cluster")
+    if any(cluster):
+        grid = manifest.get("grid")
+        if not isinstance(grid, list) or not all(isinstance(g, int) and not isinstance(g, bool) for g in grid):
+            raise FormatError(where, f"expected the grid's block counts, got {grid!r}"[:200], field="grid")
+        misfit = cluster_misfit(grid, cluster)
+        if misfit:
+            raise FormatError(where, misfit, field="cluster")
     return {"cooperative": cooperative, "cluster_dim": tuple(cluster) if any(cluster) else None}
 
 

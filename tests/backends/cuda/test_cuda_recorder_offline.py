@@ -361,7 +361,8 @@ def test_a_cooperative_launch_with_clusters_is_finalized_with_both_and_older_man
 
 @needs_nvcc
 @pytest.mark.parametrize("launch, field", [({"cooperative": 1}, "cooperative"), ({"cluster": [2, 0, 1]}, "cluster"),
-                                           ({"cluster": [2, 1]}, "cluster"), ({"cluster": [3, 1, 1]}, "cluster")])
+                                           ({"cluster": [2, 1]}, "cluster"), ({"cluster": [3, 1, 1]}, "cluster"),
+                                           ({"cluster": [2, 1, 1], "grid": ["4", 1, 1]}, "grid")])  # fmt: skip
 def test_a_malformed_launch_attribute_in_a_manifest_is_an_error_naming_the_file_and_field(tmp_path, launch, field):
     raw = _saxpy_raw(tmp_path, **launch)
     with pytest.raises(MnemeError, match="manifest.json") as err:
