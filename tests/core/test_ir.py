@@ -192,6 +192,37 @@ def test_internalize_keeps_the_kernel_and_device_globals_external():
     assert {g.name: g.linkage.name for g in glob.global_variables}["bias"] == "external"
 
 
+_TABLE_SOURCE = r"""
+__device__ int twice(int x) { return 2 * x; }
+__device__ int thrice(int x) { return 3 * x; }
+__device__ int unused(int x) { return x - 1; }
+__device__ int helper(int x) { return x + 7; }
+__device__ int (*table[])(int) = {twice, thrice};
+extern "C" __global__ void apply(int *out, int which) { out[threadIdx.x] = helper(table[which](out[threadIdx.x])); }
+extern "C" __global__ void other(int *out) { out[0] = unused(out[0]); }
+"""
+
+
+def test_pruning_an_internalized_module_keeps_what_pruning_first_keeps(tmp_path):
+    """An internalized module is pruned by LLVM's global DCE alone: the same functions survive as when the
+    kernel's reachable set (calls, and functions a device global's table points at) is computed first."""
+    source = tmp_path / "table.cu"
+    source.write_text(_TABLE_SOURCE)
+    path = build_cuda_ir(source, out_dir=tmp_path)
+    internalized_first = ir.load(path)
+    ir.internalize_module(internalized_first, "apply")
+    removed = ir.prune_module(internalized_first, "apply")
+    pruned_first = ir.load(path)
+    ir.prune_module(pruned_first, "apply")
+    ir.internalize_module(pruned_first, "apply")
+    kept = set(ir.defined_functions(internalized_first))
+    assert kept == set(ir.defined_functions(pruned_first))
+    assert "apply" in kept and any("helper" in name for name in kept), kept
+    assert not any("unused" in name for name in kept) and "other" not in kept
+    assert any("twice" in name for name in kept) and any("thrice" in name for name in kept), kept
+    assert removed == 2, kept  # `other` and `unused`
+
+
 def test_prune_drops_the_other_instantiation_of_a_template():
     mod = ir.load(build_cuda_ir("scale_template"))
     removed = ir.prune_module(mod, "_Z5scaleIiEvPT_S0_i")

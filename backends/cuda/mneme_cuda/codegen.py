@@ -21,7 +21,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from mneme.core import envvars
+from mneme.core import envvars, ir
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
 from mneme.core.native import tool_version
@@ -51,9 +51,10 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
         raise UsageError(f"cannot emit {emit!r} for {arch}; choose one of {', '.join(EMITS)}")
     arch = check_arch(arch)
     tm = target_machine(arch, config.codegen_opt)
-    module = retarget(module, arch)  # IR written for another sm_XX: its functions now name `arch`
+    targets = ir.function_targets(module)  # read once: retargeting keeps each function's +ptxNN
+    module = retarget(module, arch, targets)  # IR written for another sm_XX: its functions now name `arch`
     prepare_codegen(module, kernel_name, "nvptx", tm)
-    ptx_version = required_ptx(module)
+    ptx_version = required_ptx(module, targets)
     times: dict[str, float] = {}
     start = time.perf_counter()
     if emit == "cubin" and config.codegen_method == "parallel" and _parallel_possible(module, kernel_name):

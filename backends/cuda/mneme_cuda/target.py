@@ -61,13 +61,17 @@ _SM_FEATURE = re.compile(r"\+sm_\d+\w*")
 _VERSION_LINE = re.compile(r"^\.version (\d+)\.(\d+)$", re.MULTILINE)
 
 
-def required_ptx(module: llvm.ModuleRef) -> int:
-    """The newest PTX ISA (as 85 for 8.5) a function of `module` was compiled for (`+ptxNN`); 0 if none says."""
-    return max((int(m.group(1)) for _, features in ir.function_targets(module) for f in features
+def required_ptx(module: llvm.ModuleRef, targets: list[tuple[str, list[str]]] | None = None) -> int:
+    """The newest PTX ISA (as 85 for 8.5) a function of `module` was compiled for (`+ptxNN`); 0 if none says.
+
+    `targets`: the module's `ir.function_targets`, where the caller has read them already.
+    """
+    targets = ir.function_targets(module) if targets is None else targets
+    return max((int(m.group(1)) for _, features in targets for f in features
                 if (m := _PTX_FEATURE.fullmatch(f))), default=0)  # fmt: skip
 
 
-def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
+def retarget(module: llvm.ModuleRef, arch: str, targets: list[tuple[str, list[str]]] | None = None) -> llvm.ModuleRef:
     """`module` with every function's `target-cpu` and `target-features` naming `arch`.
 
     Clang writes the architecture it compiled for into each function (`"target-cpu"="sm_90"
@@ -76,7 +80,7 @@ def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
     instructions under an sm_80 header. The module itself is returned when nothing names
     another architecture; otherwise a new one (the PTX ISA version kept).
     """
-    targets = ir.function_targets(module)
+    targets = ir.function_targets(module) if targets is None else targets
     if all(cpu in ("", arch) and all(f == "+" + arch for f in features if _SM_FEATURE.fullmatch(f))
            for cpu, features in targets):  # fmt: skip
         return module

@@ -233,13 +233,16 @@ def prune_module(mod: ModuleRef, kernel_name: str) -> int:
     Returns the number of functions removed.
     """
     find_kernel(mod, kernel_name)
-    keep = reachable_functions(mod, kernel_name)
-    before = len(defined_functions(mod))
-    for fn in mod.functions:
-        if not fn.is_declaration and fn.name not in keep:
-            fn.linkage = llvm.Linkage.internal
+    others = [fn for fn in mod.functions if not fn.is_declaration and fn.name != kernel_name]
+    # Where every other function is internal already (`internalize_module` ran), LLVM's global dead code
+    # elimination alone removes the unreachable ones; else those the kernel cannot reach become internal first.
+    if any(fn.linkage.name not in ("internal", "private") for fn in others):
+        keep = reachable_functions(mod, kernel_name)
+        for fn in others:
+            if fn.name not in keep:
+                fn.linkage = llvm.Linkage.internal
     drop_unused_globals(mod)
-    return before - len(defined_functions(mod))
+    return len(others) + 1 - len(defined_functions(mod))
 
 
 def drop_unused_globals(mod: ModuleRef) -> None:
