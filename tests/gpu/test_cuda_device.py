@@ -8,6 +8,7 @@ import sys
 import textwrap
 import types
 
+import attrs
 import numpy as np
 import pytest
 from gpu_corpus import EXTRA, cuda_ir
@@ -292,6 +293,31 @@ def test_constant_banks_of_either_assemblers_cubin_are_the_drivers(cuda_device, 
     got = cubin.resources(data, "add_bias", log, tool)
     with cuda_device.load(DeviceBinary("cuda", cuda_device.info.arch, "cubin", "add_bias", data, got)) as loaded:
         assert got.const_mem == loaded.resources.const_mem, (assembler, got, loaded.resources)
+
+
+def test_a_repeated_assembly_still_reports_spills_and_the_register_floor(cuda_device):
+    # Issue 28 on the GPU machine: with the driver loaded, nvJitLink kept each assembled PTX in the driver's JIT
+    # cache and answered the same PTX again from there with an empty report: spills read -1 and a max_registers
+    # below the architecture's minimum went through. Each build must come with the assembler's report.
+    from mneme.core import build
+    from mneme.core.errors import UsageError
+    from mneme_cuda import codegen, cubin
+
+    [source] = [s for s in EXTRA if s.stem == "resources"]
+    module = ir.link([cuda_ir(source)], "many_live")
+    arch = cuda_device.info.arch
+    config = ExperimentConfiguration(grid=8, block=128, max_registers=32)
+    ptx = build.compile(module, "many_live", config, arch, emit="ptx", cache=False).data.decode()
+    readings = []
+    for _ in range(2):
+        data, report, tool = codegen.assemble_ptx(ptx, arch, config, name="many_live")
+        assert "Function properties for many_live" in report, report
+        readings.append(cubin.resources(data, "many_live", report, tool))
+    assert readings[0] == readings[1] and readings[0].spill_stores > 0, readings  # 32 registers: it spills
+    too_few = attrs.evolve(config, max_registers=8)
+    for _ in range(2):
+        with pytest.raises(UsageError, match="below"):
+            build.compile(module, "many_live", too_few, arch, cache=False)
 
 
 def test_ptx_loads_through_the_driver_jit_with_a_register_cap(cuda_device):

@@ -192,7 +192,11 @@ def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfigur
         raise IRError(f"nvJitLink is not usable here (needed to {'link the PTX partitions of' if len(parts) > 1 else 'assemble'} "
                       f"kernel {name!r}): pip install nvidia-nvjitlink cuda-bindings")  # fmt: skip
     if nvjitlink is not None:
-        opts = [f"-arch={arch}"] + [f"-Xptxas={o}" for o in ptxas_options(arch, config)[1:]]
+        # -no-cache: where the CUDA driver is loaded, nvJitLink otherwise keeps each assembled PTX in the driver's
+        # JIT cache, and answers a build from there without the assembler's report (no spills, no register-floor
+        # warning), and fills the user's cache with tuning variants. Mneme's build cache keeps its builds
+        # (docs/design/internals.md, "nvJitLink and the driver's JIT cache").
+        opts = [f"-arch={arch}", "-no-cache"] + [f"-Xptxas={o}" for o in ptxas_options(arch, config)[1:]]
         if threads > 1:
             opts.append(f"-split-compile={threads}")
         handle = nvjitlink.create(len(opts), opts)
