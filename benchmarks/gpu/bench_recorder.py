@@ -134,6 +134,10 @@ def _wall_seconds(command: list[str], env: dict[str, str], label: str) -> float:
     return elapsed
 
 
+def _spread(seconds: list[float]) -> str:
+    return f"{min(seconds):.3f}-{max(seconds):.3f}"
+
+
 def overhead(repeat: int) -> dict:
     from mneme_cuda import recorder
 
@@ -166,7 +170,8 @@ def overhead(repeat: int) -> dict:
             "fixed_s": fixed, "per_launch_s": (rec_s - plain_s - fixed) / 2999,
             "plain_once_median_s": statistics.median(times["plain1"]),
             "runs": repeat, "launches": 3000, "recorded_events_median_s": events_s,
-            "recorded_cupti_median_s": cupti_s, "cupti_vs_events": cupti_s / events_s - 1}  # fmt: skip
+            "recorded_cupti_median_s": cupti_s, "cupti_vs_events": cupti_s / events_s - 1,
+            "runs_s": times}  # every run's seconds, in the order they ran: the spread beside the medians  # fmt: skip
 
 
 def replay_rate() -> dict:
@@ -237,7 +242,8 @@ def main() -> int:
                      f"{o['plain_median_s']:.3f} s plain (median of {o['runs']}) = {100 * o['slowdown']:+.1f}% "
                      f"(target <= 5%); of it, fixed (the program launching once: start-up and exit) "
                      f"{o['fixed_s'] * 1e3:+.1f} ms on {o['plain_once_median_s']:.3f} s, per launch "
-                     f"{o['per_launch_s'] * 1e6:+.2f} us")
+                     f"{o['per_launch_s'] * 1e6:+.2f} us; runs {_spread(o['runs_s']['recorder'])} s recorder, "
+                     f"{_spread(o['runs_s']['plain'])} s plain")
         lines.append(f"overhead  saxpy recorded once and timed 17 times, {o['launches']} launches: timed by CUPTI "
                      f"{o['recorded_cupti_median_s']:.3f} s vs by events {o['recorded_events_median_s']:.3f} s "
                      f"(median of {o['runs']}) = {100 * o['cupti_vs_events']:+.1f}%: the kernel records' cost to "
