@@ -6,6 +6,14 @@ code (a signal the process inherited as ignored stays ignored, `install`). The h
 command-line libraries do not catch, unless a `deferred()` block is active: then the first
 signal is only recorded (`pending()`) and the block's owner stops at a clean point (the
 tuning loop, docs/design/tuning.md "Interruption"); a second signal raises at once.
+
+Python runs a signal's handler in whatever Python code runs next, and that may be code whose
+exceptions it cannot pass on: a weakref callback or `__del__` (importlib's module-lock clean-up during
+an import), where the exception is only reported ("Exception ignored in ...") and the program goes on;
+CPython before 3.13 also drops one raised while it compiles source (an import without a cached .pyc).
+So the handler records each signal it raises for, until `main` reports it: a `deferred()` block that
+starts with one recorded takes it as its pending signal, `check()` raises it, and the "Exception
+ignored" report of an `Interrupted` is left out (`install` sets `sys.unraisablehook`).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from collections.abc import Iterator
 _SIGNALS = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
 _deferring = 0
 _pending: int | None = None
+_raised: int | None = None  # the signal the handler last raised Interrupted for, not yet reported
 
 
 class Interrupted(BaseException):  # noqa: N818 (KeyboardInterrupt's kin, named for what happened)
@@ -33,10 +42,11 @@ class Interrupted(BaseException):  # noqa: N818 (KeyboardInterrupt's kin, named 
 
 
 def _handler(signum: int, frame: object) -> None:
-    global _pending
+    global _pending, _raised
     if _deferring and _pending is None:
         _pending = signum
         return
+    _raised = signum
     raise Interrupted(signum)
 
 
@@ -48,9 +58,30 @@ def install() -> None:
     meant for the foreground command does not stop the background one, and `nohup`-style
     launchers rely on the same rule.
     """
+    global _raised, _report_unraisable
+    _raised = None
+    if sys.unraisablehook is not _unraisable:
+        _report_unraisable, sys.unraisablehook = sys.unraisablehook, _unraisable
     for signum in _SIGNALS:
         if signal.getsignal(signum) is not signal.SIG_IGN:
             signal.signal(signum, _handler)
+
+
+_report_unraisable = sys.__unraisablehook__
+
+
+def _unraisable(report: object) -> None:
+    """Leave out Python's "Exception ignored" report of an `Interrupted`: `_raised` keeps its signal."""
+    if not isinstance(getattr(report, "exc_value", None), Interrupted):
+        _report_unraisable(report)
+
+
+def check() -> None:
+    """Raise `Interrupted` for a signal whose exception was lost on its way (see the module's note)."""
+    global _raised
+    if _raised is not None:
+        signum, _raised = _raised, None
+        raise Interrupted(signum)
 
 
 def pending() -> int | None:
@@ -61,7 +92,9 @@ def pending() -> int | None:
 @contextlib.contextmanager
 def deferred() -> Iterator[None]:
     """While the block runs, the first SIGINT/SIGTERM is recorded, not raised; leaving the block raises it."""
-    global _deferring, _pending
+    global _deferring, _pending, _raised
+    if _deferring == 0 and _raised is not None and _pending is None:  # a signal whose exception was lost
+        _pending, _raised = _raised, None
     _deferring += 1
     try:
         yield
@@ -74,12 +107,14 @@ def deferred() -> Iterator[None]:
 
 def main() -> None:
     """The `mneme` command, guarded from its first import on."""
+    global _raised
     install()
     try:
         from mneme.core.cli import main as cli_main
 
         cli_main()
     except (Interrupted, KeyboardInterrupt) as exc:
+        _raised = None
         code = exc.exit_code if isinstance(exc, Interrupted) else 130
         try:
             sys.stderr.write(f"mneme: {exc or 'interrupted'}\n")
