@@ -8,7 +8,7 @@ import click
 from rich.markup import escape
 
 from mneme._version import __version__
-from mneme.core import interrupt, plugins
+from mneme.core import plugins
 from mneme.core.errors import MnemeError
 from mneme.core.logs import configure as configure_logging
 from mneme.core.logs import make_console
@@ -59,9 +59,7 @@ class PluginGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         try:
-            result = super().invoke(ctx)
-            interrupt.check()  # a Ctrl-C whose exception CPython dropped (mneme.core.interrupt): exit as interrupted
-            return result
+            return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # noqa: BLE001 - the guard: one line, never a traceback (docs/security.md)

@@ -112,7 +112,13 @@ def main() -> None:
     try:
         from mneme.core.cli import main as cli_main
 
-        cli_main()
+        try:
+            cli_main()
+        except SystemExit as done:
+            if not done.code:  # the command finished; a Ctrl-C whose exception was dropped still says so
+                check()
+            raise
+        check()
     except (Interrupted, KeyboardInterrupt) as exc:
         _raised = None
         code = exc.exit_code if isinstance(exc, Interrupted) else 130
