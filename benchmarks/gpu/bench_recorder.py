@@ -163,14 +163,26 @@ def overhead(repeat: int) -> dict:
                 raise RuntimeError(f"saxpy_app was not timed by CUPTI: {timing.get('events_because')}")
             if i >= 2:
                 times[timer].append(elapsed)
+    return overhead_figures(times, repeat)
+
+
+def overhead_figures(times: dict[str, list[float]], repeat: int) -> dict:
+    """The overhead figures of `overhead`'s runs (each list in the order the alternating rounds ran)."""
+    # The machine's speed drifts between rounds (one H100 host: plain runs from 1.76 to 2.41 s in one call)
+    # while the two runs of a round track each other, so each figure is the median of the rounds' own
+    # ratios or differences, not a ratio of the two medians.
     plain_s, rec_s = statistics.median(times["plain"]), statistics.median(times["recorder"])
     events_s, cupti_s = statistics.median(times["events"]), statistics.median(times["cupti"])
-    fixed = statistics.median(times["recorder1"]) - statistics.median(times["plain1"])  # start-up and exit
-    return {"plain_median_s": plain_s, "recorder_median_s": rec_s, "slowdown": rec_s / plain_s - 1,
-            "fixed_s": fixed, "per_launch_s": (rec_s - plain_s - fixed) / 2999,
+    paired = lambda a, b, f: statistics.median(f(x, y) for x, y in zip(times[a], times[b]))  # noqa: E731
+    fixed = paired("recorder1", "plain1", lambda r, p: r - p)  # start-up and exit
+    extra = [(r - p) - (r1 - p1) for r, p, r1, p1
+             in zip(times["recorder"], times["plain"], times["recorder1"], times["plain1"])]  # fmt: skip
+    slowdown = paired("recorder", "plain", lambda r, p: r / p) - 1
+    return {"plain_median_s": plain_s, "recorder_median_s": rec_s, "slowdown": slowdown,
+            "fixed_s": fixed, "per_launch_s": statistics.median(extra) / 2999,
             "plain_once_median_s": statistics.median(times["plain1"]),
             "runs": repeat, "launches": 3000, "recorded_events_median_s": events_s,
-            "recorded_cupti_median_s": cupti_s, "cupti_vs_events": cupti_s / events_s - 1,
+            "recorded_cupti_median_s": cupti_s, "cupti_vs_events": paired("cupti", "events", lambda c, e: c / e) - 1,
             "runs_s": times}  # every run's seconds, in the order they ran: the spread beside the medians  # fmt: skip
 
 
@@ -239,15 +251,16 @@ def main() -> int:
                      f"(ratio {s['ratio_stored']:.2f})")
     if "error" not in o:
         lines.append(f"overhead  no kernel selected, {o['launches']} launches: {o['recorder_median_s']:.3f} s vs "
-                     f"{o['plain_median_s']:.3f} s plain (median of {o['runs']}) = {100 * o['slowdown']:+.1f}% "
+                     f"{o['plain_median_s']:.3f} s plain (medians of {o['runs']} alternating rounds); the rounds' "
+                     f"median ratio {100 * o['slowdown']:+.1f}% "
                      f"(target <= 5%); of it, fixed (the program launching once: start-up and exit) "
                      f"{o['fixed_s'] * 1e3:+.1f} ms on {o['plain_once_median_s']:.3f} s, per launch "
                      f"{o['per_launch_s'] * 1e6:+.2f} us; runs {_spread(o['runs_s']['recorder'])} s recorder, "
                      f"{_spread(o['runs_s']['plain'])} s plain")
         lines.append(f"overhead  saxpy recorded once and timed 17 times, {o['launches']} launches: timed by CUPTI "
                      f"{o['recorded_cupti_median_s']:.3f} s vs by events {o['recorded_events_median_s']:.3f} s "
-                     f"(median of {o['runs']}) = {100 * o['cupti_vs_events']:+.1f}%: the kernel records' cost to "
-                     "the application")
+                     f"(medians of {o['runs']} alternating rounds); the rounds' median ratio "
+                     f"{100 * o['cupti_vs_events']:+.1f}%: the kernel records' cost to the application")
     if "error" not in r:
         lines.append(f"replay    {r['instances']} recorded launches of {len(r['programs'])} programs: every range "
                      f"reserved {r['reserved']}/{r['instances']} (target: all), verified {r['verified']}/{r['instances']}")
