@@ -137,19 +137,52 @@ def nvcc_cubin_seconds(unit: kc.Unit, reps: int, folder: Path) -> float | None:
     return statistics.median(times)
 
 
-def timed_compile(module, kernel: str, reps: int, stage_times: dict[str, list[float]]):
-    """(median seconds of `reps` uncached IR -> cubin builds, the first build's seconds, the last binary).
+def _ms(seconds: list[float]) -> float:
+    return statistics.median(seconds) * 1e3 if seconds else float("nan")
 
-    Each stage's seconds go to `stage_times`. Mneme's build cache is off; the first build is also the first
-    time the assembler sees this PTX in the process, should it keep results of its own.
-    """
-    times = []
-    for _ in range(reps):
-        binary = build.compile(module, kernel, CONFIG, kc.ARCH, cache=False)
-        times.append(sum(binary.stage_times.values()))
-        for stage, seconds in binary.stage_times.items():
-            stage_times[stage].append(seconds)
-    return statistics.median(times), times[0], binary
+
+class CompileTimes:
+    """Uncached IR -> cubin builds of the corpus's kernels, and their rows in a report's compile table."""
+
+    def __init__(self, reps: int):
+        self.reps = reps
+        self.stages: dict[str, list[float]] = collections.defaultdict(list)
+        self.totals: list[float] = []
+        self.small: list[float] = []  # kernels of at most SMALL instructions after linking
+        self.small_first: list[float] = []  # their first builds
+        self.projects: dict[str, list[float]] = collections.defaultdict(list)
+
+    def add(self, module, kernel: str, project: str):
+        """Build `kernel` `reps` times (Mneme's build cache off); returns (the median seconds, the last binary).
+
+        The first build is also the first time the assembler sees this PTX in the process, should it keep
+        results of its own: the small kernels' first builds are a row of their own.
+        """
+        times = []
+        for _ in range(self.reps):
+            binary = build.compile(module, kernel, CONFIG, kc.ARCH, cache=False)
+            times.append(sum(binary.stage_times.values()))
+            for stage, seconds in binary.stage_times.items():
+                self.stages[stage].append(seconds)
+        total = statistics.median(times)
+        self.totals.append(total)
+        self.projects[project].append(total)
+        if _instructions(module) <= SMALL:
+            self.small.append(total)
+            self.small_first.append(times[0])
+        return total, binary
+
+    def rows(self) -> list[str]:
+        return ["| stage | median ms per kernel |", "| --- | --- |",
+                *(f"| {stage} | {_ms(v):.1f} |" for stage, v in self.stages.items()),
+                f"| **total (Mneme, IR -> cubin)** | {_ms(self.totals):.1f} |",
+                f"| total, the {len(self.small)} small kernels (at most {SMALL} IR instructions) | {_ms(self.small):.1f} |",
+                f"| total, the small kernels' first builds | {_ms(self.small_first):.1f} |",
+                *(f"| total, {name}'s {len(v)} kernels | {_ms(v):.1f} |" for name, v in self.projects.items())]  # fmt: skip
+
+
+def corpus_names() -> list[str]:
+    return [f"{s.name} {s.version} (sdist sha256 {s.sha256[:12]}..., {s.licence})" for s in kc.PROJECTS]
 
 
 def machine() -> str:
@@ -172,8 +205,7 @@ def export_bitcode(built: list[kc.Built], folder: Path) -> int:
             name = f"{b.unit.name}.{n}.bc"
             (folder / name).write_bytes(entry.bitcode)
             modules.append({"project": b.unit.project, "unit": b.unit.name, "file": name, "kernels": list(entry.kernels)})
-    corpus = [f"{s.name} {s.version} (sdist sha256 {s.sha256[:12]}..., {s.licence})" for s in kc.PROJECTS]
-    index = {"arch": kc.ARCH, "corpus": corpus, "modules": modules}
+    index = {"arch": kc.ARCH, "corpus": corpus_names(), "modules": modules}
     (folder / "index.json").write_text(json.dumps(index, indent=1) + "\n")
     return sum(len(m["kernels"]) for m in modules)
 
@@ -186,23 +218,13 @@ def compile_only(folder: Path, reps: int, out: Path) -> str:
         index = json.loads((folder / "index.json").read_text())
     except (OSError, ValueError) as exc:
         raise SystemExit(f"{folder / 'index.json'}: not an exported corpus ({exc}); make one with --export-bitcode")
-    stage_times: dict[str, list[float]] = collections.defaultdict(list)
-    totals, small, small_first, failed = [], [], [], []
-    per_project: dict[str, list[float]] = collections.defaultdict(list)
+    times, failed = CompileTimes(reps), []
     for item in index["modules"]:
         for kernel in item["kernels"]:
             try:
-                module = ir.link([folder / item["file"]], kernel)
-                total, first, _ = timed_compile(module, kernel, reps, stage_times)
+                times.add(ir.link([folder / item["file"]], kernel), kernel, item["project"])
             except Exception as exc:  # counted and named, the run goes on
                 failed.append(f"{kernel}: {type(exc).__name__}: {str(exc)[:120]}")
-                continue
-            totals.append(total)
-            per_project[item["project"]].append(total)
-            if _instructions(module) <= SMALL:
-                small.append(total)
-                small_first.append(first)
-    med = lambda xs: statistics.median(xs) * 1e3 if xs else float("nan")  # noqa: E731
     import llvmlite.binding as llvm
 
     lines = [
@@ -214,16 +236,10 @@ def compile_only(folder: Path, reps: int, out: Path) -> str:
         "",
         "Corpus: " + "; ".join(index["corpus"]) + ", the IR mneme-cc embedded, exported with `--export-bitcode`.",
         "",
-        f"{len(totals)} kernels compiled, {len(failed)} failed; each uncached, IR -> cubin, process start-up "
+        f"{len(times.totals)} kernels compiled, {len(failed)} failed; each uncached, IR -> cubin, process start-up "
         f"excluded, median of {reps} builds per kernel.",
         "",
-        "| stage | median ms per kernel |",
-        "| --- | --- |",
-        *(f"| {stage} | {med(v):.1f} |" for stage, v in stage_times.items()),
-        f"| **total (Mneme, IR -> cubin)** | {med(totals):.1f} |",
-        f"| total, the {len(small)} small kernels (at most {SMALL} IR instructions) | {med(small):.1f} |",
-        f"| total, the small kernels' first builds | {med(small_first):.1f} |",
-        *(f"| total, {name}'s {len(v)} kernels | {med(v):.1f} |" for name, v in per_project.items()),
+        *times.rows(),
     ]  # fmt: skip
     if failed:
         lines += ["", "Failures:", ""] + [f"- {f}" for f in failed[:40]]
@@ -265,11 +281,7 @@ def main() -> None:
 
     per_project = collections.defaultdict(lambda: collections.Counter())
     refused = collections.Counter()
-    stage_times = collections.defaultdict(list)
-    totals: list[float] = []
-    small_totals: list[float] = []  # kernels of at most SMALL instructions after linking
-    small_firsts: list[float] = []  # their first builds
-    project_totals = collections.defaultdict(list)
+    times = CompileTimes(args.reps)
     agree = collections.Counter()
     disagree: list[str] = []
     nvcc_per_kernel: list[float] = []
@@ -302,12 +314,7 @@ def main() -> None:
                     kernels_in_unit += 1
                     try:
                         module = ir.link([bc], kernel)
-                        total, first, binary = timed_compile(module, kernel, args.reps, stage_times)
-                        totals.append(total)
-                        if _instructions(module) <= SMALL:
-                            small_totals.append(total)
-                            small_firsts.append(first)
-                        project_totals[b.unit.project].append(total)
+                        total, binary = times.add(module, kernel, b.unit.project)
                         unit_mneme += total
                         ptx = build.compile(module, kernel, CONFIG, kc.ARCH, emit="ptx", cache=False).data.decode()
                         compiled += 1
@@ -349,15 +356,13 @@ def main() -> None:
 
     kernels = sum(p["kernels"] for p in per_project.values())
     accepted = sum(p["accepted"] for p in per_project.values())
-    med = lambda xs: statistics.median(xs) * 1e3 if xs else float("nan")  # noqa: E731
     lines = [
         "# Third-party kernel corpus (CPU)",
         "",
         f"`python benchmarks/bench_corpus.py --reps {args.reps}` on {machine()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {kc.nvcc_version()}; "
         f"{ptxas_release()}; default assembler {codegen.ptxas_version()}; architecture {kc.ARCH}.",
         "",
-        "Corpus: " + "; ".join(f"{s.name} {s.version} (sdist sha256 {s.sha256[:12]}..., {s.licence})"
-                               for s in kc.PROJECTS) + ". See tests/kernel_corpus.py for the units chosen and why.",
+        "Corpus: " + "; ".join(corpus_names()) + ". See tests/kernel_corpus.py for the units chosen and why.",
         f"Building the corpus with `mneme-cc nvcc -c` took {build_seconds:.0f} s in this run "
         "(objects are cached by source, flags and mneme-cc's sources).",
         "",
@@ -374,17 +379,11 @@ def main() -> None:
     lines += ["## Constructs the host backend refuses", "", "| construct | kernels |", "| --- | --- |"]
     lines += [f"| `{c}` | {n} |" for c, n in refused.most_common()] or ["| none | 0 |"]
     lines += ["", "## Compile to an sm_90 cubin (uncached, process start-up excluded)", "",
-              f"{compiled} kernels compiled, {failed} failed.", "",
-              "| stage | median ms per kernel |", "| --- | --- |"]  # fmt: skip
-    lines += [f"| {stage} | {med(v):.1f} |" for stage, v in stage_times.items()]
-    lines += [f"| **total (Mneme, IR -> cubin)** | {med(totals):.1f} |",
-              f"| total, the {len(small_totals)} small kernels (at most {SMALL} IR instructions) | {med(small_totals):.1f} |",
-              f"| total, the small kernels' first builds | {med(small_firsts):.1f} |",
-              *(f"| total, {name}'s {len(v)} kernels | {med(v):.1f} |" for name, v in project_totals.items()),
-              f"| `nvcc -cubin` of the unit / its kernels | {med(nvcc_per_kernel):.1f} |", ""]  # fmt: skip
+              f"{compiled} kernels compiled, {failed} failed.", "", *times.rows(),
+              f"| `nvcc -cubin` of the unit / its kernels | {_ms(nvcc_per_kernel):.1f} |", ""]  # fmt: skip
     if mneme_per_unit:
-        lines.append(f"Per unit (median of {len(mneme_per_unit)}): `nvcc -cubin` {med([a for a, _ in mneme_per_unit]):.0f} ms, "
-                     f"Mneme's compile of all its kernels {med([b for _, b in mneme_per_unit]):.0f} ms.")  # fmt: skip
+        lines.append(f"Per unit (median of {len(mneme_per_unit)}): `nvcc -cubin` {_ms([a for a, _ in mneme_per_unit]):.0f} ms, "
+                     f"Mneme's compile of all its kernels {_ms([b for _, b in mneme_per_unit]):.0f} ms.")  # fmt: skip
     lines += ["", "## Resources: Mneme's cubin reading vs `ptxas -v` of the same PTX", "",
               f"Mneme reads each field from the cubin. Column 1: the cubin `ptxas` ({ptxas_release()}, the "
               "version `ptxas -v` is) assembled; column 2: the cubin of Mneme's default assembler "

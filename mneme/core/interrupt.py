@@ -11,7 +11,7 @@ Python runs a signal's handler in whatever Python code runs next, and that may b
 exceptions it cannot pass on: a weakref callback or `__del__` (importlib's module-lock clean-up during
 an import), where the exception is only reported ("Exception ignored in ...") and the program goes on;
 CPython before 3.13 also drops one raised while it compiles source (an import without a cached .pyc).
-So the handler records each signal it raises for, until `main` reports it: a `deferred()` block that
+So the handler records each signal it raises for until it is acted on: a `deferred()` block that
 starts with one recorded takes it as its pending signal, `check()` raises it, and the "Exception
 ignored" report of an `Interrupted` is left out (`install` sets `sys.unraisablehook`).
 """
@@ -107,7 +107,6 @@ def deferred() -> Iterator[None]:
 
 def main() -> None:
     """The `mneme` command, guarded from its first import on."""
-    global _raised
     install()
     try:
         from mneme.core.cli import main as cli_main
@@ -120,7 +119,6 @@ def main() -> None:
             raise
         check()
     except (Interrupted, KeyboardInterrupt) as exc:
-        _raised = None
         code = exc.exit_code if isinstance(exc, Interrupted) else 130
         try:
             sys.stderr.write(f"mneme: {exc or 'interrupted'}\n")

@@ -176,6 +176,18 @@ def ptxas_options(arch: str, config: ExperimentConfiguration) -> list[str]:
     return opts
 
 
+def nvjitlink_options(arch: str, config: ExperimentConfiguration, threads: int = 1) -> list[str]:
+    """nvJitLink's options for `assemble_ptx`: the ptxas options passed through, `-split-compile` for `threads` > 1.
+
+    -no-cache: where the CUDA driver is loaded, nvJitLink otherwise keeps each assembled PTX in the driver's
+    JIT cache, and answers a build from there without the assembler's report (no spills, no register-floor
+    warning), and fills the user's cache with tuning variants. Mneme's build cache keeps its builds
+    (docs/design/internals.md, "nvJitLink and the driver's JIT cache").
+    """
+    opts = [f"-arch={arch}", "-no-cache"] + [f"-Xptxas={o}" for o in ptxas_options(arch, config)[1:]]
+    return opts + [f"-split-compile={threads}"] if threads > 1 else opts
+
+
 def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfiguration, name: str = "kernel",
                  assembler: str | None = None, threads: int = 1) -> tuple[bytes, str, str]:  # fmt: skip
     """PTX -> cubin. Returns (cubin, the assembler's verbose report, "nvjitlink"|"ptxas").
@@ -192,13 +204,7 @@ def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfigur
         raise IRError(f"nvJitLink is not usable here (needed to {'link the PTX partitions of' if len(parts) > 1 else 'assemble'} "
                       f"kernel {name!r}): pip install nvidia-nvjitlink cuda-bindings")  # fmt: skip
     if nvjitlink is not None:
-        # -no-cache: where the CUDA driver is loaded, nvJitLink otherwise keeps each assembled PTX in the driver's
-        # JIT cache, and answers a build from there without the assembler's report (no spills, no register-floor
-        # warning), and fills the user's cache with tuning variants. Mneme's build cache keeps its builds
-        # (docs/design/internals.md, "nvJitLink and the driver's JIT cache").
-        opts = [f"-arch={arch}", "-no-cache"] + [f"-Xptxas={o}" for o in ptxas_options(arch, config)[1:]]
-        if threads > 1:
-            opts.append(f"-split-compile={threads}")
+        opts = nvjitlink_options(arch, config, threads)
         handle = nvjitlink.create(len(opts), opts)
         try:
             try:

@@ -4,13 +4,14 @@ On the GPU machine, `bench_corpus.py --compile-only` measured a median assemble 
 against 11-12 ms on the CPU machine, where nvJitLink 13.0 and 13.5 both take the same time for a
 second build of the same PTX as for the first. This probe assembles the PTX of --kernels small
 corpus kernels (the IR `bench_corpus.py --export-bitcode` wrote) twice each, through Mneme's
-nvJitLink options, in a fresh process per setting:
-- as Mneme assembles, with an empty driver JIT cache (CUDA_CACHE_PATH, a new folder);
+nvJitLink options less the -no-cache it now passes (this probe is why it does), in a fresh process
+per setting:
+- with an empty driver JIT cache (CUDA_CACHE_PATH, a new folder);
 - the same again, in a new process on that now filled cache;
 - with CUDA_CACHE_DISABLE=1 (the driver's JIT cache off);
 - with nvJitLink's option -no-cache added, on a new empty cache folder;
-- in one process on a new empty cache folder, each kernel assembled by Mneme's options (a miss), then
-  with -no-cache, then by Mneme's options again (a hit), with each report's length;
+- in one process on a new empty cache folder, each kernel assembled without -no-cache (a miss), then
+  with it, then without it again (a hit), with each report's length;
 and prints, per setting, the median first and second assembly, the assembler's version and the
 file its library was loaded from. A probe: its findings go to docs/design/investigations/.
 
@@ -59,7 +60,8 @@ def child(folder: Path, count: int, extra: list[str], interleave: bool = False) 
         if len(ptxs) >= count:
             break
     nvjitlink = codegen._nvjitlink()
-    opts = ["-arch=sm_90"] + [f"-Xptxas={o}" for o in codegen.ptxas_options("sm_90", CONFIG)[1:]] + extra
+    # Mneme's options less its -no-cache (the question is what nvJitLink does without it), then `extra`
+    opts = [o for o in codegen.nvjitlink_options("sm_90", CONFIG) if o != "-no-cache"] + extra
 
     def assemble(ptx: str, options: list[str] = opts) -> int:  # as codegen.assemble_ptx does; the report's length
         handle = nvjitlink.create(len(options), options)
@@ -109,7 +111,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         filled, fresh = str(Path(tmp, "filled")), str(Path(tmp, "fresh"))
-        settings = (("Mneme's options, an empty driver cache", {"CUDA_CACHE_PATH": filled}, []),
+        settings = (("without -no-cache, an empty driver cache", {"CUDA_CACHE_PATH": filled}, []),
                     ("the same, a new process on the cache the first filled", {"CUDA_CACHE_PATH": filled}, []),
                     ("CUDA_CACHE_DISABLE=1", {"CUDA_CACHE_DISABLE": "1"}, []),
                     ("nvJitLink -no-cache, an empty driver cache", {"CUDA_CACHE_PATH": fresh}, ["--option=-no-cache"]),
