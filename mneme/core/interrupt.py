@@ -11,22 +11,29 @@ Python runs a signal's handler in whatever Python code runs next, and that may b
 exceptions it cannot pass on: a weakref callback or `__del__` (importlib's module-lock clean-up during
 an import), where the exception is only reported ("Exception ignored in ...") and the program goes on;
 CPython before 3.13 also drops one raised while it compiles source (an import without a cached .pyc).
-So the handler records each signal it raises for until it is acted on: a `deferred()` block that
-starts with one recorded takes it as its pending signal, `check()` raises it, and the "Exception
-ignored" report of an `Interrupted` is left out (`install` sets `sys.unraisablehook`).
+Raised between importlib's taking and releasing of the import lock, it also leaves the lock held,
+and another thread's next import then waits forever. So the handler does not raise inside importlib's
+own code but has the signal delivered again a moment later, and it records each signal it raises for
+until it is acted on: a `deferred()` block that starts with one recorded takes it as its pending
+signal, `check()` raises it, and the "Exception ignored" report of an `Interrupted` is left out
+(`install` sets `sys.unraisablehook`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
+import threading
+import types
 from collections.abc import Iterator
 
 _SIGNALS = {signal.SIGINT: "SIGINT (Ctrl-C)", signal.SIGTERM: "SIGTERM"}
 _deferring = 0
 _pending: int | None = None
 _raised: int | None = None  # the signal the handler last raised Interrupted for, not yet reported
+_REDELIVER_SECONDS = 0.01
 
 
 class Interrupted(BaseException):  # noqa: N818 (KeyboardInterrupt's kin, named for what happened)
@@ -41,12 +48,20 @@ class Interrupted(BaseException):  # noqa: N818 (KeyboardInterrupt's kin, named 
         return 128 + self.signum
 
 
-def _handler(signum: int, frame: object) -> None:
+def _handler(signum: int, frame: types.FrameType | None) -> None:
     global _pending, _raised
     if _deferring and _pending is None:
         _pending = signum
         return
     _raised = signum
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        # Raised inside importlib's own code, the exception can be dropped (its weakref callbacks) or leave
+        # the import lock held, and then another thread's next import waits forever: deliver the signal
+        # again in a moment, when this thread has left importlib.
+        again = threading.Timer(_REDELIVER_SECONDS, os.kill, (os.getpid(), signum))
+        again.daemon = True
+        again.start()
+        return
     raise Interrupted(signum)
 
 

@@ -96,3 +96,29 @@ def test_a_signal_handled_inside_a_finalizer_is_not_reported_and_still_stops_the
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False)
     assert done.stdout.split() == ["went", "on", "stopped", "130"], done.stdout + done.stderr
     assert done.stderr == "", done.stderr  # no "Exception ignored in ... Traceback"
+
+
+def test_a_signal_that_lands_inside_importlib_is_delivered_again_outside_it(tmp_path):
+    # Raised between importlib's taking and releasing of the import lock, the exception leaves the lock held
+    # and another thread's next import waits forever (a CI run of test_tune_interrupt hung so). The handler,
+    # given a frame of importlib's own code, raises nothing there and the signal comes back a moment later.
+    script = tmp_path / "run.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "from mneme.core import interrupt\n"
+        "interrupt.install()\n"
+        "namespace = {}\n"
+        "exec(compile('import sys\\ndef here():\\n    return sys._getframe()\\n', '<frozen importlib._bootstrap>', 'exec'),"
+        " namespace)\n"
+        "interrupt._handler(signal.SIGINT, namespace['here']())\n"
+        "print('not raised inside importlib')\n"
+        "try:\n"
+        "    deadline = time.monotonic() + 10\n"
+        "    while time.monotonic() < deadline:\n"
+        "        time.sleep(0.001)\n"
+        "    print('never delivered again')\n"
+        "except interrupt.Interrupted as exc:\n"
+        "    print('delivered again', exc.exit_code)\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.stdout.splitlines() == ["not raised inside importlib", "delivered again 130"], done.stdout + done.stderr
