@@ -106,6 +106,7 @@ def test_a_signal_that_lands_inside_importlib_is_delivered_again_outside_it(tmp_
     script.write_text(
         "import signal, sys, time\n"
         "from mneme.core import interrupt\n"
+        "signal.signal(signal.SIGINT, signal.SIG_DFL)  # a terminal's foreground job (CI may start us ignoring it)\n"
         "interrupt.install()\n"
         "namespace = {}\n"
         "exec(compile('import sys\\ndef here():\\n    return sys._getframe()\\n', '<frozen importlib._bootstrap>', 'exec'),"
