@@ -53,6 +53,11 @@ def _candidates(folder: Path) -> list[Path]:
         return []
 
 
+def load_candidate(path: Path) -> RecordedExecution:
+    """A database found next to a file (the one place that reads candidates: other formats plug in here)."""
+    return RecordedExecution.from_json(path, allow_missing=True)
+
+
 def _where(path: Path) -> Path:
     """A database's identity: its real folder and its own name (a link to one names files from its own folder)."""
     return Path(os.path.realpath(path.parent)) / path.name
@@ -74,7 +79,7 @@ def find(records: Sequence[RecordedExecution]) -> Referrers:
             if where in chosen or where in databases:
                 continue
             try:
-                other = RecordedExecution.from_json(candidate, allow_missing=True)
+                other = load_candidate(candidate)
             except MnemeError as exc:
                 log.debug("not a recording database, ignored: %s", exc)
                 continue
