@@ -197,29 +197,43 @@ def _call(line: str, out: Lines) -> list[Access]:
     return [Access(value_of(args[1]), length, READ), dst]
 
 
+_NAME = r'(?:%[-\w.$]+|%"[^"]+") = '
+_LOAD = re.compile(_NAME + r"load (?:atomic )?(?:volatile )?")
+_STORE = re.compile(r"store (?:atomic )?(?:volatile )?")
+_RMW = re.compile(_NAME + r"atomicrmw (?:volatile )?\w+ ")
+_CMPXCHG = re.compile(_NAME + r"cmpxchg (?:weak )?(?:volatile )?")
+_CALL = re.compile(rf"(?:{_NAME})?(?:tail |musttail |notail )?call .*@(?:llvm\.mem|llvm\.masked\.|__mneme_poll)")
+_ANY = re.compile(r"\b(?:load|store|atomicrmw|cmpxchg|call)\b")
+
+
 def accesses(line: str, fresh: Callable[[], str]) -> tuple[list[str], list[Access]]:
     """(instructions to insert first, accesses) of one instruction line of a function body."""
-    out = Lines(fresh)
+    if not _ANY.search(line):
+        return [], []
     text = line.strip()
-    if found := re.match(r'(?:%[-\w.$]+|%"[^"]+") = load (?:atomic )?(?:volatile )?', text):
+    if found := _LOAD.match(text):
         ops = split_operands(text[found.end():])
         return [], [Access(split_type(ops[1])[1], size_of(ops[0]), READ)]
-    if found := re.match(r"store (?:atomic )?(?:volatile )?", text):
+    if found := _STORE.match(text):
         ops = split_operands(text[found.end():])
         return [], [Access(split_type(ops[1])[1], size_of(split_type(ops[0])[0]), WRITE)]
-    if found := re.match(r'(?:%[-\w.$]+|%"[^"]+") = atomicrmw (?:volatile )?\w+ ', text):
+    if found := _RMW.match(text):
         ops = split_operands(text[found.end():])
         return [], [Access(split_type(ops[0])[1], size_of(split_type(ops[1])[0]), ATOMIC)]
-    if found := re.match(r'(?:%[-\w.$]+|%"[^"]+") = cmpxchg (?:weak )?(?:volatile )?', text):
+    if found := _CMPXCHG.match(text):
         ops = split_operands(text[found.end():])
         return [], [Access(split_type(ops[0])[1], size_of(split_type(ops[1])[0]), ATOMIC)]
-    if re.match(r'(?:(?:%[-\w.$]+|%"[^"]+") = )?(?:tail |musttail |notail )?call ', text):
+    if _CALL.match(text):
+        out = Lines(fresh)
         found_accesses = _call(text, out)
         return out.lines, found_accesses
     return [], []
 
 
+_ALLOCA = re.compile(r'\s*(%[-\w.$]+|%"[^"]+") = alloca ')
+
+
 def is_local(line: str) -> str | None:
     """The value an `alloca` line defines (a local variable: its accesses need no check)."""
-    found = re.match(r'\s*(%[-\w.$]+|%"[^"]+") = alloca ', line)
+    found = _ALLOCA.match(line)
     return found.group(1) if found else None

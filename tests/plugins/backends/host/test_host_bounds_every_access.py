@@ -217,3 +217,25 @@ def test_amdgpu_atomics_one_element_past_the_end_fail_and_in_bounds_run(device, 
         assert (x[:-1], x[-1], out) == (X_VALUES[:-1], X_VALUES[-1] + 1, [X_VALUES[-1]])
     with pytest.raises(ExperimentError, match=rf"accessed atomically out of bounds: bytes 4000\.\.4003 {BUFFER}"):
         _launch(device, text, kernel, _args(N))
+
+
+# -- the whole flow: a recording whose kernel reads past a buffer atomically is not verified ------------------
+
+@needs_clang
+def test_a_replay_of_an_atomic_read_one_element_past_the_end_is_not_verified(tmp_path, monkeypatch):
+    import numpy as np
+
+    from mneme import capture
+    from mneme.core.executor import BaseExecutor
+    from mneme.plugins.backends.host import boundscheck
+
+    x = np.arange(100, 100 + N, dtype=np.int32)
+    monkeypatch.setenv(boundscheck.ENV, "0")  # captured as before the atomics were checked: no error
+    db = capture.capture(build_cuda_ir(SOURCE), "rmw_add_zero", 1, 1, [x, np.zeros(4, np.int32), np.int32(N)],
+                         tmp_path / "rec", backend="host")
+    monkeypatch.delenv(boundscheck.ENV)
+    with BaseExecutor(db) as ex:
+        result = ex.execute(ex.default_config())
+    assert not result.verified and not result.ok
+    assert re.search(r"accessed atomically out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer at 0x[0-9a-f]+ "
+                     r"\(the pointer at byte 0 of the arguments\)", result.error), result.error
