@@ -49,6 +49,8 @@ class Journal:
 
     def make_folders(self, folder: Path) -> None:
         for d in [*reversed(folder.parents), folder]:
+            if d.is_dir():
+                continue
             try:
                 d.mkdir()
             except FileExistsError:
