@@ -163,37 +163,84 @@ def test_a_move_to_dev_shm_a_real_other_file_system_moves_every_file(tmp_path):
         shutil.rmtree(dest, ignore_errors=True)
 
 
-BIND_SCRIPT = """
-import os, subprocess, sys
+PRELUDE = """
+import json, os, shutil, subprocess, sys
 from pathlib import Path
 sys.path[:0] = sys.argv[3].split(os.pathsep)
 src, mnt = Path(sys.argv[1]), Path(sys.argv[2])
-subprocess.run(["mount", "--bind", str(src.parent / "target"), str(mnt)], check=True)
 from click.testing import CliRunner
 from mneme.core.cli import cli
 db = next(src.glob("*.json"))
-r = CliRunner().invoke(cli, ["move", str(db), str(mnt / "moved")])
-print(r.output)
-sys.exit(r.exit_code)
 """
+
+
+def in_mount_namespace(script: str, src: Path, mnt: Path) -> subprocess.CompletedProcess:
+    """Run `script` (after PRELUDE) in a private mount namespace: mounts it makes vanish with it."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"] if os.geteuid() else
+                                                         ["unshare", "-m", "true"], capture_output=True).returncode:
+        pytest.skip("needs unshare and a private mount namespace (root, or user namespaces) to mount")
+    mnt.mkdir()
+    cmd = ["unshare", "-m", "--propagation", "private"] if os.geteuid() == 0 else ["unshare", "-rm"]
+    paths = os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(Path(__file__).parent), *sys.path])
+    done = subprocess.run([*cmd, sys.executable, "-c", PRELUDE + script, str(src), str(mnt), paths],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode and "mount" in done.stderr and "permission" in done.stderr.lower():
+        pytest.skip(f"cannot mount here: {done.stderr.strip()[-200:]}")
+    return done
 
 
 def test_a_move_through_a_bind_mount_of_the_same_file_system_falls_back_to_copy_then_delete(tmp_path):
     """A bind mount shares the device number but refuses rename and link across it (EXDEV)."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"] if os.geteuid() else
-                                                         ["unshare", "-m", "true"], capture_output=True).returncode:
-        pytest.skip("needs unshare and a private mount namespace (root or user namespaces) for a bind mount")
     rec = make_recording(tmp_path / "src", sizes=(64,))
     before = tree(tmp_path / "src")
     (tmp_path / "target").mkdir()
-    (tmp_path / "mnt").mkdir()
-    cmd = ["unshare", "-m", "--propagation", "private"] if os.geteuid() == 0 else ["unshare", "-rm"]
-    tests = Path(__file__).resolve().parents[2]
-    paths = os.pathsep.join([str(tests), str(Path(__file__).parent), *sys.path])
-    done = subprocess.run([*cmd, sys.executable, "-c", BIND_SCRIPT, str(tmp_path / "src"), str(tmp_path / "mnt"),
-                           paths], capture_output=True, text=True, timeout=300)
-    if done.returncode and "mount" in done.stderr and "permission" in done.stderr.lower():
-        pytest.skip(f"cannot bind-mount here: {done.stderr.strip()[-200:]}")
+    done = in_mount_namespace("""
+subprocess.run(["mount", "--bind", str(src.parent / "target"), str(mnt)], check=True)
+r = CliRunner().invoke(cli, ["move", str(db), str(mnt / "moved")])
+print(r.output)
+sys.exit(r.exit_code)
+""", tmp_path / "src", tmp_path / "mnt")
     assert done.returncode == 0, done.stdout + done.stderr
     assert tree(tmp_path / "target" / "moved") == before  # reached through the bind mount
     assert not rec.path.exists() and tree(tmp_path / "src") == {}
+
+
+def test_a_move_onto_a_full_file_system_keeps_the_sources_and_the_database_already_there(tmp_path):
+    """A real full disk (a 128 KiB tmpfs) fails the copy midway: the rollback removes only what the move made."""
+    rec = make_recording(tmp_path / "src", sizes=(100_000,))  # a 400 KB prologue
+    before = tree(tmp_path / "src")
+    done = in_mount_namespace("""
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "none", str(mnt)], check=True)
+(mnt / "dest").mkdir()
+shutil.copyfile(db, mnt / "dest" / db.name)  # the same database is there already (its files are not)
+r = CliRunner().invoke(cli, ["move", str(db), str(mnt / "dest")])
+left = sorted(p.relative_to(mnt).as_posix() for p in mnt.rglob("*"))
+print(json.dumps({"exit": r.exit_code, "output": r.output, "left": left,
+                  "same": (mnt / "dest" / db.name).read_bytes() == db.read_bytes()}))
+""", tmp_path / "src", tmp_path / "mnt")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["exit"] != 0 and "No space left on device" in result["output"]
+    assert result["left"] == ["dest", f"dest/{rec.path.name}"] and result["same"]
+    assert tree(tmp_path / "src") == before
+
+
+def test_a_move_onto_a_file_system_with_room_for_the_files_only_keeps_the_database_already_there(tmp_path):
+    """A tmpfs that holds the recording's files and the database already there, and not one page more: the
+    database is not rewritten (it is the same), so the move succeeds instead of losing it."""
+    rec = make_recording(tmp_path / "src", sizes=(64,))
+    before = tree(tmp_path / "src")
+    done = in_mount_namespace("""
+pages = sum(-(-p.stat().st_size // 4096) for p in src.rglob("*") if p.is_file())
+subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={4 * pages}k", "none", str(mnt)], check=True)
+(mnt / "dest").mkdir()
+shutil.copyfile(db, mnt / "dest" / db.name)  # the same database is there already (its files are not)
+r = CliRunner().invoke(cli, ["move", str(db), str(mnt / "dest")])
+files = {p.relative_to(mnt / "dest").as_posix(): p.read_bytes().hex() for p in (mnt / "dest").rglob("*") if p.is_file()}
+print(json.dumps({"exit": r.exit_code, "output": r.output, "files": files}))
+""", tmp_path / "src", tmp_path / "mnt")
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["exit"] == 0, result["output"]
+    assert {k: bytes.fromhex(v) for k, v in result["files"].items()} == before
+    assert tree(tmp_path / "src") == {}
