@@ -36,7 +36,8 @@ def folders_above(files: Iterable[Path]) -> list[Path]:
     found: dict[Path, None] = {}
     for f in files:
         absolute = Path(os.path.abspath(f))
-        for start in (absolute.parent, Path(os.path.realpath(absolute.parent)), Path(os.path.realpath(absolute)).parent):
+        real_parent, real = Path(os.path.realpath(absolute.parent)), Path(os.path.realpath(absolute))
+        for start in (absolute.parent, real_parent, real.parent):
             for folder in (start, *start.parents):
                 if folder in found:
                     break  # its parents are there already

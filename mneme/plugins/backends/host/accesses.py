@@ -19,12 +19,11 @@ import attrs
 
 READ, WRITE, ATOMIC = 0, 1, 2
 
-_VALUE = re.compile(r'%[-\w.$]+|%"[^"]+"')
 _OPEN, _CLOSE = "([{<", ")]}>"
 _FLOAT_BITS = {"half": 16, "bfloat": 16, "float": 32, "double": 64, "fp128": 128, "ppc_fp128": 128,
                "x86_fp80": 80, "ptr": 64}  # fmt: skip
 _ATTRIBUTE = re.compile(r"(?:nonnull|noundef|noalias|nocapture|readonly|writeonly|readnone|immarg|returned|signext|"
-                        r"zeroext|inreg|nofree|noundef|align \d+|(?:dereferenceable(?:_or_null)?|captures|range|"
+                        r"zeroext|inreg|nofree|align \d+|(?:dereferenceable(?:_or_null)?|captures|range|"
                         r"nofpclass|initializes|align|elementtype)(?=\())\s*")
 
 

@@ -1,4 +1,4 @@
-"""Read checks of the host backend (boundscheck.py, runtime_parts/bounds.inc): a checked copy of the
+"""Bounds checks of the host backend (boundscheck.py, runtime_parts/bounds.inc): a checked copy of the
 kernel runs on the launch a replay verifies, the original code on the timed runs (issue 24)."""
 
 from __future__ import annotations
