@@ -11,9 +11,12 @@ extern "C" __global__ void compare_and_swap(int* x, int* out, int i) { out[0] = 
 // NVVM's block-scope atomic (llvm.nvvm.atomic.add.gen.f.cta), which the host lowers to atomicrmw
 extern "C" __global__ void block_atomic_add(float* x, float* out, int i) { out[0] = atomicAdd_block(&x[i], 0.0f); }
 
-extern "C" __global__ void vector_load(const int4* x, int4* out, int i) { out[0] = x[i]; }
+// a vector type of clang's (CUDA's int4 is a struct, which clang copies with memcpy)
+typedef int int4v __attribute__((ext_vector_type(4)));
 
-extern "C" __global__ void vector_store(int4* x, const int4* in, int i) { x[i] = in[0]; }
+extern "C" __global__ void vector_load(const int4v* x, int4v* out, int i) { out[0] = x[i]; }
+
+extern "C" __global__ void vector_store(int4v* x, const int4v* in, int i) { x[i] = in[0]; }
 
 // stores the canary byte redzones.py fills the slack with: only the checked copy sees it
 extern "C" __global__ void store_canary_bytes(int* x, int* out, int i) { x[i] = (int)0xa5a5a5a5u; }
