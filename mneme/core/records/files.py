@@ -154,6 +154,7 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
         raise UsageError("no recording database given")
     verb = "move" if move else "copy"
     plan: dict[Path, Path] = {}  # destination file -> source file
+    present: set[Path] = set()  # destination files and databases already there, the same
     targets: dict[Path, RecordedExecution] = {}
     for rec in records:
         if rec.folder.resolve() == dest.resolve():
@@ -171,6 +172,7 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             if existing is None or existing.to_dict() != rec.to_dict():
                 raise UsageError(f"{db_target} already exists and differs from {rec.path}; remove it or choose "
                                  "another destination")
+            present.add(db_target)
         for src in rec.referenced_files():
             dst = dest / src.relative_to(rec.folder)
             if dst in plan and plan[dst].resolve() != src.resolve() and not _same_content(plan[dst], src):
@@ -188,8 +190,11 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
                 raise UsageError(f"{parent} is a symbolic link; cannot {verb} {src} through it: choose another destination")
         if dst.is_dir():
             raise UsageError(f"{dst} is a folder; cannot {verb} {src} there")
-        if dst.exists() and not _same_content(src, dst):
-            raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another destination")
+        if dst.exists():
+            if not _same_content(src, dst):
+                raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another "
+                                 "destination")
+            present.add(dst)
 
     keep = _files_of_others(records)  # also refuses a database naming another database
     keep = keep if move else set()
@@ -202,14 +207,14 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
         # so no database ever names a partial file. A move links (or copies) and deletes its
         # sources only once everything is in place: undoing it removes what it created, only.
         for dst, src in plan.items():
-            if dst.exists():
-                continue  # identical content already there
+            if dst in present:
+                continue  # identical content already there (anything else there now is refused)
             if move and not src.is_symlink() and src.resolve() not in keep:
                 journal.link_or_copy(src, dst)
             else:
                 journal.copy(src, dst)
         for db_target, rec in targets.items():
-            if not db_target.exists():  # an identical database already there stays as it is
+            if db_target not in present:  # an identical database already there stays as it is
                 journal.write_new(db_target, json.dumps(rec.to_dict(), indent=2) + "\n")
             written.append(db_target)
         if move:  # every source is deleted only once its destination holds the same bytes

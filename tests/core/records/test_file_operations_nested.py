@@ -127,6 +127,24 @@ def test_a_copy_that_fails_midway_removes_only_the_files_and_folders_it_created(
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["snapshots"]  # ir/ was made, and removed
 
 
+def test_a_file_that_appears_in_the_destination_while_copying_is_neither_replaced_nor_removed(
+        tmp_path, monkeypatch):
+    rec = make_recording(tmp_path / "src", sizes=(64,))
+    snapshot = rec.referenced_files()[-1]
+    theirs = tmp_path / "dest" / snapshot.relative_to(rec.folder)
+    real = journal.Journal.make_folders
+
+    def another_writer(self, folder):  # another process writes there between the plan and the copy
+        real(self, folder)
+        if folder == theirs.parent and not theirs.exists():
+            theirs.write_bytes(b"another process's file")
+
+    monkeypatch.setattr(journal.Journal, "make_folders", another_writer)
+    result = run("copy", str(rec.path), str(tmp_path / "dest"), ok=False)
+    assert result.exit_code == 2 and "appeared while copying" in result.output
+    assert tree(tmp_path / "dest") == {theirs.relative_to(tmp_path / "dest").as_posix(): b"another process's file"}
+
+
 def _no_link(src, dst, **kw):
     raise OSError(errno.EPERM, "Operation not permitted", str(src))
 
