@@ -105,6 +105,16 @@ def show_space(space) -> None:
     if callable(baseline):
         config = baseline()
         _console().print(f"recorded launch: grid {config.grid}, block {config.block}, shared_mem {config.shared_mem}")
+    for line in contract_report(space):
+        _console().print(line, highlight=False, markup=False)
+
+
+def contract_report(space) -> list[str]:
+    """What the kernel's launch contract removed from `space` and why, and what it noticed (notes)."""
+    lines = list(space.contract_lines()) if hasattr(space, "contract_lines") else []
+    contract = getattr(space, "contract", None)
+    lines += [f"launch contract note: {note}" for note in (contract.notes if contract is not None else ())]
+    return lines
 
 
 def print_summary(summary: dict, *, title: str = "best configurations") -> None:
@@ -261,6 +271,9 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
 
     session = TuningSession(options, on_progress=on_progress)
     session.prepare()
+    if not as_json and not quiet:
+        for line in contract_report(session.space):
+            _console(err=True).print(line, highlight=False, markup=False, soft_wrap=True)
     if live is not None:
         live.start()
     try:

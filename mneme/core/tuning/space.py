@@ -26,6 +26,7 @@ import attrs
 from mneme.core import limits, params, plugins
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.keys import check_keys
+from mneme.core.tuning import contracts
 from mneme.core.tuning import params as P
 from mneme.core.tuning.constraints import Constraint, parse_all
 from mneme.core.types import ExperimentConfiguration, canonical_json, dim3
@@ -196,8 +197,10 @@ class ConfigSpace(SearchSpace):
     to cover at least the recorded number of threads along it (ceil division), so a kernel with
     a bounds check sees the same index range. Constraints: the configuration is valid, a block
     holds at most `max_threads` threads (default 1024) and at least `min_threads`, a grid
-    stays inside the hardware limits, and, unless the kernel is declared grid-stride
-    (`grid_stride=True`), never fewer threads run than were recorded.
+    stays inside the hardware limits, unless the kernel is declared grid-stride
+    (`grid_stride=True`) never fewer threads run than were recorded, and the block satisfies the
+    kernel's launch contract (`contracts`: the shapes its code supports, read from its IR; option
+    ``contracts=false`` turns it off).
     """
 
     name: ClassVar[str] = "config"
@@ -208,9 +211,33 @@ class ConfigSpace(SearchSpace):
         self.grid_stride = as_bool(options.get("grid_stride", False), "grid_stride")
         self.max_threads = int(options.get("max_threads", MAX_THREADS_PER_BLOCK))
         self.min_threads = int(options.get("min_threads", 1))
+        self.use_contract = as_bool(options.get("contracts", True), "contracts")
+        self._contract: contracts.LaunchContract | None = None
         if not 1 <= self.min_threads <= self.max_threads <= MAX_THREADS_PER_BLOCK:
             raise UsageError(f"space {self.name!r}: need 1 <= min_threads <= max_threads <= 1024, got "
                              f"min_threads={self.min_threads}, max_threads={self.max_threads}")
+
+    # -- the launch contract -----------------------------------------------------------------
+    @property
+    def contract(self) -> contracts.LaunchContract:
+        """The block shapes the kernel's code supports (inferred once, from the recording's IR)."""
+        if self._contract is None:
+            self._contract = contracts.EMPTY
+            if self.use_contract:
+                self._contract = contracts.for_recording(self.recording, self.instance)
+                for line in self.contract_lines():
+                    log.info("space %s: %s", self.name, line)
+        return self._contract
+
+    def contract_lines(self) -> list[str]:
+        """What the launch contract removes from this space and why, one line each (empty: nothing)."""
+        return [f"launch contract: {rule.reason}" for rule in self.contract.rules]
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        if self.contract.rules:  # only then, so spaces the contract leaves alone keep their fingerprint
+            out["launch_contract"] = self.contract.describe()
+        return out
 
     # -- the recorded launch ----------------------------------------------------------------
     def baseline(self) -> ExperimentConfiguration:
@@ -252,6 +279,8 @@ class ConfigSpace(SearchSpace):
         if not self.min_threads <= config.block.size <= self.max_threads:
             return False
         if any(g > limit for g, limit in zip(config.grid.as_tuple(), MAX_GRID)):
+            return False
+        if not self.contract.allows(config.block.as_tuple()):
             return False
         if not self.grid_stride:
             launched = (g * b for g, b in zip(config.grid.as_tuple(), config.block.as_tuple()))
@@ -301,7 +330,7 @@ PARAM_KEYS = {
     "pipeline": ("pipeline", "passes"), "low": ("low", "high", "step", "real", "log"), "type": ("type",),
 }  # fmt: skip
 SPACE_KEYS = ("name", "base", "options", "parameters", "constraints")
-CONFIG_SPACE_OPTIONS = ("grid_stride", "max_threads", "min_threads")
+CONFIG_SPACE_OPTIONS = ("grid_stride", "max_threads", "min_threads", "contracts")
 
 
 def param_from_spec(name: str, spec: Any, *, source: str) -> P.Param:

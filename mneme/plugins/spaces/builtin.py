@@ -6,7 +6,8 @@ Options (``--space-option KEY=VALUE``, or ``options:`` in a YAML space that exte
 ``max_threads`` / ``min_threads`` (thread budget of a block), ``max_block`` (largest block
 size tried along one axis), ``pipeline`` (draws of a pass-pipeline parameter instead of
 optimization levels), and feature toggles ``launch``, ``launch_bounds``, ``specialize``,
-``opt``, ``codegen`` and the plugins' knob groups (``knobs``: the optimize stage's, ``ptxas``:
+``opt``, ``codegen``, ``contracts`` (default true: keep only the block shapes the kernel's code
+supports, see `mneme.core.tuning.contracts`) and the plugins' knob groups (``knobs``: the optimize stage's, ``ptxas``:
 the CUDA code generator's and fast math; any ``feature`` a `Knob` declares) that add or
 remove groups of dimensions. A knob group whose declarations name backends is on by default
 only on those backends (``-o ptxas=true`` asks for it anywhere).
@@ -51,7 +52,7 @@ def knob_param(knob) -> P.Param:
 ALL = frozenset({"*"})  # every feature toggle, the plugins' included
 
 
-BUILTIN_OPTIONS = ("axes", "grid_stride", "max_threads", "min_threads", "max_block", "pipeline")
+BUILTIN_OPTIONS = ("axes", "grid_stride", "max_threads", "min_threads", "max_block", "pipeline", "contracts")
 
 
 class BuiltinSpace(ConfigSpace):
@@ -96,12 +97,38 @@ class BuiltinSpace(ConfigSpace):
         return "".join(a for a in AXES if a in spec)
 
     def _block_values(self, axis: str) -> list[int]:
+        return [v for v in self._candidate_block_values(axis) if v not in self.removed_block_values(axis)]
+
+    def _candidate_block_values(self, axis: str) -> list[int]:
         recorded = self.baseline().block.as_tuple()[AXES.index(axis)]
         limit = min(self.max_block, self.max_threads)
         values = set(P.powers_of_two(1, limit))
         if recorded <= limit:
             values.add(recorded)
         return sorted(values)
+
+    def removed_block_values(self, axis: str) -> dict[int, str]:
+        """Block extents along `axis` the launch contract refuses on their own, with the reason."""
+        recorded = self.baseline().block.as_tuple()
+        removed = {}
+        for value in self._candidate_block_values(axis):
+            rule = self.contract.axis_violation(axis, value, recorded)
+            if rule is not None:
+                removed[value] = rule.reason
+        return removed
+
+    def contract_lines(self) -> list[str]:
+        lines, shown = [], set()
+        if "launch" in self.enabled:
+            for axis in self.axes:
+                by_reason: dict[str, list[int]] = {}
+                for value, reason in self.removed_block_values(axis).items():
+                    by_reason.setdefault(reason, []).append(value)
+                for reason, values in by_reason.items():
+                    lines.append(f"launch contract removed block_{axis} = {', '.join(map(str, values))}: {reason}")
+                    shown.add(reason)
+        # rules over several axes (or the total) leave each axis's values and apply as a constraint
+        return lines + [f"launch contract: {r.reason}" for r in self.contract.rules if r.reason not in shown]
 
     def _grid_values(self, axis: str) -> list[int]:
         recorded = self.baseline().grid.as_tuple()[AXES.index(axis)]
