@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+import re
+import warnings
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -10,6 +16,76 @@ import click
 from mneme.core.errors import EXIT_CODES_HELP, UsageError
 
 DEFAULT_SAMPLERS = "optuna:tpe,nevergrad:NGOpt,random"
+# The loggers of the sampler libraries, whose warnings `compare` counts instead of streaming.
+THIRD_PARTY_LOGGERS = ("optuna", "nevergrad", "cmaes")
+log = logging.getLogger(__name__)
+
+
+class _Collect(logging.Handler):
+    def __init__(self, counts: Counter):
+        super().__init__(logging.WARNING)
+        self.counts = counts
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.counts[(record.name.split(".")[0], record.getMessage())] += 1
+
+
+@contextlib.contextmanager
+def collected_warnings() -> Iterator[Counter]:
+    """Count, instead of printing, what the sampler libraries warn about: Python warnings and their
+    loggers' warnings; the Counter maps (source, message) to how often it came."""
+    counts: Counter = Counter()
+    handler = _Collect(counts)
+    saved = []
+    for name in THIRD_PARTY_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, list(logger.handlers), logger.propagate))
+        for h in list(logger.handlers):
+            logger.removeHandler(h)
+        logger.addHandler(handler)
+        logger.propagate = False
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield counts
+        for w in caught:
+            counts[(w.category.__name__, str(w.message))] += 1
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.removeHandler(handler)
+            for h in handlers:
+                logger.addHandler(h)
+            logger.propagate = propagate
+
+
+def summarize_warnings(counts: Counter) -> dict[str, int]:
+    """One entry per distinct message (numbers such as trial indices and parameter names folded
+    together), with how often it came: ``"optuna: The parameter `*` in Trial#N ..." -> 400``."""
+    distinct: Counter = Counter()
+    for (source, message), n in counts.items():
+        folded = re.sub(r"(parameter|param) `[^`]*`", r"\1 `*`", re.sub(r"\d+(\.\d+)?", "N", message))
+        distinct[f"{source}: {folded}"] += n
+    return dict(distinct.most_common())
+
+
+def compare_each(sweep, names: list[str], budgets: list[str], repeats: int, noise: bool) -> list[dict]:
+    """`simulate.compare` sampler by sampler: one that cannot load or run is a row with the reason and
+    the others go on; each row counts the warnings its libraries gave (``warnings``), none printed."""
+    from mneme.core.tuning.simulate import compare
+
+    rows = []
+    for name in names:
+        with collected_warnings() as counts:
+            try:
+                found = compare(sweep, [name], budgets, repeats, noise=noise)
+            except Exception as exc:  # a library missing (optuna:gp needs torch) or failing inside: a row, go on
+                reason = f"{type(exc).__name__}: {exc}" if not str(exc).startswith(("sampler", "unknown")) else str(exc)
+                found = [{"sampler": name, "budget": text, "trials": None, "error": reason} for text in budgets]
+        summary = summarize_warnings(counts)
+        for row in found:
+            row["warnings"] = summary
+        rows.extend(found)
+    return rows
 
 
 def _print(*args, **kwargs) -> None:
@@ -62,7 +138,7 @@ def samplers_group():
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
 def compare_command(study, samplers, budget, repeats, no_noise, as_json):
     """Per sampler and budget: the fraction of the optimum reached and the trials it took, with 95% intervals."""
-    from mneme.core.tuning.simulate import NEAR, compare
+    from mneme.core.tuning.simulate import NEAR
     from mneme.core.tuning.sweep import Sweep
 
     sweep = Sweep.load(study)
@@ -70,7 +146,11 @@ def compare_command(study, samplers, budget, repeats, no_noise, as_json):
     budgets = [b.strip() for b in budget.split(",") if b.strip()]
     if not names or not budgets:
         raise UsageError("--samplers and --budget each need at least one entry")
-    rows = compare(sweep, names, budgets, repeats, noise=not no_noise)
+    rows = compare_each(sweep, names, budgets, repeats, noise=not no_noise)
+    for name in names:  # one summary line per distinct third-party warning, on stderr through logging
+        summary = next((r["warnings"] for r in rows if r["sampler"] == name), {})
+        for message, n in summary.items():
+            log.warning("%s: %d warning%s: %s", name, n, "s" if n != 1 else "", message[:300])
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
         return
@@ -86,9 +166,10 @@ def markdown_table(rows: list[dict], near: float = 0.95) -> str:
              "(95% CI) | trials needed (median, range) | duplicates/run |",
              "|---|---|---|---|---|---|"]
     for r in rows:
-        budget = f"{r['budget']} ({r['trials']})" if r["budget"] != str(r["trials"]) else r["budget"]
+        budget = (f"{r['budget']} ({r['trials']})" if r["trials"] is not None and r["budget"] != str(r["trials"])
+                  else r["budget"])
         if "error" in r:
-            lines.append(f"| {r['sampler']} | {budget} | unavailable: {r['error'][:60]} | | | |")
+            lines.append(f"| {r['sampler']} | {budget} | unavailable: {r['error'][:120]} | | | |")
             continue
         low, high = r["fraction_ci"]
         hit_low, hit_high = r["reached_ci"]

@@ -162,6 +162,8 @@ def _interval_text(c: dict) -> str:
     if c.get("speedup_ci"):
         low, high = c["speedup_ci"]
         return format_interval({"speedup": c["speedup"], "low": low, "high": high, "significant": c["significant"]})
+    if c.get("speedup") is not None and c.get("method") == "search":
+        return f"~{_fmt_speedup(c['speedup'])} (search estimate, no interval)"  # times taken apart: no verdict
     return _fmt_speedup(c.get("speedup"))
 
 

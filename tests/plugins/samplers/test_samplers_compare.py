@@ -22,6 +22,12 @@ def invoke(*args):
     return result.exit_code, result.output
 
 
+def invoke_json(*args):
+    """Exit code, the JSON document on stdout, and everything printed (stderr's log lines too)."""
+    result = CliRunner().invoke(cli, [str(a) for a in args])
+    return result.exit_code, json.loads(result.stdout) if result.exit_code == 0 else None, result.output
+
+
 @pytest.mark.parametrize("sweep", SWEEPS, ids=lambda p: p.stem)
 def test_samplers_compare_runs_on_every_committed_sweep(sweep):
     code, out = invoke("samplers", "compare", "--study", sweep, "--samplers", "optuna:tpe,random,exhaustive",
@@ -67,3 +73,30 @@ def test_tune_simulate_replays_a_sweep_without_a_device():
     assert code == 0, out
     data = json.loads(out)
     assert data["trials"] == 44 and data["optimum"] > 0 and 0.0 < data["fraction"] <= 1.0
+
+
+def test_a_sampler_that_cannot_load_is_a_row_with_the_reason_and_the_others_still_run():
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("PyTorch is installed here, so optuna:gp loads")
+    code, data, out = invoke_json("samplers", "compare", "--study", HOST, "--samplers", "optuna:gp,random,exhaustive",
+                                  "--budget", "20%", "--repeats", 2, "--no-noise", "--json")
+    assert code == 0, out
+    rows = {r["sampler"]: r for r in data}
+    assert "torch" in rows["optuna:gp"]["error"]
+    assert rows["random"]["fraction"] > 0 and rows["exhaustive"]["fraction"] > 0
+
+
+def test_third_party_warnings_are_counted_once_per_distinct_message_not_streamed():
+    pytest.importorskip("cmaes")
+    code, data, out = invoke_json("samplers", "compare", "--study", HOST, "--samplers", "optuna:cmaes", "--budget",
+                                  "50%", "--repeats", 3, "--no-noise", "--json")
+    assert code == 0, out
+    (row,) = data
+    # CMA-ES cannot sample the categorical specialize flags: Optuna warns at every trial of every seed,
+    # about each flag; that is one distinct message, counted.
+    ((message, count),) = row["warnings"].items()
+    assert count >= 20 and message.startswith("optuna: The parameter `*` in Trial#N is sampled independently")
+    assert "Trial#1 " not in out and out.count("sampled independently") <= 2  # the log line and the row
+    assert row["fraction"] > 0
