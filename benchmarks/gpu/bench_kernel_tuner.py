@@ -143,8 +143,9 @@ def summarize(figures: dict) -> list[str]:
         if not side:
             continue
         rate = lambda v: "-" if v is None else f"{v:.0f}/min"
-        lines.append(f"{tool}: {side['configurations']} configurations ({side['valid']} valid) in {side['wall_s']:.1f} s: "
-                     f"{rate(side['per_minute_wall'])} whole call, {rate(side['per_minute_search'])} search alone")
+        lines.append(f"{tool}: {side['configurations']} configurations ({side['valid']} valid) in "
+                     f"{side['wall_s']:.1f} s: {rate(side['per_minute_wall'])} whole call, "
+                     f"{rate(side['per_minute_search'])} search alone")
     kt, mn = figures.get("kernel_tuner") or {}, figures.get("mneme") or {}
     if kt.get("per_minute_wall") and mn.get("per_minute_wall"):
         figures["ratio_wall"] = mn["per_minute_wall"] / kt["per_minute_wall"]

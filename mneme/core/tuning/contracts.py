@@ -106,11 +106,12 @@ _AMD_ID = re.compile(r"@llvm\.amdgcn\.(workitem|workgroup)\.id\.([xyz])\(")
 _AMD_DIMS = re.compile(r"@llvm\.amdgcn\.(implicitarg|dispatch)\.ptr\(")
 _INSTR = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
 _LABEL = re.compile(r"^([-\w.$]+):")
-_SHARED = re.compile(r"^@([-\w.$]+) = [^\n]*?addrspace\(3\) (?:global|constant) (.+?)(?: (?:undef|poison|zeroinitializer)|,|$)",
-                     re.MULTILINE)
+_SHARED = re.compile(
+    r"^@([-\w.$]+) = [^\n]*?addrspace\(3\) (?:global|constant) (.+?)(?: (?:undef|poison|zeroinitializer)|,|$)",
+    re.MULTILINE)
 _NVVM_ANNOTATION = re.compile(r'^!\d+ = !\{ptr @"?([-\w.$]+)"?, !"(maxntid|reqntid)([xyz])", i32 (\d+)\}', re.MULTILINE)
-_FLAGS = {"nuw", "nsw", "exact", "disjoint", "nneg", "inbounds", "nusw", "volatile", "tail", "notail", "musttail",
-          "noundef"}
+_STORE = re.compile(r"store (?:volatile )?(.+?) (\S+|\(.*\)), ptr(?: addrspace\(\d+\))? (.+?), align")
+_CAST = re.compile(r"addrspacecast \((?:ptr addrspace\(\d+\)|ptr) (.+) to ptr(?: addrspace\(\d+\))?\)")
 
 
 def type_size(ty: str) -> int | None:
@@ -197,7 +198,7 @@ class _Body:
                 if m := re.match(r"br i1 (%[-\w.$]+),", stripped):
                     self.branches.append((block, m.group(1), labels))
                 continue
-            if m := re.match(r"store (?:volatile )?(.+?) (\S+|\(.*\)), ptr(?: addrspace\(\d+\))? (.+?), align", stripped):
+            if m := _STORE.match(stripped):
                 self.accesses.append((block, m.group(3), m.group(1)))
             m = _INSTR.match(line)
             if not m:
@@ -282,7 +283,7 @@ class _Reader:
             return None
         if m := re.fullmatch(r"@\"?([-\w.$]+)\"?", operand):
             return (m.group(1), Affine()) if m.group(1) in self.shared else None
-        if m := re.fullmatch(r"addrspacecast \((?:ptr addrspace\(\d+\)|ptr) (.+) to ptr(?: addrspace\(\d+\))?\)", operand):
+        if m := _CAST.fullmatch(operand):
             return self.pointer(m.group(1), depth + 1)
         if m := re.fullmatch(r"getelementptr (?:inbounds |nuw |nusw |inrange\(\S+\) )*\((.*)\)", operand):
             return self._gep(m.group(1), depth)
@@ -403,7 +404,7 @@ def _guarded_blocks(reader: _Reader, body: _Body) -> set[str]:
     guards = set()
     for name, lhs, rhs in body.icmps:
         a, b = reader.value(lhs), reader.value(rhs)
-        if (a.known and any(a.coeffs) and b.constant is not None) or (b.known and any(b.coeffs) and a.constant is not None):
+        if any(x.known and any(x.coeffs) and y.constant is not None for x, y in ((a, b), (b, a))):
             guards.add(name)
     combined = set(guards)
     for _ in range(4):  # and/or/select of guard conditions guard too
@@ -432,8 +433,9 @@ def _dimension_rules(text: str, recorded: tuple[int, int, int]) -> tuple[list[Ru
         how = (f"indexes blockIdx.{axis} * {stride}" if stride else
                f"reads blockIdx.{axis}" if ("ctaid", axis) in reads else "runs one block")
         exact = tuple(recorded[i] if j == i else None for j in range(3))
-        rules.append(Rule("pinned", f"the code reads threadIdx.{axis} but never blockDim.{axis} and {how}: the block's "
-                                    f"extent along {axis} ({recorded[i]}) is compiled in", exact=exact))  # type: ignore[arg-type]
+        reason = (f"the code reads threadIdx.{axis} but never blockDim.{axis} and {how}: the block's extent along "
+                  f"{axis} ({recorded[i]}) is compiled in")
+        rules.append(Rule("pinned", reason, exact=exact))  # type: ignore[arg-type]
     stride_axes = "".join(a for a in AXES if ("ntid", a) in reads and ("nctaid", a) in reads)
     return rules, stride_axes
 

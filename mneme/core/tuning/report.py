@@ -46,9 +46,9 @@ def build_summary(store: ResultStore, *, retimed: dict[str, Any] | None = None,
     A candidate compared with the baseline by interleaved runs (`measure`) carries that
     comparison's interval and verdict; one known from the search only (``"method": "search"``)
     carries its estimate, no verdict (never significant) and, as ``search_ci``, the interval of
-    its times taken apart, which ignores the machine's drift between them. ``best`` is the fastest candidate significantly faster than the
-    recorded configuration; when none is, the recorded configuration itself (``decision``
-    says why), unless `accept_insignificant`.
+    its times taken apart, which ignores the machine's drift between them. ``best`` is the
+    fastest compared candidate significantly faster than the recorded configuration; when none
+    is, the recorded configuration itself (``decision`` says why), unless `accept_insignificant`.
     """
     records = store.records()
     retime = dict(store.retime)
