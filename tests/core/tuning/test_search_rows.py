@@ -55,3 +55,20 @@ def test_an_interleaved_row_decides_over_a_faster_looking_search_row():
     assert best is recorded and "no candidate was compared" in decision
     best, _ = choose_best([searched, recorded], accept_insignificant=True)
     assert best is searched
+
+
+def test_mneme_results_prints_the_search_row_as_an_estimate_without_a_verdict(tmp_path):
+    from click.testing import CliRunner
+
+    from mneme.core.cli import cli
+
+    drift_store(tmp_path)
+    session = json.loads((DRIFT / "session.json").read_text())
+    session["storage"] = f"sqlite:///{tmp_path / 'study.db'}"
+    (tmp_path / "session.json").write_text(json.dumps(session))
+    result = CliRunner().invoke(cli, ["results", str(tmp_path)])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 0, output
+    assert "~7.02x (search estimate, no interval)" in output and "not compared (search estimate)" in output
+    assert "faster" not in output.replace("fastest", "")
+    assert "no candidate was compared" in output
