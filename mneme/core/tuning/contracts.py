@@ -513,9 +513,17 @@ def for_recording(recording: Any, instance: Any) -> LaunchContract:
     if recording is None or instance is None or not getattr(recording, "has_ir", False):
         return EMPTY
     recorded = instance.block_dim.as_tuple()
+    key = (str(getattr(recording, "path", "")), recording.static_hash, recording.kernel_name, recorded)
+    if key in _CACHE:  # a space and the base it extends, or a sweep's simulations, read it once
+        return _CACHE[key]
     try:
-        return infer(recording.link_llvm_modules(), recording.kernel_name, recorded)
+        contract = infer(recording.link_llvm_modules(), recording.kernel_name, recorded)
     except Exception as exc:  # the contract narrows a space; failing to read it must not stop tuning
         log.warning("launch contract of %s not inferred (%s); the space keeps every block shape",
                     recording.kernel_name, exc)
-        return LaunchContract(notes=(f"not inferred: {exc}",))
+        contract = LaunchContract(notes=(f"not inferred: {exc}",))
+    _CACHE[key] = contract
+    return contract
+
+
+_CACHE: dict[tuple, LaunchContract] = {}
