@@ -6,7 +6,9 @@ measurement. It is read from a results folder (`mneme tune --results`) or from a
 file, the JSON `export_sweep` writes (``schema``, ``space``, ``space_options``,
 ``record_db`` (relative to the file), ``baseline`` and ``points``: hash -> ``params``
 (the store's encoded values), ``status``, ``times`` (seconds of each timed run) and ``value``
-(their median)), so a sweep can be kept as a test fixture.
+(their median), and for a configuration that compiled to code measured already,
+``equivalent_to`` (the hash whose measurement it shares)), so a sweep can be kept as a test
+fixture.
 """
 
 from __future__ import annotations
@@ -118,6 +120,17 @@ def export_sweep(results_dir: Path, relative_to: Path | None = None) -> dict[str
                                "value": statistics.median(times) if record.status == "ok" and times else None}
     baseline = store.baseline or {}
     base_times = [float(t) for t in (baseline.get("result") or {}).get("exec_time") or []]
+    # Configurations that compiled to code measured already are one experiment (the loop answers them
+    # from the first one's trial): the sweep gives them that measurement, so a simulated run that
+    # proposes one sees what the device search saw, not a missing point.
+    by_number = {r.number: r for r in store.records()}
+    for record in store.records():
+        first = (record.result or {}).get("equivalent_to")
+        source = by_number.get(first) if first is not None else None
+        if record.status != "cached" or not record.hash or record.hash in points or source is None:
+            continue
+        if source.hash in points:
+            points[record.hash] = {**points[source.hash], "params": record.params, "equivalent_to": source.hash}
     record_db = session.get("record_db") or ""
     if relative_to is not None and record_db:
         record_db = os.path.relpath(record_db, Path(relative_to).resolve())
