@@ -507,6 +507,12 @@ class RecordedExecution(MutableMapping):
         path = Path(path)
         text = limits.read_text(path, "recording database")
         data = limits.load_json(text, path)
+        if isinstance(data, dict) and "SchemaVersion" not in data:
+            from mneme.core.records.foreign import convert
+
+            converted = convert(path, data)  # another tool's database, converted once into a cache beside it
+            if converted is not None:
+                return cls.from_json(converted, allow_missing=allow_missing)
         return cls.from_dict(data, path=path, allow_missing=allow_missing)
 
     @classmethod

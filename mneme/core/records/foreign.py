@@ -1,0 +1,22 @@
+"""Recording databases of other tools, read through the `mneme_recording_formats` plugins.
+
+A database without `SchemaVersion` is offered to each registered format in turn; the first
+that claims it converts it into a Mneme recording (once, into a cache beside it) and names
+the converted database, which the caller then reads as any other.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from mneme.core import plugins
+
+
+def convert(path: str | os.PathLike, data: Any) -> Path | None:
+    """The Mneme database converted from `path` (its parsed JSON `data`), or None when no format claims it."""
+    for _name, fmt in sorted(plugins.registry("recording-format").items()):
+        if fmt.claims(data):
+            return Path(fmt.convert(path))
+    return None
