@@ -230,6 +230,10 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
     extra_policies = extra.get("Policies", {})
     for dyn, inst in instances.items():
         files = {}
+        # A region's policy is the region's: the epilogue's metadata (or kept policy) verifies, both sides carry it.
+        kept = extra_policies.get(dyn, {})
+        region_policies = {b.addr: _policy_from_dict(kept[hex(b.addr)]) if hex(b.addr) in kept else policy_of(b.metadata)
+                           for b in snaps[dyn][1].blobs}  # fmt: skip
         for kind, snap in zip((SnapshotType.PROLOGUE, SnapshotType.EPILOGUE), snaps[dyn]):
             key = "Prologue" if kind is SnapshotType.PROLOGUE else "Epilogue"
             if [len(a) for a in snap.args] != sizes:
@@ -239,11 +243,7 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
             with SnapshotWriter(target, kind, static_hash=static, dynamic_hash=str(dyn)) as writer:
                 writer.set_args(pack(snap.args, offsets), list(zip(offsets, sizes)))
                 for blob in snap.blobs:
-                    policy = None
-                    if kind is SnapshotType.EPILOGUE:
-                        kept = extra_policies.get(dyn, {}).get(hex(blob.addr))
-                        policy = _policy_from_dict(kept) if kept else policy_of(blob.metadata)
-                    writer.add_region(blob.addr, blob.data, encoding="zstd", policy=policy)
+                    writer.add_region(blob.addr, blob.data, encoding="zstd", policy=region_policies.get(blob.addr))
                 for name, _addr, contents in snap.globals:
                     writer.add_global(name, contents)
             files[key] = target
@@ -337,12 +337,11 @@ def export_original(record, out: str | os.PathLike, *, layout: str = "current") 
             for snap in (prologue, epi):
                 args = bytes(snap.args)
                 arg_layout = snap.arg_layout or [(a.offset, a.size) for a in rec.args]
-                epilogue = snap is epi
                 converted.append(snapshots.OriginalSnapshot(
                     globals=[(name, rec.globals.get(name, 0), bytes(data)) for name, data in snap.globals.items()],
                     blobs=[snapshots.Blob(r.addr, r.size, bytes(snap.read_region(r.addr)),
-                                          metadata_of(r.policy, f"{rec.path} instance {dyn} region {r.addr:#x}")
-                                          if epilogue else snapshots.DEFAULT_METADATA)
+                                          None if layout == "documented" else
+                                          metadata_of(r.policy, f"{rec.path} instance {dyn} region {r.addr:#x}"))
                            for r in snap.regions],
                     args=[args[o : o + n] for o, n in arg_layout],
                 ))  # fmt: skip

@@ -132,8 +132,7 @@ class _Reader:
             raise FormatError(self.path, f"{len(self.data) - self.pos} unexpected bytes after {what}")
 
 
-def _read_bytes_layout(path: Path, data: bytes, with_metadata: bool) -> OriginalSnapshot:
-    r = _Reader(path, data)
+def _read_bytes_layout(r: _Reader, with_metadata: bool) -> OriginalSnapshot:
     globals_ = []
     for i in range(r.count("the global count", 24)):
         name = r.name(f"global {i}")
@@ -225,12 +224,13 @@ def read_snapshot(path: str | os.PathLike, *, base: str | os.PathLike | Original
     order = (True, False) if prefer == "bytes" else (False, True)
     errors = []
     for with_metadata in order:
+        reader = _Reader(path, data)
         try:
-            return _read_bytes_layout(path, data, with_metadata)
+            return _read_bytes_layout(reader, with_metadata)
         except FormatError as exc:
-            errors.append(exc)
-    # Report the reading of the preferred layout: the likelier one.
-    raise errors[0]
+            errors.append((reader.pos, exc))
+    # Report the reading that got further: the likelier layout (the preferred one on a tie).
+    raise max(errors, key=lambda e: e[0])[1]
 
 
 # -- writing ---------------------------------------------------------------------------------
