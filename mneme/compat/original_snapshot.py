@@ -22,7 +22,10 @@ diff (an epilogue stored against its prologue, `MNEME_DIFF_V1`, the current defa
     range: offset (from the start of the global or blob), length, bytes[length]
 
 A diff epilogue has no argument section: its arguments are its prologue's. The `best` mode
-(#182) writes each epilogue as a diff or in the bytes layout, whichever is smaller.
+(#182) writes each epilogue as a diff or in the bytes layout, whichever is smaller. The
+original's latest sources put a 16-byte container header before either payload (`MNEMESNP`,
+then kind and version as u32: bytes 1/0, diff 2/1); its readers take both forms, and so does
+this one. Files are written without it, which every original release since #163 reads.
 Nothing in a bytes-layout file says whether blobs carry metadata, so a reader tries both
 layouts and keeps the one that accounts for every byte of the file.
 """
@@ -39,8 +42,10 @@ import attrs
 from mneme.core.errors import FormatError
 
 DIFF_MAGIC = b"MNEME_DIFF_V1"
-#: The original's later container header (a magic, then kind and version as u32): recognized, not read.
+#: The container header of the original's latest sources: this magic, then kind and version as u32.
 CONTAINER_MAGIC = b"MNEMESNP"
+CONTAINER_SIZE = 16
+CONTAINER_BYTES, CONTAINER_DIFF = (1, 0), (2, 1)  # (kind, version): the bytes layout, the diff layout
 #: Layouts a snapshot file may have; `best` is a choice among them, not a layout of its own.
 LAYOUTS = ("documented", "bytes", "diff")
 DTYPES = ("u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f16", "f32", "f64")
@@ -161,8 +166,8 @@ def _apply_ranges(r: _Reader, target: bytearray, what: str) -> None:
         target[offset : offset + length] = r.take(length, f"{what}'s range {k}")
 
 
-def _read_diff(path: Path, data: bytes, base: OriginalSnapshot) -> OriginalSnapshot:
-    r = _Reader(path, data, len(DIFF_MAGIC))
+def _read_diff(path: Path, data: bytes, base: OriginalSnapshot, start: int) -> OriginalSnapshot:
+    r = _Reader(path, data, start)
     prologue_globals = {name: (addr, blob) for name, addr, blob in base.globals}
     n_globals = r.count("the global count", 32)
     if n_globals != len(base.globals):
@@ -210,17 +215,21 @@ def read_snapshot(path: str | os.PathLike, *, base: str | os.PathLike | Original
         data = path.read_bytes()
     except OSError as exc:
         raise FormatError(path, f"cannot read the original snapshot: {exc.strerror or exc}") from exc
-    if data.startswith(DIFF_MAGIC):
+    diff_at = len(DIFF_MAGIC) if data.startswith(DIFF_MAGIC) else None
+    if data.startswith(CONTAINER_MAGIC) and len(data) >= CONTAINER_SIZE:
+        kind, version = struct.unpack_from("<II", data, len(CONTAINER_MAGIC))
+        if (kind, version) == CONTAINER_BYTES:
+            return _read_bytes_layout(_Reader(path, data, CONTAINER_SIZE), True)
+        if (kind, version) != CONTAINER_DIFF:
+            raise FormatError(path, f"snapshot container kind {kind} version {version} is not a layout the "
+                              "original has written that Mneme knows (bytes 0, diff 1); is the file corrupt?")  # fmt: skip
+        diff_at = CONTAINER_SIZE
+    if diff_at is not None:
         if base is None:
             raise FormatError(path, "an epilogue stored as a diff (MNEME_DIFF_V1) needs its prologue; "
                               "open it through its recording database")  # fmt: skip
         prologue = base if isinstance(base, OriginalSnapshot) else read_snapshot(base, prefer=prefer)
-        return _read_diff(path, data, prologue)
-    if data.startswith(CONTAINER_MAGIC):
-        kind, version = struct.unpack_from("<II", data, len(CONTAINER_MAGIC)) if len(data) >= 16 else (0, 0)
-        raise FormatError(path, f"snapshot container kind {kind} version {version} (a later original release) "
-                          "is not a layout Mneme reads yet; record with an original release that writes "
-                          "MNEME_DIFF_V1 or plain snapshots")  # fmt: skip
+        return _read_diff(path, data, prologue, diff_at)
     order = (True, False) if prefer == "bytes" else (False, True)
     errors = []
     for with_metadata in order:

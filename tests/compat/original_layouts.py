@@ -20,6 +20,9 @@ Written from a reading of the original's sources (Olympus-HPC/Mneme), independen
   `DiffSnapshotFile::reconstruct` starts from the base prologue.
 - `best` (PR #182): `takeBestMnemeSnapshot` writes the diff when it is no larger than the
   bytes layout (`computeMnemeBytesSnapshotSize`), else the bytes layout.
+- container header (the original's latest sources, `include/mneme/MnemeSnapshotFormat.hpp`
+  `SnapshotHeader::write`/`parse`): `MNEMESNP`, kind u32, version u32 before the payload; the
+  bytes layout above is kind 1 version 0, the diff kind 2 version 1 (`SnapshotFormatRegistry`).
 - database JSON: `KernelInstancesCollection::toJSON` of the current release (`StaticHash` an
   integer, `Modules` the file name `RecordedIR_<static>.bc`, `Globals`, snapshot paths as
   file names; per instance `Args` (argument values as numbers), `Occurrences`), read by
@@ -38,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-LAYOUTS = ("documented", "metadata", "diff", "best")
+LAYOUTS = ("documented", "metadata", "diff", "best", "container")
 STATIC = 7411001293580029477
 VADDR = 0x153900000000
 X_ADDR, Y_ADDR = VADDR, VADDR + 0x10000
@@ -153,7 +156,12 @@ def write_recording(out: Path, layout: str) -> tuple[Path, dict[str, tuple[Path,
         diff = diff_snapshot({X_ADDR: x, Y_ADDR: y_before.tobytes()},
                              [(X_ADDR, x, metadata()), (Y_ADDR, y_after, metadata(*Y_META))], Y_ADDR)  # fmt: skip
         full = full_snapshot([(X_ADDR, x, meta_x), (Y_ADDR, y_after, meta_y)], args, Y_ADDR)
-        if layout == "diff" or (layout == "best" and diff.size <= full.size):
+        if layout == "container":
+            prologue.chunks.insert(0, b"MNEMESNP" + struct.pack("<II", 1, 0))
+            assert diff.chunks[0] == b"MNEME_DIFF_V1"  # the container header takes the legacy magic's place
+            diff.chunks[0] = b"MNEMESNP" + struct.pack("<II", 2, 1)
+            epilogue, mark = diff, diff.mark + 16 - 13
+        elif layout == "diff" or (layout == "best" and diff.size <= full.size):
             epilogue, mark = diff, diff.mark
         else:
             # the first changed float's high byte: its exponent
