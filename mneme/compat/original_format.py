@@ -46,9 +46,13 @@ EXPORT_LAYOUTS = ("current", "diff", "best", "bytes", "documented")
 IMPORT_FOLDER = ".mneme-import"
 
 
+#: Keys only Mneme's databases have: a database with any of them is Mneme's, however damaged.
+MNEME_ONLY_KEYS = ("SchemaVersion", "Backend", "Arch", "ArgSizes", "ArgOffsets", "ArgKinds")
+
+
 def is_original_database(data: Mapping[str, Any]) -> bool:
-    """True for a database in the original's format (no `SchemaVersion`, the original's keys)."""
-    return "SchemaVersion" not in data and all(k in data for k in REQUIRED_KEYS)
+    """True for a database in the original's format: the original's keys and none only Mneme writes."""
+    return all(k in data for k in REQUIRED_KEYS) and not any(k in data for k in MNEME_ONLY_KEYS)
 
 
 def read_database(path: str | os.PathLike) -> dict[str, Any]:
@@ -288,7 +292,16 @@ def converted_database(path: str | os.PathLike) -> Path:
     if converted.is_file() and converted.stat().st_mtime >= path.stat().st_mtime:
         return converted
     log.info("converting the original Mneme database %s into %s", path, converted.parent)
-    return import_original(path, converted.parent)
+    # Converted aside, then moved in: a database that fails to convert leaves its folder as it was.
+    staging = path.parent / f"{IMPORT_FOLDER}.{os.getpid()}.tmp"
+    try:
+        staged = import_original(path, staging)
+        converted.parent.mkdir(exist_ok=True)
+        for item in sorted(staging.iterdir(), key=lambda f: f == staged):  # the database last
+            os.replace(item, converted.parent / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return converted.parent / staged.name
 
 
 # -- export ------------------------------------------------------------------------------------

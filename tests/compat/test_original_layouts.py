@@ -111,9 +111,11 @@ def test_a_corrupted_structure_in_each_layout_is_a_clear_error(layout, tmp_path)
     data = bytearray(epilogue.read_bytes())
     data[0] ^= 0x01  # the global count, or the diff's magic
     epilogue.write_bytes(bytes(data))
+    before = sorted(p.name for p in db.parent.iterdir())
     with pytest.raises(MnemeError) as info:
         RecordedExecution.from_json(db)
     assert epilogue.name in str(info.value)
+    assert sorted(p.name for p in db.parent.iterdir()) == before  # no half conversion left beside it
 
 
 @pytest.mark.parametrize("layout", ["current", "diff", "best", "bytes", "documented"])
@@ -144,3 +146,13 @@ def test_export_then_import_gives_back_the_same_recording(layout, saxpy_db, tmp_
                 assert [(r.addr, r.size, r.policy) for r in a.regions] == [(r.addr, r.size, r.policy) for r in b.regions]
                 for r in a.regions:
                     assert bytes(a.read_region(r.addr)) == bytes(b.read_region(r.addr))
+
+
+def test_import_original_reads_every_layout_with_backend_and_arch_from_the_bitcode(tmp_path):
+    for layout in LAYOUTS:
+        db, _ = write_recording(tmp_path / layout, layout)
+        done = mneme("import-original", str(db), "-o", str(tmp_path / f"{layout}-in"))
+        assert done.returncode == 0, done.stderr
+        (imported,) = (tmp_path / f"{layout}-in").glob("*.json")
+        rec = RecordedExecution.from_json(imported)
+        assert (rec.backend, rec.arch, len(rec)) == ("cuda", "sm_90", 2), layout
