@@ -206,13 +206,15 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
     if not instances:
         raise UsageError(f"{db_path}: the database has no instances; nothing to import")
     prefer = _preferred_layout(data)
-    snaps = {}
-    for dyn, inst in instances.items():
+
+    def read_instance(dyn: str, inst: Mapping[str, Any]) -> tuple[OriginalSnapshot, OriginalSnapshot]:
         pro_path = _resolve(inst["Prologue"], folder, f"instances.{dyn}.Prologue", db_path)
         prologue = snapshots.read_snapshot(pro_path, prefer=prefer)
         epi_path = _resolve(inst["Epilogue"], folder, f"instances.{dyn}.Epilogue", db_path)
-        snaps[dyn] = (prologue, snapshots.read_snapshot(epi_path, base=prologue, prefer=prologue.layout))
-    first = next(iter(snaps.values()))[0]
+        return prologue, snapshots.read_snapshot(epi_path, base=prologue, prefer=prologue.layout)
+
+    first_key = next(iter(instances))
+    first = read_instance(first_key, instances[first_key])[0]
     sizes = [len(a) for a in first.args]
     offsets, kinds = _arg_layout(modules, kernel, sizes)
     if len(extra.get("ArgOffsets", ())) == len(sizes) and len(extra.get("ArgKinds", ())) == len(sizes):
@@ -232,13 +234,15 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
         demangled_name=data.get("DemangledName") or None,
     )  # fmt: skip
     extra_policies = extra.get("Policies", {})
+    del first  # one instance's snapshots in memory at a time
     for dyn, inst in instances.items():
         files = {}
+        pair = read_instance(dyn, inst)
         # A region's policy is the region's: the epilogue's metadata (or kept policy) verifies, both sides carry it.
         kept = extra_policies.get(dyn, {})
         region_policies = {b.addr: _policy_from_dict(kept[hex(b.addr)]) if hex(b.addr) in kept else policy_of(b.metadata)
-                           for b in snaps[dyn][1].blobs}  # fmt: skip
-        for kind, snap in zip((SnapshotType.PROLOGUE, SnapshotType.EPILOGUE), snaps[dyn]):
+                           for b in pair[1].blobs}  # fmt: skip
+        for kind, snap in zip((SnapshotType.PROLOGUE, SnapshotType.EPILOGUE), pair):
             key = "Prologue" if kind is SnapshotType.PROLOGUE else "Epilogue"
             if [len(a) for a in snap.args] != sizes:
                 raise FormatError(db_path, "argument sizes differ from the first instance's",
@@ -252,7 +256,7 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
                     writer.add_global(name, contents)
             files[key] = target
         rec.add_instance(grid=inst["GridDims"], block=inst["BlockDims"], shared_mem=int(inst["SharedMem"]),
-                         args=pack(snaps[dyn][0].args, offsets), prologue=files["Prologue"],
+                         args=pack(pair[0].args, offsets), prologue=files["Prologue"],
                          epilogue=files["Epilogue"], occurrences=int(inst.get("Occurrences", 1)),
                          dynamic_hash=str(dyn))  # fmt: skip
     return rec.to_json()

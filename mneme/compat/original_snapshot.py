@@ -75,11 +75,14 @@ DEFAULT_METADATA = Metadata()
 
 @attrs.frozen
 class Blob:
-    """One device memory region: address, allocated size, recorded bytes, metadata (None: documented layout)."""
+    """One device memory region: address, allocated size, recorded bytes, metadata (None: documented layout).
+
+    Read from a file, `data` is a view of the file's bytes (regions can be gigabytes; nothing is copied).
+    """
 
     addr: int
     actual: int
-    data: bytes
+    data: bytes | memoryview
     metadata: Metadata | None = None
 
 
@@ -96,6 +99,7 @@ class OriginalSnapshot:
 class _Reader:
     def __init__(self, path: Path, data: bytes, pos: int = 0):
         self.path, self.data, self.pos = path, data, pos
+        self.view = memoryview(data)
 
     def u64(self, what: str) -> int:
         if self.pos + 8 > len(self.data):
@@ -105,12 +109,13 @@ class _Reader:
         self.pos += 8
         return value
 
-    def take(self, n: int, what: str) -> bytes:
+    def take(self, n: int, what: str) -> memoryview:
+        """The next `n` bytes, without copying them (a view of the file's bytes)."""
         if n > len(self.data) - self.pos:
             raise FormatError(self.path, f"{what} claims {n} bytes at byte {self.pos} but only "
                               f"{len(self.data) - self.pos} remain")  # fmt: skip
         self.pos += n
-        return self.data[self.pos - n : self.pos]
+        return self.view[self.pos - n : self.pos]
 
     def count(self, what: str, least: int) -> int:
         # Each item takes at least `least` bytes: a count the rest of the file cannot hold is corrupt.
@@ -126,11 +131,11 @@ class _Reader:
         if dtype >= len(DTYPES) or kind > 1 or norm >= len(NORMS) or not math.isfinite(threshold) or threshold < 0:
             raise FormatError(self.path, f"{where}'s metadata (dtype {dtype}, threshold {threshold}, kind {kind}, "
                               f"norm {norm}) is not one the original writes")  # fmt: skip
-        tag = self.take(tag_len, f"{where}'s metadata tag").decode("utf-8", "replace") if tag_len else None
+        tag = bytes(self.take(tag_len, f"{where}'s metadata tag")).decode("utf-8", "replace") if tag_len else None
         return Metadata(DTYPES[dtype], threshold, bool(kind), NORMS[norm], tag)
 
     def name(self, what: str) -> str:
-        return self.take(self.u64(f"{what}'s name length"), f"{what}'s name").decode("utf-8", "replace")
+        return bytes(self.take(self.u64(f"{what}'s name length"), f"{what}'s name")).decode("utf-8", "replace")
 
     def end(self, what: str) -> None:
         if self.pos != len(self.data):
@@ -143,7 +148,7 @@ def _read_bytes_layout(r: _Reader, with_metadata: bool) -> OriginalSnapshot:
         name = r.name(f"global {i}")
         size = r.u64(f"global {name}'s size")
         addr = r.u64(f"global {name}'s address")
-        globals_.append((name, addr, r.take(size, f"global {name}'s bytes")))
+        globals_.append((name, addr, bytes(r.take(size, f"global {name}'s bytes"))))
     blobs = []
     for i in range(r.count("the memory blob count", 24)):
         actual = r.u64(f"blob {i}'s allocated size")
@@ -151,7 +156,7 @@ def _read_bytes_layout(r: _Reader, with_metadata: bool) -> OriginalSnapshot:
         addr = r.u64(f"blob {i}'s address")
         blob = r.take(size, f"blob {i} at {addr:#x}")
         blobs.append(Blob(addr, actual, blob, r.metadata(f"blob {i} at {addr:#x}") if with_metadata else None))
-    args = [r.take(r.u64(f"argument {i}'s size"), f"argument {i}") for i in range(r.count("the argument count", 8))]
+    args = [bytes(r.take(r.u64(f"argument {i}'s size"), f"argument {i}")) for i in range(r.count("the argument count", 8))]
     r.end("the arguments")
     return OriginalSnapshot(globals_, blobs, args, "bytes" if with_metadata else "documented")
 

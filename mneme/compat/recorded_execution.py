@@ -145,7 +145,7 @@ class MemStateRef:
                 self._core.reset(device)
             else:
                 for blob in self._original.blobs:
-                    device.write(blob.addr, blob.data)
+                    device.write(blob.addr, bytes(blob.data))
 
     def _contents(self):
         if self._core is not None:
@@ -153,7 +153,7 @@ class MemStateRef:
             return ([bytes(a) for a in self._arg_bytes], dict(snap.globals),
                     {r.addr: bytes(snap.read_region(r.addr)) for r in snap.regions})  # fmt: skip
         return (list(self._arg_bytes), {n: d for n, _a, d in self._original.globals},
-                {b.addr: b.data for b in self._original.blobs})  # fmt: skip
+                {b.addr: bytes(b.data) for b in self._original.blobs})  # fmt: skip
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MemStateRef):
