@@ -182,9 +182,9 @@ class HostBackend(Backend):
         return machine.pipeline_machine(opt)
 
     def toolchain(self, arch: str) -> dict[str, str]:
-        # builds without the read-checked copy (MNEME_HOST_BOUNDS=0) are other build products
-        off = {} if boundscheck.enabled() else {"read-checks": "off"}
-        return {**super().toolchain(arch), "cpu": machine.cpu(), **off}
+        # builds without the checked copy (MNEME_HOST_BOUNDS=0), or with older checks, are other build products
+        checks = {"bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off"}
+        return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 
     def optimize(self, module: Any, config: Any, arch: str) -> float:
         """Optimize host IR for this CPU; GPU IR (a replay's `--output-ll`) for the GPU it was written for."""
