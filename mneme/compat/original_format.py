@@ -279,14 +279,15 @@ class OriginalFormat:
         return isinstance(data, Mapping) and is_original_database(data)
 
     @staticmethod
-    def convert(path: str | os.PathLike) -> Path:
-        return converted_database(path)
+    def convert(path: str | os.PathLike, *, create: bool = True) -> Path | None:
+        return converted_database(path, create=create)
 
 
-def converted_database(path: str | os.PathLike) -> Path:
+def converted_database(path: str | os.PathLike, *, create: bool = True) -> Path | None:
     """The Mneme database converted from the original database `path`, in `.mneme-import/` beside it.
 
-    Converted on first use and again when the database is newer than the conversion.
+    Converted on first use and again when the database is newer than the conversion; with
+    `create=False`, only a current conversion is returned (None when there is none).
     """
     path = Path(path)
     data = read_database(path)
@@ -295,7 +296,17 @@ def converted_database(path: str | os.PathLike) -> Path:
     converted = path.parent / IMPORT_FOLDER / f"{stem}.json"
     if converted.is_file() and converted.stat().st_mtime >= path.stat().st_mtime:
         return converted
+    if not create:
+        return None
     log.info("converting the original Mneme database %s into %s", path, converted.parent)
+    try:
+        return _convert_beside(path, converted)
+    except OSError as exc:
+        raise FormatError(path, f"cannot convert the original Mneme database into {converted.parent}: "
+                          f"{exc.strerror or exc}; convert it elsewhere with mneme import-original -o DIR") from exc
+
+
+def _convert_beside(path: Path, converted: Path) -> Path:
     # Converted aside, then moved in: a database that fails to convert leaves its folder as it was.
     staging = path.parent / f"{IMPORT_FOLDER}.{os.getpid()}.tmp"
     try:

@@ -156,3 +156,15 @@ def test_import_original_reads_every_layout_with_backend_and_arch_from_the_bitco
         (imported,) = (tmp_path / f"{layout}-in").glob("*.json")
         rec = RecordedExecution.from_json(imported)
         assert (rec.backend, rec.arch, len(rec)) == ("cuda", "sm_90", 2), layout
+
+
+def test_cleaning_a_database_beside_an_original_one_neither_converts_nor_touches_it(saxpy_db, tmp_path):
+    db, _ = write_recording(tmp_path / "both", "diff")
+    done = mneme("copy", str(saxpy_db), str(tmp_path / "both"))
+    assert done.returncode == 0, done.stderr
+    original_files = sorted(p.name for p in (tmp_path / "both").iterdir() if "7411001293580029477" in p.name)
+    done = mneme("clean", str(tmp_path / "both" / saxpy_db.name))
+    assert done.returncode == 0, done.stderr
+    left = sorted(p.name for p in (tmp_path / "both").iterdir())
+    assert left == original_files  # the other database scanned, never converted (no .mneme-import)
+    assert RecordedExecution.from_json(db).kernel_name == "saxpy"

@@ -496,11 +496,14 @@ class RecordedExecution(MutableMapping):
 
     # -- reading and writing ----------------------------------------------------------------
     @classmethod
-    def from_json(cls, path: str | os.PathLike, *, allow_missing: bool = False) -> RecordedExecution:
+    def from_json(cls, path: str | os.PathLike, *, allow_missing: bool = False,
+                  convert: bool = True) -> RecordedExecution:  # fmt: skip
         """Load and validate a database: every field, and every file it names (inside its folder).
 
         `allow_missing` tolerates referenced files that do not exist (to clean an incomplete
-        recording); paths leaving the folder are refused either way.
+        recording); paths leaving the folder are refused either way. Another tool's database
+        (the original Mneme's) is read through its conversion beside it, made on first use;
+        `convert=False` reads only a conversion that exists and is current.
         """
         from mneme.core import limits
 
@@ -508,9 +511,9 @@ class RecordedExecution(MutableMapping):
         text = limits.read_text(path, "recording database")
         data = limits.load_json(text, path)
         if isinstance(data, dict) and "SchemaVersion" not in data:
-            from mneme.core.records.foreign import convert
+            from mneme.core.records.foreign import convert as foreign_database
 
-            converted = convert(path, data)  # another tool's database, converted once into a cache beside it
+            converted = foreign_database(path, data, create=convert)  # converted once into a cache beside it
             if converted is not None:
                 return cls.from_json(converted, allow_missing=allow_missing)
         return cls.from_dict(data, path=path, allow_missing=allow_missing)
