@@ -24,10 +24,11 @@ Written from a reading of the original's sources (Olympus-HPC/Mneme), independen
   `SnapshotHeader::write`/`parse`): `MNEMESNP`, kind u32, version u32 before the payload; the
   bytes layout above is kind 1 version 0, the diff kind 2 version 1 (`SnapshotFormatRegistry`).
 - database JSON: `KernelInstancesCollection::toJSON` of the current release (`StaticHash` an
-  integer, `Modules` the file name `RecordedIR_<static>.bc`, `Globals`, snapshot paths as
-  file names; per instance `Args` (argument values as numbers), `Occurrences`), read by
-  `python/mneme/recorded_execution.py` `RecordedExecution.from_json`; the documented version
-  wrote absolute paths and no integer hash.
+  integer, `Modules` the file name `RecordedIR_<static>.bc`, snapshot paths as file names (what
+  `takeMnemeBytesSnapshot` returns); per instance `Args` (argument values as numbers),
+  `Occurrences`), read by `python/mneme/recorded_execution.py` `RecordedExecution.from_json`,
+  which also reads `Globals` (a list of names, with a default; its `to_dict` writes it); the
+  documented version wrote absolute paths (`std::filesystem::canonical`) and no integer hash.
 """
 
 from __future__ import annotations
