@@ -192,3 +192,89 @@ def epilogue_kinds(out: Path) -> dict[str, str]:
     """Per instance, whether its epilogue file is a diff or full (what `best` chose)."""
     return {dyn: "diff" if (out / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme").read_bytes().startswith(b"MNEME_DIFF_V1")
             else "full" for dyn in INSTANCES}  # fmt: skip
+
+
+class _Cursor:
+    def __init__(self, data: bytes, pos: int = 0):
+        self.data, self.pos = data, pos
+
+    def take(self, n: int) -> bytes:
+        assert self.pos + n <= len(self.data), "truncated"
+        self.pos += n
+        return self.data[self.pos - n : self.pos]
+
+    def u64(self) -> int:
+        return struct.unpack("<Q", self.take(8))[0]
+
+    def metadata(self) -> tuple:
+        dtype, threshold, kind, norm = struct.unpack("<BdBB", self.take(11))
+        tag = self.take(self.u64()).decode() or None
+        return dtype, threshold, kind, norm, tag
+
+
+def _header(data: bytes) -> tuple[str, int]:
+    """`SnapshotHeader::parse`: (kind, payload offset) of a file."""
+    if data[:8] == b"MNEMESNP" and len(data) >= 16:
+        kind, version = struct.unpack_from("<II", data, 8)
+        assert (kind, version) in ((1, 0), (2, 1)), "unsupported kind/version"
+        return ("bytes" if kind == 1 else "diff"), 16
+    if data.startswith(b"MNEME_DIFF_V1"):
+        return "diff", 13
+    return "bytes", 0
+
+
+def read_like_the_current_original(prologue: Path, epilogue: Path) -> dict[str, dict]:
+    """Both snapshots as the current release's readers rebuild them (`readFullMnemeSnapShot`,
+    `MnemeMemoryBlob::fromBuffer` with `metadata::fromBuffer`, `applyDiffMnemeSnapShot`):
+    {"prologue"|"epilogue": {"globals": {name: (address, bytes)}, "blobs": {address: (allocated,
+    bytes, metadata)}, "args": [bytes]}}; any deviation from the layout fails an assertion."""
+
+    def full(data: bytes, start: int) -> dict:
+        c = _Cursor(data, start)
+        globals_ = {}
+        for _ in range(c.u64()):
+            name = c.take(c.u64()).decode()
+            size, addr = c.u64(), c.u64()
+            globals_[name] = (addr, c.take(size))
+        blobs = {}
+        for _ in range(c.u64()):
+            actual, size, addr = c.u64(), c.u64(), c.u64()
+            blobs[addr] = (actual, c.take(size), c.metadata())
+        args = [c.take(c.u64()) for _ in range(c.u64())]
+        assert c.pos == len(data), "trailing bytes"
+        return {"globals": globals_, "blobs": blobs, "args": args}
+
+    def apply(data: bytes, start: int, base: dict) -> dict:
+        c = _Cursor(data, start)
+        out = {"globals": dict(base["globals"]), "blobs": dict(base["blobs"]), "args": base["args"]}
+        assert c.u64() == len(base["globals"])
+        for _ in range(len(base["globals"])):
+            name = c.take(c.u64()).decode()
+            size, addr = c.u64(), c.u64()
+            contents = bytearray(base["globals"][name][1])
+            assert len(contents) == size
+            for _ in range(c.u64()):
+                offset, length = c.u64(), c.u64()
+                contents[offset : offset + length] = c.take(length)
+            out["globals"][name] = (addr, bytes(contents))
+        assert c.u64() == len(base["blobs"])
+        for _ in range(len(base["blobs"])):
+            actual, size, addr = c.u64(), c.u64(), c.u64()
+            meta = c.metadata()
+            before_actual, before, _ = base["blobs"][addr]
+            assert (before_actual, len(before)) == (actual, size)
+            contents = bytearray(before)
+            for _ in range(c.u64()):
+                offset, length = c.u64(), c.u64()
+                assert offset + length <= size
+                contents[offset : offset + length] = c.take(length)
+            out["blobs"][addr] = (actual, bytes(contents), meta)
+        assert c.pos == len(data), "trailing bytes"
+        return out
+
+    pro_data, epi_data = prologue.read_bytes(), epilogue.read_bytes()
+    kind, start = _header(pro_data)
+    assert kind == "bytes", "a prologue is never a diff"
+    base = full(pro_data, start)
+    kind, start = _header(epi_data)
+    return {"prologue": base, "epilogue": full(epi_data, start) if kind == "bytes" else apply(epi_data, start, base)}

@@ -21,7 +21,18 @@ from mneme.core.executor import BaseExecutor
 from mneme.core.records import RecordedExecution
 from mneme.core.snapshot import Snapshot
 
-from .original_layouts import INSTANCES, LAYOUTS, STATIC, X_ADDR, Y_ADDR, epilogue_kinds, metadata, write_recording
+from .original_files import parse_snapshot
+from .original_layouts import (
+    INSTANCES,
+    LAYOUTS,
+    STATIC,
+    X_ADDR,
+    Y_ADDR,
+    epilogue_kinds,
+    metadata,
+    read_like_the_current_original,
+    write_recording,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
@@ -46,6 +57,10 @@ def test_the_readers_take_each_field_where_the_original_writes_it(tmp_path):
         expected = [2 * a + b for a, b in zip(struct.unpack("1024f", x.data), struct.unpack("1024f", prologue.blobs[1].data))]
         assert list(struct.unpack("1024f", y.data)) == expected
         assert struct.unpack("<i", epilogue.args[0]) == (1024,) and struct.unpack("<Q", epilogue.args[3]) == (Y_ADDR,)
+        theirs = read_like_the_current_original(tmp_path / "best" / f"DeviceState.prologue.{STATIC}.{dyn}.mneme",
+                                                tmp_path / "best" / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme")  # fmt: skip
+        assert {a: (n, d, m[4]) for a, (n, d, m) in theirs["epilogue"]["blobs"].items()} == {
+            b.addr: (b.actual, bytes(b.data), b.metadata.tag) for b in epilogue.blobs}  # fmt: skip
     assert json.loads(db.read_text())["StaticHash"] == STATIC
 
 
@@ -130,6 +145,23 @@ def test_export_then_import_gives_back_the_same_recording(layout, saxpy_db, tmp_
         assert epilogue.startswith(b"MNEME_DIFF_V1")
     y_metadata = metadata(9, 1e-5, 1, 0)  # saxpy's y: f32, relative 1e-5, per element
     assert (y_metadata in epilogue) == (layout != "documented")
+    files = {side: tmp_path / "exported" / f"DeviceState.{side}.{data['StaticHash']}.{key}.mneme"
+             for side in ("prologue", "epilogue")}  # fmt: skip
+    assert [data["instances"][key][side.capitalize()] for side in files] == [str(f) for f in files.values()]
+    if layout == "documented":  # the documented version's reader
+        read = {side: parse_snapshot(f.read_bytes()) for side, f in files.items()}
+        regions = {side: dict(read[side]["blobs"]) for side in read}
+    else:  # the current release's readers, metadata and diffs included
+        read = read_like_the_current_original(files["prologue"], files["epilogue"])
+        regions = {side: {a: d for a, (_n, d, _m) in read[side]["blobs"].items()} for side in read}
+        metadata_of = {a: m for a, (_n, _d, m) in read["epilogue"]["blobs"].items()}
+    with Snapshot.open(rec[key].prologue_path) as pro, Snapshot.open(rec[key].epilogue_path, base=pro) as epi:
+        for side, snap in (("prologue", pro), ("epilogue", epi)):
+            assert regions[side] == {r.addr: bytes(snap.read_region(r.addr)) for r in snap.regions}
+            assert b"".join(read[side]["args"]) == bytes(snap.args)
+        if layout != "documented":
+            assert {a: m[:4] for a, m in metadata_of.items()} == {
+                r.addr: (9, 1e-5, 1, 0) if not r.policy.exact else (0, 0.0, 0, 0) for r in epi.regions}
     back = RecordedExecution.from_json(fmt.import_original(exported, tmp_path / "back"))
     assert (back.kernel_name, back.static_hash, back.backend, back.arch, back.args, back.specializations,
             back.va_addr, back.va_size) == (rec.kernel_name, rec.static_hash, rec.backend, rec.arch, rec.args,
