@@ -110,5 +110,11 @@ def test_the_cli_imports_a_folder_and_exports(original_db, saxpy_db, tmp_path):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     parse_snapshot(next((tmp_path / "out").glob("DeviceState.prologue.*")).read_bytes())
+    done = subprocess.run([*run, "export-original", "-rdb", str(saxpy_db), "-o", str(tmp_path / "current")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (db,) = (tmp_path / "current").glob("*.json")
+    assert isinstance(json.loads(db.read_text())["StaticHash"], int)  # the current layout by default
+    assert next((tmp_path / "current").glob("DeviceState.epilogue.*")).read_bytes().startswith(b"MNEME_DIFF_V1")
     done = subprocess.run([*run, "import-original", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and "no recording database of the original" in done.stderr + done.stdout
