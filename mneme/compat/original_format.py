@@ -65,8 +65,8 @@ def read_database(path: str | os.PathLike) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise FormatError(path, f"not a JSON recording database: {exc}") from exc
     if not isinstance(data, dict) or not is_original_database(data):
-        raise FormatError(path, "not a database of the original Mneme: it needs "
-                          f"{', '.join(REQUIRED_KEYS)} and no SchemaVersion")  # fmt: skip
+        raise FormatError(path, f"not a database of the original Mneme: it needs {', '.join(REQUIRED_KEYS)} "
+                          f"and none of the keys only Mneme writes ({', '.join(MNEME_ONLY_KEYS)})")  # fmt: skip
     for key, inst in data["instances"].items():
         missing = [k for k in INSTANCE_KEYS if k not in inst]
         if missing:
@@ -200,8 +200,8 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
     guessed_backend, guessed_arch = _target_of(modules)
     guessed_backend, guessed_arch = extra.get("Backend", guessed_backend), extra.get("Arch", guessed_arch)
     if not (backend or guessed_backend) or not (arch or guessed_arch):
-        raise UsageError(f"{db_path}: its IR modules name no target triple and target-cpu; pass --backend and "
-                         "--arch")  # fmt: skip
+        raise UsageError(f"{db_path}: its IR modules name no target triple and target-cpu; convert it with "
+                         f"mneme import-original {db_path} --backend BACKEND --arch ARCH")  # fmt: skip
     instances = data["instances"]
     if not instances:
         raise UsageError(f"{db_path}: the database has no instances; nothing to import")
