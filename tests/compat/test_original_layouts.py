@@ -200,3 +200,17 @@ def test_cleaning_a_database_beside_an_original_one_neither_converts_nor_touches
     left = sorted(p.name for p in (tmp_path / "both").iterdir())
     assert left == original_files  # the other database scanned, never converted (no .mneme-import)
     assert RecordedExecution.from_json(db).kernel_name == "saxpy"
+
+
+def test_a_module_naming_no_target_asks_for_backend_and_arch(tmp_path):
+    db, _ = write_recording(tmp_path / "rec", "diff")
+    text = tmp_path / "untargeted.ll"
+    text.write_text("define void @saxpy(i32 %n, float %a, ptr %x, ptr %y) {\n  ret void\n}\n")
+    module = tmp_path / "rec" / f"RecordedIR_{STATIC}.bc"
+    subprocess.run(["llvm-as-19", str(text), "-o", str(module)], check=True)
+    with pytest.raises(MnemeError, match="--backend BACKEND --arch ARCH"):
+        RecordedExecution.from_json(db)
+    assert not (tmp_path / "rec" / ".mneme-import").exists()
+    done = mneme("import-original", str(db), "--backend", "host", "--arch", "x86_64", "-o", str(tmp_path / "in"))
+    assert done.returncode == 0, done.stderr
+    assert RecordedExecution.from_json(next((tmp_path / "in").glob("*.json"))).backend == "host"
