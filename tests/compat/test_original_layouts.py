@@ -8,6 +8,7 @@ sources (its docstring names the file and function each field follows), with a b
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 import subprocess
 import sys
@@ -207,7 +208,7 @@ def test_a_module_naming_no_target_asks_for_backend_and_arch(tmp_path):
     text = tmp_path / "untargeted.ll"
     text.write_text("define void @saxpy(i32 %n, float %a, ptr %x, ptr %y) {\n  ret void\n}\n")
     module = tmp_path / "rec" / f"RecordedIR_{STATIC}.bc"
-    subprocess.run(["llvm-as-19", str(text), "-o", str(module)], check=True)
+    subprocess.run([shutil.which("llvm-as-19") or "llvm-as", str(text), "-o", str(module)], check=True)
     with pytest.raises(MnemeError, match="--backend BACKEND --arch ARCH"):
         RecordedExecution.from_json(db)
     assert not (tmp_path / "rec" / ".mneme-import").exists()
