@@ -240,8 +240,10 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
         pair = read_instance(dyn, inst)
         # A region's policy is the region's: the epilogue's metadata (or kept policy) verifies, both sides carry it.
         kept = extra_policies.get(dyn, {})
-        region_policies = {b.addr: _policy_from_dict(kept[hex(b.addr)]) if hex(b.addr) in kept else policy_of(b.metadata)
-                           for b in pair[1].blobs}  # fmt: skip
+        region_policies = {
+            b.addr: _policy_from_dict(kept[hex(b.addr)]) if hex(b.addr) in kept else policy_of(b.metadata)
+            for b in pair[1].blobs
+        }
         for kind, snap in zip((SnapshotType.PROLOGUE, SnapshotType.EPILOGUE), pair):
             key = "Prologue" if kind is SnapshotType.PROLOGUE else "Epilogue"
             if [len(a) for a in snap.args] != sizes:

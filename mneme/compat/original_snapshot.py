@@ -156,7 +156,8 @@ def _read_bytes_layout(r: _Reader, with_metadata: bool) -> OriginalSnapshot:
         addr = r.u64(f"blob {i}'s address")
         blob = r.take(size, f"blob {i} at {addr:#x}")
         blobs.append(Blob(addr, actual, blob, r.metadata(f"blob {i} at {addr:#x}") if with_metadata else None))
-    args = [bytes(r.take(r.u64(f"argument {i}'s size"), f"argument {i}")) for i in range(r.count("the argument count", 8))]
+    n_args = r.count("the argument count", 8)
+    args = [bytes(r.take(r.u64(f"argument {i}'s size"), f"argument {i}")) for i in range(n_args)]
     r.end("the arguments")
     return OriginalSnapshot(globals_, blobs, args, "bytes" if with_metadata else "documented")
 

@@ -190,8 +190,11 @@ def write_recording(out: Path, layout: str) -> tuple[Path, dict[str, tuple[Path,
 
 def epilogue_kinds(out: Path) -> dict[str, str]:
     """Per instance, whether its epilogue file is a diff or full (what `best` chose)."""
-    return {dyn: "diff" if (out / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme").read_bytes().startswith(b"MNEME_DIFF_V1")
-            else "full" for dyn in INSTANCES}  # fmt: skip
+    kinds = {}
+    for dyn in INSTANCES:
+        head = (out / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme").read_bytes()[:13]
+        kinds[dyn] = "diff" if head == b"MNEME_DIFF_V1" else "full"
+    return kinds
 
 
 class _Cursor:
