@@ -330,6 +330,11 @@ class HostKernel(LoadedKernel):
         assert info is not None
         self.info: host_image.KernelInfo = info
 
+    @property
+    def mode(self) -> int:
+        """How the runtime runs it (`image.KernelInfo.mode`)."""
+        return self.info.mode
+
     def _release(self) -> None:
         if self.sandbox is not None:
             self.sandbox.close()
