@@ -223,8 +223,8 @@ class HostBackend(Backend):
             host_module.verify()
         except RuntimeError as exc:
             raise IRError(f"kernel {kernel_name!r}: the retargeted host IR is invalid: {exc}") from exc
+        allowlist.check(host_module, kernel_name)  # first: it reads names as LLVM links them
         _check_externals(host_module, kernel_name)
-        allowlist.check(host_module, kernel_name)
         if host.flags & retarget.FLAG_BLOCK_LOOP or text is not host.text:  # inlined into the entry
             host_module.get_function(kernel_name).linkage = llvm.Linkage.internal
         retarget_seconds = time.perf_counter() - start

@@ -32,6 +32,7 @@ from typing import Any
 from mneme.core import envvars, limits
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme.plugins.backends.host import image as host_image
+from mneme.plugins.backends.host import limits as host_limits
 from mneme.plugins.backends.host import runtime
 
 log = logging.getLogger(__name__)
@@ -220,8 +221,9 @@ class Sandbox:
         self._kill()
 
     @property
-    def running(self) -> bool:
-        return bool(self._pid)
+    def pid(self) -> int:
+        """The process's id (0 while none runs)."""
+        return self._pid
 
     def _ensure(self) -> None:
         """A live process that sees today's device memory: started again if it died or predates a reservation."""
@@ -304,9 +306,11 @@ class Sandbox:
         """Run the kernel once; (0, "", seconds in the runtime), or (1, why, 0) when the launch failed.
 
         The time limit (``--timeout``, ``MNEME_LIMIT_TIMEOUT_SECONDS``) is kept here: past it the process
-        is killed and the launch fails as timed out; the next request starts a new one.
+        is killed and the launch fails as timed out; the next request starts a new one. Inside a kernel
+        window a supervisor watches (`mneme.core.kernel_clock`: a tuning worker, `mneme replay`'s
+        child), the supervisor keeps it: it kills this process, and the sandbox dies with it.
         """
-        seconds = float(limits.limit("timeout_seconds"))
+        seconds = host_limits.timeout_seconds()
         request = LAUNCH.pack(*grid, *block, shared_bytes, frame_bytes, mode, int(checked)) + bytes(args)
         try:
             self._ensure()
