@@ -117,7 +117,7 @@ def _check_externals(module: Any, kernel_name: str) -> None:
             if re.match(r"llvm\.(nvvm|amdgcn|r600|spv|dx)\.", name):
                 missing.append(name)
             continue
-        if llvm.address_of_symbol(name) is None:
+        if llvm.address_of_symbol(allowlist.symbol(name)) is None:
             missing.append(f"external function {name}")
     if missing:
         raise UnsupportedError(

@@ -260,3 +260,95 @@ entry:
 !nvvm.annotations = !{{!0}}
 !0 = !{{ptr @k, !"kernel", i32 1}}
 """
+
+
+def _compile(declarations: str, body: str):
+    from mneme.core import ir
+    from mneme.core.types import ExperimentConfiguration
+
+    backend = get_backend("host")
+    text = NVPTX.format(declarations=declarations, body=body)
+    return backend.compile(ir.load(text), "k", ExperimentConfiguration(grid=1, block=1), backend.arch())
+
+
+def test_a_global_named_with_llvms_no_mangling_prefix_is_refused_by_the_name_it_links_to():
+    from mneme.core.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match=r'external global "\\01environ"') as caught:
+        _compile('@"\\01environ" = external global ptr', '  %e = load ptr, ptr @"\\01environ"\n  store ptr %e, ptr %out')
+    assert "refused before compiling" in str(caught.value)
+    with pytest.raises(UnsupportedError, match=r'external function "\\01system"'):
+        _compile('declare i32 @"\\01system"(ptr)', '  %rc = call i32 @"\\01system"(ptr %out)')
+
+
+def test_an_allowed_function_spelled_with_the_prefix_is_still_that_function():
+    binary = _compile('declare i64 @"\\01__mneme_clock64"()',
+                      '  %t = call i64 @"\\01__mneme_clock64"()\n  store i64 %t, ptr %out')
+    with get_backend("host").open_device() as dev:
+        dev.reserve(BASE, 1 << 20)
+        dev.map(BASE, 4096)
+        dev.launch(dev.load(binary), 1, 1, 0, struct.pack("<Q", BASE))
+        assert struct.unpack("<Q", dev.read(BASE, 8))[0] > 0  # the runtime's clock ran
+
+
+@pytest.mark.parametrize("intrinsic, call", [
+    ("declare void @llvm.experimental.patchpoint.void(i64, i32, ptr, i32, ...)",
+     "  call void (i64, i32, ptr, i32, ...) @llvm.experimental.patchpoint.void(i64 1, i32 16, ptr %out, i32 0)"),
+    ("declare void @llvm.experimental.stackmap(i64, i32, ...)",
+     "  call void (i64, i32, ...) @llvm.experimental.stackmap(i64 1, i32 0)"),
+    ("declare token @llvm.experimental.gc.statepoint.p0(i64, i32, ptr, i32, i32, ...)\n"
+     'define void @g(ptr %p) gc "statepoint-example" {\n  %t = call token (i64, i32, ptr, i32, i32, ...) '
+     "@llvm.experimental.gc.statepoint.p0(i64 0, i32 0, ptr elementtype(void ()) %p, i32 0, i32 0, i32 0, i32 0)\n"
+     "  ret void\n}", "  call void @g(ptr %out)"),
+])  # fmt: skip
+def test_intrinsics_that_call_an_address_they_are_given_are_refused_by_name(intrinsic, call):
+    from mneme.core.errors import MnemeError
+
+    name = intrinsic.split("@")[1].split("(")[0]  # the first declaration's
+    with pytest.raises(MnemeError, match=rf"intrinsic {name.replace('.', '[.]')} \(it calls or jumps to an address"):
+        _compile(intrinsic, call)
+
+
+def test_an_ifunc_is_refused_its_resolver_would_run_at_load():
+    from mneme.core.errors import UnsupportedError
+
+    declarations = ("define internal ptr @resolve() {\n  ret ptr null\n}\n@f = ifunc void (), ptr @resolve")
+    with pytest.raises(UnsupportedError, match=r"ifunc f \(its resolver would run"):
+        _compile(declarations, "  call void @f()")
+
+
+SIGMASK_THEN_SPIN = NVPTX.format(
+    declarations="declare i32 @pthread_sigmask(i32, ptr, ptr)",
+    body="  %rc = call i32 @pthread_sigmask(i32 0, ptr %out, ptr null)\n  br label %spin\nspin:\n"
+         "  %v = load volatile i32, ptr %out\n  br label %spin\nafter:",
+).replace("define void @k(ptr %out)", "define void @k(ptr %out, ptr %unused)")
+FORK = NVPTX.format(declarations="declare i32 @fork()", body="  %pid = call i32 @fork()\n  store i32 %pid, ptr %out")
+
+
+def _mneme(*args, env=None) -> tuple[subprocess.CompletedProcess, float]:
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "mneme", *map(str, args)], capture_output=True, text=True,
+                          timeout=180, env={**os.environ, **(env or {})})  # fmt: skip
+    return proc, time.monotonic() - start
+
+
+@pytest.mark.parametrize("ir, called", [(SIGMASK_THEN_SPIN, "pthread_sigmask"), (FORK, "fork")])
+def test_capture_refuses_a_kernel_calling_libc_by_name_at_once(tmp_path, ir, called):
+    (tmp_path / "k.ll").write_text(ir)
+    args = "  - {zeros: {dtype: int32, shape: [64]}}\n" * (2 if called == "pthread_sigmask" else 1)
+    (tmp_path / "k.yaml").write_text(f"ir: k.ll\nkernel: k\ngrid: 1\nblock: 1\nargs:\n{args}")
+    proc, seconds = _mneme("capture", tmp_path / "k.yaml", "-o", tmp_path / "out", "--backend", "host", "--timeout", 2)
+    assert proc.returncode != 0 and f"external function {called}" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and seconds < 90
+
+
+def test_replay_of_a_recording_whose_ir_was_replaced_refuses_it_by_name(tmp_path):
+    from kernel_timeout_cases import record
+
+    db = record(tmp_path, "host")
+    (module,) = [p for p in db.parent.iterdir() if p.suffix in (".ll", ".bc")]
+    # the issue's route: the database does not pin its IR's content; same kernel name and signature
+    module.write_text(SIGMASK_THEN_SPIN.replace("@k", "@spin_if_wide"))
+    proc, seconds = _mneme("replay", "-rdb", db, "--backend", "host", "--timeout", 2)
+    assert proc.returncode != 0 and "external function pthread_sigmask" in (proc.stdout + proc.stderr), proc.stderr
+    assert "Traceback" not in proc.stderr and seconds < 90
