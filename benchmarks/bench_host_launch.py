@@ -1,10 +1,11 @@
-"""Launch latency of the host backend on examples/saxpy: one block, and 1M elements.
+"""Launch latency of the host backend on examples/saxpy: one block, and 1M elements; and a kernel's load.
 
 Run: python benchmarks/bench_host_launch.py [--launches 2000]
 Prints the median and the minimum wall time of one `Device.launch` (what a caller waits for:
 with the sandbox, the round trip to the sandbox process included) for saxpy over 256 elements
 (one block of 256 threads) and over 1M elements (4096 blocks), with the sandbox process
-(the default) and without it (``MNEME_HOST_SANDBOX=0``, unsafe), each in a fresh process.
+(the default) and without it (``MNEME_HOST_SANDBOX=0``, unsafe), each in a fresh process; and the
+time `Device.load` takes (with the sandbox: the sandbox process's start).
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def measure(launches: int) -> dict[str, list[float]]:
         for p in (x, y):
             dev.map(p, 4 * n)
             dev.write(p, np.ones(n, np.float32).tobytes())
+        loads = []
+        for _ in range(20):  # with the sandbox: a fork, the object linked there, helpers, the filter
+            start = time.perf_counter()
+            dev.load(binary).close()
+            loads.append(time.perf_counter() - start)
+        found["load (a sandbox's start)"] = loads
         kernel = dev.load(binary)
         for label, count, grid in (("1 block (256 elements)", 256, 1), ("1M elements (4096 blocks)", n, n // 256)):
             args = struct.pack("<ifQQ", count, 2.0, x, y)

@@ -107,6 +107,21 @@ def _how(status: int) -> str:
     return f"exit code {os.WEXITSTATUS(status)}"
 
 
+#: sandbox processes killed and not reaped yet
+_ended: list[int] = []
+
+
+def _reap() -> None:
+    """Reap the sandbox processes killed so far that have ended (no waiting)."""
+    for pid in list(_ended):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _ended.remove(pid)
+
+
 class SandboxDied(Exception):
     """The sandbox process ended or stopped answering in the middle of a request; it is gone now."""
 
@@ -134,6 +149,7 @@ class Sandbox:
 
     # -- the process -------------------------------------------------------------------------------------
     def _start(self) -> None:
+        _reap()
         runtime.load()  # built and loaded before the fork: the child only calls it
         ours, theirs = socket.socketpair()
         parent = os.getpid()
@@ -203,8 +219,9 @@ class Sandbox:
                                      warp=number("warp", 64), globals={name: size for name, size in entries},
                                      checked=bool(hello.get("checked")))  # fmt: skip
 
-    def _kill(self) -> int | None:
-        """End the process (SIGKILL) and reap it; its exit status, or None when there was none."""
+    def _kill(self, status: bool = False) -> int | None:
+        """End the process (SIGKILL). With `status`, wait for it and return its exit status; else it is
+        reaped later (`_reap`): an address space takes milliseconds to tear down."""
         pid, self._pid = self._pid, 0
         if self._sock is not None:
             self._sock.close()
@@ -213,12 +230,16 @@ class Sandbox:
             return None
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+        if not status:
+            _ended.append(pid)
+            return None
         with contextlib.suppress(ChildProcessError):
             return os.waitpid(pid, 0)[1]
         return None
 
     def close(self) -> None:
         self._kill()
+        _reap()
 
     @property
     def pid(self) -> int:
@@ -292,7 +313,7 @@ class Sandbox:
                               f"{limits.variable('timeout_seconds')}); its sandbox process was killed",
                               "timeout") from None  # fmt: skip
         except (EOFError, ConnectionError, OSError):
-            status = self._kill()
+            status = self._kill(status=True)
             how = _how(status) if status is not None else "an unknown cause"
             raise SandboxDied(f"its sandbox process died ({how}): a crash in kernel code, or the memory cap",
                               "fault") from None  # fmt: skip
