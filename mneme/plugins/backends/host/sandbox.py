@@ -122,6 +122,13 @@ def _reap() -> None:
             _ended.remove(pid)
 
 
+def _ended_now(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG)[0] != 0
+    except ChildProcessError:
+        return True
+
+
 class SandboxDied(Exception):
     """The sandbox process ended or stopped answering in the middle of a request; it is gone now."""
 
@@ -248,6 +255,11 @@ class Sandbox:
 
     def _ensure(self) -> None:
         """A live process that sees today's device memory: started again if it died or predates a reservation."""
+        if self._pid and _ended_now(self._pid):  # between requests: PR_SET_PDEATHSIG (the thread that
+            self._pid = 0  # forked it ended), or someone else's kill; no kernel ran since its last answer
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
         if self._pid and self._generation != self.memory.generation:
             self._save_globals()
             self._kill()
