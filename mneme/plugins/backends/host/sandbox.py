@@ -176,16 +176,19 @@ class Sandbox:
         self.starts += 1
         try:
             hello = self._hello()
-        except SandboxDied as exc:
-            raise ExperimentError(f"kernel {self.kernel_name!r}: the host sandbox did not start: {exc}",
+            if "error" in hello:
+                raise ExperimentError(str(hello["error"])[:2000], kind="load")
+            self.info = self._info(hello)
+        except (SandboxDied, socket.timeout, EOFError, OSError) as exc:
+            status = self._kill(status=not isinstance(exc, socket.timeout))
+            why = str(exc) if isinstance(exc, SandboxDied) else (
+                f"no answer within {QUIET_SECONDS:g} s" if isinstance(exc, socket.timeout) else
+                f"it ended ({_how(status) if status is not None else 'unknown cause'})")  # fmt: skip
+            raise ExperimentError(f"kernel {self.kernel_name!r}: the host sandbox did not start: {why}",
                                   kind="load") from None  # fmt: skip
         except BaseException:
             self._kill()
             raise
-        if "error" in hello:
-            self._kill()
-            raise ExperimentError(str(hello["error"])[:2000], kind="load")
-        self.info = self._info(hello)
         self._global_index = {name: i for i, (name, _) in enumerate(hello["globals"])}
 
     def _hello(self) -> dict:
@@ -202,8 +205,7 @@ class Sandbox:
         if "error" not in hello:
             rc, text, _ = self._reply(deadline)  # "ready": the filter is on
             if rc:
-                self._kill()
-                raise SandboxDied(text, "load")
+                raise SandboxDied(str(text), "load")
         return hello
 
     def _info(self, hello: dict) -> host_image.KernelInfo:

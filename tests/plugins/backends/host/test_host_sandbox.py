@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from mneme.core.backend import get_backend
+from mneme.core.backend import DeviceBinary, get_backend
 from mneme.core.errors import ExperimentError
 from mneme.plugins.backends.host import sandbox
 
@@ -80,7 +80,7 @@ def _good_launch_works(device) -> None:
 
 PATCH_SCRIPT = CRAFT + textwrap.dedent('''
     import ctypes, struct, sys
-    from mneme.core.backend import get_backend
+    from mneme.core.backend import DeviceBinary, get_backend
     prot, marker = int(sys.argv[1]), sys.argv[2]
     libc = ctypes.CDLL(None)
     open64 = ctypes.cast(libc.open64, ctypes.c_void_p).value
@@ -352,3 +352,30 @@ def test_replay_of_a_recording_whose_ir_was_replaced_refuses_it_by_name(tmp_path
     proc, seconds = _mneme("replay", "-rdb", db, "--backend", "host", "--timeout", 2)
     assert proc.returncode != 0 and "external function pthread_sigmask" in (proc.stdout + proc.stderr), proc.stderr
     assert "Traceback" not in proc.stderr and seconds < 90
+
+
+def test_an_object_that_does_not_load_fails_its_load_and_the_process_goes_on(device):
+    junk = DeviceBinary(backend="host", arch=platform.machine(), kind="host-object", kernel_name="junk",
+                        data=b"\x7fELF" + bytes(60))  # fmt: skip
+    with pytest.raises(ExperimentError, match=r"kernel 'junk': (the host sandbox did not start|could not load)"):
+        device.load(junk)
+    _good_launch_works(device)
+
+
+COUNTER = (
+    "@g = global i32 0\n"
+    "@__mneme_globals = constant [1 x [2 x i64]] [[2 x i64] [i64 ptrtoint (ptr @g to i64), i64 4]]\n"
+    '@__mneme_global_names = constant [2 x i8] c"g\\00"'
+)
+
+
+def test_device_globals_keep_their_values_when_the_sandbox_starts_again(device):
+    kernel = device.load(crafted(  # noqa: F821
+        "  %v = load i32, ptr @g\n  store i32 %v, ptr %out\n  %n = add i32 %v, 1\n  store i32 %n, ptr @g", COUNTER))
+    device.write_global(kernel, "g", struct.pack("<i", 5))
+    _launch(device, kernel)
+    assert struct.unpack("<i", device.read(BASE, 4)) == (5,)
+    device.reserve(BASE + (64 << 20), 1 << 20)  # the next request starts a new sandbox process
+    _launch(device, kernel)
+    assert struct.unpack("<i", device.read(BASE, 4)) == (6,) and kernel.sandbox.starts == 2
+    assert device.read_global(kernel, "g", 4) == struct.pack("<i", 7)
