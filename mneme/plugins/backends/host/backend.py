@@ -15,7 +15,6 @@ import llvmlite
 from mneme.core import envvars, ir, pipeline
 from mneme.core.backend import (
     Availability,
-    check_cache_state,
     Backend,
     Device,
     DeviceBinary,
@@ -23,6 +22,7 @@ from mneme.core.backend import (
     LoadedKernel,
     Resources,
     backend_for_arch,
+    check_cache_state,
 )
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import dim3

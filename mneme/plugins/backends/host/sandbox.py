@@ -25,6 +25,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 import warnings
 from typing import Any
@@ -152,7 +153,9 @@ class Sandbox:
         self._written: dict[int, bytes] = {}  # last bytes written to each global, for a restart
         self._bounds = b""
         self.starts = 0
-        self._start()
+        self._lock = threading.RLock()  # one request at a time on the socket, whichever thread asks
+        with self._lock:
+            self._start()
 
     # -- the process -------------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -184,6 +187,9 @@ class Sandbox:
             why = str(exc) if isinstance(exc, SandboxDied) else (
                 f"no answer within {QUIET_SECONDS:g} s" if isinstance(exc, socket.timeout) else
                 f"it ended ({_how(status) if status is not None else 'unknown cause'})")  # fmt: skip
+            if "seccomp" in why:  # this kernel or container has no seccomp filters
+                why += (f"; the host backend runs recorded kernels only under one (set {ENV}=0 to run them in this "
+                        "process without isolation, only for recordings you trust: docs/security.md)")
             raise ExperimentError(f"kernel {self.kernel_name!r}: the host sandbox did not start: {why}",
                                   kind="load") from None  # fmt: skip
         except BaseException:
@@ -247,7 +253,8 @@ class Sandbox:
         return None
 
     def close(self) -> None:
-        self._kill()
+        with self._lock:
+            self._kill()
         _reap()
 
     @property
@@ -348,17 +355,19 @@ class Sandbox:
         seconds = host_limits.timeout_seconds()
         request = LAUNCH.pack(*grid, *block, shared_bytes, frame_bytes, mode, int(checked)) + bytes(args)
         try:
-            self._ensure()
-            rc, text, elapsed = self._call(OP_LAUNCH, request, seconds=seconds)
+            with self._lock:
+                self._ensure()
+                rc, text, elapsed = self._call(OP_LAUNCH, request, seconds=seconds)
         except SandboxDied as exc:
             return 1, str(exc), 0.0
         return (1, text or "failed (the sandbox gave no reason)", 0.0) if rc else (0, "", elapsed / 1e9)
 
     def set_bounds(self, entries: list[tuple[int, int, int]]) -> None:
         """The runtime's table of buffers and slacks for the read checks (empty: none)."""
-        self._bounds = b"".join(struct.pack("=QQQ", *entry) for entry in entries)
-        if self._pid:
-            self._request(OP_BOUNDS, self._bounds)
+        with self._lock:
+            self._bounds = b"".join(struct.pack("=QQQ", *entry) for entry in entries)
+            if self._pid:
+                self._request(OP_BOUNDS, self._bounds)
 
     def write_global(self, name: str, data: bytes) -> None:
         index = self._index(name)
@@ -384,7 +393,8 @@ class Sandbox:
 
     def _request(self, op: int, payload: bytes = b"", **kw: Any) -> tuple[int, Any, int]:
         try:
-            self._ensure()
-            return self._call(op, payload, **kw)
+            with self._lock:
+                self._ensure()
+                return self._call(op, payload, **kw)
         except SandboxDied as exc:
             raise ExperimentError(f"kernel {self.kernel_name!r}: {exc}", kind=exc.kind) from None
