@@ -393,3 +393,26 @@ def test_device_globals_keep_their_values_when_the_sandbox_starts_again(device):
     _launch(device, kernel)
     assert struct.unpack("<i", device.read(BASE, 4)) == (6,) and kernel.sandbox.starts == 2
     assert device.read_global(kernel, "g", 4) == struct.pack("<i", 7)
+
+
+PATH_CONSTANT = '@path = constant [12 x i8] c"/etc/passwd\\00"'
+
+
+@pytest.mark.parametrize("call, declaration, refused", [
+    ("call i32 (ptr, i32, ...) @open(ptr @path, i32 0)", "declare i32 @open(ptr, i32, ...)\n" + PATH_CONSTANT, "openat"),
+    ("call i32 @socket(i32 2, i32 1, i32 0)", "declare i32 @socket(i32, i32, i32)", "socket"),
+    ("call i32 @kill(i32 {parent}, i32 0)", "declare i32 @kill(i32, i32)", "kill"),
+    ("call i64 @ptrace(i32 0, i32 0, ptr null, ptr null)", "declare i64 @ptrace(i32, i32, ptr, ptr)", "ptrace"),
+    ("call i32 @execve(ptr @path, ptr null, ptr null)", "declare i32 @execve(ptr, ptr, ptr)\n" + PATH_CONSTANT,
+     "execve"),
+    ("call ptr @mmap(ptr null, i64 4096, i32 7, i32 34, i32 -1, i64 0)",
+     "declare ptr @mmap(ptr, i64, i32, i32, i32, i64)", "mmap"),
+    ("call i64 @write(i32 0, ptr @path, i64 4)", "declare i64 @write(i32, ptr, i64)\n" + PATH_CONSTANT, "write"),
+    ("call i64 @read(i32 0, ptr %out, i64 4)", "declare i64 @read(i32, ptr, i64)", "read"),
+])  # fmt: skip
+def test_each_call_outside_the_filter_fails_the_launch_naming_it(device, call, declaration, refused):
+    body = "  %r = " + call.format(parent=os.getpid())
+    kernel = device.load(crafted(body, declaration))  # noqa: F821
+    with pytest.raises(ExperimentError, match=rf"forbidden system call \d+ \({refused}\)"):
+        _launch(device, kernel)
+    _good_launch_works(device)
