@@ -67,8 +67,8 @@ def check_supported() -> None:
 
 def worker_threads() -> int:
     """Threads a sandbox runs blocks on: ``MNEME_HOST_THREADS``, else the CPUs this process may use."""
-    text = os.environ.get("MNEME_HOST_THREADS", "")
-    if text.isdigit() and int(text) > 0:
+    text = envvars.get("MNEME_HOST_THREADS") or ""
+    if text.isdigit() and int(text) > 0:  # as the runtime reads it: anything else is the default
         return min(int(text), 256)
     try:
         return max(1, min(len(os.sched_getaffinity(0)), 256))
