@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
-import logging
 import os
 import platform
 import signal
@@ -35,8 +34,6 @@ from mneme.core.errors import ExperimentError, MnemeError
 from mneme.plugins.backends.host import image as host_image
 from mneme.plugins.backends.host import limits as host_limits
 from mneme.plugins.backends.host import runtime
-
-log = logging.getLogger(__name__)
 
 ENV = "MNEME_HOST_SANDBOX"
 #: requests of runtime_parts/serve.inc (mn_request, mn_reply, mn_launch_request)
@@ -103,8 +100,10 @@ def _child(sock: socket.socket, data: bytes, kernel_name: str, parent: int) -> N
 def _how(status: int) -> str:
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
-        return f"signal {name}"
+        try:
+            return f"signal {signal.Signals(sig).name}"
+        except ValueError:
+            return f"signal {sig}"
     return f"exit code {os.WEXITSTATUS(status)}"
 
 
