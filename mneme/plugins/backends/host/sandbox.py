@@ -20,6 +20,7 @@ import ctypes
 import json
 import os
 import platform
+import queue
 import signal
 import socket
 import struct
@@ -27,7 +28,7 @@ import sys
 import threading
 import time
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from mneme.core import envvars, limits
 from mneme.core.errors import ExperimentError, MnemeError
@@ -107,6 +108,55 @@ def _how(status: int) -> str:
     return f"exit code {os.WEXITSTATUS(status)}"
 
 
+class _Forker:
+    """The thread that forks every sandbox process, alive as long as this process.
+
+    A sandbox dies with the thread that forked it (PR_SET_PDEATHSIG names a thread), which is what
+    ends it when a supervisor kills this process in the middle of a launch; a sandbox forked by a
+    short-lived thread of the caller would die with that thread instead.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._requests: queue.SimpleQueue = queue.SimpleQueue()
+        self._owner = 0  # the process whose thread it is (a forked copy of this process has none)
+
+    def fork(self, child: Callable[[], None]) -> int:
+        """Fork on the forking thread; `child` runs in the new process and must not return. Returns its pid."""
+        with self._lock:
+            if self._owner != os.getpid():
+                self._requests = queue.SimpleQueue()
+                threading.Thread(target=self._serve, args=(self._requests,), name="mneme-sandbox-fork",
+                                 daemon=True).start()  # fmt: skip
+                self._owner = os.getpid()
+            reply: queue.SimpleQueue = queue.SimpleQueue()
+            self._requests.put((child, reply))
+        answer = reply.get()
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    @staticmethod
+    def _serve(requests: queue.SimpleQueue) -> None:
+        while True:
+            child, reply = requests.get()
+            try:
+                with warnings.catch_warnings():  # a process with threads: the child runs only `child`, then C
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    pid = os.fork()
+            except OSError as exc:
+                reply.put(exc)
+                continue
+            if pid == 0:
+                try:
+                    child()
+                finally:
+                    os._exit(1)
+            reply.put(pid)
+
+
+_forker = _Forker()
+
 #: sandbox processes killed and not reaped yet
 _ended: list[int] = []
 
@@ -164,15 +214,11 @@ class Sandbox:
         parent = os.getpid()
         sys.stdout.flush()
         sys.stderr.flush()
-        with warnings.catch_warnings():  # a process with threads: the child runs only this module, then C
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:
-            try:
-                _child(theirs, self.data, self.kernel_name, parent)
-            finally:
-                os._exit(1)
-        theirs.close()
+        data, name = self.data, self.kernel_name
+        try:
+            pid = _forker.fork(lambda: _child(theirs, data, name, parent))
+        finally:
+            theirs.close()
         self._pid, self._sock = pid, ours
         self._generation, self._mapped_generation = self.memory.generation, self.memory.mapped_generation
         self.starts += 1

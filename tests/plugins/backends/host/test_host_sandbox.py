@@ -416,3 +416,19 @@ def test_each_call_outside_the_filter_fails_the_launch_naming_it(device, call, d
     with pytest.raises(ExperimentError, match=rf"forbidden system call \d+ \({refused}\)"):
         _launch(device, kernel)
     _good_launch_works(device)
+
+
+def test_a_kernel_loaded_by_a_thread_that_ended_keeps_its_sandbox(device):
+    # the sandbox dies with the thread that forked it (PR_SET_PDEATHSIG): Mneme forks from its own
+    # long-lived thread, so a caller's short-lived thread does not take the sandbox with it
+    import threading
+
+    loaded = {}
+    thread = threading.Thread(target=lambda: loaded.setdefault("kernel", device.load(crafted(STORE_42))))  # noqa: F821
+    thread.start()
+    thread.join()
+    kernel = loaded["kernel"]
+    time.sleep(0.5)
+    device.write(BASE, bytes(4))
+    _launch(device, kernel)
+    assert struct.unpack("<i", device.read(BASE, 4)) == (42,) and kernel.sandbox.starts == 1
