@@ -31,6 +31,7 @@ from typing import Any
 
 import attrs
 
+from mneme.core import limits
 from mneme.core.errors import FormatError, UsageError
 
 log = logging.getLogger(__name__)
@@ -125,12 +126,7 @@ def write_snapshot(path: str | os.PathLike, snap: OriginalSnapshot) -> None:
 def read_database(path: str | os.PathLike) -> dict[str, Any]:
     """The original's database JSON, checked for the keys its reader needs."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FormatError(path, "recording database not found") from None
-    except (OSError, ValueError) as exc:
-        raise FormatError(path, f"not a JSON recording database: {exc}") from exc
+    data = limits.load_json(limits.read_text(path, "recording database"), path)
     if not isinstance(data, dict) or not is_original_database(data):
         raise FormatError(path, "not a database of the original Mneme: it needs "
                           f"{', '.join(REQUIRED_KEYS)} and no SchemaVersion")  # fmt: skip
@@ -348,8 +344,8 @@ def import_folder(folder: str | os.PathLike, out: str | os.PathLike, **options: 
     found = []
     for path in sorted(Path(folder).glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = limits.load_json(limits.read_text(path, "recording database"), path)
+        except FormatError:
             continue
         if isinstance(data, dict) and is_original_database(data):
             found.append(import_original(path, out, **options))

@@ -223,8 +223,11 @@ def _json_default(value: Any) -> Any:
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
 @click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
 @click.option("--device", "device_id", default=0, show_default=True, help="Device index.")
+@click.option("--allow-files-outside", is_flag=True,
+              help="Let `file:` inputs of SPEC read files outside SPEC's folder (absolute paths, ../); "
+                   "by default a description reads only files in its folder.")
 @limits.timeout_option
-def capture_command(spec: str, out: str, backend: str | None, device_id: int) -> None:
+def capture_command(spec: str, out: str, backend: str | None, device_id: int, allow_files_outside: bool) -> None:
     """Capture a kernel launch described in SPEC (YAML/JSON) into a recording database.
 
     SPEC names the IR (`ir`), the `kernel`, `grid`, `block`, optional `shared_mem`, and
@@ -240,7 +243,8 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
     from mneme.core import isolation
 
     # the kernel runs in a restricted child process (docs/security.md)
-    path = isolation.run_isolated(lambda: capture.capture_spec(spec, out, backend=backend, device_id=device_id),
+    path = isolation.run_isolated(lambda: capture.capture_spec(spec, out, backend=backend, device_id=device_id,
+                                                              allow_files_outside=allow_files_outside),
                                   "capture")
     _console().print(f"captured into [bold]{path}[/]; replay it with: mneme replay -rdb {path}", soft_wrap=True)
 
