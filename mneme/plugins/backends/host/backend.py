@@ -530,4 +530,4 @@ class HostDevice(Device):
         addr, held = self._global(kernel, name)
         if size > held:
             raise MnemeError(f"device global {name!r} holds {held} bytes; asked for {size}")
-        return ctypes.string_at(addr, size)
+        return memory.read_bytes(addr, size)  # any size: string_at takes a C int
