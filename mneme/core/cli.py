@@ -12,6 +12,7 @@ from mneme.core import plugins
 from mneme.core.errors import MnemeError
 from mneme.core.logs import configure as configure_logging
 from mneme.core.logs import make_console
+from mneme.core.printable import printable
 
 console = make_console()
 err_console = make_console(stderr=True)
@@ -72,9 +73,11 @@ class PluginGroup(click.Group):
 def _report(exc: BaseException) -> None:
     """One line for an error: a MnemeError's message, or what went wrong unexpectedly."""
     if isinstance(exc, MnemeError):
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        # a message may quote names from a recording: control characters escaped, lines kept apart by indent
+        text = "\n  ".join(printable(line) for line in str(exc).split("\n"))
+        err_console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
         return
-    text = " ".join(str(exc).split())[:300].encode("utf-8", "backslashreplace").decode("utf-8")
+    text = printable(" ".join(str(exc).split())[:300].encode("utf-8", "backslashreplace").decode("utf-8"))
     err_console.print(f"error: unexpected {type(exc).__name__}: {text} (run with --debug for the traceback)",
                       highlight=False, soft_wrap=True, markup=False)
 

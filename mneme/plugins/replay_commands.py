@@ -21,6 +21,7 @@ from mneme.core import params
 from mneme.core.errors import (EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, FormatError, MnemeError,
                                UsageError)
 from mneme.core.hookspecs import hookimpl
+from mneme.core.printable import markup
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ def result_table(result: ExperimentResult, config: ExperimentConfiguration, titl
     table.add_column("value", overflow="fold")
     for label, value in result_rows(result, config, baseline, app_times, app_timer, assembler):
         style = "red" if (label in ("verified", "failed", "mismatch") and result.failed) else None
-        table.add_row(label, value, style=style)
+        table.add_row(label, markup(value), style=style)  # values hold names from the recording
     return table
 
 
@@ -328,7 +329,7 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
         click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
                                baseline=baseline, app_times=app_times, app_timer=app_timer, assembler=assembler))  # fmt: skip
     else:
-        _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline, app_times,
+        _console().print(result_table(result, config, markup(f"{kernel} [{instance}] ({mode})"), baseline, app_times,
                                       app_timer, assembler))  # fmt: skip
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
