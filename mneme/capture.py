@@ -35,7 +35,7 @@ from mneme import capture_layout as layout
 from mneme.capture_layout import Buffer, Field, Pointer, Struct
 from mneme.capture_spec import build_args, build_globals, files_outside, load_spec, read_description
 from mneme.core import fsutil
-from mneme.core.errors import ExperimentError, FormatError, MnemeError, UsageError
+from mneme.core.errors import ExperimentError, FormatError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.launching import LaunchAttributes, cluster_misfit
 from mneme.core.types import ExperimentConfiguration, dim3
 
@@ -434,6 +434,15 @@ def _capture_spec(spec_path: Path, out: str | os.PathLike, backend: str | None, 
         )  # fmt: skip
     except layout.DescriptionError as exc:
         raise FormatError(spec_path, exc.detail, field=exc.field) from None
+    except ExperimentError as exc:
+        if exc.kind != "invalid":  # a launch that ran and failed is not the description's fault
+            raise
+        raise FormatError(spec_path, f"{exc}; the launch this description asks for cannot run",
+                          field="grid/block") from None
+    except (UnsupportedError, IRError) as exc:  # the kernel's IR, refused before it ran
+        if isinstance(exc, FormatError):
+            raise
+        raise FormatError(spec_path, str(exc), field="ir") from None
 
 
 __all__ = ["capture", "capture_spec", "load_spec", "build_args", "pack_scalar", "Buffer", "Pointer", "Struct", "Field",
