@@ -205,6 +205,15 @@ _NoAliasLoader = _LazyLoader()
 def read_text(path: os.PathLike | str, what: str = "file", *, limit_name: str = "text_bytes") -> str:
     """A regular file's UTF-8 text, refusing FIFOs, devices and files over the limit `limit_name`
     (text_bytes) before reading (a FIFO would block, /dev/zero would never end)."""
+    data = read_bytes(path, what, limit_name=limit_name)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(path, f"is not UTF-8 text: {exc}") from None
+
+
+def read_bytes(path: os.PathLike | str, what: str = "file", *, limit_name: str = "text_bytes") -> bytes:
+    """A regular file's bytes, refusing FIFOs, devices and files over the limit `limit_name` before reading."""
     import stat
 
     try:
@@ -229,10 +238,7 @@ def read_text(path: os.PathLike | str, what: str = "file", *, limit_name: str = 
         if fd >= 0:
             os.close(fd)
     check(limit_name, len(data), f"{path}: the {what}'s size")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FormatError(path, f"is not UTF-8 text: {exc}") from None
+    return data
 
 
 def set_timeout(seconds: float) -> None:
