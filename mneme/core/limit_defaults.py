@@ -12,7 +12,7 @@ DEFAULTS: dict[str, int] = {
     "text_bytes": 64 << 20,       # a JSON/YAML description or recording database read into memory
     "space_bytes": 1 << 20,       # a search space file (YAML costs ~300 bytes of memory per byte read)
     "json_depth": 64,             # nesting of a JSON/YAML document
-    "yaml_nodes": 1_000_000,      # scalars, lists and mappings of one YAML document
+    "json_nodes": 1_000_000,      # values, lists and objects of one JSON/YAML document
     "value_chars": 1 << 16,       # a string or list a constraint computes, at every step
     "ir_bytes": 256 << 20,        # one LLVM IR file (text or bitcode) read before parsing
     "compile_seconds": 300,       # one variant's compilation (IR to machine code), killed past it

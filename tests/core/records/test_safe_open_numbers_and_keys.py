@@ -54,8 +54,8 @@ def test_a_capture_description_with_a_duplicate_key_or_a_non_finite_number_is_re
 
 
 def test_a_yaml_document_with_more_nodes_than_the_limit_is_refused_while_it_is_read(tmp_path, monkeypatch):
-    monkeypatch.setenv("MNEME_LIMIT_YAML_NODES", "1000")
-    with pytest.raises(LimitError, match="MNEME_LIMIT_YAML_NODES"):
+    monkeypatch.setenv("MNEME_LIMIT_JSON_NODES", "1000")
+    with pytest.raises(LimitError, match="MNEME_LIMIT_JSON_NODES"):
         limits.load_yaml("values: [" + ", ".join(["1"] * 2000) + "]\n", "x.yaml")
     assert len(limits.load_yaml("values: [" + ", ".join(["1"] * 900) + "]\n", "x.yaml")["values"]) == 900
 
@@ -68,3 +68,13 @@ def test_yaml_nesting_is_bounded_while_it_is_composed_not_after(monkeypatch):
 
 def test_json_floats_that_are_finite_still_read():
     assert limits.load_json(json.dumps({"a": [1.5, -2e300, 0.0]}), "x.json") == {"a": [1.5, -2e300, 0.0]}
+
+
+def test_a_json_document_with_more_values_than_the_limit_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    rec = make_recording(tmp_path / "db")
+    data = json.loads(rec.path.read_text())
+    data["padding"] = [[]] * 5000  # 10 000 values: ~30x their text in Python objects if parsed
+    rec.path.write_text(json.dumps(data))
+    monkeypatch.setenv("MNEME_LIMIT_JSON_NODES", "5000")
+    with pytest.raises(LimitError, match="json_nodes=5000.*MNEME_LIMIT_JSON_NODES"):
+        RecordedExecution.from_json(rec.path)
