@@ -14,7 +14,7 @@ DEFAULTS: dict[str, int] = {
     "json_depth": 64,             # nesting of a JSON/YAML document
     "json_nodes": 1_000_000,      # values, lists and objects of one JSON/YAML document
     "value_chars": 1 << 16,       # a string or list a constraint computes, at every step
-    "ir_bytes": 256 << 20,        # one LLVM IR file (text or bitcode) read before parsing
+    "ir_bytes": 64 << 20,         # one LLVM IR module (text or bitcode), before it is parsed (~50x in memory)
     "compile_seconds": 300,       # one variant's compilation (IR to machine code), killed past it
     "timeout_seconds": 600,       # one kernel run (replay, capture, tuning); --timeout changes it
 }
