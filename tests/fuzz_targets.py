@@ -17,7 +17,7 @@ from mneme.core.errors import MnemeError
 
 #: Lower limits while a target runs (restored after, so other tests in the process see the defaults).
 LIMITS = {"MNEME_LIMIT_BUFFER_BYTES": str(1 << 20), "MNEME_LIMIT_TEXT_BYTES": str(1 << 20),
-          "MNEME_LIMIT_PARAM_VALUES": "10000", "MNEME_LIMIT_JSON_NODES": "5000", "MNEME_LIMIT_VALUE_CHARS": "4096",
+          "MNEME_LIMIT_PARAM_VALUES": "10000", "MNEME_LIMIT_JSON_NODES": "200", "MNEME_LIMIT_VALUE_CHARS": "4096",
           "MNEME_LIMIT_SPACE_BYTES": str(64 << 10)}
 
 
