@@ -79,3 +79,10 @@ def test_a_large_zstd_chunk_reads_back_exactly_when_it_is_honest(tmp_path, monke
     with Snapshot.open(path) as snap:
         snap.verify()
         assert snap.read_region(ADDR) == data
+
+
+def test_an_lz4_chunk_larger_than_one_lz4_block_can_be_is_corrupt_when_opened(tmp_path, monkeypatch):
+    path = tmp_path / "p.mneme"  # 3 GiB: liblz4 takes sizes as C ints, so no LZ4 block decodes to it
+    _write(path, 3 << 30, ENC_LZ4, b"\x1f" + b"\0" * (16 << 20), monkeypatch)
+    with pytest.raises(CorruptFileError, match="larger than one LZ4 block"):
+        Snapshot.open(path)
