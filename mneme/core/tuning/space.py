@@ -413,6 +413,8 @@ def load_space(spec: str, recording: Any, instance: Any, options: Mapping[str, A
         if not code:
             raise UsageError(f"{spec!r} names Python code; a file or a stored study may name only a built-in space "
                              "or a YAML/JSON space file. Give code explicitly: --space path.py:ClassName")
+        if ".py:" not in spec:
+            raise UsageError(f"{spec!r}: name the space's class too, as path.py:ClassName")
         path, _, cls_name = spec.rpartition(":")
         cls = _load_class(Path(path), cls_name)
         return cls.from_recording(recording, instance, **options)
