@@ -31,6 +31,7 @@ import attrs
 
 from mneme.compat import original_snapshot as snapshots
 from mneme.compat.original_snapshot import OriginalSnapshot, read_snapshot, write_snapshot
+from mneme.core import limits
 from mneme.core.errors import FormatError, UsageError
 
 log = logging.getLogger(__name__)
@@ -58,12 +59,7 @@ def is_original_database(data: Mapping[str, Any]) -> bool:
 def read_database(path: str | os.PathLike) -> dict[str, Any]:
     """The original's database JSON, checked for the keys its reader needs."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FormatError(path, "recording database not found") from None
-    except (OSError, ValueError) as exc:
-        raise FormatError(path, f"not a JSON recording database: {exc}") from exc
+    data = limits.load_json(limits.read_text(path, "recording database"), path)
     if not isinstance(data, dict) or not is_original_database(data):
         raise FormatError(path, f"not a database of the original Mneme: it needs {', '.join(REQUIRED_KEYS)} "
                           f"and none of the keys only Mneme writes ({', '.join(MNEME_ONLY_KEYS)})")  # fmt: skip
@@ -406,8 +402,8 @@ def import_folder(folder: str | os.PathLike, out: str | os.PathLike, **options: 
     found = []
     for path in sorted(Path(folder).glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = limits.load_json(limits.read_text(path, "recording database"), path)
+        except FormatError:
             continue
         if isinstance(data, dict) and is_original_database(data):
             found.append(import_original(path, out, **options))

@@ -326,9 +326,12 @@ def mneme_database(fn: str | os.PathLike) -> Path:
     path = Path(fn)
     if path.is_dir():
         return path
+    from mneme.core import limits
+    from mneme.core.errors import MnemeError
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = limits.load_json(limits.read_text(path, "recording database"), path)
+    except MnemeError:
         return path  # the core's reader reports what is wrong with it
     if not (isinstance(data, dict) and fmt.is_original_database(data)):
         return path

@@ -21,6 +21,7 @@ from mneme.core import params
 from mneme.core.errors import (EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, FormatError, MnemeError,
                                UsageError)
 from mneme.core.hookspecs import hookimpl
+from mneme.core.printable import markup
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ def result_table(result: ExperimentResult, config: ExperimentConfiguration, titl
     table.add_column("value", overflow="fold")
     for label, value in result_rows(result, config, baseline, app_times, app_timer, assembler):
         style = "red" if (label in ("verified", "failed", "mismatch") and result.failed) else None
-        table.add_row(label, value, style=style)
+        table.add_row(label, markup(value), style=style)  # values hold names from the recording
     return table
 
 
@@ -223,8 +224,11 @@ def _json_default(value: Any) -> Any:
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
 @click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
 @click.option("--device", "device_id", default=0, show_default=True, help="Device index.")
+@click.option("--allow-files-outside", is_flag=True,
+              help="Let `file:` inputs of SPEC read files outside SPEC's folder (absolute paths, ../); "
+                   "by default a description reads only files in its folder.")
 @limits.timeout_option
-def capture_command(spec: str, out: str, backend: str | None, device_id: int) -> None:
+def capture_command(spec: str, out: str, backend: str | None, device_id: int, allow_files_outside: bool) -> None:
     """Capture a kernel launch described in SPEC (YAML/JSON) into a recording database.
 
     SPEC names the IR (`ir`), the `kernel`, `grid`, `block`, optional `shared_mem`, and
@@ -240,7 +244,8 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
     from mneme.core import isolation
 
     # the kernel runs in a restricted child process (docs/security.md)
-    path = isolation.run_isolated(lambda: capture.capture_spec(spec, out, backend=backend, device_id=device_id),
+    path = isolation.run_isolated(lambda: capture.capture_spec(spec, out, backend=backend, device_id=device_id,
+                                                              allow_files_outside=allow_files_outside),
                                   "capture")
     _console().print(f"captured into [bold]{path}[/]; replay it with: mneme replay -rdb {path}", soft_wrap=True)
 
@@ -324,7 +329,7 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
         click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
                                baseline=baseline, app_times=app_times, app_timer=app_timer, assembler=assembler))  # fmt: skip
     else:
-        _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline, app_times,
+        _console().print(result_table(result, config, markup(f"{kernel} [{instance}] ({mode})"), baseline, app_times,
                                       app_timer, assembler))  # fmt: skip
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")

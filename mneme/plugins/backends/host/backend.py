@@ -547,7 +547,7 @@ class HostDevice(Device):
         if kernel.sandbox is not None:
             return kernel.sandbox.read_global(name, size)
         addr, _ = self._global(kernel, name)
-        return ctypes.string_at(addr, size)
+        return memory.read_bytes(addr, size)  # any size: string_at takes a C int
 
 
 _warned = False

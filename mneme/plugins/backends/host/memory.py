@@ -170,7 +170,7 @@ class AddressSpace:
 
     def read(self, addr: int, size: int) -> bytes:
         self._check(addr, size, "read")
-        return ctypes.string_at(addr, size) if size else b""
+        return read_bytes(addr, size)
 
     def copy(self, dst: int, src: int, size: int) -> None:
         self._check(src, size, "read")
@@ -187,3 +187,18 @@ class AddressSpace:
         for start, end in self._regions:
             _libc.munmap(start, end - start)
         self._regions.clear()
+
+
+#: ctypes.string_at takes its size as a C int: it fails on 2 GiB and more ("Negative size").
+_STRING_AT_MAX = (1 << 31) - 1
+
+
+def read_bytes(addr: int, size: int) -> bytes | bytearray:
+    """`size` bytes of this process's memory at `addr`, for any size (a bytearray from 2 GiB on)."""
+    if size <= 0:
+        return b""
+    if size <= _STRING_AT_MAX:
+        return ctypes.string_at(addr, size)
+    out = bytearray(size)
+    ctypes.memmove((ctypes.c_char * size).from_buffer(out), addr, size)  # memmove's size is a size_t
+    return out
