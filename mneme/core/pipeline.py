@@ -2,7 +2,8 @@
 
 `preprocess` clones the module and runs the IR transforms (plugins of kind "transform")
 that the configuration enables, in their `order`, each updating the variant hash. `optimize`
-runs an LLVM pipeline (`default<O3>` or an explicit pass sequence from `PASSES`) in place, with
+runs an LLVM pipeline (`default<O3>`, a sequence of `PASSES`, or any pipeline text LLVM's own parser
+accepts, `function(loop-mssa(licm)),gvn<no-pre>`: see `mneme.core.pass_registry`) in place, with
 the target machine the backend gives. Code generation is the backend's (`Backend.compile`);
 `mneme.core.build.compile` runs the stages through the build cache.
 """
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 import attrs
 import llvmlite.binding as llvm
 
-from mneme.core import ir, plugins, targets
+from mneme.core import ir, pass_registry, plugins, targets
 from mneme.core.errors import IRError, UsageError
 from mneme.core.passes import PASSES  # apart, so that listing the passes loads no LLVM
 from mneme.core.types import ExperimentConfiguration
@@ -166,25 +167,31 @@ _DEFAULT_INLINING_THRESHOLD = 225
 
 @attrs.frozen
 class Pipeline:
-    """A parsed optimization pipeline: `default<Ox>` (level) or an explicit pass sequence."""
+    """A parsed optimization pipeline: `default<Ox>` (level), a sequence of `PASSES`, or LLVM pipeline text."""
 
     level: str | None = None  # "0".."3", "s", "z"
     passes: tuple[str, ...] = ()
+    text: str | None = None  # LLVM's own syntax, checked by LLVM's parser (adaptors, parameters)
 
     @property
     def empty(self) -> bool:
-        return self.level is None and not self.passes
+        return self.level is None and not self.passes and not self.text
 
     def __str__(self) -> str:
         if self.level is not None:
             return f"default<O{self.level}>"
+        if self.text is not None:
+            return self.text
         return ",".join(self.passes)
 
 
 def parse_pipeline(text: str) -> Pipeline:
     """Parse `default<O3>` (or `O3`, `Os`, `Oz`), a comma-separated pass list, or "" (no passes).
 
-    An unknown pass raises `UsageError` listing the known ones.
+    A list of `PASSES` names runs through llvmlite's pass methods; any other text is LLVM's
+    pipeline syntax (every pass LLVM registers, adaptors such as `function(...)`, parameters
+    such as `simplifycfg<bonus-inst-threshold=4>`), which LLVM's parser checks here. What it
+    refuses raises `UsageError` with LLVM's reason and the known simple names.
     """
     text = (text or "").strip()
     if not text:
@@ -194,6 +201,14 @@ def parse_pipeline(text: str) -> Pipeline:
         return Pipeline(level=match.group(1) or match.group(2))
     names = [p.strip() for p in text.split(",")]
     unknown = [p for p in names if p not in PASSES]
+    if unknown and all(names) and pass_registry.available():
+        try:
+            pass_registry.check_pipeline(text)
+        except UsageError as exc:
+            raise UsageError(f"{exc}; use default<O0|O1|O2|O3|Os|Oz>, LLVM's pipeline syntax (`mneme ir passes "
+                             "--llvm` lists LLVM's passes) or a comma-separated list of: "
+                             f"{', '.join(sorted(PASSES))}") from None  # fmt: skip
+        return Pipeline(text=text)
     if unknown or not all(names):
         bad = ", ".join(repr(p) for p in unknown) or "an empty pass name"
         raise UsageError(
@@ -275,6 +290,9 @@ def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, machine: l
         with _inline_lock:  # the inliner reads the threshold when the pipeline is built
             _inline_option(config, pipeline)
             pm = pb.getModulePassManager()
+    elif pipeline.text is not None:
+        pm = llvm.create_new_module_pass_manager()
+        pass_registry.parse_into(pb, pm, pipeline.text)
     else:
         pm = llvm.create_new_module_pass_manager()
         for name in pipeline.passes:
