@@ -327,13 +327,13 @@ class PipelineManager:
 
         Consecutive passes of one level share their adaptors:
         `[instcombine, licm, gvn]` -> `function<eager-inv>(instcombine,loop-mssa(licm),gvn)`.
-        A plain string is taken as a function pass, as LLVM infers for a bare name.
+        A plain string is a pass in LLVM's syntax (`gvn<no-pre>`), placed by its registered level.
         """
         out: list[str] = []
         open_path: tuple[str, ...] = ()
         first = True
         for item in passes:
-            level = item.level() if hasattr(item, "level") else PassLevel.FUNCTION
+            level = item.level() if hasattr(item, "level") else _level_of(str(item))
             path = _ADAPTORS.get(PassLevel(level))
             if path is None:
                 raise UsageError(f"pass {item} has no known level ({level!r}); it cannot be placed in a pipeline")
@@ -348,6 +348,16 @@ class PipelineManager:
             open_path, first = path, False
         out.append(")" * len(open_path))
         return "".join(out)
+
+
+def _level_of(text: str) -> PassLevel:
+    name = text.split("<")[0].strip()
+    if name in _NEEDS_MEMORY_SSA:
+        return PassLevel.LOOPMSSA
+    for pass_name, _params, level in _all_registered():  # the outermost level a name is registered at
+        if pass_name == name:
+            return _LEVEL_OF_SECTION[level]
+    raise UsageError(f"Unknown pass {name!r}: LLVM registers no such pass (`mneme ir passes --llvm` lists them)")
 
 
 def _all_registered() -> list[tuple[str, str, str]]:
