@@ -153,6 +153,7 @@ def preprocess(
 # -- optimization pipelines --------------------------------------------------------------------
 
 
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9-]+$")  # a pass name alone, no adaptor or parameters
 _DEFAULT = re.compile(r"^default<O([0-3sz])>$|^O([0-3sz])$")
 # llvmlite 0.50 builds LLVM's per-module default pipeline from a speed level only; Os and Oz
 # are that of O2 with unrolling and vectorization off and LLVM's size inlining thresholds.
@@ -205,8 +206,11 @@ def parse_pipeline(text: str) -> Pipeline:
         try:
             pass_registry.check_pipeline(text)
         except UsageError as exc:
-            raise UsageError(f"{exc}; use default<O0|O1|O2|O3|Os|Oz>, LLVM's pipeline syntax (`mneme ir passes "
-                             "--llvm` lists LLVM's passes) or a comma-separated list of: "
+            llvm_names = set(pass_registry.pass_names())
+            missing = [n for n in unknown if _PLAIN_NAME.match(n) and n not in llvm_names]
+            what = f"unknown pass {', '.join(map(repr, missing))} in pipeline {text!r}" if missing else str(exc)
+            raise UsageError(f"{what}; use default<O0|O1|O2|O3|Os|Oz>, LLVM's pipeline syntax (`mneme ir passes "
+                             "--llvm` lists LLVM's passes) or a comma-separated list of the known passes: "
                              f"{', '.join(sorted(PASSES))}") from None  # fmt: skip
         return Pipeline(text=text)
     if unknown or not all(names):
