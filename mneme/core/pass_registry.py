@@ -143,18 +143,37 @@ def parse_into(pass_builder: Any, module_pass_manager: Any, text: str) -> None:
 _check_lock = threading.Lock()
 
 
+# Targets whose passes a pipeline may name (a target registers its own, e.g. nvvm-reflect, amdgpu-*).
+_CHECK_TRIPLES = ("", "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa")
+
+
 @functools.lru_cache(maxsize=4096)
 def check_pipeline(text: str) -> None:
-    """Raise `UsageError` unless LLVM parses `text` as a module pipeline (checked with the host's target)."""
+    """Raise `UsageError` unless LLVM parses `text` as a module pipeline for the host or a GPU target.
+
+    A pass of one target only (`nvvm-reflect`) passes here; running it for another target fails
+    when the pipeline is built for that target (`mneme.core.pipeline.optimize`).
+    """
     import llvmlite.binding as llvm
 
     from mneme.core import ir
 
+    first: UsageError | None = None
     with _check_lock:
         ir.initialize()
-        machine = llvm.Target.from_default_triple().create_target_machine()
-        builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=2))
-        parse_into(builder, llvm.create_new_module_pass_manager(), text)
+        for triple in _CHECK_TRIPLES:
+            try:
+                target = llvm.Target.from_triple(triple) if triple else llvm.Target.from_default_triple()
+            except RuntimeError:  # a target this llvmlite lacks
+                continue
+            builder = llvm.create_pass_builder(target.create_target_machine(),
+                                               llvm.create_pipeline_tuning_options(speed_level=2))  # fmt: skip
+            try:
+                parse_into(builder, llvm.create_new_module_pass_manager(), text)
+                return
+            except UsageError as exc:
+                first = first or exc
+    raise first
 
 
 def _print_registry() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,7 @@ from mneme.core import pass_registry
 from mneme.core.errors import UsageError
 from mneme.core.pipeline import Pipeline, parse_pipeline
 from mneme.pipeline import AbstractPass, PassLevel, PipelineManager
+from .conftest import run_mneme
 
 pytestmark = pytest.mark.skipif(not pass_registry.available(), reason="needs llvmlite's LLVM symbols (x86-64 Linux)")
 
@@ -156,3 +158,27 @@ def test_every_tunable_pass_runs_on_a_loop_nest_and_leaves_valid_ir(manager, tmp
     ran = done.stdout.splitlines()
     assert done.returncode == 0 and ran[-1] == "ALL OK", f"last pass run: {ran[-1:]}\n{done.stderr[-2000:]}"
     assert len(ran) == 2 * len(manager.get_passes()) + 1
+
+
+def test_a_gpu_targets_own_pass_is_accepted_in_a_pipeline_and_runs_for_that_target():
+    import llvmlite.binding as llvm
+
+    from mneme.core import ir
+
+    assert parse_pipeline("nvvm-reflect,function(instcombine)").text == "nvvm-reflect,function(instcombine)"
+    ir.initialize()
+    machine = llvm.Target.from_triple("nvptx64-nvidia-cuda").create_target_machine(cpu="sm_90")
+    module = llvm.parse_assembly('target triple = "nvptx64-nvidia-cuda"\n'
+                                 "define void @k(ptr %p) {\n  %v = add i32 1, 2\n  store i32 %v, ptr %p\n  ret void\n}\n")  # fmt: skip
+    builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(3))
+    mpm = llvm.create_new_module_pass_manager()
+    pass_registry.parse_into(builder, mpm, "nvvm-reflect,function(instcombine)")
+    mpm.run(module, builder)
+    assert "store i32 3" in str(module)  # instcombine folded the add for the NVPTX target
+
+
+def test_ir_passes_llvm_lists_llvms_registry():
+    done = run_mneme("ir", "passes", "--llvm", "--json")
+    assert done.returncode == 0, done.stderr
+    listed = {(p["name"], p["level"]) for p in json.loads(done.stdout)}
+    assert {("gvn", "function"), ("licm", "loop"), ("inline", "cgscc"), ("globalopt", "module")} <= listed
