@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mneme.compat.errors import as_runtime_error
+from mneme.core.pass_registry import NEEDS_MEMORY_SSA  # loop passes LLVM runs only with MemorySSA
 from mneme.core.errors import UsageError as _CoreUsageError
 
 
@@ -70,18 +71,9 @@ class PassLevel(enum.IntEnum):
 
 _LEVEL_OF_SECTION = {"module": PassLevel.MODULE, "cgscc": PassLevel.CGSCC, "function": PassLevel.FUNCTION,
                      "loopnest": PassLevel.LOOPNEST, "loop": PassLevel.LOOP}  # fmt: skip
-# Loop passes that LLVM runs only with MemorySSA (they stop with a fatal error under plain `loop(...)`).
-_NEEDS_MEMORY_SSA = frozenset({"licm", "lnicm"})
-_FUNCTION = "function<eager-inv>"
-# The adaptors around a pass of each level, outermost first (LLVM runs loop-nest passes in `loop(...)`).
-_ADAPTORS: dict[PassLevel, tuple[str, ...]] = {
-    PassLevel.MODULE: (),
-    PassLevel.CGSCC: ("cgscc",),
-    PassLevel.FUNCTION: (_FUNCTION,),
-    PassLevel.LOOPNEST: (_FUNCTION, "loop"),
-    PassLevel.LOOP: (_FUNCTION, "loop"),
-    PassLevel.LOOPMSSA: (_FUNCTION, "loop-mssa"),
-}
+# Each level's name in `mneme.core.pass_registry.ADAPTORS`, which says what adaptors surround it.
+_CORE_LEVEL = {PassLevel.MODULE: "module", PassLevel.CGSCC: "cgscc", PassLevel.FUNCTION: "function",
+               PassLevel.LOOPNEST: "loopnest", PassLevel.LOOP: "loop", PassLevel.LOOPMSSA: "loop-mssa"}  # fmt: skip
 _ADAPTOR_NAMES = ("module", "cgscc", "function", "loop", "loop-mssa", "loopnest", "devirt")
 
 
@@ -192,7 +184,7 @@ class AbstractPass:
     def __init__(self, pass_name: str, options: dict[str, PassOption] | None, level: PassLevel, is_analysis: bool):
         self.pass_name = pass_name
         self.options = options
-        self.level = PassLevel.LOOPMSSA if pass_name in _NEEDS_MEMORY_SSA else level
+        self.level = PassLevel.LOOPMSSA if pass_name in NEEDS_MEMORY_SSA else level
         self.is_analysis = is_analysis
 
     def __str__(self) -> str:
@@ -329,30 +321,20 @@ class PipelineManager:
         `[instcombine, licm, gvn]` -> `function<eager-inv>(instcombine,loop-mssa(licm),gvn)`.
         A plain string is a pass in LLVM's syntax (`gvn<no-pre>`), placed by its registered level.
         """
-        out: list[str] = []
-        open_path: tuple[str, ...] = ()
-        first = True
+        from mneme.core import pass_registry
+
+        items = []
         for item in passes:
-            level = item.level() if hasattr(item, "level") else _level_of(str(item))
-            path = _ADAPTORS.get(PassLevel(level))
-            if path is None:
+            level = PassLevel(item.level() if hasattr(item, "level") else _level_of(str(item)))
+            if level not in _CORE_LEVEL:
                 raise UsageError(f"pass {item} has no known level ({level!r}); it cannot be placed in a pipeline")
-            common = 0
-            while common < min(len(path), len(open_path)) and path[common] == open_path[common]:
-                common += 1
-            out.append(")" * (len(open_path) - common))
-            if not first:
-                out.append(",")
-            out.append("".join(a + "(" for a in path[common:]))
-            out.append(str(item))
-            open_path, first = path, False
-        out.append(")" * len(open_path))
-        return "".join(out)
+            items.append((str(item), _CORE_LEVEL[level]))
+        return pass_registry.nest(items)
 
 
 def _level_of(text: str) -> PassLevel:
     name = text.split("<")[0].strip()
-    if name in _NEEDS_MEMORY_SSA:
+    if name in NEEDS_MEMORY_SSA:
         return PassLevel.LOOPMSSA
     for pass_name, _params, level in _all_registered():  # the outermost level a name is registered at
         if pass_name == name:

@@ -254,6 +254,46 @@ def transform_passes() -> list[tuple[str, str, str]]:
     return out
 
 
+# The adaptors around a pass of each level, outermost first (LLVM runs loop-nest passes in `loop(...)`;
+# LICM needs MemorySSA, which `loop-mssa(...)` provides).
+ADAPTORS = {
+    "module": (), "cgscc": ("cgscc",), "function": ("function<eager-inv>",),
+    "loopnest": ("function<eager-inv>", "loop"), "loop": ("function<eager-inv>", "loop"),
+    "loop-mssa": ("function<eager-inv>", "loop-mssa"),
+}  # fmt: skip
+NEEDS_MEMORY_SSA = frozenset({"licm", "lnicm"})
+
+
+def level_of(name: str) -> str:
+    """The level a registered pass runs at (the outermost it is registered at), `loop-mssa` for LICM."""
+    if name in NEEDS_MEMORY_SSA:
+        return "loop-mssa"
+    for pass_name, _params, level in transform_passes():
+        if pass_name == name:
+            return level
+    raise UsageError(f"unknown pass {name!r}: LLVM registers no such pass (`mneme ir passes --llvm` lists them)")
+
+
+def nest(items: list[tuple[str, str]]) -> str:
+    """A pipeline text running `(pass text, level)` items in order, each inside the adaptors of its level.
+
+    Consecutive passes of one level share their adaptors: `[("instcombine", "function"), ("licm",
+    "loop-mssa"), ("gvn", "function")]` -> `function<eager-inv>(instcombine,loop-mssa(licm),gvn)`.
+    """
+    out: list[str] = []
+    open_path: tuple[str, ...] = ()
+    for index, (text, level) in enumerate(items):
+        path = ADAPTORS[level]
+        common = 0
+        while common < min(len(path), len(open_path)) and path[common] == open_path[common]:
+            common += 1
+        out.append(")" * (len(open_path) - common) + ("," if index else ""))
+        out.append("".join(a + "(" for a in path[common:]) + text)
+        open_path = path
+    out.append(")" * len(open_path))
+    return "".join(out)
+
+
 def pass_names() -> list[str]:
     """The names of every registered transform pass (a name registered at several levels appears once)."""
     return list(dict.fromkeys(name for name, _, _ in transform_passes()))

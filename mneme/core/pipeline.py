@@ -203,6 +203,10 @@ def parse_pipeline(text: str) -> Pipeline:
     names = [p.strip() for p in text.split(",")]
     unknown = [p for p in names if p not in PASSES]
     if unknown and all(names) and pass_registry.available():
+        nested = _nested(names)
+        if nested is not None:  # plain names: each in its level's adaptors (LLVM's own guess would run
+            return Pipeline(text=nested)  # every name at the first one's level, and LICM without MemorySSA)
+        _check_memory_ssa(text)
         try:
             pass_registry.check_pipeline(text)
         except UsageError as exc:
@@ -220,6 +224,38 @@ def parse_pipeline(text: str) -> Pipeline:
             f"list of: {', '.join(sorted(PASSES))}"
         )
     return Pipeline(passes=tuple(names))
+
+
+def _check_memory_ssa(text: str) -> None:
+    """Refuse LICM outside `loop-mssa(...)`: LLVM parses it but then stops the process with a fatal error."""
+    depth_names: list[str] = []
+    token = ""
+    for ch in text + ",":
+        if ch == "(":
+            depth_names.append(token.split("<")[0].strip())
+            token = ""
+        elif ch in "),":
+            name = token.split("<")[0].strip()
+            if name in pass_registry.NEEDS_MEMORY_SSA and "loop-mssa" not in depth_names:
+                raise UsageError(f"pass {name!r} in pipeline {text!r} needs MemorySSA: write it inside "
+                                 f"loop-mssa(...), e.g. function(loop-mssa({name}))")  # fmt: skip
+            token = ""
+            if ch == ")" and depth_names:
+                depth_names.pop()
+        else:
+            token += ch
+
+
+def _nested(names: list[str]) -> str | None:
+    """`gvn,globalopt` as `function<eager-inv>(gvn),globalopt` when every name is a registered pass; else None."""
+    if not all(_PLAIN_NAME.match(n) for n in names):
+        return None
+    try:
+        text = pass_registry.nest([(n, pass_registry.level_of(n)) for n in names])
+        pass_registry.check_pipeline(text)
+    except UsageError:
+        return None  # an unknown name: the caller reports it
+    return text
 
 
 def tuning_options(config: ExperimentConfiguration, pipeline: Pipeline) -> llvm.PipelineTuningOptions:

@@ -112,15 +112,22 @@ def test_generate_is_seeded_and_every_pipeline_parses_in_llvm(manager):
     assert len({p.pass_name for p in unique}) == len(unique) == 50
 
 
-@pytest.mark.parametrize("text", ["function(instcombine)", "function(loop-mssa(licm))", "gvn",
+@pytest.mark.parametrize("text", ["function(instcombine)", "function(loop-mssa(licm))", "gvn<no-pre>",
                                   "simplifycfg<bonus-inst-threshold=4>", "cgscc(inline),function(sroa)"])
 def test_core_pipelines_accept_llvm_syntax(text):
     assert parse_pipeline(text).text == text
 
 
+def test_licm_outside_loop_mssa_is_refused_before_llvm_would_stop_the_process():
+    # LLVM parses function(loop(licm)) and then ends the process ("LICM requires MemorySSA") when it runs
+    with pytest.raises(UsageError, match=r"needs MemorySSA.*loop-mssa\(licm\)"):
+        parse_pipeline("function(loop(licm))")
+    assert parse_pipeline("licm,gvn").text == "function<eager-inv>(loop-mssa(licm),gvn)"  # names are placed
+
+
 def test_core_pipelines_keep_the_simple_names_and_levels():
     assert parse_pipeline("instcombine,sroa") == Pipeline(passes=("instcombine", "sroa"))  # llvmlite's own methods
-    assert parse_pipeline("instcombine,gvn") == Pipeline(text="instcombine,gvn")  # gvn: through LLVM's parser
+    assert parse_pipeline("instcombine,gvn") == Pipeline(text="function<eager-inv>(instcombine,gvn)")  # via LLVM
     assert parse_pipeline("default<O2>") == Pipeline(level="2")
     with pytest.raises(UsageError, match="unknown function pass 'bogus'"):
         parse_pipeline("function(bogus)")
@@ -182,3 +189,32 @@ def test_ir_passes_llvm_lists_llvms_registry():
     assert done.returncode == 0, done.stderr
     listed = {(p["name"], p["level"]) for p in json.loads(done.stdout)}
     assert {("gvn", "function"), ("licm", "loop"), ("inline", "cgscc"), ("globalopt", "module")} <= listed
+
+
+def test_a_comma_list_of_passes_of_several_levels_is_nested_for_llvm():
+    assert parse_pipeline("gvn,globalopt,licm,inline").text == (
+        "function<eager-inv>(gvn),globalopt,function<eager-inv>(loop-mssa(licm)),cgscc(inline)")
+
+
+def test_a_space_file_draws_llvm_pipelines_that_replay_verified(saxpy_db, tmp_path):
+    import random
+
+    from mneme.core.executor import BaseExecutor, load_recording
+    from mneme.core.tuning.space import load_space
+
+    (tmp_path / "space.yaml").write_text(
+        "parameters:\n"
+        "  passes: {choices: ['function(loop-mssa(licm)),gvn<no-pre>', 'simplifycfg<bonus-inst-threshold=4>']}\n")  # fmt: skip
+    (tmp_path / "drawn.yaml").write_text("parameters:\n  passes: {pipeline: 4, passes: [gvn, globalopt, licm, inline]}\n")
+    rec = load_recording(str(saxpy_db))
+    instance = rec.select(None)
+    configs = []
+    for name in ("space.yaml", "drawn.yaml"):
+        space = load_space(str(tmp_path / name), rec, instance)
+        for seed in range(3):
+            configs.append(space.derived(space.decode(space.sample_random(random.Random(seed)))))
+    assert any("loop-mssa" in c.passes for c in configs)
+    with BaseExecutor(str(saxpy_db), None, 1) as executor:
+        for config in configs:
+            parse_pipeline(config.passes)
+            assert executor.execute(config).verified, config.passes
