@@ -170,3 +170,9 @@ def test_session_api_runs_in_process_and_resumes_without_repeating(saxpy_db, tmp
     again = TuneOptions(**{**options.__dict__, "resume": True})
     assert TuningSession(again).run() == 0
     assert len(lines(tmp_path / "r" / "trials.jsonl")) == 2  # nothing measured twice
+
+
+def test_mnemes_space_option_points_an_original_space_to_its_tuner(saxpy_db, tmp_path):
+    (tmp_path / "space.py").write_text(USER_SPACE)
+    done = run_mneme("tune", "-rdb", str(saxpy_db), "--space", f"{tmp_path / 'space.py'}:Threads", "--trials", "1")
+    assert done.returncode == 2 and "--space-module" in done.stderr and "original Mneme API" in done.stderr
