@@ -365,7 +365,8 @@ def config_command(key: str | None, as_json: bool) -> None:
     any MNEME_* variable that is set but read by nothing, with the nearest real name.
 
     KEY prints one value: a top-level key of `--json` (version, package, cache_dir, ...) or
-    one of the original Mneme's keys (cc, cxx, prefix, libdir, includedir, cflags, ldflags).
+    one of the original Mneme's keys (cc, cxx, cuda, launcher, cmakedir, prefix, libdir, includedir,
+    cflags, ldflags): cc, cxx and cuda print one executable each, a compiler through mneme-cc.
     """
     if key is not None:
         from mneme.compat import config_keys

@@ -288,8 +288,9 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
                    backend, as_json, **options) -> None:  # fmt: skip
     """Replay a recorded kernel launch as one verified, timed experiment.
 
-    PASSES is an optimization pipeline such as `default<O3>` or `Oz` (default: the
-    configuration's).
+    PASSES is an optimization pipeline such as `default<O3>` or `Oz`, pass names (`gvn,licm`)
+    or any pipeline in LLVM's syntax (`function(loop-mssa(licm)),simplifycfg<bonus-inst-threshold=4>`)
+    (default: the configuration's).
 
     Exit codes: 0 verified; 1 internal error; 2 invalid input (options, a configuration
     the kernel cannot launch with, a malformed recording or --config file); 3 the variant
@@ -309,6 +310,10 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
 
     overrides = dict(options)
     overrides["passes"] = passes
+    if passes is not None:  # a pipeline LLVM refuses is invalid input (exit 2), found before anything runs
+        from mneme.core.pipeline import parse_pipeline
+
+        parse_pipeline(passes)
     file_fields = read_config_file(config_file) if config_file else None
     with BaseExecutor(record_db, record_id, iterations=iterations, device_id=device_id, backend=backend,
                       mode=mode, cache=cache, timer=timer) as ex:  # fmt: skip
