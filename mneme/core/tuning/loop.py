@@ -17,15 +17,16 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.trial import TrialState
 
-from mneme.core import interrupt
+from mneme.core import events, interrupt
 from mneme.core.errors import UsageError
+from mneme.core.tuning.context import ToldTrial
 from mneme.core.tuning.lease import describe_owner, grace_for
 from mneme.core.tuning.outcome import equivalence_key, failure_kind, judged, objective, result_of, status_of
 from mneme.core.tuning.samplers import Ask, mark_feasibility
@@ -34,7 +35,7 @@ from mneme.core.tuning.store import EVALUATED
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 if TYPE_CHECKING:
-    from mneme.core.tuning.session import TuningSession
+    from mneme.core.tuning.context import LoopContext
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +53,29 @@ class Pending:
     submitted: float = 0.0
 
 
+@attrs.frozen
+class Next:
+    """What `TrialLoop.next` came to: `RUN` its `pending` experiment; the point was `ANSWERED` without
+    running (from the store, or by an experiment in flight); the sampler is `EXHAUSTED`."""
+
+    RUN: ClassVar[str] = "run"
+    ANSWERED: ClassVar[str] = "answered"
+    EXHAUSTED: ClassVar[str] = "exhausted"
+
+    kind: str
+    pending: Pending | None = None
+
+
+#: Why the search stopped (`TrialLoop.run`'s answer): the budget spent, --timeout, the sampler out of
+#: new points, or a signal.
+STOP_REASONS = ("budget", "timeout", "exhausted", "interrupted")
+
+
 class TrialLoop:
     """The ask/tell state of one session: what is queued again, seen, measured, in flight."""
 
-    def __init__(self, session: TuningSession):
-        self.s = session
+    def __init__(self, ctx: LoopContext):
+        self.ctx = ctx
         self.requeue: list[dict[str, Any]] = []
         self._carried: Ask | None = None  # our sampler's point, when the study handed out a requeued one
         self._awaited: dict[int, float] = {}  # other processes' running trials we wait on: since when
@@ -71,7 +90,7 @@ class TrialLoop:
 
     @property
     def store(self):
-        return self.s.store
+        return self.ctx.store
 
     # -- start --------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -84,8 +103,8 @@ class TrialLoop:
                     and digest not in self.evaluated and digest not in queued):
                 queued.add(digest)
                 self.requeue.append(dict(trial.params))
-                if not self.s.sampler.native:
-                    self.s.sampler.observe(trial.params, None)  # exhaustive must not propose it again
+                if not self.ctx.sampler.native:
+                    self.ctx.sampler.observe(trial.params, None)  # exhaustive must not propose it again
         if queued:
             log.info("running %d configuration(s) an earlier run left interrupted first", len(queued))
         self.sync()
@@ -101,8 +120,8 @@ class TrialLoop:
     # -- recovery and synchronisation ---------------------------------------------------------------
     def recover(self) -> None:
         """Fail the trials of dead processes (this session noticed first) and queue their points again."""
-        s = self.s
-        for trial in self.store.fail_stale(s._watch, s.session_id):
+        s = self.ctx
+        for trial in self.store.fail_stale(s.watch, s.run.session_id):
             if trial.user_attrs.get("status") == "duplicate":  # the trial it deferred to runs its configuration
                 log.info("trial %d of %s ended a duplicate", trial.number, describe_owner(trial))
                 continue
@@ -123,7 +142,7 @@ class TrialLoop:
             if trial.number in self.seen:
                 continue
             status = trial.user_attrs.get("status")
-            mine = (trial.user_attrs.get("owner") or {}).get("session") == self.s.session_id
+            mine = (trial.user_attrs.get("owner") or {}).get("session") == self.ctx.run.session_id
             if mine and trial.state == TrialState.RUNNING:
                 continue
             if trial.state == TrialState.COMPLETE:
@@ -135,15 +154,15 @@ class TrialLoop:
                 if status == "ok" and key:
                     self.equivalents.setdefault(key, (trial.number, trial.value))
                 if not mine:
-                    self.s.sampler.observe(trial.params, trial.value)
+                    self.ctx.sampler.observe(trial.params, trial.value)
                     self.count(status, trial.value, trial.number, trial.user_attrs.get("result"))
             elif trial.state == TrialState.RUNNING and not mine and status != "infeasible":
-                self.s.sampler.observe(trial.params, None)
+                self.ctx.sampler.observe(trial.params, None)
             elif trial.state != TrialState.RUNNING:
                 self.seen.add(trial.number)
 
     def count(self, status: str | None, value: float | None, number: int, result: dict | None) -> None:
-        progress = self.s.progress
+        progress = self.ctx.progress
         if status in EVALUATED:
             progress.trials += 1
             progress.experiments += 1
@@ -161,8 +180,9 @@ class TrialLoop:
             progress.best_samples = list((result or {}).get("exec_time") or [])
 
     # -- the loop -------------------------------------------------------------------------------------
-    def run(self) -> None:
-        s = self.s
+    def run(self) -> str:
+        """Search until the budget, the time or the points run out, or a signal; returns why (`STOP_REASONS`)."""
+        s = self.ctx
         s.progress.phase = "tuning"
         s.on_progress(s.progress)
         started = time.monotonic()
@@ -173,32 +193,33 @@ class TrialLoop:
         if skips:
             s.pool.known_code = self.known_code
         try:
-            self._run(started)
+            return self._run(started)
         finally:
             if skips:
                 s.pool.known_code = None
 
-    def _run(self, started: float) -> None:
-        s, opts = self.s, self.s.options
-        limit = s.num_workers + (opts.prefetch if opts.prefetch is not None else s.num_workers)
+    def _run(self, started: float) -> str:
+        s = self.ctx
+        limit = s.concurrency
         exhausted = False
         last_sync = time.monotonic()
         with interrupt.deferred():
             while interrupt.pending() is None:
-                out_of_time = opts.timeout is not None and time.monotonic() - started >= opts.timeout
+                out_of_time = s.timeout is not None and time.monotonic() - started >= s.timeout
                 while (self.requeue or not exhausted) and not out_of_time and len(self.in_flight) < limit:
                     # A dead process's configuration runs again even past the budget: its trial spent budget,
                     # then stopped counting, and the processes may have over-spent the budget meanwhile.
-                    if self.budget_used() >= opts.trials and not self.requeue:
+                    if self.budget_used() >= s.trials and not self.requeue:
                         break
                     if interrupt.pending() is not None:
                         break
-                    pending = self.next()
-                    if pending is None:
+                    step = self.next()
+                    if step.kind == Next.EXHAUSTED:
                         exhausted = True
                         break
-                    if pending is True:
+                    if step.kind == Next.ANSWERED:
                         continue
+                    pending = step.pending
                     future = s.pool.submit(pending.config)
                     pending.submitted = time.monotonic()
                     self.in_flight[future] = pending
@@ -219,14 +240,10 @@ class TrialLoop:
                     last_sync = time.monotonic()
             if interrupt.pending() is not None:
                 self.abandon()
-                s.progress.stop = s.stop_record("interrupted")
-            elif out_of_time:
-                s.progress.stop = s.stop_record("timeout")
-            elif exhausted:
-                s.progress.stop = s.stop_record("exhausted")
-            else:
-                s.progress.stop = s.stop_record("budget")
-        log.info("search stopped: %s", s.progress.stop.detail)
+                return "interrupted"
+            if out_of_time:
+                return "timeout"
+            return "exhausted" if exhausted else "budget"
 
     def abandon(self) -> int:
         """Cancel the experiments in flight and mark their trials ``interrupted``; returns how many."""
@@ -246,8 +263,8 @@ class TrialLoop:
         A trial watched for twice the grace period without being failed belongs to a live
         process (its lease is refreshed): that process finishes it, nobody waits for it.
         """
-        s = self.s
-        if s.options.storage is None or s.lease is None:
+        s = self.ctx
+        if not s.shared or s.lease is None:
             return False
         if self.requeue:
             return True
@@ -256,19 +273,19 @@ class TrialLoop:
         running = set()
         for trial in self.store.trials(states=(TrialState.RUNNING,)):
             owner = trial.user_attrs.get("owner")
-            if owner is None or (owner.get("session") != s.session_id and owner.get("lease")):
+            if owner is None or (owner.get("session") != s.run.session_id and owner.get("lease")):
                 running.add(trial.number)
         self._awaited = {n: self._awaited.get(n, now) for n in running}
         return any(now - since < patience for since in self._awaited.values())
 
     def budget_used(self) -> int:
-        if self.s.options.storage is not None:
+        if self.ctx.shared:
             return self.store.budget_used()  # other processes spend the budget too
         return self.used
 
     # -- asking ----------------------------------------------------------------------------------------
     def _ask_trial(self) -> tuple[optuna.trial.Trial, Ask | None] | None:
-        s = self.s
+        s = self.ctx
         study = self.store.study
         dists = s.space.distributions()
         if self.requeue:
@@ -279,7 +296,7 @@ class TrialLoop:
             return study.ask(dists), None
         if s.sampler.native:
             return study.ask(dists), None
-        if s.options.storage is not None:
+        if s.shared:
             self.sync()  # a shared study: learn what the other processes took just now
         ask, self._carried = self._carried or s.sampler.ask(), None
         if ask is None:
@@ -292,21 +309,21 @@ class TrialLoop:
             return trial, None
         return trial, ask
 
-    def next(self) -> Pending | bool | None:
-        """The next point to run; True when a point was answered without running; None when exhausted."""
-        s = self.s
+    def next(self) -> Next:
+        """Ask for the next point: one to run, one answered without running, or none left."""
+        s = self.ctx
         in_flight_hashes = {p.digest: p for p in self.in_flight.values()}
         for _ in range(MAX_SAMPLE_RETRIES):
             if self._streak >= MAX_DUPLICATES or self._equivalent_streak >= MAX_DUPLICATES:
-                return None
+                return Next(Next.EXHAUSTED)
             asked = self._ask_trial()
             if asked is None:
-                return None
+                return Next(Next.EXHAUSTED)
             trial, ask = asked
             encoded = dict(trial.params)
             if s.lease is not None:  # before the owner: an owned trial has a lease (watchers rely on it)
                 s.lease.hold(trial._trial_id)
-            trial.set_user_attr("owner", s.owner())
+            trial.set_user_attr("owner", s.owner)
             config = s.space.feasible(s.space.decode(encoded))
             if config is None:
                 self.tell(trial, ask, encoded, s.penalty, "infeasible")
@@ -314,7 +331,7 @@ class TrialLoop:
             digest = config.hash()
             trial.set_user_attr("config", config.to_dict())
             trial.set_user_attr("hash", digest)
-            if s.options.storage is not None:
+            if s.shared:
                 rival = self._rival(trial.number, digest)
                 if rival is not None and rival.state == TrialState.RUNNING:
                     # Another process took this configuration just now: leave it to them, ask again.
@@ -330,18 +347,18 @@ class TrialLoop:
             known = self.evaluated.get(digest)
             if known is not None:  # measured already: the store answers, no budget spent
                 trial.set_user_attr("cached_from", known[0])
-                self.tell(trial, ask, encoded, known[1], "cached")
+                self.tell(trial, ask, encoded, known[1], "cached", config=config, cached_from=known[0])
                 self._streak += 1
-                return True
+                return Next(Next.ANSWERED)
             pending = Pending(trial, ask, encoded, config, digest)
             if digest in in_flight_hashes:  # answered when that experiment ends; no status: spends no budget
                 self.duplicates.setdefault(digest, []).append(pending)
                 self._streak += 1
-                return True
+                return Next(Next.ANSWERED)
             self._streak = 0
             self.used += 1
             trial.set_user_attr("status", "running")
-            return pending
+            return Next(Next.RUN, pending)
         raise UsageError(f"space {s.space.name!r}: {MAX_SAMPLE_RETRIES} points in a row violate its constraints; "
                          f"the sampler {s.sampler.spec} cannot find a feasible one; loosen the constraints")
 
@@ -357,7 +374,7 @@ class TrialLoop:
             undecided = False
             for other in self.store.trials(states=(TrialState.RUNNING, TrialState.COMPLETE)):
                 attrs_ = other.user_attrs
-                if other.number >= number or (attrs_.get("owner") or {}).get("session") == self.s.session_id:
+                if other.number >= number or (attrs_.get("owner") or {}).get("session") == self.ctx.run.session_id:
                     continue
                 if other.state == TrialState.RUNNING and "hash" not in attrs_:
                     undecided = True
@@ -370,13 +387,17 @@ class TrialLoop:
 
     # -- telling ------------------------------------------------------------------------------------------
     def _release(self, trial: optuna.trial.Trial) -> None:
-        if self.s.lease is not None:
-            self.s.lease.release(trial._trial_id)
+        if self.ctx.lease is not None:
+            self.ctx.lease.release(trial._trial_id)
 
     def tell(self, trial: optuna.trial.Trial, ask: Ask | None, encoded: dict, value: float, status: str,
-             result: dict | None = None) -> bool:
-        """Store the trial's outcome and tell the sampler; False when another process failed the trial first."""
-        s = self.s
+             result: dict | None = None, *, config: ExperimentConfiguration | None = None,
+             experiment: ExperimentResult | None = None, cached_from: int | None = None) -> bool:
+        """Store the trial's outcome and tell the sampler; False when another process failed the trial first.
+
+        `config`, `experiment` and `cached_from` are what the ``mneme_trial_told`` event reports.
+        """
+        s = self.ctx
         self._release(trial)
         try:
             if result is not None:
@@ -398,10 +419,13 @@ class TrialLoop:
             s.sampler.observe(encoded, value)
         self.count(status, value, trial.number, result)
         s.on_progress(s.progress)
+        if events.listened("mneme_trial_told"):
+            told = ToldTrial(trial.number, status, value, dict(encoded), config, experiment, cached_from)
+            events.emit("mneme_trial_told", run=s.run, trial=told)
         return True
 
     def finish(self, pending: Pending, result: ExperimentResult, duplicates: list[Pending]) -> None:
-        s = self.s
+        s = self.ctx
         result = judged(result, s.timed_by)
         status = status_of(result)
         value = objective(result)
@@ -416,12 +440,14 @@ class TrialLoop:
             self._equivalent_streak += 1
             self.used -= 1
             trial.set_user_attr("cached_from", first)
-            told = self.tell(trial, pending.ask, pending.encoded, score, "cached", {"equivalent_to": first})
+            told = self.tell(trial, pending.ask, pending.encoded, score, "cached", {"equivalent_to": first},
+                             config=pending.config, experiment=result, cached_from=first)
             log.info("trial %d compiled to the code of trial %d (same launch): answered from it", trial.number,
                      first)
         else:
             self._equivalent_streak = 0
-            told = self.tell(trial, pending.ask, pending.encoded, score, status, result.to_dict())
+            told = self.tell(trial, pending.ask, pending.encoded, score, status, result.to_dict(),
+                             config=pending.config, experiment=result)
             if told and key:
                 self.equivalents.setdefault(key, (trial.number, score))
         if told:
@@ -437,6 +463,6 @@ class TrialLoop:
                 dup.trial.set_user_attr("cached_from", answered_by)
             except UpdateFinishedTrialError:
                 pass  # tell() says why
-            self.tell(dup.trial, dup.ask, dup.encoded, score, "cached")
+            self.tell(dup.trial, dup.ask, dup.encoded, score, "cached", config=dup.config, cached_from=answered_by)
         if status != "ok":
             log.info("trial %d %s: %s", trial.number, status, result.error or failure_kind(result))
