@@ -23,6 +23,4 @@ def mneme_backend_for_arch(arch, backends):
 @hookimpl
 def mneme_transform_module(build):
     """The named transforms the configuration enables, in their `order`."""
-    from mneme.core import pipeline
-
-    build.run_named(pipeline.transforms())
+    build.run_named()

@@ -135,9 +135,9 @@ class ModuleBuild:
             self.module = module
         self.changed(name, salt)
 
-    def run_named(self, table: dict[str, type[Transform]]) -> None:
+    def run_named(self) -> None:
         """The named transforms `ctx` enables, in their `order` (the core's step of the pipeline)."""
-        for cls in sorted(table.values(), key=lambda c: (c.order, c.name)):
+        for cls in sorted(transforms().values(), key=lambda c: (c.order, c.name)):
             transform = cls()
             if not transform.enabled(self.ctx):
                 continue

@@ -29,7 +29,7 @@ from mneme.core.errors import UsageError
 from mneme.core.tuning.context import ToldTrial
 from mneme.core.tuning.lease import describe_owner, grace_for
 from mneme.core.tuning.outcome import equivalence_key, failure_kind, judged, objective, result_of, status_of
-from mneme.core.tuning.samplers import Ask, mark_feasibility
+from mneme.core.tuning.samplers import Ask
 from mneme.core.tuning.space import MAX_SAMPLE_RETRIES
 from mneme.core.tuning.store import EVALUATED
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
@@ -103,8 +103,7 @@ class TrialLoop:
                     and digest not in self.evaluated and digest not in queued):
                 queued.add(digest)
                 self.requeue.append(dict(trial.params))
-                if not self.ctx.sampler.native:
-                    self.ctx.sampler.observe(trial.params, None)  # exhaustive must not propose it again
+                self.ctx.sampler.observe(trial.params, None)  # exhaustive must not propose it again
         if queued:
             log.info("running %d configuration(s) an earlier run left interrupted first", len(queued))
         self.sync()
@@ -132,8 +131,7 @@ class TrialLoop:
             log.warning("trial %d was interrupted (%s is gone: dead on this host, or its lease lapsed); "
                         "running its configuration again", trial.number, describe_owner(trial))
             self.requeue.append(dict(trial.params))
-            if not s.sampler.native:
-                s.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
+            s.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
 
     def sync(self) -> None:
         """Tell the sampler about trials it did not ask for (earlier runs, other processes)."""
@@ -154,6 +152,8 @@ class TrialLoop:
                 if status == "ok" and key:
                     self.equivalents.setdefault(key, (trial.number, trial.value))
                 if not mine:
+                    if status == "infeasible":
+                        self.ctx.sampler.infeasible(trial.params)
                     self.ctx.sampler.observe(trial.params, trial.value)
                     self.count(status, trial.value, trial.number, trial.user_attrs.get("result"))
             elif trial.state == TrialState.RUNNING and not mine and status != "infeasible":
@@ -286,23 +286,18 @@ class TrialLoop:
     # -- asking ----------------------------------------------------------------------------------------
     def _ask_trial(self) -> tuple[optuna.trial.Trial, Ask | None] | None:
         s = self.ctx
-        study = self.store.study
         dists = s.space.distributions()
         if self.requeue:
             params = self.requeue.pop(0)
-            study.enqueue_trial(params)
-            if not s.sampler.native:  # should another process pop the waiting trial, ask the same point
-                s.sampler.optuna_sampler().pin(params)
-            return study.ask(dists), None
-        if s.sampler.native:
-            return study.ask(dists), None
+            self.store.enqueue(params)
+            # should another process pop the waiting trial, this one asks the same point
+            return self.store.ask(dists, params), None
         if s.shared:
             self.sync()  # a shared study: learn what the other processes took just now
         ask, self._carried = self._carried or s.sampler.ask(), None
         if ask is None:
             return None
-        s.sampler.optuna_sampler().pin(ask.encoded)
-        trial = study.ask(dists)
+        trial = self.store.ask(dists, ask.encoded)
         if any(ask.encoded.get(k) != v for k, v in trial.params.items()):
             # The study handed out a point another process queued again (a dead process's): run it, keep ours.
             self._carried = ask
@@ -326,6 +321,7 @@ class TrialLoop:
             trial.set_user_attr("owner", s.owner)
             config = s.space.feasible(s.space.decode(encoded))
             if config is None:
+                s.sampler.infeasible(encoded)
                 self.tell(trial, ask, encoded, s.penalty, "infeasible")
                 continue
             digest = config.hash()
@@ -339,8 +335,7 @@ class TrialLoop:
                     self.store.study.tell(trial, state=TrialState.FAIL)
                     self._release(trial)
                     self.seen.add(trial.number)
-                    if ask is not None or not s.sampler.native:
-                        s.sampler.observe(encoded, None)
+                    s.sampler.observe(encoded, None)
                     continue
                 if rival is not None and digest not in self.evaluated:
                     self.evaluated[digest] = (rival.number, rival.value)
@@ -403,7 +398,6 @@ class TrialLoop:
             if result is not None:
                 trial.set_user_attr("result", result)
             trial.set_user_attr("status", status)
-            mark_feasibility(trial, status != "infeasible", s.sampler)
             self.store.study.tell(trial, value)
         except UpdateFinishedTrialError:
             # Another process failed it as stale (our lease lapsed: a stall longer than the grace
@@ -415,7 +409,7 @@ class TrialLoop:
         self.seen.add(trial.number)
         if ask is not None:
             s.sampler.tell(ask, value)
-        elif not s.sampler.native:
+        else:
             s.sampler.observe(encoded, value)
         self.count(status, value, trial.number, result)
         s.on_progress(s.progress)

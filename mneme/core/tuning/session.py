@@ -261,8 +261,7 @@ class TuningSession:
         opts = self.options
         url = storage_url(opts.storage, self.results_dir)
         self.sampler.bind(self.space, parallel=self.num_workers, budget=opts.trials)
-        self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), self.sampler.optuna_sampler(),
-                                                               heartbeat=opts.heartbeat or None)
+        self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), heartbeat=opts.heartbeat or None)
         if opts.heartbeat:
             native = self.store.has_heartbeat
             self.lease = Lease(self.store.study._storage, self._interval(), native=native)
