@@ -20,14 +20,11 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-import optuna
-from optuna.exceptions import UpdateFinishedTrialError
-from optuna.trial import TrialState
 
 from mneme.core import events, interrupt
 from mneme.core.errors import UsageError
 from mneme.core.tuning.context import ToldTrial
-from mneme.core.tuning.lease import describe_owner, grace_for
+from mneme.core.tuning.lease import TrialFinished, describe_owner, grace_for
 from mneme.core.tuning.outcome import equivalence_key, failure_kind, judged, objective, result_of, status_of
 from mneme.core.tuning.samplers import Ask
 from mneme.core.tuning.space import MAX_SAMPLE_RETRIES
@@ -45,7 +42,7 @@ MAX_DUPLICATES = 100  # proposals in a row of measured configurations that mean 
 
 @attrs.define
 class Pending:
-    trial: optuna.trial.Trial
+    trial: Any  # the store's running trial
     ask: Ask | None
     encoded: dict[str, Any]
     config: ExperimentConfiguration
@@ -97,7 +94,7 @@ class TrialLoop:
         """Learn the study: what was measured, what earlier runs left interrupted (run those first)."""
         self.evaluated = {digest: (r.number, r.value) for digest, r in self.store.evaluated().items()}
         queued: set[str] = set()
-        for trial in self.store.trials(states=(TrialState.FAIL,)):
+        for trial in self.store.trials(states=("FAIL",)):
             digest = trial.user_attrs.get("hash")
             if (trial.user_attrs.get("status") == "interrupted" and digest and trial.params
                     and digest not in self.evaluated and digest not in queued):
@@ -141,9 +138,10 @@ class TrialLoop:
                 continue
             status = trial.user_attrs.get("status")
             mine = (trial.user_attrs.get("owner") or {}).get("session") == self.ctx.run.session_id
-            if mine and trial.state == TrialState.RUNNING:
+            state = trial.state.name
+            if mine and state == "RUNNING":
                 continue
-            if trial.state == TrialState.COMPLETE:
+            if state == "COMPLETE":
                 self.seen.add(trial.number)
                 digest = trial.user_attrs.get("hash")
                 if status in EVALUATED and digest and digest not in self.evaluated:
@@ -156,9 +154,9 @@ class TrialLoop:
                         self.ctx.sampler.infeasible(trial.params)
                     self.ctx.sampler.observe(trial.params, trial.value)
                     self.count(status, trial.value, trial.number, trial.user_attrs.get("result"))
-            elif trial.state == TrialState.RUNNING and not mine and status != "infeasible":
+            elif state == "RUNNING" and not mine and status != "infeasible":
                 self.ctx.sampler.observe(trial.params, None)
-            elif trial.state != TrialState.RUNNING:
+            elif state != "RUNNING":
                 self.seen.add(trial.number)
 
     def count(self, status: str | None, value: float | None, number: int, result: dict | None) -> None:
@@ -271,7 +269,7 @@ class TrialLoop:
         now = time.monotonic()
         patience = 2 * grace_for(s.lease.interval) + 2.0
         running = set()
-        for trial in self.store.trials(states=(TrialState.RUNNING,)):
+        for trial in self.store.trials(states=("RUNNING",)):
             owner = trial.user_attrs.get("owner")
             if owner is None or (owner.get("session") != s.run.session_id and owner.get("lease")):
                 running.add(trial.number)
@@ -284,7 +282,7 @@ class TrialLoop:
         return self.used
 
     # -- asking ----------------------------------------------------------------------------------------
-    def _ask_trial(self) -> tuple[optuna.trial.Trial, Ask | None] | None:
+    def _ask_trial(self) -> tuple[Any, Ask | None] | None:
         s = self.ctx
         dists = s.space.distributions()
         if self.requeue:
@@ -317,22 +315,22 @@ class TrialLoop:
             trial, ask = asked
             encoded = dict(trial.params)
             if s.lease is not None:  # before the owner: an owned trial has a lease (watchers rely on it)
-                s.lease.hold(trial._trial_id)
-            trial.set_user_attr("owner", s.owner)
+                s.lease.hold(self.store.trial_id(trial))
+            self.store.annotate(trial, "owner", s.owner)
             config = s.space.feasible(s.space.decode(encoded))
             if config is None:
                 s.sampler.infeasible(encoded)
                 self.tell(trial, ask, encoded, s.penalty, "infeasible")
                 continue
             digest = config.hash()
-            trial.set_user_attr("config", config.to_dict())
-            trial.set_user_attr("hash", digest)
+            self.store.annotate(trial, "config", config.to_dict())
+            self.store.annotate(trial, "hash", digest)
             if s.shared:
                 rival = self._rival(trial.number, digest)
-                if rival is not None and rival.state == TrialState.RUNNING:
+                if rival is not None and rival.state.name == "RUNNING":
                     # Another process took this configuration just now: leave it to them, ask again.
-                    trial.set_user_attr("status", "duplicate")
-                    self.store.study.tell(trial, state=TrialState.FAIL)
+                    self.store.annotate(trial, "status", "duplicate")
+                    self.store.fail(trial)
                     self._release(trial)
                     self.seen.add(trial.number)
                     s.sampler.observe(encoded, None)
@@ -341,7 +339,7 @@ class TrialLoop:
                     self.evaluated[digest] = (rival.number, rival.value)
             known = self.evaluated.get(digest)
             if known is not None:  # measured already: the store answers, no budget spent
-                trial.set_user_attr("cached_from", known[0])
+                self.store.annotate(trial, "cached_from", known[0])
                 self.tell(trial, ask, encoded, known[1], "cached", config=config, cached_from=known[0])
                 self._streak += 1
                 return Next(Next.ANSWERED)
@@ -352,12 +350,12 @@ class TrialLoop:
                 return Next(Next.ANSWERED)
             self._streak = 0
             self.used += 1
-            trial.set_user_attr("status", "running")
+            self.store.annotate(trial, "status", "running")
             return Next(Next.RUN, pending)
         raise UsageError(f"space {s.space.name!r}: {MAX_SAMPLE_RETRIES} points in a row violate its constraints; "
                          f"the sampler {s.sampler.spec} cannot find a feasible one; loosen the constraints")
 
-    def _rival(self, number: int, digest: str) -> optuna.trial.FrozenTrial | None:
+    def _rival(self, number: int, digest: str) -> Any:
         """An earlier trial of another process with the same configuration, running or evaluated.
 
         The earlier trial wins. A trial another process has just asked may not carry its hash
@@ -367,13 +365,13 @@ class TrialLoop:
         deadline = time.monotonic() + RIVAL_WAIT
         while True:
             undecided = False
-            for other in self.store.trials(states=(TrialState.RUNNING, TrialState.COMPLETE)):
+            for other in self.store.trials(states=("RUNNING", "COMPLETE")):
                 attrs_ = other.user_attrs
                 if other.number >= number or (attrs_.get("owner") or {}).get("session") == self.ctx.run.session_id:
                     continue
-                if other.state == TrialState.RUNNING and "hash" not in attrs_:
+                if other.state.name == "RUNNING" and "hash" not in attrs_:
                     undecided = True
-                elif attrs_.get("hash") == digest and (other.state == TrialState.RUNNING
+                elif attrs_.get("hash") == digest and (other.state.name == "RUNNING"
                                                         or attrs_.get("status") in EVALUATED):
                     return other
             if not undecided or time.monotonic() > deadline:
@@ -381,11 +379,11 @@ class TrialLoop:
             time.sleep(0.02)
 
     # -- telling ------------------------------------------------------------------------------------------
-    def _release(self, trial: optuna.trial.Trial) -> None:
+    def _release(self, trial: Any) -> None:
         if self.ctx.lease is not None:
-            self.ctx.lease.release(trial._trial_id)
+            self.ctx.lease.release(self.store.trial_id(trial))
 
-    def tell(self, trial: optuna.trial.Trial, ask: Ask | None, encoded: dict, value: float, status: str,
+    def tell(self, trial: Any, ask: Ask | None, encoded: dict, value: float, status: str,
              result: dict | None = None, *, config: ExperimentConfiguration | None = None,
              experiment: ExperimentResult | None = None, cached_from: int | None = None) -> bool:
         """Store the trial's outcome and tell the sampler; False when another process failed the trial first.
@@ -396,10 +394,10 @@ class TrialLoop:
         self._release(trial)
         try:
             if result is not None:
-                trial.set_user_attr("result", result)
-            trial.set_user_attr("status", status)
-            self.store.study.tell(trial, value)
-        except UpdateFinishedTrialError:
+                self.store.annotate(trial, "result", result)
+            self.store.annotate(trial, "status", status)
+            self.store.tell(trial, value)
+        except TrialFinished:
             # Another process failed it as stale (our lease lapsed: a stall longer than the grace
             # period) and runs its configuration again; the store keeps one result per trial.
             log.warning("trial %d was failed by another process while it ran here (its lease lapsed); "
@@ -433,7 +431,7 @@ class TrialLoop:
             answered_by = first
             self._equivalent_streak += 1
             self.used -= 1
-            trial.set_user_attr("cached_from", first)
+            self.store.annotate(trial, "cached_from", first)
             told = self.tell(trial, pending.ask, pending.encoded, score, "cached", {"equivalent_to": first},
                              config=pending.config, experiment=result, cached_from=first)
             log.info("trial %d compiled to the code of trial %d (same launch): answered from it", trial.number,
@@ -454,8 +452,8 @@ class TrialLoop:
                 self.requeue.append(dict(dup.encoded))
                 continue
             try:
-                dup.trial.set_user_attr("cached_from", answered_by)
-            except UpdateFinishedTrialError:
+                self.store.annotate(dup.trial, "cached_from", answered_by)
+            except TrialFinished:
                 pass  # tell() says why
             self.tell(dup.trial, dup.ask, dup.encoded, score, "cached", config=dup.config, cached_from=answered_by)
         if status != "ok":

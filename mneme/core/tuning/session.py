@@ -264,7 +264,7 @@ class TuningSession:
         self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), heartbeat=opts.heartbeat or None)
         if opts.heartbeat:
             native = self.store.has_heartbeat
-            self.lease = Lease(self.store.study._storage, self._interval(), native=native)
+            self.lease = Lease(self.store.beat, self._interval(), at_hold=native)
             self._watch = StaleWatch(grace_for(self._interval()), owned=not native)
         if self._existed and self.store.meta:  # refuse another run's study before waiting for the workers
             partial = {k: v for k, v in self.identity("").items() if k != "env"}

@@ -46,7 +46,7 @@ from mneme.core import logs
 from mneme.core.errors import UsageError, require
 from mneme.core.types import ExperimentConfiguration
 from mneme.core.tuning import distributions
-from mneme.core.tuning.lease import StaleWatch, grace_for
+from mneme.core.tuning.lease import LEASE_ATTR, StaleWatch, TrialFinished, grace_for
 
 log = logging.getLogger(__name__)
 logs.third_party("optuna", warns=True)  # the store's library: quiet unless -v (mneme.core.logs)
@@ -356,12 +356,49 @@ class ResultStore:
         self.study.sampler.pin(encoded)
         return self.study.ask(optuna_distributions(domains))
 
+    def tell(self, trial: optuna.trial.Trial, value: float) -> None:
+        """Finish a running trial with its objective; `TrialFinished` when another process failed it first."""
+        try:
+            self.study.tell(trial, value)
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            raise TrialFinished(f"trial {trial.number} was finished by another process") from exc
+
+    def fail(self, trial: optuna.trial.Trial) -> None:
+        """Finish a running trial as failed (its status attribute says why)."""
+        self.study.tell(trial, state=TrialState.FAIL)
+
+    def annotate(self, trial: Any, key: str, value: Any) -> None:
+        """Set a user attribute of a trial; `TrialFinished` when it was finished meanwhile."""
+        try:
+            trial.set_user_attr(key, value)
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            raise TrialFinished(f"trial {trial.number} was finished by another process") from exc
+
+    @staticmethod
+    def trial_id(trial: Any) -> int:
+        """The storage's id of a trial (what leases hold)."""
+        return trial._trial_id
+
+    def beat(self, trial_id: int, count: int) -> None:
+        """Refresh the lease of a running trial (`lease.Lease`): the storage's heartbeat where it has one, else
+        the trial's ``mneme.lease`` attribute; `TrialFinished` once the trial was told."""
+        storage = self.study._storage
+        try:
+            if self.has_heartbeat:
+                storage.record_heartbeat(trial_id)
+            else:
+                storage.set_trial_system_attr(trial_id, LEASE_ATTR, {"beat": count, "at": time.time()})
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            raise TrialFinished(f"trial id {trial_id} was told") from exc
+
     def enqueue(self, encoded: Any) -> None:
         """Queue a point to run again (a dead or interrupted process's); the next `ask` of any process takes it."""
         self.study.enqueue_trial(dict(encoded))
 
-    def trials(self, states: Iterable[TrialState] | None = None) -> list[optuna.trial.FrozenTrial]:
-        return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
+    def trials(self, states: Iterable[TrialState | str] | None = None) -> list[optuna.trial.FrozenTrial]:
+        """The study's trials, optionally of some states (``"RUNNING"``, ``"COMPLETE"``, ``"FAIL"`` or Optuna's)."""
+        wanted = tuple(TrialState[s] if isinstance(s, str) else s for s in states) if states else None
+        return self.study.get_trials(deepcopy=False, states=wanted)
 
     def records(self) -> list[TrialRecord]:
         return [TrialRecord.of(t) for t in self.trials()]
