@@ -22,8 +22,10 @@ class PluginGroup(click.Group):
     """A click group whose subcommands are the ones plugins provide."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        # -p no:NAME must act before anything lists or loads plugins (--help does, while parsing).
+        # -p no:NAME and --trace-plugins must act before anything lists or loads plugins (--help does, while parsing).
         _disable_plugins(_plugin_options(args))
+        if "--trace-plugins" in _global_options(args):
+            plugins.trace()
         return super().parse_args(ctx, args)
 
     def _plugin_commands(self) -> dict[str, plugins.Provided]:
@@ -133,6 +135,16 @@ def _plugin_options(args: list[str]) -> list[str]:
     return values
 
 
+def _global_options(args: list[str]) -> list[str]:
+    """The options given before the subcommand."""
+    found = []
+    for arg in args:
+        if not arg.startswith("-"):
+            break
+        found.append(arg)
+    return found
+
+
 def _disable_plugins(values: list[str]) -> None:
     names = []
     for value in values:
@@ -151,8 +163,12 @@ def _disable_plugins(values: list[str]) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print only results and errors (no progress, no warnings).")
 @click.option("-p", "plugin_options", multiple=True, metavar="no:NAME",
               help="Disable the plugin NAME (repeatable; also MNEME_DISABLE_PLUGINS=a,b). `mneme plugins` lists them.")
+@click.option("--trace-plugins", is_flag=True,
+              help="Print every plugin hook call, its arguments and results, to stderr (pluggy's tracing; "
+                   "also MNEME_TRACE_PLUGINS=1 or =FILE).")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_options: tuple[str, ...]) -> None:
+def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_options: tuple[str, ...],
+        trace_plugins: bool) -> None:
     """Record GPU kernel launches, replay them as verified experiments, and autotune them.
 
     Exit codes: 0 ok, 1 internal error, 2 invalid input (options, a malformed or unknown

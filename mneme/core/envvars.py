@@ -36,6 +36,8 @@ def _limit_vars() -> list[EnvVar]:
 
 _VARS = [
     EnvVar("MNEME_DISABLE_PLUGINS", "", "comma-separated plugin names to disable, as `mneme -p no:NAME`", "core"),
+    EnvVar("MNEME_TRACE_PLUGINS", "", "1/stderr or a file: print every plugin hook call, as `mneme --trace-plugins`",
+           "core"),
     EnvVar("MNEME_CACHE_DIR", "~/.cache/mneme", "folder of cached builds and native libraries", "cache"),
     EnvVar("MNEME_CACHE_MAX_BYTES", str(512 << 20), "size limit of the build cache in bytes", "cache"),
     EnvVar("MNEME_CACHE_DISABLE", "", "1/true/yes: keep no build cache on disk", "cache"),

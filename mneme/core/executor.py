@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from mneme.core import backend as backend_mod
-from mneme.core import build, ir, kernel_clock, pipeline
+from mneme.core import build, events, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.ircache import BuildCache
@@ -61,7 +61,9 @@ def load_recording(record_db: Any):
             raise UsageError(f"{path}: expected one recording database (*.json) in the folder, found {names}; "
                              "name the database file")  # fmt: skip
         path = candidates[0]
-    return RecordedExecution.from_json(path)
+    recording = RecordedExecution.from_json(path)
+    events.emit("mneme_recording_loaded", recording=recording)
+    return recording
 
 
 def _looks_like_database(path: Path) -> bool:
@@ -378,6 +380,7 @@ class BaseExecutor:
         use it to wait for exclusive use of the device).
         """
         self._check_open()
+        events.emit("mneme_experiment_started", recording=self.rec, instance=self.instance, config=config)
         result = ExperimentResult(start_time=utc_now(), gpu_id=self.device_id, device=self.device_label,
                                   backend=self.backend.name)  # fmt: skip
         try:
@@ -393,6 +396,8 @@ class BaseExecutor:
         if result.failed and self._dirty and result.error_kind not in ("compile", "invalid", "load"):
             self._restore_all = True
         result.end_time = utc_now()
+        events.emit("mneme_experiment_finished", recording=self.rec, instance=self.instance, config=config,
+                    result=result)
         return result
 
     def _execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None, result: ExperimentResult,

@@ -1,9 +1,12 @@
 """The target-neutral stages of a build: preprocess (transforms) and optimize (pass pipelines).
 
-`preprocess` clones the module and runs the IR transforms (plugins of kind "transform")
-that the configuration enables, in their `order`, each updating the variant hash. `optimize`
-runs an LLVM pipeline (`default<O3>`, a sequence of `PASSES`, or any pipeline text LLVM's own parser
-accepts, `function(loop-mssa(licm)),gvn<no-pre>`: see `mneme.core.pass_registry`) in place, with
+`preprocess` clones the module and runs the transform pipeline: the hook
+``mneme_transform_module`` over a `ModuleBuild`, whose core implementation runs the named
+transforms (plugins of kind "transform") the configuration enables, in their `order`; plugins
+order themselves around it with ``tryfirst``/``trylast`` or wrap it. Each step updates the
+variant hash. `optimize` runs an LLVM pipeline (`default<O3>`, a sequence of `PASSES`, or any
+pipeline text LLVM's own parser accepts, `function(loop-mssa(licm)),gvn<no-pre>`: see
+`mneme.core.pass_registry`) in place, with
 the target machine the backend gives. Code generation is the backend's (`Backend.compile`);
 `mneme.core.build.compile` runs the stages through the build cache.
 """
@@ -109,6 +112,49 @@ class Preprocessed:
     applied: list[str] = attrs.field(factory=list)
 
 
+@attrs.define
+class ModuleBuild:
+    """The module going through the transform pipeline (hook ``mneme_transform_module``).
+
+    A step mutates `module` in place and calls `changed(name, salt)`, or hands a new module to
+    `replace(module, name, salt)`; either way the variant hash takes in the step's name and
+    `salt` (what else decides its output, e.g. its own options), so equal builds keep equal hashes.
+    """
+
+    module: llvm.ModuleRef
+    variant_hash: str
+    ctx: TransformContext
+    applied: list[str] = attrs.field(factory=list)
+
+    def changed(self, name: str, salt: str = "") -> None:
+        self.variant_hash = ir.combine_hash(self.variant_hash, name, salt)
+        self.applied.append(name)
+
+    def replace(self, module: llvm.ModuleRef, name: str, salt: str = "") -> None:
+        if module is not self.module:
+            self.module.close()
+            self.module = module
+        self.changed(name, salt)
+
+    def run_named(self) -> None:
+        """The named transforms `ctx` enables, in their `order` (the core's step of the pipeline)."""
+        for cls in sorted(transforms().values(), key=lambda c: (c.order, c.name)):
+            transform = cls()
+            if not transform.enabled(self.ctx):
+                continue
+            new_mod, self.variant_hash = transform.apply(self.module, self.variant_hash, self.ctx)
+            if new_mod is not self.module:
+                self.module.close()
+                self.module = new_mod
+            self.applied.append(cls.name)
+
+
+def pipeline_plugins() -> list[str]:
+    """Plugins other than the core's that take part in the transform pipeline (they decide builds too)."""
+    impls = plugins.hook().mneme_transform_module.get_hookimpls()
+    return sorted(impl.plugin_name for impl in impls if impl.plugin_name not in plugins.CORE_PLUGINS)
+
+
 def preprocess(
     module: llvm.ModuleRef,
     kernel_name: str,
@@ -121,7 +167,7 @@ def preprocess(
     extra_transforms: Sequence[str] = (),
     base_hash: str | None = None,
 ) -> Preprocessed:
-    """Clone `module` and apply the transforms `config` enables; the input is left untouched.
+    """Clone `module` and run the transform pipeline over the clone; the input is left untouched.
 
     `extra_transforms` names transforms to run that no configuration field enables
     (e.g. "remove_auto_init"). `base_hash` skips hashing the input when the caller knows it.
@@ -134,20 +180,15 @@ def preprocess(
     if unknown:
         raise UsageError(f"unknown transform(s) {', '.join(unknown)}; known: {', '.join(sorted(table))}")
     ctx = TransformContext(kernel_name, config, target, args, arg_layout, specialize_indexes, frozenset(extra_transforms))
-    variant = base_hash or ir.module_hash(module)
-    mod = ir.clone(module)
-    applied = []
-    for cls in sorted(table.values(), key=lambda c: (c.order, c.name)):
-        transform = cls()
-        if not transform.enabled(ctx):
-            continue
-        new_mod, variant = transform.apply(mod, variant, ctx)
-        if new_mod is not mod:
-            mod.close()
-            mod = new_mod
-        applied.append(cls.name)
-    log.debug("preprocessed %s: %s -> %s", kernel_name, ", ".join(applied) or "no transforms", variant[:12])
-    return Preprocessed(mod, variant, time.perf_counter() - start, applied)
+    build = ModuleBuild(ir.clone(module), base_hash or ir.module_hash(module), ctx)
+    try:
+        plugins.hook().mneme_transform_module(build=build)
+    except BaseException:
+        build.module.close()
+        raise
+    log.debug("preprocessed %s: %s -> %s", kernel_name, ", ".join(build.applied) or "no transforms",
+              build.variant_hash[:12])
+    return Preprocessed(build.module, build.variant_hash, time.perf_counter() - start, build.applied)
 
 
 # -- optimization pipelines --------------------------------------------------------------------
@@ -370,5 +411,5 @@ def check_codegen_opt(level: int) -> None:
 __all__ = [
     "PASSES", "Pipeline", "Preprocessed", "Transform", "TransformContext", "check_codegen_opt",
     "check_module_target", "module_target", "optimize", "inlining_threshold", "parse_pipeline", "preprocess",
-    "transforms", "triple_target", "tuning_options",
+    "ModuleBuild", "pipeline_plugins", "transforms", "triple_target", "tuning_options",
 ]  # fmt: skip

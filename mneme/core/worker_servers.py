@@ -12,7 +12,7 @@ import signal
 from typing import Any
 
 from mneme.core import backend as backend_mod
-from mneme.core import kernel_clock, limits
+from mneme.core import events, kernel_clock, limits
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme.core.executor import BaseExecutor, KernelBuilder, fail_result, load_recording, resolve_backend, utc_now
 from mneme.core.snapshot import Snapshot
@@ -38,6 +38,7 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_output(log_path)
     limits.restrict_worker()  # no core dumps, no new privileges (docs/security.md)
+    events.mute(*events.POOL_REPORTED)  # the pool reports them in the tuning process
     role = spec.get("role", "device")
     log.info("worker %s starting: pid %d, role %s, spec %s", spec.get("name"), os.getpid(), role, spec)
     try:
