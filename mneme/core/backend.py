@@ -20,7 +20,7 @@ import attrs
 
 from mneme.core import envvars, plugins, targets
 from mneme.core.availability import Availability  # noqa: F401 - part of the backend contract
-from mneme.core.errors import MnemeError, UsageError
+from mneme.core.errors import MnemeError, PluginError, UsageError
 from mneme.core.launching import LaunchAttributes
 
 if TYPE_CHECKING:  # imported for annotations only; the core must not need llvmlite at import
@@ -434,12 +434,16 @@ def _by_priority() -> list[Backend]:
 
 
 def backend_for_arch(arch: str) -> Backend:
-    """The installed backend that claims architecture `arch` (the highest priority when several do)."""
-    candidates = _by_priority()
-    for backend in candidates:
-        if backend.claims(arch):
-            return backend
-    names = ", ".join(b.name for b in candidates) or "none"
+    """The backend for architecture `arch`: hook ``mneme_backend_for_arch`` (``firstresult``), whose core
+    implementation picks the highest-priority installed backend that claims it."""
+    table = backends()
+    chosen = plugins.hook().mneme_backend_for_arch(arch=arch, backends=table)
+    if chosen is not None:
+        if not isinstance(chosen, Backend):
+            raise PluginError(f"a plugin's mneme_backend_for_arch returned {chosen!r} for {arch!r}, not a Backend "
+                              "instance; `mneme --trace-plugins` shows which")
+        return chosen
+    names = ", ".join(b.name for b in _by_priority()) or "none"
     raise UsageError(f"unknown architecture {arch!r}: no installed backend generates code for it (installed "
                      f"backends: {names}); give an architecture one of them claims, or install its backend")  # fmt: skip
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from mneme.core import ir, ircache, pipeline
+from mneme.core import events, ir, ircache, pipeline
 from mneme.core.backend import Backend, DeviceBinary, backend_for_arch
 from mneme.core.types import ExperimentConfiguration
 
@@ -57,10 +57,11 @@ def compile(
         # the request (input IR, configuration, recorded arguments) decides the build: a hit skips preprocessing
         base_hash = base_hash or ir.module_hash(module)
         request = ircache.request_key(base_hash, kernel_name, config, toolchain, arch, emit, args, arg_layout,
-                                      specialize_indexes, extra_transforms)  # fmt: skip
+                                      specialize_indexes, extra_transforms, pipeline.pipeline_plugins())  # fmt: skip
         hit = store.get(request)
         if hit is not None:
-            return attrs.evolve(hit, stage_times={"cache": time.perf_counter() - start})
+            hit = attrs.evolve(hit, stage_times={"cache": time.perf_counter() - start})
+            return _compiled(kernel_name, config, hit, cached=True)
     pre = pipeline.preprocess(module, kernel_name, config, args, arg_layout, target,
                               specialize_indexes=specialize_indexes, extra_transforms=extra_transforms,
                               base_hash=base_hash)  # fmt: skip
@@ -70,16 +71,22 @@ def compile(
             hit = store.get(key)
             if hit is not None:
                 store.put(request, hit, alias_of=key)
-                return attrs.evolve(hit, stage_times={"preprocess": pre.seconds, "cache": time.perf_counter() - start})
+                hit = attrs.evolve(hit, stage_times={"preprocess": pre.seconds, "cache": time.perf_counter() - start})
+                return _compiled(kernel_name, config, hit, cached=True)
         binary = _build(backend, pre, kernel_name, config, arch, emit, store, toolchain)
         times = {"preprocess": pre.seconds, **binary.stage_times}
         binary = attrs.evolve(binary, stage_times=times, variant_hash=pre.variant_hash)
         if store is not None:
             store.put(key, binary)
             store.put(request, binary, alias_of=key)
-        return binary
+        return _compiled(kernel_name, config, binary, cached=False)
     finally:
         pre.module.close()
+
+
+def _compiled(kernel_name: str, config: ExperimentConfiguration, binary: DeviceBinary, cached: bool) -> DeviceBinary:
+    events.emit("mneme_variant_compiled", kernel_name=kernel_name, config=config, binary=binary, cached=cached)
+    return binary
 
 
 def _build(backend: Backend, pre: pipeline.Preprocessed, kernel_name: str, config: ExperimentConfiguration,

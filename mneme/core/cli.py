@@ -9,9 +9,10 @@ from rich.markup import escape
 
 from mneme._version import __version__
 from mneme.core import plugins
-from mneme.core.errors import MnemeError
+from mneme.core.errors import FormatError, LimitError, MnemeError
 from mneme.core.logs import configure as configure_logging
 from mneme.core.logs import make_console
+from mneme.core.printable import printable
 
 console = make_console()
 err_console = make_console(stderr=True)
@@ -21,8 +22,10 @@ class PluginGroup(click.Group):
     """A click group whose subcommands are the ones plugins provide."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        # -p no:NAME must act before anything lists or loads plugins (--help does, while parsing).
+        # -p no:NAME and --trace-plugins must act before anything lists or loads plugins (--help does, while parsing).
         _disable_plugins(_plugin_options(args))
+        if "--trace-plugins" in _global_options(args):
+            plugins.trace()
         return super().parse_args(ctx, args)
 
     def _plugin_commands(self) -> dict[str, plugins.Provided]:
@@ -58,6 +61,7 @@ class PluginGroup(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
+        words = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the subcommand and its arguments
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
@@ -65,16 +69,55 @@ class PluginGroup(click.Group):
         except Exception as exc:  # noqa: BLE001 - the guard: one line, never a traceback (docs/security.md)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            exc = resource_error(exc, words)
             _report(exc)
             ctx.exit(exc.exit_code if isinstance(exc, MnemeError) else 1)
+
+
+def resource_error(exc: BaseException, words: list[str]) -> BaseException:
+    """A MemoryError or OSError as the limit or file it is about; anything else unchanged.
+
+    `words` are the command's arguments: the inputs among them (existing paths) are named, since
+    one of them asked for the memory (docs/security.md, "Every failure is one line").
+    """
+    import os
+
+    inputs = [w for w in words[1:] if not w.startswith("-") and os.path.exists(w)][:3]
+    where = f"`mneme {words[0]}`" if words else "the command"
+    if inputs:
+        where += " on " + ", ".join(inputs)
+    if isinstance(exc, MemoryError):
+        from mneme.core import envvars, limits
+
+        cap = envvars.get(limits.variable("worker_data_bytes"))
+        held = f"the cap {limits.variable('worker_data_bytes')}={cap}" if cap else "the machine's memory"
+        return LimitError(f"out of memory in {where}: the input asks for more memory than {held} allows "
+                          f"(RLIMIT_DATA); check the sizes it declares, or raise {limits.variable('worker_data_bytes')} "
+                          "if it is trusted")
+    if isinstance(exc, OSError) and not isinstance(exc, MnemeError):
+        import errno
+
+        name = exc.filename if exc.filename is not None else (inputs[0] if inputs else None)
+        what = exc.strerror or str(exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+            return MnemeError(f"{where}: {what}{f' ({name})' if name else ''}: a resource of this machine ran out")
+        error = FormatError(os.fsdecode(name), f"{what} (errno {exc.errno})") if name is not None else \
+            MnemeError(f"{where}: {what}")
+        if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ELOOP,
+                             errno.ENAMETOOLONG):
+            error.exit_code = 1  # the system failed, not the input
+        return error
+    return exc
 
 
 def _report(exc: BaseException) -> None:
     """One line for an error: a MnemeError's message, or what went wrong unexpectedly."""
     if isinstance(exc, MnemeError):
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        # a message may quote names from a recording: control characters escaped, lines kept apart by indent
+        text = "\n  ".join(printable(line) for line in str(exc).split("\n"))
+        err_console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
         return
-    text = " ".join(str(exc).split())[:300].encode("utf-8", "backslashreplace").decode("utf-8")
+    text = printable(" ".join(str(exc).split())[:300].encode("utf-8", "backslashreplace").decode("utf-8"))
     err_console.print(f"error: unexpected {type(exc).__name__}: {text} (run with --debug for the traceback)",
                       highlight=False, soft_wrap=True, markup=False)
 
@@ -90,6 +133,16 @@ def _plugin_options(args: list[str]) -> list[str]:
             values.append(args[i][2:])
         i += 1
     return values
+
+
+def _global_options(args: list[str]) -> list[str]:
+    """The options given before the subcommand."""
+    found = []
+    for arg in args:
+        if not arg.startswith("-"):
+            break
+        found.append(arg)
+    return found
 
 
 def _disable_plugins(values: list[str]) -> None:
@@ -110,8 +163,12 @@ def _disable_plugins(values: list[str]) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Print only results and errors (no progress, no warnings).")
 @click.option("-p", "plugin_options", multiple=True, metavar="no:NAME",
               help="Disable the plugin NAME (repeatable; also MNEME_DISABLE_PLUGINS=a,b). `mneme plugins` lists them.")
+@click.option("--trace-plugins", is_flag=True,
+              help="Print every plugin hook call, its arguments and results, to stderr (pluggy's tracing; "
+                   "also MNEME_TRACE_PLUGINS=1 or =FILE).")
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_options: tuple[str, ...]) -> None:
+def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_options: tuple[str, ...],
+        trace_plugins: bool) -> None:
     """Record GPU kernel launches, replay them as verified experiments, and autotune them.
 
     Exit codes: 0 ok, 1 internal error, 2 invalid input (options, a malformed or unknown
@@ -144,5 +201,6 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - raised while loading plugins, before a subcommand runs
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
+        exc = resource_error(exc, [])
         _report(exc)
         sys.exit(exc.exit_code if isinstance(exc, MnemeError) else 1)

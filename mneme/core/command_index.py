@@ -29,7 +29,9 @@ def _key(disabled: set[str]) -> list:
     from mneme.core.entrypoints import entry_points
 
     entries = sorted((dist, version, ep.name, ep.value) for dist, version, ep in entry_points())
-    return [FORMAT, sys.prefix, sys.version_info[:2], sorted(disabled), [list(e) for e in entries]]
+    # The package's own folder: another checkout of the same version (PYTHONPATH, a second clone) has other commands.
+    package = str(Path(__file__).resolve().parents[1])
+    return [FORMAT, sys.prefix, package, sys.version_info[:2], sorted(disabled), [list(e) for e in entries]]
 
 
 def _mtime(path: str) -> int | None:

@@ -36,6 +36,8 @@ def _limit_vars() -> list[EnvVar]:
 
 _VARS = [
     EnvVar("MNEME_DISABLE_PLUGINS", "", "comma-separated plugin names to disable, as `mneme -p no:NAME`", "core"),
+    EnvVar("MNEME_TRACE_PLUGINS", "", "1/stderr or a file: print every plugin hook call, as `mneme --trace-plugins`",
+           "core"),
     EnvVar("MNEME_CACHE_DIR", "~/.cache/mneme", "folder of cached builds and native libraries", "cache"),
     EnvVar("MNEME_CACHE_MAX_BYTES", str(512 << 20), "size limit of the build cache in bytes", "cache"),
     EnvVar("MNEME_CACHE_DISABLE", "", "1/true/yes: keep no build cache on disk", "cache"),
@@ -83,7 +85,8 @@ _VARS = [
     EnvVar("MNEME_HOST_THREADS", "", "threads of one host launch (default: the CPUs this process may use)", "host"),
     EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
-    EnvVar("MNEME_HOST_SANDBOX", "1", "0: run host kernels without the seccomp filter (docs/security.md)", "host"),
+    EnvVar("MNEME_HOST_SANDBOX", "1",
+           "0: run host kernels in the calling process, without the sandbox process (unsafe; docs/security.md)", "host"),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

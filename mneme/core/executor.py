@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from mneme.core import backend as backend_mod
-from mneme.core import build, ir, kernel_clock, pipeline
+from mneme.core import build, events, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.ircache import BuildCache
@@ -61,7 +61,9 @@ def load_recording(record_db: Any):
             raise UsageError(f"{path}: expected one recording database (*.json) in the folder, found {names}; "
                              "name the database file")  # fmt: skip
         path = candidates[0]
-    return RecordedExecution.from_json(path)
+    recording = RecordedExecution.from_json(path)
+    events.emit("mneme_recording_loaded", recording=recording)
+    return recording
 
 
 def _looks_like_database(path: Path) -> bool:
@@ -148,22 +150,24 @@ class KernelBuilder:
         """The device binary of `config` (from the cache when this variant was built before)."""
         if self.mode != "ir":
             return self.recorded_binary(self.mode)
-        module = self.link_ir(config)
-        linked = (config.prune, config.internalize)
-        if linked not in self._base_hashes:  # hashed once per linked module: the request key starts from it
-            self._base_hashes[linked] = ir.module_hash(module)
-        return build.compile(module, self.rec.kernel_name, config, self.arch, self.args, self.rec.args,
-                             backend=self.backend, target=backend_target(self.backend),
-                             base_hash=self._base_hashes[linked], cache=self._cache)  # fmt: skip
+        with kernel_clock.compiling():  # killed from outside past compile_seconds (a supervisor keeps it)
+            module = self.link_ir(config)
+            linked = (config.prune, config.internalize)
+            if linked not in self._base_hashes:  # hashed once per linked module: the request key starts from it
+                self._base_hashes[linked] = ir.module_hash(module)
+            return build.compile(module, self.rec.kernel_name, config, self.arch, self.args, self.rec.args,
+                                 backend=self.backend, target=backend_target(self.backend),
+                                 base_hash=self._base_hashes[linked], cache=self._cache)  # fmt: skip
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         """The variant's IR after preprocessing and optimization, as text (for --output-ll)."""
-        pre = self.preprocess(config)
-        try:
-            self.backend.optimize(pre.module, config, self.arch)
-            return str(pre.module)
-        finally:
-            pre.module.close()
+        with kernel_clock.compiling():
+            pre = self.preprocess(config)
+            try:
+                self.backend.optimize(pre.module, config, self.arch)
+                return str(pre.module)
+            finally:
+                pre.module.close()
 
     def recorded_binary(self, mode: str, required: bool = True) -> DeviceBinary | None:
         """The application's own image of the kernel ("ptx" or "cubin" mode); None when absent and not required."""
@@ -376,6 +380,7 @@ class BaseExecutor:
         use it to wait for exclusive use of the device).
         """
         self._check_open()
+        events.emit("mneme_experiment_started", recording=self.rec, instance=self.instance, config=config)
         result = ExperimentResult(start_time=utc_now(), gpu_id=self.device_id, device=self.device_label,
                                   backend=self.backend.name)  # fmt: skip
         try:
@@ -391,6 +396,8 @@ class BaseExecutor:
         if result.failed and self._dirty and result.error_kind not in ("compile", "invalid", "load"):
             self._restore_all = True
         result.end_time = utc_now()
+        events.emit("mneme_experiment_finished", recording=self.rec, instance=self.instance, config=config,
+                    result=result)
         return result
 
     def _execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None, result: ExperimentResult,

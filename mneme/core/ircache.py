@@ -55,11 +55,13 @@ def _config_text(config: ExperimentConfiguration) -> str:
 
 
 def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguration, toolchain: Mapping[str, str],
-                arch: str, emit: str, args: bytes | None, arg_layout, specialize_indexes, extra_transforms) -> str:  # fmt: skip
+                arch: str, emit: str, args: bytes | None, arg_layout, specialize_indexes, extra_transforms,
+                pipeline_plugins=()) -> str:  # fmt: skip
     """The key of a compile request: the input IR's hash and everything the transforms and build read.
 
     Equal requests give equal builds, so a hit needs no preprocessing; argument bytes count
-    only when the configuration specializes them.
+    only when the configuration specializes them; `pipeline_plugins` names the plugins in the
+    transform pipeline besides the core.
     """
     uses_args = bool(config.specialize)
     data = {
@@ -70,6 +72,8 @@ def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguratio
         if uses_args and arg_layout is not None else None,
         "indexes": sorted(specialize_indexes) if uses_args and specialize_indexes is not None else None,
     }  # fmt: skip
+    if pipeline_plugins:  # plugins in the transform pipeline decide the build too (absent: keys as before)
+        data["pipeline"] = sorted(pipeline_plugins)
     return "r" + hashlib.sha256(canonical_json(data).encode()).hexdigest()[1:]
 
 

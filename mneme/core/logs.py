@@ -80,15 +80,53 @@ def level_for(verbosity: int) -> int:
 
 def configure(verbosity: int, console=None) -> None:
     """Set Mneme's log level for `verbosity` and quiet third-party libraries unless it is 1 or more."""
-    from rich.logging import RichHandler
-
     _state["verbosity"] = verbosity
-    handler = RichHandler(console=console) if console is not None else RichHandler()
-    logging.basicConfig(level=level_for(verbosity), format="%(message)s", handlers=[handler], force=True)
+    from mneme.core.printable import EscapingFilter
+
+    handler = _handler(console)
+    handler.addFilter(EscapingFilter())  # names from recordings reach log messages as arguments
+    logging.basicConfig(level=level_for(verbosity), handlers=[handler], force=True)
     for name in THIRD_PARTY:
         logging.getLogger(name).setLevel(_third_party_level(verbosity))
     # A later configure(1) in the same process (tests, notebooks) shows the warnings again.
     _filter_warnings(verbosity)
+
+
+def _handler(console=None) -> logging.Handler:
+    """Rich's handler on a terminal; plain lines elsewhere.
+
+    Rich lays a record out as a table as wide as its console, its source column right-aligned:
+    through a pipe (a console as wide as `_PIPE_WIDTH`) every line would be padded to that width.
+    """
+    if console is None:
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    if console.is_terminal:
+        from rich.logging import RichHandler
+
+        handler: logging.Handler = RichHandler(console=console)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        return handler
+    handler = _ConsoleLines(console)
+    handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))
+    return handler
+
+
+class _ConsoleLines(logging.StreamHandler):
+    """Plain log lines to a console's current stream (a test runner may swap sys.stderr after configure)."""
+
+    def __init__(self, console) -> None:
+        self._console = console
+        super().__init__()
+
+    @property
+    def stream(self):
+        return self._console.file
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass  # the console decides
 
 
 def quiet_third_party(name: str) -> None:

@@ -7,6 +7,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
+import sys
 from collections.abc import Iterable
 from typing import Any
 
@@ -27,12 +28,17 @@ KINDS = {
     "mneme_samplers": "sampler",
     "mneme_spaces": "space",
     "mneme_ir_sources": "ir-source",
+    "mneme_recording_formats": "recording-format",
     "mneme_parameters": "parameter",
     "mneme_cli_commands": "command",
 }
 DISABLE_ENV = "MNEME_DISABLE_PLUGINS"
-# Registered by the manager itself, not an entry point: the core's own stages' knobs. Never disabled.
+TRACE_ENV = "MNEME_TRACE_PLUGINS"
+# Registered by the manager itself, not an entry point: the core's own stages' knobs and its own
+# implementations of the decision and pipeline hooks (mneme.core.corehooks). Never disabled.
 CORE_PLUGIN = "core"
+CORE_HOOKS_PLUGIN = "core-hooks"
+CORE_PLUGINS = frozenset({CORE_PLUGIN, CORE_HOOKS_PLUGIN})
 
 
 @attrs.frozen
@@ -134,18 +140,21 @@ def get_plugin_manager() -> pluggy.PluginManager:
     Disabled plugins are not loaded; a plugin whose ``mneme_replaces`` names others takes
     their place (they are loaded, since only the replacer says so, but not registered).
     """
+    from mneme.core import corehooks
+
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(knob, name=CORE_PLUGIN)  # the core's own knobs
+    pm.register(corehooks, name=CORE_HOOKS_PLUGIN)  # the core's own backend choice and transform stage
     _broken.clear()
     _origins.clear()
     _replaced.clear()
-    disabled = disabled_names() - {CORE_PLUGIN}
+    disabled = disabled_names() - CORE_PLUGINS
     loaded: dict[str, object] = {}
     _seen.clear()
     for dist_name, version, ep in entry_points():
         _seen.add(ep.name)
-        if ep.name in loaded or ep.name in disabled or ep.name == CORE_PLUGIN:
+        if ep.name in loaded or ep.name in disabled or ep.name in CORE_PLUGINS:
             continue
         try:
             loaded[ep.name] = ep.load()
@@ -162,7 +171,42 @@ def get_plugin_manager() -> pluggy.PluginManager:
             pm.register(plugin, name=name)
     for name in sorted(disabled - _seen):
         log.warning("cannot disable plugin %r: no plugin of that name is installed (`mneme plugins` lists them)", name)
+    if envvars.get(TRACE_ENV):
+        _trace(pm)
     return pm
+
+
+def hook() -> pluggy.HookRelay:
+    """The hooks of the process-wide plugin manager (``hook().mneme_backend_for_arch(arch=..., ...)``)."""
+    return get_plugin_manager().hook
+
+
+def trace(target: str = "stderr") -> None:
+    """Print every hook call with its arguments and results (``mneme --trace-plugins``), in this process and
+    its workers; `target` is ``stderr`` or a file to append to."""
+    os.environ[TRACE_ENV] = target  # worker processes load their own plugin manager
+    if get_plugin_manager.cache_info().currsize:
+        _trace(get_plugin_manager())
+
+
+def _trace(pm: pluggy.PluginManager) -> None:
+    """pluggy's tracing (``pm.enable_tracing``), written to stderr, or appended to the file MNEME_TRACE_PLUGINS names."""
+    if getattr(pm, "_mneme_traced", False):
+        return
+    target = envvars.get(TRACE_ENV) or "1"
+
+    def write(text: str) -> None:
+        line = f"[mneme-trace pid {os.getpid()}] {text}"
+        if target in ("1", "stderr"):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        else:  # one write per call: lines of several processes do not interleave
+            with open(target, "a", encoding="utf-8") as out:
+                out.write(line)
+
+    pm.trace.root.setwriter(write)
+    pm.enable_tracing()
+    pm._mneme_traced = True  # type: ignore[attr-defined]
 
 
 @attrs.frozen
@@ -233,12 +277,16 @@ def _missing_extra(plugin: object) -> str:
 
 
 def _call(impl, hook: str):
+    """One plugin's answer to a registration hook, called through pluggy (tracing and wrappers apply)."""
+    pm = get_plugin_manager()
+    others = [p for p in pm.get_plugins() if p is not impl.plugin]
+    caller = pm.subset_hook_caller(hook, remove_plugins=others)
     if hook == "mneme_cli_commands":
         group = click.Group()  # what the plugin adds to it is mounted on the `mneme` group
-        kwargs = {"cli": group, "registry": registry_view()}
-        returned = impl.function(**{k: kwargs[k] for k in impl.argnames})
-        return list(returned or ()) + [c for c in group.commands.values() if c not in (returned or ())]
-    return list(impl.function() or ())
+        answers = caller(cli=group, registry=registry_view())
+        returned = [c for answer in answers for c in (answer or ())]
+        return returned + [c for c in group.commands.values() if c not in returned]
+    return [item for answer in caller() for item in (answer or ())]
 
 
 @functools.lru_cache(maxsize=None)

@@ -12,7 +12,7 @@ import signal
 from typing import Any
 
 from mneme.core import backend as backend_mod
-from mneme.core import kernel_clock, limits
+from mneme.core import events, kernel_clock, limits
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme.core.executor import BaseExecutor, KernelBuilder, fail_result, load_recording, resolve_backend, utc_now
 from mneme.core.snapshot import Snapshot
@@ -38,6 +38,7 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _redirect_output(log_path)
     limits.restrict_worker()  # no core dumps, no new privileges (docs/security.md)
+    events.mute(*events.POOL_REPORTED)  # the pool reports them in the tuning process
     role = spec.get("role", "device")
     log.info("worker %s starting: pid %d, role %s, spec %s", spec.get("name"), os.getpid(), role, spec)
     try:
@@ -54,7 +55,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
             conn.close()
         os._exit(3)
     # The pool keeps the kernels' time limit: it kills this process when a run overstays (kernel_clock).
-    kernel_clock.supervise(lambda budget: conn.send({"payload": "kernel", "budget": budget}))
+    kernel_clock.supervise(lambda budget, limit="timeout_seconds": conn.send(
+        {"payload": "kernel", "budget": budget, "limit": limit}))
     conn.send({"payload": "ready", "pid": os.getpid(), **server.info()})
     while True:
         try:

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import attrs
 
-from mneme.core import kernel_clock, limits
+from mneme.core import events, kernel_clock, limits
 from mneme.core.backend import check_cache_state
 from mneme.core.errors import ExperimentError, UsageError
 from mneme.core.executor import utc_now
@@ -84,6 +84,7 @@ class _Job:
     binary: Any = None
     compile_result: dict | None = None
     submitted: float = attrs.Factory(time.monotonic)
+    started: bool = False  # reported to the event hooks (once a worker took it)
 
 
 class TuneWorkerHandle:
@@ -236,6 +237,9 @@ class TuneWorkerHandle:
         self._terminate()
 
     def _process(self, job: _Job) -> str:
+        if not job.started:
+            job.started = True
+            self.pool._report("mneme_experiment_started", config=job.config)
         message = {"payload": "compile" if self.role == "compile" else "process", "exp_id": job.exp_id,
                    "data": job.config.to_dict()}  # fmt: skip
         if self.role == "device" and job.binary is not None:
@@ -264,7 +268,8 @@ class TuneWorkerHandle:
         except (OSError, EOFError, BrokenPipeError):
             pass  # the death is noticed below
         timeout = self.pool._timeout_for(job, self.role)
-        kernel_since, kernel_budget = 0.0, 0.0  # an open kernel window (kernel_clock): since when, for how long
+        # an open kernel or compile window (kernel_clock): since when, for how long, under which limit
+        kernel_since, kernel_budget, window_limit = 0.0, 0.0, "timeout_seconds"
         while True:
             if self.conn.poll(_POLL):
                 try:
@@ -273,6 +278,7 @@ class TuneWorkerHandle:
                     reply = None
                 if reply is not None and reply.get("payload") == "kernel":
                     kernel_since, kernel_budget = time.monotonic(), float(reply.get("budget") or 0.0)
+                    window_limit = reply.get("limit") or "timeout_seconds"
                     continue
                 if reply is not None and reply.get("payload") == "acquire":
                     # The variant is built; wait for the device (no other timing run on it), then go.
@@ -310,6 +316,11 @@ class TuneWorkerHandle:
             if kernel_budget and time.monotonic() - kernel_since > kernel_clock.deadline_after(kernel_budget):
                 pid = self.process.pid
                 self._kill()
+                if window_limit == kernel_clock.COMPILE_LIMIT:  # a failed trial, for that reason
+                    error = kernel_clock.compile_limit_message(
+                        kernel_budget, f"worker {self.name} (pid {pid}) on {self._where()} (replaced; see {self.log_path})")
+                    self.pool._stage_failed(self, job, "compile", error, start_stamp)
+                    return "respawn"
                 error = (f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit "
                          f"({kernel_budget:g} s for the runs in flight; {limits.variable('timeout_seconds')}) on "
                          f"{self._where()}; worker {self.name} (pid {pid}) was killed and replaced; see "
@@ -469,6 +480,7 @@ class AsyncReplayExecutor:
         self._device_locks = {d: threading.Lock() for d, count in per_device.items() if count > 1}
         # Device workers' time on their devices, the latest ones, for tools and tests.
         self.device_uses: collections.deque[DeviceUse] = collections.deque(maxlen=DEVICE_USES_KEPT)
+        self._subject: tuple[Any, Any] | None = None  # (recording, instance) of the event hooks, read on first use
         self._started = False
         if start:
             self.start()
@@ -636,9 +648,25 @@ class AsyncReplayExecutor:
         log.warning("%s", error)
         self._finish(job, result, worker)
 
+    def _report(self, event: str, **kwargs: Any) -> None:
+        """Emit an experiment event in this process for the workers' experiments (they mute their own)."""
+        if not events.listened(event):
+            return
+        if self._subject is None:
+            from mneme.core.records import RecordedExecution
+
+            recording = RecordedExecution.from_json(self.record_db)
+            self._subject = (recording, recording.select(self._spec["record_id"]))
+        recording, instance = self._subject
+        events.emit(event, recording=recording, instance=instance, **kwargs)
+
     def _finish(self, job: _Job, result: ExperimentResult, worker: TuneWorkerHandle) -> None:
         with self._lock:
             self._pending.pop(job.exp_id, None)
+        if not job.started:  # answered without a worker (equivalent code, a failed compile stage, a broken pool)
+            job.started = True
+            self._report("mneme_experiment_started", config=job.config)
+        self._report("mneme_experiment_finished", config=job.config, result=result)
         if (self.baseline is None and result.ok and self.default_config is not None
                 and job.config.hash() == self.default_config.hash()):  # fmt: skip
             self.baseline = result

@@ -86,6 +86,21 @@ def _heavy(modules: set[str]) -> list[str]:
                            "mneme.plugins.backends.host.backend", "mneme_cuda.backend", "mneme_hip.backend"))
 
 
+def test_an_index_written_by_another_copy_of_the_package_is_not_used(tmp_path):
+    # Another checkout of the same version (a second clone, PYTHONPATH) defines other commands.
+    _help(tmp_path)
+    index_path = tmp_path / "command-index.json"
+    data = json.loads(index_path.read_text())
+    assert any(str(part).endswith("mneme") and os.path.isdir(str(part)) for part in data["key"])
+    data["key"] = [("/elsewhere/mneme" if str(part).endswith("mneme") and os.path.isdir(str(part)) else part)
+                   for part in data["key"]]
+    data["commands"]["tune"]["help"] = "from another checkout"
+    index_path.write_text(json.dumps(data))
+    text, _ = _help(tmp_path)
+    assert "from another checkout" not in text
+    assert "Autotune one recorded kernel launch" in text
+
+
 def test_plugins_lists_every_kind_without_importing_what_it_lists(tmp_path):
     first, _ = _run(tmp_path, "plugins", "--json")
     second, modules = _run(tmp_path, "plugins", "--json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 
 from mneme.core import logs
@@ -36,3 +37,17 @@ def test_the_store_and_the_sampler_plugins_name_their_libraries():
     import mneme.plugins.samplers.optuna_family  # noqa: F401
 
     assert {"optuna", "cmaes"} <= set(logs.THIRD_PARTY)
+
+
+def test_log_lines_through_a_pipe_are_not_padded_to_the_console_width():
+    import subprocess
+    import sys
+
+    # what `mneme` does at start-up (its stderr console, logging configured), then one warning
+    script = ("import logging\nfrom mneme.core import logs\nlogs.configure(0, logs.make_console(stderr=True))\n"
+              "logging.getLogger('mneme.test').warning('a short warning')\n")
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
+                          check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == ["WARNING  a short warning"]

@@ -105,3 +105,47 @@ def test_a_third_party_backend_of_lower_priority_is_never_the_default(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     names, default, for_arch = proc.stdout.rsplit(maxsplit=2)
     assert "'traced-host'" in names and default != "traced-host" and for_arch == "host"
+
+
+def test_an_event_plugin_sees_every_experiment_and_trial_of_a_tuning_run_once_in_order(tmp_path, saxpy):
+    import csv
+
+    from mneme.core.tuning.store import EVALUATED, ResultStore
+
+    site = install("mneme-csv-events", tmp_path / "site")
+    events_csv, results = tmp_path / "events.csv", tmp_path / "results"
+    tuned = mneme(site, "tune", "-rdb", saxpy, "--backend", "host", "--sampler", "random", "--seed", "3",
+                  "--trials", 4, "--retime-top", 1, "--retime-repeats", 1, "--measure-time", 0.5, "--results", results,
+                  "--json", env={"MNEME_EVENTS_CSV": str(events_csv)})  # fmt: skip
+    assert tuned.returncode == 0, tuned.stdout[-2000:] + tuned.stderr[-4000:]
+    summary = json.loads(tuned.stdout)
+    rows = list(csv.DictReader(events_csv.open()))
+    # The tuning process reports the recording, the experiments (its workers', through the pool) and the trials.
+    (loaded,) = [row for row in rows if row["event"] == "recording_loaded"]
+    assert rows[0] is loaded and loaded["kernel"] == "saxpy"
+    own = [row for row in rows if row["pid"] == loaded["pid"]]
+    assert own[-1]["event"] == "tuning_finished" and own[-1]["status"] == summary["stop"]["reason"] == "budget"
+    assert [row["event"] for row in rows].count("tuning_finished") == 1
+    # one worker: each experiment starts, then finishes, before the next starts
+    experiments = [row for row in own if row["event"].startswith("experiment_")]
+    assert [row["event"] for row in experiments] == ["experiment_started", "experiment_finished"] * (len(experiments) // 2)
+    assert all(s["config"] == f["config"] for s, f in zip(experiments[::2], experiments[1::2]))
+    # every stored trial is told once, and one that ran follows its own experiment's end
+    told = [row for row in own if row["event"] == "trial_told"]
+    store = ResultStore.load(f"sqlite:///{results / 'study.db'}")
+    stored = {record.number: record for record in store.records() if record.state == "COMPLETE"}
+    assert sorted(int(row["trial"]) for row in told) == sorted(stored)
+    finished = [i for i, row in enumerate(own) if row["event"] == "experiment_finished"]
+    for row in told:
+        assert row["status"] == stored[int(row["trial"])].status and row["config"] == stored[int(row["trial"])].hash
+        if row["status"] in EVALUATED:  # its own experiment ended before (the next may have started meanwhile)
+            ends = [i for i in finished if i < own.index(row) and own[i]["config"] == row["config"]]
+            assert ends, row
+            finished.remove(ends[0])
+    assert sum(row["status"] in EVALUATED for row in told) == summary["counts"]["trials"] == 4
+    # the baseline, the trials and the comparison's runs: all experiments, each compiled where it ran
+    pairs = sum(entry["pairs"] for entry in store.retime.values() if not entry["baseline"])
+    assert pairs >= 3 and len(experiments) // 2 == 1 + 4 + 2 * pairs  # the baseline, the trials, the comparison
+    compiled = {row["config"] for row in rows if row["event"] == "variant_compiled"}
+    assert {row["config"] for row in experiments} <= compiled
+    assert all(row["pid"] != loaded["pid"] for row in rows if row["event"] == "variant_compiled")

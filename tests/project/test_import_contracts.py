@@ -70,15 +70,15 @@ def test_the_check_finds_a_private_name_taken_from_another_package(tmp_path):
     assert uses == ["from mneme.core.tuning.space import _x", "ir._unquote"]
 
 
-def test_the_core_names_optuna_samplers_only_in_the_pinned_point_adapter():
-    """Sampling algorithms live in sampler plugins; the core keeps `PinnedSampler` (interfaces.md says why)."""
+def test_the_core_names_optuna_samplers_only_in_the_stores_pinned_point_adapter():
+    """Sampling algorithms, Optuna's included, live in sampler plugins; the store keeps the class through which
+    its study records the point a sampler chose (interfaces.md, "Samplers")."""
     users = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "mneme" / "core").rglob("*.py")
                    if "optuna.samplers" in path.read_text())  # fmt: skip
-    assert users == ["mneme/core/tuning/samplers.py", "mneme/core/tuning/store.py"]
+    assert users == ["mneme/core/tuning/store.py"]
     store = (ROOT / "mneme" / "core" / "tuning" / "store.py").read_text()
     assert [line.strip() for line in store.splitlines() if "optuna.samplers" in line] == [
-        line.strip() for line in store.splitlines() if "sampler: optuna.samplers.BaseSampler" in line
-    ]  # the store only names the type of the sampler it is handed
+        "class _PinnedSampler(optuna.samplers.BaseSampler):", "self._fallback = optuna.samplers.RandomSampler()"]
 
 
 @pytest.mark.skipif(shutil.which("lint-imports") is None and not Path(sys.executable).with_name("lint-imports").exists(),

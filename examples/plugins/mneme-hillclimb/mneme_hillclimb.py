@@ -1,6 +1,6 @@
 """A third-party Mneme sampler: hill climbing with restarts (the plugin author's guide's example).
 
-It proposes points itself (an *external* sampler, see `mneme.core.tuning.samplers`): start from
+It proposes points through the ask/tell interface (`mneme.core.tuning.samplers`): start from
 a random point, try each neighbour (one step along one dimension's ordered values), move to the
 first neighbour that is faster, and restart from a fresh random point once no neighbour is.
 """

@@ -56,7 +56,7 @@ def _candidates(folder: Path) -> list[Path]:
 
 def load_candidate(path: Path) -> RecordedExecution:
     """A database found next to a file (the one place that reads candidates: other formats plug in here)."""
-    return RecordedExecution.from_json(path, allow_missing=True)
+    return RecordedExecution.from_json(path, allow_missing=True, convert=False)  # never converts a bystander
 
 
 def _where(path: Path) -> Path:

@@ -5,9 +5,9 @@ shared study. Every live process refreshes the lease of the trials it runs (`Lea
 `interval` seconds; any process that sees a trial's lease unrefreshed for the grace period
 fails it, and re-runs its configuration (the session does that).
 
-Where the storage has Optuna's heartbeat (`RDBStorage`: SQLite, PostgreSQL, ...) the lease is
-that heartbeat, timed by the database server's clock, and Optuna's `fail_stale_trials` finds
-the stale ones. Elsewhere (the journal file) the lease is the trial's system attribute
+Where the storage has a heartbeat of its own (database storages: SQLite, PostgreSQL, ...) the
+lease is that heartbeat, timed by the database server's clock, and the store finds the stale
+ones (`ResultStore.fail_stale`). Elsewhere (the journal file) the lease is the trial's system attribute
 ``mneme.lease``, a beat counter the owner rewrites; `StaleWatch` calls a trial stale when it
 has watched that attribute stay the same for the grace period by its own clock, so the
 clocks of different hosts need not agree. Each owner names its grace in the trial's
@@ -20,15 +20,17 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
-
-import optuna
 
 log = logging.getLogger(__name__)
 
 LEASE_ATTR = "mneme.lease"
 GRACE_FACTOR = 3  # missed beats before a trial counts as dead: survives a slow beat or two
+
+
+class TrialFinished(Exception):
+    """The trial was finished meanwhile (told here, or failed as stale by another process): it takes no update."""
 
 
 def grace_for(interval: float) -> float:
@@ -39,13 +41,16 @@ def grace_for(interval: float) -> float:
 class Lease:
     """The live side: refreshes the lease of this process's running trials from a thread.
 
-    `hold(trial_id)` when a trial is asked, `release(trial_id)` once it is told; `close()` at the end.
+    `beat(trial_id, count)` is the store's refresh (`ResultStore.beat`), raising `TrialFinished` for a
+    trial told meanwhile; `at_hold`: beat at once when a trial is held (a storage heartbeat, where a
+    trial with no beat yet is never stale). `hold(trial_id)` when a trial is asked,
+    `release(trial_id)` once it is told; `close()` at the end.
     """
 
-    def __init__(self, storage: optuna.storages.BaseStorage, interval: float, *, native: bool):
-        self.storage = storage
+    def __init__(self, beat: Callable[[int, int], None], interval: float, *, at_hold: bool):
+        self.refresh = beat
         self.interval = interval
-        self.native = native  # Optuna's heartbeat (RDBStorage) rather than the system attribute
+        self.at_hold = at_hold
         self._held: set[int] = set()
         self._beats = 0
         self._lock = threading.Lock()
@@ -56,8 +61,7 @@ class Lease:
     def hold(self, trial_id: int) -> None:
         with self._lock:
             self._held.add(trial_id)
-        if self.native:
-            # A trial with no heartbeat row is never stale to Optuna: write the first one now.
+        if self.at_hold:
             self._beat(trial_id)
 
     def release(self, trial_id: int) -> None:
@@ -78,11 +82,8 @@ class Lease:
 
     def _beat(self, trial_id: int) -> None:
         try:
-            if self.native:
-                self.storage.record_heartbeat(trial_id)
-            else:
-                self.storage.set_trial_system_attr(trial_id, LEASE_ATTR, {"beat": self._beats, "at": time.time()})
-        except optuna.exceptions.UpdateFinishedTrialError:
+            self.refresh(trial_id, self._beats)
+        except TrialFinished:
             self.release(trial_id)  # told meanwhile (by us, or failed as stale by another process)
         except Exception as exc:  # a storage hiccup (NFS, network): the next beat tries again
             log.warning("refreshing the lease of trial id %d failed: %s", trial_id, exc)
@@ -92,7 +93,7 @@ class StaleWatch:
     """The observer side: which running trials of other processes stopped refreshing their lease.
 
     `default_grace` applies to trials that never named an owner (their process died right
-    after asking). With `owned=False` (the storage has Optuna's heartbeat, which covers
+    after asking). With `owned=False` (the storage has a heartbeat of its own, which covers
     owned trials) only those are watched.
     """
 
@@ -101,7 +102,8 @@ class StaleWatch:
         self.owned = owned
         self._seen: dict[int, tuple[str, float]] = {}  # trial id -> (lease as last seen, since when)
 
-    def stale(self, running: Iterable[optuna.trial.FrozenTrial], session: str) -> list[optuna.trial.FrozenTrial]:
+    def stale(self, running: Iterable[Any], session: str) -> list[Any]:
+        """Of the store's `running` trials (`trial_id`, `user_attrs`, `system_attrs`), those whose lease lapsed."""
         now = time.monotonic()
         found, watched = [], set()
         for trial in running:
@@ -127,7 +129,7 @@ class StaleWatch:
         return found
 
 
-def describe_owner(trial: optuna.trial.FrozenTrial) -> str:
+def describe_owner(trial: Any) -> str:
     owner: dict[str, Any] = trial.user_attrs.get("owner") or {}
     if not owner:
         return "a process that never named itself"

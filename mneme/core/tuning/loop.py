@@ -17,24 +17,22 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
-import optuna
-from optuna.exceptions import UpdateFinishedTrialError
-from optuna.trial import TrialState
 
-from mneme.core import interrupt
+from mneme.core import events, interrupt
 from mneme.core.errors import UsageError
-from mneme.core.tuning.lease import describe_owner, grace_for
+from mneme.core.tuning.context import ToldTrial
+from mneme.core.tuning.lease import TrialFinished, describe_owner, grace_for
 from mneme.core.tuning.outcome import equivalence_key, failure_kind, judged, objective, result_of, status_of
-from mneme.core.tuning.samplers import Ask, mark_feasibility
+from mneme.core.tuning.samplers import Ask
 from mneme.core.tuning.space import MAX_SAMPLE_RETRIES
 from mneme.core.tuning.store import EVALUATED
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 if TYPE_CHECKING:
-    from mneme.core.tuning.session import TuningSession
+    from mneme.core.tuning.context import LoopContext
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +42,7 @@ MAX_DUPLICATES = 100  # proposals in a row of measured configurations that mean 
 
 @attrs.define
 class Pending:
-    trial: optuna.trial.Trial
+    trial: Any  # the store's running trial
     ask: Ask | None
     encoded: dict[str, Any]
     config: ExperimentConfiguration
@@ -52,11 +50,29 @@ class Pending:
     submitted: float = 0.0
 
 
+@attrs.frozen
+class Next:
+    """What `TrialLoop.next` came to: `RUN` its `pending` experiment; the point was `ANSWERED` without
+    running (from the store, or by an experiment in flight); the sampler is `EXHAUSTED`."""
+
+    RUN: ClassVar[str] = "run"
+    ANSWERED: ClassVar[str] = "answered"
+    EXHAUSTED: ClassVar[str] = "exhausted"
+
+    kind: str
+    pending: Pending | None = None
+
+
+#: Why the search stopped (`TrialLoop.run`'s answer): the budget spent, --timeout, the sampler out of
+#: new points, or a signal.
+STOP_REASONS = ("budget", "timeout", "exhausted", "interrupted")
+
+
 class TrialLoop:
     """The ask/tell state of one session: what is queued again, seen, measured, in flight."""
 
-    def __init__(self, session: TuningSession):
-        self.s = session
+    def __init__(self, ctx: LoopContext):
+        self.ctx = ctx
         self.requeue: list[dict[str, Any]] = []
         self._carried: Ask | None = None  # our sampler's point, when the study handed out a requeued one
         self._awaited: dict[int, float] = {}  # other processes' running trials we wait on: since when
@@ -71,21 +87,20 @@ class TrialLoop:
 
     @property
     def store(self):
-        return self.s.store
+        return self.ctx.store
 
     # -- start --------------------------------------------------------------------------------------
     def start(self) -> None:
         """Learn the study: what was measured, what earlier runs left interrupted (run those first)."""
         self.evaluated = {digest: (r.number, r.value) for digest, r in self.store.evaluated().items()}
         queued: set[str] = set()
-        for trial in self.store.trials(states=(TrialState.FAIL,)):
+        for trial in self.store.trials(states=("FAIL",)):
             digest = trial.user_attrs.get("hash")
             if (trial.user_attrs.get("status") == "interrupted" and digest and trial.params
                     and digest not in self.evaluated and digest not in queued):
                 queued.add(digest)
                 self.requeue.append(dict(trial.params))
-                if not self.s.sampler.native:
-                    self.s.sampler.observe(trial.params, None)  # exhaustive must not propose it again
+                self.ctx.sampler.observe(trial.params, None)  # exhaustive must not propose it again
         if queued:
             log.info("running %d configuration(s) an earlier run left interrupted first", len(queued))
         self.sync()
@@ -101,8 +116,8 @@ class TrialLoop:
     # -- recovery and synchronisation ---------------------------------------------------------------
     def recover(self) -> None:
         """Fail the trials of dead processes (this session noticed first) and queue their points again."""
-        s = self.s
-        for trial in self.store.fail_stale(s._watch, s.session_id):
+        s = self.ctx
+        for trial in self.store.fail_stale(s.watch, s.run.session_id):
             if trial.user_attrs.get("status") == "duplicate":  # the trial it deferred to runs its configuration
                 log.info("trial %d of %s ended a duplicate", trial.number, describe_owner(trial))
                 continue
@@ -113,8 +128,7 @@ class TrialLoop:
             log.warning("trial %d was interrupted (%s is gone: dead on this host, or its lease lapsed); "
                         "running its configuration again", trial.number, describe_owner(trial))
             self.requeue.append(dict(trial.params))
-            if not s.sampler.native:
-                s.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
+            s.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
 
     def sync(self) -> None:
         """Tell the sampler about trials it did not ask for (earlier runs, other processes)."""
@@ -123,10 +137,11 @@ class TrialLoop:
             if trial.number in self.seen:
                 continue
             status = trial.user_attrs.get("status")
-            mine = (trial.user_attrs.get("owner") or {}).get("session") == self.s.session_id
-            if mine and trial.state == TrialState.RUNNING:
+            mine = (trial.user_attrs.get("owner") or {}).get("session") == self.ctx.run.session_id
+            state = trial.state.name
+            if mine and state == "RUNNING":
                 continue
-            if trial.state == TrialState.COMPLETE:
+            if state == "COMPLETE":
                 self.seen.add(trial.number)
                 digest = trial.user_attrs.get("hash")
                 if status in EVALUATED and digest and digest not in self.evaluated:
@@ -135,15 +150,17 @@ class TrialLoop:
                 if status == "ok" and key:
                     self.equivalents.setdefault(key, (trial.number, trial.value))
                 if not mine:
-                    self.s.sampler.observe(trial.params, trial.value)
+                    if status == "infeasible":
+                        self.ctx.sampler.infeasible(trial.params)
+                    self.ctx.sampler.observe(trial.params, trial.value)
                     self.count(status, trial.value, trial.number, trial.user_attrs.get("result"))
-            elif trial.state == TrialState.RUNNING and not mine and status != "infeasible":
-                self.s.sampler.observe(trial.params, None)
-            elif trial.state != TrialState.RUNNING:
+            elif state == "RUNNING" and not mine and status != "infeasible":
+                self.ctx.sampler.observe(trial.params, None)
+            elif state != "RUNNING":
                 self.seen.add(trial.number)
 
     def count(self, status: str | None, value: float | None, number: int, result: dict | None) -> None:
-        progress = self.s.progress
+        progress = self.ctx.progress
         if status in EVALUATED:
             progress.trials += 1
             progress.experiments += 1
@@ -161,8 +178,9 @@ class TrialLoop:
             progress.best_samples = list((result or {}).get("exec_time") or [])
 
     # -- the loop -------------------------------------------------------------------------------------
-    def run(self) -> None:
-        s = self.s
+    def run(self) -> str:
+        """Search until the budget, the time or the points run out, or a signal; returns why (`STOP_REASONS`)."""
+        s = self.ctx
         s.progress.phase = "tuning"
         s.on_progress(s.progress)
         started = time.monotonic()
@@ -173,32 +191,33 @@ class TrialLoop:
         if skips:
             s.pool.known_code = self.known_code
         try:
-            self._run(started)
+            return self._run(started)
         finally:
             if skips:
                 s.pool.known_code = None
 
-    def _run(self, started: float) -> None:
-        s, opts = self.s, self.s.options
-        limit = s.num_workers + (opts.prefetch if opts.prefetch is not None else s.num_workers)
+    def _run(self, started: float) -> str:
+        s = self.ctx
+        limit = s.concurrency
         exhausted = False
         last_sync = time.monotonic()
         with interrupt.deferred():
             while interrupt.pending() is None:
-                out_of_time = opts.timeout is not None and time.monotonic() - started >= opts.timeout
+                out_of_time = s.timeout is not None and time.monotonic() - started >= s.timeout
                 while (self.requeue or not exhausted) and not out_of_time and len(self.in_flight) < limit:
                     # A dead process's configuration runs again even past the budget: its trial spent budget,
                     # then stopped counting, and the processes may have over-spent the budget meanwhile.
-                    if self.budget_used() >= opts.trials and not self.requeue:
+                    if self.budget_used() >= s.trials and not self.requeue:
                         break
                     if interrupt.pending() is not None:
                         break
-                    pending = self.next()
-                    if pending is None:
+                    step = self.next()
+                    if step.kind == Next.EXHAUSTED:
                         exhausted = True
                         break
-                    if pending is True:
+                    if step.kind == Next.ANSWERED:
                         continue
+                    pending = step.pending
                     future = s.pool.submit(pending.config)
                     pending.submitted = time.monotonic()
                     self.in_flight[future] = pending
@@ -219,14 +238,10 @@ class TrialLoop:
                     last_sync = time.monotonic()
             if interrupt.pending() is not None:
                 self.abandon()
-                s.progress.stop = s.stop_record("interrupted")
-            elif out_of_time:
-                s.progress.stop = s.stop_record("timeout")
-            elif exhausted:
-                s.progress.stop = s.stop_record("exhausted")
-            else:
-                s.progress.stop = s.stop_record("budget")
-        log.info("search stopped: %s", s.progress.stop.detail)
+                return "interrupted"
+            if out_of_time:
+                return "timeout"
+            return "exhausted" if exhausted else "budget"
 
     def abandon(self) -> int:
         """Cancel the experiments in flight and mark their trials ``interrupted``; returns how many."""
@@ -246,106 +261,101 @@ class TrialLoop:
         A trial watched for twice the grace period without being failed belongs to a live
         process (its lease is refreshed): that process finishes it, nobody waits for it.
         """
-        s = self.s
-        if s.options.storage is None or s.lease is None:
+        s = self.ctx
+        if not s.shared or s.lease is None:
             return False
         if self.requeue:
             return True
         now = time.monotonic()
         patience = 2 * grace_for(s.lease.interval) + 2.0
         running = set()
-        for trial in self.store.trials(states=(TrialState.RUNNING,)):
+        for trial in self.store.trials(states=("RUNNING",)):
             owner = trial.user_attrs.get("owner")
-            if owner is None or (owner.get("session") != s.session_id and owner.get("lease")):
+            if owner is None or (owner.get("session") != s.run.session_id and owner.get("lease")):
                 running.add(trial.number)
         self._awaited = {n: self._awaited.get(n, now) for n in running}
         return any(now - since < patience for since in self._awaited.values())
 
     def budget_used(self) -> int:
-        if self.s.options.storage is not None:
+        if self.ctx.shared:
             return self.store.budget_used()  # other processes spend the budget too
         return self.used
 
     # -- asking ----------------------------------------------------------------------------------------
-    def _ask_trial(self) -> tuple[optuna.trial.Trial, Ask | None] | None:
-        s = self.s
-        study = self.store.study
+    def _ask_trial(self) -> tuple[Any, Ask | None] | None:
+        s = self.ctx
         dists = s.space.distributions()
         if self.requeue:
             params = self.requeue.pop(0)
-            study.enqueue_trial(params)
-            if not s.sampler.native:  # should another process pop the waiting trial, ask the same point
-                s.sampler.optuna_sampler().pin(params)
-            return study.ask(dists), None
-        if s.sampler.native:
-            return study.ask(dists), None
-        if s.options.storage is not None:
+            self.store.enqueue(params)
+            # should another process pop the waiting trial, this one asks the same point
+            return self.store.ask(dists, params), None
+        if s.shared:
             self.sync()  # a shared study: learn what the other processes took just now
         ask, self._carried = self._carried or s.sampler.ask(), None
         if ask is None:
             return None
-        s.sampler.optuna_sampler().pin(ask.encoded)
-        trial = study.ask(dists)
+        trial = self.store.ask(dists, ask.encoded)
         if any(ask.encoded.get(k) != v for k, v in trial.params.items()):
             # The study handed out a point another process queued again (a dead process's): run it, keep ours.
             self._carried = ask
             return trial, None
         return trial, ask
 
-    def next(self) -> Pending | bool | None:
-        """The next point to run; True when a point was answered without running; None when exhausted."""
-        s = self.s
+    def next(self) -> Next:
+        """Ask for the next point: one to run, one answered without running, or none left."""
+        s = self.ctx
         in_flight_hashes = {p.digest: p for p in self.in_flight.values()}
         for _ in range(MAX_SAMPLE_RETRIES):
             if self._streak >= MAX_DUPLICATES or self._equivalent_streak >= MAX_DUPLICATES:
-                return None
+                return Next(Next.EXHAUSTED)
             asked = self._ask_trial()
             if asked is None:
-                return None
+                return Next(Next.EXHAUSTED)
             trial, ask = asked
             encoded = dict(trial.params)
             if s.lease is not None:  # before the owner: an owned trial has a lease (watchers rely on it)
-                s.lease.hold(trial._trial_id)
-            trial.set_user_attr("owner", s.owner())
+                s.lease.hold(self.store.trial_id(trial))
+            self.store.annotate(trial, "owner", s.owner)
             config = s.space.feasible(s.space.decode(encoded))
             if config is None:
+                s.sampler.infeasible(encoded)
                 self.tell(trial, ask, encoded, s.penalty, "infeasible")
                 continue
             digest = config.hash()
-            trial.set_user_attr("config", config.to_dict())
-            trial.set_user_attr("hash", digest)
-            if s.options.storage is not None:
+            self.store.annotate(trial, "config", config.to_dict())
+            self.store.annotate(trial, "hash", digest)
+            if s.shared:
                 rival = self._rival(trial.number, digest)
-                if rival is not None and rival.state == TrialState.RUNNING:
+                if rival is not None and rival.state.name == "RUNNING":
                     # Another process took this configuration just now: leave it to them, ask again.
-                    trial.set_user_attr("status", "duplicate")
-                    self.store.study.tell(trial, state=TrialState.FAIL)
+                    self.store.annotate(trial, "status", "duplicate")
+                    self.store.fail(trial)
                     self._release(trial)
                     self.seen.add(trial.number)
-                    if ask is not None or not s.sampler.native:
-                        s.sampler.observe(encoded, None)
+                    s.sampler.observe(encoded, None)
                     continue
                 if rival is not None and digest not in self.evaluated:
                     self.evaluated[digest] = (rival.number, rival.value)
             known = self.evaluated.get(digest)
             if known is not None:  # measured already: the store answers, no budget spent
-                trial.set_user_attr("cached_from", known[0])
-                self.tell(trial, ask, encoded, known[1], "cached")
+                self.store.annotate(trial, "cached_from", known[0])
+                self.tell(trial, ask, encoded, known[1], "cached", config=config, cached_from=known[0])
                 self._streak += 1
-                return True
+                return Next(Next.ANSWERED)
             pending = Pending(trial, ask, encoded, config, digest)
             if digest in in_flight_hashes:  # answered when that experiment ends; no status: spends no budget
                 self.duplicates.setdefault(digest, []).append(pending)
                 self._streak += 1
-                return True
+                return Next(Next.ANSWERED)
             self._streak = 0
             self.used += 1
-            trial.set_user_attr("status", "running")
-            return pending
+            self.store.annotate(trial, "status", "running")
+            return Next(Next.RUN, pending)
         raise UsageError(f"space {s.space.name!r}: {MAX_SAMPLE_RETRIES} points in a row violate its constraints; "
                          f"the sampler {s.sampler.spec} cannot find a feasible one; loosen the constraints")
 
-    def _rival(self, number: int, digest: str) -> optuna.trial.FrozenTrial | None:
+    def _rival(self, number: int, digest: str) -> Any:
         """An earlier trial of another process with the same configuration, running or evaluated.
 
         The earlier trial wins. A trial another process has just asked may not carry its hash
@@ -355,13 +365,13 @@ class TrialLoop:
         deadline = time.monotonic() + RIVAL_WAIT
         while True:
             undecided = False
-            for other in self.store.trials(states=(TrialState.RUNNING, TrialState.COMPLETE)):
+            for other in self.store.trials(states=("RUNNING", "COMPLETE")):
                 attrs_ = other.user_attrs
-                if other.number >= number or (attrs_.get("owner") or {}).get("session") == self.s.session_id:
+                if other.number >= number or (attrs_.get("owner") or {}).get("session") == self.ctx.run.session_id:
                     continue
-                if other.state == TrialState.RUNNING and "hash" not in attrs_:
+                if other.state.name == "RUNNING" and "hash" not in attrs_:
                     undecided = True
-                elif attrs_.get("hash") == digest and (other.state == TrialState.RUNNING
+                elif attrs_.get("hash") == digest and (other.state.name == "RUNNING"
                                                         or attrs_.get("status") in EVALUATED):
                     return other
             if not undecided or time.monotonic() > deadline:
@@ -369,22 +379,25 @@ class TrialLoop:
             time.sleep(0.02)
 
     # -- telling ------------------------------------------------------------------------------------------
-    def _release(self, trial: optuna.trial.Trial) -> None:
-        if self.s.lease is not None:
-            self.s.lease.release(trial._trial_id)
+    def _release(self, trial: Any) -> None:
+        if self.ctx.lease is not None:
+            self.ctx.lease.release(self.store.trial_id(trial))
 
-    def tell(self, trial: optuna.trial.Trial, ask: Ask | None, encoded: dict, value: float, status: str,
-             result: dict | None = None) -> bool:
-        """Store the trial's outcome and tell the sampler; False when another process failed the trial first."""
-        s = self.s
+    def tell(self, trial: Any, ask: Ask | None, encoded: dict, value: float, status: str,
+             result: dict | None = None, *, config: ExperimentConfiguration | None = None,
+             experiment: ExperimentResult | None = None, cached_from: int | None = None) -> bool:
+        """Store the trial's outcome and tell the sampler; False when another process failed the trial first.
+
+        `config`, `experiment` and `cached_from` are what the ``mneme_trial_told`` event reports.
+        """
+        s = self.ctx
         self._release(trial)
         try:
             if result is not None:
-                trial.set_user_attr("result", result)
-            trial.set_user_attr("status", status)
-            mark_feasibility(trial, status != "infeasible", s.sampler)
-            self.store.study.tell(trial, value)
-        except UpdateFinishedTrialError:
+                self.store.annotate(trial, "result", result)
+            self.store.annotate(trial, "status", status)
+            self.store.tell(trial, value)
+        except TrialFinished:
             # Another process failed it as stale (our lease lapsed: a stall longer than the grace
             # period) and runs its configuration again; the store keeps one result per trial.
             log.warning("trial %d was failed by another process while it ran here (its lease lapsed); "
@@ -394,14 +407,17 @@ class TrialLoop:
         self.seen.add(trial.number)
         if ask is not None:
             s.sampler.tell(ask, value)
-        elif not s.sampler.native:
+        else:
             s.sampler.observe(encoded, value)
         self.count(status, value, trial.number, result)
         s.on_progress(s.progress)
+        if events.listened("mneme_trial_told"):
+            told = ToldTrial(trial.number, status, value, dict(encoded), config, experiment, cached_from)
+            events.emit("mneme_trial_told", run=s.run, trial=told)
         return True
 
     def finish(self, pending: Pending, result: ExperimentResult, duplicates: list[Pending]) -> None:
-        s = self.s
+        s = self.ctx
         result = judged(result, s.timed_by)
         status = status_of(result)
         value = objective(result)
@@ -415,13 +431,15 @@ class TrialLoop:
             answered_by = first
             self._equivalent_streak += 1
             self.used -= 1
-            trial.set_user_attr("cached_from", first)
-            told = self.tell(trial, pending.ask, pending.encoded, score, "cached", {"equivalent_to": first})
+            self.store.annotate(trial, "cached_from", first)
+            told = self.tell(trial, pending.ask, pending.encoded, score, "cached", {"equivalent_to": first},
+                             config=pending.config, experiment=result, cached_from=first)
             log.info("trial %d compiled to the code of trial %d (same launch): answered from it", trial.number,
                      first)
         else:
             self._equivalent_streak = 0
-            told = self.tell(trial, pending.ask, pending.encoded, score, status, result.to_dict())
+            told = self.tell(trial, pending.ask, pending.encoded, score, status, result.to_dict(),
+                             config=pending.config, experiment=result)
             if told and key:
                 self.equivalents.setdefault(key, (trial.number, score))
         if told:
@@ -434,9 +452,9 @@ class TrialLoop:
                 self.requeue.append(dict(dup.encoded))
                 continue
             try:
-                dup.trial.set_user_attr("cached_from", answered_by)
-            except UpdateFinishedTrialError:
+                self.store.annotate(dup.trial, "cached_from", answered_by)
+            except TrialFinished:
                 pass  # tell() says why
-            self.tell(dup.trial, dup.ask, dup.encoded, score, "cached")
+            self.tell(dup.trial, dup.ask, dup.encoded, score, "cached", config=dup.config, cached_from=answered_by)
         if status != "ok":
             log.info("trial %d %s: %s", trial.number, status, result.error or failure_kind(result))

@@ -27,7 +27,7 @@ from mneme.core.tuning.store import TrialRecord
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 if TYPE_CHECKING:
-    from mneme.core.tuning.session import TuningSession
+    from mneme.core.tuning.context import MeasureContext
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +42,11 @@ def _load() -> float | None:
         return None
 
 
-def leaders(session: TuningSession, count: int) -> dict[str, TrialRecord]:
+def leaders(ctx: MeasureContext, count: int) -> dict[str, TrialRecord]:
     """The `count` best distinct verified configurations of the study other than the baseline, by search time."""
     best: dict[str, TrialRecord] = {}
-    for record in sorted((r for r in session.store.records() if r.ok), key=lambda r: r.value):
-        if record.hash == session.baseline["hash"]:
+    for record in sorted((r for r in ctx.store.records() if r.ok), key=lambda r: r.value):
+        if record.hash == ctx.baseline["hash"]:
             continue
         best.setdefault(record.hash, record)
         if len(best) >= count:
@@ -57,20 +57,20 @@ def leaders(session: TuningSession, count: int) -> dict[str, TrialRecord]:
 class Comparison:
     """Interleaved A/B runs of the baseline and one candidate on the session's pool."""
 
-    def __init__(self, session: TuningSession, confidence: float = stats.CONFIDENCE):
-        self.s = session
+    def __init__(self, ctx: MeasureContext, confidence: float = stats.CONFIDENCE):
+        self.ctx = ctx
         self.confidence = confidence
         self.baseline_times: list[float] = []  # every baseline run of every comparison, in order
         self.devices: set[str] = set()
 
     def _time(self, config: ExperimentConfiguration) -> tuple[float | None, ExperimentResult]:
-        result = judged(result_of(self.s.pool.submit(config)), self.s.timed_by)
+        result = judged(result_of(self.ctx.pool.submit(config)), self.ctx.timed_by)
         self.devices.add(f"{result.device}:{result.gpu_id}")
         return objective(result), result
 
     def compare(self, candidate: ExperimentConfiguration, record: TrialRecord | None) -> dict[str, Any]:
-        opts = self.s.options
-        base_config = ExperimentConfiguration.from_dict(self.s.baseline["config"])
+        ctx = self.ctx
+        base_config = ExperimentConfiguration.from_dict(self.ctx.baseline["config"])
         base, cand = [], []
         errors: set[str] = set()
         started = time.monotonic()
@@ -93,11 +93,11 @@ class Comparison:
                 series.append(value)
             self.baseline_times.append(base[-1])
             interval = stats.paired_ratio(base, cand, self.confidence)
-            if len(cand) >= max(MIN_PAIRS, opts.retime_repeats) and interval is not None:
-                if interval.width <= opts.ci_target:
+            if len(cand) >= max(MIN_PAIRS, ctx.retime_repeats) and interval is not None:
+                if interval.width <= ctx.ci_target:
                     stopped = "interval"
                     break
-                if time.monotonic() - started >= opts.measure_time:
+                if time.monotonic() - started >= ctx.measure_time:
                     stopped = "time cap"
                     break
         ratios = [b / c for b, c in zip(base, cand)]
@@ -122,19 +122,18 @@ class Comparison:
         }
 
 
-def measure(session: TuningSession) -> tuple[dict[str, Any], dict[str, Any]]:
+def measure(ctx: MeasureContext) -> tuple[dict[str, Any], dict[str, Any]]:
     """Compare the leading candidates with the baseline; returns (entries by hash, measurement notes)."""
-    opts = session.options
-    if opts.retime_top == 0:
+    if ctx.retime_top == 0:
         return {}, {}
-    session.progress.phase = "comparing"
-    session.on_progress(session.progress)
+    ctx.progress.phase = "comparing"
+    ctx.on_progress(ctx.progress)
     load_before = _load()
-    chosen = leaders(session, opts.retime_top)
+    chosen = leaders(ctx, ctx.retime_top)
     # Several candidates, one verdict: each interval at 1 - 5%/K, so that the chance that any of the K
     # claims a difference that is not there stays 5% (Bonferroni).
     confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, len(chosen))
-    comparison = Comparison(session, confidence)
+    comparison = Comparison(ctx, confidence)
     out: dict[str, Any] = {}
     for digest, record in chosen.items():
         entry = comparison.compare(ExperimentConfiguration.from_dict(record.config), record)
@@ -159,19 +158,19 @@ def measure(session: TuningSession) -> tuple[dict[str, Any], dict[str, Any]]:
         notes.append(f"{outlying} outlying pair(s) (beyond {stats.OUTLIER_MADS:.0f} MADs: a run hit by a burst of "
                      "load) in the comparisons; the median-based intervals are robust to them")
     if base:
-        out[session.baseline["hash"]] = {
-            "config": session.baseline["config"], "trial": None, "baseline": True, "verified": True,
+        out[ctx.baseline["hash"]] = {
+            "config": ctx.baseline["config"], "trial": None, "baseline": True, "verified": True,
             "medians": base, "median": statistics.median(base), "min": min(base), "max": max(base),
             "spread": (max(base) - min(base)) / statistics.median(base) if len(base) > 1 else 0.0,
             "errors": [], "pairs": len(base),
             "speedup": {"speedup": 1.0, "low": 1.0, "high": 1.0, "significant": False, "verdict": "baseline"},
         }
     now = datetime.datetime.now(datetime.timezone.utc).isoformat()
-    previous = session.store.retime
-    previous.update({k: {**v, "session": session.session_id, "at": now} for k, v in out.items()})
-    session.store.set_retime(previous)
+    previous = ctx.store.retime
+    previous.update({k: {**v, "session": ctx.session_id, "at": now} for k, v in out.items()})
+    ctx.store.set_retime(previous)
     measurement = {"load_before": load_before, "load_after": load_after, "baseline_drift": moved, "notes": notes,
-                   "ci_target": opts.ci_target, "confidence": confidence, "family_confidence": stats.CONFIDENCE,
+                   "ci_target": ctx.ci_target, "confidence": confidence, "family_confidence": stats.CONFIDENCE,
                    "compared": len(chosen)}
     for note in notes:
         log.warning("%s", note)

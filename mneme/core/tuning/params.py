@@ -2,7 +2,7 @@
 
 Every parameter has two faces. Its *values* are what a search space's `derived()` sees
 (a block size, a pass pipeline string). Its *encoded* values are what a sampler and the
-study store: the values of an Optuna distribution (an ordinal parameter is stored as the
+study store: the values of a `distributions` domain (an ordinal parameter is stored as the
 index of its value, so CMA-ES, GP and TPE see an order). A composite parameter
 (`PipelineParam`) expands into several primitive ones.
 """
@@ -17,9 +17,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import optuna.distributions as od
 
-# What Optuna can store in a categorical distribution.
+from mneme.core.tuning import distributions as dist
+
+# What a store keeps in a categorical distribution.
 _STORABLE = (type(None), bool, int, float, str)
 
 
@@ -69,8 +70,8 @@ class Param(abc.ABC):
         """Every encoded value, in order (finite parameters only)."""
 
     @abc.abstractmethod
-    def distribution(self) -> od.BaseDistribution | None:
-        """The Optuna distribution of the encoded value; None for a fixed parameter."""
+    def distribution(self) -> dist.Distribution | None:
+        """The domain of the encoded value; None for a fixed parameter."""
 
     def decode(self, encoded: Any) -> Any:
         return encoded
@@ -126,8 +127,8 @@ class BoolParam(Param):
     def encoded_values(self) -> list[Any]:
         return [False, True]
 
-    def distribution(self) -> od.CategoricalDistribution:
-        return od.CategoricalDistribution([False, True])
+    def distribution(self) -> dist.Categorical:
+        return dist.Categorical([False, True])
 
     def describe(self) -> str:
         return "{False, True}"
@@ -155,8 +156,8 @@ class CategoricalParam(Param):
     def encoded_values(self) -> list[Any]:
         return list(self.choices)
 
-    def distribution(self) -> od.CategoricalDistribution:
-        return od.CategoricalDistribution(list(self.choices))
+    def distribution(self) -> dist.Categorical:
+        return dist.Categorical(list(self.choices))
 
     def describe(self) -> str:
         return "{" + ", ".join(repr(c) for c in self.choices) + "}"
@@ -172,8 +173,8 @@ class OrdinalParam(Param):
     def encoded_values(self) -> list[Any]:
         return list(range(len(self.values)))
 
-    def distribution(self) -> od.IntDistribution:
-        return od.IntDistribution(0, len(self.values) - 1)
+    def distribution(self) -> dist.IntRange:
+        return dist.IntRange(0, len(self.values) - 1)
 
     def decode(self, encoded: Any) -> Any:
         return self.values[int(encoded)]
@@ -208,8 +209,8 @@ class IntRangeParam(Param):
     def encoded_values(self) -> list[Any]:
         return list(range(self.low, self.high + 1, self.step))
 
-    def distribution(self) -> od.IntDistribution:
-        return od.IntDistribution(self.low, self.high, step=self.step)
+    def distribution(self) -> dist.IntRange:
+        return dist.IntRange(self.low, self.high, step=self.step)
 
     def sample(self, rng: random.Random) -> Any:
         return self.low + self.step * rng.randrange((self.high - self.low) // self.step + 1)
@@ -244,8 +245,8 @@ class RealRangeParam(Param):
     def encoded_values(self) -> list[Any]:
         raise ValueError(f"parameter {self.name!r} is a real range and cannot be enumerated")
 
-    def distribution(self) -> od.FloatDistribution:
-        return od.FloatDistribution(self.low, self.high, log=self.log)
+    def distribution(self) -> dist.FloatRange:
+        return dist.FloatRange(self.low, self.high, log=self.log)
 
     def sample(self, rng: random.Random) -> Any:
         if self.log:

@@ -1,16 +1,15 @@
 """The sampler interface: one ask/tell contract for every search strategy.
 
-Study, sampler and storage are kept apart, as in Optuna. Every trial of every sampler is
-recorded in an Optuna study (the store); what differs is who proposes the point:
+Study, sampler and storage are kept apart. Every trial of every sampler is
+recorded in the result store (`mneme.core.tuning.store`); the sampler only proposes. The loop
+has one path for all of them: ``ask()`` a point, the store records it in a trial, the result
+comes back with ``tell()``. Results the sampler did not ask for (earlier runs, other processes
+sharing the study) reach it through ``observe()``, and points that violate the space's
+constraints are named to it with ``infeasible()`` before their penalty is told, so a sampler
+that models constraints learns to avoid them. A library's samplers take part through an
+ask/tell adapter in their plugin (docs/design/interfaces.md, "Samplers").
 
-- a *native* sampler is an Optuna sampler: the session calls ``study.ask()`` and the Optuna
-  sampler proposes, reading the shared study (so several processes cooperate for free);
-- an *external* sampler (exhaustive, random, a plugin's library) proposes with ``ask()``; the session
-  pins that point into the study's trial through `PinnedSampler`, and hands back results
-  with ``tell()``. Results it did not ask for (earlier runs, other processes) reach it
-  through ``observe()``.
-
-Values are *encoded* (what Optuna stores, see `params`); `SearchSpace.decode` maps them
+Values are *encoded* (what the store keeps, see `params`); `SearchSpace.decode` maps them
 back. A sampler is named ``family[:variant]`` (``random``, ``FAMILY:VARIANT``); the family is
 the plugin's name.
 """
@@ -23,7 +22,6 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
-import optuna
 
 from mneme.core import plugins
 from mneme.core.errors import UsageError
@@ -33,7 +31,7 @@ log = logging.getLogger(__name__)
 
 @attrs.define
 class Ask:
-    """One point an external sampler proposed; `token` is the sampler's own handle for it."""
+    """One point a sampler proposed; `token` is the sampler's own handle for it."""
 
     encoded: dict[str, Any]
     token: Any = None
@@ -43,9 +41,7 @@ class Sampler(abc.ABC):
     """A search strategy. Subclasses set `name` (the family) and implement ask/tell."""
 
     name: ClassVar[str]
-    native: ClassVar[bool] = False
     variants: ClassVar[tuple[str, ...]] = ()  # well-known variants, for help texts
-    uses_constraints: bool = False  # told which trials were infeasible (Optuna's constraints)
     #: A family that offers itself as the default sampler names the variant to use (`default_spec`).
     default_variant: ClassVar[str | None] = None
 
@@ -67,15 +63,9 @@ class Sampler(abc.ABC):
         self.parallel = parallel
         self.budget = budget
 
-    def optuna_sampler(self) -> optuna.samplers.BaseSampler:
-        """The Optuna sampler the study runs with (external samplers pin their own points)."""
-        if getattr(self, "_pinned_sampler", None) is None:
-            self._pinned_sampler = PinnedSampler()
-        return self._pinned_sampler
-
+    @abc.abstractmethod
     def ask(self) -> Ask | None:
-        """The next point to try, or None when the sampler has nothing left (external only)."""
-        raise NotImplementedError(f"sampler {self.spec} proposes through its Optuna sampler")
+        """The next point to try, or None when the sampler has nothing left."""
 
     def tell(self, ask: Ask, value: float) -> None:
         """The objective (seconds; a penalty for failures and infeasible points) of an asked point."""
@@ -83,40 +73,8 @@ class Sampler(abc.ABC):
     def observe(self, encoded: Mapping[str, Any], value: float | None) -> None:
         """A point this sampler did not ask for: finished (value) or still running (None)."""
 
-
-class PinnedSampler(optuna.samplers.BaseSampler):
-    """Makes ``study.ask()`` take the point an external sampler chose (set with `pin`)."""
-
-    def __init__(self) -> None:
-        self._pinned: dict[str, Any] = {}
-        self._fallback = optuna.samplers.RandomSampler()
-
-    def pin(self, encoded: Mapping[str, Any]) -> None:
-        self._pinned = dict(encoded)
-
-    def infer_relative_search_space(self, study, trial):
-        return {}
-
-    def sample_relative(self, study, trial, search_space):
-        return {}
-
-    def sample_independent(self, study, trial, param_name, param_distribution):
-        if param_name in self._pinned:
-            return self._pinned[param_name]
-        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
-
-
-CONSTRAINT_KEY = "mneme_infeasible"
-
-
-def mark_feasibility(trial: optuna.trial.Trial, feasible: bool, sampler: Sampler | None = None) -> None:
-    """Tell Optuna whether a trial met the space's constraints (<= 0 is feasible), before it is told.
-
-    Optuna >= 5 records constraints on the trial; older versions read them through the
-    samplers' ``constraints_func`` (see the optuna sampler plugin), from the ``status`` attribute.
-    """
-    if hasattr(trial, "set_constraint") and (sampler is None or sampler.uses_constraints):
-        trial.set_constraint(CONSTRAINT_KEY, -1.0 if feasible else 1.0)
+    def infeasible(self, encoded: Mapping[str, Any]) -> None:
+        """`encoded` violates the space's constraints; its penalty is told or observed next."""
 
 
 def create_sampler(spec: str, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> Sampler:

@@ -28,8 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mneme.core import interrupt
+from mneme.core import events, interrupt
 from mneme.core.errors import UsageError
+from mneme.core.tuning.context import LoopContext, MeasureContext, RunInfo
 from mneme.core.tuning.lease import Lease, StaleWatch, grace_for
 from mneme.core.tuning.loop import MAX_DUPLICATES, TrialLoop
 from mneme.core.tuning.options import Progress, Stop, TuneOptions
@@ -69,7 +70,7 @@ class TuningSession:
         self.store: ResultStore | None = None
         self.lease: Lease | None = None
         self._watch: StaleWatch | None = None
-        self.loop = TrialLoop(self)
+        self.loop: TrialLoop | None = None  # made once the baseline is known (`_start_loop`)
         self._prepared = False
         self.timed_by = ""  # the timer of the study's times (its first baseline's), once known
         self.measurement: dict[str, Any] = {}
@@ -85,7 +86,8 @@ class TuningSession:
         opts = self.options
         self.recording = load_recording(opts.record_db)
         self.instance = self.recording.select(opts.record_id)
-        self.space: SearchSpace = load_space(opts.space, self.recording, self.instance, opts.space_options)
+        self.space: SearchSpace = load_space(opts.space, self.recording, self.instance, opts.space_options,
+                                              code=True)  # opts come from the command line or the API
         self.sampler: Sampler = create_sampler(opts.sampler, seed=opts.seed, options=opts.sampler_options)
         self.results_dir = Path(opts.results) if opts.results else default_results_dir(
             self.recording, self.instance, opts.space)
@@ -137,14 +139,17 @@ class TuningSession:
             starter.join()
             self._open_store()
             self._run_baseline()
-            self.loop.run()
+            self._start_loop()
+            self.progress.stop = self.stop_record(self.loop.run())
+            log.info("search stopped: %s", self.progress.stop.detail)
             if self.progress.stop.reason == "interrupted":
                 raise interrupt.Interrupted(interrupt.pending() or 2)
-            retimed, self.measurement = measure.measure(self)
+            retimed, self.measurement = measure.measure(self.measure_context())
             summary = self.summary(retimed)
             report.write_outputs(self.results_dir, summary, self.recording)
             self.progress.phase = "done"
             self.on_progress(self.progress)
+            events.emit("mneme_tuning_finished", run=self.run_info(), summary=summary, stop=self.progress.stop)
             return summary
         except interrupt.Interrupted as exc:
             raise self._interrupted(exc) from None
@@ -168,7 +173,8 @@ class TuningSession:
     def stop_record(self, reason: str) -> Stop:
         """Why the search stopped, in words."""
         opts = self.options
-        done = f"{self.loop.budget_used()}/{opts.trials} distinct configurations measured"
+        used = self.loop.budget_used() if self.loop is not None else 0
+        done = f"{used}/{opts.trials} distinct configurations measured"
         if self.progress.cached:
             done += f", {self.progress.cached} duplicate proposal(s) answered from the store"
             if self.progress.equivalent:
@@ -192,7 +198,8 @@ class TuningSession:
         """The interruption, with the trials saved and how to continue; in-flight trials are marked ``interrupted``."""
         if self.store is not None:
             try:
-                self.loop.abandon()
+                if self.loop is not None:
+                    self.loop.abandon()
                 for trial in self.store.trials():
                     owner = trial.user_attrs.get("owner") or {}
                     if owner.get("session") == self.session_id and trial.state.name == "RUNNING":
@@ -255,11 +262,10 @@ class TuningSession:
         opts = self.options
         url = storage_url(opts.storage, self.results_dir)
         self.sampler.bind(self.space, parallel=self.num_workers, budget=opts.trials)
-        self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), self.sampler.optuna_sampler(),
-                                                               heartbeat=opts.heartbeat or None)
+        self.store, self._existed = ResultStore.create_or_load(url, self.study_name(), heartbeat=opts.heartbeat or None)
         if opts.heartbeat:
             native = self.store.has_heartbeat
-            self.lease = Lease(self.store.study._storage, self._interval(), native=native)
+            self.lease = Lease(self.store.beat, self._interval(), at_hold=native)
             self._watch = StaleWatch(grace_for(self._interval()), owned=not native)
         if self._existed and self.store.meta:  # refuse another run's study before waiting for the workers
             partial = {k: v for k, v in self.identity("").items() if k != "env"}
@@ -282,10 +288,33 @@ class TuningSession:
             self.store.set_meta(identity)
         self.store.set_environment(self.env_digest, self.env)
         _write_json(session_file, self._session_record())
-        self.loop.start()
         note = getattr(self.sampler, "note", "")
         if note:
             self.notes.append(note)
+
+    def run_info(self) -> RunInfo:
+        """Which run this is, as the event hooks receive it."""
+        return RunInfo(self.session_id, self.recording.kernel_name, self.recording.static_hash,
+                       self.instance.dynamic_hash, self.space.name, self.sampler.spec, self.study_name(),
+                       storage_url(self.options.storage, self.results_dir), self.results_dir)
+
+    def _start_loop(self) -> None:
+        """The search loop over what it reads, fixed now that the baseline (the penalty, the timer) is known."""
+        opts = self.options
+        ctx = LoopContext(
+            run=self.run_info(), store=self.store, sampler=self.sampler, space=self.space, pool=self.pool,
+            lease=self.lease, watch=self._watch, owner=self.owner(), penalty=self.penalty, timed_by=self.timed_by,
+            trials=opts.trials, timeout=opts.timeout,
+            concurrency=self.num_workers + (opts.prefetch if opts.prefetch is not None else self.num_workers),
+            shared=opts.storage is not None, progress=self.progress, on_progress=self.on_progress)
+        self.loop = TrialLoop(ctx)
+        self.loop.start()
+
+    def measure_context(self) -> MeasureContext:
+        """What the final comparison reads."""
+        opts = self.options
+        return MeasureContext(self.session_id, self.store, self.pool, self.baseline, self.timed_by, opts.retime_top,
+                              opts.retime_repeats, opts.ci_target, opts.measure_time, self.progress, self.on_progress)
 
     def _interval(self) -> float:
         """Seconds between lease refreshes (database storages beat in whole seconds)."""

@@ -18,13 +18,12 @@ from typing import Any
 
 import attrs
 import numpy as np
-import optuna
 
 from mneme.core.errors import UsageError
 from mneme.core.tuning import stats
 from mneme.core.tuning.loop import MAX_DUPLICATES
 from mneme.core.tuning.outcome import PENALTY_FACTOR
-from mneme.core.tuning.samplers import create_sampler, mark_feasibility
+from mneme.core.tuning.samplers import create_sampler
 from mneme.core.tuning.space import MAX_SAMPLE_RETRIES
 from mneme.core.tuning.sweep import Sweep
 
@@ -59,10 +58,7 @@ def simulate(sweep: Sweep, sampler_spec: str, budget: int, seed: int = 0, *, noi
     space = space if space is not None else sweep.load_space()
     sampler = create_sampler(sampler_spec, seed=seed)
     sampler.bind(space, parallel=1, budget=budget)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", sampler=sampler.optuna_sampler())
     rng = np.random.default_rng(seed)
-    dists = space.distributions()
     penalty = (sweep.baseline.value or sweep.optimum) * PENALTY_FACTOR
     optimum = sweep.optimum
     run = Simulation(sampler_spec, budget, seed)
@@ -75,24 +71,19 @@ def simulate(sweep: Sweep, sampler_spec: str, budget: int, seed: int = 0, *, noi
         if infeasible_streak >= MAX_SAMPLE_RETRIES:
             run.stop = "no feasible point"
             break
-        ask = None
-        if not sampler.native:
-            ask = sampler.ask()
-            if ask is None:
-                run.stop = "exhausted"
-                break
-            sampler.optuna_sampler().pin(ask.encoded)
-        trial = study.ask(dists)
-        encoded = dict(trial.params)
-        config = space.feasible(space.decode(encoded))
+        ask = sampler.ask()
+        if ask is None:
+            run.stop = "exhausted"
+            break
+        config = space.feasible(space.decode(ask.encoded))
         if config is None:
-            value, status = penalty, "infeasible"
+            value = penalty
             run.infeasible += 1
             infeasible_streak += 1
+            sampler.infeasible(ask.encoded)
         else:
             infeasible_streak = 0
             digest = config.hash()
-            status = "cached" if digest in observed else "ok"
             if digest in observed:
                 value = observed[digest]
                 run.duplicates += 1
@@ -107,13 +98,7 @@ def simulate(sweep: Sweep, sampler_spec: str, budget: int, seed: int = 0, *, noi
                 true = _true_time(sweep, digest)
                 if run.reached_at is None and true is not None and optimum / true >= NEAR:
                     run.reached_at = run.trials
-        trial.set_user_attr("status", status)
-        mark_feasibility(trial, status != "infeasible", sampler)
-        study.tell(trial, value)
-        if ask is not None:
-            sampler.tell(ask, value)
-        elif not sampler.native:
-            sampler.observe(encoded, value)
+        sampler.tell(ask, value)
     else:
         run.stop = "budget"
     if observed:

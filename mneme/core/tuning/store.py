@@ -45,7 +45,8 @@ from optuna.trial import TrialState
 from mneme.core import logs
 from mneme.core.errors import UsageError, require
 from mneme.core.types import ExperimentConfiguration
-from mneme.core.tuning.lease import StaleWatch, grace_for
+from mneme.core.tuning import distributions
+from mneme.core.tuning.lease import LEASE_ATTR, StaleWatch, TrialFinished, grace_for
 
 log = logging.getLogger(__name__)
 logs.third_party("optuna", warns=True)  # the store's library: quiet unless -v (mneme.core.logs)
@@ -221,6 +222,48 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def optuna_distribution(domain: distributions.Distribution) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution a study records for a parameter's domain (`mneme.core.tuning.distributions`)."""
+    if isinstance(domain, distributions.Categorical):
+        return optuna.distributions.CategoricalDistribution(list(domain.choices))
+    if isinstance(domain, distributions.IntRange):
+        return optuna.distributions.IntDistribution(domain.low, domain.high, step=domain.step)
+    if isinstance(domain, distributions.FloatRange):
+        return optuna.distributions.FloatDistribution(domain.low, domain.high, log=domain.log)
+    raise TypeError(f"no Optuna distribution for {domain!r}")
+
+
+def optuna_distributions(domains: dict[str, distributions.Distribution]) -> dict[str, Any]:
+    """Name -> Optuna distribution of a space's `distributions()`."""
+    return {name: optuna_distribution(domain) for name, domain in domains.items()}
+
+
+class _PinnedSampler(optuna.samplers.BaseSampler):
+    """Makes the study's ``ask()`` take the point the session's sampler chose (set with `pin`).
+
+    Not a search strategy: every sampler proposes through `mneme.core.tuning.samplers`; this is how
+    its point becomes a trial of the study. A dimension the point leaves out is drawn at random.
+    """
+
+    def __init__(self) -> None:
+        self._pinned: dict[str, Any] = {}
+        self._fallback = optuna.samplers.RandomSampler()
+
+    def pin(self, encoded: Any) -> None:
+        self._pinned = dict(encoded)
+
+    def infer_relative_search_space(self, study, trial):
+        return {}
+
+    def sample_relative(self, study, trial, search_space):
+        return {}
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        if param_name in self._pinned:
+            return self._pinned[param_name]
+        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
+
+
 class ResultStore:
     """One study in one storage, with Mneme's view of its trials."""
 
@@ -231,8 +274,7 @@ class ResultStore:
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
-    def create_or_load(cls, url: str, study_name: str, sampler: optuna.samplers.BaseSampler | None = None,
-                       heartbeat: float | None = None) -> tuple[ResultStore, bool]:
+    def create_or_load(cls, url: str, study_name: str, heartbeat: float | None = None) -> tuple[ResultStore, bool]:
         """The study (created when absent, minimizing) and whether it existed before.
 
         `heartbeat` (seconds): the storage's own heartbeat is on, where it has one (`open_storage`).
@@ -243,7 +285,7 @@ class ResultStore:
         existed = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study = optuna.create_study(storage=storage, study_name=study_name, sampler=sampler,
+            study = optuna.create_study(storage=storage, study_name=study_name, sampler=_PinnedSampler(),
                                         direction="minimize", load_if_exists=True)
         return cls(study, url, found), existed
 
@@ -259,7 +301,7 @@ class ResultStore:
             study_name = names[0]
         if study_name not in names:
             raise UsageError(f"storage {url} has no study {study_name!r}; it holds: {', '.join(names) or 'none'}")
-        return cls(optuna.load_study(storage=storage, study_name=study_name), url)
+        return cls(optuna.load_study(storage=storage, study_name=study_name, sampler=_PinnedSampler()), url)
 
     # -- study attributes ------------------------------------------------------------------------
     @property
@@ -308,8 +350,55 @@ class ResultStore:
         self.study.set_user_attr("mneme.retime", data)
 
     # -- trials ------------------------------------------------------------------------------------
-    def trials(self, states: Iterable[TrialState] | None = None) -> list[optuna.trial.FrozenTrial]:
-        return self.study.get_trials(deepcopy=False, states=tuple(states) if states else None)
+    def ask(self, domains: dict[str, Any], encoded: Any) -> optuna.trial.Trial:
+        """A new running trial of the point `encoded` over the space's `domains` (or a point queued again by
+        `enqueue`, which comes first: the caller compares the trial's params with its own point)."""
+        self.study.sampler.pin(encoded)
+        return self.study.ask(optuna_distributions(domains))
+
+    def tell(self, trial: optuna.trial.Trial, value: float) -> None:
+        """Finish a running trial with its objective; `TrialFinished` when another process failed it first."""
+        try:
+            self.study.tell(trial, value)
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            raise TrialFinished(f"trial {trial.number} was finished by another process") from exc
+
+    def fail(self, trial: optuna.trial.Trial) -> None:
+        """Finish a running trial as failed (its status attribute says why)."""
+        self.study.tell(trial, state=TrialState.FAIL)
+
+    def annotate(self, trial: Any, key: str, value: Any) -> None:
+        """Set a user attribute of a trial; `TrialFinished` when it was finished meanwhile."""
+        try:
+            trial.set_user_attr(key, value)
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            raise TrialFinished(f"trial {trial.number} was finished by another process") from exc
+
+    @staticmethod
+    def trial_id(trial: Any) -> int:
+        """The storage's id of a trial (what leases hold)."""
+        return trial._trial_id
+
+    def beat(self, trial_id: int, count: int) -> None:
+        """Refresh the lease of a running trial (`lease.Lease`): the storage's heartbeat where it has one, else
+        the trial's ``mneme.lease`` attribute; `TrialFinished` once the trial was told."""
+        storage = self.study._storage
+        try:
+            if self.has_heartbeat:
+                storage.record_heartbeat(trial_id)
+            else:
+                storage.set_trial_system_attr(trial_id, LEASE_ATTR, {"beat": count, "at": time.time()})
+        except optuna.exceptions.UpdateFinishedTrialError as exc:
+            raise TrialFinished(f"trial id {trial_id} was told") from exc
+
+    def enqueue(self, encoded: Any) -> None:
+        """Queue a point to run again (a dead or interrupted process's); the next `ask` of any process takes it."""
+        self.study.enqueue_trial(dict(encoded))
+
+    def trials(self, states: Iterable[TrialState | str] | None = None) -> list[optuna.trial.FrozenTrial]:
+        """The study's trials, optionally of some states (``"RUNNING"``, ``"COMPLETE"``, ``"FAIL"`` or Optuna's)."""
+        wanted = tuple(TrialState[s] if isinstance(s, str) else s for s in states) if states else None
+        return self.study.get_trials(deepcopy=False, states=wanted)
 
     def records(self) -> list[TrialRecord]:
         return [TrialRecord.of(t) for t in self.trials()]

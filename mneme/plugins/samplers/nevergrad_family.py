@@ -11,10 +11,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import optuna.distributions as od
-
 from mneme.core import logs
 from mneme.core.errors import UsageError
+from mneme.core.tuning import distributions as domains
 from mneme.core.tuning.samplers import Ask, Sampler
 
 logs.third_party("nevergrad", warns=True)  # the libraries it drives: quiet unless -v
@@ -23,29 +22,29 @@ log = logging.getLogger(__name__)
 MAX_TRANSITION_CHOICES = 4096
 
 
-def _parameter(dist: od.BaseDistribution):
+def _parameter(dist: domains.Distribution):
     import nevergrad as ng
 
-    if isinstance(dist, od.CategoricalDistribution):
+    if isinstance(dist, domains.Categorical):
         return ng.p.Choice(list(dist.choices))
-    if isinstance(dist, od.IntDistribution):
+    if isinstance(dist, domains.IntRange):
         count = (dist.high - dist.low) // dist.step + 1
         if count <= MAX_TRANSITION_CHOICES:
             return ng.p.TransitionChoice(list(range(dist.low, dist.high + 1, dist.step)))
         return ng.p.Scalar(lower=dist.low, upper=dist.high).set_integer_casting()
-    if isinstance(dist, od.FloatDistribution):
+    if isinstance(dist, domains.FloatRange):
         if dist.log:
             return ng.p.Log(lower=dist.low, upper=dist.high)
         return ng.p.Scalar(lower=dist.low, upper=dist.high)
     raise UsageError(f"nevergrad cannot represent distribution {dist!r}")
 
 
-def _snap(dist: od.BaseDistribution, value: Any) -> Any:
-    if isinstance(dist, od.IntDistribution):
+def _snap(dist: domains.Distribution, value: Any) -> Any:
+    if isinstance(dist, domains.IntRange):
         value = int(round(float(value)))
         value = dist.low + ((value - dist.low) // dist.step) * dist.step
         return min(max(value, dist.low), dist.high)
-    if isinstance(dist, od.FloatDistribution):
+    if isinstance(dist, domains.FloatRange):
         return float(min(max(value, dist.low), dist.high))
     return value
 
@@ -63,7 +62,7 @@ class NevergradSampler(Sampler):
             hint = f" (did you mean {close[0]}?)" if close else "; e.g. NGOpt, OnePlusOne, TwoPointsDE, CMA, PSO"
             raise UsageError(f"unknown nevergrad optimizer {self.variant!r}{hint}")
         self._optimizer = None
-        self._dists: dict[str, od.BaseDistribution] = {}
+        self._dists: dict[str, domains.Distribution] = {}
         self._warned = False
 
     def bind(self, space: Any, **kwargs: Any) -> None:

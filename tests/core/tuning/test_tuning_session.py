@@ -176,13 +176,15 @@ def test_resume_reruns_the_experiment_a_dead_tuner_left_running(saxpy_db, saxpy_
 
     from optuna.distributions import distribution_to_json
 
+    from mneme.core.tuning.store import optuna_distributions
+
     session, _ = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="exhaustive", trials=2,
                              space="quick", space_options={"axes": "x"})
     done = set(experiment_hashes(session.store))
     space = session.space
     point = next(e for e in space.sample_exhaustive() if space.derived(space.decode(e)).hash() not in done)
     config = space.derived(space.decode(point))
-    dists = {k: distribution_to_json(v) for k, v in space.distributions().items()}
+    dists = {k: distribution_to_json(v) for k, v in optuna_distributions(space.distributions()).items()}
     # Pin the point for the dying process: it asks the study, whose sampler proposes at random,
     # so enqueue the point first (Optuna hands waiting trials out before sampling).
     session.store.study.enqueue_trial(point)

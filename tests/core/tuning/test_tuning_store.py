@@ -106,7 +106,7 @@ def test_a_journal_trial_whose_lease_is_no_longer_refreshed_is_failed_after_its_
     for trial in (live, dead):
         trial.set_user_attr("owner", _foreign_owner(grace=0.6))
     unleased.set_user_attr("owner", _foreign_owner(grace=None))  # --heartbeat 0: never failed by a lease
-    lease = Lease(store.study._storage, 0.1, native=False)
+    lease = Lease(store.beat, 0.1, at_hold=False)
     try:
         lease.hold(live._trial_id)
         lease.hold(dead._trial_id)
@@ -128,7 +128,7 @@ def test_a_database_trial_whose_heartbeat_stopped_is_failed_by_optunas_heartbeat
     store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s", heartbeat=1)
     assert store.has_heartbeat
     live, dead = store.study.ask(), store.study.ask()
-    lease = Lease(store.study._storage, 1, native=True)
+    lease = Lease(store.beat, 1, at_hold=True)
     try:
         for trial in (live, dead):
             lease.hold(trial._trial_id)  # the first heartbeat
@@ -148,7 +148,7 @@ def test_a_trial_failed_after_its_result_was_half_written_is_interrupted_and_spe
     # The status attribute is written just before the trial is told: a process killed in between leaves a running
     # trial that says "ok", which Optuna's heartbeat check then fails without a value.
     store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s", heartbeat=1)
-    lease = Lease(store.study._storage, 1, native=True)
+    lease = Lease(store.beat, 1, at_hold=True)
     try:
         trial = store.study.ask()
         lease.hold(trial._trial_id)

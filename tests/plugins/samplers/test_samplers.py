@@ -10,7 +10,8 @@ import pytest
 from mneme.core import plugins
 from mneme.core.errors import UsageError
 from mneme.core.records import RecordedExecution
-from mneme.core.tuning.samplers import PinnedSampler, create_sampler, mark_feasibility
+from mneme.core.tuning.samplers import create_sampler
+from mneme.core.tuning.store import ResultStore
 from mneme.core.tuning.space import load_space
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -30,29 +31,18 @@ def cost(config) -> float:
 
 
 def drive(sampler, space, trials):
-    """Ask/tell as a session does: infeasible points are told a penalty without running."""
+    """Ask/tell as a session does: infeasible points are named to the sampler and told a penalty without running."""
     sampler.bind(space, parallel=1, budget=trials)
-    study = optuna.create_study(sampler=sampler.optuna_sampler(), direction="minimize")
-    dists = space.distributions()
     seen = []
     for _ in range(trials):
-        ask = None
-        if sampler.native:
-            trial = study.ask(dists)
-        else:
-            ask = sampler.ask()
-            if ask is None:
-                break
-            sampler.optuna_sampler().pin(ask.encoded)
-            trial = study.ask(dists)
-            assert trial.params == ask.encoded
-        config = space.feasible(space.decode(trial.params))
+        ask = sampler.ask()
+        if ask is None:
+            break
+        config = space.feasible(space.decode(ask.encoded))
         value = 100.0 if config is None else cost(config)
-        trial.set_user_attr("status", "infeasible" if config is None else "ok")
-        mark_feasibility(trial, config is not None, sampler)
-        study.tell(trial, value)
-        if ask is not None:
-            sampler.tell(ask, value)
+        if config is None:
+            sampler.infeasible(ask.encoded)
+        sampler.tell(ask, value)
         if config is not None:
             seen.append((value, config))
     return seen
@@ -91,10 +81,9 @@ def test_random_sampler_is_reproducible_with_a_seed(tmp_path):
 
 @pytest.mark.parametrize("spec", ["optuna:tpe", "optuna:nsga2", "optuna:qmc", "optuna:random", "optuna:cmaes",
                                   "optuna:TPESampler", "optuna:grid", "optuna:bruteforce"])
-def test_optuna_samplers_propose_through_the_study(tmp_path, spec):
+def test_optuna_samplers_propose_through_their_ask_tell_adapter(tmp_path, spec):
     space = space_of(tmp_path)
     sampler = create_sampler(spec, seed=1)
-    assert sampler.native
     seen = drive(sampler, space, 25)
     assert seen and all(c.is_valid() for _, c in seen)
 
@@ -106,7 +95,7 @@ def test_optuna_gp_without_torch_says_what_to_install():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch: optuna:gp's model")
-def test_optuna_gp_proposes_through_the_study(tmp_path):
+def test_optuna_gp_proposes_through_its_adapter(tmp_path):
     assert drive(create_sampler("optuna:gp", seed=1), space_of(tmp_path), 12)
 
 
@@ -143,10 +132,37 @@ def test_unknown_samplers_are_usage_errors_with_suggestions():
         create_sampler("exhaustive:fast")
 
 
-def test_pinned_sampler_makes_the_study_record_the_external_point(tmp_path):
+def test_the_store_records_the_point_a_sampler_chose_after_the_points_queued_again(tmp_path):
     space = space_of(tmp_path)
-    pinned = PinnedSampler()
-    study = optuna.create_study(sampler=pinned)
-    point = next(space.sample_exhaustive())
-    pinned.pin(point)
-    assert study.ask(space.distributions()).params == point
+    store, _ = ResultStore.create_or_load(f"sqlite:///{tmp_path / 'study.db'}", "s")
+    first, second = list(space.sample_exhaustive())[:2]
+    assert store.ask(space.distributions(), first).params == first
+    store.enqueue(second)  # a dead process's point: whoever asks next runs it
+    assert store.ask(space.distributions(), first).params == second
+    assert store.ask(space.distributions(), first).params == first
+
+
+def test_an_optuna_sampler_learns_from_results_it_did_not_ask_and_from_infeasible_points(tmp_path):
+    space = space_of(tmp_path)
+    sampler = create_sampler("optuna:tpe", seed=0)
+    sampler.bind(space, budget=10)
+    points = list(space.sample_exhaustive())[:3]
+    sampler.observe(points[0], 1.0)
+    sampler.observe(points[1], None)  # still running elsewhere: nothing to learn yet
+    sampler.infeasible(points[2])
+    sampler.observe(points[2], 100.0)
+    ask = sampler.ask()
+    sampler.infeasible(ask.encoded)
+    sampler.tell(ask, 100.0)
+    trials = sampler._study.trials
+    assert [t.params for t in trials] == [points[0], points[2], ask.encoded]
+    assert [t.user_attrs["status"] for t in trials] == ["ok", "infeasible", "infeasible"]
+    if hasattr(optuna.trial.Trial, "set_constraint"):
+        assert [t.system_attrs.get("constraints:mneme_infeasible") for t in trials] == [-1.0, 1.0, 1.0]
+
+
+def test_an_optuna_sampler_proposes_the_same_points_with_the_same_seed(tmp_path):
+    space = space_of(tmp_path)
+    a = [c.hash() for _, c in drive(create_sampler("optuna:tpe", seed=4), space, 15)]
+    b = [c.hash() for _, c in drive(create_sampler("optuna:tpe", seed=4), space, 15)]
+    assert a == b and len(set(a)) > 1

@@ -43,7 +43,7 @@ def _place(dev, x_len: int, y_len: int) -> tuple[int, int]:
 def test_the_checked_copy_reads_the_table_and_names_the_buffer(device):
     x, y = _place(device, 1000, 1001)
     kernel = device.load(_saxpy(HostBackend()))
-    assert kernel.entry_checked and kernel.entry_checked != kernel.entry
+    assert kernel.info.checked  # the object has the read-checked copy
     with pytest.raises(ExperimentError, match=r"read out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer "
                                               r"at 0x7e1000000000 \(the pointer at byte 8 of the arguments\)"):
         device.launch(kernel, 8, 128, 0, struct.pack("<ifQQ", 1001, 2.0, x, y))

@@ -1,0 +1,26 @@
+"""The core's own implementations of the decision and pipeline hooks, registered as plugin ``core-hooks``.
+
+They sit where pytest's built-in plugins sit: a plugin decides before them (a plain or
+``tryfirst`` implementation of a ``firstresult`` hook answers first) or runs around them
+(``tryfirst``/``trylast``/``wrapper`` implementations of a pipeline hook).
+"""
+
+from __future__ import annotations
+
+from mneme.core.hookspecs import hookimpl
+
+
+@hookimpl(trylast=True)
+def mneme_backend_for_arch(arch, backends):
+    """The highest-priority installed backend (then by name) that claims `arch`."""
+    for cls in sorted(backends.values(), key=lambda c: (-c.priority, c.name)):
+        backend = cls()
+        if backend.claims(arch):
+            return backend
+    return None
+
+
+@hookimpl
+def mneme_transform_module(build):
+    """The named transforms the configuration enables, in their `order`."""
+    build.run_named()
