@@ -29,7 +29,7 @@ import attrs
 from mneme.core import backend as backend_mod
 from mneme.core import build, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
-from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
+from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.ircache import BuildCache
 from mneme.core.records import RecordedExecution
 from mneme.core.snapshot import Snapshot, compare_buffers
@@ -458,8 +458,19 @@ class BaseExecutor:
         return kernel
 
     def _restore_globals(self, kernel: LoadedKernel) -> None:
+        # A global the application registered that this variant's module does not define (pruned, or
+        # never emitted by the compiler that built it, e.g. libcu++'s piecewise_construct) holds nothing
+        # the kernel reads: it is skipped, and left out of the verification (absent_globals).
+        absent = []
         for name, data in self.prologue.globals.items():
-            self.device.write_global(kernel, name, data)
+            try:
+                self.device.write_global(kernel, name, data)
+            except MissingGlobalError:
+                absent.append(name)
+        if absent and getattr(kernel, "absent_globals", None) is None:
+            log.info("kernel %s: %d recorded device global(s) not in this variant's module, not restored: %s",
+                     self.rec.kernel_name, len(absent), ", ".join(sorted(absent)))
+        kernel.absent_globals = frozenset(absent)
 
     def restore(self) -> None:
         """Write every prologue region back to the device, streaming it from the snapshot.
@@ -502,7 +513,10 @@ class BaseExecutor:
 
     def _conclude_verification(self, kernel: LoadedKernel, result: ExperimentResult, lines: list[str]) -> None:
         """Add the device globals' comparison to the regions' and record the verdict."""
+        absent = getattr(kernel, "absent_globals", frozenset())
         for name, data in self.epilogue.globals.items():
+            if name in absent:
+                continue
             if self.device.read_global(kernel, name, len(data)) != data:
                 lines.append(f"global {name} differs")
         result.verified = not lines

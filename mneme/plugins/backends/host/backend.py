@@ -23,7 +23,7 @@ from mneme.core.backend import (
     Resources,
     backend_for_arch,
 )
-from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
+from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import dim3
 from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget,
                                          retarget_amdgpu, runtime, steps, support)
@@ -514,7 +514,7 @@ class HostDevice(Device):
         table = getattr(kernel, "globals", {})
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
-            raise MnemeError(f"kernel {kernel.binary.kernel_name!r} has no device global {name!r}; known: {known}")
+            raise MissingGlobalError(f"kernel {kernel.binary.kernel_name!r} has no device global {name!r}; known: {known}")
         return table[name]
 
     def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
