@@ -29,6 +29,7 @@ from mneme.core.recorder.rawdir import (
     RawFormat,
     check_compression,
     in_application,
+    incomplete_launches,
     launch_fields,
     launches,
     mostly_rewritten,
@@ -36,6 +37,7 @@ from mneme.core.recorder.rawdir import (
     raw_regions,
     region_encoding,
     region_policies,
+    unrecorded,
 )
 from mneme.core.snapshot import Snapshot, SnapshotType, SnapshotWriter
 from mneme.core.snapshot.format import EXACT
@@ -303,3 +305,32 @@ def print_summary(fmt: RawFormat, raw: Path, written: Sequence[Path]) -> None:
     for kernel, n in sorted(in_application(fmt, raw)[1].items()):
         console.print(f"{kernel}: {n} launch{'es' if n != 1 else ''} inside {fmt.graphs} not recorded "
                       f"(run the application without {fmt.graphs} to record them)")  # fmt: skip
+    for line in unrecorded_warnings(fmt, raw, written):
+        log.warning("%s", line)
+
+
+def unrecorded_warnings(fmt: RawFormat, raw: Path, written: Sequence[Path] = ()) -> list[str]:
+    """Why kernels that ran were not recorded: one line per kernel, and one for launches left incomplete.
+
+    The program exits as it did, and `mneme record` with it; these lines are what tells the user that
+    the empty table is not the program's doing (issue: a benchmark recorded with 0 launches).
+    """
+    lines = []
+    missing = unrecorded(fmt, raw)
+    for entry in missing:
+        why = "; ".join(f"{n} {reason}" for reason, n in sorted(entry.reasons.items(), key=lambda kv: -kv[1]))
+        ran = f"{entry.launches} launch{'es' if entry.launches != 1 else ''}"
+        if entry.graph_launches:
+            ran += f" and {entry.graph_launches} inside {fmt.graphs}"
+        lines.append(f"kernel {entry.kernel} ran ({ran}) but no launch of it was recorded"
+                     + (f": {why}" if why else " (the recorder gave no reason: see its messages above)"))  # fmt: skip
+    tmp = incomplete_launches(raw)
+    if tmp:
+        lines.append(f"{len(tmp)} recorded launch{'es were' if len(tmp) != 1 else ' was'} never completed "
+                     f"({', '.join(p.name for p in tmp[:3])}{', ...' if len(tmp) > 3 else ''} in {raw}): the "
+                     "process ended before the recorder had written them (killed, _exit, or a device reset "
+                     "the recorder did not see)")  # fmt: skip
+    if missing and not written:
+        lines.append(f"the program ran kernels but nothing was recorded; {raw} keeps what the recorder wrote "
+                     "(counts, code images) for a look")  # fmt: skip
+    return lines

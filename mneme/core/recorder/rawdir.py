@@ -111,6 +111,41 @@ def in_application(fmt: RawFormat, raw_dir: Path) -> tuple[dict[tuple[str, str],
     return times, dict(graphs), timers
 
 
+@attrs.frozen
+class Unrecorded:
+    """A kernel that ran under the recorder but has no recorded launch, and what the recorder said why."""
+
+    kernel: str
+    launches: int  # launches the recorder saw (selected, run directly)
+    graph_launches: int  # kernel nodes run through graphs (never recorded)
+    reasons: dict  # why -> launches, as the recorder counted them
+
+
+def unrecorded(fmt: RawFormat, raw_dir: Path) -> list[Unrecorded]:
+    """Kernels that ran (launches counted in counts-*.json) but of which no launch folder is complete."""
+    recorded = {manifest["kernel"] for _, manifest in launches(fmt, raw_dir)}
+    seen: dict[str, int] = defaultdict(int)
+    graphs: dict[str, int] = defaultdict(int)
+    reasons: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for path in sorted(Path(raw_dir).glob("counts-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        for kernel, entry in data.get("kernels", {}).items():
+            seen[kernel] += int(entry.get("seen", 0))
+            graphs[kernel] += int(entry.get("graph_launches", 0))
+            for why, n in (entry.get("unrecorded") or {}).items():
+                reasons[kernel][why] += int(n)
+    return [Unrecorded(kernel, seen[kernel], graphs[kernel], dict(reasons[kernel]))
+            for kernel in sorted(set(seen) | set(graphs)) if kernel not in recorded and (seen[kernel] or graphs[kernel])]
+
+
+def incomplete_launches(raw_dir: Path) -> list[Path]:
+    """Launch folders the recorder began and never completed (the process ended before its writer did)."""
+    return sorted(p for p in Path(raw_dir).glob("launch-*.tmp") if p.is_dir())
+
+
 def raw_regions(folder: Path, name: str, manifest: dict):
     """(addr, memoryview) of each region and {name: memoryview} of each global in a dump file, mapped."""
     path = folder / name
