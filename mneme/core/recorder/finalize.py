@@ -35,6 +35,7 @@ from mneme.core.recorder.rawdir import (
     mostly_rewritten,
     occurrences,
     raw_regions,
+    recorded_times,
     region_encoding,
     region_policies,
     unrecorded,
@@ -75,6 +76,7 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
     arch = arch or fmt.default_arch
     counted = occurrences(fmt, raw_dir)
     timed, _, timers = in_application(fmt, raw_dir)
+    first_timed = recorded_times(raw_dir)
     elf_files = loaded_elf_files(raw_dir)
     by_kernel: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
     for folder, manifest in launches(fmt, raw_dir):
@@ -182,6 +184,8 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
             if timed.get((kernel, key)) and dynamic in rec.kernel_instances:
                 rec[dynamic].app_times = list(timed[(kernel, key)])
                 rec[dynamic].app_timer = timers[(kernel, key)]
+            if (kernel, key) in first_timed and dynamic in rec.kernel_instances:
+                rec[dynamic].recorded_time, rec[dynamic].recorded_cache = first_timed[(kernel, key)]
         rec.save()
         log.info("kernel %s: %d instances, %s", kernel, len(rec.kernel_instances),
                  f"IR from {ir_source}" if stored else f"binary only ({image[1]})")  # fmt: skip

@@ -111,6 +111,26 @@ def in_application(fmt: RawFormat, raw_dir: Path) -> tuple[dict[tuple[str, str],
     return times, dict(graphs), timers
 
 
+def recorded_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
+    """(kernel, instance key) -> (seconds, cache state) of the recorded launch itself, as the recorder timed it."""
+    out: dict[tuple[str, str], tuple[float, str]] = {}
+    for path in sorted(Path(raw_dir).glob("counts-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        for kernel, entry in data.get("kernels", {}).items():
+            for key, timing in (entry.get("recorded_time") or {}).items():
+                seconds = timing.get("seconds") if isinstance(timing, dict) else None
+                cache = timing.get("cache") if isinstance(timing, dict) else None
+                if (not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0
+                        or cache not in ("flushed", "warm")):  # fmt: skip
+                    raise FormatError(path, f"expected {{'seconds': > 0, 'cache': 'flushed' or 'warm'}}, got "
+                                      f"{timing!r}"[:200], field=f"kernels.{kernel}.recorded_time.{key}")  # fmt: skip
+                out[(kernel, key)] = (float(seconds), cache)
+    return out
+
+
 @attrs.frozen
 class Unrecorded:
     """A kernel that ran under the recorder but has no recorded launch, and what the recorder said why."""
