@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from mneme.core import backend as backend_mod
-from mneme.core import build, ir, kernel_clock, pipeline
+from mneme.core import build, divergence, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.ircache import BuildCache
@@ -509,7 +509,18 @@ class BaseExecutor:
             self._expected_host = {r.addr: self.epilogue.read_region(r.addr) for r in self.epilogue.regions}
         reports = [compare_buffers(self._expected_host[r.addr], self.device.read(r.addr, r.size), r.policy, addr=r.addr)
                    for r in self.epilogue.regions]  # fmt: skip
-        self._conclude_verification(kernel, result, describe_mismatches(_Report(reports), self._region_names))
+        lines = describe_mismatches(_Report(reports), self._region_names, self._divergence(reports))
+        self._conclude_verification(kernel, result, lines)
+
+    def _divergence(self, reports) -> dict[int, str]:
+        """How far the failed regions are off as floats, and the `mneme annotate` command accepting it."""
+        failed = [r for r, report in zip(self.epilogue.regions, reports) if not report.ok]
+        if not failed:
+            return {}
+        if not self._expected_host:
+            self._expected_host = {r.addr: self.epilogue.read_region(r.addr) for r in self.epilogue.regions}
+        return divergence.explain(self.rec, self.instance, self.args, failed, lambda r: self._expected_host[r.addr],
+                                  lambda r: self.device.read(r.addr, r.size))  # fmt: skip
 
     def _conclude_verification(self, kernel: LoadedKernel, result: ExperimentResult, lines: list[str]) -> None:
         """Add the device globals' comparison to the regions' and record the verdict."""
@@ -529,7 +540,8 @@ class BaseExecutor:
         requests = [_CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
                     for r in self.epilogue.regions]  # fmt: skip
         diffs = self.device.compare_regions(requests)
-        self._conclude_verification(kernel, result, describe_mismatches(_Report(diffs), self._region_names))
+        lines = describe_mismatches(_Report(diffs), self._region_names, self._divergence(diffs))
+        self._conclude_verification(kernel, result, lines)
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         self._check_open()
@@ -654,8 +666,10 @@ def region_of_arg(rec, args: bytes, regions, index: int) -> int:
     raise UsageError(f"{rec.path}: argument {index} points to 0x{value:x}, outside every recorded region")
 
 
-def describe_mismatches(report, names: Mapping[int, str] | None = None) -> list[str]:
-    """One line per differing region or global: where, how many bytes, how far off."""
+def describe_mismatches(report, names: Mapping[int, str] | None = None,
+                        details: Mapping[int, str] | None = None) -> list[str]:  # fmt: skip
+    """One line per differing region or global: where, how many bytes, how far off (`details` by address:
+    more to say of a region, e.g. its float errors)."""
     lines = []
     for region in report.regions:
         if region.ok:
@@ -673,6 +687,8 @@ def describe_mismatches(report, names: Mapping[int, str] | None = None) -> list[
             parts.append(f"max rel error {region.max_rel:.3g}")
         if getattr(region, "nan_mismatch", False):
             parts.append("NaN mismatch")
+        if details and addr in details:
+            parts.append(details[addr])
         lines.append(", ".join(parts))
     for entry in getattr(report, "globals", None) or ():
         if not getattr(entry, "ok", True):
