@@ -127,10 +127,12 @@ def annotate_command(database: str, record_id: str, policy: RegionPolicy, *, arg
 ROUNDING_BOUND = 1e-3
 
 
-def explain(rec, instance, args: bytes, failed, expected_of, actual_of) -> dict[int, str]:
+def explain(rec, instance, args: bytes, failed, expected_of, actual_of,
+            order_reasons: dict[int, list[str]] | None = None) -> dict[int, str]:  # fmt: skip
     """Region address -> its errors as floats and, where they are rounding-sized, the `mneme annotate`
     command that accepts them, for each failed region that reads as floats. `failed`: the epilogue's
-    regions that did not verify; `expected_of(region)`, `actual_of(region)`: recorded and replayed bytes."""
+    regions that did not verify; `expected_of(region)`, `actual_of(region)`: recorded and replayed bytes;
+    `order_reasons`: parameter index -> why its memory follows the threads' order (`order_dependence`)."""
     from mneme.core.executor import pointer_args  # the executor imports this module
 
     pointers = pointer_args(rec, args)
@@ -140,9 +142,14 @@ def explain(rec, instance, args: bytes, failed, expected_of, actual_of) -> dict[
         expected = bytes(expected_of(region))
         div = float_divergence(expected, bytes(actual_of(region)),
                                policy.dtype if policy.is_float and policy.dtype in _FLOATS else None)  # fmt: skip
-        if div is None:
-            continue
         arg = next((i for i, p in pointers.items() if region.addr <= p < region.addr + region.size), None)
+        why = (order_reasons or {}).get(arg) if arg is not None else None
+        order = (f"order-dependent ({why[0]}): mneme nondeterminism -rdb {rec.path} -rid {instance.dynamic_hash} "
+                 "derives a bound from replays" if why else "")  # fmt: skip
+        if div is None:
+            if order:
+                out[region.addr] = order
+            continue
         accept = div.accepting_policy()
         if accept is not None and accept.threshold > ROUNDING_BOUND * (1 if accept.relative else _scale(expected, div)):
             how = "; too far off for a rounding difference: the variant computes something else"
@@ -150,7 +157,7 @@ def explain(rec, instance, args: bytes, failed, expected_of, actual_of) -> dict[
             how = "; no tolerance accepts a NaN against a number"
         else:
             how = f"; to accept it: {annotate_command(str(rec.path), instance.dynamic_hash, accept, arg=arg, region=region.addr)}"
-        out[region.addr] = f"{div.describe()}{how}"
+        out[region.addr] = f"{div.describe()}{how}" + (f"; {order}" if order else "")
     return out
 
 

@@ -31,7 +31,9 @@ log = logging.getLogger(__name__)
 def mneme_cli_commands(cli, registry):
     replay = copy.copy(replay_command)  # with a flag per declared parameter (--ptxas-opt, ...)
     replay.params = replay_command.params + params.click_options(registry.knobs())
-    for command in (capture_command, replay, annotate_command):
+    from mneme.plugins.nondeterminism_commands import nondeterminism_command
+
+    for command in (capture_command, replay, annotate_command, nondeterminism_command):
         cli.add_command(command)
 
 
