@@ -84,14 +84,17 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
     written = []
     for kernel, items in sorted(by_kernel.items()):
         recorded = [tuple(p) for p in items[0][1]["params"]]
-        image = None
+        image = raw_image = None
         for _, manifest in items:
             name = manifest.get("image") or ""
             if name and (raw_dir / name).is_file():
-                image = fmt.kernel_image((raw_dir / name).read_bytes(), kernel, arch, str(raw_dir / name))
+                raw_image = (raw_dir / name).read_bytes()
+                image = fmt.kernel_image(raw_image, kernel, arch, str(raw_dir / name))
                 if image is not None:
                     break
         stored, ir_source = _resolve_ir(kernel, ir_files, out, arch, elf_files, image[0] if image else None)
+        if stored and image is not None and fmt.ir_numerics is not None:
+            stored = _with_application_numerics(kernel, stored, fmt.ir_numerics(raw_image, arch), out)
         params = None
         if stored:
             try:
@@ -288,6 +291,42 @@ def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf
             target.write_bytes(module.data)
         stored.append(target)
     return stored, source_name
+
+
+def _with_application_numerics(kernel: str, stored: list[Path], numerics, out: Path) -> list[Path]:
+    """The stored IR modules rewritten to compile with the application's floating-point behaviour.
+
+    `numerics`: (description, rewrite) from the backend's reading of the recorded code image, or None.
+    The rewritten modules are stored beside the others (`<hash>.numerics.bc`); a module the rewrite
+    breaks stays as it was, with a warning.
+    """
+    if numerics is None:
+        return stored
+    description, rewrite = numerics
+    result = []
+    for path in stored:
+        try:
+            module = irmod.load(path)
+            try:
+                text = rewrite(str(module))
+            finally:
+                module.close()
+            rewritten = irmod.reparse(text, f"{path.name} with the application's numerics")
+            try:
+                bitcode = rewritten.as_bitcode()
+            finally:
+                rewritten.close()
+        except MnemeError as exc:
+            log.warning("kernel %s: %s cannot take the application's numerics (%s): %s; kept as it was", kernel,
+                        path.name, description, exc)  # fmt: skip
+            result.append(path)
+            continue
+        target = out / "ir" / f"{hashlib.sha256(bitcode).hexdigest()[:16]}.numerics.bc"
+        if not target.exists():
+            atomic_write(target, bitcode)
+        result.append(target)
+    log.info("kernel %s: its IR compiles with the application's floating-point behaviour (%s)", kernel, description)
+    return result
 
 
 def print_summary(fmt: RawFormat, raw: Path, written: Sequence[Path]) -> None:

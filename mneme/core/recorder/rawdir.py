@@ -38,6 +38,10 @@ class RawFormat:
     kernel_image: Callable[[bytes, str, str, str], tuple[bytes, str] | None]
     kernel_timer: str = "kernel"
     graphs: str = "graphs"
+    #: `ir_numerics(image, arch)`: the application's floating-point behaviour read from a code image the
+    #: recorder saved, as (description, rewrite of a module's IR text) that gives the IR the same numerics;
+    #: None where the image does not say. None: the backend cannot tell.
+    ir_numerics: Callable[[bytes, str], tuple[str, Callable[[str], str]] | None] | None = None
 
 
 # Launch manifests: 1, raw dumps (prologue.bin, epilogue.bin) that finalize converts; 2, snapshot
