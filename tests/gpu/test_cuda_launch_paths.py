@@ -40,9 +40,13 @@ def recorder_library(tmp_path_factory):
 
 
 def _build(tmp_path_factory, *flags: str) -> Path:
+    """launch_paths_app built with `flags`: from .gpu/bin (scripts/gpu-suite --prepare), else with nvcc here."""
+    prebuilt = ROOT / ".gpu" / "bin" / ("launch_paths_app_ptds" if flags else "launch_paths_app")
+    if prebuilt.exists():
+        return prebuilt
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     if not Path(nvcc).exists():
-        pytest.skip("needs nvcc")
+        pytest.skip("no prebuilt launch_paths_app in .gpu/bin and no nvcc to build it")
     out = tmp_path_factory.mktemp("launch_paths") / "launch_paths_app"
     subprocess.run([nvcc, "-arch=sm_90", *flags, f"-I{SOURCE.parent}", "-o", str(out), str(SOURCE)], check=True,
                    capture_output=True)  # fmt: skip
