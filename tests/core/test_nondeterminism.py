@@ -120,7 +120,9 @@ def test_a_failed_replay_says_the_region_is_order_dependent_and_how_to_derive_it
     assert f"mneme nondeterminism -rdb {db} -rid {record_id}" in line
 
 
-def test_the_replays_spread_gives_a_bounded_policy_that_is_stored_and_then_verifies(gpu_ordered_sum):
+def test_the_replays_spread_gives_a_bounded_policy_that_is_stored_and_then_verifies(gpu_ordered_sum, monkeypatch,
+                                                                                    tmp_path):  # fmt: skip
+    monkeypatch.setenv("MNEME_CACHE_DIR", str(tmp_path / "cache"))  # the command index of this checkout, not another's
     db, record_id, total_addr = gpu_ordered_sum
     with BaseExecutor(db, iterations=1, cache="warm") as ex:
         findings = analyze(ex, runs=2, margin=4.0)
