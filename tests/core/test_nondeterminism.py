@@ -13,13 +13,13 @@ from click.testing import CliRunner
 from irbuild import build_cuda_ir
 
 from mneme import capture
-from mneme.core.cli import cli
 from mneme.core.executor import BaseExecutor
 from mneme.core.nondeterminism import analyze, derive_policy
 from mneme.core.divergence import float_divergence
 from mneme.core.order_dependence import order_dependent_params
 from mneme.core.records import RecordedExecution
 from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotType, SnapshotWriter
+from mneme.plugins.nondeterminism_commands import nondeterminism_command
 
 ATOMICS = """// Outputs that follow the order threads run in, and one that does not.
 extern "C" __global__ void scale_and_sum(const float* x, float* y, float* total, int n) {
@@ -120,9 +120,7 @@ def test_a_failed_replay_says_the_region_is_order_dependent_and_how_to_derive_it
     assert f"mneme nondeterminism -rdb {db} -rid {record_id}" in line
 
 
-def test_the_replays_spread_gives_a_bounded_policy_that_is_stored_and_then_verifies(gpu_ordered_sum, monkeypatch,
-                                                                                    tmp_path):  # fmt: skip
-    monkeypatch.setenv("MNEME_CACHE_DIR", str(tmp_path / "cache"))  # the command index of this checkout, not another's
+def test_the_replays_spread_gives_a_bounded_policy_that_is_stored_and_then_verifies(gpu_ordered_sum):
     db, record_id, total_addr = gpu_ordered_sum
     with BaseExecutor(db, iterations=1, cache="warm") as ex:
         findings = analyze(ex, runs=2, margin=4.0)
@@ -134,7 +132,8 @@ def test_the_replays_spread_gives_a_bounded_policy_that_is_stored_and_then_verif
     y = next(f for f in findings if f.arg == 1)
     assert not y.order_dependent and y.policy is None and y.matches_recording
 
-    outcome = CliRunner().invoke(cli, ["nondeterminism", "-rdb", str(db), "--runs", "2", "--apply"])
+    # The command itself (its registration is the plugin manager's, tested with the other commands).
+    outcome = CliRunner().invoke(nondeterminism_command, ["-rdb", str(db), "--runs", "2", "--apply"])
     assert outcome.exit_code == 0, outcome.output
     assert "stored in the recording" in outcome.output and "float atomic fadd" in outcome.output
     with Snapshot.open(next(iter(RecordedExecution.from_json(db).kernel_instances.values())).prologue_path) as p:
