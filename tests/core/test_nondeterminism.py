@@ -1,8 +1,8 @@
 """Order-dependent outputs: found in the IR and by replays, explained, and verified by a derived bound.
 
-The host backend runs a kernel's threads in one order, so its replays agree with each other; the
-recording here is what a GPU gave: the float atomicAdd's total summed in another order (the same
-numbers, reversed), as the recorder would have written it.
+The host backend's helper threads seldom change their order between runs, so its replays mostly agree
+with each other; the recording here is what a GPU gave: the float atomicAdd's total summed in another
+order (the same numbers, reversed), as the recorder would have written it.
 """
 
 from __future__ import annotations
@@ -126,7 +126,8 @@ def test_the_replays_spread_gives_a_bounded_policy_that_is_stored_and_then_verif
         findings = analyze(ex, runs=2, margin=4.0)
     total = findings[0]
     assert total.addr == total_addr and total.arg == 2 and total.order_dependent and not total.matches_recording
-    assert not total.runs_differ  # the host's threads keep their order: the recording is the other witness
+    assert total.reasons  # the IR's witness; the replays' is the recording (the host's threads may or may not
+    # change their order from run to run: the bound covers both spreads either way)
     assert total.policy.dtype == "f32" and total.policy.relative
     assert total.vs_recording.max_rel * 4 <= total.policy.threshold < 1e-4  # a bound, not a blanket tolerance
     y = next(f for f in findings if f.arg == 1)
