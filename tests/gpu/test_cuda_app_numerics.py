@@ -57,3 +57,41 @@ def test_the_ir_replay_of_a_division_and_square_root_matches_the_binary_bit_for_
         with BaseExecutor(db, backend="cuda", iterations=1, mode=mode) as ex:
             result = ex.execute(ex.default_config())
         assert result.verified, f"{mode}: {result.error}"  # exact: no policy on the output region
+
+
+def test_a_float_atomic_sum_is_found_nondeterministic_and_verifies_under_its_derived_bound(recorder_library,
+                                                                                           tmp_path):  # fmt: skip
+    """Issue 38, point 3: the total's bits change from run to run; the deterministic y does not."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from mneme_cuda import recorder
+
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.nondeterminism import analyze
+    from mneme.core.records import RecordedExecution
+    from mneme.plugins.replay_commands import annotate
+
+    app = ROOT / ".gpu" / "bin" / "atomic_sum_app"
+    if not app.exists():
+        nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+        if not Path(nvcc).exists():
+            pytest.skip("no prebuilt atomic_sum_app and no nvcc")
+        app = tmp_path / "atomic_sum_app"
+        source = Path(__file__).parent / "programs" / "atomic_sum_app.cu"
+        subprocess.run([nvcc, "-arch=sm_90", "-o", str(app), str(source)], check=True, capture_output=True)
+    assert recorder.main_record(tmp_path / "db", [str(app)], [], kernel="scale_and_sum", library=recorder_library) == 0
+    (db,) = (tmp_path / "db").glob("*.json")
+    (dynamic_hash,) = RecordedExecution.from_json(db).kernel_instances
+    with BaseExecutor(db, backend="cuda", iterations=1, mode="cubin", cache="warm") as ex:
+        findings = {f.arg: f for f in analyze(ex, runs=5)}
+    total, y = findings[2], findings[1]
+    assert total.order_dependent and not (total.matches_recording and not total.runs_differ)
+    assert total.policy is not None and total.policy.relative and 0 < total.policy.threshold < 1e-3
+    assert not y.order_dependent and y.matches_recording and y.policy is None
+    annotate(db, total.policy, record_id=dynamic_hash, address=total.addr)
+    for _ in range(3):  # under the bound, whatever order the blocks take
+        with BaseExecutor(db, backend="cuda", iterations=1, mode="cubin") as ex:
+            result = ex.execute(ex.default_config())
+        assert result.verified, result.error
