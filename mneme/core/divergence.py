@@ -9,6 +9,7 @@ as floats, and words the `mneme annotate` command whose policy accepts exactly w
 
 from __future__ import annotations
 
+import logging
 import math
 
 import attrs
@@ -167,3 +168,33 @@ def _scale(expected: bytes, div: FloatDivergence) -> float:
     values = np.frombuffer(expected, np.uint8, len(expected) // size * size).view(_FLOATS[div.dtype]).astype(np.float64)
     finite = np.abs(values[np.isfinite(values)])
     return float(finite.max()) if finite.size else 0.0
+
+
+def failed_regions(executor, reports) -> dict[int, str]:
+    """`explain` for an executor's failed verification (`reports`: one per epilogue region, in order)."""
+    ex = executor
+    failed = [r for r, report in zip(ex.epilogue.regions, reports) if not report.ok]
+    if not failed:
+        return {}
+    if not ex._expected_host:
+        ex._expected_host = {r.addr: ex.epilogue.read_region(r.addr) for r in ex.epilogue.regions}
+    return explain(ex.rec, ex.instance, ex.args, failed, lambda r: ex._expected_host[r.addr],
+                   lambda r: ex.device.read(r.addr, r.size), order_reasons(ex))  # fmt: skip
+
+
+def order_reasons(executor) -> dict[int, list[str]]:
+    """Parameter index -> why its memory follows the threads' order, from the recorded configuration's
+    optimized IR (read once per executor; none without IR)."""
+    from mneme.core.errors import MnemeError
+    from mneme.core.order_dependence import order_dependent_params
+
+    ex = executor
+    if ex._order is None:
+        ex._order = {}
+        if ex.rec.llvm_files:
+            try:
+                text = ex.builder.optimized_ir(ex.default_config())
+                ex._order = order_dependent_params(text, ex.rec.kernel_name)
+            except MnemeError as exc:
+                logging.getLogger(__name__).debug("no order analysis of %s: %s", ex.rec.kernel_name, exc)
+    return ex._order

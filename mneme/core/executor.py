@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from mneme.core import backend as backend_mod
-from mneme.core import build, divergence, ir, kernel_clock, order_dependence, pipeline
+from mneme.core import build, divergence, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.ircache import BuildCache
@@ -244,7 +244,7 @@ class BaseExecutor:
         self._expected_host: dict[int, bytes] = {}  # decoded epilogue regions (host-side compare)
         self._loaded: collections.OrderedDict[str, LoadedKernel] = collections.OrderedDict()
         self._region_names: dict[int, str] = {}
-        self._order: dict[int, list[str]] | None = None  # order_dependence's reasons, read on the first failure
+        self._order: dict[int, list[str]] | None = None  # divergence.order_reasons, read on the first failure
 
     # -- lifetime -------------------------------------------------------------------------
     def __enter__(self) -> BaseExecutor:
@@ -514,26 +514,8 @@ class BaseExecutor:
         self._conclude_verification(kernel, result, lines)
 
     def _divergence(self, reports) -> dict[int, str]:
-        """How far the failed regions are off as floats, and the `mneme annotate` command accepting it."""
-        failed = [r for r, report in zip(self.epilogue.regions, reports) if not report.ok]
-        if not failed:
-            return {}
-        if not self._expected_host:
-            self._expected_host = {r.addr: self.epilogue.read_region(r.addr) for r in self.epilogue.regions}
-        return divergence.explain(self.rec, self.instance, self.args, failed, lambda r: self._expected_host[r.addr],
-                                  lambda r: self.device.read(r.addr, r.size), self._order_reasons())  # fmt: skip
-
-    def _order_reasons(self) -> dict[int, list[str]]:
-        """Parameter index -> why its memory follows the threads' order, from the recorded configuration's IR."""
-        if self._order is None:
-            self._order = {}
-            if self.rec.llvm_files:
-                try:
-                    text = self.builder.optimized_ir(self.default_config())
-                    self._order = order_dependence.order_dependent_params(text, self.rec.kernel_name)
-                except MnemeError as exc:
-                    log.debug("no order analysis of %s: %s", self.rec.kernel_name, exc)
-        return self._order
+        """How far the failed regions are off as floats, why where their order is the threads' (divergence)."""
+        return divergence.failed_regions(self, reports)
 
     def _conclude_verification(self, kernel: LoadedKernel, result: ExperimentResult, lines: list[str]) -> None:
         """Add the device globals' comparison to the regions' and record the verdict."""
