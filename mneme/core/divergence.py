@@ -128,15 +128,13 @@ def annotate_command(database: str, record_id: str, policy: RegionPolicy, *, arg
 ROUNDING_BOUND = 1e-3
 
 
-def explain(rec, instance, args: bytes, failed, expected_of, actual_of,
+def explain(rec, instance, pointers: dict[int, int], failed, expected_of, actual_of,
             order_reasons: dict[int, list[str]] | None = None) -> dict[int, str]:  # fmt: skip
     """Region address -> its errors as floats and, where they are rounding-sized, the `mneme annotate`
     command that accepts them, for each failed region that reads as floats. `failed`: the epilogue's
-    regions that did not verify; `expected_of(region)`, `actual_of(region)`: recorded and replayed bytes;
+    regions that did not verify; `pointers`: argument index -> pointer value (`executor.pointer_args`);
+    `expected_of(region)`, `actual_of(region)`: recorded and replayed bytes;
     `order_reasons`: parameter index -> why its memory follows the threads' order (`order_dependence`)."""
-    from mneme.core.executor import pointer_args  # the executor imports this module
-
-    pointers = pointer_args(rec, args)
     out = {}
     for region in failed:
         policy = region.policy
@@ -170,7 +168,7 @@ def _scale(expected: bytes, div: FloatDivergence) -> float:
     return float(finite.max()) if finite.size else 0.0
 
 
-def failed_regions(executor, reports) -> dict[int, str]:
+def failed_regions(executor, reports, pointers: dict[int, int]) -> dict[int, str]:
     """`explain` for an executor's failed verification (`reports`: one per epilogue region, in order)."""
     ex = executor
     failed = [r for r, report in zip(ex.epilogue.regions, reports) if not report.ok]
@@ -178,7 +176,7 @@ def failed_regions(executor, reports) -> dict[int, str]:
         return {}
     if not ex._expected_host:
         ex._expected_host = {r.addr: ex.epilogue.read_region(r.addr) for r in ex.epilogue.regions}
-    return explain(ex.rec, ex.instance, ex.args, failed, lambda r: ex._expected_host[r.addr],
+    return explain(ex.rec, ex.instance, pointers, failed, lambda r: ex._expected_host[r.addr],
                    lambda r: ex.device.read(r.addr, r.size), order_reasons(ex))  # fmt: skip
 
 

@@ -515,7 +515,7 @@ class BaseExecutor:
 
     def _divergence(self, reports) -> dict[int, str]:
         """How far the failed regions are off as floats, why where their order is the threads' (divergence)."""
-        return divergence.failed_regions(self, reports)
+        return divergence.failed_regions(self, reports, pointer_args(self.rec, self.args))
 
     def _conclude_verification(self, kernel: LoadedKernel, result: ExperimentResult, lines: list[str]) -> None:
         """Add the device globals' comparison to the regions' and record the verdict."""

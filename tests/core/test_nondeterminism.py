@@ -19,7 +19,7 @@ from mneme.core.divergence import float_divergence
 from mneme.core.order_dependence import order_dependent_params
 from mneme.core.records import RecordedExecution
 from mneme.core.snapshot import RegionPolicy, Snapshot, SnapshotType, SnapshotWriter
-from mneme.plugins.nondeterminism_commands import nondeterminism_command
+from mneme.plugins.replay_commands import nondeterminism_command
 
 ATOMICS = """// Outputs that follow the order threads run in, and one that does not.
 extern "C" __global__ void scale_and_sum(const float* x, float* y, float* total, int n) {
