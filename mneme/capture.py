@@ -33,9 +33,9 @@ import numpy as np
 
 from mneme import capture_layout as layout
 from mneme.capture_layout import Buffer, Field, Pointer, Struct
-from mneme.capture_spec import build_args, build_globals, load_spec, read_description
+from mneme.capture_spec import build_args, build_globals, files_outside, load_spec, read_description
 from mneme.core import fsutil
-from mneme.core.errors import ExperimentError, FormatError, MnemeError, UsageError
+from mneme.core.errors import ExperimentError, FormatError, IRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.launching import LaunchAttributes, cluster_misfit
 from mneme.core.types import ExperimentConfiguration, dim3
 
@@ -404,11 +404,18 @@ def _safe(name: str) -> str:
 
 
 def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backend: str | None = None,
-                 device_id: int = 0) -> Path:  # fmt: skip
-    """Capture the launch a description file names (docs/capture.md); returns the database's path."""
+                 device_id: int = 0, allow_files_outside: bool = False) -> Path:  # fmt: skip
+    """Capture the launch a description file names (docs/capture.md); returns the database's path.
+
+    Its `file:` inputs are read only from the description's folder unless `allow_files_outside`.
+    """
+    with files_outside(allow_files_outside):
+        return _capture_spec(Path(spec_path), out, backend, device_id)
+
+
+def _capture_spec(spec_path: Path, out: str | os.PathLike, backend: str | None, device_id: int) -> Path:
     from mneme.core import ir as irmod
 
-    spec_path = Path(spec_path)
     launch = read_description(spec_path)
     kernel = launch["kernel"]
     linked = irmod.link(launch["ir"], kernel)
@@ -427,6 +434,15 @@ def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backen
         )  # fmt: skip
     except layout.DescriptionError as exc:
         raise FormatError(spec_path, exc.detail, field=exc.field) from None
+    except ExperimentError as exc:
+        if exc.kind != "invalid":  # a launch that ran and failed is not the description's fault
+            raise
+        raise FormatError(spec_path, f"{exc}; the launch this description asks for cannot run",
+                          field="grid/block") from None
+    except (UnsupportedError, IRError) as exc:  # the kernel's IR, refused before it ran
+        if isinstance(exc, FormatError):
+            raise
+        raise FormatError(spec_path, str(exc), field="ir") from None
 
 
 __all__ = ["capture", "capture_spec", "load_spec", "build_args", "pack_scalar", "Buffer", "Pointer", "Struct", "Field",

@@ -108,6 +108,20 @@ def _planned(nbytes: int, what: str, *, counted: int | None = None) -> None:
         limits.check("capture_bytes", budget[0], f"{what}, with the buffers before it")
 
 
+#: Whether `file:` inputs may lie outside the description's folder (`--allow-files-outside`).
+_outside = contextvars.ContextVar("mneme_capture_files_outside", default=False)
+
+
+@contextlib.contextmanager
+def files_outside(allowed: bool):
+    """Let `file:` inputs read inside resolve outside the description's folder when `allowed`."""
+    token = _outside.set(bool(allowed))
+    try:
+        yield
+    finally:
+        _outside.reset(token)
+
+
 @contextlib.contextmanager
 def _budgeted():
     """One budget for the buffers made inside (the outer one when already inside one)."""
@@ -247,6 +261,16 @@ def _read_file_argument(value: Any, dtype: np.dtype, base: Path | None, source, 
         raise FormatError(source, f"a file path is a string, got {value!r}"[:200], field=field)
     path = Path(value)
     path = path if path.is_absolute() or base is None else base / path
+    if base is not None and not _outside.get():
+        # A description is data: it reads files beside it, not any file of the user's (docs/security.md).
+        try:
+            inside = path.resolve().is_relative_to(Path(base).resolve())
+        except (OSError, RuntimeError):  # a symbolic link loop
+            inside = False
+        if not inside:
+            raise FormatError(source, f"{value} lies outside the description's folder {base}; a description reads "
+                              "only files in its folder (give --allow-files-outside to mneme capture, or "
+                              "allow_files_outside=True, if you trust it)", field=field)
     try:
         info = path.stat()
     except OSError as exc:
@@ -459,14 +483,19 @@ def build_globals(spec: Mapping[str, Any], sizes: Mapping[str, int], source=None
 # -- the whole description -------------------------------------------------------------------------
 
 
-def read_description(spec_path: str | os.PathLike) -> dict[str, Any]:
+def read_description(spec_path: str | os.PathLike, *, allow_files_outside: bool = False) -> dict[str, Any]:
     """The launch a description file names, checked: ir (paths), kernel, grid, block, shared_mem, va_addr,
     backend, args, tolerances (by argument index and buffer name), names and buffers; `cooperative` and
     `cluster` as written (`capture` checks them against the grid).
 
-    `globals` stay as written: their sizes come from the kernel's module (`build_globals`).
+    `globals` stay as written: their sizes come from the kernel's module (`build_globals`). `file:`
+    inputs resolve inside the description's folder unless `allow_files_outside`.
     """
-    spec_path = Path(spec_path)
+    with files_outside(allow_files_outside or _outside.get()):
+        return _read_description(Path(spec_path))
+
+
+def _read_description(spec_path: Path) -> dict[str, Any]:
     spec = load_spec(spec_path)
     base = spec_path.parent
     for key in ("ir", "kernel", "grid", "block", "args"):

@@ -17,7 +17,8 @@ from mneme.core.errors import MnemeError
 
 #: Lower limits while a target runs (restored after, so other tests in the process see the defaults).
 LIMITS = {"MNEME_LIMIT_BUFFER_BYTES": str(1 << 20), "MNEME_LIMIT_TEXT_BYTES": str(1 << 20),
-          "MNEME_LIMIT_PARAM_VALUES": "10000"}
+          "MNEME_LIMIT_PARAM_VALUES": "10000", "MNEME_LIMIT_JSON_NODES": "200", "MNEME_LIMIT_VALUE_CHARS": "4096",
+          "MNEME_LIMIT_SPACE_BYTES": str(64 << 10)}
 
 
 @contextlib.contextmanager
@@ -205,7 +206,7 @@ def constraint_text(blob: bytes) -> None:
     try:
         text = blob.decode("utf-8")
         constraint = Constraint(text)
-        constraint.holds({"a": 3, "b": -7, "x": 0, "block_x": 128, "codegen_method": "ptxas"})
+        constraint.holds({"a": 3, "b": -7, "x": 0, "block_x": 128, "codegen_method": "ptxas", "s": "s" * 1000})
     except UnicodeDecodeError:
         return
     except MnemeError:

@@ -9,11 +9,12 @@ original's `ExperimentResult`, and workers that start from a script without a
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 
-from mneme.compat.errors import as_runtime_error, runtime_errors
+from mneme.compat.errors import runtime_errors
 from mneme.compat.futures import EvalFuture
-from mneme.compat.recorded_execution import mneme_database
-from mneme.compat.replay_executor import WARMUP_RUNS, _core_config
+from mneme.compat.recorded_execution import RecordedExecution, mneme_database
+from mneme.compat.replay_executor import WARMUP_RUNS, _core_config, infer_record_id
 from mneme.compat.spawn import main_hidden
 from mneme.compat.types import ExperimentConfiguration, ExperimentResult
 from mneme.core.errors import MnemeError
@@ -25,19 +26,28 @@ __all__ = ["AsyncReplayExecutor", "EvalFuture", "TuneWorkerHandle", "pop"]
 
 
 class AsyncReplayExecutor:
-    """Runs experiments of one recorded instance on `num_workers` worker processes (worker i on device i)."""
+    """Runs experiments of one recorded instance on `num_workers` worker processes (worker i on device i).
 
-    def __init__(self, record_db: str, record_id: str, iterations: int, results_db_dir: str, num_workers: int = 1):
+    `record_id` may be left out for a database of one instance (as the current original infers
+    it); `warmup` untimed-for-the-user runs precede the `iterations` timed ones in `exec_time`.
+    No configuration makes `submit`/`evaluate` raise: what cannot be built or run comes back
+    as a failed `ExperimentResult` whose `error` says why.
+    """
+
+    def __init__(self, record_db: str, record_id: str | None = None, iterations: int = 3, results_db_dir: str = ".",
+                 num_workers: int = 1, warmup: int = WARMUP_RUNS):  # fmt: skip
         from mneme.core.workers import AsyncReplayExecutor as Core
 
         self.record_db = record_db
-        self.record_id = record_id
+        self.record_id = infer_record_id(RecordedExecution.from_json(record_db), record_db, record_id)
         self.iterations = iterations
         self.results_db_dir = results_db_dir
         self.num_workers = num_workers
+        self.warmup = warmup
+        self._next_id = itertools.count()
         with runtime_errors():
-            self._pool = Core(str(mneme_database(record_db)), record_id, iterations, results_db_dir, num_workers,
-                              devices=list(range(num_workers)), warmup=WARMUP_RUNS, start=False)  # fmt: skip
+            self._pool = Core(str(mneme_database(record_db)), self.record_id, iterations, results_db_dir, num_workers,
+                              devices=list(range(num_workers)), warmup=warmup, start=False)  # fmt: skip
             with main_hidden():
                 self._pool.start()
 
@@ -47,17 +57,23 @@ class AsyncReplayExecutor:
 
     def submit(self, config: ExperimentConfiguration) -> EvalFuture:
         """Queue one experiment without waiting; the future resolves to an `ExperimentResult`."""
-        future = EvalFuture(params=config.to_dict())
-        with runtime_errors():
-            inner = self._pool.submit(_core_config(config))
+        future = EvalFuture(next(self._next_id), config)
+        try:
+            core_config = _core_config(config)
+        except (ValueError, TypeError) as exc:  # the original builds it and fails in the worker: a failed result
+            future.set_error(f"invalid configuration: {exc}")
+            return future
+        try:
+            inner = self._pool.submit(core_config)
+        except MnemeError as exc:
+            future.set_error(str(exc))
+            return future
 
         def done(f: concurrent.futures.Future) -> None:
             if f.cancelled():
                 future.cancel()
-                future.set_running_or_notify_cancel()
             elif f.exception() is not None:
-                exc = f.exception()
-                future.set_exception(as_runtime_error(exc) if isinstance(exc, MnemeError) else exc)
+                future.set_error(f.exception())
             else:
                 future.set_result(ExperimentResult.from_core(f.result()))
 
@@ -65,7 +81,7 @@ class AsyncReplayExecutor:
         return future
 
     def evaluate(self, config: ExperimentConfiguration) -> ExperimentResult:
-        """Submit one experiment and wait for its result."""
+        """Submit one experiment and wait for its result (a failed result, never an exception, when it fails)."""
         return self.submit(config).result()
 
     def shutdown(self) -> None:

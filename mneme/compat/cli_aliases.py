@@ -37,7 +37,17 @@ def _devices(workers: str) -> str:
 
 _SAMPLERS = {"tpe": "optuna:tpe", "grid": "exhaustive"}
 _CODEGEN_METHOD = "Mneme generates code one way per backend (the original's serial)"
-_SPACE_OPTION = "describe the space with a space file or --space path.py:Class and -o KEY=VALUE (docs/cli.md)"
+
+#: Options only the original's `mneme tune` has: given one, `mneme tune` runs the original's tuner
+#: and results layout (`mneme tune-original`, `mneme.compat.tune_cli`), as `--layout original` does.
+ORIGINAL_TUNE_OPTIONS = frozenset({
+    "--space-module", "--space-arg", "--metric", "--objective", "--warmup", "--fail-fast", "--keep-going",
+    "--rerun-baseline", "--baseline-only", "--pruner", "--config", "--dump-config", "--proteus-output",
+    "--no-proteus-output", "--quiet", "--codegen-method", "--launch-dim", "--launch-safety", "--passes",
+    "--fixed-passes", "--pipeline-file", "--codegen-opt-range", "--fixed-codegen-opt", "--specialize-space",
+    "--specialize-dims-space", "--launch-bounds-space", "--min-blocks-per-sm-range", "--fixed-min-blocks-per-sm",
+    "--max-threads-range", "--max-threads-policy", "--adaptive-invalid-ban", "--no-adaptive-invalid-ban",
+})  # fmt: skip
 
 ALIASES: dict[str, dict[str, Alias]] = {
     "record": {
@@ -64,36 +74,15 @@ ALIASES: dict[str, dict[str, Alias]] = {
         "-cm": Alias(DROP, VALUE, _CODEGEN_METHOD),
         "--codegen-method": Alias(DROP, VALUE, _CODEGEN_METHOD),
     },
-    "tune": {
+    "tune": {  # the spellings both tuners share; ORIGINAL_TUNE_OPTIONS select the original's tuner instead
         "--record-database": Alias("--record-db"),
         "--space-preset": Alias("--space"),
-        "--space-module": Alias("--space"),
-        "--space-arg": Alias("--space-option"),
         "--results-dir": Alias("--results"),
         "--study-name": Alias("--study"),
         "--optuna-storage": Alias("--storage"),
         "--sampler": Alias("--sampler", VALUE, "", lambda v: _SAMPLERS.get(v, v)),
         "--workers": Alias("--devices", VALUE, "", _devices),
         "--dry-run": Alias("--print-space", FLAG),
-        "--quiet": Alias(DROP, FLAG, "progress shows only on a terminal"),
-        "--proteus-output": Alias(DROP, OPTIONAL, "Mneme writes no Proteus tuned-kernel file (mneme.convert does)"),
-        "--no-proteus-output": Alias(DROP, FLAG, "Mneme writes no Proteus tuned-kernel file"),
-        "--codegen-method": Alias(DROP, VALUE, _CODEGEN_METHOD),
-        "--metric": Alias(REFUSE, VALUE, "Mneme ranks by the mean and re-times the best (--retime-top)"),
-        "--objective": Alias(REFUSE, VALUE, "Mneme minimizes time; best.json reports the speedup"),
-        "--warmup": Alias(REFUSE, VALUE, "Mneme's two warm-up runs are fixed; set the cache state with --cache"),
-        "--fail-fast": Alias(REFUSE, FLAG, "Mneme records a failed experiment and keeps going"),
-        "--keep-going": Alias(DROP, FLAG, "Mneme always keeps going after a failed experiment"),
-        "--rerun-baseline": Alias(REFUSE, FLAG, "start a new --results folder to measure the baseline again"),
-        "--baseline-only": Alias(REFUSE, FLAG, "use `mneme replay` for the recorded configuration"),
-        "--pruner": Alias(REFUSE, VALUE, "Mneme's experiments are not pruned"),
-        "--dump-config": Alias(REFUSE, VALUE, "--print-space shows the resolved space"),
-        **{opt: Alias(REFUSE, VALUE, _SPACE_OPTION) for opt in (
-            "--launch-dim", "--launch-safety", "--passes", "--fixed-passes", "--pipeline-file", "--codegen-opt-range",
-            "--fixed-codegen-opt", "--specialize-space", "--specialize-dims-space", "--launch-bounds-space",
-            "--min-blocks-per-sm-range", "--fixed-min-blocks-per-sm", "--max-threads-range", "--max-threads-policy")},
-        "--adaptive-invalid-ban": Alias(REFUSE, FLAG, _SPACE_OPTION),
-        "--no-adaptive-invalid-ban": Alias(REFUSE, FLAG, _SPACE_OPTION),
     },
     "clean": {},
     "copy": {},
@@ -120,6 +109,10 @@ def rewrite(argv: Sequence[str]) -> list[str]:
     at = _subcommand(argv)
     if at is None or argv[at] not in ALIASES:
         return argv
+    if argv[at] == "tune":
+        routed = _original_tuner(argv, at)
+        if routed is not None:
+            return routed
     command, table = argv[at], ALIASES[argv[at]]
     out, i = argv[: at + 1], at + 1
     while i < len(argv):
@@ -152,3 +145,29 @@ def rewrite(argv: Sequence[str]) -> list[str]:
             out += [f"{alias.target}={value}"] if eq else [alias.target] + ([value] if takes_next else [])
         i += 1 + (1 if takes_next else 0)
     return out
+
+
+def _original_tuner(argv: list[str], at: int) -> list[str] | None:
+    """`mneme tune-original ARGS` when `mneme tune ARGS` asks for the original's tuner; else None."""
+    layout, rest, i = None, [], at + 1
+    while i < len(argv):
+        name, eq, value = argv[i].partition("=")
+        if name == "--layout":
+            if not eq:
+                i += 1
+                value = argv[i] if i < len(argv) else ""
+            layout = value
+        else:
+            rest.append(argv[i])
+        i += 1
+    own = sorted({a.partition("=")[0] for a in rest} & ORIGINAL_TUNE_OPTIONS)
+    if layout == "original" or (own and layout is None):
+        if own:
+            log.info("mneme tune: %s select the original Mneme's tuner and results layout", ", ".join(own))
+        return [*argv[:at], "tune-original", *rest]
+    if own and layout in ("mneme", "both"):
+        from mneme.core.errors import UsageError
+
+        raise UsageError(f"mneme tune: {', '.join(own)} belong to the original Mneme's tuner; use --layout original "
+                         f"(or leave --layout out), or Mneme's own options with --layout {layout}")  # fmt: skip
+    return None

@@ -2,33 +2,77 @@
 
 The original printed one value of its installation's configuration, for build systems
 (`CC="$(mneme config cc)"`). Mneme builds recordable applications through the `mneme-cc`
-launcher, which adds what it needs itself: `cc`/`cxx` are the launcher with a compiler,
-`cflags`/`ldflags` are empty, `libdir` is where Mneme's native libraries are built.
+launcher, which adds what it needs itself: `cc`, `cxx` and `cuda` are one executable each, a
+small script (written on demand under the cache folder) that runs a compiler through mneme-cc;
+`launcher` is mneme-cc as one executable (for CMAKE_<LANG>_COMPILER_LAUNCHER); `cmakedir` is
+the folder of Mneme's CMake package (`find_package(mneme)`, `add_mneme(<target>)`);
+`cflags`/`ldflags` are empty; `libdir` is where Mneme's native libraries are built.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
 
 from mneme.core.errors import UsageError
 
-KEYS = ("cc", "cxx", "prefix", "libdir", "includedir", "cmakedir", "cflags", "ldflags")
+KEYS = ("cc", "cxx", "cuda", "launcher", "prefix", "libdir", "includedir", "cmakedir", "cflags", "ldflags")
+
+# The compilers each key wraps, in order of preference (clang builds the device IR either way).
+_COMPILERS = {
+    "cc": ("clang", "clang-19"),
+    "cxx": ("clang++", "clang++-19"),
+    "cuda": ("nvcc", "/usr/local/cuda/bin/nvcc", "clang++", "clang++-19"),
+}
+
+
+def _script(name: str, command: list[str], what: str) -> str:
+    """An executable shell script under the cache folder that runs `command` with the caller's arguments."""
+    from mneme.core import native
+
+    text = (f"#!/bin/sh\n# {what} (written by `mneme config`; written again when the installation moves)\n"
+            f"exec {' '.join(shlex.quote(c) for c in command)} \"$@\"\n")  # fmt: skip
+    path = native.cache_root() / "bin" / name
+    try:
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{name}.{os.getpid()}")
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"mneme config: cannot write the launcher script {path}: {exc.strerror}; set "
+                         "MNEME_CACHE_DIR to a writable folder") from exc  # fmt: skip
+    return str(path)
 
 
 def _launcher() -> str:
-    found = shutil.which("mneme-cc") or str(Path(sys.executable).with_name("mneme-cc"))
-    return found
+    """mneme-cc of this interpreter, as one executable."""
+    return _script("mneme-cc", [sys.executable, "-m", "mneme.instrument.launcher"],
+                   "mneme-cc, Mneme's compiler launcher, of this installation")  # fmt: skip
 
 
-def _compiler(names: tuple[str, ...], what: str) -> str:
-    for name in names:
-        if shutil.which(name):
-            return f"{_launcher()} {name}"
-    raise UsageError(f"mneme config {what}: no clang found ({', '.join(names)}); install clang, "
-                     "which mneme-cc uses to build each file's device IR")  # fmt: skip
+def _compiler(key: str) -> str:
+    for name in _COMPILERS[key]:
+        found = shutil.which(name)
+        if found:
+            return _script(f"mneme-cc-{key}", [sys.executable, "-m", "mneme.instrument.launcher", found],
+                           f"{found} through mneme-cc, which also embeds each file's device IR")  # fmt: skip
+    raise UsageError(f"mneme config {key}: no compiler found ({', '.join(_COMPILERS[key])}); install clang "
+                     "(or the CUDA toolkit for `cuda`)")  # fmt: skip
+
+
+def cmakedir() -> str:
+    """The folder of Mneme's CMake package (mnemeConfig.cmake), shipped in the `mneme` package."""
+    folder = Path(__file__).resolve().parents[1] / "cmake"
+    if not (folder / "mnemeConfig.cmake").is_file():
+        raise UsageError(f"mneme config cmakedir: this installation lacks {folder}/mnemeConfig.cmake; reinstall "
+                         "mneme-gpu")  # fmt: skip
+    return str(folder)
 
 
 def _includedir() -> str:
@@ -46,10 +90,10 @@ def value(key: str) -> str:
     """The value the original's `mneme config KEY` printed, for this installation."""
     from mneme.core import native
 
-    if key == "cc":
-        return _compiler(("clang", "clang-19"), key)
-    if key == "cxx":
-        return _compiler(("clang++", "clang++-19"), key)
+    if key in _COMPILERS:
+        return _compiler(key)
+    if key == "launcher":
+        return _launcher()
     if key == "prefix":
         return sys.prefix
     if key == "libdir":
@@ -59,6 +103,5 @@ def value(key: str) -> str:
     if key in ("cflags", "ldflags"):
         return ""  # mneme-cc adds what recording needs; no plugin or library to name
     if key == "cmakedir":
-        raise UsageError("mneme config cmakedir: Mneme ships no CMake package; build with "
-                         "CMAKE_<LANG>_COMPILER_LAUNCHER=mneme-cc instead")  # fmt: skip
+        return cmakedir()
     raise UsageError(f"unknown config key {key!r}; use one of {', '.join(KEYS)} or a key of `mneme config --json`")

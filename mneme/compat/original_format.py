@@ -1,139 +1,68 @@
-"""The original Mneme's recording format: read it, import it into Mneme's, export back to it.
+"""The original Mneme's recording databases: read them in every layout, convert them to Mneme's, export back.
 
 The original writes one database `<StaticHash>.json` per kernel (`KernelName`,
-`DemangledName`, `StaticHash`, `Modules`, `BinaryBlobs`, `ArgNames`, `Specializations`,
-`VAddr` as a hex string, `VASize`, and `instances`: dynamic hash -> `GridDims`,
-`BlockDims`, `SharedMem`, `Occurrences`, `Args`, `Prologue`, `Epilogue`) and one
-unchecksummed binary snapshot per prologue/epilogue, every integer a little-endian u64::
+`DemangledName`, `StaticHash` (an integer in the current release), `Modules` (`.ll` or
+`RecordedIR_<hash>.bc`), `BinaryBlobs`, `ArgNames`, `Specializations`, `Globals`, `VAddr` as a
+hex string, `VASize`, and `instances`: dynamic hash -> `GridDims`, `BlockDims`, `SharedMem`,
+`Occurrences`, `Args`, `Prologue`, `Epilogue`) and a snapshot file per prologue and epilogue,
+whose layouts `mneme.compat.original_snapshot` reads and writes.
 
-    n_globals, then per global:  name_len, name, size, device_address, bytes[size]
-    n_blobs,   then per blob:    actual_size, size, device_address, bytes[size]
-    n_args,    then per arg:     size, bytes[size]
-
-Importing adds what Mneme's format needs and the original lacks (`SchemaVersion`,
-`Backend`, `Arch`, `ArgSizes`/`ArgOffsets`/`ArgKinds`, the packed `Args` buffer,
-checksummed snapshots). Exporting writes the original's layout; Mneme's verification
-policies, backend, architecture and argument kinds travel in an extra `Mneme` key that the
-original's reader ignores, so a recording exported and imported again is the same recording.
+Importing adds what Mneme's format needs and the original lacks (`SchemaVersion`, `Backend`
+and `Arch` from the IR's target triple and `target-cpu`, `ArgSizes`/`ArgOffsets`/`ArgKinds`,
+the packed `Args` buffer, checksummed snapshots); the original's per-region metadata become
+verification policies. Exporting writes the original's layout; Mneme's own hash, backend,
+architecture and argument kinds travel in an extra `Mneme` key that the original's reader
+ignores, so a recording exported and imported again is the same recording.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
-import struct
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from mneme.compat import original_snapshot as snapshots
+from mneme.compat.original_snapshot import OriginalSnapshot, read_snapshot, write_snapshot
+from mneme.core import limits
 from mneme.core.errors import FormatError, UsageError
 
 log = logging.getLogger(__name__)
 
-_U64 = struct.Struct("<Q")
 #: Keys every database of the original has.
 REQUIRED_KEYS = ("KernelName", "Modules", "instances")
 INSTANCE_KEYS = ("GridDims", "BlockDims", "SharedMem", "Prologue", "Epilogue")
 #: Extra key of an exported database: what Mneme's format has and the original's lacks (ignored by its reader).
 EXTRA_KEY = "Mneme"
+#: Export layouts: "current" is the current release's default (diff epilogues).
+EXPORT_LAYOUTS = ("current", "diff", "best", "bytes", "documented")
+#: Where an original database is converted to, beside it.
+IMPORT_FOLDER = ".mneme-import"
 
 
-@attrs.frozen
-class OriginalSnapshot:
-    """One snapshot file of the original: globals, memory blobs and arguments as bytes."""
-
-    globals: list[tuple[str, int, bytes]]  # (name, device address, bytes)
-    blobs: list[tuple[int, int, bytes]]  # (device address, actual (allocated) size, bytes)
-    args: list[bytes]
+#: Keys only Mneme's databases have: a database with any of them is Mneme's, however damaged.
+MNEME_ONLY_KEYS = ("SchemaVersion", "Backend", "Arch", "ArgSizes", "ArgOffsets", "ArgKinds")
 
 
 def is_original_database(data: Mapping[str, Any]) -> bool:
-    """True for a database in the original's format (no `SchemaVersion`, the original's keys)."""
-    return "SchemaVersion" not in data and all(k in data for k in REQUIRED_KEYS)
-
-
-def read_snapshot(path: str | os.PathLike) -> OriginalSnapshot:
-    """Parse an original snapshot file; a truncated or malformed one is a `FormatError` naming the field."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(path, f"cannot read the original snapshot: {exc.strerror or exc}") from exc
-    pos = 0
-
-    def u64(what: str) -> int:
-        nonlocal pos
-        if pos + 8 > len(data):
-            raise FormatError(path, f"truncated at byte {pos} reading {what}; the file is not a complete "
-                              "snapshot of the original Mneme")  # fmt: skip
-        (value,) = _U64.unpack_from(data, pos)
-        pos += 8
-        return value
-
-    def take(n: int, what: str) -> bytes:
-        nonlocal pos
-        if n > len(data) - pos:
-            raise FormatError(path, f"{what} claims {n} bytes at byte {pos} but only {len(data) - pos} remain")
-        out = data[pos : pos + n]
-        pos += n
-        return out
-
-    globals_ = []
-    for i in range(u64("the global count")):
-        name = take(u64(f"global {i}'s name length"), f"global {i}'s name").decode("utf-8", "replace")
-        size = u64(f"global {name}'s size")
-        addr = u64(f"global {name}'s address")
-        globals_.append((name, addr, take(size, f"global {name}'s bytes")))
-    blobs = []
-    for i in range(u64("the memory blob count")):
-        actual = u64(f"blob {i}'s actual size")
-        size = u64(f"blob {i}'s size")
-        addr = u64(f"blob {i}'s address")
-        blobs.append((addr, actual, take(size, f"blob {i} at {addr:#x}")))
-    args = [take(u64(f"argument {i}'s size"), f"argument {i}") for i in range(u64("the argument count"))]
-    if pos != len(data):
-        raise FormatError(path, f"{len(data) - pos} unexpected bytes after the arguments")
-    return OriginalSnapshot(globals_, blobs, args)
-
-
-def write_snapshot(path: str | os.PathLike, snap: OriginalSnapshot) -> None:
-    """Write `snap` in the original's layout (atomically: temp file, then rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fd:
-        fd.write(_U64.pack(len(snap.globals)))
-        for name, addr, data in snap.globals:
-            raw = name.encode()
-            fd.write(_U64.pack(len(raw)) + raw + _U64.pack(len(data)) + _U64.pack(addr))
-            fd.write(data)
-        fd.write(_U64.pack(len(snap.blobs)))
-        for addr, actual, data in snap.blobs:
-            fd.write(_U64.pack(max(actual, len(data))) + _U64.pack(len(data)) + _U64.pack(addr))
-            fd.write(data)
-        fd.write(_U64.pack(len(snap.args)))
-        for data in snap.args:
-            fd.write(_U64.pack(len(data)))
-            fd.write(data)
-    os.replace(tmp, path)
+    """True for a database in the original's format: the original's keys and none only Mneme writes."""
+    return all(k in data for k in REQUIRED_KEYS) and not any(k in data for k in MNEME_ONLY_KEYS)
 
 
 def read_database(path: str | os.PathLike) -> dict[str, Any]:
     """The original's database JSON, checked for the keys its reader needs."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FormatError(path, "recording database not found") from None
-    except (OSError, ValueError) as exc:
-        raise FormatError(path, f"not a JSON recording database: {exc}") from exc
+    data = limits.load_json(limits.read_text(path, "recording database"), path)
     if not isinstance(data, dict) or not is_original_database(data):
-        raise FormatError(path, "not a database of the original Mneme: it needs "
-                          f"{', '.join(REQUIRED_KEYS)} and no SchemaVersion")  # fmt: skip
+        raise FormatError(path, f"not a database of the original Mneme: it needs {', '.join(REQUIRED_KEYS)} "
+                          f"and none of the keys only Mneme writes ({', '.join(MNEME_ONLY_KEYS)})")  # fmt: skip
     for key, inst in data["instances"].items():
         missing = [k for k in INSTANCE_KEYS if k not in inst]
         if missing:
@@ -152,23 +81,30 @@ def _resolve(name: str, folder: Path, field: str, db: Path) -> Path:
 
 # -- import ------------------------------------------------------------------------------------
 
+#: Backend of the kernels whose IR targets this LLVM target (the original records GPU kernels only).
+_BACKEND_OF_TARGET = {"nvptx": "cuda", "amdgpu": "hip"}
+
 
 def _target_of(modules: list[Path]) -> tuple[str, str]:
-    """(backend, arch) read from the IR's target triple and target-cpu."""
-    triple, cpu = "", ""
+    """(backend, arch) from the modules' target triple and their functions' `target-cpu` (bitcode or text).
+
+    Modules that do not parse give ("", ""), and the caller's --backend/--arch must say it.
+    """
+    from mneme.core import ir, targets
+
     for module in modules:
-        text = module.read_bytes()[:200_000].decode("latin-1") if module.suffix == ".ll" else ""
-        if not text:
+        try:
+            mod = ir.load(module)
+        except Exception as exc:  # noqa: BLE001 - the import still works with --backend/--arch
+            log.debug("cannot read the target of %s: %s", module, exc)
             continue
-        found = re.search(r'target triple\s*=\s*"([^"]+)"', text)
-        triple = triple or (found.group(1) if found else "")
-        found = re.search(r'"target-cpu"="([^"]+)"', text)
-        cpu = cpu or (found.group(1) if found else "")
-    if triple.startswith("nvptx"):
-        return "cuda", cpu
-    if triple.startswith("amdgcn"):
-        return "hip", cpu
-    return "host", triple.split("-")[0] if triple else ""
+        cpu = next((c for c, _features in ir.function_targets(mod) if c), "")
+        target = targets.target_of_triple(mod.triple)
+        if target in _BACKEND_OF_TARGET:
+            return _BACKEND_OF_TARGET[target], cpu
+        if mod.triple:
+            return "host", mod.triple.split("-")[0]
+    return "", ""
 
 
 def _arg_layout(modules: list[Path], kernel: str, sizes: list[int]) -> tuple[list[int], list[str]]:
@@ -203,17 +139,36 @@ def pack(args: list[bytes], offsets: list[int]) -> bytes:
     return bytes(buffer)
 
 
-def _policy_of(entry: Any):
+def policy_of(metadata: snapshots.Metadata | None):
+    """Mneme's verification policy for a region's original metadata (None: exact)."""
     from mneme.core.snapshot import RegionPolicy
 
-    return RegionPolicy(**entry) if entry else None
+    if metadata is None:
+        return None
+    return RegionPolicy(dtype=metadata.dtype, threshold=metadata.threshold, relative=metadata.relative,
+                        norm=metadata.norm)  # fmt: skip
+
+
+def metadata_of(policy, where: str) -> snapshots.Metadata:
+    """The original's metadata for Mneme's verification policy; a policy it cannot express is an error."""
+    if policy.dtype not in snapshots.DTYPES:
+        raise UsageError(f"{where}: the {policy.dtype} tolerance has no equivalent in the original's metadata "
+                         f"(it knows {', '.join(snapshots.DTYPES)}); export with --layout documented, which "
+                         "keeps it in the database's Mneme key")  # fmt: skip
+    return snapshots.Metadata(policy.dtype, policy.threshold, policy.relative, policy.norm)
+
+
+def _preferred_layout(data: Mapping[str, Any]) -> str:
+    # The current recorder writes an integer StaticHash and per-region metadata; the documented one neither.
+    return "bytes" if isinstance(data.get("StaticHash"), int) else "documented"
 
 
 def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backend: str | None = None,
                     arch: str | None = None) -> Path:  # fmt: skip
-    """Convert one original database (and its IR and snapshots) into a Mneme recording under `out`.
+    """Convert one original database (its IR and snapshots, any layout) into a Mneme recording under `out`.
 
-    Returns the new database's path. `backend`/`arch` default to what the IR's target says.
+    Returns the new database's path. `backend`/`arch` default to what the IR's target triple
+    and `target-cpu` say; the original's per-region metadata become verification policies.
     """
     from mneme.core.records import ArgInfo, RecordedExecution
     from mneme.core.snapshot import SnapshotType, SnapshotWriter
@@ -224,7 +179,8 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     kernel = data["KernelName"]
-    static = str(data.get("StaticHash") or db_path.stem)
+    extra = data.get(EXTRA_KEY) or {}
+    static = str(extra.get("StaticHash") or data.get("StaticHash") or db_path.stem)
     modules = [_resolve(m, folder, "Modules", db_path) for m in data["Modules"]]
     copied = []
     for module in modules:
@@ -237,15 +193,25 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
         source = _resolve(image, folder, "BinaryBlobs", db_path)
         shutil.copyfile(source, out / source.name)
         blobs.append((out / source.name, source.suffix.lstrip(".") or "elf"))
-    extra = data.get(EXTRA_KEY) or {}
     guessed_backend, guessed_arch = _target_of(modules)
     guessed_backend, guessed_arch = extra.get("Backend", guessed_backend), extra.get("Arch", guessed_arch)
+    if not (backend or guessed_backend) or not (arch or guessed_arch):
+        raise UsageError(f"{db_path}: its IR modules name no target triple and target-cpu; convert it with "
+                         f"mneme import-original {db_path} --backend BACKEND --arch ARCH")  # fmt: skip
     instances = data["instances"]
     if not instances:
         raise UsageError(f"{db_path}: the database has no instances; nothing to import")
-    first = next(iter(instances.values()))
-    first_snap = read_snapshot(_resolve(first["Prologue"], folder, "Prologue", db_path))
-    sizes = [len(a) for a in first_snap.args]
+    prefer = _preferred_layout(data)
+
+    def read_instance(dyn: str, inst: Mapping[str, Any]) -> tuple[OriginalSnapshot, OriginalSnapshot]:
+        pro_path = _resolve(inst["Prologue"], folder, f"instances.{dyn}.Prologue", db_path)
+        prologue = snapshots.read_snapshot(pro_path, prefer=prefer)
+        epi_path = _resolve(inst["Epilogue"], folder, f"instances.{dyn}.Epilogue", db_path)
+        return prologue, snapshots.read_snapshot(epi_path, base=prologue, prefer=prologue.layout)
+
+    first_key = next(iter(instances))
+    first = read_instance(first_key, instances[first_key])[0]
+    sizes = [len(a) for a in first.args]
     offsets, kinds = _arg_layout(modules, kernel, sizes)
     if len(extra.get("ArgOffsets", ())) == len(sizes) and len(extra.get("ArgKinds", ())) == len(sizes):
         offsets, kinds = list(extra["ArgOffsets"]), list(extra["ArgKinds"])
@@ -260,50 +226,126 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
         modules=copied, binary_blobs=blobs,
         args=[ArgInfo(n, o, s, k, bool(f)) for n, o, s, k, f in zip(names, offsets, sizes, kinds, specs)],
         va_addr=int(va, 16) if isinstance(va, str) else int(va), va_size=int(data.get("VASize") or 0),
-        globals={name: addr for name, addr, _ in first_snap.globals},
+        globals={name: addr for name, addr, _ in first.globals},
         demangled_name=data.get("DemangledName") or None,
     )  # fmt: skip
-    policies = extra.get("Policies", {})
+    extra_policies = extra.get("Policies", {})
+    del first  # one instance's snapshots in memory at a time
     for dyn, inst in instances.items():
         files = {}
-        packed = b""
-        for kind in (SnapshotType.PROLOGUE, SnapshotType.EPILOGUE):
+        pair = read_instance(dyn, inst)
+        # A region's policy is the region's: the epilogue's metadata (or kept policy) verifies, both sides carry it.
+        kept = extra_policies.get(dyn, {})
+        region_policies = {
+            b.addr: _policy_from_dict(kept[hex(b.addr)]) if hex(b.addr) in kept else policy_of(b.metadata)
+            for b in pair[1].blobs
+        }
+        for kind, snap in zip((SnapshotType.PROLOGUE, SnapshotType.EPILOGUE), pair):
             key = "Prologue" if kind is SnapshotType.PROLOGUE else "Epilogue"
-            snap = read_snapshot(_resolve(inst[key], folder, f"instances.{dyn}.{key}", db_path))
             if [len(a) for a in snap.args] != sizes:
                 raise FormatError(db_path, "argument sizes differ from the first instance's",
                                   field=f"instances.{dyn}.{key}")  # fmt: skip
             target = out / f"DeviceState.{kind.value}.{static}.{dyn}.mneme"
-            args = pack(snap.args, offsets)
-            packed = args if kind is SnapshotType.PROLOGUE else packed  # the instance's Args: the launch's
-            with SnapshotWriter(target, kind, static_hash=static, dynamic_hash=dyn) as writer:
-                writer.set_args(args, list(zip(offsets, sizes)))
-                region_policies = policies.get(dyn, {}) if kind is SnapshotType.EPILOGUE else {}
-                for addr, _actual, blob in snap.blobs:
-                    writer.add_region(addr, blob, encoding="zstd", policy=_policy_of(region_policies.get(hex(addr))))
-                for name, _addr, blob in snap.globals:
-                    writer.add_global(name, blob)
+            with SnapshotWriter(target, kind, static_hash=static, dynamic_hash=str(dyn)) as writer:
+                writer.set_args(pack(snap.args, offsets), list(zip(offsets, sizes)))
+                for blob in snap.blobs:
+                    writer.add_region(blob.addr, blob.data, encoding="zstd", policy=region_policies.get(blob.addr))
+                for name, _addr, contents in snap.globals:
+                    writer.add_global(name, contents)
             files[key] = target
         rec.add_instance(grid=inst["GridDims"], block=inst["BlockDims"], shared_mem=int(inst["SharedMem"]),
-                         args=packed, prologue=files["Prologue"], epilogue=files["Epilogue"],
-                         occurrences=int(inst.get("Occurrences", 1)), dynamic_hash=str(dyn))  # fmt: skip
+                         args=pack(pair[0].args, offsets), prologue=files["Prologue"],
+                         epilogue=files["Epilogue"], occurrences=int(inst.get("Occurrences", 1)),
+                         dynamic_hash=str(dyn))  # fmt: skip
     return rec.to_json()
+
+
+def _policy_from_dict(entry: Mapping[str, Any]):
+    from mneme.core.snapshot import RegionPolicy
+
+    return RegionPolicy(**entry)
+
+
+class OriginalFormat:
+    """The original Mneme's databases, for the `mneme_recording_formats` hook: converted once, beside them."""
+
+    name = "original"
+    description = "databases and snapshots of the original Mneme, every layout"
+
+    @staticmethod
+    def claims(data: Any) -> bool:
+        return isinstance(data, Mapping) and is_original_database(data)
+
+    @staticmethod
+    def convert(path: str | os.PathLike, *, create: bool = True) -> Path | None:
+        return converted_database(path, create=create)
+
+
+def converted_database(path: str | os.PathLike, *, create: bool = True) -> Path | None:
+    """The Mneme database converted from the original database `path`, in `.mneme-import/` beside it.
+
+    Converted on first use and again when the database is newer than the conversion; with
+    `create=False`, only a current conversion is returned (None when there is none).
+    """
+    path = Path(path)
+    data = read_database(path)
+    extra = data.get(EXTRA_KEY) or {}
+    stem = str(extra.get("StaticHash") or data.get("StaticHash") or path.stem)
+    converted = path.parent / IMPORT_FOLDER / f"{stem}.json"
+    if converted.is_file() and converted.stat().st_mtime >= path.stat().st_mtime:
+        return converted
+    if not create:
+        return None
+    log.info("converting the original Mneme database %s into %s", path, converted.parent)
+    try:
+        return _convert_beside(path, converted)
+    except OSError as exc:
+        raise FormatError(path, f"cannot convert the original Mneme database into {converted.parent}: "
+                          f"{exc.strerror or exc}; convert it elsewhere with mneme import-original -o DIR") from exc
+
+
+def _convert_beside(path: Path, converted: Path) -> Path:
+    # Converted aside, then moved in: a database that fails to convert leaves its folder as it was.
+    staging = path.parent / f"{IMPORT_FOLDER}.{os.getpid()}.tmp"
+    try:
+        staged = import_original(path, staging)
+        converted.parent.mkdir(exist_ok=True)
+        for item in sorted(staging.iterdir(), key=lambda f: f == staged):  # the database last
+            os.replace(item, converted.parent / item.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return converted.parent / staged.name
 
 
 # -- export ------------------------------------------------------------------------------------
 
 
-def export_original(record, out: str | os.PathLike) -> Path:
+def _original_static_hash(static: str) -> int:
+    """The original's integer static hash for Mneme's: the hash itself when it is 64-bit hexadecimal."""
+    if re.fullmatch(r"[0-9a-fA-F]{1,16}", static):
+        return int(static, 16)
+    return int(hashlib.sha256(static.encode()).hexdigest()[:16], 16)
+
+
+def export_original(record, out: str | os.PathLike, *, layout: str = "current") -> Path:
     """Write a Mneme recording (a `RecordedExecution` or its path) in the original's format under `out`.
 
-    Paths inside are absolute, as the original's recorder writes them. Returns the database's path.
+    `layout` "current" (the current release's default: per-region metadata, epilogues as diffs),
+    "diff", "best", "bytes" (full epilogues with metadata) or "documented" (the documented
+    version: no metadata; verification policies go in the database's `Mneme` key). Paths inside
+    are absolute, which every version of the original's reader finds. Returns the database's path.
     """
     from mneme.core.records import RecordedExecution
     from mneme.core.snapshot import Snapshot
 
+    if layout not in EXPORT_LAYOUTS:
+        raise UsageError(f"unknown layout {layout!r}; choose one of {', '.join(EXPORT_LAYOUTS)}")
+    epilogue_layout = {"current": "diff", "bytes": "bytes", "documented": "documented"}.get(layout, layout)
+    prologue_layout = "documented" if layout == "documented" else "bytes"
     rec = record if isinstance(record, RecordedExecution) else RecordedExecution.from_json(record)
     out = Path(out).absolute()
     out.mkdir(parents=True, exist_ok=True)
+    static = _original_static_hash(rec.static_hash)
     modules = []
     for module in rec.llvm_files:
         shutil.copyfile(module, out / module.name)
@@ -317,28 +359,40 @@ def export_original(record, out: str | os.PathLike) -> Path:
         entry = {"Args": list(rec.specializations), "BlockDims": inst.block_dim.to_dict(),
                  "GridDims": inst.grid_dim.to_dict(), "Occurrences": inst.occ, "SharedMem": inst.shared_mem}  # fmt: skip
         with Snapshot.open(inst.prologue_path) as prologue, Snapshot.open(inst.epilogue_path, base=prologue) as epi:
-            for key, snap in (("Prologue", prologue), ("Epilogue", epi)):
+            converted = []
+            for snap in (prologue, epi):
                 args = bytes(snap.args)
-                layout = snap.arg_layout or [(a.offset, a.size) for a in rec.args]
-                target = out / f"DeviceState.{key.lower()}.{rec.static_hash}.{dyn}.mneme"
-                write_snapshot(target, OriginalSnapshot(
+                arg_layout = snap.arg_layout or [(a.offset, a.size) for a in rec.args]
+                converted.append(snapshots.OriginalSnapshot(
                     globals=[(name, rec.globals.get(name, 0), bytes(data)) for name, data in snap.globals.items()],
-                    blobs=[(r.addr, r.size, bytes(snap.read_region(r.addr))) for r in snap.regions],
-                    args=[args[o : o + n] for o, n in layout],
+                    blobs=[snapshots.Blob(r.addr, r.size, bytes(snap.read_region(r.addr)),
+                                          None if layout == "documented" else
+                                          metadata_of(r.policy, f"{rec.path} instance {dyn} region {r.addr:#x}"))
+                           for r in snap.regions],
+                    args=[args[o : o + n] for o, n in arg_layout],
                 ))  # fmt: skip
-                entry[key] = str(target)
             kept = {hex(r.addr): attrs.asdict(r.policy) for r in epi.regions if not r.policy.exact}
-            if kept:
+            if kept and layout == "documented":
                 policies[dyn] = kept
+        for key, snap in zip(("Prologue", "Epilogue"), converted):
+            target = out / f"DeviceState.{key.lower()}.{static}.{dyn}.mneme"
+            if key == "Prologue":
+                snapshots.write_snapshot(target, snap, prologue_layout)
+            else:
+                snapshots.write_snapshot(target, snap, epilogue_layout, base=converted[0])
+            entry[key] = str(target)
         instances[dyn] = entry
     data = {
         "ArgNames": list(rec.arg_names), "BinaryBlobs": images, "DemangledName": rec.demangled_name,
         "KernelName": rec.kernel_name, "Modules": modules, "Specializations": list(rec.specializations),
-        "StaticHash": rec.static_hash, "VASize": rec.va_size, "VAddr": hex(rec.va_addr), "instances": instances,
+        "StaticHash": static, "VASize": rec.va_size, "VAddr": hex(rec.va_addr), "instances": instances,
     }  # fmt: skip
-    data[EXTRA_KEY] = {"Backend": rec.backend, "Arch": rec.arch, "ArgOffsets": [a.offset for a in rec.args],
-                       "ArgKinds": [a.kind for a in rec.args], "Policies": policies}  # fmt: skip
-    target = out / f"{rec.static_hash}.json"
+    if layout != "documented":
+        data["Globals"] = sorted(rec.globals)
+    data[EXTRA_KEY] = {"StaticHash": rec.static_hash, "Backend": rec.backend, "Arch": rec.arch,
+                       "ArgOffsets": [a.offset for a in rec.args], "ArgKinds": [a.kind for a in rec.args],
+                       "Policies": policies}  # fmt: skip
+    target = out / f"{static}.json"
     target.write_text(json.dumps(data, indent=2))
     return target
 
@@ -348,8 +402,8 @@ def import_folder(folder: str | os.PathLike, out: str | os.PathLike, **options: 
     found = []
     for path in sorted(Path(folder).glob("*.json")):
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            data = limits.load_json(limits.read_text(path, "recording database"), path)
+        except FormatError:
             continue
         if isinstance(data, dict) and is_original_database(data):
             found.append(import_original(path, out, **options))

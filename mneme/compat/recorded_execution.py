@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from mneme.compat.errors import runtime_errors
+from mneme.compat.original_format import IMPORT_FOLDER  # noqa: F401 - where conversions go
 from mneme.compat.types import dim3
-
-IMPORT_FOLDER = ".mneme-import"
 
 
 class SnapshotType(enum.Enum):
@@ -77,7 +76,7 @@ class MemStateRef:
             else:
                 from mneme.compat.original_format import read_snapshot
 
-                self._original = read_snapshot(self.fn)
+                self._original = read_snapshot(self.fn, base=self._base)
                 self._arg_bytes = list(self._original.args)
         return self
 
@@ -145,8 +144,8 @@ class MemStateRef:
             if self._core is not None:
                 self._core.reset(device)
             else:
-                for addr, _actual, data in self._original.blobs:
-                    device.write(addr, data)
+                for blob in self._original.blobs:
+                    device.write(blob.addr, bytes(blob.data))
 
     def _contents(self):
         if self._core is not None:
@@ -154,7 +153,7 @@ class MemStateRef:
             return ([bytes(a) for a in self._arg_bytes], dict(snap.globals),
                     {r.addr: bytes(snap.read_region(r.addr)) for r in snap.regions})  # fmt: skip
         return (list(self._arg_bytes), {n: d for n, _a, d in self._original.globals},
-                {a: d for a, _s, d in self._original.blobs})  # fmt: skip
+                {b.addr: bytes(b.data) for b in self._original.blobs})  # fmt: skip
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MemStateRef):
@@ -321,24 +320,22 @@ class RecordedExecution(MutableMapping):
 
 
 def mneme_database(fn: str | os.PathLike) -> Path:
-    """The Mneme-format database to replay for `fn`: itself, or its import when it is the original's."""
+    """The Mneme-format database to replay for `fn`: itself, or its conversion when it is the original's."""
     from mneme.compat import original_format as fmt
 
     path = Path(fn)
     if path.is_dir():
         return path
+    from mneme.core import limits
+    from mneme.core.errors import MnemeError
+
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = limits.load_json(limits.read_text(path, "recording database"), path)
+    except MnemeError:
         return path  # the core's reader reports what is wrong with it
     if not (isinstance(data, dict) and fmt.is_original_database(data)):
         return path
-    out = path.parent / IMPORT_FOLDER
-    stem = str(data.get("StaticHash") or path.stem)
-    imported = out / f"{stem}.json"
-    if not (imported.is_file() and imported.stat().st_mtime >= path.stat().st_mtime):
-        imported = fmt.import_original(path, out)
-    return imported
+    return fmt.converted_database(path)
 
 
 def load_core(fn: str | os.PathLike):

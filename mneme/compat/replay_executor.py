@@ -29,19 +29,33 @@ def _core_config(config):
     return config.to_core() if isinstance(config, ExperimentConfiguration) else config
 
 
+def infer_record_id(records: RecordedExecution, record_db: str, record_id: str | None) -> str:
+    """`record_id`, checked; when None, the database's one instance (the original infers it so)."""
+    if record_id is None:
+        ids = list(records)
+        if len(ids) != 1:
+            raise RuntimeError(f"{record_db} has {len(ids)} kernel instances ({', '.join(ids) or 'none'}); "
+                               "give record_id to choose one")  # fmt: skip
+        return ids[0]
+    if record_id not in records:
+        raise RuntimeError(f"{record_db} has no kernel instance {record_id!r}; its ids: {', '.join(records)}")
+    return record_id
+
+
 class BaseExecutor:
     """Replays one recorded instance on one device: `open()`/`close()` or a `with` block."""
 
-    def __init__(self, record_db: str, record_id: str, iterations: int = 3, device_id: int = 0):
+    def __init__(self, record_db: str, record_id: str | None = None, iterations: int = 3, device_id: int = 0,
+                 warmup: int = WARMUP_RUNS):  # fmt: skip
         from mneme.core.executor import resolve_backend
 
-        self.record_db = record_db
-        self.record_id = record_id
-        self.device_id = device_id
-        self._iterations = iterations
         self.records = RecordedExecution.from_json(record_db)
-        if record_id not in self.records:
-            raise RuntimeError(f"{record_db} has no kernel instance {record_id!r}; its ids: {', '.join(self.records)}")
+        self.record_db = record_db
+        self.record_id = infer_record_id(self.records, record_db, record_id)
+        record_id = self.record_id
+        self.device_id = device_id
+        self._iterations = self.iterations = iterations
+        self.warmup = warmup
         self.kernel_descr = self.records[record_id]
         with runtime_errors():
             self._core_rec = load_core(record_db)
@@ -57,7 +71,7 @@ class BaseExecutor:
         if self._executor is None:
             with runtime_errors():
                 self._executor = Core(str(mneme_database(self.record_db)), self.record_id, self._iterations,
-                                      self.device_id, warmup=WARMUP_RUNS).open()  # fmt: skip
+                                      self.device_id, warmup=self.warmup).open()  # fmt: skip
             self.kernel_descr.prologue.open().bind(self._executor.device)
             self.kernel_descr.epilogue.open().bind(self._executor.device)
         return self
@@ -91,10 +105,17 @@ class BaseExecutor:
         return self.records.link_llvm_modules()
 
     def execute(self, config: ExperimentConfiguration) -> ExperimentResult:
-        """Build, run, verify and time one configuration from the recording's IR (`open()` first)."""
+        """Build, run, verify and time one configuration from the recording's IR (`open()` first).
+
+        A configuration the core cannot build (`to_core()` refuses it) gives a failed result.
+        """
         self._check_open()
+        try:
+            core_config = _core_config(config)
+        except (ValueError, TypeError) as exc:
+            return ExperimentResult(error=f"invalid configuration: {exc}", failed=True, executed=False)
         with runtime_errors():
-            return ExperimentResult.from_core(self._executor.execute(_core_config(config)))
+            return ExperimentResult.from_core(self._executor.execute(core_config))
 
     def _check_open(self) -> None:
         if self._executor is None:
@@ -138,7 +159,7 @@ class BaseExecutor:
         finally:
             work.close()
         saved = core.iterations, core.warmup
-        core.iterations, core.warmup = (timed_runs, WARMUP_RUNS) if timed_runs else (0, 0)
+        core.iterations, core.warmup = (timed_runs, self.warmup) if timed_runs else (0, 0)
         try:
             return core.execute(config, binary=binary)
         finally:

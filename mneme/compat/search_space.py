@@ -142,8 +142,9 @@ def sample_random_param(param: BaseParam, rng: random.Random | None = None) -> A
     if isinstance(param, RealRangeParam):
         return rng.uniform(param.low, param.high)
     if isinstance(param, PipelineParam):
+        concrete = param.pass_manager.get_concrete_passes()
         drawn = [rng.choice(param.available_passes) for _ in range(rng.randint(0, param.num_draws))]
-        return param.pass_manager.to_string(drawn)
+        return param.pass_manager.to_string([concrete[p] for p in drawn])
     raise TypeError(f"Unsupported parameter type: {type(param)}")
 
 

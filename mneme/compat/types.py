@@ -108,7 +108,11 @@ class ExperimentConfiguration:
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     def to_core(self) -> core.ExperimentConfiguration:
-        """The core's configuration; grounded launch-bound zeros become the core's defaults."""
+        """The core's configuration; unused launch-bound values (bounds off) become the core's defaults.
+
+        Raises `ValueError` for a value the core cannot build (a block of 0 threads, a fraction as
+        `max_threads` with launch bounds on); the executors turn that into a failed result.
+        """
         bounds = self.set_launch_bounds
         return core.ExperimentConfiguration(
             grid=self.grid.to_core(),
@@ -116,8 +120,9 @@ class ExperimentConfiguration:
             shared_mem=int(self.shared_mem),
             specialize=bool(self.specialize),
             set_launch_bounds=bool(bounds),
-            max_threads=int(self.max_threads) if bounds or self.max_threads else 1024,
-            min_blocks_per_sm=int(self.min_blocks_per_sm) if bounds or self.min_blocks_per_sm else 1,
+            # launch-bound values are unused without launch bounds (the original grounds them): any value goes
+            max_threads=int(self.max_threads) if bounds else 1024,
+            min_blocks_per_sm=int(self.min_blocks_per_sm) if bounds else 1,
             specialize_dims=bool(self.specialize_dims),
             passes=self.passes,
             codegen_opt=int(self.codegen_opt),

@@ -9,9 +9,10 @@ from rich.markup import escape
 
 from mneme._version import __version__
 from mneme.core import plugins
-from mneme.core.errors import MnemeError
+from mneme.core.errors import FormatError, LimitError, MnemeError
 from mneme.core.logs import configure as configure_logging
 from mneme.core.logs import make_console
+from mneme.core.printable import printable
 
 console = make_console()
 err_console = make_console(stderr=True)
@@ -58,6 +59,7 @@ class PluginGroup(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context):
+        words = [*getattr(ctx, "_protected_args", ()), *ctx.args]  # the subcommand and its arguments
         try:
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
@@ -65,16 +67,55 @@ class PluginGroup(click.Group):
         except Exception as exc:  # noqa: BLE001 - the guard: one line, never a traceback (docs/security.md)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
+            exc = resource_error(exc, words)
             _report(exc)
             ctx.exit(exc.exit_code if isinstance(exc, MnemeError) else 1)
+
+
+def resource_error(exc: BaseException, words: list[str]) -> BaseException:
+    """A MemoryError or OSError as the limit or file it is about; anything else unchanged.
+
+    `words` are the command's arguments: the inputs among them (existing paths) are named, since
+    one of them asked for the memory (docs/security.md, "Every failure is one line").
+    """
+    import os
+
+    inputs = [w for w in words[1:] if not w.startswith("-") and os.path.exists(w)][:3]
+    where = f"`mneme {words[0]}`" if words else "the command"
+    if inputs:
+        where += " on " + ", ".join(inputs)
+    if isinstance(exc, MemoryError):
+        from mneme.core import envvars, limits
+
+        cap = envvars.get(limits.variable("worker_data_bytes"))
+        held = f"the cap {limits.variable('worker_data_bytes')}={cap}" if cap else "the machine's memory"
+        return LimitError(f"out of memory in {where}: the input asks for more memory than {held} allows "
+                          f"(RLIMIT_DATA); check the sizes it declares, or raise {limits.variable('worker_data_bytes')} "
+                          "if it is trusted")
+    if isinstance(exc, OSError) and not isinstance(exc, MnemeError):
+        import errno
+
+        name = exc.filename if exc.filename is not None else (inputs[0] if inputs else None)
+        what = exc.strerror or str(exc)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.ENOMEM):
+            return MnemeError(f"{where}: {what}{f' ({name})' if name else ''}: a resource of this machine ran out")
+        error = FormatError(os.fsdecode(name), f"{what} (errno {exc.errno})") if name is not None else \
+            MnemeError(f"{where}: {what}")
+        if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ELOOP,
+                             errno.ENAMETOOLONG):
+            error.exit_code = 1  # the system failed, not the input
+        return error
+    return exc
 
 
 def _report(exc: BaseException) -> None:
     """One line for an error: a MnemeError's message, or what went wrong unexpectedly."""
     if isinstance(exc, MnemeError):
-        err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        # a message may quote names from a recording: control characters escaped, lines kept apart by indent
+        text = "\n  ".join(printable(line) for line in str(exc).split("\n"))
+        err_console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
         return
-    text = " ".join(str(exc).split())[:300].encode("utf-8", "backslashreplace").decode("utf-8")
+    text = printable(" ".join(str(exc).split())[:300].encode("utf-8", "backslashreplace").decode("utf-8"))
     err_console.print(f"error: unexpected {type(exc).__name__}: {text} (run with --debug for the traceback)",
                       highlight=False, soft_wrap=True, markup=False)
 
@@ -144,5 +185,6 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - raised while loading plugins, before a subcommand runs
         if "--debug" in (argv if argv is not None else sys.argv):
             raise
+        exc = resource_error(exc, [])
         _report(exc)
         sys.exit(exc.exit_code if isinstance(exc, MnemeError) else 1)

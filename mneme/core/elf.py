@@ -2,7 +2,7 @@
 
 It reads ELF32/ELF64 of either byte order, so it also reads the GPU code images the backends
 load (each backend declares their `e_machine` values, `Backend.elf_machines`). Only section
-headers are parsed; program headers and symbols are not needed.
+headers are parsed, and symbol values by name (`symbol_values`); program headers are not needed.
 """
 
 from __future__ import annotations
@@ -102,6 +102,31 @@ class ElfFile:
                 raise CorruptFileError(path, f"section {name!r} extends past the end of the file (truncated?)")
             sections.append(Section(name, sh_type, flags, offset, size, align))
         return cls(path, data, e_type, e_machine, tuple(sections))
+
+
+def symbol_values(elf: ElfFile, names: set[str] | frozenset[str]) -> dict[str, int]:
+    """The values (addresses) of the named symbols in a 64-bit little-endian file's .symtab and .dynsym.
+
+    Local symbols are included: a library that is not stripped lists them in .symtab.
+    """
+    found: dict[str, int] = {}
+    for table_name, strings_name in ((".symtab", ".strtab"), (".dynsym", ".dynstr")):
+        tables, strings = elf.sections_named(table_name), elf.sections_named(strings_name)
+        if not tables or not strings:
+            continue
+        text = elf.section_data(strings[0])
+        offsets = {}
+        for name in names:  # where each name starts in the string table: the symbols point there
+            at = text.find(b"\0" + name.encode() + b"\0")
+            if at >= 0:
+                offsets[at + 1] = name
+        if not offsets:
+            continue
+        table = elf.section_data(tables[0])
+        for st_name, _info, _other, _shndx, value, _size in struct.iter_unpack("<IBBHQQ", table):
+            if st_name in offsets and value:
+                found.setdefault(offsets[st_name], value)
+    return found
 
 
 def is_elf(path: str | os.PathLike) -> bool:

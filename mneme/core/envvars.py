@@ -83,7 +83,8 @@ _VARS = [
     EnvVar("MNEME_HOST_THREADS", "", "threads of one host launch (default: the CPUs this process may use)", "host"),
     EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
-    EnvVar("MNEME_HOST_SANDBOX", "1", "0: run host kernels without the seccomp filter (docs/security.md)", "host"),
+    EnvVar("MNEME_HOST_SANDBOX", "1",
+           "0: run host kernels in the calling process, without the sandbox process (unsafe; docs/security.md)", "host"),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

@@ -148,22 +148,24 @@ class KernelBuilder:
         """The device binary of `config` (from the cache when this variant was built before)."""
         if self.mode != "ir":
             return self.recorded_binary(self.mode)
-        module = self.link_ir(config)
-        linked = (config.prune, config.internalize)
-        if linked not in self._base_hashes:  # hashed once per linked module: the request key starts from it
-            self._base_hashes[linked] = ir.module_hash(module)
-        return build.compile(module, self.rec.kernel_name, config, self.arch, self.args, self.rec.args,
-                             backend=self.backend, target=backend_target(self.backend),
-                             base_hash=self._base_hashes[linked], cache=self._cache)  # fmt: skip
+        with kernel_clock.compiling():  # killed from outside past compile_seconds (a supervisor keeps it)
+            module = self.link_ir(config)
+            linked = (config.prune, config.internalize)
+            if linked not in self._base_hashes:  # hashed once per linked module: the request key starts from it
+                self._base_hashes[linked] = ir.module_hash(module)
+            return build.compile(module, self.rec.kernel_name, config, self.arch, self.args, self.rec.args,
+                                 backend=self.backend, target=backend_target(self.backend),
+                                 base_hash=self._base_hashes[linked], cache=self._cache)  # fmt: skip
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         """The variant's IR after preprocessing and optimization, as text (for --output-ll)."""
-        pre = self.preprocess(config)
-        try:
-            self.backend.optimize(pre.module, config, self.arch)
-            return str(pre.module)
-        finally:
-            pre.module.close()
+        with kernel_clock.compiling():
+            pre = self.preprocess(config)
+            try:
+                self.backend.optimize(pre.module, config, self.arch)
+                return str(pre.module)
+            finally:
+                pre.module.close()
 
     def recorded_binary(self, mode: str, required: bool = True) -> DeviceBinary | None:
         """The application's own image of the kernel ("ptx" or "cubin" mode); None when absent and not required."""

@@ -44,6 +44,11 @@ def mneme_ir_sources():
 
 
 @hookspec
+def mneme_recording_formats():
+    """Return readers of other tools' recording databases (each with a `name`, `claims(data)` and `convert(path)`)."""
+
+
+@hookspec
 def mneme_parameters():
     """Return `mneme.core.params.Knob` declarations of the configuration parameters the plugin adds."""
 

@@ -77,7 +77,8 @@ def _child(body: Callable[[], Any], conn) -> None:
     err = None if _has_fd(sys.stderr) else io.StringIO()
     try:
         limits.restrict_worker(default_data_bytes=_physical_memory())
-        kernel_clock.supervise(lambda budget: conn.send({"payload": "kernel", "budget": budget}))
+        kernel_clock.supervise(lambda budget, limit="timeout_seconds": conn.send(
+            {"payload": "kernel", "budget": budget, "limit": limit}))
         with contextlib.ExitStack() as stack:
             if out is not None:
                 stack.enter_context(contextlib.redirect_stdout(out))
@@ -125,7 +126,7 @@ def run_isolated(body: Callable[[], Any], what: str) -> Any:
         _child(body, child)
     child.close()
     reply = None
-    kernel_since, kernel_budget = 0.0, 0.0
+    kernel_since, kernel_budget, window_limit = 0.0, 0.0, "timeout_seconds"
     try:
         while reply is None:
             if parent.poll(_POLL):
@@ -135,11 +136,14 @@ def run_isolated(body: Callable[[], Any], what: str) -> Any:
                     break
                 if message.get("payload") == "kernel":
                     kernel_since, kernel_budget = time.monotonic(), float(message.get("budget") or 0.0)
+                    window_limit = message.get("limit") or "timeout_seconds"
                 else:
                     reply = message
             elif kernel_budget and time.monotonic() - kernel_since > kernel_clock.deadline_after(kernel_budget):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
+                if window_limit == kernel_clock.COMPILE_LIMIT:
+                    raise kernel_clock.compile_limit_error(kernel_budget, f"the {what} process (pid {pid})")
                 raise NotVerifiedError(
                     f"the kernel timed out: it ran past its time limit ({kernel_budget:g} s for the runs in flight; "
                     f"--timeout or {limits.variable('timeout_seconds')}); the {what} process (pid {pid}) was killed")

@@ -83,7 +83,10 @@ def configure(verbosity: int, console=None) -> None:
     from rich.logging import RichHandler
 
     _state["verbosity"] = verbosity
+    from mneme.core.printable import EscapingFilter
+
     handler = RichHandler(console=console) if console is not None else RichHandler()
+    handler.addFilter(EscapingFilter())  # names from recordings reach log messages as arguments
     logging.basicConfig(level=level_for(verbosity), format="%(message)s", handlers=[handler], force=True)
     for name in THIRD_PARTY:
         logging.getLogger(name).setLevel(_third_party_level(verbosity))

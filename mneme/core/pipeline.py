@@ -2,7 +2,8 @@
 
 `preprocess` clones the module and runs the IR transforms (plugins of kind "transform")
 that the configuration enables, in their `order`, each updating the variant hash. `optimize`
-runs an LLVM pipeline (`default<O3>` or an explicit pass sequence from `PASSES`) in place, with
+runs an LLVM pipeline (`default<O3>`, a sequence of `PASSES`, or any pipeline text LLVM's own parser
+accepts, `function(loop-mssa(licm)),gvn<no-pre>`: see `mneme.core.pass_registry`) in place, with
 the target machine the backend gives. Code generation is the backend's (`Backend.compile`);
 `mneme.core.build.compile` runs the stages through the build cache.
 """
@@ -20,7 +21,7 @@ from typing import Any, ClassVar
 import attrs
 import llvmlite.binding as llvm
 
-from mneme.core import ir, plugins, targets
+from mneme.core import ir, pass_registry, plugins, targets
 from mneme.core.errors import IRError, UsageError
 from mneme.core.passes import PASSES  # apart, so that listing the passes loads no LLVM
 from mneme.core.types import ExperimentConfiguration
@@ -152,6 +153,7 @@ def preprocess(
 # -- optimization pipelines --------------------------------------------------------------------
 
 
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9-]+$")  # a pass name alone, no adaptor or parameters
 _DEFAULT = re.compile(r"^default<O([0-3sz])>$|^O([0-3sz])$")
 # llvmlite 0.50 builds LLVM's per-module default pipeline from a speed level only; Os and Oz
 # are that of O2 with unrolling and vectorization off and LLVM's size inlining thresholds.
@@ -166,25 +168,31 @@ _DEFAULT_INLINING_THRESHOLD = 225
 
 @attrs.frozen
 class Pipeline:
-    """A parsed optimization pipeline: `default<Ox>` (level) or an explicit pass sequence."""
+    """A parsed optimization pipeline: `default<Ox>` (level), a sequence of `PASSES`, or LLVM pipeline text."""
 
     level: str | None = None  # "0".."3", "s", "z"
     passes: tuple[str, ...] = ()
+    text: str | None = None  # LLVM's own syntax, checked by LLVM's parser (adaptors, parameters)
 
     @property
     def empty(self) -> bool:
-        return self.level is None and not self.passes
+        return self.level is None and not self.passes and not self.text
 
     def __str__(self) -> str:
         if self.level is not None:
             return f"default<O{self.level}>"
+        if self.text is not None:
+            return self.text
         return ",".join(self.passes)
 
 
 def parse_pipeline(text: str) -> Pipeline:
     """Parse `default<O3>` (or `O3`, `Os`, `Oz`), a comma-separated pass list, or "" (no passes).
 
-    An unknown pass raises `UsageError` listing the known ones.
+    A list of `PASSES` names runs through llvmlite's pass methods; any other text is LLVM's
+    pipeline syntax (every pass LLVM registers, adaptors such as `function(...)`, parameters
+    such as `simplifycfg<bonus-inst-threshold=4>`), which LLVM's parser checks here. What it
+    refuses raises `UsageError` with LLVM's reason and the known simple names.
     """
     text = (text or "").strip()
     if not text:
@@ -194,6 +202,21 @@ def parse_pipeline(text: str) -> Pipeline:
         return Pipeline(level=match.group(1) or match.group(2))
     names = [p.strip() for p in text.split(",")]
     unknown = [p for p in names if p not in PASSES]
+    if unknown and all(names) and pass_registry.available():
+        nested = _nested(names)
+        if nested is not None:  # plain names: each in its level's adaptors (LLVM's own guess would run
+            return Pipeline(text=nested)  # every name at the first one's level, and LICM without MemorySSA)
+        _check_memory_ssa(text)
+        try:
+            pass_registry.check_pipeline(text)
+        except UsageError as exc:
+            llvm_names = set(pass_registry.pass_names())
+            missing = [n for n in unknown if _PLAIN_NAME.match(n) and n not in llvm_names]
+            what = f"unknown pass {', '.join(map(repr, missing))} in pipeline {text!r}" if missing else str(exc)
+            raise UsageError(f"{what}; use default<O0|O1|O2|O3|Os|Oz>, LLVM's pipeline syntax (`mneme ir passes "
+                             "--llvm` lists LLVM's passes) or a comma-separated list of the known passes: "
+                             f"{', '.join(sorted(PASSES))}") from None  # fmt: skip
+        return Pipeline(text=text)
     if unknown or not all(names):
         bad = ", ".join(repr(p) for p in unknown) or "an empty pass name"
         raise UsageError(
@@ -201,6 +224,38 @@ def parse_pipeline(text: str) -> Pipeline:
             f"list of: {', '.join(sorted(PASSES))}"
         )
     return Pipeline(passes=tuple(names))
+
+
+def _check_memory_ssa(text: str) -> None:
+    """Refuse LICM outside `loop-mssa(...)`: LLVM parses it but then stops the process with a fatal error."""
+    depth_names: list[str] = []
+    token = ""
+    for ch in text + ",":
+        if ch == "(":
+            depth_names.append(token.split("<")[0].strip())
+            token = ""
+        elif ch in "),":
+            name = token.split("<")[0].strip()
+            if name in pass_registry.NEEDS_MEMORY_SSA and "loop-mssa" not in depth_names:
+                raise UsageError(f"pass {name!r} in pipeline {text!r} needs MemorySSA: write it inside "
+                                 f"loop-mssa(...), e.g. function(loop-mssa({name}))")  # fmt: skip
+            token = ""
+            if ch == ")" and depth_names:
+                depth_names.pop()
+        else:
+            token += ch
+
+
+def _nested(names: list[str]) -> str | None:
+    """`gvn,globalopt` as `function<eager-inv>(gvn),globalopt` when every name is a registered pass; else None."""
+    if not all(_PLAIN_NAME.match(n) for n in names):
+        return None
+    try:
+        text = pass_registry.nest([(n, pass_registry.level_of(n)) for n in names])
+        pass_registry.check_pipeline(text)
+    except UsageError:
+        return None  # an unknown name: the caller reports it
+    return text
 
 
 def tuning_options(config: ExperimentConfiguration, pipeline: Pipeline) -> llvm.PipelineTuningOptions:
@@ -275,6 +330,9 @@ def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, machine: l
         with _inline_lock:  # the inliner reads the threshold when the pipeline is built
             _inline_option(config, pipeline)
             pm = pb.getModulePassManager()
+    elif pipeline.text is not None:
+        pm = llvm.create_new_module_pass_manager()
+        pass_registry.parse_into(pb, pm, pipeline.text)
     else:
         pm = llvm.create_new_module_pass_manager()
         for name in pipeline.passes:

@@ -27,6 +27,7 @@ KINDS = {
     "mneme_samplers": "sampler",
     "mneme_spaces": "space",
     "mneme_ir_sources": "ir-source",
+    "mneme_recording_formats": "recording-format",
     "mneme_parameters": "parameter",
     "mneme_cli_commands": "command",
 }

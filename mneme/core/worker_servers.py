@@ -54,7 +54,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
             conn.close()
         os._exit(3)
     # The pool keeps the kernels' time limit: it kills this process when a run overstays (kernel_clock).
-    kernel_clock.supervise(lambda budget: conn.send({"payload": "kernel", "budget": budget}))
+    kernel_clock.supervise(lambda budget, limit="timeout_seconds": conn.send(
+        {"payload": "kernel", "budget": budget, "limit": limit}))
     conn.send({"payload": "ready", "pid": os.getpid(), **server.info()})
     while True:
         try:

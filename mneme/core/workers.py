@@ -264,7 +264,8 @@ class TuneWorkerHandle:
         except (OSError, EOFError, BrokenPipeError):
             pass  # the death is noticed below
         timeout = self.pool._timeout_for(job, self.role)
-        kernel_since, kernel_budget = 0.0, 0.0  # an open kernel window (kernel_clock): since when, for how long
+        # an open kernel or compile window (kernel_clock): since when, for how long, under which limit
+        kernel_since, kernel_budget, window_limit = 0.0, 0.0, "timeout_seconds"
         while True:
             if self.conn.poll(_POLL):
                 try:
@@ -273,6 +274,7 @@ class TuneWorkerHandle:
                     reply = None
                 if reply is not None and reply.get("payload") == "kernel":
                     kernel_since, kernel_budget = time.monotonic(), float(reply.get("budget") or 0.0)
+                    window_limit = reply.get("limit") or "timeout_seconds"
                     continue
                 if reply is not None and reply.get("payload") == "acquire":
                     # The variant is built; wait for the device (no other timing run on it), then go.
@@ -310,6 +312,11 @@ class TuneWorkerHandle:
             if kernel_budget and time.monotonic() - kernel_since > kernel_clock.deadline_after(kernel_budget):
                 pid = self.process.pid
                 self._kill()
+                if window_limit == kernel_clock.COMPILE_LIMIT:  # a failed trial, for that reason
+                    error = kernel_clock.compile_limit_message(
+                        kernel_budget, f"worker {self.name} (pid {pid}) on {self._where()} (replaced; see {self.log_path})")
+                    self.pool._stage_failed(self, job, "compile", error, start_stamp)
+                    return "respawn"
                 error = (f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit "
                          f"({kernel_budget:g} s for the runs in flight; {limits.variable('timeout_seconds')}) on "
                          f"{self._where()}; worker {self.name} (pid {pid}) was killed and replaced; see "

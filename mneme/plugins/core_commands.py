@@ -15,6 +15,7 @@ from mneme import __version__
 from mneme.core.console import current as _console
 from mneme.core import limits, plaintable, plugins
 from mneme.core.errors import DISTRIBUTION, EXIT_CODES_HELP, MnemeError, UsageError
+from mneme.core.printable import markup
 
 if TYPE_CHECKING:
     from mneme.core.records import RecordedExecution
@@ -160,32 +161,34 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column(overflow="fold")
-    head.add_row("kernel", rec.kernel_name)
+    head.add_row("kernel", markup(rec.kernel_name))  # names are data: control characters escaped
     from mneme.core.demangle import demangle
 
-    head.add_row("demangled", rec.demangled_name or demangle(rec.kernel_name))
+    head.add_row("demangled", markup(rec.demangled_name or demangle(rec.kernel_name)))
     head.add_row("static hash", rec.static_hash)
     head.add_row("backend / arch", f"{rec.backend} / {rec.arch}")
     if rec.modules:
         size = sum(f.stat().st_size for f in rec.llvm_files)
-        head.add_row("code", f"LLVM IR, {len(rec.modules)} module(s), {_size(size)}: " + ", ".join(rec.modules))
+        head.add_row("code", f"LLVM IR, {len(rec.modules)} module(s), {_size(size)}: "
+                     + ", ".join(markup(m) for m in rec.modules))
     for image in rec.images:
         size = (rec.folder / image.path).stat().st_size
-        head.add_row("code" if not rec.modules else "binary", f"{image.kind} {image.path.as_posix()} ({_size(size)})")
+        head.add_row("code" if not rec.modules else "binary",
+                     markup(f"{image.kind} {image.path.as_posix()} ({_size(size)})"))
     if rec.va_size:
         head.add_row("VA range", f"{rec.va_addr:#x} .. {rec.va_addr + rec.va_size:#x} ({_size(rec.va_size)})")
     else:
         head.add_row("VA range", "none recorded")
     if rec.globals:
-        head.add_row("globals", ", ".join(f"{n} ({_size(s)})" for n, s in rec.globals.items()))
-    _console().print(f"[bold]{rec.path}[/]", highlight=False)
+        head.add_row("globals", ", ".join(markup(f"{n} ({_size(s)})") for n, s in rec.globals.items()))
+    _console().print(f"[bold]{markup(rec.path)}[/]", highlight=False)
     _console().print(head)
 
     args = Table(title="arguments", title_justify="left")
     for column in ("#", "name", "kind", "offset", "size", "specializable"):
         args.add_column(column, justify="right" if column in ("#", "offset", "size") else "left")
     for i, arg in enumerate(rec.args):
-        args.add_row(str(i), arg.name, arg.kind, str(arg.offset), str(arg.size), "yes" if arg.specializable else "no")
+        args.add_row(str(i), markup(arg.name), markup(arg.kind), str(arg.offset), str(arg.size), "yes" if arg.specializable else "no")
     _console().print(args)
 
     table = Table(title=f"instances ({len(rec)})", title_justify="left")
@@ -197,7 +200,7 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
         how = (["cooperative"] if inst.cooperative else []) + (
             [f"clusters {inst.cluster_dim}"] if inst.cluster_dim is not None else [])
         grid = ", ".join([str(inst.grid_dim), *how])
-        table.add_row(key, grid, str(inst.block_dim), _size(inst.shared_mem), str(inst.occ), values)
+        table.add_row(markup(key), grid, str(inst.block_dim), _size(inst.shared_mem), str(inst.occ), markup(values))
     _console().print(table)
 
     snaps = Table(title="snapshots", title_justify="left")
@@ -362,7 +365,8 @@ def config_command(key: str | None, as_json: bool) -> None:
     any MNEME_* variable that is set but read by nothing, with the nearest real name.
 
     KEY prints one value: a top-level key of `--json` (version, package, cache_dir, ...) or
-    one of the original Mneme's keys (cc, cxx, prefix, libdir, includedir, cflags, ldflags).
+    one of the original Mneme's keys (cc, cxx, cuda, launcher, cmakedir, prefix, libdir, includedir,
+    cflags, ldflags): cc, cxx and cuda print one executable each, a compiler through mneme-cc.
     """
     if key is not None:
         from mneme.compat import config_keys

@@ -419,11 +419,29 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
 
 @ir_group.command("passes", epilog=EXIT_CODES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-def passes(as_json: bool) -> None:
+@click.option("--llvm", "llvm_registry", is_flag=True,
+              help="List every pass LLVM registers (its pipeline syntax), by level, read from LLVM itself.")
+def passes(as_json: bool, llvm_registry: bool) -> None:
     """The optimization passes a pipeline may name, the default levels, and the IR transforms."""
     levels = [f"default<O{x}>" for x in ("0", "1", "2", "3", "s", "z")]
     from mneme.core import plugins
     from mneme.core.passes import PASSES
+
+    if llvm_registry:
+        from mneme.core import pass_registry
+
+        listed = pass_registry.transform_passes()
+        if as_json:
+            click.echo(json.dumps([{"name": n, "parameters": p, "level": lv} for n, p, lv in listed], indent=2))
+            return
+        table = Table(title="LLVM's registered passes (LLVM pipeline syntax: function(...), loop(...), name<params>)")
+        table.add_column("pass")
+        table.add_column("level")
+        table.add_column("parameters")
+        for name, params, level in listed:
+            table.add_row(name, level, params)
+        console.print(table)
+        return
 
     # Described transforms say what they do without being imported (no LLVM for this listing).
     provided = {item.name: item for item in plugins.provided("transform")}

@@ -20,12 +20,18 @@ def mneme_cli_commands():
 @click.argument("source", type=click.Path(exists=True))
 @click.option("-o", "--out", "out", default=None, type=click.Path(file_okay=False),
               help="Folder of the Mneme recording (default: SOURCE's folder/.mneme-import).")
-@click.option("--backend", default=None, help="Backend of the recording (default: from the IR's target triple).")
-@click.option("--arch", default=None, help="Architecture, e.g. sm_90 (default: from the IR's target-cpu).")
+@click.option("--backend", default=None,
+              help="Backend of the recording (default: from the IR modules' target triple, .ll or .bc).")
+@click.option("--arch", default=None, help="Architecture, e.g. sm_90 (default: from the IR modules' target-cpu).")
 def import_original_command(source: str, out: str | None, backend: str | None, arch: str | None) -> None:
-    """Convert the original Mneme's recordings (a database JSON or a folder of them) to Mneme's format."""
+    """Convert the original Mneme's recordings (a database JSON or a folder of them) to Mneme's format.
+
+    Every layout the original has written is read: the documented one, per-region metadata, and
+    epilogues stored as diffs (MNEME_DIFF_V1) or by the `best` mode. Mneme's commands also read an
+    original database directly, converting it once into .mneme-import/ beside it.
+    """
     from mneme.compat import original_format as fmt
-    from mneme.compat.recorded_execution import IMPORT_FOLDER
+    from mneme.compat.original_format import IMPORT_FOLDER
 
     path = Path(source)
     folder = path if path.is_dir() else path.parent
@@ -43,8 +49,13 @@ def import_original_command(source: str, out: str | None, backend: str | None, a
               help="Mneme recording database to export.")
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False),
               help="Folder for the original Mneme's database, IR and snapshot files.")
-def export_original_command(record_db: str, out: str) -> None:
+@click.option("--layout", default="current", show_default=True,
+              type=click.Choice(["current", "diff", "best", "bytes", "documented"]),
+              help="Snapshot layout: the current release's (per-region metadata, epilogues as diffs; 'diff' is the "
+                   "same), 'best' (each epilogue a diff or full, whichever is smaller), 'bytes' (full epilogues), "
+                   "or the documented version's.")  # fmt: skip
+def export_original_command(record_db: str, out: str, layout: str) -> None:
     """Write a Mneme recording in the original Mneme's format (for the original's tools)."""
     from mneme.compat.original_format import export_original
 
-    console.print(f"exported {export_original(record_db, out)}")
+    console.print(f"exported {export_original(record_db, out, layout=layout)}")

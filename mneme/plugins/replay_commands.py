@@ -22,6 +22,7 @@ from mneme.core import params
 from mneme.core.errors import (EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, FormatError, MnemeError,
                                UsageError)
 from mneme.core.hookspecs import hookimpl
+from mneme.core.printable import markup
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 log = logging.getLogger(__name__)
@@ -222,7 +223,7 @@ def result_table(result: ExperimentResult, config: ExperimentConfiguration, titl
     table.add_column("value", overflow="fold")
     for label, value in result_rows(result, config, baseline, app_times, app_timer, assembler, app, cache):
         style = "red" if (label in ("verified", "failed", "mismatch") and result.failed) else None
-        table.add_row(label, value, style=style)
+        table.add_row(label, markup(value), style=style)  # values hold names from the recording
     return table
 
 
@@ -269,8 +270,11 @@ def _json_default(value: Any) -> Any:
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
 @click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
 @click.option("--device", "device_id", default=0, show_default=True, help="Device index.")
+@click.option("--allow-files-outside", is_flag=True,
+              help="Let `file:` inputs of SPEC read files outside SPEC's folder (absolute paths, ../); "
+                   "by default a description reads only files in its folder.")
 @limits.timeout_option
-def capture_command(spec: str, out: str, backend: str | None, device_id: int) -> None:
+def capture_command(spec: str, out: str, backend: str | None, device_id: int, allow_files_outside: bool) -> None:
     """Capture a kernel launch described in SPEC (YAML/JSON) into a recording database.
 
     SPEC names the IR (`ir`), the `kernel`, `grid`, `block`, optional `shared_mem`, and
@@ -286,7 +290,8 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int) ->
     from mneme.core import isolation
 
     # the kernel runs in a restricted child process (docs/security.md)
-    path = isolation.run_isolated(lambda: capture.capture_spec(spec, out, backend=backend, device_id=device_id),
+    path = isolation.run_isolated(lambda: capture.capture_spec(spec, out, backend=backend, device_id=device_id,
+                                                              allow_files_outside=allow_files_outside),
                                   "capture")
     _console().print(f"captured into [bold]{path}[/]; replay it with: mneme replay -rdb {path}", soft_wrap=True)
 
@@ -330,8 +335,9 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
                    backend, as_json, **options) -> None:  # fmt: skip
     """Replay a recorded kernel launch as one verified, timed experiment.
 
-    PASSES is an optimization pipeline such as `default<O3>` or `Oz` (default: the
-    configuration's).
+    PASSES is an optimization pipeline such as `default<O3>` or `Oz`, pass names (`gvn,licm`)
+    or any pipeline in LLVM's syntax (`function(loop-mssa(licm)),simplifycfg<bonus-inst-threshold=4>`)
+    (default: the configuration's).
 
     Exit codes: 0 verified; 1 internal error; 2 invalid input (options, a configuration
     the kernel cannot launch with, a malformed recording or --config file); 3 the variant
@@ -351,6 +357,10 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
 
     overrides = dict(options)
     overrides["passes"] = passes
+    if passes is not None:  # a pipeline LLVM refuses is invalid input (exit 2), found before anything runs
+        from mneme.core.pipeline import parse_pipeline
+
+        parse_pipeline(passes)
     file_fields = read_config_file(config_file) if config_file else None
     if cache is None:
         cache = recorded_cache_state(record_db, record_id)
@@ -373,7 +383,7 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
         click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
                                baseline=baseline, assembler=assembler, app=app, cache=cache))  # fmt: skip
     else:
-        _console().print(result_table(result, config, f"{kernel} [{instance}] ({mode})", baseline,
+        _console().print(result_table(result, config, markup(f"{kernel} [{instance}] ({mode})"), baseline,
                                       assembler=assembler, app=app, cache=cache))  # fmt: skip
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
@@ -462,7 +472,7 @@ def nondeterminism_command(record_db, record_id, runs, margin, mode, backend, ap
     with BaseExecutor(record_db, record_id, iterations=1, backend=backend, mode=mode, cache="warm") as ex:
         findings = analyze(ex, runs=runs, margin=margin)
         database, instance = ex.rec.path, ex.instance.dynamic_hash
-    table = Table(title=f"{database.name} [{instance}]: regions the kernel writes")
+    table = Table(title=markup(f"{database.name} [{instance}]: regions the kernel writes"))
     for column in ("region", "order-dependent because", "between replays", "vs the recording", "policy"):
         table.add_column(column, overflow="fold")
     for f in findings:
@@ -479,8 +489,8 @@ def nondeterminism_command(record_db, record_id, runs, margin, mode, backend, ap
             annotate(database, f.policy, record_id=instance, address=f.addr)
     if chosen:
         verb = "stored in" if apply_ else "to store in (--apply)"
-        _console().print(f"{len(chosen)} policy(ies) {verb} the recording; override one with mneme annotate "
-                         f"{database} -rid {instance} --region 0x{chosen[0].addr:x} ...")  # fmt: skip
+        _console().print(f"{len(chosen)} policy(ies) {verb} the recording; override one with "
+                         + markup(f"mneme annotate {database} -rid {instance} --region 0x{chosen[0].addr:x} ..."))  # fmt: skip
 
 
 def annotate(record_db, policy, *, record_id: str | None = None, address: int | None = None,

@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 @hookimpl
 def mneme_cli_commands():
     from mneme.plugins.sampler_commands import samplers_group
+    from mneme.plugins.tune_original_command import tune_original_command
 
-    return [tune_command, results_command, samplers_group]
+    return [tune_command, results_command, samplers_group, tune_original_command]
 
 
 def _devices(text: str | None) -> list[int] | None:
@@ -213,10 +214,15 @@ def _short(value) -> str:
               help="Seconds an experiment may run before its worker is killed (default derived from the baseline).")
 @click.option("--print-space", is_flag=True, help="Show the search space and exit; nothing runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--layout", type=click.Choice(["mneme", "original", "both"]), default="mneme", show_default=True,
+              help="Results layout: Mneme's; the original Mneme's (its tuner writes config.json, baseline.json, "
+                   "trials.jsonl, ...; its options --launch-dim, --warmup, --metric, --space-module imply it); or "
+                   "Mneme's run with the original's config.json, search_space.json, baseline.json and trials.jsonl "
+                   "written beside.")
 def tune_command(record_db, record_id, space, space_options, sampler, sampler_options, trials, timeout, devices,
                  workers_per_device, results, resume, force, storage, study, heartbeat, seed, iterations, cache,
                  timer, retime_top, retime_repeats, ci_target, measure_time, accept_insignificant, simulate,
-                 backend, experiment_timeout, print_space, as_json):
+                 backend, experiment_timeout, print_space, as_json, layout):
     """Autotune one recorded kernel launch: search a space of verified variants, keep every result.
 
     --trials counts distinct measured configurations. Exit codes: 0 done, 2 invalid options, 3 the
@@ -233,6 +239,13 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
 
     if record_db is None:
         raise UsageError("mneme tune needs -rdb/--record-db RECORDING (or --simulate STUDY)")
+    if layout == "original":
+        from mneme.compat import tune_cli
+        from mneme.plugins.tune_original_command import original_args
+
+        click.get_current_context().exit(tune_cli.main(original_args(
+            record_db, record_id, space, sampler, trials, seed, results, iterations, _devices(devices), resume, study,
+            storage, timeout, print_space)))  # fmt: skip
     if results is None:
         results = str(default_results_dir(record_db, record_id, space))
     options = TuneOptions(
@@ -274,6 +287,13 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     finally:
         if live is not None:
             live.stop()
+    if layout == "both":
+        from mneme.compat import original_layout
+
+        written = original_layout.write(session.results_dir, {"trials": trials, "seed": seed, "space": space,
+                                        "workers": len(_devices(devices) or [0]) * workers_per_device}, iterations)  # fmt: skip
+        log.info("wrote the original Mneme's layout beside: %d trials in %s", written,
+                 Path(session.results_dir) / "trials.jsonl")  # fmt: skip
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return

@@ -1,1 +1,3 @@
-"""The original Mneme API's `mneme.tuning` package (see `mneme.compat`; Mneme's own is `mneme.core.tuning`)."""
+"""The original Mneme API's `mneme.tuning` package: `search_space`, `sample_strategy`, and the current
+release's `session`, `builtin_spaces`, `result_store` and `cli` (see `mneme.compat`; Mneme's own is
+`mneme.core.tuning`)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from mneme.futures import EvalFuture
 from mneme.mneme_types import ExperimentConfiguration, ExperimentResult, dim3
 from mneme.recorded_execution import RecordedExecution
 from mneme.replay_executor import BaseExecutor
@@ -57,6 +58,7 @@ def instances(saxpy_db):
         "IntRangeParam": ss.IntRangeParam("i", 1, 10, 4),
         "RealRangeParam": ss.RealRangeParam("r", 0.0, 1.0),
         "PipelineParam": ss.PipelineParam("p", 2),
+        "EvalFuture": EvalFuture(0, ExperimentConfiguration()),
     }
 
 

@@ -121,12 +121,12 @@ def test_convert_writes_proteus_tuned_kernel_json(saxpy, tmp_path, capsys):
     assert 'annotate("jit", 1,2)' in capsys.readouterr().out
 
 
-def test_eval_future_errors_raise_runtime_error():
-    future = EvalFuture(3, {"a": 1})
+def test_eval_future_error_gives_a_failed_result_as_the_current_original():
+    future = EvalFuture(3, params={"grid": {"x": 1}, "block": {"x": 2}})  # the documented version's dict
     future.set_error("worker died")
-    assert future.done() and future.job_id == 3
-    with pytest.raises(RuntimeError, match="worker died"):
-        future.result()
+    assert future.done() and future.job_id == 3 and future.config.block.x == 2
+    result = future.result()
+    assert result.failed and not result.executed and result.error == "worker died"
 
 
 def test_cli_main_returns_the_exit_code(saxpy_db, tmp_path):

@@ -46,12 +46,19 @@ def main() -> None:
     put("capture", "hostile.yaml", "args:\n  - {scalar: 99999999999999999999999, dtype: int64}\n"
         "  - {file: {path: /dev/zero}}\n  - {zeros: {dtype: object, shape: [4]}}\n")
     put("capture", "alias.yaml", "a: &a [1, 1, 1]\nb: [*a, *a, *a]\nargs: []\n")
+    put("capture", "outside.yaml", "args:\n  - {file: {path: ../../etc/hostname, dtype: uint8}}\n"
+        "  - {file: {path: /etc/hostname, dtype: uint8}}\n")
+    put("capture", "numbers.yaml", "args:\n  - {zeros: {shape: [4], shape: [8]}}\n  - .nan\n  - 1e400\n")
+    put("capture", "nodes.yaml", "args:\n  - {literal: {dtype: int8, values: [" + ", ".join(["1"] * 250) + "]}}\n")
     put("space", "space.yaml", "name: s\nparameters:\n  block_x: {powers_of_two: [32, 1024]}\n"
         "  specialize: bool\n  codegen_opt: {choices: [2, 3]}\nconstraints:\n  - block_x % 64 == 0 or not specialize\n")
     put("space", "hostile.yaml", "parameters:\n  block_x: {low: 0, high: .inf}\nconstraints:\n"
         "  - \"min.__self__.__import__('os').system('true')\"\n")
+    put("space", "base-code.yaml", "base: helper.py:X\nparameters:\n  block_x: {choices: [64, 128]}\n")
+    put("space", "base-loop.yaml", "base: space.yaml\nconstraints:\n  - \"codegen_method + codegen_method == ''\"\n")
     for i, text in enumerate(["block_x % 32 == 0 and block_x <= 512", "min(a, b) * 2 >= -14 or not x",
-                              "abs(b) if a > 1 else 0", "9 ** 9 ** 9", "().__class__", "a < b < x"]):
+                              "abs(b) if a > 1 else 0", "9 ** 9 ** 9", "().__class__", "a < b < x",
+                              "s + s + s + s + s == s", "'%099999999d' % a == s"]):
         put("constraint", f"c{i}.txt", text)
 
 

@@ -61,3 +61,20 @@ def test_tune_worker_process_payload_runs_verified_on_the_gpu(saxpy_db):
     with worker:
         result, _ir = worker.process_payload(root.clone(), ExperimentConfiguration(grid=dim3(64), block=dim3(256)))
     assert result.verified and result.gpu_id == 0 and len(result.exec_time) == 3 + 2 and result.reg_usage > 0
+
+
+def test_llvm_syntax_and_generated_pipelines_build_for_nvptx_and_evaluate_never_raises(saxpy_db):
+    # issue 35: the original's PipelineManager pipelines (adaptors, parameters) on the CUDA backend
+    from mneme.mneme_types import ExperimentConfiguration, dim3
+    from mneme.pipeline import PipelineManager
+    from mneme.replay_executor import BaseExecutor
+
+    manager = PipelineManager()
+    generated = [manager.to_string(p) for p in manager.generate(3, 40, 10, True, seed=3)]
+    with BaseExecutor(str(saxpy_db), iterations=2, warmup=1) as executor:  # the record id inferred
+        text = "function(loop-mssa(licm)),simplifycfg<bonus-inst-threshold=4>,gvn<no-pre>,cgscc(inline)"
+        result = executor.execute(ExperimentConfiguration(grid=dim3(64), block=dim3(256), passes=text))
+        assert result.verified and len(result.exec_time) == 2 + 1
+        for passes in generated:
+            outcome = executor.execute(ExperimentConfiguration(grid=dim3(64), block=dim3(256), passes=passes))
+            assert outcome.verified or outcome.error  # a random pipeline may break the kernel, never the caller

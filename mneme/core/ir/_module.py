@@ -16,8 +16,8 @@ from typing import Union
 import attrs
 import llvmlite.binding as llvm
 
-from mneme.core import targets
-from mneme.core.errors import IRError, MalformedIRError
+from mneme.core import limits, targets
+from mneme.core.errors import FormatError, IRError, MalformedIRError
 from mneme.core.ir._bitcode import BITCODE_MAGIC, BITCODE_WRAPPER_MAGIC, bitcode_producer
 from mneme.core.ir._text import _DEFINE, unquote
 
@@ -115,16 +115,17 @@ def load(source: IRInput, name: str | None = None) -> ModuleRef:
         return clone(source)
     if isinstance(source, os.PathLike) or (isinstance(source, str) and not _looks_like_ir_text(source)):
         path = Path(source)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise IRError(f"{label}: cannot read the IR file ({exc.strerror or exc}); check the path") from exc
+        try:  # bounded before it is read: parsing costs ~50 bytes of memory per byte of IR
+            data = limits.read_bytes(path, "IR file", limit_name="ir_bytes")
+        except FormatError as exc:
+            raise IRError(f"{label}: cannot read the IR file ({exc}); check the path") from None
     elif isinstance(source, str):
         data = source.encode()
     elif isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
     else:
         raise IRError(f"{label}: cannot load IR from a {type(source).__name__}; give a path, IR text or bitcode bytes")
+    limits.check("ir_bytes", len(data), f"{label}: the IR's size")
     if is_bitcode(data):
         mod = _parse_bitcode(data, label)
     else:

@@ -9,7 +9,8 @@ referenced file, and each error names the file and the field. The format is spec
 docs/formats.md (recording database).
 
 The package splits along its seams: `model` (the classes), `schema` (JSON conversion and
-upgrades), `paths` (path safety) and `files` (clean, copy, move).
+upgrades), `paths` (path safety), `files` (clean, copy, move), `referrers` (which databases
+name a file) and `journal` (what a copy or move created, to undo exactly that).
 """
 
 from mneme.core.records import schema  # noqa: F401 - registers the model's JSON codec (model.codec)

@@ -6,16 +6,16 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import attrs
 
-from mneme.core.errors import FormatError, MnemeError, UsageError
+from mneme.core.errors import UsageError
+from mneme.core.records import referrers
+from mneme.core.records.journal import Journal
 from mneme.core.records.model import RecordedExecution
-from mneme.core.records.paths import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -42,45 +42,14 @@ def load_all(paths: Iterable[str | os.PathLike], *, allow_missing: bool = False)
     return list(records.values())
 
 
-def _others(records: Sequence[RecordedExecution]) -> tuple[set[Path], set[Path]]:
-    """(files referenced by the other databases in the same folders, those databases' own files).
-
-    Candidates that are not regular files (a FIFO named `*.json`) or not databases are skipped
-    without being opened for long: they are neither kept nor removed.
-    """
-    chosen = {r.path.resolve() for r in records}
-    shared: set[Path] = set()
-    databases: set[Path] = set()
-    for folder in {r.folder.resolve() for r in records}:
-        for candidate in sorted(folder.glob("*.json")):
-            if candidate.resolve() in chosen or candidate.is_symlink() or not candidate.is_file():
-                continue
-            try:
-                other = RecordedExecution.from_json(candidate, allow_missing=True)
-            except MnemeError as exc:
-                log.debug("not a recording database, ignored: %s", exc)
-                continue
-            databases.add(candidate.resolve())
-            shared.update(f.resolve() for f in other.referenced_files())
-    return shared, databases
-
-
 def _files_of_others(records: Sequence[RecordedExecution]) -> set[Path]:
-    """Files referenced by the other databases in the same folders (kept when one is removed)."""
-    shared, databases = _others(records)
-    _refuse_database_references(records, databases)
-    return shared
+    """Files referenced by any other database that could name them (kept when one is removed).
 
-
-def _refuse_database_references(records: Sequence[RecordedExecution], databases: set[Path]) -> None:
-    """A database that names a recording database as one of its files would have it deleted or overwritten."""
-    chosen = {r.path.resolve(): r for r in records}
-    for rec in records:
-        for f in rec.referenced_files():
-            real = f.resolve()
-            if real in databases or real in chosen:
-                raise FormatError(rec.path, f"names the recording database {f} as one of its files; a database "
-                                  "never references a database: fix the database, nothing was changed")
+    Also refuses a database that names a database as one of its files.
+    """
+    others = referrers.find(records)
+    referrers.refuse_database_references(records, others.databases)
+    return set(others.files)
 
 
 def _check_plain(path: Path, verb: str) -> None:
@@ -109,8 +78,8 @@ def _remove_empty_dirs(files: Iterable[Path], stop: Path) -> None:
 def clean_records(paths: Iterable[str | os.PathLike], *, dry_run: bool = False) -> FileReport:
     """Delete each database and the files it references inside its folder, nothing else.
 
-    A file that another database in the same folder still references is kept. With
-    `dry_run`, only report what would be removed.
+    A file that any other database still references is kept (`referrers`: the databases in
+    every folder above it). With `dry_run`, only report what would be removed.
     """
     records = load_all(paths, allow_missing=True)
     others = _files_of_others(records)
@@ -185,6 +154,7 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
         raise UsageError("no recording database given")
     verb = "move" if move else "copy"
     plan: dict[Path, Path] = {}  # destination file -> source file
+    present: set[Path] = set()  # destination files and databases already there, the same
     targets: dict[Path, RecordedExecution] = {}
     for rec in records:
         if rec.folder.resolve() == dest.resolve():
@@ -202,6 +172,7 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             if existing is None or existing.to_dict() != rec.to_dict():
                 raise UsageError(f"{db_target} already exists and differs from {rec.path}; remove it or choose "
                                  "another destination")
+            present.add(db_target)
         for src in rec.referenced_files():
             dst = dest / src.relative_to(rec.folder)
             if dst in plan and plan[dst].resolve() != src.resolve() and not _same_content(plan[dst], src):
@@ -219,56 +190,39 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
                 raise UsageError(f"{parent} is a symbolic link; cannot {verb} {src} through it: choose another destination")
         if dst.is_dir():
             raise UsageError(f"{dst} is a folder; cannot {verb} {src} there")
-        if dst.exists() and not _same_content(src, dst):
-            raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another destination")
+        if dst.exists():
+            if not _same_content(src, dst):
+                raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another "
+                                 "destination")
+            present.add(dst)
 
     keep = _files_of_others(records)  # also refuses a database naming another database
     keep = keep if move else set()
-    created_dirs: list[Path] = []
-    done: list[tuple[Path, Path | None]] = []  # (created file, source it was renamed from), for rollback
+    journal = Journal(verb)
     written: list[Path] = []
-    renamed: set[Path] = set()
     try:
         for folder in sorted({d.parent for d in list(plan) + list(targets)}, key=lambda d: len(d.parts)):
-            for d in [*reversed(folder.parents), folder]:
-                if not d.exists():
-                    d.mkdir()
-                    created_dirs.append(d)
-        # Data files go straight to their names (none existed: checked above); the databases are
-        # written last and atomically, so no database ever names a partial file.
+            journal.make_folders(folder)
+        # Data files go to their names first (none existed: checked above), the databases last,
+        # so no database ever names a partial file. A move links (or copies) and deletes its
+        # sources only once everything is in place: undoing it removes what it created, only.
         for dst, src in plan.items():
-            if dst.exists():
-                continue  # identical content already there
-            if move and not src.is_symlink() and not (keep and src.resolve() in keep) \
-                    and os.stat(src).st_dev == os.stat(dst.parent).st_dev:
-                os.rename(src, dst)
-                done.append((dst, src))
-                renamed.add(src)
+            if dst in present:
+                continue  # identical content already there (anything else there now is refused)
+            if move and not src.is_symlink() and src.resolve() not in keep:
+                journal.link_or_copy(src, dst)
             else:
-                done.append((dst, None))
-                shutil.copy2(src, dst)
+                journal.copy(src, dst)
         for db_target, rec in targets.items():
-            done.append((db_target, None))
-            atomic_write(db_target, json.dumps(rec.to_dict(), indent=2) + "\n")
+            if db_target not in present:  # an identical database already there stays as it is
+                journal.write_new(db_target, json.dumps(rec.to_dict(), indent=2) + "\n")
             written.append(db_target)
         if move:  # every source is deleted only once its destination holds the same bytes
             for dst, src in plan.items():
-                if src not in renamed and not _same_content(src, dst):
+                if dst not in journal.linked and not _same_content(src, dst):
                     raise UsageError(f"{dst} does not hold the bytes of {src} after copying; nothing was removed")
     except BaseException:
-        for path, src in reversed(done):
-            try:
-                if src is not None:
-                    os.rename(path, src)
-                else:
-                    path.unlink(missing_ok=True)
-            except OSError as exc:
-                log.error("could not undo the %s of %s: %s", verb, path, exc)
-        for d in reversed(created_dirs):
-            try:
-                d.rmdir()
-            except OSError:
-                pass
+        journal.undo()
         raise
     report = FileReport(databases=written)
     if move:
@@ -277,8 +231,6 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             for f in rec.referenced_files():
                 if keep and f.resolve() in keep:
                     report.kept.append(f)
-                elif f in renamed:
-                    removed.append(f)
                 elif f.is_file() or f.is_symlink():
                     f.unlink()
                     removed.append(f)

@@ -50,6 +50,10 @@ _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 #: Longest in-application time an instance may claim (seconds, a day): sums and means of such
 #: times stay finite, so a report never holds an out-of-range number.
 MAX_APP_TIME = 86400.0
+# Where a recorded address range may lie: above Linux's mmap_min_addr default (64 KiB), below the
+# top of a 57-bit (5-level paging) user address space.
+MIN_VA_ADDR = 1 << 16
+MAX_VA_END = 1 << 56
 
 
 # -- value types -----------------------------------------------------------------------------
@@ -515,17 +519,26 @@ class RecordedExecution(MutableMapping):
 
     # -- reading and writing ----------------------------------------------------------------
     @classmethod
-    def from_json(cls, path: str | os.PathLike, *, allow_missing: bool = False) -> RecordedExecution:
+    def from_json(cls, path: str | os.PathLike, *, allow_missing: bool = False,
+                  convert: bool = True) -> RecordedExecution:  # fmt: skip
         """Load and validate a database: every field, and every file it names (inside its folder).
 
         `allow_missing` tolerates referenced files that do not exist (to clean an incomplete
-        recording); paths leaving the folder are refused either way.
+        recording); paths leaving the folder are refused either way. Another tool's database
+        (the original Mneme's) is read through its conversion beside it, made on first use;
+        `convert=False` reads only a conversion that exists and is current.
         """
         from mneme.core import limits
 
         path = Path(path)
         text = limits.read_text(path, "recording database")
         data = limits.load_json(text, path)
+        if isinstance(data, dict) and "SchemaVersion" not in data:
+            from mneme.core.records.foreign import convert as foreign_database
+
+            converted = foreign_database(path, data, create=convert)  # converted once into a cache beside it
+            if converted is not None:
+                return cls.from_json(converted, allow_missing=allow_missing)
         return cls.from_dict(data, path=path, allow_missing=allow_missing)
 
     @classmethod
@@ -626,6 +639,10 @@ class RecordedExecution(MutableMapping):
             if kind not in ARG_KINDS:
                 raise FormatError(p, f"argument {i} ({self.arg_names[i]}): unknown kind {kind!r}; "
                                   f"one of {', '.join(ARG_KINDS)}", field="ArgKinds")
+        if self.va_size and not (MIN_VA_ADDR <= self.va_addr and self.va_addr + self.va_size <= MAX_VA_END):
+            # refused here, not later as "address taken" by the process (mmap_min_addr) or an overflow
+            raise FormatError(p, f"the range {self.va_addr:#x} + {self.va_size:#x} is not a user address range "
+                              f"({MIN_VA_ADDR:#x} .. {MAX_VA_END:#x}); record the launch again", field="VAddr")
         for name, size in self.globals.items():
             if not name or size < 0:
                 raise FormatError(p, f"global {name!r} needs a name and a size >= 0", field="Globals")

@@ -272,6 +272,8 @@ def lz4_decode_python(data, size: int, *, stop_at_size: bool = False) -> bytes:
 # spans the whole body, whose declared content size (when present) is the chunk's raw length.
 # Checked before decompressing, so a frame header's claim never sizes an allocation.
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+ZSTD_BLOCK_MAX = 128 << 10  # the largest block content the format allows (RFC 8878, Block_Maximum_Size)
+DECODE_PIECE = 4 << 20  # bytes a streamed decode or check produces at a time
 
 
 def zstd_frame_problem(data, length: int) -> str | None:
@@ -287,6 +289,7 @@ def zstd_frame_problem(data, length: int) -> str | None:
         return f"has a bad zstd frame header ({exc})"
     if params.content_size != zstandard.CONTENTSIZE_UNKNOWN and params.content_size != length:
         return f"zstd frame declares {params.content_size} bytes, the chunk holds {length}"
+    most = 0  # the most bytes the blocks can decode to: raw and RLE blocks say, others hold <= 128 KiB
     while True:  # the blocks' headers give the frame's compressed size, as ZSTD_findFrameCompressedSize does
         if pos + 3 > n:
             return "zstd frame is truncated"
@@ -294,6 +297,7 @@ def zstd_frame_problem(data, length: int) -> str | None:
         kind, size = (header >> 1) & 3, header >> 3
         if kind == 3:
             return "zstd frame has a reserved block type"
+        most += size if kind < 2 else ZSTD_BLOCK_MAX
         pos += 3 + (1 if kind == 1 else size)
         if header & 1:
             break
@@ -302,4 +306,33 @@ def zstd_frame_problem(data, length: int) -> str | None:
         return "zstd frame is truncated"
     if pos != n:
         return f"{n - pos} bytes follow the zstd frame (trailing data or a second frame)"
+    if most < length:
+        return f"zstd frame's blocks decode to at most {most} bytes, the chunk holds {length}"
     return None
+
+
+def zstd_decode_into(data, out) -> int:
+    """Decode one zstd frame into `out` (a writable buffer) in pieces, with no buffer of its own;
+    the bytes written, at most len(out) + 1 (one more tells a frame longer than `out`)."""
+    view = memoryview(out).cast("B")
+    reader = decompressor().stream_reader(data, read_across_frames=False)
+    pos = 0
+    while pos < len(view):
+        got = reader.readinto(view[pos : pos + DECODE_PIECE])
+        if not got:
+            return pos
+        pos += got
+    return pos + len(reader.read(1))
+
+
+def zstd_decoded_length(data, limit: int) -> int:
+    """Bytes one zstd frame decodes to (up to `limit` + 1), decoding in pieces into one small buffer."""
+    reader = decompressor().stream_reader(data, read_across_frames=False)
+    piece = bytearray(min(DECODE_PIECE, limit + 1))
+    total = 0
+    while total <= limit:
+        got = reader.readinto(piece)
+        if not got:
+            break
+        total += got
+    return total

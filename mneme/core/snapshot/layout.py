@@ -17,7 +17,10 @@ from mneme.core.snapshot.format import (
     DTYPES,
     ENC_DIFF,
     ENC_LZ4,
+    ENC_LZ4_SHUFFLE,
     ENC_RAW,
+    ENC_SHUFFLE,
+    ENC_ZSTD,
     ENCODINGS,
     END,
     FILE_HEADER,
@@ -43,6 +46,12 @@ from mneme.core.snapshot.format import (
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
+
+
+# The most a compressed chunk can expand: zstd's RLE block turns 4 bytes into 128 KiB; an LZ4
+# sequence adds at most 255 bytes of match per byte of length (RFC 8878; LZ4 block format).
+MAX_EXPANSION = {ENC_ZSTD: 32768, ENC_SHUFFLE: 32768, ENC_LZ4: 256, ENC_LZ4_SHUFFLE: 256}
+LZ4_MAX_BLOCK = 0x7E000000  # LZ4_MAX_INPUT_SIZE: writers store larger chunks another way
 
 
 @attrs.frozen
@@ -199,6 +208,13 @@ class Layout:
                                f"{LZ4_VERSION}, but the header says {self.version}")  # fmt: skip
                 if enc == ENC_RAW and payload_size != CHUNK_PREFIX.size + length:
                     raise fail(f"raw chunk holds {payload_size - CHUNK_PREFIX.size} bytes, expected {length}")
+                if enc in LZ4_ENCODINGS and max(length, payload_size) > LZ4_MAX_BLOCK:  # liblz4 sizes are ints
+                    raise fail(f"LZ4 chunk of {length} bytes ({payload_size} stored) is larger than one LZ4 block "
+                               f"can be ({LZ4_MAX_BLOCK} bytes)")
+                ratio = MAX_EXPANSION.get(enc)
+                if ratio and length > ratio * payload_size:  # checked before a reader sizes a buffer by it
+                    raise fail(f"chunk of {payload_size} bytes claims to decode to {length}, more than its encoding "
+                               f"({CHUNK_ENCODINGS[enc]}) can expand ({ratio}:1)")
                 current.chunks.append(Chunk(offset, length, enc, payload_at, payload_size, payload_sum,
                                              f"{block} (region 0x{info.addr:x}, chunk {index})"))  # fmt: skip
             else:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import xxhash
 import zstandard
 
 from mneme.core.errors import (
@@ -34,6 +35,9 @@ from mneme.core.snapshot.format import (
 from mneme.core.snapshot.layout import Chunk, Layout, Region, corrupt
 
 log = logging.getLogger(__name__)
+
+#: Chunks larger than this are verified in pieces of this size (memory bounded by it, not by the file's claims).
+VERIFY_PIECE = 16 << 20
 
 
 
@@ -231,10 +235,16 @@ class Snapshot:
         return _merge(runs)
 
     def verify(self) -> None:
-        """Read and check every chunk of every region (CorruptFileError names the first bad block)."""
+        """Read and check every chunk of every region (CorruptFileError names the first bad block).
+
+        Memory stays bounded by the file, not by the sizes it declares: a chunk larger than
+        `VERIFY_PIECE` is checked in pieces (its checksum, or its zstd frame decoded piece by piece).
+        """
         for region in self._regions.values():
-            for _ in self.iter_region(region.info.addr, chunk_size=16 << 20, reuse=True):
-                pass
+            small = [c for c in region.chunks if not self._verify_chunk(region, c)]
+            buffer = bytearray(max(c.length for c in small)) if small else bytearray()
+            for chunk in small:  # chunks that are small, LZ4 (bounded by the payload: 255:1) or diffs
+                self._decode(region, chunk, memoryview(buffer)[: chunk.length])
 
     # -- for readers that decode chunks themselves (a backend's native reader) -------------
     def chunk_index(self, addr: int) -> Region:
@@ -338,7 +348,7 @@ class Snapshot:
         payload = self._payload(chunk)
         body = memoryview(payload)[CHUNK_PREFIX.size :]
         if chunk.encoding == ENC_ZSTD:
-            out[:] = self._unzstd(body, chunk.length, chunk)
+            self._unzstd_into(body, out, chunk)
             return
         if chunk.encoding == ENC_LZ4:
             self._unlz4_into(body, out, chunk)
@@ -387,6 +397,56 @@ class Snapshot:
         if len(out) != length:
             raise corrupt(self.path, chunk.block, f"zstd data decodes to {len(out)} bytes, expected {length}")
         return out
+
+    def _unzstd_into(self, data, out, chunk: Chunk) -> None:
+        """Decode straight into `out`: a chunk of n bytes costs n bytes of memory, not 2n."""
+        problem = codec.zstd_frame_problem(data, len(out))
+        if problem is not None:
+            raise corrupt(self.path, chunk.block, problem)
+        try:
+            got = codec.zstd_decode_into(data, out)
+        except zstandard.ZstdError as exc:
+            raise corrupt(self.path, chunk.block, f"zstd data does not decode ({exc})") from None
+        if got != len(out):
+            raise corrupt(self.path, chunk.block, f"zstd data decodes to {'more than ' if got > len(out) else ''}"
+                          f"{min(got, len(out))} bytes, expected {len(out)}")
+
+    def _verify_chunk(self, region: Region, chunk: Chunk) -> bool:
+        """Check a large chunk in pieces of bounded memory; False for a chunk to decode as a read does."""
+        if chunk.length <= VERIFY_PIECE:
+            return False
+        if chunk.encoding == ENC_RAW:
+            digest = xxhash.xxh3_64()
+            piece = bytearray(min(VERIFY_PIECE, CHUNK_PREFIX.size + chunk.length))
+            at, left = chunk.payload_at, chunk.payload_size
+            while left:
+                view = memoryview(piece)[: min(left, len(piece))]
+                self._pread_into([view], at, chunk.block)
+                digest.update(view)
+                at, left = at + len(view), left - len(view)
+            if digest.intdigest() != chunk.payload_sum:
+                raise corrupt(self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, "
+                              "record it again")  # fmt: skip
+            return True
+        if chunk.encoding not in (ENC_ZSTD, ENC_SHUFFLE):
+            return False
+        body = memoryview(self._payload(chunk))[CHUNK_PREFIX.size :]
+        if chunk.encoding == ENC_SHUFFLE:
+            (element,) = SHUFFLE_HEADER.unpack_from(body) if len(body) >= SHUFFLE_HEADER.size else (0,)
+            if element not in SHUFFLE_SIZES:
+                raise corrupt(self.path, chunk.block, f"shuffle element size {element} is not one of {SHUFFLE_SIZES}")
+            body = body[SHUFFLE_HEADER.size :]
+        problem = codec.zstd_frame_problem(body, chunk.length)
+        if problem is not None:
+            raise corrupt(self.path, chunk.block, problem)
+        try:
+            got = codec.zstd_decoded_length(body, chunk.length)
+        except zstandard.ZstdError as exc:
+            raise corrupt(self.path, chunk.block, f"zstd data does not decode ({exc})") from None
+        if got != chunk.length:
+            raise corrupt(self.path, chunk.block, f"zstd data decodes to {'more than ' if got > chunk.length else ''}"
+                          f"{min(got, chunk.length)} bytes, expected {chunk.length}")
+        return True
 
     def _unlz4_into(self, data, out, chunk: Chunk) -> None:
         try:

@@ -16,6 +16,7 @@ import operator
 from collections.abc import Mapping
 from typing import Any
 
+from mneme.core import limits
 from mneme.core.errors import FormatError
 
 #: Longest constraint text accepted (characters).
@@ -110,13 +111,17 @@ class Constraint:
         if isinstance(n, ast.Name):
             if n.id not in params:
                 raise self._fail(f"{n.id!r} is not a parameter of the space; known: {', '.join(sorted(params))}")
-            return params[n.id]
+            return _bounded(params[n.id], self)
         if isinstance(n, ast.BinOp):
             left, right = self._eval(n.left, params), self._eval(n.right, params)
             if isinstance(n.op, ast.Pow) and _too_big_power(left, right):
                 raise self._fail(f"{left!r} ** {right!r} is too large")
             if isinstance(n.op, ast.Mult) and (isinstance(left, str) or isinstance(right, str)):
                 raise self._fail("strings cannot be multiplied")
+            if isinstance(n.op, ast.Mod) and isinstance(left, str):  # printf-style formatting: '%099999999d' % 1
+                raise self._fail("% formats strings in Python; the constraint language keeps it for numbers")
+            if isinstance(n.op, ast.Add) and isinstance(left, str) and isinstance(right, str):
+                _chars(len(left) + len(right), self)  # before the joined string is made
             return _bounded(_BINARY[type(n.op)](left, right), self)
         if isinstance(n, ast.UnaryOp):
             return _UNARY[type(n.op)](self._eval(n.operand, params))
@@ -158,9 +163,19 @@ def _too_big_power(base: Any, exponent: Any) -> bool:
     return False
 
 
+def _chars(length: int, constraint: Constraint) -> None:
+    bound = limits.limit("value_chars")
+    if length > bound:
+        raise constraint._fail(f"a value it computes would hold {length} characters, over the limit value_chars="
+                               f"{bound}; raise it with {limits.variable('value_chars')}=N if the space is trusted")
+
+
 def _bounded(value: Any, constraint: Constraint) -> Any:
+    """`value` when it is small enough to compute with: every intermediate value is bounded."""
     if isinstance(value, int) and value.bit_length() > MAX_INT_BITS:
         raise constraint._fail(f"an intermediate integer has more than {MAX_INT_BITS} bits")
+    if isinstance(value, (str, bytes, list, tuple, dict)):
+        _chars(len(value), constraint)
     return value
 
 

@@ -85,7 +85,8 @@ class TuningSession:
         opts = self.options
         self.recording = load_recording(opts.record_db)
         self.instance = self.recording.select(opts.record_id)
-        self.space: SearchSpace = load_space(opts.space, self.recording, self.instance, opts.space_options)
+        self.space: SearchSpace = load_space(opts.space, self.recording, self.instance, opts.space_options,
+                                              code=True)  # opts come from the command line or the API
         self.sampler: Sampler = create_sampler(opts.sampler, seed=opts.seed, options=opts.sampler_options)
         self.results_dir = Path(opts.results) if opts.results else default_results_dir(
             self.recording, self.instance, opts.space)

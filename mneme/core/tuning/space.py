@@ -359,7 +359,8 @@ class DescribedSpace(ConfigSpace):
 
     name: ClassVar[str] = "described"
 
-    def __init__(self, recording: Any, instance: Any, description: Mapping[str, Any], source: str, **options: Any):
+    def __init__(self, recording: Any, instance: Any, description: Mapping[str, Any], source: str, *,
+                 _chain: tuple[str, ...] = (), **options: Any):
         check_keys(description, SPACE_KEYS, source)
         merged = dict(description.get("options") or {})
         merged.update(options)
@@ -369,7 +370,7 @@ class DescribedSpace(ConfigSpace):
         self.name = str(description.get("name") or Path(source).stem)  # type: ignore[misc]
         self._base: SearchSpace | None = None
         if description.get("base"):
-            self._base = load_space(str(description["base"]), recording, instance, merged)
+            self._base = _load_base(description["base"], source, recording, instance, merged, _chain)
         else:  # the base checks its own options; without one, only ConfigSpace's apply
             check_keys(merged, CONFIG_SPACE_OPTIONS, source, "options")
         raw = description.get("parameters") or {}
@@ -396,30 +397,67 @@ class DescribedSpace(ConfigSpace):
         return out
 
 
-def load_space(spec: str, recording: Any, instance: Any, options: Mapping[str, Any] | None = None) -> SearchSpace:
-    """A space from a plugin name, a YAML/JSON file, or ``path.py:ClassName``."""
+#: Space files a chain of ``base:`` may pass through (a base naming itself would never end).
+MAX_BASE_CHAIN = 8
+
+
+def load_space(spec: str, recording: Any, instance: Any, options: Mapping[str, Any] | None = None, *,
+               code: bool = False) -> SearchSpace:
+    """A space from a plugin name, a YAML/JSON file, or (with `code=True`) ``path.py:ClassName``.
+
+    `code` is True only for a space the user names on the command line or in the Python API: a
+    space, sweep or results file is data, and data never names code (docs/security.md).
+    """
     options = dict(options or {})
-    if ".py:" in spec:
+    if ".py:" in spec or spec.endswith(".py"):
+        if not code:
+            raise UsageError(f"{spec!r} names Python code; a file or a stored study may name only a built-in space "
+                             "or a YAML/JSON space file. Give code explicitly: --space path.py:ClassName")
+        if ".py:" not in spec:
+            raise UsageError(f"{spec!r}: name the space's class too, as path.py:ClassName")
         path, _, cls_name = spec.rpartition(":")
         cls = _load_class(Path(path), cls_name)
         return cls.from_recording(recording, instance, **options)
     path = Path(spec)
     if path.suffix.lower() in (".yaml", ".yml", ".json"):
-        if not path.is_file():
-            raise UsageError(f"space file {spec} does not exist")
-        text = limits.read_text(path, "space description")
-        if path.suffix.lower() == ".json":
-            data = limits.load_json(text, path)
-        else:
-            data = limits.load_yaml(text, path)
-        if not isinstance(data, Mapping):
-            raise FormatError(path, "a space description must be a mapping with 'parameters'")
-        return DescribedSpace(recording, instance, data, str(path), **options)
+        return _load_file(path, recording, instance, options, ())
     try:
         cls = plugins.lookup("space", spec)
     except Exception as exc:
         raise UsageError(f"{exc}; or give a YAML/JSON file or path.py:ClassName") from exc
     return cls.from_recording(recording, instance, **options)
+
+
+def _load_file(path: Path, recording: Any, instance: Any, options: dict[str, Any], chain: tuple[str, ...]):
+    if not path.is_file():
+        raise UsageError(f"space file {path} does not exist")
+    text = limits.read_text(path, "space description", limit_name="space_bytes")
+    if path.suffix.lower() == ".json":
+        data = limits.load_json(text, path)
+    else:
+        data = limits.load_yaml(text, path)
+    if not isinstance(data, Mapping):
+        raise FormatError(path, "a space description must be a mapping with 'parameters'")
+    return DescribedSpace(recording, instance, data, str(path), _chain=(*chain, str(path)), **options)
+
+
+def _load_base(base: Any, source: str, recording: Any, instance: Any, options: dict[str, Any],
+               chain: tuple[str, ...]) -> SearchSpace:
+    """The space a file's ``base:`` names: a built-in space, or a YAML/JSON file beside it (never code)."""
+    if not isinstance(base, str):
+        raise FormatError(source, f"names a built-in space or a YAML/JSON file, got {base!r}"[:200], field="base")
+    suffix = Path(base).suffix.lower()
+    if ".py:" in base or suffix not in ("", ".yaml", ".yml", ".json"):
+        raise FormatError(source, f"{base!r} is not a built-in space or a YAML/JSON space file; a space file never "
+                          "names code (give a Python space on the command line: --space path.py:ClassName)",
+                          field="base")
+    if not suffix:
+        return load_space(base, recording, instance, options)
+    path = Path(base) if Path(base).is_absolute() else Path(source).parent / base
+    if str(path) in chain or len(chain) >= MAX_BASE_CHAIN:
+        raise FormatError(source, f"{base!r} makes a chain of bases that comes back to itself or is longer than "
+                          f"{MAX_BASE_CHAIN} files", field="base")
+    return _load_file(path, recording, instance, options, chain)
 
 
 def _load_class(path: Path, cls_name: str) -> type[SearchSpace]:
@@ -437,6 +475,9 @@ def _load_class(path: Path, cls_name: str) -> type[SearchSpace]:
         raise UsageError(f"importing space file {path} failed: {exc!r}") from exc
     cls = getattr(module, cls_name, None)
     if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
+        if isinstance(cls, type) and hasattr(cls, "sample_optuna"):  # the original Mneme API's SearchSpace
+            raise UsageError(f"{path}:{cls_name} is a SearchSpace of the original Mneme API; run it with the "
+                             f"original's tuner: mneme tune --space-module {path}:{cls_name} (or --layout original)")
         raise UsageError(f"{path} has no SearchSpace subclass named {cls_name!r}")
     return cls
 

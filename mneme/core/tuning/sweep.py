@@ -11,7 +11,6 @@ file, the JSON `export_sweep` writes (``schema``, ``space``, ``space_options``,
 
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 from typing import Any
@@ -74,11 +73,12 @@ class Sweep:
         path = Path(path)
         if path.is_dir():
             return cls.from_dict(export_sweep(path), path)
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{path}: not a sweep file ({exc}); give a results folder or a file written by "
-                             "`mneme samplers export`") from None
+        from mneme.core import limits
+
+        data = limits.load_json(limits.read_text(path, "sweep file"), path)
+        if not isinstance(data, dict):
+            raise UsageError(f"{path}: not a sweep file; give a results folder or a file written by "
+                             "`mneme samplers export`")
         return cls.from_dict(data, path.parent)
 
     @classmethod

@@ -202,12 +202,12 @@ def test_python_space_class_is_loaded_from_a_file(tmp_path):
         "    def base(self):\n"
         "        from mneme.core.types import ExperimentConfiguration\n"
         "        return ExperimentConfiguration(grid=self.instance.grid_dim, block=self.instance.block_dim)\n")
-    space = load_space(f"{path}:Tiles", rec, inst)
+    space = load_space(f"{path}:Tiles", rec, inst, code=True)
     assert isinstance(space, SearchSpace)
     configs = [space.derived(space.decode(e)) for e in space.sample_exhaustive()]
     assert [(c.block.x, c.grid.x) for c in configs] == [(64, 64), (128, 32)]
     with pytest.raises(UsageError, match="no SearchSpace subclass named 'Nope'"):
-        load_space(f"{path}:Nope", rec, inst)
+        load_space(f"{path}:Nope", rec, inst, code=True)
 
 
 def test_space_options_parse_as_yaml_scalars():

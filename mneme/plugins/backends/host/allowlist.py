@@ -1,11 +1,15 @@
 """What kernel code may link against on the host backend: Mneme's runtime and the math library.
 
-Kernel IR from a recording is data (docs/security.md). On the host it becomes native code in
-this process, so it is linked only against an allowlist: the runtime's ``__mneme_*`` entry
-points (read from runtime.c), CUDA's device-side assert, the C math functions libdevice and
-LLVM's math intrinsics lower to, and memcpy/memmove/memset. Any other external function or
-global (``system``, ``dlsym``, ``environ``), inline or module assembly, and calls through
-pointers are refused by name before compiling.
+Kernel IR from a recording is data (docs/security.md). On the host it becomes native code, run
+only in a sandbox process (`sandbox`); this allowlist is the first, friendly error before that:
+the runtime's ``__mneme_*`` entry points (read from runtime.c), CUDA's device-side assert, the C
+math functions libdevice and LLVM's math intrinsics lower to, and memcpy/memmove/memset. Names
+are read as LLVM links them: a leading ``\1`` (LLVM's "use this name as is") is dropped, and an
+alias counts as the symbols it names. Any other external function or global (``system``,
+``dlsym``, ``environ``), ifuncs, inline or module assembly, calls through pointers, and the
+intrinsics that call or jump to an address they are given (``llvm.experimental.patchpoint``,
+stack maps, statepoints and the other garbage-collection intrinsics, trampolines, ``eh.return``,
+register writes) are refused by name before compiling.
 """
 
 from __future__ import annotations
@@ -36,11 +40,30 @@ def runtime_entry_points() -> frozenset[str]:
     return frozenset(re.findall(r"^API\s+[\w\s*]+?\b(__mneme_\w+)\s*\(", text, re.MULTILINE))
 
 
-def _ref(name: str) -> str:
-    return "@" + name if re.fullmatch(r"[A-Za-z_.$][\w.$]*", name) else '@"' + name + '"'
+#: Intrinsics that call, or jump to, an address they are given, or run code the linker never sees
+#: (write_register: a new stack pointer is a jump). Reading a register is left to the sandbox: AMDGPU
+#: kernels read the exec mask so.
+REFUSED_INTRINSICS = re.compile(
+    r"llvm\.(experimental\.(patchpoint|stackmap|gc\.|deoptimize|guard)|gcroot|gcread|gcwrite|init\.trampoline|"
+    r"adjust\.trampoline|eh\.|write_register|localescape|localrecover|"
+    r"icall\.branch\.funnel|call\.preallocated|clear_cache)"
+)
+
+
+def symbol(name: str) -> str:
+    """The name the linker sees: LLVM drops a leading "\\1" (its mark for "do not mangle")."""
+    return name[1:] if name.startswith("\x01") else name
+
+
+def ref(name: str) -> str:
+    """`name` as LLVM's text spells a global's reference (quoted, with \\XX escapes, where it must)."""
+    if re.fullmatch(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*", name):
+        return "@" + name
+    return '@"' + "".join(c if " " <= c <= "~" and c not in '"\\' else f"\\{ord(c):02X}" for c in name) + '"'
 
 
 def allowed(name: str) -> bool:
+    name = symbol(name)
     return name in LIBRARY or name in runtime_entry_points()
 
 
@@ -49,14 +72,25 @@ def check(module: Any, kernel_name: str) -> None:
     import llvmlite.binding as llvm
 
     refused: list[str] = []
+    declared: set[str] = set()
     for fn in module.functions:
-        if fn.is_declaration and not fn.name.startswith("llvm.") and not allowed(fn.name):
-            refused.append(f"external function {fn.name}")
+        if not fn.is_declaration:
+            continue
+        declared.add(fn.name)
+        if fn.name.startswith("llvm."):
+            if REFUSED_INTRINSICS.match(fn.name):
+                refused.append(f"intrinsic {fn.name} (it calls or jumps to an address it is given)")
+        elif not allowed(fn.name):
+            refused.append(f"external function {ref(fn.name)[1:]}")
     text = str(module)
     for gv in module.global_variables:
         # a declaration left behind by the retarget step (extern __shared__ arrays) is harmless unused
-        if gv.is_declaration and gv.name not in BUILTIN_VARIABLES and len(re.findall(re.escape(_ref(gv.name)) + r"(?![\w.$])", text)) > 1:
-            refused.append(f"external global {gv.name}")
+        if gv.is_declaration:
+            declared.add(gv.name)
+            uses = len(re.findall(re.escape(ref(gv.name)) + r"(?![-\w.$])", text))
+            if gv.name not in BUILTIN_VARIABLES and uses > 1:
+                refused.append(f"external global {ref(gv.name)[1:]}")
+    refused += _aliases(text, declared)
     if re.search(r"^module asm ", text, re.MULTILINE):
         refused.append("module-level assembly")
     for fn in module.functions:
@@ -77,3 +111,27 @@ def check(module: Any, kernel_name: str) -> None:
             f"kernel {kernel_name!r} reaches {', '.join(unique)}, outside what kernel code may use on the host backend "
             "(Mneme's runtime and the math library; docs/security.md); refused before compiling"
         )
+
+
+_ALIAS = re.compile(r'^(@[-\w.$]+|@"[^"]*") = (?:[\w()]+ )*?(alias|ifunc) ([^\n]*)$', re.MULTILINE)
+_REFERENCE = re.compile(r'@([-\w.$]+|"[^"]*")')
+
+
+def _unquote(spelled: str) -> str:
+    if not spelled.startswith('"'):
+        return spelled
+    return re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), spelled[1:-1])
+
+
+def _aliases(text: str, declared: set[str]) -> list[str]:
+    """Ifuncs (their resolver runs when the code is loaded), and aliases of anything outside the allowlist."""
+    refused = []
+    for found in _ALIAS.finditer(text):
+        name, kind = found.group(1)[1:], found.group(2)
+        if kind == "ifunc":
+            refused.append(f"ifunc {name} (its resolver would run when the code is loaded)")
+            continue
+        for target in map(_unquote, _REFERENCE.findall(found.group(3))):
+            if target in declared and not target.startswith("llvm.") and not allowed(target):
+                refused.append(f"alias {name} of external {ref(target)[1:]}")
+    return refused

@@ -1,4 +1,4 @@
-"""The host backend: kernels compiled for the CPU, device memory at fixed addresses in this process."""
+"""The host backend: kernels compiled for the CPU and run in a sandbox process, device memory at fixed addresses."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import platform
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 import llvmlite
 
@@ -22,11 +22,13 @@ from mneme.core.backend import (
     LoadedKernel,
     Resources,
     backend_for_arch,
+    check_cache_state,
 )
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import dim3
-from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget,
-                                         retarget_amdgpu, runtime, steps, support)
+from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget, runtime,
+                                         sandbox, steps, support)
+from mneme.plugins.backends.host import image as host_image
 from mneme.plugins.backends.host.availability import availability as host_availability
 from mneme.plugins.backends.host.machine import target_machine
 
@@ -34,7 +36,6 @@ log = logging.getLogger(__name__)
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_SHARED_BYTES = 64 << 20
-MODE_GRID = 4  # the runtime's mode for a kernel with a grid-wide barrier (runtime_parts/grid.inc)
 
 
 def prune_to_kernel(module: Any, kernel_name: str, tm: Any) -> Any:
@@ -104,26 +105,6 @@ def pruned_and_checked(module: Any, kernel_name: str, tm: Any) -> tuple[Any, lis
     return pruned, found
 
 
-def _writable(addr: int, size: int) -> bool:
-    """Whether [addr, addr + size) lies in writable mappings of this process (/proc/self/maps; True elsewhere)."""
-    try:
-        with open("/proc/self/maps") as maps:
-            lines = maps.readlines()
-    except OSError:
-        return True
-    end, pos = addr + size, addr
-    for line in sorted(lines, key=lambda l: int(l.split("-", 1)[0], 16)):
-        span, perms = line.split()[:2]
-        lo, hi = (int(x, 16) for x in span.split("-"))
-        if lo <= pos < hi:
-            if "w" not in perms:
-                return False
-            pos = hi
-            if pos >= end:
-                return True
-    return False
-
-
 def _check_externals(module: Any, kernel_name: str) -> None:
     """Every function the code calls must be an LLVM intrinsic the CPU has or a symbol of this process."""
     llvm = machine.binding()
@@ -136,7 +117,7 @@ def _check_externals(module: Any, kernel_name: str) -> None:
             if re.match(r"llvm\.(nvvm|amdgcn|r600|spv|dx)\.", name):
                 missing.append(name)
             continue
-        if llvm.address_of_symbol(name) is None:
+        if llvm.address_of_symbol(allowlist.symbol(name)) is None:
             missing.append(f"external function {name}")
     if missing:
         raise UnsupportedError(
@@ -182,9 +163,9 @@ class HostBackend(Backend):
         return machine.pipeline_machine(opt)
 
     def toolchain(self, arch: str) -> dict[str, str]:
-        # builds without the read-checked copy (MNEME_HOST_BOUNDS=0) are other build products
-        off = {} if boundscheck.enabled() else {"read-checks": "off"}
-        return {**super().toolchain(arch), "cpu": machine.cpu(), **off}
+        # builds without the checked copy (MNEME_HOST_BOUNDS=0), or with older checks, are other build products
+        checks = {"bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off"}
+        return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 
     def optimize(self, module: Any, config: Any, arch: str) -> float:
         """Optimize host IR for this CPU; GPU IR (a replay's `--output-ll`) for the GPU it was written for."""
@@ -242,8 +223,8 @@ class HostBackend(Backend):
             host_module.verify()
         except RuntimeError as exc:
             raise IRError(f"kernel {kernel_name!r}: the retargeted host IR is invalid: {exc}") from exc
+        allowlist.check(host_module, kernel_name)  # first: it reads names as LLVM links them
         _check_externals(host_module, kernel_name)
-        allowlist.check(host_module, kernel_name)
         if host.flags & retarget.FLAG_BLOCK_LOOP or text is not host.text:  # inlined into the entry
             host_module.get_function(kernel_name).linkage = llvm.Linkage.internal
         retarget_seconds = time.perf_counter() - start
@@ -331,65 +312,39 @@ def _memory_bytes() -> int:
 
 
 class HostKernel(LoadedKernel):
-    """A kernel object linked into this process by MCJIT."""
+    """A host kernel: linked into its own sandbox process (`sandbox`), or, with ``MNEME_HOST_SANDBOX=0``
+    (unsafe), into this process by MCJIT."""
 
-    def __init__(self, binary: DeviceBinary):
+    def __init__(self, binary: DeviceBinary, memory: Any, sandboxed: bool):
         super().__init__(binary)
-        llvm = machine.binding()
-        try:
-            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
-            self._engine.add_object_file(llvm.ObjectFileRef.from_data(binary.data))
-            self._engine.finalize_object()
-        except RuntimeError as exc:
-            raise ExperimentError(f"kernel {binary.kernel_name!r}: could not load the host object: {exc}", kind="load") from exc
-        self.entry = self._engine.get_function_address(retarget.ENTRY)
-        #: the same code with read checks (boundscheck), for the launch a replay verifies; 0 without
-        self.entry_checked = self._engine.get_function_address(boundscheck.CHECKED_ENTRY)
-        info = self._engine.get_global_value_address(retarget.INFO)
-        if not self.entry or not info:
-            raise ExperimentError(f"kernel {binary.kernel_name!r}: the binary was not made by the host backend", kind="load")
-        static_shared, flags, param_bytes, frame_bytes = (ctypes.c_int64 * 4).from_address(info)
-        self.static_shared = static_shared
-        self.param_bytes = param_bytes
-        self.frame_bytes = frame_bytes
-        # the runtime's modes: 0 one call per thread, 1 one fiber per thread, 2 one call per block,
-        # 3 one call per thread and barrier (step form), 4 one fiber per thread with the whole grid resident
-        if flags & retarget.FLAG_GRID:
-            self.mode = MODE_GRID
-        elif flags & steps.FLAG_STEPS:
-            self.mode = 3
-        elif flags & retarget.FLAG_FIBERS:
-            self.mode = 1
+        #: whether the first launch (the one a replay verifies, reads checked) has run
+        self.launched = False
+        self.sandbox: sandbox.Sandbox | None = None
+        self.image: host_image.LoadedImage | None = None
+        if sandboxed:
+            self.sandbox = sandbox.Sandbox(binary.data, binary.kernel_name, memory)
+            info = self.sandbox.info
         else:
-            self.mode = 2 if flags & retarget.FLAG_BLOCK_LOOP else 0
-        wave = self._engine.get_global_value_address(retarget_amdgpu.WAVE_GLOBAL)
-        self.warp = ctypes.c_int32.from_address(wave).value if wave else 32
-        self.globals = self._read_globals()
+            self.image = host_image.LoadedImage(binary.data, binary.kernel_name)
+            info = self.image.info
+        assert info is not None
+        self.info: host_image.KernelInfo = info
 
-    def _read_globals(self) -> dict[str, tuple[int, int]]:
-        table = self._engine.get_global_value_address(retarget.GLOBAL_TABLE)
-        names_at = self._engine.get_global_value_address(retarget.GLOBAL_NAMES)
-        found: dict[str, tuple[int, int]] = {}
-        if not table or not names_at:
-            return found
-        offset = 0
-        index = 0
-        while True:
-            name = ctypes.string_at(names_at + offset)
-            if not name:
-                break
-            addr, size = (ctypes.c_uint64 * 2).from_address(table + 16 * index)
-            found[name.decode()] = (addr, size)
-            offset += len(name) + 1
-            index += 1
-        return found
+    @property
+    def mode(self) -> int:
+        """How the runtime runs it (`image.KernelInfo.mode`)."""
+        return self.info.mode
 
     def _release(self) -> None:
-        self._engine = None
+        if self.sandbox is not None:
+            self.sandbox.close()
+        if self.image is not None:
+            self.image.close()
 
 
 class HostDevice(Device):
-    """The CPU as a device: memory at the recorded addresses of this process, blocks on every core."""
+    """The CPU as a device: memory at the recorded addresses, shared with each kernel's sandbox process,
+    blocks on every core."""
 
     # A cooperative launch promises every block resident at once; the host runs a kernel that waits
     # at a grid-wide barrier with all its blocks alive (its support check finds the barrier), and any
@@ -398,12 +353,18 @@ class HostDevice(Device):
 
     def __init__(self, info: DeviceInfo):
         super().__init__(info)
+        #: whether kernels run in sandbox processes (docs/security.md); off only with MNEME_HOST_SANDBOX=0
+        self.sandboxed = sandbox.enabled()
+        if self.sandboxed:
+            sandbox.check_supported()
+        else:
+            _warn_unsandboxed()
         self.memory = memory.AddressSpace()
         self.redzones = redzones.RedZones()
         self._kernels: list[HostKernel] = []
         self._runtime = runtime.load()
-        #: whether kernel code runs under the runtime's seccomp filter (docs/security.md)
-        self.sandboxed = runtime.sandbox(self._runtime)
+        #: seconds the last launch spent in the runtime, as its sandbox said (None: not known)
+        self._kernel_seconds: float | None = None
 
     def _release(self) -> None:
         for kernel in self._kernels:
@@ -440,7 +401,7 @@ class HostDevice(Device):
                 "backend; compile it with the host backend",
                 kind="load",
             )
-        kernel = HostKernel(binary)
+        kernel = HostKernel(binary, self.memory, self.sandboxed)
         self._kernels = [k for k in self._kernels if not k._closed]  # tuning loads many variants
         self._kernels.append(kernel)
         return kernel
@@ -451,47 +412,88 @@ class HostDevice(Device):
         if not isinstance(kernel, HostKernel):
             raise ExperimentError(f"kernel {kernel.binary.kernel_name!r} was not loaded by the host backend", kind="launch")
         grid, block = dim3.of(grid), dim3.of(block)
-        name = kernel.binary.kernel_name
+        name, info = kernel.binary.kernel_name, kernel.info
         limits.check_launch(name, grid, block)
-        limits.arm(self._runtime)
         if block.size > MAX_THREADS_PER_BLOCK:
             raise ExperimentError(
                 f"kernel {name!r}: block {block} has {block.size} threads, more than {MAX_THREADS_PER_BLOCK}",
                 kind="launch",
             )
-        shared_bytes = kernel.static_shared + (shared_mem + retarget.DYNAMIC_SHARED_ALIGN if shared_mem else 0)
+        shared_bytes = info.static_shared + (shared_mem + retarget.DYNAMIC_SHARED_ALIGN if shared_mem else 0)
         if shared_mem < 0 or shared_bytes > MAX_SHARED_BYTES:
             raise ExperimentError(f"kernel {name!r}: {shared_mem} bytes of dynamic shared memory is out of range", kind="launch")
-        if kernel.mode == MODE_GRID:
+        if info.mode == host_image.MODE_GRID:
             self._check_resident(name, grid, block)
-        if len(args) < kernel.param_bytes:
+        if len(args) < info.param_bytes:
             raise ExperimentError(
-                f"kernel {name!r} takes {kernel.param_bytes} bytes of parameters; the argument buffer has {len(args)}",
+                f"kernel {name!r} takes {info.param_bytes} bytes of parameters; the argument buffer has {len(args)}",
                 kind="launch",
             )
-        arg_buffer = ctypes.create_string_buffer(bytes(args), max(len(args), 1) + 16)
-        message = ctypes.create_string_buffer(1024)
-        u32x3 = ctypes.c_uint32 * 3
-        first = not getattr(kernel, "launched", False)  # the launch a replay verifies: check its accesses
-        if first:
-            self.redzones.arm(self._runtime)
-        entry = kernel.entry_checked if first and kernel.entry_checked else kernel.entry  # reads checked on the first
-        try:
-            rc = self._runtime.mneme_launch(
-                entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
-                shared_bytes, kernel.mode | (kernel.warp << 8 if kernel.warp != 32 else 0), kernel.frame_bytes, 0,
-                message, len(message),
-            )  # fmt: skip
-        finally:
+        mode = info.mode | (info.warp << 8 if info.warp != 32 else 0)
+        first = not kernel.launched  # the launch a replay verifies: check its accesses
+        self._kernel_seconds = None
+        if kernel.sandbox is not None:
             if first:
-                self.redzones.disarm(self._runtime)
+                self.redzones.arm()
+                kernel.sandbox.set_bounds(self.redzones.slacks())
+            try:
+                rc, text, self._kernel_seconds = kernel.sandbox.launch(
+                    grid.as_tuple(), block.as_tuple(), shared_bytes, mode, info.frame_bytes, first and info.checked,
+                    bytes(args))  # fmt: skip
+            finally:
+                if first:
+                    kernel.sandbox.set_bounds([])
+        else:
+            rc, text = self._launch_here(kernel, grid, block, shared_bytes, mode, first, bytes(args))
         if rc != 0:
-            text = redzones.with_argument(message.value.decode(errors="replace"), bytes(args))
+            text = redzones.with_argument(text, bytes(args))
             raise ExperimentError(f"kernel {name!r} failed on the host: {text}",
                                   kind="timeout" if text.startswith("timed out") else "fault")  # fmt: skip
         if first:
             kernel.launched = True
             self.redzones.check(name, bytes(args))
+
+    def _launch_here(self, kernel: HostKernel, grid: dim3, block: dim3, shared_bytes: int, mode: int, first: bool,
+                     args: bytes) -> tuple[int, str]:  # fmt: skip
+        """MNEME_HOST_SANDBOX=0: run the kernel on this process's threads (unsafe; docs/security.md)."""
+        image = kernel.image
+        assert image is not None
+        limits.arm(self._runtime)
+        arg_buffer = ctypes.create_string_buffer(args, max(len(args), 1) + 16)
+        message = ctypes.create_string_buffer(1024)
+        u32x3 = ctypes.c_uint32 * 3
+        if first:
+            self.redzones.arm(self._runtime)
+        entry = image.entry_checked if first and image.entry_checked else image.entry  # reads checked on the first
+        try:
+            rc = self._runtime.mneme_launch(
+                entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
+                shared_bytes, mode, kernel.info.frame_bytes, 0, message, len(message),
+            )  # fmt: skip
+        finally:
+            if first:
+                self.redzones.disarm(self._runtime)
+        return rc, message.value.decode(errors="replace")
+
+    def time(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes, iterations: int,
+             before_each: Callable[[], None] | None = None, cache: str = "flushed", timer: str = "auto") -> list[float]:  # fmt: skip
+        """Seconds per run on the host clock; with the sandbox, the time the runtime measured around the
+        launch (the round trip to the sandbox left out), never more than the wall time seen here."""
+        check_cache_state(cache)
+        self.check_timer(timer)
+        self.timer_used = "host-clock"
+        times = []
+        for _ in range(iterations):
+            if before_each is not None:
+                before_each()
+            if cache == "primed":
+                self.launch(kernel, grid, block, shared_mem, args)
+            start = time.perf_counter()
+            self.launch(kernel, grid, block, shared_mem, args)
+            wall = time.perf_counter() - start
+            inside = self._kernel_seconds
+            times.append(min(wall, inside) if inside is not None and inside > 0 else wall)
+        return times
 
     def _check_resident(self, name: str, grid: dim3, block: dim3) -> None:
         """Refuse a grid-barrier launch larger than the host keeps resident, as a GPU refuses a cooperative
@@ -508,26 +510,52 @@ class HostDevice(Device):
                 kind="invalid",  # this geometry cannot launch so; a smaller one may (as on the GPU)
             )
 
-    def _global(self, kernel: LoadedKernel, name: str) -> tuple[int, int]:
+    def _kernel(self, kernel: LoadedKernel) -> HostKernel:
         self._check_open()
         kernel.check_open()
-        table = getattr(kernel, "globals", {})
+        if not isinstance(kernel, HostKernel):
+            raise MnemeError(f"kernel {kernel.binary.kernel_name!r} was not loaded by the host backend")
+        return kernel
+
+    def _global(self, kernel: HostKernel, name: str) -> tuple[int, int]:
+        assert kernel.image is not None
+        table = kernel.image.globals
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
             raise MissingGlobalError(f"kernel {kernel.binary.kernel_name!r} has no device global {name!r}; known: {known}")
         return table[name]
 
     def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
-        addr, size = self._global(kernel, name)
-        if len(data) > size:
+        kernel = self._kernel(kernel)
+        size = kernel.info.globals.get(name, 0)
+        if name in kernel.info.globals and len(data) > size:
             raise MnemeError(f"device global {name!r} holds {size} bytes; got {len(data)}")
-        if data and not _writable(addr, len(data)):  # a write there would kill the process (SIGSEGV)
+        if kernel.sandbox is not None:
+            kernel.sandbox.write_global(name, bytes(data))
+            return
+        addr, size = self._global(kernel, name)
+        if data and not host_image.writable(addr, len(data)):  # a write there would kill the process (SIGSEGV)
             raise MnemeError(f"device global {name!r} of kernel {kernel.binary.kernel_name!r} lies in read-only "
                              f"memory at {addr:#x}; its recorded value cannot be restored on the host backend")  # fmt: skip
         ctypes.memmove(addr, bytes(data), len(data))
 
     def read_global(self, kernel: LoadedKernel, name: str, size: int) -> bytes:
-        addr, held = self._global(kernel, name)
-        if size > held:
+        kernel = self._kernel(kernel)
+        held = kernel.info.globals.get(name, 0)
+        if name in kernel.info.globals and size > held:
             raise MnemeError(f"device global {name!r} holds {held} bytes; asked for {size}")
-        return ctypes.string_at(addr, size)
+        if kernel.sandbox is not None:
+            return kernel.sandbox.read_global(name, size)
+        addr, _ = self._global(kernel, name)
+        return memory.read_bytes(addr, size)  # any size: string_at takes a C int
+
+
+_warned = False
+
+
+def _warn_unsandboxed() -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warning("%s=0: host kernels run in this process without the sandbox; a recorded kernel can do anything "
+                    "this process can (docs/security.md)", sandbox.ENV)  # fmt: skip

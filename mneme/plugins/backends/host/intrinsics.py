@@ -373,7 +373,7 @@ def _misc(name: str, sig: Signature) -> list[str] | None:
         return [*lines, "ret i1 %r"]
     if m := re.fullmatch(r"(ldg|ldu)\.global\.(i|f|p)(\..*)?", name):
         return [f"%r = load {sig.ret}, ptr %a0", f"ret {sig.ret} %r"]
-    if m := re.fullmatch(r"atomic\.(add|exch|max|min|inc|dec|and|or|xor)\.gen\.(i|f)\.(cta|sys)", name):
+    if m := re.fullmatch(r"atomic\.(add|exch|max|min|inc|dec|and|or|xor)\.gen\.(i|f)\.(cta|sys)(\.\w+)*", name):
         op = m.group(1)
         ty = sig.ret
         float_ty = ty in ("float", "double")
@@ -382,7 +382,7 @@ def _misc(name: str, sig: Signature) -> list[str] | None:
             "inc": "uinc_wrap", "dec": "udec_wrap", "and": "and", "or": "or", "xor": "xor",
         }[op]  # fmt: skip
         return [f"%r = atomicrmw {rmw} ptr %a0, {ty} %a1 seq_cst", f"ret {ty} %r"]
-    if re.fullmatch(r"atomic\.cas\.gen\.i\.(cta|sys)", name):
+    if re.fullmatch(r"atomic\.cas\.gen\.i\.(cta|sys)(\.\w+)*", name):  # clang 19 adds .i32.p0
         ty = sig.ret
         return [f"%p = cmpxchg ptr %a0, {ty} %a1, {ty} %a2 seq_cst seq_cst", f"%r = extractvalue {{ {ty}, i1 }} %p, 0", f"ret {ty} %r"]
     return None

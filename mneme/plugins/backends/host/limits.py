@@ -24,7 +24,7 @@ def check_launch(name: str, grid: Any, block: Any) -> None:
         for axis, value, most in zip("xyz", dims, bound):
             if not 1 <= value <= most:
                 raise ExperimentError(f"kernel {name!r}: {what} {axis} = {value} is outside the device's limit "
-                                      f"1..{most}", kind="launch")
+                                      f"1..{most}", kind="invalid")  # invalid input (exit 2), as on a GPU
 
 
 def timeout_seconds() -> float:

@@ -1,8 +1,12 @@
-"""Device memory of the host backend: anonymous mappings at exactly the recorded virtual addresses.
+"""Device memory of the host backend: shared anonymous mappings at exactly the recorded virtual addresses.
 
 A reservation is mapped with no access (``PROT_NONE``); `map` makes pages of it readable and
 writable. Whatever a kernel touches outside its mapped pages faults, and the runtime reports
 the fault as a failed launch: unmapped pages of a reservation are the guard pages.
+The mappings are shared (``MAP_SHARED``), so a sandbox process forked from this one (`sandbox`)
+sees the same memory at the same addresses. `generation` counts new reservations (a sandbox
+started before one must start again) and `mapped_generation` changes of what is mapped (a
+sandbox started before one mirrors it with `mprotect`).
 """
 
 from __future__ import annotations
@@ -83,9 +87,13 @@ class AddressSpace:
         self._mapped = _Intervals()
         self._regions: list[tuple[int, int]] = []  # what to munmap on close
         self._closed = False
+        #: new reservations so far (a sandbox process forked before one lacks it)
+        self.generation = 0
+        #: changes of the mapped pages so far
+        self.mapped_generation = 0
 
     def _mmap_fixed(self, start: int, end: int, prot: int) -> None:
-        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE
+        flags = mmap.MAP_SHARED | mmap.MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE
         got = _libc.mmap(start, end - start, prot, flags, -1, 0)
         if got in (None, MAP_FAILED) or got != start:
             err = ctypes.get_errno()
@@ -100,6 +108,7 @@ class AddressSpace:
                 kind="load",
             )
         self._regions.append((start, end))
+        self.generation += 1
 
     def reserve(self, va_addr: int, va_size: int) -> None:
         if va_size <= 0:
@@ -127,7 +136,9 @@ class AddressSpace:
         else:
             self._mmap_fixed(start, end, PROT_RW)
             self._reserved.add(start, end)
-        self._mapped.add(start, end)
+        if not self._mapped.covers(start, end):
+            self._mapped.add(start, end)
+            self.mapped_generation += 1
 
     def _gaps(self, start: int, end: int) -> list[tuple[int, int]]:
         gaps, cursor = [], start
@@ -159,7 +170,7 @@ class AddressSpace:
 
     def read(self, addr: int, size: int) -> bytes:
         self._check(addr, size, "read")
-        return ctypes.string_at(addr, size) if size else b""
+        return read_bytes(addr, size)
 
     def copy(self, dst: int, src: int, size: int) -> None:
         self._check(src, size, "read")
@@ -176,3 +187,18 @@ class AddressSpace:
         for start, end in self._regions:
             _libc.munmap(start, end - start)
         self._regions.clear()
+
+
+#: ctypes.string_at takes its size as a C int: it fails on 2 GiB and more ("Negative size").
+_STRING_AT_MAX = (1 << 31) - 1
+
+
+def read_bytes(addr: int, size: int) -> bytes | bytearray:
+    """`size` bytes of this process's memory at `addr`, for any size (a bytearray from 2 GiB on)."""
+    if size <= 0:
+        return b""
+    if size <= _STRING_AT_MAX:
+        return ctypes.string_at(addr, size)
+    out = bytearray(size)
+    ctypes.memmove((ctypes.c_char * size).from_buffer(out), addr, size)  # memmove's size is a size_t
+    return out

@@ -1,12 +1,14 @@
 """Accesses past a buffer's end, caught at element granularity on the host backend.
 
 Device memory is mapped by pages, so an access just past the end of a 4000-byte buffer lands
-in the same page and faults nowhere. On a kernel's first launch (the one a replay verifies):
-- writes: the bytes from each buffer's end to the end of its page (or to the next buffer) are
-  filled with a canary before the launch; after it, a changed canary byte is an out-of-bounds
-  write, reported with the buffer, the offset past its end and the argument that points to it;
-- reads: the same slacks are the runtime's bounds table (`bounds`), which the read checks
-  compiled into the kernel (`boundscheck`) consult during that launch.
+in the same page and faults nowhere. On a kernel's first launch (the one a replay verifies), the
+bytes from each buffer's end to the end of its page (or to the next buffer) are:
+- the runtime's bounds table (`arm`), which the checks compiled before every access of the kernel
+  (`boundscheck`, `accesses`) consult during that launch: an access that overlaps a slack fails
+  before it happens, naming the buffer, the bytes and the kind of access;
+- filled with a canary before the launch; after it, a changed canary byte is a write the checks
+  did not see (a build without them, ``MNEME_HOST_BOUNDS=0``), reported with the buffer, the
+  offset past its end and the argument that points to it.
 A buffer is an address and a size (`add`); whatever a caller counts as part of the allocation
 (padding) it adds to the size. See docs/security.md for what is not caught.
 """

@@ -16,9 +16,10 @@
  * SIGBUS, SIGFPE, SIGILL), a trap or a device-side assert inside a kernel ends the launch with an
  * error instead of killing the process. A launch running past the time limit (mneme_set_timeout)
  * is stopped the same way: a watchdog thread signals the workers still inside kernel code, and
- * the launch fails with "timed out" (docs/security.md). With the sandbox on, kernel code runs only
- * on helper threads under a seccomp filter (sandbox.inc). Compiled at first use by the Python
- * backend (runtime.py).
+ * the launch fails with "timed out" (docs/security.md). With the sandbox on (the default), this
+ * library runs recorded kernels only in a sandbox process, one per loaded kernel, whose every
+ * thread is under a seccomp filter (serve.inc, sandbox.inc); the backend's process keeps the time
+ * limit and kills it. Compiled at first use by the Python backend (runtime.py).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -148,3 +149,4 @@ static long page_bytes;
 #include "runtime_parts/helper_threads.inc"
 #include "runtime_parts/kernel_api.inc"
 #include "runtime_parts/bounds.inc"
+#include "runtime_parts/serve.inc"

@@ -66,7 +66,8 @@ def build(compiler: str | None = None) -> Path:
 
 @functools.lru_cache(maxsize=1)
 def load() -> ctypes.CDLL:
-    """Build and load the runtime, and make its symbols visible to JIT-compiled kernels."""
+    """Build and load the runtime, and make its symbols visible to JIT-compiled kernels (the runtime is
+    Mneme's code: loading it maps no recorded code)."""
     path = build()
     lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
     llvm.load_library_permanently(str(path))
@@ -78,19 +79,7 @@ def load() -> ctypes.CDLL:
     lib.mneme_launch.restype = ctypes.c_int
     lib.mneme_grid_capacity.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     lib.mneme_grid_capacity.restype = ctypes.c_uint64
-    lib.mneme_set_sandbox.argtypes = [ctypes.c_int]
-    lib.mneme_set_sandbox.restype = ctypes.c_int
+    lib.mneme_serve.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                                ctypes.c_int, ctypes.c_int]
+    lib.mneme_serve.restype = None
     return lib
-
-
-SANDBOX_ENV = "MNEME_HOST_SANDBOX"
-
-
-def sandbox(lib: ctypes.CDLL) -> bool:
-    """Run later launches' kernel code under the runtime's seccomp filter (sandbox.inc) unless
-    ``MNEME_HOST_SANDBOX=0``; returns whether the filter applies (seccomp exists here)."""
-    on = (envvars.get(SANDBOX_ENV) or "1") not in ("0", "off", "no", "false")
-    available = bool(lib.mneme_set_sandbox(1 if on else 0))
-    if on and not available:
-        log.warning("seccomp filters are not available here: host kernels run without the sandbox (docs/security.md)")
-    return on and available

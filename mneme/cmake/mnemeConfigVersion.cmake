@@ -1,0 +1,21 @@
+# The version of the Mneme this package belongs to: mneme/_version.py, next to this folder.
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/../_version.py" _mneme_version_line REGEX "^__version__ = ")
+string(REGEX REPLACE "^__version__ = \"([^\"]*)\".*" "\\1" PACKAGE_VERSION "${_mneme_version_line}")
+
+# A version satisfies a request of the same major version that is not newer than it.
+if(PACKAGE_FIND_VERSION)
+  string(REPLACE "." ";" _mneme_have "${PACKAGE_VERSION}")
+  string(REPLACE "." ";" _mneme_want "${PACKAGE_FIND_VERSION}")
+  list(GET _mneme_have 0 _mneme_have_major)
+  list(GET _mneme_want 0 _mneme_want_major)
+  if(PACKAGE_VERSION VERSION_LESS PACKAGE_FIND_VERSION OR NOT _mneme_have_major EQUAL _mneme_want_major)
+    set(PACKAGE_VERSION_COMPATIBLE FALSE)
+  else()
+    set(PACKAGE_VERSION_COMPATIBLE TRUE)
+    if(PACKAGE_VERSION VERSION_EQUAL PACKAGE_FIND_VERSION)
+      set(PACKAGE_VERSION_EXACT TRUE)
+    endif()
+  endif()
+else()
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+endif()

@@ -1,0 +1,20 @@
+"""The original Mneme API's `mneme.tuning.session` (see `mneme.compat`)."""
+
+from mneme.compat.tuning_session import (
+    EXIT_BASELINE_FAILED,
+    EXIT_INTERNAL_ERROR,
+    EXIT_INVALID_CONFIGURATION,
+    EXIT_RECORD_LOAD_FAILED,
+    BaselineVerificationError,
+    Candidate,
+    CompletedCandidate,
+    TuneOptions,
+    TuningSession,
+    classify_result,
+    merge_config_and_args,
+    metric_value,
+)
+
+__all__ = ["EXIT_BASELINE_FAILED", "EXIT_INTERNAL_ERROR", "EXIT_INVALID_CONFIGURATION", "EXIT_RECORD_LOAD_FAILED",
+           "BaselineVerificationError", "Candidate", "CompletedCandidate", "TuneOptions", "TuningSession",
+           "classify_result", "merge_config_and_args", "metric_value"]  # fmt: skip

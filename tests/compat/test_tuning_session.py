@@ -1,0 +1,178 @@
+"""The original's current tuning API and `mneme tune` options: session, built-in spaces, result store, layouts."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from mneme.mneme_types import ExperimentConfiguration, ExperimentResult, dim3
+from mneme.recorded_execution import RecordedExecution
+from mneme.tuning.builtin_spaces import BuiltinTuneSearchSpace, iter_finite_params, parse_range, shape_to_dim3
+from mneme.tuning.result_store import ResultStore
+from mneme.tuning.session import TuneOptions, TuningSession, classify_result, metric_value
+from .conftest import run_mneme
+
+USER_SPACE = '''
+from mneme.mneme_types import ExperimentConfiguration
+from mneme.tuning.search_space import CategoricalParam, SearchSpace
+
+
+class Threads(SearchSpace):
+    def __init__(self, kernel, widths=(64, 128)):
+        self.kernel = kernel
+        self.widths = list(widths)
+
+    def dimensions(self):
+        return {"block_x": CategoricalParam("block_x", self.widths)}
+
+    def derived(self, params):
+        total = self.kernel.grid_dim.x * self.kernel.block_dim.x
+        return ExperimentConfiguration(grid={"x": total // params["block_x"]}, block={"x": params["block_x"]})
+
+    def constraints(self, params):
+        return True
+'''
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_result_store_round_trips_the_original_files(tmp_path):
+    store = ResultStore(str(tmp_path / "r"))
+    assert (tmp_path / "r" / "logs" / "tune.log").exists()
+    store.write_config({"metric": "min"})
+    store.write_baseline({"config": ExperimentConfiguration(grid=dim3(2), block=dim3(4)).to_dict()})
+    store.append_trial({"trial": 0, "config_hash": "abc", "result": ExperimentResult(verified=True).to_dict()})
+    store.append_trial({"trial": 1, "config_hash": "def"})
+    assert store.load_config() == {"metric": "min"}
+    assert store.load_baseline()["config"]["grid"] == {"x": 2, "y": 1, "z": 1}
+    assert [t["trial"] for t in store.load_trials()] == [0, 1]
+    assert store.completed_hashes() == {"abc", "def"}
+    assert ResultStore(str(tmp_path / "empty")).load_config() is None
+
+
+def test_metric_takes_the_timed_runs_after_the_warmups():
+    result = ExperimentResult(exec_time=[100, 90, 7, 5, 6], verified=True)
+    assert metric_value(result, "min", 3) == 5 and metric_value(result, "mean", 3) == 6
+    assert metric_value(result, "median", 3) == 6 and metric_value(ExperimentResult(), "mean", 3) is None
+    assert classify_result(result) == "verified"
+    assert classify_result(ExperimentResult(failed=True, error="LLVM refuses pipeline")) == "compile_error"
+    assert classify_result(ExperimentResult(executed=True)) == "failed_verification"
+
+
+def test_builtin_space_block_shapes_keep_the_recorded_work_covered(saxpy_db):
+    kernel = next(iter(RecordedExecution.from_json(str(saxpy_db)).values()))
+    space = BuiltinTuneSearchSpace(kernel, preset="standard", launch_dim="x", launch_safety="aggressive")
+    shapes = space.dimensions()["block_shape"].choices
+    assert "256x1x1" in shapes and "1024x1x1" in shapes
+    work = kernel.grid_dim.x * kernel.block_dim.x
+    configs = [space.derived(p) for p in iter_finite_params(space)]
+    assert configs and all(c.grid.x * c.block.x >= work and c.grid.x * c.block.x - work < c.block.x for c in configs)
+    assert {c.passes for c in configs} == {"default<O3>", "default<O2>", "default<O1>", "default<Os>", "default<Oz>"}
+    assert space.baseline().block == kernel.block_dim and space.baseline().passes == "default<O3>"
+    assert BuiltinTuneSearchSpace(kernel, preset="compiler").dimensions()["block_shape"].value == "256x1x1"
+    with pytest.raises(ValueError, match="LOW:HIGH"):
+        parse_range("3")
+    with pytest.raises(ValueError, match="XxYxZ"):
+        shape_to_dim3("64")
+
+
+def test_tune_options_check_the_sampler_and_trials_as_the_original():
+    with pytest.raises(ValueError, match="--trials is required"):
+        TuneOptions(record_database="db.json", sampler="random")
+    with pytest.raises(ValueError, match="cannot be used with grid"):
+        TuneOptions(record_database="db.json", sampler="grid", trials=3)
+    with pytest.raises(ValueError, match="--metric"):
+        TuneOptions(record_database="db.json", trials=2, metric="p99")
+
+
+def test_original_options_run_the_original_tuner_and_write_its_layout(saxpy_db, tmp_path):
+    out = tmp_path / "run"
+    done = run_mneme("tune", "-rdb", str(saxpy_db), "--sampler", "random", "--trials", "3", "--seed", "4",
+                     "--launch-dim", "x", "--warmup", "1", "--iterations", "3", "--metric", "min",
+                     "--results-dir", str(out), "--quiet")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = {p.name for p in out.iterdir()}
+    assert {"config.json", "search_space.json", "baseline.json", "trials.jsonl", "best.json", "summary.json",
+            "proteus_tuned_kernels.json"} <= names and "session.json" not in names  # fmt: skip
+    config = json.loads((out / "config.json").read_text())
+    assert (config["launch_dim"], config["warmup"], config["metric"]) == ("x", 1, "min")
+    trials = lines(out / "trials.jsonl")
+    assert len(trials) == 3
+    for trial in trials:
+        runs = trial["result"]["exec_time"]
+        assert len(runs) == 3 + 1  # the warm-up first, then the timed runs
+        if trial["status"] == "verified":
+            assert trial["result"]["metric"] == min(runs[1:])
+        assert trial["config_hash"] == ExperimentConfiguration.from_dict(trial["config"]).hash()
+    baseline = json.loads((out / "baseline.json").read_text())
+    assert baseline["result"]["verified"] and baseline["config"]["block"]["x"] == 256
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["num_trials_completed"] == 3 and summary["status"] == "success"
+
+
+def test_space_module_takes_a_users_original_search_space(saxpy_db, tmp_path):
+    (tmp_path / "space.py").write_text(USER_SPACE)
+    out = tmp_path / "run"
+    done = run_mneme("tune", "-rdb", str(saxpy_db), "--space-module", f"{tmp_path / 'space.py'}:Threads",
+                     "--space-arg", "widths=[32, 512]", "--sampler", "exhaustive", "--results-dir", str(out),
+                     "--no-proteus-output")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    trials = lines(out / "trials.jsonl")
+    assert sorted(t["config"]["block"]["x"] for t in trials) == [32, 512]
+    assert all(t["status"] == "verified" for t in trials)
+    assert json.loads((out / "search_space.json").read_text())["type"] == "custom"
+    assert not (out / "proteus_tuned_kernels.json").exists()
+
+
+def test_layout_both_writes_the_original_files_beside_mnemes_own(saxpy_db, tmp_path):
+    out = tmp_path / "run"
+    done = run_mneme("tune", "-rdb", str(saxpy_db), "--space", "launch", "--sampler", "random", "--trials", "3",
+                     "--seed", "1", "--results", str(out), "--layout", "both", "--json")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["best"]
+    assert {"session.json", "summary.json", "best.json", "config.json", "baseline.json", "trials.jsonl",
+            "search_space.json"} <= {p.name for p in out.iterdir()}  # fmt: skip
+    trials = lines(out / "trials.jsonl")
+    assert len(trials) == 3  # --trials counts distinct measured configurations; the baseline is apart
+    baseline = json.loads((out / "baseline.json").read_text())
+    timed = baseline["result"]["exec_time"][-3:]  # the original's metric: the last `iterations` runs
+    assert baseline["result"]["verified"] and baseline["result"]["metric"] == statistics.mean(timed)
+    for trial in trials:
+        assert trial["config_hash"] == ExperimentConfiguration.from_dict(trial["config"]).hash()
+        assert all(isinstance(t, int) for t in trial["result"]["exec_time"])  # the original's integer ns
+    assert json.loads((out / "summary.json").read_text()).get("schema") is not None  # Mneme's summary kept
+
+
+def test_an_original_option_with_mnemes_layout_is_refused_naming_the_way(saxpy_db, tmp_path):
+    done = run_mneme("tune", "-rdb", str(saxpy_db), "--metric", "min", "--layout", "mneme")
+    assert done.returncode == 2 and "--layout original" in done.stderr
+
+
+def test_an_invalid_original_configuration_exits_3_as_the_original(saxpy_db, tmp_path):
+    done = run_mneme("tune", "-rdb", str(saxpy_db), "--layout", "original", "--sampler", "random",
+                     "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    assert done.returncode == 3 and "--trials is required" in done.stdout
+
+
+def test_session_api_runs_in_process_and_resumes_without_repeating(saxpy_db, tmp_path):
+    options = TuneOptions(record_database=str(saxpy_db), sampler="exhaustive", space_preset="compiler",
+                          fixed_codegen_opt=3, passes=["default<O1>", "function(instcombine),gvn"], iterations=2,
+                          results_dir=str(tmp_path / "r"), quiet=True, proteus_enabled=False)  # fmt: skip
+    assert TuningSession(options).run() == 0
+    first = lines(tmp_path / "r" / "trials.jsonl")
+    assert sorted(t["config"]["passes"] for t in first) == ["default<O1>", "function(instcombine),gvn"]
+    assert all(t["status"] == "verified" for t in first)
+    again = TuneOptions(**{**options.__dict__, "resume": True})
+    assert TuningSession(again).run() == 0
+    assert len(lines(tmp_path / "r" / "trials.jsonl")) == 2  # nothing measured twice
+
+
+def test_mnemes_space_option_points_an_original_space_to_its_tuner(saxpy_db, tmp_path):
+    (tmp_path / "space.py").write_text(USER_SPACE)
+    done = run_mneme("tune", "-rdb", str(saxpy_db), "--space", f"{tmp_path / 'space.py'}:Threads", "--trials", "1")
+    assert done.returncode == 2 and "--space-module" in done.stderr and "original Mneme API" in done.stderr
