@@ -79,6 +79,10 @@ class MalformedIRError(IRError):
     exit_code = EXIT_INVALID_INPUT
 
 
+class MissingGlobalError(MnemeError):
+    """A device global the recording holds is not defined by the loaded module (pruned, or never emitted)."""
+
+
 class UnsupportedError(MnemeError):
     """A construct is not supported by the chosen backend or target; the message names it."""
 

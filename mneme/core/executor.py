@@ -27,9 +27,9 @@ from typing import Any
 import attrs
 
 from mneme.core import backend as backend_mod
-from mneme.core import build, events, ir, kernel_clock, pipeline
+from mneme.core import build, divergence, events, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
-from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
+from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.ircache import BuildCache
 from mneme.core.records import RecordedExecution
 from mneme.core.snapshot import Snapshot, compare_buffers
@@ -248,6 +248,7 @@ class BaseExecutor:
         self._expected_host: dict[int, bytes] = {}  # decoded epilogue regions (host-side compare)
         self._loaded: collections.OrderedDict[str, LoadedKernel] = collections.OrderedDict()
         self._region_names: dict[int, str] = {}
+        self._order: dict[int, list[str]] | None = None  # divergence.order_reasons, read on the first failure
 
     # -- lifetime -------------------------------------------------------------------------
     def __enter__(self) -> BaseExecutor:
@@ -465,8 +466,19 @@ class BaseExecutor:
         return kernel
 
     def _restore_globals(self, kernel: LoadedKernel) -> None:
+        # A global the application registered that this variant's module does not define (pruned, or
+        # never emitted by the compiler that built it, e.g. libcu++'s piecewise_construct) holds nothing
+        # the kernel reads: it is skipped, and left out of the verification (absent_globals).
+        absent = []
         for name, data in self.prologue.globals.items():
-            self.device.write_global(kernel, name, data)
+            try:
+                self.device.write_global(kernel, name, data)
+            except MissingGlobalError:
+                absent.append(name)
+        if absent and getattr(kernel, "absent_globals", None) is None:
+            log.info("kernel %s: %d recorded device global(s) not in this variant's module, not restored: %s",
+                     self.rec.kernel_name, len(absent), ", ".join(sorted(absent)))
+        kernel.absent_globals = frozenset(absent)
 
     def restore(self) -> None:
         """Write every prologue region back to the device, streaming it from the snapshot.
@@ -505,11 +517,19 @@ class BaseExecutor:
             self._expected_host = {r.addr: self.epilogue.read_region(r.addr) for r in self.epilogue.regions}
         reports = [compare_buffers(self._expected_host[r.addr], self.device.read(r.addr, r.size), r.policy, addr=r.addr)
                    for r in self.epilogue.regions]  # fmt: skip
-        self._conclude_verification(kernel, result, describe_mismatches(_Report(reports), self._region_names))
+        lines = describe_mismatches(_Report(reports), self._region_names, self._divergence(reports))
+        self._conclude_verification(kernel, result, lines)
+
+    def _divergence(self, reports) -> dict[int, str]:
+        """How far the failed regions are off as floats, why where their order is the threads' (divergence)."""
+        return divergence.failed_regions(self, reports, pointer_args(self.rec, self.args))
 
     def _conclude_verification(self, kernel: LoadedKernel, result: ExperimentResult, lines: list[str]) -> None:
         """Add the device globals' comparison to the regions' and record the verdict."""
+        absent = getattr(kernel, "absent_globals", frozenset())
         for name, data in self.epilogue.globals.items():
+            if name in absent:
+                continue
             if self.device.read_global(kernel, name, len(data)) != data:
                 lines.append(f"global {name} differs")
         result.verified = not lines
@@ -522,7 +542,8 @@ class BaseExecutor:
         requests = [_CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
                     for r in self.epilogue.regions]  # fmt: skip
         diffs = self.device.compare_regions(requests)
-        self._conclude_verification(kernel, result, describe_mismatches(_Report(diffs), self._region_names))
+        lines = describe_mismatches(_Report(diffs), self._region_names, self._divergence(diffs))
+        self._conclude_verification(kernel, result, lines)
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         self._check_open()
@@ -647,8 +668,10 @@ def region_of_arg(rec, args: bytes, regions, index: int) -> int:
     raise UsageError(f"{rec.path}: argument {index} points to 0x{value:x}, outside every recorded region")
 
 
-def describe_mismatches(report, names: Mapping[int, str] | None = None) -> list[str]:
-    """One line per differing region or global: where, how many bytes, how far off."""
+def describe_mismatches(report, names: Mapping[int, str] | None = None,
+                        details: Mapping[int, str] | None = None) -> list[str]:  # fmt: skip
+    """One line per differing region or global: where, how many bytes, how far off (`details` by address:
+    more to say of a region, e.g. its float errors)."""
     lines = []
     for region in report.regions:
         if region.ok:
@@ -666,6 +689,8 @@ def describe_mismatches(report, names: Mapping[int, str] | None = None) -> list[
             parts.append(f"max rel error {region.max_rel:.3g}")
         if getattr(region, "nan_mismatch", False):
             parts.append("NaN mismatch")
+        if details and addr in details:
+            parts.append(details[addr])
         lines.append(", ".join(parts))
     for entry in getattr(report, "globals", None) or ():
         if not getattr(entry, "ok", True):

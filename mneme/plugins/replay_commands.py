@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import click
 from rich.table import Table
 
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 def mneme_cli_commands(cli, registry):
     replay = copy.copy(replay_command)  # with a flag per declared parameter (--ptxas-opt, ...)
     replay.params = replay_command.params + params.click_options(registry.knobs())
-    for command in (capture_command, replay, annotate_command):
+    for command in (capture_command, replay, annotate_command, nondeterminism_command):
         cli.add_command(command)
 
 
@@ -115,24 +116,70 @@ def _resource(value: int) -> str:
 
 
 def application_median(app_times: Sequence[float]) -> tuple[float, int]:
-    """The in-application median to compare a replay with, and how many launches it is of.
+    """The median of the later launches with the recorded arguments, and how many launches it is of.
 
-    The recorder times the recorded launch and the repeats with its arguments. The recorded
-    launch ran right after the prologue capture had copied every allocation, so where repeats
-    exist they are the reference (like for like with `--cache primed`) and the first is left out.
+    The recorder times the recorded launch and the repeats with its arguments; the first is the
+    recorded launch, left out where repeats exist. The repeats are context only: they may do
+    different work (an iterative kernel's shrinking frontier), so the reference of a replay is the
+    recorded launch's own time (`RecordedTime`) where the recording has it.
     """
     used = list(app_times[1:]) if len(app_times) > 1 else list(app_times)
     return statistics.median(used), len(used)
 
 
+@attrs.frozen
+class InApplication:
+    """What the recorder measured of an instance inside the application: the replay's references."""
+
+    times: Sequence[float] = ()  # AppTimes: the recorded launch, then its repeats
+    timer: str = "events"
+    recorded: float | None = None  # RecordedTime: the recorded launch itself
+    cache: str = "flushed"  # RecordedCache: the state it started from
+
+    @classmethod
+    def of(cls, instance) -> InApplication:
+        return cls(tuple(instance.app_times), instance.app_timer, instance.recorded_time, instance.recorded_cache)
+
+    def rows(self, result: ExperimentResult, cache: str) -> list[tuple[str, str]]:
+        rows = []
+        timer = f", timed by {self.timer}"
+        if result.timer and result.timer != self.timer:
+            timer += f" (this replay by {result.timer}: not like for like; --timer {self.timer} is)"
+        if self.recorded is not None:
+            ratio = f"; replay / recorded launch {result.median_time / self.recorded:.3f}" if result.median_time else ""
+            like = "" if cache == self.cache else f" (this replay from --cache {cache}: not like for like)"
+            rows.append(("recorded launch", f"{_ms(self.recorded)} in the application, from a {self.cache} cache"
+                         f"{timer}{like}{ratio}"))  # fmt: skip
+        if self.times and self.recorded is None:  # a recording without the recorded launch's own time
+            app, used = application_median(self.times)
+            ratio = f"; replay / application {result.median_time / app:.3f}" if result.median_time else ""
+            which = "launches" if used == len(self.times) else "repeated launches (the first left out)"
+            rows.append(("in the application", f"{_ms(app)} median of {used} {which}{timer}{ratio}"))
+        elif len(self.times) > 1:
+            app, used = application_median(self.times)
+            ratio = f"; replay / these {result.median_time / app:.3f}" if result.median_time else ""
+            rows.append(("later launches (context)", f"{_ms(app)} median of {used} later launches with the same "
+                         f"arguments; they may do different work than the recorded one{ratio}"))  # fmt: skip
+        return rows
+
+    def reference(self) -> float | None:
+        """The time a replay compares with: the recorded launch's, else the later launches' median."""
+        if self.recorded is not None:
+            return self.recorded
+        return application_median(self.times)[0] if self.times else None
+
+
 def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
                 baseline: ExperimentResult | None = None, app_times: Sequence[float] = (),
-                app_timer: str = "events", assembler: str = "") -> list[tuple[str, str]]:  # fmt: skip
+                app_timer: str = "events", assembler: str = "", app: InApplication | None = None,
+                cache: str = "flushed") -> list[tuple[str, str]]:  # fmt: skip
     """(label, value) rows describing one experiment, in report order.
 
     `app_times`: the instance's launch times inside the application (the recorder's), if known,
-    measured by `app_timer` (the record's AppTimer).
+    measured by `app_timer` (the record's AppTimer); `app`, all the recorder measured (it wins over
+    `app_times`), `cache` the state this replay's runs started from.
     """
+    app = app or InApplication(tuple(app_times), app_timer)
     rows = [
         ("grid / block / shared", f"{config.grid} / {config.block} / {config.shared_mem} B"),
         ("device", result.device or "-"),
@@ -153,14 +200,7 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
     if baseline is not None and baseline.median_time and result.median_time:
         rows.append(("speedup vs recorded binary", f"{baseline.median_time / result.median_time:.3f}x"
                      f" (binary {_ms(baseline.median_time)})"))  # fmt: skip
-    if app_times:
-        app, used = application_median(app_times)
-        ratio = f"; replay / application {result.median_time / app:.3f}" if result.median_time else ""
-        which = "launches" if used == len(app_times) else "repeated launches (the first left out)"
-        timer = f", timed by {app_timer}"
-        if result.timer and result.timer != app_timer:
-            timer += f" (this replay by {result.timer}: not like for like; --timer {app_timer} is)"
-        rows.append(("in the application", f"{_ms(app)} median of {used} {which}{timer}{ratio}"))
+    rows += app.rows(result, cache)
     rows.append(("compile (preprocess / opt / codegen)", " / ".join(
         _ms(t) for t in (result.preprocess_ir_time, result.opt_time, result.codegen_time))))  # fmt: skip
     rows.append(("load", _ms(result.load_time)))
@@ -176,11 +216,12 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
 
 def result_table(result: ExperimentResult, config: ExperimentConfiguration, title: str,
                  baseline: ExperimentResult | None = None, app_times: Sequence[float] = (),
-                 app_timer: str = "events", assembler: str = "") -> Table:  # fmt: skip
+                 app_timer: str = "events", assembler: str = "", app: InApplication | None = None,
+                 cache: str = "flushed") -> Table:  # fmt: skip
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
-    for label, value in result_rows(result, config, baseline, app_times, app_timer, assembler):
+    for label, value in result_rows(result, config, baseline, app_times, app_timer, assembler, app, cache):
         style = "red" if (label in ("verified", "failed", "mismatch") and result.failed) else None
         table.add_row(label, markup(value), style=style)  # values hold names from the recording
     return table
@@ -188,7 +229,8 @@ def result_table(result: ExperimentResult, config: ExperimentConfiguration, titl
 
 def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, database: str, record_id: str,
                 kernel: str, baseline: ExperimentResult | None = None,
-                app_times: Sequence[float] = (), app_timer: str = "events", assembler: str = "") -> str:  # fmt: skip
+                app_times: Sequence[float] = (), app_timer: str = "events", assembler: str = "",
+                app: InApplication | None = None, cache: str = "flushed") -> str:  # fmt: skip
     data = {
         "database": database, "record_id": record_id, "kernel": kernel,
         "config": config.to_dict(), "config_hash": config.hash(), "result": result.to_dict(),
@@ -200,11 +242,15 @@ def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, da
         data["recorded_binary"] = baseline.to_dict()
         if baseline.median_time and result.median_time:
             data["speedup_vs_recorded_binary"] = baseline.median_time / result.median_time
-    if app_times:
-        data["app_median_time"] = application_median(app_times)[0]
-        data["app_timer"] = app_timer
-        if result.median_time:
-            data["replay_vs_app"] = result.median_time / data["app_median_time"]
+    app = app or InApplication(tuple(app_times), app_timer)
+    data["cache"] = cache
+    if app.times:
+        data["app_median_time"] = application_median(app.times)[0]  # the later launches: context
+        data["app_timer"] = app.timer
+    if app.recorded is not None:
+        data["recorded_time"], data["recorded_cache"] = app.recorded, app.cache
+    if app.reference() is not None and result.median_time:
+        data["replay_vs_app"] = result.median_time / app.reference()  # vs the recorded launch where known
     return json.dumps(data, indent=2, allow_nan=False, default=_json_default)
 
 
@@ -274,9 +320,10 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int, al
               help="A configuration (JSON/YAML), e.g. one exported by `mneme tune`.")
 @click.option("--mode", type=click.Choice(["ir", "ptx", "cubin"]), default="ir", show_default=True,
               help="Compile the IR, or run the application's own PTX or cubin.")
-@click.option("--cache", type=click.Choice(list(CACHE_STATES)), default="flushed", show_default=True,
+@click.option("--cache", type=click.Choice(list(CACHE_STATES)), default=None,
               help="The cache each timed run starts from: flushed, warm (as the reset left it), or primed "
-                   "(after one untimed run, like an application's repeated launches).")
+                   "(after one untimed run, like an application's repeated launches). Default: the state the "
+                   "recorded launch was timed from in the application (flushed where unknown).")
 @click.option("--timer", default="auto", show_default=True,
               help="What times the runs: cupti (the kernel's own GPU timestamps), events (CUDA events around "
                    "each launch), host-clock (the host backend), or auto (the backend's best that works here).")
@@ -315,6 +362,8 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
 
         parse_pipeline(passes)
     file_fields = read_config_file(config_file) if config_file else None
+    if cache is None:
+        cache = recorded_cache_state(record_db, record_id)
     with BaseExecutor(record_db, record_id, iterations=iterations, device_id=device_id, backend=backend,
                       mode=mode, cache=cache, timer=timer) as ex:  # fmt: skip
         config = resolve_config(ex.default_config(), file_fields, overrides, source=config_file)
@@ -329,17 +378,28 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
         if recorded is not None:
             baseline = ex.execute(ex.default_config(), binary=recorded)
         kernel, instance = ex.rec.kernel_name, ex.instance.dynamic_hash
-        database, app_times, app_timer = str(ex.rec.path), list(ex.instance.app_times), ex.instance.app_timer
+        database, app = str(ex.rec.path), InApplication.of(ex.instance)
     if as_json:
         click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
-                               baseline=baseline, app_times=app_times, app_timer=app_timer, assembler=assembler))  # fmt: skip
+                               baseline=baseline, assembler=assembler, app=app, cache=cache))  # fmt: skip
     else:
-        _console().print(result_table(result, config, markup(f"{kernel} [{instance}] ({mode})"), baseline, app_times,
-                                      app_timer, assembler))  # fmt: skip
+        _console().print(result_table(result, config, markup(f"{kernel} [{instance}] ({mode})"), baseline,
+                                      assembler=assembler, app=app, cache=cache))  # fmt: skip
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
     if not result.ok:  # a configuration the kernel cannot launch with is invalid input; anything else did not verify
         raise SystemExit(EXIT_INVALID_INPUT if result.error_kind == "invalid" else EXIT_NOT_VERIFIED)
+
+
+def recorded_cache_state(record_db, record_id: str | None) -> str:
+    """The cache state the recorded launch was timed from, which a replay reproduces by default."""
+    from mneme.core.executor import load_recording
+
+    rec = load_recording(record_db)
+    instance = rec.select(record_id) if record_id else next(iter(rec.kernel_instances.values()), None)
+    if instance is None or instance.recorded_time is None:
+        return "flushed"
+    return instance.recorded_cache
 
 
 def _assembler(ex, config) -> str:
@@ -380,6 +440,57 @@ def annotate_command(record_db, record_id, region, arg_index, dtype, threshold, 
     changed = annotate(record_db, policy, record_id=record_id, address=address, arg_index=arg_index)
     for path, addr in changed:
         _console().print(f"{path.name}: region 0x{addr:x} -> {policy}")
+
+
+@click.command("nondeterminism", epilog=EXIT_CODES_HELP)
+@click.option("-rdb", "--record-db", "record_db", required=True, type=click.Path(exists=True),
+              help="Recording database (or its folder).")
+@click.option("-rid", "--record-id", "record_id", default=None, help="Instance (dynamic hash); default: the first.")
+@click.option("--runs", type=click.IntRange(min=2), default=3, show_default=True,
+              help="Replays of the recorded configuration to compare.")
+@click.option("--margin", type=click.FloatRange(min=1.0), default=4.0, show_default=True,
+              help="The bound is the largest observed error times this.")
+@click.option("--mode", type=click.Choice(["ir", "ptx", "cubin"]), default=None,
+              help="What to replay: the application's own binary (the default where the recording has it: the "
+                   "recorded numerics) or the IR.")
+@click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
+@click.option("--apply", "apply_", is_flag=True, help="Store the derived policies in the recording's epilogue.")
+@limits.timeout_option
+def nondeterminism_command(record_db, record_id, runs, margin, mode, backend, apply_) -> None:
+    """Find the order-dependent outputs of a recorded launch and derive the policy that verifies them.
+
+    Reads the kernel's IR for float atomics, exchanges and atomically handed-out indexes, and replays
+    the recorded configuration RUNS times: a region whose bytes differ between replays or from the
+    recording is order-dependent. Its policy accepts MARGIN times the largest error seen.
+    """
+    from mneme.core.executor import BaseExecutor, load_recording
+    from mneme.core.nondeterminism import analyze
+
+    if mode is None:
+        kinds = {image.kind for image in load_recording(record_db).binary_blobs}
+        mode = "cubin" if "cubin" in kinds else ("ptx" if "ptx" in kinds else "ir")
+    with BaseExecutor(record_db, record_id, iterations=1, backend=backend, mode=mode, cache="warm") as ex:
+        findings = analyze(ex, runs=runs, margin=margin)
+        database, instance = ex.rec.path, ex.instance.dynamic_hash
+    table = Table(title=markup(f"{database.name} [{instance}]: regions the kernel writes"))
+    for column in ("region", "order-dependent because", "between replays", "vs the recording", "policy"):
+        table.add_column(column, overflow="fold")
+    for f in findings:
+        where = f"arg {f.arg}" if f.arg is not None else f"0x{f.addr:x}"
+        why = "; ".join(f.reasons) or ("replays differ" if f.runs_differ else "-")
+        between = f.between_runs.describe() if f.between_runs else ("differ (not floats)" if f.runs_differ else "same")
+        recorded = "same" if f.matches_recording else (f.vs_recording.describe() if f.vs_recording else "differs")
+        policy = str(f.policy) if f.policy else (f.note or "-")
+        table.add_row(where, why, between, recorded, policy)
+    _console().print(table)
+    chosen = [f for f in findings if f.policy is not None]
+    for f in chosen:
+        if apply_:
+            annotate(database, f.policy, record_id=instance, address=f.addr)
+    if chosen:
+        verb = "stored in" if apply_ else "to store in (--apply)"
+        _console().print(f"{len(chosen)} policy(ies) {verb} the recording; override one with "
+                         + markup(f"mneme annotate {database} -rid {instance} --region 0x{chosen[0].addr:x} ..."))  # fmt: skip
 
 
 def annotate(record_db, policy, *, record_id: str | None = None, address: int | None = None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from mneme.core import kernel_clock
 from mneme.core.backend import DeviceBinary, LoadedKernel, Resources
-from mneme.core.errors import ExperimentError, MnemeError, UnsupportedError
+from mneme.core.errors import ExperimentError, MissingGlobalError, MnemeError, UnsupportedError
 from mneme.core.launching import LaunchAttributes
 from mneme_cuda.driver import CudaError, check, driver, fault
 
@@ -172,7 +172,7 @@ class DeviceKernels:
         try:
             addr, size = check(cu.cuModuleGetGlobal(kernel.module, name.encode()), f"cuModuleGetGlobal({name!r})")
         except CudaError as exc:
-            raise MnemeError(
+            raise MissingGlobalError(
                 f"device global {name!r} is not in the module of kernel {kernel.binary.kernel_name!r} "
                 f"({exc.name}); was it pruned or renamed?"
             ) from exc

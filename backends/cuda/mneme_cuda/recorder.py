@@ -41,7 +41,7 @@ from mneme.core.recorder.finalize import print_summary
 from mneme.core.recorder.progress import ProgressPoller, ProgressState, watch
 from mneme.core.recorder.rawdir import COMPRESSIONS, EPILOGUE_FORMATS, RawFormat, check_compression, region_policies
 from mneme.instrument.fatbin import FATBIN_MAGIC, kernel_image
-from mneme_cuda import cupti, libraries  # noqa: F401 - libraries declares the checkout's .gpu/lib
+from mneme_cuda import cupti, libraries, numerics  # noqa: F401 - libraries declares the checkout's .gpu/lib
 
 __all__ = ["COMPRESSIONS", "EPILOGUE_FORMATS", "FATBIN_MAGIC", "FORMAT", "ProgressPoller", "ProgressState",
            "build", "environment", "finalize", "in_application", "kernel_image", "launches", "library_path",
@@ -68,7 +68,8 @@ LINK = (*PRELOAD_LINK, f"-Wl,--version-script={EXPORTS}")
 
 #: The files this recorder writes, for the core's finalize.
 FORMAT = RawFormat(backend="cuda", manifest="mneme-cuda-raw", counts="mneme-cuda-counts", granularity=GRANULARITY,
-                   default_arch="sm_90", kernel_image=kernel_image, kernel_timer="cupti", graphs="CUDA graphs")  # fmt: skip
+                   default_arch="sm_90", kernel_image=kernel_image, kernel_timer="cupti", graphs="CUDA graphs",
+                   ir_numerics=numerics.ir_numerics)  # fmt: skip
 
 
 def cuda_include() -> Path | None:

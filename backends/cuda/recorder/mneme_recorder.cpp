@@ -97,6 +97,7 @@ namespace {
 #include "parts/launches.inc"
 #include "parts/record.inc"
 #include "parts/wrappers.inc"
+#include "parts/teardown.inc"
 #include "parts/memory.inc"
 #include "parts/graphs.inc"
 #include "parts/hooks.inc"

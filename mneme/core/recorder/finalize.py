@@ -29,13 +29,16 @@ from mneme.core.recorder.rawdir import (
     RawFormat,
     check_compression,
     in_application,
+    incomplete_launches,
     launch_fields,
     launches,
     mostly_rewritten,
     occurrences,
     raw_regions,
+    recorded_times,
     region_encoding,
     region_policies,
+    unrecorded,
 )
 from mneme.core.snapshot import Snapshot, SnapshotType, SnapshotWriter
 from mneme.core.snapshot.format import EXACT
@@ -73,6 +76,7 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
     arch = arch or fmt.default_arch
     counted = occurrences(fmt, raw_dir)
     timed, _, timers = in_application(fmt, raw_dir)
+    first_timed = recorded_times(raw_dir)
     elf_files = loaded_elf_files(raw_dir)
     by_kernel: dict[str, list[tuple[Path, dict]]] = defaultdict(list)
     for folder, manifest in launches(fmt, raw_dir):
@@ -80,14 +84,17 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
     written = []
     for kernel, items in sorted(by_kernel.items()):
         recorded = [tuple(p) for p in items[0][1]["params"]]
-        image = None
+        image = raw_image = None
         for _, manifest in items:
             name = manifest.get("image") or ""
             if name and (raw_dir / name).is_file():
-                image = fmt.kernel_image((raw_dir / name).read_bytes(), kernel, arch, str(raw_dir / name))
+                raw_image = (raw_dir / name).read_bytes()
+                image = fmt.kernel_image(raw_image, kernel, arch, str(raw_dir / name))
                 if image is not None:
                     break
         stored, ir_source = _resolve_ir(kernel, ir_files, out, arch, elf_files, image[0] if image else None)
+        if stored and image is not None and fmt.ir_numerics is not None:
+            stored = _with_application_numerics(kernel, stored, fmt.ir_numerics(raw_image, arch), out)
         params = None
         if stored:
             try:
@@ -180,6 +187,8 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
             if timed.get((kernel, key)) and dynamic in rec.kernel_instances:
                 rec[dynamic].app_times = list(timed[(kernel, key)])
                 rec[dynamic].app_timer = timers[(kernel, key)]
+            if (kernel, key) in first_timed and dynamic in rec.kernel_instances:
+                rec[dynamic].recorded_time, rec[dynamic].recorded_cache = first_timed[(kernel, key)]
         rec.save()
         log.info("kernel %s: %d instances, %s", kernel, len(rec.kernel_instances),
                  f"IR from {ir_source}" if stored else f"binary only ({image[1]})")  # fmt: skip
@@ -284,6 +293,42 @@ def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf
     return stored, source_name
 
 
+def _with_application_numerics(kernel: str, stored: list[Path], numerics, out: Path) -> list[Path]:
+    """The stored IR modules rewritten to compile with the application's floating-point behaviour.
+
+    `numerics`: (description, rewrite) from the backend's reading of the recorded code image, or None.
+    The rewritten modules are stored beside the others (`<hash>.numerics.bc`); a module the rewrite
+    breaks stays as it was, with a warning.
+    """
+    if numerics is None:
+        return stored
+    description, rewrite = numerics
+    result = []
+    for path in stored:
+        try:
+            module = irmod.load(path)
+            try:
+                text = rewrite(str(module))
+            finally:
+                module.close()
+            rewritten = irmod.reparse(text, f"{path.name} with the application's numerics")
+            try:
+                bitcode = rewritten.as_bitcode()
+            finally:
+                rewritten.close()
+        except MnemeError as exc:
+            log.warning("kernel %s: %s cannot take the application's numerics (%s): %s; kept as it was", kernel,
+                        path.name, description, exc)  # fmt: skip
+            result.append(path)
+            continue
+        target = out / "ir" / f"{hashlib.sha256(bitcode).hexdigest()[:16]}.numerics.bc"
+        if not target.exists():
+            atomic_write(target, bitcode)
+        result.append(target)
+    log.info("kernel %s: its IR compiles with the application's floating-point behaviour (%s)", kernel, description)
+    return result
+
+
 def print_summary(fmt: RawFormat, raw: Path, written: Sequence[Path]) -> None:
     """The final table of `mneme record`: kernels, instances, occurrences, IR, bytes."""
     table = Table(title=f"recorded {len(launches(fmt, raw))} launches")
@@ -303,3 +348,32 @@ def print_summary(fmt: RawFormat, raw: Path, written: Sequence[Path]) -> None:
     for kernel, n in sorted(in_application(fmt, raw)[1].items()):
         console.print(f"{kernel}: {n} launch{'es' if n != 1 else ''} inside {fmt.graphs} not recorded "
                       f"(run the application without {fmt.graphs} to record them)")  # fmt: skip
+    for line in unrecorded_warnings(fmt, raw, written):
+        log.warning("%s", line)
+
+
+def unrecorded_warnings(fmt: RawFormat, raw: Path, written: Sequence[Path] = ()) -> list[str]:
+    """Why kernels that ran were not recorded: one line per kernel, and one for launches left incomplete.
+
+    The program exits as it did, and `mneme record` with it; these lines are what tells the user that
+    the empty table is not the program's doing (issue: a benchmark recorded with 0 launches).
+    """
+    lines = []
+    missing = unrecorded(fmt, raw)
+    for entry in missing:
+        why = "; ".join(f"{n} {reason}" for reason, n in sorted(entry.reasons.items(), key=lambda kv: -kv[1]))
+        ran = f"{entry.launches} launch{'es' if entry.launches != 1 else ''}"
+        if entry.graph_launches:
+            ran += f" and {entry.graph_launches} inside {fmt.graphs}"
+        lines.append(f"kernel {entry.kernel} ran ({ran}) but no launch of it was recorded"
+                     + (f": {why}" if why else " (the recorder gave no reason: see its messages above)"))  # fmt: skip
+    tmp = incomplete_launches(raw)
+    if tmp:
+        lines.append(f"{len(tmp)} recorded launch{'es were' if len(tmp) != 1 else ' was'} never completed "
+                     f"({', '.join(p.name for p in tmp[:3])}{', ...' if len(tmp) > 3 else ''} in {raw}): the "
+                     "process ended before the recorder had written them (killed, _exit, or a device reset "
+                     "the recorder did not see)")  # fmt: skip
+    if missing and not written:
+        lines.append(f"the program ran kernels but nothing was recorded; {raw} keeps what the recorder wrote "
+                     "(counts, code images) for a look")  # fmt: skip
+    return lines

@@ -38,6 +38,10 @@ class RawFormat:
     kernel_image: Callable[[bytes, str, str, str], tuple[bytes, str] | None]
     kernel_timer: str = "kernel"
     graphs: str = "graphs"
+    #: `ir_numerics(image, arch)`: the application's floating-point behaviour read from a code image the
+    #: recorder saved, as (description, rewrite of a module's IR text) that gives the IR the same numerics;
+    #: None where the image does not say. None: the backend cannot tell.
+    ir_numerics: Callable[[bytes, str], tuple[str, Callable[[str], str]] | None] | None = None
 
 
 # Launch manifests: 1, raw dumps (prologue.bin, epilogue.bin) that finalize converts; 2, snapshot
@@ -109,6 +113,61 @@ def in_application(fmt: RawFormat, raw_dir: Path) -> tuple[dict[tuple[str, str],
             if seconds:
                 times[instance], timers[instance] = seconds, timer
     return times, dict(graphs), timers
+
+
+def recorded_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
+    """(kernel, instance key) -> (seconds, cache state) of the recorded launch itself, as the recorder timed it."""
+    out: dict[tuple[str, str], tuple[float, str]] = {}
+    for path in sorted(Path(raw_dir).glob("counts-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        for kernel, entry in data.get("kernels", {}).items():
+            for key, timing in (entry.get("recorded_time") or {}).items():
+                seconds = timing.get("seconds") if isinstance(timing, dict) else None
+                cache = timing.get("cache") if isinstance(timing, dict) else None
+                if (not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0
+                        or cache not in ("flushed", "warm")):  # fmt: skip
+                    raise FormatError(path, f"expected {{'seconds': > 0, 'cache': 'flushed' or 'warm'}}, got "
+                                      f"{timing!r}"[:200], field=f"kernels.{kernel}.recorded_time.{key}")  # fmt: skip
+                out[(kernel, key)] = (float(seconds), cache)
+    return out
+
+
+@attrs.frozen
+class Unrecorded:
+    """A kernel that ran under the recorder but has no recorded launch, and what the recorder said why."""
+
+    kernel: str
+    launches: int  # launches the recorder saw (selected, run directly)
+    graph_launches: int  # kernel nodes run through graphs (never recorded)
+    reasons: dict  # why -> launches, as the recorder counted them
+
+
+def unrecorded(fmt: RawFormat, raw_dir: Path) -> list[Unrecorded]:
+    """Kernels that ran (launches counted in counts-*.json) but of which no launch folder is complete."""
+    recorded = {manifest["kernel"] for _, manifest in launches(fmt, raw_dir)}
+    seen: dict[str, int] = defaultdict(int)
+    graphs: dict[str, int] = defaultdict(int)
+    reasons: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for path in sorted(Path(raw_dir).glob("counts-*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        for kernel, entry in data.get("kernels", {}).items():
+            seen[kernel] += int(entry.get("seen", 0))
+            graphs[kernel] += int(entry.get("graph_launches", 0))
+            for why, n in (entry.get("unrecorded") or {}).items():
+                reasons[kernel][why] += int(n)
+    return [Unrecorded(kernel, seen[kernel], graphs[kernel], dict(reasons[kernel]))
+            for kernel in sorted(set(seen) | set(graphs)) if kernel not in recorded and (seen[kernel] or graphs[kernel])]
+
+
+def incomplete_launches(raw_dir: Path) -> list[Path]:
+    """Launch folders the recorder began and never completed (the process ended before its writer did)."""
+    return sorted(p for p in Path(raw_dir).glob("launch-*.tmp") if p.is_dir())
 
 
 def raw_regions(folder: Path, name: str, manifest: dict):

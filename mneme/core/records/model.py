@@ -35,11 +35,13 @@ if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is
 log = logging.getLogger(__name__)
 
 #: The version this code writes. Readers refuse newer versions and upgrade older ones.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: The JSON codec of these classes (`records.schema`): it builds its converter from them, so it
 #: imports this module and registers itself here when the package loads; the model never imports it.
 codec: Any = None
+#: The cache state a recorded launch was timed from (RecordedCache): the L2 evicted first, or as it was.
+RECORDED_CACHES = ("flushed", "warm")
 #: What measured an instance's AppTimes: the GPU's kernel timestamps (CUPTI), or events the backend recorded around the launch.
 APP_TIMERS = ("events", "cupti")
 #: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
@@ -116,6 +118,13 @@ class KernelInstance:
     #: Thread block cluster dimensions the launch gave (the cluster launch attribute), in blocks;
     #: None when it gave none. Version 4 and later.
     cluster_dim: dim3 | None = attrs.field(default=None, converter=attrs.converters.optional(dim3.of))
+    #: Seconds the recorded launch itself took in the application (the launch the snapshots hold, by
+    #: `app_timer`), None when unknown: the replay's like-for-like reference, since later launches with the
+    #: same arguments may do different work (a shrinking frontier). Version 5 and later.
+    recorded_time: float | None = attrs.field(default=None)
+    #: The cache state `recorded_time` started from (`RECORDED_CACHES`): "flushed", the L2 evicted first
+    #: (what `mneme replay` reproduces by default), or "warm". Version 5 and later.
+    recorded_cache: str = attrs.field(default="flushed")
     dynamic_hash: str = ""
     _record: RecordedExecution | None = attrs.field(default=None, init=False, repr=False)
 
@@ -134,6 +143,16 @@ class KernelInstance:
     def launch_attributes(self) -> LaunchAttributes:
         """How the launch was made beyond its geometry (cooperative, clusters), for the device to repeat."""
         return LaunchAttributes(cooperative=self.cooperative, cluster=self.cluster_dim)
+
+    @recorded_time.validator
+    def _check_recorded_time(self, attribute, value):
+        if value is not None and (isinstance(value, bool) or not (0 < value <= MAX_APP_TIME)):
+            raise ValueError(f"recorded_time must be positive seconds up to {MAX_APP_TIME:g}, got {value!r}"[:200])
+
+    @recorded_cache.validator
+    def _check_recorded_cache(self, attribute, value):
+        if value not in RECORDED_CACHES:
+            raise ValueError(f"recorded_cache must be one of {', '.join(RECORDED_CACHES)}, got {value!r}"[:200])
 
     @app_timer.validator
     def _check_app_timer(self, attribute, value):

@@ -40,6 +40,7 @@ _JSON_NAMES: dict[type, dict[str, str]] = {
         "grid_dim": "GridDims", "block_dim": "BlockDims", "shared_mem": "SharedMem", "args": "Args",
         "prologue_file": "Prologue", "epilogue_file": "Epilogue", "occ": "Occurrences",
         "app_times": "AppTimes", "app_timer": "AppTimer", "cooperative": "Cooperative", "cluster_dim": "ClusterDims",
+        "recorded_time": "RecordedTime", "recorded_cache": "RecordedCache",
     },
     ImageInfo: {"path": "Path", "kind": "Kind"},
 }
@@ -122,6 +123,8 @@ def _make_converter() -> cattrs.Converter:
     inst_overrides["app_timer"] = override(rename="AppTimer", omit_if_default=True)  # optional: absent = events
     inst_overrides["cooperative"] = override(rename="Cooperative", omit_if_default=True)  # optional: absent = false
     inst_overrides["cluster_dim"] = override(rename="ClusterDims", omit_if_default=True)  # optional: absent = none
+    inst_overrides["recorded_time"] = override(rename="RecordedTime", omit_if_default=True)  # optional: absent = unknown
+    inst_overrides["recorded_cache"] = override(rename="RecordedCache", omit_if_default=True)  # absent = flushed
     conv.register_structure_hook(KernelInstance, make_dict_structure_fn(
         KernelInstance, conv, _cattrs_forbid_extra_keys=True, dynamic_hash=override(omit=True),
         _record=override(omit=True), **inst_overrides))
@@ -206,7 +209,14 @@ def _upgrade_3_to_4(data: dict) -> dict:
     return data
 
 
-_UPGRADES: dict[int, Any] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3, 3: _upgrade_3_to_4}
+def _upgrade_4_to_5(data: dict) -> dict:
+    # Version 5 adds the optional instance fields RecordedTime and RecordedCache; a version-4 database
+    # kept the recorded launch's time only as the first of AppTimes, unlabelled: unknown.
+    data["SchemaVersion"] = 5
+    return data
+
+
+_UPGRADES: dict[int, Any] = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3, 3: _upgrade_3_to_4, 4: _upgrade_4_to_5}
 
 
 def upgrade(data: Any, path: Path) -> Any:

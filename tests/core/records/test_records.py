@@ -263,10 +263,10 @@ def test_a_version_1_database_is_read_as_the_current_version_without_in_applicat
     data["SchemaVersion"] = 1  # what every recording before AppTimes existed says
     rec.path.write_text(json.dumps(data))
     loaded = RecordedExecution.from_json(rec.path)
-    assert SCHEMA_VERSION == 4 and loaded.schema_version == 4
+    assert SCHEMA_VERSION == 5 and loaded.schema_version == 5
     assert all(inst.app_times == [] for inst in loaded.kernel_instances.values())
     loaded.save()  # writers write the current version
-    assert json.loads(rec.path.read_text())["SchemaVersion"] == 4
+    assert json.loads(rec.path.read_text())["SchemaVersion"] == 5
 
 
 def test_a_version_2_database_s_application_times_are_read_as_timed_by_cuda_events(tmp_path):
@@ -327,7 +327,7 @@ def test_a_cooperative_or_clustered_launch_round_trips_and_older_versions_read_a
         entry.pop("Cooperative", None), entry.pop("ClusterDims", None)
     rec.path.write_text(json.dumps(data))
     old = RecordedExecution.from_json(rec.path)
-    assert old.schema_version == 4 and not any(i.launch_attributes.names for i in old.kernel_instances.values())
+    assert old.schema_version == 5 and not any(i.launch_attributes.names for i in old.kernel_instances.values())
 
 
 def test_clusters_that_do_not_divide_the_grid_or_a_flag_that_is_not_a_boolean_are_refused_by_field(tmp_path):

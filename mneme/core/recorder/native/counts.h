@@ -22,6 +22,11 @@ struct KernelCounts {
     std::map<uint64_t, long> timed;        // launches timed in the application, per recorded argument set
     std::map<uint64_t, std::vector<double>> app_times;     // their durations in seconds, by events
     std::map<uint64_t, std::vector<double>> kernel_times;  // or by the device's kernel timestamps
+    // The recorded launch's own time, apart from the repeats': seconds, and the cache it started from
+    // ("flushed": the L2 evicted first, as `mneme replay --cache flushed` starts; "warm": as the
+    // prologue capture left it).
+    std::map<uint64_t, std::pair<double, std::string>> recorded_time;
+    std::map<std::string, long> unrecorded;  // launches selected but not recorded, by why
 };
 
 inline std::map<std::string, KernelCounts> &counts() {
@@ -47,7 +52,23 @@ inline std::string kernels_json(const std::map<std::string, KernelCounts> &all) 
         }
         text += "}, \"graph_launches\": " + std::to_string(entry.second.graph_launches) +
                 ", \"app_times\": " + times_json(entry.second.app_times) +
-                ", \"kernel_times\": " + times_json(entry.second.kernel_times) + "}";
+                ", \"kernel_times\": " + times_json(entry.second.kernel_times) + ", \"recorded_time\": {";
+        first = true;
+        for (auto &rt : entry.second.recorded_time) {
+            char key[32], seconds[40];
+            snprintf(key, sizeof key, "%016llx", (unsigned long long)rt.first);
+            snprintf(seconds, sizeof seconds, "%.9g", rt.second.first);
+            text += std::string(first ? "" : ", ") + "\"" + key + "\": {\"seconds\": " + seconds +
+                    ", \"cache\": " + json_string(rt.second.second) + "}";
+            first = false;
+        }
+        text += "}, \"unrecorded\": {";
+        first = true;
+        for (auto &why : entry.second.unrecorded) {
+            text += std::string(first ? "" : ", ") + json_string(why.first) + ": " + std::to_string(why.second);
+            first = false;
+        }
+        text += "}}";
     }
     return text + "}";
 }

@@ -24,7 +24,7 @@ from mneme.core.backend import (
     backend_for_arch,
     check_cache_state,
 )
-from mneme.core.errors import ExperimentError, IRError, MnemeError, UnsupportedError, UsageError
+from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import dim3
 from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget, runtime,
                                          sandbox, steps, support)
@@ -522,7 +522,7 @@ class HostDevice(Device):
         table = kernel.image.globals
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
-            raise MnemeError(f"kernel {kernel.binary.kernel_name!r} has no device global {name!r}; known: {known}")
+            raise MissingGlobalError(f"kernel {kernel.binary.kernel_name!r} has no device global {name!r}; known: {known}")
         return table[name]
 
     def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:

@@ -31,7 +31,7 @@ import warnings
 from typing import Any, Callable
 
 from mneme.core import envvars, limits
-from mneme.core.errors import ExperimentError, MnemeError
+from mneme.core.errors import ExperimentError, MissingGlobalError, MnemeError
 from mneme.plugins.backends.host import image as host_image
 from mneme.plugins.backends.host import limits as host_limits
 from mneme.plugins.backends.host import runtime
@@ -433,7 +433,7 @@ class Sandbox:
     def _index(self, name: str) -> int:
         if name not in self._global_index:
             known = ", ".join(sorted(self._global_index)) or "none"
-            raise MnemeError(f"kernel {self.kernel_name!r} has no device global {name!r}; known: {known}")
+            raise MissingGlobalError(f"kernel {self.kernel_name!r} has no device global {name!r}; known: {known}")
         return self._global_index[name]
 
     def _request(self, op: int, payload: bytes = b"", **kw: Any) -> tuple[int, Any, int]:

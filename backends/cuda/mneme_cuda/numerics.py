@@ -1,0 +1,141 @@
+"""The floating-point behaviour nvcc gave an application, read from its PTX, given to the kernel's IR.
+
+nvcc's `-ftz`, `-prec-div`, `-prec-sqrt` and `-fmad` show in the PTX it writes: `.ftz` on f32
+arithmetic; `div.rn.f32` (IEEE), `div.full.f32` (-prec-div=false) or `div.approx.f32` (fast math);
+`sqrt.rn.f32` or `sqrt.approx.f32`; and, with -fmad=false, `mul.rn.f32`/`add.rn.f32`, whose rounding
+modifier forbids ptxas to fuse them. The IR `mneme-cc` embeds comes from clang, which takes -ftz,
+-fmad=false and fast math from the same command line but has no -prec-div/-prec-sqrt=false, and IR from
+other sources (--ir files) knows none of them. `apply` rewrites a module so that NVPTX emits the same
+instructions: the denormal mode and the `nvvm-reflect-ftz` flag (libdevice's __CUDA_FTZ), no contraction
+where nvcc fused nothing, division as inline PTX where nvcc did not round it to nearest, and square
+roots as the PTX nvcc used (`sqrt.rn` by default, where clang's libdevice path takes `sqrt.approx`).
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from mneme.core import ir
+
+_FTZ_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt|min|max|neg|abs|rcp|setp|selp|cvt)[.\w]*\.ftz\b", re.M)
+_F32_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt)[.\w]*\.f32\b", re.M)
+
+
+@attrs.frozen
+class FpBehaviour:
+    """How an application's f32 arithmetic was compiled."""
+
+    ftz: bool = False  # denormals flushed to zero (-ftz=true)
+    div: str = "rn"  # "rn" (IEEE, -prec-div=true), "full" (-prec-div=false) or "approx" (fast math)
+    sqrt: str = "rn"  # "rn" (-prec-sqrt=true) or "approx"
+    fmad: bool = True  # multiplies and adds may be fused (-fmad=true)
+
+    @classmethod
+    def from_ptx(cls, text: str) -> FpBehaviour | None:
+        """Read from PTX text; None where it holds no f32 arithmetic to read it from."""
+        if not _F32_OP.search(text):
+            return None
+        div = "approx" if re.search(r"\bdiv\.approx\.", text) else ("full" if re.search(r"\bdiv\.full\.", text) else "rn")
+        sqrt = "approx" if re.search(r"\bsqrt\.approx\.", text) else "rn"
+        no_fma = (re.search(r"\b(?:mul|add|sub)\.rn(?:\.ftz)?\.f32\b", text) is not None
+                  and re.search(r"\bfma\.rn(?:\.ftz)?\.f32\b", text) is None)  # fmt: skip
+        return cls(ftz=_FTZ_OP.search(text) is not None, div=div, sqrt=sqrt, fmad=not no_fma)
+
+    @property
+    def default(self) -> bool:
+        return self == FpBehaviour()
+
+    def describe(self) -> str:
+        return (f"ftz={'true' if self.ftz else 'false'} prec-div={'true' if self.div == 'rn' else self.div} "
+                f"prec-sqrt={'true' if self.sqrt == 'rn' else 'false'} fmad={'true' if self.fmad else 'false'}")  # fmt: skip
+
+
+_FDIV = re.compile(r"^(\s*)(%[-\w.$]+) = fdiv((?: \w+)*) float (%[-\w.$]+|[-\w.+]+), (%[-\w.$]+|[-\w.+]+)(.*)$")
+_SQRT_CALL = re.compile(r"^(\s*)(%[-\w.$]+) = (?:tail |notail |musttail )?call(?: \w+)* float "
+                        r"@llvm\.(?:sqrt\.f32|nvvm\.sqrt(?:\.(?:rn|rz|rm|rp|approx))?(?:\.ftz)?\.f)"
+                        r"\(float(?: \w+)* ([^)]+)\)(.*)$")  # fmt: skip
+_FMULADD = re.compile(r"^(\s*)(%[-\w.$]+) = (?:tail |notail )?call((?: \w+)*) float @llvm\.fmuladd\.f32\("
+                      r"float(?: \w+)* ([^,]+), float(?: \w+)* ([^,]+), float(?: \w+)* ([^)]+)\)(.*)$")  # fmt: skip
+_CONTRACT = re.compile(r"(= (?:fadd|fsub|fmul|fneg|call)(?: (?:nnan|ninf|nsz|arcp|afn|reassoc|fast))*) contract\b")
+
+
+def apply(text: str, fp: FpBehaviour) -> str:
+    """`text` (a module) rewritten to compile to the f32 instructions `fp` describes."""
+    ftz = ".ftz" if fp.ftz else ""
+    if fp.ftz:
+        for name, _start, _body, _end in ir.defined_function_spans(text):
+            text = ir.set_function_attributes(text, name, {"denormal-fp-math-f32": "preserve-sign,preserve-sign"})
+        text = _reflect_ftz(text)
+    lines = []
+    for line in text.split("\n"):
+        m = _FDIV.match(line)
+        if m and (fp.div != "rn" or re.search(r"\b(?:arcp|afn|fast)\b", m.group(3))):
+            indent, result, _flags, a, b, rest = m.groups()
+            line = (f'{indent}{result} = call float asm "div.{fp.div}{ftz}.f32 $0, $1, $2;", "=f,f,f"'
+                    f"(float {a}, float {b}){_trailing(rest)}")  # fmt: skip
+        elif m := _SQRT_CALL.match(line):
+            # Always: clang's libdevice path takes sqrt.approx unless told __CUDA_PREC_SQRT, nvcc's sqrt.rn.
+            indent, result, operand, rest = m.groups()
+            line = (f'{indent}{result} = call float asm "sqrt.{fp.sqrt}{ftz}.f32 $0, $1;", "=f,f"(float {operand})'
+                    f"{_trailing(rest)}")  # fmt: skip
+        elif not fp.fmad and (m := _FMULADD.match(line)):
+            indent, result, _flags, a, b, c, rest = m.groups()
+            line = f"{indent}{result}.mul = fmul float {a}, {b}\n{indent}{result} = fadd float {result}.mul, {c}"
+        elif not fp.fmad:
+            line = ir.sub_outside_strings(_CONTRACT, lambda mm: mm.group(1), line)
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _trailing(rest: str) -> str:
+    """What follows an instruction that stays valid after a call: its metadata attachments, if any."""
+    attachments = re.findall(r",\s*![\w.]+\s+!\d+", rest)
+    return "".join(attachments)
+
+
+def _reflect_ftz(text: str) -> str:
+    """Set the module flag `nvvm-reflect-ftz` (what __nvvm_reflect("__CUDA_FTZ") answers) to 1."""
+    flag = re.search(r'^(![\d]+) = !\{i32 \d+, !"nvvm-reflect-ftz", i32 \d+\}$', text, re.M)
+    if flag:
+        return text[: flag.start()] + f'{flag.group(1)} = !{{i32 4, !"nvvm-reflect-ftz", i32 1}}' + text[flag.end():]
+    ids = [int(n) for n in re.findall(r"^!(\d+) = ", text, re.M)]
+    new_id = max(ids, default=-1) + 1
+    node = f'!{new_id} = !{{i32 4, !"nvvm-reflect-ftz", i32 1}}'
+    flags = re.search(r"^!llvm\.module\.flags = !\{(.*)\}$", text, re.M)
+    if flags:
+        listed = flags.group(1).strip()
+        text = (text[: flags.start()] + f"!llvm.module.flags = !{{{listed + ', ' if listed else ''}!{new_id}}}"
+                + text[flags.end():])  # fmt: skip
+    else:
+        text += f"\n!llvm.module.flags = !{{!{new_id}}}"
+    return text + f"\n{node}\n"
+
+
+def ptx_of(image: bytes, arch: str) -> str | None:
+    """The PTX a recorded code image holds (from a fatbin, the newest not past `arch`), None where none."""
+    from mneme.instrument.fatbin import FATBIN_MAGIC, entries
+
+    if image[:4] == b"\x7fELF":
+        return None
+    if len(image) >= 16 and int.from_bytes(image[:4], "little") == FATBIN_MAGIC:
+        want = int(re.sub(r"\D", "", arch) or 90)
+        ptx = [e for e in entries(image, "<image>") if e.kind == "ptx" and e.arch <= want]
+        return max(ptx, key=lambda e: e.arch).image.decode(errors="replace") if ptx else None
+    text = image.split(b"\0", 1)[0].decode(errors="replace")
+    return text if ".version" in text and ".target" in text else None
+
+
+def recorded_behaviour(image: bytes, arch: str) -> FpBehaviour | None:
+    """The floating-point behaviour of the application's build, from the PTX in its code image."""
+    ptx = ptx_of(image, arch)
+    return FpBehaviour.from_ptx(ptx) if ptx else None
+
+
+def ir_numerics(image: bytes, arch: str) -> tuple[str, object] | None:
+    """For finalize (`RawFormat.ir_numerics`): the recorded build's behaviour and the IR rewrite giving it."""
+    fp = recorded_behaviour(image, arch)
+    if fp is None:
+        return None
+    return f"nvcc {fp.describe()}, read from its PTX", lambda text: apply(text, fp)

@@ -1,0 +1,94 @@
+"""Every launch entry point of the CUDA driver reaches the recorder, without a GPU.
+
+A test double of the driver (`cuda_double/cuda_double.c`, built as libcuda.so.1) counts launches and
+names kernels; `cuda_double/launch_paths.c` launches one kernel per entry point, as cudart reaches
+them (dlopen + dlsym of cuGetProcAddress_v2, legacy and per-thread default stream) and as a program
+linked against libcuda calls them by name (cuLaunchKernel, the _ptsz flavours, cuGetProcAddress_v2
+itself). With every launch skipped (MNEME_RECORD_SKIP) the recorder needs no device memory, and its
+counts file says which launches it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+recorder = pytest.importorskip("mneme_cuda.recorder")
+
+from mneme.core.errors import MnemeError
+from mneme.core.recorder.finalize import unrecorded_warnings
+
+HERE = Path(__file__).resolve().parent / "cuda_double"
+CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+LAUNCHES = 3  # per path, as launch_paths.c makes them
+PATHS = ("rt_legacy", "rt_per_thread", "rt_ex", "rt_ex_per_thread", "rt_coop", "rt_coop_per_thread", "plain",
+         "plain_ptsz", "plain_ex_ptsz", "plain_coop_ptsz", "getproc_by_name")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run_paths(tmp_path_factory):
+    include = recorder.cuda_include()
+    if CC is None or include is None:
+        pytest.skip("needs a C compiler and the CUDA toolkit's cuda.h")
+    folder = tmp_path_factory.mktemp("double")
+    try:
+        library = recorder.build(folder / "recorder")
+    except MnemeError as exc:
+        pytest.skip(f"needs the CUDA recorder's build: {exc}")
+    # -Bsymbolic: the double's own references bind inside it, as libcuda's do (not to the recorder's exports).
+    subprocess.run([CC, "-shared", "-fPIC", "-O1", f"-I{include}", "-Wl,-Bsymbolic", "-Wl,-soname,libcuda.so.1",
+                    "-o", folder / "libcuda.so.1", HERE / "cuda_double.c"], check=True)  # fmt: skip
+    (folder / "libcuda.so").symlink_to("libcuda.so.1")
+    subprocess.run([CC, "-O1", f"-I{include}", "-o", folder / "launch_paths", HERE / "launch_paths.c",
+                    f"-L{folder}", "-lcuda", "-ldl"], check=True)  # fmt: skip
+
+    def run(raw: Path, **extra: str) -> tuple[str, dict]:
+        raw.mkdir()
+        env = {**os.environ, "LD_LIBRARY_PATH": str(folder), "LD_PRELOAD": str(library), "MNEME_RECORD_DIR": str(raw),
+               "MNEME_RECORD_SKIP": "1000", "MNEME_RECORD_TIMER": "events", **extra}  # fmt: skip
+        proc = subprocess.run([folder / "launch_paths"], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        (counts,) = raw.glob("counts-*.json")
+        return proc.stdout, json.loads(counts.read_text())
+
+    return run
+
+
+def test_every_launch_entry_point_reaches_the_recorder_and_the_driver(run_paths, tmp_path):
+    out, counts = run_paths(tmp_path / "raw")
+    made, resets = map(int, out.split())
+    assert made == (len(PATHS) + 1) * LAUNCHES  # every launch still ran: the recorder passed each to the driver
+    assert resets == 1  # the primary context reset went through the recorder's hook to the driver
+    seen = {kernel: entry["seen"] for kernel, entry in counts["kernels"].items()}
+    assert {path: seen.get(path, 0) for path in PATHS} == {path: LAUNCHES for path in PATHS}
+
+
+def test_a_launch_into_a_capturing_stream_is_counted_as_unrecorded_with_why(run_paths, tmp_path):
+    _, counts = run_paths(tmp_path / "raw")
+    captured = counts["kernels"]["captured"]
+    assert captured["seen"] == 0  # it runs later, through cuGraphLaunch
+    assert list(captured["unrecorded"].values()) == [LAUNCHES]
+    assert "captured into a CUDA graph" in next(iter(captured["unrecorded"]))
+
+
+def test_record_warns_for_each_kernel_that_ran_but_was_never_recorded_and_says_why(run_paths, tmp_path):
+    raw = tmp_path / "raw"
+    run_paths(raw)
+    (raw / "launch-1-000000.tmp").mkdir()  # a launch whose writer the process did not wait for
+    lines = unrecorded_warnings(recorder.FORMAT, raw)
+    for path in PATHS:
+        (line,) = [line for line in lines if line.startswith(f"kernel {path} ran")]
+        assert f"({LAUNCHES} launches)" in line and f"{LAUNCHES} skipped (MNEME_RECORD_SKIP, --skip)" in line
+    assert any("1 recorded launch was never completed (launch-1-000000.tmp" in line for line in lines)
+    assert lines[-1].startswith("the program ran kernels but nothing was recorded")
+
+
+def test_the_kernel_regex_selects_which_launches_are_counted_on_every_path(run_paths, tmp_path):
+    _, counts = run_paths(tmp_path / "raw", MNEME_RECORD_KERNEL="^plain")
+    assert {kernel: entry["seen"] for kernel, entry in counts["kernels"].items()} == {
+        "plain": LAUNCHES, "plain_ptsz": LAUNCHES, "plain_ex_ptsz": LAUNCHES, "plain_coop_ptsz": LAUNCHES}
