@@ -156,13 +156,22 @@ def dpp_source() -> list[str]:
     return [*lines, f"%src = select i1 {valid}, i32 {src}, i32 0", f"%valid = or i1 {valid}, false"]
 
 
+def zero_of(ty: str) -> str:
+    """The zero constant of IR type `ty`."""
+    if ty.startswith("<"):
+        return "zeroinitializer"
+    if ty == "ptr":
+        return "null"
+    return "0.0" if ty in ("float", "double", "half", "bfloat") else "0"
+
+
 def _dpp(ty: str, old: str, src: str, ctrl: str, row_mask: str, bank_mask: str, bound_ctrl: str, wave: int) -> list[str]:
     """``update.dpp``: each lane reads the DPP source lane's `src`. A lane whose row (``lane / 16``)
     or bank (``lane / 4 % 4``) is masked off keeps `old`; one whose source lane does not exist writes
     0 with `bound_ctrl`, else keeps `old`."""
     lines = [*lane_id(), f"%ctrl = add i32 {ctrl}, 0", f"%wave = add i32 {wave}, 0", *dpp_source()]
     lines += read_lane(ty, src, "%src", "%moved")
-    zero = "zeroinitializer" if ty.startswith("<") else ("null" if ty == "ptr" else ("0.0" if ty in ("float", "double", "half", "bfloat") else "0"))
+    zero = zero_of(ty)
     lines += [
         f"%unread = select i1 {bound_ctrl}, {ty} {zero}, {ty} {old}",
         f"%written = select i1 %valid, {ty} %moved, {ty} %unread",
@@ -273,8 +282,7 @@ def implement(name: str, sig: Signature, wave: int) -> list[str] | None:
     if re.fullmatch(r"update\.dpp(\..+)?", name):
         return _dpp(sig.ret, "%a0", "%a1", "%a2", "%a3", "%a4", "%a5", wave)
     if re.fullmatch(r"mov\.dpp(\.[^8].*)?", name):  # lanes the GPU leaves unwritten read 0 here
-        zero = "zeroinitializer" if sig.ret.startswith("<") else ("0.0" if sig.ret in ("float", "double", "half") else "0")
-        return _dpp(sig.ret, zero, "%a0", "%a1", "%a2", "%a3", "%a4", wave)
+        return _dpp(sig.ret, zero_of(sig.ret), "%a0", "%a1", "%a2", "%a3", "%a4", wave)
     if re.fullmatch(r"mov\.dpp8(\..+)?", name):
         return _dpp8(sig.ret)
     if m := re.fullmatch(r"permlane(x?)16(\..+)?", name):
