@@ -4,9 +4,12 @@ llama-cpp-python 0.2.56, built by `mneme-cc clang++ -x hip` for gfx90a, gfx942 a
 For the unit: whether it builds, and the IR embedded per architecture. For every kernel of every
 architecture: whether clang's own build made a code object of it, whether the hip backend builds one
 from the embedded IR (`build.compile`, uncached; median ms), and `mneme ir check --backend host`
-(accepted, and every refused kernel with the construct refused). With --cross-check, the CUDA/HIP
-agreement table of bench_cross_check.py is appended. Writes benchmarks/results/hip-corpus.md.
-Run: python benchmarks/bench_hip_corpus.py [--archs gfx90a,gfx942,gfx1100] [--limit N] [--out FILE]
+(accepted, and every refused kernel with the construct refused). With --cross-check, the same release
+built for CUDA (clang, sm_90) and the gfx90a build run every kernel whose parameters are float
+pointers and scalars on the host backend with the same inputs, and the outputs are compared bit for
+bit (`hip_corpus.cross_check`). Writes benchmarks/results/hip-corpus.md.
+Run: python benchmarks/bench_hip_corpus.py [--archs gfx90a,gfx942,gfx1100] [--limit N] [--cross-check]
+     [--out FILE]
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import kernel_corpus as kc
 
 from mneme.core import build, ir
 from mneme.core.types import ExperimentConfiguration
-from mneme.plugins.check_commands import check
 
 CONFIG = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1))
 
@@ -57,12 +59,38 @@ def hip_code_objects(entry, arch: str, limit: int | None) -> tuple[int, list[str
     return built, failed, seconds
 
 
+def cross_check_table(root: Path, entry) -> list[str]:
+    """The CUDA/HIP cross-check (`hip_corpus.cross_check`) as Markdown lines."""
+    try:
+        cuda_ir = hc.build_cuda_ir(root)
+    except Exception as exc:  # noqa: BLE001 - the table says why there is no cross-check
+        return ["## CUDA and HIP builds on the host backend", "", f"Not run: {exc}"]
+    with tempfile.TemporaryDirectory(prefix="mneme-cross-check-") as scratch:
+        hip_ir = Path(scratch, "gfx90a.bc")
+        hip_ir.write_bytes(entry.bitcode)
+        found = hc.cross_check(cuda_ir, hip_ir, Path(scratch, "captures"))
+    counts = collections.Counter(a.status for a in found)
+    lines = ["## CUDA and HIP builds on the host backend", "",
+             f"The same release's ggml-cuda.cu built for CUDA (`clang++ -x cuda`, {hc.CUDA_ARCH}) and for HIP (gfx90a): "
+             f"each of the {len(found)} kernels both builds share whose parameters are float pointers and int/float "
+             f"scalars, captured on the host backend with the same inputs (grid {hc.GRID}, block {hc.BLOCK} or a "
+             f"templated kernel's block size, {hc.SHARED} bytes of dynamic shared memory, every int {hc.SIZE}, buffers "
+             f"of {hc.BUFFER} floats uniform in [-2, 2]); every buffer compared bit for bit after the launch. Kernels "
+             f"calling the vendors' math libraries (libdevice for CUDA, ocml for HIP) may differ by "
+             f"{hc.MATH_ULPS} ulp: {', '.join(hc.VENDOR_MATH)}.", "",
+             "| kernels | bit-identical | differ | not captured |", "| --- | --- | --- | --- |",
+             f"| {len(found)} | {counts['identical']} | {counts['differs']} | {counts['not captured']} |", "",
+             "| kernel | result | detail |", "| --- | --- | --- |"]  # fmt: skip
+    lines += [f"| `{a.kernel[:70]}` | {a.status} | {a.detail} |" for a in found if a.status != "identical"]
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--archs", default=",".join(hc.ARCHS))
     parser.add_argument("--limit", type=int, help="only the first N kernels per architecture (a quick look)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hip-corpus.md")
-    parser.add_argument("--cross-check", type=Path, help="a Markdown table from bench_cross_check.py to append")
+    parser.add_argument("--cross-check", action="store_true", help="also compare the CUDA and HIP builds' outputs")
     args = parser.parse_args()
     archs = tuple(args.archs.split(","))
     ok, why = hc.available()
@@ -81,10 +109,8 @@ def main() -> int:
         return 1
     entries = {e.arch: e for e in done.entries()}
     clang = hc.code_object_kernels(done.obj)
-    verdicts = check((str(done.obj),), None, None, "host")
-    by_arch = collections.defaultdict(list)
-    for v in verdicts:
-        by_arch[v.source.rsplit(":", 1)[1]].append(v)
+    by_arch = hc.host_verdicts(done)
+    verdicts = [v for found in by_arch.values() for v in found]
     lines = [
         "# HIP corpus: llama.cpp (llama-cpp-python 0.2.56) built as HIP",
         "",
@@ -121,8 +147,8 @@ def main() -> int:
     lines += ["", "## Refused on the host backend, by construct", "", "| construct | kernels (all archs) |", "| --- | --- |"]
     lines += [f"| {c} | {n} |" for c, n in counts.most_common()] or ["| (none) | 0 |"]
     lines += ["", "## Refused kernels", "", "| arch | kernel | construct |", "| --- | --- | --- |", *refused_rows]
-    if args.cross_check and args.cross_check.exists():
-        lines += ["", args.cross_check.read_text().strip()]
+    if args.cross_check:
+        lines += ["", *cross_check_table(root, entries["gfx90a"])]
     lines += ["", f"Run time: {time.perf_counter() - start:.0f} s.", ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines))

@@ -190,7 +190,8 @@ def main() -> int:
         "",
         f"Machine: {platform.node()} ({llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs; C: `cc -O3 -march=native "
         "-fopenmp`, the better of 1 thread and 1 per CPU. Best of "
-        f"{opts.repeat} launches. Shapes: `each` one element per thread (blocks of 256), `stride` a grid-stride "
+        f"{opts.repeat} launches; load average at the end {os.getloadavg()[0]:.1f} (a shared machine's other work "
+        "makes every figure noisy). Shapes: `each` one element per thread (blocks of 256), `stride` a grid-stride "
         "loop over 64 blocks of 256, `tile` 16x16 blocks over rows of 1024.",
         "",
         "| kernel | shape | elements | host ms | C ms | host GB/s | C GB/s | host / C |",

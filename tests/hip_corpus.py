@@ -261,12 +261,29 @@ class Agreement:
     kernel: str
     status: str  # "identical", "differs", "not captured"
     detail: str = ""
+    ulps: int = 0  # the largest difference in units of the last place, where it differs
 
 
 _SCALARS = {"int": np.int32, "float": np.float32, "unsigned int": np.uint32}
 BUFFER = 1 << 16  # floats per pointer argument: every index the small sizes below reach
 SIZE = 32  # every int argument: a row length, a row count, an element count
 GRID, BLOCK = (16, 1, 1), (64, 1, 1)
+SHARED = 16384  # dynamic shared memory bytes every launch gets (soft_max's rows live there)
+# Kernels that call the vendors' math libraries (libdevice for CUDA, ocml for HIP: expf, tanhf, sinf,
+# cosf...), whose last bits may differ; every other kernel must agree bit for bit.
+VENDOR_MATH = ("soft_max_f32", "gelu_f32", "silu_f32", "tanh_f32", "timestep_embedding_f32")
+MATH_ULPS = 4
+
+
+def block_of(demangled: str) -> tuple[int, int, int]:
+    """The block a kernel is launched with: ggml's templated kernels take their block size as their
+    last integer template argument (`norm_f32<1024>`, `soft_max_f32<true, 2048, 1024>`); 64 otherwise."""
+    head = demangled[: demangled.find("(")]
+    if "<" in head:
+        last = head[head.rfind("<") + 1 : head.rfind(">")].split(",")[-1].strip()
+        if last.isdigit() and 32 <= int(last) <= 1024:
+            return (int(last), 1, 1)
+    return BLOCK
 
 
 def capturable(demangled: str) -> list[str] | None:
@@ -290,14 +307,16 @@ def _args(params: list[str], seed: int) -> list:
     return args
 
 
-def _capture_pair(cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], seed: int, out: Path) -> Agreement:
+def _capture_pair(cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], block, seed: int,
+                  out: Path) -> Agreement:  # fmt: skip
     from mneme import capture
 
     results = []
     for label, path in (("cuda", cuda_ir), ("hip", hip_ir)):
         outputs: dict = {}
         try:
-            capture.capture(path, kernel, GRID, BLOCK, _args(params, seed), out / label, backend="host", outputs=outputs)
+            capture.capture(path, kernel, GRID, block, _args(params, seed), out / label, backend="host", outputs=outputs,
+                            shared_mem=SHARED)  # fmt: skip
             results.append(outputs)
         except Exception as exc:  # noqa: BLE001 - named in the table, the run goes on
             results.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0][:140]}")
@@ -310,7 +329,7 @@ def _capture_pair(cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], s
     worst = max(float(np.nanmax(np.abs(cuda[i].astype(np.float64) - hip[i].astype(np.float64)))) for i in differing)
     ulps = max(int(np.max(np.abs(cuda[i].view(np.int32).astype(np.int64) - hip[i].view(np.int32).astype(np.int64))))
                for i in differing)  # fmt: skip
-    return Agreement(kernel, "differs", f"arguments {differing}: max |diff| {worst:.3g}, {ulps} ulp")
+    return Agreement(kernel, "differs", f"arguments {differing}: max |diff| {worst:.3g}, {ulps} ulp", ulps)
 
 
 def cross_check(cuda_ir: Path, hip_ir: Path, out: Path, limit: int | None = None) -> list[Agreement]:
@@ -329,18 +348,30 @@ def cross_check(cuda_ir: Path, hip_ir: Path, out: Path, limit: int | None = None
         names[path] = set(ir.kernels(module))
         module.close()
     shared = sorted(names[cuda_ir] & names[hip_ir])
-    chosen = [(k, p) for k, d in zip(shared, demangle_all(shared)) if (p := capturable(d))][:limit]
+    chosen = [(k, p, block_of(d)) for k, d in zip(shared, demangle_all(shared)) if (p := capturable(d))][:limit]
     found = []
     context = multiprocessing.get_context("spawn")
     pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)
     try:
-        for n, (kernel, params) in enumerate(chosen):
+        for n, (kernel, params, block) in enumerate(chosen):
             try:
-                found.append(pool.submit(_capture_pair, cuda_ir, hip_ir, kernel, params, n, out / str(n)).result())
+                found.append(pool.submit(_capture_pair, cuda_ir, hip_ir, kernel, params, block, n, out / str(n)).result())
             except concurrent.futures.process.BrokenProcessPool:
                 found.append(Agreement(kernel, "not captured", "the capturing process died (a signal in the host runtime)"))
                 pool.shutdown(cancel_futures=True)
                 pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)
     finally:
         pool.shutdown(cancel_futures=True)
+    return found
+
+
+def host_verdicts(built: Built) -> dict[str, list]:
+    """{arch: `mneme ir check --backend host` verdicts} of every kernel of the built object."""
+    from mneme.plugins.check_commands import check
+
+    verdicts = check((str(built.obj),), None, None, "host")
+    found, start = {}, 0
+    for entry in built.entries():  # check walks the entries in this order, every kernel of each
+        found[entry.arch] = verdicts[start : start + len(entry.kernels)]
+        start += len(entry.kernels)
     return found
