@@ -329,7 +329,7 @@ def _capture_pair(cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], b
     worst = max(float(np.nanmax(np.abs(cuda[i].astype(np.float64) - hip[i].astype(np.float64)))) for i in differing)
     ulps = max(int(np.max(np.abs(cuda[i].view(np.int32).astype(np.int64) - hip[i].view(np.int32).astype(np.int64))))
                for i in differing)  # fmt: skip
-    return Agreement(kernel, "differs", f"arguments {differing}: max |diff| {worst:.3g}, {ulps} ulp", ulps)
+    return Agreement(kernel, "differs", f"arguments {differing}: max abs diff {worst:.3g}, {ulps} ulp", ulps)
 
 
 def cross_check(cuda_ir: Path, hip_ir: Path, out: Path, limit: int | None = None) -> list[Agreement]:
