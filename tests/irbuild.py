@@ -172,10 +172,46 @@ def _cuda_flags(arch: str) -> list[str]:
     ]  # fmt: skip
 
 
-def _hip_flags(arch: str) -> list[str]:
+def isa_version(arch: str) -> int:
+    """The ROCm device libraries' ``__oclc_ISA_version`` of `arch` (gfx90a -> 9010, gfx1100 -> 11000)."""
+    digits = arch[len("gfx"):].split(":")[0]
+    major, minor, step = digits[:-2], digits[-2], digits[-1]
+    return int(major) * 1000 + int(minor, 16) * 100 + int(step, 16)
+
+
+def hip_device_lib_dir(*archs: str) -> Path:
+    """A folder with the ROCm device libraries for `archs`: the installed one, or, when it lacks an
+    `oclc_isa_version_<arch>.bc` (Debian's ROCm 5.2 stops at gfx1036 and gfx940), a folder of links
+    to it plus those one-constant libraries, written here from their ISA versions."""
     bitcode = rocm_bitcode_dir()
     if bitcode is None:
         raise IRBuildError(hip_available()[1])
+    names = {arch: f"oclc_isa_version_{arch[len('gfx'):].split(':')[0]}.bc" for arch in archs}
+    missing = {arch: name for arch, name in names.items() if not (bitcode / name).exists()}
+    if not missing:
+        return bitcode
+    folder = cache_dir() / f"device-libs-{'-'.join(sorted(missing))}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for lib in bitcode.glob("*.bc"):
+        link = folder / lib.name
+        if not link.exists():
+            link.symlink_to(lib)
+    for arch, name in missing.items():
+        if (folder / name).exists():
+            continue
+        text = (f'target triple = "amdgcn-amd-amdhsa"\n@__oclc_ISA_version = linkonce_odr protected '
+                f"local_unnamed_addr addrspace(4) constant i32 {isa_version(arch)}, align 4\n")  # fmt: skip
+        source = folder / f"{name}.ll"
+        source.write_text(text)
+        tmp = folder / f"{name}.tmp{os.getpid()}"
+        subprocess.run([CLANG, "-c", "-emit-llvm", "-nogpulib", "-x", "ir", "-target", "amdgcn-amd-amdhsa", "-o", str(tmp),
+                        str(source)], check=True, capture_output=True)  # fmt: skip
+        os.replace(tmp, folder / name)
+    return folder
+
+
+def _hip_flags(arch: str) -> list[str]:
+    bitcode = hip_device_lib_dir(arch)
     return [
         "-x", "hip", f"--offload-arch={arch}", "--offload-device-only", "--rocm-path=/usr",
         f"--rocm-device-lib-path={bitcode}", "-Wno-unused-command-line-argument",

@@ -7,6 +7,7 @@ The answer is the backend's own `Backend.check`, the check its compile makes.
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import attrs
@@ -43,19 +44,26 @@ def _modules(inputs: tuple[str, ...], rdb: str | None):
         return
     if not inputs:
         raise UsageError("give an IR file (.ll or .bc), a binary built by mneme-cc, or a recording with -rdb")
-    for path in inputs:
-        head = Path(path).read_bytes()[:4]
-        if head == b"\x7fELF" or head == b"!<ar":
-            from mneme.instrument.section import read_entries
+    # Files, not modules: `ir.link` links a file once and hands each kernel its own part, where a
+    # module of hundreds of kernels would be printed and pruned whole for every kernel.
+    with tempfile.TemporaryDirectory(prefix="mneme-check-") as scratch:
+        for n, path in enumerate(inputs):
+            head = Path(path).read_bytes()[:4]
+            if head == b"\x7fELF" or head == b"!<ar":
+                from mneme.instrument.section import read_entries
 
-            entries = read_entries(path)
-            if not entries:
-                raise UsageError(f"{path} has no embedded IR (.mneme_ir); build it with mneme-cc")
-            for entry in entries:
-                yield f"{path}:{entry.source or entry.arch}", list(entry.kernels), ir.load(entry.bitcode, name=f"{path}:{entry.source}")
-        else:
-            module = ir.load(Path(path))
-            yield path, ir.kernels(module), module
+                entries = read_entries(path)
+                if not entries:
+                    raise UsageError(f"{path} has no embedded IR (.mneme_ir); build it with mneme-cc")
+                for k, entry in enumerate(entries):
+                    bitcode = Path(scratch, f"{n}.{k}.bc")
+                    bitcode.write_bytes(entry.bitcode)
+                    yield f"{path}:{entry.source or entry.arch}", list(entry.kernels), bitcode
+            else:
+                module = ir.load(Path(path))
+                names = ir.kernels(module)
+                module.close()
+                yield path, names, Path(path)
 
 
 def check(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_name: str,
@@ -63,18 +71,26 @@ def check(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_
     """The verdict of backend `backend_name` on every kernel of the inputs (or only `kernel`)."""
     if backend_name not in backends():
         raise UsageError(f"no backend {backend_name!r}; installed backends: {', '.join(sorted(backends()))}")
+    from mneme.core import ir
+
     backend = get_backend(backend_name)
     verdicts: list[Verdict] = []
     seen: list[str] = []
-    for label, names, module in _modules(inputs, rdb):
+    for label, names, source in _modules(inputs, rdb):
         for name in names:
             seen.append(name)
             if kernel is not None and name != kernel:
                 continue
+            linked = None
             try:
-                found = backend.check(module, name, arch)
+                if isinstance(source, Path):
+                    linked = ir.link([source], name)
+                found = backend.check(source if linked is None else linked, name, arch)
             except MnemeError as exc:  # e.g. a parameter type it cannot read: not runnable, and why
                 found = [str(exc)]
+            finally:
+                if linked is not None:
+                    linked.close()
             verdicts.append(Verdict(name, label, tuple(found)))
     if kernel is not None and not verdicts:
         raise UsageError(f"no kernel {kernel!r} in the input; kernels present: {', '.join(seen) or 'none'}")

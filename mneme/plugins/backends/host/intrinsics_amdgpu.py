@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from mneme.plugins.backends.host import intrinsics_amdgpu_lanes
 from mneme.plugins.backends.host.intrinsics import CTX_OFFSETS, Signature
 
 RUNTIME_DECLS = {
@@ -30,8 +31,6 @@ _NO_OPS = re.compile(
     r"s\.(waitcnt|sleep|setprio|nop|dcache\.(inv|wb)(\.vol)?|icache\.inv|ttracedata|setreg)|sched\.(barrier|group\.barrier)"
     r"|buffer\.wbinvl1(\.vol|\.sc)?|iglp\.opt"
 )
-# LLVM integer comparison predicates (llvm::CmpInst), as used by llvm.amdgcn.icmp.
-_ICMP = {32: "eq", 33: "ne", 34: "ugt", 35: "uge", 36: "ult", 37: "ule", 38: "sgt", 39: "sge", 40: "slt", 41: "sle"}
 
 
 def _ctx_read(field: str, axis: str) -> list[str]:
@@ -43,56 +42,6 @@ def _ctx_read(field: str, axis: str) -> list[str]:
     ]
 
 
-def _lane() -> list[str]:
-    return [
-        "%c = call ptr @__mneme_ctx()",
-        f"%lp = getelementptr i8, ptr %c, i64 {CTX_OFFSETS['laneid']}",
-        "%lane = load i32, ptr %lp, align 4, !invariant.load !{}",
-    ]
-
-
-def _as_i32(ty: str, value: str, out: str) -> list[str]:
-    if ty == "i32":
-        return [f"{out} = add i32 {value}, 0"]
-    if ty == "float":
-        return [f"{out} = bitcast float {value} to i32"]
-    if ty in ("i16", "i8", "i1"):
-        return [f"{out} = zext {ty} {value} to i32"]
-    if ty in ("half", "bfloat"):
-        return [f"{out}.h = bitcast {ty} {value} to i16", f"{out} = zext i16 {out}.h to i32"]
-    raise KeyError(ty)
-
-
-def _from_i32(ty: str, value: str, out: str) -> list[str]:
-    if ty == "i32":
-        return [f"{out} = add i32 {value}, 0"]
-    if ty == "float":
-        return [f"{out} = bitcast i32 {value} to float"]
-    if ty in ("i16", "i8", "i1"):
-        return [f"{out} = trunc i32 {value} to {ty}"]
-    if ty in ("half", "bfloat"):
-        return [f"{out}.h = trunc i32 {value} to i16", f"{out} = bitcast i16 {out}.h to {ty}"]
-    raise KeyError(ty)
-
-
-def _read_lane(ty: str, value: str, src: str) -> list[str]:
-    """Lines that read `value` (of type `ty`) from lane `src` (an i32) and return it."""
-    if ty in ("i64", "double", "ptr"):
-        to = {"i64": "", "double": "bitcast double", "ptr": "ptrtoint ptr"}[ty]
-        lines = [f"%w = {to} {value} to i64" if to else f"%w = add i64 {value}, 0"]
-        lines += [
-            "%lo = trunc i64 %w to i32", "%hs = lshr i64 %w, 32", "%hi = trunc i64 %hs to i32",
-            f"%rlo = call i32 @__mneme_wave_read(i32 %lo, i32 {src})",
-            f"%rhi = call i32 @__mneme_wave_read(i32 %hi, i32 {src})",
-            "%zlo = zext i32 %rlo to i64", "%zhi = zext i32 %rhi to i64", "%sh = shl i64 %zhi, 32",
-            "%v = or i64 %sh, %zlo",
-        ]  # fmt: skip
-        back = {"i64": "%r = add i64 %v, 0", "double": "%r = bitcast i64 %v to double", "ptr": "%r = inttoptr i64 %v to ptr"}
-        return [*lines, back[ty], f"ret {ty} %r"]
-    return [*_as_i32(ty, value, "%vi"), f"%ri = call i32 @__mneme_wave_read(i32 %vi, i32 {src})",
-            *_from_i32(ty, "%ri", "%r"), f"ret {ty} %r"]  # fmt: skip
-
-
 def _work_items(name: str, sig: Signature) -> list[str] | None:
     if m := re.fullmatch(r"workitem\.id\.([xyz])", name):
         return _ctx_read("tid", m.group(1))
@@ -102,56 +51,6 @@ def _work_items(name: str, sig: Signature) -> list[str] | None:
         return ["%r = call ptr @__mneme_amd_dispatch()", "ret ptr %r"]
     if name == "implicitarg.ptr":
         return ["%r = call ptr @__mneme_amd_implicitarg()", "ret ptr %r"]
-    return None
-
-
-def _lanes(name: str, sig: Signature, wave: int) -> list[str] | None:
-    if name == "wavefrontsize":
-        return [f"ret i32 {wave}"]
-    if name in ("mbcnt.lo", "mbcnt.hi"):
-        # popcount of the mask's bits for the lanes below this one, in the low or high 32 lanes
-        shift = "" if name == "mbcnt.lo" else "%below.hi = lshr i64 %below, 32"
-        below = "%below" if name == "mbcnt.lo" else "%below.hi"
-        return [
-            *_lane(), "%l64 = zext i32 %lane to i64", "%bit = shl i64 1, %l64", "%below = sub i64 %bit, 1",
-            *([shift] if shift else []), f"%b32 = trunc i64 {below} to i32", "%m = and i32 %a0, %b32",
-            "%n = call i32 @llvm.ctpop.i32(i32 %m)", "%r = add i32 %n, %a1", "ret i32 %r",
-        ]  # fmt: skip
-    if name == "ds.bpermute":  # a byte address: lane = addr / 4, modulo the wave
-        return ["%l = lshr i32 %a0, 2", f"%s = and i32 %l, {wave - 1}",
-                "%r = call i32 @__mneme_wave_read(i32 %a1, i32 %s)", "ret i32 %r"]  # fmt: skip
-    if name == "ds.swizzle":
-        # offset >= 0x8000: quad permute (2 bits per lane of each quad); else a bit-mask mode
-        # over groups of 32 lanes: ((lane & and) | or) ^ xor (5-bit masks).
-        return [
-            *_lane(),
-            "%quad = icmp uge i32 %a1, 32768", "%q = and i32 %lane, 3", "%qs = shl i32 %q, 1",
-            "%sel0 = lshr i32 %a1, %qs", "%sel = and i32 %sel0, 3", "%qbase = and i32 %lane, -4",
-            "%qsrc = or i32 %qbase, %sel",
-            "%andm = and i32 %a1, 31", "%or0 = lshr i32 %a1, 5", "%orm = and i32 %or0, 31",
-            "%x0 = lshr i32 %a1, 10", "%xorm = and i32 %x0, 31", "%lo = and i32 %lane, 31",
-            "%t0 = and i32 %lo, %andm", "%t1 = or i32 %t0, %orm", "%t2 = xor i32 %t1, %xorm",
-            "%grp = and i32 %lane, -32", "%bsrc = or i32 %grp, %t2",
-            "%src = select i1 %quad, i32 %qsrc, i32 %bsrc",
-            "%r = call i32 @__mneme_wave_read(i32 %a0, i32 %src)", "ret i32 %r",
-        ]  # fmt: skip
-    if m := re.fullmatch(r"readlane(\..+)?", name):
-        return _read_lane(sig.ret, "%a0", "%a1")
-    if m := re.fullmatch(r"readfirstlane(\..+)?", name):
-        # the first active lane; the host runs whole waves, so lane 0 (docs/design/host-amdgpu.md)
-        return _read_lane(sig.ret, "%a0", "0")
-    if m := re.fullmatch(r"ballot\.(i32|i64)", name):
-        lines = ["%p = zext i1 %a0 to i32", "%b = call i64 @__mneme_wave_ballot(i32 %p)"]
-        return [*lines, "ret i64 %b"] if m.group(1) == "i64" else [*lines, "%r = trunc i64 %b to i32", "ret i32 %r"]
-    if m := re.fullmatch(r"icmp\.(i32|i64)\.(i\d+)", name):
-        ty = m.group(2)
-        lines, prev = [], "false"
-        for code, pred in _ICMP.items():
-            lines += [f"%c{code} = icmp {pred} {ty} %a0, %a1", f"%is{code} = icmp eq i32 %a2, {code}",
-                      f"%s{code} = select i1 %is{code}, i1 %c{code}, i1 {prev}"]  # fmt: skip
-            prev = f"%s{code}"
-        lines += [f"%p = zext i1 {prev} to i32", "%b = call i64 @__mneme_wave_ballot(i32 %p)"]
-        return [*lines, "ret i64 %b"] if m.group(1) == "i64" else [*lines, "%r = trunc i64 %b to i32", "ret i32 %r"]
     return None
 
 
@@ -329,9 +228,114 @@ def _integer(name: str, sig: Signature) -> list[str] | None:
             f"%s = shl {ty} %a0, %lz", f"%v = {shr} {ty} %s, %rz", "%wz = icmp eq i32 %w, 0",
             f"%r = select i1 %wz, {ty} 0, {ty} %v", f"ret {ty} %r",
         ]  # fmt: skip
+    if name == "perm":
+        return _perm()
     if name == "alignbit":
         return ["%r = call i32 @llvm.fshr.i32(i32 %a0, i32 %a1, i32 %a2)", "ret i32 %r"]
     return None
+
+
+_DOT = re.compile(r"(s|u|su)dot(2|4|8)")
+
+
+def _dot_elements(ty: str, value: str, count: int, signed: str, out: str) -> list[str]:
+    """Lines that put the `count` packed elements of `value` in ``{out}0``... as i64; `signed` is
+    an i1 (true, false, or an argument) choosing sign or zero extension."""
+    lines = []
+    bits = 32 // count
+    for k in range(count):
+        e = f"{out}{k}"
+        if ty.startswith("<"):
+            lines.append(f"{e}.n = extractelement {ty} {value}, i32 {k}")
+            narrow = ty.split(" x ")[1].rstrip(">")
+        else:
+            lines.append(f"{e}.s = lshr i32 {value}, {bits * k}")
+            narrow = f"i{bits}"
+            lines.append(f"{e}.n = trunc i32 {e}.s to {narrow}")
+        lines += [f"{e}.sx = sext {narrow} {e}.n to i64", f"{e}.zx = zext {narrow} {e}.n to i64",
+                  f"{e} = select i1 {signed}, i64 {e}.sx, i64 {e}.zx"]  # fmt: skip
+    return lines
+
+
+def _dot(name: str, sig: Signature) -> list[str] | None:
+    """``v_dot{2,4,8}``: the sum of the products of packed 16-, 8- or 4-bit elements plus %c, in
+    32-bit wrap-around arithmetic, or saturated to the 32-bit range under `clamp`. ``sudot`` takes
+    each operand's signedness as an argument; ``fdot2`` multiplies halves (or bfloat16s) exactly and
+    rounds the sum once (through double; a half or bfloat16 result through f32 on the way), clamping to
+    [0, 1] under `clamp`."""
+    if m := _DOT.fullmatch(name):
+        kind, count = m.group(1), int(m.group(2))
+        if kind == "su":  # (i1 a_signed, a, i1 b_signed, b, c, i1 clamp)
+            (sa, a, sb, b, c, clamp), signed_c = ("%a0", "%a1", "%a2", "%a3", "%a4", "%a5"), "true"
+            ta = tb = sig.params[1]
+        else:
+            sa = sb = signed_c = "true" if kind == "s" else "false"
+            a, b, c, clamp = "%a0", "%a1", "%a2", "%a3"
+            ta, tb = sig.params[0], sig.params[1]
+        lines = [*_dot_elements(ta, a, count, sa, "%x"), *_dot_elements(tb, b, count, sb, "%y"),
+                 "%cs = sext i32 " + c + " to i64", "%cz = zext i32 " + c + " to i64",
+                 f"%acc0 = select i1 {signed_c}, i64 %cs, i64 %cz"]  # fmt: skip
+        for k in range(count):
+            lines += [f"%pr{k} = mul i64 %x{k}, %y{k}", f"%acc{k + 1} = add i64 %acc{k}, %pr{k}"]
+        total = f"%acc{count}"
+        lo, hi = (-(1 << 31), (1 << 31) - 1) if signed_c == "true" else (0, (1 << 32) - 1)
+        lines += [f"%lo = icmp slt i64 {total}, {lo}", f"%hi = icmp sgt i64 {total}, {hi}",
+                  f"%c0 = select i1 %lo, i64 {lo}, i64 {total}", f"%c1 = select i1 %hi, i64 {hi}, i64 %c0",
+                  f"%sat = select i1 {clamp}, i64 %c1, i64 {total}", "%r = trunc i64 %sat to i32", "ret i32 %r"]  # fmt: skip
+        return lines
+    if re.fullmatch(r"fdot2(\.(f16\.f16|bf16\.bf16|f32\.bf16))?", name):
+        vec = sig.params[0]
+        elem = vec.split(" x ")[1].rstrip(">")
+        lines = []
+        for k, op in enumerate(("%a0", "%a1")):
+            for i in range(2):
+                lines.append(f"%e{k}{i}.n = extractelement {vec} {op}, i32 {i}")
+                if elem == "i16":  # bfloat16 bits
+                    lines += [f"%e{k}{i}.b = bitcast i16 %e{k}{i}.n to bfloat", f"%e{k}{i} = fpext bfloat %e{k}{i}.b to double"]
+                else:
+                    lines.append(f"%e{k}{i} = fpext {elem} %e{k}{i}.n to double")
+        ret = sig.ret
+        lines += ["%p0 = fmul double %e00, %e10", "%p1 = fmul double %e01, %e11", "%s0 = fadd double %p0, %p1",
+                  f"%cd = fpext {sig.params[2]} %a2 to double" if sig.params[2] != "double" else "%cd = fadd double %a2, 0.0",
+                  "%s = fadd double %s0, %cd"]  # fmt: skip
+        if ret == "float":
+            lines.append("%r0 = fptrunc double %s to float")
+        elif ret == "half":  # through f32: the CPU has no direct double -> half conversion
+            lines += ["%sf = fptrunc double %s to float", "%r0 = fptrunc float %sf to half"]
+        else:  # bfloat: round the f32 to nearest even by hand (no libcall), NaN stays NaN
+            lines += ["%sf = fptrunc double %s to float", "%sb = bitcast float %sf to i32", "%odd0 = lshr i32 %sb, 16",
+                      "%odd = and i32 %odd0, 1", "%bias = add i32 %odd, 32767", "%rnd = add i32 %sb, %bias",
+                      "%top = lshr i32 %rnd, 16", "%nan = fcmp uno float %sf, 0.0", "%bits = select i1 %nan, i32 32704, i32 %top",
+                      "%b16 = trunc i32 %bits to i16", f"%r0 = bitcast i16 %b16 to {ret}"]  # fmt: skip
+        if len(sig.params) == 4:  # clamp to [0, 1]
+            suffix = {"float": "f32", "half": "f16"}[ret]
+            lines += [f"%lo = call {ret} @llvm.maxnum.{suffix}({ret} %r0, {ret} 0.0)",
+                      f"%cl = call {ret} @llvm.minnum.{suffix}({ret} %lo, {ret} 1.0)",
+                      f"%r = select i1 %a3, {ret} %cl, {ret} %r0", f"ret {ret} %r"]  # fmt: skip
+            return lines
+        return [*lines, f"ret {ret} %r0"]
+    return None
+
+
+def _perm() -> list[str]:
+    """``v_perm_b32``: byte k of the result is selector byte k of %a2 applied to {%a0:%a1}: 0-7 a
+    byte, 8-11 the sign of byte 1, 3, 5 or 7 spread over the byte, 12 zero, 13 and up 0xFF."""
+    lines = ["%h = zext i32 %a0 to i64", "%hs = shl i64 %h, 32", "%l = zext i32 %a1 to i64", "%d = or i64 %hs, %l",
+             "%acc0 = add i32 0, 0"]  # fmt: skip
+    for k in range(4):
+        lines += [
+            f"%s{k}.0 = lshr i32 %a2, {8 * k}", f"%s{k} = and i32 %s{k}.0, 255",
+            f"%sel{k}.8 = shl i32 %s{k}, 3", f"%sh{k} = zext i32 %sel{k}.8 to i64", f"%by{k}.0 = lshr i64 %d, %sh{k}",
+            f"%by{k} = and i64 %by{k}.0, 255",
+            f"%sg{k}.i = sub i32 %s{k}, 8", f"%sg{k}.b0 = shl i32 %sg{k}.i, 4", f"%sg{k}.b = add i32 %sg{k}.b0, 15",
+            f"%sg{k}.sh = zext i32 %sg{k}.b to i64", f"%sg{k}.bit0 = lshr i64 %d, %sg{k}.sh", f"%sg{k}.bit = and i64 %sg{k}.bit0, 1",
+            f"%sg{k}.set = icmp ne i64 %sg{k}.bit, 0", f"%sg{k} = select i1 %sg{k}.set, i64 255, i64 0",
+            f"%isb{k} = icmp ult i32 %s{k}, 8", f"%iss{k} = icmp ult i32 %s{k}, 12", f"%isz{k} = icmp eq i32 %s{k}, 12",
+            f"%v{k}.0 = select i1 %isz{k}, i64 0, i64 255", f"%v{k}.1 = select i1 %iss{k}, i64 %sg{k}, i64 %v{k}.0",
+            f"%v{k}.2 = select i1 %isb{k}, i64 %by{k}, i64 %v{k}.1", f"%v{k} = trunc i64 %v{k}.2 to i32",
+            f"%vs{k} = shl i32 %v{k}, {8 * k}", f"%acc{k + 1} = or i32 %acc{k}, %vs{k}",
+        ]  # fmt: skip
+    return [*lines, "ret i32 %acc4"]
 
 
 def implement(intrinsic: str, fn_type: str, new_name: str, wave: int = 64) -> str | None:
@@ -346,7 +350,7 @@ def implement(intrinsic: str, fn_type: str, new_name: str, wave: int = 64) -> st
         words = ", ".join(f"i64 {w}" for w in _two_over_pi_words())
         table = f"@{TWO_OVER_PI} = private unnamed_addr constant [21 x i64] [{words}], align 8"
         return table + "\n" + sig.header(new_name) + "\n" + "\n".join("  " + line for line in lines) + "\n}"
-    for rule in (_work_items, lambda n, s: _lanes(n, s, wave), _sync, _math, _integer):
+    for rule in (_work_items, _dot, lambda n, s: intrinsics_amdgpu_lanes.implement(n, s, wave), _sync, _math, _integer):
         try:
             lines = rule(name, sig)
         except (KeyError, IndexError):

@@ -103,13 +103,16 @@ def strip_target_attributes(text: str) -> str:
 
 
 def _strip_group(line: str) -> str:
+    # AMDGPU code keeps its wave width, which the target-cpu and target-features told
+    wave = f' "{retarget_amdgpu.WAVE_ATTRIBUTE}"="{retarget_amdgpu.wave_size(line)}"' if '"target-cpu"="gfx' in line else ""
+    line = _TARGET_ATTRIBUTE.sub("", line)
+    if wave and retarget_amdgpu.WAVE_ATTRIBUTE not in line:
+        line = re.sub(r"\s*\}$", wave + " }", line)
     # a group left empty is invalid IR; GPU code never unwinds, so nounwind keeps it true and valid
-    return re.sub(r"\{\s*\}$", "{ nounwind }", _TARGET_ATTRIBUTE.sub("", line))
+    return re.sub(r"\{\s*\}$", "{ nounwind }", line)
 
 
-_SYNC_INTRINSIC = re.compile(r"@llvm\.nvvm\.(barrier|bar\.|shfl\.|vote\.|activemask|match\.)"
-                             r"|@llvm\.amdgcn\.(s\.barrier|wave\.barrier|ds\.bpermute|ds\.swizzle|readlane|readfirstlane"
-                             r"|ballot|icmp)")
+_SYNC_INTRINSIC = re.compile(r"@llvm\.nvvm\.(barrier|bar\.|shfl\.|vote\.|activemask|match\.)|" + retarget_amdgpu.SYNC.pattern)
 
 
 def inline_synchronizing_functions(text: str) -> str:

@@ -19,21 +19,29 @@ from __future__ import annotations
 
 import re
 
-from mneme.plugins.backends.host import intrinsics_amdgpu
+from mneme.plugins.backends.host import intrinsics_amdgpu, intrinsics_amdgpu_lanes
 
 #: The global the retargeted module defines with its wave width (read by the loader).
 WAVE_GLOBAL = "__mneme_wave"
 _ALLOCA_SPACE = re.compile(r", addrspace\(\d+\)")
 _NOT_STATE = re.compile(r"__hip_cuid_|_ZN\d+__HIP_Coordinates|__oclc_|__hip_device_heap")
-_SYNC = re.compile(r"@llvm\.amdgcn\.(s\.barrier|wave\.barrier|ds\.bpermute|ds\.swizzle|readlane|readfirstlane|ballot|icmp)")
+SYNC = re.compile(r"@llvm\.amdgcn\.(s\.barrier|wave\.barrier|" + intrinsics_amdgpu_lanes.CROSS_LANE.pattern + ")")
 
 
 def is_amdgpu(triple: str) -> bool:
     return (triple or "").startswith("amdgcn")
 
 
+#: The attribute that keeps a function's wave width once its target-cpu and target-features are gone.
+WAVE_ATTRIBUTE = "mneme-wave"
+
+
 def wave_size(text: str) -> int:
-    """Lanes per wave of the code in `text` (its ``target-cpu`` and ``target-features``)."""
+    """Lanes per wave of the code in `text` (its ``target-cpu`` and ``target-features``, or the
+    ``mneme-wave`` attribute `retarget.strip_target_attributes` leaves in their place)."""
+    kept = re.search(r'"mneme-wave"="(\d+)"', text)
+    if kept:
+        return int(kept.group(1))
     cpu = re.search(r'"target-cpu"="(gfx(\d+)[\w]*)"', text)
     if '+wavefrontsize64' in text:
         return 64
@@ -60,7 +68,7 @@ def is_program_state(name: str) -> bool:
 
 def synchronizes(body: str) -> bool:
     """Whether IR text calls an AMDGPU barrier or cross-lane operation."""
-    return bool(_SYNC.search(body))
+    return bool(SYNC.search(body))
 
 
 _READ_REGISTER = re.compile(r"@llvm\.read_register\.(i32|i64)\(metadata (![\w.]+)\)")

@@ -226,14 +226,13 @@ def test_unsupported_amdgpu_intrinsics_are_refused_by_name():
         'target datalayout = "e-p:64:64-p1:64:64-p2:32:32-p3:32:32-p4:64:64-p5:32:32-p6:32:32-i64:64-v16:16-v24:32'
         '-v32:32-v48:64-v96:128-v192:256-v256:256-v512:512-v1024:1024-v2048:2048-n32:64-S32-A5-G1-ni:7:8:9"\n'
         'target triple = "amdgcn-amd-amdhsa"\n'
-        "declare i32 @llvm.amdgcn.mov.dpp.i32(i32, i32, i32, i32, i1)\n"
+        "declare i32 @llvm.amdgcn.s.getreg(i32)\n"
         "define amdgpu_kernel void @k(ptr addrspace(1) %p) {\n"
-        "  %v = load i32, ptr addrspace(1) %p\n"
-        "  %d = call i32 @llvm.amdgcn.mov.dpp.i32(i32 %v, i32 273, i32 15, i32 15, i1 false)\n"
+        "  %d = call i32 @llvm.amdgcn.s.getreg(i32 6149)\n"
         "  store i32 %d, ptr addrspace(1) %p\n  ret void\n}\n"
     )
     backend = get_backend("host")
-    with pytest.raises(UnsupportedError, match=r"llvm\.amdgcn\.mov\.dpp\.i32.*'k'"):
+    with pytest.raises(UnsupportedError, match=r"llvm\.amdgcn\.s\.getreg.*'k'"):
         backend.compile(llvm.parse_assembly(text), "k", ExperimentConfiguration(grid=1, block=64), backend.arch())
 
 

@@ -1,0 +1,209 @@
+"""Host-backend throughput against a plain C loop doing the same work on the same cores (issue 40, item 4).
+
+Three memory-bound kernels (saxpy, a 3-point stencil, a sum reduction), each in three launch shapes:
+one element per thread (blocks of 256), a grid-stride loop over 64 blocks of 256 threads (what the
+examples launch), and 2D tiles of 16x16 threads over rows of 1024. Sizes from 2^16 to 2^22 floats.
+The C loop is `cc -O3 -march=native -fopenmp`, the better of one thread and one per online CPU (the
+host runtime runs blocks on one worker per online CPU). Figures: best of --repeat launches, effective bandwidth (bytes the kernel must move
+once), and host / C bandwidth (target: at least 0.5, whatever the shape). Writes
+benchmarks/results/host-throughput.md.
+Run: python benchmarks/bench_host_throughput.py [--sizes 16,18,20,22] [--repeat 5] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import platform
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from irbuild import build_cuda_ir
+
+from mneme.core.backend import get_backend
+from mneme.core.types import ExperimentConfiguration
+
+BASE = 0x2E0000000000
+ROW = 1024  # the 2D shape's row length
+
+KERNELS = r"""
+extern "C" __global__ void saxpy_each(int n, float a, const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void saxpy_stride(int n, float a, const float* x, float* y) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void saxpy_tile(int n, float a, const float* x, float* y) {
+  int i = (blockIdx.y * blockDim.y + threadIdx.y) * 1024 + blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void stencil_each(int n, const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i > 0 && i < n - 1) y[i] = (x[i - 1] + x[i] + x[i + 1]) * (1.0f / 3.0f);
+}
+extern "C" __global__ void stencil_stride(int n, const float* x, float* y) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    if (i > 0 && i < n - 1) y[i] = (x[i - 1] + x[i] + x[i + 1]) * (1.0f / 3.0f);
+}
+extern "C" __global__ void stencil_tile(int n, const float* x, float* y) {
+  int i = (blockIdx.y * blockDim.y + threadIdx.y) * 1024 + blockIdx.x * blockDim.x + threadIdx.x;
+  if (i > 0 && i < n - 1) y[i] = (x[i - 1] + x[i] + x[i + 1]) * (1.0f / 3.0f);
+}
+// Sums: each thread adds its elements, the block adds its threads' sums in shared memory, one atomic per block.
+__device__ void block_sum(float v, float* out) {
+  __shared__ float s[256];
+  int t = threadIdx.y * blockDim.x + threadIdx.x, size = blockDim.x * blockDim.y;
+  s[t] = v;
+  __syncthreads();
+  for (int k = size / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) atomicAdd(out, s[0]);
+}
+extern "C" __global__ void sum_each(int n, const float* x, float* out) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  block_sum(i < n ? x[i] : 0.0f, out);
+}
+extern "C" __global__ void sum_stride(int n, const float* x, float* out) {
+  float v = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) v += x[i];
+  block_sum(v, out);
+}
+extern "C" __global__ void sum_tile(int n, const float* x, float* out) {
+  int i = (blockIdx.y * blockDim.y + threadIdx.y) * 1024 + blockIdx.x * blockDim.x + threadIdx.x;
+  block_sum(i < n ? x[i] : 0.0f, out);
+}
+"""
+
+C_LOOPS = r"""
+#include <omp.h>
+void saxpy(int n, float a, const float* x, float* y, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int i = 0; i < n; i++) y[i] = a * x[i] + y[i];
+}
+void stencil(int n, const float* x, float* y, int threads) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (int i = 1; i < n - 1; i++) y[i] = (x[i - 1] + x[i] + x[i + 1]) * (1.0f / 3.0f);
+}
+float sum(int n, const float* x, int threads) {
+  float total = 0.0f;
+#pragma omp parallel for schedule(static) num_threads(threads) reduction(+ : total)
+  for (int i = 0; i < n; i++) total += x[i];
+  return total;
+}
+"""
+# Bytes each kernel must move once per element: saxpy reads x and y and writes y; the stencil reads x
+# and writes y; the sum reads x.
+BYTES = {"saxpy": 12, "stencil": 8, "sum": 4}
+
+
+def shapes(n: int) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    return {"each": ((n // 256,), (256,)), "stride": ((64,), (256,)), "tile": ((ROW // 16, n // ROW // 16), (16, 16))}
+
+
+def c_library(folder: Path) -> ctypes.CDLL:
+    src, lib = folder / "loops.c", folder / "loops.so"
+    src.write_text(C_LOOPS)
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    loops = ctypes.CDLL(str(lib))
+    loops.sum.restype = ctypes.c_float
+    return loops
+
+
+def best(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="16,18,20,22", help="log2 of the element counts")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "host-throughput.md")
+    opts = parser.parse_args()
+    import llvmlite.binding as llvm
+
+    sizes = [1 << int(s) for s in opts.sizes.split(",")]
+    top = max(sizes)
+    backend = get_backend("host")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mneme-throughput-") as scratch:
+        source = Path(scratch, "throughput.cu")
+        source.write_text(KERNELS)
+        module_text = build_cuda_ir(source, opt="-O3").read_text()
+        loops = c_library(Path(scratch))
+        rng = np.random.default_rng(0)
+        x, y = rng.random(top, dtype=np.float32), rng.random(top, dtype=np.float32)
+        xp, yp = x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p)
+        with backend.open_device() as dev:
+            dev.reserve(BASE, 1 << 32)
+            ax, ay, aout = BASE, BASE + (1 << 28), BASE + (2 << 28)
+            for addr, data in ((ax, x), (ay, y), (aout, np.zeros(16, np.float32))):
+                dev.map(addr, data.nbytes)
+                dev.write(addr, data.tobytes())
+            loaded = {}
+            for name in ("saxpy", "stencil", "sum"):
+                for shape in ("each", "stride", "tile"):
+                    kernel = f"{name}_{shape}"
+                    binary = backend.compile(llvm.parse_assembly(module_text), kernel,
+                                             ExperimentConfiguration(grid=64, block=256), backend.arch())  # fmt: skip
+                    loaded[kernel] = dev.load(binary)
+            threads = sorted({1, os.cpu_count() or 1})
+            for n in sizes:
+                # the better of one thread and one per CPU: the loop's best on these cores
+                c_time = {
+                    "saxpy": min(best(lambda: loops.saxpy(n, ctypes.c_float(2.0), xp, yp, t), opts.repeat) for t in threads),
+                    "stencil": min(best(lambda: loops.stencil(n, xp, yp, t), opts.repeat) for t in threads),
+                    "sum": min(best(lambda: loops.sum(n, xp, t), opts.repeat) for t in threads),
+                }
+                for name, args in (("saxpy", struct.pack("<ifQQ", n, 2.0, ax, ay)), ("stencil", struct.pack("<i4xQQ", n, ax, ay)),
+                                   ("sum", struct.pack("<i4xQQ", n, ax, aout))):  # fmt: skip
+                    for shape, (grid, block) in shapes(n).items():
+                        kernel = loaded[f"{name}_{shape}"]
+                        dev.launch(kernel, grid, block, 0, args)
+                        host = min(dev.time(kernel, grid, block, 0, args, opts.repeat))
+                        gbs = BYTES[name] * n / host / 1e9
+                        c_gbs = BYTES[name] * n / c_time[name] / 1e9
+                        rows.append((name, shape, n, host, c_time[name], gbs, c_gbs))
+                        print(f"{name:8} {shape:7} 2^{n.bit_length() - 1:<3} host {host * 1e3:9.3f} ms {gbs:7.2f} GB/s   "
+                              f"C {c_time[name] * 1e3:8.3f} ms {c_gbs:7.2f} GB/s   ratio {gbs / c_gbs:5.2f}", flush=True)  # fmt: skip
+    lines = [
+        "# Host-backend throughput against a plain C loop",
+        "",
+        f"Machine: {platform.node()} ({llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs; C: `cc -O3 -march=native "
+        "-fopenmp`, the better of 1 thread and 1 per CPU. Best of "
+        f"{opts.repeat} launches; load average at the end {os.getloadavg()[0]:.1f} (a shared machine's other work "
+        "makes every figure noisy). Shapes: `each` one element per thread (blocks of 256), `stride` a grid-stride "
+        "loop over 64 blocks of 256, `tile` 16x16 blocks over rows of 1024.",
+        "",
+        "| kernel | shape | elements | host ms | C ms | host GB/s | C GB/s | host / C |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *(f"| {k} | {s} | 2^{n.bit_length() - 1} | {h * 1e3:.3f} | {c * 1e3:.3f} | {g:.2f} | {cg:.2f} | {g / cg:.2f} |"
+          for k, s, n, h, c, g, cg in rows),
+        "",
+    ]  # fmt: skip
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    opts.out.write_text("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

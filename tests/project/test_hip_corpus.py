@@ -1,0 +1,83 @@
+"""Third-party HIP kernels from PyPI (llama.cpp's GPU back end in llama-cpp-python 0.2.56, built as HIP
+by `mneme-cc clang++ -x hip` for gfx90a, gfx942 and gfx1100): every architecture's IR is embedded,
+every kernel clang built has IR and a code object through the hip backend, and the host backend runs
+at least 95% of them, naming what it refuses (issue 40).
+
+The sdist (tests/hip_corpus.py) is downloaded and built on first use and cached under
+~/.cache/mneme/corpus; the tests skip, saying why, where PyPI or the HIP toolchain cannot be reached.
+"""
+
+from __future__ import annotations
+
+import pytest
+from skips import needs
+
+import hip_corpus as hc
+import kernel_corpus as kc
+
+pytestmark = [needs("clang++-19", "llvm-objcopy-19", "ld.lld-19"),
+              pytest.mark.skipif(not hc.available()[0], reason=hc.available()[1]), pytest.mark.slow]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def built():
+    try:
+        root = kc.fetch(hc.LLAMA_HIP)
+    except kc.CorpusUnavailable as exc:
+        pytest.skip(str(exc))
+    done = hc.build(root)
+    assert done.ok, done.messages[-3000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def verdicts(built):
+    return hc.host_verdicts(built)
+
+
+def test_the_unit_builds_as_hip_and_carries_ir_for_each_architecture(built):
+    by_arch = {entry.arch: entry for entry in built.entries()}
+    assert sorted(by_arch) == sorted(hc.ARCHS)
+    clang_kernels = hc.code_object_kernels(built.obj)
+    assert sorted(clang_kernels) == sorted(hc.ARCHS)
+    for arch, entry in by_arch.items():
+        assert entry.language == "hip"
+        assert len(entry.kernels) > 250, arch  # llama.cpp 0.2.56's ggml-cuda.cu has 307 kernels on gfx90a
+        assert set(entry.kernels) == clang_kernels[arch], arch  # every kernel clang built has its IR
+
+
+@pytest.mark.parametrize("arch", hc.ARCHS)
+def test_every_kernel_gets_a_code_object_through_the_hip_backend(built, arch):
+    entry = next(e for e in built.entries() if e.arch == arch)
+    failed = hc.code_objects_through_hip(entry, arch)
+    assert not failed, "\n".join(failed[:20])
+
+
+def test_the_host_backend_runs_95_percent_and_names_what_it_refuses(verdicts):
+    assert sorted(verdicts) == sorted(hc.ARCHS)
+    for arch, found in verdicts.items():
+        assert len(found) > 250, arch
+        runnable = sum(v.runnable for v in found)
+        refused = [f"{v.kernel}: {'; '.join(v.unsupported)}" for v in found if not v.runnable]
+        assert runnable >= 0.95 * len(found), f"{arch}: {runnable} of {len(found)}\n" + "\n".join(refused[:30])
+        assert all(v.unsupported and all(u.strip() for u in v.unsupported) for v in found if not v.runnable)
+
+
+def test_cuda_and_hip_builds_of_the_same_kernels_agree_on_the_host(built, tmp_path):
+    # the same release's ggml-cuda.cu built for CUDA and for HIP, run on the host with the same inputs:
+    # bit for bit, but for kernels calling the vendors' math libraries (libdevice vs ocml: a few ulp)
+    root = kc.fetch(hc.LLAMA_HIP)
+    try:
+        cuda_ir = hc.build_cuda_ir(root)
+    except kc.CorpusUnavailable as exc:
+        pytest.skip(str(exc))
+    hip_ir = tmp_path / "gfx90a.bc"
+    hip_ir.write_bytes(next(e for e in built.entries() if e.arch == "gfx90a").bitcode)
+    found = hc.cross_check(cuda_ir, hip_ir, tmp_path / "captures")
+    report = "\n".join(f"{a.status} {a.kernel} {a.detail}" for a in found)
+    assert len(found) >= 30, report
+    assert sum(a.status == "identical" for a in found) >= 20, report
+    for a in found:
+        if a.status == "differs":
+            assert any(m in a.kernel for m in hc.VENDOR_MATH) and a.ulps <= hc.MATH_ULPS, report
+    assert sum(a.status == "not captured" for a in found) <= len(found) // 10, report
