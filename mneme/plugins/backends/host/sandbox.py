@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import faulthandler
 import json
 import os
 import platform
@@ -77,6 +78,9 @@ def worker_threads() -> int:
 def _child(sock: socket.socket, data: bytes, kernel_name: str, parent: int) -> None:
     """The sandbox's side, before its filter: link the object, say what it is, serve (never returns)."""
     fd = sock.fileno()
+    # A crash here is the backend's to report (it names the signal); the inherited faulthandler (pytest's,
+    # a user's) would print the Python stack and every loaded extension module of a process that is not theirs.
+    faulthandler.disable()
     try:
         loaded = host_image.LoadedImage(data, kernel_name)
         info = loaded.info
