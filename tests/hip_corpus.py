@@ -332,10 +332,11 @@ def _capture_pair(cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], b
     return Agreement(kernel, "differs", f"arguments {differing}: max abs diff {worst:.3g}, {ulps} ulp", ulps)
 
 
-def cross_check(cuda_ir: Path, hip_ir: Path, out: Path, limit: int | None = None) -> list[Agreement]:
+def cross_check(cuda_ir: Path, hip_ir: Path, out: Path, limit: int | None = None, every: int = 1) -> list[Agreement]:
     """Capture every automatically capturable kernel both builds share on the host backend with the
     same inputs and compare every buffer afterwards, bit for bit. The captures run in a worker
-    process, started again when one dies (a crash is a finding of its own, not the end of the run)."""
+    process, started again when one dies (a crash is a finding of its own, not the end of the run).
+    `every`: take every n-th capturable kernel (a spread of the corpus, for CI)."""
     import concurrent.futures
     import multiprocessing
 
@@ -348,7 +349,7 @@ def cross_check(cuda_ir: Path, hip_ir: Path, out: Path, limit: int | None = None
         names[path] = set(ir.kernels(module))
         module.close()
     shared = sorted(names[cuda_ir] & names[hip_ir])
-    chosen = [(k, p, block_of(d)) for k, d in zip(shared, demangle_all(shared)) if (p := capturable(d))][:limit]
+    chosen = [(k, p, block_of(d)) for k, d in zip(shared, demangle_all(shared)) if (p := capturable(d))][::every][:limit]
     found = []
     context = multiprocessing.get_context("spawn")
     pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)

@@ -147,6 +147,9 @@ class Backend(abc.ABC):
     #: when the module's text holds one of `kernel_marks` (a kernel calling convention, an intrinsic prefix).
     default_triple: ClassVar[str] = ""
     kernel_marks: ClassVar[tuple[str, ...]] = ()
+    #: Function attributes of its IR whose value "min,max" bounds a block's threads (a kernel's launch
+    #: bounds as its compiler writes them): launch contracts (`mneme.core.tuning.contracts`) read them.
+    thread_range_attributes: ClassVar[tuple[str, ...]] = ()
     #: ELF `e_machine` values of the code images its devices load (docs/design/interfaces.md).
     elf_machines: ClassVar[tuple[int, ...]] = ()
     #: The MNEME_* environment variables it reads (`mneme.core.envvars.EnvVar`), for `mneme config`.

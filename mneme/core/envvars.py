@@ -92,7 +92,9 @@ _VARS = [
 
 # Names in the sources that are not environment variables: header guards and compile-time macros.
 NOT_VARIABLES = frozenset({"MNEME_ANNOTATE_H", "MNEME_CUPTI_TIMER_H", "MNEME_CUPTI", "MNEME_DEVICE_TIMER",
-                           "MNEME_NVCC_COMPAT_H", "MNEME_COMPAT_PAIR"})
+                           "MNEME_NVCC_COMPAT_H", "MNEME_COMPAT_PAIR",
+                           # the original Mneme's diff-epilogue magic and a Python constant, not variables
+                           "MNEME_DIFF_V1", "MNEME_ONLY_KEYS"})
 
 
 @functools.lru_cache(maxsize=1)

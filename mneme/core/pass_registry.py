@@ -143,8 +143,12 @@ def parse_into(pass_builder: Any, module_pass_manager: Any, text: str) -> None:
 _check_lock = threading.Lock()
 
 
-# Targets whose passes a pipeline may name (a target registers its own, e.g. nvvm-reflect, amdgpu-*).
-_CHECK_TRIPLES = ("", "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa")
+def _check_triples() -> tuple[str, ...]:
+    """The host ("") and every installed backend's GPU triple: a pipeline may name a pass only one target
+    registers (the backends declare their triples: `mneme.core.targets`)."""
+    from mneme.core import targets
+
+    return ("", *dict.fromkeys(t for t in targets.default_triples() if t))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -161,7 +165,7 @@ def check_pipeline(text: str) -> None:
     first: UsageError | None = None
     with _check_lock:
         ir.initialize()
-        for triple in _CHECK_TRIPLES:
+        for triple in _check_triples():
             try:
                 target = llvm.Target.from_triple(triple) if triple else llvm.Target.from_default_triple()
             except RuntimeError:  # a target this llvmlite lacks

@@ -53,3 +53,13 @@ def triple_for_marks(text: str) -> str:
         if cls.default_triple and any(mark in text for mark in cls.kernel_marks):
             return cls.default_triple
     return ""
+
+
+def default_triples() -> list[str]:
+    """Every installed backend's `default_triple` (the GPU triples whose IR Mneme compiles), by priority."""
+    return [cls.default_triple for cls in _backend_classes() if cls.default_triple]
+
+
+def thread_range_attributes() -> list[str]:
+    """Every installed backend's `thread_range_attributes` (function attributes bounding a block's threads)."""
+    return list(dict.fromkeys(a for cls in _backend_classes() for a in cls.thread_range_attributes))

@@ -18,6 +18,7 @@ class HipBackend(Backend):
     name = "hip"
     target = "amdgpu"
     ir_targets = {"amdgpu": ("amdgcn",)}
+    thread_range_attributes = ("amdgpu-flat-work-group-size",)  # __launch_bounds__ as clang writes it
     default_triple = codegen.TRIPLE
     kernel_marks = ("amdgpu_kernel", "@llvm.amdgcn.")
     elf_machines = (224,)  # EM_AMDGPU: code objects (hsaco)

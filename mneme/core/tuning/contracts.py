@@ -2,7 +2,7 @@
 
 Many kernels assume their block shape: a shared tile sized at compile time and indexed by
 thread ids, indices computed from a constant tile instead of ``blockDim``, or launch bounds
-(``__launch_bounds__``, ``reqntid``, ``amdgpu-flat-work-group-size``). A space that tries other
+(``__launch_bounds__``, ``reqntid``, the thread ranges the backends declare). A space that tries other
 shapes spends its budget on launches that fault or compute the wrong thing. `infer` reads the
 kernel's IR (after a standard -O2 clean-up, so thread ids are SSA values, not allocas) and returns
 a `LaunchContract`: rules, each with the reason a user reads, that a block must satisfy.
@@ -336,9 +336,12 @@ def _annotations(text: str, kernel: str) -> dict[str, list[int | None]]:
         if value:
             numbers = [int(v) for v in value.split(",") if v.strip()]
             found[key] = [*numbers, *[None] * (3 - len(numbers))][:3]
-    flat = function_attribute(text, kernel, "amdgpu-flat-work-group-size")
-    if flat and "," in flat:
-        found["amdgpu"] = [int(flat.split(",")[1]), None, None]
+    from mneme.core import targets
+
+    for attribute in targets.thread_range_attributes():  # "min,max" of a block's threads
+        bounds = function_attribute(text, kernel, attribute)
+        if bounds and "," in bounds:
+            found[attribute] = [int(bounds.split(",")[1]), None, None]
     return found
 
 
@@ -349,7 +352,8 @@ def _metadata_rules(text: str, kernel: str, recorded: tuple[int, int, int]) -> l
         shape = tuple(v if v is not None else 1 for v in found["reqntid"])
         rules.append(Rule("required", f"the kernel requires a block of exactly {'x'.join(map(str, shape))} "
                                       "threads (reqntid)", exact=shape))  # type: ignore[arg-type]
-    for key, words in (("maxntid", "maxntid / __launch_bounds__"), ("amdgpu", "amdgpu-flat-work-group-size")):
+    ranges = [(key, key) for key in found if key not in ("maxntid", "reqntid")]
+    for key, words in (("maxntid", "maxntid / __launch_bounds__"), *ranges):
         if key in found:
             total = math.prod(v for v in found[key] if v is not None)
             rules.append(Rule("max_threads", f"the kernel is compiled for at most {total} threads per block ({words})",
@@ -424,7 +428,7 @@ def _dimension_rules(text: str, recorded: tuple[int, int, int]) -> tuple[list[Ru
     reads = {(kind, axis) for kind, axis in _SREG.findall(text)}
     for kind, axis in _AMD_ID.findall(text):
         reads.add(("tid" if kind == "workitem" else "ctaid", axis))
-    amd_dims = bool(_AMD_DIMS.search(text))  # blockDim on AMDGPU comes from the dispatch packet
+    amd_dims = bool(_AMD_DIMS.search(text))  # blockDim read from the dispatch packet, not a special register
     rules = []
     for i, axis in enumerate(AXES):
         if ("tid", axis) not in reads or ("ntid", axis) in reads or amd_dims:

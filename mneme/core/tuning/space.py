@@ -504,7 +504,8 @@ def _load_class(path: Path, cls_name: str) -> type[SearchSpace]:
         raise UsageError(f"importing space file {path} failed: {exc!r}") from exc
     cls = getattr(module, cls_name, None)
     if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
-        if isinstance(cls, type) and hasattr(cls, "sample_optuna"):  # the original Mneme API's SearchSpace
+        if isinstance(cls, type) and any(base.__module__.startswith(("mneme.compat.", "mneme.tuning."))
+                                         for base in cls.__mro__):  # the original Mneme API's SearchSpace
             raise UsageError(f"{path}:{cls_name} is a SearchSpace of the original Mneme API; run it with the "
                              f"original's tuner: mneme tune --space-module {path}:{cls_name} (or --layout original)")
         raise UsageError(f"{path} has no SearchSpace subclass named {cls_name!r}")

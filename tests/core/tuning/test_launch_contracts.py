@@ -109,6 +109,12 @@ def test_required_block_and_amdgpu_work_group_size_from_attributes():
     contract = contracts.infer_from_text(annotated, "saxpy_gridstride", (64, 1, 1))
     assert contract.allows((64, 1, 1)) and not contract.allows((128, 1, 1)) and not contract.allows((32, 1, 1))
     assert "reqntid" in contract.rules[0].reason
+    # A HIP kernel's __launch_bounds__(128) as clang writes it: the attribute the hip backend declares.
+    amd = ('define amdgpu_kernel void @k(ptr addrspace(1) %p) #0 {\n  ret void\n}\n'
+           'attributes #0 = { "amdgpu-flat-work-group-size"="1,128" }\n')
+    contract = contracts.infer_from_text(amd, "k", (64, 1, 1))
+    assert contract.allows((128, 1, 1)) and not contract.allows((256, 1, 1))
+    assert "amdgpu-flat-work-group-size" in contract.rules[0].reason
 
 
 # -- the built-in spaces -----------------------------------------------------------------------------
