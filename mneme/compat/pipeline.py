@@ -212,18 +212,10 @@ def excluded(name: str) -> bool:
 
 
 def split_top_level(text: str) -> list[str]:
-    """Split a pipeline on the commas outside parentheses and angle brackets."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "(<":
-            depth += 1
-        elif ch in ")>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return [p for p in parts if p]
+    """Split a pipeline on the commas outside parentheses and angle brackets (empty parts left out)."""
+    from mneme.core.ir import split_top_level as split
+
+    return [p for p in split(text) if p]
 
 
 def _adaptor(token: str) -> tuple[str, str] | None:

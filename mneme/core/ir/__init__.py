@@ -49,6 +49,7 @@ from mneme.core.ir._text import (
     function_span,
     max_attribute_group,
     set_function_attributes,
+    split_top_level,
     sub_outside_strings,
     unquote,
 )
@@ -59,6 +60,6 @@ __all__ = [
     "drop_unused_globals", "ensure_declaration", "find_kernel", "function_attribute", "function_span",
     "function_targets", "initialize", "internalize_module", "is_bitcode", "kernel_params", "kernels", "link", "load",
     "max_attribute_group", "module_hash", "normalized_text", "prune_module", "reachable_functions", "reparse",
-    "retarget_functions", "set_function_attributes", "sub_outside_strings", "target_data", "target_machine", "unquote",
+    "retarget_functions", "set_function_attributes", "split_top_level", "sub_outside_strings", "target_data", "target_machine", "unquote",
     "verify",
 ]  # fmt: skip

@@ -99,3 +99,20 @@ def set_function_attributes(text: str, name: str, add: dict[str, str], remove: I
     text = text[:start] + new_header + text[body:]
     return text.rstrip("\n") + f"\n\nattributes #{new_id} = {{ {' '.join(kept)} }}\n"
 
+
+def split_top_level(text: str) -> list[str]:
+    """Split at the commas outside parentheses, brackets, braces and angle brackets (IR operand and type
+    lists, pass pipelines); each part stripped, an empty last part (a trailing comma, no text) left out."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{<":
+            depth += 1
+        elif ch in ")]}>":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts

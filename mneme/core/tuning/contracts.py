@@ -133,19 +133,10 @@ def _element(ty: str) -> str | None:
     return m.group(1) if m else None
 
 
-def split_top(text: str) -> list[str]:
-    """Split at commas outside parentheses, brackets and braces."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([{<":
-            depth += 1
-        elif ch in ")]}>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
+def _split(text: str) -> list[str]:
+    from mneme.core.ir import split_top_level  # the IR toolkit loads LLVM: only when a kernel is read
+
+    return split_top_level(text)
 
 
 @attrs.define
@@ -213,7 +204,7 @@ class _Body:
             elif a := re.match(r"cmpxchg (?:weak )?(?:volatile )?ptr(?: addrspace\(\d+\))? (.+?), (\S+) ", rhs):
                 self.accesses.append((block, a.group(1), a.group(2)))
             elif a := re.match(r"icmp \w+ \S+ (.+)$", rhs):
-                ops = split_top(a.group(1))
+                ops = _split(a.group(1))
                 if len(ops) == 2:
                     self.icmps.append((name, ops[0], ops[1]))
 
@@ -296,7 +287,7 @@ class _Reader:
         return None
 
     def _gep(self, args: str, depth: int) -> tuple[str, Affine] | None:
-        parts = split_top(args)
+        parts = _split(args)
         if len(parts) < 2:
             return None
         ty = parts[0]

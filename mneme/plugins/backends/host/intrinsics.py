@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from mneme.core.ir import split_top_level
+
 # Offsets into the runtime's per-thread context (struct mn_ctx in runtime.c).
 CTX_OFFSETS = {"tid": 0, "ntid": 12, "ctaid": 24, "nctaid": 36, "laneid": 48, "warpid": 52, "nwarpid": 56}
 AXES = {"x": 0, "y": 4, "z": 8}
@@ -66,22 +68,6 @@ class Signature:
     def header(self, name: str) -> str:
         params = ", ".join(f"{t} %a{i}" for i, t in enumerate(self.params))
         return f"define internal {self.ret} @{name}({params}) alwaysinline nounwind {{"
-
-
-def split_top_level(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "({[<":
-            depth += 1
-        elif ch in ")}]>":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    tail = text[start:].strip()
-    if tail:
-        parts.append(tail)
-    return parts
 
 
 def _body(lines: list[str]) -> str:
