@@ -522,7 +522,7 @@ class BaseExecutor:
 
     def _divergence(self, reports) -> dict[int, str]:
         """How far the failed regions are off as floats, why where their order is the threads' (divergence)."""
-        return divergence.failed_regions(self, reports, pointer_args(self.rec, self.args))
+        return divergence.failed_regions(self, reports, pointer_args(self.rec, self.args, self.epilogue.regions))
 
     def _conclude_verification(self, kernel: LoadedKernel, result: ExperimentResult, lines: list[str]) -> None:
         """Add the device globals' comparison to the regions' and record the verdict."""
@@ -632,19 +632,25 @@ def _stream_bytes(chunks) -> str:
     return digest.hexdigest()
 
 
-def pointer_args(rec, args: bytes) -> dict[int, int]:
-    """Argument index -> pointer value of the recording's pointer arguments."""
+def pointer_args(rec, args: bytes, regions=()) -> dict[int, int]:
+    """Argument index -> pointer value of the recording's pointer arguments.
+
+    With `regions`, an argument of unknown kind (a recording of a binary without IR) is a pointer when its
+    eight bytes point into one of them."""
     values = {}
     for index, arg in enumerate(rec.args):
-        if arg.kind == "pointer" and arg.size == 8 and arg.offset + 8 <= len(args):
-            values[index] = struct.unpack_from("<Q", args, arg.offset)[0]
+        if arg.size != 8 or arg.offset + 8 > len(args) or arg.kind not in ("pointer", "unknown"):
+            continue
+        value = struct.unpack_from("<Q", args, arg.offset)[0]
+        if arg.kind == "pointer" or any(r.addr <= value < r.addr + r.size for r in regions):
+            values[index] = value
     return values
 
 
 def region_names(rec, args: bytes, regions) -> dict[int, str]:
     """Region address -> a readable name ("arg 3 (y)") for regions that kernel arguments point into."""
     names = {}
-    pointers = pointer_args(rec, args)
+    pointers = pointer_args(rec, args, regions)
     for region in regions:
         for index, value in pointers.items():
             if region.addr <= value < region.addr + region.size:
@@ -658,7 +664,7 @@ def region_of_arg(rec, args: bytes, regions, index: int) -> int:
     """The address of the region argument `index` points into, or a UsageError saying why not."""
     if not 0 <= index < len(rec.args):
         raise UsageError(f"{rec.path}: kernel {rec.kernel_name!r} has {len(rec.args)} arguments; no argument {index}")
-    pointers = pointer_args(rec, args)
+    pointers = pointer_args(rec, args, regions)
     if index not in pointers:
         raise UsageError(f"{rec.path}: argument {index} of kernel {rec.kernel_name!r} is not a pointer")
     value = pointers[index]

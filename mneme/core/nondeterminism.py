@@ -85,7 +85,7 @@ def analyze(executor: Any, config: Any = None, *, runs: int = 3, margin: float =
         except Exception as exc:  # noqa: BLE001 - the replays still witness; the IR's reading is a bonus
             log.warning("kernel %s: its IR could not be read for atomics: %s", ex.rec.kernel_name, exc)
     regions = {r.addr: r for r in ex.epilogue.regions}
-    pointers = pointer_args(ex.rec, ex.args)
+    pointers = pointer_args(ex.rec, ex.args, ex.epilogue.regions)
     arg_of = {}
     for index, value in pointers.items():
         for addr, region in regions.items():

@@ -86,7 +86,7 @@ def test_a_float_atomic_sum_is_found_nondeterministic_and_verifies_under_its_der
     (dynamic_hash,) = RecordedExecution.from_json(db).kernel_instances
     with BaseExecutor(db, backend="cuda", iterations=1, mode="cubin", cache="warm") as ex:
         findings = analyze(ex, runs=5)
-        pointers = pointer_args(ex.rec, ex.args)
+        pointers = pointer_args(ex.rec, ex.args, ex.epilogue.regions)
 
     def holding(arg):  # the written region that holds argument `arg`'s buffer (the recorder may merge neighbours)
         found = next((f for f in findings if f.addr <= pointers[arg] < f.addr + f.size), None)
