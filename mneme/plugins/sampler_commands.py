@@ -49,6 +49,9 @@ def collected_warnings() -> Iterator[Counter]:
             warnings.simplefilter("always")
             yield counts
         for w in caught:
+            if issubclass(w.category, ResourceWarning):  # a finalizer's, of whatever the collector ran: not the samplers'
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+                continue
             counts[(w.category.__name__, str(w.message))] += 1
     finally:
         for logger, handlers, propagate in saved:

@@ -30,10 +30,10 @@ def invoke_json(*args):
 
 @pytest.mark.parametrize("sweep", SWEEPS, ids=lambda p: p.stem)
 def test_samplers_compare_runs_on_every_committed_sweep(sweep):
-    code, out = invoke("samplers", "compare", "--study", sweep, "--samplers", "optuna:tpe,random,exhaustive",
-                       "--budget", "20%,100%", "--repeats", 3, "--no-noise", "--json")
+    code, data, out = invoke_json("samplers", "compare", "--study", sweep, "--samplers", "optuna:tpe,random,exhaustive",
+                                  "--budget", "20%,100%", "--repeats", 3, "--no-noise", "--json")
     assert code == 0, out
-    rows = {(r["sampler"], r["budget"]): r for r in json.loads(out)}
+    rows = {(r["sampler"], r["budget"]): r for r in data}
     assert len(rows) == 6
     for row in rows.values():
         assert 0.0 < row["fraction_ci"][0] <= row["fraction"] <= row["fraction_ci"][1] <= 1.0
@@ -100,3 +100,17 @@ def test_third_party_warnings_are_counted_once_per_distinct_message_not_streamed
     assert count >= 20 and message.startswith("optuna: The parameter `*` in Trial#N is sampled independently")
     assert "Trial#1 " not in out and out.count("sampled independently") <= 2  # the log line and the row
     assert row["fraction"] > 0
+
+
+def test_a_finalizers_resource_warning_is_not_counted_as_the_samplers():
+    # A connection some earlier code leaked can be collected during a comparison: its ResourceWarning
+    # goes on to Python's handling, the samplers' row does not count it, and --json stays one document.
+    import warnings
+
+    from mneme.plugins.sampler_commands import collected_warnings
+
+    with pytest.warns(ResourceWarning, match="left open"):
+        with collected_warnings() as counts:
+            warnings.warn("a connection was left open", ResourceWarning)
+            warnings.warn("independent sampling", UserWarning)
+    assert dict(counts) == {("UserWarning", "independent sampling"): 1}
