@@ -8,7 +8,7 @@ import os
 import platform
 import re
 import time
-from typing import Any, Callable
+from typing import Any
 
 import llvmlite
 
@@ -22,7 +22,6 @@ from mneme.core.backend import (
     LoadedKernel,
     Resources,
     backend_for_arch,
-    check_cache_state,
 )
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import dim3
@@ -475,25 +474,12 @@ class HostDevice(Device):
                 self.redzones.disarm(self._runtime)
         return rc, message.value.decode(errors="replace")
 
-    def time(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes, iterations: int,
-             before_each: Callable[[], None] | None = None, cache: str = "flushed", timer: str = "auto") -> list[float]:  # fmt: skip
-        """Seconds per run on the host clock; with the sandbox, the time the runtime measured around the
-        launch (the round trip to the sandbox left out), never more than the wall time seen here."""
-        check_cache_state(cache)
-        self.check_timer(timer)
-        self.timer_used = "host-clock"
-        times = []
-        for _ in range(iterations):
-            if before_each is not None:
-                before_each()
-            if cache == "primed":
-                self.launch(kernel, grid, block, shared_mem, args)
-            start = time.perf_counter()
-            self.launch(kernel, grid, block, shared_mem, args)
-            wall = time.perf_counter() - start
-            inside = self._kernel_seconds
-            times.append(min(wall, inside) if inside is not None and inside > 0 else wall)
-        return times
+    def timed_launch(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes) -> float:
+        """With the sandbox, the time the runtime measured around the launch (the round trip to the sandbox
+        left out), never more than the wall time seen here."""
+        wall = super().timed_launch(kernel, grid, block, shared_mem, args)
+        inside = self._kernel_seconds
+        return min(wall, inside) if inside is not None and inside > 0 else wall
 
     def _check_resident(self, name: str, grid: dim3, block: dim3) -> None:
         """Refuse a grid-barrier launch larger than the host keeps resident, as a GPU refuses a cooperative
