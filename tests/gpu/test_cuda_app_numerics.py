@@ -15,21 +15,6 @@ from gpu_corpus import ROOT
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def recorder_library(tmp_path_factory):
-    from mneme_cuda import recorder
-
-    from mneme.core.errors import MnemeError
-
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.library_name()
-    if prebuilt.exists():
-        return prebuilt
-    try:
-        return recorder.build(tmp_path_factory.mktemp("recorder"))
-    except MnemeError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.mark.parametrize(("app", "behaviour"), [
     ("numerics_app_ir", "ftz=false prec-div=true prec-sqrt=true fmad=true"),
     ("numerics_app_fast_ir", "ftz=false prec-div=full prec-sqrt=false fmad=true"),

@@ -24,21 +24,6 @@ SOURCE = Path(__file__).parent / "programs" / "launch_paths_app.cu"
 KERNELS = {"relax", "swap_back", "by_value", "launched_ex", "cooperative", "by_driver"}
 
 
-@pytest.fixture(scope="module")
-def recorder_library(tmp_path_factory):
-    from mneme_cuda import recorder
-
-    from mneme.core.errors import MnemeError
-
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.library_name()
-    if prebuilt.exists():
-        return prebuilt
-    try:
-        return recorder.build(tmp_path_factory.mktemp("recorder"))
-    except MnemeError as exc:
-        pytest.skip(str(exc))
-
-
 def _build(tmp_path_factory, *flags: str) -> Path:
     """launch_paths_app built with `flags`: from .gpu/bin (scripts/gpu-suite --prepare), else with nvcc here."""
     prebuilt = ROOT / ".gpu" / "bin" / ("launch_paths_app_ptds" if flags else "launch_paths_app")

@@ -24,21 +24,6 @@ VA_BASE = 0x153940000000
 
 
 @pytest.fixture(scope="module")
-def recorder_library(tmp_path_factory):
-    from mneme_cuda import recorder
-
-    from mneme.core.errors import MnemeError
-
-    prebuilt = ROOT / ".gpu" / "lib" / recorder.library_name()
-    if prebuilt.exists():
-        return prebuilt
-    try:
-        return recorder.build(tmp_path_factory.mktemp("recorder"))
-    except MnemeError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
 def saxpy_app(tmp_path_factory):
     prebuilt = ROOT / ".gpu" / "bin" / "saxpy_app"
     if prebuilt.exists():
