@@ -80,6 +80,28 @@ def mneme_backend_for_arch(arch, backends):
     """
 
 
+@hookspec(firstresult=True)
+def mneme_store_for_url(url, study_name, create, heartbeat):
+    """Return the `mneme.core.tuning.storage.Store` of study `study_name` at storage `url`, or None to leave
+    it to others.
+
+    `create`: create the study when absent (else it must exist; `study_name` None names the
+    storage's only study); `heartbeat`: seconds between lease refreshes, or None. The built-in
+    store answers database URLs and ``journal:PATH`` (``trylast``: other plugins decide first).
+    """
+
+
+@hookspec
+def mneme_study_plots(records, out_dir, kinds, kernel, marks, script):
+    """Draw plots of a study's verified trials in `out_dir`; return the files written.
+
+    `records`: `mneme.core.tuning.store.TrialRecord`s (ok or cached, each with params);
+    `kinds`: formats ("png", "html"); `kernel`: its name for titles; `marks`: label -> seconds
+    of lines to draw on a history (the recorded configuration, the report's best); `script`:
+    the relative path of the shared ``plotly.min.js`` for HTML files.
+    """
+
+
 @hookspec
 def mneme_transform_module(build):
     """Transform `build.module` (a `mneme.core.pipeline.ModuleBuild`) in place or through `build.replace`.

@@ -103,7 +103,7 @@ class StaleWatch:
         self._seen: dict[int, tuple[str, float]] = {}  # trial id -> (lease as last seen, since when)
 
     def stale(self, running: Iterable[Any], session: str) -> list[Any]:
-        """Of the store's `running` trials (`trial_id`, `user_attrs`, `system_attrs`), those whose lease lapsed."""
+        """Of the store's `running` trials (`StoredTrial`s: `id`, `user_attrs`, `system_attrs`), those whose lease lapsed."""
         now = time.monotonic()
         found, watched = [], set()
         for trial in running:
@@ -119,10 +119,10 @@ class StaleWatch:
                 if not grace:
                     continue  # its process keeps no lease (--heartbeat 0, or an older Mneme)
             mark = json.dumps([owner is not None, trial.system_attrs.get(LEASE_ATTR)], sort_keys=True, default=str)
-            watched.add(trial._trial_id)
-            previous = self._seen.get(trial._trial_id)
+            watched.add(trial.id)
+            previous = self._seen.get(trial.id)
             if previous is None or previous[0] != mark:
-                self._seen[trial._trial_id] = (mark, now)
+                self._seen[trial.id] = (mark, now)
             elif now - previous[1] > float(grace):
                 found.append(trial)
         self._seen = {k: v for k, v in self._seen.items() if k in watched}

@@ -27,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from mneme.core import fsutil
+from mneme.core import fsutil, plugins
 from mneme.core.errors import MissingExtraError, UsageError
 from mneme.core.tuning import plotview, stats
 from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord
@@ -91,7 +91,7 @@ def build_summary(store: ResultStore, *, retimed: dict[str, Any] | None = None,
     return {
         "schema": SUMMARY_SCHEMA,
         "session": session or {},
-        "study": store.study.study_name,
+        "study": store.study_name,
         "storage": store.url,
         "meta": store.meta,
         "counts": {
@@ -309,7 +309,6 @@ def export_jsonl(store: ResultStore, path: Path) -> int:
     return len(records)
 
 
-PLOTS = ("history", "importances", "parallel-coordinates", "slice")
 PLOT_FORMATS = ("png", "html", "both")
 _PLOT_LIBRARY = {"png": "matplotlib", "html": "plotly"}
 
@@ -327,24 +326,6 @@ def plot_formats(choice: str | None = None) -> tuple[str, ...]:
     for f in missing:
         log.warning("no %s plots: %s is not installed (pip install 'mneme-gpu[plots]')", f.upper(), _PLOT_LIBRARY[f])
     return tuple(f for f in wanted if f not in missing)
-
-
-def _unplottable(name: str, trials: list[Any]) -> str | None:
-    """Why the plot `name` cannot be made from these trials, or None when it can."""
-    if name != "importances":
-        return None
-    if len(trials) < 2:
-        return f"parameter importances need at least 2 verified trials, the study has {len(trials)}"
-    if not _varying_params(trials):
-        return "parameter importances need a parameter that takes different values, every trial has the same ones"
-    if len({t.value for t in trials}) < 2:
-        return "parameter importances need different times, every trial took the same"
-    return None
-
-
-def _varying_params(trials: list[Any]) -> list[str]:
-    names = sorted({name for t in trials for name in t.params})
-    return [n for n in names if len({repr(t.params.get(n)) for t in trials}) > 1]
 
 
 def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str, ...], *, kernel: str = "",
@@ -394,16 +375,18 @@ def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str,
 
 def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
                 summary: dict[str, Any] | None = None, script_dir: Path | None = None) -> list[Path]:
-    """Optimization history, parameter importances, parallel coordinates and slices of the verified trials,
-    and (given the run's `summary`) the speedups with their intervals (`write_speedup_plot`).
+    """The study's plots, drawn by the plugins that implement ``mneme_study_plots`` (the built-in one:
+    optimization history, parameter importances, parallel coordinates and slices), and (given the run's
+    `summary`) the speedups with their intervals (`write_speedup_plot`).
 
-    Each plot is written as PNG (Optuna's matplotlib plots, Agg backend) and as HTML (plotly),
-    or in the one format `formats` names (``png``, ``html``, ``both``), in kernel terms
-    (`plotview`): the values that ran on the axes, times in µs/ms/s, the kernel in the title,
-    the recorded configuration's time and the report's best drawn on the history. Every HTML
-    refers to one ``plotly.min.js`` in `script_dir` (default `out_dir`). A plot the study cannot
-    make (importances of a single trial, say) is skipped with a warning; nothing here fails the
-    command once the plotting libraries are installed. Returns the files written.
+    Each plot is written as PNG (matplotlib) and as HTML (plotly), or in the one format
+    `formats` names (``png``, ``html``, ``both``), in kernel terms: the values that ran on the
+    axes, times in µs/ms/s, the kernel in the title, the recorded configuration's time and the
+    report's best drawn on the history. Every HTML refers to one ``plotly.min.js`` in
+    `script_dir` (default `out_dir`). Only verified trials are drawn: penalties of failed and
+    infeasible points would flatten the axes. A plot that cannot be made is skipped with a
+    warning; nothing here fails the command once the plotting libraries are installed.
+    Returns the files written.
     """
     kinds = plot_formats(formats)
     out_dir = Path(out_dir)
@@ -412,78 +395,17 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
         script = plotview.shared_script(out_dir, Path(script_dir) if script_dir is not None else out_dir)
     kernel = str(((summary or {}).get("meta") or {}).get("kernel_name") or "")
     speedups = write_speedup_plot(summary, out_dir, kinds, kernel=kernel, script=script) if summary else []
-    import warnings
-
-    import optuna
-
-    # Plot what ran and verified: penalties of failed and infeasible points would flatten the axes.
-    good = [t for t in store.trials(states=(optuna.trial.TrialState.COMPLETE,))
-            if t.user_attrs.get("status") in ("ok", "cached") and t.params]
+    good = [r for r in store.records() if r.state == "COMPLETE" and r.status in ("ok", "cached") and r.params]
     if not good:
-        log.warning("no plots written: study %r has no verified trial to plot yet", store.study.study_name)
+        log.warning("no plots written: study %r has no verified trial to plot yet", store.study_name)
         return speedups
-    unit, scale = plotview.time_unit([t.value for t in good])
     marks = {"recorded configuration": ((summary or {}).get("baseline") or {}).get("time"),
              "best (report)": ((summary or {}).get("best") or {}).get("time")}
-    marks = {k: v * scale for k, v in marks.items() if v is not None}
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # no "A new study created" line for the plots' view
-    view = optuna.create_study(direction="minimize")
-    # Without their constraints: every trial plotted is feasible, and a feasibility legend would only crowd the plot.
-    view.add_trials(plotview.display_trials(good, scale))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    plotters = {kind: _plotters(kind, script) for kind in kinds}
-    written = []
-    for name in PLOTS:
-        reason = _unplottable(name, good)
-        if reason:
-            log.warning("skipped the %s plot: %s", name, reason)
-            continue
-        kwargs: dict[str, Any] = {"target_name": f"time ({unit})"}
-        if name == "importances":
-            kwargs["params"] = _varying_params(good)
-        for kind, (plots, save) in plotters.items():
-            path = out_dir / f"{name}.{kind}"
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                    # e.g. "identical low and high ylims" of a one-trial plot: matplotlib widens them itself
-                    warnings.filterwarnings("ignore", category=UserWarning, module=r"(optuna|matplotlib)\.")
-                    save(plots[name](view, **kwargs), path, name, kernel, unit, marks)
-            except Exception as exc:  # a plotting library's limit must not fail the command
-                log.warning("skipped the %s plot (%s): %s: %s", name, kind.upper(), type(exc).__name__, exc)
-                log.debug("the %s plot failed", name, exc_info=True)
-                continue
-            written.append(path)
-    return speedups + written
-
-
-def _plotters(kind: str, script: str | None = None) -> tuple[dict[str, Any], Any]:
-    """The plot functions of one format, by plot name, and the function that saves a figure to a path."""
-    if kind == "html":
-        import optuna.visualization as vis
-
-        def save_html(figure: Any, path: Path, name: str, kernel: str, unit: str, marks: dict) -> None:
-            plotview.decorate_plotly(figure, name, kernel, unit, marks)
-            figure.write_html(str(path), include_plotlyjs=script or "directory")
-
-        return _plot_functions(vis), save_html
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display needed, none opened
-    import matplotlib.pyplot as plt
-    import optuna.visualization.matplotlib as mvis
-
-    def save_png(axes: Any, path: Path, name: str, kernel: str, unit: str, marks: dict) -> None:
-        figure = (axes.flat[0] if hasattr(axes, "flat") else axes).figure  # slices: an array of axes
-        try:
-            plotview.decorate_matplotlib(axes, name, kernel, unit, marks)
-            figure.savefig(path, format="png", dpi=120, bbox_inches="tight", metadata={"Title": f"{kernel}: {name}"})
-        finally:
-            plt.close(figure)
-
-    return _plot_functions(mvis), save_png
-
-
-def _plot_functions(module: Any) -> dict[str, Any]:
-    return {"history": module.plot_optimization_history, "importances": module.plot_param_importances,
-            "parallel-coordinates": module.plot_parallel_coordinate, "slice": module.plot_slice}
+    caller = plugins.hook().mneme_study_plots
+    if not caller.get_hookimpls():
+        log.warning("no study plots: no plugin draws them (`mneme plugins` lists the installed plugins and those "
+                    "disabled by -p no:NAME)")
+        return speedups
+    answers = caller(records=good, out_dir=out_dir, kinds=kinds, kernel=kernel,
+                     marks={k: v for k, v in marks.items() if v is not None}, script=script)
+    return speedups + [Path(path) for answer in answers for path in (answer or ())]

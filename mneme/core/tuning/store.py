@@ -1,4 +1,4 @@
-"""The result store: every experiment of a tuning run, durably, in an Optuna study.
+"""The result store: every experiment of a tuning run, durably, in a study of a `Store`.
 
 One store serves every sampler. Each trial of the study is one point a sampler proposed;
 its user attributes carry what Mneme knows about it:
@@ -13,14 +13,14 @@ its user attributes carry what Mneme knows about it:
              spends no budget; ``--trials`` counts measured configurations)
 
 A trial's system attribute ``mneme.lease`` is the lease its owner refreshes on storages
-without Optuna's heartbeat (the journal). The trial's value is the objective, minimized: the median time in seconds, or a penalty
+without a heartbeat of their own (the journal). The trial's value is the objective, minimized: the median time in seconds, or a penalty
 (a multiple of the baseline's time) for failed, unverified and infeasible points.
 Study attributes: ``mneme`` (kernel, space and environment identity, checked on resume),
 ``mneme.env.<hash>``, ``mneme.baseline``, ``mneme.retime``.
 
 Storage: ``sqlite:///DIR/study.db`` in the results folder by default; any SQLAlchemy URL
-(``postgresql://user@host/db``); or ``journal:PATH`` (Optuna's journal file, for a shared
-file system). Several processes may share one study through the latter two. Trials that a
+(``postgresql://user@host/db``); or ``journal:PATH`` (a journal file, for a shared file
+system): the default store plugin's URLs (`mneme.core.tuning.storage`). Several processes may share one study through the latter two. Trials that a
 dead process left running are failed (status ``interrupted``) by whoever notices: at once
 when that process ran on this host, else when its lease lapses (see `lease`).
 """
@@ -28,40 +28,31 @@ when that process ran on this host, else when its lease lapses (see `lease`).
 from __future__ import annotations
 
 import logging
-import math
 import os
-import random
 import socket
-import time
-import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
-import optuna
-from optuna.trial import TrialState
 
-from mneme.core import logs
-from mneme.core.errors import UsageError, require
+from mneme.core.errors import UsageError
+from mneme.core.tuning.lease import StaleWatch, TrialFinished
+from mneme.core.tuning.storage import Store, StoredTrial, TrialState, open_store
 from mneme.core.types import ExperimentConfiguration
-from mneme.core.tuning import distributions
-from mneme.core.tuning.lease import LEASE_ATTR, StaleWatch, TrialFinished, grace_for
 
 log = logging.getLogger(__name__)
-logs.third_party("optuna", warns=True)  # the store's library: quiet unless -v (mneme.core.logs)
 
 # 2: trials' configurations carry a schema (docs/design/parameters.md); schema-1 stores still load.
 STORE_SCHEMA = 2
 COUNTED = frozenset({"ok", "failed", "unverified", "cached"})  # statuses of a finished, answered trial
 EVALUATED = frozenset({"ok", "failed", "unverified"})  # statuses that ran an experiment
 DEFAULT_DB = "study.db"
-SCHEMA_RETRIES = 5
 
 
 @attrs.frozen
 class TrialRecord:
-    """One trial as Mneme sees it (a flattened view of an Optuna FrozenTrial)."""
+    """One trial as Mneme sees it (a flattened view of a `StoredTrial`)."""
 
     number: int
     state: str
@@ -86,7 +77,7 @@ class TrialRecord:
         return self.value if self.ok else None
 
     @classmethod
-    def of(cls, trial: optuna.trial.FrozenTrial) -> TrialRecord:
+    def of(cls, trial: StoredTrial) -> TrialRecord:
         attrs_ = trial.user_attrs
         result = attrs_.get("result")
         status = status_of_trial(trial)
@@ -104,16 +95,16 @@ class TrialRecord:
             owner=attrs_.get("owner", {}),
             env=attrs_.get("env") or (attrs_.get("owner") or {}).get("env", ""),
             cached_from=attrs_.get("cached_from"),
-            start=(result or {}).get("start_time") or (trial.datetime_start.isoformat() if trial.datetime_start else ""),
-            end=(result or {}).get("end_time") or (trial.datetime_complete.isoformat() if trial.datetime_complete else ""),
+            start=(result or {}).get("start_time") or (trial.started.isoformat() if trial.started else ""),
+            end=(result or {}).get("end_time") or (trial.completed.isoformat() if trial.completed else ""),
         )
 
 
-def status_of_trial(trial: optuna.trial.FrozenTrial) -> str:
+def status_of_trial(trial: StoredTrial) -> str:
     """Mneme's status of a stored trial, from its "status" attribute and its state.
 
     The attribute is written just before the trial is told, so a process that dies in between
-    leaves a running trial that already says "ok": it is still "running", and once Optuna's
+    leaves a running trial that already says "ok": it is still "running", and once the storage's
     heartbeat check (which cannot say why) or another process fails it, "interrupted", as is a
     trial failed before it had any status.
     """
@@ -133,81 +124,6 @@ def storage_url(storage: str | None, results_dir: Path) -> str:
     return f"sqlite:///{(results_dir / DEFAULT_DB).resolve()}"
 
 
-def open_storage(url: str, heartbeat: float | None = None, on_stale: Any = None) -> optuna.storages.BaseStorage:
-    """An Optuna storage for a URL: ``journal:PATH`` or an SQLAlchemy URL.
-
-    `heartbeat` (seconds) turns on Optuna's heartbeat where the storage has one (databases;
-    whole seconds), with a grace period of `lease.grace_for(heartbeat)`; `on_stale(study,
-    trial)` is called for each stale trial this process fails.
-    """
-    if url.startswith("journal:"):
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
-
-        path = Path(url[len("journal:"):])
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(str(path)))
-    if "://" not in url:
-        raise UsageError(f"--storage {url!r} is neither journal:PATH nor a database URL like "
-                         "postgresql://user@host/db or sqlite:///path.db")
-    if url.startswith("postgresql"):
-        # psycopg is SQLAlchemy's PostgreSQL driver here; it comes with the postgres extra.
-        require("psycopg2" if url.startswith("postgresql+psycopg2") else "psycopg", "postgres",
-                f"storage {url.split('://')[0]}://")
-    kwargs: dict[str, Any] = {}
-    if url.startswith("sqlite"):
-        kwargs = {"connect_args": {"timeout": 60}}
-        _sqlite_write_ahead_log()
-    beat: dict[str, Any] = {}
-    if heartbeat:
-        interval = max(1, math.ceil(heartbeat))
-        beat = {"heartbeat_interval": interval, "grace_period": max(1, math.ceil(grace_for(interval))),
-                "heartbeat_stale_trial_callback": on_stale}
-        # The session records heartbeats itself (ask/tell, not Study.optimize); Optuna warns at every ask.
-        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
-    for attempt in range(SCHEMA_RETRIES):
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                return optuna.storages.RDBStorage(url, engine_kwargs=kwargs, **beat)
-        except ImportError as exc:
-            raise UsageError(f"storage {url!r} needs a database driver: {exc}") from exc
-        except Exception as exc:  # sqlalchemy raises many kinds; say which storage failed
-            # Processes that start together race to create the schema: the losers retry and find it.
-            if attempt + 1 == SCHEMA_RETRIES:
-                raise UsageError(f"cannot open storage {url!r}: {exc}") from exc
-            log.debug("opening storage %s failed (%s); retrying", url, exc)
-            time.sleep(0.2 + random.random() * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
-_WAL_INSTALLED = False
-
-
-def _sqlite_write_ahead_log() -> None:
-    """SQLite in WAL mode with NORMAL sync: a commit survives a killed process, without an fsync each.
-
-    (Only a power loss can drop the last commits.) Installed once per process for every SQLite engine.
-    """
-    global _WAL_INSTALLED
-    if _WAL_INSTALLED:
-        return
-    import sqlite3
-
-    from sqlalchemy import event
-    from sqlalchemy.engine import Engine
-
-    @event.listens_for(Engine, "connect")
-    def _pragmas(dbapi_connection, connection_record):
-        if isinstance(dbapi_connection, sqlite3.Connection):
-            cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
-            cursor.close()
-
-    _WAL_INSTALLED = True
-
-
 def owner() -> dict[str, Any]:
     return {"host": socket.gethostname(), "pid": os.getpid()}
 
@@ -222,100 +138,45 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def optuna_distribution(domain: distributions.Distribution) -> optuna.distributions.BaseDistribution:
-    """The Optuna distribution a study records for a parameter's domain (`mneme.core.tuning.distributions`)."""
-    if isinstance(domain, distributions.Categorical):
-        return optuna.distributions.CategoricalDistribution(list(domain.choices))
-    if isinstance(domain, distributions.IntRange):
-        return optuna.distributions.IntDistribution(domain.low, domain.high, step=domain.step)
-    if isinstance(domain, distributions.FloatRange):
-        return optuna.distributions.FloatDistribution(domain.low, domain.high, log=domain.log)
-    raise TypeError(f"no Optuna distribution for {domain!r}")
-
-
-def optuna_distributions(domains: dict[str, distributions.Distribution]) -> dict[str, Any]:
-    """Name -> Optuna distribution of a space's `distributions()`."""
-    return {name: optuna_distribution(domain) for name, domain in domains.items()}
-
-
-class _PinnedSampler(optuna.samplers.BaseSampler):
-    """Makes the study's ``ask()`` take the point the session's sampler chose (set with `pin`).
-
-    Not a search strategy: every sampler proposes through `mneme.core.tuning.samplers`; this is how
-    its point becomes a trial of the study. A dimension the point leaves out is drawn at random.
-    """
-
-    def __init__(self) -> None:
-        self._pinned: dict[str, Any] = {}
-        self._fallback = optuna.samplers.RandomSampler()
-
-    def pin(self, encoded: Any) -> None:
-        self._pinned = dict(encoded)
-
-    def infer_relative_search_space(self, study, trial):
-        return {}
-
-    def sample_relative(self, study, trial, search_space):
-        return {}
-
-    def sample_independent(self, study, trial, param_name, param_distribution):
-        if param_name in self._pinned:
-            return self._pinned[param_name]
-        return self._fallback.sample_independent(study, trial, param_name, param_distribution)
-
-
 class ResultStore:
-    """One study in one storage, with Mneme's view of its trials."""
+    """One study of a `Store`, with Mneme's view of its trials and attributes."""
 
-    def __init__(self, study: optuna.Study, url: str, stale_found: list | None = None):
-        self.study = study
-        self.url = url
-        self._stale_found = stale_found if stale_found is not None else []  # filled by Optuna's callback
+    def __init__(self, backing: Store):
+        self.backing = backing
+        self.url = backing.url
+        self.study_name = backing.study_name
 
     # -- opening -------------------------------------------------------------------------------
     @classmethod
     def create_or_load(cls, url: str, study_name: str, heartbeat: float | None = None) -> tuple[ResultStore, bool]:
         """The study (created when absent, minimizing) and whether it existed before.
 
-        `heartbeat` (seconds): the storage's own heartbeat is on, where it has one (`open_storage`).
+        `heartbeat` (seconds): the storage's own heartbeat is on, where it has one.
         """
-        logs.quiet_third_party("optuna")  # Optuna reset its logger to INFO when imported; -q/-v decide (mneme.core.logs)
-        found: list = []
-        storage = open_storage(url, heartbeat, lambda study, trial: found.append(trial))
-        existed = study_name in {s.study_name for s in optuna.get_all_study_summaries(storage)}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study = optuna.create_study(storage=storage, study_name=study_name, sampler=_PinnedSampler(),
-                                        direction="minimize", load_if_exists=True)
-        return cls(study, url, found), existed
+        backing = open_store(url, study_name, create=True, heartbeat=heartbeat)
+        return cls(backing), not backing.created
 
     @classmethod
     def load(cls, url: str, study_name: str | None = None) -> ResultStore:
-        logs.quiet_third_party("optuna")
-        storage = open_storage(url)
-        names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
-        if study_name is None:
-            if len(names) != 1:
-                raise UsageError(f"storage {url} holds {len(names)} studies ({', '.join(names) or 'none'}); "
-                                 "name one")
-            study_name = names[0]
-        if study_name not in names:
-            raise UsageError(f"storage {url} has no study {study_name!r}; it holds: {', '.join(names) or 'none'}")
-        return cls(optuna.load_study(storage=storage, study_name=study_name, sampler=_PinnedSampler()), url)
+        """An existing study (`study_name` None: the storage's only one)."""
+        return cls(open_store(url, study_name, create=False))
 
     # -- study attributes ------------------------------------------------------------------------
+    def _attr(self, key: str) -> Any:
+        return self.backing.study_attrs().get(key)
+
     @property
     def meta(self) -> dict[str, Any]:
-        return dict(self.study.user_attrs.get("mneme") or {})
+        return dict(self._attr("mneme") or {})
 
     def set_meta(self, meta: dict[str, Any]) -> None:
-        self.study.set_user_attr("mneme", {"schema": STORE_SCHEMA, **meta})
+        self.backing.set_study_attr("mneme", {"schema": STORE_SCHEMA, **meta})
 
     def check_meta(self, expected: dict[str, Any], *, force: bool) -> list[str]:
         """Differences between the stored identity and this run's; raise unless `force`."""
         stored = self.meta
         if stored.get("schema", STORE_SCHEMA) > STORE_SCHEMA:
-            raise UsageError(f"study {self.study.study_name!r} was written by a newer Mneme (store schema "
+            raise UsageError(f"study {self.study_name!r} was written by a newer Mneme (store schema "
                              f"{stored['schema']}); upgrade Mneme to continue it")
         labels = {"static_hash": "kernel", "dynamic_hash": "kernel instance", "space": "search space",
                   "env": "environment (device, driver, toolchain)", "cache": "cache state of timed runs (--cache)",
@@ -323,82 +184,68 @@ class ResultStore:
         diffs = [f"{labels[k]}: stored {stored.get(k)!r}, now {expected.get(k)!r}"
                  for k in labels if k in stored and stored.get(k) != expected.get(k)]
         if diffs and not force:
-            raise UsageError(f"study {self.study.study_name!r} in {self.url} belongs to a different run ("
+            raise UsageError(f"study {self.study_name!r} in {self.url} belongs to a different run ("
                              + "; ".join(diffs) + "); use another --results/--study, or --force to continue anyway")
         return diffs
 
     def set_environment(self, digest: str, fingerprint: dict[str, Any]) -> None:
         key = f"mneme.env.{digest}"
-        if key not in self.study.user_attrs:
-            self.study.set_user_attr(key, fingerprint)
+        if key not in self.backing.study_attrs():
+            self.backing.set_study_attr(key, fingerprint)
 
     def environment(self, digest: str) -> dict[str, Any]:
-        return dict(self.study.user_attrs.get(f"mneme.env.{digest}") or {})
+        return dict(self._attr(f"mneme.env.{digest}") or {})
 
     @property
     def baseline(self) -> dict[str, Any] | None:
-        return self.study.user_attrs.get("mneme.baseline")
+        return self._attr("mneme.baseline")
 
     def set_baseline(self, record: dict[str, Any]) -> None:
-        self.study.set_user_attr("mneme.baseline", record)
+        self.backing.set_study_attr("mneme.baseline", record)
 
     @property
     def retime(self) -> dict[str, Any]:
-        return dict(self.study.user_attrs.get("mneme.retime") or {})
+        return dict(self._attr("mneme.retime") or {})
 
     def set_retime(self, data: dict[str, Any]) -> None:
-        self.study.set_user_attr("mneme.retime", data)
+        self.backing.set_study_attr("mneme.retime", data)
 
     # -- trials ------------------------------------------------------------------------------------
-    def ask(self, domains: dict[str, Any], encoded: Any) -> optuna.trial.Trial:
+    def ask(self, domains: Mapping[str, Any], encoded: Any) -> StoredTrial:
         """A new running trial of the point `encoded` over the space's `domains` (or a point queued again by
         `enqueue`, which comes first: the caller compares the trial's params with its own point)."""
-        self.study.sampler.pin(encoded)
-        return self.study.ask(optuna_distributions(domains))
+        return self.backing.ask(domains, dict(encoded))
 
-    def tell(self, trial: optuna.trial.Trial, value: float) -> None:
+    def tell(self, trial: StoredTrial, value: float) -> None:
         """Finish a running trial with its objective; `TrialFinished` when another process failed it first."""
-        try:
-            self.study.tell(trial, value)
-        except optuna.exceptions.UpdateFinishedTrialError as exc:
-            raise TrialFinished(f"trial {trial.number} was finished by another process") from exc
+        self.backing.tell(trial.id, value)
 
-    def fail(self, trial: optuna.trial.Trial) -> None:
+    def fail(self, trial: StoredTrial) -> None:
         """Finish a running trial as failed (its status attribute says why)."""
-        self.study.tell(trial, state=TrialState.FAIL)
+        if not self.backing.fail(trial.id):
+            raise TrialFinished(f"trial {trial.number} was finished by another process")
 
-    def annotate(self, trial: Any, key: str, value: Any) -> None:
+    def annotate(self, trial: StoredTrial, key: str, value: Any) -> None:
         """Set a user attribute of a trial; `TrialFinished` when it was finished meanwhile."""
-        try:
-            trial.set_user_attr(key, value)
-        except optuna.exceptions.UpdateFinishedTrialError as exc:
-            raise TrialFinished(f"trial {trial.number} was finished by another process") from exc
+        self.backing.set_trial_attr(trial.id, key, value)
 
     @staticmethod
-    def trial_id(trial: Any) -> int:
+    def trial_id(trial: StoredTrial) -> int:
         """The storage's id of a trial (what leases hold)."""
-        return trial._trial_id
+        return trial.id
 
     def beat(self, trial_id: int, count: int) -> None:
-        """Refresh the lease of a running trial (`lease.Lease`): the storage's heartbeat where it has one, else
-        the trial's ``mneme.lease`` attribute; `TrialFinished` once the trial was told."""
-        storage = self.study._storage
-        try:
-            if self.has_heartbeat:
-                storage.record_heartbeat(trial_id)
-            else:
-                storage.set_trial_system_attr(trial_id, LEASE_ATTR, {"beat": count, "at": time.time()})
-        except optuna.exceptions.UpdateFinishedTrialError as exc:
-            raise TrialFinished(f"trial id {trial_id} was told") from exc
+        """Refresh the lease of a running trial (`lease.Lease`); `TrialFinished` once the trial was told."""
+        self.backing.beat(trial_id, count)
 
     def enqueue(self, encoded: Any) -> None:
         """Queue a point to run again (a dead or interrupted process's); the next `ask` of any process takes it."""
-        self.study.enqueue_trial(dict(encoded))
+        self.backing.enqueue(dict(encoded))
 
-    def trials(self, states: Iterable[TrialState | str] | None = None) -> list[optuna.trial.FrozenTrial]:
-        """The study's trials, optionally of some states (``"RUNNING"``, ``"COMPLETE"``, ``"FAIL"`` or Optuna's)."""
-        wanted = tuple(TrialState[s] if isinstance(s, str) else s for s in states) if states else None
-        return self.study.get_trials(deepcopy=False, states=wanted)
+    def trials(self, states: Iterable[TrialState | str] | None = None) -> list[StoredTrial]:
+        """The study's trials, optionally of some states (``"RUNNING"``, ``"COMPLETE"``, ``"FAIL"`` or `TrialState`)."""
+        wanted = {TrialState[s] if isinstance(s, str) else s for s in states} if states else None
+        return self.backing.trials(wanted)
 
     def records(self) -> list[TrialRecord]:
         return [TrialRecord.of(t) for t in self.trials()]
@@ -416,7 +263,7 @@ class ResultStore:
                 out.setdefault(t.user_attrs["hash"], TrialRecord.of(t))
         return out
 
-    def orphans(self) -> list[optuna.trial.FrozenTrial]:
+    def orphans(self) -> list[StoredTrial]:
         """Running trials left behind by a `mneme tune` process on this host that no longer exists."""
         here = socket.gethostname()
         found = []
@@ -426,43 +273,33 @@ class ResultStore:
                 found.append(t)
         return found
 
-    def mark_interrupted(self, trial: optuna.trial.FrozenTrial | optuna.trial.Trial) -> bool:
+    def mark_interrupted(self, trial: StoredTrial) -> bool:
         """Fail a running trial as ``interrupted``; False when it was finished meanwhile (by another process).
 
         A trial already found a duplicate of another's (its process stopped before it was told) stays a
         ``duplicate``: its configuration is the other trial's to run.
         """
-        storage = self.study._storage
         status = "duplicate" if trial.user_attrs.get("status") == "duplicate" else "interrupted"
         try:
-            storage.set_trial_user_attr(trial._trial_id, "status", status)
-            return bool(storage.set_trial_state_values(trial._trial_id, TrialState.FAIL))
-        except optuna.exceptions.UpdateFinishedTrialError:
+            self.backing.set_trial_attr(trial.id, "status", status)
+        except TrialFinished:
             return False
+        return self.backing.fail(trial.id)
 
     @property
     def has_heartbeat(self) -> bool:
-        """Whether the storage runs Optuna's heartbeat (then it is the lease of owned trials)."""
-        from optuna.storages._heartbeat import is_heartbeat_enabled
+        """Whether the storage keeps a heartbeat of its own (then it is the lease of owned trials)."""
+        return self.backing.has_heartbeat
 
-        return is_heartbeat_enabled(self.study._storage)
-
-    def fail_stale(self, watch: StaleWatch | None, session: str) -> list[optuna.trial.FrozenTrial]:
+    def fail_stale(self, watch: StaleWatch | None, session: str) -> list[StoredTrial]:
         """Fail the running trials of dead processes; returns those this process failed.
 
         Dead are: processes of this host that no longer exist; processes anywhere whose lease
-        lapsed (Optuna's heartbeat where the storage has it, else `watch`).
+        lapsed (the storage's heartbeat where it has one, else `watch`).
         """
         failed = [t for t in self.orphans() if self.mark_interrupted(t)]
         if self.has_heartbeat:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                    optuna.storages.fail_stale_trials(self.study)
-            except optuna.exceptions.StorageInternalError as exc:  # e.g. a deadlock with another checker
-                log.warning("checking %s for stale trials failed (%s); checking again at the next sync", self.url, exc)
-            failed += self._stale_found
-            self._stale_found.clear()
+            failed += self.backing.expire()
         if watch is not None:
             running = self.trials(states=(TrialState.RUNNING,))
             failed += [t for t in watch.stale(running, session) if self.mark_interrupted(t)]

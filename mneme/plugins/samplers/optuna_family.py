@@ -26,8 +26,8 @@ import optuna
 from mneme.core import logs
 from mneme.core.errors import MissingExtraError, UsageError
 from mneme.core.tuning.samplers import Ask, Sampler
-from mneme.core.tuning.store import optuna_distributions
 from mneme.core.types import canonical_json
+from mneme.plugins.samplers.optuna_store import optuna_distributions
 
 logs.third_party("optuna", "cmaes", warns=True)  # the libraries it drives: quiet unless -v
 log = logging.getLogger(__name__)

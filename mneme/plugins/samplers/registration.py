@@ -1,7 +1,10 @@
 """One plugin per sampler family (entry points `exhaustive`, `random`, `optuna`, `nevergrad`).
 
 Each can be listed, disabled (``mneme -p no:nevergrad``) or replaced by name on its own.
-A family whose library is an extra says so (``mneme_requires``: module -> extra).
+A family whose library is an extra says so (``mneme_requires``: module -> extra). The
+``optuna`` plugin is also the default result store (`optuna_store`: SQLite, other databases,
+journal files) and draws the study plots (`optuna_plots`); ``-p no:optuna`` leaves tuning
+without a store unless another plugin provides one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,25 @@ class _Family:
         return [self._described]
 
 
+class _OptunaFamily(_Family):
+    """Optuna's samplers, its storage as the default result store, and its visualizations of a study."""
+
+    @hookimpl(trylast=True)  # the default store: a plugin that claims a URL decides before it
+    def mneme_store_for_url(self, url, study_name, create, heartbeat):
+        from mneme.plugins.samplers import optuna_store
+
+        if not optuna_store.claims(url):
+            return None
+        return optuna_store.OptunaStore.open(url, study_name, create=create, heartbeat=heartbeat)
+
+    @hookimpl
+    def mneme_study_plots(self, records, out_dir, kinds, kernel, marks, script):
+        from mneme.plugins.samplers import optuna_plots
+
+        return optuna_plots.write_study_plots(records, out_dir, kinds, kernel=kernel, marks=marks, script=script)
+
+
 exhaustive = _Family("exhaustive", "mneme.plugins.samplers.basic:ExhaustiveSampler")
 random = _Family("random", "mneme.plugins.samplers.basic:RandomSampler")
-optuna = _Family("optuna", "mneme.plugins.samplers.optuna_family:OptunaSampler")
+optuna = _OptunaFamily("optuna", "mneme.plugins.samplers.optuna_family:OptunaSampler")
 nevergrad = _Family("nevergrad", "mneme.plugins.samplers.nevergrad_family:NevergradSampler", {"nevergrad": "nevergrad"})
