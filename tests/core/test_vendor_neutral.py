@@ -4,10 +4,10 @@ Every file under mneme/core (Python, C/C++ headers and sources, anything else) i
 line. The words are matched case-insensitively as substrings (they occur in no English word,
 and a substring also finds `mneme_cuda`, `ptxas_opt`, `cudaMalloc`); only "hip" needs
 boundaries: no letter before it and no small letter after it, "hip" or "HIP" (so `ownership`
-passes and `mneme_hip`, `hipcc` or `hipModuleLoad` do not). Optuna is the result store's library, which issue 26 keeps: it may be
-named only in the modules the import contract `core-uses-optuna-for-its-store` (.importlinter)
-lets import it, and even there none of its search algorithms. Why: docs/design/interfaces.md,
-"Layers and import contracts".
+passes and `mneme_hip`, `hipcc` or `hipModuleLoad` do not). Optuna, the default result store's
+and sampler plugin's library, is named nowhere in the core (issue 37: samplers and the store are
+plugins; the import contract `core-imports-no-optimizer-library` has no exception). Why:
+docs/design/interfaces.md, "Layers and import contracts".
 """
 
 from __future__ import annotations
@@ -43,19 +43,10 @@ def _lines():
             yield rel, number, line
 
 
-def _store_modules() -> set[str]:
-    """Files of the core modules the import contract lets import optuna (its ignore_imports)."""
+def _optimizer_contract() -> configparser.SectionProxy:
     config = configparser.ConfigParser()
     config.read(ROOT / ".importlinter")
-    section = config["importlinter:contract:core-uses-optuna-for-its-store"]
-    found = set()
-    for entry in section["ignore_imports"].split("\n"):
-        entry = entry.strip()
-        if entry and not entry.startswith(";"):
-            module, _, imported = entry.partition(" -> ")
-            assert imported.strip() == "optuna", entry
-            found.add(module.strip().replace(".", "/") + ".py")
-    return found
+    return config["importlinter:contract:core-imports-no-optimizer-library"]
 
 
 def _excepted(rel: str, line: str, table) -> bool:
@@ -74,13 +65,14 @@ def test_the_core_names_no_sampler_library_and_runs_no_search_algorithm():
     assert not found, "sampler libraries or algorithms in mneme/core (they live in sampler plugins):\n" + "\n".join(found)
 
 
-def test_optuna_is_named_only_by_the_result_store_modules():
-    store = _store_modules()
-    assert "mneme/core/tuning/store.py" in store
+def test_optuna_is_named_nowhere_in_the_core_and_its_import_contract_has_no_exception():
+    contract = _optimizer_contract()
+    assert contract["forbidden_modules"].split() == ["optuna", "nevergrad", "cmaes"]
+    assert "ignore_imports" not in contract
     found = [f"{rel}:{n}: {line.strip()}" for rel, n, line in _lines()
-             if OPTUNA.search(line) and rel not in store and not _excepted(rel, line, OPTUNA_LINES)]  # fmt: skip
-    assert not found, ("Optuna outside the result store's modules (.importlinter, core-uses-optuna-for-its-store):\n"
-                       + "\n".join(found))  # fmt: skip
+             if OPTUNA.search(line) and not _excepted(rel, line, OPTUNA_LINES)]  # fmt: skip
+    assert not found, ("Optuna in the core (its samplers, store and plots live in the optuna plugin, "
+                       "mneme/plugins/samplers/optuna_*.py):\n" + "\n".join(found))  # fmt: skip
 
 
 def test_every_exception_still_matches_a_line():

@@ -1,8 +1,8 @@
 """The layout's import rules (docs/design/interfaces.md, "Layers and import contracts").
 
-`lint-imports` checks the contracts of `.importlinter`; this file checks what import-linter
-cannot express: where the core may name `optuna.samplers`, and that plugins and backends use
-no `_private` name of another package.
+`lint-imports` checks the contracts of `.importlinter` (the core imports no optimizer library:
+tests/core/test_vendor_neutral.py checks it names none); this file checks what import-linter
+cannot express: that plugins and backends use no `_private` name of another package.
 """
 
 from __future__ import annotations
@@ -68,17 +68,6 @@ def test_the_check_finds_a_private_name_taken_from_another_package(tmp_path):
                       "from mneme.plugins.spaces import _own\nir._unquote('a')\nir.unquote('a')\n")  # fmt: skip
     uses = [use.split(": ", 1)[1] for use in foreign_private_uses(plugin, "mneme.plugins")]
     assert uses == ["from mneme.core.tuning.space import _x", "ir._unquote"]
-
-
-def test_the_core_names_optuna_samplers_only_in_the_stores_pinned_point_adapter():
-    """Sampling algorithms, Optuna's included, live in sampler plugins; the store keeps the class through which
-    its study records the point a sampler chose (interfaces.md, "Samplers")."""
-    users = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "mneme" / "core").rglob("*.py")
-                   if "optuna.samplers" in path.read_text())  # fmt: skip
-    assert users == ["mneme/core/tuning/store.py"]
-    store = (ROOT / "mneme" / "core" / "tuning" / "store.py").read_text()
-    assert [line.strip() for line in store.splitlines() if "optuna.samplers" in line] == [
-        "class _PinnedSampler(optuna.samplers.BaseSampler):", "self._fallback = optuna.samplers.RandomSampler()"]
 
 
 @pytest.mark.skipif(shutil.which("lint-imports") is None and not Path(sys.executable).with_name("lint-imports").exists(),

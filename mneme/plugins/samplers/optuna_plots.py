@@ -135,7 +135,7 @@ def label(value: Any) -> str:
     return str(value)
 
 
-def display_trials(records: list[TrialRecord], scale: float) -> list[optuna.trial.FrozenTrial]:
+def display_trials(trials: list[TrialRecord], scale: float) -> list[optuna.trial.FrozenTrial]:
     """Optuna trials of the records, with the parameter values that ran and times in the plot's unit."""
     values: dict[str, list[Any]] = {}
     for t in trials:

@@ -17,6 +17,7 @@ def _store():
     import optuna
 
     from mneme.core.tuning.store import ResultStore
+    from mneme.plugins.samplers.optuna_store import OptunaStore
 
     study = optuna.create_study(direction="minimize")
     dists = {"block_x": optuna.distributions.IntDistribution(0, 10),
@@ -28,7 +29,7 @@ def _store():
         params = {"block_x": 5 + i, "passes": config["passes"], "fast_math": config["fast_math"]}
         study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=(40 + 3 * i) * 1e-6,
                                                   user_attrs={"status": "ok", "config": config}))
-    return ResultStore(study, "memory")
+    return ResultStore(OptunaStore(study, "memory"))
 
 
 SUMMARY = {"meta": {"kernel_name": "saxpy"}, "baseline": {"time": 50e-6}, "best": {"time": 41e-6, "trial": 0},

@@ -31,7 +31,7 @@ def test_a_loop_knob_space_on_a_loop_free_kernel_measures_one_configuration(tmp_
                        "--results", results, "--retime-top", "1", "--retime-repeats", "1")
     assert code == 0, out
     store, _ = open_results(results)
-    trials = store.study.trials
+    trials = store.trials()
     measured = [t for t in trials if t.user_attrs.get("status") in EVALUATED]
     assert len(measured) == 1, [(t.params, t.user_attrs.get("status")) for t in trials]
     first = measured[0].number
@@ -72,7 +72,7 @@ def test_built_ahead_code_measured_already_never_reaches_the_device(tmp_path):
     summary = TuningSession(options, pool_factory=factory).run()
     assert "5 compiled to code measured already" in summary["stop"]["detail"]
     store, _ = open_results(tmp_path / "run")
-    trials = store.study.trials
+    trials = store.trials()
     measured = [t for t in trials if t.user_attrs.get("status") in EVALUATED]
     assert len(measured) == 1
     equivalent = [t for t in trials if (t.user_attrs.get("result") or {}).get("equivalent_to") == measured[0].number]

@@ -154,18 +154,17 @@ def test_timeout_stops_asking_and_several_workers_share_the_device(saxpy_db, tmp
 
 ORPHAN = """
 import json, os, sys
-import optuna
-from optuna.distributions import json_to_distribution
 from mneme.core.tuning.store import ResultStore, owner
-url, study, dists, params, config, digest = json.loads(sys.stdin.read())
+from mneme.core.tuning import distributions
+url, study, domains, params, config, digest = json.loads(sys.stdin.read())
 store = ResultStore.load(url, study)
-trial = store.study.ask({k: json_to_distribution(v) for k, v in dists.items()})
+trial = store.ask({name: getattr(distributions, kind)(**fields) for name, kind, fields in domains}, params)
 for k, v in params.items():
     assert trial.params[k] == v
-trial.set_user_attr("owner", {**owner(), "session": "dead"})
-trial.set_user_attr("config", config)
-trial.set_user_attr("hash", digest)
-trial.set_user_attr("status", "running")
+store.annotate(trial, "owner", {**owner(), "session": "dead"})
+store.annotate(trial, "config", config)
+store.annotate(trial, "hash", digest)
+store.annotate(trial, "status", "running")
 os._exit(9)  # dies mid-experiment, leaving its trial running
 """
 
@@ -174,9 +173,7 @@ def test_resume_reruns_the_experiment_a_dead_tuner_left_running(saxpy_db, saxpy_
     import subprocess
     import sys
 
-    from optuna.distributions import distribution_to_json
-
-    from mneme.core.tuning.store import optuna_distributions
+    import attrs
 
     session, _ = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="exhaustive", trials=2,
                              space="quick", space_options={"axes": "x"})
@@ -184,11 +181,10 @@ def test_resume_reruns_the_experiment_a_dead_tuner_left_running(saxpy_db, saxpy_
     space = session.space
     point = next(e for e in space.sample_exhaustive() if space.derived(space.decode(e)).hash() not in done)
     config = space.derived(space.decode(point))
-    dists = {k: distribution_to_json(v) for k, v in optuna_distributions(space.distributions()).items()}
-    # Pin the point for the dying process: it asks the study, whose sampler proposes at random,
-    # so enqueue the point first (Optuna hands waiting trials out before sampling).
-    session.store.study.enqueue_trial(point)
-    payload = json.dumps([session.store.url, session.store.study.study_name, dists, point, config.to_dict(),
+    # Queue the point for the dying process: a store hands queued points out before the one asked.
+    session.store.enqueue(point)
+    domains = [[name, type(d).__name__, attrs.asdict(d)] for name, d in space.distributions().items()]
+    payload = json.dumps([session.store.url, session.store.study_name, domains, point, config.to_dict(),
                           config.hash()])
     dead = subprocess.run([sys.executable, "-c", ORPHAN], check=False, input=payload, text=True, capture_output=True)
     assert dead.returncode == 9, dead.stderr

@@ -106,12 +106,13 @@ def test_plots_a_study_cannot_make_are_skipped_with_a_warning_not_an_error(tmp_p
     import optuna
 
     from mneme.core.tuning.report import write_plots
+    from mneme.plugins.samplers.optuna_store import OptunaStore
 
     study = optuna.create_study(direction="minimize")
     study.add_trial(optuna.trial.create_trial(params={"block_x": 4}, value=2e-5, user_attrs={"status": "ok"},
                                               distributions={"block_x": optuna.distributions.IntDistribution(1, 9)}))
-    store = ResultStore(study, "memory")
-    with caplog.at_level("WARNING", logger="mneme.core.tuning.report"):
+    store = ResultStore(OptunaStore(study, "memory"))
+    with caplog.at_level("WARNING", logger="mneme.plugins.samplers.optuna_plots"):
         written = write_plots(store, tmp_path / "one")
     names = {p.name for p in written}
     assert {"history.png", "history.html", "parallel-coordinates.png"} <= names
@@ -122,7 +123,7 @@ def test_plots_a_study_cannot_make_are_skipped_with_a_warning_not_an_error(tmp_p
                                                            for n in ("history", "parallel-coordinates", "slice")]
     caplog.clear()
     with caplog.at_level("WARNING", logger="mneme.core.tuning.report"):
-        assert write_plots(ResultStore(optuna.create_study(), "memory"), tmp_path / "none") == []
+        assert write_plots(ResultStore(OptunaStore(optuna.create_study(), "memory")), tmp_path / "none") == []
     assert "no verified trial" in caplog.text
 
 
