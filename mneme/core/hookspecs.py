@@ -10,7 +10,8 @@ through ``pm.hook`` (`mneme.core.plugins.hook`), so pluggy's ordering (``tryfirs
   users pick by name). A class may be returned as a `mneme.core.plugins.Described`
   ("module:Class"), imported on first use, so that listing plugins imports nothing heavy;
 - *decision and pipeline* hooks receive what they decide or extend: the backend for an
-  architecture (``firstresult``), the module being transformed;
+  architecture and the result store for a storage URL (``firstresult``), the module being
+  transformed, the plots of a study;
 - *event* hooks report what happened, with the objects concerned; they return nothing.
 
 Built-in plugins use the very same hooks. A plugin may set ``mneme_replaces = ("NAME", ...)`` to
