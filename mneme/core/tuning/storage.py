@@ -126,10 +126,12 @@ def open_store(url: str, study_name: str | None, *, create: bool, heartbeat: flo
     store = plugins.hook().mneme_store_for_url(url=url, study_name=study_name, create=create, heartbeat=heartbeat)
     if store is None:
         off = sorted(plugins.disabled())
-        hint = f"; disabled in this process: {', '.join(off)} (-p no:NAME)" if off else ""
-        raise NoStoreError(f"no plugin keeps tuning results at storage {url!r}: the default store takes journal:PATH "
-                           "or a database URL like sqlite:///path.db or postgresql://user@host/db, and `mneme "
-                           f"plugins` lists the installed ones{hint}")
+        where = f"no plugin keeps tuning results at storage {url!r}"
+        if off:  # the store's plugin may be among them
+            raise NoStoreError(f"{where}; plugins disabled in this process: {', '.join(off)} (-p no:NAME): enable "
+                               "the one that provides the store, or install another (`mneme plugins` lists them)")
+        raise NoStoreError(f"{where}; the default store takes journal:PATH or a database URL like sqlite:///path.db "
+                           "or postgresql://user@host/db (other stores come with plugins: `mneme plugins`)")
     if not isinstance(store, Store):
         raise PluginError(f"a plugin's mneme_store_for_url returned {type(store).__name__} for {url!r}, not a Store "
                          "(mneme.core.tuning.storage.Store)")

@@ -90,7 +90,7 @@ def test_without_the_optuna_plugin_no_store_answers_and_the_command_says_so(tmp_
     run = _mneme("-p", "no:optuna", "results", results)
     assert run.returncode == 2, run.stdout + run.stderr
     assert "no plugin keeps tuning results at storage 'sqlite:///" in run.stderr
-    assert "disabled in this process: optuna" in run.stderr and "Traceback" not in run.stderr
+    assert "plugins disabled in this process: optuna" in run.stderr and "Traceback" not in run.stderr
 
 
 def test_without_a_store_plugin_opening_a_study_is_a_no_store_error(tmp_path, monkeypatch):
