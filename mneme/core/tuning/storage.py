@@ -40,9 +40,6 @@ class TrialState(enum.Enum):
     WAITING = "WAITING"  # queued again (`Store.enqueue`), not asked yet
     PRUNED = "PRUNED"  # a state some stores know; Mneme never prunes
 
-    def is_finished(self) -> bool:
-        return self in (TrialState.COMPLETE, TrialState.FAIL, TrialState.PRUNED)
-
 
 def _state(value: TrialState | str) -> TrialState:
     return value if isinstance(value, TrialState) else TrialState[value]

@@ -120,3 +120,23 @@ def test_a_plugin_answering_with_no_store_is_a_plugin_error_naming_what_it_retur
             ResultStore.create_or_load(storage_url(None, tmp_path), "s")
     finally:
         plugins.reset()
+
+
+def test_without_a_plugin_that_draws_study_plots_only_the_speedups_are_written(tmp_path, monkeypatch, caplog):
+    pytest.importorskip("matplotlib")
+    from mneme.core.tuning.report import build_summary, write_plots
+
+    results = _copy_study(DRIFT, tmp_path)
+    store = ResultStore.load(f"sqlite:///{results / 'study.db'}")  # opened while the optuna plugin is loaded
+    summary = build_summary(store)
+    monkeypatch.setenv(plugins.DISABLE_ENV, "optuna")
+    plugins.reset()
+    try:
+        with caplog.at_level("WARNING", logger="mneme.core.tuning.report"):
+            written = write_plots(store, tmp_path / "plots", "png", summary=summary)
+    finally:
+        monkeypatch.delenv(plugins.DISABLE_ENV)
+        plugins.reset()
+    assert written == [tmp_path / "plots" / "speedups.png"]
+    assert "no study plots: no plugin draws them" in caplog.text
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == ["speedups.png"]
