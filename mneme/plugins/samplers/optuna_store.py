@@ -156,12 +156,17 @@ class _PinnedSampler(optuna.samplers.BaseSampler):
         return self._fallback.sample_independent(study, trial, param_name, param_distribution)
 
 
+_STATES = {state: TrialState[state.name] for state in OptunaState}
+
+
 def stored(trial: optuna.trial.FrozenTrial) -> StoredTrial:
-    """Mneme's snapshot of an Optuna trial."""
-    return StoredTrial(number=trial.number, id=trial._trial_id, state=trial.state.name, params=dict(trial.params),
-                       value=trial.value if trial.state == OptunaState.COMPLETE else None,
-                       user_attrs=dict(trial.user_attrs), system_attrs=dict(trial.system_attrs),
-                       started=trial.datetime_start, completed=trial.datetime_complete)
+    """Mneme's snapshot of an Optuna trial (its mappings are the storage's: read, never written)."""
+    state = _STATES[trial.state]
+    values = trial.values if state is TrialState.COMPLETE else None  # (`value` re-checks the objectives each read)
+    return StoredTrial(number=trial.number, id=trial._trial_id, state=state, params=trial.params,
+                       value=values[0] if values else None, user_attrs=trial.user_attrs,
+                       system_attrs=trial.system_attrs, started=trial.datetime_start,
+                       completed=trial.datetime_complete)
 
 
 def _finished(trial_id: int) -> TrialFinished:
