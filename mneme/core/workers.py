@@ -537,6 +537,9 @@ class AsyncReplayExecutor:
             self._pending.clear()
         for job in pending:
             job.future.cancel()
+        # Wake every idle feeding thread now (each waits on its queue): one None per worker, read as "look again".
+        for worker in self.device_workers + self.compile_workers:
+            worker.inbox.put(None)
         if wait:
             for worker in self.device_workers + self.compile_workers:
                 if worker._thread.is_alive():
@@ -559,7 +562,9 @@ class AsyncReplayExecutor:
         job = _Job(next(self._ids), config, future)
         with self._lock:
             self._pending[job.exp_id] = job
-        if self.compile_workers and any(not w.dead for w in self.compile_workers):
+        # Built ahead only once a compile worker is warm: until then (their start-up follows the device
+        # workers' and takes about a second) the device worker builds, rather than idling behind them.
+        if any(w.ready.is_set() and not w.dead for w in self.compile_workers):
             self._compile_queue.put(job)
         else:
             self._device_queue.put(job)
