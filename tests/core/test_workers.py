@@ -221,3 +221,26 @@ def test_shutdown_wakes_idle_workers_at_once(misbehave_db, tmp_path):
     pool.shutdown()
     assert not any(t.is_alive() for t in threads)
     assert all(w.process is None or not w.process.is_alive() for w in pool.device_workers)
+
+
+def test_a_worker_does_not_run_the_parent_scripts_module_level_code(misbehave_db, tmp_path):
+    """Workers import only what they run: a script's top level (its imports, its side effects) runs once, in the parent."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "imported"
+    script = tmp_path / "tune_script.py"
+    script.write_text(
+        "import sys\n"
+        f"open({str(marker)!r}, 'a').write('x')\n"
+        "from mneme.core.workers import AsyncReplayExecutor\n"
+        "from mneme.core.types import ExperimentConfiguration\n"
+        "pool = AsyncReplayExecutor(sys.argv[1], iterations=1, results_db_dir=sys.argv[2], compile_workers=0)\n"
+        "result = pool.evaluate(ExperimentConfiguration(grid=(2, 1, 1), block=(32, 1, 1)))\n"
+        "pool.shutdown()\n"
+        "print('OK' if result.ok else result.error)\n"
+    )  # no __main__ guard: with multiprocessing's spawn, each worker would run it again
+    done = subprocess.run([sys.executable, str(script), str(misbehave_db), str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.stdout.strip() == "OK", done.stdout + done.stderr
+    assert marker.read_text() == "x"
