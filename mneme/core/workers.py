@@ -186,6 +186,8 @@ class TuneWorkerHandle:
             if self._spawn():
                 self.ready.set()
                 return True
+            if self.pool._stopping.is_set():  # stopped while it started (a short run): not a failure
+                break
             failures += 1
             log.warning("worker %s failed to start (%d/%d): %s", self.name, failures,
                         self.pool.max_startup_failures, self.last_error)  # fmt: skip
