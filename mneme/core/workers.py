@@ -18,7 +18,6 @@ import contextlib
 import hashlib
 import itertools
 import logging
-import multiprocessing
 import os
 import queue
 import signal
@@ -35,11 +34,10 @@ from mneme.core.backend import check_cache_state
 from mneme.core.errors import ExperimentError, UsageError
 from mneme.core.executor import utc_now
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
-from mneme.core.worker_servers import tune_worker_main
+from mneme.core.worker_process import WorkerProcess
 
 log = logging.getLogger(__name__)
 
-_CTX = multiprocessing.get_context("spawn")
 _POLL = 0.05
 DEVICE_USES_KEPT = 100_000
 
@@ -132,26 +130,20 @@ class TuneWorkerHandle:
         """Start the process and wait for its ready message; False (with last_error) on failure."""
         self.last_error = ""
         self._fatal = False
-        parent, child = _CTX.Pipe(duplex=True)
         spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name)
         if self.role == "compile":
             spec["arch"] = self.pool.arch
-        self.process = _CTX.Process(target=tune_worker_main, args=(child, spec, str(self.log_path)),
-                                    name=f"mneme-worker-{self.name}", daemon=True)  # fmt: skip
         self.spawns += 1
         try:
             # A terminal's Ctrl-C signals the whole process group: the pool, not each worker, decides what
             # stops (no worker traceback), so a worker starts with SIGINT ignored from its first instruction.
-            with _sigint_ignoring_interpreter():
-                self.process.start()
-        except Exception as exc:  # e.g. spawning from an unguarded __main__; counted as a startup failure
-            child.close()
-            parent.close()
+            launcher = _launcher()
+            self.process = WorkerProcess(spec, str(self.log_path), str(launcher) if launcher else None)
+            self.conn = self.process.start()
+        except Exception as exc:  # no interpreter, no process slot; counted as a startup failure
             self.process = None
             self.last_error = f"worker {self.name} could not be started: {exc}"
             return False
-        child.close()
-        self.conn = parent
         deadline = time.monotonic() + self.pool.startup_timeout
         while time.monotonic() < deadline and not self.pool._stopping.is_set():
             if self.conn.poll(_POLL):
@@ -194,6 +186,8 @@ class TuneWorkerHandle:
             if self._spawn():
                 self.ready.set()
                 return True
+            if self.pool._stopping.is_set():  # stopped while it started (a short run): not a failure
+                break
             failures += 1
             log.warning("worker %s failed to start (%d/%d): %s", self.name, failures,
                         self.pool.max_startup_failures, self.last_error)  # fmt: skip
@@ -352,34 +346,12 @@ class TuneWorkerHandle:
         self._kill()
 
 
-_spawn_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def _sigint_ignoring_interpreter():
-    """Spawn processes in the block through a launcher that ignores SIGINT, then execs this Python.
+def _launcher() -> Path | None:
+    """A `/bin/sh` script (in the cache, one per interpreter) that ignores SIGINT and execs this Python.
 
     An ignored signal stays ignored across exec, and Python leaves an ignored SIGINT alone, so a
-    Ctrl-C during a worker's start-up never reaches it. This process keeps its own handler the
-    whole time (ignoring SIGINT here around a spawn would lose a Ctrl-C that lands in the window).
+    Ctrl-C during a worker's start-up never reaches it, while this process keeps its own handler.
     """
-    from multiprocessing import spawn
-
-    launcher = _launcher()
-    if launcher is None:
-        yield
-        return
-    with _spawn_lock:
-        previous = spawn.get_executable()
-        spawn.set_executable(str(launcher))
-        try:
-            yield
-        finally:
-            spawn.set_executable(previous)
-
-
-def _launcher() -> Path | None:
-    """A `/bin/sh` script (in the cache, one per interpreter) that ignores SIGINT and execs this Python."""
     import hashlib
     import shlex
     import sys
@@ -537,6 +509,9 @@ class AsyncReplayExecutor:
             self._pending.clear()
         for job in pending:
             job.future.cancel()
+        # Wake every idle feeding thread now (each waits on its queue): one None per worker, read as "look again".
+        for worker in self.device_workers + self.compile_workers:
+            worker.inbox.put(None)
         if wait:
             for worker in self.device_workers + self.compile_workers:
                 if worker._thread.is_alive():
@@ -559,7 +534,9 @@ class AsyncReplayExecutor:
         job = _Job(next(self._ids), config, future)
         with self._lock:
             self._pending[job.exp_id] = job
-        if self.compile_workers and any(not w.dead for w in self.compile_workers):
+        # Built ahead only once a compile worker is warm: until then (their start-up follows the device
+        # workers' and takes about a second) the device worker builds, rather than idling behind them.
+        if any(w.ready.is_set() and not w.dead for w in self.compile_workers):
             self._compile_queue.put(job)
         else:
             self._device_queue.put(job)

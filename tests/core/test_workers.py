@@ -104,6 +104,7 @@ def test_a_configuration_that_writes_out_of_bounds_fails_and_the_pool_goes_on(mi
 def test_compile_ahead_builds_each_variant_once_in_the_compile_pool_and_the_results_verify(misbehave_db, tmp_path):
     configs = [recorded(block=b).replace(passes=p) for b in (8, 16, 32) for p in ("default<O2>", "default<O3>")]
     with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, compile_workers=1) as pool:
+        pool.wait_ready()  # jobs go to the compile pool once it is warm
         results = pool.map(configs)
         compiled = pool.compile_workers[0].jobs_done
     assert all(r.ok for r in results), [r.error for r in results]
@@ -193,3 +194,53 @@ def test_a_device_the_backend_does_not_have_is_refused_naming_it(misbehave_db, t
     with pytest.raises(UsageError, match=r"device 1 of --devices 0,1: no worker could start.*has 1 device"):
         pool.start()
     assert [w.spawns for w in pool.device_workers] == [1, 1]  # the error repeats: not retried
+
+
+def test_until_a_compile_worker_is_warm_the_device_worker_builds_for_itself(misbehave_db, tmp_path):
+    """Compile workers start after the device workers (they need the device's architecture); nothing waits for them."""
+    with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, compile_workers=1) as pool:
+        compiler = pool.compile_workers[0]
+        assert not compiler.ready.is_set()  # its process was only just spawned
+        first = pool.evaluate(recorded())
+        built_by_compiler = compiler.jobs_done
+        pool.wait_ready()
+        later = pool.evaluate(recorded().replace(passes="default<O3>"))
+        built_ahead = compiler.jobs_done
+    assert first.ok and later.ok, (first.error, later.error)
+    assert built_by_compiler == 0  # the device worker built it, while the compile worker was starting
+    assert built_ahead == 1  # the later one, once the compile worker was warm
+
+
+def test_shutdown_wakes_idle_workers_at_once(misbehave_db, tmp_path):
+    """An idle worker waits on its queue; shutdown must not wait for that wait to time out."""
+    import time
+
+    pool = AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, compile_workers=0)
+    assert pool.evaluate(recorded()).ok
+    threads = [w._thread for w in pool.device_workers]
+    pool.shutdown()
+    assert not any(t.is_alive() for t in threads)
+    assert all(w.process is None or not w.process.is_alive() for w in pool.device_workers)
+
+
+def test_a_worker_does_not_run_the_parent_scripts_module_level_code(misbehave_db, tmp_path):
+    """Workers import only what they run: a script's top level (its imports, its side effects) runs once, in the parent."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "imported"
+    script = tmp_path / "tune_script.py"
+    script.write_text(
+        "import sys\n"
+        f"open({str(marker)!r}, 'a').write('x')\n"
+        "from mneme.core.workers import AsyncReplayExecutor\n"
+        "from mneme.core.types import ExperimentConfiguration\n"
+        "pool = AsyncReplayExecutor(sys.argv[1], iterations=1, results_db_dir=sys.argv[2], compile_workers=0)\n"
+        "result = pool.evaluate(ExperimentConfiguration(grid=(2, 1, 1), block=(32, 1, 1)))\n"
+        "pool.shutdown()\n"
+        "print('OK' if result.ok else result.error)\n"
+    )  # no __main__ guard: with multiprocessing's spawn, each worker would run it again
+    done = subprocess.run([sys.executable, str(script), str(misbehave_db), str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.stdout.strip() == "OK", done.stdout + done.stderr
+    assert marker.read_text() == "x"

@@ -67,6 +67,7 @@ class TuningSession:
         self.progress = Progress(budget=options.trials)
         self.session_id = uuid.uuid4().hex[:12]
         self.pool: Any = None
+        self._baseline_future: Any = None  # submitted as soon as the pool is up (`_open_pool`)
         self.store: ResultStore | None = None
         self.lease: Lease | None = None
         self._watch: StaleWatch | None = None
@@ -227,6 +228,9 @@ class TuningSession:
         self.progress.phase = "starting workers"
         self.on_progress(self.progress)
         self.pool = factory(**kwargs)
+        # The baseline starts as soon as a worker is warm, while the store may still be opening (its
+        # first import and schema set-up take about as long as a CUDA worker's start-up).
+        self._baseline_future = self.pool.submit(self._baseline_config())
 
     def _environment(self) -> tuple[dict[str, Any], str]:
         from mneme.core.executor import resolve_backend
@@ -354,7 +358,8 @@ class TuningSession:
         self.progress.phase = "baseline"
         self.on_progress(self.progress)
         config = self._baseline_config()
-        result = self._evaluate(config)
+        future, self._baseline_future = self._baseline_future, None
+        result = result_of(future) if future is not None else self._evaluate(config)
         if objective(result) is None:
             detail = result.error or "; ".join(result.mismatches[:3]) or "its output differs from the epilogue"
             raise BaselineNotVerified(

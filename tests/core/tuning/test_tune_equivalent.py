@@ -48,6 +48,7 @@ class _ObservedPool(AsyncReplayExecutor):
 
     def __init__(self, **kwargs):
         super().__init__(compile_workers=1, **kwargs)
+        self.wait_ready()  # until its compile worker is warm, the device worker builds for itself
         self.skipped: list[str] = []
 
     def _finish(self, job, result, worker):
