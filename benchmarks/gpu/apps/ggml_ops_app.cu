@@ -1,0 +1,279 @@
+// llama.cpp's CUDA operators, driven as its backend-operations test drives them: each case builds a
+// ggml graph node on the host (ggml-base), runs llama.cpp's own CUDA implementation of the operator
+// (ggml-cuda's ggml_cuda_op_* entry points, from the llama-cpp-python sdist; never committed), and
+// checks the result against a reference: ggml-base's own dequantization for GET_ROWS of quantized
+// rows (bit for bit), a double-precision computation elsewhere (normalized mean squared error, as
+// test-backend-ops checks). Each case is launched three times with the same arguments and once more
+// on other data, so each kernel has a repeated instance and a second one. Exit 0 when every case
+// passes; one line per case on stdout.
+//
+// Built by benchmarks/gpu/apps/llama_build.py (`scripts/gpu-suite --prepare`) with `mneme-cc nvcc`
+// for sm_90, linked with the ggml-cuda units it calls and ggml-base. ggml-cuda's host glue
+// (ggml-cuda.cu, which needs cuBLAS and every unit) is not linked: the few functions the operators
+// ask of it (device info, device selection, the error report, a scratch pool) are defined here.
+#include "ggml.h"
+#include "common.cuh"
+#include "getrows.cuh"
+#include "norm.cuh"
+#include "scale.cuh"
+#include "softmax.cuh"
+#include "unary.cuh"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+// ---- what ggml-cuda's operators ask of its host glue -------------------------------------------
+
+[[noreturn]] void ggml_cuda_error(const char *stmt, const char *func, const char *file, int line, const char *msg) {
+    fprintf(stderr, "ggml_ops_app: CUDA error: %s\n  in %s at %s:%d\n  %s\n", msg, func, file, line, stmt);
+    exit(2);
+}
+
+int ggml_cuda_get_device() {
+    int id = 0;
+    CUDA_CHECK(cudaGetDevice(&id));
+    return id;
+}
+
+void ggml_cuda_set_device(int device) {
+    if (ggml_cuda_get_device() != device) CUDA_CHECK(cudaSetDevice(device));
+}
+
+const ggml_cuda_device_info &ggml_cuda_info() {
+    static ggml_cuda_device_info info = [] {
+        ggml_cuda_device_info i = {};
+        CUDA_CHECK(cudaGetDeviceCount(&i.device_count));
+        if (i.device_count > GGML_CUDA_MAX_DEVICES) i.device_count = GGML_CUDA_MAX_DEVICES;
+        i.physical_device_count = i.device_count;
+        for (int id = 0; id < i.device_count; ++id) {
+            cudaDeviceProp prop;
+            CUDA_CHECK(cudaGetDeviceProperties(&prop, id));
+            auto &d = i.devices[id];
+            d.cc = 100 * prop.major + 10 * prop.minor;  // an NVIDIA device's compute capability, as ggml numbers it
+            d.nsm = prop.multiProcessorCount;
+            d.smpb = prop.sharedMemPerBlock;
+            d.smpbo = prop.sharedMemPerBlockOptin;
+            d.warp_size = prop.warpSize;
+            d.total_vram = prop.totalGlobalMem;
+            d.physical_device = id;
+            d.physical_share_count = 1;
+        }
+        return i;
+    }();
+    return info;
+}
+
+// The context's scratch pool: plain device allocations (ggml-cuda.cu's pool keeps them for reuse; a
+// test that allocates a few buffers needs no more).
+struct DevicePool : ggml_cuda_pool {
+    int device;
+    explicit DevicePool(int id) : device(id) {}
+    void *alloc(size_t size, size_t *actual_size) override {
+        ggml_cuda_set_device(device);
+        void *ptr = nullptr;
+        CUDA_CHECK(cudaMalloc(&ptr, size));
+        *actual_size = size;
+        return ptr;
+    }
+    void free(void *ptr, size_t) override { CUDA_CHECK(cudaFree(ptr)); }
+};
+
+std::unique_ptr<ggml_cuda_pool> ggml_backend_cuda_context::new_pool_for_device(int device, int) {
+    return std::unique_ptr<ggml_cuda_pool>(new DevicePool(device));
+}
+
+// ---- cases ---------------------------------------------------------------------------------------
+
+static uint64_t rng_state = 0x2545F4914F6CDD1DULL;
+
+static float uniform() {  // in [-1, 1)
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((rng_state >> 40) & 0xffffff) / (float)0x800000 - 1.0f;
+}
+
+static std::vector<float> random_floats(size_t n, float scale) {
+    std::vector<float> v(n);
+    for (auto &x : v) x = scale * uniform();
+    return v;
+}
+
+// One device copy of a tensor's data; the tensor points at it.
+struct DeviceTensor {
+    ggml_tensor *t;
+    void *d = nullptr;
+    DeviceTensor(ggml_tensor *tensor, const void *host) : t(tensor) {
+        CUDA_CHECK(cudaMalloc(&d, ggml_nbytes(t)));
+        if (host) CUDA_CHECK(cudaMemcpy(d, host, ggml_nbytes(t), cudaMemcpyHostToDevice));
+        t->data = d;
+    }
+    ~DeviceTensor() { cudaFree(d); }
+    std::vector<float> read() const {
+        std::vector<float> out(ggml_nelements(t));
+        CUDA_CHECK(cudaMemcpy(out.data(), d, ggml_nbytes(t), cudaMemcpyDeviceToHost));
+        return out;
+    }
+};
+
+static double nmse(const std::vector<float> &got, const std::vector<double> &want) {
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (!std::isfinite(got[i])) return INFINITY;
+        err += (got[i] - want[i]) * (got[i] - want[i]);
+        ref += want[i] * want[i];
+    }
+    return ref > 0 ? err / ref : err;
+}
+
+static int failures = 0;
+
+static void report(const std::string &name, bool ok, const char *what, double value) {
+    printf("%-40s %s (%s %.3g)\n", name.c_str(), ok ? "OK" : "FAIL", what, value);
+    failures += !ok;
+}
+
+using Op = std::function<ggml_tensor *(ggml_context *, ggml_tensor *)>;
+using Run = std::function<void(ggml_backend_cuda_context &, ggml_tensor *)>;
+using Reference = std::function<void(const std::vector<float> &, int64_t, int64_t, std::vector<double> &)>;
+
+// A row-wise f32 operator on [cols x rows]: 3 launches on one input, 1 on another, each checked.
+static void row_case(ggml_backend_cuda_context &ctx, const std::string &name, int64_t cols, int64_t rows, Op op,
+                     Run run, Reference ref, double max_nmse) {
+    for (int input = 0; input < 2; ++input) {
+        ggml_init_params params = {16 * ggml_tensor_overhead(), nullptr, true};
+        ggml_context *g = ggml_init(params);
+        ggml_tensor *a = ggml_new_tensor_2d(g, GGML_TYPE_F32, cols, rows);
+        ggml_tensor *out = op(g, a);
+        std::vector<float> x = random_floats(cols * rows, input ? 4.0f : 1.0f);
+        std::vector<double> want(x.size());
+        ref(x, cols, rows, want);
+        DeviceTensor da(a, x.data()), dout(out, nullptr);
+        double worst = 0;
+        for (int rep = 0; rep < (input ? 1 : 3); ++rep) {
+            CUDA_CHECK(cudaMemset(dout.d, 0xff, ggml_nbytes(out)));  // poisoned: an unwritten element fails
+            run(ctx, out);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+            worst = std::fmax(worst, nmse(dout.read(), want));
+        }
+        report(name + (input ? " (second input)" : ""), worst <= max_nmse, "nmse", worst);
+        ggml_free(g);
+    }
+}
+
+// GET_ROWS of `type` rows (quantized on the host by ggml-base) into f32: bit for bit against ggml-base's
+// own dequantization of the same rows.
+static void get_rows_case(ggml_backend_cuda_context &ctx, ggml_type type, int64_t cols, int64_t rows, int64_t picks) {
+    for (int input = 0; input < 2; ++input) {
+        ggml_init_params params = {16 * ggml_tensor_overhead(), nullptr, true};
+        ggml_context *g = ggml_init(params);
+        ggml_tensor *a = ggml_new_tensor_2d(g, type, cols, rows);
+        ggml_tensor *idx = ggml_new_tensor_1d(g, GGML_TYPE_I32, picks);
+        ggml_tensor *out = ggml_get_rows(g, a, idx);
+        std::vector<float> x = random_floats(cols * rows, input ? 3.0f : 1.0f);
+        std::vector<uint8_t> q(ggml_nbytes(a));
+        if (type == GGML_TYPE_F32)
+            memcpy(q.data(), x.data(), q.size());
+        else
+            ggml_quantize_chunk(type, x.data(), q.data(), 0, rows, cols, nullptr);
+        std::vector<int32_t> pick(picks);
+        for (int64_t i = 0; i < picks; ++i) pick[i] = (int32_t)((i * 37 + 11 * input) % rows);
+        std::vector<float> want(cols * picks);
+        const ggml_type_traits *traits = ggml_get_type_traits(type);
+        for (int64_t i = 0; i < picks; ++i) {
+            const uint8_t *row = q.data() + pick[i] * a->nb[1];
+            if (type == GGML_TYPE_F32)
+                memcpy(want.data() + i * cols, row, cols * sizeof(float));
+            else
+                traits->to_float(row, want.data() + i * cols, cols);
+        }
+        DeviceTensor da(a, q.data()), di(idx, pick.data()), dout(out, nullptr);
+        size_t differ = 0;
+        for (int rep = 0; rep < (input ? 1 : 3); ++rep) {
+            CUDA_CHECK(cudaMemset(dout.d, 0xff, ggml_nbytes(out)));
+            ggml_cuda_op_get_rows(ctx, out);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+            std::vector<float> got = dout.read();
+            for (size_t i = 0; i < got.size(); ++i) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        }
+        report(std::string("get_rows ") + ggml_type_name(type) + (input ? " (second input)" : ""), differ == 0,
+               "elements differing", (double)differ);
+        ggml_free(g);
+    }
+}
+
+int main() {
+    ggml_cuda_set_device(0);
+    // Never destroyed: its destructor is ggml-cuda.cu's (not linked); the process's exit frees its stream.
+    ggml_backend_cuda_context &ctx = *new ggml_backend_cuda_context(0);
+    const int64_t cols = 4096, rows = 512;
+
+    row_case(ctx, "norm", cols, rows, [](ggml_context *g, ggml_tensor *a) { return ggml_norm(g, a, 1e-5f); },
+             ggml_cuda_op_norm,
+             [](const std::vector<float> &x, int64_t n, int64_t m, std::vector<double> &y) {
+                 for (int64_t r = 0; r < m; ++r) {
+                     double mean = 0, var = 0;
+                     for (int64_t i = 0; i < n; ++i) mean += x[r * n + i];
+                     mean /= n;
+                     for (int64_t i = 0; i < n; ++i) var += (x[r * n + i] - mean) * (x[r * n + i] - mean);
+                     var /= n;
+                     for (int64_t i = 0; i < n; ++i) y[r * n + i] = (x[r * n + i] - mean) / std::sqrt(var + 1e-5);
+                 }
+             },
+             1e-7);
+    row_case(ctx, "rms_norm", cols, rows, [](ggml_context *g, ggml_tensor *a) { return ggml_rms_norm(g, a, 1e-6f); },
+             ggml_cuda_op_rms_norm,
+             [](const std::vector<float> &x, int64_t n, int64_t m, std::vector<double> &y) {
+                 for (int64_t r = 0; r < m; ++r) {
+                     double sum = 0;
+                     for (int64_t i = 0; i < n; ++i) sum += (double)x[r * n + i] * x[r * n + i];
+                     double scale = 1.0 / std::sqrt(sum / n + 1e-6);
+                     for (int64_t i = 0; i < n; ++i) y[r * n + i] = x[r * n + i] * scale;
+                 }
+             },
+             1e-7);
+    row_case(ctx, "soft_max", 1000, 256,
+             [](ggml_context *g, ggml_tensor *a) { return ggml_soft_max_ext(g, a, nullptr, 0.125f, 0.0f); },
+             ggml_cuda_op_soft_max,
+             [](const std::vector<float> &x, int64_t n, int64_t m, std::vector<double> &y) {
+                 for (int64_t r = 0; r < m; ++r) {
+                     double top = -INFINITY, sum = 0;
+                     for (int64_t i = 0; i < n; ++i) top = std::fmax(top, 0.125 * x[r * n + i]);
+                     for (int64_t i = 0; i < n; ++i) sum += y[r * n + i] = std::exp(0.125 * x[r * n + i] - top);
+                     for (int64_t i = 0; i < n; ++i) y[r * n + i] /= sum;
+                 }
+             },
+             1e-7);
+    row_case(ctx, "scale", cols, rows, [](ggml_context *g, ggml_tensor *a) { return ggml_scale(g, a, 0.5f); },
+             ggml_cuda_op_scale,
+             [](const std::vector<float> &x, int64_t, int64_t, std::vector<double> &y) {
+                 for (size_t i = 0; i < x.size(); ++i) y[i] = 0.5 * x[i];
+             },
+             0.0);
+    row_case(ctx, "silu", cols, rows, [](ggml_context *g, ggml_tensor *a) { return ggml_silu(g, a); },
+             ggml_cuda_op_silu,
+             [](const std::vector<float> &x, int64_t, int64_t, std::vector<double> &y) {
+                 for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] / (1.0 + std::exp(-(double)x[i]));
+             },
+             1e-7);
+    row_case(ctx, "gelu", cols, rows, [](ggml_context *g, ggml_tensor *a) { return ggml_gelu(g, a); },
+             ggml_cuda_op_gelu,
+             [](const std::vector<float> &x, int64_t, int64_t, std::vector<double> &y) {
+                 const double k = std::sqrt(2.0 / M_PI);  // ggml's GELU: the tanh approximation
+                 for (size_t i = 0; i < x.size(); ++i) {
+                     double v = x[i];
+                     y[i] = 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)));
+                 }
+             },
+             1e-6);
+    for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K})
+        get_rows_case(ctx, type, cols, 256, 64);
+
+    printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
+    return failures ? 1 : 0;
+}
