@@ -271,10 +271,12 @@ def explain_nondeterminism(db: Path, dynamic_hash: str, mode: str) -> tuple[str,
 def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[str, float]:
     """Median replay seconds with the timing method changed one way at a time (for an instance that misses 5%).
 
-    `flushed`: as `mneme replay` times (reset of the written regions, L2 flush, launch); `no-reset`: the
-    flush without the reset; `flush-sync`: reset, flush, and the stream synchronized before the launch (as
-    the recorder's timed launch, which runs after a context synchronize); `events`: flushed, by CUDA events;
-    `warm`, `primed`: the other cache states.
+    `flushed`: as `mneme replay` times (reset of the written regions, L2 flush, launch), in a new executor
+    (another process-level draw than the first replay's); `no-reset`: the flush without the reset;
+    `flush-sync`: reset, flush, and the stream synchronized before the launch (as the recorder's timed
+    launch, which runs after a context synchronize); `prologue-copy`: reset, every recorded region read by
+    the copy engine (as the recorder's prologue capture reads them right before), flush; `events`:
+    flushed, by CUDA events; `warm`, `primed`: the other cache states.
     """
     from mneme.core.executor import BaseExecutor
 
@@ -293,18 +295,31 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             device.flush_l2()
             device.synchronize()
 
-        variants = {"flushed": (ex.reset, "flushed", "auto"), "no-reset": (None, "flushed", "auto"),
-                    "flush-sync": (flush_then_sync, "warm", "auto"), "events": (ex.reset, "flushed", "events"),
-                    "warm": (ex.reset, "warm", "auto"), "primed": (ex.reset, "primed", "auto")}  # fmt: skip
-        for name, (before, cache, timer) in variants.items():
+        regions = [(r.addr, r.size) for r in ex.prologue.regions]
+        scratch = device.alloc(max([size for _, size in regions] + [1]))
+
+        def read_all_then_flush() -> None:  # as the recorder's prologue capture: every region read by the copier
             ex.reset()
-            try:
-                times = device.time(kernel, config.grid, config.block, config.shared_mem, ex.args, iterations,
-                                    before_each=before, cache=cache, timer=timer)  # fmt: skip
-            except Exception as exc:  # noqa: BLE001 - one variant's failure leaves the others' figures
-                log.warning("diagnosis %s of %s: %s", name, dynamic_hash, exc)
-                continue
-            out[name] = statistics.median(times)
+            for addr, size in regions:
+                device.copy(scratch.addr, addr, size)
+
+        variants = {"flushed": (ex.reset, "flushed", "auto"), "no-reset": (None, "flushed", "auto"),
+                    "flush-sync": (flush_then_sync, "warm", "auto"), "prologue-copy": (read_all_then_flush, "flushed", "auto"),
+                    "events": (ex.reset, "flushed", "events"), "warm": (ex.reset, "warm", "auto"),
+                    "primed": (ex.reset, "primed", "auto")}  # fmt: skip
+        try:
+            for name, (before, cache, timer) in variants.items():
+                ex.reset()
+                try:
+                    times = device.time(kernel, config.grid, config.block, config.shared_mem, ex.args, iterations,
+                                        before_each=before, cache=cache, timer=timer)  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - one variant's failure leaves the others' figures
+                    log.warning("diagnosis %s of %s: %s", name, dynamic_hash, exc)
+                    continue
+                out[name] = statistics.median(times)
+        finally:
+            device.synchronize()
+            device.free(scratch)
     return out
 
 
@@ -384,7 +399,8 @@ def main() -> int:
                     row = {"program": name, "kernel": short[:60], "instance": dynamic_hash, "occurrences": inst.occ,
                            "ir": bool(rec.llvm_files), "recorded_time_s": inst.recorded_time,
                            "recorded_cache": inst.recorded_cache, "app_timer": inst.app_timer,
-                           "recorded_samples_s": app_samples, "recorded_median_s": reference}  # fmt: skip
+                           "recorded_samples_s": app_samples, "recorded_median_s": reference,
+                           "later_launches_median_s": statistics.median(inst.app_times) if inst.app_times else None}  # fmt: skip
                     bin_result = replay(db, dynamic_hash, binary, opts.iterations)
                     row.update(binary=binary, binary_verified=bin_result.verified,
                                binary_median_s=bin_result.median_time or None, replay_timer=bin_result.timer,
