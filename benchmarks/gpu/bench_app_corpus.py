@@ -18,7 +18,8 @@ flushed L2). A launch recorded once is one sample per process, which spreads by 
 a few microseconds (docs/design/recording.md, "The L2 before a recorded launch"), so the program runs
 `--app-runs` times under the recorder and the reference is the median of its recorded times. Where an
 instance misses 5%, the replay is timed again with its method changed one way at a time (no reset of
-the written regions, a synchronize after the flush, a warm or primed L2: `diagnosis`), so a suite run
+the written regions, no synchronize after the flush, a new mapping right before, a warm or primed L2:
+`diagnosis`), so a suite run
 tells which difference of method it is. An instance that does not verify from its binary is handed to
 `mneme nondeterminism`'s analysis: when its outputs are order-dependent, the derived policy is applied
 and the replay run again. A program whose framework or build is missing is listed as skipped, with
@@ -271,12 +272,13 @@ def explain_nondeterminism(db: Path, dynamic_hash: str, mode: str) -> tuple[str,
 def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[str, float]:
     """Median replay seconds with the timing method changed one way at a time (for an instance that misses 5%).
 
-    `flushed`: as `mneme replay` times (reset of the written regions, L2 flush, launch), in a new executor
-    (another process-level draw than the first replay's); `no-reset`: the flush without the reset;
-    `flush-sync`: reset, flush, and the stream synchronized before the launch (as the recorder's timed
-    launch, which runs after a context synchronize); `prologue-copy`: reset, every recorded region read by
-    the copy engine (as the recorder's prologue capture reads them right before), flush; `events`:
-    flushed, by CUDA events; `warm`, `primed`: the other cache states.
+    `flushed`: as `mneme replay` times (reset of the written regions, L2 flush, synchronize, launch), in a
+    new executor (another process-level draw than the first replay's); `unsynced`: the launch queued right
+    behind the flush (the replay's method before it synchronized, as the recorder does); `new-mapping`: a
+    fresh buffer of the flush's size allocated right before the timed runs (as the replay's flush buffer was,
+    before it was allocated ahead of the restore); `no-reset`: the flush without the reset; `prologue-copy`:
+    reset, every recorded region read by the copy engine (as the recorder's prologue capture reads them right
+    before), flush; `events`: flushed, by CUDA events; `warm`, `primed`: the other cache states.
     """
     from mneme.core.executor import BaseExecutor
 
@@ -290,10 +292,9 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
         kernel = ex._load(ex.recorded_binary(), result, config)
         device = ex.device
 
-        def flush_then_sync() -> None:
+        def reset_and_flush() -> None:  # the launch queued right behind the flush, no synchronize between
             ex.reset()
             device.flush_l2()
-            device.synchronize()
 
         regions = [(r.addr, r.size) for r in ex.prologue.regions]
         scratch = device.alloc(max([size for _, size in regions] + [1]))
@@ -303,19 +304,25 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             for addr, size in regions:
                 device.copy(scratch.addr, addr, size)
 
-        variants = {"flushed": (ex.reset, "flushed", "auto"), "no-reset": (None, "flushed", "auto"),
-                    "flush-sync": (flush_then_sync, "warm", "auto"), "prologue-copy": (read_all_then_flush, "flushed", "auto"),
+        variants = {"flushed": (ex.reset, "flushed", "auto"), "unsynced": (reset_and_flush, "warm", "auto"),
+                    "new-mapping": (ex.reset, "flushed", "auto"), "no-reset": (None, "flushed", "auto"),
+                    "prologue-copy": (read_all_then_flush, "flushed", "auto"),
                     "events": (ex.reset, "flushed", "events"), "warm": (ex.reset, "warm", "auto"),
                     "primed": (ex.reset, "primed", "auto")}  # fmt: skip
         try:
             for name, (before, cache, timer) in variants.items():
                 ex.reset()
+                fresh = device.alloc(device.flush_bytes) if name == "new-mapping" else None
                 try:
                     times = device.time(kernel, config.grid, config.block, config.shared_mem, ex.args, iterations,
                                         before_each=before, cache=cache, timer=timer)  # fmt: skip
                 except Exception as exc:  # noqa: BLE001 - one variant's failure leaves the others' figures
                     log.warning("diagnosis %s of %s: %s", name, dynamic_hash, exc)
                     continue
+                finally:
+                    if fresh is not None:
+                        device.synchronize()
+                        device.free(fresh)
                 out[name] = statistics.median(times)
         finally:
             device.synchronize()

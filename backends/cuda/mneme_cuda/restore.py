@@ -62,6 +62,8 @@ class DeviceMemory:
                 )
         self._reservations.append(Reservation(self.ordinal, va_addr, va_size, self.granularity))
         log.debug("reserved %#x+%#x on device %d", va_addr, va_size, self.ordinal)
+        if self._flush is None:  # after the recorded range is held, before its state is restored
+            self._allocate_flush_buffer()
 
     def map(self, addr: int, size: int) -> None:
         self._enter()
