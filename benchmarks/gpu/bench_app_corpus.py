@@ -332,7 +332,7 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--programs", default=",".join([*PROGRAMS, *EXECUTABLES]))
+    parser.add_argument("--programs", default=",".join([*EXECUTABLES, *PROGRAMS]))
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--app-runs", type=int, default=3,
                         help="runs of each program under the recorder; the reference is the median of their recorded times")
