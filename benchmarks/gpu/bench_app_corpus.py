@@ -152,12 +152,16 @@ def available(modules: tuple[str, ...]) -> str:
     return "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["import failed"])[-1][:200]
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def program_command(name: str, tmp: Path) -> tuple[list[str], str]:
     """(the command that runs program `name`, "") or ([], why it cannot run here)."""
     if name in EXECUTABLES:
         binary, builder = EXECUTABLES[name]
         if not binary.is_file():
-            return [], f"{binary.relative_to(ROOT)} is not built (scripts/gpu-suite --prepare builds it with {builder})"
+            return [], f"{_shown(binary)} is not built (scripts/gpu-suite --prepare builds it with {builder})"
         return [str(binary)], ""
     modules, source = PROGRAMS[name]
     why = available(modules)
@@ -203,7 +207,7 @@ def cupti_launches(command: list[str], tmp: Path) -> tuple[dict[str, int] | None
     """Launches of each kernel by CUPTI's own kernel records, in a run without the recorder; (None, why) when
     the tracer is not built."""
     if not TRACER.is_file():
-        return None, f"no CUPTI tracer ({TRACER.relative_to(ROOT)}: scripts/gpu-suite --prepare builds it where CUPTI is)"
+        return None, f"no CUPTI tracer ({_shown(TRACER)}: scripts/gpu-suite --prepare builds it where CUPTI is)"
     trace = tmp / "cupti-trace"
     trace.mkdir(exist_ok=True)
     env = {**os.environ, "CUDA_INJECTION64_PATH": str(TRACER), "MNEME_CUPTI_TRACE_DIR": str(trace),
