@@ -293,7 +293,7 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
         if not result.executed:
             return out
         # The kernel execute() loaded (cached by its binary): a bench's look inside, not an API.
-        kernel = ex._load(ex.recorded_binary(), result, config)
+        kernel = ex._load(ex.build(config), result, config)
         device = ex.device
 
         def reset_and_flush() -> None:  # the launch queued right behind the flush, no synchronize between
