@@ -34,6 +34,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -173,9 +174,9 @@ def program_command(name: str, tmp: Path) -> tuple[list[str], str]:
 
 
 def record(name: str, command: list[str], tmp: Path, library: Path, finalize: bool = True):
-    """Run one program under the recorder: (its own launch counts, databases, warnings, exit code, raw folder).
-
-    With `finalize` False the raw folder is left as the recorder wrote it (a further run, for its times)."""
+    """Run one program under the recorder: (its own launch counts, databases, warnings, exit code, raw folder,
+    the recorded launches' times by (kernel, dynamic hash)). With `finalize` False no database is written (a
+    further run, for its times)."""
     from mneme_cuda import recorder
 
     from mneme.core.recorder.finalize import unrecorded_warnings
@@ -186,12 +187,13 @@ def record(name: str, command: list[str], tmp: Path, library: Path, finalize: bo
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
         log.warning("%s exited %d: %s", name, proc.returncode, (proc.stderr or proc.stdout)[-2000:])
+    times = raw_recorded_times(raw)  # before finalize, which moves the launch folders' snapshots
     if not finalize:
-        return {}, [], "", proc.returncode, raw
+        return {}, [], "", proc.returncode, raw, times
     databases = recorder.finalize(raw, db, arch=_arch())
     warnings = "; ".join(unrecorded_warnings(recorder.FORMAT, raw, databases))
     counted = json.loads(launches.read_text()) if launches.exists() else {}
-    return counted, databases, warnings, proc.returncode, raw
+    return counted, databases, warnings, proc.returncode, raw, times
 
 
 def recorder_launches(raw: Path) -> dict[str, int]:
@@ -371,11 +373,11 @@ def main() -> int:
                 programs.append({"program": name, "skipped": why})
                 write()
                 continue
-            counted, databases, warnings, code, raw = record(name, command, Path(tmp), library)
+            counted, databases, warnings, code, raw, times = record(name, command, Path(tmp), library)
             entry = {"program": name, "exit": code, "launched": counted, "recorded": {}, "warnings": warnings}
-            # The recorded launch's time in further runs (one sample per process each).
+            # The recorded launch's time in each run (one sample per process).
             samples: dict[tuple[str, str], list[float]] = {}
-            for k, seconds in raw_recorded_times(raw).items():
+            for k, seconds in times.items():
                 samples.setdefault(k, []).append(seconds)
             runs = 1
             for run in range(1, opts.app_runs):
@@ -383,9 +385,10 @@ def main() -> int:
                     break
                 further = Path(tmp) / f"run{run}"
                 further.mkdir()
-                *_, further_raw = record(name, command, further, library, finalize=False)
-                for k, seconds in raw_recorded_times(further_raw).items():
+                *_, further_times = record(name, command, further, library, finalize=False)
+                for k, seconds in further_times.items():
                     samples.setdefault(k, []).append(seconds)
+                shutil.rmtree(further, ignore_errors=True)  # its snapshots: only the times were wanted
                 runs += 1
             entry["app_runs"] = runs
             seen = recorder_launches(raw)
