@@ -13,8 +13,10 @@
 // ask of it (device info, device selection, the error report, a scratch pool) are defined here.
 #include "ggml.h"
 #include "common.cuh"
+#include "cpy.cuh"
 #include "getrows.cuh"
 #include "norm.cuh"
+#include "rope.cuh"
 #include "scale.cuh"
 #include "softmax.cuh"
 #include "unary.cuh"
@@ -24,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -118,7 +121,27 @@ struct DeviceTensor {
         CUDA_CHECK(cudaMemcpy(out.data(), d, ggml_nbytes(t), cudaMemcpyDeviceToHost));
         return out;
     }
+    std::vector<uint8_t> read_bytes() const {
+        std::vector<uint8_t> out(ggml_nbytes(t));
+        CUDA_CHECK(cudaMemcpy(out.data(), d, out.size(), cudaMemcpyDeviceToHost));
+        return out;
+    }
 };
+
+// A tensor of a case's inputs and its host data.
+struct HostTensor {
+    ggml_tensor *t;
+    std::vector<uint8_t> bytes;
+};
+
+static HostTensor host_f32(ggml_tensor *t, float scale) {
+    std::vector<float> v = random_floats(ggml_nelements(t), scale);
+    HostTensor h{t, std::vector<uint8_t>(ggml_nbytes(t))};
+    memcpy(h.bytes.data(), v.data(), h.bytes.size());
+    return h;
+}
+
+static const float *as_f32(const HostTensor &h) { return reinterpret_cast<const float *>(h.bytes.data()); }
 
 static double nmse(const std::vector<float> &got, const std::vector<double> &want) {
     double err = 0, ref = 0;
@@ -213,6 +236,34 @@ static void get_rows_case(ggml_backend_cuda_context &ctx, ggml_type type, int64_
     }
 }
 
+using Build = std::function<ggml_tensor *(ggml_context *, std::vector<HostTensor> &, int input)>;
+using Error = std::function<double(const std::vector<HostTensor> &, const std::vector<uint8_t> &)>;
+
+// Any operator: `build` makes its node and the host data of its inputs (for input 0 and 1), `run` is the
+// CUDA operator, `error` measures its output against a reference (at most `max_error`, named `what`).
+static void op_case(ggml_backend_cuda_context &ctx, const std::string &name, Build build, Run run, Error error,
+                    double max_error, const char *what) {
+    for (int input = 0; input < 2; ++input) {
+        ggml_init_params params = {32 * ggml_tensor_overhead(), nullptr, true};
+        ggml_context *g = ggml_init(params);
+        std::vector<HostTensor> in;
+        ggml_tensor *out = build(g, in, input);
+        std::vector<std::unique_ptr<DeviceTensor>> on_device;
+        for (HostTensor &h : in) on_device.emplace_back(new DeviceTensor(h.t, h.bytes.data()));
+        DeviceTensor dout(out, nullptr);
+        double worst = 0;
+        for (int rep = 0; rep < (input ? 1 : 3); ++rep) {
+            CUDA_CHECK(cudaMemset(dout.d, 0xff, ggml_nbytes(out)));
+            run(ctx, out);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
+            worst = std::fmax(worst, error(in, dout.read_bytes()));
+        }
+        report(name + (input ? " (second input)" : ""), worst <= max_error, what, worst);
+        ggml_free(g);
+    }
+}
+
 static Reference softmax_reference(double scale) {
     return [scale](const std::vector<float> &x, int64_t n, int64_t m, std::vector<double> &y) {
         for (int64_t r = 0; r < m; ++r) {
@@ -286,6 +337,55 @@ int main() {
              1e-6);
     for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K})
         get_rows_case(ctx, type, cols, 256, 64);
+
+    // CPY of f32 into f16 (as a KV cache is written): bit for bit against ggml-base's conversion.
+    op_case(
+        ctx, "cpy f32 -> f16",
+        [](ggml_context *g, std::vector<HostTensor> &in, int input) {
+            in.push_back(host_f32(ggml_new_tensor_2d(g, GGML_TYPE_F32, 4096, 512), input ? 100.0f : 1.0f));
+            return ggml_cpy(g, in[0].t, ggml_new_tensor_2d(g, GGML_TYPE_F16, 4096, 512));
+        },
+        [](ggml_backend_cuda_context &c, ggml_tensor *out) {
+            out->src[1]->data = out->data;  // the node is a view of its destination
+            ggml_cuda_cpy(c, out->src[0], out->src[1]);
+        },
+        [](const std::vector<HostTensor> &in, const std::vector<uint8_t> &out) {
+            std::vector<ggml_fp16_t> want(out.size() / sizeof(ggml_fp16_t));
+            ggml_fp32_to_fp16_row(as_f32(in[0]), want.data(), (int64_t)want.size());
+            double differ = 0;
+            for (size_t i = 0; i < want.size(); ++i) differ += memcmp(&want[i], out.data() + 2 * i, 2) != 0;
+            return differ;
+        },
+        0.0, "elements differing");
+
+    // ROPE (normal mode) of [head dim 128, 32 heads, 64 tokens] at the tokens' positions.
+    op_case(
+        ctx, "rope",
+        [](ggml_context *g, std::vector<HostTensor> &in, int input) {
+            in.push_back(host_f32(ggml_new_tensor_3d(g, GGML_TYPE_F32, 128, 32, 64), 1.0f));
+            HostTensor pos{ggml_new_tensor_1d(g, GGML_TYPE_I32, 64), std::vector<uint8_t>(64 * sizeof(int32_t))};
+            for (int32_t t = 0; t < 64; ++t) reinterpret_cast<int32_t *>(pos.bytes.data())[t] = t + 100 * input;
+            in.push_back(pos);
+            return ggml_rope(g, in[0].t, in[1].t, 128, GGML_ROPE_TYPE_NORMAL);
+        },
+        ggml_cuda_op_rope,
+        [](const std::vector<HostTensor> &in, const std::vector<uint8_t> &out) {
+            const float *x = as_f32(in[0]);
+            const int32_t *pos = reinterpret_cast<const int32_t *>(in[1].bytes.data());
+            std::vector<float> y(out.size() / sizeof(float));
+            memcpy(y.data(), out.data(), out.size());
+            std::vector<double> want(y.size());
+            for (int64_t t = 0; t < 64; ++t)
+                for (int64_t h = 0; h < 32; ++h)
+                    for (int64_t i = 0; i < 128; i += 2) {
+                        const int64_t at = (t * 32 + h) * 128 + i;
+                        const double theta = pos[t] * std::pow(10000.0, -(double)i / 128);
+                        want[at] = x[at] * std::cos(theta) - x[at + 1] * std::sin(theta);
+                        want[at + 1] = x[at] * std::sin(theta) + x[at + 1] * std::cos(theta);
+                    }
+            return nmse(y, want);
+        },
+        1e-7, "nmse");
 
     printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
     return failures ? 1 : 0;

@@ -41,7 +41,9 @@ import kernel_corpus as kc  # tests/: the corpus's fetch and unit build
 log = logging.getLogger("llama_build")
 
 #: The ggml-cuda units whose operators the program runs.
-UNITS = ("norm", "softmax", "getrows", "scale", "unary")
+UNITS = ("norm", "softmax", "getrows", "scale", "unary", "cpy", "rope")
+# (binbcast, for ADD and MUL, would double the binary with its template instances: the device run carries
+# at most 64 MiB in all.)
 #: ggml-base, as llama.cpp's ggml/src/CMakeLists.txt lists it.
 GGML_BASE = ("ggml.c", "ggml.cpp", "ggml-alloc.c", "ggml-backend.cpp", "ggml-backend-meta.cpp", "ggml-opt.cpp",
              "ggml-threading.cpp", "ggml-quants.c", "gguf.cpp")  # fmt: skip
