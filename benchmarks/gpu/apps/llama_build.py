@@ -7,8 +7,10 @@ llama.cpp's sources come from the llama-cpp-python sdist the kernel corpus alrea
 committed). The program is linked from:
 
 - the ggml-cuda units of the operators it runs (`UNITS`), built by the kernel corpus's own
-  `mneme-cc nvcc -c` for sm_90 with llama.cpp's CUDA flags (cached there by a key of the source,
-  the flags and mneme-cc's sources), so their device IR is embedded;
+  `mneme-cc nvcc -c` for sm_90 with llama.cpp's CUDA flags and, as llama.cpp's CMake builds them with
+  CUDA 12.8 and later, `-compress-mode=size` (its GGML_CUDA_COMPRESSION_MODE default: zstd-compressed
+  machine code, a tenth of the size), cached there by a key of the source, the flags and mneme-cc's
+  sources, so their device IR is embedded;
 - ggml-base (`GGML_BASE`, the library llama.cpp's CMake makes of these files) compiled with the host
   compilers, cached by a key of its sources and flags;
 - the program itself, built with `mneme-cc nvcc -c`.
@@ -32,6 +34,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
+
 ROOT = Path(__file__).resolve().parents[3]
 SOURCE = Path(__file__).resolve().parent / "ggml_ops_app.cu"
 sys.path.insert(0, str(ROOT / "tests"))
@@ -42,14 +46,14 @@ log = logging.getLogger("llama_build")
 
 #: The ggml-cuda units whose operators the program runs.
 UNITS = ("norm", "softmax", "getrows", "scale", "unary", "cpy", "rope")
-# (binbcast, for ADD and MUL, would double the binary with its template instances: the device run carries
-# at most 64 MiB in all.)
+# (binbcast, for ADD and MUL, would add 5 MB of template instances: the device run carries 64 MiB in all.)
 #: ggml-base, as llama.cpp's ggml/src/CMakeLists.txt lists it.
 GGML_BASE = ("ggml.c", "ggml.cpp", "ggml-alloc.c", "ggml-backend.cpp", "ggml-backend-meta.cpp", "ggml-opt.cpp",
              "ggml-threading.cpp", "ggml-quants.c", "gguf.cpp")  # fmt: skip
 C_FLAGS = ("-O2", "-std=gnu11", "-fPIC", "-D_GNU_SOURCE", "-DNDEBUG")
 CXX_FLAGS = ("-O2", "-std=c++17", "-fPIC", "-DNDEBUG")
 DEFAULT_OUT = ROOT / ".gpu" / "bin" / "ggml_ops_app"
+COMPRESSION = ("-compress-mode=size",)  # llama.cpp's GGML_CUDA_COMPRESSION_MODE default (nvcc 12.8 and later)
 
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None) -> None:
@@ -93,7 +97,7 @@ def build(out: Path = DEFAULT_OUT) -> Path:
     """Fetch, compile and link the program into `out`; raises kc.CorpusUnavailable saying why it cannot."""
     kc.nvcc_version()  # a clear reason when there is no nvcc
     root = kc.fetch(kc.LLAMA)
-    units = kc.ggml_units(root, UNITS)
+    units = [attrs.evolve(u, flags=(*u.flags, *COMPRESSION)) for u in kc.ggml_units(root, UNITS)]
     built = kc.build(units, jobs=max(1, min(len(units), os.cpu_count() or 1)))
     failed = [b for b in built if not b.nvcc_ok or b.obj is None]
     if failed:
