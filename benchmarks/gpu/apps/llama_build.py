@@ -46,7 +46,8 @@ log = logging.getLogger("llama_build")
 
 #: The ggml-cuda units whose operators the program runs.
 UNITS = ("norm", "softmax", "getrows", "scale", "unary", "cpy", "rope")
-# (binbcast, for ADD and MUL, would add 5 MB of template instances: the device run carries 64 MiB in all.)
+# (binbcast, for ADD and MUL, would add 1.7 MB of host code and IR: the device run carries 64 MiB in all, and
+# the GPU suite's programs, wheels and corpus IR take most of it.)
 #: ggml-base, as llama.cpp's ggml/src/CMakeLists.txt lists it.
 GGML_BASE = ("ggml.c", "ggml.cpp", "ggml-alloc.c", "ggml-backend.cpp", "ggml-backend-meta.cpp", "ggml-opt.cpp",
              "ggml-threading.cpp", "ggml-quants.c", "gguf.cpp")  # fmt: skip
