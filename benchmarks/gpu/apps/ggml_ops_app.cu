@@ -3,9 +3,10 @@
 // (ggml-cuda's ggml_cuda_op_* entry points, from the llama-cpp-python sdist; never committed), and
 // checks the result by its normalized mean squared error, as test-backend-ops does, against a
 // reference: ggml-base's own dequantization for GET_ROWS of quantized rows (also counting the
-// elements that differ in any bit), a double-precision computation elsewhere. Each case is launched three times with the same arguments and once more
-// on other data, so each kernel has a repeated instance and a second one. Exit 0 when every case
-// passes; one line per case on stdout.
+// elements that differ in any bit), ggml-base's conversion for CPY to f16 (bit for bit), a
+// double-precision computation elsewhere. Each case is launched three times with the same arguments
+// and once more on other data, so each kernel has a repeated instance and a second one. Exit 0 when
+// every case passes; one line per case on stdout.
 //
 // Built by benchmarks/gpu/apps/llama_build.py (`scripts/gpu-suite --prepare`) with `mneme-cc nvcc`
 // for sm_90, linked with the ggml-cuda units it calls and ggml-base. ggml-cuda's host glue
@@ -179,6 +180,9 @@ static void row_case(ggml_backend_cuda_context &ctx, const std::string &name, in
         double worst = 0;
         for (int rep = 0; rep < (input ? 1 : 3); ++rep) {
             CUDA_CHECK(cudaMemset(dout.d, 0xff, ggml_nbytes(out)));  // poisoned: an unwritten element fails
+            // The copies and the memset ran on the legacy stream, which the context's non-blocking stream
+            // does not wait for.
+            CUDA_CHECK(cudaDeviceSynchronize());
             run(ctx, out);
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
@@ -220,6 +224,7 @@ static void get_rows_case(ggml_backend_cuda_context &ctx, ggml_type type, int64_
         double worst = 0;
         for (int rep = 0; rep < (input ? 1 : 3); ++rep) {
             CUDA_CHECK(cudaMemset(dout.d, 0xff, ggml_nbytes(out)));
+            CUDA_CHECK(cudaDeviceSynchronize());  // as in row_case
             ggml_cuda_op_get_rows(ctx, out);
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
@@ -254,6 +259,7 @@ static void op_case(ggml_backend_cuda_context &ctx, const std::string &name, Bui
         double worst = 0;
         for (int rep = 0; rep < (input ? 1 : 3); ++rep) {
             CUDA_CHECK(cudaMemset(dout.d, 0xff, ggml_nbytes(out)));
+            CUDA_CHECK(cudaDeviceSynchronize());  // as in row_case
             run(ctx, out);
             CUDA_CHECK(cudaGetLastError());
             CUDA_CHECK(cudaStreamSynchronize(ctx.stream()));
@@ -328,13 +334,15 @@ int main() {
     row_case(ctx, "gelu", cols, rows, [](ggml_context *g, ggml_tensor *a) { return ggml_gelu(g, a); },
              ggml_cuda_op_gelu,
              [](const std::vector<float> &x, int64_t, int64_t, std::vector<double> &y) {
-                 const double k = std::sqrt(2.0 / M_PI);  // ggml's GELU: the tanh approximation
+                 // ggml's GELU: the tanh approximation, whose tanhf nvcc's fast math makes an approximate
+                 // instruction (relative error about 1e-3), hence the looser bound
+                 const double k = std::sqrt(2.0 / M_PI);
                  for (size_t i = 0; i < x.size(); ++i) {
                      double v = x[i];
                      y[i] = 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)));
                  }
              },
-             1e-6);
+             1e-5);
     for (ggml_type type : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K})
         get_rows_case(ctx, type, cols, 256, 64);
 
