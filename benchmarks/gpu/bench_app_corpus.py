@@ -336,6 +336,82 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
     return out
 
 
+def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, time_left, rows: list[dict]) -> dict:
+    """Record one program (`--app-runs` times), count its launches, replay every instance; its summary entry.
+
+    Each instance's row is appended to `rows` as it is measured."""
+    from mneme.core.records import RecordedExecution
+
+    counted, databases, warnings, code, raw, times = record(name, command, tmp, library)
+    entry = {"program": name, "exit": code, "launched": counted, "recorded": {}, "warnings": warnings}
+    # The recorded launch's time in each run (one sample per process).
+    samples: dict[tuple[str, str], list[float]] = {}
+    for k, seconds in times.items():
+        samples.setdefault(k, []).append(seconds)
+    runs = 1
+    for run in range(1, opts.app_runs):
+        if not time_left():
+            break
+        further = tmp / f"run{run}"
+        further.mkdir()
+        *_, further_times = record(name, command, further, library, finalize=False)
+        for k, seconds in further_times.items():
+            samples.setdefault(k, []).append(seconds)
+        shutil.rmtree(further, ignore_errors=True)  # its snapshots: only the times were wanted
+        runs += 1
+    entry["app_runs"] = runs
+    seen = recorder_launches(raw)
+    entry["recorder_launches"] = seen
+    cupti, why_not = cupti_launches(command, tmp) if time_left() else (None, "no time left")
+    if cupti is None:
+        entry["cupti_launches"], entry["cupti_skipped"] = None, why_not
+    else:
+        entry["cupti_launches"] = cupti
+        entry["launch_count_differs"] = {k: [cupti.get(k, 0), seen.get(k, 0)] for k in sorted(set(cupti) | set(seen))
+                                         if cupti.get(k, 0) != seen.get(k, 0)}  # fmt: skip
+        entry["all_launches_recorded"] = not entry["launch_count_differs"]
+    recorded: dict[str, int] = {}
+    for db in databases:
+        rec = RecordedExecution.from_json(db)
+        short = rec.demangled_name or rec.kernel_name
+        recorded[rec.kernel_name] = sum(i.occ for i in rec.kernel_instances.values())
+        binary = "cubin" if any(b.kind == "cubin" for b in rec.binary_blobs) else "ptx"
+        for dynamic_hash, inst in rec.kernel_instances.items():
+            app_samples = samples.get((rec.kernel_name, dynamic_hash)) or ([inst.recorded_time] if inst.recorded_time else [])
+            reference = statistics.median(app_samples) if app_samples else None
+            row = {"program": name, "kernel": short[:60], "instance": dynamic_hash, "occurrences": inst.occ,
+                   "ir": bool(rec.llvm_files), "recorded_time_s": inst.recorded_time,
+                   "recorded_cache": inst.recorded_cache, "app_timer": inst.app_timer,
+                   "recorded_samples_s": app_samples, "recorded_median_s": reference,
+                   "later_launches_median_s": statistics.median(inst.app_times) if inst.app_times else None}  # fmt: skip
+            bin_result = replay(db, dynamic_hash, binary, opts.iterations)
+            row.update(binary=binary, binary_verified=bin_result.verified,
+                       binary_median_s=bin_result.median_time or None, replay_timer=bin_result.timer,
+                       binary_times_s=list(bin_result.exec_time))  # fmt: skip
+            if not bin_result.verified and bin_result.executed:
+                row["nondeterminism"], row["verified_under_policy"] = explain_nondeterminism(
+                    db, dynamic_hash, binary)
+            if reference and bin_result.median_time:
+                row["replay_vs_recorded"] = bin_result.median_time / reference
+                if abs(row["replay_vs_recorded"] - 1) > 0.05 and time_left():
+                    row["diagnosis_s"] = diagnose(db, dynamic_hash, binary, opts.iterations)
+            if rec.llvm_files:
+                ir_result = replay(db, dynamic_hash, "ir", opts.iterations)
+                row.update(ir_verified=ir_result.verified, ir_median_s=ir_result.median_time or None,
+                           ir_error=(ir_result.mismatches or [ir_result.error])[0][:300] if not ir_result.verified else "")  # fmt: skip
+                if ir_result.median_time and bin_result.median_time:
+                    row["ir_vs_binary"] = ir_result.median_time / bin_result.median_time
+            rows.append(row)
+    entry["recorded"] = recorded
+    if "all_launches_recorded" not in entry:
+        # Without CUPTI's count, the program's own (a program names its kernels as written; the
+        # recorder's names are mangled (Numba's) or exact).
+        entry["all_launches_recorded"] = all(
+            sum(v for kernel, v in seen.items() if k == kernel or k in kernel) == n
+            for k, n in counted.items()) if counted else None  # fmt: skip
+    return entry
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", default=",".join([*EXECUTABLES, *PROGRAMS]))
@@ -350,7 +426,6 @@ def main() -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     from mneme_cuda import recorder
 
-    from mneme.core.records import RecordedExecution
 
     started = time.monotonic()
 
@@ -373,73 +448,11 @@ def main() -> int:
                 programs.append({"program": name, "skipped": why})
                 write()
                 continue
-            counted, databases, warnings, code, raw, times = record(name, command, Path(tmp), library)
-            entry = {"program": name, "exit": code, "launched": counted, "recorded": {}, "warnings": warnings}
-            # The recorded launch's time in each run (one sample per process).
-            samples: dict[tuple[str, str], list[float]] = {}
-            for k, seconds in times.items():
-                samples.setdefault(k, []).append(seconds)
-            runs = 1
-            for run in range(1, opts.app_runs):
-                if not time_left():
-                    break
-                further = Path(tmp) / f"run{run}"
-                further.mkdir()
-                *_, further_times = record(name, command, further, library, finalize=False)
-                for k, seconds in further_times.items():
-                    samples.setdefault(k, []).append(seconds)
-                shutil.rmtree(further, ignore_errors=True)  # its snapshots: only the times were wanted
-                runs += 1
-            entry["app_runs"] = runs
-            seen = recorder_launches(raw)
-            entry["recorder_launches"] = seen
-            cupti, why_not = cupti_launches(command, Path(tmp)) if time_left() else (None, "no time left")
-            if cupti is None:
-                entry["cupti_launches"], entry["cupti_skipped"] = None, why_not
-            else:
-                entry["cupti_launches"] = cupti
-                entry["launch_count_differs"] = {k: [cupti.get(k, 0), seen.get(k, 0)] for k in sorted(set(cupti) | set(seen))
-                                                 if cupti.get(k, 0) != seen.get(k, 0)}  # fmt: skip
-                entry["all_launches_recorded"] = not entry["launch_count_differs"]
-            recorded: dict[str, int] = {}
-            for db in databases:
-                rec = RecordedExecution.from_json(db)
-                short = rec.demangled_name or rec.kernel_name
-                recorded[rec.kernel_name] = sum(i.occ for i in rec.kernel_instances.values())
-                binary = "cubin" if any(b.kind == "cubin" for b in rec.binary_blobs) else "ptx"
-                for dynamic_hash, inst in rec.kernel_instances.items():
-                    app_samples = samples.get((rec.kernel_name, dynamic_hash)) or ([inst.recorded_time] if inst.recorded_time else [])
-                    reference = statistics.median(app_samples) if app_samples else None
-                    row = {"program": name, "kernel": short[:60], "instance": dynamic_hash, "occurrences": inst.occ,
-                           "ir": bool(rec.llvm_files), "recorded_time_s": inst.recorded_time,
-                           "recorded_cache": inst.recorded_cache, "app_timer": inst.app_timer,
-                           "recorded_samples_s": app_samples, "recorded_median_s": reference,
-                           "later_launches_median_s": statistics.median(inst.app_times) if inst.app_times else None}  # fmt: skip
-                    bin_result = replay(db, dynamic_hash, binary, opts.iterations)
-                    row.update(binary=binary, binary_verified=bin_result.verified,
-                               binary_median_s=bin_result.median_time or None, replay_timer=bin_result.timer,
-                               binary_times_s=list(bin_result.exec_time))  # fmt: skip
-                    if not bin_result.verified and bin_result.executed:
-                        row["nondeterminism"], row["verified_under_policy"] = explain_nondeterminism(
-                            db, dynamic_hash, binary)
-                    if reference and bin_result.median_time:
-                        row["replay_vs_recorded"] = bin_result.median_time / reference
-                        if abs(row["replay_vs_recorded"] - 1) > 0.05 and time_left():
-                            row["diagnosis_s"] = diagnose(db, dynamic_hash, binary, opts.iterations)
-                    if rec.llvm_files:
-                        ir_result = replay(db, dynamic_hash, "ir", opts.iterations)
-                        row.update(ir_verified=ir_result.verified, ir_median_s=ir_result.median_time or None,
-                                   ir_error=(ir_result.mismatches or [ir_result.error])[0][:300] if not ir_result.verified else "")  # fmt: skip
-                        if ir_result.median_time and bin_result.median_time:
-                            row["ir_vs_binary"] = ir_result.median_time / bin_result.median_time
-                    rows.append(row)
-            entry["recorded"] = recorded
-            if "all_launches_recorded" not in entry:
-                # Without CUPTI's count, the program's own (a program names its kernels as written; the
-                # recorder's names are mangled (Numba's) or exact).
-                entry["all_launches_recorded"] = all(
-                    sum(v for kernel, v in seen.items() if k == kernel or k in kernel) == n
-                    for k, n in counted.items()) if counted else None  # fmt: skip
+            try:
+                entry = run_program(name, command, Path(tmp), library, opts, time_left, rows)
+            except Exception as exc:  # one program's failure is reported, the others still run
+                log.exception("app-corpus %s failed", name)
+                entry = {"program": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
             programs.append(entry)
             write()
     summary = summarize(rows, programs)
@@ -456,6 +469,8 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
     for p in programs:
         if "skipped" in p:
             lines.append(f"app-corpus {p['program']}: skipped ({p['skipped']})")
+        elif "error" in p:
+            lines.append(f"app-corpus {p['program']}: FAILED ({p['error']})")
         else:
             if p.get("cupti_launches") is not None:
                 counts = (f"every kernel's launches as CUPTI counted them ({sum(p['cupti_launches'].values())} "
@@ -512,8 +527,9 @@ def markdown(rows: list[dict], programs: list[dict]) -> list[str]:
                      f"{('yes' if r.get('ir_verified') else 'NO') if r['ir'] else '-'} | {x(r.get('ir_vs_binary'))} | "
                      f"{note[:160].replace('|', '/')} |")  # fmt: skip
     for p in programs:
-        if "skipped" in p:
-            lines.append(f"| {p['program']} | (skipped: {p['skipped'][:80]}) | | | | | | | | | |")
+        if "skipped" in p or "error" in p:
+            what = f"skipped: {p['skipped']}" if "skipped" in p else f"FAILED: {p['error']}"
+            lines.append(f"| {p['program']} | ({what[:100].replace('|', '/')}) | | | | | | | | | |")
     return lines
 
 
