@@ -77,6 +77,8 @@ PROGRAMS = {
     "numba": (("numba.cuda",), '''
         import json, os
         import numpy as np
+        if not hasattr(np, "row_stack"):  # NumPy 2.5 dropped this alias of vstack; numba-cuda's arrayobj still names it
+            np.row_stack = np.vstack
         from numba import cuda
 
         @cuda.jit
