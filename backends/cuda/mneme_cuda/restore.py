@@ -62,8 +62,6 @@ class DeviceMemory:
                 )
         self._reservations.append(Reservation(self.ordinal, va_addr, va_size, self.granularity))
         log.debug("reserved %#x+%#x on device %d", va_addr, va_size, self.ordinal)
-        if self._flush is None:  # after the recorded range is held, before its state is restored
-            self._allocate_flush_buffer()
 
     def map(self, addr: int, size: int) -> None:
         self._enter()
@@ -185,6 +183,8 @@ class DeviceMemory:
         threads fills the two buffers in turn, region by region.
         """
         self._enter()
+        if self._flush is None:  # the recorded regions are mapped by now: it cannot take their addresses
+            self._allocate_flush_buffer()
         if targets is None:
             targets = [(region.addr, region.addr) for region in snapshot.regions]
         targets = list(targets)

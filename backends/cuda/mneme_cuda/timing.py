@@ -39,10 +39,11 @@ class DeviceTiming:
         return max(2 * self.l2_bytes, 1 << 20)
 
     def _allocate_flush_buffer(self) -> None:
-        """Allocate the flush's buffer before the recorded state is restored (`reserve` calls this), as the
-        recorder allocates its own before the prologue capture: a new mapping made right before a short
-        kernel's launch put its time on a level about 20% higher (docs/design/recording.md, "The L2 before a
-        recorded launch"). A device too full for it now allocates it at the first flush, or fails there."""
+        """Allocate the flush's buffer before the recorded state is restored (`write_snapshot_regions` calls
+        this, once the recorded regions are mapped), as the recorder allocates its own before the prologue
+        capture: a new mapping made right before a short kernel's launch put its time on a level about 20%
+        higher (docs/design/recording.md, "The L2 before a recorded launch"). A device too full for it now
+        allocates it at the first flush, or fails there."""
         try:
             self._flush = self.alloc(self.flush_bytes)
         except MnemeError as exc:
