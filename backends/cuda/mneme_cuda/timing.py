@@ -65,7 +65,7 @@ class DeviceTiming:
              timer: str = "auto") -> list[float]:  # fmt: skip
         """Seconds per run, after `before_each`: by the kernel's own timestamps, or CUDA events around it.
 
-        `cache` is the L2's state at each timed run (`CACHE_STATES`): "flushed" evicts it,
+        `cache` is the L2's state at each timed run (`CACHE_STATES`): "flushed" evicts it and waits for that,
         "warm" leaves it as `before_each` did, "primed" runs the kernel once more, untimed.
         `timer`: "cupti" takes each run's start and end from CUPTI's kernel records (`cupti`),
         "events" records CUDA events around each launch, "auto" is cupti where it can be had and
