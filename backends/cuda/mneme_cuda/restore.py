@@ -183,6 +183,8 @@ class DeviceMemory:
         threads fills the two buffers in turn, region by region.
         """
         self._enter()
+        if self._flush is None:  # the recorded regions are mapped by now: it cannot take their addresses
+            self._allocate_flush_buffer()
         if targets is None:
             targets = [(region.addr, region.addr) for region in snapshot.regions]
         targets = list(targets)

@@ -31,8 +31,23 @@ class DeviceTiming:
     def flush_l2(self) -> None:
         """Evict the L2 cache by writing a buffer twice its size (ordered on the stream)."""
         if self._flush is None:
-            self._flush = self.alloc(max(2 * self.l2_bytes, 1 << 20))
+            self._flush = self.alloc(self.flush_bytes)
         self.fill(self._flush.addr, self._flush.size, 0)
+
+    @property
+    def flush_bytes(self) -> int:
+        return max(2 * self.l2_bytes, 1 << 20)
+
+    def _allocate_flush_buffer(self) -> None:
+        """Allocate the flush's buffer before the recorded state is restored (`write_snapshot_regions` calls
+        this, once the recorded regions are mapped), as the recorder allocates its own before the prologue
+        capture: a new mapping made right before a short kernel's launch put its time on a level about 20%
+        higher (docs/design/recording.md, "The L2 before a recorded launch"). A device too full for it now
+        allocates it at the first flush, or fails there."""
+        try:
+            self._flush = self.alloc(self.flush_bytes)
+        except MnemeError as exc:
+            log.debug("the L2 flush's buffer is allocated at the first flush: %s", exc)
 
     @property
     def launch_gate(self) -> LaunchGate:
@@ -50,7 +65,7 @@ class DeviceTiming:
              timer: str = "auto") -> list[float]:  # fmt: skip
         """Seconds per run, after `before_each`: by the kernel's own timestamps, or CUDA events around it.
 
-        `cache` is the L2's state at each timed run (`CACHE_STATES`): "flushed" evicts it,
+        `cache` is the L2's state at each timed run (`CACHE_STATES`): "flushed" evicts it and waits for that,
         "warm" leaves it as `before_each` did, "primed" runs the kernel once more, untimed.
         `timer`: "cupti" takes each run's start and end from CUPTI's kernel records (`cupti`),
         "events" records CUDA events around each launch, "auto" is cupti where it can be had and
@@ -94,7 +109,11 @@ class DeviceTiming:
         if before_each is not None:
             before_each()
         if cache == "flushed":
+            # As the recorder times its recorded launch: the flush complete and the device idle before the
+            # launch is submitted (the recorder synchronizes the context between the two), not the launch
+            # queued right behind the flush (docs/design/recording.md, "The L2 before a recorded launch").
             self.flush_l2()
+            self._sync("the L2 flush before a timed run")
         elif cache == "primed":
             self._launch_async(kernel, grid, block, shared_mem, args, keep)
 

@@ -1,0 +1,57 @@
+"""benchmarks/gpu/bench_app_corpus.py reads what the CUDA recorder wrote (issue 38): each run's recorded launch
+time by the instance's dynamic hash (the key its database uses), and every launch the recorder saw, graph
+launches included, to set against CUPTI's count."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mneme_cuda.recorder")
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"
+BASE = 0x153940000000
+KEY = "00000000000000aa"
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import bench_app_corpus
+
+    return bench_app_corpus
+
+
+def _raw(tmp_path: Path, cache: str) -> tuple[Path, bytes]:
+    raw = tmp_path / "raw"
+    folder = raw / "launch-5-000000"
+    folder.mkdir(parents=True)
+    args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + (2 << 20))
+    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "saxpy", "instance_key": KEY,
+                "grid": [4, 1, 1], "block": [256, 1, 1], "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40,
+                "args": args.hex(), "params": [[0, 4], [4, 4], [8, 8], [16, 8]], "regions": [], "globals": []}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    counts = {"saxpy": {"seen": 3, "instances": {KEY: 3}, "recorded_time": {KEY: {"seconds": 3.5e-6, "cache": cache}}},
+              "relax": {"seen": 0, "graph_launches": 4}, "never": {"seen": 0}}  # fmt: skip
+    (raw / "counts-5.json").write_text(json.dumps({"format": "mneme-cuda-counts", "version": 1, "kernels": counts}))
+    return raw, args
+
+
+def test_a_runs_recorded_launch_time_is_keyed_by_the_instances_dynamic_hash(bench, tmp_path):
+    from mneme.core.records.model import dynamic_hash_of
+
+    raw, args = _raw(tmp_path, "flushed")
+    assert bench.raw_recorded_times(raw) == {("saxpy", dynamic_hash_of([4, 1, 1], [256, 1, 1], 0, args)): 3.5e-6}
+
+
+def test_a_recorded_launch_timed_from_a_warm_l2_is_no_sample_of_the_flushed_reference(bench, tmp_path):
+    raw, _ = _raw(tmp_path, "warm")
+    assert bench.raw_recorded_times(raw) == {}
+
+
+def test_the_recorders_launch_count_holds_graph_launches_and_leaves_out_kernels_never_launched(bench, tmp_path):
+    raw, _ = _raw(tmp_path, "flushed")
+    assert bench.recorder_launches(raw) == {"saxpy": 3, "relax": 4}
