@@ -9,30 +9,38 @@ IR brings it); a name that neither reads stays as it is.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import shutil
 import subprocess
 from collections.abc import Iterable
+
+from mneme.core.native_loader import NativeLoader
 
 _CXXFILT = ("llvm-cxxfilt-19", "llvm-cxxfilt-20", "llvm-cxxfilt-21", "llvm-cxxfilt-22", "llvm-cxxfilt")
 _by_llvm: dict[str, str] = {}  # names the runtime could not read, as llvm-cxxfilt demangled them
 _BY_LLVM_MAX = 65536
 
 
-@functools.lru_cache(maxsize=1)
-def _cxa_demangle():
-    for name in (ctypes.util.find_library("stdc++"), "libstdc++.so.6", "libc++.so.1"):
-        if not name:
-            continue
+def _cxx_runtime() -> str | None:
+    """The C++ runtime to demangle with, by soname: libstdc++, else libc++; None: neither opens."""
+    for name in ("libstdc++.so.6", "libc++.so.1"):
         try:
-            fn = ctypes.CDLL(name).__cxa_demangle
-        except (OSError, AttributeError):
+            ctypes.CDLL(name)
+            return name
+        except OSError:
             continue
-        fn.restype = ctypes.c_void_p
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
-        return fn
     return None
+
+
+_CXX = NativeLoader("the C++ runtime's demangler", _cxx_runtime, {
+    "__cxa_demangle": (ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
+                                         ctypes.POINTER(ctypes.c_int)]),
+}, remedy="names are demangled by llvm-cxxfilt meanwhile; install libstdc++6")  # fmt: skip
+
+
+def _cxa_demangle():
+    lib = _CXX.try_load()[0]
+    return lib.__cxa_demangle if lib is not None else None
 
 
 @functools.lru_cache(maxsize=4096)
