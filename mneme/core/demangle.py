@@ -21,25 +21,16 @@ _by_llvm: dict[str, str] = {}  # names the runtime could not read, as llvm-cxxfi
 _BY_LLVM_MAX = 65536
 
 
-def _cxx_runtime() -> str | None:
-    """The C++ runtime to demangle with, by soname: libstdc++, else libc++; None: neither opens."""
-    for name in ("libstdc++.so.6", "libc++.so.1"):
-        try:
-            ctypes.CDLL(name)
-            return name
-        except OSError:
-            continue
-    return None
-
-
-_CXX = NativeLoader("the C++ runtime's demangler", _cxx_runtime, {
-    "__cxa_demangle": (ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
-                                         ctypes.POINTER(ctypes.c_int)]),
-}, remedy="names are demangled by llvm-cxxfilt meanwhile; install libstdc++6")  # fmt: skip
+_DEMANGLE = {"__cxa_demangle": (ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
+                                                 ctypes.POINTER(ctypes.c_int)])}  # fmt: skip
+#: The C++ runtimes whose demangler is used, in order (by soname: the soname is the ABI).
+_CXX_RUNTIMES = tuple(NativeLoader(f"the C++ runtime's demangler ({name})", lambda name=name: name, _DEMANGLE,
+                                   remedy="names are demangled by llvm-cxxfilt meanwhile; install libstdc++6")
+                      for name in ("libstdc++.so.6", "libc++.so.1"))  # fmt: skip
 
 
 def _cxa_demangle():
-    lib = _CXX.try_load()[0]
+    lib = next((lib for lib in (loader.try_load()[0] for loader in _CXX_RUNTIMES) if lib is not None), None)
     return lib.__cxa_demangle if lib is not None else None
 
 

@@ -88,6 +88,9 @@ class NativeLoader:
 
     def load(self) -> ctypes.CDLL:
         """The checked library, opened on the first call; NativeLibraryError when it cannot be used."""
+        lib = self._lib
+        if lib is not None:  # no lock once loaded: a process forked while another thread held it may call this
+            return lib
         with self._lock:
             if self._lib is None and self._error is None:
                 try:

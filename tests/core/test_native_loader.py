@@ -165,3 +165,13 @@ def test_the_host_runtime_loads_through_the_loader():
     assert lib is runtime.LOADER.load() and lib.mneme_grid_capacity.restype is ctypes.c_uint64
     why = ctypes.create_string_buffer(256)
     assert lib.mneme_grid_capacity(why, len(why)) > 0
+
+
+@needs_cc
+def test_a_loaded_library_is_returned_even_while_the_loaders_lock_is_held(tmp_path):
+    # A sandbox process forked while another thread held the lock inherits it held, and calls load().
+    path = build_fake(tmp_path)
+    fake = loader(lambda: path)
+    lib = fake.load()
+    with fake._lock:
+        assert fake.load() is lib
