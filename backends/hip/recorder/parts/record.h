@@ -83,12 +83,10 @@ hipError_t record_launch(const Kernel *k, const Launch &l, void **params, void *
     const std::string &name = k->name;
     LaunchRecord r;
     if (!pack_args(*k, params, extra, r.args, r.layout)) {
-        static bool warned = false;
-        if (!warned)
-            warn("the arguments of %s are not known (no AMDGPU metadata for it in a code image the recorder "
-                 "could read, e.g. a compressed offload bundle); its launches are not recorded (later ones are "
-                 "not reported)", name.c_str());
-        warned = true;
+        warn_once("unknown arguments",
+                  "the arguments of %s are not known (no AMDGPU metadata for it in a code image the recorder "
+                  "could read, e.g. a compressed offload bundle); its launches are not recorded (later ones are "
+                  "not reported)", name.c_str());
         count_unrecorded(name, "its arguments are not known (no AMDGPU metadata for it in a readable code image)");
         return run();
     }
