@@ -18,9 +18,7 @@ import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import attrs
+from typing import Any, NamedTuple
 
 from mneme.core.errors import MnemeError
 
@@ -37,8 +35,7 @@ class NativeLibraryError(MnemeError):
         super().__init__(f"{library} ({self.path or 'no file'}): {failure}; {remedy}")
 
 
-@attrs.frozen
-class Abi:
+class Abi(NamedTuple):
     """The version a Mneme-built library reports: `symbol()` (no arguments, an int) must return `expected`."""
 
     symbol: str

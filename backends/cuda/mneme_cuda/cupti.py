@@ -5,7 +5,8 @@ the stop event as well; for a ~1 us kernel that is two thirds of a 3.5 us window
 from process to process by several percent (docs/design/recording.md, "The kernel timer"). The
 kernel records of CUPTI's activity API hold the kernel alone. `native/cupti_timer.h` reads them;
 the recorder compiles it in and so does the replay's helper, `native/cuptitime.c`, which this
-module builds (it needs CUPTI's headers, cupti.h) and loads with ctypes. libcupti itself is
+module builds (it needs CUPTI's headers, cupti.h) and opens with the core's loader
+(`mneme.core.native_loader`: its ABI number checked, every function declared). libcupti itself is
 opened at run time: $MNEME_CUPTI_LIB, else the CUDA toolkit's, else the checkout's .gpu/lib/cupti
 (where `scripts/gpu-suite --prepare` copies it for the GPU machine; `mneme_cuda.libraries`), else the
 loader's search.

@@ -2,7 +2,8 @@
 
 hipEvent pairs around a launch also time the front end's work between the events; the kernel
 dispatch records of rocprofiler-sdk's buffer tracing hold the kernel alone (as CUPTI's kernel
-records do on CUDA). librocprofiler-sdk is opened with ctypes at first use ($MNEME_ROCPROFILER_SDK_LIB,
+records do on CUDA). librocprofiler-sdk is opened at first use by the core's loader
+(`mneme.core.native_loader`: version 0.4 or newer, every function declared; $MNEME_ROCPROFILER_SDK_LIB,
 else $ROCM_PATH/lib, /opt/rocm/lib, the loader's search) and registered as a tool with
 ``rocprofiler_force_configure``, which only works before the HIP runtime initializes: the device
 asks for the timer before its first HIP call. Where any step fails, timing uses hipEvents and

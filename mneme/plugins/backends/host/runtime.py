@@ -1,4 +1,5 @@
-"""The native part of the host backend: `runtime.c`, compiled once per source hash into a cache folder."""
+"""The native part of the host backend: `runtime.c`, compiled once per source hash into a cache folder and
+opened by the core's loader (`mneme.core.native_loader`), its functions declared."""
 
 from __future__ import annotations
 
