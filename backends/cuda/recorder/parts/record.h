@@ -34,10 +34,7 @@ template <typename Run>
 CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extra, Run run) {
     const Config &c = config();
     if (disabled || in_recorder || c.dir.empty()) return run();
-    in_recorder = true;
-    struct Reset {
-        ~Reset() { in_recorder = false; }
-    } reset;
+    RecordingScope scope;
     Selection sel = select_kernel(f);
     if (!sel.selected) return run_shared(run);
     // A launch into a stream being captured into a CUDA graph does not run now, and synchronizing

@@ -76,10 +76,7 @@ template <typename Run>
 hipError_t record_launch(const Kernel *k, const Launch &l, void **params, void **extra, Run run) {
     const Config &c = config();
     if (disabled || in_recorder || c.dir.empty() || !k || !selected(k->name)) return run();
-    in_recorder = true;
-    struct Reset {
-        ~Reset() { in_recorder = false; }
-    } reset;
+    RecordingScope scope;
     const std::string &name = k->name;
     LaunchRecord r;
     if (!pack_args(*k, params, extra, r.args, r.layout)) {

@@ -37,6 +37,14 @@ namespace mneme_engine {
 inline thread_local bool in_recorder = false;  // set while this thread records: the recorder's own calls pass through
 inline long launch_seq = 0;                    // the launch folders' sequence numbers (mu() held)
 
+// Marks this thread as recording while it lives: the driver calls the record makes pass through.
+struct RecordingScope {
+    RecordingScope() { in_recorder = true; }
+    ~RecordingScope() { in_recorder = false; }
+    RecordingScope(const RecordingScope &) = delete;
+    RecordingScope &operator=(const RecordingScope &) = delete;
+};
+
 // A selected launch that is not recorded, counted with why (counts-<pid>.json "unrecorded"; `mneme
 // record` warns with them when a kernel ran but was never recorded). Takes mu().
 inline void count_unrecorded(const std::string &kernel, const char *why) {
