@@ -9,30 +9,29 @@ IR brings it); a name that neither reads stays as it is.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import shutil
 import subprocess
 from collections.abc import Iterable
+
+from mneme.core.native_loader import NativeLoader
 
 _CXXFILT = ("llvm-cxxfilt-19", "llvm-cxxfilt-20", "llvm-cxxfilt-21", "llvm-cxxfilt-22", "llvm-cxxfilt")
 _by_llvm: dict[str, str] = {}  # names the runtime could not read, as llvm-cxxfilt demangled them
 _BY_LLVM_MAX = 65536
 
 
-@functools.lru_cache(maxsize=1)
+_DEMANGLE = {"__cxa_demangle": (ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
+                                                 ctypes.POINTER(ctypes.c_int)])}  # fmt: skip
+#: The C++ runtimes whose demangler is used, in order (by soname: the soname is the ABI).
+_CXX_RUNTIMES = tuple(NativeLoader(f"the C++ runtime's demangler ({name})", lambda name=name: name, _DEMANGLE,
+                                   remedy="names are demangled by llvm-cxxfilt meanwhile; install libstdc++6")
+                      for name in ("libstdc++.so.6", "libc++.so.1"))  # fmt: skip
+
+
 def _cxa_demangle():
-    for name in (ctypes.util.find_library("stdc++"), "libstdc++.so.6", "libc++.so.1"):
-        if not name:
-            continue
-        try:
-            fn = ctypes.CDLL(name).__cxa_demangle
-        except (OSError, AttributeError):
-            continue
-        fn.restype = ctypes.c_void_p
-        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)]
-        return fn
-    return None
+    lib = next((lib for lib in (loader.try_load()[0] for loader in _CXX_RUNTIMES) if lib is not None), None)
+    return lib.__cxa_demangle if lib is not None else None
 
 
 @functools.lru_cache(maxsize=4096)

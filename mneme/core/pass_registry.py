@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme.core.errors import IRError, MnemeError, UsageError
+from mneme.core.native_loader import NativeLoader
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,12 @@ def _unavailable() -> str | None:
     return None
 
 
+#: llvmlite's library, opened again to find its load address: its functions are reached by their symbol
+#: values (`_symbols`), not by name, so none is declared here; `_unavailable` checks they are there.
+_LLVMLITE = NativeLoader("llvmlite's LLVM library", _library_path, {}, remedy="reinstall llvmlite (pip install "
+                         "--force-reinstall llvmlite), or use default<Ox> and the pass names `mneme ir passes` lists")
+
+
 class _Native:
     """The LLVM functions, as ctypes callables at their load addresses."""
 
@@ -94,7 +101,7 @@ class _Native:
                           "names `mneme ir passes` lists")  # fmt: skip
         syms = _symbols()
         ffi.lib  # noqa: B018 - loads llvmlite's library; opening it again below finds the same mapping
-        anchor = ctypes.cast(ctypes.CDLL(_library_path())[_ANCHOR], ctypes.c_void_p).value
+        anchor = ctypes.cast(_LLVMLITE.load()[_ANCHOR], ctypes.c_void_p).value
         base = anchor - syms[_ANCHOR]
 
         def fn(name: str, restype: Any, *argtypes: Any) -> Any:

@@ -5,7 +5,8 @@ the stop event as well; for a ~1 us kernel that is two thirds of a 3.5 us window
 from process to process by several percent (docs/design/recording.md, "The kernel timer"). The
 kernel records of CUPTI's activity API hold the kernel alone. `native/cupti_timer.h` reads them;
 the recorder compiles it in and so does the replay's helper, `native/cuptitime.c`, which this
-module builds (it needs CUPTI's headers, cupti.h) and loads with ctypes. libcupti itself is
+module builds (it needs CUPTI's headers, cupti.h) and opens with the core's loader
+(`mneme.core.native_loader`: its ABI number checked, every function declared). libcupti itself is
 opened at run time: $MNEME_CUPTI_LIB, else the CUDA toolkit's, else the checkout's .gpu/lib/cupti
 (where `scripts/gpu-suite --prepare` copies it for the GPU machine; `mneme_cuda.libraries`), else the
 loader's search.
@@ -23,6 +24,7 @@ from pathlib import Path
 from mneme.core import envvars
 from mneme.core.errors import MnemeError
 from mneme.core.native import NativeLibrary, c_compiler
+from mneme.core.native_loader import Abi, NativeLoader
 from mneme_cuda.libraries import CHECKOUT_LIB
 
 log = logging.getLogger(__name__)
@@ -145,37 +147,45 @@ class KernelTimer:
         return kernels.value, ids.value
 
 
-def _load() -> tuple[KernelTimer | None, str]:
+def _locate() -> Path | None:
+    """The built helper; built on first use where a C compiler and cupti.h are present."""
     path = library_path()
     if path is None:
         if headers() is None or c_compiler() is None:
-            return None, "the kernel timer's helper is not built (it needs a C compiler and CUPTI's cupti.h)"
-        try:
-            path = build()
-        except MnemeError as exc:
-            return None, str(exc)
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as exc:
-        return None, f"cannot load the kernel timer {path}: {exc}"
-    if lib.mneme_cupti_abi() != ABI:
-        return None, f"the kernel timer {path} has another ABI"
-    lib.mneme_cupti_open.argtypes, lib.mneme_cupti_open.restype = [ctypes.c_char_p], ctypes.c_int
-    lib.mneme_cupti_why.restype = ctypes.c_char_p
-    lib.mneme_cupti_enable.argtypes, lib.mneme_cupti_enable.restype = [ctypes.c_int], ctypes.c_int
-    lib.mneme_cupti_push.argtypes, lib.mneme_cupti_push.restype = [ctypes.c_uint64], ctypes.c_int
-    lib.mneme_cupti_pop.restype = ctypes.c_int
-    lib.mneme_cupti_flush.restype = ctypes.c_int
-    lib.mneme_cupti_dropped.restype = ctypes.c_uint64
-    lib.mneme_cupti_take.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.POINTER(ctypes.c_uint64)]
-    lib.mneme_cupti_take.restype = ctypes.c_size_t
-    lib.mneme_cupti_seen.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64)]
-    lib.mneme_cupti_seen.restype = None
+            raise MnemeError("it is not built, and building it needs a C compiler and CUPTI's cupti.h")
+        path = build()
+    return path
+
+
+def _open_cupti(lib: ctypes.CDLL, _path: str) -> None:
+    """Open libcupti itself from the helper (the loader's search when no file is known)."""
     found = cupti_library()
     cupti_path = str(found) if found is not None else ""  # "": the loader's search for libcupti.so.<major>
     if lib.mneme_cupti_open(cupti_path.encode()) != 0:
-        return None, lib.mneme_cupti_why().decode(errors="replace")
-    return KernelTimer(lib), ""
+        raise MnemeError(f"libcupti did not open: {lib.mneme_cupti_why().decode(errors='replace')}")
+
+
+_U64P = ctypes.POINTER(ctypes.c_uint64)
+LOADER = NativeLoader(
+    "the kernel timer", _locate, {
+        "mneme_cupti_open": (ctypes.c_int, [ctypes.c_char_p]),
+        "mneme_cupti_why": (ctypes.c_char_p, []),
+        "mneme_cupti_enable": (ctypes.c_int, [ctypes.c_int]),
+        "mneme_cupti_push": (ctypes.c_int, [ctypes.c_uint64]),
+        "mneme_cupti_pop": (ctypes.c_int, []),
+        "mneme_cupti_flush": (ctypes.c_int, []),
+        "mneme_cupti_forget": (None, []),
+        "mneme_cupti_dropped": (ctypes.c_uint64, []),
+        "mneme_cupti_take": (ctypes.c_size_t, [ctypes.c_uint64, ctypes.c_size_t, _U64P]),
+        "mneme_cupti_seen": (None, [_U64P, _U64P]),
+    }, abi=Abi("mneme_cupti_abi", ABI), after_load=_open_cupti,
+    remedy="launches are timed with CUDA events meanwhile; for kernel timestamps set CUDA_PATH (or CUPTI_INCLUDE and "
+           "MNEME_CUPTI_LIB) to a toolkit with CUPTI and remove the file so Mneme rebuilds it")  # fmt: skip
+
+
+def _load() -> tuple[KernelTimer | None, str]:
+    lib, why = LOADER.try_load()
+    return (KernelTimer(lib), "") if lib is not None else (None, why)
 
 
 @functools.lru_cache(maxsize=1)

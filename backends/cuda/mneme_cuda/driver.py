@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from mneme.core.errors import BackendUnavailable, ExperimentError, MnemeError
+from mneme.core.native_loader import NativeLoader
 
 log = logging.getLogger(__name__)
 
@@ -105,13 +106,19 @@ def fault(exc: CudaError, kernel: str) -> ExperimentError:
     )
 
 
+_INT_P = ctypes.POINTER(ctypes.c_int)
+#: The driver through ctypes, for the probes that must not import cuda-bindings (`mneme plugins`).
+LIBCUDA = NativeLoader("the CUDA driver", lambda: "libcuda.so.1", {
+    "cuInit": (ctypes.c_int, [ctypes.c_uint]),
+    "cuGetErrorName": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]),
+    "cuDriverGetVersion": (ctypes.c_int, [_INT_P]),
+    "cuDeviceGetCount": (ctypes.c_int, [_INT_P]),
+}, remedy="install the NVIDIA driver")  # the version is judged after cuInit (_judge)
+
+
 def _libcuda_present() -> str:
     """Empty when libcuda.so.1 loads; else the loader's message."""
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError as exc:
-        return str(exc)
-    return ""
+    return LIBCUDA.try_load()[1]
 
 
 @functools.lru_cache(maxsize=1)
@@ -123,8 +130,7 @@ def probe() -> Probe:
     """
     missing = _libcuda_present()
     if missing:
-        log.debug("libcuda.so.1 did not load: %s", missing)
-        return Probe(False, "no CUDA driver (libcuda.so.1 not found); install the NVIDIA driver")
+        return Probe(False, missing)
     try:
         cu = driver()
     except BackendUnavailable as exc:
@@ -159,11 +165,9 @@ def probe_without_bindings() -> Probe:
 
     A driver the bindings themselves cannot load is found only by `probe`, when the backend is used.
     """
-    try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError as exc:
-        log.debug("libcuda.so.1 did not load: %s", exc)
-        return Probe(False, "no CUDA driver (libcuda.so.1 not found); install the NVIDIA driver")
+    lib, why = LIBCUDA.try_load()
+    if lib is None:
+        return Probe(False, why)
     import importlib.util
 
     try:

@@ -50,7 +50,7 @@ __all__ = ["COMPRESSIONS", "EPILOGUE_FORMATS", "FATBIN_MAGIC", "FORMAT", "Progre
 log = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).resolve().parents[1] / "recorder" / "mneme_recorder.cpp"
-PARTS = sorted((SOURCE.parent / "parts").glob("*.inc"))
+PARTS = sorted((SOURCE.parent / "parts").glob("*.h"))
 # Every file the library is built from: compiled sources, then the headers they include (the name's hash).
 SOURCES = (SOURCE, SNAPSHOT_SOURCES / "snapshot_writer.cpp", PRELOAD_COMPAT)
 HEADERS = (*PARTS, *sorted(RECORDER_SOURCES.glob("*.h")), SNAPSHOT_SOURCES / "snapshot_writer.h", cupti.HEADER,

@@ -1,9 +1,11 @@
 // Mneme's CUDA recorder: injected with LD_PRELOAD into an unmodified application.
 //
-// One translation unit, read as files of one idea each (parts/*.inc, included in order below): every
-// part shares the process-lifetime state, and the anonymous namespace keeps all of it internal. The
-// vendor-neutral engine (configuration, messages, files, JSON, intervals, the placement zone and the
-// capture writer, which reach the device through parts/device_ops.inc) comes from the core's
+// One translation unit, read as files of one idea each (parts/*.h, included in order below): every
+// part shares the process-lifetime state, and the anonymous namespace keeps all of it internal (the
+// parts are named .h so that every C++ tool reads them, but they are pieces of this unit, included
+// nowhere else). The vendor-neutral engine (configuration, messages, files, JSON, intervals, the
+// placement zone, the capture writer, which reach the device through parts/device_ops.h, and the
+// record of a launch) comes from the core's
 // mneme/core/recorder/native, the snapshot writer from mneme/core/snapshot/native (docs/design/native.md).
 //
 // How it gets in (docs/design/recording.md, backends/cuda/recorder/README.md):
@@ -82,8 +84,8 @@ using namespace mneme_engine;
 
 namespace {
 
-#include "parts/driver.inc"
-#include "parts/device_ops.inc"
+#include "parts/driver.h"
+#include "parts/device_ops.h"
 
 }  // namespace
 
@@ -92,16 +94,16 @@ const mneme_device_ops &mneme_engine::device_ops() { return cuda_ops(); }
 
 namespace {
 
-#include "parts/placement.inc"
-#include "parts/modules.inc"
-#include "parts/launches.inc"
-#include "parts/record.inc"
-#include "parts/wrappers.inc"
-#include "parts/teardown.inc"
-#include "parts/memory.inc"
-#include "parts/graphs.inc"
-#include "parts/hooks.inc"
+#include "parts/placement.h"
+#include "parts/modules.h"
+#include "parts/launches.h"
+#include "parts/record.h"
+#include "parts/wrappers.h"
+#include "parts/teardown.h"
+#include "parts/memory.h"
+#include "parts/graphs.h"
+#include "parts/hooks.h"
 
 }  // namespace
 
-#include "parts/exports.inc"
+#include "parts/exports.h"

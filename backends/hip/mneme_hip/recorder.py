@@ -24,7 +24,7 @@ from mneme_hip.bundle import kernel_image
 __all__ = ["FORMAT", "build", "environment", "finalize", "library_path", "main_record", "run", "status"]
 
 SOURCE = Path(__file__).resolve().parents[1] / "recorder" / "mneme_hip_recorder.cpp"
-PARTS = sorted((SOURCE.parent / "parts").glob("*.inc"))
+PARTS = sorted((SOURCE.parent / "parts").glob("*.h"))
 SOURCES = (SOURCE, SNAPSHOT_SOURCES / "snapshot_writer.cpp")
 HEADERS = (*PARTS, SOURCE.parent / "hip_abi.h", *sorted(RECORDER_SOURCES.glob("*.h")),
            SNAPSHOT_SOURCES / "snapshot_writer.h")  # fmt: skip

@@ -2,7 +2,8 @@
 
 hipEvent pairs around a launch also time the front end's work between the events; the kernel
 dispatch records of rocprofiler-sdk's buffer tracing hold the kernel alone (as CUPTI's kernel
-records do on CUDA). librocprofiler-sdk is opened with ctypes at first use ($MNEME_ROCPROFILER_SDK_LIB,
+records do on CUDA). librocprofiler-sdk is opened at first use by the core's loader
+(`mneme.core.native_loader`: version 0.4 or newer, every function declared; $MNEME_ROCPROFILER_SDK_LIB,
 else $ROCM_PATH/lib, /opt/rocm/lib, the loader's search) and registered as a tool with
 ``rocprofiler_force_configure``, which only works before the HIP runtime initializes: the device
 asks for the timer before its first HIP call. Where any step fails, timing uses hipEvents and
@@ -22,6 +23,8 @@ from pathlib import Path
 import attrs
 
 from mneme.core import envvars
+from mneme.core.errors import MnemeError
+from mneme.core.native_loader import NativeLibraryError, NativeLoader
 
 TIMER = "rocprofiler"
 TIMERS = ("auto", TIMER, "hip-event", "host-clock")
@@ -186,6 +189,48 @@ class KernelTimer:
         return taken
 
 
+#: The oldest rocprofiler-sdk this timer is written against (ROCm 6.2's).
+OLDEST_VERSION = (0, 4)
+
+
+def _version(lib: ctypes.CDLL) -> str | None:
+    """None for rocprofiler-sdk OLDEST_VERSION or newer; else what it is."""
+    get = lib.rocprofiler_get_version
+    u32p = ctypes.POINTER(ctypes.c_uint32)
+    get.restype, get.argtypes = ctypes.c_int, [u32p, u32p, u32p]
+    major, minor, patch = ctypes.c_uint32(), ctypes.c_uint32(), ctypes.c_uint32()
+    if get(ctypes.byref(major), ctypes.byref(minor), ctypes.byref(patch)) != 0:
+        return "rocprofiler_get_version failed"
+    found = (major.value, minor.value)
+    if found < OLDEST_VERSION:
+        return (f"it is rocprofiler-sdk {major.value}.{minor.value}.{patch.value}; the kernel timer needs "
+                f"{'.'.join(map(str, OLDEST_VERSION))} or newer")  # fmt: skip
+    return None
+
+
+def _locate() -> str:
+    path = library_path()
+    if path is None:
+        raise MnemeError("librocprofiler-sdk was not found")
+    return path
+
+
+_ID_P = ctypes.POINTER(_Id)
+LOADER = NativeLoader(
+    "rocprofiler-sdk (the kernel timer)", _locate, {
+        "rocprofiler_force_configure": (ctypes.c_int, [_CONFIGURE_CB]),
+        "rocprofiler_create_context": (ctypes.c_int, [_ID_P]),
+        "rocprofiler_create_buffer": (ctypes.c_int, [_Id, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, _BUFFER_CB,
+                                                     ctypes.c_void_p, _ID_P]),
+        "rocprofiler_configure_buffer_tracing_service": (ctypes.c_int, [_Id, ctypes.c_int, ctypes.c_void_p,
+                                                                        ctypes.c_size_t, _Id]),
+        "rocprofiler_start_context": (ctypes.c_int, [_Id]),
+        "rocprofiler_stop_context": (ctypes.c_int, [_Id]),
+        "rocprofiler_flush_buffer": (ctypes.c_int, [_Id]),
+    }, version=_version,
+    remedy="dispatches are timed with hipEvents meanwhile; install ROCm 6.2+'s rocprofiler-sdk or set "
+           "MNEME_ROCPROFILER_SDK_LIB to its librocprofiler-sdk.so")  # fmt: skip
+
 _timer: tuple[KernelTimer | None, str] | None = None
 
 
@@ -193,15 +238,14 @@ def kernel_timer() -> tuple[KernelTimer | None, str]:
     """(the process's kernel timer, "") or (None, why it cannot be had); set up once per process."""
     global _timer
     if _timer is None:
-        path = library_path()
-        if path is None:
-            _timer = (None, "librocprofiler-sdk was not found (ROCm 6.2+ rocprofiler-sdk package; or set "
-                            "MNEME_ROCPROFILER_SDK_LIB)")  # fmt: skip
+        lib, why = LOADER.try_load()
+        if lib is None:
+            _timer = (None, why)
             return _timer
         try:
-            timer = KernelTimer(ctypes.CDLL(path))
+            timer = KernelTimer(lib)
             timer.register()
             _timer = (timer, "")
-        except (OSError, AttributeError) as exc:
-            _timer = (None, f"{path}: {exc}")
+        except OSError as exc:
+            _timer = (None, str(NativeLibraryError(LOADER.what, library_path(), str(exc), LOADER.remedy)))
     return _timer

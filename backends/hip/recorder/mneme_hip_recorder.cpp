@@ -1,10 +1,10 @@
 // Mneme's HIP recorder: injected with LD_PRELOAD into an unmodified HIP application.
 //
 // One translation unit: the core's vendor-neutral engine (mneme/core/recorder/native: configuration,
-// the placement zone, the capture writer, manifests) and snapshot writer, then the HIP API layer
-// (parts/*.inc, in order). It defines the HIP runtime's entry points it interposes (allocation,
+// the placement zone, the capture writer, the record of a launch) and snapshot writer, then the HIP API layer
+// (parts/*.h, in order: pieces of this unit, included nowhere else). It defines the HIP runtime's entry points it interposes (allocation,
 // code loading, launches), finds the runtime's own with dlsym(RTLD_NEXT), and gives the engine
-// its device operations over the HIP runtime (parts/runtime.inc). It needs no ROCm header
+// its device operations over the HIP runtime (parts/runtime.h). It needs no ROCm header
 // (hip_abi.h declares what it uses) and links no HIP library. backends/hip/README.md.
 // It never changes the application's results: a failure of its own stops recording with one
 // message on stderr and lets the application run on.
@@ -36,7 +36,7 @@ using namespace mneme_engine;
 
 namespace {
 
-#include "parts/runtime.inc"
+#include "parts/runtime.h"
 
 }  // namespace
 
@@ -44,9 +44,9 @@ const mneme_device_ops &mneme_engine::device_ops() { return hip_ops(); }
 
 namespace {
 
-#include "parts/code_objects.inc"
-#include "parts/record.inc"
+#include "parts/code_objects.h"
+#include "parts/record.h"
 
 }  // namespace
 
-#include "parts/exports.inc"
+#include "parts/exports.h"

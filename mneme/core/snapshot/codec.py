@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
-import ctypes.util
 import functools
 import logging
 import os
@@ -18,6 +17,8 @@ import threading
 
 import numpy as np
 import zstandard
+
+from mneme.core.native_loader import NativeLoader
 
 log = logging.getLogger(__name__)
 _local = threading.local()
@@ -117,23 +118,25 @@ LZ4_INSTALL_HINT = "install liblz4 (Debian/Ubuntu: apt install liblz4-1; Fedora:
 _LZ4_MALFORMED = "LZ4 data does not decode (malformed block, or it decodes to more bytes than expected)"
 
 
-@functools.lru_cache(maxsize=1)
+_LZ4_BLOCK = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+#: liblz4 by its soname (the soname is its ABI): the block functions Mneme uses.
+LZ4 = NativeLoader("liblz4", lambda: "liblz4.so.1", {
+    "LZ4_compress_default": (ctypes.c_int, _LZ4_BLOCK),
+    "LZ4_decompress_safe": (ctypes.c_int, _LZ4_BLOCK),
+    "LZ4_compressBound": (ctypes.c_int, [ctypes.c_int]),
+}, remedy=LZ4_INSTALL_HINT)
+
+
 def lz4_library():
-    """The system's liblz4 with the four block functions Mneme uses, or None."""
-    for name in ("liblz4.so.1", ctypes.util.find_library("lz4")):
-        if not name:
-            continue
-        try:
-            lib = ctypes.CDLL(name)
-            for fn in (lib.LZ4_compress_default, lib.LZ4_decompress_safe):
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-                fn.restype = ctypes.c_int
-            lib.LZ4_compressBound.argtypes = [ctypes.c_int]
-            lib.LZ4_compressBound.restype = ctypes.c_int
-            return lib
-        except (OSError, AttributeError):
-            continue
-    return None
+    """The system's liblz4 with the block functions Mneme uses, or None (the reason is logged once)."""
+    lib, why = LZ4.try_load()
+    if lib is None and not _lz4_reported:
+        _lz4_reported.append(why)
+        log.debug("%s", why)
+    return lib
+
+
+_lz4_reported: list[str] = []
 
 
 def lz4_available() -> bool:

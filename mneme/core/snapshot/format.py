@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import ctypes
 import enum
-import functools
 import math
 import struct
 
 import attrs
 import xxhash
+
+from mneme.core.errors import MnemeError
+from mneme.core.native_loader import NativeLoader
 
 MAGIC = b"MNEMESNP"
 VERSION = 2  # the newest version this reader understands
@@ -75,22 +77,28 @@ def file_name(kind: SnapshotType | str, static_hash: str, dynamic_hash: str) -> 
 _GIL_FREE_MIN = 1 << 20
 
 
-@functools.lru_cache(maxsize=1)
-def _xxh3_native():
-    """xxHash's streaming XXH3 functions from the xxhash extension module, or None."""
+def _xxhash_extension() -> str:
     try:
         import xxhash._xxhash as ext
+    except ImportError as exc:
+        raise MnemeError(f"the xxhash module has no C extension ({exc})") from exc
+    return ext.__file__
 
-        lib = ctypes.CDLL(ext.__file__)
-        lib.XXH3_createState.restype = ctypes.c_void_p
-        lib.XXH3_freeState.argtypes = [ctypes.c_void_p]
-        lib.XXH3_64bits_reset.argtypes = [ctypes.c_void_p]
-        lib.XXH3_64bits_update.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-        lib.XXH3_64bits_digest.argtypes = [ctypes.c_void_p]
-        lib.XXH3_64bits_digest.restype = ctypes.c_uint64
-        return lib
-    except (ImportError, OSError, AttributeError):
-        return None
+
+_VP = ctypes.c_void_p
+#: xxHash's streaming XXH3 functions, from the xxhash module's own extension.
+XXH3 = NativeLoader("xxHash's C functions (the xxhash module's extension)", _xxhash_extension, {
+    "XXH3_createState": (_VP, []),
+    "XXH3_freeState": (ctypes.c_int, [_VP]),
+    "XXH3_64bits_reset": (ctypes.c_int, [_VP]),
+    "XXH3_64bits_update": (ctypes.c_int, [_VP, _VP, ctypes.c_size_t]),
+    "XXH3_64bits_digest": (ctypes.c_uint64, [_VP]),
+}, remedy="checksums are computed holding the GIL meanwhile; reinstall xxhash (pip install --force-reinstall xxhash)")
+
+
+def _xxh3_native():
+    """xxHash's streaming XXH3 functions from the xxhash extension module, or None."""
+    return XXH3.try_load()[0]
 
 
 def _pointer(part) -> tuple[object, int]:

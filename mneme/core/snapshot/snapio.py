@@ -14,15 +14,16 @@ copies a backend declared. Without it, callers keep the Python reader (`native_d
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.native import SNAPSHOT_SOURCES, NativeLibrary, c_compiler, xxhash_include
+from mneme.core.native_loader import Abi, NativeLoader
 from mneme.core.snapshot.format import ENC_DIFF, SHUFFLE_SIZES
 from mneme.core.snapshot.layout import corrupt
 
@@ -73,39 +74,49 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
                          out_dir, force)
 
 
-@functools.lru_cache(maxsize=1)
-def library() -> ctypes.CDLL | None:
-    """The loaded library (built on first use where a compiler and xxhash.h are present), or None."""
+def _locate() -> Path | None:
+    """The built library; built on first use where a compiler and xxhash.h are present."""
     path = library_path()
     if path is None and c_compiler() is not None and xxhash_include() is not None and LIBRARY.available():
-        try:
-            path = build()
-        except MnemeError as exc:
-            log.warning("%s; restoring snapshots through the Python reader", exc)
-    if path is None:
-        log.debug("native snapshot reader not available (no C compiler or xxhash.h); using the Python reader")
-        return None
-    try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as exc:
-        log.warning("cannot load the native snapshot reader %s (%s); using the Python reader", path, exc)
-        return None
-    if lib.snapio_abi() != ABI:
-        log.warning("native snapshot reader %s has another ABI; using the Python reader", path)
-        return None
-    lib.snapio_create.argtypes, lib.snapio_create.restype = [ctypes.c_int], ctypes.c_void_p
-    lib.snapio_destroy.argtypes, lib.snapio_destroy.restype = [ctypes.c_void_p], None
-    lib.snapio_decode.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ChunkEntry), ctypes.c_size_t]
-    lib.snapio_decode.restype = ctypes.c_int
-    lib.snapio_submit.argtypes = lib.snapio_decode.argtypes
-    lib.snapio_submit.restype = ctypes.c_void_p
-    lib.snapio_wait.argtypes, lib.snapio_wait.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
-    lib.snapio_pread.argtypes = [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
-                                 ctypes.c_uint64]  # fmt: skip
-    lib.snapio_pread.restype = ctypes.c_int
+        path = build()
+    return path
+
+
+def _report(lib: ctypes.CDLL, path: str) -> None:
     log.debug("native snapshot reader %s (zstd: %s, lz4: %s)", path, *("yes" if ok else "no, Python fallback"
               for ok in (lib.snapio_has_zstd(), lib.snapio_has_lz4())))  # fmt: skip
+
+
+_DECODE_ARGS = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ChunkEntry), ctypes.c_size_t]
+LOADER = NativeLoader(
+    "the native snapshot reader", _locate, {
+        "snapio_create": (ctypes.c_void_p, [ctypes.c_int]),
+        "snapio_destroy": (None, [ctypes.c_void_p]),
+        "snapio_decode": (ctypes.c_int, _DECODE_ARGS),
+        "snapio_submit": (ctypes.c_void_p, _DECODE_ARGS),
+        "snapio_wait": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
+        "snapio_pread": (ctypes.c_int, [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
+                                        ctypes.c_uint64]),
+        "snapio_has_zstd": (ctypes.c_int, []),
+        "snapio_has_lz4": (ctypes.c_int, []),
+    }, abi=Abi("snapio_abi", ABI), after_load=_report,
+    remedy="snapshots are read by the Python reader meanwhile; to use it, install a C compiler and libxxhash-dev "
+           "and remove the file (Mneme rebuilds it), or unset MNEME_SNAPIO")  # fmt: skip
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded library, or None (callers then use the Python reader; the reason is logged once)."""
+    lib, why = LOADER.try_load()
+    if lib is None and not _reported.is_set():
+        _reported.set()
+        if library_path() is None and (c_compiler() is None or xxhash_include() is None):
+            log.debug("%s", why)  # no toolchain here: the Python reader is the expected path
+        else:
+            log.warning("%s", why)
     return lib
+
+
+_reported = threading.Event()
 
 
 def native_decoder(threads: int) -> NativeDecoder | None:

@@ -47,3 +47,16 @@ def test_the_cuda_backend_names_its_devices_timers_without_opening_one():
     from mneme_cuda.backend import CudaBackend, CudaDevice
 
     assert CudaBackend.timers == CudaDevice.timers == ("auto", "cupti", "events")
+
+
+def test_the_probes_open_libcuda_through_the_core_loader():
+    import ctypes
+
+    lib, why = cuda_driver.LIBCUDA.try_load()
+    if lib is not None:  # a driver here: its functions are declared, not guessed
+        assert lib.cuInit.argtypes == [ctypes.c_uint] and lib.cuDriverGetVersion.restype is ctypes.c_int
+        return
+    # none: the probes say so in the loader's one style (the library, its name, what failed, what to do)
+    assert why.startswith("the CUDA driver (libcuda.so.1): the dynamic loader refused it")
+    assert why.endswith("; install the NVIDIA driver")
+    assert cuda_driver.probe_without_bindings().reason == why

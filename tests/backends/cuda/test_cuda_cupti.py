@@ -58,3 +58,16 @@ def test_libcupti_is_looked_for_where_the_environment_says_first(tmp_path, monke
     (tmp_path / "lib64").mkdir()
     (tmp_path / "lib64" / "libcupti.so.13").write_bytes(b"")
     assert cupti.cupti_library() == tmp_path / "lib64" / "libcupti.so.13"  # the toolkit's, CUDA_PATH first
+
+
+@needs_headers
+def test_the_helper_and_libcupti_load_through_the_core_loader(tmp_path):
+    code = ("import json, ctypes; from mneme_cuda import cupti; lib = cupti.LOADER.load(); "
+            "print(json.dumps({'abi': lib.mneme_cupti_abi(), 'dropped': lib.mneme_cupti_dropped.restype is "
+            "ctypes.c_uint64, 'timer': cupti.kernel_timer()[0] is not None}))")  # fmt: skip
+    env = {**os.environ, "MNEME_CACHE_DIR": str(tmp_path)}
+    if cupti.cupti_library() is None:
+        pytest.skip("libcupti is not in the CUDA toolkit here (set MNEME_CUPTI_LIB)")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                          check=True)  # fmt: skip
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"abi": cupti.ABI, "dropped": True, "timer": True}

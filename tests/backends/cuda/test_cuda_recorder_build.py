@@ -71,8 +71,12 @@ def test_recorder_status_says_whether_and_how_it_is_built(monkeypatch, tmp_path)
     monkeypatch.setenv("MNEME_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("MNEME_CUDA_RECORDER", raising=False)
     packaged = recorder.packaged_library()
-    if packaged is not None:  # the package's build (scikit-build-core) made it: status names that file
+    sources = [p for p in (*recorder.SOURCES, *recorder.HEADERS) if p.exists()]
+    if packaged is not None and all(packaged.stat().st_mtime >= p.stat().st_mtime for p in sources):
+        # the package's build (scikit-build-core) made it from these sources: status names that file
         assert recorder.status() == (True, f"built: {packaged}")
+    elif packaged is not None:  # a checkout edited since the package's build: its copy is stale, never named
+        assert recorder.status()[1] != f"built: {packaged}"
     monkeypatch.setattr(recorder, "packaged_library", lambda: None)  # as a package build without cuda.h leaves it
     from mneme.core import native
 

@@ -5,7 +5,8 @@ names kernels; `cuda_double/launch_paths.c` launches one kernel per entry point,
 them (dlopen + dlsym of cuGetProcAddress_v2, legacy and per-thread default stream) and as a program
 linked against libcuda calls them by name (cuLaunchKernel, the _ptsz flavours, cuGetProcAddress_v2
 itself). With every launch skipped (MNEME_RECORD_SKIP) the recorder needs no device memory, and its
-counts file says which launches it saw.
+counts file says which launches it saw. `cuda_double/record_scale.c` records launches for real on the
+double's host memory: the engine's record of a launch through the CUDA recorder, without a GPU.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 recorder = pytest.importorskip("mneme_cuda.recorder")
@@ -31,7 +33,8 @@ PATHS = ("rt_legacy", "rt_per_thread", "rt_ex", "rt_ex_per_thread", "rt_coop", "
 
 
 @pytest.fixture(scope="module")
-def run_paths(tmp_path_factory):
+def double(tmp_path_factory):
+    """(folder, recorder): the recorder and the driver double (folder/libcuda.so.1), built once."""
     include = recorder.cuda_include()
     if CC is None or include is None:
         pytest.skip("needs a C compiler and the CUDA toolkit's cuda.h")
@@ -44,8 +47,20 @@ def run_paths(tmp_path_factory):
     subprocess.run([CC, "-shared", "-fPIC", "-O1", f"-I{include}", "-Wl,-Bsymbolic", "-Wl,-soname,libcuda.so.1",
                     "-o", folder / "libcuda.so.1", HERE / "cuda_double.c"], check=True)  # fmt: skip
     (folder / "libcuda.so").symlink_to("libcuda.so.1")
-    subprocess.run([CC, "-O1", f"-I{include}", "-o", folder / "launch_paths", HERE / "launch_paths.c",
+    return folder, library
+
+
+def program(folder: Path, name: str) -> Path:
+    """cuda_double/<name>.c built against the double."""
+    subprocess.run([CC, "-O1", f"-I{recorder.cuda_include()}", "-o", folder / name, HERE / f"{name}.c",
                     f"-L{folder}", "-lcuda", "-ldl"], check=True)  # fmt: skip
+    return folder / name
+
+
+@pytest.fixture(scope="module")
+def run_paths(double):
+    folder, library = double
+    program(folder, "launch_paths")
 
     def run(raw: Path, **extra: str) -> tuple[str, dict]:
         raw.mkdir()
@@ -92,3 +107,33 @@ def test_the_kernel_regex_selects_which_launches_are_counted_on_every_path(run_p
     _, counts = run_paths(tmp_path / "raw", MNEME_RECORD_KERNEL="^plain")
     assert {kernel: entry["seen"] for kernel, entry in counts["kernels"].items()} == {
         "plain": LAUNCHES, "plain_ptsz": LAUNCHES, "plain_ex_ptsz": LAUNCHES, "plain_coop_ptsz": LAUNCHES}
+
+
+def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prologue_and_epilogue(double, tmp_path):
+    """The engine's record of a launch (record.h) through the CUDA recorder: placement, shadows, the
+    launch timed with events from a flushed L2, the epilogue, the manifest and the counts."""
+    from mneme.core.recorder.rawdir import launches, occurrences, recorded_times
+    from mneme.core.snapshot import Snapshot
+
+    folder, library = double
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    env = {**os.environ, "LD_LIBRARY_PATH": str(folder), "LD_PRELOAD": str(library), "MNEME_RECORD_DIR": str(raw),
+           "MNEME_RECORD_MAX": "2", "MNEME_RECORD_TIMER": "events"}  # fmt: skip
+    proc = subprocess.run([program(folder, "record_scale")], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    statuses, placed = proc.stdout.splitlines()
+    assert statuses == "0 0 0 0" and placed == f"{hex(recorder.DEFAULT_VA_BASE)} 60"  # 1 * 2 * 2 * 3 * 5
+    recorded = launches(recorder.FORMAT, raw)
+    assert [(m["kernel"], m["occurrence"]) for _, m in recorded] == [("scale", 0), ("scale", 2)]
+    i = np.arange(1024, dtype=np.float32)
+    for (launch, manifest), (before, after) in zip(recorded, [(1, 2), (4, 12)], strict=True):
+        assert manifest["regions"] == [[recorder.DEFAULT_VA_BASE, 4096]] and manifest["capture"] == "device shadow"
+        with Snapshot.open(launch / "prologue.mneme") as pro, Snapshot.open(launch / "epilogue.mneme", base=pro) as epi:
+            assert np.array_equal(np.frombuffer(pro.read_region(recorder.DEFAULT_VA_BASE), np.float32), before * i)
+            assert np.array_equal(np.frombuffer(epi.read_region(recorder.DEFAULT_VA_BASE), np.float32), after * i)
+    keys = [m["instance_key"] for _, m in recorded]
+    counts = {key: n for (kernel, key), n in occurrences(recorder.FORMAT, raw).items()}
+    assert counts[keys[0]] == 2 and counts[keys[1]] == 1 and sorted(counts.values()) == [1, 1, 2]
+    assert {key: cache for (_, key), (_, cache) in recorded_times(raw).items()} == {keys[0]: "flushed",
+                                                                                  keys[1]: "flushed"}

@@ -56,8 +56,10 @@ def test_timed_runs_are_the_dispatches_of_the_launch_geometry_in_dispatch_order(
 @pytest.fixture
 def fresh_timer(monkeypatch):
     monkeypatch.setattr(rocprof, "_timer", None)
+    rocprof.LOADER.forget()  # each case opens the library its environment names
     yield
     rocprof._timer = None
+    rocprof.LOADER.forget()
 
 
 def test_without_rocprofiler_sdk_the_timer_says_it_was_not_found(fresh_timer, monkeypatch):
@@ -67,13 +69,14 @@ def test_without_rocprofiler_sdk_the_timer_says_it_was_not_found(fresh_timer, mo
     assert timer is None and "librocprofiler-sdk was not found" in why and "MNEME_ROCPROFILER_SDK_LIB" in why
 
 
-def test_a_library_that_is_not_rocprofiler_sdk_is_named_with_the_missing_symbol(fresh_timer, monkeypatch):
+def test_a_library_that_is_not_rocprofiler_sdk_is_named_with_the_missing_version_function(fresh_timer, monkeypatch):
     import ctypes.util
 
     libc = ctypes.util.find_library("c")
     monkeypatch.setenv("MNEME_ROCPROFILER_SDK_LIB", libc)
     timer, why = rocprof.kernel_timer()
-    assert timer is None and why.startswith(f"{libc}:") and "rocprofiler_force_configure" in why
+    assert timer is None and why.startswith(f"rocprofiler-sdk (the kernel timer) ({libc}):")
+    assert "rocprofiler_get_version" in why and "MNEME_ROCPROFILER_SDK_LIB" in why
 
 
 def test_a_missing_explicit_library_fails_naming_it(fresh_timer, monkeypatch, tmp_path):
@@ -116,3 +119,32 @@ def test_dispatch_timestamps_time_each_run_on_the_gpu():
         args = compare.pack_args(base, base + (4 << 20), 4 << 20, base + (8 << 20) - 16, 4 * compare.BLOCK)
         times = device.time(kernel, 4, compare.BLOCK, 0, args, iterations=5, timer="rocprofiler")
         assert device.timer_used == "rocprofiler" and len(times) == 5 and all(0 < t < 1 for t in times)
+
+
+def test_rocprofiler_sdk_loads_through_the_core_loader_where_installed(fresh_timer):
+    if rocprof.library_path() is None:
+        pytest.skip("librocprofiler-sdk is not installed here (ROCm 6.2+; or set MNEME_ROCPROFILER_SDK_LIB)")
+    lib = rocprof.LOADER.load()  # its version is OLDEST_VERSION or newer, its functions declared
+    assert lib.rocprofiler_force_configure.argtypes == [rocprof._CONFIGURE_CB]
+
+
+@pytest.mark.parametrize(("minor", "failure"), [
+    (3, "it is rocprofiler-sdk 0.3.1; the kernel timer needs 0.4 or newer"),
+    (5, "it has no function rocprofiler_force_configure"),  # the right version, not the whole library
+])  # fmt: skip
+def test_a_rocprofiler_sdk_of_another_version_is_refused_in_the_loaders_style(fresh_timer, monkeypatch, tmp_path,
+                                                                             minor, failure):  # fmt: skip
+    import subprocess
+
+    from mneme.core.native import c_compiler
+
+    if c_compiler() is None:
+        pytest.skip("no C compiler to build the test's library")
+    source, fake = tmp_path / "sdk.c", tmp_path / "librocprofiler-sdk.so.1"
+    source.write_text("#include <stdint.h>\nint rocprofiler_get_version(uint32_t *major, uint32_t *minor, uint32_t "
+                      f"*patch) {{ *major = 0; *minor = {minor}; *patch = 1; return 0; }}\n")  # fmt: skip
+    subprocess.run([*c_compiler().split(), "-shared", "-fPIC", "-o", str(fake), str(source)], check=True)
+    monkeypatch.setenv("MNEME_ROCPROFILER_SDK_LIB", str(fake))
+    timer, why = rocprof.kernel_timer()
+    assert timer is None and why.startswith(f"rocprofiler-sdk (the kernel timer) ({fake}): {failure}")
+    assert why.endswith("or set MNEME_ROCPROFILER_SDK_LIB to its librocprofiler-sdk.so")

@@ -174,11 +174,11 @@ def test_without_the_library_there_is_no_native_decoder(monkeypatch, tmp_path):
     monkeypatch.setenv("MNEME_SNAPIO", str(tmp_path / "missing.so"))
     monkeypatch.setenv("PATH", str(tmp_path))  # and no compiler to build it
     monkeypatch.delenv("CC", raising=False)
-    snapio.library.cache_clear()
+    snapio.LOADER.forget()
     try:
         assert snapio.native_decoder(2) is None
     finally:
-        snapio.library.cache_clear()
+        snapio.LOADER.forget()
 
 
 def test_the_parallel_read_copies_the_file_bytes(decoder, state):

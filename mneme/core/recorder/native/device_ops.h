@@ -59,6 +59,17 @@ typedef struct mneme_device_ops {
     void (*pool_trim)(void *pool);
 } mneme_device_ops;
 
+/* A backend's table, from its functions named op_<field> (op_current_device, ...), in the struct's order. */
+#define DEVICE_OPS_TABLE(api, producer, status_out_of_memory, status_not_ready)                              \
+    {api, producer, status_out_of_memory, status_not_ready,                                                  \
+     op_current_device, op_granularity, op_address_reserve, op_address_free, op_mem_create, op_mem_map,      \
+     op_mem_set_access, op_mem_unmap, op_mem_release, op_mem_info,                                           \
+     op_synchronize, op_current_context, op_set_context, op_stream_create, op_stream_synchronize,            \
+     op_stream_wait_event, op_event_create, op_event_record, op_event_query, op_event_synchronize,           \
+     op_event_destroy,                                                                                       \
+     op_host_alloc_pinned, op_copy_to_host, op_copy_to_host_async, op_copy_on_device_async,                  \
+     op_pool_create, op_pool_alloc_async, op_free_async, op_pool_trim}
+
 #ifdef __cplusplus
 }
 

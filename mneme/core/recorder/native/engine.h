@@ -21,3 +21,4 @@
 #include "exclusive.h"
 #include "capture.h"
 #include "zone.h"
+#include "record.h"  // the record of one launch, around the backend's own launch

@@ -1,9 +1,9 @@
-"""The native part of the host backend: `runtime.c`, compiled once per source hash into a cache folder."""
+"""The native part of the host backend: `runtime.c`, compiled once per source hash into a cache folder and
+opened by the core's loader (`mneme.core.native_loader`), its functions declared."""
 
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 import os
 import tempfile
@@ -14,6 +14,7 @@ import llvmlite.binding as llvm
 from mneme.core import envvars
 from mneme.core.errors import BackendUnavailable
 from mneme.core.native import NativeLibrary, c_compiler
+from mneme.core.native_loader import NativeLoader
 
 log = logging.getLogger(__name__)
 
@@ -64,22 +65,26 @@ def build(compiler: str | None = None) -> Path:
                          error=BackendUnavailable)
 
 
-@functools.lru_cache(maxsize=1)
+def _make_visible_to_kernels(_lib: ctypes.CDLL, path: str) -> None:
+    llvm.load_library_permanently(path)
+
+
+_U32X3 = ctypes.c_uint32 * 3
+#: The file name's hash is the runtime's version (a build of other sources has another name): no ABI number.
+LOADER = NativeLoader(
+    "the host runtime", build, {
+        "mneme_launch": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, _U32X3, _U32X3, ctypes.c_uint64, ctypes.c_int,
+                                        ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
+        "mneme_grid_capacity": (ctypes.c_uint64, [ctypes.c_char_p, ctypes.c_size_t]),
+        "mneme_serve": (None, [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
+                               ctypes.c_int, ctypes.c_int]),
+        "mneme_set_timeout": (None, [ctypes.c_double]),
+    }, mode=ctypes.RTLD_GLOBAL, after_load=_make_visible_to_kernels,
+    remedy="the host backend cannot run kernels; install a C compiler (apt-get install gcc, or set CC) and remove "
+           "the file so Mneme rebuilds it")  # fmt: skip
+
+
 def load() -> ctypes.CDLL:
     """Build and load the runtime, and make its symbols visible to JIT-compiled kernels (the runtime is
-    Mneme's code: loading it maps no recorded code)."""
-    path = build()
-    lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-    llvm.load_library_permanently(str(path))
-    u32x3 = ctypes.c_uint32 * 3
-    lib.mneme_launch.argtypes = [
-        ctypes.c_void_p, ctypes.c_void_p, u32x3, u32x3, ctypes.c_uint64, ctypes.c_int, ctypes.c_uint64, ctypes.c_int,
-        ctypes.c_char_p, ctypes.c_size_t,
-    ]  # fmt: skip
-    lib.mneme_launch.restype = ctypes.c_int
-    lib.mneme_grid_capacity.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-    lib.mneme_grid_capacity.restype = ctypes.c_uint64
-    lib.mneme_serve.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
-                                ctypes.c_int, ctypes.c_int]
-    lib.mneme_serve.restype = None
-    return lib
+    Mneme's code: loading it maps no recorded code). NativeLibraryError when it cannot be had."""
+    return LOADER.load()

@@ -1,13 +1,21 @@
-/* A test double of the CUDA driver's launch entry points (built as libcuda.so.1 by the tests), for the
-   recorder's launch paths without a GPU: the entry points a program reaches through cuGetProcAddress
-   (as cudart does) and by name (a program linked against libcuda). Each launch is counted and
-   succeeds; a kernel handle is a `struct double_kernel`, whose name cuFuncGetName returns. */
+/* A test double of the CUDA driver (built as libcuda.so.1 by the tests), for the recorder without a
+   GPU: the launch entry points a program reaches through cuGetProcAddress (as cudart does) and by
+   name (a program linked against libcuda), and the memory, stream and event calls a recorded launch
+   makes. Each launch is counted and succeeds; a kernel handle is a `struct double_kernel`, whose
+   name cuFuncGetName returns and whose host implementation, if any, a launch runs. It is evidence for
+   the recorder's logic, NOT for a GPU: "device" memory is host memory, really at the addresses asked
+   for (mmap), copies are memcpy, and streams and events complete at once, in order. */
+#define _GNU_SOURCE
 #include <cuda.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 
 struct double_kernel {
     const char *name;
-    int params; /* each 8 bytes */
+    int params;                  /* each 8 bytes */
+    void (*host)(void **params); /* what a launch runs; NULL: nothing */
 };
 
 static long launches, resets;
@@ -37,16 +45,98 @@ API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
     return CUDA_SUCCESS;
 }
 
-static CUresult launched(void) { ++launches; return CUDA_SUCCESS; }
+static CUresult launched(CUfunction f, void **params) {
+    const struct double_kernel *k = (const struct double_kernel *)f;
+    if (k->host) k->host(params);
+    ++launches;
+    return CUDA_SUCCESS;
+}
 
 #define LAUNCH_ARGS CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
                     unsigned shared, CUstream s, void **params
-API CUresult cuLaunchKernel(LAUNCH_ARGS, void **extra) { return launched(); }
-API CUresult cuLaunchKernel_ptsz(LAUNCH_ARGS, void **extra) { return launched(); }
-API CUresult cuLaunchCooperativeKernel(LAUNCH_ARGS) { return launched(); }
-API CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_ARGS) { return launched(); }
-API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return launched(); }
-API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return launched(); }
+API CUresult cuLaunchKernel(LAUNCH_ARGS, void **extra) { return launched(f, params); }
+API CUresult cuLaunchKernel_ptsz(LAUNCH_ARGS, void **extra) { return launched(f, params); }
+API CUresult cuLaunchCooperativeKernel(LAUNCH_ARGS) { return launched(f, params); }
+API CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_ARGS) { return launched(f, params); }
+API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return launched(f, p); }
+API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return launched(f, p); }
+
+/* ---- contexts, memory, streams, events ---- */
+#define OK return CUDA_SUCCESS
+API CUresult cuCtxGetCurrent(CUcontext *c) { *c = (CUcontext)0x100; OK; }
+API CUresult cuCtxSetCurrent(CUcontext c) { OK; }
+API CUresult cuCtxGetDevice(CUdevice *d) { *d = 0; OK; }
+API CUresult cuCtxSynchronize(void) { OK; }
+API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+    *v = a == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE ? 1 << 20 : 1;
+    OK;
+}
+API CUresult cuGetErrorName(CUresult r, const char **name) {
+    *name = r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_OF_THE_DOUBLE";
+    OK;
+}
+API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) { *free_bytes = *total = 8ull << 30; OK; }
+API CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *p, CUmemAllocationGranularity_flags o) {
+    *g = 2u << 20;
+    OK;
+}
+API CUresult cuMemAddressReserve(CUdeviceptr *got, size_t size, size_t align, CUdeviceptr at, unsigned long long f) {
+    void *p = mmap((void *)at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (at ? MAP_FIXED_NOREPLACE : 0),
+                   -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    *got = (CUdeviceptr)p;
+    OK;
+}
+API CUresult cuMemAddressFree(CUdeviceptr p, size_t size) { munmap((void *)p, size); OK; }
+API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *p, unsigned long long f) {
+    *h = 1;
+    OK;
+}
+API CUresult cuMemRelease(CUmemGenericAllocationHandle h) { OK; }
+API CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long f) {
+    return mprotect((void *)p, size, PROT_READ | PROT_WRITE) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+API CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const CUmemAccessDesc *desc, size_t count) { OK; }
+API CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
+    madvise((void *)p, size, MADV_DONTNEED);
+    mprotect((void *)p, size, PROT_NONE);
+    OK;
+}
+API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { *p = (CUdeviceptr)malloc(n ? n : 1); OK; }
+API CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)p); OK; }
+API CUresult cuMemAllocHost_v2(void **p, size_t n) { *p = malloc(n ? n : 1); OK; }
+API CUresult cuMemFreeHost(void *p) { free(p); OK; }
+API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { memcpy(dst, (void *)src, n); OK; }
+API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) { memcpy(dst, (void *)src, n); OK; }
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    memcpy((void *)dst, (void *)src, n);
+    OK;
+}
+API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) { memset((void *)dst, v, n); OK; }
+API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) { *pool = (CUmemoryPool)0x200; OK; }
+API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) { OK; }
+API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
+    *p = (CUdeviceptr)malloc(n ? n : 1);
+    OK;
+}
+API CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { free((void *)p); OK; }
+API CUresult cuStreamCreate(CUstream *s, unsigned flags) { *s = (CUstream)0x300; OK; }
+API CUresult cuStreamSynchronize(CUstream s) { OK; }
+API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) { OK; }
+/* An event is the time it was recorded: work completes at once. */
+API CUresult cuEventCreate(CUevent *e, unsigned flags) {
+    *e = (CUevent)calloc(1, sizeof(struct timespec));
+    return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+API CUresult cuEventRecord(CUevent e, CUstream s) { clock_gettime(CLOCK_MONOTONIC, (struct timespec *)e); OK; }
+API CUresult cuEventQuery(CUevent e) { OK; }
+API CUresult cuEventSynchronize(CUevent e) { OK; }
+API CUresult cuEventDestroy_v2(CUevent e) { free(e); OK; }
+API CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end) {
+    const struct timespec *a = (const struct timespec *)start, *b = (const struct timespec *)end;
+    *ms = (float)((b->tv_sec - a->tv_sec) * 1e3 + (b->tv_nsec - a->tv_nsec) * 1e-6);
+    OK;
+}
 
 API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned *flags, int *active) {
     *flags = 0;

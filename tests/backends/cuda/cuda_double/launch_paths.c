@@ -13,6 +13,7 @@
 struct double_kernel {
     const char *name;
     int params;
+    void (*host)(void **params); /* none here: the launches only count */
 };
 
 typedef CUresult (*getproc_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);

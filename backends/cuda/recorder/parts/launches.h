@@ -1,6 +1,5 @@
 // ---- recording launches ---------------------------------------------------------------------
-
-thread_local bool in_recorder = false;
+// (in_recorder, launch_seq: the engine's record.h)
 
 // In-application timing: the recorded launch of an instance and the next MNEME_RECORD_TIMED
 // launches with the same dynamic hash run between two events on the application's stream. The
@@ -426,12 +425,6 @@ CUresult time_launch(const std::string &kernel, uint64_t instance, CUfunction fn
     }
     return r;
 }
-
-long launch_seq = 0;
-
-
-
-
 
 std::string kernel_name(CUfunction f, CUfunction *resolved) {
     DRV(cuFuncGetName);

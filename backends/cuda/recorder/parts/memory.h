@@ -29,21 +29,6 @@ RealMemory &real_memory() {
     return *r;
 }
 
-void warn_once(const std::string &key, const char *fmt, ...) {
-    static std::mutex *m = new std::mutex();
-    static auto *warned = new std::set<std::string>();
-    {
-        std::lock_guard<std::mutex> lock(*m);
-        if (!warned->insert(key).second) return;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "mneme-recorder: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-}
-
 // ---- memory kernels may read that recordings do not hold --------------------------------------
 //
 // Managed memory and pinned host memory (which kernels reach through unified addressing, or

@@ -198,15 +198,7 @@ void op_pool_trim(void *pool) {
 }
 
 const mneme_device_ops &hip_ops() {
-    static const mneme_device_ops ops = {
-        "HIP", "mneme-hip-recorder 0.1", hipErrorOutOfMemory, hipErrorNotReady,
-        op_current_device, op_granularity, op_address_reserve, op_address_free, op_mem_create, op_mem_map,
-        op_mem_set_access, op_mem_unmap, op_mem_release, op_mem_info,
-        op_synchronize, op_current_context, op_set_context, op_stream_create, op_stream_synchronize,
-        op_stream_wait_event, op_event_create, op_event_record, op_event_query, op_event_synchronize,
-        op_event_destroy,
-        op_host_alloc_pinned, op_copy_to_host, op_copy_to_host_async, op_copy_on_device_async,
-        op_pool_create, op_pool_alloc_async, op_free_async, op_pool_trim,
-    };
+    static const mneme_device_ops ops =
+        DEVICE_OPS_TABLE("HIP", "mneme-hip-recorder 0.1", hipErrorOutOfMemory, hipErrorNotReady);
     return ops;
 }

@@ -139,72 +139,46 @@ F resolve_real(F &slot, const char *name) {
 
 bool tracking() { return !config().dir.empty(); }
 
-CUresult w_module_load_data(CUmodule *mod, const void *image) {
-    auto fn = resolve_real(real_modules().load_data, "cuModuleLoadData");
+// A loading entry point: the real one, then, when it loaded while recording, its code image noted
+// (`code` is the image or, `from_file`, its path; `library`: a CUlibrary).
+template <typename Handle, typename Code, typename Fn, typename... Rest>
+CUresult load_noted(Fn fn, bool from_file, bool library, Handle *out, Code code, Rest... rest) {
     if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fn(mod, image);
+    CUresult r = fn(out, code, rest...);
     if (r == CUDA_SUCCESS && tracking()) {
         std::lock_guard<std::mutex> lock(mu());
-        note_image(*mod, image, false, false);
+        note_image(*out, code, from_file, library);
     }
     return r;
+}
+
+CUresult w_module_load_data(CUmodule *mod, const void *image) {
+    return load_noted(resolve_real(real_modules().load_data, "cuModuleLoadData"), false, false, mod, image);
 }
 
 CUresult w_module_load_fatbin(CUmodule *mod, const void *image) {
-    auto fn = resolve_real(real_modules().load_fatbin, "cuModuleLoadFatBinary");
-    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fn(mod, image);
-    if (r == CUDA_SUCCESS && tracking()) {
-        std::lock_guard<std::mutex> lock(mu());
-        note_image(*mod, image, false, false);
-    }
-    return r;
+    return load_noted(resolve_real(real_modules().load_fatbin, "cuModuleLoadFatBinary"), false, false, mod, image);
 }
 
 CUresult w_module_load_data_ex(CUmodule *mod, const void *image, unsigned n, CUjit_option *options, void **values) {
-    auto fn = resolve_real(real_modules().load_data_ex, "cuModuleLoadDataEx");
-    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fn(mod, image, n, options, values);
-    if (r == CUDA_SUCCESS && tracking()) {
-        std::lock_guard<std::mutex> lock(mu());
-        note_image(*mod, image, false, false);
-    }
-    return r;
+    return load_noted(resolve_real(real_modules().load_data_ex, "cuModuleLoadDataEx"), false, false, mod, image, n,
+                      options, values);
 }
 
 CUresult w_module_load(CUmodule *mod, const char *path) {
-    auto fn = resolve_real(real_modules().load_file, "cuModuleLoad");
-    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fn(mod, path);
-    if (r == CUDA_SUCCESS && tracking()) {
-        std::lock_guard<std::mutex> lock(mu());
-        note_image(*mod, path, true, false);
-    }
-    return r;
+    return load_noted(resolve_real(real_modules().load_file, "cuModuleLoad"), true, false, mod, path);
 }
 
 CUresult w_library_load_data(CUlibrary *lib, const void *code, CUjit_option *jo, void **jv, unsigned nj,
                              CUlibraryOption *lo, void **lv, unsigned nl) {
-    auto fn = resolve_real(real_modules().library_load, "cuLibraryLoadData");
-    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fn(lib, code, jo, jv, nj, lo, lv, nl);
-    if (r == CUDA_SUCCESS && tracking()) {
-        std::lock_guard<std::mutex> lock(mu());
-        note_image(*lib, code, false, true);
-    }
-    return r;
+    return load_noted(resolve_real(real_modules().library_load, "cuLibraryLoadData"), false, true, lib, code, jo, jv,
+                      nj, lo, lv, nl);
 }
 
 CUresult w_library_load_file(CUlibrary *lib, const char *path, CUjit_option *jo, void **jv, unsigned nj,
                              CUlibraryOption *lo, void **lv, unsigned nl) {
-    auto fn = resolve_real(real_modules().library_load_file, "cuLibraryLoadFromFile");
-    if (!fn) return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult r = fn(lib, path, jo, jv, nj, lo, lv, nl);
-    if (r == CUDA_SUCCESS && tracking()) {
-        std::lock_guard<std::mutex> lock(mu());
-        note_image(*lib, path, true, true);
-    }
-    return r;
+    return load_noted(resolve_real(real_modules().library_load_file, "cuLibraryLoadFromFile"), true, true, lib, path,
+                      jo, jv, nj, lo, lv, nl);
 }
 
 CUresult w_module_get_function(CUfunction *f, CUmodule mod, const char *name) {

@@ -27,7 +27,7 @@ const std::vector<Hook> &hooks() {
         {{"cuLaunchKernelEx"}, S::PER_THREAD, false, 0, KEEP(real().launch_ex_ptsz), w(&w_launch_ex_ptsz)},
         {{"cuLaunchCooperativeKernel"}, S::LEGACY, false, 0, KEEP(real_coop), w(&w_coop)},
         {{"cuLaunchCooperativeKernel"}, S::PER_THREAD, false, 0, KEEP(real_coop_ptsz), w(&w_coop_ptsz)},
-        // Context teardown: the writer drains first (wrappers.inc, "context teardown").
+        // Context teardown: the writer drains first (wrappers.h, "context teardown").
         {{"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2"}, S::ONE, true, 0, KEEP(real_primary_reset),
          w(&w_primary_reset)},
         {{"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2"}, S::ONE, true, 0, KEEP(real_primary_release),

@@ -1,0 +1,39 @@
+/* Records launches through the recorder on the driver double (cuda_double.c): one placed allocation of
+   N floats (0, 1, 2, ...), and the kernel "scale" (x[i] *= factor, run on the host by the double)
+   launched with these argument sets, in order: factor 2 twice (one argument set, recorded once), 3
+   (a second set), 5 (past MNEME_RECORD_MAX=2 sets). Prints each launch's status. */
+#include <cuda.h>
+#include <stdio.h>
+
+#define N 1024
+
+struct double_kernel {
+    const char *name;
+    int params;
+    void (*host)(void **params);
+};
+
+static void scale(void **params) {
+    float *x = *(float **)params[0];
+    double factor = *(double *)params[1];
+    unsigned long long n = *(unsigned long long *)params[2];
+    for (unsigned long long i = 0; i < n; ++i) x[i] *= (float)factor;
+}
+
+static struct double_kernel k_scale = {"scale", 3, scale};
+
+int main(void) {
+    CUdeviceptr buffer = 0;
+    if (cuInit(0) != CUDA_SUCCESS || cuMemAlloc(&buffer, N * sizeof(float)) != CUDA_SUCCESS) return 3;
+    float *x = (float *)buffer; /* the double's device memory is this process's memory */
+    for (int i = 0; i < N; ++i) x[i] = (float)i;
+    const double factors[] = {2, 2, 3, 5};
+    for (int k = 0; k < 4; ++k) {
+        unsigned long long n = N;
+        double factor = factors[k];
+        void *params[] = {&buffer, &factor, &n};
+        printf("%d%s", (int)cuLaunchKernel((CUfunction)&k_scale, 1, 1, 1, 256, 1, 1, 0, 0, params, 0), k < 3 ? " " : "\n");
+    }
+    printf("0x%llx %g\n", (unsigned long long)buffer, x[1]);
+    return cuCtxSynchronize() == CUDA_SUCCESS ? 0 : 4;
+}
