@@ -54,6 +54,11 @@ _REFUSED = re.compile(r"\b(?:asm|indirectbr|callbr|invoke|landingpad|resume|catc
                       r"blockaddress|musttail|va_arg|llvm\.stacksave|llvm\.stackrestore|llvm\.localescape)\b")
 _MEMORY = re.compile(r"^\s*(?:%\S+ = )?(?:load|store|atomicrmw|cmpxchg|(?:tail |notail )?call)\b")
 _DROPPED = re.compile(r"^\s*(?:#dbg_|call void @llvm\.(?:dbg\.|lifetime\.))")
+# What a lane loop may hold and still be marked parallel for the vectorizer: plain loads and stores, and
+# calls to intrinsics and to functions free of side effects. Volatile and atomic accesses, fences and other
+# calls leave the loop unmarked (scalar, in lockstep): LLVM's vectorizer asserts on some of them.
+_UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")
+_MARKABLE_CALL = re.compile(r"@(?:llvm\.|__mneme\.nvvm\.read\.ptx\.sreg\.|__nv_)")
 _TID_PARAMS = dict(zip(retarget._TID_PARAMS, ("x", "y", "z", "lin")))
 
 
@@ -154,6 +159,16 @@ def _order(blocks: list[tuple[str, list[str]]]) -> list[int]:
     return order + [i for i in range(len(blocks)) if i not in seen]
 
 
+def _markable(body: list[str]) -> bool:
+    """Whether a block's lane loop may be marked parallel (see `_UNMARKED`)."""
+    for line in body:
+        if _UNMARKED.search(line):
+            return False
+        if re.search(r"\bcall\b", line) and not _MARKABLE_CALL.search(line.split(" call ", 1)[-1].split("(", 1)[0]):
+            return False
+    return True
+
+
 def _has_loop(blocks: list[tuple[str, list[str]]]) -> bool:
     """Whether the control flow has a cycle (a branch back to a block at or before it in reverse post-order)."""
     position = {blocks[i][0]: n for n, i in enumerate(_order(blocks))}
@@ -234,8 +249,13 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
         label, body = blocks[i]
         group, loop, parallel = md, md + 1, md + 2
         md += 3
-        metadata += [f"!{group} = distinct !{{}}", f"!{loop} = distinct !{{!{loop}, !{parallel}, !{props}, !{props + 1}}}",
-                     f'!{parallel} = !{{!"llvm.loop.parallel_accesses", !{group}}}']  # fmt: skip
+        if _markable(body):
+            metadata += [f"!{group} = distinct !{{}}", f"!{loop} = distinct !{{!{loop}, !{parallel}, !{props}, !{props + 1}}}",
+                         f'!{parallel} = !{{!"llvm.loop.parallel_accesses", !{group}}}']  # fmt: skip
+            tag = f", !llvm.access.group !{group}"
+        else:
+            metadata.append(f"!{loop} = distinct !{{!{loop}, !{props + 1}}}")
+            tag = ""
         sfx = f".__mneme{n}"
         lane = f"%__mneme_l{n}"
         previous = f"%__mneme_g{n}"
@@ -253,7 +273,7 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
             f"__mneme_h{n}:",
             f"  {lane} = phi i64 [ 0, {previous} ], [ %__mneme_n{n}, %__mneme_t{n} ]",
             f"  %__mneme_pp{n} = getelementptr inbounds [{lanes} x i32], ptr %__mneme_pc, i64 0, i64 {lane}",
-            f"  %__mneme_p{n} = load i32, ptr %__mneme_pp{n}, align 4, !llvm.access.group !{group}",
+            f"  %__mneme_p{n} = load i32, ptr %__mneme_pp{n}, align 4{tag}",
             f"  %__mneme_on{n} = icmp eq i32 %__mneme_p{n}, {n}",
             f"  br i1 %__mneme_on{n}, label %__mneme_b{n}, label %__mneme_t{n}",
             f"__mneme_b{n}:",
@@ -267,7 +287,7 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
             else:
                 array = _TID_PARAMS[name]
                 out += [f"  %__mneme_{array}p{n} = getelementptr inbounds [{lanes} x i32], ptr %__mneme_{array}, i64 0, i64 {lane}",
-                        f"  {_suffixed(name, sfx)} = load i32, ptr %__mneme_{array}p{n}, align 4, !llvm.access.group !{group}"]  # fmt: skip
+                        f"  {_suffixed(name, sfx)} = load i32, ptr %__mneme_{array}p{n}, align 4{tag}"]  # fmt: skip
 
         def rename(line: str, sfx: str = sfx) -> str:
             return _TOKEN.sub(lambda m: _suffixed(m.group(0), sfx) if m.group(0) in per_lane else m.group(0), line)
@@ -276,8 +296,8 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
             if _ALLOCA.match(line):
                 continue
             line = rename(line)
-            if _MEMORY.match(line) and "!llvm.access.group" not in line:
-                line += f", !llvm.access.group !{group}"
+            if tag and _MEMORY.match(line) and "!llvm.access.group" not in line:
+                line += tag
             out.append(line)
         nxt = _terminator(rename(body[-1]), number, n)
         if nxt is None:
@@ -293,7 +313,7 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
         out += [
             f"__mneme_t{n}:",
             f"  %__mneme_np{n} = phi i32 {incoming}[ %__mneme_p{n}, %__mneme_h{n} ]",
-            f"  store i32 %__mneme_np{n}, ptr %__mneme_pp{n}, align 4, !llvm.access.group !{group}",
+            f"  store i32 %__mneme_np{n}, ptr %__mneme_pp{n}, align 4{tag}",
             f"  %__mneme_n{n} = add nuw nsw i64 {lane}, 1",
             f"  %__mneme_c{n} = icmp ult i64 %__mneme_n{n}, {lanes}",
             f"  br i1 %__mneme_c{n}, label %__mneme_h{n}, label {after}, !llvm.loop !{loop}",

@@ -195,3 +195,16 @@ def test_a_read_one_past_the_end_in_a_lockstep_loop_is_caught_at_its_exact_bytes
     device.write(Y, bytes(4004))
     with pytest.raises(ExperimentError, match=r"read out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer"):
         device.launch(loaded, (2,), (64,), 0, struct.pack("<ifQQ", 1001, 2.0, X, Y))
+
+
+def test_a_loop_over_a_volatile_load_compiles_and_runs_unmarked():
+    """LLVM's vectorizer asserts on a volatile access in a loop marked parallel; such a lane loop stays unmarked."""
+    from kernel_timeout_cases import SPIN_IF_WIDE
+
+    text = _lockstep_text(SPIN_IF_WIDE, "spin_if_wide")
+    assert text is not None and "parallel_accesses" in text  # other lane loops of the kernel are still marked
+    spin_loop = next(line for line in text.split("\n") if "load volatile" in line)
+    assert "llvm.access.group" not in spin_loop
+    flag, out = np.zeros(1, np.int32), np.full(32, -1, np.int32)
+    (_, got) = _run(SPIN_IF_WIDE, "spin_if_wide", (1,), (32,), [flag, out], struct.pack("<QQ", X, Y))
+    np.testing.assert_array_equal(got, np.arange(32))
