@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import os
 import platform
 import struct
@@ -191,9 +192,9 @@ def main() -> int:
             threads = sorted({1, os.cpu_count() or 1})
             for n in sizes:
                 c_runs = {
-                    "saxpy": lambda t: loops.saxpy(n, ctypes.c_float(2.0), xp, yp, t),
-                    "stencil": lambda t: loops.stencil(n, xp, yp, t),
-                    "sum": lambda t: loops.sum(n, xp, t),
+                    "saxpy": lambda t, n=n: loops.saxpy(n, ctypes.c_float(2.0), xp, yp, t),
+                    "stencil": lambda t, n=n: loops.stencil(n, xp, yp, t),
+                    "sum": lambda t, n=n: loops.sum(n, xp, t),
                 }
                 for name, args in (("saxpy", struct.pack("<ifQQ", n, 2.0, ax, ay)), ("stencil", struct.pack("<i4xQQ", n, ax, ay)),
                                    ("sum", struct.pack("<i4xQQ", n, ax, aout))):  # fmt: skip
@@ -201,12 +202,13 @@ def main() -> int:
                         kernel = f"{name}_{shape}"
                         # interleaved: the C loop just before and just after the kernel (the better of 1 thread and
                         # one per CPU, its best on these cores), so a shared machine's load hits both alike
-                        c_before = min(best(lambda: c_runs[name](t), opts.repeat) for t in threads)
+                        c_loop = c_runs[name]
+                        c_before = min(best(functools.partial(c_loop, t), opts.repeat) for t in threads)
                         dev.launch(loaded[kernel], grid, block, 0, args)
                         host = min(dev.time(loaded[kernel], grid, block, 0, args, opts.repeat))
                         dev.launch(single[kernel], grid, block, 0, args)
                         old = min(dev.time(single[kernel], grid, block, 0, args, opts.repeat))
-                        c_time = min(c_before, min(best(lambda: c_runs[name](t), opts.repeat) for t in threads))
+                        c_time = min(c_before, min(best(functools.partial(c_loop, t), opts.repeat) for t in threads))
                         gbs = BYTES[name] * n / host / 1e9
                         c_gbs = BYTES[name] * n / c_time / 1e9
                         rows.append((name, shape, n, forms[kernel], host, old, c_time, gbs, c_gbs))

@@ -246,7 +246,7 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
     metadata += [f'!{props} = !{{!"llvm.loop.vectorize.enable", i1 true}}', f'!{props + 1} = !{{!"llvm.loop.unroll.disable"}}']
     md += 2
     for n, i in enumerate(order):
-        label, body = blocks[i]
+        body = blocks[i][1]
         group, loop, parallel = md, md + 1, md + 2
         md += 3
         if _markable(body):
