@@ -38,7 +38,7 @@ import logging
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host import retarget, steps
+from mneme.plugins.backends.host import accesses, retarget, steps
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,9 @@ _DROPPED = re.compile(r"^\s*(?:#dbg_|call void @llvm\.(?:dbg\.|lifetime\.))")
 # calls leave the loop unmarked (scalar, in lockstep): LLVM's vectorizer asserts on some of them.
 _UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")
 _MARKABLE_CALL = re.compile(r"@(?:llvm\.|__mneme\.nvvm\.read\.ptx\.sreg\.|__nv_)")
+MAX_BLOCKS = 512  # basic blocks of the kernel after reg2mem: each becomes a loop the vectorizer looks at
+MAX_LANE_BYTES = 1 << 20  # every lane's copy of the kernel's locals, on the stack of the thread running the block
+_SCALAR_BYTES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "fp128": 16, "x86_fp80": 16, "ptr": 8}
 _TID_PARAMS = dict(zip(retarget._TID_PARAMS, ("x", "y", "z", "lin")))
 
 
@@ -159,6 +162,19 @@ def _order(blocks: list[tuple[str, list[str]]]) -> list[int]:
     return order + [i for i in range(len(blocks)) if i not in seen]
 
 
+def _bytes(type_text: str) -> int:
+    """About how many bytes a value of `type_text` takes (padding ignored; a named type counts 64)."""
+    text = type_text.strip()
+    if m := re.fullmatch(r"[\[<]\s*(\d+)\s+x\s+(.+)[\]>]", text):
+        return int(m.group(1)) * _bytes(m.group(2))
+    if text.startswith(("{", "<{")):
+        inner = text.strip("<>{} ")
+        return sum(_bytes(part) for part in accesses.split_operands(inner)) if inner else 0
+    if m := re.fullmatch(r"i(\d+)", text):
+        return (int(m.group(1)) + 7) // 8
+    return _SCALAR_BYTES.get(text, 64)
+
+
 def _markable(body: list[str]) -> bool:
     """Whether a block's lane loop may be marked parallel (see `_UNMARKED`)."""
     for line in body:
@@ -196,6 +212,8 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
                 allocas[m.group(1)] = ((count.group(1) if count else type_text).strip(), int(m.group(3) or 1))
             elif " = phi " in line:
                 return None, []
+    if len(blocks) > MAX_BLOCKS or lanes * sum(_bytes(t) for t, _ in allocas.values()) > MAX_LANE_BYTES:
+        return None, []  # compile time grows with the blocks; the lane arrays live on the worker's stack
     order = _order(blocks)
     number = {blocks[i][0]: n for n, i in enumerate(order)}
     per_lane = set(allocas) | set(_TID_PARAMS)

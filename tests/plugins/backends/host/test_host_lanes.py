@@ -54,6 +54,15 @@ extern "C" __global__ void private_array(int n, const float* x, float* y) {
 extern "C" __global__ void histogram(int n, const int* v, int* counts) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) atomicAdd(&counts[v[i] & 15], 1);
 }
+// 80 KB of locals per thread: 16 lanes' copies would pass the cap on the worker's stack
+extern "C" __global__ void big_private(int n, const float* x, float* y) {
+  float t[20000];
+  int g = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int k = 0; k < 20000; k++) t[k] = x[(g + k) % n] + k;
+  float s = 0.0f;
+  for (int k = g % 3; k < 20000; k += 997) s += t[(k * 7 + g) % 20000];
+  y[g] = s;
+}
 // a 3D block whose thread count is no multiple of the group width
 extern "C" __global__ void shape3d(int* out) {
   int t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
@@ -166,6 +175,22 @@ def test_atomics_in_a_loop_count_every_element(module_text, monkeypatch):
                            struct.pack("<i4xQQ", n, X, Y))  # fmt: skip
     np.testing.assert_array_equal(locked[1], np.bincount(v & 15, minlength=16))
     np.testing.assert_array_equal(locked[1], single[1])
+
+
+def test_a_kernel_whose_locals_times_the_lanes_pass_the_stack_cap_runs_thread_after_thread(module_text, monkeypatch):
+    assert _lockstep_text(module_text, "big_private") is None
+    monkeypatch.setattr(lanes, "MAX_LANE_BYTES", 1 << 30)
+    assert _lockstep_text(module_text, "big_private") is not None  # the cap, not another refusal, kept it out
+    monkeypatch.undo()
+    n = 64
+    x = np.arange(n, dtype=np.float32)
+    (_, got) = _run(module_text, "big_private", (1,), (8,), [x, np.zeros(8, np.float32)], struct.pack("<i4xQQ", n, X, Y))
+    for g in range(8):
+        t = x[(g + np.arange(20000)) % n] + np.arange(20000, dtype=np.float32)
+        s = np.float32(0)
+        for k in range(g % 3, 20000, 997):
+            s = np.float32(s + t[(k * 7 + g) % 20000])
+        assert got[g] == s
 
 
 def test_a_3d_block_of_30_threads_gives_each_thread_its_own_index(module_text, monkeypatch):
