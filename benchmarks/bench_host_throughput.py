@@ -236,7 +236,7 @@ def main() -> int:
         f"Machine: {platform.node()} ({llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs; C: `cc -O3 -march=native "
         "-fopenmp`, the better of 1 thread and 1 per CPU, measured just before and just after each kernel (the "
         f"better of the two). Each figure the fastest of at least {opts.repeat} runs and more for {opts.budget:g} s "
-        "(at most 200). Load average (1 min) {load_before[0]:.1f} at the start, "
+        f"(at most 200). Load average (1 min) {load_before[0]:.1f} at the start, "
         f"{load_after[0]:.1f} at the end: other sessions share the CPUs, so every figure is noisy; the ratio "
         "compares neighbours in time. Shapes: `each` one element per thread (blocks of 256), `stride` a grid-stride "
         "loop over 64 blocks of 256, `tile` 16x16 blocks over rows of 1024. Form: `lockstep` threads in groups of "
