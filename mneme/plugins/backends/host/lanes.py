@@ -55,10 +55,11 @@ _REFUSED = re.compile(r"\b(?:asm|indirectbr|callbr|invoke|landingpad|resume|catc
 _MEMORY = re.compile(r"^\s*(?:%\S+ = )?(?:load|store|atomicrmw|cmpxchg|(?:tail |notail )?call)\b")
 _DROPPED = re.compile(r"^\s*(?:#dbg_|call void @llvm\.(?:dbg\.|lifetime\.))")
 # What a lane loop may hold and still be marked parallel for the vectorizer: plain loads and stores, and
-# calls to intrinsics and to functions free of side effects. Volatile and atomic accesses, fences and other
+# calls to intrinsics and to the special-register reads. Volatile and atomic accesses, fences and other
 # calls leave the loop unmarked (scalar, in lockstep): LLVM's vectorizer asserts on some of them.
 _UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")
-_MARKABLE_CALL = re.compile(r"@(?:llvm\.|__mneme\.nvvm\.read\.ptx\.sreg\.|__nv_)")
+_MARKABLE_CALL = re.compile(r"@(?:llvm\.|__mneme\.nvvm\.read\.ptx\.sreg\.)")
+_CALL = re.compile(r'^\s*(?:%\S+ = )?(?:tail |notail )?call\b[^@%]*?([@%](?:"[^"]+"|[-\w.$]+))\(')
 MAX_BLOCKS = 512  # basic blocks of the kernel after reg2mem: each becomes a loop the vectorizer looks at
 MAX_LANE_BYTES = 1 << 20  # every lane's copy of the kernel's locals, on the stack of the thread running the block
 _SCALAR_BYTES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "fp128": 16, "x86_fp80": 16, "ptr": 8}
@@ -180,7 +181,8 @@ def _markable(body: list[str]) -> bool:
     for line in body:
         if _UNMARKED.search(line):
             return False
-        if re.search(r"\bcall\b", line) and not _MARKABLE_CALL.search(line.split(" call ", 1)[-1].split("(", 1)[0]):
+        call = _CALL.match(line)
+        if call and not _MARKABLE_CALL.match(call.group(1)):
             return False
     return True
 
