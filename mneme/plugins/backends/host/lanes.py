@@ -28,8 +28,9 @@ of accesses to one address by one instruction across lanes (lane order) is the s
 
 Applies to the kernels `retarget` runs as a block loop (no barriers, warp operations or fibers;
 only the kernel reads the thread index). `to_lanes` returns None for what it does not take
-(dynamic or non-entry allocas, inline assembly, indirect branches, exception handling,
-``musttail``); the caller keeps the thread-after-thread loop then.
+(kernels without a loop, whose thread loop LLVM vectorizes with contiguous accesses; dynamic or
+non-entry allocas, inline assembly, indirect branches, exception handling, ``musttail``; more than
+`MAX_BLOCKS` blocks or `MAX_LANE_BYTES` of lane arrays); the caller keeps the thread loop then.
 """
 
 from __future__ import annotations
