@@ -87,6 +87,8 @@ _VARS = [
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
     EnvVar("MNEME_HOST_SANDBOX", "1",
            "0: run host kernels in the calling process, without the sandbox process (unsafe; docs/security.md)", "host"),
+    EnvVar("MNEME_HOST_LANES", "16", "threads of a block a host kernel without barriers runs in lockstep (0: one "
+           "after another)", "host"),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

@@ -25,7 +25,7 @@ from mneme.core.backend import (
 )
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import dim3
-from mneme.plugins.backends.host import (allowlist, boundscheck, limits, machine, memory, redzones, retarget, runtime,
+from mneme.plugins.backends.host import (allowlist, boundscheck, lanes, limits, machine, memory, redzones, retarget, runtime,
                                          sandbox, steps, support)
 from mneme.plugins.backends.host import image as host_image
 from mneme.plugins.backends.host.availability import availability as host_availability
@@ -137,6 +137,19 @@ def _step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
         return None
 
 
+def _lane_form(host: retarget.HostModule, kernel_name: str) -> str | None:
+    """The block loop with its threads in lockstep groups (see `lanes`), or None to keep thread after thread."""
+    llvm = machine.binding()
+    try:
+        text = lanes.to_lanes(host.text, kernel_name, host.params, lanes.width())
+        if text is not None:
+            llvm.parse_assembly(text).verify()
+        return text
+    except Exception as exc:  # noqa: BLE001 - any surprise keeps the thread-after-thread loop
+        log.info("kernel %r runs thread after thread: the lockstep form did not apply (%s)", kernel_name, exc)
+        return None
+
+
 class HostBackend(Backend):
     """Runs NVPTX (CUDA) and AMDGPU (HIP) kernel IR on this machine's CPU through llvmlite's JIT."""
 
@@ -163,7 +176,8 @@ class HostBackend(Backend):
 
     def toolchain(self, arch: str) -> dict[str, str]:
         # builds without the checked copy (MNEME_HOST_BOUNDS=0), or with older checks, are other build products
-        checks = {"bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off"}
+        checks = {"bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off",
+                  "lanes": f"{lanes.VERSION}x{lanes.width()}"}
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 
     def optimize(self, module: Any, config: Any, arch: str) -> float:
@@ -214,6 +228,8 @@ class HostBackend(Backend):
                                    f"{kernel_name!r}); run this kernel on a GPU backend")  # fmt: skip
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
         text = host.text
+        if host.flags & retarget.FLAG_BLOCK_LOOP:
+            text = _lane_form(host, kernel_name) or text
         # a grid launch keeps every block's threads as fibers (the step form runs one block at a time)
         if host.flags & retarget.FLAG_FIBERS and not host.flags & retarget.FLAG_GRID and envvars.get("MNEME_HOST_FIBERS") != "1":
             text = _step_form(host, kernel_name) or text
