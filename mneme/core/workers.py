@@ -133,7 +133,8 @@ class TuneWorkerHandle:
         self.last_error = ""
         self._fatal = False
         parent, child = _CTX.Pipe(duplex=True)
-        spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name)
+        spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name,
+                    parent_pid=os.getpid())  # the worker ends with this process (worker_servers.die_with_parent)
         if self.role == "compile":
             spec["arch"] = self.pool.arch
         self.process = _CTX.Process(target=tune_worker_main, args=(child, spec, str(self.log_path)),
