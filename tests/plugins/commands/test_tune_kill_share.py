@@ -13,11 +13,34 @@ from pathlib import Path
 import pytest
 from test_tuning_session import capture_saxpy
 
+from mneme.core.tuning.report import open_results
+from mneme.core.tuning.store import COUNTED, EVALUATED
+
 
 CLI = [sys.executable, "-m", "mneme"]
 SPACE = ["--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repeats", "1", "--measure-time", "2"]
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+
+# `mneme tune`, SIGKILLed by itself right after its Nth ask of the study (MNEME_TEST_DIE_AT_ASK): the trial
+# exists, RUNNING, and nothing says whose it is. The test wraps the real tuner; Mneme has no such hook.
+DIE_AFTER_ASK = """
+import os, signal, sys
+from mneme.core.tuning import loop
+
+asked, ask = [0], loop.TrialLoop._ask_trial
+
+def ask_then_die(self):
+    got = ask(self)
+    asked[0] += 1
+    if asked[0] == int(os.environ["MNEME_TEST_DIE_AT_ASK"]):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return got
+
+loop.TrialLoop._ask_trial = ask_then_die
+from mneme.core.interrupt import main
+main()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -106,3 +129,77 @@ def test_no_worker_outlives_a_tuner_killed_with_sigkill(saxpy_db, tmp_path):
         assert outlived < 1.0, f"the tuner's processes outlived it by {outlived:.2f} s"
     finally:
         _kill_tree(proc.pid, workers)
+
+
+def mneme(*args, timeout=240, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+def _records(results: Path) -> list:
+    store, _ = open_results(results)
+    return store.records()
+
+
+# -- a trial asked for and never claimed --------------------------------------------------------------
+def test_a_trial_asked_for_by_a_tuner_killed_right_after_is_failed_as_interrupted_on_resume(saxpy_db, tmp_path):
+    results = tmp_path / "run"
+    args = ["tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 8, "--results", results, *SPACE]
+    proc = subprocess.Popen([sys.executable, "-c", DIE_AFTER_ASK, *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "MNEME_TEST_DIE_AT_ASK": "5"})
+    workers: dict[int, int] = {}
+    try:
+        _wait_for(lambda: (results / "session.json").is_file(), 120, proc)
+        workers = _descendants(proc.pid)
+        _, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == -signal.SIGKILL, stderr
+    finally:
+        _kill_tree(proc.pid, workers)
+    before = _records(results)
+    # The fifth ask's trial: nobody claimed it; the experiment in flight (the tuner keeps two) is claimed.
+    asked = [r for r in before if r.state == "RUNNING" and not r.owner]
+    assert [(r.status, r.config) for r in asked] == [("running", None)]
+    assert len([r for r in before if r.state == "RUNNING"]) <= 2
+    assert len([r for r in before if r.status in COUNTED]) >= 2
+    out = mneme(*args, "--resume")
+    assert out.returncode == 0, out.stderr
+    after = _records(results)
+    assert not [r.number for r in after if r.state == "RUNNING"]
+    left = next(r for r in after if r.number == asked[0].number)
+    assert (left.state, left.status) == ("FAIL", "interrupted")
+    ran = [r.hash for r in after if r.status in EVALUATED]
+    assert len(ran) == len(set(ran)) == 8  # the budget, each configuration once
+    assert {r.number: r.value for r in after if r.number < asked[0].number} == {
+        r.number: r.value for r in before if r.number < asked[0].number}  # nothing finished was lost or changed
+
+
+# -- tuners starting together on one results folder --------------------------------------------------------
+@pytest.mark.parametrize("apart", [0.0, 1.0], ids=["same-instant", "one-second-apart"])
+def test_two_tuners_started_together_on_one_results_folder_share_one_budget_exactly(saxpy_db, tmp_path, apart):
+    results = tmp_path / "run"
+    # 40 of the space's 44 points: the second tuner joins while the first is at work.
+    args = ["tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 40, "--results", results, *SPACE]
+    procs = []
+    for i in range(2):
+        if i:
+            time.sleep(apart)
+        procs.append(subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    try:
+        outs = [p.communicate(timeout=240) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (_, stderr) in zip(procs, outs):
+        assert p.returncode == 0, stderr
+    store, _ = open_results(results)  # refuses a storage of several studies: there is one
+    records = store.records()
+    ran = [r.hash for r in records if r.status in EVALUATED]
+    assert len(ran) == 40  # exactly the budget: they take turns checking it and claiming a trial
+    assert len(set(ran)) == 40  # no configuration measured twice
+    by_number = {r.number: r for r in records}
+    for r in records:
+        if r.status == "cached":
+            assert by_number[r.cached_from].status in EVALUATED
+    assert {r.owner["pid"] for r in records if r.status in EVALUATED} == {p.pid for p in procs}
+    assert not [r.number for r in records if r.state == "RUNNING"]
+    assert not list((results / ".study.db.tuners").glob("*.tuner"))  # both left
