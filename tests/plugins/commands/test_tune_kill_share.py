@@ -160,8 +160,10 @@ def test_a_trial_asked_for_by_a_tuner_killed_right_after_is_failed_as_interrupte
     assert [(r.status, r.config) for r in asked] == [("running", None)]
     assert len([r for r in before if r.state == "RUNNING"]) <= 2
     assert len([r for r in before if r.status in COUNTED]) >= 2
+    assert len(list((results / ".study.db.tuners").glob("*.tuner"))) == 1  # the killed tuner's entry, unlocked
     out = mneme(*args, "--resume")
     assert out.returncode == 0, out.stderr
+    assert not list((results / ".study.db.tuners").glob("*.tuner"))  # the dead one's entry went with its trial
     after = _records(results)
     assert not [r.number for r in after if r.state == "RUNNING"]
     left = next(r for r in after if r.number == asked[0].number)
@@ -203,3 +205,23 @@ def test_two_tuners_started_together_on_one_results_folder_share_one_budget_exac
     assert {r.owner["pid"] for r in records if r.status in EVALUATED} == {p.pid for p in procs}
     assert not [r.number for r in records if r.state == "RUNNING"]
     assert not list((results / ".study.db.tuners").glob("*.tuner"))  # both left
+
+
+def test_a_tuner_of_another_study_is_refused_on_a_results_folder_in_use(saxpy_db, tmp_path):
+    from click.testing import CliRunner
+
+    from mneme.core.cli import cli
+    from mneme.core.tuning.lease import Tuners
+
+    results = tmp_path / "run"
+    at_work = Tuners(results / ".study.db.tuners", "elsewhere")  # a live tuner of another space's study
+    at_work.register({"pid": os.getpid(), "host": "here", "study": "mneme-other-study"})
+    try:
+        result = CliRunner().invoke(cli, [str(a) for a in ["tune", "-rdb", saxpy_db, "--trials", 2, "--results",
+                                                           results, *SPACE]])
+    finally:
+        at_work.close()
+    out = " ".join(result.output.split())
+    assert result.exit_code == 2, out
+    assert f"{results} is in use by a tuner (pid {os.getpid()} on here) of study 'mneme-other-study'" in out
+    assert not (results / "study.db").exists()  # refused before the study was opened
