@@ -114,8 +114,9 @@ class TrialLoop:
         with tuners.lock():
             was = self._shared
             self._shared = self.ctx.shared or bool(tuners.others())
-            if was and not self._shared:
-                self.used = self.store.budget_used()  # alone again: go on from the study's count
+            if was and not self._shared:  # alone again: go on from the study's count, the departed's trials failed
+                self.recover()
+                self.used = self.store.budget_used()
             yield
 
     # -- start --------------------------------------------------------------------------------------
@@ -146,7 +147,10 @@ class TrialLoop:
     def recover(self) -> None:
         """Fail the trials of dead processes (this session noticed first) and queue their points again."""
         s = self.ctx
-        for trial in self.store.fail_stale(s.watch, s.run.session_id) + self._fail_departed():
+        failed = self.store.fail_stale(s.watch, s.run.session_id) + self._fail_departed()
+        if failed and not self.shared:
+            self.used = self.store.budget_used()  # our count held their trials (counted when it was taken)
+        for trial in failed:
             if trial.user_attrs.get("status") == "duplicate":  # the trial it deferred to runs its configuration
                 log.info("trial %d of %s ended a duplicate", trial.number, describe_owner(trial))
                 continue

@@ -225,3 +225,26 @@ def test_a_tuner_of_another_study_is_refused_on_a_results_folder_in_use(saxpy_db
     assert result.exit_code == 2, out
     assert f"{results} is in use by a tuner (pid {os.getpid()} on here) of study 'mneme-other-study'" in out
     assert not (results / "study.db").exists()  # refused before the study was opened
+
+
+def test_a_tuner_killed_right_after_asking_leaves_the_other_tuner_of_its_folder_the_exact_budget(saxpy_db, tmp_path):
+    results = tmp_path / "run"
+    args = ["tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 30, "--results", results, *SPACE]
+    survivor = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    victim = subprocess.Popen([sys.executable, "-c", DIE_AFTER_ASK, *map(str, args)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**os.environ, "MNEME_TEST_DIE_AT_ASK": "3"})
+    try:
+        assert victim.wait(timeout=120) == -signal.SIGKILL
+        _, stderr = survivor.communicate(timeout=240)
+    finally:
+        survivor.kill()
+    assert survivor.returncode == 0, stderr
+    records = _records(results)
+    assert not [r.number for r in records if r.state == "RUNNING"]
+    left = [r for r in records if r.owner.get("pid") in (None, victim.pid) and r.state == "FAIL"]
+    assert [r.status for r in left if not r.owner] == ["interrupted"]  # the trial it asked for, never claimed
+    ran = [r.hash for r in records if r.status in EVALUATED]
+    # The victim's claimed experiment was failed too and run again by the survivor: still exactly the budget.
+    table = [(r.number, r.state, r.status, r.owner.get("pid"), r.hash[:6], r.cached_from) for r in records]
+    assert len(ran) == len(set(ran)) == 30, (table, victim.pid, stderr[-3000:])
+    assert survivor.pid in {r.owner.get("pid") for r in records if r.status in EVALUATED}
