@@ -267,14 +267,19 @@ class TuningSession:
             self._check_leftovers()
             return
         self.tuners = Tuners(folder, self.session_id)
-        with self.tuners.lock():
-            others = self.tuners.others()
-            if others:
-                self._join(others)
-            else:
-                self._check_leftovers()
-            self.tuners.register({"pid": os.getpid(), "host": socket.gethostname(), "study": self.study_name(),
-                                  "results": str(self.results_dir)})
+        try:
+            with self.tuners.lock():
+                others = self.tuners.others()
+                if others:
+                    self._join(others)
+                else:
+                    self._check_leftovers()
+                self.tuners.register({"pid": os.getpid(), "host": socket.gethostname(), "study": self.study_name(),
+                                      "results": str(self.results_dir)})
+        except BaseException:  # refused (or interrupted): leave no entry and no open lock behind
+            self.tuners.close()
+            self.tuners = None
+            raise
 
     def _join(self, others: dict[str, dict[str, Any]]) -> None:
         """Share the study of the live tuners of our study file: one study per results folder."""
