@@ -132,7 +132,8 @@ def test_no_worker_outlives_a_tuner_killed_with_sigkill(saxpy_db, tmp_path):
 
 
 def mneme(*args, timeout=240, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout, **kwargs)
+    return subprocess.run([*CLI, *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout,
+                          **kwargs)
 
 
 def _records(results: Path) -> list:
@@ -191,7 +192,7 @@ def test_two_tuners_started_together_on_one_results_folder_share_one_budget_exac
     finally:
         for p in procs:
             p.kill()
-    for p, (_, stderr) in zip(procs, outs):
+    for p, (_, stderr) in zip(procs, outs, strict=True):
         assert p.returncode == 0, stderr
     store, _ = open_results(results)  # refuses a storage of several studies: there is one
     records = store.records()
