@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
+import threading
 from typing import Any
 
 from mneme.core import backend as backend_mod
@@ -19,6 +21,10 @@ from mneme.core.snapshot import Snapshot
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 log = logging.getLogger(__name__)
+
+PR_SET_PDEATHSIG = 1
+PARENT_POLL = 0.1  # seconds between checks of the parent, where the kernel cannot tell us
+
 
 
 # -- the worker process (the seed's TuneWorker) ------------------------------------------------
@@ -36,6 +42,7 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
     # The pool decides when a worker stops; a terminal's Ctrl-C reaches the whole process group (the pool
     # blocks SIGINT while it starts us, ignoring it here also drops one already pending).
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(spec.get("parent_pid"))
     _redirect_output(log_path)
     limits.restrict_worker()  # no core dumps, no new privileges (docs/security.md)
     events.mute(*events.POOL_REPORTED)  # the pool reports them in the tuning process
@@ -77,6 +84,35 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
     server.close()
     conn.close()
     logging.shutdown()
+
+
+def die_with_parent(parent_pid: int | None) -> None:
+    """End this worker as soon as the tuner that started it ends, however it ends (SIGKILL included).
+
+    A worker busy with an experiment does not read its pipe, so the pipe's end alone is noticed only
+    after the experiment. On Linux the kernel kills us when the thread that spawned us ends
+    (``PR_SET_PDEATHSIG``; the pool spawns each worker from its handle's thread, which lives until
+    the worker has stopped); elsewhere, and as a second line, a thread checks the parent's pid every
+    `PARENT_POLL` seconds. A parent that died before either was set up is caught by the first check.
+    """
+    if parent_pid is None:
+        return
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # orphaned already: re-parented to init or a subreaper
+        os._exit(4)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            threading.Event().wait(PARENT_POLL)
+        os._exit(4)  # no clean-up: our parent's pool is gone, nobody reads what we would say
+
+    threading.Thread(target=watch, name="mneme-parent-watch", daemon=True).start()
 
 
 def _redirect_output(log_path: str) -> None:

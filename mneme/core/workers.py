@@ -130,7 +130,8 @@ class TuneWorkerHandle:
         """Start the process and wait for its ready message; False (with last_error) on failure."""
         self.last_error = ""
         self._fatal = False
-        spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name)
+        spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name,
+                    parent_pid=os.getpid())  # the worker ends with this process (worker_servers.die_with_parent)
         if self.role == "compile":
             spec["arch"] = self.pool.arch
         self.spawns += 1

@@ -68,6 +68,7 @@ class LoopContext:
     timeout: float | None
     concurrency: int  # experiments in flight at most: workers + prefetch
     shared: bool  # the study may be shared with other processes (--storage)
+    tuners: Any  # the live tuners of the study file (`lease.Tuners`), where it is an SQLite file; else None
     progress: Any
     on_progress: Callable[[Any], None]
 

@@ -12,15 +12,28 @@ ones (`ResultStore.fail_stale`). Elsewhere (the journal file) the lease is the t
 has watched that attribute stay the same for the grace period by its own clock, so the
 clocks of different hosts need not agree. Each owner names its grace in the trial's
 ``owner`` attribute; a trial that never named an owner gets the watcher's grace.
+
+Where the study is an SQLite file (a results folder's ``study.db``, or ``--storage sqlite:///...``)
+every tuner on it is on this host or shares its file locks, and `Tuners` knows more, at once:
+each tuner registers in a folder beside the file, holding an exclusive ``flock`` on its own entry
+for its life (the kernel lets go when the process dies, however it dies), so which tuners are alive
+is certain; and they take turns on the folder's lock for every ask (check the budget, ask the study,
+claim the trial). A trial whose owner is not alive, or that has no owner while one holds the lock
+(a live tuner names itself before it lets go), belongs to a dead process.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import json
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -134,3 +147,104 @@ def describe_owner(trial: Any) -> str:
     if not owner:
         return "a process that never named itself"
     return f"pid {owner.get('pid')} on {owner.get('host')}"
+
+
+class Tuners:
+    """The live tuners of one study file, registered in `folder` (made when absent), and their lock.
+
+    `register(record)` enters this process (``session``: its session id) with what others may read of
+    it (pid, host, study); `others()` the live entries of other processes (a dead one's entry is removed);
+    `lock()` the turn, re-entrant within this process; `close()` leaves. Entries are looked at and made
+    only under the lock, so an entry is never seen before its owner holds it.
+    """
+
+    LOCK = "lock"
+    SUFFIX = ".tuner"
+
+    def __init__(self, folder: Path, session: str):
+        self.folder = Path(folder)
+        self.session = session
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.folder / self.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        self._entry_fd: int | None = None
+        self._depth = 0
+        self._mutex = threading.RLock()
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the folder's lock (blocking: others hold it for one ask at a time)."""
+        with self._mutex:
+            if self._depth == 0:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def register(self, record: dict[str, Any]) -> None:
+        with self.lock():
+            path = self.folder / f"{self.session}{self.SUFFIX}"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a fresh session id: nobody else has it
+            os.write(fd, json.dumps({**record, "session": self.session}).encode())
+            self._entry_fd = fd
+
+    def others(self) -> dict[str, dict[str, Any]]:
+        """Session id -> record of every other live tuner of the study."""
+        found = {}
+        with self.lock():
+            for path in sorted(self.folder.glob(f"*{self.SUFFIX}")):
+                session = path.name[: -len(self.SUFFIX)]
+                if session == self.session:
+                    continue
+                record = _live_entry(path)
+                if record is None:
+                    path.unlink(missing_ok=True)  # its process is gone (killed, or ended before it left)
+                else:
+                    found[session] = record
+        return found
+
+    def close(self) -> None:
+        with self.lock():
+            if self._entry_fd is not None:
+                (self.folder / f"{self.session}{self.SUFFIX}").unlink(missing_ok=True)
+                os.close(self._entry_fd)
+                self._entry_fd = None
+        os.close(self._lock_fd)
+
+
+def _live_entry(path: Path) -> dict[str, Any] | None:
+    """The record of a tuner's entry while its process holds it; None when nobody does."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            text = os.read(fd, 1 << 16)
+            try:
+                return dict(json.loads(text))
+            except ValueError:
+                return {}
+        return None  # we could lock it: its owner is gone
+    finally:
+        os.close(fd)
+
+
+def tuners_folder(url: str) -> Path | None:
+    """Where the tuners of a storage register: beside its SQLite file; None for other storages."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix):
+        return None
+    path = url[len(prefix):].split("?", 1)[0]
+    if not path or path == ":memory:":
+        return None
+    db = Path(path)
+    return db.parent / f".{db.name}.tuners"

@@ -10,13 +10,21 @@ known configurations for `MAX_DUPLICATES` asks in a row has exhausted the space.
 
 A first SIGINT/SIGTERM (`mneme.core.interrupt`) stops the asking; the experiments in flight
 are cancelled and their trials marked ``interrupted``, to be run first on ``--resume``.
+
+The study is shared (`TrialLoop.shared`) when ``--storage`` says it may be, or, checked at every
+ask, while another live tuner is registered on its SQLite file (`lease.Tuners`); then the budget
+is the study's count and each ask first learns what the others took. Where the tuners are
+registered, each ask (budget check, the study's ask, the trial's claim) is taken under their lock,
+so together they measure exactly ``--trials``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
@@ -82,12 +90,34 @@ class TrialLoop:
         self.duplicates: dict[str, list[Pending]] = {}
         self.equivalents: dict[str, tuple[int, float]] = {}  # equivalence key -> (trial, value) measured first
         self.used = 0
+        self._shared = ctx.shared  # see `shared`
         self._streak = 0  # proposals in a row answered from the store
         self._equivalent_streak = 0  # experiments in a row that compiled to code measured already
 
     @property
     def store(self):
         return self.ctx.store
+
+    @property
+    def shared(self) -> bool:
+        """Whether other processes may use the study: ``--storage``, or another live tuner of its file at the last
+        `_turn`."""
+        return self._shared
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """One ask's turn: under the tuners' lock where they are registered, knowing whether others are alive."""
+        tuners = self.ctx.tuners
+        if tuners is None:
+            yield
+            return
+        with tuners.lock():
+            was = self._shared
+            self._shared = self.ctx.shared or bool(tuners.others())
+            if was and not self._shared:  # alone again: go on from the study's count, the departed's trials failed
+                self.recover()
+                self.used = self.store.budget_used()
+            yield
 
     # -- start --------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -117,7 +147,10 @@ class TrialLoop:
     def recover(self) -> None:
         """Fail the trials of dead processes (this session noticed first) and queue their points again."""
         s = self.ctx
-        for trial in self.store.fail_stale(s.watch, s.run.session_id):
+        failed = self.store.fail_stale(s.watch, s.run.session_id) + self._fail_departed()
+        if failed and not self.shared:
+            self.used = self.store.budget_used()  # our count held their trials (counted when it was taken)
+        for trial in failed:
             if trial.user_attrs.get("status") == "duplicate":  # the trial it deferred to runs its configuration
                 log.info("trial %d of %s ended a duplicate", trial.number, describe_owner(trial))
                 continue
@@ -129,6 +162,19 @@ class TrialLoop:
                         "running its configuration again", trial.number, describe_owner(trial))
             self.requeue.append(dict(trial.params))
             s.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
+
+    def _fail_departed(self) -> list[Any]:
+        """Where the tuners are registered: fail the running trials of tuners no longer alive, and those that
+        never named an owner (under the lock, a live tuner has named itself on every trial it asked for)."""
+        tuners = self.ctx.tuners
+        if tuners is None:
+            return []
+        ours = self.ctx.run.session_id
+        with tuners.lock():
+            live = {ours, *tuners.others()}
+            dead = [t for t in self.store.trials(states=("RUNNING",))
+                    if (t.user_attrs.get("owner") or {}).get("session") not in live]
+            return [t for t in dead if self.store.mark_interrupted(t)]
 
     def sync(self) -> None:
         """Tell the sampler about trials it did not ask for (earlier runs, other processes)."""
@@ -205,13 +251,14 @@ class TrialLoop:
             while interrupt.pending() is None:
                 out_of_time = s.timeout is not None and time.monotonic() - started >= s.timeout
                 while (self.requeue or not exhausted) and not out_of_time and len(self.in_flight) < limit:
-                    # A dead process's configuration runs again even past the budget: its trial spent budget,
-                    # then stopped counting, and the processes may have over-spent the budget meanwhile.
-                    if self.budget_used() >= s.trials and not self.requeue:
-                        break
-                    if interrupt.pending() is not None:
-                        break
-                    step = self.next()
+                    with self._turn():
+                        # A dead process's configuration runs again even past the budget: its trial spent budget,
+                        # then stopped counting, and the processes may have over-spent the budget meanwhile.
+                        if self.budget_used() >= s.trials and not self.requeue:
+                            break
+                        if interrupt.pending() is not None:
+                            break
+                        step = self.next()
                     if step.kind == Next.EXHAUSTED:
                         exhausted = True
                         break
@@ -262,10 +309,12 @@ class TrialLoop:
         process (its lease is refreshed): that process finishes it, nobody waits for it.
         """
         s = self.ctx
-        if not s.shared or s.lease is None:
+        if not self.shared or (s.lease is None and s.tuners is None):
             return False
         if self.requeue:
             return True
+        if s.tuners is not None:  # a registered tuner that dies is seen at once, by whoever asks next
+            return False
         now = time.monotonic()
         patience = 2 * grace_for(s.lease.interval) + 2.0
         running = set()
@@ -277,7 +326,7 @@ class TrialLoop:
         return any(now - since < patience for since in self._awaited.values())
 
     def budget_used(self) -> int:
-        if self.ctx.shared:
+        if self.shared:
             return self.store.budget_used()  # other processes spend the budget too
         return self.used
 
@@ -290,7 +339,7 @@ class TrialLoop:
             self.store.enqueue(params)
             # should another process pop the waiting trial, this one asks the same point
             return self.store.ask(dists, params), None
-        if s.shared:
+        if self.shared:
             self.sync()  # a shared study: learn what the other processes took just now
         ask, self._carried = self._carried or s.sampler.ask(), None
         if ask is None:
@@ -325,7 +374,7 @@ class TrialLoop:
             digest = config.hash()
             self.store.annotate(trial, "config", config.to_dict())
             self.store.annotate(trial, "hash", digest)
-            if s.shared:
+            if self.shared:
                 rival = self._rival(trial.number, digest)
                 if rival is not None and rival.state.name == "RUNNING":
                     # Another process took this configuration just now: leave it to them, ask again.

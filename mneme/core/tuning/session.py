@@ -10,6 +10,12 @@ already evaluated from the store. Each session holds a lease on its running tria
 (``heartbeat`` seconds, see `lease`); when a process dies, on this host or another, the
 first session to notice fails its trials and runs their configurations again.
 
+Tuners started on one results folder (or one ``--storage sqlite:///`` file) find each other
+(`lease.Tuners`): a later one joins the live run's study instead of starting afresh (a folder
+with no finished trial is reset only when no tuner is in it), they take turns asking, so
+``--trials`` is their exact total, and a dead one's trials, claimed or only asked for, are
+failed as ``interrupted`` at once.
+
 The pieces: `options` (what is asked), `loop` (ask -> run -> tell), `measure` (the
 interleaved comparison with the baseline), `report` (summary and files), `outcome` (how a
 result counts).
@@ -17,21 +23,24 @@ result counts).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
 import math
+import os
 import shutil
+import socket
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from mneme.core import events, interrupt
 from mneme.core.errors import UsageError
 from mneme.core.tuning.context import LoopContext, MeasureContext, RunInfo
-from mneme.core.tuning.lease import Lease, StaleWatch, grace_for
+from mneme.core.tuning.lease import Lease, StaleWatch, Tuners, grace_for, tuners_folder
 from mneme.core.tuning.loop import MAX_DUPLICATES, TrialLoop
 from mneme.core.tuning.options import Progress, Stop, TuneOptions
 from mneme.core.tuning.outcome import (
@@ -70,6 +79,7 @@ class TuningSession:
         self._baseline_future: Any = None  # submitted as soon as the pool is up (`_open_pool`)
         self.store: ResultStore | None = None
         self.lease: Lease | None = None
+        self.tuners: Tuners | None = None  # the live tuners of our study file, where it is one (`lease.Tuners`)
         self._watch: StaleWatch | None = None
         self.loop: TrialLoop | None = None  # made once the baseline is known (`_start_loop`)
         self._prepared = False
@@ -160,6 +170,8 @@ class TuningSession:
                 self.lease.close()
             if self.pool is not None:
                 self.pool.shutdown()
+            if self.tuners is not None:
+                self.tuners.close()
 
     def summary(self, retimed: dict[str, Any] | None = None) -> dict[str, Any]:
         from mneme.core.tuning import report
@@ -249,6 +261,54 @@ class TuningSession:
         check_timer(self.options.timer, backend.timers, backend.name)
 
     def _check_results_dir(self) -> None:
+        """Make the results folder; join the live tuners of our study file, or (alone) check what the folder holds.
+
+        Under the tuners' lock: a tuner starting meanwhile waits, then finds this one alive.
+        """
+        self.results_dir.mkdir(parents=True, exist_ok=True)
+        folder = tuners_folder(storage_url(self.options.storage, self.results_dir))
+        if folder is None:
+            self._check_leftovers()
+            return
+        self.tuners = Tuners(folder, self.session_id)
+        try:
+            with self.tuners.lock():
+                others = self.tuners.others()
+                if others:
+                    self._join(others)
+                else:
+                    self._check_leftovers()
+                self.tuners.register({"pid": os.getpid(), "host": socket.gethostname(), "study": self.study_name(),
+                                      "results": str(self.results_dir)})
+        except BaseException:  # refused (or interrupted): leave no entry and no open lock behind
+            self.tuners.close()
+            self.tuners = None
+            raise
+
+    def _join(self, others: dict[str, dict[str, Any]]) -> None:
+        """Share the study of the live tuners of our study file: one study per results folder."""
+        ours = self.study_name()
+        who = ", ".join(sorted(f"pid {r.get('pid')} on {r.get('host')}" for r in others.values()))
+        if self.options.storage is None:
+            for record in others.values():
+                if record.get("study") != ours:
+                    raise UsageError(
+                        f"{self.results_dir} is in use by a tuner (pid {record.get('pid')} on {record.get('host')}) "
+                        f"of study {record.get('study')!r}, not {ours!r} (another kernel, space or --study); "
+                        "wait for it to end, or choose another --results folder")  # fmt: skip
+        log.info("joining the tuners at work on %s (%s): one study, one budget of --trials %d", self.results_dir,
+                 who, self.options.trials)
+
+    @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """The tuners' lock where our study file has them; nothing elsewhere."""
+        if self.tuners is None:
+            yield
+            return
+        with self.tuners.lock():
+            yield
+
+    def _check_leftovers(self) -> None:
         db = self.results_dir / "study.db"
         if self.options.storage is None and not self.options.resume and db.exists():
             if _finished_trials(db):
@@ -260,7 +320,6 @@ class TuningSession:
             for name in ("study.db", "study.db-wal", "study.db-shm", SESSION_FILE, "summary.json"):
                 (self.results_dir / name).unlink(missing_ok=True)
             shutil.rmtree(self.results_dir / "logs", ignore_errors=True)
-        self.results_dir.mkdir(parents=True, exist_ok=True)
 
     def _open_storage(self) -> None:
         opts = self.options
@@ -310,7 +369,7 @@ class TuningSession:
             lease=self.lease, watch=self._watch, owner=self.owner(), penalty=self.penalty, timed_by=self.timed_by,
             trials=opts.trials, timeout=opts.timeout,
             concurrency=self.num_workers + (opts.prefetch if opts.prefetch is not None else self.num_workers),
-            shared=opts.storage is not None, progress=self.progress, on_progress=self.on_progress)
+            shared=opts.storage is not None, tuners=self.tuners, progress=self.progress, on_progress=self.on_progress)
         self.loop = TrialLoop(ctx)
         self.loop.start()
 
@@ -366,12 +425,13 @@ class TuningSession:
                 f"kernel {self.recording.kernel_name} ({self.instance.dynamic_hash[:12]}): the recorded "
                 f"configuration does not replay correctly ({failure_kind(result)}: {detail}); check the "
                 "recording with `mneme replay`, or loosen its verification tolerances")
-        stored = self.store.baseline
         record = {"config": config.to_dict(), "hash": config.hash(), "result": result.to_dict(),
                   "value": objective(result), "owner": self.owner(), "env": self.env_digest}
-        if stored is None:
-            self.store.set_baseline(record)
-            stored = record
+        with self._turn():  # tuners starting together: the first to store its baseline sets the study's
+            stored = self.store.baseline
+            if stored is None:
+                self.store.set_baseline(record)
+                stored = record
         timed_by = (stored.get("result") or {}).get("timer", "")
         if timed_by and result.timer and timed_by != result.timer and not self.options.force:
             raise UsageError(f"the study's times were taken by {timed_by}, this run's by {result.timer} (--timer "
