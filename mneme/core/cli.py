@@ -5,17 +5,12 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.markup import escape
 
 from mneme._version import __version__
-from mneme.core import plugins
+from mneme.core import console, plugins
 from mneme.core.errors import FormatError, LimitError, MnemeError
 from mneme.core.logs import configure as configure_logging
-from mneme.core.logs import make_console
 from mneme.core.printable import printable
-
-console = make_console()
-err_console = make_console(stderr=True)
 
 
 class PluginGroup(click.Group):
@@ -112,7 +107,10 @@ def resource_error(exc: BaseException, words: list[str]) -> BaseException:
 
 def _report(exc: BaseException) -> None:
     """One line for an error: a MnemeError's message, or what went wrong unexpectedly."""
+    err_console = console.current(err=True)
     if isinstance(exc, MnemeError):
+        from rich.markup import escape
+
         # a message may quote names from a recording: control characters escaped, lines kept apart by indent
         text = "\n  ".join(printable(line) for line in str(exc).split("\n"))
         err_console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
@@ -179,11 +177,9 @@ def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_optio
         raise click.UsageError("-q/--quiet cannot be combined with -v/--verbose or --debug")
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-    # What commands print to: plugins take these from the context, never from this module.
-    ctx.obj["console"] = console
-    ctx.obj["err_console"] = err_console
     ctx.obj["quiet"] = quiet
-    configure_logging(-1 if quiet else (2 if debug else verbose), err_console)
+    # Commands print through mneme.core.console.current(); logging takes the same stderr console on a terminal.
+    configure_logging(-1 if quiet else (2 if debug else verbose))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import attrs
 import click
-from mneme.core.logs import make_console
 from rich.table import Table
 
 from mneme.core import params
+from mneme.core.console import current
 from mneme.core.errors import EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
 
@@ -25,9 +25,6 @@ if TYPE_CHECKING:
 
 # LLVM, the records and the build cache are imported inside the commands that use them, so that
 # `mneme ir passes` and `mneme ir --help` load none of them (start-up; docs/design/interfaces.md).
-
-console = make_console()
-err = make_console(stderr=True)
 
 EMITS = ("ll", "ptx", "cubin", "asm", "object", "hsaco")
 
@@ -249,7 +246,7 @@ def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
         backend = backend_for_arch(arch)
         written_for = _ir_arch(source)
         if written_for and getattr(backend, "target", None) != pipeline.module_target(source.module):
-            err.print(f"the recording ran on the {backend.name} backend ({arch}); its IR targets "
+            current(err=True).print(f"the recording ran on the {backend.name} backend ({arch}); its IR targets "
                       f"{source.module.triple}, so this builds for {written_for} (--arch {arch} builds for the recording's)",
                       highlight=False)  # fmt: skip
             arch = written_for
@@ -287,7 +284,7 @@ def _build(source: Source, config, kw: dict, arch: str, backend: Backend, emit: 
 def _write(data, output: str | None) -> None:
     if output and output != "-":
         Path(output).write_bytes(data if isinstance(data, bytes) else data.encode())
-        err.print(f"wrote {output}", highlight=False)
+        current(err=True).print(f"wrote {output}", highlight=False)
     elif isinstance(data, bytes):
         raise UsageError("binary output: give -o FILE")
     else:
@@ -341,7 +338,7 @@ def show(optimized: bool, arch: str | None, output: str | None, **kw) -> None:
     """Print the kernel's IR after the configuration's transforms."""
     source, config = _prepare(kw)
     pre = _transformed(source, config, kw, optimized, arch)
-    err.print(f"kernel {source.kernel}: {', '.join(pre.applied) or 'no transforms'}; variant {pre.variant_hash[:16]}",
+    current(err=True).print(f"kernel {source.kernel}: {', '.join(pre.applied) or 'no transforms'}; variant {pre.variant_hash[:16]}",
               highlight=False)  # fmt: skip
     _write(str(pre.module), output)
 
@@ -360,7 +357,7 @@ def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> No
     _write(data, output or (None if emit in ("ll", "ptx", "asm") else f"{source.kernel}.{emit}"))
     if binary is not None:
         summary = ", ".join(f"{name} {value}" for name, value in _resource_rows(binary))
-        err.print(f"{source.kernel} ({arch}, {backend.name} backend, {binary.kind}): {summary}", highlight=False)
+        current(err=True).print(f"{source.kernel} ({arch}, {backend.name} backend, {binary.kind}): {summary}", highlight=False)
 
 
 
@@ -383,7 +380,7 @@ def resources(arch: str | None, as_json: bool, **kw) -> None:
     table.add_column("value", justify="right")
     for name, value in _resource_rows(binary):
         table.add_row(name, value)
-    console.print(table)
+    current().print(table)
 
 
 @ir_group.command("diff", epilog=EXIT_CODES_HELP)
@@ -409,7 +406,7 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
     changed = {k: (v, config_b.to_dict()[k]) for k, v in config_a.to_dict().items() if config_b.to_dict()[k] != v}
     for field, (a, b) in changed.items():
         table.add_row(f"config: {field}", str(a), str(b))
-    console.print(table)
+    current().print(table)
     text_a, _ = _build(source, config_a, kw, arch, backend, emit)
     text_b, _ = _build(source, config_b, kw, arch, backend, emit)
     lines = difflib.unified_diff(text_a.splitlines(), text_b.splitlines(), f"A.{emit}", f"B.{emit}", lineterm="", n=2)
@@ -440,7 +437,7 @@ def passes(as_json: bool, llvm_registry: bool) -> None:
         table.add_column("parameters")
         for name, params, level in listed:
             table.add_row(name, level, params)
-        console.print(table)
+        current().print(table)
         return
 
     # Described transforms say what they do without being imported (no LLVM for this listing).
@@ -455,11 +452,11 @@ def passes(as_json: bool, llvm_registry: bool) -> None:
     table.add_column("what it does")
     for name, (_, description) in sorted(PASSES.items()):
         table.add_row(name, description)
-    console.print(table)
-    console.print("levels: " + ", ".join(levels), highlight=False)
+    current().print(table)
+    current().print("levels: " + ", ".join(levels), highlight=False)
     table = Table(title="IR transforms (plugins)")
     table.add_column("transform")
     table.add_column("what it does")
     for name, description in transforms.items():
         table.add_row(name, description)
-    console.print(table)
+    current().print(table)

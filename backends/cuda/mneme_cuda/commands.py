@@ -7,20 +7,10 @@ from pathlib import Path
 
 import click
 
+from mneme.core.console import current as _console
 from mneme.core.errors import EXIT_CODES_HELP
 from mneme.core.recorder.options import progress_option, selection_options, snapshot_options
 from mneme_cuda import cupti
-
-
-def _console():
-    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and "console" in obj:
-        return obj["console"]
-    from mneme.core.logs import make_console
-
-    return make_console()
 
 
 @click.command("record", epilog=EXIT_CODES_HELP, context_settings={"ignore_unknown_options": True})
