@@ -103,7 +103,8 @@ def _core() -> dict[str, EnvVar]:
 
 
 #: Where variables declared outside the core come from: `mneme.core.backend` adds the installed
-#: backends' (`Backend.environment`) when it is imported (the core does not import its plugins).
+#: backends' (`Backend.environment`) when it is imported, which the first lookup of a name the core
+#: does not register does (so a backend package need not import it to have its variables read).
 _sources: list[Callable[[], Iterable[EnvVar]]] = []
 _reading = False
 
@@ -115,6 +116,8 @@ def add_source(source: Callable[[], Iterable[EnvVar]]) -> None:
 
 def _backend_vars() -> dict[str, EnvVar]:
     global _reading
+    import mneme.core.backend  # noqa: F401 - registers the installed backends' variables (add_source)
+
     if _reading:  # a plugin reading its variable while the sources load it
         return {}
     _reading = True

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from mneme import __version__
-from mneme.core import limits, plaintable, plugins
+from mneme.core import plaintable, plugins
 from mneme.core.console import current as _console
 from mneme.core.errors import DISTRIBUTION, EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.printable import markup
@@ -90,6 +90,8 @@ def _database_paths(paths: tuple[str, ...]) -> list[Path]:
         if not path.is_dir():
             found.append(path)
             continue
+        from mneme.core import limits
+
         inside = []
         for candidate in sorted(path.glob("*.json")):
             try:  # a FIFO, a device or an unreadable sibling is not a database: skipped, never waited on
