@@ -20,6 +20,14 @@ def mneme_backend_for_arch(arch, backends):
     return None
 
 
+@hookimpl(trylast=True)
+def mneme_recorder_for_program(program, recorders):
+    """The highest-priority recorder that claims `program`, else the highest-priority one installed."""
+    from mneme.core.recorder.recorders import choose
+
+    return choose(program, recorders)
+
+
 @hookimpl
 def mneme_transform_module(build):
     """The named transforms the configuration enables, in their `order`."""

@@ -29,6 +29,7 @@ KINDS = {
     "mneme_spaces": "space",
     "mneme_ir_sources": "ir-source",
     "mneme_recording_formats": "recording-format",
+    "mneme_recorders": "recorder",
     "mneme_parameters": "parameter",
     "mneme_cli_commands": "command",
 }

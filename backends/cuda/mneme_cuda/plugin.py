@@ -24,6 +24,12 @@ def mneme_backends():
 
 
 @hookimpl
+def mneme_recorders():
+    return [Described("cuda", "mneme_cuda.commands:CudaRecorder",
+                      description="records launches of programs that use the CUDA runtime or driver API")]
+
+
+@hookimpl
 def mneme_parameters():
     return KNOBS
 

@@ -13,6 +13,12 @@ def mneme_backends():
 
 
 @hookimpl
+def mneme_recorders():
+    return [Described("hip", "mneme_hip.commands:HipRecorder",
+                      description="records launches of programs that use the HIP runtime API")]
+
+
+@hookimpl
 def mneme_cli_commands(cli, registry):
     from mneme_hip.commands import COMMANDS
 
