@@ -129,13 +129,10 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
     """The ExperimentConfiguration from --config FILE, the flags, and key=value overrides."""
     from mneme.core.types import ExperimentConfiguration
 
-    data: dict = {}
-    if options.get("config_file"):
-        path = Path(options["config_file"])
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{path}: cannot read the configuration ({exc})") from exc
+    from mneme.core.configfile import read_config_file
+
+    # the same files `mneme replay --config` reads: JSON or YAML, a tuning run's best.json included
+    data = read_config_file(options["config_file"]) if options.get("config_file") else {}
     missing = [flag for flag, key, recorded in (("--grid", "grid", source.grid), ("--block", "block", source.block))
                if not options.get(key) and recorded is None and key not in data]  # fmt: skip
     data.setdefault("grid", list(_dims(options.get("grid")) or source.grid or (1, 1, 1)))

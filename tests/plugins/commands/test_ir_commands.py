@@ -100,6 +100,18 @@ def test_resources_reports_registers_and_shared_memory():
     assert "assemble" in data["stage_times"]
 
 
+def test_show_reads_a_tuning_runs_best_json_and_a_yaml_configuration_as_replay_does(tmp_path):
+    path = str(build_cuda_ir("saxpy"))
+    best = tmp_path / "best.json"  # as `mneme tune` writes it: the fields under "config"
+    best.write_text(json.dumps({"config": {"specialize_dims": True, "grid": [8, 1, 1], "block": [128, 1, 1]},
+                                "time": 1e-6}))  # fmt: skip
+    yaml = tmp_path / "config.yaml"
+    yaml.write_text("specialize_dims: true\ngrid: [8, 1, 1]\nblock: [128, 1, 1]\n")
+    for config in (best, yaml):
+        out = run("show", path, "--config", str(config), "--optimized").stdout
+        assert "@saxpy" in out and "sreg.ntid" not in out
+
+
 def test_diff_shows_two_configurations_side_by_side():
     out = run("diff", str(build_cuda_ir("saxpy")), "--grid", "8", "--block", "128",
               "-a", "specialize_dims=false", "-b", "specialize_dims=true").stdout  # fmt: skip
