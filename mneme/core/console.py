@@ -57,3 +57,14 @@ def current(err: bool = False):
     if key not in root.obj:
         root.obj[key] = make(stderr=err)
     return root.obj[key]
+
+
+def echo(text: str, err: bool = False) -> None:
+    """Print `text` as one plain line (no markup, no highlighting) to the command's console (`err`: stderr);
+    through a pipe it is written directly, without building a console (start-up)."""
+    if piped(err=err):
+        stream = sys.stderr if err else sys.stdout
+        stream.write(text + "\n")
+        stream.flush()
+        return
+    current(err=err).print(text, markup=False, highlight=False, soft_wrap=True)

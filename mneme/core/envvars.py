@@ -114,7 +114,9 @@ def add_source(source: Callable[[], Iterable[EnvVar]]) -> None:
     _sources.append(source)
 
 
-def _backend_vars() -> dict[str, EnvVar]:
+def _declared(name: str | None = None) -> dict[str, EnvVar]:
+    """The variables the sources declare; with `name`, only that one, read from the sources until it is found
+    (a source may import its declarations as it goes: a backend's lookup imports no other backend)."""
     global _reading
     import mneme.core.backend  # noqa: F401 - registers the installed backends' variables (add_source)
 
@@ -122,9 +124,19 @@ def _backend_vars() -> dict[str, EnvVar]:
         return {}
     _reading = True
     try:
-        return {var.name: var for source in _sources for var in source()}
+        found: dict[str, EnvVar] = {}
+        for source in _sources:
+            for var in source():
+                found[var.name] = var
+                if var.name == name:
+                    return {name: var}
+        return {} if name is not None else found
     finally:
         _reading = False
+
+
+def _backend_vars() -> dict[str, EnvVar]:
+    return _declared()
 
 
 def _registry() -> dict[str, EnvVar]:
@@ -133,7 +145,7 @@ def _registry() -> dict[str, EnvVar]:
 
 
 def _lookup(name: str) -> EnvVar | None:
-    return _core().get(name) or _backend_vars().get(name)
+    return _core().get(name) or _declared(name).get(name)
 
 
 def registry() -> dict[str, EnvVar]:

@@ -80,8 +80,9 @@ def mneme_cli_commands(cli, registry):
 def mneme_backend_for_arch(arch, backends):
     """Return the `Backend` instance that generates code for `arch`, or None to leave it to others.
 
-    `backends` is name -> backend class of the installed backends. The core's own
-    implementation (``trylast``) picks the highest-priority backend whose `claims(arch)` is true.
+    `backends` is name -> backend class of the installed backends (a `mneme.core.plugins.LazyRegistry`:
+    a class is imported when looked up). The core's own implementation (``trylast``) picks the
+    highest-priority backend whose `claims(arch)` is true, importing no backend of lower priority.
     """
 
 

@@ -8,7 +8,7 @@ import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -50,18 +50,21 @@ class Described:
     returning a `mneme.core.backend.Availability` without loading LLVM or a device library,
     which `mneme plugins` calls instead of the backend's own. `description`, when given, is the
     class's own one-line `description` (a transform's), for listings (docs/design/interfaces.md).
+    `priority`, when given, is the class's own (a backend's), so that choosing a backend for an
+    architecture imports the candidates in priority order and stops at the first that claims it.
     """
 
     name: str
     target: str
     availability: str = ""
     description: str = ""
+    priority: int | None = None
 
     def load(self) -> Any:
         obj = _import_target(self.target)
-        for field in ("name", "description"):
+        for field in ("name", "description", "priority"):
             said = getattr(self, field)
-            if said and getattr(obj, field, said) != said:
+            if said not in ("", None) and getattr(obj, field, said) != said:
                 raise PluginError(f"{self.target} is described with {field} {said!r} but has "
                                   f"{getattr(obj, field)!r}; make the plugin's description match")
         return obj
@@ -366,6 +369,28 @@ def provided(kind: str | None = None) -> list[Provided]:
 def registry(kind: str) -> dict[str, Any]:
     """Name -> object for one kind (each loaded); two plugins providing the same name is an error."""
     return {name: item.obj for name, item in _unique(kind).items()}
+
+
+class LazyRegistry(Mapping):
+    """Name -> object for one kind, like `registry`, but each object is imported when first looked up."""
+
+    def __init__(self, kind: str):
+        self._items = _unique(kind)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._items[name].obj
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def declared(self, name: str, field: str) -> Any:
+        """Attribute `field` of object `name`, as its `Described` declares it when it does (no import), else loaded."""
+        ref = self._items[name].ref
+        said = getattr(ref, field, None) if isinstance(ref, Described) else None
+        return said if said not in ("", None) else getattr(self[name], field)
 
 
 def _unique(kind: str) -> dict[str, Provided]:

@@ -20,7 +20,8 @@ KNOBS = [
 @hookimpl
 def mneme_backends():
     # Described: `mneme plugins` asks the driver through ctypes, importing neither the backend nor cuda-bindings.
-    return [Described("cuda", "mneme_cuda.backend:CudaBackend", availability="mneme_cuda.driver:listing_availability")]
+    return [Described("cuda", "mneme_cuda.backend:CudaBackend", availability="mneme_cuda.driver:listing_availability",
+                      priority=30)]
 
 
 @hookimpl

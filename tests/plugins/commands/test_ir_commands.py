@@ -86,11 +86,16 @@ def test_an_arch_no_installed_backend_claims_names_the_installed_backends():
 
 @needs_hip
 def test_without_the_hip_backend_gfx_architectures_are_unclaimed(monkeypatch):
-    from mneme.core import backend
+    from mneme.core import plugins
 
-    installed = backend.backends()
-    monkeypatch.setattr(backend, "backends", lambda: {k: v for k, v in installed.items() if k != "hip"})
-    result = run("compile", str(build_hip_ir("saxpy")), "--arch", "gfx90a", "--emit", "hsaco", ok=False)
+    path = str(build_hip_ir("saxpy"))
+    monkeypatch.setenv("MNEME_DISABLE_PLUGINS", "hip")  # as `mneme -p no:hip`, for this test only
+    plugins.reset()
+    try:
+        result = run("compile", path, "--arch", "gfx90a", "--emit", "hsaco", ok=False)
+    finally:
+        monkeypatch.delenv("MNEME_DISABLE_PLUGINS")
+        plugins.reset()
     assert result.exit_code == 2 and "installed backends: cuda, host" in result.output
 
 
@@ -167,3 +172,20 @@ def test_a_recording_database_supplies_kernel_launch_and_arguments(tmp_path):
     body = out.split("{", 1)[1]
     assert "%ntid" not in body and "ld.param" not in body
     assert re.search(r"\b(1000|999);", body)
+
+
+def test_compiling_for_an_nvidia_arch_imports_no_other_backend_and_no_device_half(tmp_path):
+    import subprocess
+    import sys
+
+    probe = ("import json, sys\nfrom mneme.core.cli import main\ntry:\n    main(sys.argv[1:])\n"
+             "except SystemExit as done:\n    assert not done.code, done.code\n"
+             "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+    out = tmp_path / "k.cubin"
+    proc = subprocess.run([sys.executable, "-c", probe, "ir", "compile", str(build_cuda_ir("saxpy")), "--arch", "sm_90",
+                           "-o", str(out)], capture_output=True, text=True, check=True)  # fmt: skip
+    modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    assert out.read_bytes()[:4] == b"\x7fELF"
+    loaded = {"mneme.plugins.backends.host.backend", "mneme_hip.backend", "mneme_cuda.device", "numpy",
+              "mneme.core.snapshot", "mneme.core.records", "mneme.plugins.check_commands"} & modules
+    assert loaded == set()
