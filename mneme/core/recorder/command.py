@@ -15,7 +15,6 @@ from pathlib import Path
 import click
 
 from mneme.core.errors import EXIT_CODES_HELP, UsageError
-from mneme.core.recorder.options import progress_option, selection_options, snapshot_options
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +29,11 @@ table of the databases follows. Exits with the application's code.
 
 
 class _RecordCommand(click.Command):
-    """A record command whose recorders' own options are added when it is first parsed or shown.
+    """A record command whose options (the shared ones, then each recorder's) are made when it is first
+    parsed or shown.
 
-    Listing commands (`mneme --help`, `mneme plugins`) builds the command without importing any
-    recorder; `backend` fixes the recorder (an alias under a backend's group).
+    Listing commands (`mneme --help`, `mneme plugins`) builds the command without importing the
+    recorder package or any recorder; `backend` fixes the recorder (an alias under a backend's group).
     """
 
     def __init__(self, *args, backend: str | None = None, **kwargs):
@@ -42,11 +42,12 @@ class _RecordCommand(click.Command):
         self._owners: dict[str, set[str]] | None = None
 
     def owners(self) -> dict[str, set[str]]:
-        """Option name -> the recorders that declare it; adds the options on first call."""
+        """Option name -> the recorders that declare it; makes the options on first call."""
         if self._owners is None:
             from mneme.core import plugins
 
             self._owners = {}
+            self.params = _shared_params(self.backend)
             names = [self.backend] if self.backend else plugins.names("recorder")
             for name in names:
                 for option in _recorder(name).options():
@@ -106,29 +107,30 @@ def _run(ctx: click.Context, backend_name: str | None, rdb: Path, kernel: str | 
     sys.exit(code)
 
 
-def record_command(backend: str | None = None) -> click.Command:
-    """The `record` command (`backend`: always this backend's recorder, for an alias under its group)."""
-    params: list[click.Parameter] = []
+def _shared_params(backend: str | None) -> list[click.Parameter]:
+    """The options every recorder takes (`mneme.core.recorder.options`), --backend, and the COMMAND argument."""
+    from mneme.core.recorder.options import progress_option, selection_options, snapshot_options
 
-    def collect(fn):
-        params.extend(reversed(getattr(fn, "__click_params__", [])))
-        return fn
-
-    @collect
     @selection_options
     @click.option("--ir", "ir_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
                   help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files. Optional: "
                        "IR that mneme-cc embedded, or Triton's cache, is found without it.")
     @snapshot_options
     @progress_option
-    def _options():
+    def options():
         pass
 
+    params: list[click.Parameter] = list(reversed(options.__click_params__))  # click stores them bottom-up
     if backend is None:
         params.append(click.Option(["--backend", "backend_name"], default=None, metavar="NAME",
-                                   help="The recorder to use (a backend's name; `mneme plugins` lists the installed ones) "
-                                        "instead of the one that owns the program's GPU API."))
+                                   help="The recorder to use (a backend's name; `mneme plugins` lists the installed "
+                                        "ones) instead of the one that owns the program's GPU API."))
     params.append(click.Argument(["command"], nargs=-1, required=True, type=click.UNPROCESSED))
+    return params
+
+
+def record_command(backend: str | None = None) -> click.Command:
+    """The `record` command (`backend`: always this backend's recorder, for an alias under its group)."""
     help_text = HELP if backend is None else f"Alias of `mneme record --backend {backend}`.\n\n" + HELP
 
     @click.pass_context
@@ -136,5 +138,5 @@ def record_command(backend: str | None = None) -> click.Command:
         values.setdefault("backend_name", None)
         _run(ctx, **values)
 
-    return _RecordCommand("record", params=params, callback=callback, help=help_text, epilog=EXIT_CODES_HELP,
+    return _RecordCommand("record", callback=callback, help=help_text, epilog=EXIT_CODES_HELP,
                           context_settings={"ignore_unknown_options": True}, backend=backend)
