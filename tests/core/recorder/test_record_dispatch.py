@@ -122,3 +122,10 @@ def test_record_help_shows_every_installed_recorders_options_and_the_hip_alias_o
     alias = _mneme("hip", "record", "--help").stdout
     assert "Alias of `mneme record --backend hip`" in alias
     assert "--arch" in alias and "--timer" not in alias and "--backend NAME" not in alias
+
+
+def test_a_disabled_backend_plugin_takes_its_recorder_along(tmp_path):
+    shown = _mneme("-p", "no:hip", "record", "--help").stdout
+    assert "--timer" in shown and "--arch" not in shown
+    done = _mneme("-p", "no:hip", "record", "-rdb", str(tmp_path / "db"), "--backend", "hip", "--", "true")
+    assert done.returncode == 2 and "unknown recorder 'hip'; known: cuda" in done.stderr
