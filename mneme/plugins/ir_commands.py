@@ -459,16 +459,9 @@ def passes(as_json: bool, llvm_registry: bool) -> None:
         click.echo(json.dumps({"levels": levels, "passes": {n: d for n, (_, d) in sorted(PASSES.items())},
                                "transforms": transforms}, indent=2))  # fmt: skip
         return
-    table = _table("passes (comma-separated in --passes / the configuration's `passes`)")
-    table.add_column("pass")
-    table.add_column("what it does")
-    for name, (_, description) in sorted(PASSES.items()):
-        table.add_row(name, description)
-    current().print(table)
-    current().print("levels: " + ", ".join(levels), highlight=False)
-    table = _table("IR transforms (plugins)")
-    table.add_column("transform")
-    table.add_column("what it does")
-    for name, description in transforms.items():
-        table.add_row(name, description)
-    current().print(table)
+    from mneme.core import plaintable  # piped: the tables rich would draw, without rich (start-up)
+
+    plaintable.print_table(None, "passes (comma-separated in --passes / the configuration's `passes`)",
+                           ("pass", "what it does"), [(n, d) for n, (_, d) in sorted(PASSES.items())])
+    echo("levels: " + ", ".join(levels))
+    plaintable.print_table(None, "IR transforms (plugins)", ("transform", "what it does"), list(transforms.items()))

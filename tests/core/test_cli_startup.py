@@ -166,3 +166,15 @@ def test_a_backends_variable_is_registered_without_importing_the_backend_contrac
     env = {k: v for k, v in os.environ.items() if k != "MNEME_CUDA_RECORDER"}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert proc.stdout.strip() == "unset"
+
+
+def test_piped_ir_passes_draws_its_tables_without_importing_rich(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["MNEME_CACHE_DIR"] = str(tmp_path)
+    for _ in range(2):  # the first run writes the command index
+        proc = subprocess.run([sys.executable, "-c", _RUN, "ir", "passes"], env=env, capture_output=True, text=True,
+                              check=True)  # fmt: skip
+    modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    assert not [m for m in modules if m.split(".")[0] == "rich"]
+    assert proc.stdout.startswith("passes (comma-separated") and "┃ transform" in proc.stdout
+    assert "\nlevels: default<O0>, " in proc.stdout
