@@ -19,7 +19,7 @@ from mneme.core.hookspecs import PROJECT
 class EntryPoint:
     """One entry point: `name`, `value` ("module:attr"), `group`; `load()` imports what it names."""
 
-    __slots__ = ("name", "value", "group")
+    __slots__ = ("group", "name", "value")
 
     def __init__(self, name: str, value: str, group: str = PROJECT):
         self.name, self.value, self.group = name, value, group
