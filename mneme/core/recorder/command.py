@@ -96,7 +96,7 @@ def _run(ctx: click.Context, backend_name: str | None, rdb: Path, kernel: str | 
                         "recorder (choose with --backend %s)", command[0], recorder.name,
                         "|".join(sorted(recorders)))  # fmt: skip
     mine = {option.name for option in recorder.options()}
-    for name, value in own.items():
+    for name in own:
         if name not in mine and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
             owners = " or ".join(sorted(self.owners().get(name, ())))
             raise UsageError(f"--{name.replace('_', '-')} is an option of the {owners} recorder, but {command[0]} "
