@@ -7,7 +7,7 @@ import sys
 import click
 
 from mneme._version import __version__
-from mneme.core import console, plugins
+from mneme.core import console, plugin_switches
 from mneme.core.errors import FormatError, LimitError, MnemeError
 from mneme.core.logs import configure as configure_logging
 from mneme.core.printable import printable
@@ -20,10 +20,12 @@ class PluginGroup(click.Group):
         # -p no:NAME and --trace-plugins must act before anything lists or loads plugins (--help does, while parsing).
         _disable_plugins(_plugin_options(args))
         if "--trace-plugins" in _global_options(args):
-            plugins.trace()
+            plugin_switches.trace()
         return super().parse_args(ctx, args)
 
-    def _plugin_commands(self) -> dict[str, plugins.Provided]:
+    def _plugin_commands(self) -> dict:
+        from mneme.core import plugins  # the plugin manager: not needed to list commands from the index
+
         return {p.name: p for p in plugins.provided("command")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -38,11 +40,11 @@ class PluginGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # `mneme --help` lists commands from the cached index, loading no plugin (issue 27, start-up).
-        from mneme.core import command_index, plugins
+        from mneme.core import command_index
 
-        disabled = plugins.disabled_names()
+        disabled = plugin_switches.disabled_names()
         # Plugins already loaded in this process (an embedding application's own) are listed as loaded.
-        in_process = plugins.get_plugin_manager.cache_info().currsize > 0
+        in_process = plugin_switches.loaded()
         index = None if in_process else command_index.load(disabled)
         if index is None:  # loads the plugins, which write the index again
             loaded = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
@@ -150,7 +152,7 @@ def _disable_plugins(values: list[str]) -> None:
             raise click.UsageError(f"-p {value}: use -p no:NAME to disable the plugin NAME (see `mneme plugins`)")
         names.append(value[3:])
     if names:
-        plugins.disable(names)
+        plugin_switches.disable(names)
 
 
 @click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -13,7 +13,9 @@ import functools
 import os
 import sys
 
-from mneme.core.hookspecs import PROJECT
+# The entry-point group, `mneme.core.hookspecs.PROJECT` (not imported: it imports pluggy, which listing commands
+# from the command index does not need).
+GROUP = "mneme"
 
 
 class EntryPoint:
@@ -21,7 +23,7 @@ class EntryPoint:
 
     __slots__ = ("group", "name", "value")
 
-    def __init__(self, name: str, value: str, group: str = PROJECT):
+    def __init__(self, name: str, value: str, group: str = GROUP):
         self.name, self.value, self.group = name, value, group
 
     def load(self):
@@ -42,7 +44,7 @@ def entry_points() -> tuple[tuple[str, str, EntryPoint], ...]:
     """(distribution, version, entry point) of every installed entry point of group ``mneme``, in ``sys.path`` order."""
     found = []
     for folder in _metadata_folders():
-        declared = _group(os.path.join(folder, "entry_points.txt"), PROJECT)
+        declared = _group(os.path.join(folder, "entry_points.txt"), GROUP)
         if declared:
             name, version = _name_and_version(folder)
             found += [(name, version, EntryPoint(ep_name, value)) for ep_name, value in declared]

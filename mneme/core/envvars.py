@@ -13,13 +13,15 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
-import attrs
 
+class EnvVar(NamedTuple):
+    """One environment variable: its name, default (as text; "" when none), meaning and reader.
 
-@attrs.frozen
-class EnvVar:
-    """One environment variable: its name, default (as text; "" when none), meaning and reader."""
+    A named tuple, not an attrs class: `mneme --help` reads the registry before anything else and
+    imports no attrs (start-up, docs/design/interfaces.md "CLI commands").
+    """
 
     name: str
     default: str

@@ -17,6 +17,7 @@ import pluggy
 from mneme.core import envvars, hookspecs, knob
 from mneme.core.entrypoints import entry_points
 from mneme.core.errors import MissingExtraError, MnemeError, PluginError
+from mneme.core.plugin_switches import DISABLE_ENV, TRACE_ENV, disable, disabled_names, trace  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,6 @@ KINDS = {
     "mneme_parameters": "parameter",
     "mneme_cli_commands": "command",
 }
-DISABLE_ENV = "MNEME_DISABLE_PLUGINS"
-TRACE_ENV = "MNEME_TRACE_PLUGINS"
 # Registered by the manager itself, not an entry point: the core's own stages' knobs and its own
 # implementations of the decision and pipeline hooks (mneme.core.corehooks). Never disabled.
 CORE_PLUGIN = "core"
@@ -119,23 +118,6 @@ class _IndexedCommand:
         return commands[self.name]
 
 
-_disabled_by_cli: set[str] = set()
-
-
-def disable(names: Iterable[str]) -> None:
-    """Disable plugins by name in this process (``mneme -p no:NAME``), as if not installed."""
-    _disabled_by_cli.update(n.strip() for n in names if n.strip())
-    # Worker processes (tuning, parallel code generation) must see the same plugins.
-    os.environ[DISABLE_ENV] = ",".join(sorted(disabled_names()))
-    reset()
-
-
-def disabled_names() -> set[str]:
-    """Plugins disabled by ``-p no:NAME`` and the MNEME_DISABLE_PLUGINS variable (comma-separated)."""
-    from_env = {n.strip() for n in (envvars.get(DISABLE_ENV) or "").split(",") if n.strip()}
-    return _disabled_by_cli | from_env
-
-
 @functools.lru_cache(maxsize=1)
 def get_plugin_manager() -> pluggy.PluginManager:
     """The process-wide plugin manager, with every installed ``mneme`` entry point loaded.
@@ -182,14 +164,6 @@ def get_plugin_manager() -> pluggy.PluginManager:
 def hook() -> pluggy.HookRelay:
     """The hooks of the process-wide plugin manager (``hook().mneme_backend_for_arch(arch=..., ...)``)."""
     return get_plugin_manager().hook
-
-
-def trace(target: str = "stderr") -> None:
-    """Print every hook call with its arguments and results (``mneme --trace-plugins``), in this process and
-    its workers; `target` is ``stderr`` or a file to append to."""
-    os.environ[TRACE_ENV] = target  # worker processes load their own plugin manager
-    if get_plugin_manager.cache_info().currsize:
-        _trace(get_plugin_manager())
 
 
 def _trace(pm: pluggy.PluginManager) -> None:

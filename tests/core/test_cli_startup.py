@@ -178,3 +178,11 @@ def test_piped_ir_passes_draws_its_tables_without_importing_rich(tmp_path):
     assert not [m for m in modules if m.split(".")[0] == "rich"]
     assert proc.stdout.startswith("passes (comma-separated") and "┃ transform" in proc.stdout
     assert "\nlevels: default<O0>, " in proc.stdout
+
+
+def test_help_from_the_index_loads_no_plugin_manager_attrs_or_rich(tmp_path):
+    _run(tmp_path, "--help")  # writes the index
+    text, modules = _run(tmp_path, "--help")
+    assert "\n  tune " in text
+    assert not [m for m in modules if m.split(".")[0] in ("pluggy", "attr", "attrs", "rich")
+                or m in ("mneme.core.plugins", "mneme.core.hookspecs")]  # fmt: skip

@@ -191,3 +191,9 @@ def test_entry_points_are_found_as_importlib_metadata_finds_them_without_importi
     mine, std, imported = json.loads(result.stdout)
     assert mine == std and not imported
     assert any(row[:2] == ["mneme-golden", "1.2.3"] for row in mine)
+
+
+def test_the_entry_point_group_is_the_hook_project():
+    from mneme.core import entrypoints, hookspecs
+
+    assert entrypoints.GROUP == hookspecs.PROJECT == "mneme"
