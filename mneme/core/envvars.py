@@ -105,8 +105,7 @@ def _core() -> dict[str, EnvVar]:
 
 
 #: Where variables declared outside the core come from: `mneme.core.backend` adds the installed
-#: backends' (`Backend.environment`) when it is imported, which the first lookup of a name the core
-#: does not register does (so a backend package need not import it to have its variables read).
+#: backends' (`Backend.environment`) when it is imported (the core does not import its plugins).
 _sources: list[Callable[[], Iterable[EnvVar]]] = []
 _reading = False
 
@@ -120,8 +119,6 @@ def _declared(name: str | None = None) -> dict[str, EnvVar]:
     """The variables the sources declare; with `name`, only that one, read from the sources until it is found
     (a source may import its declarations as it goes: a backend's lookup imports no other backend)."""
     global _reading
-    import mneme.core.backend  # noqa: F401 - registers the installed backends' variables (add_source)
-
     if _reading:  # a plugin reading its variable while the sources load it
         return {}
     _reading = True

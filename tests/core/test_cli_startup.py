@@ -106,7 +106,7 @@ def test_plugins_lists_every_kind_without_importing_what_it_lists(tmp_path):
     second, modules = _run(tmp_path, "plugins", "--json")
     assert json.loads(second) == json.loads(first)
     assert _heavy(modules) == []
-    assert not {"mneme.plugins.tune_commands", "mneme.plugins.ir_commands", "mneme.core.backend"} & modules
+    assert not {"mneme.plugins.tune_commands", "mneme.plugins.ir_commands"} & modules
     rows = {(r["kind"], r["name"]): r for r in json.loads(second)}
     for kind, name in [("sampler", "optuna"), ("sampler", "random"), ("space", "standard"), ("transform", "prune"),
                        ("ir-source", "embedded"), ("command", "tune"), ("command", "plugins")]:
@@ -156,16 +156,6 @@ def test_a_described_name_that_differs_from_the_class_is_a_plugin_error():
 
     with pytest.raises(PluginError, match="described with name 'exhaustive'"):
         Described("exhaustive", "mneme.plugins.samplers.basic:RandomSampler").load()
-
-
-def test_a_backends_variable_is_registered_without_importing_the_backend_contract_first():
-    # The backend packages no longer import mneme.core.backend at import; the first lookup of a name the
-    # core does not register loads the installed backends' declarations.
-    code = ("import sys\nfrom mneme.core import envvars\nassert 'mneme.core.backend' not in sys.modules\n"
-            "print(envvars.get('MNEME_CUDA_RECORDER', 'unset'))\n")
-    env = {k: v for k, v in os.environ.items() if k != "MNEME_CUDA_RECORDER"}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert proc.stdout.strip() == "unset"
 
 
 def test_piped_ir_passes_draws_its_tables_without_importing_rich(tmp_path):

@@ -16,10 +16,11 @@ import attrs
 
 from mneme.core.backend import Availability, Backend, DeviceBinary
 from mneme.core.envvars import EnvVar
-from mneme.core.errors import BackendUnavailable, UsageError
+from mneme.core.errors import UsageError
 from mneme_cuda import codegen, cupti
 from mneme_cuda import target as nvptx
-from mneme_cuda.driver import check, driver, format_version, kernel_module_version, probe, require
+from mneme_cuda.driver import format_version, kernel_module_version, probe
+from mneme_cuda.properties import compute_capability, device_handle, device_name
 
 if TYPE_CHECKING:
     from mneme_cuda.device import CudaDevice
@@ -56,7 +57,7 @@ class CudaBackend(Backend):
         return found.device_count if found.usable else 0
 
     def arch(self, index: int = 0) -> str:
-        major, minor = _compute_capability(_device_handle(index))
+        major, minor = compute_capability(device_handle(index))
         return f"sm_{major}{minor}"
 
     def claims(self, arch: str) -> bool:
@@ -111,27 +112,5 @@ class CudaBackend(Backend):
         if found.usable:
             info["cuda-driver"] = format_version(found.driver_version)
             info["nvidia-driver"] = kernel_module_version()
-            info["device"] = _device_name(_device_handle(0))
+            info["device"] = device_name(device_handle(0))
         return info
-
-
-def _device_handle(index: int):
-    found = require()
-    if not 0 <= index < found.device_count:
-        raise BackendUnavailable(f"no CUDA device {index}: this machine has {found.device_count}")
-    return check(driver().cuDeviceGet(index), f"cuDeviceGet({index})")
-
-
-def _attribute(dev, name: str) -> int:
-    cu = driver()
-    return int(check(cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, name), dev), f"cuDeviceGetAttribute {name}"))
-
-
-def _compute_capability(dev) -> tuple[int, int]:
-    return (_attribute(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
-            _attribute(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
-
-
-def _device_name(dev) -> str:
-    raw = check(driver().cuDeviceGetName(256, dev), "cuDeviceGetName")
-    return raw.split(b"\0", 1)[0].decode()

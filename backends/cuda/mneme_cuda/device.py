@@ -15,7 +15,7 @@ from mneme.core.backend import Device, DeviceInfo
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme_cuda import compare as cmp
 from mneme_cuda import cupti
-from mneme_cuda.backend import _attribute, _compute_capability, _device_handle, _device_name
+from mneme_cuda.properties import attribute, compute_capability, device_handle, device_name
 from mneme_cuda.driver import CudaError, check, driver, fault, format_version, probe
 from mneme_cuda.gate import LaunchGate
 from mneme_cuda.kernel import CudaKernel, DeviceKernels, launch
@@ -35,20 +35,20 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
 
     def __init__(self, index: int = 0):
         cu = driver()
-        dev = _device_handle(index)
-        major, minor = _compute_capability(dev)
+        dev = device_handle(index)
+        major, minor = compute_capability(dev)
         self.dev = dev
         self.ordinal = index
         self.context = check(cu.cuDevicePrimaryCtxRetain(dev), f"cuDevicePrimaryCtxRetain({index})")
         try:
             check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
             total = int(check(cu.cuDeviceTotalMem(dev), "cuDeviceTotalMem"))
-            super().__init__(DeviceInfo("cuda", index, _device_name(dev), f"sm_{major}{minor}",
+            super().__init__(DeviceInfo("cuda", index, device_name(dev), f"sm_{major}{minor}",
                                         format_version(probe().driver_version), total))
             self.granularity = allocation_granularity(index)
-            self.sm_count = _attribute(dev, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
-            self.l2_bytes = _attribute(dev, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
-            self.max_threads_per_sm = _attribute(dev, "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR")
+            self.sm_count = attribute(dev, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
+            self.l2_bytes = attribute(dev, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
+            self.max_threads_per_sm = attribute(dev, "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR")
             flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
             self.stream = check(cu.cuStreamCreate(flags), "cuStreamCreate")
         except Exception:
