@@ -129,3 +129,9 @@ def test_a_disabled_backend_plugin_takes_its_recorder_along(tmp_path):
     assert "--timer" in shown and "--arch" not in shown
     done = _mneme("-p", "no:hip", "record", "-rdb", str(tmp_path / "db"), "--backend", "hip", "--", "true")
     assert done.returncode == 2 and "unknown recorder 'hip'; known: cuda" in done.stderr
+
+
+def test_without_any_recorder_record_says_to_install_a_backend(tmp_path):
+    done = _mneme("-p", "no:cuda", "-p", "no:hip", "record", "-rdb", str(tmp_path / "db"), "--", "true")
+    assert done.returncode == 2, done.stderr
+    assert "no recorder is installed" in done.stderr and not (tmp_path / "db").exists()
