@@ -139,7 +139,7 @@ MAX_CALIBRATED_RUNS = 5000  # a kernel far faster than its compile still gets a 
 
 def throughput_configs(db, work: Path, count: int) -> list:
     """`count` + 1 configurations of the throughput space (the first warms the pools), each a distinct variant."""
-    from mneme.core.executor import load_recording
+    from mneme.core.recording import load_recording
     from mneme.core.tuning.space import load_space
 
     path = work / "throughput-space.yaml"

@@ -151,7 +151,7 @@ class TuneResult:
 
 
 def _configuration(default: ExperimentConfiguration, config: Any, fields: Mapping[str, Any]) -> ExperimentConfiguration:
-    from mneme.plugins.replay_commands import read_config_file, resolve_config
+    from mneme.core.configfile import read_config_file, resolve_config
 
     if isinstance(config, ExperimentConfiguration):
         default, config = config, None

@@ -74,7 +74,7 @@ def capture(name: str, spec: dict, out: Path, backend: str) -> Path:
 
 def space_size(db: Path, space: str, options: dict) -> int:
     """Feasible distinct configurations of the space (what exhaustive runs)."""
-    from mneme.core.executor import load_recording
+    from mneme.core.recording import load_recording
     from mneme.core.tuning.space import load_space
 
     rec = load_recording(db)
@@ -86,7 +86,7 @@ def nvcc_time(db: Path, source: Path, workdir: Path) -> dict:
     """The recorded launch replayed from the nvcc-built cubin of the same source (the application's binary)."""
     import bench_cuda_replay as replay_bench
 
-    from mneme.core.executor import load_recording
+    from mneme.core.recording import load_recording
 
     nvcc = replay_bench.nvcc_path()
     if not nvcc:
@@ -278,7 +278,7 @@ def main() -> int:
             try:
                 db = capture(name, spec, tmp / name / "db", opts.backend)
                 entry["space_size"] = space_size(db, spec["space"], spec["options"])
-                from mneme.core.executor import load_recording
+                from mneme.core.recording import load_recording
 
                 inst = load_recording(db).select(None)
                 entry["recorded"] = f"grid {inst.grid_dim} block {inst.block_dim}"

@@ -340,7 +340,7 @@ def mneme_database(fn: str | os.PathLike) -> Path:
 
 def load_core(fn: str | os.PathLike):
     """The core `RecordedExecution` for `fn` (importing an original database first)."""
-    from mneme.core.executor import load_recording
+    from mneme.core.recording import load_recording
 
     return load_recording(mneme_database(fn))
 

@@ -425,8 +425,10 @@ def backends() -> dict[str, type[Backend]]:
     return plugins.registry("backend")
 
 
-def _environment() -> list:
-    return [var for cls in backends().values() for var in cls.environment]
+def _environment():
+    # by priority, each backend imported when reached: looking up one backend's variable imports no other
+    for cls in targets.backend_classes():
+        yield from cls.environment
 
 
 envvars.add_source(_environment)  # the installed backends' variables are registered ones
@@ -443,7 +445,7 @@ def _by_priority() -> list[Backend]:
 def backend_for_arch(arch: str) -> Backend:
     """The backend for architecture `arch`: hook ``mneme_backend_for_arch`` (``firstresult``), whose core
     implementation picks the highest-priority installed backend that claims it."""
-    table = backends()
+    table = plugins.LazyRegistry("backend")  # a backend is imported when the choice looks at it
     chosen = plugins.hook().mneme_backend_for_arch(arch=arch, backends=table)
     if chosen is not None:
         if not isinstance(chosen, Backend):

@@ -5,17 +5,12 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.markup import escape
 
 from mneme._version import __version__
-from mneme.core import plugins
+from mneme.core import console, plugin_switches
 from mneme.core.errors import FormatError, LimitError, MnemeError
 from mneme.core.logs import configure as configure_logging
-from mneme.core.logs import make_console
 from mneme.core.printable import printable
-
-console = make_console()
-err_console = make_console(stderr=True)
 
 
 class PluginGroup(click.Group):
@@ -25,10 +20,12 @@ class PluginGroup(click.Group):
         # -p no:NAME and --trace-plugins must act before anything lists or loads plugins (--help does, while parsing).
         _disable_plugins(_plugin_options(args))
         if "--trace-plugins" in _global_options(args):
-            plugins.trace()
+            plugin_switches.trace()
         return super().parse_args(ctx, args)
 
-    def _plugin_commands(self) -> dict[str, plugins.Provided]:
+    def _plugin_commands(self) -> dict:
+        from mneme.core import plugins  # the plugin manager: not needed to list commands from the index
+
         return {p.name: p for p in plugins.provided("command")}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
@@ -43,11 +40,11 @@ class PluginGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # `mneme --help` lists commands from the cached index, loading no plugin (issue 27, start-up).
-        from mneme.core import command_index, plugins
+        from mneme.core import command_index
 
-        disabled = plugins.disabled_names()
+        disabled = plugin_switches.disabled_names()
         # Plugins already loaded in this process (an embedding application's own) are listed as loaded.
-        in_process = plugins.get_plugin_manager.cache_info().currsize > 0
+        in_process = plugin_switches.loaded()
         index = None if in_process else command_index.load(disabled)
         if index is None:  # loads the plugins, which write the index again
             loaded = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
@@ -112,7 +109,10 @@ def resource_error(exc: BaseException, words: list[str]) -> BaseException:
 
 def _report(exc: BaseException) -> None:
     """One line for an error: a MnemeError's message, or what went wrong unexpectedly."""
+    err_console = console.current(err=True)
     if isinstance(exc, MnemeError):
+        from rich.markup import escape
+
         # a message may quote names from a recording: control characters escaped, lines kept apart by indent
         text = "\n  ".join(printable(line) for line in str(exc).split("\n"))
         err_console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
@@ -152,7 +152,7 @@ def _disable_plugins(values: list[str]) -> None:
             raise click.UsageError(f"-p {value}: use -p no:NAME to disable the plugin NAME (see `mneme plugins`)")
         names.append(value[3:])
     if names:
-        plugins.disable(names)
+        plugin_switches.disable(names)
 
 
 @click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -179,11 +179,9 @@ def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_optio
         raise click.UsageError("-q/--quiet cannot be combined with -v/--verbose or --debug")
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug
-    # What commands print to: plugins take these from the context, never from this module.
-    ctx.obj["console"] = console
-    ctx.obj["err_console"] = err_console
     ctx.obj["quiet"] = quiet
-    configure_logging(-1 if quiet else (2 if debug else verbose), err_console)
+    # Commands print through mneme.core.console.current(); logging takes the same stderr console on a terminal.
+    configure_logging(-1 if quiet else (2 if debug else verbose))
 
 
 def main(argv: list[str] | None = None) -> None:

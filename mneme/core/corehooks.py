@@ -12,12 +12,28 @@ from mneme.core.hookspecs import hookimpl
 
 @hookimpl(trylast=True)
 def mneme_backend_for_arch(arch, backends):
-    """The highest-priority installed backend (then by name) that claims `arch`."""
-    for cls in sorted(backends.values(), key=lambda c: (-c.priority, c.name)):
-        backend = cls()
+    """The highest-priority installed backend (then by name) that claims `arch`.
+
+    Backends are imported in that order and the search stops at the first that claims `arch`
+    (with a `LazyRegistry`, whose `Described` entries declare their priority).
+    """
+    def priority(name: str) -> int:
+        declared = getattr(backends, "declared", None)
+        return declared(name, "priority") if declared else backends[name].priority
+
+    for name in sorted(backends, key=lambda n: (-priority(n), n)):
+        backend = backends[name]()
         if backend.claims(arch):
             return backend
     return None
+
+
+@hookimpl(trylast=True)
+def mneme_recorder_for_program(program, recorders):
+    """The highest-priority recorder that claims `program`, else the highest-priority one installed."""
+    from mneme.core.recorder.recorders import choose
+
+    return choose(program, recorders)
 
 
 @hookimpl

@@ -13,13 +13,15 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
-import attrs
 
+class EnvVar(NamedTuple):
+    """One environment variable: its name, default (as text; "" when none), meaning and reader.
 
-@attrs.frozen
-class EnvVar:
-    """One environment variable: its name, default (as text; "" when none), meaning and reader."""
+    A named tuple, not an attrs class: `mneme --help` reads the registry before anything else and
+    imports no attrs (start-up, docs/design/interfaces.md "CLI commands").
+    """
 
     name: str
     default: str
@@ -115,15 +117,27 @@ def add_source(source: Callable[[], Iterable[EnvVar]]) -> None:
     _sources.append(source)
 
 
-def _backend_vars() -> dict[str, EnvVar]:
+def _declared(name: str | None = None) -> dict[str, EnvVar]:
+    """The variables the sources declare; with `name`, only that one, read from the sources until it is found
+    (a source may import its declarations as it goes: a backend's lookup imports no other backend)."""
     global _reading
     if _reading:  # a plugin reading its variable while the sources load it
         return {}
     _reading = True
     try:
-        return {var.name: var for source in _sources for var in source()}
+        found: dict[str, EnvVar] = {}
+        for source in _sources:
+            for var in source():
+                found[var.name] = var
+                if var.name == name:
+                    return {name: var}
+        return {} if name is not None else found
     finally:
         _reading = False
+
+
+def _backend_vars() -> dict[str, EnvVar]:
+    return _declared()
 
 
 def _registry() -> dict[str, EnvVar]:
@@ -132,7 +146,7 @@ def _registry() -> dict[str, EnvVar]:
 
 
 def _lookup(name: str) -> EnvVar | None:
-    return _core().get(name) or _backend_vars().get(name)
+    return _core().get(name) or _declared(name).get(name)
 
 
 def registry() -> dict[str, EnvVar]:

@@ -31,7 +31,7 @@ from mneme.core import build, divergence, events, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.ircache import BuildCache
-from mneme.core.records import RecordedExecution
+from mneme.core.recording import load_recording
 from mneme.core.snapshot import Snapshot, compare_buffers
 from mneme.core.types import ExperimentConfiguration, ExperimentResult, build_fields, canonical_json
 
@@ -46,32 +46,6 @@ def utc_now() -> str:
 
 
 # -- recordings and backends -------------------------------------------------------------------
-
-
-def load_recording(record_db: Any):
-    """A RecordedExecution from a path (a database file, or a folder holding exactly one)."""
-    if isinstance(record_db, RecordedExecution):
-        return record_db
-    path = Path(record_db)
-    if path.is_dir():
-        candidates = sorted(p for p in path.glob("*.json") if not p.name.startswith("."))
-        candidates = [p for p in candidates if _looks_like_database(p)]
-        if len(candidates) != 1:
-            names = ", ".join(p.name for p in candidates) or "none"
-            raise UsageError(f"{path}: expected one recording database (*.json) in the folder, found {names}; "
-                             "name the database file")  # fmt: skip
-        path = candidates[0]
-    recording = RecordedExecution.from_json(path)
-    events.emit("mneme_recording_loaded", recording=recording)
-    return recording
-
-
-def _looks_like_database(path: Path) -> bool:
-    try:
-        head = path.read_text(errors="replace")[:4096]
-    except OSError:
-        return False
-    return '"KernelName"' in head or '"StaticHash"' in head
 
 
 def resolve_backend(rec, backend: str | Backend | None = None) -> Backend:

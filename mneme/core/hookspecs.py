@@ -10,8 +10,8 @@ through ``pm.hook`` (`mneme.core.plugins.hook`), so pluggy's ordering (``tryfirs
   users pick by name). A class may be returned as a `mneme.core.plugins.Described`
   ("module:Class"), imported on first use, so that listing plugins imports nothing heavy;
 - *decision and pipeline* hooks receive what they decide or extend: the backend for an
-  architecture and the result store for a storage URL (``firstresult``), the module being
-  transformed, the plots of a study;
+  architecture, the recorder for a program and the result store for a storage URL
+  (``firstresult``), the module being transformed, the plots of a study;
 - *event* hooks report what happened, with the objects concerned; they return nothing.
 
 Built-in plugins use the very same hooks. A plugin may set ``mneme_replaces = ("NAME", ...)`` to
@@ -61,6 +61,11 @@ def mneme_recording_formats():
 
 
 @hookspec
+def mneme_recorders():
+    """Return recorder classes (`mneme.core.recorder.recorders.Recorder`: a backend's native recorder, named as the backend)."""
+
+
+@hookspec
 def mneme_parameters():
     """Return `mneme.core.params.Knob` declarations of the configuration parameters the plugin adds."""
 
@@ -76,8 +81,20 @@ def mneme_cli_commands(cli, registry):
 def mneme_backend_for_arch(arch, backends):
     """Return the `Backend` instance that generates code for `arch`, or None to leave it to others.
 
-    `backends` is name -> backend class of the installed backends. The core's own
-    implementation (``trylast``) picks the highest-priority backend whose `claims(arch)` is true.
+    `backends` is name -> backend class of the installed backends (a `mneme.core.plugins.LazyRegistry`:
+    a class is imported when looked up). The core's own implementation (``trylast``) picks the
+    highest-priority backend whose `claims(arch)` is true, importing no backend of lower priority.
+    """
+
+
+@hookspec(firstresult=True)
+def mneme_recorder_for_program(program, recorders):
+    """Return the `Recorder` instance that records `program` (`mneme record` without ``--backend``), or None.
+
+    `program` is the `mneme.core.recorder.program.Program` of the command (its ELF files, the
+    libraries they link, their sections); `recorders` is name -> recorder class. The core's own
+    implementation (``trylast``) picks the highest-priority recorder that claims the program, else
+    the highest-priority one.
     """
 
 

@@ -1,4 +1,4 @@
-"""What the `mneme` command prints besides results: consoles, log levels, third-party chatter.
+"""What the `mneme` command logs: log levels, the handler, third-party chatter.
 
 -q shows only results and errors; the default shows warnings; -v adds INFO and the logs of
 the libraries Mneme drives (the result store's "A new study created", a sampler library's
@@ -10,7 +10,6 @@ Library users who never call `configure` keep their own logging untouched.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import sys
 import warnings
@@ -23,7 +22,6 @@ _WARNERS: list[str] = []
 
 _state: dict[str, int] = {}
 _patterns: set[str] = set()  # the warnings filters `configure` added
-_PIPE_WIDTH = 10_000  # columns of a console writing to a pipe or file
 
 
 def third_party(*names: str, warns: bool = False) -> None:
@@ -56,21 +54,6 @@ def _filter_warnings(verbosity: int) -> None:
     getattr(warnings, "_filters_mutated", lambda: None)()
 
 
-def make_console(*, stderr: bool = False):
-    """A rich console that never wraps when its stream is not a terminal (pipes keep paths whole)."""
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    try:
-        tty = stream.isatty()
-    except (AttributeError, ValueError):
-        tty = False
-    if tty or os.environ.get("COLUMNS"):
-        return Console(stderr=stderr, soft_wrap=not tty)
-    # Not a terminal: no width to fit, so tables take the width their cells need (no folded paths).
-    return Console(stderr=stderr, soft_wrap=True, width=_PIPE_WIDTH)
-
-
 def level_for(verbosity: int) -> int:
     """The logging level for a verbosity: -1 (-q) ERROR, 0 WARNING, 1 (-v) INFO, 2+ (-vv) DEBUG."""
     if verbosity < 0:
@@ -79,7 +62,11 @@ def level_for(verbosity: int) -> int:
 
 
 def configure(verbosity: int, console=None) -> None:
-    """Set Mneme's log level for `verbosity` and quiet third-party libraries unless it is 1 or more."""
+    """Set Mneme's log level for `verbosity` and quiet third-party libraries unless it is 1 or more.
+
+    Records go to `console` (a rich console), else to the running command's stderr console on a
+    terminal and as plain lines to stderr elsewhere.
+    """
     _state["verbosity"] = verbosity
     from mneme.core.printable import EscapingFilter
 
@@ -96,37 +83,52 @@ def _handler(console=None) -> logging.Handler:
     """Rich's handler on a terminal; plain lines elsewhere.
 
     Rich lays a record out as a table as wide as its console, its source column right-aligned:
-    through a pipe (a console as wide as `_PIPE_WIDTH`) every line would be padded to that width.
+    through a pipe (a console as wide as `mneme.core.console.PIPE_WIDTH`) every line would be
+    padded to that width. Without a console and a terminal, rich is not imported at all.
     """
     if console is None:
-        from rich.console import Console
+        if not _isatty(sys.stderr):
+            return _plain(lambda: sys.stderr)
+        from mneme.core.console import current
 
-        console = Console(stderr=True)
+        console = current(err=True)
     if console.is_terminal:
         from rich.logging import RichHandler
 
         handler: logging.Handler = RichHandler(console=console)
         handler.setFormatter(logging.Formatter("%(message)s"))
         return handler
-    handler = _ConsoleLines(console)
+    return _plain(lambda: console.file)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _plain(stream) -> logging.Handler:
+    handler = _StreamLines(stream)
     handler.setFormatter(logging.Formatter("%(levelname)-8s %(message)s"))
     return handler
 
 
-class _ConsoleLines(logging.StreamHandler):
-    """Plain log lines to a console's current stream (a test runner may swap sys.stderr after configure)."""
+class _StreamLines(logging.StreamHandler):
+    """Plain log lines to the stream `stream()` returns when a record comes (a test runner may swap
+    sys.stderr after configure)."""
 
-    def __init__(self, console) -> None:
-        self._console = console
+    def __init__(self, stream) -> None:
+        self._stream = stream
         super().__init__()
 
     @property
     def stream(self):
-        return self._console.file
+        return self._stream()
 
     @stream.setter
     def stream(self, value) -> None:
-        pass  # the console decides
+        pass  # the getter decides
 
 
 def quiet_third_party(name: str) -> None:

@@ -9,6 +9,7 @@ styles it (docs/cli.md, "Output").
 
 from __future__ import annotations
 
+import sys
 import unicodedata
 from collections.abc import Sequence
 
@@ -58,8 +59,17 @@ def render(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) ->
 
 
 def print_table(console, title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Print to `console` (a rich console): plain text when it is no terminal and the table fits, else rich."""
+    """Print to `console` (a rich console; None: the command's, `mneme.core.console.current()`):
+    plain text when it is no terminal and the table fits, else rich."""
+    from mneme.core import console as consoles
+
     rows = [[str(cell) for cell in row] for row in rows]
+    if console is None:
+        if consoles.piped() and width(columns, rows) <= consoles.PIPE_WIDTH:
+            sys.stdout.write(render(title, columns, rows))  # what the pipe's console would print, without rich
+            sys.stdout.flush()
+            return
+        console = consoles.current()
     if not console.is_terminal and console.soft_wrap and width(columns, rows) <= console.width:
         if not console.quiet:
             console.file.write(render(title, columns, rows))

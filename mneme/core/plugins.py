@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-import importlib.metadata
 import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -18,6 +17,7 @@ import pluggy
 from mneme.core import envvars, hookspecs, knob
 from mneme.core.entrypoints import entry_points
 from mneme.core.errors import MissingExtraError, MnemeError, PluginError
+from mneme.core.plugin_switches import DISABLE_ENV, TRACE_ENV, disable, disabled_names, trace  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 
@@ -29,11 +29,10 @@ KINDS = {
     "mneme_spaces": "space",
     "mneme_ir_sources": "ir-source",
     "mneme_recording_formats": "recording-format",
+    "mneme_recorders": "recorder",
     "mneme_parameters": "parameter",
     "mneme_cli_commands": "command",
 }
-DISABLE_ENV = "MNEME_DISABLE_PLUGINS"
-TRACE_ENV = "MNEME_TRACE_PLUGINS"
 # Registered by the manager itself, not an entry point: the core's own stages' knobs and its own
 # implementations of the decision and pipeline hooks (mneme.core.corehooks). Never disabled.
 CORE_PLUGIN = "core"
@@ -49,18 +48,21 @@ class Described:
     returning a `mneme.core.backend.Availability` without loading LLVM or a device library,
     which `mneme plugins` calls instead of the backend's own. `description`, when given, is the
     class's own one-line `description` (a transform's), for listings (docs/design/interfaces.md).
+    `priority`, when given, is the class's own (a backend's), so that choosing a backend for an
+    architecture imports the candidates in priority order and stops at the first that claims it.
     """
 
     name: str
     target: str
     availability: str = ""
     description: str = ""
+    priority: int | None = None
 
     def load(self) -> Any:
         obj = _import_target(self.target)
-        for field in ("name", "description"):
+        for field in ("name", "description", "priority"):
             said = getattr(self, field)
-            if said and getattr(obj, field, said) != said:
+            if said not in ("", None) and getattr(obj, field, said) != said:
                 raise PluginError(f"{self.target} is described with {field} {said!r} but has "
                                   f"{getattr(obj, field)!r}; make the plugin's description match")
         return obj
@@ -116,23 +118,6 @@ class _IndexedCommand:
         return commands[self.name]
 
 
-_disabled_by_cli: set[str] = set()
-
-
-def disable(names: Iterable[str]) -> None:
-    """Disable plugins by name in this process (``mneme -p no:NAME``), as if not installed."""
-    _disabled_by_cli.update(n.strip() for n in names if n.strip())
-    # Worker processes (tuning, parallel code generation) must see the same plugins.
-    os.environ[DISABLE_ENV] = ",".join(sorted(disabled_names()))
-    reset()
-
-
-def disabled_names() -> set[str]:
-    """Plugins disabled by ``-p no:NAME`` and the MNEME_DISABLE_PLUGINS variable (comma-separated)."""
-    from_env = {n.strip() for n in (envvars.get(DISABLE_ENV) or "").split(",") if n.strip()}
-    return _disabled_by_cli | from_env
-
-
 @functools.lru_cache(maxsize=1)
 def get_plugin_manager() -> pluggy.PluginManager:
     """The process-wide plugin manager, with every installed ``mneme`` entry point loaded.
@@ -179,14 +164,6 @@ def get_plugin_manager() -> pluggy.PluginManager:
 def hook() -> pluggy.HookRelay:
     """The hooks of the process-wide plugin manager (``hook().mneme_backend_for_arch(arch=..., ...)``)."""
     return get_plugin_manager().hook
-
-
-def trace(target: str = "stderr") -> None:
-    """Print every hook call with its arguments and results (``mneme --trace-plugins``), in this process and
-    its workers; `target` is ``stderr`` or a file to append to."""
-    os.environ[TRACE_ENV] = target  # worker processes load their own plugin manager
-    if get_plugin_manager.cache_info().currsize:
-        _trace(get_plugin_manager())
 
 
 def _trace(pm: pluggy.PluginManager) -> None:
@@ -365,6 +342,28 @@ def provided(kind: str | None = None) -> list[Provided]:
 def registry(kind: str) -> dict[str, Any]:
     """Name -> object for one kind (each loaded); two plugins providing the same name is an error."""
     return {name: item.obj for name, item in _unique(kind).items()}
+
+
+class LazyRegistry(Mapping):
+    """Name -> object for one kind, like `registry`, but each object is imported when first looked up."""
+
+    def __init__(self, kind: str):
+        self._items = _unique(kind)
+
+    def __getitem__(self, name: str) -> Any:
+        return self._items[name].obj
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def declared(self, name: str, field: str) -> Any:
+        """Attribute `field` of object `name`, as its `Described` declares it when it does (no import), else loaded."""
+        ref = self._items[name].ref
+        said = getattr(ref, field, None) if isinstance(ref, Described) else None
+        return said if said not in ("", None) else getattr(self[name], field)
 
 
 def _unique(kind: str) -> dict[str, Provided]:

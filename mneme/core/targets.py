@@ -10,14 +10,18 @@ backend contract, the IR toolkit and the pipelines can all use it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from mneme.core import plugins
 
 
-def _backend_classes() -> list[Any]:
-    """The installed backends' classes, highest `priority` first (then by name)."""
-    return sorted(plugins.registry("backend").values(), key=lambda cls: (-cls.priority, cls.name))
+def backend_classes() -> Iterator[Any]:
+    """The installed backends' classes, highest `priority` first (then by name), each imported when reached:
+    a question the first backend answers imports no other (compiling for one GPU loads no other backend)."""
+    table = plugins.LazyRegistry("backend")
+    for name in sorted(table, key=lambda n: (-table.declared(n, "priority"), n)):
+        yield table[name]
 
 
 def same_architecture(target: str, device_arch: str) -> bool:
@@ -30,7 +34,7 @@ def runs_on(target: str, device_arch: str) -> bool:
 
     Where no installed backend claims `device_arch`, the default rule (`same_architecture`) decides.
     """
-    for cls in _backend_classes():
+    for cls in backend_classes():
         backend = cls()
         if backend.claims(device_arch):
             return backend.runs_on(target, device_arch)
@@ -40,7 +44,7 @@ def runs_on(target: str, device_arch: str) -> bool:
 def target_of_triple(triple: str) -> str:
     """The LLVM target an installed backend declares for IR of this triple (`ir_targets`); "" when none does."""
     arch = triple.split("-", 1)[0]
-    for cls in _backend_classes():
+    for cls in backend_classes():
         for target, prefixes in cls.ir_targets.items():
             if arch and arch.startswith(tuple(prefixes)):
                 return target
@@ -49,7 +53,7 @@ def target_of_triple(triple: str) -> str:
 
 def triple_for_marks(text: str) -> str:
     """The `default_triple` of the installed backend whose `kernel_marks` appear in IR `text`; "" when none."""
-    for cls in _backend_classes():
+    for cls in backend_classes():
         if cls.default_triple and any(mark in text for mark in cls.kernel_marks):
             return cls.default_triple
     return ""
@@ -57,9 +61,9 @@ def triple_for_marks(text: str) -> str:
 
 def default_triples() -> list[str]:
     """Every installed backend's `default_triple` (the GPU triples whose IR Mneme compiles), by priority."""
-    return [cls.default_triple for cls in _backend_classes() if cls.default_triple]
+    return [cls.default_triple for cls in backend_classes() if cls.default_triple]
 
 
 def thread_range_attributes() -> list[str]:
     """Every installed backend's `thread_range_attributes` (function attributes bounding a block's threads)."""
-    return list(dict.fromkeys(a for cls in _backend_classes() for a in cls.thread_range_attributes))
+    return list(dict.fromkeys(a for cls in backend_classes() for a in cls.thread_range_attributes))

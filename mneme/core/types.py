@@ -12,11 +12,16 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import functools
+from typing import TYPE_CHECKING
+
 import attrs
-import cattrs
 
 from mneme.core import params
 from mneme.core.errors import FormatError
+
+if TYPE_CHECKING:
+    import cattrs
 
 # Fields that only matter for the launch-bounds transform; grounded when it is off.
 _LAUNCH_BOUNDS_DEFAULTS = {"max_threads": 1024, "min_blocks_per_sm": 1}
@@ -66,7 +71,7 @@ class dim3:  # noqa: N801 - the field's own name for it
 
     @classmethod
     def from_dict(cls, data: Mapping[str, int]) -> dim3:
-        return converter.structure(data, cls)
+        return _converter().structure(data, cls)
 
     @classmethod
     def of(cls, value: dim3 | Sequence[int] | Mapping[str, int] | int) -> dim3:
@@ -157,14 +162,20 @@ class ExperimentConfiguration:
 
     def _flat(self) -> dict[str, Any]:
         """Core fields, schema 1's knobs (at their values or defaults) and the other knobs that are set."""
-        data = {name: converter.unstructure(getattr(self, name)) for name in _CORE_FIELDS}
+        # what the converter makes of the core fields (dim3 -> its dict, the rest as they are), without cattrs:
+        # every build hashes its configuration
+        data = {name: _unstructure_core(getattr(self, name)) for name in _CORE_FIELDS}
         data.update({name: getattr(self, name) for name in params.schema1_knobs()})
         data.update(self.knobs)
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> ExperimentConfiguration:
-        return structure(data, cls, source=source)
+        # the converter's own hook for this class, called directly: a command line needs no cattrs
+        try:
+            return _structure_config(data, cls)
+        except (TypeError, ValueError) as exc:
+            raise FormatError(source, f"invalid {cls.__name__}: {exc}") from exc
 
     def canonical_json(self) -> str:
         # Schema 1's text for schema 1's fields: hashes written before knobs existed stay valid.
@@ -252,14 +263,18 @@ class ExperimentResult:
         return self.executed and self.verified and not self.failed
 
     def to_dict(self) -> dict[str, Any]:
-        return converter.unstructure(self)
+        return _converter().unstructure(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> ExperimentResult:
         return structure(data, cls, source=source)
 
 
-def _make_converter() -> cattrs.Converter:
+@functools.lru_cache(maxsize=1)
+def _converter() -> cattrs.Converter:
+    """The converter, made on first use: cattrs is imported only by what converts (start-up)."""
+    import cattrs
+
     conv = cattrs.Converter(forbid_extra_keys=True)
 
     def structure_dim3(value: Any, _type: type) -> dim3:
@@ -284,7 +299,14 @@ def _structure_config(data: Any, _type: type) -> ExperimentConfiguration:
     return ExperimentConfiguration(**data)
 
 
-converter = _make_converter()
+def __getattr__(name: str) -> Any:
+    if name == "converter":  # `from mneme.core.types import converter`: the one converter
+        return _converter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _unstructure_core(value: Any) -> Any:
+    return value.to_dict() if isinstance(value, dim3) else value
 
 
 def canonical_json(data: Any) -> str:
@@ -294,8 +316,10 @@ def canonical_json(data: Any) -> str:
 
 def structure(data: Any, cls: type, *, source: str | None = None):
     """Structure `data` into `cls`; errors name the source and the offending fields."""
+    import cattrs
+
     try:
-        return converter.structure(data, cls)
+        return _converter().structure(data, cls)
     except cattrs.BaseValidationError as exc:
         raise FormatError(source, f"invalid {cls.__name__}: {_describe(exc)}") from exc
     except (TypeError, ValueError) as exc:
@@ -303,5 +327,7 @@ def structure(data: Any, cls: type, *, source: str | None = None):
 
 
 def _describe(exc: BaseException) -> str:
+    import cattrs
+
     messages = cattrs.transform_error(exc) if isinstance(exc, cattrs.BaseValidationError) else [str(exc)]
     return "; ".join(messages)

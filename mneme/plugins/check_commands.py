@@ -15,6 +15,7 @@ import click
 from rich.table import Table
 
 from mneme.core.backend import backends, get_backend
+from mneme.core.console import current
 from mneme.core.errors import EXIT_CODES_HELP, MnemeError, UsageError
 
 
@@ -107,8 +108,6 @@ def check(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_
 def check_command(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_name: str, arch: str | None,
                   as_json: bool) -> None:  # fmt: skip
     """Say, per kernel, whether BACKEND can run it and name every construct it cannot; runs nothing."""
-    from mneme.core.cli import console
-
     verdicts = check(inputs, rdb, kernel, backend_name, arch)
     runnable = sum(v.runnable for v in verdicts)
     if as_json:
@@ -123,4 +122,4 @@ def check_command(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, 
         table.add_column(column, overflow="fold")
     for v in verdicts:
         table.add_row(v.kernel, "yes" if v.runnable else "no", "; ".join(v.unsupported))
-    console.print(table)
+    current().print(table)

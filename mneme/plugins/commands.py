@@ -7,6 +7,7 @@ from mneme.core.hookspecs import hookimpl
 
 @hookimpl
 def mneme_cli_commands():
+    from mneme.core.recorder.command import record_command
     from mneme.plugins import core_commands
 
-    return core_commands.COMMANDS
+    return [*core_commands.COMMANDS, record_command()]

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from mneme import __version__
+from mneme.core import plaintable, plugins
 from mneme.core.console import current as _console
-from mneme.core import limits, plaintable, plugins
 from mneme.core.errors import DISTRIBUTION, EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.printable import markup
 
@@ -64,7 +64,7 @@ def plugins_command(parameters: bool, as_json: bool) -> None:
         click.echo(json.dumps([dict(zip(columns, row)) for row in rows], indent=2, default=str))
         return
     # Piped output is drawn without rich's layout engine (start-up, issue 27; docs/cli.md).
-    plaintable.print_table(_console(), "Mneme plugins", columns, rows)
+    plaintable.print_table(None, "Mneme plugins", columns, rows)
 
 
 def _parameters_table() -> None:
@@ -76,7 +76,7 @@ def _parameters_table() -> None:
                   else ", ".join(repr(c) for c in knob.choices) if knob.choices else "")
         kind = knob.type + (" or none" if knob.optional else "")
         rows.append((knob.name, knob.flag, kind, repr(knob.default), values, knob.stage, knob.plugin, knob.help))
-    plaintable.print_table(_console(), "configuration parameters declared by plugins (`mneme replay` / `mneme ir` flags)",
+    plaintable.print_table(None, "configuration parameters declared by plugins (`mneme replay` / `mneme ir` flags)",
                            ("parameter", "flag", "type", "default", "values", "stage", "plugin", "help"), rows)
 
 
@@ -90,6 +90,8 @@ def _database_paths(paths: tuple[str, ...]) -> list[Path]:
         if not path.is_dir():
             found.append(path)
             continue
+        from mneme.core import limits
+
         inside = []
         for candidate in sorted(path.glob("*.json")):
             try:  # a FIFO, a device or an unreadable sibling is not a database: skipped, never waited on

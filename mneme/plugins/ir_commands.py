@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import difflib
 import json
 import re
 import struct
@@ -13,10 +12,9 @@ from typing import TYPE_CHECKING
 
 import attrs
 import click
-from mneme.core.logs import make_console
-from rich.table import Table
 
 from mneme.core import params
+from mneme.core.console import current, echo
 from mneme.core.errors import EXIT_CODES_HELP, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
 
@@ -25,9 +23,6 @@ if TYPE_CHECKING:
 
 # LLVM, the records and the build cache are imported inside the commands that use them, so that
 # `mneme ir passes` and `mneme ir --help` load none of them (start-up; docs/design/interfaces.md).
-
-console = make_console()
-err = make_console(stderr=True)
 
 EMITS = ("ll", "ptx", "cubin", "asm", "object", "hsaco")
 
@@ -77,9 +72,10 @@ def _dims(text: str | None) -> tuple[int, int, int] | None:
 
 def _load_source(ir_files: tuple[str, ...], kernel: str | None, rdb: str | None, record_id: str | None) -> Source:
     from mneme.core import ir
-    from mneme.core.records import RecordedExecution
 
     if rdb:
+        from mneme.core.records import RecordedExecution
+
         if ir_files:
             raise UsageError("give IR files or -rdb, not both")
         rec = RecordedExecution.from_json(rdb)
@@ -133,12 +129,10 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
     from mneme.core.types import ExperimentConfiguration
 
     data: dict = {}
-    if options.get("config_file"):
-        path = Path(options["config_file"])
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{path}: cannot read the configuration ({exc})") from exc
+    if options.get("config_file"):  # the same files `mneme replay --config` reads: JSON or YAML, best.json
+        from mneme.core.configfile import read_config_file
+
+        data = read_config_file(options["config_file"])
     missing = [flag for flag, key, recorded in (("--grid", "grid", source.grid), ("--block", "block", source.block))
                if not options.get(key) and recorded is None and key not in data]  # fmt: skip
     data.setdefault("grid", list(_dims(options.get("grid")) or source.grid or (1, 1, 1)))
@@ -249,7 +243,7 @@ def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
         backend = backend_for_arch(arch)
         written_for = _ir_arch(source)
         if written_for and getattr(backend, "target", None) != pipeline.module_target(source.module):
-            err.print(f"the recording ran on the {backend.name} backend ({arch}); its IR targets "
+            current(err=True).print(f"the recording ran on the {backend.name} backend ({arch}); its IR targets "
                       f"{source.module.triple}, so this builds for {written_for} (--arch {arch} builds for the recording's)",
                       highlight=False)  # fmt: skip
             arch = written_for
@@ -287,7 +281,7 @@ def _build(source: Source, config, kw: dict, arch: str, backend: Backend, emit: 
 def _write(data, output: str | None) -> None:
     if output and output != "-":
         Path(output).write_bytes(data if isinstance(data, bytes) else data.encode())
-        err.print(f"wrote {output}", highlight=False)
+        echo(f"wrote {output}", err=True)
     elif isinstance(data, bytes):
         raise UsageError("binary output: give -o FILE")
     else:
@@ -313,23 +307,36 @@ def _resource_rows(binary) -> list[tuple[str, str]]:
 # -- commands -----------------------------------------------------------------------------------------
 
 
-@click.group("ir")
+def _table(title: str):
+    from rich.table import Table  # only the commands that draw one import rich's layout
+
+    return Table(title=title)
+
+
+class _IrGroup(click.Group):
+    """The `ir` group; `list`, `extract` (IR embedded by `mneme-cc`) and `check` are imported when asked for,
+    so that `mneme ir compile` loads neither the ELF readers nor the backends' checks (start-up)."""
+
+    LAZY = {"list": "mneme.plugins.instrument_commands:list_command",
+            "extract": "mneme.plugins.instrument_commands:extract_command",
+            "check": "mneme.plugins.check_commands:check_command"}  # fmt: skip
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.LAZY))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        found = super().get_command(ctx, name)
+        if found is None and name in self.LAZY:
+            import importlib
+
+            module, _, attr = self.LAZY[name].partition(":")
+            found = getattr(importlib.import_module(module), attr)
+        return found
+
+
+@click.group("ir", cls=_IrGroup)
 def ir_group() -> None:
     """Inspect, transform and compile kernel IR (from IR files or a recording)."""
-
-
-def _attach_embedded_commands() -> None:
-    """`mneme ir list` and `mneme ir extract` read IR embedded by `mneme-cc`."""
-    from mneme.plugins.instrument_commands import extract_command, list_command
-
-    from mneme.plugins.check_commands import check_command
-
-    ir_group.add_command(list_command)
-    ir_group.add_command(extract_command)
-    ir_group.add_command(check_command)
-
-
-_attach_embedded_commands()
 
 
 @ir_group.command("show", epilog=EXIT_CODES_HELP)
@@ -341,7 +348,7 @@ def show(optimized: bool, arch: str | None, output: str | None, **kw) -> None:
     """Print the kernel's IR after the configuration's transforms."""
     source, config = _prepare(kw)
     pre = _transformed(source, config, kw, optimized, arch)
-    err.print(f"kernel {source.kernel}: {', '.join(pre.applied) or 'no transforms'}; variant {pre.variant_hash[:16]}",
+    current(err=True).print(f"kernel {source.kernel}: {', '.join(pre.applied) or 'no transforms'}; variant {pre.variant_hash[:16]}",
               highlight=False)  # fmt: skip
     _write(str(pre.module), output)
 
@@ -360,7 +367,7 @@ def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> No
     _write(data, output or (None if emit in ("ll", "ptx", "asm") else f"{source.kernel}.{emit}"))
     if binary is not None:
         summary = ", ".join(f"{name} {value}" for name, value in _resource_rows(binary))
-        err.print(f"{source.kernel} ({arch}, {backend.name} backend, {binary.kind}): {summary}", highlight=False)
+        echo(f"{source.kernel} ({arch}, {backend.name} backend, {binary.kind}): {summary}", err=True)
 
 
 
@@ -378,12 +385,12 @@ def resources(arch: str | None, as_json: bool, **kw) -> None:
         click.echo(json.dumps({"kernel": source.kernel, "arch": arch, "resources": attrs.asdict(binary.resources),
                                "object_size": len(binary.data), "stage_times": binary.stage_times}, indent=2))  # fmt: skip
         return
-    table = Table(title=f"{source.kernel} on {arch}")
+    table = _table(f"{source.kernel} on {arch}")
     table.add_column("resource")
     table.add_column("value", justify="right")
     for name, value in _resource_rows(binary):
         table.add_row(name, value)
-    console.print(table)
+    current().print(table)
 
 
 @ir_group.command("diff", epilog=EXIT_CODES_HELP)
@@ -400,7 +407,7 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
     binary_kind = backend.default_emit(arch)
     _, bin_a = _build(source, config_a, kw, arch, backend, binary_kind)
     _, bin_b = _build(source, config_b, kw, arch, backend, binary_kind)
-    table = Table(title=f"{source.kernel} on {arch}: A vs B")
+    table = _table(f"{source.kernel} on {arch}: A vs B")
     table.add_column("")
     table.add_column("A", justify="right")
     table.add_column("B", justify="right")
@@ -409,9 +416,11 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
     changed = {k: (v, config_b.to_dict()[k]) for k, v in config_a.to_dict().items() if config_b.to_dict()[k] != v}
     for field, (a, b) in changed.items():
         table.add_row(f"config: {field}", str(a), str(b))
-    console.print(table)
+    current().print(table)
     text_a, _ = _build(source, config_a, kw, arch, backend, emit)
     text_b, _ = _build(source, config_b, kw, arch, backend, emit)
+    import difflib
+
     lines = difflib.unified_diff(text_a.splitlines(), text_b.splitlines(), f"A.{emit}", f"B.{emit}", lineterm="", n=2)
     out = "\n".join(lines)
     click.echo(out if out else f"the {emit} of A and B is identical")
@@ -434,13 +443,13 @@ def passes(as_json: bool, llvm_registry: bool) -> None:
         if as_json:
             click.echo(json.dumps([{"name": n, "parameters": p, "level": lv} for n, p, lv in listed], indent=2))
             return
-        table = Table(title="LLVM's registered passes (LLVM pipeline syntax: function(...), loop(...), name<params>)")
+        table = _table("LLVM's registered passes (LLVM pipeline syntax: function(...), loop(...), name<params>)")
         table.add_column("pass")
         table.add_column("level")
         table.add_column("parameters")
         for name, params, level in listed:
             table.add_row(name, level, params)
-        console.print(table)
+        current().print(table)
         return
 
     # Described transforms say what they do without being imported (no LLVM for this listing).
@@ -450,16 +459,9 @@ def passes(as_json: bool, llvm_registry: bool) -> None:
         click.echo(json.dumps({"levels": levels, "passes": {n: d for n, (_, d) in sorted(PASSES.items())},
                                "transforms": transforms}, indent=2))  # fmt: skip
         return
-    table = Table(title="passes (comma-separated in --passes / the configuration's `passes`)")
-    table.add_column("pass")
-    table.add_column("what it does")
-    for name, (_, description) in sorted(PASSES.items()):
-        table.add_row(name, description)
-    console.print(table)
-    console.print("levels: " + ", ".join(levels), highlight=False)
-    table = Table(title="IR transforms (plugins)")
-    table.add_column("transform")
-    table.add_column("what it does")
-    for name, description in transforms.items():
-        table.add_row(name, description)
-    console.print(table)
+    from mneme.core import plaintable  # piped: the tables rich would draw, without rich (start-up)
+
+    plaintable.print_table(None, "passes (comma-separated in --passes / the configuration's `passes`)",
+                           ("pass", "what it does"), [(n, d) for n, (_, d) in sorted(PASSES.items())])
+    echo("levels: " + ", ".join(levels))
+    plaintable.print_table(None, "IR transforms (plugins)", ("transform", "what it does"), list(transforms.items()))

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from mneme.core.errors import EXIT_CODES_HELP
-from mneme.core.cli import console
+from mneme.core.console import current
 from mneme.core.hookspecs import hookimpl
 
 
@@ -41,7 +41,7 @@ def import_original_command(source: str, out: str | None, backend: str | None, a
     else:
         written = [fmt.import_original(path, target, backend=backend, arch=arch)]
     for db in written:
-        console.print(f"imported {db}; replay it with: mneme replay -rdb {db}")
+        current().print(f"imported {db}; replay it with: mneme replay -rdb {db}")
 
 
 @click.command("export-original", epilog=EXIT_CODES_HELP)
@@ -58,4 +58,4 @@ def export_original_command(record_db: str, out: str, layout: str) -> None:
     """Write a Mneme recording in the original Mneme's format (for the original's tools)."""
     from mneme.compat.original_format import export_original
 
-    console.print(f"exported {export_original(record_db, out, layout=layout)}")
+    current().print(f"exported {export_original(record_db, out, layout=layout)}")

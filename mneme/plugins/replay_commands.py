@@ -7,7 +7,7 @@ import json
 import logging
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,11 @@ from mneme.core.console import current as _console
 from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
-from mneme.core.errors import (EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, FormatError, MnemeError,
+from mneme.core.errors import (EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, MnemeError,
                                UsageError)
 from mneme.core.hookspecs import hookimpl
 from mneme.core.printable import markup
+from mneme.core.configfile import read_config_file, resolve_config
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 log = logging.getLogger(__name__)
@@ -34,70 +35,6 @@ def mneme_cli_commands(cli, registry):
     replay.params = replay_command.params + params.click_options(registry.knobs())
     for command in (capture_command, replay, annotate_command, nondeterminism_command):
         cli.add_command(command)
-
-
-# -- configuration resolution ---------------------------------------------------------------------
-
-
-def read_config_file(path: str | Path) -> dict[str, Any]:
-    """The configuration fields in a JSON/YAML file: a configuration, or {"config": {...}} as tuning exports."""
-    path = Path(path)
-    data = limits.load_yaml(limits.read_text(path, "configuration file"), path)  # no aliases, bounded
-    if isinstance(data, Mapping) and isinstance(data.get("config"), Mapping):
-        data = data["config"]
-    if not isinstance(data, Mapping):
-        raise FormatError(path, "a configuration file holds a mapping of ExperimentConfiguration fields")
-    return dict(data)
-
-
-def resolve_config(
-    default: ExperimentConfiguration,
-    file_fields: Mapping[str, Any] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    *,
-    source: str | None = None,
-) -> ExperimentConfiguration:
-    """The recorded launch, updated by a configuration file's fields, then by command-line options.
-
-    `overrides` may hold `grid_dim_x`..`block_dim_z` (one component each) and any
-    configuration field; None values are ignored (the option was not given).
-    """
-    data = default.to_dict()
-    data.pop("schema", None)
-    known = set(data) | params.known_names()
-    if file_fields:
-        file_fields = dict(file_fields)
-        schema = file_fields.pop("schema", 1)
-        if not isinstance(schema, int) or schema > params.SCHEMA:
-            raise FormatError(source, f"configuration schema {schema!r} is newer than this Mneme reads "
-                              f"(up to {params.SCHEMA}); upgrade Mneme")  # fmt: skip
-        unknown = sorted(set(file_fields) - known)
-        if unknown:
-            raise FormatError(source, f"unknown configuration field(s) {', '.join(unknown)} "
-                              f"({params.nearest(unknown[0])}); known: {', '.join(sorted(known))}")  # fmt: skip
-        data.update(file_fields)
-    for key, value in (overrides or {}).items():
-        if value is None:
-            continue
-        if key.startswith(("grid_dim_", "block_dim_")):
-            which, axis = key.rsplit("_", 1)[0].split("_")[0], key[-1]
-            dims = dict(data[which]) if isinstance(data[which], Mapping) else _dims(data[which])
-            dims[axis] = value
-            data[which] = dims
-        elif key in known:
-            data[key] = value
-        else:
-            raise UsageError(f"unknown configuration option {key!r}")
-    try:  # construct directly: the validators' messages name the field and the allowed values
-        return ExperimentConfiguration(**data)
-    except (TypeError, ValueError) as exc:
-        raise UsageError(f"{source or 'command line'}: invalid configuration: {exc}") from exc
-
-
-def _dims(value: Any) -> dict[str, int]:
-    from mneme.core.types import dim3
-
-    return dim3.of(value).to_dict()
 
 
 # -- report formatting --------------------------------------------------------------------------------
@@ -393,7 +330,7 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
 
 def recorded_cache_state(record_db, record_id: str | None) -> str:
     """The cache state the recorded launch was timed from, which a replay reproduces by default."""
-    from mneme.core.executor import load_recording
+    from mneme.core.recording import load_recording
 
     rec = load_recording(record_db)
     instance = rec.select(record_id) if record_id else next(iter(rec.kernel_instances.values()), None)
@@ -463,7 +400,8 @@ def nondeterminism_command(record_db, record_id, runs, margin, mode, backend, ap
     the recorded configuration RUNS times: a region whose bytes differ between replays or from the
     recording is order-dependent. Its policy accepts MARGIN times the largest error seen.
     """
-    from mneme.core.executor import BaseExecutor, load_recording
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.recording import load_recording
     from mneme.core.nondeterminism import analyze
 
     if mode is None:
@@ -499,7 +437,8 @@ def annotate(record_db, policy, *, record_id: str | None = None, address: int | 
 
     Each epilogue is rewritten atomically; returns (epilogue path, region address) per change.
     """
-    from mneme.core.executor import load_recording, region_of_arg
+    from mneme.core.executor import region_of_arg
+    from mneme.core.recording import load_recording
     from mneme.core.snapshot import Snapshot
 
     rec = load_recording(record_db)
@@ -548,4 +487,4 @@ def rewrite_policy(prologue, epilogue, path: Path, addr: int, policy) -> None:
             writer.add_global(name, value)
 
 
-__all__ = ["resolve_config", "read_config_file", "result_rows", "result_table", "result_json", "annotate"]
+__all__ = ["result_rows", "result_table", "result_json", "annotate"]

@@ -343,7 +343,7 @@ def _report_interruption(exc, session) -> None:
 
 def default_results_dir(record_db: str, record_id: str | None, space: str) -> Path:
     """The results folder `mneme tune` uses without --results (sanitised names, inside mneme-results)."""
-    from mneme.core.executor import load_recording
+    from mneme.core.recording import load_recording
     from mneme.core.tuning.outcome import default_results_dir as folder_of
 
     rec = load_recording(record_db)

@@ -295,8 +295,8 @@ def test_without_a_terminal_watch_prints_the_final_line_once(tmp_path):
 
 def test_record_has_a_progress_switch():
     from click.testing import CliRunner
-    from mneme_cuda.commands import record_command
+    from mneme.core.recorder.command import record_command
 
-    result = CliRunner().invoke(record_command, ["--help"])
+    result = CliRunner().invoke(record_command(), ["--help"])
     assert result.exit_code == 0
     assert "--progress / --no-progress" in result.output

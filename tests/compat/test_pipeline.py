@@ -199,7 +199,8 @@ def test_a_comma_list_of_passes_of_several_levels_is_nested_for_llvm():
 def test_a_space_file_draws_llvm_pipelines_that_replay_verified(saxpy_db, tmp_path):
     import random
 
-    from mneme.core.executor import BaseExecutor, load_recording
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.recording import load_recording
     from mneme.core.tuning.space import load_space
 
     (tmp_path / "space.yaml").write_text(

@@ -156,3 +156,23 @@ def test_a_described_name_that_differs_from_the_class_is_a_plugin_error():
 
     with pytest.raises(PluginError, match="described with name 'exhaustive'"):
         Described("exhaustive", "mneme.plugins.samplers.basic:RandomSampler").load()
+
+
+def test_piped_ir_passes_draws_its_tables_without_importing_rich(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    env["MNEME_CACHE_DIR"] = str(tmp_path)
+    for _ in range(2):  # the first run writes the command index
+        proc = subprocess.run([sys.executable, "-c", _RUN, "ir", "passes"], env=env, capture_output=True, text=True,
+                              check=True)  # fmt: skip
+    modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    assert not [m for m in modules if m.split(".")[0] == "rich"]
+    assert proc.stdout.startswith("passes (comma-separated") and "┃ transform" in proc.stdout
+    assert "\nlevels: default<O0>, " in proc.stdout
+
+
+def test_help_from_the_index_loads_no_plugin_manager_attrs_or_rich(tmp_path):
+    _run(tmp_path, "--help")  # writes the index
+    text, modules = _run(tmp_path, "--help")
+    assert "\n  tune " in text
+    assert not [m for m in modules if m.split(".")[0] in ("pluggy", "attr", "attrs", "rich")
+                or m in ("mneme.core.plugins", "mneme.core.hookspecs")]  # fmt: skip

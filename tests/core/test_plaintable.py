@@ -19,7 +19,7 @@ COLUMNS = ("kind", "name", "plugin", "distribution", "version", "status")
 
 
 def _rich(title: str, columns, rows, width: int = 10_000) -> str:
-    """What rich draws for the console `mneme` makes for a pipe (mneme.core.logs.make_console)."""
+    """What rich draws for the console `mneme` makes for a pipe (mneme.core.console.make)."""
     out = io.StringIO()
     table = Table(title=title)
     for column in columns:
@@ -50,13 +50,13 @@ def test_render_draws_what_rich_draws_for_a_pipe(rows):
     assert plaintable.render("Mneme plugins", COLUMNS, rows) == _rich("Mneme plugins", COLUMNS, rows)
 
 
-def test_piped_plugins_table_is_richs_table_of_the_json_rows_without_rich_table(tmp_path):
+def test_piped_plugins_table_is_richs_table_of_the_json_rows_without_importing_rich(tmp_path):
     _mneme(tmp_path, "plugins")  # writes the command index
     listed = json.loads(_mneme(tmp_path, "plugins", "--json").stdout)
     proc = _mneme(tmp_path, "plugins")
     rows = [tuple(row[c] for c in COLUMNS) for row in listed]
     assert proc.stdout == _rich("Mneme plugins", COLUMNS, rows)
-    assert "rich.table" not in json.loads(proc.stderr.strip().splitlines()[-1])
+    assert not [m for m in json.loads(proc.stderr.strip().splitlines()[-1]) if m.split(".")[0] == "rich"]
 
 
 def test_a_table_wider_than_columns_is_still_fitted_by_rich(tmp_path):

@@ -8,10 +8,12 @@ so the plugins are found the way every installed plugin is, through their entry 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +174,26 @@ def test_a_plugin_that_fails_to_import_is_listed_as_broken_and_the_rest_still_wo
     assert "brokenplugin" in out.stdout
     assert "needs libfoo" in out.stdout
     assert "exhaustive" in out.stdout  # the built-in plugins are still there
+
+
+def test_entry_points_are_found_as_importlib_metadata_finds_them_without_importing_it(site):
+    golden, clash = site
+    root = Path(__file__).resolve().parents[2]  # this checkout's mneme first, as the other tests' interpreter has it
+    code = ("import json, sys\nfrom mneme.core.entrypoints import entry_points\n"
+            "mine = sorted([d, v, e.name, e.value] for d, v, e in entry_points())\n"
+            "imported = 'importlib.metadata' in sys.modules\n"
+            "import importlib.metadata as md\n"
+            "std = sorted([d.metadata['name'], d.metadata['version'], e.name, e.value] for d in md.distributions()\n"
+            "             for e in d.entry_points if e.group == 'mneme')\n"
+            "print(json.dumps([mine, std, imported]))\n")
+    result = mneme(path=[root, golden, clash], code=code)
+    assert result.returncode == 0, result.stderr
+    mine, std, imported = json.loads(result.stdout)
+    assert mine == std and not imported
+    assert any(row[:2] == ["mneme-golden", "1.2.3"] for row in mine)
+
+
+def test_the_entry_point_group_is_the_hook_project():
+    from mneme.core import entrypoints, hookspecs
+
+    assert entrypoints.GROUP == hookspecs.PROJECT == "mneme"

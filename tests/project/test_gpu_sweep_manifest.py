@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mneme import capture as cap
-from mneme.core.executor import load_recording
+from mneme.core.recording import load_recording
 from mneme.core.tuning.space import load_space, parse_options
 
 ROOT = Path(__file__).resolve().parents[2]

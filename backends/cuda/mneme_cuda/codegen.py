@@ -24,10 +24,8 @@ import llvmlite.binding as llvm
 from mneme.core import envvars, ir
 from mneme.core.backend import DeviceBinary, Resources
 from mneme.core.errors import IRError, UsageError
-from mneme.core.native import tool_version
 from mneme.core.pipeline import check_codegen_opt, prepare_codegen
 from mneme.core.types import ExperimentConfiguration
-from mneme_cuda import parallel_codegen
 from mneme_cuda.cubin import resources as cubin_resources
 from mneme_cuda.target import check_arch, raise_ptx_version, required_ptx, retarget, target_machine
 
@@ -58,6 +56,8 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
     times: dict[str, float] = {}
     start = time.perf_counter()
     if emit == "cubin" and config.codegen_method == "parallel" and _parallel_possible(module, kernel_name):
+        from mneme_cuda import parallel_codegen  # worker processes: imported only for this method
+
         ptx = parallel_codegen.emit_partitions(module, kernel_name, arch, config.codegen_opt)
     else:
         ptx = tm.emit_assembly(module)
@@ -83,7 +83,11 @@ def assemble(binary: DeviceBinary, config: ExperimentConfiguration, arch: str) -
 def _assembled(ptx: list[str], kernel_name: str, config: ExperimentConfiguration, arch: str,
                times: dict[str, float]) -> DeviceBinary:  # fmt: skip
     start = time.perf_counter()
-    threads = parallel_codegen.codegen_jobs() if len(ptx) > 1 else 1
+    threads = 1
+    if len(ptx) > 1:
+        from mneme_cuda import parallel_codegen
+
+        threads = parallel_codegen.codegen_jobs()
     cubin, report, tool = assemble_ptx(ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name, threads=threads)
     times = {**times, "assemble": time.perf_counter() - start}
     _check_register_floor(report, config, arch)
@@ -263,4 +267,6 @@ def ptxas_version() -> str:
     nvjitlink = _nvjitlink()
     if nvjitlink is not None:
         return "nvjitlink-" + ".".join(map(str, nvjitlink.version()))
+    from mneme.core.native import tool_version
+
     return tool_version(ptxas_path() or "ptxas")

@@ -1,55 +1,41 @@
-"""CLI commands of the CUDA backend: `mneme record` and `mneme cuda ...`."""
+"""CLI commands of the CUDA backend (`mneme cuda ...`) and its recorder, which `mneme record` runs."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
+from mneme.core.console import current as _console
 from mneme.core.errors import EXIT_CODES_HELP
-from mneme.core.recorder.options import progress_option, selection_options, snapshot_options
-from mneme_cuda import cupti
+from mneme.core.recorder.recorders import Recorder
 
 
-def _console():
-    """The `mneme` command's console: the click context carries it (a plain one outside `mneme`)."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.obj if ctx is not None else None
-    if isinstance(obj, dict) and "console" in obj:
-        return obj["console"]
-    from mneme.core.logs import make_console
+class CudaRecorder(Recorder):
+    """The CUDA recorder: programs that link the CUDA runtime or driver, or carry a CUDA fat binary."""
 
-    return make_console()
+    name = "cuda"
+    description = "records launches of programs that use the CUDA runtime or driver API"
+    priority = 30  # as its backend: chosen over HIP when a program claims neither
+    libraries = ("libcudart.so", "libcuda.so")
+    sections = (".nv_fatbin", "__nv_relfatbin")
 
+    def options(self) -> list:
+        from mneme_cuda import cupti
 
-@click.command("record", epilog=EXIT_CODES_HELP, context_settings={"ignore_unknown_options": True})
-@selection_options
-@click.option("--ir", "ir_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files. Optional: "
-                   "IR that mneme-cc embedded, or Triton's cache, is found without it.")
-@snapshot_options
-@click.option("--timer", type=click.Choice(cupti.TIMERS), default="auto", show_default=True,
-              help="How the launches timed inside the application are timed: cupti (the kernel's own GPU "
-                   "timestamps), events (CUDA events on its stream), auto (cupti where libcupti opens).")
-@progress_option
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, record_ranks: str | None,
-                   ir_files: tuple[Path, ...], epilogue_format: str, compression: str, timer: str,
-                   progress: bool | None, command: tuple[str, ...]) -> None:  # fmt: skip
-    """Run COMMAND under the CUDA recorder and write one database per recorded kernel (`-- ./app args`).
+        return [click.Option(["--timer"], type=click.Choice(cupti.TIMERS), default="auto", show_default=True,
+                             help="CUDA: how the launches timed inside the application are timed: cupti (the "
+                                  "kernel's own GPU timestamps), events (CUDA events on its stream), auto (cupti "
+                                  "where libcupti opens).")]  # fmt: skip
 
-    Each database holds the kernel's IR when it is found and the cubin/PTX the driver loaded;
-    kernels without IR replay with `mneme replay --mode cubin`. While the application runs, a
-    progress line shows what was recorded so far; a table of the databases follows. Exits with
-    the application's code.
-    """
-    from mneme_cuda import recorder
+    def record(self, rdb: Path, command, ir_files, *, kernel, skip, max_recordings, record_ranks, epilogue_format,
+               compression, progress, timer: str = "auto") -> int:  # fmt: skip
+        """Run `command` under the CUDA recorder, then finalize (`mneme_cuda.recorder.main_record`)."""
+        from mneme_cuda import recorder
 
-    code = recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings, record_ranks=record_ranks,
-                                epilogue_format=epilogue_format, progress=progress,
-                                compression=compression, timer=timer)  # fmt: skip
-    sys.exit(code)
+        return recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings, record_ranks=record_ranks,
+                                    epilogue_format=epilogue_format, progress=progress, compression=compression,
+                                    timer=timer)  # fmt: skip
 
 
 @click.group("cuda")
@@ -94,4 +80,4 @@ def build_recorder_command(force: bool) -> None:
     _console().print(f"built {recorder.build(force=force)}")
 
 
-COMMANDS = [record_command, cuda_group]
+COMMANDS = [cuda_group]

@@ -13,7 +13,7 @@ from mneme.core.launching import LaunchAttributes
 from mneme_cuda.driver import CudaError, check, driver, fault
 
 if TYPE_CHECKING:
-    from mneme_cuda.backend import CudaDevice
+    from mneme_cuda.device import CudaDevice
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,14 @@ KNOBS = [
 @hookimpl
 def mneme_backends():
     # Described: `mneme plugins` asks the driver through ctypes, importing neither the backend nor cuda-bindings.
-    return [Described("cuda", "mneme_cuda.backend:CudaBackend", availability="mneme_cuda.driver:listing_availability")]
+    return [Described("cuda", "mneme_cuda.backend:CudaBackend", availability="mneme_cuda.driver:listing_availability",
+                      priority=30)]
+
+
+@hookimpl
+def mneme_recorders():
+    return [Described("cuda", "mneme_cuda.commands:CudaRecorder",
+                      description="records launches of programs that use the CUDA runtime or driver API")]
 
 
 @hookimpl

@@ -33,7 +33,7 @@ from mneme_cuda.kernel import launch
 from mneme_cuda.snapio import ENTRY_DTYPE, STORED, NativeDecoder, native_decoder
 
 if TYPE_CHECKING:
-    from mneme_cuda.backend import CudaDevice
+    from mneme_cuda.device import CudaDevice
 
 log = logging.getLogger(__name__)
 

@@ -1,14 +1,15 @@
-"""CLI commands of the HIP backend: `mneme hip record` and `mneme hip build-recorder`."""
+"""CLI commands of the HIP backend (`mneme hip info`, `mneme hip build-recorder`, `mneme hip record`: an alias of
+`mneme record --backend hip`) and its recorder."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from mneme.core.errors import EXIT_CODES_HELP
-from mneme.core.recorder.options import progress_option, selection_options, snapshot_options
+from mneme.core.recorder.command import record_command
+from mneme.core.recorder.recorders import Recorder
 
 
 @click.group("hip")
@@ -16,30 +17,32 @@ def hip_group() -> None:
     """The HIP backend: its native recorder (not yet run on an AMD GPU)."""
 
 
-@hip_group.command("record", epilog=EXIT_CODES_HELP, context_settings={"ignore_unknown_options": True})
-@selection_options
-@click.option("--arch", default="gfx90a", show_default=True,
-              help="The GPU the application ran on (gfxNNN): whose code object and IR the databases hold.")
-@click.option("--ir", "ir_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="Device LLVM IR (.ll/.bc) of the application's kernels; optional where mneme-cc embedded it.")
-@snapshot_options
-@progress_option
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def record_command(rdb: Path, kernel: str | None, skip: int, max_recordings: int, record_ranks: str | None,
-                   arch: str, ir_files: tuple[Path, ...], epilogue_format: str, compression: str,
-                   progress: bool | None, command: tuple[str, ...]) -> None:  # fmt: skip
-    """Run COMMAND under the HIP recorder and write one database per recorded kernel (`-- ./app args`).
+class HipRecorder(Recorder):
+    """The HIP recorder: programs that link the HIP runtime or carry a HIP fat binary."""
 
-    Each database holds the kernel's IR when mneme-cc embedded it (or --ir gives it) and the code
-    object the application registered; it replays on the host backend without an AMD GPU.
-    Exits with the application's code.
-    """
-    from mneme_hip import recorder
+    name = "hip"
+    description = "records launches of programs that use the HIP runtime API"
+    priority = 20  # as its backend
+    libraries = ("libamdhip64.so",)
+    sections = (".hip_fatbin",)
 
-    code = recorder.main_record(rdb, command, ir_files, arch=arch, progress=progress, kernel=kernel, skip=skip,
-                                max_recordings=max_recordings, record_ranks=record_ranks,
-                                epilogue_format=epilogue_format, compression=compression)  # fmt: skip
-    sys.exit(code)
+    def options(self) -> list:
+        return [click.Option(["--arch"], default="gfx90a", show_default=True,
+                             help="HIP: the GPU the application ran on (gfxNNN): whose code object and IR the "
+                                  "databases hold.")]  # fmt: skip
+
+    def record(self, rdb: Path, command, ir_files, *, kernel, skip, max_recordings, record_ranks, epilogue_format,
+               compression, progress, arch: str | None = None) -> int:  # fmt: skip
+        """Run `command` under the HIP recorder, then finalize (`mneme_hip.recorder.main_record`)."""
+        from mneme_hip import recorder
+
+        return recorder.main_record(rdb, command, ir_files, arch=arch or recorder.DEFAULT_ARCH, progress=progress,
+                                    kernel=kernel, skip=skip, max_recordings=max_recordings,
+                                    record_ranks=record_ranks, epilogue_format=epilogue_format,
+                                    compression=compression)  # fmt: skip
+
+
+hip_group.add_command(record_command("hip"))
 
 
 @hip_group.command("info", epilog="Exit codes: 0 ok (also when no device is usable: the report says why); "

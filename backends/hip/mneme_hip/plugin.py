@@ -9,7 +9,13 @@ from mneme.core.plugins import Described
 @hookimpl
 def mneme_backends():
     # Described: `mneme plugins` asks hipapi (hip-python only where it is installed), not the backend (LLVM).
-    return [Described("hip", "mneme_hip.backend:HipBackend", availability="mneme_hip.hipapi:availability")]
+    return [Described("hip", "mneme_hip.backend:HipBackend", availability="mneme_hip.hipapi:availability", priority=20)]
+
+
+@hookimpl
+def mneme_recorders():
+    return [Described("hip", "mneme_hip.commands:HipRecorder",
+                      description="records launches of programs that use the HIP runtime API")]
 
 
 @hookimpl

@@ -17,10 +17,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from mneme.core.logs import make_console
 from rich.table import Table
 
 from mneme.core import ir as irmod
+from mneme.core.console import current
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.fsutil import atomic_write
 from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
@@ -343,7 +343,7 @@ def print_summary(fmt: RawFormat, raw: Path, written: Sequence[Path]) -> None:
             code += " + " + ", ".join(sorted({image.kind for image in rec.binary_blobs}))
         table.add_row(rec.demangled_name or rec.kernel_name, str(len(rec.kernel_instances)), str(occ), code,
                       str(len(rec.globals)), f"{size:,}", path.name)  # fmt: skip
-    console = make_console(stderr=True)
+    console = current(err=True)
     console.print(table)
     for kernel, n in sorted(in_application(fmt, raw)[1].items()):
         console.print(f"{kernel}: {n} launch{'es' if n != 1 else ''} inside {fmt.graphs} not recorded "

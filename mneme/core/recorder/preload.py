@@ -52,9 +52,9 @@ def run(command: Sequence[str], raw_dir: Path, env: dict[str, str], progress: bo
     try:
         if not progress:
             return subprocess.run(list(command), env=env, check=False).returncode
-        from rich.console import Console
+        from mneme.core.console import current
 
         with subprocess.Popen(list(command), env=env) as proc:
-            return watch(proc, raw_dir, Console(stderr=True))
+            return watch(proc, raw_dir, current(err=True))
     except FileNotFoundError as exc:
         raise UsageError(f"cannot run {command[0]!r}: {exc}") from exc

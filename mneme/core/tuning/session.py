@@ -92,7 +92,7 @@ class TuningSession:
         """Load the recording, build the space and the sampler; no storage or worker is touched."""
         if self._prepared:
             return
-        from mneme.core.executor import load_recording
+        from mneme.core.recording import load_recording
 
         opts = self.options
         self.recording = load_recording(opts.record_db)

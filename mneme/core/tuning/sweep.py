@@ -62,7 +62,7 @@ class Sweep:
 
     def load_space(self) -> Any:
         """The search space, rebuilt from the recording (no device is touched)."""
-        from mneme.core.executor import load_recording
+        from mneme.core.recording import load_recording
         from mneme.core.tuning.space import load_space
 
         recording = load_recording(self.record_db)

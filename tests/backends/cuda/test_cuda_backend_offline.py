@@ -44,7 +44,8 @@ def test_small_ranges_are_reserved_inside_a_generous_aligned_span():
 
 
 def test_the_cuda_backend_names_its_devices_timers_without_opening_one():
-    from mneme_cuda.backend import CudaBackend, CudaDevice
+    from mneme_cuda.backend import CudaBackend
+    from mneme_cuda.device import CudaDevice
 
     assert CudaBackend.timers == CudaDevice.timers == ("auto", "cupti", "events")
 

@@ -64,9 +64,10 @@ def app(tmp_path_factory) -> Path:
     return folder / "scale_add"
 
 
-def record(app: Path, rdb: Path, *args: str, options: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
+def record(app: Path, rdb: Path, *args: str, options: tuple[str, ...] = (), verb: tuple[str, ...] = ("hip", "record"),
+           **env: str) -> subprocess.CompletedProcess:  # fmt: skip
     environ = {**os.environ, "LD_LIBRARY_PATH": str(app.parent), **env}
-    return subprocess.run([*MNEME, "hip", "record", "-rdb", str(rdb), *options, "--", str(app), *args], env=environ,
+    return subprocess.run([*MNEME, *verb, "-rdb", str(rdb), *options, "--", str(app), *args], env=environ,
                           capture_output=True, text=True)  # fmt: skip
 
 
@@ -113,6 +114,17 @@ def test_a_recording_under_the_double_replays_verified_on_the_host_from_the_embe
     assert args[16:20] == bytes.fromhex("00004040") and int.from_bytes(args[20:24], "little") == 1000  # 3.0f, n
     results = replay_all(db)
     assert results == [(True, True, "")] * 2
+
+
+def test_mneme_record_finds_the_hip_recorder_from_the_programs_libamdhip64(app, tmp_path):
+    # the core's `mneme record`, no --backend: the program links libamdhip64.so.5, so HIP records it
+    done = record(app, tmp_path / "db", verb=("-v", "record"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "recording with the hip recorder" in done.stderr
+    manifests = [json.loads(p.read_text()) for p in sorted((tmp_path / "db" / "raw").glob("launch-*/manifest.json"))]
+    assert [m["format"] for m in manifests] == ["mneme-hip-raw"] * 2
+    (db,) = (tmp_path / "db").glob("*.json")
+    assert replay_all(db) == [(True, True, "")] * 2
 
 
 def test_a_replay_fails_verification_when_the_double_computed_something_else(app, tmp_path):

@@ -86,11 +86,16 @@ def test_an_arch_no_installed_backend_claims_names_the_installed_backends():
 
 @needs_hip
 def test_without_the_hip_backend_gfx_architectures_are_unclaimed(monkeypatch):
-    from mneme.core import backend
+    from mneme.core import plugins
 
-    installed = backend.backends()
-    monkeypatch.setattr(backend, "backends", lambda: {k: v for k, v in installed.items() if k != "hip"})
-    result = run("compile", str(build_hip_ir("saxpy")), "--arch", "gfx90a", "--emit", "hsaco", ok=False)
+    path = str(build_hip_ir("saxpy"))
+    monkeypatch.setenv("MNEME_DISABLE_PLUGINS", "hip")  # as `mneme -p no:hip`, for this test only
+    plugins.reset()
+    try:
+        result = run("compile", path, "--arch", "gfx90a", "--emit", "hsaco", ok=False)
+    finally:
+        monkeypatch.delenv("MNEME_DISABLE_PLUGINS")
+        plugins.reset()
     assert result.exit_code == 2 and "installed backends: cuda, host" in result.output
 
 
@@ -98,6 +103,18 @@ def test_resources_reports_registers_and_shared_memory():
     data = json.loads(run("resources", str(build_cuda_ir("reduce_sum")), "--json").stdout)
     assert data["resources"]["shared_mem"] == 1024 and data["resources"]["registers"] > 0
     assert "assemble" in data["stage_times"]
+
+
+def test_show_reads_a_tuning_runs_best_json_and_a_yaml_configuration_as_replay_does(tmp_path):
+    path = str(build_cuda_ir("saxpy"))
+    best = tmp_path / "best.json"  # as `mneme tune` writes it: the fields under "config"
+    best.write_text(json.dumps({"config": {"specialize_dims": True, "grid": [8, 1, 1], "block": [128, 1, 1]},
+                                "time": 1e-6}))  # fmt: skip
+    yaml = tmp_path / "config.yaml"
+    yaml.write_text("specialize_dims: true\ngrid: [8, 1, 1]\nblock: [128, 1, 1]\n")
+    for config in (best, yaml):
+        out = run("show", path, "--config", str(config), "--optimized").stdout
+        assert "@saxpy" in out and "sreg.ntid" not in out
 
 
 def test_diff_shows_two_configurations_side_by_side():
@@ -155,3 +172,20 @@ def test_a_recording_database_supplies_kernel_launch_and_arguments(tmp_path):
     body = out.split("{", 1)[1]
     assert "%ntid" not in body and "ld.param" not in body
     assert re.search(r"\b(1000|999);", body)
+
+
+def test_compiling_for_an_nvidia_arch_imports_no_other_backend_and_no_device_half(tmp_path):
+    import subprocess
+    import sys
+
+    probe = ("import json, sys\nfrom mneme.core.cli import main\ntry:\n    main(sys.argv[1:])\n"
+             "except SystemExit as done:\n    assert not done.code, done.code\n"
+             "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+    out = tmp_path / "k.cubin"
+    proc = subprocess.run([sys.executable, "-c", probe, "ir", "compile", str(build_cuda_ir("saxpy")), "--arch", "sm_90",
+                           "-o", str(out)], capture_output=True, text=True, check=True)  # fmt: skip
+    modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
+    assert out.read_bytes()[:4] == b"\x7fELF"
+    loaded = {"mneme.plugins.backends.host.backend", "mneme_hip.backend", "mneme_cuda.device", "numpy",
+              "mneme.core.snapshot", "mneme.core.records", "mneme.plugins.check_commands"} & modules
+    assert loaded == set()

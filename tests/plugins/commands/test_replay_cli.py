@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from mneme.core.cli import cli
 from mneme.core.errors import FormatError, UsageError
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
-from mneme.plugins.replay_commands import read_config_file, resolve_config, result_json, result_rows
+from mneme.core.configfile import read_config_file, resolve_config
+from mneme.plugins.replay_commands import result_json, result_rows
 from paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "saxpy"
@@ -230,7 +231,7 @@ def test_replay_of_a_binary_mode_on_host_says_what_to_do(saxpy_db):
 def test_annotate_by_argument_changes_only_that_regions_policy(saxpy_db, tmp_path):
     import shutil
 
-    from mneme.core.executor import load_recording
+    from mneme.core.recording import load_recording
     from mneme.core.snapshot import Snapshot
 
     copy = tmp_path / "rec"
