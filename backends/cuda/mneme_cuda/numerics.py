@@ -19,7 +19,10 @@ import attrs
 
 from mneme.core import ir
 
-_FTZ_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt|min|max|neg|abs|rcp|setp|selp|cvt)[.\w]*\.ftz\b", re.M)
+# An f32 operation flushing denormals: `.ftz` on arithmetic that is not an approximation. libdevice's own
+# expansions (powf, expf, ...) use `rcp.approx.ftz`/`ex2.approx.ftz` whatever -ftz says, so those tell nothing.
+_FTZ_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt|min|max|neg|abs|rcp|setp|selp|cvt)(?![.\w]*\.approx\b)"
+                     r"[.\w]*\.ftz\b", re.M)
 _F32_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt)[.\w]*\.f32\b", re.M)
 
 

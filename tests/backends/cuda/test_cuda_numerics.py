@@ -113,3 +113,15 @@ def test_finalize_stores_the_ir_with_the_numerics_of_the_recorded_fatbin(source,
     assert module.name.endswith(".numerics.bc")
     text = str(ir.load(module))
     assert 'asm "div.full.f32' in text and 'asm "sqrt.rn.f32' in text
+
+
+def test_libdevice_approximations_flushing_on_their_own_do_not_read_as_ftz(tmp_path):
+    # powf's expansion in nvcc's PTX holds rcp.approx.ftz and ex2.approx.ftz at nvcc's defaults (no -ftz):
+    # reading them as -ftz=true would flush every f32 operation of the IR variant.
+    source = tmp_path / "pow.cu"
+    source.write_text('extern "C" __global__ void p(const float* a, float* out) {\n'
+                      "  out[threadIdx.x] = powf(a[threadIdx.x], 1.5f) + a[threadIdx.x] * 2.0f;\n}\n")
+    defaults = _nvcc_ptx(source, (), tmp_path)
+    assert re.search(r"\brcp\.approx\.ftz\.f32\b", defaults)  # what made the reading wrong before
+    assert FpBehaviour.from_ptx(defaults) == FpBehaviour()
+    assert FpBehaviour.from_ptx(_nvcc_ptx(source, ("-ftz=true",), tmp_path)).ftz
