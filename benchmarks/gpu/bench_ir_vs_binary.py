@@ -1,0 +1,148 @@
+"""IR variant against the application's binary, for every recorded instance (issue 38, point 6).
+
+    python benchmarks/gpu/bench_ir_vs_binary.py RECORDINGS... [--iterations 20] [--variant NAME:FIELD=VALUE,...]
+                                                [--json out.json]
+
+RECORDINGS are recording databases or folders of them (searched recursively), e.g. what
+`mneme record` wrote for the GPU suite's application corpus. Every instance of every database that
+carries both IR and the application's own image is replayed, in one process and on one device, as
+`mneme replay` would: the application's binary (`--mode cubin`, else `ptx`) and the IR variant of
+the recorded configuration (`--mode ir`), each `--iterations` timed runs after 2 warm-ups from a
+flushed L2, and the ratio binary/IR of the medians (above 1: the IR variant is faster). Each
+`--variant` adds IR builds with configuration fields changed (for example
+`unroll4:loop_unrolling=true` or `o2:passes=default<O2>`), so the effect of a pipeline setting
+is measured per instance on the GPU. Registers of each build are reported beside the times.
+A database without IR, or without an application image, is listed with the reason.
+The static side of the same comparison (PTX and SASS per kernel, no GPU) is benchmarks/ir_vs_nvcc.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+log = logging.getLogger("bench_ir_vs_binary")
+TARGET = 0.05  # issue 38: the IR variant within 5% of the binary's time
+
+
+def databases(paths: list[str]) -> list[Path]:
+    found = []
+    for p in map(Path, paths):
+        found += sorted(q for q in p.rglob("*.json") if ".mneme-import" not in q.parts) if p.is_dir() else [p]
+    return found
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """`NAME:FIELD=VALUE,FIELD=VALUE` -> (NAME, {FIELD: value}); values are JSON where they parse."""
+    name, _, fields = text.partition(":")
+    if not name or not fields:
+        raise SystemExit(f"--variant takes NAME:FIELD=VALUE[,FIELD=VALUE...], not {text!r}")
+    out = {}
+    for item in fields.split(","):
+        key, _, raw = item.partition("=")
+        try:
+            out[key] = json.loads(raw)
+        except ValueError:
+            out[key] = raw
+    return name, out
+
+
+def timed(ex, config) -> dict:
+    result = ex.execute(config)
+    return {"median_s": statistics.median(result.exec_time) if result.exec_time else None, "verified": bool(result.ok),
+            "registers": result.reg_usage, "error": (result.error or "")[:300]}  # fmt: skip
+
+
+def measure_instance(db: Path, record_id: str, iterations: int, variants: list[tuple[str, dict]]) -> dict:
+    import attrs
+
+    from mneme.core.executor import BaseExecutor
+
+    row: dict = {"database": str(db), "record_id": record_id}
+    binary_mode = None
+    for mode in ("cubin", "ptx"):
+        try:
+            with BaseExecutor(db, record_id, iterations=iterations, mode=mode, warmup=2) as ex:
+                row["kernel"] = ex.rec.kernel_name
+                row["binary"] = {"mode": mode, **timed(ex, ex.default_config())}
+                binary_mode = mode
+                break
+        except Exception as exc:  # no such image in this recording: try the next mode
+            row.setdefault("binary_errors", []).append(f"{mode}: {exc}"[:200])
+    with BaseExecutor(db, record_id, iterations=iterations, mode="ir", warmup=2) as ex:
+        base = ex.default_config()
+        row["ir"] = timed(ex, base)
+        for name, fields in variants:
+            try:
+                row[f"ir:{name}"] = timed(ex, attrs.evolve(base, **fields))
+            except Exception as exc:  # a field this configuration does not take
+                row[f"ir:{name}"] = {"error": f"{exc}"[:300]}
+    if binary_mode and row["binary"]["median_s"]:
+        for key in [k for k in row if k == "ir" or k.startswith("ir:")]:
+            if row[key].get("median_s"):
+                row[key]["binary_over_ir"] = row["binary"]["median_s"] / row[key]["median_s"]
+    return row
+
+
+def summary(rows: list[dict], variants: list[str]) -> list[str]:
+    lines = []
+    for key in ["ir", *[f"ir:{v}" for v in variants]]:
+        ratios = [r[key]["binary_over_ir"] for r in rows if r.get(key, {}).get("binary_over_ir")]
+        if not ratios:
+            continue
+        within = sum(q >= 1 - TARGET for q in ratios)
+        slow = sorted((r[key]["binary_over_ir"], r.get("kernel", "?")[:60]) for r in rows
+                      if r.get(key, {}).get("binary_over_ir"))[:5]  # fmt: skip
+        geo = statistics.geometric_mean(ratios)
+        lines.append(f"{key}: {within}/{len(ratios)} instances within {TARGET:.0%} of the binary's time or faster; "
+                     f"binary/IR geometric mean {geo:.3f}, median {statistics.median(ratios):.3f}; slowest: "
+                     + ", ".join(f"{k} {q:.2f}" for q, k in slow))  # fmt: skip
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("recordings", nargs="+")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--variant", action="append", default=[], help="NAME:FIELD=VALUE[,...] (repeatable).")
+    parser.add_argument("--json", type=Path)
+    opts = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    from mneme.core.records import RecordedExecution
+
+    variants = [parse_variant(v) for v in opts.variant]
+    rows: list[dict] = []
+    skipped: list[dict] = []
+    for db in databases(opts.recordings):
+        try:
+            rec = RecordedExecution.from_json(db)
+        except Exception as exc:  # not a recording database
+            log.debug("skipping %s: %s", db, exc)
+            continue
+        if not rec.llvm_files:
+            skipped.append({"database": str(db), "kernel": rec.kernel_name, "reason": "no IR in the recording"})
+            continue
+        for record_id in rec.kernel_instances:
+            try:
+                rows.append(measure_instance(db, record_id, opts.iterations, variants))
+            except Exception as exc:  # one instance that fails must not hide the others
+                logging.exception("instance %s of %s failed", record_id, db)
+                rows.append({"database": str(db), "record_id": record_id, "error": repr(exc)[:300]})
+    lines = summary(rows, [name for name, _ in variants])
+    lines += [f"skipped {s['kernel'][:60]}: {s['reason']}" for s in skipped]
+    if opts.json:
+        opts.json.write_text(json.dumps({"instances": rows, "skipped": skipped, "summary": lines}, indent=2,
+                                        default=str))  # fmt: skip
+    print("\n".join(lines) or "no instance with both IR and an application image")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
