@@ -11,7 +11,11 @@ the recorded configuration (`--mode ir`), each `--iterations` timed runs after 2
 flushed L2, and the ratio binary/IR of the medians (above 1: the IR variant is faster). Each
 `--variant` adds IR builds with configuration fields changed (for example
 `unroll4:loop_unrolling=true` or `o2:passes=default<O2>`), so the effect of a pipeline setting
-is measured per instance on the GPU. Registers of each build are reported beside the times.
+is measured per instance on the GPU. `--match-registers` adds, where the IR variant needs more
+registers than the binary, a build capped at the binary's count (`max_registers`): the occupancy
+of the application's build, at the price of the spills the assembler reports (clang's IR can hold
+more values live, e.g. math-library reductions hoisted out of loops). Registers of each build are
+reported beside the times.
 A database without IR, or without an application image, is listed with the reason.
 The static side of the same comparison (PTX and SASS per kernel, no GPU) is benchmarks/ir_vs_nvcc.py.
 """
@@ -60,7 +64,8 @@ def timed(ex, config) -> dict:
             "registers": result.reg_usage, "error": (result.error or "")[:300]}  # fmt: skip
 
 
-def measure_instance(db: Path, record_id: str, iterations: int, variants: list[tuple[str, dict]]) -> dict:
+def measure_instance(db: Path, record_id: str, iterations: int, variants: list[tuple[str, dict]],
+                     match_registers: bool = False) -> dict:  # fmt: skip
     import attrs
 
     from mneme.core.executor import BaseExecutor
@@ -79,6 +84,9 @@ def measure_instance(db: Path, record_id: str, iterations: int, variants: list[t
     with BaseExecutor(db, record_id, iterations=iterations, mode="ir", warmup=2) as ex:
         base = ex.default_config()
         row["ir"] = timed(ex, base)
+        wanted = row.get("binary", {}).get("registers") or 0
+        if match_registers and 0 < wanted < (row["ir"].get("registers") or 0):
+            variants = [*variants, ("match-registers", {"max_registers": max(wanted, 24)})]
         for name, fields in variants:
             try:
                 row[f"ir:{name}"] = timed(ex, attrs.evolve(base, **fields))
@@ -112,6 +120,8 @@ def main() -> int:
     parser.add_argument("recordings", nargs="+")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--variant", action="append", default=[], help="NAME:FIELD=VALUE[,...] (repeatable).")
+    parser.add_argument("--match-registers", action="store_true",
+                        help="Also build the IR variant capped at the binary's register count where it needs more.")
     parser.add_argument("--json", type=Path)
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -131,11 +141,11 @@ def main() -> int:
             continue
         for record_id in rec.kernel_instances:
             try:
-                rows.append(measure_instance(db, record_id, opts.iterations, variants))
+                rows.append(measure_instance(db, record_id, opts.iterations, variants, opts.match_registers))
             except Exception as exc:  # one instance that fails must not hide the others
                 logging.exception("instance %s of %s failed", record_id, db)
                 rows.append({"database": str(db), "record_id": record_id, "error": repr(exc)[:300]})
-    lines = summary(rows, [name for name, _ in variants])
+    lines = summary(rows, [name for name, _ in variants] + (["match-registers"] if opts.match_registers else []))
     lines += [f"skipped {s['kernel'][:60]}: {s['reason']}" for s in skipped]
     if opts.json:
         opts.json.write_text(json.dumps({"instances": rows, "skipped": skipped, "summary": lines}, indent=2,
