@@ -179,18 +179,23 @@ def recorded_ir(obj: Path, fatbin: bytes):
     return ir.load(text, entry.source), entry.kernels
 
 
-def mneme_side(module, kernel: str):
-    """(PTX, cubin binary) of the recorded configuration's IR variant (as `mneme replay --mode ir` builds it)."""
+def mneme_side(module, kernel: str, changes: dict | None = None):
+    """(PTX, cubin binary) of the recorded configuration's IR variant (as `mneme replay --mode ir` builds it).
+
+    `changes`: configuration fields to set instead (e.g. {"unroll_threshold": 1200}).
+    """
     from mneme.core import build
     from mneme.core.types import ExperimentConfiguration, dim3
 
     config = ExperimentConfiguration(grid=dim3(1), block=dim3(1))  # launch dims do not reach the code here
+    if changes:
+        config = config.replace(**changes)
     ptx = build.compile(module, kernel, config, ARCH, emit="ptx", cache=False)
     cubin = build.compile(module, kernel, config, ARCH, emit="cubin", cache=False)
     return ptx.data.decode(), cubin
 
 
-def compare_unit(name: str, obj: Path, max_kernels: int) -> list[dict]:
+def compare_unit(name: str, obj: Path, max_kernels: int, changes: dict | None = None) -> list[dict]:
     from mneme_cuda.cubin import resources
 
     cubin, ptx, fatbin = nvcc_side(obj)
@@ -200,7 +205,7 @@ def compare_unit(name: str, obj: Path, max_kernels: int) -> list[dict]:
     for kernel in list(kernels)[:max_kernels]:
         row: dict = {"unit": name, "kernel": kernel}
         try:
-            m_ptx, m_bin = mneme_side(module, kernel)
+            m_ptx, m_bin = mneme_side(module, kernel, changes)
         except Exception as exc:  # one kernel that does not build must not hide the others
             row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             rows.append(row)
@@ -267,11 +272,17 @@ def main() -> int:
     parser.add_argument("--sets", default="corpus,programs,llama")
     parser.add_argument("--units", default="", help="Comma-separated unit names to keep (default: all).")
     parser.add_argument("--max-kernels", type=int, default=4, help="Kernels compared per unit.")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="Build Mneme's side with this configuration field changed (JSON value; repeatable).")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--md", type=Path)
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     keep = {u for u in opts.units.split(",") if u}
+    changes = {}
+    for item in opts.set:
+        field, _, raw = item.partition("=")
+        changes[field] = json.loads(raw)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, obj in unit_sources(opts.sets.split(","), Path(tmp)):
@@ -279,7 +290,7 @@ def main() -> int:
                 continue
             log.warning("comparing %s", name)
             try:
-                rows += compare_unit(name, obj, opts.max_kernels)
+                rows += compare_unit(name, obj, opts.max_kernels, changes)
             except Exception as exc:  # a unit without IR or without an sm_90 image: listed, the others go on
                 rows.append({"unit": name, "kernel": "-", "error": f"{type(exc).__name__}: {exc}"[:300]})
     table = markdown(rows)

@@ -4,7 +4,9 @@
                                                 [--json out.json]
 
 RECORDINGS are recording databases or folders of them (searched recursively), e.g. what
-`mneme record` wrote for the GPU suite's application corpus. Every instance of every database that
+`mneme record` wrote for the GPU suite's application corpus. Without any (as the GPU suite runs
+it), the corpus kernels (tests/data/kernels) are recorded here as an application has them: IR and
+cubin from one `mneme-cc nvcc -O3` build (`bench_cuda_replay.py --ir-from mneme-cc`). Every instance of every database that
 carries both IR and the application's own image is replayed, in one process and on one device, as
 `mneme replay` would: the application's binary (`--mode cubin`, else `ptx`) and the IR variant of
 the recorded configuration (`--mode ir`), each `--iterations` timed runs after 2 warm-ups from a
@@ -27,6 +29,7 @@ import json
 import logging
 import statistics
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +43,27 @@ def databases(paths: list[str]) -> list[Path]:
     found = []
     for p in map(Path, paths):
         found += sorted(q for q in p.rglob("*.json") if ".mneme-import" not in q.parts) if p.is_dir() else [p]
+    return found
+
+
+def corpus_recordings(out: Path) -> list[str]:
+    """The corpus kernels recorded with the IR and cubin of one mneme-cc build each (a GPU is needed)."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+    import bench_cuda_replay as replay
+    from mneme_cuda.backend import CudaBackend
+
+    import test_cuda_replay as corpus_launches
+
+    arch = CudaBackend().arch(0)
+    found = []
+    for source in corpus_launches.SOURCES:
+        try:
+            ir, cubin, _how = replay.mneme_cc_build(source, arch, out / "build")
+            db, _kernel = replay.capture_source(source, 1 << 22, out / source, ir)
+            replay.attach_cubin(db, cubin)
+            found.append(str(db))
+        except Exception:  # one kernel that does not build or capture must not hide the others
+            logging.exception("recording %s failed", source)
     return found
 
 
@@ -117,7 +141,7 @@ def summary(rows: list[dict], variants: list[str]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("recordings", nargs="+")
+    parser.add_argument("recordings", nargs="*")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--variant", action="append", default=[], help="NAME:FIELD=VALUE[,...] (repeatable).")
     parser.add_argument("--match-registers", action="store_true",
@@ -128,9 +152,20 @@ def main() -> int:
     from mneme.core.records import RecordedExecution
 
     variants = [parse_variant(v) for v in opts.variant]
+    if not opts.recordings:
+        from mneme_cuda.backend import CudaBackend
+
+        found = CudaBackend().availability()
+        if not found.usable:
+            print(f"skipped: {found.reason}")
+            if opts.json:
+                opts.json.write_text(json.dumps({"skipped": found.reason, "summary": []}))
+            return 0
     rows: list[dict] = []
     skipped: list[dict] = []
-    for db in databases(opts.recordings):
+    tmp = tempfile.TemporaryDirectory()
+    recordings = opts.recordings or corpus_recordings(Path(tmp.name))
+    for db in databases(recordings):
         try:
             rec = RecordedExecution.from_json(db)
         except Exception as exc:  # not a recording database
@@ -151,6 +186,7 @@ def main() -> int:
         opts.json.write_text(json.dumps({"instances": rows, "skipped": skipped, "summary": lines}, indent=2,
                                         default=str))  # fmt: skip
     print("\n".join(lines) or "no instance with both IR and an application image")
+    tmp.cleanup()
     return 0
 
 
