@@ -39,9 +39,9 @@ log = logging.getLogger("ir_vs_nvcc")
 
 # -- PTX ------------------------------------------------------------------------------------------
 
-_HEADER = re.compile(r"^(?:\.(?:visible|weak|extern)\s+)*\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", re.M)
+_HEADER = re.compile(r"^(?:\.(?:visible|weak|extern)\s+)*\.(?:entry|func)\s+(?:\([^)]*\)\s*)?([\w$.]+)", re.MULTILINE)
 _CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\),\s*)?([\w$.]+)")
-_INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)", re.M)
+_INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)", re.MULTILINE)
 _SPACES = ("global", "shared", "local", "param", "const")
 
 
@@ -118,7 +118,7 @@ def sass_counts(cubin: bytes) -> dict[str, int] | None:
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        done = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True)
+        done = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=False)
     if done.returncode:
         return None
     counts: dict[str, int] = {}
@@ -141,7 +141,7 @@ def build_object(source: Path, out: Path, flags: tuple[str, ...] = ("-O3",)) -> 
     obj = out / f"{source.stem}.o"
     cmd = [sys.executable, "-m", "mneme.instrument.launcher", NVCC, f"-arch={ARCH}", *flags, "-c", str(source),
            "-o", str(obj)]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=source.parent)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=source.parent, check=False)
     if done.returncode or not obj.exists():
         raise RuntimeError(f"mneme-cc nvcc failed for {source}: {done.stderr[-600:]}")
     return obj
@@ -206,7 +206,7 @@ def compare_unit(name: str, obj: Path, max_kernels: int, changes: dict | None = 
         row: dict = {"unit": name, "kernel": kernel}
         try:
             m_ptx, m_bin = mneme_side(module, kernel, changes)
-        except Exception as exc:  # one kernel that does not build must not hide the others
+        except Exception as exc:  # noqa: BLE001 - one kernel that does not build must not hide the others
             row["error"] = f"{type(exc).__name__}: {exc}"[:300]
             rows.append(row)
             continue
@@ -291,7 +291,7 @@ def main() -> int:
             log.warning("comparing %s", name)
             try:
                 rows += compare_unit(name, obj, opts.max_kernels, changes)
-            except Exception as exc:  # a unit without IR or without an sm_90 image: listed, the others go on
+            except Exception as exc:  # noqa: BLE001 - a unit without IR or without an sm_90 image: listed, the others go on
                 rows.append({"unit": name, "kernel": "-", "error": f"{type(exc).__name__}: {exc}"[:300]})
     table = markdown(rows)
     if opts.json:

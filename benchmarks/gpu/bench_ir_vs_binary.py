@@ -50,9 +50,8 @@ def corpus_recordings(out: Path) -> list[str]:
     """The corpus kernels recorded with the IR and cubin of one mneme-cc build each (a GPU is needed)."""
     sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
     import bench_cuda_replay as replay
-    from mneme_cuda.backend import CudaBackend
-
     import test_cuda_replay as corpus_launches
+    from mneme_cuda.backend import CudaBackend
 
     arch = CudaBackend().arch(0)
     found = []
@@ -63,7 +62,7 @@ def corpus_recordings(out: Path) -> list[str]:
             replay.attach_cubin(db, cubin)
             found.append(str(db))
         except Exception:  # one kernel that does not build or capture must not hide the others
-            logging.exception("recording %s failed", source)
+            log.exception("recording %s failed", source)
     return found
 
 
@@ -103,7 +102,7 @@ def measure_instance(db: Path, record_id: str, iterations: int, variants: list[t
                 row["binary"] = {"mode": mode, **timed(ex, ex.default_config())}
                 binary_mode = mode
                 break
-        except Exception as exc:  # no such image in this recording: try the next mode
+        except Exception as exc:  # noqa: BLE001 - no such image in this recording: try the next mode
             row.setdefault("binary_errors", []).append(f"{mode}: {exc}"[:200])
     with BaseExecutor(db, record_id, iterations=iterations, mode="ir", warmup=2) as ex:
         base = ex.default_config()
@@ -114,7 +113,7 @@ def measure_instance(db: Path, record_id: str, iterations: int, variants: list[t
         for name, fields in variants:
             try:
                 row[f"ir:{name}"] = timed(ex, attrs.evolve(base, **fields))
-            except Exception as exc:  # a field this configuration does not take
+            except Exception as exc:  # noqa: BLE001 - a field this configuration does not take
                 row[f"ir:{name}"] = {"error": f"{exc}"[:300]}
     if binary_mode and row["binary"]["median_s"]:
         for key in [k for k in row if k == "ir" or k.startswith("ir:")]:
@@ -168,7 +167,7 @@ def main() -> int:
     for db in databases(recordings):
         try:
             rec = RecordedExecution.from_json(db)
-        except Exception as exc:  # not a recording database
+        except Exception as exc:  # noqa: BLE001 - not a recording database
             log.debug("skipping %s: %s", db, exc)
             continue
         if not rec.llvm_files:
@@ -177,8 +176,8 @@ def main() -> int:
         for record_id in rec.kernel_instances:
             try:
                 rows.append(measure_instance(db, record_id, opts.iterations, variants, opts.match_registers))
-            except Exception as exc:  # one instance that fails must not hide the others
-                logging.exception("instance %s of %s failed", record_id, db)
+            except Exception as exc:  # one instance that fails must not hide the others (logged)
+                log.exception("instance %s of %s failed", record_id, db)
                 rows.append({"database": str(db), "record_id": record_id, "error": repr(exc)[:300]})
     lines = summary(rows, [name for name, _ in variants] + (["match-registers"] if opts.match_registers else []))
     lines += [f"skipped {s['kernel'][:60]}: {s['reason']}" for s in skipped]

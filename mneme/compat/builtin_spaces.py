@@ -92,7 +92,7 @@ def normalize_launch_candidates(candidates: Any, recorded_kernel: Any = None) ->
     recorded work (ceiling division per axis) when the recorded kernel is given, else left out.
     """
     if not isinstance(candidates, list):
-        raise ValueError("launch_candidates must be a list of dictionaries")
+        raise ValueError("launch_candidates must be a list of dictionaries")  # noqa: TRY004 - the current release's
     out, seen = [], set()
     for i, item in enumerate(candidates):
         where = f"launch_candidates[{i}]"
@@ -132,7 +132,7 @@ def _axis_values(recorded: int, total_work: int, axis_limit: int) -> list[int]:
         values.add(power)
         power *= 2
     values.update(max(1, round(recorded * s)) for s in (0.5, 0.75, 1.25, 1.5, 2.0))
-    for d in range(1, min(int(math.isqrt(max(1, total_work))), 2048) + 1):
+    for d in range(1, min(math.isqrt(max(1, total_work)), 2048) + 1):
         if total_work % d == 0:
             values.update((d, total_work // d))
     return sorted(v for v in values if 0 < v <= axis_limit)
