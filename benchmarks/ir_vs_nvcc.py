@@ -104,6 +104,8 @@ def ptx_counts(text: str, kernel: str) -> dict[str, int]:
             if not m:
                 continue
             counts["instructions"] += 1
+            if ".ftz" in m.group(1):
+                counts["ftz"] += 1
             kind = classify(m.group(1))
             if kind:
                 counts[kind] += 1
@@ -220,14 +222,21 @@ def compare_unit(name: str, obj: Path, max_kernels: int, changes: dict | None = 
     return rows
 
 
-def unit_sources(sets: list[str], tmp: Path) -> list[tuple[str, Path]]:
-    """(name, object) of every unit of the chosen sets, built here (llama.cpp's through its corpus cache)."""
+def unit_sources(sets: list[str], tmp: Path, keep: set[str] = frozenset()) -> list[tuple[str, Path]]:
+    """(name, object) of every unit of the chosen sets (only those named in `keep`, when given), built here
+    (llama.cpp's through its corpus cache)."""
+    def wanted(name: str) -> bool:
+        return not keep or name in keep
+
     out = []
     if "corpus" in sets:
         for src in sorted((ROOT / "tests" / "data" / "kernels").glob("*.cu")):
-            out.append((src.stem, build_object(src, tmp)))
+            if wanted(src.stem):
+                out.append((src.stem, build_object(src, tmp)))
     if "programs" in sets:
         for src in sorted((ROOT / "tests" / "gpu" / "programs").glob("*.cu")):
+            if not wanted(src.stem):
+                continue
             try:
                 out.append((src.stem, build_object(src, tmp)))
             except RuntimeError as exc:
@@ -236,7 +245,7 @@ def unit_sources(sets: list[str], tmp: Path) -> list[tuple[str, Path]]:
         import kernel_corpus as kc
 
         try:
-            units = kc.ggml_units(kc.fetch(kc.LLAMA), kc.GGML_CI_UNITS)
+            units = [u for u in kc.ggml_units(kc.fetch(kc.LLAMA), kc.GGML_CI_UNITS) if wanted(u.name)]
             for built in kc.build(units):
                 if built.nvcc_ok and built.obj is not None:
                     out.append((f"llama.cpp/{built.unit.name}", built.obj))
@@ -285,9 +294,7 @@ def main() -> int:
         changes[field] = json.loads(raw)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for name, obj in unit_sources(opts.sets.split(","), Path(tmp)):
-            if keep and name not in keep and name.split("/")[-1] not in keep:
-                continue
+        for name, obj in unit_sources(opts.sets.split(","), Path(tmp), keep):
             log.warning("comparing %s", name)
             try:
                 rows += compare_unit(name, obj, opts.max_kernels, changes)
