@@ -6,7 +6,9 @@
 RECORDINGS are recording databases or folders of them (searched recursively), e.g. what
 `mneme record` wrote for the GPU suite's application corpus. Without any (as the GPU suite runs
 it), the corpus kernels (tests/data/kernels) are recorded here as an application has them: IR and
-cubin from one `mneme-cc nvcc -O3` build (`bench_cuda_replay.py --ir-from mneme-cc`). Every instance of every database that
+cubin from one `mneme-cc nvcc -O3` build (`bench_cuda_replay.py --ir-from mneme-cc`), and, unless
+variants are given, with `--match-registers --variant unroll1200:unroll_threshold=1200`: the two
+hypotheses of docs/design/investigations/ir-vs-nvcc-2026-12-06.md measured by the suite itself. Every instance of every database that
 carries both IR and the application's own image is replayed, in one process and on one device, as
 `mneme replay` would: the application's binary (`--mode cubin`, else `ptx`) and the IR variant of
 the recorded configuration (`--mode ir`), each `--iterations` timed runs after 2 warm-ups from a
@@ -151,6 +153,8 @@ def main() -> int:
     from mneme.core.records import RecordedExecution
 
     variants = [parse_variant(v) for v in opts.variant]
+    if not opts.recordings and not variants:
+        variants, opts.match_registers = [("unroll1200", {"unroll_threshold": 1200})], True
     if not opts.recordings:
         from mneme_cuda.backend import CudaBackend
 
