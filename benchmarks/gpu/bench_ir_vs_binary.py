@@ -91,8 +91,6 @@ def timed(ex, config) -> dict:
 
 def measure_instance(db: Path, record_id: str, iterations: int, variants: list[tuple[str, dict]],
                      match_registers: bool = False) -> dict:  # fmt: skip
-    import attrs
-
     from mneme.core.executor import BaseExecutor
 
     row: dict = {"database": str(db), "record_id": record_id}
@@ -114,7 +112,7 @@ def measure_instance(db: Path, record_id: str, iterations: int, variants: list[t
             variants = [*variants, ("match-registers", {"max_registers": max(wanted, 24)})]
         for name, fields in variants:
             try:
-                row[f"ir:{name}"] = timed(ex, attrs.evolve(base, **fields))
+                row[f"ir:{name}"] = timed(ex, base.replace(**fields))
             except Exception as exc:  # noqa: BLE001 - a field this configuration does not take
                 row[f"ir:{name}"] = {"error": f"{exc}"[:300]}
     if binary_mode and row["binary"]["median_s"]:
