@@ -157,6 +157,7 @@ class Candidate:
     config: ExperimentConfiguration
     optuna_trial: Any = None
     optuna_study: Any = None
+    error: str | None = None  # the space could not derive a configuration from `params`
 
 
 @dataclasses.dataclass
@@ -309,9 +310,9 @@ class TuningSession:
             params = {name: sample_random_param(p, self.rng) for name, p in dims.items()}
             if params.get("block_shape") in self._banned_block_shapes:
                 continue
-            config = space.derived(params)
-            if _constraints_ok(space, params, config):
-                yield Candidate(produced, params, config)
+            candidate = self._resolve(space, produced, params)
+            if candidate is not None:
+                yield candidate
                 produced += 1
 
     def _iter_grid(self, space: Any) -> Iterator[Candidate]:
@@ -319,10 +320,22 @@ class TuningSession:
         for params in iter_finite_params(space):
             if params.get("block_shape") in self._banned_block_shapes:
                 continue
-            config = space.derived(params)
-            if _constraints_ok(space, params, config):
-                yield Candidate(produced, params, config)
+            candidate = self._resolve(space, produced, params)
+            if candidate is not None:
+                yield candidate
                 produced += 1
+
+    def _resolve(self, space: Any, trial: int, params: dict[str, Any]) -> Candidate | None:
+        """The candidate of `params`; None when the constraints refuse it; one carrying the error when the
+        space cannot derive it (recorded as an invalid configuration, the search goes on, as the current
+        release does)."""
+        try:
+            config = space.derived(params)
+            return Candidate(trial, params, config) if _constraints_ok(space, params, config) else None
+        except Exception as exc:  # a user's space may raise anything: its trial says what
+            if self.options.fail_fast:
+                raise
+            return Candidate(trial, params, ExperimentConfiguration(), error=str(exc))
 
     def _make_study(self):
         import optuna
@@ -343,11 +356,12 @@ class TuningSession:
             if params.get("block_shape") in self._banned_block_shapes:
                 study.tell(trial, _objective_value("invalid_launch", None, None, self.options.objective))
                 continue
-            config = space.derived(params)
-            if not _constraints_ok(space, params, config):
+            candidate = self._resolve(space, produced, params)
+            if candidate is None:
                 study.tell(trial, _objective_value("invalid_config", None, None, self.options.objective))
                 continue
-            yield Candidate(produced, params, config, optuna_trial=trial, optuna_study=study)
+            candidate.optuna_trial, candidate.optuna_study = trial, study
+            yield candidate
             produced += 1
 
     @staticmethod
@@ -392,6 +406,14 @@ class TuningSession:
         self.store.append_trial(self._trial_record(candidate, result, status, metric, baseline_metric))
         self._tell(candidate, status, metric, speedup)
         return CompletedCandidate(candidate.trial, candidate.params, candidate.config, result, status, metric, speedup)
+
+    def _record_invalid(self, candidate: Candidate, baseline_metric: float | None, error: str) -> CompletedCandidate:
+        """A candidate that cannot run: an `invalid_config` trial, never submitted (the current release's)."""
+        result = ExperimentResult(error=error, failed=True, executed=False)
+        self.store.append_trial(self._trial_record(candidate, result, "invalid_config", None, baseline_metric))
+        self._tell(candidate, "invalid_config", None, None)
+        return CompletedCandidate(candidate.trial, candidate.params, candidate.config, result, "invalid_config", None,
+                                  None)  # fmt: skip
 
     def _resumed_best(self, config, result, metric) -> tuple[CompletedCandidate | None, dict[str, int], int]:
         verified = result.verified and metric is not None
@@ -555,13 +577,18 @@ class TuningSession:
                 except Exception as exc:  # a space that fails to sample: one invalid trial, then go on
                     if o.fail_fast:
                         raise
-                    failed = ExperimentResult(error=str(exc), failed=True, executed=False)
-                    done = self._complete(Candidate(submitted, {}, baseline_config), failed, baseline_metric)
+                    done = self._record_invalid(Candidate(submitted, {}, baseline_config), baseline_metric, str(exc))
                     counts[done.status] = counts.get(done.status, 0) + 1
                     completed, submitted = completed + 1, submitted + 1
                     continue
                 candidate.trial = submitted
                 if o.resume and candidate.config.hash() in self._completed_hashes:
+                    continue
+                if candidate.error is not None or not candidate.config.is_valid():
+                    done = self._record_invalid(candidate, baseline_metric,
+                                                candidate.error or "ExperimentConfiguration.is_valid() returned false")  # fmt: skip
+                    counts[done.status] = counts.get(done.status, 0) + 1
+                    completed, submitted = completed + 1, submitted + 1
                     continue
                 in_flight.append((candidate, executor.submit(candidate.config)))
                 submitted += 1

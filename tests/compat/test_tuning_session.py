@@ -245,3 +245,20 @@ def test_an_unverified_baseline_goes_on_searching_when_not_required(saxpy_db, tm
     trials = lines(tmp_path / "b" / "trials.jsonl")
     assert len(trials) == 2 and all(t["status"] == "verified" and t["speedup"] is None for t in trials)
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["best_speedup"] is None
+
+
+def test_a_configuration_the_space_cannot_derive_is_an_invalid_trial_and_the_search_goes_on(saxpy_db, tmp_path):
+    space = tmp_path / "space.py"
+    space.write_text(USER_SPACE.replace('''    def derived(self, params):
+''', '''    def derived(self, params):
+        if params["block_x"] == 64:
+            raise ValueError("no 64-thread blocks here")
+''').replace("widths=(64, 128)", "widths=(64, 128, 256)"))
+    options = TuneOptions(record_database=str(saxpy_db), sampler="grid", space_module=f"{space}:Threads",
+                          iterations=2, results_dir=str(tmp_path / "r"), quiet=True, proteus_enabled=False)  # fmt: skip
+    assert TuningSession(options).run() == 0
+    trials = lines(tmp_path / "r" / "trials.jsonl")
+    by_status = sorted((t["status"], t["params"]["block_x"]) for t in trials)
+    assert by_status == [("invalid_config", 64), ("verified", 128), ("verified", 256)]
+    (invalid,) = [t for t in trials if t["status"] == "invalid_config"]
+    assert "no 64-thread blocks here" in invalid["result"]["error"] and invalid["result"]["executed"] is False
