@@ -184,6 +184,11 @@ def metric_value(result: ExperimentResult, metric: str, iterations: int) -> floa
     return float(funcs[metric](values))
 
 
+def stored_result_and_metric(data: Mapping[str, Any]) -> tuple[ExperimentResult, float | None]:
+    """A stored trial's or baseline's `result` entry: the `ExperimentResult` and the tuning metric kept beside it."""
+    return ExperimentResult.from_dict({k: v for k, v in data.items() if k != "metric"}), data.get("metric")
+
+
 def classify_result(result: ExperimentResult) -> str:
     """verified, invalid_launch, invalid_config, compile_error, runtime_error or failed_verification."""
     error = (result.error or "").lower()
@@ -426,7 +431,7 @@ class TuningSession:
             counts[status] = counts.get(status, 0) + 1
             value = trial.get("result", {}).get("metric")
             if status == "verified" and value is not None and (best is None or value < best.metric):
-                stored = ExperimentResult.from_dict({k: v for k, v in trial["result"].items() if k != "metric"})
+                stored, _ = stored_result_and_metric(trial["result"])
                 best = CompletedCandidate(int(trial["trial"]), dict(trial.get("params", {})),
                                           ExperimentConfiguration.from_dict(trial["config"]), stored, status, value,
                                           trial.get("speedup"))  # fmt: skip
@@ -472,8 +477,7 @@ class TuningSession:
         if o.resume and not o.rerun_baseline:
             loaded = self.store.load_baseline()
             if loaded is not None:
-                result = ExperimentResult.from_dict({k: v for k, v in loaded["result"].items() if k != "metric"})
-                metric = loaded["result"].get("metric")
+                result, metric = stored_result_and_metric(loaded["result"])
                 metric = metric if metric is not None else metric_value(result, o.metric, o.iterations)
                 return self._checked_baseline(result, metric)
         result = executor.evaluate(config)

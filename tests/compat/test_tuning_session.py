@@ -10,10 +10,25 @@ import pytest
 
 from mneme.mneme_types import ExperimentConfiguration, ExperimentResult, dim3
 from mneme.recorded_execution import RecordedExecution
-from mneme.tuning.builtin_spaces import BuiltinTuneSearchSpace, iter_finite_params, parse_range, shape_to_dim3
-from mneme.tuning.launch_candidates import launch_layout_key, normalize_launch_candidates
+from mneme.tuning.builtin_spaces import (
+    BuiltinTuneSearchSpace,
+    iter_finite_params,
+    parse_range,
+    shape_to_dim3,
+)
+from mneme.tuning.launch_candidates import (
+    launch_layout_key,
+    normalize_launch_candidates,
+)
 from mneme.tuning.result_store import ResultStore
-from mneme.tuning.session import TuneOptions, TuningSession, classify_result, metric_value
+from mneme.tuning.session import (
+    TuneOptions,
+    TuningSession,
+    classify_result,
+    metric_value,
+    stored_result_and_metric,
+)
+
 from .conftest import run_mneme
 
 USER_SPACE = '''
@@ -67,6 +82,8 @@ def test_metric_takes_the_timed_runs_after_the_warmups():
     assert classify_result(result) == "verified"
     assert classify_result(ExperimentResult(failed=True, error="LLVM refuses pipeline")) == "compile_error"
     assert classify_result(ExperimentResult(executed=True)) == "failed_verification"
+    stored, metric = stored_result_and_metric(dict(result.to_dict(), metric=6.0))  # a trials.jsonl entry
+    assert (stored, metric) == (result, 6.0)
 
 
 def test_builtin_space_block_shapes_keep_the_recorded_work_covered(saxpy_db):
