@@ -13,6 +13,12 @@ For each kernel, in one run:
   small kernel (vector_add over 64K floats).
 nvcc is looked up on PATH and in /usr/local/cuda/bin; prebuilt cubins in .gpu/cubin/<source>.cubin
 are used when there is no nvcc. Kernels without a cubin report the IR figures only.
+
+`--ir-from mneme-cc` takes both sides from one application build instead (issue 38, point 6):
+`mneme-cc nvcc -arch=sm_XX -O3 -c`, whose object holds nvcc's cubin and the device IR mneme-cc
+embeds; the IR is given the numerics nvcc applied, as a recording's finalize does. The IR variant
+is then exactly what `mneme replay --mode ir` compiles for a recorded application (clang's -O3 IR,
+not the corpus' unoptimized IR), against the very binary the application ran.
 """
 
 from __future__ import annotations
@@ -81,15 +87,30 @@ def launch_of(source: str, n: int, rng: np.random.Generator):
     return corpus_launches._inputs(source, rng)
 
 
-def capture_source(source: str, n: int, out: Path) -> tuple[Path, str]:
+def capture_source(source: str, n: int, out: Path, ir: Path | None = None) -> tuple[Path, str]:
     from gpu_corpus import cuda_ir
 
     from mneme import capture
 
     kernel, grid, block, args, tolerances = launch_of(source, n, np.random.default_rng(sum(map(ord, source))))
-    db = capture.capture(ir=cuda_ir(source), kernel=kernel, grid=grid, block=block, args=args, out=out,
+    db = capture.capture(ir=ir or cuda_ir(source), kernel=kernel, grid=grid, block=block, args=args, out=out,
                          backend="cuda", tolerances=tolerances)  # fmt: skip
     return db, kernel
+
+
+def mneme_cc_build(source: str, arch: str, out_dir: Path) -> tuple[Path, Path, str]:
+    """(IR as a recording holds it, nvcc's cubin, how) from one `mneme-cc nvcc -O3 -c` build of a corpus source."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import ir_vs_nvcc
+
+    ir_vs_nvcc.ARCH = arch
+    obj = ir_vs_nvcc.build_object(KERNELS / f"{source}.cu", out_dir)
+    cubin, _ptx, fatbin = ir_vs_nvcc.nvcc_side(obj)
+    module, _kernels = ir_vs_nvcc.recorded_ir(obj, fatbin)
+    ir_path, cubin_path = out_dir / f"{source}.recorded.ll", out_dir / f"{source}.mneme-cc.cubin"
+    ir_path.write_text(str(module))
+    cubin_path.write_bytes(cubin)
+    return ir_path, cubin_path, f"mneme-cc nvcc {arch} -O3 (IR and cubin of one build)"
 
 
 def attach_cubin(db: Path, cubin: Path) -> None:
@@ -180,9 +201,10 @@ def replay(db: Path, mode: str, iterations: int, direct: bool = False) -> dict:
     return out
 
 
-def measure_kernel(source: str, n: int, iterations: int, arch: str, cubin: Path | None, how: str, tmp: Path) -> dict:
+def measure_kernel(source: str, n: int, iterations: int, arch: str, cubin: Path | None, how: str, tmp: Path,
+                   ir: Path | None = None) -> dict:  # fmt: skip
     folder = tmp / source
-    db, kernel = capture_source(source, n, folder)
+    db, kernel = capture_source(source, n, folder, ir)
     figures: dict = {"kernel": kernel, "cubin": how}
     ir = replay(db, "ir", iterations)
     figures.update({"ir_median_s": ir["median_s"], "ir_verified": ir["verified"], "ir_registers": ir["registers"]})
@@ -257,6 +279,9 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=1 << 22, help="Elements of the 1D kernels (stencil2d: 2048x2048).")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--sources", default="", help="Comma-separated corpus sources (default: all).")
+    parser.add_argument("--ir-from", choices=("corpus", "mneme-cc"), default="corpus",
+                        help="corpus: the corpus' unoptimized IR against `nvcc -cubin -O3`; mneme-cc: IR and cubin "
+                             "of one mneme-cc build, as a recorded application has them.")  # fmt: skip
     parser.add_argument("--json", type=Path)
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -272,17 +297,21 @@ def main() -> int:
 
     sources = [s for s in opts.sources.split(",") if s] or list(corpus_launches.SOURCES)
     arch = backend.arch(0)
-    figures: dict = {"arch": arch, "n": opts.n, "iterations": opts.iterations, "kernels": {}}
+    figures: dict = {"arch": arch, "n": opts.n, "iterations": opts.iterations, "ir_from": opts.ir_from, "kernels": {}}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         (tmp / "cubin").mkdir()
         with ThreadPoolExecutor(max_workers=4) as pool:  # nvcc runs while the first kernels are measured
-            builds = {s: pool.submit(nvcc_cubin, s, arch, tmp / "cubin") for s in sources}
+            if opts.ir_from == "mneme-cc":
+                builds = {s: pool.submit(mneme_cc_build, s, arch, tmp / "cubin") for s in sources}
+            else:
+                builds = {s: pool.submit(lambda s: (None, *nvcc_cubin(s, arch, tmp / "cubin")), s) for s in sources}
             for source in sources:
                 start = time.perf_counter()
                 try:
-                    cubin, how = builds[source].result()
-                    figures["kernels"][source] = measure_kernel(source, opts.n, opts.iterations, arch, cubin, how, tmp)
+                    ir, cubin, how = builds[source].result()
+                    figures["kernels"][source] = measure_kernel(source, opts.n, opts.iterations, arch, cubin, how, tmp,
+                                                                ir)  # fmt: skip
                 except Exception as exc:  # one broken kernel must not hide the others
                     logging.exception("kernel %s failed", source)
                     figures["kernels"][source] = {"error": repr(exc)[:300]}

@@ -80,23 +80,47 @@ def shape_to_dim3(value: str) -> dim3:
 
 
 def launch_layout_key(block: Sequence[int], grid: Sequence[int]) -> str:
-    return f"b{'x'.join(map(str, block))}_g{'x'.join(map(str, grid))}"
+    """The current release's name of a whole launch layout: `BXxBYxBZ/GXxGYxGZ`."""
+    return "x".join(str(v) for v in block) + "/" + "x".join(str(v) for v in grid)
 
 
-def normalize_launch_candidates(candidates: Iterable[Mapping[str, Any]], recorded_kernel: Any = None) -> list[dict]:
-    """`[{"block": [x, y, z], "grid": [x, y, z]}, ...]` checked against the hardware limits (missing axes: 1)."""
-    out = []
+def normalize_launch_candidates(candidates: Any, recorded_kernel: Any = None) -> list[dict]:
+    """Supplied launch layouts, checked and deduplicated in order, as the current release takes them.
+
+    Each is `{"block": [x, y, z]}` with an optional `"grid"`, three integers each (no booleans,
+    strings or floats) within the hardware limits. A missing grid is the one covering the
+    recorded work (ceiling division per axis) when the recorded kernel is given, else left out.
+    """
+    if not isinstance(candidates, list):
+        raise ValueError("launch_candidates must be a list of dictionaries")  # noqa: TRY004 - the current release's
+    out, seen = [], set()
     for i, item in enumerate(candidates):
-        try:
-            block = [int(v) for v in (list(item["block"]) + [1, 1])[:3]]
-            grid = [int(v) for v in (list(item["grid"]) + [1, 1])[:3]]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"launch candidate {i} must have integer 'block' and 'grid' lists: {item!r}") from exc
-        if math.prod(block) > MAX_THREADS_PER_BLOCK or any(
-                not 0 < b <= m for b, m in zip(block, MAX_BLOCK_DIMS)) or any(
-                not 0 < g <= m for g, m in zip(grid, MAX_GRID_DIMS)):  # fmt: skip
-            raise ValueError(f"launch candidate {i} is outside the hardware limits: block {block}, grid {grid}")
-        out.append({"block": block, "grid": grid})
+        where = f"launch_candidates[{i}]"
+        if not isinstance(item, Mapping) or "block" not in item:
+            raise ValueError(f"{where} requires a block")
+        if set(item) - {"block", "grid"}:
+            raise ValueError(f"{where} only accepts block and grid")
+        layout = {}
+        for name, limits in (("block", MAX_BLOCK_DIMS), ("grid", MAX_GRID_DIMS)):
+            if name not in item:
+                continue
+            values = item[name]
+            if not isinstance(values, (list, tuple)) or len(values) != 3 or any(type(v) is not int for v in values):
+                raise ValueError(f"{where}.{name} must contain three integers")
+            if any(not 0 < v <= m for v, m in zip(values, limits)):
+                raise ValueError(f"{where}.{name} exceeds launch dimension limits")
+            layout[name] = list(values)
+        if math.prod(layout["block"]) > MAX_THREADS_PER_BLOCK:
+            raise ValueError(f"{where}.block exceeds the threads-per-block limit")
+        if "grid" not in layout and recorded_kernel is not None:
+            work = [int(getattr(recorded_kernel.block_dim, a)) * int(getattr(recorded_kernel.grid_dim, a)) for a in "xyz"]
+            layout["grid"] = [-(-w // b) for w, b in zip(work, layout["block"])]
+            if any(not 0 < v <= m for v, m in zip(layout["grid"], MAX_GRID_DIMS)):
+                raise ValueError(f"{where}.grid exceeds launch dimension limits after resolution")
+        key = (tuple(layout["block"]), tuple(layout.get("grid", ())))
+        if key not in seen:
+            seen.add(key)
+            out.append(layout)
     return out
 
 
@@ -108,7 +132,7 @@ def _axis_values(recorded: int, total_work: int, axis_limit: int) -> list[int]:
         values.add(power)
         power *= 2
     values.update(max(1, round(recorded * s)) for s in (0.5, 0.75, 1.25, 1.5, 2.0))
-    for d in range(1, min(int(math.isqrt(max(1, total_work))), 2048) + 1):
+    for d in range(1, min(math.isqrt(max(1, total_work)), 2048) + 1):
         if total_work % d == 0:
             values.update((d, total_work // d))
     return sorted(v for v in values if 0 < v <= axis_limit)

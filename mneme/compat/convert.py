@@ -60,11 +60,13 @@ def _metadata(text: str, ref: str) -> str | None:
     return found.group(1) if found else None
 
 
-def convert_to_json(filename: str, recorded_execution, kernel_descr, config) -> dict:
+def export_proteus_tuned_kernel(filename: str, recorded_execution, kernel_descr, config, *,
+                                usage_filename: str | None = None) -> dict:  # fmt: skip
     """Write Proteus's tuned-kernel JSON for `config` to `filename`; returns what it wrote.
 
-    Prints how to use it: the annotation for the kernel, where the kernel is defined (when the
-    IR carries debug info), and the `PROTEUS_TUNED_KERNELS` setting.
+    How to use it (the annotation for the kernel, where the kernel is defined when the IR carries
+    debug info, and the `PROTEUS_TUNED_KERNELS` setting) goes to `usage_filename` when given (the
+    current release's tuner writes `proteus_usage.txt`), else to standard output.
     """
     data = {
         kernel_descr.kernel_name: {
@@ -81,8 +83,18 @@ def convert_to_json(filename: str, recorded_execution, kernel_descr, config) -> 
     }
     Path(filename).write_text(json.dumps(data, indent=2))
     location = kernel_location(list(recorded_execution.llvm_files), kernel_descr.kernel_name)
-    where = f"The kernel is defined in:\n{location[0]}:{location[1]}\n" if location else ""
-    print(f"To use the tuned variant of '{recorded_execution.demangled_name}', annotate the kernel with\n"  # noqa: T201
-          f"{jit_attribute(kernel_descr.specializations)}\n{where}build the application with Proteus and run it with\n"
-          f"export PROTEUS_TUNED_KERNELS={Path(filename).resolve()}")  # fmt: skip
+    where = f"{location[0]}:{location[1]}" if location else "unknown"
+    usage = (f"To use the tuned variant of '{recorded_execution.demangled_name}', annotate the kernel with\n\n"
+             f"{jit_attribute(kernel_descr.specializations)}\n\nKernel source location:\n{where}\n\n"
+             f"Build the application with Proteus, then run it with\n\n"
+             f"export PROTEUS_TUNED_KERNELS={Path(filename).resolve()}\n")  # fmt: skip
+    if usage_filename is not None:
+        Path(usage_filename).write_text(usage)
+    else:
+        print(usage)  # noqa: T201 - the original prints the usage
     return data
+
+
+def convert_to_json(filename: str, recorded_execution, kernel_descr, config) -> dict:
+    """Write Proteus's tuned-kernel JSON for `config` and print how to use it (`export_proteus_tuned_kernel`)."""
+    return export_proteus_tuned_kernel(filename, recorded_execution, kernel_descr, config)

@@ -174,12 +174,18 @@ def optimize(mod, arch: str, opt_level: str = "default<O3>", codegen_opt_level: 
         pipeline.optimize(mod, config, machine)
 
 
-def codegen_object(mod, arch: str, codegen_type: str = "serial", codegen_opt_level: int = 3):
-    """The device object of the module's kernel for `arch` (a `mneme.device.MemBuffer`)."""
+def codegen_object(mod, arch: str, *args, **kwargs):
+    """The device object of the module's kernel for `arch` (a `mneme.device.MemBuffer`).
+
+    Both releases' signatures: the current `codegen_object(mod, arch, codegen_opt_level=3)` and
+    the documented `codegen_object(mod, arch, codegen_type="serial", codegen_opt_level=3)`.
+    """
     _module(mod)
     from mneme.compat.device import MemBuffer
+    from mneme.compat.types import _core_codegen_method
     from mneme.core import ir
 
+    codegen_type, codegen_opt_level = _codegen_arguments(args, kwargs)
     if not 0 <= int(codegen_opt_level) <= 3:
         raise ValueError(f"codegen optimization level must be in 0..3, got {codegen_opt_level}")
     with runtime_errors():
@@ -188,5 +194,30 @@ def codegen_object(mod, arch: str, codegen_type: str = "serial", codegen_opt_lev
         if len(kernels) != 1:
             raise RuntimeError(f"codegen_object needs a module with one kernel, found {', '.join(kernels) or 'none'}")
         config = _config(passes=getattr(mod, "_mneme_deferred_passes", ""), codegen_opt=int(codegen_opt_level),
-                         codegen_method=codegen_type if codegen_type in ("serial", "parallel") else "serial")  # fmt: skip
+                         codegen_method=_core_codegen_method(codegen_type))  # fmt: skip
         return MemBuffer(backend.compile(ir.clone(mod), kernels[0], config, arch))
+
+
+def _codegen_arguments(args: tuple, kwargs: dict) -> tuple[str, int]:
+    """(codegen_type, codegen_opt_level) from either release's positional or keyword spelling."""
+    unknown = set(kwargs) - {"codegen_type", "codegen_opt_level"}
+    if unknown or len(args) > 2:
+        raise TypeError(f"codegen_object() takes (mod, device_arch, [codegen_type,] codegen_opt_level=3); "
+                        f"got {len(args)} more positional and {', '.join(sorted(unknown)) or 'no'} unknown keywords")
+    codegen_type, level = kwargs.get("codegen_type", "serial"), kwargs.get("codegen_opt_level", 3)
+    if len(args) == 2:
+        codegen_type, level = args
+    elif len(args) == 1:
+        # the current release's third parameter is the level (an int); the documented version's, the type
+        if isinstance(args[0], str):
+            codegen_type = args[0]
+        else:
+            level = args[0]
+    return str(codegen_type), int(level)
+
+
+def get_proteus_codegen_method() -> str:
+    """The code generator Proteus uses here (the current release's query): `PROTEUS_CODEGEN`, else "rtc"."""
+    from mneme.compat.convert import proteus_codegen_method
+
+    return proteus_codegen_method()

@@ -70,12 +70,28 @@ def read_database(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def _resolve(name: str, folder: Path, field: str, db: Path) -> Path:
-    # The original stores absolute paths; a copied recording is found beside its database.
-    candidates = [Path(name), folder / name, folder / Path(name).name]
-    for candidate in candidates:
-        if candidate.is_file():
+def _resolve(name: str, folder: Path, field: str, db: Path, allow_outside: bool = False) -> Path:
+    """The file a database names: inside its folder, or, for a moved recording, the one of that name beside it.
+
+    The original stores absolute paths. A path that leads out of the database's folder (after
+    symbolic links) is data naming any file of the user's, refused unless `allow_outside` (the
+    rule of a capture's `file:` inputs; docs/security.md).
+    """
+    outside = None
+    for candidate in (folder / name, folder / Path(name).name):  # an absolute `name` stays itself
+        if not candidate.is_file():
+            continue
+        try:
+            inside = candidate.resolve().is_relative_to(folder.resolve())
+        except (OSError, RuntimeError):  # a symbolic link loop
+            inside = False
+        if inside or allow_outside:
             return candidate
+        outside = outside or candidate
+    if outside is not None:
+        raise FormatError(db, f"{name} lies outside the database's folder {folder}; an imported database reads only "
+                          "files in its folder: copy the file beside it, or, if you trust the recording, run mneme "
+                          f"import-original {db} --allow-files-outside", field=field)  # fmt: skip
     raise FormatError(db, f"file {name} not found (also looked in {folder})", field=field)
 
 
@@ -164,11 +180,12 @@ def _preferred_layout(data: Mapping[str, Any]) -> str:
 
 
 def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backend: str | None = None,
-                    arch: str | None = None) -> Path:  # fmt: skip
+                    arch: str | None = None, allow_files_outside: bool = False) -> Path:  # fmt: skip
     """Convert one original database (its IR and snapshots, any layout) into a Mneme recording under `out`.
 
     Returns the new database's path. `backend`/`arch` default to what the IR's target triple
     and `target-cpu` say; the original's per-region metadata become verification policies.
+    Files are read from the database's folder only, unless `allow_files_outside`.
     """
     from mneme.core.records import ArgInfo, RecordedExecution
     from mneme.core.snapshot import SnapshotType, SnapshotWriter
@@ -181,7 +198,8 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
     kernel = data["KernelName"]
     extra = data.get(EXTRA_KEY) or {}
     static = str(extra.get("StaticHash") or data.get("StaticHash") or db_path.stem)
-    modules = [_resolve(m, folder, "Modules", db_path) for m in data["Modules"]]
+    outside = allow_files_outside
+    modules = [_resolve(m, folder, "Modules", db_path, outside) for m in data["Modules"]]
     copied = []
     for module in modules:
         target = out / module.name
@@ -190,7 +208,7 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
         copied.append(target)
     blobs = []
     for image in data.get("BinaryBlobs") or []:
-        source = _resolve(image, folder, "BinaryBlobs", db_path)
+        source = _resolve(image, folder, "BinaryBlobs", db_path, outside)
         shutil.copyfile(source, out / source.name)
         blobs.append((out / source.name, source.suffix.lstrip(".") or "elf"))
     guessed_backend, guessed_arch = _target_of(modules)
@@ -204,9 +222,9 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
     prefer = _preferred_layout(data)
 
     def read_instance(dyn: str, inst: Mapping[str, Any]) -> tuple[OriginalSnapshot, OriginalSnapshot]:
-        pro_path = _resolve(inst["Prologue"], folder, f"instances.{dyn}.Prologue", db_path)
+        pro_path = _resolve(inst["Prologue"], folder, f"instances.{dyn}.Prologue", db_path, outside)
         prologue = snapshots.read_snapshot(pro_path, prefer=prefer)
-        epi_path = _resolve(inst["Epilogue"], folder, f"instances.{dyn}.Epilogue", db_path)
+        epi_path = _resolve(inst["Epilogue"], folder, f"instances.{dyn}.Epilogue", db_path, outside)
         return prologue, snapshots.read_snapshot(epi_path, base=prologue, prefer=prologue.layout)
 
     first_key = next(iter(instances))

@@ -27,12 +27,14 @@ from mneme.compat.builtin_spaces import (
     BuiltinTuneSearchSpace,
     describe_search_space,
     iter_finite_params,
+    launch_layout_key,
     load_custom_space,
+    normalize_launch_candidates,
     parse_key_value_args,
 )
 from mneme.compat.result_store import ResultStore
 from mneme.compat.search_space import sample_optuna_param, sample_random_param
-from mneme.compat.types import ExperimentConfiguration, ExperimentResult
+from mneme.compat.types import ExperimentConfiguration, ExperimentResult, dim3
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,10 @@ SAMPLERS = ("random", "tpe", "grid", "exhaustive")
 # Options a resumed run must share with the run it continues.
 _RESUME_FIXED = ("record_database", "record_id", "space_preset", "space_module", "metric", "launch_dim",
                  "launch_safety", "passes", "fixed_passes", "pipeline_file", "codegen_opt_range", "fixed_codegen_opt",
-                 "specialize_space", "specialize_dims_space", "launch_bounds_space")  # fmt: skip
+                 "specialize_space", "specialize_dims_space", "launch_bounds_space", "launch_candidates",
+                 "require_verified_baseline")  # fmt: skip
+# What a results folder written before an option existed means by its absence.
+_RESUME_DEFAULTS = {"launch_candidates": [], "require_verified_baseline": True}
 
 
 class BaselineVerificationError(RuntimeError):
@@ -84,6 +89,10 @@ class TuneOptions:
     launch_dim: str = "auto"
     launch_safety: str | None = None
     adaptive_invalid_ban: bool = True
+    # layouts tried first, before the sampler's ([{"block": [x, y, z], "grid": [x, y, z]}, ...])
+    launch_candidates: list[dict] = dataclasses.field(default_factory=list)
+    # off: a baseline that does not verify is recorded and the search goes on (objective "time" only)
+    require_verified_baseline: bool = True
     passes: list[str] | None = None
     fixed_passes: str | None = None
     pipeline_file: str | None = None
@@ -103,6 +112,13 @@ class TuneOptions:
     dump_config: str | None = None
 
     def __post_init__(self) -> None:
+        self.launch_candidates = normalize_launch_candidates(self.launch_candidates or [])
+        if self.launch_candidates and self.space_module:
+            raise ValueError("launch_candidates are not supported with a custom search space")
+        if self.launch_candidates and self.sampler not in ("random", "tpe"):
+            raise ValueError("launch_candidates require the random or tpe sampler")
+        if not self.require_verified_baseline and self.objective != "time":
+            raise ValueError("require_verified_baseline=False requires objective='time'")
         if self.trials is not None and self.trials <= 0:
             raise ValueError("--trials must be a positive integer")
         if self.sampler not in SAMPLERS:
@@ -141,6 +157,7 @@ class Candidate:
     config: ExperimentConfiguration
     optuna_trial: Any = None
     optuna_study: Any = None
+    error: str | None = None  # the space could not derive a configuration from `params`
 
 
 @dataclasses.dataclass
@@ -167,6 +184,11 @@ def metric_value(result: ExperimentResult, metric: str, iterations: int) -> floa
     return float(funcs[metric](values))
 
 
+def stored_result_and_metric(data: Mapping[str, Any]) -> tuple[ExperimentResult, float | None]:
+    """A stored trial's or baseline's `result` entry: the `ExperimentResult` and the tuning metric kept beside it."""
+    return ExperimentResult.from_dict({k: v for k, v in data.items() if k != "metric"}), data.get("metric")
+
+
 def classify_result(result: ExperimentResult) -> str:
     """verified, invalid_launch, invalid_config, compile_error, runtime_error or failed_verification."""
     error = (result.error or "").lower()
@@ -182,6 +204,10 @@ def classify_result(result: ExperimentResult) -> str:
     if result.executed or not result.error:
         return "failed_verification"
     return "runtime_error"
+
+
+def _speedup(baseline_metric: float | None, metric: float | None) -> float | None:
+    return baseline_metric / metric if baseline_metric is not None and metric and metric > 0 else None
 
 
 def _objective_value(status: str, metric: float | None, speedup: float | None, objective: str) -> float:
@@ -258,7 +284,7 @@ class TuningSession:
             specialize_space=o.specialize_space, specialize_dims_space=o.specialize_dims_space,
             launch_bounds_space=o.launch_bounds_space, min_blocks_per_sm_range=o.min_blocks_per_sm_range,
             fixed_min_blocks_per_sm=o.fixed_min_blocks_per_sm, max_threads_range=o.max_threads_range,
-            max_threads_policy=o.max_threads_policy)  # fmt: skip
+            max_threads_policy=o.max_threads_policy, launch_candidates=o.launch_candidates)  # fmt: skip
         return space, describe_search_space(space, preset=o.space_preset)
 
     @staticmethod
@@ -274,7 +300,7 @@ class TuningSession:
         existing = self.store.load_config()
         if existing is None:
             raise ValueError("--resume requires an existing results directory with config.json")
-        changed = [k for k in _RESUME_FIXED if existing.get(k) != resolved.get(k)]
+        changed = [k for k in _RESUME_FIXED if existing.get(k, _RESUME_DEFAULTS.get(k)) != resolved.get(k)]
         if changed:
             raise ValueError(f"--resume option mismatch for: {', '.join(changed)}")
         self._completed_hashes = self.store.completed_hashes()
@@ -289,9 +315,9 @@ class TuningSession:
             params = {name: sample_random_param(p, self.rng) for name, p in dims.items()}
             if params.get("block_shape") in self._banned_block_shapes:
                 continue
-            config = space.derived(params)
-            if _constraints_ok(space, params, config):
-                yield Candidate(produced, params, config)
+            candidate = self._resolve(space, produced, params)
+            if candidate is not None:
+                yield candidate
                 produced += 1
 
     def _iter_grid(self, space: Any) -> Iterator[Candidate]:
@@ -299,10 +325,22 @@ class TuningSession:
         for params in iter_finite_params(space):
             if params.get("block_shape") in self._banned_block_shapes:
                 continue
-            config = space.derived(params)
-            if _constraints_ok(space, params, config):
-                yield Candidate(produced, params, config)
+            candidate = self._resolve(space, produced, params)
+            if candidate is not None:
+                yield candidate
                 produced += 1
+
+    def _resolve(self, space: Any, trial: int, params: dict[str, Any]) -> Candidate | None:
+        """The candidate of `params`; None when the constraints refuse it; one carrying the error when the
+        space cannot derive it (recorded as an invalid configuration, the search goes on, as the current
+        release does)."""
+        try:
+            config = space.derived(params)
+            return Candidate(trial, params, config) if _constraints_ok(space, params, config) else None
+        except Exception as exc:  # a user's space may raise anything: its trial says what
+            if self.options.fail_fast:
+                raise
+            return Candidate(trial, params, ExperimentConfiguration(), error=str(exc))
 
     def _make_study(self):
         import optuna
@@ -323,12 +361,22 @@ class TuningSession:
             if params.get("block_shape") in self._banned_block_shapes:
                 study.tell(trial, _objective_value("invalid_launch", None, None, self.options.objective))
                 continue
-            config = space.derived(params)
-            if not _constraints_ok(space, params, config):
+            candidate = self._resolve(space, produced, params)
+            if candidate is None:
                 study.tell(trial, _objective_value("invalid_config", None, None, self.options.objective))
                 continue
-            yield Candidate(produced, params, config, optuna_trial=trial, optuna_study=study)
+            candidate.optuna_trial, candidate.optuna_study = trial, study
+            yield candidate
             produced += 1
+
+    @staticmethod
+    def _initial_candidates(space: Any, baseline: ExperimentConfiguration) -> Iterator[Candidate]:
+        """The supplied launch layouts on the baseline's other settings, before any sampled trial."""
+        for trial, layout in enumerate(getattr(space, "launch_candidates", [])):
+            config = dataclasses.replace(baseline, block=dim3(*layout["block"]), grid=dim3(*layout["grid"]))
+            params = {k: v for k, v in config.to_dict().items() if k not in ("block", "grid")}
+            params["launch_layout"] = launch_layout_key(layout["block"], layout["grid"])
+            yield Candidate(trial, params, config)
 
     def _candidates(self, space: Any) -> Iterator[Candidate]:
         if self.options.sampler == "random":
@@ -345,26 +393,36 @@ class TuningSession:
 
     @staticmethod
     def _trial_record(candidate: Candidate, result: ExperimentResult, status: str, metric: float | None,
-                      baseline_metric: float) -> dict[str, Any]:  # fmt: skip
+                      baseline_metric: float | None) -> dict[str, Any]:  # fmt: skip
         return {
             "trial": candidate.trial, "status": status, "config_hash": candidate.config.hash(),
             "params": candidate.params, "config": candidate.config.to_dict(),
             "result": dict(result.to_dict(), metric=metric), "baseline_metric": baseline_metric,
-            "speedup": baseline_metric / metric if metric and metric > 0 else None,
+            "speedup": _speedup(baseline_metric, metric),
         }  # fmt: skip
 
-    def _complete(self, candidate: Candidate, result: ExperimentResult, baseline_metric: float) -> CompletedCandidate:
+    def _complete(self, candidate: Candidate, result: ExperimentResult,
+                  baseline_metric: float | None) -> CompletedCandidate:  # fmt: skip
         status = classify_result(result)
         if self.options.adaptive_invalid_ban and status == "invalid_launch" and "block_shape" in candidate.params:
             self._banned_block_shapes.add(candidate.params["block_shape"])
         metric = metric_value(result, self.options.metric, self.options.iterations) if status == "verified" else None
-        speedup = baseline_metric / metric if metric and metric > 0 else None
+        speedup = _speedup(baseline_metric, metric)
         self.store.append_trial(self._trial_record(candidate, result, status, metric, baseline_metric))
         self._tell(candidate, status, metric, speedup)
         return CompletedCandidate(candidate.trial, candidate.params, candidate.config, result, status, metric, speedup)
 
-    def _resumed_best(self, config, result, metric) -> tuple[CompletedCandidate, dict[str, int], int]:
-        best = CompletedCandidate(-1, {"baseline": True}, config, result, "verified", metric, 1.0)
+    def _record_invalid(self, candidate: Candidate, baseline_metric: float | None, error: str) -> CompletedCandidate:
+        """A candidate that cannot run: an `invalid_config` trial, never submitted (the current release's)."""
+        result = ExperimentResult(error=error, failed=True, executed=False)
+        self.store.append_trial(self._trial_record(candidate, result, "invalid_config", None, baseline_metric))
+        self._tell(candidate, "invalid_config", None, None)
+        return CompletedCandidate(candidate.trial, candidate.params, candidate.config, result, "invalid_config", None,
+                                  None)  # fmt: skip
+
+    def _resumed_best(self, config, result, metric) -> tuple[CompletedCandidate | None, dict[str, int], int]:
+        verified = result.verified and metric is not None
+        best = CompletedCandidate(-1, {"baseline": True}, config, result, "verified", metric, 1.0) if verified else None
         counts: dict[str, int] = {}
         done = 0
         for trial in self.store.load_trials():
@@ -372,17 +430,28 @@ class TuningSession:
             status = trial.get("status", "internal_error")
             counts[status] = counts.get(status, 0) + 1
             value = trial.get("result", {}).get("metric")
-            if status == "verified" and value is not None and (best.metric is None or value < best.metric):
-                stored = ExperimentResult.from_dict({k: v for k, v in trial["result"].items() if k != "metric"})
+            if status == "verified" and value is not None and (best is None or value < best.metric):
+                stored, _ = stored_result_and_metric(trial["result"])
                 best = CompletedCandidate(int(trial["trial"]), dict(trial.get("params", {})),
                                           ExperimentConfiguration.from_dict(trial["config"]), stored, status, value,
                                           trial.get("speedup"))  # fmt: skip
         return best, counts, done
 
-    def _write_final(self, recorded, kernel, baseline_metric: float, best: CompletedCandidate, counts: dict[str, int],
-                     completed: int) -> dict[str, Any]:  # fmt: skip
+    def _write_final(self, recorded, kernel, baseline_metric: float | None, best: CompletedCandidate | None,
+                     counts: dict[str, int], completed: int) -> dict[str, Any]:  # fmt: skip
         o = self.options
-        speedup = baseline_metric / best.metric if best.metric and best.metric > 0 else 1.0
+        statuses = ("verified", "failed_verification", "invalid_launch", "compile_error", "runtime_error",
+                    "invalid_config", "internal_error")  # fmt: skip
+        if best is None:
+            summary = {"status": "failed", "num_trials_requested": o.trials, "num_trials_completed": completed,
+                       "baseline_metric": baseline_metric, "best_metric": None, "best_speedup": None,
+                       "best_trial": None, "error": "No configuration verified",
+                       **{f"num_{s}": counts.get(s, 0) for s in statuses}}  # fmt: skip
+            self.store.write_summary(summary)
+            return summary
+        speedup = None
+        if baseline_metric is not None:
+            speedup = baseline_metric / best.metric if best.metric and best.metric > 0 else 1.0
         self.store.write_best({
             "status": "success", "trial": best.trial, "speedup": speedup, "baseline_metric": baseline_metric,
             "best_metric": best.metric, "metric": o.metric, "params": best.params, "config": best.config.to_dict(),
@@ -391,36 +460,37 @@ class TuningSession:
                        "kernel_name": kernel.kernel_name},
         })  # fmt: skip
         summary = {"status": "success", "num_trials_requested": o.trials, "num_trials_completed": completed,
-                   **{f"num_{s}": counts.get(s, 0) for s in ("verified", "failed_verification", "invalid_launch",
-                                                              "compile_error", "runtime_error", "invalid_config",
-                                                              "internal_error")},
+                   **{f"num_{s}": counts.get(s, 0) for s in statuses},
                    "baseline_metric": baseline_metric, "best_metric": best.metric, "best_speedup": speedup,
                    "best_trial": best.trial}  # fmt: skip
         self.store.write_summary(summary)
         if o.proteus_enabled and o.proteus_output:
-            from mneme.compat.convert import convert_to_json
+            from mneme.compat.convert import export_proteus_tuned_kernel
 
             Path(o.proteus_output).parent.mkdir(parents=True, exist_ok=True)
-            convert_to_json(o.proteus_output, recorded, kernel, best.config)
+            export_proteus_tuned_kernel(o.proteus_output, recorded, kernel, best.config,
+                                        usage_filename=str(self.store.path("proteus_usage.txt")))  # fmt: skip
         return summary
 
-    def _evaluate_baseline(self, executor, config: ExperimentConfiguration) -> tuple[ExperimentResult, float]:
+    def _evaluate_baseline(self, executor, config: ExperimentConfiguration) -> tuple[ExperimentResult, float | None]:
         o = self.options
         if o.resume and not o.rerun_baseline:
             loaded = self.store.load_baseline()
             if loaded is not None:
-                result = ExperimentResult.from_dict({k: v for k, v in loaded["result"].items() if k != "metric"})
-                metric = loaded["result"].get("metric")
+                result, metric = stored_result_and_metric(loaded["result"])
                 metric = metric if metric is not None else metric_value(result, o.metric, o.iterations)
-                if metric is None:
-                    raise BaselineVerificationError("Resumed baseline has no timing samples")
-                return result, float(metric)
+                return self._checked_baseline(result, metric)
         result = executor.evaluate(config)
         metric = metric_value(result, o.metric, o.iterations)
         self.store.write_baseline({"config": config.to_dict(), "result": dict(result.to_dict(), metric=metric)})
-        if not result.verified or metric is None:
+        return self._checked_baseline(result, metric)
+
+    def _checked_baseline(self, result: ExperimentResult, metric: float | None) -> tuple[ExperimentResult, float | None]:
+        if result.verified and metric is not None:
+            return result, float(metric)
+        if self.options.require_verified_baseline:
             raise BaselineVerificationError(f"Baseline replay did not verify{': ' + result.error if result.error else ''}")
-        return result, metric
+        return result, None
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> int:
@@ -462,7 +532,10 @@ class TuningSession:
             except BaselineVerificationError as exc:
                 print(str(exc))  # noqa: T201
                 return EXIT_BASELINE_FAILED
-            self._print(f"\nBaseline verified:\n  {o.metric} time: {baseline_metric:.6g}")
+            if baseline_metric is not None:
+                self._print(f"\nBaseline verified:\n  {o.metric} time: {baseline_metric:.6g}")
+            else:
+                self._print("\nBaseline did not verify; continuing search.")
             best, counts, completed = self._resumed_best(baseline_config, baseline_result, baseline_metric)
             if not o.baseline_only:
                 best, completed = self._search(executor, space, baseline_config, baseline_metric, best, counts,
@@ -476,15 +549,20 @@ class TuningSession:
             return EXIT_INTERNAL_ERROR
         finally:
             executor.shutdown()
+        if best is None:
+            self._print("\nNo configuration verified")
+            return EXIT_BASELINE_FAILED
+        against = (f"\n  baseline:     {baseline_metric:.6g}\n  speedup:      {summary['best_speedup']:.3f}x"
+                   if baseline_metric is not None else "")  # fmt: skip
         self._print(f"\nBest verified configuration:\n  trial:        {best.trial}\n  {o.metric} time: "
-                    f"{best.metric:.6g}\n  baseline:     {baseline_metric:.6g}\n  speedup:      "
-                    f"{summary['best_speedup']:.3f}x\n\nWrote:\n  results:       {o.results_dir}")  # fmt: skip
+                    f"{best.metric:.6g}{against}\n\nWrote:\n  results:       {o.results_dir}")  # fmt: skip
         return 0
 
     def _search(self, executor, space, baseline_config, baseline_metric, best, counts, completed):
         """Keep `workers` experiments in flight until the candidates (or the time) run out."""
         o = self.options
-        candidates = self._candidates(space)
+        initial = bool(o.launch_candidates)
+        candidates = self._initial_candidates(space, baseline_config) if initial else self._candidates(space)
         in_flight: list[tuple[Candidate, Any]] = []
         start, submitted, exhausted = time.monotonic(), 0, False
         while in_flight or not exhausted:
@@ -493,17 +571,28 @@ class TuningSession:
                 try:
                     candidate = next(candidates)
                 except StopIteration:
+                    if initial and in_flight:
+                        break  # the supplied layouts finish before the sampler's trials start
+                    if initial:
+                        initial, candidates = False, self._candidates(space)
+                        continue
                     exhausted = True
                     break
                 except Exception as exc:  # a space that fails to sample: one invalid trial, then go on
                     if o.fail_fast:
                         raise
-                    failed = ExperimentResult(error=str(exc), failed=True, executed=False)
-                    done = self._complete(Candidate(submitted, {}, baseline_config), failed, baseline_metric)
+                    done = self._record_invalid(Candidate(submitted, {}, baseline_config), baseline_metric, str(exc))
                     counts[done.status] = counts.get(done.status, 0) + 1
                     completed, submitted = completed + 1, submitted + 1
                     continue
+                candidate.trial = submitted
                 if o.resume and candidate.config.hash() in self._completed_hashes:
+                    continue
+                if candidate.error is not None or not candidate.config.is_valid():
+                    done = self._record_invalid(candidate, baseline_metric,
+                                                candidate.error or "ExperimentConfiguration.is_valid() returned false")  # fmt: skip
+                    counts[done.status] = counts.get(done.status, 0) + 1
+                    completed, submitted = completed + 1, submitted + 1
                     continue
                 in_flight.append((candidate, executor.submit(candidate.config)))
                 submitted += 1
@@ -525,8 +614,9 @@ class TuningSession:
                 counts[done.status] = counts.get(done.status, 0) + 1
                 completed += 1
                 if done.status == "verified" and done.metric is not None:
-                    self._print(f"Trial {candidate.trial} verified: {done.metric:.6g}, speedup {done.speedup:.3f}x")
-                    if best.metric is None or done.metric < best.metric:
+                    relative = f", speedup {done.speedup:.3f}x" if done.speedup is not None else ""
+                    self._print(f"Trial {candidate.trial} verified: {done.metric:.6g}{relative}")
+                    if best is None or done.metric < best.metric:
                         best = done
                 else:
                     self._print(f"Trial {candidate.trial} {done.status}")

@@ -60,6 +60,16 @@ def _serializable(obj: Any) -> Any:
     return obj
 
 
+def _digest(data: dict[str, Any]) -> str:
+    payload = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _core_codegen_method(value: Any) -> str:
+    # The original's "rtc" (NVRTC) and any other name have no counterpart: the backend's one code generator.
+    return value if value in core.CODEGEN_METHODS else "serial"
+
+
 @dataclasses.dataclass
 class ExperimentConfiguration:
     """One experiment's knobs with the original's fields, defaults and in-place `ground()`."""
@@ -74,6 +84,7 @@ class ExperimentConfiguration:
     specialize_dims: bool = False
     passes: str = "default<O3>"
     codegen_opt: int = 3
+    # The documented version's field; the current release dropped it (Proteus picks its code generator).
     codegen_method: str = "serial"
     prune: bool = True
     internalize: bool = True
@@ -89,6 +100,19 @@ class ExperimentConfiguration:
         return cls(grid=dim3.of(grid), block=dim3.of(block), **data)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as the current release writes them: `codegen_method` only where it changes the experiment.
+
+        The current release has no `codegen_method`; the documented version's values other than
+        "parallel" all build with the backend's one code generator, so they are left out and the
+        dictionary (and `hash()`) is the current release's. `documented_dict()` keeps every field.
+        """
+        data = self.documented_dict()
+        if _core_codegen_method(data["codegen_method"]) == "serial":
+            del data["codegen_method"]
+        return data
+
+    def documented_dict(self) -> dict[str, Any]:
+        """Every field, `codegen_method` included, as the documented version wrote them."""
         return _serializable(self)
 
     def is_valid(self) -> bool:
@@ -103,9 +127,12 @@ class ExperimentConfiguration:
             self.min_blocks_per_sm = 0
 
     def hash(self) -> str:
-        """SHA-256 of the sorted, compact JSON of every field: the original's digest."""
-        payload = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+        """SHA-256 of the sorted, compact JSON of `to_dict()`: the current release's digest."""
+        return _digest(self.to_dict())
+
+    def documented_hash(self) -> str:
+        """The documented version's digest (all 13 fields): the key of results files it wrote."""
+        return _digest(self.documented_dict())
 
     def to_core(self) -> core.ExperimentConfiguration:
         """The core's configuration; unused launch-bound values (bounds off) become the core's defaults.
@@ -126,8 +153,7 @@ class ExperimentConfiguration:
             specialize_dims=bool(self.specialize_dims),
             passes=self.passes,
             codegen_opt=int(self.codegen_opt),
-            # The original's "rtc" (NVRTC) has no counterpart: the backend's one code generator serves it.
-            codegen_method=self.codegen_method if self.codegen_method in core.CODEGEN_METHODS else "serial",
+            codegen_method=_core_codegen_method(self.codegen_method),
             prune=bool(self.prune),
             internalize=bool(self.internalize),
         )

@@ -88,6 +88,11 @@ OPTIMIZE_KNOBS = [
          optional=True, search=(None, True, False), feature="knobs", schema1=True),
     Knob("inlining_threshold", "int", None, "optimize", "Inliner threshold (default: the level's).",
          optional=True, low=0, high=1 << 20, schema1=True),
+    # nvcc fully unrolls larger loops than LLVM's O3 (300), e.g. those over a small local array, which then
+    # lives in registers (docs/design/investigations/ir-vs-nvcc-2026-12-06.md)
+    Knob("unroll_threshold", "int", None, "optimize", "Full-unrolling size threshold (default: the level's, "
+         "300 at O3; nvcc unrolls as at about 1200).", optional=True, low=0, high=1 << 20,
+         search=(None, 600, 1200, 2400), feature="knobs"),
 ]  # fmt: skip
 
 

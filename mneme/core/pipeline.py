@@ -14,6 +14,7 @@ the target machine the backend gives. Code generation is the backend's (`Backend
 from __future__ import annotations
 
 import abc
+import contextlib
 import logging
 import re
 import threading
@@ -350,6 +351,40 @@ def _inline_option(config: ExperimentConfiguration, pipeline: Pipeline) -> None:
     _inline_option_set[:] = [threshold]
 
 
+# LLVM's loop unroller reads -unroll-threshold each time it runs; its own default by level otherwise.
+_LEVEL_UNROLL_THRESHOLDS = {"3": 300}
+_DEFAULT_UNROLL_THRESHOLD = 150
+_unroll_lock = threading.Lock()
+_unroll_option_set: list[int] = []  # the value last given to LLVM's -unroll-threshold, once one was
+
+
+def unroll_threshold(config: ExperimentConfiguration, pipeline: Pipeline) -> int:
+    """The full-unrolling threshold a build uses: the configuration's, else LLVM's for the level."""
+    wanted = getattr(config, "unroll_threshold", None)
+    if wanted is not None:
+        return wanted
+    level = pipeline.level or ("3" if "O3" in (pipeline.text or "") else "2")
+    return _LEVEL_UNROLL_THRESHOLDS.get(level, _DEFAULT_UNROLL_THRESHOLD)
+
+
+@contextlib.contextmanager
+def _unroll_option(config: ExperimentConfiguration, pipeline: Pipeline):
+    """Hold LLVM's process-wide -unroll-threshold at the build's value while its passes run.
+
+    Untouched (and no lock taken) until a configuration first asks for a threshold; from then on
+    every build sets its own, its level's default when it asks for none, and builds run one at a time.
+    """
+    if getattr(config, "unroll_threshold", None) is None and not _unroll_option_set:
+        yield
+        return
+    with _unroll_lock:
+        threshold = unroll_threshold(config, pipeline)
+        if not _unroll_option_set or _unroll_option_set[-1] != threshold:
+            llvm.set_option("mneme", f"-unroll-threshold={threshold}")
+            _unroll_option_set[:] = [threshold]
+        yield
+
+
 def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, machine: llvm.TargetMachine) -> float:
     """Run the configuration's pipeline on `module` in place; returns the seconds it took.
 
@@ -378,7 +413,8 @@ def optimize(module: llvm.ModuleRef, config: ExperimentConfiguration, machine: l
         pm = llvm.create_new_module_pass_manager()
         for name in pipeline.passes:
             PASSES[name][0](pm)
-    pm.run(module, pb)
+    with _unroll_option(config, pipeline):  # the unroller reads its threshold as it runs
+        pm.run(module, pb)
     if pipeline.level is None:
         ir.verify(module, f"module after pipeline {pipeline}")
     return time.perf_counter() - start
@@ -411,5 +447,6 @@ def check_codegen_opt(level: int) -> None:
 __all__ = [
     "PASSES", "Pipeline", "Preprocessed", "Transform", "TransformContext", "check_codegen_opt",
     "check_module_target", "module_target", "optimize", "inlining_threshold", "parse_pipeline", "preprocess",
+    "unroll_threshold",
     "ModuleBuild", "pipeline_plugins", "transforms", "triple_target", "tuning_options",
 ]  # fmt: skip

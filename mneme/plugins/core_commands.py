@@ -269,6 +269,14 @@ def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
     _console().print(f"{len(report.databases)} database(s), {len(report.removed)} file(s) "
                   + ("to remove" if dry_run else "removed")
                   + (f", {len(report.kept)} shared file(s) kept" if report.kept else ""), highlight=False)
+    _print_foreign_left(report.foreign)
+
+
+def _print_foreign_left(foreign) -> None:
+    # Another tool's database: Mneme acted on its conversion; the tool's own files are not Mneme's to delete.
+    for db in foreign:
+        _console().print(f"left {db} and the files it names in place (another tool's format; only its "
+                         "conversion was acted on): delete them with that tool or by hand", highlight=False)
 
 
 @click.command("copy", epilog=EXIT_CODES_HELP)
@@ -295,6 +303,7 @@ def move_command(databases: tuple[str, ...], dest: str) -> None:
         _console().print(f"wrote {db}", highlight=False)
     if report.kept:
         _console().print(f"kept {len(report.kept)} file(s) other databases still reference", highlight=False)
+    _print_foreign_left(report.foreign)
 
 
 # -- config ---------------------------------------------------------------------------------------

@@ -23,7 +23,11 @@ def mneme_cli_commands():
 @click.option("--backend", default=None,
               help="Backend of the recording (default: from the IR modules' target triple, .ll or .bc).")
 @click.option("--arch", default=None, help="Architecture, e.g. sm_90 (default: from the IR modules' target-cpu).")
-def import_original_command(source: str, out: str | None, backend: str | None, arch: str | None) -> None:
+@click.option("--allow-files-outside", is_flag=True,
+              help="Read files the database names outside its folder (the original writes absolute paths); "
+                   "only for a recording you trust.")  # fmt: skip
+def import_original_command(source: str, out: str | None, backend: str | None, arch: str | None,
+                            allow_files_outside: bool) -> None:  # fmt: skip
     """Convert the original Mneme's recordings (a database JSON or a folder of them) to Mneme's format.
 
     Every layout the original has written is read: the documented one, per-region metadata, and
@@ -37,9 +41,10 @@ def import_original_command(source: str, out: str | None, backend: str | None, a
     folder = path if path.is_dir() else path.parent
     target = Path(out) if out else folder / IMPORT_FOLDER
     if path.is_dir():
-        written = fmt.import_folder(path, target, backend=backend, arch=arch)
+        written = fmt.import_folder(path, target, backend=backend, arch=arch, allow_files_outside=allow_files_outside)
     else:
-        written = [fmt.import_original(path, target, backend=backend, arch=arch)]
+        written = [fmt.import_original(path, target, backend=backend, arch=arch,
+                                       allow_files_outside=allow_files_outside)]  # fmt: skip
     for db in written:
         current().print(f"imported {db}; replay it with: mneme replay -rdb {db}")
 

@@ -61,6 +61,14 @@ def test_compile_load_and_profile_on_the_recorded_state(saxpy):
     jit.optimize(mod, arch, "3", 3)
     buffer = jit.codegen_object(mod, arch)
     assert isinstance(buffer, MemBuffer) and len(buffer) > 0
+    # The current release's signature (mod, arch, level) and the documented one (mod, arch, type, level).
+    assert bytes(jit.codegen_object(mod, arch, 3)) == bytes(jit.codegen_object(mod, arch, "serial", 3)) == bytes(buffer)
+    assert bytes(jit.codegen_object(mod, arch, codegen_opt_level=3)) == bytes(buffer)
+    with pytest.raises(ValueError, match="0..3"):
+        jit.codegen_object(mod, arch, 7)
+    with pytest.raises(TypeError, match="codegen_object"):
+        jit.codegen_object(mod, arch, "serial", 3, 1)
+    assert jit.get_proteus_codegen_method() == "rtc"  # Proteus's default when PROTEUS_CODEGEN is unset
     with pytest.raises(TypeError):
         DeviceModule.from_MemBuffer(b"not a buffer")
     module = DeviceModule.from_MemBuffer(buffer)

@@ -217,3 +217,53 @@ def test_a_module_naming_no_target_asks_for_backend_and_arch(tmp_path):
     done = mneme("import-original", str(db), "--backend", "host", "--arch", "x86_64", "-o", str(tmp_path / "in"))
     assert done.returncode == 0, done.stderr
     assert RecordedExecution.from_json(next((tmp_path / "in").glob("*.json"))).backend == "host"
+
+
+def test_clean_and_move_act_on_the_conversion_and_leave_the_originals_files(tmp_path):
+    db, _ = write_recording(tmp_path / "rec", "diff")
+    originals = sorted(p.name for p in (tmp_path / "rec").iterdir())
+    done = mneme("clean", str(db))  # nothing converted yet: nothing converted just to be deleted
+    assert done.returncode == 0, done.stderr
+    assert "0 database(s)" in done.stdout and f"left {db}" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "rec").iterdir()) == originals
+    done = mneme("move", str(db), str(tmp_path / "moved"))
+    assert done.returncode == 0, done.stderr
+    assert "kept" not in done.stdout  # the conversion is not "another database" of its own files
+    assert sorted(p.name for p in (tmp_path / "rec").iterdir()) == originals  # no .mneme-import left behind
+    (moved,) = (tmp_path / "moved").glob("*.json")
+    assert len(RecordedExecution.from_json(moved)) == 2 and len(list((tmp_path / "moved").iterdir())) == 6
+    RecordedExecution.from_json(db)  # converted again
+    assert (tmp_path / "rec" / fmt.IMPORT_FOLDER).is_dir()
+    done = mneme("clean", str(db))
+    assert done.returncode == 0, done.stderr
+    assert "1 database(s), 5 file(s) removed" in done.stdout and f"left {db}" in done.stdout
+    assert sorted(p.name for p in (tmp_path / "rec").iterdir()) == originals
+
+
+def test_import_reads_files_outside_the_databases_folder_only_when_allowed(tmp_path):
+    db, _ = write_recording(tmp_path / "rec", "documented")  # absolute paths, as the documented version wrote
+    data = json.loads(db.read_text())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    module = elsewhere / "secret.bc"
+    shutil.move(data["Modules"][0], module)
+    data["Modules"] = [str(module)]
+    db.write_text(json.dumps(data))
+    with pytest.raises(MnemeError, match="outside the database's folder.*--allow-files-outside") as err:
+        RecordedExecution.from_json(db)
+    assert "Modules" in str(err.value)
+    done = mneme("import-original", str(db), "-o", str(tmp_path / "in"))
+    assert done.returncode == 2 and "outside the database's folder" in done.stderr
+    done = mneme("import-original", str(db), "-o", str(tmp_path / "in"), "--allow-files-outside")
+    assert done.returncode == 0, done.stderr
+    (imported,) = (tmp_path / "in").glob("*.json")
+    assert len(RecordedExecution.from_json(imported)) == 2
+    # A relative path leading out is the same case; an absolute path inside the folder is read.
+    data["Modules"] = ["../elsewhere/secret.bc"]
+    db.write_text(json.dumps(data))
+    with pytest.raises(MnemeError, match="outside the database's folder"):
+        fmt.import_original(db, tmp_path / "again")
+    shutil.move(module, tmp_path / "rec" / "secret.bc")
+    data["Modules"] = [str(tmp_path / "rec" / "secret.bc")]
+    db.write_text(json.dumps(data))
+    assert len(RecordedExecution.from_json(fmt.import_original(db, tmp_path / "again"))) == 2

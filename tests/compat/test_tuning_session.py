@@ -10,9 +10,25 @@ import pytest
 
 from mneme.mneme_types import ExperimentConfiguration, ExperimentResult, dim3
 from mneme.recorded_execution import RecordedExecution
-from mneme.tuning.builtin_spaces import BuiltinTuneSearchSpace, iter_finite_params, parse_range, shape_to_dim3
+from mneme.tuning.builtin_spaces import (
+    BuiltinTuneSearchSpace,
+    iter_finite_params,
+    parse_range,
+    shape_to_dim3,
+)
+from mneme.tuning.launch_candidates import (
+    launch_layout_key,
+    normalize_launch_candidates,
+)
 from mneme.tuning.result_store import ResultStore
-from mneme.tuning.session import TuneOptions, TuningSession, classify_result, metric_value
+from mneme.tuning.session import (
+    TuneOptions,
+    TuningSession,
+    classify_result,
+    metric_value,
+    stored_result_and_metric,
+)
+
 from .conftest import run_mneme
 
 USER_SPACE = '''
@@ -52,6 +68,10 @@ def test_result_store_round_trips_the_original_files(tmp_path):
     assert store.load_baseline()["config"]["grid"] == {"x": 2, "y": 1, "z": 1}
     assert [t["trial"] for t in store.load_trials()] == [0, 1]
     assert store.completed_hashes() == {"abc", "def"}
+    # A trial written by the documented version (its digest counts codegen_method) resumes too.
+    config = ExperimentConfiguration(grid=dim3(2), block=dim3(4))
+    store.append_trial({"trial": 2, "config_hash": config.documented_hash(), "config": config.documented_dict()})
+    assert config.hash() in store.completed_hashes() and config.documented_hash() in store.completed_hashes()
     assert ResultStore(str(tmp_path / "empty")).load_config() is None
 
 
@@ -62,6 +82,8 @@ def test_metric_takes_the_timed_runs_after_the_warmups():
     assert classify_result(result) == "verified"
     assert classify_result(ExperimentResult(failed=True, error="LLVM refuses pipeline")) == "compile_error"
     assert classify_result(ExperimentResult(executed=True)) == "failed_verification"
+    stored, metric = stored_result_and_metric(dict(result.to_dict(), metric=6.0))  # a trials.jsonl entry
+    assert (stored, metric) == (result, 6.0)
 
 
 def test_builtin_space_block_shapes_keep_the_recorded_work_covered(saxpy_db):
@@ -176,3 +198,84 @@ def test_mnemes_space_option_points_an_original_space_to_its_tuner(saxpy_db, tmp
     (tmp_path / "space.py").write_text(USER_SPACE)
     done = run_mneme("tune", "-rdb", str(saxpy_db), "--space", f"{tmp_path / 'space.py'}:Threads", "--trials", "1")
     assert done.returncode == 2 and "--space-module" in done.stderr and "original Mneme API" in done.stderr
+
+
+def test_launch_candidates_follow_the_current_releases_rules(saxpy_db):
+    kernel = next(iter(RecordedExecution.from_json(str(saxpy_db)).values()))
+    work = kernel.grid_dim.x * kernel.block_dim.x
+    given = [{"block": [128, 1, 1]}, {"block": [128, 1, 1]}, {"block": [64, 1, 1], "grid": [3, 1, 1]}]
+    assert normalize_launch_candidates(given) == [{"block": [128, 1, 1]}, {"block": [64, 1, 1], "grid": [3, 1, 1]}]
+    resolved = normalize_launch_candidates(given, recorded_kernel=kernel)
+    assert resolved[0] == {"block": [128, 1, 1], "grid": [-(-work // 128), 1, 1]}
+    assert launch_layout_key([64, 1, 1], [3, 1, 1]) == "64x1x1/3x1x1"
+    for bad, message in (([{"grid": [1, 1, 1]}], "requires a block"), ([{"block": [True, 1, 1]}], "three integers"),
+                         ([{"block": [64, 1]}], "three integers"), ([{"block": [2048, 1, 1]}], "limits"),
+                         ([{"block": [64, 32, 1]}], "threads-per-block"), ([{"block": [64, 1, 1], "x": 1}], "only"),
+                         ({"block": [64, 1, 1]}, "a list")):  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            normalize_launch_candidates(bad)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"sampler": "exhaustive", "trials": None}, "random or tpe"),
+    ({"space_module": "custom.py:Space"}, "custom search space"),
+    ({"require_verified_baseline": False, "objective": "speedup"}, "objective='time'"),
+])  # fmt: skip
+def test_current_release_options_refuse_what_it_refuses(saxpy_db, overrides, message):
+    values = {"record_database": str(saxpy_db), "sampler": "random", "trials": 2,
+              "launch_candidates": [{"block": [64, 1, 1]}], **overrides}  # fmt: skip
+    with pytest.raises(ValueError, match=message):
+        TuneOptions(**values)
+
+
+def test_supplied_launch_layouts_run_first_then_the_sampler(saxpy_db, tmp_path):
+    options = TuneOptions(record_database=str(saxpy_db), sampler="random", trials=1, seed=3, space_preset="launch",
+                          launch_candidates=[{"block": [128, 1, 1]}, {"block": [512, 1, 1]}], iterations=2,
+                          results_dir=str(tmp_path / "r"), quiet=True)  # fmt: skip
+    assert TuningSession(options).run() == 0
+    trials = lines(tmp_path / "r" / "trials.jsonl")
+    assert [t["trial"] for t in trials] == [0, 1, 2]
+    assert [t["params"].get("launch_layout") for t in trials[:2]] == [
+        launch_layout_key([128, 1, 1], [t["config"]["grid"]["x"], 1, 1]) for t in trials[:1]] + [
+        launch_layout_key([512, 1, 1], [trials[1]["config"]["grid"]["x"], 1, 1])]  # fmt: skip
+    assert [t["config"]["block"]["x"] for t in trials[:2]] == [128, 512]
+    assert all(t["status"] == "verified" for t in trials)
+    assert "launch_layout" not in trials[2]["params"] or trials[2]["params"]["launch_layout"] != ""
+    usage = (tmp_path / "r" / "proteus_usage.txt").read_text()  # the current release's usage file
+    assert "PROTEUS_TUNED_KERNELS=" in usage and "annotate" in usage
+
+
+def test_an_unverified_baseline_goes_on_searching_when_not_required(saxpy_db, tmp_path):
+    # A block of no threads: the baseline is a failed experiment, never verified.
+    space = tmp_path / "space.py"
+    space.write_text(USER_SPACE + """
+
+    def baseline(self):
+        return ExperimentConfiguration(grid={"x": 1}, block={"x": 0})
+""")
+    base = {"record_database": str(saxpy_db), "sampler": "grid", "space_module": f"{space}:Threads",
+            "iterations": 2, "quiet": True, "proteus_enabled": False}  # fmt: skip
+    assert TuningSession(TuneOptions(**base, results_dir=str(tmp_path / "a"))).run() == 1
+    assert not (tmp_path / "a" / "trials.jsonl").exists()
+    relaxed = TuneOptions(**base, results_dir=str(tmp_path / "b"), require_verified_baseline=False)
+    assert TuningSession(relaxed).run() == 0
+    trials = lines(tmp_path / "b" / "trials.jsonl")
+    assert len(trials) == 2 and all(t["status"] == "verified" and t["speedup"] is None for t in trials)
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["best_speedup"] is None
+
+
+def test_a_configuration_the_space_cannot_derive_is_an_invalid_trial_and_the_search_goes_on(saxpy_db, tmp_path):
+    space = tmp_path / "space.py"
+    space.write_text(USER_SPACE.replace('''    def derived(self, params):
+''', '''    def derived(self, params):
+        if params["block_x"] == 64:
+            raise ValueError("no 64-thread blocks here")
+''').replace("widths=(64, 128)", "widths=(64, 128, 256)"))
+    options = TuneOptions(record_database=str(saxpy_db), sampler="grid", space_module=f"{space}:Threads",
+                          iterations=2, results_dir=str(tmp_path / "r"), quiet=True, proteus_enabled=False)  # fmt: skip
+    assert TuningSession(options).run() == 0
+    trials = lines(tmp_path / "r" / "trials.jsonl")
+    by_status = sorted((t["status"], t["params"]["block_x"]) for t in trials)
+    assert by_status == [("invalid_config", 64), ("verified", 128), ("verified", 256)]
+    (invalid,) = [t for t in trials if t["status"] == "invalid_config"]
+    assert "no 64-thread blocks here" in invalid["result"]["error"] and invalid["result"]["executed"] is False

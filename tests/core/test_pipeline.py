@@ -449,3 +449,38 @@ def test_every_hip_corpus_kernel_compiles_at_other_levels(level):
     for source, kernel in corpus_kernels():
         binary = build.compile(ir.link([build_hip_ir(source)], kernel), kernel, cfg, "gfx90a", cache=False)
         assert binary.kind == "hsaco" and binary.resources.registers > 0, kernel
+
+
+DECAY = """
+extern "C" __global__ void decay(const float* __restrict__ k, const float* __restrict__ s, float* out, int steps) {
+  float state[64];
+  #pragma unroll
+  for (int i = 0; i < 64; i++) state[i] = s[i * blockDim.x + threadIdx.x];
+  for (int t = 0; t < steps; t++) {
+    float v = k[t * blockDim.x + threadIdx.x], y = 0.0f;
+    for (int j = 0; j < 64; j += 4) {
+      float4& st = (float4&)state[j];
+      st.x = st.x * 0.9f + v; st.y = st.y * 0.8f + v; st.z = st.z * 0.7f + v; st.w = st.w * 0.6f + v;
+      y += st.x + st.y + st.z + st.w;
+    }
+    out[t * blockDim.x + threadIdx.x] = y;
+  }
+}
+"""
+
+
+def test_unroll_threshold_unrolls_a_local_array_loop_into_registers_as_nvcc_does(tmp_path):
+    # LLVM's O3 threshold (300) keeps the 16-step loop, so `state` lives in local memory; nvcc unrolls it.
+    mod = _kernel_ir(tmp_path, "decay", DECAY)
+
+    def ptx(**knobs):
+        return build.compile(mod, "decay", BASE.replace(**knobs), "sm_90", emit="ptx", cache=False).data.decode()
+
+    default = ptx()
+    assert "st.local" in default and default.count("fma.rn.f32") < 16
+    unrolled = ptx(unroll_threshold=1200)
+    assert "ld.local" not in unrolled and "st.local" not in unrolled and unrolled.count("fma.rn.f32") == 64
+    assert "st.local" in ptx()  # LLVM's process-wide option goes back to the level's default
+    assert pipeline.unroll_threshold(BASE, pipeline.parse_pipeline("default<O3>")) == 300
+    assert pipeline.unroll_threshold(BASE, pipeline.parse_pipeline("default<O2>")) == 150
+    assert BASE.replace(unroll_threshold=1200).hash() != BASE.hash()

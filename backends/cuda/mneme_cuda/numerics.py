@@ -19,7 +19,10 @@ import attrs
 
 from mneme.core import ir
 
-_FTZ_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt|min|max|neg|abs|rcp|setp|selp|cvt)[.\w]*\.ftz\b", re.M)
+# An f32 operation flushing denormals: `.ftz` on arithmetic that is not an approximation. libdevice's own
+# expansions (powf, expf, ...) use `rcp.approx.ftz`/`ex2.approx.ftz` whatever -ftz says, so those tell nothing.
+_FTZ_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt|min|max|neg|abs|rcp|setp|selp|cvt)(?![.\w]*\.approx\b)"
+                     r"[.\w]*\.ftz\b", re.M)
 _F32_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt)[.\w]*\.f32\b", re.M)
 
 
@@ -28,8 +31,10 @@ class FpBehaviour:
     """How an application's f32 arithmetic was compiled."""
 
     ftz: bool = False  # denormals flushed to zero (-ftz=true)
-    div: str = "rn"  # "rn" (IEEE, -prec-div=true), "full" (-prec-div=false) or "approx" (fast math)
-    sqrt: str = "rn"  # "rn" (-prec-sqrt=true) or "approx"
+    # "rn" (IEEE, -prec-div=true), "full" (-prec-div=false) or "approx" (fast math); None: the PTX divides
+    # nothing, so it tells nothing (fast math turns a / b into rcp.approx times a): clang's IR keeps its own
+    div: str | None = "rn"
+    sqrt: str | None = "rn"  # "rn" (-prec-sqrt=true) or "approx"; None: no square root to read it from
     fmad: bool = True  # multiplies and adds may be fused (-fmad=true)
 
     @classmethod
@@ -37,8 +42,10 @@ class FpBehaviour:
         """Read from PTX text; None where it holds no f32 arithmetic to read it from."""
         if not _F32_OP.search(text):
             return None
-        div = "approx" if re.search(r"\bdiv\.approx\.", text) else ("full" if re.search(r"\bdiv\.full\.", text) else "rn")
-        sqrt = "approx" if re.search(r"\bsqrt\.approx\.", text) else "rn"
+        div = ("approx" if re.search(r"\bdiv\.approx\.", text) else "full" if re.search(r"\bdiv\.full\.", text)
+               else "rn" if re.search(r"\b(?:div|rcp)\.rn(?:\.ftz)?\.f32\b", text) else None)  # fmt: skip
+        sqrt = ("approx" if re.search(r"\bsqrt\.approx\.", text)
+                else "rn" if re.search(r"\bsqrt\.rn(?:\.ftz)?\.f32\b", text) else None)  # fmt: skip
         no_fma = (re.search(r"\b(?:mul|add|sub)\.rn(?:\.ftz)?\.f32\b", text) is not None
                   and re.search(r"\bfma\.rn(?:\.ftz)?\.f32\b", text) is None)  # fmt: skip
         return cls(ftz=_FTZ_OP.search(text) is not None, div=div, sqrt=sqrt, fmad=not no_fma)
@@ -48,8 +55,9 @@ class FpBehaviour:
         return self == FpBehaviour()
 
     def describe(self) -> str:
-        return (f"ftz={'true' if self.ftz else 'false'} prec-div={'true' if self.div == 'rn' else self.div} "
-                f"prec-sqrt={'true' if self.sqrt == 'rn' else 'false'} fmad={'true' if self.fmad else 'false'}")  # fmt: skip
+        div = {"rn": "true", None: "unseen"}.get(self.div, self.div)
+        sqrt = {"rn": "true", None: "unseen"}.get(self.sqrt, "false")
+        return f"ftz={'true' if self.ftz else 'false'} prec-div={div} prec-sqrt={sqrt} fmad={'true' if self.fmad else 'false'}"
 
 
 _FDIV = re.compile(r"^(\s*)(%[-\w.$]+) = fdiv((?: \w+)*) float (%[-\w.$]+|[-\w.+]+), (%[-\w.$]+|[-\w.+]+)(.*)$")
@@ -71,11 +79,11 @@ def apply(text: str, fp: FpBehaviour) -> str:
     lines = []
     for line in text.split("\n"):
         m = _FDIV.match(line)
-        if m and (fp.div != "rn" or re.search(r"\b(?:arcp|afn|fast)\b", m.group(3))):
+        if m and fp.div is not None and (fp.div != "rn" or re.search(r"\b(?:arcp|afn|fast)\b", m.group(3))):
             indent, result, _flags, a, b, rest = m.groups()
             line = (f'{indent}{result} = call float asm "div.{fp.div}{ftz}.f32 $0, $1, $2;", "=f,f,f"'
                     f"(float {a}, float {b}){_trailing(rest)}")  # fmt: skip
-        elif m := _SQRT_CALL.match(line):
+        elif fp.sqrt is not None and (m := _SQRT_CALL.match(line)):
             # Always: clang's libdevice path takes sqrt.approx unless told __CUDA_PREC_SQRT, nvcc's sqrt.rn.
             indent, result, operand, rest = m.groups()
             line = (f'{indent}{result} = call float asm "sqrt.{fp.sqrt}{ftz}.f32 $0, $1;", "=f,f"(float {operand})'

@@ -31,13 +31,32 @@ class FileReport:
     databases: list[Path] = attrs.Factory(list)
     removed: list[Path] = attrs.Factory(list)
     kept: list[Path] = attrs.Factory(list)
+    #: other tools' databases given (the original Mneme's): only their conversion was acted on, their files stay
+    foreign: list[Path] = attrs.Factory(list)
 
 
-def load_all(paths: Iterable[str | os.PathLike], *, allow_missing: bool = False) -> list[RecordedExecution]:
-    """Load every database (validating each); two arguments naming one database count once."""
+def load_all(paths: Iterable[str | os.PathLike], *, allow_missing: bool = False, convert: bool = True,
+             foreign: list[Path] | None = None) -> list[RecordedExecution]:  # fmt: skip
+    """Load every database (validating each); two arguments naming one database count once.
+
+    Another tool's database is loaded through its conversion (made when `convert`); its path is
+    added to `foreign` when given, and with `convert=False` one without a current conversion
+    is only listed there.
+    """
+    from mneme.core.errors import FormatError
+    from mneme.core.records import foreign as formats
+
     records: dict[Path, RecordedExecution] = {}
     for p in paths:
-        rec = RecordedExecution.from_json(p, allow_missing=allow_missing)
+        try:
+            rec = RecordedExecution.from_json(p, allow_missing=allow_missing, convert=convert)
+        except FormatError:
+            if foreign is None or convert or not formats.claimed(p):
+                raise
+            foreign.append(Path(p))  # nothing of Mneme's format to act on
+            continue
+        if foreign is not None and os.path.realpath(rec.path) != os.path.realpath(p):
+            foreign.append(Path(p))
         records.setdefault(rec.path.resolve(), rec)
     return list(records.values())
 
@@ -81,12 +100,14 @@ def clean_records(paths: Iterable[str | os.PathLike], *, dry_run: bool = False) 
     A file that any other database still references is kept (`referrers`: the databases in
     every folder above it). With `dry_run`, only report what would be removed.
     """
-    records = load_all(paths, allow_missing=True)
+    foreign: list[Path] = []
+    # another tool's database: its conversion is cleaned, never made just to be deleted
+    records = load_all(paths, allow_missing=True, convert=False, foreign=foreign)
     others = _files_of_others(records)
     for rec in records:
         for f in rec.referenced_files():
             _check_plain(f, "remove")
-    report = FileReport()
+    report = FileReport(foreign=foreign)
     gone: set[Path] = set()
     for rec in records:
         removed = []
@@ -101,10 +122,20 @@ def clean_records(paths: Iterable[str | os.PathLike], *, dry_run: bool = False) 
         if not dry_run:
             rec.path.unlink()
             _remove_empty_dirs(removed, rec.folder)
+            _remove_empty_conversion(rec, foreign)
             log.info("removed %s and %d files", rec.path, len(removed))
         report.databases.append(rec.path)
         report.removed.extend(removed)
     return report
+
+
+def _remove_empty_conversion(rec: RecordedExecution, foreign: Sequence[Path]) -> None:
+    """The cache folder of a removed conversion goes too once empty (the other tool's folder stays)."""
+    for source in foreign:
+        home = Path(source).parent.resolve()
+        if home in rec.folder.resolve().parents:
+            _remove_empty_dirs([rec.path], home)
+            return
 
 
 def _digest(path: Path) -> str:
@@ -149,7 +180,8 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
         raise UsageError(f"destination {dest} is a dangling symbolic link; give a folder")
     if dest.exists() and not dest.is_dir():
         raise UsageError(f"destination {dest} is a file; give a folder (it is created if missing)")
-    records = load_all(paths)
+    foreign: list[Path] = []
+    records = load_all(paths, foreign=foreign)
     if not records:
         raise UsageError("no recording database given")
     verb = "move" if move else "copy"
@@ -224,7 +256,7 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
     except BaseException:
         journal.undo()
         raise
-    report = FileReport(databases=written)
+    report = FileReport(databases=written, foreign=foreign)
     if move:
         for rec in records:
             removed = []
@@ -237,6 +269,7 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             rec.path.unlink()
             report.removed.extend([*removed, rec.path])
             _remove_empty_dirs(removed, rec.folder)
+            _remove_empty_conversion(rec, foreign)
     log.info("%s %d databases to %s", "moved" if move else "copied", len(written), dest)
     return report
 

@@ -26,3 +26,16 @@ def convert(path: str | os.PathLike, data: Any, *, create: bool = True) -> Path 
             found = fmt.convert(path, create=create)
             return Path(found) if found is not None else None
     return None
+
+
+def claimed(path: str | os.PathLike) -> bool:
+    """Whether a registered format claims the database at `path` (another tool's, converted on use)."""
+    from mneme.core import limits
+    from mneme.core.errors import MnemeError
+
+    try:
+        data = limits.load_json(limits.read_text(Path(path), "recording database"), Path(path))
+    except (MnemeError, OSError):
+        return False
+    return isinstance(data, dict) and "SchemaVersion" not in data and any(
+        fmt.claims(data) for fmt in plugins.registry("recording-format").values())

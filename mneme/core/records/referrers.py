@@ -84,6 +84,8 @@ def find(records: Sequence[RecordedExecution]) -> Referrers:
             except MnemeError as exc:
                 log.debug("not a recording database, ignored: %s", exc)
                 continue
+            if _where(other.path) in chosen:
+                continue  # another tool's database whose conversion is one of the chosen: the same recording
             databases.update((where, candidate.resolve()))
             shared.update(f.resolve() for f in other.referenced_files())
     return Referrers(frozenset(databases), frozenset(shared))

@@ -113,3 +113,35 @@ def test_finalize_stores_the_ir_with_the_numerics_of_the_recorded_fatbin(source,
     assert module.name.endswith(".numerics.bc")
     text = str(ir.load(module))
     assert 'asm "div.full.f32' in text and 'asm "sqrt.rn.f32' in text
+
+
+def test_libdevice_approximations_flushing_on_their_own_do_not_read_as_ftz(tmp_path):
+    # powf's expansion in nvcc's PTX holds rcp.approx.ftz and ex2.approx.ftz at nvcc's defaults (no -ftz):
+    # reading them as -ftz=true would flush every f32 operation of the IR variant.
+    source = tmp_path / "pow.cu"
+    source.write_text('extern "C" __global__ void p(const float* a, float* out) {\n'
+                      "  out[threadIdx.x] = powf(a[threadIdx.x], 1.5f) + a[threadIdx.x] * 2.0f;\n}\n")
+    defaults = _nvcc_ptx(source, (), tmp_path)
+    assert re.search(r"\brcp\.approx\.ftz\.f32\b", defaults)  # what made the reading wrong before
+    assert FpBehaviour.from_ptx(defaults) == FpBehaviour(ftz=False, div=None, sqrt=None)  # no division, no sqrt
+    assert FpBehaviour.from_ptx(_nvcc_ptx(source, ("-ftz=true",), tmp_path)).ftz
+
+
+def test_fast_math_reciprocals_are_left_as_clang_compiles_them_when_nvcc_shows_no_division(tmp_path):
+    # -use_fast_math turns 1.0f / x into rcp.approx.ftz: nvcc's PTX divides nothing, so it says nothing of
+    # -prec-div. Read as IEEE division before, it made every `fdiv fast` of clang's IR an inline div.rn.
+    source = tmp_path / "sigmoid.cu"
+    source.write_text('extern "C" __global__ void sigmoid(const float* a, float* out) {\n'
+                      "  out[threadIdx.x] = 1.0f / (1.0f + expf(-a[threadIdx.x]));\n}\n")
+    nvcc = _nvcc_ptx(source, ("-use_fast_math",), tmp_path)
+    assert not re.search(r"\bdiv\.", nvcc) and re.search(r"\brcp\.approx\.ftz\.f32\b", nvcc)
+    fp = FpBehaviour.from_ptx(nvcc)
+    assert fp == FpBehaviour(ftz=True, div=None, sqrt=None)
+    fast = ("-ffast-math", "-fgpu-flush-denormals-to-zero", "-fgpu-approx-transcendentals")  # what mneme-cc passes
+    text = str(ir.load(build_cuda_ir(source, flags=fast)))
+    module = ir.reparse(apply(text, fp), "sigmoid")
+    ptx = build.compile(ir.link([module], "sigmoid", internalize=False), "sigmoid", CONFIG, "sm_90", emit="ptx",
+                        cache=False).data.decode()  # fmt: skip
+    assert not re.search(r"\bdiv\.rn\b", ptx) and re.search(r"\brcp\.approx\.ftz\.f32\b", ptx)
+    # At nvcc's defaults the same source shows rcp.rn: IEEE division, which the rewrite then keeps.
+    assert FpBehaviour.from_ptx(_nvcc_ptx(source, (), tmp_path)).div == "rn"
