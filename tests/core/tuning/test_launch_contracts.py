@@ -16,7 +16,7 @@ from mneme.core.tuning import contracts
 from mneme.core.tuning.space import load_space
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from irbuild import IRBuildError, build_cuda_ir, cuda_available  # noqa: E402
+from irbuild import IRBuildError, build_cuda_ir, build_hip_ir, cuda_available, hip_available  # noqa: E402
 
 CONTRACTS_DIR = Path(__file__).resolve().parents[2] / "data" / "contracts"
 available, why = cuda_available()
@@ -111,9 +111,26 @@ def test_bins_cleared_and_flushed_with_a_blockdim_stride_keep_every_block():
     assert all(contract.allows((b, 1, 1)) for b in POWERS)
 
 
+@pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+def test_hip_kernels_read_the_same_exact_and_free_blocks():
+    # HIP's blockDim comes from the dispatch packet (a load), not a special register: still "adapts".
+    ir.initialize()
+    found = {}
+    for name in ("histogram_shared", "reduce_blockdim"):
+        try:
+            path = build_hip_ir(CONTRACTS_DIR / f"{name}.hip")
+        except IRBuildError as exc:
+            pytest.skip(f"clang-19 could not build {name}.hip: {exc}")
+        contract = contracts.infer(ir.load(path.read_text()), name, (256, 1, 1))
+        found[name] = [b for b in POWERS if contract.allows((b, 1, 1))]
+    assert found == {"histogram_shared": [256], "reduce_blockdim": [1, 2, 4, 8, 16, 32, 64, 128, 256]}
+
+
 def test_a_warp_sum_with_one_atomic_total_keeps_every_block():
-    # lane 0 of each warp adds to *total: no per-block result, no shared array.
-    contract = contract_of("saxpy_gridstride", (256, 1, 1))
+    # lane 0 of each warp adds to *total: one address for every block, so no per-block result.
+    ir.initialize()
+    path = build_cuda_ir(CONTRACTS_DIR.parent / "kernels" / "warp_reduce.cu")
+    contract = contracts.infer(ir.load(path.read_text()), "warp_reduce", (256, 1, 1))
     assert contract.rules == ()
 
 
