@@ -179,8 +179,8 @@ def markdown_table(rows: list[dict], near: float = 0.95) -> str:
         needed = "-" if r["trials_needed"] is None else (
             f"{r['trials_needed']:g} ({r['trials_needed_range'][0]}-{r['trials_needed_range'][1]})")
         lines.append(f"| {r['sampler']} | {budget} | {r['fraction']:.3f} [{low:.3f}, {high:.3f}] | "
-                     f"{r['fraction_median']:.3f} | {100 * r['reached']:.0f}% [{100 * hit_low:.0f}, {100 * hit_high:.0f}] | {needed} | "
-                     f"{r['duplicates']:.1f} |")
+                     f"{r['fraction_median']:.3f} | {100 * r['reached']:.0f}% [{100 * hit_low:.0f}, "
+                     f"{100 * hit_high:.0f}] | {needed} | {r['duplicates']:.1f} |")
     return "\n".join(lines)
 
 

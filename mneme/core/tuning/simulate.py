@@ -168,8 +168,8 @@ def _wilson(hits: int, n: int) -> tuple[float, float]:
 def compare(sweep: Sweep, samplers: Sequence[str], budgets: Sequence[str], repeats: int = 20, *,
             noise: bool = True) -> list[dict[str, Any]]:
     """Every sampler at every budget, `repeats` seeds each: the fraction of the optimum reached (mean and 95%
-    interval, and median), how often it got within 5% of the optimum (Wilson interval), and the distinct trials that took
-    (median and range over the runs that did)."""
+    interval, and median), how often it got within 5% of the optimum (Wilson interval), and the distinct trials
+    that took (median and range over the runs that did)."""
     if repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {repeats}")
     space = sweep.load_space()

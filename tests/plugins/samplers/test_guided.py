@@ -6,6 +6,7 @@ from __future__ import annotations
 import statistics
 
 import pytest
+from paths import DATA
 
 from mneme.core.errors import UsageError
 from mneme.core.records import RecordedExecution
@@ -13,7 +14,6 @@ from mneme.core.tuning.samplers import create_sampler, default_spec
 from mneme.core.tuning.simulate import simulate
 from mneme.core.tuning.space import load_space
 from mneme.core.tuning.sweep import Sweep
-from paths import DATA
 
 H100_SWEEPS = sorted((DATA / "sweeps").glob("h100-*.json"))
 
