@@ -109,3 +109,17 @@ def test_guided_reaches_95_percent_of_the_optimum_at_a_fifth_of_the_budget_on_ev
     budget = max(1, round(0.2 * sum(1 for p in data.points.values() if p.status)))
     fractions = [simulate(data, "guided", budget, seed, noise=False, space=space).fraction for seed in range(20)]
     assert statistics.median(fractions) >= 0.95
+
+
+def test_mneme_tune_without_sampler_runs_guided():
+    import json
+
+    from click.testing import CliRunner
+
+    from mneme.core.cli import cli
+
+    result = CliRunner().invoke(cli, ["tune", "--simulate", str(DATA / "sweeps" / "host-saxpy-quick.json"),
+                                      "--trials", "9", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["sampler"] == "guided" and data["trials"] == 9 and data["duplicates"] == 0
