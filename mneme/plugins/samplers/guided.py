@@ -16,7 +16,6 @@ failing, so that failures do not crowd out valid trials.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import math
 import random
@@ -36,9 +35,10 @@ log = logging.getLogger(__name__)
 #: Share of the budget spent on the space-filling start (after the recorded configuration), rounded down:
 #: one point per ten trials; the rest goes to the local search. docs/design/default-sampler.md says why.
 START_SHARE = 0.1
-MAX_LISTED = 20_000  # feasible points enumerated for the design; larger spaces design over a random sample
-RANDOM_POOL = 2_000  # points drawn for the design of a continuous or very large space
+MAX_LISTED = 5_000  # spaces up to this size are enumerated for the design; larger ones design over a random sample
+RANDOM_POOL = 1_000  # points drawn for the design of a continuous or very large space
 REAL_STEP = 0.1  # a real dimension's neighbour moves by this share of its range
+DESIGN_ORDERED = 256  # points put in space-filling order (each costs a pass over the candidates); the rest shuffled
 
 
 def _key(encoded: Mapping[str, Any]) -> str:
@@ -96,9 +96,11 @@ class GuidedSampler(Sampler):
         start_budget = budget if budget is not None else len(points)
         count = math.floor(self.start_share * start_budget) if start_budget else 0
         chosen = [recorded] if recorded is not None else []
-        design = self._space_filling(points, chosen, len(points))
+        design = self._space_filling(points, chosen, max(count, DESIGN_ORDERED))
+        rest = [p for p in points if _key(p) not in {_key(d) for d in design + chosen}]
+        random.Random(f"{self.seed}:rest").shuffle(rest)  # for when the local search runs dry (own stream)
         self._start = chosen + design[:count]
-        self._design = design[count:]
+        self._design = design[count:] + rest
         self._start_count = len(self._start)
         self.note = (f"guided: {'the recorded configuration, ' if recorded is not None else ''}"
                      f"{min(count, len(design))} space-filling point(s), then a local search around the best")
@@ -106,10 +108,9 @@ class GuidedSampler(Sampler):
 
     def _candidates(self, space: Any) -> list[dict[str, Any]]:
         """Feasible points to design over: every one of a finite space (up to MAX_LISTED), else a random sample."""
-        if space.finite:
-            points = list(itertools.islice(space.sample_exhaustive(), MAX_LISTED + 1))
-            if len(points) <= MAX_LISTED:
-                return points
+        size = space.size() if space.finite else None
+        if size is not None and size <= MAX_LISTED:  # before constraints: enumerating costs a derivation each
+            return list(space.sample_exhaustive())
         rng = random.Random(self._rng.random())
         drawn: dict[str, dict[str, Any]] = {}
         for _ in range(RANDOM_POOL):
@@ -121,19 +122,46 @@ class GuidedSampler(Sampler):
         return list(drawn.values())
 
     def _recorded(self, space: Any, points: list[dict[str, Any]]) -> dict[str, Any] | None:
-        """The encoded point whose configuration is the recorded launch (None when the space has none)."""
+        """The encoded point whose configuration is the recorded launch (None when the space has none).
+
+        Built from the recorded configuration's fields (``block_x`` from its block, ``specialize`` from its
+        field, a knob from its knobs) and checked by hash; else looked up among the candidates.
+        """
         baseline = getattr(space, "baseline", None)
         if baseline is None:
             return None
         try:
-            target = baseline().hash()
+            config = baseline()
+            target = config.hash()
         except (TypeError, ValueError, AttributeError):
             return None
+        direct = self._encode_config(space, config)
+        if direct is not None and self._digest(direct) == target:
+            return direct
         for encoded in points:
-            config = space.feasible(space.decode(encoded))
-            if config is not None and config.hash() == target:
+            if self._digest(encoded) == target:
                 return encoded
         return None
+
+    def _encode_config(self, space: Any, config: Any) -> dict[str, Any] | None:
+        values = {}
+        for name, prim in space.primitives().items():
+            kind, _, axis = name.partition("_")
+            if kind in ("block", "grid") and axis in ("x", "y", "z"):
+                value = getattr(getattr(config, kind), axis)
+            elif hasattr(config, name) and name != "knobs":
+                value = getattr(config, name)
+            elif name in (getattr(config, "knobs", None) or {}):
+                value = config.knobs[name]
+            elif prim.distribution() is None:
+                continue
+            else:
+                return None
+            values[name] = value
+        try:
+            return space.encode(values)
+        except (KeyError, ValueError, TypeError, UsageError):
+            return None
 
     def _coordinates(self, points: list[dict[str, Any]]) -> np.ndarray:
         """Each point's dimensions as ranks scaled to [0, 1] (a boolean counts as much as 11 block sizes)."""

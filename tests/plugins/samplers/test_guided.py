@@ -123,3 +123,14 @@ def test_mneme_tune_without_sampler_runs_guided():
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["sampler"] == "guided" and data["trials"] == 9 and data["duplicates"] == 0
+
+
+def test_a_space_too_large_to_enumerate_starts_at_the_recorded_launch_and_searches_a_sample(tmp_path):
+    from mneme.plugins.samplers.guided import MAX_LISTED
+
+    space = space_of(tmp_path, "full", block=128)
+    assert space.size() > MAX_LISTED
+    seen = drive(create_sampler("guided", seed=2), space, 30, objective=lambda c: 1.0 + abs(c.block.x - 512) / 512)
+    configs = [c for _, c, _ in seen]
+    assert configs[0].hash() == space.baseline().hash()
+    assert None not in configs and len({c.hash() for c in configs}) == 30
