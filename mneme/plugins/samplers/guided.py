@@ -79,7 +79,7 @@ class GuidedSampler(Sampler):
         self._told: dict[str, tuple[dict[str, Any], float]] = {}  # key -> (encoded, value)
         self._start: list[dict[str, Any]] = []  # the recorded configuration, then the design, in order
         self._design: list[dict[str, Any]] = []  # the rest of the design, for when the local search runs dry
-        self._start_count = 0
+        self._enumerated = True  # False: the design is a sample of a larger space, which random draws continue
         self.failures = FailureMemory()
         self.note = ""
 
@@ -97,11 +97,11 @@ class GuidedSampler(Sampler):
         count = math.floor(self.start_share * start_budget) if start_budget else 0
         chosen = [recorded] if recorded is not None else []
         design = self._space_filling(points, chosen, max(count, DESIGN_ORDERED))
-        rest = [p for p in points if _key(p) not in {_key(d) for d in design + chosen}]
+        ordered = {_key(p) for p in design + chosen}
+        rest = [p for p in points if _key(p) not in ordered]
         random.Random(f"{self.seed}:rest").shuffle(rest)  # for when the local search runs dry (own stream)
         self._start = chosen + design[:count]
         self._design = design[count:] + rest
-        self._start_count = len(self._start)
         self.note = (f"guided: {'the recorded configuration, ' if recorded is not None else ''}"
                      f"{min(count, len(design))} space-filling point(s), then a local search around the best")
         log.info("%s", self.note)
@@ -109,7 +109,8 @@ class GuidedSampler(Sampler):
     def _candidates(self, space: Any) -> list[dict[str, Any]]:
         """Feasible points to design over: every one of a finite space (up to MAX_LISTED), else a random sample."""
         size = space.size() if space.finite else None
-        if size is not None and size <= MAX_LISTED:  # before constraints: enumerating costs a derivation each
+        self._enumerated = size is not None and size <= MAX_LISTED
+        if self._enumerated:  # bounded before constraints: enumerating costs a derivation each
             return list(space.sample_exhaustive())
         rng = random.Random(self._rng.random())
         drawn: dict[str, dict[str, Any]] = {}
@@ -219,6 +220,15 @@ class GuidedSampler(Sampler):
         if encoded is None:
             while self._design:
                 candidate = self._design.pop(0)
+                if self._admissible(candidate):
+                    encoded = candidate
+                    break
+        if encoded is None and not self._enumerated:  # a sampled space is not covered: draw more of it
+            for _ in range(RANDOM_POOL):
+                try:
+                    candidate = self.space.sample_random(self._rng)
+                except UsageError:
+                    break
                 if self._admissible(candidate):
                     encoded = candidate
                     break
