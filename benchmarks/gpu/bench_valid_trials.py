@@ -1,15 +1,17 @@
 """Valid trials with and without launch contracts (issue 39, point 1): how much of the budget runs.
 
     python benchmarks/gpu/bench_valid_trials.py --json results.json
-    python benchmarks/gpu/bench_valid_trials.py --backend host --trials 8 --kernels stencil-shared-16k
+    python benchmarks/gpu/bench_valid_trials.py --backend host --trials 8 --kernels stencil-shared-16k --samplers guided
 
 Kernels whose code assumes its block shape (capture descriptions in benchmarks/gpu/sweeps/):
 a shared-memory stencil (a tile of BLOCK + 2 floats), a tiled transpose (TILE and BLOCK_ROWS
-compiled in), a shared 256-bin histogram, and a shared-memory tree reduction. For each, `mneme
-tune --space standard` with the random sampler (same seed) twice: launch contracts on (the
-default) and off (``-o contracts=false``). Per run: measured trials, how many verified (valid),
-the valid fraction, what failed and why, and the best speedup found. Target: at least 80% valid
-with contracts on.
+compiled in), a shared 256-bin histogram (one bin cleared per thread: exactly 256 threads), and a
+shared-memory tree reduction with one result per block (exactly its block). For each sampler of
+``--samplers`` (default: random, and guided, the default sampler, which also narrows values that keep
+failing during the search), `mneme tune --space standard` (same seed) twice: launch contracts on (the
+default) and off (``-o contracts=false``: what the search alone learns). Per run: measured trials, how
+many verified (valid), the valid fraction, what failed and why, and the best speedup found. Target: at
+least 80% valid with contracts on.
 """
 
 from __future__ import annotations
@@ -27,18 +29,18 @@ SWEEPS = ROOT / "benchmarks" / "gpu" / "sweeps"
 KERNELS = ("stencil-shared-16k", "transpose-tiled-128", "histogram-shared-16k", "reduce-sum-16k")
 
 
-def run(db: Path, contracts: bool, trials: int, backend: str, results: Path, seed: int) -> dict:
+def run(db: Path, contracts: bool, trials: int, backend: str, results: Path, seed: int, sampler: str) -> dict:
     from mneme.core.tuning.session import TuneOptions, TuningSession
 
     options = TuneOptions(record_db=str(db), space="standard", space_options={"contracts": contracts},
-                          sampler="random", seed=seed, trials=trials, results=str(results), retime_top=0,
+                          sampler=sampler, seed=seed, trials=trials, results=str(results), retime_top=0,
                           backend=backend)  # fmt: skip
     started = time.perf_counter()
     summary = TuningSession(options).run()
     counts = summary["counts"]
     measured = counts["ok"] + counts["failed"] + counts["unverified"]
     fastest = summary.get("fastest") or {}
-    return {"contracts": contracts, "trials": counts["trials"], "valid": counts["ok"],
+    return {"sampler": sampler, "contracts": contracts, "trials": counts["trials"], "valid": counts["ok"],
             "valid_fraction": counts["ok"] / measured if measured else None,
             "unverified": counts["unverified"], "failures": counts["failures"], "infeasible": counts["infeasible"],
             "fastest_speedup_estimate": fastest.get("speedup"), "wall_s": time.perf_counter() - started}
@@ -52,7 +54,8 @@ def summarize(figures: dict) -> list[str]:
             continue
         for r in entry["runs"]:
             fraction = "-" if r["valid_fraction"] is None else f"{100 * r['valid_fraction']:.0f}%"
-            lines.append(f"{name} contracts {'on' if r['contracts'] else 'off'}: {r['valid']}/{r['trials']} valid "
+            lines.append(f"{name} {r.get('sampler', 'random')} contracts {'on' if r['contracts'] else 'off'}: "
+                         f"{r['valid']}/{r['trials']} valid "
                          f"({fraction}); failures {r['failures'] or 'none'}, unverified {r['unverified']}")
     return lines
 
@@ -64,12 +67,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--kernels", default=",".join(KERNELS))
+    parser.add_argument("--samplers", default="random,guided")
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from mneme import capture as cap
     from mneme.core.backend import get_backend
 
-    figures: dict = {"backend": opts.backend, "trials": opts.trials, "space": "standard", "sampler": "random",
+    samplers = [s for s in opts.samplers.split(",") if s]
+    figures: dict = {"backend": opts.backend, "trials": opts.trials, "space": "standard", "samplers": samplers,
                      "kernels": {}, "summary": []}
 
     def save() -> None:
@@ -89,10 +94,12 @@ def main() -> int:
             figures["kernels"][name] = entry
             try:
                 db = cap.capture_spec(SWEEPS / f"{name}.yaml", Path(tmp) / name / "db", backend=opts.backend)
-                for contracts in (True, False):
-                    entry["runs"].append(run(db, contracts, opts.trials, opts.backend,
-                                             Path(tmp) / name / f"contracts-{contracts}", opts.seed))
-                    save()
+                for sampler in samplers:
+                    for contracts in (True, False):
+                        entry["runs"].append(run(db, contracts, opts.trials, opts.backend,
+                                                 Path(tmp) / name / f"{sampler}-contracts-{contracts}", opts.seed,
+                                                 sampler))
+                        save()
             except Exception as exc:  # one kernel's failure must not hide the others
                 logging.exception("%s failed", name)
                 entry["error"] = repr(exc)[:300]

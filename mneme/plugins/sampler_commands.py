@@ -15,7 +15,7 @@ import click
 
 from mneme.core.errors import EXIT_CODES_HELP, UsageError
 
-DEFAULT_SAMPLERS = "optuna:tpe,nevergrad:NGOpt,random"
+DEFAULT_SAMPLERS = "guided,optuna:tpe,nevergrad:NGOpt,random"
 # The loggers of the sampler libraries, whose warnings `compare` counts instead of streaming.
 THIRD_PARTY_LOGGERS = ("optuna", "nevergrad", "cmaes")
 log = logging.getLogger(__name__)
@@ -165,22 +165,22 @@ def compare_command(study, samplers, budget, repeats, no_noise, as_json):
 
 def markdown_table(rows: list[dict], near: float = 0.95) -> str:
     """The comparison as a Markdown table (as the README shows it)."""
-    lines = [f"| sampler | budget | fraction of optimum (95% CI) | within {100 * (1 - near):.0f}% of optimum "
-             "(95% CI) | trials needed (median, range) | duplicates/run |",
-             "|---|---|---|---|---|---|"]
+    lines = [f"| sampler | budget | fraction of optimum (95% CI) | median | within {100 * (1 - near):.0f}% of "
+             "optimum (95% CI) | trials needed (median, range) | duplicates/run |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         budget = (f"{r['budget']} ({r['trials']})" if r["trials"] is not None and r["budget"] != str(r["trials"])
                   else r["budget"])
         if "error" in r:
-            lines.append(f"| {r['sampler']} | {budget} | unavailable: {r['error'][:120]} | | | |")
+            lines.append(f"| {r['sampler']} | {budget} | unavailable: {r['error'][:120]} | | | | |")
             continue
         low, high = r["fraction_ci"]
         hit_low, hit_high = r["reached_ci"]
         needed = "-" if r["trials_needed"] is None else (
             f"{r['trials_needed']:g} ({r['trials_needed_range'][0]}-{r['trials_needed_range'][1]})")
         lines.append(f"| {r['sampler']} | {budget} | {r['fraction']:.3f} [{low:.3f}, {high:.3f}] | "
-                     f"{100 * r['reached']:.0f}% [{100 * hit_low:.0f}, {100 * hit_high:.0f}] | {needed} | "
-                     f"{r['duplicates']:.1f} |")
+                     f"{r['fraction_median']:.3f} | {100 * r['reached']:.0f}% [{100 * hit_low:.0f}, "
+                     f"{100 * hit_high:.0f}] | {needed} | {r['duplicates']:.1f} |")
     return "\n".join(lines)
 
 

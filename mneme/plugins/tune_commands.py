@@ -184,8 +184,9 @@ def _short(value) -> str:
               help="A built-in space (quick, standard, launch, compiler, full), a YAML/JSON file, or path.py:Class.")
 @click.option("-o", "--space-option", "space_options", multiple=True, metavar="KEY=VALUE",
               help="Option of the space, e.g. axes=x, grid_stride=true, pipeline=4 (repeatable).")
-@click.option("--sampler", default="optuna:tpe", show_default=True,
-              help="exhaustive, random, optuna:<tpe|cmaes|gp|nsga2|qmc|ClassName>, nevergrad:<NGOpt|OnePlusOne|...>.")
+@click.option("--sampler", default=None,
+              help="guided (the default: the recorded launch, a space-filling start, a local search), exhaustive, "
+                   "random, optuna:<tpe|cmaes|gp|nsga2|qmc|ClassName>, nevergrad:<NGOpt|OnePlusOne|...>.")
 @click.option("--sampler-option", "sampler_options", multiple=True, metavar="KEY=VALUE",
               help="Keyword argument of the sampler's constructor (repeatable).")
 @click.option("--trials", type=int, default=20, show_default=True,
@@ -243,6 +244,10 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     recorded configuration does not verify, 130/143 stopped by Ctrl-C/SIGTERM (the trials are saved;
     the command to continue is printed), 1 other errors.
     """
+    if sampler is None:  # the original's tuner has no guided sampler: its own default there
+        from mneme.core.tuning.samplers import default_spec
+
+        sampler = "optuna:tpe" if layout == "original" else default_spec()
     if simulate:
         from mneme.plugins.sampler_commands import run_simulation
 

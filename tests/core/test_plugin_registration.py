@@ -104,7 +104,7 @@ def rows(output: str, kind: str) -> dict[str, list[str]]:
 def test_each_sampler_family_and_transform_is_its_own_plugin():
     out = run("plugins").stdout
     samplers, transforms = rows(out, "sampler"), rows(out, "transform")
-    for family in ("exhaustive", "random", "optuna", "nevergrad"):
+    for family in ("guided", "exhaustive", "random", "optuna", "nevergrad"):
         assert samplers[family][2] == family, out  # provided by the plugin of the same name
     for name in ("internalize", "prune", "remove_auto_init", "specialize_args", "specialize_dims",
                  "specialize_dims_assume", "set_launch_bounds", "fast_math"):
@@ -138,7 +138,7 @@ def test_a_third_party_plugin_replaces_a_builtin_one_and_gets_the_click_group_an
     assert run(code=code, path=[replacer_site]).stdout.strip() == "mneme_quasirandom.plugin"
     # The command the plugin added to the group it was handed, asking the registry it was handed.
     listed = run("sampler-families", path=[replacer_site])
-    assert listed.returncode == 0 and listed.stdout.split() == ["exhaustive", "nevergrad", "optuna", "random"]
+    assert listed.returncode == 0 and listed.stdout.split() == ["exhaustive", "guided", "nevergrad", "optuna", "random"]
     # Disabling the replacer brings the built-in one back.
     out = run("-p", "no:quasirandom", "plugins", path=[replacer_site]).stdout
     assert rows(out, "sampler")["random"][2:4] == ["random", "mneme-gpu"], out

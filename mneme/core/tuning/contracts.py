@@ -37,12 +37,13 @@ class Rule:
     """One thing a block must satisfy: ``sum(coeffs[a] * (block[a] - 1)) <= limit``, an exact extent
     along some axes (`exact`, None where free), or at most `max_threads` threads in all."""
 
-    kind: str  # "pinned", "required", "max_threads" or "shared"
+    kind: str  # "pinned", "required", "max_threads", "shared", "coverage" or "per_block" (`block_extent`)
     reason: str
     exact: tuple[int | None, int | None, int | None] = (None, None, None)
     max_threads: int | None = None
     coeffs: tuple[int, int, int] = (0, 0, 0)
     limit: int = 0
+    subject: str = ""  # the shared array the rule reads, if any: a misreading of it drops all its rules
 
     def holds(self, block: tuple[int, int, int]) -> bool:
         if any(e is not None and b != e for b, e in zip(block, self.exact)):
@@ -170,7 +171,9 @@ class _Body:
         self.block_of: dict[str, str] = {}
         self.succ: dict[str, list[str]] = {}
         self.accesses: list[tuple[str, str, str]] = []  # (block, pointer operand, accessed type)
+        self.typed_accesses: list[tuple[str, str, str, str]] = []  # the same with "store", "load" or "atomic"
         self.icmps: list[tuple[str, str, str]] = []  # (name, lhs, rhs)
+        self.icmp_preds: list[tuple[str, str, str, str]] = []  # (name, predicate, lhs, rhs)
         self.branches: list[tuple[str, str, list[str]]] = []  # (block, condition, successors)
         self.entry = ""
         block = "%entry"
@@ -191,6 +194,7 @@ class _Body:
                 continue
             if m := _STORE.match(stripped):
                 self.accesses.append((block, m.group(3), m.group(1)))
+                self.typed_accesses.append((block, m.group(3), m.group(1), "store"))
             m = _INSTR.match(line)
             if not m:
                 continue
@@ -199,14 +203,18 @@ class _Body:
             self.block_of[name] = block
             if a := re.match(r"load (?:volatile )?(.+?), ptr(?: addrspace\(\d+\))? (.+?)(?:, align.*|, !.*)?$", rhs):
                 self.accesses.append((block, a.group(2), a.group(1)))
+                self.typed_accesses.append((block, a.group(2), a.group(1), "load"))
             elif a := re.match(r"atomicrmw (?:volatile )?\w+ ptr(?: addrspace\(\d+\))? (.+?), (\S+) ", rhs):
                 self.accesses.append((block, a.group(1), a.group(2)))
+                self.typed_accesses.append((block, a.group(1), a.group(2), "atomic"))
             elif a := re.match(r"cmpxchg (?:weak )?(?:volatile )?ptr(?: addrspace\(\d+\))? (.+?), (\S+) ", rhs):
                 self.accesses.append((block, a.group(1), a.group(2)))
-            elif a := re.match(r"icmp \w+ \S+ (.+)$", rhs):
-                ops = _split(a.group(1))
+                self.typed_accesses.append((block, a.group(1), a.group(2), "atomic"))
+            elif a := re.match(r"icmp (?:samesign )?(\w+) \S+ (.+)$", rhs):
+                ops = _split(a.group(2))
                 if len(ops) == 2:
                     self.icmps.append((name, ops[0], ops[1]))
+                    self.icmp_preds.append((name, a.group(1), ops[0], ops[1]))
 
     def reachable(self, start: str, avoid: str) -> set[str]:
         seen, todo = set(), [start]
@@ -383,7 +391,7 @@ def _shared_rules(reader: _Reader, body: _Body, guarded: set[str], names: Mappin
                       "overflows it")
         else:
             reason = f"shared array {label} is indexed by {index}: a larger block reads before its start"
-        rules.append(Rule("shared", reason, coeffs=coeffs, limit=limit))  # type: ignore[arg-type]
+        rules.append(Rule("shared", reason, coeffs=coeffs, limit=limit, subject=array))  # type: ignore[arg-type]
     return rules
 
 
@@ -466,10 +474,17 @@ def infer_from_text(text: str, kernel: str, recorded: tuple[int, int, int]) -> L
     pinned, stride_axes = _dimension_rules(body_text, recorded)
     candidates += pinned
     candidates += _shared_rules(reader, body, _guarded_blocks(reader, body), names)
+    from mneme.core.tuning import block_extent  # it reads with this module's classes
+
+    candidates += block_extent.coverage_rules(reader, body, names)
+    candidates += block_extent.per_block_rules(reader, body, recorded)
     rules, notes = [], []
+    misread = {r.subject for r in candidates if r.subject and not r.holds(recorded)}
     for rule in candidates:
-        if rule.holds(recorded):
+        if rule.holds(recorded) and rule.subject not in misread:
             rules.append(rule)
+        elif rule.holds(recorded):
+            notes.append(f"ignored (another rule on {rule.subject} is broken by the recorded block): {rule.reason}")
         else:  # the recorded launch ran this way: the reading must be wrong, so the rule goes
             notes.append(f"ignored (the recorded block breaks it): {rule.reason}")
     if stride_axes:

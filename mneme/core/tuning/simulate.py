@@ -168,8 +168,8 @@ def _wilson(hits: int, n: int) -> tuple[float, float]:
 def compare(sweep: Sweep, samplers: Sequence[str], budgets: Sequence[str], repeats: int = 20, *,
             noise: bool = True) -> list[dict[str, Any]]:
     """Every sampler at every budget, `repeats` seeds each: the fraction of the optimum reached (mean and 95%
-    interval), how often it got within 5% of the optimum (Wilson interval), and the distinct trials that took
-    (median and range over the runs that did)."""
+    interval, and median), how often it got within 5% of the optimum (Wilson interval), and the distinct trials
+    that took (median and range over the runs that did)."""
     if repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {repeats}")
     space = sweep.load_space()
@@ -192,6 +192,7 @@ def compare(sweep: Sweep, samplers: Sequence[str], budgets: Sequence[str], repea
             rows.append({
                 "sampler": spec, "budget": text, "trials": budget, "repeats": repeats,
                 "fraction": mean, "fraction_ci": [max(0.0, low), min(1.0, high)],
+                "fraction_median": float(np.median(fractions)),
                 "reached": len(reached) / len(runs), "reached_ci": [hit_low, hit_high],
                 "trials_needed": float(np.median(reached)) if reached else None,
                 "trials_needed_range": [min(reached), max(reached)] if reached else None,

@@ -61,7 +61,6 @@ def _key(encoded: Mapping[str, Any]) -> str:
 
 class OptunaSampler(Sampler):
     name = "optuna"
-    default_variant = "tpe"  # `mneme tune`'s default sampler
     variants = tuple(ALIASES)
 
     def __init__(self, variant: str = "", *, seed: int | None = None, **options: Any):

@@ -1,4 +1,4 @@
-"""One plugin per sampler family (entry points `exhaustive`, `random`, `optuna`, `nevergrad`).
+"""One plugin per sampler family (entry points `guided`, `exhaustive`, `random`, `optuna`, `nevergrad`).
 
 Each can be listed, disabled (``mneme -p no:nevergrad``) or replaced by name on its own.
 A family whose library is an extra says so (``mneme_requires``: module -> extra). The
@@ -42,6 +42,7 @@ class _OptunaFamily(_Family):
         return optuna_plots.write_study_plots(records, out_dir, kinds, kernel=kernel, marks=marks, script=script)
 
 
+guided = _Family("guided", "mneme.plugins.samplers.guided:GuidedSampler")
 exhaustive = _Family("exhaustive", "mneme.plugins.samplers.basic:ExhaustiveSampler")
 random = _Family("random", "mneme.plugins.samplers.basic:RandomSampler")
 optuna = _OptunaFamily("optuna", "mneme.plugins.samplers.optuna_family:OptunaSampler")

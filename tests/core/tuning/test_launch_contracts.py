@@ -16,7 +16,7 @@ from mneme.core.tuning import contracts
 from mneme.core.tuning.space import load_space
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from irbuild import IRBuildError, build_cuda_ir, cuda_available  # noqa: E402
+from irbuild import IRBuildError, build_cuda_ir, build_hip_ir, cuda_available, hip_available  # noqa: E402
 
 CONTRACTS_DIR = Path(__file__).resolve().parents[2] / "data" / "contracts"
 available, why = cuda_available()
@@ -43,6 +43,9 @@ def recording(tmp_path: Path, name: str, grid, block):
     inst = rec.add_instance(grid=grid, block=block, shared_mem=0, args=b"\0" * 24,
                             prologue=tmp_path / "p.mneme", epilogue=tmp_path / "e.mneme")
     return rec, inst
+
+
+POWERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
 def block_values(space, axis="x") -> list[int]:
@@ -72,12 +75,63 @@ def test_shared_stencil_refuses_blocks_wider_than_its_tile():
         assert not contract.allows((block, 1, 1)), block
 
 
-def test_histogram_with_256_shared_bins_keeps_blocks_up_to_256():
+def test_histogram_whose_threads_clear_one_bin_each_needs_exactly_256_threads():
+    # bins[threadIdx.x] = 0 is the only store; atomicAdd(&bins[values[i]]) may read any of the 256 bins.
     contract = contract_of("histogram_shared", (256, 1, 1))
-    assert contract.allows((256, 1, 1)) and contract.allows((64, 1, 1))
-    assert not contract.allows((512, 1, 1)) and not contract.allows((1024, 1, 1))
+    assert [b for b in POWERS if contract.allows((b, 1, 1))] == [256]
     assert "bins (1024 bytes)" in contract.violated((512, 1, 1)).reason
+    coverage = contract.violated((64, 1, 1))
+    assert coverage.kind == "coverage" and "fewer than 256 threads" in coverage.reason
+    assert "not derived from blockDim" in coverage.reason
     assert contract.grid_stride_axes == "x"
+
+
+def test_tree_sum_with_strides_from_a_constant_needs_exactly_its_block():
+    contract = contract_of("reduce_const", (256, 1, 1))
+    assert [b for b in POWERS if contract.allows((b, 1, 1))] == [256]
+    assert "threadIdx.x + 128 for threadIdx.x < 128" in contract.violated((128, 1, 1)).reason
+
+
+def test_tree_sum_with_strides_from_blockdim_keeps_every_block_the_array_holds():
+    contract = contract_of("reduce_blockdim", (256, 1, 1))
+    assert [b for b in POWERS if contract.allows((b, 1, 1))] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    assert [r.kind for r in contract.rules] == ["shared"]
+
+
+def test_one_result_per_block_pins_the_block():
+    contract = contract_of("reduce_partials", (256, 1, 1))
+    assert [b for b in POWERS if contract.allows((b, 1, 1))] == [256]
+    rule = contract.violated((128, 1, 1))
+    assert rule.kind == "per_block" and "one result per block" in rule.reason
+
+
+def test_bins_cleared_and_flushed_with_a_blockdim_stride_keep_every_block():
+    contract = contract_of("histogram_strided", (256, 1, 1))
+    assert contract.rules == ()
+    assert all(contract.allows((b, 1, 1)) for b in POWERS)
+
+
+@pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
+def test_hip_kernels_read_the_same_exact_and_free_blocks():
+    # HIP's blockDim comes from the dispatch packet (a load), not a special register: still "adapts".
+    ir.initialize()
+    found = {}
+    for name in ("histogram_shared", "reduce_blockdim"):
+        try:
+            path = build_hip_ir(CONTRACTS_DIR / f"{name}.hip")
+        except IRBuildError as exc:
+            pytest.skip(f"clang-19 could not build {name}.hip: {exc}")
+        contract = contracts.infer(ir.load(path.read_text()), name, (256, 1, 1))
+        found[name] = [b for b in POWERS if contract.allows((b, 1, 1))]
+    assert found == {"histogram_shared": [256], "reduce_blockdim": [1, 2, 4, 8, 16, 32, 64, 128, 256]}
+
+
+def test_a_warp_sum_with_one_atomic_total_keeps_every_block():
+    # lane 0 of each warp adds to *total: one address for every block, so no per-block result.
+    ir.initialize()
+    path = build_cuda_ir(CONTRACTS_DIR.parent / "kernels" / "warp_reduce.cu")
+    contract = contracts.infer(ir.load(path.read_text()), "warp_reduce", (256, 1, 1))
+    assert contract.rules == ()
 
 
 def test_grid_stride_saxpy_keeps_every_shape():
@@ -132,11 +186,21 @@ def test_standard_space_keeps_only_the_shapes_the_transpose_supports(tmp_path):
 
 
 def test_quick_space_drops_blocks_that_overflow_shared_arrays(tmp_path):
+    rec, inst = recording(tmp_path, "stencil_shared", (128, 1, 1), (128, 1, 1))
+    space = load_space("quick", rec, inst)
+    assert block_values(space) == [1, 2, 4, 8, 16, 32, 64, 128]
+    configs = [space.derived(space.decode(p)) for p in space.sample_exhaustive()]
+    assert configs and max(c.block.x for c in configs) == 128
+
+
+def test_quick_space_keeps_only_the_block_an_exact_block_kernel_needs_and_says_why(tmp_path):
     rec, inst = recording(tmp_path, "histogram_shared", (64, 1, 1), (256, 1, 1))
     space = load_space("quick", rec, inst)
-    assert block_values(space) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-    configs = [space.derived(space.decode(p)) for p in space.sample_exhaustive()]
-    assert configs and max(c.block.x for c in configs) == 256
+    assert block_values(space) == [256]
+    lines = space.contract_lines()
+    assert any(line.startswith("launch contract removed block_x = 1, 2, 4, 8, 16, 32, 64, 128: shared array bins "
+                               "is written one element per thread") for line in lines), lines
+    assert any("block_x = 512, 1024" in line for line in lines)
 
 
 def test_launch_bounds_become_a_constraint_of_a_two_dimensional_space(tmp_path):

@@ -75,7 +75,7 @@ def experiment_hashes(store: ResultStore) -> list[str]:
     return [r.hash for r in store.records() if r.status in EVALUATED]
 
 
-SAMPLERS = ["exhaustive", "random", "optuna:tpe", "optuna:cmaes", "optuna:nsga2", "optuna:qmc",
+SAMPLERS = ["guided", "exhaustive", "random", "optuna:tpe", "optuna:cmaes", "optuna:nsga2", "optuna:qmc",
             "nevergrad:NGOpt", "nevergrad:OnePlusOne", "nevergrad:TwoPointsDE"]
 
 

@@ -49,7 +49,7 @@ def drive(sampler, space, trials):
 
 
 def test_every_builtin_sampler_family_is_a_plugin():
-    assert {"exhaustive", "random", "optuna", "nevergrad"} <= set(plugins.names("sampler"))
+    assert {"guided", "exhaustive", "random", "optuna", "nevergrad"} <= set(plugins.names("sampler"))
 
 
 def test_exhaustive_visits_every_feasible_configuration_once_then_stops(tmp_path):
