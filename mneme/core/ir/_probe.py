@@ -34,6 +34,8 @@ def crash_reading(data: bytes) -> str | None:
     if pid == 0:  # pragma: no cover - the child
         try:
             faulthandler.disable()  # an inherited one (pytest's, a user's) would print this child's stack
+            for number in (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE):
+                signal.signal(number, signal.SIG_DFL)  # inherited crash handlers (a fuzzer's) would report it
             quiet = os.open(os.devnull, os.O_WRONLY)
             os.dup2(quiet, 2)  # the assertion's text: the parent says what happened
             import llvmlite.binding as llvm
