@@ -107,3 +107,14 @@ def test_a_hostile_name_in_a_capture_description_is_an_input_error_printed_escap
     assert field in result.output
     _assert_escaped(result.output)
     assert len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_replay_of_a_database_with_many_instances_and_no_record_id_names_twenty_not_all(db):
+    def many(doc):
+        one = next(iter(doc["instances"].values()))
+        doc["instances"].update({f"{i:016x}": one for i in range(5000)})
+
+    result = _run("replay", "-rdb", _edited(db, "many.json", many))
+    assert result.exit_code == 2, result.output
+    assert "holds 5001 kernel instances" in result.output and "4981 more: mneme inspect lists them" in result.output
+    assert len(result.output) < 2000, len(result.output)  # was every id: 18 bytes per instance, up to text_bytes
