@@ -104,3 +104,29 @@ def test_a_file_a_database_in_a_subfolder_needs_is_kept_under_another_spelling(t
     assert result.exit_code == 0, result.output
     assert not top.exists()
     assert all(f.exists() for f in RecordedExecution.from_json(sub.path).referenced_files())
+
+
+def test_move_onto_a_different_database_of_the_same_name_is_refused_and_keeps_both(tmp_path):
+    rec = make_recording(tmp_path / "rec")
+    dest = tmp_path / "dest"
+    other = make_recording(dest, sizes=(64,))
+    other.path.rename(dest / rec.path.name)  # another recording's database under this one's name
+    before_src, before_dest = tree(rec.folder), tree(dest)
+    result = run("move", rec, dest)
+    assert result.exit_code == 2 and "already exists and differs" in result.output, result.output
+    assert tree(rec.folder) == before_src and tree(dest) == before_dest
+
+
+@pytest.mark.parametrize("command", ["move", "copy"])
+@pytest.mark.parametrize("how", ["symlink", "dot"])
+def test_move_or_copy_onto_the_source_folder_under_another_name_is_refused_and_keeps_it(tmp_path, command, how):
+    rec = make_recording(tmp_path / "rec")
+    if how == "symlink":
+        dest = tmp_path / "link"
+        dest.symlink_to(rec.folder, target_is_directory=True)
+    else:
+        dest = f"{rec.folder}/./"
+    before = tree(rec.folder)
+    result = run(command, rec, dest)
+    assert result.exit_code == 2 and "is already in" in result.output, result.output
+    assert tree(rec.folder) == before
