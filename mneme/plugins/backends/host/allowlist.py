@@ -48,8 +48,9 @@ REFUSED_INTRINSICS = re.compile(
     r"adjust\.trampoline|eh\.|write_register|localescape|localrecover|"
     r"icall\.branch\.funnel|call\.preallocated|clear_cache|"
     # lowered after this check: coro.resume/destroy to a call through the pointer in the frame they
-    # are given, objc.* to calls of Objective-C runtime functions by name
-    r"coro\.|objc\.)"
+    # are given, objc.* to calls of Objective-C runtime functions by name; the type tests of
+    # devirtualization load function pointers from a table (and a malformed one asserts in LLVM)
+    r"coro\.|objc\.|type\.checked\.load|type\.test|public\.type\.test)"
 )
 
 

@@ -138,6 +138,9 @@ JUMPS = {
                      r"intrinsic llvm\.coro\.destroy"),
     "objc.retain": ("declare ptr @llvm.objc.retain(ptr)", "  %r = call ptr @llvm.objc.retain(ptr %out)",
                     r"intrinsic llvm\.objc\.retain"),
+    "type.checked.load": ("declare {ptr, i1} @llvm.type.checked.load(ptr, i32, metadata)",
+                          '  %f = call {ptr, i1} @llvm.type.checked.load(ptr %out, i32 0, metadata !"t")',
+                          r"intrinsic llvm\.type\.checked\.load"),  # its malformed use aborted LLVM (an assertion)
     "eh.sjlj.longjmp": ("declare void @llvm.eh.sjlj.longjmp(ptr)", "  call void @llvm.eh.sjlj.longjmp(ptr %out)",
                         r"intrinsic llvm\.eh\.sjlj\.longjmp"),
     "call inttoptr": ("", "  call void inttoptr (i64 4096 to ptr)()", r"a call through a pointer"),
