@@ -12,7 +12,15 @@ import struct
 import sys
 
 import pytest
-from test_host_sandbox import BASE, STORE_42, _compile, _good_launch_works, _launch, crafted, device  # noqa: F401
+from test_host_sandbox import (  # noqa: F401
+    BASE,
+    STORE_42,
+    _compile,
+    _good_launch_works,
+    _launch,
+    crafted,
+    device,
+)
 
 from mneme.core.backend import DeviceBinary
 from mneme.core.errors import ExperimentError, UnsupportedError
@@ -72,7 +80,8 @@ def test_a_system_call_of_another_abi_kills_the_sandbox_and_the_next_launch_work
 def test_pages_writable_and_executable_in_the_launching_process_are_not_executable_in_the_sandbox(device):  # noqa: F811
     # a ctypes callback is a libffi closure: on Linux an anonymous page mapped read-write-execute
     callback = ctypes.CFUNCTYPE(ctypes.c_int)(lambda: 1)
-    ours = [line for line in open("/proc/self/maps") if {"w", "x"} <= set(line.split()[1])]
+    with open("/proc/self/maps") as maps:
+        ours = [line for line in maps if {"w", "x"} <= set(line.split()[1])]
     if not ours:
         pytest.skip("this libffi maps no writable code (nothing to inherit)")
     kernel = device.load(crafted(STORE_42))
