@@ -35,7 +35,7 @@ from mneme import capture_layout as layout
 from mneme.capture_layout import Buffer, Field, Pointer, Struct
 from mneme.capture_spec import build_args, build_globals, files_outside, load_spec, read_description
 from mneme.core import fsutil
-from mneme.core.errors import ExperimentError, FormatError, IRError, MnemeError, UnsupportedError, UsageError
+from mneme.core.errors import ExperimentError, FormatError, IRError, MalformedIRError, MnemeError, UnsupportedError, UsageError
 from mneme.core.launching import LaunchAttributes, cluster_misfit
 from mneme.core.types import ExperimentConfiguration, dim3
 
@@ -418,8 +418,11 @@ def _capture_spec(spec_path: Path, out: str | os.PathLike, backend: str | None, 
 
     launch = read_description(spec_path)
     kernel = launch["kernel"]
-    linked = irmod.link(launch["ir"], kernel)
-    params = irmod.kernel_params(linked, kernel)
+    try:
+        linked = irmod.link(launch["ir"], kernel)
+        params = irmod.kernel_params(linked, kernel)
+    except IRError as exc:  # IR that does not read, or has no such kernel: the description's input (exit 2)
+        raise FormatError(spec_path, str(exc), field="ir" if isinstance(exc, MalformedIRError) else "kernel") from None
     if len(launch["args"]) != len(params):
         raise FormatError(spec_path, f"kernel {kernel!r} takes {len(params)} arguments "
                           f"({', '.join(p.type for p in params)}); the description gives {len(launch['args'])}",

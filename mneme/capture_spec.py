@@ -21,6 +21,7 @@ from mneme.capture_layout import ALIGNMENT, DEFAULT_VA_ADDR, Buffer, Field, Poin
 from mneme.core import limits
 from mneme.core.errors import FormatError, MnemeError
 from mneme.core.keys import check_keys
+from mneme.core.printable import printable
 from mneme.core.types import dim3
 
 _GENERATORS = ("random", "zeros", "ones", "full", "arange", "literal", "file")
@@ -268,13 +269,13 @@ def _read_file_argument(value: Any, dtype: np.dtype, base: Path | None, source, 
         except (OSError, RuntimeError):  # a symbolic link loop
             inside = False
         if not inside:
-            raise FormatError(source, f"{value} lies outside the description's folder {base}; a description reads "
+            raise FormatError(source, f"{printable(value)} lies outside the description's folder {base}; a description reads "
                               "only files in its folder (give --allow-files-outside to mneme capture, or "
                               "allow_files_outside=True, if you trust it)", field=field)
     try:
         info = path.stat()
     except OSError as exc:
-        raise FormatError(source, f"cannot read {path}: {exc.strerror or exc}", field=field) from None
+        raise FormatError(source, f"cannot read {printable(path)}: {exc.strerror or exc}", field=field) from None
     if not stat.S_ISREG(info.st_mode):
         raise FormatError(source, f"{path} is not a regular file (a device, FIFO or folder)", field=field)
     _planned(info.st_size, f"{source}: {field}: {path}'s size")
@@ -508,7 +509,7 @@ def _read_description(spec_path: Path) -> dict[str, Any]:
     ir_paths = [Path(p) if Path(p).is_absolute() else base / p for p in ir_paths]
     for path in ir_paths:
         if not path.is_file():
-            raise FormatError(spec_path, f"IR file {path} does not exist; give the .ll or .bc file of the kernel",
+            raise FormatError(spec_path, f"IR file {printable(path)} does not exist; give the .ll or .bc file of the kernel",
                               field="ir")  # fmt: skip
     kernel = spec["kernel"]
     if not isinstance(kernel, str) or not kernel:

@@ -18,7 +18,7 @@ from mneme.core.errors import MnemeError
 #: Lower limits while a target runs (restored after, so other tests in the process see the defaults).
 LIMITS = {"MNEME_LIMIT_BUFFER_BYTES": str(1 << 20), "MNEME_LIMIT_TEXT_BYTES": str(1 << 20),
           "MNEME_LIMIT_PARAM_VALUES": "10000", "MNEME_LIMIT_JSON_NODES": "200", "MNEME_LIMIT_VALUE_CHARS": "4096",
-          "MNEME_LIMIT_SPACE_BYTES": str(64 << 10)}
+          "MNEME_LIMIT_SPACE_BYTES": str(64 << 10), "MNEME_LIMIT_IR_BYTES": str(1 << 20)}
 
 
 @contextlib.contextmanager
@@ -213,12 +213,26 @@ def constraint_text(blob: bytes) -> None:
         return
 
 
+# -- kernel IR (text or bitcode) ------------------------------------------------------------------
+
+@_limited
+def ir_target(blob: bytes) -> None:
+    """Parse and verify one module as `mneme.core.ir.load` does for a recording's or a capture's IR."""
+    from mneme.core import ir
+
+    try:
+        ir.load(blob, name="fuzz.ir")
+    except MnemeError:
+        return
+
+
 TARGETS = {
     "snapshot": snapshot_target,
     "database": database_target,
     "capture": capture_target,
     "space": space_target,
     "constraint": constraint_text,
+    "ir": ir_target,
 }
 
 

@@ -100,8 +100,9 @@ def load_json(text: str, where: Any) -> Any:
         raise FormatError(where, str(exc)) from None
     except json.JSONDecodeError as exc:
         raise FormatError(where, f"not valid JSON: {exc}") from None
-    except RecursionError:
-        raise FormatError(where, "nested too deeply to read") from None
+    except RecursionError:  # deeper than Python's parser goes: far past the limit
+        raise FormatError(where, f"nested deeper than the limit json_depth={limit('json_depth')}; raise it with "
+                          f"{variable('json_depth')}=N if the file is trusted") from None
     except ValueError as exc:  # integers longer than Python's digit limit
         raise FormatError(where, f"not readable JSON: {str(exc)[:200]}") from None
     depth(data, where)
@@ -124,7 +125,8 @@ def load_yaml(text: str, where: Any) -> Any:
     except yaml.YAMLError as exc:
         raise FormatError(where, f"not valid YAML/JSON: {str(exc)[:500]}") from None
     except RecursionError:
-        raise FormatError(where, "nested too deeply to read") from None
+        raise FormatError(where, f"nested deeper than the limit json_depth={limit('json_depth')}; raise it with "
+                          f"{variable('json_depth')}=N if the file is trusted") from None
     except ValueError as exc:
         raise FormatError(where, f"not readable YAML: {str(exc)[:200]}") from None
     depth(data, where)

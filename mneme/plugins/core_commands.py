@@ -168,7 +168,7 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
 
     head.add_row("demangled", markup(rec.demangled_name or demangle(rec.kernel_name)))
     head.add_row("static hash", rec.static_hash)
-    head.add_row("backend / arch", f"{rec.backend} / {rec.arch}")
+    head.add_row("backend / arch", f"{markup(rec.backend)} / {markup(rec.arch)}")
     if rec.modules:
         size = sum(f.stat().st_size for f in rec.llvm_files)
         head.add_row("code", f"LLVM IR, {len(rec.modules)} module(s), {_size(size)}: "

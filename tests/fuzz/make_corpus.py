@@ -50,6 +50,12 @@ def main() -> None:
         "  - {file: {path: /etc/hostname, dtype: uint8}}\n")
     put("capture", "numbers.yaml", "args:\n  - {zeros: {shape: [4], shape: [8]}}\n  - .nan\n  - 1e400\n")
     put("capture", "nodes.yaml", "args:\n  - {literal: {dtype: int8, values: [" + ", ".join(["1"] * 250) + "]}}\n")
+    saxpy = (HERE.parent.parent / "examples" / "saxpy" / "saxpy.ll").read_text()
+    put("ir", "saxpy.ll", saxpy)
+    from mneme.core import ir
+
+    put("ir", "saxpy.bc", bytes(ir.load(saxpy).as_bitcode()))
+    put("ir", "reader-asserts.bc", (HERE.parent / "data" / "corrupt" / "saxpy-reader-asserts.bc").read_bytes())
     put("space", "space.yaml", "name: s\nparameters:\n  block_x: {powers_of_two: [32, 1024]}\n"
         "  specialize: bool\n  codegen_opt: {choices: [2, 3]}\nconstraints:\n  - block_x % 64 == 0 or not specialize\n")
     put("space", "hostile.yaml", "parameters:\n  block_x: {low: 0, high: .inf}\nconstraints:\n"

@@ -34,7 +34,7 @@ def child(target: str, seconds: int, corpus: Path, artifacts: Path) -> None:
         import fuzz_targets
 
         for module in ("mneme.capture", "mneme.capture_spec", "mneme.capture_layout", "mneme.core.records", "mneme.core.snapshot", "mneme.core.tuning.constraints",
-                       "mneme.core.tuning.space", "mneme.core.limits"):
+                       "mneme.core.tuning.space", "mneme.core.limits", "mneme.core.ir"):
             importlib.import_module(module)
 
     from mneme.core.errors import MnemeError

@@ -19,6 +19,7 @@ import llvmlite.binding as llvm
 from mneme.core import limits, targets
 from mneme.core.errors import FormatError, IRError, MalformedIRError
 from mneme.core.ir._bitcode import BITCODE_MAGIC, BITCODE_WRAPPER_MAGIC, bitcode_producer
+from mneme.core.ir._probe import crash_reading
 from mneme.core.ir._text import _DEFINE, unquote
 
 log = logging.getLogger(__name__)
@@ -166,6 +167,10 @@ def _parse_text(data: bytes, label: str) -> ModuleRef:
 
 
 def _parse_bitcode(data: bytes, label: str) -> ModuleRef:
+    crashed = crash_reading(data)
+    if crashed:
+        raise MalformedIRError(f"{label}: cannot read LLVM bitcode: LLVM's reader dies on it ({crashed}); the file "
+                               "is corrupt or crafted; rebuild it")
     try:
         return llvm.parse_bitcode(data)
     except RuntimeError as exc:

@@ -470,8 +470,8 @@ class RecordedExecution(MutableMapping):
                 return self.kernel_instances[ids[0]]
             if not ids:
                 raise UsageError(f"{where} holds no kernel instances")
-            raise UsageError(f"{where} holds {len(ids)} kernel instances; choose one with a record id: "
-                             + ", ".join(ids))
+            shown = ", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more: mneme inspect lists them)" if len(ids) > 20 else "")
+            raise UsageError(f"{where} holds {len(ids)} kernel instances; choose one with a record id: {shown}")
         if record_id in self.kernel_instances:
             return self.kernel_instances[record_id]
         matches = [i for i in ids if i.startswith(record_id)]

@@ -481,7 +481,10 @@ def _load_base(base: Any, source: str, recording: Any, instance: Any, options: d
                           "names code (give a Python space on the command line: --space path.py:ClassName)",
                           field="base")
     if not suffix:
-        return load_space(base, recording, instance, options)
+        try:
+            return load_space(base, recording, instance, options)
+        except UsageError as exc:  # the file's mistake: name the file and the field
+            raise FormatError(source, str(exc)[:300], field="base") from None
     path = Path(base) if Path(base).is_absolute() else Path(source).parent / base
     if str(path) in chain or len(chain) >= MAX_BASE_CHAIN:
         raise FormatError(source, f"{base!r} makes a chain of bases that comes back to itself or is longer than "

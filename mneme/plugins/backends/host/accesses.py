@@ -203,6 +203,13 @@ _RMW = re.compile(_NAME + r"atomicrmw (?:volatile )?\w+ ")
 _CMPXCHG = re.compile(_NAME + r"cmpxchg (?:weak )?(?:volatile )?")
 _CALL = re.compile(rf"(?:{_NAME})?(?:tail |musttail |notail )?call .*@(?:llvm\.mem|llvm\.masked\.|__mneme_poll)")
 _ANY = re.compile(r"\b(?:load|store|atomicrmw|cmpxchg|call)\b")
+#: what follows the pointer of an atomic load or store: `ptr %p syncscope("agent") seq_cst`
+_ORDERING = re.compile(r'(?:\s+syncscope\("[^"]*"\))?\s+(?:unordered|monotonic|acquire|release|acq_rel|seq_cst)$')
+
+
+def _pointer(operand: str) -> str:
+    """The pointer value of a load's or store's typed pointer operand, without an atomic's ordering."""
+    return _ORDERING.sub("", split_type(operand)[1])
 
 
 def accesses(line: str, fresh: Callable[[], str]) -> tuple[list[str], list[Access]]:
@@ -212,10 +219,10 @@ def accesses(line: str, fresh: Callable[[], str]) -> tuple[list[str], list[Acces
     text = line.strip()
     if found := _LOAD.match(text):
         ops = split_operands(text[found.end():])
-        return [], [Access(split_type(ops[1])[1], size_of(ops[0]), READ)]
+        return [], [Access(_pointer(ops[1]), size_of(ops[0]), READ)]
     if found := _STORE.match(text):
         ops = split_operands(text[found.end():])
-        return [], [Access(split_type(ops[1])[1], size_of(split_type(ops[0])[0]), WRITE)]
+        return [], [Access(_pointer(ops[1]), size_of(split_type(ops[0])[0]), WRITE)]
     if found := _RMW.match(text):
         ops = split_operands(text[found.end():])
         return [], [Access(split_type(ops[0])[1], size_of(split_type(ops[1])[0]), ATOMIC)]

@@ -9,7 +9,7 @@ alias counts as the symbols it names. Any other external function or global (``s
 ``dlsym``, ``environ``), ifuncs, inline or module assembly, calls through pointers, and the
 intrinsics that call or jump to an address they are given (``llvm.experimental.patchpoint``,
 stack maps, statepoints and the other garbage-collection intrinsics, trampolines, ``eh.return``,
-register writes) are refused by name before compiling.
+register writes, coroutine resumption, indirect branches) are refused by name before compiling.
 """
 
 from __future__ import annotations
@@ -46,7 +46,11 @@ def runtime_entry_points() -> frozenset[str]:
 REFUSED_INTRINSICS = re.compile(
     r"llvm\.(experimental\.(patchpoint|stackmap|gc\.|deoptimize|guard)|gcroot|gcread|gcwrite|init\.trampoline|"
     r"adjust\.trampoline|eh\.|write_register|localescape|localrecover|"
-    r"icall\.branch\.funnel|call\.preallocated|clear_cache)"
+    r"icall\.branch\.funnel|call\.preallocated|clear_cache|"
+    # lowered after this check: coro.resume/destroy to a call through the pointer in the frame they
+    # are given, objc.* to calls of Objective-C runtime functions by name; the type tests of
+    # devirtualization load function pointers from a table (and a malformed one asserts in LLVM)
+    r"coro\.|objc\.|type\.checked\.load|type\.test|public\.type\.test)"
 )
 
 
@@ -98,6 +102,9 @@ def check(module: Any, kernel_name: str) -> None:
             continue
         for block in fn.blocks:
             for inst in block.instructions:
+                if inst.opcode == "indirectbr":  # jumps to whatever address it is given at run time
+                    refused.append(f"an indirect branch (indirectbr) in {fn.name}")
+                    continue
                 if inst.opcode not in ("call", "invoke", "callbr"):
                     continue
                 callee = list(inst.operands)[-1]

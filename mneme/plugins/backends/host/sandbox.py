@@ -75,6 +75,26 @@ def worker_threads() -> int:
         return max(1, min(os.cpu_count() or 1, 256))
 
 
+def _drop_writable_code() -> None:
+    """Make every page this process inherited writable and executable at once not executable (W^X).
+
+    The backend's process may hold such pages that Mneme never made (libffi's closures for a ctypes
+    or cffi callback of the caller): kernel code could write machine code there and run it. Nothing
+    in this process calls them once the serve loop runs, and the filter keeps them non-executable.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    with open("/proc/self/maps") as maps:
+        lines = maps.read().splitlines()
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 2 or "w" not in fields[1] or "x" not in fields[1]:
+            continue
+        start, end = (int(part, 16) for part in fields[0].split("-"))
+        if libc.mprotect(start, end - start, 0x1 | 0x2) != 0:  # PROT_READ | PROT_WRITE
+            raise OSError(ctypes.get_errno(), f"cannot make the writable code at 0x{start:x} non-executable")
+
+
 def _child(sock: socket.socket, data: bytes, kernel_name: str, parent: int) -> None:
     """The sandbox's side, before its filter: link the object, say what it is, serve (never returns)."""
     fd = sock.fileno()
@@ -92,6 +112,7 @@ def _child(sock: socket.socket, data: bytes, kernel_name: str, parent: int) -> N
         for i, name in enumerate(names):
             addr, size = loaded.globals[name]
             table[3 * i : 3 * i + 3] = [addr, size, int(host_image.writable(addr, size))]
+        _drop_writable_code()  # last: linking (above) may still call back into Python
     except BaseException as exc:  # noqa: BLE001 - told to the backend's process, which raises it
         hello, loaded = {"error": str(exc)}, None
     text = json.dumps(hello).encode()

@@ -1,0 +1,44 @@
+"""A crafted bitcode module is a format error, never the death of the process reading it (issue 36).
+
+llvmlite's LLVM has assertions on, and its bitcode reader asserts on some corrupt files: a recording
+whose `.bc` module was replaced aborted `mneme tune` with SIGABRT and no message. Bitcode is read
+first in a forked child (`mneme.core.ir._probe`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from paths import ROOT
+
+from mneme.core import ir
+from mneme.core.errors import MalformedIRError
+
+CRAFTED = ROOT / "tests" / "data" / "corrupt" / "saxpy-reader-asserts.bc"
+SAXPY = ROOT / "examples" / "saxpy" / "saxpy.ll"
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the probe forks")
+
+
+def test_bitcode_that_kills_llvms_reader_is_a_format_error_naming_the_file_and_the_signal(tmp_path):
+    path = tmp_path / "k.bc"
+    path.write_bytes(CRAFTED.read_bytes())
+    with pytest.raises(MalformedIRError, match=r"k\.bc: cannot read LLVM bitcode: LLVM's reader dies on it \(SIG"):
+        ir.load(path)
+    assert ir.load(SAXPY).get_function("saxpy")  # this process goes on reading IR
+
+
+def test_the_crafted_file_does_kill_a_process_that_reads_it_unprobed():
+    # what the probe stands between: the same bytes read directly end the reading process by a signal
+    code = f"import llvmlite.binding as l; l.parse_bitcode(open({str(CRAFTED)!r}, 'rb').read()).verify()"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120)
+    if proc.returncode >= 0:
+        pytest.skip("this LLVM reads the file without dying (built without assertions)")
+    assert proc.returncode < 0
+
+
+def test_good_bitcode_still_loads_through_the_probe(tmp_path):
+    path = tmp_path / "saxpy.bc"
+    path.write_bytes(bytes(ir.load(SAXPY).as_bitcode()))
+    assert ir.load(path).get_function("saxpy")
