@@ -50,6 +50,7 @@ FLAG_GRID = 8  # with FLAG_FIBERS: every block resident at once, the kernel read
 FLAG_BLOCK_RUNS = 16
 CTX_CTAID = intrinsics.CTX_OFFSETS["ctaid"]
 CTX_RUN = 76  # mn_ctx.run (runtime.c): how many blocks along x the call runs, from ctaid.x on
+SHORT_ROW = 64  # threads along x below which the block loop's row runs as masked vector steps (`_block_loop`)
 # Special registers that differ between the threads of a block; read through the context otherwise.
 _THREAD_SREGS = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|lanemask\.\w+)\(|@llvm\.nvvm\.activemask\(")
 _THREAD_SREG_CALL = re.compile(
@@ -419,7 +420,7 @@ def _thread_indices_as_parameters(text: str, kernel_name: str, shared: bool = Fa
     return "\n".join(lines), True, runs
 
 
-def _block_loop(kernel_name: str, params: tuple[Param, ...], runs: bool = False) -> str:
+def _block_loop(kernel_name: str, params: tuple[Param, ...], runs: bool = False, loop_md: int | None = None) -> str:
     """``__mneme_entry(args)`` that runs every thread of the block: x fastest, then y, then z.
 
     With `runs`, it runs ``mn_ctx.run`` blocks along x from the context's ctaid.x on, a row of
@@ -427,6 +428,11 @@ def _block_loop(kernel_name: str, params: tuple[Param, ...], runs: bool = False)
     memory row after row as a loop over the array would, instead of 16 rows of 64 bytes per block
     (2.2x at 2^20 floats, docs/design/investigations/host-grid-stride-2026-12-06.md). The entry
     stores each block's x index in the context, so that a failure names its block.
+
+    `loop_md`: a free metadata number; rows shorter than SHORT_ROW threads then run a copy of the
+    loop over x that asks LLVM to fold its remainder into masked vector steps instead of vector
+    and scalar epilogues: a 16-thread row (a 16x16 tile) is one masked step (tile saxpy at 2^20:
+    1.3x). Long rows keep the unmasked loop, which a masked one slowed (the stencil: 1.5x).
     """
     ntid = CTX_NTID
     body, call_args = unpack_args(params)
@@ -446,6 +452,7 @@ def _block_loop(kernel_name: str, params: tuple[Param, ...], runs: bool = False)
         lines += [f"  %runp = getelementptr i8, ptr %ctx, i64 {CTX_RUN}", "  %run = load i32, ptr %runp, align 4"]
     else:
         lines += ["  %run = or i32 1, 0"]
+    lines += [f"  %short = icmp ult i32 %ntx, {SHORT_ROW}"]
     lines += [
         "  br label %lz",
         "lz:",
@@ -459,12 +466,25 @@ def _block_loop(kernel_name: str, params: tuple[Param, ...], runs: bool = False)
         "  %b = phi i32 [ 0, %ly ], [ %b1, %lb.latch ]",
         "  %bx = add i32 %bx0, %b",
         *(["  store i32 %bx, ptr %bxp, align 4"] if runs else []),
-        "  br label %lx",
+        "  br i1 %short, label %lxs, label %lx" if loop_md is not None else "  br label %lx",
         "lx:",
         "  %x = phi i32 [ 0, %lb ], [ %x1, %lx ]",
         "  %lin = add i32 %row, %x",
         f"  call void {symbol_ref(kernel_name)}({', '.join(call_args)})",
         "  %x1 = add nuw i32 %x, 1", "  %cx = icmp ult i32 %x1, %ntx", "  br i1 %cx, label %lx, label %lb.latch",
+    ]  # fmt: skip
+    if loop_md is not None:  # the same loop for short rows, its remainder folded into masked vector steps
+        short_args = ", ".join(a.replace("%x", "%xs").replace("%lin", "%lins") if a in ("i32 %x", "i32 %lin") else a
+                               for a in call_args)  # fmt: skip
+        lines += [
+            "lxs:",
+            "  %xs = phi i32 [ 0, %lb ], [ %xs1, %lxs ]",
+            "  %lins = add i32 %row, %xs",
+            f"  call void {symbol_ref(kernel_name)}({short_args})",
+            "  %xs1 = add nuw i32 %xs, 1", "  %cxs = icmp ult i32 %xs1, %ntx",
+            f"  br i1 %cxs, label %lxs, label %lb.latch, !llvm.loop !{loop_md}",
+        ]  # fmt: skip
+    lines += [
         "lb.latch:",
         "  %b1 = add nuw i32 %b, 1", "  %cb = icmp ult i32 %b1, %run", "  br i1 %cb, label %lb, label %ly.latch",
         "ly.latch:",
@@ -475,6 +495,9 @@ def _block_loop(kernel_name: str, params: tuple[Param, ...], runs: bool = False)
         "  ret void",
         "}",
     ]  # fmt: skip
+    if loop_md is not None:
+        lines += [f"!{loop_md} = distinct !{{!{loop_md}, !{loop_md + 1}}}",
+                  f'!{loop_md + 1} = !{{!"llvm.loop.vectorize.predicate.enable", i1 true}}']  # fmt: skip
     return "\n".join(lines)
 
 
@@ -655,7 +678,11 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     runs = block_loop and runs
     flags = (FLAG_FIBERS if fibers else 0) | (FLAG_BLOCK_LOOP if block_loop else 0) | (FLAG_GRID if grid else 0)
     flags |= FLAG_BLOCK_RUNS if runs else 0
-    support.append(_block_loop(kernel_name, params, runs) if block_loop else _trampoline(kernel_name, params))
+    if block_loop:
+        free_md = max((int(m) for m in re.findall(r"!(\d+)\b", text + "\n".join(support))), default=0) + 1
+        support.append(_block_loop(kernel_name, params, runs, free_md))
+    else:
+        support.append(_trampoline(kernel_name, params))
     param_bytes = max((p.offset + p.size for p in params), default=0)
     if amdgpu:
         support.append(retarget_amdgpu.wave_global(wave))
