@@ -1,6 +1,6 @@
 """A block's work-items in lockstep groups: the host backend's work-item interleaving.
 
-A kernel without barriers runs as one call per block (`retarget._block_loop`): before this pass,
+A kernel without barriers runs as one call per block (`block_loop.entry`): before this pass,
 a loop over the threads called the kernel, each thread running to its end before the next began.
 A grid-stride thread then runs its whole loop alone, its accesses a grid's width apart (64 KiB for
 64 x 256 threads), and every cache line comes back once per thread instead of once
@@ -39,7 +39,7 @@ import logging
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host import accesses, retarget, steps
+from mneme.plugins.backends.host import accesses, block_loop, retarget, steps
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ _CALL = re.compile(r'^\s*(?:%\S+ = )?(?:tail |notail )?call\b[^@%]*?([@%](?:"[^"
 MAX_BLOCKS = 512  # basic blocks of the kernel after reg2mem: each becomes a loop the vectorizer looks at
 MAX_LANE_BYTES = 1 << 20  # every lane's copy of the kernel's locals, on the stack of the thread running the block
 _SCALAR_BYTES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "fp128": 16, "x86_fp80": 16, "ptr": 8}
-_TID_PARAMS = dict(zip(retarget._TID_PARAMS, ("x", "y", "z", "lin")))
+_TID_PARAMS = dict(zip(block_loop.TID_PARAMS, ("x", "y", "z", "lin")))
 
 
 def width() -> int:
@@ -387,8 +387,8 @@ def _terminator(line: str, number: dict[str, int], n: int) -> tuple[list[str], s
 
 def _entry(kernel_name: str, params, lanes: int, runs: bool) -> str:
     """``__mneme_entry(args)``: the block's threads in groups of `lanes`, in linear order (with `runs`, for each
-    block of the run in turn; see `retarget._block_loop`)."""
-    ntid = retarget.CTX_NTID
+    block of the run in turn; see `block_loop.entry`)."""
+    ntid = block_loop.CTX_NTID
     body, call_args = retarget.unpack_args(params)
     call_args += ["i32 %l0", "i32 %cnt", "i32 %ntx", "i32 %nty", "i32 %bx"]
     lines = [
@@ -400,9 +400,9 @@ def _entry(kernel_name: str, params, lanes: int, runs: bool) -> str:
         "  %ntx = load i32, ptr %ntxp, align 4", "  %nty = load i32, ptr %ntyp, align 4",
         "  %ntz = load i32, ptr %ntzp, align 4",
         "  %nxy = mul i32 %ntx, %nty", "  %n = mul i32 %nxy, %ntz",
-        f"  %bxp = getelementptr i8, ptr %ctx, i64 {retarget.CTX_CTAID}",
+        f"  %bxp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_CTAID}",
         "  %bx0 = load i32, ptr %bxp, align 4",
-        *([f"  %runp = getelementptr i8, ptr %ctx, i64 {retarget.CTX_RUN}", "  %run = load i32, ptr %runp, align 4"]
+        *([f"  %runp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_RUN}", "  %run = load i32, ptr %runp, align 4"]
           if runs else ["  %run = or i32 1, 0"]),
         "  br label %block",
         "block:",
