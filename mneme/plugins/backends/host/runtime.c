@@ -93,6 +93,11 @@ typedef struct mn_launch {
   uint64_t frame_bytes; /* per thread, step form */
   uint64_t chunk; /* blocks a worker claims at once (workers.inc) */
   int runs;       /* MODE_BLOCK: the entry runs mn_ctx.run blocks along x per call */
+  /* Helpers are woken only once the launching thread has run for WAKE_AFTER_NS with blocks left
+     (helper_threads.inc): `lazy_helpers` still to wake, by `launcher`, from `wake_at_ns` on. */
+  int lazy_helpers, helpers_used;
+  uint64_t wake_at_ns;
+  struct mn_worker *launcher;
   /* The block counter on a cache line of its own: every claim writes it, and the fields above are
      read for every block (a shared line made two workers no faster than one). */
   _Alignas(64) _Atomic uint64_t next_block;
