@@ -42,3 +42,11 @@ extern "C" __global__ void coords_counted(int* out, int* total) {
   out[blockIdx.x * blockDim.x * blockDim.y + t] = 1000 * blockIdx.x + t;
   atomicAdd(total, 1);
 }
+
+// The atomic in inline PTX: its implementation is added beside the kernel, still block after block.
+extern "C" __global__ void coords_counted_asm(int* out, int* total) {
+  int t = threadIdx.x + blockDim.x * threadIdx.y;
+  out[blockIdx.x * blockDim.x * blockDim.y + t] = 1000 * blockIdx.x + t;
+  int old;
+  asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(total), "r"(1) : "memory");
+}

@@ -27,21 +27,22 @@ _THREAD_SREG_CALL = re.compile(
 )
 _CTAID_X = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.ctaid\.x\(")
 # what makes the order of a block's threads observable, where races are not: atomics, volatile accesses, printf
-_ORDERED = re.compile(r"\b(?:atomicrmw|cmpxchg|fence)\b|\b(?:load|store) (?:atomic|volatile)\b|@llvm\.nvvm\.atomic|@__nv_atom|@vprintf\(")
+ORDERED = re.compile(r"\b(?:atomicrmw|cmpxchg|fence)\b|\b(?:load|store) (?:atomic|volatile)\b|@llvm\.nvvm\.atomic|@__nv_atom|@vprintf\(")
 
 TID_PARAMS = ("%__mneme_tid_x", "%__mneme_tid_y", "%__mneme_tid_z", "%__mneme_linear")
 CTAID_PARAM = "%__mneme_ctaid_x"
 
 
-def thread_indices_as_parameters(text: str, kernel_name: str, shared: bool = False) -> tuple[str, bool, bool]:
+def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = False) -> tuple[str, bool, bool]:
     """Pass the thread index (and the block's x index) to the kernel as parameters, when only the kernel reads it.
 
     Then `entry` can run a whole block in one call (the kernel inlined into a loop over
     the threads, every block-invariant value hoisted out of it). Returns (text, done, runs):
-    `runs` when the call may run several blocks along x (nothing else reads the block's x index,
-    the kernel uses no shared memory (`shared`: a block's own) and no atomic or volatile access,
-    so running the rows of consecutive blocks one after another is a thread order of the GPU
-    whose results are those of block after block).
+    `runs` when the call may run several blocks along x: nothing else reads the block's x index,
+    the module has no atomic or volatile access, fence or printf (`ORDERED`) and the caller did
+    not ask for blocks one at a time (`serial`: shared memory, a block's own; atomics in code
+    added later), so running the rows of consecutive blocks one after another is a thread order
+    of the GPU whose results are those of block after block.
     """
     lines = text.split("\n")
     header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
@@ -56,10 +57,10 @@ def thread_indices_as_parameters(text: str, kernel_name: str, shared: bool = Fal
         return text, False, False
     if re.search(r"\b(noinline|optnone)\b", lines[start]):
         return text, False, False
-    runs = not shared and not any(
+    runs = not serial and not any(
         (i < start or i > end) and not line.startswith("declare ") and _CTAID_X.search(line)
         for i, line in enumerate(lines)
-    ) and not any(_ORDERED.search(line) for line in lines if not line.startswith("declare "))  # fmt: skip
+    ) and not any(ORDERED.search(line) for line in lines if not line.startswith("declare "))  # fmt: skip
     for i in range(start + 1, end):
         m = _THREAD_SREG_CALL.match(lines[i])
         if not m:

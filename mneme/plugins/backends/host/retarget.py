@@ -472,7 +472,10 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         fibers = grid or any(f"@{f}(" in implementations for f in sync_functions)
         block_loop = runs = False
         if not fibers and not amdgpu:  # AMDGPU work-item ids are read through intrinsics: one call per thread
-            text, block_loop, runs = block_loops.thread_indices_as_parameters(text, kernel_name, bool(shared))
+            # blocks one at a time: shared memory is a block's own; atomics in an intrinsic's or an asm block's
+            # implementation make the order of threads visible
+            serial = bool(shared) or bool(block_loops.ORDERED.search(implementations))
+            text, block_loop, runs = block_loops.thread_indices_as_parameters(text, kernel_name, serial)
     if unsupported:
         raise UnsupportedError(
             "not supported on the host backend: " + ", ".join(sorted(unsupported))

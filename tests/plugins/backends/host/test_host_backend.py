@@ -353,7 +353,7 @@ def test_each_execution_mode_runs_its_kernel_correctly(device, compiled, mem):
     assert (iota3.mode, rotate.mode, coords.mode) == (0, 3, 5)
 
 
-@pytest.mark.parametrize("kernel", ["coords_shared", "coords_counted"])
+@pytest.mark.parametrize("kernel", ["coords_shared", "coords_counted", "coords_counted_asm"])
 def test_a_kernel_with_shared_memory_or_atomics_runs_block_after_block(device, compiled, mem, kernel):
     grid, block = (37,), (16, 4)  # 2D blocks: a run of blocks would interleave their rows
     pout, ptotal = mem.put(np.zeros(37 * 64, np.int32)), mem.put(np.zeros(1, np.int32))
@@ -361,7 +361,7 @@ def test_a_kernel_with_shared_memory_or_atomics_runs_block_after_block(device, c
     ref = (1000 * np.arange(37)[:, None] + np.arange(64)[None, :]).ravel()
     np.testing.assert_array_equal(mem.get(pout, np.zeros(37 * 64, np.int32)), ref)
     assert loaded.mode == 2  # one call per block, not per run of blocks
-    if kernel == "coords_counted":
+    if kernel.startswith("coords_counted"):
         assert mem.get(ptotal, np.zeros(1, np.int32))[0] == 37 * 64
 
 
