@@ -2,7 +2,8 @@
  *
  * Blocks run in parallel on the calling thread plus parked helper threads (one per core). A
  * block runs in one of four modes, chosen when the kernel was compiled (backend.py):
- *   MODE_BLOCK   no barriers, thread index read only by the kernel: one call loops over the block;
+ *   MODE_BLOCK   no barriers, thread index read only by the kernel: one call loops over the block
+ *                (asked as MODE_BLOCK_RUNS: over a run of blocks along x, a row of each in turn);
  *   MODE_THREAD  no barriers: one call per thread;
  *   MODE_STEPS   barriers, shuffles, votes in the kernel itself: one call runs a thread to its next
  *                barrier or warp point (steps.py); the scheduler lets a warp pass a warp point
