@@ -38,6 +38,7 @@ from mneme.plugins.backends.host import lanes, machine, retarget
 
 BASE = 0x2E0000000000
 ROW = 1024  # the 2D shape's row length
+Y_OFFSET = 1 << 28  # bytes from x to y, for the kernel and the C loop alike
 
 KERNELS = r"""
 extern "C" __global__ void saxpy_each(int n, float a, const float* x, float* y) {
@@ -135,7 +136,9 @@ def _form(module_text: str, kernel: str) -> str:
     host = retarget.retarget(pruned, kernel, llvm.get_process_triple(), str(tm.target_data))
     if not host.flags & retarget.FLAG_BLOCK_LOOP:
         return "steps" if host.flags & retarget.FLAG_FIBERS else "thread"
-    return "lockstep" if lanes.to_lanes(host.text, kernel, host.params, lanes.width()) else "thread loop"
+    runs = bool(host.flags & retarget.FLAG_BLOCK_RUNS)
+    form = "lockstep" if lanes.to_lanes(host.text, kernel, host.params, lanes.width(), runs) else "thread loop"
+    return form + (", runs" if runs else "")
 
 
 def best(fn, repeat: int, budget: float) -> float:
@@ -182,10 +185,17 @@ def main() -> int:
         loops = c_library(Path(scratch))
         rng = np.random.default_rng(0)
         x, y = rng.random(top, dtype=np.float32), rng.random(top, dtype=np.float32)
-        xp, yp = x.ctypes.data_as(ctypes.c_void_p), y.ctypes.data_as(ctypes.c_void_p)
+        # The C loop's arrays as far apart as the kernel's (Y_OFFSET): arrays a power of two apart share
+        # cache sets and 4 KiB aliases, which costs both sides alike (1.5-1.7x at 2^20); different layouts
+        # would compare the layouts. Pages the loop does not touch are never mapped in.
+        block = np.empty((Y_OFFSET + top * 4 + 4096) // 4, dtype=np.float32)
+        start = (-block.ctypes.data % 4096) // 4  # page-aligned, as the device's buffers
+        cx, cy = block[start : start + top], block[start + Y_OFFSET // 4 : start + Y_OFFSET // 4 + top]
+        cx[:], cy[:] = x, y
+        xp, yp = cx.ctypes.data_as(ctypes.c_void_p), cy.ctypes.data_as(ctypes.c_void_p)
         with backend.open_device() as dev:
             dev.reserve(BASE, 1 << 32)
-            ax, ay, aout = BASE, BASE + (1 << 28), BASE + (2 << 28)
+            ax, ay, aout = BASE, BASE + Y_OFFSET, BASE + (2 << 28)
             for addr, data in ((ax, x), (ay, y), (aout, np.zeros(16, np.float32))):
                 dev.map(addr, data.nbytes)
                 dev.write(addr, data.tobytes())
@@ -238,10 +248,12 @@ def main() -> int:
         f"better of the two). Each figure the fastest of at least {opts.repeat} runs and more for {opts.budget:g} s "
         f"(at most 200). Load average (1 min) {load_before[0]:.1f} at the start, "
         f"{load_after[0]:.1f} at the end: other sessions share the CPUs, so every figure is noisy; the ratio "
-        "compares neighbours in time. Shapes: `each` one element per thread (blocks of 256), `stride` a grid-stride "
+        "compares neighbours in time. The C loop's arrays lie as far apart as the kernel's (2^28 bytes: the same "
+        "cache sets and 4 KiB aliases on both sides). Shapes: `each` one element per thread (blocks of 256), `stride` a grid-stride "
         "loop over 64 blocks of 256, `tile` 16x16 blocks over rows of 1024. Form: `lockstep` threads in groups of "
         f"{lanes.width()} (lanes.py), `thread loop` thread after thread in one vectorized loop, `steps` barriers as "
-        "step functions (steps.py). `thread after thread` is the same kernel built with `MNEME_HOST_LANES=0`, "
+        "step functions (steps.py); `runs`: one call runs the claimed blocks along x, a row of threads of each in turn "
+        "(retarget.FLAG_BLOCK_RUNS). `thread after thread` is the same kernel built with `MNEME_HOST_LANES=0`, "
         "the form before lockstep groups.",
         "",
         "| kernel | shape | elements | form | host ms | thread after thread ms | C ms | host GB/s | C GB/s | host / C |",

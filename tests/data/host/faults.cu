@@ -21,3 +21,8 @@ extern "C" __global__ void uses_ptx_asm(unsigned* out) {
 extern "C" __global__ void prints(int n) {
   if (threadIdx.x == 0) printf("block %d of %d, n=%d, half=%f\n", blockIdx.x, gridDim.x, n, n * 0.5);
 }
+
+extern "C" __global__ void checked_tiles(const int* flags) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y * blockDim.y + threadIdx.y;
+  assert(flags[y * gridDim.x * blockDim.x + x] == 0);
+}

@@ -27,3 +27,26 @@ extern "C" __global__ void coords(int* out) {
   int b = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   out[b * blockDim.x * blockDim.y * blockDim.z + t] = threadIdx.x + 10 * threadIdx.y + 100 * threadIdx.z + 1000 * b;
 }
+
+// One call per block, block after block: shared memory is a block's own, and atomics make the order
+// of the threads visible, so neither runs a row of blocks per call (retarget.FLAG_BLOCK_RUNS).
+extern "C" __global__ void coords_shared(int* out) {
+  __shared__ int mine[256];
+  int t = threadIdx.x + blockDim.x * threadIdx.y;
+  mine[t] = 1000 * blockIdx.x + t;  // each thread its own slot: no barrier needed
+  out[blockIdx.x * blockDim.x * blockDim.y + t] = mine[t];
+}
+
+extern "C" __global__ void coords_counted(int* out, int* total) {
+  int t = threadIdx.x + blockDim.x * threadIdx.y;
+  out[blockIdx.x * blockDim.x * blockDim.y + t] = 1000 * blockIdx.x + t;
+  atomicAdd(total, 1);
+}
+
+// The atomic in inline PTX: its implementation is added beside the kernel, still block after block.
+extern "C" __global__ void coords_counted_asm(int* out, int* total) {
+  int t = threadIdx.x + blockDim.x * threadIdx.y;
+  out[blockIdx.x * blockDim.x * blockDim.y + t] = 1000 * blockIdx.x + t;
+  int old;
+  asm volatile("atom.global.add.u32 %0, [%1], %2;" : "=r"(old) : "l"(total), "r"(1) : "memory");
+}

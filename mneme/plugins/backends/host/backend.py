@@ -141,7 +141,7 @@ def _lane_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The block loop with its threads in lockstep groups (see `lanes`), or None to keep thread after thread."""
     llvm = machine.binding()
     try:
-        text = lanes.to_lanes(host.text, kernel_name, host.params, lanes.width())
+        text = lanes.to_lanes(host.text, kernel_name, host.params, lanes.width(), bool(host.flags & retarget.FLAG_BLOCK_RUNS))
         if text is not None:
             llvm.parse_assembly(text).verify()
         return text

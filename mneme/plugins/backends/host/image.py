@@ -15,6 +15,7 @@ from mneme.core.errors import ExperimentError
 from mneme.plugins.backends.host import boundscheck, machine, retarget, retarget_amdgpu, steps
 
 MODE_GRID = 4  # the runtime's mode for a kernel with a grid-wide barrier (runtime_parts/grid.inc)
+MODE_BLOCK_RUNS = 5  # one call per run of blocks along x (retarget.FLAG_BLOCK_RUNS)
 
 
 @attrs.frozen
@@ -22,7 +23,7 @@ class KernelInfo:
     """What the backend's process needs to launch a kernel: plain numbers and names, no addresses of code.
 
     `globals` maps a device global's name to its size; `mode` is the runtime's (0 one call per thread,
-    1 one fiber per thread, 2 one call per block, 3 step form, 4 grid launch).
+    1 one fiber per thread, 2 one call per block, 3 step form, 4 grid launch, 5 one call per run of blocks).
     """
 
     static_shared: int
@@ -61,7 +62,9 @@ def mode_of(flags: int) -> int:
         return 3
     if flags & retarget.FLAG_FIBERS:
         return 1
-    return 2 if flags & retarget.FLAG_BLOCK_LOOP else 0
+    if flags & retarget.FLAG_BLOCK_LOOP:
+        return MODE_BLOCK_RUNS if flags & retarget.FLAG_BLOCK_RUNS else 2
+    return 0
 
 
 class LoadedImage:

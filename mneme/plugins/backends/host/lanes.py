@@ -1,6 +1,6 @@
 """A block's work-items in lockstep groups: the host backend's work-item interleaving.
 
-A kernel without barriers runs as one call per block (`retarget._block_loop`): before this pass,
+A kernel without barriers runs as one call per block (`block_loop.entry`): before this pass,
 a loop over the threads called the kernel, each thread running to its end before the next began.
 A grid-stride thread then runs its whole loop alone, its accesses a grid's width apart (64 KiB for
 64 x 256 threads), and every cache line comes back once per thread instead of once
@@ -39,7 +39,7 @@ import logging
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host import accesses, retarget, steps
+from mneme.plugins.backends.host import accesses, block_loop, retarget, steps
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,7 @@ _CALL = re.compile(r'^\s*(?:%\S+ = )?(?:tail |notail )?call\b[^@%]*?([@%](?:"[^"
 MAX_BLOCKS = 512  # basic blocks of the kernel after reg2mem: each becomes a loop the vectorizer looks at
 MAX_LANE_BYTES = 1 << 20  # every lane's copy of the kernel's locals, on the stack of the thread running the block
 _SCALAR_BYTES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "fp128": 16, "x86_fp80": 16, "ptr": 8}
-_TID_PARAMS = dict(zip(retarget._TID_PARAMS, ("x", "y", "z", "lin")))
+_TID_PARAMS = dict(zip(block_loop.TID_PARAMS, ("x", "y", "z", "lin")))
 
 
 def width() -> int:
@@ -73,8 +73,11 @@ def width() -> int:
     return value if value is not None else DEFAULT_WIDTH
 
 
-def to_lanes(text: str, kernel_name: str, params, lanes: int) -> str | None:
-    """Host IR text in block-loop form rewritten to run `lanes` threads in lockstep; None if it does not apply."""
+def to_lanes(text: str, kernel_name: str, params, lanes: int, runs: bool = False) -> str | None:
+    """Host IR text in block-loop form rewritten to run `lanes` threads in lockstep; None if it does not apply.
+
+    `runs`: the entry runs a run of blocks along x (retarget.FLAG_BLOCK_RUNS), block after block.
+    """
     if lanes < 2:
         return None
     lines = text.split("\n")
@@ -106,7 +109,7 @@ def to_lanes(text: str, kernel_name: str, params, lanes: int) -> str | None:
     header = header.replace(tid, "i32 %__mneme_lin0, i32 %__mneme_count, i32 %__mneme_ntx, i32 %__mneme_nty")
     out = lines[:start] + [header] + body + lines[end:]
     text = re.sub(r"(?ms)^define void @__mneme_entry\(ptr %args\) \{.*?^\}\n?", "", "\n".join(out))
-    return text + "\n" + _entry(kernel_name, params, lanes) + "\n" + "\n".join(metadata) + "\n"
+    return text + "\n" + _entry(kernel_name, params, lanes, runs) + "\n" + "\n".join(metadata) + "\n"
 
 
 def _blocks(body: list[str]) -> list[tuple[str, list[str]]] | None:
@@ -382,11 +385,12 @@ def _terminator(line: str, number: dict[str, int], n: int) -> tuple[list[str], s
     return None
 
 
-def _entry(kernel_name: str, params, lanes: int) -> str:
-    """``__mneme_entry(args)``: the block's threads in groups of `lanes`, in linear order."""
-    ntid = retarget.CTX_NTID
+def _entry(kernel_name: str, params, lanes: int, runs: bool) -> str:
+    """``__mneme_entry(args)``: the block's threads in groups of `lanes`, in linear order (with `runs`, for each
+    block of the run in turn; see `block_loop.entry`)."""
+    ntid = block_loop.CTX_NTID
     body, call_args = retarget.unpack_args(params)
-    call_args += ["i32 %l0", "i32 %cnt", "i32 %ntx", "i32 %nty"]
+    call_args += ["i32 %l0", "i32 %cnt", "i32 %ntx", "i32 %nty", "i32 %bx"]
     lines = [
         f"define void @{retarget.ENTRY}(ptr %args) {{", "entry:", *body,
         "  %ctx = call ptr @__mneme_ctx()",
@@ -396,19 +400,29 @@ def _entry(kernel_name: str, params, lanes: int) -> str:
         "  %ntx = load i32, ptr %ntxp, align 4", "  %nty = load i32, ptr %ntyp, align 4",
         "  %ntz = load i32, ptr %ntzp, align 4",
         "  %nxy = mul i32 %ntx, %nty", "  %n = mul i32 %nxy, %ntz",
+        f"  %bxp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_CTAID}",
+        "  %bx0 = load i32, ptr %bxp, align 4",
+        *([f"  %runp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_RUN}", "  %run = load i32, ptr %runp, align 4"]
+          if runs else ["  %run = or i32 1, 0"]),
+        "  br label %block",
+        "block:",
+        "  %b = phi i32 [ 0, %entry ], [ %b1, %block.latch ]",
+        "  %bx = add i32 %bx0, %b",
+        *(["  store i32 %bx, ptr %bxp, align 4"] if runs else []),
         "  br label %loop",
         "loop:",
-        "  %l0 = phi i32 [ 0, %entry ], [ %l1, %loop ]",
+        "  %l0 = phi i32 [ 0, %block ], [ %l1, %loop ]",
         "  %rem = sub i32 %n, %l0",
         f"  %full = icmp ugt i32 %rem, {lanes}",
         f"  %cnt = select i1 %full, i32 {lanes}, i32 %rem",
         f"  call void {retarget.symbol_ref(kernel_name)}({', '.join(call_args)})",
         f"  %l1 = add nuw i32 %l0, {lanes}",
         "  %more = icmp ult i32 %l1, %n",
-        "  br i1 %more, label %loop, label %exit",
+        "  br i1 %more, label %loop, label %block.latch",
+        "block.latch:",
+        "  %b1 = add nuw i32 %b, 1", "  %cb = icmp ult i32 %b1, %run", "  br i1 %cb, label %block, label %exit",
         "exit:",
         "  ret void",
         "}",
     ]  # fmt: skip
     return "\n".join(lines)
-

@@ -32,13 +32,14 @@ import attrs
 import llvmlite.binding as llvm
 
 from mneme.core.errors import IRError, UnsupportedError
+from mneme.plugins.backends.host import block_loop as block_loops
 from mneme.plugins.backends.host import inline_ptx, intrinsics, intrinsics_amdgpu, ptx_blocks, retarget_amdgpu
+from mneme.plugins.backends.host.irtext import match_paren, symbol_ref
 
-CTX_NTID = intrinsics.CTX_OFFSETS["ntid"]
 
 log = logging.getLogger(__name__)
 
-ENTRY = "__mneme_entry"
+ENTRY = block_loops.ENTRY
 INFO = "__mneme_info"
 GLOBAL_TABLE = "__mneme_globals"
 GLOBAL_NAMES = "__mneme_global_names"
@@ -46,11 +47,8 @@ DYNAMIC_SHARED_ALIGN = 16
 FLAG_FIBERS = 1  # one fiber per GPU thread: the kernel has barriers or warp operations
 FLAG_BLOCK_LOOP = 2  # the entry runs a whole block: a loop over the threads around the inlined kernel
 FLAG_GRID = 8  # with FLAG_FIBERS: every block resident at once, the kernel reads the grid workspace (grid.sync())
-# Special registers that differ between the threads of a block; read through the context otherwise.
-_THREAD_SREGS = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|lanemask\.\w+)\(|@llvm\.nvvm\.activemask\(")
-_THREAD_SREG_CALL = re.compile(
-    r"^(\s*%[-\w.$\"]+) = (?:tail |notail )?call [^@]*@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid)\(\).*$"
-)
+# with FLAG_BLOCK_LOOP: one call may run a run of blocks along x (the runtime's MODE_BLOCK_RUNS), see `block_loop`
+FLAG_BLOCK_RUNS = 16
 
 _NAME = r'(?:"(?:[^"\\]|\\.)*"|[-a-zA-Z$._][-a-zA-Z$._0-9]*|\d+)'
 _GLOBAL_REF = re.compile(r"@" + _NAME)
@@ -157,27 +155,6 @@ def inline_synchronizing_functions(text: str) -> str:
         after = re.match(r"(\s+(?:local_)?unnamed_addr)?", header[close + 1 :]).end() + close + 1
         lines[i] = header[:after] + " alwaysinline" + header[after:]
     return "\n".join(lines)
-
-
-def match_paren(text: str, open_index: int) -> int:
-    """The index of the parenthesis closing the one at `open_index` (quoted names skipped)."""
-    depth = 0
-    in_string = False
-    for i in range(open_index, len(text)):
-        ch = text[i]
-        if in_string:
-            if ch == '"':
-                in_string = False
-            continue
-        if ch == '"':
-            in_string = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    raise IRError(f"unbalanced parentheses in IR line: {text.strip()[:200]}")
 
 
 def _split_to(inner: str) -> tuple[str, str]:
@@ -355,96 +332,6 @@ def _trampoline(kernel_name: str, params: tuple[Param, ...]) -> str:
     return "\n".join(lines)
 
 
-_TID_PARAMS = ("%__mneme_tid_x", "%__mneme_tid_y", "%__mneme_tid_z", "%__mneme_linear")
-
-
-def _thread_indices_as_parameters(text: str, kernel_name: str) -> tuple[str, bool]:
-    """Pass the thread index to the kernel as parameters, when only the kernel itself reads it.
-
-    Then `_block_loop` can run a whole block in one call (the kernel inlined into a loop over
-    the threads, every block-invariant value hoisted out of it). Returns (text, done).
-    """
-    lines = text.split("\n")
-    header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if start is None:
-        return text, False
-    end = lines.index("}", start)
-    for i, line in enumerate(lines):
-        if (i < start or i > end) and not line.startswith("declare ") and _THREAD_SREGS.search(line):
-            return text, False  # another function reads the thread index: keep one call per thread
-    if "@llvm.nvvm.activemask(" in "\n".join(lines[start:end]) or "sreg.lanemask" in "\n".join(lines[start:end]):
-        return text, False
-    if re.search(r"\b(noinline|optnone)\b", lines[start]):
-        return text, False
-    for i in range(start + 1, end):
-        m = _THREAD_SREG_CALL.match(lines[i])
-        if not m:
-            continue
-        target, which = m.groups()
-        if which.startswith("tid."):
-            value = _TID_PARAMS["xyz".index(which[-1])]
-            lines[i] = f"{target} = or i32 {value}, 0"
-        elif which == "laneid":
-            lines[i] = f"{target} = and i32 %__mneme_linear, 31"
-        else:
-            lines[i] = f"{target} = lshr i32 %__mneme_linear, 5"
-    if any(_THREAD_SREGS.search(line) for line in lines[start + 1 : end]):
-        return text, False  # a read of a form not rewritten above
-    line = lines[start]
-    open_index = line.index(symbol_ref(kernel_name) + "(") + len(symbol_ref(kernel_name))
-    close = match_paren(line, open_index)
-    extra = ", ".join(f"i32 {p}" for p in _TID_PARAMS)
-    sep = ", " if line[open_index + 1 : close].strip() else ""
-    lines[start] = line[:close] + sep + extra + line[close:]
-    return "\n".join(lines), True
-
-
-def _block_loop(kernel_name: str, params: tuple[Param, ...]) -> str:
-    """``__mneme_entry(args)`` that runs every thread of the block: x fastest, then y, then z."""
-    ntid = CTX_NTID
-    body, call_args = unpack_args(params)
-    lines = [f"define void @{ENTRY}(ptr %args) {{", "entry:", *body]
-    call_args += ["i32 %x", "i32 %y", "i32 %z", "i32 %lin"]
-    lines += [
-        "  %ctx = call ptr @__mneme_ctx()",
-        f"  %ntxp = getelementptr i8, ptr %ctx, i64 {ntid}",
-        f"  %ntyp = getelementptr i8, ptr %ctx, i64 {ntid + 4}",
-        f"  %ntzp = getelementptr i8, ptr %ctx, i64 {ntid + 8}",
-        "  %ntx = load i32, ptr %ntxp, align 4", "  %nty = load i32, ptr %ntyp, align 4",
-        "  %ntz = load i32, ptr %ntzp, align 4",
-        "  br label %lz",
-        "lz:",
-        "  %z = phi i32 [ 0, %entry ], [ %z1, %lz.latch ]",
-        "  br label %ly",
-        "ly:",
-        "  %y = phi i32 [ 0, %lz ], [ %y1, %ly.latch ]",
-        "  %zy = mul i32 %z, %nty", "  %zyy = add i32 %zy, %y", "  %row = mul i32 %zyy, %ntx",
-        "  br label %lx",
-        "lx:",
-        "  %x = phi i32 [ 0, %ly ], [ %x1, %lx ]",
-        "  %lin = add i32 %row, %x",
-        f"  call void {symbol_ref(kernel_name)}({', '.join(call_args)})",
-        "  %x1 = add nuw i32 %x, 1", "  %cx = icmp ult i32 %x1, %ntx", "  br i1 %cx, label %lx, label %ly.latch",
-        "ly.latch:",
-        "  %y1 = add nuw i32 %y, 1", "  %cy = icmp ult i32 %y1, %nty", "  br i1 %cy, label %ly, label %lz.latch",
-        "lz.latch:",
-        "  %z1 = add nuw i32 %z, 1", "  %cz = icmp ult i32 %z1, %ntz", "  br i1 %cz, label %lz, label %exit",
-        "exit:",
-        "  ret void",
-        "}",
-    ]  # fmt: skip
-    return "\n".join(lines)
-
-
-def symbol_ref(name: str) -> str:
-    """`name` as LLVM IR refers to a global: `@name`, quoted (`@"..."`) when it is not a plain identifier.
-
-    Unnamed functions (`@0`, `@1`: ROCm's device libraries have some) are written bare.
-    """
-    return "@" + name if re.fullmatch(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*|\d+", name) else '@"' + name + '"'
-
-
 def _global_alignment(gv_text: str) -> int:
     m = re.search(r", align (\d+)", gv_text)
     return int(m.group(1)) if m else 1
@@ -583,9 +470,12 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         implementations = "\n".join(definitions + [d for _, d in asm_impls.values()])  # asm blocks may shuffle
         grid = any(f"@{f}(" in implementations for f in intrinsics.GRID_FUNCTIONS)
         fibers = grid or any(f"@{f}(" in implementations for f in sync_functions)
-        block_loop = False
+        block_loop = runs = False
         if not fibers and not amdgpu:  # AMDGPU work-item ids are read through intrinsics: one call per thread
-            text, block_loop = _thread_indices_as_parameters(text, kernel_name)
+            # blocks one at a time: shared memory is a block's own; atomics in an intrinsic's or an asm block's
+            # implementation make the order of threads visible
+            serial = bool(shared) or bool(block_loops.ORDERED.search(implementations))
+            text, block_loop, runs = block_loops.thread_indices_as_parameters(text, kernel_name, serial)
     if unsupported:
         raise UnsupportedError(
             "not supported on the host backend: " + ", ".join(sorted(unsupported))
@@ -611,8 +501,14 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     support = [d for name, d in runtime_decls.items() if not re.search(rf"^declare .*@{name}\(", text, re.MULTILINE)]
     support += [d for _, d in asm_impls.values()]
     support += definitions
+    runs = block_loop and runs
     flags = (FLAG_FIBERS if fibers else 0) | (FLAG_BLOCK_LOOP if block_loop else 0) | (FLAG_GRID if grid else 0)
-    support.append(_block_loop(kernel_name, params) if block_loop else _trampoline(kernel_name, params))
+    flags |= FLAG_BLOCK_RUNS if runs else 0
+    if block_loop:
+        free_md = max((int(m) for m in re.findall(r"!(\d+)\b", text + "\n".join(support))), default=0) + 1
+        support.append(block_loops.entry(kernel_name, unpack_args(params), runs, free_md))
+    else:
+        support.append(_trampoline(kernel_name, params))
     param_bytes = max((p.offset + p.size for p in params), default=0)
     if amdgpu:
         support.append(retarget_amdgpu.wave_global(wave))

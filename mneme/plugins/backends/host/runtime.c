@@ -2,7 +2,8 @@
  *
  * Blocks run in parallel on the calling thread plus parked helper threads (one per core). A
  * block runs in one of four modes, chosen when the kernel was compiled (backend.py):
- *   MODE_BLOCK   no barriers, thread index read only by the kernel: one call loops over the block;
+ *   MODE_BLOCK   no barriers, thread index read only by the kernel: one call loops over the block
+ *                (asked as MODE_BLOCK_RUNS: over a run of blocks along x, a row of each in turn);
  *   MODE_THREAD  no barriers: one call per thread;
  *   MODE_STEPS   barriers, shuffles, votes in the kernel itself: one call runs a thread to its next
  *                barrier or warp point (steps.py); the scheduler lets a warp pass a warp point
@@ -54,6 +55,7 @@ typedef struct mn_ctx {
   uint32_t linear;    /* 60 */
   char *shared;       /* 64 */
   uint32_t exchanges; /* warp exchanges done so far: picks the slot bank (runtime only) */
+  uint32_t run;       /* 76: MODE_BLOCK with runs: the blocks along x from ctaid[0] on that the call runs */
 } mn_ctx;
 
 typedef void (*mn_entry_fn)(void *args);
@@ -63,6 +65,9 @@ enum { F_READY, F_BLOCK_WAIT, F_WARP_WAIT, F_DONE, F_SPIN };
 /* How the entry runs: once per thread, once per thread as a fiber, or once per block; MODE_GRID:
    as MODE_FIBERS, with every block of the grid resident at once. */
 enum { MODE_THREAD = 0, MODE_FIBERS = 1, MODE_BLOCK = 2, MODE_STEPS = 3, MODE_GRID = 4 };
+/* What a launch asks for a MODE_BLOCK kernel whose entry runs a row of blocks along x per call
+   (retarget.FLAG_BLOCK_RUNS: mn_ctx.run blocks from ctaid[0] on); it runs as MODE_BLOCK with runs. */
+#define MODE_BLOCK_RUNS 5
 /* Step form: the entry runs one thread from `resume` to its next barrier or its end, and stores
    in the frame's first word where to resume (-1: done). */
 typedef void (*mn_step_fn)(void *args, void *frame, int32_t resume);
@@ -87,8 +92,17 @@ typedef struct mn_launch {
   int mode;
   uint32_t warp, warp_shift; /* lanes per warp: 32 (CUDA) or 64 (an AMD wave64), and its log2 */
   uint64_t frame_bytes; /* per thread, step form */
-  _Atomic uint64_t next_block;
-  _Atomic int abort;
+  uint64_t chunk; /* blocks a worker claims at once (workers.inc) */
+  int runs;       /* MODE_BLOCK: the entry runs mn_ctx.run blocks along x per call */
+  /* Helpers are woken only once the launching thread has run for WAKE_AFTER_NS with blocks left
+     (helper_threads.inc): `lazy_helpers` still to wake, by `launcher`, from `wake_at_ns` on. */
+  int lazy_helpers, helpers_used;
+  uint64_t wake_at_ns;
+  struct mn_worker *launcher;
+  /* The block counter on a cache line of its own: every claim writes it, and the fields above are
+     read for every block (a shared line made two workers no faster than one). */
+  _Alignas(64) _Atomic uint64_t next_block;
+  _Alignas(64) _Atomic int abort;
   _Atomic int failed;
   _Atomic int timed_out;
   _Atomic int nworkers;

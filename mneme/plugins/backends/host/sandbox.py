@@ -300,7 +300,7 @@ class Sandbox:
             raise ExperimentError(f"kernel {self.kernel_name!r}: the sandbox listed its globals wrongly", kind="load")
         return host_image.KernelInfo(static_shared=number("static_shared", 1 << 40),
                                      param_bytes=number("param_bytes", 1 << 32),
-                                     frame_bytes=number("frame_bytes", 1 << 32), mode=number("mode", 4),
+                                     frame_bytes=number("frame_bytes", 1 << 32), mode=number("mode", host_image.MODE_BLOCK_RUNS),
                                      warp=number("warp", 64), globals={name: size for name, size in entries},
                                      checked=bool(hello.get("checked")))  # fmt: skip
 

@@ -349,7 +349,20 @@ def test_each_execution_mode_runs_its_kernel_correctly(device, compiled, mem):
     per_thread = (t % 4) + 10 * ((t // 4) % 3) + 100 * (t // 12)
     ref = (per_thread[None, :] + 1000 * np.arange(12)[:, None]).ravel()
     np.testing.assert_array_equal(mem.get(pc, np.zeros(total, np.int32)), ref)
-    assert (iota3.mode, rotate.mode, coords.mode) == (0, 3, 2)  # per thread, step form, per block
+    # per thread, step form, per run of blocks along x (5: retarget.FLAG_BLOCK_RUNS)
+    assert (iota3.mode, rotate.mode, coords.mode) == (0, 3, 5)
+
+
+@pytest.mark.parametrize("kernel", ["coords_shared", "coords_counted", "coords_counted_asm"])
+def test_a_kernel_with_shared_memory_or_atomics_runs_block_after_block(device, compiled, mem, kernel):
+    grid, block = (37,), (16, 4)  # 2D blocks: a run of blocks would interleave their rows
+    pout, ptotal = mem.put(np.zeros(37 * 64, np.int32)), mem.put(np.zeros(1, np.int32))
+    loaded = run(device, compiled("modes", kernel), grid, block, struct.pack("<QQ", pout, ptotal))
+    ref = (1000 * np.arange(37)[:, None] + np.arange(64)[None, :]).ravel()
+    np.testing.assert_array_equal(mem.get(pout, np.zeros(37 * 64, np.int32)), ref)
+    assert loaded.mode == 2  # one call per block, not per run of blocks
+    if kernel.startswith("coords_counted"):
+        assert mem.get(ptotal, np.zeros(1, np.int32))[0] == 37 * 64
 
 
 def test_struct_parameters_are_unpacked_at_cuda_param_offsets(device, compiled, mem):
@@ -406,6 +419,16 @@ def test_device_side_assert_fails_the_launch_with_its_message(device, compiled, 
     with pytest.raises(ExperimentError, match=r"block \(0, 0, 0\).*faults.cu:\d+.*assertion .flags\[threadIdx.x\] == 0"):
         device.launch(kernel, (1,), (32,), 0, struct.pack("<Q", mem.put(flags)))
     device.launch(kernel, (1,), (32,), 0, struct.pack("<Q", mem.put(np.zeros(32, np.int32))))
+
+
+def test_a_failure_in_a_run_of_blocks_names_its_own_block(device, compiled, mem):
+    flags = np.zeros((3 * 4, 9 * 8), np.int32)  # a grid of 9 x 3 blocks of 8 x 4 threads
+    flags[2 * 4 + 1, 6 * 8 + 5] = 1  # thread (5, 1) of block (6, 2)
+    kernel = device.load(compiled("faults", "checked_tiles"))
+    assert kernel.mode == 5  # one call runs several blocks along x
+    with pytest.raises(ExperimentError, match=r"block \(6, 2, 0\).*assertion .flags"):
+        device.launch(kernel, (9, 3), (8, 4), 0, struct.pack("<Q", mem.put(flags)))
+    device.launch(kernel, (9, 3), (8, 4), 0, struct.pack("<Q", mem.put(np.zeros_like(flags))))
 
 
 @pytest.mark.parametrize(

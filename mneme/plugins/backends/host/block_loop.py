@@ -1,0 +1,169 @@
+"""The block loop: one call of ``__mneme_entry`` runs every thread of a block, or a run of blocks along x.
+
+A kernel without barriers or warp operations whose thread index only the kernel itself reads
+gets the thread index (and its block's x index) as parameters (`thread_indices_as_parameters`);
+`entry` then inlines it into a loop over the threads, which LLVM vectorizes across threads.
+With `runs` (retarget.FLAG_BLOCK_RUNS, the runtime's MODE_BLOCK_RUNS) one call runs
+``mn_ctx.run`` blocks along x, a row of threads of each in turn (docs/design/internals.md).
+"""
+
+from __future__ import annotations
+
+import re
+
+from mneme.plugins.backends.host import intrinsics
+from mneme.plugins.backends.host.irtext import match_paren, symbol_ref
+
+ENTRY = "__mneme_entry"
+CTX_NTID = intrinsics.CTX_OFFSETS["ntid"]
+CTX_CTAID = intrinsics.CTX_OFFSETS["ctaid"]
+CTX_RUN = 76  # mn_ctx.run (runtime.c): how many blocks along x the call runs, from ctaid.x on
+SHORT_ROW = 64  # threads along x below which a row runs as masked vector steps (`entry`)
+
+# Special registers that differ between the threads of a block; read through the context otherwise.
+_THREAD_SREGS = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|lanemask\.\w+)\(|@llvm\.nvvm\.activemask\(")
+_THREAD_SREG_CALL = re.compile(
+    r"^(\s*%[-\w.$\"]+) = (?:tail |notail )?call [^@]*@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|ctaid\.x)\(\).*$"
+)
+_CTAID_X = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.ctaid\.x\(")
+# what makes the order of a block's threads observable, where races are not: atomics, volatile accesses, printf
+ORDERED = re.compile(r"\b(?:atomicrmw|cmpxchg|fence)\b|\b(?:load|store) (?:atomic|volatile)\b|@llvm\.nvvm\.atomic|@__nv_atom|@vprintf\(")
+
+TID_PARAMS = ("%__mneme_tid_x", "%__mneme_tid_y", "%__mneme_tid_z", "%__mneme_linear")
+CTAID_PARAM = "%__mneme_ctaid_x"
+
+
+def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = False) -> tuple[str, bool, bool]:
+    """Pass the thread index (and the block's x index) to the kernel as parameters, when only the kernel reads it.
+
+    Then `entry` can run a whole block in one call (the kernel inlined into a loop over
+    the threads, every block-invariant value hoisted out of it). Returns (text, done, runs):
+    `runs` when the call may run several blocks along x: nothing else reads the block's x index,
+    the module has no atomic or volatile access, fence or printf (`ORDERED`) and the caller did
+    not ask for blocks one at a time (`serial`: shared memory, a block's own; atomics in code
+    added later), so running the rows of consecutive blocks one after another is a thread order
+    of the GPU whose results are those of block after block.
+    """
+    lines = text.split("\n")
+    header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    if start is None:
+        return text, False, False
+    end = lines.index("}", start)
+    for i, line in enumerate(lines):
+        if (i < start or i > end) and not line.startswith("declare ") and _THREAD_SREGS.search(line):
+            return text, False, False  # another function reads the thread index: keep one call per thread
+    if "@llvm.nvvm.activemask(" in "\n".join(lines[start:end]) or "sreg.lanemask" in "\n".join(lines[start:end]):
+        return text, False, False
+    if re.search(r"\b(noinline|optnone)\b", lines[start]):
+        return text, False, False
+    runs = not serial and not any(
+        (i < start or i > end) and not line.startswith("declare ") and _CTAID_X.search(line)
+        for i, line in enumerate(lines)
+    ) and not any(ORDERED.search(line) for line in lines if not line.startswith("declare "))  # fmt: skip
+    for i in range(start + 1, end):
+        m = _THREAD_SREG_CALL.match(lines[i])
+        if not m:
+            continue
+        target, which = m.groups()
+        if which.startswith("tid."):
+            value = TID_PARAMS["xyz".index(which[-1])]
+            lines[i] = f"{target} = or i32 {value}, 0"
+        elif which == "laneid":
+            lines[i] = f"{target} = and i32 %__mneme_linear, 31"
+        elif which == "ctaid.x":
+            lines[i] = f"{target} = or i32 {CTAID_PARAM}, 0"
+        else:
+            lines[i] = f"{target} = lshr i32 %__mneme_linear, 5"
+    if any(_THREAD_SREGS.search(line) for line in lines[start + 1 : end]):
+        return text, False, False  # a read of a form not rewritten above
+    runs = runs and not any(_CTAID_X.search(line) for line in lines[start + 1 : end])
+    line = lines[start]
+    open_index = line.index(symbol_ref(kernel_name) + "(") + len(symbol_ref(kernel_name))
+    close = match_paren(line, open_index)
+    extra = ", ".join(f"i32 {p}" for p in (*TID_PARAMS, CTAID_PARAM))
+    sep = ", " if line[open_index + 1 : close].strip() else ""
+    lines[start] = line[:close] + sep + extra + line[close:]
+    return "\n".join(lines), True, runs
+
+
+def entry(kernel_name: str, unpacked: tuple[list[str], list[str]], runs: bool = False, loop_md: int | None = None) -> str:
+    """``__mneme_entry(args)`` that runs every thread of the block: x fastest, then y, then z.
+
+    With `runs`, it runs ``mn_ctx.run`` blocks along x from the context's ctaid.x on, a row of
+    threads of each in turn: for z, for y, for each block, for x. A 16x16 tile launch then walks
+    memory row after row as a loop over the array would, instead of 16 rows of 64 bytes per block
+    (the two orders in plain C: 2.2x at 2^20 floats, docs/design/investigations/host-grid-stride-2026-12-06.md).
+    The entry stores each block's x index in the context, so that a failure names its block.
+    `unpacked`: `retarget.unpack_args` of the kernel's parameters (the lines reading them, the call's arguments).
+
+    `loop_md`: a free metadata number; rows shorter than SHORT_ROW threads then run a copy of the
+    loop over x that asks LLVM to fold its remainder into masked vector steps instead of vector
+    and scalar epilogues: a 16-thread row (a 16x16 tile) is one masked step (tile saxpy at 2^20:
+    1.3x). Long rows keep the unmasked loop, which a masked one slowed (the stencil: 1.5x).
+    """
+    ntid = CTX_NTID
+    body, call_args = unpacked[0], list(unpacked[1])
+    lines = [f"define void @{ENTRY}(ptr %args) {{", "entry:", *body]
+    call_args += ["i32 %x", "i32 %y", "i32 %z", "i32 %lin", "i32 %bx"]
+    lines += [
+        "  %ctx = call ptr @__mneme_ctx()",
+        f"  %ntxp = getelementptr i8, ptr %ctx, i64 {ntid}",
+        f"  %ntyp = getelementptr i8, ptr %ctx, i64 {ntid + 4}",
+        f"  %ntzp = getelementptr i8, ptr %ctx, i64 {ntid + 8}",
+        "  %ntx = load i32, ptr %ntxp, align 4", "  %nty = load i32, ptr %ntyp, align 4",
+        "  %ntz = load i32, ptr %ntzp, align 4",
+        f"  %bxp = getelementptr i8, ptr %ctx, i64 {CTX_CTAID}",
+        "  %bx0 = load i32, ptr %bxp, align 4",
+    ]  # fmt: skip
+    if runs:
+        lines += [f"  %runp = getelementptr i8, ptr %ctx, i64 {CTX_RUN}", "  %run = load i32, ptr %runp, align 4"]
+    else:
+        lines += ["  %run = or i32 1, 0"]
+    lines += [f"  %short = icmp ult i32 %ntx, {SHORT_ROW}"]
+    lines += [
+        "  br label %lz",
+        "lz:",
+        "  %z = phi i32 [ 0, %entry ], [ %z1, %lz.latch ]",
+        "  br label %ly",
+        "ly:",
+        "  %y = phi i32 [ 0, %lz ], [ %y1, %ly.latch ]",
+        "  %zy = mul i32 %z, %nty", "  %zyy = add i32 %zy, %y", "  %row = mul i32 %zyy, %ntx",
+        "  br label %lb",
+        "lb:",
+        "  %b = phi i32 [ 0, %ly ], [ %b1, %lb.latch ]",
+        "  %bx = add i32 %bx0, %b",
+        *(["  store i32 %bx, ptr %bxp, align 4"] if runs else []),
+        "  br i1 %short, label %lxs, label %lx" if loop_md is not None else "  br label %lx",
+        "lx:",
+        "  %x = phi i32 [ 0, %lb ], [ %x1, %lx ]",
+        "  %lin = add i32 %row, %x",
+        f"  call void {symbol_ref(kernel_name)}({', '.join(call_args)})",
+        "  %x1 = add nuw i32 %x, 1", "  %cx = icmp ult i32 %x1, %ntx", "  br i1 %cx, label %lx, label %lb.latch",
+    ]  # fmt: skip
+    if loop_md is not None:  # the same loop for short rows, its remainder folded into masked vector steps
+        short_args = ", ".join(a.replace("%x", "%xs").replace("%lin", "%lins") if a in ("i32 %x", "i32 %lin") else a
+                               for a in call_args)  # fmt: skip
+        lines += [
+            "lxs:",
+            "  %xs = phi i32 [ 0, %lb ], [ %xs1, %lxs ]",
+            "  %lins = add i32 %row, %xs",
+            f"  call void {symbol_ref(kernel_name)}({short_args})",
+            "  %xs1 = add nuw i32 %xs, 1", "  %cxs = icmp ult i32 %xs1, %ntx",
+            f"  br i1 %cxs, label %lxs, label %lb.latch, !llvm.loop !{loop_md}",
+        ]  # fmt: skip
+    lines += [
+        "lb.latch:",
+        "  %b1 = add nuw i32 %b, 1", "  %cb = icmp ult i32 %b1, %run", "  br i1 %cb, label %lb, label %ly.latch",
+        "ly.latch:",
+        "  %y1 = add nuw i32 %y, 1", "  %cy = icmp ult i32 %y1, %nty", "  br i1 %cy, label %ly, label %lz.latch",
+        "lz.latch:",
+        "  %z1 = add nuw i32 %z, 1", "  %cz = icmp ult i32 %z1, %ntz", "  br i1 %cz, label %lz, label %exit",
+        "exit:",
+        "  ret void",
+        "}",
+    ]  # fmt: skip
+    if loop_md is not None:
+        lines += [f"!{loop_md} = distinct !{{!{loop_md}, !{loop_md + 1}}}",
+                  f'!{loop_md + 1} = !{{!"llvm.loop.vectorize.predicate.enable", i1 true}}']  # fmt: skip
+    return "\n".join(lines)
