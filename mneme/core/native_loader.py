@@ -6,7 +6,7 @@ declares the return and argument types of every function the Python side calls, 
 goes through ctypes' guess (an int). Whatever fails (the library is not found or cannot be built,
 the loader refuses it, its ABI or version is another, a function is missing) raises one error,
 `NativeLibraryError`, naming the library, its path, what failed and what to do. A caller that has
-a fallback (the Python snapshot reader, CUDA events instead of CUPTI) catches it and logs its
+a fallback (the Python snapshot reader, a backend's plainer timer) catches it and logs its
 message. A failure is remembered: the library is not opened again in this process.
 docs/design/native.md, "One loader".
 """

@@ -2,7 +2,7 @@
 
 `multiprocessing`'s spawn start re-imports the parent's main module in every child (for the
 `mneme` command, the whole CLI; for a script, whatever it imports) and starts a resource
-tracker: about a third of a CUDA worker's start-up, paid again on every respawn. A worker
+tracker: about a third of a GPU worker's start-up, paid again on every respawn. A worker
 needs neither: its entry point (`mneme.core.worker_servers.tune_worker_main`) and its three
 arguments are all it runs. So the pool starts `python -c BOOT FD` itself, with one end of a
 socket pair as FD; the child reads the parent's `sys.path` and its arguments from it, then

@@ -64,10 +64,10 @@ class Sources:
         if m := _AMD_ITEM.search(rhs):
             return frozenset({"tid" if m.group(1) == "workitem" else "ctaid"})
         if _AMD_DIMS.search(rhs):
-            return frozenset({"ntid"})  # the dispatch packet: where HIP reads blockDim and gridDim
+            return frozenset({"ntid"})  # the dispatch packet: where such code reads blockDim and gridDim
         if re.match(r"load ", rhs):
             pointer = self.of(rhs.split(",", 1)[1] if "," in rhs else "", depth)
-            # blockDim on AMDGPU is a load from the dispatch packet; anything else loaded is data
+            # blockDim read through a dispatch packet is a load from it; anything else loaded is data
             return frozenset({"ntid"}) if "ntid" in pointer and not pointer - {"ntid"} else frozenset({"load"})
         if re.match(r"(?:tail |musttail |notail )?call ", rhs):
             return frozenset({"load"})  # an opaque call's result: data, as far as this reader knows

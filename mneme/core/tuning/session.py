@@ -241,7 +241,7 @@ class TuningSession:
         self.on_progress(self.progress)
         self.pool = factory(**kwargs)
         # The baseline starts as soon as a worker is warm, while the store may still be opening (its
-        # first import and schema set-up take about as long as a CUDA worker's start-up).
+        # first import and schema set-up take about as long as a GPU worker's start-up).
         self._baseline_future = self.pool.submit(self._baseline_config())
 
     def _environment(self) -> tuple[dict[str, Any], str]:

@@ -115,7 +115,7 @@ inline std::vector<std::pair<uint64_t, uint64_t>> live_regions() {
 
 // What a backend knows of a launch it records; `record_admitted` fills in the rest.
 struct LaunchRecord {
-    const char *format = "";  // the manifest's format ("mneme-cuda-raw")
+    const char *format = "";  // the manifest's format (the backend names it)
     std::string kernel;
     long index = 0;      // the occurrence (admit)
     uint64_t key = 0;    // instance_key
