@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from mneme.core.tuning.contracts import AXES, Rule, type_size
+from mneme.core.tuning.launch_rules import AXES, Rule, type_size
 
 _SPECIAL = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid|ntid|ctaid|nctaid)\.([xyz])\(")
 _AMD_ITEM = re.compile(r"@llvm\.amdgcn\.(workitem|workgroup)\.id\.([xyz])\(")

@@ -24,44 +24,9 @@ from typing import Any
 
 import attrs
 
+from mneme.core.tuning.launch_rules import AXES, Rule, type_size
+
 log = logging.getLogger(__name__)
-
-AXES = "xyz"
-
-
-# -- rules -----------------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Rule:
-    """One thing a block must satisfy: ``sum(coeffs[a] * (block[a] - 1)) <= limit``, an exact extent
-    along some axes (`exact`, None where free), or at most `max_threads` threads in all."""
-
-    kind: str  # "pinned", "required", "max_threads", "shared", "coverage" or "per_block" (`block_extent`)
-    reason: str
-    exact: tuple[int | None, int | None, int | None] = (None, None, None)
-    max_threads: int | None = None
-    coeffs: tuple[int, int, int] = (0, 0, 0)
-    limit: int = 0
-    subject: str = ""  # the shared array the rule reads, if any: a misreading of it drops all its rules
-
-    def holds(self, block: tuple[int, int, int]) -> bool:
-        if any(e is not None and b != e for b, e in zip(block, self.exact)):
-            return False
-        if self.max_threads is not None and math.prod(block) > self.max_threads:
-            return False
-        return sum(c * (b - 1) for c, b in zip(self.coeffs, block)) <= self.limit
-
-    @property
-    def axes(self) -> str:
-        """The axes this rule reads (a rule of one axis narrows that axis's values on its own)."""
-        if self.max_threads is not None:
-            return AXES
-        return "".join(a for a, e, c in zip(AXES, self.exact, self.coeffs) if e is not None or c)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "reason": self.reason}
-
 
 @attrs.frozen
 class LaunchContract:
@@ -113,20 +78,6 @@ _SHARED = re.compile(
 _NVVM_ANNOTATION = re.compile(r'^!\d+ = !\{ptr @"?([-\w.$]+)"?, !"(maxntid|reqntid)([xyz])", i32 (\d+)\}', re.MULTILINE)
 _STORE = re.compile(r"store (?:volatile )?(.+?) (\S+|\(.*\)), ptr(?: addrspace\(\d+\))? (.+?), align")
 _CAST = re.compile(r"addrspacecast \((?:ptr addrspace\(\d+\)|ptr) (.+) to ptr(?: addrspace\(\d+\))?\)")
-
-
-def type_size(ty: str) -> int | None:
-    """Bytes of an IR type (scalars, pointers, arrays, vectors); None for what this reader does not size."""
-    ty = ty.strip()
-    scalars = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "ptr": 8, "fp128": 16, "x86_fp80": 16}
-    if ty in scalars or ty.startswith("ptr "):
-        return scalars.get(ty, 8)
-    if m := re.fullmatch(r"i(\d+)", ty):
-        return max(1, int(m.group(1)) // 8)
-    if m := re.fullmatch(r"[\[<](\d+) x (.+)[\]>]", ty):
-        inner = type_size(m.group(2))
-        return None if inner is None else int(m.group(1)) * inner
-    return None
 
 
 def _element(ty: str) -> str | None:
