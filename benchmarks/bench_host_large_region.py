@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,8 @@ def main() -> int:
     figures: dict = {"buffer_bytes": n * 4, "elements": n}
     with tempfile.TemporaryDirectory(prefix="mneme-large-") as tmp:
         spec = Path(tmp) / "spec.yaml"
-        spec.write_text(f"ir: {SAXPY_IR}\nkernel: saxpy\ngrid: {-(-n // block)}\nblock: {block}\n"
+        shutil.copyfile(SAXPY_IR, Path(tmp) / "saxpy.ll")  # a description's IR lies in its folder
+        spec.write_text(f"ir: saxpy.ll\nkernel: saxpy\ngrid: {-(-n // block)}\nblock: {block}\n"
                         f"buffers:\n  ys: {{full: {{dtype: float32, shape: [{n}], value: 1.0}}, output: true}}\n"
                         f"args:\n  - {n}\n  - 2.0\n  - {{ptr: ys}}\n  - {{ptr: ys}}\n")
         limits = {"MNEME_LIMIT_BUFFER_BYTES": str(max(n * 4, 4 << 30))}

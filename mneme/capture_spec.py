@@ -254,6 +254,24 @@ def _random(body: dict, dtype: np.dtype, shape, source, where: str) -> np.ndarra
     return rng.integers(low, high, size=shape, dtype=dtype)
 
 
+def inside_folder(path: Path, value: str, base: Path | None, source, field: str) -> None:
+    """Refuse `path` (spelled `value` in the description) outside the description's folder `base`.
+
+    A description is data: it reads files beside it, not any file of the user's (docs/security.md),
+    unless `--allow-files-outside` is given.
+    """
+    if base is None or _outside.get():
+        return
+    try:
+        inside = path.resolve().is_relative_to(Path(base).resolve())
+    except (OSError, RuntimeError):  # a symbolic link loop
+        inside = False
+    if not inside:
+        raise FormatError(source, f"{printable(value)} lies outside the description's folder {base}; a description "
+                          "reads only files in its folder (give --allow-files-outside to mneme capture, or "
+                          "allow_files_outside=True, if you trust it)", field=field)
+
+
 def _read_file_argument(value: Any, dtype: np.dtype, base: Path | None, source, field: str) -> np.ndarray:
     """A buffer from a regular file (never a device such as /dev/zero, a FIFO or a socket)."""
     import stat
@@ -262,16 +280,7 @@ def _read_file_argument(value: Any, dtype: np.dtype, base: Path | None, source, 
         raise FormatError(source, f"a file path is a string, got {value!r}"[:200], field=field)
     path = Path(value)
     path = path if path.is_absolute() or base is None else base / path
-    if base is not None and not _outside.get():
-        # A description is data: it reads files beside it, not any file of the user's (docs/security.md).
-        try:
-            inside = path.resolve().is_relative_to(Path(base).resolve())
-        except (OSError, RuntimeError):  # a symbolic link loop
-            inside = False
-        if not inside:
-            raise FormatError(source, f"{printable(value)} lies outside the description's folder {base}; a description reads "
-                              "only files in its folder (give --allow-files-outside to mneme capture, or "
-                              "allow_files_outside=True, if you trust it)", field=field)
+    inside_folder(path, value, base, source, field)
     try:
         info = path.stat()
     except OSError as exc:
@@ -506,8 +515,10 @@ def _read_description(spec_path: Path) -> dict[str, Any]:
     if not ir_paths or any(not isinstance(p, str) or not p or "\0" in p for p in ir_paths):
         raise FormatError(spec_path, f"is the path of the kernel's .ll/.bc file (or a list of them), got {spec['ir']!r}"[:200],
                           field="ir")
+    spelled = ir_paths
     ir_paths = [Path(p) if Path(p).is_absolute() else base / p for p in ir_paths]
-    for path in ir_paths:
+    for value, path in zip(spelled, ir_paths):
+        inside_folder(path, value, base, spec_path, "ir")  # the IR is copied into the recording
         if not path.is_file():
             raise FormatError(spec_path, f"IR file {printable(path)} does not exist; give the .ll or .bc file of the kernel",
                               field="ir")  # fmt: skip

@@ -168,9 +168,12 @@ def test_a_json_description_is_read_like_yaml_and_names_come_from_it(tmp_path):
 
     from mneme.core.records import RecordedExecution
 
+    import shutil
+
+    shutil.copyfile(SAXPY_IR, tmp_path / "saxpy.ll")  # a description's IR lies in its folder
     spec = tmp_path / "saxpy.json"
     spec.write_text(json.dumps({
-        "ir": str(SAXPY_IR), "kernel": "saxpy", "grid": [2], "block": [32],
+        "ir": "saxpy.ll", "kernel": "saxpy", "grid": [2], "block": [32],
         "args": [{"name": "n", "scalar": 100}, {"name": "a", "scalar": 0.5},
                  {"name": "x", "arange": {"dtype": "float32", "shape": [100]}},
                  {"name": "y", "ones": {"dtype": "float32", "shape": [100]}}],

@@ -5,6 +5,7 @@ and a warning when an output stays all zero or unchanged. Real kernels, built by
 from __future__ import annotations
 
 import logging
+import shutil
 import struct
 import subprocess
 import sys
@@ -30,7 +31,9 @@ def ir() -> Path:
 
 def _spec(tmp_path: Path, ir: Path, body: str, kernel: str, grid: int = 4, block: int = 256) -> Path:
     path = tmp_path / "spec.yaml"
-    path.write_text(f"ir: {ir}\nkernel: {kernel}\ngrid: {grid}\nblock: {block}\n{body}")
+    if not (tmp_path / ir.name).exists():
+        shutil.copyfile(ir, tmp_path / ir.name)  # a description's IR lies in its folder
+    path.write_text(f"ir: {ir.name}\nkernel: {kernel}\ngrid: {grid}\nblock: {block}\n{body}")
     return path
 
 

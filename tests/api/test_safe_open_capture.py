@@ -4,6 +4,7 @@ are checked with the field named, and results stay in the folder the user asked 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"
 
 def _spec(tmp_path, text: str) -> Path:
     path = tmp_path / "spec.yaml"
-    path.write_text(text)
+    shutil.copyfile(SAXPY_IR, tmp_path / "saxpy.ll")  # a description's IR lies in its folder
+    path.write_text(text.replace(f"ir: {SAXPY_IR}", "ir: saxpy.ll"))
     return path
 
 

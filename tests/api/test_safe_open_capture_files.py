@@ -3,6 +3,7 @@ link leading out is refused naming the field, unless ``mneme capture --allow-fil
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -28,7 +29,8 @@ def secret(tmp_path):
 def _spec(folder, path_text: str):
     folder.mkdir(parents=True, exist_ok=True)
     spec = folder / "spec.yaml"
-    spec.write_text(f"ir: {SAXPY_IR}\nkernel: saxpy\ngrid: 1\nblock: 64\nargs:\n  - 64\n  - 2.0\n"
+    shutil.copyfile(SAXPY_IR, folder / "saxpy.ll")  # a description's IR lies in its folder, like its files
+    spec.write_text(f"ir: saxpy.ll\nkernel: saxpy\ngrid: 1\nblock: 64\nargs:\n  - 64\n  - 2.0\n"
                     f"  - {{file: {{path: '{path_text}', dtype: float32}}}}\n  - {{zeros: {{shape: [64]}}}}\n")
     return spec
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ from paths import ROOT
 
 CLI = [sys.executable, "-m", "mneme"]
 SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"
-SAXPY = f"ir: {SAXPY_IR}\nkernel: saxpy\ngrid: 1\nblock: 32\n"
+SAXPY = "ir: saxpy.ll\nkernel: saxpy\ngrid: 1\nblock: 32\n"
 
 
 def _mneme(*args, env=None, cwd=None):
@@ -33,6 +34,7 @@ def saxpy_db(tmp_path_factory):
 
 
 def test_running_out_of_memory_names_the_cap_and_the_input_and_exits_2(tmp_path):
+    shutil.copyfile(SAXPY_IR, tmp_path / "saxpy.ll")  # a description's IR lies in its folder
     spec = tmp_path / "big.yaml"  # 3.2 GB of zeros: under buffer_bytes, over a 1 GiB memory cap
     spec.write_text(SAXPY + "args: [64, 1.0, {zeros: {shape: [800000000]}}, {zeros: {shape: [64]}}]\n")
     proc = _mneme("capture", spec, "-o", tmp_path / "out", "--backend", "host",
@@ -55,7 +57,7 @@ def test_ir_refused_at_capture_exits_2_naming_the_ir_field(tmp_path):
     evil = tmp_path / "evil.ll"
     evil.write_text(text[:entry] + "\n  %r = call i32 @system(ptr null)" + text[entry:] + "\ndeclare i32 @system(ptr)\n")
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SAXPY.replace(str(SAXPY_IR), str(evil))
+    spec.write_text(SAXPY.replace("saxpy.ll", evil.name)
                     + "args: [64, 1.0, {zeros: {shape: [64]}}, {zeros: {shape: [64]}}]\n")
     proc = _mneme("capture", spec, "-o", tmp_path / "out", "--backend", "host")
     assert proc.returncode == 2, proc.stderr
@@ -63,6 +65,7 @@ def test_ir_refused_at_capture_exits_2_naming_the_ir_field(tmp_path):
 
 
 def test_a_grid_of_2_31_blocks_at_capture_exits_2(tmp_path):
+    shutil.copyfile(SAXPY_IR, tmp_path / "saxpy.ll")
     spec = tmp_path / "spec.yaml"
     spec.write_text(SAXPY.replace("grid: 1", "grid: [2147483648]")
                     + "args: [64, 1.0, {zeros: {shape: [64]}}, {zeros: {shape: [64]}}]\n")

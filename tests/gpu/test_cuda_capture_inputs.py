@@ -3,6 +3,7 @@ into a pool, __constant__/__device__ globals and a struct by value record and re
 
 from __future__ import annotations
 
+import shutil
 import struct
 from pathlib import Path
 
@@ -27,7 +28,8 @@ def _capture(tmp_path: Path, ir: Path, kernel: str, grid: int, body: str) -> tup
     from mneme.core.snapshot import Snapshot
 
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"ir: {ir}\nkernel: {kernel}\ngrid: {grid}\nblock: 256\n{body}")
+    shutil.copyfile(ir, tmp_path / ir.name)  # a description's IR lies in its folder
+    spec.write_text(f"ir: {ir.name}\nkernel: {kernel}\ngrid: {grid}\nblock: 256\n{body}")
     db = capture.capture_spec(spec, tmp_path / "out", backend="cuda")
     with BaseExecutor(db, backend="cuda", iterations=2) as ex:
         result = ex.execute(ex.default_config())

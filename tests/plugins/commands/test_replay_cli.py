@@ -4,6 +4,7 @@ report formatting (CPU only), and the commands end to end on the host backend wi
 from __future__ import annotations
 
 import json
+import shutil
 
 import attrs
 import numpy as np
@@ -141,8 +142,9 @@ def saxpy_db(tmp_path_factory):
     """The saxpy example captured on the host backend by `mneme capture` (a smaller n, same kernel)."""
     folder = tmp_path_factory.mktemp("saxpy")
     spec = folder / "capture.yaml"
+    shutil.copyfile(EXAMPLE / "saxpy.ll", folder / "saxpy.ll")  # a description's IR lies in its folder
     spec.write_text(
-        f"ir: {EXAMPLE / 'saxpy.ll'}\nkernel: saxpy\ngrid: [8]\nblock: [64]\n"
+        "ir: saxpy.ll\nkernel: saxpy\ngrid: [8]\nblock: [64]\n"
         "args:\n  - 10000\n  - 2.0\n  - {name: x, random: {dtype: float32, shape: [10000], seed: 1}}\n"
         "  - {name: y, random: {dtype: float32, shape: [10000], seed: 2}}\n"
     )

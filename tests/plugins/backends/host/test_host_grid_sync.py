@@ -147,7 +147,10 @@ def test_a_capture_description_says_the_launch_is_cooperative_and_the_recording_
     from mneme.core.executor import BaseExecutor
     from mneme.core.records import RecordedExecution
 
-    spec = {"ir": ir, "kernel": "rotate_after_sync", "grid": [4], "block": [64], "cooperative": True,
+    import shutil
+
+    shutil.copyfile(ir, tmp_path / "grid_sync.ll")  # a description's IR lies in its folder
+    spec = {"ir": "grid_sync.ll", "kernel": "rotate_after_sync", "grid": [4], "block": [64], "cooperative": True,
             "args": [{"zeros": {"dtype": "int32", "shape": [256]}, "output": True},
                      {"zeros": {"dtype": "int32", "shape": [256]}, "output": True}, 256]}  # fmt: skip
     path = tmp_path / "spec.json"

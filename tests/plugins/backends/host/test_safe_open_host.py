@@ -4,6 +4,7 @@ and the math library, stops at the time limit, and launches only within the devi
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -143,7 +144,8 @@ def test_a_worker_process_drops_core_dumps_and_new_privileges():
 def test_a_kernel_writing_one_element_past_its_buffer_fails_naming_the_buffer_and_offset(tmp_path):
     saxpy = ROOT / "examples" / "saxpy" / "saxpy.ll"
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"ir: {saxpy}\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - 1001\n  - 2.0\n"
+    shutil.copyfile(saxpy, spec.parent / "saxpy.ll")  # a description's IR lies in its folder
+    spec.write_text(f"ir: saxpy.ll\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - 1001\n  - 2.0\n"
                     "  - {ones: {dtype: float32, shape: [1001]}}\n  - {ones: {dtype: float32, shape: [1000]}}\n")
     proc = mneme("capture", spec, "-o", tmp_path / "out", "--backend", "host")
     assert proc.returncode != 0, proc.stdout + proc.stderr
@@ -154,7 +156,8 @@ def test_a_kernel_writing_one_element_past_its_buffer_fails_naming_the_buffer_an
 def _saxpy_spec(tmp_path, n: int, x_len: int, y_len: int) -> Path:
     saxpy = ROOT / "examples" / "saxpy" / "saxpy.ll"
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"ir: {saxpy}\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - {n}\n  - 2.0\n"
+    shutil.copyfile(saxpy, spec.parent / "saxpy.ll")
+    spec.write_text(f"ir: saxpy.ll\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - {n}\n  - 2.0\n"
                     f"  - {{ones: {{dtype: float32, shape: [{x_len}]}}}}\n"
                     f"  - {{ones: {{dtype: float32, shape: [{y_len}]}}}}\n")
     return spec
