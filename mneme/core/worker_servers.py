@@ -15,7 +15,7 @@ from typing import Any
 
 from mneme.core import backend as backend_mod
 from mneme.core import events, kernel_clock, limits
-from mneme.core.errors import ExperimentError, MnemeError
+from mneme.core.errors import EXIT_INVALID_INPUT, ExperimentError, MnemeError
 from mneme.core.executor import BaseExecutor, KernelBuilder, fail_result, resolve_backend, utc_now
 from mneme.core.recording import load_recording
 from mneme.core.snapshot import Snapshot
@@ -58,7 +58,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
         log.exception("worker startup failed")
         try:
             # A MnemeError (bad recording, unusable backend) repeats on every retry: say so.
-            conn.send({"payload": "error", "error": f"{type(exc).__name__}: {exc}", "fatal": isinstance(exc, MnemeError)})
+            conn.send({"payload": "error", "error": f"{type(exc).__name__}: {exc}", "fatal": isinstance(exc, MnemeError),
+                       "invalid_input": getattr(exc, "exit_code", None) == EXIT_INVALID_INPUT})
         finally:
             conn.close()
         os._exit(3)

@@ -113,6 +113,7 @@ class TuneWorkerHandle:
         self._holding = False  # holds the pool's lock of its device
         self._use_start: float | None = None  # since when this worker may be using its device
         self._fatal = False  # the last startup failed with an error that a retry would repeat
+        self._invalid_input = False  # ... and that error is the input's (a malformed recording or IR): exit 2
         self._thread = threading.Thread(target=self._run, name=f"mneme-{self.name}", daemon=True)
 
     @property
@@ -130,6 +131,7 @@ class TuneWorkerHandle:
         """Start the process and wait for its ready message; False (with last_error) on failure."""
         self.last_error = ""
         self._fatal = False
+        self._invalid_input = False
         spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name,
                     parent_pid=os.getpid())  # the worker ends with this process (worker_servers.die_with_parent)
         if self.role == "compile":
@@ -158,6 +160,7 @@ class TuneWorkerHandle:
                     return True
                 self.last_error = message.get("error", repr(message))
                 self._fatal = bool(message.get("fatal"))
+                self._invalid_input = bool(message.get("invalid_input"))
                 break
             if not self.process.is_alive():
                 break
@@ -479,7 +482,10 @@ class AsyncReplayExecutor:
         if not alive:
             errors = "; ".join(sorted({w.last_error for w in self.device_workers}))
             self.shutdown()
-            raise ExperimentError(f"no worker could start for {self.record_db}: {errors}", kind="crash")
+            message = f"no worker could start for {self.record_db}: {errors}"
+            if all(w._invalid_input for w in self.device_workers):  # the recording itself is bad: exit 2
+                raise UsageError(message)
+            raise ExperimentError(message, kind="crash")
         lost = [d for d in self.devices if all(w.dead for w in self.device_workers if w.device_id == d)]
         if lost:  # asked for, but unusable: tuning on fewer devices than asked would mislead
             dead = [w for w in self.device_workers if w.device_id in lost]

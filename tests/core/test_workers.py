@@ -13,7 +13,7 @@ import pytest
 from irbuild import build_cuda_ir
 
 from mneme import capture
-from mneme.core.errors import ExperimentError
+from mneme.core.errors import ExperimentError, UsageError
 from mneme.core.types import ExperimentConfiguration
 from mneme.core.workers import AsyncReplayExecutor, describe_exit
 
@@ -118,7 +118,7 @@ def test_a_worker_that_cannot_open_the_recording_gives_up_at_once_and_says_why(t
     db = tmp_path / "broken.json"
     db.write_text(json.dumps({"SchemaVersion": 1, "KernelName": "k"}))
     pool = AsyncReplayExecutor(db, results_db_dir=tmp_path, max_startup_failures=3, start=False)
-    with pytest.raises(ExperimentError, match="no worker could start.*broken.json.*required field"):
+    with pytest.raises(UsageError, match="no worker could start.*broken.json.*required field"):  # exit 2: the input's
         pool.start()
     assert pool.device_workers[0].spawns == 1  # the same error on every retry: not retried
     assert "broken.json" in (tmp_path / "logs" / "worker-device0-0.log").read_text()
@@ -187,7 +187,6 @@ def test_several_devices_each_get_work_and_no_two_timing_runs_ever_share_a_devic
 
 
 def test_a_device_the_backend_does_not_have_is_refused_naming_it(misbehave_db, tmp_path, monkeypatch):
-    from mneme.core.errors import UsageError
 
     monkeypatch.delenv("MNEME_HOST_DEVICES", raising=False)
     pool = AsyncReplayExecutor(misbehave_db, results_db_dir=tmp_path, devices=[0, 1], start=False)
@@ -244,3 +243,19 @@ def test_a_worker_does_not_run_the_parent_scripts_module_level_code(misbehave_db
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.stdout.strip() == "OK", done.stdout + done.stderr
     assert marker.read_text() == "x"
+
+
+def test_a_recording_whose_ir_is_malformed_is_invalid_input_naming_the_file(misbehave_db, tmp_path):
+    """Every worker refuses the same bad input: the pool says so as invalid input (exit 2), not as a crash."""
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(Path(misbehave_db).parent, folder)
+    modules = sorted(folder.rglob("*.ll"))
+    assert modules, "the recording keeps its IR as .ll"
+    modules[0].write_text("this is not LLVM IR\n")
+    db = folder / Path(misbehave_db).name
+    pool = AsyncReplayExecutor(db, iterations=1, results_db_dir=tmp_path / "results", start=False)
+    with pytest.raises(UsageError, match=f"no worker could start.*{modules[0].name}") as caught:
+        pool.start()
+    assert caught.value.exit_code == 2
