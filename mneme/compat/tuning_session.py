@@ -45,10 +45,25 @@ EXIT_INTERNAL_ERROR = 5
 METRICS = ("mean", "median", "min", "max")
 SAMPLERS = ("random", "tpe", "grid", "exhaustive")
 # Options a resumed run must share with the run it continues.
-_RESUME_FIXED = ("record_database", "record_id", "space_preset", "space_module", "metric", "launch_dim",
-                 "launch_safety", "passes", "fixed_passes", "pipeline_file", "codegen_opt_range", "fixed_codegen_opt",
-                 "specialize_space", "specialize_dims_space", "launch_bounds_space", "launch_candidates",
-                 "require_verified_baseline")  # fmt: skip
+_RESUME_FIXED = (
+    "record_database",
+    "record_id",
+    "space_preset",
+    "space_module",
+    "metric",
+    "launch_dim",
+    "launch_safety",
+    "passes",
+    "fixed_passes",
+    "pipeline_file",
+    "codegen_opt_range",
+    "fixed_codegen_opt",
+    "specialize_space",
+    "specialize_dims_space",
+    "launch_bounds_space",
+    "launch_candidates",
+    "require_verified_baseline",
+)
 # What a results folder written before an option existed means by its absence.
 _RESUME_DEFAULTS = {"launch_candidates": [], "require_verified_baseline": True}
 
@@ -124,8 +139,10 @@ class TuneOptions:
         if self.sampler not in SAMPLERS:
             raise ValueError(f"--sampler must be one of {', '.join(SAMPLERS)}, not {self.sampler!r}")
         if self.sampler in ("grid", "exhaustive") and self.trials is not None:
-            raise ValueError("--trials cannot be used with grid or exhaustive sampler since the search space size "
-                             "is determined by the grid")  # fmt: skip
+            raise ValueError(
+                "--trials cannot be used with grid or exhaustive sampler since the search space size "
+                "is determined by the grid"
+            )
         if self.sampler in ("random", "tpe") and self.trials is None:
             raise ValueError("--trials is required for random and tpe samplers")
         if self.metric not in METRICS:
@@ -278,21 +295,39 @@ class TuningSession:
             space = load_custom_space(o.space_module, kernel, parse_key_value_args(o.space_arg))
             return space, describe_search_space(space, custom=True)
         space = BuiltinTuneSearchSpace(
-            kernel, preset=o.space_preset, launch_dim=o.launch_dim, launch_safety=o.launch_safety, passes=o.passes,
-            fixed_passes=o.fixed_passes, pipeline_file=o.pipeline_file, codegen_opt_range=o.codegen_opt_range,
-            fixed_codegen_opt=o.fixed_codegen_opt, codegen_method=o.codegen_method,
-            specialize_space=o.specialize_space, specialize_dims_space=o.specialize_dims_space,
-            launch_bounds_space=o.launch_bounds_space, min_blocks_per_sm_range=o.min_blocks_per_sm_range,
-            fixed_min_blocks_per_sm=o.fixed_min_blocks_per_sm, max_threads_range=o.max_threads_range,
-            max_threads_policy=o.max_threads_policy, launch_candidates=o.launch_candidates)  # fmt: skip
+            kernel,
+            preset=o.space_preset,
+            launch_dim=o.launch_dim,
+            launch_safety=o.launch_safety,
+            passes=o.passes,
+            fixed_passes=o.fixed_passes,
+            pipeline_file=o.pipeline_file,
+            codegen_opt_range=o.codegen_opt_range,
+            fixed_codegen_opt=o.fixed_codegen_opt,
+            codegen_method=o.codegen_method,
+            specialize_space=o.specialize_space,
+            specialize_dims_space=o.specialize_dims_space,
+            launch_bounds_space=o.launch_bounds_space,
+            min_blocks_per_sm_range=o.min_blocks_per_sm_range,
+            fixed_min_blocks_per_sm=o.fixed_min_blocks_per_sm,
+            max_threads_range=o.max_threads_range,
+            max_threads_policy=o.max_threads_policy,
+            launch_candidates=o.launch_candidates,
+        )
         return space, describe_search_space(space, preset=o.space_preset)
 
     @staticmethod
     def _baseline_config(space: Any, kernel) -> ExperimentConfiguration:
         if hasattr(space, "baseline"):
             return space.baseline()
-        return ExperimentConfiguration(grid=kernel.grid_dim, block=kernel.block_dim, shared_mem=kernel.shared_mem,
-                                       passes="default<O3>", max_threads=0, min_blocks_per_sm=0)  # fmt: skip
+        return ExperimentConfiguration(
+            grid=kernel.grid_dim,
+            block=kernel.block_dim,
+            shared_mem=kernel.shared_mem,
+            passes="default<O3>",
+            max_threads=0,
+            min_blocks_per_sm=0,
+        )
 
     def _validate_resume(self, resolved: dict[str, Any]) -> None:
         if not self.options.resume:
@@ -346,12 +381,20 @@ class TuningSession:
         import optuna
 
         o = self.options
-        sampler = (optuna.samplers.TPESampler(seed=o.seed) if o.sampler == "tpe"
-                   else optuna.samplers.RandomSampler(seed=o.seed))  # fmt: skip
+        sampler = (
+            optuna.samplers.TPESampler(seed=o.seed)
+            if o.sampler == "tpe"
+            else optuna.samplers.RandomSampler(seed=o.seed)
+        )
         pruner = optuna.pruners.MedianPruner() if o.pruner == "median" else optuna.pruners.NopPruner()
-        return optuna.create_study(direction="maximize" if o.objective == "speedup" else "minimize", sampler=sampler,
-                                   pruner=pruner, study_name=o.study_name, storage=o.optuna_storage,
-                                   load_if_exists=bool(o.resume or o.optuna_storage))  # fmt: skip
+        return optuna.create_study(
+            direction="maximize" if o.objective == "speedup" else "minimize",
+            sampler=sampler,
+            pruner=pruner,
+            study_name=o.study_name,
+            storage=o.optuna_storage,
+            load_if_exists=bool(o.resume or o.optuna_storage),
+        )
 
     def _iter_optuna(self, space: Any) -> Iterator[Candidate]:
         study, dims, produced = self._make_study(), space.dimensions(), 0
@@ -388,21 +431,28 @@ class TuningSession:
     # -- records --------------------------------------------------------------------------
     def _tell(self, candidate: Candidate, status: str, metric: float | None, speedup: float | None) -> None:
         if candidate.optuna_trial is not None:
-            candidate.optuna_study.tell(candidate.optuna_trial,
-                                        _objective_value(status, metric, speedup, self.options.objective))  # fmt: skip
+            candidate.optuna_study.tell(
+                candidate.optuna_trial, _objective_value(status, metric, speedup, self.options.objective)
+            )
 
     @staticmethod
-    def _trial_record(candidate: Candidate, result: ExperimentResult, status: str, metric: float | None,
-                      baseline_metric: float | None) -> dict[str, Any]:  # fmt: skip
+    def _trial_record(
+        candidate: Candidate, result: ExperimentResult, status: str, metric: float | None, baseline_metric: float | None
+    ) -> dict[str, Any]:
         return {
-            "trial": candidate.trial, "status": status, "config_hash": candidate.config.hash(),
-            "params": candidate.params, "config": candidate.config.to_dict(),
-            "result": dict(result.to_dict(), metric=metric), "baseline_metric": baseline_metric,
+            "trial": candidate.trial,
+            "status": status,
+            "config_hash": candidate.config.hash(),
+            "params": candidate.params,
+            "config": candidate.config.to_dict(),
+            "result": dict(result.to_dict(), metric=metric),
+            "baseline_metric": baseline_metric,
             "speedup": _speedup(baseline_metric, metric),
-        }  # fmt: skip
+        }
 
-    def _complete(self, candidate: Candidate, result: ExperimentResult,
-                  baseline_metric: float | None) -> CompletedCandidate:  # fmt: skip
+    def _complete(
+        self, candidate: Candidate, result: ExperimentResult, baseline_metric: float | None
+    ) -> CompletedCandidate:
         status = classify_result(result)
         if self.options.adaptive_invalid_ban and status == "invalid_launch" and "block_shape" in candidate.params:
             self._banned_block_shapes.add(candidate.params["block_shape"])
@@ -417,8 +467,9 @@ class TuningSession:
         result = ExperimentResult(error=error, failed=True, executed=False)
         self.store.append_trial(self._trial_record(candidate, result, "invalid_config", None, baseline_metric))
         self._tell(candidate, "invalid_config", None, None)
-        return CompletedCandidate(candidate.trial, candidate.params, candidate.config, result, "invalid_config", None,
-                                  None)  # fmt: skip
+        return CompletedCandidate(
+            candidate.trial, candidate.params, candidate.config, result, "invalid_config", None, None
+        )
 
     def _resumed_best(self, config, result, metric) -> tuple[CompletedCandidate | None, dict[str, int], int]:
         verified = result.verified and metric is not None
@@ -432,44 +483,93 @@ class TuningSession:
             value = trial.get("result", {}).get("metric")
             if status == "verified" and value is not None and (best is None or value < best.metric):
                 stored, _ = stored_result_and_metric(trial["result"])
-                best = CompletedCandidate(int(trial["trial"]), dict(trial.get("params", {})),
-                                          ExperimentConfiguration.from_dict(trial["config"]), stored, status, value,
-                                          trial.get("speedup"))  # fmt: skip
+                best = CompletedCandidate(
+                    int(trial["trial"]),
+                    dict(trial.get("params", {})),
+                    ExperimentConfiguration.from_dict(trial["config"]),
+                    stored,
+                    status,
+                    value,
+                    trial.get("speedup"),
+                )
         return best, counts, done
 
-    def _write_final(self, recorded, kernel, baseline_metric: float | None, best: CompletedCandidate | None,
-                     counts: dict[str, int], completed: int) -> dict[str, Any]:  # fmt: skip
+    def _write_final(
+        self,
+        recorded,
+        kernel,
+        baseline_metric: float | None,
+        best: CompletedCandidate | None,
+        counts: dict[str, int],
+        completed: int,
+    ) -> dict[str, Any]:
         o = self.options
-        statuses = ("verified", "failed_verification", "invalid_launch", "compile_error", "runtime_error",
-                    "invalid_config", "internal_error")  # fmt: skip
+        statuses = (
+            "verified",
+            "failed_verification",
+            "invalid_launch",
+            "compile_error",
+            "runtime_error",
+            "invalid_config",
+            "internal_error",
+        )
         if best is None:
-            summary = {"status": "failed", "num_trials_requested": o.trials, "num_trials_completed": completed,
-                       "baseline_metric": baseline_metric, "best_metric": None, "best_speedup": None,
-                       "best_trial": None, "error": "No configuration verified",
-                       **{f"num_{s}": counts.get(s, 0) for s in statuses}}  # fmt: skip
+            summary = {
+                "status": "failed",
+                "num_trials_requested": o.trials,
+                "num_trials_completed": completed,
+                "baseline_metric": baseline_metric,
+                "best_metric": None,
+                "best_speedup": None,
+                "best_trial": None,
+                "error": "No configuration verified",
+                **{f"num_{s}": counts.get(s, 0) for s in statuses},
+            }
             self.store.write_summary(summary)
             return summary
         speedup = None
         if baseline_metric is not None:
             speedup = baseline_metric / best.metric if best.metric and best.metric > 0 else 1.0
-        self.store.write_best({
-            "status": "success", "trial": best.trial, "speedup": speedup, "baseline_metric": baseline_metric,
-            "best_metric": best.metric, "metric": o.metric, "params": best.params, "config": best.config.to_dict(),
-            "result": best.result.to_dict(),
-            "record": {"record_database": o.record_database, "record_id": o.record_id,
-                       "kernel_name": kernel.kernel_name},
-        })  # fmt: skip
-        summary = {"status": "success", "num_trials_requested": o.trials, "num_trials_completed": completed,
-                   **{f"num_{s}": counts.get(s, 0) for s in statuses},
-                   "baseline_metric": baseline_metric, "best_metric": best.metric, "best_speedup": speedup,
-                   "best_trial": best.trial}  # fmt: skip
+        self.store.write_best(
+            {
+                "status": "success",
+                "trial": best.trial,
+                "speedup": speedup,
+                "baseline_metric": baseline_metric,
+                "best_metric": best.metric,
+                "metric": o.metric,
+                "params": best.params,
+                "config": best.config.to_dict(),
+                "result": best.result.to_dict(),
+                "record": {
+                    "record_database": o.record_database,
+                    "record_id": o.record_id,
+                    "kernel_name": kernel.kernel_name,
+                },
+            }
+        )
+        summary = {
+            "status": "success",
+            "num_trials_requested": o.trials,
+            "num_trials_completed": completed,
+            **{f"num_{s}": counts.get(s, 0) for s in statuses},
+            "baseline_metric": baseline_metric,
+            "best_metric": best.metric,
+            "best_speedup": speedup,
+            "best_trial": best.trial,
+        }
         self.store.write_summary(summary)
         if o.proteus_enabled and o.proteus_output:
             from mneme.compat.convert import export_proteus_tuned_kernel
 
             Path(o.proteus_output).parent.mkdir(parents=True, exist_ok=True)
-            export_proteus_tuned_kernel(o.proteus_output, recorded, kernel, best.config,
-                                        usage_filename=str(self.store.path("proteus_usage.txt")))  # fmt: skip
+            export_proteus_tuned_kernel(
+                o.proteus_output,
+                recorded,
+                kernel,
+                best.config,
+                usage_filename=str(self.store.path("proteus_usage.txt")),
+            )
         return summary
 
     def _evaluate_baseline(self, executor, config: ExperimentConfiguration) -> tuple[ExperimentResult, float | None]:
@@ -485,11 +585,15 @@ class TuningSession:
         self.store.write_baseline({"config": config.to_dict(), "result": dict(result.to_dict(), metric=metric)})
         return self._checked_baseline(result, metric)
 
-    def _checked_baseline(self, result: ExperimentResult, metric: float | None) -> tuple[ExperimentResult, float | None]:
+    def _checked_baseline(
+        self, result: ExperimentResult, metric: float | None
+    ) -> tuple[ExperimentResult, float | None]:
         if result.verified and metric is not None:
             return result, float(metric)
         if self.options.require_verified_baseline:
-            raise BaselineVerificationError(f"Baseline replay did not verify{': ' + result.error if result.error else ''}")
+            raise BaselineVerificationError(
+                f"Baseline replay did not verify{': ' + result.error if result.error else ''}"
+            )
         return result, None
 
     # -- the run --------------------------------------------------------------------------
@@ -519,13 +623,20 @@ class TuningSession:
         if o.dry_run:
             print(json.dumps({"baseline": baseline_config.to_dict(), "search_space": description}, indent=2))  # noqa: T201
             return 0
-        self._print(f"Mneme tune\n  record database: {o.record_database}\n  record id:       {o.record_id}\n"
-                    f"  kernel:          {kernel.kernel_name}\n  space preset:    "
-                    f"{'custom' if o.space_module else o.space_preset}\n  sampler:         {o.sampler}\n"
-                    f"  trials:          {o.trials}\n  workers:         {o.workers}")  # fmt: skip
-        executor = AsyncReplayExecutor(record_db=o.record_database, record_id=o.record_id, iterations=o.iterations,
-                                       results_db_dir=str(self.store.logs_dir), num_workers=o.workers,
-                                       warmup=o.warmup)  # fmt: skip
+        self._print(
+            f"Mneme tune\n  record database: {o.record_database}\n  record id:       {o.record_id}\n"
+            f"  kernel:          {kernel.kernel_name}\n  space preset:    "
+            f"{'custom' if o.space_module else o.space_preset}\n  sampler:         {o.sampler}\n"
+            f"  trials:          {o.trials}\n  workers:         {o.workers}"
+        )
+        executor = AsyncReplayExecutor(
+            record_db=o.record_database,
+            record_id=o.record_id,
+            iterations=o.iterations,
+            results_db_dir=str(self.store.logs_dir),
+            num_workers=o.workers,
+            warmup=o.warmup,
+        )
         try:
             try:
                 baseline_result, baseline_metric = self._evaluate_baseline(executor, baseline_config)
@@ -538,8 +649,9 @@ class TuningSession:
                 self._print("\nBaseline did not verify; continuing search.")
             best, counts, completed = self._resumed_best(baseline_config, baseline_result, baseline_metric)
             if not o.baseline_only:
-                best, completed = self._search(executor, space, baseline_config, baseline_metric, best, counts,
-                                               completed)  # fmt: skip
+                best, completed = self._search(
+                    executor, space, baseline_config, baseline_metric, best, counts, completed
+                )
             summary = self._write_final(recorded, kernel, baseline_metric, best, counts, completed)
         except Exception as exc:
             if o.fail_fast:
@@ -552,10 +664,15 @@ class TuningSession:
         if best is None:
             self._print("\nNo configuration verified")
             return EXIT_BASELINE_FAILED
-        against = (f"\n  baseline:     {baseline_metric:.6g}\n  speedup:      {summary['best_speedup']:.3f}x"
-                   if baseline_metric is not None else "")  # fmt: skip
-        self._print(f"\nBest verified configuration:\n  trial:        {best.trial}\n  {o.metric} time: "
-                    f"{best.metric:.6g}{against}\n\nWrote:\n  results:       {o.results_dir}")  # fmt: skip
+        against = (
+            f"\n  baseline:     {baseline_metric:.6g}\n  speedup:      {summary['best_speedup']:.3f}x"
+            if baseline_metric is not None
+            else ""
+        )
+        self._print(
+            f"\nBest verified configuration:\n  trial:        {best.trial}\n  {o.metric} time: "
+            f"{best.metric:.6g}{against}\n\nWrote:\n  results:       {o.results_dir}"
+        )
         return 0
 
     def _search(self, executor, space, baseline_config, baseline_metric, best, counts, completed):
@@ -589,8 +706,11 @@ class TuningSession:
                 if o.resume and candidate.config.hash() in self._completed_hashes:
                     continue
                 if candidate.error is not None or not candidate.config.is_valid():
-                    done = self._record_invalid(candidate, baseline_metric,
-                                                candidate.error or "ExperimentConfiguration.is_valid() returned false")  # fmt: skip
+                    done = self._record_invalid(
+                        candidate,
+                        baseline_metric,
+                        candidate.error or "ExperimentConfiguration.is_valid() returned false",
+                    )
                     counts[done.status] = counts.get(done.status, 0) + 1
                     completed, submitted = completed + 1, submitted + 1
                     continue

@@ -75,8 +75,10 @@ def resolve_backend(rec, backend: str | Backend | None = None) -> Backend:
     if rec.llvm_files and "host" in table:
         log.warning("%s: %s; replaying the kernel's IR on the host backend", rec.path, reason)
         return table["host"]()
-    raise UsageError(f"{rec.path}: recorded on backend {recorded!r}, which is not usable here ({reason}), "
-                     "and the recording has no IR to replay elsewhere; pass --backend or install the backend")  # fmt: skip
+    raise UsageError(
+        f"{rec.path}: recorded on backend {recorded!r}, which is not usable here ({reason}), "
+        "and the recording has no IR to replay elsewhere; pass --backend or install the backend"
+    )
 
 
 def backend_target(backend: Backend) -> str | None:
@@ -85,6 +87,7 @@ def backend_target(backend: Backend) -> str | None:
 
 
 # -- the CPU half: link once, preprocess, compile --------------------------------------------
+
 
 def link_ir(rec, prune: bool = True, internalize: bool = True):
     """The recording's IR linked into one module for its kernel; cached per recording. Clone before mutating."""
@@ -116,9 +119,13 @@ class KernelBuilder:
 
     def preprocess(self, config: ExperimentConfiguration):
         return pipeline.preprocess(
-            self.link_ir(config), self.rec.kernel_name, config, args=self.args, arg_layout=self.rec.args,
+            self.link_ir(config),
+            self.rec.kernel_name,
+            config,
+            args=self.args,
+            arg_layout=self.rec.args,
             target=backend_target(self.backend),
-        )  # fmt: skip
+        )
 
     def build(self, config: ExperimentConfiguration) -> DeviceBinary:
         """The device binary of `config` (from the cache when this variant was built before)."""
@@ -129,9 +136,18 @@ class KernelBuilder:
             linked = (config.prune, config.internalize)
             if linked not in self._base_hashes:  # hashed once per linked module: the request key starts from it
                 self._base_hashes[linked] = ir.module_hash(module)
-            return build.compile(module, self.rec.kernel_name, config, self.arch, self.args, self.rec.args,
-                                 backend=self.backend, target=backend_target(self.backend),
-                                 base_hash=self._base_hashes[linked], cache=self._cache)  # fmt: skip
+            return build.compile(
+                module,
+                self.rec.kernel_name,
+                config,
+                self.arch,
+                self.args,
+                self.rec.args,
+                backend=self.backend,
+                target=backend_target(self.backend),
+                base_hash=self._base_hashes[linked],
+                cache=self._cache,
+            )
 
     def optimized_ir(self, config: ExperimentConfiguration) -> str:
         """The variant's IR after preprocessing and optimization, as text (for --output-ll)."""
@@ -148,8 +164,10 @@ class KernelBuilder:
         if not self.backend.image_kinds:
             if not required:
                 return None
-            raise UsageError(f"--mode {mode} needs a backend that loads the application's own images; the "
-                             f"{self.backend.name} backend replays IR only (--mode ir)")  # fmt: skip
+            raise UsageError(
+                f"--mode {mode} needs a backend that loads the application's own images; the "
+                f"{self.backend.name} backend replays IR only (--mode ir)"
+            )
         wanted = {"ptx": ("ptx",), "cubin": ("cubin", "hsaco", "elf", "fatbin")}[mode]
         for image in getattr(self.rec, "binary_blobs", ()) or ():
             if image.kind in wanted and image.kind in self.backend.image_kinds:
@@ -157,12 +175,19 @@ class KernelBuilder:
                 if not path.is_absolute():
                     path = Path(self.rec.folder) / path
                 data = path.read_bytes()
-                return DeviceBinary(self.backend.name, self.arch, image.kind, self.rec.kernel_name, data,
-                                    variant_hash=hashlib.sha256(data).hexdigest())  # fmt: skip
+                return DeviceBinary(
+                    self.backend.name,
+                    self.arch,
+                    image.kind,
+                    self.rec.kernel_name,
+                    data,
+                    variant_hash=hashlib.sha256(data).hexdigest(),
+                )
         if not required:
             return None
-        raise UsageError(f"{self.rec.path}: the recording has no {mode} image of kernel "
-                         f"{self.rec.kernel_name!r}; use --mode ir")  # fmt: skip
+        raise UsageError(
+            f"{self.rec.path}: the recording has no {mode} image of kernel {self.rec.kernel_name!r}; use --mode ir"
+        )
 
 
 # -- the experiment ---------------------------------------------------------------------------
@@ -187,9 +212,18 @@ class BaseExecutor:
         events); `result.timer` names the one that measured
     """
 
-    def __init__(self, record_db, record_id: str | None = None, iterations: int = 3, device_id: int = 0,
-                 backend: str | Backend | None = None, mode: str = "ir", warmup: int = 1,
-                 cache: str = "flushed", timer: str = "auto"):  # fmt: skip
+    def __init__(
+        self,
+        record_db,
+        record_id: str | None = None,
+        iterations: int = 3,
+        device_id: int = 0,
+        backend: str | Backend | None = None,
+        mode: str = "ir",
+        warmup: int = 1,
+        cache: str = "flushed",
+        timer: str = "auto",
+    ):
         if iterations < 1:
             raise UsageError(f"iterations must be >= 1, got {iterations}")
         if mode not in MODES:
@@ -270,8 +304,14 @@ class BaseExecutor:
         if not self._open_device_copies():
             self._pristine = {addr: self.prologue.read_region(addr) for addr in self.written if addr in prologue_addrs}
         self._region_names = region_names(self.rec, self.args, self.prologue.regions)
-        log.debug("opened %s instance %s on %s: %d regions, %d written", self.rec.path,
-                  self.instance.dynamic_hash, self.device_label, len(self.prologue.regions), len(self.written))  # fmt: skip
+        log.debug(
+            "opened %s instance %s on %s: %d regions, %d written",
+            self.rec.path,
+            self.instance.dynamic_hash,
+            self.device_label,
+            len(self.prologue.regions),
+            len(self.written),
+        )
 
     def _open_device_copies(self) -> bool:
         """Keep pristine and expected bytes on the device when it can (resets device to device, compare there).
@@ -296,8 +336,11 @@ class BaseExecutor:
                 device.write_snapshot_regions(self.epilogue, [(a, b.addr) for a, b in self._expected_dev.items()])
             device.synchronize()
         except MnemeError as exc:  # e.g. out of device memory: fall back to host copies
-            log.warning("keeping the recorded state on %s failed (%s); resetting and verifying from the host",
-                        self.device_label, exc)  # fmt: skip
+            log.warning(
+                "keeping the recorded state on %s failed (%s); resetting and verifying from the host",
+                self.device_label,
+                exc,
+            )
             for buffer in [*self._pristine_dev.values(), *self._expected_dev.values()]:
                 try:
                     device.free(buffer)
@@ -347,8 +390,12 @@ class BaseExecutor:
             raise MnemeError("the executor is not open; use it as a context manager or call open()")
 
     # -- one experiment ----------------------------------------------------------------------
-    def execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None = None,
-                before_run: Callable[[], None] | None = None) -> ExperimentResult:  # fmt: skip
+    def execute(
+        self,
+        config: ExperimentConfiguration,
+        binary: DeviceBinary | None = None,
+        before_run: Callable[[], None] | None = None,
+    ) -> ExperimentResult:
         """Run one experiment. `binary` is a prebuilt variant (compile-ahead); otherwise it is built here.
 
         `before_run` is called once the binary is built, before the device is used (worker pools
@@ -356,8 +403,9 @@ class BaseExecutor:
         """
         self._check_open()
         events.emit("mneme_experiment_started", recording=self.rec, instance=self.instance, config=config)
-        result = ExperimentResult(start_time=utc_now(), gpu_id=self.device_id, device=self.device_label,
-                                  backend=self.backend.name)  # fmt: skip
+        result = ExperimentResult(
+            start_time=utc_now(), gpu_id=self.device_id, device=self.device_label, backend=self.backend.name
+        )
         try:
             self._execute(config, binary, result, before_run)
         except ExperimentError as exc:
@@ -371,21 +419,31 @@ class BaseExecutor:
         if result.failed and self._dirty and result.error_kind not in ("compile", "invalid", "load"):
             self._restore_all = True
         result.end_time = utc_now()
-        events.emit("mneme_experiment_finished", recording=self.rec, instance=self.instance, config=config,
-                    result=result)
+        events.emit(
+            "mneme_experiment_finished", recording=self.rec, instance=self.instance, config=config, result=result
+        )
         return result
 
-    def _execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None, result: ExperimentResult,
-                 before_run: Callable[[], None] | None) -> None:  # fmt: skip
+    def _execute(
+        self,
+        config: ExperimentConfiguration,
+        binary: DeviceBinary | None,
+        result: ExperimentResult,
+        before_run: Callable[[], None] | None,
+    ) -> None:
         if not config.is_valid():
-            raise ExperimentError(f"invalid configuration for kernel {self.rec.kernel_name!r}: block {config.block} "
-                                  f"({config.block.size} threads) with launch bounds max_threads={config.max_threads}",
-                                  kind="invalid")  # fmt: skip
+            raise ExperimentError(
+                f"invalid configuration for kernel {self.rec.kernel_name!r}: block {config.block} "
+                f"({config.block.size} threads) with launch bounds max_threads={config.max_threads}",
+                kind="invalid",
+            )
         if binary is None:
             try:
                 binary = self.builder.build(config)
             except MnemeError as exc:
-                raise ExperimentError(f"building kernel {self.rec.kernel_name!r} failed: {exc}", kind="compile") from exc
+                raise ExperimentError(
+                    f"building kernel {self.rec.kernel_name!r} failed: {exc}", kind="compile"
+                ) from exc
         _record_build(result, binary)
         if before_run is not None:
             before_run()
@@ -408,9 +466,17 @@ class BaseExecutor:
         result.executed = True
         self._verify(kernel, result)
         with kernel_clock.running(self.warmup + self.iterations + 1):  # +1: a primed cache's untimed run
-            times = self.device.time(kernel, config.grid, config.block, config.shared_mem, self.args,
-                                     self.warmup + self.iterations, before_each=self.reset, cache=self.cache,
-                                     timer=self.timer)  # fmt: skip
+            times = self.device.time(
+                kernel,
+                config.grid,
+                config.block,
+                config.shared_mem,
+                self.args,
+                self.warmup + self.iterations,
+                before_each=self.reset,
+                cache=self.cache,
+                timer=self.timer,
+            )
         result.timer = self.device.timer_used
         result.warmup_time = list(times[: self.warmup])
         result.exec_time = list(times[self.warmup :])
@@ -450,8 +516,12 @@ class BaseExecutor:
             except MissingGlobalError:
                 absent.append(name)
         if absent and getattr(kernel, "absent_globals", None) is None:
-            log.info("kernel %s: %d recorded device global(s) not in this variant's module, not restored: %s",
-                     self.rec.kernel_name, len(absent), ", ".join(sorted(absent)))
+            log.info(
+                "kernel %s: %d recorded device global(s) not in this variant's module, not restored: %s",
+                self.rec.kernel_name,
+                len(absent),
+                ", ".join(sorted(absent)),
+            )
         kernel.absent_globals = frozenset(absent)
 
     def restore(self) -> None:
@@ -489,8 +559,10 @@ class BaseExecutor:
                 log.debug("comparing on the host: %s", exc)
         if not self._expected_host:  # decoded once: decompressing the epilogue per experiment costs more than a run
             self._expected_host = {r.addr: self.epilogue.read_region(r.addr) for r in self.epilogue.regions}
-        reports = [compare_buffers(self._expected_host[r.addr], self.device.read(r.addr, r.size), r.policy, addr=r.addr)
-                   for r in self.epilogue.regions]  # fmt: skip
+        reports = [
+            compare_buffers(self._expected_host[r.addr], self.device.read(r.addr, r.size), r.policy, addr=r.addr)
+            for r in self.epilogue.regions
+        ]
         lines = describe_mismatches(_Report(reports), self._region_names, self._divergence(reports))
         self._conclude_verification(kernel, result, lines)
 
@@ -509,12 +581,17 @@ class BaseExecutor:
         result.verified = not lines
         if lines:
             result.mismatches = lines
-            fail_result(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
-                        + "; ".join(lines[:4]))  # fmt: skip
+            fail_result(
+                result,
+                "verify",
+                f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: " + "; ".join(lines[:4]),
+            )
 
     def _verify_on_device(self, kernel: LoadedKernel, result: ExperimentResult) -> None:
-        requests = [_CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
-                    for r in self.epilogue.regions]  # fmt: skip
+        requests = [
+            _CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
+            for r in self.epilogue.regions
+        ]
         diffs = self.device.compare_regions(requests)
         lines = describe_mismatches(_Report(diffs), self._region_names, self._divergence(diffs))
         self._conclude_verification(kernel, result, lines)
@@ -527,7 +604,8 @@ class BaseExecutor:
         """The application's own machine code (else its PTX) for a speed baseline; None when there is none."""
         self._check_open()
         return self.builder.recorded_binary("cubin", required=False) or self.builder.recorded_binary(
-            "ptx", required=False)
+            "ptx", required=False
+        )
 
 
 @attrs.frozen
@@ -648,8 +726,9 @@ def region_of_arg(rec, args: bytes, regions, index: int) -> int:
     raise UsageError(f"{rec.path}: argument {index} points to 0x{value:x}, outside every recorded region")
 
 
-def describe_mismatches(report, names: Mapping[int, str] | None = None,
-                        details: Mapping[int, str] | None = None) -> list[str]:  # fmt: skip
+def describe_mismatches(
+    report, names: Mapping[int, str] | None = None, details: Mapping[int, str] | None = None
+) -> list[str]:
     """One line per differing region or global: where, how many bytes, how far off (`details` by address:
     more to say of a region, e.g. its float errors)."""
     lines = []

@@ -130,8 +130,9 @@ class TuneWorkerHandle:
         """Start the process and wait for its ready message; False (with last_error) on failure."""
         self.last_error = ""
         self._fatal = False
-        spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name,
-                    parent_pid=os.getpid())  # the worker ends with this process (worker_servers.die_with_parent)
+        spec = dict(
+            self.pool._spec, role=self.role, device_id=self.device_id, name=self.name, parent_pid=os.getpid()
+        )  # the worker ends with this process (worker_servers.die_with_parent)
         if self.role == "compile":
             spec["arch"] = self.pool.arch
         self.spawns += 1
@@ -163,8 +164,9 @@ class TuneWorkerHandle:
                 break
         else:
             if not self.pool._stopping.is_set():
-                self.last_error = (f"worker {self.name} was not ready within {self.pool.startup_timeout:.0f} s; "
-                                   f"see {self.log_path}")  # fmt: skip
+                self.last_error = (
+                    f"worker {self.name} was not ready within {self.pool.startup_timeout:.0f} s; see {self.log_path}"
+                )
         self._kill()
         if not self.last_error:
             code = describe_exit(self.process.exitcode)
@@ -190,8 +192,13 @@ class TuneWorkerHandle:
             if self.pool._stopping.is_set():  # stopped while it started (a short run): not a failure
                 break
             failures += 1
-            log.warning("worker %s failed to start (%d/%d): %s", self.name, failures,
-                        self.pool.max_startup_failures, self.last_error)  # fmt: skip
+            log.warning(
+                "worker %s failed to start (%d/%d): %s",
+                self.name,
+                failures,
+                self.pool.max_startup_failures,
+                self.last_error,
+            )
             if failures >= self.pool.max_startup_failures or self._fatal:
                 self.dead = True
                 self.ready.set()
@@ -235,8 +242,11 @@ class TuneWorkerHandle:
         if not job.started:
             job.started = True
             self.pool._report("mneme_experiment_started", config=job.config)
-        message = {"payload": "compile" if self.role == "compile" else "process", "exp_id": job.exp_id,
-                   "data": job.config.to_dict()}  # fmt: skip
+        message = {
+            "payload": "compile" if self.role == "compile" else "process",
+            "exp_id": job.exp_id,
+            "data": job.config.to_dict(),
+        }
         if self.role == "device" and job.binary is not None:
             message["binary"] = job.binary
         lock = self.pool._device_locks.get(self.device_id) if self.role == "device" else None
@@ -246,8 +256,9 @@ class TuneWorkerHandle:
             return self._exchange(job, message, lock)
         finally:
             if self._use_start is not None:  # recorded before the lock goes to the next worker
-                self.pool.device_uses.append(DeviceUse(self.device_id, self.name, job.exp_id, self._use_start,
-                                                       time.monotonic()))
+                self.pool.device_uses.append(
+                    DeviceUse(self.device_id, self.name, job.exp_id, self._use_start, time.monotonic())
+                )
                 self._use_start = None
             if self._holding:
                 self._holding = False
@@ -300,8 +311,10 @@ class TuneWorkerHandle:
             if not self.process.is_alive():
                 self.process.join(1)
                 what = describe_exit(self.process.exitcode)
-                error = (f"worker {self.name} (pid {self.process.pid}) on {self._where()} died with {what} "
-                         f"during the experiment; see {self.log_path}")  # fmt: skip
+                error = (
+                    f"worker {self.name} (pid {self.process.pid}) on {self._where()} died with {what} "
+                    f"during the experiment; see {self.log_path}"
+                )
                 self.pool._stage_failed(self, job, "crash", error, start_stamp)
                 self._kill()
                 return "respawn"
@@ -313,20 +326,26 @@ class TuneWorkerHandle:
                 self._kill()
                 if window_limit == kernel_clock.COMPILE_LIMIT:  # a failed trial, for that reason
                     error = kernel_clock.compile_limit_message(
-                        kernel_budget, f"worker {self.name} (pid {pid}) on {self._where()} (replaced; see {self.log_path})")
+                        kernel_budget,
+                        f"worker {self.name} (pid {pid}) on {self._where()} (replaced; see {self.log_path})",
+                    )
                     self.pool._stage_failed(self, job, "compile", error, start_stamp)
                     return "respawn"
-                error = (f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit "
-                         f"({kernel_budget:g} s for the runs in flight; {limits.variable('timeout_seconds')}) on "
-                         f"{self._where()}; worker {self.name} (pid {pid}) was killed and replaced; see "
-                         f"{self.log_path}")  # fmt: skip
+                error = (
+                    f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit "
+                    f"({kernel_budget:g} s for the runs in flight; {limits.variable('timeout_seconds')}) on "
+                    f"{self._where()}; worker {self.name} (pid {pid}) was killed and replaced; see "
+                    f"{self.log_path}"
+                )
                 self.pool._stage_failed(self, job, "timeout", error, start_stamp)
                 return "respawn"
             if timeout is not None and time.monotonic() - started > timeout:
                 pid = self.process.pid
                 self._kill()
-                error = (f"experiment exceeded its timeout of {timeout:.1f} s on {self._where()}; worker "
-                         f"{self.name} (pid {pid}) was killed and replaced; see {self.log_path}")  # fmt: skip
+                error = (
+                    f"experiment exceeded its timeout of {timeout:.1f} s on {self._where()}; worker "
+                    f"{self.name} (pid {pid}) was killed and replaced; see {self.log_path}"
+                )
                 self.pool._stage_failed(self, job, "timeout", error, start_stamp)
                 return "respawn"
 
@@ -396,14 +415,30 @@ class AsyncReplayExecutor:
         `timeout_factor` x (its build time + its run time)
     """
 
-    def __init__(self, record_db, record_id: str | None = None, iterations: int = 3,
-                 results_db_dir: str | os.PathLike | None = None, num_workers: int | None = None,
-                 backend: str | None = None, devices: list[int] | None = None, *, mode: str = "ir",
-                 warmup: int = 1, cache: str = "flushed", timer: str = "auto",
-                 compile_workers: int | None = None, timeout: float | None = None,
-                 timeout_factor: float = 10.0, min_timeout: float = 10.0, initial_timeout: float = 600.0,
-                 compile_timeout: float = 600.0, startup_timeout: float = 300.0, max_startup_failures: int = 3,
-                 start: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        record_db,
+        record_id: str | None = None,
+        iterations: int = 3,
+        results_db_dir: str | os.PathLike | None = None,
+        num_workers: int | None = None,
+        backend: str | None = None,
+        devices: list[int] | None = None,
+        *,
+        mode: str = "ir",
+        warmup: int = 1,
+        cache: str = "flushed",
+        timer: str = "auto",
+        compile_workers: int | None = None,
+        timeout: float | None = None,
+        timeout_factor: float = 10.0,
+        min_timeout: float = 10.0,
+        initial_timeout: float = 600.0,
+        compile_timeout: float = 600.0,
+        startup_timeout: float = 300.0,
+        max_startup_failures: int = 3,
+        start: bool = True,
+    ):
         if iterations < 1:
             raise UsageError(f"iterations must be >= 1, got {iterations}")
         check_cache_state(cache)  # here, not in each worker's first experiment
@@ -426,8 +461,16 @@ class AsyncReplayExecutor:
         else:
             self.log_dir = Path(results_db_dir) / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._spec = {"record_db": self.record_db, "record_id": record_id, "iterations": iterations,
-                      "backend": backend, "mode": mode, "warmup": warmup, "cache": cache, "timer": timer}  # fmt: skip
+        self._spec = {
+            "record_db": self.record_db,
+            "record_id": record_id,
+            "iterations": iterations,
+            "backend": backend,
+            "mode": mode,
+            "warmup": warmup,
+            "cache": cache,
+            "timer": timer,
+        }
         self._requested_compile_workers = compile_workers
         self._mode = mode
         self._stopping = threading.Event()
@@ -445,8 +488,10 @@ class AsyncReplayExecutor:
         self.arch = ""
         self.backend_name = backend or ""
         self.broken = ""
-        self.device_workers = [TuneWorkerHandle(self, "device", i, self.devices[i % len(self.devices)],
-                                                self._device_queue) for i in range(num_workers)]  # fmt: skip
+        self.device_workers = [
+            TuneWorkerHandle(self, "device", i, self.devices[i % len(self.devices)], self._device_queue)
+            for i in range(num_workers)
+        ]
         self.compile_workers: list[TuneWorkerHandle] = []
         # Devices shared by several workers: one experiment at a time runs on each (timings stay clean).
         per_device = {d: sum(1 for w in self.device_workers if w.device_id == d) for d in self.devices}
@@ -486,8 +531,10 @@ class AsyncReplayExecutor:
             errors = "; ".join(sorted({w.last_error for w in dead}))
             self.shutdown()
             kind = UsageError if all(w._fatal for w in dead) else ExperimentError
-            raise kind(f"device {', '.join(map(str, lost))} of --devices {','.join(map(str, self.devices))}: "
-                       f"no worker could start: {errors}")
+            raise kind(
+                f"device {', '.join(map(str, lost))} of --devices {','.join(map(str, self.devices))}: "
+                f"no worker could start: {errors}"
+            )
         info = alive[0].info
         self.arch = info.get("arch", "")
         self.backend_name = info.get("backend", self.backend_name)
@@ -619,10 +666,16 @@ class AsyncReplayExecutor:
             return None
 
     def _stage_failed(self, worker: TuneWorkerHandle, job: _Job, kind: str, error: str, start_time: str) -> None:
-        result = ExperimentResult(failed=True, error_kind=kind if worker.role == "device" else "compile",
-                                  error=error, start_time=start_time, end_time=_utc_now(),
-                                  gpu_id=worker.device_id, device=worker.info.get("device", ""),
-                                  backend=self.backend_name)  # fmt: skip
+        result = ExperimentResult(
+            failed=True,
+            error_kind=kind if worker.role == "device" else "compile",
+            error=error,
+            start_time=start_time,
+            end_time=_utc_now(),
+            gpu_id=worker.device_id,
+            device=worker.info.get("device", ""),
+            backend=self.backend_name,
+        )
         log.warning("%s", error)
         self._finish(job, result, worker)
 
@@ -645,8 +698,12 @@ class AsyncReplayExecutor:
             job.started = True
             self._report("mneme_experiment_started", config=job.config)
         self._report("mneme_experiment_finished", config=job.config, result=result)
-        if (self.baseline is None and result.ok and self.default_config is not None
-                and job.config.hash() == self.default_config.hash()):  # fmt: skip
+        if (
+            self.baseline is None
+            and result.ok
+            and self.default_config is not None
+            and job.config.hash() == self.default_config.hash()
+        ):
             self.baseline = result
         try:
             job.future.set_result(result)
@@ -661,8 +718,10 @@ class AsyncReplayExecutor:
                     self._device_queue.put(job)
             return
         if all(w.dead for w in self.device_workers):
-            self.broken = (f"every worker of {self.record_db} failed to start {self.max_startup_failures} times; "
-                           f"last error: {worker.last_error}")  # fmt: skip
+            self.broken = (
+                f"every worker of {self.record_db} failed to start {self.max_startup_failures} times; "
+                f"last error: {worker.last_error}"
+            )
             with self._lock:
                 pending = list(self._pending.values())
                 self._pending.clear()

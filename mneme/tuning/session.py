@@ -16,6 +16,18 @@ from mneme.compat.tuning_session import (
     stored_result_and_metric,
 )
 
-__all__ = ["EXIT_BASELINE_FAILED", "EXIT_INTERNAL_ERROR", "EXIT_INVALID_CONFIGURATION", "EXIT_RECORD_LOAD_FAILED",
-           "BaselineVerificationError", "Candidate", "CompletedCandidate", "TuneOptions", "TuningSession",
-           "classify_result", "merge_config_and_args", "metric_value", "stored_result_and_metric"]  # fmt: skip
+__all__ = [
+    "EXIT_BASELINE_FAILED",
+    "EXIT_INTERNAL_ERROR",
+    "EXIT_INVALID_CONFIGURATION",
+    "EXIT_RECORD_LOAD_FAILED",
+    "BaselineVerificationError",
+    "Candidate",
+    "CompletedCandidate",
+    "TuneOptions",
+    "TuningSession",
+    "classify_result",
+    "merge_config_and_args",
+    "metric_value",
+    "stored_result_and_metric",
+]

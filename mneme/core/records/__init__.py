@@ -28,6 +28,17 @@ from mneme.core.records.model import (
 )
 
 __all__ = [
-    "APP_TIMERS", "ARG_KINDS", "SCHEMA_VERSION", "ArgInfo", "FileReport", "ImageInfo", "KernelInstance",
-    "RecordedExecution", "clean_records", "copy_records", "demangle", "dynamic_hash_of", "load_all",
+    "APP_TIMERS",
+    "ARG_KINDS",
+    "SCHEMA_VERSION",
+    "ArgInfo",
+    "FileReport",
+    "ImageInfo",
+    "KernelInstance",
+    "RecordedExecution",
+    "clean_records",
+    "copy_records",
+    "demangle",
+    "dynamic_hash_of",
+    "load_all",
 ]
