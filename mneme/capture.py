@@ -186,7 +186,7 @@ def capture(
     """
     from mneme.core import backend as backend_mod
     from mneme.core import ir as irmod
-    from mneme.core.executor import KernelBuilder
+    from mneme.core.kernel_builder import KernelBuilder
     from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
     from mneme.core.snapshot import SnapshotType, SnapshotWriter
 

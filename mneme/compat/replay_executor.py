@@ -161,7 +161,7 @@ class BaseExecutor:
     def _run_built(self, module, config, timed_runs: int):
         """The core's experiment on a build of `module` (a clone), with `timed_runs` timed runs after the warm-ups."""
         from mneme.core import build, ir
-        from mneme.core.executor import backend_target
+        from mneme.core.kernel_builder import backend_target
 
         core = self._executor
         work = ir.clone(module)

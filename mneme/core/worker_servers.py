@@ -16,7 +16,8 @@ from typing import Any
 from mneme.core import backend as backend_mod
 from mneme.core import events, kernel_clock, limits
 from mneme.core.errors import ExperimentError, MnemeError
-from mneme.core.executor import BaseExecutor, KernelBuilder, fail_result, resolve_backend, utc_now
+from mneme.core.executor import BaseExecutor, fail_result, utc_now
+from mneme.core.kernel_builder import KernelBuilder, resolve_backend
 from mneme.core.recording import load_recording
 from mneme.core.snapshot import Snapshot
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
