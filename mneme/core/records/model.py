@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -25,8 +24,9 @@ import cattrs
 
 from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, UsageError
-from mneme.core.records.paths import FileChecker, check_lexical, is_inside
 from mneme.core.launching import LaunchAttributes, cluster_misfit
+from mneme.core.records.paths import check_lexical, is_inside
+from mneme.core.records.validation import ARG_KINDS, SAFE_NAME, validate_record
 from mneme.core.types import dim3
 
 if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is opened
@@ -44,16 +44,9 @@ codec: Any = None
 RECORDED_CACHES = ("flushed", "warm")
 #: What measured an instance's AppTimes: the GPU's kernel timestamps (CUPTI), or events the backend recorded around the launch.
 APP_TIMERS = ("events", "cupti")
-#: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
-ARG_KINDS = ("pointer", "int", "float", "struct", "unknown")
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 #: Longest in-application time an instance may claim (seconds, a day): sums and means of such
 #: times stay finite, so a report never holds an out-of-range number.
 MAX_APP_TIME = 86400.0
-# Where a recorded address range may lie: above Linux's mmap_min_addr default (64 KiB), below the
-# top of a 57-bit (5-level paging) user address space.
-MIN_VA_ADDR = 1 << 16
-MAX_VA_END = 1 << 56
 
 
 # -- value types -----------------------------------------------------------------------------
@@ -340,7 +333,7 @@ class RecordedExecution(MutableMapping):
         (`folder / name` is the usual form); either way they must lie inside `folder`.
         """
         folder = Path(folder)
-        if not _SAFE_NAME.match(static_hash or ""):
+        if not SAFE_NAME.match(static_hash or ""):
             raise UsageError(f"static hash {static_hash!r} must be non-empty and use only [A-Za-z0-9_.-]")
         rec = cls(
             kernel_name=kernel_name,
@@ -663,97 +656,4 @@ class RecordedExecution(MutableMapping):
 
     def validate(self, *, check_files: bool = True, allow_missing: bool = False) -> None:
         """Check relations between fields, and (with `check_files`) every referenced file."""
-        p = self.path
-        if not _SAFE_NAME.match(self.static_hash):
-            raise FormatError(p, "must be non-empty and use only [A-Za-z0-9_.-] (it names files)", field="StaticHash")
-        for field, value in (("KernelName", self.kernel_name), ("Backend", self.backend), ("Arch", self.arch)):
-            if not value:
-                raise FormatError(p, "must not be empty", field=field)
-        texts = [
-            ("KernelName", self.kernel_name),
-            ("DemangledName", self.demangled_name),
-            ("Backend", self.backend),
-            ("Arch", self.arch),
-            *(("ArgNames", n) for n in self.arg_names),
-            *(("Globals", g) for g in self.globals),
-        ]
-        for field, value in texts:
-            if not _printable(value):
-                raise FormatError(
-                    p, f"{value!r} holds a NUL byte or a lone surrogate (not UTF-8 text)"[:300], field=field
-                )
-        for key in self.kernel_instances:
-            if not _SAFE_NAME.match(key):
-                raise FormatError(
-                    p, f"instance key {key!r} must use only [A-Za-z0-9_.-] (it names files)"[:300], field="instances"
-                )
-        n = len(self.arg_names)
-        for field, values in (
-            ("ArgSizes", self.arg_sizes),
-            ("ArgOffsets", self.arg_offsets),
-            ("ArgKinds", self.arg_kinds),
-            ("Specializations", self.specializations),
-        ):
-            if len(values) != n:
-                raise FormatError(
-                    p, f"has {len(values)} entries but ArgNames has {n}; one per kernel argument", field=field
-                )
-        for i, (size, offset, kind) in enumerate(zip(self.arg_sizes, self.arg_offsets, self.arg_kinds)):
-            if size < 0 or offset < 0:
-                raise FormatError(
-                    p,
-                    f"argument {i} ({self.arg_names[i]}) has a negative size or offset",
-                    field="ArgSizes" if size < 0 else "ArgOffsets",
-                )
-            if kind not in ARG_KINDS:
-                raise FormatError(
-                    p,
-                    f"argument {i} ({self.arg_names[i]}): unknown kind {kind!r}; one of {', '.join(ARG_KINDS)}",
-                    field="ArgKinds",
-                )
-        if self.va_size and not (MIN_VA_ADDR <= self.va_addr and self.va_addr + self.va_size <= MAX_VA_END):
-            # refused here, not later as "address taken" by the process (mmap_min_addr) or an overflow
-            raise FormatError(
-                p,
-                f"the range {self.va_addr:#x} + {self.va_size:#x} is not a user address range "
-                f"({MIN_VA_ADDR:#x} .. {MAX_VA_END:#x}); record the launch again",
-                field="VAddr",
-            )
-        for name, size in self.globals.items():
-            if not name or size < 0:
-                raise FormatError(p, f"global {name!r} needs a name and a size >= 0", field="Globals")
-        if not self.modules and not self.images:
-            raise FormatError(
-                p, "the database names no code: give LLVM IR files in Modules or images in BinaryBlobs", field="Modules"
-            )
-        for i, image in enumerate(self.images):
-            if not image.kind:
-                raise FormatError(p, f"image {i} has no kind", field="BinaryBlobs")
-        need = self.args_size
-        for key, inst in self.kernel_instances.items():
-            if len(inst.args) < need:
-                raise FormatError(
-                    p,
-                    f"holds {len(inst.args)} bytes but the argument layout covers {need} bytes",
-                    field=f"instances.{key}.Args",
-                )
-        if not check_files or p is None:
-            return
-        checker = FileChecker(self.folder, p, allow_missing)
-        for i, rel in enumerate(self.modules):
-            checker.check(rel, f"Modules[{i}]")
-        for i, image in enumerate(self.images):
-            checker.check(image.path.as_posix(), f"BinaryBlobs[{i}].Path")
-        for key, inst in self.kernel_instances.items():
-            checker.check(inst.prologue_file, f"instances.{key}.Prologue")
-            checker.check(inst.epilogue_file, f"instances.{key}.Epilogue")
-
-
-def _printable(text: str) -> bool:
-    if "\0" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+        validate_record(self, check_files=check_files, allow_missing=allow_missing)

@@ -8,7 +8,6 @@ from pathlib import Path, PurePosixPath
 from mneme.core import fsutil
 from mneme.core.errors import FormatError
 
-
 # -- path safety -----------------------------------------------------------------------------
 
 

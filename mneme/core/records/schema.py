@@ -6,8 +6,8 @@ The format is specified in docs/formats.md (recording database).
 from __future__ import annotations
 
 import json
-import sys
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
