@@ -14,14 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from mneme.compat.tuning_session import (
-    EXIT_INVALID_CONFIGURATION,
-    METRICS,
-    SAMPLERS,
-    TuneOptions,
-    TuningSession,
-    merge_config_and_args,
-)
+from mneme.compat.tune_options import METRICS, SAMPLERS, TuneOptions, merge_config_and_args
+from mneme.compat.tuning_session import EXIT_INVALID_CONFIGURATION, TuningSession
 
 _SPACE_MODES = ["fixed", "on", "off", "on-off"]
 
