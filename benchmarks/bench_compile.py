@@ -79,17 +79,24 @@ def compare_methods(mod, kernel: str, reps: int) -> None:
     for _ in range(reps):
         for method in runs:
             t0 = CLOCK()
-            binary = build.compile(mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False,
-                                   base_hash="bench")  # fmt: skip
+            binary = build.compile(
+                mod, kernel, CONFIG.replace(codegen_method=method), "sm_90", cache=False, base_hash="bench"
+            )
             runs[method].append({**binary.stage_times, "total": CLOCK() - t0})
             resources[method] = binary.resources
     jobs = parallel_codegen.codegen_jobs()
     parts = len(parallel_codegen.partitions(mod, kernel, jobs))
     for method, rows in runs.items():
         med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
-        print(f"  {method:8s} (" + (f"{parts} partitions, {jobs} jobs; " if method == "parallel" else "")
-              + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in med.items()) + f"); registers {resources[method].registers}")
-    ratio = statistics.median(r["total"] for r in runs["parallel"]) / statistics.median(r["total"] for r in runs["serial"])
+        print(
+            f"  {method:8s} ("
+            + (f"{parts} partitions, {jobs} jobs; " if method == "parallel" else "")
+            + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in med.items())
+            + f"); registers {resources[method].registers}"
+        )
+    ratio = statistics.median(r["total"] for r in runs["parallel"]) / statistics.median(
+        r["total"] for r in runs["serial"]
+    )
     same = "same" if resources["parallel"] == resources["serial"] else "DIFFERENT"
     print(f"  ratio parallel / serial (median total): {ratio:.2f}; resources {same}")
 
@@ -115,19 +122,26 @@ def generated_source(functions: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reps", type=int, default=7)
-    parser.add_argument("--cpu", action="store_true",
-                        help="Measure CPU time (process + ptxas children) instead of wall time: for a busy machine.")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="Measure CPU time (process + ptxas children) instead of wall time: for a busy machine.",
+    )
     opts = parser.parse_args()
     global CLOCK
     if opts.cpu:
         CLOCK = _cpu
     assemblers = ["ptxas"] + (["nvjitlink"] if cuda_codegen.ptx_assembler() == "nvjitlink" else [])
 
-    print(f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {tool_version(cuda_codegen.ptxas_path() or 'ptxas')}; "
-          f"nvJitLink: {cuda_codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
-          f"{envvars.get('MNEME_MALLOC_TUNING') != '0'}); median of {opts.reps} runs, "
-          f"{'CPU' if opts.cpu else 'wall'} ms")  # fmt: skip
-    header = f"{'kernel':24s}" + "".join(f"{s:>11s}" for s in STAGES) + "".join(f"{'total/' + a:>17s}" for a in assemblers)
+    print(
+        f"llvmlite LLVM {ir.LLVM_VERSION}; ptxas: {tool_version(cuda_codegen.ptxas_path() or 'ptxas')}; "
+        f"nvJitLink: {cuda_codegen.ptxas_version() if 'nvjitlink' in assemblers else 'no'} (freed heap kept: "
+        f"{envvars.get('MNEME_MALLOC_TUNING') != '0'}); median of {opts.reps} runs, "
+        f"{'CPU' if opts.cpu else 'wall'} ms"
+    )
+    header = (
+        f"{'kernel':24s}" + "".join(f"{s:>11s}" for s in STAGES) + "".join(f"{'total/' + a:>17s}" for a in assemblers)
+    )
     print(header)
     totals: dict[str, list[float]] = {a: [] for a in assemblers}
     for item in corpus():
@@ -136,7 +150,8 @@ def main() -> None:
             per = {a: median_stages(mod, kernel, CONFIG, a, opts.reps) for a in assemblers}
             best = per[assemblers[-1]]
             stages = "".join(f"{_ms(best[s]):>11s}" for s in STAGES[:3]) + "".join(
-                f"{_ms(per[a]['assemble']):>11s}" for a in assemblers[-1:])
+                f"{_ms(per[a]['assemble']):>11s}" for a in assemblers[-1:]
+            )
             print(f"{kernel[:24]:24s}{stages}" + "".join(f"{_ms(per[a]['total']):>17s}" for a in assemblers))
             for a in assemblers:
                 totals[a].append(per[a]["total"])
@@ -154,8 +169,10 @@ def main() -> None:
         clang_seconds = time.perf_counter() - t0
         funcs = len(ir.defined_functions(mod))
         big = compile_once(mod, "many_functions", CONFIG, assemblers[-1])
-        print(f"\n200-function kernel ({funcs} functions defined; clang build {clang_seconds:.2f} s, not counted): "
-              + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in big.items()))  # fmt: skip
+        print(
+            f"\n200-function kernel ({funcs} functions defined; clang build {clang_seconds:.2f} s, not counted): "
+            + ", ".join(f"{k} {_ms(v).strip()} ms" for k, v in big.items())
+        )
         if "nvjitlink" in assemblers:
             compare_methods(mod, "many_functions", max(5, opts.reps))
 
@@ -175,8 +192,10 @@ def main() -> None:
             build.compile(mod, "saxpy", config, "sm_90", cache=fresh, base_hash="saxpy")
             disk_hits.append(CLOCK() - t0)
         miss, hit, disk = (statistics.median(x) for x in (misses, hits, disk_hits))
-        print(f"\nbuild cache (saxpy): miss {_ms(miss).strip()} ms, process hit {hit * 1e6:.0f} us "
-              f"({hit / miss:.2%} of a miss), disk hit {disk * 1e6:.0f} us ({disk / miss:.2%} of a miss)")  # fmt: skip
+        print(
+            f"\nbuild cache (saxpy): miss {_ms(miss).strip()} ms, process hit {hit * 1e6:.0f} us "
+            f"({hit / miss:.2%} of a miss), disk hit {disk * 1e6:.0f} us ({disk / miss:.2%} of a miss)"
+        )
         t0 = CLOCK()
         h = ir.module_hash(mod)
         print(f"hashing the input module when the caller passes no base_hash: {(CLOCK() - t0) * 1e6:.0f} us ({h[:8]})")
@@ -186,8 +205,12 @@ def main() -> None:
 def ptxas_sweep(kernels: tuple[str, ...]) -> None:
     """Every combination of the ptxas knobs' search values (what the `compiler` space adds per LLVM
     variant), built in one step each (no cache) against two steps (the PTX from the build cache)."""
-    configs = [CONFIG.replace(ptxas_opt=o, max_registers=r, cache_mode=c)
-               for o in range(4) for r in (0, 32, 64, 128, 255) for c in ("", "ca", "cg")]  # fmt: skip
+    configs = [
+        CONFIG.replace(ptxas_opt=o, max_registers=r, cache_mode=c)
+        for o in range(4)
+        for r in (0, 32, 64, 128, 255)
+        for c in ("", "ca", "cg")
+    ]
     print(f"\nptxas knobs, {len(configs)} configurations of one LLVM variant (wall s for all; each the first build):")
     ratios = []
     for kernel in kernels:
@@ -203,8 +226,10 @@ def ptxas_sweep(kernels: tuple[str, ...]) -> None:
             two_step = time.perf_counter() - t0
         same = sum(a.data == b.data for a, b in zip(one, two))
         ratios.append(one_step / two_step)
-        print(f"  {kernel[:22]:22s} one step {one_step:6.2f} s, PTX shared {two_step:6.2f} s: {ratios[-1]:.2f}x; "
-              f"cubins identical {same}/{len(configs)}")  # fmt: skip
+        print(
+            f"  {kernel[:22]:22s} one step {one_step:6.2f} s, PTX shared {two_step:6.2f} s: {ratios[-1]:.2f}x; "
+            f"cubins identical {same}/{len(configs)}"
+        )
     print(f"  median speedup of the sweep's builds: {statistics.median(ratios):.2f}x")
 
 

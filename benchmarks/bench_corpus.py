@@ -62,8 +62,11 @@ def _ptxas_v(ptx: str, arch: str, folder: Path) -> str:
 
     src = folder / "k.ptx"
     src.write_text(ptx)
-    done = subprocess.run([codegen.ptxas_path(), f"-arch={arch}", "-v", str(src), "-o", str(folder / "k.cubin")],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [codegen.ptxas_path(), f"-arch={arch}", "-v", str(src), "-o", str(folder / "k.cubin")],
+        capture_output=True,
+        text=True,
+    )
     return done.stdout + done.stderr
 
 
@@ -83,14 +86,21 @@ def _ptxas_numbers(report: str, kernel: str) -> dict[str, int]:
     from mneme_cuda.cubin import USER_CONSTANT_BANK
 
     cmem = sum(int(n) for n in re.findall(rf"(\d+) bytes cmem\[{USER_CONSTANT_BANK}\]", header + section))
-    return {"registers": grab(r"Used (\d+) registers"), "spill_stores": grab(r"(\d+) bytes spill stores"),
-            "spill_loads": grab(r"(\d+) bytes spill loads"), "shared_mem": grab(r"(\d+) bytes smem"),
-            "local_mem": grab(r"(\d+) bytes stack frame"), "const_mem": cmem, "found": start >= 0,
-            "cmem_printed": "cmem[" in report}  # fmt: skip
+    return {
+        "registers": grab(r"Used (\d+) registers"),
+        "spill_stores": grab(r"(\d+) bytes spill stores"),
+        "spill_loads": grab(r"(\d+) bytes spill loads"),
+        "shared_mem": grab(r"(\d+) bytes smem"),
+        "local_mem": grab(r"(\d+) bytes stack frame"),
+        "const_mem": cmem,
+        "found": start >= 0,
+        "cmem_printed": "cmem[" in report,
+    }
 
 
-_CONST_DECL = re.compile(r"^\s*(?:\.visible\s+|\.global\s+)?\.const\s+\.align\s+(\d+)\s+\.\w+\s+[\w$]+((?:\[\d+\])*)",
-                         re.MULTILINE)
+_CONST_DECL = re.compile(
+    r"^\s*(?:\.visible\s+|\.global\s+)?\.const\s+\.align\s+(\d+)\s+\.\w+\s+[\w$]+((?:\[\d+\])*)", re.MULTILINE
+)
 
 
 def ptx_const_bytes(ptx: str) -> int:
@@ -115,7 +125,8 @@ def const_at_sm80(module, kernel: str, folder: Path) -> tuple[int, int] | None:
     except Exception:  # counted by the caller as not buildable for sm_80
         return None
     return cubin.resources(data, kernel, log, tool).const_mem, _ptxas_numbers(_ptxas_v(ptx, "sm_80", folder), kernel)[
-        "const_mem"]
+        "const_mem"
+    ]
 
 
 def ptxas_release() -> str:
@@ -129,8 +140,11 @@ def nvcc_cubin_seconds(unit: kc.Unit, reps: int, folder: Path) -> float | None:
     times = []
     for _ in range(reps):
         start = time.perf_counter()
-        done = subprocess.run([kc.NVCC, f"-arch={kc.ARCH}", *unit.flags, "-cubin", str(unit.source), "-o",
-                               str(folder / "u.cubin")], capture_output=True, cwd=unit.source.parent)  # fmt: skip
+        done = subprocess.run(
+            [kc.NVCC, f"-arch={kc.ARCH}", *unit.flags, "-cubin", str(unit.source), "-o", str(folder / "u.cubin")],
+            capture_output=True,
+            cwd=unit.source.parent,
+        )
         if done.returncode != 0:
             return None
         times.append(time.perf_counter() - start)
@@ -173,12 +187,15 @@ class CompileTimes:
         return total, binary
 
     def rows(self) -> list[str]:
-        return ["| stage | median ms per kernel |", "| --- | --- |",
-                *(f"| {stage} | {_ms(v):.1f} |" for stage, v in self.stages.items()),
-                f"| **total (Mneme, IR -> cubin)** | {_ms(self.totals):.1f} |",
-                f"| total, the {len(self.small)} small kernels (at most {SMALL} IR instructions) | {_ms(self.small):.1f} |",
-                f"| total, the small kernels' first builds | {_ms(self.small_first):.1f} |",
-                *(f"| total, {name}'s {len(v)} kernels | {_ms(v):.1f} |" for name, v in self.projects.items())]  # fmt: skip
+        return [
+            "| stage | median ms per kernel |",
+            "| --- | --- |",
+            *(f"| {stage} | {_ms(v):.1f} |" for stage, v in self.stages.items()),
+            f"| **total (Mneme, IR -> cubin)** | {_ms(self.totals):.1f} |",
+            f"| total, the {len(self.small)} small kernels (at most {SMALL} IR instructions) | {_ms(self.small):.1f} |",
+            f"| total, the small kernels' first builds | {_ms(self.small_first):.1f} |",
+            *(f"| total, {name}'s {len(v)} kernels | {_ms(v):.1f} |" for name, v in self.projects.items()),
+        ]
 
 
 def corpus_names() -> list[str]:
@@ -189,8 +206,14 @@ def machine() -> str:
     """The host's name, CPU model and cores, for a report's first line."""
     model = ""
     try:
-        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), "")  # fmt: skip
+        model = next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
     except OSError:
         pass
     return f"{platform.node() or 'this machine'} ({model or platform.processor() or 'CPU unknown'}), {os.cpu_count()} cores"
@@ -204,7 +227,9 @@ def export_bitcode(built: list[kc.Built], folder: Path) -> int:
         for n, entry in enumerate(b.entries()):
             name = f"{b.unit.name}.{n}.bc"
             (folder / name).write_bytes(entry.bitcode)
-            modules.append({"project": b.unit.project, "unit": b.unit.name, "file": name, "kernels": list(entry.kernels)})
+            modules.append(
+                {"project": b.unit.project, "unit": b.unit.name, "file": name, "kernels": list(entry.kernels)}
+            )
     index = {"arch": kc.ARCH, "corpus": corpus_names(), "modules": modules}
     (folder / "index.json").write_text(json.dumps(index, indent=1) + "\n")
     return sum(len(m["kernels"]) for m in modules)
@@ -240,7 +265,7 @@ def compile_only(folder: Path, reps: int, out: Path) -> str:
         f"excluded, median of {reps} builds per kernel.",
         "",
         *times.rows(),
-    ]  # fmt: skip
+    ]
     if failed:
         lines += ["", "Failures:", ""] + [f"- {f}" for f in failed[:40]]
     text = "\n".join(lines) + "\n"
@@ -255,7 +280,9 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N units (quick runs)")
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "cpu-corpus.md"))
     parser.add_argument("--export-bitcode", metavar="DIR", help="write the corpus IR and its index to DIR, then stop")
-    parser.add_argument("--compile-only", metavar="DIR", help="time the compiles of an exported corpus (no nvcc needed)")
+    parser.add_argument(
+        "--compile-only", metavar="DIR", help="time the compiles of an exported corpus (no nvcc needed)"
+    )
     args = parser.parse_args()
     from mneme_cuda import codegen, cubin
 
@@ -264,7 +291,9 @@ def main() -> None:
         return
     if args.export_bitcode:
         built = [b for b in kc.build(kc.units()[: args.limit or None]) if b.nvcc_ok and b.ir_embedded]
-        print(f"{export_bitcode(built, Path(args.export_bitcode))} kernels of {len(built)} units -> {args.export_bitcode}")
+        print(
+            f"{export_bitcode(built, Path(args.export_bitcode))} kernels of {len(built)} units -> {args.export_bitcode}"
+        )
         return
 
     start = time.perf_counter()
@@ -343,12 +372,21 @@ def main() -> None:
                         for f in same:
                             agree[which, f] += 1
                         if len(same) != len(FIELDS) and which == "ptxas":
-                            disagree.append(f"{kernel}: " + ", ".join(f"{f} {getattr(got, f)} vs ptxas -v {want[f]}"
-                                                                       for f in FIELDS if f not in same))  # fmt: skip
+                            disagree.append(
+                                f"{kernel}: "
+                                + ", ".join(
+                                    f"{f} {getattr(got, f)} vs ptxas -v {want[f]}" for f in FIELDS if f not in same
+                                )
+                            )
                         elif which == "default" and any(getattr(got, f) != want[f] for f in FIELDS[3:5]):
-                            disagree.append(f"{kernel} ({got.assembler}): " + ", ".join(
-                                f"{f} {getattr(got, f)} vs ptxas -v {want[f]}" for f in FIELDS[3:5]
-                                if getattr(got, f) != want[f]))  # fmt: skip
+                            disagree.append(
+                                f"{kernel} ({got.assembler}): "
+                                + ", ".join(
+                                    f"{f} {getattr(got, f)} vs ptxas -v {want[f]}"
+                                    for f in FIELDS[3:5]
+                                    if getattr(got, f) != want[f]
+                                )
+                            )
             seconds = nvcc_cubin_seconds(b.unit, args.nvcc_reps, folder)
             if seconds is not None and kernels_in_unit:
                 nvcc_per_kernel.append(seconds / kernels_in_unit)
@@ -368,41 +406,69 @@ def main() -> None:
         "",
         "| project | units | nvcc compiles | IR embedded | kernels with IR | host backend accepts |",
         "| --- | --- | --- | --- | --- | --- |",
-    ]  # fmt: skip
+    ]
     for name, p in per_project.items():
         pct = 100 * p["accepted"] / p["kernels"] if p["kernels"] else 0
-        lines.append(f"| {name} | {p['units']} | {p['nvcc']} | {p['ir']} | {p['kernels']} | {p['accepted']} ({pct:.1f}%) |")
-    lines.append(f"| **all** | {len(built)} | {len(nvcc_ok)} | {len(with_ir)} | {kernels} | {accepted} "
-                 f"({100 * accepted / max(kernels, 1):.1f}%) |")  # fmt: skip
-    lines += ["", "Workarounds mneme-cc applied (units): " + (
-        ", ".join(f"{w} ({n})" for w, n in workarounds.items()) or "none"), ""]
+        lines.append(
+            f"| {name} | {p['units']} | {p['nvcc']} | {p['ir']} | {p['kernels']} | {p['accepted']} ({pct:.1f}%) |"
+        )
+    lines.append(
+        f"| **all** | {len(built)} | {len(nvcc_ok)} | {len(with_ir)} | {kernels} | {accepted} "
+        f"({100 * accepted / max(kernels, 1):.1f}%) |"
+    )
+    lines += [
+        "",
+        "Workarounds mneme-cc applied (units): " + (", ".join(f"{w} ({n})" for w, n in workarounds.items()) or "none"),
+        "",
+    ]
     lines += ["## Constructs the host backend refuses", "", "| construct | kernels |", "| --- | --- |"]
     lines += [f"| `{c}` | {n} |" for c, n in refused.most_common()] or ["| none | 0 |"]
-    lines += ["", "## Compile to an sm_90 cubin (uncached, process start-up excluded)", "",
-              f"{compiled} kernels compiled, {failed} failed.", "", *times.rows(),
-              f"| `nvcc -cubin` of the unit / its kernels | {_ms(nvcc_per_kernel):.1f} |", ""]  # fmt: skip
+    lines += [
+        "",
+        "## Compile to an sm_90 cubin (uncached, process start-up excluded)",
+        "",
+        f"{compiled} kernels compiled, {failed} failed.",
+        "",
+        *times.rows(),
+        f"| `nvcc -cubin` of the unit / its kernels | {_ms(nvcc_per_kernel):.1f} |",
+        "",
+    ]
     if mneme_per_unit:
-        lines.append(f"Per unit (median of {len(mneme_per_unit)}): `nvcc -cubin` {_ms([a for a, _ in mneme_per_unit]):.0f} ms, "
-                     f"Mneme's compile of all its kernels {_ms([b for _, b in mneme_per_unit]):.0f} ms.")  # fmt: skip
-    lines += ["", "## Resources: Mneme's cubin reading vs `ptxas -v` of the same PTX", "",
-              f"Mneme reads each field from the cubin. Column 1: the cubin `ptxas` ({ptxas_release()}, the "
-              "version `ptxas -v` is) assembled; column 2: the cubin of Mneme's default assembler "
-              f"({codegen.ptxas_version()}), whose register allocation may differ where its version does.", "",
-              "| field | same assembler as `ptxas -v` | default assembler |", "| --- | --- | --- |"]  # fmt: skip
+        lines.append(
+            f"Per unit (median of {len(mneme_per_unit)}): `nvcc -cubin` {_ms([a for a, _ in mneme_per_unit]):.0f} ms, "
+            f"Mneme's compile of all its kernels {_ms([b for _, b in mneme_per_unit]):.0f} ms."
+        )
+    lines += [
+        "",
+        "## Resources: Mneme's cubin reading vs `ptxas -v` of the same PTX",
+        "",
+        f"Mneme reads each field from the cubin. Column 1: the cubin `ptxas` ({ptxas_release()}, the "
+        "version `ptxas -v` is) assembled; column 2: the cubin of Mneme's default assembler "
+        f"({codegen.ptxas_version()}), whose register allocation may differ where its version does.",
+        "",
+        "| field | same assembler as `ptxas -v` | default assembler |",
+        "| --- | --- | --- |",
+    ]
     no_cmem = const_ptx["agree"] + const_ptx["differ"]
-    lines += [f"| {f}{' *' if f == 'const_mem' and no_cmem else ''} | {agree['ptxas', f]} / {compiled} | "
-              f"{agree['default', f]} / {compiled} |" for f in FIELDS]  # fmt: skip
+    lines += [
+        f"| {f}{' *' if f == 'const_mem' and no_cmem else ''} | {agree['ptxas', f]} / {compiled} | "
+        f"{agree['default', f]} / {compiled} |"
+        for f in FIELDS
+    ]
     checked80 = const80["agree"] + const80["differ"]
     if no_cmem:
-        lines += ["", f"\\* CUDA 13's `ptxas -v` prints no `cmem` line for sm_90 ({no_cmem} kernels here), so there the "
-                  "const_mem row compares Mneme's reading (the cubin's user constant bank, `.nv.constant3`) with the "
-                  "size of the user constant variables the PTX declares (`.const`, laid out in order with their "
-                  f"alignment): equal on {const_ptx['agree']} of {no_cmem} kernels ({const_ptx['nonzero']} of them "
-                  "nonzero). Each kernel is also built for sm_80, where `ptxas -v` prints the bank "
-                  f"(`N bytes cmem[3]`), and compared there: equal on {const80['agree']} of {checked80} kernels "
-                  f"({const80['nonzero']} of them with a nonzero bank); {const80['not buildable for sm_80']} use "
-                  "sm_90-only instructions and cannot be built for sm_80. The GPU suite compares const_mem with the "
-                  "driver's `CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES`."]  # fmt: skip
+        lines += [
+            "",
+            f"\\* CUDA 13's `ptxas -v` prints no `cmem` line for sm_90 ({no_cmem} kernels here), so there the "
+            "const_mem row compares Mneme's reading (the cubin's user constant bank, `.nv.constant3`) with the "
+            "size of the user constant variables the PTX declares (`.const`, laid out in order with their "
+            f"alignment): equal on {const_ptx['agree']} of {no_cmem} kernels ({const_ptx['nonzero']} of them "
+            "nonzero). Each kernel is also built for sm_80, where `ptxas -v` prints the bank "
+            f"(`N bytes cmem[3]`), and compared there: equal on {const80['agree']} of {checked80} kernels "
+            f"({const80['nonzero']} of them with a nonzero bank); {const80['not buildable for sm_80']} use "
+            "sm_90-only instructions and cannot be built for sm_80. The GPU suite compares const_mem with the "
+            "driver's `CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES`.",
+        ]
     if disagree:
         lines += ["", "Disagreements and failures:", ""] + [f"- {d}" for d in disagree[:40]]
     text = "\n".join(lines) + "\n"

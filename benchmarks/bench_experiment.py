@@ -38,8 +38,10 @@ def report(name: str, rows: list[tuple[float, float, float, float]]) -> None:
     runs = statistics.median(r[1] for r in rows)
     compile_ = statistics.median(r[2] for r in rows)
     overhead = statistics.median(r[3] for r in rows)
-    print(f"{name:<24} wall {wall * 1e3:8.3f} ms  kernel {runs * 1e3:8.3f} ms  compile {compile_ * 1e3:8.3f} ms  "
-          f"overhead {overhead * 1e3:8.3f} ms  overhead/wall {overhead / wall:6.3f}")
+    print(
+        f"{name:<24} wall {wall * 1e3:8.3f} ms  kernel {runs * 1e3:8.3f} ms  compile {compile_ * 1e3:8.3f} ms  "
+        f"overhead {overhead * 1e3:8.3f} ms  overhead/wall {overhead / wall:6.3f}"
+    )
 
 
 def main() -> None:
@@ -58,10 +60,19 @@ def main() -> None:
         rng = np.random.default_rng(0)
         x = rng.uniform(0, 1, opts.n).astype(np.float32)
         y = rng.uniform(0, 1, opts.n).astype(np.float32)
-        db = capture.capture(ROOT / "examples" / "saxpy" / "saxpy.ll", "saxpy", max(1, opts.n // 1024), 256,
-                             [opts.n, np.float32(2.0), x, y], Path(tmp) / "rec", backend=opts.backend)  # fmt: skip
-        print(f"saxpy n={opts.n}, backend {opts.backend}, {opts.iterations} timed runs + 1 warm-up per experiment, "
-              f"{opts.repeats} experiments, same configuration (cached build)")  # fmt: skip
+        db = capture.capture(
+            ROOT / "examples" / "saxpy" / "saxpy.ll",
+            "saxpy",
+            max(1, opts.n // 1024),
+            256,
+            [opts.n, np.float32(2.0), x, y],
+            Path(tmp) / "rec",
+            backend=opts.backend,
+        )
+        print(
+            f"saxpy n={opts.n}, backend {opts.backend}, {opts.iterations} timed runs + 1 warm-up per experiment, "
+            f"{opts.repeats} experiments, same configuration (cached build)"
+        )
 
         with BaseExecutor(db, iterations=opts.iterations, backend=opts.backend) as ex:
             config = ex.default_config()
@@ -76,8 +87,9 @@ def main() -> None:
                 rows.append((wall, *split(result, wall)))
             report("BaseExecutor.execute", rows)
 
-        with AsyncReplayExecutor(db, iterations=opts.iterations, backend=opts.backend,
-                                 results_db_dir=Path(tmp) / "pool") as pool:  # fmt: skip
+        with AsyncReplayExecutor(
+            db, iterations=opts.iterations, backend=opts.backend, results_db_dir=Path(tmp) / "pool"
+        ) as pool:
             pool.evaluate(config)
             rows = []
             for _ in range(opts.repeats):

@@ -70,17 +70,24 @@ def cross_check_table(root: Path, entry) -> list[str]:
         hip_ir.write_bytes(entry.bitcode)
         found = hc.cross_check(cuda_ir, hip_ir, Path(scratch, "captures"))
     counts = collections.Counter(a.status for a in found)
-    lines = ["## CUDA and HIP builds on the host backend", "",
-             f"The same release's ggml-cuda.cu built for CUDA (`clang++ -x cuda`, {hc.CUDA_ARCH}) and for HIP (gfx90a): "
-             f"each of the {len(found)} kernels both builds share whose parameters are float pointers and int/float "
-             f"scalars, captured on the host backend with the same inputs (grid {hc.GRID}, block {hc.BLOCK} or a "
-             f"templated kernel's block size, {hc.SHARED} bytes of dynamic shared memory, every int {hc.SIZE}, buffers "
-             f"of {hc.BUFFER} floats uniform in [-2, 2]); every buffer compared bit for bit after the launch. Kernels "
-             f"calling the vendors' math libraries (libdevice for CUDA, ocml for HIP) may differ by "
-             f"{hc.MATH_ULPS} ulp: {', '.join(hc.VENDOR_MATH)}.", "",
-             "| kernels | bit-identical | differ | not captured |", "| --- | --- | --- | --- |",
-             f"| {len(found)} | {counts['identical']} | {counts['differs']} | {counts['not captured']} |", "",
-             "| kernel | result | detail |", "| --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "## CUDA and HIP builds on the host backend",
+        "",
+        f"The same release's ggml-cuda.cu built for CUDA (`clang++ -x cuda`, {hc.CUDA_ARCH}) and for HIP (gfx90a): "
+        f"each of the {len(found)} kernels both builds share whose parameters are float pointers and int/float "
+        f"scalars, captured on the host backend with the same inputs (grid {hc.GRID}, block {hc.BLOCK} or a "
+        f"templated kernel's block size, {hc.SHARED} bytes of dynamic shared memory, every int {hc.SIZE}, buffers "
+        f"of {hc.BUFFER} floats uniform in [-2, 2]); every buffer compared bit for bit after the launch. Kernels "
+        f"calling the vendors' math libraries (libdevice for CUDA, ocml for HIP) may differ by "
+        f"{hc.MATH_ULPS} ulp: {', '.join(hc.VENDOR_MATH)}.",
+        "",
+        "| kernels | bit-identical | differ | not captured |",
+        "| --- | --- | --- | --- |",
+        f"| {len(found)} | {counts['identical']} | {counts['differs']} | {counts['not captured']} |",
+        "",
+        "| kernel | result | detail |",
+        "| --- | --- | --- |",
+    ]
     lines += [f"| `{a.kernel[:70]}` | {a.status} | {a.detail} |" for a in found if a.status != "identical"]
     return lines
 
@@ -137,14 +144,22 @@ def main() -> int:
         accepted = sum(v.runnable for v in found)
         share = 100 * accepted / len(found) if found else 0
         ms = statistics.median(seconds) * 1e3 if seconds else float("nan")
-        lines.append(f"| {arch} | 1 | 1 | {len(clang.get(arch, ()))} | {len(entry.kernels)} | {built} of {tried} "
-                     f"| {ms:.0f} | {accepted} ({share:.1f}%) | {len(found) - accepted} |")  # fmt: skip
+        lines.append(
+            f"| {arch} | 1 | 1 | {len(clang.get(arch, ()))} | {len(entry.kernels)} | {built} of {tried} "
+            f"| {ms:.0f} | {accepted} ({share:.1f}%) | {len(found) - accepted} |"
+        )
         for v in found:
             if not v.runnable:
                 refused_rows.append(f"| {arch} | `{v.kernel[:70]}` | {'; '.join(_short(u) for u in v.unsupported)} |")
         refused_rows += [f"| {arch} | hip backend | {f} |" for f in failed]
     counts = collections.Counter(_short(u) for v in verdicts if not v.runnable for u in v.unsupported)
-    lines += ["", "## Refused on the host backend, by construct", "", "| construct | kernels (all archs) |", "| --- | --- |"]
+    lines += [
+        "",
+        "## Refused on the host backend, by construct",
+        "",
+        "| construct | kernels (all archs) |",
+        "| --- | --- |",
+    ]
     lines += [f"| {c} | {n} |" for c, n in counts.most_common()] or ["| (none) | 0 |"]
     lines += ["", "## Refused kernels", "", "| arch | kernel | construct |", "| --- | --- | --- |", *refused_rows]
     if args.cross_check:

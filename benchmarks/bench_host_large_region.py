@@ -29,8 +29,9 @@ SAXPY_IR = ROOT / "examples" / "saxpy" / "saxpy.ll"
 
 def _mneme(*args: str) -> tuple[int, str, float]:
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "mneme", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", *args], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}
+    )
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - started
 
 
@@ -45,9 +46,11 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="mneme-large-") as tmp:
         spec = Path(tmp) / "spec.yaml"
         shutil.copyfile(SAXPY_IR, Path(tmp) / "saxpy.ll")  # a description's IR lies in its folder
-        spec.write_text(f"ir: saxpy.ll\nkernel: saxpy\ngrid: {-(-n // block)}\nblock: {block}\n"
-                        f"buffers:\n  ys: {{full: {{dtype: float32, shape: [{n}], value: 1.0}}, output: true}}\n"
-                        f"args:\n  - {n}\n  - 2.0\n  - {{ptr: ys}}\n  - {{ptr: ys}}\n")
+        spec.write_text(
+            f"ir: saxpy.ll\nkernel: saxpy\ngrid: {-(-n // block)}\nblock: {block}\n"
+            f"buffers:\n  ys: {{full: {{dtype: float32, shape: [{n}], value: 1.0}}, output: true}}\n"
+            f"args:\n  - {n}\n  - 2.0\n  - {{ptr: ys}}\n  - {{ptr: ys}}\n"
+        )
         limits = {"MNEME_LIMIT_BUFFER_BYTES": str(max(n * 4, 4 << 30))}
         os.environ.update(limits)
         code, out, took = _mneme("capture", str(spec), "-o", str(Path(tmp) / "rec"), "--backend", "host")
@@ -64,9 +67,9 @@ def main() -> int:
         print(f"snapshot verify: exit {code}, {took:.1f} s")
         code, out, took = _mneme("replay", "-rdb", str(db), "--json")
         try:
-            result = json.loads(out[out.index("{"):])["result"]
+            result = json.loads(out[out.index("{") :])["result"]
             verified = code == 0 and result["verified"] is True
-            figures["kernel_median_s"] = json.loads(out[out.index("{"):]).get("median_time")
+            figures["kernel_median_s"] = json.loads(out[out.index("{") :]).get("median_time")
         except (ValueError, KeyError):
             verified = False
         figures["replay_s"], figures["replay_exit"], figures["replay_verified"] = round(took, 2), code, verified

@@ -75,11 +75,18 @@ def main() -> None:
             env.pop("MNEME_HOST_THREADS", None)
             if threads:
                 env["MNEME_HOST_THREADS"] = threads
-            out = subprocess.run([sys.executable, __file__, "--child", "--launches", str(opts.launches)], env=env,
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", "--launches", str(opts.launches)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             for label, times in json.loads(out.splitlines()[-1]).items():
-                print(f"threads={threads or os.cpu_count()} sandbox={sandbox} {label}: median "
-                      f"{statistics.median(times) * 1e6:.1f} us, min {min(times) * 1e6:.1f} us ({len(times)} launches)")
+                print(
+                    f"threads={threads or os.cpu_count()} sandbox={sandbox} {label}: median "
+                    f"{statistics.median(times) * 1e6:.1f} us, min {min(times) * 1e6:.1f} us ({len(times)} launches)"
+                )
 
 
 if __name__ == "__main__":

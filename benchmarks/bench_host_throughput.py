@@ -166,9 +166,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="16,18,20,22", help="log2 of the element counts")
     parser.add_argument("--repeat", type=int, default=5, help="runs at least, of which the fastest counts")
-    parser.add_argument("--budget", type=float, default=1.0,
-                        help="seconds of more runs per figure (a loaded machine: the fastest run is the one least "
-                             "interrupted; a long kernel needs as many tries as a short one)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=1.0,
+        help="seconds of more runs per figure (a loaded machine: the fastest run is the one least "
+        "interrupted; a long kernel needs as many tries as a short one)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "host-throughput.md")
     opts = parser.parse_args()
     import llvmlite.binding as llvm
@@ -204,13 +208,16 @@ def main() -> int:
                 for shape in ("each", "stride", "tile"):
                     kernel = f"{name}_{shape}"
                     config = ExperimentConfiguration(grid=64, block=256)
-                    loaded[kernel] = dev.load(backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch()))
+                    loaded[kernel] = dev.load(
+                        backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
+                    )
                     forms[kernel] = _form(module_text, kernel)
                     # the same kernel thread after thread (the form before issue 40's lockstep groups), side by side
                     os.environ[lanes.ENV] = "0"
                     try:
-                        single[kernel] = dev.load(backend.compile(llvm.parse_assembly(module_text), kernel, config,
-                                                                  backend.arch()))  # fmt: skip
+                        single[kernel] = dev.load(
+                            backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
+                        )
                     finally:
                         del os.environ[lanes.ENV]
             threads = sorted({1, os.cpu_count() or 1})
@@ -220,8 +227,11 @@ def main() -> int:
                     "stencil": lambda t, n=n: loops.stencil(n, xp, yp, t),
                     "sum": lambda t, n=n: loops.sum(n, xp, t),
                 }
-                for name, args in (("saxpy", struct.pack("<ifQQ", n, 2.0, ax, ay)), ("stencil", struct.pack("<i4xQQ", n, ax, ay)),
-                                   ("sum", struct.pack("<i4xQQ", n, ax, aout))):  # fmt: skip
+                for name, args in (
+                    ("saxpy", struct.pack("<ifQQ", n, 2.0, ax, ay)),
+                    ("stencil", struct.pack("<i4xQQ", n, ax, ay)),
+                    ("sum", struct.pack("<i4xQQ", n, ax, aout)),
+                ):
                     for shape, (grid, block) in shapes(n).items():
                         kernel = f"{name}_{shape}"
                         # interleaved: the C loop just before and just after the kernel (the better of 1 thread and
@@ -232,13 +242,18 @@ def main() -> int:
                         host = best_launch(dev, loaded[kernel], grid, block, args, opts.repeat, opts.budget)
                         dev.launch(single[kernel], grid, block, 0, args)
                         old = best_launch(dev, single[kernel], grid, block, args, opts.repeat, opts.budget)
-                        c_time = min(c_before, min(best(functools.partial(c_loop, t), opts.repeat, opts.budget) for t in threads))
+                        c_time = min(
+                            c_before, min(best(functools.partial(c_loop, t), opts.repeat, opts.budget) for t in threads)
+                        )
                         gbs = BYTES[name] * n / host / 1e9
                         c_gbs = BYTES[name] * n / c_time / 1e9
                         rows.append((name, shape, n, forms[kernel], host, old, c_time, gbs, c_gbs))
-                        print(f"{name:8} {shape:7} 2^{n.bit_length() - 1:<3} {forms[kernel]:11} host {host * 1e3:9.3f} ms "
-                              f"(thread after thread {old * 1e3:9.3f})  C {c_time * 1e3:8.3f} ms  {gbs:7.2f} / {c_gbs:7.2f} GB/s"
-                              f"  ratio {gbs / c_gbs:5.2f}", flush=True)  # fmt: skip
+                        print(
+                            f"{name:8} {shape:7} 2^{n.bit_length() - 1:<3} {forms[kernel]:11} host {host * 1e3:9.3f} ms "
+                            f"(thread after thread {old * 1e3:9.3f})  C {c_time * 1e3:8.3f} ms  {gbs:7.2f} / {c_gbs:7.2f} GB/s"
+                            f"  ratio {gbs / c_gbs:5.2f}",
+                            flush=True,
+                        )
         load_after = os.getloadavg()
     lines = [
         "# Host-backend throughput against a plain C loop",
@@ -258,10 +273,13 @@ def main() -> int:
         "",
         "| kernel | shape | elements | form | host ms | thread after thread ms | C ms | host GB/s | C GB/s | host / C |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        *(f"| {k} | {s} | 2^{n.bit_length() - 1} | {f} | {h * 1e3:.3f} | {o * 1e3:.3f} | {c * 1e3:.3f} | {g:.2f} | "
-          f"{cg:.2f} | {g / cg:.2f} |" for k, s, n, f, h, o, c, g, cg in rows),
+        *(
+            f"| {k} | {s} | 2^{n.bit_length() - 1} | {f} | {h * 1e3:.3f} | {o * 1e3:.3f} | {c * 1e3:.3f} | {g:.2f} | "
+            f"{cg:.2f} | {g / cg:.2f} |"
+            for k, s, n, f, h, o, c, g, cg in rows
+        ),
         "",
-    ]  # fmt: skip
+    ]
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     opts.out.write_text("\n".join(lines))
     return 0

@@ -82,13 +82,19 @@ def measure(rounds: int, kernel: str, arch: str) -> dict:
         loads.append(os.getloadavg()[0])
     shutil.rmtree(work, ignore_errors=True)
     return {
-        "rounds": rounds, "kernel": kernel, "arch": arch, "python": sys.version.split()[0],
+        "rounds": rounds,
+        "kernel": kernel,
+        "arch": arch,
+        "python": sys.version.split()[0],
         "load_average_1min": {"min": min(loads), "max": max(loads)},
-        "commands": {name: {clock: statistics.median(values) for clock, values in row.items()}
-                     for name, row in times.items()},
-        "ratio_over_nvcc": {name: {clock: statistics.median(values) for clock, values in ratios.items()}
-                            for name, ratios in pairs.items()},
-    }  # fmt: skip
+        "commands": {
+            name: {clock: statistics.median(values) for clock, values in row.items()} for name, row in times.items()
+        },
+        "ratio_over_nvcc": {
+            name: {clock: statistics.median(values) for clock, values in ratios.items()}
+            for name, ratios in pairs.items()
+        },
+    }
 
 
 def main() -> None:
@@ -100,15 +106,19 @@ def main() -> None:
     args = parser.parse_args()
     result = measure(args.rounds, args.kernel, args.arch)
     load = result["load_average_1min"]
-    print(f"{args.kernel} for {args.arch}, {args.rounds} rounds interleaved; load average (1 min) "
-          f"{load['min']:.1f}..{load['max']:.1f}")
+    print(
+        f"{args.kernel} for {args.arch}, {args.rounds} rounds interleaved; load average (1 min) "
+        f"{load['min']:.1f}..{load['max']:.1f}"
+    )
     print("| command | median wall | median CPU (user + system) |")
     print("| --- | --- | --- |")
     for name, row in result["commands"].items():
         print(f"| `{name}` | {row['wall'] * 1e3:.0f} ms | {row['cpu'] * 1e3:.0f} ms |")
     for name, ratio in result["ratio_over_nvcc"].items():
-        print(f"ratio `{name}` / `nvcc -cubin`, median of per-round pairs: wall {ratio['wall']:.2f}, "
-              f"CPU {ratio['cpu']:.2f}")
+        print(
+            f"ratio `{name}` / `nvcc -cubin`, median of per-round pairs: wall {ratio['wall']:.2f}, "
+            f"CPU {ratio['cpu']:.2f}"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 

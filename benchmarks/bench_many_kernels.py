@@ -33,11 +33,15 @@ CONFIG = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1))
 
 def generate(n: int) -> str:
     """CUDA source: n kernels, each calling a shared device helper with its own constants."""
-    out = ["__device__ float helper(float x, int k) { float s = 0; for (int j = 0; j < k; ++j) s += __sinf(x + j) * x; return s; }"]
+    out = [
+        "__device__ float helper(float x, int k) { float s = 0; for (int j = 0; j < k; ++j) s += __sinf(x + j) * x; return s; }"
+    ]
     for i in range(n):
-        out.append(f'extern "C" __global__ void k{i}(const float* in, float* out, int n) {{\n'
-                   f"  int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
-                   f"  if (t < n) {{ float v = in[t] * {i + 1}.0f; if (v > {i}) v = helper(v, {i % 7 + 1}); out[t] = v + {i % 13}; }}\n}}")  # fmt: skip
+        out.append(
+            f'extern "C" __global__ void k{i}(const float* in, float* out, int n) {{\n'
+            f"  int t = blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"  if (t < n) {{ float v = in[t] * {i + 1}.0f; if (v > {i}) v = helper(v, {i % 7 + 1}); out[t] = v + {i % 13}; }}\n}}"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -45,10 +49,31 @@ def build_module(n: int, folder: Path) -> Path:
     src, out = folder / "many.cu", folder / "many.ll"
     src.write_text(generate(n))
     cuda = cuda_path()
-    subprocess.run([CLANG, "-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_90", f"--cuda-path={cuda}",
-                    "-Wno-unknown-cuda-version", "-isystem", str(STUBS_DIR), "-isystem", str(cuda / "include" / "cccl"),
-                    "-O3", "-Xclang", "-disable-llvm-optzns", "-emit-llvm", "-S", str(src), "-o", str(out)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            CLANG,
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            "--cuda-gpu-arch=sm_90",
+            f"--cuda-path={cuda}",
+            "-Wno-unknown-cuda-version",
+            "-isystem",
+            str(STUBS_DIR),
+            "-isystem",
+            str(cuda / "include" / "cccl"),
+            "-O3",
+            "-Xclang",
+            "-disable-llvm-optzns",
+            "-emit-llvm",
+            "-S",
+            str(src),
+            "-o",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -98,10 +123,14 @@ def main() -> None:
     print(f"| module | {args.kernels} kernels, {size} bytes of IR text |")
     print(f"| link cache | {'off' if args.no_link_cache else 'on'} |")
     print(f"| first kernel: read + link + prune + preprocess | {first * 1e3:.1f} ms |")
-    print(f"| other kernels: link + prune + preprocess, median (p90) | {statistics.median(rest) * 1e3:.1f} ms "
-          f"({sorted(rest)[int(len(rest) * 0.9)] * 1e3:.1f} ms) |")  # fmt: skip
-    print(f"| small kernel (saxpy) compile to sm_90 cubin, median of {args.reps} | {statistics.median(small) * 1e3:.1f} ms "
-          f"({codegen.ptx_assembler()}) |")  # fmt: skip
+    print(
+        f"| other kernels: link + prune + preprocess, median (p90) | {statistics.median(rest) * 1e3:.1f} ms "
+        f"({sorted(rest)[int(len(rest) * 0.9)] * 1e3:.1f} ms) |"
+    )
+    print(
+        f"| small kernel (saxpy) compile to sm_90 cubin, median of {args.reps} | {statistics.median(small) * 1e3:.1f} ms "
+        f"({codegen.ptx_assembler()}) |"
+    )
     split = " / ".join(f"{stage} {seconds * 1e3:.1f}" for stage, seconds in stages.items())
     print(f"| its stages, median ms | {split} |")
 

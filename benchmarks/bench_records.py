@@ -23,8 +23,15 @@ from mneme.core.records import ArgInfo, RecordedExecution, copy_records
 def build(folder: Path, instances: int, mib: int) -> RecordedExecution:
     folder.mkdir(parents=True)
     (folder / "k.ll").write_text("; IR stands in: the database never parses it\n")
-    rec = RecordedExecution.create(folder, kernel_name="k", static_hash="bench", backend="host", arch="x86_64",
-                                   modules=[folder / "k.ll"], args=[ArgInfo("x", 0, 8, "pointer"), ArgInfo("n", 8, 4, "int")])
+    rec = RecordedExecution.create(
+        folder,
+        kernel_name="k",
+        static_hash="bench",
+        backend="host",
+        arch="x86_64",
+        modules=[folder / "k.ll"],
+        args=[ArgInfo("x", 0, 8, "pointer"), ArgInfo("n", 8, 4, "int")],
+    )
     (folder / "snapshots").mkdir()
     big = max(1, mib) << 20
     chunk = os.urandom(1 << 20)
@@ -36,8 +43,14 @@ def build(folder: Path, instances: int, mib: int) -> RecordedExecution:
                     f.writelines(chunk for _ in range(big // 2 // len(chunk)))
                 else:
                     f.write(b"s")
-        rec.add_instance(grid=(i + 1, 1, 1), block=(128, 1, 1), shared_mem=0,
-                         args=struct.pack("<QI", 0x7F0000000000, i) + bytes(4), prologue=prologue, epilogue=epilogue)
+        rec.add_instance(
+            grid=(i + 1, 1, 1),
+            block=(128, 1, 1),
+            shared_mem=0,
+            args=struct.pack("<QI", 0x7F0000000000, i) + bytes(4),
+            prologue=prologue,
+            epilogue=epilogue,
+        )
     rec.save()
     return rec
 
@@ -63,8 +76,10 @@ def main() -> None:
         rec = build(root / "src", opts.instances, opts.mib)
         load = seconds(lambda: RecordedExecution.from_json(rec.path), repeat=3)
         save = seconds(lambda: rec.save(), repeat=3)
-        print(f"database with {opts.instances} instances: {rec.path.stat().st_size / 1024:.0f} KiB; "
-              f"load {load * 1e3:.1f} ms ({load / opts.instances * 1e6:.1f} us/instance), save {save * 1e3:.1f} ms")
+        print(
+            f"database with {opts.instances} instances: {rec.path.stat().st_size / 1024:.0f} KiB; "
+            f"load {load * 1e3:.1f} ms ({load / opts.instances * 1e6:.1f} us/instance), save {save * 1e3:.1f} ms"
+        )
 
         files = [rec.path, *rec.referenced_files()]
         total = sum(f.stat().st_size for f in files)
@@ -92,8 +107,10 @@ def main() -> None:
         t_move = time.perf_counter() - start
         gib = total / (1 << 30)
         print(f"recording of {gib:.2f} GiB in {len(files)} files")
-        print(f"plain copy {gib / t_plain:.2f} GiB/s; mneme copy {gib / t_copy:.2f} GiB/s "
-              f"(ratio {t_plain / t_copy:.2f} of the plain copy's throughput)")
+        print(
+            f"plain copy {gib / t_plain:.2f} GiB/s; mneme copy {gib / t_copy:.2f} GiB/s "
+            f"(ratio {t_plain / t_copy:.2f} of the plain copy's throughput)"
+        )
         print(f"mneme move on one file system {t_move * 1e3:.0f} ms ({t_copy / t_move:.0f}x faster than copy)")
 
 

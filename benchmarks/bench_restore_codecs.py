@@ -53,14 +53,18 @@ def measure() -> dict:
     for level in (1, 3):
         packed = zstandard.ZstdCompressor(level=level).compress(shuffled)
         dctx = zstandard.ZstdDecompressor()
-        rows[f"zstd-{level}"] = {"stored": len(packed) / CHUNK,
-                                 "decode_GBps": best_rate(lambda p=packed: dctx.decompress(p), CHUNK)}
+        rows[f"zstd-{level}"] = {
+            "stored": len(packed) / CHUNK,
+            "decode_GBps": best_rate(lambda p=packed: dctx.decompress(p), CHUNK),
+        }
     if codec.lz4_available():
         packed = codec.lz4_compress(shuffled)
         codec.lz4_decompress_into(packed, out)
         assert out.raw == shuffled
-        rows["lz4"] = {"stored": len(packed) / CHUNK,
-                       "decode_GBps": best_rate(lambda: codec.lz4_decompress_into(packed, out), CHUNK)}
+        rows["lz4"] = {
+            "stored": len(packed) / CHUNK,
+            "decode_GBps": best_rate(lambda: codec.lz4_decompress_into(packed, out), CHUNK),
+        }
     else:
         rows["lz4"] = {"error": "liblz4.so.1 not found"}
     target = np.empty(CHUNK, np.uint8)
@@ -69,8 +73,12 @@ def measure() -> dict:
         "xxh3_GBps": best_rate(lambda: xxhash.xxh3_64_intdigest(shuffled), CHUNK),
         "memcpy_GBps": best_rate(lambda: ctypes.memmove(out, shuffled, CHUNK), CHUNK),
     }
-    return {"chunk_bytes": CHUNK, "machine": platform.processor() or platform.machine(), "codecs": rows,
-            "passes": passes}
+    return {
+        "chunk_bytes": CHUNK,
+        "machine": platform.processor() or platform.machine(),
+        "codecs": rows,
+        "passes": passes,
+    }
 
 
 def main() -> int:
@@ -78,13 +86,19 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     opts = parser.parse_args()
     figures = measure()
-    lines = [f"{name:8} stored {r['stored']:.2f}  decode {r['decode_GBps']:.2f} GB/s per core" if "error" not in r
-             else f"{name:8} {r['error']}" for name, r in figures["codecs"].items()]
+    lines = [
+        f"{name:8} stored {r['stored']:.2f}  decode {r['decode_GBps']:.2f} GB/s per core"
+        if "error" not in r
+        else f"{name:8} {r['error']}"
+        for name, r in figures["codecs"].items()
+    ]
     lines += [f"{name.removesuffix('_GBps'):16} {v:.2f} GB/s" for name, v in figures["passes"].items()]
     z, l4 = figures["codecs"]["zstd-3"], figures["codecs"]["lz4"]
     if "error" not in l4:
-        lines.append(f"lz4 decodes {l4['decode_GBps'] / z['decode_GBps']:.2f}x as fast as zstd-3 and stores "
-                     f"{l4['stored'] / z['stored']:.2f}x its bytes")
+        lines.append(
+            f"lz4 decodes {l4['decode_GBps'] / z['decode_GBps']:.2f}x as fast as zstd-3 and stores "
+            f"{l4['stored'] / z['stored']:.2f}x its bytes"
+        )
     figures["summary"] = lines
     if opts.json:
         opts.json.write_text(json.dumps(figures, indent=2))

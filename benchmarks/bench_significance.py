@@ -57,35 +57,69 @@ def null_runs(runs: int, work: Path, measure_time: float, retime_top: int = 3, i
     outcomes = []
     for i in range(runs):
         started = time.monotonic()
-        summary = tune(work / f"null-{i}", "--space", str(NULL_SPACE), "--sampler", "exhaustive", "--trials", "6",
-                       "--retime-top", str(retime_top), "--measure-time", str(measure_time), "--seed", str(i),
-                       "--iterations", str(iterations))
+        summary = tune(
+            work / f"null-{i}",
+            "--space",
+            str(NULL_SPACE),
+            "--sampler",
+            "exhaustive",
+            "--trials",
+            "6",
+            "--retime-top",
+            str(retime_top),
+            "--measure-time",
+            str(measure_time),
+            "--seed",
+            str(i),
+            "--iterations",
+            str(iterations),
+        )
         compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
         significant = [c for c in compared if c["significant"] and c["speedup"] > 1.0]
         # Every row of the table: each configuration runs the recorded code, so any verdict is false.
         rows = [c for c in summary["ranking"] if not c["baseline"]]
         false_rows = [c for c in rows if c["significant"] or c.get("verdict") in ("faster", "slower")]
-        outcomes.append({
-            "run": i, "seconds": time.monotonic() - started, "best_is_recorded": summary["best"]["baseline"],
-            "decision": summary["decision"], "significant_faster": len(significant),
-            "intervals": [[c["speedup"], *c["speedup_ci"]] for c in compared],
-            "pairs": [c.get("method") for c in compared],
-            "rows": [{"method": c["method"], "speedup": c["speedup"], "interval": c.get("speedup_ci"),
-                      "search_interval": c.get("search_ci"), "verdict": c.get("verdict")} for c in rows],
-            "false_verdict_rows": len(false_rows),
-            "notes": (summary.get("measurement") or {}).get("notes", []),
-        })
-        print(f"null run {i}: best is recorded: {summary['best']['baseline']}; rows "
-              f"{[(r['method'], round(r['speedup'] or 0, 3), r['verdict']) for r in outcomes[-1]['rows']]}",
-              flush=True)
+        outcomes.append(
+            {
+                "run": i,
+                "seconds": time.monotonic() - started,
+                "best_is_recorded": summary["best"]["baseline"],
+                "decision": summary["decision"],
+                "significant_faster": len(significant),
+                "intervals": [[c["speedup"], *c["speedup_ci"]] for c in compared],
+                "pairs": [c.get("method") for c in compared],
+                "rows": [
+                    {
+                        "method": c["method"],
+                        "speedup": c["speedup"],
+                        "interval": c.get("speedup_ci"),
+                        "search_interval": c.get("search_ci"),
+                        "verdict": c.get("verdict"),
+                    }
+                    for c in rows
+                ],
+                "false_verdict_rows": len(false_rows),
+                "notes": (summary.get("measurement") or {}).get("notes", []),
+            }
+        )
+        print(
+            f"null run {i}: best is recorded: {summary['best']['baseline']}; rows "
+            f"{[(r['method'], round(r['speedup'] or 0, 3), r['verdict']) for r in outcomes[-1]['rows']]}",
+            flush=True,
+        )
     claimed = sum(1 for o in outcomes if not o["best_is_recorded"])
     total_rows = sum(len(o["rows"]) for o in outcomes)
     false_rows = sum(o["false_verdict_rows"] for o in outcomes)
-    return {"runs": runs, "runs_claiming_a_speedup": claimed, "false_significant_rate": claimed / max(1, runs),
-            "rows": total_rows, "false_verdict_rows": false_rows,
-            "false_verdict_row_rate": false_rows / max(1, total_rows),
-            "search_only_rows": sum(1 for o in outcomes for r in o["rows"] if r["method"] == "search"),
-            "outcomes": outcomes}
+    return {
+        "runs": runs,
+        "runs_claiming_a_speedup": claimed,
+        "false_significant_rate": claimed / max(1, runs),
+        "rows": total_rows,
+        "false_verdict_rows": false_rows,
+        "false_verdict_row_rate": false_rows / max(1, total_rows),
+        "search_only_rows": sum(1 for o in outcomes for r in o["rows"] if r["method"] == "search"),
+        "outcomes": outcomes,
+    }
 
 
 def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
@@ -104,17 +138,32 @@ def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
                 result = pool.evaluate(config)
                 series.append(result.median_time)
     interval = paired_ratio(base, cand)
-    return {"pairs": pairs, "ratio": interval.ratio, "interval": [interval.low, interval.high],
-            "baseline_median": statistics.median(base), "best_median": statistics.median(cand),
-            "ratio_of_medians": statistics.median(base) / statistics.median(cand),
-            "outlying_pairs": len(outliers([b / c for b, c in zip(base, cand)]))}
+    return {
+        "pairs": pairs,
+        "ratio": interval.ratio,
+        "interval": [interval.low, interval.high],
+        "baseline_median": statistics.median(base),
+        "best_median": statistics.median(cand),
+        "ratio_of_medians": statistics.median(base) / statistics.median(cand),
+        "outlying_pairs": len(outliers([b / c for b, c in zip(base, cand)])),
+    }
 
 
 def real_run(work: Path, pairs: int, measure_time: float, space: str = "quick") -> dict:
     load = {"tune_start": os.getloadavg()[0]}
     space_args = ["--space", "quick", "-o", "axes=x"] if space == "quick" else ["--space", space]
-    summary = tune(work / "tune", *space_args, "--sampler", "exhaustive", "--trials", "44",
-                   "--retime-top", "1", "--measure-time", str(measure_time))
+    summary = tune(
+        work / "tune",
+        *space_args,
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        "44",
+        "--retime-top",
+        "1",
+        "--measure-time",
+        str(measure_time),
+    )
     compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
     if not compared:
         return {"error": "no candidate was compared", "summary_best": summary["best"]}
@@ -123,11 +172,18 @@ def real_run(work: Path, pairs: int, measure_time: float, space: str = "quick") 
     separate = separate_ratio(top["config"], summary["baseline"]["config"], pairs, work)
     load["separate_end"] = os.getloadavg()[0]
     low, high = top["speedup_ci"]
-    return {"candidate_changes": top["changes"], "tune_speedup": top["speedup"], "tune_interval": [low, high],
-            "tune_method": top["method"], "tune_significant": top["significant"],
-            "separate": separate, "interval_contains_separate_ratio": low <= separate["ratio"] <= high,
-            "decision": summary["decision"], "loadavg_1min": load,
-            "notes": (summary.get("measurement") or {}).get("notes", [])}
+    return {
+        "candidate_changes": top["changes"],
+        "tune_speedup": top["speedup"],
+        "tune_interval": [low, high],
+        "tune_method": top["method"],
+        "tune_significant": top["significant"],
+        "separate": separate,
+        "interval_contains_separate_ratio": low <= separate["ratio"] <= high,
+        "decision": summary["decision"],
+        "loadavg_1min": load,
+        "notes": (summary.get("measurement") or {}).get("notes", []),
+    }
 
 
 def main() -> None:
@@ -136,14 +192,21 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=200, help="pairs of the separate measurement")
     parser.add_argument("--measure-time", type=float, default=10.0, help="--measure-time of each tune run")
     parser.add_argument("--load", type=int, default=os.cpu_count() or 1, help="busy-loop processes (0: none)")
-    parser.add_argument("--retime-top", type=int, default=3,
-                        help="--retime-top of the null runs (0: every row is known from the search only)")
+    parser.add_argument(
+        "--retime-top",
+        type=int,
+        default=3,
+        help="--retime-top of the null runs (0: every row is known from the search only)",
+    )
     parser.add_argument("--iterations", type=int, default=3, help="--iterations (timed runs) of the null runs")
     parser.add_argument("--real-runs", type=int, default=1, help="real-difference runs (0 skips them)")
     parser.add_argument("--skip-real", action="store_true", help="the same as --real-runs 0")
-    parser.add_argument("--real-space", default="quick",
-                        help="space of the real case: quick (-o axes=x) or a space file, e.g. "
-                             "benchmarks/spaces/host-slower-code.yaml (a difference that does not depend on load)")
+    parser.add_argument(
+        "--real-space",
+        default="quick",
+        help="space of the real case: quick (-o axes=x) or a space file, e.g. "
+        "benchmarks/spaces/host-slower-code.yaml (a difference that does not depend on load)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     stop = multiprocessing.Event()
@@ -155,17 +218,26 @@ def main() -> None:
     try:
         report = {
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-                        "load_processes": args.load, "loadavg_start": os.getloadavg(),
-                        "MNEME_HOST_THREADS": os.environ.get("MNEME_HOST_THREADS", "")},
-            "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True, check=False).stdout.strip(),
+            "machine": {
+                "node": platform.node(),
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "load_processes": args.load,
+                "loadavg_start": os.getloadavg(),
+                "MNEME_HOST_THREADS": os.environ.get("MNEME_HOST_THREADS", ""),
+            },
+            "commit": subprocess.run(
+                ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+            ).stdout.strip(),
             "null": null_runs(args.runs, work, args.measure_time, args.retime_top, args.iterations)
-            if args.runs else None,
+            if args.runs
+            else None,
         }
         real_runs = 0 if args.skip_real else args.real_runs
         if real_runs:
-            runs = [real_run(work / f"real-{i}", args.pairs, args.measure_time, args.real_space) for i in range(real_runs)]
+            runs = [
+                real_run(work / f"real-{i}", args.pairs, args.measure_time, args.real_space) for i in range(real_runs)
+            ]
             judged = [r for r in runs if "error" not in r]
             report["real"] = {
                 "space": args.real_space,
@@ -187,13 +259,17 @@ def main() -> None:
     print(json.dumps({k: v for k, v in report.items() if k not in ("null", "real")}, indent=2, sort_keys=True))
     if report["null"]:
         null = report["null"]
-        print(f"null: {null['runs_claiming_a_speedup']}/{args.runs} runs claimed a significant speedup; "
-              f"{null['false_verdict_rows']}/{null['rows']} rows carried a (false) verdict "
-              f"({null['search_only_rows']} rows known from the search only)")
+        print(
+            f"null: {null['runs_claiming_a_speedup']}/{args.runs} runs claimed a significant speedup; "
+            f"{null['false_verdict_rows']}/{null['rows']} rows carried a (false) verdict "
+            f"({null['search_only_rows']} rows known from the search only)"
+        )
     if report.get("real"):
         real = report["real"]
-        print(f"real: significant in {real['significant']}/{real['compared']} runs; the interval contains the "
-              f"separately measured ratio in {real['interval_contains_separate_ratio']}/{real['compared']}")
+        print(
+            f"real: significant in {real['significant']}/{real['compared']} runs; the interval contains the "
+            f"separately measured ratio in {real['interval_contains_separate_ratio']}/{real['compared']}"
+        )
 
 
 if __name__ == "__main__":

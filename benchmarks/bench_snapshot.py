@@ -99,8 +99,9 @@ def plain_read(path: Path, size: int) -> bytearray:
 
 
 def snapshot_write(path: Path, regions, encoding: str, level: int, chunk: int) -> None:
-    with SnapshotWriter(path, SnapshotType.PROLOGUE, static_hash="bench", dynamic_hash="bench",
-                        level=level, chunk_size=chunk) as w:  # fmt: skip
+    with SnapshotWriter(
+        path, SnapshotType.PROLOGUE, static_hash="bench", dynamic_hash="bench", level=level, chunk_size=chunk
+    ) as w:
         w.set_args(np.array([a for a, _ in regions], np.uint64).tobytes())
         for addr, data in regions:
             w.add_region(addr, data, encoding=encoding)
@@ -201,8 +202,10 @@ def main(argv=None) -> int:
     print(f"state: {size / GiB:.2f} GiB float32 field in {opts.regions} regions; folder {folder}", flush=True)
     data = field(size)
     per = data.size // opts.regions
-    regions = [(0x7F00_0000_0000 + i * (1 << 36), data[i * per : (i + 1) * per if i < opts.regions - 1 else None])
-               for i in range(opts.regions)]  # fmt: skip
+    regions = [
+        (0x7F00_0000_0000 + i * (1 << 36), data[i * per : (i + 1) * per if i < opts.regions - 1 else None])
+        for i in range(opts.regions)
+    ]
     size = sum(r.nbytes for _, r in regions)
     gb = size / 1e9
     figures: dict[str, float] = {"size_bytes": size}
@@ -233,15 +236,31 @@ def main(argv=None) -> int:
     f = figures
     rows = [
         ("plain copy", f["copy_write_gbs"], f["copy_read_warm_gbs"], f["copy_read_cold_gbs"], 1.0, "", "", ""),
-        ("snapshot raw", f["raw_write_gbs"], f["raw_read_warm_gbs"], f["raw_read_cold_gbs"], size / f["raw_file_bytes"],
-         f["raw_write_gbs"] / f["copy_write_gbs"], f["raw_read_warm_gbs"] / f["copy_read_warm_gbs"],
-         f["raw_read_cold_gbs"] / f["copy_read_cold_gbs"]),
-        ("snapshot zstd", f["zstd_write_gbs"], f["zstd_read_warm_gbs"], f["zstd_read_cold_gbs"], f["zstd_ratio"],
-         f["zstd_write_gbs"] / f["copy_write_gbs"], f["zstd_read_warm_gbs"] / f["copy_read_warm_gbs"],
-         f["zstd_read_cold_gbs"] / f["copy_read_cold_gbs"]),
-    ]  # fmt: skip
-    print(f"\n{'':14} {'write GB/s':>10} {'read warm':>10} {'read cold':>10} {'ratio':>7}"
-          f" {'w/copy':>7} {'rw/copy':>7} {'rc/copy':>7}")  # fmt: skip
+        (
+            "snapshot raw",
+            f["raw_write_gbs"],
+            f["raw_read_warm_gbs"],
+            f["raw_read_cold_gbs"],
+            size / f["raw_file_bytes"],
+            f["raw_write_gbs"] / f["copy_write_gbs"],
+            f["raw_read_warm_gbs"] / f["copy_read_warm_gbs"],
+            f["raw_read_cold_gbs"] / f["copy_read_cold_gbs"],
+        ),
+        (
+            "snapshot zstd",
+            f["zstd_write_gbs"],
+            f["zstd_read_warm_gbs"],
+            f["zstd_read_cold_gbs"],
+            f["zstd_ratio"],
+            f["zstd_write_gbs"] / f["copy_write_gbs"],
+            f["zstd_read_warm_gbs"] / f["copy_read_warm_gbs"],
+            f["zstd_read_cold_gbs"] / f["copy_read_cold_gbs"],
+        ),
+    ]
+    print(
+        f"\n{'':14} {'write GB/s':>10} {'read warm':>10} {'read cold':>10} {'ratio':>7}"
+        f" {'w/copy':>7} {'rw/copy':>7} {'rc/copy':>7}"
+    )
     for name, w, rw, rc, ratio, a, b, c in rows:
         rel = "".join(f" {x:>7.2f}" if x != "" else f" {'-':>7}" for x in (a, b, c))
         print(f"{name:14} {w:>10.2f} {rw:>10.2f} {rc:>10.2f} {ratio:>7.2f}{rel}")
@@ -249,8 +268,10 @@ def main(argv=None) -> int:
     print(f"exact compare (snapshot vs memory):         {f['compare_snapshot_gbs']:.2f} GB/s")
     print(f"f32 rel Linf compare, every element differs: {f['compare_f32_all_differ_gbs']:.2f} GB/s")
     print(f"XXH3-64 checksum:                           {f['xxh3_gbs']:.2f} GB/s")
-    print(f"diff epilogue (1 float in 100 KiB changed): {f['diff_file_bytes'] / 1e6:.2f} MB for {gb:.2f} GB, "
-          f"write {f['diff_write_gbs']:.2f} GB/s, read {f['diff_read_gbs']:.2f} GB/s")  # fmt: skip
+    print(
+        f"diff epilogue (1 float in 100 KiB changed): {f['diff_file_bytes'] / 1e6:.2f} MB for {gb:.2f} GB, "
+        f"write {f['diff_write_gbs']:.2f} GB/s, read {f['diff_read_gbs']:.2f} GB/s"
+    )
     if opts.json:
         f["platform"] = platform.platform()
         f["python"] = sys.version.split()[0]

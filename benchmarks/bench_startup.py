@@ -80,14 +80,18 @@ def main() -> None:
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
     result = measure(args.rounds)
-    print(f"python -c pass: median {result['bare_median_s'] * 1000:.0f} ms wall, "
-          f"{result['bare_cpu_median_s'] * 1000:.0f} ms CPU ({args.rounds} rounds, interleaved; load average "
-          f"{result['load_average_1min']['min']:.1f}..{result['load_average_1min']['max']:.1f})")
+    print(
+        f"python -c pass: median {result['bare_median_s'] * 1000:.0f} ms wall, "
+        f"{result['bare_cpu_median_s'] * 1000:.0f} ms CPU ({args.rounds} rounds, interleaved; load average "
+        f"{result['load_average_1min']['min']:.1f}..{result['load_average_1min']['max']:.1f})"
+    )
     print("| command | median | over `python -c pass` (median of differences) | ratio | CPU over `python -c pass` |")
     print("| --- | --- | --- | --- | --- |")
     for name, row in result["commands"].items():
-        print(f"| `{name}` | {row['median_s'] * 1000:.0f} ms | {row['median_difference_s'] * 1000:+.0f} ms "
-              f"| {row['ratio']:.2f}x | {row['cpu_median_difference_s'] * 1000:+.0f} ms |")
+        print(
+            f"| `{name}` | {row['median_s'] * 1000:.0f} ms | {row['median_difference_s'] * 1000:+.0f} ms "
+            f"| {row['ratio']:.2f}x | {row['cpu_median_difference_s'] * 1000:+.0f} ms |"
+        )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(result, fh, indent=2)

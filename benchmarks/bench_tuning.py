@@ -61,16 +61,32 @@ def capture_stencil(out: Path, n: int) -> Path:
 
     grid_in = np.random.default_rng(0).random((n, n), dtype=np.float32)
     grid_out = np.zeros((n, n), dtype=np.float32)
-    return capture.capture(ir=build_cuda_ir("stencil2d"), kernel="stencil2d", grid=(n // 16, n // 16), block=(16, 16),
-                           args=[grid_in, grid_out, np.int32(n), np.int32(n)], out=out, backend="host")
+    return capture.capture(
+        ir=build_cuda_ir("stencil2d"),
+        kernel="stencil2d",
+        grid=(n // 16, n // 16),
+        block=(16, 16),
+        args=[grid_in, grid_out, np.int32(n), np.int32(n)],
+        out=out,
+        backend="host",
+    )
 
 
 def tune(db, pool, results, sampler, trials, space, seed=None):
     from mneme.core.tuning.session import TuneOptions, TuningSession
 
-    session = TuningSession(TuneOptions(record_db=str(db), results=str(results), sampler=sampler, trials=trials,
-                                        space=str(space), seed=seed, retime_top=0),
-                            pool_factory=lambda **kwargs: pool)
+    session = TuningSession(
+        TuneOptions(
+            record_db=str(db),
+            results=str(results),
+            sampler=sampler,
+            trials=trials,
+            space=str(space),
+            seed=seed,
+            retime_top=0,
+        ),
+        pool_factory=lambda **kwargs: pool,
+    )
     start = time.perf_counter()
     summary = session.run()
     return session, summary, time.perf_counter() - start
@@ -89,8 +105,10 @@ def quality(db, work: Path, seeds: int, rounds: int = 5) -> None:
         size = len(table)
         base = summary["baseline"]["time"]
         optimum = min(table.values())
-        print(f"space: {size} feasible configurations, exhaustive in {seconds:.1f} s; "
-              f"baseline {base * 1e3:.3f} ms, optimum {optimum * 1e3:.3f} ms, speedup {base / optimum:.2f}x")
+        print(
+            f"space: {size} feasible configurations, exhaustive in {seconds:.1f} s; "
+            f"baseline {base * 1e3:.3f} ms, optimum {optimum * 1e3:.3f} ms, speedup {base / optimum:.2f}x"
+        )
         budget = max(1, round(0.2 * size))
         found: dict[str, list[dict]] = {}
         for sampler in ("optuna:tpe", "nevergrad:NGOpt", "random"):
@@ -101,8 +119,13 @@ def quality(db, work: Path, seeds: int, rounds: int = 5) -> None:
         from mneme.core.types import ExperimentConfiguration
 
         optimum_hash = min(table, key=table.get)
-        configs = {optimum_hash: next(ExperimentConfiguration.from_dict(r.config) for r in session.store.records()
-                                      if r.ok and r.hash == optimum_hash)}
+        configs = {
+            optimum_hash: next(
+                ExperimentConfiguration.from_dict(r.config)
+                for r in session.store.records()
+                if r.ok and r.hash == optimum_hash
+            )
+        }
         for bests in found.values():
             for best in bests:
                 configs[best["hash"]] = ExperimentConfiguration.from_dict(best["config"])
@@ -116,9 +139,11 @@ def quality(db, work: Path, seeds: int, rounds: int = 5) -> None:
         for sampler, bests in found.items():
             fractions = [t_opt / retimed[b["hash"]] for b in bests]
             exact = sum(b["hash"] == optimum_hash for b in bests)
-            print(f"{sampler:16s} budget {budget:3d} (20% of {size}): found speedup / optimum speedup = "
-                  f"{statistics.mean(fractions):.2f} (mean of {seeds} seeds, min {min(fractions):.2f}; "
-                  f"found the exhaustive optimum {exact}/{seeds}; re-timed {rounds}x interleaved)")
+            print(
+                f"{sampler:16s} budget {budget:3d} (20% of {size}): found speedup / optimum speedup = "
+                f"{statistics.mean(fractions):.2f} (mean of {seeds} seeds, min {min(fractions):.2f}; "
+                f"found the exhaustive optimum {exact}/{seeds}; re-timed {rounds}x interleaved)"
+            )
     finally:
         pool.shutdown()
 
@@ -185,8 +210,13 @@ def calibrate_iterations(db, configs: list, *, backend: str | None, warmup: int 
     per_run = max(1e-6, (walls[1 + extra][0] - one) / extra)
     fixed = max(0.0, one - (warmup + 1) * per_run)
     iterations = min(MAX_CALIBRATED_RUNS, max(1, round((compile_s - fixed) / per_run) - warmup))
-    return {"compile_s": compile_s, "per_run_s": per_run, "fixed_s": fixed, "iterations": iterations,
-            "device_s": fixed + (warmup + iterations) * per_run}
+    return {
+        "compile_s": compile_s,
+        "per_run_s": per_run,
+        "fixed_s": fixed,
+        "iterations": iterations,
+        "device_s": fixed + (warmup + iterations) * per_run,
+    }
 
 
 def _seconds_between(start: str, end: str) -> float:
@@ -195,8 +225,9 @@ def _seconds_between(start: str, end: str) -> float:
     return (datetime.datetime.fromisoformat(end) - datetime.datetime.fromisoformat(start)).total_seconds()
 
 
-def measure_throughput(db, configs: list, work: Path, *, iterations: int, backend: str | None = None,
-                       compile_workers: int | None = None) -> dict:
+def measure_throughput(
+    db, configs: list, work: Path, *, iterations: int, backend: str | None = None, compile_workers: int | None = None
+) -> dict:
     """Experiments per minute of one device worker in both modes on the same configurations, one pool each.
 
     `configs[0]` warms each pool (spawned, IR linked, module code paths touched) and is not
@@ -208,14 +239,19 @@ def measure_throughput(db, configs: list, work: Path, *, iterations: int, backen
     from mneme.core.workers import AsyncReplayExecutor
 
     warm, measured = configs[0], configs[1:]
-    figures: dict = {"experiments": len(measured), "iterations": iterations, "backend": backend or "recorded",
-                     "modes": {}}
+    figures: dict = {
+        "experiments": len(measured),
+        "iterations": iterations,
+        "backend": backend or "recorded",
+        "modes": {},
+    }
     for label, workers in MODES:
         count = compile_workers if workers is None else workers
         if workers is None and count is None and (backend or "") == "host":
             count = 1  # the pool builds in the device worker on the host unless asked
-        with AsyncReplayExecutor(db, None, iterations, work / f"tp-{label}", 1, backend=backend,
-                                 compile_workers=count) as pool:
+        with AsyncReplayExecutor(
+            db, None, iterations, work / f"tp-{label}", 1, backend=backend, compile_workers=count
+        ) as pool:
             pool.wait_ready(600)
             pool.evaluate(warm)
             start = time.perf_counter()
@@ -225,10 +261,15 @@ def measure_throughput(db, configs: list, work: Path, *, iterations: int, backen
         builds = [r.preprocess_ir_time + r.opt_time + r.codegen_time for r in results]
         walls = [_seconds_between(r.start_time, r.end_time) for r in results if r.start_time and r.end_time]
         figures["modes"][label] = {
-            "compile_workers": used, "seconds": seconds, "per_minute": len(measured) / seconds * 60,
-            "verified": sum(r.ok for r in results), "variants": len({r.variant_hash for r in results}),
+            "compile_workers": used,
+            "seconds": seconds,
+            "per_minute": len(measured) / seconds * 60,
+            "verified": sum(r.ok for r in results),
+            "variants": len({r.variant_hash for r in results}),
             "compile_s": statistics.median(builds),
-            "device_s": statistics.median(w - b for w, b in zip(walls, builds)) if label == "compile-then-run" else None,
+            "device_s": statistics.median(w - b for w, b in zip(walls, builds))
+            if label == "compile-then-run"
+            else None,
             "errors": sorted({(r.error or "")[:160] for r in results if not r.ok}),
         }
     modes = figures["modes"]
@@ -239,20 +280,28 @@ def measure_throughput(db, configs: list, work: Path, *, iterations: int, backen
 def describe_throughput(figures: dict) -> list[str]:
     lines = []
     for label, m in figures["modes"].items():
-        extra = f"; per experiment: compile {m['compile_s'] * 1e3:.1f} ms, device {m['device_s'] * 1e3:.1f} ms" \
-            if m.get("device_s") is not None else ""
-        lines.append(f"{label} ({m['compile_workers']} compile workers): {figures['experiments']} experiments "
-                     f"({m['verified']} verified, {m['variants']} distinct variants) in {m['seconds']:.2f} s = "
-                     f"{m['per_minute']:.0f} experiments/min{extra}")
-    lines.append(f"compile-ahead / compile-then-run throughput: {figures['ratio']:.2f}x "
-                 f"({figures['iterations']} timed runs per experiment, one device worker)")
+        extra = (
+            f"; per experiment: compile {m['compile_s'] * 1e3:.1f} ms, device {m['device_s'] * 1e3:.1f} ms"
+            if m.get("device_s") is not None
+            else ""
+        )
+        lines.append(
+            f"{label} ({m['compile_workers']} compile workers): {figures['experiments']} experiments "
+            f"({m['verified']} verified, {m['variants']} distinct variants) in {m['seconds']:.2f} s = "
+            f"{m['per_minute']:.0f} experiments/min{extra}"
+        )
+    lines.append(
+        f"compile-ahead / compile-then-run throughput: {figures['ratio']:.2f}x "
+        f"({figures['iterations']} timed runs per experiment, one device worker)"
+    )
     return lines
 
 
 def throughput(db, work: Path, count: int) -> None:
     configs = throughput_configs(db, work, count)
-    for line in describe_throughput(measure_throughput(db, configs, work, iterations=3, backend="host",
-                                                       compile_workers=1)):
+    for line in describe_throughput(
+        measure_throughput(db, configs, work, iterations=3, backend="host", compile_workers=1)
+    ):
         print(line)
 
 

@@ -60,9 +60,12 @@ def main() -> None:
             ("saxpy", struct.pack("<ifQQ", n, 2.0, addr[0], addr[3]), lambda: np.float32(2.0) * a + b),
             ("reduce_sum", struct.pack("<QQi", addr[0], addr[2], n), lambda: a.reshape(-1, block).sum(axis=1)),
             ("warp_reduce", struct.pack("<QQi", addr[0], addr[2], n), lambda: a.sum()),
-            ("math_funcs", struct.pack("<QQi", addr[0], addr[2], n),
-             lambda: np.sin(a) + np.exp(-a * a) + np.sqrt(np.abs(a)) + np.log1p(a * a) + np.abs(a) ** 1.5),
-        ]  # fmt: skip
+            (
+                "math_funcs",
+                struct.pack("<QQi", addr[0], addr[2], n),
+                lambda: np.sin(a) + np.exp(-a * a) + np.sqrt(np.abs(a)) + np.log1p(a * a) + np.abs(a) ** 1.5,
+            ),
+        ]
         print(f"host backend, n = {n}, block = {block}, {os.cpu_count()} CPUs, {llvm.get_host_cpu_name()}")
         print(f"{'kernel':<12} {'launch ms':>10} {'Mthreads/s':>11} {'numpy ms':>9} {'numpy/host':>11}")
         for name, args, reference in cases:

@@ -141,8 +141,18 @@ def sass_counts(cubin: bytes) -> dict[str, int] | None:
 def build_object(source: Path, out: Path, flags: tuple[str, ...] = ("-O3",)) -> Path:
     """`mneme-cc nvcc -arch=sm_90 FLAGS -c source`: the object an application build makes."""
     obj = out / f"{source.stem}.o"
-    cmd = [sys.executable, "-m", "mneme.instrument.launcher", NVCC, f"-arch={ARCH}", *flags, "-c", str(source),
-           "-o", str(obj)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "mneme.instrument.launcher",
+        NVCC,
+        f"-arch={ARCH}",
+        *flags,
+        "-c",
+        str(source),
+        "-o",
+        str(obj),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=source.parent, check=False)
     if done.returncode or not obj.exists():
         raise RuntimeError(f"mneme-cc nvcc failed for {source}: {done.stderr[-600:]}")
@@ -213,11 +223,19 @@ def compare_unit(name: str, obj: Path, max_kernels: int, changes: dict | None = 
             rows.append(row)
             continue
         nv_res = resources(cubin, kernel)
-        row["nvcc"] = {"registers": nv_res.registers, "local": nv_res.local_mem, **ptx_counts(ptx, kernel),
-                       "sass": nv_sass.get(kernel)}  # fmt: skip
+        row["nvcc"] = {
+            "registers": nv_res.registers,
+            "local": nv_res.local_mem,
+            **ptx_counts(ptx, kernel),
+            "sass": nv_sass.get(kernel),
+        }
         m_sass = sass_counts(m_bin.data) or {}
-        row["mneme"] = {"registers": m_bin.resources.registers, "local": m_bin.resources.local_mem,
-                        **ptx_counts(m_ptx, kernel), "sass": m_sass.get(kernel)}  # fmt: skip
+        row["mneme"] = {
+            "registers": m_bin.resources.registers,
+            "local": m_bin.resources.local_mem,
+            **ptx_counts(m_ptx, kernel),
+            "sass": m_sass.get(kernel),
+        }
         rows.append(row)
     return rows
 
@@ -225,6 +243,7 @@ def compare_unit(name: str, obj: Path, max_kernels: int, changes: dict | None = 
 def unit_sources(sets: list[str], tmp: Path, keep: set[str] = frozenset()) -> list[tuple[str, Path]]:
     """(name, object) of every unit of the chosen sets (only those named in `keep`, when given), built here
     (llama.cpp's through its corpus cache)."""
+
     def wanted(name: str) -> bool:
         return not keep or name in keep
 
@@ -254,8 +273,25 @@ def unit_sources(sets: list[str], tmp: Path, keep: set[str] = frozenset()) -> li
     return out
 
 
-_COLUMNS = ("registers", "local", "instructions", "sass", "ld.global", "ld.global.nc", "ld.generic", "st.generic",
-            "ld.local", "fma", "div.rn", "div.full", "div.approx", "sqrt.rn", "sqrt.approx", "call", "bra")  # fmt: skip
+_COLUMNS = (
+    "registers",
+    "local",
+    "instructions",
+    "sass",
+    "ld.global",
+    "ld.global.nc",
+    "ld.generic",
+    "st.generic",
+    "ld.local",
+    "fma",
+    "div.rn",
+    "div.full",
+    "div.approx",
+    "sqrt.rn",
+    "sqrt.approx",
+    "call",
+    "bra",
+)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -265,7 +301,9 @@ def markdown(rows: list[dict]) -> str:
     for row in rows:
         name = row["kernel"] if len(row["kernel"]) <= 40 else row["kernel"][:37] + "..."
         if "error" in row:
-            lines.append(f"| {row['unit']} | `{name}` | " + f"error: {row['error'][:80]} |" + " |" * (len(_COLUMNS) - 1))
+            lines.append(
+                f"| {row['unit']} | `{name}` | " + f"error: {row['error'][:80]} |" + " |" * (len(_COLUMNS) - 1)
+            )
             continue
         cells = []
         for col in _COLUMNS:
@@ -281,8 +319,13 @@ def main() -> int:
     parser.add_argument("--sets", default="corpus,programs,llama")
     parser.add_argument("--units", default="", help="Comma-separated unit names to keep (default: all).")
     parser.add_argument("--max-kernels", type=int, default=4, help="Kernels compared per unit.")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="Build Mneme's side with this configuration field changed (JSON value; repeatable).")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="Build Mneme's side with this configuration field changed (JSON value; repeatable).",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--md", type=Path)
     opts = parser.parse_args()

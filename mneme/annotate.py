@@ -27,11 +27,22 @@ NORMS = ("none", "L1", "L2", "Linf")
 
 # Spellings of numpy, torch and CuPy element types, mapped to the snapshot format's names.
 _DTYPE_ALIASES = {
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "float16": "f16", "half": "f16", "bfloat16": "bf16", "float32": "f32", "float": "f32",
-    "float64": "f64", "double": "f64",
-}  # fmt: skip
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "float16": "f16",
+    "half": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float": "f32",
+    "float64": "f64",
+    "double": "f64",
+}
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,8 +89,10 @@ def _address(buffer) -> int:
     interface = getattr(buffer, "__cuda_array_interface__", None)
     if isinstance(interface, dict) and "data" in interface:
         return int(interface["data"][0])
-    raise TypeError(f"annotate() needs a device address (int), an object with data_ptr() or one with "
-                    f"__cuda_array_interface__; got {type(buffer).__name__}")  # fmt: skip
+    raise TypeError(
+        f"annotate() needs a device address (int), an object with data_ptr() or one with "
+        f"__cuda_array_interface__; got {type(buffer).__name__}"
+    )
 
 
 def annotate(buffer, dtype, threshold: float, relative: bool = False, norm: str = "none", tag: str = "") -> bool:

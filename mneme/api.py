@@ -32,8 +32,11 @@ def _seconds(value: float | None) -> str:
 
 
 def _html_table(title: str, rows: list[tuple[str, Any]]) -> str:
-    body = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
-                   f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>" for k, v in rows)  # fmt: skip
+    body = "".join(
+        f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
+        f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>"
+        for k, v in rows
+    )
     return f"<table><caption style='text-align:left'><b>{html.escape(title)}</b></caption>{body}</table>"
 
 
@@ -66,25 +69,35 @@ class ReplayResult:
         return self.result.median_time
 
     def to_dict(self) -> dict[str, Any]:
-        return {"record_db": self.record_db, "record_id": self.record_id, "kernel": self.kernel,
-                "config": self.config.to_dict(), "result": self.result.to_dict()}  # fmt: skip
+        return {
+            "record_db": self.record_db,
+            "record_id": self.record_id,
+            "kernel": self.kernel,
+            "config": self.config.to_dict(),
+            "result": self.result.to_dict(),
+        }
 
     def _rows(self) -> list[tuple[str, Any]]:
         r = self.result
         times = sorted(r.exec_time)
         return [
-            ("grid / block / shared", f"{tuple(self.config.grid.to_dict().values())} / "
-                                      f"{tuple(self.config.block.to_dict().values())} / {self.config.shared_mem} B"),
+            (
+                "grid / block / shared",
+                f"{tuple(self.config.grid.to_dict().values())} / "
+                f"{tuple(self.config.block.to_dict().values())} / {self.config.shared_mem} B",
+            ),
             ("device", r.device),
             ("verified", "yes" if r.verified else f"no{': ' + r.error if r.error else ''}"),
             ("median time", _seconds(r.median_time)),
             ("min / max time", f"{_seconds(times[0])} / {_seconds(times[-1])}" if times else "-"),
             ("timer", r.timer or "-"),
-            ("compile (preprocess / opt / codegen)",
-             f"{_seconds(r.preprocess_ir_time)} / {_seconds(r.opt_time)} / {_seconds(r.codegen_time)}"),
+            (
+                "compile (preprocess / opt / codegen)",
+                f"{_seconds(r.preprocess_ir_time)} / {_seconds(r.opt_time)} / {_seconds(r.codegen_time)}",
+            ),
             ("object size", f"{r.obj_size} B"),
             ("variant", r.variant_hash),
-        ]  # fmt: skip
+        ]
 
     def _repr_html_(self) -> str:
         return _html_table(f"{self.kernel} [{self.record_id}]", self._rows())
@@ -132,22 +145,31 @@ class TuneResult:
 
     def _repr_html_(self) -> str:
         counts = self.summary.get("counts", {})
-        rows = [("trials", counts.get("trials")), ("baseline", _seconds(self.baseline_time)),
-                ("best", _seconds(self.best_time)),
-                ("speedup", f"{self.speedup:.2f}x" if self.speedup else "-"), ("results", self.results)]  # fmt: skip
+        rows = [
+            ("trials", counts.get("trials")),
+            ("baseline", _seconds(self.baseline_time)),
+            ("best", _seconds(self.best_time)),
+            ("speedup", f"{self.speedup:.2f}x" if self.speedup else "-"),
+            ("results", self.results),
+        ]
         head = _html_table(f"tuning study {self.summary.get('study', '')}", rows)
         ranking = "".join(
             f"<tr><td>{c.get('rank')}</td><td>{c.get('trial') if c.get('trial') is not None else '-'}</td>"
             f"<td>{_seconds(c.get('time'))}</td><td>{html.escape(str(c.get('changes') or '(recorded)'))}</td></tr>"
-            for c in self.summary.get("ranking", []))  # fmt: skip
-        return (f"{head}<table><tr><th>rank</th><th>trial</th><th>time</th><th>changes from the recorded "
-                f"configuration</th></tr>{ranking}</table>")  # fmt: skip
+            for c in self.summary.get("ranking", [])
+        )
+        return (
+            f"{head}<table><tr><th>rank</th><th>trial</th><th>time</th><th>changes from the recorded "
+            f"configuration</th></tr>{ranking}</table>"
+        )
 
     def __repr__(self) -> str:
         counts = self.summary.get("counts", {})
         speedup = f"{self.speedup:.2f}x" if self.speedup else "-"
-        return (f"<TuneResult {counts.get('trials', 0)} trials, best {_seconds(self.best_time)} "
-                f"({speedup} vs the recorded configuration), results in {self.results}>")
+        return (
+            f"<TuneResult {counts.get('trials', 0)} trials, best {_seconds(self.best_time)} "
+            f"({speedup} vs the recorded configuration), results in {self.results}>"
+        )
 
 
 def _configuration(default: ExperimentConfiguration, config: Any, fields: Mapping[str, Any]) -> ExperimentConfiguration:
@@ -160,8 +182,10 @@ def _configuration(default: ExperimentConfiguration, config: Any, fields: Mappin
         source = str(config)
         config = read_config_file(config)
     elif config is not None and not isinstance(config, Mapping):
-        raise UsageError(f"config must be an ExperimentConfiguration, a mapping of its fields or a JSON/YAML file, "
-                         f"got {type(config).__name__}")  # fmt: skip
+        raise UsageError(
+            f"config must be an ExperimentConfiguration, a mapping of its fields or a JSON/YAML file, "
+            f"got {type(config).__name__}"
+        )
     return resolve_config(default, config, fields, source=source)
 
 

@@ -35,7 +35,15 @@ from mneme import capture_layout as layout
 from mneme.capture_layout import Buffer, Field, Pointer, Struct
 from mneme.capture_spec import build_args, build_globals, files_outside, load_spec, read_description
 from mneme.core import fsutil
-from mneme.core.errors import ExperimentError, FormatError, IRError, MalformedIRError, MnemeError, UnsupportedError, UsageError
+from mneme.core.errors import (
+    ExperimentError,
+    FormatError,
+    IRError,
+    MalformedIRError,
+    MnemeError,
+    UnsupportedError,
+    UsageError,
+)
 from mneme.core.launching import LaunchAttributes, cluster_misfit
 from mneme.core.types import ExperimentConfiguration, dim3
 
@@ -44,9 +52,19 @@ log = logging.getLogger(__name__)
 DEFAULT_VA_ADDR = layout.DEFAULT_VA_ADDR
 ALIGNMENT = layout.ALIGNMENT
 
-_NP_TO_POLICY = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
-                 "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
-                 "uint64": "u64"}  # fmt: skip
+_NP_TO_POLICY = {
+    "float16": "f16",
+    "float32": "f32",
+    "float64": "f64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
+}
 
 
 def policy_dtype(dtype: Any) -> str:
@@ -107,13 +125,16 @@ def _policy(value: Any, where: str):
 def _launch_attributes(cooperative: Any, cluster: Any, grid: dim3) -> LaunchAttributes:
     """The launch's attributes, checked (a description file's fields `cooperative` and `cluster`)."""
     if not isinstance(cooperative, bool):
-        raise layout.DescriptionError("cooperative", f"true or false (launch with every block resident at once), "
-                                      f"got {cooperative!r}"[:200])  # fmt: skip
+        raise layout.DescriptionError(
+            "cooperative", f"true or false (launch with every block resident at once), got {cooperative!r}"[:200]
+        )
     if cluster is not None:
         try:
             cluster = dim3.of(cluster)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise layout.DescriptionError("cluster", f"1-3 positive integers (blocks per cluster): {exc}"[:200]) from None
+            raise layout.DescriptionError(
+                "cluster", f"1-3 positive integers (blocks per cluster): {exc}"[:200]
+            ) from None
         misfit = cluster_misfit(grid.as_tuple(), cluster.as_tuple())
         if misfit:
             raise layout.DescriptionError("cluster", misfit)
@@ -165,7 +186,7 @@ def capture(
     """
     from mneme.core import backend as backend_mod
     from mneme.core import ir as irmod
-    from mneme.core.executor import KernelBuilder
+    from mneme.core.kernel_builder import KernelBuilder
     from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
     from mneme.core.snapshot import SnapshotType, SnapshotWriter
 
@@ -181,29 +202,43 @@ def capture(
     params = irmod.kernel_params(linked, kernel)
     device_globals = module_globals(linked)
     if len(args) != len(params):
-        raise UsageError(f"kernel {kernel!r} takes {len(params)} arguments "
-                         f"({', '.join(p.type for p in params)}); got {len(args)}")  # fmt: skip
+        raise UsageError(
+            f"kernel {kernel!r} takes {len(params)} arguments ({', '.join(p.type for p in params)}); got {len(args)}"
+        )
     if names is not None and len(names) != len(params):
         raise UsageError(f"kernel {kernel!r} takes {len(params)} arguments; got {len(names)} names")
     arg_names = [names[i] if names else (p.name or f"arg{i}") for i, p in enumerate(params)]
     initial_globals = {}
     for name, value in (globals or {}).items():
         if name not in device_globals:
-            raise layout.DescriptionError(f"globals.{name}", f"kernel {kernel!r} has no device global {name!r}; "
-                                          f"its globals: {', '.join(device_globals) or 'none'}")  # fmt: skip
+            raise layout.DescriptionError(
+                f"globals.{name}",
+                f"kernel {kernel!r} has no device global {name!r}; its globals: {', '.join(device_globals) or 'none'}",
+            )
         initial_globals[name] = _global_bytes(value, device_globals[name], name)
 
     # Place the buffers and pack the parameter buffer.
-    placed = layout.place(params, args, arg_names, kernel, va_addr, buffers=buffers, pack_scalar=pack_scalar,
-                          struct_offsets=lambda index: layout.struct_offsets(linked, kernel, index))  # fmt: skip
+    placed = layout.place(
+        params,
+        args,
+        arg_names,
+        kernel,
+        va_addr,
+        buffers=buffers,
+        pack_scalar=pack_scalar,
+        struct_offsets=lambda index: layout.struct_offsets(linked, kernel, index),
+    )
     by_index = {r.index: r for r in placed.regions if r.index is not None}
     by_name = {r.name: r for r in placed.regions}
     policies = {}
     for key, value in tolerances.items():
         region = by_index.get(key) if isinstance(key, int) else by_name.get(key)
         if region is None:
-            raise UsageError(f"tolerance given for argument {key} of kernel {kernel!r}, which is not a buffer"
-                             if isinstance(key, int) else f"tolerance given for {key!r}, which is no buffer")  # fmt: skip
+            raise UsageError(
+                f"tolerance given for argument {key} of kernel {kernel!r}, which is not a buffer"
+                if isinstance(key, int)
+                else f"tolerance given for {key!r}, which is no buffer"
+            )
         policies[region.name] = _policy(value, f"buffer {region.name!r}")
     arg_bytes = placed.arg_bytes
     va_size = placed.va_size
@@ -222,18 +257,34 @@ def capture(
     if db_path.exists():
         rec = RecordedExecution.from_json(db_path)
         if rec.backend != chosen.name:
-            raise UsageError(f"{db_path} was captured on backend {rec.backend!r}; capture into another folder "
-                             f"to use {chosen.name!r}")  # fmt: skip
+            raise UsageError(
+                f"{db_path} was captured on backend {rec.backend!r}; capture into another folder to use {chosen.name!r}"
+            )
         if rec.va_addr != va_addr:
             raise UsageError(f"{db_path} uses the address range at 0x{rec.va_addr:x}; capture with the same va_addr")
         rec.va_size = max(rec.va_size, va_size)
     else:
-        arg_infos = [ArgInfo(arg_names[i], p.offset, p.size, p.kind if p.kind in
-                             ("pointer", "int", "float", "struct") else "unknown", p.kind in ("int", "float"))
-                     for i, p in enumerate(params)]  # fmt: skip
-        rec = RecordedExecution.create(out, kernel_name=kernel, static_hash=static_hash, backend=chosen.name,
-                                       arch=arch, modules=module_files, args=arg_infos, va_addr=va_addr,
-                                       va_size=va_size)  # fmt: skip
+        arg_infos = [
+            ArgInfo(
+                arg_names[i],
+                p.offset,
+                p.size,
+                p.kind if p.kind in ("pointer", "int", "float", "struct") else "unknown",
+                p.kind in ("int", "float"),
+            )
+            for i, p in enumerate(params)
+        ]
+        rec = RecordedExecution.create(
+            out,
+            kernel_name=kernel,
+            static_hash=static_hash,
+            backend=chosen.name,
+            arch=arch,
+            modules=module_files,
+            args=arg_infos,
+            va_addr=va_addr,
+            va_size=va_size,
+        )
 
     prologue_path = out / f"DeviceState.prologue.{static_hash}.{dynamic_hash}.mneme"
     epilogue_path = out / f"DeviceState.epilogue.{static_hash}.{dynamic_hash}.mneme"
@@ -251,12 +302,17 @@ def capture(
             for name, data in initial_globals.items():
                 device.write_global(loaded, name, data)
             before = _read_globals(device, loaded, device_globals)
-            with SnapshotWriter(prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash,
-                                dynamic_hash=dynamic_hash) as writer:  # fmt: skip
+            with SnapshotWriter(
+                prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash, dynamic_hash=dynamic_hash
+            ) as writer:
                 writer.set_args(arg_bytes)
                 for region in placed.regions:
-                    writer.add_region(region.addr, contents[region.name], encoding=_encoding(region.size),
-                                      policy=policies.get(region.name))  # fmt: skip
+                    writer.add_region(
+                        region.addr,
+                        contents[region.name],
+                        encoding=_encoding(region.size),
+                        policy=policies.get(region.name),
+                    )
                 for name, data in before.items():
                     writer.add_global(name, data)
             try:
@@ -264,8 +320,9 @@ def capture(
             except ExperimentError as exc:
                 raise ExperimentError(f"{exc}{placed.fault_hint(str(exc))}", kind=exc.kind) from None
             after_globals = _read_globals(device, loaded, before)
-        with SnapshotWriter(epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash,
-                            dynamic_hash=dynamic_hash) as writer:  # fmt: skip
+        with SnapshotWriter(
+            epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash, dynamic_hash=dynamic_hash
+        ) as writer:
             writer.set_args(arg_bytes)
             for region in placed.regions:
                 after[region.name] = data = device.read(region.addr, region.size)
@@ -273,24 +330,42 @@ def capture(
                 buf = region.buffer
                 if outputs is not None and region.index is not None and buf.array.nbytes:
                     start = buf.padding_bytes[0]
-                    outputs[region.index] = np.frombuffer(data[start : start + buf.array.nbytes],
-                                                          dtype=buf.array.dtype).reshape(buf.array.shape).copy()  # fmt: skip
+                    outputs[region.index] = (
+                        np.frombuffer(data[start : start + buf.array.nbytes], dtype=buf.array.dtype)
+                        .reshape(buf.array.shape)
+                        .copy()
+                    )
             for name, data in after_globals.items():
                 writer.add_global(name, data)
     rec.globals = {**rec.globals, **{name: len(data) for name, data in before.items()}}
-    rec.add_instance(grid=grid, block=block, shared_mem=shared_mem, args=arg_bytes, prologue=prologue_path,
-                     epilogue=epilogue_path, dynamic_hash=dynamic_hash, cooperative=how.cooperative,
-                     cluster_dim=how.cluster)  # fmt: skip
+    rec.add_instance(
+        grid=grid,
+        block=block,
+        shared_mem=shared_mem,
+        args=arg_bytes,
+        prologue=prologue_path,
+        epilogue=epilogue_path,
+        dynamic_hash=dynamic_hash,
+        cooperative=how.cooperative,
+        cluster_dim=how.cluster,
+    )
     rec.save()
     log.info("captured kernel %s (%s) launch %s into %s", kernel, static_hash, dynamic_hash, db_path)
-    for message in output_warnings(placed, contents, after, layout.written_pointers(linked, kernel),
-                                   globals_changed=before != after_globals):  # fmt: skip
+    for message in output_warnings(
+        placed, contents, after, layout.written_pointers(linked, kernel), globals_changed=before != after_globals
+    ):
         log.warning("kernel %s: %s", kernel, message)
     return db_path
 
 
-def output_warnings(placed: layout.Layout, before: Mapping[str, bytes], after: Mapping[str, bytes],
-                    written: set[int] | None, *, globals_changed: bool = False) -> list[str]:  # fmt: skip
+def output_warnings(
+    placed: layout.Layout,
+    before: Mapping[str, bytes],
+    after: Mapping[str, bytes],
+    written: set[int] | None,
+    *,
+    globals_changed: bool = False,
+) -> list[str]:
     """What looks wrong with the launch's outputs: a buffer it should change that stays all zero or unchanged.
 
     The buffers checked are those marked as outputs and those a pointer argument the kernel may write
@@ -308,15 +383,25 @@ def output_warnings(placed: layout.Layout, before: Mapping[str, bytes], after: M
         data = after[region.name]
         if data == before[region.name]:
             zero = " (all zero)" if not any(data) else ""
-            messages.append(f"buffer {region.name!r}, {why}, is unchanged by the launch{zero}: its epilogue verifies "
-                            "nothing; check the inputs (an all-zero filter, weight or global?)")  # fmt: skip
+            messages.append(
+                f"buffer {region.name!r}, {why}, is unchanged by the launch{zero}: its epilogue verifies "
+                "nothing; check the inputs (an all-zero filter, weight or global?)"
+            )
         elif not any(data):
-            messages.append(f"buffer {region.name!r}, {why}, is all zero after the launch: check the inputs "
-                            "(an all-zero filter, weight or global?)")  # fmt: skip
-    if not messages and not globals_changed and placed.regions and all(
-            after[r.name] == before[r.name] for r in placed.regions):
-        messages.append("the launch changed no buffer and no global: its epilogue verifies nothing; check the "
-                        "inputs and the launch geometry")  # fmt: skip
+            messages.append(
+                f"buffer {region.name!r}, {why}, is all zero after the launch: check the inputs "
+                "(an all-zero filter, weight or global?)"
+            )
+    if (
+        not messages
+        and not globals_changed
+        and placed.regions
+        and all(after[r.name] == before[r.name] for r in placed.regions)
+    ):
+        messages.append(
+            "the launch changed no buffer and no global: its epilogue verifies nothing; check the "
+            "inputs and the launch geometry"
+        )
     return messages
 
 
@@ -403,8 +488,14 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80] or "kernel"
 
 
-def capture_spec(spec_path: str | os.PathLike, out: str | os.PathLike, *, backend: str | None = None,
-                 device_id: int = 0, allow_files_outside: bool = False) -> Path:  # fmt: skip
+def capture_spec(
+    spec_path: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    backend: str | None = None,
+    device_id: int = 0,
+    allow_files_outside: bool = False,
+) -> Path:
     """Capture the launch a description file names (docs/capture.md); returns the database's path.
 
     Its `file:` inputs are read only from the description's folder unless `allow_files_outside`.
@@ -424,32 +515,58 @@ def _capture_spec(spec_path: Path, out: str | os.PathLike, backend: str | None, 
     except IRError as exc:  # IR that does not read, or has no such kernel: the description's input (exit 2)
         raise FormatError(spec_path, str(exc), field="ir" if isinstance(exc, MalformedIRError) else "kernel") from None
     if len(launch["args"]) != len(params):
-        raise FormatError(spec_path, f"kernel {kernel!r} takes {len(params)} arguments "
-                          f"({', '.join(p.type for p in params)}); the description gives {len(launch['args'])}",
-                          field="args")  # fmt: skip
+        raise FormatError(
+            spec_path,
+            f"kernel {kernel!r} takes {len(params)} arguments "
+            f"({', '.join(p.type for p in params)}); the description gives {len(launch['args'])}",
+            field="args",
+        )
     device_globals = build_globals(launch["spec"], module_globals(linked), spec_path, spec_path.parent)
     try:
         return capture(
-            launch["ir"], kernel, launch["grid"], launch["block"], launch["args"], out,
-            shared_mem=launch["shared_mem"], backend=backend or launch["backend"], tolerances=launch["tolerances"],
-            names=launch["names"], va_addr=launch["va_addr"], device_id=device_id, buffers=launch["buffers"],
-            globals=device_globals, cooperative=launch["cooperative"], cluster=launch["cluster"],
-        )  # fmt: skip
+            launch["ir"],
+            kernel,
+            launch["grid"],
+            launch["block"],
+            launch["args"],
+            out,
+            shared_mem=launch["shared_mem"],
+            backend=backend or launch["backend"],
+            tolerances=launch["tolerances"],
+            names=launch["names"],
+            va_addr=launch["va_addr"],
+            device_id=device_id,
+            buffers=launch["buffers"],
+            globals=device_globals,
+            cooperative=launch["cooperative"],
+            cluster=launch["cluster"],
+        )
     except layout.DescriptionError as exc:
         raise FormatError(spec_path, exc.detail, field=exc.field) from None
     except ExperimentError as exc:
         if exc.kind != "invalid":  # a launch that ran and failed is not the description's fault
             raise
-        raise FormatError(spec_path, f"{exc}; the launch this description asks for cannot run",
-                          field="grid/block") from None
+        raise FormatError(
+            spec_path, f"{exc}; the launch this description asks for cannot run", field="grid/block"
+        ) from None
     except (UnsupportedError, IRError) as exc:  # the kernel's IR, refused before it ran
         if isinstance(exc, FormatError):
             raise
         raise FormatError(spec_path, str(exc), field="ir") from None
 
 
-__all__ = ["capture", "capture_spec", "load_spec", "build_args", "pack_scalar", "Buffer", "Pointer", "Struct", "Field",
-           "DEFAULT_VA_ADDR"]
+__all__ = [
+    "capture",
+    "capture_spec",
+    "load_spec",
+    "build_args",
+    "pack_scalar",
+    "Buffer",
+    "Pointer",
+    "Struct",
+    "Field",
+    "DEFAULT_VA_ADDR",
+]
 
 
 class _CallableModule(types.ModuleType):

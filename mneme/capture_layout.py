@@ -177,17 +177,33 @@ class Layout:
         addr = int(found.group(1), 16)
         for region in self.regions:
             buf, end = region.buffer, region.addr + region.size
-            where = (f"{region.addr - addr} bytes before" if region.addr - PAGE_REACH <= addr < region.addr else
-                     f"{addr - end} bytes after the end of" if end <= addr < end + PAGE_REACH else None)  # fmt: skip
+            where = (
+                f"{region.addr - addr} bytes before"
+                if region.addr - PAGE_REACH <= addr < region.addr
+                else f"{addr - end} bytes after the end of"
+                if end <= addr < end + PAGE_REACH
+                else None
+            )
             if where:
                 what = f"argument {region.index}" if region.index is not None else "a named buffer"
-                return (f"; {found.group(1)} is {where} buffer {region.name!r} ({what}): if the kernel reads just "
-                        "outside its arrays, give the buffer padding (padding: {before: N, after: N} in elements)")
+                return (
+                    f"; {found.group(1)} is {where} buffer {region.name!r} ({what}): if the kernel reads just "
+                    "outside its arrays, give the buffer padding (padding: {before: N, after: N} in elements)"
+                )
         return ""
 
 
-def place(params: Sequence[Any], args: Sequence[Any], names: Sequence[str], kernel: str, va_addr: int, *,
-          buffers: Mapping[str, Any] | None = None, struct_offsets=None, pack_scalar=None) -> Layout:  # fmt: skip
+def place(
+    params: Sequence[Any],
+    args: Sequence[Any],
+    names: Sequence[str],
+    kernel: str,
+    va_addr: int,
+    *,
+    buffers: Mapping[str, Any] | None = None,
+    struct_offsets=None,
+    pack_scalar=None,
+) -> Layout:
     """Place the buffers of `args` and `buffers` from `va_addr` and pack the argument bytes.
 
     `struct_offsets(index)` gives the IR's field offsets of a by-value struct parameter (or None);
@@ -202,14 +218,18 @@ def place(params: Sequence[Any], args: Sequence[Any], names: Sequence[str], kern
             value = Buffer(value)
         if isinstance(value, Buffer):
             if param.kind != "pointer":
-                raise DescriptionError(f"args[{index}]", f"argument {index} ({names[index]}) of kernel {kernel!r} is a "
-                                       f"{param.type}, not a pointer; pass a scalar, not an array")  # fmt: skip
+                raise DescriptionError(
+                    f"args[{index}]",
+                    f"argument {index} ({names[index]}) of kernel {kernel!r} is a "
+                    f"{param.type}, not a pointer; pass a scalar, not an array",
+                )
             pending.append((names[index], value, index))
             by_index[index] = names[index]
     for name, value in (buffers or {}).items():
         if name in {n for n, _, _ in pending}:
-            raise DescriptionError(f"buffers.{name}", f"the name {name!r} is also an argument's; give the buffer "
-                                   "another name")  # fmt: skip
+            raise DescriptionError(
+                f"buffers.{name}", f"the name {name!r} is also an argument's; give the buffer another name"
+            )
         if not isinstance(value, Buffer):
             try:
                 value = Buffer(value)
@@ -222,8 +242,10 @@ def place(params: Sequence[Any], args: Sequence[Any], names: Sequence[str], kern
     total = 0
     for name, buf, index in pending:
         if name in seen:
-            raise DescriptionError(f"args[{index}]" if index is not None else f"buffers.{name}",
-                                   f"two buffers are named {name!r}; name each buffer once")  # fmt: skip
+            raise DescriptionError(
+                f"args[{index}]" if index is not None else f"buffers.{name}",
+                f"two buffers are named {name!r}; name each buffer once",
+            )
         seen.add(name)
         total += buf.size
         limits.check("capture_bytes", total, f"{kernel!r}: the bytes of all buffers up to {name!r}")
@@ -247,16 +269,20 @@ def place(params: Sequence[Any], args: Sequence[Any], names: Sequence[str], kern
             raise DescriptionError(field, f"a pointer's target is an argument index or a buffer name, not {target!r}")
         region = regions.get(name)
         if region is None:
-            raise DescriptionError(field, f"points into {name!r}, which is no buffer; buffers: "
-                                   f"{', '.join(regions) or 'none'}")  # fmt: skip
+            raise DescriptionError(
+                field, f"points into {name!r}, which is no buffer; buffers: {', '.join(regions) or 'none'}"
+            )
         offset = pointer.offset
         if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)):
             raise DescriptionError(field, f"an offset is a whole number of elements, got {offset!r}")
         buf = region.buffer
         if not -buf.before <= offset <= buf.array.size + buf.after:
-            raise DescriptionError(field, f"offset {offset} lies outside buffer {name!r}: it has {buf.array.size} "
-                                   f"elements, {buf.before} of padding before and {buf.after} after, so an "
-                                   f"offset is from {-buf.before} to {buf.array.size + buf.after}")  # fmt: skip
+            raise DescriptionError(
+                field,
+                f"offset {offset} lies outside buffer {name!r}: it has {buf.array.size} "
+                f"elements, {buf.before} of padding before and {buf.after} after, so an "
+                f"offset is from {-buf.before} to {buf.array.size + buf.after}",
+            )
         if pointer.output:
             outputs.add(name)
         return region.data_addr + int(offset) * buf.itemsize, region
@@ -270,14 +296,14 @@ def place(params: Sequence[Any], args: Sequence[Any], names: Sequence[str], kern
             pointers[index] = region
         elif isinstance(value, Pointer):
             if param.kind != "pointer":
-                raise DescriptionError(field, f"argument {index} ({names[index]}) of kernel {kernel!r} is a "
-                                       f"{param.type}, not a pointer")  # fmt: skip
+                raise DescriptionError(
+                    field, f"argument {index} ({names[index]}) of kernel {kernel!r} is a {param.type}, not a pointer"
+                )
             addr, pointers[index] = resolve(value, field)
             data = addr.to_bytes(param.size, "little")
         elif isinstance(value, Struct):
             offsets = struct_offsets(index) if struct_offsets else None
-            data = pack_struct(value, param, field, names[index], kernel, offsets,
-                               lambda p, f: resolve(p, f)[0])  # fmt: skip
+            data = pack_struct(value, param, field, names[index], kernel, offsets, lambda p, f: resolve(p, f)[0])
         else:
             try:
                 data = pack_scalar(value, param, index, kernel)
@@ -290,13 +316,22 @@ def place(params: Sequence[Any], args: Sequence[Any], names: Sequence[str], kern
     return Layout(list(regions.values()), bytes(arg_bytes), va_size, pointers, outputs)
 
 
-def pack_struct(struct: Struct, param: Any, field: str, name: str, kernel: str,
-                ir_offsets: Sequence[tuple[int, int, str]] | None, resolve) -> bytes:  # fmt: skip
+def pack_struct(
+    struct: Struct,
+    param: Any,
+    field: str,
+    name: str,
+    kernel: str,
+    ir_offsets: Sequence[tuple[int, int, str]] | None,
+    resolve,
+) -> bytes:
     """The bytes of a by-value struct, its size checked against the kernel's parameter (and, where the IR's
     fields match the given ones one to one, each field's offset, size and kind)."""
     if param.kind != "struct":
-        raise DescriptionError(field, f"argument {param.index} ({name}) of kernel {kernel!r} is a {param.type}, "
-                               "not a struct passed by value")  # fmt: skip
+        raise DescriptionError(
+            field,
+            f"argument {param.index} ({name}) of kernel {kernel!r} is a {param.type}, not a struct passed by value",
+        )
     placed: list[tuple[int, bytes]] = []
     offset = 0
     biggest = 1
@@ -308,8 +343,11 @@ def pack_struct(struct: Struct, param: Any, field: str, name: str, kernel: str,
         else:
             value = item.value
             if not isinstance(value, (np.ndarray, np.generic)) or value.dtype.kind not in NUMERIC_KINDS:
-                raise DescriptionError(where, f"field {item.name!r} needs a typed value (a NumPy scalar or array such "
-                                       f"as np.int32(5)) or a Pointer, got {value!r}"[:300])  # fmt: skip
+                raise DescriptionError(
+                    where,
+                    f"field {item.name!r} needs a typed value (a NumPy scalar or array such "
+                    f"as np.int32(5)) or a Pointer, got {value!r}"[:300],
+                )
             data = np.ascontiguousarray(value).tobytes()
             size, align = len(data), value.dtype.itemsize
         if item.align is not None:
@@ -324,18 +362,24 @@ def pack_struct(struct: Struct, param: Any, field: str, name: str, kernel: str,
     total = align_up(offset, biggest)
     layout = ", ".join(f"{f.name}@{o}" for f, (o, _) in zip(struct.fields, placed))
     if total != param.size:
-        raise DescriptionError(f"{field}.struct", f"the fields take {total} bytes ({layout}), but argument "
-                               f"{param.index} ({name}: {param.type}) of kernel {kernel!r} is {param.size} bytes; "
-                               "give every field of the struct with its type, in order")  # fmt: skip
+        raise DescriptionError(
+            f"{field}.struct",
+            f"the fields take {total} bytes ({layout}), but argument "
+            f"{param.index} ({name}: {param.type}) of kernel {kernel!r} is {param.size} bytes; "
+            "give every field of the struct with its type, in order",
+        )
     if ir_offsets is not None and len(ir_offsets) == len(placed):
         for k, ((at, data), (want, size, kind)) in enumerate(zip(placed, ir_offsets)):
             item = struct.fields[k]
             ours = "p" if isinstance(item.value, Pointer) else ("f" if item.value.dtype.kind == "f" else "i")
             if at != want or len(data) != size or (kind in "fip" and kind != ours):
-                raise DescriptionError(f"{field}.struct[{k}]", f"field {item.name!r} is {_KIND_WORDS[ours]} of "
-                                       f"{len(data)} bytes at byte {at}, but field {k} of the kernel's {param.type} "
-                                       f"is {_KIND_WORDS.get(kind, 'a value')} of {size} bytes at byte {want}; "
-                                       "give each field with the type the kernel declares")  # fmt: skip
+                raise DescriptionError(
+                    f"{field}.struct[{k}]",
+                    f"field {item.name!r} is {_KIND_WORDS[ours]} of "
+                    f"{len(data)} bytes at byte {at}, but field {k} of the kernel's {param.type} "
+                    f"is {_KIND_WORDS.get(kind, 'a value')} of {size} bytes at byte {want}; "
+                    "give each field with the type the kernel declares",
+                )
     out = bytearray(total)
     for at, data in placed:
         out[at : at + len(data)] = data

@@ -26,8 +26,20 @@ from mneme.core.types import dim3
 
 _GENERATORS = ("random", "zeros", "ones", "full", "arange", "literal", "file")
 # The keys of a description, of one `args` entry, of a named buffer, of a global and of their parts.
-SPEC_KEYS = ("ir", "kernel", "grid", "block", "args", "shared_mem", "va_addr", "backend", "buffers", "globals",
-             "cooperative", "cluster")
+SPEC_KEYS = (
+    "ir",
+    "kernel",
+    "grid",
+    "block",
+    "args",
+    "shared_mem",
+    "va_addr",
+    "backend",
+    "buffers",
+    "globals",
+    "cooperative",
+    "cluster",
+)
 BUFFER_KEYS = ("tolerance", "padding", "align", "output", *_GENERATORS)
 ARG_KEYS = ("name", "dtype", "scalar", "ptr", "offset", "struct", *BUFFER_KEYS)
 GLOBAL_KEYS = ("dtype", "scalar", *_GENERATORS)
@@ -35,14 +47,30 @@ PADDING_KEYS = ("before", "after", "value")
 FIELD_KEYS = ("name", "dtype", "value", "ptr", "offset", "align")
 TOLERANCE_KEYS = ("dtype", "threshold", "relative", "norm")
 GENERATOR_KEYS = {
-    "random": ("dtype", "shape", "seed", "low", "high"), "zeros": ("dtype", "shape"), "ones": ("dtype", "shape"),
-    "full": ("dtype", "shape", "value"), "arange": ("dtype", "shape", "start", "stop", "step"),
-    "literal": ("dtype", "shape", "values"), "file": ("dtype", "path"),
-}  # fmt: skip
+    "random": ("dtype", "shape", "seed", "low", "high"),
+    "zeros": ("dtype", "shape"),
+    "ones": ("dtype", "shape"),
+    "full": ("dtype", "shape", "value"),
+    "arange": ("dtype", "shape", "start", "stop", "step"),
+    "literal": ("dtype", "shape", "values"),
+    "file": ("dtype", "path"),
+}
 _ONLY_WITH_BUFFERS = ("tolerance", "padding", "align")
 
-_NP_NAMES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-             "uint64", "bool")  # fmt: skip
+_NP_NAMES = (
+    "float16",
+    "float32",
+    "float64",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "bool",
+)
 
 
 def load_spec(path: str | os.PathLike) -> dict[str, Any]:
@@ -90,8 +118,9 @@ def _numeric_dtype(value: Any, source, field: str) -> np.dtype:
     except (TypeError, ValueError, SyntaxError) as exc:
         raise FormatError(source, f"unknown dtype {value!r}: {exc}"[:200], field=field) from None
     if dtype.kind not in "biuf" or dtype.hasobject:
-        raise FormatError(source, f"dtype {value!r} is not a number type; use one of {', '.join(_NP_NAMES)}",
-                          field=field)  # fmt: skip
+        raise FormatError(
+            source, f"dtype {value!r} is not a number type; use one of {', '.join(_NP_NAMES)}", field=field
+        )
     return dtype
 
 
@@ -137,9 +166,15 @@ def _budgeted():
 def _shape(shape: Any, dtype: np.dtype, source, field: str) -> tuple[int, ...]:
     """A shape of non-negative integers whose buffer fits the buffer_bytes limit (checked before allocating)."""
     dims = [shape] if isinstance(shape, int) and not isinstance(shape, bool) else shape
-    if not isinstance(dims, list) or not dims or len(dims) > 32 or any(
-            isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims):
-        raise FormatError(source, f"a shape is a list of 1 to 32 non-negative integers, got {shape!r}"[:200], field=field)
+    if (
+        not isinstance(dims, list)
+        or not dims
+        or len(dims) > 32
+        or any(isinstance(d, bool) or not isinstance(d, int) or d < 0 for d in dims)
+    ):
+        raise FormatError(
+            source, f"a shape is a list of 1 to 32 non-negative integers, got {shape!r}"[:200], field=field
+        )
     total = dtype.itemsize
     for d in dims:
         total *= d
@@ -161,13 +196,21 @@ def _numbers(values: Any, dtype: np.dtype, source, field: str) -> np.ndarray:
     return array
 
 
-def _value(entry: Mapping[str, Any], source, field: str, base: Path | None, *, kinds=("scalar", *_GENERATORS),
-           default_shape=None):  # fmt: skip
+def _value(
+    entry: Mapping[str, Any],
+    source,
+    field: str,
+    base: Path | None,
+    *,
+    kinds=("scalar", *_GENERATORS),
+    default_shape=None,
+):
     """The scalar or array one entry's generator makes. `default_shape(dtype)` fills a missing shape."""
     given = [k for k in kinds if k in entry]
     if len(given) != 1:
-        raise FormatError(source, f"give exactly one of {', '.join(kinds)}; got {', '.join(sorted(entry)) or 'none'}",
-                          field=field)  # fmt: skip
+        raise FormatError(
+            source, f"give exactly one of {', '.join(kinds)}; got {', '.join(sorted(entry)) or 'none'}", field=field
+        )
     kind = given[0]
     body = entry[kind]
     if kind == "scalar":
@@ -199,8 +242,11 @@ def _value(entry: Mapping[str, Any], source, field: str, base: Path | None, *, k
             array = _numbers(body.pop("values"), dtype, source, f"{where}.values")
             if shape is not None:
                 if int(np.prod(shape)) != array.size:
-                    raise FormatError(source, f"shape {list(shape)} holds {int(np.prod(shape))} values; "
-                                      f"values has {array.size}", field=f"{where}.shape")  # fmt: skip
+                    raise FormatError(
+                        source,
+                        f"shape {list(shape)} holds {int(np.prod(shape))} values; values has {array.size}",
+                        field=f"{where}.shape",
+                    )
                 array = array.reshape(shape)
             return array
         if kind == "arange":
@@ -267,9 +313,13 @@ def inside_folder(path: Path, value: str, base: Path | None, source, field: str)
     except (OSError, RuntimeError):  # a symbolic link loop
         inside = False
     if not inside:
-        raise FormatError(source, f"{printable(value)} lies outside the description's folder {base}; a description "
-                          "reads only files in its folder (give --allow-files-outside to mneme capture, or "
-                          "allow_files_outside=True, if you trust it)", field=field)
+        raise FormatError(
+            source,
+            f"{printable(value)} lies outside the description's folder {base}; a description "
+            "reads only files in its folder (give --allow-files-outside to mneme capture, or "
+            "allow_files_outside=True, if you trust it)",
+            field=field,
+        )
 
 
 def _read_file_argument(value: Any, dtype: np.dtype, base: Path | None, source, field: str) -> np.ndarray:
@@ -289,8 +339,11 @@ def _read_file_argument(value: Any, dtype: np.dtype, base: Path | None, source, 
         raise FormatError(source, f"{path} is not a regular file (a device, FIFO or folder)", field=field)
     _planned(info.st_size, f"{source}: {field}: {path}'s size")
     if info.st_size % dtype.itemsize:
-        raise FormatError(source, f"{path} has {info.st_size} bytes, not a whole number of {dtype} "
-                          f"({dtype.itemsize} bytes each)", field=field)  # fmt: skip
+        raise FormatError(
+            source,
+            f"{path} has {info.st_size} bytes, not a whole number of {dtype} ({dtype.itemsize} bytes each)",
+            field=field,
+        )
     return np.fromfile(path, dtype=dtype)
 
 
@@ -323,14 +376,17 @@ def _buffer(entry: Mapping[str, Any], array: np.ndarray, source, field: str):
         options["before"] = _integer(padding.get("before", 0), source, f"{field}.padding.before")
         options["after"] = _integer(padding.get("after", 0), source, f"{field}.padding.after")
         options["fill"] = _numbers(padding.get("value", 0), array.dtype, source, f"{field}.padding.value")[0]
-        _planned((options["before"] + array.size + options["after"]) * array.itemsize,
-                 f"{source}: {field}: the buffer's bytes with its padding",
-                 counted=(options["before"] + options["after"]) * array.itemsize)  # fmt: skip
+        _planned(
+            (options["before"] + array.size + options["after"]) * array.itemsize,
+            f"{source}: {field}: the buffer's bytes with its padding",
+            counted=(options["before"] + options["after"]) * array.itemsize,
+        )
     if "align" in entry:
         align = _integer(entry["align"], source, f"{field}.align", low=1)
         if align & (align - 1) or align > 2 << 20:
-            raise FormatError(source, f"an alignment is a power of two up to 2 MiB (bytes), got {align}",
-                              field=f"{field}.align")  # fmt: skip
+            raise FormatError(
+                source, f"an alignment is a power of two up to 2 MiB (bytes), got {align}", field=f"{field}.align"
+            )
         options["align"] = align
     if "output" in entry:
         options["output"] = _boolean(entry["output"], source, f"{field}.output")
@@ -340,8 +396,11 @@ def _buffer(entry: Mapping[str, Any], array: np.ndarray, source, field: str):
 def _pointer(entry: Mapping[str, Any], source, field: str) -> Pointer:
     target = entry["ptr"]
     if not (isinstance(target, str) and target) and (isinstance(target, bool) or not isinstance(target, int)):
-        raise FormatError(source, f"names a buffer (an argument's name or index, or a key of buffers), got {target!r}"[:200],
-                          field=f"{field}.ptr")  # fmt: skip
+        raise FormatError(
+            source,
+            f"names a buffer (an argument's name or index, or a key of buffers), got {target!r}"[:200],
+            field=f"{field}.ptr",
+        )
     offset = _integer(entry.get("offset", 0), source, f"{field}.offset", low=None)
     output = _boolean(entry.get("output", False), source, f"{field}.output")
     return Pointer(target, offset, output)
@@ -349,8 +408,11 @@ def _pointer(entry: Mapping[str, Any], source, field: str) -> Pointer:
 
 def _struct(value: Any, source, field: str) -> Struct:
     if not isinstance(value, list) or not value:
-        raise FormatError(source, "a struct is a list of fields such as {name: n, dtype: int32, value: 8} or "
-                          "{name: data, ptr: x}", field=f"{field}.struct")  # fmt: skip
+        raise FormatError(
+            source,
+            "a struct is a list of fields such as {name: n, dtype: int32, value: 8} or {name: data, ptr: x}",
+            field=f"{field}.struct",
+        )
     fields = []
     for k, item in enumerate(value):
         where = f"{field}.struct[{k}]"
@@ -363,17 +425,22 @@ def _struct(value: Any, source, field: str) -> Struct:
         if "ptr" in item:
             for key in ("dtype", "value"):
                 if key in item:
-                    raise FormatError(source, "a pointer field takes ptr and offset, not dtype or value",
-                                      field=f"{where}.{key}")  # fmt: skip
+                    raise FormatError(
+                        source, "a pointer field takes ptr and offset, not dtype or value", field=f"{where}.{key}"
+                    )
             fields.append(Field(name, _pointer(item, source, where), align))
             continue
         if "offset" in item:
-            raise FormatError(source, "offset goes with ptr (elements into the buffer it points to)",
-                              field=f"{where}.offset")  # fmt: skip
+            raise FormatError(
+                source, "offset goes with ptr (elements into the buffer it points to)", field=f"{where}.offset"
+            )
         for key in ("dtype", "value"):
             if key not in item:
-                raise FormatError(source, "required field is missing (a field is {dtype, value} or {ptr, offset})",
-                                  field=f"{where}.{key}")  # fmt: skip
+                raise FormatError(
+                    source,
+                    "required field is missing (a field is {dtype, value} or {ptr, offset})",
+                    field=f"{where}.{key}",
+                )
         dtype = _numeric_dtype(item["dtype"], source, f"{where}.dtype")
         numbers = _numbers(item["value"], dtype, source, f"{where}.value")
         fields.append(Field(name, numbers if isinstance(item["value"], list) else numbers[0], align))
@@ -402,17 +469,24 @@ def build_args(spec: Mapping[str, Any], source: str | os.PathLike | None = None,
                     raise FormatError(source, f"a name is a string, got {name!r}"[:200], field=f"{field}.name")
             kinds = [k for k in ("scalar", "ptr", "struct", *_GENERATORS) if k in entry]
             if len(kinds) != 1:
-                raise FormatError(source, f"give exactly one of scalar, ptr, struct, {', '.join(_GENERATORS)}; "
-                                  f"got {', '.join(sorted(entry)) or 'none'}", field=field)  # fmt: skip
+                raise FormatError(
+                    source,
+                    f"give exactly one of scalar, ptr, struct, {', '.join(_GENERATORS)}; "
+                    f"got {', '.join(sorted(entry)) or 'none'}",
+                    field=field,
+                )
             kind = kinds[0]
             is_buffer = kind in _GENERATORS
             for key in _ONLY_WITH_BUFFERS:
                 if key in entry and not is_buffer:
                     hint = " (set it on the buffer it points into)" if kind == "ptr" else ""
-                    raise FormatError(source, f"{key} applies to a buffer, not to a {kind}{hint}", field=f"{field}.{key}")
+                    raise FormatError(
+                        source, f"{key} applies to a buffer, not to a {kind}{hint}", field=f"{field}.{key}"
+                    )
             if "offset" in entry and kind != "ptr":
-                raise FormatError(source, "offset goes with ptr (elements into the buffer it points to)",
-                                  field=f"{field}.offset")  # fmt: skip
+                raise FormatError(
+                    source, "offset goes with ptr (elements into the buffer it points to)", field=f"{field}.offset"
+                )
             if "output" in entry and kind not in ("ptr", *_GENERATORS):
                 raise FormatError(source, "output marks a buffer or a pointer", field=f"{field}.output")
             if kind == "ptr":
@@ -428,8 +502,11 @@ def build_args(spec: Mapping[str, Any], source: str | os.PathLike | None = None,
         elif _is_number(entry):
             value = entry
         else:
-            raise FormatError(source, f"expected a number or a mapping (scalar, ptr, struct, {', '.join(_GENERATORS)}), "
-                              f"got {entry!r}"[:300], field=field)  # fmt: skip
+            raise FormatError(
+                source,
+                f"expected a number or a mapping (scalar, ptr, struct, {', '.join(_GENERATORS)}), got {entry!r}"[:300],
+                field=field,
+            )
         args.append(value)
         names.append(name)
     return args, tolerances, names
@@ -465,27 +542,34 @@ def build_globals(spec: Mapping[str, Any], sizes: Mapping[str, int], source=None
         if name not in sizes:
             near = nearest(str(name), sizes)
             hint = f"; did you mean {near!r}?" if near else "."
-            raise FormatError(source, f"the kernel's module has no device global {name!r}{hint} Its globals: "
-                              f"{', '.join(sorted(sizes)) or 'none'}", field=field)  # fmt: skip
+            raise FormatError(
+                source,
+                f"the kernel's module has no device global {name!r}{hint} Its globals: "
+                f"{', '.join(sorted(sizes)) or 'none'}",
+                field=field,
+            )
         size = sizes[name]
         entry = _mapping(entry, source, field, "{literal: {dtype: float32, values: [1, 2]}}")
         check_keys(entry, GLOBAL_KEYS, source, field)
 
         def whole(dtype: np.dtype, size=size, field=field) -> tuple[int]:
             if size % dtype.itemsize:
-                raise FormatError(source, f"global {field[8:]!r} is {size} bytes, not a whole number of {dtype}",
-                                  field=field)  # fmt: skip
+                raise FormatError(
+                    source, f"global {field[8:]!r} is {size} bytes, not a whole number of {dtype}", field=field
+                )
             _planned(size, f"{source}: {field}: the global's bytes")
             return (size // dtype.itemsize,)
 
         value = _value(entry, source, field, base, default_shape=whole)
         if not isinstance(value, (np.ndarray, np.generic)):
-            raise FormatError(source, "a global's scalar needs a dtype, e.g. {scalar: 2.5, dtype: float32}",
-                              field=f"{field}.dtype")  # fmt: skip
+            raise FormatError(
+                source, "a global's scalar needs a dtype, e.g. {scalar: 2.5, dtype: float32}", field=f"{field}.dtype"
+            )
         data = np.ascontiguousarray(value).tobytes()
         if len(data) != size:
-            raise FormatError(source, f"device global {name!r} is {size} bytes; the value is {len(data)} bytes",
-                              field=field)  # fmt: skip
+            raise FormatError(
+                source, f"device global {name!r} is {size} bytes; the value is {len(data)} bytes", field=field
+            )
         values[name] = data
     return values
 
@@ -513,15 +597,21 @@ def _read_description(spec_path: Path) -> dict[str, Any]:
             raise FormatError(spec_path, "required field is missing", field=key)
     ir_paths = spec["ir"] if isinstance(spec["ir"], list) else [spec["ir"]]
     if not ir_paths or any(not isinstance(p, str) or not p or "\0" in p for p in ir_paths):
-        raise FormatError(spec_path, f"is the path of the kernel's .ll/.bc file (or a list of them), got {spec['ir']!r}"[:200],
-                          field="ir")
+        raise FormatError(
+            spec_path,
+            f"is the path of the kernel's .ll/.bc file (or a list of them), got {spec['ir']!r}"[:200],
+            field="ir",
+        )
     spelled = ir_paths
     ir_paths = [Path(p) if Path(p).is_absolute() else base / p for p in ir_paths]
     for value, path in zip(spelled, ir_paths):
         inside_folder(path, value, base, spec_path, "ir")  # the IR is copied into the recording
         if not path.is_file():
-            raise FormatError(spec_path, f"IR file {printable(path)} does not exist; give the .ll or .bc file of the kernel",
-                              field="ir")  # fmt: skip
+            raise FormatError(
+                spec_path,
+                f"IR file {printable(path)} does not exist; give the .ll or .bc file of the kernel",
+                field="ir",
+            )
     kernel = spec["kernel"]
     if not isinstance(kernel, str) or not kernel:
         raise FormatError(spec_path, f"is the kernel's (mangled) name, got {kernel!r}"[:200], field="kernel")
@@ -532,24 +622,41 @@ def _read_description(spec_path: Path) -> dict[str, Any]:
             raise FormatError(spec_path, f"1-3 positive integers: {exc}"[:200], field=key) from None
     shared_mem = spec.get("shared_mem", 0)
     if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or not 0 <= shared_mem < 1 << 32:
-        raise FormatError(spec_path, f"bytes of dynamic shared memory (an integer >= 0), got {shared_mem!r}"[:200],
-                          field="shared_mem")
+        raise FormatError(
+            spec_path, f"bytes of dynamic shared memory (an integer >= 0), got {shared_mem!r}"[:200], field="shared_mem"
+        )
     va_addr = spec.get("va_addr", DEFAULT_VA_ADDR)
     try:
         va_addr = va_addr if isinstance(va_addr, int) and not isinstance(va_addr, bool) else int(str(va_addr), 0)
     except ValueError:
-        raise FormatError(spec_path, f"an address such as 0x153940000000, got {va_addr!r}"[:200],
-                          field="va_addr") from None
+        raise FormatError(
+            spec_path, f"an address such as 0x153940000000, got {va_addr!r}"[:200], field="va_addr"
+        ) from None
     if not 0 < va_addr < 1 << 47 or va_addr % ALIGNMENT:
-        raise FormatError(spec_path, f"an address in the user range (below 2^47) on a 2 MiB boundary, got {va_addr:#x}",
-                          field="va_addr")  # fmt: skip
+        raise FormatError(
+            spec_path,
+            f"an address in the user range (below 2^47) on a 2 MiB boundary, got {va_addr:#x}",
+            field="va_addr",
+        )
     backend = spec.get("backend")
     if backend is not None and not isinstance(backend, str):
         raise FormatError(spec_path, f"a backend name, got {backend!r}"[:200], field="backend")
     with _budgeted():  # the arguments' buffers and the named ones share the capture_bytes limit
         args, tolerances, names = build_args(spec, spec_path, base)
         buffers, buffer_tolerances = build_buffers(spec, spec_path, base)
-    return {"spec": spec, "ir": ir_paths, "kernel": kernel, "grid": dim3.of(spec["grid"]),
-            "block": dim3.of(spec["block"]), "shared_mem": shared_mem, "va_addr": va_addr, "backend": backend,
-            "args": args, "tolerances": {**tolerances, **buffer_tolerances}, "names": names, "buffers": buffers,
-            "cooperative": spec.get("cooperative", False), "cluster": spec.get("cluster")}  # checked by capture()
+    return {
+        "spec": spec,
+        "ir": ir_paths,
+        "kernel": kernel,
+        "grid": dim3.of(spec["grid"]),
+        "block": dim3.of(spec["block"]),
+        "shared_mem": shared_mem,
+        "va_addr": va_addr,
+        "backend": backend,
+        "args": args,
+        "tolerances": {**tolerances, **buffer_tolerances},
+        "names": names,
+        "buffers": buffers,
+        "cooperative": spec.get("cooperative", False),
+        "cluster": spec.get("cluster"),
+    }  # checked by capture()

@@ -10,5 +10,12 @@ from mneme.compat.pipeline import (
     split_top_level,
 )
 
-__all__ = ["AbstractPass", "PassLevel", "PassOption", "PipelineManager", "flatten_passes", "parse_pass_options",
-           "split_top_level"]  # fmt: skip
+__all__ = [
+    "AbstractPass",
+    "PassLevel",
+    "PassOption",
+    "PipelineManager",
+    "flatten_passes",
+    "parse_pass_options",
+    "split_top_level",
+]

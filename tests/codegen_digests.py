@@ -72,8 +72,11 @@ def toolchains() -> dict[str, dict[str, str]]:
         # the host digests are of code built without the checked copy (compile_host), whatever its version
         return {k: v for k, v in get_backend(backend).toolchain(arch).items() if k not in ("backend", "bounds-checks")}
 
-    return {"cuda": tools("cuda", "sm_90"), "hip": tools("hip", "gfx90a"),
-            "host": {**tools("host", platform.machine()), "machine": platform.machine()}}  # fmt: skip
+    return {
+        "cuda": tools("cuda", "sm_90"),
+        "hip": tools("hip", "gfx90a"),
+        "host": {**tools("host", platform.machine()), "machine": platform.machine()},
+    }
 
 
 def _sha(data: bytes | str) -> str:
@@ -94,22 +97,34 @@ def _cuda(source: str, kernel: str, config: ExperimentConfiguration) -> dict:
     module = ir.link([build_cuda_ir(source)], kernel)
     ptx = compile_kernel(module, kernel, config, "sm_90", "ptx")
     cubin = compile_kernel(module, kernel, config, "sm_90", "cubin")
-    return {"input": ir.module_hash(module), "variant": ptx.variant_hash, "ptx": _sha(ptx.data),
-            "cubin_resources": attrs.asdict(cubin.resources)}  # fmt: skip
+    return {
+        "input": ir.module_hash(module),
+        "variant": ptx.variant_hash,
+        "ptx": _sha(ptx.data),
+        "cubin_resources": attrs.asdict(cubin.resources),
+    }
 
 
 def _hip(source: str, kernel: str, config: ExperimentConfiguration) -> dict:
     module = ir.link([build_hip_ir(source)], kernel)
     hsaco = compile_kernel(module, kernel, config, "gfx90a", "hsaco")
-    return {"input": ir.module_hash(module), "variant": hsaco.variant_hash, "hsaco": _sha(hsaco.data),
-            "resources": attrs.asdict(hsaco.resources)}  # fmt: skip
+    return {
+        "input": ir.module_hash(module),
+        "variant": hsaco.variant_hash,
+        "hsaco": _sha(hsaco.data),
+        "resources": attrs.asdict(hsaco.resources),
+    }
 
 
 def _host(source: str, kernel: str, config: ExperimentConfiguration) -> dict:
     module = ir.link([build_cuda_ir(source)], kernel)
     binary = compile_host(module, kernel, config)
-    return {"input": ir.module_hash(module), "variant": binary.variant_hash, "object": _sha(binary.data),
-            "resources": attrs.asdict(binary.resources)}  # fmt: skip
+    return {
+        "input": ir.module_hash(module),
+        "variant": binary.variant_hash,
+        "object": _sha(binary.data),
+        "resources": attrs.asdict(binary.resources),
+    }
 
 
 def build() -> dict:

@@ -21,9 +21,16 @@ import pytest
 # module imports another's helpers (`from test_tuning_session import capture_saxpy`) from any folder,
 # in any order of collection. Test file names are unique across folders.
 _HERE = Path(__file__).resolve().parent
-for _folder in [_HERE, *sorted({p.parent for p in _HERE.glob("*/**/test_*.py")
-                                if "data" not in p.relative_to(_HERE).parts
-                                and not (p.parent / "__init__.py").exists()})]:  # fmt: skip
+for _folder in [
+    _HERE,
+    *sorted(
+        {
+            p.parent
+            for p in _HERE.glob("*/**/test_*.py")
+            if "data" not in p.relative_to(_HERE).parts and not (p.parent / "__init__.py").exists()
+        }
+    ),
+]:
     if str(_folder) not in sys.path:
         sys.path.insert(1, str(_folder))
 
@@ -38,7 +45,7 @@ def gpu_available() -> tuple[bool, str]:
     except ImportError:
         return False, "cuda-bindings is not installed"
     try:
-        err, = driver.cuInit(0)
+        (err,) = driver.cuInit(0)
     except Exception as exc:  # cuda-bindings installed but no driver library (CI)
         return False, f"no CUDA driver ({type(exc).__name__})"
     if err != driver.CUresult.CUDA_SUCCESS:

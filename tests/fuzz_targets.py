@@ -16,9 +16,15 @@ from pathlib import Path
 from mneme.core.errors import MnemeError
 
 #: Lower limits while a target runs (restored after, so other tests in the process see the defaults).
-LIMITS = {"MNEME_LIMIT_BUFFER_BYTES": str(1 << 20), "MNEME_LIMIT_TEXT_BYTES": str(1 << 20),
-          "MNEME_LIMIT_PARAM_VALUES": "10000", "MNEME_LIMIT_JSON_NODES": "200", "MNEME_LIMIT_VALUE_CHARS": "4096",
-          "MNEME_LIMIT_SPACE_BYTES": str(64 << 10), "MNEME_LIMIT_IR_BYTES": str(1 << 20)}
+LIMITS = {
+    "MNEME_LIMIT_BUFFER_BYTES": str(1 << 20),
+    "MNEME_LIMIT_TEXT_BYTES": str(1 << 20),
+    "MNEME_LIMIT_PARAM_VALUES": "10000",
+    "MNEME_LIMIT_JSON_NODES": "200",
+    "MNEME_LIMIT_VALUE_CHARS": "4096",
+    "MNEME_LIMIT_SPACE_BYTES": str(64 << 10),
+    "MNEME_LIMIT_IR_BYTES": str(1 << 20),
+}
 
 
 @contextlib.contextmanager
@@ -43,6 +49,7 @@ def _limited(function):
 
     return run
 
+
 CORPUS = Path(__file__).resolve().parent / "fuzz" / "corpus"
 _scratch: Path | None = None
 
@@ -56,6 +63,7 @@ def scratch() -> Path:
 
 # -- snapshots -------------------------------------------------------------------------------------
 
+
 def seed_snapshot(folder: Path) -> bytes:
     """A small prologue with a raw, a zstd and a shuffled region, and a global: the snapshot seed."""
     import numpy as np
@@ -66,8 +74,9 @@ def seed_snapshot(folder: Path) -> bytes:
     with SnapshotWriter(path, "prologue", static_hash="s", dynamic_hash="d", chunk_size=4096) as w:
         w.set_args(bytes(range(16)), [(0, 8), (8, 8)])
         w.add_region(0x7000_0000, bytes(range(256)) * 3)
-        w.add_region(0x7100_0000, np.arange(3000, dtype=np.float32).tobytes(), encoding="zstd",
-                     policy=RegionPolicy("f32", 1e-6))
+        w.add_region(
+            0x7100_0000, np.arange(3000, dtype=np.float32).tobytes(), encoding="zstd", policy=RegionPolicy("f32", 1e-6)
+        )
         w.add_region(0x7200_0000, bytes(5000), encoding="zstd")
         w.add_global("g", b"\x01\x02\x03\x04")
     return path.read_bytes()
@@ -132,6 +141,7 @@ def snapshot_target(blob: bytes) -> None:
 
 # -- recording databases --------------------------------------------------------------------------
 
+
 @_limited
 def load_database(folder: Path, blob: bytes) -> None:
     from mneme.core.records import RecordedExecution
@@ -154,6 +164,7 @@ def database_target(blob: bytes) -> None:
 
 
 # -- capture descriptions -------------------------------------------------------------------------
+
 
 @_limited
 def build_capture_args(folder: Path, blob: bytes) -> None:
@@ -179,6 +190,7 @@ def capture_target(blob: bytes) -> None:
 
 
 # -- search spaces and constraints ----------------------------------------------------------------
+
 
 @_limited
 def load_space_text(folder: Path, blob: bytes, suffix: str = ".yaml") -> None:
@@ -214,6 +226,7 @@ def constraint_text(blob: bytes) -> None:
 
 
 # -- kernel IR (text or bitcode) ------------------------------------------------------------------
+
 
 @_limited
 def ir_target(blob: bytes) -> None:

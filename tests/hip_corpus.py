@@ -32,16 +32,26 @@ import kernel_corpus as kc
 from irbuild import CLANG, hip_available, hip_device_lib_dir
 
 LLAMA_HIP = kc.Sdist(
-    "llama-cpp-python", "0.2.56",
+    "llama-cpp-python",
+    "0.2.56",
     "https://files.pythonhosted.org/packages/ca/e7/a96c0405c73e9b86fde675c30456d231e4a6bc46a69642587318856bf2d4/"
     "llama_cpp_python-0.2.56.tar.gz",
-    "9c82db80e929ae93c2ab069a76a8a52aac82479cf9d0523c3550af48554cc785", "MIT",
+    "9c82db80e929ae93c2ab069a76a8a52aac82479cf9d0523c3550af48554cc785",
+    "MIT",
     ("LICENSE.md", "vendor/llama.cpp/LICENSE", "vendor/llama.cpp/ggml"),
-)  # fmt: skip
+)
 ARCHS = ("gfx90a", "gfx942", "gfx1100")
 # What llama.cpp 0.2.56's CMake build passes for LLAMA_HIPBLAS (its default DMMV/MMV/K-quant settings).
-FLAGS = ("-DGGML_USE_HIPBLAS", "-DGGML_USE_CUBLAS", "-DGGML_CUDA_DMMV_X=32", "-DGGML_CUDA_MMV_Y=1",
-         "-DK_QUANTS_PER_ITERATION=2", "-DNDEBUG", "-O3", "-std=c++17")  # fmt: skip
+FLAGS = (
+    "-DGGML_USE_HIPBLAS",
+    "-DGGML_USE_CUBLAS",
+    "-DGGML_CUDA_DMMV_X=32",
+    "-DGGML_CUDA_MMV_Y=1",
+    "-DK_QUANTS_PER_ITERATION=2",
+    "-DNDEBUG",
+    "-O3",
+    "-std=c++17",
+)
 CLANGXX = os.environ.get("MNEME_CLANGXX", CLANG.replace("clang", "clang++", 1))
 
 HIPBLAS_HEADER = """#pragma once
@@ -126,22 +136,42 @@ def _standins(root: Path) -> Path:
 def command(root: Path, out: Path, archs: tuple[str, ...] = ARCHS) -> list[str]:
     """The `mneme-cc clang++ -x hip -c` command line that builds the unit into `out`."""
     libs = hip_device_lib_dir(*archs)
-    return [sys.executable, "-m", "mneme.instrument.launcher", CLANGXX, "-x", "hip",
-            *(f"--offload-arch={a}" for a in archs), "--rocm-path=/usr", f"--rocm-device-lib-path={libs}", *FLAGS,
-            "-Wno-unused-command-line-argument", "-I", str(source(root).parent), "-I", str(_standins(root)), "-c",
-            str(source(root)), "-o", str(out)]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "mneme.instrument.launcher",
+        CLANGXX,
+        "-x",
+        "hip",
+        *(f"--offload-arch={a}" for a in archs),
+        "--rocm-path=/usr",
+        f"--rocm-device-lib-path={libs}",
+        *FLAGS,
+        "-Wno-unused-command-line-argument",
+        "-I",
+        str(source(root).parent),
+        "-I",
+        str(_standins(root)),
+        "-c",
+        str(source(root)),
+        "-o",
+        str(out),
+    ]
 
 
 def build(root: Path, archs: tuple[str, ...] = ARCHS) -> Built:
     """Build the unit (cached by the sdist, the flags and mneme-cc's sources)."""
-    key = hashlib.sha256(json.dumps([LLAMA_HIP.sha256, FLAGS, archs, HIPBLAS_HEADER, ROCBLAS_HEADER, CLANGXX,
-                                     kc._tool_key()]).encode()).hexdigest()[:24]  # fmt: skip
+    key = hashlib.sha256(
+        json.dumps([LLAMA_HIP.sha256, FLAGS, archs, HIPBLAS_HEADER, ROCBLAS_HEADER, CLANGXX, kc._tool_key()]).encode()
+    ).hexdigest()[:24]
     folder = kc.cache_root() / "build" / f"llama-hip-{key}"
     done = folder / "result.json"
     if done.exists():
         meta = json.loads(done.read_text())
         obj = folder / "unit.o"
-        return Built(meta["ok"], obj if obj.exists() else None, meta["messages"], meta["seconds"], tuple(meta["command"]))
+        return Built(
+            meta["ok"], obj if obj.exists() else None, meta["messages"], meta["seconds"], tuple(meta["command"])
+        )
     tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -151,7 +181,9 @@ def build(root: Path, archs: tuple[str, ...] = ARCHS) -> Built:
     seconds = time.perf_counter() - start
     ok = proc.returncode == 0 and (tmp / "unit.o").exists()
     cmd = [c.replace(str(tmp), str(folder)) for c in cmd]
-    (tmp / "result.json").write_text(json.dumps({"ok": ok, "messages": proc.stderr, "seconds": seconds, "command": cmd}))
+    (tmp / "result.json").write_text(
+        json.dumps({"ok": ok, "messages": proc.stderr, "seconds": seconds, "command": cmd})
+    )
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return Built(ok, folder / "unit.o" if ok else None, proc.stderr, seconds, tuple(cmd))
@@ -241,7 +273,17 @@ def build_cuda_ir(root: Path) -> Path:
     if not (folder / "cublas_v2.h").exists() or (folder / "cublas_v2.h").read_text() != header:
         (folder / "cublas_v2.h").write_text(header)
     flags = [f for f in FLAGS if f != "-DGGML_USE_HIPBLAS"]
-    cmd = [CLANGXX, *_cuda_flags(CUDA_ARCH), *flags, "-I", str(source(root).parent), "-I", str(folder), "-emit-llvm", "-c"]
+    cmd = [
+        CLANGXX,
+        *_cuda_flags(CUDA_ARCH),
+        *flags,
+        "-I",
+        str(source(root).parent),
+        "-I",
+        str(folder),
+        "-emit-llvm",
+        "-c",
+    ]
     key = hashlib.sha256(json.dumps([LLAMA_HIP.sha256, cmd, header]).encode()).hexdigest()[:24]
     out = kc.cache_root() / "build" / f"llama-cuda-{key}.bc"
     if not out.exists():
@@ -307,16 +349,26 @@ def _args(params: list[str], seed: int) -> list:
     return args
 
 
-def _capture_pair(cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], block, seed: int,
-                  out: Path) -> Agreement:  # fmt: skip
+def _capture_pair(
+    cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], block, seed: int, out: Path
+) -> Agreement:
     from mneme import capture
 
     results = []
     for label, path in (("cuda", cuda_ir), ("hip", hip_ir)):
         outputs: dict = {}
         try:
-            capture.capture(path, kernel, GRID, block, _args(params, seed), out / label, backend="host", outputs=outputs,
-                            shared_mem=SHARED)  # fmt: skip
+            capture.capture(
+                path,
+                kernel,
+                GRID,
+                block,
+                _args(params, seed),
+                out / label,
+                backend="host",
+                outputs=outputs,
+                shared_mem=SHARED,
+            )
             results.append(outputs)
         except Exception as exc:  # noqa: BLE001 - named in the table, the run goes on
             results.append(f"{label}: {type(exc).__name__}: {str(exc).splitlines()[0][:140]}")
@@ -327,8 +379,10 @@ def _capture_pair(cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], b
     if not differing:
         return Agreement(kernel, "identical")
     worst = max(float(np.nanmax(np.abs(cuda[i].astype(np.float64) - hip[i].astype(np.float64)))) for i in differing)
-    ulps = max(int(np.max(np.abs(cuda[i].view(np.int32).astype(np.int64) - hip[i].view(np.int32).astype(np.int64))))
-               for i in differing)  # fmt: skip
+    ulps = max(
+        int(np.max(np.abs(cuda[i].view(np.int32).astype(np.int64) - hip[i].view(np.int32).astype(np.int64))))
+        for i in differing
+    )
     return Agreement(kernel, "differs", f"arguments {differing}: max abs diff {worst:.3g}, {ulps} ulp", ulps)
 
 
@@ -349,16 +403,22 @@ def cross_check(cuda_ir: Path, hip_ir: Path, out: Path, limit: int | None = None
         names[path] = set(ir.kernels(module))
         module.close()
     shared = sorted(names[cuda_ir] & names[hip_ir])
-    chosen = [(k, p, block_of(d)) for k, d in zip(shared, demangle_all(shared)) if (p := capturable(d))][::every][:limit]
+    chosen = [(k, p, block_of(d)) for k, d in zip(shared, demangle_all(shared)) if (p := capturable(d))][::every][
+        :limit
+    ]
     found = []
     context = multiprocessing.get_context("spawn")
     pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)
     try:
         for n, (kernel, params, block) in enumerate(chosen):
             try:
-                found.append(pool.submit(_capture_pair, cuda_ir, hip_ir, kernel, params, block, n, out / str(n)).result())
+                found.append(
+                    pool.submit(_capture_pair, cuda_ir, hip_ir, kernel, params, block, n, out / str(n)).result()
+                )
             except concurrent.futures.process.BrokenProcessPool:
-                found.append(Agreement(kernel, "not captured", "the capturing process died (a signal in the host runtime)"))
+                found.append(
+                    Agreement(kernel, "not captured", "the capturing process died (a signal in the host runtime)")
+                )
                 pool.shutdown(cancel_futures=True)
                 pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)
     finally:

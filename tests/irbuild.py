@@ -82,7 +82,9 @@ _CORPUS = (
     CorpusKernel("saxpy", ("saxpy",), "y = a*x + y, grid-stride loop"),
     CorpusKernel("stencil2d", ("stencil2d",), "five-point 2D stencil, 2D grid"),
     CorpusKernel("reduce_sum", ("reduce_sum",), "shared-memory tree reduction with __syncthreads"),
-    CorpusKernel("scale_template", ("_Z5scaleIfEvPT_S0_i", "_Z5scaleIiEvPT_S0_i"), "templated scale<float>, scale<int>"),
+    CorpusKernel(
+        "scale_template", ("_Z5scaleIfEvPT_S0_i", "_Z5scaleIiEvPT_S0_i"), "templated scale<float>, scale<int>"
+    ),
     CorpusKernel("math_funcs", ("math_funcs",), "sinf/expf/sqrtf/logf/powf", uses_math=True),
     CorpusKernel("device_global", ("add_bias",), "reads and writes __device__ globals", uses_globals=True),
     CorpusKernel("histogram", ("histogram",), "atomicAdd histogram"),
@@ -167,14 +169,22 @@ def cuda_available() -> tuple[bool, str]:
 def _cuda_flags(arch: str) -> list[str]:
     cuda = cuda_path()
     return [
-        "-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch={arch}", f"--cuda-path={cuda}",
-        "-Wno-unknown-cuda-version", "-isystem", str(STUBS_DIR), "-isystem", str(cuda / "include" / "cccl"),
-    ]  # fmt: skip
+        "-x",
+        "cuda",
+        "--cuda-device-only",
+        f"--cuda-gpu-arch={arch}",
+        f"--cuda-path={cuda}",
+        "-Wno-unknown-cuda-version",
+        "-isystem",
+        str(STUBS_DIR),
+        "-isystem",
+        str(cuda / "include" / "cccl"),
+    ]
 
 
 def isa_version(arch: str) -> int:
     """The ROCm device libraries' ``__oclc_ISA_version`` of `arch` (gfx90a -> 9010, gfx1100 -> 11000)."""
-    digits = arch[len("gfx"):].split(":")[0]
+    digits = arch[len("gfx") :].split(":")[0]
     major, minor, step = digits[:-2], digits[-2], digits[-1]
     return int(major) * 1000 + int(minor, 16) * 100 + int(step, 16)
 
@@ -186,7 +196,7 @@ def hip_device_lib_dir(*archs: str) -> Path:
     bitcode = rocm_bitcode_dir()
     if bitcode is None:
         raise IRBuildError(hip_available()[1])
-    names = {arch: f"oclc_isa_version_{arch[len('gfx'):].split(':')[0]}.bc" for arch in archs}
+    names = {arch: f"oclc_isa_version_{arch[len('gfx') :].split(':')[0]}.bc" for arch in archs}
     missing = {arch: name for arch, name in names.items() if not (bitcode / name).exists()}
     if not missing:
         return bitcode
@@ -199,13 +209,30 @@ def hip_device_lib_dir(*archs: str) -> Path:
     for arch, name in missing.items():
         if (folder / name).exists():
             continue
-        text = (f'target triple = "amdgcn-amd-amdhsa"\n@__oclc_ISA_version = linkonce_odr protected '
-                f"local_unnamed_addr addrspace(4) constant i32 {isa_version(arch)}, align 4\n")  # fmt: skip
+        text = (
+            f'target triple = "amdgcn-amd-amdhsa"\n@__oclc_ISA_version = linkonce_odr protected '
+            f"local_unnamed_addr addrspace(4) constant i32 {isa_version(arch)}, align 4\n"
+        )
         source = folder / f"{name}.ll"
         source.write_text(text)
         tmp = folder / f"{name}.tmp{os.getpid()}"
-        subprocess.run([CLANG, "-c", "-emit-llvm", "-nogpulib", "-x", "ir", "-target", "amdgcn-amd-amdhsa", "-o", str(tmp),
-                        str(source)], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                CLANG,
+                "-c",
+                "-emit-llvm",
+                "-nogpulib",
+                "-x",
+                "ir",
+                "-target",
+                "amdgcn-amd-amdhsa",
+                "-o",
+                str(tmp),
+                str(source),
+            ],
+            check=True,
+            capture_output=True,
+        )
         os.replace(tmp, folder / name)
     return folder
 
@@ -213,13 +240,19 @@ def hip_device_lib_dir(*archs: str) -> Path:
 def _hip_flags(arch: str) -> list[str]:
     bitcode = hip_device_lib_dir(arch)
     return [
-        "-x", "hip", f"--offload-arch={arch}", "--offload-device-only", "--rocm-path=/usr",
-        f"--rocm-device-lib-path={bitcode}", "-Wno-unused-command-line-argument",
-    ]  # fmt: skip
+        "-x",
+        "hip",
+        f"--offload-arch={arch}",
+        "--offload-device-only",
+        "--rocm-path=/usr",
+        f"--rocm-device-lib-path={bitcode}",
+        "-Wno-unused-command-line-argument",
+    ]
 
 
-def _build(source: Path, flags: list[str], opt: str, emit: str, out_dir: str | os.PathLike | None,
-           extra: tuple[str, ...] = ()) -> Path:  # fmt: skip
+def _build(
+    source: Path, flags: list[str], opt: str, emit: str, out_dir: str | os.PathLike | None, extra: tuple[str, ...] = ()
+) -> Path:
     if emit not in ("ll", "bc"):
         raise ValueError(f"emit must be 'll' or 'bc', not {emit!r}")
     if opt == RAW:
@@ -255,8 +288,15 @@ def _build(source: Path, flags: list[str], opt: str, emit: str, out_dir: str | o
     return target
 
 
-def build_cuda_ir(name_or_path: str | os.PathLike, arch: str = "sm_90", out_dir=None, *, opt: str = RAW,
-                  emit: str = "ll", flags: tuple[str, ...] = ()) -> Path:  # fmt: skip
+def build_cuda_ir(
+    name_or_path: str | os.PathLike,
+    arch: str = "sm_90",
+    out_dir=None,
+    *,
+    opt: str = RAW,
+    emit: str = "ll",
+    flags: tuple[str, ...] = (),
+) -> Path:
     """Device-only NVPTX IR of a corpus source (name like "saxpy") or a .cu file; returns its path.
 
     `flags` are extra clang flags (e.g. ("-ftrivial-auto-var-init=pattern",)).
@@ -264,8 +304,15 @@ def build_cuda_ir(name_or_path: str | os.PathLike, arch: str = "sm_90", out_dir=
     return _build(_resolve(name_or_path, "cuda"), _cuda_flags(arch), opt, emit, out_dir, tuple(flags))
 
 
-def build_hip_ir(name_or_path: str | os.PathLike, arch: str = "gfx90a", out_dir=None, *, opt: str = RAW,
-                 emit: str = "ll", flags: tuple[str, ...] = ()) -> Path:  # fmt: skip
+def build_hip_ir(
+    name_or_path: str | os.PathLike,
+    arch: str = "gfx90a",
+    out_dir=None,
+    *,
+    opt: str = RAW,
+    emit: str = "ll",
+    flags: tuple[str, ...] = (),
+) -> Path:
     """Device-only AMDGPU IR of a corpus source (name like "saxpy") or a .hip file; returns its path."""
     return _build(_resolve(name_or_path, "hip"), _hip_flags(arch), opt, emit, out_dir, tuple(flags))
 

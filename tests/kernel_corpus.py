@@ -63,34 +63,97 @@ class Sdist:
 
 
 LLAMA = Sdist(
-    "llama-cpp-python", "0.3.36",
+    "llama-cpp-python",
+    "0.3.36",
     "https://files.pythonhosted.org/packages/ec/e9/e7de2b0463ea3ffbf0ede6cb21b58c1258a8f6521aae45ca773a59fe7cf3/"
     "llama_cpp_python-0.3.36.tar.gz",
-    "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e", "MIT",
+    "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+    "MIT",
     ("LICENSE.md", "vendor/llama.cpp/LICENSE", "vendor/llama.cpp/ggml/include/", "vendor/llama.cpp/ggml/src/"),
-)  # fmt: skip
+)
 PYCUDA = Sdist(
-    "pycuda", "2026.1",
+    "pycuda",
+    "2026.1",
     "https://files.pythonhosted.org/packages/75/93/36ffd54430924dcb03a88c97519d56589e573d0dcc999c77a4c4d8a90306/"
     "pycuda-2026.1.tar.gz",
-    "759516160628ba06f32ce7e563e3f5b9214691dc9528a03ea99ea1073f4e14ba", "MIT",
+    "759516160628ba06f32ce7e563e3f5b9214691dc9528a03ea99ea1073f4e14ba",
+    "MIT",
     ("LICENSE", "examples/", "test/", "pycuda/cuda/"),
-)  # fmt: skip
+)
 PROJECTS = (LLAMA, PYCUDA)
 
 # The ggml-cuda units built (see the module docstring for what is left out and why).
 GGML_UNITS = (
-    "acc", "add-id", "arange", "argmax", "binbcast", "clamp", "col2im-1d", "concat", "conv-transpose-1d",
-    "conv2d-dw", "conv2d-transpose", "convert", "count-equal", "cpy", "cross-entropy-loss", "diag", "diagmask",
-    "dsv4-hc", "fill", "fwht", "getrows", "gla", "im2col", "mean", "moe-weighted-reduction", "norm",
-    "opt-step-adamw", "opt-step-sgd", "pad", "pad_reflect_1d", "pool1d", "pool2d", "quantize", "roll", "rope",
-    "scale", "set", "set-rows", "snake", "softcap", "softmax", "ssm-conv", "sum", "sumrows", "tri", "tsembd",
-    "unary", "upscale", "wkv",
-)  # fmt: skip
+    "acc",
+    "add-id",
+    "arange",
+    "argmax",
+    "binbcast",
+    "clamp",
+    "col2im-1d",
+    "concat",
+    "conv-transpose-1d",
+    "conv2d-dw",
+    "conv2d-transpose",
+    "convert",
+    "count-equal",
+    "cpy",
+    "cross-entropy-loss",
+    "diag",
+    "diagmask",
+    "dsv4-hc",
+    "fill",
+    "fwht",
+    "getrows",
+    "gla",
+    "im2col",
+    "mean",
+    "moe-weighted-reduction",
+    "norm",
+    "opt-step-adamw",
+    "opt-step-sgd",
+    "pad",
+    "pad_reflect_1d",
+    "pool1d",
+    "pool2d",
+    "quantize",
+    "roll",
+    "rope",
+    "scale",
+    "set",
+    "set-rows",
+    "snake",
+    "softcap",
+    "softmax",
+    "ssm-conv",
+    "sum",
+    "sumrows",
+    "tri",
+    "tsembd",
+    "unary",
+    "upscale",
+    "wkv",
+)
 # The units CI builds (tests/test_kernel_corpus.py; MNEME_CORPUS_FULL=1 builds them all): the most kernels per
 # second of compile, and the ones the tests give NumPy references.
-GGML_CI_UNITS = ("arange", "clamp", "scale", "softcap", "getrows", "concat", "norm", "quantize", "fwht", "im2col",
-                 "conv2d-dw", "gla", "dsv4-hc", "fill", "cross-entropy-loss", "softmax")  # fmt: skip
+GGML_CI_UNITS = (
+    "arange",
+    "clamp",
+    "scale",
+    "softcap",
+    "getrows",
+    "concat",
+    "norm",
+    "quantize",
+    "fwht",
+    "im2col",
+    "conv2d-dw",
+    "gla",
+    "dsv4-hc",
+    "fill",
+    "cross-entropy-loss",
+    "softmax",
+)
 GGML_FLAGS = ("-std=c++17", "-use_fast_math", "-extended-lambda", "-DNDEBUG", "-O3")
 
 CUBLAS_HEADER = """#pragma once
@@ -172,8 +235,16 @@ def ggml_units(root: Path, names: tuple[str, ...] = GGML_UNITS) -> list[Unit]:
     standin = root / "mneme-standins"
     standin.mkdir(exist_ok=True)
     (standin / "cublas_v2.h").write_text(CUBLAS_HEADER)
-    includes = ("-I", str(root / "vendor/llama.cpp/ggml/include"), "-I", str(cuda.parent), "-I", str(cuda),
-                "-I", str(standin))  # fmt: skip
+    includes = (
+        "-I",
+        str(root / "vendor/llama.cpp/ggml/include"),
+        "-I",
+        str(cuda.parent),
+        "-I",
+        str(cuda),
+        "-I",
+        str(standin),
+    )
     return [Unit("llama.cpp", name, cuda / f"{name}.cu", (*GGML_FLAGS, *includes)) for name in names]
 
 
@@ -195,8 +266,9 @@ def pycuda_sources(root: Path) -> list[tuple[str, str]]:
             code = node.args[0]
             if not (isinstance(code, ast.Constant) and isinstance(code.value, str)):
                 continue  # built at run time (templates, string formatting)
-            extern_c = not any(k.arg == "no_extern_c" and isinstance(k.value, ast.Constant) and k.value.value
-                               for k in node.keywords)  # fmt: skip
+            extern_c = not any(
+                k.arg == "no_extern_c" and isinstance(k.value, ast.Constant) and k.value.value for k in node.keywords
+            )
             text = code.value
             if extern_c:  # what pycuda.compiler.SourceModule hands nvcc
                 text = 'extern "C" {\n' + text + "\n}\n"
@@ -270,8 +342,18 @@ def nvcc_version() -> str:
 def build_one(unit: Unit, arch: str = ARCH, tool_key: str | None = None, nvcc_id: str = "") -> Built:
     import time
 
-    key = hashlib.sha256(json.dumps([unit.source.read_text(errors="replace"), str(unit.source), unit.flags, arch,
-                                     tool_key or _tool_key(), nvcc_id]).encode()).hexdigest()[:24]  # fmt: skip
+    key = hashlib.sha256(
+        json.dumps(
+            [
+                unit.source.read_text(errors="replace"),
+                str(unit.source),
+                unit.flags,
+                arch,
+                tool_key or _tool_key(),
+                nvcc_id,
+            ]
+        ).encode()
+    ).hexdigest()[:24]
     folder = cache_root() / "build" / f"{unit.project}-{unit.name}-{key}"
     done = folder / "result.json"
     if done.exists():
@@ -282,16 +364,27 @@ def build_one(unit: Unit, arch: str = ARCH, tool_key: str | None = None, nvcc_id
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     obj = tmp / "unit.o"
-    cmd = [sys.executable, "-m", "mneme.instrument.launcher", NVCC, f"-arch={arch}", *unit.flags, "-c",
-           str(unit.source), "-o", str(obj)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "mneme.instrument.launcher",
+        NVCC,
+        f"-arch={arch}",
+        *unit.flags,
+        "-c",
+        str(unit.source),
+        "-o",
+        str(obj),
+    ]
     start = time.perf_counter()
     done_proc = subprocess.run(cmd, capture_output=True, text=True, cwd=unit.source.parent)
     seconds = time.perf_counter() - start
     ok = done_proc.returncode == 0 and obj.exists()
     if not ok and obj.exists():
         obj.unlink()
-    (tmp / "result.json").write_text(json.dumps({"nvcc_ok": ok, "messages": done_proc.stderr, "seconds": seconds,
-                                                 "command": cmd}))  # fmt: skip
+    (tmp / "result.json").write_text(
+        json.dumps({"nvcc_ok": ok, "messages": done_proc.stderr, "seconds": seconds, "command": cmd})
+    )
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return Built(unit, ok, folder / "unit.o" if ok else None, done_proc.stderr, seconds)

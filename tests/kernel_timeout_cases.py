@@ -78,8 +78,25 @@ def replay_stops_a_kernel_past_the_limit(folder: Path, backend: str) -> None:
     """`mneme replay --timeout` ends a spinning kernel: not verified (exit 3), one line, no hang."""
     db = record(folder, backend)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "--backend", backend,
-                           "--block-dim-x", "64", "--timeout", "1"], capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mneme",
+            "replay",
+            "-rdb",
+            str(db),
+            "--backend",
+            backend,
+            "--block-dim-x",
+            "64",
+            "--timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert time.monotonic() - start < 90
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "time limit" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
@@ -90,11 +107,29 @@ def capture_stops_a_kernel_past_the_limit(folder: Path, backend: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "spin_if_wide.ll").write_text(SPIN_IF_WIDE)
     spec = folder / "spin.yaml"
-    spec.write_text("ir: spin_if_wide.ll\nkernel: spin_if_wide\ngrid: 1\nblock: 64\nargs:\n"
-                    "  - {ones: {dtype: int32, shape: [1]}}\n  - {zeros: {dtype: int32, shape: [64]}}\n")
+    spec.write_text(
+        "ir: spin_if_wide.ll\nkernel: spin_if_wide\ngrid: 1\nblock: 64\nargs:\n"
+        "  - {ones: {dtype: int32, shape: [1]}}\n  - {zeros: {dtype: int32, shape: [64]}}\n"
+    )
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "mneme", "capture", str(spec), "-o", str(folder / "out"),
-                           "--backend", backend, "--timeout", "1"], capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mneme",
+            "capture",
+            str(spec),
+            "-o",
+            str(folder / "out"),
+            "--backend",
+            backend,
+            "--timeout",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert time.monotonic() - start < 90
     assert proc.returncode != 0 and "timed out" in proc.stderr, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr

@@ -25,9 +25,30 @@ def tune_then_replay(tmp_path: Path, backend: str) -> None:
 
     db = capture.capture_spec(ROOT / "examples" / "saxpy" / "capture.yaml", tmp_path / "db", backend=backend)
     results = tmp_path / "results"
-    tuned = mneme("tune", "-rdb", db, "--backend", backend, "--space", "quick", "-o", "grid_stride=true",
-                  "--sampler", "optuna:tpe", "--seed", "3", "--trials", 6, "--retime-top", 1, "--retime-repeats", 1,
-                  "--results", results, "--json")  # fmt: skip
+    tuned = mneme(
+        "tune",
+        "-rdb",
+        db,
+        "--backend",
+        backend,
+        "--space",
+        "quick",
+        "-o",
+        "grid_stride=true",
+        "--sampler",
+        "optuna:tpe",
+        "--seed",
+        "3",
+        "--trials",
+        6,
+        "--retime-top",
+        1,
+        "--retime-repeats",
+        1,
+        "--results",
+        results,
+        "--json",
+    )
     assert tuned.returncode == 0, tuned.stdout[-2000:] + tuned.stderr[-4000:]
     summary = json.loads(tuned.stdout)
     assert summary["counts"]["trials"] == 6

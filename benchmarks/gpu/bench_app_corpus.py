@@ -52,7 +52,9 @@ log = logging.getLogger("bench_app_corpus")
 # Each program: the modules it needs, and its source. APP_LAUNCHES names a JSON file the program writes
 # {kernel name: launches} into, for the kernels it launches by name.
 PROGRAMS = {
-    "cupy": (("cupy",), '''
+    "cupy": (
+        ("cupy",),
+        '''
         import json, os, cupy as cp
         saxpy = cp.RawKernel(r"""
         extern "C" __global__ void saxpy(int n, float a, const float *x, float *y) {
@@ -73,8 +75,11 @@ PROGRAMS = {
         total(((n + 255) // 256,), (256,), (cp.int32(n), x, s))
         cp.cuda.runtime.deviceSynchronize()
         json.dump({"saxpy": 3, "total": 1}, open(os.environ["APP_LAUNCHES"], "w"))
-    '''),
-    "numba": (("numba.cuda",), '''
+    ''',
+    ),
+    "numba": (
+        ("numba.cuda",),
+        """
         import json, os
         import numpy as np
         if not hasattr(np, "row_stack"):  # NumPy 2.5 dropped this alias of vstack; numba-cuda's arrayobj still names it
@@ -95,8 +100,11 @@ PROGRAMS = {
             a, b = b, a
         cuda.synchronize()
         json.dump({"blur": 4}, open(os.environ["APP_LAUNCHES"], "w"))
-    '''),
-    "torch": (("torch",), '''
+    """,
+    ),
+    "torch": (
+        ("torch",),
+        """
         import torch
         torch.manual_seed(0)
         x = torch.randn(512, 512, device="cuda")
@@ -106,8 +114,11 @@ PROGRAMS = {
             z = y.sum(dim=0)
         torch.cuda.synchronize()
         print(float(z.sum()))
-    '''),
-    "triton": (("torch", "triton"), '''
+    """,
+    ),
+    "triton": (
+        ("torch", "triton"),
+        """
         import json, os
         import torch, triton, triton.language as tl
 
@@ -138,7 +149,8 @@ PROGRAMS = {
         row_softmax[(256,)](m, s, 1000, BLOCK=1024)
         torch.cuda.synchronize()
         json.dump({"scale_add": 3, "row_softmax": 1}, open(os.environ["APP_LAUNCHES"], "w"))
-    '''),
+    """,
+    ),
 }
 
 # Programs built by `scripts/gpu-suite --prepare` (carried in .gpu/bin): name -> (binary, what builds it).
@@ -149,9 +161,14 @@ TRACER = ROOT / ".gpu" / "lib" / "probes" / "libmneme_cupti_trace.so"
 
 
 def available(modules: tuple[str, ...]) -> str:
-    """"" when every module imports in a fresh interpreter, else why not."""
-    proc = subprocess.run([sys.executable, "-c", "; ".join(f"import {m}" for m in modules)], capture_output=True,
-                          text=True, timeout=120, check=False)  # fmt: skip
+    """ "" when every module imports in a fresh interpreter, else why not."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "; ".join(f"import {m}" for m in modules)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     return "" if proc.returncode == 0 else (proc.stderr.strip().splitlines() or ["import failed"])[-1][:200]
 
 
@@ -214,8 +231,12 @@ def cupti_launches(command: list[str], tmp: Path) -> tuple[dict[str, int] | None
         return None, f"no CUPTI tracer ({_shown(TRACER)}: scripts/gpu-suite --prepare builds it where CUPTI is)"
     trace = tmp / "cupti-trace"
     trace.mkdir(exist_ok=True)
-    env = {**os.environ, "CUDA_INJECTION64_PATH": str(TRACER), "MNEME_CUPTI_TRACE_DIR": str(trace),
-           "APP_LAUNCHES": str(tmp / "traced-launches.json")}  # fmt: skip
+    env = {
+        **os.environ,
+        "CUDA_INJECTION64_PATH": str(TRACER),
+        "MNEME_CUPTI_TRACE_DIR": str(trace),
+        "APP_LAUNCHES": str(tmp / "traced-launches.json"),
+    }
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
         log.warning("traced run exited %d: %s", proc.returncode, (proc.stderr or proc.stdout)[-1000:])
@@ -241,8 +262,9 @@ def raw_recorded_times(raw: Path) -> dict[tuple[str, str], float]:
     for _, m in launches(recorder.FORMAT, raw):
         key = (m["kernel"], m.get("instance_key", ""))
         if key in first and first[key][1] == "flushed":
-            out[(m["kernel"], dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])))] = \
-                first[key][0]  # fmt: skip
+            out[(m["kernel"], dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])))] = (
+                first[key][0]
+            )
     return out
 
 
@@ -272,8 +294,11 @@ def explain_nondeterminism(db: Path, dynamic_hash: str, mode: str) -> tuple[str,
     for f in findings:
         if f.policy is not None:
             annotate(db, f.policy, record_id=dynamic_hash, address=f.addr)
-    text = "; ".join(f"{f'arg {f.arg}' if f.arg is not None else hex(f.addr)}: "
-                     f"{(f.reasons or ('replays differ',))[0][:60]} -> {f.policy or f.note}" for f in findings)  # fmt: skip
+    text = "; ".join(
+        f"{f'arg {f.arg}' if f.arg is not None else hex(f.addr)}: "
+        f"{(f.reasons or ('replays differ',))[0][:60]} -> {f.policy or f.note}"
+        for f in findings
+    )
     return text, replay(db, dynamic_hash, mode, 1).verified
 
 
@@ -312,18 +337,32 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             for addr, size in regions:
                 device.copy(scratch.addr, addr, size)
 
-        variants = {"flushed": (ex.reset, "flushed", "auto"), "unsynced": (reset_and_flush, "warm", "auto"),
-                    "new-mapping": (ex.reset, "flushed", "auto"), "no-reset": (None, "flushed", "auto"),
-                    "prologue-copy": (read_all_then_flush, "flushed", "auto"),
-                    "events": (ex.reset, "flushed", "events"), "warm": (ex.reset, "warm", "auto"),
-                    "primed": (ex.reset, "primed", "auto")}  # fmt: skip
+        variants = {
+            "flushed": (ex.reset, "flushed", "auto"),
+            "unsynced": (reset_and_flush, "warm", "auto"),
+            "new-mapping": (ex.reset, "flushed", "auto"),
+            "no-reset": (None, "flushed", "auto"),
+            "prologue-copy": (read_all_then_flush, "flushed", "auto"),
+            "events": (ex.reset, "flushed", "events"),
+            "warm": (ex.reset, "warm", "auto"),
+            "primed": (ex.reset, "primed", "auto"),
+        }
         try:
             for name, (before, cache, timer) in variants.items():
                 ex.reset()
                 fresh = device.alloc(device.flush_bytes) if name == "new-mapping" else None
                 try:
-                    times = device.time(kernel, config.grid, config.block, config.shared_mem, ex.args, iterations,
-                                        before_each=before, cache=cache, timer=timer)  # fmt: skip
+                    times = device.time(
+                        kernel,
+                        config.grid,
+                        config.block,
+                        config.shared_mem,
+                        ex.args,
+                        iterations,
+                        before_each=before,
+                        cache=cache,
+                        timer=timer,
+                    )
                 except Exception as exc:  # noqa: BLE001 - one variant's failure leaves the others' figures
                     log.warning("diagnosis %s of %s: %s", name, dynamic_hash, exc)
                     continue
@@ -369,8 +408,11 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
         entry["cupti_launches"], entry["cupti_skipped"] = None, why_not
     else:
         entry["cupti_launches"] = cupti
-        entry["launch_count_differs"] = {k: [cupti.get(k, 0), seen.get(k, 0)] for k in sorted(set(cupti) | set(seen))
-                                         if cupti.get(k, 0) != seen.get(k, 0)}  # fmt: skip
+        entry["launch_count_differs"] = {
+            k: [cupti.get(k, 0), seen.get(k, 0)]
+            for k in sorted(set(cupti) | set(seen))
+            if cupti.get(k, 0) != seen.get(k, 0)
+        }
         entry["all_launches_recorded"] = not entry["launch_count_differs"]
     recorded: dict[str, int] = {}
     for db in databases:
@@ -379,28 +421,44 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
         recorded[rec.kernel_name] = sum(i.occ for i in rec.kernel_instances.values())
         binary = "cubin" if any(b.kind == "cubin" for b in rec.binary_blobs) else "ptx"
         for dynamic_hash, inst in rec.kernel_instances.items():
-            app_samples = samples.get((rec.kernel_name, dynamic_hash)) or ([inst.recorded_time] if inst.recorded_time else [])
+            app_samples = samples.get((rec.kernel_name, dynamic_hash)) or (
+                [inst.recorded_time] if inst.recorded_time else []
+            )
             reference = statistics.median(app_samples) if app_samples else None
-            row = {"program": name, "kernel": short[:60], "instance": dynamic_hash, "occurrences": inst.occ,
-                   "ir": bool(rec.llvm_files), "recorded_time_s": inst.recorded_time,
-                   "recorded_cache": inst.recorded_cache, "app_timer": inst.app_timer,
-                   "recorded_samples_s": app_samples, "recorded_median_s": reference,
-                   "later_launches_median_s": statistics.median(inst.app_times) if inst.app_times else None}  # fmt: skip
+            row = {
+                "program": name,
+                "kernel": short[:60],
+                "instance": dynamic_hash,
+                "occurrences": inst.occ,
+                "ir": bool(rec.llvm_files),
+                "recorded_time_s": inst.recorded_time,
+                "recorded_cache": inst.recorded_cache,
+                "app_timer": inst.app_timer,
+                "recorded_samples_s": app_samples,
+                "recorded_median_s": reference,
+                "later_launches_median_s": statistics.median(inst.app_times) if inst.app_times else None,
+            }
             bin_result = replay(db, dynamic_hash, binary, opts.iterations)
-            row.update(binary=binary, binary_verified=bin_result.verified,
-                       binary_median_s=bin_result.median_time or None, replay_timer=bin_result.timer,
-                       binary_times_s=list(bin_result.exec_time))  # fmt: skip
+            row.update(
+                binary=binary,
+                binary_verified=bin_result.verified,
+                binary_median_s=bin_result.median_time or None,
+                replay_timer=bin_result.timer,
+                binary_times_s=list(bin_result.exec_time),
+            )
             if not bin_result.verified and bin_result.executed:
-                row["nondeterminism"], row["verified_under_policy"] = explain_nondeterminism(
-                    db, dynamic_hash, binary)
+                row["nondeterminism"], row["verified_under_policy"] = explain_nondeterminism(db, dynamic_hash, binary)
             if reference and bin_result.median_time:
                 row["replay_vs_recorded"] = bin_result.median_time / reference
                 if abs(row["replay_vs_recorded"] - 1) > 0.05 and time_left():
                     row["diagnosis_s"] = diagnose(db, dynamic_hash, binary, opts.iterations)
             if rec.llvm_files:
                 ir_result = replay(db, dynamic_hash, "ir", opts.iterations)
-                row.update(ir_verified=ir_result.verified, ir_median_s=ir_result.median_time or None,
-                           ir_error=(ir_result.mismatches or [ir_result.error])[0][:300] if not ir_result.verified else "")  # fmt: skip
+                row.update(
+                    ir_verified=ir_result.verified,
+                    ir_median_s=ir_result.median_time or None,
+                    ir_error=(ir_result.mismatches or [ir_result.error])[0][:300] if not ir_result.verified else "",
+                )
                 if ir_result.median_time and bin_result.median_time:
                     row["ir_vs_binary"] = ir_result.median_time / bin_result.median_time
             rows.append(row)
@@ -408,9 +466,11 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
     if "all_launches_recorded" not in entry:
         # Without CUPTI's count, the program's own (a program names its kernels as written; the
         # recorder's names are mangled (Numba's) or exact).
-        entry["all_launches_recorded"] = all(
-            sum(v for kernel, v in seen.items() if k == kernel or k in kernel) == n
-            for k, n in counted.items()) if counted else None  # fmt: skip
+        entry["all_launches_recorded"] = (
+            all(sum(v for kernel, v in seen.items() if k == kernel or k in kernel) == n for k, n in counted.items())
+            if counted
+            else None
+        )
     return entry
 
 
@@ -418,16 +478,23 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--programs", default=",".join([*EXECUTABLES, *PROGRAMS]))
     parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--app-runs", type=int, default=3,
-                        help="runs of each program under the recorder; the reference is the median of their recorded times")
-    parser.add_argument("--seconds", type=float, default=130.0,
-                        help="after this, no optional work (more runs, CUPTI's count, the diagnosis) is started")
+    parser.add_argument(
+        "--app-runs",
+        type=int,
+        default=3,
+        help="runs of each program under the recorder; the reference is the median of their recorded times",
+    )
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=130.0,
+        help="after this, no optional work (more runs, CUPTI's count, the diagnosis) is started",
+    )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="also write the table as markdown here")
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     from mneme_cuda import recorder
-
 
     started = time.monotonic()
 
@@ -440,8 +507,9 @@ def main() -> int:
 
     def write() -> None:
         if opts.json:
-            opts.json.write_text(json.dumps({"programs": programs, "rows": rows,
-                                             "summary": summarize(rows, programs)}, indent=2))  # fmt: skip
+            opts.json.write_text(
+                json.dumps({"programs": programs, "rows": rows, "summary": summarize(rows, programs)}, indent=2)
+            )
 
     for name in opts.programs.split(","):
         with tempfile.TemporaryDirectory(prefix=f"app-corpus-{name}-") as tmp:
@@ -475,37 +543,56 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
             lines.append(f"app-corpus {p['program']}: FAILED ({p['error']})")
         else:
             if p.get("cupti_launches") is not None:
-                counts = (f"every kernel's launches as CUPTI counted them ({sum(p['cupti_launches'].values())} "
-                          f"launches of {len(p['cupti_launches'])} kernels): {p['all_launches_recorded']}")  # fmt: skip
+                counts = (
+                    f"every kernel's launches as CUPTI counted them ({sum(p['cupti_launches'].values())} "
+                    f"launches of {len(p['cupti_launches'])} kernels): {p['all_launches_recorded']}"
+                )
                 if p.get("launch_count_differs"):
-                    counts += " (CUPTI, recorder: " + ", ".join(f"{k[:50]} {a}, {b}" for k, (a, b) in
-                                                                list(p["launch_count_differs"].items())[:4]) + ")"  # fmt: skip
+                    counts += (
+                        " (CUPTI, recorder: "
+                        + ", ".join(f"{k[:50]} {a}, {b}" for k, (a, b) in list(p["launch_count_differs"].items())[:4])
+                        + ")"
+                    )
             else:
-                counts = (f"launches recorded as the program made them: {p['all_launches_recorded']} (no CUPTI count: "
-                          f"{p.get('cupti_skipped', '')})")  # fmt: skip
-            lines.append(f"app-corpus {p['program']}: exit {p['exit']}, {p.get('app_runs', 1)} run(s) under the "
-                         f"recorder; {counts}" + (f"; {p['warnings']}" if p["warnings"] else ""))  # fmt: skip
+                counts = (
+                    f"launches recorded as the program made them: {p['all_launches_recorded']} (no CUPTI count: "
+                    f"{p.get('cupti_skipped', '')})"
+                )
+            lines.append(
+                f"app-corpus {p['program']}: exit {p['exit']}, {p.get('app_runs', 1)} run(s) under the "
+                f"recorder; {counts}" + (f"; {p['warnings']}" if p["warnings"] else "")
+            )
     if rows:
         verified = sum(1 for r in rows if r["binary_verified"] or r.get("verified_under_policy"))
         ratios = [r["replay_vs_recorded"] for r in rows if r.get("replay_vs_recorded")]
         within = sum(1 for x in ratios if abs(x - 1) <= 0.05)
         ir_rows = [r for r in rows if r["ir"]]
-        lines.append(f"app-corpus: {len(rows)} instances; verified from the binary {verified} (nondeterministic ones "
-                     f"under their derived policy); replay vs the recorded launch (median of the runs' recorded "
-                     f"times) within 5%: {within}/{len(ratios)}"
-                     + (f", median {statistics.median(ratios):.3f}x" if ratios else ""))  # fmt: skip
+        lines.append(
+            f"app-corpus: {len(rows)} instances; verified from the binary {verified} (nondeterministic ones "
+            f"under their derived policy); replay vs the recorded launch (median of the runs' recorded "
+            f"times) within 5%: {within}/{len(ratios)}"
+            + (f", median {statistics.median(ratios):.3f}x" if ratios else "")
+        )
         # Of the instances that missed, how many each changed method would have brought within 5%.
         diagnosed = [r for r in rows if r.get("diagnosis_s") and r.get("recorded_median_s")]
         if diagnosed:
-            fixes = Counter(name for r in diagnosed for name, t in r["diagnosis_s"].items()
-                            if abs(t / r["recorded_median_s"] - 1) <= 0.05)  # fmt: skip
-            lines.append(f"app-corpus diagnosis of the {len(diagnosed)} that missed: within 5% when timed "
-                         + ", ".join(f"{name} {fixes.get(name, 0)}" for name in diagnosed[0]["diagnosis_s"]))  # fmt: skip
+            fixes = Counter(
+                name
+                for r in diagnosed
+                for name, t in r["diagnosis_s"].items()
+                if abs(t / r["recorded_median_s"] - 1) <= 0.05
+            )
+            lines.append(
+                f"app-corpus diagnosis of the {len(diagnosed)} that missed: within 5% when timed "
+                + ", ".join(f"{name} {fixes.get(name, 0)}" for name in diagnosed[0]["diagnosis_s"])
+            )
         if ir_rows:
             exact = sum(1 for r in ir_rows if r.get("ir_verified"))
             speed = [r["ir_vs_binary"] for r in ir_rows if r.get("ir_vs_binary")]
-            lines.append(f"app-corpus IR: {exact}/{len(ir_rows)} verified bit for bit; IR/binary time within 5%: "
-                         f"{sum(1 for x in speed if x <= 1.05)}/{len(speed)}")  # fmt: skip
+            lines.append(
+                f"app-corpus IR: {exact}/{len(ir_rows)} verified bit for bit; IR/binary time within 5%: "
+                f"{sum(1 for x in speed if x <= 1.05)}/{len(speed)}"
+            )
     return lines
 
 
@@ -516,18 +603,25 @@ def markdown(rows: list[dict], programs: list[dict]) -> list[str]:
     def x(value):
         return f"{value:.3f}" if value else "-"
 
-    lines = ["| program | kernel | occ | binary | verified | replay us | recorded us (median of runs) | replay/recorded | IR verified | IR/binary | note |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "| program | kernel | occ | binary | verified | replay us | recorded us (median of runs) | replay/recorded | IR verified | IR/binary | note |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in rows:
         note = r.get("nondeterminism", "") or r.get("ir_error", "")
         if r.get("diagnosis_s") and r.get("recorded_median_s"):
-            note = "replay/recorded " + ", ".join(f"{k} {t / r['recorded_median_s']:.2f}"
-                                                  for k, t in r["diagnosis_s"].items()) + (f"; {note}" if note else "")  # fmt: skip
-        lines.append(f"| {r['program']} | `{r['kernel']}` | {r['occurrences']} | {r['binary']} | "
-                     f"{'yes' if r['binary_verified'] else ('under policy' if r.get('verified_under_policy') else 'NO')} | "
-                     f"{us(r['binary_median_s'])} | {us(r.get('recorded_median_s'))} | {x(r.get('replay_vs_recorded'))} | "
-                     f"{('yes' if r.get('ir_verified') else 'NO') if r['ir'] else '-'} | {x(r.get('ir_vs_binary'))} | "
-                     f"{note[:160].replace('|', '/')} |")  # fmt: skip
+            note = (
+                "replay/recorded "
+                + ", ".join(f"{k} {t / r['recorded_median_s']:.2f}" for k, t in r["diagnosis_s"].items())
+                + (f"; {note}" if note else "")
+            )
+        lines.append(
+            f"| {r['program']} | `{r['kernel']}` | {r['occurrences']} | {r['binary']} | "
+            f"{'yes' if r['binary_verified'] else ('under policy' if r.get('verified_under_policy') else 'NO')} | "
+            f"{us(r['binary_median_s'])} | {us(r.get('recorded_median_s'))} | {x(r.get('replay_vs_recorded'))} | "
+            f"{('yes' if r.get('ir_verified') else 'NO') if r['ir'] else '-'} | {x(r.get('ir_vs_binary'))} | "
+            f"{note[:160].replace('|', '/')} |"
+        )
     for p in programs:
         if "skipped" in p or "error" in p:
             what = f"skipped: {p['skipped']}" if "skipped" in p else f"FAILED: {p['error']}"

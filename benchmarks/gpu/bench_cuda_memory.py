@@ -102,7 +102,7 @@ def float_field(size: int) -> np.ndarray:
     tile = (np.sin(x * 1e-4) * 100 + np.cos(x * 3e-3) * 10 + noise * 1e-2).astype(np.float32).view(np.uint8)
     out = np.empty(size, np.uint8)
     for at in range(0, size, tile.nbytes):
-        out[at:at + tile.nbytes] = tile[:size - at]
+        out[at : at + tile.nbytes] = tile[: size - at]
     return out
 
 
@@ -163,8 +163,9 @@ def restore(device, size: int) -> dict:
         paths = {}
         for name, encoding, chunk in kinds:
             paths[name] = Path(tmp) / f"DeviceState.prologue.{name}.mneme"
-            with SnapshotWriter(paths[name], SnapshotType.PROLOGUE, static_hash="bench", dynamic_hash="bench",
-                                chunk_size=chunk) as writer:  # fmt: skip
+            with SnapshotWriter(
+                paths[name], SnapshotType.PROLOGUE, static_hash="bench", dynamic_hash="bench", chunk_size=chunk
+            ) as writer:
                 writer.set_args(b"\0" * 8)
                 writer.add_region(BASE, data, encoding=encoding)
         with open(paths["raw"], "rb") as handle:  # the ceiling: page cache -> pinned, plain reads, no checks
@@ -180,35 +181,52 @@ def restore(device, size: int) -> dict:
                 out[f"{encoding}_restored_by"] = device.last_restore
                 if encoding.startswith("lz4"):
                     device.restore_decode = "host"
-                    t[f"{encoding}_host_decode_restore"] = best_seconds(lambda: device.write_snapshot_region(snap, BASE))
+                    t[f"{encoding}_host_decode_restore"] = best_seconds(
+                        lambda: device.write_snapshot_region(snap, BASE)
+                    )
                     device.restore_decode = None
                     device.write_snapshot_region(snap, BASE)  # the default path's bytes are checked below
                 t[f"{encoding}_decode"] = best_seconds(lambda: decode_only(device, snap, BASE))
                 with python_path(device):
-                    t[f"{encoding}_python_restore"] = best_seconds(lambda: device.write_snapshot_region(snap, BASE),
-                                                                   repeat=2)  # fmt: skip
+                    t[f"{encoding}_python_restore"] = best_seconds(
+                        lambda: device.write_snapshot_region(snap, BASE), repeat=2
+                    )
                 if encoding == "raw" and native:  # how the native restore scales with its thread count
                     out["restore_raw_GBps_by_threads"] = sweep_threads(device, snap, size)
                 device.write_snapshot_region(snap, BASE)
                 for at in (0, size // 2 + 12345, size - 4096):
-                    assert device.read(BASE + at, 4096) == data[at:at + 4096].tobytes(), (encoding, at)
+                    assert device.read(BASE + at, 4096) == data[at : at + 4096].tobytes(), (encoding, at)
     gbps = lambda sec: size / sec / 1e9
-    out.update({"pinned_h2d_GBps": gbps(t_pinned), "write_pageable_GBps": gbps(t_write),
-                "ratio_write_vs_pinned": t_pinned / t_write,
-                "pagecache_to_pinned_16t_GBps": gbps(t["ceiling"]), "ratio_ceiling_vs_pinned": t_pinned / t["ceiling"]})
+    out.update(
+        {
+            "pinned_h2d_GBps": gbps(t_pinned),
+            "write_pageable_GBps": gbps(t_write),
+            "ratio_write_vs_pinned": t_pinned / t_write,
+            "pagecache_to_pinned_16t_GBps": gbps(t["ceiling"]),
+            "ratio_ceiling_vs_pinned": t_pinned / t["ceiling"],
+        }
+    )
     out["encodings"] = [name for name, _, _ in kinds]
     for encoding, _, _ in kinds:
         restore_s, python_s = t[f"{encoding}_restore"], t[f"{encoding}_python_restore"]
-        out.update({f"restore_{encoding}_GBps": gbps(restore_s),
-                    f"ratio_restore_{encoding}_vs_pinned": t_pinned / restore_s,
-                    f"ratio_restore_{encoding}_vs_ceiling": t["ceiling"] / restore_s,
-                    f"decode_{encoding}_into_pinned_GBps": gbps(t[f"{encoding}_decode"]),
-                    f"restore_{encoding}_python_reader_GBps": gbps(python_s),
-                    f"ratio_restore_{encoding}_python_reader_vs_pinned": t_pinned / python_s})  # fmt: skip
+        out.update(
+            {
+                f"restore_{encoding}_GBps": gbps(restore_s),
+                f"ratio_restore_{encoding}_vs_pinned": t_pinned / restore_s,
+                f"ratio_restore_{encoding}_vs_ceiling": t["ceiling"] / restore_s,
+                f"decode_{encoding}_into_pinned_GBps": gbps(t[f"{encoding}_decode"]),
+                f"restore_{encoding}_python_reader_GBps": gbps(python_s),
+                f"ratio_restore_{encoding}_python_reader_vs_pinned": t_pinned / python_s,
+            }
+        )
         if f"{encoding}_host_decode_restore" in t:
             host_s = t[f"{encoding}_host_decode_restore"]
-            out.update({f"restore_{encoding}_host_decode_GBps": gbps(host_s),
-                        f"ratio_restore_{encoding}_host_decode_vs_pinned": t_pinned / host_s})  # fmt: skip
+            out.update(
+                {
+                    f"restore_{encoding}_host_decode_GBps": gbps(host_s),
+                    f"ratio_restore_{encoding}_host_decode_vs_pinned": t_pinned / host_s,
+                }
+            )
     return out
 
 
@@ -222,11 +240,16 @@ def executor_open(size: int) -> dict:
 
     n = size // 8  # two float arrays of n elements
     rng = np.random.default_rng(2)
-    args = [np.int32(n), np.float32(2.0), rng.standard_normal(n).astype(np.float32),
-            rng.standard_normal(n).astype(np.float32)]  # fmt: skip
+    args = [
+        np.int32(n),
+        np.float32(2.0),
+        rng.standard_normal(n).astype(np.float32),
+        rng.standard_normal(n).astype(np.float32),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
-        db = capture.capture(ir=cuda_ir("saxpy"), kernel="saxpy", grid=1024, block=256, args=args, out=tmp,
-                             backend="cuda")  # fmt: skip
+        db = capture.capture(
+            ir=cuda_ir("saxpy"), kernel="saxpy", grid=1024, block=256, args=args, out=tmp, backend="cuda"
+        )
         del args
         opens, restores = [], []
         for _ in range(3):
@@ -243,9 +266,16 @@ def executor_open(size: int) -> dict:
                 prologue_bytes = ex.prologue.size
                 ok = ex.execute(ex.default_config()).ok
             opens.append(opened)
-    return {"prologue_bytes": prologue_bytes, "encodings": encodings, "chunk_sizes": chunks,
-            "restored_by": restored_by, "open_s": min(opens),
-            "restore_s": min(restores), "restore_GBps": prologue_bytes / min(restores) / 1e9, "verified": ok}
+    return {
+        "prologue_bytes": prologue_bytes,
+        "encodings": encodings,
+        "chunk_sizes": chunks,
+        "restored_by": restored_by,
+        "open_s": min(opens),
+        "restore_s": min(restores),
+        "restore_GBps": prologue_bytes / min(restores) / 1e9,
+        "verified": ok,
+    }
 
 
 def verify(device, size: int) -> dict:
@@ -266,10 +296,15 @@ def verify(device, size: int) -> dict:
     assert device.compare(expected.addr, actual, size).ok
     device.free(expected)
     gbps = lambda t: size / t / 1e9
-    return {"bytes": size, "d2d_copy_GBps": gbps(t_copy), "d2d_sm_copy_GBps": gbps(t_sm_copy),
-            "compare_exact_GBps": gbps(t_exact),
-            "compare_f32_GBps": gbps(t_f32), "ratio_compare_exact_vs_d2d": t_copy / t_exact,
-            "ratio_compare_f32_vs_d2d": t_copy / t_f32}  # fmt: skip
+    return {
+        "bytes": size,
+        "d2d_copy_GBps": gbps(t_copy),
+        "d2d_sm_copy_GBps": gbps(t_sm_copy),
+        "compare_exact_GBps": gbps(t_exact),
+        "compare_f32_GBps": gbps(t_f32),
+        "ratio_compare_exact_vs_d2d": t_copy / t_exact,
+        "ratio_compare_f32_vs_d2d": t_copy / t_f32,
+    }
 
 
 def overhead(runs: int = 20) -> dict:
@@ -281,11 +316,16 @@ def overhead(runs: int = 20) -> dict:
 
     n = 1 << 20
     rng = np.random.default_rng(1)
-    args = [rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32),
-            np.zeros(n, np.float32), np.int32(n)]  # fmt: skip
+    args = [
+        rng.standard_normal(n).astype(np.float32),
+        rng.standard_normal(n).astype(np.float32),
+        np.zeros(n, np.float32),
+        np.int32(n),
+    ]
     with tempfile.TemporaryDirectory() as tmp:
-        db = capture.capture(ir=cuda_ir("vector_add"), kernel="vector_add", grid=n // 256, block=256, args=args,
-                             out=tmp, backend="cuda")  # fmt: skip
+        db = capture.capture(
+            ir=cuda_ir("vector_add"), kernel="vector_add", grid=n // 256, block=256, args=args, out=tmp, backend="cuda"
+        )
         with BaseExecutor(db, backend="cuda", iterations=3) as ex:
             config = ex.default_config()
             binary = ex.build(config)
@@ -300,9 +340,15 @@ def overhead(runs: int = 20) -> dict:
                 ok = ok and result.ok
             fast = device_side_experiments(ex, binary, config, runs)
     per = [w - k for w, k in zip(walls, kernels)]
-    return {"experiments": runs, "verified": ok, "overhead_ms_median": 1e3 * statistics.median(per),
-            "overhead_ms_min": 1e3 * min(per), "wall_ms_median": 1e3 * statistics.median(walls),
-            "kernel_ms_median": 1e3 * statistics.median(kernels), **fast}  # fmt: skip
+    return {
+        "experiments": runs,
+        "verified": ok,
+        "overhead_ms_median": 1e3 * statistics.median(per),
+        "overhead_ms_min": 1e3 * min(per),
+        "wall_ms_median": 1e3 * statistics.median(walls),
+        "kernel_ms_median": 1e3 * statistics.median(kernels),
+        **fast,
+    }
 
 
 def device_side_experiments(ex, binary, config, runs: int) -> dict:
@@ -373,48 +419,60 @@ def main() -> int:
     lines = []
     if "error" not in r:
         reader = "native reader" if r["native_reader"] else "Python reader (native reader NOT built)"
-        lines.append(f"restore   {r['bytes'] >> 20} MiB of float32 field data, warm page cache, {reader}, "
-                     f"{r['host_threads']} host threads: pinned H2D {r['pinned_h2d_GBps']:.1f} GB/s; ceiling "
-                     f"page cache -> pinned (16 threads, plain reads) {r['pagecache_to_pinned_16t_GBps']:.1f} GB/s "
-                     f"= {r['ratio_ceiling_vs_pinned']:.2f}x; raw snapshot restore {r['restore_raw_GBps']:.1f} GB/s "
-                     f"= {r['ratio_restore_raw_vs_pinned']:.2f}x (target >= 0.7; {r['ratio_restore_raw_vs_ceiling']:.2f}x "
-                     f"of the ceiling; Python reader {r['restore_raw_python_reader_GBps']:.1f} GB/s = "
-                     f"{r['ratio_restore_raw_python_reader_vs_pinned']:.2f}x); zstd snapshot (stored "
-                     f"{100 * r['zstd_stored_ratio']:.0f}%, chunk encodings {r['zstd_chunk_encodings']}) "
-                     f"{r['restore_zstd_GBps']:.1f} GB/s = {r['ratio_restore_zstd_vs_pinned']:.2f}x (Python reader "
-                     f"{r['restore_zstd_python_reader_GBps']:.1f} GB/s = "
-                     f"{r['ratio_restore_zstd_python_reader_vs_pinned']:.2f}x); host decode alone (one fill at a time): raw "
-                     f"{r['decode_raw_into_pinned_GBps']:.1f} GB/s, zstd {r['decode_zstd_into_pinned_GBps']:.1f} GB/s; "
-                     f"write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x"
-                     + "; raw restore by native threads: "
-                     + ", ".join(f"{n}: {g:.1f}" for n, g in r.get("restore_raw_GBps_by_threads", {}).items()))
+        lines.append(
+            f"restore   {r['bytes'] >> 20} MiB of float32 field data, warm page cache, {reader}, "
+            f"{r['host_threads']} host threads: pinned H2D {r['pinned_h2d_GBps']:.1f} GB/s; ceiling "
+            f"page cache -> pinned (16 threads, plain reads) {r['pagecache_to_pinned_16t_GBps']:.1f} GB/s "
+            f"= {r['ratio_ceiling_vs_pinned']:.2f}x; raw snapshot restore {r['restore_raw_GBps']:.1f} GB/s "
+            f"= {r['ratio_restore_raw_vs_pinned']:.2f}x (target >= 0.7; {r['ratio_restore_raw_vs_ceiling']:.2f}x "
+            f"of the ceiling; Python reader {r['restore_raw_python_reader_GBps']:.1f} GB/s = "
+            f"{r['ratio_restore_raw_python_reader_vs_pinned']:.2f}x); zstd snapshot (stored "
+            f"{100 * r['zstd_stored_ratio']:.0f}%, chunk encodings {r['zstd_chunk_encodings']}) "
+            f"{r['restore_zstd_GBps']:.1f} GB/s = {r['ratio_restore_zstd_vs_pinned']:.2f}x (Python reader "
+            f"{r['restore_zstd_python_reader_GBps']:.1f} GB/s = "
+            f"{r['ratio_restore_zstd_python_reader_vs_pinned']:.2f}x); host decode alone (one fill at a time): raw "
+            f"{r['decode_raw_into_pinned_GBps']:.1f} GB/s, zstd {r['decode_zstd_into_pinned_GBps']:.1f} GB/s; "
+            f"write (pageable, staged) {r['write_pageable_GBps']:.1f} GB/s = {r['ratio_write_vs_pinned']:.2f}x"
+            + "; raw restore by native threads: "
+            + ", ".join(f"{n}: {g:.1f}" for n, g in r.get("restore_raw_GBps_by_threads", {}).items())
+        )
         for k in (k for k in r.get("encodings", []) if k.startswith("lz4")):
             chunk = f"{r[k + '_chunk_size'] >> 10} KiB"
-            lines.append(f"restore   {k} snapshot ({chunk} chunks, stored {100 * r[k + '_stored_ratio']:.0f}%, chunk "
-                         f"encodings {r[k + '_chunk_encodings']}) restored by {r[k + '_restored_by']} "
-                         f"{r['restore_' + k + '_GBps']:.1f} GB/s = {r['ratio_restore_' + k + '_vs_pinned']:.2f}x of "
-                         f"pinned H2D (target >= 0.7); decoding on the host instead "
-                         f"{r['restore_' + k + '_host_decode_GBps']:.1f} GB/s = "
-                         f"{r['ratio_restore_' + k + '_host_decode_vs_pinned']:.2f}x; host decode alone "
-                         f"{r['decode_' + k + '_into_pinned_GBps']:.1f} GB/s; Python reader "
-                         f"{r['ratio_restore_' + k + '_python_reader_vs_pinned']:.2f}x")
+            lines.append(
+                f"restore   {k} snapshot ({chunk} chunks, stored {100 * r[k + '_stored_ratio']:.0f}%, chunk "
+                f"encodings {r[k + '_chunk_encodings']}) restored by {r[k + '_restored_by']} "
+                f"{r['restore_' + k + '_GBps']:.1f} GB/s = {r['ratio_restore_' + k + '_vs_pinned']:.2f}x of "
+                f"pinned H2D (target >= 0.7); decoding on the host instead "
+                f"{r['restore_' + k + '_host_decode_GBps']:.1f} GB/s = "
+                f"{r['ratio_restore_' + k + '_host_decode_vs_pinned']:.2f}x; host decode alone "
+                f"{r['decode_' + k + '_into_pinned_GBps']:.1f} GB/s; Python reader "
+                f"{r['ratio_restore_' + k + '_python_reader_vs_pinned']:.2f}x"
+            )
     e = figures.get("executor_open", {})
     if "error" not in e:
-        lines.append(f"open      BaseExecutor.open() of a {e['prologue_bytes'] >> 20} MiB prologue ({'/'.join(e['encodings'])}, "
-                     f"{'/'.join(f'{c >> 10} KiB' for c in e['chunk_sizes'])} chunks) {e['open_s']:.2f} s; its "
-                     f"restore() by {e['restored_by']} {e['restore_s'] * 1e3:.0f} ms = {e['restore_GBps']:.1f} GB/s, "
-                     f"verified={e['verified']}")
+        lines.append(
+            f"open      BaseExecutor.open() of a {e['prologue_bytes'] >> 20} MiB prologue ({'/'.join(e['encodings'])}, "
+            f"{'/'.join(f'{c >> 10} KiB' for c in e['chunk_sizes'])} chunks) {e['open_s']:.2f} s; its "
+            f"restore() by {e['restored_by']} {e['restore_s'] * 1e3:.0f} ms = {e['restore_GBps']:.1f} GB/s, "
+            f"verified={e['verified']}"
+        )
     if "error" not in v:
-        lines.append(f"verify    D2D copy {v['d2d_copy_GBps']:.0f} GB/s; compare exact {v['compare_exact_GBps']:.0f} GB/s "
-                     f"= {v['ratio_compare_exact_vs_d2d']:.2f}x; f32 {v['compare_f32_GBps']:.0f} GB/s "
-                     f"= {v['ratio_compare_f32_vs_d2d']:.2f}x (target >= 0.5)")
+        lines.append(
+            f"verify    D2D copy {v['d2d_copy_GBps']:.0f} GB/s; compare exact {v['compare_exact_GBps']:.0f} GB/s "
+            f"= {v['ratio_compare_exact_vs_d2d']:.2f}x; f32 {v['compare_f32_GBps']:.0f} GB/s "
+            f"= {v['ratio_compare_f32_vs_d2d']:.2f}x (target >= 0.5)"
+        )
     if "error" not in o:
-        lines.append(f"overhead  per experiment {o['overhead_ms_median']:.2f} ms median (target < 5 ms), "
-                     f"verified={o['verified']}; with device-side reset and compare "
-                     f"{o['device_paths_overhead_ms_median']:.2f} ms, verified={o['device_paths_verified']}")
+        lines.append(
+            f"overhead  per experiment {o['overhead_ms_median']:.2f} ms median (target < 5 ms), "
+            f"verified={o['verified']}; with device-side reset and compare "
+            f"{o['device_paths_overhead_ms_median']:.2f} ms, verified={o['device_paths_verified']}"
+        )
     if "error" not in p:
-        lines.append("reserve   smallest span placed at the hint: "
-                     + ", ".join(f"{b}: {sz}" for b, sz in p["smallest_honored"].items()))
+        lines.append(
+            "reserve   smallest span placed at the hint: "
+            + ", ".join(f"{b}: {sz}" for b, sz in p["smallest_honored"].items())
+        )
     lines += [f"{name}: FAILED {f['error']}" for name, f in figures.items() if isinstance(f, dict) and "error" in f]
     figures["summary"] = lines
     if opts.json:

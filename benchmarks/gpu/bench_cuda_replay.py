@@ -61,8 +61,12 @@ def nvcc_cubin(source: str, arch: str, out_dir: Path) -> tuple[Path | None, str]
     nvcc = nvcc_path()
     if nvcc:
         out = out_dir / f"{source}.nvcc.cubin"
-        done = subprocess.run([nvcc, "-cubin", f"-arch={arch}", "-O3", "-o", str(out), str(KERNELS / f"{source}.cu")],
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        done = subprocess.run(
+            [nvcc, "-cubin", f"-arch={arch}", "-O3", "-o", str(out), str(KERNELS / f"{source}.cu")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if done.returncode == 0 and out.exists():
             return out, f"nvcc {arch} -O3"
         return None, f"nvcc failed: {(done.stderr or done.stdout).strip()[:200]}"
@@ -79,8 +83,13 @@ def launch_of(source: str, n: int, rng: np.random.Generator):
     if source == "stencil2d":  # the tests' grid is tiny; a realistic one
         side = 2048
         f32 = rng.standard_normal(side * side).astype(np.float32)
-        return "stencil2d", (side // 16, side // 16), (16, 16), [f32, np.zeros(side * side, np.float32),
-                                                                   np.int32(side), np.int32(side)], None  # fmt: skip
+        return (
+            "stencil2d",
+            (side // 16, side // 16),
+            (16, 16),
+            [f32, np.zeros(side * side, np.float32), np.int32(side), np.int32(side)],
+            None,
+        )
     # warp_reduce sums with float atomics in a varying order: keep the tests' size, whose rounding
     # differences stay inside the recorded 1e-4 tolerance.
     corpus_launches.N = min(n, 1 << 16) if source == "warp_reduce" else n
@@ -93,8 +102,16 @@ def capture_source(source: str, n: int, out: Path, ir: Path | None = None) -> tu
     from mneme import capture
 
     kernel, grid, block, args, tolerances = launch_of(source, n, np.random.default_rng(sum(map(ord, source))))
-    db = capture.capture(ir=ir or cuda_ir(source), kernel=kernel, grid=grid, block=block, args=args, out=out,
-                         backend="cuda", tolerances=tolerances)  # fmt: skip
+    db = capture.capture(
+        ir=ir or cuda_ir(source),
+        kernel=kernel,
+        grid=grid,
+        block=block,
+        args=args,
+        out=out,
+        backend="cuda",
+        tolerances=tolerances,
+    )
     return db, kernel
 
 
@@ -153,7 +170,7 @@ def direct_seconds(ex, iterations: int) -> list[float]:
                     struct.pack_into("<Q", args, ex.rec.args[index].offset, buffer.addr + value - region.addr)
                     break
         layout = kernel.param_layout()
-        values = [ctypes.create_string_buffer(bytes(args[o:o + s]), max(s, 1)) for o, s in layout]
+        values = [ctypes.create_string_buffer(bytes(args[o : o + s]), max(s, 1)) for o, s in layout]
         params = (ctypes.c_void_p * max(1, len(values)))(*[ctypes.addressof(v) for v in values])
         config = ex.default_config()
         grid, block = config.grid, config.block
@@ -164,15 +181,30 @@ def direct_seconds(ex, iterations: int) -> list[float]:
             ticket = gate.hold(device.stream) if i else 0
             try:
                 check(cu.cuEventRecord(events[2 * i], device.stream), "cuEventRecord")
-                check(cu.cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                        config.shared_mem, device.stream, ctypes.addressof(params), 0),
-                      "launching the cubin directly")  # fmt: skip
+                check(
+                    cu.cuLaunchKernel(
+                        kernel.function,
+                        grid.x,
+                        grid.y,
+                        grid.z,
+                        block.x,
+                        block.y,
+                        block.z,
+                        config.shared_mem,
+                        device.stream,
+                        ctypes.addressof(params),
+                        0,
+                    ),
+                    "launching the cubin directly",
+                )
                 check(cu.cuEventRecord(events[2 * i + 1], device.stream), "cuEventRecord")
             finally:
                 gate.release(ticket)
         device.synchronize()
-        times = [check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime") / 1e3
-                 for i in range(1, iterations + 1)]  # fmt: skip
+        times = [
+            check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime") / 1e3
+            for i in range(1, iterations + 1)
+        ]
         for event in events:
             cu.cuEventDestroy(event)
         return times
@@ -186,11 +218,16 @@ def replay(db: Path, mode: str, iterations: int, direct: bool = False) -> dict:
     from mneme.core.executor import BaseExecutor
 
     # Beside the direct launch, timed with events as an application would, the replay times with events too.
-    with BaseExecutor(db, backend="cuda", iterations=iterations, mode=mode, warmup=2,
-                      timer="events" if direct else "auto") as ex:  # fmt: skip
+    with BaseExecutor(
+        db, backend="cuda", iterations=iterations, mode=mode, warmup=2, timer="events" if direct else "auto"
+    ) as ex:
         result = ex.execute(ex.default_config())
-        out = {"median_s": result.median_time if result.exec_time else None, "verified": bool(result.ok),
-               "error": result.error, "registers": result.reg_usage}  # fmt: skip
+        out = {
+            "median_s": result.median_time if result.exec_time else None,
+            "verified": bool(result.ok),
+            "error": result.error,
+            "registers": result.reg_usage,
+        }
         if direct:
             times = direct_seconds(ex, iterations)
             out["direct_median_s"] = statistics.median(times)
@@ -201,8 +238,9 @@ def replay(db: Path, mode: str, iterations: int, direct: bool = False) -> dict:
     return out
 
 
-def measure_kernel(source: str, n: int, iterations: int, arch: str, cubin: Path | None, how: str, tmp: Path,
-                   ir: Path | None = None) -> dict:  # fmt: skip
+def measure_kernel(
+    source: str, n: int, iterations: int, arch: str, cubin: Path | None, how: str, tmp: Path, ir: Path | None = None
+) -> dict:
     folder = tmp / source
     db, kernel = capture_source(source, n, folder, ir)
     figures: dict = {"kernel": kernel, "cubin": how}
@@ -213,8 +251,14 @@ def measure_kernel(source: str, n: int, iterations: int, arch: str, cubin: Path 
     if cubin is not None:
         attach_cubin(db, cubin)
         app = replay(db, "cubin", iterations, direct=True)
-        figures.update({"nvcc_median_s": app["median_s"], "nvcc_verified": app["verified"],
-                        "nvcc_registers": app["registers"], "direct_median_s": app.get("direct_median_s")})  # fmt: skip
+        figures.update(
+            {
+                "nvcc_median_s": app["median_s"],
+                "nvcc_verified": app["verified"],
+                "nvcc_registers": app["registers"],
+                "direct_median_s": app.get("direct_median_s"),
+            }
+        )
         if app["error"]:
             figures["nvcc_error"] = app["error"][:300]
         if ir["median_s"] and app["median_s"]:
@@ -242,8 +286,12 @@ def overhead(tmp: Path, runs: int = 20) -> dict:
             timed = result.exec_time + result.warmup_time
             per.append(wall - sum(timed) - statistics.median(timed))  # and the verification launch
             ok = ok and result.ok
-    return {"experiments": runs, "verified": ok, "overhead_ms_median": 1e3 * statistics.median(per),
-            "overhead_ms_max": 1e3 * max(per)}  # fmt: skip
+    return {
+        "experiments": runs,
+        "verified": ok,
+        "overhead_ms_median": 1e3 * statistics.median(per),
+        "overhead_ms_max": 1e3 * max(per),
+    }
 
 
 def summarize(figures: dict) -> list[str]:
@@ -256,19 +304,25 @@ def summarize(figures: dict) -> list[str]:
         parts = [f"{source}: IR {us(k.get('ir_median_s'))} (verified={k.get('ir_verified')})"]
         if "nvcc_median_s" in k:
             speed = k.get("ir_speedup_vs_nvcc")
-            parts.append(f"nvcc cubin {us(k['nvcc_median_s'])} (verified={k.get('nvcc_verified')}); IR variant "
-                         + (f"{speed:.2f}x the speed of the application's binary" if speed else "not comparable"))
+            parts.append(
+                f"nvcc cubin {us(k['nvcc_median_s'])} (verified={k.get('nvcc_verified')}); IR variant "
+                + (f"{speed:.2f}x the speed of the application's binary" if speed else "not comparable")
+            )
             ratio = k.get("replay_vs_direct")
             if ratio:
-                parts.append(f"replayed cubin / direct launch {ratio:.3f} ({'within' if k['fidelity_ok'] else 'OUTSIDE'} "
-                             f"{FIDELITY_TARGET:.0%})")
+                parts.append(
+                    f"replayed cubin / direct launch {ratio:.3f} ({'within' if k['fidelity_ok'] else 'OUTSIDE'} "
+                    f"{FIDELITY_TARGET:.0%})"
+                )
         else:
             parts.append(f"no nvcc figure ({k.get('cubin')})")
         lines.append("; ".join(parts))
     o = figures.get("overhead", {})
     if o and "error" not in o:
-        lines.append(f"overhead: per experiment {o['overhead_ms_median']:.2f} ms median, {o['overhead_ms_max']:.2f} ms max "
-                     f"(vector_add 64K, target < 5 ms), verified={o['verified']}")
+        lines.append(
+            f"overhead: per experiment {o['overhead_ms_median']:.2f} ms median, {o['overhead_ms_max']:.2f} ms max "
+            f"(vector_add 64K, target < 5 ms), verified={o['verified']}"
+        )
     elif o:
         lines.append(f"overhead: FAILED {o['error']}")
     return lines
@@ -279,9 +333,13 @@ def main() -> int:
     parser.add_argument("--n", type=int, default=1 << 22, help="Elements of the 1D kernels (stencil2d: 2048x2048).")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--sources", default="", help="Comma-separated corpus sources (default: all).")
-    parser.add_argument("--ir-from", choices=("corpus", "mneme-cc"), default="corpus",
-                        help="corpus: the corpus' unoptimized IR against `nvcc -cubin -O3`; mneme-cc: IR and cubin "
-                             "of one mneme-cc build, as a recorded application has them.")  # fmt: skip
+    parser.add_argument(
+        "--ir-from",
+        choices=("corpus", "mneme-cc"),
+        default="corpus",
+        help="corpus: the corpus' unoptimized IR against `nvcc -cubin -O3`; mneme-cc: IR and cubin "
+        "of one mneme-cc build, as a recorded application has them.",
+    )
     parser.add_argument("--json", type=Path)
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -310,8 +368,9 @@ def main() -> int:
                 start = time.perf_counter()
                 try:
                     ir, cubin, how = builds[source].result()
-                    figures["kernels"][source] = measure_kernel(source, opts.n, opts.iterations, arch, cubin, how, tmp,
-                                                                ir)  # fmt: skip
+                    figures["kernels"][source] = measure_kernel(
+                        source, opts.n, opts.iterations, arch, cubin, how, tmp, ir
+                    )
                 except Exception as exc:  # one broken kernel must not hide the others
                     logging.exception("kernel %s failed", source)
                     figures["kernels"][source] = {"error": repr(exc)[:300]}
@@ -326,11 +385,15 @@ def main() -> int:
     lines = summarize(figures)
     if ratios:
         within = sum(abs(r - 1) <= FIDELITY_TARGET for r in ratios)
-        lines.append(f"fidelity: {within}/{len(ratios)} kernels' replayed time within {FIDELITY_TARGET:.0%} of a direct "
-                     f"launch (median ratio {statistics.median(ratios):.3f})")
+        lines.append(
+            f"fidelity: {within}/{len(ratios)} kernels' replayed time within {FIDELITY_TARGET:.0%} of a direct "
+            f"launch (median ratio {statistics.median(ratios):.3f})"
+        )
     if speeds:
-        lines.append(f"IR vs nvcc: geometric mean {float(np.exp(np.mean(np.log(speeds)))):.2f}x the speed of the "
-                     f"nvcc binary over {len(speeds)} kernels")
+        lines.append(
+            f"IR vs nvcc: geometric mean {float(np.exp(np.mean(np.log(speeds)))):.2f}x the speed of the "
+            f"nvcc binary over {len(speeds)} kernels"
+        )
     figures["summary"] = lines
     if opts.json:
         opts.json.write_text(json.dumps(figures, indent=2, default=str))

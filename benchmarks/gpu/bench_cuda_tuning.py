@@ -39,8 +39,12 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "benchmarks" / "gpu"), str(ROOT / "benchmarks"), str(ROOT / "tests" / "gpu"),
-                str(ROOT / "tests")]
+sys.path[:0] = [
+    str(ROOT / "benchmarks" / "gpu"),
+    str(ROOT / "benchmarks"),
+    str(ROOT / "tests" / "gpu"),
+    str(ROOT / "tests"),
+]
 
 SAMPLERS = ("exhaustive", "optuna:tpe", "nevergrad:NGOpt")
 EARLY = 0.2  # the quality figure: best found within this fraction of the exhaustive budget
@@ -51,11 +55,18 @@ RUN_OVERHEAD_S = 6.0  # starting the workers, the baseline and the re-timing of 
 def kernels(side: int) -> dict[str, dict]:
     """name -> how to capture it, which source nvcc builds, and its space."""
     return {
-        "saxpy": {"source": ROOT / "examples" / "saxpy" / "saxpy.cu", "space": "quick",
-                  "options": {"grid_stride": True, "specialize": False, "min_threads": 32}},
-        "stencil2d": {"source": ROOT / "tests" / "data" / "kernels" / "stencil2d.cu", "space": "quick", "side": side,
-                      "options": {"specialize": False, "min_threads": 32}},
-    }  # fmt: skip
+        "saxpy": {
+            "source": ROOT / "examples" / "saxpy" / "saxpy.cu",
+            "space": "quick",
+            "options": {"grid_stride": True, "specialize": False, "min_threads": 32},
+        },
+        "stencil2d": {
+            "source": ROOT / "tests" / "data" / "kernels" / "stencil2d.cu",
+            "space": "quick",
+            "side": side,
+            "options": {"specialize": False, "min_threads": 32},
+        },
+    }
 
 
 def capture(name: str, spec: dict, out: Path, backend: str) -> Path:
@@ -67,9 +78,15 @@ def capture(name: str, spec: dict, out: Path, backend: str) -> Path:
 
     side = spec["side"]
     grid = np.random.default_rng(7).standard_normal(side * side).astype(np.float32)
-    return cap.capture(ir=cuda_ir("stencil2d"), kernel="stencil2d", grid=(side // 16, side // 16), block=(16, 16),
-                       args=[grid, np.zeros(side * side, np.float32), np.int32(side), np.int32(side)], out=out,
-                       backend=backend)  # fmt: skip
+    return cap.capture(
+        ir=cuda_ir("stencil2d"),
+        kernel="stencil2d",
+        grid=(side // 16, side // 16),
+        block=(16, 16),
+        args=[grid, np.zeros(side * side, np.float32), np.int32(side), np.int32(side)],
+        out=out,
+        backend=backend,
+    )
 
 
 def space_size(db: Path, space: str, options: dict) -> int:
@@ -96,8 +113,12 @@ def nvcc_time(db: Path, source: Path, workdir: Path) -> dict:
     from mneme_cuda.backend import CudaBackend
 
     cubin = workdir / f"{source.stem}.nvcc.cubin"
-    done = subprocess.run([nvcc, "-cubin", f"-arch={CudaBackend().arch(0)}", "-O3", "-o", str(cubin), str(source)],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [nvcc, "-cubin", f"-arch={CudaBackend().arch(0)}", "-O3", "-o", str(cubin), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode != 0:
         return {"error": f"nvcc failed: {done.stderr.strip()[:200]}"}
     copy = workdir / "with-cubin"
@@ -109,20 +130,41 @@ def nvcc_time(db: Path, source: Path, workdir: Path) -> dict:
 
 def fraction_early(records: list, budget: int, baseline: float) -> float | None:
     """Speedup of the best verified trial among the first `budget` counted trials (search-time medians)."""
-    counted = sorted((r for r in records if r.status in ("ok", "failed", "unverified", "cached")), key=lambda r: r.number)
+    counted = sorted(
+        (r for r in records if r.status in ("ok", "failed", "unverified", "cached")), key=lambda r: r.number
+    )
     values = [r.value for r in counted[:budget] if r.status in ("ok", "cached") and r.value]
     return baseline / min(values) if values and baseline else None
 
 
-def run_sampler(db: Path, spec: dict, sampler: str, trials: int, results: Path, timeout: float | None,
-                backend: str | None, iterations: int) -> dict:
+def run_sampler(
+    db: Path,
+    spec: dict,
+    sampler: str,
+    trials: int,
+    results: Path,
+    timeout: float | None,
+    backend: str | None,
+    iterations: int,
+) -> dict:
     """One tuning session; returns its figures (and the records, for the quality figure)."""
     from mneme.core.tuning import report
     from mneme.core.tuning.session import TuneOptions, TuningSession
 
-    options = TuneOptions(record_db=str(db), space=spec["space"], space_options=dict(spec["options"]),
-                          sampler=sampler, trials=trials, timeout=timeout, results=str(results), seed=1,
-                          iterations=iterations, retime_top=2, retime_repeats=2, backend=backend)  # fmt: skip
+    options = TuneOptions(
+        record_db=str(db),
+        space=spec["space"],
+        space_options=dict(spec["options"]),
+        sampler=sampler,
+        trials=trials,
+        timeout=timeout,
+        results=str(results),
+        seed=1,
+        iterations=iterations,
+        retime_top=2,
+        retime_repeats=2,
+        backend=backend,
+    )
     started_wall = datetime.datetime.now(datetime.timezone.utc)
     started = time.perf_counter()
     summary = TuningSession(options).run()
@@ -138,9 +180,15 @@ def run_sampler(db: Path, spec: dict, sampler: str, trials: int, results: Path, 
     best = summary.get("best") or {}
     counts = summary["counts"]
     return {
-        "sampler": sampler, "trials": counts["trials"], "experiments": counts["experiments"],
-        "cached": counts["cached"], "failures": counts["failures"], "wall_s": wall,
-        "baseline_s": summary["baseline"]["time"], "best_s": best.get("time"), "best_speedup": best.get("speedup"),
+        "sampler": sampler,
+        "trials": counts["trials"],
+        "experiments": counts["experiments"],
+        "cached": counts["cached"],
+        "failures": counts["failures"],
+        "wall_s": wall,
+        "baseline_s": summary["baseline"]["time"],
+        "best_s": best.get("time"),
+        "best_speedup": best.get("speedup"),
         "best_changes": {k: v for k, v in (best.get("changes") or {}).items()},
         "best_is_baseline": bool(best.get("baseline")),
         "search_baseline_s": search_baseline,
@@ -149,7 +197,7 @@ def run_sampler(db: Path, spec: dict, sampler: str, trials: int, results: Path, 
         "best_trial": best_record.number if best_record else None,
         "time_to_best_s": found_after,
         "_records": records,
-    }  # fmt: skip
+    }
 
 
 def throughput(name: str, spec: dict, tmp: Path, opts) -> dict:
@@ -164,8 +212,11 @@ def throughput(name: str, spec: dict, tmp: Path, opts) -> dict:
         iterations = found["calibration"]["iterations"]
     else:
         iterations = int(opts.throughput_iterations)
-    found.update(bench_tuning.measure_throughput(db, configs, tmp, iterations=iterations, backend=opts.backend,
-                                                 compile_workers=opts.compile_workers))
+    found.update(
+        bench_tuning.measure_throughput(
+            db, configs, tmp, iterations=iterations, backend=opts.backend, compile_workers=opts.compile_workers
+        )
+    )
     return found
 
 
@@ -177,9 +228,11 @@ def summarize_throughput(found: dict) -> list[str]:
     head = f"throughput on {found['kernel']} ({found['side']}x{found['side']})"
     calibration = found.get("calibration")
     if calibration:
-        head += (f": calibrated {found['iterations']} timed runs per experiment (compile "
-                 f"{calibration['compile_s'] * 1e3:.1f} ms; device {calibration['fixed_s'] * 1e3:.1f} ms fixed + "
-                 f"{calibration['per_run_s'] * 1e3:.2f} ms per run)")
+        head += (
+            f": calibrated {found['iterations']} timed runs per experiment (compile "
+            f"{calibration['compile_s'] * 1e3:.1f} ms; device {calibration['fixed_s'] * 1e3:.1f} ms fixed + "
+            f"{calibration['per_run_s'] * 1e3:.2f} ms per run)"
+        )
     return [f"throughput: {line}" for line in [head, *bench_tuning.describe_throughput(found)]]
 
 
@@ -193,23 +246,30 @@ def summarize(figures: dict) -> list[str]:
             lines.append(f"{name}: FAILED {k['error']}")
             continue
         nvcc = k.get("nvcc", {})
-        head = (f"{name}: space {k['space']} {k['options']} has {k['space_size']} configurations; recorded "
-                f"{k['recorded']}; nvcc cubin {ms(nvcc.get('median_s'))}")
+        head = (
+            f"{name}: space {k['space']} {k['options']} has {k['space_size']} configurations; recorded "
+            f"{k['recorded']}; nvcc cubin {ms(nvcc.get('median_s'))}"
+        )
         lines.append(head)
         for run in k["runs"]:
             if "error" in run:
                 lines.append(f"  {run['sampler']}: FAILED {run['error']}")
                 continue
-            parts = [f"  {run['sampler']}: {run['trials']} trials in {run['wall_s']:.1f} s, best {ms(run['best_s'])} "
-                     f"= {run['best_speedup']:.2f}x vs recorded" if run.get("best_speedup") else
-                     f"  {run['sampler']}: {run['trials']} trials, no verified best"]
+            parts = [
+                f"  {run['sampler']}: {run['trials']} trials in {run['wall_s']:.1f} s, best {ms(run['best_s'])} "
+                f"= {run['best_speedup']:.2f}x vs recorded"
+                if run.get("best_speedup")
+                else f"  {run['sampler']}: {run['trials']} trials, no verified best"
+            ]
             if run.get("speedup_vs_nvcc"):
                 parts.append(f"{run['speedup_vs_nvcc']:.2f}x vs nvcc")
             if run.get("time_to_best_s") is not None:
                 parts.append(f"found at trial {run['best_trial']} after {run['time_to_best_s']:.1f} s")
             if run.get("fraction_of_optimum_at_20pct") is not None:
-                parts.append(f"{100 * run['fraction_of_optimum_at_20pct']:.0f}% of the exhaustive optimum's speedup "
-                             f"within 20% of its budget ({run['early_budget']} trials)")
+                parts.append(
+                    f"{100 * run['fraction_of_optimum_at_20pct']:.0f}% of the exhaustive optimum's speedup "
+                    f"within 20% of its budget ({run['early_budget']} trials)"
+                )
             if run.get("best_changes"):
                 parts.append("best: " + ", ".join(f"{a}={_short(v)}" for a, v in run["best_changes"].items()))
             lines.append("; ".join(parts))
@@ -230,12 +290,21 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=5)
     parser.add_argument("--kernels", default="saxpy,stencil2d")
     parser.add_argument("--backend", default="cuda", help="cuda (the benchmark); host runs the same flow on the CPU.")
-    parser.add_argument("--throughput-kernel", default="stencil2d", help="Kernel of the throughput figure; '' skips it.")
+    parser.add_argument(
+        "--throughput-kernel", default="stencil2d", help="Kernel of the throughput figure; '' skips it."
+    )
     parser.add_argument("--throughput-experiments", type=int, default=24, help="Configurations measured per mode.")
-    parser.add_argument("--throughput-iterations", default="auto",
-                        help="Timed runs per experiment of the throughput figure; auto: device time ~ compile time.")
-    parser.add_argument("--compile-workers", type=int, default=None,
-                        help="CPU build processes of compile-ahead (default: the pool's, up to 4).")
+    parser.add_argument(
+        "--throughput-iterations",
+        default="auto",
+        help="Timed runs per experiment of the throughput figure; auto: device time ~ compile time.",
+    )
+    parser.add_argument(
+        "--compile-workers",
+        type=int,
+        default=None,
+        help="CPU build processes of compile-ahead (default: the pool's, up to 4).",
+    )
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     import optuna
@@ -264,8 +333,9 @@ def main() -> int:
         tmp = Path(tmp_name)
         if opts.throughput_kernel:
             try:
-                figures["throughput"] = throughput(opts.throughput_kernel, table[opts.throughput_kernel],
-                                                   tmp / "throughput", opts)
+                figures["throughput"] = throughput(
+                    opts.throughput_kernel, table[opts.throughput_kernel], tmp / "throughput", opts
+                )
             except Exception as exc:  # the search figures below still run
                 logging.exception("the throughput figure failed")
                 figures["throughput"] = {"error": repr(exc)[:300]}
@@ -289,12 +359,16 @@ def main() -> int:
                 entry["error"] = repr(exc)[:300]
                 save()
                 continue
-            print(f"{name}: {entry['space_size']} configurations in space {spec['space']} {spec['options']}", flush=True)
+            print(
+                f"{name}: {entry['space_size']} configurations in space {spec['space']} {spec['options']}", flush=True
+            )
             save()
             exhaustive_budget = entry["space_size"]
             optimum = None
-            budgets = [exhaustive_budget if s == "exhaustive" else max(4, math.ceil(SHARE * exhaustive_budget))
-                       for s in SAMPLERS]  # fmt: skip
+            budgets = [
+                exhaustive_budget if s == "exhaustive" else max(4, math.ceil(SHARE * exhaustive_budget))
+                for s in SAMPLERS
+            ]
             for position, sampler in enumerate(SAMPLERS):
                 trials = budgets[position]
                 # What is left of the time budget, shared by the runs to come in proportion to their trials
@@ -303,8 +377,16 @@ def main() -> int:
                 left = opts.budget_s - (time.perf_counter() - began)
                 timeout = max(10.0, left * share - RUN_OVERHEAD_S)
                 try:
-                    run = run_sampler(db, spec, sampler, trials, tmp / name / sampler.replace(":", "-"), timeout,
-                                      opts.backend, opts.iterations)  # fmt: skip
+                    run = run_sampler(
+                        db,
+                        spec,
+                        sampler,
+                        trials,
+                        tmp / name / sampler.replace(":", "-"),
+                        timeout,
+                        opts.backend,
+                        opts.iterations,
+                    )
                 except Exception as exc:
                     logging.exception("%s with %s failed", name, sampler)
                     entry["runs"].append({"sampler": sampler, "error": repr(exc)[:300]})

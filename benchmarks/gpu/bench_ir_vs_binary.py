@@ -85,12 +85,17 @@ def parse_variant(text: str) -> tuple[str, dict]:
 
 def timed(ex, config) -> dict:
     result = ex.execute(config)
-    return {"median_s": statistics.median(result.exec_time) if result.exec_time else None, "verified": bool(result.ok),
-            "registers": result.reg_usage, "error": (result.error or "")[:300]}  # fmt: skip
+    return {
+        "median_s": statistics.median(result.exec_time) if result.exec_time else None,
+        "verified": bool(result.ok),
+        "registers": result.reg_usage,
+        "error": (result.error or "")[:300],
+    }
 
 
-def measure_instance(db: Path, record_id: str, iterations: int, variants: list[tuple[str, dict]],
-                     match_registers: bool = False) -> dict:  # fmt: skip
+def measure_instance(
+    db: Path, record_id: str, iterations: int, variants: list[tuple[str, dict]], match_registers: bool = False
+) -> dict:
     from mneme.core.executor import BaseExecutor
 
     row: dict = {"database": str(db), "record_id": record_id}
@@ -129,12 +134,15 @@ def summary(rows: list[dict], variants: list[str]) -> list[str]:
         if not ratios:
             continue
         within = sum(q >= 1 - TARGET for q in ratios)
-        slow = sorted((r[key]["binary_over_ir"], r.get("kernel", "?")[:60]) for r in rows
-                      if r.get(key, {}).get("binary_over_ir"))[:5]  # fmt: skip
+        slow = sorted(
+            (r[key]["binary_over_ir"], r.get("kernel", "?")[:60]) for r in rows if r.get(key, {}).get("binary_over_ir")
+        )[:5]
         geo = statistics.geometric_mean(ratios)
-        lines.append(f"{key}: {within}/{len(ratios)} instances within {TARGET:.0%} of the binary's time or faster; "
-                     f"binary/IR geometric mean {geo:.3f}, median {statistics.median(ratios):.3f}; slowest: "
-                     + ", ".join(f"{k} {q:.2f}" for q, k in slow))  # fmt: skip
+        lines.append(
+            f"{key}: {within}/{len(ratios)} instances within {TARGET:.0%} of the binary's time or faster; "
+            f"binary/IR geometric mean {geo:.3f}, median {statistics.median(ratios):.3f}; slowest: "
+            + ", ".join(f"{k} {q:.2f}" for q, k in slow)
+        )
     return lines
 
 
@@ -143,8 +151,11 @@ def main() -> int:
     parser.add_argument("recordings", nargs="*")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--variant", action="append", default=[], help="NAME:FIELD=VALUE[,...] (repeatable).")
-    parser.add_argument("--match-registers", action="store_true",
-                        help="Also build the IR variant capped at the binary's register count where it needs more.")
+    parser.add_argument(
+        "--match-registers",
+        action="store_true",
+        help="Also build the IR variant capped at the binary's register count where it needs more.",
+    )
     parser.add_argument("--json", type=Path)
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -184,8 +195,9 @@ def main() -> int:
     lines = summary(rows, [name for name, _ in variants] + (["match-registers"] if opts.match_registers else []))
     lines += [f"skipped {s['kernel'][:60]}: {s['reason']}" for s in skipped]
     if opts.json:
-        opts.json.write_text(json.dumps({"instances": rows, "skipped": skipped, "summary": lines}, indent=2,
-                                        default=str))  # fmt: skip
+        opts.json.write_text(
+            json.dumps({"instances": rows, "skipped": skipped, "summary": lines}, indent=2, default=str)
+        )
     print("\n".join(lines) or "no instance with both IR and an application image")
     tmp.cleanup()
     return 0

@@ -66,9 +66,19 @@ def kernel_tuner_side(n: int, iterations: int) -> dict:
     answer = [None, None, a + b, None]
     started = time.perf_counter()
     try:
-        results, env = tune_kernel("vector_add", SOURCE.read_text(), n, args, {"block_size_x": list(BLOCK_SIZES)},
-                                   lang="cupy", iterations=iterations, answer=answer, strategy="brute_force",
-                                   verbose=False, quiet=True)  # fmt: skip
+        results, env = tune_kernel(
+            "vector_add",
+            SOURCE.read_text(),
+            n,
+            args,
+            {"block_size_x": list(BLOCK_SIZES)},
+            lang="cupy",
+            iterations=iterations,
+            answer=answer,
+            strategy="brute_force",
+            verbose=False,
+            quiet=True,
+        )
     except Exception as exc:
         return {"error": f"tune_kernel failed: {exc!r}"[:300], "version": kernel_tuner.__version__}
     wall = time.perf_counter() - started
@@ -78,13 +88,16 @@ def kernel_tuner_side(n: int, iterations: int) -> dict:
     search_ms = sum(sum(float(r.get(p) or 0.0) for p in parts) for r in results)
     best = min(configs, key=lambda r: r["time"]) if configs else None
     return {
-        "version": kernel_tuner.__version__, "configurations": len(results), "valid": len(configs),
-        "wall_s": wall, "search_s": search_ms / 1e3,
+        "version": kernel_tuner.__version__,
+        "configurations": len(results),
+        "valid": len(configs),
+        "wall_s": wall,
+        "search_s": search_ms / 1e3,
         "per_minute_wall": 60.0 * len(results) / wall if wall else None,
         "per_minute_search": 60.0 * len(results) / (search_ms / 1e3) if search_ms else None,
         "best": {"block_size_x": best["block_size_x"], "time_ms": best["time"]} if best else None,
         "device": env.get("device_name"),
-    }  # fmt: skip
+    }
 
 
 def capture_vector_add(out: Path, n: int, backend: str) -> Path:
@@ -94,8 +107,15 @@ def capture_vector_add(out: Path, n: int, backend: str) -> Path:
 
     a, b = inputs(n)
     grid = -(-n // RECORDED_BLOCK)
-    return cap.capture(ir=cuda_ir("vector_add"), kernel="vector_add", grid=(grid,), block=(RECORDED_BLOCK,),
-                       args=[a, b, np.zeros_like(a), np.int32(n)], out=out, backend=backend)  # fmt: skip
+    return cap.capture(
+        ir=cuda_ir("vector_add"),
+        kernel="vector_add",
+        grid=(grid,),
+        block=(RECORDED_BLOCK,),
+        args=[a, b, np.zeros_like(a), np.int32(n)],
+        out=out,
+        backend=backend,
+    )
 
 
 def mneme_side(work: Path, n: int, iterations: int, backend: str, cache: str) -> dict:
@@ -110,9 +130,17 @@ def mneme_side(work: Path, n: int, iterations: int, backend: str, cache: str) ->
     capture_s = time.perf_counter() - captured_at
     space = work / "space.yaml"
     space.write_text(space_text())
-    options = TuneOptions(record_db=str(db), space=str(space), sampler="exhaustive", trials=len(BLOCK_SIZES),
-                          results=str(work / "results"), iterations=iterations, retime_top=0, backend=backend,
-                          cache=cache)  # fmt: skip
+    options = TuneOptions(
+        record_db=str(db),
+        space=str(space),
+        sampler="exhaustive",
+        trials=len(BLOCK_SIZES),
+        results=str(work / "results"),
+        iterations=iterations,
+        retime_top=0,
+        backend=backend,
+        cache=cache,
+    )
     started = time.perf_counter()
     summary = TuningSession(options).run()
     wall = time.perf_counter() - started
@@ -123,18 +151,24 @@ def mneme_side(work: Path, n: int, iterations: int, backend: str, cache: str) ->
     counts = summary["counts"]
     fastest = summary.get("fastest") or {}
     return {
-        "configurations": counts["trials"], "valid": counts["ok"], "failures": counts["failures"],
-        "capture_s": capture_s, "wall_s": wall, "search_s": search,
+        "configurations": counts["trials"],
+        "valid": counts["ok"],
+        "failures": counts["failures"],
+        "capture_s": capture_s,
+        "wall_s": wall,
+        "search_s": search,
         "per_minute_wall": 60.0 * counts["trials"] / wall if wall else None,
         "per_minute_search": 60.0 * len(records) / search if search else None,
         "best": {"changes": fastest.get("changes"), "time_s": fastest.get("time")},
         "cache": cache,
-    }  # fmt: skip
+    }
 
 
 def summarize(figures: dict) -> list[str]:
-    lines = [f"vector_add, {figures['n']} floats, {len(BLOCK_SIZES)} block sizes, {figures['iterations']} iterations, "
-             "verified, one GPU (configurations per minute: whole call / search alone)"]
+    lines = [
+        f"vector_add, {figures['n']} floats, {len(BLOCK_SIZES)} block sizes, {figures['iterations']} iterations, "
+        "verified, one GPU (configurations per minute: whole call / search alone)"
+    ]
     for tool in ("kernel_tuner", "mneme"):
         side = figures.get(tool) or {}
         if "skipped" in side or "error" in side:
@@ -143,16 +177,21 @@ def summarize(figures: dict) -> list[str]:
         if not side:
             continue
         rate = lambda v: "-" if v is None else f"{v:.0f}/min"
-        lines.append(f"{tool}: {side['configurations']} configurations ({side['valid']} valid) in "
-                     f"{side['wall_s']:.1f} s: {rate(side['per_minute_wall'])} whole call, "
-                     f"{rate(side['per_minute_search'])} search alone")
+        lines.append(
+            f"{tool}: {side['configurations']} configurations ({side['valid']} valid) in "
+            f"{side['wall_s']:.1f} s: {rate(side['per_minute_wall'])} whole call, "
+            f"{rate(side['per_minute_search'])} search alone"
+        )
     kt, mn = figures.get("kernel_tuner") or {}, figures.get("mneme") or {}
     if kt.get("per_minute_wall") and mn.get("per_minute_wall"):
         figures["ratio_wall"] = mn["per_minute_wall"] / kt["per_minute_wall"]
-        figures["ratio_search"] = ((mn["per_minute_search"] or 0) / kt["per_minute_search"]
-                                   if kt.get("per_minute_search") else None)
-        lines.append(f"Mneme / Kernel Tuner: {figures['ratio_wall']:.2f}x (whole call)"
-                     + (f", {figures['ratio_search']:.2f}x (search alone)" if figures.get("ratio_search") else ""))
+        figures["ratio_search"] = (
+            (mn["per_minute_search"] or 0) / kt["per_minute_search"] if kt.get("per_minute_search") else None
+        )
+        lines.append(
+            f"Mneme / Kernel Tuner: {figures['ratio_wall']:.2f}x (whole call)"
+            + (f", {figures['ratio_search']:.2f}x (search alone)" if figures.get("ratio_search") else "")
+        )
     return lines
 
 

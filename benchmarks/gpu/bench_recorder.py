@@ -34,9 +34,16 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".gpu" / "bin"
 MiB = 1 << 20
 # program -> kernel regex, for the replay figure
-PROGRAMS = {"saxpy_app": "saxpy", "stencil_app": "stencil2d", "stencil_app_ir": "stencil2d",
-            "reduce_app": "reduce_sum", "global_app": "add_bias", "list_app": "walk_lists",
-            "streams_app": "saxpy", "crash_app": "saxpy"}  # fmt: skip
+PROGRAMS = {
+    "saxpy_app": "saxpy",
+    "stencil_app": "stencil2d",
+    "stencil_app_ir": "stencil2d",
+    "reduce_app": "reduce_sum",
+    "global_app": "add_bias",
+    "list_app": "walk_lists",
+    "streams_app": "saxpy",
+    "crash_app": "saxpy",
+}
 
 
 def library() -> Path:
@@ -113,15 +120,23 @@ def snapshot_cost(size_mib: int) -> dict:
     write_s = manifest.get("write_seconds", 0.0)
     end_to_end_s = max(recorded_s - plain_s, 0.0) + finalize_s
     return {
-        "bytes": size, "capture": manifest.get("capture", "raw dump"), "pinned_d2h_GBps": size / pinned_s / 1e9,
-        "prologue_s": prologue_s, "epilogue_s": epilogue_s, "stall_GBps": 2 * size / stall_s / 1e9,
+        "bytes": size,
+        "capture": manifest.get("capture", "raw dump"),
+        "pinned_d2h_GBps": size / pinned_s / 1e9,
+        "prologue_s": prologue_s,
+        "epilogue_s": epilogue_s,
+        "stall_GBps": 2 * size / stall_s / 1e9,
         "ratio_stall_vs_pinned": 2 * pinned_s / stall_s,
-        "write_s": write_s, "drain_GBps": 2 * size / write_s / 1e9 if write_s else 0.0,
-        "app_plain_s": plain_s, "app_recorded_s": recorded_s, "finalize_s": finalize_s,
+        "write_s": write_s,
+        "drain_GBps": 2 * size / write_s / 1e9 if write_s else 0.0,
+        "app_plain_s": plain_s,
+        "app_recorded_s": recorded_s,
+        "finalize_s": finalize_s,
         "end_to_end_GBps": 2 * size / end_to_end_s / 1e9 if end_to_end_s else 0.0,
         "ratio_end_to_end_vs_pinned": 2 * pinned_s / end_to_end_s if end_to_end_s else 0.0,
-        "stored_bytes": stored, "ratio_stored": 2 * size / stored if stored else 0.0,
-    }  # fmt: skip
+        "stored_bytes": stored,
+        "ratio_stored": 2 * size / stored if stored else 0.0,
+    }
 
 
 def _wall_seconds(command: list[str], env: dict[str, str], label: str) -> float:
@@ -143,14 +158,22 @@ def overhead(repeat: int) -> dict:
 
     command = [str(app("saxpy_app")), str(1 << 16), "3000"]  # many small launches: the launch path matters
     once = [str(app("saxpy_app")), str(1 << 16), "1"]  # the same program launching once: the fixed cost
-    times: dict[str, list[float]] = {"plain": [], "recorder": [], "events": [], "cupti": [], "plain1": [], "recorder1": []}
+    times: dict[str, list[float]] = {
+        "plain": [],
+        "recorder": [],
+        "events": [],
+        "cupti": [],
+        "plain1": [],
+        "recorder1": [],
+    }
     with tempfile.TemporaryDirectory(prefix="mneme-bench-rec-") as tmp:
         under = recorder.environment(Path(tmp) / "raw", kernel="^no_kernel_has_this_name$", library=library())
         plain = {k: v for k, v in os.environ.items() if not k.startswith("MNEME_RECORD")}
         for i in range(4 * repeat + 4):  # alternating; the first round warms the caches (driver, page cache, JIT)
             label = ("plain", "recorder", "plain1", "recorder1")[i % 4]
-            elapsed = _wall_seconds(once if label.endswith("1") else command,
-                                    plain if label.startswith("plain") else under, label)  # fmt: skip
+            elapsed = _wall_seconds(
+                once if label.endswith("1") else command, plain if label.startswith("plain") else under, label
+            )
             if i >= 4:
                 times[label].append(elapsed)
         for i in range(2 * repeat + 2):  # the kernel selected: CUPTI's records against events
@@ -175,15 +198,25 @@ def overhead_figures(times: dict[str, list[float]], repeat: int) -> dict:
     events_s, cupti_s = statistics.median(times["events"]), statistics.median(times["cupti"])
     paired = lambda a, b, f: statistics.median(f(x, y) for x, y in zip(times[a], times[b]))  # noqa: E731
     fixed = paired("recorder1", "plain1", lambda r, p: r - p)  # start-up and exit
-    extra = [(r - p) - (r1 - p1) for r, p, r1, p1
-             in zip(times["recorder"], times["plain"], times["recorder1"], times["plain1"])]  # fmt: skip
+    extra = [
+        (r - p) - (r1 - p1)
+        for r, p, r1, p1 in zip(times["recorder"], times["plain"], times["recorder1"], times["plain1"])
+    ]
     slowdown = paired("recorder", "plain", lambda r, p: r / p) - 1
-    return {"plain_median_s": plain_s, "recorder_median_s": rec_s, "slowdown": slowdown,
-            "fixed_s": fixed, "per_launch_s": statistics.median(extra) / 2999,
-            "plain_once_median_s": statistics.median(times["plain1"]),
-            "runs": repeat, "launches": 3000, "recorded_events_median_s": events_s,
-            "recorded_cupti_median_s": cupti_s, "cupti_vs_events": paired("cupti", "events", lambda c, e: c / e) - 1,
-            "runs_s": times}  # every run's seconds, in the order they ran: the spread beside the medians  # fmt: skip
+    return {
+        "plain_median_s": plain_s,
+        "recorder_median_s": rec_s,
+        "slowdown": slowdown,
+        "fixed_s": fixed,
+        "per_launch_s": statistics.median(extra) / 2999,
+        "plain_once_median_s": statistics.median(times["plain1"]),
+        "runs": repeat,
+        "launches": 3000,
+        "recorded_events_median_s": events_s,
+        "recorded_cupti_median_s": cupti_s,
+        "cupti_vs_events": paired("cupti", "events", lambda c, e: c / e) - 1,
+        "runs_s": times,
+    }  # every run's seconds, in the order they ran: the spread beside the medians
 
 
 def replay_rate() -> dict:
@@ -206,8 +239,15 @@ def replay_rate() -> dict:
                 rec = RecordedExecution.from_json(db)
                 mode = "ir" if rec.llvm_files else "cubin"
                 for dynamic_hash in rec.kernel_instances:
-                    row = {"program": name, "exit": code, "kernel": rec.kernel_name, "mode": mode,
-                           "instance": dynamic_hash, "reserved": False, "verified": False}  # fmt: skip
+                    row = {
+                        "program": name,
+                        "exit": code,
+                        "kernel": rec.kernel_name,
+                        "mode": mode,
+                        "instance": dynamic_hash,
+                        "reserved": False,
+                        "verified": False,
+                    }
                     try:
                         with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=1, mode=mode) as ex:
                             row["reserved"] = True
@@ -218,9 +258,13 @@ def replay_rate() -> dict:
                         row["error"] = f"{type(exc).__name__}: {exc}"
                     rows.append(row)
     instances = [r for r in rows if "instance" in r]
-    return {"instances": len(instances), "reserved": sum(r["reserved"] for r in instances),
-            "verified": sum(r["verified"] for r in instances),
-            "programs": sorted({r["program"] for r in instances}), "rows": rows}  # fmt: skip
+    return {
+        "instances": len(instances),
+        "reserved": sum(r["reserved"] for r in instances),
+        "verified": sum(r["verified"] for r in instances),
+        "programs": sorted({r["program"] for r in instances}),
+        "rows": rows,
+    }
 
 
 def main() -> int:
@@ -231,8 +275,11 @@ def main() -> int:
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     figures: dict = {}
-    for name, run in (("snapshot", lambda: snapshot_cost(opts.size_mib)), ("overhead", lambda: overhead(opts.repeat)),
-                      ("replay", replay_rate)):  # fmt: skip
+    for name, run in (
+        ("snapshot", lambda: snapshot_cost(opts.size_mib)),
+        ("overhead", lambda: overhead(opts.repeat)),
+        ("replay", replay_rate),
+    ):
         try:
             figures[name] = run()
         except Exception as exc:  # noqa: BLE001 - the other figures are still worth writing
@@ -240,32 +287,45 @@ def main() -> int:
     lines = []
     s, o, r = figures["snapshot"], figures["overhead"], figures["replay"]
     if "error" not in s:
-        lines.append(f"snapshot  {s['bytes'] >> 20} MiB per side ({s['capture']}); pinned D2H "
-                     f"{s['pinned_d2h_GBps']:.1f} GB/s; application stall (prologue {s['prologue_s'] * 1e3:.1f} ms + "
-                     f"epilogue {s['epilogue_s'] * 1e3:.1f} ms) {s['stall_GBps']:.1f} GB/s = "
-                     f"{s['ratio_stall_vs_pinned']:.2f}x of pinned D2H (target >= 0.7)")
-        lines.append(f"snapshot  background drain (both snapshots, zstd) {s['write_s']:.2f} s = {s['drain_GBps']:.2f} "
-                     f"GB/s; end to end (app {s['app_recorded_s']:.2f} s recorded vs {s['app_plain_s']:.2f} s plain, "
-                     f"+ finalize {s['finalize_s']:.2f} s) {s['end_to_end_GBps']:.2f} GB/s = "
-                     f"{s['ratio_end_to_end_vs_pinned']:.2f}x; stored {s['stored_bytes'] >> 20} MiB "
-                     f"(ratio {s['ratio_stored']:.2f})")
+        lines.append(
+            f"snapshot  {s['bytes'] >> 20} MiB per side ({s['capture']}); pinned D2H "
+            f"{s['pinned_d2h_GBps']:.1f} GB/s; application stall (prologue {s['prologue_s'] * 1e3:.1f} ms + "
+            f"epilogue {s['epilogue_s'] * 1e3:.1f} ms) {s['stall_GBps']:.1f} GB/s = "
+            f"{s['ratio_stall_vs_pinned']:.2f}x of pinned D2H (target >= 0.7)"
+        )
+        lines.append(
+            f"snapshot  background drain (both snapshots, zstd) {s['write_s']:.2f} s = {s['drain_GBps']:.2f} "
+            f"GB/s; end to end (app {s['app_recorded_s']:.2f} s recorded vs {s['app_plain_s']:.2f} s plain, "
+            f"+ finalize {s['finalize_s']:.2f} s) {s['end_to_end_GBps']:.2f} GB/s = "
+            f"{s['ratio_end_to_end_vs_pinned']:.2f}x; stored {s['stored_bytes'] >> 20} MiB "
+            f"(ratio {s['ratio_stored']:.2f})"
+        )
     if "error" not in o:
-        lines.append(f"overhead  no kernel selected, {o['launches']} launches: {o['recorder_median_s']:.3f} s vs "
-                     f"{o['plain_median_s']:.3f} s plain (medians of {o['runs']} alternating rounds); the rounds' "
-                     f"median ratio {100 * o['slowdown']:+.1f}% "
-                     f"(target <= 5%); of it, fixed (the program launching once: start-up and exit) "
-                     f"{o['fixed_s'] * 1e3:+.1f} ms on {o['plain_once_median_s']:.3f} s, per launch "
-                     f"{o['per_launch_s'] * 1e6:+.2f} us; runs {_spread(o['runs_s']['recorder'])} s recorder, "
-                     f"{_spread(o['runs_s']['plain'])} s plain")
-        lines.append(f"overhead  saxpy recorded once and timed 17 times, {o['launches']} launches: timed by CUPTI "
-                     f"{o['recorded_cupti_median_s']:.3f} s vs by events {o['recorded_events_median_s']:.3f} s "
-                     f"(medians of {o['runs']} alternating rounds); the rounds' median ratio "
-                     f"{100 * o['cupti_vs_events']:+.1f}%: the kernel records' cost to the application")
+        lines.append(
+            f"overhead  no kernel selected, {o['launches']} launches: {o['recorder_median_s']:.3f} s vs "
+            f"{o['plain_median_s']:.3f} s plain (medians of {o['runs']} alternating rounds); the rounds' "
+            f"median ratio {100 * o['slowdown']:+.1f}% "
+            f"(target <= 5%); of it, fixed (the program launching once: start-up and exit) "
+            f"{o['fixed_s'] * 1e3:+.1f} ms on {o['plain_once_median_s']:.3f} s, per launch "
+            f"{o['per_launch_s'] * 1e6:+.2f} us; runs {_spread(o['runs_s']['recorder'])} s recorder, "
+            f"{_spread(o['runs_s']['plain'])} s plain"
+        )
+        lines.append(
+            f"overhead  saxpy recorded once and timed 17 times, {o['launches']} launches: timed by CUPTI "
+            f"{o['recorded_cupti_median_s']:.3f} s vs by events {o['recorded_events_median_s']:.3f} s "
+            f"(medians of {o['runs']} alternating rounds); the rounds' median ratio "
+            f"{100 * o['cupti_vs_events']:+.1f}%: the kernel records' cost to the application"
+        )
     if "error" not in r:
-        lines.append(f"replay    {r['instances']} recorded launches of {len(r['programs'])} programs: every range "
-                     f"reserved {r['reserved']}/{r['instances']} (target: all), verified {r['verified']}/{r['instances']}")
-        lines += [f"replay    {row['program']} {row.get('kernel', '')}: {row['error']}" for row in r["rows"]
-                  if row.get("error")]  # fmt: skip
+        lines.append(
+            f"replay    {r['instances']} recorded launches of {len(r['programs'])} programs: every range "
+            f"reserved {r['reserved']}/{r['instances']} (target: all), verified {r['verified']}/{r['instances']}"
+        )
+        lines += [
+            f"replay    {row['program']} {row.get('kernel', '')}: {row['error']}"
+            for row in r["rows"]
+            if row.get("error")
+        ]
     lines += [f"{name}: FAILED {f['error']}" for name, f in figures.items() if "error" in f]
     figures["summary"] = lines
     if opts.json:

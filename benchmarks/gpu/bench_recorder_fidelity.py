@@ -64,12 +64,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".gpu" / "bin"
 # program -> kernel regex; the programs of tests/gpu/programs built by `scripts/gpu-suite --prepare`
-PROGRAMS = {"saxpy_app": "^saxpy$", "stencil_app": "stencil2d", "reduce_app": "reduce_sum", "global_app": "add_bias",
-            "list_app": "walk_lists", "streams_app": "^saxpy$", "pitch_app": "scale_add_2d",
-            "async_app": "^saxpy$", "graph_app": "^saxpy$"}  # fmt: skip
+PROGRAMS = {
+    "saxpy_app": "^saxpy$",
+    "stencil_app": "stencil2d",
+    "reduce_app": "reduce_sum",
+    "global_app": "add_bias",
+    "list_app": "walk_lists",
+    "streams_app": "^saxpy$",
+    "pitch_app": "scale_add_2d",
+    "async_app": "^saxpy$",
+    "graph_app": "^saxpy$",
+}
 # How each replay times the kernel: the executor's cache state and timer (None: the record's AppTimer).
-REPLAYS = {"replay_primed_s": {"cache": "primed"}, "replay_warm_s": {"cache": "warm"},
-           "replay_flushed_s": {"cache": "flushed"}, "replay_primed_events_s": {"cache": "primed", "timer": "events"}}
+REPLAYS = {
+    "replay_primed_s": {"cache": "primed"},
+    "replay_warm_s": {"cache": "warm"},
+    "replay_flushed_s": {"cache": "flushed"},
+    "replay_primed_events_s": {"cache": "primed", "timer": "events"},
+}
 
 log = logging.getLogger("bench_recorder_fidelity")
 
@@ -105,8 +117,10 @@ def instance_keys(raw: Path) -> dict[str, str]:
 
     from mneme.core.records import dynamic_hash_of
 
-    return {dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])): m.get("instance_key", "")
-            for _, m in recorder.launches(raw)}  # fmt: skip
+    return {
+        dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])): m.get("instance_key", "")
+        for _, m in recorder.launches(raw)
+    }
 
 
 def app_timing(raw: Path) -> dict:
@@ -123,9 +137,16 @@ def app_timing(raw: Path) -> dict:
     return total
 
 
-def app_times_of_run(name: str, kernel: str, tmp: Path, label: str, exclusive: bool = True,
-                     args: tuple[str, ...] = (), env_extra: dict[str, str] | None = None, timer: str = "auto",
-                     ) -> dict[tuple[str, str], list[float]]:  # fmt: skip
+def app_times_of_run(
+    name: str,
+    kernel: str,
+    tmp: Path,
+    label: str,
+    exclusive: bool = True,
+    args: tuple[str, ...] = (),
+    env_extra: dict[str, str] | None = None,
+    timer: str = "auto",
+) -> dict[tuple[str, str], list[float]]:
     """The program (with `args`) run once more under the recorder (by `timer`, each timed launch alone on
     the device or beside the rest of the application; `env_extra` on top):
     (kernel, key) -> seconds.
@@ -175,19 +196,24 @@ def tally(rows: list[dict], gates: dict, iterations: int, runs: int = 1) -> dict
     single = [r for r in rows if r.get("comparison") == "neither"]
     once = [r for r in rows if r.get("comparison") == "flushed"]
     figures = {
-        "iterations": iterations, "runs": runs, "instances": len(fair) + len(single), "like_for_like": len(fair),
+        "iterations": iterations,
+        "runs": runs,
+        "instances": len(fair) + len(single),
+        "like_for_like": len(fair),
         "within_5pct": sum(abs(r["ratio_primed"] - 1) <= 0.05 for r in fair),
         "within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in fair),
         "timers": sorted({r["app_timer"] for r in fair}),
         "events_compared": sum("ratio_primed_events" in r for r in fair),
         "events_within_5pct": sum(abs(r.get("ratio_primed_events", 9) - 1) <= 0.05 for r in fair),
         "once_runs": max((r.get("app_runs", runs) for r in once), default=runs),
-        "launched_once": len(once), "once_within_5pct": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in once),
+        "launched_once": len(once),
+        "once_within_5pct": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in once),
         "single_launch": len(single),
         "single_within_5pct_warm": sum(abs(r["ratio_warm"] - 1) <= 0.05 for r in single),
         "single_within_5pct_flushed": sum(abs(r["ratio_flushed"] - 1) <= 0.05 for r in single),
-        "app_timing": gates, "rows": rows,
-    }  # fmt: skip
+        "app_timing": gates,
+        "rows": rows,
+    }
     figures["summary"] = summary(figures)
     return figures
 
@@ -211,8 +237,9 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1, once
                 continue
             db_dir = Path(tmp) / name
             try:
-                code = recorder.main_record(db_dir, [str(BIN / name)], [], kernel=kernel, library=library(),
-                                            progress=False)  # fmt: skip
+                code = recorder.main_record(
+                    db_dir, [str(BIN / name)], [], kernel=kernel, library=library(), progress=False
+                )
                 gates[name] = app_timing(db_dir / "raw")
                 keys = instance_keys(db_dir / "raw")
                 recs = [(db, RecordedExecution.from_json(db)) for db in sorted(db_dir.glob("*.json"))]
@@ -226,9 +253,15 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1, once
                 continue
             for db, rec in recs:
                 for dynamic_hash, inst in rec.kernel_instances.items():
-                    row = {"program": name, "exit": code, "kernel": rec.kernel_name, "instance": dynamic_hash,
-                           "app_timer": inst.app_timer, "app_samples": len(inst.app_times),
-                           "app_times_s": list(inst.app_times)}  # fmt: skip
+                    row = {
+                        "program": name,
+                        "exit": code,
+                        "kernel": rec.kernel_name,
+                        "instance": dynamic_hash,
+                        "app_timer": inst.app_timer,
+                        "app_samples": len(inst.app_times),
+                        "app_times_s": list(inst.app_times),
+                    }
                     if not inst.app_times:
                         rows.append({**row, "error": "no in-application times"})
                         continue
@@ -261,37 +294,60 @@ def fidelity(iterations: int, json_path: Path | None = None, runs: int = 1, once
 def summary(figures: dict) -> list[str]:
     fair = [r for r in figures["rows"] if r.get("comparison") == "warm"]
     worst = max(fair, key=lambda r: abs(r["ratio_primed"] - 1), default=None)
-    once_worst = max((r for r in figures["rows"] if r.get("comparison") == "flushed"),
-                     key=lambda r: abs(r["ratio_flushed"] - 1), default=None)  # fmt: skip
+    once_worst = max(
+        (r for r in figures["rows"] if r.get("comparison") == "flushed"),
+        key=lambda r: abs(r["ratio_flushed"] - 1),
+        default=None,
+    )
     ungated = sum(g["ungated"] for g in figures["app_timing"].values())
     shared = sum(g.get("shared", 0) for g in figures["app_timing"].values())
     beside = [r for r in fair if r.get("shared_vs_alone")]
     costliest = max(beside, key=lambda r: r["shared_vs_alone"], default=None)
     replay_ungated = {r["replay_gate"] for r in figures["rows"] if r.get("replay_gate", "gated") != "gated"}
     timers = "/".join(figures.get("timers", [])) or "-"
-    return [f"fidelity: {figures['within_5pct']}/{figures['like_for_like']} repeated instances within 5% "
-            f"(primed replay / in-application median of the repeats, both timed by {timers}, medians of "
-            f"{figures.get('runs', 1)} runs"
-            + (f"; worst {worst['program']} {worst['ratio_primed']:.3f}" if worst else "")
-            + f"; warm after the reset {figures['within_5pct_warm']}/{figures['like_for_like']}"
+    return [
+        f"fidelity: {figures['within_5pct']}/{figures['like_for_like']} repeated instances within 5% "
+        f"(primed replay / in-application median of the repeats, both timed by {timers}, medians of "
+        f"{figures.get('runs', 1)} runs"
+        + (f"; worst {worst['program']} {worst['ratio_primed']:.3f}" if worst else "")
+        + f"; warm after the reset {figures['within_5pct_warm']}/{figures['like_for_like']}"
+        + ")"
+        + (
+            f"; launched-once instances {figures['once_within_5pct']}/{figures['launched_once']} within 5% "
+            f"(flushed replay / the recorded launch, timed after the recorder's L2 flush, medians of "
+            f"{figures.get('once_runs', figures.get('runs', 1))} runs"
+            + (f"; worst {once_worst['program']} {once_worst['ratio_flushed']:.3f}" if once_worst else "")
             + ")"
-            + (f"; launched-once instances {figures['once_within_5pct']}/{figures['launched_once']} within 5% "
-               f"(flushed replay / the recorded launch, timed after the recorder's L2 flush, medians of "
-               f"{figures.get('once_runs', figures.get('runs', 1))} runs"
-               + (f"; worst {once_worst['program']} {once_worst['ratio_flushed']:.3f}" if once_worst else "") + ")"
-               if figures.get("launched_once") else "")
-            + (f"; {figures['single_launch']} launched-once instances not comparable (timed right after the "
-               f"prologue capture without an L2 flush; {figures['single_within_5pct_warm']} within 5% warm, "
-               f"{figures['single_within_5pct_flushed']} flushed)" if figures["single_launch"] else "")
-            + (f"; by CUDA events (one run) {figures['events_within_5pct']}/{figures['events_compared']}"
-               if figures.get("events_compared") and timers != "events" else "")
-            + "".join(f"; {name} timed by events: {g['events_because'][:80]}"
-                      for name, g in figures["app_timing"].items() if g.get("events_because"))
-            + (f"; {ungated} in-application launches UNGATED" if ungated else "")
-            + (f"; {shared} in-application launches NOT ALONE on the device" if shared else "")
-            + (f"; timed beside the rest of the application (one run) the kernel took up to "
-               f"{costliest['shared_vs_alone']:.3f}x its time alone ({costliest['program']})" if costliest else "")
-            + (f"; replay UNGATED: {sorted(replay_ungated)[0][:80]}" if replay_ungated else "")]  # fmt: skip
+            if figures.get("launched_once")
+            else ""
+        )
+        + (
+            f"; {figures['single_launch']} launched-once instances not comparable (timed right after the "
+            f"prologue capture without an L2 flush; {figures['single_within_5pct_warm']} within 5% warm, "
+            f"{figures['single_within_5pct_flushed']} flushed)"
+            if figures["single_launch"]
+            else ""
+        )
+        + (
+            f"; by CUDA events (one run) {figures['events_within_5pct']}/{figures['events_compared']}"
+            if figures.get("events_compared") and timers != "events"
+            else ""
+        )
+        + "".join(
+            f"; {name} timed by events: {g['events_because'][:80]}"
+            for name, g in figures["app_timing"].items()
+            if g.get("events_because")
+        )
+        + (f"; {ungated} in-application launches UNGATED" if ungated else "")
+        + (f"; {shared} in-application launches NOT ALONE on the device" if shared else "")
+        + (
+            f"; timed beside the rest of the application (one run) the kernel took up to "
+            f"{costliest['shared_vs_alone']:.3f}x its time alone ({costliest['program']})"
+            if costliest
+            else ""
+        )
+        + (f"; replay UNGATED: {sorted(replay_ungated)[0][:80]}" if replay_ungated else "")
+    ]
 
 
 def _us(seconds) -> str:
@@ -302,10 +358,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--runs", type=int, default=9,
-                        help="runs of each program, and replays of each instance, whose medians are compared")
-    parser.add_argument("--once-runs", type=int, default=25,
-                        help="runs of a program that launches an instance once (one time per process)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=9,
+        help="runs of each program, and replays of each instance, whose medians are compared",
+    )
+    parser.add_argument(
+        "--once-runs",
+        type=int,
+        default=25,
+        help="runs of a program that launches an instance once (one time per process)",
+    )
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from mneme_cuda.backend import CudaBackend
@@ -320,19 +384,23 @@ def main() -> int:
     started = time.perf_counter()
     figures = fidelity(opts.iterations, opts.json, max(1, opts.runs), max(1, opts.once_runs))
     figures["seconds"] = time.perf_counter() - started
-    print("program      kernel               instance  n  compare timer   app us  app-events  app-shared  warm us  "
-          "flushed  primed-events  primed us  primed/app warm/app flushed/app events")  # fmt: skip
+    print(
+        "program      kernel               instance  n  compare timer   app us  app-events  app-shared  warm us  "
+        "flushed  primed-events  primed us  primed/app warm/app flushed/app events"
+    )
     for r in figures["rows"]:
         if "error" in r:
             print(f"{r['program']:<12} {r.get('kernel', '')[:20]:<20} {r.get('error', '')}")
             continue
         events = r.get("ratio_primed_events")
-        print(f"{r['program']:<12} {r['kernel'][:20]:<20} {r['instance'][:8]} {r['app_samples']:>2}  "
-              f"{r['comparison']:<7} {r['app_timer']:<6} {_us(r['app_median_s'])} {_us(r.get('app_events_median_s'))}"
-              f"    {_us(r.get('app_shared_median_s'))}   "
-              f"{_us(r['replay_warm_s'])} {_us(r['replay_flushed_s'])}  {_us(r['replay_primed_events_s'])}      "
-              f"{_us(r['replay_primed_s'])}   {r['ratio_primed']:6.3f}    {r['ratio_warm']:6.3f}   "
-              f"{r['ratio_flushed']:6.3f}  {f'{events:6.3f}' if events else '     -'}")  # fmt: skip
+        print(
+            f"{r['program']:<12} {r['kernel'][:20]:<20} {r['instance'][:8]} {r['app_samples']:>2}  "
+            f"{r['comparison']:<7} {r['app_timer']:<6} {_us(r['app_median_s'])} {_us(r.get('app_events_median_s'))}"
+            f"    {_us(r.get('app_shared_median_s'))}   "
+            f"{_us(r['replay_warm_s'])} {_us(r['replay_flushed_s'])}  {_us(r['replay_primed_events_s'])}      "
+            f"{_us(r['replay_primed_s'])}   {r['ratio_primed']:6.3f}    {r['ratio_warm']:6.3f}   "
+            f"{r['ratio_flushed']:6.3f}  {f'{events:6.3f}' if events else '     -'}"
+        )
     for name, gate in figures["app_timing"].items():
         if gate["ungated"]:
             print(f"{name}: {gate['ungated']} launches timed without the gate: {gate['ungated_because']}")

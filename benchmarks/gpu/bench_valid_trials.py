@@ -32,18 +32,34 @@ KERNELS = ("stencil-shared-16k", "transpose-tiled-128", "histogram-shared-16k", 
 def run(db: Path, contracts: bool, trials: int, backend: str, results: Path, seed: int, sampler: str) -> dict:
     from mneme.core.tuning.session import TuneOptions, TuningSession
 
-    options = TuneOptions(record_db=str(db), space="standard", space_options={"contracts": contracts},
-                          sampler=sampler, seed=seed, trials=trials, results=str(results), retime_top=0,
-                          backend=backend)  # fmt: skip
+    options = TuneOptions(
+        record_db=str(db),
+        space="standard",
+        space_options={"contracts": contracts},
+        sampler=sampler,
+        seed=seed,
+        trials=trials,
+        results=str(results),
+        retime_top=0,
+        backend=backend,
+    )
     started = time.perf_counter()
     summary = TuningSession(options).run()
     counts = summary["counts"]
     measured = counts["ok"] + counts["failed"] + counts["unverified"]
     fastest = summary.get("fastest") or {}
-    return {"sampler": sampler, "contracts": contracts, "trials": counts["trials"], "valid": counts["ok"],
-            "valid_fraction": counts["ok"] / measured if measured else None,
-            "unverified": counts["unverified"], "failures": counts["failures"], "infeasible": counts["infeasible"],
-            "fastest_speedup_estimate": fastest.get("speedup"), "wall_s": time.perf_counter() - started}
+    return {
+        "sampler": sampler,
+        "contracts": contracts,
+        "trials": counts["trials"],
+        "valid": counts["ok"],
+        "valid_fraction": counts["ok"] / measured if measured else None,
+        "unverified": counts["unverified"],
+        "failures": counts["failures"],
+        "infeasible": counts["infeasible"],
+        "fastest_speedup_estimate": fastest.get("speedup"),
+        "wall_s": time.perf_counter() - started,
+    }
 
 
 def summarize(figures: dict) -> list[str]:
@@ -54,9 +70,11 @@ def summarize(figures: dict) -> list[str]:
             continue
         for r in entry["runs"]:
             fraction = "-" if r["valid_fraction"] is None else f"{100 * r['valid_fraction']:.0f}%"
-            lines.append(f"{name} {r.get('sampler', 'random')} contracts {'on' if r['contracts'] else 'off'}: "
-                         f"{r['valid']}/{r['trials']} valid "
-                         f"({fraction}); failures {r['failures'] or 'none'}, unverified {r['unverified']}")
+            lines.append(
+                f"{name} {r.get('sampler', 'random')} contracts {'on' if r['contracts'] else 'off'}: "
+                f"{r['valid']}/{r['trials']} valid "
+                f"({fraction}); failures {r['failures'] or 'none'}, unverified {r['unverified']}"
+            )
     return lines
 
 
@@ -74,8 +92,14 @@ def main() -> int:
     from mneme.core.backend import get_backend
 
     samplers = [s for s in opts.samplers.split(",") if s]
-    figures: dict = {"backend": opts.backend, "trials": opts.trials, "space": "standard", "samplers": samplers,
-                     "kernels": {}, "summary": []}
+    figures: dict = {
+        "backend": opts.backend,
+        "trials": opts.trials,
+        "space": "standard",
+        "samplers": samplers,
+        "kernels": {},
+        "summary": [],
+    }
 
     def save() -> None:
         figures["summary"] = summarize(figures)
@@ -96,9 +120,17 @@ def main() -> int:
                 db = cap.capture_spec(SWEEPS / f"{name}.yaml", Path(tmp) / name / "db", backend=opts.backend)
                 for sampler in samplers:
                     for contracts in (True, False):
-                        entry["runs"].append(run(db, contracts, opts.trials, opts.backend,
-                                                 Path(tmp) / name / f"{sampler}-contracts-{contracts}", opts.seed,
-                                                 sampler))
+                        entry["runs"].append(
+                            run(
+                                db,
+                                contracts,
+                                opts.trials,
+                                opts.backend,
+                                Path(tmp) / name / f"{sampler}-contracts-{contracts}",
+                                opts.seed,
+                                sampler,
+                            )
+                        )
                         save()
             except Exception as exc:  # one kernel's failure must not hide the others
                 logging.exception("%s failed", name)

@@ -72,7 +72,9 @@ def checks(paths: list[Path]) -> list[dict]:
     for path in paths:
         try:
             data = json.loads(path.read_text())
-            found.append({"check": str(data["check"]), "outcome": str(data["outcome"]), "detail": str(data.get("detail", ""))})
+            found.append(
+                {"check": str(data["check"]), "outcome": str(data["outcome"]), "detail": str(data.get("detail", ""))}
+            )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             found.append({"check": path.stem, "outcome": "failed", "detail": f"unreadable result {path.name}: {exc}"})
     return found
@@ -91,20 +93,27 @@ def replay_table(figures: dict) -> list[str]:
     kernels = figures.get("kernels") or {}
     if not kernels:
         return []
-    lines = ["", "## Replay: IR variant vs the application's binary, and fidelity", "",
-             f"Recorded configuration, median of {figures.get('iterations', '?')} runs with an L2 flush before "
-             "each; `nvcc` is `nvcc -cubin -O3` of the same source replayed with `--mode cubin`; `direct` is that "
-             "cubin launched with plain driver calls on ordinary buffers (target: replay/direct within 5%).", "",
-             "| kernel | IR us | nvcc us | IR speed vs nvcc | direct us | replay / direct | verified (IR, nvcc) |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "",
+        "## Replay: IR variant vs the application's binary, and fidelity",
+        "",
+        f"Recorded configuration, median of {figures.get('iterations', '?')} runs with an L2 flush before "
+        "each; `nvcc` is `nvcc -cubin -O3` of the same source replayed with `--mode cubin`; `direct` is that "
+        "cubin launched with plain driver calls on ordinary buffers (target: replay/direct within 5%).",
+        "",
+        "| kernel | IR us | nvcc us | IR speed vs nvcc | direct us | replay / direct | verified (IR, nvcc) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for source, k in kernels.items():
         if "error" in k:
             lines.append(f"| {source} | failed: {str(k['error'])[:80].replace('|', '/')} | | | | | |")
             continue
         ratio = k.get("replay_vs_direct")
-        lines.append(f"| {source} | {_us(k.get('ir_median_s'))} | {_us(k.get('nvcc_median_s'))} | "
-                     f"{_x(k.get('ir_speedup_vs_nvcc'))} | {_us(k.get('direct_median_s'))} | "
-                     f"{_x(ratio, 3)} | {k.get('ir_verified', '-')}, {k.get('nvcc_verified', '-')} |")
+        lines.append(
+            f"| {source} | {_us(k.get('ir_median_s'))} | {_us(k.get('nvcc_median_s'))} | "
+            f"{_x(k.get('ir_speedup_vs_nvcc'))} | {_us(k.get('direct_median_s'))} | "
+            f"{_x(ratio, 3)} | {k.get('ir_verified', '-')}, {k.get('nvcc_verified', '-')} |"
+        )
     return lines
 
 
@@ -113,12 +122,17 @@ def tuning_table(figures: dict) -> list[str]:
     kernels = figures.get("kernels") or {}
     if not kernels:
         return []
-    lines = ["", "## Tuning on the GPU", "",
-             "Best: re-timed median of the best configuration. Speedups over the recorded configuration and "
-             "over the nvcc-built cubin at the recorded configuration. At 20%: the best speedup found within "
-             "20% of the exhaustive budget, as a fraction of the exhaustive optimum's (search-time medians).", "",
-             "| kernel | space (size) | sampler | trials | best ms | vs recorded | vs nvcc | time to best s | at 20% |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    lines = [
+        "",
+        "## Tuning on the GPU",
+        "",
+        "Best: re-timed median of the best configuration. Speedups over the recorded configuration and "
+        "over the nvcc-built cubin at the recorded configuration. At 20%: the best speedup found within "
+        "20% of the exhaustive budget, as a fraction of the exhaustive optimum's (search-time medians).",
+        "",
+        "| kernel | space (size) | sampler | trials | best ms | vs recorded | vs nvcc | time to best s | at 20% |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, k in kernels.items():
         if "error" in k:
             lines.append(f"| {name} | failed: {str(k['error'])[:80].replace('|', '/')} | | | | | | | |")
@@ -126,16 +140,20 @@ def tuning_table(figures: dict) -> list[str]:
         space = f"{k.get('space')} ({k.get('space_size', '?')})"
         for run in k.get("runs", []):
             if "error" in run:
-                lines.append(f"| {name} | {space} | {run['sampler']} | failed: "
-                             f"{str(run['error'])[:80].replace('|', '/')} | | | | | |")
+                lines.append(
+                    f"| {name} | {space} | {run['sampler']} | failed: "
+                    f"{str(run['error'])[:80].replace('|', '/')} | | | | | |"
+                )
                 continue
             best = run.get("best_s")
             fraction = run.get("fraction_of_optimum_at_20pct")
             found = run.get("time_to_best_s")
-            lines.append(f"| {name} | {space} | {run['sampler']} | {run.get('trials')} | "
-                         f"{f'{best * 1e3:.4f}' if best else '-'} | {_x(run.get('best_speedup'))} | "
-                         f"{_x(run.get('speedup_vs_nvcc'))} | {f'{found:.1f}' if found is not None else '-'} | "
-                         f"{f'{100 * fraction:.0f}%' if fraction is not None else '-'} |")
+            lines.append(
+                f"| {name} | {space} | {run['sampler']} | {run.get('trials')} | "
+                f"{f'{best * 1e3:.4f}' if best else '-'} | {_x(run.get('best_speedup'))} | "
+                f"{_x(run.get('speedup_vs_nvcc'))} | {f'{found:.1f}' if found is not None else '-'} | "
+                f"{f'{100 * fraction:.0f}%' if fraction is not None else '-'} |"
+            )
     return lines
 
 
@@ -143,8 +161,13 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--junit", type=Path, required=True)
     parser.add_argument("--bench", type=Path, action="append", default=[])
-    parser.add_argument("--check", type=Path, action="append", default=[],
-                        help="a check's outcome as JSON {check, outcome, detail} (scripts/gpu/installed-record)")
+    parser.add_argument(
+        "--check",
+        type=Path,
+        action="append",
+        default=[],
+        help="a check's outcome as JSON {check, outcome, detail} (scripts/gpu/installed-record)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     opts = parser.parse_args()
     results = {
@@ -161,14 +184,23 @@ def main() -> int:
     results["counts"] = counts
     opts.out.mkdir(parents=True, exist_ok=True)
     (opts.out / "gpu-results.json").write_text(json.dumps(results, indent=2))
-    lines = [f"# GPU results ({results['date']})", "",
-             f"- commit: `{results['commit']}`", f"- device: {results['machine'].get('gpu', '')}",
-             f"- CUDA driver: {results['machine'].get('cuda-driver', '')}, "
-             f"cuda-bindings {results['machine'].get('cuda-bindings', '')}",
-             "- tests: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())),
-             *(f"- {CHECK_TITLES.get(c['check'], c['check'])}: {c['outcome']}" + (f" ({c['detail']})" if c["detail"] else "")
-               for c in results["checks"]), "",
-             "## Figures", ""]  # fmt: skip
+    lines = [
+        f"# GPU results ({results['date']})",
+        "",
+        f"- commit: `{results['commit']}`",
+        f"- device: {results['machine'].get('gpu', '')}",
+        f"- CUDA driver: {results['machine'].get('cuda-driver', '')}, "
+        f"cuda-bindings {results['machine'].get('cuda-bindings', '')}",
+        "- tests: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())),
+        *(
+            f"- {CHECK_TITLES.get(c['check'], c['check'])}: {c['outcome']}"
+            + (f" ({c['detail']})" if c["detail"] else "")
+            for c in results["checks"]
+        ),
+        "",
+        "## Figures",
+        "",
+    ]
     for name, figures in results["benchmarks"].items():
         for line in figures.get("summary", []):
             lines.append(f"- {name}: {line.strip()}")

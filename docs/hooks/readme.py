@@ -17,7 +17,7 @@ _LINK = re.compile(r"\[([^\]]+)\]\((?!https?://|#|mailto:)([^)\s]+)\)")
 def _relink(match: re.Match) -> str:
     text, target = match.groups()
     if target.startswith("docs/"):
-        return f"[{text}]({target[len('docs/'):]})"
+        return f"[{text}]({target[len('docs/') :]})"
     return text if text.strip("`") == target else f"{text} (`{target}`)"
 
 

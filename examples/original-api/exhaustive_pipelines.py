@@ -27,8 +27,12 @@ class PipelineSpace(SearchSpace):
         return {"passes": CategoricalParam("passes", self.pipelines), "codegen_opt": FixedParam("codegen_opt", 3)}
 
     def derived(self, params):
-        return ExperimentConfiguration(grid=self.instance.grid_dim, block=self.instance.block_dim,
-                                       passes=params["passes"], codegen_opt=params["codegen_opt"])
+        return ExperimentConfiguration(
+            grid=self.instance.grid_dim,
+            block=self.instance.block_dim,
+            passes=params["passes"],
+            codegen_opt=params["codegen_opt"],
+        )
 
     def constraints(self, config):
         return config.is_valid()
@@ -47,9 +51,12 @@ def main():
     pipelines = (["default<O0>", "default<O3>", "Os", "Oz"] + singles)[: args.max_pipelines]
     instance = RecordedExecution.from_json(args.record_db)[args.record_id]
     os.makedirs(args.results, exist_ok=True)
-    executor = AsyncReplayExecutor(record_db=args.record_db, record_id=args.record_id, iterations=3,
-                                   results_db_dir=args.results, num_workers=1)
-    futures = [(config, executor.submit(config)) for config in ExhaustiveSamplingStrategy(PipelineSpace(instance, pipelines))]
+    executor = AsyncReplayExecutor(
+        record_db=args.record_db, record_id=args.record_id, iterations=3, results_db_dir=args.results, num_workers=1
+    )
+    futures = [
+        (config, executor.submit(config)) for config in ExhaustiveSamplingStrategy(PipelineSpace(instance, pipelines))
+    ]
     results = []
     for config, future in futures:
         result = future.result()

@@ -1,6 +1,6 @@
 """A sweep of threads per block, in the original Mneme API's style (one BaseExecutor in this process).
 
-    python sweep_threads.py --record-db DB.json --record-id ID --max-threads 1024 --results OUT
+python sweep_threads.py --record-db DB.json --record-id ID --max-threads 1024 --results OUT
 """
 
 import argparse
@@ -28,8 +28,14 @@ def main():
             config = ExperimentConfiguration(grid=dim3((work + threads - 1) // threads), block=dim3(threads))
             config.ground()
             result = executor.execute(config)
-            results.append({"config": config.to_dict(), "hash": config.hash(), "result": result.to_dict(),
-                            "variant": result.mneme.variant_hash})
+            results.append(
+                {
+                    "config": config.to_dict(),
+                    "hash": config.hash(),
+                    "result": result.to_dict(),
+                    "variant": result.mneme.variant_hash,
+                }
+            )
             print(f"threads={threads:5d} verified={result.verified} runs(ns)={result.exec_time}")
             threads *= 2
     os.makedirs(args.results, exist_ok=True)

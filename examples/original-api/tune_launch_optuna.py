@@ -34,8 +34,12 @@ class LaunchSpace(SearchSpace):
 
     def derived(self, params):
         threads = 2 ** params["log2_threads"]
-        return ExperimentConfiguration(grid=dim3((self.work + threads - 1) // threads), block=dim3(threads),
-                                       passes=params["passes"], specialize=params["specialize"])
+        return ExperimentConfiguration(
+            grid=dim3((self.work + threads - 1) // threads),
+            block=dim3(threads),
+            passes=params["passes"],
+            specialize=params["specialize"],
+        )
 
     def constraints(self, config):
         return config.grid.x * config.block.x >= self.work
@@ -54,15 +58,17 @@ args = parser.parse_args()
 instance = RecordedExecution.from_json(args.record_db)[args.record_id]
 space = LaunchSpace(instance)
 os.makedirs(args.results, exist_ok=True)
-executor = AsyncReplayExecutor(record_db=args.record_db, record_id=args.record_id, iterations=5,
-                               results_db_dir=args.results, num_workers=1)
+executor = AsyncReplayExecutor(
+    record_db=args.record_db, record_id=args.record_id, iterations=5, results_db_dir=args.results, num_workers=1
+)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=7))
 
 results = []
 baseline = executor.evaluate(space.baseline())
-results.append({"config": space.baseline().to_dict(), "result": baseline.to_dict(),
-                "variant": baseline.mneme.variant_hash})
+results.append(
+    {"config": space.baseline().to_dict(), "result": baseline.to_dict(), "variant": baseline.mneme.variant_hash}
+)
 for config, trial in OptunaSamplingStrategy(space, study, args.trials):
     result = executor.evaluate(config)
     # The median of the timed runs, the two warm-ups left out; failures get the worst value.

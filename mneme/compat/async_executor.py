@@ -34,8 +34,15 @@ class AsyncReplayExecutor:
     as a failed `ExperimentResult` whose `error` says why.
     """
 
-    def __init__(self, record_db: str, record_id: str | None = None, iterations: int = 3, results_db_dir: str = ".",
-                 num_workers: int = 1, warmup: int = WARMUP_RUNS):  # fmt: skip
+    def __init__(
+        self,
+        record_db: str,
+        record_id: str | None = None,
+        iterations: int = 3,
+        results_db_dir: str = ".",
+        num_workers: int = 1,
+        warmup: int = WARMUP_RUNS,
+    ):
         from mneme.core.workers import AsyncReplayExecutor as Core
 
         self.record_db = record_db
@@ -46,8 +53,16 @@ class AsyncReplayExecutor:
         self.warmup = warmup
         self._next_id = itertools.count()
         with runtime_errors():
-            self._pool = Core(str(mneme_database(record_db)), self.record_id, iterations, results_db_dir, num_workers,
-                              devices=list(range(num_workers)), warmup=warmup, start=False)  # fmt: skip
+            self._pool = Core(
+                str(mneme_database(record_db)),
+                self.record_id,
+                iterations,
+                results_db_dir,
+                num_workers,
+                devices=list(range(num_workers)),
+                warmup=warmup,
+                start=False,
+            )
             with main_hidden():
                 self._pool.start()
 

@@ -113,7 +113,9 @@ def normalize_launch_candidates(candidates: Any, recorded_kernel: Any = None) ->
         if math.prod(layout["block"]) > MAX_THREADS_PER_BLOCK:
             raise ValueError(f"{where}.block exceeds the threads-per-block limit")
         if "grid" not in layout and recorded_kernel is not None:
-            work = [int(getattr(recorded_kernel.block_dim, a)) * int(getattr(recorded_kernel.grid_dim, a)) for a in "xyz"]
+            work = [
+                int(getattr(recorded_kernel.block_dim, a)) * int(getattr(recorded_kernel.grid_dim, a)) for a in "xyz"
+            ]
             layout["grid"] = [-(-w // b) for w, b in zip(work, layout["block"])]
             if any(not 0 < v <= m for v, m in zip(layout["grid"], MAX_GRID_DIMS)):
                 raise ValueError(f"{where}.grid exceeds launch dimension limits after resolution")
@@ -139,8 +141,12 @@ def _axis_values(recorded: int, total_work: int, axis_limit: int) -> list[int]:
 
 
 def _active_axes(kernel: Any, launch_dim: str) -> tuple[bool, bool, bool]:
-    fixed = {"none": (False, False, False), "x": (True, False, False), "xy": (True, True, False),
-             "xyz": (True, True, True)}  # fmt: skip
+    fixed = {
+        "none": (False, False, False),
+        "x": (True, False, False),
+        "xy": (True, True, False),
+        "xyz": (True, True, True),
+    }
     if launch_dim in fixed:
         return fixed[launch_dim]
     if launch_dim != "auto":
@@ -149,8 +155,11 @@ def _active_axes(kernel: Any, launch_dim: str) -> tuple[bool, bool, bool]:
 
 
 def _launch_budget(recorded_threads: int, safety: str) -> int:
-    budgets = {"conservative": max(1, recorded_threads), "balanced": max(1, recorded_threads * 2),
-               "aggressive": MAX_THREADS_PER_BLOCK}  # fmt: skip
+    budgets = {
+        "conservative": max(1, recorded_threads),
+        "balanced": max(1, recorded_threads * 2),
+        "aggressive": MAX_THREADS_PER_BLOCK,
+    }
     if safety not in budgets:
         raise ValueError(f"Unknown launch_safety {safety!r}")
     return min(MAX_THREADS_PER_BLOCK, budgets[safety])
@@ -174,8 +183,9 @@ def _candidate_block_shapes(kernel: Any, launch_dim: str, launch_safety: str) ->
     return sorted(shapes, key=lambda s: tuple(int(v) for v in s.split("x")))
 
 
-def _pipeline_choices(preset: str, passes: Sequence[str] | None, fixed_passes: str | None,
-                      pipeline_file: str | None) -> tuple[list[str] | None, str]:  # fmt: skip
+def _pipeline_choices(
+    preset: str, passes: Sequence[str] | None, fixed_passes: str | None, pipeline_file: str | None
+) -> tuple[list[str] | None, str]:
     """(choices or None for a fixed pipeline, the baseline's pipeline)."""
     if fixed_passes:
         return None, fixed_passes
@@ -231,15 +241,28 @@ def describe_search_space(space: Any, *, preset: str | None = None, custom: bool
 class BuiltinTuneSearchSpace(SearchSpace):
     """The space of the original's `mneme tune` options (see the module docstring)."""
 
-    def __init__(self, recorded_kernel: Any, *, preset: str = "standard", launch_dim: str = "auto",
-                 launch_safety: str | None = None, passes: Sequence[str] | None = None,
-                 fixed_passes: str | None = None, pipeline_file: str | None = None,
-                 codegen_opt_range: str | None = None, fixed_codegen_opt: int | None = None,
-                 specialize_space: str | None = None, specialize_dims_space: str | None = None,
-                 launch_bounds_space: str | None = None, min_blocks_per_sm_range: str | None = None,
-                 fixed_min_blocks_per_sm: int | None = None, max_threads_range: str | None = None,
-                 max_threads_policy: str = "block-threads", codegen_method: str | None = None,
-                 launch_candidates: list[dict] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        recorded_kernel: Any,
+        *,
+        preset: str = "standard",
+        launch_dim: str = "auto",
+        launch_safety: str | None = None,
+        passes: Sequence[str] | None = None,
+        fixed_passes: str | None = None,
+        pipeline_file: str | None = None,
+        codegen_opt_range: str | None = None,
+        fixed_codegen_opt: int | None = None,
+        specialize_space: str | None = None,
+        specialize_dims_space: str | None = None,
+        launch_bounds_space: str | None = None,
+        min_blocks_per_sm_range: str | None = None,
+        fixed_min_blocks_per_sm: int | None = None,
+        max_threads_range: str | None = None,
+        max_threads_policy: str = "block-threads",
+        codegen_method: str | None = None,
+        launch_candidates: list[dict] | None = None,
+    ):
         if preset not in PRESETS:
             raise ValueError(f"Unknown tuning preset {preset!r}; one of {', '.join(PRESETS)}")
         self.recorded_kernel = recorded_kernel
@@ -276,8 +299,11 @@ class BuiltinTuneSearchSpace(SearchSpace):
             for layout in self.launch_candidates:
                 self.launch_layouts[launch_layout_key(layout["block"], layout["grid"])] = layout
             dims["launch_layout"] = CategoricalParam("launch_layout", list(self.launch_layouts))
-        dims["passes"] = (FixedParam("passes", self._baseline_passes) if self._passes_choices is None
-                          else CategoricalParam("passes", self._passes_choices))  # fmt: skip
+        dims["passes"] = (
+            FixedParam("passes", self._baseline_passes)
+            if self._passes_choices is None
+            else CategoricalParam("passes", self._passes_choices)
+        )
         dims["codegen_opt"] = codegen
         dims["specialize"] = _space_param("specialize", specialize_space or switch)
         dims["specialize_dims"] = _space_param("specialize_dims", specialize_dims_space or switch)
@@ -285,7 +311,9 @@ class BuiltinTuneSearchSpace(SearchSpace):
         if fixed_min_blocks_per_sm is not None:
             dims["min_blocks_per_sm"] = FixedParam("min_blocks_per_sm", int(fixed_min_blocks_per_sm))
         elif min_blocks_per_sm_range is not None or preset == "full":
-            dims["min_blocks_per_sm"] = IntRangeParam("min_blocks_per_sm", *parse_range(min_blocks_per_sm_range or "1:8"))
+            dims["min_blocks_per_sm"] = IntRangeParam(
+                "min_blocks_per_sm", *parse_range(min_blocks_per_sm_range or "1:8")
+            )
         else:
             dims["min_blocks_per_sm"] = FixedParam("min_blocks_per_sm", 0)
         self.max_threads_policy = max_threads_policy
@@ -299,10 +327,12 @@ class BuiltinTuneSearchSpace(SearchSpace):
             raise ValueError(f"Unknown max_threads_policy {max_threads_policy!r}")
         self._dimensions = dims
         self.metadata: dict[str, Any] = {
-            "launch_dim": self.launch_dim, "launch_safety": self.launch_safety,
-            "baseline_passes": self._baseline_passes, "baseline_codegen_opt": self._baseline_codegen_opt,
+            "launch_dim": self.launch_dim,
+            "launch_safety": self.launch_safety,
+            "baseline_passes": self._baseline_passes,
+            "baseline_codegen_opt": self._baseline_codegen_opt,
             "codegen_method": self.codegen_method,
-        }  # fmt: skip
+        }
         if self.launch_candidates:
             self.metadata["launch_layouts"] = list(self.launch_layouts.values())
 
@@ -313,8 +343,12 @@ class BuiltinTuneSearchSpace(SearchSpace):
         """The grid that covers the recorded work with `block` on the active axes (the recorded grid elsewhere)."""
         active = _active_axes(self.recorded_kernel, self.launch_dim)
         rb, rg = self.recorded_kernel.block_dim, self.recorded_kernel.grid_dim
-        return dim3(*(math.ceil(max(1, getattr(rb, a) * getattr(rg, a)) / getattr(block, a)) if on
-                      else int(getattr(rg, a)) for a, on in zip("xyz", active)))  # fmt: skip
+        return dim3(
+            *(
+                math.ceil(max(1, getattr(rb, a) * getattr(rg, a)) / getattr(block, a)) if on else int(getattr(rg, a))
+                for a, on in zip("xyz", active)
+            )
+        )
 
     def _max_threads(self, params: Mapping[str, Any], block: dim3) -> int:
         if not params.get("set_launch_bounds", False):
@@ -338,13 +372,19 @@ class BuiltinTuneSearchSpace(SearchSpace):
             grid = self._derive_grid(block)
         bounds = bool(params.get("set_launch_bounds", False))
         return ExperimentConfiguration(
-            grid=grid, block=block, shared_mem=int(self.recorded_kernel.shared_mem),
-            specialize=bool(params.get("specialize", False)), set_launch_bounds=bounds,
+            grid=grid,
+            block=block,
+            shared_mem=int(self.recorded_kernel.shared_mem),
+            specialize=bool(params.get("specialize", False)),
+            set_launch_bounds=bounds,
             max_threads=self._max_threads(params, block) if bounds else 0,
             min_blocks_per_sm=int(params.get("min_blocks_per_sm", 0) or 0) if bounds else 0,
             specialize_dims=bool(params.get("specialize_dims", False)),
             passes=str(params.get("passes", self._baseline_passes)),
-            codegen_opt=int(params.get("codegen_opt", self._baseline_codegen_opt)), prune=True, internalize=True)  # fmt: skip
+            codegen_opt=int(params.get("codegen_opt", self._baseline_codegen_opt)),
+            prune=True,
+            internalize=True,
+        )
 
     def constraints(self, params: Any) -> bool:
         config = params if isinstance(params, ExperimentConfiguration) else self.derived(dict(params))
@@ -361,8 +401,14 @@ class BuiltinTuneSearchSpace(SearchSpace):
         return ExperimentConfiguration(
             grid=dim3(int(k.grid_dim.x), int(k.grid_dim.y), int(k.grid_dim.z)),
             block=dim3(int(k.block_dim.x), int(k.block_dim.y), int(k.block_dim.z)),
-            shared_mem=int(k.shared_mem), max_threads=0, min_blocks_per_sm=0, passes=self._baseline_passes,
-            codegen_opt=self._baseline_codegen_opt, prune=True, internalize=True)  # fmt: skip
+            shared_mem=int(k.shared_mem),
+            max_threads=0,
+            min_blocks_per_sm=0,
+            passes=self._baseline_passes,
+            codegen_opt=self._baseline_codegen_opt,
+            prune=True,
+            internalize=True,
+        )
 
 
 def load_custom_space(spec: str, recorded_kernel: Any, kwargs: Mapping[str, Any] | None = None) -> Any:

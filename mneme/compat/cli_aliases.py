@@ -40,14 +40,42 @@ _CODEGEN_METHOD = "Mneme generates code one way per backend (the original's seri
 
 #: Options only the original's `mneme tune` has: given one, `mneme tune` runs the original's tuner
 #: and results layout (`mneme tune-original`, `mneme.compat.tune_cli`), as `--layout original` does.
-ORIGINAL_TUNE_OPTIONS = frozenset({
-    "--space-module", "--space-arg", "--metric", "--objective", "--warmup", "--fail-fast", "--keep-going",
-    "--rerun-baseline", "--baseline-only", "--pruner", "--config", "--dump-config", "--proteus-output",
-    "--no-proteus-output", "--quiet", "--codegen-method", "--launch-dim", "--launch-safety", "--passes",
-    "--fixed-passes", "--pipeline-file", "--codegen-opt-range", "--fixed-codegen-opt", "--specialize-space",
-    "--specialize-dims-space", "--launch-bounds-space", "--min-blocks-per-sm-range", "--fixed-min-blocks-per-sm",
-    "--max-threads-range", "--max-threads-policy", "--adaptive-invalid-ban", "--no-adaptive-invalid-ban",
-})  # fmt: skip
+ORIGINAL_TUNE_OPTIONS = frozenset(
+    {
+        "--space-module",
+        "--space-arg",
+        "--metric",
+        "--objective",
+        "--warmup",
+        "--fail-fast",
+        "--keep-going",
+        "--rerun-baseline",
+        "--baseline-only",
+        "--pruner",
+        "--config",
+        "--dump-config",
+        "--proteus-output",
+        "--no-proteus-output",
+        "--quiet",
+        "--codegen-method",
+        "--launch-dim",
+        "--launch-safety",
+        "--passes",
+        "--fixed-passes",
+        "--pipeline-file",
+        "--codegen-opt-range",
+        "--fixed-codegen-opt",
+        "--specialize-space",
+        "--specialize-dims-space",
+        "--launch-bounds-space",
+        "--min-blocks-per-sm-range",
+        "--fixed-min-blocks-per-sm",
+        "--max-threads-range",
+        "--max-threads-policy",
+        "--adaptive-invalid-ban",
+        "--no-adaptive-invalid-ban",
+    }
+)
 
 ALIASES: dict[str, dict[str, Alias]] = {
     "record": {
@@ -168,6 +196,8 @@ def _original_tuner(argv: list[str], at: int) -> list[str] | None:
     if own and layout in ("mneme", "both"):
         from mneme.core.errors import UsageError
 
-        raise UsageError(f"mneme tune: {', '.join(own)} belong to the original Mneme's tuner; use --layout original "
-                         f"(or leave --layout out), or Mneme's own options with --layout {layout}")  # fmt: skip
+        raise UsageError(
+            f"mneme tune: {', '.join(own)} belong to the original Mneme's tuner; use --layout original "
+            f"(or leave --layout out), or Mneme's own options with --layout {layout}"
+        )
     return None

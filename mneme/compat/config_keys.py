@@ -34,8 +34,10 @@ def _script(name: str, command: list[str], what: str) -> str:
     """An executable shell script under the cache folder that runs `command` with the caller's arguments."""
     from mneme.core import native
 
-    text = (f"#!/bin/sh\n# {what} (written by `mneme config`; written again when the installation moves)\n"
-            f"exec {' '.join(shlex.quote(c) for c in command)} \"$@\"\n")  # fmt: skip
+    text = (
+        f"#!/bin/sh\n# {what} (written by `mneme config`; written again when the installation moves)\n"
+        f'exec {" ".join(shlex.quote(c) for c in command)} "$@"\n'
+    )
     path = native.cache_root() / "bin" / name
     try:
         if not path.exists() or path.read_text() != text:
@@ -45,33 +47,44 @@ def _script(name: str, command: list[str], what: str) -> str:
             tmp.chmod(0o755)
             os.replace(tmp, path)
     except OSError as exc:
-        raise UsageError(f"mneme config: cannot write the launcher script {path}: {exc.strerror}; set "
-                         "MNEME_CACHE_DIR to a writable folder") from exc  # fmt: skip
+        raise UsageError(
+            f"mneme config: cannot write the launcher script {path}: {exc.strerror}; set "
+            "MNEME_CACHE_DIR to a writable folder"
+        ) from exc
     return str(path)
 
 
 def _launcher() -> str:
     """mneme-cc of this interpreter, as one executable."""
-    return _script("mneme-cc", [sys.executable, "-m", "mneme.instrument.launcher"],
-                   "mneme-cc, Mneme's compiler launcher, of this installation")  # fmt: skip
+    return _script(
+        "mneme-cc",
+        [sys.executable, "-m", "mneme.instrument.launcher"],
+        "mneme-cc, Mneme's compiler launcher, of this installation",
+    )
 
 
 def _compiler(key: str) -> str:
     for name in _COMPILERS[key]:
         found = shutil.which(name)
         if found:
-            return _script(f"mneme-cc-{key}", [sys.executable, "-m", "mneme.instrument.launcher", found],
-                           f"{found} through mneme-cc, which also embeds each file's device IR")  # fmt: skip
-    raise UsageError(f"mneme config {key}: no compiler found ({', '.join(_COMPILERS[key])}); install clang "
-                     "(or the CUDA toolkit for `cuda`)")  # fmt: skip
+            return _script(
+                f"mneme-cc-{key}",
+                [sys.executable, "-m", "mneme.instrument.launcher", found],
+                f"{found} through mneme-cc, which also embeds each file's device IR",
+            )
+    raise UsageError(
+        f"mneme config {key}: no compiler found ({', '.join(_COMPILERS[key])}); install clang "
+        "(or the CUDA toolkit for `cuda`)"
+    )
 
 
 def cmakedir() -> str:
     """The folder of Mneme's CMake package (mnemeConfig.cmake), shipped in the `mneme` package."""
     folder = Path(__file__).resolve().parents[1] / "cmake"
     if not (folder / "mnemeConfig.cmake").is_file():
-        raise UsageError(f"mneme config cmakedir: this installation lacks {folder}/mnemeConfig.cmake; reinstall "
-                         "mneme-gpu")  # fmt: skip
+        raise UsageError(
+            f"mneme config cmakedir: this installation lacks {folder}/mnemeConfig.cmake; reinstall mneme-gpu"
+        )
     return str(folder)
 
 
@@ -82,8 +95,10 @@ def _includedir() -> str:
         folder = Path(spec.origin).resolve().parents[1] / "recorder" / "include"
         if (folder / "mneme_annotate.h").exists():
             return str(folder)
-    raise UsageError("mneme config includedir: this installation has no mneme_annotate.h (it ships with a "
-                     "checkout of mneme-cuda: backends/cuda/recorder/include); Python code uses mneme.annotate")  # fmt: skip
+    raise UsageError(
+        "mneme config includedir: this installation has no mneme_annotate.h (it ships with a "
+        "checkout of mneme-cuda: backends/cuda/recorder/include); Python code uses mneme.annotate"
+    )
 
 
 def value(key: str) -> str:

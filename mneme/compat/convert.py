@@ -60,8 +60,9 @@ def _metadata(text: str, ref: str) -> str | None:
     return found.group(1) if found else None
 
 
-def export_proteus_tuned_kernel(filename: str, recorded_execution, kernel_descr, config, *,
-                                usage_filename: str | None = None) -> dict:  # fmt: skip
+def export_proteus_tuned_kernel(
+    filename: str, recorded_execution, kernel_descr, config, *, usage_filename: str | None = None
+) -> dict:
     """Write Proteus's tuned-kernel JSON for `config` to `filename`; returns what it wrote.
 
     How to use it (the annotation for the kernel, where the kernel is defined when the IR carries
@@ -84,10 +85,12 @@ def export_proteus_tuned_kernel(filename: str, recorded_execution, kernel_descr,
     Path(filename).write_text(json.dumps(data, indent=2))
     location = kernel_location(list(recorded_execution.llvm_files), kernel_descr.kernel_name)
     where = f"{location[0]}:{location[1]}" if location else "unknown"
-    usage = (f"To use the tuned variant of '{recorded_execution.demangled_name}', annotate the kernel with\n\n"
-             f"{jit_attribute(kernel_descr.specializations)}\n\nKernel source location:\n{where}\n\n"
-             f"Build the application with Proteus, then run it with\n\n"
-             f"export PROTEUS_TUNED_KERNELS={Path(filename).resolve()}\n")  # fmt: skip
+    usage = (
+        f"To use the tuned variant of '{recorded_execution.demangled_name}', annotate the kernel with\n\n"
+        f"{jit_attribute(kernel_descr.specializations)}\n\nKernel source location:\n{where}\n\n"
+        f"Build the application with Proteus, then run it with\n\n"
+        f"export PROTEUS_TUNED_KERNELS={Path(filename).resolve()}\n"
+    )
     if usage_filename is not None:
         Path(usage_filename).write_text(usage)
     else:

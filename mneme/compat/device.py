@@ -161,8 +161,15 @@ class DeviceFunction:
             else:
                 _device().launch(kernel, grid, block, shared_mem, args)
 
-    def profile(self, grid: dim3, block: dim3, prologue_state, epilogue_state=None, shared_mem_size: int = 0,
-                iterations: int = 5) -> list[int]:  # fmt: skip
+    def profile(
+        self,
+        grid: dim3,
+        block: dim3,
+        prologue_state,
+        epilogue_state=None,
+        shared_mem_size: int = 0,
+        iterations: int = 5,
+    ) -> list[int]:
         """Run the kernel `iterations` times on the recorded prologue state; nanoseconds per run."""
         kernel = self._kernel()
         device = _device()
@@ -180,8 +187,15 @@ class DeviceFunction:
                 for addr, data in regions:
                     device.write(addr, data)
 
-            times = device.time(kernel, dim3.of(grid).to_core(), dim3.of(block).to_core(), shared_mem_size,
-                                prologue_state.packed_args, iterations, before_each=restore)  # fmt: skip
+            times = device.time(
+                kernel,
+                dim3.of(grid).to_core(),
+                dim3.of(block).to_core(),
+                shared_mem_size,
+                prologue_state.packed_args,
+                iterations,
+                before_each=restore,
+            )
         durations = [round(t * NS_PER_SECOND) for t in times]
         profile.record(kernel.binary.kernel_name, durations)
         return durations

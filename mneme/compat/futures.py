@@ -16,8 +16,14 @@ from typing import Any
 class EvalFuture:
     """One submitted experiment: its id and configuration, and its result once a worker sets it."""
 
-    def __init__(self, job_id: int | None = None, config: Any = None, ir_revision: int = 0, ir_data: str | None = None,
-                 params: dict[str, Any] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        job_id: int | None = None,
+        config: Any = None,
+        ir_revision: int = 0,
+        ir_data: str | None = None,
+        params: dict[str, Any] | None = None,
+    ):
         self.job_id = job_id
         if config is None and params is not None:  # the original's earlier releases named it `params`, a dict
             from mneme.compat.types import ExperimentConfiguration

@@ -119,8 +119,15 @@ def specialize_args(mod, hash: str, kernel_name: str, args: Any, num_args: int, 
         raise RuntimeError(f"argument indexes {list(indexes)} do not fit kernel {kernel_name!r}'s {num_args} arguments")
     with runtime_errors():
         packed = _arg_bytes(mod, kernel_name, args, num_args)
-    return _apply("specialize_args", mod, hash, kernel_name, _config(specialize=True), args=packed,
-                  specialize_indexes=list(indexes))  # fmt: skip
+    return _apply(
+        "specialize_args",
+        mod,
+        hash,
+        kernel_name,
+        _config(specialize=True),
+        args=packed,
+        specialize_indexes=list(indexes),
+    )
 
 
 def specialize_dims(mod, hash: str, kernel_name: str, grid: dim3, block: dim3) -> str:  # noqa: A002
@@ -142,8 +149,9 @@ def set_launch_bounds(mod, hash: str, kernel_name: str, max_threads_per_block: i
     _module(mod)
     if not 1 <= max_threads_per_block <= 1024:
         raise RuntimeError(f"max_threads_per_block must be in 1..1024, got {max_threads_per_block}")
-    config = _config(set_launch_bounds=True, max_threads=max_threads_per_block,
-                     min_blocks_per_sm=max(1, min_blocks_per_sm))  # fmt: skip
+    config = _config(
+        set_launch_bounds=True, max_threads=max_threads_per_block, min_blocks_per_sm=max(1, min_blocks_per_sm)
+    )
     return _apply("set_launch_bounds", mod, hash, kernel_name, config)
 
 
@@ -193,8 +201,11 @@ def codegen_object(mod, arch: str, *args, **kwargs):
         kernels = ir.kernels(mod)
         if len(kernels) != 1:
             raise RuntimeError(f"codegen_object needs a module with one kernel, found {', '.join(kernels) or 'none'}")
-        config = _config(passes=getattr(mod, "_mneme_deferred_passes", ""), codegen_opt=int(codegen_opt_level),
-                         codegen_method=_core_codegen_method(codegen_type))  # fmt: skip
+        config = _config(
+            passes=getattr(mod, "_mneme_deferred_passes", ""),
+            codegen_opt=int(codegen_opt_level),
+            codegen_method=_core_codegen_method(codegen_type),
+        )
         return MemBuffer(backend.compile(ir.clone(mod), kernels[0], config, arch))
 
 
@@ -202,8 +213,10 @@ def _codegen_arguments(args: tuple, kwargs: dict) -> tuple[str, int]:
     """(codegen_type, codegen_opt_level) from either release's positional or keyword spelling."""
     unknown = set(kwargs) - {"codegen_type", "codegen_opt_level"}
     if unknown or len(args) > 2:
-        raise TypeError(f"codegen_object() takes (mod, device_arch, [codegen_type,] codegen_opt_level=3); "
-                        f"got {len(args)} more positional and {', '.join(sorted(unknown)) or 'no'} unknown keywords")
+        raise TypeError(
+            f"codegen_object() takes (mod, device_arch, [codegen_type,] codegen_opt_level=3); "
+            f"got {len(args)} more positional and {', '.join(sorted(unknown)) or 'no'} unknown keywords"
+        )
     codegen_type, level = kwargs.get("codegen_type", "serial"), kwargs.get("codegen_opt_level", 3)
     if len(args) == 2:
         codegen_type, level = args

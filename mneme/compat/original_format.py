@@ -61,8 +61,11 @@ def read_database(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     data = limits.load_json(limits.read_text(path, "recording database"), path)
     if not isinstance(data, dict) or not is_original_database(data):
-        raise FormatError(path, f"not a database of the original Mneme: it needs {', '.join(REQUIRED_KEYS)} "
-                          f"and none of the keys only Mneme writes ({', '.join(MNEME_ONLY_KEYS)})")  # fmt: skip
+        raise FormatError(
+            path,
+            f"not a database of the original Mneme: it needs {', '.join(REQUIRED_KEYS)} "
+            f"and none of the keys only Mneme writes ({', '.join(MNEME_ONLY_KEYS)})",
+        )
     for key, inst in data["instances"].items():
         missing = [k for k in INSTANCE_KEYS if k not in inst]
         if missing:
@@ -89,9 +92,13 @@ def _resolve(name: str, folder: Path, field: str, db: Path, allow_outside: bool 
             return candidate
         outside = outside or candidate
     if outside is not None:
-        raise FormatError(db, f"{name} lies outside the database's folder {folder}; an imported database reads only "
-                          "files in its folder: copy the file beside it, or, if you trust the recording, run mneme "
-                          f"import-original {db} --allow-files-outside", field=field)  # fmt: skip
+        raise FormatError(
+            db,
+            f"{name} lies outside the database's folder {folder}; an imported database reads only "
+            "files in its folder: copy the file beside it, or, if you trust the recording, run mneme "
+            f"import-original {db} --allow-files-outside",
+            field=field,
+        )
     raise FormatError(db, f"file {name} not found (also looked in {folder})", field=field)
 
 
@@ -161,16 +168,19 @@ def policy_of(metadata: snapshots.Metadata | None):
 
     if metadata is None:
         return None
-    return RegionPolicy(dtype=metadata.dtype, threshold=metadata.threshold, relative=metadata.relative,
-                        norm=metadata.norm)  # fmt: skip
+    return RegionPolicy(
+        dtype=metadata.dtype, threshold=metadata.threshold, relative=metadata.relative, norm=metadata.norm
+    )
 
 
 def metadata_of(policy, where: str) -> snapshots.Metadata:
     """The original's metadata for Mneme's verification policy; a policy it cannot express is an error."""
     if policy.dtype not in snapshots.DTYPES:
-        raise UsageError(f"{where}: the {policy.dtype} tolerance has no equivalent in the original's metadata "
-                         f"(it knows {', '.join(snapshots.DTYPES)}); export with --layout documented, which "
-                         "keeps it in the database's Mneme key")  # fmt: skip
+        raise UsageError(
+            f"{where}: the {policy.dtype} tolerance has no equivalent in the original's metadata "
+            f"(it knows {', '.join(snapshots.DTYPES)}); export with --layout documented, which "
+            "keeps it in the database's Mneme key"
+        )
     return snapshots.Metadata(policy.dtype, policy.threshold, policy.relative, policy.norm)
 
 
@@ -179,8 +189,14 @@ def _preferred_layout(data: Mapping[str, Any]) -> str:
     return "bytes" if isinstance(data.get("StaticHash"), int) else "documented"
 
 
-def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backend: str | None = None,
-                    arch: str | None = None, allow_files_outside: bool = False) -> Path:  # fmt: skip
+def import_original(
+    db_path: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    backend: str | None = None,
+    arch: str | None = None,
+    allow_files_outside: bool = False,
+) -> Path:
     """Convert one original database (its IR and snapshots, any layout) into a Mneme recording under `out`.
 
     Returns the new database's path. `backend`/`arch` default to what the IR's target triple
@@ -214,8 +230,10 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
     guessed_backend, guessed_arch = _target_of(modules)
     guessed_backend, guessed_arch = extra.get("Backend", guessed_backend), extra.get("Arch", guessed_arch)
     if not (backend or guessed_backend) or not (arch or guessed_arch):
-        raise UsageError(f"{db_path}: its IR modules name no target triple and target-cpu; convert it with "
-                         f"mneme import-original {db_path} --backend BACKEND --arch ARCH")  # fmt: skip
+        raise UsageError(
+            f"{db_path}: its IR modules name no target triple and target-cpu; convert it with "
+            f"mneme import-original {db_path} --backend BACKEND --arch ARCH"
+        )
     instances = data["instances"]
     if not instances:
         raise UsageError(f"{db_path}: the database has no instances; nothing to import")
@@ -236,17 +254,25 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
     names = list(data.get("ArgNames") or [f"arg{i}" for i in range(len(sizes))])
     specs = list(data.get("Specializations") or [False] * len(sizes))
     if len(names) != len(sizes) or len(specs) != len(sizes):
-        raise FormatError(db_path, f"ArgNames/Specializations list {len(names)}/{len(specs)} arguments but the "
-                          f"snapshots hold {len(sizes)}")  # fmt: skip
+        raise FormatError(
+            db_path,
+            f"ArgNames/Specializations list {len(names)}/{len(specs)} arguments but the snapshots hold {len(sizes)}",
+        )
     va = data.get("VAddr") or 0
     rec = RecordedExecution.create(
-        out, kernel_name=kernel, static_hash=static, backend=backend or guessed_backend, arch=arch or guessed_arch,
-        modules=copied, binary_blobs=blobs,
+        out,
+        kernel_name=kernel,
+        static_hash=static,
+        backend=backend or guessed_backend,
+        arch=arch or guessed_arch,
+        modules=copied,
+        binary_blobs=blobs,
         args=[ArgInfo(n, o, s, k, bool(f)) for n, o, s, k, f in zip(names, offsets, sizes, kinds, specs)],
-        va_addr=int(va, 16) if isinstance(va, str) else int(va), va_size=int(data.get("VASize") or 0),
+        va_addr=int(va, 16) if isinstance(va, str) else int(va),
+        va_size=int(data.get("VASize") or 0),
         globals={name: addr for name, addr, _ in first.globals},
         demangled_name=data.get("DemangledName") or None,
-    )  # fmt: skip
+    )
     extra_policies = extra.get("Policies", {})
     del first  # one instance's snapshots in memory at a time
     for dyn, inst in instances.items():
@@ -261,8 +287,9 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
         for kind, snap in zip((SnapshotType.PROLOGUE, SnapshotType.EPILOGUE), pair):
             key = "Prologue" if kind is SnapshotType.PROLOGUE else "Epilogue"
             if [len(a) for a in snap.args] != sizes:
-                raise FormatError(db_path, "argument sizes differ from the first instance's",
-                                  field=f"instances.{dyn}.{key}")  # fmt: skip
+                raise FormatError(
+                    db_path, "argument sizes differ from the first instance's", field=f"instances.{dyn}.{key}"
+                )
             target = out / f"DeviceState.{kind.value}.{static}.{dyn}.mneme"
             with SnapshotWriter(target, kind, static_hash=static, dynamic_hash=str(dyn)) as writer:
                 writer.set_args(pack(snap.args, offsets), list(zip(offsets, sizes)))
@@ -271,10 +298,16 @@ def import_original(db_path: str | os.PathLike, out: str | os.PathLike, *, backe
                 for name, _addr, contents in snap.globals:
                     writer.add_global(name, contents)
             files[key] = target
-        rec.add_instance(grid=inst["GridDims"], block=inst["BlockDims"], shared_mem=int(inst["SharedMem"]),
-                         args=pack(pair[0].args, offsets), prologue=files["Prologue"],
-                         epilogue=files["Epilogue"], occurrences=int(inst.get("Occurrences", 1)),
-                         dynamic_hash=str(dyn))  # fmt: skip
+        rec.add_instance(
+            grid=inst["GridDims"],
+            block=inst["BlockDims"],
+            shared_mem=int(inst["SharedMem"]),
+            args=pack(pair[0].args, offsets),
+            prologue=files["Prologue"],
+            epilogue=files["Epilogue"],
+            occurrences=int(inst.get("Occurrences", 1)),
+            dynamic_hash=str(dyn),
+        )
     return rec.to_json()
 
 
@@ -318,8 +351,11 @@ def converted_database(path: str | os.PathLike, *, create: bool = True) -> Path 
     try:
         return _convert_beside(path, converted)
     except OSError as exc:
-        raise FormatError(path, f"cannot convert the original Mneme database into {converted.parent}: "
-                          f"{exc.strerror or exc}; convert it elsewhere with mneme import-original -o DIR") from exc
+        raise FormatError(
+            path,
+            f"cannot convert the original Mneme database into {converted.parent}: "
+            f"{exc.strerror or exc}; convert it elsewhere with mneme import-original -o DIR",
+        ) from exc
 
 
 def _convert_beside(path: Path, converted: Path) -> Path:
@@ -374,21 +410,35 @@ def export_original(record, out: str | os.PathLike, *, layout: str = "current") 
         images.append(str(out / image.path.name))
     instances, policies = {}, {}
     for dyn, inst in rec.items():
-        entry = {"Args": list(rec.specializations), "BlockDims": inst.block_dim.to_dict(),
-                 "GridDims": inst.grid_dim.to_dict(), "Occurrences": inst.occ, "SharedMem": inst.shared_mem}  # fmt: skip
+        entry = {
+            "Args": list(rec.specializations),
+            "BlockDims": inst.block_dim.to_dict(),
+            "GridDims": inst.grid_dim.to_dict(),
+            "Occurrences": inst.occ,
+            "SharedMem": inst.shared_mem,
+        }
         with Snapshot.open(inst.prologue_path) as prologue, Snapshot.open(inst.epilogue_path, base=prologue) as epi:
             converted = []
             for snap in (prologue, epi):
                 args = bytes(snap.args)
                 arg_layout = snap.arg_layout or [(a.offset, a.size) for a in rec.args]
-                converted.append(snapshots.OriginalSnapshot(
-                    globals=[(name, rec.globals.get(name, 0), bytes(data)) for name, data in snap.globals.items()],
-                    blobs=[snapshots.Blob(r.addr, r.size, bytes(snap.read_region(r.addr)),
-                                          None if layout == "documented" else
-                                          metadata_of(r.policy, f"{rec.path} instance {dyn} region {r.addr:#x}"))
-                           for r in snap.regions],
-                    args=[args[o : o + n] for o, n in arg_layout],
-                ))  # fmt: skip
+                converted.append(
+                    snapshots.OriginalSnapshot(
+                        globals=[(name, rec.globals.get(name, 0), bytes(data)) for name, data in snap.globals.items()],
+                        blobs=[
+                            snapshots.Blob(
+                                r.addr,
+                                r.size,
+                                bytes(snap.read_region(r.addr)),
+                                None
+                                if layout == "documented"
+                                else metadata_of(r.policy, f"{rec.path} instance {dyn} region {r.addr:#x}"),
+                            )
+                            for r in snap.regions
+                        ],
+                        args=[args[o : o + n] for o, n in arg_layout],
+                    )
+                )
             kept = {hex(r.addr): attrs.asdict(r.policy) for r in epi.regions if not r.policy.exact}
             if kept and layout == "documented":
                 policies[dyn] = kept
@@ -401,15 +451,27 @@ def export_original(record, out: str | os.PathLike, *, layout: str = "current") 
             entry[key] = str(target)
         instances[dyn] = entry
     data = {
-        "ArgNames": list(rec.arg_names), "BinaryBlobs": images, "DemangledName": rec.demangled_name,
-        "KernelName": rec.kernel_name, "Modules": modules, "Specializations": list(rec.specializations),
-        "StaticHash": static, "VASize": rec.va_size, "VAddr": hex(rec.va_addr), "instances": instances,
-    }  # fmt: skip
+        "ArgNames": list(rec.arg_names),
+        "BinaryBlobs": images,
+        "DemangledName": rec.demangled_name,
+        "KernelName": rec.kernel_name,
+        "Modules": modules,
+        "Specializations": list(rec.specializations),
+        "StaticHash": static,
+        "VASize": rec.va_size,
+        "VAddr": hex(rec.va_addr),
+        "instances": instances,
+    }
     if layout != "documented":
         data["Globals"] = sorted(rec.globals)
-    data[EXTRA_KEY] = {"StaticHash": rec.static_hash, "Backend": rec.backend, "Arch": rec.arch,
-                       "ArgOffsets": [a.offset for a in rec.args], "ArgKinds": [a.kind for a in rec.args],
-                       "Policies": policies}  # fmt: skip
+    data[EXTRA_KEY] = {
+        "StaticHash": rec.static_hash,
+        "Backend": rec.backend,
+        "Arch": rec.arch,
+        "ArgOffsets": [a.offset for a in rec.args],
+        "ArgKinds": [a.kind for a in rec.args],
+        "Policies": policies,
+    }
     target = out / f"{static}.json"
     target.write_text(json.dumps(data, indent=2))
     return target

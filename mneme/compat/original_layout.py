@@ -40,14 +40,26 @@ def write(results_dir: str | Path, options: dict[str, Any], iterations: int) -> 
 
     store_in, session = report.open_results(Path(results_dir))
     out = ResultStore(str(results_dir))
-    out.write_config({
-        "record_database": session.get("record_db"), "record_id": session.get("dynamic_hash"),
-        "sampler": session.get("sampler"), "trials": options.get("trials"), "iterations": iterations,
-        "warmup": WARMUP_RUNS, "workers": options.get("workers"), "results_dir": str(results_dir),
-        "metric": "mean", "objective": "time", "seed": options.get("seed"), "study_name": session.get("study"),
-        "optuna_storage": session.get("storage"), "space_preset": None, "space_module": None,
-        "mneme": {"space": options.get("space"), "tuner": "mneme", "session": "session.json"},
-    })  # fmt: skip
+    out.write_config(
+        {
+            "record_database": session.get("record_db"),
+            "record_id": session.get("dynamic_hash"),
+            "sampler": session.get("sampler"),
+            "trials": options.get("trials"),
+            "iterations": iterations,
+            "warmup": WARMUP_RUNS,
+            "workers": options.get("workers"),
+            "results_dir": str(results_dir),
+            "metric": "mean",
+            "objective": "time",
+            "seed": options.get("seed"),
+            "study_name": session.get("study"),
+            "optuna_storage": session.get("storage"),
+            "space_preset": None,
+            "space_module": None,
+            "mneme": {"space": options.get("space"), "tuner": "mneme", "session": "session.json"},
+        }
+    )
     space = session.get("space") or {}
     out.write_search_space({"type": "mneme", "class": space.get("class"), "dimensions": space.get("dimensions", {})})
     records = store_in.records()
@@ -66,11 +78,17 @@ def write(results_dir: str | Path, options: dict[str, Any], iterations: int) -> 
         result = _result(record.result, error=record.status)
         status = classify_result(result)
         metric = metric_value(result, "mean", iterations) if status == "verified" else None
-        out.append_trial({
-            "trial": record.number, "status": status, "config_hash": config.hash(), "params": record.params,
-            "config": config.to_dict(), "result": dict(result.to_dict(), metric=metric),
-            "baseline_metric": base_metric,
-            "speedup": base_metric / metric if base_metric and metric else None,
-        })  # fmt: skip
+        out.append_trial(
+            {
+                "trial": record.number,
+                "status": status,
+                "config_hash": config.hash(),
+                "params": record.params,
+                "config": config.to_dict(),
+                "result": dict(result.to_dict(), metric=metric),
+                "baseline_metric": base_metric,
+                "speedup": base_metric / metric if base_metric and metric else None,
+            }
+        )
         written += 1
     return written

@@ -66,8 +66,10 @@ class Metadata:
 
     def encode(self) -> bytes:
         tag = (self.tag or "").encode()
-        return _META.pack(DTYPES.index(self.dtype), self.threshold, int(self.relative), NORMS.index(self.norm),
-                          len(tag)) + tag  # fmt: skip
+        return (
+            _META.pack(DTYPES.index(self.dtype), self.threshold, int(self.relative), NORMS.index(self.norm), len(tag))
+            + tag
+        )
 
 
 DEFAULT_METADATA = Metadata()
@@ -103,8 +105,11 @@ class _Reader:
 
     def u64(self, what: str) -> int:
         if self.pos + 8 > len(self.data):
-            raise FormatError(self.path, f"truncated at byte {self.pos} reading {what}; the file is not a "
-                              "complete snapshot of the original Mneme")  # fmt: skip
+            raise FormatError(
+                self.path,
+                f"truncated at byte {self.pos} reading {what}; the file is not a "
+                "complete snapshot of the original Mneme",
+            )
         (value,) = _U64.unpack_from(self.data, self.pos)
         self.pos += 8
         return value
@@ -112,8 +117,9 @@ class _Reader:
     def take(self, n: int, what: str) -> memoryview:
         """The next `n` bytes, without copying them (a view of the file's bytes)."""
         if n > len(self.data) - self.pos:
-            raise FormatError(self.path, f"{what} claims {n} bytes at byte {self.pos} but only "
-                              f"{len(self.data) - self.pos} remain")  # fmt: skip
+            raise FormatError(
+                self.path, f"{what} claims {n} bytes at byte {self.pos} but only {len(self.data) - self.pos} remain"
+            )
         self.pos += n
         return self.view[self.pos - n : self.pos]
 
@@ -121,16 +127,21 @@ class _Reader:
         # Each item takes at least `least` bytes: a count the rest of the file cannot hold is corrupt.
         n = self.u64(what)
         if n * least > len(self.data) - self.pos:
-            raise FormatError(self.path, f"{what} is {n} at byte {self.pos - 8}, more than the "
-                              f"{len(self.data) - self.pos} bytes left can hold")  # fmt: skip
+            raise FormatError(
+                self.path,
+                f"{what} is {n} at byte {self.pos - 8}, more than the {len(self.data) - self.pos} bytes left can hold",
+            )
         return n
 
     def metadata(self, where: str) -> Metadata:
         raw = self.take(_META.size, f"{where}'s metadata")
         dtype, threshold, kind, norm, tag_len = _META.unpack(raw)
         if dtype >= len(DTYPES) or kind > 1 or norm >= len(NORMS) or not math.isfinite(threshold) or threshold < 0:
-            raise FormatError(self.path, f"{where}'s metadata (dtype {dtype}, threshold {threshold}, kind {kind}, "
-                              f"norm {norm}) is not one the original writes")  # fmt: skip
+            raise FormatError(
+                self.path,
+                f"{where}'s metadata (dtype {dtype}, threshold {threshold}, kind {kind}, "
+                f"norm {norm}) is not one the original writes",
+            )
         tag = bytes(self.take(tag_len, f"{where}'s metadata tag")).decode("utf-8", "replace") if tag_len else None
         return Metadata(DTYPES[dtype], threshold, bool(kind), NORMS[norm], tag)
 
@@ -167,8 +178,9 @@ def _apply_ranges(r: _Reader, target: bytearray, what: str) -> None:
         offset = r.u64(f"{what}'s range {k} offset")
         length = r.u64(f"{what}'s range {k} length")
         if offset > len(target) or length > len(target) - offset:
-            raise FormatError(r.path, f"{what}'s range {k} (offset {offset}, {length} bytes) exceeds its "
-                              f"{len(target)} bytes")  # fmt: skip
+            raise FormatError(
+                r.path, f"{what}'s range {k} (offset {offset}, {length} bytes) exceeds its {len(target)} bytes"
+            )
         target[offset : offset + length] = r.take(length, f"{what}'s range {k}")
 
 
@@ -208,8 +220,9 @@ def _read_diff(path: Path, data: bytes, base: OriginalSnapshot, start: int) -> O
     return OriginalSnapshot(globals_, blobs, list(base.args), "diff")
 
 
-def read_snapshot(path: str | os.PathLike, *, base: str | os.PathLike | OriginalSnapshot | None = None,
-                  prefer: str = "bytes") -> OriginalSnapshot:  # fmt: skip
+def read_snapshot(
+    path: str | os.PathLike, *, base: str | os.PathLike | OriginalSnapshot | None = None, prefer: str = "bytes"
+) -> OriginalSnapshot:
     """Parse a snapshot file of the original in any of its layouts.
 
     A diff epilogue needs `base`, its prologue (a path or a parsed snapshot). `prefer` names
@@ -227,13 +240,19 @@ def read_snapshot(path: str | os.PathLike, *, base: str | os.PathLike | Original
         if (kind, version) == CONTAINER_BYTES:
             return _read_bytes_layout(_Reader(path, data, CONTAINER_SIZE), True)
         if (kind, version) != CONTAINER_DIFF:
-            raise FormatError(path, f"snapshot container kind {kind} version {version} is not a layout the "
-                              "original has written that Mneme knows (bytes 0, diff 1); is the file corrupt?")  # fmt: skip
+            raise FormatError(
+                path,
+                f"snapshot container kind {kind} version {version} is not a layout the "
+                "original has written that Mneme knows (bytes 0, diff 1); is the file corrupt?",
+            )
         diff_at = CONTAINER_SIZE
     if diff_at is not None:
         if base is None:
-            raise FormatError(path, "an epilogue stored as a diff (MNEME_DIFF_V1) needs its prologue; "
-                              "open it through its recording database")  # fmt: skip
+            raise FormatError(
+                path,
+                "an epilogue stored as a diff (MNEME_DIFF_V1) needs its prologue; "
+                "open it through its recording database",
+            )
         prologue = base if isinstance(base, OriginalSnapshot) else read_snapshot(base, prefer=prefer)
         return _read_diff(path, data, prologue, diff_at)
     order = (True, False) if prefer == "bytes" else (False, True)
@@ -258,8 +277,7 @@ def _bytes_layout(snap: OriginalSnapshot, with_metadata: bool) -> bytes:
         out += [_U64.pack(len(raw)), raw, _U64.pack(len(data)), _U64.pack(addr), data]
     out.append(_U64.pack(len(snap.blobs)))
     for blob in snap.blobs:
-        out += [_U64.pack(max(blob.actual, len(blob.data))), _U64.pack(len(blob.data)), _U64.pack(blob.addr),
-                blob.data]  # fmt: skip
+        out += [_U64.pack(max(blob.actual, len(blob.data))), _U64.pack(len(blob.data)), _U64.pack(blob.addr), blob.data]
         if with_metadata:
             out.append((blob.metadata or DEFAULT_METADATA).encode())
     out.append(_U64.pack(len(snap.args)))
@@ -292,8 +310,14 @@ def _diff_layout(snap: OriginalSnapshot, base: OriginalSnapshot) -> bytes:
     out.append(_U64.pack(len(snap.blobs)))
     for blob in snap.blobs:
         ranges = _ranges(before_blobs[blob.addr], blob.data)
-        out += [_U64.pack(max(blob.actual, len(blob.data))), _U64.pack(len(blob.data)), _U64.pack(blob.addr),
-                (blob.metadata or DEFAULT_METADATA).encode(), _U64.pack(len(ranges)), *ranges]  # fmt: skip
+        out += [
+            _U64.pack(max(blob.actual, len(blob.data))),
+            _U64.pack(len(blob.data)),
+            _U64.pack(blob.addr),
+            (blob.metadata or DEFAULT_METADATA).encode(),
+            _U64.pack(len(ranges)),
+            *ranges,
+        ]
     return b"".join(out)
 
 
@@ -317,8 +341,9 @@ def encode_snapshot(snap: OriginalSnapshot, layout: str, *, base: OriginalSnapsh
     return diff if len(diff) <= len(full) else full  # the original's rule: a diff when it is no larger
 
 
-def write_snapshot(path: str | os.PathLike, snap: OriginalSnapshot, layout: str = "bytes", *,
-                   base: OriginalSnapshot | None = None) -> None:  # fmt: skip
+def write_snapshot(
+    path: str | os.PathLike, snap: OriginalSnapshot, layout: str = "bytes", *, base: OriginalSnapshot | None = None
+) -> None:
     """Write `snap` in `layout` (see `encode_snapshot`), atomically: temp file, then rename."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -25,6 +25,7 @@ def UsageError(message: str) -> Exception:  # noqa: N802 - raised like a class
     """The core's `UsageError`, also a `RuntimeError` (what the original raises for an unknown pass)."""
     return as_runtime_error(_CoreUsageError(message))
 
+
 #: Families of registered passes that are not optimizations of a replayed kernel: analyses
 #: printers and viewers, verifiers, debug-info and profile tools, sanitizers and other
 #: instrumentation, exception handling, garbage collection, coroutines and Objective-C
@@ -33,28 +34,138 @@ def UsageError(message: str) -> Exception:  # noqa: N802 - raised like a class
 #: (reg2mem), and Mneme's own transforms (internalize). A pass matches when its name starts with
 #: an entry. tests/compat/test_pipeline.py runs every remaining pass on a kernel with loops.
 EXCLUDED = (
-    "print", "dot-", "view-", "verify", "debugify", "check-debugify", "trigger-", "no-op-", "invalidate",
-    "helloworld", "count-visits", "instcount", "instnamer", "metarenamer", "aa-eval", "pa-eval", "annotation",
-    "transform-warning", "func-properties-stats", "kernel-info", "lint", "normalize", "prof-", "pgo-", "ctx-",
-    "memprof", "instrprof", "insert-gcov", "pseudo-probe", "sample-profile", "cg-profile", "strip", "asan", "msan",
-    "tsan", "hwasan", "dfsan", "nsan", "rtsan", "tysan", "sancov", "sanmd", "alloc-token", "bounds-checking",
-    "ee-instrument", "jmc-", "kcfi", "cfguard", "cross-dso-cfi", "stack-protector", "safe-stack", "lower-allow-check", "select-optimize",
-    "coro-", "objc-", "dxil-", "hipstdpar-", "openmp-opt", "dwarf-eh", "sjlj-eh", "win-eh", "wasm-eh", "gc-lowering",
-    "shadow-stack-gc", "place-safepoints", "rewrite-statepoints", "function-import", "thinlto", "lto", "fatlto",
-    "default", "function-simplification", "inliner-ml", "scc-oz-module-inliner", "embed-bitcode", "extract-blocks",
-    "loop-extract", "name-anon-globals", "internalize", "lower-emutls", "lower-global-dtors", "lower-ifunc",
-    "lowertypetests", "simplify-type-tests", "wholeprogramdevirt", "expand-", "assign-guid", "noinline-nonprevailing",
-    "declare-runtime-libcalls", "norecurse-lto", "rewrite-symbols", "elim-avail-extern", "canonicalize-aliases",
-    "codegenprepare", "callbr-prepare", "atomic-expand", "pre-isel", "indirectbr-expand", "interleaved-",
-    "complex-deinterleaving", "scalarize-masked", "free-machine-function", "replace-with-veclib",
-    "inject-tli-mappings", "unreachableblockelim", "typepromotion", "structurizecfg", "fix-irreducible",
-    "unify-loop-exits", "reg2mem", "global-merge-func", "globalsplit",
-    "guard-widening", "make-guards-explicit", "lower-guard-intrinsic", "lower-widenable-condition",
-    "loop-predication", "declare-to-assign", "redundant-dbg-inst-elim", "add-discriminators", "sandbox-vectorizer",
-    "extra-", "lower-invoke", "libcalls-shrinkwrap", "forceattrs", "hardware-loops", "move-auto-init",
-    "recompute-globalsaa", "module-inline", "inliner-wrapper", "memprof-",
-    
-)  # fmt: skip
+    "print",
+    "dot-",
+    "view-",
+    "verify",
+    "debugify",
+    "check-debugify",
+    "trigger-",
+    "no-op-",
+    "invalidate",
+    "helloworld",
+    "count-visits",
+    "instcount",
+    "instnamer",
+    "metarenamer",
+    "aa-eval",
+    "pa-eval",
+    "annotation",
+    "transform-warning",
+    "func-properties-stats",
+    "kernel-info",
+    "lint",
+    "normalize",
+    "prof-",
+    "pgo-",
+    "ctx-",
+    "memprof",
+    "instrprof",
+    "insert-gcov",
+    "pseudo-probe",
+    "sample-profile",
+    "cg-profile",
+    "strip",
+    "asan",
+    "msan",
+    "tsan",
+    "hwasan",
+    "dfsan",
+    "nsan",
+    "rtsan",
+    "tysan",
+    "sancov",
+    "sanmd",
+    "alloc-token",
+    "bounds-checking",
+    "ee-instrument",
+    "jmc-",
+    "kcfi",
+    "cfguard",
+    "cross-dso-cfi",
+    "stack-protector",
+    "safe-stack",
+    "lower-allow-check",
+    "select-optimize",
+    "coro-",
+    "objc-",
+    "dxil-",
+    "hipstdpar-",
+    "openmp-opt",
+    "dwarf-eh",
+    "sjlj-eh",
+    "win-eh",
+    "wasm-eh",
+    "gc-lowering",
+    "shadow-stack-gc",
+    "place-safepoints",
+    "rewrite-statepoints",
+    "function-import",
+    "thinlto",
+    "lto",
+    "fatlto",
+    "default",
+    "function-simplification",
+    "inliner-ml",
+    "scc-oz-module-inliner",
+    "embed-bitcode",
+    "extract-blocks",
+    "loop-extract",
+    "name-anon-globals",
+    "internalize",
+    "lower-emutls",
+    "lower-global-dtors",
+    "lower-ifunc",
+    "lowertypetests",
+    "simplify-type-tests",
+    "wholeprogramdevirt",
+    "expand-",
+    "assign-guid",
+    "noinline-nonprevailing",
+    "declare-runtime-libcalls",
+    "norecurse-lto",
+    "rewrite-symbols",
+    "elim-avail-extern",
+    "canonicalize-aliases",
+    "codegenprepare",
+    "callbr-prepare",
+    "atomic-expand",
+    "pre-isel",
+    "indirectbr-expand",
+    "interleaved-",
+    "complex-deinterleaving",
+    "scalarize-masked",
+    "free-machine-function",
+    "replace-with-veclib",
+    "inject-tli-mappings",
+    "unreachableblockelim",
+    "typepromotion",
+    "structurizecfg",
+    "fix-irreducible",
+    "unify-loop-exits",
+    "reg2mem",
+    "global-merge-func",
+    "globalsplit",
+    "guard-widening",
+    "make-guards-explicit",
+    "lower-guard-intrinsic",
+    "lower-widenable-condition",
+    "loop-predication",
+    "declare-to-assign",
+    "redundant-dbg-inst-elim",
+    "add-discriminators",
+    "sandbox-vectorizer",
+    "extra-",
+    "lower-invoke",
+    "libcalls-shrinkwrap",
+    "forceattrs",
+    "hardware-loops",
+    "move-auto-init",
+    "recompute-globalsaa",
+    "module-inline",
+    "inliner-wrapper",
+    "memprof-",
+)
 
 
 class PassLevel(enum.IntEnum):
@@ -69,11 +180,22 @@ class PassLevel(enum.IntEnum):
     UNKNOWN = 6
 
 
-_LEVEL_OF_SECTION = {"module": PassLevel.MODULE, "cgscc": PassLevel.CGSCC, "function": PassLevel.FUNCTION,
-                     "loopnest": PassLevel.LOOPNEST, "loop": PassLevel.LOOP}  # fmt: skip
+_LEVEL_OF_SECTION = {
+    "module": PassLevel.MODULE,
+    "cgscc": PassLevel.CGSCC,
+    "function": PassLevel.FUNCTION,
+    "loopnest": PassLevel.LOOPNEST,
+    "loop": PassLevel.LOOP,
+}
 # Each level's name in `mneme.core.pass_registry.ADAPTORS`, which says what adaptors surround it.
-_CORE_LEVEL = {PassLevel.MODULE: "module", PassLevel.CGSCC: "cgscc", PassLevel.FUNCTION: "function",
-               PassLevel.LOOPNEST: "loopnest", PassLevel.LOOP: "loop", PassLevel.LOOPMSSA: "loop-mssa"}  # fmt: skip
+_CORE_LEVEL = {
+    PassLevel.MODULE: "module",
+    PassLevel.CGSCC: "cgscc",
+    PassLevel.FUNCTION: "function",
+    PassLevel.LOOPNEST: "loopnest",
+    PassLevel.LOOP: "loop",
+    PassLevel.LOOPMSSA: "loop-mssa",
+}
 _ADAPTOR_NAMES = ("module", "cgscc", "function", "loop", "loop-mssa", "loopnest", "devirt")
 
 
@@ -176,7 +298,9 @@ class AbstractPass:
 
         def __eq__(self, other: object) -> bool:
             return isinstance(other, AbstractPass.ConcretePass) and (str(self), self.level()) == (
-                str(other), other.level())  # fmt: skip
+                str(other),
+                other.level(),
+            )
 
         def __hash__(self) -> int:
             return hash((str(self), self.level()))
@@ -278,8 +402,9 @@ class PipelineManager:
         """The passes of a pipeline text, adaptors removed (`function(gvn,loop-mssa(licm))` -> gvn, licm)."""
         return flatten_passes(pipeline)
 
-    def generate(self, samples: int, mean_passes: float, std: float, allow_repeats: bool = True,
-                 seed: int = 0) -> list[list[AbstractPass.ConcretePass]]:  # fmt: skip
+    def generate(
+        self, samples: int, mean_passes: float, std: float, allow_repeats: bool = True, seed: int = 0
+    ) -> list[list[AbstractPass.ConcretePass]]:
         """`samples` random pipelines of the tunable passes, each of N(mean_passes, std) passes (at least 1).
 
         As the original, `seed` seeds Python's global random generator, so the same seed gives
@@ -340,5 +465,14 @@ def _all_registered() -> list[tuple[str, str, str]]:
     return pass_registry.transform_passes()
 
 
-__all__ = ["AbstractPass", "EXCLUDED", "PassLevel", "PassOption", "PipelineManager", "excluded", "flatten_passes",
-           "parse_pass_options", "split_top_level"]  # fmt: skip
+__all__ = [
+    "AbstractPass",
+    "EXCLUDED",
+    "PassLevel",
+    "PassOption",
+    "PipelineManager",
+    "excluded",
+    "flatten_passes",
+    "parse_pass_options",
+    "split_top_level",
+]

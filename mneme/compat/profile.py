@@ -46,8 +46,10 @@ def gpu_profile_stop(correlation_id: int) -> list[int]:
     if name is None:
         raise RuntimeError(f"no profiling session {correlation_id}; use the id gpu_profile_start returned, once")
     if not records:
-        raise RuntimeError(f"no launch of kernel {name!r} was timed between gpu_profile_start and gpu_profile_stop "
-                           f"(session {correlation_id}); launch it through mneme.device in between")  # fmt: skip
+        raise RuntimeError(
+            f"no launch of kernel {name!r} was timed between gpu_profile_start and gpu_profile_stop "
+            f"(session {correlation_id}); launch it through mneme.device in between"
+        )
     return records
 
 

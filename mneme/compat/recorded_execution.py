@@ -47,8 +47,15 @@ class MemStateRef:
     contents to the device it is bound to (a `BaseExecutor` binds its own on `open()`).
     """
 
-    def __init__(self, fn: str, kernel_name: str, snap_type: SnapshotType, *, base: str | None = None,
-                 layout: list[tuple[int, int]] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        fn: str,
+        kernel_name: str,
+        snap_type: SnapshotType,
+        *,
+        base: str | None = None,
+        layout: list[tuple[int, int]] | None = None,
+    ):
         if not Path(fn).exists():
             raise RuntimeError(f"Expected snapshot file: {fn} to exist")
         self.fn = str(fn)
@@ -138,8 +145,9 @@ class MemStateRef:
             raise RuntimeError("Cannot reset memory, if state is not read first.")
         device = device or getattr(self, "_device", None)
         if device is None:
-            raise RuntimeError(f"{self.fn}: reset() needs a device: open the snapshot through a BaseExecutor, "
-                               "or pass one")  # fmt: skip
+            raise RuntimeError(
+                f"{self.fn}: reset() needs a device: open the snapshot through a BaseExecutor, or pass one"
+            )
         with runtime_errors():
             if self._core is not None:
                 self._core.reset(device)
@@ -150,10 +158,16 @@ class MemStateRef:
     def _contents(self):
         if self._core is not None:
             snap = self._core.snapshot
-            return ([bytes(a) for a in self._arg_bytes], dict(snap.globals),
-                    {r.addr: bytes(snap.read_region(r.addr)) for r in snap.regions})  # fmt: skip
-        return (list(self._arg_bytes), {n: d for n, _a, d in self._original.globals},
-                {b.addr: bytes(b.data) for b in self._original.blobs})  # fmt: skip
+            return (
+                [bytes(a) for a in self._arg_bytes],
+                dict(snap.globals),
+                {r.addr: bytes(snap.read_region(r.addr)) for r in snap.regions},
+            )
+        return (
+            list(self._arg_bytes),
+            {n: d for n, _a, d in self._original.globals},
+            {b.addr: bytes(b.data) for b in self._original.blobs},
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MemStateRef):
@@ -206,9 +220,22 @@ class RecordedExecution(MutableMapping):
     class KernelInstance:
         """One dynamic launch context, with the original's fields; `prologue`/`epilogue` are stable handles."""
 
-        def __init__(self, static_hash: str, dynamic_hash: str, kernel_name: str, args: list, shared_mem: int,
-                     block_dim: dim3, grid_dim: dim3, specializations: list[bool], occ: int, prologue_fn: str,
-                     epilogue_fn: str, *, layout: list[tuple[int, int]] | None = None):  # fmt: skip
+        def __init__(
+            self,
+            static_hash: str,
+            dynamic_hash: str,
+            kernel_name: str,
+            args: list,
+            shared_mem: int,
+            block_dim: dim3,
+            grid_dim: dim3,
+            specializations: list[bool],
+            occ: int,
+            prologue_fn: str,
+            epilogue_fn: str,
+            *,
+            layout: list[tuple[int, int]] | None = None,
+        ):
             self.static_hash = static_hash
             self.dynamic_hash = dynamic_hash
             self.kernel_name = kernel_name
@@ -220,8 +247,9 @@ class RecordedExecution(MutableMapping):
             self.available_specializations = [i for i, flag in enumerate(self.specializations) if flag]
             self.occ = occ
             self.prologue = MemStateRef(prologue_fn, kernel_name, SnapshotType.PROLOGUE, layout=layout)
-            self.epilogue = MemStateRef(epilogue_fn, kernel_name, SnapshotType.EPILOGUE, base=prologue_fn,
-                                        layout=layout)
+            self.epilogue = MemStateRef(
+                epilogue_fn, kernel_name, SnapshotType.EPILOGUE, base=prologue_fn, layout=layout
+            )
 
         def __hash__(self) -> int:
             return hash(self.dynamic_hash + self.static_hash)
@@ -230,13 +258,28 @@ class RecordedExecution(MutableMapping):
             return f"Grid:{self.grid_dim}, BlockDim: {self.block_dim}, Shared Memory {self.shared_mem}"
 
         def to_dict(self) -> dict[str, Any]:
-            return {"Args": self.specializations, "BlockDims": self.block_dim.to_dict(),
-                    "GridDims": self.grid_dim.to_dict(), "Occurrences": self.occ, "SharedMem": self.shared_mem,
-                    "Epilogue": self.epilogue.fn, "Prologue": self.prologue.fn}  # fmt: skip
+            return {
+                "Args": self.specializations,
+                "BlockDims": self.block_dim.to_dict(),
+                "GridDims": self.grid_dim.to_dict(),
+                "Occurrences": self.occ,
+                "SharedMem": self.shared_mem,
+                "Epilogue": self.epilogue.fn,
+                "Prologue": self.prologue.fn,
+            }
 
-    def __init__(self, static_hash: str, kernel_name: str, demangled_name: str, llvm_files: list[str],
-                 arg_names: list[str], specializations: list[bool], va_addr: str, va_size: int,
-                 kernel_instances: dict[str, RecordedExecution.KernelInstance]):  # fmt: skip
+    def __init__(
+        self,
+        static_hash: str,
+        kernel_name: str,
+        demangled_name: str,
+        llvm_files: list[str],
+        arg_names: list[str],
+        specializations: list[bool],
+        va_addr: str,
+        va_size: int,
+        kernel_instances: dict[str, RecordedExecution.KernelInstance],
+    ):
         self.static_hash = static_hash
         self.kernel_name = kernel_name
         self.demangled_name = demangled_name
@@ -283,10 +326,18 @@ class RecordedExecution(MutableMapping):
         return self._link_mod
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ArgNames": self.arg_names, "BinaryBlobs": [], "DemangledName": self.demangled_name,
-                "KernelName": self.kernel_name, "Modules": self.llvm_files, "Specializations": self.specializations,
-                "StaticHash": self.static_hash, "VASize": self.va_size, "VAddr": self.va_addr,
-                "instances": {k: v.to_dict() for k, v in self.items()}}  # fmt: skip
+        return {
+            "ArgNames": self.arg_names,
+            "BinaryBlobs": [],
+            "DemangledName": self.demangled_name,
+            "KernelName": self.kernel_name,
+            "Modules": self.llvm_files,
+            "Specializations": self.specializations,
+            "StaticHash": self.static_hash,
+            "VASize": self.va_size,
+            "VAddr": self.va_addr,
+            "instances": {k: v.to_dict() for k, v in self.items()},
+        }
 
     def to_json(self, fn: str) -> None:
         """Write the database in the original's JSON layout."""
@@ -299,14 +350,33 @@ class RecordedExecution(MutableMapping):
         """The original's view of a core `mneme.core.records.RecordedExecution`."""
         layout = [(a.offset, a.size) for a in rec.args]
         instances = {
-            key: cls.KernelInstance(rec.static_hash, key, rec.kernel_name, list(rec.specializations),
-                                    inst.shared_mem, dim3.of(inst.block_dim), dim3.of(inst.grid_dim),
-                                    rec.specializations, inst.occ, str(inst.prologue_path), str(inst.epilogue_path),
-                                    layout=layout)
+            key: cls.KernelInstance(
+                rec.static_hash,
+                key,
+                rec.kernel_name,
+                list(rec.specializations),
+                inst.shared_mem,
+                dim3.of(inst.block_dim),
+                dim3.of(inst.grid_dim),
+                rec.specializations,
+                inst.occ,
+                str(inst.prologue_path),
+                str(inst.epilogue_path),
+                layout=layout,
+            )
             for key, inst in rec.items()
-        }  # fmt: skip
-        out = cls(rec.static_hash, rec.kernel_name, rec.demangled_name, [str(p) for p in rec.llvm_files],
-                  list(rec.arg_names), list(rec.specializations), hex(rec.va_addr), rec.va_size, instances)  # fmt: skip
+        }
+        out = cls(
+            rec.static_hash,
+            rec.kernel_name,
+            rec.demangled_name,
+            [str(p) for p in rec.llvm_files],
+            list(rec.arg_names),
+            list(rec.specializations),
+            hex(rec.va_addr),
+            rec.va_size,
+            instances,
+        )
         out.mneme_path = str(rec.path)
         return out
 

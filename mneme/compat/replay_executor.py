@@ -34,8 +34,10 @@ def infer_record_id(records: RecordedExecution, record_db: str, record_id: str |
     if record_id is None:
         ids = list(records)
         if len(ids) != 1:
-            raise RuntimeError(f"{record_db} has {len(ids)} kernel instances ({', '.join(ids) or 'none'}); "
-                               "give record_id to choose one")  # fmt: skip
+            raise RuntimeError(
+                f"{record_db} has {len(ids)} kernel instances ({', '.join(ids) or 'none'}); "
+                "give record_id to choose one"
+            )
         return ids[0]
     if record_id not in records:
         raise RuntimeError(f"{record_db} has no kernel instance {record_id!r}; its ids: {', '.join(records)}")
@@ -45,8 +47,14 @@ def infer_record_id(records: RecordedExecution, record_db: str, record_id: str |
 class BaseExecutor:
     """Replays one recorded instance on one device: `open()`/`close()` or a `with` block."""
 
-    def __init__(self, record_db: str, record_id: str | None = None, iterations: int = 3, device_id: int = 0,
-                 warmup: int = WARMUP_RUNS):  # fmt: skip
+    def __init__(
+        self,
+        record_db: str,
+        record_id: str | None = None,
+        iterations: int = 3,
+        device_id: int = 0,
+        warmup: int = WARMUP_RUNS,
+    ):
         from mneme.core.executor import resolve_backend
 
         self.records = RecordedExecution.from_json(record_db)
@@ -70,8 +78,13 @@ class BaseExecutor:
 
         if self._executor is None:
             with runtime_errors():
-                self._executor = Core(str(mneme_database(self.record_db)), self.record_id, self._iterations,
-                                      self.device_id, warmup=self.warmup).open()  # fmt: skip
+                self._executor = Core(
+                    str(mneme_database(self.record_db)),
+                    self.record_id,
+                    self._iterations,
+                    self.device_id,
+                    warmup=self.warmup,
+                ).open()
             self.kernel_descr.prologue.open().bind(self._executor.device)
             self.kernel_descr.epilogue.open().bind(self._executor.device)
         return self
@@ -148,14 +161,23 @@ class BaseExecutor:
     def _run_built(self, module, config, timed_runs: int):
         """The core's experiment on a build of `module` (a clone), with `timed_runs` timed runs after the warm-ups."""
         from mneme.core import build, ir
-        from mneme.core.executor import backend_target
+        from mneme.core.kernel_builder import backend_target
 
         core = self._executor
         work = ir.clone(module)
         try:
-            binary = build.compile(work, core.rec.kernel_name, config, core.arch, core.args, core.rec.args,
-                                   backend=core.backend, target=backend_target(core.backend),
-                                   base_hash=ir.module_hash(work), cache=False)  # fmt: skip
+            binary = build.compile(
+                work,
+                core.rec.kernel_name,
+                config,
+                core.arch,
+                core.args,
+                core.rec.args,
+                backend=core.backend,
+                target=backend_target(core.backend),
+                base_hash=ir.module_hash(work),
+                cache=False,
+            )
         finally:
             work.close()
         saved = core.iterations, core.warmup
@@ -184,8 +206,16 @@ class TuneWorker(BaseExecutor):
         return result, generated
 
     @staticmethod
-    def run(request_q, response_q, record_db: str, record_id: str, device_id: int, iterations: int,
-            results_db_dir: str, state) -> None:  # fmt: skip
+    def run(
+        request_q,
+        response_q,
+        record_db: str,
+        record_id: str,
+        device_id: int,
+        iterations: int,
+        results_db_dir: str,
+        state,
+    ) -> None:
         """Worker process entry point: log to `{results_db_dir}/Worker-{device_id}.log`, signal `state`, serve.
 
         Requests: `{"payload": "process", "exp_id": id, "data": config dict}`, answered on

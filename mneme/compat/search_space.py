@@ -110,8 +110,11 @@ def sample_optuna_param(trial, param: BaseParam) -> Any:
         # Optuna stores only plain values: other choices (dim3, tuples) are sampled by index.
         return param.choices[trial.suggest_categorical(name, list(range(len(param.choices))))]
     if isinstance(param, IntRangeParam):
-        return param.values()[trial.suggest_int(name, 0, len(param.values()) - 1)] if (
-            (param.high - param.low) % param.step) else trial.suggest_int(name, param.low, param.high, step=param.step)
+        return (
+            param.values()[trial.suggest_int(name, 0, len(param.values()) - 1)]
+            if ((param.high - param.low) % param.step)
+            else trial.suggest_int(name, param.low, param.high, step=param.step)
+        )
     if isinstance(param, RealRangeParam):
         return trial.suggest_float(name, param.low, param.high)
     if isinstance(param, PipelineParam):

@@ -14,14 +14,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from mneme.compat.tuning_session import (
-    EXIT_INVALID_CONFIGURATION,
-    METRICS,
-    SAMPLERS,
-    TuneOptions,
-    TuningSession,
-    merge_config_and_args,
-)
+from mneme.compat.tune_options import METRICS, SAMPLERS, TuneOptions, merge_config_and_args
+from mneme.compat.tuning_session import EXIT_INVALID_CONFIGURATION, TuningSession
 
 _SPACE_MODES = ["fixed", "on", "off", "on-off"]
 
@@ -104,8 +98,10 @@ def run_tune(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str]) -> int:
     """`mneme tune ARGS` as the original parses and runs it."""
     parser = argparse.ArgumentParser(
-        prog="mneme tune", description="The original Mneme's tuner and results layout (mneme tune --layout original).",
+        prog="mneme tune",
+        description="The original Mneme's tuner and results layout (mneme tune --layout original).",
         epilog="Exit codes: 0 done; 1 the baseline did not verify; 2 invalid options; 3 invalid tuning "
-               "configuration; 4 the recording did not load; 5 internal tuner error.")  # fmt: skip
+        "configuration; 4 the recording did not load; 5 internal tuner error.",
+    )
     add_tune_args(parser)
     return run_tune(parser.parse_args(list(argv)))

@@ -19,7 +19,6 @@ import random
 import statistics
 import time
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +28,11 @@ from mneme.compat.builtin_spaces import (
     iter_finite_params,
     launch_layout_key,
     load_custom_space,
-    normalize_launch_candidates,
     parse_key_value_args,
 )
 from mneme.compat.result_store import ResultStore
 from mneme.compat.search_space import sample_optuna_param, sample_random_param
+from mneme.compat.tune_options import RESUME_DEFAULTS, RESUME_FIXED, TuneOptions
 from mneme.compat.types import ExperimentConfiguration, ExperimentResult, dim3
 
 log = logging.getLogger(__name__)
@@ -42,112 +41,10 @@ EXIT_BASELINE_FAILED = 1
 EXIT_INVALID_CONFIGURATION = 3
 EXIT_RECORD_LOAD_FAILED = 4
 EXIT_INTERNAL_ERROR = 5
-METRICS = ("mean", "median", "min", "max")
-SAMPLERS = ("random", "tpe", "grid", "exhaustive")
-# Options a resumed run must share with the run it continues.
-_RESUME_FIXED = ("record_database", "record_id", "space_preset", "space_module", "metric", "launch_dim",
-                 "launch_safety", "passes", "fixed_passes", "pipeline_file", "codegen_opt_range", "fixed_codegen_opt",
-                 "specialize_space", "specialize_dims_space", "launch_bounds_space", "launch_candidates",
-                 "require_verified_baseline")  # fmt: skip
-# What a results folder written before an option existed means by its absence.
-_RESUME_DEFAULTS = {"launch_candidates": [], "require_verified_baseline": True}
 
 
 class BaselineVerificationError(RuntimeError):
     """The recorded configuration did not replay verified."""
-
-
-@dataclasses.dataclass
-class TuneOptions:
-    """The original's `mneme tune` options, with its defaults; invalid combinations raise `ValueError`."""
-
-    record_database: str
-    record_id: str | None = None
-    space_preset: str = "standard"
-    sampler: str = "random"
-    trials: int | None = None
-    timeout: float | None = None
-    iterations: int = 5
-    warmup: int = 2
-    workers: int = 1
-    results_dir: str | None = None
-    metric: str = "mean"
-    objective: str = "time"
-    seed: int | None = None
-    resume: bool = False
-    rerun_baseline: bool = False
-    fail_fast: bool = False
-    print_space: bool = False
-    dry_run: bool = False
-    baseline_only: bool = False
-    proteus_output: str | None = None
-    proteus_enabled: bool = True
-    quiet: bool = False
-    study_name: str | None = None
-    optuna_storage: str | None = None
-    pruner: str = "none"
-    launch_dim: str = "auto"
-    launch_safety: str | None = None
-    adaptive_invalid_ban: bool = True
-    # layouts tried first, before the sampler's ([{"block": [x, y, z], "grid": [x, y, z]}, ...])
-    launch_candidates: list[dict] = dataclasses.field(default_factory=list)
-    # off: a baseline that does not verify is recorded and the search goes on (objective "time" only)
-    require_verified_baseline: bool = True
-    passes: list[str] | None = None
-    fixed_passes: str | None = None
-    pipeline_file: str | None = None
-    codegen_opt_range: str | None = None
-    fixed_codegen_opt: int | None = None
-    codegen_method: str | None = None
-    specialize_space: str | None = None
-    specialize_dims_space: str | None = None
-    launch_bounds_space: str | None = None
-    min_blocks_per_sm_range: str | None = None
-    fixed_min_blocks_per_sm: int | None = None
-    max_threads_range: str | None = None
-    max_threads_policy: str = "block-threads"
-    space_module: str | None = None
-    space_arg: list[str] = dataclasses.field(default_factory=list)
-    config: str | None = None
-    dump_config: str | None = None
-
-    def __post_init__(self) -> None:
-        self.launch_candidates = normalize_launch_candidates(self.launch_candidates or [])
-        if self.launch_candidates and self.space_module:
-            raise ValueError("launch_candidates are not supported with a custom search space")
-        if self.launch_candidates and self.sampler not in ("random", "tpe"):
-            raise ValueError("launch_candidates require the random or tpe sampler")
-        if not self.require_verified_baseline and self.objective != "time":
-            raise ValueError("require_verified_baseline=False requires objective='time'")
-        if self.trials is not None and self.trials <= 0:
-            raise ValueError("--trials must be a positive integer")
-        if self.sampler not in SAMPLERS:
-            raise ValueError(f"--sampler must be one of {', '.join(SAMPLERS)}, not {self.sampler!r}")
-        if self.sampler in ("grid", "exhaustive") and self.trials is not None:
-            raise ValueError("--trials cannot be used with grid or exhaustive sampler since the search space size "
-                             "is determined by the grid")  # fmt: skip
-        if self.sampler in ("random", "tpe") and self.trials is None:
-            raise ValueError("--trials is required for random and tpe samplers")
-        if self.metric not in METRICS:
-            raise ValueError(f"--metric must be one of {', '.join(METRICS)}, not {self.metric!r}")
-        if self.objective not in ("time", "speedup"):
-            raise ValueError(f"--objective must be time or speedup, not {self.objective!r}")
-        if self.warmup < 0 or self.iterations <= 0 or self.workers <= 0:
-            raise ValueError("--warmup must be >= 0, --iterations and --workers > 0")
-
-    def resolved_results_dir(self) -> str:
-        """`results_dir`, else `mneme-tune-results/<record id>-<time>`."""
-        if self.results_dir:
-            return self.results_dir
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in str(self.record_id))
-        return str(Path("mneme-tune-results") / f"{safe}-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
-
-    def to_config_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["results_dir"] = self.resolved_results_dir()
-        if self.proteus_enabled and self.proteus_output is None:
-            data["proteus_output"] = str(Path(data["results_dir"]) / "proteus_tuned_kernels.json")
-        return data
 
 
 @dataclasses.dataclass
@@ -224,29 +121,6 @@ def _constraints_ok(space: Any, params: dict[str, Any], config: ExperimentConfig
     return ok and bool(config.is_valid())
 
 
-def merge_config_and_args(args: Any) -> dict[str, Any]:
-    """The options of `--config FILE` (JSON or YAML; a `search` mapping is flattened) under the command line's."""
-    cli = dict(vars(args)) if not isinstance(args, Mapping) else dict(args)
-    merged: dict[str, Any] = {}
-    if cli.get("config"):
-        path = Path(cli["config"])
-        text = path.read_text()
-        if path.suffix == ".json":
-            loaded = json.loads(text)
-        else:
-            import yaml
-
-            loaded = yaml.safe_load(text) or {}
-        if not isinstance(loaded, Mapping):
-            raise ValueError(f"{path}: a tune configuration file holds a mapping of options")
-        merged.update(loaded)
-        search = merged.pop("search", None)
-        if isinstance(search, Mapping):
-            merged.update(search)
-    merged.update({k: v for k, v in cli.items() if k not in ("func", "parser", "command") and v is not None})
-    return merged
-
-
 class TuningSession:
     """One run of the original's tuner (see the module docstring)."""
 
@@ -278,21 +152,39 @@ class TuningSession:
             space = load_custom_space(o.space_module, kernel, parse_key_value_args(o.space_arg))
             return space, describe_search_space(space, custom=True)
         space = BuiltinTuneSearchSpace(
-            kernel, preset=o.space_preset, launch_dim=o.launch_dim, launch_safety=o.launch_safety, passes=o.passes,
-            fixed_passes=o.fixed_passes, pipeline_file=o.pipeline_file, codegen_opt_range=o.codegen_opt_range,
-            fixed_codegen_opt=o.fixed_codegen_opt, codegen_method=o.codegen_method,
-            specialize_space=o.specialize_space, specialize_dims_space=o.specialize_dims_space,
-            launch_bounds_space=o.launch_bounds_space, min_blocks_per_sm_range=o.min_blocks_per_sm_range,
-            fixed_min_blocks_per_sm=o.fixed_min_blocks_per_sm, max_threads_range=o.max_threads_range,
-            max_threads_policy=o.max_threads_policy, launch_candidates=o.launch_candidates)  # fmt: skip
+            kernel,
+            preset=o.space_preset,
+            launch_dim=o.launch_dim,
+            launch_safety=o.launch_safety,
+            passes=o.passes,
+            fixed_passes=o.fixed_passes,
+            pipeline_file=o.pipeline_file,
+            codegen_opt_range=o.codegen_opt_range,
+            fixed_codegen_opt=o.fixed_codegen_opt,
+            codegen_method=o.codegen_method,
+            specialize_space=o.specialize_space,
+            specialize_dims_space=o.specialize_dims_space,
+            launch_bounds_space=o.launch_bounds_space,
+            min_blocks_per_sm_range=o.min_blocks_per_sm_range,
+            fixed_min_blocks_per_sm=o.fixed_min_blocks_per_sm,
+            max_threads_range=o.max_threads_range,
+            max_threads_policy=o.max_threads_policy,
+            launch_candidates=o.launch_candidates,
+        )
         return space, describe_search_space(space, preset=o.space_preset)
 
     @staticmethod
     def _baseline_config(space: Any, kernel) -> ExperimentConfiguration:
         if hasattr(space, "baseline"):
             return space.baseline()
-        return ExperimentConfiguration(grid=kernel.grid_dim, block=kernel.block_dim, shared_mem=kernel.shared_mem,
-                                       passes="default<O3>", max_threads=0, min_blocks_per_sm=0)  # fmt: skip
+        return ExperimentConfiguration(
+            grid=kernel.grid_dim,
+            block=kernel.block_dim,
+            shared_mem=kernel.shared_mem,
+            passes="default<O3>",
+            max_threads=0,
+            min_blocks_per_sm=0,
+        )
 
     def _validate_resume(self, resolved: dict[str, Any]) -> None:
         if not self.options.resume:
@@ -300,7 +192,7 @@ class TuningSession:
         existing = self.store.load_config()
         if existing is None:
             raise ValueError("--resume requires an existing results directory with config.json")
-        changed = [k for k in _RESUME_FIXED if existing.get(k, _RESUME_DEFAULTS.get(k)) != resolved.get(k)]
+        changed = [k for k in RESUME_FIXED if existing.get(k, RESUME_DEFAULTS.get(k)) != resolved.get(k)]
         if changed:
             raise ValueError(f"--resume option mismatch for: {', '.join(changed)}")
         self._completed_hashes = self.store.completed_hashes()
@@ -346,12 +238,20 @@ class TuningSession:
         import optuna
 
         o = self.options
-        sampler = (optuna.samplers.TPESampler(seed=o.seed) if o.sampler == "tpe"
-                   else optuna.samplers.RandomSampler(seed=o.seed))  # fmt: skip
+        sampler = (
+            optuna.samplers.TPESampler(seed=o.seed)
+            if o.sampler == "tpe"
+            else optuna.samplers.RandomSampler(seed=o.seed)
+        )
         pruner = optuna.pruners.MedianPruner() if o.pruner == "median" else optuna.pruners.NopPruner()
-        return optuna.create_study(direction="maximize" if o.objective == "speedup" else "minimize", sampler=sampler,
-                                   pruner=pruner, study_name=o.study_name, storage=o.optuna_storage,
-                                   load_if_exists=bool(o.resume or o.optuna_storage))  # fmt: skip
+        return optuna.create_study(
+            direction="maximize" if o.objective == "speedup" else "minimize",
+            sampler=sampler,
+            pruner=pruner,
+            study_name=o.study_name,
+            storage=o.optuna_storage,
+            load_if_exists=bool(o.resume or o.optuna_storage),
+        )
 
     def _iter_optuna(self, space: Any) -> Iterator[Candidate]:
         study, dims, produced = self._make_study(), space.dimensions(), 0
@@ -388,21 +288,28 @@ class TuningSession:
     # -- records --------------------------------------------------------------------------
     def _tell(self, candidate: Candidate, status: str, metric: float | None, speedup: float | None) -> None:
         if candidate.optuna_trial is not None:
-            candidate.optuna_study.tell(candidate.optuna_trial,
-                                        _objective_value(status, metric, speedup, self.options.objective))  # fmt: skip
+            candidate.optuna_study.tell(
+                candidate.optuna_trial, _objective_value(status, metric, speedup, self.options.objective)
+            )
 
     @staticmethod
-    def _trial_record(candidate: Candidate, result: ExperimentResult, status: str, metric: float | None,
-                      baseline_metric: float | None) -> dict[str, Any]:  # fmt: skip
+    def _trial_record(
+        candidate: Candidate, result: ExperimentResult, status: str, metric: float | None, baseline_metric: float | None
+    ) -> dict[str, Any]:
         return {
-            "trial": candidate.trial, "status": status, "config_hash": candidate.config.hash(),
-            "params": candidate.params, "config": candidate.config.to_dict(),
-            "result": dict(result.to_dict(), metric=metric), "baseline_metric": baseline_metric,
+            "trial": candidate.trial,
+            "status": status,
+            "config_hash": candidate.config.hash(),
+            "params": candidate.params,
+            "config": candidate.config.to_dict(),
+            "result": dict(result.to_dict(), metric=metric),
+            "baseline_metric": baseline_metric,
             "speedup": _speedup(baseline_metric, metric),
-        }  # fmt: skip
+        }
 
-    def _complete(self, candidate: Candidate, result: ExperimentResult,
-                  baseline_metric: float | None) -> CompletedCandidate:  # fmt: skip
+    def _complete(
+        self, candidate: Candidate, result: ExperimentResult, baseline_metric: float | None
+    ) -> CompletedCandidate:
         status = classify_result(result)
         if self.options.adaptive_invalid_ban and status == "invalid_launch" and "block_shape" in candidate.params:
             self._banned_block_shapes.add(candidate.params["block_shape"])
@@ -417,8 +324,9 @@ class TuningSession:
         result = ExperimentResult(error=error, failed=True, executed=False)
         self.store.append_trial(self._trial_record(candidate, result, "invalid_config", None, baseline_metric))
         self._tell(candidate, "invalid_config", None, None)
-        return CompletedCandidate(candidate.trial, candidate.params, candidate.config, result, "invalid_config", None,
-                                  None)  # fmt: skip
+        return CompletedCandidate(
+            candidate.trial, candidate.params, candidate.config, result, "invalid_config", None, None
+        )
 
     def _resumed_best(self, config, result, metric) -> tuple[CompletedCandidate | None, dict[str, int], int]:
         verified = result.verified and metric is not None
@@ -432,44 +340,93 @@ class TuningSession:
             value = trial.get("result", {}).get("metric")
             if status == "verified" and value is not None and (best is None or value < best.metric):
                 stored, _ = stored_result_and_metric(trial["result"])
-                best = CompletedCandidate(int(trial["trial"]), dict(trial.get("params", {})),
-                                          ExperimentConfiguration.from_dict(trial["config"]), stored, status, value,
-                                          trial.get("speedup"))  # fmt: skip
+                best = CompletedCandidate(
+                    int(trial["trial"]),
+                    dict(trial.get("params", {})),
+                    ExperimentConfiguration.from_dict(trial["config"]),
+                    stored,
+                    status,
+                    value,
+                    trial.get("speedup"),
+                )
         return best, counts, done
 
-    def _write_final(self, recorded, kernel, baseline_metric: float | None, best: CompletedCandidate | None,
-                     counts: dict[str, int], completed: int) -> dict[str, Any]:  # fmt: skip
+    def _write_final(
+        self,
+        recorded,
+        kernel,
+        baseline_metric: float | None,
+        best: CompletedCandidate | None,
+        counts: dict[str, int],
+        completed: int,
+    ) -> dict[str, Any]:
         o = self.options
-        statuses = ("verified", "failed_verification", "invalid_launch", "compile_error", "runtime_error",
-                    "invalid_config", "internal_error")  # fmt: skip
+        statuses = (
+            "verified",
+            "failed_verification",
+            "invalid_launch",
+            "compile_error",
+            "runtime_error",
+            "invalid_config",
+            "internal_error",
+        )
         if best is None:
-            summary = {"status": "failed", "num_trials_requested": o.trials, "num_trials_completed": completed,
-                       "baseline_metric": baseline_metric, "best_metric": None, "best_speedup": None,
-                       "best_trial": None, "error": "No configuration verified",
-                       **{f"num_{s}": counts.get(s, 0) for s in statuses}}  # fmt: skip
+            summary = {
+                "status": "failed",
+                "num_trials_requested": o.trials,
+                "num_trials_completed": completed,
+                "baseline_metric": baseline_metric,
+                "best_metric": None,
+                "best_speedup": None,
+                "best_trial": None,
+                "error": "No configuration verified",
+                **{f"num_{s}": counts.get(s, 0) for s in statuses},
+            }
             self.store.write_summary(summary)
             return summary
         speedup = None
         if baseline_metric is not None:
             speedup = baseline_metric / best.metric if best.metric and best.metric > 0 else 1.0
-        self.store.write_best({
-            "status": "success", "trial": best.trial, "speedup": speedup, "baseline_metric": baseline_metric,
-            "best_metric": best.metric, "metric": o.metric, "params": best.params, "config": best.config.to_dict(),
-            "result": best.result.to_dict(),
-            "record": {"record_database": o.record_database, "record_id": o.record_id,
-                       "kernel_name": kernel.kernel_name},
-        })  # fmt: skip
-        summary = {"status": "success", "num_trials_requested": o.trials, "num_trials_completed": completed,
-                   **{f"num_{s}": counts.get(s, 0) for s in statuses},
-                   "baseline_metric": baseline_metric, "best_metric": best.metric, "best_speedup": speedup,
-                   "best_trial": best.trial}  # fmt: skip
+        self.store.write_best(
+            {
+                "status": "success",
+                "trial": best.trial,
+                "speedup": speedup,
+                "baseline_metric": baseline_metric,
+                "best_metric": best.metric,
+                "metric": o.metric,
+                "params": best.params,
+                "config": best.config.to_dict(),
+                "result": best.result.to_dict(),
+                "record": {
+                    "record_database": o.record_database,
+                    "record_id": o.record_id,
+                    "kernel_name": kernel.kernel_name,
+                },
+            }
+        )
+        summary = {
+            "status": "success",
+            "num_trials_requested": o.trials,
+            "num_trials_completed": completed,
+            **{f"num_{s}": counts.get(s, 0) for s in statuses},
+            "baseline_metric": baseline_metric,
+            "best_metric": best.metric,
+            "best_speedup": speedup,
+            "best_trial": best.trial,
+        }
         self.store.write_summary(summary)
         if o.proteus_enabled and o.proteus_output:
             from mneme.compat.convert import export_proteus_tuned_kernel
 
             Path(o.proteus_output).parent.mkdir(parents=True, exist_ok=True)
-            export_proteus_tuned_kernel(o.proteus_output, recorded, kernel, best.config,
-                                        usage_filename=str(self.store.path("proteus_usage.txt")))  # fmt: skip
+            export_proteus_tuned_kernel(
+                o.proteus_output,
+                recorded,
+                kernel,
+                best.config,
+                usage_filename=str(self.store.path("proteus_usage.txt")),
+            )
         return summary
 
     def _evaluate_baseline(self, executor, config: ExperimentConfiguration) -> tuple[ExperimentResult, float | None]:
@@ -485,11 +442,15 @@ class TuningSession:
         self.store.write_baseline({"config": config.to_dict(), "result": dict(result.to_dict(), metric=metric)})
         return self._checked_baseline(result, metric)
 
-    def _checked_baseline(self, result: ExperimentResult, metric: float | None) -> tuple[ExperimentResult, float | None]:
+    def _checked_baseline(
+        self, result: ExperimentResult, metric: float | None
+    ) -> tuple[ExperimentResult, float | None]:
         if result.verified and metric is not None:
             return result, float(metric)
         if self.options.require_verified_baseline:
-            raise BaselineVerificationError(f"Baseline replay did not verify{': ' + result.error if result.error else ''}")
+            raise BaselineVerificationError(
+                f"Baseline replay did not verify{': ' + result.error if result.error else ''}"
+            )
         return result, None
 
     # -- the run --------------------------------------------------------------------------
@@ -519,13 +480,20 @@ class TuningSession:
         if o.dry_run:
             print(json.dumps({"baseline": baseline_config.to_dict(), "search_space": description}, indent=2))  # noqa: T201
             return 0
-        self._print(f"Mneme tune\n  record database: {o.record_database}\n  record id:       {o.record_id}\n"
-                    f"  kernel:          {kernel.kernel_name}\n  space preset:    "
-                    f"{'custom' if o.space_module else o.space_preset}\n  sampler:         {o.sampler}\n"
-                    f"  trials:          {o.trials}\n  workers:         {o.workers}")  # fmt: skip
-        executor = AsyncReplayExecutor(record_db=o.record_database, record_id=o.record_id, iterations=o.iterations,
-                                       results_db_dir=str(self.store.logs_dir), num_workers=o.workers,
-                                       warmup=o.warmup)  # fmt: skip
+        self._print(
+            f"Mneme tune\n  record database: {o.record_database}\n  record id:       {o.record_id}\n"
+            f"  kernel:          {kernel.kernel_name}\n  space preset:    "
+            f"{'custom' if o.space_module else o.space_preset}\n  sampler:         {o.sampler}\n"
+            f"  trials:          {o.trials}\n  workers:         {o.workers}"
+        )
+        executor = AsyncReplayExecutor(
+            record_db=o.record_database,
+            record_id=o.record_id,
+            iterations=o.iterations,
+            results_db_dir=str(self.store.logs_dir),
+            num_workers=o.workers,
+            warmup=o.warmup,
+        )
         try:
             try:
                 baseline_result, baseline_metric = self._evaluate_baseline(executor, baseline_config)
@@ -538,8 +506,9 @@ class TuningSession:
                 self._print("\nBaseline did not verify; continuing search.")
             best, counts, completed = self._resumed_best(baseline_config, baseline_result, baseline_metric)
             if not o.baseline_only:
-                best, completed = self._search(executor, space, baseline_config, baseline_metric, best, counts,
-                                               completed)  # fmt: skip
+                best, completed = self._search(
+                    executor, space, baseline_config, baseline_metric, best, counts, completed
+                )
             summary = self._write_final(recorded, kernel, baseline_metric, best, counts, completed)
         except Exception as exc:
             if o.fail_fast:
@@ -552,10 +521,15 @@ class TuningSession:
         if best is None:
             self._print("\nNo configuration verified")
             return EXIT_BASELINE_FAILED
-        against = (f"\n  baseline:     {baseline_metric:.6g}\n  speedup:      {summary['best_speedup']:.3f}x"
-                   if baseline_metric is not None else "")  # fmt: skip
-        self._print(f"\nBest verified configuration:\n  trial:        {best.trial}\n  {o.metric} time: "
-                    f"{best.metric:.6g}{against}\n\nWrote:\n  results:       {o.results_dir}")  # fmt: skip
+        against = (
+            f"\n  baseline:     {baseline_metric:.6g}\n  speedup:      {summary['best_speedup']:.3f}x"
+            if baseline_metric is not None
+            else ""
+        )
+        self._print(
+            f"\nBest verified configuration:\n  trial:        {best.trial}\n  {o.metric} time: "
+            f"{best.metric:.6g}{against}\n\nWrote:\n  results:       {o.results_dir}"
+        )
         return 0
 
     def _search(self, executor, space, baseline_config, baseline_metric, best, counts, completed):
@@ -589,8 +563,11 @@ class TuningSession:
                 if o.resume and candidate.config.hash() in self._completed_hashes:
                     continue
                 if candidate.error is not None or not candidate.config.is_valid():
-                    done = self._record_invalid(candidate, baseline_metric,
-                                                candidate.error or "ExperimentConfiguration.is_valid() returned false")  # fmt: skip
+                    done = self._record_invalid(
+                        candidate,
+                        baseline_metric,
+                        candidate.error or "ExperimentConfiguration.is_valid() returned false",
+                    )
                     counts[done.status] = counts.get(done.status, 0) + 1
                     completed, submitted = completed + 1, submitted + 1
                     continue

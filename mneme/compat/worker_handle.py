@@ -34,8 +34,16 @@ class TuneWorkerHandle:
         SUBMIT = 1
         RECEIVE = 2
 
-    def __init__(self, idx: int, global_q: queue.Queue, record_db: str, record_id: str, device_id: int,
-                 iterations: int, results_db_dir: str):  # fmt: skip
+    def __init__(
+        self,
+        idx: int,
+        global_q: queue.Queue,
+        record_db: str,
+        record_id: str,
+        device_id: int,
+        iterations: int,
+        results_db_dir: str,
+    ):
         self.idx = idx
         self.global_q = global_q
         self.record_db = record_db
@@ -54,9 +62,20 @@ class TuneWorkerHandle:
     def _spawn_process(self) -> None:
         self._state = self._ctx.Event()
         self._requests, self._responses = self._ctx.Queue(), self._ctx.Queue()
-        self._process = self._ctx.Process(target=TuneWorker.run, daemon=False, args=(
-            self._requests, self._responses, self.record_db, self.record_id, self.device_id, self.iterations,
-            self.results_db_dir, self._state))  # fmt: skip
+        self._process = self._ctx.Process(
+            target=TuneWorker.run,
+            daemon=False,
+            args=(
+                self._requests,
+                self._responses,
+                self.record_db,
+                self.record_id,
+                self.device_id,
+                self.iterations,
+                self.results_db_dir,
+                self._state,
+            ),
+        )
         with main_hidden():
             self._process.start()
         self._action = self.StateMachine.SUBMIT
@@ -90,8 +109,7 @@ class TuneWorkerHandle:
         self._startup_crashes = 0
         if self.current is not None:
             if msg.get("exp_id") != self.current.job_id:
-                self.current.set_error(f"worker {self.idx} answered job {msg.get('exp_id')}, "
-                                       f"not {self.current.job_id}")  # fmt: skip
+                self.current.set_error(f"worker {self.idx} answered job {msg.get('exp_id')}, not {self.current.job_id}")
             else:
                 self.current.set_result(ExperimentResult.from_dict(msg["data"]))
             self.current = None
@@ -101,8 +119,10 @@ class TuneWorkerHandle:
         why = describe_exit(self._process.exitcode)
         ready = self._state.is_set()
         self._startup_crashes = 0 if ready else self._startup_crashes + 1
-        message = (f"worker {self.idx} on device {self.device_id} died ({why}); "
-                   f"its log: {self.results_db_dir}/Worker-{self.device_id}.log")  # fmt: skip
+        message = (
+            f"worker {self.idx} on device {self.device_id} died ({why}); "
+            f"its log: {self.results_db_dir}/Worker-{self.device_id}.log"
+        )
         log.warning("%s; restarting it", message)
         if self.current is not None:
             self.current.set_error(message)

@@ -33,8 +33,8 @@ CACHE_STATES = {
     "flushed": "the last-level cache evicted before each timed run (the default: no run profits from the last)",
     "warm": "the cache as the reset between runs left it",
     "primed": "the kernel run once more, untimed, after the reset: the cache and the written regions as the "
-              "kernel's own previous run left them, as in an application that launches it again and again",
-}  # fmt: skip
+    "kernel's own previous run left them, as in an application that launches it again and again",
+}
 
 
 def check_cache_state(cache: str) -> None:
@@ -85,8 +85,12 @@ def compare_policy(policy: Any) -> tuple[str, float, bool, str] | None:
     those fields: the snapshot's RegionPolicy); None where the region has none and its bytes are compared."""
     if policy is None:
         return None
-    return (str(getattr(policy, "dtype", "u8")), float(getattr(policy, "threshold", 0.0)),
-            bool(getattr(policy, "relative", False)), str(getattr(policy, "norm", "none") or "none"))  # fmt: skip
+    return (
+        str(getattr(policy, "dtype", "u8")),
+        float(getattr(policy, "threshold", 0.0)),
+        bool(getattr(policy, "relative", False)),
+        str(getattr(policy, "norm", "none") or "none"),
+    )
 
 
 @attrs.frozen
@@ -176,8 +180,9 @@ class Backend(abc.ABC):
         """The llvmlite TargetMachine its optimization pipelines run with for `arch` at codegen level `opt`."""
 
     @abc.abstractmethod
-    def compile(self, module: Any, kernel_name: str, config: ExperimentConfiguration, arch: str, *,
-                emit: str | None = None) -> DeviceBinary:  # fmt: skip
+    def compile(
+        self, module: Any, kernel_name: str, config: ExperimentConfiguration, arch: str, *, emit: str | None = None
+    ) -> DeviceBinary:
         """Optimize and generate code for a preprocessed (specialized) llvmlite ModuleRef. CPU work only.
 
         `emit` is one of `emits` (default: the first). The module may be changed in place.
@@ -193,8 +198,7 @@ class Backend(abc.ABC):
         """
         return None
 
-    def assemble(self, binary: DeviceBinary, config: ExperimentConfiguration, arch: str, *,
-                 emit: str) -> DeviceBinary:  # fmt: skip
+    def assemble(self, binary: DeviceBinary, config: ExperimentConfiguration, arch: str, *, emit: str) -> DeviceBinary:
         """Finish an intermediate `binary` (of the kind `intermediate(config)` names) into `emit`.
 
         The result is the binary `compile(..., emit=emit)` makes in one step, with this step's time in
@@ -235,8 +239,9 @@ class Backend(abc.ABC):
         """`emit`, or the default one; a UsageError naming the choices for one it cannot make."""
         emit = emit or self.default_emit(arch)
         if emit not in self.emits:
-            raise UsageError(f"the {self.name} backend cannot emit {emit!r} for {arch}; choose one of "
-                             f"{', '.join(self.emits)}")  # fmt: skip
+            raise UsageError(
+                f"the {self.name} backend cannot emit {emit!r} for {arch}; choose one of {', '.join(self.emits)}"
+            )
         return emit
 
     def toolchain(self, arch: str) -> dict[str, str]:
@@ -244,7 +249,11 @@ class Backend(abc.ABC):
         import llvmlite  # lazily: the core must not need llvmlite at import
         import llvmlite.binding as llvm
 
-        return {"backend": self.name, "llvmlite": llvmlite.__version__, "llvm": ".".join(map(str, llvm.llvm_version_info))}
+        return {
+            "backend": self.name,
+            "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)),
+        }
 
     def optimize(self, module: Any, config: ExperimentConfiguration, arch: str) -> float:
         """Run the configuration's pipeline on `module` in place for `arch`; returns its seconds."""
@@ -375,9 +384,11 @@ class Device(abc.ABC):
         """Refuse a recording launched in a way (cooperative, clusters) this device cannot repeat."""
         missing = sorted(attributes.names - self.launch_attributes_supported)
         if missing:
-            raise UsageError(f"kernel {kernel_name!r} was launched {attributes.describe()}; the {self.info.backend} "
-                             f"backend cannot launch with {' or '.join(missing)}, and without it the kernel would "
-                             "not run as recorded: replay it on a backend that can (mneme plugins lists them)")  # fmt: skip
+            raise UsageError(
+                f"kernel {kernel_name!r} was launched {attributes.describe()}; the {self.info.backend} "
+                f"backend cannot launch with {' or '.join(missing)}, and without it the kernel would "
+                "not run as recorded: replay it on a backend that can (mneme plugins lists them)"
+            )
 
     def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
         """Set a device global variable of the kernel's module by name."""
@@ -449,12 +460,16 @@ def backend_for_arch(arch: str) -> Backend:
     chosen = plugins.hook().mneme_backend_for_arch(arch=arch, backends=table)
     if chosen is not None:
         if not isinstance(chosen, Backend):
-            raise PluginError(f"a plugin's mneme_backend_for_arch returned {chosen!r} for {arch!r}, not a Backend "
-                              "instance; `mneme --trace-plugins` shows which")
+            raise PluginError(
+                f"a plugin's mneme_backend_for_arch returned {chosen!r} for {arch!r}, not a Backend "
+                "instance; `mneme --trace-plugins` shows which"
+            )
         return chosen
     names = ", ".join(b.name for b in _by_priority()) or "none"
-    raise UsageError(f"unknown architecture {arch!r}: no installed backend generates code for it (installed "
-                     f"backends: {names}); give an architecture one of them claims, or install its backend")  # fmt: skip
+    raise UsageError(
+        f"unknown architecture {arch!r}: no installed backend generates code for it (installed "
+        f"backends: {names}); give an architecture one of them claims, or install its backend"
+    )
 
 
 def default_backend() -> Backend:

@@ -56,17 +56,40 @@ def compile(
     if store is not None:
         # the request (input IR, configuration, recorded arguments) decides the build: a hit skips preprocessing
         base_hash = base_hash or ir.module_hash(module)
-        request = ircache.request_key(base_hash, kernel_name, config, toolchain, arch, emit, args, arg_layout,
-                                      specialize_indexes, extra_transforms, pipeline.pipeline_plugins())  # fmt: skip
+        request = ircache.request_key(
+            base_hash,
+            kernel_name,
+            config,
+            toolchain,
+            arch,
+            emit,
+            args,
+            arg_layout,
+            specialize_indexes,
+            extra_transforms,
+            pipeline.pipeline_plugins(),
+        )
         hit = store.get(request)
         if hit is not None:
             hit = attrs.evolve(hit, stage_times={"cache": time.perf_counter() - start})
             return _compiled(kernel_name, config, hit, cached=True)
-    pre = pipeline.preprocess(module, kernel_name, config, args, arg_layout, target,
-                              specialize_indexes=specialize_indexes, extra_transforms=extra_transforms,
-                              base_hash=base_hash)  # fmt: skip
+    pre = pipeline.preprocess(
+        module,
+        kernel_name,
+        config,
+        args,
+        arg_layout,
+        target,
+        specialize_indexes=specialize_indexes,
+        extra_transforms=extra_transforms,
+        base_hash=base_hash,
+    )
     try:
-        key = ircache.build_key(pre.variant_hash, config, toolchain, arch, emit, kernel=kernel_name) if store is not None else None
+        key = (
+            ircache.build_key(pre.variant_hash, config, toolchain, arch, emit, kernel=kernel_name)
+            if store is not None
+            else None
+        )
         if store is not None:
             hit = store.get(key)
             if hit is not None:
@@ -89,8 +112,16 @@ def _compiled(kernel_name: str, config: ExperimentConfiguration, binary: DeviceB
     return binary
 
 
-def _build(backend: Backend, pre: pipeline.Preprocessed, kernel_name: str, config: ExperimentConfiguration,
-           arch: str, emit: str, store: Any, toolchain: dict[str, str]) -> DeviceBinary:  # fmt: skip
+def _build(
+    backend: Backend,
+    pre: pipeline.Preprocessed,
+    kernel_name: str,
+    config: ExperimentConfiguration,
+    arch: str,
+    emit: str,
+    store: Any,
+    toolchain: dict[str, str],
+) -> DeviceBinary:
     """`backend.compile`, or, where the backend builds this configuration in two steps
     (`Backend.intermediate`), its intermediate code from the cache (or built and kept there) and
     `backend.assemble`: configurations that differ only in assemble-stage fields share the first step."""

@@ -48,8 +48,9 @@ class PluginGroup(click.Group):
         index = None if in_process else command_index.load(disabled)
         if index is None:  # loads the plugins, which write the index again
             loaded = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
-            index = {name: cmd.get_short_help_str(1000) for name, cmd in loaded.items()
-                     if cmd is not None and not cmd.hidden}
+            index = {
+                name: cmd.get_short_help_str(1000) for name, cmd in loaded.items() if cmd is not None and not cmd.hidden
+            }
         if not index:
             return
         limit = formatter.width - 6 - max(len(name) for name in index)
@@ -88,9 +89,11 @@ def resource_error(exc: BaseException, words: list[str]) -> BaseException:
 
         cap = envvars.get(limits.variable("worker_data_bytes"))
         held = f"the cap {limits.variable('worker_data_bytes')}={cap}" if cap else "the machine's memory"
-        return LimitError(f"out of memory in {where}: the input asks for more memory than {held} allows "
-                          f"(RLIMIT_DATA); check the sizes it declares, or raise {limits.variable('worker_data_bytes')} "
-                          "if it is trusted")
+        return LimitError(
+            f"out of memory in {where}: the input asks for more memory than {held} allows "
+            f"(RLIMIT_DATA); check the sizes it declares, or raise {limits.variable('worker_data_bytes')} "
+            "if it is trusted"
+        )
     if isinstance(exc, OSError) and not isinstance(exc, MnemeError):
         import errno
 
@@ -98,10 +101,20 @@ def resource_error(exc: BaseException, words: list[str]) -> BaseException:
         what = exc.strerror or str(exc)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.ENOMEM):
             return MnemeError(f"{where}: {what}{f' ({name})' if name else ''}: a resource of this machine ran out")
-        error = FormatError(os.fsdecode(name), f"{what} (errno {exc.errno})") if name is not None else \
-            MnemeError(f"{where}: {what}")
-        if exc.errno not in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ELOOP,
-                             errno.ENAMETOOLONG):
+        error = (
+            FormatError(os.fsdecode(name), f"{what} (errno {exc.errno})")
+            if name is not None
+            else MnemeError(f"{where}: {what}")
+        )
+        if exc.errno not in (
+            errno.ENOENT,
+            errno.EACCES,
+            errno.EPERM,
+            errno.EISDIR,
+            errno.ENOTDIR,
+            errno.ELOOP,
+            errno.ENAMETOOLONG,
+        ):
             error.exit_code = 1  # the system failed, not the input
         return error
     return exc
@@ -118,8 +131,12 @@ def _report(exc: BaseException) -> None:
         err_console.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
         return
     text = printable(" ".join(str(exc).split())[:300].encode("utf-8", "backslashreplace").decode("utf-8"))
-    err_console.print(f"error: unexpected {type(exc).__name__}: {text} (run with --debug for the traceback)",
-                      highlight=False, soft_wrap=True, markup=False)
+    err_console.print(
+        f"error: unexpected {type(exc).__name__}: {text} (run with --debug for the traceback)",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _plugin_options(args: list[str]) -> list[str]:
@@ -158,17 +175,30 @@ def _disable_plugins(values: list[str]) -> None:
 @click.group(cls=PluginGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mneme")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
-@click.option("-v", "--verbose", count=True,
-              help="More log output: -v info and the logs of libraries Mneme drives (result store, samplers), -vv debug.")
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="More log output: -v info and the logs of libraries Mneme drives (result store, samplers), -vv debug.",
+)
 @click.option("-q", "--quiet", is_flag=True, help="Print only results and errors (no progress, no warnings).")
-@click.option("-p", "plugin_options", multiple=True, metavar="no:NAME",
-              help="Disable the plugin NAME (repeatable; also MNEME_DISABLE_PLUGINS=a,b). `mneme plugins` lists them.")
-@click.option("--trace-plugins", is_flag=True,
-              help="Print every plugin hook call, its arguments and results, to stderr (pluggy's tracing; "
-                   "also MNEME_TRACE_PLUGINS=1 or =FILE).")
+@click.option(
+    "-p",
+    "plugin_options",
+    multiple=True,
+    metavar="no:NAME",
+    help="Disable the plugin NAME (repeatable; also MNEME_DISABLE_PLUGINS=a,b). `mneme plugins` lists them.",
+)
+@click.option(
+    "--trace-plugins",
+    is_flag=True,
+    help="Print every plugin hook call, its arguments and results, to stderr (pluggy's tracing; "
+    "also MNEME_TRACE_PLUGINS=1 or =FILE).",
+)
 @click.pass_context
-def cli(ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_options: tuple[str, ...],
-        trace_plugins: bool) -> None:
+def cli(
+    ctx: click.Context, debug: bool, verbose: int, quiet: bool, plugin_options: tuple[str, ...], trace_plugins: bool
+) -> None:
     """Record GPU kernel launches, replay them as verified experiments, and autotune them.
 
     Exit codes: 0 ok, 1 internal error, 2 invalid input (options, a malformed or unknown

@@ -65,8 +65,10 @@ def load_entries(disabled: set[str]) -> dict[str, dict] | None:
         return None
     if not all(isinstance(v, dict) and {"help", "plugin", "hidden"} <= set(v) for v in commands.values()):
         return None
-    return {str(k): {"help": str(v["help"]), "plugin": str(v["plugin"]), "hidden": bool(v["hidden"])}
-            for k, v in commands.items()}
+    return {
+        str(k): {"help": str(v["help"]), "plugin": str(v["plugin"]), "hidden": bool(v["hidden"])}
+        for k, v in commands.items()
+    }
 
 
 def _source(command) -> str | None:
@@ -95,8 +97,10 @@ def save(disabled: set[str], commands: dict, limit: int = 1000) -> None:
     data = {
         "key": _key(disabled),
         "files": files,
-        "commands": {name: {"help": cmd.get_short_help_str(limit), "plugin": plugin, "hidden": bool(cmd.hidden)}
-                     for name, (cmd, plugin) in commands.items()},
+        "commands": {
+            name: {"help": cmd.get_short_help_str(limit), "plugin": plugin, "hidden": bool(cmd.hidden)}
+            for name, (cmd, plugin) in commands.items()
+        },
     }
     path = _path()
     try:

@@ -47,12 +47,18 @@ def resolve_config(
         file_fields = dict(file_fields)
         schema = file_fields.pop("schema", 1)
         if not isinstance(schema, int) or schema > params.SCHEMA:
-            raise FormatError(source, f"configuration schema {schema!r} is newer than this Mneme reads "
-                              f"(up to {params.SCHEMA}); upgrade Mneme")  # fmt: skip
+            raise FormatError(
+                source,
+                f"configuration schema {schema!r} is newer than this Mneme reads "
+                f"(up to {params.SCHEMA}); upgrade Mneme",
+            )
         unknown = sorted(set(file_fields) - known)
         if unknown:
-            raise FormatError(source, f"unknown configuration field(s) {', '.join(unknown)} "
-                              f"({params.nearest(unknown[0])}); known: {', '.join(sorted(known))}")  # fmt: skip
+            raise FormatError(
+                source,
+                f"unknown configuration field(s) {', '.join(unknown)} "
+                f"({params.nearest(unknown[0])}); known: {', '.join(sorted(known))}",
+            )
         data.update(file_fields)
     for key, value in (overrides or {}).items():
         if value is None:

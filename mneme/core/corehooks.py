@@ -17,6 +17,7 @@ def mneme_backend_for_arch(arch, backends):
     Backends are imported in that order and the search stops at the first that claims `arch`
     (with a `LazyRegistry`, whose `Described` entries declare their priority).
     """
+
     def priority(name: str) -> int:
         declared = getattr(backends, "declared", None)
         return declared(name, "priority") if declared else backends[name].priority

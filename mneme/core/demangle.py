@@ -21,12 +21,22 @@ _by_llvm: dict[str, str] = {}  # names the runtime could not read, as llvm-cxxfi
 _BY_LLVM_MAX = 65536
 
 
-_DEMANGLE = {"__cxa_demangle": (ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t),
-                                                 ctypes.POINTER(ctypes.c_int)])}  # fmt: skip
+_DEMANGLE = {
+    "__cxa_demangle": (
+        ctypes.c_void_p,
+        [ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_int)],
+    )
+}
 #: The C++ runtimes whose demangler is used, in order (by soname: the soname is the ABI).
-_CXX_RUNTIMES = tuple(NativeLoader(f"the C++ runtime's demangler ({name})", lambda name=name: name, _DEMANGLE,
-                                   remedy="names are demangled by llvm-cxxfilt meanwhile; install libstdc++6")
-                      for name in ("libstdc++.so.6", "libc++.so.1"))  # fmt: skip
+_CXX_RUNTIMES = tuple(
+    NativeLoader(
+        f"the C++ runtime's demangler ({name})",
+        lambda name=name: name,
+        _DEMANGLE,
+        remedy="names are demangled by llvm-cxxfilt meanwhile; install libstdc++6",
+    )
+    for name in ("libstdc++.so.6", "libc++.so.1")
+)
 
 
 def _cxa_demangle():
@@ -61,8 +71,9 @@ def _llvm_demangle(names: list[str]) -> None:
         _by_llvm.update((n, n) for n in names)
         return
     try:
-        done = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60,
-                              check=False)  # fmt: skip
+        done = subprocess.run(
+            [tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60, check=False
+        )
         lines = done.stdout.splitlines()
     except (OSError, subprocess.SubprocessError):
         lines = []
@@ -76,8 +87,9 @@ def _llvm_demangle(names: list[str]) -> None:
 def demangle_all(names: Iterable[str]) -> list[str]:
     """`demangle` of each name, with the names the C++ runtime cannot read sent to llvm-cxxfilt in one run."""
     names = list(names)
-    unread = [n for n in dict.fromkeys(names) if n.startswith("_Z") and _runtime_demangle(n) is None
-              and n not in _by_llvm]  # fmt: skip
+    unread = [
+        n for n in dict.fromkeys(names) if n.startswith("_Z") and _runtime_demangle(n) is None and n not in _by_llvm
+    ]
     _llvm_demangle(unread)
     return [demangle(n) for n in names]
 

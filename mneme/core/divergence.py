@@ -36,8 +36,10 @@ class FloatDivergence:
     nan_mismatch: int  # NaN on one side only
 
     def describe(self) -> str:
-        text = (f"as {self.dtype}: {self.elements} elements differ, max abs error {self.max_abs:.3g}, "
-                f"max rel error {self.max_rel:.3g}, max {self.max_ulp} ulp")  # fmt: skip
+        text = (
+            f"as {self.dtype}: {self.elements} elements differ, max abs error {self.max_abs:.3g}, "
+            f"max rel error {self.max_rel:.3g}, max {self.max_ulp} ulp"
+        )
         return text + (f", {self.nan_mismatch} NaN where the other side has a number" if self.nan_mismatch else "")
 
     def accepting_policy(self, margin: float = 1.0) -> RegionPolicy | None:
@@ -50,8 +52,11 @@ class FloatDivergence:
         if self.nan_mismatch or not math.isfinite(self.max_abs):
             return None
         relative = math.isfinite(self.max_rel)
-        return RegionPolicy(dtype=self.dtype, threshold=round_up((self.max_rel if relative else self.max_abs) * margin),
-                            relative=relative)  # fmt: skip
+        return RegionPolicy(
+            dtype=self.dtype,
+            threshold=round_up((self.max_rel if relative else self.max_abs) * margin),
+            relative=relative,
+        )
 
 
 def round_up(value: float, digits: int = 2) -> float:
@@ -99,8 +104,9 @@ def float_divergence(expected: bytes, actual: bytes, dtype: str | None = None) -
         differ = (e.view(_ORDERED[name][0]) != a.view(_ORDERED[name][0])) & ~(np.isnan(e) & np.isnan(a))
         finite = differ & np.isfinite(e) & np.isfinite(a)
         ulp = int(ulp_distance(e[finite], a[finite], name).max()) if finite.any() else 0
-        return FloatDivergence(name, int(np.count_nonzero(differ)), report.max_abs, report.max_rel, ulp,
-                               report.nan_mismatch)  # fmt: skip
+        return FloatDivergence(
+            name, int(np.count_nonzero(differ)), report.max_abs, report.max_rel, ulp, report.nan_mismatch
+        )
     return None
 
 
@@ -114,13 +120,16 @@ def _plausible(values: np.ndarray) -> bool:
     return np.count_nonzero(ordinary) >= _PLAUSIBLE * values.size
 
 
-def annotate_command(database: str, record_id: str, policy: RegionPolicy, *, arg: int | None = None,
-                     region: int | None = None) -> str:  # fmt: skip
+def annotate_command(
+    database: str, record_id: str, policy: RegionPolicy, *, arg: int | None = None, region: int | None = None
+) -> str:
     """The `mneme annotate` command line that stores `policy` for a region (by argument, else by address)."""
     where = f"--arg {arg}" if arg is not None else f"--region 0x{region:x}"
     kind = "--relative" if policy.relative else "--absolute"
-    return (f"mneme annotate {database} -rid {record_id} {where} --dtype {policy.dtype} "
-            f"--threshold {policy.threshold:g} {kind}")  # fmt: skip
+    return (
+        f"mneme annotate {database} -rid {record_id} {where} --dtype {policy.dtype} "
+        f"--threshold {policy.threshold:g} {kind}"
+    )
 
 
 # A rounding difference (another compiler's FMAs, a reordered float sum) stays below this relative error;
@@ -128,8 +137,15 @@ def annotate_command(database: str, record_id: str, policy: RegionPolicy, *, arg
 ROUNDING_BOUND = 1e-3
 
 
-def explain(rec, instance, pointers: dict[int, int], failed, expected_of, actual_of,
-            order_reasons: dict[int, list[str]] | None = None) -> dict[int, str]:  # fmt: skip
+def explain(
+    rec,
+    instance,
+    pointers: dict[int, int],
+    failed,
+    expected_of,
+    actual_of,
+    order_reasons: dict[int, list[str]] | None = None,
+) -> dict[int, str]:
     """Region address -> its errors as floats and, where they are rounding-sized, the `mneme annotate`
     command that accepts them, for each failed region that reads as floats. `failed`: the epilogue's
     regions that did not verify; `pointers`: argument index -> pointer value (`executor.pointer_args`);
@@ -139,12 +155,17 @@ def explain(rec, instance, pointers: dict[int, int], failed, expected_of, actual
     for region in failed:
         policy = region.policy
         expected = bytes(expected_of(region))
-        div = float_divergence(expected, bytes(actual_of(region)),
-                               policy.dtype if policy.is_float and policy.dtype in _FLOATS else None)  # fmt: skip
+        div = float_divergence(
+            expected, bytes(actual_of(region)), policy.dtype if policy.is_float and policy.dtype in _FLOATS else None
+        )
         arg = next((i for i, p in pointers.items() if region.addr <= p < region.addr + region.size), None)
         why = (order_reasons or {}).get(arg) if arg is not None else None
-        order = (f"order-dependent ({why[0]}): mneme nondeterminism -rdb {rec.path} -rid {instance.dynamic_hash} "
-                 "derives a bound from replays" if why else "")  # fmt: skip
+        order = (
+            f"order-dependent ({why[0]}): mneme nondeterminism -rdb {rec.path} -rid {instance.dynamic_hash} "
+            "derives a bound from replays"
+            if why
+            else ""
+        )
         if div is None:
             if order:
                 out[region.addr] = order
@@ -176,8 +197,15 @@ def failed_regions(executor, reports, pointers: dict[int, int]) -> dict[int, str
         return {}
     if not ex._expected_host:
         ex._expected_host = {r.addr: ex.epilogue.read_region(r.addr) for r in ex.epilogue.regions}
-    return explain(ex.rec, ex.instance, pointers, failed, lambda r: ex._expected_host[r.addr],
-                   lambda r: ex.device.read(r.addr, r.size), order_reasons(ex))  # fmt: skip
+    return explain(
+        ex.rec,
+        ex.instance,
+        pointers,
+        failed,
+        lambda r: ex._expected_host[r.addr],
+        lambda r: ex.device.read(r.addr, r.size),
+        order_reasons(ex),
+    )
 
 
 def order_reasons(executor) -> dict[int, list[str]]:

@@ -70,12 +70,12 @@ class ElfFile:
         try:
             if is64:
                 e_type, e_machine = struct.unpack_from(end + "HH", data, 16)
-                e_shoff, = struct.unpack_from(end + "Q", data, 40)
+                (e_shoff,) = struct.unpack_from(end + "Q", data, 40)
                 e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(end + "HHH", data, 58)
                 sh_fmt = end + "IIQQQQIIQQ"
             else:
                 e_type, e_machine = struct.unpack_from(end + "HH", data, 16)
-                e_shoff, = struct.unpack_from(end + "I", data, 32)
+                (e_shoff,) = struct.unpack_from(end + "I", data, 32)
                 e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(end + "HHH", data, 46)
                 sh_fmt = end + "IIIIIIIIII"
             if e_shoff == 0:

@@ -32,14 +32,25 @@ class EnvVar(NamedTuple):
 def _limit_vars() -> list[EnvVar]:
     from mneme.core import limit_defaults
 
-    return [EnvVar(limit_defaults.variable(name), str(value), f"limit {name.replace('_', ' ')} (see docs/security.md)",
-                   "limits") for name, value in limit_defaults.DEFAULTS.items()]  # fmt: skip
+    return [
+        EnvVar(
+            limit_defaults.variable(name),
+            str(value),
+            f"limit {name.replace('_', ' ')} (see docs/security.md)",
+            "limits",
+        )
+        for name, value in limit_defaults.DEFAULTS.items()
+    ]
 
 
 _VARS = [
     EnvVar("MNEME_DISABLE_PLUGINS", "", "comma-separated plugin names to disable, as `mneme -p no:NAME`", "core"),
-    EnvVar("MNEME_TRACE_PLUGINS", "", "1/stderr or a file: print every plugin hook call, as `mneme --trace-plugins`",
-           "core"),
+    EnvVar(
+        "MNEME_TRACE_PLUGINS",
+        "",
+        "1/stderr or a file: print every plugin hook call, as `mneme --trace-plugins`",
+        "core",
+    ),
     EnvVar("MNEME_CACHE_DIR", "~/.cache/mneme", "folder of cached builds and native libraries", "cache"),
     EnvVar("MNEME_CACHE_MAX_BYTES", str(512 << 20), "size limit of the build cache in bytes", "cache"),
     EnvVar("MNEME_CACHE_DISABLE", "", "1/true/yes: keep no build cache on disk", "cache"),
@@ -54,51 +65,87 @@ _VARS = [
     EnvVar("MNEME_RECORD_DIR", "", "folder the recorder writes to (set by `mneme record`)", "recorder"),
     EnvVar("MNEME_RECORD_KERNEL", "", "regular expression of kernel names to record (`--kernel`)", "recorder"),
     EnvVar("MNEME_RECORD_SKIP", "0", "launches of each kernel to skip before recording (`--skip`)", "recorder"),
-    EnvVar("MNEME_RECORD_SYNC", "0", "1: copy snapshots to the host while the application waits (no device shadows)",
-           "recorder"),
-    EnvVar("MNEME_RECORD_PENDING_MIB", "", "MiB of device shadows not yet written out before launches wait "
-           "(default: half the device's memory)", "recorder"),
+    EnvVar(
+        "MNEME_RECORD_SYNC",
+        "0",
+        "1: copy snapshots to the host while the application waits (no device shadows)",
+        "recorder",
+    ),
+    EnvVar(
+        "MNEME_RECORD_PENDING_MIB",
+        "",
+        "MiB of device shadows not yet written out before launches wait (default: half the device's memory)",
+        "recorder",
+    ),
     EnvVar("MNEME_RECORD_MAX", "1", "instances recorded per kernel (`--max`)", "recorder"),
     EnvVar("MNEME_RECORD_RANKS", "0", "MPI ranks that record: all, or a list like 0,3 (`--record-ranks`)", "recorder"),
-    EnvVar("MNEME_RECORD_VA_BASE", "", "base of the virtual address range the recorder places allocations in",
-           "recorder"),
+    EnvVar(
+        "MNEME_RECORD_VA_BASE", "", "base of the virtual address range the recorder places allocations in", "recorder"
+    ),
     EnvVar("MNEME_RECORD_VA_SIZE", "", "size of that placed virtual address range", "recorder"),
-    EnvVar("MNEME_RECORD_VMM_SIZE", str(1 << 41), "zone above the placed range for the application's own "
-           "reservations", "recorder"),
+    EnvVar(
+        "MNEME_RECORD_VMM_SIZE",
+        str(1 << 41),
+        "zone above the placed range for the application's own reservations",
+        "recorder",
+    ),
     EnvVar("MNEME_RECORD_PLACE", "1", "0: do not place allocations at fixed addresses", "recorder"),
     EnvVar("MNEME_RECORD_TIMED", "16", "launches timed in the application per recorded instance", "recorder"),
-    EnvVar("MNEME_RECORD_TIMER", "auto", "in-application timer: kernel (device timestamps), events or auto",
-           "recorder"),
+    EnvVar(
+        "MNEME_RECORD_TIMER", "auto", "in-application timer: kernel (device timestamps), events or auto", "recorder"
+    ),
     EnvVar("MNEME_RECORD_TIMING_GATE", "1", "0: do not hold a timed launch's stream until it is queued", "recorder"),
-    EnvVar("MNEME_RECORD_TIMING_EXCLUSIVE", "1", "0: timed launches may overlap other work on the device",
-           "recorder"),
+    EnvVar("MNEME_RECORD_TIMING_EXCLUSIVE", "1", "0: timed launches may overlap other work on the device", "recorder"),
     EnvVar("MNEME_RECORD_TIMING_FLUSH", "1", "0: do not evict the L2 cache before a timed launch", "recorder"),
     EnvVar("MNEME_RECORD_COMPRESSION", "lz4", "snapshot codec: lz4, zstd or none (`--compression`)", "recorder"),
     EnvVar("MNEME_RECORD_ZSTD_LEVEL", "", "zstd level of recorded snapshots", "recorder"),
-    EnvVar("MNEME_RECORD_WRITE_THREADS", "", "snapshot encoding threads (default: half the cores, at most 8)",
-           "recorder"),
+    EnvVar(
+        "MNEME_RECORD_WRITE_THREADS", "", "snapshot encoding threads (default: half the cores, at most 8)", "recorder"
+    ),
     EnvVar("MNEME_RECORD_EPILOGUE_FORMAT", "", "epilogue encoding (`mneme record --epilogue-format`)", "recorder"),
-    EnvVar("MNEME_ISOLATE", "1", "0: `mneme replay` and `capture` run kernels in their own process, not a child",
-           "limits"),
-    EnvVar("MNEME_LIMIT_WORKER_DATA_BYTES", "", "data-memory (RLIMIT_DATA) cap of each worker process in bytes "
-           "(replay and capture: the machine's memory by default)",
-           "limits"),
+    EnvVar(
+        "MNEME_ISOLATE", "1", "0: `mneme replay` and `capture` run kernels in their own process, not a child", "limits"
+    ),
+    EnvVar(
+        "MNEME_LIMIT_WORKER_DATA_BYTES",
+        "",
+        "data-memory (RLIMIT_DATA) cap of each worker process in bytes "
+        "(replay and capture: the machine's memory by default)",
+        "limits",
+    ),
     EnvVar("MNEME_HOST_DEVICES", "1", "CPU devices the host backend exposes", "host"),
     EnvVar("MNEME_HOST_THREADS", "", "threads of one host launch (default: the CPUs this process may use)", "host"),
     EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
-    EnvVar("MNEME_HOST_SANDBOX", "1",
-           "0: run host kernels in the calling process, without the sandbox process (unsafe; docs/security.md)", "host"),
-    EnvVar("MNEME_HOST_LANES", "16", "threads of a block a host kernel without barriers runs in lockstep (0: one "
-           "after another)", "host"),
+    EnvVar(
+        "MNEME_HOST_SANDBOX",
+        "1",
+        "0: run host kernels in the calling process, without the sandbox process (unsafe; docs/security.md)",
+        "host",
+    ),
+    EnvVar(
+        "MNEME_HOST_LANES",
+        "16",
+        "threads of a block a host kernel without barriers runs in lockstep (0: one after another)",
+        "host",
+    ),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 
 # Names in the sources that are not environment variables: header guards and compile-time macros.
-NOT_VARIABLES = frozenset({"MNEME_ANNOTATE_H", "MNEME_CUPTI_TIMER_H", "MNEME_CUPTI", "MNEME_DEVICE_TIMER",
-                           "MNEME_NVCC_COMPAT_H", "MNEME_COMPAT_PAIR",
-                           # the original Mneme's diff-epilogue magic and a Python constant, not variables
-                           "MNEME_DIFF_V1", "MNEME_ONLY_KEYS"})
+NOT_VARIABLES = frozenset(
+    {
+        "MNEME_ANNOTATE_H",
+        "MNEME_CUPTI_TIMER_H",
+        "MNEME_CUPTI",
+        "MNEME_DEVICE_TIMER",
+        "MNEME_NVCC_COMPAT_H",
+        "MNEME_COMPAT_PAIR",
+        # the original Mneme's diff-epilogue magic and a Python constant, not variables
+        "MNEME_DIFF_V1",
+        "MNEME_ONLY_KEYS",
+    }
+)
 
 
 @functools.lru_cache(maxsize=1)

@@ -13,8 +13,10 @@ EXIT_NOT_VERIFIED = 3  # the variant or the recorded baseline did not run correc
 EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT); SIGTERM gives 143
 
 #: The epilog of a command's --help that returns only the common codes.
-EXIT_CODES_HELP = ("Exit codes: 0 ok; 1 internal error; 2 invalid input (options, arguments, a malformed or "
-                   "unknown file); 130 interrupted. See docs/cli.md.")
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok; 1 internal error; 2 invalid input (options, arguments, a malformed or "
+    "unknown file); 130 interrupted. See docs/cli.md."
+)
 
 
 class MnemeError(Exception):
@@ -110,7 +112,9 @@ class MissingExtraError(UsageError):
 
     def __init__(self, what: str, extra: str, *, plural: bool = False):
         self.extra = extra
-        super().__init__(f"{what} {'need' if plural else 'needs'} the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'")
+        super().__init__(
+            f"{what} {'need' if plural else 'needs'} the {extra} extra: pip install '{DISTRIBUTION}[{extra}]'"
+        )
 
 
 def require(module: str, extra: str, what: str):

@@ -38,8 +38,13 @@ def emit(name: str, **kwargs: Any) -> None:
     try:
         caller(**kwargs)
     except Exception as exc:  # noqa: BLE001 - an observer's failure is reported, the observed work goes on
-        log.error("a plugin failed in %s: %s: %s (the run goes on)", name, type(exc).__name__, exc,
-                  exc_info=log.isEnabledFor(logging.DEBUG))
+        log.error(
+            "a plugin failed in %s: %s: %s (the run goes on)",
+            name,
+            type(exc).__name__,
+            exc,
+            exc_info=log.isEnabledFor(logging.DEBUG),
+        )
 
 
 #: What a tuning worker process leaves to its pool: the tuning process reports the recording once

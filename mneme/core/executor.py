@@ -6,9 +6,9 @@ streamed in) and keeps the epilogue for verification; `execute(config)` then run
 experiment and returns an `ExperimentResult` (it never raises for a failed experiment:
 compile errors, faults and verification failures are recorded in the result).
 
-`KernelBuilder` is the CPU half (link once, then `mneme.core.build.compile` with a build cache
-in process memory); it needs no device, so compile-ahead processes (`mneme.core.workers`) use it
-alone. The worker processes' servers are in `mneme.core.worker_servers`.
+`mneme.core.kernel_builder.KernelBuilder` is the CPU half (link once, then `mneme.core.build.compile`
+with a build cache in process memory); it needs no device, so compile-ahead processes
+(`mneme.core.workers`) use it alone. The worker processes' servers are in `mneme.core.worker_servers`.
 """
 
 from __future__ import annotations
@@ -21,148 +21,24 @@ import logging
 import struct
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
 
-from mneme.core import backend as backend_mod
-from mneme.core import build, divergence, events, ir, kernel_clock, pipeline
+from mneme.core import divergence, events, kernel_clock
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
-from mneme.core.ircache import BuildCache
+from mneme.core.kernel_builder import MODES, KernelBuilder, resolve_backend
 from mneme.core.recording import load_recording
 from mneme.core.snapshot import Snapshot, compare_buffers
 from mneme.core.types import ExperimentConfiguration, ExperimentResult, build_fields, canonical_json
 
 log = logging.getLogger(__name__)
 
-MODES = ("ir", "ptx", "cubin")
-
 
 def utc_now() -> str:
     """The current time as UTC ISO 8601."""
     return datetime.datetime.now(datetime.timezone.utc).isoformat()
-
-
-# -- recordings and backends -------------------------------------------------------------------
-
-
-def resolve_backend(rec, backend: str | Backend | None = None) -> Backend:
-    """The backend to replay `rec` on: `backend` if given, else the one it was recorded on.
-
-    A recording made on a backend that is not usable here falls back to the host backend
-    when the recording carries IR (the host backend runs GPU kernels' IR).
-    """
-    if isinstance(backend, Backend):
-        return backend
-    if backend:
-        chosen = backend_mod.get_backend(backend)
-        availability = chosen.availability()
-        if not availability.usable:
-            raise UsageError(f"backend {backend!r} is not usable here: {availability.reason}")
-        return chosen
-    recorded = getattr(rec, "backend", "") or ""
-    table = backend_mod.backends()
-    if recorded in table:
-        chosen = table[recorded]()
-        availability = chosen.availability()
-        if availability.usable:
-            return chosen
-        reason = availability.reason
-    else:
-        reason = f"the {recorded or 'recorded'} backend is not installed"
-    if rec.llvm_files and "host" in table:
-        log.warning("%s: %s; replaying the kernel's IR on the host backend", rec.path, reason)
-        return table["host"]()
-    raise UsageError(f"{rec.path}: recorded on backend {recorded!r}, which is not usable here ({reason}), "
-                     "and the recording has no IR to replay elsewhere; pass --backend or install the backend")  # fmt: skip
-
-
-def backend_target(backend: Backend) -> str | None:
-    """The IR target a backend preprocesses in; None: the IR's own target (GPU IR on every backend)."""
-    return getattr(backend, "preprocess_target", None)
-
-
-# -- the CPU half: link once, preprocess, compile --------------------------------------------
-
-def link_ir(rec, prune: bool = True, internalize: bool = True):
-    """The recording's IR linked into one module for its kernel; cached per recording. Clone before mutating."""
-    if not rec.llvm_files:
-        raise UsageError(f"{rec.path}: the recording has no LLVM IR; replay it with --mode ptx or --mode cubin")
-    return rec.link_llvm_modules(prune=prune, internalize=internalize)
-
-
-class KernelBuilder:
-    """Builds device binaries of one recorded kernel through `mneme.core.build.compile`, cached in memory."""
-
-    def __init__(self, rec, args: bytes, backend: Backend, arch: str, mode: str = "ir", cache_size: int = 32):
-        if mode not in MODES:
-            raise UsageError(f"unknown replay mode {mode!r}; use one of {', '.join(MODES)}")
-        self.rec = rec
-        self.args = bytes(args)
-        self.backend = backend
-        self.arch = arch
-        self.mode = mode
-        # the one build cache mechanism, in process memory only: a replay's variants are its own. A
-        # variant takes up to three entries (request alias, binary, a two-step build's intermediate)
-        self._cache = BuildCache(memory_entries=6 * cache_size, disk=False)
-        self._base_hashes: dict[tuple[bool, bool], str] = {}
-
-    def link_ir(self, config: ExperimentConfiguration | None = None):
-        prune = True if config is None else config.prune
-        internalize = True if config is None else config.internalize
-        return link_ir(self.rec, prune=prune, internalize=internalize)
-
-    def preprocess(self, config: ExperimentConfiguration):
-        return pipeline.preprocess(
-            self.link_ir(config), self.rec.kernel_name, config, args=self.args, arg_layout=self.rec.args,
-            target=backend_target(self.backend),
-        )  # fmt: skip
-
-    def build(self, config: ExperimentConfiguration) -> DeviceBinary:
-        """The device binary of `config` (from the cache when this variant was built before)."""
-        if self.mode != "ir":
-            return self.recorded_binary(self.mode)
-        with kernel_clock.compiling():  # killed from outside past compile_seconds (a supervisor keeps it)
-            module = self.link_ir(config)
-            linked = (config.prune, config.internalize)
-            if linked not in self._base_hashes:  # hashed once per linked module: the request key starts from it
-                self._base_hashes[linked] = ir.module_hash(module)
-            return build.compile(module, self.rec.kernel_name, config, self.arch, self.args, self.rec.args,
-                                 backend=self.backend, target=backend_target(self.backend),
-                                 base_hash=self._base_hashes[linked], cache=self._cache)  # fmt: skip
-
-    def optimized_ir(self, config: ExperimentConfiguration) -> str:
-        """The variant's IR after preprocessing and optimization, as text (for --output-ll)."""
-        with kernel_clock.compiling():
-            pre = self.preprocess(config)
-            try:
-                self.backend.optimize(pre.module, config, self.arch)
-                return str(pre.module)
-            finally:
-                pre.module.close()
-
-    def recorded_binary(self, mode: str, required: bool = True) -> DeviceBinary | None:
-        """The application's own image of the kernel ("ptx" or "cubin" mode); None when absent and not required."""
-        if not self.backend.image_kinds:
-            if not required:
-                return None
-            raise UsageError(f"--mode {mode} needs a backend that loads the application's own images; the "
-                             f"{self.backend.name} backend replays IR only (--mode ir)")  # fmt: skip
-        wanted = {"ptx": ("ptx",), "cubin": ("cubin", "hsaco", "elf", "fatbin")}[mode]
-        for image in getattr(self.rec, "binary_blobs", ()) or ():
-            if image.kind in wanted and image.kind in self.backend.image_kinds:
-                path = Path(image.path)
-                if not path.is_absolute():
-                    path = Path(self.rec.folder) / path
-                data = path.read_bytes()
-                return DeviceBinary(self.backend.name, self.arch, image.kind, self.rec.kernel_name, data,
-                                    variant_hash=hashlib.sha256(data).hexdigest())  # fmt: skip
-        if not required:
-            return None
-        raise UsageError(f"{self.rec.path}: the recording has no {mode} image of kernel "
-                         f"{self.rec.kernel_name!r}; use --mode ir")  # fmt: skip
 
 
 # -- the experiment ---------------------------------------------------------------------------
@@ -187,9 +63,18 @@ class BaseExecutor:
         events); `result.timer` names the one that measured
     """
 
-    def __init__(self, record_db, record_id: str | None = None, iterations: int = 3, device_id: int = 0,
-                 backend: str | Backend | None = None, mode: str = "ir", warmup: int = 1,
-                 cache: str = "flushed", timer: str = "auto"):  # fmt: skip
+    def __init__(
+        self,
+        record_db,
+        record_id: str | None = None,
+        iterations: int = 3,
+        device_id: int = 0,
+        backend: str | Backend | None = None,
+        mode: str = "ir",
+        warmup: int = 1,
+        cache: str = "flushed",
+        timer: str = "auto",
+    ):
         if iterations < 1:
             raise UsageError(f"iterations must be >= 1, got {iterations}")
         if mode not in MODES:
@@ -270,8 +155,14 @@ class BaseExecutor:
         if not self._open_device_copies():
             self._pristine = {addr: self.prologue.read_region(addr) for addr in self.written if addr in prologue_addrs}
         self._region_names = region_names(self.rec, self.args, self.prologue.regions)
-        log.debug("opened %s instance %s on %s: %d regions, %d written", self.rec.path,
-                  self.instance.dynamic_hash, self.device_label, len(self.prologue.regions), len(self.written))  # fmt: skip
+        log.debug(
+            "opened %s instance %s on %s: %d regions, %d written",
+            self.rec.path,
+            self.instance.dynamic_hash,
+            self.device_label,
+            len(self.prologue.regions),
+            len(self.written),
+        )
 
     def _open_device_copies(self) -> bool:
         """Keep pristine and expected bytes on the device when it can (resets device to device, compare there).
@@ -296,8 +187,11 @@ class BaseExecutor:
                 device.write_snapshot_regions(self.epilogue, [(a, b.addr) for a, b in self._expected_dev.items()])
             device.synchronize()
         except MnemeError as exc:  # e.g. out of device memory: fall back to host copies
-            log.warning("keeping the recorded state on %s failed (%s); resetting and verifying from the host",
-                        self.device_label, exc)  # fmt: skip
+            log.warning(
+                "keeping the recorded state on %s failed (%s); resetting and verifying from the host",
+                self.device_label,
+                exc,
+            )
             for buffer in [*self._pristine_dev.values(), *self._expected_dev.values()]:
                 try:
                     device.free(buffer)
@@ -347,8 +241,12 @@ class BaseExecutor:
             raise MnemeError("the executor is not open; use it as a context manager or call open()")
 
     # -- one experiment ----------------------------------------------------------------------
-    def execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None = None,
-                before_run: Callable[[], None] | None = None) -> ExperimentResult:  # fmt: skip
+    def execute(
+        self,
+        config: ExperimentConfiguration,
+        binary: DeviceBinary | None = None,
+        before_run: Callable[[], None] | None = None,
+    ) -> ExperimentResult:
         """Run one experiment. `binary` is a prebuilt variant (compile-ahead); otherwise it is built here.
 
         `before_run` is called once the binary is built, before the device is used (worker pools
@@ -356,8 +254,9 @@ class BaseExecutor:
         """
         self._check_open()
         events.emit("mneme_experiment_started", recording=self.rec, instance=self.instance, config=config)
-        result = ExperimentResult(start_time=utc_now(), gpu_id=self.device_id, device=self.device_label,
-                                  backend=self.backend.name)  # fmt: skip
+        result = ExperimentResult(
+            start_time=utc_now(), gpu_id=self.device_id, device=self.device_label, backend=self.backend.name
+        )
         try:
             self._execute(config, binary, result, before_run)
         except ExperimentError as exc:
@@ -371,21 +270,31 @@ class BaseExecutor:
         if result.failed and self._dirty and result.error_kind not in ("compile", "invalid", "load"):
             self._restore_all = True
         result.end_time = utc_now()
-        events.emit("mneme_experiment_finished", recording=self.rec, instance=self.instance, config=config,
-                    result=result)
+        events.emit(
+            "mneme_experiment_finished", recording=self.rec, instance=self.instance, config=config, result=result
+        )
         return result
 
-    def _execute(self, config: ExperimentConfiguration, binary: DeviceBinary | None, result: ExperimentResult,
-                 before_run: Callable[[], None] | None) -> None:  # fmt: skip
+    def _execute(
+        self,
+        config: ExperimentConfiguration,
+        binary: DeviceBinary | None,
+        result: ExperimentResult,
+        before_run: Callable[[], None] | None,
+    ) -> None:
         if not config.is_valid():
-            raise ExperimentError(f"invalid configuration for kernel {self.rec.kernel_name!r}: block {config.block} "
-                                  f"({config.block.size} threads) with launch bounds max_threads={config.max_threads}",
-                                  kind="invalid")  # fmt: skip
+            raise ExperimentError(
+                f"invalid configuration for kernel {self.rec.kernel_name!r}: block {config.block} "
+                f"({config.block.size} threads) with launch bounds max_threads={config.max_threads}",
+                kind="invalid",
+            )
         if binary is None:
             try:
                 binary = self.builder.build(config)
             except MnemeError as exc:
-                raise ExperimentError(f"building kernel {self.rec.kernel_name!r} failed: {exc}", kind="compile") from exc
+                raise ExperimentError(
+                    f"building kernel {self.rec.kernel_name!r} failed: {exc}", kind="compile"
+                ) from exc
         _record_build(result, binary)
         if before_run is not None:
             before_run()
@@ -408,9 +317,17 @@ class BaseExecutor:
         result.executed = True
         self._verify(kernel, result)
         with kernel_clock.running(self.warmup + self.iterations + 1):  # +1: a primed cache's untimed run
-            times = self.device.time(kernel, config.grid, config.block, config.shared_mem, self.args,
-                                     self.warmup + self.iterations, before_each=self.reset, cache=self.cache,
-                                     timer=self.timer)  # fmt: skip
+            times = self.device.time(
+                kernel,
+                config.grid,
+                config.block,
+                config.shared_mem,
+                self.args,
+                self.warmup + self.iterations,
+                before_each=self.reset,
+                cache=self.cache,
+                timer=self.timer,
+            )
         result.timer = self.device.timer_used
         result.warmup_time = list(times[: self.warmup])
         result.exec_time = list(times[self.warmup :])
@@ -450,8 +367,12 @@ class BaseExecutor:
             except MissingGlobalError:
                 absent.append(name)
         if absent and getattr(kernel, "absent_globals", None) is None:
-            log.info("kernel %s: %d recorded device global(s) not in this variant's module, not restored: %s",
-                     self.rec.kernel_name, len(absent), ", ".join(sorted(absent)))
+            log.info(
+                "kernel %s: %d recorded device global(s) not in this variant's module, not restored: %s",
+                self.rec.kernel_name,
+                len(absent),
+                ", ".join(sorted(absent)),
+            )
         kernel.absent_globals = frozenset(absent)
 
     def restore(self) -> None:
@@ -489,8 +410,10 @@ class BaseExecutor:
                 log.debug("comparing on the host: %s", exc)
         if not self._expected_host:  # decoded once: decompressing the epilogue per experiment costs more than a run
             self._expected_host = {r.addr: self.epilogue.read_region(r.addr) for r in self.epilogue.regions}
-        reports = [compare_buffers(self._expected_host[r.addr], self.device.read(r.addr, r.size), r.policy, addr=r.addr)
-                   for r in self.epilogue.regions]  # fmt: skip
+        reports = [
+            compare_buffers(self._expected_host[r.addr], self.device.read(r.addr, r.size), r.policy, addr=r.addr)
+            for r in self.epilogue.regions
+        ]
         lines = describe_mismatches(_Report(reports), self._region_names, self._divergence(reports))
         self._conclude_verification(kernel, result, lines)
 
@@ -509,12 +432,17 @@ class BaseExecutor:
         result.verified = not lines
         if lines:
             result.mismatches = lines
-            fail_result(result, "verify", f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: "
-                        + "; ".join(lines[:4]))  # fmt: skip
+            fail_result(
+                result,
+                "verify",
+                f"kernel {self.rec.kernel_name!r} did not reproduce the recorded epilogue: " + "; ".join(lines[:4]),
+            )
 
     def _verify_on_device(self, kernel: LoadedKernel, result: ExperimentResult) -> None:
-        requests = [_CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
-                    for r in self.epilogue.regions]  # fmt: skip
+        requests = [
+            _CompareRequest(self._expected_dev[r.addr].addr, r.addr, r.size, None if r.policy.exact else r.policy)
+            for r in self.epilogue.regions
+        ]
         diffs = self.device.compare_regions(requests)
         lines = describe_mismatches(_Report(diffs), self._region_names, self._divergence(diffs))
         self._conclude_verification(kernel, result, lines)
@@ -527,7 +455,8 @@ class BaseExecutor:
         """The application's own machine code (else its PTX) for a speed baseline; None when there is none."""
         self._check_open()
         return self.builder.recorded_binary("cubin", required=False) or self.builder.recorded_binary(
-            "ptx", required=False)
+            "ptx", required=False
+        )
 
 
 @attrs.frozen
@@ -648,8 +577,9 @@ def region_of_arg(rec, args: bytes, regions, index: int) -> int:
     raise UsageError(f"{rec.path}: argument {index} points to 0x{value:x}, outside every recorded region")
 
 
-def describe_mismatches(report, names: Mapping[int, str] | None = None,
-                        details: Mapping[int, str] | None = None) -> list[str]:  # fmt: skip
+def describe_mismatches(
+    report, names: Mapping[int, str] | None = None, details: Mapping[int, str] | None = None
+) -> list[str]:
     """One line per differing region or global: where, how many bytes, how far off (`details` by address:
     more to say of a region, e.g. its float errors)."""
     lines = []

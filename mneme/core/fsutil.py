@@ -53,7 +53,6 @@ def atomic_write(path: str | os.PathLike, data: bytes | str, *, mode: int | None
     fsync_dir(target.parent)
 
 
-
 def file_mode(target: str | os.PathLike) -> int:
     """The mode a plain `open(target, "w")` would give: the existing file's, else 0o666 minus umask."""
     try:

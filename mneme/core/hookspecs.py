@@ -30,6 +30,7 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 
 # -- registration --------------------------------------------------------------------------------
 
+
 @hookspec
 def mneme_backends():
     """Return backend classes (subclasses of `mneme.core.backend.Backend`)."""
@@ -76,6 +77,7 @@ def mneme_cli_commands(cli, registry):
 
 
 # -- decisions and pipelines ------------------------------------------------------------------------
+
 
 @hookspec(firstresult=True)
 def mneme_backend_for_arch(arch, backends):
@@ -131,6 +133,7 @@ def mneme_transform_module(build):
 
 
 # -- events -------------------------------------------------------------------------------------------
+
 
 @hookspec
 def mneme_recording_loaded(recording):

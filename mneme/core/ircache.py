@@ -34,8 +34,16 @@ _MAGIC = b"MNEMEBIN1\n"
 _ALIAS = b"MNEMEALIAS1\n"  # a request key's entry: the build key it resolved to
 
 
-def build_key(variant_hash: str, config: ExperimentConfiguration, toolchain: Mapping[str, str], arch: str,
-              emit: str, *, kernel: str = "", intermediate: bool = False) -> str:  # fmt: skip
+def build_key(
+    variant_hash: str,
+    config: ExperimentConfiguration,
+    toolchain: Mapping[str, str],
+    arch: str,
+    emit: str,
+    *,
+    kernel: str = "",
+    intermediate: bool = False,
+) -> str:
     """The cache key of one build: SHA-256 over everything that changes its output.
 
     `toolchain` is what the backend declares about its tools (`Backend.toolchain(arch)`);
@@ -44,8 +52,14 @@ def build_key(variant_hash: str, config: ExperimentConfiguration, toolchain: Map
     variant hash for all of its kernels). `intermediate`: the key of a backend's intermediate code
     (`Backend.intermediate`), which the assemble stage's fields do not change.
     """
-    data = {"variant": variant_hash, "kernel": kernel, "arch": arch, "emit": emit,
-            "config": build_fields(config, assemble=not intermediate), "toolchain": dict(toolchain)}  # fmt: skip
+    data = {
+        "variant": variant_hash,
+        "kernel": kernel,
+        "arch": arch,
+        "emit": emit,
+        "config": build_fields(config, assemble=not intermediate),
+        "toolchain": dict(toolchain),
+    }
     return hashlib.sha256(canonical_json(data).encode()).hexdigest()
 
 
@@ -54,9 +68,19 @@ def _config_text(config: ExperimentConfiguration) -> str:
     return config.canonical_json()
 
 
-def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguration, toolchain: Mapping[str, str],
-                arch: str, emit: str, args: bytes | None, arg_layout, specialize_indexes, extra_transforms,
-                pipeline_plugins=()) -> str:  # fmt: skip
+def request_key(
+    base_hash: str,
+    kernel_name: str,
+    config: ExperimentConfiguration,
+    toolchain: Mapping[str, str],
+    arch: str,
+    emit: str,
+    args: bytes | None,
+    arg_layout,
+    specialize_indexes,
+    extra_transforms,
+    pipeline_plugins=(),
+) -> str:
     """The key of a compile request: the input IR's hash and everything the transforms and build read.
 
     Equal requests give equal builds, so a hit needs no preprocessing; argument bytes count
@@ -65,13 +89,19 @@ def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguratio
     """
     uses_args = bool(config.specialize)
     data = {
-        "base": base_hash, "kernel": kernel_name, "config": _config_text(config), "arch": arch,
-        "emit": emit, "toolchain": dict(toolchain), "extra": sorted(extra_transforms),
+        "base": base_hash,
+        "kernel": kernel_name,
+        "config": _config_text(config),
+        "arch": arch,
+        "emit": emit,
+        "toolchain": dict(toolchain),
+        "extra": sorted(extra_transforms),
         "args": hashlib.sha256(bytes(args)).hexdigest() if uses_args and args is not None else None,
         "layout": [[a.offset, a.size, bool(getattr(a, "specializable", True))] for a in arg_layout]
-        if uses_args and arg_layout is not None else None,
+        if uses_args and arg_layout is not None
+        else None,
         "indexes": sorted(specialize_indexes) if uses_args and specialize_indexes is not None else None,
-    }  # fmt: skip
+    }
     if pipeline_plugins:  # plugins in the transform pipeline decide the build too (absent: keys as before)
         data["pipeline"] = sorted(pipeline_plugins)
     return "r" + hashlib.sha256(canonical_json(data).encode()).hexdigest()[1:]
@@ -79,10 +109,15 @@ def request_key(base_hash: str, kernel_name: str, config: ExperimentConfiguratio
 
 def _encode(binary: DeviceBinary) -> bytes:
     header = {
-        "backend": binary.backend, "arch": binary.arch, "kind": binary.kind, "kernel_name": binary.kernel_name,
-        "resources": attrs.asdict(binary.resources), "stage_times": binary.stage_times,
-        "variant_hash": binary.variant_hash, "sha256": hashlib.sha256(binary.data).hexdigest(),
-    }  # fmt: skip
+        "backend": binary.backend,
+        "arch": binary.arch,
+        "kind": binary.kind,
+        "kernel_name": binary.kernel_name,
+        "resources": attrs.asdict(binary.resources),
+        "stage_times": binary.stage_times,
+        "variant_hash": binary.variant_hash,
+        "sha256": hashlib.sha256(binary.data).hexdigest(),
+    }
     head = json.dumps(header, sort_keys=True).encode()
     return _MAGIC + len(head).to_bytes(8, "little") + head + binary.data
 
@@ -100,16 +135,27 @@ def _decode(blob: bytes) -> DeviceBinary | None:
     if hashlib.sha256(data).hexdigest() != header.get("sha256"):
         return None
     return DeviceBinary(
-        header["backend"], header["arch"], header["kind"], header["kernel_name"], data,
-        Resources(**header["resources"]), header["stage_times"], header["variant_hash"],
-    )  # fmt: skip
+        header["backend"],
+        header["arch"],
+        header["kind"],
+        header["kernel_name"],
+        data,
+        Resources(**header["resources"]),
+        header["stage_times"],
+        header["variant_hash"],
+    )
 
 
 class BuildCache:
     """Process memory in front of a size-bounded directory of builds."""
 
-    def __init__(self, directory: str | os.PathLike | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                 memory_entries: int = 256, disk: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        directory: str | os.PathLike | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        memory_entries: int = 256,
+        disk: bool = True,
+    ):
         self.directory = Path(directory) if directory else cache_root() / "builds"
         self.max_bytes = max_bytes
         self.disk = disk

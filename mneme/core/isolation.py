@@ -77,8 +77,9 @@ def _child(body: Callable[[], Any], conn) -> None:
     err = None if _has_fd(sys.stderr) else io.StringIO()
     try:
         limits.restrict_worker(default_data_bytes=_physical_memory())
-        kernel_clock.supervise(lambda budget, limit="timeout_seconds": conn.send(
-            {"payload": "kernel", "budget": budget, "limit": limit}))
+        kernel_clock.supervise(
+            lambda budget, limit="timeout_seconds": conn.send({"payload": "kernel", "budget": budget, "limit": limit})
+        )
         with contextlib.ExitStack() as stack:
             if out is not None:
                 stack.enter_context(contextlib.redirect_stdout(out))
@@ -146,7 +147,8 @@ def run_isolated(body: Callable[[], Any], what: str) -> Any:
                     raise kernel_clock.compile_limit_error(kernel_budget, f"the {what} process (pid {pid})")
                 raise NotVerifiedError(
                     f"the kernel timed out: it ran past its time limit ({kernel_budget:g} s for the runs in flight; "
-                    f"--timeout or {limits.variable('timeout_seconds')}); the {what} process (pid {pid}) was killed")
+                    f"--timeout or {limits.variable('timeout_seconds')}); the {what} process (pid {pid}) was killed"
+                )
     except BaseException:
         with contextlib.suppress(ProcessLookupError, ChildProcessError):
             os.kill(pid, signal.SIGKILL)
@@ -160,8 +162,10 @@ def run_isolated(body: Callable[[], Any], what: str) -> Any:
             how = f"signal {signal.Signals(os.WTERMSIG(status)).name}"
         else:
             how = f"exit code {os.WEXITSTATUS(status)}"
-        raise ExperimentError(f"the {what} process (pid {pid}) died with {how} before it finished (a kernel, the "
-                              f"runtime or the memory cap, {limits.variable('worker_data_bytes')}, ended it)")
+        raise ExperimentError(
+            f"the {what} process (pid {pid}) died with {how} before it finished (a kernel, the "
+            f"runtime or the memory cap, {limits.variable('worker_data_bytes')}, ended it)"
+        )
     sys.stdout.write(reply.get("stdout", ""))
     sys.stderr.write(reply.get("stderr", ""))
     if "exit" in reply:

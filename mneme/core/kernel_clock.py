@@ -88,9 +88,11 @@ def compiling() -> Iterator[None]:
 
 def compile_limit_message(budget: float, killed: str) -> str:
     """What a supervisor says when it killed `killed` for compiling past its limit."""
-    return (f"compiling the variant took longer than its limit compile_seconds={budget:g} s; {killed} was killed. "
-            f"The kernel's IR is too large to compile in time; if it is trusted, raise the limit with "
-            f"{limits.variable(COMPILE_LIMIT)}=N")
+    return (
+        f"compiling the variant took longer than its limit compile_seconds={budget:g} s; {killed} was killed. "
+        f"The kernel's IR is too large to compile in time; if it is trusted, raise the limit with "
+        f"{limits.variable(COMPILE_LIMIT)}=N"
+    )
 
 
 def compile_limit_error(budget: float, killed: str):

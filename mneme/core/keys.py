@@ -25,8 +25,14 @@ def nearest(name: str, valid: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
-def check_keys(mapping: Mapping[Any, Any], valid: Iterable[str], source: str | os.PathLike | None,
-               field: str | None = None, *, error: type[Exception] = FormatError) -> None:  # fmt: skip
+def check_keys(
+    mapping: Mapping[Any, Any],
+    valid: Iterable[str],
+    source: str | os.PathLike | None,
+    field: str | None = None,
+    *,
+    error: type[Exception] = FormatError,
+) -> None:
     """Raise `error` naming the first key of `mapping` not in `valid`, the nearest valid one and all of them.
 
     `error` is FormatError (a file's content: exit 2) by default; a UsageError subclass for

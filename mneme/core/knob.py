@@ -19,8 +19,21 @@ STAGES = ("preprocess", "optimize", "codegen", "assemble", "launch")
 TYPES = {"bool": bool, "int": int, "float": float, "str": str}
 # The original Mneme API's fields of ExperimentConfiguration (mneme.core.types): a knob must not
 # take one of these names, nor "schema" or "knobs".
-CORE_FIELDS = ("grid", "block", "shared_mem", "specialize", "set_launch_bounds", "max_threads", "min_blocks_per_sm",
-               "specialize_dims", "passes", "codegen_opt", "codegen_method", "prune", "internalize")  # fmt: skip
+CORE_FIELDS = (
+    "grid",
+    "block",
+    "shared_mem",
+    "specialize",
+    "set_launch_bounds",
+    "max_threads",
+    "min_blocks_per_sm",
+    "specialize_dims",
+    "passes",
+    "codegen_opt",
+    "codegen_method",
+    "prune",
+    "internalize",
+)
 
 
 @attrs.frozen
@@ -80,20 +93,65 @@ class Knob:
 # -- the core's own knobs: the optimize stage (mneme.core.pipeline reads them) ------------------
 
 OPTIMIZE_KNOBS = [
-    Knob("loop_unrolling", "bool", None, "optimize", "Unroll loops in the default<O..> pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs", schema1=True),
-    Knob("loop_vectorization", "bool", None, "optimize", "Vectorize loops in the default pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs", schema1=True),
-    Knob("slp_vectorization", "bool", None, "optimize", "SLP-vectorize in the default pipelines (default: LLVM's).",
-         optional=True, search=(None, True, False), feature="knobs", schema1=True),
-    Knob("inlining_threshold", "int", None, "optimize", "Inliner threshold (default: the level's).",
-         optional=True, low=0, high=1 << 20, schema1=True),
+    Knob(
+        "loop_unrolling",
+        "bool",
+        None,
+        "optimize",
+        "Unroll loops in the default<O..> pipelines (default: LLVM's).",
+        optional=True,
+        search=(None, True, False),
+        feature="knobs",
+        schema1=True,
+    ),
+    Knob(
+        "loop_vectorization",
+        "bool",
+        None,
+        "optimize",
+        "Vectorize loops in the default pipelines (default: LLVM's).",
+        optional=True,
+        search=(None, True, False),
+        feature="knobs",
+        schema1=True,
+    ),
+    Knob(
+        "slp_vectorization",
+        "bool",
+        None,
+        "optimize",
+        "SLP-vectorize in the default pipelines (default: LLVM's).",
+        optional=True,
+        search=(None, True, False),
+        feature="knobs",
+        schema1=True,
+    ),
+    Knob(
+        "inlining_threshold",
+        "int",
+        None,
+        "optimize",
+        "Inliner threshold (default: the level's).",
+        optional=True,
+        low=0,
+        high=1 << 20,
+        schema1=True,
+    ),
     # nvcc fully unrolls larger loops than LLVM's O3 (300), e.g. those over a small local array, which then
     # lives in registers (docs/design/investigations/ir-vs-nvcc-2026-12-06.md)
-    Knob("unroll_threshold", "int", None, "optimize", "Full-unrolling size threshold (default: the level's, "
-         "300 at O3; nvcc unrolls as at about 1200).", optional=True, low=0, high=1 << 20,
-         search=(None, 600, 1200, 2400), feature="knobs"),
-]  # fmt: skip
+    Knob(
+        "unroll_threshold",
+        "int",
+        None,
+        "optimize",
+        "Full-unrolling size threshold (default: the level's, 300 at O3; nvcc unrolls as at about 1200).",
+        optional=True,
+        low=0,
+        high=1 << 20,
+        search=(None, 600, 1200, 2400),
+        feature="knobs",
+    ),
+]
 
 
 @hookimpl

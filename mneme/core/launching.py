@@ -29,12 +29,14 @@ class LaunchAttributes:
     @property
     def names(self) -> frozenset[str]:
         """The attributes set: "cooperative", "cluster"."""
-        return frozenset(name for name, on in (("cooperative", self.cooperative), ("cluster", self.cluster is not None))
-                         if on)  # fmt: skip
+        return frozenset(
+            name for name, on in (("cooperative", self.cooperative), ("cluster", self.cluster is not None)) if on
+        )
 
     def describe(self) -> str:
         parts = (["cooperatively"] if self.cooperative else []) + (
-            [f"with clusters of {self.cluster}"] if self.cluster is not None else [])
+            [f"with clusters of {self.cluster}"] if self.cluster is not None else []
+        )
         return " and ".join(parts) or "plainly"
 
 

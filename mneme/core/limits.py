@@ -37,8 +37,10 @@ def check(name: str, value: int, what: str) -> int:
     """`value` when it is within limit `name`, else a `LimitError` naming `what` and the limit."""
     bound = limit(name)
     if value > bound:
-        raise LimitError(f"{what} is {value}, over the limit {name}={bound}; if the input is trusted, raise it "
-                         f"with {variable(name)}=N")
+        raise LimitError(
+            f"{what} is {value}, over the limit {name}={bound}; if the input is trusted, raise it "
+            f"with {variable(name)}=N"
+        )
     return value
 
 
@@ -55,8 +57,11 @@ def depth(data: Any, where: Any, *, bound: int | None = None) -> None:
         else:
             continue
         if level > bound:
-            raise FormatError(where, f"nested deeper than the limit json_depth={bound}; raise it with "
-                              f"{variable('json_depth')}=N if the file is trusted")
+            raise FormatError(
+                where,
+                f"nested deeper than the limit json_depth={bound}; raise it with "
+                f"{variable('json_depth')}=N if the file is trusted",
+            )
         stack.extend((child, level + 1) for child in children)
 
 
@@ -92,8 +97,10 @@ def load_json(text: str, where: Any) -> Any:
     # value but the first follows a comma or opens a list or object (commas in strings count too).
     nodes = text.count(",") + text.count("[") + text.count("{")
     if nodes > limit("json_nodes"):
-        raise LimitError(f"{where}: the document has about {nodes} values, over the limit json_nodes="
-                         f"{limit('json_nodes')}; if the input is trusted, raise it with {variable('json_nodes')}=N")
+        raise LimitError(
+            f"{where}: the document has about {nodes} values, over the limit json_nodes="
+            f"{limit('json_nodes')}; if the input is trusted, raise it with {variable('json_nodes')}=N"
+        )
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys, parse_float=_finite, parse_constant=_no_constant)
     except _Refused as exc:
@@ -101,8 +108,11 @@ def load_json(text: str, where: Any) -> Any:
     except json.JSONDecodeError as exc:
         raise FormatError(where, f"not valid JSON: {exc}") from None
     except RecursionError:  # deeper than Python's parser goes: far past the limit
-        raise FormatError(where, f"nested deeper than the limit json_depth={limit('json_depth')}; raise it with "
-                          f"{variable('json_depth')}=N if the file is trusted") from None
+        raise FormatError(
+            where,
+            f"nested deeper than the limit json_depth={limit('json_depth')}; raise it with "
+            f"{variable('json_depth')}=N if the file is trusted",
+        ) from None
     except ValueError as exc:  # integers longer than Python's digit limit
         raise FormatError(where, f"not readable JSON: {str(exc)[:200]}") from None
     depth(data, where)
@@ -125,8 +135,11 @@ def load_yaml(text: str, where: Any) -> Any:
     except yaml.YAMLError as exc:
         raise FormatError(where, f"not valid YAML/JSON: {str(exc)[:500]}") from None
     except RecursionError:
-        raise FormatError(where, f"nested deeper than the limit json_depth={limit('json_depth')}; raise it with "
-                          f"{variable('json_depth')}=N if the file is trusted") from None
+        raise FormatError(
+            where,
+            f"nested deeper than the limit json_depth={limit('json_depth')}; raise it with "
+            f"{variable('json_depth')}=N if the file is trusted",
+        ) from None
     except ValueError as exc:
         raise FormatError(where, f"not readable YAML: {str(exc)[:200]}") from None
     depth(data, where)
@@ -148,17 +161,22 @@ def _loader():
         def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
-                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in Mneme's files",
-                                                  event.start_mark)
+                raise yaml.composer.ComposerError(
+                    None, None, "aliases (*name) are not allowed in Mneme's files", event.start_mark
+                )
             self._nodes += 1
             if self._nodes > self._max_nodes:
-                raise LimitError(f"the document has more than {self._max_nodes} nodes (values, lists and "
-                                 f"mappings), over the limit json_nodes; if the input is trusted, raise it with "
-                                 f"{variable('json_nodes')}=N")
+                raise LimitError(
+                    f"the document has more than {self._max_nodes} nodes (values, lists and "
+                    f"mappings), over the limit json_nodes; if the input is trusted, raise it with "
+                    f"{variable('json_nodes')}=N"
+                )
             self._level += 1
             if self._level > self._max_level:
-                raise _Refused(f"nested deeper than the limit json_depth={self._max_level}; raise it with "
-                               f"{variable('json_depth')}=N if the file is trusted")
+                raise _Refused(
+                    f"nested deeper than the limit json_depth={self._max_level}; raise it with "
+                    f"{variable('json_depth')}=N if the file is trusted"
+                )
             try:
                 return super().compose_node(parent, index)
             finally:
@@ -176,8 +194,10 @@ def _loader():
         def construct_yaml_float(self, node):
             value = super().construct_yaml_float(node)
             if not math.isfinite(value):
-                raise _Refused(f"the number {node.value[:40]!r} ({_line(node)}) is not finite; sizes, addresses and "
-                               "values are finite numbers")
+                raise _Refused(
+                    f"the number {node.value[:40]!r} ({_line(node)}) is not finite; sizes, addresses and "
+                    "values are finite numbers"
+                )
             return value
 
     NoAliasLoader.add_constructor("tag:yaml.org,2002:float", NoAliasLoader.construct_yaml_float)
@@ -265,9 +285,15 @@ def timeout_option(func):
             set_timeout(value)
         return value
 
-    return click.option("--timeout", type=click.FloatRange(min=0), default=None, expose_value=False,
-                        callback=store, help="Stop a kernel run after this many seconds, 0 for never "
-                        f"(default {DEFAULTS['timeout_seconds']}, or {variable('timeout_seconds')}).")(func)
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0),
+        default=None,
+        expose_value=False,
+        callback=store,
+        help="Stop a kernel run after this many seconds, 0 for never "
+        f"(default {DEFAULTS['timeout_seconds']}, or {variable('timeout_seconds')}).",
+    )(func)
 
 
 def restrict_worker(default_data_bytes: int | None = None) -> None:

@@ -45,8 +45,9 @@ def _quiet_pattern() -> str:
 
 
 def _filter_warnings(verbosity: int) -> None:
-    warnings.filters[:] = [f for f in warnings.filters if not (f[0] == "ignore" and f[3] is not None
-                                                                 and f[3].pattern in _patterns)]  # fmt: skip
+    warnings.filters[:] = [
+        f for f in warnings.filters if not (f[0] == "ignore" and f[3] is not None and f[3].pattern in _patterns)
+    ]
     if verbosity < 1 and _WARNERS:
         pattern = _quiet_pattern()
         warnings.filterwarnings("ignore", module=pattern)

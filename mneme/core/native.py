@@ -39,8 +39,15 @@ PRELOAD_COMPAT = RECORDER_SOURCES / "glibc_compat.cpp"
 #: Their link options: the C++ runtime and libgcc statically, none of their symbols exported (a preloaded
 #: library must not interpose on the application's own C++ runtime); libdl and libpthread named, for a
 #: glibc older than 2.34 where the functions PRELOAD_COMPAT binds still live there.
-PRELOAD_LINK = ("-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL", "-Wl,--no-as-needed", "-l:libdl.so.2", "-l:libpthread.so.0",
-                "-Wl,--as-needed")
+PRELOAD_LINK = (
+    "-static-libstdc++",
+    "-static-libgcc",
+    "-Wl,--exclude-libs,ALL",
+    "-Wl,--no-as-needed",
+    "-l:libdl.so.2",
+    "-l:libpthread.so.0",
+    "-Wl,--as-needed",
+)
 
 _SEARCH: list[Path] = []
 
@@ -96,8 +103,9 @@ def xxhash_include() -> Path | None:
     return None
 
 
-def compile_library(target: Path, command: Callable[[str], list[str]], what: str,
-                    error: type[MnemeError] = MnemeError) -> Path:  # fmt: skip
+def compile_library(
+    target: Path, command: Callable[[str], list[str]], what: str, error: type[MnemeError] = MnemeError
+) -> Path:
     """Run `command(output_path)` to build `target` atomically; raise `error` naming `what` when it fails."""
     target.parent.mkdir(parents=True, exist_ok=True)
     import subprocess  # here: finding a library (`mneme plugins`) must not pay for these imports
@@ -155,8 +163,9 @@ class NativeLibrary:
     def build_dir(self) -> Path:
         return cache_dir(self.cache or self.stem)
 
-    def status(self, distribution: str, prerequisites: Sequence[tuple[Callable[[], object], str]],
-               build_command: str) -> tuple[bool, str]:  # fmt: skip
+    def status(
+        self, distribution: str, prerequisites: Sequence[tuple[Callable[[], object], str]], build_command: str
+    ) -> tuple[bool, str]:
         """Whether the library is built or can be, and what to do otherwise.
 
         `prerequisites`: (finds it, what to do when it finds nothing) for each thing a build needs,
@@ -166,8 +175,9 @@ class NativeLibrary:
         if path is not None:
             return True, f"built: {path}"
         if not self.available():
-            return False, (f"not built: its sources ({self.sources[0]}) are not installed; install {distribution} "
-                           "from a checkout")  # fmt: skip
+            return False, (
+                f"not built: its sources ({self.sources[0]}) are not installed; install {distribution} from a checkout"
+            )
         for find, advice in prerequisites:
             if find() is None:
                 return False, f"not built: {advice}"
@@ -184,24 +194,39 @@ class NativeLibrary:
         # An installed package has no sources to be newer than its build (pip stamps each file with the
         # time it wrote it, so comparing its files would be a race); a checkout's build is stale once
         # a source or header is newer.
-        if packaged is not None and packaged.exists() and (not checkout or all(
-                packaged.stat().st_mtime >= p.stat().st_mtime for p in (*self.sources, *self.headers) if p.exists())):
+        if (
+            packaged is not None
+            and packaged.exists()
+            and (
+                not checkout
+                or all(
+                    packaged.stat().st_mtime >= p.stat().st_mtime for p in (*self.sources, *self.headers) if p.exists()
+                )
+            )
+        ):
             return packaged
         if not checkout:
             return None
         name = self.name()
         return next((f / name for f in (self.build_dir(), *folders, *_SEARCH) if (f / name).exists()), None)
 
-    def build(self, command: Callable[[Sequence[str], str], list[str]], out_dir: Path | None = None,
-              force: bool = False, error: type[MnemeError] = MnemeError) -> Path:  # fmt: skip
+    def build(
+        self,
+        command: Callable[[Sequence[str], str], list[str]],
+        out_dir: Path | None = None,
+        force: bool = False,
+        error: type[MnemeError] = MnemeError,
+    ) -> Path:
         """Compile into `out_dir` (default: the build cache) unless built already; the library's path.
 
         `command(sources, output)` is the compiler's argument list.
         """
         if not self.available():
             missing = next(p for p in self.sources if not p.exists())
-            raise error(f"cannot build {self.what}: its source {missing} is not installed; install from a "
-                        "source checkout or a package that ships it")  # fmt: skip
+            raise error(
+                f"cannot build {self.what}: its source {missing} is not installed; install from a "
+                "source checkout or a package that ships it"
+            )
         target = (Path(out_dir) if out_dir else self.build_dir()) / self.name()
         if target.exists() and not force:
             return target

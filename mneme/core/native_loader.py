@@ -70,10 +70,18 @@ class NativeLoader:
         is a failed load.
     """
 
-    def __init__(self, what: str, locate: Callable[[], str | os.PathLike | None],
-                 prototypes: Mapping[str, Prototype], *, remedy: str, abi: Abi | None = None,
-                 version: VersionCheck | None = None, mode: int = ctypes.DEFAULT_MODE,
-                 after_load: Callable[[ctypes.CDLL, str], None] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        what: str,
+        locate: Callable[[], str | os.PathLike | None],
+        prototypes: Mapping[str, Prototype],
+        *,
+        remedy: str,
+        abi: Abi | None = None,
+        version: VersionCheck | None = None,
+        mode: int = ctypes.DEFAULT_MODE,
+        after_load: Callable[[ctypes.CDLL, str], None] | None = None,
+    ):
         if abi is not None and version is not None:
             raise ValueError("a library has an ABI number or a version check, not both")
         self.what, self.remedy = what, remedy
@@ -152,13 +160,17 @@ class NativeLoader:
             try:
                 probe = getattr(lib, self._abi.symbol)
             except AttributeError:
-                raise self._fail(path, f"it has no ABI function {self._abi.symbol} (not this library, or a build "
-                                       "older than its ABI number)") from None  # fmt: skip
+                raise self._fail(
+                    path,
+                    f"it has no ABI function {self._abi.symbol} (not this library, or a build "
+                    "older than its ABI number)",
+                ) from None
             probe.restype, probe.argtypes = ctypes.c_int, []
             got = probe()
             if got != self._abi.expected:
-                raise self._fail(path, f"its ABI is {got}, this Mneme needs {self._abi.expected} (a build of other "
-                                       "sources)")  # fmt: skip
+                raise self._fail(
+                    path, f"its ABI is {got}, this Mneme needs {self._abi.expected} (a build of other sources)"
+                )
         elif self._version is not None:
             try:
                 wrong = self._version(lib)

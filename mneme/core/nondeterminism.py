@@ -113,8 +113,8 @@ def analyze(executor: Any, config: Any = None, *, runs: int = 3, margin: float =
             policy, note = derive_policy([between, vs_recording], margin)
         elif reasons and matches:
             note = "every replay here matched the recording bit for bit: no spread to derive a bound from"
-        findings.append(RegionFinding(addr, region.size, arg, reasons, between, vs_recording, runs_differ, matches,
-                                      policy, note))  # fmt: skip
+        findings.append(
+            RegionFinding(addr, region.size, arg, reasons, between, vs_recording, runs_differ, matches, policy, note)
+        )
     findings.sort(key=lambda f: (not f.order_dependent, f.addr))
     return findings
-

@@ -83,8 +83,10 @@ def order_dependent_params(module_text: str, kernel: str) -> dict[int, list[str]
         for line in body:
             store = _STORE.search(line)
             if store and _depends_on(store.group(1), defs, ordered_results):
-                note(store.group(1), "a store at an index an atomic returned: each value lands where its thread's "
-                                     "turn fell")  # fmt: skip
+                note(
+                    store.group(1),
+                    "a store at an index an atomic returned: each value lands where its thread's turn fell",
+                )
     return dict(reasons)
 
 

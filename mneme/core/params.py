@@ -15,8 +15,22 @@ from typing import Any
 from mneme.core import plugins
 from mneme.core.knob import CORE_FIELDS, OPTIMIZE_KNOBS, STAGES, TYPES, Knob
 
-__all__ = ["CORE_FIELDS", "OPTIMIZE_KNOBS", "STAGES", "TYPES", "Knob", "Knobs", "build_fields", "click_options",
-           "default_of", "knobs", "known_names", "normalize", "schema1_knobs", "unused_when"]  # fmt: skip
+__all__ = [
+    "CORE_FIELDS",
+    "OPTIMIZE_KNOBS",
+    "STAGES",
+    "TYPES",
+    "Knob",
+    "Knobs",
+    "build_fields",
+    "click_options",
+    "default_of",
+    "knobs",
+    "known_names",
+    "normalize",
+    "schema1_knobs",
+    "unused_when",
+]
 
 # Fields of the original Mneme API that reach optimization and code generation (the rest
 # change the preprocessed IR, whose variant hash is part of every build key).
@@ -105,8 +119,10 @@ def normalize(values: Mapping[str, Any]) -> Knobs:
         if name in declared:
             value = declared[name].check(value)
         else:
-            raise ValueError(f"unknown configuration field {name!r}: neither a field of the original Mneme API "
-                             f"nor a parameter an installed plugin declares ({nearest(name)})")
+            raise ValueError(
+                f"unknown configuration field {name!r}: neither a field of the original Mneme API "
+                f"nor a parameter an installed plugin declares ({nearest(name)})"
+            )
         if value != default_of(name) or type(value) is not type(default_of(name)):
             kept[name] = value
     return Knobs(kept)
@@ -144,8 +160,11 @@ def click_options(declared: Mapping[str, Knob] | None = None) -> list:
         if knob.type == "bool":
             options.append(click.Option([f"{flag}/--no-{flag[2:]}", knob.name], default=None, help=help_))
         elif knob.choices is not None:
-            options.append(click.Option([flag, knob.name], type=click.Choice([str(c) for c in knob.choices]),
-                                        default=None, help=help_))
+            options.append(
+                click.Option(
+                    [flag, knob.name], type=click.Choice([str(c) for c in knob.choices]), default=None, help=help_
+                )
+            )
         else:
             kind = click.IntRange if knob.type == "int" else click.FloatRange if knob.type == "float" else None
             type_ = kind(knob.low, knob.high) if kind else click.STRING

@@ -31,9 +31,7 @@ log = logging.getLogger(__name__)
 
 _PRINT_PASS_NAMES = "_ZN4llvm11PassBuilder14printPassNamesERNS_11raw_ostreamE"
 _ERRS = "_ZN4llvm4errsEv"
-_PARSE_MODULE_PIPELINE = (
-    "_ZN4llvm11PassBuilder17parsePassPipelineERNS_11PassManagerINS_6ModuleENS_15AnalysisManagerIS2_JEEEJEEENS_9StringRefE"
-)
+_PARSE_MODULE_PIPELINE = "_ZN4llvm11PassBuilder17parsePassPipelineERNS_11PassManagerINS_6ModuleENS_15AnalysisManagerIS2_JEEEJEEENS_9StringRefE"
 _ERROR_MESSAGE = "LLVMGetErrorMessage"
 _DISPOSE_MESSAGE = "LLVMDisposeErrorMessage"
 # An exported function of the same library: its address minus its symbol value is the load base.
@@ -85,8 +83,13 @@ def _unavailable() -> str | None:
 
 #: llvmlite's library, opened again to find its load address: its functions are reached by their symbol
 #: values (`_symbols`), not by name, so none is declared here; `_unavailable` checks they are there.
-_LLVMLITE = NativeLoader("llvmlite's LLVM library", _library_path, {}, remedy="reinstall llvmlite (pip install "
-                         "--force-reinstall llvmlite), or use default<Ox> and the pass names `mneme ir passes` lists")
+_LLVMLITE = NativeLoader(
+    "llvmlite's LLVM library",
+    _library_path,
+    {},
+    remedy="reinstall llvmlite (pip install "
+    "--force-reinstall llvmlite), or use default<Ox> and the pass names `mneme ir passes` lists",
+)
 
 
 class _Native:
@@ -97,8 +100,10 @@ class _Native:
 
         why = _unavailable()
         if why:
-            raise IRError(f"LLVM's textual pass pipelines are not available: {why}; use default<Ox> or the pass "
-                          "names `mneme ir passes` lists")  # fmt: skip
+            raise IRError(
+                f"LLVM's textual pass pipelines are not available: {why}; use default<Ox> or the pass "
+                "names `mneme ir passes` lists"
+            )
         syms = _symbols()
         ffi.lib  # noqa: B018 - loads llvmlite's library; opening it again below finds the same mapping
         anchor = ctypes.cast(_LLVMLITE.load()[_ANCHOR], ctypes.c_void_p).value
@@ -177,8 +182,9 @@ def check_pipeline(text: str) -> None:
                 target = llvm.Target.from_triple(triple) if triple else llvm.Target.from_default_triple()
             except RuntimeError:  # a target this llvmlite lacks
                 continue
-            builder = llvm.create_pass_builder(target.create_target_machine(),
-                                               llvm.create_pipeline_tuning_options(speed_level=2))  # fmt: skip
+            builder = llvm.create_pass_builder(
+                target.create_target_machine(), llvm.create_pipeline_tuning_options(speed_level=2)
+            )
             try:
                 parse_into(builder, llvm.create_new_module_pass_manager(), text)
                 return
@@ -236,9 +242,13 @@ def registry() -> dict[str, list[str]]:
         pass
     if _unavailable():
         raise IRError(f"LLVM's pass registry is not available: {_unavailable()}")
-    done = subprocess.run([sys.executable, "-c", "from mneme.core.pass_registry import _print_registry; "
-                           "_print_registry()"], capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ))  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", "from mneme.core.pass_registry import _print_registry; _print_registry()"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
     sections = _parse_listing(done.stderr)
     if done.returncode != 0 or "Function passes:" not in sections:
         raise IRError(f"LLVM did not list its passes (exit {done.returncode}): {done.stderr[-500:]}")
@@ -268,10 +278,13 @@ def transform_passes() -> list[tuple[str, str, str]]:
 # The adaptors around a pass of each level, outermost first (LLVM runs loop-nest passes in `loop(...)`;
 # LICM needs MemorySSA, which `loop-mssa(...)` provides).
 ADAPTORS = {
-    "module": (), "cgscc": ("cgscc",), "function": ("function<eager-inv>",),
-    "loopnest": ("function<eager-inv>", "loop"), "loop": ("function<eager-inv>", "loop"),
+    "module": (),
+    "cgscc": ("cgscc",),
+    "function": ("function<eager-inv>",),
+    "loopnest": ("function<eager-inv>", "loop"),
+    "loop": ("function<eager-inv>", "loop"),
     "loop-mssa": ("function<eager-inv>", "loop-mssa"),
-}  # fmt: skip
+}
 NEEDS_MEMORY_SSA = frozenset({"licm", "lnicm"})
 
 

@@ -52,8 +52,10 @@ def prepare_codegen(module: llvm.ModuleRef, kernel_name: str, target: str, machi
     become the machine's (a back end may be newer than the front end that wrote the IR).
     """
     if module_target(module) != target:
-        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {machine.triple}; "
-                      f"compile it for its own target (arch) instead")  # fmt: skip
+        raise IRError(
+            f"module {module.name!r} targets {module.triple or 'no triple'}, not {machine.triple}; "
+            f"compile it for its own target (arch) instead"
+        )
     ir.find_kernel(module, kernel_name)
     ir.verify(module, f"module of kernel {kernel_name!r} before code generation")
     module.triple = machine.triple
@@ -180,15 +182,18 @@ def preprocess(
     unknown = [t for t in extra_transforms if t not in table]
     if unknown:
         raise UsageError(f"unknown transform(s) {', '.join(unknown)}; known: {', '.join(sorted(table))}")
-    ctx = TransformContext(kernel_name, config, target, args, arg_layout, specialize_indexes, frozenset(extra_transforms))
+    ctx = TransformContext(
+        kernel_name, config, target, args, arg_layout, specialize_indexes, frozenset(extra_transforms)
+    )
     build = ModuleBuild(ir.clone(module), base_hash or ir.module_hash(module), ctx)
     try:
         plugins.hook().mneme_transform_module(build=build)
     except BaseException:
         build.module.close()
         raise
-    log.debug("preprocessed %s: %s -> %s", kernel_name, ", ".join(build.applied) or "no transforms",
-              build.variant_hash[:12])
+    log.debug(
+        "preprocessed %s: %s -> %s", kernel_name, ", ".join(build.applied) or "no transforms", build.variant_hash[:12]
+    )
     return Preprocessed(build.module, build.variant_hash, time.perf_counter() - start, build.applied)
 
 
@@ -255,9 +260,11 @@ def parse_pipeline(text: str) -> Pipeline:
             llvm_names = set(pass_registry.pass_names())
             missing = [n for n in unknown if _PLAIN_NAME.match(n) and n not in llvm_names]
             what = f"unknown pass {', '.join(map(repr, missing))} in pipeline {text!r}" if missing else str(exc)
-            raise UsageError(f"{what}; use default<O0|O1|O2|O3|Os|Oz>, LLVM's pipeline syntax (`mneme ir passes "
-                             "--llvm` lists LLVM's passes) or a comma-separated list of the known passes: "
-                             f"{', '.join(sorted(PASSES))}") from None  # fmt: skip
+            raise UsageError(
+                f"{what}; use default<O0|O1|O2|O3|Os|Oz>, LLVM's pipeline syntax (`mneme ir passes "
+                "--llvm` lists LLVM's passes) or a comma-separated list of the known passes: "
+                f"{', '.join(sorted(PASSES))}"
+            ) from None
         return Pipeline(text=text)
     if unknown or not all(names):
         bad = ", ".join(repr(p) for p in unknown) or "an empty pass name"
@@ -279,8 +286,10 @@ def _check_memory_ssa(text: str) -> None:
         elif ch in "),":
             name = token.split("<")[0].strip()
             if name in pass_registry.NEEDS_MEMORY_SSA and "loop-mssa" not in depth_names:
-                raise UsageError(f"pass {name!r} in pipeline {text!r} needs MemorySSA: write it inside "
-                                 f"loop-mssa(...), e.g. function(loop-mssa({name}))")  # fmt: skip
+                raise UsageError(
+                    f"pass {name!r} in pipeline {text!r} needs MemorySSA: write it inside "
+                    f"loop-mssa(...), e.g. function(loop-mssa({name}))"
+                )
             token = ""
             if ch == ")" and depth_names:
                 depth_names.pop()
@@ -343,8 +352,12 @@ def _inline_option(config: ExperimentConfiguration, pipeline: Pipeline) -> None:
     if _inline_option_set and _inline_option_set[-1] == threshold:
         return
     if not _inline_option_set:
-        log.info("inlining threshold %d is above the %d llvmlite's tuning options hold: setting LLVM's "
-                 "-inline-threshold for this process from now on", threshold, MAX_INLINING_THRESHOLD)  # fmt: skip
+        log.info(
+            "inlining threshold %d is above the %d llvmlite's tuning options hold: setting LLVM's "
+            "-inline-threshold for this process from now on",
+            threshold,
+            MAX_INLINING_THRESHOLD,
+        )
     llvm.set_option("mneme", f"-inline-threshold={threshold}")
     # once -inline-threshold is given LLVM sets the cold-callee threshold only when asked: keep its default
     llvm.set_option("mneme", "-inlinecold-threshold=45")
@@ -428,15 +441,21 @@ def check_module_target(module: llvm.ModuleRef, target: str) -> None:
     have = module_target(module)
     if target == "host":
         if have != "host":
-            raise IRError(f"module {module.name!r} targets {module.triple}; retarget it to the host (triple, data "
-                          "layout, no target-cpu/target-features) before optimizing it for the host")  # fmt: skip
+            raise IRError(
+                f"module {module.name!r} targets {module.triple}; retarget it to the host (triple, data "
+                "layout, no target-cpu/target-features) before optimizing it for the host"
+            )
         foreign = _FOREIGN_CPU.search(str(module))
         if foreign:
-            raise IRError(f"module {module.name!r} still carries device attribute {foreign.group(0)}; remove "
-                          "target-cpu and target-features from its functions before optimizing it for the host")  # fmt: skip
+            raise IRError(
+                f"module {module.name!r} still carries device attribute {foreign.group(0)}; remove "
+                "target-cpu and target-features from its functions before optimizing it for the host"
+            )
     elif have != target:
-        raise IRError(f"module {module.name!r} targets {module.triple or 'no triple'}, not {target}; "
-                      "optimize it for its own target")  # fmt: skip
+        raise IRError(
+            f"module {module.name!r} targets {module.triple or 'no triple'}, not {target}; "
+            "optimize it for its own target"
+        )
 
 
 def check_codegen_opt(level: int) -> None:
@@ -445,8 +464,22 @@ def check_codegen_opt(level: int) -> None:
 
 
 __all__ = [
-    "PASSES", "Pipeline", "Preprocessed", "Transform", "TransformContext", "check_codegen_opt",
-    "check_module_target", "module_target", "optimize", "inlining_threshold", "parse_pipeline", "preprocess",
+    "PASSES",
+    "Pipeline",
+    "Preprocessed",
+    "Transform",
+    "TransformContext",
+    "check_codegen_opt",
+    "check_module_target",
+    "module_target",
+    "optimize",
+    "inlining_threshold",
+    "parse_pipeline",
+    "preprocess",
     "unroll_threshold",
-    "ModuleBuild", "pipeline_plugins", "transforms", "triple_target", "tuning_options",
-]  # fmt: skip
+    "ModuleBuild",
+    "pipeline_plugins",
+    "transforms",
+    "triple_target",
+    "tuning_options",
+]

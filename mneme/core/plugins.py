@@ -63,8 +63,10 @@ class Described:
         for field in ("name", "description", "priority"):
             said = getattr(self, field)
             if said not in ("", None) and getattr(obj, field, said) != said:
-                raise PluginError(f"{self.target} is described with {field} {said!r} but has "
-                                  f"{getattr(obj, field)!r}; make the plugin's description match")
+                raise PluginError(
+                    f"{self.target} is described with {field} {said!r} but has "
+                    f"{getattr(obj, field)!r}; make the plugin's description match"
+                )
         return obj
 
 
@@ -113,8 +115,10 @@ class _IndexedCommand:
     def load(self) -> Any:
         commands = _plugin_commands(self.plugin)
         if self.name not in commands:
-            raise PluginError(f"plugin {self.plugin!r} no longer provides command {self.name!r}; "
-                              "run `mneme plugins` again (its index is refreshed)")
+            raise PluginError(
+                f"plugin {self.plugin!r} no longer provides command {self.name!r}; "
+                "run `mneme plugins` again (its index is refreshed)"
+            )
         return commands[self.name]
 
 
@@ -314,8 +318,17 @@ def _indexed_commands(pm: pluggy.PluginManager) -> tuple[Provided, ...] | None:
         if plugin is None:
             return None
         dist, version = origin(entry["plugin"])
-        found.append(Provided("command", name, _IndexedCommand(entry["plugin"], name), entry["plugin"], dist,
-                              version, _missing_extra(plugin)))
+        found.append(
+            Provided(
+                "command",
+                name,
+                _IndexedCommand(entry["plugin"], name),
+                entry["plugin"],
+                dist,
+                version,
+                _missing_extra(plugin),
+            )
+        )
     return tuple(found)
 
 
@@ -426,16 +439,22 @@ def declared_knobs() -> dict[str, knob.Knob]:
     for item in provided("parameter"):
         declared = attrs.evolve(item.obj, plugin=item.plugin)
         if declared.name in knob.CORE_FIELDS or declared.name in ("schema", "knobs"):
-            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {declared.name!r}, "
-                              "a field of ExperimentConfiguration itself; rename it")
+            raise PluginError(
+                f"plugin {item.plugin!r} ({item.distribution}) declares parameter {declared.name!r}, "
+                "a field of ExperimentConfiguration itself; rename it"
+            )
         if declared.name in found:
-            raise PluginError(f"parameter {declared.name!r} is declared by both {found[declared.name].plugin!r} and "
-                              f"{item.plugin!r}; disable one of them (mneme -p no:NAME)")
+            raise PluginError(
+                f"parameter {declared.name!r} is declared by both {found[declared.name].plugin!r} and "
+                f"{item.plugin!r}; disable one of them (mneme -p no:NAME)"
+            )
         try:
             declared.check(declared.default)
         except (TypeError, ValueError) as exc:
-            raise PluginError(f"plugin {item.plugin!r} ({item.distribution}) declares parameter {declared.name!r} "
-                              f"with a default its declaration refuses: {exc}") from None
+            raise PluginError(
+                f"plugin {item.plugin!r} ({item.distribution}) declares parameter {declared.name!r} "
+                f"with a default its declaration refuses: {exc}"
+            ) from None
         found[declared.name] = declared
     return found
 

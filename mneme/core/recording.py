@@ -24,8 +24,9 @@ def load_recording(record_db: Any) -> RecordedExecution:
         candidates = [p for p in candidates if _looks_like_database(p)]
         if len(candidates) != 1:
             names = ", ".join(p.name for p in candidates) or "none"
-            raise UsageError(f"{path}: expected one recording database (*.json) in the folder, found {names}; "
-                             "name the database file")  # fmt: skip
+            raise UsageError(
+                f"{path}: expected one recording database (*.json) in the folder, found {names}; name the database file"
+            )
         path = candidates[0]
     recording = RecordedExecution.from_json(path)
     events.emit("mneme_recording_loaded", recording=recording)

@@ -293,8 +293,9 @@ def _structure_config(data: Any, _type: type) -> ExperimentConfiguration:
     data = dict(data)
     schema = data.pop("schema", 1)
     if isinstance(schema, bool) or not isinstance(schema, int) or schema > params.SCHEMA:
-        raise ValueError(f"configuration schema {schema!r} is newer than this Mneme reads "
-                         f"(up to {params.SCHEMA}); upgrade Mneme")
+        raise ValueError(
+            f"configuration schema {schema!r} is newer than this Mneme reads (up to {params.SCHEMA}); upgrade Mneme"
+        )
     # Schema 1's fields are schema 2's core fields and knobs under the same names: nothing to rename.
     return ExperimentConfiguration(**data)
 

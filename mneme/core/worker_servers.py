@@ -16,7 +16,8 @@ from typing import Any
 from mneme.core import backend as backend_mod
 from mneme.core import events, kernel_clock, limits
 from mneme.core.errors import EXIT_INVALID_INPUT, ExperimentError, MnemeError
-from mneme.core.executor import BaseExecutor, KernelBuilder, fail_result, resolve_backend, utc_now
+from mneme.core.executor import BaseExecutor, fail_result, utc_now
+from mneme.core.kernel_builder import KernelBuilder, resolve_backend
 from mneme.core.recording import load_recording
 from mneme.core.snapshot import Snapshot
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
@@ -25,7 +26,6 @@ log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 PARENT_POLL = 0.1  # seconds between checks of the parent, where the kernel cannot tell us
-
 
 
 # -- the worker process (the seed's TuneWorker) ------------------------------------------------
@@ -58,14 +58,21 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
         log.exception("worker startup failed")
         try:
             # A MnemeError (bad recording, unusable backend) repeats on every retry: say so.
-            conn.send({"payload": "error", "error": f"{type(exc).__name__}: {exc}", "fatal": isinstance(exc, MnemeError),
-                       "invalid_input": getattr(exc, "exit_code", None) == EXIT_INVALID_INPUT})
+            conn.send(
+                {
+                    "payload": "error",
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "fatal": isinstance(exc, MnemeError),
+                    "invalid_input": getattr(exc, "exit_code", None) == EXIT_INVALID_INPUT,
+                }
+            )
         finally:
             conn.close()
         os._exit(3)
     # The pool keeps the kernels' time limit: it kills this process when a run overstays (kernel_clock).
-    kernel_clock.supervise(lambda budget, limit="timeout_seconds": conn.send(
-        {"payload": "kernel", "budget": budget, "limit": limit}))
+    kernel_clock.supervise(
+        lambda budget, limit="timeout_seconds": conn.send({"payload": "kernel", "budget": budget, "limit": limit})
+    )
     conn.send({"payload": "ready", "pid": os.getpid(), **server.info()})
     while True:
         try:
@@ -132,18 +139,29 @@ def _redirect_output(log_path: str) -> None:
 
 class _DeviceServer:
     def __init__(self, spec: dict[str, Any]):
-        self.executor = BaseExecutor(spec["record_db"], spec.get("record_id"), iterations=spec.get("iterations", 3),
-                                     device_id=spec.get("device_id", 0), backend=spec.get("backend"),
-                                     mode=spec.get("mode", "ir"), warmup=spec.get("warmup", 1),
-                                     cache=spec.get("cache", "flushed"),
-                                     timer=spec.get("timer", "auto")).open()  # fmt: skip
+        self.executor = BaseExecutor(
+            spec["record_db"],
+            spec.get("record_id"),
+            iterations=spec.get("iterations", 3),
+            device_id=spec.get("device_id", 0),
+            backend=spec.get("backend"),
+            mode=spec.get("mode", "ir"),
+            warmup=spec.get("warmup", 1),
+            cache=spec.get("cache", "flushed"),
+            timer=spec.get("timer", "auto"),
+        ).open()
         if spec.get("mode", "ir") == "ir":
             self.executor.link_ir()  # link once, before the first experiment
 
     def info(self) -> dict[str, Any]:
         ex = self.executor
-        return {"device": ex.device_label, "arch": ex.arch, "backend": ex.backend.name,
-                "default_config": ex.default_config().to_dict(), "kernel": ex.rec.kernel_name}  # fmt: skip
+        return {
+            "device": ex.device_label,
+            "arch": ex.arch,
+            "backend": ex.backend.name,
+            "default_config": ex.default_config().to_dict(),
+            "kernel": ex.rec.kernel_name,
+        }
 
     def serve(self, message: dict[str, Any], config: ExperimentConfiguration, conn) -> dict[str, Any]:
         before_run = None

@@ -14,372 +14,27 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
-import contextlib
 import hashlib
 import itertools
 import logging
 import os
 import queue
-import signal
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-import attrs
-
-from mneme.core import events, kernel_clock, limits
+from mneme.core import events
 from mneme.core.backend import check_cache_state
 from mneme.core.errors import ExperimentError, UsageError
 from mneme.core.executor import utc_now
+from mneme.core.pool_worker import DeviceUse, Job, TuneWorkerHandle, describe_exit, pop
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
-from mneme.core.worker_process import WorkerProcess
 
 log = logging.getLogger(__name__)
 
-_POLL = 0.05
 DEVICE_USES_KEPT = 100_000
-
-
-def pop(q: queue.Queue, timeout: float | None = None):
-    """Get from a thread or process queue; None on timeout."""
-    try:
-        return q.get(timeout=timeout)
-    except queue.Empty:
-        return None
-
-
-def describe_exit(exitcode: int | None) -> str:
-    """'exit code 3' or 'signal SIGKILL' for a process's exit code."""
-    if exitcode is None:
-        return "no exit code"
-    if exitcode < 0:
-        try:
-            return f"signal {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"signal {-exitcode}"
-    return f"exit code {exitcode}"
-
-
-@attrs.frozen
-class DeviceUse:
-    """One stretch of time a device worker had its device: from the start of its experiment's work there
-    (or from being granted the device, where several workers share it) to its reply; `time.monotonic()`."""
-
-    device_id: int
-    worker: str
-    exp_id: int
-    start: float
-    end: float
-
-
-@attrs.define(eq=False)
-class _Job:
-    exp_id: int
-    config: ExperimentConfiguration
-    future: concurrent.futures.Future
-    binary: Any = None
-    compile_result: dict | None = None
-    submitted: float = attrs.Factory(time.monotonic)
-    started: bool = False  # reported to the event hooks (once a worker took it)
-
-
-class TuneWorkerHandle:
-    """One worker process and the thread that feeds it: at most one job in flight.
-
-    `role` is "device" (runs experiments on `device_id`) or "compile" (builds binaries).
-    The thread respawns the process after a crash or a timeout; it gives up after
-    `max_startup_failures` consecutive failed startups.
-    """
-
-    def __init__(self, pool: AsyncReplayExecutor, role: str, index: int, device_id: int, inbox: queue.Queue):
-        self.pool = pool
-        self.role = role
-        self.index = index
-        self.device_id = device_id
-        self.inbox = inbox
-        self.name = f"{role}{device_id if role == 'device' else ''}-{index}"
-        self.log_path = pool.log_dir / f"worker-{self.name}.log"
-        self.process = None
-        self.conn = None
-        self.info: dict[str, Any] = {}
-        self.ready = threading.Event()
-        self.dead = False  # gave up: too many startup failures
-        self.last_error = ""
-        self.spawns = 0
-        self.jobs_done = 0  # replies received (results or binaries)
-        self.current: _Job | None = None
-        self._holding = False  # holds the pool's lock of its device
-        self._use_start: float | None = None  # since when this worker may be using its device
-        self._fatal = False  # the last startup failed with an error that a retry would repeat
-        self._invalid_input = False  # ... and that error is the input's (a malformed recording or IR): exit 2
-        self._thread = threading.Thread(target=self._run, name=f"mneme-{self.name}", daemon=True)
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def join(self, timeout: float | None = None) -> None:
-        self._thread.join(timeout)
-
-    # -- process lifetime ---------------------------------------------------------------------
-    def _spawn(self) -> bool:
-        """Start the process and wait for its ready message; False (with last_error) on failure."""
-        self.last_error = ""
-        self._fatal = False
-        self._invalid_input = False
-        spec = dict(self.pool._spec, role=self.role, device_id=self.device_id, name=self.name,
-                    parent_pid=os.getpid())  # the worker ends with this process (worker_servers.die_with_parent)
-        if self.role == "compile":
-            spec["arch"] = self.pool.arch
-        self.spawns += 1
-        try:
-            # A terminal's Ctrl-C signals the whole process group: the pool, not each worker, decides what
-            # stops (no worker traceback), so a worker starts with SIGINT ignored from its first instruction.
-            launcher = _launcher()
-            self.process = WorkerProcess(spec, str(self.log_path), str(launcher) if launcher else None)
-            self.conn = self.process.start()
-        except Exception as exc:  # no interpreter, no process slot; counted as a startup failure
-            self.process = None
-            self.last_error = f"worker {self.name} could not be started: {exc}"
-            return False
-        deadline = time.monotonic() + self.pool.startup_timeout
-        while time.monotonic() < deadline and not self.pool._stopping.is_set():
-            if self.conn.poll(_POLL):
-                try:
-                    message = self.conn.recv()
-                except (EOFError, OSError):
-                    break
-                if message.get("payload") == "ready":
-                    self.info = message
-                    log.info("worker %s ready (pid %d)", self.name, self.process.pid)
-                    return True
-                self.last_error = message.get("error", repr(message))
-                self._fatal = bool(message.get("fatal"))
-                self._invalid_input = bool(message.get("invalid_input"))
-                break
-            if not self.process.is_alive():
-                break
-        else:
-            if not self.pool._stopping.is_set():
-                self.last_error = (f"worker {self.name} was not ready within {self.pool.startup_timeout:.0f} s; "
-                                   f"see {self.log_path}")  # fmt: skip
-        self._kill()
-        if not self.last_error:
-            code = describe_exit(self.process.exitcode)
-            self.last_error = f"worker {self.name} died during startup ({code}); see {self.log_path}"
-        return False
-
-    def _kill(self) -> None:
-        if self.process is None:
-            return
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(5)
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
-
-    def _start_process(self) -> bool:
-        failures = 0
-        while not self.pool._stopping.is_set():
-            if self._spawn():
-                self.ready.set()
-                return True
-            if self.pool._stopping.is_set():  # stopped while it started (a short run): not a failure
-                break
-            failures += 1
-            log.warning("worker %s failed to start (%d/%d): %s", self.name, failures,
-                        self.pool.max_startup_failures, self.last_error)  # fmt: skip
-            if failures >= self.pool.max_startup_failures or self._fatal:
-                self.dead = True
-                self.ready.set()
-                self.pool._worker_gave_up(self)
-                return False
-            time.sleep(min(0.2 * failures, 1.0))
-        return False
-
-    # -- the feeding loop ------------------------------------------------------------------------
-    def _run(self) -> None:
-        try:
-            self._serve()
-        except Exception as exc:  # a bug here must not leave futures waiting forever
-            log.exception("worker handle %s failed", self.name)
-            self.last_error = f"worker handle {self.name} failed: {exc!r}"
-            job = self.current
-            if job is not None:
-                self.pool._stage_failed(self, job, "error", self.last_error, _utc_now())
-            self._kill()
-            self.dead = True
-            self.ready.set()
-            self.pool._worker_gave_up(self)
-
-    def _serve(self) -> None:
-        if not self._start_process():
-            return
-        while not self.pool._stopping.is_set():
-            job = pop(self.inbox, _POLL * 4)
-            if job is None:
-                continue
-            if job.future.done():  # cancelled meanwhile
-                continue
-            self.current = job
-            outcome = self._process(job)
-            self.current = None
-            if outcome == "respawn" and not self._start_process():
-                return
-        self._terminate()
-
-    def _process(self, job: _Job) -> str:
-        if not job.started:
-            job.started = True
-            self.pool._report("mneme_experiment_started", config=job.config)
-        message = {"payload": "compile" if self.role == "compile" else "process", "exp_id": job.exp_id,
-                   "data": job.config.to_dict()}  # fmt: skip
-        if self.role == "device" and job.binary is not None:
-            message["binary"] = job.binary
-        lock = self.pool._device_locks.get(self.device_id) if self.role == "device" else None
-        if lock is not None:
-            message["exclusive"] = True
-        try:
-            return self._exchange(job, message, lock)
-        finally:
-            if self._use_start is not None:  # recorded before the lock goes to the next worker
-                self.pool.device_uses.append(DeviceUse(self.device_id, self.name, job.exp_id, self._use_start,
-                                                       time.monotonic()))
-                self._use_start = None
-            if self._holding:
-                self._holding = False
-                lock.release()
-
-    def _exchange(self, job: _Job, message: dict, lock: threading.Lock | None) -> str:
-        started = time.monotonic()
-        start_stamp = _utc_now()
-        if self.role == "device" and lock is None:
-            self._use_start = started  # the device is this worker's alone: in use from the first message
-        try:
-            self.conn.send(message)
-        except (OSError, EOFError, BrokenPipeError):
-            pass  # the death is noticed below
-        timeout = self.pool._timeout_for(job, self.role)
-        # an open kernel or compile window (kernel_clock): since when, for how long, under which limit
-        kernel_since, kernel_budget, window_limit = 0.0, 0.0, "timeout_seconds"
-        while True:
-            if self.conn.poll(_POLL):
-                try:
-                    reply = self.conn.recv()
-                except (EOFError, OSError):
-                    reply = None
-                if reply is not None and reply.get("payload") == "kernel":
-                    kernel_since, kernel_budget = time.monotonic(), float(reply.get("budget") or 0.0)
-                    window_limit = reply.get("limit") or "timeout_seconds"
-                    continue
-                if reply is not None and reply.get("payload") == "acquire":
-                    # The variant is built; wait for the device (no other timing run on it), then go.
-                    while not lock.acquire(timeout=_POLL):
-                        if not self.process.is_alive() or self.pool._stopping.is_set():
-                            break
-                    else:
-                        self._holding = True
-                        started = time.monotonic()  # waiting for the device is not the experiment's time
-                        self._use_start = started
-                        try:
-                            self.conn.send({"payload": "go"})
-                        except (OSError, EOFError, BrokenPipeError):
-                            pass
-                    continue
-                if reply is not None:
-                    self.jobs_done += 1
-                    self.pool._stage_done(self, job, reply)
-                    if self.role == "device" and (reply.get("data") or {}).get("error_kind") == "fault":
-                        # A device fault can leave the context unusable (sticky device errors): start afresh.
-                        self._terminate()
-                        return "respawn"
-                    return "ok"
-            if not self.process.is_alive():
-                self.process.join(1)
-                what = describe_exit(self.process.exitcode)
-                error = (f"worker {self.name} (pid {self.process.pid}) on {self._where()} died with {what} "
-                         f"during the experiment; see {self.log_path}")  # fmt: skip
-                self.pool._stage_failed(self, job, "crash", error, start_stamp)
-                self._kill()
-                return "respawn"
-            if self.pool._stopping.is_set():
-                self.pool._stage_failed(self, job, "error", "the worker pool was shut down", start_stamp)
-                return "stop"
-            if kernel_budget and time.monotonic() - kernel_since > kernel_clock.deadline_after(kernel_budget):
-                pid = self.process.pid
-                self._kill()
-                if window_limit == kernel_clock.COMPILE_LIMIT:  # a failed trial, for that reason
-                    error = kernel_clock.compile_limit_message(
-                        kernel_budget, f"worker {self.name} (pid {pid}) on {self._where()} (replaced; see {self.log_path})")
-                    self.pool._stage_failed(self, job, "compile", error, start_stamp)
-                    return "respawn"
-                error = (f"kernel {self.info.get('kernel', '')!r} timed out: it ran past its time limit "
-                         f"({kernel_budget:g} s for the runs in flight; {limits.variable('timeout_seconds')}) on "
-                         f"{self._where()}; worker {self.name} (pid {pid}) was killed and replaced; see "
-                         f"{self.log_path}")  # fmt: skip
-                self.pool._stage_failed(self, job, "timeout", error, start_stamp)
-                return "respawn"
-            if timeout is not None and time.monotonic() - started > timeout:
-                pid = self.process.pid
-                self._kill()
-                error = (f"experiment exceeded its timeout of {timeout:.1f} s on {self._where()}; worker "
-                         f"{self.name} (pid {pid}) was killed and replaced; see {self.log_path}")  # fmt: skip
-                self.pool._stage_failed(self, job, "timeout", error, start_stamp)
-                return "respawn"
-
-    def _where(self) -> str:
-        if self.role == "compile":
-            return "the compile pool"
-        return self.info.get("device") or f"device {self.device_id}"
-
-    def _terminate(self) -> None:
-        if self.process is None:
-            return
-        try:
-            if self.conn is not None and self.process.is_alive():
-                self.conn.send({"payload": "terminate"})
-                self.process.join(5)
-        except (OSError, EOFError, BrokenPipeError):
-            pass
-        self._kill()
-
-
-def _launcher() -> Path | None:
-    """A `/bin/sh` script (in the cache, one per interpreter) that ignores SIGINT and execs this Python.
-
-    An ignored signal stays ignored across exec, and Python leaves an ignored SIGINT alone, so a
-    Ctrl-C during a worker's start-up never reaches it, while this process keeps its own handler.
-    """
-    import hashlib
-    import shlex
-    import sys
-
-    from mneme.core.native import cache_dir
-
-    if not os.path.exists("/bin/sh") or not sys.executable:
-        return None
-    text = f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(sys.executable)} \"$@\"\n"
-    path = cache_dir("launchers") / f"python-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
-    if not path.exists():
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(text)
-            tmp.chmod(0o755)
-            os.replace(tmp, path)
-        except OSError:
-            return None
-    return path
-
-
-def _utc_now() -> str:
-    return utc_now()
 
 
 class AsyncReplayExecutor:
@@ -399,14 +54,30 @@ class AsyncReplayExecutor:
         `timeout_factor` x (its build time + its run time)
     """
 
-    def __init__(self, record_db, record_id: str | None = None, iterations: int = 3,
-                 results_db_dir: str | os.PathLike | None = None, num_workers: int | None = None,
-                 backend: str | None = None, devices: list[int] | None = None, *, mode: str = "ir",
-                 warmup: int = 1, cache: str = "flushed", timer: str = "auto",
-                 compile_workers: int | None = None, timeout: float | None = None,
-                 timeout_factor: float = 10.0, min_timeout: float = 10.0, initial_timeout: float = 600.0,
-                 compile_timeout: float = 600.0, startup_timeout: float = 300.0, max_startup_failures: int = 3,
-                 start: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        record_db,
+        record_id: str | None = None,
+        iterations: int = 3,
+        results_db_dir: str | os.PathLike | None = None,
+        num_workers: int | None = None,
+        backend: str | None = None,
+        devices: list[int] | None = None,
+        *,
+        mode: str = "ir",
+        warmup: int = 1,
+        cache: str = "flushed",
+        timer: str = "auto",
+        compile_workers: int | None = None,
+        timeout: float | None = None,
+        timeout_factor: float = 10.0,
+        min_timeout: float = 10.0,
+        initial_timeout: float = 600.0,
+        compile_timeout: float = 600.0,
+        startup_timeout: float = 300.0,
+        max_startup_failures: int = 3,
+        start: bool = True,
+    ):
         if iterations < 1:
             raise UsageError(f"iterations must be >= 1, got {iterations}")
         check_cache_state(cache)  # here, not in each worker's first experiment
@@ -429,8 +100,16 @@ class AsyncReplayExecutor:
         else:
             self.log_dir = Path(results_db_dir) / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._spec = {"record_db": self.record_db, "record_id": record_id, "iterations": iterations,
-                      "backend": backend, "mode": mode, "warmup": warmup, "cache": cache, "timer": timer}  # fmt: skip
+        self._spec = {
+            "record_db": self.record_db,
+            "record_id": record_id,
+            "iterations": iterations,
+            "backend": backend,
+            "mode": mode,
+            "warmup": warmup,
+            "cache": cache,
+            "timer": timer,
+        }
         self._requested_compile_workers = compile_workers
         self._mode = mode
         self._stopping = threading.Event()
@@ -442,14 +121,16 @@ class AsyncReplayExecutor:
         #: configuration's launch; a result it returns finishes the job without a device run (a tuning
         #: session answers equivalent configurations this way: docs/design/tuning.md "Budget").
         self.known_code: Callable[[ExperimentConfiguration, str], ExperimentResult | None] | None = None
-        self._pending: dict[int, _Job] = {}
+        self._pending: dict[int, Job] = {}
         self.baseline: ExperimentResult | None = None
         self.default_config: ExperimentConfiguration | None = None
         self.arch = ""
         self.backend_name = backend or ""
         self.broken = ""
-        self.device_workers = [TuneWorkerHandle(self, "device", i, self.devices[i % len(self.devices)],
-                                                self._device_queue) for i in range(num_workers)]  # fmt: skip
+        self.device_workers = [
+            TuneWorkerHandle(self, "device", i, self.devices[i % len(self.devices)], self._device_queue)
+            for i in range(num_workers)
+        ]
         self.compile_workers: list[TuneWorkerHandle] = []
         # Devices shared by several workers: one experiment at a time runs on each (timings stay clean).
         per_device = {d: sum(1 for w in self.device_workers if w.device_id == d) for d in self.devices}
@@ -492,8 +173,10 @@ class AsyncReplayExecutor:
             errors = "; ".join(sorted({w.last_error for w in dead}))
             self.shutdown()
             kind = UsageError if all(w._fatal for w in dead) else ExperimentError
-            raise kind(f"device {', '.join(map(str, lost))} of --devices {','.join(map(str, self.devices))}: "
-                       f"no worker could start: {errors}")
+            raise kind(
+                f"device {', '.join(map(str, lost))} of --devices {','.join(map(str, self.devices))}: "
+                f"no worker could start: {errors}"
+            )
         info = alive[0].info
         self.arch = info.get("arch", "")
         self.backend_name = info.get("backend", self.backend_name)
@@ -538,7 +221,7 @@ class AsyncReplayExecutor:
         if self.broken:
             future.set_exception(ExperimentError(self.broken, kind="crash"))
             return future
-        job = _Job(next(self._ids), config, future)
+        job = Job(next(self._ids), config, future)
         with self._lock:
             self._pending[job.exp_id] = job
         # Built ahead only once a compile worker is warm: until then (their start-up follows the device
@@ -580,7 +263,7 @@ class AsyncReplayExecutor:
         raise ExperimentError(f"no worker picked up a job within {timeout} s")
 
     # -- timeouts --------------------------------------------------------------------------------------
-    def _timeout_for(self, job: _Job, role: str) -> float | None:
+    def _timeout_for(self, job: Job, role: str) -> float | None:
         if role == "compile":
             return self.compile_timeout
         if self.timeout is not None:
@@ -594,7 +277,7 @@ class AsyncReplayExecutor:
         return self.min_timeout + self.timeout_factor * (build + runs)
 
     # -- callbacks from the handles ---------------------------------------------------------------
-    def _stage_done(self, worker: TuneWorkerHandle, job: _Job, reply: dict) -> None:
+    def _stage_done(self, worker: TuneWorkerHandle, job: Job, reply: dict) -> None:
         payload = reply.get("payload")
         if payload == "binary":
             if reply.get("data") is not None:
@@ -613,7 +296,7 @@ class AsyncReplayExecutor:
             result.preprocess_ir_time = float(stages.get("preprocess", 0.0))
         self._finish(job, result, worker)
 
-    def _known_code(self, job: _Job) -> ExperimentResult | None:
+    def _known_code(self, job: Job) -> ExperimentResult | None:
         """The answer of `known_code` for a job built ahead (its code hashed as the executor hashes it)."""
         if self.known_code is None:
             return None
@@ -624,11 +307,17 @@ class AsyncReplayExecutor:
             log.exception("the known-code check failed for experiment %d", job.exp_id)
             return None
 
-    def _stage_failed(self, worker: TuneWorkerHandle, job: _Job, kind: str, error: str, start_time: str) -> None:
-        result = ExperimentResult(failed=True, error_kind=kind if worker.role == "device" else "compile",
-                                  error=error, start_time=start_time, end_time=_utc_now(),
-                                  gpu_id=worker.device_id, device=worker.info.get("device", ""),
-                                  backend=self.backend_name)  # fmt: skip
+    def _stage_failed(self, worker: TuneWorkerHandle, job: Job, kind: str, error: str, start_time: str) -> None:
+        result = ExperimentResult(
+            failed=True,
+            error_kind=kind if worker.role == "device" else "compile",
+            error=error,
+            start_time=start_time,
+            end_time=utc_now(),
+            gpu_id=worker.device_id,
+            device=worker.info.get("device", ""),
+            backend=self.backend_name,
+        )
         log.warning("%s", error)
         self._finish(job, result, worker)
 
@@ -644,15 +333,19 @@ class AsyncReplayExecutor:
         recording, instance = self._subject
         events.emit(event, recording=recording, instance=instance, **kwargs)
 
-    def _finish(self, job: _Job, result: ExperimentResult, worker: TuneWorkerHandle) -> None:
+    def _finish(self, job: Job, result: ExperimentResult, worker: TuneWorkerHandle) -> None:
         with self._lock:
             self._pending.pop(job.exp_id, None)
         if not job.started:  # answered without a worker (equivalent code, a failed compile stage, a broken pool)
             job.started = True
             self._report("mneme_experiment_started", config=job.config)
         self._report("mneme_experiment_finished", config=job.config, result=result)
-        if (self.baseline is None and result.ok and self.default_config is not None
-                and job.config.hash() == self.default_config.hash()):  # fmt: skip
+        if (
+            self.baseline is None
+            and result.ok
+            and self.default_config is not None
+            and job.config.hash() == self.default_config.hash()
+        ):
             self.baseline = result
         try:
             job.future.set_result(result)
@@ -667,8 +360,10 @@ class AsyncReplayExecutor:
                     self._device_queue.put(job)
             return
         if all(w.dead for w in self.device_workers):
-            self.broken = (f"every worker of {self.record_db} failed to start {self.max_startup_failures} times; "
-                           f"last error: {worker.last_error}")  # fmt: skip
+            self.broken = (
+                f"every worker of {self.record_db} failed to start {self.max_startup_failures} times; "
+                f"last error: {worker.last_error}"
+            )
             with self._lock:
                 pending = list(self._pending.values())
                 self._pending.clear()

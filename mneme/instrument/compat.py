@@ -27,27 +27,36 @@ class Workaround:
 
 WORKAROUNDS = (
     # nvcc declares host+device min/max for mixed integer and floating operands; clang only device ones
-    Workaround("compatibility prelude (nvcc's host min/max overloads)",
-               re.compile(r"no matching function for call to '(?:min|max)'|use of undeclared identifier '(?:min|max)'"),
-               ("-include", str(PRELUDE))),
+    Workaround(
+        "compatibility prelude (nvcc's host min/max overloads)",
+        re.compile(r"no matching function for call to '(?:min|max)'|use of undeclared identifier '(?:min|max)'"),
+        ("-include", str(PRELUDE)),
+    ),
     # clang makes a constexpr function that can never be constant an error by default; nvcc accepts it
-    Workaround("-Wno-invalid-constexpr", re.compile(r"\[-Winvalid-constexpr\]"), ("-Wno-invalid-constexpr",),
-               ("cuda", "hip")),
+    Workaround(
+        "-Wno-invalid-constexpr", re.compile(r"\[-Winvalid-constexpr\]"), ("-Wno-invalid-constexpr",), ("cuda", "hip")
+    ),
     # narrowing inside braces: an error in clang, a warning in nvcc's front end
-    Workaround("-Wno-c++11-narrowing", re.compile(r"\[-Wc\+\+11-narrowing\]|cannot be narrowed"),
-               ("-Wno-c++11-narrowing",), ("cuda", "hip")),
+    Workaround(
+        "-Wno-c++11-narrowing",
+        re.compile(r"\[-Wc\+\+11-narrowing\]|cannot be narrowed"),
+        ("-Wno-c++11-narrowing",),
+        ("cuda", "hip"),
+    ),
     # `register` in C++17: an error in clang, accepted by nvcc
     Workaround("-Wno-register", re.compile(r"\[-Wregister\]"), ("-Wno-register",), ("cuda", "hip")),
     # variadic __device__ functions that are never called with variadic arguments
-    Workaround("-fcuda-allow-variadic-functions", re.compile(r"does not support variadic functions"),
-               ("-Xclang", "-fcuda-allow-variadic-functions")),
-)  # fmt: skip
+    Workaround(
+        "-fcuda-allow-variadic-functions",
+        re.compile(r"does not support variadic functions"),
+        ("-Xclang", "-fcuda-allow-variadic-functions"),
+    ),
+)
 
 
 def needed(message: str, language: str, applied: tuple[Workaround, ...] = ()) -> tuple[Workaround, ...]:
     """The workarounds not yet applied whose symptom appears in clang's `message`."""
-    return tuple(w for w in WORKAROUNDS
-                 if w not in applied and language in w.languages and w.symptom.search(message))  # fmt: skip
+    return tuple(w for w in WORKAROUNDS if w not in applied and language in w.languages and w.symptom.search(message))
 
 
 def with_workarounds(argv: tuple[str, ...], applied: tuple[Workaround, ...]) -> list[str]:
@@ -64,8 +73,9 @@ def retry(argv: tuple[str, ...], out: str, language: str, message: str) -> tuple
     applied: tuple[Workaround, ...] = ()
     while more := needed(message, language, applied):
         applied += more
-        done = subprocess.run([*with_workarounds(argv, applied), "-o", out], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL)  # fmt: skip
+        done = subprocess.run(
+            [*with_workarounds(argv, applied), "-o", out], capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
         message = done.stdout + done.stderr
         if done.returncode == 0 and Path(out).exists():
             return True, applied, message

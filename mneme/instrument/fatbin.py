@@ -132,7 +132,7 @@ def iter_cubins(binary: str | os.PathLike) -> Iterator[ElfFile]:
 
 def kernel_names(cubin: ElfFile) -> list[str]:
     """The kernels (entry functions) a cubin defines."""
-    return [s.name[len(".nv.info."):] for s in cubin.sections if s.name.startswith(".nv.info.")]
+    return [s.name[len(".nv.info.") :] for s in cubin.sections if s.name.startswith(".nv.info.")]
 
 
 def kernel_params(cubin: ElfFile, kernel: str) -> list[KernelParam] | None:

@@ -3,12 +3,12 @@
 `plan(argv, cwd)` returns a `Plan`: the compiler's kind, and one `DeviceJob` per
 translation unit and GPU architecture. nvcc's flags are translated to clang's; clang
 command lines are reused with the output options replaced. hipcc is a script around a clang:
-its dry run shows the clang command it runs, which is replayed with our clang (clang-19).
+its dry run shows the clang command it runs (mneme.instrument.hipcc reads it), which is replayed
+with our clang (clang-19).
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import re
@@ -21,6 +21,7 @@ import attrs
 
 from mneme.core import envvars
 from mneme.core.errors import UsageError
+from mneme.instrument.hipcc import hipcc_clang_command, without_includes_under
 
 log = logging.getLogger("mneme.instrument")
 
@@ -97,44 +98,166 @@ def expand_response_files(args: list[str], cwd: str) -> list[str]:
 
 # nvcc options that take a value as the next argument when not written `-opt=value`.
 _NVCC_VALUED = {
-    "-o": "--output-file", "-D": "--define-macro", "-U": "--undefine-macro", "-I": "--include-path",
-    "-isystem": "--system-include", "-include": "--pre-include", "-std": "--std", "-x": "--x",
-    "-arch": "--gpu-architecture", "-code": "--gpu-code", "-gencode": "--generate-code",
-    "-rdc": "--relocatable-device-code", "-O": "--optimize", "-Xcompiler": "--compiler-options",
-    "-Xptxas": "--ptxas-options", "-Xnvlink": "--nvlink-options", "-Xlinker": "--linker-options",
-    "-Xarchive": "--archive-options", "-Xcudafe": "--cudafe-options", "-Xfatbin": "--fatbin-options",
-    "-ccbin": "--compiler-bindir", "-MF": "--dependency-output", "-MT": "--dependency-target-name",
-    "-t": "--threads", "-odir": "--output-directory", "-keep-dir": "--keep-dir", "-l": "--library",
-    "-L": "--library-path", "-maxrregcount": "--maxrregcount", "-default-stream": "--default-stream",
-    "-cudart": "--cudart", "-cudadevrt": "--cudadevrt", "-dopt": "--dopt", "-Werror": "--Werror",
-    "-diag-suppress": "--diag-suppress", "-diag-warn": "--diag-warn", "-diag-error": "--diag-error",
-    "-split-compile": "--split-compile", "-time": "--time", "-run-args": "--run-args",
-    "-ftz": "--ftz", "-prec-div": "--prec-div", "-prec-sqrt": "--prec-sqrt", "-fmad": "--fmad",
-    "-ftemplate-depth": "--ftemplate-depth", "-Ofc": "--Ofast-compile", "-jtd": "--jump-table-density",
-    "-MQ": "-MQ", "-pg": "-pg",
+    "-o": "--output-file",
+    "-D": "--define-macro",
+    "-U": "--undefine-macro",
+    "-I": "--include-path",
+    "-isystem": "--system-include",
+    "-include": "--pre-include",
+    "-std": "--std",
+    "-x": "--x",
+    "-arch": "--gpu-architecture",
+    "-code": "--gpu-code",
+    "-gencode": "--generate-code",
+    "-rdc": "--relocatable-device-code",
+    "-O": "--optimize",
+    "-Xcompiler": "--compiler-options",
+    "-Xptxas": "--ptxas-options",
+    "-Xnvlink": "--nvlink-options",
+    "-Xlinker": "--linker-options",
+    "-Xarchive": "--archive-options",
+    "-Xcudafe": "--cudafe-options",
+    "-Xfatbin": "--fatbin-options",
+    "-ccbin": "--compiler-bindir",
+    "-MF": "--dependency-output",
+    "-MT": "--dependency-target-name",
+    "-t": "--threads",
+    "-odir": "--output-directory",
+    "-keep-dir": "--keep-dir",
+    "-l": "--library",
+    "-L": "--library-path",
+    "-maxrregcount": "--maxrregcount",
+    "-default-stream": "--default-stream",
+    "-cudart": "--cudart",
+    "-cudadevrt": "--cudadevrt",
+    "-dopt": "--dopt",
+    "-Werror": "--Werror",
+    "-diag-suppress": "--diag-suppress",
+    "-diag-warn": "--diag-warn",
+    "-diag-error": "--diag-error",
+    "-split-compile": "--split-compile",
+    "-time": "--time",
+    "-run-args": "--run-args",
+    "-ftz": "--ftz",
+    "-prec-div": "--prec-div",
+    "-prec-sqrt": "--prec-sqrt",
+    "-fmad": "--fmad",
+    "-ftemplate-depth": "--ftemplate-depth",
+    "-Ofc": "--Ofast-compile",
+    "-jtd": "--jump-table-density",
+    "-MQ": "-MQ",
+    "-pg": "-pg",
 }
 _NVCC_LONG = {long: short for short, long in _NVCC_VALUED.items()}
 # nvcc flags with no meaning for the device IR that we drop silently (host-side, output, diagnostics).
 _NVCC_HOST_ONLY = {
-    "-Xcompiler", "-Xlinker", "-Xarchive", "-Xnvlink", "-Xptxas", "-Xcudafe", "-Xfatbin", "-ccbin", "-MF",
-    "-MT", "-MQ", "-t", "-odir", "-keep-dir", "-l", "-L", "-maxrregcount", "-cudart", "-cudadevrt",
-    "-Werror", "-diag-suppress", "-diag-warn", "-diag-error", "-split-compile", "-time", "-run-args",
-    "-default-stream", "-dopt", "-Ofc", "-jtd", "-pg",
-    "-MD", "-MMD", "-MP", "-M", "-MM", "-g", "--debug", "-lineinfo", "--generate-line-info", "-w",
-    "--disable-warnings", "-Wno-deprecated-gpu-targets", "-Wno-deprecated-declarations", "-keep", "--keep",
-    "-res-usage", "--resource-usage", "-v", "--verbose", "-shared", "--shared",
-    "--expt-relaxed-constexpr", "-expt-relaxed-constexpr", "--expt-extended-lambda", "-expt-extended-lambda",
-    "--extended-lambda", "-extended-lambda", "--forward-unknown-to-host-compiler", "-forward-unknown-to-host-compiler",
-    "--forward-unknown-to-host-linker", "-src-in-ptx", "-allow-unsupported-compiler", "--allow-unsupported-compiler",
-    "-extra-device-vectorization", "--extra-device-vectorization", "-restrict", "--restrict", "-Wreorder",
-    "-Wdefault-stream-launch", "-Wext-lambda-captures-this", "-Wmissing-launch-bounds", "-dlto",
+    "-Xcompiler",
+    "-Xlinker",
+    "-Xarchive",
+    "-Xnvlink",
+    "-Xptxas",
+    "-Xcudafe",
+    "-Xfatbin",
+    "-ccbin",
+    "-MF",
+    "-MT",
+    "-MQ",
+    "-t",
+    "-odir",
+    "-keep-dir",
+    "-l",
+    "-L",
+    "-maxrregcount",
+    "-cudart",
+    "-cudadevrt",
+    "-Werror",
+    "-diag-suppress",
+    "-diag-warn",
+    "-diag-error",
+    "-split-compile",
+    "-time",
+    "-run-args",
+    "-default-stream",
+    "-dopt",
+    "-Ofc",
+    "-jtd",
+    "-pg",
+    "-MD",
+    "-MMD",
+    "-MP",
+    "-M",
+    "-MM",
+    "-g",
+    "--debug",
+    "-lineinfo",
+    "--generate-line-info",
+    "-w",
+    "--disable-warnings",
+    "-Wno-deprecated-gpu-targets",
+    "-Wno-deprecated-declarations",
+    "-keep",
+    "--keep",
+    "-res-usage",
+    "--resource-usage",
+    "-v",
+    "--verbose",
+    "-shared",
+    "--shared",
+    "--expt-relaxed-constexpr",
+    "-expt-relaxed-constexpr",
+    "--expt-extended-lambda",
+    "-expt-extended-lambda",
+    "--extended-lambda",
+    "-extended-lambda",
+    "--forward-unknown-to-host-compiler",
+    "-forward-unknown-to-host-compiler",
+    "--forward-unknown-to-host-linker",
+    "-src-in-ptx",
+    "-allow-unsupported-compiler",
+    "--allow-unsupported-compiler",
+    "-extra-device-vectorization",
+    "--extra-device-vectorization",
+    "-restrict",
+    "--restrict",
+    "-Wreorder",
+    "-Wdefault-stream-launch",
+    "-Wext-lambda-captures-this",
+    "-Wmissing-launch-bounds",
+    "-dlto",
     "-static-global-template-stub",
 }
 # nvcc modes that do not compile a translation unit to an object
-_NVCC_NO_OBJECT = {"-ptx", "--ptx", "-cubin", "--cubin", "-fatbin", "--fatbin", "-E", "--preprocess", "-M",
-                   "--generate-dependencies", "-MM", "-dlink", "--device-link", "-lib", "--lib", "-link",
-                   "--link", "-run", "--run", "-optix-ir", "--optix-ir", "-lto", "-dryrun", "--dryrun",
-                   "-fdevice-syntax-only", "-cuda", "--cuda", "-dlto-ir", "-ltoir"}
+_NVCC_NO_OBJECT = {
+    "-ptx",
+    "--ptx",
+    "-cubin",
+    "--cubin",
+    "-fatbin",
+    "--fatbin",
+    "-E",
+    "--preprocess",
+    "-M",
+    "--generate-dependencies",
+    "-MM",
+    "-dlink",
+    "--device-link",
+    "-lib",
+    "--lib",
+    "-link",
+    "--link",
+    "-run",
+    "--run",
+    "-optix-ir",
+    "--optix-ir",
+    "-lto",
+    "-dryrun",
+    "--dryrun",
+    "-fdevice-syntax-only",
+    "-cuda",
+    "--cuda",
+    "-dlto-ir",
+    "-ltoir",
+}
 
 
 def _nvcc_options(args: list[str]):
@@ -304,8 +427,13 @@ def plan_nvcc(argv: list[str], cwd: str, *, clang: str | None, standins: str = "
     if not cu_sources:
         return Plan("nvcc", dropped=tuple(dropped))
     if clang is None:
-        return Plan("nvcc", notes=tuple(f"no IR for {p}: clang was not found (install clang-19 or set MNEME_CC_CLANG)"
-                                        for p in cu_sources), dropped=tuple(dropped))
+        return Plan(
+            "nvcc",
+            notes=tuple(
+                f"no IR for {p}: clang was not found (install clang-19 or set MNEME_CC_CLANG)" for p in cu_sources
+            ),
+            dropped=tuple(dropped),
+        )
     cuda = cuda_root_of(nvcc)
     base = [clang, "-x", "cuda", "--cuda-device-only", "-emit-llvm", "-c", "-w", "-Wno-unknown-cuda-version"]
     if cuda:
@@ -326,11 +454,17 @@ def plan_nvcc(argv: list[str], cwd: str, *, clang: str | None, standins: str = "
     for src in cu_sources:
         obj = output if output and len(cu_sources) == 1 else Path(src).stem + ".o"
         for arch, targets in arch_list:
-            jobs.append(DeviceJob(
-                source=os.path.abspath(os.path.join(cwd, src)), obj=os.path.abspath(os.path.join(cwd, obj)),
-                arch=arch, language="cuda", argv=tuple(base + [f"--cuda-gpu-arch={arch}", src]),
-                targets=targets, rdc=rdc,
-            ))
+            jobs.append(
+                DeviceJob(
+                    source=os.path.abspath(os.path.join(cwd, src)),
+                    obj=os.path.abspath(os.path.join(cwd, obj)),
+                    arch=arch,
+                    language="cuda",
+                    argv=tuple(base + [f"--cuda-gpu-arch={arch}", src]),
+                    targets=targets,
+                    rdc=rdc,
+                )
+            )
     return Plan("nvcc", tuple(jobs), tuple(notes), tuple(dropped))
 
 
@@ -338,15 +472,67 @@ def plan_nvcc(argv: list[str], cwd: str, *, clang: str | None, standins: str = "
 
 # clang options whose value is the next argument
 _CLANG_VALUED = {
-    "-o", "-I", "-D", "-U", "-include", "-isystem", "-idirafter", "-iquote", "-imacros", "-x", "-Xclang",
-    "-Xcuda-ptxas", "-Xcuda-fatbinary", "-Xlinker", "-Xassembler", "-Xpreprocessor", "-Xoffload-linker",
-    "-mllvm", "-target", "-L", "-isysroot", "-include-pch", "-MF", "-MT", "-MQ", "-MJ", "-z", "-u", "-T",
-    "-working-directory", "-iprefix", "-iwithprefix", "-cxx-isystem", "--serialize-diagnostics", "-ivfsoverlay",
-    "-Xopenmp-target", "-Xarch_device", "-Xarch_host", "-arch", "--offload-arch", "--cuda-gpu-arch",
+    "-o",
+    "-I",
+    "-D",
+    "-U",
+    "-include",
+    "-isystem",
+    "-idirafter",
+    "-iquote",
+    "-imacros",
+    "-x",
+    "-Xclang",
+    "-Xcuda-ptxas",
+    "-Xcuda-fatbinary",
+    "-Xlinker",
+    "-Xassembler",
+    "-Xpreprocessor",
+    "-Xoffload-linker",
+    "-mllvm",
+    "-target",
+    "-L",
+    "-isysroot",
+    "-include-pch",
+    "-MF",
+    "-MT",
+    "-MQ",
+    "-MJ",
+    "-z",
+    "-u",
+    "-T",
+    "-working-directory",
+    "-iprefix",
+    "-iwithprefix",
+    "-cxx-isystem",
+    "--serialize-diagnostics",
+    "-ivfsoverlay",
+    "-Xopenmp-target",
+    "-Xarch_device",
+    "-Xarch_host",
+    "-arch",
+    "--offload-arch",
+    "--cuda-gpu-arch",
 }
 _CLANG_DROP_VALUED = {"-o", "-MF", "-MT", "-MQ", "-MJ", "--serialize-diagnostics"}
-_CLANG_DROP = {"-c", "-S", "-E", "-emit-llvm", "-MD", "-MMD", "-MP", "-M", "-MM", "-MG", "--cuda-device-only",
-               "--offload-device-only", "-fsyntax-only", "-save-temps", "-v", "-###"}
+_CLANG_DROP = {
+    "-c",
+    "-S",
+    "-E",
+    "-emit-llvm",
+    "-MD",
+    "-MMD",
+    "-MP",
+    "-M",
+    "-MM",
+    "-MG",
+    "--cuda-device-only",
+    "--offload-device-only",
+    "-fsyntax-only",
+    "-save-temps",
+    "-v",
+    "-###",
+}
 
 
 def plan_clang(argv: list[str], cwd: str, kind: str) -> Plan:
@@ -402,8 +588,11 @@ def plan_clang(argv: list[str], cwd: str, kind: str) -> Plan:
         ext = os.path.splitext(path)[1]
         if lang in ("cuda", "cu") or (lang is None and ext in CUDA_SOURCE):
             device_sources.append((path, "cuda"))
-        elif lang == "hip" or (lang is None and ext in HIP_SOURCE) or (
-                lang is None and kind == "hipcc" and ext in CXX_SOURCE | CUDA_SOURCE):
+        elif (
+            lang == "hip"
+            or (lang is None and ext in HIP_SOURCE)
+            or (lang is None and kind == "hipcc" and ext in CXX_SOURCE | CUDA_SOURCE)
+        ):
             device_sources.append((path, "hip"))
     if not device_sources:
         return Plan(kind)
@@ -416,88 +605,18 @@ def plan_clang(argv: list[str], cwd: str, kind: str) -> Plan:
     for src, lang in device_sources:
         obj = output if output and len(device_sources) == 1 else Path(src).stem + ".o"
         for arch in archs or [""]:
-            jobs.append(DeviceJob(
-                source=os.path.abspath(os.path.join(cwd, src)), obj=os.path.abspath(os.path.join(cwd, obj)),
-                arch=arch, language=lang, argv=tuple(base + ([flag + arch] if arch else []) + [src]),
-                targets=(arch,) if arch else (), rdc=rdc,
-            ))
+            jobs.append(
+                DeviceJob(
+                    source=os.path.abspath(os.path.join(cwd, src)),
+                    obj=os.path.abspath(os.path.join(cwd, obj)),
+                    arch=arch,
+                    language=lang,
+                    argv=tuple(base + ([flag + arch] if arch else []) + [src]),
+                    targets=(arch,) if arch else (),
+                    rdc=rdc,
+                )
+            )
     return Plan(kind, tuple(jobs))
-
-
-# The device library a HIP compile links names the code object version (`oclc_abi_version_500.bc`: v5).
-_ABI_LIBRARY = re.compile(r"oclc_abi_version_(\d+)\.bc")
-_INCLUDE_OPTIONS = ("-isystem", "-idirafter", "-I")
-
-
-def _without_includes_under(args: list[str], folder: Path, cwd: str) -> list[str]:
-    """`args` less the include directories inside `folder` (another clang's own headers)."""
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        opt = next((o for o in _INCLUDE_OPTIONS if a == o or a.startswith(o)), None)
-        width = 2 if opt == a and i + 1 < len(args) else 1
-        path = args[i + 1] if width == 2 else a[len(opt):] if opt else ""
-        if opt and path and Path(os.path.realpath(os.path.join(cwd, path))).is_relative_to(folder):
-            i += width
-            continue
-        out.append(a)
-        i += 1
-    return out
-
-
-@attrs.frozen
-class HipccCommand:
-    """What hipcc's dry run shows: its compiler command and what that clang builds."""
-
-    argv: list[str]
-    code_object: int | None  # the code object version (4, 5, ...); None when not shown
-    archs: tuple[str, ...]  # the device cc1 runs' -target-cpu (clang's default when no arch is given)
-
-
-def _device_runs(clang_plan: str) -> tuple[int | None, tuple[str, ...]]:
-    """The code object version and GPU architectures of the AMDGPU cc1 runs `clang -###` printed."""
-    code_object, archs = None, []
-    for line in clang_plan.splitlines():
-        if '"-cc1"' not in line:
-            continue
-        try:
-            tokens = shlex.split(line)
-        except ValueError:
-            continue
-        pairs = dict(itertools.pairwise(tokens))
-        if not pairs.get("-triple", "").startswith("amdgcn"):
-            continue
-        if pairs.get("-target-cpu"):
-            archs.append(pairs["-target-cpu"])
-        abi = _ABI_LIBRARY.search(line)
-        if abi:
-            code_object = int(abi.group(1)) // 100
-    return code_object, tuple(dict.fromkeys(archs))
-
-
-def hipcc_clang_command(argv: list[str], cwd: str) -> HipccCommand:
-    """The compiler command `hipcc ARGS` runs, without compiling anything.
-
-    hipcc prints its command with ``HIPCC_VERBOSE=1`` (``hipcc-cmd: ...``); ``-###`` makes
-    clang print what it would run instead of running it, so nothing is compiled or written.
-    The environment is the real command's: ``HIP_PLATFORM`` and ``ROCM_PATH`` pick the same
-    compiler. Raises RuntimeError with the reason when hipcc does not show a command.
-    """
-    env = {**os.environ, "HIPCC_VERBOSE": "1"}
-    try:
-        done = subprocess.run([*argv, "-###"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
-                              stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RuntimeError(f"cannot run {argv[0]} -### ({exc})") from exc
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("hipcc-cmd:")), None)
-    if line is None:
-        raise RuntimeError(f"{os.path.basename(argv[0])} did not print its compiler command with HIPCC_VERBOSE=1 "
-                           f"(exit status {done.returncode})")
-    command = [a for a in shlex.split(line.split(":", 1)[1]) if a != "-###"]
-    if not command:
-        raise RuntimeError(f"{os.path.basename(argv[0])} printed an empty compiler command")
-    return HipccCommand(command, *_device_runs(done.stderr))
 
 
 def plan_hipcc(argv: list[str], cwd: str, *, clang: str | None) -> Plan:
@@ -521,15 +640,24 @@ def plan_hipcc(argv: list[str], cwd: str, *, clang: str | None) -> Plan:
     compiler = os.path.basename(command[0])
     if classify(command[0]) != "clang":
         platform = os.environ.get("HIP_PLATFORM") or "not set"
-        return Plan("hipcc", notes=tuple(
-            f"no IR for {s}: hipcc compiles it with {compiler} (HIP_PLATFORM {platform}); mneme-cc captures hipcc's "
-            "IR for AMD GPUs (HIP_PLATFORM=amd)" for s in sources))
+        return Plan(
+            "hipcc",
+            notes=tuple(
+                f"no IR for {s}: hipcc compiles it with {compiler} (HIP_PLATFORM {platform}); mneme-cc captures hipcc's "
+                "IR for AMD GPUs (HIP_PLATFORM=amd)"
+                for s in sources
+            ),
+        )
     if clang is None:
-        return Plan("hipcc", notes=tuple(f"no IR for {s}: clang was not found (install clang-19 or set MNEME_CC_CLANG)"
-                                         for s in sources))
+        return Plan(
+            "hipcc",
+            notes=tuple(
+                f"no IR for {s}: clang was not found (install clang-19 or set MNEME_CC_CLANG)" for s in sources
+            ),
+        )
     found = shutil.which(command[0])
     own_headers = Path(os.path.realpath(found)).parent.parent / "lib" / "clang" if found else None
-    args = _without_includes_under(command[1:], own_headers, cwd) if own_headers else command[1:]
+    args = without_includes_under(command[1:], own_headers, cwd) if own_headers else command[1:]
     if hipcc.code_object is not None:  # first: a -mcode-object-version hipcc passes on comes later and wins
         args = [f"-mcode-object-version={hipcc.code_object}", *args]
     if not any(a.startswith(("--offload-arch", "--cuda-gpu-arch")) for a in args):

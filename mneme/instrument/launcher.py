@@ -60,8 +60,7 @@ def find_objcopy() -> str | None:
     env = envvars.get("MNEME_CC_OBJCOPY", "")  # set: that one; else the search below
     if env:
         return shutil.which(env)
-    for name in ("llvm-objcopy-19", "llvm-objcopy-20", "llvm-objcopy-21", "llvm-objcopy-22", "llvm-objcopy",
-                 "objcopy"):
+    for name in ("llvm-objcopy-19", "llvm-objcopy-20", "llvm-objcopy-21", "llvm-objcopy-22", "llvm-objcopy", "objcopy"):
         found = shutil.which(name)
         if found:
             return found
@@ -99,8 +98,9 @@ def _run_ir_jobs(plan: flags.Plan, scratch: str, real: subprocess.Popen) -> int:
         err = open(os.path.join(scratch, f"{n}.err"), "w+")
         log.debug("clang command: %s", shlex.join([*job.argv, "-o", out]))
         try:
-            proc = subprocess.Popen([*job.argv, "-o", out], stdout=err, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                [*job.argv, "-o", out], stdout=err, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         except OSError as exc:
             proc = None
             err.write(str(exc))
@@ -137,10 +137,15 @@ def _capture(procs) -> None:
             built, applied, message = compat.retry(job.argv, out, job.language, message)
             if not built:
                 tried = f" (also with {', '.join(w.name for w in applied)})" if applied else ""
-                failed.setdefault(job.source, []).append(f"{job.arch or 'default arch'}: {_first_error(message)}{tried}")
+                failed.setdefault(job.source, []).append(
+                    f"{job.arch or 'default arch'}: {_first_error(message)}{tried}"
+                )
                 continue
-            log.warning("IR for %s captured with workarounds for code clang rejects and nvcc accepts: %s", label,
-                        ", ".join(w.name for w in applied))
+            log.warning(
+                "IR for %s captured with workarounds for code clang rejects and nvcc accepts: %s",
+                label,
+                ", ".join(w.name for w in applied),
+            )
         bitcode = Path(out).read_bytes()
         try:
             syms = module_symbols(bitcode, label)
@@ -152,15 +157,27 @@ def _capture(procs) -> None:
             continue
         bitcode, syms = _nvcc_kernel_names(job, bitcode, syms, label)
         arch = job.arch or syms.target_cpu
-        per_object.setdefault(job.obj, []).append(EmbeddedEntry(
-            source=job.source, arch=arch, bitcode=bitcode, language=job.language,
-            clang_version=syms.producer, targets=job.targets or (arch,), rdc=job.rdc,
-            kernels=syms.kernels, producer=f"mneme-cc {__version__}" + (
-                f" (workarounds: {', '.join(w.name for w in applied)})" if applied else ""),
-        ))
+        per_object.setdefault(job.obj, []).append(
+            EmbeddedEntry(
+                source=job.source,
+                arch=arch,
+                bitcode=bitcode,
+                language=job.language,
+                clang_version=syms.producer,
+                targets=job.targets or (arch,),
+                rdc=job.rdc,
+                kernels=syms.kernels,
+                producer=f"mneme-cc {__version__}"
+                + (f" (workarounds: {', '.join(w.name for w in applied)})" if applied else ""),
+            )
+        )
     for source, reasons in failed.items():
-        log.warning("no IR captured for %s: clang failed (%s); the build continues and its kernels stay "
-                    "recordable without IR (MNEME_CC_VERBOSE=1 shows the clang command)", source, "; ".join(reasons))
+        log.warning(
+            "no IR captured for %s: clang failed (%s); the build continues and its kernels stay "
+            "recordable without IR (MNEME_CC_VERBOSE=1 shows the clang command)",
+            source,
+            "; ".join(reasons),
+        )
     if per_object:
         objcopy = find_objcopy()
         for obj, entries in per_object.items():
@@ -214,8 +231,11 @@ def run(argv: list[str]) -> int:
             log.warning("could not read the command line of %s (%s); IR not captured", compiler_argv[0], exc)
             plan = flags.Plan(flags.classify(compiler_argv[0]))
         if plan.kind == "unknown":
-            log.warning("unknown compiler %r: running it unchanged without capturing IR (mneme-cc knows nvcc, "
-                        "clang, clang++, hipcc and host compilers such as gcc/g++)", os.path.basename(compiler_argv[0]))
+            log.warning(
+                "unknown compiler %r: running it unchanged without capturing IR (mneme-cc knows nvcc, "
+                "clang, clang++, hipcc and host compilers such as gcc/g++)",
+                os.path.basename(compiler_argv[0]),
+            )
         if plan.dropped:
             log.debug("nvcc flags with no clang equivalent, not passed to clang: %s", " ".join(plan.dropped))
         for note in plan.notes:

@@ -20,8 +20,10 @@ _INTERNAL = re.compile(r"_INTERNAL_[0-9a-f]{8}_\d+_\w+?_[0-9a-f]{8}::|\(anonymou
 # runtime prints `&(void f<T>(int))`, llvm-cxxfilt (clang's `Tn` names, mneme.core.demangle) `&void f<T>(int)`
 # (its template arguments balanced, to two levels: `g<&h, 32>` ends at its own `>`, never at the kernel's)
 _TEMPLATE = r"(?:<(?:[^()<>]|<[^()<>]*>)*>)?"
-_FUNCTION_ARG = re.compile(rf"&\((?:[\w:*&]+ )*([\w:]+{_TEMPLATE})\([^()]*\)\)"
-                           rf"|&(?:[\w:*&]+ )*([\w:]+{_TEMPLATE})\([^()]*\)")
+_FUNCTION_ARG = re.compile(
+    rf"&\((?:[\w:*&]+ )*([\w:]+{_TEMPLATE})\([^()]*\)\)"
+    rf"|&(?:[\w:*&]+ )*([\w:]+{_TEMPLATE})\([^()]*\)"
+)
 
 
 def key(name: str) -> str:

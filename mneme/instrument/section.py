@@ -103,12 +103,12 @@ def iter_entries(data: bytes, path: str = "<memory>", base_offset: int = 0) -> I
         magic, version, header_size, meta_len, code_len, length = _HEADER.unpack_from(data, pos)
         if magic != MAGIC:
             raise CorruptFileError(
-                path, f"{where}: bad magic {magic!r}; the section was damaged or not written by mneme-cc")
+                path, f"{where}: bad magic {magic!r}; the section was damaged or not written by mneme-cc"
+            )
         if version > FORMAT_VERSION:
             raise SchemaVersionError(
                 path,
-                f"{where} has format version {version}, newer than this Mneme reads ({FORMAT_VERSION}); "
-                "upgrade Mneme",
+                f"{where} has format version {version}, newer than this Mneme reads ({FORMAT_VERSION}); upgrade Mneme",
             )
         meta_at = pos + header_size
         code_at = meta_at + _pad8(meta_len)

@@ -8,5 +8,15 @@ from mneme.llvm.module import ModuleRef, parse_assembly, parse_bitcode
 from mneme.llvm.typeref import TypeKind, TypeRef
 from mneme.llvm.value import Linkage, StorageClass, ValueKind, ValueRef, Visibility
 
-__all__ = ["Linkage", "ModuleRef", "StorageClass", "TypeKind", "TypeRef", "ValueKind", "ValueRef", "Visibility",
-           "parse_assembly", "parse_bitcode"]
+__all__ = [
+    "Linkage",
+    "ModuleRef",
+    "StorageClass",
+    "TypeKind",
+    "TypeRef",
+    "ValueKind",
+    "ValueRef",
+    "Visibility",
+    "parse_assembly",
+    "parse_bitcode",
+]

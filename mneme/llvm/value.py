@@ -19,10 +19,21 @@ from mneme.llvm.typeref import TypeRef
 
 MEMORY_OPCODES = ("alloca", "store", "load", "getelementptr")
 _ALIGNED_OPCODES = ("alloca", "load", "store", "atomicrmw", "cmpxchg")
-_AGGREGATES = (ValueKind.constant_array, ValueKind.constant_vector, ValueKind.constant_struct,
-               ValueKind.constant_data_array, ValueKind.constant_data_vector)  # fmt: skip
-_LEAF_CONSTANTS = (ValueKind.constant_aggregate_zero, ValueKind.undef_value, ValueKind.poison_value,
-                   ValueKind.constant_int, ValueKind.constant_fp, ValueKind.constant_pointer_null)  # fmt: skip
+_AGGREGATES = (
+    ValueKind.constant_array,
+    ValueKind.constant_vector,
+    ValueKind.constant_struct,
+    ValueKind.constant_data_array,
+    ValueKind.constant_data_vector,
+)
+_LEAF_CONSTANTS = (
+    ValueKind.constant_aggregate_zero,
+    ValueKind.undef_value,
+    ValueKind.poison_value,
+    ValueKind.constant_int,
+    ValueKind.constant_fp,
+    ValueKind.constant_pointer_null,
+)
 _BINARY = {"add", "sub", "mul", "shl", "xor", "and", "or", "lshr", "ashr"}
 
 
@@ -71,8 +82,10 @@ class ValueRef(_llvm.ValueRef):
     # -- read-only values from a parsed copy -------------------------------------------------
     def _check_writable(self, what: str) -> None:
         if "_probe" in self._parents:
-            raise ValueError(f"cannot set {what} of {str(self).strip()[:80]!r}: it was read from a parsed copy of "
-                             "the module (aliases, ifuncs, initializers and constant operands are read-only here)")  # fmt: skip
+            raise ValueError(
+                f"cannot set {what} of {str(self).strip()[:80]!r}: it was read from a parsed copy of "
+                "the module (aliases, ifuncs, initializers and constant operands are read-only here)"
+            )
 
     @_llvm.ValueRef.name.setter
     def name(self, val):
@@ -172,7 +185,9 @@ class ValueRef(_llvm.ValueRef):
             return iter([])
         if kind == ValueKind.constant_expr:
             inst = self.as_instruction()
-            return (adopt(v, "operand", dict(inst._parents, instruction=self)) for v in _llvm.ValueRef.operands.fget(inst))
+            return (
+                adopt(v, "operand", dict(inst._parents, instruction=self)) for v in _llvm.ValueRef.operands.fget(inst)
+            )
         if kind in _AGGREGATES:
             elements = _text.aggregate_elements(str(self).strip())
             copy, values, _, _ = _text.probe(self.module, values=elements)

@@ -67,8 +67,9 @@ def _modules(inputs: tuple[str, ...], rdb: str | None):
                 yield path, names, Path(path)
 
 
-def check(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_name: str,
-          arch: str | None = None) -> list[Verdict]:  # fmt: skip
+def check(
+    inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_name: str, arch: str | None = None
+) -> list[Verdict]:
     """The verdict of backend `backend_name` on every kernel of the inputs (or only `kernel`)."""
     if backend_name not in backends():
         raise UsageError(f"no backend {backend_name!r}; installed backends: {', '.join(sorted(backends()))}")
@@ -102,20 +103,37 @@ def check(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_
 @click.argument("inputs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("-rdb", "--record-db", "rdb", type=click.Path(exists=True, dir_okay=False), help="A recording database.")
 @click.option("-k", "--kernel", help="Only this kernel (mangled name).")
-@click.option("--backend", "backend_name", default="host", show_default=True, help="The backend to ask (host, cuda, hip).")
+@click.option(
+    "--backend", "backend_name", default="host", show_default=True, help="The backend to ask (host, cuda, hip)."
+)
 @click.option("--arch", help="Architecture to check for (default: the backend's choice).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def check_command(inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_name: str, arch: str | None,
-                  as_json: bool) -> None:  # fmt: skip
+def check_command(
+    inputs: tuple[str, ...], rdb: str | None, kernel: str | None, backend_name: str, arch: str | None, as_json: bool
+) -> None:
     """Say, per kernel, whether BACKEND can run it and name every construct it cannot; runs nothing."""
     verdicts = check(inputs, rdb, kernel, backend_name, arch)
     runnable = sum(v.runnable for v in verdicts)
     if as_json:
-        click.echo(json.dumps({
-            "backend": backend_name, "total": len(verdicts), "runnable": runnable,
-            "kernels": [{"kernel": v.kernel, "source": v.source, "runnable": v.runnable,
-                         "unsupported": list(v.unsupported)} for v in verdicts],
-        }, indent=2))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    "backend": backend_name,
+                    "total": len(verdicts),
+                    "runnable": runnable,
+                    "kernels": [
+                        {
+                            "kernel": v.kernel,
+                            "source": v.source,
+                            "runnable": v.runnable,
+                            "unsupported": list(v.unsupported),
+                        }
+                        for v in verdicts
+                    ],
+                },
+                indent=2,
+            )
+        )
         return
     table = Table(title=f"{runnable} of {len(verdicts)} kernels run on the {backend_name} backend")
     for column in ("kernel", "runs", "what it cannot run"):

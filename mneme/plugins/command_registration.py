@@ -29,13 +29,20 @@ ir = _Commands("mneme.plugins.ir_commands")
 replay = _Commands("mneme.plugins.replay_commands")
 tune = _Commands("mneme.plugins.tune_commands")
 snapshot = _Commands("mneme.plugins.snapshot_commands")
+
+
 class _OriginalMneme(_Commands):
     """The original Mneme's commands, and its recording databases read wherever Mneme reads a database."""
 
     @hookimpl
     def mneme_recording_formats(self):
-        return [Described("original", "mneme.compat.original_format:OriginalFormat",
-                          description="databases and snapshots of the original Mneme, every layout")]
+        return [
+            Described(
+                "original",
+                "mneme.compat.original_format:OriginalFormat",
+                description="databases and snapshots of the original Mneme, every layout",
+            )
+        ]
 
 
 original = _OriginalMneme("mneme.plugins.original_commands")

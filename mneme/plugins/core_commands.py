@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from mneme.core.records import RecordedExecution
 
 
-
-
 @click.command("plugins", epilog="Exit codes: 0 ok; 1 internal error; 2 invalid options.")
 @click.option("--parameters", is_flag=True, help="List the configuration parameters plugins declare instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
@@ -35,10 +33,28 @@ def plugins_command(parameters: bool, as_json: bool) -> None:
         if as_json:
             from mneme.core import params
 
-            click.echo(json.dumps([{"parameter": k.name, "flag": k.flag, "type": k.type, "optional": k.optional,
-                                    "default": k.default, "low": k.low, "high": k.high, "choices": k.choices,
-                                    "stage": k.stage, "plugin": k.plugin, "help": k.help}
-                                   for k in params.knobs().values()], indent=2, default=repr))  # fmt: skip
+            click.echo(
+                json.dumps(
+                    [
+                        {
+                            "parameter": k.name,
+                            "flag": k.flag,
+                            "type": k.type,
+                            "optional": k.optional,
+                            "default": k.default,
+                            "low": k.low,
+                            "high": k.high,
+                            "choices": k.choices,
+                            "stage": k.stage,
+                            "plugin": k.plugin,
+                            "help": k.help,
+                        }
+                        for k in params.knobs().values()
+                    ],
+                    indent=2,
+                    default=repr,
+                )
+            )
             return
         _parameters_table()
         return
@@ -72,15 +88,25 @@ def _parameters_table() -> None:
 
     rows = []
     for knob in params.knobs().values():
-        values = (f"{knob.low}..{knob.high}" if knob.low is not None or knob.high is not None
-                  else ", ".join(repr(c) for c in knob.choices) if knob.choices else "")
+        values = (
+            f"{knob.low}..{knob.high}"
+            if knob.low is not None or knob.high is not None
+            else ", ".join(repr(c) for c in knob.choices)
+            if knob.choices
+            else ""
+        )
         kind = knob.type + (" or none" if knob.optional else "")
         rows.append((knob.name, knob.flag, kind, repr(knob.default), values, knob.stage, knob.plugin, knob.help))
-    plaintable.print_table(None, "configuration parameters declared by plugins (`mneme replay` / `mneme ir` flags)",
-                           ("parameter", "flag", "type", "default", "values", "stage", "plugin", "help"), rows)
+    plaintable.print_table(
+        None,
+        "configuration parameters declared by plugins (`mneme replay` / `mneme ir` flags)",
+        ("parameter", "flag", "type", "default", "values", "stage", "plugin", "help"),
+        rows,
+    )
 
 
 # -- inspect ------------------------------------------------------------------------------------
+
 
 def _database_paths(paths: tuple[str, ...]) -> list[Path]:
     """The database files named, a folder standing for every database directly inside it."""
@@ -171,12 +197,15 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     head.add_row("backend / arch", f"{markup(rec.backend)} / {markup(rec.arch)}")
     if rec.modules:
         size = sum(f.stat().st_size for f in rec.llvm_files)
-        head.add_row("code", f"LLVM IR, {len(rec.modules)} module(s), {_size(size)}: "
-                     + ", ".join(markup(m) for m in rec.modules))
+        head.add_row(
+            "code",
+            f"LLVM IR, {len(rec.modules)} module(s), {_size(size)}: " + ", ".join(markup(m) for m in rec.modules),
+        )
     for image in rec.images:
         size = (rec.folder / image.path).stat().st_size
-        head.add_row("code" if not rec.modules else "binary",
-                     markup(f"{image.kind} {image.path.as_posix()} ({_size(size)})"))
+        head.add_row(
+            "code" if not rec.modules else "binary", markup(f"{image.kind} {image.path.as_posix()} ({_size(size)})")
+        )
     if rec.va_size:
         head.add_row("VA range", f"{rec.va_addr:#x} .. {rec.va_addr + rec.va_size:#x} ({_size(rec.va_size)})")
     else:
@@ -190,7 +219,14 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     for column in ("#", "name", "kind", "offset", "size", "specializable"):
         args.add_column(column, justify="right" if column in ("#", "offset", "size") else "left")
     for i, arg in enumerate(rec.args):
-        args.add_row(str(i), markup(arg.name), markup(arg.kind), str(arg.offset), str(arg.size), "yes" if arg.specializable else "no")
+        args.add_row(
+            str(i),
+            markup(arg.name),
+            markup(arg.kind),
+            str(arg.offset),
+            str(arg.size),
+            "yes" if arg.specializable else "no",
+        )
     _console().print(args)
 
     table = Table(title=f"instances ({len(rec)})", title_justify="left")
@@ -200,7 +236,8 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
     for key, inst in rec.items():
         values = " ".join(f"{a.name}={arg_text(a.kind, v)}" for a, v in zip(rec.args, inst.arg_values))
         how = (["cooperative"] if inst.cooperative else []) + (
-            [f"clusters {inst.cluster_dim}"] if inst.cluster_dim is not None else [])
+            [f"clusters {inst.cluster_dim}"] if inst.cluster_dim is not None else []
+        )
         grid = ", ".join([str(inst.grid_dim), *how])
         table.add_row(markup(key), grid, str(inst.block_dim), _size(inst.shared_mem), str(inst.occ), markup(values))
     _console().print(table)
@@ -216,10 +253,12 @@ def _print_summary(rec: RecordedExecution, summary: dict[str, Any]) -> None:
                 cells.append(f"[red]unreadable: {info['error']}[/]")
             elif "regions" in info:
                 n, g = info["regions"], info["globals"]
-                cells.append(f"{_size(info['bytes'])}, {n} region{'s' * (n != 1)}"
-                             + (f" + {g} global{'s' * (g != 1)}" if g else "")
-                             + (f", {'/'.join(info['encodings'])}" if info["encodings"] else "")
-                             + f"; file {_size(info['file_size'])}")
+                cells.append(
+                    f"{_size(info['bytes'])}, {n} region{'s' * (n != 1)}"
+                    + (f" + {g} global{'s' * (g != 1)}" if g else "")
+                    + (f", {'/'.join(info['encodings'])}" if info["encodings"] else "")
+                    + f"; file {_size(info['file_size'])}"
+                )
             else:
                 cells.append(f"file {_size(info['file_size'])}")
         policies = ", ".join(summary["snapshots"][key]["epilogue"].get("policies", [])) or "-"
@@ -241,13 +280,19 @@ def inspect_command(databases: tuple[str, ...], as_json: bool) -> None:
     else:
         for rec, summary in zip(records, summaries):
             _print_summary(rec, summary)
-    broken = [(s["path"], k, side, info["error"]) for s in summaries for k, sides in s["snapshots"].items()
-              for side, info in sides.items() if "error" in info]
+    broken = [
+        (s["path"], k, side, info["error"])
+        for s in summaries
+        for k, sides in s["snapshots"].items()
+        for side, info in sides.items()
+        if "error" in info
+    ]
     if broken:
         raise MnemeError(f"{len(broken)} snapshot file(s) unreadable, first: {broken[0][3]}")
 
 
 # -- clean, copy, move ----------------------------------------------------------------------------
+
 
 @click.command("clean", epilog=EXIT_CODES_HELP)
 @click.argument("databases", nargs=-1, required=True, type=click.Path())
@@ -266,17 +311,23 @@ def clean_command(databases: tuple[str, ...], dry_run: bool) -> None:
     if dry_run:
         for f in report.removed:
             _console().print(f"{verb} {f}", highlight=False)
-    _console().print(f"{len(report.databases)} database(s), {len(report.removed)} file(s) "
-                  + ("to remove" if dry_run else "removed")
-                  + (f", {len(report.kept)} shared file(s) kept" if report.kept else ""), highlight=False)
+    _console().print(
+        f"{len(report.databases)} database(s), {len(report.removed)} file(s) "
+        + ("to remove" if dry_run else "removed")
+        + (f", {len(report.kept)} shared file(s) kept" if report.kept else ""),
+        highlight=False,
+    )
     _print_foreign_left(report.foreign)
 
 
 def _print_foreign_left(foreign) -> None:
     # Another tool's database: Mneme acted on its conversion; the tool's own files are not Mneme's to delete.
     for db in foreign:
-        _console().print(f"left {db} and the files it names in place (another tool's format; only its "
-                         "conversion was acted on): delete them with that tool or by hand", highlight=False)
+        _console().print(
+            f"left {db} and the files it names in place (another tool's format; only its "
+            "conversion was acted on): delete them with that tool or by hand",
+            highlight=False,
+        )
 
 
 @click.command("copy", epilog=EXIT_CODES_HELP)
@@ -333,24 +384,40 @@ def effective_config() -> dict[str, Any]:
     for item in plugins.provided("backend"):
         try:
             availability = plugins.availability(item)
-            backends[item.name] = {"distribution": item.distribution, "version": item.version,
-                                   "usable": availability.usable, "reason": availability.reason}
+            backends[item.name] = {
+                "distribution": item.distribution,
+                "version": item.version,
+                "usable": availability.usable,
+                "reason": availability.reason,
+            }
         except Exception as exc:  # noqa: BLE001 - a broken backend plugin must not hide the others
-            backends[item.name] = {"distribution": item.distribution, "version": item.version,
-                                   "usable": False, "reason": f"availability check failed: {exc!r}"}
+            backends[item.name] = {
+                "distribution": item.distribution,
+                "version": item.version,
+                "usable": False,
+                "reason": f"availability check failed: {exc!r}",
+            }
     from mneme.core import backend as _backend  # noqa: F401 - registers the installed backends' variables
     from mneme.core import envvars
 
     environment = {}
     for name, var in envvars.registry().items():
-        environment[name] = {"value": envvars.raw(name) or "", "default": var.default, "meaning": var.help,
-                             "component": var.component}  # fmt: skip
+        environment[name] = {
+            "value": envvars.raw(name) or "",
+            "default": var.default,
+            "meaning": var.help,
+            "component": var.component,
+        }
     for name, value in envvars.unregistered().items():
         import difflib
 
         near = difflib.get_close_matches(name, list(environment), n=1)
-        environment[name] = {"value": value, "default": "", "component": "unknown",
-                             "meaning": "not read by Mneme" + (f"; did you mean {near[0]}?" if near else "")}
+        environment[name] = {
+            "value": value,
+            "default": "",
+            "component": "unknown",
+            "meaning": "not read by Mneme" + (f"; did you mean {near[0]}?" if near else ""),
+        }
     tool_paths = {tool: shutil.which(tool) or "" for tool in TOOLS}
     if shutil.which("ptxas") is None and Path("/usr/local/cuda/bin/ptxas").exists():
         tool_paths["ptxas"] = "/usr/local/cuda/bin/ptxas"
@@ -402,8 +469,13 @@ def config_command(key: str | None, as_json: bool) -> None:
     for column in ("variable", "value", "default", "component", "meaning"):
         env.add_column(column)
     for name, entry in config["environment"].items():
-        env.add_row(name, escape(entry["value"]) if entry["value"] else "[dim](unset)[/]", escape(entry["default"]),
-                    entry["component"], escape(entry["meaning"]))  # fmt: skip
+        env.add_row(
+            name,
+            escape(entry["value"]) if entry["value"] else "[dim](unset)[/]",
+            escape(entry["default"]),
+            entry["component"],
+            escape(entry["meaning"]),
+        )
     _console().print(env)
     table = Table(title="backends", title_justify="left")
     for column in ("backend", "distribution", "status"):

@@ -19,8 +19,6 @@ from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, read_entries
 from mneme.instrument.symbols import short_names
 
 
-
-
 def _kernels(binary: str) -> list[tuple[str, EmbeddedEntry]]:
     rows = []
     for entry in read_entries(binary):
@@ -44,13 +42,27 @@ def list_command(binary: str, as_json: bool) -> None:
     rows = _kernels(binary)
     if as_json:
         for kernel, e in rows:
-            click.echo(json.dumps({"kernel": kernel, "demangled": demangle(kernel), "arch": e.arch,
-                                   "targets": list(e.targets), "source": e.source, "language": e.language,
-                                   "rdc": e.rdc, "clang": e.clang_version, "bitcode_bytes": len(e.bitcode)}))
+            click.echo(
+                json.dumps(
+                    {
+                        "kernel": kernel,
+                        "demangled": demangle(kernel),
+                        "arch": e.arch,
+                        "targets": list(e.targets),
+                        "source": e.source,
+                        "language": e.language,
+                        "rdc": e.rdc,
+                        "clang": e.clang_version,
+                        "bitcode_bytes": len(e.bitcode),
+                    }
+                )
+            )
         return
     if not rows:
-        console.print(f"{binary}: no embedded IR (no {SECTION_NAME} section or no kernels); build it with "
-                      "mneme-cc, and strip it with GNU strip or llvm-strip --keep-section=.mneme_ir")
+        console.print(
+            f"{binary}: no embedded IR (no {SECTION_NAME} section or no kernels); build it with "
+            "mneme-cc, and strip it with GNU strip or llvm-strip --keep-section=.mneme_ir"
+        )
         return
     table = Table(title=f"Kernels with embedded IR in {os.path.basename(binary)}")
     for column in ("kernel", "arch", "source", "mangled name"):
@@ -80,18 +92,25 @@ def select(binary: str, kernel: str, arch: str | None) -> tuple[str, EmbeddedEnt
         found = [(k, e) for k, e in found if e.arch == arch]
         if not found:
             raise UsageError(
-                f"kernel {kernel!r} in {binary} has IR for {', '.join(archs)}, not {arch}; pick one with --arch")
+                f"kernel {kernel!r} in {binary} has IR for {', '.join(archs)}, not {arch}; pick one with --arch"
+            )
     elif len(archs) > 1:
-        raise UsageError(f"kernel {kernel!r} in {binary} has IR for several architectures ({', '.join(archs)}); "
-                         "pick one with --arch")
+        raise UsageError(
+            f"kernel {kernel!r} in {binary} has IR for several architectures ({', '.join(archs)}); pick one with --arch"
+        )
     return found[0]
 
 
 @click.command("extract", epilog=EXIT_CODES_HELP)
 @click.argument("binary", type=click.Path(exists=True, dir_okay=False))
 @click.argument("kernel")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Where to write the module: .bc for bitcode, .ll for textual IR.")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Where to write the module: .bc for bitcode, .ll for textual IR.",
+)
 @click.option("--arch", default=None, help="The architecture to extract when there are several (e.g. sm_90).")
 def extract_command(binary: str, kernel: str, output: str, arch: str | None) -> None:
     """Write the embedded IR module that defines KERNEL in BINARY to a file."""

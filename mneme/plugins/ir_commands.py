@@ -80,18 +80,30 @@ def _load_source(ir_files: tuple[str, ...], kernel: str | None, rdb: str | None,
             raise UsageError("give IR files or -rdb, not both")
         rec = RecordedExecution.from_json(rdb)
         if not rec.llvm_files:
-            raise UsageError(f"{rdb}: the recording of {rec.kernel_name!r} carries no LLVM IR; it can only be replayed from its binary")
+            raise UsageError(
+                f"{rdb}: the recording of {rec.kernel_name!r} carries no LLVM IR; it can only be replayed from its binary"
+            )
         inst = rec.select(record_id)
         module = ir.link(rec.llvm_files, rec.kernel_name, prune=False, internalize=False)
-        return Source(module, rec.kernel_name, str(rdb), inst.args, rec.args, inst.grid_dim.as_tuple(),
-                      inst.block_dim.as_tuple(), rec.arch or None)  # fmt: skip
+        return Source(
+            module,
+            rec.kernel_name,
+            str(rdb),
+            inst.args,
+            rec.args,
+            inst.grid_dim.as_tuple(),
+            inst.block_dim.as_tuple(),
+            rec.arch or None,
+        )
     if not ir_files:
         raise UsageError("give an IR file (.ll or .bc) and --kernel, or a recording database with -rdb")
     modules = [ir.load(Path(f)) for f in ir_files]
     if kernel is None:
         found = [k for m in modules for k in ir.kernels(m)]
         if len(found) != 1:
-            raise UsageError(f"{', '.join(ir_files)} define {len(found)} kernels ({', '.join(found) or 'none'}); pick one with --kernel")
+            raise UsageError(
+                f"{', '.join(ir_files)} define {len(found)} kernels ({', '.join(found) or 'none'}); pick one with --kernel"
+            )
         kernel = found[0]
     module = ir.link(modules, kernel, prune=False, internalize=False)
     return Source(module, kernel, ", ".join(ir_files))
@@ -111,14 +123,18 @@ def _arg_values(source: Source, values: tuple[str, ...]) -> None:
             index = int(index_text)
             param = params[index]
         except (ValueError, IndexError):
-            raise UsageError(f"--arg {item!r}: use INDEX=VALUE with INDEX 0..{len(params) - 1} for kernel {source.kernel!r}") from None
+            raise UsageError(
+                f"--arg {item!r}: use INDEX=VALUE with INDEX 0..{len(params) - 1} for kernel {source.kernel!r}"
+            ) from None
         try:
             if param.kind == "float":
                 data = struct.pack("<d" if param.size == 8 else "<f", float(value))
             else:
                 data = (int(value, 0) & ((1 << (8 * param.size)) - 1)).to_bytes(param.size, "little")
         except ValueError:
-            raise UsageError(f"--arg {item!r}: {value!r} is not a {param.kind} value for parameter {index} ({param.type})") from None
+            raise UsageError(
+                f"--arg {item!r}: {value!r} is not a {param.kind} value for parameter {index} ({param.type})"
+            ) from None
         buf[param.offset : param.offset + param.size] = data
         source.specialize_indexes = sorted(set(source.specialize_indexes or []) | {index})
     source.args = bytes(buf)
@@ -133,25 +149,34 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
         from mneme.core.configfile import read_config_file
 
         data = read_config_file(options["config_file"])
-    missing = [flag for flag, key, recorded in (("--grid", "grid", source.grid), ("--block", "block", source.block))
-               if not options.get(key) and recorded is None and key not in data]  # fmt: skip
+    missing = [
+        flag
+        for flag, key, recorded in (("--grid", "grid", source.grid), ("--block", "block", source.block))
+        if not options.get(key) and recorded is None and key not in data
+    ]
     data.setdefault("grid", list(_dims(options.get("grid")) or source.grid or (1, 1, 1)))
     data.setdefault("block", list(_dims(options.get("block")) or source.block or (1, 1, 1)))
     if options.get("grid"):
         data["grid"] = list(_dims(options["grid"]))
     if options.get("block"):
         data["block"] = list(_dims(options["block"]))
-    flags = {name: options.get(name) for name in ("specialize", "specialize_dims", "passes", "codegen_opt", "prune",
-                                                  "internalize", *params.knobs())}
+    flags = {
+        name: options.get(name)
+        for name in ("specialize", "specialize_dims", "passes", "codegen_opt", "prune", "internalize", *params.knobs())
+    }
     if options.get("launch_bounds"):
         max_threads, _, min_blocks = options["launch_bounds"].partition(",")
         try:
             flags.update(set_launch_bounds=True, max_threads=int(max_threads), min_blocks_per_sm=int(min_blocks or 1))
         except ValueError:
-            raise UsageError(f"--launch-bounds takes MAX_THREADS[,MIN_BLOCKS], not {options['launch_bounds']!r}") from None
+            raise UsageError(
+                f"--launch-bounds takes MAX_THREADS[,MIN_BLOCKS], not {options['launch_bounds']!r}"
+            ) from None
         if not 1 <= flags["max_threads"] <= 1024 or flags["min_blocks_per_sm"] < 1:
-            raise UsageError(f"--launch-bounds {options['launch_bounds']}: max threads must be 1..1024 "
-                             "and min blocks per SM at least 1")  # fmt: skip
+            raise UsageError(
+                f"--launch-bounds {options['launch_bounds']}: max threads must be 1..1024 "
+                "and min blocks per SM at least 1"
+            )
     data.update({k: v for k, v in flags.items() if v is not None})
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -164,8 +189,10 @@ def _config(source: Source, options: dict, overrides: tuple[str, ...] = ()):
     dims_used = [f"--{k.replace('_', '-')}" for k in ("specialize_dims", "specialize_dims_assume") if data.get(k)]
     if dims_used and missing:
         # without them the kernel would be specialized for a 1x1x1 launch
-        raise UsageError(f"{' and '.join(dims_used)} needs the launch dimensions: add {' and '.join(f'{m} N' for m in missing)} "
-                         "(or use a recording with -rdb)")  # fmt: skip
+        raise UsageError(
+            f"{' and '.join(dims_used)} needs the launch dimensions: add {' and '.join(f'{m} N' for m in missing)} "
+            "(or use a recording with -rdb)"
+        )
     try:
         return ExperimentConfiguration.from_dict(data, source="the command line")
     except MnemeError:
@@ -180,23 +207,37 @@ def input_options(func):
     options = [
         click.argument("ir_files", nargs=-1, type=click.Path(dir_okay=False)),
         click.option("-k", "--kernel", help="Mangled kernel name (needed when the IR has several)."),
-        click.option("-rdb", "--record-db", "rdb", type=click.Path(exists=True, dir_okay=False),
-                     help="A recording database (JSON) instead of IR files."),
+        click.option(
+            "-rdb",
+            "--record-db",
+            "rdb",
+            type=click.Path(exists=True, dir_okay=False),
+            help="A recording database (JSON) instead of IR files.",
+        ),
         click.option("--record-id", help="Dynamic hash of the recorded launch (default: the only one)."),
-        click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False),
-                     help="An ExperimentConfiguration as JSON."),
+        click.option(
+            "--config",
+            "config_file",
+            type=click.Path(exists=True, dir_okay=False),
+            help="An ExperimentConfiguration as JSON.",
+        ),
         click.option("--grid", help="Grid size, e.g. 128 or 64,2,1 (default: the recorded one)."),
         click.option("--block", help="Block size, e.g. 256 or 16,16,1 (default: the recorded one)."),
         click.option("--specialize/--no-specialize", default=None, help="Fold recorded argument values."),
-        click.option("--arg", "arg_values", multiple=True, metavar="INDEX=VALUE",
-                     help="Argument value to specialize on (with IR files); repeatable."),
+        click.option(
+            "--arg",
+            "arg_values",
+            multiple=True,
+            metavar="INDEX=VALUE",
+            help="Argument value to specialize on (with IR files); repeatable.",
+        ),
         click.option("--specialize-dims/--no-specialize-dims", default=None, help="Grid and block sizes as constants."),
         click.option("--launch-bounds", metavar="MAX[,MIN]", help="Max threads per block [, min blocks per SM]."),
         click.option("--passes", help="default<O0..O3|Os|Oz> or a comma-separated pass list ('' skips)."),
         click.option("--codegen-opt", type=click.IntRange(0, 3), help="LLVM code generation level."),
         click.option("--prune/--no-prune", default=None, help="Drop what the kernel cannot reach."),
         click.option("--internalize/--no-internalize", default=None, help="Make all but the kernel internal."),
-    ]  # fmt: skip
+    ]
     for option in reversed(options):
         func = option(func)
     func.takes_configuration = True  # the plugin hook adds the declared parameters' flags
@@ -243,9 +284,11 @@ def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
         backend = backend_for_arch(arch)
         written_for = _ir_arch(source)
         if written_for and getattr(backend, "target", None) != pipeline.module_target(source.module):
-            current(err=True).print(f"the recording ran on the {backend.name} backend ({arch}); its IR targets "
-                      f"{source.module.triple}, so this builds for {written_for} (--arch {arch} builds for the recording's)",
-                      highlight=False)  # fmt: skip
+            current(err=True).print(
+                f"the recording ran on the {backend.name} backend ({arch}); its IR targets "
+                f"{source.module.triple}, so this builds for {written_for} (--arch {arch} builds for the recording's)",
+                highlight=False,
+            )
             arch = written_for
     arch = arch or _ir_arch(source)
     if not arch:
@@ -256,8 +299,14 @@ def _arch(kw_arch: str | None, source: Source) -> tuple[str, Backend]:
 def _transformed(source: Source, config, kw: dict, optimized: bool, arch: str | None):
     from mneme.core import pipeline
 
-    pre = pipeline.preprocess(source.module, source.kernel, config, source.args, source.arg_layout,
-                              specialize_indexes=source.specialize_indexes)  # fmt: skip
+    pre = pipeline.preprocess(
+        source.module,
+        source.kernel,
+        config,
+        source.args,
+        source.arg_layout,
+        specialize_indexes=source.specialize_indexes,
+    )
     if optimized:
         arch, backend = _arch(arch, source)
         backend.optimize(pre.module, config, arch)
@@ -271,9 +320,18 @@ def _build(source: Source, config, kw: dict, arch: str, backend: Backend, emit: 
     if emit == "ll":
         pre = _transformed(source, config, kw, True, arch)
         return str(pre.module), None
-    binary = build.compile(source.module, source.kernel, config, arch, source.args, source.arg_layout,
-                           backend=backend, emit=emit, specialize_indexes=source.specialize_indexes,
-                           cache=False)  # fmt: skip
+    binary = build.compile(
+        source.module,
+        source.kernel,
+        config,
+        arch,
+        source.args,
+        source.arg_layout,
+        backend=backend,
+        emit=emit,
+        specialize_indexes=source.specialize_indexes,
+        cache=False,
+    )
     data = binary.data.decode() if emit in ("ptx", "asm") else binary.data
     return data, binary
 
@@ -292,11 +350,18 @@ def _resource_rows(binary) -> list[tuple[str, str]]:
     res = binary.resources
     if binary.kind in ("ptx", "asm", "object"):
         return [("object size (bytes)", str(len(binary.data)))] + [
-            (f"{stage} (ms)", f"{seconds * 1e3:.1f}") for stage, seconds in binary.stage_times.items()]
-    rows = [("registers", res.registers), ("spill stores (bytes)", res.spill_stores),
-            ("spill loads (bytes)", res.spill_loads), ("shared memory (bytes)", res.shared_mem),
-            ("local memory (bytes)", res.local_mem), ("constant memory (bytes)", res.const_mem),
-            ("max threads per block", res.max_threads_per_block), ("object size (bytes)", len(binary.data))]  # fmt: skip
+            (f"{stage} (ms)", f"{seconds * 1e3:.1f}") for stage, seconds in binary.stage_times.items()
+        ]
+    rows = [
+        ("registers", res.registers),
+        ("spill stores (bytes)", res.spill_stores),
+        ("spill loads (bytes)", res.spill_loads),
+        ("shared memory (bytes)", res.shared_mem),
+        ("local memory (bytes)", res.local_mem),
+        ("constant memory (bytes)", res.const_mem),
+        ("max threads per block", res.max_threads_per_block),
+        ("object size (bytes)", len(binary.data)),
+    ]
     rows = [(name, "-" if value == -1 else str(value)) for name, value in rows]
     if res.assembler:
         rows.append(("assembler", res.assembler))
@@ -317,9 +382,11 @@ class _IrGroup(click.Group):
     """The `ir` group; `list`, `extract` (IR embedded by `mneme-cc`) and `check` are imported when asked for,
     so that `mneme ir compile` loads neither the ELF readers nor the backends' checks (start-up)."""
 
-    LAZY = {"list": "mneme.plugins.instrument_commands:list_command",
-            "extract": "mneme.plugins.instrument_commands:extract_command",
-            "check": "mneme.plugins.check_commands:check_command"}  # fmt: skip
+    LAZY = {
+        "list": "mneme.plugins.instrument_commands:list_command",
+        "extract": "mneme.plugins.instrument_commands:extract_command",
+        "check": "mneme.plugins.check_commands:check_command",
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(super().list_commands(ctx)) | set(self.LAZY))
@@ -348,8 +415,10 @@ def show(optimized: bool, arch: str | None, output: str | None, **kw) -> None:
     """Print the kernel's IR after the configuration's transforms."""
     source, config = _prepare(kw)
     pre = _transformed(source, config, kw, optimized, arch)
-    current(err=True).print(f"kernel {source.kernel}: {', '.join(pre.applied) or 'no transforms'}; variant {pre.variant_hash[:16]}",
-              highlight=False)  # fmt: skip
+    current(err=True).print(
+        f"kernel {source.kernel}: {', '.join(pre.applied) or 'no transforms'}; variant {pre.variant_hash[:16]}",
+        highlight=False,
+    )
     _write(str(pre.module), output)
 
 
@@ -370,8 +439,6 @@ def compile_(arch: str | None, emit: str | None, output: str | None, **kw) -> No
         echo(f"{source.kernel} ({arch}, {backend.name} backend, {binary.kind}): {summary}", err=True)
 
 
-
-
 @ir_group.command("resources", epilog=EXIT_CODES_HELP)
 @input_options
 @click.option("--arch", help="sm_XX or gfxNNN (default: from the recording or the IR's target).")
@@ -382,8 +449,18 @@ def resources(arch: str | None, as_json: bool, **kw) -> None:
     arch, backend = _arch(arch, source)
     _, binary = _build(source, config, kw, arch, backend, backend.default_emit(arch))
     if as_json:
-        click.echo(json.dumps({"kernel": source.kernel, "arch": arch, "resources": attrs.asdict(binary.resources),
-                               "object_size": len(binary.data), "stage_times": binary.stage_times}, indent=2))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    "kernel": source.kernel,
+                    "arch": arch,
+                    "resources": attrs.asdict(binary.resources),
+                    "object_size": len(binary.data),
+                    "stage_times": binary.stage_times,
+                },
+                indent=2,
+            )
+        )
         return
     table = _table(f"{source.kernel} on {arch}")
     table.add_column("resource")
@@ -428,8 +505,12 @@ def diff(set_a: tuple[str, ...], set_b: tuple[str, ...], arch: str | None, emit:
 
 @ir_group.command("passes", epilog=EXIT_CODES_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
-@click.option("--llvm", "llvm_registry", is_flag=True,
-              help="List every pass LLVM registers (its pipeline syntax), by level, read from LLVM itself.")
+@click.option(
+    "--llvm",
+    "llvm_registry",
+    is_flag=True,
+    help="List every pass LLVM registers (its pipeline syntax), by level, read from LLVM itself.",
+)
 def passes(as_json: bool, llvm_registry: bool) -> None:
     """The optimization passes a pipeline may name, the default levels, and the IR transforms."""
     levels = [f"default<O{x}>" for x in ("0", "1", "2", "3", "s", "z")]
@@ -456,12 +537,20 @@ def passes(as_json: bool, llvm_registry: bool) -> None:
     provided = {item.name: item for item in plugins.provided("transform")}
     transforms = {name: plugins.description(provided[name]) for name in plugins.names("transform")}
     if as_json:
-        click.echo(json.dumps({"levels": levels, "passes": {n: d for n, (_, d) in sorted(PASSES.items())},
-                               "transforms": transforms}, indent=2))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {"levels": levels, "passes": {n: d for n, (_, d) in sorted(PASSES.items())}, "transforms": transforms},
+                indent=2,
+            )
+        )
         return
     from mneme.core import plaintable  # piped: the tables rich would draw, without rich (start-up)
 
-    plaintable.print_table(None, "passes (comma-separated in --passes / the configuration's `passes`)",
-                           ("pass", "what it does"), [(n, d) for n, (_, d) in sorted(PASSES.items())])
+    plaintable.print_table(
+        None,
+        "passes (comma-separated in --passes / the configuration's `passes`)",
+        ("pass", "what it does"),
+        [(n, d) for n, (_, d) in sorted(PASSES.items())],
+    )
     echo("levels: " + ", ".join(levels))
     plaintable.print_table(None, "IR transforms (plugins)", ("transform", "what it does"), list(transforms.items()))

@@ -19,8 +19,7 @@ from mneme.core.console import current as _console
 from mneme.core import limits
 from mneme.core.backend import CACHE_STATES
 from mneme.core import params
-from mneme.core.errors import (EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, MnemeError,
-                               UsageError)
+from mneme.core.errors import EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.printable import markup
 from mneme.core.configfile import read_config_file, resolve_config
@@ -85,8 +84,12 @@ class InApplication:
         if self.recorded is not None:
             ratio = f"; replay / recorded launch {result.median_time / self.recorded:.3f}" if result.median_time else ""
             like = "" if cache == self.cache else f" (this replay from --cache {cache}: not like for like)"
-            rows.append(("recorded launch", f"{_ms(self.recorded)} in the application, from a {self.cache} cache"
-                         f"{timer}{like}{ratio}"))  # fmt: skip
+            rows.append(
+                (
+                    "recorded launch",
+                    f"{_ms(self.recorded)} in the application, from a {self.cache} cache{timer}{like}{ratio}",
+                )
+            )
         if self.times and self.recorded is None:  # a recording without the recorded launch's own time
             app, used = application_median(self.times)
             ratio = f"; replay / application {result.median_time / app:.3f}" if result.median_time else ""
@@ -95,8 +98,13 @@ class InApplication:
         elif len(self.times) > 1:
             app, used = application_median(self.times)
             ratio = f"; replay / these {result.median_time / app:.3f}" if result.median_time else ""
-            rows.append(("later launches (context)", f"{_ms(app)} median of {used} later launches with the same "
-                         f"arguments; they may do different work than the recorded one{ratio}"))  # fmt: skip
+            rows.append(
+                (
+                    "later launches (context)",
+                    f"{_ms(app)} median of {used} later launches with the same "
+                    f"arguments; they may do different work than the recorded one{ratio}",
+                )
+            )
         return rows
 
     def reference(self) -> float | None:
@@ -106,10 +114,16 @@ class InApplication:
         return application_median(self.times)[0] if self.times else None
 
 
-def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
-                baseline: ExperimentResult | None = None, app_times: Sequence[float] = (),
-                app_timer: str = "events", assembler: str = "", app: InApplication | None = None,
-                cache: str = "flushed") -> list[tuple[str, str]]:  # fmt: skip
+def result_rows(
+    result: ExperimentResult,
+    config: ExperimentConfiguration,
+    baseline: ExperimentResult | None = None,
+    app_times: Sequence[float] = (),
+    app_timer: str = "events",
+    assembler: str = "",
+    app: InApplication | None = None,
+    cache: str = "flushed",
+) -> list[tuple[str, str]]:
     """(label, value) rows describing one experiment, in report order.
 
     `app_times`: the instance's launch times inside the application (the recorder's), if known,
@@ -130,20 +144,40 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
     if times:
         rows.append(("median time", _ms(result.median_time)))
         rows.append(("min / max time", f"{_ms(min(times))} / {_ms(max(times))}"))
-        rows.append(("runs", f"{len(times)} timed + {len(result.warmup_time)} warm-up"
-                     + (f", timed by {result.timer}" if result.timer else "")))
+        rows.append(
+            (
+                "runs",
+                f"{len(times)} timed + {len(result.warmup_time)} warm-up"
+                + (f", timed by {result.timer}" if result.timer else ""),
+            )
+        )
         spread = (max(times) - min(times)) / result.median_time if result.median_time else 0.0
         rows.append(("spread", f"{spread * 100:.1f}% of the median"))
     if baseline is not None and baseline.median_time and result.median_time:
-        rows.append(("speedup vs recorded binary", f"{baseline.median_time / result.median_time:.3f}x"
-                     f" (binary {_ms(baseline.median_time)})"))  # fmt: skip
+        rows.append(
+            (
+                "speedup vs recorded binary",
+                f"{baseline.median_time / result.median_time:.3f}x (binary {_ms(baseline.median_time)})",
+            )
+        )
     rows += app.rows(result, cache)
-    rows.append(("compile (preprocess / opt / codegen)", " / ".join(
-        _ms(t) for t in (result.preprocess_ir_time, result.opt_time, result.codegen_time))))  # fmt: skip
+    rows.append(
+        (
+            "compile (preprocess / opt / codegen)",
+            " / ".join(_ms(t) for t in (result.preprocess_ir_time, result.opt_time, result.codegen_time)),
+        )
+    )
     rows.append(("load", _ms(result.load_time)))
     rows.append(("object size", f"{result.obj_size} B"))
-    rows.append(("registers / local / const / shared", " / ".join(_resource(v) for v in (
-        result.reg_usage, result.local_mem_usage, result.const_mem_usage, result.shared_mem_usage))))  # fmt: skip
+    rows.append(
+        (
+            "registers / local / const / shared",
+            " / ".join(
+                _resource(v)
+                for v in (result.reg_usage, result.local_mem_usage, result.const_mem_usage, result.shared_mem_usage)
+            ),
+        )
+    )
     if assembler:
         rows.append(("assembler", assembler))
     if result.variant_hash:
@@ -151,10 +185,17 @@ def result_rows(result: ExperimentResult, config: ExperimentConfiguration,
     return rows
 
 
-def result_table(result: ExperimentResult, config: ExperimentConfiguration, title: str,
-                 baseline: ExperimentResult | None = None, app_times: Sequence[float] = (),
-                 app_timer: str = "events", assembler: str = "", app: InApplication | None = None,
-                 cache: str = "flushed") -> Table:  # fmt: skip
+def result_table(
+    result: ExperimentResult,
+    config: ExperimentConfiguration,
+    title: str,
+    baseline: ExperimentResult | None = None,
+    app_times: Sequence[float] = (),
+    app_timer: str = "events",
+    assembler: str = "",
+    app: InApplication | None = None,
+    cache: str = "flushed",
+) -> Table:
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column("what", style="bold")
     table.add_column("value", overflow="fold")
@@ -164,15 +205,29 @@ def result_table(result: ExperimentResult, config: ExperimentConfiguration, titl
     return table
 
 
-def result_json(result: ExperimentResult, config: ExperimentConfiguration, *, database: str, record_id: str,
-                kernel: str, baseline: ExperimentResult | None = None,
-                app_times: Sequence[float] = (), app_timer: str = "events", assembler: str = "",
-                app: InApplication | None = None, cache: str = "flushed") -> str:  # fmt: skip
+def result_json(
+    result: ExperimentResult,
+    config: ExperimentConfiguration,
+    *,
+    database: str,
+    record_id: str,
+    kernel: str,
+    baseline: ExperimentResult | None = None,
+    app_times: Sequence[float] = (),
+    app_timer: str = "events",
+    assembler: str = "",
+    app: InApplication | None = None,
+    cache: str = "flushed",
+) -> str:
     data = {
-        "database": database, "record_id": record_id, "kernel": kernel,
-        "config": config.to_dict(), "config_hash": config.hash(), "result": result.to_dict(),
+        "database": database,
+        "record_id": record_id,
+        "kernel": kernel,
+        "config": config.to_dict(),
+        "config_hash": config.hash(),
+        "result": result.to_dict(),
         "median_time": result.median_time,
-    }  # fmt: skip
+    }
     if assembler:  # the tool and version that assembled the replayed binary (its resources describe that binary)
         data["assembler"] = assembler
     if baseline is not None:
@@ -200,16 +255,17 @@ def _json_default(value: Any) -> Any:
 # -- commands ---------------------------------------------------------------------------------------------
 
 
-
-
 @click.command("capture", epilog=EXIT_CODES_HELP)
 @click.argument("spec", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--out", "out", required=True, type=click.Path(file_okay=False), help="Folder of the recording.")
 @click.option("--backend", default=None, help="Backend to capture on (default: the first usable: cuda, hip, host).")
 @click.option("--device", "device_id", default=0, show_default=True, help="Device index.")
-@click.option("--allow-files-outside", is_flag=True,
-              help="Let `file:` inputs of SPEC read files outside SPEC's folder (absolute paths, ../); "
-                   "by default a description reads only files in its folder.")
+@click.option(
+    "--allow-files-outside",
+    is_flag=True,
+    help="Let `file:` inputs of SPEC read files outside SPEC's folder (absolute paths, ../); "
+    "by default a description reads only files in its folder.",
+)
 @limits.timeout_option
 def capture_command(spec: str, out: str, backend: str | None, device_id: int, allow_files_outside: bool) -> None:
     """Capture a kernel launch described in SPEC (YAML/JSON) into a recording database.
@@ -227,15 +283,24 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int, al
     from mneme.core import isolation
 
     # the kernel runs in a restricted child process (docs/security.md)
-    path = isolation.run_isolated(lambda: capture.capture_spec(spec, out, backend=backend, device_id=device_id,
-                                                              allow_files_outside=allow_files_outside),
-                                  "capture")
+    path = isolation.run_isolated(
+        lambda: capture.capture_spec(
+            spec, out, backend=backend, device_id=device_id, allow_files_outside=allow_files_outside
+        ),
+        "capture",
+    )
     _console().print(f"captured into [bold]{path}[/]; replay it with: mneme replay -rdb {path}", soft_wrap=True)
 
 
 @click.command("replay")
-@click.option("-rdb", "--record-db", "record_db", required=True, type=click.Path(exists=True),
-              help="Recording database (.json) or its folder.")
+@click.option(
+    "-rdb",
+    "--record-db",
+    "record_db",
+    required=True,
+    type=click.Path(exists=True),
+    help="Recording database (.json) or its folder.",
+)
 @click.option("-rid", "--record-id", "record_id", default=None, help="Kernel instance (dynamic hash or prefix).")
 @click.argument("passes", required=False)
 @click.option("--grid-dim-x", type=click.IntRange(min=1), default=None)
@@ -253,23 +318,54 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int, al
 @click.option("--codegen-opt", type=click.IntRange(0, 3), default=None, help="Code generation level.")
 @click.option("--iterations", type=click.IntRange(min=1), default=3, show_default=True, help="Timed runs.")
 @click.option("--output-ll", type=click.Path(dir_okay=False), default=None, help="Write the optimized variant IR here.")
-@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False), default=None,
-              help="A configuration (JSON/YAML), e.g. one exported by `mneme tune`.")
-@click.option("--mode", type=click.Choice(["ir", "ptx", "cubin"]), default="ir", show_default=True,
-              help="Compile the IR, or run the application's own PTX or cubin.")
-@click.option("--cache", type=click.Choice(list(CACHE_STATES)), default=None,
-              help="The cache each timed run starts from: flushed, warm (as the reset left it), or primed "
-                   "(after one untimed run, like an application's repeated launches). Default: the state the "
-                   "recorded launch was timed from in the application (flushed where unknown).")
-@click.option("--timer", default="auto", show_default=True,
-              help="What times the runs: cupti (the kernel's own GPU timestamps), events (CUDA events around "
-                   "each launch), host-clock (the host backend), or auto (the backend's best that works here).")
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="A configuration (JSON/YAML), e.g. one exported by `mneme tune`.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["ir", "ptx", "cubin"]),
+    default="ir",
+    show_default=True,
+    help="Compile the IR, or run the application's own PTX or cubin.",
+)
+@click.option(
+    "--cache",
+    type=click.Choice(list(CACHE_STATES)),
+    default=None,
+    help="The cache each timed run starts from: flushed, warm (as the reset left it), or primed "
+    "(after one untimed run, like an application's repeated launches). Default: the state the "
+    "recorded launch was timed from in the application (flushed where unknown).",
+)
+@click.option(
+    "--timer",
+    default="auto",
+    show_default=True,
+    help="What times the runs: cupti (the kernel's own GPU timestamps), events (CUDA events around "
+    "each launch), host-clock (the host backend), or auto (the backend's best that works here).",
+)
 @click.option("--device", "device_id", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @limits.timeout_option
-def replay_command(record_db, record_id, passes, iterations, output_ll, config_file, mode, cache, timer, device_id,
-                   backend, as_json, **options) -> None:  # fmt: skip
+def replay_command(
+    record_db,
+    record_id,
+    passes,
+    iterations,
+    output_ll,
+    config_file,
+    mode,
+    cache,
+    timer,
+    device_id,
+    backend,
+    as_json,
+    **options,
+) -> None:
     """Replay a recorded kernel launch as one verified, timed experiment.
 
     PASSES is an optimization pipeline such as `default<O3>` or `Oz`, pass names (`gvn,licm`)
@@ -283,12 +379,41 @@ def replay_command(record_db, record_id, passes, iterations, output_ll, config_f
     from mneme.core import isolation
 
     # the kernels run in a restricted child process, killed past the time limit (docs/security.md)
-    isolation.run_isolated(lambda: _replay(record_db, record_id, passes, iterations, output_ll, config_file, mode,
-                                           cache, timer, device_id, backend, as_json, options), "replay")
+    isolation.run_isolated(
+        lambda: _replay(
+            record_db,
+            record_id,
+            passes,
+            iterations,
+            output_ll,
+            config_file,
+            mode,
+            cache,
+            timer,
+            device_id,
+            backend,
+            as_json,
+            options,
+        ),
+        "replay",
+    )
 
 
-def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mode, cache, timer, device_id,
-            backend, as_json, options) -> None:  # fmt: skip
+def _replay(
+    record_db,
+    record_id,
+    passes,
+    iterations,
+    output_ll,
+    config_file,
+    mode,
+    cache,
+    timer,
+    device_id,
+    backend,
+    as_json,
+    options,
+) -> None:
     """The body of `mneme replay` (in the child process `replay_command` starts)."""
     from mneme.core.executor import BaseExecutor
 
@@ -301,8 +426,16 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
     file_fields = read_config_file(config_file) if config_file else None
     if cache is None:
         cache = recorded_cache_state(record_db, record_id)
-    with BaseExecutor(record_db, record_id, iterations=iterations, device_id=device_id, backend=backend,
-                      mode=mode, cache=cache, timer=timer) as ex:  # fmt: skip
+    with BaseExecutor(
+        record_db,
+        record_id,
+        iterations=iterations,
+        device_id=device_id,
+        backend=backend,
+        mode=mode,
+        cache=cache,
+        timer=timer,
+    ) as ex:
         config = resolve_config(ex.default_config(), file_fields, overrides, source=config_file)
         if output_ll:
             if mode != "ir":
@@ -317,11 +450,31 @@ def _replay(record_db, record_id, passes, iterations, output_ll, config_file, mo
         kernel, instance = ex.rec.kernel_name, ex.instance.dynamic_hash
         database, app = str(ex.rec.path), InApplication.of(ex.instance)
     if as_json:
-        click.echo(result_json(result, config, database=database, record_id=instance, kernel=kernel,
-                               baseline=baseline, assembler=assembler, app=app, cache=cache))  # fmt: skip
+        click.echo(
+            result_json(
+                result,
+                config,
+                database=database,
+                record_id=instance,
+                kernel=kernel,
+                baseline=baseline,
+                assembler=assembler,
+                app=app,
+                cache=cache,
+            )
+        )
     else:
-        _console().print(result_table(result, config, markup(f"{kernel} [{instance}] ({mode})"), baseline,
-                                      assembler=assembler, app=app, cache=cache))  # fmt: skip
+        _console().print(
+            result_table(
+                result,
+                config,
+                markup(f"{kernel} [{instance}] ({mode})"),
+                baseline,
+                assembler=assembler,
+                app=app,
+                cache=cache,
+            )
+        )
         if output_ll:
             _console().print(f"variant IR written to [bold]{output_ll}[/]")
     if not result.ok:  # a configuration the kernel cannot launch with is invalid input; anything else did not verify
@@ -364,8 +517,9 @@ def annotate_command(record_db, record_id, region, arg_index, dtype, threshold, 
     if (region is None) == (arg_index is None):
         raise UsageError("name the region with exactly one of --region ADDR or --arg INDEX")
     try:
-        policy = RegionPolicy() if exact else RegionPolicy(dtype=dtype, threshold=threshold, relative=relative,
-                                                           norm=norm)  # fmt: skip
+        policy = (
+            RegionPolicy() if exact else RegionPolicy(dtype=dtype, threshold=threshold, relative=relative, norm=norm)
+        )
     except (TypeError, ValueError) as exc:
         raise UsageError(f"invalid policy: {exc}") from exc
     address = None
@@ -380,16 +534,36 @@ def annotate_command(record_db, record_id, region, arg_index, dtype, threshold, 
 
 
 @click.command("nondeterminism", epilog=EXIT_CODES_HELP)
-@click.option("-rdb", "--record-db", "record_db", required=True, type=click.Path(exists=True),
-              help="Recording database (or its folder).")
+@click.option(
+    "-rdb",
+    "--record-db",
+    "record_db",
+    required=True,
+    type=click.Path(exists=True),
+    help="Recording database (or its folder).",
+)
 @click.option("-rid", "--record-id", "record_id", default=None, help="Instance (dynamic hash); default: the first.")
-@click.option("--runs", type=click.IntRange(min=2), default=3, show_default=True,
-              help="Replays of the recorded configuration to compare.")
-@click.option("--margin", type=click.FloatRange(min=1.0), default=4.0, show_default=True,
-              help="The bound is the largest observed error times this.")
-@click.option("--mode", type=click.Choice(["ir", "ptx", "cubin"]), default=None,
-              help="What to replay: the application's own binary (the default where the recording has it: the "
-                   "recorded numerics) or the IR.")
+@click.option(
+    "--runs",
+    type=click.IntRange(min=2),
+    default=3,
+    show_default=True,
+    help="Replays of the recorded configuration to compare.",
+)
+@click.option(
+    "--margin",
+    type=click.FloatRange(min=1.0),
+    default=4.0,
+    show_default=True,
+    help="The bound is the largest observed error times this.",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["ir", "ptx", "cubin"]),
+    default=None,
+    help="What to replay: the application's own binary (the default where the recording has it: the "
+    "recorded numerics) or the IR.",
+)
 @click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
 @click.option("--apply", "apply_", is_flag=True, help="Store the derived policies in the recording's epilogue.")
 @limits.timeout_option
@@ -427,12 +601,15 @@ def nondeterminism_command(record_db, record_id, runs, margin, mode, backend, ap
             annotate(database, f.policy, record_id=instance, address=f.addr)
     if chosen:
         verb = "stored in" if apply_ else "to store in (--apply)"
-        _console().print(f"{len(chosen)} policy(ies) {verb} the recording; override one with "
-                         + markup(f"mneme annotate {database} -rid {instance} --region 0x{chosen[0].addr:x} ..."))  # fmt: skip
+        _console().print(
+            f"{len(chosen)} policy(ies) {verb} the recording; override one with "
+            + markup(f"mneme annotate {database} -rid {instance} --region 0x{chosen[0].addr:x} ...")
+        )
 
 
-def annotate(record_db, policy, *, record_id: str | None = None, address: int | None = None,
-             arg_index: int | None = None) -> list[tuple[Path, int]]:  # fmt: skip
+def annotate(
+    record_db, policy, *, record_id: str | None = None, address: int | None = None, arg_index: int | None = None
+) -> list[tuple[Path, int]]:
     """Rewrite the epilogue policy of one region (by address or pointer argument) in each selected instance.
 
     Each epilogue is rewritten atomically; returns (epilogue path, region address) per change.
@@ -472,8 +649,9 @@ def rewrite_policy(prologue, epilogue, path: Path, addr: int, policy) -> None:
     base = {r.addr: prologue.read_region(r.addr) for r in prologue.regions}
     globals_ = dict(epilogue.globals)
     args = bytes(epilogue.args)
-    with SnapshotWriter(path, SnapshotType.EPILOGUE, static_hash=epilogue.static_hash,
-                        dynamic_hash=epilogue.dynamic_hash) as writer:  # fmt: skip
+    with SnapshotWriter(
+        path, SnapshotType.EPILOGUE, static_hash=epilogue.static_hash, dynamic_hash=epilogue.dynamic_hash
+    ) as writer:
         writer.set_args(args)
         for region in regions:
             new_policy = policy if region.addr == addr else region.policy

@@ -49,7 +49,9 @@ def collected_warnings() -> Iterator[Counter]:
             warnings.simplefilter("always")
             yield counts
         for w in caught:
-            if issubclass(w.category, ResourceWarning):  # a finalizer's, of whatever the collector ran: not the samplers'
+            if issubclass(
+                w.category, ResourceWarning
+            ):  # a finalizer's, of whatever the collector ran: not the samplers'
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
                 continue
             counts[(w.category.__name__, str(w.message))] += 1
@@ -111,18 +113,26 @@ def run_simulation(study: str, sampler: str, trials: int, seed: int | None, as_j
     sweep = Sweep.load(study)
     run = simulate(sweep, sampler, trials, seed or 0)
     if as_json:
-        click.echo(json.dumps({**run.to_dict(), "optimum": sweep.optimum, "baseline": sweep.baseline.value},
-                              indent=2, sort_keys=True))
+        click.echo(
+            json.dumps(
+                {**run.to_dict(), "optimum": sweep.optimum, "baseline": sweep.baseline.value}, indent=2, sort_keys=True
+            )
+        )
         return
-    _print(f"simulated {sampler} on {study} ({len(sweep.points)} measured configurations, no device): "
-                  f"{run.trials} distinct trials, {run.duplicates} duplicate proposals, {run.infeasible} infeasible; "
-                  f"stopped: {run.stop}", highlight=False)
+    _print(
+        f"simulated {sampler} on {study} ({len(sweep.points)} measured configurations, no device): "
+        f"{run.trials} distinct trials, {run.duplicates} duplicate proposals, {run.infeasible} infeasible; "
+        f"stopped: {run.stop}",
+        highlight=False,
+    )
     speedup = sweep.baseline.value / run.pick_time if run.pick_time and sweep.baseline.value else None
-    _print(f"picked {run.pick[:12]}: {_time(run.pick_time)} (true median), "
-                  f"{'-' if speedup is None else f'{speedup:.2f}x'} vs the recorded configuration; "
-                  f"{100 * run.fraction:.1f}% of the optimum ({_time(sweep.optimum)}); "
-                  + (f"within 5% of it after {run.reached_at} trials" if run.reached_at is not None
-                     else "never within 5% of it"), highlight=False)  # fmt: skip
+    _print(
+        f"picked {run.pick[:12]}: {_time(run.pick_time)} (true median), "
+        f"{'-' if speedup is None else f'{speedup:.2f}x'} vs the recorded configuration; "
+        f"{100 * run.fraction:.1f}% of the optimum ({_time(sweep.optimum)}); "
+        + (f"within 5% of it after {run.reached_at} trials" if run.reached_at is not None else "never within 5% of it"),
+        highlight=False,
+    )
 
 
 @click.group("samplers")
@@ -131,11 +141,20 @@ def samplers_group():
 
 
 @samplers_group.command("compare", epilog=EXIT_CODES_HELP)
-@click.option("--study", "study", required=True, type=click.Path(exists=True),
-              help="A finished study: a results folder, or a sweep file (`mneme samplers export`).")
+@click.option(
+    "--study",
+    "study",
+    required=True,
+    type=click.Path(exists=True),
+    help="A finished study: a results folder, or a sweep file (`mneme samplers export`).",
+)
 @click.option("--samplers", default=DEFAULT_SAMPLERS, show_default=True, help="Comma-separated sampler names.")
-@click.option("--budget", default="10%,20%,50%", show_default=True,
-              help="Comma-separated budgets: distinct trials, or percentages of the sweep's points.")
+@click.option(
+    "--budget",
+    default="10%,20%,50%",
+    show_default=True,
+    help="Comma-separated budgets: distinct trials, or percentages of the sweep's points.",
+)
 @click.option("--repeats", type=int, default=20, show_default=True, help="Seeds per sampler and budget.")
 @click.option("--no-noise", is_flag=True, help="Answer with each point's median, not with its measured spread.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON.")
@@ -157,37 +176,55 @@ def compare_command(study, samplers, budget, repeats, no_noise, as_json):
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
         return
-    _print(f"sweep {study}: {len(sweep.points)} measured configurations, optimum {_time(sweep.optimum)}, "
-                  f"recorded configuration {_time(sweep.baseline.value)}; {repeats} seeds each"
-                  + ("" if no_noise else ", answers drawn from each point's measured times"), highlight=False)
+    _print(
+        f"sweep {study}: {len(sweep.points)} measured configurations, optimum {_time(sweep.optimum)}, "
+        f"recorded configuration {_time(sweep.baseline.value)}; {repeats} seeds each"
+        + ("" if no_noise else ", answers drawn from each point's measured times"),
+        highlight=False,
+    )
     _print(markdown_table(rows, NEAR), highlight=False, soft_wrap=True, markup=False)
 
 
 def markdown_table(rows: list[dict], near: float = 0.95) -> str:
     """The comparison as a Markdown table (as the README shows it)."""
-    lines = [f"| sampler | budget | fraction of optimum (95% CI) | median | within {100 * (1 - near):.0f}% of "
-             "optimum (95% CI) | trials needed (median, range) | duplicates/run |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"| sampler | budget | fraction of optimum (95% CI) | median | within {100 * (1 - near):.0f}% of "
+        "optimum (95% CI) | trials needed (median, range) | duplicates/run |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        budget = (f"{r['budget']} ({r['trials']})" if r["trials"] is not None and r["budget"] != str(r["trials"])
-                  else r["budget"])
+        budget = (
+            f"{r['budget']} ({r['trials']})"
+            if r["trials"] is not None and r["budget"] != str(r["trials"])
+            else r["budget"]
+        )
         if "error" in r:
             lines.append(f"| {r['sampler']} | {budget} | unavailable: {r['error'][:120]} | | | | |")
             continue
         low, high = r["fraction_ci"]
         hit_low, hit_high = r["reached_ci"]
-        needed = "-" if r["trials_needed"] is None else (
-            f"{r['trials_needed']:g} ({r['trials_needed_range'][0]}-{r['trials_needed_range'][1]})")
-        lines.append(f"| {r['sampler']} | {budget} | {r['fraction']:.3f} [{low:.3f}, {high:.3f}] | "
-                     f"{r['fraction_median']:.3f} | {100 * r['reached']:.0f}% [{100 * hit_low:.0f}, "
-                     f"{100 * hit_high:.0f}] | {needed} | {r['duplicates']:.1f} |")
+        needed = (
+            "-"
+            if r["trials_needed"] is None
+            else (f"{r['trials_needed']:g} ({r['trials_needed_range'][0]}-{r['trials_needed_range'][1]})")
+        )
+        lines.append(
+            f"| {r['sampler']} | {budget} | {r['fraction']:.3f} [{low:.3f}, {high:.3f}] | "
+            f"{r['fraction_median']:.3f} | {100 * r['reached']:.0f}% [{100 * hit_low:.0f}, "
+            f"{100 * hit_high:.0f}] | {needed} | {r['duplicates']:.1f} |"
+        )
     return "\n".join(lines)
 
 
 @samplers_group.command("export", epilog=EXIT_CODES_HELP)
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="The sweep file to write (JSON; the recording's path is stored relative to it).")
+@click.option(
+    "-o",
+    "--output",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="The sweep file to write (JSON; the recording's path is stored relative to it).",
+)
 def export_command(results_dir, output):
     """Write a finished study's measurements as a sweep file (a fixture for `compare` and `tune --simulate`)."""
     from mneme.core.tuning.report import write_json

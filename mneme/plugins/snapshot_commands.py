@@ -12,8 +12,6 @@ from mneme.core.console import current as _console
 from mneme.core.hookspecs import hookimpl
 
 
-
-
 @contextlib.contextmanager
 def _opened(path: str, base: str | None):
     """The snapshot at `path` (with its prologue `base`, if given), both closed afterwards."""
@@ -32,8 +30,9 @@ def _size(n: float) -> str:
     return f"{n} B"
 
 
-_base_option = click.option("--base", type=click.Path(exists=True, dir_okay=False),
-                            help="The prologue, for an epilogue stored as a diff.")  # fmt: skip
+_base_option = click.option(
+    "--base", type=click.Path(exists=True, dir_okay=False), help="The prologue, for an epilogue stored as a diff."
+)
 
 
 @click.group("snapshot")
@@ -48,12 +47,28 @@ _EXIT_CODES = "Exit codes: 0 ok; 1 internal error; 2 invalid input (a malformed 
 
 def _info_json(path: str, snap) -> dict:
     return {
-        "path": path, "kind": snap.kind.value, "version": snap.version, "static_hash": snap.static_hash,
-        "dynamic_hash": snap.dynamic_hash, "producer": snap.producer, "num_args": snap.num_args,
-        "args_bytes": len(snap.args), "globals": {n: len(d) for n, d in sorted(snap.globals.items())},
-        "regions": [{"address": r.addr, "size": r.size, "encoding": r.encoding, "stored": r.stored_size,
-                     "ratio": r.ratio, "chunks": r.num_chunks, "policy": str(r.policy)} for r in snap.regions],
-    }  # fmt: skip
+        "path": path,
+        "kind": snap.kind.value,
+        "version": snap.version,
+        "static_hash": snap.static_hash,
+        "dynamic_hash": snap.dynamic_hash,
+        "producer": snap.producer,
+        "num_args": snap.num_args,
+        "args_bytes": len(snap.args),
+        "globals": {n: len(d) for n, d in sorted(snap.globals.items())},
+        "regions": [
+            {
+                "address": r.addr,
+                "size": r.size,
+                "encoding": r.encoding,
+                "stored": r.stored_size,
+                "ratio": r.ratio,
+                "chunks": r.num_chunks,
+                "policy": str(r.policy),
+            }
+            for r in snap.regions
+        ],
+    }
 
 
 @snapshot_group.command("info", epilog=_EXIT_CODES + "; 130 interrupted.")
@@ -70,24 +85,40 @@ def info_command(path: str, base: str | None, as_json: bool) -> None:
 
             click.echo(json.dumps(_info_json(path, snap), indent=2))
             return
-        console.print(f"[bold]{Path(path).name}[/]: {snap.kind.value}, format version {snap.version}, "
-                      f"static {snap.static_hash or '-'}, dynamic {snap.dynamic_hash or '-'}, "
-                      f"written by {snap.producer or '-'}", highlight=False)  # fmt: skip
-        console.print(f"arguments: {snap.num_args} in {len(snap.args)} bytes; globals: "
-                      + (", ".join(f"{n} ({len(d)} B)" for n, d in sorted(snap.globals.items())) or "none"),
-                      highlight=False)  # fmt: skip
+        console.print(
+            f"[bold]{Path(path).name}[/]: {snap.kind.value}, format version {snap.version}, "
+            f"static {snap.static_hash or '-'}, dynamic {snap.dynamic_hash or '-'}, "
+            f"written by {snap.producer or '-'}",
+            highlight=False,
+        )
+        console.print(
+            f"arguments: {snap.num_args} in {len(snap.args)} bytes; globals: "
+            + (", ".join(f"{n} ({len(d)} B)" for n, d in sorted(snap.globals.items())) or "none"),
+            highlight=False,
+        )
         table = Table(title="regions", title_justify="left")
         for column in ("address", "size", "encoding", "stored", "ratio", "chunks", "policy"):
-            table.add_column(column, justify="right" if column in ("size", "stored", "ratio", "chunks") else "left",
-                             no_wrap=column != "policy")  # fmt: skip
+            table.add_column(
+                column,
+                justify="right" if column in ("size", "stored", "ratio", "chunks") else "left",
+                no_wrap=column != "policy",
+            )
         for r in snap.regions:
-            table.add_row(f"0x{r.addr:x}", _size(r.size), r.encoding, _size(r.stored_size), f"{r.ratio:.2f}",
-                          str(r.num_chunks), str(r.policy))  # fmt: skip
+            table.add_row(
+                f"0x{r.addr:x}",
+                _size(r.size),
+                r.encoding,
+                _size(r.stored_size),
+                f"{r.ratio:.2f}",
+                str(r.num_chunks),
+                str(r.policy),
+            )
         console.print(table)
 
 
-@snapshot_group.command("verify", epilog=_EXIT_CODES + "; 3 a snapshot is corrupt (a checksum or block is "
-                                                        "wrong); 130 interrupted.")  # fmt: skip
+@snapshot_group.command(
+    "verify", epilog=_EXIT_CODES + "; 3 a snapshot is corrupt (a checksum or block is wrong); 130 interrupted."
+)
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @_base_option
 @_json_option

@@ -22,8 +22,6 @@ from mneme.core.hookspecs import hookimpl
 log = logging.getLogger(__name__)
 
 
-
-
 @hookimpl
 def mneme_cli_commands():
     from mneme.plugins.sampler_commands import samplers_group
@@ -64,8 +62,7 @@ def _progress_view(progress) -> Group:
     done = min(progress.trials, progress.budget)
     width = 30
     filled = int(width * done / max(1, progress.budget))
-    bar = Text(f"[{'#' * filled}{'.' * (width - filled)}] {done}/{progress.budget} distinct trials  "
-               f"({progress.phase})")
+    bar = Text(f"[{'#' * filled}{'.' * (width - filled)}] {done}/{progress.budget} distinct trials  ({progress.phase})")
     table = Table.grid(padding=(0, 2))
     table.add_row("experiments run", str(progress.experiments), "duplicates (from store)", str(progress.cached))
     failures = ", ".join(f"{k} {v}" for k, v in sorted(progress.failures.items())) or "none"
@@ -74,8 +71,11 @@ def _progress_view(progress) -> Group:
     table.add_row("baseline", _fmt_time(progress.baseline_time), "best so far", best)
     interval = progress.speedup_interval
     # Times taken apart: the interval is shown without a significance mark, as the final table's search rows.
-    speedup = (format_interval({**interval.to_dict(), "significant": True}) if interval is not None
-               else _fmt_speedup(progress.speedup))
+    speedup = (
+        format_interval({**interval.to_dict(), "significant": True})
+        if interval is not None
+        else _fmt_speedup(progress.speedup)
+    )
     table.add_row("speedup vs baseline", speedup, "(search times taken apart: no verdict)", "")
     group = [bar, table]
     if progress.stop.detail:
@@ -123,40 +123,62 @@ def contract_report(space) -> list[str]:
 def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     counts = summary["counts"]
     failures = ", ".join(f"{k} {v}" for k, v in sorted(counts["failures"].items())) or "none"
-    _console().print(f"study {summary['study']}: {counts['trials']} distinct configurations measured, "
-                  f"{counts.get('duplicates', counts['cached'])} duplicate proposals answered from the store, "
-                  f"{counts['infeasible']} infeasible skipped, {counts['interrupted']} interrupted; failures: "
-                  f"{failures}", highlight=False)
+    _console().print(
+        f"study {summary['study']}: {counts['trials']} distinct configurations measured, "
+        f"{counts.get('duplicates', counts['cached'])} duplicate proposals answered from the store, "
+        f"{counts['infeasible']} infeasible skipped, {counts['interrupted']} interrupted; failures: "
+        f"{failures}",
+        highlight=False,
+    )
     stop = summary.get("stop") or {}
     if stop.get("detail"):
         _console().print(stop["detail"], highlight=False)
     for note in summary.get("notes") or ():
         _console().print(f"note: {note}", highlight=False)
     baseline = summary["baseline"]
-    _console().print(f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
-                  + (" (re-timed)" if baseline.get("retimed") else ""), highlight=False)
+    _console().print(
+        f"baseline (recorded configuration): {_fmt_time(baseline['time'])}"
+        + (" (re-timed)" if baseline.get("retimed") else ""),
+        highlight=False,
+    )
     table = Table(title=title)
-    for column in ("rank", "trial", "time", "speedup [95% interval]", "verdict", "measured by",
-                   "changes from the recorded configuration"):
+    for column in (
+        "rank",
+        "trial",
+        "time",
+        "speedup [95% interval]",
+        "verdict",
+        "measured by",
+        "changes from the recorded configuration",
+    ):
         table.add_column(column, justify="right" if column in ("rank", "trial", "time") else "left")
     for c in summary["ranking"]:
-        changes = "(recorded configuration)" if c["baseline"] else (
-            ", ".join(f"{k}={_short(v)}" for k, v in c["changes"].items()) or "(same as recorded)")
+        changes = (
+            "(recorded configuration)"
+            if c["baseline"]
+            else (", ".join(f"{k}={_short(v)}" for k, v in c["changes"].items()) or "(same as recorded)")
+        )
         trial = "-" if c["trial"] is None else str(c["trial"])
         interval = "1.00x" if c["baseline"] else _interval_text(c)
-        table.add_row(str(c["rank"]), trial, _fmt_time(c["time"]), interval, c.get("verdict", ""),
-                      c.get("method", ""), changes)
+        table.add_row(
+            str(c["rank"]), trial, _fmt_time(c["time"]), interval, c.get("verdict", ""), c.get("method", ""), changes
+        )
     _console().print(table)
     for note in (summary.get("measurement") or {}).get("notes") or ():
         _console().print(f"note: {note}", highlight=False)
     best = summary.get("best")
     if best:
         if best["baseline"]:
-            _console().print(f"best: the recorded configuration ({_fmt_time(best['time'])}); {summary.get('decision')}",
-                          highlight=False)
+            _console().print(
+                f"best: the recorded configuration ({_fmt_time(best['time'])}); {summary.get('decision')}",
+                highlight=False,
+            )
         else:
-            _console().print(f"best: {_fmt_time(best['time'])}, {_interval_text(best)} vs the recorded configuration "
-                          f"({summary.get('decision')})", highlight=False)
+            _console().print(
+                f"best: {_fmt_time(best['time'])}, {_interval_text(best)} vs the recorded configuration "
+                f"({summary.get('decision')})",
+                highlight=False,
+            )
 
 
 def _interval_text(c: dict) -> str:
@@ -177,67 +199,181 @@ def _short(value) -> str:
 
 
 @click.command("tune")
-@click.option("-rdb", "--record-db", "record_db", default=None, type=click.Path(exists=True),
-              help="Recording database (a .json file, or a folder holding one); required unless --simulate.")
+@click.option(
+    "-rdb",
+    "--record-db",
+    "record_db",
+    default=None,
+    type=click.Path(exists=True),
+    help="Recording database (a .json file, or a folder holding one); required unless --simulate.",
+)
 @click.option("-rid", "--record-id", "record_id", default=None, help="Kernel instance (dynamic hash or prefix).")
-@click.option("--space", default="quick", show_default=True,
-              help="A built-in space (quick, standard, launch, compiler, full), a YAML/JSON file, or path.py:Class.")
-@click.option("-o", "--space-option", "space_options", multiple=True, metavar="KEY=VALUE",
-              help="Option of the space, e.g. axes=x, grid_stride=true, pipeline=4 (repeatable).")
-@click.option("--sampler", default=None,
-              help="guided (the default: the recorded launch, a space-filling start, a local search), exhaustive, "
-                   "random, optuna:<tpe|cmaes|gp|nsga2|qmc|ClassName>, nevergrad:<NGOpt|OnePlusOne|...>.")
-@click.option("--sampler-option", "sampler_options", multiple=True, metavar="KEY=VALUE",
-              help="Keyword argument of the sampler's constructor (repeatable).")
-@click.option("--trials", type=int, default=20, show_default=True,
-              help="Trials of the study in all (shared by every process of a shared study).")
+@click.option(
+    "--space",
+    default="quick",
+    show_default=True,
+    help="A built-in space (quick, standard, launch, compiler, full), a YAML/JSON file, or path.py:Class.",
+)
+@click.option(
+    "-o",
+    "--space-option",
+    "space_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Option of the space, e.g. axes=x, grid_stride=true, pipeline=4 (repeatable).",
+)
+@click.option(
+    "--sampler",
+    default=None,
+    help="guided (the default: the recorded launch, a space-filling start, a local search), exhaustive, "
+    "random, optuna:<tpe|cmaes|gp|nsga2|qmc|ClassName>, nevergrad:<NGOpt|OnePlusOne|...>.",
+)
+@click.option(
+    "--sampler-option",
+    "sampler_options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Keyword argument of the sampler's constructor (repeatable).",
+)
+@click.option(
+    "--trials",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Trials of the study in all (shared by every process of a shared study).",
+)
 @click.option("--timeout", type=float, default=None, help="Stop asking for new trials after this many seconds.")
 @click.option("--devices", default=None, help="Device indices to use, e.g. 0,1 (default 0).")
 @click.option("--workers-per-device", type=int, default=1, show_default=True)
-@click.option("--results", type=click.Path(file_okay=False), default=None,
-              help="Results folder (default mneme-results/<kernel>-<instance>-<space>).")
+@click.option(
+    "--results",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Results folder (default mneme-results/<kernel>-<instance>-<space>).",
+)
 @click.option("--resume", is_flag=True, help="Continue the run in --results (no experiment is lost or repeated).")
 @click.option("--force", is_flag=True, help="Continue a study of a different kernel, space or environment anyway.")
-@click.option("--storage", default=None,
-              help="Shared study storage: postgresql://user@host/db, sqlite:///path.db or journal:PATH.")
+@click.option(
+    "--storage",
+    default=None,
+    help="Shared study storage: postgresql://user@host/db, sqlite:///path.db or journal:PATH.",
+)
 @click.option("--study", default=None, help="Study name in the storage (default derived from kernel and space).")
-@click.option("--heartbeat", type=float, default=10.0, show_default=True, metavar="SECONDS",
-              help="Refresh the lease of running trials this often; a process whose trials go unrefreshed for 3x "
-                   "this is taken for dead and its configurations run again (0: keep no lease).")
+@click.option(
+    "--heartbeat",
+    type=float,
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Refresh the lease of running trials this often; a process whose trials go unrefreshed for 3x "
+    "this is taken for dead and its configurations run again (0: keep no lease).",
+)
 @click.option("--seed", type=int, default=None, help="Seed of the sampler.")
 @click.option("--iterations", type=int, default=3, show_default=True, help="Timed runs per experiment.")
-@click.option("--cache", type=click.Choice(list(CACHE_STATES)), default="flushed", show_default=True,
-              help="The cache each timed run starts from, as for `mneme replay --cache`.")
-@click.option("--timer", default="auto", show_default=True,
-              help="What times the runs, as for `mneme replay --timer`.")
-@click.option("--retime-top", type=int, default=3, show_default=True,
-              help="Compare this many best configurations with the baseline at the end, by interleaved runs.")
-@click.option("--retime-repeats", type=int, default=2, show_default=True,
-              help="Pairs of runs each comparison makes at least (at least 3 are made).")
-@click.option("--ci-target", type=float, default=0.02, show_default=True,
-              help="A comparison stops once its speedup's 95% interval is this narrow (relative half-width).")
-@click.option("--measure-time", type=float, default=30.0, show_default=True, metavar="SECONDS",
-              help="A comparison stops after this long, however wide its interval.")
-@click.option("--accept-insignificant", is_flag=True,
-              help="best.json takes the fastest candidate even when its interval includes 1.0 (no significant "
-                   "difference); by default it stays the recorded configuration then.")
-@click.option("--simulate", "simulate", type=click.Path(exists=True), default=None, metavar="STUDY",
-              help="Replay a finished study or sweep (results folder or sweep .json) as an oracle: the sampler "
-                   "proposes, the stored measurements answer; no device is used.")
+@click.option(
+    "--cache",
+    type=click.Choice(list(CACHE_STATES)),
+    default="flushed",
+    show_default=True,
+    help="The cache each timed run starts from, as for `mneme replay --cache`.",
+)
+@click.option("--timer", default="auto", show_default=True, help="What times the runs, as for `mneme replay --timer`.")
+@click.option(
+    "--retime-top",
+    type=int,
+    default=3,
+    show_default=True,
+    help="Compare this many best configurations with the baseline at the end, by interleaved runs.",
+)
+@click.option(
+    "--retime-repeats",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Pairs of runs each comparison makes at least (at least 3 are made).",
+)
+@click.option(
+    "--ci-target",
+    type=float,
+    default=0.02,
+    show_default=True,
+    help="A comparison stops once its speedup's 95% interval is this narrow (relative half-width).",
+)
+@click.option(
+    "--measure-time",
+    type=float,
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="A comparison stops after this long, however wide its interval.",
+)
+@click.option(
+    "--accept-insignificant",
+    is_flag=True,
+    help="best.json takes the fastest candidate even when its interval includes 1.0 (no significant "
+    "difference); by default it stays the recorded configuration then.",
+)
+@click.option(
+    "--simulate",
+    "simulate",
+    type=click.Path(exists=True),
+    default=None,
+    metavar="STUDY",
+    help="Replay a finished study or sweep (results folder or sweep .json) as an oracle: the sampler "
+    "proposes, the stored measurements answer; no device is used.",
+)
 @click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
-@click.option("--experiment-timeout", type=float, default=None,
-              help="Seconds an experiment may run before its worker is killed (default derived from the baseline).")
+@click.option(
+    "--experiment-timeout",
+    type=float,
+    default=None,
+    help="Seconds an experiment may run before its worker is killed (default derived from the baseline).",
+)
 @click.option("--print-space", is_flag=True, help="Show the search space and exit; nothing runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-@click.option("--layout", type=click.Choice(["mneme", "original", "both"]), default="mneme", show_default=True,
-              help="Results layout: Mneme's; the original Mneme's (its tuner writes config.json, baseline.json, "
-                   "trials.jsonl, ...; its options --launch-dim, --warmup, --metric, --space-module imply it); or "
-                   "Mneme's run with the original's config.json, search_space.json, baseline.json and trials.jsonl "
-                   "written beside.")
-def tune_command(record_db, record_id, space, space_options, sampler, sampler_options, trials, timeout, devices,
-                 workers_per_device, results, resume, force, storage, study, heartbeat, seed, iterations, cache,
-                 timer, retime_top, retime_repeats, ci_target, measure_time, accept_insignificant, simulate,
-                 backend, experiment_timeout, print_space, as_json, layout):
+@click.option(
+    "--layout",
+    type=click.Choice(["mneme", "original", "both"]),
+    default="mneme",
+    show_default=True,
+    help="Results layout: Mneme's; the original Mneme's (its tuner writes config.json, baseline.json, "
+    "trials.jsonl, ...; its options --launch-dim, --warmup, --metric, --space-module imply it); or "
+    "Mneme's run with the original's config.json, search_space.json, baseline.json and trials.jsonl "
+    "written beside.",
+)
+def tune_command(
+    record_db,
+    record_id,
+    space,
+    space_options,
+    sampler,
+    sampler_options,
+    trials,
+    timeout,
+    devices,
+    workers_per_device,
+    results,
+    resume,
+    force,
+    storage,
+    study,
+    heartbeat,
+    seed,
+    iterations,
+    cache,
+    timer,
+    retime_top,
+    retime_repeats,
+    ci_target,
+    measure_time,
+    accept_insignificant,
+    simulate,
+    backend,
+    experiment_timeout,
+    print_space,
+    as_json,
+    layout,
+):
     """Autotune one recorded kernel launch: search a space of verified variants, keep every result.
 
     --trials counts distinct measured configurations. Exit codes: 0 done, 2 invalid options, 3 the
@@ -262,19 +398,57 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         from mneme.compat import tune_cli
         from mneme.plugins.tune_original_command import original_args
 
-        click.get_current_context().exit(tune_cli.main(original_args(
-            record_db, record_id, space, sampler, trials, seed, results, iterations, _devices(devices), resume, study,
-            storage, timeout, print_space)))  # fmt: skip
+        click.get_current_context().exit(
+            tune_cli.main(
+                original_args(
+                    record_db,
+                    record_id,
+                    space,
+                    sampler,
+                    trials,
+                    seed,
+                    results,
+                    iterations,
+                    _devices(devices),
+                    resume,
+                    study,
+                    storage,
+                    timeout,
+                    print_space,
+                )
+            )
+        )
     if results is None:
         results = str(default_results_dir(record_db, record_id, space))
     options = TuneOptions(
-        record_db=record_db, record_id=record_id, space=space, space_options=parse_options(space_options),
-        sampler=sampler, sampler_options=parse_options(sampler_options), trials=trials, timeout=timeout,
-        devices=_devices(devices), workers_per_device=workers_per_device, results=results, resume=resume,
-        force=force, storage=storage, study=study, seed=seed, iterations=iterations, cache=cache,
-        timer=timer, retime_top=retime_top, retime_repeats=retime_repeats, ci_target=ci_target,
-        measure_time=measure_time, accept_insignificant=accept_insignificant, backend=backend,
-        experiment_timeout=experiment_timeout, heartbeat=heartbeat)
+        record_db=record_db,
+        record_id=record_id,
+        space=space,
+        space_options=parse_options(space_options),
+        sampler=sampler,
+        sampler_options=parse_options(sampler_options),
+        trials=trials,
+        timeout=timeout,
+        devices=_devices(devices),
+        workers_per_device=workers_per_device,
+        results=results,
+        resume=resume,
+        force=force,
+        storage=storage,
+        study=study,
+        seed=seed,
+        iterations=iterations,
+        cache=cache,
+        timer=timer,
+        retime_top=retime_top,
+        retime_repeats=retime_repeats,
+        ci_target=ci_target,
+        measure_time=measure_time,
+        accept_insignificant=accept_insignificant,
+        backend=backend,
+        experiment_timeout=experiment_timeout,
+        heartbeat=heartbeat,
+    )
     if print_space:
         session = TuningSession(options)
         session.prepare()
@@ -282,8 +456,11 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         return
     ctx = click.get_current_context(silent=True)
     quiet = bool(ctx is not None and isinstance(ctx.obj, dict) and ctx.obj.get("quiet"))  # `mneme -q`: results only
-    live = Live(console=_console(), auto_refresh=False, transient=False) \
-        if not as_json and not quiet and _console().is_terminal else None
+    live = (
+        Live(console=_console(), auto_refresh=False, transient=False)
+        if not as_json and not quiet and _console().is_terminal
+        else None
+    )
 
     def on_progress(progress):
         if live is not None:
@@ -312,10 +489,21 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
     if layout == "both":
         from mneme.compat import original_layout
 
-        written = original_layout.write(session.results_dir, {"trials": trials, "seed": seed, "space": space,
-                                        "workers": len(_devices(devices) or [0]) * workers_per_device}, iterations)  # fmt: skip
-        log.info("wrote the original Mneme's layout beside: %d trials in %s", written,
-                 Path(session.results_dir) / "trials.jsonl")  # fmt: skip
+        written = original_layout.write(
+            session.results_dir,
+            {
+                "trials": trials,
+                "seed": seed,
+                "space": space,
+                "workers": len(_devices(devices) or [0]) * workers_per_device,
+            },
+            iterations,
+        )
+        log.info(
+            "wrote the original Mneme's layout beside: %d trials in %s",
+            written,
+            Path(session.results_dir) / "trials.jsonl",
+        )
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True, default=str))
         return
@@ -323,8 +511,10 @@ def tune_command(record_db, record_id, space, space_options, sampler, sampler_op
         _console().print(_progress_view(session.progress))
     print_summary(summary)
     out = session.results_dir
-    _console().print(f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
-                  f"Proteus: PROTEUS_TUNED_KERNELS={out / 'tuned-kernels.json'})")
+    _console().print(
+        f"results: {out} (best.json: `mneme replay -rdb {record_db} --config {out / 'best.json'}`; "
+        f"Proteus: PROTEUS_TUNED_KERNELS={out / 'tuned-kernels.json'})"
+    )
     _console().print(f"dashboard: optuna-dashboard {summary['storage']}")
 
 
@@ -334,15 +524,17 @@ def _report_interruption(exc, session) -> None:
 
     saved = getattr(exc, "saved", 0)
     folder = getattr(exc, "results_dir", session.results_dir)
-    words = ["mneme", *sys.argv[1:]] if "tune" in sys.argv[1:] else ["mneme", "tune", "-rdb",
-                                                                     session.options.record_db]
+    words = ["mneme", *sys.argv[1:]] if "tune" in sys.argv[1:] else ["mneme", "tune", "-rdb", session.options.record_db]
     if "--results" not in words and not any(w.startswith("--results=") for w in words):
         words += ["--results", str(folder)]
     if "--resume" not in words:
         words.append("--resume")
     err_console = _console(err=True)
-    err_console.print(f"{exc}: {saved} trial{'s are' if saved != 1 else ' is'} saved in {folder}. Continue with:",
-                      highlight=False, soft_wrap=True)
+    err_console.print(
+        f"{exc}: {saved} trial{'s are' if saved != 1 else ' is'} saved in {folder}. Continue with:",
+        highlight=False,
+        soft_wrap=True,
+    )
     err_console.print(f"  {shlex.join(words)}", highlight=False, soft_wrap=True, markup=False)
 
 
@@ -358,12 +550,22 @@ def default_results_dir(record_db: str, record_id: str | None, space: str) -> Pa
 @click.command("results", epilog=EXIT_CODES_HELP)
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write every trial as CSV.")
-@click.option("--jsonl", "jsonl_path", type=click.Path(dir_okay=False), default=None,
-              help="Write every trial as JSON lines.")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Write plots (history, importances, parallel coordinates, slices) here, as PNG and HTML.")
-@click.option("--plot-format", type=click.Choice(["png", "html", "both"]), default=None,
-              help="Plot files to write: png (matplotlib), html (plotly) or both [default: both, as installed].")
+@click.option(
+    "--jsonl", "jsonl_path", type=click.Path(dir_okay=False), default=None, help="Write every trial as JSON lines."
+)
+@click.option(
+    "--plots",
+    "plots_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write plots (history, importances, parallel coordinates, slices) here, as PNG and HTML.",
+)
+@click.option(
+    "--plot-format",
+    type=click.Choice(["png", "html", "both"]),
+    default=None,
+    help="Plot files to write: png (matplotlib), html (plotly) or both [default: both, as installed].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def results_command(results_dir, csv_path, jsonl_path, plots_dir, plot_format, as_json):
     """Re-print a tuning run's results; export them as CSV/JSONL; plot them."""

@@ -8,5 +8,10 @@ from mneme.compat.builtin_spaces import (
     normalize_launch_candidates,
 )
 
-__all__ = ["MAX_BLOCK_DIMS", "MAX_GRID_DIMS", "MAX_THREADS_PER_BLOCK", "launch_layout_key",
-           "normalize_launch_candidates"]  # fmt: skip
+__all__ = [
+    "MAX_BLOCK_DIMS",
+    "MAX_GRID_DIMS",
+    "MAX_THREADS_PER_BLOCK",
+    "launch_layout_key",
+    "normalize_launch_candidates",
+]

@@ -13,5 +13,15 @@ from mneme.compat.search_space import (
     sample_random_param,
 )
 
-__all__ = ["BaseParam", "BoolParam", "CategoricalParam", "FixedParam", "IntRangeParam", "PipelineParam",
-           "RealRangeParam", "SearchSpace", "sample_optuna_param", "sample_random_param"]  # fmt: skip
+__all__ = [
+    "BaseParam",
+    "BoolParam",
+    "CategoricalParam",
+    "FixedParam",
+    "IntRangeParam",
+    "PipelineParam",
+    "RealRangeParam",
+    "SearchSpace",
+    "sample_optuna_param",
+    "sample_random_param",
+]

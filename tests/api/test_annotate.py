@@ -61,14 +61,22 @@ def _compile(tmp_path: Path, compiler: str, suffix: str, flags: list[str]) -> Pa
     source = tmp_path / f"app.{suffix}"
     source.write_text(PROGRAM)
     exe = tmp_path / f"app_{suffix}"
-    subprocess.run([compiler, *flags, "-Wall", "-Wextra", "-Werror", f"-I{HEADER_DIR}", str(source), "-o", str(exe),
-                    "-ldl"], check=True, capture_output=True, text=True)  # fmt: skip
+    subprocess.run(
+        [compiler, *flags, "-Wall", "-Wextra", "-Werror", f"-I{HEADER_DIR}", str(source), "-o", str(exe), "-ldl"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return exe
 
 
-@pytest.mark.parametrize(("compiler", "suffix", "flags"), [
-    ("g++", "cpp", ["-std=c++17", "-O2"]), ("gcc", "c", ["-std=c99", "-pedantic", "-O2"]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("compiler", "suffix", "flags"),
+    [
+        ("g++", "cpp", ["-std=c++17", "-O2"]),
+        ("gcc", "c", ["-std=c99", "-pedantic", "-O2"]),
+    ],
+)
 def test_the_header_compiles_and_is_a_no_op_without_the_recorder(tmp_path, compiler, suffix, flags):
     exe = _compile(tmp_path, compiler, suffix, flags)
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
@@ -167,13 +175,28 @@ def _write_raw(raw: Path, pid: int, seq: int, manifest: dict, before: bytes, aft
 
 def _manifest(n: int, policies: list) -> dict:
     out = BASE + (2 << 20)
-    return {"format": "mneme-cuda-raw", "version": 1, "kernel": "scale_add", "pid": 3, "sequence": 0,
-            "occurrence": 0, "instance_key": "00000000000000ab", "grid": [1, 1, 1], "block": [n, 1, 1],
-            "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40, "bytes": 2 * n * 4,
-            "image": "images/image-3-0000.ptx", "image_kind": "ptx",
-            "args": struct.pack("<QQi", BASE, out, n).hex() + "00000000",
-            "params": [[0, 8], [8, 8], [16, 4]], "regions": [[BASE, n * 4], [out, n * 4]], "globals": [],
-            "policies": policies}  # fmt: skip
+    return {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "scale_add",
+        "pid": 3,
+        "sequence": 0,
+        "occurrence": 0,
+        "instance_key": "00000000000000ab",
+        "grid": [1, 1, 1],
+        "block": [n, 1, 1],
+        "shared_mem": 0,
+        "va_base": BASE,
+        "va_size": 1 << 40,
+        "bytes": 2 * n * 4,
+        "image": "images/image-3-0000.ptx",
+        "image_kind": "ptx",
+        "args": struct.pack("<QQi", BASE, out, n).hex() + "00000000",
+        "params": [[0, 8], [8, 8], [16, 4]],
+        "regions": [[BASE, n * 4], [out, n * 4]],
+        "globals": [],
+        "policies": policies,
+    }
 
 
 @pytest.mark.parametrize("epilogue_format", ["diff", "bytes"])
@@ -185,9 +208,17 @@ def test_finalize_writes_a_dumped_annotation_as_the_regions_policy(tmp_path, epi
     x = np.arange(n, dtype=np.float32)
     y0, y1 = np.zeros(n, dtype=np.float32), 2 * x + 1
     out = BASE + (2 << 20)
-    policies = [{"addr": out, "dtype": "f32", "threshold": 1e-5, "relative": True, "norm": "none", "tag": "out"},
-                {"addr": BASE + (64 << 20), "dtype": "f64", "threshold": 1.0, "relative": False, "norm": "L2",
-                 "tag": "freed before this launch"}]  # fmt: skip
+    policies = [
+        {"addr": out, "dtype": "f32", "threshold": 1e-5, "relative": True, "norm": "none", "tag": "out"},
+        {
+            "addr": BASE + (64 << 20),
+            "dtype": "f64",
+            "threshold": 1.0,
+            "relative": False,
+            "norm": "L2",
+            "tag": "freed before this launch",
+        },
+    ]
     _write_raw(raw, 3, 0, _manifest(n, policies), x.tobytes() + y0.tobytes(), x.tobytes() + y1.tobytes())
 
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90", epilogue_format=epilogue_format)
@@ -223,8 +254,7 @@ def _launch(raw: Path, name: str, kernel: str, size: int, complete: bool = True)
     (folder / "prologue.bin").write_bytes(b"\0" * size)
     if complete:
         (folder / "epilogue.bin").write_bytes(b"\0" * size)
-        (folder / "manifest.json").write_text(json.dumps({"format": "mneme-cuda-raw", "version": 1,
-                                                          "kernel": kernel}))  # fmt: skip
+        (folder / "manifest.json").write_text(json.dumps({"format": "mneme-cuda-raw", "version": 1, "kernel": kernel}))
     return folder
 
 

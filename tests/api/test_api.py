@@ -22,14 +22,24 @@ N = 8192
 def saxpy_db(tmp_path_factory):
     x = np.arange(N, dtype=np.float32)
     y = np.ones(N, dtype=np.float32)
-    return mneme.capture(SAXPY_IR, "saxpy", 16, 256, [np.int32(N), np.float32(2.0), x, y],
-                         tmp_path_factory.mktemp("saxpy"), backend="host", names=["n", "a", "x", "y"])  # fmt: skip
+    return mneme.capture(
+        SAXPY_IR,
+        "saxpy",
+        16,
+        256,
+        [np.int32(N), np.float32(2.0), x, y],
+        tmp_path_factory.mktemp("saxpy"),
+        backend="host",
+        names=["n", "a", "x", "y"],
+    )
 
 
 def test_importing_mneme_loads_no_heavy_library_and_the_api_loads_on_first_use():
-    code = ("import sys, mneme; heavy = [m for m in ('llvmlite', 'numpy', 'optuna') if m in sys.modules]; "
-            "assert not heavy, heavy; assert callable(mneme.replay) and callable(mneme.tune); "
-            "print(mneme.__version__)")  # fmt: skip
+    code = (
+        "import sys, mneme; heavy = [m for m in ('llvmlite', 'numpy', 'optuna') if m in sys.modules]; "
+        "assert not heavy, heavy; assert callable(mneme.replay) and callable(mneme.tune); "
+        "print(mneme.__version__)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == mneme.__version__
@@ -39,8 +49,15 @@ def test_capture_is_a_module_and_a_function(saxpy_db, tmp_path):
     from mneme import capture
 
     assert capture.capture is not None and capture.DEFAULT_VA_ADDR  # the module's names, as before
-    db = capture.capture(SAXPY_IR, "saxpy", 16, 256, [np.int32(N), np.float32(2.0), np.zeros(N, np.float32),
-                                                       np.ones(N, np.float32)], tmp_path, backend="host")  # fmt: skip
+    db = capture.capture(
+        SAXPY_IR,
+        "saxpy",
+        16,
+        256,
+        [np.int32(N), np.float32(2.0), np.zeros(N, np.float32), np.ones(N, np.float32)],
+        tmp_path,
+        backend="host",
+    )
     assert db.is_file() and saxpy_db.is_file() and db.suffix == ".json"
 
 
@@ -69,8 +86,18 @@ def test_replay_takes_configuration_fields_and_files(saxpy_db, tmp_path):
 
 def test_tune_returns_its_trials_as_a_dataframe_and_a_best_that_replays(saxpy_db, tmp_path):
     pandas = pytest.importorskip("pandas", reason="needs pandas (the trials' DataFrame)")
-    run = mneme.tune(saxpy_db, trials=3, sampler="random", seed=1, space="quick", results=str(tmp_path / "res"),
-                     iterations=1, retime_top=1, retime_repeats=1, backend="host")  # fmt: skip
+    run = mneme.tune(
+        saxpy_db,
+        trials=3,
+        sampler="random",
+        seed=1,
+        space="quick",
+        results=str(tmp_path / "res"),
+        iterations=1,
+        retime_top=1,
+        retime_repeats=1,
+        backend="host",
+    )
     assert isinstance(run.trials, pandas.DataFrame)
     assert len(run.trials) >= 3 and {"number", "status", "median_time", "config"} <= set(run.trials.columns)
     assert run.results == tmp_path / "res" and (run.results / "best.json").is_file()
@@ -83,8 +110,17 @@ def test_tune_returns_its_trials_as_a_dataframe_and_a_best_that_replays(saxpy_db
 
 def test_tune_without_pandas_gives_a_list_of_dicts(saxpy_db, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` now raises ImportError
-    run = mneme.tune(saxpy_db, trials=2, sampler="random", seed=2, space="quick", results=str(tmp_path),
-                     iterations=1, retime_top=0, backend="host")  # fmt: skip
+    run = mneme.tune(
+        saxpy_db,
+        trials=2,
+        sampler="random",
+        seed=2,
+        space="quick",
+        results=str(tmp_path),
+        iterations=1,
+        retime_top=0,
+        backend="host",
+    )
     assert isinstance(run.trials, list) and len(run.trials) >= 2
     assert all(isinstance(row, dict) and row["status"] for row in run.trials)
 

@@ -46,14 +46,18 @@ def test_aggregates_take_their_bytes():
 
 
 def test_description_generators_make_the_arrays_they_say(tmp_path):
-    spec = {"args": [
-        5, 2.0, {"scalar": 3, "dtype": "int64"},
-        {"name": "x", "random": {"dtype": "float32", "shape": [4], "seed": 1}},
-        {"zeros": {"dtype": "int32", "shape": [2, 3]}},
-        {"arange": {"dtype": "float64", "shape": [5]}},
-        {"full": {"dtype": "uint8", "shape": [3], "value": 9}},
-        {"ones": {"shape": [2]}, "tolerance": {"dtype": "f32", "threshold": 1e-6}},
-    ]}  # fmt: skip
+    spec = {
+        "args": [
+            5,
+            2.0,
+            {"scalar": 3, "dtype": "int64"},
+            {"name": "x", "random": {"dtype": "float32", "shape": [4], "seed": 1}},
+            {"zeros": {"dtype": "int32", "shape": [2, 3]}},
+            {"arange": {"dtype": "float64", "shape": [5]}},
+            {"full": {"dtype": "uint8", "shape": [3], "value": 9}},
+            {"ones": {"shape": [2]}, "tolerance": {"dtype": "f32", "threshold": 1e-6}},
+        ]
+    }
     args, tolerances, names = capture.build_args(spec)
     assert args[0] == 5 and args[1] == 2.0
     assert args[2] == np.int64(3) and args[2].dtype == np.int64
@@ -98,8 +102,9 @@ def test_capture_writes_a_database_whose_epilogue_holds_the_kernels_result(tmp_p
 
     n, a, x, y = _saxpy_args()
     outputs = {}
-    db = capture.capture(SAXPY_IR, "saxpy", 4, 128, [n, a, x, y], tmp_path, backend="host",
-                         names=["n", "a", "x", "y"], outputs=outputs)  # fmt: skip
+    db = capture.capture(
+        SAXPY_IR, "saxpy", 4, 128, [n, a, x, y], tmp_path, backend="host", names=["n", "a", "x", "y"], outputs=outputs
+    )
     rec = RecordedExecution.from_json(db)
     assert rec.backend == "host" and rec.kernel_name == "saxpy"
     assert rec.arg_names == ["n", "a", "x", "y"]
@@ -172,12 +177,22 @@ def test_a_json_description_is_read_like_yaml_and_names_come_from_it(tmp_path):
 
     shutil.copyfile(SAXPY_IR, tmp_path / "saxpy.ll")  # a description's IR lies in its folder
     spec = tmp_path / "saxpy.json"
-    spec.write_text(json.dumps({
-        "ir": "saxpy.ll", "kernel": "saxpy", "grid": [2], "block": [32],
-        "args": [{"name": "n", "scalar": 100}, {"name": "a", "scalar": 0.5},
-                 {"name": "x", "arange": {"dtype": "float32", "shape": [100]}},
-                 {"name": "y", "ones": {"dtype": "float32", "shape": [100]}}],
-    }))  # fmt: skip
+    spec.write_text(
+        json.dumps(
+            {
+                "ir": "saxpy.ll",
+                "kernel": "saxpy",
+                "grid": [2],
+                "block": [32],
+                "args": [
+                    {"name": "n", "scalar": 100},
+                    {"name": "a", "scalar": 0.5},
+                    {"name": "x", "arange": {"dtype": "float32", "shape": [100]}},
+                    {"name": "y", "ones": {"dtype": "float32", "shape": [100]}},
+                ],
+            }
+        )
+    )
     rec = RecordedExecution.from_json(capture.capture_spec(spec, tmp_path / "out", backend="host"))
     assert rec.arg_names == ["n", "a", "x", "y"] and rec.select().grid_dim.x == 2
 
@@ -191,8 +206,17 @@ def test_device_globals_are_set_snapshotted_and_verified_on_replay(tmp_path):
 
     data = np.arange(100, dtype=np.float32)
     outputs = {}
-    db = capture.capture(build_cuda_ir("device_global"), "add_bias", 4, 32, [data, 100], tmp_path, backend="host",
-                         globals={"bias": np.float32(2.5)}, outputs=outputs)  # fmt: skip
+    db = capture.capture(
+        build_cuda_ir("device_global"),
+        "add_bias",
+        4,
+        32,
+        [data, 100],
+        tmp_path,
+        backend="host",
+        globals={"bias": np.float32(2.5)},
+        outputs=outputs,
+    )
     np.testing.assert_array_equal(outputs[0], data + 2.5)
     rec = RecordedExecution.from_json(db)
     assert rec.globals == {"bias": 4, "launch_count": 4}
@@ -211,5 +235,13 @@ def test_an_unknown_global_is_refused_naming_the_known_ones(tmp_path):
     from irbuild import build_cuda_ir
 
     with pytest.raises(UsageError, match="no device global 'bogus'.*bias, launch_count"):
-        capture.capture(build_cuda_ir("device_global"), "add_bias", 1, 32, [np.zeros(4, np.float32), 4], tmp_path,
-                        backend="host", globals={"bogus": np.float32(1)})  # fmt: skip
+        capture.capture(
+            build_cuda_ir("device_global"),
+            "add_bias",
+            1,
+            32,
+            [np.zeros(4, np.float32), 4],
+            tmp_path,
+            backend="host",
+            globals={"bogus": np.float32(1)},
+        )

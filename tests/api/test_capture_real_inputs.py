@@ -57,7 +57,9 @@ def _epilogue(db: Path):
 
 def _stencil(x: np.ndarray, left: float, right: float) -> np.ndarray:
     padded = np.concatenate([[left], x, [right]]).astype(np.float32)
-    return (np.float32(0.25) * padded[:-2] + np.float32(0.5) * padded[1:-1] + np.float32(0.25) * padded[2:]).astype(np.float32)
+    return (np.float32(0.25) * padded[:-2] + np.float32(0.5) * padded[1:-1] + np.float32(0.25) * padded[2:]).astype(
+        np.float32
+    )
 
 
 # -- padding and alignment ---------------------------------------------------------------------------
@@ -101,8 +103,9 @@ def test_a_buffer_is_placed_at_the_alignment_it_asks_for(tmp_path, ir):
     x = np.ones(1024, np.float32)
     buf = capture.Buffer(x, before=3, after=5, align=4096)
     outputs = {}
-    db = capture.capture(ir, "stencil3", 4, 256, [buf, np.zeros(1024, np.float32), 1024], tmp_path, backend="host",
-                         outputs=outputs)  # fmt: skip
+    db = capture.capture(
+        ir, "stencil3", 4, 256, [buf, np.zeros(1024, np.float32), 1024], tmp_path, backend="host", outputs=outputs
+    )
     rec, inst, prologue, _ = _epilogue(db)
     addr = struct.unpack_from("<Q", inst.args, rec.args[0].offset)[0]
     assert addr % 4096 == 0
@@ -128,8 +131,9 @@ def test_the_host_bounds_check_counts_the_padding_as_part_of_the_allocation(tmp_
     db = capture.capture_spec(spec, tmp_path / "b", backend="host")
     rec, inst, _, epilogue = _epilogue(db)
     out = struct.unpack_from("<Q", inst.args, rec.args[1].offset)[0]
-    np.testing.assert_array_equal(np.frombuffer(epilogue.read_region(out), np.float32),
-                                  np.concatenate([[0], np.arange(1000)]).astype(np.float32))  # fmt: skip
+    np.testing.assert_array_equal(
+        np.frombuffer(epilogue.read_region(out), np.float32), np.concatenate([[0], np.arange(1000)]).astype(np.float32)
+    )
     _replay_verified(db)
 
 
@@ -173,8 +177,17 @@ args:
 def test_a_pointer_may_point_into_another_argument_by_name_or_index(tmp_path, ir):
     x = np.arange(256, dtype=np.float32)
     outputs = {}
-    capture.capture(ir, "copy_scaled", 1, 128, [x, capture.Pointer(0, 128), np.float32(3), 128], tmp_path,
-                    backend="host", outputs=outputs, names=["src", "dst", "a", "n"])  # fmt: skip
+    capture.capture(
+        ir,
+        "copy_scaled",
+        1,
+        128,
+        [x, capture.Pointer(0, 128), np.float32(3), 128],
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+        names=["src", "dst", "a", "n"],
+    )
     np.testing.assert_array_equal(outputs[0][128:], 3 * x[:128])
 
 
@@ -234,8 +247,10 @@ CONV = """args:
 
 def test_constant_and_device_globals_take_initial_values_and_replay_restores_them(tmp_path, ir):
     taps = np.array([1, 2, 3, 2, 1], np.float32)
-    body = "globals:\n  conv_filter: {literal: {dtype: float32, values: [1, 2, 3, 2, 1]}}\n" \
-           "  conv_bias: {scalar: 0.5, dtype: float32}\n" + CONV  # fmt: skip
+    body = (
+        "globals:\n  conv_filter: {literal: {dtype: float32, values: [1, 2, 3, 2, 1]}}\n"
+        "  conv_bias: {scalar: 0.5, dtype: float32}\n" + CONV
+    )
     db = capture.capture_spec(_spec(tmp_path, ir, body, "conv1d", grid=2), tmp_path / "out", backend="host")
     rec, inst, prologue, epilogue = _epilogue(db)
     assert rec.globals == {"conv_filter": 20, "conv_bias": 4}
@@ -249,20 +264,25 @@ def test_constant_and_device_globals_take_initial_values_and_replay_restores_the
 def test_globals_come_from_files_and_random_generators_sized_by_the_module(tmp_path, ir):
     taps = np.array([0.5, -1, 4, -1, 0.5], np.float32)
     taps.tofile(tmp_path / "taps.bin")
-    body = "globals:\n  conv_filter: {file: {dtype: float32, path: taps.bin}}\n" \
-           "  conv_bias: {random: {dtype: float32, seed: 9}}\n" + CONV  # fmt: skip
+    body = (
+        "globals:\n  conv_filter: {file: {dtype: float32, path: taps.bin}}\n"
+        "  conv_bias: {random: {dtype: float32, seed: 9}}\n" + CONV
+    )
     db = capture.capture_spec(_spec(tmp_path, ir, body, "conv1d", grid=2), tmp_path / "out", backend="host")
     _, _, prologue, _ = _epilogue(db)
     bias = np.random.default_rng(9).uniform(0, 1, 1).astype(np.float32)
     assert prologue.globals == {"conv_filter": taps.tobytes(), "conv_bias": bias.tobytes()}
 
 
-@pytest.mark.parametrize("globals_, field, message", [
-    ("  conv_filtr: {scalar: 1.0, dtype: float32}\n", "globals.conv_filtr", "did you mean 'conv_filter'"),
-    ("  conv_filter: {literal: {dtype: float32, values: [1, 2, 3]}}\n", "globals.conv_filter", "20 bytes"),
-    ("  conv_bias: {scalar: 1.0}\n", "globals.conv_bias.dtype", "needs a dtype"),
-    ("  conv_bias: {literl: {values: [1]}}\n", "globals.conv_bias.literl", "did you mean 'literal'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "globals_, field, message",
+    [
+        ("  conv_filtr: {scalar: 1.0, dtype: float32}\n", "globals.conv_filtr", "did you mean 'conv_filter'"),
+        ("  conv_filter: {literal: {dtype: float32, values: [1, 2, 3]}}\n", "globals.conv_filter", "20 bytes"),
+        ("  conv_bias: {scalar: 1.0}\n", "globals.conv_bias.dtype", "needs a dtype"),
+        ("  conv_bias: {literl: {values: [1]}}\n", "globals.conv_bias.literl", "did you mean 'literal'"),
+    ],
+)
 def test_a_bad_global_is_refused_naming_it(tmp_path, ir, globals_, field, message):
     spec = _spec(tmp_path, ir, "globals:\n" + globals_ + CONV, "conv1d")
     with pytest.raises(FormatError, match=rf"spec.yaml: field '{field}'.*{message}"):
@@ -286,8 +306,9 @@ OFFSET_FIELD = "      - {name: offset, dtype: float64, value: 10.0}\n"
 
 
 def test_a_struct_passed_by_value_is_packed_from_typed_fields(tmp_path, ir):
-    db = capture.capture_spec(_spec(tmp_path, ir, AXPBY % ("float32", OFFSET_FIELD), "axpby_struct", grid=2),
-                              tmp_path / "out", backend="host")  # fmt: skip
+    db = capture.capture_spec(
+        _spec(tmp_path, ir, AXPBY % ("float32", OFFSET_FIELD), "axpby_struct", grid=2), tmp_path / "out", backend="host"
+    )
     rec, inst, prologue, epilogue = _epilogue(db)
     assert rec.args[0].kind == "struct" and rec.args[0].size == 32
     n, alpha, x_addr, beta, offset = struct.unpack_from("<if Q f 4x d", inst.args, rec.args[0].offset)
@@ -299,13 +320,17 @@ def test_a_struct_passed_by_value_is_packed_from_typed_fields(tmp_path, ir):
     _replay_verified(db)
 
 
-@pytest.mark.parametrize("alpha, extra, field, message", [
-    ("float32", "", r"args\[0\]\.struct", "take 24 bytes .* is 32 bytes"),
-    ("float64", OFFSET_FIELD, r"args\[0\]\.struct", "take 40 bytes"),
-    ("int32", OFFSET_FIELD, r"args\[0\]\.struct\[1\]", "'alpha' is an integer .* is a float"),
-])  # fmt: skip
-def test_a_struct_that_does_not_match_the_kernels_is_refused_naming_the_argument(tmp_path, ir, alpha, extra, field,
-                                                                                   message):  # fmt: skip
+@pytest.mark.parametrize(
+    "alpha, extra, field, message",
+    [
+        ("float32", "", r"args\[0\]\.struct", "take 24 bytes .* is 32 bytes"),
+        ("float64", OFFSET_FIELD, r"args\[0\]\.struct", "take 40 bytes"),
+        ("int32", OFFSET_FIELD, r"args\[0\]\.struct\[1\]", "'alpha' is an integer .* is a float"),
+    ],
+)
+def test_a_struct_that_does_not_match_the_kernels_is_refused_naming_the_argument(
+    tmp_path, ir, alpha, extra, field, message
+):
     spec = _spec(tmp_path, ir, AXPBY % (alpha, extra), "axpby_struct")
     with pytest.raises(FormatError, match=rf"spec.yaml: field '{field}'.*{message}"):
         capture.capture_spec(spec, tmp_path / "out", backend="host")
@@ -314,35 +339,71 @@ def test_a_struct_that_does_not_match_the_kernels_is_refused_naming_the_argument
 
 def test_a_struct_from_python_takes_numpy_fields_and_pointers(tmp_path, ir):
     x = np.arange(64, dtype=np.float32)
-    params = capture.Struct({"n": np.int32(64), "alpha": np.float32(1), "x": capture.Pointer("x"),
-                             "beta": np.float32(0), "offset": np.float64(1)})  # fmt: skip
+    params = capture.Struct(
+        {
+            "n": np.int32(64),
+            "alpha": np.float32(1),
+            "x": capture.Pointer("x"),
+            "beta": np.float32(0),
+            "offset": np.float64(1),
+        }
+    )
     outputs = {}
-    capture.capture(ir, "axpby_struct", 1, 64, [params, np.zeros(64, np.float32)], tmp_path, backend="host",
-                    buffers={"x": x}, outputs=outputs)  # fmt: skip
+    capture.capture(
+        ir,
+        "axpby_struct",
+        1,
+        64,
+        [params, np.zeros(64, np.float32)],
+        tmp_path,
+        backend="host",
+        buffers={"x": x},
+        outputs=outputs,
+    )
     np.testing.assert_array_equal(outputs[1], x + 1)
     with pytest.raises(UsageError, match=r"field 'n' needs a typed value"):
-        capture.capture(ir, "axpby_struct", 1, 64, [capture.Struct({"n": 64}), np.zeros(64, np.float32)],
-                        tmp_path / "b", backend="host")  # fmt: skip
+        capture.capture(
+            ir,
+            "axpby_struct",
+            1,
+            64,
+            [capture.Struct({"n": 64}), np.zeros(64, np.float32)],
+            tmp_path / "b",
+            backend="host",
+        )
 
 
 # -- strict validation ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("entry, field, message", [
-    # a dtype next to a generator was silently ignored: the buffer had the generator's default type
-    ("{dtype: float64, zeros: {shape: [1024]}}", r"args\[1\]\.dtype", "dtype goes inside zeros"),
-    ("{zeros: {dtype: float32, shape: [1024]}, paddng: {after: 1}}", r"args\[1\]\.paddng", "did you mean 'padding'"),
-    ("{zeros: {dtype: float32, shape: [1024]}, padding: {afer: 1}}", r"args\[1\]\.padding\.afer",
-     "did you mean 'after'"),
-    ("{zeros: {dtype: float32, shape: [1024]}, output: yes please}", r"args\[1\]\.output", "true or false"),
-    ("{zeros: {dtype: float32, shape: [1024]}, tolerance: {dtype: f32, relative: 'no'}}",
-     r"args\[1\]\.tolerance\.relative", "true or false"),
-    ("{zeros: {dtype: float32, shape: [1024]}, align: 48}", r"args\[1\]\.align", "power of two"),
-    ("{ptr: in, ofset: 4}", r"args\[1\]\.ofset", "did you mean 'offset'"),
-    ("{ptr: in, tolerance: {dtype: f32}}", r"args\[1\]\.tolerance", "set it on the buffer"),
-    ("{ptr: [in]}", r"args\[1\]\.ptr", "names a buffer"),
-    ("{scalar: 1, offset: 2}", r"args\[1\]\.offset", "goes with ptr"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "entry, field, message",
+    [
+        # a dtype next to a generator was silently ignored: the buffer had the generator's default type
+        ("{dtype: float64, zeros: {shape: [1024]}}", r"args\[1\]\.dtype", "dtype goes inside zeros"),
+        (
+            "{zeros: {dtype: float32, shape: [1024]}, paddng: {after: 1}}",
+            r"args\[1\]\.paddng",
+            "did you mean 'padding'",
+        ),
+        (
+            "{zeros: {dtype: float32, shape: [1024]}, padding: {afer: 1}}",
+            r"args\[1\]\.padding\.afer",
+            "did you mean 'after'",
+        ),
+        ("{zeros: {dtype: float32, shape: [1024]}, output: yes please}", r"args\[1\]\.output", "true or false"),
+        (
+            "{zeros: {dtype: float32, shape: [1024]}, tolerance: {dtype: f32, relative: 'no'}}",
+            r"args\[1\]\.tolerance\.relative",
+            "true or false",
+        ),
+        ("{zeros: {dtype: float32, shape: [1024]}, align: 48}", r"args\[1\]\.align", "power of two"),
+        ("{ptr: in, ofset: 4}", r"args\[1\]\.ofset", "did you mean 'offset'"),
+        ("{ptr: in, tolerance: {dtype: f32}}", r"args\[1\]\.tolerance", "set it on the buffer"),
+        ("{ptr: [in]}", r"args\[1\]\.ptr", "names a buffer"),
+        ("{scalar: 1, offset: 2}", r"args\[1\]\.offset", "goes with ptr"),
+    ],
+)
 def test_every_unknown_or_misplaced_key_and_wrong_type_is_refused_naming_the_field(tmp_path, ir, entry, field, message):
     body = f"args:\n  - {{name: in, zeros: {{dtype: float32, shape: [1024]}}}}\n  - {entry}\n  - 1024\n"
     spec = _spec(tmp_path, ir, body, "stencil3")
@@ -359,8 +420,12 @@ def test_a_scalar_the_kernels_parameter_cannot_hold_is_refused_naming_the_field(
 def test_the_cli_refuses_a_bad_description_with_one_line_and_exit_2(tmp_path, ir):
     body = "globals:\n  conv_filter: {random: {dtype: float32, sede: 1}}\n" + CONV
     spec = _spec(tmp_path, ir, body, "conv1d")
-    proc = subprocess.run([*CLI, "capture", str(spec), "-o", str(tmp_path / "out"), "--backend", "host"],
-                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    proc = subprocess.run(
+        [*CLI, "capture", str(spec), "-o", str(tmp_path / "out"), "--backend", "host"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and str(spec) in lines[0], proc.stderr
@@ -389,15 +454,27 @@ def test_an_output_the_launch_fills_is_not_warned_about(tmp_path, ir, caplog):
 def test_a_buffer_marked_output_that_the_kernel_never_writes_is_warned_about(tmp_path, ir, caplog):
     x = capture.Buffer(np.ones(64, np.float32), output=True)
     with caplog.at_level(logging.WARNING, logger="mneme.capture"):
-        capture.capture(ir, "copy_scaled", 1, 64, [x, np.zeros(64, np.float32), np.float32(2), 64], tmp_path,
-                        backend="host", names=["src", "dst", "a", "n"])  # fmt: skip
+        capture.capture(
+            ir,
+            "copy_scaled",
+            1,
+            64,
+            [x, np.zeros(64, np.float32), np.float32(2), 64],
+            tmp_path,
+            backend="host",
+            names=["src", "dst", "a", "n"],
+        )
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("buffer 'src', marked as an output, is unchanged" in w for w in warnings), warnings
 
 
 def test_the_cli_prints_the_all_zero_output_warning(tmp_path, ir):
     spec = _spec(tmp_path, ir, CONV, "conv1d", grid=2)
-    proc = subprocess.run([*CLI, "capture", str(spec), "-o", str(tmp_path / "out"), "--backend", "host"],
-                          capture_output=True, text=True, timeout=240)  # fmt: skip
+    proc = subprocess.run(
+        [*CLI, "capture", str(spec), "-o", str(tmp_path / "out"), "--backend", "host"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "'out'" in proc.stderr and "unchanged by the launch" in proc.stderr, proc.stderr

@@ -30,8 +30,10 @@ def _spec(folder, path_text: str):
     folder.mkdir(parents=True, exist_ok=True)
     spec = folder / "spec.yaml"
     shutil.copyfile(SAXPY_IR, folder / "saxpy.ll")  # a description's IR lies in its folder, like its files
-    spec.write_text(f"ir: saxpy.ll\nkernel: saxpy\ngrid: 1\nblock: 64\nargs:\n  - 64\n  - 2.0\n"
-                    f"  - {{file: {{path: '{path_text}', dtype: float32}}}}\n  - {{zeros: {{shape: [64]}}}}\n")
+    spec.write_text(
+        f"ir: saxpy.ll\nkernel: saxpy\ngrid: 1\nblock: 64\nargs:\n  - 64\n  - 2.0\n"
+        f"  - {{file: {{path: '{path_text}', dtype: float32}}}}\n  - {{zeros: {{shape: [64]}}}}\n"
+    )
     return spec
 
 
@@ -66,11 +68,16 @@ def test_a_file_beside_the_description_is_read(tmp_path):
 def test_mneme_capture_refuses_an_outside_file_with_exit_2_and_allow_files_outside_captures(tmp_path, secret):
     spec = _spec(tmp_path / "spec", str(secret))
     out = tmp_path / "out"
-    proc = subprocess.run([*CLI, "capture", str(spec), "-o", str(out), "--backend", "host"],
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [*CLI, "capture", str(spec), "-o", str(out), "--backend", "host"], capture_output=True, text=True, timeout=240
+    )
     assert proc.returncode == 2, proc.stderr
     assert "--allow-files-outside" in proc.stderr and not out.exists()
-    proc = subprocess.run([*CLI, "capture", str(spec), "-o", str(out), "--backend", "host", "--allow-files-outside"],
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        [*CLI, "capture", str(spec), "-o", str(out), "--backend", "host", "--allow-files-outside"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr
     assert list(out.glob("*.json"))

@@ -21,8 +21,9 @@ HERE = toolchains()
 USABLE = {"cuda": cuda_available(), "hip": hip_available(), "host": cuda_available()}
 
 
-@pytest.mark.parametrize("backend,source,kernel,config,make", list(entries()),
-                         ids=lambda v: v if isinstance(v, str) else "")  # fmt: skip
+@pytest.mark.parametrize(
+    "backend,source,kernel,config,make", list(entries()), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_code_generation_of_the_corpus_is_unchanged(backend, source, kernel, config, make):
     usable, reason = USABLE[backend]
     if not usable:

@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_mneme(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mneme", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "mneme", *args], capture_output=True, text=True, cwd=cwd, timeout=600, check=False
+    )
 
 
 @pytest.fixture(scope="session")

@@ -67,12 +67,16 @@ def read_database(path: Path) -> dict:
         instances[key] = {
             "grid": (inst["GridDims"]["x"], inst["GridDims"]["y"], inst["GridDims"]["z"]),
             "block": (inst["BlockDims"]["x"], inst["BlockDims"]["y"], inst["BlockDims"]["z"]),
-            "shared": inst["SharedMem"], "occ": inst["Occurrences"], "args": inst["Args"],
+            "shared": inst["SharedMem"],
+            "occ": inst["Occurrences"],
+            "args": inst["Args"],
             "prologue": parse_snapshot(Path(inst["Prologue"]).read_bytes()),
             "epilogue": parse_snapshot(Path(inst["Epilogue"]).read_bytes()),
-        }  # fmt: skip
-    return {key: data[key] for key in ("StaticHash", "KernelName", "DemangledName", "ArgNames", "Specializations",
-                                      "VAddr", "VASize")} | {"instances": instances}  # fmt: skip
+        }
+    return {
+        key: data[key]
+        for key in ("StaticHash", "KernelName", "DemangledName", "ArgNames", "Specializations", "VAddr", "VASize")
+    } | {"instances": instances}
 
 
 def write_original_recording(mneme_db: Path, out: Path) -> Path:
@@ -90,21 +94,42 @@ def write_original_recording(mneme_db: Path, out: Path) -> Path:
     instances = {}
     for number, (_key, inst) in enumerate(rec.items()):
         dynamic = str(9876543210 + number)
-        entry = {"Args": rec.specializations, "BlockDims": inst.block_dim.to_dict(),
-                 "GridDims": inst.grid_dim.to_dict(), "Occurrences": inst.occ, "SharedMem": inst.shared_mem}  # fmt: skip
+        entry = {
+            "Args": rec.specializations,
+            "BlockDims": inst.block_dim.to_dict(),
+            "GridDims": inst.grid_dim.to_dict(),
+            "Occurrences": inst.occ,
+            "SharedMem": inst.shared_mem,
+        }
         with Snapshot.open(inst.prologue_path) as pro, Snapshot.open(inst.epilogue_path, base=pro) as epi:
             for side, snap in (("Prologue", pro), ("Epilogue", epi)):
                 args = bytes(snap.args)
                 path = out / f"DeviceState.{side.lower()}.{static}.{dynamic}.mneme"
-                path.write_bytes(snapshot_bytes(
-                    [(name, rec.globals.get(name, 0), bytes(d)) for name, d in snap.globals.items()],
-                    [(r.addr, bytes(snap.read_region(r.addr))) for r in snap.regions],
-                    [args[a.offset : a.offset + a.size] for a in rec.args]))  # fmt: skip
+                path.write_bytes(
+                    snapshot_bytes(
+                        [(name, rec.globals.get(name, 0), bytes(d)) for name, d in snap.globals.items()],
+                        [(r.addr, bytes(snap.read_region(r.addr))) for r in snap.regions],
+                        [args[a.offset : a.offset + a.size] for a in rec.args],
+                    )
+                )
                 entry[side] = str(path)
         instances[dynamic] = entry
     db = out / f"{static}.json"
-    db.write_text(json.dumps({
-        "ArgNames": rec.arg_names, "BinaryBlobs": [], "DemangledName": rec.demangled_name,
-        "KernelName": rec.kernel_name, "Modules": modules, "Specializations": rec.specializations,
-        "StaticHash": static, "VASize": rec.va_size, "VAddr": hex(rec.va_addr), "instances": instances}, indent=2))  # fmt: skip
+    db.write_text(
+        json.dumps(
+            {
+                "ArgNames": rec.arg_names,
+                "BinaryBlobs": [],
+                "DemangledName": rec.demangled_name,
+                "KernelName": rec.kernel_name,
+                "Modules": modules,
+                "Specializations": rec.specializations,
+                "StaticHash": static,
+                "VASize": rec.va_size,
+                "VAddr": hex(rec.va_addr),
+                "instances": instances,
+            },
+            indent=2,
+        )
+    )
     return db

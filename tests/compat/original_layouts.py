@@ -154,8 +154,11 @@ def write_recording(out: Path, layout: str) -> tuple[Path, dict[str, tuple[Path,
         y_after = (np.float32(2.0) * np.frombuffer(x, np.float32) + y_before).astype(np.float32).tobytes()
         args = [struct.pack("<i", N), struct.pack("<f", 2.0), u64(X_ADDR), u64(Y_ADDR)]
         prologue = full_snapshot([(X_ADDR, x, meta_x), (Y_ADDR, y_before.tobytes(), meta_y)], args)
-        diff = diff_snapshot({X_ADDR: x, Y_ADDR: y_before.tobytes()},
-                             [(X_ADDR, x, metadata()), (Y_ADDR, y_after, metadata(*Y_META))], Y_ADDR)  # fmt: skip
+        diff = diff_snapshot(
+            {X_ADDR: x, Y_ADDR: y_before.tobytes()},
+            [(X_ADDR, x, metadata()), (Y_ADDR, y_after, metadata(*Y_META))],
+            Y_ADDR,
+        )
         full = full_snapshot([(X_ADDR, x, meta_x), (Y_ADDR, y_after, meta_y)], args, Y_ADDR)
         if layout == "container":
             prologue.chunks.insert(0, b"MNEMESNP" + struct.pack("<II", 1, 0))
@@ -174,13 +177,27 @@ def write_recording(out: Path, layout: str) -> tuple[Path, dict[str, tuple[Path,
             path.write_bytes(snap.bytes())
             names[side] = path.name if current else str(path.resolve())
         marks[dyn] = (out / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme", mark)
-        instances[dyn] = {"Prologue": names["prologue"], "Epilogue": names["epilogue"],
-                          "BlockDims": {"x": block, "y": 1, "z": 1}, "GridDims": {"x": grid, "y": 1, "z": 1},
-                          "SharedMem": 0, "Args": [float(N), 2.0, float(X_ADDR), float(Y_ADDR)], "Occurrences": 1}  # fmt: skip
-    data = {"StaticHash": STATIC if current else str(STATIC), "VAddr": hex(VADDR), "VASize": 0x100000,
-            "KernelName": "saxpy", "DemangledName": "saxpy",
-            "Modules": [module.name if current else str(module.resolve())], "BinaryBlobs": [],
-            "ArgNames": ["n", "a", "x", "y"], "Specializations": [True, True, False, False], "instances": instances}  # fmt: skip
+        instances[dyn] = {
+            "Prologue": names["prologue"],
+            "Epilogue": names["epilogue"],
+            "BlockDims": {"x": block, "y": 1, "z": 1},
+            "GridDims": {"x": grid, "y": 1, "z": 1},
+            "SharedMem": 0,
+            "Args": [float(N), 2.0, float(X_ADDR), float(Y_ADDR)],
+            "Occurrences": 1,
+        }
+    data = {
+        "StaticHash": STATIC if current else str(STATIC),
+        "VAddr": hex(VADDR),
+        "VASize": 0x100000,
+        "KernelName": "saxpy",
+        "DemangledName": "saxpy",
+        "Modules": [module.name if current else str(module.resolve())],
+        "BinaryBlobs": [],
+        "ArgNames": ["n", "a", "x", "y"],
+        "Specializations": [True, True, False, False],
+        "instances": instances,
+    }
     if current:
         data["Globals"] = []
     db = out / f"{STATIC}.json"

@@ -14,10 +14,34 @@ from .conftest import run_mneme
 
 
 def test_record_options_map_and_the_application_arguments_stay():
-    argv = ["-v", "record", "--record-db-dir", "out", "--per-kernel-max-recordings=3", "-vass", "8",
-            "--per-kernel-skip-recordings", "2", "--", "./app", "--record-db-dir", "-vass"]  # fmt: skip
-    assert rewrite(argv) == ["-v", "record", "--rdb", "out", "--max-recordings=3", "--skip", "2", "--", "./app",
-                             "--record-db-dir", "-vass"]  # fmt: skip
+    argv = [
+        "-v",
+        "record",
+        "--record-db-dir",
+        "out",
+        "--per-kernel-max-recordings=3",
+        "-vass",
+        "8",
+        "--per-kernel-skip-recordings",
+        "2",
+        "--",
+        "./app",
+        "--record-db-dir",
+        "-vass",
+    ]
+    assert rewrite(argv) == [
+        "-v",
+        "record",
+        "--rdb",
+        "out",
+        "--max-recordings=3",
+        "--skip",
+        "2",
+        "--",
+        "./app",
+        "--record-db-dir",
+        "-vass",
+    ]
 
 
 def test_tune_options_both_tuners_share_map_to_mnemes_spellings():
@@ -46,19 +70,87 @@ def test_replay_runs_with_the_original_spellings(saxpy_db):
 
 def test_the_original_short_spellings_of_record_and_replay():
     assert rewrite(["record", "-mr", "2", "-sr", "1", "-rr", "all", "--", "./app", "-mr"]) == [
-        "record", "--max-recordings", "2", "--skip", "1", "--record-ranks", "all", "--", "./app", "-mr"]  # fmt: skip
-    assert rewrite(["replay", "-record-id", "ab", "-gidx", "8", "-bidz", "2", "-shem", "0", "-slb", "-sdims",
-                    "--min-threads-per-block", "2", "-co", "1", "-it", "4", "-ol", "x.ll"]) == [
-        "replay", "--record-id", "ab", "--grid-dim-x", "8", "--block-dim-z", "2", "--shared-mem", "0",
-        "--set-launch-bounds", "--specialize-dims", "--min-blocks-per-sm", "2", "--codegen-opt", "1",
-        "--iterations", "4", "--output-ll", "x.ll"]  # fmt: skip
+        "record",
+        "--max-recordings",
+        "2",
+        "--skip",
+        "1",
+        "--record-ranks",
+        "all",
+        "--",
+        "./app",
+        "-mr",
+    ]
+    assert rewrite(
+        [
+            "replay",
+            "-record-id",
+            "ab",
+            "-gidx",
+            "8",
+            "-bidz",
+            "2",
+            "-shem",
+            "0",
+            "-slb",
+            "-sdims",
+            "--min-threads-per-block",
+            "2",
+            "-co",
+            "1",
+            "-it",
+            "4",
+            "-ol",
+            "x.ll",
+        ]
+    ) == [
+        "replay",
+        "--record-id",
+        "ab",
+        "--grid-dim-x",
+        "8",
+        "--block-dim-z",
+        "2",
+        "--shared-mem",
+        "0",
+        "--set-launch-bounds",
+        "--specialize-dims",
+        "--min-blocks-per-sm",
+        "2",
+        "--codegen-opt",
+        "1",
+        "--iterations",
+        "4",
+        "--output-ll",
+        "x.ll",
+    ]
 
 
 def test_tune_values_translate_for_mnemes_tuner():
-    argv = ["tune", "--study-name", "s", "--optuna-storage", "sqlite:///t.db", "--sampler", "tpe", "--workers", "2",
-            "--sampler=grid"]  # fmt: skip
-    assert rewrite(argv) == ["tune", "--study", "s", "--storage", "sqlite:///t.db", "--sampler", "optuna:tpe",
-                             "--devices", "0,1", "--sampler=exhaustive"]  # fmt: skip
+    argv = [
+        "tune",
+        "--study-name",
+        "s",
+        "--optuna-storage",
+        "sqlite:///t.db",
+        "--sampler",
+        "tpe",
+        "--workers",
+        "2",
+        "--sampler=grid",
+    ]
+    assert rewrite(argv) == [
+        "tune",
+        "--study",
+        "s",
+        "--storage",
+        "sqlite:///t.db",
+        "--sampler",
+        "optuna:tpe",
+        "--devices",
+        "0,1",
+        "--sampler=exhaustive",
+    ]
 
 
 def test_an_original_tune_option_with_mnemes_layout_is_refused_with_the_way():
@@ -70,8 +162,26 @@ def test_an_original_tune_option_with_mnemes_layout_is_refused_with_the_way():
 
 def test_replay_runs_with_the_original_short_spellings_and_positional_pipeline(saxpy_db, tmp_path):
     out = tmp_path / "variant.ll"
-    done = run_mneme("replay", "-rdb", str(saxpy_db), "-it", "1", "-gidx", "64", "-bidx", "256", "-co", "2", "-slb",
-                     "--min-threads-per-block", "1", "-ol", str(out), "--json", "default<O2>")  # fmt: skip
+    done = run_mneme(
+        "replay",
+        "-rdb",
+        str(saxpy_db),
+        "-it",
+        "1",
+        "-gidx",
+        "64",
+        "-bidx",
+        "256",
+        "-co",
+        "2",
+        "-slb",
+        "--min-threads-per-block",
+        "1",
+        "-ol",
+        str(out),
+        "--json",
+        "default<O2>",
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["result"]["verified"] is True and result["config"]["set_launch_bounds"] is True
@@ -79,8 +189,16 @@ def test_replay_runs_with_the_original_short_spellings_and_positional_pipeline(s
 
 
 def test_tune_dry_run_shows_the_space_and_runs_nothing(saxpy_db, tmp_path):
-    done = run_mneme("tune", "--record-database", str(saxpy_db), "--space-preset", "quick", "--dry-run",
-                     "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    done = run_mneme(
+        "tune",
+        "--record-database",
+        str(saxpy_db),
+        "--space-preset",
+        "quick",
+        "--dry-run",
+        "--results-dir",
+        str(tmp_path / "r"),
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() and not (tmp_path / "r").exists()
 

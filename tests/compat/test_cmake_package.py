@@ -39,8 +39,13 @@ def config(key: str) -> str:
 
 def cmake(source: Path, build: Path, *args: str, env: dict | None = None) -> None:
     env = dict(os.environ, **(env or {}))
-    done = subprocess.run(["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *args],
-                          capture_output=True, text=True, env=env, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        ["cmake", "-S", str(source), "-B", str(build), "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     done = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -53,8 +58,9 @@ def test_config_prints_one_executable_that_runs_a_compiler_through_mneme_cc(key,
     assert "mneme.instrument.launcher" in Path(path).read_text()
     (tmp_path / "t.c").write_text("int answer(void) { return 42; }\n")
     compiler = [path] if key != "launcher" else [path, "clang-19"]
-    done = subprocess.run([*compiler, "-c", "t.c", "-o", "via.o"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [*compiler, "-c", "t.c", "-o", "via.o"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     plain = "clang-19" if key != "cxx" else "clang++-19"
     subprocess.run([plain, "-c", "t.c", "-o", "plain.o"], cwd=tmp_path, check=True, timeout=300)
@@ -80,7 +86,8 @@ def test_host_project_with_mneme_compilers_and_add_mneme_configures_and_builds(t
     (src / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(hostapp LANGUAGES C CXX)\n"
         "find_package(mneme 0.1 REQUIRED)\nadd_executable(hostapp main.c helper.cpp)\nadd_mneme(hostapp)\n"
-        "message(STATUS \"mneme ${mneme_VERSION}\")\n")  # fmt: skip
+        'message(STATUS "mneme ${mneme_VERSION}")\n'
+    )
     build = tmp_path / "build"
     cmake(src, build, f"-Dmneme_DIR={config('cmakedir')}", env={"CC": config("cc"), "CXX": config("cxx")})
     cache = (build / "CMakeCache.txt").read_text()
@@ -96,20 +103,31 @@ def test_host_project_with_mneme_compilers_and_add_mneme_configures_and_builds(t
 def test_find_package_refuses_a_newer_major_version_than_installed(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
-    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(p LANGUAGES NONE)\n"
-                                        "find_package(mneme 99 REQUIRED)\n")  # fmt: skip
-    done = subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "b"), f"-Dmneme_DIR={config('cmakedir')}"],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(p LANGUAGES NONE)\nfind_package(mneme 99 REQUIRED)\n"
+    )
+    done = subprocess.run(
+        ["cmake", "-S", str(src), "-B", str(tmp_path / "b"), f"-Dmneme_DIR={config('cmakedir')}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0 and "mneme" in done.stderr
 
 
 def test_add_mneme_on_a_missing_target_stops_naming_it(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
-    (src / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.18)\nproject(p LANGUAGES C)\n"
-                                        "find_package(mneme REQUIRED)\nadd_mneme(nothing_here)\n")  # fmt: skip
-    done = subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "b"), f"-Dmneme_DIR={config('cmakedir')}"],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(p LANGUAGES C)\n"
+        "find_package(mneme REQUIRED)\nadd_mneme(nothing_here)\n"
+    )
+    done = subprocess.run(
+        ["cmake", "-S", str(src), "-B", str(tmp_path / "b"), f"-Dmneme_DIR={config('cmakedir')}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode != 0 and "no target named nothing_here" in done.stderr
 
 

@@ -45,15 +45,20 @@ def test_codegen_is_proteus_own_setting_not_the_configuration(debug_bitcode, tmp
     rec = RecordedExecution.from_json(str(db))
     inst = rec["1111111111111111111"]
     rec.llvm_files = [str(debug_bitcode)]  # the same kernel, built with debug info
-    config = ExperimentConfiguration(grid=dim3(64), block=dim3(256), passes="default<O2>", codegen_opt=2,
-                                     set_launch_bounds=True, max_threads=256)  # fmt: skip
+    config = ExperimentConfiguration(
+        grid=dim3(64), block=dim3(256), passes="default<O2>", codegen_opt=2, set_launch_bounds=True, max_threads=256
+    )
     monkeypatch.delenv("PROTEUS_CODEGEN", raising=False)
     data = convert_to_json(str(tmp_path / "tuned.json"), rec, inst, config)
     assert json.loads((tmp_path / "tuned.json").read_text()) == data
     entry = data["saxpy"]
     assert entry["CodeGen"] == "rtc"  # Proteus's default, whatever the configuration's codegen_method says
     assert (entry["Pipeline"], entry["CodeGenOptLevel"], entry["LaunchBounds"], entry["TunedMaxThreads"]) == (
-        "default<O2>", 2, True, 256)  # fmt: skip
+        "default<O2>",
+        2,
+        True,
+        256,
+    )
     out = capsys.readouterr().out
     assert 'annotate("jit", 1,2)' in out and f"{(tmp_path / 'saxpy.c').resolve()}:1" in out
     monkeypatch.setenv("PROTEUS_CODEGEN", "serial")

@@ -24,8 +24,22 @@ EXAMPLES = ROOT / "examples" / "original-api"
 
 def run_example(name: str, db: Path, out: Path, *extra: str) -> list[dict]:
     (record_id,) = RecordedExecution.from_json(str(db)).keys()
-    done = subprocess.run([sys.executable, str(EXAMPLES / name), "--record-db", str(db), "--record-id", record_id,
-                           "--results", str(out), *extra], capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / name),
+            "--record-db",
+            str(db),
+            "--record-id",
+            record_id,
+            "--results",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((out / "results.json").read_text())
 
@@ -87,16 +101,30 @@ def test_the_original_api_agrees_with_mneme_tune_on_its_configurations(saxpy_db,
     from mneme.core.types import ExperimentConfiguration as CoreConfiguration
 
     results = tmp_path / "tune"
-    done = run_mneme("tune", "-rdb", str(saxpy_db), "--space", "launch", "--sampler", "random", "--trials", "3",
-                     "--seed", "1", "--results", str(results))  # fmt: skip
+    done = run_mneme(
+        "tune",
+        "-rdb",
+        str(saxpy_db),
+        "--space",
+        "launch",
+        "--sampler",
+        "random",
+        "--trials",
+        "3",
+        "--seed",
+        "1",
+        "--results",
+        str(results),
+    )
     assert done.returncode == 0, done.stderr
     done = run_mneme("results", str(results), "--jsonl", str(tmp_path / "trials.jsonl"))
     assert done.returncode == 0, done.stderr
     trials = [json.loads(line) for line in (tmp_path / "trials.jsonl").read_text().splitlines()]
     assert trials
     (record_id,) = RecordedExecution.from_json(str(saxpy_db)).keys()
-    executor = AsyncReplayExecutor(record_db=str(saxpy_db), record_id=record_id, iterations=2,
-                                   results_db_dir=str(tmp_path / "mine"), num_workers=1)  # fmt: skip
+    executor = AsyncReplayExecutor(
+        record_db=str(saxpy_db), record_id=record_id, iterations=2, results_db_dir=str(tmp_path / "mine"), num_workers=1
+    )
     try:
         for trial in trials:
             core = CoreConfiguration.from_dict(trial["config"])

@@ -62,16 +62,20 @@ def test_async_executor_never_raises_for_a_configuration_value(saxpy_db, tmp_pat
     executor = AsyncReplayExecutor(str(saxpy_db), iterations=2, results_db_dir=str(tmp_path), warmup=1)
     try:
         # a fraction in max_threads with launch bounds off is unused: the experiment runs and verifies
-        fraction = executor.evaluate(ExperimentConfiguration(grid=dim3(64), block=dim3(256), max_threads=0.37,
-                                                             min_blocks_per_sm=0.5))  # fmt: skip
+        fraction = executor.evaluate(
+            ExperimentConfiguration(grid=dim3(64), block=dim3(256), max_threads=0.37, min_blocks_per_sm=0.5)
+        )
         assert fraction.verified and len(fraction.exec_time) == 2 + 1
         # with launch bounds on it is a bound no kernel can have: a failed result, not an exception
-        bounded = executor.evaluate(ExperimentConfiguration(grid=dim3(64), block=dim3(256), set_launch_bounds=True,
-                                                            max_threads=0.37))  # fmt: skip
+        bounded = executor.evaluate(
+            ExperimentConfiguration(grid=dim3(64), block=dim3(256), set_launch_bounds=True, max_threads=0.37)
+        )
         assert bounded.failed and not bounded.verified and bounded.error
-        for config in (ExperimentConfiguration(grid=dim3(64), block=dim3(256), codegen_opt=9),
-                       ExperimentConfiguration(grid=dim3(64), block=dim3(0)),
-                       ExperimentConfiguration(grid=dim3(64), block=dim3(256), passes="function(bogus)")):
+        for config in (
+            ExperimentConfiguration(grid=dim3(64), block=dim3(256), codegen_opt=9),
+            ExperimentConfiguration(grid=dim3(64), block=dim3(0)),
+            ExperimentConfiguration(grid=dim3(64), block=dim3(256), passes="function(bogus)"),
+        ):
             result = executor.evaluate(config)
             assert isinstance(result, ExperimentResult) and result.failed and result.error
     finally:

@@ -31,8 +31,9 @@ def test_transforms_work_in_place_and_return_the_new_hash(saxpy):
     mod = ir.clone(rec.link_llvm_modules())
     before = ir.module_hash(mod)
     with inst.prologue as state:
-        new = jit.specialize_args(mod, before, rec.kernel_name, state.args, state.num_args,
-                                  inst.available_specializations)  # fmt: skip
+        new = jit.specialize_args(
+            mod, before, rec.kernel_name, state.args, state.num_args, inst.available_specializations
+        )
     assert new != before and ir.module_hash(mod) != before  # the caller's handle holds the result
     params = [p.name for p in ir.kernel_params(mod, rec.kernel_name)]
     assert len(params) == 4
@@ -87,8 +88,10 @@ def test_compile_load_and_profile_on_the_recorded_state(saxpy):
 
 
 def test_profile_needs_init_profiler_first():
-    code = ("import mneme.profile as p\ntry:\n    p.gpu_profile_start('k')\nexcept RuntimeError as e:\n"
-            "    print('refused:', e)\np.init_profiler()\nprint('id', p.gpu_profile_start('k'))")  # fmt: skip
+    code = (
+        "import mneme.profile as p\ntry:\n    p.gpu_profile_start('k')\nexcept RuntimeError as e:\n"
+        "    print('refused:', e)\np.init_profiler()\nprint('id', p.gpu_profile_start('k'))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "refused: Profile library is not initialized" in done.stdout and "id 1" in done.stdout
 
@@ -143,10 +146,17 @@ def test_cli_main_returns_the_exit_code(saxpy_db, tmp_path):
 
 
 def test_transforms_refuse_what_is_not_a_module_with_type_error():
-    calls = [(jit.internalize, ("k",)), (jit.pruneIR, ()), (jit.optimize, ("sm_90", "3", 3)),
-             (jit.codegen_object, ("sm_90",)), (jit.specialize_dims, ("h", "k", dim3(1), dim3(1))),
-             (jit.specialize_dims_assume, ("h", "k", dim3(1), dim3(1))), (jit.set_launch_bounds, ("h", "k", 128, 1)),
-             (jit.specialize_args, ("h", "k", b"", 0, [])), (jit.remove_auto_init, ("h", "k"))]  # fmt: skip
+    calls = [
+        (jit.internalize, ("k",)),
+        (jit.pruneIR, ()),
+        (jit.optimize, ("sm_90", "3", 3)),
+        (jit.codegen_object, ("sm_90",)),
+        (jit.specialize_dims, ("h", "k", dim3(1), dim3(1))),
+        (jit.specialize_dims_assume, ("h", "k", dim3(1), dim3(1))),
+        (jit.set_launch_bounds, ("h", "k", 128, 1)),
+        (jit.specialize_args, ("h", "k", b"", 0, [])),
+        (jit.remove_auto_init, ("h", "k")),
+    ]
     for function, args in calls:
         with pytest.raises(TypeError, match="expected an LLVM ModuleRef"):
             function("define void @k() { ret void }", *args)

@@ -63,7 +63,9 @@ def mod() -> ModuleRef:
 
 def _insts(mod) -> dict[str, ValueRef]:
     fn = mod.get_function("k")
-    return {i.opcode if i.opcode not in ("br",) else f"br{n}": i for b in fn.blocks for n, i in enumerate(b.instructions)}
+    return {
+        i.opcode if i.opcode not in ("br",) else f"br{n}": i for b in fn.blocks for n, i in enumerate(b.instructions)
+    }
 
 
 # -- ModuleRef -----------------------------------------------------------------------------------
@@ -262,5 +264,7 @@ def test_members_work_on_a_recorded_kernel(saxpy_db):
     for inst in memory:
         if inst.opcode in ("load", "store"):
             assert inst.memory_type.type_width == 32 and inst.alignment == 4  # float accesses
-    assert [a.type.is_pointer or a.type.type_kind == TypeKind.float or a.type.type_kind == TypeKind.integer
-            for a in kernel.arguments] == [True] * 4  # fmt: skip
+    assert [
+        a.type.is_pointer or a.type.type_kind == TypeKind.float or a.type.type_kind == TypeKind.integer
+        for a in kernel.arguments
+    ] == [True] * 4

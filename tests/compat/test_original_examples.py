@@ -23,10 +23,12 @@ HERE = Path(__file__).parent / "original_examples"
 
 
 def run_script(name: str, args: list[str], cwd: Path) -> dict:
-    env = dict(os.environ, MNEME_HOST_DEVICES="4", PYTHONPATH=os.pathsep.join(
-        [str(ROOT), os.environ.get("PYTHONPATH", "")]))  # fmt: skip
-    done = subprocess.run([sys.executable, str(HERE / name), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=900, env=env)  # fmt: skip
+    env = dict(
+        os.environ, MNEME_HOST_DEVICES="4", PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
+    done = subprocess.run(
+        [sys.executable, str(HERE / name), *args], cwd=cwd, capture_output=True, text=True, timeout=900, env=env
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -39,8 +41,9 @@ def record(saxpy_db) -> tuple[str, str]:
 
 def test_cuda_tune_threads_stores_a_fraction_as_max_threads_without_launch_bounds_and_gets_results(record, tmp_path):
     db, rid = record
-    out = run_script("cuda_vec_add_tune_threads.py", ["--record-db", db, "--record-id", rid, "--num-trials", "6"],
-                     tmp_path)  # fmt: skip
+    out = run_script(
+        "cuda_vec_add_tune_threads.py", ["--record-db", db, "--record-id", rid, "--num-trials", "6"], tmp_path
+    )
     assert out["baseline_runs"] == 5 + 2
     assert len(out["trials"]) == 6
     fractions = [t for t in out["trials"] if not t["config"]["set_launch_bounds"]]
@@ -63,8 +66,11 @@ def test_hip_tune_threads_runs_at_module_level_on_four_workers(record, tmp_path)
 
 def test_bezier_tune_generates_pipelines_submits_the_exhaustive_space_and_exports_the_best(record, tmp_path):
     db, rid = record
-    out = run_script("bezier_surface_tune.py", ["--record-db", db, "--record-id", rid, "--pipelines", "2",
-                                                "-o", "tuned.json"], tmp_path)  # fmt: skip
+    out = run_script(
+        "bezier_surface_tune.py",
+        ["--record-db", db, "--record-id", rid, "--pipelines", "2", "-o", "tuned.json"],
+        tmp_path,
+    )
     assert len(out["generated"]) == 2 + 5
     for text in out["generated"][:2]:
         parse_pipeline(text)

@@ -73,8 +73,12 @@ def test_export_reads_back_with_the_original_reader_logic(saxpy_db, tmp_path):
     db = fmt.export_original(saxpy_db, tmp_path / "exported", layout="documented")
     got = read_database(db)
     rec = CoreRecord.from_json(saxpy_db)
-    (key, inst), = rec.items()
-    assert got["KernelName"] == "saxpy" and got["VAddr"] == hex(rec.va_addr) and got["StaticHash"] == int(rec.static_hash, 16)
+    ((key, inst),) = rec.items()
+    assert (
+        got["KernelName"] == "saxpy"
+        and got["VAddr"] == hex(rec.va_addr)
+        and got["StaticHash"] == int(rec.static_hash, 16)
+    )
     exported = got["instances"][key]
     assert exported["grid"] == (64, 1, 1) and exported["block"] == (256, 1, 1)
     assert [len(a) for a in exported["prologue"]["args"]] == [4, 4, 8, 8]
@@ -82,16 +86,21 @@ def test_export_reads_back_with_the_original_reader_logic(saxpy_db, tmp_path):
 
     with Snapshot.open(inst.prologue_path) as pro:
         assert {a: d for a, d in exported["prologue"]["blobs"]} == {
-            r.addr: bytes(pro.read_region(r.addr)) for r in pro.regions}
+            r.addr: bytes(pro.read_region(r.addr)) for r in pro.regions
+        }
 
 
 def test_export_then_import_is_the_same_recording(saxpy_db, tmp_path):
     exported = fmt.export_original(saxpy_db, tmp_path / "exported", layout="documented")
     back = CoreRecord.from_json(fmt.import_original(exported, tmp_path / "back"))
     rec = CoreRecord.from_json(saxpy_db)
-    assert (back.backend, back.arch, back.args, back.specializations) == (rec.backend, rec.arch, rec.args,
-                                                                          rec.specializations)  # fmt: skip
-    (key, inst), = back.items()
+    assert (back.backend, back.arch, back.args, back.specializations) == (
+        rec.backend,
+        rec.arch,
+        rec.args,
+        rec.specializations,
+    )
+    ((key, inst),) = back.items()
     assert inst.args == rec[key].args
     with BaseExecutor(back.path, key) as ex:
         assert ex.execute(ex.default_config()).verified
@@ -101,17 +110,28 @@ def test_export_then_import_is_the_same_recording(saxpy_db, tmp_path):
 
 def test_the_cli_imports_a_folder_and_exports(original_db, saxpy_db, tmp_path):
     run = [sys.executable, "-m", "mneme"]
-    done = subprocess.run([*run, "import-original", str(original_db.parent), "-o", str(tmp_path / "in"),
-                           "--backend", "host"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [*run, "import-original", str(original_db.parent), "-o", str(tmp_path / "in"), "--backend", "host"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "in" / original_db.name).is_file()
-    done = subprocess.run([*run, "export-original", "-rdb", str(saxpy_db), "-o", str(tmp_path / "out"),
-                           "--layout", "documented"],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [*run, "export-original", "-rdb", str(saxpy_db), "-o", str(tmp_path / "out"), "--layout", "documented"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     parse_snapshot(next((tmp_path / "out").glob("DeviceState.prologue.*")).read_bytes())
-    done = subprocess.run([*run, "export-original", "-rdb", str(saxpy_db), "-o", str(tmp_path / "current")],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [*run, "export-original", "-rdb", str(saxpy_db), "-o", str(tmp_path / "current")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     (db,) = (tmp_path / "current").glob("*.json")
     assert isinstance(json.loads(db.read_text())["StaticHash"], int)  # the current layout by default

@@ -39,8 +39,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 
 
 def mneme(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mneme", *args], capture_output=True, text=True, timeout=600,
-                          cwd=cwd)  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "mneme", *args], capture_output=True, text=True, timeout=600, cwd=cwd)
 
 
 def test_the_readers_take_each_field_where_the_original_writes_it(tmp_path):
@@ -48,8 +47,9 @@ def test_the_readers_take_each_field_where_the_original_writes_it(tmp_path):
     assert epilogue_kinds(tmp_path / "best") == {"1111111111111111111": "diff", "2222222222222222222": "full"}
     for dyn in INSTANCES:
         prologue = snapshots.read_snapshot(tmp_path / "best" / f"DeviceState.prologue.{STATIC}.{dyn}.mneme")
-        epilogue = snapshots.read_snapshot(tmp_path / "best" / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme",
-                                           base=prologue)  # fmt: skip
+        epilogue = snapshots.read_snapshot(
+            tmp_path / "best" / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme", base=prologue
+        )
         assert prologue.layout == "bytes" and epilogue.layout in ("bytes", "diff")
         assert [b.addr for b in epilogue.blobs] == [X_ADDR, Y_ADDR] and epilogue.args == prologue.args
         x, y = epilogue.blobs
@@ -59,10 +59,13 @@ def test_the_readers_take_each_field_where_the_original_writes_it(tmp_path):
         expected = [2 * a + b for a, b in zip(struct.unpack("1024f", x.data), before)]
         assert list(struct.unpack("1024f", y.data)) == expected
         assert struct.unpack("<i", epilogue.args[0]) == (1024,) and struct.unpack("<Q", epilogue.args[3]) == (Y_ADDR,)
-        theirs = read_like_the_current_original(tmp_path / "best" / f"DeviceState.prologue.{STATIC}.{dyn}.mneme",
-                                                tmp_path / "best" / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme")  # fmt: skip
+        theirs = read_like_the_current_original(
+            tmp_path / "best" / f"DeviceState.prologue.{STATIC}.{dyn}.mneme",
+            tmp_path / "best" / f"DeviceState.epilogue.{STATIC}.{dyn}.mneme",
+        )
         assert {a: (n, d, m[4]) for a, (n, d, m) in theirs["epilogue"]["blobs"].items()} == {
-            b.addr: (b.actual, bytes(b.data), b.metadata.tag) for b in epilogue.blobs}  # fmt: skip
+            b.addr: (b.actual, bytes(b.data), b.metadata.tag) for b in epilogue.blobs
+        }
     assert json.loads(db.read_text())["StaticHash"] == STATIC
 
 
@@ -88,12 +91,25 @@ def test_every_command_accepts_an_original_database_directly(layout, tmp_path):
     db, _ = write_recording(tmp_path / layout, layout)
     done = mneme("replay", "-rdb", str(db), "-rid", "2222", "--json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout[done.stdout.index("{"):])["result"]["verified"] is True
+    assert json.loads(done.stdout[done.stdout.index("{") :])["result"]["verified"] is True
     done = mneme("inspect", str(db), "--json")
     assert done.returncode == 0, done.stderr
     assert "saxpy" in done.stdout and len(json.loads(done.stdout)) == 1
-    done = mneme("tune", "-rdb", str(db), "-rid", "1111", "--space", "quick", "--trials", "1", "--iterations", "1",
-                 "--results", str(tmp_path / "tune"))  # fmt: skip
+    done = mneme(
+        "tune",
+        "-rdb",
+        str(db),
+        "-rid",
+        "1111",
+        "--space",
+        "quick",
+        "--trials",
+        "1",
+        "--iterations",
+        "1",
+        "--results",
+        str(tmp_path / "tune"),
+    )
     assert done.returncode == 0, done.stderr
     done = mneme("copy", str(db), str(tmp_path / "copied"))
     assert done.returncode == 0, done.stderr
@@ -147,8 +163,10 @@ def test_export_then_import_gives_back_the_same_recording(layout, saxpy_db, tmp_
         assert epilogue.startswith(b"MNEME_DIFF_V1")
     y_metadata = metadata(9, 1e-5, 1, 0)  # saxpy's y: f32, relative 1e-5, per element
     assert (y_metadata in epilogue) == (layout != "documented")
-    files = {side: tmp_path / "exported" / f"DeviceState.{side}.{data['StaticHash']}.{key}.mneme"
-             for side in ("prologue", "epilogue")}  # fmt: skip
+    files = {
+        side: tmp_path / "exported" / f"DeviceState.{side}.{data['StaticHash']}.{key}.mneme"
+        for side in ("prologue", "epilogue")
+    }
     assert [data["instances"][key][side.capitalize()] for side in files] == [str(f) for f in files.values()]
     if layout == "documented":  # the documented version's reader
         read = {side: parse_snapshot(f.read_bytes()) for side, f in files.items()}
@@ -163,14 +181,36 @@ def test_export_then_import_gives_back_the_same_recording(layout, saxpy_db, tmp_
             assert b"".join(read[side]["args"]) == bytes(snap.args)
         if layout != "documented":
             assert {a: m[:4] for a, m in metadata_of.items()} == {
-                r.addr: (9, 1e-5, 1, 0) if not r.policy.exact else (0, 0.0, 0, 0) for r in epi.regions}
+                r.addr: (9, 1e-5, 1, 0) if not r.policy.exact else (0, 0.0, 0, 0) for r in epi.regions
+            }
     back = RecordedExecution.from_json(fmt.import_original(exported, tmp_path / "back"))
-    assert (back.kernel_name, back.static_hash, back.backend, back.arch, back.args, back.specializations,
-            back.va_addr, back.va_size) == (rec.kernel_name, rec.static_hash, rec.backend, rec.arch, rec.args,
-                                            rec.specializations, rec.va_addr, rec.va_size)  # fmt: skip
+    assert (
+        back.kernel_name,
+        back.static_hash,
+        back.backend,
+        back.arch,
+        back.args,
+        back.specializations,
+        back.va_addr,
+        back.va_size,
+    ) == (
+        rec.kernel_name,
+        rec.static_hash,
+        rec.backend,
+        rec.arch,
+        rec.args,
+        rec.specializations,
+        rec.va_addr,
+        rec.va_size,
+    )
     inst, mine = back[key], rec[key]
     assert (inst.grid_dim, inst.block_dim, inst.shared_mem, inst.args, inst.occ) == (
-        mine.grid_dim, mine.block_dim, mine.shared_mem, mine.args, mine.occ)  # fmt: skip
+        mine.grid_dim,
+        mine.block_dim,
+        mine.shared_mem,
+        mine.args,
+        mine.occ,
+    )
     for side in ("prologue", "epilogue"):
         with Snapshot.open(mine.prologue_path) as p1, Snapshot.open(inst.prologue_path) as p2:
             a = Snapshot.open(getattr(mine, f"{side}_path"), base=p1 if side == "epilogue" else None)

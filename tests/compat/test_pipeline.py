@@ -81,19 +81,33 @@ def test_tunable_passes_are_llvm_transforms_without_printers_or_instrumentation(
 
 def test_to_string_nests_passes_in_their_adaptors(manager):
     concrete = manager.from_string("instcombine,licm,gvn<no-pre>,globalopt,inline,loop-unroll-and-jam")
-    assert [str(p) for p in concrete] == ["instcombine", "licm", "gvn<no-pre>", "globalopt", "inline",
-                                          "loop-unroll-and-jam"]  # fmt: skip
-    assert manager.to_string(concrete) == ("function<eager-inv>(instcombine,loop-mssa(licm),gvn<no-pre>),globalopt,"
-                                           "cgscc(inline),function<eager-inv>(loop(loop-unroll-and-jam))")  # fmt: skip
+    assert [str(p) for p in concrete] == [
+        "instcombine",
+        "licm",
+        "gvn<no-pre>",
+        "globalopt",
+        "inline",
+        "loop-unroll-and-jam",
+    ]
+    assert manager.to_string(concrete) == (
+        "function<eager-inv>(instcombine,loop-mssa(licm),gvn<no-pre>),globalopt,"
+        "cgscc(inline),function<eager-inv>(loop(loop-unroll-and-jam))"
+    )
 
 
 def test_from_string_reads_adaptors_and_parameters_back(manager):
     text = "function(loop-mssa(licm<allowspeculation>)),simplifycfg<bonus-inst-threshold=4;keep-loops>,cgscc(inline)"
     concrete = manager.from_string(text)
     assert [(p.pass_name, p.options) for p in concrete] == [
-        ("licm", ["allowspeculation"]), ("simplifycfg", ["bonus-inst-threshold=4", "keep-loops"]), ("inline", [])]
-    assert manager.split_pipeline(text) == ["licm<allowspeculation>", "simplifycfg<bonus-inst-threshold=4;keep-loops>",
-                                            "inline"]  # fmt: skip
+        ("licm", ["allowspeculation"]),
+        ("simplifycfg", ["bonus-inst-threshold=4", "keep-loops"]),
+        ("inline", []),
+    ]
+    assert manager.split_pipeline(text) == [
+        "licm<allowspeculation>",
+        "simplifycfg<bonus-inst-threshold=4;keep-loops>",
+        "inline",
+    ]
     parse_pipeline(manager.to_string(concrete))  # LLVM accepts what comes back out
     with pytest.raises(RuntimeError, match="no-such-pass"):
         manager.from_string("function(no-such-pass)")
@@ -112,8 +126,16 @@ def test_generate_is_seeded_and_every_pipeline_parses_in_llvm(manager):
     assert len({p.pass_name for p in unique}) == len(unique) == 50
 
 
-@pytest.mark.parametrize("text", ["function(instcombine)", "function(loop-mssa(licm))", "gvn<no-pre>",
-                                  "simplifycfg<bonus-inst-threshold=4>", "cgscc(inline),function(sroa)"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "function(instcombine)",
+        "function(loop-mssa(licm))",
+        "gvn<no-pre>",
+        "simplifycfg<bonus-inst-threshold=4>",
+        "cgscc(inline),function(sroa)",
+    ],
+)
 def test_core_pipelines_accept_llvm_syntax(text):
     assert parse_pipeline(text).text == text
 
@@ -160,8 +182,9 @@ def test_every_tunable_pass_runs_on_a_loop_nest_and_leaves_valid_ir(manager, tmp
                 module.verify()
         print("ALL OK")
     """)
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "loops.ll")], capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "loops.ll")], capture_output=True, text=True, timeout=900
+    )
     ran = done.stdout.splitlines()
     assert done.returncode == 0 and ran[-1] == "ALL OK", f"last pass run: {ran[-1:]}\n{done.stderr[-2000:]}"
     assert len(ran) == 2 * len(manager.get_passes()) + 1
@@ -175,8 +198,10 @@ def test_a_gpu_targets_own_pass_is_accepted_in_a_pipeline_and_runs_for_that_targ
     assert parse_pipeline("nvvm-reflect,function(instcombine)").text == "nvvm-reflect,function(instcombine)"
     ir.initialize()
     machine = llvm.Target.from_triple("nvptx64-nvidia-cuda").create_target_machine(cpu="sm_90")
-    module = llvm.parse_assembly('target triple = "nvptx64-nvidia-cuda"\n'
-                                 "define void @k(ptr %p) {\n  %v = add i32 1, 2\n  store i32 %v, ptr %p\n  ret void\n}\n")  # fmt: skip
+    module = llvm.parse_assembly(
+        'target triple = "nvptx64-nvidia-cuda"\n'
+        "define void @k(ptr %p) {\n  %v = add i32 1, 2\n  store i32 %v, ptr %p\n  ret void\n}\n"
+    )
     builder = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(3))
     mpm = llvm.create_new_module_pass_manager()
     pass_registry.parse_into(builder, mpm, "nvvm-reflect,function(instcombine)")
@@ -193,7 +218,8 @@ def test_ir_passes_llvm_lists_llvms_registry():
 
 def test_a_comma_list_of_passes_of_several_levels_is_nested_for_llvm():
     assert parse_pipeline("gvn,globalopt,licm,inline").text == (
-        "function<eager-inv>(gvn),globalopt,function<eager-inv>(loop-mssa(licm)),cgscc(inline)")
+        "function<eager-inv>(gvn),globalopt,function<eager-inv>(loop-mssa(licm)),cgscc(inline)"
+    )
 
 
 def test_a_space_file_draws_llvm_pipelines_that_replay_verified(saxpy_db, tmp_path):
@@ -205,8 +231,11 @@ def test_a_space_file_draws_llvm_pipelines_that_replay_verified(saxpy_db, tmp_pa
 
     (tmp_path / "space.yaml").write_text(
         "parameters:\n"
-        "  passes: {choices: ['function(loop-mssa(licm)),gvn<no-pre>', 'simplifycfg<bonus-inst-threshold=4>']}\n")  # fmt: skip
-    (tmp_path / "drawn.yaml").write_text("parameters:\n  passes: {pipeline: 4, passes: [gvn, globalopt, licm, inline]}\n")
+        "  passes: {choices: ['function(loop-mssa(licm)),gvn<no-pre>', 'simplifycfg<bonus-inst-threshold=4>']}\n"
+    )
+    (tmp_path / "drawn.yaml").write_text(
+        "parameters:\n  passes: {pipeline: 4, passes: [gvn, globalopt, licm, inline]}\n"
+    )
     rec = load_recording(str(saxpy_db))
     instance = rec.select(None)
     configs = []

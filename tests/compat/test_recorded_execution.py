@@ -44,10 +44,19 @@ def test_the_database_is_a_mapping_of_instances_with_the_original_fields(saxpy_d
     assert inst.available_specializations == [0, 1]
     assert inst.prologue is inst.prologue  # one handle, as the original's
     assert hash(inst) == hash(key + rec.static_hash)
-    assert set(inst.to_dict()) == {"Args", "BlockDims", "GridDims", "Occurrences", "SharedMem", "Prologue",
-                                   "Epilogue"}  # fmt: skip
-    assert set(rec.to_dict()) == {"ArgNames", "BinaryBlobs", "DemangledName", "KernelName", "Modules",
-                                  "Specializations", "StaticHash", "VASize", "VAddr", "instances"}  # fmt: skip
+    assert set(inst.to_dict()) == {"Args", "BlockDims", "GridDims", "Occurrences", "SharedMem", "Prologue", "Epilogue"}
+    assert set(rec.to_dict()) == {
+        "ArgNames",
+        "BinaryBlobs",
+        "DemangledName",
+        "KernelName",
+        "Modules",
+        "Specializations",
+        "StaticHash",
+        "VASize",
+        "VAddr",
+        "instances",
+    }
     del rec[key]
     assert len(rec) == 0
 
@@ -130,8 +139,9 @@ def test_tune_worker_run_serves_the_documented_message_protocol(saxpy_db, tmp_pa
     ctx = multiprocessing.get_context("spawn")
     requests, responses, ready = ctx.Queue(), ctx.Queue(), ctx.Event()
     config = ExperimentConfiguration(grid=dim3(64), block=dim3(256))
-    worker = ctx.Process(target=TuneWorker.run,
-                         args=(requests, responses, str(saxpy_db), key, 0, 2, str(tmp_path), ready))  # fmt: skip
+    worker = ctx.Process(
+        target=TuneWorker.run, args=(requests, responses, str(saxpy_db), key, 0, 2, str(tmp_path), ready)
+    )
     worker.start()
     try:
         assert ready.wait(300), (tmp_path / "Worker-0.log").read_text(errors="replace")

@@ -32,13 +32,20 @@ class Threads(SearchSpace):
     """Block size over 32..256 step 32, grid derived to cover 4096 elements; even warps only."""
 
     def dimensions(self):
-        return {"threads": IntRangeParam("threads", 32, 256, 32), "specialize": BoolParam("specialize"),
-                "shared": FixedParam("shared", 0)}  # fmt: skip
+        return {
+            "threads": IntRangeParam("threads", 32, 256, 32),
+            "specialize": BoolParam("specialize"),
+            "shared": FixedParam("shared", 0),
+        }
 
     def derived(self, params):
         threads = params["threads"]
-        return ExperimentConfiguration(grid=dim3((4096 + threads - 1) // threads), block=dim3(threads),
-                                       shared_mem=params["shared"], specialize=params["specialize"])  # fmt: skip
+        return ExperimentConfiguration(
+            grid=dim3((4096 + threads - 1) // threads),
+            block=dim3(threads),
+            shared_mem=params["shared"],
+            specialize=params["specialize"],
+        )
 
     def constraints(self, params):
         threads = params.block.x if isinstance(params, ExperimentConfiguration) else params["threads"]

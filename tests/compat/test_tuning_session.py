@@ -31,7 +31,7 @@ from mneme.tuning.session import (
 
 from .conftest import run_mneme
 
-USER_SPACE = '''
+USER_SPACE = """
 from mneme.mneme_types import ExperimentConfiguration
 from mneme.tuning.search_space import CategoricalParam, SearchSpace
 
@@ -50,7 +50,7 @@ class Threads(SearchSpace):
 
     def constraints(self, params):
         return True
-'''
+"""
 
 
 def lines(path: Path) -> list[dict]:
@@ -114,13 +114,39 @@ def test_tune_options_check_the_sampler_and_trials_as_the_original():
 
 def test_original_options_run_the_original_tuner_and_write_its_layout(saxpy_db, tmp_path):
     out = tmp_path / "run"
-    done = run_mneme("tune", "-rdb", str(saxpy_db), "--sampler", "random", "--trials", "3", "--seed", "4",
-                     "--launch-dim", "x", "--warmup", "1", "--iterations", "3", "--metric", "min",
-                     "--results-dir", str(out), "--quiet")  # fmt: skip
+    done = run_mneme(
+        "tune",
+        "-rdb",
+        str(saxpy_db),
+        "--sampler",
+        "random",
+        "--trials",
+        "3",
+        "--seed",
+        "4",
+        "--launch-dim",
+        "x",
+        "--warmup",
+        "1",
+        "--iterations",
+        "3",
+        "--metric",
+        "min",
+        "--results-dir",
+        str(out),
+        "--quiet",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     names = {p.name for p in out.iterdir()}
-    assert {"config.json", "search_space.json", "baseline.json", "trials.jsonl", "best.json", "summary.json",
-            "proteus_tuned_kernels.json"} <= names and "session.json" not in names  # fmt: skip
+    assert {
+        "config.json",
+        "search_space.json",
+        "baseline.json",
+        "trials.jsonl",
+        "best.json",
+        "summary.json",
+        "proteus_tuned_kernels.json",
+    } <= names and "session.json" not in names
     config = json.loads((out / "config.json").read_text())
     assert (config["launch_dim"], config["warmup"], config["metric"]) == ("x", 1, "min")
     trials = lines(out / "trials.jsonl")
@@ -140,9 +166,20 @@ def test_original_options_run_the_original_tuner_and_write_its_layout(saxpy_db, 
 def test_space_module_takes_a_users_original_search_space(saxpy_db, tmp_path):
     (tmp_path / "space.py").write_text(USER_SPACE)
     out = tmp_path / "run"
-    done = run_mneme("tune", "-rdb", str(saxpy_db), "--space-module", f"{tmp_path / 'space.py'}:Threads",
-                     "--space-arg", "widths=[32, 512]", "--sampler", "exhaustive", "--results-dir", str(out),
-                     "--no-proteus-output")  # fmt: skip
+    done = run_mneme(
+        "tune",
+        "-rdb",
+        str(saxpy_db),
+        "--space-module",
+        f"{tmp_path / 'space.py'}:Threads",
+        "--space-arg",
+        "widths=[32, 512]",
+        "--sampler",
+        "exhaustive",
+        "--results-dir",
+        str(out),
+        "--no-proteus-output",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     trials = lines(out / "trials.jsonl")
     assert sorted(t["config"]["block"]["x"] for t in trials) == [32, 512]
@@ -153,12 +190,35 @@ def test_space_module_takes_a_users_original_search_space(saxpy_db, tmp_path):
 
 def test_layout_both_writes_the_original_files_beside_mnemes_own(saxpy_db, tmp_path):
     out = tmp_path / "run"
-    done = run_mneme("tune", "-rdb", str(saxpy_db), "--space", "launch", "--sampler", "random", "--trials", "3",
-                     "--seed", "1", "--results", str(out), "--layout", "both", "--json")  # fmt: skip
+    done = run_mneme(
+        "tune",
+        "-rdb",
+        str(saxpy_db),
+        "--space",
+        "launch",
+        "--sampler",
+        "random",
+        "--trials",
+        "3",
+        "--seed",
+        "1",
+        "--results",
+        str(out),
+        "--layout",
+        "both",
+        "--json",
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["best"]
-    assert {"session.json", "summary.json", "best.json", "config.json", "baseline.json", "trials.jsonl",
-            "search_space.json"} <= {p.name for p in out.iterdir()}  # fmt: skip
+    assert {
+        "session.json",
+        "summary.json",
+        "best.json",
+        "config.json",
+        "baseline.json",
+        "trials.jsonl",
+        "search_space.json",
+    } <= {p.name for p in out.iterdir()}
     trials = lines(out / "trials.jsonl")
     assert len(trials) == 3  # --trials counts distinct measured configurations; the baseline is apart
     baseline = json.loads((out / "baseline.json").read_text())
@@ -176,15 +236,32 @@ def test_an_original_option_with_mnemes_layout_is_refused_naming_the_way(saxpy_d
 
 
 def test_an_invalid_original_configuration_exits_3_as_the_original(saxpy_db, tmp_path):
-    done = run_mneme("tune", "-rdb", str(saxpy_db), "--layout", "original", "--sampler", "random",
-                     "--results-dir", str(tmp_path / "r"))  # fmt: skip
+    done = run_mneme(
+        "tune",
+        "-rdb",
+        str(saxpy_db),
+        "--layout",
+        "original",
+        "--sampler",
+        "random",
+        "--results-dir",
+        str(tmp_path / "r"),
+    )
     assert done.returncode == 3 and "--trials is required" in done.stdout
 
 
 def test_session_api_runs_in_process_and_resumes_without_repeating(saxpy_db, tmp_path):
-    options = TuneOptions(record_database=str(saxpy_db), sampler="exhaustive", space_preset="compiler",
-                          fixed_codegen_opt=3, passes=["default<O1>", "function(instcombine),gvn"], iterations=2,
-                          results_dir=str(tmp_path / "r"), quiet=True, proteus_enabled=False)  # fmt: skip
+    options = TuneOptions(
+        record_database=str(saxpy_db),
+        sampler="exhaustive",
+        space_preset="compiler",
+        fixed_codegen_opt=3,
+        passes=["default<O1>", "function(instcombine),gvn"],
+        iterations=2,
+        results_dir=str(tmp_path / "r"),
+        quiet=True,
+        proteus_enabled=False,
+    )
     assert TuningSession(options).run() == 0
     first = lines(tmp_path / "r" / "trials.jsonl")
     assert sorted(t["config"]["passes"] for t in first) == ["default<O1>", "function(instcombine),gvn"]
@@ -208,36 +285,57 @@ def test_launch_candidates_follow_the_current_releases_rules(saxpy_db):
     resolved = normalize_launch_candidates(given, recorded_kernel=kernel)
     assert resolved[0] == {"block": [128, 1, 1], "grid": [-(-work // 128), 1, 1]}
     assert launch_layout_key([64, 1, 1], [3, 1, 1]) == "64x1x1/3x1x1"
-    for bad, message in (([{"grid": [1, 1, 1]}], "requires a block"), ([{"block": [True, 1, 1]}], "three integers"),
-                         ([{"block": [64, 1]}], "three integers"), ([{"block": [2048, 1, 1]}], "limits"),
-                         ([{"block": [64, 32, 1]}], "threads-per-block"), ([{"block": [64, 1, 1], "x": 1}], "only"),
-                         ({"block": [64, 1, 1]}, "a list")):  # fmt: skip
+    for bad, message in (
+        ([{"grid": [1, 1, 1]}], "requires a block"),
+        ([{"block": [True, 1, 1]}], "three integers"),
+        ([{"block": [64, 1]}], "three integers"),
+        ([{"block": [2048, 1, 1]}], "limits"),
+        ([{"block": [64, 32, 1]}], "threads-per-block"),
+        ([{"block": [64, 1, 1], "x": 1}], "only"),
+        ({"block": [64, 1, 1]}, "a list"),
+    ):
         with pytest.raises(ValueError, match=message):
             normalize_launch_candidates(bad)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"sampler": "exhaustive", "trials": None}, "random or tpe"),
-    ({"space_module": "custom.py:Space"}, "custom search space"),
-    ({"require_verified_baseline": False, "objective": "speedup"}, "objective='time'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"sampler": "exhaustive", "trials": None}, "random or tpe"),
+        ({"space_module": "custom.py:Space"}, "custom search space"),
+        ({"require_verified_baseline": False, "objective": "speedup"}, "objective='time'"),
+    ],
+)
 def test_current_release_options_refuse_what_it_refuses(saxpy_db, overrides, message):
-    values = {"record_database": str(saxpy_db), "sampler": "random", "trials": 2,
-              "launch_candidates": [{"block": [64, 1, 1]}], **overrides}  # fmt: skip
+    values = {
+        "record_database": str(saxpy_db),
+        "sampler": "random",
+        "trials": 2,
+        "launch_candidates": [{"block": [64, 1, 1]}],
+        **overrides,
+    }
     with pytest.raises(ValueError, match=message):
         TuneOptions(**values)
 
 
 def test_supplied_launch_layouts_run_first_then_the_sampler(saxpy_db, tmp_path):
-    options = TuneOptions(record_database=str(saxpy_db), sampler="random", trials=1, seed=3, space_preset="launch",
-                          launch_candidates=[{"block": [128, 1, 1]}, {"block": [512, 1, 1]}], iterations=2,
-                          results_dir=str(tmp_path / "r"), quiet=True)  # fmt: skip
+    options = TuneOptions(
+        record_database=str(saxpy_db),
+        sampler="random",
+        trials=1,
+        seed=3,
+        space_preset="launch",
+        launch_candidates=[{"block": [128, 1, 1]}, {"block": [512, 1, 1]}],
+        iterations=2,
+        results_dir=str(tmp_path / "r"),
+        quiet=True,
+    )
     assert TuningSession(options).run() == 0
     trials = lines(tmp_path / "r" / "trials.jsonl")
     assert [t["trial"] for t in trials] == [0, 1, 2]
     assert [t["params"].get("launch_layout") for t in trials[:2]] == [
-        launch_layout_key([128, 1, 1], [t["config"]["grid"]["x"], 1, 1]) for t in trials[:1]] + [
-        launch_layout_key([512, 1, 1], [trials[1]["config"]["grid"]["x"], 1, 1])]  # fmt: skip
+        launch_layout_key([128, 1, 1], [t["config"]["grid"]["x"], 1, 1]) for t in trials[:1]
+    ] + [launch_layout_key([512, 1, 1], [trials[1]["config"]["grid"]["x"], 1, 1])]
     assert [t["config"]["block"]["x"] for t in trials[:2]] == [128, 512]
     assert all(t["status"] == "verified" for t in trials)
     assert "launch_layout" not in trials[2]["params"] or trials[2]["params"]["launch_layout"] != ""
@@ -248,13 +346,22 @@ def test_supplied_launch_layouts_run_first_then_the_sampler(saxpy_db, tmp_path):
 def test_an_unverified_baseline_goes_on_searching_when_not_required(saxpy_db, tmp_path):
     # A block of no threads: the baseline is a failed experiment, never verified.
     space = tmp_path / "space.py"
-    space.write_text(USER_SPACE + """
+    space.write_text(
+        USER_SPACE
+        + """
 
     def baseline(self):
         return ExperimentConfiguration(grid={"x": 1}, block={"x": 0})
-""")
-    base = {"record_database": str(saxpy_db), "sampler": "grid", "space_module": f"{space}:Threads",
-            "iterations": 2, "quiet": True, "proteus_enabled": False}  # fmt: skip
+"""
+    )
+    base = {
+        "record_database": str(saxpy_db),
+        "sampler": "grid",
+        "space_module": f"{space}:Threads",
+        "iterations": 2,
+        "quiet": True,
+        "proteus_enabled": False,
+    }
     assert TuningSession(TuneOptions(**base, results_dir=str(tmp_path / "a"))).run() == 1
     assert not (tmp_path / "a" / "trials.jsonl").exists()
     relaxed = TuneOptions(**base, results_dir=str(tmp_path / "b"), require_verified_baseline=False)
@@ -266,13 +373,25 @@ def test_an_unverified_baseline_goes_on_searching_when_not_required(saxpy_db, tm
 
 def test_a_configuration_the_space_cannot_derive_is_an_invalid_trial_and_the_search_goes_on(saxpy_db, tmp_path):
     space = tmp_path / "space.py"
-    space.write_text(USER_SPACE.replace('''    def derived(self, params):
-''', '''    def derived(self, params):
+    space.write_text(
+        USER_SPACE.replace(
+            """    def derived(self, params):
+""",
+            """    def derived(self, params):
         if params["block_x"] == 64:
             raise ValueError("no 64-thread blocks here")
-''').replace("widths=(64, 128)", "widths=(64, 128, 256)"))
-    options = TuneOptions(record_database=str(saxpy_db), sampler="grid", space_module=f"{space}:Threads",
-                          iterations=2, results_dir=str(tmp_path / "r"), quiet=True, proteus_enabled=False)  # fmt: skip
+""",
+        ).replace("widths=(64, 128)", "widths=(64, 128, 256)")
+    )
+    options = TuneOptions(
+        record_database=str(saxpy_db),
+        sampler="grid",
+        space_module=f"{space}:Threads",
+        iterations=2,
+        results_dir=str(tmp_path / "r"),
+        quiet=True,
+        proteus_enabled=False,
+    )
     assert TuningSession(options).run() == 0
     trials = lines(tmp_path / "r" / "trials.jsonl")
     by_status = sorted((t["status"], t["params"]["block_x"]) for t in trials)

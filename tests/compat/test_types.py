@@ -10,9 +10,20 @@ import pytest
 from mneme.core.types import ExperimentResult as CoreResult
 from mneme.mneme_types import ExperimentConfiguration, ExperimentResult, dim3
 
-ORIGINAL_FIELDS = ["grid", "block", "shared_mem", "specialize", "set_launch_bounds", "max_threads",
-                   "min_blocks_per_sm", "specialize_dims", "passes", "codegen_opt", "prune",
-                   "internalize"]  # fmt: skip
+ORIGINAL_FIELDS = [
+    "grid",
+    "block",
+    "shared_mem",
+    "specialize",
+    "set_launch_bounds",
+    "max_threads",
+    "min_blocks_per_sm",
+    "specialize_dims",
+    "passes",
+    "codegen_opt",
+    "prune",
+    "internalize",
+]
 
 
 def test_dim3_defaults_to_ones_and_round_trips_a_dict():
@@ -28,7 +39,13 @@ def test_configuration_needs_no_arguments_and_has_the_documented_defaults():
     assert list(c.to_dict()) == ORIGINAL_FIELDS
     assert c.grid == dim3() and c.block == dim3()
     assert (c.shared_mem, c.max_threads, c.min_blocks_per_sm, c.passes, c.codegen_opt, c.codegen_method) == (
-        0, 1024, 1, "default<O3>", 3, "serial")
+        0,
+        1024,
+        1,
+        "default<O3>",
+        3,
+        "serial",
+    )
     assert c.specialize is False and c.prune is True and c.internalize is True
 
 
@@ -69,8 +86,9 @@ def test_is_valid_is_false_only_for_launch_bounds_below_the_block():
 
 
 def test_result_times_are_integer_nanoseconds_with_the_warmups_first():
-    core = CoreResult(exec_time=[0.001, 0.002, 0.003], warmup_time=[0.5, 0.25], verified=True, executed=True,
-                      gpu_id=1, reg_usage=-1)  # fmt: skip
+    core = CoreResult(
+        exec_time=[0.001, 0.002, 0.003], warmup_time=[0.5, 0.25], verified=True, executed=True, gpu_id=1, reg_usage=-1
+    )
     r = ExperimentResult.from_core(core)
     assert r.exec_time == [500_000_000, 250_000_000, 1_000_000, 2_000_000, 3_000_000]
     assert all(isinstance(t, int) for t in r.exec_time)
@@ -81,27 +99,40 @@ def test_result_times_are_integer_nanoseconds_with_the_warmups_first():
 
 def test_an_unknown_field_is_refused_as_in_a_dataclass():
     with pytest.raises(TypeError):
-        ExperimentConfiguration.from_dict({"grid": {"x": 1, "y": 1, "z": 1}, "block": {"x": 1, "y": 1, "z": 1},
-                                           "bogus": 1})  # fmt: skip
+        ExperimentConfiguration.from_dict(
+            {"grid": {"x": 1, "y": 1, "z": 1}, "block": {"x": 1, "y": 1, "z": 1}, "bogus": 1}
+        )
 
 
 def test_codegen_method_is_accepted_but_hashed_as_the_current_release_which_has_none():
-    documented = ExperimentConfiguration.from_dict({**ExperimentConfiguration(block=dim3(64)).to_dict(),
-                                                    "codegen_method": "serial"})  # fmt: skip
+    documented = ExperimentConfiguration.from_dict(
+        {**ExperimentConfiguration(block=dim3(64)).to_dict(), "codegen_method": "serial"}
+    )
     current = ExperimentConfiguration.from_dict(ExperimentConfiguration(block=dim3(64)).to_dict())
     assert documented.codegen_method == "serial" and "codegen_method" not in current.to_dict()
     # The current release's digest: its 12 fields, written out by hand here.
-    fields = {"grid": {"x": 1, "y": 1, "z": 1}, "block": {"x": 64, "y": 1, "z": 1}, "shared_mem": 0,
-              "specialize": False, "set_launch_bounds": False, "max_threads": 1024, "min_blocks_per_sm": 1,
-              "specialize_dims": False, "passes": "default<O3>", "codegen_opt": 3, "prune": True,
-              "internalize": True}  # fmt: skip
+    fields = {
+        "grid": {"x": 1, "y": 1, "z": 1},
+        "block": {"x": 64, "y": 1, "z": 1},
+        "shared_mem": 0,
+        "specialize": False,
+        "set_launch_bounds": False,
+        "max_threads": 1024,
+        "min_blocks_per_sm": 1,
+        "specialize_dims": False,
+        "passes": "default<O3>",
+        "codegen_opt": 3,
+        "prune": True,
+        "internalize": True,
+    }
     expected = hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     assert documented.hash() == current.hash() == expected
     # "rtc" builds with the one code generator as "serial" does: the same experiment, the same key.
     assert ExperimentConfiguration(block=dim3(64), codegen_method="rtc").hash() == expected
     # The documented version's digest (all 13 fields) stays available for its results files.
-    old = hashlib.sha256(json.dumps({**fields, "codegen_method": "serial"}, sort_keys=True,
-                                    separators=(",", ":")).encode()).hexdigest()  # fmt: skip
+    old = hashlib.sha256(
+        json.dumps({**fields, "codegen_method": "serial"}, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
     assert documented.documented_hash() == old != expected
 
 

@@ -38,18 +38,31 @@ def snapshot(path: Path) -> Path:
 
 def mneme(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     code = "import sys; from mneme.core.cli import main; main(sys.argv[1:])"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})}, cwd=ROOT)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+    )
 
 
 # -- -q / -v and third-party logs ---------------------------------------------------------------
 
+
 def _study_stderr(verbosity: int, tmp_path: Path) -> str:
-    code = ("import sys; from mneme.core import logs; logs.configure(int(sys.argv[1]))\n"
-            "from mneme.core.tuning.store import ResultStore\n"
-            "ResultStore.create_or_load('journal:' + sys.argv[2], 'k')\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(verbosity), str(tmp_path / f"j{verbosity}.log")],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    code = (
+        "import sys; from mneme.core import logs; logs.configure(int(sys.argv[1]))\n"
+        "from mneme.core.tuning.store import ResultStore\n"
+        "ResultStore.create_or_load('journal:' + sys.argv[2], 'k')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(verbosity), str(tmp_path / f"j{verbosity}.log")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stderr
 
@@ -85,6 +98,7 @@ def test_quiet_silences_warnings_but_not_errors(tmp_path):
 
 # -- --json on every command that reports -------------------------------------------------------
 
+
 def test_plugins_json_lists_backends_and_parameters():
     rows = json.loads(run("plugins", "--json").output)
     assert {"kind", "name", "plugin", "distribution", "version", "status"} <= set(rows[0])
@@ -109,6 +123,7 @@ def test_cuda_info_json():
 
 # -- exit codes ---------------------------------------------------------------------------------
 
+
 def test_a_corrupt_snapshot_does_not_verify_and_a_malformed_one_is_invalid_input(tmp_path):
     good = snapshot(tmp_path / "p.mneme")
     data = bytearray(good.read_bytes())
@@ -127,8 +142,9 @@ def test_an_unknown_architecture_is_refused_by_name_with_no_llvm_warnings(tmp_pa
 
     if not cuda_available()[0]:
         pytest.skip(cuda_available()[1])
-    proc = mneme("ir", "compile", str(build_cuda_ir("saxpy")), "--arch", "sm_999", "--emit", "ptx",
-                 "-o", str(tmp_path / "k.ptx"))  # fmt: skip
+    proc = mneme(
+        "ir", "compile", str(build_cuda_ir("saxpy")), "--arch", "sm_999", "--emit", "ptx", "-o", str(tmp_path / "k.ptx")
+    )
     assert proc.returncode == 2, proc.stderr
     assert "unknown architecture 'sm_999'" in proc.stderr
     assert "not a recognized processor" not in proc.stderr
@@ -162,13 +178,20 @@ def test_the_exit_code_table_in_docs_matches_errors():
     from mneme.core import errors
 
     text = (ROOT / "docs" / "cli.md").read_text()
-    for code in (errors.EXIT_OK, errors.EXIT_INTERNAL, errors.EXIT_INVALID_INPUT, errors.EXIT_NOT_VERIFIED,
-                 errors.EXIT_INTERRUPTED, 143):  # fmt: skip
+    for code in (
+        errors.EXIT_OK,
+        errors.EXIT_INTERNAL,
+        errors.EXIT_INVALID_INPUT,
+        errors.EXIT_NOT_VERIFIED,
+        errors.EXIT_INTERRUPTED,
+        143,
+    ):
         assert re.search(rf"^\| *{code} *\|", text, re.M), code
     assert "docs/cli.md" in (ROOT / "README.md").read_text()
 
 
 # -- output never wrapped into a pipe -----------------------------------------------------------
+
 
 def test_piped_output_keeps_long_paths_on_one_line(tmp_path):
     path = snapshot(tmp_path / ("a_rather_long_folder_name_" * 4) / ("and_another_one_" * 4) / "p.mneme")
@@ -180,14 +203,16 @@ def test_piped_output_keeps_long_paths_on_one_line(tmp_path):
 def test_piped_tables_keep_each_row_on_one_line():
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     code = "import sys; from mneme.core.cli import main; main(sys.argv[1:])"
-    proc = subprocess.run([sys.executable, "-c", code, "config"], capture_output=True, text=True, timeout=120,
-                          env=env, cwd=ROOT)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "config"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
+    )
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stdout.splitlines() if "MNEME_LIMIT_WORKER_DATA_BYTES" in line)
     assert envvars.registry()["MNEME_LIMIT_WORKER_DATA_BYTES"].help in row
 
 
 # -- files written with the user's umask --------------------------------------------------------
+
 
 @pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
 def test_atomic_writes_follow_the_umask(tmp_path, umask, mode):
@@ -238,7 +263,8 @@ def _environ_reads(tree: ast.AST) -> list[tuple[int, ast.expr | None]]:
 
     def is_environ(node) -> bool:
         return (isinstance(node, ast.Attribute) and node.attr == "environ") or (
-            isinstance(node, ast.Name) and node.id == "environ")
+            isinstance(node, ast.Name) and node.id == "environ"
+        )
 
     reads = []
     for node in ast.walk(tree):
@@ -247,12 +273,16 @@ def _environ_reads(tree: ast.AST) -> list[tuple[int, ast.expr | None]]:
             if isinstance(func, ast.Attribute) and func.attr == "get" and is_environ(func.value):
                 reads.append((node.lineno, node.args[0]))
             elif (isinstance(func, ast.Attribute) and func.attr == "getenv") or (
-                    isinstance(func, ast.Name) and func.id == "getenv"):
+                isinstance(func, ast.Name) and func.id == "getenv"
+            ):
                 reads.append((node.lineno, node.args[0]))
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and is_environ(node.value):
             reads.append((node.lineno, node.slice))
-        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) \
-                and any(is_environ(c) for c in node.comparators):
+        elif (
+            isinstance(node, ast.Compare)
+            and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            and any(is_environ(c) for c in node.comparators)
+        ):
             reads.append((node.lineno, node.left))
         elif isinstance(node, (ast.For, ast.comprehension)) and is_environ(node.iter):
             reads.append((node.lineno if hasattr(node, "lineno") else node.iter.lineno, None))
@@ -302,21 +332,34 @@ def environ_violations(path: Path) -> list[str]:
 
 
 def test_python_reads_mneme_variables_only_through_the_registry():
-    sources = [p for folder in (ROOT / "mneme", *sorted((ROOT / "backends").glob("*/mneme_*")))
-               for p in folder.rglob("*.py") if p.name != "envvars.py"]
+    sources = [
+        p
+        for folder in (ROOT / "mneme", *sorted((ROOT / "backends").glob("*/mneme_*")))
+        for p in folder.rglob("*.py")
+        if p.name != "envvars.py"
+    ]
     assert len(sources) > 100
     violations = [v for path in sources for v in environ_violations(path)]
-    assert not violations, ("read MNEME_* variables through mneme.core.envvars.get/get_int (typed, with the "
-                            f"registry's default), not os.environ: {violations}")
+    assert not violations, (
+        "read MNEME_* variables through mneme.core.envvars.get/get_int (typed, with the "
+        f"registry's default), not os.environ: {violations}"
+    )
 
 
 def test_the_environ_check_finds_each_kind_of_direct_read(tmp_path):
     path = tmp_path / "probe.py"
     cases = {
-        'os.environ.get("MNEME_CACHE_DIR")': 1, 'os.environ["MNEME_LLD"]': 1, 'os.getenv("MNEME_LLD", "x")': 1,
-        '"MNEME_LLD" in os.environ': 1, 'NAME = "MNEME_LLD"\nos.environ.get(NAME)': 1, 'os.environ.get(self.env)': 1,
-        '[k for k in os.environ]': 1, 'os.environ.get("CUDA_PATH")': 0, 'os.environ["MNEME_LLD"] = "x"': 0,
-        'dict(os.environ, MNEME_LLD="x")': 0, 'for env in ("CUDA_HOME", "CUDA_PATH"):\n    os.environ.get(env)': 0,
+        'os.environ.get("MNEME_CACHE_DIR")': 1,
+        'os.environ["MNEME_LLD"]': 1,
+        'os.getenv("MNEME_LLD", "x")': 1,
+        '"MNEME_LLD" in os.environ': 1,
+        'NAME = "MNEME_LLD"\nos.environ.get(NAME)': 1,
+        "os.environ.get(self.env)": 1,
+        "[k for k in os.environ]": 1,
+        'os.environ.get("CUDA_PATH")': 0,
+        'os.environ["MNEME_LLD"] = "x"': 0,
+        'dict(os.environ, MNEME_LLD="x")': 0,
+        'for env in ("CUDA_HOME", "CUDA_PATH"):\n    os.environ.get(env)': 0,
     }
     for text, expected in cases.items():
         path.write_text("import os\n" + text + "\n")
@@ -346,6 +389,7 @@ def test_config_lists_the_registry_and_names_a_misspelt_variable():
 
 
 # -- the docs name only commands that exist -----------------------------------------------------
+
 
 def _doc_commands() -> list[tuple[str, str, str]]:
     found = []
@@ -379,6 +423,7 @@ def test_the_docs_name_only_commands_that_exist():
 
 # -- unknown keys in YAML/JSON inputs ------------------------------------------------------------
 
+
 def _spec(tmp_path: Path, text: str) -> Path:
     (tmp_path / "saxpy.ll").write_text((ROOT / "examples" / "saxpy" / "saxpy.ll").read_text())
     path = tmp_path / "capture.yaml"
@@ -386,21 +431,27 @@ def _spec(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("extra,message", [
-    ("blok: [256]\n", "unknown key 'blok'; did you mean 'block'?"),
-    ("shared_memory: 0\n", "unknown key 'shared_memory'; did you mean 'shared_mem'?"),
-    ("global: {g: 1}\n", "unknown key 'global'; did you mean 'globals'?"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ("blok: [256]\n", "unknown key 'blok'; did you mean 'block'?"),
+        ("shared_memory: 0\n", "unknown key 'shared_memory'; did you mean 'shared_mem'?"),
+        ("global: {g: 1}\n", "unknown key 'global'; did you mean 'globals'?"),
+    ],
+)
 def test_a_capture_spec_with_an_unknown_key_is_refused_by_name(tmp_path, extra, message):
-    spec = _spec(tmp_path, "grid: [1]\nblock: [32]\nargs: [32, 2.0, {zeros: {shape: [32]}}, {zeros: {shape: [32]}}]\n"
-                 + extra)
+    spec = _spec(
+        tmp_path, "grid: [1]\nblock: [32]\nargs: [32, 2.0, {zeros: {shape: [32]}}, {zeros: {shape: [32]}}]\n" + extra
+    )
     result = run("capture", spec, "-o", tmp_path / "out", "--backend", "host")
     assert result.exit_code == 2 and message in result.output, result.output
 
 
 def test_unknown_keys_inside_capture_arguments_are_refused(tmp_path):
-    spec = _spec(tmp_path, "grid: [1]\nblock: [32]\nargs: [32, 2.0, {zeros: {shape: [32], sead: 1}}, "
-                 "{nmae: y, zeros: {shape: [32]}}]\n")
+    spec = _spec(
+        tmp_path,
+        "grid: [1]\nblock: [32]\nargs: [32, 2.0, {zeros: {shape: [32], sead: 1}}, {nmae: y, zeros: {shape: [32]}}]\n",
+    )
     result = run("capture", spec, "-o", tmp_path / "out", "--backend", "host")
     assert result.exit_code == 2 and "args[2].zeros" in result.output and "'sead'" in result.output
 
@@ -437,6 +488,7 @@ def test_sampler_and_space_options_are_checked_by_name():
 
 # -- a real tuning run: no library chatter, results readable by the team -------------------------
 
+
 def test_tune_prints_no_optuna_lines_unless_verbose_and_writes_results_with_the_umask(tmp_path):
     from test_tuning_session import capture_saxpy
 
@@ -445,9 +497,27 @@ def test_tune_prints_no_optuna_lines_unless_verbose_and_writes_results_with_the_
 
     def tune(*flags: str, results: Path) -> subprocess.CompletedProcess:
         code = "import os, sys; os.umask(0o002); from mneme.core.cli import main; main(sys.argv[1:])"
-        return subprocess.run([sys.executable, "-c", code, *flags, "tune", "-rdb", str(db), "--sampler", "optuna:cmaes",
-                               "--seed", "1", "--results", str(results), *space],
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        return subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                code,
+                *flags,
+                "tune",
+                "-rdb",
+                str(db),
+                "--sampler",
+                "optuna:cmaes",
+                "--seed",
+                "1",
+                "--results",
+                str(results),
+                *space,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     quiet = tune("-q", results=tmp_path / "q")
     assert quiet.returncode == 0, quiet.stderr

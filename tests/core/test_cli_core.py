@@ -36,9 +36,20 @@ def escape_outside(rec: RecordedExecution, tmp_path) -> None:
 def test_inspect_summarizes_kernel_code_arguments_instances_and_snapshots(tmp_path):
     rec = make_recording(tmp_path, sizes=(256, 1000))
     out = run("inspect", str(rec.path)).output
-    for text in (KERNEL, "void scale<float>(float*, float, int)", "cuda / sm_90", "LLVM IR, 1 module(s)",
-                 "ir/scale_template.ll", "0x7f0000000000 .. 0x7f0000100000", "instances (2)", "(2, 1, 1)",
-                 "(8, 1, 1)", "(128, 1, 1)", "pointer", "float"):
+    for text in (
+        KERNEL,
+        "void scale<float>(float*, float, int)",
+        "cuda / sm_90",
+        "LLVM IR, 1 module(s)",
+        "ir/scale_template.ll",
+        "0x7f0000000000 .. 0x7f0000100000",
+        "instances (2)",
+        "(2, 1, 1)",
+        "(8, 1, 1)",
+        "(128, 1, 1)",
+        "pointer",
+        "float",
+    ):
         assert text in out, text
     for key in rec:
         assert key in out
@@ -211,7 +222,8 @@ def test_copy_refuses_two_different_files_for_one_destination_and_changes_nothin
     b = make_recording(tmp_path / "b", sizes=(32,))
     b.path.rename(tmp_path / "b" / "other.json")
     (tmp_path / "b" / "ir" / "scale_template.ll").write_text(
-        (tmp_path / "b" / "ir" / "scale_template.ll").read_text() + "; edited\n")
+        (tmp_path / "b" / "ir" / "scale_template.ll").read_text() + "; edited\n"
+    )
     before = tree(tmp_path)
     result = run("copy", str(a.path), str(tmp_path / "b" / "other.json"), str(tmp_path / "dest"), ok=False)
     assert result.exit_code == 2 and "with different contents" in result.output
@@ -220,7 +232,13 @@ def test_copy_refuses_two_different_files_for_one_destination_and_changes_nothin
 
 def test_python_dash_m_mneme_runs_the_same_command(tmp_path):
     rec = make_recording(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "mneme", "inspect", str(rec.path)], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"}, timeout=120, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", "inspect", str(rec.path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert KERNEL in proc.stdout

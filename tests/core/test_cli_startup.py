@@ -81,9 +81,21 @@ def _run(cache_dir, *args) -> tuple[str, set[str]]:
 
 
 def _heavy(modules: set[str]) -> list[str]:
-    return sorted(m for m in modules if m.split(".")[0] in LISTING_HEAVY
-                  or m in ("mneme.core.build", "mneme.core.ir", "mneme.core.records", "mneme.core.tuning",
-                           "mneme.plugins.backends.host.backend", "mneme_cuda.backend", "mneme_hip.backend"))
+    return sorted(
+        m
+        for m in modules
+        if m.split(".")[0] in LISTING_HEAVY
+        or m
+        in (
+            "mneme.core.build",
+            "mneme.core.ir",
+            "mneme.core.records",
+            "mneme.core.tuning",
+            "mneme.plugins.backends.host.backend",
+            "mneme_cuda.backend",
+            "mneme_hip.backend",
+        )
+    )
 
 
 def test_an_index_written_by_another_copy_of_the_package_is_not_used(tmp_path):
@@ -92,8 +104,10 @@ def test_an_index_written_by_another_copy_of_the_package_is_not_used(tmp_path):
     index_path = tmp_path / "command-index.json"
     data = json.loads(index_path.read_text())
     assert any(str(part).endswith("mneme") and os.path.isdir(str(part)) for part in data["key"])
-    data["key"] = [("/elsewhere/mneme" if str(part).endswith("mneme") and os.path.isdir(str(part)) else part)
-                   for part in data["key"]]
+    data["key"] = [
+        ("/elsewhere/mneme" if str(part).endswith("mneme") and os.path.isdir(str(part)) else part)
+        for part in data["key"]
+    ]
     data["commands"]["tune"]["help"] = "from another checkout"
     index_path.write_text(json.dumps(data))
     text, _ = _help(tmp_path)
@@ -108,8 +122,15 @@ def test_plugins_lists_every_kind_without_importing_what_it_lists(tmp_path):
     assert _heavy(modules) == []
     assert not {"mneme.plugins.tune_commands", "mneme.plugins.ir_commands"} & modules
     rows = {(r["kind"], r["name"]): r for r in json.loads(second)}
-    for kind, name in [("sampler", "optuna"), ("sampler", "random"), ("space", "standard"), ("transform", "prune"),
-                       ("ir-source", "embedded"), ("command", "tune"), ("command", "plugins")]:
+    for kind, name in [
+        ("sampler", "optuna"),
+        ("sampler", "random"),
+        ("space", "standard"),
+        ("transform", "prune"),
+        ("ir-source", "embedded"),
+        ("command", "tune"),
+        ("command", "plugins"),
+    ]:
         assert (kind, name) in rows
     assert rows[("backend", "host")]["status"] == "usable"
 
@@ -162,8 +183,9 @@ def test_piped_ir_passes_draws_its_tables_without_importing_rich(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
     env["MNEME_CACHE_DIR"] = str(tmp_path)
     for _ in range(2):  # the first run writes the command index
-        proc = subprocess.run([sys.executable, "-c", _RUN, "ir", "passes"], env=env, capture_output=True, text=True,
-                              check=True)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", _RUN, "ir", "passes"], env=env, capture_output=True, text=True, check=True
+        )
     modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
     assert not [m for m in modules if m.split(".")[0] == "rich"]
     assert proc.stdout.startswith("passes (comma-separated") and "┃ transform" in proc.stdout
@@ -174,5 +196,8 @@ def test_help_from_the_index_loads_no_plugin_manager_attrs_or_rich(tmp_path):
     _run(tmp_path, "--help")  # writes the index
     text, modules = _run(tmp_path, "--help")
     assert "\n  tune " in text
-    assert not [m for m in modules if m.split(".")[0] in ("pluggy", "attr", "attrs", "rich")
-                or m in ("mneme.core.plugins", "mneme.core.hookspecs")]  # fmt: skip
+    assert not [
+        m
+        for m in modules
+        if m.split(".")[0] in ("pluggy", "attr", "attrs", "rich") or m in ("mneme.core.plugins", "mneme.core.hookspecs")
+    ]

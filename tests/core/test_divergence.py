@@ -68,8 +68,16 @@ def _perturbed(tmp_path, far: bool):
     rng = np.random.default_rng(5)
     x = rng.uniform(0, 1, N).astype(np.float32)
     y = rng.uniform(0, 1, N).astype(np.float32)
-    db = capture.capture(SAXPY_IR, "saxpy", 8, 256, [N, np.float32(3.0), x, y], tmp_path / "db", backend="host",
-                         names=["n", "a", "x", "y"])  # fmt: skip
+    db = capture.capture(
+        SAXPY_IR,
+        "saxpy",
+        8,
+        256,
+        [N, np.float32(3.0), x, y],
+        tmp_path / "db",
+        backend="host",
+        names=["n", "a", "x", "y"],
+    )
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     prologue = Snapshot.open(inst.prologue_path)
     epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
@@ -82,7 +90,12 @@ def _perturbed(tmp_path, far: bool):
     # Rewrite the epilogue's y (as the recorder would have written it) with the perturbed values.
     regions = {r.addr: bytes(epilogue.read_region(r.addr)) for r in epilogue.regions}
     regions[y_addr] = out.tobytes()
-    args, static, dynamic, globals_ = bytes(epilogue.args), epilogue.static_hash, epilogue.dynamic_hash, epilogue.globals
+    args, static, dynamic, globals_ = (
+        bytes(epilogue.args),
+        epilogue.static_hash,
+        epilogue.dynamic_hash,
+        epilogue.globals,
+    )
     with SnapshotWriter(inst.epilogue_path, SnapshotType.EPILOGUE, static_hash=static, dynamic_hash=dynamic) as w:
         w.set_args(args)
         for addr, data in regions.items():

@@ -26,16 +26,31 @@ def saxpy_db(tmp_path_factory):
     rng = np.random.default_rng(7)
     x = rng.uniform(0, 1, N).astype(np.float32)
     y = rng.uniform(0, 1, N).astype(np.float32)
-    return capture.capture(SAXPY_IR, "saxpy", 4, 128, [N, np.float32(3.0), x, y], tmp_path_factory.mktemp("saxpy"),
-                           backend="host", names=["n", "a", "x", "y"])  # fmt: skip
+    return capture.capture(
+        SAXPY_IR,
+        "saxpy",
+        4,
+        128,
+        [N, np.float32(3.0), x, y],
+        tmp_path_factory.mktemp("saxpy"),
+        backend="host",
+        names=["n", "a", "x", "y"],
+    )
 
 
 @pytest.fixture(scope="module")
 def stencil_db(tmp_path_factory):
     grid_in = np.random.default_rng(3).uniform(0, 1, (24, 40)).astype(np.float32)
-    return capture.capture(build_cuda_ir("stencil2d"), "stencil2d", (5, 3), (8, 8),
-                           [grid_in, np.zeros_like(grid_in), 40, 24], tmp_path_factory.mktemp("stencil"),
-                           backend="host", names=["in", "out", "nx", "ny"])  # fmt: skip
+    return capture.capture(
+        build_cuda_ir("stencil2d"),
+        "stencil2d",
+        (5, 3),
+        (8, 8),
+        [grid_in, np.zeros_like(grid_in), 40, 24],
+        tmp_path_factory.mktemp("stencil"),
+        backend="host",
+        names=["in", "out", "nx", "ny"],
+    )
 
 
 def _pointer(ex, index):
@@ -133,12 +148,21 @@ def test_an_invalid_configuration_is_reported_without_running(saxpy_db):
 
 def test_an_out_of_bounds_write_is_a_failed_experiment_and_the_next_one_runs(tmp_path):
     source = tmp_path / "oob.cu"
-    source.write_text('extern "C" __global__ void oob(float* out, int n) {\n'
-                      '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
-                      '  if (blockDim.x > 32 && i == 0) out[1 << 28] = 1.0f;\n'
-                      '  if (i < n) out[i] = 1.0f + i;\n}\n')  # fmt: skip
-    db = capture.capture(build_cuda_ir(source, out_dir=tmp_path), "oob", 2, 32, [np.zeros(64, np.float32), 64],
-                         tmp_path / "rec", backend="host")  # fmt: skip
+    source.write_text(
+        'extern "C" __global__ void oob(float* out, int n) {\n'
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (blockDim.x > 32 && i == 0) out[1 << 28] = 1.0f;\n"
+        "  if (i < n) out[i] = 1.0f + i;\n}\n"
+    )
+    db = capture.capture(
+        build_cuda_ir(source, out_dir=tmp_path),
+        "oob",
+        2,
+        32,
+        [np.zeros(64, np.float32), 64],
+        tmp_path / "rec",
+        backend="host",
+    )
     with BaseExecutor(db, iterations=1) as ex:
         bad = ex.execute(ex.default_config().replace(block=(64, 1, 1), grid=(1, 1, 1)))
         good = ex.execute(ex.default_config())
@@ -190,14 +214,23 @@ def test_written_regions_are_those_the_epilogue_changes(stencil_db):
 def test_a_variant_that_scribbles_over_its_input_does_not_poison_the_next_experiment(tmp_path):
     # With wide blocks the kernel overwrites its input buffer, which the recorded launch never writes.
     source = tmp_path / "scribble.cu"
-    source.write_text('extern "C" __global__ void scribble(float* in, float* out, int n) {\n'
-                      '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
-                      '  if (i >= n) return;\n'
-                      '  out[i] = 2.0f * in[i];\n'
-                      '  if (blockDim.x > 32) in[i] = -1.0f;\n}\n')  # fmt: skip
+    source.write_text(
+        'extern "C" __global__ void scribble(float* in, float* out, int n) {\n'
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (i >= n) return;\n"
+        "  out[i] = 2.0f * in[i];\n"
+        "  if (blockDim.x > 32) in[i] = -1.0f;\n}\n"
+    )
     data = np.arange(64, dtype=np.float32)
-    db = capture.capture(build_cuda_ir(source, out_dir=tmp_path), "scribble", 2, 32,
-                         [data, np.zeros(64, np.float32), 64], tmp_path / "rec", backend="host")  # fmt: skip
+    db = capture.capture(
+        build_cuda_ir(source, out_dir=tmp_path),
+        "scribble",
+        2,
+        32,
+        [data, np.zeros(64, np.float32), 64],
+        tmp_path / "rec",
+        backend="host",
+    )
     with BaseExecutor(db, iterations=2) as ex:
         assert ex.written == [_pointer(ex, 1)]
         wide = ex.execute(ex.default_config().replace(block=(64, 1, 1), grid=(1, 1, 1)))
@@ -216,7 +249,10 @@ def test_a_launch_the_backend_cannot_repeat_is_refused_before_anything_runs(saxp
     entry["ClusterDims"] = {"x": 2, "y": 1, "z": 1}
     db.write_text(json.dumps(data))
     ex = BaseExecutor(db, iterations=1)
-    with pytest.raises(UsageError, match=r"launched with clusters of \(2, 1, 1\); the host backend cannot launch "
-                                         r"with cluster.*replay it on a backend that can"):  # fmt: skip
+    with pytest.raises(
+        UsageError,
+        match=r"launched with clusters of \(2, 1, 1\); the host backend cannot launch "
+        r"with cluster.*replay it on a backend that can",
+    ):
         ex.open()
     assert ex.device is None  # closed again: nothing was left open

@@ -51,8 +51,9 @@ def recording(tmp_path_factory):
     source = folder / "bias.cu"
     source.write_text(SOURCE)
     data = np.arange(100, dtype=np.float32)
-    db = capture.capture(build_cuda_ir(source), "add_bias", 1, 128, [data, 100], folder / "db", backend="host",
-                         names=["data", "n"])  # fmt: skip
+    db = capture.capture(
+        build_cuda_ir(source), "add_bias", 1, 128, [data, 100], folder / "db", backend="host", names=["data", "n"]
+    )
     rec = RecordedExecution.from_json(db)
     (instance,) = rec.kernel_instances.values()
     # Both sides, epilogue first (it is read against the prologue it diffs from).

@@ -120,8 +120,14 @@ def test_trace_plugins_prints_every_hook_call_with_its_results(tmp_path):
     import sys
 
     env = {**os.environ, "MNEME_CACHE_DIR": str(tmp_path)}  # no command index yet: every plugin's hooks run
-    proc = subprocess.run([sys.executable, "-m", "mneme", "--trace-plugins", "plugins"], capture_output=True,
-                          text=True, timeout=300, env=env, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", "--trace-plugins", "plugins"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     traced = proc.stderr
     for hook in ("mneme_backends", "mneme_samplers", "mneme_transforms", "mneme_cli_commands"):

@@ -107,7 +107,9 @@ def test_every_corpus_source_defines_its_kernels_in_cuda_and_hip(source):
 def test_corpus_ir_has_no_unresolved_math_library_calls():
     for lang_build in (build_cuda_ir, build_hip_ir) if hip_available()[0] else (build_cuda_ir,):
         mod = ir.load(lang_build("math_funcs"))
-        external = [f.name for f in mod.functions if f.is_declaration and not f.name.startswith(("llvm.", "__nvvm_reflect"))]
+        external = [
+            f.name for f in mod.functions if f.is_declaration and not f.name.startswith(("llvm.", "__nvvm_reflect"))
+        ]
         assert external == []
 
 
@@ -119,7 +121,12 @@ def test_find_kernel_that_is_absent_lists_the_kernels_present():
 
 def test_kernel_params_give_kinds_sizes_and_packed_offsets():
     params = ir.kernel_params(ir.load(build_cuda_ir("saxpy")), "saxpy")
-    assert [(p.kind, p.size, p.offset) for p in params] == [("int", 4, 0), ("float", 4, 4), ("pointer", 8, 8), ("pointer", 8, 16)]
+    assert [(p.kind, p.size, p.offset) for p in params] == [
+        ("int", 4, 0),
+        ("float", 4, 4),
+        ("pointer", 8, 8),
+        ("pointer", 8, 16),
+    ]
     assert [p.type for p in params] == ["i32", "float", "ptr", "ptr"]
 
 
@@ -136,7 +143,11 @@ def test_kernel_params_read_a_by_value_struct(tmp_path):
         'extern "C" __global__ void k(P p, float* o, char c) { o[0] = p.a + p.b + p.c + c; }\n'
     )
     params = ir.kernel_params(ir.load(build_cuda_ir(src)), "k")
-    assert [(p.kind, p.size, p.align, p.offset) for p in params] == [("struct", 16, 8, 0), ("pointer", 8, 8, 16), ("int", 1, 1, 24)]
+    assert [(p.kind, p.size, p.align, p.offset) for p in params] == [
+        ("struct", 16, 8, 0),
+        ("pointer", 8, 8, 16),
+        ("int", 1, 1, 24),
+    ]
 
 
 # -- hashing ---------------------------------------------------------------------------------------

@@ -3,8 +3,12 @@ on the host backend here; tests/gpu/test_cuda_kernel_timeout.py runs the same ca
 
 from __future__ import annotations
 
-from kernel_timeout_cases import (capture_stops_a_kernel_past_the_limit, pool_kills_a_kernel_past_the_limit, record,
-                                  replay_stops_a_kernel_past_the_limit)
+from kernel_timeout_cases import (
+    capture_stops_a_kernel_past_the_limit,
+    pool_kills_a_kernel_past_the_limit,
+    record,
+    replay_stops_a_kernel_past_the_limit,
+)
 
 from mneme.core import kernel_clock
 
@@ -54,10 +58,26 @@ def test_a_tuning_run_records_kernels_that_overstay_as_timeouts_and_finishes(tmp
     results = tmp_path / "tune"
     env = {**os.environ, "MNEME_LIMIT_TIMEOUT_SECONDS": "1"}
     # the baseline (32 threads) runs; every other block size of the space spins
-    command = ["tune", "-rdb", db, "--space", "launch", "-o", "axes=x", "--trials", 3, "--seed", 1, "--retime-top", 0,
-               "--results", results]
-    proc = subprocess.run([sys.executable, "-m", "mneme", *map(str, command)], capture_output=True, text=True,
-                          timeout=300, env=env)
+    command = [
+        "tune",
+        "-rdb",
+        db,
+        "--space",
+        "launch",
+        "-o",
+        "axes=x",
+        "--trials",
+        3,
+        "--seed",
+        1,
+        "--retime-top",
+        0,
+        "--results",
+        results,
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", *map(str, command)], capture_output=True, text=True, timeout=300, env=env
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     store, _ = open_results(results)
     records = [r for r in store.records() if r.status != "infeasible"]

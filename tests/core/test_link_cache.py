@@ -16,10 +16,12 @@ pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()
 
 MANY = "\n".join(
     ["__device__ float helper(float x, int k) { float s = 0; for (int j = 0; j < k; ++j) s += x * j; return s; }"]
-    + [f'extern "C" __global__ void k{i}(float* x, int n) {{ int t = threadIdx.x; if (t < n) x[t] = helper(x[t], {i % 3 + 1}) + {i}; }}'
-       for i in range(40)]
+    + [
+        f'extern "C" __global__ void k{i}(float* x, int n) {{ int t = threadIdx.x; if (t < n) x[t] = helper(x[t], {i % 3 + 1}) + {i}; }}'
+        for i in range(40)
+    ]
     + ['extern "C" __global__ void lone(float* x) { x[threadIdx.x] = 1.0f; }']
-)  # fmt: skip
+)
 
 
 @pytest.fixture

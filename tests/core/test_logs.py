@@ -44,11 +44,14 @@ def test_log_lines_through_a_pipe_are_not_padded_to_the_console_width():
     import sys
 
     # what `mneme` does at start-up (its stderr console, logging configured), then one warning
-    script = ("import logging\nfrom mneme.core import console, logs\nlogs.configure(0, console.make(stderr=True))\n"
-              "logging.getLogger('mneme.test').warning('a short warning')\n")
+    script = (
+        "import logging\nfrom mneme.core import console, logs\nlogs.configure(0, console.make(stderr=True))\n"
+        "logging.getLogger('mneme.test').warning('a short warning')\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
-                          check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.splitlines() == ["WARNING  a short warning"]
 
@@ -57,12 +60,15 @@ def test_logging_configured_without_a_console_writes_plain_lines_to_a_pipe_witho
     import subprocess
     import sys
 
-    script = ("import logging, sys\nfrom mneme.core import logs\nlogs.configure(0)\n"
-              "logging.getLogger('mneme.test').warning('a short warning')\n"
-              "print('rich' in sys.modules)\n")
+    script = (
+        "import logging, sys\nfrom mneme.core import logs\nlogs.configure(0)\n"
+        "logging.getLogger('mneme.test').warning('a short warning')\n"
+        "print('rich' in sys.modules)\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env,
-                          check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.splitlines() == ["WARNING  a short warning"]
     assert proc.stdout.strip() == "False"

@@ -116,8 +116,11 @@ def test_the_core_ships_the_native_sources_every_backend_compiles():
     dirs = native.source_dirs()
     assert {"snapshot_writer.cpp", "snapshot_writer.h", "snapio.c"} <= {p.name for p in dirs["snapshot"].iterdir()}
     assert (dirs["recorder"] / "engine.h").exists()
-    included = [line.split('"')[1] for line in (dirs["recorder"] / "engine.h").read_text().splitlines()
-                if line.startswith("#include")]  # fmt: skip
+    included = [
+        line.split('"')[1]
+        for line in (dirs["recorder"] / "engine.h").read_text().splitlines()
+        if line.startswith("#include")
+    ]
     assert included and all((dirs["recorder"] / name).exists() for name in included)
 
 
@@ -127,6 +130,10 @@ def test_each_header_of_the_recorder_engine_compiles_on_its_own(tmp_path, header
     unit = tmp_path / "unit.cpp"
     unit.write_text(f'#include "{header}"\n')
     include = [f"-I{native.RECORDER_SOURCES}", f"-I{native.SNAPSHOT_SOURCES}"]
-    proc = subprocess.run([*native.cxx_compiler().split(), "-std=c++17", "-fsyntax-only", "-Wall", "-Werror", *include,
-                           str(unit)], capture_output=True, text=True, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [*native.cxx_compiler().split(), "-std=c++17", "-fsyntax-only", "-Wall", "-Werror", *include, str(unit)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr

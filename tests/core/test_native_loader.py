@@ -30,8 +30,11 @@ double fake_half(double x) { return x / 2; }
 def build_fake(tmp_path: Path, abi: int = 4, name: str = "libfake.so") -> Path:
     source, out = tmp_path / "fake.c", tmp_path / name
     source.write_text(FAKE_C)
-    subprocess.run([*c_compiler().split(), "-shared", "-fPIC", f"-DABI={abi}", "-o", str(out), str(source)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*c_compiler().split(), "-shared", "-fPIC", f"-DABI={abi}", "-o", str(out), str(source)],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 

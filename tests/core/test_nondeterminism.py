@@ -58,26 +58,40 @@ def atomics_ir(tmp_path_factory):
 def test_a_float_atomic_add_makes_its_accumulator_order_dependent_and_nothing_else(atomics_ir, tmp_path):
     # Read from the optimized module, as a replay builds it (the front end's IR keeps parameters in allocas).
     x = np.zeros(8, np.float32)
-    db = capture.capture(atomics_ir, "scale_and_sum", 1, 8, [x, x.copy(), np.zeros(1, np.float32), 8], tmp_path,
-                         backend="host", names=["x", "y", "total", "n"])  # fmt: skip
+    db = capture.capture(
+        atomics_ir,
+        "scale_and_sum",
+        1,
+        8,
+        [x, x.copy(), np.zeros(1, np.float32), 8],
+        tmp_path,
+        backend="host",
+        names=["x", "y", "total", "n"],
+    )
     with BaseExecutor(db, iterations=1) as ex:
         reasons = order_dependent_params(ex.optimized_ir(ex.default_config()), "scale_and_sum")
     assert list(reasons) == [2]  # total, not y
     assert reasons[2][0].startswith("a float atomic fadd (atomicrmw) accumulates into it")
 
 
-@pytest.mark.parametrize(("kernel", "expected"), [
-    ("last_writer", {1: "atomic exchange"}),
-    ("compact", {1: "index an atomic returned"}),  # out; the count itself is a commutative integer sum
-    ("histogram", {}),  # integer atomicAdd: the same bins whatever the order
-])  # fmt: skip
-def test_exchanges_and_atomic_indexes_are_order_dependent_and_integer_sums_are_not(atomics_ir, tmp_path, kernel,
-                                                                                  expected):  # fmt: skip
+@pytest.mark.parametrize(
+    ("kernel", "expected"),
+    [
+        ("last_writer", {1: "atomic exchange"}),
+        ("compact", {1: "index an atomic returned"}),  # out; the count itself is a commutative integer sum
+        ("histogram", {}),  # integer atomicAdd: the same bins whatever the order
+    ],
+)
+def test_exchanges_and_atomic_indexes_are_order_dependent_and_integer_sums_are_not(
+    atomics_ir, tmp_path, kernel, expected
+):
     ints = np.arange(64, dtype=np.int32)
     floats = np.linspace(0, 1, 64, dtype=np.float32)
-    args = {"last_writer": [ints, np.zeros(1, np.int32), 64],
-            "compact": [floats, np.zeros(64, np.float32), np.zeros(1, np.int32), 64],
-            "histogram": [ints, np.zeros(16, np.int32), 64]}[kernel]  # fmt: skip
+    args = {
+        "last_writer": [ints, np.zeros(1, np.int32), 64],
+        "compact": [floats, np.zeros(64, np.float32), np.zeros(1, np.int32), 64],
+        "histogram": [ints, np.zeros(16, np.int32), 64],
+    }[kernel]
     db = capture.capture(atomics_ir, kernel, 1, 64, args, tmp_path, backend="host")
     with BaseExecutor(db, iterations=1) as ex:
         found = order_dependent_params(ex.optimized_ir(ex.default_config()), kernel)
@@ -90,8 +104,16 @@ def test_exchanges_and_atomic_indexes_are_order_dependent_and_integer_sums_are_n
 def gpu_ordered_sum(atomics_ir, tmp_path):
     """scale_and_sum recorded on the host, its total replaced by the same floats summed in reverse order."""
     x = np.random.default_rng(11).uniform(0, 1, N).astype(np.float32)
-    db = capture.capture(atomics_ir, "scale_and_sum", N // 256, 256, [x, np.zeros_like(x), np.zeros(1, np.float32), N],
-                         tmp_path / "db", backend="host", names=["x", "y", "total", "n"])  # fmt: skip
+    db = capture.capture(
+        atomics_ir,
+        "scale_and_sum",
+        N // 256,
+        256,
+        [x, np.zeros_like(x), np.zeros(1, np.float32), N],
+        tmp_path / "db",
+        backend="host",
+        names=["x", "y", "total", "n"],
+    )
     reverse = np.float32(0)
     for value in x[::-1]:
         reverse = np.float32(reverse + value)

@@ -61,8 +61,9 @@ def saxpy_example(tmp_path_factory):
     """examples/saxpy captured on the host backend, as the fixture's results were."""
     from mneme import capture
 
-    return capture.capture_spec(ROOT / "examples" / "saxpy" / "capture.yaml", tmp_path_factory.mktemp("saxpy"),
-                                backend="host")
+    return capture.capture_spec(
+        ROOT / "examples" / "saxpy" / "capture.yaml", tmp_path_factory.mktemp("saxpy"), backend="host"
+    )
 
 
 def _copy_results(tmp_path: Path) -> Path:
@@ -75,8 +76,14 @@ def _copy_results(tmp_path: Path) -> Path:
 
 
 def _mneme(*args, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mneme", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, check=False, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "mneme", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        **kwargs,
+    )
 
 
 @pytest.mark.slow
@@ -87,14 +94,41 @@ def test_a_schema1_results_folder_resumes_and_reports(saxpy_example, tmp_path):
     session = json.loads((V1 / "results" / "session.json").read_text())
     database = Path(saxpy_example)
     assert database.stem == session["static_hash"]  # the same kernel and launch as the stored study
-    run = _mneme("tune", "-rdb", database, "--backend", "host", "--space", results / "space.yaml", "--sampler",
-                 "random", "--seed", 3, "--trials", 5, "--iterations", 1, "--retime-top", 1, "--retime-repeats", 1,
-                 "--results", results, "--resume", "--force", "--json")
+    run = _mneme(
+        "tune",
+        "-rdb",
+        database,
+        "--backend",
+        "host",
+        "--space",
+        results / "space.yaml",
+        "--sampler",
+        "random",
+        "--seed",
+        3,
+        "--trials",
+        5,
+        "--iterations",
+        1,
+        "--retime-top",
+        1,
+        "--retime-repeats",
+        1,
+        "--results",
+        results,
+        "--resume",
+        "--force",
+        "--json",
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     store, _ = open_results(results)
     records = {r.number: r for r in store.records()}
-    old = {r.number: r for r in __import__("mneme.core.tuning.store", fromlist=["x"]).ResultStore.load(
-        f"sqlite:///{V1 / 'results' / 'study.db'}").records()}
+    old = {
+        r.number: r
+        for r in __import__("mneme.core.tuning.store", fromlist=["x"])
+        .ResultStore.load(f"sqlite:///{V1 / 'results' / 'study.db'}")
+        .records()
+    }
     for number, record in old.items():  # nothing finished is lost or run again
         assert records[number].hash == record.hash and records[number].status == record.status
         assert records[number].result == record.result
@@ -151,8 +185,19 @@ class UnrollPlugin:
 
     @hookimpl
     def mneme_parameters(self):
-        return [Knob("unroll_factor", "int", 1, "optimize", "Unroll factor of the hot loop.", low=1, high=16,
-                     search=(1, 2, 4, 8), feature="unroll")]
+        return [
+            Knob(
+                "unroll_factor",
+                "int",
+                1,
+                "optimize",
+                "Unroll factor of the hot loop.",
+                low=1,
+                high=16,
+                search=(1, 2, 4, 8),
+                feature="unroll",
+            )
+        ]
 
 
 @pytest.fixture
@@ -202,16 +247,33 @@ def test_ir_flags_of_todays_knobs_still_work(tmp_path):
     from mneme.core.cli import cli
 
     out = CliRunner().invoke(cli, ["ir", "show", "--help"], terminal_width=200).output
-    for flag in ("--ptxas-opt", "--max-registers", "--cache-mode", "--fast-math", "--no-fast-math",
-                 "--remove-auto-init", "--specialize-dims-assume", "--inlining-threshold"):
+    for flag in (
+        "--ptxas-opt",
+        "--max-registers",
+        "--cache-mode",
+        "--fast-math",
+        "--no-fast-math",
+        "--remove-auto-init",
+        "--specialize-dims-assume",
+        "--inlining-threshold",
+    ):
         assert flag in out, flag
 
 
 def test_schema1_fields_are_declared_by_their_plugins_and_hashed_at_their_defaults(monkeypatch):
     """The core names none of schema 1's ten fields: each plugin marks its own (Knob.schema1)."""
     assert set(params.schema1_knobs()) == {
-        "specialize_dims_assume", "remove_auto_init", "loop_unrolling", "loop_vectorization", "slp_vectorization",
-        "inlining_threshold", "ptxas_opt", "max_registers", "cache_mode", "fast_math"}  # fmt: skip
+        "specialize_dims_assume",
+        "remove_auto_init",
+        "loop_unrolling",
+        "loop_vectorization",
+        "slp_vectorization",
+        "inlining_threshold",
+        "ptxas_opt",
+        "max_registers",
+        "cache_mode",
+        "fast_math",
+    }
     assert '"ptxas_opt":3' in C(grid=2, block=64).canonical_json()
     # Without the plugin that declares them, its fields are unknown: refused by name, not hashed.
     monkeypatch.setenv("MNEME_DISABLE_PLUGINS", "cuda")

@@ -32,10 +32,17 @@ BASE = ExperimentConfiguration(grid=(8, 1, 1), block=(128, 1, 1))
 # -- pipelines ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text,printed", [
-    ("default<O3>", "default<O3>"), ("O2", "default<O2>"), ("default<Os>", "default<Os>"), ("Oz", "default<Oz>"),
-    ("sroa, instcombine,simplifycfg", "sroa,instcombine,simplifycfg"), ("", ""),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "text,printed",
+    [
+        ("default<O3>", "default<O3>"),
+        ("O2", "default<O2>"),
+        ("default<Os>", "default<Os>"),
+        ("Oz", "default<Oz>"),
+        ("sroa, instcombine,simplifycfg", "sroa,instcombine,simplifycfg"),
+        ("", ""),
+    ],
+)
 def test_pipeline_strings_parse_and_print_canonically(text, printed):
     parsed = pipeline.parse_pipeline(text)
     assert str(parsed) == printed
@@ -43,7 +50,10 @@ def test_pipeline_strings_parse_and_print_canonically(text, printed):
 
 
 def test_unknown_pass_is_rejected_with_the_list_of_known_passes():
-    with pytest.raises(UsageError, match=r"unknown pass 'loop-vectorize-harder'.*known passes|unknown pass 'loop-vectorize-harder'.*instcombine"):
+    with pytest.raises(
+        UsageError,
+        match=r"unknown pass 'loop-vectorize-harder'.*known passes|unknown pass 'loop-vectorize-harder'.*instcombine",
+    ):
         pipeline.parse_pipeline("instcombine,loop-vectorize-harder")
 
 
@@ -115,21 +125,29 @@ def test_loop_unrolling_knob_changes_the_generated_code(tmp_path):
 
 
 def test_tuning_options_follow_the_configuration():
-    pto = pipeline.tuning_options(BASE.replace(loop_vectorization=False, slp_vectorization=True, inlining_threshold=200),
-                                  pipeline.parse_pipeline("default<O3>"))  # fmt: skip
+    pto = pipeline.tuning_options(
+        BASE.replace(loop_vectorization=False, slp_vectorization=True, inlining_threshold=200),
+        pipeline.parse_pipeline("default<O3>"),
+    )
     assert pto.speed_level == 3 and pto.loop_vectorization is False and pto.slp_vectorization is True
     assert pto.inlining_threshold == 200
     assert pipeline.inlining_threshold(BASE, pipeline.parse_pipeline("O3")) == 250
     assert pipeline.inlining_threshold(BASE.replace(inlining_threshold=5000), pipeline.parse_pipeline("Os")) == 5000
-    assert pipeline.tuning_options(BASE.replace(inlining_threshold=100), pipeline.parse_pipeline("O2")).inlining_threshold == 100
+    assert (
+        pipeline.tuning_options(BASE.replace(inlining_threshold=100), pipeline.parse_pipeline("O2")).inlining_threshold
+        == 100
+    )
     size = pipeline.tuning_options(BASE, pipeline.parse_pipeline("Oz"))
     assert size.loop_unrolling is False and size.inlining_threshold == 25
 
 
-BIG_CALLEE = """
+BIG_CALLEE = (
+    """
 __device__ float big(const float* p, float x) {
   float s = x;
-""" + "".join(f"  s = s * p[{k}] + {k}.5f;\n" for k in range(400)) + """  return s;
+"""
+    + "".join(f"  s = s * p[{k}] + {k}.5f;\n" for k in range(400))
+    + """  return s;
 }
 extern "C" __global__ void calls_big(const float* p, float* out) {
   float x = out[threadIdx.x];
@@ -137,6 +155,7 @@ extern "C" __global__ void calls_big(const float* p, float* out) {
   out[threadIdx.x] = x;
 }
 """
+)
 
 _INLINING_SCRIPT = """
 import re
@@ -161,8 +180,13 @@ def test_inlining_threshold_above_255_reaches_the_inliner(tmp_path):
     path = str(build_cuda_ir(src))
 
     def run(*thresholds):  # a fresh process each: LLVM's option is process-wide
-        out = subprocess.run([sys.executable, "-c", _INLINING_SCRIPT, path, *thresholds], capture_output=True,
-                             text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "0"}).stdout  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-c", _INLINING_SCRIPT, path, *thresholds],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": "0"},
+        ).stdout
         return dict(line.split() for line in out.splitlines())
 
     fresh = run("none")
@@ -175,12 +199,16 @@ def test_inlining_threshold_above_255_reaches_the_inliner(tmp_path):
 
 def test_optimize_works_on_a_host_module(tmp_path):
     src = tmp_path / "axpy.c"
-    src.write_text("void axpy(int n, float a, const float *x, float *y) { for (int i = 0; i < n; ++i) y[i] += a * x[i]; }\n")
+    src.write_text(
+        "void axpy(int n, float a, const float *x, float *y) { for (int i = 0; i < n; ++i) y[i] += a * x[i]; }\n"
+    )
     out = tmp_path / "axpy.ll"
     subprocess.run([CLANG, "-O1", "-S", "-emit-llvm", str(src), "-o", str(out)], check=True)
     mod = ir.load(out)
     pipeline.optimize(mod, BASE, host_machine.pipeline_machine())
-    assert "<4 x float>" in str(mod) or "<8 x float>" in str(mod) or "<16 x float>" in str(mod)  # vectorized for the host
+    assert (
+        "<4 x float>" in str(mod) or "<8 x float>" in str(mod) or "<16 x float>" in str(mod)
+    )  # vectorized for the host
 
 
 def test_optimizing_device_ir_for_the_host_is_refused_not_aborted():
@@ -254,19 +282,29 @@ def test_register_cap_reaches_the_assembler_and_spills_show(tmp_path):
 
 def test_nvjitlink_and_ptxas_both_assemble_when_installed():
     ptx = build.compile(ir.load(build_cuda_ir("saxpy")), "saxpy", BASE, "sm_90", emit="ptx", cache=False).data.decode()
-    cubin1, report, _ = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE.replace(cache_mode="cg", ptxas_opt=1), "saxpy", assembler="ptxas")
+    cubin1, report, _ = cuda_codegen.assemble_ptx(
+        ptx, "sm_90", BASE.replace(cache_mode="cg", ptxas_opt=1), "saxpy", assembler="ptxas"
+    )
     assert cuda_cubin.resources(cubin1, "saxpy", report, "ptxas").registers > 0
     if cuda_codegen.ptx_assembler() != "nvjitlink":
         pytest.skip("needs nvJitLink: pip install nvidia-nvjitlink cuda-bindings")
     cubin2, report2, tool = cuda_codegen.assemble_ptx(ptx, "sm_90", BASE, "saxpy", assembler="nvjitlink")
     assert tool == "nvjitlink" and cubin2[:4] == b"\x7fELF"
-    assert (cuda_cubin.resources(cubin2, "saxpy", report2, tool).registers
-            == cuda_cubin.resources(cubin1, "saxpy", report, "ptxas").registers)  # fmt: skip
+    assert (
+        cuda_cubin.resources(cubin2, "saxpy", report2, tool).registers
+        == cuda_cubin.resources(cubin1, "saxpy", report, "ptxas").registers
+    )
 
 
 def test_invalid_ptx_is_an_irerror_naming_the_kernel():
     with pytest.raises(IRError, match="kernel 'broken'"):
-        cuda_codegen.assemble_ptx(".version 7.8\n.target sm_90\n.address_size 64\n.entry broken( {", "sm_90", BASE, "broken", assembler="ptxas")
+        cuda_codegen.assemble_ptx(
+            ".version 7.8\n.target sm_90\n.address_size 64\n.entry broken( {",
+            "sm_90",
+            BASE,
+            "broken",
+            assembler="ptxas",
+        )
 
 
 @needs_hip
@@ -275,8 +313,9 @@ def test_amdgpu_code_object_carries_its_resources():
     binary = build.compile(mod, "reduce_sum", BASE, "gfx90a", cache=False)
     assert binary.kind == "hsaco" and binary.backend == "hip"
     assert binary.resources.shared_mem == 1024 and binary.resources.registers > 0
-    readobj = subprocess.run(["llvm-readobj-19", "--file-headers", "--notes", "-"], input=binary.data,
-                             capture_output=True, check=True).stdout.decode()  # fmt: skip
+    readobj = subprocess.run(
+        ["llvm-readobj-19", "--file-headers", "--notes", "-"], input=binary.data, capture_output=True, check=True
+    ).stdout.decode()
     assert "EF_AMDGPU_MACH_AMDGCN_GFX90A" in readobj
     # the in-process reading of the metadata note agrees with LLVM's own tool
     meta = amdgpu_metadata(binary.data)
@@ -334,7 +373,9 @@ def test_each_kernel_of_an_unpruned_module_gets_its_own_build(tmp_path):
     cache = ircache.BuildCache(tmp_path, disk=False)
     mod = ir.load(build_cuda_ir("scale_template"))
     config = BASE.replace(prune=False, internalize=False)
-    first, second = (build.compile(mod, k, config, "sm_90", cache=cache) for k in ("_Z5scaleIfEvPT_S0_i", "_Z5scaleIiEvPT_S0_i"))
+    first, second = (
+        build.compile(mod, k, config, "sm_90", cache=cache) for k in ("_Z5scaleIfEvPT_S0_i", "_Z5scaleIiEvPT_S0_i")
+    )
     assert first.variant_hash == second.variant_hash
     assert (first.kernel_name, second.kernel_name) == ("_Z5scaleIfEvPT_S0_i", "_Z5scaleIiEvPT_S0_i")
     assert "assemble" in second.stage_times
@@ -376,14 +417,20 @@ def test_cache_keys_change_with_toolchain_target_and_build_fields():
     # a backend's intermediate code (CUDA's PTX) is keyed without the assembler's fields
     assembled = BASE.replace(ptxas_opt=1, max_registers=32, cache_mode="cg")
     assert ircache.build_key("v", BASE, tools, "sm_90", "ptx", intermediate=True) == ircache.build_key(
-        "v", assembled, tools, "sm_90", "ptx", intermediate=True)
+        "v", assembled, tools, "sm_90", "ptx", intermediate=True
+    )
     assert ircache.build_key("v", BASE, tools, "sm_90", "ptx", intermediate=True) != ircache.build_key(
-        "v", BASE.replace(codegen_opt=1), tools, "sm_90", "ptx", intermediate=True)
-    assert ircache.build_key("v", BASE, tools, "sm_90", "cubin") != ircache.build_key("v", assembled, tools, "sm_90", "cubin")
+        "v", BASE.replace(codegen_opt=1), tools, "sm_90", "ptx", intermediate=True
+    )
+    assert ircache.build_key("v", BASE, tools, "sm_90", "cubin") != ircache.build_key(
+        "v", assembled, tools, "sm_90", "cubin"
+    )
     assert tools["backend"] == "cuda" and "ptxas" in tools and "llvm" in tools
     assert "lld" in get_backend("hip").toolchain("gfx90a") and "cpu" in get_backend("host").toolchain("x86_64")
     # launch geometry alone does not change a build (it is in the variant hash when transforms use it)
-    assert ircache.build_key("v", BASE, tools, "sm_90", "cubin") == ircache.build_key("v", BASE.replace(grid=(1, 1, 1)), tools, "sm_90", "cubin")
+    assert ircache.build_key("v", BASE, tools, "sm_90", "cubin") == ircache.build_key(
+        "v", BASE.replace(grid=(1, 1, 1)), tools, "sm_90", "cubin"
+    )
 
 
 def test_build_fields_are_the_configuration_fields_that_reach_code_generation():
@@ -397,7 +444,12 @@ def test_build_fields_are_the_configuration_fields_that_reach_code_generation():
 
 
 def test_each_architecture_is_claimed_by_its_backend():
-    assert [backend_for_arch(a).name for a in ("sm_90", "sm_100a", "gfx90a", "gfx1100")] == ["cuda", "cuda", "hip", "hip"]
+    assert [backend_for_arch(a).name for a in ("sm_90", "sm_100a", "gfx90a", "gfx1100")] == [
+        "cuda",
+        "cuda",
+        "hip",
+        "hip",
+    ]
 
 
 def _binary(i: int, size: int = 1000) -> DeviceBinary:

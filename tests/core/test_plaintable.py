@@ -35,17 +35,22 @@ def _mneme(cache_dir, *args, columns: str | None = None) -> subprocess.Completed
     env.pop("COLUMNS", None)
     if columns:
         env["COLUMNS"] = columns
-    probe = ("import json, sys\nfrom mneme.core.cli import main\ntry:\n    main(sys.argv[1:])\n"
-             "except SystemExit:\n    pass\nprint(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+    probe = (
+        "import json, sys\nfrom mneme.core.cli import main\ntry:\n    main(sys.argv[1:])\n"
+        "except SystemExit:\n    pass\nprint(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
     return subprocess.run([sys.executable, "-c", probe, *args], env=env, capture_output=True, text=True, check=True)
 
 
-@pytest.mark.parametrize("rows", [
-    [],
-    [("backend", "host", "host-backend", "mneme-gpu", "0.1.0", "usable"), ("command", "tune", "t", "d", "1", "")],
-    [("broken", "", "x", "dist", "2", "failed to load a.b:[bold]c[/]: ImportError: no [x] here")],
-    [("wide", "中文名", "é", "ﬁ", "1", "combining e\u0301 and emoji \u2705")],
-])
+@pytest.mark.parametrize(
+    "rows",
+    [
+        [],
+        [("backend", "host", "host-backend", "mneme-gpu", "0.1.0", "usable"), ("command", "tune", "t", "d", "1", "")],
+        [("broken", "", "x", "dist", "2", "failed to load a.b:[bold]c[/]: ImportError: no [x] here")],
+        [("wide", "中文名", "é", "ﬁ", "1", "combining e\u0301 and emoji \u2705")],
+    ],
+)
 def test_render_draws_what_rich_draws_for_a_pipe(rows):
     assert plaintable.render("Mneme plugins", COLUMNS, rows) == _rich("Mneme plugins", COLUMNS, rows)
 

@@ -60,7 +60,8 @@ def replacer_site(tmp_path_factory):
     (src / "mneme_quasirandom").mkdir()
     (src / "mneme_quasirandom" / "__init__.py").write_text("")
     (src / "mneme_quasirandom" / "plugin.py").write_text(REPLACER)
-    (src / "pyproject.toml").write_text(textwrap.dedent("""\
+    (src / "pyproject.toml").write_text(
+        textwrap.dedent("""\
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -75,10 +76,15 @@ def replacer_site(tmp_path_factory):
 
         [tool.setuptools]
         packages = ["mneme_quasirandom"]
-        """))
+        """)
+    )
     isolation = ["--no-build-isolation"] if _offline_build_possible() else []
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *isolation, "--target",
-                          str(target), str(src)], capture_output=True, text=True, timeout=300)
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", *isolation, "--target", str(target), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert pip.returncode == 0, pip.stdout + pip.stderr
     return target
 
@@ -106,8 +112,16 @@ def test_each_sampler_family_and_transform_is_its_own_plugin():
     samplers, transforms = rows(out, "sampler"), rows(out, "transform")
     for family in ("guided", "exhaustive", "random", "optuna", "nevergrad"):
         assert samplers[family][2] == family, out  # provided by the plugin of the same name
-    for name in ("internalize", "prune", "remove_auto_init", "specialize_args", "specialize_dims",
-                 "specialize_dims_assume", "set_launch_bounds", "fast_math"):
+    for name in (
+        "internalize",
+        "prune",
+        "remove_auto_init",
+        "specialize_args",
+        "specialize_dims",
+        "specialize_dims_assume",
+        "set_launch_bounds",
+        "fast_math",
+    ):
         assert transforms[name][2] == name, out
 
 
@@ -121,8 +135,10 @@ def test_plugins_are_disabled_by_name_on_the_command_line_and_by_the_environment
     assert "exhaustive" in rows(out, "sampler")
     helped = run("-p", "no:fast_math", "ir", "show", "--help").stdout
     assert "--fast-math" not in helped and "--ptxas-opt" in helped
-    code = ("import sys; from mneme.core.tuning.samplers import create_sampler\n"
-            "try:\n    create_sampler('nevergrad:NGOpt')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)")
+    code = (
+        "import sys; from mneme.core.tuning.samplers import create_sampler\n"
+        "try:\n    create_sampler('nevergrad:NGOpt')\nexcept Exception as exc:\n    print(type(exc).__name__, exc)"
+    )
     out = run(code=code, env={"MNEME_DISABLE_PLUGINS": "nevergrad"}).stdout
     assert out.startswith("UsageError unknown sampler 'nevergrad:NGOpt'") and "nevergrad," not in out
     bad = run("-p", "nevergrad", "plugins")
@@ -133,8 +149,7 @@ def test_a_third_party_plugin_replaces_a_builtin_one_and_gets_the_click_group_an
     out = run("plugins", path=[replacer_site]).stdout
     assert rows(out, "sampler")["random"][2:4] == ["quasirandom", "mneme-quasirandom"], out
     assert "replaced by plugin 'quasirandom'" in " ".join(rows(out, "replaced")["random"]), out
-    code = ("from mneme.core.tuning.samplers import create_sampler\n"
-            "print(type(create_sampler('random')).__module__)")
+    code = "from mneme.core.tuning.samplers import create_sampler\nprint(type(create_sampler('random')).__module__)"
     assert run(code=code, path=[replacer_site]).stdout.strip() == "mneme_quasirandom.plugin"
     # The command the plugin added to the group it was handed, asking the registry it was handed.
     listed = run("sampler-families", path=[replacer_site])
@@ -160,24 +175,44 @@ def one_line_error(result: subprocess.CompletedProcess, message: str) -> None:
 def saxpy_example(tmp_path_factory):
     from mneme import capture
 
-    return capture.capture_spec(ROOT / "examples" / "saxpy" / "capture.yaml", tmp_path_factory.mktemp("saxpy"),
-                                backend="host")
+    return capture.capture_spec(
+        ROOT / "examples" / "saxpy" / "capture.yaml", tmp_path_factory.mktemp("saxpy"), backend="host"
+    )
 
 
-@pytest.mark.parametrize("blocked, sampler, message", [
-    (("nevergrad",), "nevergrad:NGOpt", "nevergrad:NGOpt needs the nevergrad extra: pip install 'mneme-gpu[nevergrad]'"),
-    (("cmaes",), "optuna:cmaes", "optuna:cmaes needs the cmaes extra: pip install 'mneme-gpu[cmaes]'"),
-])
-def test_a_sampler_whose_extra_is_missing_says_which_extra_to_install(saxpy_example, tmp_path, blocked, sampler,
-                                                                      message):
-    result = run("tune", "-rdb", str(saxpy_example), "--sampler", sampler, "--print-space", "--results",
-                 str(tmp_path / "r"), code=BLOCKED.format(blocked=blocked))
+@pytest.mark.parametrize(
+    "blocked, sampler, message",
+    [
+        (
+            ("nevergrad",),
+            "nevergrad:NGOpt",
+            "nevergrad:NGOpt needs the nevergrad extra: pip install 'mneme-gpu[nevergrad]'",
+        ),
+        (("cmaes",), "optuna:cmaes", "optuna:cmaes needs the cmaes extra: pip install 'mneme-gpu[cmaes]'"),
+    ],
+)
+def test_a_sampler_whose_extra_is_missing_says_which_extra_to_install(
+    saxpy_example, tmp_path, blocked, sampler, message
+):
+    result = run(
+        "tune",
+        "-rdb",
+        str(saxpy_example),
+        "--sampler",
+        sampler,
+        "--print-space",
+        "--results",
+        str(tmp_path / "r"),
+        code=BLOCKED.format(blocked=blocked),
+    )
     one_line_error(result, message)
 
 
 def test_mneme_plugins_names_the_extra_a_sampler_family_needs():
     out = run("plugins", code=BLOCKED.format(blocked=("nevergrad",))).stdout
-    assert "needs the nevergrad extra: pip install 'mneme-gpu[nevergrad]'" in " ".join(rows(out, "sampler")["nevergrad"])
+    assert "needs the nevergrad extra: pip install 'mneme-gpu[nevergrad]'" in " ".join(
+        rows(out, "sampler")["nevergrad"]
+    )
 
 
 def _results_copy(tmp_path: Path, storage: str | None = None) -> Path:
@@ -191,8 +226,13 @@ def _results_copy(tmp_path: Path, storage: str | None = None) -> Path:
 
 def test_plots_without_the_plots_extra_say_which_extra_to_install(tmp_path):
     results = _results_copy(tmp_path)
-    result = run("results", str(results), "--plots", str(tmp_path / "plots"),
-                 code=BLOCKED.format(blocked=("matplotlib", "plotly")))
+    result = run(
+        "results",
+        str(results),
+        "--plots",
+        str(tmp_path / "plots"),
+        code=BLOCKED.format(blocked=("matplotlib", "plotly")),
+    )
     one_line_error(result, "PNG and HTML plots need the plots extra: pip install 'mneme-gpu[plots]'")
     assert not (tmp_path / "plots").exists()
 

@@ -57,9 +57,11 @@ def mneme_cli_commands():
 def write_distribution(root, dist: str, version: str, package: str, cls: str, command: str):
     (root / package).mkdir(parents=True)
     (root / package / "__init__.py").write_text("")
-    (root / package / "plugin.py").write_text(PLUGIN.format(cls=cls, command=command,
-                                                            command_fn=command.replace("-", "_")))
-    (root / "pyproject.toml").write_text(textwrap.dedent(f"""\
+    (root / package / "plugin.py").write_text(
+        PLUGIN.format(cls=cls, command=command, command_fn=command.replace("-", "_"))
+    )
+    (root / "pyproject.toml").write_text(
+        textwrap.dedent(f"""\
         [build-system]
         requires = ["setuptools>=61"]
         build-backend = "setuptools.build_meta"
@@ -74,7 +76,8 @@ def write_distribution(root, dist: str, version: str, package: str, cls: str, co
 
         [tool.setuptools]
         packages = ["{package}"]
-        """))
+        """)
+    )
     return root
 
 
@@ -95,9 +98,14 @@ def site(tmp_path_factory):
     clash = write_distribution(src / "clash", "mneme-clash", "0.4.0", "mneme_clash", "OtherGolden", "clash-golden")
     clash_target = tmp_path_factory.mktemp("plugin-site-clash")
     isolation = ["--no-build-isolation"] if _offline_build_possible() else []
-    installs = [subprocess.Popen([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *isolation,
-                                  "--target", str(where), str(dist)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-                for where, dist in ((target, golden), (clash_target, clash))]
+    installs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", *isolation, "--target", str(where), str(dist)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for where, dist in ((target, golden), (clash_target, clash))
+    ]
     for pip in installs:  # both build at once
         output, _ = pip.communicate(timeout=300)
         assert pip.returncode == 0, output.decode(errors="replace")
@@ -126,8 +134,10 @@ def test_installed_plugin_command_and_sampler_are_usable(site):
     result = mneme("golden", "0", "100", path=[golden])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "golden proposes 62"
-    code = ("from mneme.core import plugins; cls = plugins.lookup('sampler', 'golden'); "
-            "print(cls.__module__, cls(10, 20).ask())")
+    code = (
+        "from mneme.core import plugins; cls = plugins.lookup('sampler', 'golden'); "
+        "print(cls.__module__, cls(10, 20).ask())"
+    )
     result = mneme(path=[golden], code=code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["mneme_golden.plugin", "16"]
@@ -135,10 +145,12 @@ def test_installed_plugin_command_and_sampler_are_usable(site):
 
 def test_two_plugins_providing_one_name_is_a_clear_plugin_error(site):
     golden, clash = site
-    code = ("from mneme.core import plugins\n"
-            "from mneme.core.errors import PluginError\n"
-            "try:\n    plugins.lookup('sampler', 'golden')\n"
-            "except PluginError as exc:\n    print(exc)\n    raise SystemExit(3)\n")
+    code = (
+        "from mneme.core import plugins\n"
+        "from mneme.core.errors import PluginError\n"
+        "try:\n    plugins.lookup('sampler', 'golden')\n"
+        "except PluginError as exc:\n    print(exc)\n    raise SystemExit(3)\n"
+    )
     result = mneme(path=[golden, clash], code=code)
     assert result.returncode == 3, result.stdout + result.stderr
     message = result.stdout.strip()
@@ -148,9 +160,11 @@ def test_two_plugins_providing_one_name_is_a_clear_plugin_error(site):
 
 def test_unknown_plugin_name_lists_the_known_ones(site):
     golden, _ = site
-    code = ("from mneme.core import plugins\n"
-            "try:\n    plugins.lookup('sampler', 'nope')\n"
-            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    code = (
+        "from mneme.core import plugins\n"
+        "try:\n    plugins.lookup('sampler', 'nope')\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
     result = mneme(path=[golden], code=code)
     assert result.stdout.startswith("PluginError unknown sampler 'nope'; known:") and "golden" in result.stdout
 
@@ -179,13 +193,15 @@ def test_a_plugin_that_fails_to_import_is_listed_as_broken_and_the_rest_still_wo
 def test_entry_points_are_found_as_importlib_metadata_finds_them_without_importing_it(site):
     golden, clash = site
     root = Path(__file__).resolve().parents[2]  # this checkout's mneme first, as the other tests' interpreter has it
-    code = ("import json, sys\nfrom mneme.core.entrypoints import entry_points\n"
-            "mine = sorted([d, v, e.name, e.value] for d, v, e in entry_points())\n"
-            "imported = 'importlib.metadata' in sys.modules\n"
-            "import importlib.metadata as md\n"
-            "std = sorted([d.metadata['name'], d.metadata['version'], e.name, e.value] for d in md.distributions()\n"
-            "             for e in d.entry_points if e.group == 'mneme')\n"
-            "print(json.dumps([mine, std, imported]))\n")
+    code = (
+        "import json, sys\nfrom mneme.core.entrypoints import entry_points\n"
+        "mine = sorted([d, v, e.name, e.value] for d, v, e in entry_points())\n"
+        "imported = 'importlib.metadata' in sys.modules\n"
+        "import importlib.metadata as md\n"
+        "std = sorted([d.metadata['name'], d.metadata['version'], e.name, e.value] for d in md.distributions()\n"
+        "             for e in d.entry_points if e.group == 'mneme')\n"
+        "print(json.dumps([mine, std, imported]))\n"
+    )
     result = mneme(path=[root, golden, clash], code=code)
     assert result.returncode == 0, result.stderr
     mine, std, imported = json.loads(result.stdout)

@@ -21,18 +21,37 @@ BLOCKS = 5000  # about 10 s to compile on the host backend; the limit below kill
 
 def _many_blocks(folder, blocks: int = BLOCKS):
     """A kernel of `blocks` basic blocks in a chain (LLVM's passes grow faster than linearly with it)."""
-    lines = ['target triple = "nvptx64-nvidia-cuda"', "", "define void @many(ptr %p, i32 %n) {", "entry:",
-             "  br label %b0"]
+    lines = [
+        'target triple = "nvptx64-nvidia-cuda"',
+        "",
+        "define void @many(ptr %p, i32 %n) {",
+        "entry:",
+        "  br label %b0",
+    ]
     for k in range(blocks):
-        lines += [f"b{k}:", f"  %q{k} = getelementptr i32, ptr %p, i32 {k % 64}", f"  %v{k} = load i32, ptr %q{k}",
-                  f"  %w{k} = add i32 %v{k}, {k}", f"  store i32 %w{k}, ptr %q{k}",
-                  f"  %c{k} = icmp slt i32 %w{k}, %n", f"  br i1 %c{k}, label %b{k + 1}, label %exit"]
-    lines += [f"b{blocks}:", "  br label %exit", "exit:", "  ret void", "}", "!nvvm.annotations = !{!0}",
-              '!0 = !{ptr @many, !"kernel", i32 1}']
+        lines += [
+            f"b{k}:",
+            f"  %q{k} = getelementptr i32, ptr %p, i32 {k % 64}",
+            f"  %v{k} = load i32, ptr %q{k}",
+            f"  %w{k} = add i32 %v{k}, {k}",
+            f"  store i32 %w{k}, ptr %q{k}",
+            f"  %c{k} = icmp slt i32 %w{k}, %n",
+            f"  br i1 %c{k}, label %b{k + 1}, label %exit",
+        ]
+    lines += [
+        f"b{blocks}:",
+        "  br label %exit",
+        "exit:",
+        "  ret void",
+        "}",
+        "!nvvm.annotations = !{!0}",
+        '!0 = !{ptr @many, !"kernel", i32 1}',
+    ]
     (folder / "many.ll").write_text("\n".join(lines) + "\n")
     spec = folder / "spec.yaml"
-    spec.write_text("ir: many.ll\nkernel: many\ngrid: 1\nblock: 1\nargs:\n"
-                    "  - {zeros: {dtype: int32, shape: [64]}}\n  - 100000000\n")
+    spec.write_text(
+        "ir: many.ll\nkernel: many\ngrid: 1\nblock: 1\nargs:\n  - {zeros: {dtype: int32, shape: [64]}}\n  - 100000000\n"
+    )
     return spec
 
 
@@ -70,8 +89,9 @@ def test_replay_past_the_compile_limit_exits_2_naming_the_limit(many_db):
 
 
 def test_a_tuning_trial_past_the_compile_limit_fails_with_that_reason(many_db, tmp_path):
-    proc, _ = _mneme("tune", "-rdb", many_db, "--space", "quick", "--trials", "1", "--results", tmp_path / "r",
-                     limit=0.5)
+    proc, _ = _mneme(
+        "tune", "-rdb", many_db, "--space", "quick", "--trials", "1", "--results", tmp_path / "r", limit=0.5
+    )
     assert proc.returncode == 3, proc.stderr  # the recorded baseline is the first trial: it did not run
     assert "compile: compiling the variant took longer than its limit compile_seconds=0.5" in proc.stderr
 

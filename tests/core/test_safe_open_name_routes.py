@@ -25,8 +25,15 @@ RAW = ("\x1b", "\x07", "\r", "\u202e")
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     folder = tmp_path_factory.mktemp("names")
-    return capture.capture(SAXPY_IR, "saxpy", 2, 128, [256, np.float32(2.0), np.ones(256, np.float32),
-                                                       np.ones(256, np.float32)], folder / "rec", backend="host")
+    return capture.capture(
+        SAXPY_IR,
+        "saxpy",
+        2,
+        128,
+        [256, np.float32(2.0), np.ones(256, np.float32), np.ones(256, np.float32)],
+        folder / "rec",
+        backend="host",
+    )
 
 
 def _run(*args):
@@ -91,8 +98,16 @@ DESCRIPTIONS = {
     "kernel": ({"ir": "k.ll", "kernel": "saxpy" + HOSTILE, "grid": 1, "block": 32, "args": [1]}, "field 'kernel'"),
     "key": ({"ir": "k.ll", "kernel": "saxpy", "grid": 1, "block": 32, HOSTILE: 1, "args": [1]}, "unknown key"),
     "ir path": ({"ir": "k" + HOSTILE + ".ll", "kernel": "saxpy", "grid": 1, "block": 32, "args": [1]}, "field 'ir'"),
-    "file path": ({"ir": "k.ll", "kernel": "saxpy", "grid": 1, "block": 32,
-                   "args": [{"file": {"path": "x" + HOSTILE, "dtype": "uint8"}}]}, "field 'args[0].file.path'"),
+    "file path": (
+        {
+            "ir": "k.ll",
+            "kernel": "saxpy",
+            "grid": 1,
+            "block": 32,
+            "args": [{"file": {"path": "x" + HOSTILE, "dtype": "uint8"}}],
+        },
+        "field 'args[0].file.path'",
+    ),
 }
 
 

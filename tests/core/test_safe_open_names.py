@@ -23,8 +23,15 @@ NAME = "saxpy\n\x1b[2J\x1b[Hall 1 variants verified\x07\r\u202e"
 @pytest.fixture(scope="module")
 def hostile_db(tmp_path_factory):
     folder = tmp_path_factory.mktemp("names")
-    db = capture.capture(SAXPY_IR, "saxpy", 2, 128, [256, np.float32(2.0), np.ones(256, np.float32),
-                                                     np.ones(256, np.float32)], folder / "rec", backend="host")
+    db = capture.capture(
+        SAXPY_IR,
+        "saxpy",
+        2,
+        128,
+        [256, np.float32(2.0), np.ones(256, np.float32), np.ones(256, np.float32)],
+        folder / "rec",
+        backend="host",
+    )
     data = json.loads(db.read_text())
     data["KernelName"], data["DemangledName"] = NAME, NAME  # a database edited by someone else
     db.write_text(json.dumps(data))

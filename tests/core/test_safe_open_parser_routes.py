@@ -11,15 +11,20 @@ from mneme.core.errors import FormatError, MnemeError
 from mneme.core.tuning.space import load_space
 
 LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(9))
+    f"{chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(9)
+)
 
 
-@pytest.mark.parametrize("text, says", [  # fmt: skip
-    (LAUGHS, r"aliases \(\*name\) are not allowed"),
-    ("base: &b {choices: [1, 2]}\nparameters:\n  x: {<<: *b}\n", r"aliases \(\*name\) are not allowed"),
-    ("parameters: !!python/object/apply:os.system ['true']\n", "could not determine a constructor"),
-    ("parameters:\n  x: !!python/name:os.system\n", "could not determine a constructor"),
-], ids=["alias bomb", "merge key", "python object", "python name"])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (LAUGHS, r"aliases \(\*name\) are not allowed"),
+        ("base: &b {choices: [1, 2]}\nparameters:\n  x: {<<: *b}\n", r"aliases \(\*name\) are not allowed"),
+        ("parameters: !!python/object/apply:os.system ['true']\n", "could not determine a constructor"),
+        ("parameters:\n  x: !!python/name:os.system\n", "could not determine a constructor"),
+    ],
+    ids=["alias bomb", "merge key", "python object", "python name"],
+)
 def test_yaml_that_would_expand_or_name_python_is_a_format_error(tmp_path, text, says):
     path = tmp_path / "space.yaml"
     path.write_text(text)

@@ -22,23 +22,43 @@ SAXPY = "ir: saxpy.ll\nkernel: saxpy\ngrid: 1\nblock: 32\n"
 
 
 def _mneme(*args, env=None, cwd=None):
-    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, "MNEME_HOST_THREADS": "1", **(env or {})})
+    return subprocess.run(
+        [*CLI, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "MNEME_HOST_THREADS": "1", **(env or {})},
+    )
 
 
 @pytest.fixture(scope="module")
 def saxpy_db(tmp_path_factory):
     folder = tmp_path_factory.mktemp("saxpy")
-    return capture.capture(SAXPY_IR, "saxpy", 2, 128, [256, np.float32(2.0), np.ones(256, np.float32),
-                                                       np.ones(256, np.float32)], folder / "rec", backend="host")
+    return capture.capture(
+        SAXPY_IR,
+        "saxpy",
+        2,
+        128,
+        [256, np.float32(2.0), np.ones(256, np.float32), np.ones(256, np.float32)],
+        folder / "rec",
+        backend="host",
+    )
 
 
 def test_running_out_of_memory_names_the_cap_and_the_input_and_exits_2(tmp_path):
     shutil.copyfile(SAXPY_IR, tmp_path / "saxpy.ll")  # a description's IR lies in its folder
     spec = tmp_path / "big.yaml"  # 3.2 GB of zeros: under buffer_bytes, over a 1 GiB memory cap
     spec.write_text(SAXPY + "args: [64, 1.0, {zeros: {shape: [800000000]}}, {zeros: {shape: [64]}}]\n")
-    proc = _mneme("capture", spec, "-o", tmp_path / "out", "--backend", "host",
-                  env={"MNEME_LIMIT_WORKER_DATA_BYTES": str(1 << 30)})
+    proc = _mneme(
+        "capture",
+        spec,
+        "-o",
+        tmp_path / "out",
+        "--backend",
+        "host",
+        env={"MNEME_LIMIT_WORKER_DATA_BYTES": str(1 << 30)},
+    )
     assert proc.returncode == 2, proc.stderr
     assert "out of memory" in proc.stderr and "MNEME_LIMIT_WORKER_DATA_BYTES" in proc.stderr
     assert str(spec) in proc.stderr and "unexpected" not in proc.stderr
@@ -55,10 +75,13 @@ def test_ir_refused_at_capture_exits_2_naming_the_ir_field(tmp_path):
     text = SAXPY_IR.read_text()
     entry = text.index("{", text.index("define dso_local void @saxpy")) + 1
     evil = tmp_path / "evil.ll"
-    evil.write_text(text[:entry] + "\n  %r = call i32 @system(ptr null)" + text[entry:] + "\ndeclare i32 @system(ptr)\n")
+    evil.write_text(
+        text[:entry] + "\n  %r = call i32 @system(ptr null)" + text[entry:] + "\ndeclare i32 @system(ptr)\n"
+    )
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SAXPY.replace("saxpy.ll", evil.name)
-                    + "args: [64, 1.0, {zeros: {shape: [64]}}, {zeros: {shape: [64]}}]\n")
+    spec.write_text(
+        SAXPY.replace("saxpy.ll", evil.name) + "args: [64, 1.0, {zeros: {shape: [64]}}, {zeros: {shape: [64]}}]\n"
+    )
     proc = _mneme("capture", spec, "-o", tmp_path / "out", "--backend", "host")
     assert proc.returncode == 2, proc.stderr
     assert "field 'ir'" in proc.stderr and "system" in proc.stderr
@@ -67,8 +90,10 @@ def test_ir_refused_at_capture_exits_2_naming_the_ir_field(tmp_path):
 def test_a_grid_of_2_31_blocks_at_capture_exits_2(tmp_path):
     shutil.copyfile(SAXPY_IR, tmp_path / "saxpy.ll")
     spec = tmp_path / "spec.yaml"
-    spec.write_text(SAXPY.replace("grid: 1", "grid: [2147483648]")
-                    + "args: [64, 1.0, {zeros: {shape: [64]}}, {zeros: {shape: [64]}}]\n")
+    spec.write_text(
+        SAXPY.replace("grid: 1", "grid: [2147483648]")
+        + "args: [64, 1.0, {zeros: {shape: [64]}}, {zeros: {shape: [64]}}]\n"
+    )
     proc = _mneme("capture", spec, "-o", tmp_path / "out", "--backend", "host")
     assert proc.returncode == 2, proc.stderr
     assert "2147483648" in proc.stderr and "grid" in proc.stderr

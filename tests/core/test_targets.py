@@ -92,7 +92,10 @@ def test_the_built_in_gpu_backends_declare_their_targets_and_images():
     from mneme_cuda.backend import CudaBackend
     from mneme_hip.backend import HipBackend
 
-    assert pipeline.triple_target("nvptx64-nvidia-cuda") == "nvptx" and pipeline.triple_target("amdgcn-amd-amdhsa") == "amdgpu"
+    assert (
+        pipeline.triple_target("nvptx64-nvidia-cuda") == "nvptx"
+        and pipeline.triple_target("amdgcn-amd-amdhsa") == "amdgpu"
+    )
     assert CudaBackend.elf_machines == (190,) and HipBackend.elf_machines == (224,)
     # CUDA's loader rule: SASS within a major version, PTX forward, arch-specific code exactly
     assert targets.runs_on("sm_80", "sm_86") and not targets.runs_on("sm_80", "sm_90")

@@ -19,7 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "mneme" / "core"
 
-VENDOR = re.compile(r"cuda|nvjitlink|ptxas|ld\.lld|nvptx|amdgpu|hipcc|(?-i:(?<![A-Za-z])(?:hip|HIP)(?![a-z]))", re.IGNORECASE)
+VENDOR = re.compile(
+    r"cuda|nvjitlink|ptxas|ld\.lld|nvptx|amdgpu|hipcc|(?-i:(?<![A-Za-z])(?:hip|HIP)(?![a-z]))", re.IGNORECASE
+)
 SAMPLER_LIBRARY = re.compile(r"nevergrad|cmaes", re.IGNORECASE)
 # Optuna's search algorithms: sampler plugins offer them, the core never runs one.
 OPTUNA_ALGORITHM = re.compile(r"(TPE|CmaEs|GP|QMC|NSGAII|NSGAIII|BoTorch|BruteForce|Grid)Sampler")
@@ -54,25 +56,40 @@ def _excepted(rel: str, line: str, table) -> bool:
 
 
 def test_the_core_names_no_vendor_toolchain_or_binding():
-    found = [f"{rel}:{n}: {line.strip()}" for rel, n, line in _lines()
-             if VENDOR.search(line) and not _excepted(rel, line, PENDING)]  # fmt: skip
-    assert not found, "vendor words in mneme/core (a backend declares them; docs/design/interfaces.md):\n" + "\n".join(found)
+    found = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines()
+        if VENDOR.search(line) and not _excepted(rel, line, PENDING)
+    ]
+    assert not found, "vendor words in mneme/core (a backend declares them; docs/design/interfaces.md):\n" + "\n".join(
+        found
+    )
 
 
 def test_the_core_names_no_sampler_library_and_runs_no_search_algorithm():
-    found = [f"{rel}:{n}: {line.strip()}" for rel, n, line in _lines()
-             if SAMPLER_LIBRARY.search(line) or OPTUNA_ALGORITHM.search(line)]  # fmt: skip
-    assert not found, "sampler libraries or algorithms in mneme/core (they live in sampler plugins):\n" + "\n".join(found)
+    found = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines()
+        if SAMPLER_LIBRARY.search(line) or OPTUNA_ALGORITHM.search(line)
+    ]
+    assert not found, "sampler libraries or algorithms in mneme/core (they live in sampler plugins):\n" + "\n".join(
+        found
+    )
 
 
 def test_optuna_is_named_nowhere_in_the_core_and_its_import_contract_has_no_exception():
     contract = _optimizer_contract()
     assert contract["forbidden_modules"].split() == ["optuna", "nevergrad", "cmaes"]
     assert "ignore_imports" not in contract
-    found = [f"{rel}:{n}: {line.strip()}" for rel, n, line in _lines()
-             if OPTUNA.search(line) and not _excepted(rel, line, OPTUNA_LINES)]  # fmt: skip
-    assert not found, ("Optuna in the core (its samplers, store and plots live in the optuna plugin, "
-                       "mneme/plugins/samplers/optuna_*.py):\n" + "\n".join(found))  # fmt: skip
+    found = [
+        f"{rel}:{n}: {line.strip()}"
+        for rel, n, line in _lines()
+        if OPTUNA.search(line) and not _excepted(rel, line, OPTUNA_LINES)
+    ]
+    assert not found, (
+        "Optuna in the core (its samplers, store and plots live in the optuna plugin, "
+        "mneme/plugins/samplers/optuna_*.py):\n" + "\n".join(found)
+    )
 
 
 def test_every_exception_still_matches_a_line():
@@ -85,8 +102,20 @@ def test_every_exception_still_matches_a_line():
 
 def test_the_patterns_find_what_they_are_for():
     # The scan must be able to fail: each pattern on a line it exists to catch, and not on English.
-    assert all(VENDOR.search(s) for s in ("import mneme_cuda", "cudaMalloc", "ptxas_opt", "ld.lld-19", "mneme_hip",
-                                          "hipModuleLoad", "HIP events", "nvPTX64", "AMDGPU code"))  # fmt: skip
+    assert all(
+        VENDOR.search(s)
+        for s in (
+            "import mneme_cuda",
+            "cudaMalloc",
+            "ptxas_opt",
+            "ld.lld-19",
+            "mneme_hip",
+            "hipModuleLoad",
+            "HIP events",
+            "nvPTX64",
+            "AMDGPU code",
+        )
+    )
     assert not any(VENDOR.search(s) for s in ("ownership", "relationship", "chip", "hipster"))
     assert SAMPLER_LIBRARY.search("import nevergrad as ng") and SAMPLER_LIBRARY.search("cmaes' warnings")
     assert OPTUNA_ALGORITHM.search("optuna.samplers.TPESampler(seed=1)")

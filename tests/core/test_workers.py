@@ -72,8 +72,9 @@ def test_a_worker_killed_mid_experiment_fails_that_experiment_and_the_next_one_s
 
 
 def test_a_hanging_configuration_times_out_from_the_baseline_and_the_worker_is_replaced(misbehave_db, tmp_path):
-    with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, min_timeout=2.0,
-                             timeout_factor=5.0) as pool:  # fmt: skip
+    with AsyncReplayExecutor(
+        misbehave_db, iterations=1, results_db_dir=tmp_path, min_timeout=2.0, timeout_factor=5.0
+    ) as pool:
         baseline = pool.evaluate(recorded())
         assert baseline.ok and pool.baseline is baseline
         limit = pool._timeout_for(None, "device")
@@ -125,8 +126,9 @@ def test_a_worker_that_cannot_open_the_recording_gives_up_at_once_and_says_why(t
 
 
 def test_workers_that_do_not_come_up_are_retried_a_bounded_number_of_times(misbehave_db, tmp_path):
-    pool = AsyncReplayExecutor(misbehave_db, results_db_dir=tmp_path, startup_timeout=0.05, max_startup_failures=2,
-                               start=False)  # fmt: skip
+    pool = AsyncReplayExecutor(
+        misbehave_db, results_db_dir=tmp_path, startup_timeout=0.05, max_startup_failures=2, start=False
+    )
     with pytest.raises(ExperimentError, match="was not ready within"):
         pool.start()
     assert pool.device_workers[0].spawns == 2
@@ -147,8 +149,9 @@ def test_submitting_after_shutdown_is_refused(misbehave_db, tmp_path):
 
 
 def test_two_workers_on_one_device_never_run_at_the_same_time(misbehave_db, tmp_path):
-    with AsyncReplayExecutor(misbehave_db, iterations=1, results_db_dir=tmp_path, num_workers=2, devices=[0],
-                             timeout=4.0) as pool:  # fmt: skip
+    with AsyncReplayExecutor(
+        misbehave_db, iterations=1, results_db_dir=tmp_path, num_workers=2, devices=[0], timeout=4.0
+    ) as pool:
         hung = pool.submit(recorded(block=64))
         holder = pool.busy_worker()
         deadline = time.monotonic() + 60
@@ -164,13 +167,13 @@ def test_two_workers_on_one_device_never_run_at_the_same_time(misbehave_db, tmp_
     assert normal_result.end_time >= hung_result.end_time
 
 
-def test_several_devices_each_get_work_and_no_two_timing_runs_ever_share_a_device(misbehave_db, tmp_path,
-                                                                                  monkeypatch):
+def test_several_devices_each_get_work_and_no_two_timing_runs_ever_share_a_device(misbehave_db, tmp_path, monkeypatch):
     # The host backend exposes this CPU as two devices; two workers per device contend for each.
     monkeypatch.setenv("MNEME_HOST_DEVICES", "2")
     configs = [recorded(block=b, grid=g) for b in (8, 16, 32) for g in (1, 2, 4, 8)]
-    with AsyncReplayExecutor(misbehave_db, iterations=2, results_db_dir=tmp_path, num_workers=4,
-                             devices=[0, 1]) as pool:  # fmt: skip
+    with AsyncReplayExecutor(
+        misbehave_db, iterations=2, results_db_dir=tmp_path, num_workers=4, devices=[0, 1]
+    ) as pool:
         assert sorted(w.device_id for w in pool.device_workers) == [0, 0, 1, 1]
         results = pool.map(configs)
         uses = list(pool.device_uses)
@@ -239,8 +242,12 @@ def test_a_worker_does_not_run_the_parent_scripts_module_level_code(misbehave_db
         "pool.shutdown()\n"
         "print('OK' if result.ok else result.error)\n"
     )  # no __main__ guard: with multiprocessing's spawn, each worker would run it again
-    done = subprocess.run([sys.executable, str(script), str(misbehave_db), str(tmp_path / "results")],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), str(misbehave_db), str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.stdout.strip() == "OK", done.stdout + done.stderr
     assert marker.read_text() == "x"
 

@@ -33,8 +33,17 @@ def child(target: str, seconds: int, corpus: Path, artifacts: Path) -> None:
     with atheris.instrument_imports(include=["mneme"]):  # the readers' modules, for coverage
         import fuzz_targets
 
-        for module in ("mneme.capture", "mneme.capture_spec", "mneme.capture_layout", "mneme.core.records", "mneme.core.snapshot", "mneme.core.tuning.constraints",
-                       "mneme.core.tuning.space", "mneme.core.limits", "mneme.core.ir"):
+        for module in (
+            "mneme.capture",
+            "mneme.capture_spec",
+            "mneme.capture_layout",
+            "mneme.core.records",
+            "mneme.core.snapshot",
+            "mneme.core.tuning.constraints",
+            "mneme.core.tuning.space",
+            "mneme.core.limits",
+            "mneme.core.ir",
+        ):
             importlib.import_module(module)
 
     from mneme.core.errors import MnemeError
@@ -48,8 +57,17 @@ def child(target: str, seconds: int, corpus: Path, artifacts: Path) -> None:
             pass
 
     # a fixed seed: CI's run is a prefix of the same mutation sequence a longer local run explored
-    argv = [sys.argv[0], str(corpus), f"-max_total_time={seconds}", "-seed=1", "-rss_limit_mb=2048", "-timeout=20",
-            f"-artifact_prefix={artifacts}/{target}-", "-print_final_stats=1", "-max_len=65536"]
+    argv = [
+        sys.argv[0],
+        str(corpus),
+        f"-max_total_time={seconds}",
+        "-seed=1",
+        "-rss_limit_mb=2048",
+        "-timeout=20",
+        f"-artifact_prefix={artifacts}/{target}-",
+        "-print_final_stats=1",
+        "-max_len=65536",
+    ]
     atheris.Setup(argv, one)
     atheris.Fuzz()
 
@@ -78,9 +96,24 @@ def main() -> int:
         if seeds.is_dir():
             shutil.copytree(seeds, work, dirs_exist_ok=True)
         start = time.monotonic()
-        proc = subprocess.run([sys.executable, __file__, "--child", target, "--seconds", str(args.seconds),
-                               "--corpus", str(work), "--artifacts", str(artifacts)],
-                              capture_output=True, text=True, timeout=args.seconds * 3 + 60, cwd=ROOT)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                target,
+                "--seconds",
+                str(args.seconds),
+                "--corpus",
+                str(work),
+                "--artifacts",
+                str(artifacts),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=args.seconds * 3 + 60,
+            cwd=ROOT,
+        )
         elapsed = time.monotonic() - start
         log = proc.stdout + proc.stderr
         runs = re.findall(r"stat::number_of_executed_units:\s*(\d+)", log) or re.findall(r"Done (\d+) runs", log)
@@ -88,9 +121,16 @@ def main() -> int:
         crashes = sorted(p.name for p in artifacts.glob(f"{target}-*"))
         ok = proc.returncode == 0 and not crashes
         failed |= not ok
-        rows.append((target, int(runs[-1]) if runs else 0, int(coverage[-1]) if coverage else 0, elapsed,
-                     len(list(seeds.iterdir())) if seeds.is_dir() else 0, "none" if ok else ", ".join(crashes) or
-                     f"exit {proc.returncode}"))
+        rows.append(
+            (
+                target,
+                int(runs[-1]) if runs else 0,
+                int(coverage[-1]) if coverage else 0,
+                elapsed,
+                len(list(seeds.iterdir())) if seeds.is_dir() else 0,
+                "none" if ok else ", ".join(crashes) or f"exit {proc.returncode}",
+            )
+        )
         print(f"{target}: {rows[-1][1]} executions, coverage {rows[-1][2]}, {elapsed:.0f} s, findings: {rows[-1][5]}")
         if not ok:
             print(log[-3000:], file=sys.stderr)

@@ -15,12 +15,16 @@ from gpu_corpus import ROOT
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize(("app", "behaviour"), [
-    ("numerics_app_ir", "ftz=false prec-div=true prec-sqrt=true fmad=true"),
-    ("numerics_app_fast_ir", "ftz=false prec-div=full prec-sqrt=false fmad=true"),
-])  # fmt: skip
-def test_the_ir_replay_of_a_division_and_square_root_matches_the_binary_bit_for_bit(recorder_library, tmp_path,
-                                                                                  caplog, app, behaviour):  # fmt: skip
+@pytest.mark.parametrize(
+    ("app", "behaviour"),
+    [
+        ("numerics_app_ir", "ftz=false prec-div=true prec-sqrt=true fmad=true"),
+        ("numerics_app_fast_ir", "ftz=false prec-div=full prec-sqrt=false fmad=true"),
+    ],
+)
+def test_the_ir_replay_of_a_division_and_square_root_matches_the_binary_bit_for_bit(
+    recorder_library, tmp_path, caplog, app, behaviour
+):
     import logging
 
     from mneme_cuda import recorder
@@ -44,8 +48,7 @@ def test_the_ir_replay_of_a_division_and_square_root_matches_the_binary_bit_for_
         assert result.verified, f"{mode}: {result.error}"  # exact: no policy on the output region
 
 
-def test_a_float_atomic_sum_is_found_nondeterministic_and_verifies_under_its_derived_bound(recorder_library,
-                                                                                           tmp_path):  # fmt: skip
+def test_a_float_atomic_sum_is_found_nondeterministic_and_verifies_under_its_derived_bound(recorder_library, tmp_path):
     """Issue 38, point 3: the total's bits change from run to run; the deterministic y does not."""
     import shutil
     import subprocess

@@ -16,10 +16,15 @@ def saxpy_db(tmp_path, cuda_backend):
     from mneme import capture
 
     rng = np.random.default_rng(7)
-    args = [np.int32(N), np.float32(2.5), rng.standard_normal(N).astype(np.float32),
-            rng.standard_normal(N).astype(np.float32)]  # fmt: skip
-    return capture.capture(ir=cuda_ir("saxpy"), kernel="saxpy", grid=64, block=256, args=args, out=tmp_path,
-                           backend="cuda")  # fmt: skip
+    args = [
+        np.int32(N),
+        np.float32(2.5),
+        rng.standard_normal(N).astype(np.float32),
+        rng.standard_normal(N).astype(np.float32),
+    ]
+    return capture.capture(
+        ir=cuda_ir("saxpy"), kernel="saxpy", grid=64, block=256, args=args, out=tmp_path, backend="cuda"
+    )
 
 
 def test_profile_reports_cupti_or_event_times_of_each_launch_between_start_and_stop(saxpy_db):

@@ -35,8 +35,9 @@ def space(cuda_device):
     return BASE
 
 
-def _compile(backend, device, source: str, kernel: str, config: ExperimentConfiguration | None = None,
-             internalize: bool = True):
+def _compile(
+    backend, device, source: str, kernel: str, config: ExperimentConfiguration | None = None, internalize: bool = True
+):
     module = ir.link([cuda_ir(source)], kernel, internalize=internalize)
     config = config or ExperimentConfiguration(grid=1, block=256)
     binary = backend.compile(module, kernel, config, device.info.arch)
@@ -124,7 +125,10 @@ def test_an_epilogue_diff_region_is_restored_against_its_prologue(cuda_device, s
     with SnapshotWriter(tmp_path / "e.mneme", SnapshotType.EPILOGUE, static_hash="t", dynamic_hash="t") as writer:
         writer.set_args(b"")
         writer.add_diff_region(addr, before, after)
-    with Snapshot.open(tmp_path / "p.mneme") as prologue, Snapshot.open(tmp_path / "e.mneme", base=prologue) as epilogue:
+    with (
+        Snapshot.open(tmp_path / "p.mneme") as prologue,
+        Snapshot.open(tmp_path / "e.mneme", base=prologue) as epilogue,
+    ):
         cuda_device.write_snapshot_region(epilogue, addr)
     assert cuda_device.read(addr, after.nbytes) == after.tobytes()
 
@@ -166,9 +170,16 @@ def test_writes_from_pinned_memory_copy_directly(cuda_device, space):
     assert cuda_device.read(space + 64 * MiB, 8 * MiB) == pinned.array.tobytes()
 
 
-@pytest.mark.parametrize(("through", "shift", "size"), [
-    ("sm", 0, 5 * MiB), ("sm", 0, 5 * MiB + 13), ("sm", 3, 5 * MiB), ("sm", 0, 7), ("engine", 0, 5 * MiB + 13),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("through", "shift", "size"),
+    [
+        ("sm", 0, 5 * MiB),
+        ("sm", 0, 5 * MiB + 13),
+        ("sm", 3, 5 * MiB),
+        ("sm", 0, 7),
+        ("engine", 0, 5 * MiB + 13),
+    ],
+)
 def test_device_copy_moves_bytes_between_regions(cuda_device, space, through, shift, size):
     data = np.random.default_rng(3).integers(0, 256, size, dtype=np.uint8)
     dst = space + 100 * MiB + shift  # shift 3: unaligned, the copy kernel's byte path
@@ -219,8 +230,12 @@ def test_float_compare_applies_the_region_policy(cuda_device, space):
     assert (diff.first_offset, diff.differing_bytes, diff.nan_mismatch) == (777 * 4, 8, 1)
     assert diff.max_rel == pytest.approx(0.01, rel=1e-3)
     # The same bytes batched with an exact region: one synchronization for both.
-    both = cuda_device.compare_regions([CompareRequest(buffer.addr, actual, expected.nbytes, policy),
-                                        CompareRequest(buffer.addr, buffer.addr, expected.nbytes)])
+    both = cuda_device.compare_regions(
+        [
+            CompareRequest(buffer.addr, actual, expected.nbytes, policy),
+            CompareRequest(buffer.addr, buffer.addr, expected.nbytes),
+        ]
+    )
     assert [d.ok for d in both] == [False, True]
     cuda_device.free(buffer)
 
@@ -253,8 +268,16 @@ def test_timing_gives_one_duration_per_run_by_either_timer(cuda_backend, cuda_de
     pa, pb, pc = space, space + 64 * MiB, space + 128 * MiB
     resets = []
     with _compile(cuda_backend, cuda_device, "vector_add", "vector_add") as kernel:
-        times = cuda_device.time(kernel, dim3(n // 256), dim3(256), 0, _vector_add_args(pa, pb, pc, n), 5,
-                                 before_each=lambda: resets.append(1), timer=timer)  # fmt: skip
+        times = cuda_device.time(
+            kernel,
+            dim3(n // 256),
+            dim3(256),
+            0,
+            _vector_add_args(pa, pb, pc, n),
+            5,
+            before_each=lambda: resets.append(1),
+            timer=timer,
+        )
     assert len(times) == 5 and len(resets) == 5 and cuda_device.timer_used == timer
     assert all(0 < t < 0.1 for t in times)
     # 192 MiB moved: at least tens of microseconds even at full HBM bandwidth
@@ -268,13 +291,18 @@ def test_resources_read_from_the_cubin_are_the_drivers(cuda_device, kernel):
 
     [source] = [s for s in EXTRA if s.stem == "resources"]
     module = ir.link([cuda_ir(source)], kernel)
-    binary = build.compile(module, kernel, ExperimentConfiguration(grid=8, block=128), cuda_device.info.arch,
-                           cache=False)  # fmt: skip
+    binary = build.compile(
+        module, kernel, ExperimentConfiguration(grid=8, block=128), cuda_device.info.arch, cache=False
+    )
     with cuda_device.load(binary) as loaded:
         driver = loaded.resources
     got = binary.resources
     assert (got.registers, got.shared_mem, got.local_mem, got.const_mem) == (
-        driver.registers, driver.shared_mem, driver.local_mem, driver.const_mem), kernel  # fmt: skip
+        driver.registers,
+        driver.shared_mem,
+        driver.local_mem,
+        driver.const_mem,
+    ), kernel
     assert driver.const_mem == 17 * 4  # the module's `__constant__ float filter[17]`
 
 
@@ -384,12 +412,14 @@ def test_a_fault_is_reported_and_the_next_process_runs_cleanly(tmp_path):
     here = Path(__file__).resolve().parent
     script = tmp_path / "fault.py"
     script.write_text(FAULT_SCRIPT.format(paths=[str(here), str(here.parent)]))
-    faulted = subprocess.run([sys.executable, str(script), "fault"], capture_output=True, text=True, timeout=120,
-                             check=False)
+    faulted = subprocess.run(
+        [sys.executable, str(script), "fault"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert "KIND fault" in faulted.stdout, faulted.stdout + faulted.stderr
     assert "AFTER fault True" in faulted.stdout
-    clean = subprocess.run([sys.executable, str(script), "clean"], capture_output=True, text=True, timeout=120,
-                             check=False)
+    clean = subprocess.run(
+        [sys.executable, str(script), "clean"], capture_output=True, text=True, timeout=120, check=False
+    )
     assert clean.stdout.strip() == "RAN", clean.stdout + clean.stderr
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from kernel_timeout_cases import (capture_stops_a_kernel_past_the_limit, pool_kills_a_kernel_past_the_limit,
-                                  replay_stops_a_kernel_past_the_limit)
+from kernel_timeout_cases import (
+    capture_stops_a_kernel_past_the_limit,
+    pool_kills_a_kernel_past_the_limit,
+    replay_stops_a_kernel_past_the_limit,
+)
 
 
 @pytest.mark.gpu

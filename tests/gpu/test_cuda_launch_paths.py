@@ -33,8 +33,11 @@ def _build(tmp_path_factory, *flags: str) -> Path:
     if not Path(nvcc).exists():
         pytest.skip("no prebuilt launch_paths_app in .gpu/bin and no nvcc to build it")
     out = tmp_path_factory.mktemp("launch_paths") / "launch_paths_app"
-    subprocess.run([nvcc, "-arch=sm_90", *flags, f"-I{SOURCE.parent}", "-o", str(out), str(SOURCE)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [nvcc, "-arch=sm_90", *flags, f"-I{SOURCE.parent}", "-o", str(out), str(SOURCE)],
+        check=True,
+        capture_output=True,
+    )
     return out
 
 
@@ -47,7 +50,9 @@ def _record(app: Path, tmp_path: Path, library: Path, *args: str) -> tuple[dict[
     raw.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run([str(app), *args], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    launched = {line.split()[1]: int(line.split()[2]) for line in proc.stdout.splitlines() if line.startswith("launches")}
+    launched = {
+        line.split()[1]: int(line.split()[2]) for line in proc.stdout.splitlines() if line.startswith("launches")
+    }
     return launched, recorder.finalize(raw, tmp_path / "db", arch="sm_90"), proc.stderr
 
 
@@ -68,7 +73,8 @@ def _replay_all(databases):
 
 @pytest.mark.parametrize("flags", [(), ("--default-stream", "per-thread")], ids=["legacy-stream", "per-thread"])
 def test_every_launch_path_is_recorded_counted_and_replays_though_the_device_is_reset_at_once(
-        recorder_library, tmp_path_factory, tmp_path, flags):  # fmt: skip
+    recorder_library, tmp_path_factory, tmp_path, flags
+):
     from mneme.core.records import RecordedExecution
 
     app = _build(tmp_path_factory, *flags)
@@ -83,8 +89,7 @@ def test_every_launch_path_is_recorded_counted_and_replays_though_the_device_is_
     assert _replay_all(databases) == []
 
 
-def test_a_program_that_exits_inside_its_loop_keeps_the_launches_it_made(recorder_library, tmp_path_factory,
-                                                                         tmp_path):  # fmt: skip
+def test_a_program_that_exits_inside_its_loop_keeps_the_launches_it_made(recorder_library, tmp_path_factory, tmp_path):
     from mneme.core.records import RecordedExecution
 
     app = _build(tmp_path_factory)
@@ -95,7 +100,8 @@ def test_a_program_that_exits_inside_its_loop_keeps_the_launches_it_made(recorde
 
 
 def test_the_recorded_launch_is_timed_from_a_flushed_l2_and_the_replay_starts_from_the_same_state(
-        recorder_library, tmp_path_factory, tmp_path):  # fmt: skip
+    recorder_library, tmp_path_factory, tmp_path
+):
     from mneme.core.records import RecordedExecution
 
     app = _build(tmp_path_factory)
@@ -104,8 +110,12 @@ def test_the_recorded_launch_is_timed_from_a_flushed_l2_and_the_replay_starts_fr
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.recorded_time is not None and inst.recorded_cache == "flushed"
     assert inst.app_times and inst.app_times[0] == pytest.approx(inst.recorded_time)  # the same launch
-    proc = subprocess.run([sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "--mode", "cubin", "--json",
-                           "--iterations", "5"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "--mode", "cubin", "--json", "--iterations", "5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["cache"] == "flushed" and data["recorded_time"] == pytest.approx(inst.recorded_time)

@@ -50,8 +50,7 @@ def test_application_runs_unchanged_with_its_allocations_at_the_fixed_base(recor
     assert len(recorder.launches(tmp_path / "raw")) == 3  # three launches, three argument sets
 
 
-def test_without_a_selected_kernel_nothing_is_written_and_the_result_is_the_same(recorder_library, saxpy_app,
-                                                                                 tmp_path):  # fmt: skip
+def test_without_a_selected_kernel_nothing_is_written_and_the_result_is_the_same(recorder_library, saxpy_app, tmp_path):
     from mneme_cuda import recorder
 
     env = recorder.environment(tmp_path / "raw", kernel="^no_such_kernel$", library=recorder_library)
@@ -66,8 +65,9 @@ def test_every_recorded_launch_replays_verified_at_the_recorded_addresses(record
     from mneme.core.executor import BaseExecutor
     from mneme.core.records import RecordedExecution
 
-    code = recorder.main_record(tmp_path / "db", [str(saxpy_app)], [cuda_ir("saxpy")], kernel="saxpy",
-                                library=recorder_library)  # fmt: skip
+    code = recorder.main_record(
+        tmp_path / "db", [str(saxpy_app)], [cuda_ir("saxpy")], kernel="saxpy", library=recorder_library
+    )
     assert code == 0
     (db,) = (tmp_path / "db").glob("*.json")
     rec = RecordedExecution.from_json(db)
@@ -78,8 +78,9 @@ def test_every_recorded_launch_replays_verified_at_the_recorded_addresses(record
         assert result.ok, result.error
 
 
-def test_when_the_recording_cannot_be_written_the_application_runs_on_after_one_message(recorder_library, saxpy_app,
-                                                                                       tmp_path):  # fmt: skip
+def test_when_the_recording_cannot_be_written_the_application_runs_on_after_one_message(
+    recorder_library, saxpy_app, tmp_path
+):
     from mneme_cuda import recorder
 
     blocked = tmp_path / "not-a-folder"
@@ -113,8 +114,9 @@ def record(command, tmp_path, kernel, library, **options):
     """Run `command` under the recorder (`mneme record`'s path); returns (exit code, databases)."""
     from mneme_cuda import recorder
 
-    code = recorder.main_record(tmp_path / "db", [str(c) for c in command], [], kernel=kernel, library=library,
-                                **options)  # fmt: skip
+    code = recorder.main_record(
+        tmp_path / "db", [str(c) for c in command], [], kernel=kernel, library=library, **options
+    )
     return code, sorted((tmp_path / "db").glob("*.json"))
 
 
@@ -198,16 +200,16 @@ def test_device_globals_are_recorded_by_name_and_restored_on_replay(recorder_lib
     assert_all_verified(replay_all(dbs), 1)
 
 
-def test_a_linked_list_in_device_memory_replays_at_its_recorded_addresses(recorder_library, tmp_path_factory,
-                                                                         tmp_path):  # fmt: skip
+def test_a_linked_list_in_device_memory_replays_at_its_recorded_addresses(recorder_library, tmp_path_factory, tmp_path):
     app = program("list_app", tmp_path_factory)
     code, dbs = record([app], tmp_path, "walk_lists", recorder_library)
     assert code == 0
     assert_all_verified(replay_all(dbs), 1)
 
 
-def test_launches_from_two_host_threads_on_two_streams_are_all_counted_and_replay(recorder_library,
-                                                                                  tmp_path_factory, tmp_path):  # fmt: skip
+def test_launches_from_two_host_threads_on_two_streams_are_all_counted_and_replay(
+    recorder_library, tmp_path_factory, tmp_path
+):
     from mneme.core.records import RecordedExecution
 
     app = program("streams_app", tmp_path_factory)
@@ -250,8 +252,9 @@ def test_a_triton_kernel_in_a_python_process_is_placed_recorded_and_replayed(rec
 
     script = _python_app("triton_app", ("torch", "triton"))
     env = recorder.environment(tmp_path / "probe", kernel="^$", library=recorder_library)
-    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     _addresses_in_the_recorded_range(proc.stdout, "triton_app")
     code, dbs = record([sys.executable, script], tmp_path, "add_kernel", recorder_library)
@@ -264,8 +267,9 @@ def test_a_pytorch_op_in_a_python_process_is_placed_recorded_and_replayed(record
 
     script = _python_app("torch_app", ("torch",))
     env = recorder.environment(tmp_path / "probe", kernel="^$", library=recorder_library)
-    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     _addresses_in_the_recorded_range(proc.stdout, "torch_app")
     code, dbs = record([sys.executable, script], tmp_path, "elementwise_kernel", recorder_library)
@@ -273,8 +277,9 @@ def test_a_pytorch_op_in_a_python_process_is_placed_recorded_and_replayed(record
     assert_all_verified(replay_all(dbs))
 
 
-def test_a_buffer_annotated_by_the_application_carries_its_policy_into_the_snapshots(recorder_library,
-                                                                                      tmp_path_factory, tmp_path):  # fmt: skip
+def test_a_buffer_annotated_by_the_application_carries_its_policy_into_the_snapshots(
+    recorder_library, tmp_path_factory, tmp_path
+):
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -303,14 +308,12 @@ ZONE = VA_BASE + (1 << 40)  # the application's own reservations land above the 
 
 
 def _run(command, env):
-    proc = subprocess.run([str(c) for c in command], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)  # fmt: skip
+    proc = subprocess.run([str(c) for c in command], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     return proc
 
 
-def test_pitched_allocations_are_placed_with_the_drivers_pitch_and_replay(recorder_library, tmp_path_factory,
-                                                                          tmp_path):  # fmt: skip
+def test_pitched_allocations_are_placed_with_the_drivers_pitch_and_replay(recorder_library, tmp_path_factory, tmp_path):
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -331,8 +334,9 @@ def test_pitched_allocations_are_placed_with_the_drivers_pitch_and_replay(record
     assert_all_verified(replay_all(dbs), 1)
 
 
-def test_stream_ordered_allocations_are_placed_freed_in_stream_order_and_replay(recorder_library, tmp_path_factory,
-                                                                                tmp_path):  # fmt: skip
+def test_stream_ordered_allocations_are_placed_freed_in_stream_order_and_replay(
+    recorder_library, tmp_path_factory, tmp_path
+):
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -353,7 +357,8 @@ def test_stream_ordered_allocations_are_placed_freed_in_stream_order_and_replay(
 
 
 def test_a_pytorch_op_with_expandable_segments_is_placed_in_the_zone_recorded_and_replayed(
-        recorder_library, tmp_path, monkeypatch):  # fmt: skip
+    recorder_library, tmp_path, monkeypatch
+):
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -375,7 +380,8 @@ def test_a_pytorch_op_with_expandable_segments_is_placed_in_the_zone_recorded_an
 
 
 def test_graph_launches_are_warned_about_once_counted_and_leave_the_result_unchanged(
-        recorder_library, tmp_path_factory, tmp_path):  # fmt: skip
+    recorder_library, tmp_path_factory, tmp_path
+):
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -395,16 +401,18 @@ def test_graph_launches_are_warned_about_once_counted_and_leave_the_result_uncha
     assert_all_verified(replay_all(dbs), 1)
 
 
-@pytest.mark.parametrize(("env", "epilogue_format", "capture", "encodings", "compression"), [
-    ({}, "diff", "device shadow", ["diff", "diff"], "lz4"),
-    ({}, "best", "device shadow", ["diff", "lz4"], "lz4"),  # x unchanged, y rewritten; LZ4 is the default
-    ({}, "best", "device shadow", ["diff", "zstd"], "zstd"),
-    ({"MNEME_RECORD_PENDING_MIB": "0"}, "diff", "synchronous", ["lz4", "lz4"], "lz4"),  # no room for shadows
-])  # fmt: skip
-def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(recorder_library, saxpy_app, tmp_path,
-                                                                            monkeypatch, env, epilogue_format,
-                                                                            capture, encodings,
-                                                                            compression):  # fmt: skip
+@pytest.mark.parametrize(
+    ("env", "epilogue_format", "capture", "encodings", "compression"),
+    [
+        ({}, "diff", "device shadow", ["diff", "diff"], "lz4"),
+        ({}, "best", "device shadow", ["diff", "lz4"], "lz4"),  # x unchanged, y rewritten; LZ4 is the default
+        ({}, "best", "device shadow", ["diff", "zstd"], "zstd"),
+        ({"MNEME_RECORD_PENDING_MIB": "0"}, "diff", "synchronous", ["lz4", "lz4"], "lz4"),  # no room for shadows
+    ],
+)
+def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(
+    recorder_library, saxpy_app, tmp_path, monkeypatch, env, epilogue_format, capture, encodings, compression
+):
     from mneme_cuda import recorder
 
     from mneme.core.records import RecordedExecution
@@ -412,17 +420,21 @@ def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(reco
 
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    code, dbs = record([saxpy_app], tmp_path, "saxpy", recorder_library, epilogue_format=epilogue_format,
-                       compression=compression)  # fmt: skip
+    code, dbs = record(
+        [saxpy_app], tmp_path, "saxpy", recorder_library, epilogue_format=epilogue_format, compression=compression
+    )
     assert code == 0
     manifests = [m for _, m in recorder.launches(tmp_path / "db" / "raw")]
     assert [(m["version"], m["capture"], m["epilogue_format"]) for m in manifests] == [
-        (2, capture, epilogue_format)] * 3  # fmt: skip
+        (2, capture, epilogue_format)
+    ] * 3
     assert all(m["write_seconds"] > 0 and m["stored_bytes"] > 0 for m in manifests)
     (db,) = dbs
     for inst in RecordedExecution.from_json(db).kernel_instances.values():
-        with Snapshot.open(inst.prologue_path) as prologue, Snapshot.open(inst.epilogue_path, base=prologue,
-                                                                          verify=True) as epilogue:  # fmt: skip
+        with (
+            Snapshot.open(inst.prologue_path) as prologue,
+            Snapshot.open(inst.epilogue_path, base=prologue, verify=True) as epilogue,
+        ):
             assert [r.encoding for r in sorted(epilogue.regions, key=lambda r: r.addr)] == encodings
             assert {r.encoding for r in prologue.regions} == {compression}
             assert prologue.version == (2 if compression == "lz4" else 1)  # only LZ4 needs format version 2
@@ -430,7 +442,8 @@ def test_each_capture_path_and_epilogue_format_writes_snapshots_that_replay(reco
 
 
 def test_pointers_into_pinned_host_and_managed_memory_are_warned_about_once_each_naming_the_allocation(
-        recorder_library, tmp_path_factory, tmp_path):  # fmt: skip
+    recorder_library, tmp_path_factory, tmp_path
+):
     from mneme_cuda import recorder
 
     app = program("hostmem_app", tmp_path_factory)
@@ -441,10 +454,12 @@ def test_pointers_into_pinned_host_and_managed_memory_are_warned_about_once_each
     pinned, managed = (int(w, 16) for w in words[2:4])
     warnings = [line for line in proc.stderr.splitlines() if "points into" in line]
     assert len(warnings) == 2, proc.stderr
-    assert f"argument 2 points into pinned host memory (cuMemHostAlloc) of {4 << 16} bytes at {pinned:#x}" \
-        in warnings[0], warnings
-    assert f"argument 2 points into managed memory (cuMemAllocManaged) of {4 << 16} bytes at {managed:#x}" \
-        in warnings[1], warnings
+    assert (
+        f"argument 2 points into pinned host memory (cuMemHostAlloc) of {4 << 16} bytes at {pinned:#x}" in warnings[0]
+    ), warnings
+    assert (
+        f"argument 2 points into managed memory (cuMemAllocManaged) of {4 << 16} bytes at {managed:#x}" in warnings[1]
+    ), warnings
     assert "registered host memory" not in proc.stderr  # registered, but no kernel is given it
     assert len(recorder.launches(raw)) == 6  # warned about, and recorded all the same
 
@@ -454,12 +469,17 @@ def test_pointers_into_pinned_host_and_managed_memory_are_warned_about_once_each
 
 def _replay_cli(db: Path, *extra: str) -> subprocess.CompletedProcess:
     """`mneme replay` in its own process: a launch made the wrong way may fault, which ends a CUDA context."""
-    return subprocess.run([sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "--iterations", "1", *extra],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "--iterations", "1", *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-def test_a_cooperative_launch_is_recorded_as_one_and_replays_cooperatively_verified(recorder_library,
-                                                                                     tmp_path_factory, tmp_path):  # fmt: skip
+def test_a_cooperative_launch_is_recorded_as_one_and_replays_cooperatively_verified(
+    recorder_library, tmp_path_factory, tmp_path
+):
     """grid.sync() holds only in a cooperative launch: the recording says it was one, the replay repeats it,
     and a geometry too large to be resident at once is an invalid configuration, not a fault."""
     from mneme.core.executor import BaseExecutor
@@ -503,8 +523,9 @@ def test_a_cooperative_kernel_built_with_mneme_cc_replays_from_its_ir_cooperativ
     assert result.ok, result.error
 
 
-def test_a_launch_with_block_clusters_is_recorded_with_them_and_needs_them_to_verify(recorder_library,
-                                                                                      tmp_path_factory, tmp_path):  # fmt: skip
+def test_a_launch_with_block_clusters_is_recorded_with_them_and_needs_them_to_verify(
+    recorder_library, tmp_path_factory, tmp_path
+):
     import json
 
     from mneme.core.records import RecordedExecution
@@ -539,8 +560,17 @@ def test_a_grid_sync_kernel_captured_cooperatively_on_the_gpu_matches_numpy_and_
     blocks, block = 32, 256
     n = blocks * block
     outputs: dict = {}
-    db = capture.capture(ir, "rotate_after_sync", blocks, block, [np.zeros(n, np.int32), np.zeros(n, np.int32), n],
-                         tmp_path / "rec", backend="cuda", cooperative=True, outputs=outputs)  # fmt: skip
+    db = capture.capture(
+        ir,
+        "rotate_after_sync",
+        blocks,
+        block,
+        [np.zeros(n, np.int32), np.zeros(n, np.int32), n],
+        tmp_path / "rec",
+        backend="cuda",
+        cooperative=True,
+        outputs=outputs,
+    )
     expected = np.roll(np.arange(n, dtype=np.int32), -block)
     assert np.array_equal(outputs[1], expected)
     for backend in ("cuda", "host"):

@@ -27,8 +27,13 @@ def _inputs(source: str, rng: np.random.Generator):
         return "saxpy", 64, 256, [np.int32(N), np.float32(2.5), f32(N), f32(N)], None
     if source == "stencil2d":
         nx, ny = 256, 192
-        return "stencil2d", (nx // 16, ny // 16), (16, 16), [f32(nx * ny), np.zeros(nx * ny, np.float32),
-                                                          np.int32(nx), np.int32(ny)], None  # fmt: skip
+        return (
+            "stencil2d",
+            (nx // 16, ny // 16),
+            (16, 16),
+            [f32(nx * ny), np.zeros(nx * ny, np.float32), np.int32(nx), np.int32(ny)],
+            None,
+        )
     if source == "reduce_sum":
         return "reduce_sum", N // 256, 256, [f32(N), np.zeros(N // 256, np.float32), np.int32(N)], None
     if source == "scale_template":
@@ -38,24 +43,51 @@ def _inputs(source: str, rng: np.random.Generator):
     if source == "device_global":
         return "add_bias", N // 256, 256, [f32(N), np.int32(N)], None
     if source == "histogram":
-        return "histogram", N // 256, 256, [rng.integers(-5, 70, N).astype(np.int32), np.zeros(64, np.uint32),
-                                            np.int32(N), np.int32(64)], None  # fmt: skip
+        return (
+            "histogram",
+            N // 256,
+            256,
+            [rng.integers(-5, 70, N).astype(np.int32), np.zeros(64, np.uint32), np.int32(N), np.int32(64)],
+            None,
+        )
     if source == "warp_reduce":  # float atomics: the order of additions varies between runs
-        return "warp_reduce", N // 256, 256, [f32(N), np.zeros(1, np.float32), np.int32(N)], {
-            1: RegionPolicy(dtype="f32", threshold=1e-4, relative=True)}  # fmt: skip
+        return (
+            "warp_reduce",
+            N // 256,
+            256,
+            [f32(N), np.zeros(1, np.float32), np.int32(N)],
+            {1: RegionPolicy(dtype="f32", threshold=1e-4, relative=True)},
+        )
     raise KeyError(source)
 
 
-SOURCES = ["vector_add", "saxpy", "stencil2d", "reduce_sum", "scale_template", "math_funcs", "device_global",
-           "histogram", "warp_reduce"]  # fmt: skip
+SOURCES = [
+    "vector_add",
+    "saxpy",
+    "stencil2d",
+    "reduce_sum",
+    "scale_template",
+    "math_funcs",
+    "device_global",
+    "histogram",
+    "warp_reduce",
+]
 
 
 def _capture(source: str, out: Path, **overrides) -> Path:
     from mneme import capture
 
     kernel, grid, block, args, tolerances = _inputs(source, np.random.default_rng(sum(map(ord, source))))
-    params = dict(ir=cuda_ir(source), kernel=kernel, grid=grid, block=block, args=args, out=out,
-                  backend="cuda", tolerances=tolerances)  # fmt: skip
+    params = dict(
+        ir=cuda_ir(source),
+        kernel=kernel,
+        grid=grid,
+        block=block,
+        args=args,
+        out=out,
+        backend="cuda",
+        tolerances=tolerances,
+    )
     params.update(overrides)
     return capture.capture(**params)
 
@@ -111,8 +143,9 @@ def test_a_faulting_configuration_fails_and_the_next_experiment_in_a_fresh_proce
     db = _capture("reduce_sum", tmp_path / "db")
     script = tmp_path / "replay.py"
     script.write_text(REPLAY_SCRIPT)
-    faulted = subprocess.run([sys.executable, str(script), str(db), "1024"], capture_output=True, text=True,
-                             timeout=300)  # fmt: skip
+    faulted = subprocess.run(
+        [sys.executable, str(script), str(db), "1024"], capture_output=True, text=True, timeout=300
+    )
     assert "RESULT False True" in faulted.stdout, faulted.stdout + faulted.stderr
     kind = faulted.stdout.split()[-1]
     assert kind in ("fault", "verify"), faulted.stdout  # out-of-range shared stores trap on NVIDIA GPUs
@@ -125,8 +158,9 @@ def test_worker_pool_replays_on_cuda_and_a_fault_does_not_poison_the_next_experi
     from mneme.core.workers import AsyncReplayExecutor
 
     db = _capture("reduce_sum", tmp_path / "db")
-    with AsyncReplayExecutor(db, iterations=2, results_db_dir=tmp_path / "results", backend="cuda",
-                             compile_workers=1) as pool:  # fmt: skip
+    with AsyncReplayExecutor(
+        db, iterations=2, results_db_dir=tmp_path / "results", backend="cuda", compile_workers=1
+    ) as pool:
         config = pool.default_config
         assert pool.evaluate(config).ok
         faulted = pool.evaluate(config.replace(block=1024))
@@ -187,8 +221,9 @@ def test_open_restores_every_prologue_region_and_reset_returns_written_regions_t
 
 
 @pytest.mark.parametrize("cache, runs_on_last_reset", [("flushed", 1), ("warm", 1), ("primed", 2)])
-def test_each_cache_state_times_verified_runs_and_primed_ones_follow_one_untimed_run(tmp_path, cache,
-                                                                                   runs_on_last_reset):  # fmt: skip
+def test_each_cache_state_times_verified_runs_and_primed_ones_follow_one_untimed_run(
+    tmp_path, cache, runs_on_last_reset
+):
     # saxpy adds a*x to y on every run: y after the last timed run tells how many runs followed its reset.
     import struct
 

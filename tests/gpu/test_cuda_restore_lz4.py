@@ -72,10 +72,16 @@ def restore_on_device(device, snapshot, addr: int, dst: int | None = None) -> in
 
 CASES = {
     # name: (data, policy, chunk size)
-    "f32 field, 256 KiB chunks": (lambda: (np.cumsum(np.random.default_rng(1).standard_normal(20 * MiB + 3))
-                                           .astype(np.float32)), "f32", 256 * KiB),
-    "f32 field, 4 MiB chunks": (lambda: (np.sin(np.arange(24 * MiB, dtype=np.float32) * 1e-4) * 300)
-                                .astype(np.float32), "f32", 4 * MiB),
+    "f32 field, 256 KiB chunks": (
+        lambda: np.cumsum(np.random.default_rng(1).standard_normal(20 * MiB + 3)).astype(np.float32),
+        "f32",
+        256 * KiB,
+    ),
+    "f32 field, 4 MiB chunks": (
+        lambda: (np.sin(np.arange(24 * MiB, dtype=np.float32) * 1e-4) * 300).astype(np.float32),
+        "f32",
+        4 * MiB,
+    ),
     "f64, odd size": (lambda: np.linspace(0, 1, 3 * MiB + 7).astype(np.float64), "f64", 256 * KiB),
     "f16": (lambda: np.linspace(-2, 2, 5 * MiB + 1).astype(np.float16), "f16", 64 * KiB),
     "mixed bytes": (lambda: mixed_bytes(90 * MiB + 5, 3), None, 256 * KiB),
@@ -154,8 +160,9 @@ def _break_chunk(path, index: int) -> None:
     body = chunk.payload_at + 16 + (8 if chunk.encoding == ENC_LZ4_SHUFFLE else 0)
     raw[body : body + 4] = bytes([0x0F, 0xFF, 0xFF, 0x00])  # no literals, offset 0xFFFF
     head = chunk.payload_at - 32
-    raw[head + 16 : head + 24] = struct.pack("<Q", checksum(bytes(raw[chunk.payload_at : chunk.payload_at
-                                                                        + chunk.payload_size])))  # fmt: skip
+    raw[head + 16 : head + 24] = struct.pack(
+        "<Q", checksum(bytes(raw[chunk.payload_at : chunk.payload_at + chunk.payload_size]))
+    )
     raw[head + 24 : head + 32] = struct.pack("<Q", checksum(bytes(raw[head : head + 24])))
     path.write_bytes(bytes(raw))
 
@@ -198,12 +205,14 @@ def _prologue_of_every_kind(path, base: int) -> dict[int, np.ndarray]:
     """Regions restored by each path under "auto": a large LZ4 region (on the device), small LZ4, zstd and
     raw regions (on the host), an empty one and a one-byte one. Returns {address: data}."""
     field = (np.sin(np.arange(68 * MiB + 3, dtype=np.float32) * 1e-4) * 300).astype(np.float32)  # 272 MiB
-    regions = {base: (field, "lz4", "f32"),
-               base + 288 * MiB: (mixed_bytes(5 * MiB + 1, 11), "lz4", "u8"),
-               base + 296 * MiB: (np.linspace(0, 1, 2 * MiB + 5).astype(np.float64), "zstd", "f64"),
-               base + 316 * MiB: (np.random.default_rng(12).integers(0, 256, 9 * MiB + 7, dtype=np.uint8), "raw", "u8"),
-               base + 336 * MiB: (np.zeros(0, np.uint8), "lz4", "u8"),
-               base + 337 * MiB: (np.array([7], np.uint8), "raw", "u8")}  # fmt: skip
+    regions = {
+        base: (field, "lz4", "f32"),
+        base + 288 * MiB: (mixed_bytes(5 * MiB + 1, 11), "lz4", "u8"),
+        base + 296 * MiB: (np.linspace(0, 1, 2 * MiB + 5).astype(np.float64), "zstd", "f64"),
+        base + 316 * MiB: (np.random.default_rng(12).integers(0, 256, 9 * MiB + 7, dtype=np.uint8), "raw", "u8"),
+        base + 336 * MiB: (np.zeros(0, np.uint8), "lz4", "u8"),
+        base + 337 * MiB: (np.array([7], np.uint8), "raw", "u8"),
+    }
     with SnapshotWriter(path, SnapshotType.PROLOGUE, static_hash="t", dynamic_hash="t") as w:
         w.set_args(b"")
         for addr, (data, encoding, dtype) in regions.items():
@@ -226,7 +235,7 @@ def test_every_region_of_a_prologue_restores_in_one_pass_by_each_path(cuda_devic
         try:
             targets = [(addr, other.addr + 5) for addr, other in zip(picked, others)]
             assert cuda_device.write_snapshot_regions(snapshot, targets) == sum(regions[a].nbytes for a in picked)
-            for (addr, dst) in targets:
+            for addr, dst in targets:
                 assert cuda_device.read(dst, regions[addr].nbytes) == regions[addr].tobytes(), hex(addr)
         finally:
             for other in others:
@@ -234,7 +243,8 @@ def test_every_region_of_a_prologue_restores_in_one_pass_by_each_path(cuda_devic
 
 
 def test_a_corrupt_chunk_in_the_middle_of_a_one_pass_restore_names_its_block_and_the_next_restore_works(
-        cuda_device, space, tmp_path):  # fmt: skip
+    cuda_device, space, tmp_path
+):
     path = tmp_path / "p.mneme"
     regions = _prologue_of_every_kind(path, space)
     with Snapshot.open(path) as snapshot:

@@ -75,8 +75,9 @@ def _counts(raw: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def _run_recorded(name: str, raw: Path, kernel: str, *args: str, env: dict[str, str | None] | None = None,
-                  **options) -> tuple[subprocess.CompletedProcess, dict[str, str]]:  # fmt: skip
+def _run_recorded(
+    name: str, raw: Path, kernel: str, *args: str, env: dict[str, str | None] | None = None, **options
+) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
     """The prebuilt test program `name` (with `args`), run under the recorder (`recorder.environment`'s
     `options`; `env` on top, None removing a variable); it must pass. (its process, its environment)"""
     from mneme_cuda import recorder
@@ -91,19 +92,20 @@ def _run_recorded(name: str, raw: Path, kernel: str, *args: str, env: dict[str, 
             environment.pop(key, None)
         else:
             environment[key] = value
-    proc = subprocess.run([str(app), *args], env=environment, capture_output=True, text=True, timeout=120,
-                          check=False)  # fmt: skip
+    proc = subprocess.run([str(app), *args], env=environment, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0 and f"{name} OK" in proc.stdout, proc.stdout + proc.stderr[-2000:]
     return proc, environment
 
 
 @pytest.mark.parametrize(("gate", "gated", "ungated"), [("1", 17, 0), ("0", 0, 17)])
-def test_the_recorder_times_repeated_launches_behind_the_gate_and_says_how(cuda_backend, tmp_path, gate, gated,
-                                                                           ungated):  # fmt: skip
+def test_the_recorder_times_repeated_launches_behind_the_gate_and_says_how(
+    cuda_backend, tmp_path, gate, gated, ungated
+):
     from mneme_cuda import recorder
 
-    proc, _ = _run_recorded("pitch_app", tmp_path / "raw", "scale_add_2d", timer="events",
-                            env={"MNEME_RECORD_TIMING_GATE": gate})  # fmt: skip
+    proc, _ = _run_recorded(
+        "pitch_app", tmp_path / "raw", "scale_add_2d", timer="events", env={"MNEME_RECORD_TIMING_GATE": gate}
+    )
     timing = _counts(tmp_path / "raw")["app_timing"]
     assert (timing["gated"], timing["ungated"]) == (gated, ungated)  # the recorded launch and the next 16
     assert ("MNEME_RECORD_TIMING_GATE=0" in timing["ungated_because"]) == (gate == "0"), timing
@@ -114,13 +116,15 @@ def test_the_recorder_times_repeated_launches_behind_the_gate_and_says_how(cuda_
 
 
 @pytest.mark.parametrize(("exclusive", "alone", "beside"), [(None, 34, 0), ("0", 0, 34)])
-def test_two_threads_launching_at_once_run_on_while_each_timed_launch_runs_alone(cuda_backend, tmp_path, exclusive,
-                                                                                  alone, beside):  # fmt: skip
+def test_two_threads_launching_at_once_run_on_while_each_timed_launch_runs_alone(
+    cuda_backend, tmp_path, exclusive, alone, beside
+):
     from mneme_cuda import recorder
 
     # lockstep: both threads launch at the same moment, every time, so each timed launch has a rival
-    _run_recorded("streams_app", tmp_path / "raw", "^saxpy$", "lockstep",
-                  env={"MNEME_RECORD_TIMING_EXCLUSIVE": exclusive})  # fmt: skip
+    _run_recorded(
+        "streams_app", tmp_path / "raw", "^saxpy$", "lockstep", env={"MNEME_RECORD_TIMING_EXCLUSIVE": exclusive}
+    )
     timing = _counts(tmp_path / "raw")["app_timing"]
     assert (timing["exclusive"], timing["shared"], timing["late"]) == (alone, beside, 0), timing
     times = recorder.in_application(tmp_path / "raw")[0]
@@ -192,8 +196,7 @@ def test_a_replay_reports_its_timer_and_takes_every_run_by_the_kernel_timer(cuda
     timer, _ = cupti.kernel_timer()
     first = timer.ids(0)
     kernels, tags = timer.seen()
-    times = cuda_device.time(spin, ONE, WARP, 0, struct.pack("<Q", 1000), 50, cache="primed",
-                             timer="cupti")  # fmt: skip
+    times = cuda_device.time(spin, ONE, WARP, 0, struct.pack("<Q", 1000), 50, cache="primed", timer="cupti")
     assert cuda_device.timer_used == "cupti" and len(times) == 50 and all(0 < t < 1e-4 for t in times)
     assert timer.ids(0) == first + 50  # each timed run its own tag
     now_kernels, now_tags = timer.seen()
@@ -224,8 +227,13 @@ def test_the_recorder_times_by_kernel_timestamps_and_the_record_says_so(cuda_bac
 def test_without_libcupti_the_recorder_times_with_events_and_says_why(cuda_backend, tmp_path, choice):
     from mneme_cuda import recorder
 
-    proc, _ = _run_recorded("pitch_app", tmp_path / "raw", "scale_add_2d", timer=choice,
-                            env={"MNEME_CUPTI_LIB": str(tmp_path / "no-such-libcupti.so")})  # fmt: skip
+    proc, _ = _run_recorded(
+        "pitch_app",
+        tmp_path / "raw",
+        "scale_add_2d",
+        timer=choice,
+        env={"MNEME_CUPTI_LIB": str(tmp_path / "no-such-libcupti.so")},
+    )
     timing = _counts(tmp_path / "raw")["app_timing"]
     assert (timing["cupti"], timing["gated"]) == (0, 17), timing
     assert "no-such-libcupti.so" in timing["events_because"], timing

@@ -34,14 +34,32 @@ extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= log10_inv(); }
 
 def _build(tmp_path, name: str, source: str) -> subprocess.CompletedProcess:
     (tmp_path / f"{name}.cu").write_text(source)
-    return subprocess.run([*LAUNCHER, "nvcc", "-arch=sm_90", "-c", f"{name}.cu", "-o", f"{name}.o"], cwd=tmp_path,
-                          capture_output=True, text=True)  # fmt: skip
+    return subprocess.run(
+        [*LAUNCHER, "nvcc", "-arch=sm_90", "-c", f"{name}.cu", "-o", f"{name}.o"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_host_min_max_of_mixed_types_gets_ir_through_the_compatibility_prelude(tmp_path):
-    clang = subprocess.run(["clang++-19", "-x", "cuda", "--cuda-device-only", "-fsyntax-only", "--cuda-gpu-arch=sm_90",
-                            "-Wno-unknown-cuda-version", "-idirafter", write_standins(str(tmp_path)), "-"],
-                           input=MIXED_MIN_MAX, capture_output=True, text=True)  # fmt: skip
+    clang = subprocess.run(
+        [
+            "clang++-19",
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            "-fsyntax-only",
+            "--cuda-gpu-arch=sm_90",
+            "-Wno-unknown-cuda-version",
+            "-idirafter",
+            write_standins(str(tmp_path)),
+            "-",
+        ],
+        input=MIXED_MIN_MAX,
+        capture_output=True,
+        text=True,
+    )
     assert "no matching function for call to 'min'" in clang.stderr  # what the retry is for
     done = _build(tmp_path, "mixed", MIXED_MIN_MAX)
     assert done.returncode == 0, done.stderr
@@ -69,8 +87,20 @@ def test_only_the_workarounds_an_error_calls_for_are_chosen():
 def test_a_retry_that_still_fails_reports_what_it_tried_and_clangs_last_error(tmp_path):
     source = tmp_path / "both.cu"
     source.write_text(MIXED_MIN_MAX + "__global__ void bad() { undeclared_name(); }\n")
-    argv = ("clang++-19", "-x", "cuda", "--cuda-device-only", "-emit-llvm", "-c", "-w", "--cuda-gpu-arch=sm_90",
-            "-Wno-unknown-cuda-version", "-idirafter", write_standins(str(tmp_path)), str(source))  # fmt: skip
+    argv = (
+        "clang++-19",
+        "-x",
+        "cuda",
+        "--cuda-device-only",
+        "-emit-llvm",
+        "-c",
+        "-w",
+        "--cuda-gpu-arch=sm_90",
+        "-Wno-unknown-cuda-version",
+        "-idirafter",
+        write_standins(str(tmp_path)),
+        str(source),
+    )
     first = subprocess.run([*argv, "-o", str(tmp_path / "b.bc")], capture_output=True, text=True)
     built, applied, message = compat.retry(argv, str(tmp_path / "b.bc"), "cuda", first.stderr)
     assert not built and [w.name for w in applied] == [compat.WORKAROUNDS[0].name]

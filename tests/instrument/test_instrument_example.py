@@ -25,6 +25,7 @@ KERNELS = {"_Z6vecaddPKfS0_Pfi": "kernels.cu", "_Z4axpyIfEvT_PKS0_PS0_i": "main.
 
 pytestmark = needs("cmake", "nvcc", "clang++-19")
 
+
 def cubin_param_sizes(binary: Path, kernel: str) -> list[int]:
     return [p.size for p in find_kernel_params(binary, kernel)]
 
@@ -42,8 +43,11 @@ def vecadd_app(tmp_path_factory) -> Path:
     build = tmp_path_factory.mktemp("cuda_vecadd_build")
     launcher = shutil.which("mneme-cc") or f"{sys.executable};-m;mneme.instrument.launcher"
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    subprocess.run(["cmake", "-S", str(EXAMPLE), "-B", str(build), *generator,
-                    f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}"], check=True, capture_output=True)
+    subprocess.run(
+        ["cmake", "-S", str(EXAMPLE), "-B", str(build), *generator, f"-DCMAKE_CUDA_COMPILER_LAUNCHER={launcher}"],
+        check=True,
+        capture_output=True,
+    )
     built = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True)
     assert built.returncode == 0, built.stdout + built.stderr
     assert "mneme-cc: warning" not in built.stdout + built.stderr
@@ -51,8 +55,9 @@ def vecadd_app(tmp_path_factory) -> Path:
 
 
 def test_list_shows_every_kernel_with_its_architecture_and_source(vecadd_app):
-    out = subprocess.run([*MNEME, "ir", "list", "--json", str(vecadd_app)], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [*MNEME, "ir", "list", "--json", str(vecadd_app)], capture_output=True, text=True, check=True
+    ).stdout
     rows = {r["kernel"]: r for r in map(json.loads, out.splitlines())}
     assert set(rows) == set(KERNELS)
     for kernel, source in KERNELS.items():
@@ -64,8 +69,9 @@ def test_list_shows_every_kernel_with_its_architecture_and_source(vecadd_app):
 def test_extracted_kernels_have_the_parameters_of_the_compiled_binary(vecadd_app, tmp_path):
     for kernel, short in (("_Z6vecaddPKfS0_Pfi", "vecadd"), ("_Z4axpyIfEvT_PKS0_PS0_i", "axpy<float>")):
         out = tmp_path / f"{short}.bc"
-        subprocess.run([*MNEME, "ir", "extract", str(vecadd_app), short, "-o", str(out)], check=True,
-                       capture_output=True)
+        subprocess.run(
+            [*MNEME, "ir", "extract", str(vecadd_app), short, "-o", str(out)], check=True, capture_output=True
+        )
         from_ir = ir_param_sizes(out, kernel)
         assert from_ir == cubin_param_sizes(vecadd_app, kernel)
     assert ir_param_sizes(tmp_path / "vecadd.bc", "_Z6vecaddPKfS0_Pfi") == [8, 8, 8, 4]
@@ -73,8 +79,11 @@ def test_extracted_kernels_have_the_parameters_of_the_compiled_binary(vecadd_app
 
 
 def test_extract_of_an_unknown_kernel_names_the_ones_there(vecadd_app, tmp_path):
-    result = subprocess.run([*MNEME, "ir", "extract", str(vecadd_app), "saxpy", "-o", str(tmp_path / "x.bc")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [*MNEME, "ir", "extract", str(vecadd_app), "saxpy", "-o", str(tmp_path / "x.bc")],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert "no kernel 'saxpy'" in result.stderr and "vecadd(float const*" in result.stderr
     assert not (tmp_path / "x.bc").exists()

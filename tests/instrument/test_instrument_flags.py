@@ -19,21 +19,67 @@ def nvcc_plan(*args, cwd="/build"):
 
 
 def test_compilers_are_recognised_by_name():
-    assert [flags.classify(c) for c in ("/usr/local/cuda/bin/nvcc", "clang++-19", "clang", "hipcc", "amdclang++",
-                                        "g++", "x86_64-linux-gnu-gcc-12", "c++", "gfortran", "my-cc-wrapper")] == [
-        "nvcc", "clang", "clang", "hipcc", "clang", "host", "host", "host", "unknown", "unknown"]
+    assert [
+        flags.classify(c)
+        for c in (
+            "/usr/local/cuda/bin/nvcc",
+            "clang++-19",
+            "clang",
+            "hipcc",
+            "amdclang++",
+            "g++",
+            "x86_64-linux-gnu-gcc-12",
+            "c++",
+            "gfortran",
+            "my-cc-wrapper",
+        )
+    ] == ["nvcc", "clang", "clang", "hipcc", "clang", "host", "host", "host", "unknown", "unknown"]
 
 
 def test_nvcc_flags_become_clang_device_only_flags():
-    plan = nvcc_plan("-c", "k.cu", "-o", "obj/k.o", "-DFOO=1", "-D", "BAR", "-Iinc", "-I", "/abs/inc", "-isystem",
-                     "sys", "-std=c++17", "-O2", "-arch=sm_90", "--expt-relaxed-constexpr", "--extended-lambda",
-                     "-Xcompiler", "-fPIC,-Wall", "-MD", "-MT", "obj/k.o", "-MF", "obj/k.o.d", "-lineinfo")
+    plan = nvcc_plan(
+        "-c",
+        "k.cu",
+        "-o",
+        "obj/k.o",
+        "-DFOO=1",
+        "-D",
+        "BAR",
+        "-Iinc",
+        "-I",
+        "/abs/inc",
+        "-isystem",
+        "sys",
+        "-std=c++17",
+        "-O2",
+        "-arch=sm_90",
+        "--expt-relaxed-constexpr",
+        "--extended-lambda",
+        "-Xcompiler",
+        "-fPIC,-Wall",
+        "-MD",
+        "-MT",
+        "obj/k.o",
+        "-MF",
+        "obj/k.o.d",
+        "-lineinfo",
+    )
     (job,) = plan.jobs
     assert job.source == "/build/k.cu" and job.obj == "/build/obj/k.o"
     assert job.arch == "sm_90" and job.targets == ("sm_90", "compute_90") and not job.rdc
     argv = list(job.argv)
-    for expected in ("--cuda-device-only", "-emit-llvm", "-DFOO=1", "-DBAR", "-Iinc", "-I/abs/inc", "-std=c++17",
-                     "-O3", "--cuda-gpu-arch=sm_90", "-Wno-unknown-cuda-version"):
+    for expected in (
+        "--cuda-device-only",
+        "-emit-llvm",
+        "-DFOO=1",
+        "-DBAR",
+        "-Iinc",
+        "-I/abs/inc",
+        "-std=c++17",
+        "-O3",
+        "--cuda-gpu-arch=sm_90",
+        "-Wno-unknown-cuda-version",
+    ):
         assert expected in argv
     assert argv[argv.index("-isystem") + 1] == "sys"
     assert argv[argv.index("-idirafter") + 1] == "/standins"
@@ -43,11 +89,18 @@ def test_nvcc_flags_become_clang_device_only_flags():
 
 
 def test_each_gencode_virtual_architecture_gets_its_own_bitcode():
-    plan = nvcc_plan("-c", "k.cu", "-gencode", "arch=compute_80,code=sm_80",
-                     "-gencode=arch=compute_90a,code=[sm_90a,compute_90a]",
-                     "--generate-code=arch=compute_80,code=sm_86")
+    plan = nvcc_plan(
+        "-c",
+        "k.cu",
+        "-gencode",
+        "arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_90a,code=[sm_90a,compute_90a]",
+        "--generate-code=arch=compute_80,code=sm_86",
+    )
     assert [(j.arch, j.targets) for j in plan.jobs] == [
-        ("sm_80", ("sm_80", "sm_86")), ("sm_90a", ("sm_90a", "compute_90a"))]
+        ("sm_80", ("sm_80", "sm_86")),
+        ("sm_90a", ("sm_90a", "compute_90a")),
+    ]
     assert plan.jobs[0].obj == "/build/k.o"
 
 
@@ -99,8 +152,14 @@ def test_x_cu_makes_a_cpp_file_device_code_and_plain_cpp_is_host_only():
 
 
 def test_commands_that_do_not_compile_an_object_plan_nothing():
-    for args in (["k.cu", "-o", "app"], ["-ptx", "k.cu"], ["-dlink", "a.o", "b.o", "-o", "dl.o"], ["-E", "k.cu"],
-                 ["-M", "k.cu"], ["-cubin", "k.cu"]):
+    for args in (
+        ["k.cu", "-o", "app"],
+        ["-ptx", "k.cu"],
+        ["-dlink", "a.o", "b.o", "-o", "dl.o"],
+        ["-E", "k.cu"],
+        ["-M", "k.cu"],
+        ["-cubin", "k.cu"],
+    ):
         assert nvcc_plan(*args, "-arch=sm_90").jobs == (), args
 
 
@@ -121,8 +180,26 @@ def test_missing_response_file_is_a_usage_error_naming_it(tmp_path):
 
 
 def test_clang_cuda_command_is_reused_with_outputs_replaced():
-    plan = flags.plan(["clang++-19", "-x", "cuda", "--cuda-gpu-arch=sm_80", "--offload-arch=sm_90", "-O2", "-Iinc",
-                       "-MD", "-MF", "k.d", "-c", "k.cu", "-o", "k.o", "-fgpu-rdc"], "/b")
+    plan = flags.plan(
+        [
+            "clang++-19",
+            "-x",
+            "cuda",
+            "--cuda-gpu-arch=sm_80",
+            "--offload-arch=sm_90",
+            "-O2",
+            "-Iinc",
+            "-MD",
+            "-MF",
+            "k.d",
+            "-c",
+            "k.cu",
+            "-o",
+            "k.o",
+            "-fgpu-rdc",
+        ],
+        "/b",
+    )
     assert [j.arch for j in plan.jobs] == ["sm_80", "sm_90"]
     argv = list(plan.jobs[1].argv)
     assert argv[:2] == ["clang++-19", "-x"] and "--cuda-gpu-arch=sm_90" in argv and "-Iinc" in argv

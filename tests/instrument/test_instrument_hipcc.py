@@ -36,7 +36,7 @@ pytestmark = [
 
 LAUNCHER = [sys.executable, "-m", "mneme.instrument.launcher"]
 ARCH = "gfx90a"
-BROKEN = '#include <hip/hip_runtime.h>\n__global__ void k(float* x {\n'
+BROKEN = "#include <hip/hip_runtime.h>\n__global__ void k(float* x {\n"
 
 
 def compile_in(folder, *, launcher: bool, arch: bool = True, platform: str = "amd") -> subprocess.CompletedProcess:
@@ -45,26 +45,41 @@ def compile_in(folder, *, launcher: bool, arch: bool = True, platform: str = "am
     env = {k: v for k, v in os.environ.items() if not k.startswith("MNEME_CC_")}
     env["HIP_PLATFORM"] = platform
     command = ["hipcc", *([f"--offload-arch={ARCH}"] if arch else []), "-c", "k.hip", "-o", "k.o"]
-    return subprocess.run([*LAUNCHER, *command] if launcher else command, cwd=folder, env=env,
-                          capture_output=True, text=True, check=False)
+    return subprocess.run(
+        [*LAUNCHER, *command] if launcher else command, cwd=folder, env=env, capture_output=True, text=True, check=False
+    )
 
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     """The same commands in twin folders, once with plain hipcc and once through mneme-cc."""
     root = tmp_path_factory.mktemp("hipcc")
-    for name in ("plain", "mneme", "plain-broken", "mneme-broken", "plain-noarch", "mneme-noarch", "plain-nvidia",
-                 "mneme-nvidia"):
+    for name in (
+        "plain",
+        "mneme",
+        "plain-broken",
+        "mneme-broken",
+        "plain-noarch",
+        "mneme-noarch",
+        "plain-nvidia",
+        "mneme-nvidia",
+    ):
         (root / name).mkdir()
         if name.endswith("broken"):
             (root / name / "k.hip").write_text(BROKEN)
         else:
             shutil.copy(KERNELS_DIR / "vector_add.hip", root / name / "k.hip")
     with ThreadPoolExecutor(8) as pool:
-        futures = {name: pool.submit(compile_in, root / name, launcher=name.startswith("mneme"),
-                                     arch=not name.endswith("noarch"),
-                                     platform="nvidia" if name.endswith("nvidia") else "amd")
-                   for name in os.listdir(root)}
+        futures = {
+            name: pool.submit(
+                compile_in,
+                root / name,
+                launcher=name.startswith("mneme"),
+                arch=not name.endswith("noarch"),
+                platform="nvidia" if name.endswith("nvidia") else "amd",
+            )
+            for name in os.listdir(root)
+        }
         done = {name: f.result() for name, f in futures.items()}
     plain = done["plain"]
     assert plain.returncode == 0, f"hipcc itself cannot compile a HIP kernel here:\n{plain.stdout}{plain.stderr}"
@@ -96,8 +111,10 @@ def test_the_real_hipcc_command_runs_unchanged(builds, tmp_path):
     root, done = builds
     assert (done["mneme"].returncode, done["mneme"].stdout, done["mneme"].stderr) == (0, done["plain"].stdout, "")
     # removing the section gives back hipcc's object byte for byte
-    subprocess.run(["llvm-objcopy-19", "--remove-section", SECTION_NAME, str(root / "mneme" / "k.o"),
-                    str(tmp_path / "without.o")], check=True)
+    subprocess.run(
+        ["llvm-objcopy-19", "--remove-section", SECTION_NAME, str(root / "mneme" / "k.o"), str(tmp_path / "without.o")],
+        check=True,
+    )
     assert (tmp_path / "without.o").read_bytes() == (root / "plain" / "k.o").read_bytes()
 
 
@@ -126,8 +143,11 @@ def test_ir_list_and_extract_give_the_kernel_with_its_signature(builds, tmp_path
     params = ir.kernel_params(ir.load(out), "vector_add")
     # vector_add(const float* a, const float* b, float* c, int n): three global pointers and an int
     assert [(p.kind, p.type, p.size, p.offset) for p in params] == [
-        ("pointer", "ptr addrspace(1)", 8, 0), ("pointer", "ptr addrspace(1)", 8, 8),
-        ("pointer", "ptr addrspace(1)", 8, 16), ("int", "i32", 4, 24)]
+        ("pointer", "ptr addrspace(1)", 8, 0),
+        ("pointer", "ptr addrspace(1)", 8, 8),
+        ("pointer", "ptr addrspace(1)", 8, 16),
+        ("int", "i32", 4, 24),
+    ]
     # and they are the arguments of the kernel hipcc compiled
     (kernel,) = amdgpu_metadata(code_object(obj, ARCH))["amdhsa.kernels"]
     explicit = [a for a in kernel[".args"] if not a[".value_kind"].startswith("hidden")]

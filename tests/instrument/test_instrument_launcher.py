@@ -69,21 +69,49 @@ def mneme_cc(*argv, cwd, env=None):
 def builds(tmp_path_factory):
     """Every object and binary the tests inspect, built once (two at a time)."""
     d = tmp_path_factory.mktemp("builds")
-    sources = {"vecadd.cu": VECADD, "cub.cu": CUB_KERNEL, "fused.cu": RDC_KERNEL, "helper.cu": RDC_HELPER,
-               "host_only.cu": HOST_ONLY_CU, "host.cpp": HOST_CPP, "broken.cu": "__global__ void k( {"}
+    sources = {
+        "vecadd.cu": VECADD,
+        "cub.cu": CUB_KERNEL,
+        "fused.cu": RDC_KERNEL,
+        "helper.cu": RDC_HELPER,
+        "host_only.cu": HOST_ONLY_CU,
+        "host.cpp": HOST_CPP,
+        "broken.cu": "__global__ void k( {",
+    }
     for name, text in sources.items():
         (d / name).write_text(text)
     jobs = {
         "vecadd": ["nvcc", "-c", "vecadd.cu", "-o", "vecadd.o", "-arch=sm_90", "-O2", "-Xcompiler", "-fPIC"],
-        "multi": ["nvcc", "-c", "cub.cu", "-o", "multi.o", "-gencode", "arch=compute_80,code=sm_80",
-                  "-gencode", "arch=compute_90,code=sm_90"],
+        "multi": [
+            "nvcc",
+            "-c",
+            "cub.cu",
+            "-o",
+            "multi.o",
+            "-gencode",
+            "arch=compute_80,code=sm_80",
+            "-gencode",
+            "arch=compute_90,code=sm_90",
+        ],
         "fused": ["nvcc", "-dc", "fused.cu", "-o", "fused.o", "-arch=sm_90"],
         "helper": ["nvcc", "-rdc=true", "-c", "helper.cu", "-o", "helper.o", "-arch=sm_90"],
         "sm100": ["nvcc", "-c", "vecadd.cu", "-o", "sm100.o", "-arch=sm_100"],
         "host_only": ["nvcc", "-c", "host_only.cu", "-o", "host_only.o", "-arch=sm_90"],
         "broken": ["nvcc", "-c", "broken.cu", "-o", "broken.o", "-arch=sm_90"],
-        "flags": ["nvcc", "-c", "vecadd.cu", "-o", "flags.o", "-arch=sm_90", "--display-error-number", "-Xptxas",
-                  "-O3", "--extra-device-vectorization", "-Xcompiler", "-march=native"],
+        "flags": [
+            "nvcc",
+            "-c",
+            "vecadd.cu",
+            "-o",
+            "flags.o",
+            "-arch=sm_90",
+            "--display-error-number",
+            "-Xptxas",
+            "-O3",
+            "--extra-device-vectorization",
+            "-Xcompiler",
+            "-march=native",
+        ],
     }
     envs = {"flags": {"MNEME_CC_VERBOSE": "1"}}
     with ThreadPoolExecutor(2) as pool:
@@ -114,8 +142,9 @@ def test_linked_executable_and_shared_library_keep_the_section(builds):
     assert entry.kernels == ("_Z6vecaddPKfS0_Pfi",) and entry.binary.endswith("vecadd_app")
     (entry,) = read_entries(d / "libvecadd.so")
     assert entry.kernels == ("_Z6vecaddPKfS0_Pfi",)
-    (module,) = EmbeddedIRSource().find("_Z6vecaddPKfS0_Pfi", arch="sm_90", elf_files=[d / "vecadd_app",
-                                                                                         d / "libvecadd.so"])
+    (module,) = EmbeddedIRSource().find(
+        "_Z6vecaddPKfS0_Pfi", arch="sm_90", elf_files=[d / "vecadd_app", d / "libvecadd.so"]
+    )
     assert module.origin.startswith(str(d / "vecadd_app"))
 
 
@@ -217,16 +246,20 @@ def test_architecture_clang_cannot_target_warns_once_and_the_build_succeeds(buil
 
 def test_failing_compile_keeps_the_compiler_exit_status_and_messages(builds):
     d, done = builds
-    plain = subprocess.run(["nvcc", "-c", "broken.cu", "-o", "broken.o", "-arch=sm_90"], cwd=d, capture_output=True,
-                           text=True)
+    plain = subprocess.run(
+        ["nvcc", "-c", "broken.cu", "-o", "broken.o", "-arch=sm_90"], cwd=d, capture_output=True, text=True
+    )
     assert done["broken"].returncode == plain.returncode != 0
     assert done["broken"].stderr == plain.stderr and "mneme-cc" not in done["broken"].stderr
 
 
 def test_gnu_strip_keeps_the_section_and_llvm_strip_needs_keep_section(builds, tmp_path):
     d, _ = builds
-    for tool, extra, kept in (("strip", [], True), ("llvm-strip-19", [], False),
-                              ("llvm-strip-19", [f"--keep-section={SECTION_NAME}"], True)):
+    for tool, extra, kept in (
+        ("strip", [], True),
+        ("llvm-strip-19", [], False),
+        ("llvm-strip-19", [f"--keep-section={SECTION_NAME}"], True),
+    ):
         app = tmp_path / "app"
         shutil.copy(d / "vecadd_app", app)
         subprocess.run([tool, *extra, str(app)], check=True)
@@ -262,8 +295,9 @@ def test_missing_compiler_exits_127_naming_it(tmp_path):
 
 def test_missing_clang_warns_naming_the_file_and_the_build_succeeds(tmp_path):
     (tmp_path / "k.cu").write_text(VECADD)
-    result = mneme_cc("nvcc", "-c", "k.cu", "-o", "k.o", "-arch=sm_90", cwd=tmp_path,
-                      env={"MNEME_CC_CLANG": "/nonexistent/clang++"})
+    result = mneme_cc(
+        "nvcc", "-c", "k.cu", "-o", "k.o", "-arch=sm_90", cwd=tmp_path, env={"MNEME_CC_CLANG": "/nonexistent/clang++"}
+    )
     assert result.returncode == 0
     (warning,) = result.stderr.splitlines()
     assert "k.cu" in warning and "clang was not found" in warning
@@ -274,13 +308,32 @@ def test_clang_hip_build_embeds_one_entry_per_offload_arch(tmp_path):
     (tmp_path / "k.hip").write_text(
         "typedef struct { unsigned x, y, z; } dim3;\ntypedef struct ihipStream_t* hipStream_t;\n"
         'extern "C" int hipLaunchKernel(const void*, dim3, dim3, void**, unsigned long, hipStream_t);\n'
-        "__attribute__((global)) void scale(float* x, float a) { x[__builtin_amdgcn_workitem_id_x()] *= a; }\n")
-    result = mneme_cc("clang++-19", "-x", "hip", "-nogpuinc", "-nogpulib", "--offload-arch=gfx90a",
-                      "--offload-arch=gfx942", "-O2", "-MD", "-MF", "k.d", "-c", "k.hip", "-o", "k.o", cwd=tmp_path)
+        "__attribute__((global)) void scale(float* x, float a) { x[__builtin_amdgcn_workitem_id_x()] *= a; }\n"
+    )
+    result = mneme_cc(
+        "clang++-19",
+        "-x",
+        "hip",
+        "-nogpuinc",
+        "-nogpulib",
+        "--offload-arch=gfx90a",
+        "--offload-arch=gfx942",
+        "-O2",
+        "-MD",
+        "-MF",
+        "k.d",
+        "-c",
+        "k.hip",
+        "-o",
+        "k.o",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     entries = read_entries(tmp_path / "k.o")
     assert [(e.arch, e.language, e.kernels) for e in entries] == [
-        ("gfx90a", "hip", ("_Z5scalePff",)), ("gfx942", "hip", ("_Z5scalePff",))]
+        ("gfx90a", "hip", ("_Z5scalePff",)),
+        ("gfx942", "hip", ("_Z5scalePff",)),
+    ]
     assert module_symbols(entries[1].bitcode).triple == "amdgcn-amd-amdhsa"
     assert (tmp_path / "k.d").read_text().startswith("k.o:")  # the real command's depfile, not clang's
 
@@ -289,10 +342,29 @@ def test_clang_cuda_command_plans_runnable_device_jobs(tmp_path):
     # clang-19 cannot finish a whole CUDA 13 build (its fatbinary call fails), so run the planned jobs
     (tmp_path / "k.cu").write_text(VECADD)
     standins = write_standins(str(tmp_path))
-    plan = flags.plan(["clang++-19", "-x", "cuda", "--cuda-path=/usr/local/cuda", "-Wno-unknown-cuda-version",
-                       "-isystem", "/usr/local/cuda/include/cccl", "-idirafter", standins, "-O2", "-DBLK=4",
-                       "--cuda-gpu-arch=sm_80", "--cuda-gpu-arch=sm_90", "-MD", "-c", "k.cu", "-o", "k.o"],
-                      str(tmp_path))
+    plan = flags.plan(
+        [
+            "clang++-19",
+            "-x",
+            "cuda",
+            "--cuda-path=/usr/local/cuda",
+            "-Wno-unknown-cuda-version",
+            "-isystem",
+            "/usr/local/cuda/include/cccl",
+            "-idirafter",
+            standins,
+            "-O2",
+            "-DBLK=4",
+            "--cuda-gpu-arch=sm_80",
+            "--cuda-gpu-arch=sm_90",
+            "-MD",
+            "-c",
+            "k.cu",
+            "-o",
+            "k.o",
+        ],
+        str(tmp_path),
+    )
     for job in plan.jobs:
         subprocess.run([*job.argv, "-o", f"{job.arch}.bc"], cwd=tmp_path, check=True, capture_output=True)
         syms = module_symbols((tmp_path / f"{job.arch}.bc").read_bytes())
@@ -312,7 +384,8 @@ def test_extract_asks_for_arch_when_the_kernel_has_several(builds, tmp_path):
     out = tmp_path / "k.ll"
     result = CliRunner().invoke(cli, ["ir", "extract", str(d / "multi.o"), "block_sum", "-o", str(out)])
     assert result.exit_code == 2 and "several architectures (sm_80, sm_90)" in result.output
-    result = CliRunner().invoke(cli, ["ir", "extract", str(d / "multi.o"), "block_sum", "--arch", "sm_80",
-                                      "-o", str(out)])
+    result = CliRunner().invoke(
+        cli, ["ir", "extract", str(d / "multi.o"), "block_sum", "--arch", "sm_80", "-o", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert '"target-cpu"="sm_80"' in out.read_text()

@@ -45,10 +45,14 @@ def test_nvcc_and_clang_names_of_one_kernel_have_one_key():
     assert nvcc_names.key(nvcc) == nvcc_names.key(clang)
     assert nvcc_names.renames([clang, "_Z7visiblePi"], {nvcc, "_Z7visiblePi"}) == {clang: nvcc}
     # nested: the argument's own template names a function (llama.cpp's cpy.cu); clang writes both signatures
-    nvcc = ("_Z9cpy_q_f32IXadL_ZN36_INTERNAL_b3409b51_6_cpy_cu_bfba63e214cpy_blck_q_f32IXadL_ZNS0_15dequantize_q4_0"
-            "EPKvliR6float2EELi32EEEvPKcPcEELi32EEvS7_S8_lllllllllllllll")
-    clang = ("_ZL9cpy_q_f32IXadL_ZL14cpy_blck_q_f32IXadL_ZL15dequantize_q4_0PKvliR6float2EELi32EEvPKcPcEELi32EEvS6_S7_"
-             "lllllllllllllll")
+    nvcc = (
+        "_Z9cpy_q_f32IXadL_ZN36_INTERNAL_b3409b51_6_cpy_cu_bfba63e214cpy_blck_q_f32IXadL_ZNS0_15dequantize_q4_0"
+        "EPKvliR6float2EELi32EEEvPKcPcEELi32EEvS7_S8_lllllllllllllll"
+    )
+    clang = (
+        "_ZL9cpy_q_f32IXadL_ZL14cpy_blck_q_f32IXadL_ZL15dequantize_q4_0PKvliR6float2EELi32EEvPKcPcEELi32EEvS6_S7_"
+        "lllllllllllllll"
+    )
     assert nvcc_names.key(nvcc) == nvcc_names.key(clang)
     assert nvcc_names.key(clang).startswith("void cpy_q_f32<&cpy_blck_q_f32<&dequantize_q4_0, 32>, 32>(")
 
@@ -61,15 +65,20 @@ def test_clangs_tn_template_argument_names_get_the_key_of_nvccs():
     assert demangle(clang) == "void apply_typed<float, &bump(float*, int)>(float*, int)"
     assert nvcc_names.key(clang) == nvcc_names.key(nvcc) == "void apply_typed<float, &bump>(float*, int)"
     assert nvcc_names.renames([clang], {nvcc}) == {clang: nvcc}
-    assert demangle_all([clang, "_Z1fv", "plain", "_Znot-mangled"]) == [demangle(clang), "f()", "plain",
-                                                                         "_Znot-mangled"]  # fmt: skip
+    assert demangle_all([clang, "_Z1fv", "plain", "_Znot-mangled"]) == [
+        demangle(clang),
+        "f()",
+        "plain",
+        "_Znot-mangled",
+    ]
 
 
 @needs("nvcc", "clang++-19", "llvm-objcopy-19")
 def test_static_and_anonymous_namespace_kernels_carry_nvccs_names(tmp_path):
     (tmp_path / "k.cu").write_text(SOURCE)
-    done = subprocess.run([*LAUNCHER, "nvcc", "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [*LAUNCHER, "nvcc", "-arch=sm_90", "-c", "k.cu", "-o", "k.o"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     by_nvcc = {k for cubin in iter_cubins(str(tmp_path / "k.o")) for k in kernel_names(cubin)}
     [entry] = read_entries(str(tmp_path / "k.o"))

@@ -38,10 +38,29 @@ def bitcode(tmp_path_factory) -> bytes:
     (folder / "k.cu").write_text(KERNELS)
     standins = write_standins(str(folder))
     subprocess.run(
-        ["clang++-19", "-x", "cuda", "--cuda-device-only", "--cuda-gpu-arch=sm_80", "-fgpu-rdc", "-emit-llvm", "-O2",
-         "-c", "k.cu", "-o", "k.bc", "--cuda-path=/usr/local/cuda", "-Wno-unknown-cuda-version",
-         "-isystem", "/usr/local/cuda/include/cccl", "-idirafter", standins],
-        cwd=folder, check=True, capture_output=True,
+        [
+            "clang++-19",
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            "--cuda-gpu-arch=sm_80",
+            "-fgpu-rdc",
+            "-emit-llvm",
+            "-O2",
+            "-c",
+            "k.cu",
+            "-o",
+            "k.bc",
+            "--cuda-path=/usr/local/cuda",
+            "-Wno-unknown-cuda-version",
+            "-isystem",
+            "/usr/local/cuda/include/cccl",
+            "-idirafter",
+            standins,
+        ],
+        cwd=folder,
+        check=True,
+        capture_output=True,
     )
     return (folder / "k.bc").read_bytes()
 
@@ -72,7 +91,9 @@ def test_entries_round_trip_through_pack_and_walk(bitcode):
     b = entry(bitcode[:100] + bitcode[100:], arch="sm_90", source="/src/other.cu", rdc=True)
     got = list(iter_entries(pack_entries([a, b])))
     assert [(e.source, e.arch, e.rdc, e.bitcode) for e in got] == [
-        ("/src/k.cu", "sm_80", False, bitcode), ("/src/other.cu", "sm_90", True, bitcode)]
+        ("/src/k.cu", "sm_80", False, bitcode),
+        ("/src/other.cu", "sm_90", True, bitcode),
+    ]
     assert got[0].kernels == ("_Z5scalePffi",)
 
 

@@ -26,17 +26,39 @@ pytest.importorskip("setuptools", reason="needs setuptools: installing the examp
 
 def install(example: str, target: Path) -> Path:
     """`pip install --no-deps --no-build-isolation --target TARGET examples/plugins/EXAMPLE`."""
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                           "--disable-pip-version-check", "--target", str(target), str(EXAMPLES / example)],
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            str(EXAMPLES / example),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return target
 
 
 def mneme(site: Path, *args, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environment = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "250", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "mneme", *map(str, args)], capture_output=True, text=True,
-                          env=environment, timeout=400, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "mneme", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=400,
+        check=False,
+    )
 
 
 def listed(site: Path, kind: str, name: str) -> str:
@@ -53,15 +75,36 @@ def listed(site: Path, kind: str, name: str) -> str:
 @pytest.fixture(scope="module")
 def saxpy(tmp_path_factory) -> Path:
     """A capture of examples/saxpy on the host backend."""
-    return capture.capture_spec(ROOT / "examples" / "saxpy" / "capture.yaml", tmp_path_factory.mktemp("db"), backend="host")
+    return capture.capture_spec(
+        ROOT / "examples" / "saxpy" / "capture.yaml", tmp_path_factory.mktemp("db"), backend="host"
+    )
 
 
 def test_a_third_party_sampler_tunes_through_its_entry_point(tmp_path, saxpy):
     site = install("mneme-hillclimb", tmp_path / "site")
     assert listed(site, "sampler", "hillclimb") == "mneme-hillclimb"
     results = tmp_path / "results"
-    tuned = mneme(site, "tune", "-rdb", saxpy, "--backend", "host", "--sampler", "hillclimb", "--seed", "5",
-                  "--trials", 5, "--retime-top", 1, "--retime-repeats", 1, "--results", results, "--json")  # fmt: skip
+    tuned = mneme(
+        site,
+        "tune",
+        "-rdb",
+        saxpy,
+        "--backend",
+        "host",
+        "--sampler",
+        "hillclimb",
+        "--seed",
+        "5",
+        "--trials",
+        5,
+        "--retime-top",
+        1,
+        "--retime-repeats",
+        1,
+        "--results",
+        results,
+        "--json",
+    )
     assert tuned.returncode == 0, tuned.stdout[-2000:] + tuned.stderr[-4000:]
     summary = json.loads(tuned.stdout)
     assert summary["session"]["sampler"] == "hillclimb"
@@ -72,8 +115,20 @@ def test_a_third_party_sampler_tunes_through_its_entry_point(tmp_path, saxpy):
 
 
 def test_without_the_example_installed_its_sampler_is_unknown(tmp_path, saxpy):
-    tuned = mneme(tmp_path, "tune", "-rdb", saxpy, "--backend", "host", "--sampler", "hillclimb", "--trials", 1,
-                  "--results", tmp_path / "results")  # fmt: skip
+    tuned = mneme(
+        tmp_path,
+        "tune",
+        "-rdb",
+        saxpy,
+        "--backend",
+        "host",
+        "--sampler",
+        "hillclimb",
+        "--trials",
+        1,
+        "--results",
+        tmp_path / "results",
+    )
     assert tuned.returncode == 2 and "unknown sampler 'hillclimb'" in tuned.stderr
 
 
@@ -81,8 +136,18 @@ def test_a_third_party_backend_replays_and_traces_every_launch(tmp_path, saxpy):
     site = install("mneme-traced-host", tmp_path / "site")
     assert listed(site, "backend", "traced-host") == "mneme-traced-host"
     trace = tmp_path / "trace.jsonl"
-    replayed = mneme(site, "replay", "-rdb", saxpy, "--backend", "traced-host", "--iterations", 3, "--json",
-                     env={"MNEME_TRACE_FILE": str(trace)})  # fmt: skip
+    replayed = mneme(
+        site,
+        "replay",
+        "-rdb",
+        saxpy,
+        "--backend",
+        "traced-host",
+        "--iterations",
+        3,
+        "--json",
+        env={"MNEME_TRACE_FILE": str(trace)},
+    )
     assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-4000:]
     result = json.loads(replayed.stdout)["result"]
     assert result["verified"] is True and result["backend"] == "traced-host"
@@ -97,11 +162,19 @@ def test_a_third_party_backend_replays_and_traces_every_launch(tmp_path, saxpy):
 
 def test_a_third_party_backend_of_lower_priority_is_never_the_default(tmp_path):
     site = install("mneme-traced-host", tmp_path / "site")
-    probe = ("from mneme.core.backend import backend_for_arch, backends, default_backend\n"
-             "import platform\n"
-             "print(sorted(backends()), default_backend().name, backend_for_arch(platform.machine()).name)")
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, "PYTHONPATH": str(site)})  # fmt: skip
+    probe = (
+        "from mneme.core.backend import backend_for_arch, backends, default_backend\n"
+        "import platform\n"
+        "print(sorted(backends()), default_backend().name, backend_for_arch(platform.machine()).name)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(site)},
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     names, default, for_arch = proc.stdout.rsplit(maxsplit=2)
     assert "'traced-host'" in names and default != "traced-host" and for_arch == "host"
@@ -114,9 +187,30 @@ def test_an_event_plugin_sees_every_experiment_and_trial_of_a_tuning_run_once_in
 
     site = install("mneme-csv-events", tmp_path / "site")
     events_csv, results = tmp_path / "events.csv", tmp_path / "results"
-    tuned = mneme(site, "tune", "-rdb", saxpy, "--backend", "host", "--sampler", "random", "--seed", "3",
-                  "--trials", 4, "--retime-top", 1, "--retime-repeats", 1, "--measure-time", 0.5, "--results", results,
-                  "--json", env={"MNEME_EVENTS_CSV": str(events_csv)})  # fmt: skip
+    tuned = mneme(
+        site,
+        "tune",
+        "-rdb",
+        saxpy,
+        "--backend",
+        "host",
+        "--sampler",
+        "random",
+        "--seed",
+        "3",
+        "--trials",
+        4,
+        "--retime-top",
+        1,
+        "--retime-repeats",
+        1,
+        "--measure-time",
+        0.5,
+        "--results",
+        results,
+        "--json",
+        env={"MNEME_EVENTS_CSV": str(events_csv)},
+    )
     assert tuned.returncode == 0, tuned.stdout[-2000:] + tuned.stderr[-4000:]
     summary = json.loads(tuned.stdout)
     rows = list(csv.DictReader(events_csv.open()))
@@ -128,7 +222,9 @@ def test_an_event_plugin_sees_every_experiment_and_trial_of_a_tuning_run_once_in
     assert [row["event"] for row in rows].count("tuning_finished") == 1
     # one worker: each experiment starts, then finishes, before the next starts
     experiments = [row for row in own if row["event"].startswith("experiment_")]
-    assert [row["event"] for row in experiments] == ["experiment_started", "experiment_finished"] * (len(experiments) // 2)
+    assert [row["event"] for row in experiments] == ["experiment_started", "experiment_finished"] * (
+        len(experiments) // 2
+    )
     assert all(s["config"] == f["config"] for s, f in zip(experiments[::2], experiments[1::2]))
     # every stored trial is told once, and one that ran follows its own experiment's end
     told = [row for row in own if row["event"] == "trial_told"]

@@ -30,12 +30,27 @@ def _raw(tmp_path: Path, cache: str) -> tuple[Path, bytes]:
     folder = raw / "launch-5-000000"
     folder.mkdir(parents=True)
     args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + (2 << 20))
-    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "saxpy", "instance_key": KEY,
-                "grid": [4, 1, 1], "block": [256, 1, 1], "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40,
-                "args": args.hex(), "params": [[0, 4], [4, 4], [8, 8], [16, 8]], "regions": [], "globals": []}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "saxpy",
+        "instance_key": KEY,
+        "grid": [4, 1, 1],
+        "block": [256, 1, 1],
+        "shared_mem": 0,
+        "va_base": BASE,
+        "va_size": 1 << 40,
+        "args": args.hex(),
+        "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
+        "regions": [],
+        "globals": [],
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    counts = {"saxpy": {"seen": 3, "instances": {KEY: 3}, "recorded_time": {KEY: {"seconds": 3.5e-6, "cache": cache}}},
-              "relax": {"seen": 0, "graph_launches": 4}, "never": {"seen": 0}}  # fmt: skip
+    counts = {
+        "saxpy": {"seen": 3, "instances": {KEY: 3}, "recorded_time": {KEY: {"seconds": 3.5e-6, "cache": cache}}},
+        "relax": {"seen": 0, "graph_launches": 4},
+        "never": {"seen": 0},
+    }
     (raw / "counts-5.json").write_text(json.dumps({"format": "mneme-cuda-counts", "version": 1, "kernels": counts}))
     return raw, args
 

@@ -18,14 +18,32 @@ def _report(tmp_path, *checks: Path) -> subprocess.CompletedProcess:
     junit = tmp_path / "junit.xml"
     junit.write_text(JUNIT)
     args = [a for check in checks for a in ("--check", str(check))]
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu" / "report.py"), "--junit", str(junit),
-                           *args, "--out", str(tmp_path / "out")], capture_output=True, text=True)  # fmt: skip
+    return subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu" / "report.py"),
+            "--junit",
+            str(junit),
+            *args,
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_a_check_is_one_line_of_the_results_and_an_entry_of_their_json(tmp_path):
     check = tmp_path / "installed-record.json"
-    check.write_text(json.dumps({"check": "installed-record", "outcome": "passed",
-                                 "detail": "1 database(s), 3 instance(s) replayed verified"}))
+    check.write_text(
+        json.dumps(
+            {
+                "check": "installed-record",
+                "outcome": "passed",
+                "detail": "1 database(s), 3 instance(s) replayed verified",
+            }
+        )
+    )
     proc = _report(tmp_path, check)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = (tmp_path / "out" / "gpu-results.md").read_text()

@@ -46,8 +46,13 @@ def test_every_sweep_captures_on_the_host_and_its_space_has_30_to_80_points(tmp_
 
 
 def test_the_kernel_tuner_benchmark_plans_the_same_twelve_block_sizes_without_a_device():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu" / "bench_kernel_tuner.py"), "--dry-run"],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu" / "bench_kernel_tuner.py"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     import json
 

@@ -19,8 +19,11 @@ from skips import needs
 import hip_corpus as hc
 import kernel_corpus as kc
 
-pytestmark = [needs("clang++-19", "llvm-objcopy-19", "ld.lld-19"),
-              pytest.mark.skipif(not hc.available()[0], reason=hc.available()[1]), pytest.mark.slow]  # fmt: skip
+pytestmark = [
+    needs("clang++-19", "llvm-objcopy-19", "ld.lld-19"),
+    pytest.mark.skipif(not hc.available()[0], reason=hc.available()[1]),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture(scope="module")

@@ -28,8 +28,9 @@ def cuda_ir():
 
 
 @pytest.mark.parametrize("op,numpy_op", [("op_add", np.add), ("op_mul", np.multiply), ("op_div", np.divide)])
-def test_llama_cpp_broadcast_kernels_in_lockstep_match_thread_after_thread_and_numpy(cuda_ir, tmp_path, monkeypatch,
-                                                                                      op, numpy_op):  # fmt: skip
+def test_llama_cpp_broadcast_kernels_in_lockstep_match_thread_after_thread_and_numpy(
+    cuda_ir, tmp_path, monkeypatch, op, numpy_op
+):
     kernel = f"_ZL11k_bin_bcastIXadL_ZL6{op}ffEEfffEvPKT0_PKT1_PT2_iiiiiiiiiiiiii"
     rng = np.random.default_rng(5)
     src0 = rng.uniform(-2, 2, (NE2, NE1, NE0)).astype(np.float32)
@@ -40,8 +41,16 @@ def test_llama_cpp_broadcast_kernels_in_lockstep_match_thread_after_thread_and_n
     for width in ("16", "0"):
         monkeypatch.setenv(lanes.ENV, width)
         outputs: dict = {}
-        capture.capture(str(cuda_ir), kernel, (2, 3, 2), (64, 2, 1), [src0, src1, np.zeros_like(src0), *ints],
-                        tmp_path / width, backend="host", outputs=outputs)  # fmt: skip
+        capture.capture(
+            str(cuda_ir),
+            kernel,
+            (2, 3, 2),
+            (64, 2, 1),
+            [src0, src1, np.zeros_like(src0), *ints],
+            tmp_path / width,
+            backend="host",
+            outputs=outputs,
+        )
         results[width] = outputs[2]
     assert results["16"].tobytes() == results["0"].tobytes()
     np.testing.assert_array_equal(results["16"].reshape(src0.shape), numpy_op(src0, np.tile(src1, (1, 1, NE0 // NE10))))

@@ -47,7 +47,9 @@ def foreign_private_uses(path: Path, package: str) -> list[str]:
                 foreign.add(alias.asname or alias.name)
         elif isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.startswith("mneme") and not (alias.name == package or alias.name.startswith(package + ".")):
+                if alias.name.startswith("mneme") and not (
+                    alias.name == package or alias.name.startswith(package + ".")
+                ):
                     foreign.add(alias.asname or alias.name.split(".")[0])
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name):
@@ -57,21 +59,29 @@ def foreign_private_uses(path: Path, package: str) -> list[str]:
 
 
 def test_plugins_and_backends_use_no_private_name_of_another_package():
-    found = [use for folder, package in PACKAGES.items() for path in sorted(folder.rglob("*.py"))
-             for use in foreign_private_uses(path, package)]  # fmt: skip
+    found = [
+        use
+        for folder, package in PACKAGES.items()
+        for path in sorted(folder.rglob("*.py"))
+        for use in foreign_private_uses(path, package)
+    ]
     assert found == [], "make these names public in the package that owns them:\n" + "\n".join(found)
 
 
 def test_the_check_finds_a_private_name_taken_from_another_package(tmp_path):
     plugin = tmp_path / "plugin.py"
-    plugin.write_text("from mneme.core import ir\nfrom mneme.core.tuning.space import as_bool, _x\n"
-                      "from mneme.plugins.spaces import _own\nir._unquote('a')\nir.unquote('a')\n")  # fmt: skip
+    plugin.write_text(
+        "from mneme.core import ir\nfrom mneme.core.tuning.space import as_bool, _x\n"
+        "from mneme.plugins.spaces import _own\nir._unquote('a')\nir.unquote('a')\n"
+    )
     uses = [use.split(": ", 1)[1] for use in foreign_private_uses(plugin, "mneme.plugins")]
     assert uses == ["from mneme.core.tuning.space import _x", "ir._unquote"]
 
 
-@pytest.mark.skipif(shutil.which("lint-imports") is None and not Path(sys.executable).with_name("lint-imports").exists(),
-                    reason="import-linter not installed (pip install -e '.[test]')")
+@pytest.mark.skipif(
+    shutil.which("lint-imports") is None and not Path(sys.executable).with_name("lint-imports").exists(),
+    reason="import-linter not installed (pip install -e '.[test]')",
+)
 def test_import_contracts_hold():
     command = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
     proc = subprocess.run([command, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)

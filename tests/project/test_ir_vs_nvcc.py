@@ -17,8 +17,21 @@ pytestmark = pytest.mark.skipif(NVCC is None or shutil.which("clang-19") is None
 
 def test_each_kernel_gets_nvccs_and_the_ir_variants_counts_from_one_build(tmp_path):
     out = tmp_path / "rows.json"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ir_vs_nvcc.py"), "--sets", "corpus", "--units",
-                           "saxpy,math_funcs", "--json", str(out)], capture_output=True, text=True, timeout=900)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "ir_vs_nvcc.py"),
+            "--sets",
+            "corpus",
+            "--units",
+            "saxpy,math_funcs",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {r["kernel"]: r for r in json.loads(out.read_text())}
     saxpy = rows["saxpy"]

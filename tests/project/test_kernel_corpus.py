@@ -19,8 +19,11 @@ import kernel_corpus as kc
 from mneme import capture
 from mneme.plugins.check_commands import check
 
-pytestmark = [needs("nvcc", "clang++-19", "llvm-objcopy-19"),
-              pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1]), pytest.mark.slow]  # fmt: skip
+pytestmark = [
+    needs("nvcc", "clang++-19", "llvm-objcopy-19"),
+    pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1]),
+    pytest.mark.slow,
+]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,9 @@ def test_every_unit_nvcc_compiles_carries_ir(corpus):
     assert {b.unit.project for b in compiled} == {"llama.cpp", "pycuda"}
     # a unit of host code only (llama.cpp's set.cu calls the kernels cpy.cu defines) has no device code to embed
     with_kernels = [b for b in compiled if any(kernel_names(c) for c in iter_cubins(str(b.obj)))]
-    missing = [f"{b.unit.project}/{b.unit.name}: {b.messages.strip()[-300:]}" for b in with_kernels if not b.ir_embedded]
+    missing = [
+        f"{b.unit.project}/{b.unit.name}: {b.messages.strip()[-300:]}" for b in with_kernels if not b.ir_embedded
+    ]
     assert not missing, "\n".join(missing)
 
 
@@ -65,7 +70,9 @@ def test_every_kernel_nvcc_compiles_has_embedded_ir_under_nvccs_name(corpus):
         by_nvcc = {k for cubin in iter_cubins(str(b.obj)) for k in kernel_names(cubin)}
         with_ir = {k for entry in b.entries() for k in entry.kernels}
         if by_nvcc - with_ir:
-            missing.append(f"{b.unit.project}/{b.unit.name}: {sorted(by_nvcc - with_ir)[:5]} {b.messages.strip()[-300:]}")
+            missing.append(
+                f"{b.unit.project}/{b.unit.name}: {sorted(by_nvcc - with_ir)[:5]} {b.messages.strip()[-300:]}"
+            )
     assert not missing, "\n".join(missing)
 
 
@@ -123,20 +130,41 @@ def test_pycuda_kernels_match_numpy(corpus, tmp_path):
     np.testing.assert_array_equal(out[0].reshape(4, 4), a * 2)
 
     x, y = rng.uniform(-1, 1, 400).astype(np.float32), rng.uniform(-1, 1, 400).astype(np.float32)
-    out = _run(_unit(corpus, "pycuda", "examples_hello_gpu_9"), "multiply_them", 1, 400,
-               [np.zeros(400, np.float32), x, y], tmp_path, "multiply")  # fmt: skip
+    out = _run(
+        _unit(corpus, "pycuda", "examples_hello_gpu_9"),
+        "multiply_them",
+        1,
+        400,
+        [np.zeros(400, np.float32), x, y],
+        tmp_path,
+        "multiply",
+    )
     np.testing.assert_array_equal(out[0], x * y)
 
     r, g, b = (rng.uniform(0, 1, 256 * 256).astype(np.float32) for _ in range(3))
-    out = _run(_unit(corpus, "pycuda", "examples_from-wiki_simple_rgb2gray_15"), "rgb2gray", 256, 256,
-               [np.zeros(256 * 256, np.float32), r, g, b], tmp_path, "gray")  # fmt: skip
+    out = _run(
+        _unit(corpus, "pycuda", "examples_from-wiki_simple_rgb2gray_15"),
+        "rgb2gray",
+        256,
+        256,
+        [np.zeros(256 * 256, np.float32), r, g, b],
+        tmp_path,
+        "gray",
+    )
     expect = (0.299 * r.astype(np.float64) + 0.587 * g + 0.114 * b).astype(np.float32)
     np.testing.assert_allclose(out[0], expect, rtol=2.5e-7)  # double FMA contraction or not: one float ulp
 
     n = 32
     cells = (rng.uniform(0, 1, (n, n)) < 0.3).astype(np.int32)
-    out = _run(_unit(corpus, "pycuda", "examples_from-wiki_game_of_life_37"), "step", (2, 2), (16, 16),
-               [cells, np.zeros((n, n), np.int32)], tmp_path, "life")  # fmt: skip
+    out = _run(
+        _unit(corpus, "pycuda", "examples_from-wiki_game_of_life_37"),
+        "step",
+        (2, 2),
+        (16, 16),
+        [cells, np.zeros((n, n), np.int32)],
+        tmp_path,
+        "life",
+    )
     neighbours = sum(np.roll(np.roll(cells, dy, 0), dx, 1) for dy in (-1, 0, 1) for dx in (-1, 0, 1)) - cells
     expect = np.where(neighbours == 3, 1, np.where(neighbours == 2, cells, 0))
     np.testing.assert_array_equal(out[1].reshape(n, n), expect)
@@ -148,23 +176,51 @@ def test_llama_cpp_kernels_match_numpy(corpus, tmp_path):
     x = rng.uniform(-4, 4, n).astype(np.float32)
 
     clamp = _unit(corpus, "llama.cpp", "clamp")
-    out = _run(clamp, _kernel(clamp, "op_clamp_kernelIf"), 4, 256,
-               [x, np.zeros(n, np.float32), np.float32(-1.5), np.float32(2.0), n], tmp_path, "clamp")  # fmt: skip
+    out = _run(
+        clamp,
+        _kernel(clamp, "op_clamp_kernelIf"),
+        4,
+        256,
+        [x, np.zeros(n, np.float32), np.float32(-1.5), np.float32(2.0), n],
+        tmp_path,
+        "clamp",
+    )
     np.testing.assert_array_equal(out[1], np.clip(x, -1.5, 2.0))
 
     scale = _unit(corpus, "llama.cpp", "scale")
-    out = _run(scale, _kernel(scale, "scale_f32If"), 2, 128,
-               [x, np.zeros(n, np.float32), np.float32(0.25), np.float32(3.0), np.int64(n)], tmp_path, "scale")  # fmt: skip
+    out = _run(
+        scale,
+        _kernel(scale, "scale_f32If"),
+        2,
+        128,
+        [x, np.zeros(n, np.float32), np.float32(0.25), np.float32(3.0), np.int64(n)],
+        tmp_path,
+        "scale",
+    )
     np.testing.assert_allclose(out[1], np.float32(0.25) * x + np.float32(3.0), rtol=1e-6)  # FMA or not
 
     arange = _unit(corpus, "llama.cpp", "arange")
-    out = _run(arange, _kernel(arange, "arange_f32"), 4, 256, [np.zeros(n, np.float32), n, np.float32(-2.0),
-               np.float32(0.5)], tmp_path, "arange")  # fmt: skip
+    out = _run(
+        arange,
+        _kernel(arange, "arange_f32"),
+        4,
+        256,
+        [np.zeros(n, np.float32), n, np.float32(-2.0), np.float32(0.5)],
+        tmp_path,
+        "arange",
+    )
     np.testing.assert_allclose(out[0], np.float32(-2.0) + np.float32(0.5) * np.arange(n, dtype=np.float32), rtol=1e-6)
 
     softcap = _unit(corpus, "llama.cpp", "softcap")
-    out = _run(softcap, _kernel(softcap, "softcap_f32"), 4, 256,
-               [x, np.zeros(n, np.float32), np.float32(0.3), np.float32(5.0), n], tmp_path, "softcap")  # fmt: skip
+    out = _run(
+        softcap,
+        _kernel(softcap, "softcap_f32"),
+        4,
+        256,
+        [x, np.zeros(n, np.float32), np.float32(0.3), np.float32(5.0), n],
+        tmp_path,
+        "softcap",
+    )
     np.testing.assert_allclose(out[1], np.tanh(np.float32(0.3) * x) * 5.0, rtol=2e-6, atol=1e-6)
 
 
@@ -175,12 +231,42 @@ def test_llama_cpp_softmax_split_across_blocks_by_grid_syncs_matches_numpy(corpu
     rng = np.random.default_rng(13)
     rows, ncols, blocks = 2, 9000, 8
     x = rng.uniform(-6, 6, (rows, ncols)).astype(np.float32)
-    fields = [("nheads", "<i8"), ("n_head_log2", "<u4"), *[(f, "<i8") for f in ("ncols", "nrows_x", "nrows_y", "ne00",
-              "ne01", "ne02", "ne03", "nb11", "nb12", "nb13", "ne12", "ne13")], *[(f, "<f4") for f in
-              ("scale", "max_bias", "m0", "m1")]]  # fmt: skip
+    fields = [
+        ("nheads", "<i8"),
+        ("n_head_log2", "<u4"),
+        *[
+            (f, "<i8")
+            for f in (
+                "ncols",
+                "nrows_x",
+                "nrows_y",
+                "ne00",
+                "ne01",
+                "ne02",
+                "ne03",
+                "nb11",
+                "nb12",
+                "nb13",
+                "ne12",
+                "ne13",
+            )
+        ],
+        *[(f, "<f4") for f in ("scale", "max_bias", "m0", "m1")],
+    ]
     params = np.zeros((), np.dtype(fields, align=True))  # struct soft_max_params as nvcc lays it out
-    for name, value in (("nheads", 1), ("ncols", ncols), ("nrows_x", rows), ("nrows_y", rows), ("ne00", ncols),
-                        ("ne01", rows), ("ne02", 1), ("ne03", 1), ("scale", 1.0), ("m0", 1.0), ("m1", 1.0)):
+    for name, value in (
+        ("nheads", 1),
+        ("ncols", ncols),
+        ("nrows_x", rows),
+        ("nrows_y", rows),
+        ("ne00", ncols),
+        ("ne01", rows),
+        ("ne02", 1),
+        ("ne03", 1),
+        ("scale", 1.0),
+        ("m0", 1.0),
+        ("m1", 1.0),
+    ):
         params[name] = value
     args = [x, np.zeros_like(x), np.zeros(blocks, np.float32), np.zeros(blocks, np.float32), params.tobytes()]
     out = _run(softmax, _kernel(softmax, "soft_max_f32_parallelize_cols"), blocks, 256, args, tmp_path, "softmax")

@@ -16,8 +16,11 @@ import pytest
 from irbuild import cuda_available
 from skips import needs
 
-pytestmark = [needs("nvcc", "clang++-19", "llvm-objcopy-19"),
-              pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1]), pytest.mark.slow]  # fmt: skip
+pytestmark = [
+    needs("nvcc", "clang++-19", "llvm-objcopy-19"),
+    pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1]),
+    pytest.mark.slow,
+]
 
 APPS = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu" / "apps"
 
@@ -57,8 +60,18 @@ def test_every_kernel_in_the_llama_apps_machine_code_has_its_ir(app):
     with_ir = {k for entry in section.read_entries(app) for k in entry.kernels}
     # the operators the program runs: normalization, softmax (one block a row, and across the GPU), scale,
     # the unary functions, row gathers of float and quantized types, f32 -> f16 copies, rotary embedding
-    for kernel in ("norm_f32", "rms_norm_f32", "soft_max_f32I", "soft_max_f32_parallelize_cols", "scale_f32",
-                   "unary_op_kernel", "k_get_rows_float", "k_get_rowsI", "cpy_scalar", "rope_norm"):  # fmt: skip
+    for kernel in (
+        "norm_f32",
+        "rms_norm_f32",
+        "soft_max_f32I",
+        "soft_max_f32_parallelize_cols",
+        "scale_f32",
+        "unary_op_kernel",
+        "k_get_rows_float",
+        "k_get_rowsI",
+        "cpy_scalar",
+        "rope_norm",
+    ):
         assert any(kernel in name for name in machine_code), kernel
     assert machine_code and machine_code <= with_ir, sorted(machine_code - with_ir)[:5]
 

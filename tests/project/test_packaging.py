@@ -46,14 +46,23 @@ def test_every_backend_has_the_core_version_and_pins_the_core_to_it(pyproject):
 def test_nothing_looks_the_distribution_up_by_its_old_name():
     pattern = re.compile(r"""(version|distribution|metadata)\(\s*["']mneme["']\s*\)""")
     # (scripts/setup names the old distribution on purpose: it uninstalls a stale install of it.)
-    offenders = [path for path in _tracked(".") if path.endswith(".py")
-                 if (ROOT / path).is_file() and pattern.search((ROOT / path).read_text(errors="replace"))]
+    offenders = [
+        path
+        for path in _tracked(".")
+        if path.endswith(".py")
+        if (ROOT / path).is_file() and pattern.search((ROOT / path).read_text(errors="replace"))
+    ]
     assert offenders == []
 
 
 def test_the_core_wheel_ships_every_file_the_package_needs_at_run_time(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = tmp_path.glob("mneme_gpu-*-py3-none-any.whl")
     names = set(zipfile.ZipFile(wheel).namelist())

@@ -8,7 +8,7 @@ import sys
 
 from paths import TESTS as HERE
 
-TESTS = '''
+TESTS = """
 import pytest
 from skips import needs, needs_all
 
@@ -31,7 +31,7 @@ def test_f():
     pytest.importorskip("no_such_module_for_the_summary")
 
 def test_g(): pass
-'''
+"""
 
 
 def test_the_run_ends_with_one_line_counting_skips_per_missing_tool(tmp_path):
@@ -39,8 +39,14 @@ def test_the_run_ends_with_one_line_counting_skips_per_missing_tool(tmp_path):
     shutil.copy(HERE / "skips.py", tmp_path / "skips.py")
     (tmp_path / "test_tools.py").write_text(TESTS)
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    gpu: needs a GPU\n")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     # sh is on PATH, so only the missing compiler is named for test_b; the GPU test is counted apart.

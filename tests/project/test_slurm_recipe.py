@@ -33,14 +33,41 @@ def test_each_array_task_runs_tune_task_and_the_scripts_parse(script):
 
 
 def _three_tasks_share_one_study(tmp_path, storage):
-    db = mneme.capture(SAXPY_IR, "saxpy", 16, 256, [np.int32(N), np.float32(2.0), np.arange(N, dtype=np.float32),
-                                                     np.ones(N, dtype=np.float32)], tmp_path / "rec", backend="host")  # fmt: skip
-    env = {**os.environ, "MNEME": f"{sys.executable} -m mneme", "MNEME_RECORDING": str(db), "MNEME_STORAGE": storage,
-           "MNEME_STUDY": "array", "MNEME_TRIALS": "9", "MNEME_SPACE": "quick", "MNEME_SAMPLER": "random",
-           "MNEME_SEED": "5", "MNEME_BACKEND": "host", "MNEME_RESULTS": str(tmp_path / "results"),
-           "MNEME_TUNE_ARGS": "--iterations 1 --retime-top 1 --retime-repeats 1", "SLURM_ARRAY_JOB_ID": "77"}  # fmt: skip
-    tasks = [subprocess.Popen(["bash", str(TASK)], env={**env, "SLURM_ARRAY_TASK_ID": str(i)}, cwd=tmp_path,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(3)]  # fmt: skip
+    db = mneme.capture(
+        SAXPY_IR,
+        "saxpy",
+        16,
+        256,
+        [np.int32(N), np.float32(2.0), np.arange(N, dtype=np.float32), np.ones(N, dtype=np.float32)],
+        tmp_path / "rec",
+        backend="host",
+    )
+    env = {
+        **os.environ,
+        "MNEME": f"{sys.executable} -m mneme",
+        "MNEME_RECORDING": str(db),
+        "MNEME_STORAGE": storage,
+        "MNEME_STUDY": "array",
+        "MNEME_TRIALS": "9",
+        "MNEME_SPACE": "quick",
+        "MNEME_SAMPLER": "random",
+        "MNEME_SEED": "5",
+        "MNEME_BACKEND": "host",
+        "MNEME_RESULTS": str(tmp_path / "results"),
+        "MNEME_TUNE_ARGS": "--iterations 1 --retime-top 1 --retime-repeats 1",
+        "SLURM_ARRAY_JOB_ID": "77",
+    }
+    tasks = [
+        subprocess.Popen(
+            ["bash", str(TASK)],
+            env={**env, "SLURM_ARRAY_TASK_ID": str(i)},
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(3)
+    ]
     outputs = [task.communicate(timeout=400) for task in tasks]
     for task, (_, stderr) in zip(tasks, outputs):
         assert task.returncode == 0, stderr

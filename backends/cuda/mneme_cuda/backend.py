@@ -25,6 +25,7 @@ from mneme_cuda.properties import compute_capability, device_handle, device_name
 if TYPE_CHECKING:
     from mneme_cuda.device import CudaDevice
 
+
 class CudaBackend(Backend):
     """NVIDIA GPUs through the CUDA driver (`cuda-bindings`)."""
 
@@ -36,7 +37,9 @@ class CudaBackend(Backend):
     elf_machines = (190,)  # EM_CUDA: cubins
     environment = (
         EnvVar("MNEME_CUDA_RECORDER", "", "path of the CUDA recorder library to preload", "cuda"),
-        EnvVar("MNEME_CUDA_RESTORE_DECODE", "auto", "where LZ4 regions decode on restore: auto, device or host", "cuda"),
+        EnvVar(
+            "MNEME_CUDA_RESTORE_DECODE", "auto", "where LZ4 regions decode on restore: auto, device or host", "cuda"
+        ),
         EnvVar("MNEME_CUPTI_LIB", "", "path of libcupti (default: the CUDA toolkit's)", "cuda"),
         EnvVar("MNEME_CUPTI_DEBUG", "", "1: the CUPTI timer logs every record and lookup to stderr", "cuda"),
         EnvVar("MNEME_CODEGEN_JOBS", "", "processes of parallel code generation (default: the CPUs)", "cuda"),
@@ -73,7 +76,9 @@ class CudaBackend(Backend):
         # "resources": how the binary's resources are read (a cached build from an older reader is not reused)
         return {**super().toolchain(arch), "ptxas": codegen.ptxas_version(), "resources": "cubin-1"}
 
-    def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
+    def compile(
+        self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None
+    ) -> DeviceBinary:
         """Optimize and generate a cubin or PTX (LLVM's NVPTX back end, then nvJitLink or ptxas).
 
         `module` is optimized in place when it names `arch` already; IR written for another sm_XX is

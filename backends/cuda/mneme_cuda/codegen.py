@@ -37,8 +37,9 @@ EMITS = ("cubin", "ptx")
 _DEBUG_TARGET = re.compile(r"^(\.target\s+\w+), debug$", re.MULTILINE)
 
 
-def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, arch: str, *,
-            emit: str = "cubin") -> DeviceBinary:  # fmt: skip
+def codegen(
+    module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, arch: str, *, emit: str = "cubin"
+) -> DeviceBinary:
     """Generate code for an optimized NVPTX module. `emit`: "ptx" or "cubin".
 
     `config.codegen_opt` (0..3, else ValueError) is LLVM's codegen level; for cubin
@@ -63,7 +64,10 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
         ptx = tm.emit_assembly(module)
     # Line tables (Triton's IR carries them) make LLVM mark the target ", debug", which ptxas
     # refuses at any optimization level; the .loc lines alone give profilers their line info.
-    ptx = [raise_ptx_version(_DEBUG_TARGET.sub(r"\1", part), ptx_version) for part in ([ptx] if isinstance(ptx, str) else ptx)]
+    ptx = [
+        raise_ptx_version(_DEBUG_TARGET.sub(r"\1", part), ptx_version)
+        for part in ([ptx] if isinstance(ptx, str) else ptx)
+    ]
     times["codegen"] = time.perf_counter() - start
     if emit == "ptx":
         return DeviceBinary("cuda", arch, "ptx", kernel_name, ptx[0].encode(), Resources(), times)
@@ -80,15 +84,18 @@ def assemble(binary: DeviceBinary, config: ExperimentConfiguration, arch: str) -
     return _assembled([binary.data.decode()], binary.kernel_name, config, check_arch(arch), {})
 
 
-def _assembled(ptx: list[str], kernel_name: str, config: ExperimentConfiguration, arch: str,
-               times: dict[str, float]) -> DeviceBinary:  # fmt: skip
+def _assembled(
+    ptx: list[str], kernel_name: str, config: ExperimentConfiguration, arch: str, times: dict[str, float]
+) -> DeviceBinary:
     start = time.perf_counter()
     threads = 1
     if len(ptx) > 1:
         from mneme_cuda import parallel_codegen
 
         threads = parallel_codegen.codegen_jobs()
-    cubin, report, tool = assemble_ptx(ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name, threads=threads)
+    cubin, report, tool = assemble_ptx(
+        ptx[0] if len(ptx) == 1 else ptx, arch, config, name=kernel_name, threads=threads
+    )
     times = {**times, "assemble": time.perf_counter() - start}
     _check_register_floor(report, config, arch)
     resources = cubin_resources(cubin, kernel_name, report, tool)
@@ -103,16 +110,21 @@ def _check_register_floor(report: str, config: ExperimentConfiguration, arch: st
     """Refuse a `max_registers` below the architecture's minimum: the assembler silently raises it."""
     found = _REGISTER_FLOOR.search(report)
     if found and config.max_registers:
-        raise UsageError(f"max_registers={config.max_registers} is below {arch}'s minimum of {found.group(2)} "
-                         f"registers per thread (the PTX assembler would raise it to {found.group(2)}); "
-                         f"use --max-registers {found.group(2)} or more")  # fmt: skip
+        raise UsageError(
+            f"max_registers={config.max_registers} is below {arch}'s minimum of {found.group(2)} "
+            f"registers per thread (the PTX assembler would raise it to {found.group(2)}); "
+            f"use --max-registers {found.group(2)} or more"
+        )
 
 
 def _parallel_possible(module: llvm.ModuleRef, kernel_name: str) -> bool:
     """Parallel NVPTX code generation needs nvJitLink: it links the partitions."""
     if _nvjitlink() is None:
-        log.warning("codegen_method=parallel for kernel %r needs nvJitLink to link the partitions "
-                    "(pip install nvidia-nvjitlink cuda-bindings); generating it serially", kernel_name)  # fmt: skip
+        log.warning(
+            "codegen_method=parallel for kernel %r needs nvJitLink to link the partitions "
+            "(pip install nvidia-nvjitlink cuda-bindings); generating it serially",
+            kernel_name,
+        )
         return False
     return True
 
@@ -192,8 +204,14 @@ def nvjitlink_options(arch: str, config: ExperimentConfiguration, threads: int =
     return opts + [f"-split-compile={threads}"] if threads > 1 else opts
 
 
-def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfiguration, name: str = "kernel",
-                 assembler: str | None = None, threads: int = 1) -> tuple[bytes, str, str]:  # fmt: skip
+def assemble_ptx(
+    ptx: str | Sequence[str],
+    arch: str,
+    config: ExperimentConfiguration,
+    name: str = "kernel",
+    assembler: str | None = None,
+    threads: int = 1,
+) -> tuple[bytes, str, str]:
     """PTX -> cubin. Returns (cubin, the assembler's verbose report, "nvjitlink"|"ptxas").
 
     `assembler` forces "nvjitlink" or "ptxas"; by default nvJitLink when it loads, else ptxas.
@@ -205,8 +223,10 @@ def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfigur
     parts = [ptx] if isinstance(ptx, str) else list(ptx)
     nvjitlink = None if assembler == "ptxas" else _nvjitlink()
     if (assembler == "nvjitlink" or len(parts) > 1) and nvjitlink is None:
-        raise IRError(f"nvJitLink is not usable here (needed to {'link the PTX partitions of' if len(parts) > 1 else 'assemble'} "
-                      f"kernel {name!r}): pip install nvidia-nvjitlink cuda-bindings")  # fmt: skip
+        raise IRError(
+            f"nvJitLink is not usable here (needed to {'link the PTX partitions of' if len(parts) > 1 else 'assemble'} "
+            f"kernel {name!r}): pip install nvidia-nvjitlink cuda-bindings"
+        )
     if nvjitlink is not None:
         opts = nvjitlink_options(arch, config, threads)
         handle = nvjitlink.create(len(opts), opts)
@@ -222,8 +242,10 @@ def assemble_ptx(ptx: str | Sequence[str], arch: str, config: ExperimentConfigur
                 log_buf = bytearray(size)
                 nvjitlink.get_error_log(handle, log_buf)
                 log = log_buf.decode(errors="replace").strip()
-                raise IRError(f"nvJitLink could not assemble the PTX of kernel {name!r} for {arch}: "
-                              f"{log or exc}{_newer_isa_hint(log, 'nvjitlink')}") from exc  # fmt: skip
+                raise IRError(
+                    f"nvJitLink could not assemble the PTX of kernel {name!r} for {arch}: "
+                    f"{log or exc}{_newer_isa_hint(log, 'nvjitlink')}"
+                ) from exc
             cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
             nvjitlink.get_linked_cubin(handle, cubin)
             info = bytearray(nvjitlink.get_info_log_size(handle))
@@ -243,23 +265,31 @@ def _newer_isa_hint(log: str, assembler: str) -> str:
     if not found:
         return ""
     install = "pip install -U nvidia-nvjitlink" if assembler == "nvjitlink" else "install a newer CUDA toolkit"
-    return (f"\nThe IR was compiled for PTX ISA {found.group(1)} (its functions' +ptx feature, from the CUDA that "
-            f"clang saw), and this {assembler} reads up to {found.group(2)}: {install}, or rebuild the IR with a "
-            "clang that targets this toolkit.")
+    return (
+        f"\nThe IR was compiled for PTX ISA {found.group(1)} (its functions' +ptx feature, from the CUDA that "
+        f"clang saw), and this {assembler} reads up to {found.group(2)}: {install}, or rebuild the IR with a "
+        "clang that targets this toolkit."
+    )
 
 
 def _ptxas_subprocess(ptx: str, arch: str, config: ExperimentConfiguration, name: str) -> tuple[bytes, str]:
     ptxas = ptxas_path()
     if ptxas is None:
-        raise IRError("ptxas not found: install the CUDA toolkit and put its bin/ on PATH (or set CUDA_PATH), "
-                      "or install nvidia-nvjitlink and cuda-bindings")  # fmt: skip
+        raise IRError(
+            "ptxas not found: install the CUDA toolkit and put its bin/ on PATH (or set CUDA_PATH), "
+            "or install nvidia-nvjitlink and cuda-bindings"
+        )
     with tempfile.TemporaryDirectory(prefix="mneme-ptxas-") as tmp:
         src, out = Path(tmp, f"{name[:64]}.ptx"), Path(tmp, "out.cubin")
         src.write_text(ptx)
-        proc = subprocess.run([ptxas, *ptxas_options(arch, config), str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [ptxas, *ptxas_options(arch, config), str(src), "-o", str(out)], capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0:
-            raise IRError(f"ptxas could not assemble the PTX of kernel {name!r} for {arch}: {proc.stderr.strip()}"
-                          f"{_newer_isa_hint(proc.stderr, 'ptxas')}")  # fmt: skip
+            raise IRError(
+                f"ptxas could not assemble the PTX of kernel {name!r} for {arch}: {proc.stderr.strip()}"
+                f"{_newer_isa_hint(proc.stderr, 'ptxas')}"
+            )
         return out.read_bytes(), proc.stdout + proc.stderr
 
 

@@ -23,19 +23,49 @@ class CudaRecorder(Recorder):
     def options(self) -> list:
         from mneme_cuda import cupti
 
-        return [click.Option(["--timer"], type=click.Choice(cupti.TIMERS), default="auto", show_default=True,
-                             help="CUDA: how the launches timed inside the application are timed: cupti (the "
-                                  "kernel's own GPU timestamps), events (CUDA events on its stream), auto (cupti "
-                                  "where libcupti opens).")]  # fmt: skip
+        return [
+            click.Option(
+                ["--timer"],
+                type=click.Choice(cupti.TIMERS),
+                default="auto",
+                show_default=True,
+                help="CUDA: how the launches timed inside the application are timed: cupti (the "
+                "kernel's own GPU timestamps), events (CUDA events on its stream), auto (cupti "
+                "where libcupti opens).",
+            )
+        ]
 
-    def record(self, rdb: Path, command, ir_files, *, kernel, skip, max_recordings, record_ranks, epilogue_format,
-               compression, progress, timer: str = "auto") -> int:  # fmt: skip
+    def record(
+        self,
+        rdb: Path,
+        command,
+        ir_files,
+        *,
+        kernel,
+        skip,
+        max_recordings,
+        record_ranks,
+        epilogue_format,
+        compression,
+        progress,
+        timer: str = "auto",
+    ) -> int:
         """Run `command` under the CUDA recorder, then finalize (`mneme_cuda.recorder.main_record`)."""
         from mneme_cuda import recorder
 
-        return recorder.main_record(rdb, command, ir_files, kernel, skip, max_recordings, record_ranks=record_ranks,
-                                    epilogue_format=epilogue_format, progress=progress, compression=compression,
-                                    timer=timer)  # fmt: skip
+        return recorder.main_record(
+            rdb,
+            command,
+            ir_files,
+            kernel,
+            skip,
+            max_recordings,
+            record_ranks=record_ranks,
+            epilogue_format=epilogue_format,
+            progress=progress,
+            compression=compression,
+            timer=timer,
+        )
 
 
 @click.group("cuda")
@@ -43,8 +73,11 @@ def cuda_group() -> None:
     """The CUDA backend: device, driver and recorder status."""
 
 
-@cuda_group.command("info", epilog="Exit codes: 0 ok (also when no device is usable: the report says why); "
-                                   "1 internal error; 2 invalid options.")  # fmt: skip
+@cuda_group.command(
+    "info",
+    epilog="Exit codes: 0 ok (also when no device is usable: the report says why); "
+    "1 internal error; 2 invalid options.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def info_command(as_json: bool) -> None:
     """Show the CUDA device, driver, bindings and whether the recorder is built."""

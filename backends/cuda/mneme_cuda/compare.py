@@ -20,8 +20,13 @@ from mneme.core.backend import RegionDiff, compare_policy  # noqa: F401 - Region
 from mneme.core.errors import UnsupportedError
 
 FLOAT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
-KERNELS = {"bytes": "mneme_compare_bytes", "f16": "mneme_compare_f16", "bf16": "mneme_compare_bf16",
-           "f32": "mneme_compare_f32", "f64": "mneme_compare_f64"}
+KERNELS = {
+    "bytes": "mneme_compare_bytes",
+    "f16": "mneme_compare_f16",
+    "bf16": "mneme_compare_bf16",
+    "f32": "mneme_compare_f32",
+    "f64": "mneme_compare_f64",
+}
 COPY_KERNEL = "mneme_copy"  # the SM copy of `copy_through="sm"`, in the same PTX module
 OUT_WORDS = 10  # u64 per compared region (see compare.cu)
 BLOCK = 256
@@ -84,8 +89,16 @@ def _ratio(num: float, den: float) -> float:
     return 0.0 if num == 0 else math.inf
 
 
-def decide(request: CompareRequest, key: str, threshold: float, relative: bool, norm: str, words: np.ndarray,
-           tail_differs: int = 0, tail_first: int = -1) -> RegionDiff:
+def decide(
+    request: CompareRequest,
+    key: str,
+    threshold: float,
+    relative: bool,
+    norm: str,
+    words: np.ndarray,
+    tail_differs: int = 0,
+    tail_first: int = -1,
+) -> RegionDiff:
     """Turn one region's counters (and its exact tail, for float regions) into a RegionDiff."""
     elem = FLOAT_SIZES.get(key, 1)
     count, first = int(words[0]), int(words[1])
@@ -111,5 +124,16 @@ def decide(request: CompareRequest, key: str, threshold: float, relative: bool, 
         error = None
     ok = (count == 0) if error is None else (error <= threshold and nan_mismatch == 0)
     ok = ok and not tail_differs
-    return RegionDiff(request.actual, request.size, key, differing, first_offset, max_abs, max_rel, nan_mismatch,
-                      l2_abs, _ratio(l2_abs, l2_ref), ok)
+    return RegionDiff(
+        request.actual,
+        request.size,
+        key,
+        differing,
+        first_offset,
+        max_abs,
+        max_rel,
+        nan_mismatch,
+        l2_abs,
+        _ratio(l2_abs, l2_ref),
+        ok,
+    )

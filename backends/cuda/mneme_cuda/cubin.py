@@ -69,8 +69,10 @@ class Cubin:
         shentsize, shnum, shstrndx = struct.unpack_from("<HHH", d, 0x3A)
         raw = [struct.unpack_from("<IIQQQQIIQQ", d, shoff + i * shentsize) for i in range(shnum)]
         names = raw[shstrndx]
-        self.sections = [_Section(self._string(names[4], name), typ, off, size, link)
-                         for name, typ, _flags, _addr, off, size, link, _info, _align, _ent in raw]  # fmt: skip
+        self.sections = [
+            _Section(self._string(names[4], name), typ, off, size, link)
+            for name, typ, _flags, _addr, off, size, link, _info, _align, _ent in raw
+        ]
         self.symbols: dict[str, tuple[int, int, int]] = {}  # name -> (section index, value, size)
         self.symbol_names: list[str] = []
         for sec in self.sections:
@@ -192,5 +194,4 @@ def resources(cubin: bytes, kernel: str, report: str = "", assembler: str = "") 
     stores, loads = spills_from_report(report, kernel)
     tool, version = parsed.toolkit()
     tool = tool or assembler
-    return attrs.evolve(found, spill_stores=stores, spill_loads=loads,
-                        assembler=f"{tool} {version}".strip())  # fmt: skip
+    return attrs.evolve(found, spill_stores=stores, spill_loads=loads, assembler=f"{tool} {version}".strip())

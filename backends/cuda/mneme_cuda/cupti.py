@@ -86,10 +86,15 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
     if cc is None:
         raise MnemeError(f"cannot build the kernel timer {SOURCE}: no C compiler; install gcc or set CC")
     if include is None:
-        raise MnemeError(f"cannot build the kernel timer {SOURCE}: CUPTI's cupti.h is not in the CUDA toolkit "
-                         "(set CUDA_PATH, or CUPTI_INCLUDE to its folder)")  # fmt: skip
-    return LIBRARY.build(lambda sources, out: [*cc.split(), *FLAGS, f"-I{include}", f"-I{NATIVE}", "-o", out,
-                                               *sources, "-ldl"], out_dir, force)  # fmt: skip
+        raise MnemeError(
+            f"cannot build the kernel timer {SOURCE}: CUPTI's cupti.h is not in the CUDA toolkit "
+            "(set CUDA_PATH, or CUPTI_INCLUDE to its folder)"
+        )
+    return LIBRARY.build(
+        lambda sources, out: [*cc.split(), *FLAGS, f"-I{include}", f"-I{NATIVE}", "-o", out, *sources, "-ldl"],
+        out_dir,
+        force,
+    )
 
 
 class KernelTimer:
@@ -167,7 +172,9 @@ def _open_cupti(lib: ctypes.CDLL, _path: str) -> None:
 
 _U64P = ctypes.POINTER(ctypes.c_uint64)
 LOADER = NativeLoader(
-    "the kernel timer", _locate, {
+    "the kernel timer",
+    _locate,
+    {
         "mneme_cupti_open": (ctypes.c_int, [ctypes.c_char_p]),
         "mneme_cupti_why": (ctypes.c_char_p, []),
         "mneme_cupti_enable": (ctypes.c_int, [ctypes.c_int]),
@@ -178,9 +185,12 @@ LOADER = NativeLoader(
         "mneme_cupti_dropped": (ctypes.c_uint64, []),
         "mneme_cupti_take": (ctypes.c_size_t, [ctypes.c_uint64, ctypes.c_size_t, _U64P]),
         "mneme_cupti_seen": (None, [_U64P, _U64P]),
-    }, abi=Abi("mneme_cupti_abi", ABI), after_load=_open_cupti,
+    },
+    abi=Abi("mneme_cupti_abi", ABI),
+    after_load=_open_cupti,
     remedy="launches are timed with CUDA events meanwhile; for kernel timestamps set CUDA_PATH (or CUPTI_INCLUDE and "
-           "MNEME_CUPTI_LIB) to a toolkit with CUPTI and remove the file so Mneme rebuilds it")  # fmt: skip
+    "MNEME_CUPTI_LIB) to a toolkit with CUPTI and remove the file so Mneme rebuilds it",
+)
 
 
 def _load() -> tuple[KernelTimer | None, str]:

@@ -44,8 +44,17 @@ ALIGN = 16  # payloads start at multiples of this in a fill
 PLANE_ALIGN = 256  # byte planes start at multiples of this in the scratch
 
 # `Chunk` in lz4.cu: 40 bytes.
-CHUNK_DTYPE = np.dtype([("src", "<u8"), ("out", "<u8"), ("dst", "<u8"), ("src_len", "<u4"), ("raw_len", "<u4"),
-                        ("index", "<u4"), ("encoding", "<u4")])  # fmt: skip
+CHUNK_DTYPE = np.dtype(
+    [
+        ("src", "<u8"),
+        ("out", "<u8"),
+        ("dst", "<u8"),
+        ("src_len", "<u4"),
+        ("raw_len", "<u4"),
+        ("index", "<u4"),
+        ("encoding", "<u4"),
+    ]
+)
 assert CHUNK_DTYPE.itemsize == 40
 
 
@@ -112,8 +121,10 @@ class RegionPlan:
 
     @classmethod
     def of(cls, chunks) -> RegionPlan:
-        columns = np.array([(c.offset, c.length, c.encoding, c.payload_at, c.payload_size, c.payload_sum)
-                            for c in chunks], dtype=np.uint64).reshape(-1, 6)  # fmt: skip
+        columns = np.array(
+            [(c.offset, c.length, c.encoding, c.payload_at, c.payload_size, c.payload_sum) for c in chunks],
+            dtype=np.uint64,
+        ).reshape(-1, 6)
         return cls(list(chunks), *(columns[:, i].astype(np.int64 if i != 5 else np.uint64) for i in range(6)))
 
     def eligible(self) -> bool:
@@ -186,10 +197,11 @@ def table(region: RegionPlan, fill: Fill, device_slot: int, scratch: int, dst: i
 
 def raw_copies(region: RegionPlan, fill: Fill, slot: int, dst: int) -> list[tuple[int, int, int]]:
     """(device destination, host source, bytes) for the raw chunks of a fill in the host slot at `slot`."""
-    raw = np.flatnonzero(region.encoding[fill.start:fill.stop] == ENC_RAW)
+    raw = np.flatnonzero(region.encoding[fill.start : fill.stop] == ENC_RAW)
     pick = fill.start + raw
-    return list(zip((dst + region.offset[pick]).tolist(), (slot + fill.at[raw] + PREFIX).tolist(),
-                    region.length[pick].tolist()))  # fmt: skip
+    return list(
+        zip((dst + region.offset[pick]).tolist(), (slot + fill.at[raw] + PREFIX).tolist(), region.length[pick].tolist())
+    )
 
 
 def unshuffle_grid(region: RegionPlan, fill: Fill) -> tuple[int, int]:

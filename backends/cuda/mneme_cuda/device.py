@@ -43,8 +43,11 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
         try:
             check(cu.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
             total = int(check(cu.cuDeviceTotalMem(dev), "cuDeviceTotalMem"))
-            super().__init__(DeviceInfo("cuda", index, device_name(dev), f"sm_{major}{minor}",
-                                        format_version(probe().driver_version), total))
+            super().__init__(
+                DeviceInfo(
+                    "cuda", index, device_name(dev), f"sm_{major}{minor}", format_version(probe().driver_version), total
+                )
+            )
             self.granularity = allocation_granularity(index)
             self.sm_count = attribute(dev, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
             self.l2_bytes = attribute(dev, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
@@ -146,7 +149,6 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
         self._enter()
         self._sync("cuStreamSynchronize")
 
-
     # -- verification on the device ----------------------------------------------------------------
     def _compare_kernels(self) -> dict[str, Any]:
         if self._compare is None:
@@ -155,8 +157,10 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
                 module = check(cu.cuModuleLoadData(cmp.ptx() + b"\0"), "loading the compare kernels (compare.ptx)")
             except CudaError as exc:
                 raise MnemeError(f"{exc}; the driver could not JIT mneme_cuda/kernels/compare.ptx") from exc
-            functions = {key: check(cu.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction {name}")
-                         for key, name in {**cmp.KERNELS, "copy": cmp.COPY_KERNEL}.items()}
+            functions = {
+                key: check(cu.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction {name}")
+                for key, name in {**cmp.KERNELS, "copy": cmp.COPY_KERNEL}.items()
+            }
             self._compare = (module, functions)
         return self._compare[1]
 

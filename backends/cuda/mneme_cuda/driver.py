@@ -108,12 +108,17 @@ def fault(exc: CudaError, kernel: str) -> ExperimentError:
 
 _INT_P = ctypes.POINTER(ctypes.c_int)
 #: The driver through ctypes, for the probes that must not import cuda-bindings (`mneme plugins`).
-LIBCUDA = NativeLoader("the CUDA driver", lambda: "libcuda.so.1", {
-    "cuInit": (ctypes.c_int, [ctypes.c_uint]),
-    "cuGetErrorName": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]),
-    "cuDriverGetVersion": (ctypes.c_int, [_INT_P]),
-    "cuDeviceGetCount": (ctypes.c_int, [_INT_P]),
-}, remedy="install the NVIDIA driver")  # the version is judged after cuInit (_judge)
+LIBCUDA = NativeLoader(
+    "the CUDA driver",
+    lambda: "libcuda.so.1",
+    {
+        "cuInit": (ctypes.c_int, [ctypes.c_uint]),
+        "cuGetErrorName": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]),
+        "cuDriverGetVersion": (ctypes.c_int, [_INT_P]),
+        "cuDeviceGetCount": (ctypes.c_int, [_INT_P]),
+    },
+    remedy="install the NVIDIA driver",
+)  # the version is judged after cuInit (_judge)
 
 
 def _libcuda_present() -> str:
@@ -136,7 +141,7 @@ def probe() -> Probe:
     except BackendUnavailable as exc:
         return Probe(False, str(exc))
     try:
-        err, = cu.cuInit(0)
+        (err,) = cu.cuInit(0)
     except Exception as exc:  # the bindings' own loader failed (e.g. a driver too old for them)
         return Probe(False, f"cuda-bindings could not load the CUDA driver: {exc}")
     if err != cu.CUresult.CUDA_SUCCESS:
@@ -154,8 +159,12 @@ def _judge(count: int, version: int) -> Probe:
     if count == 0:
         return Probe(False, "no CUDA device", 0, version)
     if version < 13000:
-        return Probe(False, f"the CUDA driver supports CUDA {format_version(version)}; mneme-cuda needs a CUDA 13 "
-                            "driver", count, version)  # fmt: skip
+        return Probe(
+            False,
+            f"the CUDA driver supports CUDA {format_version(version)}; mneme-cuda needs a CUDA 13 driver",
+            count,
+            version,
+        )
     return Probe(True, "", count, version)
 
 

@@ -48,8 +48,12 @@ class LaunchGate:
             self.unavailable = "CUDA_LAUNCH_BLOCKING=1 (each launch would wait for its own held stream)"
             return
         try:
-            self.ptr = int(check(cu.cuMemHostAlloc(4, getattr(cu, "CU_MEMHOSTALLOC_DEVICEMAP", DEVICEMAP)),
-                                 "cuMemHostAlloc of the launch gate's mapped counter"))  # fmt: skip
+            self.ptr = int(
+                check(
+                    cu.cuMemHostAlloc(4, getattr(cu, "CU_MEMHOSTALLOC_DEVICEMAP", DEVICEMAP)),
+                    "cuMemHostAlloc of the launch gate's mapped counter",
+                )
+            )
             self.device_ptr = check(cu.cuMemHostGetDevicePointer(self.ptr, 0), "cuMemHostGetDevicePointer")
         except CudaError as exc:
             self.unavailable = str(exc)
@@ -109,8 +113,11 @@ class LaunchGate:
                 self.late += 1
                 if self.late >= 2:  # once may be a first launch's load; twice, the launches wait for their stream
                     self.unavailable = "launches waited for their own held stream (the backstop released them)"
-                log.warning("a timed launch waited for its own held stream; released after %.1f s (%s)", BACKSTOP_S,
-                            self.unavailable or "its time includes the wait")  # fmt: skip
+                log.warning(
+                    "a timed launch waited for its own held stream; released after %.1f s (%s)",
+                    BACKSTOP_S,
+                    self.unavailable or "its time includes the wait",
+                )
 
     def close(self) -> None:
         """Free the counter; the caller has synchronized every stream that waited on it."""

@@ -17,8 +17,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-JIT_CACHE_MODES = {"": None, "ca": "CU_JIT_CACHE_OPTION_CA", "cg": "CU_JIT_CACHE_OPTION_CG",
-                   "cs": "CU_JIT_CACHE_OPTION_NONE", "lu": "CU_JIT_CACHE_OPTION_NONE", "cv": "CU_JIT_CACHE_OPTION_NONE"}
+JIT_CACHE_MODES = {
+    "": None,
+    "ca": "CU_JIT_CACHE_OPTION_CA",
+    "cg": "CU_JIT_CACHE_OPTION_CG",
+    "cs": "CU_JIT_CACHE_OPTION_NONE",
+    "lu": "CU_JIT_CACHE_OPTION_NONE",
+    "cv": "CU_JIT_CACHE_OPTION_NONE",
+}
 
 # Launch errors that say this geometry cannot launch the recorded way (cooperatively, with clusters):
 # the configuration is invalid, as one with too many threads is; another geometry may launch.
@@ -116,7 +122,6 @@ class CudaKernel(LoadedKernel):
         )
 
 
-
 class DeviceKernels:
     """`CudaDevice`'s kernel loading, device globals and launches (a mixin: it uses the device's stream and context)."""
 
@@ -134,15 +139,19 @@ class DeviceKernels:
         options, values = self._jit_options(binary, config)
         try:
             if options:
-                module = check(cu.cuModuleLoadDataEx(data, len(options), options, values),
-                               f"loading {binary.kind} of kernel {binary.kernel_name!r}")
+                module = check(
+                    cu.cuModuleLoadDataEx(data, len(options), options, values),
+                    f"loading {binary.kind} of kernel {binary.kernel_name!r}",
+                )
             else:
                 module = check(cu.cuModuleLoadData(data), f"loading {binary.kind} of kernel {binary.kernel_name!r}")
         except CudaError as exc:
             raise ExperimentError(str(exc), kind="load") from exc
         try:
-            function = check(cu.cuModuleGetFunction(module, binary.kernel_name.encode()),
-                             f"finding kernel {binary.kernel_name!r} in its module")
+            function = check(
+                cu.cuModuleGetFunction(module, binary.kernel_name.encode()),
+                f"finding kernel {binary.kernel_name!r} in its module",
+            )
         except CudaError as exc:
             cu.cuModuleUnload(module)
             raise ExperimentError(str(exc), kind="load") from exc
@@ -198,9 +207,12 @@ class DeviceKernels:
     def _launch_async(self, kernel: CudaKernel, grid, block, shared_mem: int, args: bytes, keep: list) -> None:
         cu = driver()
         if shared_mem > kernel._max_dynamic_shared:
-            check(cu.cuFuncSetAttribute(kernel.function,
-                                        cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                        shared_mem), "allowing more dynamic shared memory")
+            check(
+                cu.cuFuncSetAttribute(
+                    kernel.function, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem
+                ),
+                "allowing more dynamic shared memory",
+            )
             kernel._max_dynamic_shared = shared_mem
         extra = 0
         args = kernel.packed_args(bytes(args))
@@ -215,11 +227,29 @@ class DeviceKernels:
         what = f"launching kernel {kernel.binary.kernel_name!r} with grid {grid} block {block}"
         try:
             if how.names:  # as the application launched it: cooperatively, with clusters
-                check(cu.cuLaunchKernelEx(self._launch_config(how, grid, block, shared_mem, keep), kernel.function,
-                                          None, extra), f"{what} {how.describe()}")  # fmt: skip
+                check(
+                    cu.cuLaunchKernelEx(
+                        self._launch_config(how, grid, block, shared_mem, keep), kernel.function, None, extra
+                    ),
+                    f"{what} {how.describe()}",
+                )
             else:
-                check(cu.cuLaunchKernel(kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                        shared_mem, self.stream, None, extra), what)  # fmt: skip
+                check(
+                    cu.cuLaunchKernel(
+                        kernel.function,
+                        grid.x,
+                        grid.y,
+                        grid.z,
+                        block.x,
+                        block.y,
+                        block.z,
+                        shared_mem,
+                        self.stream,
+                        None,
+                        extra,
+                    ),
+                    what,
+                )
             kernel.launched = True
         except CudaError as exc:
             if exc.sticky:
@@ -263,12 +293,13 @@ class DeviceKernels:
             self._sync(f"kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
 
 
-
 def launch(function, grid: tuple[int, int, int], block: tuple[int, int, int], args: bytes, stream, keep: list) -> None:
     """Launch with the arguments packed in one buffer (CU_LAUNCH_PARAM_BUFFER_POINTER); `keep` holds it alive."""
     buffer = ctypes.create_string_buffer(args, len(args))
     size = ctypes.c_size_t(len(args))
     table = (ctypes.c_void_p * 5)(1, ctypes.addressof(buffer), 2, ctypes.addressof(size), 0)
     keep.extend((buffer, size, table))
-    check(driver().cuLaunchKernel(function, *grid, *block, 0, stream, None, ctypes.addressof(table)),
-          f"launching {function}")
+    check(
+        driver().cuLaunchKernel(function, *grid, *block, 0, stream, None, ctypes.addressof(table)),
+        f"launching {function}",
+    )

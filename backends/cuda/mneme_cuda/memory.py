@@ -194,7 +194,10 @@ class Reservation:
         cu = driver()
         for start in self._starts:
             length, handle = self._chunks[start]
-            for result, what in ((cu.cuMemUnmap(start, length), "cuMemUnmap"), (cu.cuMemRelease(handle), "cuMemRelease")):
+            for result, what in (
+                (cu.cuMemUnmap(start, length), "cuMemUnmap"),
+                (cu.cuMemRelease(handle), "cuMemRelease"),
+            ):
                 if result[0] != cu.CUresult.CUDA_SUCCESS:
                     log.warning("%s at %#x failed: %s", what, start, result[0])
         self._starts.clear()
@@ -237,7 +240,11 @@ def _allocation_prop(device_ordinal: int):
 def allocation_granularity(device_ordinal: int) -> int:
     cu = driver()
     option = cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
-    return int(check(cu.cuMemGetAllocationGranularity(_allocation_prop(device_ordinal), option), "cuMemGetAllocationGranularity"))
+    return int(
+        check(
+            cu.cuMemGetAllocationGranularity(_allocation_prop(device_ordinal), option), "cuMemGetAllocationGranularity"
+        )
+    )
 
 
 def host_address(data) -> tuple[int, np.ndarray]:
@@ -248,8 +255,9 @@ def host_address(data) -> tuple[int, np.ndarray]:
     return int(array.ctypes.data), array
 
 
-def restore_plan(size: int, chunk_size: int, stage_bytes: int,
-                 min_piece: int = 1 << 20) -> list[tuple[int, int, list[tuple[int, int]]]]:
+def restore_plan(
+    size: int, chunk_size: int, stage_bytes: int, min_piece: int = 1 << 20
+) -> list[tuple[int, int, list[tuple[int, int]]]]:
     """How to stream a snapshot region of `size` bytes through staging buffers of `stage_bytes`.
 
     Returns one (offset, length, pieces) per staging buffer fill, in order; `pieces` are
@@ -271,8 +279,9 @@ def restore_plan(size: int, chunk_size: int, stage_bytes: int,
     return plan
 
 
-def decode_pieces(snapshot: Any, addr: int, offset: int, out: np.ndarray, pieces: list[tuple[int, int]],
-                  pool: Executor | None = None) -> None:
+def decode_pieces(
+    snapshot: Any, addr: int, offset: int, out: np.ndarray, pieces: list[tuple[int, int]], pool: Executor | None = None
+) -> None:
     """Decode `pieces` (see `restore_plan`) of the region at `addr`, from `offset` in it, into `out`.
 
     With a `pool`, pieces decode on its threads at once (preadv, zstd and numpy drop the GIL).
@@ -280,10 +289,12 @@ def decode_pieces(snapshot: Any, addr: int, offset: int, out: np.ndarray, pieces
     """
     if pool is None or len(pieces) == 1:
         for start, length in pieces:
-            snapshot.read_range_into(addr, offset + start, out[start:start + length])
+            snapshot.read_range_into(addr, offset + start, out[start : start + length])
         return
-    futures = [pool.submit(snapshot.read_range_into, addr, offset + start, out[start:start + length])
-               for start, length in pieces]
+    futures = [
+        pool.submit(snapshot.read_range_into, addr, offset + start, out[start : start + length])
+        for start, length in pieces
+    ]
     try:
         for future in futures:
             future.result()

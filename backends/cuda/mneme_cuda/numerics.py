@@ -21,8 +21,11 @@ from mneme.core import ir
 
 # An f32 operation flushing denormals: `.ftz` on arithmetic that is not an approximation. libdevice's own
 # expansions (powf, expf, ...) use `rcp.approx.ftz`/`ex2.approx.ftz` whatever -ftz says, so those tell nothing.
-_FTZ_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt|min|max|neg|abs|rcp|setp|selp|cvt)(?![.\w]*\.approx\b)"
-                     r"[.\w]*\.ftz\b", re.M)
+_FTZ_OP = re.compile(
+    r"^\s*(?:add|sub|mul|fma|div|sqrt|min|max|neg|abs|rcp|setp|selp|cvt)(?![.\w]*\.approx\b)"
+    r"[.\w]*\.ftz\b",
+    re.M,
+)
 _F32_OP = re.compile(r"^\s*(?:add|sub|mul|fma|div|sqrt)[.\w]*\.f32\b", re.M)
 
 
@@ -42,12 +45,26 @@ class FpBehaviour:
         """Read from PTX text; None where it holds no f32 arithmetic to read it from."""
         if not _F32_OP.search(text):
             return None
-        div = ("approx" if re.search(r"\bdiv\.approx\.", text) else "full" if re.search(r"\bdiv\.full\.", text)
-               else "rn" if re.search(r"\b(?:div|rcp)\.rn(?:\.ftz)?\.f32\b", text) else None)  # fmt: skip
-        sqrt = ("approx" if re.search(r"\bsqrt\.approx\.", text)
-                else "rn" if re.search(r"\bsqrt\.rn(?:\.ftz)?\.f32\b", text) else None)  # fmt: skip
-        no_fma = (re.search(r"\b(?:mul|add|sub)\.rn(?:\.ftz)?\.f32\b", text) is not None
-                  and re.search(r"\bfma\.rn(?:\.ftz)?\.f32\b", text) is None)  # fmt: skip
+        div = (
+            "approx"
+            if re.search(r"\bdiv\.approx\.", text)
+            else "full"
+            if re.search(r"\bdiv\.full\.", text)
+            else "rn"
+            if re.search(r"\b(?:div|rcp)\.rn(?:\.ftz)?\.f32\b", text)
+            else None
+        )
+        sqrt = (
+            "approx"
+            if re.search(r"\bsqrt\.approx\.", text)
+            else "rn"
+            if re.search(r"\bsqrt\.rn(?:\.ftz)?\.f32\b", text)
+            else None
+        )
+        no_fma = (
+            re.search(r"\b(?:mul|add|sub)\.rn(?:\.ftz)?\.f32\b", text) is not None
+            and re.search(r"\bfma\.rn(?:\.ftz)?\.f32\b", text) is None
+        )
         return cls(ftz=_FTZ_OP.search(text) is not None, div=div, sqrt=sqrt, fmad=not no_fma)
 
     @property
@@ -61,11 +78,15 @@ class FpBehaviour:
 
 
 _FDIV = re.compile(r"^(\s*)(%[-\w.$]+) = fdiv((?: \w+)*) float (%[-\w.$]+|[-\w.+]+), (%[-\w.$]+|[-\w.+]+)(.*)$")
-_SQRT_CALL = re.compile(r"^(\s*)(%[-\w.$]+) = (?:tail |notail |musttail )?call(?: \w+)* float "
-                        r"@llvm\.(?:sqrt\.f32|nvvm\.sqrt(?:\.(?:rn|rz|rm|rp|approx))?(?:\.ftz)?\.f)"
-                        r"\(float(?: \w+)* ([^)]+)\)(.*)$")  # fmt: skip
-_FMULADD = re.compile(r"^(\s*)(%[-\w.$]+) = (?:tail |notail )?call((?: \w+)*) float @llvm\.fmuladd\.f32\("
-                      r"float(?: \w+)* ([^,]+), float(?: \w+)* ([^,]+), float(?: \w+)* ([^)]+)\)(.*)$")  # fmt: skip
+_SQRT_CALL = re.compile(
+    r"^(\s*)(%[-\w.$]+) = (?:tail |notail |musttail )?call(?: \w+)* float "
+    r"@llvm\.(?:sqrt\.f32|nvvm\.sqrt(?:\.(?:rn|rz|rm|rp|approx))?(?:\.ftz)?\.f)"
+    r"\(float(?: \w+)* ([^)]+)\)(.*)$"
+)
+_FMULADD = re.compile(
+    r"^(\s*)(%[-\w.$]+) = (?:tail |notail )?call((?: \w+)*) float @llvm\.fmuladd\.f32\("
+    r"float(?: \w+)* ([^,]+), float(?: \w+)* ([^,]+), float(?: \w+)* ([^)]+)\)(.*)$"
+)
 _CONTRACT = re.compile(r"(= (?:fadd|fsub|fmul|fneg|call)(?: (?:nnan|ninf|nsz|arcp|afn|reassoc|fast))*) contract\b")
 
 
@@ -81,13 +102,17 @@ def apply(text: str, fp: FpBehaviour) -> str:
         m = _FDIV.match(line)
         if m and fp.div is not None and (fp.div != "rn" or re.search(r"\b(?:arcp|afn|fast)\b", m.group(3))):
             indent, result, _flags, a, b, rest = m.groups()
-            line = (f'{indent}{result} = call float asm "div.{fp.div}{ftz}.f32 $0, $1, $2;", "=f,f,f"'
-                    f"(float {a}, float {b}){_trailing(rest)}")  # fmt: skip
+            line = (
+                f'{indent}{result} = call float asm "div.{fp.div}{ftz}.f32 $0, $1, $2;", "=f,f,f"'
+                f"(float {a}, float {b}){_trailing(rest)}"
+            )
         elif fp.sqrt is not None and (m := _SQRT_CALL.match(line)):
             # Always: clang's libdevice path takes sqrt.approx unless told __CUDA_PREC_SQRT, nvcc's sqrt.rn.
             indent, result, operand, rest = m.groups()
-            line = (f'{indent}{result} = call float asm "sqrt.{fp.sqrt}{ftz}.f32 $0, $1;", "=f,f"(float {operand})'
-                    f"{_trailing(rest)}")  # fmt: skip
+            line = (
+                f'{indent}{result} = call float asm "sqrt.{fp.sqrt}{ftz}.f32 $0, $1;", "=f,f"(float {operand})'
+                f"{_trailing(rest)}"
+            )
         elif not fp.fmad and (m := _FMULADD.match(line)):
             indent, result, _flags, a, b, c, rest = m.groups()
             line = f"{indent}{result}.mul = fmul float {a}, {b}\n{indent}{result} = fadd float {result}.mul, {c}"
@@ -107,15 +132,18 @@ def _reflect_ftz(text: str) -> str:
     """Set the module flag `nvvm-reflect-ftz` (what __nvvm_reflect("__CUDA_FTZ") answers) to 1."""
     flag = re.search(r'^(![\d]+) = !\{i32 \d+, !"nvvm-reflect-ftz", i32 \d+\}$', text, re.M)
     if flag:
-        return text[: flag.start()] + f'{flag.group(1)} = !{{i32 4, !"nvvm-reflect-ftz", i32 1}}' + text[flag.end():]
+        return text[: flag.start()] + f'{flag.group(1)} = !{{i32 4, !"nvvm-reflect-ftz", i32 1}}' + text[flag.end() :]
     ids = [int(n) for n in re.findall(r"^!(\d+) = ", text, re.M)]
     new_id = max(ids, default=-1) + 1
     node = f'!{new_id} = !{{i32 4, !"nvvm-reflect-ftz", i32 1}}'
     flags = re.search(r"^!llvm\.module\.flags = !\{(.*)\}$", text, re.M)
     if flags:
         listed = flags.group(1).strip()
-        text = (text[: flags.start()] + f"!llvm.module.flags = !{{{listed + ', ' if listed else ''}!{new_id}}}"
-                + text[flags.end():])  # fmt: skip
+        text = (
+            text[: flags.start()]
+            + f"!llvm.module.flags = !{{{listed + ', ' if listed else ''}!{new_id}}}"
+            + text[flags.end() :]
+        )
     else:
         text += f"\n!llvm.module.flags = !{{!{new_id}}}"
     return text + f"\n{node}\n"

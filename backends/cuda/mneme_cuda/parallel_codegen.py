@@ -85,10 +85,14 @@ def partitions(module: llvm.ModuleRef, kernel_name: str, jobs: int, text: str | 
     return [p for p in parts if p]
 
 
-_LINKAGE = re.compile(r"^(define|declare)((?:\s+(?:private|internal|available_externally|linkonce|linkonce_odr|weak|"
-                      r"weak_odr|common|appending|extern_weak|external))*)\s")
-_NOT_ON_DECLARATIONS = re.compile(r'\s+(?:comdat(?:\(\$[^)]*\))?|section\s+"[^"]*"|personality\s+[^#!{]*|'
-                                  r'prefix\s+[^#!{]*|prologue\s+[^#!{]*|!\w+\s+!\d+)')  # fmt: skip
+_LINKAGE = re.compile(
+    r"^(define|declare)((?:\s+(?:private|internal|available_externally|linkonce|linkonce_odr|weak|"
+    r"weak_odr|common|appending|extern_weak|external))*)\s"
+)
+_NOT_ON_DECLARATIONS = re.compile(
+    r'\s+(?:comdat(?:\(\$[^)]*\))?|section\s+"[^"]*"|personality\s+[^#!{]*|'
+    r"prefix\s+[^#!{]*|prologue\s+[^#!{]*|!\w+\s+!\d+)"
+)
 
 
 def partition_text(text: str, spans: list[tuple[str, int, int, int]], keep: set[str], kernel_part: bool) -> str:
@@ -150,8 +154,11 @@ class Worker:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.proc = subprocess.Popen([sys.executable, "-c", "from mneme_cuda.parallel_codegen import serve; serve()"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from mneme_cuda.parallel_codegen import serve; serve()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
 
     def emit(self, text: str, arch: str, opt: int) -> str:
         with self.lock:
@@ -200,7 +207,9 @@ def _stop_workers() -> None:
         worker.close()
 
 
-def emit_partitions(module: llvm.ModuleRef, kernel_name: str, arch: str, opt: int, jobs: int | None = None) -> list[str]:
+def emit_partitions(
+    module: llvm.ModuleRef, kernel_name: str, arch: str, opt: int, jobs: int | None = None
+) -> list[str]:
     """The PTX of each partition of `module` (an optimized, verified NVPTX module), kernel's first.
 
     One element when the module is too small to split; then it is the serial PTX.
@@ -223,11 +232,15 @@ def emit_partitions(module: llvm.ModuleRef, kernel_name: str, arch: str, opt: in
             ptxs = [_emit(texts[0], arch, opt, drop_globals=False)]  # the kernel's partition here, meanwhile
             ptxs += [f.result() for f in futures]
         except _WorkerDied as exc:
-            raise IRError(f"a code generation worker for kernel {kernel_name!r} died ({exc}); "
-                          "compile it with codegen_method=serial") from exc  # fmt: skip
+            raise IRError(
+                f"a code generation worker for kernel {kernel_name!r} died ({exc}); "
+                "compile it with codegen_method=serial"
+            ) from exc
         except IRError as exc:
             raise IRError(f"parallel code generation of kernel {kernel_name!r} failed: {exc}") from exc
-    log.debug("emitted %s in %d partitions of %s functions", kernel_name, len(parts), "/".join(str(len(p)) for p in parts))
+    log.debug(
+        "emitted %s in %d partitions of %s functions", kernel_name, len(parts), "/".join(str(len(p)) for p in parts)
+    )
     return link_ready(ptxs)
 
 

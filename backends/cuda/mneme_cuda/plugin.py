@@ -8,26 +8,66 @@ from mneme.core.plugins import Described
 
 # ptxas / nvJitLink / driver-JIT options; tuned by the built-in spaces' `ptxas` feature, on by default on CUDA.
 KNOBS = [
-    Knob("ptxas_opt", "int", 3, "assemble", "ptxas optimization level.", low=0, high=3, search="range",
-         feature="ptxas", backends=("cuda",), schema1=True),
-    Knob("max_registers", "int", 0, "assemble", "Register cap for ptxas (0: none).", low=0, high=255,
-         search=(0, 32, 64, 128, 255), feature="ptxas", backends=("cuda",), schema1=True),
-    Knob("cache_mode", "str", "", "assemble", "ptxas default load cache ('' leaves ptxas's).",
-         choices=("", "ca", "cg", "cs", "lu", "cv"), search=("", "ca", "cg"), feature="ptxas", backends=("cuda",), schema1=True),
+    Knob(
+        "ptxas_opt",
+        "int",
+        3,
+        "assemble",
+        "ptxas optimization level.",
+        low=0,
+        high=3,
+        search="range",
+        feature="ptxas",
+        backends=("cuda",),
+        schema1=True,
+    ),
+    Knob(
+        "max_registers",
+        "int",
+        0,
+        "assemble",
+        "Register cap for ptxas (0: none).",
+        low=0,
+        high=255,
+        search=(0, 32, 64, 128, 255),
+        feature="ptxas",
+        backends=("cuda",),
+        schema1=True,
+    ),
+    Knob(
+        "cache_mode",
+        "str",
+        "",
+        "assemble",
+        "ptxas default load cache ('' leaves ptxas's).",
+        choices=("", "ca", "cg", "cs", "lu", "cv"),
+        search=("", "ca", "cg"),
+        feature="ptxas",
+        backends=("cuda",),
+        schema1=True,
+    ),
 ]
 
 
 @hookimpl
 def mneme_backends():
     # Described: `mneme plugins` asks the driver through ctypes, importing neither the backend nor cuda-bindings.
-    return [Described("cuda", "mneme_cuda.backend:CudaBackend", availability="mneme_cuda.driver:listing_availability",
-                      priority=30)]
+    return [
+        Described(
+            "cuda", "mneme_cuda.backend:CudaBackend", availability="mneme_cuda.driver:listing_availability", priority=30
+        )
+    ]
 
 
 @hookimpl
 def mneme_recorders():
-    return [Described("cuda", "mneme_cuda.commands:CudaRecorder",
-                      description="records launches of programs that use the CUDA runtime or driver API")]
+    return [
+        Described(
+            "cuda",
+            "mneme_cuda.commands:CudaRecorder",
+            description="records launches of programs that use the CUDA runtime or driver API",
+        )
+    ]
 
 
 @hookimpl

@@ -16,12 +16,16 @@ def device_handle(index: int):
 
 def attribute(dev, name: str) -> int:
     cu = driver()
-    return int(check(cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, name), dev), f"cuDeviceGetAttribute {name}"))
+    return int(
+        check(cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, name), dev), f"cuDeviceGetAttribute {name}")
+    )
 
 
 def compute_capability(dev) -> tuple[int, int]:
-    return (attribute(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
-            attribute(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"))
+    return (
+        attribute(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
+        attribute(dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"),
+    )
 
 
 def device_name(dev) -> str:

@@ -43,9 +43,28 @@ from mneme.core.recorder.rawdir import COMPRESSIONS, EPILOGUE_FORMATS, RawFormat
 from mneme.instrument.fatbin import FATBIN_MAGIC, kernel_image
 from mneme_cuda import cupti, libraries, numerics  # noqa: F401 - libraries declares the checkout's .gpu/lib
 
-__all__ = ["COMPRESSIONS", "EPILOGUE_FORMATS", "FATBIN_MAGIC", "FORMAT", "ProgressPoller", "ProgressState",
-           "build", "environment", "finalize", "in_application", "kernel_image", "launches", "library_path",
-           "loaded_elf_files", "main_record", "occurrences", "region_policies", "run", "status", "watch"]  # fmt: skip
+__all__ = [
+    "COMPRESSIONS",
+    "EPILOGUE_FORMATS",
+    "FATBIN_MAGIC",
+    "FORMAT",
+    "ProgressPoller",
+    "ProgressState",
+    "build",
+    "environment",
+    "finalize",
+    "in_application",
+    "kernel_image",
+    "launches",
+    "library_path",
+    "loaded_elf_files",
+    "main_record",
+    "occurrences",
+    "region_policies",
+    "run",
+    "status",
+    "watch",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +72,13 @@ SOURCE = Path(__file__).resolve().parents[1] / "recorder" / "mneme_recorder.cpp"
 PARTS = sorted((SOURCE.parent / "parts").glob("*.h"))
 # Every file the library is built from: compiled sources, then the headers they include (the name's hash).
 SOURCES = (SOURCE, SNAPSHOT_SOURCES / "snapshot_writer.cpp", PRELOAD_COMPAT)
-HEADERS = (*PARTS, *sorted(RECORDER_SOURCES.glob("*.h")), SNAPSHOT_SOURCES / "snapshot_writer.h", cupti.HEADER,
-           SOURCE.parent / "exports.map")
+HEADERS = (
+    *PARTS,
+    *sorted(RECORDER_SOURCES.glob("*.h")),
+    SNAPSHOT_SOURCES / "snapshot_writer.h",
+    cupti.HEADER,
+    SOURCE.parent / "exports.map",
+)
 LIBRARY = "libmneme_cuda_recorder.so"  # the package build's copy (CMake); the others carry their hash
 DEFAULT_VA_BASE = 0x153940000000
 GRANULARITY = 2 << 20
@@ -67,9 +91,17 @@ EXPORTS = SOURCE.parent / "exports.map"  # the interposers and the recorder's AP
 LINK = (*PRELOAD_LINK, f"-Wl,--version-script={EXPORTS}")
 
 #: The files this recorder writes, for the core's finalize.
-FORMAT = RawFormat(backend="cuda", manifest="mneme-cuda-raw", counts="mneme-cuda-counts", granularity=GRANULARITY,
-                   default_arch="sm_90", kernel_image=kernel_image, kernel_timer="cupti", graphs="CUDA graphs",
-                   ir_numerics=numerics.ir_numerics)  # fmt: skip
+FORMAT = RawFormat(
+    backend="cuda",
+    manifest="mneme-cuda-raw",
+    counts="mneme-cuda-counts",
+    granularity=GRANULARITY,
+    default_arch="sm_90",
+    kernel_image=kernel_image,
+    kernel_timer="cupti",
+    graphs="CUDA graphs",
+    ir_numerics=numerics.ir_numerics,
+)
 
 
 def cuda_include() -> Path | None:
@@ -96,9 +128,16 @@ def packaged_library() -> Path | None:
 
 # Named by the flags without the map's path (its content is hashed as a header): a build prepared in one
 # checkout is found by the same name in a copy of it elsewhere (scripts/gpu-suite).
-NATIVE = NativeLibrary("mneme_cuda_recorder", "the CUDA recorder", SOURCES, HEADERS,
-                       (*FLAGS, *PRELOAD_LINK, "-Wl,--version-script=exports.map"), cache="cuda-recorder",
-                       env="MNEME_CUDA_RECORDER", packaged=lambda: packaged_library())  # fmt: skip
+NATIVE = NativeLibrary(
+    "mneme_cuda_recorder",
+    "the CUDA recorder",
+    SOURCES,
+    HEADERS,
+    (*FLAGS, *PRELOAD_LINK, "-Wl,--version-script=exports.map"),
+    cache="cuda-recorder",
+    env="MNEME_CUDA_RECORDER",
+    packaged=lambda: packaged_library(),
+)
 
 
 def library_name() -> str:
@@ -119,27 +158,35 @@ def library_path() -> Path | None:
 
 def status() -> tuple[bool, str]:
     """Whether the recorder is built or can be, and what to do otherwise."""
-    return NATIVE.status("mneme-cuda", [
-        (compiler, "no C++ compiler (install g++ or clang++)"),
-        (cuda_include, "CUDA toolkit headers (cuda.h) not found; install the toolkit or set CUDA_PATH"),
-        (xxhash_include, "xxhash.h not found; install libxxhash-dev (or set XXHASH_INCLUDE)"),
-    ], "mneme cuda build-recorder")  # fmt: skip
+    return NATIVE.status(
+        "mneme-cuda",
+        [
+            (compiler, "no C++ compiler (install g++ or clang++)"),
+            (cuda_include, "CUDA toolkit headers (cuda.h) not found; install the toolkit or set CUDA_PATH"),
+            (xxhash_include, "xxhash.h not found; install libxxhash-dev (or set XXHASH_INCLUDE)"),
+        ],
+        "mneme cuda build-recorder",
+    )
 
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:
     """Compile the recorder into `out_dir` (default: the build cache) and return the library's path."""
     cxx, include = compiler(), cuda_include()
     if not NATIVE.available():
-        raise MnemeError(f"cannot build the CUDA recorder: {SOURCE} is missing; install mneme-cuda from a "
-                         "source checkout (pip install -e backends/cuda)")  # fmt: skip
+        raise MnemeError(
+            f"cannot build the CUDA recorder: {SOURCE} is missing; install mneme-cuda from a "
+            "source checkout (pip install -e backends/cuda)"
+        )
     if cxx is None:
         raise MnemeError("cannot build the CUDA recorder: no C++ compiler found (install g++ or set CXX)")
     if include is None:
         raise MnemeError("cannot build the CUDA recorder: cuda.h not found; install the CUDA toolkit or set CUDA_PATH")
     xxh = xxhash_include()
     if xxh is None:
-        raise MnemeError("cannot build the CUDA recorder: xxhash.h not found; install libxxhash-dev "
-                         "(or set XXHASH_INCLUDE to its folder)")  # fmt: skip
+        raise MnemeError(
+            "cannot build the CUDA recorder: xxhash.h not found; install libxxhash-dev "
+            "(or set XXHASH_INCLUDE to its folder)"
+        )
     flags = [*FLAGS, f"-I{include}", f"-I{xxh}", f"-I{RECORDER_SOURCES}", f"-I{SNAPSHOT_SOURCES}"]
     cupti_include = cupti.headers()
     if cupti_include is not None:  # the kernel timer; without it the recorder times with events
@@ -149,11 +196,19 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
     return NATIVE.build(lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, *LINK], out_dir, force)
 
 
-def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
-                va_base: int = DEFAULT_VA_BASE, library: Path | None = None,
-                record_ranks: str | None = None, epilogue_format: str = "diff",
-                timed_launches: int | None = None, compression: str = "lz4",
-                timer: str = "auto") -> dict[str, str]:  # fmt: skip
+def environment(
+    raw_dir: Path,
+    kernel: str | None = None,
+    skip: int = 0,
+    max_recordings: int = 4,
+    va_base: int = DEFAULT_VA_BASE,
+    library: Path | None = None,
+    record_ranks: str | None = None,
+    epilogue_format: str = "diff",
+    timed_launches: int | None = None,
+    compression: str = "lz4",
+    timer: str = "auto",
+) -> dict[str, str]:
     """The environment that runs a command under the recorder.
 
     `timed_launches`: how many launches of each recorded instance after the recorded one are
@@ -165,8 +220,17 @@ def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_rec
     epilogue region (see `finalize`). `compression`: "lz4", "zstd" or "none" (COMPRESSIONS).
     """
     check_timer(timer, cupti.TIMERS, "cuda")
-    env = preload.environment(library or library_path() or build(), raw_dir, kernel, skip, max_recordings, va_base, record_ranks,
-                              epilogue_format, compression)  # fmt: skip
+    env = preload.environment(
+        library or library_path() or build(),
+        raw_dir,
+        kernel,
+        skip,
+        max_recordings,
+        va_base,
+        record_ranks,
+        epilogue_format,
+        compression,
+    )
     env["MNEME_RECORD_TIMER"] = timer
     found = cupti.cupti_library() if timer != "events" and "MNEME_CUPTI_LIB" not in env else None
     if found is not None:
@@ -207,24 +271,50 @@ def in_application(raw_dir: Path):
 loaded_elf_files = _finalize.loaded_elf_files
 
 
-def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "",
-             epilogue_format: str = "diff", compression: str = "lz4") -> list[Path]:  # fmt: skip
+def finalize(
+    raw_dir: Path,
+    out: Path,
+    ir_files: Sequence[Path] = (),
+    arch: str = "",
+    epilogue_format: str = "diff",
+    compression: str = "lz4",
+) -> list[Path]:
     """Write one recording database per recorded kernel into `out` (`mneme.core.recorder.finalize.finalize`)."""
     return _finalize.finalize(FORMAT, raw_dir, out, ir_files, arch, epilogue_format, compression)
 
 
-def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path], kernel: str | None = None,
-                skip: int = 0, max_recordings: int = 4, library: Path | None = None,
-                record_ranks: str | None = None, epilogue_format: str = "diff",
-                progress: bool | None = None, compression: str = "lz4", timer: str = "auto") -> int:  # fmt: skip
+def main_record(
+    rdb: Path,
+    command: Sequence[str],
+    ir_files: Sequence[Path],
+    kernel: str | None = None,
+    skip: int = 0,
+    max_recordings: int = 4,
+    library: Path | None = None,
+    record_ranks: str | None = None,
+    epilogue_format: str = "diff",
+    progress: bool | None = None,
+    compression: str = "lz4",
+    timer: str = "auto",
+) -> int:
     """`mneme record`: run, then finalize; returns the application's exit code."""
     if epilogue_format not in EPILOGUE_FORMATS:
         raise UsageError(f"unknown epilogue format {epilogue_format!r}; use one of {', '.join(EPILOGUE_FORMATS)}")
     check_compression(compression)
     raw = Path(rdb) / "raw"
-    code = run(command, raw, progress=progress, kernel=kernel, skip=skip, max_recordings=max_recordings,
-               library=library, record_ranks=record_ranks, epilogue_format=epilogue_format,
-               compression=compression, timer=timer)  # fmt: skip
+    code = run(
+        command,
+        raw,
+        progress=progress,
+        kernel=kernel,
+        skip=skip,
+        max_recordings=max_recordings,
+        library=library,
+        record_ranks=record_ranks,
+        epilogue_format=epilogue_format,
+        compression=compression,
+        timer=timer,
+    )
     arch = ""
     try:
         from mneme_cuda.backend import CudaBackend

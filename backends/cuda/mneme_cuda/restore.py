@@ -121,7 +121,7 @@ class DeviceMemory:
         pool = self._threads()
         parts = HOST_THREADS
         step = align_up(-(-n // parts), 4096)
-        futures = [pool.submit(np.copyto, dst[o:o + step], src[o:o + step]) for o in range(0, n, step)]
+        futures = [pool.submit(np.copyto, dst[o : o + step], src[o : o + step]) for o in range(0, n, step)]
         for future in futures:
             future.result()
 
@@ -148,7 +148,7 @@ class DeviceMemory:
                 continue
             stages, events = self._staging()
             for start in range(0, size, STAGE_BYTES):
-                piece = array[start:start + STAGE_BYTES]
+                piece = array[start : start + STAGE_BYTES]
                 stage, event = stages[turn], events[turn]
                 check(cu.cuEventSynchronize(event), "waiting for a staging buffer")
                 self._host_copy(stage.array, piece)
@@ -216,7 +216,9 @@ class DeviceMemory:
         for offset, length, pieces in plan:
             check(cu.cuEventSynchronize(events[turn]), "waiting for a staging buffer")
             self._decode_into(snapshot, addr, offset, stages[turn].array, pieces)
-            check(cu.cuMemcpyHtoDAsync(dst + offset, stages[turn].ptr, length, self.stream), f"copy to {dst + offset:#x}")
+            check(
+                cu.cuMemcpyHtoDAsync(dst + offset, stages[turn].ptr, length, self.stream), f"copy to {dst + offset:#x}"
+            )
             check(cu.cuEventRecord(events[turn], self.stream), "cuEventRecord")
             turn ^= 1
         self._sync(f"restoring region {addr:#x} of {getattr(snapshot, 'path', 'a snapshot')}")
@@ -225,9 +227,13 @@ class DeviceMemory:
     @staticmethod
     def _native_fills(info, addr: int, dst: int) -> list[tuple[int, int, int, int]]:
         """The native restore's fills (region address, destination, offset, length) of one region."""
-        return [(addr, dst, offset, length) for offset, length, _ in restore_plan(info.size, info.chunk_size, RESTORE_FILL)]
+        return [
+            (addr, dst, offset, length) for offset, length, _ in restore_plan(info.size, info.chunk_size, RESTORE_FILL)
+        ]
 
-    def _restore_native(self, decoder: NativeDecoder, snapshot: Snapshot, items: list[tuple[int, int, int, int]]) -> int:
+    def _restore_native(
+        self, decoder: NativeDecoder, snapshot: Snapshot, items: list[tuple[int, int, int, int]]
+    ) -> int:
         """Restore fills (region address, destination, offset, length) through the native reader, in one pipeline."""
         if not items:
             return 0
@@ -264,8 +270,9 @@ class DeviceMemory:
         if chosen == "host":
             return None
         region = snapshot.chunk_index(addr)
-        if chosen == "auto" and (region.info.chunk_size > devdecode.AUTO_MAX_CHUNK
-                                 or region.info.size < devdecode.AUTO_MIN_REGION):  # fmt: skip
+        if chosen == "auto" and (
+            region.info.chunk_size > devdecode.AUTO_MAX_CHUNK or region.info.size < devdecode.AUTO_MIN_REGION
+        ):
             return None
         cached = self._region_plans.get(id(region))
         if cached is None or cached[0] is not region:
@@ -285,8 +292,9 @@ class DeviceMemory:
                 return None
         return region, plan
 
-    def _restore_on_device(self, decoder: NativeDecoder, snapshot: Snapshot, addr: int, dst: int, region,
-                           plan: devdecode.RegionPlan) -> str:
+    def _restore_on_device(
+        self, decoder: NativeDecoder, snapshot: Snapshot, addr: int, dst: int, region, plan: devdecode.RegionPlan
+    ) -> str:
         """Restore an LZ4 region by decoding on the device: C threads read and check the stored payloads into
         the four staging slots, a copy stream moves each fill to one of two device slots (and raw chunks to their
         place), and a kernel stream per device slot decodes it, so reading, copying and decoding overlap, and
@@ -302,7 +310,7 @@ class DeviceMemory:
             slot = k % len(slots)
             check(cu.cuEventSynchronize(dd.copied[slot]), "waiting for a staging buffer")
             rows = devdecode.reader_table(plan, fill, slots[slot], ENTRY_DTYPE, STORED)
-            return decoder.submit_stored(snapshot, region, region.chunks[fill.start:fill.stop], rows), slot, k, fill
+            return decoder.submit_stored(snapshot, region, region.chunks[fill.start : fill.stop], rows), slot, k, fill
 
         def send(started: tuple) -> None:
             read, slot, k, fill = started
@@ -337,9 +345,14 @@ class DeviceMemory:
         its error); if it decodes there, the device decoder is wrong, and the region restores on the host."""
         chunk = region.chunks[first]
         snapshot.decode_chunk(region, chunk, memoryview(bytearray(chunk.length)))
-        log.error("the device LZ4 decoder failed on %d chunk(s) of region %#x of %s (first: %s), which the host "
-                  "reader decodes; restoring the region on the host. Please report this with the snapshot",
-                  failed, addr, snapshot.path, chunk.block)  # fmt: skip
+        log.error(
+            "the device LZ4 decoder failed on %d chunk(s) of region %#x of %s (first: %s), which the host "
+            "reader decodes; restoring the region on the host. Please report this with the snapshot",
+            failed,
+            addr,
+            snapshot.path,
+            chunk.block,
+        )
         self._restore_native(self._native(), snapshot, self._native_fills(region.info, addr, dst))
 
     def _restore_slots(self) -> list[int]:
@@ -347,8 +360,9 @@ class DeviceMemory:
         stages, _ = self._staging()
         return [stage.ptr + half for stage in stages for half in range(0, STAGE_BYTES - RESTORE_FILL + 1, RESTORE_FILL)]
 
-    def _decode_into(self, snapshot: Any, addr: int, offset: int, stage: np.ndarray,
-                     pieces: list[tuple[int, int]]) -> None:
+    def _decode_into(
+        self, snapshot: Any, addr: int, offset: int, stage: np.ndarray, pieces: list[tuple[int, int]]
+    ) -> None:
         decoder = self._native() if isinstance(snapshot, Snapshot) else None  # the native reader needs its chunk index
         if decoder is not None:
             decoder.decode_to(snapshot, addr, offset, int(stage.ctypes.data), sum(n for _, n in pieces))
@@ -370,7 +384,9 @@ class DeviceMemory:
     def read_into(self, addr: int, out: bytearray | memoryview | np.ndarray) -> None:
         """Copy device bytes at `addr` into a writable host buffer of the size to read."""
         cu = self._enter()
-        target = np.frombuffer(out, dtype=np.uint8) if not isinstance(out, np.ndarray) else out.reshape(-1).view(np.uint8)
+        target = (
+            np.frombuffer(out, dtype=np.uint8) if not isinstance(out, np.ndarray) else out.reshape(-1).view(np.uint8)
+        )
         size = target.nbytes
         ptr = int(target.ctypes.data)
         if any(p.contains(ptr, size) for p in self._pinned):
@@ -383,7 +399,7 @@ class DeviceMemory:
         def drain(entry: tuple[int, int, int]) -> None:
             turn_, off, length = entry
             check(cu.cuEventSynchronize(events[turn_]), f"device-to-host copy from {addr + off:#x}")
-            self._host_copy(target[off:off + length], stages[turn_].array[:length])
+            self._host_copy(target[off : off + length], stages[turn_].array[:length])
 
         turn = 0
         for off in range(0, size, STAGE_BYTES):
@@ -432,7 +448,6 @@ class DeviceMemory:
         check(cu.cuMemsetD8Async(addr, value, size, self.stream), f"memset of {size} bytes at {addr:#x}")
 
 
-
 def overlapped(items, ahead: int, start: Callable, finish: Callable) -> None:
     """start(k, item) each item in order, finish(what start returned) for the oldest whenever `ahead` are started and
     unfinished, then for the rest. The first element of what start returns is a native read (`Decode`): on error,
@@ -468,10 +483,12 @@ class DeviceDecode:
                 self.module = check(cu.cuModuleLoadData(devdecode.ptx() + b"\0"), "loading kernels/lz4.ptx")
             except CudaError as exc:
                 raise MnemeError(f"{exc}; the driver could not JIT mneme_cuda/kernels/lz4.ptx") from exc
-            self.decode_fn = check(cu.cuModuleGetFunction(self.module, devdecode.DECODE_KERNEL.encode()),
-                                   "cuModuleGetFunction")  # fmt: skip
-            self.unshuffle_fn = check(cu.cuModuleGetFunction(self.module, devdecode.UNSHUFFLE_KERNEL.encode()),
-                                      "cuModuleGetFunction")  # fmt: skip
+            self.decode_fn = check(
+                cu.cuModuleGetFunction(self.module, devdecode.DECODE_KERNEL.encode()), "cuModuleGetFunction"
+            )
+            self.unshuffle_fn = check(
+                cu.cuModuleGetFunction(self.module, devdecode.UNSHUFFLE_KERNEL.encode()), "cuModuleGetFunction"
+            )
             flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
             self.streams = [check(cu.cuStreamCreate(flags), "cuStreamCreate") for _ in range(DECODE_SLOTS + 1)]
             self.copy = self.streams.pop()
@@ -495,12 +512,24 @@ class DeviceDecode:
         """Decode the fill's LZ4 chunks (table at device address `table`), then unshuffle its byte planes."""
         count = len(fill.lz4)
         blocks = -(-count // devdecode.WARPS_PER_BLOCK)
-        launch(self.decode_fn, (blocks, 1, 1), (32 * devdecode.WARPS_PER_BLOCK, 1, 1),
-               devdecode.pack_decode_args(table, count, self.counters.addr), stream, keep)  # fmt: skip
+        launch(
+            self.decode_fn,
+            (blocks, 1, 1),
+            (32 * devdecode.WARPS_PER_BLOCK, 1, 1),
+            devdecode.pack_decode_args(table, count, self.counters.addr),
+            stream,
+            keep,
+        )
         per_row, rows = devdecode.unshuffle_grid(plan, fill)
         if rows:
-            launch(self.unshuffle_fn, (per_row, rows, 1), (devdecode.UNSHUFFLE_BLOCK, 1, 1),
-                   devdecode.pack_unshuffle_args(table), stream, keep)  # fmt: skip
+            launch(
+                self.unshuffle_fn,
+                (per_row, rows, 1),
+                (devdecode.UNSHUFFLE_BLOCK, 1, 1),
+                devdecode.pack_unshuffle_args(table),
+                stream,
+                keep,
+            )
 
     def synchronize(self, what: str) -> None:
         device = self.device

@@ -43,8 +43,9 @@ def check_arch(arch: str | None) -> str:
     if not arch or not claims(arch):
         raise UsageError(f"NVPTX needs an architecture like sm_90, not {arch!r}")
     if not llvm_cpus.recognized(TRIPLE, arch):
-        raise UsageError(f"unknown architecture {arch!r}: this LLVM's NVPTX target does not know it; "
-                         f"give one it does, like sm_90")
+        raise UsageError(
+            f"unknown architecture {arch!r}: this LLVM's NVPTX target does not know it; give one it does, like sm_90"
+        )
     return arch
 
 
@@ -67,8 +68,9 @@ def required_ptx(module: llvm.ModuleRef, targets: list[tuple[str, list[str]]] | 
     `targets`: the module's `ir.function_targets`, where the caller has read them already.
     """
     targets = ir.function_targets(module) if targets is None else targets
-    return max((int(m.group(1)) for _, features in targets for f in features
-                if (m := _PTX_FEATURE.fullmatch(f))), default=0)  # fmt: skip
+    return max(
+        (int(m.group(1)) for _, features in targets for f in features if (m := _PTX_FEATURE.fullmatch(f))), default=0
+    )
 
 
 def retarget(module: llvm.ModuleRef, arch: str, targets: list[tuple[str, list[str]]] | None = None) -> llvm.ModuleRef:
@@ -81,11 +83,17 @@ def retarget(module: llvm.ModuleRef, arch: str, targets: list[tuple[str, list[st
     another architecture; otherwise a new one (the PTX ISA version kept).
     """
     targets = ir.function_targets(module) if targets is None else targets
-    if all(cpu in ("", arch) and all(f == "+" + arch for f in features if _SM_FEATURE.fullmatch(f))
-           for cpu, features in targets):  # fmt: skip
+    if all(
+        cpu in ("", arch) and all(f == "+" + arch for f in features if _SM_FEATURE.fullmatch(f))
+        for cpu, features in targets
+    ):
         return module
-    return ir.retarget_functions(module, arch, lambda features: [f for f in features if not _SM_FEATURE.fullmatch(f)]
-                                 + ["+" + arch], f"module {module.name!r} retargeted to {arch}")  # fmt: skip
+    return ir.retarget_functions(
+        module,
+        arch,
+        lambda features: [f for f in features if not _SM_FEATURE.fullmatch(f)] + ["+" + arch],
+        f"module {module.name!r} retargeted to {arch}",
+    )
 
 
 def raise_ptx_version(ptx: str, version: int) -> str:

@@ -56,13 +56,25 @@ class DeviceTiming:
             self._enter()
             self._gate = LaunchGate()
             if self._gate.unavailable:
-                log.warning("timing launches without the gate (%s): a small kernel's time includes its submission",
-                            self._gate.unavailable)  # fmt: skip
+                log.warning(
+                    "timing launches without the gate (%s): a small kernel's time includes its submission",
+                    self._gate.unavailable,
+                )
         return self._gate
 
-    def time(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes, iterations: int,
-             before_each: Callable[[], None] | None = None, cache: str = "flushed", gate: bool = True,
-             timer: str = "auto") -> list[float]:  # fmt: skip
+    def time(
+        self,
+        kernel: LoadedKernel,
+        grid,
+        block,
+        shared_mem: int,
+        args: bytes,
+        iterations: int,
+        before_each: Callable[[], None] | None = None,
+        cache: str = "flushed",
+        gate: bool = True,
+        timer: str = "auto",
+    ) -> list[float]:
         """Seconds per run, after `before_each`: by the kernel's own timestamps, or CUDA events around it.
 
         `cache` is the L2's state at each timed run (`CACHE_STATES`): "flushed" evicts it and waits for that,
@@ -80,8 +92,9 @@ class DeviceTiming:
         cu = self._enter()
         ktimer = self._kernel_timer(timer)
         if ktimer is not None:
-            times = self._time_by_records(ktimer, kernel, grid, block, shared_mem, args, iterations, before_each,
-                                          cache, timer)  # fmt: skip
+            times = self._time_by_records(
+                ktimer, kernel, grid, block, shared_mem, args, iterations, before_each, cache, timer
+            )
             if times is not None:
                 self.timer_used = "cupti"
                 return times
@@ -100,11 +113,14 @@ class DeviceTiming:
                 if held is not None:
                     held.release(ticket)
         self._sync(f"timed runs of kernel {kernel.binary.kernel_name!r}", kernel.binary.kernel_name)
-        return [float(check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime")) / 1e3
-                for i in range(iterations)]
+        return [
+            float(check(cu.cuEventElapsedTime(events[2 * i], events[2 * i + 1]), "cuEventElapsedTime")) / 1e3
+            for i in range(iterations)
+        ]
 
-    def _before_timed_run(self, kernel: CudaKernel, grid, block, shared_mem: int, args: bytes, before_each,
-                          cache: str, keep: list) -> None:  # fmt: skip
+    def _before_timed_run(
+        self, kernel: CudaKernel, grid, block, shared_mem: int, args: bytes, before_each, cache: str, keep: list
+    ) -> None:
         """Restore (`before_each`) and bring the L2 to `cache`'s state for the next timed run."""
         if before_each is not None:
             before_each()
@@ -130,8 +146,10 @@ class DeviceTiming:
         if timer == "auto" and os.environ.get("CUDA_INJECTION64_PATH"):  # as the recorder: a tool may own CUPTI
             if not self._warned_timer:
                 self._warned_timer = True
-                log.warning("timing with CUDA events: a CUDA injection library (CUDA_INJECTION64_PATH) may own "
-                            "CUPTI's activity buffers; --timer cupti uses them anyway")  # fmt: skip
+                log.warning(
+                    "timing with CUDA events: a CUDA injection library (CUDA_INJECTION64_PATH) may own "
+                    "CUPTI's activity buffers; --timer cupti uses them anyway"
+                )
             return None
         ktimer, why = cupti.kernel_timer()
         if ktimer is not None:
@@ -147,9 +165,19 @@ class DeviceTiming:
                 log.warning("timing with CUDA events, not kernel timestamps: %s", why)
         return ktimer
 
-    def _time_by_records(self, ktimer: cupti.KernelTimer, kernel: LoadedKernel, grid, block, shared_mem: int,
-                         args: bytes, iterations: int, before_each, cache: str,
-                         timer: str) -> list[float] | None:  # fmt: skip
+    def _time_by_records(
+        self,
+        ktimer: cupti.KernelTimer,
+        kernel: LoadedKernel,
+        grid,
+        block,
+        shared_mem: int,
+        args: bytes,
+        iterations: int,
+        before_each,
+        cache: str,
+        timer: str,
+    ) -> list[float] | None:
         """`time` by CUPTI's kernel records; None when a run's record did not come and `timer` is "auto"
         (the caller uses events); with "cupti", that is an error."""
         first = ktimer.ids(iterations)
@@ -170,8 +198,10 @@ class DeviceTiming:
         missing = sum(t is None for t in times)
         if missing:
             kernels, ids = ktimer.seen()
-            what = (f"CUPTI delivered {iterations - missing} of {iterations} kernel records (so far {kernels} kernel "
-                    f"and {ids} correlation records, {ktimer.dropped()} dropped for want of buffer space)")
+            what = (
+                f"CUPTI delivered {iterations - missing} of {iterations} kernel records (so far {kernels} kernel "
+                f"and {ids} correlation records, {ktimer.dropped()} dropped for want of buffer space)"
+            )
             if timer == "cupti":
                 raise MnemeError(f"{what}; use --timer events (or auto, which falls back to events)")
             log.warning("%s; timing these runs with CUDA events", what)

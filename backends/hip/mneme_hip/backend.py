@@ -22,9 +22,11 @@ class HipBackend(Backend):
     default_triple = codegen.TRIPLE
     kernel_marks = ("amdgpu_kernel", "@llvm.amdgcn.")
     elf_machines = (224,)  # EM_AMDGPU: code objects (hsaco)
-    environment = (EnvVar("MNEME_LLD", "ld.lld-19", "ld.lld used to link AMDGPU code objects", "hip"),
-                   EnvVar("MNEME_HIP_RECORDER", "", "path of the HIP recorder library to preload", "hip"),
-                   EnvVar("MNEME_ROCPROFILER_SDK_LIB", "", "librocprofiler-sdk for the kernel timer", "hip"))
+    environment = (
+        EnvVar("MNEME_LLD", "ld.lld-19", "ld.lld used to link AMDGPU code objects", "hip"),
+        EnvVar("MNEME_HIP_RECORDER", "", "path of the HIP recorder library to preload", "hip"),
+        EnvVar("MNEME_ROCPROFILER_SDK_LIB", "", "librocprofiler-sdk for the kernel timer", "hip"),
+    )
     priority = 20
     emits = codegen.EMITS
     #: replay modes besides "ir": the recorded code object (launch-geometry tuning without IR)
@@ -61,7 +63,9 @@ class HipBackend(Backend):
     def toolchain(self, arch: str) -> dict[str, str]:
         return {**super().toolchain(arch), "lld": codegen.lld_version()}
 
-    def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
+    def compile(
+        self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None
+    ) -> DeviceBinary:
         """Optimize and generate a code object (or the object file or assembly before linking).
 
         `module` is optimized in place when it names `arch` already; IR written for another gfx is

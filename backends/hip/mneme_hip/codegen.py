@@ -32,6 +32,8 @@ EMITS = ("hsaco", "object", "asm")
 def lld() -> str:
     """The ld.lld to link with (MNEME_LLD, read when used: the backend declares the variable)."""
     return envvars.get("MNEME_LLD") or "ld.lld-19"
+
+
 _ARCH = re.compile(r"gfx[0-9a-f]+")
 
 
@@ -43,8 +45,9 @@ def check_arch(arch: str | None) -> str:
     if not arch or not claims(arch):
         raise UsageError(f"AMDGPU needs an architecture like gfx90a, not {arch!r}")
     if not llvm_cpus.recognized(TRIPLE, arch):
-        raise UsageError(f"unknown architecture {arch!r}: this LLVM's AMDGPU target does not know it; "
-                         f"give one it does, like gfx90a")
+        raise UsageError(
+            f"unknown architecture {arch!r}: this LLVM's AMDGPU target does not know it; give one it does, like gfx90a"
+        )
     return arch
 
 
@@ -85,16 +88,21 @@ def retarget(module: llvm.ModuleRef, arch: str) -> llvm.ModuleRef:
         return module
     for cpu, features in targets:
         if cpu and wavefront_size(cpu, features) == 32 and _major(arch) < 10:
-            raise IRError(f"the IR of module {module.name!r} was built for {cpu} with wavefront size 32, which "
-                          f"{arch} (wavefront size 64 only) cannot run: its code may rely on the wavefront size; "
-                          f"build the IR for {arch} (hipcc --offload-arch={arch} under mneme-cc)")  # fmt: skip
+            raise IRError(
+                f"the IR of module {module.name!r} was built for {cpu} with wavefront size 32, which "
+                f"{arch} (wavefront size 64 only) cannot run: its code may rely on the wavefront size; "
+                f"build the IR for {arch} (hipcc --offload-arch={arch} under mneme-cc)"
+            )
     sizes = {wavefront_size(cpu, features) for cpu, features in targets if cpu}
     if len(sizes) > 1:
-        raise IRError(f"the functions of module {module.name!r} were built for different wavefront sizes "
-                      f"({', '.join(map(str, sorted(sizes)))}); build the IR for {arch}")
+        raise IRError(
+            f"the functions of module {module.name!r} were built for different wavefront sizes "
+            f"({', '.join(map(str, sorted(sizes)))}); build the IR for {arch}"
+        )
     wave = sizes.pop()
-    return ir.retarget_functions(module, arch, lambda _features: [f"+wavefrontsize{wave}"],
-                                 f"module {module.name!r} retargeted to {arch}")  # fmt: skip
+    return ir.retarget_functions(
+        module, arch, lambda _features: [f"+wavefrontsize{wave}"], f"module {module.name!r} retargeted to {arch}"
+    )
 
 
 def target_machine(arch: str | None, opt: int = 3) -> llvm.TargetMachine:
@@ -103,8 +111,9 @@ def target_machine(arch: str | None, opt: int = 3) -> llvm.TargetMachine:
     return ir.target_machine(TRIPLE, check_arch(arch), "", opt, reloc="pic")
 
 
-def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, arch: str, *,
-            emit: str = "hsaco") -> DeviceBinary:  # fmt: skip
+def codegen(
+    module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfiguration, arch: str, *, emit: str = "hsaco"
+) -> DeviceBinary:
     """Generate code for an optimized AMDGPU module. `emit`: "hsaco", "object" or "asm".
 
     `config.codegen_opt` (0..3, else ValueError) is LLVM's codegen level.
@@ -120,8 +129,11 @@ def codegen(module: llvm.ModuleRef, kernel_name: str, config: ExperimentConfigur
     start = time.perf_counter()
     if config.codegen_method == "parallel":
         # a call into another object makes the AMDGPU back end assume the worst registers and stack for it
-        log.info("codegen_method=parallel: kernel %r is generated serially (AMDGPU partitions would lose "
-                 "the callees' resource usage)", kernel_name)  # fmt: skip
+        log.info(
+            "codegen_method=parallel: kernel %r is generated serially (AMDGPU partitions would lose "
+            "the callees' resource usage)",
+            kernel_name,
+        )
     if emit == "asm":
         data = tm.emit_assembly(module).encode()
         times["codegen"] = time.perf_counter() - start
@@ -147,7 +159,9 @@ def link_hsaco(obj: bytes, kernel_name: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="mneme-lld-") as tmp:
         src, out = Path(tmp, "kernel.o"), Path(tmp, "kernel.hsaco")
         src.write_bytes(obj)
-        proc = subprocess.run([linker, "-shared", "--no-undefined", str(src), "-o", str(out)], capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            [linker, "-shared", "--no-undefined", str(src), "-o", str(out)], capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0:
             raise IRError(f"{linker} could not link the code object of kernel {kernel_name!r}: {proc.stderr.strip()}")
         return out.read_bytes()

@@ -27,26 +27,56 @@ class HipRecorder(Recorder):
     sections = (".hip_fatbin",)
 
     def options(self) -> list:
-        return [click.Option(["--arch"], default="gfx90a", show_default=True,
-                             help="HIP: the GPU the application ran on (gfxNNN): whose code object and IR the "
-                                  "databases hold.")]  # fmt: skip
+        return [
+            click.Option(
+                ["--arch"],
+                default="gfx90a",
+                show_default=True,
+                help="HIP: the GPU the application ran on (gfxNNN): whose code object and IR the databases hold.",
+            )
+        ]
 
-    def record(self, rdb: Path, command, ir_files, *, kernel, skip, max_recordings, record_ranks, epilogue_format,
-               compression, progress, arch: str | None = None) -> int:  # fmt: skip
+    def record(
+        self,
+        rdb: Path,
+        command,
+        ir_files,
+        *,
+        kernel,
+        skip,
+        max_recordings,
+        record_ranks,
+        epilogue_format,
+        compression,
+        progress,
+        arch: str | None = None,
+    ) -> int:
         """Run `command` under the HIP recorder, then finalize (`mneme_hip.recorder.main_record`)."""
         from mneme_hip import recorder
 
-        return recorder.main_record(rdb, command, ir_files, arch=arch or recorder.DEFAULT_ARCH, progress=progress,
-                                    kernel=kernel, skip=skip, max_recordings=max_recordings,
-                                    record_ranks=record_ranks, epilogue_format=epilogue_format,
-                                    compression=compression)  # fmt: skip
+        return recorder.main_record(
+            rdb,
+            command,
+            ir_files,
+            arch=arch or recorder.DEFAULT_ARCH,
+            progress=progress,
+            kernel=kernel,
+            skip=skip,
+            max_recordings=max_recordings,
+            record_ranks=record_ranks,
+            epilogue_format=epilogue_format,
+            compression=compression,
+        )
 
 
 hip_group.add_command(record_command("hip"))
 
 
-@hip_group.command("info", epilog="Exit codes: 0 ok (also when no device is usable: the report says why); "
-                                  "1 internal error; 2 invalid options.")  # fmt: skip
+@hip_group.command(
+    "info",
+    epilog="Exit codes: 0 ok (also when no device is usable: the report says why); "
+    "1 internal error; 2 invalid options.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def info_command(as_json: bool) -> None:
     """Show whether the HIP backend's device layer is usable here, and the recorder's status."""
@@ -54,8 +84,11 @@ def info_command(as_json: bool) -> None:
     from mneme_hip.backend import HipBackend
 
     availability = HipBackend().availability()
-    report = {"usable": availability.usable, "reason": "" if availability.usable else availability.reason,
-              "recorder": recorder.status()[1]}  # fmt: skip
+    report = {
+        "usable": availability.usable,
+        "reason": "" if availability.usable else availability.reason,
+        "recorder": recorder.status()[1],
+    }
     if as_json:
         import json
 

@@ -101,8 +101,9 @@ def plan(policy: Any) -> tuple[str, float, bool, str]:
     return "bytes", 0.0, False, "none"
 
 
-def pack_tolerant_args(expected: int, actual: int, count: int, threshold: float, relative: bool, out: int,
-                       stride: int) -> bytes:  # fmt: skip
+def pack_tolerant_args(
+    expected: int, actual: int, count: int, threshold: float, relative: bool, out: int, stride: int
+) -> bytes:
     """The typed kernel's arguments: three pointers/counts, the threshold (f64), the flag (i32, padded), two more."""
     return struct.pack("<QQQdi4xQQ", expected, actual, count, threshold, int(relative), out, stride)
 
@@ -120,8 +121,16 @@ def _ratio(num: float, den: float) -> float:
     return 0.0 if num == 0 else math.inf
 
 
-def decide(actual: int, size: int, key: str, threshold: float, relative: bool, norm: str, words: np.ndarray,
-           tail: tuple[int, int] = (0, -1)) -> RegionDiff:  # fmt: skip
+def decide(
+    actual: int,
+    size: int,
+    key: str,
+    threshold: float,
+    relative: bool,
+    norm: str,
+    words: np.ndarray,
+    tail: tuple[int, int] = (0, -1),
+) -> RegionDiff:
     """One region's verdict from its kernel's words and its trailing partial element's exact compare.
 
     `tail` is (differing bytes, first offset or -1) of the bytes after the last whole element,
@@ -148,8 +157,19 @@ def decide(actual: int, size: int, key: str, threshold: float, relative: bool, n
         ok = error <= threshold and nan_mismatch == 0
     else:
         ok = count == 0
-    return RegionDiff(actual, size, key, differing, first_offset, max_abs, max_rel, nan_mismatch, l2_abs,
-                      _ratio(l2_abs, l2_ref), ok and tail[0] == 0)  # fmt: skip
+    return RegionDiff(
+        actual,
+        size,
+        key,
+        differing,
+        first_offset,
+        max_abs,
+        max_rel,
+        nan_mismatch,
+        l2_abs,
+        _ratio(l2_abs, l2_ref),
+        ok and tail[0] == 0,
+    )
 
 
 def pack_args(expected: int, actual: int, size: int, out: int, stride: int) -> bytes:

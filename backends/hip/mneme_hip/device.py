@@ -74,8 +74,10 @@ class HipKernel(LoadedKernel):
         self._image = ctypes.create_string_buffer(binary.data, len(binary.data))
         self.module = call(f"hipModuleLoadData (kernel {binary.kernel_name!r})", hip.hipModuleLoadData(self._image))
         try:
-            self.function = call(f"hipModuleGetFunction({binary.kernel_name!r})",
-                                 hip.hipModuleGetFunction(self.module, binary.kernel_name.encode()))  # fmt: skip
+            self.function = call(
+                f"hipModuleGetFunction({binary.kernel_name!r})",
+                hip.hipModuleGetFunction(self.module, binary.kernel_name.encode()),
+            )
         except MnemeError:
             hip.hipModuleUnload(self.module)
             raise
@@ -86,9 +88,10 @@ class HipKernel(LoadedKernel):
     def occupancy(self, block_threads: int, shared_mem: int = 0) -> float:
         """Active wavefronts per compute unit over the maximum, for this block size and dynamic LDS
         (the runtime's occupancy calculator, which reads the code object's register and LDS use)."""
-        blocks = call("hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
-                      self._hip.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(self.function, block_threads,
-                                                                                   shared_mem))  # fmt: skip
+        blocks = call(
+            "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor",
+            self._hip.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(self.function, block_threads, shared_mem),
+        )
         wave = self.device.wavefront_size
         return blocks * -(-block_threads // wave) / (self.device.max_threads_per_cu // wave)
 
@@ -112,8 +115,16 @@ class HipDevice(Device):
         call("hipGetDeviceProperties", hip.hipGetDeviceProperties(props, index))
         name = _text(props.name)
         version = call("hipRuntimeGetVersion", hip.hipRuntimeGetVersion())
-        super().__init__(DeviceInfo(backend="hip", index=index, name=name, arch=arch, driver=f"HIP {version}",
-                                    memory_bytes=int(props.totalGlobalMem)))  # fmt: skip
+        super().__init__(
+            DeviceInfo(
+                backend="hip",
+                index=index,
+                name=name,
+                arch=arch,
+                driver=f"HIP {version}",
+                memory_bytes=int(props.totalGlobalMem),
+            )
+        )
         self.index = index
         self.granularity = vmm.allocation_granularity(hip, index)
         self.compute_units = attribute(hip, "hipDeviceAttributeMultiprocessorCount", index)
@@ -218,23 +229,43 @@ class HipDevice(Device):
     def load(self, binary: DeviceBinary) -> HipKernel:
         self._check_open()
         if binary.backend != "hip" or binary.kind != "hsaco":
-            raise ExperimentError(f"kernel {binary.kernel_name!r}: a {binary.backend} {binary.kind} binary cannot "
-                                  "load on the hip backend; compile it for this gfx architecture", kind="load")  # fmt: skip
+            raise ExperimentError(
+                f"kernel {binary.kernel_name!r}: a {binary.backend} {binary.kind} binary cannot "
+                "load on the hip backend; compile it for this gfx architecture",
+                kind="load",
+            )
         try:
             return HipKernel(self, binary)
         except HipError as exc:
             raise ExperimentError(f"kernel {binary.kernel_name!r}: {exc}", kind="load") from exc
 
-    def _enqueue(self, kernel: HipKernel, grid: dim3, block: dim3, shared_mem: int, args: launch.ArgumentBuffer) -> None:
-        call(f"hipModuleLaunchKernel({kernel.binary.kernel_name!r})", self.hip.hipModuleLaunchKernel(
-            kernel.function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_mem, self.stream, None,
-            args.extra()))  # fmt: skip
+    def _enqueue(
+        self, kernel: HipKernel, grid: dim3, block: dim3, shared_mem: int, args: launch.ArgumentBuffer
+    ) -> None:
+        call(
+            f"hipModuleLaunchKernel({kernel.binary.kernel_name!r})",
+            self.hip.hipModuleLaunchKernel(
+                kernel.function,
+                grid.x,
+                grid.y,
+                grid.z,
+                block.x,
+                block.y,
+                block.z,
+                shared_mem,
+                self.stream,
+                None,
+                args.extra(),
+            ),
+        )
 
     def launch(self, kernel: LoadedKernel, grid, block, shared_mem: int, args: bytes) -> None:
         self._check_open()
         kernel.check_open()
         if not isinstance(kernel, HipKernel):
-            raise ExperimentError(f"kernel {kernel.binary.kernel_name!r} was not loaded by the hip backend", kind="launch")
+            raise ExperimentError(
+                f"kernel {kernel.binary.kernel_name!r} was not loaded by the hip backend", kind="launch"
+            )
         grid, block = dim3.of(grid), dim3.of(block)
         launch.check_geometry(kernel.binary.kernel_name, grid.as_tuple(), block.as_tuple(), kernel.max_threads)
         # a supervisor (kernel_clock) kills this process if the kernel never ends: the GPU cannot stop it
@@ -266,8 +297,9 @@ class HipDevice(Device):
         if timer == rocprof.TIMER:
             self._kernel_timer(timer)
 
-    def time(self, kernel, grid, block, shared_mem, args, iterations, before_each=None, cache="flushed",
-             timer="auto") -> list[float]:  # fmt: skip
+    def time(
+        self, kernel, grid, block, shared_mem, args, iterations, before_each=None, cache="flushed", timer="auto"
+    ) -> list[float]:
         """Seconds per run: rocprofiler-sdk's dispatch timestamps where it is set up, else hipEvent pairs
         around each launch (``host-clock``: the core's). `timer_used` names the one that measured."""
         check_cache_state(cache)
@@ -278,13 +310,18 @@ class HipDevice(Device):
         buffer = launch.ArgumentBuffer(args)
         ktimer = self._kernel_timer(timer)
         if ktimer is not None:
-            times = self._time_by_records(ktimer, kernel, grid, block, shared_mem, buffer, iterations, before_each, cache)
+            times = self._time_by_records(
+                ktimer, kernel, grid, block, shared_mem, buffer, iterations, before_each, cache
+            )
             if times is not None:
                 self.timer_used = rocprof.TIMER
                 return times
             if timer == rocprof.TIMER:
-                raise ExperimentError(f"kernel {kernel.binary.kernel_name!r}: rocprofiler-sdk did not report one "
-                                      f"dispatch record per timed run ({iterations})", kind="timing")  # fmt: skip
+                raise ExperimentError(
+                    f"kernel {kernel.binary.kernel_name!r}: rocprofiler-sdk did not report one "
+                    f"dispatch record per timed run ({iterations})",
+                    kind="timing",
+                )
             log.warning("rocprofiler-sdk did not report every timed dispatch; timing with hipEvents")
         return self._time_by_events(kernel, grid, block, shared_mem, buffer, iterations, before_each, cache)
 
@@ -296,8 +333,9 @@ class HipDevice(Device):
         elif cache == "primed":
             self._enqueue(kernel, grid, block, shared_mem, buffer)
 
-    def _time_by_records(self, ktimer, kernel, grid, block, shared_mem, buffer, iterations, before_each,
-                         cache) -> list[float] | None:  # fmt: skip
+    def _time_by_records(
+        self, ktimer, kernel, grid, block, shared_mem, buffer, iterations, before_each, cache
+    ) -> list[float] | None:
         """Each run's own duration from its dispatch record; the context traces only the timed launches."""
         self.synchronize("the work before timing")
         ktimer.take()  # records of earlier work are not this kernel's
@@ -369,8 +407,12 @@ class HipDevice(Device):
                 tail = (count, whole + first if count else -1)
             words = compare.initial_words()
             if whole:
-                words = self._run_compare(key, lambda e, a, n, out, stride: compare.pack_tolerant_args(
-                    e, a, n, threshold, relative, out, stride), (r.expected, r.actual, whole // elem), compare.OUT_WORDS)  # fmt: skip
+                words = self._run_compare(
+                    key,
+                    lambda e, a, n, out, stride: compare.pack_tolerant_args(e, a, n, threshold, relative, out, stride),
+                    (r.expected, r.actual, whole // elem),
+                    compare.OUT_WORDS,
+                )
             diffs.append(compare.decide(r.actual, r.size, key, threshold, relative, norm, words, tail))
         return diffs
 

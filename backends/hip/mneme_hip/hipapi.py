@@ -76,13 +76,20 @@ def availability() -> Availability:
     except Exception as exc:  # noqa: BLE001 - the library is missing or not loadable
         return Availability(False, f"the HIP runtime library libamdhip64 is not loadable ({exc}); install ROCm 6.x")
     if int(err) != 0:
-        return Availability(False, f"the HIP runtime library libamdhip64 is not usable (hipRuntimeGetVersion: "
-                                   f"{getattr(err, 'name', err)}); install ROCm 6.x")  # fmt: skip
+        return Availability(
+            False,
+            f"the HIP runtime library libamdhip64 is not usable (hipRuntimeGetVersion: "
+            f"{getattr(err, 'name', err)}); install ROCm 6.x",
+        )
     if version < MIN_RUNTIME:
-        return Availability(False, f"the HIP runtime here is ROCm {runtime_version_text(version)}; the device "
-                                   "layer needs ROCm 6.x (HIP virtual memory management)")  # fmt: skip
+        return Availability(
+            False,
+            f"the HIP runtime here is ROCm {runtime_version_text(version)}; the device "
+            "layer needs ROCm 6.x (HIP virtual memory management)",
+        )
     err, count = hip.hipGetDeviceCount()
     if int(err) != 0 or count == 0:
-        return Availability(False, f"no AMD GPU: hipGetDeviceCount returned {getattr(err, 'name', err)} "
-                                   f"with {count or 0} devices")  # fmt: skip
+        return Availability(
+            False, f"no AMD GPU: hipGetDeviceCount returned {getattr(err, 'name', err)} with {count or 0} devices"
+        )
     return Availability(True)

@@ -25,8 +25,9 @@ class ArgumentBuffer:
     def __init__(self, args: bytes, param_bytes: int = 0):
         data = bytes(args)
         if len(data) < param_bytes:
-            raise ExperimentError(f"the kernel takes {param_bytes} bytes of arguments; the buffer has {len(data)}",
-                                  kind="launch")  # fmt: skip
+            raise ExperimentError(
+                f"the kernel takes {param_bytes} bytes of arguments; the buffer has {len(data)}", kind="launch"
+            )
         padded = data + bytes(-len(data) % 8)  # whole 8-byte words: the runtime copies pointers at that width
         self.buffer = ctypes.create_string_buffer(padded, max(len(padded), 8))
         self.size = ctypes.c_size_t(len(data))
@@ -50,9 +51,14 @@ def check_geometry(kernel: str, grid: tuple[int, int, int], block: tuple[int, in
     """Refuse a launch HIP would refuse, before it reaches the device."""
     threads = block[0] * block[1] * block[2]
     if threads > max_threads:
-        raise ExperimentError(f"kernel {kernel!r}: block {block} has {threads} threads; the kernel allows at most "
-                              f"{max_threads}", kind="launch")  # fmt: skip
+        raise ExperimentError(
+            f"kernel {kernel!r}: block {block} has {threads} threads; the kernel allows at most {max_threads}",
+            kind="launch",
+        )
     for axis, (g, b) in zip("xyz", zip(grid, block)):
         if g * b >= MAX_WORK_ITEMS:
-            raise ExperimentError(f"kernel {kernel!r}: grid.{axis} * block.{axis} = {g * b} work-items; HIP needs "
-                                  f"fewer than 2**32 per dimension", kind="launch")  # fmt: skip
+            raise ExperimentError(
+                f"kernel {kernel!r}: grid.{axis} * block.{axis} = {g * b} work-items; HIP needs "
+                f"fewer than 2**32 per dimension",
+                kind="launch",
+            )

@@ -74,8 +74,18 @@ def _unpack_msgpack(data: bytes, pos: int):
     simple = {0xC0: None, 0xC2: False, 0xC3: True}
     if tag in simple:
         return simple[tag], pos
-    fmt = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h", 0xD2: ">i", 0xD3: ">q",
-           0xCA: ">f", 0xCB: ">d"}.get(tag)  # fmt: skip
+    fmt = {
+        0xCC: ">B",
+        0xCD: ">H",
+        0xCE: ">I",
+        0xCF: ">Q",
+        0xD0: ">b",
+        0xD1: ">h",
+        0xD2: ">i",
+        0xD3: ">q",
+        0xCA: ">f",
+        0xCB: ">d",
+    }.get(tag)
     if fmt is None:
         raise ValueError(f"unsupported MessagePack tag 0x{tag:02x}")
     (value,) = struct.unpack_from(fmt, data, pos)

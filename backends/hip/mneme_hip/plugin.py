@@ -14,8 +14,13 @@ def mneme_backends():
 
 @hookimpl
 def mneme_recorders():
-    return [Described("hip", "mneme_hip.commands:HipRecorder",
-                      description="records launches of programs that use the HIP runtime API")]
+    return [
+        Described(
+            "hip",
+            "mneme_hip.commands:HipRecorder",
+            description="records launches of programs that use the HIP runtime API",
+        )
+    ]
 
 
 @hookimpl

@@ -26,19 +26,31 @@ __all__ = ["FORMAT", "build", "environment", "finalize", "library_path", "main_r
 SOURCE = Path(__file__).resolve().parents[1] / "recorder" / "mneme_hip_recorder.cpp"
 PARTS = sorted((SOURCE.parent / "parts").glob("*.h"))
 SOURCES = (SOURCE, SNAPSHOT_SOURCES / "snapshot_writer.cpp")
-HEADERS = (*PARTS, SOURCE.parent / "hip_abi.h", *sorted(RECORDER_SOURCES.glob("*.h")),
-           SNAPSHOT_SOURCES / "snapshot_writer.h")  # fmt: skip
+HEADERS = (
+    *PARTS,
+    SOURCE.parent / "hip_abi.h",
+    *sorted(RECORDER_SOURCES.glob("*.h")),
+    SNAPSHOT_SOURCES / "snapshot_writer.h",
+)
 FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare")
 DEFAULT_VA_BASE = 0x153940000000
 GRANULARITY = 2 << 20
 DEFAULT_ARCH = "gfx90a"
 
 #: The files this recorder writes, for the core's finalize.
-FORMAT = RawFormat(backend="hip", manifest="mneme-hip-raw", counts="mneme-hip-counts", granularity=GRANULARITY,
-                   default_arch=DEFAULT_ARCH, kernel_image=kernel_image, graphs="HIP graphs")  # fmt: skip
+FORMAT = RawFormat(
+    backend="hip",
+    manifest="mneme-hip-raw",
+    counts="mneme-hip-counts",
+    granularity=GRANULARITY,
+    default_arch=DEFAULT_ARCH,
+    kernel_image=kernel_image,
+    graphs="HIP graphs",
+)
 
-NATIVE = NativeLibrary("mneme_hip_recorder", "the HIP recorder", SOURCES, HEADERS, FLAGS, cache="hip-recorder",
-                       env="MNEME_HIP_RECORDER")  # fmt: skip
+NATIVE = NativeLibrary(
+    "mneme_hip_recorder", "the HIP recorder", SOURCES, HEADERS, FLAGS, cache="hip-recorder", env="MNEME_HIP_RECORDER"
+)
 
 
 def library_path() -> Path | None:
@@ -48,35 +60,61 @@ def library_path() -> Path | None:
 
 def status() -> tuple[bool, str]:
     """Whether the recorder is built or can be, and what to do otherwise."""
-    return NATIVE.status("mneme-hip", [
-        (cxx_compiler, "no C++ compiler (install g++ or clang++)"),
-        (xxhash_include, "xxhash.h not found; install libxxhash-dev (or set XXHASH_INCLUDE)"),
-    ], "mneme hip build-recorder")  # fmt: skip
+    return NATIVE.status(
+        "mneme-hip",
+        [
+            (cxx_compiler, "no C++ compiler (install g++ or clang++)"),
+            (xxhash_include, "xxhash.h not found; install libxxhash-dev (or set XXHASH_INCLUDE)"),
+        ],
+        "mneme hip build-recorder",
+    )
 
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:
     """Compile the recorder into `out_dir` (default: the build cache) and return the library's path."""
     cxx = cxx_compiler()
     if not NATIVE.available():
-        raise MnemeError(f"cannot build the HIP recorder: {SOURCE} is missing; install mneme-hip from a source "
-                         "checkout (pip install -e backends/hip)")  # fmt: skip
+        raise MnemeError(
+            f"cannot build the HIP recorder: {SOURCE} is missing; install mneme-hip from a source "
+            "checkout (pip install -e backends/hip)"
+        )
     if cxx is None:
         raise MnemeError("cannot build the HIP recorder: no C++ compiler found (install g++ or set CXX)")
     xxh = xxhash_include()
     if xxh is None:
-        raise MnemeError("cannot build the HIP recorder: xxhash.h not found; install libxxhash-dev "
-                         "(or set XXHASH_INCLUDE to its folder)")  # fmt: skip
+        raise MnemeError(
+            "cannot build the HIP recorder: xxhash.h not found; install libxxhash-dev "
+            "(or set XXHASH_INCLUDE to its folder)"
+        )
     flags = [*FLAGS, f"-I{SOURCE.parent}", f"-I{xxh}", f"-I{RECORDER_SOURCES}", f"-I{SNAPSHOT_SOURCES}"]
-    return NATIVE.build(lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, "-ldl", "-lpthread"],
-                        out_dir, force)
+    return NATIVE.build(
+        lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, "-ldl", "-lpthread"], out_dir, force
+    )
 
 
-def environment(raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
-                va_base: int = DEFAULT_VA_BASE, library: Path | None = None, record_ranks: str | None = None,
-                epilogue_format: str = "diff", compression: str = "lz4") -> dict[str, str]:  # fmt: skip
+def environment(
+    raw_dir: Path,
+    kernel: str | None = None,
+    skip: int = 0,
+    max_recordings: int = 4,
+    va_base: int = DEFAULT_VA_BASE,
+    library: Path | None = None,
+    record_ranks: str | None = None,
+    epilogue_format: str = "diff",
+    compression: str = "lz4",
+) -> dict[str, str]:
     """The environment that runs a command under the HIP recorder (the MNEME_RECORD_* of the engine)."""
-    return preload.environment(library or library_path() or build(), raw_dir, kernel, skip, max_recordings, va_base, record_ranks,
-                               epilogue_format, compression)  # fmt: skip
+    return preload.environment(
+        library or library_path() or build(),
+        raw_dir,
+        kernel,
+        skip,
+        max_recordings,
+        va_base,
+        record_ranks,
+        epilogue_format,
+        compression,
+    )
 
 
 def run(command: Sequence[str], raw_dir: Path, progress: bool | None = None, **options) -> int:
@@ -86,18 +124,36 @@ def run(command: Sequence[str], raw_dir: Path, progress: bool | None = None, **o
     return preload.run(command, raw_dir, environment(raw_dir, **options), progress)
 
 
-def finalize(raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "",
-             epilogue_format: str = "diff", compression: str = "lz4") -> list[Path]:  # fmt: skip
+def finalize(
+    raw_dir: Path,
+    out: Path,
+    ir_files: Sequence[Path] = (),
+    arch: str = "",
+    epilogue_format: str = "diff",
+    compression: str = "lz4",
+) -> list[Path]:
     """Write one recording database per recorded kernel into `out` (`mneme.core.recorder.finalize.finalize`)."""
     return _finalize.finalize(FORMAT, raw_dir, out, ir_files, arch, epilogue_format, compression)
 
 
-def main_record(rdb: Path, command: Sequence[str], ir_files: Sequence[Path] = (), arch: str = DEFAULT_ARCH,
-                progress: bool | None = None, **options) -> int:  # fmt: skip
+def main_record(
+    rdb: Path,
+    command: Sequence[str],
+    ir_files: Sequence[Path] = (),
+    arch: str = DEFAULT_ARCH,
+    progress: bool | None = None,
+    **options,
+) -> int:
     """`mneme hip record`: run, then finalize; returns the application's exit code."""
     raw = Path(rdb) / "raw"
     code = run(command, raw, progress=progress, **options)
-    written = finalize(raw, Path(rdb), ir_files, arch=arch, epilogue_format=options.get("epilogue_format", "diff"),
-                       compression=options.get("compression", "lz4"))  # fmt: skip
+    written = finalize(
+        raw,
+        Path(rdb),
+        ir_files,
+        arch=arch,
+        epilogue_format=options.get("epilogue_format", "diff"),
+        compression=options.get("compression", "lz4"),
+    )
     print_summary(FORMAT, raw, written)
     return 128 - code if code < 0 else code  # killed by signal N: the shell's 128 + N

@@ -38,7 +38,7 @@ BUFFER_BYTES, WATERMARK_BYTES = 1 << 20, 7 << 17
 # id (internal u64, external u64), thread id u64, start and end timestamps (ns) u64, then the
 # dispatch info: size, agent, queue, kernel id, dispatch id (u64 each), private and group segment
 # sizes (u32), workgroup size and grid size (3 x u32 each), 56 reserved bytes.
-RECORD = struct.Struct("<QiiQQQQQ" "QQQQQ" "II" "III" "III")
+RECORD = struct.Struct("<QiiQQQQQQQQQQIIIIIIII")
 RECORD_BYTES = 184
 
 
@@ -67,15 +67,37 @@ def parse_dispatch(payload: bytes) -> Dispatch:
     """A kernel dispatch record from its bytes (the layout above); ValueError when it is not one."""
     if len(payload) < RECORD.size:
         raise ValueError(f"a kernel dispatch record has at least {RECORD.size} bytes; got {len(payload)}")
-    (size, kind, _op, _corr, _ext, _thread, start, end, _info_size, _agent, _queue, kernel_id, dispatch_id,
-     _private, _group, wx, wy, wz, gx, gy, gz) = RECORD.unpack_from(payload)  # fmt: skip
+    (
+        size,
+        kind,
+        _op,
+        _corr,
+        _ext,
+        _thread,
+        start,
+        end,
+        _info_size,
+        _agent,
+        _queue,
+        kernel_id,
+        dispatch_id,
+        _private,
+        _group,
+        wx,
+        wy,
+        wz,
+        gx,
+        gy,
+        gz,
+    ) = RECORD.unpack_from(payload)
     if kind != KIND_KERNEL_DISPATCH or size < RECORD.size:
         raise ValueError(f"not a kernel dispatch record (kind {kind}, size {size})")
     return Dispatch(dispatch_id, kernel_id, start, end, (wx, wy, wz), (gx, gy, gz))
 
 
-def runs_of(dispatches: list[Dispatch], block: tuple[int, int, int], grid: tuple[int, int, int],
-            iterations: int) -> list[float] | None:  # fmt: skip
+def runs_of(
+    dispatches: list[Dispatch], block: tuple[int, int, int], grid: tuple[int, int, int], iterations: int
+) -> list[float] | None:
     """Seconds of each timed run: the dispatches of this geometry in dispatch order; None unless exactly `iterations`."""
     work_items = tuple(g * b for g, b in zip(grid, block, strict=True))
     mine = sorted((d for d in dispatches if d.workgroup == block and d.grid == work_items), key=lambda d: d.dispatch_id)
@@ -102,20 +124,24 @@ class _Id(ctypes.Structure):
 
 
 class _ConfigureResult(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_size_t), ("initialize", ctypes.c_void_p), ("finalize", ctypes.c_void_p),
-                ("tool_data", ctypes.c_void_p)]  # fmt: skip
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("initialize", ctypes.c_void_p),
+        ("finalize", ctypes.c_void_p),
+        ("tool_data", ctypes.c_void_p),
+    ]
 
 
 class _Header(ctypes.Structure):
     _fields_ = [("hash", ctypes.c_uint64), ("payload", ctypes.c_void_p)]
 
 
-_BUFFER_CB = ctypes.CFUNCTYPE(None, _Id, _Id, ctypes.POINTER(ctypes.POINTER(_Header)), ctypes.c_size_t,
-                              ctypes.c_void_p, ctypes.c_uint64)  # fmt: skip
+_BUFFER_CB = ctypes.CFUNCTYPE(
+    None, _Id, _Id, ctypes.POINTER(ctypes.POINTER(_Header)), ctypes.c_size_t, ctypes.c_void_p, ctypes.c_uint64
+)
 _INIT_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
 _FINI_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_CONFIGURE_CB = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p,
-                                 ctypes.c_uint32, ctypes.c_void_p)  # fmt: skip
+_CONFIGURE_CB = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_uint32, ctypes.c_char_p, ctypes.c_uint32, ctypes.c_void_p)
 
 
 class KernelTimer:
@@ -132,9 +158,12 @@ class KernelTimer:
         self._on_buffer = _BUFFER_CB(self._records)
         self._on_init = _INIT_CB(self._initialize)
         self._on_fini = _FINI_CB(lambda _data: None)
-        self._result = _ConfigureResult(ctypes.sizeof(_ConfigureResult),
-                                        ctypes.cast(self._on_init, ctypes.c_void_p),
-                                        ctypes.cast(self._on_fini, ctypes.c_void_p), None)  # fmt: skip
+        self._result = _ConfigureResult(
+            ctypes.sizeof(_ConfigureResult),
+            ctypes.cast(self._on_init, ctypes.c_void_p),
+            ctypes.cast(self._on_fini, ctypes.c_void_p),
+            None,
+        )
         self._on_configure = _CONFIGURE_CB(lambda *_: ctypes.addressof(self._result))  # its address
 
     def _call(self, name: str, *args) -> None:
@@ -146,11 +175,24 @@ class KernelTimer:
         """The tool's initialize: a context, its buffer and kernel dispatch tracing into it (not started)."""
         try:
             self._call("rocprofiler_create_context", ctypes.byref(self.context))
-            self._call("rocprofiler_create_buffer", self.context, ctypes.c_size_t(BUFFER_BYTES),
-                       ctypes.c_size_t(WATERMARK_BYTES), ctypes.c_int(POLICY_LOSSLESS), self._on_buffer, None,
-                       ctypes.byref(self.buffer))  # fmt: skip
-            self._call("rocprofiler_configure_buffer_tracing_service", self.context, ctypes.c_int(KIND_KERNEL_DISPATCH),
-                       None, ctypes.c_size_t(0), self.buffer)  # fmt: skip
+            self._call(
+                "rocprofiler_create_buffer",
+                self.context,
+                ctypes.c_size_t(BUFFER_BYTES),
+                ctypes.c_size_t(WATERMARK_BYTES),
+                ctypes.c_int(POLICY_LOSSLESS),
+                self._on_buffer,
+                None,
+                ctypes.byref(self.buffer),
+            )
+            self._call(
+                "rocprofiler_configure_buffer_tracing_service",
+                self.context,
+                ctypes.c_int(KIND_KERNEL_DISPATCH),
+                None,
+                ctypes.c_size_t(0),
+                self.buffer,
+            )
         except (OSError, AttributeError) as exc:
             self.setup_error = str(exc)
             return 1  # rocprofiler then leaves this tool out
@@ -168,12 +210,16 @@ class KernelTimer:
         """Register as a tool (before the HIP runtime initializes); OSError saying why not."""
         status = self.lib.rocprofiler_force_configure(self._on_configure)
         if status == STATUS_CONFIGURATION_LOCKED:
-            raise OSError("rocprofiler-sdk was configured already (the HIP runtime started before the timer, or "
-                          "another tool such as rocprofv3 owns it)")  # fmt: skip
+            raise OSError(
+                "rocprofiler-sdk was configured already (the HIP runtime started before the timer, or "
+                "another tool such as rocprofv3 owns it)"
+            )
         if status != 0:
             raise OSError(f"rocprofiler_force_configure returned status {status}")
         if self.setup_error or not self.context.handle:
-            raise OSError(f"rocprofiler-sdk did not set up kernel tracing: {self.setup_error or 'initialize never ran'}")
+            raise OSError(
+                f"rocprofiler-sdk did not set up kernel tracing: {self.setup_error or 'initialize never ran'}"
+            )
 
     def start(self) -> None:
         self._call("rocprofiler_start_context", self.context)
@@ -203,8 +249,10 @@ def _version(lib: ctypes.CDLL) -> str | None:
         return "rocprofiler_get_version failed"
     found = (major.value, minor.value)
     if found < OLDEST_VERSION:
-        return (f"it is rocprofiler-sdk {major.value}.{minor.value}.{patch.value}; the kernel timer needs "
-                f"{'.'.join(map(str, OLDEST_VERSION))} or newer")  # fmt: skip
+        return (
+            f"it is rocprofiler-sdk {major.value}.{minor.value}.{patch.value}; the kernel timer needs "
+            f"{'.'.join(map(str, OLDEST_VERSION))} or newer"
+        )
     return None
 
 
@@ -217,19 +265,27 @@ def _locate() -> str:
 
 _ID_P = ctypes.POINTER(_Id)
 LOADER = NativeLoader(
-    "rocprofiler-sdk (the kernel timer)", _locate, {
+    "rocprofiler-sdk (the kernel timer)",
+    _locate,
+    {
         "rocprofiler_force_configure": (ctypes.c_int, [_CONFIGURE_CB]),
         "rocprofiler_create_context": (ctypes.c_int, [_ID_P]),
-        "rocprofiler_create_buffer": (ctypes.c_int, [_Id, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, _BUFFER_CB,
-                                                     ctypes.c_void_p, _ID_P]),
-        "rocprofiler_configure_buffer_tracing_service": (ctypes.c_int, [_Id, ctypes.c_int, ctypes.c_void_p,
-                                                                        ctypes.c_size_t, _Id]),
+        "rocprofiler_create_buffer": (
+            ctypes.c_int,
+            [_Id, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, _BUFFER_CB, ctypes.c_void_p, _ID_P],
+        ),
+        "rocprofiler_configure_buffer_tracing_service": (
+            ctypes.c_int,
+            [_Id, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, _Id],
+        ),
         "rocprofiler_start_context": (ctypes.c_int, [_Id]),
         "rocprofiler_stop_context": (ctypes.c_int, [_Id]),
         "rocprofiler_flush_buffer": (ctypes.c_int, [_Id]),
-    }, version=_version,
+    },
+    version=_version,
     remedy="dispatches are timed with hipEvents meanwhile; install ROCm 6.2+'s rocprofiler-sdk or set "
-           "MNEME_ROCPROFILER_SDK_LIB to its librocprofiler-sdk.so")  # fmt: skip
+    "MNEME_ROCPROFILER_SDK_LIB to its librocprofiler-sdk.so",
+)
 
 _timer: tuple[KernelTimer | None, str] | None = None
 

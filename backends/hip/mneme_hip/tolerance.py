@@ -41,8 +41,12 @@ def _load_float(dtype: str) -> str:
         loaded = side if ty == "double" else f"v{side}"
         lines.append(f"  %{loaded} = load {ty}, ptr addrspace(1) %p{side}, align {FLOATS[dtype][1]}")
         if dtype == "bf16":  # bf16 is the top half of an f32
-            lines += [f"  %w{side} = zext i16 %v{side} to i32", f"  %s{side} = shl i32 %w{side}, 16",
-                      f"  %f{side} = bitcast i32 %s{side} to float", f"  %{side} = fpext float %f{side} to double"]  # fmt: skip
+            lines += [
+                f"  %w{side} = zext i16 %v{side} to i32",
+                f"  %s{side} = shl i32 %w{side}, 16",
+                f"  %f{side} = bitcast i32 %s{side} to float",
+                f"  %{side} = fpext float %f{side} to double",
+            ]
         elif ty != "double":
             lines.append(f"  %{side} = fpext {ty} %v{side} to double")
     lines += [
@@ -70,7 +74,9 @@ def _load_integer(dtype: str) -> str:
     for side, ptr in (("e", "%expected"), ("a", "%actual")):
         lines.append(f"  %p{side} = getelementptr inbounds i{bits}, ptr addrspace(1) {ptr}, i64 %i")
         lines.append(f"  %v{side} = load i{bits}, ptr addrspace(1) %p{side}, align {INTEGERS[dtype]}")
-        lines.append(f"  %x{side} = {ext} i{bits} %v{side} to i64" if bits < 64 else f"  %x{side} = add i64 %v{side}, 0")
+        lines.append(
+            f"  %x{side} = {ext} i{bits} %v{side} to i64" if bits < 64 else f"  %x{side} = add i64 %v{side}, 0"
+        )
     cmp = "sge" if signed else "uge"
     to_fp = "sitofp" if signed else "uitofp"
     lines += [
@@ -169,10 +175,18 @@ attributes #0 = {{ "amdgpu-flat-work-group-size"="1,{BLOCK}" }}
 
 def _publish() -> str:
     """Atomics that add one thread's findings to the ten result words (see the module docstring)."""
-    ops = [("add", "count", 0, "i64"), ("umin", "first", 1, "i64"), ("umax", "maxabs", 2, "bits"),
-           ("umax", "maxrel", 3, "bits"), ("add", "nans", 4, "i64"), ("fadd", "ssd", 5, "double"),
-           ("fadd", "ssr", 6, "double"), ("fadd", "sad", 7, "double"), ("fadd", "sar", 8, "double"),
-           ("umax", "maxref", 9, "bits")]  # fmt: skip
+    ops = [
+        ("add", "count", 0, "i64"),
+        ("umin", "first", 1, "i64"),
+        ("umax", "maxabs", 2, "bits"),
+        ("umax", "maxrel", 3, "bits"),
+        ("add", "nans", 4, "i64"),
+        ("fadd", "ssd", 5, "double"),
+        ("fadd", "ssr", 6, "double"),
+        ("fadd", "sad", 7, "double"),
+        ("fadd", "sar", 8, "double"),
+        ("umax", "maxref", 9, "bits"),
+    ]
     lines = []
     for op, name, word, kind in ops:
         lines.append(f"  %w{word} = getelementptr inbounds i64, ptr addrspace(1) %out, i64 {word}")
@@ -181,6 +195,7 @@ def _publish() -> str:
         if kind == "bits":
             lines.append(f"  %b{word} = bitcast double {value} to i64")
             value = f"%b{word}"
-        lines.append(f"  %o{word} = atomicrmw {op} ptr addrspace(1) %w{word}, {ty} {value} "
-                     'syncscope("agent") monotonic, align 8')  # fmt: skip
+        lines.append(
+            f'  %o{word} = atomicrmw {op} ptr addrspace(1) %w{word}, {ty} {value} syncscope("agent") monotonic, align 8'
+        )
     return "\n".join(lines)

@@ -77,8 +77,12 @@ class Reservation:
         self.device_index = device_index
         self.granularity = granularity
         self.start, self.length = reservation_span(addr, size, granularity)
-        got = int(call(f"hipMemAddressReserve(0x{self.start:x}, {self.length})",
-                       hip.hipMemAddressReserve(self.length, granularity, self.start, 0)))  # fmt: skip
+        got = int(
+            call(
+                f"hipMemAddressReserve(0x{self.start:x}, {self.length})",
+                hip.hipMemAddressReserve(self.length, granularity, self.start, 0),
+            )
+        )
         if got != self.start:
             call("hipMemAddressFree", hip.hipMemAddressFree(got, self.length))
             raise MnemeError(
@@ -120,7 +124,10 @@ class Reservation:
         self._closed = True
         hip = self._hip
         for start, length, handle in reversed(self.mappings):
-            for what, result in (("hipMemUnmap", hip.hipMemUnmap(start, length)), ("hipMemRelease", hip.hipMemRelease(handle))):
+            for what, result in (
+                ("hipMemUnmap", hip.hipMemUnmap(start, length)),
+                ("hipMemRelease", hip.hipMemRelease(handle)),
+            ):
                 if int(result[0]) != 0:
                     log.warning("%s at 0x%x failed: %s", what, start, getattr(result[0], "name", result[0]))
         self.mappings.clear()
@@ -145,4 +152,9 @@ def allocation_prop(hip: Any, device_index: int) -> Any:
 def allocation_granularity(hip: Any, device_index: int) -> int:
     """The minimum granularity of HIP VMM allocations on the device (``hipMemAllocationGranularityMinimum``)."""
     flags = hip.hipMemAllocationGranularity_flags.hipMemAllocationGranularityMinimum
-    return int(call("hipMemGetAllocationGranularity", hip.hipMemGetAllocationGranularity(allocation_prop(hip, device_index), flags)))
+    return int(
+        call(
+            "hipMemGetAllocationGranularity",
+            hip.hipMemGetAllocationGranularity(allocation_prop(hip, device_index), flags),
+        )
+    )

@@ -49,8 +49,17 @@ UNITS = ("norm", "softmax", "getrows", "scale", "unary", "cpy", "rope")
 # (binbcast, for ADD and MUL, would add 1.7 MB of host code and IR: the device run carries 64 MiB in all, and
 # the GPU suite's programs, wheels and corpus IR take most of it.)
 #: ggml-base, as llama.cpp's ggml/src/CMakeLists.txt lists it.
-GGML_BASE = ("ggml.c", "ggml.cpp", "ggml-alloc.c", "ggml-backend.cpp", "ggml-backend-meta.cpp", "ggml-opt.cpp",
-             "ggml-threading.cpp", "ggml-quants.c", "gguf.cpp")  # fmt: skip
+GGML_BASE = (
+    "ggml.c",
+    "ggml.cpp",
+    "ggml-alloc.c",
+    "ggml-backend.cpp",
+    "ggml-backend-meta.cpp",
+    "ggml-opt.cpp",
+    "ggml-threading.cpp",
+    "ggml-quants.c",
+    "gguf.cpp",
+)
 C_FLAGS = ("-O2", "-std=gnu11", "-fPIC", "-D_GNU_SOURCE", "-DNDEBUG")
 CXX_FLAGS = ("-O2", "-std=c++17", "-fPIC", "-DNDEBUG")
 DEFAULT_OUT = ROOT / ".gpu" / "bin" / "ggml_ops_app"
@@ -72,8 +81,14 @@ def ggml_base(root: Path) -> list[Path]:
     src = root / "vendor/llama.cpp/ggml/src"
     include = root / "vendor/llama.cpp/ggml/include"
     cc, cxx = os.environ.get("CC", "cc"), os.environ.get("CXX", "c++")
-    key = _digest([(name, (src / name).read_text(errors="replace")) for name in GGML_BASE], C_FLAGS, CXX_FLAGS, cc,
-                  cxx, kc.LLAMA.folder)  # fmt: skip
+    key = _digest(
+        [(name, (src / name).read_text(errors="replace")) for name in GGML_BASE],
+        C_FLAGS,
+        CXX_FLAGS,
+        cc,
+        cxx,
+        kc.LLAMA.folder,
+    )
     folder = kc.cache_root() / "build" / f"ggml-base-{key}"
     objects = [folder / (Path(name).name.replace(".", "_") + ".o") for name in GGML_BASE]
     if all(o.exists() for o in objects):
@@ -83,12 +98,27 @@ def ggml_base(root: Path) -> list[Path]:
     tmp.mkdir(parents=True)
     # ggml-version.h is configured by llama.cpp's CMake from ggml-version.h.in.
     template = (src / "ggml-version.h.in").read_text()
-    (tmp / "ggml-version.h").write_text(template.replace("@GGML_VERSION@", kc.LLAMA.version)
-                                        .replace("@GGML_BUILD_COMMIT@", f"{kc.LLAMA.name}-{kc.LLAMA.version}"))  # fmt: skip
+    (tmp / "ggml-version.h").write_text(
+        template.replace("@GGML_VERSION@", kc.LLAMA.version).replace(
+            "@GGML_BUILD_COMMIT@", f"{kc.LLAMA.name}-{kc.LLAMA.version}"
+        )
+    )
     for name, obj in zip(GGML_BASE, objects):
         compiler, flags = (cc, C_FLAGS) if name.endswith(".c") else (cxx, CXX_FLAGS)
-        _run([*compiler.split(), *flags, f"-I{tmp}", f"-I{include}", f"-I{src}", "-c", str(src / name), "-o",
-              str(tmp / obj.name)], f"compiling ggml-base's {name}")  # fmt: skip
+        _run(
+            [
+                *compiler.split(),
+                *flags,
+                f"-I{tmp}",
+                f"-I{include}",
+                f"-I{src}",
+                "-c",
+                str(src / name),
+                "-o",
+                str(tmp / obj.name),
+            ],
+            f"compiling ggml-base's {name}",
+        )
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
     return objects
@@ -105,8 +135,10 @@ def build(out: Path = DEFAULT_OUT) -> Path:
         raise kc.CorpusUnavailable(f"ggml-cuda unit {failed[0].unit.name} did not build: {failed[0].messages[-800:]}")
     missing_ir = [b.unit.name for b in built if not b.ir_embedded]
     if missing_ir:
-        log.warning("no device IR embedded in ggml-cuda unit(s) %s: their kernels replay from the binary only",
-                    ", ".join(missing_ir))  # fmt: skip
+        log.warning(
+            "no device IR embedded in ggml-cuda unit(s) %s: their kernels replay from the binary only",
+            ", ".join(missing_ir),
+        )
     base = ggml_base(root)
     app = SOURCE.parent / "ggml_ops_app.cu"
     flags = units[0].flags  # llama.cpp's CUDA flags and include folders, as its units were built with
@@ -114,13 +146,37 @@ def build(out: Path = DEFAULT_OUT) -> Path:
     app_obj = kc.cache_root() / "build" / f"ggml-ops-app-{key}.o"
     if not app_obj.exists():
         tmp = app_obj.with_suffix(f".tmp{os.getpid()}.o")
-        _run([sys.executable, "-m", "mneme.instrument.launcher", kc.NVCC, f"-arch={kc.ARCH}", *flags, "-c", str(app),
-              "-o", str(tmp)], "mneme-cc nvcc of ggml_ops_app.cu")  # fmt: skip
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "mneme.instrument.launcher",
+                kc.NVCC,
+                f"-arch={kc.ARCH}",
+                *flags,
+                "-c",
+                str(app),
+                "-o",
+                str(tmp),
+            ],
+            "mneme-cc nvcc of ggml_ops_app.cu",
+        )
         tmp.rename(app_obj)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp_out = out.with_name(out.name + ".tmp")
-    _run([kc.NVCC, f"-arch={kc.ARCH}", "-o", str(tmp_out), str(app_obj), *(str(b.obj) for b in built),
-          *(str(o) for o in base), "-lpthread"], "linking ggml_ops_app")  # fmt: skip
+    _run(
+        [
+            kc.NVCC,
+            f"-arch={kc.ARCH}",
+            "-o",
+            str(tmp_out),
+            str(app_obj),
+            *(str(b.obj) for b in built),
+            *(str(o) for o in base),
+            "-lpthread",
+        ],
+        "linking ggml_ops_app",
+    )
     tmp_out.replace(out)
     return out
 

@@ -83,7 +83,9 @@ def child(folder: Path, count: int, extra: list[str], interleave: bool = False) 
                 sizes[name].append(assemble(ptx, options))
                 rows[name].append(time.perf_counter() - start)
         for name, times in rows.items():
-            print(f"  {name}: median {statistics.median(times) * 1e3:.2f} ms, report {min(sizes[name])}-{max(sizes[name])} bytes")
+            print(
+                f"  {name}: median {statistics.median(times) * 1e3:.2f} ms, report {min(sizes[name])}-{max(sizes[name])} bytes"
+            )
         print(f"  libcuda {_loaded('libcuda')}")
         return
 
@@ -93,10 +95,14 @@ def child(folder: Path, count: int, extra: list[str], interleave: bool = False) 
             start = time.perf_counter()
             assemble(ptx)
             times.append(time.perf_counter() - start)
-    print(f"  {len(ptxs)} kernels; assembler {codegen.ptxas_version()} from {_loaded('nvJitLink')}; "
-          f"libcuda {_loaded('libcuda')}")  # fmt: skip
-    print(f"  first assembly median {statistics.median(first) * 1e3:.2f} ms, "
-          f"second {statistics.median(second) * 1e3:.2f} ms")  # fmt: skip
+    print(
+        f"  {len(ptxs)} kernels; assembler {codegen.ptxas_version()} from {_loaded('nvJitLink')}; "
+        f"libcuda {_loaded('libcuda')}"
+    )
+    print(
+        f"  first assembly median {statistics.median(first) * 1e3:.2f} ms, "
+        f"second {statistics.median(second) * 1e3:.2f} ms"
+    )
 
 
 def main() -> None:
@@ -111,16 +117,26 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         filled, fresh = str(Path(tmp, "filled")), str(Path(tmp, "fresh"))
-        settings = (("without -no-cache, an empty driver cache", {"CUDA_CACHE_PATH": filled}, []),
-                    ("the same, a new process on the cache the first filled", {"CUDA_CACHE_PATH": filled}, []),
-                    ("CUDA_CACHE_DISABLE=1", {"CUDA_CACHE_DISABLE": "1"}, []),
-                    ("nvJitLink -no-cache, an empty driver cache", {"CUDA_CACHE_PATH": fresh}, ["--option=-no-cache"]),
-                    ("one process: miss, -no-cache, hit", {"CUDA_CACHE_PATH": str(Path(tmp, "third"))}, ["--option=interleave"]))  # fmt: skip
+        settings = (
+            ("without -no-cache, an empty driver cache", {"CUDA_CACHE_PATH": filled}, []),
+            ("the same, a new process on the cache the first filled", {"CUDA_CACHE_PATH": filled}, []),
+            ("CUDA_CACHE_DISABLE=1", {"CUDA_CACHE_DISABLE": "1"}, []),
+            ("nvJitLink -no-cache, an empty driver cache", {"CUDA_CACHE_PATH": fresh}, ["--option=-no-cache"]),
+            (
+                "one process: miss, -no-cache, hit",
+                {"CUDA_CACHE_PATH": str(Path(tmp, "third"))},
+                ["--option=interleave"],
+            ),
+        )
         for label, env, extra in settings:
             print(label)
             sys.stdout.flush()
-            subprocess.run([sys.executable, __file__, str(args.folder), "--kernels", str(args.kernels), _CHILD, *extra],
-                           env={**os.environ, **env}, check=False, stderr=subprocess.DEVNULL)  # fmt: skip
+            subprocess.run(
+                [sys.executable, __file__, str(args.folder), "--kernels", str(args.kernels), _CHILD, *extra],
+                env={**os.environ, **env},
+                check=False,
+                stderr=subprocess.DEVNULL,
+            )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,16 @@ def kernels(trace_dir: Path) -> list[dict]:
             f = line.split("\t")
             if len(f) < 11 or KERNEL not in f[0]:
                 continue
-            mine.append({"grid": int(f[1]), "stream": int(f[3]), "channel": int(f[4]), "channel_type": int(f[5]),
-                         "correlation": int(f[6]), "us": (int(f[8]) - int(f[7])) / 1e3})  # fmt: skip
+            mine.append(
+                {
+                    "grid": int(f[1]),
+                    "stream": int(f[3]),
+                    "channel": int(f[4]),
+                    "channel_type": int(f[5]),
+                    "correlation": int(f[6]),
+                    "us": (int(f[8]) - int(f[7])) / 1e3,
+                }
+            )
         rows.extend(sorted(mine, key=lambda r: r["correlation"]))
     return rows
 
@@ -89,56 +97,103 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         db_dir = tmp / "db"
-        recorder.main_record(db_dir, argv, [], kernel=f"^{KERNEL}$", library=bench.library(), progress=False,
-                                 timer="events")  # fmt: skip
+        recorder.main_record(
+            db_dir, argv, [], kernel=f"^{KERNEL}$", library=bench.library(), progress=False, timer="events"
+        )
         keys = bench.instance_keys(db_dir / "raw")
+
         def app_run(label: str, env_extra: dict | None = None) -> dict:
-            return bench.app_times_of_run("streams_app", f"^{KERNEL}$", tmp, label, args=(opts.mode,),
-                                          env_extra=env_extra, timer="events")  # fmt: skip
+            return bench.app_times_of_run(
+                "streams_app", f"^{KERNEL}$", tmp, label, args=(opts.mode,), env_extra=env_extra, timer="events"
+            )
 
         # (in-application times by key, CUPTI rows), one per traced process; and two without CUPTI
-        app_runs = [(app_run(f"app{k}", traced(tracer, tmp / f"app{k}-trace")), kernels(tmp / f"app{k}-trace"))
-                    for k in range(opts.runs)]  # fmt: skip
+        app_runs = [
+            (app_run(f"app{k}", traced(tracer, tmp / f"app{k}-trace")), kernels(tmp / f"app{k}-trace"))
+            for k in range(opts.runs)
+        ]
         plain_runs = [app_run(f"plain{k}") for k in range(2)]
         for db in sorted(db_dir.glob("*.json")):
             rec = RecordedExecution.from_json(db)
             for dynamic_hash, inst in rec.kernel_instances.items():
                 key = (rec.kernel_name, keys.get(dynamic_hash, ""))
                 grid = inst.grid_dim.x
-                row: dict = {"instance": dynamic_hash[:8], "grid": grid, "app": [], "app_plain_event_us": [],
-                             "replay": []}  # fmt: skip
+                row: dict = {
+                    "instance": dynamic_hash[:8],
+                    "grid": grid,
+                    "app": [],
+                    "app_plain_event_us": [],
+                    "replay": [],
+                }
                 for times, rows in app_runs:
                     mine = [r for r in rows if r["grid"] == grid]
-                    row["app"].append({
-                        "event_us": med(t * 1e6 for t in times.get(key, [])[1:]),
-                        "cupti_us": med(r["us"] for r in mine[1:]),
-                        "channels": sorted({(r["channel_type"], r["channel"]) for r in mine}),
-                        "launches": len(mine)})  # fmt: skip
+                    row["app"].append(
+                        {
+                            "event_us": med(t * 1e6 for t in times.get(key, [])[1:]),
+                            "cupti_us": med(r["us"] for r in mine[1:]),
+                            "channels": sorted({(r["channel_type"], r["channel"]) for r in mine}),
+                            "launches": len(mine),
+                        }
+                    )
                 row["app_plain_event_us"] = [med(t * 1e6 for t in r.get(key, [])[1:]) for r in plain_runs]
                 for k in range(opts.runs):  # fresh replay processes
                     trace = tmp / f"replay-{dynamic_hash[:8]}-{k}"
-                    cmd = [sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "-rid", dynamic_hash, "--mode",
-                           "cubin", "--cache", "primed", "--iterations", str(opts.iterations), "--json",
-                           "--timer", "events"]  # fmt: skip
-                    proc = subprocess.run(cmd, env={**os.environ, **traced(tracer, trace)},
-                                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+                    cmd = [
+                        sys.executable,
+                        "-m",
+                        "mneme",
+                        "replay",
+                        "-rdb",
+                        str(db),
+                        "-rid",
+                        dynamic_hash,
+                        "--mode",
+                        "cubin",
+                        "--cache",
+                        "primed",
+                        "--iterations",
+                        str(opts.iterations),
+                        "--json",
+                        "--timer",
+                        "events",
+                    ]
+                    proc = subprocess.run(
+                        cmd,
+                        env={**os.environ, **traced(tracer, trace)},
+                        capture_output=True,
+                        text=True,
+                        timeout=300,
+                        check=False,
+                    )
                     try:
                         event = json.loads(proc.stdout)["median_time"] * 1e6
                     except (ValueError, KeyError, TypeError):
                         print(f"replay failed: {proc.stderr[-400:]}")
                         event = None
                     mine = kernels(trace)
-                    row["replay"].append({"event_us": event, "cupti_us": med(r["us"] for r in mine[2:]),
-                                          "channels": sorted({(r["channel_type"], r["channel"]) for r in mine}),
-                                          "launches": len(mine)})  # fmt: skip
+                    row["replay"].append(
+                        {
+                            "event_us": event,
+                            "cupti_us": med(r["us"] for r in mine[2:]),
+                            "channels": sorted({(r["channel_type"], r["channel"]) for r in mine}),
+                            "launches": len(mine),
+                        }
+                    )
                 # one executor, several streams, in a traced child (its own trace)
                 trace = tmp / f"streams-{dynamic_hash[:8]}"
-                code = ("import json,sys; sys.path[:0]=%r; import stream_probe as p; from pathlib import Path; "
-                        "print(json.dumps(p.per_stream(Path(%r), %r, %d, %d, %d)))"
-                        % ([str(HERE), str(HERE.parent)], str(db), dynamic_hash, opts.rounds, opts.iterations,
-                           opts.streams))  # fmt: skip
-                proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, **traced(tracer, trace)},
-                                      capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+                code = (
+                    "import json,sys; sys.path[:0]=%r; import stream_probe as p; from pathlib import Path; "
+                    "print(json.dumps(p.per_stream(Path(%r), %r, %d, %d, %d)))"
+                    % ([str(HERE), str(HERE.parent)], str(db), dynamic_hash, opts.rounds, opts.iterations, opts.streams)
+                )
+                proc = subprocess.run(
+                    [sys.executable, "-c", code],
+                    env={**os.environ, **traced(tracer, trace)},
+                    capture_output=True,
+                    text=True,
+                    timeout=300,
+                    check=False,
+                )
                 try:
                     per = json.loads(proc.stdout.strip().splitlines()[-1])
                 except (ValueError, IndexError):
@@ -149,24 +204,39 @@ def main() -> int:
                 row["streams"] = []
                 for k, s in enumerate(per["streams"]):
                     on = [r for r in mine if k < len(order) and r["stream"] == order[k]]
-                    row["streams"].append({"event_us": round(s["median_us"], 3), "cupti_us": med(r["us"] for r in on),
-                                           "channels": sorted({(r["channel_type"], r["channel"]) for r in on})})  # fmt: skip
+                    row["streams"].append(
+                        {
+                            "event_us": round(s["median_us"], 3),
+                            "cupti_us": med(r["us"] for r in on),
+                            "channels": sorted({(r["channel_type"], r["channel"]) for r in on}),
+                        }
+                    )
                 a_ev = med(r["event_us"] for r in row["app"])
                 a_cu = med(r["cupti_us"] for r in row["app"])
                 r_ev = med(r["event_us"] for r in row["replay"])
                 r_cu = med(r["cupti_us"] for r in row["replay"])
-                row["summary"] = {"app_event_us": a_ev, "app_cupti_us": a_cu, "replay_event_us": r_ev,
-                                  "replay_cupti_us": r_cu, "app_plain_event_us": med(row["app_plain_event_us"]),
-                                  "event_ratio": round(r_ev / a_ev, 4) if a_ev and r_ev else None,
-                                  "cupti_ratio": round(r_cu / a_cu, 4) if a_cu and r_cu else None}  # fmt: skip
+                row["summary"] = {
+                    "app_event_us": a_ev,
+                    "app_cupti_us": a_cu,
+                    "replay_event_us": r_ev,
+                    "replay_cupti_us": r_cu,
+                    "app_plain_event_us": med(row["app_plain_event_us"]),
+                    "event_ratio": round(r_ev / a_ev, 4) if a_ev and r_ev else None,
+                    "cupti_ratio": round(r_cu / a_cu, 4) if a_cu and r_cu else None,
+                }
                 out["instances"].append(row)
                 s = row["summary"]
-                print(f"{opts.mode} {row['instance']} grid {grid}: app event {s['app_event_us']} cupti {s['app_cupti_us']} "
-                      f"(no CUPTI: event {s['app_plain_event_us']}); replay event {s['replay_event_us']} cupti "
-                      f"{s['replay_cupti_us']}; ratios event {s['event_ratio']} cupti {s['cupti_ratio']}", flush=True)
+                print(
+                    f"{opts.mode} {row['instance']} grid {grid}: app event {s['app_event_us']} cupti {s['app_cupti_us']} "
+                    f"(no CUPTI: event {s['app_plain_event_us']}); replay event {s['replay_event_us']} cupti "
+                    f"{s['replay_cupti_us']}; ratios event {s['event_ratio']} cupti {s['cupti_ratio']}",
+                    flush=True,
+                )
                 for label, part in (("app runs", "app"), ("replays", "replay"), ("streams", "streams")):
-                    print(f"   {label:<9} " + "; ".join(f"ev {r['event_us']} cu {r['cupti_us']} ch {r['channels']}"
-                                                     for r in row[part]))  # fmt: skip
+                    print(
+                        f"   {label:<9} "
+                        + "; ".join(f"ev {r['event_us']} cu {r['cupti_us']} ch {r['channels']}" for r in row[part])
+                    )
     if opts.json:
         opts.json.write_text(json.dumps(out, indent=1))
     return 0

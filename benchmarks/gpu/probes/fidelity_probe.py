@@ -34,7 +34,9 @@ def variants(ex) -> dict:
 
     def reset_then_touch():
         ex.reset()
-        dev.compare_regions([cmp.CompareRequest(expected=buf.addr, actual=addr, size=buf.size) for addr, buf in written])
+        dev.compare_regions(
+            [cmp.CompareRequest(expected=buf.addr, actual=addr, size=buf.size) for addr, buf in written]
+        )
 
     def reset_then_idle():
         ex.reset()
@@ -82,17 +84,35 @@ def main() -> int:
         for name in opts.programs:
             kernel = bench.PROGRAMS[name]
             db_dir = Path(tmp) / name
-            recorder.main_record(db_dir, [str(bench.BIN / name)], [], kernel=kernel, library=bench.library(),
-                                 progress=False, timer="events")  # fmt: skip
+            recorder.main_record(
+                db_dir,
+                [str(bench.BIN / name)],
+                [],
+                kernel=kernel,
+                library=bench.library(),
+                progress=False,
+                timer="events",
+            )
             for db in sorted(db_dir.glob("*.json")):
                 rec = RecordedExecution.from_json(db)
                 for dynamic_hash, inst in rec.kernel_instances.items():
                     app = list(inst.app_times)
                     ref = application_median(app)[0]
-                    row = {"program": name, "instance": dynamic_hash[:8], "n_app": len(app), "app_us": ref * 1e6,
-                           "app_all_us": [round(t * 1e6, 2) for t in app]}  # fmt: skip
-                    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=opts.iterations,
-                                      mode="cubin", timer="events") as ex:  # fmt: skip
+                    row = {
+                        "program": name,
+                        "instance": dynamic_hash[:8],
+                        "n_app": len(app),
+                        "app_us": ref * 1e6,
+                        "app_all_us": [round(t * 1e6, 2) for t in app],
+                    }
+                    with BaseExecutor(
+                        db,
+                        record_id=dynamic_hash,
+                        backend="cuda",
+                        iterations=opts.iterations,
+                        mode="cubin",
+                        timer="events",
+                    ) as ex:
                         timer = ex.device.time
                         ex.execute(ex.default_config())  # restores, uploads the pristine copies
                         chosen = variants(ex)
@@ -100,13 +120,19 @@ def main() -> int:
                             ex.device.time = lambda *a, _o=options, **k: timer(*a, **{**k, **_o})
                             result = ex.execute(ex.default_config())
                             times = sorted(result.exec_time)
-                            row[label] = {"median_us": statistics.median(times) * 1e6,
-                                          "min_us": times[0] * 1e6, "p90_us": times[int(0.9 * len(times))] * 1e6,
-                                          "ratio": statistics.median(times) / ref, "ok": result.ok}  # fmt: skip
+                            row[label] = {
+                                "median_us": statistics.median(times) * 1e6,
+                                "min_us": times[0] * 1e6,
+                                "p90_us": times[int(0.9 * len(times))] * 1e6,
+                                "ratio": statistics.median(times) / ref,
+                                "ok": result.ok,
+                            }
                     out.append(row)
-                    print(f"{name:<12} {row['instance']} n={row['n_app']:>2} app {row['app_us']:7.2f} us  "
-                          + "  ".join(f"{k} {row[k]['median_us']:6.2f} ({row[k]['ratio']:.3f})" for k in chosen),
-                          flush=True)
+                    print(
+                        f"{name:<12} {row['instance']} n={row['n_app']:>2} app {row['app_us']:7.2f} us  "
+                        + "  ".join(f"{k} {row[k]['median_us']:6.2f} ({row[k]['ratio']:.3f})" for k in chosen),
+                        flush=True,
+                    )
     print(json.dumps(out, indent=1))
     return 0
 

@@ -43,8 +43,11 @@ def app_side(name: str, recorders: dict[str, Path], runs: int, tmp: Path) -> dic
         once = launched_once_times(name, tmp, label, runs, {"LD_PRELOAD": str(library.resolve())})
         out[label] = once
         for key, times in once.items():
-            print(f"app {name} {label:8s} {key[:12]}: median {statistics.median(times):.3f} us, "
-                  f"{sorted(round(t, 2) for t in times)}", flush=True)  # fmt: skip
+            print(
+                f"app {name} {label:8s} {key[:12]}: median {statistics.median(times):.3f} us, "
+                f"{sorted(round(t, 2) for t in times)}",
+                flush=True,
+            )
     return out
 
 
@@ -56,8 +59,9 @@ def replay_side(name: str, library: Path, iterations: int, repeats: int, tmp: Pa
     from mneme.core.records import RecordedExecution
 
     db_dir = tmp / f"{name}-db"
-    recorder.main_record(db_dir, [str(bench.BIN / name)], [], kernel=bench.PROGRAMS[name], library=library,
-                         progress=False)  # fmt: skip
+    recorder.main_record(
+        db_dir, [str(bench.BIN / name)], [], kernel=bench.PROGRAMS[name], library=library, progress=False
+    )
     keys = bench.instance_keys(db_dir / "raw")
     out: dict = {}
     for db in sorted(db_dir.glob("*.json")):
@@ -84,9 +88,13 @@ def replay_side(name: str, library: Path, iterations: int, repeats: int, tmp: Pa
                         ways[way].append(result.median_time * 1e6)
             key = keys.get(dynamic_hash, dynamic_hash)
             out[key] = ways
-            print(f"replay {name} {key[:12]}: " + ", ".join(
-                f"{way} {statistics.median(v):.3f} us {[round(t, 2) for t in v]}" for way, v in ways.items()),
-                flush=True)  # fmt: skip
+            print(
+                f"replay {name} {key[:12]}: "
+                + ", ".join(
+                    f"{way} {statistics.median(v):.3f} us {[round(t, 2) for t in v]}" for way, v in ways.items()
+                ),
+                flush=True,
+            )
     return out
 
 

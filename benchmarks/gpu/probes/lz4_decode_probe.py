@@ -45,8 +45,13 @@ def main() -> int:
         pinned = device.pinned(size)
         pageable = np.empty(size, np.uint8)
         pageable[:] = 0
-        kinds = {"raw": ("raw", 4 * MiB), "zstd": ("zstd", 4 * MiB), "lz4": ("lz4", 4 * MiB),
-                 "lz4_1m": ("lz4", MiB), "lz4_noshuffle": ("lz4", 4 * MiB)}  # fmt: skip
+        kinds = {
+            "raw": ("raw", 4 * MiB),
+            "zstd": ("zstd", 4 * MiB),
+            "lz4": ("lz4", 4 * MiB),
+            "lz4_1m": ("lz4", MiB),
+            "lz4_noshuffle": ("lz4", 4 * MiB),
+        }
         for name, (encoding, chunk) in kinds.items():
             path = Path(tmp) / f"{name}.mneme"
             if name == "lz4_noshuffle":  # force plain LZ4: compare the first chunk's options as the writer does

@@ -37,15 +37,16 @@ def launched_once_times(name: str, tmp: Path, label: str, runs: int, env: dict[s
     in-application time (us) of each run, for the instances it launched once."""
     once: dict[str, list[float]] = {}
     for i in range(runs):
-        for (_kernel, key), times in bench.app_times_of_run(name, bench.PROGRAMS[name], tmp, f"{label}-{i}",
-                                                            env_extra=env).items():  # fmt: skip
+        for (_kernel, key), times in bench.app_times_of_run(
+            name, bench.PROGRAMS[name], tmp, f"{label}-{i}", env_extra=env
+        ).items():
             if len(times) == 1:
                 once.setdefault(key, []).append(times[0] * 1e6)
     return once
 
 
 def labelled(specs: str) -> list[tuple[str, str]]:
-    """"label=value,..." as (label, value) pairs."""
+    """ "label=value,..." as (label, value) pairs."""
     return [spec.partition("=")[::2] for spec in filter(None, specs.split(","))]
 
 
@@ -74,8 +75,11 @@ def main() -> int:
             for index, (label, env) in enumerate(variants.items()):
                 once = launched_once_times(name, Path(tmp), f"v{index}", args.runs, env)
                 for key, times in once.items():
-                    print(f"{name} {label} {key[:12]}: median {statistics.median(times):.2f} us of "
-                          f"{[round(t, 2) for t in times]}", flush=True)  # fmt: skip
+                    print(
+                        f"{name} {label} {key[:12]}: median {statistics.median(times):.2f} us of "
+                        f"{[round(t, 2) for t in times]}",
+                        flush=True,
+                    )
                 out["programs"].setdefault(name, {})[label] = once
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

@@ -31,8 +31,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_recorder_fidelity as bench  # noqa: E402
 
 # label -> (program and arguments, kernel regex)
-PROGRAMS = {"streams_only1": (["streams_app", "only1"], "^saxpy$"), "stencil_app": (["stencil_app"], "stencil2d"),
-            "global_app": (["global_app"], "add_bias")}  # fmt: skip
+PROGRAMS = {
+    "streams_only1": (["streams_app", "only1"], "^saxpy$"),
+    "stencil_app": (["stencil_app"], "stencil2d"),
+    "global_app": (["global_app"], "add_bias"),
+}
 WAYS = ("same", "reload", "remap", "restream", "same_after")
 
 
@@ -71,8 +74,9 @@ def placements(db: Path, dynamic_hash: str, rounds: int, iterations: int) -> dic
     out: dict = {}
     held: list = []
     streams: list = []
-    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin",
-                      timer="events") as ex:  # fmt: skip
+    with BaseExecutor(
+        db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin", timer="events"
+    ) as ex:
         ex.cache = "primed"
         config = ex.default_config()
         original = ex.device.stream
@@ -101,8 +105,13 @@ def placements(db: Path, dynamic_hash: str, rounds: int, iterations: int) -> dic
                     check(driver().cuStreamDestroy(stream), "cuStreamDestroy")
                 streams.clear()
             print(f"  {way}: {statistics.median(medians):.2f} us", file=sys.stderr, flush=True)
-            out[way] = {"medians_us": [round(m, 3) for m in medians], "verified": verified,
-                        "median_us": statistics.median(medians), "min_us": min(medians), "max_us": max(medians)}  # fmt: skip
+            out[way] = {
+                "medians_us": [round(m, 3) for m in medians],
+                "verified": verified,
+                "median_us": statistics.median(medians),
+                "min_us": min(medians),
+                "max_us": max(medians),
+            }
         ex.device.synchronize()
     cu = driver()
     for handle in held:
@@ -114,17 +123,41 @@ def processes(db: Path, dynamic_hash: str, runs: int, iterations: int) -> dict:
     """The median of a primed replay in each of `runs` fresh processes."""
     medians = []
     for _ in range(runs):
-        proc = subprocess.run([sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "-rid", dynamic_hash,
-                               "--mode", "cubin", "--cache", "primed", "--iterations", str(iterations), "--json"],
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mneme",
+                "replay",
+                "-rdb",
+                str(db),
+                "-rid",
+                dynamic_hash,
+                "--mode",
+                "cubin",
+                "--cache",
+                "primed",
+                "--iterations",
+                str(iterations),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         try:
             medians.append(json.loads(proc.stdout)["median_time"] * 1e6)
         except (ValueError, KeyError, TypeError):
             print(f"replay process failed ({proc.returncode}): {proc.stderr[-300:]}", file=sys.stderr)
     if not medians:
         return {"medians_us": [], "median_us": float("nan"), "min_us": float("nan"), "max_us": float("nan")}
-    return {"medians_us": [round(m, 3) for m in medians], "median_us": statistics.median(medians),
-            "min_us": min(medians), "max_us": max(medians)}  # fmt: skip
+    return {
+        "medians_us": [round(m, 3) for m in medians],
+        "median_us": statistics.median(medians),
+        "min_us": min(medians),
+        "max_us": max(medians),
+    }
 
 
 def main() -> int:
@@ -146,8 +179,9 @@ def main() -> int:
             command, kernel = PROGRAMS[label]
             argv = [str(bench.BIN / command[0]), *command[1:]]
             db_dir = Path(tmp) / label
-            recorder.main_record(db_dir, argv, [], kernel=kernel, library=bench.library(), progress=False,
-                                 timer="events")  # fmt: skip
+            recorder.main_record(
+                db_dir, argv, [], kernel=kernel, library=bench.library(), progress=False, timer="events"
+            )
             keys = bench.instance_keys(db_dir / "raw")
             runs = []
             for k in range(opts.runs):
@@ -162,15 +196,26 @@ def main() -> int:
                     app = [application_median(r[key])[0] * 1e6 for r in runs if len(r.get(key, [])) > 1]
                     if not app:
                         continue
-                    row = {"program": label, "instance": dynamic_hash[:8], "app_run_medians_us": [round(a, 3) for a in app],
-                           "app_median_us": statistics.median(app), "app_min_us": min(app), "app_max_us": max(app),
-                           **placements(db, dynamic_hash, opts.rounds, opts.iterations),
-                           "processes": processes(db, dynamic_hash, opts.runs, opts.iterations)}  # fmt: skip
+                    row = {
+                        "program": label,
+                        "instance": dynamic_hash[:8],
+                        "app_run_medians_us": [round(a, 3) for a in app],
+                        "app_median_us": statistics.median(app),
+                        "app_min_us": min(app),
+                        "app_max_us": max(app),
+                        **placements(db, dynamic_hash, opts.rounds, opts.iterations),
+                        "processes": processes(db, dynamic_hash, opts.runs, opts.iterations),
+                    }
                     rows.append(row)
-                    print(f"{label:<14} {row['instance']} app {row['app_median_us']:.2f} us "
-                          f"({row['app_min_us']:.2f}-{row['app_max_us']:.2f}) "
-                          + "  ".join(f"{w} {row[w]['median_us']:.2f} ({row[w]['min_us']:.2f}-{row[w]['max_us']:.2f})"
-                                      for w in (*WAYS, "processes")), flush=True)  # fmt: skip
+                    print(
+                        f"{label:<14} {row['instance']} app {row['app_median_us']:.2f} us "
+                        f"({row['app_min_us']:.2f}-{row['app_max_us']:.2f}) "
+                        + "  ".join(
+                            f"{w} {row[w]['median_us']:.2f} ({row[w]['min_us']:.2f}-{row[w]['max_us']:.2f})"
+                            for w in (*WAYS, "processes")
+                        ),
+                        flush=True,
+                    )
     if opts.json:
         opts.json.write_text(json.dumps(rows, indent=1))
     return 0

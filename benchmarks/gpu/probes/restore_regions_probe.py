@@ -53,6 +53,7 @@ def main() -> int:
             def copy():
                 cu.cuMemcpyHtoDAsync(space.addr, pinned.ptr, n, device.stream)
                 device.synchronize()
+
             return best_seconds(copy)
 
         def restore_all(snap) -> None:  # one pass over every region
@@ -74,18 +75,26 @@ def main() -> int:
                 w.set_args(b"\0" * 8)
                 at = 0
                 for size in sizes:
-                    w.add_region(BASE + at, source[at:at + size], encoding=encoding, policy=RegionPolicy("f32"))
+                    w.add_region(BASE + at, source[at : at + size], encoding=encoding, policy=RegionPolicy("f32"))
                     at += size
             return path
 
-        cases = [("single", [s * MiB], src, name) for s in (16, 64, 128, 256, 1024)
-                 for src, name in ((field, "field"), (noise, "noise"))]
+        cases = [
+            ("single", [s * MiB], src, name)
+            for s in (16, 64, 128, 256, 1024)
+            for src, name in ((field, "field"), (noise, "noise"))
+        ]
         cases += [("multi", [n * MiB] * (512 // n), field, "field") for n in (16, 64, 256)]
         cases += [("multi", [256 * MiB] * 2, noise, "noise")]
         for group, sizes, source, data_name in cases:
             total = sum(sizes)
             t_h2d = h2d(total)
-            row = {"regions": len(sizes), "region_MiB": sizes[0] // MiB, "data": data_name, "h2d_GBps": total / t_h2d / 1e9}
+            row = {
+                "regions": len(sizes),
+                "region_MiB": sizes[0] // MiB,
+                "data": data_name,
+                "h2d_GBps": total / t_h2d / 1e9,
+            }
             for encoding in ("lz4", "raw"):
                 path = write(f"{group}-{len(sizes)}-{data_name}-{encoding}", sizes, source, encoding)
                 with Snapshot.open(path) as snap:

@@ -35,8 +35,9 @@ def per_stream(db: Path, dynamic_hash: str, rounds: int, iterations: int, extra:
     from mneme.core.executor import BaseExecutor
 
     cu = driver()
-    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin",
-                      timer="events") as ex:  # fmt: skip
+    with BaseExecutor(
+        db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="cubin", timer="events"
+    ) as ex:
         ex.cache = "primed"
         config = ex.default_config()
         own = ex.device.stream
@@ -57,8 +58,10 @@ def per_stream(db: Path, dynamic_hash: str, rounds: int, iterations: int, extra:
             ex.device.stream = own
             for stream in streams[1:]:
                 cu.cuStreamDestroy(stream)
-    return {"verified": verified, "streams": [{"medians_us": [round(m, 3) for m in ms],
-                                               "median_us": statistics.median(ms)} for ms in medians]}  # fmt: skip
+    return {
+        "verified": verified,
+        "streams": [{"medians_us": [round(m, 3) for m in ms], "median_us": statistics.median(ms)} for ms in medians],
+    }
 
 
 def main() -> int:
@@ -79,8 +82,9 @@ def main() -> int:
         for mode in MODES:
             argv = [str(bench.BIN / "streams_app"), mode]
             db_dir = Path(tmp) / mode
-            recorder.main_record(db_dir, argv, [], kernel="^saxpy$", library=bench.library(), progress=False,
-                                 timer="events")  # fmt: skip
+            recorder.main_record(
+                db_dir, argv, [], kernel="^saxpy$", library=bench.library(), progress=False, timer="events"
+            )
             keys = bench.instance_keys(db_dir / "raw")
             runs = []
             for k in range(opts.runs):
@@ -95,14 +99,23 @@ def main() -> int:
                     app = [application_median(r[key])[0] * 1e6 for r in runs if len(r.get(key, [])) > 1]
                     if not app:
                         continue
-                    row = {"mode": mode, "instance": dynamic_hash[:8], "app_run_medians_us": [round(a, 3) for a in app],
-                           "app_median_us": statistics.median(app),
-                           **per_stream(db, dynamic_hash, opts.rounds, opts.iterations, opts.streams)}  # fmt: skip
+                    row = {
+                        "mode": mode,
+                        "instance": dynamic_hash[:8],
+                        "app_run_medians_us": [round(a, 3) for a in app],
+                        "app_median_us": statistics.median(app),
+                        **per_stream(db, dynamic_hash, opts.rounds, opts.iterations, opts.streams),
+                    }
                     rows.append(row)
-                    print(f"{mode:<6} {row['instance']} app {row['app_median_us']:.2f} us "
-                          f"({min(app):.2f}-{max(app):.2f}); per stream: "
-                          + "  ".join(f"s{k} {s['median_us']:.2f} ({min(s['medians_us']):.2f}-{max(s['medians_us']):.2f})"
-                                      for k, s in enumerate(row["streams"])), flush=True)  # fmt: skip
+                    print(
+                        f"{mode:<6} {row['instance']} app {row['app_median_us']:.2f} us "
+                        f"({min(app):.2f}-{max(app):.2f}); per stream: "
+                        + "  ".join(
+                            f"s{k} {s['median_us']:.2f} ({min(s['medians_us']):.2f}-{max(s['medians_us']):.2f})"
+                            for k, s in enumerate(row["streams"])
+                        ),
+                        flush=True,
+                    )
     if opts.json:
         opts.json.write_text(json.dumps(rows, indent=1))
     return 0

@@ -40,8 +40,17 @@ class Sampler:
         self.proc = None
         if shutil.which("nvidia-smi"):
             self.proc = subprocess.Popen(
-                ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu", "--format=csv,noheader,nounits",
-                 "-lms", "20"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+                [
+                    "nvidia-smi",
+                    "--query-gpu=clocks.sm,power.draw,temperature.gpu",
+                    "--format=csv,noheader,nounits",
+                    "-lms",
+                    "20",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
             threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -59,10 +68,14 @@ class Sampler:
         out: dict = {}
         for label in dict.fromkeys(s[0] for s in self.samples):
             rows = [s for s in self.samples if s[0] == label]
-            out[label] = {"n": len(rows), "sm_mhz_median": statistics.median(r[1] for r in rows),
-                          "sm_mhz_min": min(r[1] for r in rows), "sm_mhz_max": max(r[1] for r in rows),
-                          "power_w_median": statistics.median(r[2] for r in rows),
-                          "temp_c_max": max(r[3] for r in rows)}  # fmt: skip
+            out[label] = {
+                "n": len(rows),
+                "sm_mhz_median": statistics.median(r[1] for r in rows),
+                "sm_mhz_min": min(r[1] for r in rows),
+                "sm_mhz_max": max(r[1] for r in rows),
+                "power_w_median": statistics.median(r[2] for r in rows),
+                "temp_c_max": max(r[3] for r in rows),
+            }
         return out
 
     def stop(self):
@@ -79,8 +92,18 @@ def timers(ex) -> dict:
         return time_fn(*args, **{**kwargs, "cache": "primed"})
 
     def idle(gap_s: float):
-        def timed(kernel, grid, block, shared_mem, args, iterations, before_each=None, cache="flushed", gate=True,
-                  timer="events"):  # noqa: ARG001 - the executor passes its timer; this probe studies events
+        def timed(
+            kernel,
+            grid,
+            block,
+            shared_mem,
+            args,
+            iterations,
+            before_each=None,
+            cache="flushed",
+            gate=True,
+            timer="events",
+        ):  # noqa: ARG001 - the executor passes its timer; this probe studies events
             keep: list = []
 
             def prepare():  # the kernel's previous launch on this data, then the GPU idle for the gap
@@ -92,8 +115,18 @@ def timers(ex) -> dict:
                 while time.perf_counter() < end:
                     pass
 
-            return time_fn(kernel, grid, block, shared_mem, args, iterations, before_each=prepare, cache="warm",
-                           gate=gate, timer="events")
+            return time_fn(
+                kernel,
+                grid,
+                block,
+                shared_mem,
+                args,
+                iterations,
+                before_each=prepare,
+                cache="warm",
+                gate=gate,
+                timer="events",
+            )
 
         return timed
 
@@ -119,8 +152,9 @@ def main() -> int:
         for mode in MODES:
             db_dir = Path(tmp) / mode
             sampler.phase(f"app-{mode}")
-            code = recorder.main_record(db_dir, [str(app), mode], [], kernel="^saxpy$", library=bench.library(),
-                                        progress=False, timer="events")  # fmt: skip
+            code = recorder.main_record(
+                db_dir, [str(app), mode], [], kernel="^saxpy$", library=bench.library(), progress=False, timer="events"
+            )
             runs = []  # each further run: (kernel, key) -> seconds
             for k in range(1, opts.runs):
                 raw = Path(tmp) / f"{mode}-run{k}"
@@ -134,28 +168,47 @@ def main() -> int:
                     key = (rec.kernel_name, keys.get(dynamic_hash, ""))
                     app_runs = [list(inst.app_times)] + [r.get(key, []) for r in runs]
                     medians = [application_median(t)[0] for t in app_runs if len(t) > 1]
-                    row = {"mode": mode, "exit": code, "instance": dynamic_hash[:8], "grid": inst.grid_dim.x,
-                           "app_run_medians_us": [round(m * 1e6, 3) for m in medians],
-                           "app_us": statistics.median(medians) * 1e6,
-                           "app_first_run_us": [round(t * 1e6, 2) for t in inst.app_times]}  # fmt: skip
+                    row = {
+                        "mode": mode,
+                        "exit": code,
+                        "instance": dynamic_hash[:8],
+                        "grid": inst.grid_dim.x,
+                        "app_run_medians_us": [round(m * 1e6, 3) for m in medians],
+                        "app_us": statistics.median(medians) * 1e6,
+                        "app_first_run_us": [round(t * 1e6, 2) for t in inst.app_times],
+                    }
                     sampler.phase(f"replay-{mode}")
-                    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=opts.iterations,
-                                      mode="cubin", timer="events") as ex:  # fmt: skip
+                    with BaseExecutor(
+                        db,
+                        record_id=dynamic_hash,
+                        backend="cuda",
+                        iterations=opts.iterations,
+                        mode="cubin",
+                        timer="events",
+                    ) as ex:
                         for label, timed in timers(ex).items():
                             ex.device.time = timed
                             result = ex.execute(ex.default_config())
                             row[f"{label}_us"] = result.median_time * 1e6 if result.ok else None
                             row[f"{label}_ratio"] = result.median_time * 1e6 / row["app_us"] if result.ok else None
                     rows.append(row)
-                    ways = "  ".join(f"{k[:-3]} {row[k]:6.2f}" for k in row
-                                     if k.endswith("_us") and k != "app_us" and isinstance(row[k], float))
-                    print(f"{mode:<9} {row['instance']} grid {row['grid']:>4} app {row['app_us']:6.2f} us "
-                          f"{row['app_run_medians_us']}  {ways}", flush=True)  # fmt: skip
+                    ways = "  ".join(
+                        f"{k[:-3]} {row[k]:6.2f}"
+                        for k in row
+                        if k.endswith("_us") and k != "app_us" and isinstance(row[k], float)
+                    )
+                    print(
+                        f"{mode:<9} {row['instance']} grid {row['grid']:>4} app {row['app_us']:6.2f} us "
+                        f"{row['app_run_medians_us']}  {ways}",
+                        flush=True,
+                    )
     sampler.stop()
     clocks = sampler.summary()
     for label, c in clocks.items():
-        print(f"{label:<16} n={c['n']:>3} sm {c['sm_mhz_median']:.0f} MHz ({c['sm_mhz_min']:.0f}-{c['sm_mhz_max']:.0f}) "
-              f"power {c['power_w_median']:.0f} W temp max {c['temp_c_max']:.0f} C")  # fmt: skip
+        print(
+            f"{label:<16} n={c['n']:>3} sm {c['sm_mhz_median']:.0f} MHz ({c['sm_mhz_min']:.0f}-{c['sm_mhz_max']:.0f}) "
+            f"power {c['power_w_median']:.0f} W temp max {c['temp_c_max']:.0f} C"
+        )
     if opts.json:
         opts.json.write_text(json.dumps({"rows": rows, "clocks": clocks}, indent=1))
     return 0

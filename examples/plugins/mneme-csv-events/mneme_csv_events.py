@@ -46,8 +46,13 @@ def mneme_recording_loaded(recording):
 
 @hookimpl
 def mneme_variant_compiled(kernel_name, config, binary, cached):
-    _append("variant_compiled", kernel=kernel_name, config=config.hash(), status="cached" if cached else "built",
-            detail=binary.variant_hash)
+    _append(
+        "variant_compiled",
+        kernel=kernel_name,
+        config=config.hash(),
+        status="cached" if cached else "built",
+        detail=binary.variant_hash,
+    )
 
 
 @hookimpl
@@ -61,19 +66,38 @@ def mneme_experiment_finished(recording, instance, config, result):
     if result.skipped:
         status = f"skipped:{result.skipped}"
     value = sorted(result.exec_time)[len(result.exec_time) // 2] if result.exec_time else ""
-    _append("experiment_finished", kernel=recording.kernel_name, instance=instance.dynamic_hash,
-            config=config.hash(), status=status, value=value)
+    _append(
+        "experiment_finished",
+        kernel=recording.kernel_name,
+        instance=instance.dynamic_hash,
+        config=config.hash(),
+        status=status,
+        value=value,
+    )
 
 
 @hookimpl
 def mneme_trial_told(run, trial):
-    _append("trial_told", kernel=run.kernel_name, instance=run.dynamic_hash,
-            config=trial.config.hash() if trial.config is not None else "", trial=trial.number, status=trial.status,
-            value=trial.value, detail="" if trial.cached_from is None else f"cached_from={trial.cached_from}")
+    _append(
+        "trial_told",
+        kernel=run.kernel_name,
+        instance=run.dynamic_hash,
+        config=trial.config.hash() if trial.config is not None else "",
+        trial=trial.number,
+        status=trial.status,
+        value=trial.value,
+        detail="" if trial.cached_from is None else f"cached_from={trial.cached_from}",
+    )
 
 
 @hookimpl
 def mneme_tuning_finished(run, summary, stop):
     best = (summary.get("best") or {}).get("time", "")
-    _append("tuning_finished", kernel=run.kernel_name, instance=run.dynamic_hash, status=stop.reason, value=best,
-            detail=str(run.results_dir))
+    _append(
+        "tuning_finished",
+        kernel=run.kernel_name,
+        instance=run.dynamic_hash,
+        status=stop.reason,
+        value=best,
+        detail=str(run.results_dir),
+    )

@@ -35,8 +35,15 @@ TRACE_ENV = "MNEME_TRACE_FILE"
 
 def _trace(kernel: str, grid: Any, block: Any, seconds: float, timed: bool) -> None:
     """Append one launch; one short write per line, so processes sharing the file do not interleave."""
-    line = json.dumps({"kernel": kernel, "grid": [grid.x, grid.y, grid.z], "block": [block.x, block.y, block.z],
-                       "seconds": seconds, "timed": timed})  # fmt: skip
+    line = json.dumps(
+        {
+            "kernel": kernel,
+            "grid": [grid.x, grid.y, grid.z],
+            "block": [block.x, block.y, block.z],
+            "seconds": seconds,
+            "timed": timed,
+        }
+    )
     with open(os.environ.get(TRACE_ENV, "mneme-trace.jsonl"), "a", encoding="utf-8") as out:
         out.write(line + "\n")
 
@@ -98,9 +105,18 @@ class TracedDevice(Device):
         self.inner.launch(kernel.inner, grid, block, shared_mem, args)
         _trace(kernel.binary.kernel_name, grid, block, time.perf_counter() - start, timed=False)
 
-    def time(self, kernel: LoadedKernel, grid: Any, block: Any, shared_mem: int, args: bytes, iterations: int,
-             before_each: Callable[[], None] | None = None, cache: str = "flushed",
-             timer: str = "auto") -> list[float]:  # fmt: skip
+    def time(
+        self,
+        kernel: LoadedKernel,
+        grid: Any,
+        block: Any,
+        shared_mem: int,
+        args: bytes,
+        iterations: int,
+        before_each: Callable[[], None] | None = None,
+        cache: str = "flushed",
+        timer: str = "auto",
+    ) -> list[float]:
         """The host device's timed runs (its timers, its cache flush), each traced with the seconds it measured."""
         self._check_open()
         kernel.check_open()
@@ -152,8 +168,9 @@ class TracedHostBackend(Backend):
     def optimize(self, module: Any, config: Any, arch: str) -> float:
         return self.host.optimize(module, config, arch)
 
-    def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *,
-                emit: str | None = None) -> DeviceBinary:  # fmt: skip
+    def compile(
+        self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None
+    ) -> DeviceBinary:
         return self.host.compile(module, kernel_name, config, arch, emit=emit)  # a host binary, for the host device
 
     def open_device(self, index: int = 0) -> TracedDevice:

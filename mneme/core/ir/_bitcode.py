@@ -5,6 +5,7 @@ from __future__ import annotations
 BITCODE_MAGIC = b"BC\xc0\xde"
 BITCODE_WRAPPER_MAGIC = b"\xde\xc0\x17\x0b"
 
+
 class _Bits:
     def __init__(self, data: bytes, pos: int = 0):
         self.data = data
@@ -67,8 +68,17 @@ def bitcode_identification(data: bytes) -> dict | None:
                         ops.append(("lit", bits.vbr(8)))
                     else:
                         enc = bits.read(3)
-                        ops.append(("fixed", bits.vbr(5)) if enc == 1 else ("vbr", bits.vbr(5)) if enc == 2 else
-                                   ("array",) if enc == 3 else ("char6",) if enc == 4 else ("blob",))  # fmt: skip
+                        ops.append(
+                            ("fixed", bits.vbr(5))
+                            if enc == 1
+                            else ("vbr", bits.vbr(5))
+                            if enc == 2
+                            else ("array",)
+                            if enc == 3
+                            else ("char6",)
+                            if enc == 4
+                            else ("blob",)
+                        )
                     i += 1
                 abbrevs.append(ops)
                 continue
@@ -123,5 +133,3 @@ def bitcode_producer(data: bytes) -> tuple[str, int] | None:
     if not ident or "producer" not in ident:
         return None
     return ident["producer"], ident.get("epoch", 0)
-
-

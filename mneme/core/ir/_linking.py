@@ -34,7 +34,6 @@ from mneme.core.ir._text import defined_function_spans, unquote
 log = logging.getLogger(__name__)
 
 
-
 def link(
     sources: Sequence[IRInput] | IRInput,
     kernel_name: str,
@@ -153,8 +152,12 @@ class _Linked:
             mod = llvm.parse_assembly("".join(parts))
             mod.verify()
         except RuntimeError as exc:  # an unusual reference (e.g. a blockaddress): the module's own copy will do
-            log.debug("extracting kernel %r from %s failed (%s); cloning the linked module", kernel_name,
-                      self.module.name, _first_lines(exc))
+            log.debug(
+                "extracting kernel %r from %s failed (%s); cloning the linked module",
+                kernel_name,
+                self.module.name,
+                _first_lines(exc),
+            )
             return None
         mod.name = self.module.name
         return mod
@@ -173,7 +176,9 @@ def _link_all(sources: Sequence[IRInput], kernel_name: str) -> ModuleRef:
         try:
             llvm.link_modules(root, other)
         except RuntimeError as exc:
-            raise IRError(f"linking {_describe(src, None)} for kernel {kernel_name!r} failed: {_first_lines(exc)}") from exc
+            raise IRError(
+                f"linking {_describe(src, None)} for kernel {kernel_name!r} failed: {_first_lines(exc)}"
+            ) from exc
     verify(root, f"linked module of kernel {kernel_name!r}")
     return root
 
@@ -259,4 +264,3 @@ def _utility_pass_builder() -> llvm.PassBuilder:
     initialize()
     tm = llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine()
     return llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options(0))
-

@@ -49,19 +49,28 @@ def initialize() -> None:
 _tm_lock = threading.Lock()
 
 
-def target_machine(triple: str, cpu: str = "", features: str = "", opt: int = 3, reloc: str = "default",
-                   codemodel: str = "jitdefault", jit: bool = False) -> llvm.TargetMachine:  # fmt: skip
+def target_machine(
+    triple: str,
+    cpu: str = "",
+    features: str = "",
+    opt: int = 3,
+    reloc: str = "default",
+    codemodel: str = "jitdefault",
+    jit: bool = False,
+) -> llvm.TargetMachine:
     """A cached llvmlite target machine (backends choose the triple, cpu and options of their targets)."""
     with _tm_lock:
         return _target_machine(triple, cpu, features, opt, reloc, codemodel, jit)
 
 
 @functools.lru_cache(maxsize=32)
-def _target_machine(triple: str, cpu: str, features: str, opt: int, reloc: str, codemodel: str,
-                    jit: bool) -> llvm.TargetMachine:  # fmt: skip
+def _target_machine(
+    triple: str, cpu: str, features: str, opt: int, reloc: str, codemodel: str, jit: bool
+) -> llvm.TargetMachine:
     initialize()
-    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt, reloc=reloc,
-                                                                 codemodel=codemodel, jit=jit)  # fmt: skip
+    return llvm.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features=features, opt=opt, reloc=reloc, codemodel=codemodel, jit=jit
+    )
 
 
 @attrs.frozen
@@ -96,7 +105,9 @@ def _describe(source: object, name: str | None) -> str:
 
 
 def _looks_like_ir_text(source: object) -> bool:
-    return isinstance(source, str) and ("\n" in source or source.lstrip().startswith(("define", "declare", ";", "target", "source_filename", "@", "%")))
+    return isinstance(source, str) and (
+        "\n" in source or source.lstrip().startswith(("define", "declare", ";", "target", "source_filename", "@", "%"))
+    )
 
 
 def is_bitcode(data: bytes | bytearray | memoryview) -> bool:
@@ -148,8 +159,12 @@ def _adopt_triple(mod: ModuleRef, label: str) -> None:
         return
     triple = targets.triple_for_marks(str(mod))
     if triple:
-        log.info("%s names no target triple; its kernels are %s code, so it is taken as %s", label,
-                 triple.split("-")[0], triple)
+        log.info(
+            "%s names no target triple; its kernels are %s code, so it is taken as %s",
+            label,
+            triple.split("-")[0],
+            triple,
+        )
         mod.triple = triple
 
 
@@ -157,7 +172,9 @@ def _parse_text(data: bytes, label: str) -> ModuleRef:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise MalformedIRError(f"{label}: neither LLVM bitcode nor UTF-8 IR text (byte {exc.start} is not text); is it IR?") from exc
+        raise MalformedIRError(
+            f"{label}: neither LLVM bitcode nor UTF-8 IR text (byte {exc.start} is not text); is it IR?"
+        ) from exc
     if "\0" in text:
         raise MalformedIRError(f"{label}: contains NUL bytes: neither LLVM bitcode nor IR text; is it corrupt?")
     try:
@@ -169,8 +186,10 @@ def _parse_text(data: bytes, label: str) -> ModuleRef:
 def _parse_bitcode(data: bytes, label: str) -> ModuleRef:
     crashed = crash_reading(data)
     if crashed:
-        raise MalformedIRError(f"{label}: cannot read LLVM bitcode: LLVM's reader dies on it ({crashed}); the file "
-                               "is corrupt or crafted; rebuild it")
+        raise MalformedIRError(
+            f"{label}: cannot read LLVM bitcode: LLVM's reader dies on it ({crashed}); the file "
+            "is corrupt or crafted; rebuild it"
+        )
     try:
         return llvm.parse_bitcode(data)
     except RuntimeError as exc:
@@ -218,7 +237,7 @@ def clone(mod: ModuleRef) -> ModuleRef:
 
 _NOISE = re.compile(r"^(; ModuleID = .*|source_filename = .*|; Function Attrs: .*)$", re.MULTILINE)
 _TYPE_DEF = re.compile(r'^%("(?:[^"\\]|\\.)*"|[-\w.$]+) = type ', re.MULTILINE)
-_IDENT_LINE = re.compile(r'^!llvm\.ident = .*$', re.MULTILINE)
+_IDENT_LINE = re.compile(r"^!llvm\.ident = .*$", re.MULTILINE)
 
 
 def normalized_text(mod: ModuleRef) -> str:
@@ -227,7 +246,9 @@ def normalized_text(mod: ModuleRef) -> str:
     # named struct types get ".N" suffixes when several modules share LLVM's context: renumber
     types = {name: f"%T{i}" for i, name in enumerate(_TYPE_DEF.findall(text))}
     if types:
-        pattern = re.compile("|".join(re.escape("%" + n) for n in sorted(types, key=len, reverse=True)) + r"(?![-\w.$])")
+        pattern = re.compile(
+            "|".join(re.escape("%" + n) for n in sorted(types, key=len, reverse=True)) + r"(?![-\w.$])"
+        )
         text = pattern.sub(lambda m: types[m.group(0)[1:]], text)
     return "\n".join(line for line in text.splitlines() if line.strip())
 
@@ -278,7 +299,9 @@ def find_kernel(mod: ModuleRef, name: str) -> llvm.ValueRef:
     if fn is None or fn.is_declaration:
         present = kernels(mod) or defined_functions(mod)
         listing = ", ".join(present[:20]) + (" ..." if len(present) > 20 else "") if present else "none"
-        raise IRError(f"kernel {name!r} is not defined in module {mod.name or '<module>'!r}; kernels present: {listing}")
+        raise IRError(
+            f"kernel {name!r} is not defined in module {mod.name or '<module>'!r}; kernels present: {listing}"
+        )
     return fn
 
 
@@ -341,7 +364,9 @@ def reparse(text: str, label: str) -> ModuleRef:
     try:
         mod = llvm.parse_assembly(text)
     except RuntimeError as exc:
-        raise IRError(f"{label}: the rewritten IR does not parse (a Mneme bug; please report): {_first_lines(exc)}") from exc
+        raise IRError(
+            f"{label}: the rewritten IR does not parse (a Mneme bug; please report): {_first_lines(exc)}"
+        ) from exc
     verify(mod, f"{label} (rewritten IR)")
     module_id = re.match(r"; ModuleID = '(.*)'\n", text)
     if module_id:
@@ -382,5 +407,3 @@ def retarget_functions(mod: ModuleRef, cpu: str, features: Callable[[list[str]],
         return _TARGET_FEATURES.sub(new_features, _TARGET_CPU.sub(f'"target-cpu"="{cpu}"', match.group(0)))
 
     return reparse(_ATTRIBUTE_GROUP.sub(group, str(mod)), label)
-
-

@@ -66,6 +66,7 @@ def max_attribute_group(text: str) -> int:
     ids = [int(x) for x in re.findall(r"^attributes #(\d+) = ", text, re.MULTILINE)]
     return max(ids, default=-1)
 
+
 def function_attribute(text: str, name: str, key: str) -> str | None:
     """The value of string attribute `key` ("key"="value") of function `name`, or None."""
     start, body, _ = function_span(text, name)

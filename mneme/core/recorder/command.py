@@ -66,14 +66,28 @@ def _recorder(name: str):
 
     known = plugins.names("recorder")
     if name not in known:  # the user's --backend: invalid input (exit 2), not a broken plugin
-        raise UsageError(f"unknown recorder {name!r}; known: {', '.join(known) or 'none'} (`mneme plugins` lists "
-                         "the installed backends)")
+        raise UsageError(
+            f"unknown recorder {name!r}; known: {', '.join(known) or 'none'} (`mneme plugins` lists "
+            "the installed backends)"
+        )
     return plugins.lookup("recorder", name, what=f"the {name} recorder")()
 
 
-def _run(ctx: click.Context, backend_name: str | None, rdb: Path, kernel: str | None, skip: int,
-         max_recordings: int, record_ranks: str | None, ir_files: tuple[Path, ...], epilogue_format: str,
-         compression: str, progress: bool | None, command: tuple[str, ...], **own) -> None:  # fmt: skip
+def _run(
+    ctx: click.Context,
+    backend_name: str | None,
+    rdb: Path,
+    kernel: str | None,
+    skip: int,
+    max_recordings: int,
+    record_ranks: str | None,
+    ir_files: tuple[Path, ...],
+    epilogue_format: str,
+    compression: str,
+    progress: bool | None,
+    command: tuple[str, ...],
+    **own,
+) -> None:
     from mneme.core import plugins
 
     self: _RecordCommand = ctx.command  # type: ignore[assignment]
@@ -87,23 +101,41 @@ def _run(ctx: click.Context, backend_name: str | None, rdb: Path, kernel: str | 
         recorders = plugins.registry("recorder")
         recorder = plugins.hook().mneme_recorder_for_program(program=program, recorders=recorders)
         if recorder is None:
-            raise UsageError("no recorder is installed: install a GPU backend's distribution; "
-                             "`mneme plugins` lists what is installed")
+            raise UsageError(
+                "no recorder is installed: install a GPU backend's distribution; "
+                "`mneme plugins` lists what is installed"
+            )
         if recorder.claims(program):
             log.info("recording with the %s recorder (%s uses its GPU API)", recorder.name, command[0])
         elif len(recorders) > 1:
-            log.warning("%s names no GPU library or device code that a recorder knows; recording with the %s "
-                        "recorder (choose with --backend %s)", command[0], recorder.name,
-                        "|".join(sorted(recorders)))  # fmt: skip
+            log.warning(
+                "%s names no GPU library or device code that a recorder knows; recording with the %s "
+                "recorder (choose with --backend %s)",
+                command[0],
+                recorder.name,
+                "|".join(sorted(recorders)),
+            )
     mine = {option.name for option in recorder.options()}
     for name in own:
         if name not in mine and ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
             owners = " or ".join(sorted(self.owners().get(name, ())))
-            raise UsageError(f"--{name.replace('_', '-')} is an option of the {owners} recorder, but {command[0]} "
-                             f"records with the {recorder.name} recorder; drop it, or choose one with --backend")
-    code = recorder.record(rdb, command, ir_files, kernel=kernel, skip=skip, max_recordings=max_recordings,
-                           record_ranks=record_ranks, epilogue_format=epilogue_format, compression=compression,
-                           progress=progress, **{k: v for k, v in own.items() if k in mine})  # fmt: skip
+            raise UsageError(
+                f"--{name.replace('_', '-')} is an option of the {owners} recorder, but {command[0]} "
+                f"records with the {recorder.name} recorder; drop it, or choose one with --backend"
+            )
+    code = recorder.record(
+        rdb,
+        command,
+        ir_files,
+        kernel=kernel,
+        skip=skip,
+        max_recordings=max_recordings,
+        record_ranks=record_ranks,
+        epilogue_format=epilogue_format,
+        compression=compression,
+        progress=progress,
+        **{k: v for k, v in own.items() if k in mine},
+    )
     sys.exit(code)
 
 
@@ -112,9 +144,14 @@ def _shared_params(backend: str | None) -> list[click.Parameter]:
     from mneme.core.recorder.options import progress_option, selection_options, snapshot_options
 
     @selection_options
-    @click.option("--ir", "ir_files", multiple=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
-                  help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files. Optional: "
-                       "IR that mneme-cc embedded, or Triton's cache, is found without it.")
+    @click.option(
+        "--ir",
+        "ir_files",
+        multiple=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="Device LLVM IR (.ll/.bc) of the application's kernels; repeat for several files. Optional: "
+        "IR that mneme-cc embedded, or Triton's cache, is found without it.",
+    )
     @snapshot_options
     @progress_option
     def options():
@@ -122,9 +159,15 @@ def _shared_params(backend: str | None) -> list[click.Parameter]:
 
     params: list[click.Parameter] = list(reversed(options.__click_params__))  # click stores them bottom-up
     if backend is None:
-        params.append(click.Option(["--backend", "backend_name"], default=None, metavar="NAME",
-                                   help="The recorder to use (a backend's name; `mneme plugins` lists the installed "
-                                        "ones) instead of the one that owns the program's GPU API."))
+        params.append(
+            click.Option(
+                ["--backend", "backend_name"],
+                default=None,
+                metavar="NAME",
+                help="The recorder to use (a backend's name; `mneme plugins` lists the installed "
+                "ones) instead of the one that owns the program's GPU API.",
+            )
+        )
     params.append(click.Argument(["command"], nargs=-1, required=True, type=click.UNPROCESSED))
     return params
 
@@ -138,5 +181,11 @@ def record_command(backend: str | None = None) -> click.Command:
         values.setdefault("backend_name", None)
         _run(ctx, **values)
 
-    return _RecordCommand("record", callback=callback, help=help_text, epilog=EXIT_CODES_HELP,
-                          context_settings={"ignore_unknown_options": True}, backend=backend)
+    return _RecordCommand(
+        "record",
+        callback=callback,
+        help=help_text,
+        epilog=EXIT_CODES_HELP,
+        context_settings={"ignore_unknown_options": True},
+        backend=backend,
+    )

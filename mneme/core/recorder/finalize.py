@@ -48,8 +48,15 @@ from mneme.core.irsource import resolve
 log = logging.getLogger(__name__)
 
 
-def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] = (), arch: str = "",
-             epilogue_format: str = "diff", compression: str = "lz4") -> list[Path]:  # fmt: skip
+def finalize(
+    fmt: RawFormat,
+    raw_dir: Path,
+    out: Path,
+    ir_files: Sequence[Path] = (),
+    arch: str = "",
+    epilogue_format: str = "diff",
+    compression: str = "lz4",
+) -> list[Path]:
     """Write one recording database per recorded kernel into `out`; returns their paths.
 
     A kernel's IR comes from the `ir_files` that define it, else from the IR-source plugins
@@ -101,21 +108,39 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
                 linked = irmod.link(stored, kernel)
                 params = irmod.kernel_params(linked, kernel)
             except MnemeError as exc:
-                log.warning("kernel %s: its IR (from %s) does not link: %s; recorded without IR", kernel, ir_source, exc)
+                log.warning(
+                    "kernel %s: its IR (from %s) does not link: %s; recorded without IR", kernel, ir_source, exc
+                )
                 stored = []
         if stored and [(p.offset, p.size) for p in params] != recorded:
-            log.warning("kernel %s: the IR's parameters %s (from %s) differ from the recorded layout %s; "
-                        "recorded without IR (binary only)", kernel, [(p.offset, p.size) for p in params],
-                        ir_source, recorded)  # fmt: skip
+            log.warning(
+                "kernel %s: the IR's parameters %s (from %s) differ from the recorded layout %s; "
+                "recorded without IR (binary only)",
+                kernel,
+                [(p.offset, p.size) for p in params],
+                ir_source,
+                recorded,
+            )
             stored = []
         if not stored and image is None:
-            log.warning("kernel %s: neither IR nor a loaded code image was found; not written (pass --ir with its "
-                        "device IR, or build the application with mneme-cc)", kernel)  # fmt: skip
+            log.warning(
+                "kernel %s: neither IR nor a loaded code image was found; not written (pass --ir with its "
+                "device IR, or build the application with mneme-cc)",
+                kernel,
+            )
             continue
         if stored:
             static_hash = irmod.module_hash(linked)[:16]
-            args = [ArgInfo(p.name, p.offset, p.size, p.kind if p.kind in ("pointer", "int", "float", "struct")
-                            else "unknown", p.kind in ("int", "float")) for p in params]  # fmt: skip
+            args = [
+                ArgInfo(
+                    p.name,
+                    p.offset,
+                    p.size,
+                    p.kind if p.kind in ("pointer", "int", "float", "struct") else "unknown",
+                    p.kind in ("int", "float"),
+                )
+                for p in params
+            ]
         else:
             static_hash = hashlib.sha256(kernel.encode() + b"\0" + image[0]).hexdigest()[:16]
             args = [ArgInfo(f"arg{i}", offset, size, "unknown", False) for i, (offset, size) in enumerate(recorded)]
@@ -132,9 +157,23 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
         va_size = -(-(end - base) // fmt.granularity) * fmt.granularity
         globals_sizes = {g[0]: g[2] for _, m in items for g in m.get("globals", [])}
         db_path = out / f"{static_hash}.json"
-        rec = RecordedExecution.from_json(db_path) if db_path.exists() else RecordedExecution.create(
-            out, kernel_name=kernel, static_hash=static_hash, backend=fmt.backend, arch=arch, modules=stored,
-            binary_blobs=blobs, args=args, va_addr=base, va_size=va_size, globals=globals_sizes)  # fmt: skip
+        rec = (
+            RecordedExecution.from_json(db_path)
+            if db_path.exists()
+            else RecordedExecution.create(
+                out,
+                kernel_name=kernel,
+                static_hash=static_hash,
+                backend=fmt.backend,
+                arch=arch,
+                modules=stored,
+                binary_blobs=blobs,
+                args=args,
+                va_addr=base,
+                va_size=va_size,
+                globals=globals_sizes,
+            )
+        )
         rec.va_size = max(rec.va_size, va_size)
         rec.globals.update(globals_sizes)
         for folder, manifest in items:
@@ -144,45 +183,74 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
             occ = max(counted.get((kernel, manifest.get("instance_key", "")), 1), 1)
             launch = launch_fields(manifest, folder / "manifest.json")
             if dynamic in rec.kernel_instances:
-                rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes,
-                                 prologue=rec.kernel_instances[dynamic].prologue_path,
-                                 epilogue=rec.kernel_instances[dynamic].epilogue_path, occurrences=occ,
-                                 **launch)  # fmt: skip
+                rec.add_instance(
+                    grid=grid,
+                    block=block,
+                    shared_mem=shared,
+                    args=arg_bytes,
+                    prologue=rec.kernel_instances[dynamic].prologue_path,
+                    epilogue=rec.kernel_instances[dynamic].epilogue_path,
+                    occurrences=occ,
+                    **launch,
+                )
                 continue
             prologue_path = out / f"DeviceState.prologue.{static_hash}.{dynamic}.mneme"
             epilogue_path = out / f"DeviceState.epilogue.{static_hash}.{dynamic}.mneme"
             policies = region_policies(manifest, str(folder / "manifest.json"))
             if manifest["version"] >= 2:  # the recorder wrote the snapshots itself: check them, move them
                 _place_snapshots(folder, manifest, policies, prologue_path, epilogue_path)
-                rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
-                                 epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ, **launch)  # fmt: skip
+                rec.add_instance(
+                    grid=grid,
+                    block=block,
+                    shared_mem=shared,
+                    args=arg_bytes,
+                    prologue=prologue_path,
+                    epilogue=epilogue_path,
+                    dynamic_hash=dynamic,
+                    occurrences=occ,
+                    **launch,
+                )
                 continue
             encoding = encoding or region_encoding(compression)
             before, globals_before = raw_regions(folder, "prologue.bin", manifest)
             after, globals_after = raw_regions(folder, "epilogue.bin", manifest)
-            with SnapshotWriter(prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash,
-                                dynamic_hash=dynamic) as writer:  # fmt: skip
+            with SnapshotWriter(
+                prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash, dynamic_hash=dynamic
+            ) as writer:
                 writer.set_args(arg_bytes, layout=recorded)
                 for addr, data in before:
                     writer.add_region(addr, data, encoding=encoding, policy=policies.get(addr))
                 for name, data in globals_before.items():
                     writer.add_global(name, bytes(data))
-            with SnapshotWriter(epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash,
-                                dynamic_hash=dynamic) as writer:  # fmt: skip
+            with SnapshotWriter(
+                epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash, dynamic_hash=dynamic
+            ) as writer:
                 writer.set_args(arg_bytes, layout=recorded)
                 for (addr, data), (_, base_data) in zip(after, before):
-                    whole = epilogue_format == "bytes" or (epilogue_format == "best"
-                                                           and mostly_rewritten(base_data, data))  # fmt: skip
+                    whole = epilogue_format == "bytes" or (
+                        epilogue_format == "best" and mostly_rewritten(base_data, data)
+                    )
                     if whole:
                         writer.add_region(addr, data, encoding=encoding, policy=policies.get(addr))
                     else:
                         writer.add_diff_region(addr, base_data, data, policy=policies.get(addr))
                 for name, data in globals_after.items():
                     writer.add_global(name, bytes(data))
-            rec.add_instance(grid=grid, block=block, shared_mem=shared, args=arg_bytes, prologue=prologue_path,
-                             epilogue=epilogue_path, dynamic_hash=dynamic, occurrences=occ, **launch)  # fmt: skip
-        for dynamic, key in {dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])):
-                             m.get("instance_key", "") for _, m in items}.items():  # fmt: skip
+            rec.add_instance(
+                grid=grid,
+                block=block,
+                shared_mem=shared,
+                args=arg_bytes,
+                prologue=prologue_path,
+                epilogue=epilogue_path,
+                dynamic_hash=dynamic,
+                occurrences=occ,
+                **launch,
+            )
+        for dynamic, key in {
+            dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])): m.get("instance_key", "")
+            for _, m in items
+        }.items():
             # set, not added: finalizing the same raw folder twice gives the same times
             if timed.get((kernel, key)) and dynamic in rec.kernel_instances:
                 rec[dynamic].app_times = list(timed[(kernel, key)])
@@ -190,8 +258,12 @@ def finalize(fmt: RawFormat, raw_dir: Path, out: Path, ir_files: Sequence[Path] 
             if (kernel, key) in first_timed and dynamic in rec.kernel_instances:
                 rec[dynamic].recorded_time, rec[dynamic].recorded_cache = first_timed[(kernel, key)]
         rec.save()
-        log.info("kernel %s: %d instances, %s", kernel, len(rec.kernel_instances),
-                 f"IR from {ir_source}" if stored else f"binary only ({image[1]})")  # fmt: skip
+        log.info(
+            "kernel %s: %d instances, %s",
+            kernel,
+            len(rec.kernel_instances),
+            f"IR from {ir_source}" if stored else f"binary only ({image[1]})",
+        )
         written.append(db_path)
     return written
 
@@ -205,22 +277,33 @@ def _place_snapshots(folder: Path, manifest: dict, policies: dict, prologue_path
     sources = [folder / Path(manifest.get(side, f"{side}.mneme")).name for side in ("prologue", "epilogue")]
     for source in sources:
         if not source.is_file():
-            raise FormatError(source, "the recorder's snapshot of this launch is missing; the recording is damaged "
-                              "(or was finalized already), record again")  # fmt: skip
+            raise FormatError(
+                source,
+                "the recorder's snapshot of this launch is missing; the recording is damaged "
+                "(or was finalized already), record again",
+            )
     expected = sorted((int(a), int(n)) for a, n in manifest["regions"])
     with Snapshot.open(sources[0]) as prologue:
         found = sorted((r.addr, r.size) for r in prologue.regions)
         if found != expected:
-            raise FormatError(sources[0], f"holds regions {found}; the manifest lists {expected}; the recording is "
-                              "damaged, record again", field="regions")  # fmt: skip
+            raise FormatError(
+                sources[0],
+                f"holds regions {found}; the manifest lists {expected}; the recording is damaged, record again",
+                field="regions",
+            )
         for region in prologue.regions:
             if region.policy != policies.get(region.addr, EXACT):
-                raise FormatError(sources[0], f"region 0x{region.addr:x} has policy {region.policy}; the manifest "
-                                  f"says {policies.get(region.addr, EXACT)}", field="policies")  # fmt: skip
+                raise FormatError(
+                    sources[0],
+                    f"region 0x{region.addr:x} has policy {region.policy}; the manifest "
+                    f"says {policies.get(region.addr, EXACT)}",
+                    field="policies",
+                )
         with Snapshot.open(sources[1], base=prologue) as epilogue:  # the epilogue's base id names this prologue
             if sorted((r.addr, r.size) for r in epilogue.regions) != expected:
-                raise FormatError(sources[1], f"its regions differ from the manifest's {expected}; record again",
-                                  field="regions")  # fmt: skip
+                raise FormatError(
+                    sources[1], f"its regions differ from the manifest's {expected}; record again", field="regions"
+                )
     for source, target in zip(sources, (prologue_path, epilogue_path)):
         _move(source, target)
 
@@ -262,8 +345,9 @@ def loaded_elf_files(raw_dir: Path) -> list[str]:
     return files
 
 
-def _resolve_ir(kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf_files: Sequence[str],
-                image: bytes | None) -> tuple[list[Path], str]:  # fmt: skip
+def _resolve_ir(
+    kernel: str, ir_files: Sequence[Path], out: Path, arch: str, elf_files: Sequence[str], image: bytes | None
+) -> tuple[list[Path], str]:
     """IR files for `kernel` inside `out`: from --ir files that define it, else the IR-source plugins."""
     sources = [p for p in ir_files if _defines(p, kernel)]
     if sources:
@@ -317,8 +401,13 @@ def _with_application_numerics(kernel: str, stored: list[Path], numerics, out: P
             finally:
                 rewritten.close()
         except MnemeError as exc:
-            log.warning("kernel %s: %s cannot take the application's numerics (%s): %s; kept as it was", kernel,
-                        path.name, description, exc)  # fmt: skip
+            log.warning(
+                "kernel %s: %s cannot take the application's numerics (%s): %s; kept as it was",
+                kernel,
+                path.name,
+                description,
+                exc,
+            )
             result.append(path)
             continue
         target = out / "ir" / f"{hashlib.sha256(bitcode).hexdigest()[:16]}.numerics.bc"
@@ -341,13 +430,22 @@ def print_summary(fmt: RawFormat, raw: Path, written: Sequence[Path]) -> None:
         code = "IR" if rec.llvm_files else "binary only"
         if rec.binary_blobs:
             code += " + " + ", ".join(sorted({image.kind for image in rec.binary_blobs}))
-        table.add_row(rec.demangled_name or rec.kernel_name, str(len(rec.kernel_instances)), str(occ), code,
-                      str(len(rec.globals)), f"{size:,}", path.name)  # fmt: skip
+        table.add_row(
+            rec.demangled_name or rec.kernel_name,
+            str(len(rec.kernel_instances)),
+            str(occ),
+            code,
+            str(len(rec.globals)),
+            f"{size:,}",
+            path.name,
+        )
     console = current(err=True)
     console.print(table)
     for kernel, n in sorted(in_application(fmt, raw)[1].items()):
-        console.print(f"{kernel}: {n} launch{'es' if n != 1 else ''} inside {fmt.graphs} not recorded "
-                      f"(run the application without {fmt.graphs} to record them)")  # fmt: skip
+        console.print(
+            f"{kernel}: {n} launch{'es' if n != 1 else ''} inside {fmt.graphs} not recorded "
+            f"(run the application without {fmt.graphs} to record them)"
+        )
     for line in unrecorded_warnings(fmt, raw, written):
         log.warning("%s", line)
 
@@ -365,15 +463,21 @@ def unrecorded_warnings(fmt: RawFormat, raw: Path, written: Sequence[Path] = ())
         ran = f"{entry.launches} launch{'es' if entry.launches != 1 else ''}"
         if entry.graph_launches:
             ran += f" and {entry.graph_launches} inside {fmt.graphs}"
-        lines.append(f"kernel {entry.kernel} ran ({ran}) but no launch of it was recorded"
-                     + (f": {why}" if why else " (the recorder gave no reason: see its messages above)"))  # fmt: skip
+        lines.append(
+            f"kernel {entry.kernel} ran ({ran}) but no launch of it was recorded"
+            + (f": {why}" if why else " (the recorder gave no reason: see its messages above)")
+        )
     tmp = incomplete_launches(raw)
     if tmp:
-        lines.append(f"{len(tmp)} recorded launch{'es were' if len(tmp) != 1 else ' was'} never completed "
-                     f"({', '.join(p.name for p in tmp[:3])}{', ...' if len(tmp) > 3 else ''} in {raw}): the "
-                     "process ended before the recorder had written them (killed, _exit, or a device reset "
-                     "the recorder did not see)")  # fmt: skip
+        lines.append(
+            f"{len(tmp)} recorded launch{'es were' if len(tmp) != 1 else ' was'} never completed "
+            f"({', '.join(p.name for p in tmp[:3])}{', ...' if len(tmp) > 3 else ''} in {raw}): the "
+            "process ended before the recorder had written them (killed, _exit, or a device reset "
+            "the recorder did not see)"
+        )
     if missing and not written:
-        lines.append(f"the program ran kernels but nothing was recorded; {raw} keeps what the recorder wrote "
-                     "(counts, code images) for a look")  # fmt: skip
+        lines.append(
+            f"the program ran kernels but nothing was recorded; {raw} keeps what the recorder wrote "
+            "(counts, code images) for a look"
+        )
     return lines

@@ -14,9 +14,17 @@ from mneme.core.recorder.progress import watch
 from mneme.core.recorder.rawdir import EPILOGUE_FORMATS, check_compression
 
 
-def environment(library: Path, raw_dir: Path, kernel: str | None = None, skip: int = 0, max_recordings: int = 4,
-                va_base: int = 0, record_ranks: str | None = None, epilogue_format: str = "diff",
-                compression: str = "lz4") -> dict[str, str]:  # fmt: skip
+def environment(
+    library: Path,
+    raw_dir: Path,
+    kernel: str | None = None,
+    skip: int = 0,
+    max_recordings: int = 4,
+    va_base: int = 0,
+    record_ranks: str | None = None,
+    epilogue_format: str = "diff",
+    compression: str = "lz4",
+) -> dict[str, str]:
     """This process's environment with `library` preloaded and the engine's settings (MNEME_RECORD_*).
 
     `record_ranks`: "all", a comma-separated list of MPI ranks, or None (rank 0 when a launcher

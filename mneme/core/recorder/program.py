@@ -24,8 +24,19 @@ from mneme.core.errors import MnemeError
 
 DT_NULL, DT_NEEDED, DT_RPATH, DT_RUNPATH = 0, 1, 15, 29
 # Libraries every program links: never followed (their dependencies are the C library's).
-_SYSTEM = ("libc.so", "libm.so", "libdl.so", "librt.so", "libpthread.so", "libgcc_s.so", "libstdc++.so",
-           "ld-linux", "libc++.so", "libc++abi.so", "libz.so")
+_SYSTEM = (
+    "libc.so",
+    "libm.so",
+    "libdl.so",
+    "librt.so",
+    "libpthread.so",
+    "libgcc_s.so",
+    "libstdc++.so",
+    "ld-linux",
+    "libc++.so",
+    "libc++abi.so",
+    "libz.so",
+)
 _MAX_FILES = 256  # a program's library closure; beyond it the answer is what was read so far
 
 
@@ -89,7 +100,7 @@ def _dynamic(elf: ElfFile) -> tuple[list[str], dict[str, list[str]]]:
 
     def string(offset: int) -> str:
         stop = text.find(b"\0", offset)
-        return text[offset: stop if stop >= 0 else None].decode("utf-8", "replace")
+        return text[offset : stop if stop >= 0 else None].decode("utf-8", "replace")
 
     needed: list[str] = []
     search: dict[str, list[str]] = {"rpath": [], "runpath": []}

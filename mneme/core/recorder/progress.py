@@ -22,8 +22,10 @@ class ProgressState:
     in_flight: int = 0
 
     def line(self, seconds: float | None = None) -> str:
-        text = (f"recording: {self.kernels} kernel{'s' if self.kernels != 1 else ''}, {self.instances} "
-                f"instance{'s' if self.instances != 1 else ''}, {_human(self.bytes)} written")  # fmt: skip
+        text = (
+            f"recording: {self.kernels} kernel{'s' if self.kernels != 1 else ''}, {self.instances} "
+            f"instance{'s' if self.instances != 1 else ''}, {_human(self.bytes)} written"
+        )
         if self.in_flight:
             text += f", {self.in_flight} launch{'es' if self.in_flight != 1 else ''} being written"
         if seconds is not None:
@@ -87,9 +89,12 @@ class ProgressPoller:
                 except (OSError, ValueError, AttributeError):
                     continue  # not a launch folder the recorder finished; looked at again next time
                 self._done[name] = (str(kernel), _folder_bytes(path))
-        return ProgressState(kernels=len({k for k, _ in self._done.values()}), instances=len(self._done),
-                             bytes=sum(b for _, b in self._done.values()) + in_flight_bytes + image_bytes,
-                             in_flight=in_flight)  # fmt: skip
+        return ProgressState(
+            kernels=len({k for k, _ in self._done.values()}),
+            instances=len(self._done),
+            bytes=sum(b for _, b in self._done.values()) + in_flight_bytes + image_bytes,
+            in_flight=in_flight,
+        )
 
 
 def watch(proc: subprocess.Popen, raw_dir: Path, console, interval: float = 0.5) -> int:

@@ -60,9 +60,12 @@ def launches(fmt: RawFormat, raw_dir: Path) -> list[tuple[Path, dict]]:
         except (OSError, json.JSONDecodeError) as exc:
             raise FormatError(folder / "manifest.json", f"unreadable recorder manifest: {exc}") from exc
         if manifest.get("format") != fmt.manifest or manifest.get("version") not in MANIFEST_VERSIONS:
-            raise FormatError(folder / "manifest.json", f"not a {fmt.manifest} manifest of version "
-                              f"{' or '.join(map(str, MANIFEST_VERSIONS))}; record again with this Mneme",
-                              field="format")  # fmt: skip
+            raise FormatError(
+                folder / "manifest.json",
+                f"not a {fmt.manifest} manifest of version "
+                f"{' or '.join(map(str, MANIFEST_VERSIONS))}; record again with this Mneme",
+                field="format",
+            )
         found.append((folder, manifest))
     return found
 
@@ -83,14 +86,18 @@ def occurrences(fmt: RawFormat, raw_dir: Path) -> dict[tuple[str, str], int]:
     return dict(total)
 
 
-def in_application(fmt: RawFormat, raw_dir: Path) -> tuple[dict[tuple[str, str], list[float]], dict[str, int], dict[tuple[str, str], str]]:  # fmt: skip
+def in_application(
+    fmt: RawFormat, raw_dir: Path
+) -> tuple[dict[tuple[str, str], list[float]], dict[str, int], dict[tuple[str, str], str]]:
     """What the recorder measured inside the application, over every recorded process:
     (kernel, instance key) -> seconds of each timed launch, kernel -> launches inside graphs,
     and (kernel, instance key) -> the timer of those seconds: `fmt.kernel_timer` (the GPU's kernel
     timestamps, "kernel_times") where any process had them, else "events" ("app_times")."""
     kernel_timer = fmt.kernel_timer
-    by_timer: dict[str, dict[tuple[str, str], list[float]]] = {kernel_timer: defaultdict(list),
-                                                               "events": defaultdict(list)}  # fmt: skip
+    by_timer: dict[str, dict[tuple[str, str], list[float]]] = {
+        kernel_timer: defaultdict(list),
+        "events": defaultdict(list),
+    }
     graphs: dict[str, int] = defaultdict(int)
     for path in sorted(Path(raw_dir).glob("counts-*.json")):
         try:
@@ -103,8 +110,11 @@ def in_application(fmt: RawFormat, raw_dir: Path) -> tuple[dict[tuple[str, str],
             for field, timer in (("kernel_times", kernel_timer), ("app_times", "events")):
                 for key, seconds in entry.get(field, {}).items():
                     if not isinstance(seconds, list) or not all(isinstance(t, (int, float)) and t > 0 for t in seconds):
-                        raise FormatError(path, f"expected positive seconds, got {seconds!r}"[:200],
-                                          field=f"kernels.{kernel}.{field}.{key}")  # fmt: skip
+                        raise FormatError(
+                            path,
+                            f"expected positive seconds, got {seconds!r}"[:200],
+                            field=f"kernels.{kernel}.{field}.{key}",
+                        )
                     by_timer[timer][(kernel, key)] += [float(t) for t in seconds]
     times: dict[tuple[str, str], list[float]] = {}
     timers: dict[tuple[str, str], str] = {}
@@ -127,10 +137,17 @@ def recorded_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
             for key, timing in (entry.get("recorded_time") or {}).items():
                 seconds = timing.get("seconds") if isinstance(timing, dict) else None
                 cache = timing.get("cache") if isinstance(timing, dict) else None
-                if (not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds > 0
-                        or cache not in ("flushed", "warm")):  # fmt: skip
-                    raise FormatError(path, f"expected {{'seconds': > 0, 'cache': 'flushed' or 'warm'}}, got "
-                                      f"{timing!r}"[:200], field=f"kernels.{kernel}.recorded_time.{key}")  # fmt: skip
+                if (
+                    not isinstance(seconds, (int, float))
+                    or isinstance(seconds, bool)
+                    or not seconds > 0
+                    or cache not in ("flushed", "warm")
+                ):
+                    raise FormatError(
+                        path,
+                        f"expected {{'seconds': > 0, 'cache': 'flushed' or 'warm'}}, got {timing!r}"[:200],
+                        field=f"kernels.{kernel}.recorded_time.{key}",
+                    )
                 out[(kernel, key)] = (float(seconds), cache)
     return out
 
@@ -161,8 +178,11 @@ def unrecorded(fmt: RawFormat, raw_dir: Path) -> list[Unrecorded]:
             graphs[kernel] += int(entry.get("graph_launches", 0))
             for why, n in (entry.get("unrecorded") or {}).items():
                 reasons[kernel][why] += int(n)
-    return [Unrecorded(kernel, seen[kernel], graphs[kernel], dict(reasons[kernel]))
-            for kernel in sorted(set(seen) | set(graphs)) if kernel not in recorded and (seen[kernel] or graphs[kernel])]
+    return [
+        Unrecorded(kernel, seen[kernel], graphs[kernel], dict(reasons[kernel]))
+        for kernel in sorted(set(seen) | set(graphs))
+        if kernel not in recorded and (seen[kernel] or graphs[kernel])
+    ]
 
 
 def incomplete_launches(raw_dir: Path) -> list[Path]:
@@ -177,19 +197,22 @@ def raw_regions(folder: Path, name: str, manifest: dict):
     globals_ = manifest.get("globals", [])
     size = sum(s for _, s in regions) + sum(s for _, _, s in globals_)
     if path.stat().st_size != size:
-        raise FormatError(path, f"holds {path.stat().st_size} bytes; the manifest's regions and globals add up to "
-                          f"{size}; the recording is damaged, record again")  # fmt: skip
+        raise FormatError(
+            path,
+            f"holds {path.stat().st_size} bytes; the manifest's regions and globals add up to "
+            f"{size}; the recording is damaged, record again",
+        )
     with open(path, "rb") as handle:
         mapped = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
     view = memoryview(mapped)
     offset = 0
     out = []
     for addr, length in regions:
-        out.append((addr, view[offset:offset + length]))
+        out.append((addr, view[offset : offset + length]))
         offset += length
     values = {}
     for global_name, _addr, length in globals_:
-        values[global_name] = view[offset:offset + length]
+        values[global_name] = view[offset : offset + length]
         offset += length
     return out, values
 
@@ -224,8 +247,12 @@ def region_policies(manifest: dict, where: str = "<manifest>") -> dict:
     out = {}
     for entry in manifest.get("policies", []):
         try:
-            policy = RegionPolicy(dtype=entry["dtype"], threshold=entry["threshold"],
-                                  relative=entry.get("relative", False), norm=entry.get("norm", "none"))  # fmt: skip
+            policy = RegionPolicy(
+                dtype=entry["dtype"],
+                threshold=entry["threshold"],
+                relative=entry.get("relative", False),
+                norm=entry.get("norm", "none"),
+            )
             addr = int(entry["addr"])
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(where, f"invalid verification policy {entry!r}: {exc}", field="policies") from exc
@@ -244,10 +271,14 @@ def launch_fields(manifest: dict, where: Path | str = "<manifest>") -> dict:
     if not isinstance(cooperative, bool):
         raise FormatError(where, f"expected true or false, got {cooperative!r}"[:200], field="cooperative")
     cluster = manifest.get("cluster", [0, 0, 0])
-    if (not isinstance(cluster, list) or len(cluster) != 3
-            or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cluster)):  # fmt: skip
-        raise FormatError(where, f"expected three block counts (zeros: no clusters), got {cluster!r}"[:200],
-                          field="cluster")  # fmt: skip
+    if (
+        not isinstance(cluster, list)
+        or len(cluster) != 3
+        or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cluster)
+    ):
+        raise FormatError(
+            where, f"expected three block counts (zeros: no clusters), got {cluster!r}"[:200], field="cluster"
+        )
     if any(cluster) and not all(cluster):
         raise FormatError(where, f"a cluster of {cluster} blocks has an empty dimension", field="cluster")
     if any(cluster):

@@ -40,9 +40,21 @@ class Recorder:
         """Whether `program` uses this recorder's GPU API (links one of `libraries`, carries one of `sections`)."""
         return program.links(self.libraries) or bool(program.sections & set(self.sections))
 
-    def record(self, rdb: Path, command: Sequence[str], ir_files: Sequence[Path], *, kernel: str | None,
-               skip: int, max_recordings: int, record_ranks: str | None, epilogue_format: str, compression: str,
-               progress: bool | None, **options: Any) -> int:  # fmt: skip
+    def record(
+        self,
+        rdb: Path,
+        command: Sequence[str],
+        ir_files: Sequence[Path],
+        *,
+        kernel: str | None,
+        skip: int,
+        max_recordings: int,
+        record_ranks: str | None,
+        epilogue_format: str,
+        compression: str,
+        progress: bool | None,
+        **options: Any,
+    ) -> int:
         """Run `command` under the native recorder, write the databases into `rdb`; the application's exit code."""
         raise NotImplementedError
 

@@ -8,9 +8,10 @@ the database's folder and never leave it; loading validates every field and ever
 referenced file, and each error names the file and the field. The format is specified in
 docs/formats.md (recording database).
 
-The package splits along its seams: `model` (the classes), `schema` (JSON conversion and
-upgrades), `paths` (path safety), `files` (clean, copy, move), `referrers` (which databases
-name a file) and `journal` (what a copy or move created, to undo exactly that).
+The package splits along its seams: `model` (the classes), `validation` (checks of a whole
+record and its files), `schema` (JSON conversion and upgrades), `paths` (path safety), `files`
+(clean, copy, move), `referrers` (which databases name a file) and `journal` (what a copy or
+move created, to undo exactly that).
 """
 
 from mneme.core.records import schema  # noqa: F401 - registers the model's JSON codec (model.codec)
@@ -28,6 +29,17 @@ from mneme.core.records.model import (
 )
 
 __all__ = [
-    "APP_TIMERS", "ARG_KINDS", "SCHEMA_VERSION", "ArgInfo", "FileReport", "ImageInfo", "KernelInstance",
-    "RecordedExecution", "clean_records", "copy_records", "demangle", "dynamic_hash_of", "load_all",
+    "APP_TIMERS",
+    "ARG_KINDS",
+    "SCHEMA_VERSION",
+    "ArgInfo",
+    "FileReport",
+    "ImageInfo",
+    "KernelInstance",
+    "RecordedExecution",
+    "clean_records",
+    "copy_records",
+    "demangle",
+    "dynamic_hash_of",
+    "load_all",
 ]

@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 # Each operation loads and checks every database and plans every file before it changes
 # anything, so a bad database or destination leaves the disk as it was.
 
+
 @attrs.frozen
 class FileReport:
     """What a clean, copy or move did: databases written or removed, files removed, files kept."""
@@ -35,8 +36,13 @@ class FileReport:
     foreign: list[Path] = attrs.Factory(list)
 
 
-def load_all(paths: Iterable[str | os.PathLike], *, allow_missing: bool = False, convert: bool = True,
-             foreign: list[Path] | None = None) -> list[RecordedExecution]:  # fmt: skip
+def load_all(
+    paths: Iterable[str | os.PathLike],
+    *,
+    allow_missing: bool = False,
+    convert: bool = True,
+    foreign: list[Path] | None = None,
+) -> list[RecordedExecution]:
     """Load every database (validating each); two arguments naming one database count once.
 
     Another tool's database is loaded through its conversion (made when `convert`); its path is
@@ -160,11 +166,15 @@ def _same_content(a: Path, b: Path) -> bool:
 def _refuse_link(dst: Path, src: Path, verb: str) -> None:
     """A destination that is a link (dangling or not) or the source itself would lose the source's data."""
     if dst.is_symlink():
-        raise UsageError(f"{dst} is a symbolic link (to {os.readlink(dst)}); cannot {verb} {src} over it: remove it or "
-                         "choose another destination")
+        raise UsageError(
+            f"{dst} is a symbolic link (to {os.readlink(dst)}); cannot {verb} {src} over it: remove it or "
+            "choose another destination"
+        )
     if dst.exists() and os.path.samefile(dst, src):
-        raise UsageError(f"{dst} is the same file as {src} (a hard link or a folder reached twice); cannot {verb} it "
-                         "onto itself: choose another destination")
+        raise UsageError(
+            f"{dst} is the same file as {src} (a hard link or a folder reached twice); cannot {verb} it "
+            "onto itself: choose another destination"
+        )
 
 
 def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *, move: bool = False) -> FileReport:
@@ -193,23 +203,30 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             raise UsageError(f"{rec.path} is already in {dest}; nothing to {verb}")
         db_target = dest / rec.path.name
         if db_target in targets:
-            raise UsageError(f"{rec.path} and {targets[db_target].path} would both become {db_target}; "
-                             f"{verb} them to different folders")
+            raise UsageError(
+                f"{rec.path} and {targets[db_target].path} would both become {db_target}; "
+                f"{verb} them to different folders"
+            )
         targets[db_target] = rec
         if db_target.is_symlink():
-            raise UsageError(f"{db_target} is a symbolic link; cannot write the database over it: remove it or choose "
-                             "another destination")
+            raise UsageError(
+                f"{db_target} is a symbolic link; cannot write the database over it: remove it or choose "
+                "another destination"
+            )
         if db_target.exists():
             existing = RecordedExecution.from_json(db_target, allow_missing=True) if db_target.is_file() else None
             if existing is None or existing.to_dict() != rec.to_dict():
-                raise UsageError(f"{db_target} already exists and differs from {rec.path}; remove it or choose "
-                                 "another destination")
+                raise UsageError(
+                    f"{db_target} already exists and differs from {rec.path}; remove it or choose another destination"
+                )
             present.add(db_target)
         for src in rec.referenced_files():
             dst = dest / src.relative_to(rec.folder)
             if dst in plan and plan[dst].resolve() != src.resolve() and not _same_content(plan[dst], src):
-                raise UsageError(f"{plan[dst]} and {src} would both become {dst} with different contents; "
-                                 f"{verb} them to different folders")
+                raise UsageError(
+                    f"{plan[dst]} and {src} would both become {dst} with different contents; "
+                    f"{verb} them to different folders"
+                )
             plan.setdefault(dst, src)
     for dst, src in plan.items():
         _check_plain(src, verb)
@@ -219,13 +236,16 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             if parent == dest.parent:
                 break
             if parent.is_symlink():
-                raise UsageError(f"{parent} is a symbolic link; cannot {verb} {src} through it: choose another destination")
+                raise UsageError(
+                    f"{parent} is a symbolic link; cannot {verb} {src} through it: choose another destination"
+                )
         if dst.is_dir():
             raise UsageError(f"{dst} is a folder; cannot {verb} {src} there")
         if dst.exists():
             if not _same_content(src, dst):
-                raise UsageError(f"{dst} already exists and differs from {src}; remove it or choose another "
-                                 "destination")
+                raise UsageError(
+                    f"{dst} already exists and differs from {src}; remove it or choose another destination"
+                )
             present.add(dst)
 
     keep = _files_of_others(records)  # also refuses a database naming another database
@@ -272,4 +292,3 @@ def copy_records(paths: Iterable[str | os.PathLike], dest: str | os.PathLike, *,
             _remove_empty_conversion(rec, foreign)
     log.info("%s %d databases to %s", "moved" if move else "copied", len(written), dest)
     return report
-

@@ -37,5 +37,8 @@ def claimed(path: str | os.PathLike) -> bool:
         data = limits.load_json(limits.read_text(Path(path), "recording database"), Path(path))
     except (MnemeError, OSError):
         return False
-    return isinstance(data, dict) and "SchemaVersion" not in data and any(
-        fmt.claims(data) for fmt in plugins.registry("recording-format").values())
+    return (
+        isinstance(data, dict)
+        and "SchemaVersion" not in data
+        and any(fmt.claims(data) for fmt in plugins.registry("recording-format").values())
+    )

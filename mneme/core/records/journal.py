@@ -26,8 +26,10 @@ _NO_LINK = {errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EML
 
 
 def _exists_error(dst: Path, verb: str) -> UsageError:
-    return UsageError(f"{dst} appeared while {verb}ing (another process writes there?); nothing was changed: "
-                      "try again or choose another destination")
+    return UsageError(
+        f"{dst} appeared while {verb}ing (another process writes there?); nothing was changed: "
+        "try again or choose another destination"
+    )
 
 
 def _copy_bytes(src: Path, out) -> None:

@@ -15,7 +15,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -25,8 +24,9 @@ import cattrs
 
 from mneme.core.demangle import demangle
 from mneme.core.errors import FormatError, UsageError
-from mneme.core.records.paths import FileChecker, check_lexical, is_inside
 from mneme.core.launching import LaunchAttributes, cluster_misfit
+from mneme.core.records.paths import check_lexical, is_inside
+from mneme.core.records.validation import ARG_KINDS, SAFE_NAME, validate_record
 from mneme.core.types import dim3
 
 if TYPE_CHECKING:  # the snapshot module is imported lazily, where a snapshot is opened
@@ -44,19 +44,13 @@ codec: Any = None
 RECORDED_CACHES = ("flushed", "warm")
 #: What measured an instance's AppTimes: the GPU's kernel timestamps (CUPTI), or events the backend recorded around the launch.
 APP_TIMERS = ("events", "cupti")
-#: Argument kinds; "unknown" where the recorder saw only sizes (a binary without IR).
-ARG_KINDS = ("pointer", "int", "float", "struct", "unknown")
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 #: Longest in-application time an instance may claim (seconds, a day): sums and means of such
 #: times stay finite, so a report never holds an out-of-range number.
 MAX_APP_TIME = 86400.0
-# Where a recorded address range may lie: above Linux's mmap_min_addr default (64 KiB), below the
-# top of a 57-bit (5-level paging) user address space.
-MIN_VA_ADDR = 1 << 16
-MAX_VA_END = 1 << 56
 
 
 # -- value types -----------------------------------------------------------------------------
+
 
 def _non_negative(instance, attribute, value):
     if value < 0:
@@ -214,19 +208,30 @@ class KernelInstance:
         A replay launches with the prologue's bytes; a database saying otherwise is a recording
         edited or mixed up, and replaying it would verify something else than it claims.
         """
-        for what, mine, theirs in (("StaticHash", self.static_hash, getattr(prologue, "static_hash", "")),
-                                    ("instance key", self.dynamic_hash, getattr(prologue, "dynamic_hash", ""))):
+        for what, mine, theirs in (
+            ("StaticHash", self.static_hash, getattr(prologue, "static_hash", "")),
+            ("instance key", self.dynamic_hash, getattr(prologue, "dynamic_hash", "")),
+        ):
             if theirs and mine and theirs != mine:
-                raise FormatError(self.record.path, f"{what} {mine!r} is not the {theirs!r} that "
-                                  f"{self.prologue_path.name} was recorded for; the recording was edited or mixed "
-                                  "up: record it again", field="StaticHash" if what == "StaticHash" else "instances")
+                raise FormatError(
+                    self.record.path,
+                    f"{what} {mine!r} is not the {theirs!r} that "
+                    f"{self.prologue_path.name} was recorded for; the recording was edited or mixed "
+                    "up: record it again",
+                    field="StaticHash" if what == "StaticHash" else "instances",
+                )
         recorded = bytes(getattr(prologue, "args", b"") or b"")
         if recorded and recorded != bytes(self.args):
-            first = next((i for i, (a, b) in enumerate(zip(recorded, self.args)) if a != b),
-                         min(len(recorded), len(self.args)))
-            raise FormatError(self.record.path, f"the database's argument bytes ({len(self.args)}) disagree with "
-                              f"those of {self.prologue_path.name} ({len(recorded)}) from byte {first}; the recording "
-                              "was edited or mixed up: record it again", field=f"instances.{self.dynamic_hash}.Args")
+            first = next(
+                (i for i, (a, b) in enumerate(zip(recorded, self.args)) if a != b), min(len(recorded), len(self.args))
+            )
+            raise FormatError(
+                self.record.path,
+                f"the database's argument bytes ({len(self.args)}) disagree with "
+                f"those of {self.prologue_path.name} ({len(recorded)}) from byte {first}; the recording "
+                "was edited or mixed up: record it again",
+                field=f"instances.{self.dynamic_hash}.Args",
+            )
 
     @property
     def prologue(self) -> MemStateRef:
@@ -244,9 +249,20 @@ class KernelInstance:
 
 
 def _instance_key(inst: KernelInstance) -> tuple:
-    return (inst.grid_dim, inst.block_dim, inst.shared_mem, inst.args, inst.prologue_file,
-            inst.epilogue_file, inst.occ, tuple(inst.app_times), inst.app_timer, inst.cooperative, inst.cluster_dim,
-            inst.dynamic_hash)
+    return (
+        inst.grid_dim,
+        inst.block_dim,
+        inst.shared_mem,
+        inst.args,
+        inst.prologue_file,
+        inst.epilogue_file,
+        inst.occ,
+        tuple(inst.app_times),
+        inst.app_timer,
+        inst.cooperative,
+        inst.cluster_dim,
+        inst.dynamic_hash,
+    )
 
 
 def dynamic_hash_of(grid: Any, block: Any, shared_mem: int, args: bytes) -> str:
@@ -257,6 +273,7 @@ def dynamic_hash_of(grid: Any, block: Any, shared_mem: int, args: bytes) -> str:
 
 
 # -- the database -----------------------------------------------------------------------------
+
 
 @attrs.define(eq=False)
 class RecordedExecution(MutableMapping):
@@ -316,7 +333,7 @@ class RecordedExecution(MutableMapping):
         (`folder / name` is the usual form); either way they must lie inside `folder`.
         """
         folder = Path(folder)
-        if not _SAFE_NAME.match(static_hash or ""):
+        if not SAFE_NAME.match(static_hash or ""):
             raise UsageError(f"static hash {static_hash!r} must be non-empty and use only [A-Za-z0-9_.-]")
         rec = cls(
             kernel_name=kernel_name,
@@ -362,13 +379,19 @@ class RecordedExecution(MutableMapping):
         key = dynamic_hash or dynamic_hash_of(grid, block, shared_mem, args)
         if key in self.kernel_instances:
             inst = self.kernel_instances[key]
-            again = LaunchAttributes(cooperative=cooperative, cluster=None if cluster_dim is None else dim3.of(cluster_dim))
+            again = LaunchAttributes(
+                cooperative=cooperative, cluster=None if cluster_dim is None else dim3.of(cluster_dim)
+            )
             if again != inst.launch_attributes:
-                raise UsageError(f"instance {key} was launched {inst.launch_attributes.describe()}; another launch "
-                                 f"of it {again.describe()} cannot count as the same context")  # fmt: skip
+                raise UsageError(
+                    f"instance {key} was launched {inst.launch_attributes.describe()}; another launch "
+                    f"of it {again.describe()} cannot count as the same context"
+                )
             if app_times and inst.app_times and inst.app_timer != app_timer:
-                raise UsageError(f"instance {key} has application times by {inst.app_timer}; times by {app_timer} "
-                                 "do not mix with them")  # fmt: skip
+                raise UsageError(
+                    f"instance {key} has application times by {inst.app_timer}; times by {app_timer} "
+                    "do not mix with them"
+                )
             inst.occ += occurrences
             if app_times:
                 inst.app_times.extend(float(t) for t in app_times)
@@ -395,8 +418,11 @@ class RecordedExecution(MutableMapping):
         try:
             p = Path(os.path.abspath(path)).relative_to(os.path.abspath(self.folder))
         except ValueError:
-            raise FormatError(self.path, f"{path} is outside the database's folder {self.folder}; "
-                              "write it inside that folder", field=field) from None
+            raise FormatError(
+                self.path,
+                f"{path} is outside the database's folder {self.folder}; write it inside that folder",
+                field=field,
+            ) from None
         rel = PurePosixPath(*p.parts).as_posix()
         check_lexical(rel, self.path, field)
         return rel
@@ -424,8 +450,9 @@ class RecordedExecution(MutableMapping):
     def args(self) -> list[ArgInfo]:
         return [
             ArgInfo(n, o, s, k, sp)
-            for n, o, s, k, sp in zip(self.arg_names, self.arg_offsets, self.arg_sizes, self.arg_kinds,
-                                      self.specializations)
+            for n, o, s, k, sp in zip(
+                self.arg_names, self.arg_offsets, self.arg_sizes, self.arg_kinds, self.specializations
+            )
         ]
 
     @args.setter
@@ -456,8 +483,12 @@ class RecordedExecution(MutableMapping):
             from mneme.core import ir
 
             if not self.modules:
-                raise FormatError(self.path, f"kernel {self.kernel_name!r} was recorded without LLVM IR "
-                                  "(binary images only); only launch-geometry tuning is possible", field="Modules")
+                raise FormatError(
+                    self.path,
+                    f"kernel {self.kernel_name!r} was recorded without LLVM IR "
+                    "(binary images only); only launch-geometry tuning is possible",
+                    field="Modules",
+                )
             self._linked[key] = ir.link(self.llvm_files, self.kernel_name, prune=prune, internalize=internalize)
         return self._linked[key]
 
@@ -470,15 +501,21 @@ class RecordedExecution(MutableMapping):
                 return self.kernel_instances[ids[0]]
             if not ids:
                 raise UsageError(f"{where} holds no kernel instances")
-            shown = ", ".join(ids[:20]) + (f", ... ({len(ids) - 20} more: mneme inspect lists them)" if len(ids) > 20 else "")
+            shown = ", ".join(ids[:20]) + (
+                f", ... ({len(ids) - 20} more: mneme inspect lists them)" if len(ids) > 20 else ""
+            )
             raise UsageError(f"{where} holds {len(ids)} kernel instances; choose one with a record id: {shown}")
         if record_id in self.kernel_instances:
             return self.kernel_instances[record_id]
         matches = [i for i in ids if i.startswith(record_id)]
         if len(matches) == 1:
             return self.kernel_instances[matches[0]]
-        raise UsageError(f"{where} has no kernel instance {record_id!r}"
-                         + (" (ambiguous prefix)" if matches else "") + "; its ids: " + ", ".join(ids))
+        raise UsageError(
+            f"{where} has no kernel instance {record_id!r}"
+            + (" (ambiguous prefix)" if matches else "")
+            + "; its ids: "
+            + ", ".join(ids)
+        )
 
     # -- mapping over instances -----------------------------------------------------------
     def __getitem__(self, key: str) -> KernelInstance:
@@ -514,13 +551,16 @@ class RecordedExecution(MutableMapping):
     __hash__ = None  # mutable
 
     def __repr__(self) -> str:
-        return (f"RecordedExecution({self.kernel_name!r}, static_hash={self.static_hash!r}, "
-                f"backend={self.backend!r}, arch={self.arch!r}, instances={len(self)}, path={str(self.path)!r})")
+        return (
+            f"RecordedExecution({self.kernel_name!r}, static_hash={self.static_hash!r}, "
+            f"backend={self.backend!r}, arch={self.arch!r}, instances={len(self)}, path={str(self.path)!r})"
+        )
 
     # -- reading and writing ----------------------------------------------------------------
     @classmethod
-    def from_json(cls, path: str | os.PathLike, *, allow_missing: bool = False,
-                  convert: bool = True) -> RecordedExecution:  # fmt: skip
+    def from_json(
+        cls, path: str | os.PathLike, *, allow_missing: bool = False, convert: bool = True
+    ) -> RecordedExecution:
         """Load and validate a database: every field, and every file it names (inside its folder).
 
         `allow_missing` tolerates referenced files that do not exist (to clean an incomplete
@@ -573,8 +613,10 @@ class RecordedExecution(MutableMapping):
         if self.path is not None and target.parent.absolute() != self.folder.absolute():
             outside = [f for f in self.referenced_files() if not is_inside(f, target.parent)]
             if outside:
-                raise FormatError(target, f"{outside[0]} is outside {target.parent}; copy the database with "
-                                  "its files instead (mneme copy)")
+                raise FormatError(
+                    target,
+                    f"{outside[0]} is outside {target.parent}; copy the database with its files instead (mneme copy)",
+                )
             self.validate(check_files=True)
             self._rebase(target)
         else:
@@ -592,12 +634,16 @@ class RecordedExecution(MutableMapping):
 
     def _rebase(self, target: Path) -> None:
         """Point the relative paths at the same files from `target`'s folder."""
+
         def rel(p: str | Path) -> str:
             try:
                 return (self.folder / p).absolute().relative_to(target.parent.absolute()).as_posix()
             except ValueError:
-                raise FormatError(target, f"{self.folder / p} is not under {target.parent}; copy the database "
-                                  "with its files instead (mneme copy)") from None
+                raise FormatError(
+                    target,
+                    f"{self.folder / p} is not under {target.parent}; copy the database "
+                    "with its files instead (mneme copy)",
+                ) from None
 
         modules = [rel(m) for m in self.modules]
         images = [ImageInfo(rel(i.path), i.kind) for i in self.images]
@@ -610,70 +656,4 @@ class RecordedExecution(MutableMapping):
 
     def validate(self, *, check_files: bool = True, allow_missing: bool = False) -> None:
         """Check relations between fields, and (with `check_files`) every referenced file."""
-        p = self.path
-        if not _SAFE_NAME.match(self.static_hash):
-            raise FormatError(p, "must be non-empty and use only [A-Za-z0-9_.-] (it names files)", field="StaticHash")
-        for field, value in (("KernelName", self.kernel_name), ("Backend", self.backend), ("Arch", self.arch)):
-            if not value:
-                raise FormatError(p, "must not be empty", field=field)
-        texts = [("KernelName", self.kernel_name), ("DemangledName", self.demangled_name), ("Backend", self.backend),
-                 ("Arch", self.arch), *(("ArgNames", n) for n in self.arg_names), *(("Globals", g) for g in self.globals)]
-        for field, value in texts:
-            if not _printable(value):
-                raise FormatError(p, f"{value!r} holds a NUL byte or a lone surrogate (not UTF-8 text)"[:300],
-                                  field=field)
-        for key in self.kernel_instances:
-            if not _SAFE_NAME.match(key):
-                raise FormatError(p, f"instance key {key!r} must use only [A-Za-z0-9_.-] (it names files)"[:300],
-                                  field="instances")
-        n = len(self.arg_names)
-        for field, values in (("ArgSizes", self.arg_sizes), ("ArgOffsets", self.arg_offsets),
-                              ("ArgKinds", self.arg_kinds), ("Specializations", self.specializations)):
-            if len(values) != n:
-                raise FormatError(p, f"has {len(values)} entries but ArgNames has {n}; one per kernel argument",
-                                  field=field)
-        for i, (size, offset, kind) in enumerate(zip(self.arg_sizes, self.arg_offsets, self.arg_kinds)):
-            if size < 0 or offset < 0:
-                raise FormatError(p, f"argument {i} ({self.arg_names[i]}) has a negative size or offset",
-                                  field="ArgSizes" if size < 0 else "ArgOffsets")
-            if kind not in ARG_KINDS:
-                raise FormatError(p, f"argument {i} ({self.arg_names[i]}): unknown kind {kind!r}; "
-                                  f"one of {', '.join(ARG_KINDS)}", field="ArgKinds")
-        if self.va_size and not (MIN_VA_ADDR <= self.va_addr and self.va_addr + self.va_size <= MAX_VA_END):
-            # refused here, not later as "address taken" by the process (mmap_min_addr) or an overflow
-            raise FormatError(p, f"the range {self.va_addr:#x} + {self.va_size:#x} is not a user address range "
-                              f"({MIN_VA_ADDR:#x} .. {MAX_VA_END:#x}); record the launch again", field="VAddr")
-        for name, size in self.globals.items():
-            if not name or size < 0:
-                raise FormatError(p, f"global {name!r} needs a name and a size >= 0", field="Globals")
-        if not self.modules and not self.images:
-            raise FormatError(p, "the database names no code: give LLVM IR files in Modules or images in BinaryBlobs",
-                              field="Modules")
-        for i, image in enumerate(self.images):
-            if not image.kind:
-                raise FormatError(p, f"image {i} has no kind", field="BinaryBlobs")
-        need = self.args_size
-        for key, inst in self.kernel_instances.items():
-            if len(inst.args) < need:
-                raise FormatError(p, f"holds {len(inst.args)} bytes but the argument layout covers {need} bytes",
-                                  field=f"instances.{key}.Args")
-        if not check_files or p is None:
-            return
-        checker = FileChecker(self.folder, p, allow_missing)
-        for i, rel in enumerate(self.modules):
-            checker.check(rel, f"Modules[{i}]")
-        for i, image in enumerate(self.images):
-            checker.check(image.path.as_posix(), f"BinaryBlobs[{i}].Path")
-        for key, inst in self.kernel_instances.items():
-            checker.check(inst.prologue_file, f"instances.{key}.Prologue")
-            checker.check(inst.epilogue_file, f"instances.{key}.Epilogue")
-
-
-def _printable(text: str) -> bool:
-    if "\0" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+        validate_record(self, check_files=check_files, allow_missing=allow_missing)

@@ -8,8 +8,8 @@ from pathlib import Path, PurePosixPath
 from mneme.core import fsutil
 from mneme.core.errors import FormatError
 
-
 # -- path safety -----------------------------------------------------------------------------
+
 
 def check_lexical(rel: str, db: Path | None, field: str) -> None:
     if "\0" in rel:
@@ -21,8 +21,9 @@ def check_lexical(rel: str, db: Path | None, field: str) -> None:
     if not rel or rel == ".":
         raise FormatError(db, "is an empty path", field=field)
     if "\\" in rel:
-        raise FormatError(db, f"{rel!r} uses backslashes; paths are POSIX, relative to the database's folder",
-                          field=field)
+        raise FormatError(
+            db, f"{rel!r} uses backslashes; paths are POSIX, relative to the database's folder", field=field
+        )
     pure = PurePosixPath(rel)
     if pure.is_absolute():
         raise FormatError(db, f"{rel!r} is absolute; paths must be relative to the database's folder", field=field)
@@ -62,21 +63,30 @@ class FileChecker:
         if os.path.islink(real):
             real = os.path.realpath(real)
         if self.db is not None and real == os.path.realpath(self.db):
-            raise FormatError(self.db, f"{rel!r} is the database itself; a database names its IR, images and "
-                              "snapshots, never a database", field=field)
+            raise FormatError(
+                self.db,
+                f"{rel!r} is the database itself; a database names its IR, images and snapshots, never a database",
+                field=field,
+            )
         if not _within(real, self.root):
-            raise FormatError(self.db, f"{rel!r} leads outside the database's folder through a symbolic link "
-                              f"(to {real}); keep every file inside it", field=field)
+            raise FormatError(
+                self.db,
+                f"{rel!r} leads outside the database's folder through a symbolic link "
+                f"(to {real}); keep every file inside it",
+                field=field,
+            )
         if not os.path.exists(real):
             if self.allow_missing:
                 return
-            raise FormatError(self.db, f"{rel!r} does not exist in {os.path.abspath(self.folder)}; the recording is "
-                              "incomplete, record it again", field=field)
+            raise FormatError(
+                self.db,
+                f"{rel!r} does not exist in {os.path.abspath(self.folder)}; the recording is "
+                "incomplete, record it again",
+                field=field,
+            )
         if not os.path.isfile(real):
             raise FormatError(self.db, f"{rel!r} is not a regular file", field=field)
 
 
 def atomic_write(target: Path, text: str) -> None:
     fsutil.atomic_write(target, text)
-
-

@@ -97,5 +97,8 @@ def refuse_database_references(records: Sequence[RecordedExecution], databases: 
     for rec in records:
         for f in rec.referenced_files():
             if f.resolve() in known:
-                raise FormatError(rec.path, f"names the recording database {f} as one of its files; a database "
-                                  "never references a database: fix the database, nothing was changed")
+                raise FormatError(
+                    rec.path,
+                    f"names the recording database {f} as one of its files; a database "
+                    "never references a database: fix the database, nothing was changed",
+                )

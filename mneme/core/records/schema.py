@@ -6,8 +6,8 @@ The format is specified in docs/formats.md (recording database).
 from __future__ import annotations
 
 import json
-import sys
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -30,24 +30,61 @@ _HEX = re.compile(r"^(?:[0-9a-fA-F]{2})*$")
 # attribute name -> JSON key, per class; everything else in the JSON is an error.
 _JSON_NAMES: dict[type, dict[str, str]] = {
     RecordedExecution: {
-        "schema_version": "SchemaVersion", "kernel_name": "KernelName", "demangled_name": "DemangledName",
-        "static_hash": "StaticHash", "backend": "Backend", "arch": "Arch", "modules": "Modules",
-        "images": "BinaryBlobs", "va_addr": "VAddr", "va_size": "VASize", "arg_names": "ArgNames",
-        "arg_sizes": "ArgSizes", "arg_offsets": "ArgOffsets", "arg_kinds": "ArgKinds",
-        "specializations": "Specializations", "globals": "Globals", "kernel_instances": "instances",
+        "schema_version": "SchemaVersion",
+        "kernel_name": "KernelName",
+        "demangled_name": "DemangledName",
+        "static_hash": "StaticHash",
+        "backend": "Backend",
+        "arch": "Arch",
+        "modules": "Modules",
+        "images": "BinaryBlobs",
+        "va_addr": "VAddr",
+        "va_size": "VASize",
+        "arg_names": "ArgNames",
+        "arg_sizes": "ArgSizes",
+        "arg_offsets": "ArgOffsets",
+        "arg_kinds": "ArgKinds",
+        "specializations": "Specializations",
+        "globals": "Globals",
+        "kernel_instances": "instances",
     },
     KernelInstance: {
-        "grid_dim": "GridDims", "block_dim": "BlockDims", "shared_mem": "SharedMem", "args": "Args",
-        "prologue_file": "Prologue", "epilogue_file": "Epilogue", "occ": "Occurrences",
-        "app_times": "AppTimes", "app_timer": "AppTimer", "cooperative": "Cooperative", "cluster_dim": "ClusterDims",
-        "recorded_time": "RecordedTime", "recorded_cache": "RecordedCache",
+        "grid_dim": "GridDims",
+        "block_dim": "BlockDims",
+        "shared_mem": "SharedMem",
+        "args": "Args",
+        "prologue_file": "Prologue",
+        "epilogue_file": "Epilogue",
+        "occ": "Occurrences",
+        "app_times": "AppTimes",
+        "app_timer": "AppTimer",
+        "cooperative": "Cooperative",
+        "cluster_dim": "ClusterDims",
+        "recorded_time": "RecordedTime",
+        "recorded_cache": "RecordedCache",
     },
     ImageInfo: {"path": "Path", "kind": "Kind"},
 }
 # JSON key order in written files.
-_ORDER = ["SchemaVersion", "KernelName", "DemangledName", "StaticHash", "Backend", "Arch", "Modules",
-          "BinaryBlobs", "VAddr", "VASize", "ArgNames", "ArgSizes", "ArgOffsets", "ArgKinds",
-          "Specializations", "Globals", "instances"]
+_ORDER = [
+    "SchemaVersion",
+    "KernelName",
+    "DemangledName",
+    "StaticHash",
+    "Backend",
+    "Arch",
+    "Modules",
+    "BinaryBlobs",
+    "VAddr",
+    "VASize",
+    "ArgNames",
+    "ArgSizes",
+    "ArgOffsets",
+    "ArgKinds",
+    "Specializations",
+    "Globals",
+    "instances",
+]
 # Fields a database may omit (empty / zero by default); all others are required.
 _OPTIONAL = {"DemangledName", "Modules", "BinaryBlobs", "VAddr", "VASize", "Globals"}
 
@@ -68,8 +105,15 @@ def _strict(kind: type, name: str):
 
 
 def _json_type(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer",
-            float: "number", type(None): "null"}.get(type(value), type(value).__name__)
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "boolean",
+        int: "integer",
+        float: "number",
+        type(None): "null",
+    }.get(type(value), type(value).__name__)
 
 
 def _structure_dim3(value: Any, _type: type) -> dim3:
@@ -80,13 +124,15 @@ def _structure_dim3(value: Any, _type: type) -> dim3:
 
 def _structure_hex_addr(value: Any, _type: type) -> int:
     if not isinstance(value, str) or not re.fullmatch(r"0x[0-9a-fA-F]+", value):
-        raise TypeError(f"expected a hexadecimal string such as \"0x7f0000000000\", got {json.dumps(value)[:80]}")
+        raise TypeError(f'expected a hexadecimal string such as "0x7f0000000000", got {json.dumps(value)[:80]}')
     return int(value, 16)
 
 
 def _structure_hex_bytes(value: Any, _type: type) -> bytes:
     if not isinstance(value, str) or not _HEX.fullmatch(value):
-        raise TypeError(f"expected the argument bytes as an even-length hexadecimal string, got {json.dumps(value)[:80]}")
+        raise TypeError(
+            f"expected the argument bytes as an even-length hexadecimal string, got {json.dumps(value)[:80]}"
+        )
     return bytes.fromhex(value)
 
 
@@ -106,13 +152,25 @@ def _make_converter() -> cattrs.Converter:
     conv.register_unstructure_hook(dim3, lambda d: {"x": d.x, "y": d.y, "z": d.z})
 
     names = _JSON_NAMES[ImageInfo]
-    conv.register_structure_hook(ImageInfo, make_dict_structure_fn(
-        ImageInfo, conv, _cattrs_forbid_extra_keys=True,
-        path=override(rename=names["path"], struct_hook=lambda v, _t: Path(_structure_path(v, _t))),
-        kind=override(rename=names["kind"])))
-    conv.register_unstructure_hook(ImageInfo, make_dict_unstructure_fn(
-        ImageInfo, conv, path=override(rename=names["path"], unstruct_hook=lambda p: p.as_posix()),
-        kind=override(rename=names["kind"])))
+    conv.register_structure_hook(
+        ImageInfo,
+        make_dict_structure_fn(
+            ImageInfo,
+            conv,
+            _cattrs_forbid_extra_keys=True,
+            path=override(rename=names["path"], struct_hook=lambda v, _t: Path(_structure_path(v, _t))),
+            kind=override(rename=names["kind"]),
+        ),
+    )
+    conv.register_unstructure_hook(
+        ImageInfo,
+        make_dict_unstructure_fn(
+            ImageInfo,
+            conv,
+            path=override(rename=names["path"], unstruct_hook=lambda p: p.as_posix()),
+            kind=override(rename=names["kind"]),
+        ),
+    )
 
     names = _JSON_NAMES[KernelInstance]
     inst_overrides = {attr: override(rename=key) for attr, key in names.items()}
@@ -123,22 +181,48 @@ def _make_converter() -> cattrs.Converter:
     inst_overrides["app_timer"] = override(rename="AppTimer", omit_if_default=True)  # optional: absent = events
     inst_overrides["cooperative"] = override(rename="Cooperative", omit_if_default=True)  # optional: absent = false
     inst_overrides["cluster_dim"] = override(rename="ClusterDims", omit_if_default=True)  # optional: absent = none
-    inst_overrides["recorded_time"] = override(rename="RecordedTime", omit_if_default=True)  # optional: absent = unknown
+    inst_overrides["recorded_time"] = override(
+        rename="RecordedTime", omit_if_default=True
+    )  # optional: absent = unknown
     inst_overrides["recorded_cache"] = override(rename="RecordedCache", omit_if_default=True)  # absent = flushed
-    conv.register_structure_hook(KernelInstance, make_dict_structure_fn(
-        KernelInstance, conv, _cattrs_forbid_extra_keys=True, dynamic_hash=override(omit=True),
-        _record=override(omit=True), **inst_overrides))
-    conv.register_unstructure_hook(KernelInstance, make_dict_unstructure_fn(
-        KernelInstance, conv, dynamic_hash=override(omit=True), _record=override(omit=True), **inst_overrides))
+    conv.register_structure_hook(
+        KernelInstance,
+        make_dict_structure_fn(
+            KernelInstance,
+            conv,
+            _cattrs_forbid_extra_keys=True,
+            dynamic_hash=override(omit=True),
+            _record=override(omit=True),
+            **inst_overrides,
+        ),
+    )
+    conv.register_unstructure_hook(
+        KernelInstance,
+        make_dict_unstructure_fn(
+            KernelInstance, conv, dynamic_hash=override(omit=True), _record=override(omit=True), **inst_overrides
+        ),
+    )
 
     names = _JSON_NAMES[RecordedExecution]
     rec_overrides = {attr: override(rename=key) for attr, key in names.items()}
     rec_overrides["va_addr"] = override(rename="VAddr", struct_hook=_structure_hex_addr, unstruct_hook=hex)
-    conv.register_structure_hook(RecordedExecution, make_dict_structure_fn(
-        RecordedExecution, conv, _cattrs_forbid_extra_keys=True, path=override(omit=True),
-        _linked=override(omit=True), **rec_overrides))
-    conv.register_unstructure_hook(RecordedExecution, make_dict_unstructure_fn(
-        RecordedExecution, conv, path=override(omit=True), _linked=override(omit=True), **rec_overrides))
+    conv.register_structure_hook(
+        RecordedExecution,
+        make_dict_structure_fn(
+            RecordedExecution,
+            conv,
+            _cattrs_forbid_extra_keys=True,
+            path=override(omit=True),
+            _linked=override(omit=True),
+            **rec_overrides,
+        ),
+    )
+    conv.register_unstructure_hook(
+        RecordedExecution,
+        make_dict_unstructure_fn(
+            RecordedExecution, conv, path=override(omit=True), _linked=override(omit=True), **rec_overrides
+        ),
+    )
     return conv
 
 
@@ -224,13 +308,16 @@ def upgrade(data: Any, path: Path) -> Any:
         raise FormatError(path, f"a recording database is a JSON object, not {_json_type(data)}")
     version = data.get("SchemaVersion")
     if "SchemaVersion" not in data:
-        raise FormatError(path, "required field is missing; is this a Mneme recording database?",
-                          field="SchemaVersion")
+        raise FormatError(path, "required field is missing; is this a Mneme recording database?", field="SchemaVersion")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise FormatError(path, f"expected a positive integer, got {json.dumps(version)}", field="SchemaVersion")
     if version > model.SCHEMA_VERSION:
-        raise SchemaVersionError(path, f"the database has schema version {version}, newer than the {model.SCHEMA_VERSION} "
-                                 "this Mneme reads; upgrade Mneme to read it", field="SchemaVersion")
+        raise SchemaVersionError(
+            path,
+            f"the database has schema version {version}, newer than the {model.SCHEMA_VERSION} "
+            "this Mneme reads; upgrade Mneme to read it",
+            field="SchemaVersion",
+        )
     while version < model.SCHEMA_VERSION:
         data = _UPGRADES[version](dict(data))
         version = data["SchemaVersion"]

@@ -45,8 +45,9 @@ def pool() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="mneme-snapshot",
-                                                          initializer=_mark_pool_thread)  # fmt: skip
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=workers(), thread_name_prefix="mneme-snapshot", initializer=_mark_pool_thread
+            )
         return _pool
 
 
@@ -120,11 +121,16 @@ _LZ4_MALFORMED = "LZ4 data does not decode (malformed block, or it decodes to mo
 
 _LZ4_BLOCK = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
 #: liblz4 by its soname (the soname is its ABI): the block functions Mneme uses.
-LZ4 = NativeLoader("liblz4", lambda: "liblz4.so.1", {
-    "LZ4_compress_default": (ctypes.c_int, _LZ4_BLOCK),
-    "LZ4_decompress_safe": (ctypes.c_int, _LZ4_BLOCK),
-    "LZ4_compressBound": (ctypes.c_int, [ctypes.c_int]),
-}, remedy=LZ4_INSTALL_HINT)
+LZ4 = NativeLoader(
+    "liblz4",
+    lambda: "liblz4.so.1",
+    {
+        "LZ4_compress_default": (ctypes.c_int, _LZ4_BLOCK),
+        "LZ4_decompress_safe": (ctypes.c_int, _LZ4_BLOCK),
+        "LZ4_compressBound": (ctypes.c_int, [ctypes.c_int]),
+    },
+    remedy=LZ4_INSTALL_HINT,
+)
 
 
 def lz4_library():
@@ -170,8 +176,10 @@ def lz4_compress(data) -> bytes | None:
     """
     lib = lz4_library()
     if lib is None:
-        raise RuntimeError(f"the LZ4 encoding needs the system's liblz4.so.1, which is not installed; "
-                           f"{LZ4_INSTALL_HINT}, or choose zstd")  # fmt: skip
+        raise RuntimeError(
+            f"the LZ4 encoding needs the system's liblz4.so.1, which is not installed; "
+            f"{LZ4_INSTALL_HINT}, or choose zstd"
+        )
     n = memoryview(data).nbytes
     if n > LZ4_MAX_INPUT:
         return None

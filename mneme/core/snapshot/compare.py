@@ -20,9 +20,20 @@ from mneme.core.snapshot.format import EXACT, RegionPolicy
 WINDOW = 16 << 20  # bytes compared at a time
 _TYPED_STEP = 1 << 20  # bytes decoded into floats at a time (keeps temporaries in cache)
 
-_NUMPY = {"u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "i8": np.int8, "i16": np.int16,
-          "i32": np.int32, "i64": np.int64, "f16": np.float16, "bf16": np.uint16, "f32": np.float32,
-          "f64": np.float64}  # fmt: skip
+_NUMPY = {
+    "u8": np.uint8,
+    "u16": np.uint16,
+    "u32": np.uint32,
+    "u64": np.uint64,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "f16": np.float16,
+    "bf16": np.uint16,
+    "f32": np.float32,
+    "f64": np.float64,
+}
 
 
 @attrs.frozen
@@ -56,9 +67,11 @@ class RegionReport:
         if self.first_offset is not None:
             parts.append(f"first at +{self.first_offset}")
         if not self.policy.exact:
-            parts.append(f"max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}, "
-                         f"{self.policy.norm} error {self.error:.3g} (threshold {self.policy.threshold:g}"
-                         f"{', relative' if self.policy.relative else ''})")  # fmt: skip
+            parts.append(
+                f"max abs error {self.max_abs:.3g}, max rel error {self.max_rel:.3g}, "
+                f"{self.policy.norm} error {self.error:.3g} (threshold {self.policy.threshold:g}"
+                f"{', relative' if self.policy.relative else ''})"
+            )
         if self.nan_mismatch:
             parts.append(f"{self.nan_mismatch} NaN mismatches")
         return ", ".join(parts)
@@ -99,8 +112,14 @@ class CompareReport:
         return [r.describe() for r in (*self.regions, *self.globals) if not r.ok]
 
 
-def compare(expected, actual, *, actual_globals: Mapping[str, bytes] | None = None,
-            policies: Mapping[int, RegionPolicy] | None = None, window: int = WINDOW) -> CompareReport:  # fmt: skip
+def compare(
+    expected,
+    actual,
+    *,
+    actual_globals: Mapping[str, bytes] | None = None,
+    policies: Mapping[int, RegionPolicy] | None = None,
+    window: int = WINDOW,
+) -> CompareReport:
     """Compare every region and global of the `expected` snapshot with `actual`.
 
     Parameters
@@ -122,8 +141,9 @@ def compare(expected, actual, *, actual_globals: Mapping[str, bytes] | None = No
     return CompareReport(reports, globals_)
 
 
-def compare_buffers(expected, actual, policy: RegionPolicy = EXACT, *, addr: int = 0,
-                    window: int = WINDOW) -> RegionReport:  # fmt: skip
+def compare_buffers(
+    expected, actual, policy: RegionPolicy = EXACT, *, addr: int = 0, window: int = WINDOW
+) -> RegionReport:
     """Compare two in-memory buffers under `policy` (the engine `compare` uses per region)."""
     exp = memoryview(expected).cast("B")
     window = max(8, window // 8 * 8)
@@ -334,23 +354,43 @@ class _Accumulator:
     def report(self, addr: int, size: int) -> RegionReport:
         policy = self.policy
         if not self.typed:
-            return RegionReport(addr, size, policy, ok=self.differing == 0, differing_bytes=self.differing,
-                                first_offset=self.first, violations=self.violations)  # fmt: skip
+            return RegionReport(
+                addr,
+                size,
+                policy,
+                ok=self.differing == 0,
+                differing_bytes=self.differing,
+                first_offset=self.first,
+                violations=self.violations,
+            )
         norm = policy.norm
         if norm == "none":
             error = self.max_rel if policy.relative else self.max_abs
             within = self.violations == 0
         else:
-            value, ref = {"L1": (self.sum_abs, self.ref_sum), "L2": (math.sqrt(self.sum_sq), math.sqrt(self.ref_sq)),
-                          "Linf": (self.max_abs, self.ref_max)}[norm]  # fmt: skip
+            value, ref = {
+                "L1": (self.sum_abs, self.ref_sum),
+                "L2": (math.sqrt(self.sum_sq), math.sqrt(self.ref_sq)),
+                "Linf": (self.max_abs, self.ref_max),
+            }[norm]
             if policy.relative:
                 value = 0.0 if value == 0 else (value / ref if ref else math.inf)
             error = value
             within = error <= policy.threshold and self.violations == 0
         ok = within and self.nan_mismatch == 0
-        return RegionReport(addr, size, policy, ok=ok, differing_bytes=self.differing, first_offset=self.first,
-                            max_abs=self.max_abs, max_rel=self.max_rel, error=error, violations=self.violations,
-                            nan_mismatch=self.nan_mismatch)  # fmt: skip
+        return RegionReport(
+            addr,
+            size,
+            policy,
+            ok=ok,
+            differing_bytes=self.differing,
+            first_offset=self.first,
+            max_abs=self.max_abs,
+            max_rel=self.max_rel,
+            error=error,
+            violations=self.violations,
+            nan_mismatch=self.nan_mismatch,
+        )
 
 
 def _compare_global(name: str, data: bytes, actual_globals) -> GlobalReport:
@@ -362,5 +402,6 @@ def _compare_global(name: str, data: bytes, actual_globals) -> GlobalReport:
     if other == data:
         return GlobalReport(name, len(data), ok=True)
     ne = np.frombuffer(data, np.uint8) != np.frombuffer(other, np.uint8)
-    return GlobalReport(name, len(data), ok=False, differing_bytes=int(np.count_nonzero(ne)),
-                        first_offset=int(np.argmax(ne)))  # fmt: skip
+    return GlobalReport(
+        name, len(data), ok=False, differing_bytes=int(np.count_nonzero(ne)), first_offset=int(np.argmax(ne))
+    )

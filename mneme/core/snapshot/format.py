@@ -39,8 +39,14 @@ RUN = struct.Struct("<II")
 END = struct.Struct("<QQQ")
 
 TAG_META, TAG_ARGS, TAG_REGION, TAG_CHUNK, TAG_GLOBAL, TAG_END = b"META", b"ARGS", b"REGN", b"CHNK", b"GLOB", b"END "
-BLOCK_NAMES = {TAG_META: "META", TAG_ARGS: "ARGS", TAG_REGION: "REGN", TAG_CHUNK: "CHNK",
-               TAG_GLOBAL: "GLOB", TAG_END: "END"}  # fmt: skip
+BLOCK_NAMES = {
+    TAG_META: "META",
+    TAG_ARGS: "ARGS",
+    TAG_REGION: "REGN",
+    TAG_CHUNK: "CHNK",
+    TAG_GLOBAL: "GLOB",
+    TAG_END: "END",
+}
 
 # Region encodings (REGN) and chunk encodings (CHNK) share codes; diff chunks only live in diff regions.
 ENC_RAW, ENC_ZSTD, ENC_DIFF = 0, 1, 2
@@ -49,8 +55,14 @@ ENC_LZ4 = 4  # version 2: one LZ4 block (decodes about 3x as fast as zstd, store
 ENC_LZ4_SHUFFLE = 5  # version 2, chunk only: byte-shuffled, then one LZ4 block
 ENCODINGS = {ENC_RAW: "raw", ENC_ZSTD: "zstd", ENC_DIFF: "diff", ENC_LZ4: "lz4"}  # region encodings
 ENCODING_CODES = {name: code for code, name in ENCODINGS.items()}
-CHUNK_ENCODINGS = {ENC_RAW: "raw", ENC_ZSTD: "zstd", ENC_DIFF: "diff", ENC_SHUFFLE: "zstd-shuffle",
-                   ENC_LZ4: "lz4", ENC_LZ4_SHUFFLE: "lz4-shuffle"}  # fmt: skip
+CHUNK_ENCODINGS = {
+    ENC_RAW: "raw",
+    ENC_ZSTD: "zstd",
+    ENC_DIFF: "diff",
+    ENC_SHUFFLE: "zstd-shuffle",
+    ENC_LZ4: "lz4",
+    ENC_LZ4_SHUFFLE: "lz4-shuffle",
+}
 LZ4_ENCODINGS = (ENC_LZ4, ENC_LZ4_SHUFFLE)  # the codes a version-1 file cannot hold
 SHUFFLE_HEADER = struct.Struct("<B7x")  # element size, 7 reserved
 SHUFFLE_SIZES = (2, 4, 8)
@@ -87,13 +99,18 @@ def _xxhash_extension() -> str:
 
 _VP = ctypes.c_void_p
 #: xxHash's streaming XXH3 functions, from the xxhash module's own extension.
-XXH3 = NativeLoader("xxHash's C functions (the xxhash module's extension)", _xxhash_extension, {
-    "XXH3_createState": (_VP, []),
-    "XXH3_freeState": (ctypes.c_int, [_VP]),
-    "XXH3_64bits_reset": (ctypes.c_int, [_VP]),
-    "XXH3_64bits_update": (ctypes.c_int, [_VP, _VP, ctypes.c_size_t]),
-    "XXH3_64bits_digest": (ctypes.c_uint64, [_VP]),
-}, remedy="checksums are computed holding the GIL meanwhile; reinstall xxhash (pip install --force-reinstall xxhash)")
+XXH3 = NativeLoader(
+    "xxHash's C functions (the xxhash module's extension)",
+    _xxhash_extension,
+    {
+        "XXH3_createState": (_VP, []),
+        "XXH3_freeState": (ctypes.c_int, [_VP]),
+        "XXH3_64bits_reset": (ctypes.c_int, [_VP]),
+        "XXH3_64bits_update": (ctypes.c_int, [_VP, _VP, ctypes.c_size_t]),
+        "XXH3_64bits_digest": (ctypes.c_uint64, [_VP]),
+    },
+    remedy="checksums are computed holding the GIL meanwhile; reinstall xxhash (pip install --force-reinstall xxhash)",
+)
 
 
 def _xxh3_native():
@@ -195,8 +212,20 @@ class RegionPolicy:
         return f"{self.dtype} {kind} {self.threshold:g} norm {self.norm}"
 
 
-ITEMSIZE = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "i8": 1, "i16": 2, "i32": 4, "i64": 8,
-            "f16": 2, "bf16": 2, "f32": 4, "f64": 8}  # fmt: skip
+ITEMSIZE = {
+    "u8": 1,
+    "u16": 2,
+    "u32": 4,
+    "u64": 8,
+    "i8": 1,
+    "i16": 2,
+    "i32": 4,
+    "i64": 8,
+    "f16": 2,
+    "bf16": 2,
+    "f32": 4,
+    "f64": 8,
+}
 EXACT = RegionPolicy()
 
 

@@ -128,8 +128,12 @@ class Layout:
     def _read(self, at: int, size: int, block: str) -> bytes:
         data = os.pread(self._fd, size, at)
         if len(data) != size:
-            raise corrupt(self.path, block, f"the file ends at byte {self.file_size}, inside this block; "
-                          "the snapshot is truncated (the recording was interrupted?); record it again")  # fmt: skip
+            raise corrupt(
+                self.path,
+                block,
+                f"the file ends at byte {self.file_size}, inside this block; "
+                "the snapshot is truncated (the recording was interrupted?); record it again",
+            )
         return data
 
     def _scan(self) -> None:
@@ -137,12 +141,18 @@ class Layout:
         self.file_size = size = os.fstat(self._fd).st_size
         head = os.pread(self._fd, FILE_HEADER.size, 0)
         if len(head) < 12 or head[:8] != MAGIC:
-            raise CorruptFileError(path, "not a Mneme snapshot (the file does not start with the magic "
-                                   f"{MAGIC!r}); give the path of a .mneme snapshot")  # fmt: skip
+            raise CorruptFileError(
+                path,
+                "not a Mneme snapshot (the file does not start with the magic "
+                f"{MAGIC!r}); give the path of a .mneme snapshot",
+            )
         (version,) = _U32.unpack_from(head, 8)
         if version > VERSION:
-            raise SchemaVersionError(path, f"header: snapshot format version {version} is newer than the "
-                                     f"version {VERSION} this Mneme reads; upgrade Mneme to read it")  # fmt: skip
+            raise SchemaVersionError(
+                path,
+                f"header: snapshot format version {version} is newer than the "
+                f"version {VERSION} this Mneme reads; upgrade Mneme to read it",
+            )
         if version == 0:
             raise corrupt(path, "file header", "format version 0 does not exist")
         if len(head) < FILE_HEADER.size:
@@ -160,8 +170,12 @@ class Layout:
         while True:
             where = f"block #{seq} at byte {pos}"
             if pos + BLOCK_HEADER.size > size:
-                raise corrupt(path, where, f"the file ends at byte {size} before the END block; the snapshot "
-                              "is truncated (the recording was interrupted?); record it again")  # fmt: skip
+                raise corrupt(
+                    path,
+                    where,
+                    f"the file ends at byte {size} before the END block; the snapshot "
+                    "is truncated (the recording was interrupted?); record it again",
+                )
             ahead = os.pread(self._fd, BLOCK_HEADER.size + CHUNK_PREFIX.size, pos)  # header and a chunk's prefix
             raw = ahead[: BLOCK_HEADER.size]
             tag, block_seq, payload_size, payload_sum, head_sum = BLOCK_HEADER.unpack(raw)
@@ -171,17 +185,26 @@ class Layout:
             if tag not in BLOCK_NAMES:
                 raise corrupt(path, block, f"unknown block tag {tag!r}")
             if block_seq != seq:
-                raise corrupt(path, block, f"sequence number {block_seq}, expected {seq}: a block is missing "
-                              "or repeated")  # fmt: skip
+                raise corrupt(
+                    path, block, f"sequence number {block_seq}, expected {seq}: a block is missing or repeated"
+                )
             payload_at = pos + BLOCK_HEADER.size
             if payload_at + payload_size > size:
-                raise corrupt(path, block, f"needs {payload_size} payload bytes but the file ends at byte {size}; "
-                              "the snapshot is truncated (the recording was interrupted?); record it again")  # fmt: skip
+                raise corrupt(
+                    path,
+                    block,
+                    f"needs {payload_size} payload bytes but the file ends at byte {size}; "
+                    "the snapshot is truncated (the recording was interrupted?); record it again",
+                )
             if seq == 0 and tag != TAG_META:
                 raise corrupt(path, block, "the first block must be META")
             if current is not None and len(current.chunks) < current.info.num_chunks and tag != TAG_CHUNK:
-                raise corrupt(path, block, f"region 0x{current.info.addr:x} announces {current.info.num_chunks} "
-                              f"chunks, only {len(current.chunks)} follow it")  # fmt: skip
+                raise corrupt(
+                    path,
+                    block,
+                    f"region 0x{current.info.addr:x} announces {current.info.num_chunks} "
+                    f"chunks, only {len(current.chunks)} follow it",
+                )
 
             def fail(message: str, block=block) -> CorruptFileError:
                 return corrupt(path, block, message)
@@ -199,24 +222,41 @@ class Layout:
                 info = current.info
                 want = min(info.chunk_size, info.size - index * info.chunk_size)
                 if offset != index * info.chunk_size or length != want:
-                    raise fail(f"chunk {index} of region 0x{info.addr:x} says offset {offset} length {length}, "
-                               f"expected {index * info.chunk_size} and {want}")  # fmt: skip
+                    raise fail(
+                        f"chunk {index} of region 0x{info.addr:x} says offset {offset} length {length}, "
+                        f"expected {index * info.chunk_size} and {want}"
+                    )
                 if enc not in CHUNK_ENCODINGS or (enc == ENC_DIFF and info.encoding != "diff"):
                     raise fail(f"chunk encoding {enc} is not valid in a {info.encoding} region")
                 if enc in LZ4_ENCODINGS and self.version < LZ4_VERSION:
-                    raise fail(f"chunk encoding {enc} ({CHUNK_ENCODINGS[enc]}) needs snapshot format version "
-                               f"{LZ4_VERSION}, but the header says {self.version}")  # fmt: skip
+                    raise fail(
+                        f"chunk encoding {enc} ({CHUNK_ENCODINGS[enc]}) needs snapshot format version "
+                        f"{LZ4_VERSION}, but the header says {self.version}"
+                    )
                 if enc == ENC_RAW and payload_size != CHUNK_PREFIX.size + length:
                     raise fail(f"raw chunk holds {payload_size - CHUNK_PREFIX.size} bytes, expected {length}")
                 if enc in LZ4_ENCODINGS and max(length, payload_size) > LZ4_MAX_BLOCK:  # liblz4 sizes are ints
-                    raise fail(f"LZ4 chunk of {length} bytes ({payload_size} stored) is larger than one LZ4 block "
-                               f"can be ({LZ4_MAX_BLOCK} bytes)")
+                    raise fail(
+                        f"LZ4 chunk of {length} bytes ({payload_size} stored) is larger than one LZ4 block "
+                        f"can be ({LZ4_MAX_BLOCK} bytes)"
+                    )
                 ratio = MAX_EXPANSION.get(enc)
                 if ratio and length > ratio * payload_size:  # checked before a reader sizes a buffer by it
-                    raise fail(f"chunk of {payload_size} bytes claims to decode to {length}, more than its encoding "
-                               f"({CHUNK_ENCODINGS[enc]}) can expand ({ratio}:1)")
-                current.chunks.append(Chunk(offset, length, enc, payload_at, payload_size, payload_sum,
-                                             f"{block} (region 0x{info.addr:x}, chunk {index})"))  # fmt: skip
+                    raise fail(
+                        f"chunk of {payload_size} bytes claims to decode to {length}, more than its encoding "
+                        f"({CHUNK_ENCODINGS[enc]}) can expand ({ratio}:1)"
+                    )
+                current.chunks.append(
+                    Chunk(
+                        offset,
+                        length,
+                        enc,
+                        payload_at,
+                        payload_size,
+                        payload_sum,
+                        f"{block} (region 0x{info.addr:x}, chunk {index})",
+                    )
+                )
             else:
                 payload = self._read(payload_at, payload_size, block)
                 if checksum(payload) != payload_sum:
@@ -244,8 +284,10 @@ class Layout:
                         raise fail(f"END payload is {payload_size} bytes, expected {END.size}")
                     blocks, regions, globals_ = END.unpack(payload)
                     if (blocks, regions, globals_) != (seq, len(self._regions), len(self.globals)):
-                        raise fail(f"END counts {blocks} blocks, {regions} regions, {globals_} globals; the file "
-                                   f"holds {seq}, {len(self._regions)}, {len(self.globals)}")  # fmt: skip
+                        raise fail(
+                            f"END counts {blocks} blocks, {regions} regions, {globals_} globals; the file "
+                            f"holds {seq}, {len(self._regions)}, {len(self.globals)}"
+                        )
                     if not seen_args:
                         raise fail("the snapshot has no ARGS block")
                     if payload_at + payload_size != size:
@@ -286,8 +328,10 @@ class Layout:
         if enc not in ENCODINGS or dtype >= len(DTYPES) or norm >= len(NORMS) or flags & ~FLAG_RELATIVE:
             raise fail(f"region 0x{addr:x}: encoding {enc}, dtype {dtype}, norm {norm} or flags {flags} not valid")
         if enc == ENC_LZ4 and self.version < LZ4_VERSION:
-            raise fail(f"region 0x{addr:x} is an lz4 region, which needs snapshot format version {LZ4_VERSION}, "
-                       f"but the header says {self.version}")  # fmt: skip
+            raise fail(
+                f"region 0x{addr:x} is an lz4 region, which needs snapshot format version {LZ4_VERSION}, "
+                f"but the header says {self.version}"
+            )
         if enc == ENC_DIFF and self.kind is not SnapshotType.EPILOGUE:
             raise fail(f"region 0x{addr:x} is a diff region, but only an epilogue may hold one")
         if addr in self._regions:

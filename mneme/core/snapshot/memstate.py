@@ -38,8 +38,11 @@ class MemStateRef:
         self._owned_base: Snapshot | None = None
         self._device = None
         if not self.path.is_file():
-            raise FormatError(self.path, f"{self.snap_type.value} snapshot of kernel {kernel_name!r} not found; "
-                              "check the recording database's Prologue/Epilogue entries")  # fmt: skip
+            raise FormatError(
+                self.path,
+                f"{self.snap_type.value} snapshot of kernel {kernel_name!r} not found; "
+                "check the recording database's Prologue/Epilogue entries",
+            )
 
     # -- lifetime -----------------------------------------------------------------------------
     def open(self) -> MemStateRef:
@@ -55,8 +58,10 @@ class MemStateRef:
         if snap.kind is not self.snap_type:
             snap.close()
             self._close_base()
-            raise FormatError(self.path, f"holds a {snap.kind.value} but is used as the {self.snap_type.value} "
-                              f"of kernel {self.kernel_name!r}")  # fmt: skip
+            raise FormatError(
+                self.path,
+                f"holds a {snap.kind.value} but is used as the {self.snap_type.value} of kernel {self.kernel_name!r}",
+            )
         self._snapshot = snap
         return self
 
@@ -86,8 +91,10 @@ class MemStateRef:
     @property
     def snapshot(self) -> Snapshot:
         if self._snapshot is None:
-            raise MnemeError(f"{self.path}: the {self.snap_type.value} of kernel {self.kernel_name!r} is not "
-                             "loaded; call open() or use it in a with block")  # fmt: skip
+            raise MnemeError(
+                f"{self.path}: the {self.snap_type.value} of kernel {self.kernel_name!r} is not "
+                "loaded; call open() or use it in a with block"
+            )
         return self._snapshot
 
     @property

@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 VERIFY_PIECE = 16 << 20
 
 
-
 class Snapshot:
     """A snapshot file opened for reading. Use `Snapshot.open(path, base=prologue)`.
 
@@ -58,15 +57,22 @@ class Snapshot:
         try:
             self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
-            raise FormatError(self.path, "snapshot file not found; check the recording database's "
-                              "Prologue/Epilogue entries or record the kernel again") from None  # fmt: skip
+            raise FormatError(
+                self.path,
+                "snapshot file not found; check the recording database's "
+                "Prologue/Epilogue entries or record the kernel again",
+            ) from None
         except OSError as exc:
             raise FormatError(self.path, f"cannot open the snapshot: {exc.strerror}") from exc
         try:
             layout = Layout(self._fd, self.path)
             self.file_size, self.version, self.kind = layout.file_size, layout.version, layout.kind
             self.snapshot_id, self.base_id = layout.snapshot_id, layout.base_id
-            self.static_hash, self.dynamic_hash, self.producer = layout.static_hash, layout.dynamic_hash, layout.producer
+            self.static_hash, self.dynamic_hash, self.producer = (
+                layout.static_hash,
+                layout.dynamic_hash,
+                layout.producer,
+            )
             self.args, self.arg_layout, self.globals = layout.args, layout.arg_layout, layout.globals
             self._regions = layout.regions
             if base is not None:
@@ -169,8 +175,9 @@ class Snapshot:
         view = memoryview(out).cast("B")
         end = offset + len(view)
         if offset < 0 or end > region.info.size:
-            raise UsageError(f"{self.path}: range +{offset}..+{end} lies outside region 0x{addr:x} "
-                             f"({region.info.size} bytes)")  # fmt: skip
+            raise UsageError(
+                f"{self.path}: range +{offset}..+{end} lies outside region 0x{addr:x} ({region.info.size} bytes)"
+            )
         step = region.info.chunk_size
         whole = []
         for index in range(offset // step, -(-end // step) if end else 0):
@@ -272,8 +279,10 @@ class Snapshot:
         try:
             return self._regions[addr]
         except KeyError:
-            raise UsageError(f"{self.path}: no region at address 0x{addr:x}; it holds "
-                             + ", ".join(f"0x{a:x}" for a in sorted(self._regions))) from None  # fmt: skip
+            raise UsageError(
+                f"{self.path}: no region at address 0x{addr:x}; it holds "
+                + ", ".join(f"0x{a:x}" for a in sorted(self._regions))
+            ) from None
 
     def _decode_all(self, region: Region, jobs: list) -> None:
         """Decode (chunk, destination) pairs, overlapping I/O, checksums and decompression.
@@ -311,8 +320,9 @@ class Snapshot:
 
     def _check_raw(self, chunk: Chunk, prefix: bytearray, out: memoryview) -> None:
         if checksum(prefix, out) != chunk.payload_sum:
-            raise corrupt(self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, "
-                          "record it again")  # fmt: skip
+            raise corrupt(
+                self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, record it again"
+            )
 
     def _pread_into(self, views, at: int, block: str) -> None:
         want = sum(len(v) for v in views)
@@ -336,7 +346,9 @@ class Snapshot:
         data = bytearray(chunk.payload_size)
         self._pread_into([memoryview(data)], chunk.payload_at, chunk.block)
         if checksum(data) != chunk.payload_sum:
-            raise corrupt(self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, record it again")
+            raise corrupt(
+                self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, record it again"
+            )
         return data
 
     def _decode(self, region: Region, chunk: Chunk, out: memoryview) -> None:
@@ -369,9 +381,12 @@ class Snapshot:
         base = self._base_for(region, chunk)
         base.read_range_into(region.info.addr, chunk.offset, out)
         if checksum(out) != base_sum:
-            raise FormatError(self.path, f"{chunk.block}: region 0x{region.info.addr:x} was recorded as a diff "
-                              f"against other prologue bytes than those in {base.path}; open this epilogue with "
-                              "the prologue recorded with it")  # fmt: skip
+            raise FormatError(
+                self.path,
+                f"{chunk.block}: region 0x{region.info.addr:x} was recorded as a diff "
+                f"against other prologue bytes than those in {base.path}; open this epilogue with "
+                "the prologue recorded with it",
+            )
         total = sum(n for _, n in runs)
         xor = self._unzstd(stored, total, chunk) if packing == PACK_ZSTD else stored
         if len(xor) != total:
@@ -408,8 +423,12 @@ class Snapshot:
         except zstandard.ZstdError as exc:
             raise corrupt(self.path, chunk.block, f"zstd data does not decode ({exc})") from None
         if got != len(out):
-            raise corrupt(self.path, chunk.block, f"zstd data decodes to {'more than ' if got > len(out) else ''}"
-                          f"{min(got, len(out))} bytes, expected {len(out)}")
+            raise corrupt(
+                self.path,
+                chunk.block,
+                f"zstd data decodes to {'more than ' if got > len(out) else ''}"
+                f"{min(got, len(out))} bytes, expected {len(out)}",
+            )
 
     def _verify_chunk(self, region: Region, chunk: Chunk) -> bool:
         """Check a large chunk in pieces of bounded memory; False for a chunk to decode as a read does."""
@@ -425,8 +444,9 @@ class Snapshot:
                 digest.update(view)
                 at, left = at + len(view), left - len(view)
             if digest.intdigest() != chunk.payload_sum:
-                raise corrupt(self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, "
-                              "record it again")  # fmt: skip
+                raise corrupt(
+                    self.path, chunk.block, "payload checksum mismatch; the snapshot is corrupted, record it again"
+                )
             return True
         if chunk.encoding not in (ENC_ZSTD, ENC_SHUFFLE):
             return False
@@ -444,8 +464,12 @@ class Snapshot:
         except zstandard.ZstdError as exc:
             raise corrupt(self.path, chunk.block, f"zstd data does not decode ({exc})") from None
         if got != chunk.length:
-            raise corrupt(self.path, chunk.block, f"zstd data decodes to {'more than ' if got > chunk.length else ''}"
-                          f"{min(got, chunk.length)} bytes, expected {chunk.length}")
+            raise corrupt(
+                self.path,
+                chunk.block,
+                f"zstd data decodes to {'more than ' if got > chunk.length else ''}"
+                f"{min(got, chunk.length)} bytes, expected {chunk.length}",
+            )
         return True
 
     def _unlz4_into(self, data, out, chunk: Chunk) -> None:
@@ -457,21 +481,29 @@ class Snapshot:
     def _base_for(self, region: Region, chunk: Chunk) -> Snapshot:
         base = self.base
         if base is None:
-            raise FormatError(self.path, f"{region.block}: region 0x{region.info.addr:x} is stored as a diff "
-                              "against the prologue; open it with Snapshot.open(epilogue, base=prologue)")  # fmt: skip
+            raise FormatError(
+                self.path,
+                f"{region.block}: region 0x{region.info.addr:x} is stored as a diff "
+                "against the prologue; open it with Snapshot.open(epilogue, base=prologue)",
+            )
         if region.info.addr not in base._regions or base.region(region.info.addr).size != region.info.size:
-            raise FormatError(self.path, f"{region.block}: diff region 0x{region.info.addr:x} "
-                              f"({region.info.size} bytes) has no region of the same address and size in "
-                              f"the prologue {base.path}")  # fmt: skip
+            raise FormatError(
+                self.path,
+                f"{region.block}: diff region 0x{region.info.addr:x} "
+                f"({region.info.size} bytes) has no region of the same address and size in "
+                f"the prologue {base.path}",
+            )
         return base
 
     def _check_base(self, base: Snapshot) -> None:
         if base.kind is not SnapshotType.PROLOGUE:
             raise UsageError(f"{self.path}: the base of an epilogue must be a prologue; {base.path} is an epilogue")
         if self.base_id != bytes(16) and base.snapshot_id != self.base_id:
-            raise FormatError(self.path, f"this epilogue was recorded against prologue id {self.base_id.hex()}, "
-                              f"but {base.path} has id {base.snapshot_id.hex()}; open it with its own prologue")  # fmt: skip
-
+            raise FormatError(
+                self.path,
+                f"this epilogue was recorded against prologue id {self.base_id.hex()}, "
+                f"but {base.path} has id {base.snapshot_id.hex()}; open it with its own prologue",
+            )
 
 
 def _merge(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:

@@ -31,22 +31,51 @@ log = logging.getLogger(__name__)
 
 SOURCE = SNAPSHOT_SOURCES / "snapio.c"
 FLAGS = ("-O3", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11")
-LIBRARY = NativeLibrary("mneme_snapio", "the native snapshot reader", (SOURCE,), flags=FLAGS, cache="snapio",
-                        env="MNEME_SNAPIO")  # fmt: skip
+LIBRARY = NativeLibrary(
+    "mneme_snapio", "the native snapshot reader", (SOURCE,), flags=FLAGS, cache="snapio", env="MNEME_SNAPIO"
+)
 ABI = 4
 DECODE, STORED = 0, 1  # snapio_chunk.mode
 
-(OK, CHECKSUM, TRUNCATED, IO, ZSTD, ZSTD_SIZE, SHUFFLE, DIFF_SHORT, DIFF_TABLE, DIFF_RUN, DIFF_BASE, DIFF_SIZE,
- NO_ZSTD, ENCODING, NOMEM, LZ4, LZ4_SIZE, NO_LZ4, ZSTD_FRAME) = range(19)  # fmt: skip
+(
+    OK,
+    CHECKSUM,
+    TRUNCATED,
+    IO,
+    ZSTD,
+    ZSTD_SIZE,
+    SHUFFLE,
+    DIFF_SHORT,
+    DIFF_TABLE,
+    DIFF_RUN,
+    DIFF_BASE,
+    DIFF_SIZE,
+    NO_ZSTD,
+    ENCODING,
+    NOMEM,
+    LZ4,
+    LZ4_SIZE,
+    NO_LZ4,
+    ZSTD_FRAME,
+) = range(19)
 
 
 class ChunkEntry(ctypes.Structure):
     """One chunk to decode: `snapio_chunk` in snapio.c."""
 
-    _fields_ = [("file_offset", ctypes.c_uint64), ("stored", ctypes.c_uint64), ("checksum", ctypes.c_uint64),
-                ("dest", ctypes.c_uint64), ("base", ctypes.c_uint64), ("raw_length", ctypes.c_uint32),
-                ("encoding", ctypes.c_uint32), ("error", ctypes.c_int32), ("mode", ctypes.c_int32),
-                ("detail", ctypes.c_uint64), ("detail2", ctypes.c_uint64)]  # fmt: skip
+    _fields_ = [
+        ("file_offset", ctypes.c_uint64),
+        ("stored", ctypes.c_uint64),
+        ("checksum", ctypes.c_uint64),
+        ("dest", ctypes.c_uint64),
+        ("base", ctypes.c_uint64),
+        ("raw_length", ctypes.c_uint32),
+        ("encoding", ctypes.c_uint32),
+        ("error", ctypes.c_int32),
+        ("mode", ctypes.c_int32),
+        ("detail", ctypes.c_uint64),
+        ("detail2", ctypes.c_uint64),
+    ]
 
 
 ENTRY_DTYPE = np.dtype(ChunkEntry)  # the same rows as a numpy structured array (tables built without a loop)
@@ -68,10 +97,12 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
         raise MnemeError(f"cannot build the native snapshot reader {SOURCE}: no C compiler; install gcc or set CC")
     xxh = xxhash_include()
     if xxh is None:
-        raise MnemeError(f"cannot build the native snapshot reader {SOURCE}: xxhash.h is missing; "
-                         "install libxxhash-dev")  # fmt: skip
-    return LIBRARY.build(lambda sources, out: [*cc.split(), *FLAGS, f"-I{xxh}", "-o", out, *sources, "-ldl"],
-                         out_dir, force)
+        raise MnemeError(
+            f"cannot build the native snapshot reader {SOURCE}: xxhash.h is missing; install libxxhash-dev"
+        )
+    return LIBRARY.build(
+        lambda sources, out: [*cc.split(), *FLAGS, f"-I{xxh}", "-o", out, *sources, "-ldl"], out_dir, force
+    )
 
 
 def _locate() -> Path | None:
@@ -83,25 +114,35 @@ def _locate() -> Path | None:
 
 
 def _report(lib: ctypes.CDLL, path: str) -> None:
-    log.debug("native snapshot reader %s (zstd: %s, lz4: %s)", path, *("yes" if ok else "no, Python fallback"
-              for ok in (lib.snapio_has_zstd(), lib.snapio_has_lz4())))  # fmt: skip
+    log.debug(
+        "native snapshot reader %s (zstd: %s, lz4: %s)",
+        path,
+        *("yes" if ok else "no, Python fallback" for ok in (lib.snapio_has_zstd(), lib.snapio_has_lz4())),
+    )
 
 
 _DECODE_ARGS = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ChunkEntry), ctypes.c_size_t]
 LOADER = NativeLoader(
-    "the native snapshot reader", _locate, {
+    "the native snapshot reader",
+    _locate,
+    {
         "snapio_create": (ctypes.c_void_p, [ctypes.c_int]),
         "snapio_destroy": (None, [ctypes.c_void_p]),
         "snapio_decode": (ctypes.c_int, _DECODE_ARGS),
         "snapio_submit": (ctypes.c_void_p, _DECODE_ARGS),
         "snapio_wait": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p]),
-        "snapio_pread": (ctypes.c_int, [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
-                                        ctypes.c_uint64]),
+        "snapio_pread": (
+            ctypes.c_int,
+            [ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64],
+        ),
         "snapio_has_zstd": (ctypes.c_int, []),
         "snapio_has_lz4": (ctypes.c_int, []),
-    }, abi=Abi("snapio_abi", ABI), after_load=_report,
+    },
+    abi=Abi("snapio_abi", ABI),
+    after_load=_report,
     remedy="snapshots are read by the Python reader meanwhile; to use it, install a C compiler and libxxhash-dev "
-           "and remove the file (Mneme rebuilds it), or unset MNEME_SNAPIO")  # fmt: skip
+    "and remove the file (Mneme rebuilds it), or unset MNEME_SNAPIO",
+)
 
 
 def library() -> ctypes.CDLL | None:
@@ -185,8 +226,9 @@ class NativeDecoder:
         region = snapshot.chunk_index(addr)  # raises for a closed snapshot or no such region
         end = offset + length
         if offset < 0 or end > region.info.size:
-            raise UsageError(f"{snapshot.path}: range +{offset}..+{end} lies outside region 0x{addr:x} "
-                             f"({region.info.size} bytes)")  # fmt: skip
+            raise UsageError(
+                f"{snapshot.path}: range +{offset}..+{end} lies outside region 0x{addr:x} ({region.info.size} bytes)"
+            )
         step = region.info.chunk_size
         jobs, partial, keep = [], [], []
         for index in range(offset // step, -(-end // step) if length else 0):
@@ -247,7 +289,6 @@ class NativeDecoder:
                 self.decode_to(base, region.info.addr, at, dest, n)
 
 
-
 class Decode:
     """A decode in flight (`NativeDecoder.submit`); `wait()` finishes it and raises the Python reader's error."""
 
@@ -278,9 +319,12 @@ def _error(snapshot, region, chunk, entry) -> MnemeError:
     path, block, code = snapshot.path, chunk.block, entry.error
     if code == DIFF_BASE:
         base = snapshot.base
-        return FormatError(path, f"{block}: region 0x{region.info.addr:x} was recorded as a diff against other "
-                           f"prologue bytes than those in {base.path}; open this epilogue with the prologue "
-                           "recorded with it")  # fmt: skip
+        return FormatError(
+            path,
+            f"{block}: region 0x{region.info.addr:x} was recorded as a diff against other "
+            f"prologue bytes than those in {base.path}; open this epilogue with the prologue "
+            "recorded with it",
+        )
     if code == IO:
         return FormatError(path, f"{block}: cannot read the snapshot: {os.strerror(entry.detail)}")
     if code == NOMEM:
@@ -295,14 +339,15 @@ def _error(snapshot, region, chunk, entry) -> MnemeError:
         DIFF_SHORT: "diff chunk shorter than its header",
         DIFF_TABLE: "diff chunk run table is malformed",
         DIFF_RUN: f"diff run ({entry.detail}, {entry.detail2}) is out of order or outside the "
-                  f"{chunk.length}-byte chunk",
+        f"{chunk.length}-byte chunk",
         DIFF_SIZE: f"diff holds {entry.detail} bytes for runs of {entry.detail2}",
         ENCODING: f"unknown chunk encoding {entry.detail}",
         LZ4: "LZ4 data does not decode (malformed block, or it decodes to more bytes than expected)",
         LZ4_SIZE: f"LZ4 data decodes to {entry.detail} bytes, expected {entry.detail2}",
-        ZSTD_FRAME: {1: "is not a zstd frame (bad magic number)",
-                     2: f"zstd frame declares {entry.detail2} bytes, the chunk holds {chunk.length}",
-                     3: f"{entry.detail2} bytes follow the zstd frame (trailing data or a second frame)",
-                     }.get(entry.detail, "has a bad or truncated zstd frame"),
-    }  # fmt: skip
+        ZSTD_FRAME: {
+            1: "is not a zstd frame (bad magic number)",
+            2: f"zstd frame declares {entry.detail2} bytes, the chunk holds {chunk.length}",
+            3: f"{entry.detail2} bytes follow the zstd frame (trailing data or a second frame)",
+        }.get(entry.detail, "has a bad or truncated zstd frame"),
+    }
     return corrupt(path, block, messages.get(code, f"the native reader failed with code {code}"))

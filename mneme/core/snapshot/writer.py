@@ -131,8 +131,11 @@ class SnapshotWriter:
         try:
             self._fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
         except OSError as exc:
-            raise SnapshotWriteError(self.path, f"cannot create a snapshot here: {exc.strerror}; "
-                                     "check that the folder exists and is writable", errno_=exc.errno) from exc  # fmt: skip
+            raise SnapshotWriteError(
+                self.path,
+                f"cannot create a snapshot here: {exc.strerror}; check that the folder exists and is writable",
+                errno_=exc.errno,
+            ) from exc
         self._write(self._header())
         self._block(TAG_META, _string(static_hash) + _string(dynamic_hash) + _string(producer or _producer()))
 
@@ -226,12 +229,16 @@ class SnapshotWriter:
     def _add_region(self, addr: int, size: int, pieces, chunk_size: int, encoding: str, policy) -> None:
         """Write a region from `pieces` of `chunk_size` bytes (the last may be shorter), unchanged meanwhile."""
         if encoding not in ("raw", "zstd", "lz4"):
-            raise UsageError(f"{self.path}: region encoding must be 'raw', 'zstd' or 'lz4' (diffs: add_diff_region), "
-                             f"got {encoding!r}")  # fmt: skip
+            raise UsageError(
+                f"{self.path}: region encoding must be 'raw', 'zstd' or 'lz4' (diffs: add_diff_region), "
+                f"got {encoding!r}"
+            )
         if encoding == "lz4":
             if not codec.lz4_available():
-                raise UsageError(f"{self.path}: region 0x{addr:x}: the lz4 encoding needs the system's liblz4.so.1, "
-                                 f"which is not installed; {codec.LZ4_INSTALL_HINT}, or write it as zstd")  # fmt: skip
+                raise UsageError(
+                    f"{self.path}: region 0x{addr:x}: the lz4 encoding needs the system's liblz4.so.1, "
+                    f"which is not installed; {codec.LZ4_INSTALL_HINT}, or write it as zstd"
+                )
             self.version = max(self.version, LZ4_VERSION)
         code = ENCODING_CODES[encoding]
         policy = policy or EXACT
@@ -290,8 +297,11 @@ class SnapshotWriter:
                 stored, parts = _encode(piece, 0, self.level)
                 self._block(TAG_CHUNK, CHUNK_PREFIX.pack(offset, len(piece), stored), *parts)
             else:
-                self._block(TAG_CHUNK, CHUNK_PREFIX.pack(offset, len(piece), ENC_DIFF),
-                            diff.encode(base, piece, codec.compressor(self.level), runs))  # fmt: skip
+                self._block(
+                    TAG_CHUNK,
+                    CHUNK_PREFIX.pack(offset, len(piece), ENC_DIFF),
+                    diff.encode(base, piece, codec.compressor(self.level), runs),
+                )
 
     def add_global(self, name: str, data) -> None:
         """A device global variable's bytes, by its symbol name."""
@@ -304,8 +314,9 @@ class SnapshotWriter:
 
     # -- blocks -------------------------------------------------------------------------------
     def _header(self) -> bytes:
-        head = FILE_HEADER.pack(MAGIC, self.version, FILE_HEADER.size, self.kind.code, 0, self.snapshot_id,
-                                self._base_id, 0)  # fmt: skip
+        head = FILE_HEADER.pack(
+            MAGIC, self.version, FILE_HEADER.size, self.kind.code, 0, self.snapshot_id, self._base_id, 0
+        )
         return head[:-8] + _U64.pack(checksum(head[:-8]))
 
     def _chunk(self, encoding: str) -> int:
@@ -321,14 +332,28 @@ class SnapshotWriter:
         at = bisect.bisect_left(self._regions, (addr, size))  # kept sorted: recorders add thousands
         for other, other_size in self._regions[max(0, at - 1) : at + 1]:
             if addr < other + other_size and other < addr + size or addr == other:
-                raise UsageError(f"{self.path}: region 0x{addr:x} (+{size}) overlaps region 0x{other:x} (+{other_size})")
+                raise UsageError(
+                    f"{self.path}: region 0x{addr:x} (+{size}) overlaps region 0x{other:x} (+{other_size})"
+                )
         policy = EXACT if policy is None else policy
         if not isinstance(policy, RegionPolicy):
             raise UsageError(f"{self.path}: region 0x{addr:x}: policy must be a RegionPolicy, got {policy!r}")
         num_chunks = -(-size // chunk_size)
         flags = FLAG_RELATIVE if policy.relative else 0
-        self._block(TAG_REGION, REGION.pack(addr, size, chunk_size, num_chunks, code, DTYPES.index(policy.dtype),
-                                            NORMS.index(policy.norm), flags, policy.threshold))  # fmt: skip
+        self._block(
+            TAG_REGION,
+            REGION.pack(
+                addr,
+                size,
+                chunk_size,
+                num_chunks,
+                code,
+                DTYPES.index(policy.dtype),
+                NORMS.index(policy.norm),
+                flags,
+                policy.threshold,
+            ),
+        )
         self._regions.insert(at, (addr, size))
 
     def _block(self, tag: bytes, *parts) -> None:
@@ -354,8 +379,10 @@ class SnapshotWriter:
         self.abort()
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             what = "the disk is full" if exc.errno == errno.ENOSPC else "the disk quota is exhausted"
-            message = (f"{what} after {self.bytes_written} bytes; the partial snapshot was removed. "
-                       "Free space in this folder or record to another one")  # fmt: skip
+            message = (
+                f"{what} after {self.bytes_written} bytes; the partial snapshot was removed. "
+                "Free space in this folder or record to another one"
+            )
         else:
             message = f"cannot write the snapshot: {exc.strerror or exc}; the partial file was removed"
         raise SnapshotWriteError(self.path, message, errno_=exc.errno) from exc
@@ -369,8 +396,10 @@ def _bytes_view(data, path, what: str) -> memoryview:
     try:
         return memoryview(data).cast("B")
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"{path}: {what} must be a contiguous bytes-like buffer (numpy: np.ascontiguousarray); "
-                         f"got {type(data).__name__} ({exc})") from None
+        raise UsageError(
+            f"{path}: {what} must be a contiguous bytes-like buffer (numpy: np.ascontiguousarray); "
+            f"got {type(data).__name__} ({exc})"
+        ) from None
 
 
 def _encode(piece, element: int, level: int | None) -> tuple[int, tuple]:

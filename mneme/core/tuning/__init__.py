@@ -16,7 +16,20 @@ from mneme.core.tuning.samplers import Ask, Sampler, create_sampler
 from mneme.core.tuning.space import ConfigSpace, SearchSpace, load_space
 
 __all__ = [
-    "Ask", "BoolParam", "CategoricalParam", "ConfigSpace", "FixedParam", "IntRangeParam", "OrdinalParam", "Param",
-    "PipelineParam", "RealRangeParam", "Sampler", "SearchSpace", "create_sampler", "divisors", "load_space",
+    "Ask",
+    "BoolParam",
+    "CategoricalParam",
+    "ConfigSpace",
+    "FixedParam",
+    "IntRangeParam",
+    "OrdinalParam",
+    "Param",
+    "PipelineParam",
+    "RealRangeParam",
+    "Sampler",
+    "SearchSpace",
+    "create_sampler",
+    "divisors",
+    "load_space",
     "powers_of_two",
 ]

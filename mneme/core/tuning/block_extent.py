@@ -109,7 +109,8 @@ def coverage_rules(reader: Any, body: Any, names: Mapping[str, str]) -> list[Rul
             continue
         array, offset = found
         by_array.setdefault(array, {"store": [], "read": []})["store" if kind == "store" else "read"].append(
-            (block, operand, offset, type_size(accessed) or 1))
+            (block, operand, offset, type_size(accessed) or 1)
+        )
     rules = []
     for array, accesses in by_array.items():
         stores, reads = accesses["store"], accesses["read"]
@@ -136,9 +137,11 @@ def coverage_rules(reader: Any, body: Any, names: Mapping[str, str]) -> list[Rul
                 need, why = last - first + 1, text
         if need > 1:
             label = names.get(array, array)
-            reason = (f"shared array {label} is written one element per thread (threadIdx.x"
-                      f"{f' + {first}' if first else ''}) and read at {why}: a block of fewer than {need} threads "
-                      "leaves elements it reads unwritten")
+            reason = (
+                f"shared array {label} is written one element per thread (threadIdx.x"
+                f"{f' + {first}' if first else ''}) and read at {why}: a block of fewer than {need} threads "
+                "leaves elements it reads unwritten"
+            )
             rules.append(Rule("coverage", reason, coeffs=(-1, 0, 0), limit=-(need - 1), subject=array))
     return rules
 
@@ -160,9 +163,11 @@ def per_block_rules(reader: Any, body: Any, recorded: tuple[int, int, int]) -> l
         found = sources.of(operand)
         if "ctaid" in found and not found & {"tid", "shared"} and axes:
             exact = tuple(recorded[i] if a in axes else None for i, a in enumerate(AXES))
-            reason = ("writes one result per block (at an address derived from blockIdx, not from threadIdx): "
-                      f"the block's extent ({'x'.join(str(recorded[AXES.index(a)]) for a in axes)}) decides what "
-                      "each result covers")
+            reason = (
+                "writes one result per block (at an address derived from blockIdx, not from threadIdx): "
+                f"the block's extent ({'x'.join(str(recorded[AXES.index(a)]) for a in axes)}) decides what "
+                "each result covers"
+            )
             return [Rule("per_block", reason, exact=exact)]  # type: ignore[arg-type]
     return []
 

@@ -24,10 +24,23 @@ MAX_LENGTH = 2000
 #: Largest integer a constraint may compute (bits): 2**4096 is far beyond any launch parameter.
 MAX_INT_BITS = 4096
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
-_COMPARE = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
-            ast.Gt: operator.gt, ast.GtE: operator.ge}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_COMPARE = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
 _UNARY = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_}
 _CALLS = {"min": min, "max": max, "abs": abs}
 _CONSTANTS = (bool, int, float, str)
@@ -49,8 +62,9 @@ class Constraint:
         if not isinstance(text, str) or not text.strip():
             raise ConstraintError(source, f"a constraint is a non-empty expression, got {text!r}", field=field)
         if len(text) > MAX_LENGTH:
-            raise ConstraintError(source, f"constraint of {len(text)} characters is longer than {MAX_LENGTH}",
-                                  field=field)
+            raise ConstraintError(
+                source, f"constraint of {len(text)} characters is longer than {MAX_LENGTH}", field=field
+            )
         try:
             tree = ast.parse(text.strip(), mode="eval")
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -83,8 +97,14 @@ class Constraint:
                 stack += [n.left, *n.comparators]
             elif isinstance(n, ast.IfExp):
                 stack += [n.test, n.body, n.orelse]
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _CALLS \
-                    and not n.keywords and n.args and not any(isinstance(a, ast.Starred) for a in n.args):
+            elif (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id in _CALLS
+                and not n.keywords
+                and n.args
+                and not any(isinstance(a, ast.Starred) for a in n.args)
+            ):
                 stack += n.args
             else:
                 what = type(n).__name__
@@ -92,8 +112,10 @@ class Constraint:
                     what = "a call of anything but min, max and abs"
                 elif isinstance(n, ast.Attribute):
                     what = f"attribute access (.{n.attr})"
-                raise self._fail(f"{what} is not part of the constraint language (names, numbers, "
-                                 "+ - * / // % **, comparisons, and/or/not, min/max/abs, x if c else y)")
+                raise self._fail(
+                    f"{what} is not part of the constraint language (names, numbers, "
+                    "+ - * / // % **, comparisons, and/or/not, min/max/abs, x if c else y)"
+                )
         return names
 
     def holds(self, params: Mapping[str, Any]) -> bool:
@@ -166,8 +188,10 @@ def _too_big_power(base: Any, exponent: Any) -> bool:
 def _chars(length: int, constraint: Constraint) -> None:
     bound = limits.limit("value_chars")
     if length > bound:
-        raise constraint._fail(f"a value it computes would hold {length} characters, over the limit value_chars="
-                               f"{bound}; raise it with {limits.variable('value_chars')}=N if the space is trusted")
+        raise constraint._fail(
+            f"a value it computes would hold {length} characters, over the limit value_chars="
+            f"{bound}; raise it with {limits.variable('value_chars')}=N if the space is trusted"
+        )
 
 
 def _bounded(value: Any, constraint: Constraint) -> Any:
@@ -186,6 +210,7 @@ def parse_all(texts: Any, *, source: Any = None) -> tuple[Constraint, ...]:
     if isinstance(texts, str):
         texts = [texts]
     if not isinstance(texts, list):
-        raise ConstraintError(source, f"must be an expression or a list of expressions, got {type(texts).__name__}",
-                              field="constraints")
+        raise ConstraintError(
+            source, f"must be an expression or a list of expressions, got {type(texts).__name__}", field="constraints"
+        )
     return tuple(Constraint(t, source=source, field=f"constraints[{i}]") for i, t in enumerate(texts))

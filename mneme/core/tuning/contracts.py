@@ -28,6 +28,7 @@ from mneme.core.tuning.launch_rules import AXES, Rule, type_size
 
 log = logging.getLogger(__name__)
 
+
 @attrs.frozen
 class LaunchContract:
     """The rules a kernel's block must satisfy, the axes it loops over grid-stride, and notes."""
@@ -74,7 +75,8 @@ _INSTR = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
 _LABEL = re.compile(r"^([-\w.$]+):")
 _SHARED = re.compile(
     r"^@([-\w.$]+) = [^\n]*?addrspace\(3\) (?:global|constant) (.+?)(?: (?:undef|poison|zeroinitializer)|,|$)",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 _NVVM_ANNOTATION = re.compile(r'^!\d+ = !\{ptr @"?([-\w.$]+)"?, !"(maxntid|reqntid)([xyz])", i32 (\d+)\}', re.MULTILINE)
 _STORE = re.compile(r"store (?:volatile )?(.+?) (\S+|\(.*\)), ptr(?: addrspace\(\d+\))? (.+?), align")
 _CAST = re.compile(r"addrspacecast \((?:ptr addrspace\(\d+\)|ptr) (.+) to ptr(?: addrspace\(\d+\))?\)")
@@ -100,8 +102,11 @@ class Affine:
     known: bool = True
 
     def plus(self, other: Affine, sign: int = 1) -> Affine:
-        return Affine([a + sign * b for a, b in zip(self.coeffs, other.coeffs)], self.const + sign * other.const,
-                      self.known and other.known)
+        return Affine(
+            [a + sign * b for a, b in zip(self.coeffs, other.coeffs)],
+            self.const + sign * other.const,
+            self.known and other.known,
+        )
 
     def scaled(self, k: int) -> Affine:
         return Affine([c * k for c in self.coeffs], self.const * k, self.known)
@@ -300,14 +305,24 @@ def _metadata_rules(text: str, kernel: str, recorded: tuple[int, int, int]) -> l
     found = _annotations(text, kernel)
     if "reqntid" in found:
         shape = tuple(v if v is not None else 1 for v in found["reqntid"])
-        rules.append(Rule("required", f"the kernel requires a block of exactly {'x'.join(map(str, shape))} "
-                                      "threads (reqntid)", exact=shape))  # type: ignore[arg-type]
+        rules.append(
+            Rule(
+                "required",
+                f"the kernel requires a block of exactly {'x'.join(map(str, shape))} threads (reqntid)",
+                exact=shape,
+            )
+        )  # type: ignore[arg-type]
     ranges = [(key, key) for key in found if key not in ("maxntid", "reqntid")]
     for key, words in (("maxntid", "maxntid / __launch_bounds__"), *ranges):
         if key in found:
             total = math.prod(v for v in found[key] if v is not None)
-            rules.append(Rule("max_threads", f"the kernel is compiled for at most {total} threads per block ({words})",
-                              max_threads=total))
+            rules.append(
+                Rule(
+                    "max_threads",
+                    f"the kernel is compiled for at most {total} threads per block ({words})",
+                    max_threads=total,
+                )
+            )
     return rules
 
 
@@ -338,8 +353,10 @@ def _shared_rules(reader: _Reader, body: _Body, guarded: set[str], names: Mappin
     for (array, coeffs, sign), (limit, index) in tightest.items():
         label = names.get(array, array)
         if sign > 0:
-            reason = (f"shared array {label} ({reader.shared[array]} bytes) is indexed by {index}: a larger block "
-                      "overflows it")
+            reason = (
+                f"shared array {label} ({reader.shared[array]} bytes) is indexed by {index}: a larger block "
+                "overflows it"
+            )
         else:
             reason = f"shared array {label} is indexed by {index}: a larger block reads before its start"
         rules.append(Rule("shared", reason, coeffs=coeffs, limit=limit, subject=array))  # type: ignore[arg-type]
@@ -384,11 +401,18 @@ def _dimension_rules(text: str, recorded: tuple[int, int, int]) -> tuple[list[Ru
         if ("tid", axis) not in reads or ("ntid", axis) in reads or amd_dims:
             continue
         stride = _ctaid_stride(text, axis)
-        how = (f"indexes blockIdx.{axis} * {stride}" if stride else
-               f"reads blockIdx.{axis}" if ("ctaid", axis) in reads else "runs one block")
+        how = (
+            f"indexes blockIdx.{axis} * {stride}"
+            if stride
+            else f"reads blockIdx.{axis}"
+            if ("ctaid", axis) in reads
+            else "runs one block"
+        )
         exact = tuple(recorded[i] if j == i else None for j in range(3))
-        reason = (f"the code reads threadIdx.{axis} but never blockDim.{axis} and {how}: the block's extent along "
-                  f"{axis} ({recorded[i]}) is compiled in")
+        reason = (
+            f"the code reads threadIdx.{axis} but never blockDim.{axis} and {how}: the block's extent along "
+            f"{axis} ({recorded[i]}) is compiled in"
+        )
         rules.append(Rule("pinned", reason, exact=exact))  # type: ignore[arg-type]
     stride_axes = "".join(a for a in AXES if ("ntid", a) in reads and ("nctaid", a) in reads)
     return rules, stride_axes
@@ -480,8 +504,9 @@ def for_recording(recording: Any, instance: Any) -> LaunchContract:
     try:
         contract = infer(recording.link_llvm_modules(), recording.kernel_name, recorded)
     except Exception as exc:  # the contract narrows a space; failing to read it must not stop tuning
-        log.warning("launch contract of %s not inferred (%s); the space keeps every block shape",
-                    recording.kernel_name, exc)
+        log.warning(
+            "launch contract of %s not inferred (%s); the space keeps every block shape", recording.kernel_name, exc
+        )
         contract = LaunchContract(notes=(f"not inferred: {exc}",))
     _CACHE[key] = contract
     return contract

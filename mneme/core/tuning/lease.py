@@ -243,7 +243,7 @@ def tuners_folder(url: str) -> Path | None:
     prefix = "sqlite:///"
     if not url.startswith(prefix):
         return None
-    path = url[len(prefix):].split("?", 1)[0]
+    path = url[len(prefix) :].split("?", 1)[0]
     if not path or path == ":memory:":
         return None
     db = Path(path)

@@ -126,8 +126,13 @@ class TrialLoop:
         queued: set[str] = set()
         for trial in self.store.trials(states=("FAIL",)):
             digest = trial.user_attrs.get("hash")
-            if (trial.user_attrs.get("status") == "interrupted" and digest and trial.params
-                    and digest not in self.evaluated and digest not in queued):
+            if (
+                trial.user_attrs.get("status") == "interrupted"
+                and digest
+                and trial.params
+                and digest not in self.evaluated
+                and digest not in queued
+            ):
                 queued.add(digest)
                 self.requeue.append(dict(trial.params))
                 self.ctx.sampler.observe(trial.params, None)  # exhaustive must not propose it again
@@ -155,11 +160,18 @@ class TrialLoop:
                 log.info("trial %d of %s ended a duplicate", trial.number, describe_owner(trial))
                 continue
             if not trial.user_attrs.get("config"):
-                log.info("trial %d of %s was interrupted before it chose a configuration", trial.number,
-                         describe_owner(trial))
+                log.info(
+                    "trial %d of %s was interrupted before it chose a configuration",
+                    trial.number,
+                    describe_owner(trial),
+                )
                 continue
-            log.warning("trial %d was interrupted (%s is gone: dead on this host, or its lease lapsed); "
-                        "running its configuration again", trial.number, describe_owner(trial))
+            log.warning(
+                "trial %d was interrupted (%s is gone: dead on this host, or its lease lapsed); "
+                "running its configuration again",
+                trial.number,
+                describe_owner(trial),
+            )
             self.requeue.append(dict(trial.params))
             s.sampler.observe(trial.params, None)  # exhaustive must not propose it a second time
 
@@ -172,8 +184,11 @@ class TrialLoop:
         ours = self.ctx.run.session_id
         with tuners.lock():
             live = {ours, *tuners.others()}
-            dead = [t for t in self.store.trials(states=("RUNNING",))
-                    if (t.user_attrs.get("owner") or {}).get("session") not in live]
+            dead = [
+                t
+                for t in self.store.trials(states=("RUNNING",))
+                if (t.user_attrs.get("owner") or {}).get("session") not in live
+            ]
             return [t for t in dead if self.store.mark_interrupted(t)]
 
     def sync(self) -> None:
@@ -275,8 +290,9 @@ class TrialLoop:
                     self.sync()
                     last_sync = time.monotonic()
                     continue
-                done, _ = concurrent.futures.wait(list(self.in_flight), timeout=1.0,
-                                                  return_when=concurrent.futures.FIRST_COMPLETED)
+                done, _ = concurrent.futures.wait(
+                    list(self.in_flight), timeout=1.0, return_when=concurrent.futures.FIRST_COMPLETED
+                )
                 for future in done:
                     pending = self.in_flight.pop(future)
                     self.finish(pending, result_of(future), self.duplicates.pop(pending.digest, []))
@@ -401,8 +417,10 @@ class TrialLoop:
             self.used += 1
             self.store.annotate(trial, "status", "running")
             return Next(Next.RUN, pending)
-        raise UsageError(f"space {s.space.name!r}: {MAX_SAMPLE_RETRIES} points in a row violate its constraints; "
-                         f"the sampler {s.sampler.spec} cannot find a feasible one; loosen the constraints")
+        raise UsageError(
+            f"space {s.space.name!r}: {MAX_SAMPLE_RETRIES} points in a row violate its constraints; "
+            f"the sampler {s.sampler.spec} cannot find a feasible one; loosen the constraints"
+        )
 
     def _rival(self, number: int, digest: str) -> Any:
         """An earlier trial of another process with the same configuration, running or evaluated.
@@ -420,8 +438,9 @@ class TrialLoop:
                     continue
                 if other.state.name == "RUNNING" and "hash" not in attrs_:
                     undecided = True
-                elif attrs_.get("hash") == digest and (other.state.name == "RUNNING"
-                                                        or attrs_.get("status") in EVALUATED):
+                elif attrs_.get("hash") == digest and (
+                    other.state.name == "RUNNING" or attrs_.get("status") in EVALUATED
+                ):
                     return other
             if not undecided or time.monotonic() > deadline:
                 return None
@@ -432,9 +451,19 @@ class TrialLoop:
         if self.ctx.lease is not None:
             self.ctx.lease.release(self.store.trial_id(trial))
 
-    def tell(self, trial: Any, ask: Ask | None, encoded: dict, value: float, status: str,
-             result: dict | None = None, *, config: ExperimentConfiguration | None = None,
-             experiment: ExperimentResult | None = None, cached_from: int | None = None) -> bool:
+    def tell(
+        self,
+        trial: Any,
+        ask: Ask | None,
+        encoded: dict,
+        value: float,
+        status: str,
+        result: dict | None = None,
+        *,
+        config: ExperimentConfiguration | None = None,
+        experiment: ExperimentResult | None = None,
+        cached_from: int | None = None,
+    ) -> bool:
         """Store the trial's outcome and tell the sampler; False when another process failed the trial first.
 
         `config`, `experiment` and `cached_from` are what the ``mneme_trial_told`` event reports.
@@ -449,8 +478,11 @@ class TrialLoop:
         except TrialFinished:
             # Another process failed it as stale (our lease lapsed: a stall longer than the grace
             # period) and runs its configuration again; the store keeps one result per trial.
-            log.warning("trial %d was failed by another process while it ran here (its lease lapsed); "
-                        "its result is dropped and the configuration runs again there", trial.number)
+            log.warning(
+                "trial %d was failed by another process while it ran here (its lease lapsed); "
+                "its result is dropped and the configuration runs again there",
+                trial.number,
+            )
             self.seen.add(trial.number)
             return False
         self.seen.add(trial.number)
@@ -481,14 +513,30 @@ class TrialLoop:
             self._equivalent_streak += 1
             self.used -= 1
             self.store.annotate(trial, "cached_from", first)
-            told = self.tell(trial, pending.ask, pending.encoded, score, "cached", {"equivalent_to": first},
-                             config=pending.config, experiment=result, cached_from=first)
-            log.info("trial %d compiled to the code of trial %d (same launch): answered from it", trial.number,
-                     first)
+            told = self.tell(
+                trial,
+                pending.ask,
+                pending.encoded,
+                score,
+                "cached",
+                {"equivalent_to": first},
+                config=pending.config,
+                experiment=result,
+                cached_from=first,
+            )
+            log.info("trial %d compiled to the code of trial %d (same launch): answered from it", trial.number, first)
         else:
             self._equivalent_streak = 0
-            told = self.tell(trial, pending.ask, pending.encoded, score, status, result.to_dict(),
-                             config=pending.config, experiment=result)
+            told = self.tell(
+                trial,
+                pending.ask,
+                pending.encoded,
+                score,
+                status,
+                result.to_dict(),
+                config=pending.config,
+                experiment=result,
+            )
             if told and key:
                 self.equivalents.setdefault(key, (trial.number, score))
         if told:

@@ -138,40 +138,68 @@ def measure(ctx: MeasureContext) -> tuple[dict[str, Any], dict[str, Any]]:
     for digest, record in chosen.items():
         entry = comparison.compare(ExperimentConfiguration.from_dict(record.config), record)
         out[digest] = entry
-        log.info("trial %d vs the recorded configuration: %s after %d pairs (%s)", record.number,
-                 stats.format_interval(entry["speedup"]), entry["pairs"], entry["stopped"])
+        log.info(
+            "trial %d vs the recorded configuration: %s after %d pairs (%s)",
+            record.number,
+            stats.format_interval(entry["speedup"]),
+            entry["pairs"],
+            entry["stopped"],
+        )
     base = comparison.baseline_times
     load_after = _load()
     notes = []
     moved = stats.drift(base)
     if moved is not None:
-        notes.append(f"the baseline's time moved by {100 * (moved - 1):+.0f}% during the comparison (machine load "
-                     "changed); interleaving keeps each pair comparable")
-    if load_before is not None and load_after is not None and abs(load_after - load_before) > max(
-            1.0, 0.5 * load_before):
+        notes.append(
+            f"the baseline's time moved by {100 * (moved - 1):+.0f}% during the comparison (machine load "
+            "changed); interleaving keeps each pair comparable"
+        )
+    if (
+        load_before is not None
+        and load_after is not None
+        and abs(load_after - load_before) > max(1.0, 0.5 * load_before)
+    ):
         notes.append(f"the load average changed from {load_before:.1f} to {load_after:.1f} while comparing")
     if len(comparison.devices) > 1:
-        notes.append(f"pairs ran on different devices/workers ({', '.join(sorted(comparison.devices))}): "
-                     "each pair's two runs may not share a worker")
+        notes.append(
+            f"pairs ran on different devices/workers ({', '.join(sorted(comparison.devices))}): "
+            "each pair's two runs may not share a worker"
+        )
     outlying = sum(e["outliers"] for e in out.values())
     if outlying:
-        notes.append(f"{outlying} outlying pair(s) (beyond {stats.OUTLIER_MADS:.0f} MADs: a run hit by a burst of "
-                     "load) in the comparisons; the median-based intervals are robust to them")
+        notes.append(
+            f"{outlying} outlying pair(s) (beyond {stats.OUTLIER_MADS:.0f} MADs: a run hit by a burst of "
+            "load) in the comparisons; the median-based intervals are robust to them"
+        )
     if base:
         out[ctx.baseline["hash"]] = {
-            "config": ctx.baseline["config"], "trial": None, "baseline": True, "verified": True,
-            "medians": base, "median": statistics.median(base), "min": min(base), "max": max(base),
+            "config": ctx.baseline["config"],
+            "trial": None,
+            "baseline": True,
+            "verified": True,
+            "medians": base,
+            "median": statistics.median(base),
+            "min": min(base),
+            "max": max(base),
             "spread": (max(base) - min(base)) / statistics.median(base) if len(base) > 1 else 0.0,
-            "errors": [], "pairs": len(base),
+            "errors": [],
+            "pairs": len(base),
             "speedup": {"speedup": 1.0, "low": 1.0, "high": 1.0, "significant": False, "verdict": "baseline"},
         }
     now = datetime.datetime.now(datetime.timezone.utc).isoformat()
     previous = ctx.store.retime
     previous.update({k: {**v, "session": ctx.session_id, "at": now} for k, v in out.items()})
     ctx.store.set_retime(previous)
-    measurement = {"load_before": load_before, "load_after": load_after, "baseline_drift": moved, "notes": notes,
-                   "ci_target": ctx.ci_target, "confidence": confidence, "family_confidence": stats.CONFIDENCE,
-                   "compared": len(chosen)}
+    measurement = {
+        "load_before": load_before,
+        "load_after": load_after,
+        "baseline_drift": moved,
+        "notes": notes,
+        "ci_target": ctx.ci_target,
+        "confidence": confidence,
+        "family_confidence": stats.CONFIDENCE,
+        "compared": len(chosen),
+    }
     for note in notes:
         log.warning("%s", note)
     return out, measurement

@@ -15,6 +15,7 @@ from mneme.core import fsutil
 from mneme.core.errors import EXIT_NOT_VERIFIED, ExperimentError, MnemeError
 from mneme.core.types import ExperimentResult, canonical_json
 
+
 def equivalence_key(result: dict[str, Any] | None, config: dict[str, Any] | None) -> str:
     """What makes two experiments one (issue 23): the same code (`code_hash`) launched the same way
     (grid, block, shared memory, launch-stage knobs); "" when the result has no code to compare.
@@ -52,13 +53,15 @@ def environment_fingerprint(backend: Any, arch: str) -> dict[str, Any]:
         fingerprint.update({k: str(v) for k, v in backend.fingerprint().items()})
     except Exception as exc:  # a backend that cannot fingerprint still tunes; say so in the store
         fingerprint["backend_error"] = repr(exc)
-    fingerprint.update({
-        "arch": arch,
-        "machine": platform.machine(),
-        "llvmlite": llvmlite.__version__,
-        "llvm": ".".join(map(str, binding.llvm_version_info)),
-        "mneme": __version__,
-    })
+    fingerprint.update(
+        {
+            "arch": arch,
+            "machine": platform.machine(),
+            "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, binding.llvm_version_info)),
+            "mneme": __version__,
+        }
+    )
     return fingerprint
 
 
@@ -91,17 +94,25 @@ def judged(result: ExperimentResult, timed_by: str) -> ExperimentResult:
     """`result`, failed as invalid when another timer than the study's (`timed_by`) measured it (e.g. a run
     fell back to events): its times do not compare with the study's."""
     if result.ok and result.timer and timed_by and result.timer != timed_by:
-        return attrs.evolve(result, failed=True, error_kind="invalid",
-                            error=f"timed by {result.timer}, the study by {timed_by}: the two do not compare")
+        return attrs.evolve(
+            result,
+            failed=True,
+            error_kind="invalid",
+            error=f"timed by {result.timer}, the study by {timed_by}: the two do not compare",
+        )
     return result
 
 
 def default_results_dir(rec: Any, inst: Any, space: str) -> Path:
     """``mneme-results/<kernel>-<instance>-<space>``, every part sanitised (`fsutil.safe_component`):
     a kernel named ``../../x`` stays inside ``mneme-results``."""
-    name = "-".join([fsutil.safe_component(rec.kernel_name, 40, "kernel"),
-                     fsutil.safe_component(inst.dynamic_hash, 12, "instance"),
-                     fsutil.safe_component(Path(space).stem, 40, "space")])  # fmt: skip
+    name = "-".join(
+        [
+            fsutil.safe_component(rec.kernel_name, 40, "kernel"),
+            fsutil.safe_component(inst.dynamic_hash, 12, "instance"),
+            fsutil.safe_component(Path(space).stem, 40, "space"),
+        ]
+    )
     return Path("mneme-results") / name
 
 

@@ -141,9 +141,7 @@ def _check_choices(instance, attribute, value):
         raise ValueError(f"parameter {instance.name!r}: choices must be distinct, got {list(value)!r}")
     for choice in value:
         if not isinstance(choice, _STORABLE):
-            raise ValueError(
-                f"parameter {instance.name!r}: choice {choice!r} must be None, bool, int, float or str"
-            )
+            raise ValueError(f"parameter {instance.name!r}: choice {choice!r} must be None, bool, int, float or str")
 
 
 @attrs.frozen
@@ -306,9 +304,26 @@ class PipelineParam(Param):
 
 # Used when the IR toolkit exposes no pass registry: function passes of LLVM's new pass manager.
 _FALLBACK_PASSES = (
-    "sroa", "early-cse", "instcombine", "simplifycfg", "reassociate", "gvn", "licm", "loop-rotate",
-    "loop-unroll", "loop-vectorize", "slp-vectorizer", "sccp", "dce", "adce", "dse", "mem2reg",
-    "indvars", "jump-threading", "correlated-propagation", "tailcallelim",
+    "sroa",
+    "early-cse",
+    "instcombine",
+    "simplifycfg",
+    "reassociate",
+    "gvn",
+    "licm",
+    "loop-rotate",
+    "loop-unroll",
+    "loop-vectorize",
+    "slp-vectorizer",
+    "sccp",
+    "dce",
+    "adce",
+    "dse",
+    "mem2reg",
+    "indvars",
+    "jump-threading",
+    "correlated-propagation",
+    "tailcallelim",
 )
 
 

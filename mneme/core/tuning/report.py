@@ -39,8 +39,13 @@ SUMMARY_SCHEMA = 1
 TOP = 10
 
 
-def build_summary(store: ResultStore, *, retimed: dict[str, Any] | None = None,
-                  session: dict[str, Any] | None = None, accept_insignificant: bool = False) -> dict[str, Any]:
+def build_summary(
+    store: ResultStore,
+    *,
+    retimed: dict[str, Any] | None = None,
+    session: dict[str, Any] | None = None,
+    accept_insignificant: bool = False,
+) -> dict[str, Any]:
     """Counts, baseline and the ranked best configurations of a study, each speedup with its interval.
 
     A candidate compared with the baseline by interleaved runs (`measure`) carries that
@@ -71,19 +76,39 @@ def build_summary(store: ResultStore, *, retimed: dict[str, Any] | None = None,
     for r in sorted((r for r in records if r.ok), key=lambda r: r.value):
         if r.hash in candidates:
             continue
-        candidates[r.hash] = _candidate(r.hash, r.config, r.value, r.number, retime.get(r.hash),
-                                        base_samples, list((r.result or {}).get("exec_time") or []))
+        candidates[r.hash] = _candidate(
+            r.hash,
+            r.config,
+            r.value,
+            r.number,
+            retime.get(r.hash),
+            base_samples,
+            list((r.result or {}).get("exec_time") or []),
+        )
     if baseline:
-        candidates[base_hash] = _candidate(base_hash, baseline["config"], baseline.get("value"), None,
-                                           base_retimed or None, base_samples, base_samples)
-        candidates[base_hash].update(baseline=True, time=base_time, speedup=1.0, speedup_ci=[1.0, 1.0],
-                                     significant=False, verdict="recorded configuration", method="baseline",
-                                     search_ci=None)
+        candidates[base_hash] = _candidate(
+            base_hash, baseline["config"], baseline.get("value"), None, base_retimed or None, base_samples, base_samples
+        )
+        candidates[base_hash].update(
+            baseline=True,
+            time=base_time,
+            speedup=1.0,
+            speedup_ci=[1.0, 1.0],
+            significant=False,
+            verdict="recorded configuration",
+            method="baseline",
+            search_ci=None,
+        )
     # Compared candidates first (their speedups come from interleaved runs), then the recorded configuration,
     # then candidates known from the search only (times taken apart, under other machine conditions).
-    ranked = sorted((c for c in candidates.values() if c["time"] is not None),
-                    key=lambda c: (0 if c["method"].startswith("interleaved") else 1 if c["baseline"] else 2,
-                                   -(c["speedup"] or 0.0), c["time"]))
+    ranked = sorted(
+        (c for c in candidates.values() if c["time"] is not None),
+        key=lambda c: (
+            0 if c["method"].startswith("interleaved") else 1 if c["baseline"] else 2,
+            -(c["speedup"] or 0.0),
+            c["time"],
+        ),
+    )
     for rank, c in enumerate(ranked, 1):
         c["rank"] = rank
         c["changes"] = _changes(baseline.get("config"), c["config"])
@@ -101,8 +126,12 @@ def build_summary(store: ResultStore, *, retimed: dict[str, Any] | None = None,
             **{s: counts[s] for s in ("ok", "failed", "unverified", "cached", "infeasible", "interrupted")},
             "failures": dict(failures),
         },
-        "baseline": {"time": base_time, "config": baseline.get("config"), "hash": base_hash,
-                     "retimed": bool(base_retimed)},
+        "baseline": {
+            "time": base_time,
+            "config": baseline.get("config"),
+            "hash": base_hash,
+            "retimed": bool(base_retimed),
+        },
         "best": best,
         "decision": decision,
         "fastest": ranked[0] if ranked else None,
@@ -129,38 +158,59 @@ def choose_best(ranked: list[dict[str, Any]], accept_insignificant: bool = False
         pick = max(looks_faster, key=lambda c: c["speedup"])
         return pick, "fastest search estimate, not compared with the recorded configuration (--accept-insignificant)"
     if recorded is not None and not compared and looks_faster:
-        return recorded, ("no candidate was compared with the recorded configuration by interleaved runs (search "
-                          "times, taken apart, give no verdict), so best.json stays the recorded configuration "
-                          "(--retime-top N compares the leading N; --accept-insignificant takes the fastest estimate)")
+        return recorded, (
+            "no candidate was compared with the recorded configuration by interleaved runs (search "
+            "times, taken apart, give no verdict), so best.json stays the recorded configuration "
+            "(--retime-top N compares the leading N; --accept-insignificant takes the fastest estimate)"
+        )
     if top["baseline"]:
         return top, "the recorded configuration is the fastest"
     if accept_insignificant:
         return top, "fastest, but not significantly faster than the recorded configuration (--accept-insignificant)"
     if recorded is None:
         return top, "fastest (the recorded configuration has no time to compare with)"
-    return recorded, ("no significant difference: no candidate's interval excludes 1.0, so best.json stays the "
-                      "recorded configuration (--accept-insignificant takes the fastest anyway)")
+    return recorded, (
+        "no significant difference: no candidate's interval excludes 1.0, so best.json stays the "
+        "recorded configuration (--accept-insignificant takes the fastest anyway)"
+    )
 
 
 SEARCH_VERDICT = "not compared (search estimate)"
 
 
-def _candidate(digest: str, config: dict | None, value: float | None, trial: int | None,
-               retimed: dict | None, base_samples: list[float], samples: list[float]) -> dict[str, Any]:
+def _candidate(
+    digest: str,
+    config: dict | None,
+    value: float | None,
+    trial: int | None,
+    retimed: dict | None,
+    base_samples: list[float],
+    samples: list[float],
+) -> dict[str, Any]:
     time_ = value
     spread = None
     verified_again = None
-    row = {"speedup": None, "speedup_ci": None, "significant": False, "verdict": "no interval (one sample)",
-           "method": "search", "search_ci": None}
+    row = {
+        "speedup": None,
+        "speedup_ci": None,
+        "significant": False,
+        "verdict": "no interval (one sample)",
+        "method": "search",
+        "search_ci": None,
+    }
     if retimed:
         verified_again = bool(retimed.get("verified"))
         spread = retimed.get("spread")
         time_ = retimed.get("median") if verified_again else None  # a flaky variant is no winner
         interval = retimed.get("speedup") if verified_again else None
         if interval:
-            row.update(speedup=interval["speedup"], speedup_ci=[interval["low"], interval["high"]],
-                       significant=bool(interval["significant"]), verdict=interval["verdict"],
-                       method=f"interleaved, {retimed.get('pairs', 0)} pairs")
+            row.update(
+                speedup=interval["speedup"],
+                speedup_ci=[interval["low"], interval["high"]],
+                significant=bool(interval["significant"]),
+                verdict=interval["verdict"],
+                method=f"interleaved, {retimed.get('pairs', 0)} pairs",
+            )
     if row["method"] == "search" and time_ is not None:
         # Times taken apart (the baseline once at the start, this candidate minutes later) differ by the
         # machine's drift between the two occasions, which neither trial's own samples measure, so their
@@ -169,9 +219,18 @@ def _candidate(digest: str, config: dict | None, value: float | None, trial: int
         found = stats.unpaired_ratio(base_samples, samples)
         if found is not None:
             row.update(speedup=found.ratio, search_ci=[found.low, found.high], verdict=SEARCH_VERDICT)
-    return {"hash": digest, "trial": trial, "config": config, "search_time": value, "time": time_,
-            "spread": spread, "retimed": retimed is not None, "verified_again": verified_again, "baseline": False,
-            **row}
+    return {
+        "hash": digest,
+        "trial": trial,
+        "config": config,
+        "search_time": value,
+        "time": time_,
+        "spread": spread,
+        "retimed": retimed is not None,
+        "verified_again": verified_again,
+        "baseline": False,
+        **row,
+    }
 
 
 def _changes(base: dict | None, config: dict | None) -> dict[str, Any]:
@@ -205,8 +264,8 @@ def proteus_entry(config: dict[str, Any], summary: dict[str, Any], recording: An
     entry["Mneme"] = {
         "grid": cfg.grid.to_dict(),
         "block": cfg.block.to_dict(),
-        "launch_geometry_changed": bool(base) and (base.get("grid") != cfg.grid.to_dict()
-                                                   or base.get("block") != cfg.block.to_dict()),
+        "launch_geometry_changed": bool(base)
+        and (base.get("grid") != cfg.grid.to_dict() or base.get("block") != cfg.block.to_dict()),
         "static_hash": getattr(recording, "static_hash", ""),
         "dynamic_hash": (summary.get("meta") or {}).get("dynamic_hash", ""),
         "config_hash": cfg.hash(),
@@ -243,8 +302,10 @@ def open_results(results_dir: Path) -> tuple[ResultStore, dict[str, Any]]:
     results_dir = Path(results_dir)
     session_file = results_dir / "session.json"
     if not session_file.is_file():
-        raise UsageError(f"{results_dir} is not a tuning results folder (no session.json); give the folder "
-                         "`mneme tune --results` wrote")
+        raise UsageError(
+            f"{results_dir} is not a tuning results folder (no session.json); give the folder "
+            "`mneme tune --results` wrote"
+        )
     session = json.loads(session_file.read_text())
     store = ResultStore.load(session["storage"], session.get("study"))
     return store, session
@@ -268,9 +329,28 @@ def load_summary(results_dir: Path, store: ResultStore, session: dict[str, Any])
 
 # -- exports ------------------------------------------------------------------------------------
 
-CSV_FIELDS = ("number", "status", "value", "hash", "cached_from", "grid", "block", "config", "median_time",
-              "verified", "error_kind", "error", "obj_size", "reg_usage", "device", "gpu_id", "host", "pid",
-              "start", "end")
+CSV_FIELDS = (
+    "number",
+    "status",
+    "value",
+    "hash",
+    "cached_from",
+    "grid",
+    "block",
+    "config",
+    "median_time",
+    "verified",
+    "error_kind",
+    "error",
+    "obj_size",
+    "reg_usage",
+    "device",
+    "gpu_id",
+    "host",
+    "pid",
+    "start",
+    "end",
+)
 
 
 def _row(r: TrialRecord) -> dict[str, Any]:
@@ -278,15 +358,26 @@ def _row(r: TrialRecord) -> dict[str, Any]:
     config = r.config or {}
     times = sorted(result.get("exec_time") or [])
     return {
-        "number": r.number, "status": r.status, "value": r.value, "hash": r.hash, "cached_from": r.cached_from,
+        "number": r.number,
+        "status": r.status,
+        "value": r.value,
+        "hash": r.hash,
+        "cached_from": r.cached_from,
         "grid": ",".join(str(v) for v in (config.get("grid") or {}).values()),
         "block": ",".join(str(v) for v in (config.get("block") or {}).values()),
         "config": json.dumps(config, sort_keys=True) if config else "",
         "median_time": times[len(times) // 2] if times else None,
-        "verified": result.get("verified"), "error_kind": result.get("error_kind", ""),
-        "error": result.get("error", ""), "obj_size": result.get("obj_size"), "reg_usage": result.get("reg_usage"),
-        "device": result.get("device", ""), "gpu_id": result.get("gpu_id"),
-        "host": r.owner.get("host", ""), "pid": r.owner.get("pid"), "start": r.start, "end": r.end,
+        "verified": result.get("verified"),
+        "error_kind": result.get("error_kind", ""),
+        "error": result.get("error", ""),
+        "obj_size": result.get("obj_size"),
+        "reg_usage": result.get("reg_usage"),
+        "device": result.get("device", ""),
+        "gpu_id": result.get("gpu_id"),
+        "host": r.owner.get("host", ""),
+        "pid": r.owner.get("pid"),
+        "start": r.start,
+        "end": r.end,
     }
 
 
@@ -328,8 +419,9 @@ def plot_formats(choice: str | None = None) -> tuple[str, ...]:
     return tuple(f for f in wanted if f not in missing)
 
 
-def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str, ...], *, kernel: str = "",
-                       script: str | None = None) -> list[Path]:
+def write_speedup_plot(
+    summary: dict[str, Any], out_dir: Path, kinds: tuple[str, ...], *, kernel: str = "", script: str | None = None
+) -> list[Path]:
     """``speedups.png``/``.html``: the ranked candidates' speedups with their intervals (1.0 drawn: no change)."""
     rows = [c for c in summary.get("ranking") or () if c.get("speedup_ci")]
     if not rows:
@@ -373,8 +465,13 @@ def write_speedup_plot(summary: dict[str, Any], out_dir: Path, kinds: tuple[str,
     return written
 
 
-def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
-                summary: dict[str, Any] | None = None, script_dir: Path | None = None) -> list[Path]:
+def write_plots(
+    store: ResultStore,
+    out_dir: Path,
+    formats: str | None = None,
+    summary: dict[str, Any] | None = None,
+    script_dir: Path | None = None,
+) -> list[Path]:
     """The study's plots, drawn by the plugins that implement ``mneme_study_plots`` (the built-in one:
     optimization history, parameter importances, parallel coordinates and slices), and (given the run's
     `summary`) the speedups with their intervals (`write_speedup_plot`).
@@ -399,13 +496,23 @@ def write_plots(store: ResultStore, out_dir: Path, formats: str | None = None,
     if not good:
         log.warning("no plots written: study %r has no verified trial to plot yet", store.study_name)
         return speedups
-    marks = {"recorded configuration": ((summary or {}).get("baseline") or {}).get("time"),
-             "best (report)": ((summary or {}).get("best") or {}).get("time")}
+    marks = {
+        "recorded configuration": ((summary or {}).get("baseline") or {}).get("time"),
+        "best (report)": ((summary or {}).get("best") or {}).get("time"),
+    }
     caller = plugins.hook().mneme_study_plots
     if not caller.get_hookimpls():
-        log.warning("no study plots: no plugin draws them (`mneme plugins` lists the installed plugins and those "
-                    "disabled by -p no:NAME)")
+        log.warning(
+            "no study plots: no plugin draws them (`mneme plugins` lists the installed plugins and those "
+            "disabled by -p no:NAME)"
+        )
         return speedups
-    answers = caller(records=good, out_dir=out_dir, kinds=kinds, kernel=kernel,
-                     marks={k: v for k, v in marks.items() if v is not None}, script=script)
+    answers = caller(
+        records=good,
+        out_dir=out_dir,
+        kinds=kinds,
+        kernel=kernel,
+        marks={k: v for k, v in marks.items() if v is not None},
+        script=script,
+    )
     return speedups + [Path(path) for answer in answers for path in (answer or ())]

@@ -83,8 +83,10 @@ def create_sampler(spec: str, *, seed: int | None = None, options: Mapping[str, 
     table = plugins.registry("sampler")
     if family not in table:
         known = ", ".join(sorted(table)) or "none"
-        raise UsageError(f"unknown sampler {spec!r}; known families: {known} (give family[:variant], "
-                         "e.g. random; `mneme plugins` lists the variants)")
+        raise UsageError(
+            f"unknown sampler {spec!r}; known families: {known} (give family[:variant], "
+            "e.g. random; `mneme plugins` lists the variants)"
+        )
     cls = plugins.lookup("sampler", family, what=spec)  # names the extra to install when one is missing
     return cls(variant, seed=seed, **dict(options or {}))
 

@@ -67,8 +67,13 @@ __all__ = ["PENALTY_FACTOR", "BaselineNotVerified", "Progress", "TuneOptions", "
 class TuningSession:
     """One `mneme tune` run. `pool_factory(**kwargs)` makes the worker pool (AsyncReplayExecutor)."""
 
-    def __init__(self, options: TuneOptions, *, pool_factory: Callable[..., Any] | None = None,
-                 on_progress: Callable[[Progress], None] | None = None):
+    def __init__(
+        self,
+        options: TuneOptions,
+        *,
+        pool_factory: Callable[..., Any] | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ):
         options.validate()
         self.options = options
         self.pool_factory = pool_factory
@@ -97,11 +102,13 @@ class TuningSession:
         opts = self.options
         self.recording = load_recording(opts.record_db)
         self.instance = self.recording.select(opts.record_id)
-        self.space: SearchSpace = load_space(opts.space, self.recording, self.instance, opts.space_options,
-                                              code=True)  # opts come from the command line or the API
+        self.space: SearchSpace = load_space(
+            opts.space, self.recording, self.instance, opts.space_options, code=True
+        )  # opts come from the command line or the API
         self.sampler: Sampler = create_sampler(opts.sampler, seed=opts.seed, options=opts.sampler_options)
-        self.results_dir = Path(opts.results) if opts.results else default_results_dir(
-            self.recording, self.instance, opts.space)
+        self.results_dir = (
+            Path(opts.results) if opts.results else default_results_dir(self.recording, self.instance, opts.space)
+        )
         self._prepared = True
 
     @property
@@ -176,8 +183,12 @@ class TuningSession:
     def summary(self, retimed: dict[str, Any] | None = None) -> dict[str, Any]:
         from mneme.core.tuning import report
 
-        summary = report.build_summary(self.store, retimed=retimed, session=self._session_record(),
-                                       accept_insignificant=self.options.accept_insignificant)
+        summary = report.build_summary(
+            self.store,
+            retimed=retimed,
+            session=self._session_record(),
+            accept_insignificant=self.options.accept_insignificant,
+        )
         summary["stop"] = self.progress.stop.to_dict()
         summary["notes"] = list(self.notes)
         summary["measurement"] = self.measurement
@@ -196,7 +207,7 @@ class TuningSession:
             "budget": f"stopped by the budget (--trials {opts.trials}): {done}",
             "timeout": f"stopped by --timeout {opts.timeout:g} s: {done}" if opts.timeout else done,
             "exhausted": f"stopped: the sampler {self.sampler.spec} has no new configuration to propose (none left, "
-                         f"or only measured ones, {MAX_DUPLICATES} in a row): {done}",
+            f"or only measured ones, {MAX_DUPLICATES} in a row): {done}",
             "interrupted": f"interrupted: {done}",
         }[reason]
         return Stop(reason, detail)
@@ -230,10 +241,18 @@ class TuningSession:
 
         opts = self.options
         factory = self.pool_factory or AsyncReplayExecutor
-        kwargs = {"record_db": str(self.recording.path), "record_id": self.instance.dynamic_hash,
-                  "iterations": opts.iterations, "results_db_dir": str(self.results_dir),
-                  "num_workers": self.num_workers, "backend": opts.backend, "devices": opts.devices,
-                  "timeout": opts.experiment_timeout, "cache": opts.cache, "timer": opts.timer}
+        kwargs = {
+            "record_db": str(self.recording.path),
+            "record_id": self.instance.dynamic_hash,
+            "iterations": opts.iterations,
+            "results_db_dir": str(self.results_dir),
+            "num_workers": self.num_workers,
+            "backend": opts.backend,
+            "devices": opts.devices,
+            "timeout": opts.experiment_timeout,
+            "cache": opts.cache,
+            "timer": opts.timer,
+        }
         accepted = inspect.signature(factory).parameters
         if not any(p.kind == p.VAR_KEYWORD for p in accepted.values()):
             kwargs = {k: v for k, v in kwargs.items() if k in accepted}
@@ -278,8 +297,14 @@ class TuningSession:
                     self._join(others)
                 else:
                     self._check_leftovers()
-                self.tuners.register({"pid": os.getpid(), "host": socket.gethostname(), "study": self.study_name(),
-                                      "results": str(self.results_dir)})
+                self.tuners.register(
+                    {
+                        "pid": os.getpid(),
+                        "host": socket.gethostname(),
+                        "study": self.study_name(),
+                        "results": str(self.results_dir),
+                    }
+                )
         except BaseException:  # refused (or interrupted): leave no entry and no open lock behind
             self.tuners.close()
             self.tuners = None
@@ -295,9 +320,14 @@ class TuningSession:
                     raise UsageError(
                         f"{self.results_dir} is in use by a tuner (pid {record.get('pid')} on {record.get('host')}) "
                         f"of study {record.get('study')!r}, not {ours!r} (another kernel, space or --study); "
-                        "wait for it to end, or choose another --results folder")  # fmt: skip
-        log.info("joining the tuners at work on %s (%s): one study, one budget of --trials %d", self.results_dir,
-                 who, self.options.trials)
+                        "wait for it to end, or choose another --results folder"
+                    )
+        log.info(
+            "joining the tuners at work on %s (%s): one study, one budget of --trials %d",
+            self.results_dir,
+            who,
+            self.options.trials,
+        )
 
     @contextlib.contextmanager
     def _turn(self) -> Iterator[None]:
@@ -312,11 +342,14 @@ class TuningSession:
         db = self.results_dir / "study.db"
         if self.options.storage is None and not self.options.resume and db.exists():
             if _finished_trials(db):
-                raise UsageError(f"{self.results_dir} already holds a tuning run; pass --resume to continue it, "
-                                 "or choose another --results folder")
+                raise UsageError(
+                    f"{self.results_dir} already holds a tuning run; pass --resume to continue it, "
+                    "or choose another --results folder"
+                )
             # A run that failed or was stopped before its first trial left nothing worth keeping: start afresh.
-            log.info("%s holds no finished trial (an earlier run stopped before any); using it afresh",
-                     self.results_dir)
+            log.info(
+                "%s holds no finished trial (an earlier run stopped before any); using it afresh", self.results_dir
+            )
             for name in ("study.db", "study.db-wal", "study.db-shm", SESSION_FILE, "summary.json"):
                 (self.results_dir / name).unlink(missing_ok=True)
             shutil.rmtree(self.results_dir / "logs", ignore_errors=True)
@@ -357,27 +390,59 @@ class TuningSession:
 
     def run_info(self) -> RunInfo:
         """Which run this is, as the event hooks receive it."""
-        return RunInfo(self.session_id, self.recording.kernel_name, self.recording.static_hash,
-                       self.instance.dynamic_hash, self.space.name, self.sampler.spec, self.study_name(),
-                       storage_url(self.options.storage, self.results_dir), self.results_dir)
+        return RunInfo(
+            self.session_id,
+            self.recording.kernel_name,
+            self.recording.static_hash,
+            self.instance.dynamic_hash,
+            self.space.name,
+            self.sampler.spec,
+            self.study_name(),
+            storage_url(self.options.storage, self.results_dir),
+            self.results_dir,
+        )
 
     def _start_loop(self) -> None:
         """The search loop over what it reads, fixed now that the baseline (the penalty, the timer) is known."""
         opts = self.options
         ctx = LoopContext(
-            run=self.run_info(), store=self.store, sampler=self.sampler, space=self.space, pool=self.pool,
-            lease=self.lease, watch=self._watch, owner=self.owner(), penalty=self.penalty, timed_by=self.timed_by,
-            trials=opts.trials, timeout=opts.timeout,
+            run=self.run_info(),
+            store=self.store,
+            sampler=self.sampler,
+            space=self.space,
+            pool=self.pool,
+            lease=self.lease,
+            watch=self._watch,
+            owner=self.owner(),
+            penalty=self.penalty,
+            timed_by=self.timed_by,
+            trials=opts.trials,
+            timeout=opts.timeout,
             concurrency=self.num_workers + (opts.prefetch if opts.prefetch is not None else self.num_workers),
-            shared=opts.storage is not None, tuners=self.tuners, progress=self.progress, on_progress=self.on_progress)
+            shared=opts.storage is not None,
+            tuners=self.tuners,
+            progress=self.progress,
+            on_progress=self.on_progress,
+        )
         self.loop = TrialLoop(ctx)
         self.loop.start()
 
     def measure_context(self) -> MeasureContext:
         """What the final comparison reads."""
         opts = self.options
-        return MeasureContext(self.session_id, self.store, self.pool, self.baseline, self.timed_by, opts.retime_top,
-                              opts.retime_repeats, opts.ci_target, opts.measure_time, self.progress, self.on_progress)
+        return MeasureContext(
+            self.session_id,
+            self.store,
+            self.pool,
+            self.baseline,
+            self.timed_by,
+            opts.retime_top,
+            opts.retime_repeats,
+            opts.ci_target,
+            opts.measure_time,
+            self.progress,
+            self.on_progress,
+        )
 
     def _interval(self) -> float:
         """Seconds between lease refreshes (database storages beat in whole seconds)."""
@@ -399,8 +464,12 @@ class TuningSession:
             "storage": storage_url(opts.storage, self.results_dir),
             "study": self.study_name(),
             "trials": opts.trials,
-            "options": {"accept_insignificant": opts.accept_insignificant, "ci_target": opts.ci_target,
-                        "measure_time": opts.measure_time, "retime_top": opts.retime_top},
+            "options": {
+                "accept_insignificant": opts.accept_insignificant,
+                "ci_target": opts.ci_target,
+                "measure_time": opts.measure_time,
+                "retime_top": opts.retime_top,
+            },
             "stop": self.progress.stop.to_dict(),
             "environment": getattr(self, "env", {}),
         }
@@ -410,8 +479,9 @@ class TuningSession:
         default = getattr(self.pool, "default_config", None)
         if isinstance(default, ExperimentConfiguration):
             return default
-        return ExperimentConfiguration(grid=self.instance.grid_dim, block=self.instance.block_dim,
-                                       shared_mem=int(self.instance.shared_mem))
+        return ExperimentConfiguration(
+            grid=self.instance.grid_dim, block=self.instance.block_dim, shared_mem=int(self.instance.shared_mem)
+        )
 
     def _run_baseline(self) -> None:
         self.progress.phase = "baseline"
@@ -424,9 +494,16 @@ class TuningSession:
             raise BaselineNotVerified(
                 f"kernel {self.recording.kernel_name} ({self.instance.dynamic_hash[:12]}): the recorded "
                 f"configuration does not replay correctly ({failure_kind(result)}: {detail}); check the "
-                "recording with `mneme replay`, or loosen its verification tolerances")
-        record = {"config": config.to_dict(), "hash": config.hash(), "result": result.to_dict(),
-                  "value": objective(result), "owner": self.owner(), "env": self.env_digest}
+                "recording with `mneme replay`, or loosen its verification tolerances"
+            )
+        record = {
+            "config": config.to_dict(),
+            "hash": config.hash(),
+            "result": result.to_dict(),
+            "value": objective(result),
+            "owner": self.owner(),
+            "env": self.env_digest,
+        }
         with self._turn():  # tuners starting together: the first to store its baseline sets the study's
             stored = self.store.baseline
             if stored is None:
@@ -434,9 +511,11 @@ class TuningSession:
                 stored = record
         timed_by = (stored.get("result") or {}).get("timer", "")
         if timed_by and result.timer and timed_by != result.timer and not self.options.force:
-            raise UsageError(f"the study's times were taken by {timed_by}, this run's by {result.timer} (--timer "
-                             f"{self.options.timer} resolved differently here); use --timer {timed_by}, another "
-                             "--results/--study, or --force")  # fmt: skip
+            raise UsageError(
+                f"the study's times were taken by {timed_by}, this run's by {result.timer} (--timer "
+                f"{self.options.timer} resolved differently here); use --timer {timed_by}, another "
+                "--results/--study, or --force"
+            )
         self.timed_by = timed_by or result.timer
         self.baseline = record
         # Penalties use the study's first baseline, so every process of a shared study agrees.
@@ -483,9 +562,11 @@ def _finished_trials(db: Path) -> int:
     """Measured trials of every study in a results folder's SQLite store (infeasible points do not count)."""
     import sqlite3
 
-    query = ("SELECT COUNT(*) FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
-             "WHERE t.state = 'COMPLETE' AND a.key = 'status' AND a.value_json IN ('\"ok\"', '\"failed\"', "
-             "'\"unverified\"')")
+    query = (
+        "SELECT COUNT(*) FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
+        "WHERE t.state = 'COMPLETE' AND a.key = 'status' AND a.value_json IN ('\"ok\"', '\"failed\"', "
+        "'\"unverified\"')"
+    )
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as connection:
             return int(connection.execute(query).fetchone()[0])

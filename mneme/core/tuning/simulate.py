@@ -52,8 +52,9 @@ class Simulation:
         return attrs.asdict(self)
 
 
-def simulate(sweep: Sweep, sampler_spec: str, budget: int, seed: int = 0, *, noise: bool = True,
-             space: Any = None) -> Simulation:
+def simulate(
+    sweep: Sweep, sampler_spec: str, budget: int, seed: int = 0, *, noise: bool = True, space: Any = None
+) -> Simulation:
     """Run `sampler_spec` for `budget` distinct configurations against `sweep`."""
     space = space if space is not None else sweep.load_space()
     sampler = create_sampler(sampler_spec, seed=seed)
@@ -165,8 +166,9 @@ def _wilson(hits: int, n: int) -> tuple[float, float]:
     return low, high
 
 
-def compare(sweep: Sweep, samplers: Sequence[str], budgets: Sequence[str], repeats: int = 20, *,
-            noise: bool = True) -> list[dict[str, Any]]:
+def compare(
+    sweep: Sweep, samplers: Sequence[str], budgets: Sequence[str], repeats: int = 20, *, noise: bool = True
+) -> list[dict[str, Any]]:
     """Every sampler at every budget, `repeats` seeds each: the fraction of the optimum reached (mean and 95%
     interval, and median), how often it got within 5% of the optimum (Wilson interval), and the distinct trials
     that took (median and range over the runs that did)."""
@@ -189,14 +191,21 @@ def compare(sweep: Sweep, samplers: Sequence[str], budgets: Sequence[str], repea
             mean, low, high = _mean_interval(fractions)
             reached = [r.reached_at for r in runs if r.reached_at is not None]
             hit_low, hit_high = _wilson(len(reached), len(runs))
-            rows.append({
-                "sampler": spec, "budget": text, "trials": budget, "repeats": repeats,
-                "fraction": mean, "fraction_ci": [max(0.0, low), min(1.0, high)],
-                "fraction_median": float(np.median(fractions)),
-                "reached": len(reached) / len(runs), "reached_ci": [hit_low, hit_high],
-                "trials_needed": float(np.median(reached)) if reached else None,
-                "trials_needed_range": [min(reached), max(reached)] if reached else None,
-                "duplicates": float(np.mean([r.duplicates for r in runs])),
-                "missing": sum(r.missing for r in runs),
-            })
+            rows.append(
+                {
+                    "sampler": spec,
+                    "budget": text,
+                    "trials": budget,
+                    "repeats": repeats,
+                    "fraction": mean,
+                    "fraction_ci": [max(0.0, low), min(1.0, high)],
+                    "fraction_median": float(np.median(fractions)),
+                    "reached": len(reached) / len(runs),
+                    "reached_ci": [hit_low, hit_high],
+                    "trials_needed": float(np.median(reached)) if reached else None,
+                    "trials_needed_range": [min(reached), max(reached)] if reached else None,
+                    "duplicates": float(np.mean([r.duplicates for r in runs])),
+                    "missing": sum(r.missing for r in runs),
+                }
+            )
     return rows

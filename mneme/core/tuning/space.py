@@ -42,6 +42,8 @@ AXES = "xyz"
 def config_fields() -> set[str]:
     """Names a space's parameter may set: the configuration's fields but grid/block, and the plugins' knobs."""
     return ({f.name for f in attrs.fields(ExperimentConfiguration)} - {"grid", "block", "knobs"}) | params.known_names()
+
+
 DIM_NAMES = {f"{kind}_{axis}" for kind in ("block", "grid") for axis in AXES}
 
 
@@ -139,8 +141,9 @@ class SearchSpace(abc.ABC):
             encoded = {p.name: p.sample(rng) for p in prims}
             if self.feasible(self.decode(encoded)) is not None:
                 return encoded
-        raise UsageError(f"space {self.name!r}: {MAX_SAMPLE_RETRIES} random points in a row violate its "
-                         "constraints; loosen them")
+        raise UsageError(
+            f"space {self.name!r}: {MAX_SAMPLE_RETRIES} random points in a row violate its constraints; loosen them"
+        )
 
     def sample_exhaustive(self) -> Iterator[dict[str, Any]]:
         """Encoded values of every feasible point whose grounded configuration is new, in order.
@@ -150,8 +153,10 @@ class SearchSpace(abc.ABC):
         prims = [p for p in self.primitives().values() if p.distribution() is not None]
         infinite = [p.name for p in prims if not p.finite]
         if infinite:
-            raise UsageError(f"space {self.name!r} cannot be enumerated: {', '.join(infinite)} "
-                             "are continuous; use a sampler other than exhaustive")
+            raise UsageError(
+                f"space {self.name!r} cannot be enumerated: {', '.join(infinite)} "
+                "are continuous; use a sampler other than exhaustive"
+            )
         return self._enumerate(prims)
 
     def _enumerate(self, prims: list[P.Param]) -> Iterator[dict[str, Any]]:
@@ -171,9 +176,7 @@ class SearchSpace(abc.ABC):
             "name": self.name,
             "class": f"{type(self).__module__}.{type(self).__qualname__}",
             "options": {k: _jsonable(v) for k, v in sorted(self.options.items())},
-            "dimensions": {
-                name: {"kind": p.kind, "domain": p.describe()} for name, p in self.dims().items()
-            },
+            "dimensions": {name: {"kind": p.kind, "domain": p.describe()} for name, p in self.dims().items()},
             "size": self.size(),
         }
 
@@ -214,8 +217,10 @@ class ConfigSpace(SearchSpace):
         self.use_contract = as_bool(options.get("contracts", True), "contracts")
         self._contract: contracts.LaunchContract | None = None
         if not 1 <= self.min_threads <= self.max_threads <= MAX_THREADS_PER_BLOCK:
-            raise UsageError(f"space {self.name!r}: need 1 <= min_threads <= max_threads <= 1024, got "
-                             f"min_threads={self.min_threads}, max_threads={self.max_threads}")
+            raise UsageError(
+                f"space {self.name!r}: need 1 <= min_threads <= max_threads <= 1024, got "
+                f"min_threads={self.min_threads}, max_threads={self.max_threads}"
+            )
 
     # -- the launch contract -----------------------------------------------------------------
     @property
@@ -244,8 +249,9 @@ class ConfigSpace(SearchSpace):
         """The recorded launch with default compilation settings."""
         if self.instance is None:
             return ExperimentConfiguration(grid=dim3(1), block=dim3(1))
-        return ExperimentConfiguration(grid=self.instance.grid_dim, block=self.instance.block_dim,
-                                       shared_mem=int(self.instance.shared_mem))
+        return ExperimentConfiguration(
+            grid=self.instance.grid_dim, block=self.instance.block_dim, shared_mem=int(self.instance.shared_mem)
+        )
 
     def recorded_threads(self) -> tuple[int, int, int]:
         base = self.baseline()
@@ -255,8 +261,10 @@ class ConfigSpace(SearchSpace):
         fields = config_fields()
         unknown = sorted(set(self.dims()) - fields - DIM_NAMES)
         if unknown:
-            raise UsageError(f"space {self.name!r}: parameters {', '.join(unknown)} are not configuration "
-                             f"fields; known: block_x..z, grid_x..z, {', '.join(sorted(fields))}")
+            raise UsageError(
+                f"space {self.name!r}: parameters {', '.join(unknown)} are not configuration "
+                f"fields; known: block_x..z, grid_x..z, {', '.join(sorted(fields))}"
+            )
 
     def derived(self, params: Mapping[str, Any]) -> ExperimentConfiguration:
         base = self.baseline()
@@ -295,7 +303,10 @@ class ConfigSpace(SearchSpace):
     def _parsed_constraints(self) -> tuple[Constraint, ...]:
         parsed = self.__dict__.get("_constraint_cache")
         if parsed is None or parsed[0] != self.user_constraints:
-            parsed = (self.user_constraints, parse_all(list(self.user_constraints), source=getattr(self, "source", None)))
+            parsed = (
+                self.user_constraints,
+                parse_all(list(self.user_constraints), source=getattr(self, "source", None)),
+            )
             self.__dict__["_constraint_cache"] = parsed
         return parsed[1]
 
@@ -326,9 +337,14 @@ def _integer(value: Any, where: str) -> int:
 
 # The keys each form of a parameter's description may use, by the key that names the form.
 PARAM_KEYS = {
-    "fixed": ("fixed",), "choices": ("choices",), "ordinal": ("ordinal",), "powers_of_two": ("powers_of_two",),
-    "pipeline": ("pipeline", "passes"), "low": ("low", "high", "step", "real", "log"), "type": ("type",),
-}  # fmt: skip
+    "fixed": ("fixed",),
+    "choices": ("choices",),
+    "ordinal": ("ordinal",),
+    "powers_of_two": ("powers_of_two",),
+    "pipeline": ("pipeline", "passes"),
+    "low": ("low", "high", "step", "real", "log"),
+    "type": ("type",),
+}
 SPACE_KEYS = ("name", "base", "options", "parameters", "constraints")
 CONFIG_SPACE_OPTIONS = ("grid_stride", "max_threads", "min_threads", "contracts")
 
@@ -347,8 +363,7 @@ def param_from_spec(name: str, spec: Any, *, source: str) -> P.Param:
         if not isinstance(spec, Mapping):
             return P.FixedParam(name, spec)
         kind = next((k for k in PARAM_KEYS if k in spec), None)
-        check_keys(spec, PARAM_KEYS[kind] if kind else {k for keys in PARAM_KEYS.values() for k in keys}, source,
-                   where)  # fmt: skip
+        check_keys(spec, PARAM_KEYS[kind] if kind else {k for keys in PARAM_KEYS.values() for k in keys}, source, where)
         if "fixed" in spec:
             return P.FixedParam(name, spec["fixed"])
         if "choices" in spec or "ordinal" in spec:
@@ -379,8 +394,12 @@ def param_from_spec(name: str, spec: Any, *, source: str) -> P.Param:
             return param
     except (ValueError, TypeError, OverflowError) as exc:
         raise FormatError(source, str(exc)[:500], field=where) from None
-    raise FormatError(source, f"cannot tell the parameter's type from {spec!r}; use bool, fixed, choices, "
-                      "ordinal, powers_of_two, low/high or pipeline", field=where)
+    raise FormatError(
+        source,
+        f"cannot tell the parameter's type from {spec!r}; use bool, fixed, choices, "
+        "ordinal, powers_of_two, low/high or pipeline",
+        field=where,
+    )
 
 
 class DescribedSpace(ConfigSpace):
@@ -388,8 +407,16 @@ class DescribedSpace(ConfigSpace):
 
     name: ClassVar[str] = "described"
 
-    def __init__(self, recording: Any, instance: Any, description: Mapping[str, Any], source: str, *,
-                 _chain: tuple[str, ...] = (), **options: Any):
+    def __init__(
+        self,
+        recording: Any,
+        instance: Any,
+        description: Mapping[str, Any],
+        source: str,
+        *,
+        _chain: tuple[str, ...] = (),
+        **options: Any,
+    ):
         check_keys(description, SPACE_KEYS, source)
         merged = dict(description.get("options") or {})
         merged.update(options)
@@ -430,8 +457,9 @@ class DescribedSpace(ConfigSpace):
 MAX_BASE_CHAIN = 8
 
 
-def load_space(spec: str, recording: Any, instance: Any, options: Mapping[str, Any] | None = None, *,
-               code: bool = False) -> SearchSpace:
+def load_space(
+    spec: str, recording: Any, instance: Any, options: Mapping[str, Any] | None = None, *, code: bool = False
+) -> SearchSpace:
     """A space from a plugin name, a YAML/JSON file, or (with `code=True`) ``path.py:ClassName``.
 
     `code` is True only for a space the user names on the command line or in the Python API: a
@@ -440,8 +468,10 @@ def load_space(spec: str, recording: Any, instance: Any, options: Mapping[str, A
     options = dict(options or {})
     if ".py:" in spec or spec.endswith(".py"):
         if not code:
-            raise UsageError(f"{spec!r} names Python code; a file or a stored study may name only a built-in space "
-                             "or a YAML/JSON space file. Give code explicitly: --space path.py:ClassName")
+            raise UsageError(
+                f"{spec!r} names Python code; a file or a stored study may name only a built-in space "
+                "or a YAML/JSON space file. Give code explicitly: --space path.py:ClassName"
+            )
         if ".py:" not in spec:
             raise UsageError(f"{spec!r}: name the space's class too, as path.py:ClassName")
         path, _, cls_name = spec.rpartition(":")
@@ -470,16 +500,20 @@ def _load_file(path: Path, recording: Any, instance: Any, options: dict[str, Any
     return DescribedSpace(recording, instance, data, str(path), _chain=(*chain, str(path)), **options)
 
 
-def _load_base(base: Any, source: str, recording: Any, instance: Any, options: dict[str, Any],
-               chain: tuple[str, ...]) -> SearchSpace:
+def _load_base(
+    base: Any, source: str, recording: Any, instance: Any, options: dict[str, Any], chain: tuple[str, ...]
+) -> SearchSpace:
     """The space a file's ``base:`` names: a built-in space, or a YAML/JSON file beside it (never code)."""
     if not isinstance(base, str):
         raise FormatError(source, f"names a built-in space or a YAML/JSON file, got {base!r}"[:200], field="base")
     suffix = Path(base).suffix.lower()
     if ".py:" in base or suffix not in ("", ".yaml", ".yml", ".json"):
-        raise FormatError(source, f"{base!r} is not a built-in space or a YAML/JSON space file; a space file never "
-                          "names code (give a Python space on the command line: --space path.py:ClassName)",
-                          field="base")
+        raise FormatError(
+            source,
+            f"{base!r} is not a built-in space or a YAML/JSON space file; a space file never "
+            "names code (give a Python space on the command line: --space path.py:ClassName)",
+            field="base",
+        )
     if not suffix:
         try:
             return load_space(base, recording, instance, options)
@@ -487,8 +521,11 @@ def _load_base(base: Any, source: str, recording: Any, instance: Any, options: d
             raise FormatError(source, str(exc)[:300], field="base") from None
     path = Path(base) if Path(base).is_absolute() else Path(source).parent / base
     if str(path) in chain or len(chain) >= MAX_BASE_CHAIN:
-        raise FormatError(source, f"{base!r} makes a chain of bases that comes back to itself or is longer than "
-                          f"{MAX_BASE_CHAIN} files", field="base")
+        raise FormatError(
+            source,
+            f"{base!r} makes a chain of bases that comes back to itself or is longer than {MAX_BASE_CHAIN} files",
+            field="base",
+        )
     return _load_file(path, recording, instance, options, chain)
 
 
@@ -507,10 +544,13 @@ def _load_class(path: Path, cls_name: str) -> type[SearchSpace]:
         raise UsageError(f"importing space file {path} failed: {exc!r}") from exc
     cls = getattr(module, cls_name, None)
     if not (isinstance(cls, type) and issubclass(cls, SearchSpace)):
-        if isinstance(cls, type) and any(base.__module__.startswith(("mneme.compat.", "mneme.tuning."))
-                                         for base in cls.__mro__):  # the original Mneme API's SearchSpace
-            raise UsageError(f"{path}:{cls_name} is a SearchSpace of the original Mneme API; run it with the "
-                             f"original's tuner: mneme tune --space-module {path}:{cls_name} (or --layout original)")
+        if isinstance(cls, type) and any(
+            base.__module__.startswith(("mneme.compat.", "mneme.tuning.")) for base in cls.__mro__
+        ):  # the original Mneme API's SearchSpace
+            raise UsageError(
+                f"{path}:{cls_name} is a SearchSpace of the original Mneme API; run it with the "
+                f"original's tuner: mneme tune --space-module {path}:{cls_name} (or --layout original)"
+            )
         raise UsageError(f"{path} has no SearchSpace subclass named {cls_name!r}")
     return cls
 

@@ -56,8 +56,15 @@ class RatioInterval:
         return "faster" if self.low > 1.0 else "slower"
 
     def to_dict(self) -> dict[str, float | int | bool | str]:
-        return {"speedup": self.ratio, "low": self.low, "high": self.high, "confidence": self.confidence,
-                "samples": self.samples, "significant": self.significant, "verdict": self.verdict()}
+        return {
+            "speedup": self.ratio,
+            "low": self.low,
+            "high": self.high,
+            "confidence": self.confidence,
+            "samples": self.samples,
+            "significant": self.significant,
+            "verdict": self.verdict(),
+        }
 
     def __str__(self) -> str:
         return f"{self.ratio:.2f}x [{self.low:.2f}, {self.high:.2f}]"
@@ -81,8 +88,10 @@ def _incomplete_beta_fraction(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > tiny else tiny)
     result = d
     for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > tiny else tiny)
             c = 1.0 + numerator / c
@@ -138,8 +147,9 @@ def _logs(values: Sequence[float]) -> np.ndarray:
     return np.log(array)
 
 
-def paired_ratio(baseline: Sequence[float], candidate: Sequence[float],
-                 confidence: float = CONFIDENCE) -> RatioInterval | None:
+def paired_ratio(
+    baseline: Sequence[float], candidate: Sequence[float], confidence: float = CONFIDENCE
+) -> RatioInterval | None:
     """Speedup of `candidate` over `baseline` from interleaved pairs (``baseline[i]`` ran next to
     ``candidate[i]``): the median of the pair ratios, with the distribution-free interval of a
     median (order statistics of the sorted log ratios, binomial tail at 1/2); None with fewer than
@@ -163,15 +173,16 @@ def _median_rank(n: int, confidence: float) -> int:
     tail = (1.0 - confidence) / 2.0
     cumulative, k = 0.0, 0
     for j in range(n + 1):
-        cumulative += math.comb(n, j) / 2.0 ** n
+        cumulative += math.comb(n, j) / 2.0**n
         if cumulative > tail:
             break
         k = j + 1
     return min(k, n // 2)
 
 
-def unpaired_ratio(baseline: Sequence[float], candidate: Sequence[float],
-                   confidence: float = CONFIDENCE) -> RatioInterval | None:
+def unpaired_ratio(
+    baseline: Sequence[float], candidate: Sequence[float], confidence: float = CONFIDENCE
+) -> RatioInterval | None:
     """Speedup of `candidate` over `baseline` from times taken apart (Welch's t on log times); None with
     fewer than two samples on either side."""
     a, b = _logs(baseline), _logs(candidate)
@@ -182,7 +193,7 @@ def unpaired_ratio(baseline: Sequence[float], candidate: Sequence[float],
     if se == 0.0:
         df = float(len(a) + len(b) - 2)
     else:  # Welch-Satterthwaite
-        df = (va + vb) ** 2 / ((va ** 2) / (len(a) - 1) + (vb ** 2) / (len(b) - 1))
+        df = (va + vb) ** 2 / ((va**2) / (len(a) - 1) + (vb**2) / (len(b) - 1))
     return _interval(float(a.mean() - b.mean()), se, df, confidence, min(len(a), len(b)))
 
 

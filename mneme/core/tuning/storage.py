@@ -125,11 +125,17 @@ def open_store(url: str, study_name: str | None, *, create: bool, heartbeat: flo
         off = sorted(plugins.disabled())
         where = f"no plugin keeps tuning results at storage {url!r}"
         if off:  # the store's plugin may be among them
-            raise NoStoreError(f"{where}; plugins disabled in this process: {', '.join(off)} (-p no:NAME): enable "
-                               "the one that provides the store, or install another (`mneme plugins` lists them)")
-        raise NoStoreError(f"{where}; the default store takes journal:PATH or a database URL like sqlite:///path.db "
-                           "or postgresql://user@host/db (other stores come with plugins: `mneme plugins`)")
+            raise NoStoreError(
+                f"{where}; plugins disabled in this process: {', '.join(off)} (-p no:NAME): enable "
+                "the one that provides the store, or install another (`mneme plugins` lists them)"
+            )
+        raise NoStoreError(
+            f"{where}; the default store takes journal:PATH or a database URL like sqlite:///path.db "
+            "or postgresql://user@host/db (other stores come with plugins: `mneme plugins`)"
+        )
     if not isinstance(store, Store):
-        raise PluginError(f"a plugin's mneme_store_for_url returned {type(store).__name__} for {url!r}, not a Store "
-                         "(mneme.core.tuning.storage.Store)")
+        raise PluginError(
+            f"a plugin's mneme_store_for_url returned {type(store).__name__} for {url!r}, not a Store "
+            "(mneme.core.tuning.storage.Store)"
+        )
     return store

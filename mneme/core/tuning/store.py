@@ -89,8 +89,8 @@ class TrialRecord:
             params=dict(trial.params),
             config=attrs_.get("config"),
             # the hash is written right after the configuration: a process killed in between leaves only the latter
-            hash=attrs_.get("hash") or (ExperimentConfiguration.from_dict(attrs_["config"]).hash()
-                                        if attrs_.get("config") else ""),  # fmt: skip
+            hash=attrs_.get("hash")
+            or (ExperimentConfiguration.from_dict(attrs_["config"]).hash() if attrs_.get("config") else ""),
             result=result,
             owner=attrs_.get("owner", {}),
             env=attrs_.get("env") or (attrs_.get("owner") or {}).get("env", ""),
@@ -108,8 +108,9 @@ def status_of_trial(trial: StoredTrial) -> str:
     heartbeat check (which cannot say why) or another process fails it, "interrupted", as is a
     trial failed before it had any status.
     """
-    status = trial.user_attrs.get("status", "running" if trial.state in (TrialState.RUNNING, TrialState.FAIL)
-                                   else trial.state.name.lower())  # fmt: skip
+    status = trial.user_attrs.get(
+        "status", "running" if trial.state in (TrialState.RUNNING, TrialState.FAIL) else trial.state.name.lower()
+    )
     if trial.state == TrialState.RUNNING and status in COUNTED:
         return "running"  # its result is being written right now
     if trial.state == TrialState.FAIL and status in COUNTED | {"running"}:
@@ -176,16 +177,29 @@ class ResultStore:
         """Differences between the stored identity and this run's; raise unless `force`."""
         stored = self.meta
         if stored.get("schema", STORE_SCHEMA) > STORE_SCHEMA:
-            raise UsageError(f"study {self.study_name!r} was written by a newer Mneme (store schema "
-                             f"{stored['schema']}); upgrade Mneme to continue it")
-        labels = {"static_hash": "kernel", "dynamic_hash": "kernel instance", "space": "search space",
-                  "env": "environment (device, driver, toolchain)", "cache": "cache state of timed runs (--cache)",
-                  "timer": "timer of timed runs (--timer)"}
-        diffs = [f"{labels[k]}: stored {stored.get(k)!r}, now {expected.get(k)!r}"
-                 for k in labels if k in stored and stored.get(k) != expected.get(k)]
+            raise UsageError(
+                f"study {self.study_name!r} was written by a newer Mneme (store schema "
+                f"{stored['schema']}); upgrade Mneme to continue it"
+            )
+        labels = {
+            "static_hash": "kernel",
+            "dynamic_hash": "kernel instance",
+            "space": "search space",
+            "env": "environment (device, driver, toolchain)",
+            "cache": "cache state of timed runs (--cache)",
+            "timer": "timer of timed runs (--timer)",
+        }
+        diffs = [
+            f"{labels[k]}: stored {stored.get(k)!r}, now {expected.get(k)!r}"
+            for k in labels
+            if k in stored and stored.get(k) != expected.get(k)
+        ]
         if diffs and not force:
-            raise UsageError(f"study {self.study_name!r} in {self.url} belongs to a different run ("
-                             + "; ".join(diffs) + "); use another --results/--study, or --force to continue anyway")
+            raise UsageError(
+                f"study {self.study_name!r} in {self.url} belongs to a different run ("
+                + "; ".join(diffs)
+                + "); use another --results/--study, or --force to continue anyway"
+            )
         return diffs
 
     def set_environment(self, digest: str, fingerprint: dict[str, Any]) -> None:

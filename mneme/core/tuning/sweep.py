@@ -79,8 +79,9 @@ class Sweep:
 
         data = limits.load_json(limits.read_text(path, "sweep file"), path)
         if not isinstance(data, dict):
-            raise UsageError(f"{path}: not a sweep file; give a results folder or a file written by "
-                             "`mneme samplers export`")
+            raise UsageError(
+                f"{path}: not a sweep file; give a results folder or a file written by `mneme samplers export`"
+            )
         return cls.from_dict(data, path.parent)
 
     @classmethod
@@ -95,12 +96,21 @@ class Sweep:
         record_db = Path(data["record_db"])
         if not record_db.is_absolute():
             record_db = (Path(base) / record_db).resolve()
-        points = {digest: Point(p["params"], p["status"], list(p.get("times") or []), p.get("value"))
-                  for digest, p in data["points"].items()}
+        points = {
+            digest: Point(p["params"], p["status"], list(p.get("times") or []), p.get("value"))
+            for digest, p in data["points"].items()
+        }
         b = data["baseline"]
-        return cls(data["space"], dict(data.get("space_options") or {}), str(record_db), data.get("record_id"),
-                   Point({}, "ok", list(b.get("times") or []), b.get("value")), b.get("hash", ""), points,
-                   dict(data.get("source") or {}))
+        return cls(
+            data["space"],
+            dict(data.get("space_options") or {}),
+            str(record_db),
+            data.get("record_id"),
+            Point({}, "ok", list(b.get("times") or []), b.get("value")),
+            b.get("hash", ""),
+            points,
+            dict(data.get("source") or {}),
+        )
 
 
 def export_sweep(results_dir: Path, relative_to: Path | None = None) -> dict[str, Any]:
@@ -116,8 +126,12 @@ def export_sweep(results_dir: Path, relative_to: Path | None = None) -> dict[str
         if record.status not in EVALUATED or not record.hash or record.hash in points:
             continue
         times = [float(t) for t in (record.result or {}).get("exec_time") or []]
-        points[record.hash] = {"params": record.params, "status": record.status, "times": times,
-                               "value": statistics.median(times) if record.status == "ok" and times else None}
+        points[record.hash] = {
+            "params": record.params,
+            "status": record.status,
+            "times": times,
+            "value": statistics.median(times) if record.status == "ok" and times else None,
+        }
     baseline = store.baseline or {}
     base_times = [float(t) for t in (baseline.get("result") or {}).get("exec_time") or []]
     # Configurations that compiled to code measured already are one experiment (the loop answers them
@@ -141,9 +155,15 @@ def export_sweep(results_dir: Path, relative_to: Path | None = None) -> dict[str
         "space_options": session.get("space_options") or {},
         "record_db": record_db,
         "record_id": meta.get("dynamic_hash"),
-        "baseline": {"hash": baseline.get("hash", ""), "times": base_times,
-                     "value": statistics.median(base_times) if base_times else baseline.get("value")},
+        "baseline": {
+            "hash": baseline.get("hash", ""),
+            "times": base_times,
+            "value": statistics.median(base_times) if base_times else baseline.get("value"),
+        },
         "points": points,
-        "source": {"sampler": session.get("sampler"), "study": session.get("study"),
-                   "environment": session.get("environment") or {}},
+        "source": {
+            "sampler": session.get("sampler"),
+            "study": session.get("study"),
+            "environment": session.get("environment") or {},
+        },
     }

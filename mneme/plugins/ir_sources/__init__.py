@@ -8,5 +8,7 @@ from mneme.core.plugins import Described
 
 @hookimpl
 def mneme_ir_sources():
-    return [Described("embedded", "mneme.plugins.ir_sources.embedded:EmbeddedIRSource"),
-            Described("triton", "mneme.plugins.ir_sources.triton:TritonCacheIRSource")]
+    return [
+        Described("embedded", "mneme.plugins.ir_sources.embedded:EmbeddedIRSource"),
+        Described("triton", "mneme.plugins.ir_sources.triton:TritonCacheIRSource"),
+    ]

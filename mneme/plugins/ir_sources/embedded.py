@@ -40,8 +40,13 @@ def entry_symbols(entry: EmbeddedEntry):
 
 def to_ir_module(entry: EmbeddedEntry, kernel_name: str) -> IRModule:
     return IRModule(
-        kernel_name=kernel_name, arch=entry.arch, data=entry.bitcode, kind="bitcode", source=entry.source,
-        origin=f"{entry.binary}:{SECTION_NAME}@{entry.offset}", ir_source=EmbeddedIRSource.name,
+        kernel_name=kernel_name,
+        arch=entry.arch,
+        data=entry.bitcode,
+        kind="bitcode",
+        source=entry.source,
+        origin=f"{entry.binary}:{SECTION_NAME}@{entry.offset}",
+        ir_source=EmbeddedIRSource.name,
         producer=entry.clang_version,
     )
 

@@ -61,8 +61,12 @@ class TritonCacheIRSource(IRSource):
                     continue
             candidates.append((llir, _arch_of(meta)))
         if not candidates:
-            log.debug("no Triton cache entry in %s for %s%s", root, kernel_name,
-                      " matching the loaded image" if image is not None else "")
+            log.debug(
+                "no Triton cache entry in %s for %s%s",
+                root,
+                kernel_name,
+                " matching the loaded image" if image is not None else "",
+            )
             return None
         usable = [(p, a) for p, a in candidates if arch is None or not a or runs_on(a, arch)]
         if not usable:
@@ -73,12 +77,28 @@ class TritonCacheIRSource(IRSource):
             )
         usable.sort(key=lambda c: c[0].stat().st_mtime, reverse=True)
         if len(usable) > 1:
-            log.warning("Triton kernel %s has %d cached builds in %s; using the newest (%s); give the loaded "
-                        "image to pick the exact one", kernel_name, len(usable), root, usable[0][0].parent.name)
+            log.warning(
+                "Triton kernel %s has %d cached builds in %s; using the newest (%s); give the loaded "
+                "image to pick the exact one",
+                kernel_name,
+                len(usable),
+                root,
+                usable[0][0].parent.name,
+            )
         llir, found_arch = usable[0]
         data = llir.read_bytes()
         if kernel_name not in module_symbols(data, str(llir)).kernels:
             log.debug("%s does not define kernel %s", llir, kernel_name)
             return None
-        return [IRModule(kernel_name=kernel_name, arch=found_arch or (arch or ""), data=data, kind="text",
-                         source=str(llir), origin=str(llir), ir_source=self.name, producer="triton")]
+        return [
+            IRModule(
+                kernel_name=kernel_name,
+                arch=found_arch or (arch or ""),
+                data=data,
+                kind="text",
+                source=str(llir),
+                origin=str(llir),
+                ir_source=self.name,
+                producer="triton",
+            )
+        ]

@@ -82,7 +82,9 @@ class ExhaustiveSampler(Sampler):
         if variant:
             raise UsageError(f"sampler 'exhaustive' has no variants, got 'exhaustive:{variant}'")
         if options:  # an option it ignored would let a misspelt one look accepted
-            raise UsageError(f"sampler 'exhaustive' takes no options (--sampler-option), got {', '.join(sorted(options))}")
+            raise UsageError(
+                f"sampler 'exhaustive' takes no options (--sampler-option), got {', '.join(sorted(options))}"
+            )
         super().__init__(variant, seed=seed, **options)
         self._points: Iterator[dict[str, Any]] | None = None
         self._taken: set[str] = set()
@@ -93,16 +95,20 @@ class ExhaustiveSampler(Sampler):
         enumeration = space.sample_exhaustive()
         points = list(itertools.islice(enumeration, MAX_LISTED))
         if len(points) == MAX_LISTED:  # too many to hold: the enumeration's order, said so
-            self.note = (f"exhaustive: the space has more than {MAX_LISTED} points; they are visited in the "
-                         "enumeration's order (use another sampler to cover it within --trials)")
+            self.note = (
+                f"exhaustive: the space has more than {MAX_LISTED} points; they are visited in the "
+                "enumeration's order (use another sampler to cover it within --trials)"
+            )
             log.warning("%s", self.note)
             self._points = itertools.chain(points, enumeration)
             return
         if self.budget is not None and self.budget < len(points):
             points = space_filling_order(points, self.budget, self.seed)
-            self.note = (f"exhaustive: the space has {len(points)} feasible points and --trials {self.budget} covers "
-                         f"{self.budget} of them, visited in a space-filling order (farthest point first), not "
-                         "the enumeration's first corner")
+            self.note = (
+                f"exhaustive: the space has {len(points)} feasible points and --trials {self.budget} covers "
+                f"{self.budget} of them, visited in a space-filling order (farthest point first), not "
+                "the enumeration's first corner"
+            )
             log.info("%s", self.note)
         self._points = iter(points)
 

@@ -84,14 +84,19 @@ class FailureMemory:
         for (d, value), count in suspects.items():
             if count >= 2:
                 self.banned[d].add(value)
-        self.frozen = {d for d in self._dims
-                       if len(self.banned[d]) >= FREEZE_AFTER and len(self.banned[d]) >= len(self.proven[d])}
+        self.frozen = {
+            d for d in self._dims if len(self.banned[d]) >= FREEZE_AFTER and len(self.banned[d]) >= len(self.proven[d])
+        }
         self._cautious = bool(self._history) and len(failed) > CAUTIOUS_SHARE * len(self._history)
         if (self.banned, self.frozen) != before:
             for d in self._dims:
                 if self.banned[d] and self.banned[d] != before[0].get(d):
-                    log.info("guided: %s = %s failed; not proposed again%s", d, ", ".join(sorted(self.banned[d])),
-                             f" ({d} narrowed to {', '.join(sorted(self.proven[d]))})" if d in self.frozen else "")
+                    log.info(
+                        "guided: %s = %s failed; not proposed again%s",
+                        d,
+                        ", ".join(sorted(self.banned[d])),
+                        f" ({d} narrowed to {', '.join(sorted(self.proven[d]))})" if d in self.frozen else "",
+                    )
 
     def allows(self, encoded: Mapping[str, Any]) -> bool:
         """False for a point with a banned value, an unproven value of a frozen dimension, or (while failures

@@ -102,8 +102,10 @@ class GuidedSampler(Sampler):
         random.Random(f"{self.seed}:rest").shuffle(rest)  # for when the local search runs dry (own stream)
         self._start = chosen + design[:count]
         self._design = design[count:] + rest
-        self.note = (f"guided: {'the recorded configuration, ' if recorded is not None else ''}"
-                     f"{min(count, len(design))} space-filling point(s), then a local search around the best")
+        self.note = (
+            f"guided: {'the recorded configuration, ' if recorded is not None else ''}"
+            f"{min(count, len(design))} space-filling point(s), then a local search around the best"
+        )
         log.info("%s", self.note)
 
     def _candidates(self, space: Any) -> list[dict[str, Any]]:
@@ -178,8 +180,9 @@ class GuidedSampler(Sampler):
                 columns.append([_unit(dist, p.get(name), low, high) for p in points])
         return np.asarray(columns, dtype=float).T
 
-    def _space_filling(self, points: list[dict[str, Any]], chosen: list[dict[str, Any]],
-                       count: int) -> list[dict[str, Any]]:
+    def _space_filling(
+        self, points: list[dict[str, Any]], chosen: list[dict[str, Any]], count: int
+    ) -> list[dict[str, Any]]:
         """Up to `count` of `points` (not in `chosen`) in a greedy maximin order that complements `chosen`.
 
         Each next point is the farthest from every point chosen so far and brings new values along each
@@ -284,8 +287,9 @@ class GuidedSampler(Sampler):
             if values is None:  # a real dimension: one step of REAL_STEP of its range either way
                 low, high = _real_bounds(dist)
                 for sign in (-1, 1):
-                    moved = _from_unit(dist, min(1.0, max(0.0, _unit(dist, current, low, high) + sign * REAL_STEP)),
-                                       low, high)
+                    moved = _from_unit(
+                        dist, min(1.0, max(0.0, _unit(dist, current, low, high) + sign * REAL_STEP)), low, high
+                    )
                     if moved != current:
                         out.append({**encoded, name: moved})
                 continue

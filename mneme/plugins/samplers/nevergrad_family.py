@@ -77,8 +77,8 @@ class NevergradSampler(Sampler):
             parametrization.random_state.seed(self.seed)
         try:
             self._optimizer = ng.optimizers.registry[self.variant](
-                parametrization=parametrization, budget=self.budget, num_workers=max(1, self.parallel),
-                **self.options)
+                parametrization=parametrization, budget=self.budget, num_workers=max(1, self.parallel), **self.options
+            )
         except (TypeError, ValueError) as exc:
             raise UsageError(f"cannot create nevergrad optimizer {self.variant}: {exc}") from exc
 
@@ -97,10 +97,14 @@ class NevergradSampler(Sampler):
 
         try:
             candidate = self._optimizer.parametrization.spawn_child(
-                new_value={name: encoded[name] for name in self._dists})
+                new_value={name: encoded[name] for name in self._dists}
+            )
             self._optimizer.tell(candidate, value)
         except (ng.errors.TellNotAskedNotSupportedError, ValueError, KeyError) as exc:
             if not self._warned:
                 self._warned = True
-                log.warning("nevergrad:%s cannot learn from results it did not ask for (%s); it starts afresh",
-                            self.variant, exc)
+                log.warning(
+                    "nevergrad:%s cannot learn from results it did not ask for (%s); it starts afresh",
+                    self.variant,
+                    exc,
+                )

@@ -69,15 +69,17 @@ class OptunaSampler(Sampler):
         cls = getattr(optuna.samplers, class_name, None)
         if not (isinstance(cls, type) and issubclass(cls, optuna.samplers.BaseSampler)):
             known = ", ".join(sorted(ALIASES))
-            raise UsageError(f"unknown Optuna sampler {self.variant!r}; use one of {known} or a class name "
-                             "of optuna.samplers")
+            raise UsageError(
+                f"unknown Optuna sampler {self.variant!r}; use one of {known} or a class name of optuna.samplers"
+            )
         if class_name in NEEDS:
             module, extra = NEEDS[class_name]
             if importlib.util.find_spec(module) is None:
                 if extra:
                     raise MissingExtraError(f"optuna:{self.variant}", extra)
-                raise UsageError(f"sampler optuna:{self.variant} needs the Python package {module!r}: "
-                                 f"pip install {module}")
+                raise UsageError(
+                    f"sampler optuna:{self.variant} needs the Python package {module!r}: pip install {module}"
+                )
         self.cls = cls
         # Only samplers that read constraints are told them (CMA-ES warns about unused ones).
         self.uses_constraints = "constraints_func" in inspect.signature(cls.__init__).parameters
@@ -118,9 +120,15 @@ class OptunaSampler(Sampler):
         if self.uses_constraints and hasattr(optuna.trial.Trial, "set_constraint"):
             extra["constraints"] = {CONSTRAINT_KEY: -1.0 if feasible else 1.0}
         try:
-            self._study.add_trial(optuna.trial.create_trial(
-                params=params, distributions={name: self._dists[name] for name in params}, value=value,
-                user_attrs={"status": "ok" if feasible else INFEASIBLE}, **extra))
+            self._study.add_trial(
+                optuna.trial.create_trial(
+                    params=params,
+                    distributions={name: self._dists[name] for name in params},
+                    value=value,
+                    user_attrs={"status": "ok" if feasible else INFEASIBLE},
+                    **extra,
+                )
+            )
         except ValueError as exc:  # a point of another space version: nothing to learn from it
             log.debug("optuna:%s cannot learn from %s: %s", self.variant, params, exc)
 
@@ -132,9 +140,10 @@ class OptunaSampler(Sampler):
         if "constraints_func" in accepted and not hasattr(optuna.trial.Trial, "set_constraint"):
             kwargs.setdefault("constraints_func", constraint_violation)
         if "search_space" in accepted and self.space is not None:
-            kwargs.setdefault("search_space", {
-                name: p.encoded_values() for name, p in self.space.primitives().items() if p.distribution()
-            })
+            kwargs.setdefault(
+                "search_space",
+                {name: p.encoded_values() for name, p in self.space.primitives().items() if p.distribution()},
+            )
         from mneme.core.keys import check_keys
 
         check_keys(kwargs, set(accepted) - {"self"}, None, f"sampler optuna:{self.variant} options", error=UsageError)

@@ -26,8 +26,15 @@ log = logging.getLogger(__name__)
 PLOTS = ("history", "importances", "parallel-coordinates", "slice")
 
 
-def write_study_plots(records: list[TrialRecord], out_dir: Path, kinds: tuple[str, ...], *, kernel: str = "",
-                      marks: dict[str, float] | None = None, script: str | None = None) -> list[Path]:
+def write_study_plots(
+    records: list[TrialRecord],
+    out_dir: Path,
+    kinds: tuple[str, ...],
+    *,
+    kernel: str = "",
+    marks: dict[str, float] | None = None,
+    script: str | None = None,
+) -> list[Path]:
     """Each plot of `PLOTS` as PNG (matplotlib, Agg backend) and HTML (plotly), as `kinds` ask; a plot the
     trials cannot make (importances of a single trial, say) or a plotting library's failure is skipped with a
     warning. `marks`: label -> seconds of the lines drawn on the history. Returns the files written."""
@@ -111,8 +118,12 @@ def _plotters(kind: str, script: str | None = None) -> tuple[dict[str, Any], Any
 
 
 def _plot_functions(module: Any) -> dict[str, Any]:
-    return {"history": module.plot_optimization_history, "importances": module.plot_param_importances,
-            "parallel-coordinates": module.plot_parallel_coordinate, "slice": module.plot_slice}
+    return {
+        "history": module.plot_optimization_history,
+        "importances": module.plot_param_importances,
+        "parallel-coordinates": module.plot_parallel_coordinate,
+        "slice": module.plot_slice,
+    }
 
 
 def ran_value(name: str, config: dict[str, Any] | None, encoded: Any) -> Any:
@@ -159,8 +170,9 @@ def display_trials(trials: list[TrialRecord], scale: float) -> list[optuna.trial
         for name, encoded in t.params.items():
             value = ran_value(name, t.config, encoded)
             params[name] = label(value) if isinstance(dists[name], CategoricalDistribution) else value
-        out.append(optuna.trial.create_trial(params=params, distributions={n: dists[n] for n in params},
-                                             value=t.value * scale))
+        out.append(
+            optuna.trial.create_trial(params=params, distributions={n: dists[n] for n in params}, value=t.value * scale)
+        )
     return out
 
 
@@ -185,8 +197,9 @@ def decorate_plotly(figure: Any, name: str, kernel: str, unit: str, marks: dict[
         figure.data = tuple(d for d in figure.data if d.name != "Best Value")  # the report's best instead
         figure.update_yaxes(title_text=f"time ({unit})")
         for text, (value, kind) in _lines(marks).items():
-            figure.add_hline(y=value, line_dash={"baseline": "dash"}.get(kind, "dot"), line_color="grey",
-                             annotation_text=text)
+            figure.add_hline(
+                y=value, line_dash={"baseline": "dash"}.get(kind, "dot"), line_color="grey", annotation_text=text
+            )
     return figure
 
 
@@ -226,8 +239,7 @@ def decorate_matplotlib(axes: Any, name: str, kernel: str, unit: str, marks: dic
 def _lines(marks: dict[str, float]) -> dict[str, tuple[float, str]]:
     """Legend text -> (value, "baseline" | "best") of the lines to draw on the history."""
     kinds = {"recorded configuration": "baseline"}
-    return {f"{key}: {value:.4g}": (value, kinds.get(key, "best")) for key, value in marks.items()
-            if value is not None}
+    return {f"{key}: {value:.4g}": (value, kinds.get(key, "best")) for key, value in marks.items() if value is not None}
 
 
 def _unquote(value: Any) -> Any:

@@ -50,16 +50,21 @@ def open_storage(url: str, heartbeat: float | None = None, on_stale: Any = None)
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
-        path = Path(url[len("journal:"):])
+        path = Path(url[len("journal:") :])
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
     if "://" not in url:
-        raise UsageError(f"--storage {url!r} is neither journal:PATH nor a database URL like "
-                         "postgresql://user@host/db or sqlite:///path.db")
+        raise UsageError(
+            f"--storage {url!r} is neither journal:PATH nor a database URL like "
+            "postgresql://user@host/db or sqlite:///path.db"
+        )
     if url.startswith("postgresql"):
         # psycopg is SQLAlchemy's PostgreSQL driver here; it comes with the postgres extra.
-        require("psycopg2" if url.startswith("postgresql+psycopg2") else "psycopg", "postgres",
-                f"storage {url.split('://')[0]}://")
+        require(
+            "psycopg2" if url.startswith("postgresql+psycopg2") else "psycopg",
+            "postgres",
+            f"storage {url.split('://')[0]}://",
+        )
     kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}
@@ -67,8 +72,11 @@ def open_storage(url: str, heartbeat: float | None = None, on_stale: Any = None)
     beat: dict[str, Any] = {}
     if heartbeat:
         interval = max(1, math.ceil(heartbeat))
-        beat = {"heartbeat_interval": interval, "grace_period": max(1, math.ceil(grace_for(interval))),
-                "heartbeat_stale_trial_callback": on_stale}
+        beat = {
+            "heartbeat_interval": interval,
+            "grace_period": max(1, math.ceil(grace_for(interval))),
+            "heartbeat_stale_trial_callback": on_stale,
+        }
         # The session records heartbeats itself (ask/tell, not Study.optimize); Optuna warns at every ask.
         warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
     for attempt in range(SCHEMA_RETRIES):
@@ -163,10 +171,17 @@ def stored(trial: optuna.trial.FrozenTrial) -> StoredTrial:
     """Mneme's snapshot of an Optuna trial (its mappings are the storage's: read, never written)."""
     state = _STATES[trial.state]
     values = trial.values if state is TrialState.COMPLETE else None  # (`value` re-checks the objectives each read)
-    return StoredTrial(number=trial.number, id=trial._trial_id, state=state, params=trial.params,
-                       value=values[0] if values else None, user_attrs=trial.user_attrs,
-                       system_attrs=trial.system_attrs, started=trial.datetime_start,
-                       completed=trial.datetime_complete)
+    return StoredTrial(
+        number=trial.number,
+        id=trial._trial_id,
+        state=state,
+        params=trial.params,
+        value=values[0] if values else None,
+        user_attrs=trial.user_attrs,
+        system_attrs=trial.system_attrs,
+        started=trial.datetime_start,
+        completed=trial.datetime_complete,
+    )
 
 
 def _finished(trial_id: int) -> TrialFinished:
@@ -186,7 +201,9 @@ class OptunaStore:
     @classmethod
     def open(cls, url: str, study_name: str | None, *, create: bool, heartbeat: float | None = None) -> OptunaStore:
         """The study `study_name` at `url` (see `mneme.core.tuning.storage.open_store`)."""
-        logs.quiet_third_party("optuna")  # Optuna reset its logger to INFO when imported; -q/-v decide (mneme.core.logs)
+        logs.quiet_third_party(
+            "optuna"
+        )  # Optuna reset its logger to INFO when imported; -q/-v decide (mneme.core.logs)
         found: list = []
         storage = open_storage(url, heartbeat, lambda study, trial: found.append(trial))
         names = [s.study_name for s in optuna.get_all_study_summaries(storage)]
@@ -195,18 +212,23 @@ class OptunaStore:
                 raise UsageError(f"storage {url}: a new study needs a name")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-                study = optuna.create_study(storage=storage, study_name=study_name, sampler=_PinnedSampler(),
-                                            direction="minimize", load_if_exists=True)
+                study = optuna.create_study(
+                    storage=storage,
+                    study_name=study_name,
+                    sampler=_PinnedSampler(),
+                    direction="minimize",
+                    load_if_exists=True,
+                )
             return cls(study, url, created=study_name not in names, stale_found=found)
         if study_name is None:
             if len(names) != 1:
-                raise UsageError(f"storage {url} holds {len(names)} studies ({', '.join(names) or 'none'}); "
-                                 "name one")
+                raise UsageError(f"storage {url} holds {len(names)} studies ({', '.join(names) or 'none'}); name one")
             study_name = names[0]
         if study_name not in names:
             raise UsageError(f"storage {url} has no study {study_name!r}; it holds: {', '.join(names) or 'none'}")
-        return cls(optuna.load_study(storage=storage, study_name=study_name, sampler=_PinnedSampler()), url,
-                   stale_found=found)
+        return cls(
+            optuna.load_study(storage=storage, study_name=study_name, sampler=_PinnedSampler()), url, stale_found=found
+        )
 
     @property
     def has_heartbeat(self) -> bool:
@@ -225,8 +247,13 @@ class OptunaStore:
     def ask(self, domains: Mapping[str, distributions.Distribution], point: Mapping[str, Any]) -> StoredTrial:
         self.study.sampler.pin(point)
         trial = self.study.ask(optuna_distributions(domains))
-        return StoredTrial(number=trial.number, id=trial._trial_id, state=TrialState.RUNNING, params=dict(trial.params),
-                           started=trial.datetime_start)
+        return StoredTrial(
+            number=trial.number,
+            id=trial._trial_id,
+            state=TrialState.RUNNING,
+            params=dict(trial.params),
+            started=trial.datetime_start,
+        )
 
     def enqueue(self, point: Mapping[str, Any]) -> None:
         self.study.enqueue_trial(dict(point))

@@ -6,8 +6,13 @@ from mneme.core.hookspecs import hookimpl
 from mneme.core.plugins import Described
 
 # Described, not imported: listing the spaces must not import the tuning core (Optuna, numpy).
-_SPACES = {"quick": "QuickSpace", "launch": "LaunchSpace", "compiler": "CompilerSpace",
-           "standard": "StandardSpace", "full": "FullSpace"}
+_SPACES = {
+    "quick": "QuickSpace",
+    "launch": "LaunchSpace",
+    "compiler": "CompilerSpace",
+    "standard": "StandardSpace",
+    "full": "FullSpace",
+}
 
 
 @hookimpl

@@ -72,8 +72,10 @@ class BuiltinSpace(ConfigSpace):
         super().__init__(recording, instance, **options)
         wanted = self.features if self.features != ALL else frozenset(toggles)
         self.enabled = {f for f in toggles if as_bool(options.get(f, f in wanted), f)}
-        self.knobs = sorted((k for k in params.knobs().values() if k.feature and k.search is not None),
-                            key=lambda k: _STAGE_ORDER[k.stage])
+        self.knobs = sorted(
+            (k for k in params.knobs().values() if k.feature and k.search is not None),
+            key=lambda k: _STAGE_ORDER[k.stage],
+        )
         for feature in {k.feature for k in self.knobs} - set(options):
             backends = {b for k in self.knobs if k.feature == feature for b in k.backends}
             if backends and self.backend not in backends:
@@ -132,8 +134,14 @@ class BuiltinSpace(ConfigSpace):
 
     def _grid_values(self, axis: str) -> list[int]:
         recorded = self.baseline().grid.as_tuple()[AXES.index(axis)]
-        values = {max(1, recorded // 8), max(1, recorded // 4), max(1, recorded // 2), recorded,
-                  recorded * 2, recorded * 4}
+        values = {
+            max(1, recorded // 8),
+            max(1, recorded // 4),
+            max(1, recorded // 2),
+            recorded,
+            recorded * 2,
+            recorded * 4,
+        }
         return sorted(values)
 
     def dimensions(self) -> dict[str, P.Param]:
@@ -161,8 +169,9 @@ class BuiltinSpace(ConfigSpace):
         for feature in KNOB_FEATURES + tuple(sorted({k.feature for k in self.knobs} - set(KNOB_FEATURES))):
             if feature in on:
                 for knob in self.knobs:
-                    if knob.feature == feature and (not knob.backends or self.backend in knob.backends
-                                                    or feature in self.options):
+                    if knob.feature == feature and (
+                        not knob.backends or self.backend in knob.backends or feature in self.options
+                    ):
                         dims[knob.name] = knob_param(knob)
         if not dims:
             raise UsageError(f"space {self.name!r}: every feature is off; nothing to tune")

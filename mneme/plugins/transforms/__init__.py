@@ -6,4 +6,3 @@ set_launch_bounds 60, fast_math 70), `enabled(ctx)` reading `ctx.config`, and
 `apply(module, variant_hash, ctx) -> (module, variant_hash)`; derive the new hash with
 `mneme.core.ir.combine_hash(variant_hash, name, parameters...)`.
 """
-

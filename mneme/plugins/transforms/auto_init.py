@@ -25,7 +25,9 @@ def remove_auto_init(module, label: str = "module"):
     for line in text.split("\n"):
         stripped = line.lstrip()
         # stores and memset calls have no result: dropping them leaves no dangling use
-        if marks.search(line) and (stripped.startswith("store ") or re.match(r"(tail |notail )?call void @llvm\.mem(set|cpy)", stripped)):
+        if marks.search(line) and (
+            stripped.startswith("store ") or re.match(r"(tail |notail )?call void @llvm\.mem(set|cpy)", stripped)
+        ):
             removed += 1
             continue
         kept.append(line)

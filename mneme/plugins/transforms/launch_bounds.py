@@ -23,9 +23,13 @@ _SIMDS_PER_CU, _WAVE, _MAX_WAVES_PER_EU = 4, 64, 8
 def set_launch_bounds(module, kernel_name: str, max_threads: int, min_blocks_per_sm: int = 1):
     """Return a new module whose kernel carries the launch bounds; raises UsageError when out of range."""
     if not isinstance(max_threads, int) or not 1 <= max_threads <= MAX_THREADS:
-        raise UsageError(f"launch bounds for kernel {kernel_name!r}: max_threads must be 1..{MAX_THREADS}, not {max_threads!r}")
+        raise UsageError(
+            f"launch bounds for kernel {kernel_name!r}: max_threads must be 1..{MAX_THREADS}, not {max_threads!r}"
+        )
     if not isinstance(min_blocks_per_sm, int) or min_blocks_per_sm < 1:
-        raise UsageError(f"launch bounds for kernel {kernel_name!r}: min_blocks_per_sm must be >= 1, not {min_blocks_per_sm!r}")
+        raise UsageError(
+            f"launch bounds for kernel {kernel_name!r}: min_blocks_per_sm must be >= 1, not {min_blocks_per_sm!r}"
+        )
     ir.find_kernel(module, kernel_name)
     text = str(module)
     if module_target(module) == "amdgpu":
@@ -41,8 +45,10 @@ def set_launch_bounds(module, kernel_name: str, max_threads: int, min_blocks_per
             # The kernel fixes its block size (Triton: num_warps * 32); .maxntid may not join .reqntid.
             threads = math.prod(int(v) for v in required.split(","))
             if max_threads < threads:
-                raise UsageError(f"launch bounds for kernel {kernel_name!r}: it requires blocks of exactly "
-                                 f"{threads} threads, so max_threads {max_threads} is impossible")
+                raise UsageError(
+                    f"launch bounds for kernel {kernel_name!r}: it requires blocks of exactly "
+                    f"{threads} threads, so max_threads {max_threads} is impossible"
+                )
             add = {}
         if min_blocks_per_sm > 1:
             add["nvvm.minctasm"] = str(min_blocks_per_sm)

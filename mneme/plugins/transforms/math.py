@@ -12,8 +12,13 @@ from mneme.core import ir
 from mneme.core.pipeline import Transform, TransformContext
 
 _FP_OP = re.compile(r"(= (?:fadd|fsub|fmul|fdiv|frem|fneg|fcmp) )(?!fast )")
-_FP_ATTRS = {"denormal-fp-math-f32": "preserve-sign,preserve-sign", "no-signed-zeros-fp-math": "true",
-             "no-nans-fp-math": "true", "no-infs-fp-math": "true", "approx-func-fp-math": "true"}  # fmt: skip
+_FP_ATTRS = {
+    "denormal-fp-math-f32": "preserve-sign,preserve-sign",
+    "no-signed-zeros-fp-math": "true",
+    "no-nans-fp-math": "true",
+    "no-infs-fp-math": "true",
+    "approx-func-fp-math": "true",
+}
 
 
 def fast_math(module, label: str = "module"):
@@ -24,8 +29,12 @@ def fast_math(module, label: str = "module"):
     out, last = [], 0
     for _name, start, body, end in spans:
         out.append(text[last:body])
-        out.append("\n".join(ir.sub_outside_strings(_FP_OP, lambda m: m.group(1) + "fast ", line)
-                             for line in text[body:end].split("\n")))  # fmt: skip
+        out.append(
+            "\n".join(
+                ir.sub_outside_strings(_FP_OP, lambda m: m.group(1) + "fast ", line)
+                for line in text[body:end].split("\n")
+            )
+        )
         last = end
     out.append(text[last:])
     return ir.reparse("".join(out), f"{label} with fast math")

@@ -42,13 +42,13 @@ def constant_text(type_text: str, data: bytes) -> str:
         return str(value)
     if type_text == "float":
         (value,) = struct.unpack("<f", data[:4])
-        return f'0x{struct.unpack("<Q", struct.pack("<d", value))[0]:016X}'
+        return f"0x{struct.unpack('<Q', struct.pack('<d', value))[0]:016X}"
     if type_text == "double":
-        return f'0x{int.from_bytes(data[:8], "little"):016X}'
+        return f"0x{int.from_bytes(data[:8], 'little'):016X}"
     if type_text == "half":
-        return f'0xH{int.from_bytes(data[:2], "little"):04X}'
+        return f"0xH{int.from_bytes(data[:2], 'little'):04X}"
     if type_text == "bfloat":
-        return f'0xR{int.from_bytes(data[:2], "little"):04X}'
+        return f"0xR{int.from_bytes(data[:2], 'little'):04X}"
     if type_text.startswith("ptr"):
         value = int.from_bytes(data[:8], "little")
         return "null" if value == 0 else f"inttoptr (i64 {value} to {type_text})"
@@ -82,8 +82,10 @@ def specialize_args(module, kernel_name: str, args: bytes, indexes: Sequence[int
                 f"(indexes 0..{len(params) - 1})"
             )
     if arg_layout is not None and len(arg_layout) != len(params):
-        raise UsageError(f"the recording describes {len(arg_layout)} arguments, but kernel {kernel_name!r} "
-                         f"has {len(params)} parameters in its IR; is it the right IR?")  # fmt: skip
+        raise UsageError(
+            f"the recording describes {len(arg_layout)} arguments, but kernel {kernel_name!r} "
+            f"has {len(params)} parameters in its IR; is it the right IR?"
+        )
     tokens = _arg_tokens(fn)
     text = str(module)
     _, body, end = ir.function_span(text, kernel_name)
@@ -92,17 +94,25 @@ def specialize_args(module, kernel_name: str, args: bytes, indexes: Sequence[int
     replaced_structs: dict[int, str] = {}
     for index in sorted(set(indexes)):
         param = params[index]
-        offset, size = (arg_layout[index].offset, arg_layout[index].size) if arg_layout is not None else (param.offset, param.size)
+        offset, size = (
+            (arg_layout[index].offset, arg_layout[index].size) if arg_layout is not None else (param.offset, param.size)
+        )
         chunk = bytes(args[offset : offset + size])
         if len(chunk) < size:
-            raise UsageError(f"the argument buffer ({len(args)} bytes) ends before argument {index} of kernel "
-                             f"{kernel_name!r} (bytes {offset}..{offset + size})")  # fmt: skip
+            raise UsageError(
+                f"the argument buffer ({len(args)} bytes) ends before argument {index} of kernel "
+                f"{kernel_name!r} (bytes {offset}..{offset + size})"
+            )
         arg_type = str(list(fn.arguments)[index].type)
         if param.kind == "struct":
             space = re.search(r"addrspace\((\d+)\)", arg_type)
             if not arg_type.startswith("ptr") or (space and space.group(1) == "4"):
-                log.warning("not specializing argument %d of %s: a by-value aggregate passed as %s",
-                            index, kernel_name, arg_type)  # fmt: skip
+                log.warning(
+                    "not specializing argument %d of %s: a by-value aggregate passed as %s",
+                    index,
+                    kernel_name,
+                    arg_type,
+                )
                 continue
             # write the recorded bytes into the by-value copy on entry: loads fold to constants,
             # and the store dies with the copy; correct even if the kernel writes the struct
@@ -113,7 +123,11 @@ def specialize_args(module, kernel_name: str, args: bytes, indexes: Sequence[int
         replacements[index] = constant_text(arg_type, chunk)
     if not replacements and not entry_stores:
         return module, {}
-    pattern = re.compile("(?:" + "|".join(re.escape(tokens[i]) for i in replacements) + r")(?![-\w.$])") if replacements else None
+    pattern = (
+        re.compile("(?:" + "|".join(re.escape(tokens[i]) for i in replacements) + r")(?![-\w.$])")
+        if replacements
+        else None
+    )
     lookup = {tokens[i]: value for i, value in replacements.items()}
     lines = text[body:end].split("\n")
     if replacements:
@@ -135,8 +149,10 @@ class SpecializeArgs(Transform):
 
     def apply(self, module, variant_hash, ctx):
         if ctx.args is None:
-            raise UsageError(f"the configuration specializes arguments of kernel {ctx.kernel_name!r}, "
-                             "but no recorded argument bytes were given")  # fmt: skip
+            raise UsageError(
+                f"the configuration specializes arguments of kernel {ctx.kernel_name!r}, "
+                "but no recorded argument bytes were given"
+            )
         if ctx.specialize_indexes is not None:
             indexes = list(ctx.specialize_indexes)
         elif ctx.arg_layout is not None:
@@ -165,7 +181,14 @@ def _amdgpu_dim_loads(text: str, grid: dim3, block: dim3) -> list[tuple[str, int
         if kind == "implicitarg":  # code object v5: hidden_block_count_{x,y,z}, hidden_group_size_{x,y,z}
             fields = {0: grid.x, 4: grid.y, 8: grid.z, 12: block.x, 14: block.y, 16: block.z}
         else:  # v4 dispatch packet: workgroup_size_{x,y,z} (u16), grid_size_{x,y,z} (u32, in work-items)
-            fields = {4: block.x, 6: block.y, 8: block.z, 12: grid.x * block.x, 16: grid.y * block.y, 20: grid.z * block.z}
+            fields = {
+                4: block.x,
+                6: block.y,
+                8: block.z,
+                12: grid.x * block.x,
+                16: grid.y * block.y,
+                20: grid.z * block.z,
+            }
         pointers = {0: base}
         for gep in re.finditer(_GEP.format(base=re.escape(base)), text, re.MULTILINE):
             pointers[int(gep.group(2))] = gep.group(1)
@@ -222,8 +245,12 @@ def specialize_dims(module, kernel_name: str, grid: dim3, block: dim3):
 
     def amdgpu(fn_text: str) -> str:
         for pattern, value in _amdgpu_dim_loads(fn_text, grid, block):
-            fn_text = re.sub(pattern, lambda m, v=value: f"{m.group(1)}{m.group(2)} = add {m.group(3)} {v}, 0",
-                             fn_text, flags=re.MULTILINE)  # fmt: skip
+            fn_text = re.sub(
+                pattern,
+                lambda m, v=value: f"{m.group(1)}{m.group(2)} = add {m.group(3)} {v}, 0",
+                fn_text,
+                flags=re.MULTILINE,
+            )
         return fn_text
 
     if module_target(module) == "amdgpu":
@@ -235,7 +262,9 @@ def specialize_dims(module, kernel_name: str, grid: dim3, block: dim3):
 def _set_range(line: str, low: int, high: int) -> str:
     line = re.sub(r"range\(i32 -?\d+, -?\d+\) ", "", line)
     line = re.sub(r", !range ![0-9]+", "", line)
-    return re.sub(r"(call [^@]*?)(i32 @)", lambda m: f"{m.group(1)}range(i32 {low}, {high}) {m.group(2)}", line, count=1)
+    return re.sub(
+        r"(call [^@]*?)(i32 @)", lambda m: f"{m.group(1)}range(i32 {low}, {high}) {m.group(2)}", line, count=1
+    )
 
 
 def specialize_dims_assume(module, kernel_name: str, grid: dim3, block: dim3):
@@ -257,11 +286,14 @@ def specialize_dims_assume(module, kernel_name: str, grid: dim3, block: dim3):
     def amdgpu(fn_text: str) -> str:
         fn_text = _AMD_ID.sub(lambda m: _set_range(m.group(0), *amd_ranges[m.group(3)](m.group(4))), fn_text)
         for pattern, value in _amdgpu_dim_loads(fn_text, grid, block):
+
             def assume(m, v=value):
                 counter[0] += 1
                 flag = f"%mneme.dim{counter[0]}"
-                return (f"{m.group(0)}\n{m.group(1)}{flag} = icmp eq {m.group(3)} {m.group(2)}, {v}\n"
-                        f"{m.group(1)}call void @llvm.assume(i1 {flag})")  # fmt: skip
+                return (
+                    f"{m.group(0)}\n{m.group(1)}{flag} = icmp eq {m.group(3)} {m.group(2)}, {v}\n"
+                    f"{m.group(1)}call void @llvm.assume(i1 {flag})"
+                )
 
             fn_text = re.sub(pattern, assume, fn_text, flags=re.MULTILINE)
         return fn_text

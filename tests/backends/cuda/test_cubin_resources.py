@@ -37,8 +37,12 @@ def _ptx(arch: str) -> str:
 def _ptxas_v(ptx: str, arch: str, tmp_path: Path, *flags: str) -> str:
     src = tmp_path / f"k_{arch}.ptx"
     src.write_text(ptx)
-    proc = subprocess.run([codegen.ptxas_path(), f"-arch={arch}", "-v", *flags, str(src), "-o", str(tmp_path / "o.cubin")],
-                          capture_output=True, text=True, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [codegen.ptxas_path(), f"-arch={arch}", "-v", *flags, str(src), "-o", str(tmp_path / "o.cubin")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return proc.stdout + proc.stderr
 
 
@@ -53,8 +57,16 @@ def _grab(pattern: str, text: str) -> int:
     return int(found.group(1)) if found else 0
 
 
-ASSEMBLERS = ["ptxas", pytest.param("nvjitlink", marks=pytest.mark.skipif(
-    codegen.ptx_assembler() != "nvjitlink", reason="nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed"))]  # fmt: skip
+ASSEMBLERS = [
+    "ptxas",
+    pytest.param(
+        "nvjitlink",
+        marks=pytest.mark.skipif(
+            codegen.ptx_assembler() != "nvjitlink",
+            reason="nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed",
+        ),
+    ),
+]
 
 
 @pytest.mark.parametrize("assembler", ASSEMBLERS)
@@ -70,8 +82,10 @@ def test_cubin_resources_match_ptxas_verbose(assembler, arch, tmp_path):
         got = cubin.resources(data, kernel, log, tool)
         if assembler == "ptxas":  # the very same assembler: every number is ptxas -v's
             assert got.registers == _grab(r"Used (\d+) registers", section), kernel
-            assert (got.spill_stores, got.spill_loads) == (_grab(r"(\d+) bytes spill stores", section),
-                                                            _grab(r"(\d+) bytes spill loads", section)), kernel  # fmt: skip
+            assert (got.spill_stores, got.spill_loads) == (
+                _grab(r"(\d+) bytes spill stores", section),
+                _grab(r"(\d+) bytes spill loads", section),
+            ), kernel
         assert got.registers > 0
         assert got.shared_mem == _grab(r"(\d+) bytes smem", section), kernel
         assert got.local_mem == _grab(r"(\d+) bytes stack frame", section), kernel
@@ -104,7 +118,10 @@ def test_both_assemblers_report_the_same_layout(tmp_path):
     if codegen.ptx_assembler() != "nvjitlink":
         pytest.skip("nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed")
     ptx = _ptx("sm_90")
-    a, b = (cubin.resources(codegen.assemble_ptx(ptx, "sm_90", BASE, assembler=t)[0], "convolve") for t in ("ptxas", "nvjitlink"))
+    a, b = (
+        cubin.resources(codegen.assemble_ptx(ptx, "sm_90", BASE, assembler=t)[0], "convolve")
+        for t in ("ptxas", "nvjitlink")
+    )
     for kernel in KERNELS:
         pa = cubin.Cubin(codegen.assemble_ptx(ptx, "sm_90", BASE, assembler="ptxas")[0]).resources(kernel)
         pb = cubin.Cubin(codegen.assemble_ptx(ptx, "sm_90", BASE, assembler="nvjitlink")[0]).resources(kernel)
@@ -129,7 +146,10 @@ def test_max_registers_below_the_floor_is_refused(assembler, monkeypatch):
         module = ir.load(build_cuda_ir(SOURCE))
         with pytest.raises(UsageError, match=r"max_registers=16 is below sm_90's minimum of 24 .*--max-registers 24"):
             build.compile(module, "many_live", BASE.replace(max_registers=16), "sm_90", cache=False)
-        assert build.compile(module, "many_live", BASE.replace(max_registers=24), "sm_90", cache=False).resources.registers <= 24
+        assert (
+            build.compile(module, "many_live", BASE.replace(max_registers=24), "sm_90", cache=False).resources.registers
+            <= 24
+        )
     finally:
         codegen._nvjitlink.cache_clear()
 
@@ -151,6 +171,12 @@ def test_ir_resources_shows_the_assembler_and_the_cubins_shared_memory():
     result = CliRunner().invoke(cli, ["ir", "resources", path, "-k", "transpose_tile", "--arch", "sm_90", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["resources"]["shared_mem"] == 4224 and data["resources"]["assembler"].startswith(codegen.ptx_assembler())
+    assert data["resources"]["shared_mem"] == 4224 and data["resources"]["assembler"].startswith(
+        codegen.ptx_assembler()
+    )
     table = CliRunner().invoke(cli, ["ir", "resources", path, "-k", "convolve", "--arch", "sm_90"])
-    assert table.exit_code == 0 and "assembler" in table.stdout and re.search(r"constant memory \(bytes\)\s*│\s*68", table.stdout)
+    assert (
+        table.exit_code == 0
+        and "assembler" in table.stdout
+        and re.search(r"constant memory \(bytes\)\s*│\s*68", table.stdout)
+    )

@@ -25,8 +25,11 @@ PTXAS = shutil.which("ptxas") or ("/usr/local/cuda/bin/ptxas" if Path("/usr/loca
 @pytest.mark.parametrize("name", ["compare", "lz4"])
 def test_checked_in_ptx_is_what_nvcc_makes_of_its_source(tmp_path, name):
     out = tmp_path / f"{name}.ptx"
-    subprocess.run([NVCC, "-ptx", "-arch=compute_75", "-O3", "-o", str(out), str(KERNELS / f"{name}.cu")],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [NVCC, "-ptx", "-arch=compute_75", "-O3", "-o", str(out), str(KERNELS / f"{name}.cu")],
+        check=True,
+        capture_output=True,
+    )
     strip = lambda text: [line for line in text.splitlines() if not line.startswith("//")]
     assert strip(out.read_text()) == strip((KERNELS / f"{name}.ptx").read_text())
 
@@ -34,8 +37,12 @@ def test_checked_in_ptx_is_what_nvcc_makes_of_its_source(tmp_path, name):
 @pytest.mark.skipif(PTXAS is None, reason="needs ptxas: the CUDA toolkit")
 @pytest.mark.parametrize("name", ["compare", "lz4"])
 def test_checked_in_ptx_assembles_for_hopper_without_spills(tmp_path, name):
-    proc = subprocess.run([PTXAS, "-arch=sm_90", "-v", str(KERNELS / f"{name}.ptx"), "-o", str(tmp_path / "c.cubin")],
-                          check=True, capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [PTXAS, "-arch=sm_90", "-v", str(KERNELS / f"{name}.ptx"), "-o", str(tmp_path / "c.cubin")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     assert "0 bytes spill stores" in proc.stderr and " spill stores" in proc.stderr
     assert not re.search(r"[1-9]\d* bytes spill stores", proc.stderr)
     assert (tmp_path / "c.cubin").stat().st_size > 0
@@ -133,5 +140,3 @@ def test_policy_plans():
 def test_compare_grid_fills_the_device_but_never_exceeds_the_work():
     assert cmp.grid_for(10, sm_count=132) == 1
     assert cmp.grid_for(1 << 30, sm_count=132) == 132 * 4
-
-

@@ -18,15 +18,20 @@ cupti = pytest.importorskip("mneme_cuda.cupti")
 from mneme.core.native import c_compiler  # noqa: E402 - after the importorskip
 from skips import needs_all  # noqa: E402
 
-needs_headers = needs_all({"cupti.h": cupti.headers() is not None, "a C compiler": c_compiler() is not None},
-                          hint="CUPTI's header is in the CUDA toolkit")
+needs_headers = needs_all(
+    {"cupti.h": cupti.headers() is not None, "a C compiler": c_compiler() is not None},
+    hint="CUPTI's header is in the CUDA toolkit",
+)
 
 
 def _timer_in_a_fresh_process(env: dict[str, str]) -> dict:
-    code = ("import json; from mneme_cuda import cupti; timer, why = cupti.kernel_timer(); "
-            "print(json.dumps({'timer': timer is not None, 'why': why}))")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                          check=True)  # fmt: skip
+    code = (
+        "import json; from mneme_cuda import cupti; timer, why = cupti.kernel_timer(); "
+        "print(json.dumps({'timer': timer is not None, 'why': why}))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -62,12 +67,15 @@ def test_libcupti_is_looked_for_where_the_environment_says_first(tmp_path, monke
 
 @needs_headers
 def test_the_helper_and_libcupti_load_through_the_core_loader(tmp_path):
-    code = ("import json, ctypes; from mneme_cuda import cupti; lib = cupti.LOADER.load(); "
-            "print(json.dumps({'abi': lib.mneme_cupti_abi(), 'dropped': lib.mneme_cupti_dropped.restype is "
-            "ctypes.c_uint64, 'timer': cupti.kernel_timer()[0] is not None}))")  # fmt: skip
+    code = (
+        "import json, ctypes; from mneme_cuda import cupti; lib = cupti.LOADER.load(); "
+        "print(json.dumps({'abi': lib.mneme_cupti_abi(), 'dropped': lib.mneme_cupti_dropped.restype is "
+        "ctypes.c_uint64, 'timer': cupti.kernel_timer()[0] is not None}))"
+    )
     env = {**os.environ, "MNEME_CACHE_DIR": str(tmp_path)}
     if cupti.cupti_library() is None:
         pytest.skip("libcupti is not in the CUDA toolkit here (set MNEME_CUPTI_LIB)")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                          check=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"abi": cupti.ABI, "dropped": True, "timer": True}

@@ -101,8 +101,11 @@ def test_the_tables_point_each_chunk_at_its_payload_body_and_destination(state):
             assert row["raw_len"] == chunk.length and row["index"] == index and row["encoding"] == chunk.encoding
             assert row["out"] == row["dst"] == dst + chunk.offset  # plain LZ4 decodes in place
         raws = devdecode.raw_copies(plan, fill, 0x5000, dst)
-        expected = [(dst + c.offset, 0x5000 + int(fill.at[i]) + 16, c.length)
-                    for i, c in enumerate(chunks) if c.encoding == ENC_RAW]  # fmt: skip
+        expected = [
+            (dst + c.offset, 0x5000 + int(fill.at[i]) + 16, c.length)
+            for i, c in enumerate(chunks)
+            if c.encoding == ENC_RAW
+        ]
         assert raws == expected and raws
         assert devdecode.unshuffle_grid(plan, fill) == (0, 0)
         reader = devdecode.reader_table(plan, fill, 0x5000, snapio.ENTRY_DTYPE, snapio.STORED)
@@ -132,8 +135,10 @@ def test_the_native_reader_hands_over_payloads_as_stored_and_checks_them(state, 
         rows = devdecode.reader_table(plan, fill, int(buffer.ctypes.data), snapio.ENTRY_DTYPE, snapio.STORED)
         decoder.submit_stored(snap, region, region.chunks, rows).wait()
         for at, chunk in zip(fill.at, region.chunks):
-            assert buffer[at : at + chunk.payload_size].tobytes() == raw[chunk.payload_at : chunk.payload_at
-                                                                          + chunk.payload_size]  # fmt: skip
+            assert (
+                buffer[at : at + chunk.payload_size].tobytes()
+                == raw[chunk.payload_at : chunk.payload_at + chunk.payload_size]
+            )
     broken = bytearray(raw)
     with Snapshot.open(path) as snap:
         victim = snap.chunk_index(B).chunks[1]
@@ -143,7 +148,11 @@ def test_the_native_reader_hands_over_payloads_as_stored_and_checks_them(state, 
         region = snap.chunk_index(B)
         out = np.zeros(victim.payload_size, np.uint8)
         rows = np.zeros(1, snapio.ENTRY_DTYPE)
-        rows["file_offset"], rows["stored"], rows["checksum"] = victim.payload_at, victim.payload_size, victim.payload_sum
+        rows["file_offset"], rows["stored"], rows["checksum"] = (
+            victim.payload_at,
+            victim.payload_size,
+            victim.payload_sum,
+        )
         rows["dest"], rows["raw_length"], rows["encoding"] = out.ctypes.data, victim.length, victim.encoding
         rows["mode"] = snapio.STORED
         with pytest.raises(CorruptFileError, match="checksum") as info:

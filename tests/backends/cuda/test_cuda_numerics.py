@@ -45,10 +45,13 @@ FLAGS = {
 
 def _features(ptx: str) -> dict:
     """What of the f32 arithmetic the numerics decide: division and square-root kinds, flushing, fusion."""
-    body = ptx[ptx.index(".entry"):]
-    return {"div": sorted(set(re.findall(r"\bdiv\.(rn|full|approx)\b", body))),
-            "sqrt": sorted(set(re.findall(r"\bsqrt\.(rn|approx)\b", body))),
-            "ftz": ".ftz.f32" in body, "fma": re.search(r"\bfma\.rn(?:\.ftz)?\.f32\b", body) is not None}  # fmt: skip
+    body = ptx[ptx.index(".entry") :]
+    return {
+        "div": sorted(set(re.findall(r"\bdiv\.(rn|full|approx)\b", body))),
+        "sqrt": sorted(set(re.findall(r"\bsqrt\.(rn|approx)\b", body))),
+        "ftz": ".ftz.f32" in body,
+        "fma": re.search(r"\bfma\.rn(?:\.ftz)?\.f32\b", body) is not None,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -91,18 +94,34 @@ def test_without_it_clangs_square_root_is_not_nvccs_by_default(source, tmp_path)
 
 def test_finalize_stores_the_ir_with_the_numerics_of_the_recorded_fatbin(source, tmp_path):
     fatbin = tmp_path / "fp.fatbin"
-    subprocess.run([NVCC, "-fatbin", "-arch=sm_90", "-prec-div=false", "-o", str(fatbin), str(source)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [NVCC, "-fatbin", "-arch=sm_90", "-prec-div=false", "-o", str(fatbin), str(source)],
+        check=True,
+        capture_output=True,
+    )
     assert recorded_behaviour(fatbin.read_bytes(), "sm_90") == FpBehaviour(div="full")
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)
     (raw / "images" / "i.fatbin").write_bytes(fatbin.read_bytes())
     base = 0x153940000000
     args = struct.pack("<QQQi", base, base + (2 << 20), base + (4 << 20), 16)
-    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "fp", "instance_key": "aa", "grid": [1, 1, 1],
-                "block": [16, 1, 1], "shared_mem": 0, "va_base": base, "va_size": 1 << 40, "image": "images/i.fatbin",
-                "image_kind": "fatbin", "args": args.hex(), "params": [[0, 8], [8, 8], [16, 8], [24, 4]],
-                "regions": [[base, 64], [base + (2 << 20), 64], [base + (4 << 20), 64]], "globals": []}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "fp",
+        "instance_key": "aa",
+        "grid": [1, 1, 1],
+        "block": [16, 1, 1],
+        "shared_mem": 0,
+        "va_base": base,
+        "va_size": 1 << 40,
+        "image": "images/i.fatbin",
+        "image_kind": "fatbin",
+        "args": args.hex(),
+        "params": [[0, 8], [8, 8], [16, 8], [24, 4]],
+        "regions": [[base, 64], [base + (2 << 20), 64], [base + (4 << 20), 64]],
+        "globals": [],
+    }
     folder = raw / "launch-1-000000"
     folder.mkdir()
     (folder / "prologue.bin").write_bytes(bytes(192))
@@ -119,8 +138,10 @@ def test_libdevice_approximations_flushing_on_their_own_do_not_read_as_ftz(tmp_p
     # powf's expansion in nvcc's PTX holds rcp.approx.ftz and ex2.approx.ftz at nvcc's defaults (no -ftz):
     # reading them as -ftz=true would flush every f32 operation of the IR variant.
     source = tmp_path / "pow.cu"
-    source.write_text('extern "C" __global__ void p(const float* a, float* out) {\n'
-                      "  out[threadIdx.x] = powf(a[threadIdx.x], 1.5f) + a[threadIdx.x] * 2.0f;\n}\n")
+    source.write_text(
+        'extern "C" __global__ void p(const float* a, float* out) {\n'
+        "  out[threadIdx.x] = powf(a[threadIdx.x], 1.5f) + a[threadIdx.x] * 2.0f;\n}\n"
+    )
     defaults = _nvcc_ptx(source, (), tmp_path)
     assert re.search(r"\brcp\.approx\.ftz\.f32\b", defaults)  # what made the reading wrong before
     assert FpBehaviour.from_ptx(defaults) == FpBehaviour(ftz=False, div=None, sqrt=None)  # no division, no sqrt
@@ -131,8 +152,10 @@ def test_fast_math_reciprocals_are_left_as_clang_compiles_them_when_nvcc_shows_n
     # -use_fast_math turns 1.0f / x into rcp.approx.ftz: nvcc's PTX divides nothing, so it says nothing of
     # -prec-div. Read as IEEE division before, it made every `fdiv fast` of clang's IR an inline div.rn.
     source = tmp_path / "sigmoid.cu"
-    source.write_text('extern "C" __global__ void sigmoid(const float* a, float* out) {\n'
-                      "  out[threadIdx.x] = 1.0f / (1.0f + expf(-a[threadIdx.x]));\n}\n")
+    source.write_text(
+        'extern "C" __global__ void sigmoid(const float* a, float* out) {\n'
+        "  out[threadIdx.x] = 1.0f / (1.0f + expf(-a[threadIdx.x]));\n}\n"
+    )
     nvcc = _nvcc_ptx(source, ("-use_fast_math",), tmp_path)
     assert not re.search(r"\bdiv\.", nvcc) and re.search(r"\brcp\.approx\.ftz\.f32\b", nvcc)
     fp = FpBehaviour.from_ptx(nvcc)
@@ -140,8 +163,9 @@ def test_fast_math_reciprocals_are_left_as_clang_compiles_them_when_nvcc_shows_n
     fast = ("-ffast-math", "-fgpu-flush-denormals-to-zero", "-fgpu-approx-transcendentals")  # what mneme-cc passes
     text = str(ir.load(build_cuda_ir(source, flags=fast)))
     module = ir.reparse(apply(text, fp), "sigmoid")
-    ptx = build.compile(ir.link([module], "sigmoid", internalize=False), "sigmoid", CONFIG, "sm_90", emit="ptx",
-                        cache=False).data.decode()  # fmt: skip
+    ptx = build.compile(
+        ir.link([module], "sigmoid", internalize=False), "sigmoid", CONFIG, "sm_90", emit="ptx", cache=False
+    ).data.decode()
     assert not re.search(r"\bdiv\.rn\b", ptx) and re.search(r"\brcp\.approx\.ftz\.f32\b", ptx)
     # At nvcc's defaults the same source shows rcp.rn: IEEE division, which the rewrite then keeps.
     assert FpBehaviour.from_ptx(_nvcc_ptx(source, (), tmp_path)).div == "rn"

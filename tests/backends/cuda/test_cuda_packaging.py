@@ -22,17 +22,35 @@ from paths import ROOT
 recorder = pytest.importorskip("mneme_cuda.recorder")
 
 PACKAGE = ROOT / "backends" / "cuda"
-can_build = needs_all({"cmake": shutil.which("cmake") is not None, "cuda.h": recorder.cuda_include() is not None,
-                       "xxhash.h": recorder.xxhash_include() is not None}, hint="the recorder's build")
+can_build = needs_all(
+    {
+        "cmake": shutil.which("cmake") is not None,
+        "cuda.h": recorder.cuda_include() is not None,
+        "xxhash.h": recorder.xxhash_include() is not None,
+    },
+    hint="the recorder's build",
+)
 
 
-needs_backend = pytest.mark.skipif(importlib.util.find_spec("scikit_build_core") is None,
-                                   reason="needs scikit-build-core: the test extra")
+needs_backend = pytest.mark.skipif(
+    importlib.util.find_spec("scikit_build_core") is None, reason="needs scikit-build-core: the test extra"
+)
 
 
 def _wheel(tmp_path: Path, *settings: str) -> Path:
-    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-               "-w", str(tmp_path), *settings, str(PACKAGE)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        str(tmp_path),
+        *settings,
+        str(PACKAGE),
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = tmp_path.glob("mneme_cuda-*.whl")
@@ -53,8 +71,12 @@ def test_the_installed_package_finds_the_recorder_its_build_made():
 def test_a_wheel_carries_the_recorder_beside_the_plugin(tmp_path):
     names = zipfile.ZipFile(_wheel(tmp_path)).namelist()
     assert f"mneme_cuda/lib/{recorder.LIBRARY}" in names
-    assert {"mneme_cuda/plugin.py", "mneme_cuda/kernels/compare.ptx", "mneme_cuda/kernels/lz4.ptx",
-            "mneme_cuda/native/cupti_timer.h"} <= set(names)
+    assert {
+        "mneme_cuda/plugin.py",
+        "mneme_cuda/kernels/compare.ptx",
+        "mneme_cuda/kernels/lz4.ptx",
+        "mneme_cuda/native/cupti_timer.h",
+    } <= set(names)
 
 
 @needs_backend

@@ -25,8 +25,9 @@ def recorder_library(tmp_path_factory):
 
 def test_recorder_builds_against_the_cuda_headers_and_exports_its_interposers(recorder_library):
     library = recorder_library
-    symbols = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True,
-                             check=True).stdout.split()  # fmt: skip
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout.split()
     for name in ("dlsym", "cuLaunchKernel", "cuMemAlloc_v2", "cuMemFree_v2", "mneme_recorder_version"):
         assert name in symbols
 
@@ -37,8 +38,13 @@ def test_a_process_that_never_uses_cuda_runs_unchanged_under_the_recorder(record
 
     library = recorder_library
     env = dict(os.environ, LD_PRELOAD=str(library), MNEME_RECORD_DIR=str(tmp_path / "raw"))
-    proc = subprocess.run([sys.executable, "-c", "import ctypes, json, numpy; print(json.dumps([1, 2]))"],
-                          env=env, capture_output=True, text=True, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", "import ctypes, json, numpy; print(json.dumps([1, 2]))"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert (proc.returncode, proc.stdout.strip()) == (0, "[1, 2]"), proc.stderr
     assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").iterdir())
 
@@ -46,10 +52,19 @@ def test_a_process_that_never_uses_cuda_runs_unchanged_under_the_recorder(record
 RANK_PROBE = "import ctypes, sys; print(ctypes.CDLL(sys.argv[1]).mneme_recorder_records())"
 
 
-@pytest.mark.parametrize(("spec", "rank", "records"), [
-    (None, None, 1), (None, "0", 1), (None, "2", 0), ("all", "2", 1), ("0,2", "2", 1), ("0,2", None, 1),
-    ("1,3", "2", 0), ("2", None, 0),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("spec", "rank", "records"),
+    [
+        (None, None, 1),
+        (None, "0", 1),
+        (None, "2", 0),
+        ("all", "2", 1),
+        ("0,2", "2", 1),
+        ("0,2", None, 1),
+        ("1,3", "2", 0),
+        ("2", None, 0),
+    ],
+)
 def test_only_the_selected_mpi_ranks_record(recorder_library, tmp_path, spec, rank, records):
     import os
     import sys
@@ -60,8 +75,9 @@ def test_only_the_selected_mpi_ranks_record(recorder_library, tmp_path, spec, ra
         env["MNEME_RECORD_RANKS"] = spec
     if rank is not None:
         env["OMPI_COMM_WORLD_RANK"] = rank
-    proc = subprocess.run([sys.executable, "-c", RANK_PROBE, str(recorder_library)], env=env, capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", RANK_PROBE, str(recorder_library)], env=env, capture_output=True, text=True, check=True
+    )
     assert int(proc.stdout) == records
 
 
@@ -96,10 +112,23 @@ def _raw_launch(raw, seq, args, regions_before, regions_after, params):
     folder.mkdir(parents=True)
     (folder / "prologue.bin").write_bytes(b"".join(data for _, data in regions_before))
     (folder / "epilogue.bin").write_bytes(b"".join(data for _, data in regions_after))
-    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "saxpy", "pid": 1234, "sequence": seq,
-                "occurrence": seq, "instance_key": f"{seq:016x}", "grid": [128, 1, 1], "block": [256, 1, 1], "shared_mem": 0,
-                "va_base": 0x153940000000, "va_size": 1 << 40, "args": args.hex(), "params": params,
-                "regions": [[addr, len(data)] for addr, data in regions_before]}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "saxpy",
+        "pid": 1234,
+        "sequence": seq,
+        "occurrence": seq,
+        "instance_key": f"{seq:016x}",
+        "grid": [128, 1, 1],
+        "block": [256, 1, 1],
+        "shared_mem": 0,
+        "va_base": 0x153940000000,
+        "va_size": 1 << 40,
+        "args": args.hex(),
+        "params": params,
+        "regions": [[addr, len(data)] for addr, data in regions_before],
+    }
     (folder / "manifest.json").write_text(__import__("json").dumps(manifest))
 
 
@@ -122,11 +151,20 @@ def test_finalize_turns_recorder_dumps_into_a_replayable_database(tmp_path):
     args = struct.pack("<ifQQ", n, 2.0, base, base + (2 << 20))
     params = [[0, 4], [4, 4], [8, 8], [16, 8]]
     raw = tmp_path / "raw"
-    _raw_launch(raw, 0, args, [(base, x.tobytes()), (base + (2 << 20), y0.tobytes())],
-                [(base, x.tobytes()), (base + (2 << 20), y1.tobytes())], params)  # fmt: skip
+    _raw_launch(
+        raw,
+        0,
+        args,
+        [(base, x.tobytes()), (base + (2 << 20), y0.tobytes())],
+        [(base, x.tobytes()), (base + (2 << 20), y1.tobytes())],
+        params,
+    )
     (raw / "launch-1234-000001.tmp").mkdir()  # an interrupted launch: ignored
-    counts = {"format": "mneme-cuda-counts", "version": 1, "kernels": {"saxpy": {"seen": 9, "instances": {
-        f"{0:016x}": 7, f"{5:016x}": 2}}}}  # fmt: skip
+    counts = {
+        "format": "mneme-cuda-counts",
+        "version": 1,
+        "kernels": {"saxpy": {"seen": 9, "instances": {f"{0:016x}": 7, f"{5:016x}": 2}}},
+    }
     (raw / "counts-1234.json").write_text(__import__("json").dumps(counts))
     (db,) = recorder.finalize(raw, tmp_path / "db", [ir_path], arch="sm_90")
     rec = RecordedExecution.from_json(db)
@@ -138,5 +176,3 @@ def test_finalize_turns_recorder_dumps_into_a_replayable_database(tmp_path):
     assert prologue.args == args
     assert epilogue.read_region(base + (2 << 20)) == y1.tobytes()
     assert [r.addr for r in prologue.regions] == [base, base + (2 << 20)]
-
-

@@ -28,8 +28,19 @@ from mneme.core.recorder.finalize import unrecorded_warnings
 HERE = Path(__file__).resolve().parent / "cuda_double"
 CC = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 LAUNCHES = 3  # per path, as launch_paths.c makes them
-PATHS = ("rt_legacy", "rt_per_thread", "rt_ex", "rt_ex_per_thread", "rt_coop", "rt_coop_per_thread", "plain",
-         "plain_ptsz", "plain_ex_ptsz", "plain_coop_ptsz", "getproc_by_name")  # fmt: skip
+PATHS = (
+    "rt_legacy",
+    "rt_per_thread",
+    "rt_ex",
+    "rt_ex_per_thread",
+    "rt_coop",
+    "rt_coop_per_thread",
+    "plain",
+    "plain_ptsz",
+    "plain_ex_ptsz",
+    "plain_coop_ptsz",
+    "getproc_by_name",
+)
 
 
 @pytest.fixture(scope="module")
@@ -44,16 +55,41 @@ def double(tmp_path_factory):
     except MnemeError as exc:
         pytest.skip(f"needs the CUDA recorder's build: {exc}")
     # -Bsymbolic: the double's own references bind inside it, as libcuda's do (not to the recorder's exports).
-    subprocess.run([CC, "-shared", "-fPIC", "-O1", f"-I{include}", "-Wl,-Bsymbolic", "-Wl,-soname,libcuda.so.1",
-                    "-o", folder / "libcuda.so.1", HERE / "cuda_double.c"], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            CC,
+            "-shared",
+            "-fPIC",
+            "-O1",
+            f"-I{include}",
+            "-Wl,-Bsymbolic",
+            "-Wl,-soname,libcuda.so.1",
+            "-o",
+            folder / "libcuda.so.1",
+            HERE / "cuda_double.c",
+        ],
+        check=True,
+    )
     (folder / "libcuda.so").symlink_to("libcuda.so.1")
     return folder, library
 
 
 def program(folder: Path, name: str) -> Path:
     """cuda_double/<name>.c built against the double."""
-    subprocess.run([CC, "-O1", f"-I{recorder.cuda_include()}", "-o", folder / name, HERE / f"{name}.c",
-                    f"-L{folder}", "-lcuda", "-ldl"], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            CC,
+            "-O1",
+            f"-I{recorder.cuda_include()}",
+            "-o",
+            folder / name,
+            HERE / f"{name}.c",
+            f"-L{folder}",
+            "-lcuda",
+            "-ldl",
+        ],
+        check=True,
+    )
     return folder / name
 
 
@@ -64,8 +100,15 @@ def run_paths(double):
 
     def run(raw: Path, **extra: str) -> tuple[str, dict]:
         raw.mkdir()
-        env = {**os.environ, "LD_LIBRARY_PATH": str(folder), "LD_PRELOAD": str(library), "MNEME_RECORD_DIR": str(raw),
-               "MNEME_RECORD_SKIP": "1000", "MNEME_RECORD_TIMER": "events", **extra}  # fmt: skip
+        env = {
+            **os.environ,
+            "LD_LIBRARY_PATH": str(folder),
+            "LD_PRELOAD": str(library),
+            "MNEME_RECORD_DIR": str(raw),
+            "MNEME_RECORD_SKIP": "1000",
+            "MNEME_RECORD_TIMER": "events",
+            **extra,
+        }
         proc = subprocess.run([folder / "launch_paths"], env=env, capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         (counts,) = raw.glob("counts-*.json")
@@ -106,7 +149,11 @@ def test_record_warns_for_each_kernel_that_ran_but_was_never_recorded_and_says_w
 def test_the_kernel_regex_selects_which_launches_are_counted_on_every_path(run_paths, tmp_path):
     _, counts = run_paths(tmp_path / "raw", MNEME_RECORD_KERNEL="^plain")
     assert {kernel: entry["seen"] for kernel, entry in counts["kernels"].items()} == {
-        "plain": LAUNCHES, "plain_ptsz": LAUNCHES, "plain_ex_ptsz": LAUNCHES, "plain_coop_ptsz": LAUNCHES}
+        "plain": LAUNCHES,
+        "plain_ptsz": LAUNCHES,
+        "plain_ex_ptsz": LAUNCHES,
+        "plain_coop_ptsz": LAUNCHES,
+    }
 
 
 def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prologue_and_epilogue(double, tmp_path):
@@ -118,8 +165,14 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
     folder, library = double
     raw = tmp_path / "raw"
     raw.mkdir()
-    env = {**os.environ, "LD_LIBRARY_PATH": str(folder), "LD_PRELOAD": str(library), "MNEME_RECORD_DIR": str(raw),
-           "MNEME_RECORD_MAX": "2", "MNEME_RECORD_TIMER": "events"}  # fmt: skip
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(folder),
+        "LD_PRELOAD": str(library),
+        "MNEME_RECORD_DIR": str(raw),
+        "MNEME_RECORD_MAX": "2",
+        "MNEME_RECORD_TIMER": "events",
+    }
     proc = subprocess.run([program(folder, "record_scale")], env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     statuses, placed = proc.stdout.splitlines()
@@ -135,5 +188,7 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
     keys = [m["instance_key"] for _, m in recorded]
     counts = {key: n for (kernel, key), n in occurrences(recorder.FORMAT, raw).items()}
     assert counts[keys[0]] == 2 and counts[keys[1]] == 1 and sorted(counts.values()) == [1, 1, 2]
-    assert {key: cache for (_, key), (_, cache) in recorded_times(raw).items()} == {keys[0]: "flushed",
-                                                                                  keys[1]: "flushed"}
+    assert {key: cache for (_, key), (_, cache) in recorded_times(raw).items()} == {
+        keys[0]: "flushed",
+        keys[1]: "flushed",
+    }

@@ -38,19 +38,39 @@ def native(tmp_path_factory):
     lib.mneme_recorder_pitch.restype = ctypes.c_uint64
     lib.mneme_recorder_pitch.argtypes = [ctypes.c_uint64, ctypes.c_uint64]
     lib.mneme_recorder_intervals.restype = ctypes.c_size_t
-    lib.mneme_recorder_intervals.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t,
-                                             ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]  # fmt: skip
+    lib.mneme_recorder_intervals.argtypes = [
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.c_size_t,
+        ctypes.POINTER(ctypes.c_uint64),
+        ctypes.c_size_t,
+    ]
     u64p = ctypes.POINTER(ctypes.c_uint64)
     lib.mneme_recorder_outside_params.restype = ctypes.c_size_t
-    lib.mneme_recorder_outside_params.argtypes = [u64p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, u64p,
-                                                  ctypes.c_size_t, u64p, ctypes.c_size_t]  # fmt: skip
+    lib.mneme_recorder_outside_params.argtypes = [
+        u64p,
+        ctypes.c_size_t,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        u64p,
+        ctypes.c_size_t,
+        u64p,
+        ctypes.c_size_t,
+    ]
     return lib
 
 
-@pytest.mark.parametrize(("width", "alignment", "pitch"), [
-    (1000, 512, 1024), (1024, 512, 1024), (1, 32, 32), (4097, 32, 4128), (4000, 0, 4000), (0, 512, 0),
-    (3 * 4, 12, 12),  # an alignment that is no power of two still rounds up to a multiple
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("width", "alignment", "pitch"),
+    [
+        (1000, 512, 1024),
+        (1024, 512, 1024),
+        (1, 32, 32),
+        (4097, 32, 4128),
+        (4000, 0, 4000),
+        (0, 512, 0),
+        (3 * 4, 12, 12),  # an alignment that is no power of two still rounds up to a multiple
+    ],
+)
 def test_a_pitched_row_is_its_width_rounded_up_to_the_alignment(native, width, alignment, pitch):
     assert native.mneme_recorder_pitch(width, alignment) == pitch
 
@@ -66,36 +86,70 @@ ADD, REMOVE = 1, 0
 Z = BASE + (1 << 40)  # the zone above the placed range
 
 
-@pytest.mark.parametrize(("ops", "expected"), [
-    # PyTorch maps an expandable segment 20 MiB at a time, then makes each piece accessible.
-    ([(ADD, Z, Z + 20 * MiB), (ADD, Z + 20 * MiB, Z + 40 * MiB)], [(Z, Z + 40 * MiB)]),
-    ([(ADD, Z + 40 * MiB, Z + 60 * MiB), (ADD, Z, Z + 20 * MiB)], [(Z, Z + 20 * MiB), (Z + 40 * MiB, Z + 60 * MiB)]),
-    ([(ADD, Z, Z + 20 * MiB), (ADD, Z + 40 * MiB, Z + 60 * MiB), (ADD, Z + 10 * MiB, Z + 50 * MiB)],
-     [(Z, Z + 60 * MiB)]),
-    ([(ADD, Z, Z + 60 * MiB), (REMOVE, Z + 20 * MiB, Z + 40 * MiB)], [(Z, Z + 20 * MiB), (Z + 40 * MiB, Z + 60 * MiB)]),
-    ([(ADD, Z, Z + 60 * MiB), (REMOVE, Z, Z + 20 * MiB)], [(Z + 20 * MiB, Z + 60 * MiB)]),
-    ([(ADD, Z, Z + 20 * MiB), (ADD, Z + 40 * MiB, Z + 60 * MiB), (REMOVE, Z + 10 * MiB, Z + 50 * MiB)],
-     [(Z, Z + 10 * MiB), (Z + 50 * MiB, Z + 60 * MiB)]),
-    ([(ADD, Z, Z + 20 * MiB), (REMOVE, Z - 2 * MiB, Z + 22 * MiB)], []),  # cuMemAddressFree of the whole range
-    ([(REMOVE, Z, Z + 2 * MiB), (ADD, Z, Z)], []),  # nothing to remove; an empty range adds nothing
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("ops", "expected"),
+    [
+        # PyTorch maps an expandable segment 20 MiB at a time, then makes each piece accessible.
+        ([(ADD, Z, Z + 20 * MiB), (ADD, Z + 20 * MiB, Z + 40 * MiB)], [(Z, Z + 40 * MiB)]),
+        (
+            [(ADD, Z + 40 * MiB, Z + 60 * MiB), (ADD, Z, Z + 20 * MiB)],
+            [(Z, Z + 20 * MiB), (Z + 40 * MiB, Z + 60 * MiB)],
+        ),
+        (
+            [(ADD, Z, Z + 20 * MiB), (ADD, Z + 40 * MiB, Z + 60 * MiB), (ADD, Z + 10 * MiB, Z + 50 * MiB)],
+            [(Z, Z + 60 * MiB)],
+        ),
+        (
+            [(ADD, Z, Z + 60 * MiB), (REMOVE, Z + 20 * MiB, Z + 40 * MiB)],
+            [(Z, Z + 20 * MiB), (Z + 40 * MiB, Z + 60 * MiB)],
+        ),
+        ([(ADD, Z, Z + 60 * MiB), (REMOVE, Z, Z + 20 * MiB)], [(Z + 20 * MiB, Z + 60 * MiB)]),
+        (
+            [(ADD, Z, Z + 20 * MiB), (ADD, Z + 40 * MiB, Z + 60 * MiB), (REMOVE, Z + 10 * MiB, Z + 50 * MiB)],
+            [(Z, Z + 10 * MiB), (Z + 50 * MiB, Z + 60 * MiB)],
+        ),
+        ([(ADD, Z, Z + 20 * MiB), (REMOVE, Z - 2 * MiB, Z + 22 * MiB)], []),  # cuMemAddressFree of the whole range
+        ([(REMOVE, Z, Z + 2 * MiB), (ADD, Z, Z)], []),  # nothing to remove; an empty range adds nothing
+    ],
+)
 def test_the_applications_mapped_ranges_merge_and_split_as_it_maps_and_unmaps(native, ops, expected):
     assert _intervals(native, ops) == expected
 
 
 def _counts(raw: Path, pid: int, kernels: dict) -> None:
     raw.mkdir(parents=True, exist_ok=True)
-    (raw / f"counts-{pid}.json").write_text(json.dumps({"format": "mneme-cuda-counts", "version": 1,
-                                                        "kernels": kernels}))  # fmt: skip
+    (raw / f"counts-{pid}.json").write_text(
+        json.dumps({"format": "mneme-cuda-counts", "version": 1, "kernels": kernels})
+    )
 
 
 def test_in_application_times_and_graph_launches_add_up_over_processes(tmp_path):
     raw = tmp_path / "raw"
-    _counts(raw, 1, {"saxpy": {"seen": 20, "instances": {"00000000000000aa": 20}, "graph_launches": 0,
-                               "app_times": {"00000000000000aa": [1.0e-5, 1.1e-5]}},
-                     "step": {"seen": 0, "instances": {}, "graph_launches": 7, "app_times": {}}})  # fmt: skip
-    _counts(raw, 2, {"saxpy": {"seen": 3, "instances": {"00000000000000aa": 3}, "graph_launches": 2,
-                               "app_times": {"00000000000000aa": [1.2e-5]}}})  # fmt: skip
+    _counts(
+        raw,
+        1,
+        {
+            "saxpy": {
+                "seen": 20,
+                "instances": {"00000000000000aa": 20},
+                "graph_launches": 0,
+                "app_times": {"00000000000000aa": [1.0e-5, 1.1e-5]},
+            },
+            "step": {"seen": 0, "instances": {}, "graph_launches": 7, "app_times": {}},
+        },
+    )
+    _counts(
+        raw,
+        2,
+        {
+            "saxpy": {
+                "seen": 3,
+                "instances": {"00000000000000aa": 3},
+                "graph_launches": 2,
+                "app_times": {"00000000000000aa": [1.2e-5]},
+            }
+        },
+    )
     _counts(raw, 3, {"saxpy": {"seen": 1, "instances": {"00000000000000aa": 1}}})  # an older recorder's file
     times, graphs, timers = recorder.in_application(raw)
     assert times == {("saxpy", "00000000000000aa"): [1.0e-5, 1.1e-5, 1.2e-5]}
@@ -106,10 +160,32 @@ def test_in_application_times_and_graph_launches_add_up_over_processes(tmp_path)
 
 def test_kernel_timestamps_of_any_process_win_over_event_times_and_the_two_never_mix(tmp_path):
     raw = tmp_path / "raw"
-    _counts(raw, 1, {"saxpy": {"seen": 3, "instances": {"aa": 3, "bb": 3}, "graph_launches": 0,
-                               "app_times": {"aa": [3.5e-6]}, "kernel_times": {"bb": [1.3e-6]}}})  # fmt: skip
-    _counts(raw, 2, {"saxpy": {"seen": 3, "instances": {"aa": 3, "bb": 3}, "graph_launches": 0,
-                               "app_times": {"bb": [3.7e-6]}, "kernel_times": {"aa": [1.12e-6, 1.13e-6]}}})  # fmt: skip
+    _counts(
+        raw,
+        1,
+        {
+            "saxpy": {
+                "seen": 3,
+                "instances": {"aa": 3, "bb": 3},
+                "graph_launches": 0,
+                "app_times": {"aa": [3.5e-6]},
+                "kernel_times": {"bb": [1.3e-6]},
+            }
+        },
+    )
+    _counts(
+        raw,
+        2,
+        {
+            "saxpy": {
+                "seen": 3,
+                "instances": {"aa": 3, "bb": 3},
+                "graph_launches": 0,
+                "app_times": {"bb": [3.7e-6]},
+                "kernel_times": {"aa": [1.12e-6, 1.13e-6]},
+            }
+        },
+    )
     times, _, timers = recorder.in_application(raw)
     assert times == {("saxpy", "aa"): [1.12e-6, 1.13e-6], ("saxpy", "bb"): [1.3e-6]}
     assert timers == {("saxpy", "aa"): "cupti", ("saxpy", "bb"): "cupti"}
@@ -132,30 +208,63 @@ def test_finalize_gives_each_instance_its_in_application_times(tmp_path):
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)
     cubin = tmp_path / "saxpy.cubin"
-    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True, capture_output=True
+    )
     (raw / "images" / "i.cubin").write_bytes(cubin.read_bytes())
     args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + 2 * MiB)
-    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "saxpy", "instance_key": "00000000000000aa",
-                "grid": [1, 1, 1], "block": [16, 1, 1], "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40,
-                "image": "images/i.cubin", "image_kind": "cubin", "args": args.hex(),
-                "params": [[0, 4], [4, 4], [8, 8], [16, 8]], "regions": [[BASE, 64], [BASE + 2 * MiB, 64]],
-                "globals": []}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "saxpy",
+        "instance_key": "00000000000000aa",
+        "grid": [1, 1, 1],
+        "block": [16, 1, 1],
+        "shared_mem": 0,
+        "va_base": BASE,
+        "va_size": 1 << 40,
+        "image": "images/i.cubin",
+        "image_kind": "cubin",
+        "args": args.hex(),
+        "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
+        "regions": [[BASE, 64], [BASE + 2 * MiB, 64]],
+        "globals": [],
+    }
     folder = raw / "launch-5-000000"
     folder.mkdir()
     (folder / "prologue.bin").write_bytes(bytes(128))
     (folder / "epilogue.bin").write_bytes(bytes(64) + bytes(range(64)))
     (folder / "manifest.json").write_text(json.dumps(manifest))
-    _counts(raw, 5, {"saxpy": {"seen": 17, "instances": {"00000000000000aa": 17}, "graph_launches": 0,
-                               "app_times": {"00000000000000aa": [2.5e-6, 2.25e-6, 2.5e-6]}}})  # fmt: skip
+    _counts(
+        raw,
+        5,
+        {
+            "saxpy": {
+                "seen": 17,
+                "instances": {"00000000000000aa": 17},
+                "graph_launches": 0,
+                "app_times": {"00000000000000aa": [2.5e-6, 2.25e-6, 2.5e-6]},
+            }
+        },
+    )
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.app_times == [2.5e-6, 2.25e-6, 2.5e-6] and inst.occ == 17 and inst.app_timer == "events"
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")  # finalizing again changes nothing
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.app_times == [2.5e-6, 2.25e-6, 2.5e-6]
-    _counts(raw, 6, {"saxpy": {"seen": 17, "instances": {"00000000000000aa": 17}, "graph_launches": 0,
-                               "kernel_times": {"00000000000000aa": [1.1e-6, 1.2e-6]}}})  # fmt: skip
+    _counts(
+        raw,
+        6,
+        {
+            "saxpy": {
+                "seen": 17,
+                "instances": {"00000000000000aa": 17},
+                "graph_launches": 0,
+                "kernel_times": {"00000000000000aa": [1.1e-6, 1.2e-6]},
+            }
+        },
+    )
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.app_times == [1.1e-6, 1.2e-6] and inst.app_timer == "cupti"
@@ -202,14 +311,16 @@ def _outside(native, ranges, params):
     return [out[i] for i in range(n)]
 
 
-@pytest.mark.parametrize(("ranges", "params", "expected"), [
-    # saxpy(n, a, x, y) with x in pinned host memory, y placed: x is found, y is not
-    ([(PINNED, 4096)], [("i", 1024), ("f", 2.0), ("Q", PINNED + 16), ("Q", BASE)], [2]),
-    ([(PINNED, 4096)], [("Q", PINNED + 4095), ("Q", PINNED + 4096), ("Q", PINNED - 1)], [0]),  # the range's ends
-    ([(PINNED, 4096), (PINNED + 8192, 64)], [("Q", PINNED + 8200), ("Q", PINNED)], [0, 1]),
-    ([], [("Q", PINNED)], []),  # nothing outside the recording: nothing to warn about
-    ([(PINNED, 4096)], [("I", PINNED & 0xFFFFFFFF)], []),  # only pointer-sized parameters are pointers
-])  # fmt: skip
-def test_launch_arguments_that_point_into_memory_a_recording_does_not_hold_are_found(native, ranges, params,
-                                                                                     expected):  # fmt: skip
+@pytest.mark.parametrize(
+    ("ranges", "params", "expected"),
+    [
+        # saxpy(n, a, x, y) with x in pinned host memory, y placed: x is found, y is not
+        ([(PINNED, 4096)], [("i", 1024), ("f", 2.0), ("Q", PINNED + 16), ("Q", BASE)], [2]),
+        ([(PINNED, 4096)], [("Q", PINNED + 4095), ("Q", PINNED + 4096), ("Q", PINNED - 1)], [0]),  # the range's ends
+        ([(PINNED, 4096), (PINNED + 8192, 64)], [("Q", PINNED + 8200), ("Q", PINNED)], [0, 1]),
+        ([], [("Q", PINNED)], []),  # nothing outside the recording: nothing to warn about
+        ([(PINNED, 4096)], [("I", PINNED & 0xFFFFFFFF)], []),  # only pointer-sized parameters are pointers
+    ],
+)
+def test_launch_arguments_that_point_into_memory_a_recording_does_not_hold_are_found(native, ranges, params, expected):
     assert _outside(native, ranges, params) == expected

@@ -51,8 +51,9 @@ def native(library):
 
 def _nvcc(tmp_path: Path, source: str, kind: str) -> bytes:
     out = tmp_path / f"{Path(source).stem}.{kind}"
-    subprocess.run([NVCC, f"-{kind}", "-arch=sm_90", "-o", str(out), str(KERNELS / source)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [NVCC, f"-{kind}", "-arch=sm_90", "-o", str(out), str(KERNELS / source)], check=True, capture_output=True
+    )
     return out.read_bytes()
 
 
@@ -84,8 +85,13 @@ def test_a_fatbin_behind_cudarts_wrapper_is_found_through_it(native, tmp_path):
 
 @needs_nvcc
 def test_the_recorder_lists_the_device_variables_an_image_defines_for_the_device(native, tmp_path):
-    native.mneme_recorder_image_globals.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p,
-                                                    ctypes.c_size_t]  # fmt: skip
+    native.mneme_recorder_image_globals.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
 
     def names(image: bytes, arch: int) -> set[str]:
         out = ctypes.create_string_buffer(4096)
@@ -120,16 +126,34 @@ def test_compressed_fatbins_yield_their_cubin_and_device_variables(native, tmp_p
     source = tmp_path / "big.cu"
     source.write_text(COMPRESSIBLE)
     out = tmp_path / f"{mode}.fatbin"
-    subprocess.run([NVCC, "-fatbin", "-arch=sm_90", f"-compress-mode={mode}", "-Xfatbin", "-compress-all", "-o",
-                    str(out), str(source)], check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            NVCC,
+            "-fatbin",
+            "-arch=sm_90",
+            f"-compress-mode={mode}",
+            "-Xfatbin",
+            "-compress-all",
+            "-o",
+            str(out),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+    )
     data = out.read_bytes()
     header = struct.unpack_from("<H", data, 6)[0]
     assert struct.unpack_from("<Q", data, header + 40)[0] & (0x2000 if mode == "speed" else 0x8000)  # compressed
     image, kind = recorder.kernel_image(data, "_Z4kernILi300EEvPf", "sm_90")
     assert kind == "cubin" and image[:4] == b"\x7fELF"
     names = ctypes.create_string_buffer(4096)
-    native.mneme_recorder_image_globals.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_char_p,
-                                                    ctypes.c_size_t]  # fmt: skip
+    native.mneme_recorder_image_globals.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+    ]
     native.mneme_recorder_image_globals(data, len(data), 90, names, len(names))
     assert set(names.value.decode().split()) == {"bias", "coeffs", "_ZN2ns6scaledE"}
 
@@ -150,8 +174,9 @@ def test_atomic_writes_leave_the_file_or_nothing(native, tmp_path):
         "print(lib.mneme_recorder_write_atomic(sys.argv[2].encode(), data, len(data)))\n"
     )
     target = tmp_path / "big.bin"
-    proc = subprocess.run([sys.executable, "-c", script, str(native._name), str(target)], capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(native._name), str(target)], capture_output=True, text=True, check=True
+    )
     assert int(proc.stdout) == 27  # EFBIG
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
 
@@ -186,12 +211,27 @@ def test_a_kernel_without_ir_is_written_binary_only_with_its_globals(tmp_path):
     x1 = x0 + 2.0
     args = struct.pack("<Qi", BASE, n) + b"\0" * 4
     bias, count0, count1 = struct.pack("<f", 2.0), struct.pack("<i", 0), struct.pack("<i", 1)
-    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "add_bias", "pid": 77, "sequence": 0,
-                "occurrence": 0, "instance_key": "00000000000000aa", "grid": [2, 1, 1], "block": [128, 1, 1],
-                "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40, "bytes": n * 4 + 8,
-                "image": "images/image-77-0000.fatbin", "image_kind": "fatbin", "args": args.hex(),
-                "params": [[0, 8], [8, 4]], "regions": [[BASE, n * 4]],
-                "globals": [["bias", 0x7F0000001000, 4], ["launch_count", 0x7F0000001004, 4]]}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "add_bias",
+        "pid": 77,
+        "sequence": 0,
+        "occurrence": 0,
+        "instance_key": "00000000000000aa",
+        "grid": [2, 1, 1],
+        "block": [128, 1, 1],
+        "shared_mem": 0,
+        "va_base": BASE,
+        "va_size": 1 << 40,
+        "bytes": n * 4 + 8,
+        "image": "images/image-77-0000.fatbin",
+        "image_kind": "fatbin",
+        "args": args.hex(),
+        "params": [[0, 8], [8, 4]],
+        "regions": [[BASE, n * 4]],
+        "globals": [["bias", 0x7F0000001000, 4], ["launch_count", 0x7F0000001004, 4]],
+    }
     _write_raw(raw, 77, 0, manifest, x0.tobytes() + bias + count0, x1.tobytes() + bias + count1)
     (raw / "launch-77-000001.tmp").mkdir()  # a launch cut short by a crash: ignored
 
@@ -215,10 +255,23 @@ def _saxpy_raw(tmp_path: Path, before: bytes = b"\1" * 128, after: bytes = b"\1"
     (raw / "images").mkdir(parents=True)
     (raw / "images" / "i.cubin").write_bytes(_nvcc(tmp_path, "saxpy.cu", "cubin"))
     args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + 64)
-    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "saxpy", "instance_key": "1",
-                "grid": [4, 1, 1], "block": [4, 1, 1], "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40,
-                "image": "images/i.cubin", "args": args.hex(), "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
-                "regions": [[BASE, 64], [BASE + 64, 64]], "globals": [], **launch}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "saxpy",
+        "instance_key": "1",
+        "grid": [4, 1, 1],
+        "block": [4, 1, 1],
+        "shared_mem": 0,
+        "va_base": BASE,
+        "va_size": 1 << 40,
+        "image": "images/i.cubin",
+        "args": args.hex(),
+        "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
+        "regions": [[BASE, 64], [BASE + 64, 64]],
+        "globals": [],
+        **launch,
+    }
     _write_raw(raw, 1, 0, manifest, before, after)
     return raw
 
@@ -238,7 +291,7 @@ def test_the_elf_files_the_process_loaded_come_from_its_maps(tmp_path):
         f"00400000-00452000 r-xp 00000000 08:02 173521 {exe}\n"
         "7f0000000000-7f0000001000 rw-p 00000000 00:00 0 [heap]\n"
         "7f0000002000-7f0000003000 r--p 00000000 08:02 1 /no/such/library.so\n"
-    )  # fmt: skip
+    )
     assert recorder.loaded_elf_files(raw) == [exe]
 
 
@@ -252,10 +305,12 @@ def stencil_app_with_ir(tmp_path_factory):
         pytest.skip("needs nvcc, mneme-cc and clang++-19")
     folder = tmp_path_factory.mktemp("stencil")
     source = TESTS / "gpu" / "programs" / "stencil_app.cu"
-    subprocess.run([MNEME_CC, NVCC, "-c", "-arch=sm_90", "-o", str(folder / "app.o"), str(source)], check=True,
-                   capture_output=True)  # fmt: skip
-    subprocess.run([NVCC, "-arch=sm_90", "-o", str(folder / "stencil_app"), str(folder / "app.o")], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [MNEME_CC, NVCC, "-c", "-arch=sm_90", "-o", str(folder / "app.o"), str(source)], check=True, capture_output=True
+    )
+    subprocess.run(
+        [NVCC, "-arch=sm_90", "-o", str(folder / "stencil_app"), str(folder / "app.o")], check=True, capture_output=True
+    )
     return folder / "stencil_app"
 
 
@@ -285,10 +340,22 @@ def _stencil_raw(raw: Path, app: Path, params: list) -> None:
     grid_out = np.zeros(nx * ny, dtype=np.float32)
     out_base = BASE + (2 << 20)
     args = struct.pack("<QQii", BASE, out_base, nx, ny)
-    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "stencil2d", "instance_key": "1",
-                "grid": [1, 1, 1], "block": [8, 8, 1], "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40,
-                "image": "images/image-9-0000.fatbin", "args": args.hex(), "params": params,
-                "regions": [[BASE, nx * ny * 4], [out_base, nx * ny * 4]], "globals": []}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "stencil2d",
+        "instance_key": "1",
+        "grid": [1, 1, 1],
+        "block": [8, 8, 1],
+        "shared_mem": 0,
+        "va_base": BASE,
+        "va_size": 1 << 40,
+        "image": "images/image-9-0000.fatbin",
+        "args": args.hex(),
+        "params": params,
+        "regions": [[BASE, nx * ny * 4], [out_base, nx * ny * 4]],
+        "globals": [],
+    }
     before = grid_in.tobytes() + grid_out.tobytes()
     _write_raw(raw, 9, 0, manifest, before, grid_in.tobytes() + grid_in.tobytes())
 
@@ -303,8 +370,9 @@ def test_an_application_built_with_mneme_cc_is_recorded_with_its_embedded_ir(ste
     assert [a.kind for a in rec.args] == ["pointer", "pointer", "int", "int"]
 
 
-def test_ir_whose_parameters_differ_from_the_recorded_layout_is_dropped_with_a_warning(stencil_app_with_ir,
-                                                                                       tmp_path, caplog):  # fmt: skip
+def test_ir_whose_parameters_differ_from_the_recorded_layout_is_dropped_with_a_warning(
+    stencil_app_with_ir, tmp_path, caplog
+):
     raw = tmp_path / "raw"
     _stencil_raw(raw, stencil_app_with_ir, [[0, 8], [8, 8], [16, 8]])  # not what the IR says
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
@@ -315,11 +383,17 @@ def test_ir_whose_parameters_differ_from_the_recorded_layout_is_dropped_with_a_w
 
 @needs_nvcc
 @pytest.mark.parametrize("compression, whole", [("lz4", "lz4"), ("zstd", "zstd"), ("none", "raw")])
-@pytest.mark.parametrize(("epilogue_format", "expected"), [
-    ("diff", ["diff", "diff"]), ("bytes", ["whole", "whole"]), ("best", ["diff", "whole"]),
-])  # fmt: skip
-def test_the_epilogue_format_and_compression_choose_how_regions_are_stored(tmp_path, epilogue_format, expected,
-                                                                           compression, whole):  # fmt: skip
+@pytest.mark.parametrize(
+    ("epilogue_format", "expected"),
+    [
+        ("diff", ["diff", "diff"]),
+        ("bytes", ["whole", "whole"]),
+        ("best", ["diff", "whole"]),
+    ],
+)
+def test_the_epilogue_format_and_compression_choose_how_regions_are_stored(
+    tmp_path, epilogue_format, expected, compression, whole
+):
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)
     (raw / "images" / "i.cubin").write_bytes(_nvcc(tmp_path, "saxpy.cu", "cubin"))
@@ -327,13 +401,26 @@ def test_the_epilogue_format_and_compression_choose_how_regions_are_stored(tmp_p
     x = np.arange(n, dtype=np.float32)
     y0, y1 = np.ones(n, dtype=np.float32), 2 * np.arange(n, dtype=np.float32) + 3  # y: wholly rewritten
     args = struct.pack("<ifQQ", n, 2.0, BASE, BASE + (2 << 20))
-    manifest = {"format": "mneme-cuda-raw", "version": 1, "kernel": "saxpy", "instance_key": "1",
-                "grid": [16, 1, 1], "block": [256, 1, 1], "shared_mem": 0, "va_base": BASE, "va_size": 1 << 40,
-                "image": "images/i.cubin", "args": args.hex(), "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
-                "regions": [[BASE, n * 4], [BASE + (2 << 20), n * 4]], "globals": []}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 1,
+        "kernel": "saxpy",
+        "instance_key": "1",
+        "grid": [16, 1, 1],
+        "block": [256, 1, 1],
+        "shared_mem": 0,
+        "va_base": BASE,
+        "va_size": 1 << 40,
+        "image": "images/i.cubin",
+        "args": args.hex(),
+        "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
+        "regions": [[BASE, n * 4], [BASE + (2 << 20), n * 4]],
+        "globals": [],
+    }
     _write_raw(raw, 1, 0, manifest, x.tobytes() + y0.tobytes(), x.tobytes() + y1.tobytes())
-    (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90", epilogue_format=epilogue_format,
-                              compression=compression)  # fmt: skip
+    (db,) = recorder.finalize(
+        raw, tmp_path / "db", arch="sm_90", epilogue_format=epilogue_format, compression=compression
+    )
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     prologue = Snapshot.open(inst.prologue_path)
     epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
@@ -347,12 +434,14 @@ def test_the_epilogue_format_and_compression_choose_how_regions_are_stored(tmp_p
 @needs_nvcc
 def test_a_cooperative_launch_with_clusters_is_finalized_with_both_and_older_manifests_as_plain(tmp_path):
     """What the recorder writes for cuLaunchKernelEx with the cooperative and cluster attributes."""
-    (db,) = recorder.finalize(_saxpy_raw(tmp_path / "a", cooperative=True, cluster=[2, 1, 1]), tmp_path / "a" / "db",
-                              arch="sm_90")  # fmt: skip
+    (db,) = recorder.finalize(
+        _saxpy_raw(tmp_path / "a", cooperative=True, cluster=[2, 1, 1]), tmp_path / "a" / "db", arch="sm_90"
+    )
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.cooperative and inst.cluster_dim.as_tuple() == (2, 1, 1)
-    (db,) = recorder.finalize(_saxpy_raw(tmp_path / "b", cooperative=False, cluster=[0, 0, 0]), tmp_path / "b" / "db",
-                              arch="sm_90")  # fmt: skip
+    (db,) = recorder.finalize(
+        _saxpy_raw(tmp_path / "b", cooperative=False, cluster=[0, 0, 0]), tmp_path / "b" / "db", arch="sm_90"
+    )
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert not inst.cooperative and inst.cluster_dim is None
     (db,) = recorder.finalize(_saxpy_raw(tmp_path / "c"), tmp_path / "c" / "db", arch="sm_90")  # before the fields
@@ -360,9 +449,16 @@ def test_a_cooperative_launch_with_clusters_is_finalized_with_both_and_older_man
 
 
 @needs_nvcc
-@pytest.mark.parametrize("launch, field", [({"cooperative": 1}, "cooperative"), ({"cluster": [2, 0, 1]}, "cluster"),
-                                           ({"cluster": [2, 1]}, "cluster"), ({"cluster": [3, 1, 1]}, "cluster"),
-                                           ({"cluster": [2, 1, 1], "grid": ["4", 1, 1]}, "grid")])  # fmt: skip
+@pytest.mark.parametrize(
+    "launch, field",
+    [
+        ({"cooperative": 1}, "cooperative"),
+        ({"cluster": [2, 0, 1]}, "cluster"),
+        ({"cluster": [2, 1]}, "cluster"),
+        ({"cluster": [3, 1, 1]}, "cluster"),
+        ({"cluster": [2, 1, 1], "grid": ["4", 1, 1]}, "grid"),
+    ],
+)
 def test_a_malformed_launch_attribute_in_a_manifest_is_an_error_naming_the_file_and_field(tmp_path, launch, field):
     raw = _saxpy_raw(tmp_path, **launch)
     with pytest.raises(MnemeError, match="manifest.json") as err:

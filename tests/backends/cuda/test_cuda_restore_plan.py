@@ -17,13 +17,16 @@ from mneme_cuda.memory import decode_pieces, restore_plan
 KiB, MiB = 1 << 10, 1 << 20
 
 
-@pytest.mark.parametrize(("size", "chunk", "stage"), [
-    (70 * MiB + 12345, 4 * MiB, 32 * MiB),  # more fills than staging buffers, a short last chunk
-    (3 * MiB, 4 * MiB, 32 * MiB),  # one piece
-    (10 * MiB, 64 * KiB, 32 * MiB),  # small chunks grouped into pieces of >= 1 MiB
-    (100 * MiB, 48 * MiB, 32 * MiB),  # chunks larger than a staging buffer
-    (8, 8, 32 * MiB),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("size", "chunk", "stage"),
+    [
+        (70 * MiB + 12345, 4 * MiB, 32 * MiB),  # more fills than staging buffers, a short last chunk
+        (3 * MiB, 4 * MiB, 32 * MiB),  # one piece
+        (10 * MiB, 64 * KiB, 32 * MiB),  # small chunks grouped into pieces of >= 1 MiB
+        (100 * MiB, 48 * MiB, 32 * MiB),  # chunks larger than a staging buffer
+        (8, 8, 32 * MiB),
+    ],
+)
 def test_restore_plan_fills_each_staging_buffer_with_whole_chunks_and_covers_the_region(size, chunk, stage):
     plan = restore_plan(size, chunk, stage)
     cursor = 0
@@ -85,5 +88,3 @@ def test_regions_decoded_piece_by_piece_through_staging_equal_the_recorded_bytes
     finally:
         if pool is not None:
             pool.shutdown()
-
-

@@ -69,11 +69,13 @@ def test_hopper_inline_ptx_of_a_newer_isa_assembles(tmp_path):
     # `elect.sync` is PTX ISA 8.0: clang's functions say +ptx85, LLVM's sm_90 header said `.version 7.8`,
     # and both assemblers refused the kernel before the header was raised to the functions' ISA
     source = tmp_path / "leader.cu"
-    source.write_text('extern "C" __global__ void leader(unsigned* out) {\n'
-                      "  unsigned is_leader;\n"
-                      '  asm volatile("{\\n\\t.reg .pred p;\\n\\telect.sync _|p, 0xffffffff;\\n\\t'
-                      'selp.u32 %0, 1, 0, p;\\n\\t}" : "=r"(is_leader));\n'
-                      "  out[threadIdx.x] = is_leader;\n}\n")  # fmt: skip
+    source.write_text(
+        'extern "C" __global__ void leader(unsigned* out) {\n'
+        "  unsigned is_leader;\n"
+        '  asm volatile("{\\n\\t.reg .pred p;\\n\\telect.sync _|p, 0xffffffff;\\n\\t'
+        'selp.u32 %0, 1, 0, p;\\n\\t}" : "=r"(is_leader));\n'
+        "  out[threadIdx.x] = is_leader;\n}\n"
+    )
     module = ir.link([build_cuda_ir(source)], "leader")
     ptx = build.compile(module, "leader", CONFIG, "sm_90", emit="ptx", cache=False).data.decode()
     assert "elect.sync" in ptx and _header(ptx) == ("sm_90", target.required_ptx(module))
@@ -81,10 +83,24 @@ def test_hopper_inline_ptx_of_a_newer_isa_assembles(tmp_path):
     assert binary.kind == "cubin" and binary.resources.registers > 0
 
 
-@pytest.mark.parametrize("assembler", ["ptxas", pytest.param("nvjitlink", marks=pytest.mark.skipif(
-    codegen.ptx_assembler() != "nvjitlink", reason="nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed"))])
+@pytest.mark.parametrize(
+    "assembler",
+    [
+        "ptxas",
+        pytest.param(
+            "nvjitlink",
+            marks=pytest.mark.skipif(
+                codegen.ptx_assembler() != "nvjitlink",
+                reason="nvJitLink (nvidia-nvjitlink + cuda-bindings) is not installed",
+            ),
+        ),
+    ],
+)
 def test_an_assembler_older_than_the_ptx_isa_says_what_to_install(assembler):
     ptx = ".version 9.9\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n"
-    with pytest.raises(MnemeError, match=r"compiled for PTX ISA 9\.9 .* reads up to \d+\.\d+: (pip install -U "
-                                         r"nvidia-nvjitlink|install a newer CUDA toolkit)"):  # fmt: skip
+    with pytest.raises(
+        MnemeError,
+        match=r"compiled for PTX ISA 9\.9 .* reads up to \d+\.\d+: (pip install -U "
+        r"nvidia-nvjitlink|install a newer CUDA toolkit)",
+    ):
         codegen.assemble_ptx(ptx, "sm_90", CONFIG, name="k", assembler=assembler)

@@ -18,8 +18,9 @@ from mneme.core.errors import UsageError
 from mneme.core.types import ExperimentConfiguration
 
 pytestmark = pytest.mark.skipif(not cuda_available()[0], reason=cuda_available()[1])
-needs_nvjitlink = pytest.mark.skipif(cuda_codegen.ptx_assembler() != "nvjitlink",
-                                     reason="needs nvJitLink: pip install nvidia-nvjitlink cuda-bindings")  # fmt: skip
+needs_nvjitlink = pytest.mark.skipif(
+    cuda_codegen.ptx_assembler() != "nvjitlink", reason="needs nvJitLink: pip install nvidia-nvjitlink cuda-bindings"
+)
 O3 = ExperimentConfiguration(grid=(64, 1, 1), block=(256, 1, 1), passes="default<O3>", codegen_opt=3, ptxas_opt=3)
 READELF = "llvm-readelf-19"
 
@@ -29,13 +30,17 @@ def many_functions_source(functions: int, with_global: bool = False) -> str:
     lines = ["__device__ float scale_table[4] = {1.0f, 2.0f, 3.0f, 4.0f};"] if with_global else []
     for i in range(functions):
         extra = " * scale_table[k & 3]" if with_global and i == functions - 1 else ""
-        lines.append(f"__device__ __noinline__ float f{i}(float x, int k) {{\n"
-                     f"  float y = x * {i + 1}.0f + k{extra};\n  for (int j = 0; j < (k & 3); ++j) y = y * 0.5f + {i}.25f;\n"
-                     f"  return y > {i}.0f ? y - x : y + x;\n}}")  # fmt: skip
+        lines.append(
+            f"__device__ __noinline__ float f{i}(float x, int k) {{\n"
+            f"  float y = x * {i + 1}.0f + k{extra};\n  for (int j = 0; j < (k & 3); ++j) y = y * 0.5f + {i}.25f;\n"
+            f"  return y > {i}.0f ? y - x : y + x;\n}}"
+        )
     body = "\n".join(f"  acc += f{i}(acc, i + {i});" for i in range(functions))
-    lines.append('extern "C" __global__ void many_functions(const float* in, float* out, int n) {\n'
-                 f"  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  float acc = in[i];\n{body}\n"
-                 "  out[i] = acc;\n}")  # fmt: skip
+    lines.append(
+        'extern "C" __global__ void many_functions(const float* in, float* out, int n) {\n'
+        f"  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  float acc = in[i];\n{body}\n"
+        "  out[i] = acc;\n}"
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -56,7 +61,11 @@ def _functions(cubin: bytes, tmp_path) -> dict[str, int]:
     path = tmp_path / "k.cubin"
     path.write_bytes(cubin)
     out = subprocess.run([READELF, "--symbols", "--wide", str(path)], capture_output=True, text=True, check=True).stdout
-    return {cols[-1]: int(cols[2]) for cols in (line.split() for line in out.splitlines()) if len(cols) >= 8 and cols[3] == "FUNC"}
+    return {
+        cols[-1]: int(cols[2])
+        for cols in (line.split() for line in out.splitlines())
+        if len(cols) >= 8 and cols[3] == "FUNC"
+    }
 
 
 def test_partitions_cover_every_function_once_and_keep_global_users_with_the_kernel(tmp_path):
@@ -137,8 +146,9 @@ def test_keeping_freed_heap_does_not_change_the_corpus_cubins(tmp_path):
 
     def cubins(tuning: str) -> list[str]:
         env = {**os.environ, "MNEME_MALLOC_TUNING": tuning}
-        return subprocess.run([sys.executable, "-c", _ASSEMBLE, *paths], env=env, capture_output=True, text=True,
-                              check=True).stdout.splitlines()  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-c", _ASSEMBLE, *paths], env=env, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
 
     tuned = cubins("1")
     assert len(tuned) == len(paths) == 10 and tuned == cubins("0")
@@ -149,13 +159,13 @@ def test_nvjitlink_builds_keep_the_freed_heap_unless_told_not_to(tmp_path):
     """glibc keeps up to 64 MiB of freed heap while nvJitLink assembles (its per-build working memory
     stays mapped: benchmarks/bench_compile.py measures the cost it saves); MNEME_MALLOC_TUNING=0 leaves
     glibc's defaults. Page-fault counts themselves move too much on a shared machine for a test."""
-    code = ("from mneme_cuda import codegen\n"
-            "print(codegen._nvjitlink() is not None, codegen._keep_freed_heap())\n")  # fmt: skip
+    code = "from mneme_cuda import codegen\nprint(codegen._nvjitlink() is not None, codegen._keep_freed_heap())\n"
 
     def applied(tuning: str) -> str:
         env = {**os.environ, "MNEME_MALLOC_TUNING": tuning}
-        return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                              check=True).stdout.split()  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.split()
 
     assert applied("1") == ["True", "True"]
     assert applied("0") == ["True", "False"]

@@ -19,8 +19,9 @@ import pytest
 
 from mneme.core.native import PRELOAD_COMPAT, PRELOAD_LINK, cxx_compiler
 
-needs_tools = pytest.mark.skipif(shutil.which("readelf") is None or cxx_compiler() is None,
-                                 reason="needs readelf and a C++ compiler")
+needs_tools = pytest.mark.skipif(
+    shutil.which("readelf") is None or cxx_compiler() is None, reason="needs readelf and a C++ compiler"
+)
 MANYLINUX = (2, 28)
 # The static C++ runtime's names, which a preloaded library must not export (they would interpose on
 # the application's own runtime).
@@ -34,8 +35,9 @@ def portability(library: Path) -> dict:
     versions = subprocess.run(["readelf", "-VW", str(library)], capture_output=True, text=True, check=True).stdout
     needs = versions.split("Version needs section", 1)[1] if "Version needs section" in versions else ""
     glibc = sorted({tuple(int(x) for x in v.split(".")) for v in re.findall(r"Name: GLIBC_([0-9.]+)", needs)})
-    symbols = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True,
-                             check=True).stdout.split("\n")  # fmt: skip
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
     exported = [line.split()[-1] for line in symbols if line.strip()]
     return {"needed": needed, "glibc": glibc, "runtime_exported": [s for s in exported if RUNTIME_SYMBOL.match(s)]}
 
@@ -90,8 +92,20 @@ def test_a_library_built_the_preloaded_way_is_portable_and_its_runtime_works(tmp
     library = tmp_path / "libprobe.so"
     exports = tmp_path / "exports.map"  # as each recorder names its exports
     exports.write_text("{ global: probe; local: *; };\n")
-    command = [*cxx_compiler().split(), "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", str(source),
-               str(PRELOAD_COMPAT), "-o", str(library), *PRELOAD_LINK, f"-Wl,--version-script={exports}"]
+    command = [
+        *cxx_compiler().split(),
+        "-std=c++17",
+        "-O2",
+        "-fPIC",
+        "-shared",
+        "-fvisibility=hidden",
+        str(source),
+        str(PRELOAD_COMPAT),
+        "-o",
+        str(library),
+        *PRELOAD_LINK,
+        f"-Wl,--version-script={exports}",
+    ]
     subprocess.run(command, check=True, capture_output=True)
     assert_portable(library)
     assert ctypes.CDLL(str(library)).probe() == 15
@@ -103,8 +117,11 @@ def test_without_the_compat_layer_the_check_sees_newer_glibc_and_the_shared_runt
     source = tmp_path / "probe.cpp"
     source.write_text(_PROBE)
     library = tmp_path / "libplain.so"
-    subprocess.run([*cxx_compiler().split(), "-std=c++17", "-O2", "-fPIC", "-shared", str(source), "-o", str(library)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*cxx_compiler().split(), "-std=c++17", "-O2", "-fPIC", "-shared", str(source), "-o", str(library)],
+        check=True,
+        capture_output=True,
+    )
     found = portability(library)
     assert any(n.startswith("libstdc++") for n in found["needed"])
     if _glibc() > MANYLINUX:

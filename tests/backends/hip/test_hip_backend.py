@@ -24,8 +24,10 @@ def test_hip_backend_is_installed_and_says_precisely_why_it_cannot_run_here():
     if availability.usable:
         pytest.skip("an AMD GPU is present: the backend is usable")
     assert not availability.usable
-    assert any(why in availability.reason for why in ("hip-python is not installed", "libamdhip64",
-                                                       "needs ROCm 6.x", "no AMD GPU"))  # fmt: skip
+    assert any(
+        why in availability.reason
+        for why in ("hip-python is not installed", "libamdhip64", "needs ROCm 6.x", "no AMD GPU")
+    )
     assert backend.device_count() == 0
     with pytest.raises(MnemeError, match="cannot open device 0: " + re.escape(availability.reason)):
         backend.open_device(0)
@@ -46,8 +48,9 @@ def test_hip_claims_gfx_architectures_only():
 
 
 @needs_hip
-@pytest.mark.parametrize("emit,kind,magic", [("hsaco", "hsaco", b"\x7fELF"), ("object", "object", b"\x7fELF"),
-                                             ("asm", "asm", b"\t.")])  # fmt: skip
+@pytest.mark.parametrize(
+    "emit,kind,magic", [("hsaco", "hsaco", b"\x7fELF"), ("object", "object", b"\x7fELF"), ("asm", "asm", b"\t.")]
+)
 def test_hip_backend_compiles_each_output_kind(emit, kind, magic):
     module = ir.link([build_hip_ir("reduce_sum")], "reduce_sum")
     binary = build.compile(module, "reduce_sum", BASE, "gfx90a", emit=emit, cache=False)
@@ -87,8 +90,11 @@ def test_ir_keeps_its_wavefront_size_where_the_target_can_run_it_and_is_refused_
     # IR as clang writes it for gfx1100 (wave32; this machine's ROCm device libraries lack gfx1100) on gfx90a,
     # which runs wave64 only
     module = ir.retarget_functions(module, "gfx1100", lambda _features: ["+wavefrontsize32"], "gfx1100 IR")
-    with pytest.raises(MnemeError, match=r"built for gfx1100 with wavefront size 32, which gfx90a \(wavefront size "
-                                         r"64 only\) cannot run.*hipcc --offload-arch=gfx90a"):  # fmt: skip
+    with pytest.raises(
+        MnemeError,
+        match=r"built for gfx1100 with wavefront size 32, which gfx90a \(wavefront size "
+        r"64 only\) cannot run.*hipcc --offload-arch=gfx90a",
+    ):
         build.compile(module, "saxpy", BASE, "gfx90a", cache=False)
 
 
@@ -96,7 +102,13 @@ def test_wavefront_sizes_by_architecture_and_feature():
     from mneme_hip.codegen import wavefront_size
 
     assert [wavefront_size(a) for a in ("gfx90a", "gfx942", "gfx908", "gfx1030", "gfx1100", "gfx1201")] == [
-        64, 64, 64, 32, 32, 32]  # fmt: skip
+        64,
+        64,
+        64,
+        32,
+        32,
+        32,
+    ]
     assert wavefront_size("gfx1100", ["+wavefrontsize64"]) == 64 and wavefront_size("gfx90a:xnack+") == 64
     assert wavefront_size("gfx11-generic") == 32 and wavefront_size("gfx9-4-generic") == 64
     with pytest.raises(MnemeError, match="cannot tell the generation of AMD GPU 'gfxzz'"):

@@ -41,7 +41,10 @@ def test_a_reservation_covers_the_recorded_range_rounded_to_the_granularity():
 def test_only_the_granules_not_mapped_yet_are_mapped():
     mapped = [(BASE + GRAN, GRAN), (BASE + 4 * GRAN, 2 * GRAN)]
     assert vmm.unmapped_pieces(mapped, BASE + 10, 7 * GRAN - 20, GRAN) == [
-        (BASE, GRAN), (BASE + 2 * GRAN, 2 * GRAN), (BASE + 6 * GRAN, GRAN)]  # fmt: skip
+        (BASE, GRAN),
+        (BASE + 2 * GRAN, 2 * GRAN),
+        (BASE + 6 * GRAN, GRAN),
+    ]
     assert vmm.unmapped_pieces(mapped, BASE + GRAN + 5, 100, GRAN) == []
     assert vmm.unmapped_pieces([], BASE, 1, GRAN) == [(BASE, GRAN)]
 
@@ -94,8 +97,12 @@ def test_the_compare_kernel_counts_and_locates_differing_bytes_when_run_on_the_h
     import llvmlite.binding as llvm
 
     host = get_backend("host")
-    binary = host.compile(llvm.parse_assembly(compare.IR), compare.KERNEL,
-                          ExperimentConfiguration(grid=1, block=compare.BLOCK), host.arch())  # fmt: skip
+    binary = host.compile(
+        llvm.parse_assembly(compare.IR),
+        compare.KERNEL,
+        ExperimentConfiguration(grid=1, block=compare.BLOCK),
+        host.arch(),
+    )
     expected = np.arange(100_000, dtype=np.uint32).view(np.uint8).copy()
     actual = expected.copy()
     actual[[70_001, 5, 399_999]] ^= 0xFF
@@ -108,11 +115,15 @@ def test_the_compare_kernel_counts_and_locates_differing_bytes_when_run_on_the_h
             device.write(addr, array.tobytes())
         kernel = device.load(binary)
         grid = compare.grid_for(expected.nbytes, compute_units=8)
-        device.launch(kernel, grid, compare.BLOCK, 0, compare.pack_args(e, a, expected.nbytes, out, grid * compare.BLOCK))
+        device.launch(
+            kernel, grid, compare.BLOCK, 0, compare.pack_args(e, a, expected.nbytes, out, grid * compare.BLOCK)
+        )
         words = np.frombuffer(device.read(out, 16), dtype=np.uint64)
         assert compare.result(words) == (3, 5)
         device.write(out, compare.initial_out().tobytes())
-        device.launch(kernel, grid, compare.BLOCK, 0, compare.pack_args(e, e, expected.nbytes, out, grid * compare.BLOCK))
+        device.launch(
+            kernel, grid, compare.BLOCK, 0, compare.pack_args(e, e, expected.nbytes, out, grid * compare.BLOCK)
+        )
         assert compare.result(np.frombuffer(device.read(out, 16), dtype=np.uint64)) == (0, -1)
 
 

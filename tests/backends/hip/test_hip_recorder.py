@@ -41,20 +41,41 @@ pytestmark = [
 def app(tmp_path_factory) -> Path:
     """The double (as libamdhip64.so.5, the name hipcc's programs ask for) and the program beside it."""
     folder = tmp_path_factory.mktemp("hip_double")
-    subprocess.run(["gcc", "-O1", "-fPIC", "-shared", "-fvisibility=hidden", f"-I{ABI}",
-                    f"-Wl,--version-script={HERE / 'double' / 'hip_double.map'}", "-Wl,-soname,libamdhip64.so.5",
-                    str(HERE / "double" / "hip_double.c"), "-o", str(folder / "libamdhip64.so.5")],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        [
+            "gcc",
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            f"-I{ABI}",
+            f"-Wl,--version-script={HERE / 'double' / 'hip_double.map'}",
+            "-Wl,-soname,libamdhip64.so.5",
+            str(HERE / "double" / "hip_double.c"),
+            "-o",
+            str(folder / "libamdhip64.so.5"),
+        ],
+        check=True,
+    )
     env = {**os.environ, "HIP_PLATFORM": "amd"}
     launcher = [sys.executable, "-m", "mneme.instrument.launcher"]
     source = HERE / "programs" / "scale_add.hip"
     annotate = f"-I{ROOT / 'backends' / 'cuda' / 'recorder' / 'include'}"  # mneme_annotate.h
-    built = subprocess.run([*launcher, "hipcc", "--offload-arch=gfx90a", annotate, "-c", str(source), "-o",
-                            "scale_add.o"],
-                           cwd=folder, env=env, capture_output=True, text=True)  # fmt: skip
+    built = subprocess.run(
+        [*launcher, "hipcc", "--offload-arch=gfx90a", annotate, "-c", str(source), "-o", "scale_add.o"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
-    linked = subprocess.run(["hipcc", "--offload-arch=gfx90a", "scale_add.o", "-o", "scale_add"], cwd=folder, env=env,
-                            capture_output=True, text=True)  # fmt: skip
+    linked = subprocess.run(
+        ["hipcc", "--offload-arch=gfx90a", "scale_add.o", "-o", "scale_add"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert linked.returncode == 0, linked.stdout + linked.stderr
     # the program's own code object, for its hipModuleLoadData modes
     elf = ElfFile.read(folder / "scale_add")
@@ -64,11 +85,18 @@ def app(tmp_path_factory) -> Path:
     return folder / "scale_add"
 
 
-def record(app: Path, rdb: Path, *args: str, options: tuple[str, ...] = (), verb: tuple[str, ...] = ("hip", "record"),
-           **env: str) -> subprocess.CompletedProcess:  # fmt: skip
+def record(
+    app: Path,
+    rdb: Path,
+    *args: str,
+    options: tuple[str, ...] = (),
+    verb: tuple[str, ...] = ("hip", "record"),
+    **env: str,
+) -> subprocess.CompletedProcess:
     environ = {**os.environ, "LD_LIBRARY_PATH": str(app.parent), **env}
-    return subprocess.run([*MNEME, *verb, "-rdb", str(rdb), *options, "--", str(app), *args], env=environ,
-                          capture_output=True, text=True)  # fmt: skip
+    return subprocess.run(
+        [*MNEME, *verb, "-rdb", str(rdb), *options, "--", str(app), *args], env=environ, capture_output=True, text=True
+    )
 
 
 def replay_all(db: Path) -> list[tuple[bool, bool, str]]:
@@ -85,8 +113,9 @@ def replay_all(db: Path) -> list[tuple[bool, bool, str]]:
 
 
 def test_the_program_runs_on_the_double_alone(app):
-    run = subprocess.run([str(app)], env={**os.environ, "LD_LIBRARY_PATH": str(app.parent)}, capture_output=True,
-                         text=True)  # fmt: skip
+    run = subprocess.run(
+        [str(app)], env={**os.environ, "LD_LIBRARY_PATH": str(app.parent)}, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "y[999] = 4996 (expected 4996)" in run.stdout
 
@@ -135,8 +164,9 @@ def test_a_replay_fails_verification_when_the_double_computed_something_else(app
     results = replay_all(db)
     assert [(ok, verified) for ok, verified, _ in results] == [(False, False)] * 2
     # y (arg 0, the second placed allocation) differs; x does not
-    assert all("did not reproduce the recorded epilogue: region 0x153940200000 [arg 0" in error
-               for _, _, error in results)  # fmt: skip
+    assert all(
+        "did not reproduce the recorded epilogue: region 0x153940200000 [arg 0" in error for _, _, error in results
+    )
 
 
 @pytest.mark.parametrize("how", ["ext", "coop", "module", "module-extra", "pitch"])
@@ -175,7 +205,12 @@ def test_mneme_annotate_gives_a_placed_allocation_its_policy(app, tmp_path):
     for m in manifests:
         (policy,) = m["policies"]
         assert (policy["addr"], policy["dtype"], policy["threshold"], policy["relative"], policy["tag"]) == (
-            y, "f32", 1e-6, True, "y")
+            y,
+            "f32",
+            1e-6,
+            True,
+            "y",
+        )
     (db,) = (tmp_path / "db").glob("*.json")
     assert replay_all(db) == [(True, True, "")] * 2
 
@@ -188,14 +223,26 @@ def test_a_compressed_offload_bundle_is_read_natively_and_by_finalize(app, tmp_p
     if shutil.which("clang++-19") is None or rocm_bitcode_dir() is None:
         pytest.skip("needs clang-19 and the ROCm device libraries (rocm-device-libs)")
     launcher = [sys.executable, "-m", "mneme.instrument.launcher"]
-    flags = ["-x", "hip", "--offload-arch=gfx90a", "--offload-compress", "--rocm-path=/usr",
-             f"--rocm-device-lib-path={rocm_bitcode_dir()}", "-O2"]  # fmt: skip
+    flags = [
+        "-x",
+        "hip",
+        "--offload-arch=gfx90a",
+        "--offload-compress",
+        "--rocm-path=/usr",
+        f"--rocm-device-lib-path={rocm_bitcode_dir()}",
+        "-O2",
+    ]
     flags.append(f"-I{ROOT / 'backends' / 'cuda' / 'recorder' / 'include'}")
-    built = subprocess.run([*launcher, "clang++-19", *flags, "-c", str(HERE / "programs" / "scale_add.hip"), "-o",
-                            "z.o"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+    built = subprocess.run(
+        [*launcher, "clang++-19", *flags, "-c", str(HERE / "programs" / "scale_add.hip"), "-o", "z.o"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert built.returncode == 0, built.stdout + built.stderr
-    subprocess.run(["clang++-19", "--hip-link", "--rocm-path=/usr", "z.o", "-o", "scale_add_z"], cwd=tmp_path,
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["clang++-19", "--hip-link", "--rocm-path=/usr", "z.o", "-o", "scale_add_z"], cwd=tmp_path, check=True
+    )
     program = tmp_path / "scale_add_z"
     shutil.copy(app.parent / "libamdhip64.so.5", tmp_path)
     done = record(program, tmp_path / "db")

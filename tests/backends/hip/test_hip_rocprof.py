@@ -109,8 +109,9 @@ def test_dispatch_timestamps_time_each_run_on_the_gpu():
         if timer is None:
             pytest.skip(f"rocprofiler-sdk kernel timer unusable: {why}")
         arch = backend.arch(0)
-        binary = backend.compile(llvm.parse_assembly(compare.IR), compare.KERNEL,
-                                 ExperimentConfiguration(grid=4, block=compare.BLOCK), arch)  # fmt: skip
+        binary = backend.compile(
+            llvm.parse_assembly(compare.IR), compare.KERNEL, ExperimentConfiguration(grid=4, block=compare.BLOCK), arch
+        )
         kernel = device.load(binary)
         base = 0x7F2B00000000
         device.reserve(base, 8 << 20)
@@ -128,12 +129,16 @@ def test_rocprofiler_sdk_loads_through_the_core_loader_where_installed(fresh_tim
     assert lib.rocprofiler_force_configure.argtypes == [rocprof._CONFIGURE_CB]
 
 
-@pytest.mark.parametrize(("minor", "failure"), [
-    (3, "it is rocprofiler-sdk 0.3.1; the kernel timer needs 0.4 or newer"),
-    (5, "it has no function rocprofiler_force_configure"),  # the right version, not the whole library
-])  # fmt: skip
-def test_a_rocprofiler_sdk_of_another_version_is_refused_in_the_loaders_style(fresh_timer, monkeypatch, tmp_path,
-                                                                             minor, failure):  # fmt: skip
+@pytest.mark.parametrize(
+    ("minor", "failure"),
+    [
+        (3, "it is rocprofiler-sdk 0.3.1; the kernel timer needs 0.4 or newer"),
+        (5, "it has no function rocprofiler_force_configure"),  # the right version, not the whole library
+    ],
+)
+def test_a_rocprofiler_sdk_of_another_version_is_refused_in_the_loaders_style(
+    fresh_timer, monkeypatch, tmp_path, minor, failure
+):
     import subprocess
 
     from mneme.core.native import c_compiler
@@ -141,8 +146,10 @@ def test_a_rocprofiler_sdk_of_another_version_is_refused_in_the_loaders_style(fr
     if c_compiler() is None:
         pytest.skip("no C compiler to build the test's library")
     source, fake = tmp_path / "sdk.c", tmp_path / "librocprofiler-sdk.so.1"
-    source.write_text("#include <stdint.h>\nint rocprofiler_get_version(uint32_t *major, uint32_t *minor, uint32_t "
-                      f"*patch) {{ *major = 0; *minor = {minor}; *patch = 1; return 0; }}\n")  # fmt: skip
+    source.write_text(
+        "#include <stdint.h>\nint rocprofiler_get_version(uint32_t *major, uint32_t *minor, uint32_t "
+        f"*patch) {{ *major = 0; *minor = {minor}; *patch = 1; return 0; }}\n"
+    )
     subprocess.run([*c_compiler().split(), "-shared", "-fPIC", "-o", str(fake), str(source)], check=True)
     monkeypatch.setenv("MNEME_ROCPROFILER_SDK_LIB", str(fake))
     timer, why = rocprof.kernel_timer()

@@ -41,8 +41,9 @@ def host_run():
             if key not in kernels:
                 source = compare.IR if key == "bytes" else tolerance.ir(key)
                 name = compare.KERNEL if key == "bytes" else tolerance.kernel_name(key)
-                binary = host.compile(llvm.parse_assembly(source), name,
-                                      ExperimentConfiguration(grid=1, block=compare.BLOCK), host.arch())  # fmt: skip
+                binary = host.compile(
+                    llvm.parse_assembly(source), name, ExperimentConfiguration(grid=1, block=compare.BLOCK), host.arch()
+                )
                 kernels[key] = device.load(binary)
             e, a, out = BASE, BASE + (8 << 20), BASE + (16 << 20)
             words = compare.initial_out() if key == "bytes" else compare.initial_words()
@@ -117,8 +118,10 @@ def test_bf16_is_read_as_the_top_half_of_an_f32(host_run):
     assert (diff.differing_bytes, diff.first_offset, diff.max_abs) == (2, 10, 0.5)
 
 
-@pytest.mark.parametrize("norm,threshold,ok", [("L2", 0.9, False), ("L2", 1.1, True), ("L1", 2.0, True),
-                                               ("L1", 1.9, False), ("Linf", 0.9, True)])  # fmt: skip
+@pytest.mark.parametrize(
+    "norm,threshold,ok",
+    [("L2", 0.9, False), ("L2", 1.1, True), ("L1", 2.0, True), ("L1", 1.9, False), ("Linf", 0.9, True)],
+)
 def test_norms_decide_on_the_error_vector_as_the_host_does(host_run, norm, threshold, ok):
     expected = np.zeros(10_000, dtype=np.float32)
     actual = expected.copy()

@@ -36,25 +36,29 @@ class PipelineSpace(SearchSpace):
         return self._dims
 
     def derived(self, params):
-        return ExperimentConfiguration.from_dict({
-            "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
-            "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
-            "shared_mem": self.shared_mem,
-            "specialize": params["specialize"],
-            "set_launch_bounds": params["set_launch_bounds"],
-            "specialize_dims": params["specialize_dims"],
-            "passes": params["passes"],
-        })
+        return ExperimentConfiguration.from_dict(
+            {
+                "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
+                "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
+                "shared_mem": self.shared_mem,
+                "specialize": params["specialize"],
+                "set_launch_bounds": params["set_launch_bounds"],
+                "specialize_dims": params["specialize_dims"],
+                "passes": params["passes"],
+            }
+        )
 
     def constraints(self, params):
         return True
 
     def baseline(self):
-        return ExperimentConfiguration.from_dict({
-            "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
-            "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
-            "shared_mem": self.shared_mem,
-        })
+        return ExperimentConfiguration.from_dict(
+            {
+                "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
+                "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
+                "shared_mem": self.shared_mem,
+            }
+        )
 
 
 def main(argv):
@@ -64,8 +68,9 @@ def main(argv):
     p.add_argument("--output-json", "-o", default="bezier-tuned.json")
     p.add_argument("--pipelines", type=int, default=50)
     args = p.parse_args(argv)
-    executor = AsyncReplayExecutor(record_db=args.record_db, record_id=args.record_id, iterations=5,
-                                   results_db_dir="./", num_workers=4)
+    executor = AsyncReplayExecutor(
+        record_db=args.record_db, record_id=args.record_id, iterations=5, results_db_dir="./", num_workers=4
+    )
     try:
         recorded = RecordedExecution.from_json(args.record_db)
         kernel = recorded[args.record_id]
@@ -73,8 +78,9 @@ def main(argv):
         baseline = executor.evaluate(space.baseline())
         if not baseline.verified:
             return 1
-        futures = [(config, executor.submit(config)) for config in ExhaustiveSamplingStrategy(space)
-                   if config.is_valid()]
+        futures = [
+            (config, executor.submit(config)) for config in ExhaustiveSamplingStrategy(space) if config.is_valid()
+        ]
         results, outcomes = [], []
         for config, future in futures:
             val = future.result()
@@ -83,9 +89,16 @@ def main(argv):
                 results.append((config, val))
         best = min(results, key=lambda x: sum(x[1].exec_time) / len(x[1].exec_time))
         convert_to_json(args.output_json, recorded, kernel, best[0])
-        print(json.dumps({"generated": space.generated, "outcomes": outcomes,
-                          "best_speedup": statistics.mean(baseline.exec_time) / statistics.mean(best[1].exec_time),
-                          "opt_time": sum(x[1].opt_time for x in results)}))
+        print(
+            json.dumps(
+                {
+                    "generated": space.generated,
+                    "outcomes": outcomes,
+                    "best_speedup": statistics.mean(baseline.exec_time) / statistics.mean(best[1].exec_time),
+                    "opt_time": sum(x[1].opt_time for x in results),
+                }
+            )
+        )
         return 0
     finally:
         executor.shutdown()

@@ -66,11 +66,13 @@ class LaunchAndCodegenSpace(SearchSpace):
         return True
 
     def baseline(self) -> ExperimentConfiguration:
-        return ExperimentConfiguration.from_dict({
-            "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
-            "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
-            "shared_mem": self.shared_mem,
-        })
+        return ExperimentConfiguration.from_dict(
+            {
+                "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
+                "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
+                "shared_mem": self.shared_mem,
+            }
+        )
 
 
 def main(argv):
@@ -79,8 +81,9 @@ def main(argv):
     p.add_argument("--record-id", required=True)
     p.add_argument("--num-trials", type=int, required=True)
     args = p.parse_args(argv)
-    executor = AsyncReplayExecutor(record_db=args.record_db, record_id=args.record_id, iterations=5,
-                                   results_db_dir="./results", num_workers=1)
+    executor = AsyncReplayExecutor(
+        record_db=args.record_db, record_id=args.record_id, iterations=5, results_db_dir="./results", num_workers=1
+    )
     try:
         recorded = RecordedExecution.from_json(args.record_db)
         space = LaunchAndCodegenSpace(recorded[args.record_id])
@@ -96,8 +99,16 @@ def main(argv):
                 study.tell(trial, (1 << 64) - 1)
                 continue
             val = executor.evaluate(config)
-            outcomes.append({"config": config.to_dict(), "hash": config.hash(), "verified": val.verified,
-                             "failed": val.failed, "error": val.error, "runs": len(val.exec_time)})
+            outcomes.append(
+                {
+                    "config": config.to_dict(),
+                    "hash": config.hash(),
+                    "verified": val.verified,
+                    "failed": val.failed,
+                    "error": val.error,
+                    "runs": len(val.exec_time),
+                }
+            )
             if val.verified:
                 trial.set_user_attr("mneme.config", config.to_dict())
                 trial.set_user_attr("mneme.result", val.to_dict())
@@ -105,8 +116,15 @@ def main(argv):
             else:
                 study.tell(trial, (1 << 64) - 1)
         best = study.best_trial
-        print(json.dumps({"baseline_runs": len(baseline.exec_time), "trials": outcomes,
-                          "best": best.user_attrs.get("mneme.config")}))
+        print(
+            json.dumps(
+                {
+                    "baseline_runs": len(baseline.exec_time),
+                    "trials": outcomes,
+                    "best": best.user_attrs.get("mneme.config"),
+                }
+            )
+        )
         return 0
     finally:
         executor.shutdown()

@@ -67,15 +67,18 @@ class Space(SearchSpace):
         return True
 
     def baseline(self):
-        return ExperimentConfiguration.from_dict({
-            "block": {"x": self.block_dim_x, "y": self.block_dim_y, "z": self.block_dim_z},
-            "grid": {"x": self.grid_dim_x, "y": self.grid_dim_y, "z": self.grid_dim_z},
-            "shared_mem": self.shared_mem,
-        })
+        return ExperimentConfiguration.from_dict(
+            {
+                "block": {"x": self.block_dim_x, "y": self.block_dim_y, "z": self.block_dim_z},
+                "grid": {"x": self.grid_dim_x, "y": self.grid_dim_y, "z": self.grid_dim_z},
+                "shared_mem": self.shared_mem,
+            }
+        )
 
 
-executor = AsyncReplayExecutor(record_db=sys.argv[1], record_id=sys.argv[2], iterations=5,
-                               results_db_dir="./results", num_workers=4)
+executor = AsyncReplayExecutor(
+    record_db=sys.argv[1], record_id=sys.argv[2], iterations=5, results_db_dir="./results", num_workers=4
+)
 kernel = RecordedExecution.from_json(sys.argv[1])[sys.argv[2]]
 space = Space(kernel)
 baseline_result = executor.evaluate(space.baseline())
@@ -85,7 +88,9 @@ if not baseline_result.verified:
 baseline_time = statistics.mean(baseline_result.exec_time)
 study = optuna.create_study(direction="minimize", sampler=optuna.samplers.RandomSampler())
 outcomes = []
-for i, (config, ctrial) in enumerate(OptunaSamplingStrategy(space, study, int(sys.argv[3]) if len(sys.argv) > 3 else 100)):
+for i, (config, ctrial) in enumerate(
+    OptunaSamplingStrategy(space, study, int(sys.argv[3]) if len(sys.argv) > 3 else 100)
+):
     if not config.is_valid():
         study.tell(ctrial, (1 << 64) - 1)
         continue
@@ -98,6 +103,9 @@ for i, (config, ctrial) in enumerate(OptunaSamplingStrategy(space, study, int(sy
     else:
         study.tell(ctrial, (1 << 64) - 1)
 best = study.best_trial
-print(json.dumps({"baseline_verified": baseline_result.verified, "trials": outcomes,
-                  "best": best.user_attrs.get("mneme.config")}))
+print(
+    json.dumps(
+        {"baseline_verified": baseline_result.verified, "trials": outcomes, "best": best.user_attrs.get("mneme.config")}
+    )
+)
 executor.shutdown()

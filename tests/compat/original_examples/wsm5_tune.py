@@ -21,24 +21,28 @@ class SwitchSpace(SearchSpace):
         return self._dims
 
     def derived(self, params):
-        return ExperimentConfiguration.from_dict({
-            "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
-            "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
-            "shared_mem": self.shared_mem,
-            "specialize": params["specialize"],
-            "set_launch_bounds": params["set_launch_bounds"],
-            "specialize_dims": params["specialize_dims"],
-        })
+        return ExperimentConfiguration.from_dict(
+            {
+                "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
+                "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
+                "shared_mem": self.shared_mem,
+                "specialize": params["specialize"],
+                "set_launch_bounds": params["set_launch_bounds"],
+                "specialize_dims": params["specialize_dims"],
+            }
+        )
 
     def constraints(self, params):
         return True
 
     def baseline(self):
-        return ExperimentConfiguration.from_dict({
-            "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
-            "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
-            "shared_mem": self.shared_mem,
-        })
+        return ExperimentConfiguration.from_dict(
+            {
+                "block": {"x": self.block.x, "y": self.block.y, "z": self.block.z},
+                "grid": {"x": self.grid.x, "y": self.grid.y, "z": self.grid.z},
+                "shared_mem": self.shared_mem,
+            }
+        )
 
 
 def main(argv):
@@ -46,8 +50,9 @@ def main(argv):
     p.add_argument("--record-db", required=True)
     p.add_argument("--record-id", required=True)
     args = p.parse_args(argv)
-    executor = AsyncReplayExecutor(record_db=args.record_db, record_id=args.record_id, iterations=5,
-                                   results_db_dir="./", num_workers=1)
+    executor = AsyncReplayExecutor(
+        record_db=args.record_db, record_id=args.record_id, iterations=5, results_db_dir="./", num_workers=1
+    )
     try:
         space = SwitchSpace(RecordedExecution.from_json(args.record_db)[args.record_id])
         baseline = executor.evaluate(space.baseline())
@@ -59,9 +64,15 @@ def main(argv):
             if not config.is_valid():
                 continue
             val = executor.evaluate(config)
-            results.append({"config": config.to_dict(), "verified": val.verified, "error": val.error,
-                            "speedup": baseline_time / statistics.mean(val.exec_time) if val.verified else None,
-                            "times": [val.opt_time, val.codegen_time, val.preprocess_ir_time]})
+            results.append(
+                {
+                    "config": config.to_dict(),
+                    "verified": val.verified,
+                    "error": val.error,
+                    "speedup": baseline_time / statistics.mean(val.exec_time) if val.verified else None,
+                    "times": [val.opt_time, val.codegen_time, val.preprocess_ir_time],
+                }
+            )
         print(json.dumps({"results": results, "total_runs": len(results) * (executor.iterations + 1)}))
         return 0
     finally:

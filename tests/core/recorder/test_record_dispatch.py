@@ -52,19 +52,34 @@ def hip_program(tmp_path_factory) -> Path:
     (folder / "hip.c").write_text("int hipInit(unsigned flags) { return (int)flags; }\n")
     (folder / "solver.c").write_text("int hipInit(unsigned);\nint solve(void) { return hipInit(0); }\n")
     (folder / "app.c").write_text("int solve(void);\nint main(void) { return solve(); }\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.5", "hip.c", "-o",
-                    "lib/libamdhip64.so.5"], cwd=folder, check=True)  # fmt: skip
-    subprocess.run(["gcc", "-shared", "-fPIC", "solver.c", "-Llib", "-l:libamdhip64.so.5",
-                    "-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib", "-o", "lib/libsolver.so"], cwd=folder,
-                   check=True)  # fmt: skip
-    subprocess.run(["gcc", "app.c", "-Llib", "-lsolver", "-Wl,-rpath,$ORIGIN/lib", "-o", "app"], cwd=folder,
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["gcc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.5", "hip.c", "-o", "lib/libamdhip64.so.5"],
+        cwd=folder,
+        check=True,
+    )
+    subprocess.run(
+        [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "solver.c",
+            "-Llib",
+            "-l:libamdhip64.so.5",
+            "-Wl,--enable-new-dtags,-rpath,$ORIGIN/lib",
+            "-o",
+            "lib/libsolver.so",
+        ],
+        cwd=folder,
+        check=True,
+    )
+    subprocess.run(["gcc", "app.c", "-Llib", "-lsolver", "-Wl,-rpath,$ORIGIN/lib", "-o", "app"], cwd=folder, check=True)
     return folder / "app"
 
 
 def _chosen(command) -> str:
-    recorder = plugins.hook().mneme_recorder_for_program(program=inspect(command),
-                                                         recorders=plugins.registry("recorder"))  # fmt: skip
+    recorder = plugins.hook().mneme_recorder_for_program(
+        program=inspect(command), recorders=plugins.registry("recorder")
+    )
     return recorder.name
 
 

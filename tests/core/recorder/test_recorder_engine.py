@@ -41,8 +41,9 @@ int main() {
 def test_annotations_the_engine_writes_are_the_policies_finalize_reads(tmp_path):
     source, program = tmp_path / "annotations.cpp", tmp_path / "annotations"
     source.write_text(PROGRAM)
-    subprocess.run([*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True, capture_output=True
+    )
     out = json.loads(subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout)
     assert (out["ok"], out["rejected"], out["negative"]) == (True, True, True)
     assert out["policies"][0]["tag"] == 'output "buffer"' and out["policies"][0]["norm"] == "L2"
@@ -76,13 +77,22 @@ def test_the_counts_the_engine_writes_are_the_occurrences_and_times_finalize_rea
 
     source, program = tmp_path / "counts.cpp", tmp_path / "counts"
     source.write_text(COUNTS)
-    subprocess.run([*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True, capture_output=True
+    )
     (tmp_path / "raw").mkdir()
-    (tmp_path / "raw" / "counts-1.json").write_text(subprocess.run([str(program)], check=True, capture_output=True,
-                                                                   text=True).stdout)  # fmt: skip
-    fmt = RawFormat(backend="test", manifest="test-raw", counts="test-counts", granularity=1 << 21,
-                    default_arch="", kernel_image=lambda *a: None, kernel_timer="device")  # fmt: skip
+    (tmp_path / "raw" / "counts-1.json").write_text(
+        subprocess.run([str(program)], check=True, capture_output=True, text=True).stdout
+    )
+    fmt = RawFormat(
+        backend="test",
+        manifest="test-raw",
+        counts="test-counts",
+        granularity=1 << 21,
+        default_arch="",
+        kernel_image=lambda *a: None,
+        kernel_timer="device",
+    )
     key = "0000000000000abc"
     assert occurrences(fmt, tmp_path / "raw") == {("_Z5saxpyfPfS_", key): 3, ("_Z5saxpyfPfS_", "0000000000000def"): 2}
     times, graphs, timers = in_application(fmt, tmp_path / "raw")
@@ -125,12 +135,19 @@ def test_a_manifest_the_engine_publishes_is_a_launch_finalize_reads(tmp_path):
 
     source, program, raw = tmp_path / "manifest.cpp", tmp_path / "manifest", tmp_path / "raw"
     source.write_text(MANIFEST)
-    subprocess.run([*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*CXX.split(), "-std=c++17", *INCLUDES, str(source), "-o", str(program)], check=True, capture_output=True
+    )
     raw.mkdir()
     subprocess.run([str(program), str(raw)], check=True)
-    fmt = RawFormat(backend="test", manifest="test-raw", counts="test-counts", granularity=1 << 21,
-                    default_arch="", kernel_image=lambda *a: None)  # fmt: skip
+    fmt = RawFormat(
+        backend="test",
+        manifest="test-raw",
+        counts="test-counts",
+        granularity=1 << 21,
+        default_arch="",
+        kernel_image=lambda *a: None,
+    )
     [(folder, manifest)] = launches(fmt, raw)
     assert folder.name == "launch-1-0" and not (raw / "launch-1-0.tmp").exists()
     assert manifest["kernel"] == "_Z5saxpyfPfS_" and manifest["instance_key"] == "0000000000000abc"

@@ -131,8 +131,14 @@ int main(int argc, char **argv) {
 }
 """
 
-FORMAT = RawFormat(backend="test", manifest="test-raw", counts="test-counts", granularity=1 << 16, default_arch="",
-                   kernel_image=lambda *a: None)  # fmt: skip
+FORMAT = RawFormat(
+    backend="test",
+    manifest="test-raw",
+    counts="test-counts",
+    granularity=1 << 16,
+    default_arch="",
+    kernel_image=lambda *a: None,
+)
 
 
 @pytest.fixture(scope="module")
@@ -141,9 +147,25 @@ def program(tmp_path_factory):
     source, binary = folder / "record.cpp", folder / "record"
     source.write_text(PROGRAM)
     snapshot = native.SNAPSHOT_SOURCES
-    subprocess.run([*CXX.split(), "-std=c++17", "-O1", f"-DN={N}", f"-I{native.RECORDER_SOURCES}", f"-I{snapshot}", f"-I{XXH}",
-                    str(source), str(snapshot / "snapshot_writer.cpp"), "-o", str(binary), "-ldl", "-lpthread"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            *CXX.split(),
+            "-std=c++17",
+            "-O1",
+            f"-DN={N}",
+            f"-I{native.RECORDER_SOURCES}",
+            f"-I{snapshot}",
+            f"-I{XXH}",
+            str(source),
+            str(snapshot / "snapshot_writer.cpp"),
+            "-o",
+            str(binary),
+            "-ldl",
+            "-lpthread",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return binary
 
 
@@ -151,8 +173,13 @@ def program(tmp_path_factory):
 def test_each_argument_set_is_recorded_once_between_its_prologue_and_epilogue(program, tmp_path, capture):
     raw = tmp_path / "raw"
     raw.mkdir()
-    env = {"MNEME_RECORD_DIR": str(raw), "MNEME_RECORD_MAX": "2", "MNEME_RECORD_VA_BASE": hex(VA_BASE),
-           "MNEME_RECORD_VA_SIZE": hex(1 << 30), **({"MNEME_RECORD_SYNC": "1"} if capture == "synchronous" else {})}
+    env = {
+        "MNEME_RECORD_DIR": str(raw),
+        "MNEME_RECORD_MAX": "2",
+        "MNEME_RECORD_VA_BASE": hex(VA_BASE),
+        "MNEME_RECORD_VA_SIZE": hex(1 << 30),
+        **({"MNEME_RECORD_SYNC": "1"} if capture == "synchronous" else {}),
+    }
     proc = subprocess.run([str(program), str(raw)], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [0, 0, 0, 0, 7, 0]  # the failed launch's status reaches the application

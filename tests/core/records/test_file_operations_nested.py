@@ -57,8 +57,9 @@ def test_move_of_a_database_copies_the_files_a_recording_in_a_subfolder_needs_an
     run("move", str(top.path), str(tmp_path / "dest"))
     assert tree(tmp_path / "rec" / "sub") == before
     moved = RecordedExecution.from_json(tmp_path / "dest" / "top.json")
-    assert {f.relative_to(tmp_path / "dest").as_posix(): f.read_bytes() for f in moved.referenced_files()} \
-        == {"sub/" + k: v for k, v in before.items() if k != sub.path.name}
+    assert {f.relative_to(tmp_path / "dest").as_posix(): f.read_bytes() for f in moved.referenced_files()} == {
+        "sub/" + k: v for k, v in before.items() if k != sub.path.name
+    }
 
 
 def test_clean_of_both_nested_databases_at_once_removes_every_file(tmp_path):
@@ -84,8 +85,7 @@ def _failing_final_check(monkeypatch):
     monkeypatch.setattr(files, "_same_content", lambda a, b: False if a.suffix == ".mneme" else real(a, b))
 
 
-def test_a_move_that_fails_its_final_check_keeps_a_database_that_was_already_in_the_destination(
-        tmp_path, monkeypatch):
+def test_a_move_that_fails_its_final_check_keeps_a_database_that_was_already_in_the_destination(tmp_path, monkeypatch):
     rec = make_recording(tmp_path / "src", sizes=(64,))
     run("copy", str(rec.path), str(tmp_path / "dest"))
     # the destination already holds the database; the snapshot files it names are removed there
@@ -127,8 +127,7 @@ def test_a_copy_that_fails_midway_removes_only_the_files_and_folders_it_created(
     assert sorted(p.name for p in (tmp_path / "dest").iterdir()) == ["snapshots"]  # ir/ was made, and removed
 
 
-def test_a_file_that_appears_in_the_destination_while_copying_is_neither_replaced_nor_removed(
-        tmp_path, monkeypatch):
+def test_a_file_that_appears_in_the_destination_while_copying_is_neither_replaced_nor_removed(tmp_path, monkeypatch):
     rec = make_recording(tmp_path / "src", sizes=(64,))
     snapshot = rec.referenced_files()[-1]
     theirs = tmp_path / "dest" / snapshot.relative_to(rec.folder)
@@ -194,14 +193,22 @@ db = next(src.glob("*.json"))
 
 def in_mount_namespace(script: str, src: Path, mnt: Path) -> subprocess.CompletedProcess:
     """Run `script` (after PRELUDE) in a private mount namespace: mounts it makes vanish with it."""
-    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"] if os.geteuid() else
-                                                         ["unshare", "-m", "true"], capture_output=True).returncode:
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(
+            ["unshare", "-rm", "true"] if os.geteuid() else ["unshare", "-m", "true"], capture_output=True
+        ).returncode
+    ):
         pytest.skip("needs unshare and a private mount namespace (root, or user namespaces) to mount")
     mnt.mkdir()
     cmd = ["unshare", "-m", "--propagation", "private"] if os.geteuid() == 0 else ["unshare", "-rm"]
     paths = os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(Path(__file__).parent), *sys.path])
-    done = subprocess.run([*cmd, sys.executable, "-c", PRELUDE + script, str(src), str(mnt), paths],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*cmd, sys.executable, "-c", PRELUDE + script, str(src), str(mnt), paths],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if done.returncode and "mount" in done.stderr and "permission" in done.stderr.lower():
         pytest.skip(f"cannot mount here: {done.stderr.strip()[-200:]}")
     return done
@@ -212,12 +219,16 @@ def test_a_move_through_a_bind_mount_of_the_same_file_system_falls_back_to_copy_
     rec = make_recording(tmp_path / "src", sizes=(64,))
     before = tree(tmp_path / "src")
     (tmp_path / "target").mkdir()
-    done = in_mount_namespace("""
+    done = in_mount_namespace(
+        """
 subprocess.run(["mount", "--bind", str(src.parent / "target"), str(mnt)], check=True)
 r = CliRunner().invoke(cli, ["move", str(db), str(mnt / "moved")])
 print(r.output)
 sys.exit(r.exit_code)
-""", tmp_path / "src", tmp_path / "mnt")
+""",
+        tmp_path / "src",
+        tmp_path / "mnt",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert tree(tmp_path / "target" / "moved") == before  # reached through the bind mount
     assert not rec.path.exists() and tree(tmp_path / "src") == {}
@@ -227,7 +238,8 @@ def test_a_move_onto_a_full_file_system_keeps_the_sources_and_the_database_alrea
     """A real full disk (a 128 KiB tmpfs) fails the copy midway: the rollback removes only what the move made."""
     rec = make_recording(tmp_path / "src", sizes=(100_000,))  # a 400 KB prologue
     before = tree(tmp_path / "src")
-    done = in_mount_namespace("""
+    done = in_mount_namespace(
+        """
 subprocess.run(["mount", "-t", "tmpfs", "-o", "size=128k", "none", str(mnt)], check=True)
 (mnt / "dest").mkdir()
 shutil.copyfile(db, mnt / "dest" / db.name)  # the same database is there already (its files are not)
@@ -235,7 +247,10 @@ r = CliRunner().invoke(cli, ["move", str(db), str(mnt / "dest")])
 left = sorted(p.relative_to(mnt).as_posix() for p in mnt.rglob("*"))
 print(json.dumps({"exit": r.exit_code, "output": r.output, "left": left,
                   "same": (mnt / "dest" / db.name).read_bytes() == db.read_bytes()}))
-""", tmp_path / "src", tmp_path / "mnt")
+""",
+        tmp_path / "src",
+        tmp_path / "mnt",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["exit"] != 0 and "No space left on device" in result["output"]
@@ -248,7 +263,8 @@ def test_a_move_onto_a_file_system_with_room_for_the_files_only_keeps_the_databa
     database is not rewritten (it is the same), so the move succeeds instead of losing it."""
     rec = make_recording(tmp_path / "src", sizes=(64,))
     before = tree(tmp_path / "src")
-    done = in_mount_namespace("""
+    done = in_mount_namespace(
+        """
 pages = sum(-(-p.stat().st_size // 4096) for p in src.rglob("*") if p.is_file())
 subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={4 * pages}k", "none", str(mnt)], check=True)
 (mnt / "dest").mkdir()
@@ -256,7 +272,10 @@ shutil.copyfile(db, mnt / "dest" / db.name)  # the same database is there alread
 r = CliRunner().invoke(cli, ["move", str(db), str(mnt / "dest")])
 files = {p.relative_to(mnt / "dest").as_posix(): p.read_bytes().hex() for p in (mnt / "dest").rglob("*") if p.is_file()}
 print(json.dumps({"exit": r.exit_code, "output": r.output, "files": files}))
-""", tmp_path / "src", tmp_path / "mnt")
+""",
+        tmp_path / "src",
+        tmp_path / "mnt",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["exit"] == 0, result["output"]

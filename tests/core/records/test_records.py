@@ -20,9 +20,25 @@ def test_database_round_trips_through_json_with_original_field_names(tmp_path):
     rec = make_recording(tmp_path, sizes=(256, 1000))
     data = json.loads(rec.path.read_text())
     assert rec.path.name == f"{rec.static_hash}.json"
-    assert list(data) == ["SchemaVersion", "KernelName", "DemangledName", "StaticHash", "Backend", "Arch",
-                          "Modules", "BinaryBlobs", "VAddr", "VASize", "ArgNames", "ArgSizes", "ArgOffsets",
-                          "ArgKinds", "Specializations", "Globals", "instances"]
+    assert list(data) == [
+        "SchemaVersion",
+        "KernelName",
+        "DemangledName",
+        "StaticHash",
+        "Backend",
+        "Arch",
+        "Modules",
+        "BinaryBlobs",
+        "VAddr",
+        "VASize",
+        "ArgNames",
+        "ArgSizes",
+        "ArgOffsets",
+        "ArgKinds",
+        "Specializations",
+        "Globals",
+        "instances",
+    ]
     assert data["SchemaVersion"] == SCHEMA_VERSION
     assert data["VAddr"] == "0x7f0000000000"
     assert data["Modules"] == ["ir/scale_template.ll"]
@@ -69,9 +85,14 @@ def test_database_behaves_as_a_mapping_over_instances(tmp_path):
     moved = rec[keys[0]]
     del rec[keys[0]]
     assert keys[0] not in rec and len(rec) == 2
-    rec["renamed"] = KernelInstance(grid_dim=moved.grid_dim, block_dim=moved.block_dim, shared_mem=0,
-                                    args=moved.args, prologue_file=moved.prologue_file,
-                                    epilogue_file=moved.epilogue_file)
+    rec["renamed"] = KernelInstance(
+        grid_dim=moved.grid_dim,
+        block_dim=moved.block_dim,
+        shared_mem=0,
+        args=moved.args,
+        prologue_file=moved.prologue_file,
+        epilogue_file=moved.epilogue_file,
+    )
     assert rec["renamed"].dynamic_hash == "renamed" and rec["renamed"].kernel_name == KERNEL
     with pytest.raises(TypeError):
         rec["bad"] = {"GridDims": {}}
@@ -96,8 +117,14 @@ def test_select_infers_the_only_instance_and_lists_ids_otherwise(tmp_path):
 def test_adding_a_known_launch_context_counts_an_occurrence(tmp_path):
     rec = make_recording(tmp_path)
     inst = rec.select()
-    again = rec.add_instance(grid=inst.grid_dim, block=inst.block_dim, shared_mem=0, args=inst.args,
-                             prologue=inst.prologue_path, epilogue=inst.epilogue_path)
+    again = rec.add_instance(
+        grid=inst.grid_dim,
+        block=inst.block_dim,
+        shared_mem=0,
+        args=inst.args,
+        prologue=inst.prologue_path,
+        epilogue=inst.epilogue_path,
+    )
     assert again is inst and inst.occ == 2 and len(rec) == 1
     rec.save()
     assert RecordedExecution.from_json(rec.path).select().occ == 2
@@ -107,8 +134,15 @@ def test_binary_only_database_names_its_images_and_refuses_to_link(tmp_path):
     (tmp_path / "code").mkdir()
     ptx = tmp_path / "code" / "k.ptx"
     ptx.write_text(".version 8.0\n.target sm_90\n.address_size 64\n")
-    rec = RecordedExecution.create(tmp_path, kernel_name="k", static_hash="ptxonly", backend="cuda", arch="sm_90",
-                                   binary_blobs=[(ptx, "ptx")], args=[ArgInfo("n", 0, 4)])
+    rec = RecordedExecution.create(
+        tmp_path,
+        kernel_name="k",
+        static_hash="ptxonly",
+        backend="cuda",
+        arch="sm_90",
+        binary_blobs=[(ptx, "ptx")],
+        args=[ArgInfo("n", 0, 4)],
+    )
     rec.save()
     loaded = RecordedExecution.from_json(tmp_path / "ptxonly.json")
     assert loaded.binary_blobs == [ImageInfo(ptx, "ptx")]
@@ -146,8 +180,9 @@ def test_create_refuses_files_outside_the_folder(tmp_path):
     outside = tmp_path / "elsewhere.ll"
     outside.write_text("")
     with pytest.raises(FormatError, match="outside the database's folder"):
-        RecordedExecution.create(tmp_path / "db", kernel_name="k", static_hash="h", backend="host", arch="x86_64",
-                                 modules=[outside])
+        RecordedExecution.create(
+            tmp_path / "db", kernel_name="k", static_hash="h", backend="host", arch="x86_64", modules=[outside]
+        )
     with pytest.raises(UsageError, match="static hash"):
         RecordedExecution.create(tmp_path, kernel_name="k", static_hash="../h", backend="host", arch="x86_64")
 
@@ -199,8 +234,10 @@ def test_the_documented_example_is_a_valid_database(tmp_path):
     (tmp_path / "example.json").write_text(json.dumps(example))
     rec = RecordedExecution.from_json(tmp_path / "example.json")
     assert rec.to_dict() == example
-    assert [struct.unpack("<f", v)[0] if a.kind == "float" else int.from_bytes(v, "little")
-            for a, v in zip(rec.args, rec.select().arg_values)] == [VA_ADDR, 2.0, 256]
+    assert [
+        struct.unpack("<f", v)[0] if a.kind == "float" else int.from_bytes(v, "little")
+        for a, v in zip(rec.args, rec.select().arg_values)
+    ] == [VA_ADDR, 2.0, 256]
 
 
 def test_create_takes_paths_relative_to_the_current_directory(tmp_path, monkeypatch):
@@ -210,8 +247,14 @@ def test_create_takes_paths_relative_to_the_current_directory(tmp_path, monkeypa
     out = Path("out")
     (out / "code").mkdir(parents=True)
     (out / "code" / "k.ptx").write_text(".version 8.0\n")
-    rec = RecordedExecution.create(out, kernel_name="k", static_hash="rel", backend="cuda", arch="sm_90",
-                                   binary_blobs=[(out / "code" / "k.ptx", "ptx")])
+    rec = RecordedExecution.create(
+        out,
+        kernel_name="k",
+        static_hash="rel",
+        backend="cuda",
+        arch="sm_90",
+        binary_blobs=[(out / "code" / "k.ptx", "ptx")],
+    )
     assert rec.images == [ImageInfo("code/k.ptx", "ptx")]
     rec.save()
     assert RecordedExecution.from_json("out/rel.json").binary_blobs[0].path.read_text() == ".version 8.0\n"
@@ -244,9 +287,15 @@ def test_in_application_times_round_trip_and_are_omitted_when_unknown(tmp_path):
     rec = make_recording(tmp_path, sizes=(256, 1000))
     timed, untimed = list(rec.kernel_instances)
     rec[timed].app_times = [1.5e-5, 1.25e-5]
-    rec.add_instance(grid=rec[timed].grid_dim, block=rec[timed].block_dim, shared_mem=rec[timed].shared_mem,
-                     args=rec[timed].args, prologue=rec[timed].prologue_path, epilogue=rec[timed].epilogue_path,
-                     app_times=[2e-5])
+    rec.add_instance(
+        grid=rec[timed].grid_dim,
+        block=rec[timed].block_dim,
+        shared_mem=rec[timed].shared_mem,
+        args=rec[timed].args,
+        prologue=rec[timed].prologue_path,
+        epilogue=rec[timed].epilogue_path,
+        app_times=[2e-5],
+    )
     rec.save()
     data = json.loads(rec.path.read_text())
     assert data["instances"][timed]["AppTimes"] == [1.5e-5, 1.25e-5, 2e-5]
@@ -295,12 +344,20 @@ def test_the_timer_of_application_times_round_trips_and_times_of_two_timers_do_n
     assert (loaded[by_kernel].app_timer, loaded[by_events].app_timer) == ("cupti", "events")
     inst = rec[by_kernel]
     with pytest.raises(UsageError, match="do not mix"):
-        rec.add_instance(grid=inst.grid_dim, block=inst.block_dim, shared_mem=inst.shared_mem, args=inst.args,
-                         prologue=inst.prologue_path, epilogue=inst.epilogue_path, app_times=[3e-6])
+        rec.add_instance(
+            grid=inst.grid_dim,
+            block=inst.block_dim,
+            shared_mem=inst.shared_mem,
+            args=inst.args,
+            prologue=inst.prologue_path,
+            epilogue=inst.epilogue_path,
+            app_times=[3e-6],
+        )
     assert rec[by_kernel].app_times == [1.12e-6, 1.13e-6] and rec[by_kernel].occ == 1  # nothing changed
     with pytest.raises(ValueError, match="app_timer"):
-        KernelInstance(grid_dim=1, block_dim=1, shared_mem=0, args=b"", prologue_file="p", epilogue_file="e",
-                       app_timer="stopwatch")
+        KernelInstance(
+            grid_dim=1, block_dim=1, shared_mem=0, args=b"", prologue_file="p", epilogue_file="e", app_timer="stopwatch"
+        )
     data["instances"][by_kernel]["AppTimer"] = "stopwatch"
     rec.path.write_text(json.dumps(data))
     with pytest.raises(FormatError, match="AppTimer") as err:
@@ -334,9 +391,11 @@ def test_clusters_that_do_not_divide_the_grid_or_a_flag_that_is_not_a_boolean_ar
     rec = make_recording(tmp_path, sizes=(1000,))  # grid (8, 1, 1)
     (key,) = rec.kernel_instances
     data = json.loads(rec.path.read_text())
-    for field, value, message in (("ClusterDims", {"x": 3, "y": 1, "z": 1}, r"must tile the grid .*\(3, 1, 1\) .* \(8, 1, 1\)"),
-                                  ("ClusterDims", {"x": 2, "y": 0, "z": 1}, "must be >= 1"),
-                                  ("Cooperative", "yes", "boolean")):  # fmt: skip
+    for field, value, message in (
+        ("ClusterDims", {"x": 3, "y": 1, "z": 1}, r"must tile the grid .*\(3, 1, 1\) .* \(8, 1, 1\)"),
+        ("ClusterDims", {"x": 2, "y": 0, "z": 1}, "must be >= 1"),
+        ("Cooperative", "yes", "boolean"),
+    ):
         bad = json.loads(json.dumps(data))
         bad["instances"][key][field] = value
         rec.path.write_text(json.dumps(bad))
@@ -350,9 +409,22 @@ def test_a_context_seen_again_launched_another_way_is_not_counted_as_the_same(tm
     (key,) = rec.kernel_instances
     inst = rec[key]
     with pytest.raises(UsageError, match="plainly; another launch of it cooperatively"):
-        rec.add_instance(grid=inst.grid_dim, block=inst.block_dim, shared_mem=inst.shared_mem, args=inst.args,
-                         prologue=inst.prologue_path, epilogue=inst.epilogue_path, cooperative=True)
+        rec.add_instance(
+            grid=inst.grid_dim,
+            block=inst.block_dim,
+            shared_mem=inst.shared_mem,
+            args=inst.args,
+            prologue=inst.prologue_path,
+            epilogue=inst.epilogue_path,
+            cooperative=True,
+        )
     assert rec[key].occ == 1 and not rec[key].cooperative
-    rec.add_instance(grid=inst.grid_dim, block=inst.block_dim, shared_mem=inst.shared_mem, args=inst.args,
-                     prologue=inst.prologue_path, epilogue=inst.epilogue_path)
+    rec.add_instance(
+        grid=inst.grid_dim,
+        block=inst.block_dim,
+        shared_mem=inst.shared_mem,
+        args=inst.args,
+        prologue=inst.prologue_path,
+        epilogue=inst.epilogue_path,
+    )
     assert rec[key].occ == 2

@@ -27,8 +27,16 @@ def kernel_layout(ir_path: Path) -> list[ArgInfo]:
     return [ArgInfo(f"arg{p.index}", p.offset, p.size, p.kind, p.kind != "pointer") for p in params]
 
 
-def write_snapshots(folder: Path, static_hash: str, dyn: str, args: bytes, layout: list[ArgInfo], x: np.ndarray,
-                    factor: float, snapshot_dir: str = "snapshots") -> tuple[Path, Path]:
+def write_snapshots(
+    folder: Path,
+    static_hash: str,
+    dyn: str,
+    args: bytes,
+    layout: list[ArgInfo],
+    x: np.ndarray,
+    factor: float,
+    snapshot_dir: str = "snapshots",
+) -> tuple[Path, Path]:
     from mneme.core.snapshot import RegionPolicy, SnapshotType, SnapshotWriter
 
     (folder / snapshot_dir).mkdir(parents=True, exist_ok=True)
@@ -44,8 +52,9 @@ def write_snapshots(folder: Path, static_hash: str, dyn: str, args: bytes, layou
     return prologue, epilogue
 
 
-def make_recording(folder: Path, sizes: tuple[int, ...] = (256,), snapshot_dir: str = "snapshots",
-                   save: bool = True) -> RecordedExecution:
+def make_recording(
+    folder: Path, sizes: tuple[int, ...] = (256,), snapshot_dir: str = "snapshots", save: bool = True
+) -> RecordedExecution:
     """A database with one launch context per entry of `sizes` (elements of x), saved in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "ir").mkdir(exist_ok=True)
@@ -53,8 +62,15 @@ def make_recording(folder: Path, sizes: tuple[int, ...] = (256,), snapshot_dir: 
     shutil.copyfile(build_cuda_ir("scale_template"), ir_path)
     static_hash = ir.module_hash(ir.link([ir_path], KERNEL))[:16]
     rec = RecordedExecution.create(
-        folder, kernel_name=KERNEL, static_hash=static_hash, backend="cuda", arch="sm_90",
-        modules=[ir_path], args=kernel_layout(ir_path), va_addr=VA_ADDR, va_size=1 << 20,
+        folder,
+        kernel_name=KERNEL,
+        static_hash=static_hash,
+        backend="cuda",
+        arch="sm_90",
+        modules=[ir_path],
+        args=kernel_layout(ir_path),
+        va_addr=VA_ADDR,
+        va_size=1 << 20,
     )
     for n in sizes:
         args = struct.pack("<QfI", VA_ADDR, 2.0, n)

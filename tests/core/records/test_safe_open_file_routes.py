@@ -38,7 +38,10 @@ def test_a_recording_file_that_is_a_symlink_out_of_the_folder_is_refused_and_its
     before = tree(outside)
     result = run(command, rec, tmp_path / "to")
     assert result.exit_code == 2, result.output
-    assert "leads outside the database's folder through a symbolic link" in result.output and "field 'instances." in result.output
+    assert (
+        "leads outside the database's folder through a symbolic link" in result.output
+        and "field 'instances." in result.output
+    )
     assert tree(outside) == before and rec.path.exists()
 
 
@@ -57,9 +60,18 @@ def test_a_recording_folder_that_is_a_symlink_out_of_the_folder_is_refused_and_i
 
 
 @pytest.mark.parametrize("command", [*COMMANDS, "inspect"])
-@pytest.mark.parametrize("field, path", [("Modules", "ABSOLUTE"), ("Modules", "../victim.ll"),
-                                         ("Prologue", "ABSOLUTE"), ("Epilogue", "snapshots/../../victim.ll")])  # fmt: skip
-def test_a_database_path_that_is_absolute_or_climbs_out_is_a_format_error_and_touches_nothing(tmp_path, command, field, path):
+@pytest.mark.parametrize(
+    "field, path",
+    [
+        ("Modules", "ABSOLUTE"),
+        ("Modules", "../victim.ll"),
+        ("Prologue", "ABSOLUTE"),
+        ("Epilogue", "snapshots/../../victim.ll"),
+    ],
+)
+def test_a_database_path_that_is_absolute_or_climbs_out_is_a_format_error_and_touches_nothing(
+    tmp_path, command, field, path
+):
     rec = make_recording(tmp_path / "rec")
     victim = tmp_path / "victim.ll"
     victim.write_text("the user's file")
@@ -71,10 +83,15 @@ def test_a_database_path_that_is_absolute_or_climbs_out_is_a_format_error_and_to
         next(iter(doc["instances"].values()))[field] = path
     rec.path.write_text(json.dumps(doc))
     before = tree(tmp_path)
-    result = (CliRunner().invoke(cli, ["inspect", str(rec.path)]) if command == "inspect"
-              else run(command, rec, tmp_path / "to"))  # fmt: skip
+    result = (
+        CliRunner().invoke(cli, ["inspect", str(rec.path)])
+        if command == "inspect"
+        else run(command, rec, tmp_path / "to")
+    )
     assert result.exit_code == 2, result.output
-    assert "field '" in result.output and ("is absolute" in result.output or "leaves the database's folder" in result.output)
+    assert "field '" in result.output and (
+        "is absolute" in result.output or "leaves the database's folder" in result.output
+    )
     assert tree(tmp_path) == before
 
 
@@ -96,8 +113,10 @@ def test_a_file_a_database_in_a_subfolder_needs_is_kept_under_another_spelling(t
     sub = make_recording(tmp_path / "rec" / "sub")
     doc = json.loads(sub.path.read_text())
     doc["StaticHash"], doc["Modules"] = "top", ["sub/" + spelling]
-    doc["instances"] = {k: {**v, "Prologue": "sub/" + v["Prologue"], "Epilogue": "sub/" + v["Epilogue"]}
-                        for k, v in doc["instances"].items()}  # fmt: skip
+    doc["instances"] = {
+        k: {**v, "Prologue": "sub/" + v["Prologue"], "Epilogue": "sub/" + v["Epilogue"]}
+        for k, v in doc["instances"].items()
+    }
     top = tmp_path / "rec" / "top.json"
     top.write_text(json.dumps(doc))
     result = CliRunner().invoke(cli, ["clean", str(top)])

@@ -80,7 +80,11 @@ def test_a_database_naming_itself_as_one_of_its_files_is_a_format_error(tmp_path
 def test_a_fifo_named_like_a_database_next_to_a_good_one_neither_hangs_nor_breaks_the_command(tmp_path, command):
     rec = make_recording(tmp_path / "db")
     os.mkfifo(rec.folder / "zz.json")
-    args = [command, rec.path] + ([tmp_path / "to"] if command == "move" else []) + (["--json"] if command == "inspect" else [])
+    args = (
+        [command, rec.path]
+        + ([tmp_path / "to"] if command == "move" else [])
+        + (["--json"] if command == "inspect" else [])
+    )
     result = run(*args)
     _no_traceback(result)
     assert result.exit_code == 0, result.output
@@ -91,7 +95,11 @@ def test_a_fifo_named_like_a_database_next_to_a_good_one_neither_hangs_nor_break
 def test_a_bad_sibling_json_does_not_break_commands_on_a_good_database(tmp_path, command, bad):
     rec = make_recording(tmp_path / "db")
     (rec.folder / "zz.json").write_text(bad, encoding="latin-1")
-    args = [command, rec.path] + ([tmp_path / "to"] if command == "move" else []) + (["--json"] if command == "inspect" else [])
+    args = (
+        [command, rec.path]
+        + ([tmp_path / "to"] if command == "move" else [])
+        + (["--json"] if command == "inspect" else [])
+    )
     result = run(*args)
     _no_traceback(result)
     assert result.exit_code == 0, result.output
@@ -116,8 +124,13 @@ def test_an_unexpected_error_is_one_line_pointing_at_debug_and_exit_1(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "-m", "mneme", "inspect", str(tmp_path / "a\udcff.json")],
-                          capture_output=True, text=True, timeout=120, errors="surrogateescape")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", "inspect", str(tmp_path / "a\udcff.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        errors="surrogateescape",
+    )
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr and len(lines) <= 2, proc.stderr
     result = CliRunner().invoke(cli, ["--debug", "inspect", str(tmp_path / "a\0b.json")])
@@ -138,7 +151,9 @@ def test_a_lone_surrogate_in_the_database_is_a_format_error(tmp_path, where):
     for args in (["inspect", rec.path], ["inspect", "--json", rec.path], ["replay", "-rdb", rec.path, "--json"]):
         result = run(*args)
         _no_traceback(result)
-        assert result.exit_code == 2 and ("surrogate" in result.output or "instance key" in result.output), result.output
+        assert result.exit_code == 2 and ("surrogate" in result.output or "instance key" in result.output), (
+            result.output
+        )
 
 
 def test_copy_to_a_dangling_symlink_destination_is_refused(tmp_path):
@@ -182,5 +197,6 @@ def test_replay_refuses_a_static_hash_that_matches_neither_the_file_nor_the_snap
     rec.path.write_text(json.dumps(doc))
     result = run("replay", "-rdb", rec.path, "--backend", "host", "--json")
     _no_traceback(result)
-    assert result.exit_code != 0 and "0123456789abcdef" in result.output and "recorded for" in result.output, \
+    assert result.exit_code != 0 and "0123456789abcdef" in result.output and "recorded for" in result.output, (
         result.output
+    )

@@ -21,13 +21,16 @@ def run(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], env={"COLUMNS": "200"})
 
 
-@pytest.mark.parametrize("edit, words", [
-    (lambda t: t.replace('"VASize": ', '"VASize": 5, "VASize": ', 1), "appears twice"),
-    (lambda t: t.replace('"KernelName": ', '"KernelName": "other", "KernelName": ', 1), "appears twice"),
-    (lambda t: t.replace('"VASize": 1048576', '"VASize": NaN'), "NaN"),
-    (lambda t: t.replace('"VASize": 1048576', '"VASize": 1e400'), "not finite"),
-    (lambda t: t.replace('"VASize": 1048576', '"VASize": -Infinity'), "Infinity"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (lambda t: t.replace('"VASize": ', '"VASize": 5, "VASize": ', 1), "appears twice"),
+        (lambda t: t.replace('"KernelName": ', '"KernelName": "other", "KernelName": ', 1), "appears twice"),
+        (lambda t: t.replace('"VASize": 1048576', '"VASize": NaN'), "NaN"),
+        (lambda t: t.replace('"VASize": 1048576', '"VASize": 1e400'), "not finite"),
+        (lambda t: t.replace('"VASize": 1048576', '"VASize": -Infinity'), "Infinity"),
+    ],
+)
 def test_a_database_with_a_duplicate_key_or_a_non_finite_number_exits_2_naming_it(tmp_path, edit, words):
     rec = make_recording(tmp_path / "db")
     text = rec.path.read_text()
@@ -40,12 +43,15 @@ def test_a_database_with_a_duplicate_key_or_a_non_finite_number_exits_2_naming_i
     assert words in result.output and str(rec.path.name) in result.output
 
 
-@pytest.mark.parametrize("text, words", [
-    ("ir: a.ll\nkernel: k\nkernel: other\n", "appears twice"),
-    ("ir: a.ll\nkernel: k\ngrid: .nan\n", "not finite"),
-    ("ir: a.ll\nkernel: k\nshared_mem: -.inf\n", "not finite"),
-    ("args:\n  - {zeros: {shape: [4], shape: [400000000]}}\n", "appears twice"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("ir: a.ll\nkernel: k\nkernel: other\n", "appears twice"),
+        ("ir: a.ll\nkernel: k\ngrid: .nan\n", "not finite"),
+        ("ir: a.ll\nkernel: k\nshared_mem: -.inf\n", "not finite"),
+        ("args:\n  - {zeros: {shape: [4], shape: [400000000]}}\n", "appears twice"),
+    ],
+)
 def test_a_capture_description_with_a_duplicate_key_or_a_non_finite_number_is_refused(tmp_path, text, words):
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)

@@ -42,9 +42,11 @@ def test_verify_of_a_128_KiB_file_declaring_a_4_GiB_chunk_stays_within_256_MiB(t
     _write(path, raw, ENC_ZSTD, corpus.rle_bomb(raw), monkeypatch)
     assert path.stat().st_size < 200 << 10
     cap = 256 << 20  # the reader before issue 36 needed 8.4 GB here
-    probe = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
-             "from mneme.core.snapshot import Snapshot; Snapshot.open(sys.argv[1]).verify(); print('verified')"
-             % (cap + (1 << 30), resource.RLIM_INFINITY))
+    probe = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
+        "from mneme.core.snapshot import Snapshot; Snapshot.open(sys.argv[1]).verify(); print('verified')"
+        % (cap + (1 << 30), resource.RLIM_INFINITY)
+    )
     # RLIMIT_AS also counts the interpreter's and libraries' mappings: 1 GiB of headroom for those
     proc = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "verified" in proc.stdout, proc.stderr[-2000:]

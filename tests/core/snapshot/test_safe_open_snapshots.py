@@ -32,6 +32,7 @@ def test_the_python_reader_accepts_exactly_one_frame_of_the_declared_size(tmp_pa
 @pytest.mark.parametrize("name, body, raw, valid", CASES, ids=[c[0] for c in CASES])
 def test_the_native_reader_agrees_with_the_python_reader_on_the_same_corpus(tmp_path, name, body, raw, valid):
     from mneme.core.snapshot import snapio
+
     if snapio.library() is None:
         pytest.skip("the native reader cannot be built here")
     path = tmp_path / "DeviceState.prologue.s.d.mneme"
@@ -49,12 +50,14 @@ def test_the_native_reader_agrees_with_the_python_reader_on_the_same_corpus(tmp_
             assert type(native.value) is type(python.value)
 
 
-_VERIFY = ("import resource, sys\n"
-           "from mneme.core.cli import main\n"
-           "try:\n    main(['snapshot', 'verify', sys.argv[1]])\n"
-           "except SystemExit as e:\n    code = e.code\n"
-           "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
-           "sys.exit(code)\n")
+_VERIFY = (
+    "import resource, sys\n"
+    "from mneme.core.cli import main\n"
+    "try:\n    main(['snapshot', 'verify', sys.argv[1]])\n"
+    "except SystemExit as e:\n    code = e.code\n"
+    "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    "sys.exit(code)\n"
+)
 
 
 def _verify(path):

@@ -39,7 +39,9 @@ def folder(tmp_path):
     return tmp_path
 
 
-def write_prologue(path, regions, *, encoding="raw", args=b"\x01" * 24, layout=((0, 8), (8, 8), (16, 8)), globals_=None):
+def write_prologue(
+    path, regions, *, encoding="raw", args=b"\x01" * 24, layout=((0, 8), (8, 8), (16, 8)), globals_=None
+):
     with SnapshotWriter(path, SnapshotType.PROLOGUE, static_hash="s1", dynamic_hash="d1", chunk_size=CHUNK) as w:
         w.set_args(args, layout)
         for addr, data in regions.items():
@@ -147,7 +149,7 @@ def test_changed_regions_of_non_diff_epilogue_compares_contents(folder):
         w.add_region(A, after, encoding="zstd")
         w.add_region(B, before)
     with Snapshot.open(pro) as p, Snapshot.open(folder / "e.mneme") as e:
-        (addr, size), = changed_regions(p, e)
+        ((addr, size),) = changed_regions(p, e)
         assert addr <= A + 200_000 < addr + size and size <= 1024
 
 
@@ -200,7 +202,7 @@ def test_file_size_limit_is_a_clear_error_and_leaves_nothing(folder):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
         try:
-            with SnapshotWriter({str(folder / 'p.mneme')!r}, "prologue") as w:
+            with SnapshotWriter({str(folder / "p.mneme")!r}, "prologue") as w:
                 w.add_region(0x1000, np.zeros(1_000_000, np.uint8))
         except SnapshotWriteError as exc:
             print(exc)
@@ -276,8 +278,11 @@ def test_mem_state_ref_equality_compares_loaded_contents(folder):
     y = x.copy()
     y[7] += 1
     p3 = write_prologue(folder / "c.mneme", {A: y})
-    with MemStateRef(p1, "k", "prologue") as a, MemStateRef(p2, "k", "prologue") as b, \
-            MemStateRef(p3, "k", "prologue") as c:  # fmt: skip
+    with (
+        MemStateRef(p1, "k", "prologue") as a,
+        MemStateRef(p2, "k", "prologue") as b,
+        MemStateRef(p3, "k", "prologue") as c,
+    ):
         assert a == b and not (a != b)  # noqa: SIM202 - both operators are under test
         assert a != c and not (a == c)  # noqa: SIM201
 

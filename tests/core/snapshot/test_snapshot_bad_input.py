@@ -94,8 +94,9 @@ def test_newer_version_is_refused_naming_both_versions(files):
     data = bytearray(pro.read_bytes())
     data[8:12] = struct.pack("<I", VERSION + 1)
     pro.write_bytes(bytes(data))
-    message = expect_error(folder, pro, SchemaVersionError, f"version {VERSION + 1}", f"version {VERSION} ",
-                           "upgrade Mneme")  # fmt: skip
+    message = expect_error(
+        folder, pro, SchemaVersionError, f"version {VERSION + 1}", f"version {VERSION} ", "upgrade Mneme"
+    )
     assert "newer" in message
 
 
@@ -105,8 +106,14 @@ def test_truncated_file_names_the_block_and_says_truncated(files, where):
     layout = blocks(pro)
     chunk = next(b for b in layout if b[0] == b"CHNK")
     end = layout[-1]
-    cut = {"header": 40, "block header": layout[2][1] + 10, "chunk payload": chunk[1] + 32 + 100,
-           "before END": end[1], "END payload": end[1] + 40, "last byte": pro.stat().st_size - 1}[where]  # fmt: skip
+    cut = {
+        "header": 40,
+        "block header": layout[2][1] + 10,
+        "chunk payload": chunk[1] + 32 + 100,
+        "before END": end[1],
+        "END payload": end[1] + 40,
+        "last byte": pro.stat().st_size - 1,
+    }[where]
     pro.write_bytes(pro.read_bytes()[:cut])
     message = expect_error(folder, pro, CorruptFileError, "truncated")
     if where != "header":
@@ -119,9 +126,18 @@ def blocks_of(path, tag, nth=0):
 
 @pytest.mark.parametrize(
     ("target", "block_name"),
-    [("META", "META"), ("ARGS", "ARGS"), ("REGN", "REGN"), ("GLOB", "GLOB"), ("END ", "END"),
-     ("raw CHNK", "CHNK"), ("zstd CHNK", "CHNK"), ("shuffled CHNK", "CHNK"), ("CHNK prefix", "CHNK")],
-)  # fmt: skip
+    [
+        ("META", "META"),
+        ("ARGS", "ARGS"),
+        ("REGN", "REGN"),
+        ("GLOB", "GLOB"),
+        ("END ", "END"),
+        ("raw CHNK", "CHNK"),
+        ("zstd CHNK", "CHNK"),
+        ("shuffled CHNK", "CHNK"),
+        ("CHNK prefix", "CHNK"),
+    ],
+)
 def test_bit_flip_in_a_prologue_block_names_the_block(files, target, block_name):
     folder, pro, _ = files
     layout = blocks(pro)

@@ -97,9 +97,15 @@ def test_relative_tolerance_scales_with_the_expected_value():
 
 @pytest.mark.parametrize(
     ("norm", "threshold", "ok"),
-    [("L1", 4.1, True), ("L1", 3.9, False), ("L2", 2.01, True), ("L2", 1.99, False), ("Linf", 1.0, True),
-     ("Linf", 0.99, False)],
-)  # fmt: skip
+    [
+        ("L1", 4.1, True),
+        ("L1", 3.9, False),
+        ("L2", 2.01, True),
+        ("L2", 1.99, False),
+        ("Linf", 1.0, True),
+        ("Linf", 0.99, False),
+    ],
+)
 def test_norms_combine_element_errors(norm, threshold, ok):
     x = np.zeros(4, np.float64)
     y = np.ones(4, np.float64)  # errors 1,1,1,1: L1 = 4, L2 = 2, Linf = 1
@@ -164,8 +170,10 @@ def test_missing_or_resized_region_and_globals_are_mismatches(tmp_path):
     with epilogue(tmp_path / "e.mneme", {A: b"1234", B: b"5678"}, globals_={"g": b"\x01\x02"}) as exp:
         report = compare(exp, {A: b"123"}, actual_globals={"g": b"\x01\x03"})
         assert not report.ok
-        assert [r.problem for r in report.regions] == ["actual region has 3 bytes, expected 4",
-                                                       "missing from the actual state"]  # fmt: skip
+        assert [r.problem for r in report.regions] == [
+            "actual region has 3 bytes, expected 4",
+            "missing from the actual state",
+        ]
         (g,) = report.globals
         assert not g.ok and g.first_offset == 1 and "global g" in report.mismatches[-1]
         assert not compare(exp, {A: b"1234", B: b"5678"}).globals[0].ok  # globals not given: not verified
@@ -175,8 +183,11 @@ def test_compare_two_snapshots(tmp_path):
     x = np.arange(100_000, dtype=np.int32)
     y = x.copy()
     y[99_999] = 0
-    with epilogue(tmp_path / "a.mneme", {A: x}) as a, epilogue(tmp_path / "b.mneme", {A: x}, chunk_size=1 << 12) as b, \
-            epilogue(tmp_path / "c.mneme", {A: y}) as c:  # fmt: skip
+    with (
+        epilogue(tmp_path / "a.mneme", {A: x}) as a,
+        epilogue(tmp_path / "b.mneme", {A: x}, chunk_size=1 << 12) as b,
+        epilogue(tmp_path / "c.mneme", {A: y}) as c,
+    ):
         assert compare(a, b).ok
         report = compare(a, c)
         assert not report.ok and report.regions[0].first_offset == 4 * 99_999

@@ -39,8 +39,9 @@ class Builder:
 
     def region(self, addr, size, chunk_size, encoding, dtype=0, norm=0, flags=0, threshold=0.0):
         count = -(-size // chunk_size)
-        self.block(b"REGN", struct.pack("<QQQQBBBB4xd", addr, size, chunk_size, count, encoding, dtype, norm,
-                                        flags, threshold))  # fmt: skip
+        self.block(
+            b"REGN", struct.pack("<QQQQBBBB4xd", addr, size, chunk_size, count, encoding, dtype, norm, flags, threshold)
+        )
 
     def chunk(self, offset: int, raw_length: int, encoding: int, body: bytes) -> None:
         self.block(b"CHNK", struct.pack("<QIB3x", offset, raw_length, encoding) + body)
@@ -104,8 +105,11 @@ def test_hand_built_prologue_reads_back(tmp_path, values):
     path.write_bytes(prologue_bytes(values))
     with Snapshot.open(path, verify=True) as snap:
         assert snap.kind is SnapshotType.PROLOGUE and snap.version == 1
-        assert (snap.static_hash, snap.dynamic_hash, snap.producer) == ("static01", "dynamic01",
-                                                                        "hand-written test recorder")  # fmt: skip
+        assert (snap.static_hash, snap.dynamic_hash, snap.producer) == (
+            "static01",
+            "dynamic01",
+            "hand-written test recorder",
+        )
         assert snap.snapshot_id == bytes(range(16))
         assert snap.arg_layout == [(0, 8), (8, 8), (16, 4)] and snap.num_args == 3
         assert struct.unpack("<QQi", snap.args) == (ADDR, ADDR + 4096, 7)

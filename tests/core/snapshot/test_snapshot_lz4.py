@@ -115,8 +115,9 @@ def test_by_default_lz4_regions_are_written_in_256_kib_chunks_and_the_others_in_
     pro, epi = tmp_path / "DeviceState.prologue.s.d.mneme", tmp_path / "DeviceState.epilogue.s.d.mneme"
     with SnapshotWriter(pro, "prologue") as w:
         w.add_region(ADDR, field, encoding="lz4", policy=RegionPolicy("f32"))
-        w.add_region_stream(OTHER, field.nbytes, (field[i : i + 1000] for i in range(0, field.size, 1000)),
-                            encoding="lz4")  # fmt: skip
+        w.add_region_stream(
+            OTHER, field.nbytes, (field[i : i + 1000] for i in range(0, field.size, 1000)), encoding="lz4"
+        )
         w.add_region(OTHER + (8 << 20), field, encoding="zstd")
         w.add_region(OTHER + (16 << 20), field)
     with Snapshot.open(pro, verify=True) as p:
@@ -148,9 +149,12 @@ def test_an_epilogue_keeps_both_its_base_id_and_version_2_in_the_rewritten_heade
 @pytest.mark.parametrize("kind", ["floats", "text", "zeros", "noise"])
 def test_the_python_fallback_decodes_what_liblz4_encodes(kind):
     rng = np.random.default_rng(9)
-    data = {"floats": codec.shuffle(rng.standard_normal(30_000).astype(np.float32).tobytes(), 4),
-            "text": b"abcabcabd" * 5000 + b"tail", "zeros": bytes(70_000),
-            "noise": rng.integers(0, 256, 20_000, dtype=np.uint8).tobytes()}[kind]  # fmt: skip
+    data = {
+        "floats": codec.shuffle(rng.standard_normal(30_000).astype(np.float32).tobytes(), 4),
+        "text": b"abcabcabd" * 5000 + b"tail",
+        "zeros": bytes(70_000),
+        "noise": rng.integers(0, 256, 20_000, dtype=np.uint8).tobytes(),
+    }[kind]
     block = lz4_block(data)
     assert codec.lz4_decode_python(block, len(data)) == data == codec.lz4_decompress(block, len(data))
 

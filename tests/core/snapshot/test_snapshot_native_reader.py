@@ -75,7 +75,9 @@ def test_every_chunk_encoding_decodes_to_the_python_readers_bytes(decoder, state
                 assert out.tobytes() == snap.read_region(region.addr), hex(region.addr)
 
 
-@pytest.mark.parametrize("offset, length", [(1, 10), (CHUNK - 3, 7), (CHUNK // 2, 3 * CHUNK), (4 * CHUNK + 5, CHUNK + 100)])
+@pytest.mark.parametrize(
+    "offset, length", [(1, 10), (CHUNK - 3, 7), (CHUNK // 2, 3 * CHUNK), (4 * CHUNK + 5, CHUNK + 100)]
+)
 def test_ranges_that_cut_chunks_match_the_python_reader(decoder, state, offset, length):
     pro, epi = state
     with Snapshot.open(pro) as p, Snapshot.open(epi, base=p) as e:

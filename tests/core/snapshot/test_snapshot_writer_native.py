@@ -40,8 +40,19 @@ needs_lz4 = pytest.mark.skipif(not codec.lz4_available(), reason="needs liblz4.s
 @pytest.fixture(scope="module")
 def library(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("snapshot-writer") / "libsnapshot_writer.so"
-    command = [CXX, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", str(SOURCE), "-o", str(out),
-               "-ldl", "-lpthread"]  # fmt: skip
+    command = [
+        CXX,
+        "-std=c++17",
+        "-O2",
+        "-fPIC",
+        "-shared",
+        "-fvisibility=hidden",
+        str(SOURCE),
+        "-o",
+        str(out),
+        "-ldl",
+        "-lpthread",
+    ]
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     return out
@@ -50,15 +61,39 @@ def library(tmp_path_factory) -> Path:
 def load(path: Path):
     lib = ctypes.CDLL(str(path))
     lib.mneme_snapshot_open.restype = ctypes.c_void_p
-    lib.mneme_snapshot_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_uint64,
-                                        ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
-                                        ctypes.POINTER(ctypes.c_int)]  # fmt: skip
+    lib.mneme_snapshot_open.argtypes = [
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_uint64,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_void_p,
+        ctypes.POINTER(ctypes.c_int),
+    ]
     lib.mneme_snapshot_id.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
-    lib.mneme_snapshot_args.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64,
-                                        ctypes.POINTER(ctypes.c_uint32), ctypes.c_uint64]  # fmt: skip
-    lib.mneme_snapshot_region.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_char_p, ctypes.c_uint64,
-                                          ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                          ctypes.c_double, ctypes.c_int]  # fmt: skip
+    lib.mneme_snapshot_args.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_uint64,
+        ctypes.POINTER(ctypes.c_uint32),
+        ctypes.c_uint64,
+    ]
+    lib.mneme_snapshot_region.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_char_p,
+        ctypes.c_uint64,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_double,
+        ctypes.c_int,
+    ]
     lib.mneme_snapshot_global.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint64]
     lib.mneme_snapshot_finish.argtypes = [ctypes.c_void_p]
     return lib
@@ -67,12 +102,32 @@ def load(path: Path):
 class NativeWriter:
     """A thin Python face over the C interface; every call asserts success."""
 
-    def __init__(self, lib, path: Path, kind: int, *, compress=True, level=1, chunk_size=0, base_id=None,
-                 static_hash="", dynamic_hash=""):  # fmt: skip
+    def __init__(
+        self,
+        lib,
+        path: Path,
+        kind: int,
+        *,
+        compress=True,
+        level=1,
+        chunk_size=0,
+        base_id=None,
+        static_hash="",
+        dynamic_hash="",
+    ):
         self.lib, err = lib, ctypes.c_int(0)
-        self.handle = lib.mneme_snapshot_open(str(path).encode(), kind, level, int(compress), chunk_size,
-                                              static_hash.encode(), dynamic_hash.encode(), b"mneme-cuda-recorder test",
-                                              base_id, ctypes.byref(err))  # fmt: skip
+        self.handle = lib.mneme_snapshot_open(
+            str(path).encode(),
+            kind,
+            level,
+            int(compress),
+            chunk_size,
+            static_hash.encode(),
+            dynamic_hash.encode(),
+            b"mneme-cuda-recorder test",
+            base_id,
+            ctypes.byref(err),
+        )
         assert self.handle, os.strerror(err.value)
 
     def snapshot_id(self) -> bytes:
@@ -84,10 +139,22 @@ class NativeWriter:
         table = (ctypes.c_uint32 * (2 * len(layout)))(*[v for pair in layout for v in pair])
         assert self.lib.mneme_snapshot_args(self.handle, buffer, len(buffer), table, len(layout)) == 0
 
-    def region(self, addr, data: bytes, *, encoding=ENC_ZSTD, base: bytes | None = None, dtype=0, norm=0,
-               relative=False, threshold=0.0, best=False) -> int:  # fmt: skip
-        return self.lib.mneme_snapshot_region(self.handle, addr, data, len(data), base, encoding, dtype, norm,
-                                              int(relative), threshold, int(best))  # fmt: skip
+    def region(
+        self,
+        addr,
+        data: bytes,
+        *,
+        encoding=ENC_ZSTD,
+        base: bytes | None = None,
+        dtype=0,
+        norm=0,
+        relative=False,
+        threshold=0.0,
+        best=False,
+    ) -> int:
+        return self.lib.mneme_snapshot_region(
+            self.handle, addr, data, len(data), base, encoding, dtype, norm, int(relative), threshold, int(best)
+        )
 
     def global_(self, name: str, data: bytes):
         assert self.lib.mneme_snapshot_global(self.handle, name.encode(), data, len(data)) == 0
@@ -101,8 +168,9 @@ def chunk_encodings(snap: Snapshot, addr: int) -> list[int]:
 
 
 def verify_cli(*args: str) -> None:
-    proc = subprocess.run([sys.executable, "-m", "mneme", "snapshot", "verify", *args], capture_output=True,
-                          text=True, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", "snapshot", "verify", *args], capture_output=True, text=True, check=False
+    )
     if "No module named" in proc.stderr:  # the console script is the installed entry point
         proc = subprocess.run(["mneme", "snapshot", "verify", *args], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and ": ok (" in proc.stdout, proc.stdout + proc.stderr
@@ -123,8 +191,12 @@ def test_a_prologue_of_every_region_kind_reads_back_byte_for_byte(library, tmp_p
     plain = bytes(range(256)) * 100  # 25600 bytes: one short chunk
     noise = np.random.default_rng(1).integers(0, 256, 3 * chunk + 1000, dtype=np.uint8).tobytes()  # incompressible
     data = floats(5 * chunk // 4 + 3)  # several chunks, a partial last one, float data: byte planes pay
-    regions = {BASE: (plain, ENC_RAW), BASE + (2 << 20): (noise, ENC_ZSTD), BASE + (4 << 20): (data, ENC_ZSTD),
-               BASE + (8 << 20): (b"", ENC_ZSTD)}  # fmt: skip
+    regions = {
+        BASE: (plain, ENC_RAW),
+        BASE + (2 << 20): (noise, ENC_ZSTD),
+        BASE + (4 << 20): (data, ENC_ZSTD),
+        BASE + (8 << 20): (b"", ENC_ZSTD),
+    }
     for addr, (content, encoding) in regions.items():
         typed = addr == BASE + (4 << 20)
         policy = {"dtype": F32, "norm": NORM_L2, "relative": True, "threshold": 1e-4} if typed else {}
@@ -139,18 +211,25 @@ def test_a_prologue_of_every_region_kind_reads_back_byte_for_byte(library, tmp_p
         assert bytes(snap.args) == args and [tuple(p) for p in snap.arg_layout] == [(0, 4), (8, 8)]
         for addr, (content, _) in regions.items():
             assert bytes(snap.read_region(addr)) == content
-        assert {r.addr: r.encoding for r in snap.regions} == {BASE: "raw", BASE + (2 << 20): "zstd",
-                                                              BASE + (4 << 20): "zstd", BASE + (8 << 20): "zstd"}
+        assert {r.addr: r.encoding for r in snap.regions} == {
+            BASE: "raw",
+            BASE + (2 << 20): "zstd",
+            BASE + (4 << 20): "zstd",
+            BASE + (8 << 20): "zstd",
+        }
         assert chunk_encodings(snap, BASE) == [ENC_RAW]
         assert chunk_encodings(snap, BASE + (2 << 20)) == [ENC_RAW] * 4  # zstd would not make it smaller
         assert chunk_encodings(snap, BASE + (4 << 20)) == [ENC_SHUFFLE] * 5 + [ENC_RAW]  # 12 bytes: raw is smaller
         assert snap.region(BASE + (4 << 20)).chunk_size == chunk and snap.region(BASE + (4 << 20)).num_chunks == 6
-        assert snap.region(BASE + (4 << 20)).policy == RegionPolicy(dtype="f32", threshold=1e-4, relative=True,
-                                                                    norm="L2")  # fmt: skip
+        assert snap.region(BASE + (4 << 20)).policy == RegionPolicy(
+            dtype="f32", threshold=1e-4, relative=True, norm="L2"
+        )
         assert snap.region(BASE).policy == RegionPolicy()
         assert snap.region(BASE + (8 << 20)).size == 0
-        assert {k: bytes(v) for k, v in snap.globals.items()} == {"counter": (42).to_bytes(8, "little"),
-                                                                  "table": bytes(range(32))}  # fmt: skip
+        assert {k: bytes(v) for k, v in snap.globals.items()} == {
+            "counter": (42).to_bytes(8, "little"),
+            "table": bytes(range(32)),
+        }
 
 
 def test_an_epilogue_stores_changed_runs_as_a_diff_against_its_prologue(library, tmp_path):
@@ -159,7 +238,7 @@ def test_an_epilogue_stores_changed_runs_as_a_diff_against_its_prologue(library,
     before = floats(chunk // 4 * 3, seed=2)
     after = bytearray(before)
     after[100:110] = b"\xff" * 10  # a few bytes of chunk 0 change
-    after[chunk:2 * chunk] = floats(chunk // 4, seed=3)  # chunk 1 is wholly rewritten; chunk 2 is untouched
+    after[chunk : 2 * chunk] = floats(chunk // 4, seed=3)  # chunk 1 is wholly rewritten; chunk 2 is untouched
     text = b"constant bytes " * 4000
     pro_path, epi_path = tmp_path / "DeviceState.prologue.s.d.mneme", tmp_path / "DeviceState.epilogue.s.d.mneme"
     pro = NativeWriter(lib, pro_path, 0, chunk_size=chunk)
@@ -210,8 +289,12 @@ def test_the_lz4_codec_writes_version_2_files_of_lz4_chunks_that_read_back(libra
         assert chunk_encodings(snap, BASE) == [ENC_LZ4_SHUFFLE] * 5 + [ENC_RAW]
         assert set(chunk_encodings(snap, BASE + (2 << 20))) == {ENC_LZ4}
         assert chunk_encodings(snap, BASE + (4 << 20)) == [ENC_RAW, ENC_RAW]
-        for addr, content in ((BASE, data), (BASE + (2 << 20), text), (BASE + (4 << 20), noise),
-                              (BASE + (6 << 20), text)):  # fmt: skip
+        for addr, content in (
+            (BASE, data),
+            (BASE + (2 << 20), text),
+            (BASE + (4 << 20), noise),
+            (BASE + (6 << 20), text),
+        ):
             assert bytes(snap.read_region(addr)) == content
         # LZ4 stores a few percent more than zstd, not multiples
         assert snap.region(BASE).stored_size < 1.25 * zsnap.region(BASE).stored_size < len(data)
@@ -224,7 +307,7 @@ def test_an_lz4_epilogue_keeps_diffs_and_stores_rewritten_chunks_as_lz4(library,
     before = floats(chunk // 4 * 3, seed=2)
     after = bytearray(before)
     after[100:110] = b"\xff" * 10
-    after[chunk:2 * chunk] = floats(chunk // 4, seed=3)
+    after[chunk : 2 * chunk] = floats(chunk // 4, seed=3)
     rewritten = floats(len(before) // 4, seed=4)
     pro_path, epi_path = tmp_path / "DeviceState.prologue.s.d.mneme", tmp_path / "DeviceState.epilogue.s.d.mneme"
     pro = NativeWriter(lib, pro_path, 0, compress=LZ4, chunk_size=chunk)
@@ -341,8 +424,12 @@ print(code, w.finish())
 def test_a_write_past_the_file_size_limit_removes_the_file_and_reports_the_errno(library, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
-    script = _FULL_DISK.format(here=str(Path(__file__).resolve().parent), tests=str(TESTS), library=str(library),
-                               path=str(out / "DeviceState.prologue.s.d.mneme"))  # fmt: skip
+    script = _FULL_DISK.format(
+        here=str(Path(__file__).resolve().parent),
+        tests=str(TESTS),
+        library=str(library),
+        path=str(out / "DeviceState.prologue.s.d.mneme"),
+    )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == [str(errno.EFBIG), str(errno.EFBIG)]
@@ -373,24 +460,69 @@ def _native_launch(lib, raw: Path, image: bytes, policy_in_file: int, policy_in_
     pro = NativeWriter(lib, folder / "prologue.mneme", 0)
     pro.args(args, layout)
     assert pro.region(x_addr, x.tobytes()) == 0
-    assert pro.region(y_addr, y0.tobytes(), dtype=policy_in_file, threshold=1e-5 if policy_in_file else 0.0,
-                      relative=bool(policy_in_file)) == 0  # fmt: skip
+    assert (
+        pro.region(
+            y_addr,
+            y0.tobytes(),
+            dtype=policy_in_file,
+            threshold=1e-5 if policy_in_file else 0.0,
+            relative=bool(policy_in_file),
+        )
+        == 0
+    )
     base_id = pro.snapshot_id()
     assert pro.finish() == 0
     epi = NativeWriter(lib, folder / "epilogue.mneme", 1, base_id=base_id)
     epi.args(args, layout)
     assert epi.region(x_addr, x.tobytes(), encoding=ENC_DIFF, base=x.tobytes()) == 0
-    assert epi.region(y_addr, y1.tobytes(), encoding=ENC_DIFF, base=y0.tobytes(), dtype=policy_in_file,
-                      threshold=1e-5 if policy_in_file else 0.0, relative=bool(policy_in_file)) == 0  # fmt: skip
+    assert (
+        epi.region(
+            y_addr,
+            y1.tobytes(),
+            encoding=ENC_DIFF,
+            base=y0.tobytes(),
+            dtype=policy_in_file,
+            threshold=1e-5 if policy_in_file else 0.0,
+            relative=bool(policy_in_file),
+        )
+        == 0
+    )
     assert epi.finish() == 0
-    manifest = {"format": "mneme-cuda-raw", "version": 2, "kernel": "saxpy", "pid": 5, "sequence": 0,
-                "instance_key": "1", "grid": [16, 1, 1], "block": [256, 1, 1], "shared_mem": 0, "va_base": BASE,
-                "va_size": 1 << 40, "image": "images/i.cubin", "image_kind": "cubin", "args": args.hex(),
-                "params": [list(p) for p in layout], "regions": [[x_addr, n * 4], [y_addr, n * 4]], "globals": [],
-                "policies": [{"addr": y_addr, "dtype": policy_in_manifest, "threshold": 1e-5, "relative": True,
-                              "norm": "none", "tag": "y"}],
-                "prologue": "prologue.mneme", "epilogue": "epilogue.mneme", "capture": "device shadow",
-                "epilogue_format": "diff", "write_seconds": 0.01, "stored_bytes": 1}  # fmt: skip
+    manifest = {
+        "format": "mneme-cuda-raw",
+        "version": 2,
+        "kernel": "saxpy",
+        "pid": 5,
+        "sequence": 0,
+        "instance_key": "1",
+        "grid": [16, 1, 1],
+        "block": [256, 1, 1],
+        "shared_mem": 0,
+        "va_base": BASE,
+        "va_size": 1 << 40,
+        "image": "images/i.cubin",
+        "image_kind": "cubin",
+        "args": args.hex(),
+        "params": [list(p) for p in layout],
+        "regions": [[x_addr, n * 4], [y_addr, n * 4]],
+        "globals": [],
+        "policies": [
+            {
+                "addr": y_addr,
+                "dtype": policy_in_manifest,
+                "threshold": 1e-5,
+                "relative": True,
+                "norm": "none",
+                "tag": "y",
+            }
+        ],
+        "prologue": "prologue.mneme",
+        "epilogue": "epilogue.mneme",
+        "capture": "device shadow",
+        "epilogue_format": "diff",
+        "write_seconds": 0.01,
+        "stored_bytes": 1,
+    }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return y0.tobytes(), y1.tobytes()
 
@@ -401,16 +533,19 @@ def test_finalize_moves_the_recorders_own_snapshots_under_their_database_names(l
     from mneme.core.records import RecordedExecution
 
     cubin = tmp_path / "saxpy.cubin"
-    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True, capture_output=True
+    )
     raw = tmp_path / "raw"
     y0, y1 = _native_launch(load(library), raw, cubin.read_bytes(), F32, "f32")
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.prologue_path.parent == tmp_path / "db" and inst.prologue_path.name.startswith("DeviceState.prologue.")
     assert not (raw / "launch-5-000000" / "prologue.mneme").exists()  # moved, not copied
-    with Snapshot.open(inst.prologue_path) as prologue, Snapshot.open(inst.epilogue_path, base=prologue,
-                                                                      verify=True) as epilogue:  # fmt: skip
+    with (
+        Snapshot.open(inst.prologue_path) as prologue,
+        Snapshot.open(inst.epilogue_path, base=prologue, verify=True) as epilogue,
+    ):
         assert bytes(prologue.read_region(BASE + (2 << 20))) == y0
         assert bytes(epilogue.read_region(BASE + (2 << 20))) == y1
         assert epilogue.region(BASE + (2 << 20)).policy == RegionPolicy(dtype="f32", threshold=1e-5, relative=True)
@@ -422,8 +557,9 @@ def test_finalize_refuses_snapshots_whose_policies_differ_from_the_manifest(libr
     from mneme.core.errors import FormatError
 
     cubin = tmp_path / "saxpy.cubin"
-    subprocess.run([NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True,
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True, capture_output=True
+    )
     raw = tmp_path / "raw"
     _native_launch(load(library), raw, cubin.read_bytes(), 0, "f32")  # the file says exact, the manifest f32
     with pytest.raises(FormatError, match="policy") as info:

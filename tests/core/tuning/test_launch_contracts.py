@@ -38,10 +38,17 @@ def contract_of(name: str, block: tuple[int, int, int]) -> contracts.LaunchContr
 def recording(tmp_path: Path, name: str, grid, block):
     module = tmp_path / f"{name}.ll"
     shutil.copy(kernel_ir(name), module)
-    rec = RecordedExecution.create(tmp_path, kernel_name=name, static_hash=f"{name}-s", backend="host",
-                                   arch="x86_64", modules=[module])
-    inst = rec.add_instance(grid=grid, block=block, shared_mem=0, args=b"\0" * 24,
-                            prologue=tmp_path / "p.mneme", epilogue=tmp_path / "e.mneme")
+    rec = RecordedExecution.create(
+        tmp_path, kernel_name=name, static_hash=f"{name}-s", backend="host", arch="x86_64", modules=[module]
+    )
+    inst = rec.add_instance(
+        grid=grid,
+        block=block,
+        shared_mem=0,
+        args=b"\0" * 24,
+        prologue=tmp_path / "p.mneme",
+        epilogue=tmp_path / "e.mneme",
+    )
     return rec, inst
 
 
@@ -164,8 +171,10 @@ def test_required_block_and_amdgpu_work_group_size_from_attributes():
     assert contract.allows((64, 1, 1)) and not contract.allows((128, 1, 1)) and not contract.allows((32, 1, 1))
     assert "reqntid" in contract.rules[0].reason
     # A HIP kernel's __launch_bounds__(128) as clang writes it: the attribute the hip backend declares.
-    amd = ('define amdgpu_kernel void @k(ptr addrspace(1) %p) #0 {\n  ret void\n}\n'
-           'attributes #0 = { "amdgpu-flat-work-group-size"="1,128" }\n')
+    amd = (
+        "define amdgpu_kernel void @k(ptr addrspace(1) %p) #0 {\n  ret void\n}\n"
+        'attributes #0 = { "amdgpu-flat-work-group-size"="1,128" }\n'
+    )
     contract = contracts.infer_from_text(amd, "k", (64, 1, 1))
     assert contract.allows((128, 1, 1)) and not contract.allows((256, 1, 1))
     assert "amdgpu-flat-work-group-size" in contract.rules[0].reason
@@ -198,8 +207,13 @@ def test_quick_space_keeps_only_the_block_an_exact_block_kernel_needs_and_says_w
     space = load_space("quick", rec, inst)
     assert block_values(space) == [256]
     lines = space.contract_lines()
-    assert any(line.startswith("launch contract removed block_x = 1, 2, 4, 8, 16, 32, 64, 128: shared array bins "
-                               "is written one element per thread") for line in lines), lines
+    assert any(
+        line.startswith(
+            "launch contract removed block_x = 1, 2, 4, 8, 16, 32, 64, 128: shared array bins "
+            "is written one element per thread"
+        )
+        for line in lines
+    ), lines
     assert any("block_x = 512, 1024" in line for line in lines)
 
 
@@ -227,8 +241,9 @@ def test_print_space_shows_what_the_contract_removed_and_why(tmp_path):
     (tmp_path / "p.mneme").write_bytes(b"")  # --print-space reads no snapshot; the database must name files
     (tmp_path / "e.mneme").write_bytes(b"")
     db = rec.to_json()
-    result = CliRunner().invoke(cli, ["tune", "-rdb", str(db), "--space", "quick", "--print-space",
-                                       "--results", str(tmp_path / "out")])
+    result = CliRunner().invoke(
+        cli, ["tune", "-rdb", str(db), "--space", "quick", "--print-space", "--results", str(tmp_path / "out")]
+    )
     output = " ".join(result.output.split())
     assert result.exit_code == 0, output
     assert "launch contract removed block_x = 256, 512, 1024" in output

@@ -20,20 +20,36 @@ def _store():
     from mneme.plugins.samplers.optuna_store import OptunaStore
 
     study = optuna.create_study(direction="minimize")
-    dists = {"block_x": optuna.distributions.IntDistribution(0, 10),
-             "passes": optuna.distributions.CategoricalDistribution(["default<O3>", "default<O1>"]),
-             "fast_math": optuna.distributions.CategoricalDistribution([False, True])}
+    dists = {
+        "block_x": optuna.distributions.IntDistribution(0, 10),
+        "passes": optuna.distributions.CategoricalDistribution(["default<O3>", "default<O1>"]),
+        "fast_math": optuna.distributions.CategoricalDistribution([False, True]),
+    }
     for i, block in enumerate(BLOCKS):
-        config = {"grid": {"x": 4096 // block, "y": 1, "z": 1}, "block": {"x": block, "y": 1, "z": 1},
-                  "passes": "default<O3>" if i % 2 else "default<O1>", "fast_math": bool(i % 3)}
+        config = {
+            "grid": {"x": 4096 // block, "y": 1, "z": 1},
+            "block": {"x": block, "y": 1, "z": 1},
+            "passes": "default<O3>" if i % 2 else "default<O1>",
+            "fast_math": bool(i % 3),
+        }
         params = {"block_x": 5 + i, "passes": config["passes"], "fast_math": config["fast_math"]}
-        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, value=(40 + 3 * i) * 1e-6,
-                                                  user_attrs={"status": "ok", "config": config}))
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=params,
+                distributions=dists,
+                value=(40 + 3 * i) * 1e-6,
+                user_attrs={"status": "ok", "config": config},
+            )
+        )
     return ResultStore(OptunaStore(study, "memory"))
 
 
-SUMMARY = {"meta": {"kernel_name": "saxpy"}, "baseline": {"time": 50e-6}, "best": {"time": 41e-6, "trial": 0},
-           "ranking": []}
+SUMMARY = {
+    "meta": {"kernel_name": "saxpy"},
+    "baseline": {"time": 50e-6},
+    "best": {"time": 41e-6, "trial": 0},
+    "ranking": [],
+}
 
 
 def _plotly(path):

@@ -11,12 +11,15 @@ from mneme.core.tuning.constraints import Constraint, ConstraintError
 LONG = "a" * 60_000
 
 
-@pytest.mark.parametrize("text", [
-    "s + s + s + s + s + s + s + s == ''",
-    "(s + s) + (s + s) != t",
-    "max(s, t) + s + s + s < 'b'",
-    "(s if x else t) + s + s + s + s == s",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "s + s + s + s + s + s + s + s == ''",
+        "(s + s) + (s + s) != t",
+        "max(s, t) + s + s + s < 'b'",
+        "(s if x else t) + s + s + s + s == s",
+    ],
+)
 def test_a_constraint_joining_strings_past_the_limit_is_refused_before_the_string_is_made(text):
     with pytest.raises(ConstraintError, match="value_chars.*MNEME_LIMIT_VALUE_CHARS"):
         Constraint(text).holds({"s": LONG, "t": "b", "x": True})

@@ -41,7 +41,9 @@ def test_a_space_file_whose_base_names_python_imports_nothing_and_exits_2(saxpy_
 
 def test_a_base_naming_a_space_file_beside_it_or_a_built_in_space_still_works(tmp_path):
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "inner.yaml").write_text("base: launch\nparameters:\n  loop_unrolling: {choices: [true, false]}\n")
+    (tmp_path / "sub" / "inner.yaml").write_text(
+        "base: launch\nparameters:\n  loop_unrolling: {choices: [true, false]}\n"
+    )
     outer = tmp_path / "sub" / "outer.yaml"
     outer.write_text("base: inner.yaml\nparameters:\n  codegen_opt: {choices: [2, 3]}\n")
     from test_tuning_space import recording
@@ -61,9 +63,18 @@ def test_a_chain_of_bases_that_comes_back_to_itself_is_a_format_error(tmp_path):
 def test_a_sweep_file_naming_python_imports_nothing(saxpy_db, tmp_path):
     marker = _helper(tmp_path)
     sweep = tmp_path / "sweep.json"
-    sweep.write_text(json.dumps({"schema": 1, "space": f"{tmp_path / 'helper.py'}:X", "space_options": {},
-                                 "record_db": str(saxpy_db), "baseline": {"times": [1.0], "value": 1.0},
-                                 "points": {}}))
+    sweep.write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "space": f"{tmp_path / 'helper.py'}:X",
+                "space_options": {},
+                "record_db": str(saxpy_db),
+                "baseline": {"times": [1.0], "value": 1.0},
+                "points": {},
+            }
+        )
+    )
     with pytest.raises(MnemeError, match="names Python code"):
         Sweep.load(sweep).load_space()
     assert not marker.exists()

@@ -34,9 +34,11 @@ def test_reading_the_largest_space_file_allowed_stays_under_512_MiB(tmp_path):
     values = ", ".join(["1"] * 340_000)  # just under 1 MiB of flow-style values: the costliest YAML per byte
     path.write_text("parameters:\n  block_x: {choices: [" + values + "]}\n")
     assert path.stat().st_size < 1 << 20
-    probe = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
-             "from mneme.core.tuning.space import load_space; from mneme.core.errors import MnemeError\n"
-             "try:\n    load_space(sys.argv[1], None, None)\nexcept MnemeError as exc:\n    print('refused', exc)\n"
-             "print('done')" % ((512 << 20) + (1 << 30), resource.RLIM_INFINITY))  # 1 GiB for the interpreter
+    probe = (
+        "import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (%d, %d)); "
+        "from mneme.core.tuning.space import load_space; from mneme.core.errors import MnemeError\n"
+        "try:\n    load_space(sys.argv[1], None, None)\nexcept MnemeError as exc:\n    print('refused', exc)\n"
+        "print('done')" % ((512 << 20) + (1 << 30), resource.RLIM_INFINITY)
+    )  # 1 GiB for the interpreter
     proc = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr[-2000:]

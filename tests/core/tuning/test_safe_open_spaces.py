@@ -41,22 +41,40 @@ def test_print_space_with_a_code_payload_in_a_constraint_runs_nothing_and_exits_
     assert "constraint" in out and "Traceback" not in out
 
 
-@pytest.mark.parametrize("text, value", [
-    ("block_x % 32 == 0 and block_x <= 512", True),
-    ("min(block_x, 256) * 2 >= 512 or not specialize", True),
-    ("abs(-block_x) // 64 == 4 if specialize else False", True),
-    ("128 < block_x < 256", False),
-    ("block_x ** 2 - 1 == 65535", True),
-    ("codegen_method == 'ptxas'", False),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("block_x % 32 == 0 and block_x <= 512", True),
+        ("min(block_x, 256) * 2 >= 512 or not specialize", True),
+        ("abs(-block_x) // 64 == 4 if specialize else False", True),
+        ("128 < block_x < 256", False),
+        ("block_x ** 2 - 1 == 65535", True),
+        ("codegen_method == 'ptxas'", False),
+    ],
+)
 def test_the_constraint_language_computes_arithmetic_comparisons_and_logic(text, value):
     from mneme.core.tuning.constraints import Constraint
 
     assert Constraint(text).holds({"block_x": 256, "specialize": True, "codegen_method": "nvjitlink"}) is value
 
 
-@pytest.mark.parametrize("text", ["__import__('os')", "x.y", "[1, 2]", "{1: 2}", "len(x)", "min(*x)",
-                                  "lambda: 1", "x[0]", "min(x, key=abs)", "(y := 1)", "b'bytes' == x", "..."])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os')",
+        "x.y",
+        "[1, 2]",
+        "{1: 2}",
+        "len(x)",
+        "min(*x)",
+        "lambda: 1",
+        "x[0]",
+        "min(x, key=abs)",
+        "(y := 1)",
+        "b'bytes' == x",
+        "...",
+    ],
+)
 def test_anything_outside_the_constraint_language_is_refused_when_the_space_is_read(text):
     from mneme.core.tuning.constraints import Constraint, ConstraintError
 
@@ -71,26 +89,32 @@ def test_a_constraint_computing_a_huge_integer_is_an_error_not_a_hang():
         Constraint("9 ** 9 ** 9 > x").holds({"x": 1})
 
 
-@pytest.mark.parametrize("text", [
-    "a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
-    "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
-    "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: &a [1,1,1,1,1,1,1,1,1]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n"
+        "d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n"
+        "g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\nh: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\ni: [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n",
+    ],
+)
 def test_a_yaml_alias_bomb_is_refused_without_expanding_it(tmp_path, text):
     with pytest.raises(FormatError, match="aliases"):
         load_space(str(_space(tmp_path, text)), None, None)
 
 
-@pytest.mark.parametrize("spec, error", [
-    ("{choices: &c [1, 2]}\n  y: {choices: *c}", FormatError),   # aliases are refused outright
-    ("{pipeline: 100000000}", MnemeError),
-    ("{low: 0, high: 100000000000000}", MnemeError),
-    ("{low: 0, high: .inf}", FormatError),
-    ("{low: .nan, high: 1.0}", FormatError),
-    ("{low: 0, high: 1e400}", FormatError),
-    ("{powers_of_two: [1, .inf]}", FormatError),
-    ("{low: 0, high: lots}", FormatError),
-])
+@pytest.mark.parametrize(
+    "spec, error",
+    [
+        ("{choices: &c [1, 2]}\n  y: {choices: *c}", FormatError),  # aliases are refused outright
+        ("{pipeline: 100000000}", MnemeError),
+        ("{low: 0, high: 100000000000000}", MnemeError),
+        ("{low: 0, high: .inf}", FormatError),
+        ("{low: .nan, high: 1.0}", FormatError),
+        ("{low: 0, high: 1e400}", FormatError),
+        ("{powers_of_two: [1, .inf]}", FormatError),
+        ("{low: 0, high: lots}", FormatError),
+    ],
+)
 def test_space_sizes_and_bounds_are_checked_before_anything_is_allocated(tmp_path, spec, error):
     with pytest.raises(error, match="block_x|alias|limit"):
         load_space(str(_space(tmp_path, f"parameters:\n  block_x: {spec}\n")), None, None)

@@ -38,17 +38,38 @@ def test_a_same_code_row_measured_apart_under_drift_gets_its_estimate_and_no_ver
 def test_no_search_row_of_any_stored_study_claims_a_difference(tmp_path):
     summary = build_summary(drift_store(tmp_path))
     assert all(not c["significant"] for c in summary["ranking"] if c["method"] == "search")
-    assert all(c["verdict"] in (SEARCH_VERDICT, "recorded configuration", "no interval (one sample)")
-               for c in summary["ranking"])
+    assert all(
+        c["verdict"] in (SEARCH_VERDICT, "recorded configuration", "no interval (one sample)")
+        for c in summary["ranking"]
+    )
 
 
 def test_an_interleaved_row_decides_over_a_faster_looking_search_row():
-    recorded = {"speedup": 1.0, "speedup_ci": [1.0, 1.0], "significant": False, "baseline": True,
-                "method": "baseline", "time": 1.0}
-    searched = {"speedup": 2.24, "speedup_ci": None, "search_ci": [1.86, 2.68], "significant": False,
-                "baseline": False, "method": "search", "time": 0.45}
-    compared = {"speedup": 1.30, "speedup_ci": [1.25, 1.35], "significant": True, "baseline": False,
-                "method": "interleaved, 12 pairs", "time": 0.77}
+    recorded = {
+        "speedup": 1.0,
+        "speedup_ci": [1.0, 1.0],
+        "significant": False,
+        "baseline": True,
+        "method": "baseline",
+        "time": 1.0,
+    }
+    searched = {
+        "speedup": 2.24,
+        "speedup_ci": None,
+        "search_ci": [1.86, 2.68],
+        "significant": False,
+        "baseline": False,
+        "method": "search",
+        "time": 0.45,
+    }
+    compared = {
+        "speedup": 1.30,
+        "speedup_ci": [1.25, 1.35],
+        "significant": True,
+        "baseline": False,
+        "method": "interleaved, 12 pairs",
+        "time": 0.77,
+    }
     best, decision = choose_best([compared, recorded, searched])
     assert best is compared and "interleaved" in decision
     best, decision = choose_best([recorded, searched])

@@ -24,8 +24,15 @@ V1 = DATA / "config-v1" / "results"
 
 
 def _mneme(*args, env=None, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mneme", *map(str, args)], capture_output=True, text=True,
-                          timeout=600, check=False, env={**os.environ, **(env or {})}, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "mneme", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, **(env or {})},
+        **kwargs,
+    )
 
 
 def _copy_study(source: Path, tmp_path: Path) -> Path:
@@ -75,9 +82,28 @@ def test_a_committed_study_resumes_with_the_same_counts(tmp_path):
     results = _copy_study(DRIFT, tmp_path)
     before = _rows(ResultStore.load(f"sqlite:///{results / 'study.db'}"))
     recording = ROOT / "examples" / "recordings" / "saxpy-4k" / "55e5213b2a493837.json"
-    run = _mneme("tune", "-rdb", recording, "--backend", "host", "--space",
-                 ROOT / "benchmarks" / "spaces" / "host-same-code.yaml", "--sampler", "exhaustive", "--trials", 6,
-                 "--iterations", 2, "--retime-top", 0, "--results", results, "--resume", "--force", "--json")
+    run = _mneme(
+        "tune",
+        "-rdb",
+        recording,
+        "--backend",
+        "host",
+        "--space",
+        ROOT / "benchmarks" / "spaces" / "host-same-code.yaml",
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        6,
+        "--iterations",
+        2,
+        "--retime-top",
+        0,
+        "--results",
+        results,
+        "--resume",
+        "--force",
+        "--json",
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     summary = json.loads((results / "summary.json").read_text())
     assert summary["stop"]["reason"] == "exhausted"

@@ -17,8 +17,21 @@ def test_equivalent_configurations_are_exported_with_the_measurement_they_share(
     space = tmp_path / "loops.yaml"
     space.write_text(LOOP_SPACE)
     results = tmp_path / "run"
-    code, out = invoke("tune", "-rdb", db, "--space", space, "--sampler", "exhaustive", "--trials", 6,
-                       "--results", results, "--retime-top", "0")
+    code, out = invoke(
+        "tune",
+        "-rdb",
+        db,
+        "--space",
+        space,
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        6,
+        "--results",
+        results,
+        "--retime-top",
+        "0",
+    )
     assert code == 0, out
     data = export_sweep(results)
     points = data["points"]

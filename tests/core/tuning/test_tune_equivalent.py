@@ -27,8 +27,23 @@ def test_a_loop_knob_space_on_a_loop_free_kernel_measures_one_configuration(tmp_
     space = tmp_path / "loops.yaml"
     space.write_text(LOOP_SPACE)
     results = tmp_path / "run"
-    code, out = invoke("tune", "-rdb", db, "--space", space, "--sampler", "exhaustive", "--trials", 5,
-                       "--results", results, "--retime-top", "1", "--retime-repeats", "1")
+    code, out = invoke(
+        "tune",
+        "-rdb",
+        db,
+        "--space",
+        space,
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        5,
+        "--results",
+        results,
+        "--retime-top",
+        "1",
+        "--retime-repeats",
+        "1",
+    )
     assert code == 0, out
     store, _ = open_results(results)
     trials = store.trials()
@@ -68,8 +83,16 @@ def test_built_ahead_code_measured_already_never_reaches_the_device(tmp_path):
         pools.append(_ObservedPool(**kwargs))
         return pools[-1]
 
-    options = TuneOptions(record_db=str(db), results=str(tmp_path / "run"), space=str(space), sampler="exhaustive",
-                          trials=5, retime_top=1, retime_repeats=1, prefetch=0)
+    options = TuneOptions(
+        record_db=str(db),
+        results=str(tmp_path / "run"),
+        space=str(space),
+        sampler="exhaustive",
+        trials=5,
+        retime_top=1,
+        retime_repeats=1,
+        prefetch=0,
+    )
     summary = TuningSession(options, pool_factory=factory).run()
     assert "5 compiled to code measured already" in summary["stop"]["detail"]
     store, _ = open_results(tmp_path / "run")

@@ -31,16 +31,24 @@ def saxpy_db(tmp_path_factory):
 def as_foreground_job(ignore_sigint: bool = False):
     """The signal dispositions of a terminal's foreground command, whatever this test runner inherited
     (a CI runner may start it with SIGINT ignored, as a shell without job control starts `cmd &`)."""
+
     def apply() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN if ignore_sigint else signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
     return apply
 
 
 def start(*args, ignore_sigint: bool = False) -> subprocess.Popen:
     # A session of its own: the signal goes to the whole group, as a terminal's Ctrl-C does.
-    return subprocess.Popen([MNEME, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=as_foreground_job(ignore_sigint))
+    return subprocess.Popen(
+        [MNEME, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=as_foreground_job(ignore_sigint),
+    )
 
 
 def finished(results: Path) -> int:
@@ -80,13 +88,24 @@ def resume_command(out: str) -> list[str]:
 
 
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_while_tuning_saves_the_trials_and_prints_the_exact_resume_command(saxpy_db, tmp_path, signum,
-                                                                                    code):
+def test_a_signal_while_tuning_saves_the_trials_and_prints_the_exact_resume_command(saxpy_db, tmp_path, signum, code):
     results = tmp_path / "run"
     # many timed runs per experiment: the search lasts seconds, not the one second a busy CI machine's
     # first look at the store can take (the tuner then finished before it could be stopped)
-    proc = start("tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 24, "--results", results, *SPACE,
-                 "--iterations", 600)
+    proc = start(
+        "tune",
+        "-rdb",
+        saxpy_db,
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        24,
+        "--results",
+        results,
+        *SPACE,
+        "--iterations",
+        600,
+    )
     deadline = time.monotonic() + 180
     while finished(results) < 3 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
@@ -129,15 +148,28 @@ def test_ctrl_c_at_any_moment_of_start_up_exits_130_without_a_traceback(saxpy_db
     assert "Traceback" not in out and "KeyboardInterrupt" not in out and "Aborted" not in out, out
     if finished(results) == 0 and delay == 2.0:
         # Nothing was finished: the same command, without --resume, may use the folder again.
-        again = run(*args[:-len(SPACE)], *SPACE[:4], "--trials", 3, "--retime-top", 0)
+        again = run(*args[: -len(SPACE)], *SPACE[:4], "--trials", 3, "--retime-top", 0)
         assert again.returncode == 0, again.stdout + again.stderr
 
 
 def test_a_sigint_the_tuner_was_started_ignoring_stays_ignored(saxpy_db, tmp_path):
     # `mneme tune ... &` from a script: the Ctrl-C meant for the foreground command must not stop it.
     results = tmp_path / "run"
-    proc = start("tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 200, "--results", results,
-                 *SPACE, "--iterations", 400, ignore_sigint=True)
+    proc = start(
+        "tune",
+        "-rdb",
+        saxpy_db,
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        200,
+        "--results",
+        results,
+        *SPACE,
+        "--iterations",
+        400,
+        ignore_sigint=True,
+    )
     deadline = time.monotonic() + 180
     while finished(results) < 1 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)

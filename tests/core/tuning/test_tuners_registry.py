@@ -47,8 +47,10 @@ def test_a_tuner_is_alive_while_its_process_lives_and_its_entry_goes_when_it_is_
 def test_the_lock_is_one_process_at_a_time_and_reentrant_within_one(tmp_path):
     folder = tmp_path / "t"
     first, second = Tuners(folder, "a"), Tuners(folder, "b")
-    code = "import sys, time\nfrom mneme.core.tuning.lease import Tuners\nwith Tuners(sys.argv[1], 'c').lock():\n" \
-           "    print(time.monotonic(), flush=True)"
+    code = (
+        "import sys, time\nfrom mneme.core.tuning.lease import Tuners\nwith Tuners(sys.argv[1], 'c').lock():\n"
+        "    print(time.monotonic(), flush=True)"
+    )
     waiter = None
     try:
         with first.lock(), first.lock():  # re-entrant

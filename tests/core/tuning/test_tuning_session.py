@@ -25,8 +25,15 @@ def capture_saxpy(out: Path, ir: Path | None = None) -> Path:
     """A real recording: saxpy (a grid-stride loop) on 4096 floats, 16 x 256 threads, host backend."""
     x = np.arange(N, dtype=np.float32)
     y = np.ones(N, dtype=np.float32)
-    return capture.capture(ir=ir or build_cuda_ir("saxpy"), kernel="saxpy", grid=16, block=256,
-                           args=[np.int32(N), np.float32(2.0), x, y], out=out, backend="host")
+    return capture.capture(
+        ir=ir or build_cuda_ir("saxpy"),
+        kernel="saxpy",
+        grid=16,
+        block=256,
+        args=[np.int32(N), np.float32(2.0), x, y],
+        out=out,
+        backend="host",
+    )
 
 
 def capture_vector_add(out: Path) -> Path:
@@ -34,8 +41,15 @@ def capture_vector_add(out: Path) -> Path:
     a = np.arange(N, dtype=np.float32)
     b = np.full(N, 3.0, dtype=np.float32)
     c = np.zeros(N, dtype=np.float32)
-    return capture.capture(ir=build_cuda_ir("vector_add"), kernel="vector_add", grid=16, block=256,
-                           args=[a, b, c, np.int32(N)], out=out, backend="host")
+    return capture.capture(
+        ir=build_cuda_ir("vector_add"),
+        kernel="vector_add",
+        grid=16,
+        block=256,
+        args=[a, b, c, np.int32(N)],
+        out=out,
+        backend="host",
+    )
 
 
 class SharedPool:
@@ -66,8 +80,9 @@ def saxpy_pool(saxpy_db, tmp_path_factory):
 def run_session(db, pool, results, **options):
     options.setdefault("retime_top", 1)
     options.setdefault("retime_repeats", 1)
-    session = TuningSession(TuneOptions(record_db=str(db), results=str(results), **options),
-                            pool_factory=lambda **kwargs: pool)
+    session = TuningSession(
+        TuneOptions(record_db=str(db), results=str(results), **options), pool_factory=lambda **kwargs: pool
+    )
     return session, session.run()
 
 
@@ -75,15 +90,25 @@ def experiment_hashes(store: ResultStore) -> list[str]:
     return [r.hash for r in store.records() if r.status in EVALUATED]
 
 
-SAMPLERS = ["guided", "exhaustive", "random", "optuna:tpe", "optuna:cmaes", "optuna:nsga2", "optuna:qmc",
-            "nevergrad:NGOpt", "nevergrad:OnePlusOne", "nevergrad:TwoPointsDE"]
+SAMPLERS = [
+    "guided",
+    "exhaustive",
+    "random",
+    "optuna:tpe",
+    "optuna:cmaes",
+    "optuna:nsga2",
+    "optuna:qmc",
+    "nevergrad:NGOpt",
+    "nevergrad:OnePlusOne",
+    "nevergrad:TwoPointsDE",
+]
 
 
 @pytest.mark.parametrize("sampler", SAMPLERS)
-def test_every_sampler_tunes_a_captured_kernel_and_exports_a_reproducible_best(saxpy_db, saxpy_pool, tmp_path,
-                                                                                 sampler):
-    session, summary = run_session(saxpy_db, saxpy_pool, tmp_path, sampler=sampler, trials=6, seed=1,
-                                   space="quick", space_options={"axes": "x"})
+def test_every_sampler_tunes_a_captured_kernel_and_exports_a_reproducible_best(saxpy_db, saxpy_pool, tmp_path, sampler):
+    session, summary = run_session(
+        saxpy_db, saxpy_pool, tmp_path, sampler=sampler, trials=6, seed=1, space="quick", space_options={"axes": "x"}
+    )
     assert summary["counts"]["trials"] == 6
     hashes = experiment_hashes(session.store)
     assert len(hashes) == len(set(hashes))  # no configuration ran twice
@@ -102,8 +127,16 @@ def test_every_sampler_tunes_a_captured_kernel_and_exports_a_reproducible_best(s
 
 def test_a_configuration_already_evaluated_is_answered_from_the_store(saxpy_db, saxpy_pool, tmp_path):
     # A space of 12 points, a budget of 30: every repeated proposal is a cache hit, measured once.
-    session, summary = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="random", seed=4, trials=30,
-                                   space="quick", space_options={"axes": "x", "max_block": 4})
+    session, summary = run_session(
+        saxpy_db,
+        saxpy_pool,
+        tmp_path,
+        sampler="random",
+        seed=4,
+        trials=30,
+        space="quick",
+        space_options={"axes": "x", "max_block": 4},
+    )
     hashes = experiment_hashes(session.store)
     assert len(hashes) == len(set(hashes)) == 12
     assert summary["counts"]["cached"] == summary["counts"]["duplicates"] > 0
@@ -116,10 +149,18 @@ def test_a_configuration_already_evaluated_is_answered_from_the_store(saxpy_db, 
 
 def test_unverified_configurations_get_a_penalty_and_never_become_best(tmp_path):
     db = capture_vector_add(tmp_path / "rec")
-    session = TuningSession(TuneOptions(record_db=str(db), results=str(tmp_path / "res"), sampler="exhaustive",
-                                        trials=40, space="launch",
-                                        space_options={"grid_stride": True, "launch_bounds": False, "max_block": 256},
-                                        retime_top=1, retime_repeats=1))
+    session = TuningSession(
+        TuneOptions(
+            record_db=str(db),
+            results=str(tmp_path / "res"),
+            sampler="exhaustive",
+            trials=40,
+            space="launch",
+            space_options={"grid_stride": True, "launch_bounds": False, "max_block": 256},
+            retime_top=1,
+            retime_repeats=1,
+        )
+    )
     summary = session.run()
     records = session.store.records()
     unverified = [r for r in records if r.status == "unverified"]
@@ -134,8 +175,9 @@ def test_unverified_configurations_get_a_penalty_and_never_become_best(tmp_path)
 
 def test_infeasible_points_are_told_without_running(saxpy_db, saxpy_pool, tmp_path):
     # Launch bounds below the block are invalid configurations: TPE meets some and learns from them.
-    session, summary = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="random", seed=0, trials=8,
-                                   space="launch", space_options={"axes": "x"})
+    session, summary = run_session(
+        saxpy_db, saxpy_pool, tmp_path, sampler="random", seed=0, trials=8, space="launch", space_options={"axes": "x"}
+    )
     infeasible = [r for r in session.store.records() if r.status == "infeasible"]
     assert infeasible and summary["counts"]["infeasible"] == len(infeasible)
     assert all(r.result is None and r.config is None for r in infeasible)
@@ -143,9 +185,21 @@ def test_infeasible_points_are_told_without_running(saxpy_db, saxpy_pool, tmp_pa
 
 
 def test_timeout_stops_asking_and_several_workers_share_the_device(saxpy_db, tmp_path):
-    session = TuningSession(TuneOptions(record_db=str(saxpy_db), results=str(tmp_path), sampler="random", seed=2,
-                                        trials=10_000, timeout=2.0, workers_per_device=2, devices=[0],
-                                        space="quick", space_options={"axes": "x"}, retime_top=0))
+    session = TuningSession(
+        TuneOptions(
+            record_db=str(saxpy_db),
+            results=str(tmp_path),
+            sampler="random",
+            seed=2,
+            trials=10_000,
+            timeout=2.0,
+            workers_per_device=2,
+            devices=[0],
+            space="quick",
+            space_options={"axes": "x"},
+            retime_top=0,
+        )
+    )
     summary = session.run()
     assert len(session.pool.device_workers) == 2
     assert 0 < summary["counts"]["trials"] < 10_000
@@ -175,8 +229,9 @@ def test_resume_reruns_the_experiment_a_dead_tuner_left_running(saxpy_db, saxpy_
 
     import attrs
 
-    session, _ = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="exhaustive", trials=2,
-                             space="quick", space_options={"axes": "x"})
+    session, _ = run_session(
+        saxpy_db, saxpy_pool, tmp_path, sampler="exhaustive", trials=2, space="quick", space_options={"axes": "x"}
+    )
     done = set(experiment_hashes(session.store))
     space = session.space
     point = next(e for e in space.sample_exhaustive() if space.derived(space.decode(e)).hash() not in done)
@@ -184,12 +239,19 @@ def test_resume_reruns_the_experiment_a_dead_tuner_left_running(saxpy_db, saxpy_
     # Queue the point for the dying process: a store hands queued points out before the one asked.
     session.store.enqueue(point)
     domains = [[name, type(d).__name__, attrs.asdict(d)] for name, d in space.distributions().items()]
-    payload = json.dumps([session.store.url, session.store.study_name, domains, point, config.to_dict(),
-                          config.hash()])
+    payload = json.dumps([session.store.url, session.store.study_name, domains, point, config.to_dict(), config.hash()])
     dead = subprocess.run([sys.executable, "-c", ORPHAN], check=False, input=payload, text=True, capture_output=True)
     assert dead.returncode == 9, dead.stderr
-    resumed, _ = run_session(saxpy_db, saxpy_pool, tmp_path, sampler="exhaustive", trials=4, resume=True,
-                             space="quick", space_options={"axes": "x"})
+    resumed, _ = run_session(
+        saxpy_db,
+        saxpy_pool,
+        tmp_path,
+        sampler="exhaustive",
+        trials=4,
+        resume=True,
+        space="quick",
+        space_options={"axes": "x"},
+    )
     records = resumed.store.records()
     assert [r.status for r in records if r.owner.get("session") == "dead"] == ["interrupted"]
     ran = experiment_hashes(resumed.store)
@@ -202,8 +264,17 @@ def test_a_worker_killed_mid_experiment_fails_that_trial_and_tuning_goes_on(saxp
     import threading
     import time
 
-    session = TuningSession(TuneOptions(record_db=str(saxpy_db), results=str(tmp_path), sampler="exhaustive",
-                                        trials=12, space="quick", space_options={"axes": "x"}, retime_top=0))
+    session = TuningSession(
+        TuneOptions(
+            record_db=str(saxpy_db),
+            results=str(tmp_path),
+            sampler="exhaustive",
+            trials=12,
+            space="quick",
+            space_options={"axes": "x"},
+            retime_top=0,
+        )
+    )
     outcome: dict = {}
     runner = threading.Thread(target=lambda: outcome.setdefault("summary", session.run()), daemon=True)
     runner.start()
@@ -247,25 +318,50 @@ class RelabelingPool(SharedPool):
 
 
 def test_results_by_another_timer_than_the_study_s_never_count_and_a_resume_that_times_otherwise_is_refused(
-        saxpy_db, saxpy_pool, tmp_path):  # fmt: skip
+    saxpy_db, saxpy_pool, tmp_path
+):
     from mneme.core.errors import UsageError
 
     mixed = RelabelingPool(saxpy_pool.pool, "events", keep=1)  # the baseline by the host clock, the rest not
-    session, summary = run_session(saxpy_db, mixed, tmp_path, sampler="exhaustive", trials=4, space="quick",
-                                   space_options={"axes": "x"}, retime_top=0)  # fmt: skip
+    session, summary = run_session(
+        saxpy_db,
+        mixed,
+        tmp_path,
+        sampler="exhaustive",
+        trials=4,
+        space="quick",
+        space_options={"axes": "x"},
+        retime_top=0,
+    )
     assert session.store.baseline["result"]["timer"] == "host-clock"
     trials = [r for r in session.store.records() if r.status in EVALUATED]
     assert trials and all(r.status == "failed" for r in trials)
     assert all("timed by events, the study by host-clock" in r.result["error"] for r in trials)
     # The final comparison's results too: its runs alone (after the baseline's and the 4 trials') by another timer.
     plain = RelabelingPool(saxpy_pool.pool, "events", keep=10**9)
-    first, _ = run_session(saxpy_db, plain, tmp_path / "plain", sampler="exhaustive", trials=4, space="quick",
-                           space_options={"axes": "x"}, retime_top=2)  # fmt: skip
+    first, _ = run_session(
+        saxpy_db,
+        plain,
+        tmp_path / "plain",
+        sampler="exhaustive",
+        trials=4,
+        space="quick",
+        space_options={"axes": "x"},
+        retime_top=2,
+    )
     compared = [e for e in first.store.retime.values() if not e["baseline"]]
     assert len(compared) == 2 and all(entry["median"] is not None for entry in compared)
     late = RelabelingPool(saxpy_pool.pool, "events", keep=5)
-    session, summary = run_session(saxpy_db, late, tmp_path / "late", sampler="exhaustive", trials=4, space="quick",
-                                   space_options={"axes": "x"}, retime_top=2)  # fmt: skip
+    session, summary = run_session(
+        saxpy_db,
+        late,
+        tmp_path / "late",
+        sampler="exhaustive",
+        trials=4,
+        space="quick",
+        space_options={"axes": "x"},
+        retime_top=2,
+    )
     assert all(r.status == "ok" for r in session.store.records() if r.status in EVALUATED)
     entries = list(session.store.retime.values())
     assert len(entries) == 2  # no baseline entry: no pair was measured
@@ -273,5 +369,13 @@ def test_results_by_another_timer_than_the_study_s_never_count_and_a_resume_that
     assert not any(c["retimed"] and not c["baseline"] for c in summary["ranking"])  # flaky: no winners
     relabeled = RelabelingPool(saxpy_pool.pool, "events", keep=0)  # this run's baseline too
     with pytest.raises(UsageError, match="the study's times were taken by host-clock, this run's by events"):
-        run_session(saxpy_db, relabeled, tmp_path, sampler="exhaustive", trials=6, space="quick",
-                    space_options={"axes": "x"}, resume=True)  # fmt: skip
+        run_session(
+            saxpy_db,
+            relabeled,
+            tmp_path,
+            sampler="exhaustive",
+            trials=6,
+            space="quick",
+            space_options={"axes": "x"},
+            resume=True,
+        )

@@ -16,8 +16,14 @@ from mneme.core.types import ExperimentConfiguration, dim3
 
 def recording(tmp_path, grid=(16, 1, 1), block=(256, 1, 1), backend="host"):
     rec = RecordedExecution.create(tmp_path, kernel_name="saxpy", static_hash="s1", backend=backend, arch="x86_64")
-    inst = rec.add_instance(grid=grid, block=block, shared_mem=0, args=b"\0" * 24,
-                            prologue=tmp_path / "p.mneme", epilogue=tmp_path / "e.mneme")
+    inst = rec.add_instance(
+        grid=grid,
+        block=block,
+        shared_mem=0,
+        args=b"\0" * 24,
+        prologue=tmp_path / "p.mneme",
+        epilogue=tmp_path / "e.mneme",
+    )
     return rec, inst
 
 
@@ -62,9 +68,14 @@ def test_ordinal_parameter_is_stored_as_the_index_of_its_value():
 def test_pipeline_parameter_orders_drawn_passes_by_priority_from_the_ir_toolkit_registry():
     p = P.PipelineParam("passes", 3)
     assert "instcombine" in p.passes  # the IR toolkit's registry
-    decoded = {"passes[0].pass": "gvn" if "gvn" in p.passes else "newgvn", "passes[0].priority": 0.1,
-               "passes[1].pass": "instcombine", "passes[1].priority": 0.9,
-               "passes[2].pass": "", "passes[2].priority": 0.5}
+    decoded = {
+        "passes[0].pass": "gvn" if "gvn" in p.passes else "newgvn",
+        "passes[0].priority": 0.1,
+        "passes[1].pass": "instcombine",
+        "passes[1].priority": 0.9,
+        "passes[2].pass": "",
+        "passes[2].priority": 0.5,
+    }
     assert p.combine(decoded) == f"instcombine,{decoded['passes[0].pass']}"
     assert set(p.primitives()) == {f"passes[{i}].{k}" for i in range(3) for k in ("pass", "priority")}
 
@@ -125,8 +136,17 @@ def test_ptxas_knobs_are_tuned_only_where_ptxas_compiles(tmp_path):
     dims = load_space("compiler", rec_cuda, inst_cuda).dims()
     assert {"ptxas_opt", "max_registers", "cache_mode", "fast_math"} <= set(dims)
     config = load_space("compiler", rec_cuda, inst_cuda).derived(
-        {"specialize": True, "specialize_dims": False, "passes": "default<O2>", "codegen_opt": 1,
-         "ptxas_opt": 2, "max_registers": 64, "cache_mode": "cg", "fast_math": True})
+        {
+            "specialize": True,
+            "specialize_dims": False,
+            "passes": "default<O2>",
+            "codegen_opt": 1,
+            "ptxas_opt": 2,
+            "max_registers": 64,
+            "cache_mode": "cg",
+            "fast_math": True,
+        }
+    )
     assert (config.max_registers, config.cache_mode, config.ptxas_opt, config.passes) == (64, "cg", 2, "default<O2>")
 
 
@@ -165,7 +185,8 @@ def test_yaml_space_extends_a_builtin_and_adds_parameters_and_constraints(tmp_pa
     path.write_text(
         "name: mine\nbase: quick\noptions: {max_block: 512}\n"
         "parameters:\n  codegen_opt: {low: 1, high: 3}\n  passes: {choices: ['default<O2>', 'default<O3>']}\n"
-        "constraints: ['block_x >= 64']\n")
+        "constraints: ['block_x >= 64']\n"
+    )
     space = load_space(str(path), rec, inst)
     assert space.name == "mine"
     assert {"block_x", "specialize", "codegen_opt", "passes"} <= set(space.dims())
@@ -201,7 +222,8 @@ def test_python_space_class_is_loaded_from_a_file(tmp_path):
         "                                   grid=(i.grid_dim.x * i.block_dim.x // params['threads'],))\n"
         "    def base(self):\n"
         "        from mneme.core.types import ExperimentConfiguration\n"
-        "        return ExperimentConfiguration(grid=self.instance.grid_dim, block=self.instance.block_dim)\n")
+        "        return ExperimentConfiguration(grid=self.instance.grid_dim, block=self.instance.block_dim)\n"
+    )
     space = load_space(f"{path}:Tiles", rec, inst, code=True)
     assert isinstance(space, SearchSpace)
     configs = [space.derived(space.decode(e)) for e in space.sample_exhaustive()]
@@ -212,7 +234,10 @@ def test_python_space_class_is_loaded_from_a_file(tmp_path):
 
 def test_space_options_parse_as_yaml_scalars():
     assert parse_options(["axes=xy", "grid_stride=true", "max_threads=256"]) == {
-        "axes": "xy", "grid_stride": True, "max_threads": 256}
+        "axes": "xy",
+        "grid_stride": True,
+        "max_threads": 256,
+    }
     with pytest.raises(UsageError, match="KEY=VALUE"):
         parse_options(["oops"])
 

@@ -10,8 +10,9 @@ from mneme.core.tuning import stats
 from mneme.core.tuning.report import choose_best
 
 
-@pytest.mark.parametrize("df, expected", [(1, 12.7062), (2, 4.3027), (5, 2.5706), (10, 2.2281), (30, 2.0423),
-                                          (1000, 1.9623)])
+@pytest.mark.parametrize(
+    "df, expected", [(1, 12.7062), (2, 4.3027), (5, 2.5706), (10, 2.2281), (30, 2.0423), (1000, 1.9623)]
+)
 def test_t_quantiles_match_the_tables(df, expected):
     assert stats.t_quantile(0.975, df) == pytest.approx(expected, abs=5e-4)
     assert stats.t_quantile(0.025, df) == pytest.approx(-expected, abs=5e-4)
@@ -60,8 +61,14 @@ def test_outliers_and_drift_are_found_and_steady_series_are_left_alone():
 
 
 def _candidate(speedup, low, high, baseline=False):
-    return {"speedup": speedup, "speedup_ci": [low, high], "significant": low > 1.0 or high < 1.0,
-            "baseline": baseline, "method": "interleaved, 8 pairs", "time": 1.0 / speedup}
+    return {
+        "speedup": speedup,
+        "speedup_ci": [low, high],
+        "significant": low > 1.0 or high < 1.0,
+        "baseline": baseline,
+        "method": "interleaved, 8 pairs",
+        "time": 1.0 / speedup,
+    }
 
 
 def test_best_json_stays_the_recorded_configuration_without_a_significant_speedup():

@@ -66,8 +66,9 @@ def test_budget_counts_measured_and_running_trials_but_not_duplicates_or_infeasi
 
 def test_trials_of_a_dead_process_on_this_host_are_orphans_and_can_be_marked_interrupted(tmp_path):
     store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
-                          capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True
+    )
     orphan = store.ask({"x": IntRange(0, 3)}, {"x": 1})
     store.annotate(orphan, "owner", {**owner(), "pid": int(dead.stdout)})
     store.annotate(orphan, "status", "running")
@@ -168,8 +169,9 @@ def test_a_trial_failed_after_its_result_was_half_written_is_interrupted_and_spe
 def test_an_orphan_already_found_a_duplicate_ends_a_duplicate_not_interrupted(tmp_path):
     # Its process was found to have asked a configuration another process runs, and died before telling the study.
     store, _ = ResultStore.create_or_load(storage_url(None, tmp_path), "s")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
-                          capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], check=True, capture_output=True, text=True
+    )
     duplicate, running = store.ask({}, {}), store.ask({}, {})
     for trial, status in ((duplicate, "duplicate"), (running, "running")):
         store.annotate(trial, "owner", {**owner(), "pid": int(dead.stdout)})

@@ -39,7 +39,9 @@ def test_a_cooperative_groups_kernel_runs_on_the_host_and_matches_numpy(tmp_path
     n, block = 1000, 256
     x = np.random.default_rng(1).uniform(-1, 1, n).astype(np.float32)
     out = np.zeros(-(-n // block), dtype=np.float32)
-    db = capture.capture(str(build_cuda_ir(SOURCE)), "block_sum", len(out), block, [x, out, n], tmp_path, backend="host")
+    db = capture.capture(
+        str(build_cuda_ir(SOURCE)), "block_sum", len(out), block, [x, out, n], tmp_path, backend="host"
+    )
     rec = RecordedExecution.from_json(db)
     inst = rec.select()
     epilogue = Snapshot.open(inst.epilogue_path, base=Snapshot.open(inst.prologue_path))
@@ -84,8 +86,15 @@ def test_gpu_backends_accept_their_own_ir_and_refuse_another_target():
 
 def test_check_a_recording_and_one_kernel(tmp_path):
     n = 64
-    db = capture.capture(str(build_cuda_ir("saxpy")), "saxpy", 1, 64, [n, np.float32(2), np.ones(n, np.float32),
-                                                                      np.ones(n, np.float32)], tmp_path, backend="host")  # fmt: skip
+    db = capture.capture(
+        str(build_cuda_ir("saxpy")),
+        "saxpy",
+        1,
+        64,
+        [n, np.float32(2), np.ones(n, np.float32), np.ones(n, np.float32)],
+        tmp_path,
+        backend="host",
+    )
     data = json.loads(check("-rdb", str(db), "--json").stdout)
     assert data["total"] == 1 and data["runnable"] == 1 and data["kernels"][0]["kernel"] == "saxpy"
     only = _by_kernel(check(str(build_cuda_ir(SOURCE)), "-k", "two_unsupported", "--json"))
@@ -99,8 +108,13 @@ def test_check_reads_the_ir_mneme_cc_embedded_in_a_binary(tmp_path):
     from mneme.instrument.section import SECTION_NAME, EmbeddedEntry, pack_entries
 
     bitcode = build_cuda_ir(SOURCE, emit="bc").read_bytes()
-    entry = EmbeddedEntry(source=str(SOURCE), arch="sm_90", bitcode=bitcode, targets=("sm_90",),
-                          kernels=("block_sum", "warp_redux", "two_unsupported"))  # fmt: skip
+    entry = EmbeddedEntry(
+        source=str(SOURCE),
+        arch="sm_90",
+        bitcode=bitcode,
+        targets=("sm_90",),
+        kernels=("block_sum", "warp_redux", "two_unsupported"),
+    )
     (tmp_path / "host.cpp").write_text("int f(int x) { return x + 1; }\n")
     subprocess.run(["g++", "-c", "host.cpp", "-o", "host.o"], cwd=tmp_path, check=True)
     (tmp_path / "blob").write_bytes(pack_entries([entry]))

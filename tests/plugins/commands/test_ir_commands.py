@@ -108,8 +108,9 @@ def test_resources_reports_registers_and_shared_memory():
 def test_show_reads_a_tuning_runs_best_json_and_a_yaml_configuration_as_replay_does(tmp_path):
     path = str(build_cuda_ir("saxpy"))
     best = tmp_path / "best.json"  # as `mneme tune` writes it: the fields under "config"
-    best.write_text(json.dumps({"config": {"specialize_dims": True, "grid": [8, 1, 1], "block": [128, 1, 1]},
-                                "time": 1e-6}))  # fmt: skip
+    best.write_text(
+        json.dumps({"config": {"specialize_dims": True, "grid": [8, 1, 1], "block": [128, 1, 1]}, "time": 1e-6})
+    )
     yaml = tmp_path / "config.yaml"
     yaml.write_text("specialize_dims: true\ngrid: [8, 1, 1]\nblock: [128, 1, 1]\n")
     for config in (best, yaml):
@@ -118,24 +119,39 @@ def test_show_reads_a_tuning_runs_best_json_and_a_yaml_configuration_as_replay_d
 
 
 def test_diff_shows_two_configurations_side_by_side():
-    out = run("diff", str(build_cuda_ir("saxpy")), "--grid", "8", "--block", "128",
-              "-a", "specialize_dims=false", "-b", "specialize_dims=true").stdout  # fmt: skip
+    out = run(
+        "diff",
+        str(build_cuda_ir("saxpy")),
+        "--grid",
+        "8",
+        "--block",
+        "128",
+        "-a",
+        "specialize_dims=false",
+        "-b",
+        "specialize_dims=true",
+    ).stdout
     assert "config: specialize_dims" in out and "--- A.ptx" in out and re.search(r"^-.*%ntid", out, re.MULTILINE)
 
 
 def test_several_kernels_need_a_kernel_name():
     result = run("show", str(build_cuda_ir("scale_template")), ok=False)
     assert result.exit_code == 2 and "pick one with --kernel" in result.output
-    assert "_Z5scaleIiEvPT_S0_i" in run("show", str(build_cuda_ir("scale_template")), "-k", "_Z5scaleIiEvPT_S0_i").stdout
+    assert (
+        "_Z5scaleIiEvPT_S0_i" in run("show", str(build_cuda_ir("scale_template")), "-k", "_Z5scaleIiEvPT_S0_i").stdout
+    )
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--passes", "sroa,bogus"], "unknown pass 'bogus'"),
-    (["--launch-bounds", "2048"], "max threads must be 1..1024"),
-    (["-k", "nope"], "kernels present: saxpy"),
-    (["--arch", "sm_90x"], "unknown architecture"),
-    (["--specialize"], "no recorded argument bytes"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--passes", "sroa,bogus"], "unknown pass 'bogus'"),
+        (["--launch-bounds", "2048"], "max threads must be 1..1024"),
+        (["-k", "nope"], "kernels present: saxpy"),
+        (["--arch", "sm_90x"], "unknown architecture"),
+        (["--specialize"], "no recorded argument bytes"),
+    ],
+)
 def test_bad_options_print_one_line_errors(args, message):
     result = run("compile", str(build_cuda_ir("saxpy")), "--emit", "ptx", *args, ok=False)
     assert result.exit_code != 0 and message in result.output
@@ -158,14 +174,26 @@ def test_a_recording_database_supplies_kernel_launch_and_arguments(tmp_path):
     mod = ir.load(ll)
     params = ir.kernel_params(mod, "saxpy")
     args = (1000).to_bytes(4, "little") + bytes.fromhex("00002040") + (0x7000).to_bytes(8, "little") * 2
-    rec = RecordedExecution.create(tmp_path, kernel_name="saxpy", static_hash=ir.module_hash(mod)[:16], backend="cuda",
-                                   arch="sm_90", modules=[ll],
-                                   args=[ArgInfo(f"a{p.index}", p.offset, p.size, p.kind, True) for p in params])  # fmt: skip
+    rec = RecordedExecution.create(
+        tmp_path,
+        kernel_name="saxpy",
+        static_hash=ir.module_hash(mod)[:16],
+        backend="cuda",
+        arch="sm_90",
+        modules=[ll],
+        args=[ArgInfo(f"a{p.index}", p.offset, p.size, p.kind, True) for p in params],
+    )
     for kind, name in ((SnapshotType.PROLOGUE, "pro.mneme"), (SnapshotType.EPILOGUE, "epi.mneme")):
         with SnapshotWriter(tmp_path / name, kind, static_hash=rec.static_hash, dynamic_hash="d") as w:
             w.set_args(args)
-    rec.add_instance(grid=(4, 1, 1), block=(256, 1, 1), shared_mem=0, args=args,
-                     prologue=tmp_path / "pro.mneme", epilogue=tmp_path / "epi.mneme")  # fmt: skip
+    rec.add_instance(
+        grid=(4, 1, 1),
+        block=(256, 1, 1),
+        shared_mem=0,
+        args=args,
+        prologue=tmp_path / "pro.mneme",
+        epilogue=tmp_path / "epi.mneme",
+    )
     db = tmp_path / f"{rec.static_hash}.json"
     rec.to_json(db)
     out = run("compile", "-rdb", str(db), "--emit", "ptx", "--specialize", "--specialize-dims").stdout
@@ -178,14 +206,27 @@ def test_compiling_for_an_nvidia_arch_imports_no_other_backend_and_no_device_hal
     import subprocess
     import sys
 
-    probe = ("import json, sys\nfrom mneme.core.cli import main\ntry:\n    main(sys.argv[1:])\n"
-             "except SystemExit as done:\n    assert not done.code, done.code\n"
-             "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n")
+    probe = (
+        "import json, sys\nfrom mneme.core.cli import main\ntry:\n    main(sys.argv[1:])\n"
+        "except SystemExit as done:\n    assert not done.code, done.code\n"
+        "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+    )
     out = tmp_path / "k.cubin"
-    proc = subprocess.run([sys.executable, "-c", probe, "ir", "compile", str(build_cuda_ir("saxpy")), "--arch", "sm_90",
-                           "-o", str(out)], capture_output=True, text=True, check=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, "ir", "compile", str(build_cuda_ir("saxpy")), "--arch", "sm_90", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     modules = set(json.loads(proc.stderr.strip().splitlines()[-1]))
     assert out.read_bytes()[:4] == b"\x7fELF"
-    loaded = {"mneme.plugins.backends.host.backend", "mneme_hip.backend", "mneme_cuda.device", "numpy",
-              "mneme.core.snapshot", "mneme.core.records", "mneme.plugins.check_commands"} & modules
+    loaded = {
+        "mneme.plugins.backends.host.backend",
+        "mneme_hip.backend",
+        "mneme_cuda.device",
+        "numpy",
+        "mneme.core.snapshot",
+        "mneme.core.records",
+        "mneme.plugins.check_commands",
+    } & modules
     assert loaded == set()

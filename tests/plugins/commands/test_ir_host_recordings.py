@@ -25,7 +25,9 @@ def host_recording(tmp_path_factory):
     x = np.linspace(-1, 1, n, dtype=np.float32)
     y = np.ones(n, dtype=np.float32)
     out = tmp_path_factory.mktemp("hostrec")
-    return str(capture.capture(str(build_cuda_ir("saxpy")), "saxpy", 2, 128, [n, np.float32(2.0), x, y], out, backend="host"))
+    return str(
+        capture.capture(str(build_cuda_ir("saxpy")), "saxpy", 2, 128, [n, np.float32(2.0), x, y], out, backend="host")
+    )
 
 
 def test_resources_of_a_host_recording_build_for_the_irs_gpu(host_recording):
@@ -55,11 +57,14 @@ def test_show_optimized_and_an_explicit_host_arch(host_recording, tmp_path):
     assert json.loads(result.stdout)["arch"] == "x86_64"
 
 
-@pytest.mark.parametrize("args,missing", [
-    (["show", "--specialize-dims"], "add --grid N and --block N"),
-    (["show", "--specialize-dims-assume", "--grid", "8"], "add --block N"),
-    (["diff", "-a", "specialize_dims=false", "-b", "specialize_dims=true"], "add --grid N and --block N"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "args,missing",
+    [
+        (["show", "--specialize-dims"], "add --grid N and --block N"),
+        (["show", "--specialize-dims-assume", "--grid", "8"], "add --block N"),
+        (["diff", "-a", "specialize_dims=false", "-b", "specialize_dims=true"], "add --grid N and --block N"),
+    ],
+)
 def test_specializing_dims_without_dims_is_refused_naming_the_flags(args, missing):
     result = run(*args[:1], str(build_cuda_ir("saxpy")), *args[1:])
     assert result.exit_code == 2, result.output

@@ -68,8 +68,15 @@ def test_an_impossible_value_is_a_usage_error_naming_the_field():
 
 
 def test_report_rows_give_median_min_max_and_resources():
-    result = ExperimentResult(exec_time=[3e-3, 1e-3, 2e-3], warmup_time=[5e-3], verified=True, executed=True,
-                              reg_usage=32, opt_time=0.25, obj_size=4096)
+    result = ExperimentResult(
+        exec_time=[3e-3, 1e-3, 2e-3],
+        warmup_time=[5e-3],
+        verified=True,
+        executed=True,
+        reg_usage=32,
+        opt_time=0.25,
+        obj_size=4096,
+    )
     rows = dict(result_rows(result, RECORDED))
     assert rows["verified"] == "yes"
     assert rows["median time"] == "2.000 ms"
@@ -80,8 +87,13 @@ def test_report_rows_give_median_min_max_and_resources():
 
 
 def test_report_of_a_failed_experiment_names_the_kind_and_the_mismatches():
-    result = ExperimentResult(executed=True, failed=True, error_kind="verify", error="kernel 'k' did not reproduce",
-                              mismatches=["region 0x10 [arg 3 (y)] (16 B): 4 bytes differ"])
+    result = ExperimentResult(
+        executed=True,
+        failed=True,
+        error_kind="verify",
+        error="kernel 'k' did not reproduce",
+        mismatches=["region 0x10 [arg 3 (y)] (16 B): 4 bytes differ"],
+    )
     rows = result_rows(result, RECORDED)
     assert ("verified", "NO") in rows
     assert ("failed", "verify: kernel 'k' did not reproduce") in rows
@@ -101,14 +113,19 @@ def test_the_report_puts_the_in_application_time_of_the_repeats_beside_the_repla
     result = ExperimentResult(exec_time=[2.1e-5, 2.0e-5, 2.2e-5], verified=True, executed=True, timer="events")
     # the first launch (timed right after the prologue capture) is left out where repeats exist
     rows = dict(result_rows(result, RECORDED, app_times=[9.0e-5, 1.8e-5, 2.2e-5, 2.0e-5]))
-    assert rows["in the application"] == ("20.0 us median of 3 repeated launches (the first left out), timed by "
-                                          "events; replay / application 1.050")  # fmt: skip
+    assert rows["in the application"] == (
+        "20.0 us median of 3 repeated launches (the first left out), timed by events; replay / application 1.050"
+    )
     assert rows["runs"] == "3 timed + 0 warm-up, timed by events"
     assert dict(result_rows(result, RECORDED, app_times=[2.5e-5]))["in the application"] == (
-        "25.0 us median of 1 launches, timed by events; replay / application 0.840")
+        "25.0 us median of 1 launches, timed by events; replay / application 0.840"
+    )
     assert "in the application" not in dict(result_rows(result, RECORDED))  # unknown: no row
-    data = json.loads(result_json(result, RECORDED, database="db.json", record_id="abc", kernel="k",
-                                  app_times=[4.0e-5, 1.8e-5, 2.2e-5]))  # fmt: skip
+    data = json.loads(
+        result_json(
+            result, RECORDED, database="db.json", record_id="abc", kernel="k", app_times=[4.0e-5, 1.8e-5, 2.2e-5]
+        )
+    )
     assert abs(data["app_median_time"] - 2.0e-5) < 1e-18 and abs(data["replay_vs_app"] - 1.05) < 1e-9
     assert data["app_timer"] == "events" and data["result"]["timer"] == "events"
 
@@ -117,8 +134,9 @@ def test_the_report_says_when_the_application_and_the_replay_were_timed_by_diffe
     result = ExperimentResult(exec_time=[3.5e-6], verified=True, executed=True, timer="events")
     row = dict(result_rows(result, RECORDED, app_times=[1.1e-6, 1.2e-6], app_timer="cupti"))["in the application"]
     assert "timed by cupti (this replay by events: not like for like; --timer cupti is)" in row
-    same = dict(result_rows(attrs.evolve(result, timer="cupti"), RECORDED, app_times=[1.1e-6, 1.2e-6],
-                            app_timer="cupti"))["in the application"]  # fmt: skip
+    same = dict(
+        result_rows(attrs.evolve(result, timer="cupti"), RECORDED, app_times=[1.1e-6, 1.2e-6], app_timer="cupti")
+    )["in the application"]
     assert "not like for like" not in same and same.startswith("1.2 us median of 1 repeated launches")
 
 
@@ -161,8 +179,9 @@ def test_capture_then_replay_verifies_and_prints_a_table(saxpy_db):
 
 
 def test_replay_at_another_block_size_verifies_a_grid_stride_kernel(saxpy_db):
-    outcome = CliRunner().invoke(cli, ["replay", "-rdb", str(saxpy_db), "--block-dim-x", "128", "--grid-dim-x", "3",
-                                       "--json", "default<O2>"])
+    outcome = CliRunner().invoke(
+        cli, ["replay", "-rdb", str(saxpy_db), "--block-dim-x", "128", "--grid-dim-x", "3", "--json", "default<O2>"]
+    )
     assert outcome.exit_code == 0, outcome.output
     data = json.loads(outcome.output)
     assert data["config"]["block"]["x"] == 128 and data["config"]["passes"] == "default<O2>"
@@ -195,9 +214,16 @@ def stencil_db(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("stencil")
     grid_in = np.random.default_rng(3).uniform(0, 1, (32, 32)).astype(np.float32)
-    return capture.capture(build_cuda_ir("stencil2d"), "stencil2d", (4, 4), (8, 8),
-                           [grid_in, np.zeros_like(grid_in), 32, 32], folder, backend="host",
-                           names=["in", "out", "nx", "ny"])  # fmt: skip
+    return capture.capture(
+        build_cuda_ir("stencil2d"),
+        "stencil2d",
+        (4, 4),
+        (8, 8),
+        [grid_in, np.zeros_like(grid_in), 32, 32],
+        folder,
+        backend="host",
+        names=["in", "out", "nx", "ny"],
+    )
 
 
 def test_replay_exits_non_zero_when_verification_fails_and_names_the_region(stencil_db):
@@ -238,16 +264,18 @@ def test_annotate_by_argument_changes_only_that_regions_policy(saxpy_db, tmp_pat
 
     copy = tmp_path / "rec"
     shutil.copytree(saxpy_db, copy)
-    outcome = CliRunner().invoke(cli, ["annotate", str(copy), "--arg", "3", "--dtype", "f32", "--threshold", "1e-5",
-                                       "--relative", "--norm", "Linf"])
+    outcome = CliRunner().invoke(
+        cli,
+        ["annotate", str(copy), "--arg", "3", "--dtype", "f32", "--threshold", "1e-5", "--relative", "--norm", "Linf"],
+    )
     assert outcome.exit_code == 0, outcome.output
     rec = load_recording(copy)
     inst = rec.select()
     prologue = Snapshot.open(inst.prologue_path)
     epilogue = Snapshot.open(inst.epilogue_path, base=prologue)
     policies = {r.addr: r.policy for r in epilogue.regions}
-    y_addr = int.from_bytes(inst.args[rec.args[3].offset:rec.args[3].offset + 8], "little")
-    x_addr = int.from_bytes(inst.args[rec.args[2].offset:rec.args[2].offset + 8], "little")
+    y_addr = int.from_bytes(inst.args[rec.args[3].offset : rec.args[3].offset + 8], "little")
+    x_addr = int.from_bytes(inst.args[rec.args[2].offset : rec.args[2].offset + 8], "little")
     assert policies[y_addr].dtype == "f32" and policies[y_addr].relative and policies[y_addr].norm == "Linf"
     assert policies[x_addr].exact
     # The contents survive the rewrite: the replay still verifies.

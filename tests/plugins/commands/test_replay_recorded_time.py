@@ -15,10 +15,13 @@ APP = InApplication(times=(4.0e-5, 1.2e-5, 0.9e-5, 0.6e-5), timer="cupti", recor
 
 def test_the_recorded_launch_is_the_reference_and_the_later_launches_are_labelled_context():
     rows = dict(result_rows(RESULT, CONFIG, app=APP, cache="flushed"))
-    assert rows["recorded launch"] == ("40.0 us in the application, from a flushed cache, timed by cupti; "
-                                       "replay / recorded launch 0.525")  # fmt: skip
-    assert rows["later launches (context)"] == ("9.0 us median of 3 later launches with the same arguments; they "
-                                                "may do different work than the recorded one; replay / these 2.333")  # fmt: skip
+    assert rows["recorded launch"] == (
+        "40.0 us in the application, from a flushed cache, timed by cupti; replay / recorded launch 0.525"
+    )
+    assert rows["later launches (context)"] == (
+        "9.0 us median of 3 later launches with the same arguments; they "
+        "may do different work than the recorded one; replay / these 2.333"
+    )
     assert "in the application" not in rows
 
 
@@ -32,8 +35,9 @@ def test_a_replay_from_another_cache_state_than_the_recorded_launch_says_it_is_n
 
 
 def test_the_json_compares_the_replay_with_the_recorded_launch_and_keeps_the_later_median():
-    data = json.loads(result_json(RESULT, CONFIG, database="db.json", record_id="abc", kernel="k", app=APP,
-                                  cache="flushed"))  # fmt: skip
+    data = json.loads(
+        result_json(RESULT, CONFIG, database="db.json", record_id="abc", kernel="k", app=APP, cache="flushed")
+    )
     assert data["recorded_time"] == 4.0e-5 and data["recorded_cache"] == "flushed" and data["cache"] == "flushed"
     assert abs(data["replay_vs_app"] - 2.1e-5 / 4.0e-5) < 1e-12
     assert abs(data["app_median_time"] - 0.9e-5) < 1e-18

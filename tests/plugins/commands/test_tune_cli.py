@@ -26,7 +26,9 @@ SPACE = ["--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repe
 
 
 def mneme(*args, timeout=240, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout, **kwargs)
+    return subprocess.run(
+        [*CLI, *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout, **kwargs
+    )
 
 
 @pytest.fixture(scope="module")
@@ -47,21 +49,30 @@ def invoke(*args) -> tuple[int, str]:
 def test_print_space_shows_the_dimensions_without_running_anything(saxpy_db, tmp_path):
     code, out = invoke("tune", "-rdb", saxpy_db, "--space", "standard", "--print-space", "--results", tmp_path / "r")
     assert code == 0, out
-    for word in ("block_x", "specialize", "passes", "codegen_opt", "feasible distinct configurations",
-                 "recorded launch: grid (16, 1, 1), block (256, 1, 1)"):
+    for word in (
+        "block_x",
+        "specialize",
+        "passes",
+        "codegen_opt",
+        "feasible distinct configurations",
+        "recorded launch: grid (16, 1, 1), block (256, 1, 1)",
+    ):
         assert word in out
     assert not (tmp_path / "r").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--trials", "0"], "--trials must be >= 1"),
-    (["--sampler", "annealing"], "unknown sampler 'annealing'"),
-    (["--sampler", "nevergrad:ngopt"], "did you mean NGOpt"),
-    (["--space", "nowhere"], "unknown space 'nowhere'"),
-    (["-o", "axes=w"], "axes='w'"),
-    (["--storage", "redis-ish"], "journal:PATH"),
-    (["--devices", "0,0"], "distinct"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--trials", "0"], "--trials must be >= 1"),
+        (["--sampler", "annealing"], "unknown sampler 'annealing'"),
+        (["--sampler", "nevergrad:ngopt"], "did you mean NGOpt"),
+        (["--space", "nowhere"], "unknown space 'nowhere'"),
+        (["-o", "axes=w"], "axes='w'"),
+        (["--storage", "redis-ish"], "journal:PATH"),
+        (["--devices", "0,0"], "distinct"),
+    ],
+)
 def test_invalid_options_exit_with_code_2_and_say_what_is_wrong(saxpy_db, tmp_path, args, message):
     code, out = invoke("tune", "-rdb", saxpy_db, "--results", tmp_path / "r", *args)
     assert code == 2, out
@@ -70,8 +81,9 @@ def test_invalid_options_exit_with_code_2_and_say_what_is_wrong(saxpy_db, tmp_pa
 
 def test_tune_then_results_reprints_exports_and_plots(saxpy_db, tmp_path):
     results = tmp_path / "run"
-    code, out = invoke("tune", "-rdb", saxpy_db, "--sampler", "optuna:tpe", "--trials", 6, "--seed", 1, "--results",
-                       results, *SPACE)
+    code, out = invoke(
+        "tune", "-rdb", saxpy_db, "--sampler", "optuna:tpe", "--trials", 6, "--seed", 1, "--results", results, *SPACE
+    )
     assert code == 0, out
     assert "best configurations" in out and "speedup" in out and "interval" in out
     summary = json.loads((results / "summary.json").read_text())
@@ -82,8 +94,9 @@ def test_tune_then_results_reprints_exports_and_plots(saxpy_db, tmp_path):
         assert summary["best"]["baseline"] and "no significant difference" in summary["decision"]
     for name in ("best.json", "tuned-kernels.json", "summary.json", "session.json", "study.db"):
         assert (results / name).is_file(), name
-    code, out = invoke("results", results, "--csv", tmp_path / "t.csv", "--jsonl", tmp_path / "t.jsonl",
-                       "--plots", tmp_path / "plots")
+    code, out = invoke(
+        "results", results, "--csv", tmp_path / "t.csv", "--jsonl", tmp_path / "t.jsonl", "--plots", tmp_path / "plots"
+    )
     assert code == 0, out
     assert "best configurations" in out
     with open(tmp_path / "t.csv") as fh:
@@ -109,8 +122,14 @@ def test_plots_a_study_cannot_make_are_skipped_with_a_warning_not_an_error(tmp_p
     from mneme.plugins.samplers.optuna_store import OptunaStore
 
     study = optuna.create_study(direction="minimize")
-    study.add_trial(optuna.trial.create_trial(params={"block_x": 4}, value=2e-5, user_attrs={"status": "ok"},
-                                              distributions={"block_x": optuna.distributions.IntDistribution(1, 9)}))
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={"block_x": 4},
+            value=2e-5,
+            user_attrs={"status": "ok"},
+            distributions={"block_x": optuna.distributions.IntDistribution(1, 9)},
+        )
+    )
     store = ResultStore(OptunaStore(study, "memory"))
     with caplog.at_level("WARNING", logger="mneme.plugins.samplers.optuna_plots"):
         written = write_plots(store, tmp_path / "one")
@@ -118,9 +137,11 @@ def test_plots_a_study_cannot_make_are_skipped_with_a_warning_not_an_error(tmp_p
     assert {"history.png", "history.html", "parallel-coordinates.png"} <= names
     assert not any(n.startswith("importances") for n in names)
     assert [r.getMessage() for r in caplog.records] == [
-        "skipped the importances plot: parameter importances need at least 2 verified trials, the study has 1"]
-    assert write_plots(store, tmp_path / "png", "png") == [tmp_path / "png" / f"{n}.png"
-                                                           for n in ("history", "parallel-coordinates", "slice")]
+        "skipped the importances plot: parameter importances need at least 2 verified trials, the study has 1"
+    ]
+    assert write_plots(store, tmp_path / "png", "png") == [
+        tmp_path / "png" / f"{n}.png" for n in ("history", "parallel-coordinates", "slice")
+    ]
     caplog.clear()
     with caplog.at_level("WARNING", logger="mneme.core.tuning.report"):
         assert write_plots(ResultStore(OptunaStore(optuna.create_study(), "memory")), tmp_path / "none") == []
@@ -140,14 +161,17 @@ def test_a_results_folder_is_continued_only_with_resume_and_only_for_the_same_sp
     assert invoke("tune", "-rdb", saxpy_db, "--trials", 3, "--results", results, *SPACE)[0] == 0
     code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, *SPACE)
     assert code == 2 and "--resume" in out
-    code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, "--resume",
-                       "--space", "launch", "-o", "axes=x")
+    code, out = invoke(
+        "tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, "--resume", "--space", "launch", "-o", "axes=x"
+    )
     assert code == 2 and "search space" in out and "--force" in out
-    code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, "--resume", "--cache",
-                       "primed", *SPACE)  # fmt: skip
+    code, out = invoke(
+        "tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, "--resume", "--cache", "primed", *SPACE
+    )
     assert code == 2 and "cache state of timed runs" in out and "'flushed'" in out and "'primed'" in out
-    code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, "--resume", "--timer",
-                       "host-clock", *SPACE)  # fmt: skip
+    code, out = invoke(
+        "tune", "-rdb", saxpy_db, "--trials", 6, "--results", results, "--resume", "--timer", "host-clock", *SPACE
+    )
     assert code == 2 and "timer of timed runs" in out and "'auto'" in out and "'host-clock'" in out
     code, out = invoke("tune", "-rdb", saxpy_db, "--trials", 5, "--results", results, "--resume", *SPACE)
     assert code == 0, out
@@ -181,8 +205,9 @@ def _finished(results: Path) -> dict[int, tuple[str, float]]:
 def test_a_killed_tuner_resumes_without_losing_or_repeating_experiments(saxpy_db, tmp_path):
     results = tmp_path / "run"
     args = ["tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 24, "--results", results, *SPACE]
-    proc = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [*CLI, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 120
         while len(_finished(results)) < 6 and time.monotonic() < deadline and proc.poll() is None:
@@ -213,10 +238,29 @@ def test_a_killed_tuner_resumes_without_losing_or_repeating_experiments(saxpy_db
 
 def _run_two(db, tmp_path, storage, study):
     # 40 of the space's 44 points: long enough that the second process joins before the first is done.
-    args = ["tune", "-rdb", db, "--sampler", "exhaustive", "--trials", 40, "--storage", storage, "--study", study,
-            *SPACE]
-    procs = [subprocess.Popen([*CLI, *map(str, args), "--results", tmp_path / f"r{i}"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    args = [
+        "tune",
+        "-rdb",
+        db,
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        40,
+        "--storage",
+        storage,
+        "--study",
+        study,
+        *SPACE,
+    ]
+    procs = [
+        subprocess.Popen(
+            [*CLI, *map(str, args), "--results", tmp_path / f"r{i}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
     outs = [p.communicate(timeout=240) for p in procs]
     for p, (stdout, stderr) in zip(procs, outs):
         assert p.returncode == 0, stderr
@@ -273,11 +317,15 @@ def postgres_url():
         folder.chmod(0o755)
         prefix = ["runuser", "-u", user, "--"]
     data, port = folder / "data", _free_port()
-    subprocess.run([*prefix, initdb, "-D", data, "-U", "mneme", "--auth=trust", "-E", "UTF8"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*prefix, initdb, "-D", data, "-U", "mneme", "--auth=trust", "-E", "UTF8"], check=True, capture_output=True
+    )
     options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
-    subprocess.run([*prefix, pg_ctl, "-D", data, "-o", options, "-l", folder / "log", "-w", "start"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*prefix, pg_ctl, "-D", data, "-o", options, "-l", folder / "log", "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql://mneme@127.0.0.1:{port}/postgres"
     finally:
@@ -294,7 +342,9 @@ def _victim_running(storage: str, study: str, pid: int) -> list:
         store = ResultStore.load(storage, study)
     except Exception:  # not created yet
         return []
-    return [t for t in store.trials() if t.state.name == "RUNNING" and (t.user_attrs.get("owner") or {}).get("pid") == pid]
+    return [
+        t for t in store.trials() if t.state.name == "RUNNING" and (t.user_attrs.get("owner") or {}).get("pid") == pid
+    ]
 
 
 def _on_another_host() -> list[str]:
@@ -316,15 +366,37 @@ def _on_another_host() -> list[str]:
 def _one_tuner_dies_holding_running_trials(db, tmp_path, storage, study):
     trials = 30
     elsewhere = _on_another_host()
-    args = ["tune", "-rdb", db, "--sampler", "exhaustive", "--trials", trials, "--storage", storage, "--study", study,
-            "--heartbeat", 1, *SPACE]
-    survivor = subprocess.Popen([*CLI, *map(str, args), "--results", tmp_path / "survivor"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+    args = [
+        "tune",
+        "-rdb",
+        db,
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        trials,
+        "--storage",
+        storage,
+        "--study",
+        study,
+        "--heartbeat",
+        1,
+        *SPACE,
+    ]
+    survivor = subprocess.Popen(
+        [*CLI, *map(str, args), "--results", tmp_path / "survivor"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     # The victim times each experiment long (1500 runs, about 0.3 s on the host backend), so it spends most of its
     # time inside a running trial that has its configuration: stopped at any moment, it holds one.
-    victim = subprocess.Popen([*elsewhere, *CLI, *map(str, args), "--iterations", "1500", "--results",
-                               tmp_path / "victim"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              start_new_session=True)  # fmt: skip
+    victim = subprocess.Popen(
+        [*elsewhere, *CLI, *map(str, args), "--iterations", "1500", "--results", tmp_path / "victim"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 120
         held: dict = {}
@@ -364,8 +436,11 @@ def _one_tuner_dies_holding_running_trials(db, tmp_path, storage, study):
         assert (by_number[number].state, by_number[number].status) == ("FAIL", expected)
         same = [(r.number, r.state, r.status, r.owner.get("pid")) for r in records if r.hash == digest]
         if digest and number not in found_duplicate:  # the survivor asked the configuration again, and ran it
-            assert any(r.hash == digest and r.owner["pid"] == survivor.pid for r in counted), (number, same,
-                                                                                             stderr[-4000:])
+            assert any(r.hash == digest and r.owner["pid"] == survivor.pid for r in counted), (
+                number,
+                same,
+                stderr[-4000:],
+            )
         if digest:  # evaluated: by the survivor, or by the trial a duplicate left it to
             assert digest in ran, (number, same)
     # Both check the shared budget before each ask (at most 2 over), and the survivor runs what the victim held again.
@@ -381,21 +456,33 @@ def _finished_in(storage: str, study: str) -> list:
         return []
 
 
-def test_a_tuner_killed_while_sharing_a_journal_study_has_its_trials_failed_and_rerun_by_the_other(saxpy_db,
-                                                                                                   tmp_path):
-    _one_tuner_dies_holding_running_trials(saxpy_db, tmp_path, f"journal:{tmp_path / 'shared' / 'study.log'}",
-                                           "lease")
+def test_a_tuner_killed_while_sharing_a_journal_study_has_its_trials_failed_and_rerun_by_the_other(saxpy_db, tmp_path):
+    _one_tuner_dies_holding_running_trials(saxpy_db, tmp_path, f"journal:{tmp_path / 'shared' / 'study.log'}", "lease")
 
 
 def test_a_tuner_killed_while_sharing_a_postgresql_study_has_its_trials_failed_and_rerun_by_the_other(
-        saxpy_db, tmp_path, postgres_url):
+    saxpy_db, tmp_path, postgres_url
+):
     _one_tuner_dies_holding_running_trials(saxpy_db, tmp_path, postgres_url, "lease-pg")
 
 
 def test_tuning_on_two_devices_runs_experiments_on_both(saxpy_db, tmp_path):
     results = tmp_path / "run"
-    out = mneme("tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 16, "--devices", "0,1",
-                "--results", results, *SPACE, env={**os.environ, "MNEME_HOST_DEVICES": "2"})
+    out = mneme(
+        "tune",
+        "-rdb",
+        saxpy_db,
+        "--sampler",
+        "exhaustive",
+        "--trials",
+        16,
+        "--devices",
+        "0,1",
+        "--results",
+        results,
+        *SPACE,
+        env={**os.environ, "MNEME_HOST_DEVICES": "2"},
+    )
     assert out.returncode == 0, out.stderr
     store, _ = open_results(results)
     ran = [r for r in store.records() if r.status in EVALUATED]
@@ -405,7 +492,18 @@ def test_tuning_on_two_devices_runs_experiments_on_both(saxpy_db, tmp_path):
 
 
 def test_a_device_that_does_not_exist_exits_with_code_2_and_names_it(saxpy_db, tmp_path):
-    out = mneme("tune", "-rdb", saxpy_db, "--trials", 2, "--devices", "0,3", "--results", tmp_path / "r", *SPACE,
-                env={k: v for k, v in os.environ.items() if k != "MNEME_HOST_DEVICES"})
+    out = mneme(
+        "tune",
+        "-rdb",
+        saxpy_db,
+        "--trials",
+        2,
+        "--devices",
+        "0,3",
+        "--results",
+        tmp_path / "r",
+        *SPACE,
+        env={k: v for k, v in os.environ.items() if k != "MNEME_HOST_DEVICES"},
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     assert "device 3 of --devices 0,3" in " ".join(out.stderr.split())

@@ -55,7 +55,7 @@ def _stat(pid: int) -> tuple[str, int, int] | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    fields = text[text.rindex(")") + 2:].split()
+    fields = text[text.rindex(")") + 2 :].split()
     return fields[0], int(fields[1]), int(fields[19])
 
 
@@ -109,10 +109,26 @@ def test_no_worker_outlives_a_tuner_killed_with_sigkill(saxpy_db, tmp_path):
     results = tmp_path / "run"
     # 100000 timed runs make each experiment (the baseline first) take seconds: the workers are mid-experiment
     # when the tuner dies, where they do not read their pipe (before the fix they outlived it by the rest of it).
-    args = ["tune", "-rdb", saxpy_db, "--trials", 4, "--iterations", 100000, "--devices", "0,1", "--results",
-            results, *SPACE]
-    proc = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "MNEME_HOST_DEVICES": "2"})
+    args = [
+        "tune",
+        "-rdb",
+        saxpy_db,
+        "--trials",
+        4,
+        "--iterations",
+        100000,
+        "--devices",
+        "0,1",
+        "--results",
+        results,
+        *SPACE,
+    ]
+    proc = subprocess.Popen(
+        [*CLI, *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MNEME_HOST_DEVICES": "2"},
+    )
     workers: dict[int, int] = {}
     try:
         _wait_for(lambda: (results / "session.json").is_file(), 120, proc)  # the pool is up, the baseline runs
@@ -132,8 +148,9 @@ def test_no_worker_outlives_a_tuner_killed_with_sigkill(saxpy_db, tmp_path):
 
 
 def mneme(*args, timeout=240, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout,
-                          **kwargs)
+    return subprocess.run(
+        [*CLI, *map(str, args)], check=False, capture_output=True, text=True, timeout=timeout, **kwargs
+    )
 
 
 def _records(results: Path) -> list:
@@ -145,8 +162,13 @@ def _records(results: Path) -> list:
 def test_a_trial_asked_for_by_a_tuner_killed_right_after_is_failed_as_interrupted_on_resume(saxpy_db, tmp_path):
     results = tmp_path / "run"
     args = ["tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 8, "--results", results, *SPACE]
-    proc = subprocess.Popen([sys.executable, "-c", DIE_AFTER_ASK, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "MNEME_TEST_DIE_AT_ASK": "5"})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DIE_AFTER_ASK, *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MNEME_TEST_DIE_AT_ASK": "5"},
+    )
     workers: dict[int, int] = {}
     try:
         _wait_for(lambda: (results / "session.json").is_file(), 120, proc)
@@ -172,7 +194,8 @@ def test_a_trial_asked_for_by_a_tuner_killed_right_after_is_failed_as_interrupte
     ran = [r.hash for r in after if r.status in EVALUATED]
     assert len(ran) == len(set(ran)) == 8  # the budget, each configuration once
     assert {r.number: r.value for r in after if r.number < asked[0].number} == {
-        r.number: r.value for r in before if r.number < asked[0].number}  # nothing finished was lost or changed
+        r.number: r.value for r in before if r.number < asked[0].number
+    }  # nothing finished was lost or changed
 
 
 # -- tuners starting together on one results folder --------------------------------------------------------
@@ -185,8 +208,9 @@ def test_two_tuners_started_together_on_one_results_folder_share_one_budget_exac
     for i in range(2):
         if i:
             time.sleep(apart)
-        procs.append(subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+        procs.append(
+            subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
     try:
         outs = [p.communicate(timeout=240) for p in procs]
     finally:
@@ -218,8 +242,9 @@ def test_a_tuner_of_another_study_is_refused_on_a_results_folder_in_use(saxpy_db
     at_work = Tuners(results / ".study.db.tuners", "elsewhere")  # a live tuner of another space's study
     at_work.register({"pid": os.getpid(), "host": "here", "study": "mneme-other-study"})
     try:
-        result = CliRunner().invoke(cli, [str(a) for a in ["tune", "-rdb", saxpy_db, "--trials", 2, "--results",
-                                                           results, *SPACE]])
+        result = CliRunner().invoke(
+            cli, [str(a) for a in ["tune", "-rdb", saxpy_db, "--trials", 2, "--results", results, *SPACE]]
+        )
     finally:
         at_work.close()
     out = " ".join(result.output.split())
@@ -232,8 +257,12 @@ def test_a_tuner_killed_right_after_asking_leaves_the_other_tuner_of_its_folder_
     results = tmp_path / "run"
     args = ["tune", "-rdb", saxpy_db, "--sampler", "exhaustive", "--trials", 30, "--results", results, *SPACE]
     survivor = subprocess.Popen([*CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    victim = subprocess.Popen([sys.executable, "-c", DIE_AFTER_ASK, *map(str, args)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, env={**os.environ, "MNEME_TEST_DIE_AT_ASK": "3"})
+    victim = subprocess.Popen(
+        [sys.executable, "-c", DIE_AFTER_ASK, *map(str, args)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "MNEME_TEST_DIE_AT_ASK": "3"},
+    )
     try:
         assert victim.wait(timeout=120) == -signal.SIGKILL
         _, stderr = survivor.communicate(timeout=240)

@@ -48,7 +48,8 @@ def test_saved_maps_listing_gives_existing_elf_files_executable_first(tmp_path):
     maps = Path("/proc/self/maps").read_text() + (
         f"7f0000000000-7f0000001000 r--p 00000000 00:00 0 {tmp_path / 'data.bin'}\n"
         "7f0000001000-7f0000002000 r--p 00000000 00:00 0 /gone/libold.so (deleted)\n"
-        "7f0000002000-7f0000003000 rw-p 00000000 00:00 0 [heap]\n")
+        "7f0000002000-7f0000003000 rw-p 00000000 00:00 0 [heap]\n"
+    )
     files = elf_files_from_maps(maps, executable=sys.executable)
     assert os.path.realpath(files[0]) == os.path.realpath(sys.executable)
     assert not {str(tmp_path / "data.bin"), "/gone/libold.so", "[heap]"} & set(files)
@@ -70,12 +71,35 @@ def _triton_build(folder: Path, block: int, arch: str) -> None:
     src = folder / "add_kernel.cu"
     src.write_text(ADD_KERNEL)
     standins = write_standins(str(folder))
-    subprocess.run(["clang++-19", "-x", "cuda", "--cuda-device-only", f"--cuda-gpu-arch={arch}", "-S", "-emit-llvm",
-                    "-O2", f"-DBLOCK={block}", "--cuda-path=/usr/local/cuda", "-Wno-unknown-cuda-version",
-                    "-isystem", "/usr/local/cuda/include/cccl", "-idirafter", standins, str(src),
-                    "-o", str(folder / "add_kernel.llir")], check=True, capture_output=True)
-    subprocess.run(["nvcc", "-cubin", f"-arch={arch}", f"-DBLOCK={block}", str(src), "-o",
-                    str(folder / "add_kernel.cubin")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "clang++-19",
+            "-x",
+            "cuda",
+            "--cuda-device-only",
+            f"--cuda-gpu-arch={arch}",
+            "-S",
+            "-emit-llvm",
+            "-O2",
+            f"-DBLOCK={block}",
+            "--cuda-path=/usr/local/cuda",
+            "-Wno-unknown-cuda-version",
+            "-isystem",
+            "/usr/local/cuda/include/cccl",
+            "-idirafter",
+            standins,
+            str(src),
+            "-o",
+            str(folder / "add_kernel.llir"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        ["nvcc", "-cubin", f"-arch={arch}", f"-DBLOCK={block}", str(src), "-o", str(folder / "add_kernel.cubin")],
+        check=True,
+        capture_output=True,
+    )
     meta = {"name": "add_kernel", "num_warps": 4, "target": {"backend": "cuda", "arch": int(arch[3:]), "warp_size": 32}}
     (folder / "add_kernel.json").write_text(json.dumps(meta))
     shutil.rmtree(folder / "standins")

@@ -49,8 +49,15 @@ def test_triton_ir_goes_through_every_transform_to_ptx_that_ptxas_accepts(entry)
         pytest.skip("needs ptxas: the CUDA toolkit")
     llir, name = _kernel(entry)
     module = ir.link([llir], name)
-    config = ExperimentConfiguration(grid=64, block=128, specialize_dims=True, set_launch_bounds=True,
-                                     max_threads=128, min_blocks_per_sm=2, passes="default<O3>")
+    config = ExperimentConfiguration(
+        grid=64,
+        block=128,
+        specialize_dims=True,
+        set_launch_bounds=True,
+        max_threads=128,
+        min_blocks_per_sm=2,
+        passes="default<O3>",
+    )
     pre = pipeline.preprocess(module, name, config, target="nvptx")
     CudaBackend().optimize(pre.module, config, "sm_90")
     ptx = cuda_codegen.codegen(ir.clone(pre.module), name, config, "sm_90", emit="ptx")

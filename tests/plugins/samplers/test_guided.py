@@ -20,8 +20,14 @@ H100_SWEEPS = sorted((DATA / "sweeps").glob("h100-*.json"))
 
 def space_of(tmp_path, name="launch", block=64, **options):
     rec = RecordedExecution.create(tmp_path, kernel_name="k", static_hash="s", backend="host", arch="x86_64")
-    inst = rec.add_instance(grid=(4096 // block, 1, 1), block=(block, 1, 1), shared_mem=0, args=b"",
-                            prologue=tmp_path / "p", epilogue=tmp_path / "e")
+    inst = rec.add_instance(
+        grid=(4096 // block, 1, 1),
+        block=(block, 1, 1),
+        shared_mem=0,
+        args=b"",
+        prologue=tmp_path / "p",
+        epilogue=tmp_path / "e",
+    )
     return load_space(name, rec, inst, options)
 
 
@@ -118,8 +124,9 @@ def test_mneme_tune_without_sampler_runs_guided():
 
     from mneme.core.cli import cli
 
-    result = CliRunner().invoke(cli, ["tune", "--simulate", str(DATA / "sweeps" / "host-saxpy-quick.json"),
-                                      "--trials", "9", "--json"])
+    result = CliRunner().invoke(
+        cli, ["tune", "--simulate", str(DATA / "sweeps" / "host-saxpy-quick.json"), "--trials", "9", "--json"]
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["sampler"] == "guided" and data["trials"] == 9 and data["duplicates"] == 0

@@ -50,9 +50,19 @@ def scale_lanes_db(tmp_path_factory):
 def tune(db, results, sampler, options=None, trials=24, seed=0):
     from mneme.core.tuning.session import TuneOptions, TuningSession
 
-    summary = TuningSession(TuneOptions(
-        record_db=str(db), space="quick", sampler=sampler, sampler_options=options or {}, seed=seed,
-        trials=trials, results=str(results), retime_top=0, backend="host")).run()  # fmt: skip
+    summary = TuningSession(
+        TuneOptions(
+            record_db=str(db),
+            space="quick",
+            sampler=sampler,
+            sampler_options=options or {},
+            seed=seed,
+            trials=trials,
+            results=str(results),
+            retime_top=0,
+            backend="host",
+        )
+    ).run()
     counts = summary["counts"]
     measured = counts["ok"] + counts["failed"] + counts["unverified"]
     return counts, counts["ok"] / measured

@@ -19,8 +19,9 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 def space_of(tmp_path, name="launch", **options):
     rec = RecordedExecution.create(tmp_path, kernel_name="k", static_hash="s", backend="host", arch="x86_64")
-    inst = rec.add_instance(grid=(64, 1, 1), block=(64, 1, 1), shared_mem=0, args=b"",
-                            prologue=tmp_path / "p", epilogue=tmp_path / "e")
+    inst = rec.add_instance(
+        grid=(64, 1, 1), block=(64, 1, 1), shared_mem=0, args=b"", prologue=tmp_path / "p", epilogue=tmp_path / "e"
+    )
     return load_space(name, rec, inst, options)
 
 
@@ -79,8 +80,19 @@ def test_random_sampler_is_reproducible_with_a_seed(tmp_path):
     assert a == b
 
 
-@pytest.mark.parametrize("spec", ["optuna:tpe", "optuna:nsga2", "optuna:qmc", "optuna:random", "optuna:cmaes",
-                                  "optuna:TPESampler", "optuna:grid", "optuna:bruteforce"])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "optuna:tpe",
+        "optuna:nsga2",
+        "optuna:qmc",
+        "optuna:random",
+        "optuna:cmaes",
+        "optuna:TPESampler",
+        "optuna:grid",
+        "optuna:bruteforce",
+    ],
+)
 def test_optuna_samplers_propose_through_their_ask_tell_adapter(tmp_path, spec):
     space = space_of(tmp_path)
     sampler = create_sampler(spec, seed=1)
@@ -99,8 +111,9 @@ def test_optuna_gp_proposes_through_its_adapter(tmp_path):
     assert drive(create_sampler("optuna:gp", seed=1), space_of(tmp_path), 12)
 
 
-@pytest.mark.parametrize("spec", ["nevergrad:NGOpt", "nevergrad:OnePlusOne", "nevergrad:TwoPointsDE",
-                                  "nevergrad:RandomSearch"])
+@pytest.mark.parametrize(
+    "spec", ["nevergrad:NGOpt", "nevergrad:OnePlusOne", "nevergrad:TwoPointsDE", "nevergrad:RandomSearch"]
+)
 def test_nevergrad_optimizers_ask_points_inside_the_space(tmp_path, spec):
     space = space_of(tmp_path)
     seen = drive(create_sampler(spec, seed=2), space, 30)
@@ -108,8 +121,10 @@ def test_nevergrad_optimizers_ask_points_inside_the_space(tmp_path, spec):
     assert seen
     for _, config in seen:
         assert config.block.x in space.dims()["block_x"].values
-    assert all(name in dists for name in space.encode({"block_x": 64, "set_launch_bounds": False,
-                                                      "max_threads": 64, "min_blocks_per_sm": 1}))
+    assert all(
+        name in dists
+        for name in space.encode({"block_x": 64, "set_launch_bounds": False, "max_threads": 64, "min_blocks_per_sm": 1})
+    )
 
 
 def test_nevergrad_learns_from_points_it_did_not_ask(tmp_path):

@@ -30,8 +30,20 @@ def invoke_json(*args):
 
 @pytest.mark.parametrize("sweep", SWEEPS, ids=lambda p: p.stem)
 def test_samplers_compare_runs_on_every_committed_sweep(sweep):
-    code, data, out = invoke_json("samplers", "compare", "--study", sweep, "--samplers", "optuna:tpe,random,exhaustive",
-                                  "--budget", "20%,100%", "--repeats", 3, "--no-noise", "--json")
+    code, data, out = invoke_json(
+        "samplers",
+        "compare",
+        "--study",
+        sweep,
+        "--samplers",
+        "optuna:tpe,random,exhaustive",
+        "--budget",
+        "20%,100%",
+        "--repeats",
+        3,
+        "--no-noise",
+        "--json",
+    )
     assert code == 0, out
     rows = {(r["sampler"], r["budget"]): r for r in data}
     assert len(rows) == 6
@@ -44,8 +56,9 @@ def test_samplers_compare_runs_on_every_committed_sweep(sweep):
 
 
 def test_the_table_names_samplers_that_are_not_installed_instead_of_failing():
-    code, out = invoke("samplers", "compare", "--study", HOST, "--samplers", "random,nosuchfamily:x", "--budget",
-                       "5", "--repeats", 2)
+    code, out = invoke(
+        "samplers", "compare", "--study", HOST, "--samplers", "random,nosuchfamily:x", "--budget", "5", "--repeats", 2
+    )
     assert code == 0, out
     assert "| random | 5 |" in out and "unavailable" in out
 
@@ -80,8 +93,20 @@ def test_a_sampler_that_cannot_load_is_a_row_with_the_reason_and_the_others_stil
 
     if importlib.util.find_spec("torch") is not None:
         pytest.skip("PyTorch is installed here, so optuna:gp loads")
-    code, data, out = invoke_json("samplers", "compare", "--study", HOST, "--samplers", "optuna:gp,random,exhaustive",
-                                  "--budget", "20%", "--repeats", 2, "--no-noise", "--json")
+    code, data, out = invoke_json(
+        "samplers",
+        "compare",
+        "--study",
+        HOST,
+        "--samplers",
+        "optuna:gp,random,exhaustive",
+        "--budget",
+        "20%",
+        "--repeats",
+        2,
+        "--no-noise",
+        "--json",
+    )
     assert code == 0, out
     rows = {r["sampler"]: r for r in data}
     assert "torch" in rows["optuna:gp"]["error"]
@@ -90,8 +115,20 @@ def test_a_sampler_that_cannot_load_is_a_row_with_the_reason_and_the_others_stil
 
 def test_third_party_warnings_are_counted_once_per_distinct_message_not_streamed():
     pytest.importorskip("cmaes")
-    code, data, out = invoke_json("samplers", "compare", "--study", HOST, "--samplers", "optuna:cmaes", "--budget",
-                                  "50%", "--repeats", 3, "--no-noise", "--json")
+    code, data, out = invoke_json(
+        "samplers",
+        "compare",
+        "--study",
+        HOST,
+        "--samplers",
+        "optuna:cmaes",
+        "--budget",
+        "50%",
+        "--repeats",
+        3,
+        "--no-noise",
+        "--json",
+    )
     assert code == 0, out
     (row,) = data
     # CMA-ES cannot sample the categorical specialize flags: Optuna warns at every trial of every seed,

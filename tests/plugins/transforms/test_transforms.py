@@ -41,8 +41,16 @@ def _ptx(mod, kernel, config, args=None, **kwargs) -> str:
 
 def test_every_builtin_transform_is_a_registered_plugin():
     names = set(plugins.names("transform"))
-    assert {"internalize", "prune", "specialize_args", "specialize_dims", "specialize_dims_assume",
-            "set_launch_bounds", "remove_auto_init", "fast_math"} <= names  # fmt: skip
+    assert {
+        "internalize",
+        "prune",
+        "specialize_args",
+        "specialize_dims",
+        "specialize_dims_assume",
+        "set_launch_bounds",
+        "remove_auto_init",
+        "fast_math",
+    } <= names
     assert all(plugins.provided("transform")[0].distribution == "mneme-gpu" for _ in range(1))
 
 
@@ -84,7 +92,11 @@ def test_specialize_dims_on_amdgpu_replaces_the_implicit_argument_loads():
     assert not re.search(r"load i(16|32), ptr addrspace\(4\)", str(pre.module))
     assume = pipeline.preprocess(mod, "saxpy", BASE.replace(specialize_dims_assume=True))
     text = str(assume.module)
-    assert "icmp eq i16" in text and "@llvm.assume" in text and "range(i32 0, 128) i32 @llvm.amdgcn.workitem.id.x()" in text
+    assert (
+        "icmp eq i16" in text
+        and "@llvm.assume" in text
+        and "range(i32 0, 128) i32 @llvm.amdgcn.workitem.id.x()" in text
+    )
 
     def scalar_loads(cfg):
         asm = build.compile(mod, "saxpy", cfg, "gfx90a", emit="asm", cache=False).data.decode()
@@ -128,8 +140,10 @@ def test_specialize_args_uses_the_recorded_layout_and_specializable_flags():
 
     mod = ir.load(build_cuda_ir("saxpy"))
     args = _args_for(mod, "saxpy", ints=512)
-    layout = [Arg(offset=p.offset, size=p.size, kind=p.kind, specializable=p.kind == "int")
-              for p in ir.kernel_params(mod, "saxpy")]  # fmt: skip
+    layout = [
+        Arg(offset=p.offset, size=p.size, kind=p.kind, specializable=p.kind == "int")
+        for p in ir.kernel_params(mod, "saxpy")
+    ]
     pre = pipeline.preprocess(mod, "saxpy", BASE.replace(specialize=True), args, layout)
     text = str(pre.module)
     assert "store i32 512, ptr" in text  # the front end spills parameters to allocas first
@@ -172,7 +186,10 @@ def test_a_by_value_struct_argument_folds_into_constants(tmp_path):
 def test_null_pointer_and_negative_integers_fold():
     assert specialize.constant_text("ptr", bytes(8)) == "null"
     assert specialize.constant_text("i32", (-5 & 0xFFFFFFFF).to_bytes(4, "little")) == "-5"
-    assert specialize.constant_text("ptr addrspace(1)", (16).to_bytes(8, "little")) == "inttoptr (i64 16 to ptr addrspace(1))"
+    assert (
+        specialize.constant_text("ptr addrspace(1)", (16).to_bytes(8, "little"))
+        == "inttoptr (i64 16 to ptr addrspace(1))"
+    )
 
 
 # -- launch bounds --------------------------------------------------------------------------------
@@ -201,10 +218,17 @@ def test_launch_bounds_touch_only_the_selected_kernel():
 @needs_hip
 def test_launch_bounds_on_amdgpu_set_the_code_objects_flat_work_group_size():
     mod = ir.load(build_hip_ir("reduce_sum"))
-    binary = build.compile(mod, "reduce_sum", BASE.replace(set_launch_bounds=True, max_threads=256, min_blocks_per_sm=2),
-                              "gfx90a", cache=False)  # fmt: skip
+    binary = build.compile(
+        mod,
+        "reduce_sum",
+        BASE.replace(set_launch_bounds=True, max_threads=256, min_blocks_per_sm=2),
+        "gfx90a",
+        cache=False,
+    )
     assert binary.kind == "hsaco" and binary.resources.max_threads_per_block == 256
-    pre = pipeline.preprocess(mod, "reduce_sum", BASE.replace(set_launch_bounds=True, max_threads=256, min_blocks_per_sm=2))
+    pre = pipeline.preprocess(
+        mod, "reduce_sum", BASE.replace(set_launch_bounds=True, max_threads=256, min_blocks_per_sm=2)
+    )
     assert '"amdgpu-flat-work-group-size"="1,256"' in str(pre.module) and '"amdgpu-waves-per-eu"="2"' in str(pre.module)
 
 
@@ -265,11 +289,19 @@ def test_variant_hash_depends_on_the_transforms_and_their_values():
     args = _args_for(mod, "saxpy")
     hashes = {
         pipeline.preprocess(mod, "saxpy", cfg, args).variant_hash
-        for cfg in (BASE, BASE.replace(specialize_dims=True), BASE.replace(specialize_dims=True, block=(256, 1, 1)),
-                    BASE.replace(specialize=True), BASE.replace(set_launch_bounds=True, max_threads=128))
-    }  # fmt: skip
+        for cfg in (
+            BASE,
+            BASE.replace(specialize_dims=True),
+            BASE.replace(specialize_dims=True, block=(256, 1, 1)),
+            BASE.replace(specialize=True),
+            BASE.replace(set_launch_bounds=True, max_threads=128),
+        )
+    }
     assert len(hashes) == 5
-    assert pipeline.preprocess(mod, "saxpy", BASE).variant_hash == pipeline.preprocess(ir.clone(mod), "saxpy", BASE).variant_hash
+    assert (
+        pipeline.preprocess(mod, "saxpy", BASE).variant_hash
+        == pipeline.preprocess(ir.clone(mod), "saxpy", BASE).variant_hash
+    )
 
 
 def test_preprocess_leaves_the_input_module_untouched():
@@ -279,8 +311,15 @@ def test_preprocess_leaves_the_input_module_untouched():
     assert ir.module_hash(mod) == before
 
 
-ALL_ON = BASE.replace(block=(64, 2, 1), grid=(3, 2, 1), specialize=True, specialize_dims=True, set_launch_bounds=True,
-                      max_threads=128, min_blocks_per_sm=2)  # fmt: skip
+ALL_ON = BASE.replace(
+    block=(64, 2, 1),
+    grid=(3, 2, 1),
+    specialize=True,
+    specialize_dims=True,
+    set_launch_bounds=True,
+    max_threads=128,
+    min_blocks_per_sm=2,
+)
 ASSUME = ALL_ON.replace(specialize_dims=False, specialize_dims_assume=True, fast_math=True)
 
 

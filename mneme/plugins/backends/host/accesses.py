@@ -20,11 +20,21 @@ import attrs
 READ, WRITE, ATOMIC = 0, 1, 2
 
 _OPEN, _CLOSE = "([{<", ")]}>"
-_FLOAT_BITS = {"half": 16, "bfloat": 16, "float": 32, "double": 64, "fp128": 128, "ppc_fp128": 128,
-               "x86_fp80": 80, "ptr": 64}  # fmt: skip
-_ATTRIBUTE = re.compile(r"(?:nonnull|noundef|noalias|nocapture|readonly|writeonly|readnone|immarg|returned|signext|"
-                        r"zeroext|inreg|nofree|align \d+|(?:dereferenceable(?:_or_null)?|captures|range|"
-                        r"nofpclass|initializes|align|elementtype)(?=\())\s*")
+_FLOAT_BITS = {
+    "half": 16,
+    "bfloat": 16,
+    "float": 32,
+    "double": 64,
+    "fp128": 128,
+    "ppc_fp128": 128,
+    "x86_fp80": 80,
+    "ptr": 64,
+}
+_ATTRIBUTE = re.compile(
+    r"(?:nonnull|noundef|noalias|nocapture|readonly|writeonly|readnone|immarg|returned|signext|"
+    r"zeroext|inreg|nofree|align \d+|(?:dereferenceable(?:_or_null)?|captures|range|"
+    r"nofpclass|initializes|align|elementtype)(?=\())\s*"
+)
 
 
 @attrs.frozen
@@ -88,9 +98,9 @@ def value_of(operand: str) -> str:
     """The value of a call argument "TYPE [attributes] VALUE"."""
     rest = split_type(operand)[1]
     while found := _ATTRIBUTE.match(rest):
-        rest = rest[found.end():]
+        rest = rest[found.end() :]
         if rest.startswith("("):
-            rest = rest[_group_end(rest, 0):].lstrip()
+            rest = rest[_group_end(rest, 0) :].lstrip()
     return rest
 
 
@@ -176,8 +186,9 @@ def _masked(name: str, args: list[str], out: Lines) -> list[Access]:
 
 
 def _call(line: str, out: Lines) -> list[Access]:
-    found = re.search(r"@(llvm\.(?:memcpy|memmove|memset|masked\.\w+)(?:\.inline)?|__mneme_poll(?:32|64))[\w.]*\(",
-                      line)
+    found = re.search(
+        r"@(llvm\.(?:memcpy|memmove|memset|masked\.\w+)(?:\.inline)?|__mneme_poll(?:32|64))[\w.]*\(", line
+    )
     if not found:
         return []
     callee = found.group(1)
@@ -186,7 +197,7 @@ def _call(line: str, out: Lines) -> list[Access]:
     if callee.startswith("__mneme_poll"):
         return [Access(value_of(args[0]), str(int(callee[-2:]) // 8), READ)]
     if callee.startswith("llvm.masked."):
-        return _masked(callee[len("llvm.masked."):], args, out)
+        return _masked(callee[len("llvm.masked.") :], args, out)
     length_type, length = split_type(args[2])
     if length_type != "i64":
         length = out.emit(f"zext {length_type} {length} to i64")
@@ -218,16 +229,16 @@ def accesses(line: str, fresh: Callable[[], str]) -> tuple[list[str], list[Acces
         return [], []
     text = line.strip()
     if found := _LOAD.match(text):
-        ops = split_operands(text[found.end():])
+        ops = split_operands(text[found.end() :])
         return [], [Access(_pointer(ops[1]), size_of(ops[0]), READ)]
     if found := _STORE.match(text):
-        ops = split_operands(text[found.end():])
+        ops = split_operands(text[found.end() :])
         return [], [Access(_pointer(ops[1]), size_of(split_type(ops[0])[0]), WRITE)]
     if found := _RMW.match(text):
-        ops = split_operands(text[found.end():])
+        ops = split_operands(text[found.end() :])
         return [], [Access(split_type(ops[0])[1], size_of(split_type(ops[1])[0]), ATOMIC)]
     if found := _CMPXCHG.match(text):
-        ops = split_operands(text[found.end():])
+        ops = split_operands(text[found.end() :])
         return [], [Access(split_type(ops[0])[1], size_of(split_type(ops[1])[0]), ATOMIC)]
     if _CALL.match(text):
         out = Lines(fresh)

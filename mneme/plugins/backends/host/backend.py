@@ -25,8 +25,20 @@ from mneme.core.backend import (
 )
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
 from mneme.core.types import dim3
-from mneme.plugins.backends.host import (allowlist, boundscheck, lanes, limits, machine, memory, redzones, retarget, runtime,
-                                         sandbox, steps, support)
+from mneme.plugins.backends.host import (
+    allowlist,
+    boundscheck,
+    lanes,
+    limits,
+    machine,
+    memory,
+    redzones,
+    retarget,
+    runtime,
+    sandbox,
+    steps,
+    support,
+)
 from mneme.plugins.backends.host import image as host_image
 from mneme.plugins.backends.host.availability import availability as host_availability
 from mneme.plugins.backends.host.machine import target_machine
@@ -141,7 +153,9 @@ def _lane_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The block loop with its threads in lockstep groups (see `lanes`), or None to keep thread after thread."""
     llvm = machine.binding()
     try:
-        text = lanes.to_lanes(host.text, kernel_name, host.params, lanes.width(), bool(host.flags & retarget.FLAG_BLOCK_RUNS))
+        text = lanes.to_lanes(
+            host.text, kernel_name, host.params, lanes.width(), bool(host.flags & retarget.FLAG_BLOCK_RUNS)
+        )
         if text is not None:
             llvm.parse_assembly(text).verify()
         return text
@@ -176,8 +190,10 @@ class HostBackend(Backend):
 
     def toolchain(self, arch: str) -> dict[str, str]:
         # builds without the checked copy (MNEME_HOST_BOUNDS=0), or with older checks, are other build products
-        checks = {"bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off",
-                  "lanes": f"{lanes.VERSION}x{lanes.width()}"}
+        checks = {
+            "bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off",
+            "lanes": f"{lanes.VERSION}x{lanes.width()}",
+        }
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 
     def optimize(self, module: Any, config: Any, arch: str) -> float:
@@ -191,7 +207,9 @@ class HostBackend(Backend):
         try:
             return backend_for_arch(device_arch).optimize(module, config, device_arch)
         except UsageError:  # its backend is not installed: LLVM's target of the module's own triple will do
-            return pipeline.optimize(module, config, ir.target_machine(module.triple, device_arch, "", config.codegen_opt))
+            return pipeline.optimize(
+                module, config, ir.target_machine(module.triple, device_arch, "", config.codegen_opt)
+            )
 
     def fingerprint(self) -> dict[str, str]:
         llvm = machine.binding()
@@ -204,7 +222,9 @@ class HostBackend(Backend):
             "threads": str(os.cpu_count() or 1),
         }
 
-    def compile(self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None) -> DeviceBinary:
+    def compile(
+        self, module: Any, kernel_name: str, config: Any, arch: str, *, emit: str | None = None
+    ) -> DeviceBinary:
         """Retarget a preprocessed NVPTX or AMDGPU module to the CPU, optimize it, and emit an object file."""
         self.check_emit(emit, arch)
         llvm = machine.binding()
@@ -224,14 +244,20 @@ class HostBackend(Backend):
             raise IRError(f"kernel {kernel_name!r} is not defined in the module; check the kernel name") from exc
         module, found = pruned_and_checked(module, kernel_name, tm)
         if found:
-            raise UnsupportedError(f"not supported on the host backend: {', '.join(found)} (used by kernel "
-                                   f"{kernel_name!r}); run this kernel on a GPU backend")  # fmt: skip
+            raise UnsupportedError(
+                f"not supported on the host backend: {', '.join(found)} (used by kernel "
+                f"{kernel_name!r}); run this kernel on a GPU backend"
+            )
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
         text = host.text
         if host.flags & retarget.FLAG_BLOCK_LOOP:
             text = _lane_form(host, kernel_name) or text
         # a grid launch keeps every block's threads as fibers (the step form runs one block at a time)
-        if host.flags & retarget.FLAG_FIBERS and not host.flags & retarget.FLAG_GRID and envvars.get("MNEME_HOST_FIBERS") != "1":
+        if (
+            host.flags & retarget.FLAG_FIBERS
+            and not host.flags & retarget.FLAG_GRID
+            and envvars.get("MNEME_HOST_FIBERS") != "1"
+        ):
             text = _step_form(host, kernel_name) or text
         try:
             host_module = llvm.parse_assembly(text)
@@ -264,8 +290,9 @@ class HostBackend(Backend):
     def check(self, module: Any, kernel_name: str, arch: str | None = None) -> list[str]:
         """What of the kernel the host cannot run (after pruning and dead-code elimination); runs nothing."""
         if not (module.triple or "").startswith(("nvptx", "amdgcn")):
-            return [f"IR for {module.triple or 'no target'}; the host backend runs CUDA (nvptx) and HIP (amdgcn) "
-                    "kernel IR"]
+            return [
+                f"IR for {module.triple or 'no target'}; the host backend runs CUDA (nvptx) and HIP (amdgcn) kernel IR"
+            ]
         try:
             module.get_function(kernel_name)
         except NameError as exc:
@@ -278,15 +305,24 @@ class HostBackend(Backend):
     def open_device(self, index: int = 0) -> HostDevice:
         count = host_device_count()
         if not 0 <= index < count:
-            raise MnemeError(f"the host backend has {count} device(s) (indices 0..{count - 1}), not {index}; "
-                             f"set {HOST_DEVICES_ENV}=N to expose N")
+            raise MnemeError(
+                f"the host backend has {count} device(s) (indices 0..{count - 1}), not {index}; "
+                f"set {HOST_DEVICES_ENV}=N to expose N"
+            )
         availability = self.availability()
         if not availability.usable:
             raise MnemeError(f"the host backend is not usable here: {availability.reason}")
         runtime.load()
-        return HostDevice(DeviceInfo(backend=self.name, index=index, name=_cpu_name(), arch=self.arch(),
-                                     driver=f"LLVM {'.'.join(map(str, machine.binding().llvm_version_info))}",
-                                     memory_bytes=_memory_bytes()))  # fmt: skip
+        return HostDevice(
+            DeviceInfo(
+                backend=self.name,
+                index=index,
+                name=_cpu_name(),
+                arch=self.arch(),
+                driver=f"LLVM {'.'.join(map(str, machine.binding().llvm_version_info))}",
+                memory_bytes=_memory_bytes(),
+            )
+        )
 
 
 HOST_DEVICES_ENV = "MNEME_HOST_DEVICES"
@@ -425,7 +461,9 @@ class HostDevice(Device):
         self._check_open()
         kernel.check_open()
         if not isinstance(kernel, HostKernel):
-            raise ExperimentError(f"kernel {kernel.binary.kernel_name!r} was not loaded by the host backend", kind="launch")
+            raise ExperimentError(
+                f"kernel {kernel.binary.kernel_name!r} was not loaded by the host backend", kind="launch"
+            )
         grid, block = dim3.of(grid), dim3.of(block)
         name, info = kernel.binary.kernel_name, kernel.info
         limits.check_launch(name, grid, block)
@@ -436,7 +474,9 @@ class HostDevice(Device):
             )
         shared_bytes = info.static_shared + (shared_mem + retarget.DYNAMIC_SHARED_ALIGN if shared_mem else 0)
         if shared_mem < 0 or shared_bytes > MAX_SHARED_BYTES:
-            raise ExperimentError(f"kernel {name!r}: {shared_mem} bytes of dynamic shared memory is out of range", kind="launch")
+            raise ExperimentError(
+                f"kernel {name!r}: {shared_mem} bytes of dynamic shared memory is out of range", kind="launch"
+            )
         if info.mode == host_image.MODE_GRID:
             self._check_resident(name, grid, block)
         if len(args) < info.param_bytes:
@@ -453,8 +493,14 @@ class HostDevice(Device):
                 kernel.sandbox.set_bounds(self.redzones.slacks())
             try:
                 rc, text, self._kernel_seconds = kernel.sandbox.launch(
-                    grid.as_tuple(), block.as_tuple(), shared_bytes, mode, info.frame_bytes, first and info.checked,
-                    bytes(args))  # fmt: skip
+                    grid.as_tuple(),
+                    block.as_tuple(),
+                    shared_bytes,
+                    mode,
+                    info.frame_bytes,
+                    first and info.checked,
+                    bytes(args),
+                )
             finally:
                 if first:
                     kernel.sandbox.set_bounds([])
@@ -462,14 +508,17 @@ class HostDevice(Device):
             rc, text = self._launch_here(kernel, grid, block, shared_bytes, mode, first, bytes(args))
         if rc != 0:
             text = redzones.with_argument(text, bytes(args))
-            raise ExperimentError(f"kernel {name!r} failed on the host: {text}",
-                                  kind="timeout" if text.startswith("timed out") else "fault")  # fmt: skip
+            raise ExperimentError(
+                f"kernel {name!r} failed on the host: {text}",
+                kind="timeout" if text.startswith("timed out") else "fault",
+            )
         if first:
             kernel.launched = True
             self.redzones.check(name, bytes(args))
 
-    def _launch_here(self, kernel: HostKernel, grid: dim3, block: dim3, shared_bytes: int, mode: int, first: bool,
-                     args: bytes) -> tuple[int, str]:  # fmt: skip
+    def _launch_here(
+        self, kernel: HostKernel, grid: dim3, block: dim3, shared_bytes: int, mode: int, first: bool, args: bytes
+    ) -> tuple[int, str]:
         """MNEME_HOST_SANDBOX=0: run the kernel on this process's threads (unsafe; docs/security.md)."""
         image = kernel.image
         assert image is not None
@@ -482,9 +531,17 @@ class HostDevice(Device):
         entry = image.entry_checked if first and image.entry_checked else image.entry  # reads checked on the first
         try:
             rc = self._runtime.mneme_launch(
-                entry, ctypes.addressof(arg_buffer), u32x3(*grid.as_tuple()), u32x3(*block.as_tuple()),
-                shared_bytes, mode, kernel.info.frame_bytes, 0, message, len(message),
-            )  # fmt: skip
+                entry,
+                ctypes.addressof(arg_buffer),
+                u32x3(*grid.as_tuple()),
+                u32x3(*block.as_tuple()),
+                shared_bytes,
+                mode,
+                kernel.info.frame_bytes,
+                0,
+                message,
+                len(message),
+            )
         finally:
             if first:
                 self.redzones.disarm(self._runtime)
@@ -524,7 +581,9 @@ class HostDevice(Device):
         table = kernel.image.globals
         if name not in table:
             known = ", ".join(sorted(table)) or "none"
-            raise MissingGlobalError(f"kernel {kernel.binary.kernel_name!r} has no device global {name!r}; known: {known}")
+            raise MissingGlobalError(
+                f"kernel {kernel.binary.kernel_name!r} has no device global {name!r}; known: {known}"
+            )
         return table[name]
 
     def write_global(self, kernel: LoadedKernel, name: str, data: bytes) -> None:
@@ -537,8 +596,10 @@ class HostDevice(Device):
             return
         addr, size = self._global(kernel, name)
         if data and not host_image.writable(addr, len(data)):  # a write there would kill the process (SIGSEGV)
-            raise MnemeError(f"device global {name!r} of kernel {kernel.binary.kernel_name!r} lies in read-only "
-                             f"memory at {addr:#x}; its recorded value cannot be restored on the host backend")  # fmt: skip
+            raise MnemeError(
+                f"device global {name!r} of kernel {kernel.binary.kernel_name!r} lies in read-only "
+                f"memory at {addr:#x}; its recorded value cannot be restored on the host backend"
+            )
         ctypes.memmove(addr, bytes(data), len(data))
 
     def read_global(self, kernel: LoadedKernel, name: str, size: int) -> bytes:
@@ -559,5 +620,8 @@ def _warn_unsandboxed() -> None:
     global _warned
     if not _warned:
         _warned = True
-        log.warning("%s=0: host kernels run in this process without the sandbox; a recorded kernel can do anything "
-                    "this process can (docs/security.md)", sandbox.ENV)  # fmt: skip
+        log.warning(
+            "%s=0: host kernels run in this process without the sandbox; a recorded kernel can do anything "
+            "this process can (docs/security.md)",
+            sandbox.ENV,
+        )

@@ -21,13 +21,17 @@ CTX_RUN = 76  # mn_ctx.run (runtime.c): how many blocks along x the call runs, f
 SHORT_ROW = 64  # threads along x below which a row runs as masked vector steps (`entry`)
 
 # Special registers that differ between the threads of a block; read through the context otherwise.
-_THREAD_SREGS = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|lanemask\.\w+)\(|@llvm\.nvvm\.activemask\(")
+_THREAD_SREGS = re.compile(
+    r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|lanemask\.\w+)\(|@llvm\.nvvm\.activemask\("
+)
 _THREAD_SREG_CALL = re.compile(
     r"^(\s*%[-\w.$\"]+) = (?:tail |notail )?call [^@]*@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|ctaid\.x)\(\).*$"
 )
 _CTAID_X = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.ctaid\.x\(")
 # what makes the order of a block's threads observable, where races are not: atomics, volatile accesses, printf
-ORDERED = re.compile(r"\b(?:atomicrmw|cmpxchg|fence)\b|\b(?:load|store) (?:atomic|volatile)\b|@llvm\.nvvm\.atomic|@__nv_atom|@vprintf\(")
+ORDERED = re.compile(
+    r"\b(?:atomicrmw|cmpxchg|fence)\b|\b(?:load|store) (?:atomic|volatile)\b|@llvm\.nvvm\.atomic|@__nv_atom|@vprintf\("
+)
 
 TID_PARAMS = ("%__mneme_tid_x", "%__mneme_tid_y", "%__mneme_tid_z", "%__mneme_linear")
 CTAID_PARAM = "%__mneme_ctaid_x"
@@ -57,10 +61,14 @@ def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = Fal
         return text, False, False
     if re.search(r"\b(noinline|optnone)\b", lines[start]):
         return text, False, False
-    runs = not serial and not any(
-        (i < start or i > end) and not line.startswith("declare ") and _CTAID_X.search(line)
-        for i, line in enumerate(lines)
-    ) and not any(ORDERED.search(line) for line in lines if not line.startswith("declare "))  # fmt: skip
+    runs = (
+        not serial
+        and not any(
+            (i < start or i > end) and not line.startswith("declare ") and _CTAID_X.search(line)
+            for i, line in enumerate(lines)
+        )
+        and not any(ORDERED.search(line) for line in lines if not line.startswith("declare "))
+    )
     for i in range(start + 1, end):
         m = _THREAD_SREG_CALL.match(lines[i])
         if not m:
@@ -87,7 +95,9 @@ def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = Fal
     return "\n".join(lines), True, runs
 
 
-def entry(kernel_name: str, unpacked: tuple[list[str], list[str]], runs: bool = False, loop_md: int | None = None) -> str:
+def entry(
+    kernel_name: str, unpacked: tuple[list[str], list[str]], runs: bool = False, loop_md: int | None = None
+) -> str:
     """``__mneme_entry(args)`` that runs every thread of the block: x fastest, then y, then z.
 
     With `runs`, it runs ``mn_ctx.run`` blocks along x from the context's ctaid.x on, a row of
@@ -111,11 +121,12 @@ def entry(kernel_name: str, unpacked: tuple[list[str], list[str]], runs: bool = 
         f"  %ntxp = getelementptr i8, ptr %ctx, i64 {ntid}",
         f"  %ntyp = getelementptr i8, ptr %ctx, i64 {ntid + 4}",
         f"  %ntzp = getelementptr i8, ptr %ctx, i64 {ntid + 8}",
-        "  %ntx = load i32, ptr %ntxp, align 4", "  %nty = load i32, ptr %ntyp, align 4",
+        "  %ntx = load i32, ptr %ntxp, align 4",
+        "  %nty = load i32, ptr %ntyp, align 4",
         "  %ntz = load i32, ptr %ntzp, align 4",
         f"  %bxp = getelementptr i8, ptr %ctx, i64 {CTX_CTAID}",
         "  %bx0 = load i32, ptr %bxp, align 4",
-    ]  # fmt: skip
+    ]
     if runs:
         lines += [f"  %runp = getelementptr i8, ptr %ctx, i64 {CTX_RUN}", "  %run = load i32, ptr %runp, align 4"]
     else:
@@ -128,7 +139,9 @@ def entry(kernel_name: str, unpacked: tuple[list[str], list[str]], runs: bool = 
         "  br label %ly",
         "ly:",
         "  %y = phi i32 [ 0, %lz ], [ %y1, %ly.latch ]",
-        "  %zy = mul i32 %z, %nty", "  %zyy = add i32 %zy, %y", "  %row = mul i32 %zyy, %ntx",
+        "  %zy = mul i32 %z, %nty",
+        "  %zyy = add i32 %zy, %y",
+        "  %row = mul i32 %zyy, %ntx",
         "  br label %lb",
         "lb:",
         "  %b = phi i32 [ 0, %ly ], [ %b1, %lb.latch ]",
@@ -139,31 +152,43 @@ def entry(kernel_name: str, unpacked: tuple[list[str], list[str]], runs: bool = 
         "  %x = phi i32 [ 0, %lb ], [ %x1, %lx ]",
         "  %lin = add i32 %row, %x",
         f"  call void {symbol_ref(kernel_name)}({', '.join(call_args)})",
-        "  %x1 = add nuw i32 %x, 1", "  %cx = icmp ult i32 %x1, %ntx", "  br i1 %cx, label %lx, label %lb.latch",
-    ]  # fmt: skip
+        "  %x1 = add nuw i32 %x, 1",
+        "  %cx = icmp ult i32 %x1, %ntx",
+        "  br i1 %cx, label %lx, label %lb.latch",
+    ]
     if loop_md is not None:  # the same loop for short rows, its remainder folded into masked vector steps
-        short_args = ", ".join(a.replace("%x", "%xs").replace("%lin", "%lins") if a in ("i32 %x", "i32 %lin") else a
-                               for a in call_args)  # fmt: skip
+        short_args = ", ".join(
+            a.replace("%x", "%xs").replace("%lin", "%lins") if a in ("i32 %x", "i32 %lin") else a for a in call_args
+        )
         lines += [
             "lxs:",
             "  %xs = phi i32 [ 0, %lb ], [ %xs1, %lxs ]",
             "  %lins = add i32 %row, %xs",
             f"  call void {symbol_ref(kernel_name)}({short_args})",
-            "  %xs1 = add nuw i32 %xs, 1", "  %cxs = icmp ult i32 %xs1, %ntx",
+            "  %xs1 = add nuw i32 %xs, 1",
+            "  %cxs = icmp ult i32 %xs1, %ntx",
             f"  br i1 %cxs, label %lxs, label %lb.latch, !llvm.loop !{loop_md}",
-        ]  # fmt: skip
+        ]
     lines += [
         "lb.latch:",
-        "  %b1 = add nuw i32 %b, 1", "  %cb = icmp ult i32 %b1, %run", "  br i1 %cb, label %lb, label %ly.latch",
+        "  %b1 = add nuw i32 %b, 1",
+        "  %cb = icmp ult i32 %b1, %run",
+        "  br i1 %cb, label %lb, label %ly.latch",
         "ly.latch:",
-        "  %y1 = add nuw i32 %y, 1", "  %cy = icmp ult i32 %y1, %nty", "  br i1 %cy, label %ly, label %lz.latch",
+        "  %y1 = add nuw i32 %y, 1",
+        "  %cy = icmp ult i32 %y1, %nty",
+        "  br i1 %cy, label %ly, label %lz.latch",
         "lz.latch:",
-        "  %z1 = add nuw i32 %z, 1", "  %cz = icmp ult i32 %z1, %ntz", "  br i1 %cz, label %lz, label %exit",
+        "  %z1 = add nuw i32 %z, 1",
+        "  %cz = icmp ult i32 %z1, %ntz",
+        "  br i1 %cz, label %lz, label %exit",
         "exit:",
         "  ret void",
         "}",
-    ]  # fmt: skip
+    ]
     if loop_md is not None:
-        lines += [f"!{loop_md} = distinct !{{!{loop_md}, !{loop_md + 1}}}",
-                  f'!{loop_md + 1} = !{{!"llvm.loop.vectorize.predicate.enable", i1 true}}']  # fmt: skip
+        lines += [
+            f"!{loop_md} = distinct !{{!{loop_md}, !{loop_md + 1}}}",
+            f'!{loop_md + 1} = !{{!"llvm.loop.vectorize.predicate.enable", i1 true}}',
+        ]
     return "\n".join(lines)

@@ -77,7 +77,9 @@ class LoadedImage:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(data))
             self.engine.finalize_object()
         except RuntimeError as exc:
-            raise ExperimentError(f"kernel {kernel_name!r}: could not load the host object: {exc}", kind="load") from exc
+            raise ExperimentError(
+                f"kernel {kernel_name!r}: could not load the host object: {exc}", kind="load"
+            ) from exc
         self.entry = self.engine.get_function_address(retarget.ENTRY)
         #: the same code with read checks (boundscheck), for the launch a replay verifies; 0 without
         self.entry_checked = self.engine.get_function_address(boundscheck.CHECKED_ENTRY)
@@ -87,10 +89,15 @@ class LoadedImage:
         static_shared, flags, param_bytes, frame_bytes = (ctypes.c_int64 * 4).from_address(at)
         wave = self.engine.get_global_value_address(retarget_amdgpu.WAVE_GLOBAL)
         self.globals = self._read_globals()
-        self.info = KernelInfo(static_shared=static_shared, param_bytes=param_bytes, frame_bytes=frame_bytes,
-                               mode=mode_of(flags), warp=ctypes.c_int32.from_address(wave).value if wave else 32,
-                               globals={name: size for name, (_, size) in self.globals.items()},
-                               checked=bool(self.entry_checked))  # fmt: skip
+        self.info = KernelInfo(
+            static_shared=static_shared,
+            param_bytes=param_bytes,
+            frame_bytes=frame_bytes,
+            mode=mode_of(flags),
+            warp=ctypes.c_int32.from_address(wave).value if wave else 32,
+            globals={name: size for name, (_, size) in self.globals.items()},
+            checked=bool(self.entry_checked),
+        )
 
     def _read_globals(self) -> dict[str, tuple[int, int]]:
         table = self.engine.get_global_value_address(retarget.GLOBAL_TABLE)

@@ -139,7 +139,9 @@ def _cvt(b: _Body, mods: list[str], operands: list[str]) -> bool:
         if width == 8:
             value = b.tmp(f"trunc i16 {value} to i8")
         # f16 through f64: every integer below f16's overflow threshold is exact in f64, so one rounding
-        wide = b.tmp(f"{'sitofp' if signed else 'uitofp'} i{width} {value} to {'double' if dst == 'f16' else _FLOAT[dst][0]}")
+        wide = b.tmp(
+            f"{'sitofp' if signed else 'uitofp'} i{width} {value} to {'double' if dst == 'f16' else _FLOAT[dst][0]}"
+        )
         out = b.tmp(f"fptrunc double {wide} to half") if dst == "f16" else wide
         b.lines.append(f"ret {b.ret} {_float_out(b, out, dst)}")
         return True
@@ -384,8 +386,9 @@ _WORD = {"u32": 32, "s32": 32, "b32": 32, "u64": 64, "s64": 64, "b64": 64}
 def _ld_ordered(b: _Body, mods: list[str], operands: list[str]) -> bool:
     """ld.acquire|relaxed.gpu|sys[.global].{u,s,b}{32,64}: an atomic load, through the runtime, which in a
     grid launch first lets the other blocks run (the thread may be polling for what one of them writes)."""
-    q = _qualifiers(mods, {"sem": {"acquire", "relaxed"}, "scope": {"gpu", "sys"}, "space": {"global"},
-                           "type": set(_WORD)})  # fmt: skip
+    q = _qualifiers(
+        mods, {"sem": {"acquire", "relaxed"}, "scope": {"gpu", "sys"}, "space": {"global"}, "type": set(_WORD)}
+    )
     if q is None or not {"sem", "scope", "type"} <= q.keys() or len(operands) != 2 or operands[0] != "$0":
         return False
     width = _WORD[q["type"]]
@@ -410,8 +413,16 @@ _ATOM_OPS = {
 def _atom(b: _Body, mods: list[str], operands: list[str]) -> bool:
     """atom[.sem][.scope][.global].op.type on integers (add, min, max, and, or, xor, exch, cas): an LLVM atomic
     with the same ordering (no .sem: relaxed, as PTX says). Shared memory (.shared) is another address space."""
-    q = _qualifiers(mods, {"sem": set(_ATOM_ORDER), "scope": {"cta", "cluster", "gpu", "sys"}, "space": {"global"},
-                           "op": set(_ATOM_OPS), "type": set(_WORD)})  # fmt: skip
+    q = _qualifiers(
+        mods,
+        {
+            "sem": set(_ATOM_ORDER),
+            "scope": {"cta", "cluster", "gpu", "sys"},
+            "space": {"global"},
+            "op": set(_ATOM_OPS),
+            "type": set(_WORD),
+        },
+    )
     if q is None or not {"op", "type"} <= q.keys() or q["type"] not in _ATOM_OPS[q["op"]][2] or operands[:1] != ["$0"]:
         return False
     ty = f"i{_WORD[q['type']]}"

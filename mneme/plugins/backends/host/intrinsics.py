@@ -121,9 +121,17 @@ def _float_math(name: str, sig: Signature) -> list[str] | None:
     op = parts[0]
     flags = set(parts[1:])
     unary_intrinsic = {
-        "fabs": "fabs", "ceil": "ceil", "floor": "floor", "trunc": "trunc", "round": "roundeven",
-        "sqrt": "sqrt", "ex2": "exp2", "lg2": "log2", "sin": "sin", "cos": "cos",
-    }  # fmt: skip
+        "fabs": "fabs",
+        "ceil": "ceil",
+        "floor": "floor",
+        "trunc": "trunc",
+        "round": "roundeven",
+        "sqrt": "sqrt",
+        "ex2": "exp2",
+        "lg2": "log2",
+        "sin": "sin",
+        "cos": "cos",
+    }
     suffix = {"float": "f32", "double": "f64"}.get(ty)
     if suffix is None:
         return None
@@ -174,9 +182,13 @@ def _conversion(name: str, sig: Signature) -> list[str] | None:
         return ["%b = bitcast double %a0 to i64", "%s = lshr i64 %b, 32", "%r = trunc i64 %s to i32", "ret i32 %r"]
     if name == "lohi.i2d":
         return [
-            "%l = zext i32 %a0 to i64", "%h = zext i32 %a1 to i64", "%s = shl i64 %h, 32",
-            "%b = or i64 %s, %l", "%r = bitcast i64 %b to double", "ret double %r",
-        ]  # fmt: skip
+            "%l = zext i32 %a0 to i64",
+            "%h = zext i32 %a1 to i64",
+            "%s = shl i64 %h, 32",
+            "%b = or i64 %s, %l",
+            "%r = bitcast i64 %b to double",
+            "ret double %r",
+        ]
     return None
 
 
@@ -187,22 +199,34 @@ def _integer(name: str, sig: Signature) -> list[str] | None:
         bits = {"i32": 32, "i64": 64, "i16": 16}[r]
         ext = "zext" if m.group(1).startswith("u") else "sext"
         return [
-            f"%x = {ext} {r} %a0 to {wide}", f"%y = {ext} {r} %a1 to {wide}", f"%m = mul {wide} %x, %y",
-            f"%s = lshr {wide} %m, {bits}", f"%r = trunc {wide} %s to {r}", f"ret {r} %r",
-        ]  # fmt: skip
+            f"%x = {ext} {r} %a0 to {wide}",
+            f"%y = {ext} {r} %a1 to {wide}",
+            f"%m = mul {wide} %x, %y",
+            f"%s = lshr {wide} %m, {bits}",
+            f"%r = trunc {wide} %s to {r}",
+            f"ret {r} %r",
+        ]
     if m := re.fullmatch(r"mul24\.(i|ui)", name):
         ext = "sext" if m.group(1) == "i" else "zext"
         return [
-            "%x = trunc i32 %a0 to i24", "%y = trunc i32 %a1 to i24", f"%xe = {ext} i24 %x to i32",
-            f"%ye = {ext} i24 %y to i32", "%r = mul i32 %xe, %ye", "ret i32 %r",
-        ]  # fmt: skip
+            "%x = trunc i32 %a0 to i24",
+            "%y = trunc i32 %a1 to i24",
+            f"%xe = {ext} i24 %x to i32",
+            f"%ye = {ext} i24 %y to i32",
+            "%r = mul i32 %xe, %ye",
+            "ret i32 %r",
+        ]
     if m := re.fullmatch(r"sad\.(i|ui|s|us|ll|ull)", name):
         signed = not m.group(1).startswith("u")
         cmp = "sgt" if signed else "ugt"
         return [
-            f"%gt = icmp {cmp} {r} %a0, %a1", f"%d1 = sub {r} %a0, %a1", f"%d2 = sub {r} %a1, %a0",
-            f"%d = select i1 %gt, {r} %d1, {r} %d2", f"%r = add {r} %d, %a2", f"ret {r} %r",
-        ]  # fmt: skip
+            f"%gt = icmp {cmp} {r} %a0, %a1",
+            f"%d1 = sub {r} %a0, %a1",
+            f"%d2 = sub {r} %a1, %a0",
+            f"%d = select i1 %gt, {r} %d1, {r} %d2",
+            f"%r = add {r} %d, %a2",
+            f"ret {r} %r",
+        ]
     if name == "prmt":
         return ["%r = call i32 @__mneme_prmt(i32 %a0, i32 %a1, i32 %a2)", "ret i32 %r"]
     if m := re.fullmatch(r"(clz|popc|brev)\.(i|ll)", name):
@@ -250,10 +274,12 @@ def _sync(name: str, sig: Signature) -> list[str] | None:
         lines.append(f"%val = bitcast i32 %lo to {ty}" if ty == "float" else "%val = add i32 %lo, 0")
         if m.group(4) or m.group(5):
             lines += [
-                "%hi = lshr i64 %w, 32", "%pr = trunc i64 %hi to i1",
-                f"%s0 = insertvalue {sig.ret} poison, {ty} %val, 0", f"%s1 = insertvalue {sig.ret} %s0, i1 %pr, 1",
+                "%hi = lshr i64 %w, 32",
+                "%pr = trunc i64 %hi to i1",
+                f"%s0 = insertvalue {sig.ret} poison, {ty} %val, 0",
+                f"%s1 = insertvalue {sig.ret} %s0, i1 %pr, 1",
                 f"ret {sig.ret} %s1",
-            ]  # fmt: skip
+            ]
         else:
             lines.append(f"ret {ty} %val")
         return lines
@@ -289,7 +315,9 @@ _REDUX = {
 }
 
 
-def _over_lanes(mask: str, value: str, ty: str, combine: tuple[str, list[str]], result: str = "ret i32 %accn") -> list[str]:
+def _over_lanes(
+    mask: str, value: str, ty: str, combine: tuple[str, list[str]], result: str = "ret i32 %accn"
+) -> list[str]:
     """A loop over the 32 lanes: each lane of `mask` in turn broadcasts `value` (shfl.sync.idx, defined for
     lanes in the mask) and `combine` folds it (`%x`, lane `%i`) into `%acc`; exact for any mask. The total is `%accn`."""
     init, steps = combine
@@ -298,7 +326,8 @@ def _over_lanes(mask: str, value: str, ty: str, combine: tuple[str, list[str]], 
         "loop:",
         "%i = phi i32 [ 0, %0 ], [ %i2, %next ]",
         f"%acc = phi {ty} [ {init}, %0 ], [ %accn, %next ]",
-        f"%bit = lshr i32 {mask}, %i", "%on = trunc i32 %bit to i1",
+        f"%bit = lshr i32 {mask}, %i",
+        "%on = trunc i32 %bit to i1",
         "br i1 %on, label %take, label %next",
         "take:",
         f"%w = call i64 @__mneme_shfl(i32 0, i32 {mask}, i32 {value}, i32 %i, i32 31)",
@@ -307,7 +336,8 @@ def _over_lanes(mask: str, value: str, ty: str, combine: tuple[str, list[str]], 
         "br label %next",
         "next:",
         f"%accn = phi {ty} [ %acc2, %take ], [ %acc, %loop ]",
-        "%i2 = add i32 %i, 1", "%done = icmp eq i32 %i2, 32",
+        "%i2 = add i32 %i, 1",
+        "%done = icmp eq i32 %i2, 32",
         "br i1 %done, label %out, label %loop",
         "out:",
         result,
@@ -325,8 +355,12 @@ def _match(kind: str, width: str, sig: Signature) -> list[str]:
     # %acc: bit i set when lane i (in the mask) holds the same value as this lane
     steps = ["%same0 = icmp eq i32 %x, %lo"]
     if width == "i64":
-        steps += ["%wh = call i64 @__mneme_shfl(i32 0, i32 %a0, i32 %hi, i32 %i, i32 31)", "%xh = trunc i64 %wh to i32",
-                  "%sameh = icmp eq i32 %xh, %hi", "%same = and i1 %same0, %sameh"]  # fmt: skip
+        steps += [
+            "%wh = call i64 @__mneme_shfl(i32 0, i32 %a0, i32 %hi, i32 %i, i32 31)",
+            "%xh = trunc i64 %wh to i32",
+            "%sameh = icmp eq i32 %xh, %hi",
+            "%same = and i1 %same0, %sameh",
+        ]
     else:
         steps += ["%same = and i1 %same0, true"]
     steps += ["%one = shl i32 1, %i", "%sel = select i1 %same, i32 %one, i32 0", "%acc2 = or i32 %acc, %sel"]
@@ -364,13 +398,24 @@ def _misc(name: str, sig: Signature) -> list[str] | None:
         ty = sig.ret
         float_ty = ty in ("float", "double")
         rmw = {
-            "add": "fadd" if float_ty else "add", "exch": "xchg", "max": "max", "min": "min",
-            "inc": "uinc_wrap", "dec": "udec_wrap", "and": "and", "or": "or", "xor": "xor",
-        }[op]  # fmt: skip
+            "add": "fadd" if float_ty else "add",
+            "exch": "xchg",
+            "max": "max",
+            "min": "min",
+            "inc": "uinc_wrap",
+            "dec": "udec_wrap",
+            "and": "and",
+            "or": "or",
+            "xor": "xor",
+        }[op]
         return [f"%r = atomicrmw {rmw} ptr %a0, {ty} %a1 seq_cst", f"ret {ty} %r"]
     if re.fullmatch(r"atomic\.cas\.gen\.i\.(cta|sys)(\.\w+)*", name):  # clang 19 adds .i32.p0
         ty = sig.ret
-        return [f"%p = cmpxchg ptr %a0, {ty} %a1, {ty} %a2 seq_cst seq_cst", f"%r = extractvalue {{ {ty}, i1 }} %p, 0", f"ret {ty} %r"]
+        return [
+            f"%p = cmpxchg ptr %a0, {ty} %a1, {ty} %a2 seq_cst seq_cst",
+            f"%r = extractvalue {{ {ty}, i1 }} %p, 0",
+            f"ret {ty} %r",
+        ]
     return None
 
 
@@ -397,66 +442,109 @@ def implement(intrinsic: str, fn_type: str, new_name: str) -> str | None:
 _MAD_CC = "{\\0A\\09mad.lo.cc.u32   $0, $2, $3, $4;\\0A\\09madc.hi.u32     $1, $2, $3,  0;\\0A\\09}"
 INLINE_ASM = {
     "rcp.approx.ftz.f32 $0,$1;": ["%r = fdiv float 1.0, %a0", "ret float %r"],
-    "rsqrt.approx.ftz.f64 $0, $1;": ["%s = call double @llvm.sqrt.f64(double %a0)", "%r = fdiv double 1.0, %s", "ret double %r"],
-    "bfind.shiftamt.u32 $0, $1;": ["%z = call i32 @llvm.ctlz.i32(i32 %a0, i1 false)", "%e = icmp eq i32 %a0, 0",
-                                   "%r = select i1 %e, i32 -1, i32 %z", "ret i32 %r"],
+    "rsqrt.approx.ftz.f64 $0, $1;": [
+        "%s = call double @llvm.sqrt.f64(double %a0)",
+        "%r = fdiv double 1.0, %s",
+        "ret double %r",
+    ],
+    "bfind.shiftamt.u32 $0, $1;": [
+        "%z = call i32 @llvm.ctlz.i32(i32 %a0, i1 false)",
+        "%e = icmp eq i32 %a0, 0",
+        "%r = select i1 %e, i32 -1, i32 %z",
+        "ret i32 %r",
+    ],
     _MAD_CC: [
-        "%x = zext i32 %a0 to i64", "%y = zext i32 %a1 to i64", "%z = zext i32 %a2 to i64", "%m = mul i64 %x, %y",
-        "%s = add i64 %m, %z", "%lo = trunc i64 %s to i32", "%sh = lshr i64 %s, 32", "%hi = trunc i64 %sh to i32",
-        "%r0 = insertvalue { i32, i32 } poison, i32 %lo, 0", "%r1 = insertvalue { i32, i32 } %r0, i32 %hi, 1",
+        "%x = zext i32 %a0 to i64",
+        "%y = zext i32 %a1 to i64",
+        "%z = zext i32 %a2 to i64",
+        "%m = mul i64 %x, %y",
+        "%s = add i64 %m, %z",
+        "%lo = trunc i64 %s to i32",
+        "%sh = lshr i64 %s, 32",
+        "%hi = trunc i64 %sh to i32",
+        "%r0 = insertvalue { i32, i32 } poison, i32 %lo, 0",
+        "%r1 = insertvalue { i32, i32 } %r0, i32 %hi, 1",
         "ret { i32, i32 } %r1",
     ],
-}  # fmt: skip
+}
 _WIDE = [
-    "%a = zext i64 %a0 to i128", "%b = zext i64 %a1 to i128",
+    "%a = zext i64 %a0 to i128",
+    "%b = zext i64 %a1 to i128",
 ]
 _PAIR = [
-    "%lo = trunc i128 %r to i64", "%s = lshr i128 %r, 64", "%hi = trunc i128 %s to i64",
-    "%p0 = insertvalue { i64, i64 } poison, i64 %lo, 0", "%p1 = insertvalue { i64, i64 } %p0, i64 %hi, 1",
+    "%lo = trunc i128 %r to i64",
+    "%s = lshr i128 %r, 64",
+    "%hi = trunc i128 %s to i64",
+    "%p0 = insertvalue { i64, i64 } poison, i64 %lo, 0",
+    "%p1 = insertvalue { i64, i64 } %p0, i64 %hi, 1",
     "ret { i64, i64 } %p1",
 ]
 _ADD128 = [
-    "%al = zext i64 %a0 to i128", "%ah = zext i64 %a1 to i128", "%ahs = shl i128 %ah, 64", "%a = or i128 %ahs, %al",
-    "%bl = zext i64 %a2 to i128", "%bh = zext i64 %a3 to i128", "%bhs = shl i128 %bh, 64", "%b = or i128 %bhs, %bl",
+    "%al = zext i64 %a0 to i128",
+    "%ah = zext i64 %a1 to i128",
+    "%ahs = shl i128 %ah, 64",
+    "%a = or i128 %ahs, %al",
+    "%bl = zext i64 %a2 to i128",
+    "%bh = zext i64 %a3 to i128",
+    "%bhs = shl i128 %bh, 64",
+    "%b = or i128 %bhs, %bl",
 ]
-_REG4 = ("{\\0A\\09.reg .u32 r0, r1, r2, r3, a0, a1, a2, a3, b0, b1, b2, b3;\\0A\\09mov.b64 {a0,a1}, $2;\\0A\\09"
-         "mov.b64 {a2,a3}, $3;\\0A\\09mov.b64 {b0,b1}, $4;\\0A\\09mov.b64 {b2,b3}, $5;\\0A\\09")
+_REG4 = (
+    "{\\0A\\09.reg .u32 r0, r1, r2, r3, a0, a1, a2, a3, b0, b1, b2, b3;\\0A\\09mov.b64 {a0,a1}, $2;\\0A\\09"
+    "mov.b64 {a2,a3}, $3;\\0A\\09mov.b64 {b0,b1}, $4;\\0A\\09mov.b64 {b2,b3}, $5;\\0A\\09"
+)
 _OUT = "mov.b64 $0, {r0,r1};\\0A\\09mov.b64 $1, {r2,r3};\\0A\\09}"
-INLINE_ASM.update({
-    "{ .reg .pred __$$temp3;\\0A setp.equ.f64 __$$temp3, $1, $2;\\0A selp.f64 $0, $3, $4, __$$temp3;}": [
-        "%c = fcmp ueq double %a0, %a1", "%r = select i1 %c, double %a2, double %a3", "ret double %r",
-    ],
-    _REG4 + "add.cc.u32 r0, a0, b0; \\0A\\09addc.cc.u32 r1, a1, b1; \\0A\\09addc.cc.u32 r2, a2, b2; \\0A\\09"
-    "addc.u32 r3, a3, b3; \\0A\\09" + _OUT: [*_ADD128, "%r = add i128 %a, %b", *_PAIR],
-    _REG4 + "sub.cc.u32 r0, a0, b0; \\0A\\09subc.cc.u32 r1, a1, b1; \\0A\\09subc.cc.u32 r2, a2, b2; \\0A\\09"
-    "subc.u32 r3, a3, b3; \\0A\\09" + _OUT: [*_ADD128, "%r = sub i128 %a, %b", *_PAIR],
-    "{\\0A\\09.reg .u32 r0, r1, r2, r3, alo, ahi, blo, bhi, clo, chi;\\0A\\09mov.b64 {alo,ahi}, $2; \\0A\\09"
-    "mov.b64 {blo,bhi}, $3; \\0A\\09mov.b64 {clo,chi}, $4; \\0A\\09mad.lo.cc.u32 r0, alo, blo, clo;\\0A\\09"
-    "madc.hi.cc.u32 r1, alo, blo, chi;\\0A\\09madc.hi.u32 r2, alo, bhi, 0;\\0A\\09mad.lo.cc.u32 r1, alo, bhi, r1;"
-    "\\0A\\09madc.hi.cc.u32 r2, ahi, blo, r2;\\0A\\09madc.hi.u32 r3, ahi, bhi, 0;\\0A\\09mad.lo.cc.u32 r1, ahi, "
-    "blo, r1;\\0A\\09madc.lo.cc.u32 r2, ahi, bhi, r2;\\0A\\09addc.u32 r3, r3, 0; \\0A\\09mov.b64 $0, {r0,r1}; "
-    "\\0A\\09mov.b64 $1, {r2,r3}; \\0A\\09}": [
-        *_WIDE, "%c = zext i64 %a2 to i128", "%m = mul i128 %a, %b", "%r = add i128 %m, %c", *_PAIR,
-    ],
-    "{\\0A\\09.reg .u32 r0, r1, r2, r3, alo, ahi, blo, bhi;\\0A\\09mov.b64 {alo,ahi}, $2; \\0A\\09"
-    "mov.b64 {blo,bhi}, $3; \\0A\\09mul.lo.u32 r0, alo, blo; \\0A\\09mul.hi.u32 r1, alo, blo; \\0A\\09"
-    "mad.lo.cc.u32 r1, alo, bhi, r1;\\0A\\09madc.hi.u32 r2, alo, bhi, 0;\\0A\\09mad.lo.cc.u32 r1, ahi, blo, r1;"
-    "\\0A\\09madc.hi.cc.u32 r2, ahi, blo, r2;\\0A\\09madc.hi.u32 r3, ahi, bhi, 0;\\0A\\09mad.lo.cc.u32 r2, ahi, "
-    "bhi, r2;\\0A\\09addc.u32 r3, r3, 0; \\0A\\09mov.b64 $0, {r0,r1}; \\0A\\09mov.b64 $1, {r2,r3}; \\0A\\09}": [
-        *_WIDE, "%r = mul i128 %a, %b", *_PAIR,
-    ],
-})  # fmt: skip
+INLINE_ASM.update(
+    {
+        "{ .reg .pred __$$temp3;\\0A setp.equ.f64 __$$temp3, $1, $2;\\0A selp.f64 $0, $3, $4, __$$temp3;}": [
+            "%c = fcmp ueq double %a0, %a1",
+            "%r = select i1 %c, double %a2, double %a3",
+            "ret double %r",
+        ],
+        _REG4 + "add.cc.u32 r0, a0, b0; \\0A\\09addc.cc.u32 r1, a1, b1; \\0A\\09addc.cc.u32 r2, a2, b2; \\0A\\09"
+        "addc.u32 r3, a3, b3; \\0A\\09" + _OUT: [*_ADD128, "%r = add i128 %a, %b", *_PAIR],
+        _REG4 + "sub.cc.u32 r0, a0, b0; \\0A\\09subc.cc.u32 r1, a1, b1; \\0A\\09subc.cc.u32 r2, a2, b2; \\0A\\09"
+        "subc.u32 r3, a3, b3; \\0A\\09" + _OUT: [*_ADD128, "%r = sub i128 %a, %b", *_PAIR],
+        "{\\0A\\09.reg .u32 r0, r1, r2, r3, alo, ahi, blo, bhi, clo, chi;\\0A\\09mov.b64 {alo,ahi}, $2; \\0A\\09"
+        "mov.b64 {blo,bhi}, $3; \\0A\\09mov.b64 {clo,chi}, $4; \\0A\\09mad.lo.cc.u32 r0, alo, blo, clo;\\0A\\09"
+        "madc.hi.cc.u32 r1, alo, blo, chi;\\0A\\09madc.hi.u32 r2, alo, bhi, 0;\\0A\\09mad.lo.cc.u32 r1, alo, bhi, r1;"
+        "\\0A\\09madc.hi.cc.u32 r2, ahi, blo, r2;\\0A\\09madc.hi.u32 r3, ahi, bhi, 0;\\0A\\09mad.lo.cc.u32 r1, ahi, "
+        "blo, r1;\\0A\\09madc.lo.cc.u32 r2, ahi, bhi, r2;\\0A\\09addc.u32 r3, r3, 0; \\0A\\09mov.b64 $0, {r0,r1}; "
+        "\\0A\\09mov.b64 $1, {r2,r3}; \\0A\\09}": [
+            *_WIDE,
+            "%c = zext i64 %a2 to i128",
+            "%m = mul i128 %a, %b",
+            "%r = add i128 %m, %c",
+            *_PAIR,
+        ],
+        "{\\0A\\09.reg .u32 r0, r1, r2, r3, alo, ahi, blo, bhi;\\0A\\09mov.b64 {alo,ahi}, $2; \\0A\\09"
+        "mov.b64 {blo,bhi}, $3; \\0A\\09mul.lo.u32 r0, alo, blo; \\0A\\09mul.hi.u32 r1, alo, blo; \\0A\\09"
+        "mad.lo.cc.u32 r1, alo, bhi, r1;\\0A\\09madc.hi.u32 r2, alo, bhi, 0;\\0A\\09mad.lo.cc.u32 r1, ahi, blo, r1;"
+        "\\0A\\09madc.hi.cc.u32 r2, ahi, blo, r2;\\0A\\09madc.hi.u32 r3, ahi, bhi, 0;\\0A\\09mad.lo.cc.u32 r2, ahi, "
+        "bhi, r2;\\0A\\09addc.u32 r3, r3, 0; \\0A\\09mov.b64 $0, {r0,r1}; \\0A\\09mov.b64 $1, {r2,r3}; \\0A\\09}": [
+            *_WIDE,
+            "%r = mul i128 %a, %b",
+            *_PAIR,
+        ],
+    }
+)
 
 
 for _reg in ("laneid", "warpid", "nwarpid"):  # cooperative groups read them with inline asm
-    INLINE_ASM[f"mov.u32 $0, %{_reg};"] = ["%c = call ptr @__mneme_ctx()",
-                                           f"%p = getelementptr i8, ptr %c, i64 {CTX_OFFSETS[_reg]}",
-                                           "%r = load i32, ptr %p, align 4, !invariant.load !{}", "ret i32 %r"]  # fmt: skip
+    INLINE_ASM[f"mov.u32 $0, %{_reg};"] = [
+        "%c = call ptr @__mneme_ctx()",
+        f"%p = getelementptr i8, ptr %c, i64 {CTX_OFFSETS[_reg]}",
+        "%r = load i32, ptr %p, align 4, !invariant.load !{}",
+        "ret i32 %r",
+    ]
 
 
 # %envreg1 and %envreg2: the high and low halves of the driver's grid workspace address, where cooperative
 # groups keep the grid barrier's word; the runtime gives each grid launch one, zeroed.
-for _reg, _half in (("envreg1", ["%s = lshr i64 %w, 32", "%r = trunc i64 %s to i32"]), ("envreg2", ["%r = trunc i64 %w to i32"])):
+for _reg, _half in (
+    ("envreg1", ["%s = lshr i64 %w, 32", "%r = trunc i64 %s to i32"]),
+    ("envreg2", ["%r = trunc i64 %w to i32"]),
+):
     INLINE_ASM[f"mov.u32 $0, %{_reg};"] = ["%w = call i64 @__mneme_grid_workspace()", *_half, "ret i32 %r"]
 
 
@@ -475,9 +563,16 @@ INLINE_ASM["griddepcontrol.launch_dependents;"] = ["ret void"]
 for _half, _shift in (("low", 0), ("high", 16)):
     _pick = [f"%s = lshr i32 %a0, {_shift}", "%h = trunc i32 %s to i16"]
     for _comma in (",", ", "):
-        INLINE_ASM[f"{{.reg .f16 low,high; mov.b32 {{low,high}}{_comma}$1; mov.b16 $0, {_half};}}"] = [*_pick, "ret i16 %h"]
+        INLINE_ASM[f"{{.reg .f16 low,high; mov.b32 {{low,high}}{_comma}$1; mov.b16 $0, {_half};}}"] = [
+            *_pick,
+            "ret i16 %h",
+        ]
         INLINE_ASM[f"{{.reg .f16 low,high; mov.b32 {{low,high}}{_comma}$1; cvt.f32.f16 $0, {_half};}}"] = [
-            *_pick, "%f = bitcast i16 %h to half", "%r = fpext half %f to float", "ret float %r"]  # fmt: skip
+            *_pick,
+            "%f = bitcast i16 %h to half",
+            "%r = fpext half %f to float",
+            "ret float %r",
+        ]
 
 
 def normalize_asm(text: str) -> str:

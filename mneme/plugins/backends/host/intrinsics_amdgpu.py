@@ -79,8 +79,11 @@ def _sync(name: str, sig: Signature) -> list[str] | None:
 
 def _float_bits(ty: str) -> tuple[str, int, int, int]:
     """(integer type, bits, exponent mask, quiet-NaN bit) of a float type."""
-    return {"float": ("i32", 32, 0x7F800000, 0x00400000), "double": ("i64", 64, 0x7FF0000000000000, 0x0008000000000000),
-            "half": ("i16", 16, 0x7C00, 0x0200)}[ty]  # fmt: skip
+    return {
+        "float": ("i32", 32, 0x7F800000, 0x00400000),
+        "double": ("i64", 64, 0x7FF0000000000000, 0x0008000000000000),
+        "half": ("i16", 16, 0x7C00, 0x0200),
+    }[ty]
 
 
 def _math(name: str, sig: Signature) -> list[str] | None:
@@ -105,20 +108,28 @@ def _math(name: str, sig: Signature) -> list[str] | None:
     if op == "fract":  # x - floor(x), below 1.0; NaN for NaN and infinities
         one_below = {"float": "0x3FEFFFFFE0000000", "double": "0x3FEFFFFFFFFFFFFF"}[ty]
         return [
-            f"%f = call {ty} @llvm.floor.{suffix}({ty} %a0)", f"%d = fsub {ty} %a0, %f",
+            f"%f = call {ty} @llvm.floor.{suffix}({ty} %a0)",
+            f"%d = fsub {ty} %a0, %f",
             f"%m = call {ty} @llvm.minnum.{suffix}({ty} %d, {ty} {one_below})",
-            f"%inf = call {ty} @llvm.fabs.{suffix}({ty} %a0)", f"%isinf = fcmp oeq {ty} %inf, 0x7FF0000000000000",
+            f"%inf = call {ty} @llvm.fabs.{suffix}({ty} %a0)",
+            f"%isinf = fcmp oeq {ty} %inf, 0x7FF0000000000000",
             f"%z = select i1 %isinf, {ty} 0x7FF8000000000000, {ty} %m",
-            f"%nan = fcmp uno {ty} %a0, 0.0", f"%r = select i1 %nan, {ty} %a0, {ty} %z", f"ret {ty} %r",
-        ]  # fmt: skip
+            f"%nan = fcmp uno {ty} %a0, 0.0",
+            f"%r = select i1 %nan, {ty} %a0, {ty} %z",
+            f"ret {ty} %r",
+        ]
     if op == "frexp" and parts[1] in ("mant", "exp"):
         exp_type = sig.ret if parts[1] == "exp" else "i32"
         lines = [f"%fr = call {{ {ty}, i32 }} @llvm.frexp.{suffix}.i32({ty} %a0)"]
         if parts[1] == "mant":
             return [*lines, f"%r = extractvalue {{ {ty}, i32 }} %fr, 0", f"ret {ty} %r"]
-        lines += [f"%e = extractvalue {{ {ty}, i32 }} %fr, 1",
-                  f"%fin = fcmp one {ty} %a0, 0x7FF0000000000000", f"%fin2 = fcmp one {ty} %a0, 0xFFF0000000000000",
-                  "%ok = and i1 %fin, %fin2", "%e0 = select i1 %ok, i32 %e, i32 0"]  # fmt: skip
+        lines += [
+            f"%e = extractvalue {{ {ty}, i32 }} %fr, 1",
+            f"%fin = fcmp one {ty} %a0, 0x7FF0000000000000",
+            f"%fin2 = fcmp one {ty} %a0, 0xFFF0000000000000",
+            "%ok = and i1 %fin, %fin2",
+            "%e0 = select i1 %ok, i32 %e, i32 0",
+        ]
         if exp_type != "i32":
             return [*lines, f"%r = trunc i32 %e0 to {exp_type}", f"ret {exp_type} %r"]
         return [*lines, "ret i32 %e0"]
@@ -129,11 +140,18 @@ def _math(name: str, sig: Signature) -> list[str] | None:
             f"%lo = call {ty} @llvm.minnum.{suffix}({ty} %a0, {ty} %a1)",
             f"%hi = call {ty} @llvm.maxnum.{suffix}({ty} %a0, {ty} %a1)",
             f"%m = call {ty} @llvm.minnum.{suffix}({ty} %hi, {ty} %a2)",
-            f"%r = call {ty} @llvm.maxnum.{suffix}({ty} %lo, {ty} %m)", f"ret {ty} %r",
-        ]  # fmt: skip
+            f"%r = call {ty} @llvm.maxnum.{suffix}({ty} %lo, {ty} %m)",
+            f"ret {ty} %r",
+        ]
     if op == "fmul" and parts[1:2] == ["legacy"]:  # 0 * anything is 0
-        return [f"%m = fmul {ty} %a0, %a1", f"%z0 = fcmp oeq {ty} %a0, 0.0", f"%z1 = fcmp oeq {ty} %a1, 0.0",
-                "%z = or i1 %z0, %z1", f"%r = select i1 %z, {ty} 0.0, {ty} %m", f"ret {ty} %r"]  # fmt: skip
+        return [
+            f"%m = fmul {ty} %a0, %a1",
+            f"%z0 = fcmp oeq {ty} %a0, 0.0",
+            f"%z1 = fcmp oeq {ty} %a1, 0.0",
+            "%z = or i1 %z0, %z1",
+            f"%r = select i1 %z, {ty} 0.0, {ty} %m",
+            f"ret {ty} %r",
+        ]
     if op == "class" and sig.ret == "i1":
         return _class(ty)
     return None
@@ -145,23 +163,50 @@ def _class(ty: str) -> list[str]:
     it, bits, exp_mask, quiet = _float_bits(ty)
     sign = 1 << (bits - 1)
     lines = [
-        f"%b = bitcast {ty} %a0 to {it}", f"%abs = and {it} %b, {sign - 1}", f"%neg = icmp slt {it} %b, 0",
-        f"%isnan = icmp ugt {it} %abs, {exp_mask}", f"%q0 = and {it} %abs, {quiet}", f"%hasq = icmp ne {it} %q0, 0",
-        "%qnan = and i1 %isnan, %hasq", "%notq = xor i1 %hasq, true", "%snan = and i1 %isnan, %notq",
-        f"%isinf = icmp eq {it} %abs, {exp_mask}", f"%iszero = icmp eq {it} %abs, 0",
-        f"%e0 = and {it} %abs, {exp_mask}", f"%expz = icmp eq {it} %e0, 0", "%nz = xor i1 %iszero, true",
-        "%isden = and i1 %expz, %nz", f"%expfull = icmp eq {it} %e0, {exp_mask}", "%notfull = xor i1 %expfull, true",
-        "%notexpz = xor i1 %expz, true", "%isnorm = and i1 %notfull, %notexpz", "%pos = xor i1 %neg, true",
-    ]  # fmt: skip
-    classes = ["%snan", "%qnan", ("%isinf", "%neg"), ("%isnorm", "%neg"), ("%isden", "%neg"), ("%iszero", "%neg"),
-               ("%iszero", "%pos"), ("%isden", "%pos"), ("%isnorm", "%pos"), ("%isinf", "%pos")]  # fmt: skip
+        f"%b = bitcast {ty} %a0 to {it}",
+        f"%abs = and {it} %b, {sign - 1}",
+        f"%neg = icmp slt {it} %b, 0",
+        f"%isnan = icmp ugt {it} %abs, {exp_mask}",
+        f"%q0 = and {it} %abs, {quiet}",
+        f"%hasq = icmp ne {it} %q0, 0",
+        "%qnan = and i1 %isnan, %hasq",
+        "%notq = xor i1 %hasq, true",
+        "%snan = and i1 %isnan, %notq",
+        f"%isinf = icmp eq {it} %abs, {exp_mask}",
+        f"%iszero = icmp eq {it} %abs, 0",
+        f"%e0 = and {it} %abs, {exp_mask}",
+        f"%expz = icmp eq {it} %e0, 0",
+        "%nz = xor i1 %iszero, true",
+        "%isden = and i1 %expz, %nz",
+        f"%expfull = icmp eq {it} %e0, {exp_mask}",
+        "%notfull = xor i1 %expfull, true",
+        "%notexpz = xor i1 %expz, true",
+        "%isnorm = and i1 %notfull, %notexpz",
+        "%pos = xor i1 %neg, true",
+    ]
+    classes = [
+        "%snan",
+        "%qnan",
+        ("%isinf", "%neg"),
+        ("%isnorm", "%neg"),
+        ("%isden", "%neg"),
+        ("%iszero", "%neg"),
+        ("%iszero", "%pos"),
+        ("%isden", "%pos"),
+        ("%isnorm", "%pos"),
+        ("%isinf", "%pos"),
+    ]
     prev = "false"
     for bit, cls in enumerate(classes):
         if isinstance(cls, tuple):
             lines.append(f"%k{bit} = and i1 {cls[0]}, {cls[1]}")
             cls = f"%k{bit}"
-        lines += [f"%m{bit} = and i32 %a1, {1 << bit}", f"%w{bit} = icmp ne i32 %m{bit}, 0",
-                  f"%t{bit} = and i1 %w{bit}, {cls}", f"%o{bit} = or i1 {prev}, %t{bit}"]  # fmt: skip
+        lines += [
+            f"%m{bit} = and i32 %a1, {1 << bit}",
+            f"%w{bit} = icmp ne i32 %m{bit}, 0",
+            f"%t{bit} = and i1 %w{bit}, {cls}",
+            f"%o{bit} = or i1 {prev}, %t{bit}",
+        ]
         prev = f"%o{bit}"
     return [*lines, f"ret i1 {prev}"]
 
@@ -194,24 +239,44 @@ def _trig_preop(sig: Signature) -> list[str] | None:
     if sig.ret != "double":
         return None
     return [
-        "%bits = bitcast double %a0 to i64", "%e0 = lshr i64 %bits, 52", "%ex = and i64 %e0, 2047",
-        "%big = icmp ugt i64 %ex, 1077", "%over = sub i64 %ex, 1077", "%extra = select i1 %big, i64 %over, i64 0",
-        "%seg0 = and i32 %a1, 31", "%seg = zext i32 %seg0 to i64", "%segbits = mul i64 %seg, 53",
+        "%bits = bitcast double %a0 to i64",
+        "%e0 = lshr i64 %bits, 52",
+        "%ex = and i64 %e0, 2047",
+        "%big = icmp ugt i64 %ex, 1077",
+        "%over = sub i64 %ex, 1077",
+        "%extra = select i1 %big, i64 %over, i64 0",
+        "%seg0 = and i32 %a1, 31",
+        "%seg = zext i32 %seg0 to i64",
+        "%segbits = mul i64 %seg, 53",
         "%shift = add i64 %segbits, %extra",
         "%lo = sub i64 1212, %shift",  # 1148 + 64: the table starts one word up
-        "%none = icmp slt i64 %lo, 0", "%lo0 = select i1 %none, i64 0, i64 %lo",
-        "%q = lshr i64 %lo0, 6", "%r = and i64 %lo0, 63", "%q1 = add i64 %q, 1",
+        "%none = icmp slt i64 %lo, 0",
+        "%lo0 = select i1 %none, i64 0, i64 %lo",
+        "%q = lshr i64 %lo0, 6",
+        "%r = and i64 %lo0, 63",
+        "%q1 = add i64 %q, 1",
         f"%p0 = getelementptr [21 x i64], ptr @{TWO_OVER_PI}, i64 0, i64 %q",
         f"%p1 = getelementptr [21 x i64], ptr @{TWO_OVER_PI}, i64 0, i64 %q1",
-        "%w0 = load i64, ptr %p0, align 8", "%w1 = load i64, ptr %p1, align 8",
-        "%low = lshr i64 %w0, %r", "%rz = icmp eq i64 %r, 0", "%up = sub i64 64, %r", "%up0 = select i1 %rz, i64 0, i64 %up",
-        "%hi0 = shl i64 %w1, %up0", "%hi = select i1 %rz, i64 0, i64 %hi0", "%both = or i64 %low, %hi",
-        "%m0 = and i64 %both, 9007199254740991", "%m = select i1 %none, i64 0, i64 %m0",
+        "%w0 = load i64, ptr %p0, align 8",
+        "%w1 = load i64, ptr %p1, align 8",
+        "%low = lshr i64 %w0, %r",
+        "%rz = icmp eq i64 %r, 0",
+        "%up = sub i64 64, %r",
+        "%up0 = select i1 %rz, i64 0, i64 %up",
+        "%hi0 = shl i64 %w1, %up0",
+        "%hi = select i1 %rz, i64 0, i64 %hi0",
+        "%both = or i64 %low, %hi",
+        "%m0 = and i64 %both, 9007199254740991",
+        "%m = select i1 %none, i64 0, i64 %m0",
         "%f = uitofp i64 %m to double",
-        "%sh32 = trunc i64 %shift to i32", "%sc0 = sub i32 -53, %sh32", "%huge = icmp uge i64 %ex, 1968",
-        "%sc1 = add i32 %sc0, 128", "%scale = select i1 %huge, i32 %sc1, i32 %sc0",
-        "%res = call double @llvm.ldexp.f64.i32(double %f, i32 %scale)", "ret double %res",
-    ]  # fmt: skip
+        "%sh32 = trunc i64 %shift to i32",
+        "%sc0 = sub i32 -53, %sh32",
+        "%huge = icmp uge i64 %ex, 1968",
+        "%sc1 = add i32 %sc0, 128",
+        "%scale = select i1 %huge, i32 %sc1, i32 %sc0",
+        "%res = call double @llvm.ldexp.f64.i32(double %f, i32 %scale)",
+        "ret double %res",
+    ]
 
 
 def _integer(name: str, sig: Signature) -> list[str] | None:
@@ -221,13 +286,22 @@ def _integer(name: str, sig: Signature) -> list[str] | None:
         shr = "lshr" if m.group(1) == "u" else "ashr"
         # (x << (bits - off - width)) >> (bits - width), width 0 gives 0; offsets and widths are 5 bits
         return [
-            "%o = and i32 %a1, 31", "%w = and i32 %a2, 31", "%ow = add i32 %o, %w", f"%l = sub i32 {bits}, %ow",
+            "%o = and i32 %a1, 31",
+            "%w = and i32 %a2, 31",
+            "%ow = add i32 %o, %w",
+            f"%l = sub i32 {bits}, %ow",
             f"%r0 = sub i32 {bits}, %w",
-            *([f"%lz = zext i32 %l to {ty}", f"%rz = zext i32 %r0 to {ty}"] if ty == "i64" else
-              ["%lz = add i32 %l, 0", "%rz = add i32 %r0, 0"]),
-            f"%s = shl {ty} %a0, %lz", f"%v = {shr} {ty} %s, %rz", "%wz = icmp eq i32 %w, 0",
-            f"%r = select i1 %wz, {ty} 0, {ty} %v", f"ret {ty} %r",
-        ]  # fmt: skip
+            *(
+                [f"%lz = zext i32 %l to {ty}", f"%rz = zext i32 %r0 to {ty}"]
+                if ty == "i64"
+                else ["%lz = add i32 %l, 0", "%rz = add i32 %r0, 0"]
+            ),
+            f"%s = shl {ty} %a0, %lz",
+            f"%v = {shr} {ty} %s, %rz",
+            "%wz = icmp eq i32 %w, 0",
+            f"%r = select i1 %wz, {ty} 0, {ty} %v",
+            f"ret {ty} %r",
+        ]
     if name == "perm":
         return _perm()
     if name == "alignbit":
@@ -252,8 +326,11 @@ def _dot_elements(ty: str, value: str, count: int, signed: str, out: str) -> lis
             lines.append(f"{e}.s = lshr i32 {value}, {bits * k}")
             narrow = f"i{bits}"
             lines.append(f"{e}.n = trunc i32 {e}.s to {narrow}")
-        lines += [f"{e}.sx = sext {narrow} {e}.n to i64", f"{e}.zx = zext {narrow} {e}.n to i64",
-                  f"{e} = select i1 {signed}, i64 {e}.sx, i64 {e}.zx"]  # fmt: skip
+        lines += [
+            f"{e}.sx = sext {narrow} {e}.n to i64",
+            f"{e}.zx = zext {narrow} {e}.n to i64",
+            f"{e} = select i1 {signed}, i64 {e}.sx, i64 {e}.zx",
+        ]
     return lines
 
 
@@ -272,16 +349,26 @@ def _dot(name: str, sig: Signature) -> list[str] | None:
             sa = sb = signed_c = "true" if kind == "s" else "false"
             a, b, c, clamp = "%a0", "%a1", "%a2", "%a3"
             ta, tb = sig.params[0], sig.params[1]
-        lines = [*_dot_elements(ta, a, count, sa, "%x"), *_dot_elements(tb, b, count, sb, "%y"),
-                 "%cs = sext i32 " + c + " to i64", "%cz = zext i32 " + c + " to i64",
-                 f"%acc0 = select i1 {signed_c}, i64 %cs, i64 %cz"]  # fmt: skip
+        lines = [
+            *_dot_elements(ta, a, count, sa, "%x"),
+            *_dot_elements(tb, b, count, sb, "%y"),
+            "%cs = sext i32 " + c + " to i64",
+            "%cz = zext i32 " + c + " to i64",
+            f"%acc0 = select i1 {signed_c}, i64 %cs, i64 %cz",
+        ]
         for k in range(count):
             lines += [f"%pr{k} = mul i64 %x{k}, %y{k}", f"%acc{k + 1} = add i64 %acc{k}, %pr{k}"]
         total = f"%acc{count}"
         lo, hi = (-(1 << 31), (1 << 31) - 1) if signed_c == "true" else (0, (1 << 32) - 1)
-        lines += [f"%lo = icmp slt i64 {total}, {lo}", f"%hi = icmp sgt i64 {total}, {hi}",
-                  f"%c0 = select i1 %lo, i64 {lo}, i64 {total}", f"%c1 = select i1 %hi, i64 {hi}, i64 %c0",
-                  f"%sat = select i1 {clamp}, i64 %c1, i64 {total}", "%r = trunc i64 %sat to i32", "ret i32 %r"]  # fmt: skip
+        lines += [
+            f"%lo = icmp slt i64 {total}, {lo}",
+            f"%hi = icmp sgt i64 {total}, {hi}",
+            f"%c0 = select i1 %lo, i64 {lo}, i64 {total}",
+            f"%c1 = select i1 %hi, i64 {hi}, i64 %c0",
+            f"%sat = select i1 {clamp}, i64 %c1, i64 {total}",
+            "%r = trunc i64 %sat to i32",
+            "ret i32 %r",
+        ]
         return lines
     if re.fullmatch(r"fdot2(\.(f16\.f16|bf16\.bf16|f32\.bf16))?", name):
         vec = sig.params[0]
@@ -291,27 +378,46 @@ def _dot(name: str, sig: Signature) -> list[str] | None:
             for i in range(2):
                 lines.append(f"%e{k}{i}.n = extractelement {vec} {op}, i32 {i}")
                 if elem == "i16":  # bfloat16 bits
-                    lines += [f"%e{k}{i}.b = bitcast i16 %e{k}{i}.n to bfloat", f"%e{k}{i} = fpext bfloat %e{k}{i}.b to double"]
+                    lines += [
+                        f"%e{k}{i}.b = bitcast i16 %e{k}{i}.n to bfloat",
+                        f"%e{k}{i} = fpext bfloat %e{k}{i}.b to double",
+                    ]
                 else:
                     lines.append(f"%e{k}{i} = fpext {elem} %e{k}{i}.n to double")
         ret = sig.ret
-        lines += ["%p0 = fmul double %e00, %e10", "%p1 = fmul double %e01, %e11", "%s0 = fadd double %p0, %p1",
-                  f"%cd = fpext {sig.params[2]} %a2 to double" if sig.params[2] != "double" else "%cd = fadd double %a2, 0.0",
-                  "%s = fadd double %s0, %cd"]  # fmt: skip
+        lines += [
+            "%p0 = fmul double %e00, %e10",
+            "%p1 = fmul double %e01, %e11",
+            "%s0 = fadd double %p0, %p1",
+            f"%cd = fpext {sig.params[2]} %a2 to double" if sig.params[2] != "double" else "%cd = fadd double %a2, 0.0",
+            "%s = fadd double %s0, %cd",
+        ]
         if ret == "float":
             lines.append("%r0 = fptrunc double %s to float")
         elif ret == "half":  # through f32: the CPU has no direct double -> half conversion
             lines += ["%sf = fptrunc double %s to float", "%r0 = fptrunc float %sf to half"]
         else:  # bfloat: round the f32 to nearest even by hand (no libcall), NaN stays NaN
-            lines += ["%sf = fptrunc double %s to float", "%sb = bitcast float %sf to i32", "%odd0 = lshr i32 %sb, 16",
-                      "%odd = and i32 %odd0, 1", "%bias = add i32 %odd, 32767", "%rnd = add i32 %sb, %bias",
-                      "%top = lshr i32 %rnd, 16", "%nan = fcmp uno float %sf, 0.0", "%bits = select i1 %nan, i32 32704, i32 %top",
-                      "%b16 = trunc i32 %bits to i16", f"%r0 = bitcast i16 %b16 to {ret}"]  # fmt: skip
+            lines += [
+                "%sf = fptrunc double %s to float",
+                "%sb = bitcast float %sf to i32",
+                "%odd0 = lshr i32 %sb, 16",
+                "%odd = and i32 %odd0, 1",
+                "%bias = add i32 %odd, 32767",
+                "%rnd = add i32 %sb, %bias",
+                "%top = lshr i32 %rnd, 16",
+                "%nan = fcmp uno float %sf, 0.0",
+                "%bits = select i1 %nan, i32 32704, i32 %top",
+                "%b16 = trunc i32 %bits to i16",
+                f"%r0 = bitcast i16 %b16 to {ret}",
+            ]
         if len(sig.params) == 4:  # clamp to [0, 1]
             suffix = {"float": "f32", "half": "f16"}[ret]
-            lines += [f"%lo = call {ret} @llvm.maxnum.{suffix}({ret} %r0, {ret} 0.0)",
-                      f"%cl = call {ret} @llvm.minnum.{suffix}({ret} %lo, {ret} 1.0)",
-                      f"%r = select i1 %a3, {ret} %cl, {ret} %r0", f"ret {ret} %r"]  # fmt: skip
+            lines += [
+                f"%lo = call {ret} @llvm.maxnum.{suffix}({ret} %r0, {ret} 0.0)",
+                f"%cl = call {ret} @llvm.minnum.{suffix}({ret} %lo, {ret} 1.0)",
+                f"%r = select i1 %a3, {ret} %cl, {ret} %r0",
+                f"ret {ret} %r",
+            ]
             return lines
         return [*lines, f"ret {ret} %r0"]
     return None
@@ -320,21 +426,39 @@ def _dot(name: str, sig: Signature) -> list[str] | None:
 def _perm() -> list[str]:
     """``v_perm_b32``: byte k of the result is selector byte k of %a2 applied to {%a0:%a1}: 0-7 a
     byte, 8-11 the sign of byte 1, 3, 5 or 7 spread over the byte, 12 zero, 13 and up 0xFF."""
-    lines = ["%h = zext i32 %a0 to i64", "%hs = shl i64 %h, 32", "%l = zext i32 %a1 to i64", "%d = or i64 %hs, %l",
-             "%acc0 = add i32 0, 0"]  # fmt: skip
+    lines = [
+        "%h = zext i32 %a0 to i64",
+        "%hs = shl i64 %h, 32",
+        "%l = zext i32 %a1 to i64",
+        "%d = or i64 %hs, %l",
+        "%acc0 = add i32 0, 0",
+    ]
     for k in range(4):
         lines += [
-            f"%s{k}.0 = lshr i32 %a2, {8 * k}", f"%s{k} = and i32 %s{k}.0, 255",
-            f"%sel{k}.8 = shl i32 %s{k}, 3", f"%sh{k} = zext i32 %sel{k}.8 to i64", f"%by{k}.0 = lshr i64 %d, %sh{k}",
+            f"%s{k}.0 = lshr i32 %a2, {8 * k}",
+            f"%s{k} = and i32 %s{k}.0, 255",
+            f"%sel{k}.8 = shl i32 %s{k}, 3",
+            f"%sh{k} = zext i32 %sel{k}.8 to i64",
+            f"%by{k}.0 = lshr i64 %d, %sh{k}",
             f"%by{k} = and i64 %by{k}.0, 255",
-            f"%sg{k}.i = sub i32 %s{k}, 8", f"%sg{k}.b0 = shl i32 %sg{k}.i, 4", f"%sg{k}.b = add i32 %sg{k}.b0, 15",
-            f"%sg{k}.sh = zext i32 %sg{k}.b to i64", f"%sg{k}.bit0 = lshr i64 %d, %sg{k}.sh", f"%sg{k}.bit = and i64 %sg{k}.bit0, 1",
-            f"%sg{k}.set = icmp ne i64 %sg{k}.bit, 0", f"%sg{k} = select i1 %sg{k}.set, i64 255, i64 0",
-            f"%isb{k} = icmp ult i32 %s{k}, 8", f"%iss{k} = icmp ult i32 %s{k}, 12", f"%isz{k} = icmp eq i32 %s{k}, 12",
-            f"%v{k}.0 = select i1 %isz{k}, i64 0, i64 255", f"%v{k}.1 = select i1 %iss{k}, i64 %sg{k}, i64 %v{k}.0",
-            f"%v{k}.2 = select i1 %isb{k}, i64 %by{k}, i64 %v{k}.1", f"%v{k} = trunc i64 %v{k}.2 to i32",
-            f"%vs{k} = shl i32 %v{k}, {8 * k}", f"%acc{k + 1} = or i32 %acc{k}, %vs{k}",
-        ]  # fmt: skip
+            f"%sg{k}.i = sub i32 %s{k}, 8",
+            f"%sg{k}.b0 = shl i32 %sg{k}.i, 4",
+            f"%sg{k}.b = add i32 %sg{k}.b0, 15",
+            f"%sg{k}.sh = zext i32 %sg{k}.b to i64",
+            f"%sg{k}.bit0 = lshr i64 %d, %sg{k}.sh",
+            f"%sg{k}.bit = and i64 %sg{k}.bit0, 1",
+            f"%sg{k}.set = icmp ne i64 %sg{k}.bit, 0",
+            f"%sg{k} = select i1 %sg{k}.set, i64 255, i64 0",
+            f"%isb{k} = icmp ult i32 %s{k}, 8",
+            f"%iss{k} = icmp ult i32 %s{k}, 12",
+            f"%isz{k} = icmp eq i32 %s{k}, 12",
+            f"%v{k}.0 = select i1 %isz{k}, i64 0, i64 255",
+            f"%v{k}.1 = select i1 %iss{k}, i64 %sg{k}, i64 %v{k}.0",
+            f"%v{k}.2 = select i1 %isb{k}, i64 %by{k}, i64 %v{k}.1",
+            f"%v{k} = trunc i64 %v{k}.2 to i32",
+            f"%vs{k} = shl i32 %v{k}, {8 * k}",
+            f"%acc{k + 1} = or i32 %acc{k}, %vs{k}",
+        ]
     return [*lines, "ret i32 %acc4"]
 
 

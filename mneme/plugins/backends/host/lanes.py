@@ -51,8 +51,10 @@ DONE = -1
 _LABEL = re.compile(r'^([-\w.$]+|"(?:[^"\\]|\\.)*"):')
 _TOKEN = re.compile(r'%(?:"(?:[^"\\]|\\.)*"|[-\w.$]+)')
 _ALLOCA = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]+\") = alloca (.+?)(?:, align (\d+))?(?:, !.*)?$")
-_REFUSED = re.compile(r"\b(?:asm|indirectbr|callbr|invoke|landingpad|resume|catchswitch|catchpad|cleanuppad|"
-                      r"blockaddress|musttail|va_arg|llvm\.stacksave|llvm\.stackrestore|llvm\.localescape)\b")
+_REFUSED = re.compile(
+    r"\b(?:asm|indirectbr|callbr|invoke|landingpad|resume|catchswitch|catchpad|cleanuppad|"
+    r"blockaddress|musttail|va_arg|llvm\.stacksave|llvm\.stackrestore|llvm\.localescape)\b"
+)
 _MEMORY = re.compile(r"^\s*(?:%\S+ = )?(?:load|store|atomicrmw|cmpxchg|(?:tail |notail )?call)\b")
 _DROPPED = re.compile(r"^\s*(?:#dbg_|call void @llvm\.(?:dbg\.|lifetime\.))")
 # What a lane loop may hold and still be marked parallel for the vectorizer: plain loads and stores, and
@@ -194,8 +196,11 @@ def _markable(body: list[str]) -> bool:
 def _has_loop(blocks: list[tuple[str, list[str]]]) -> bool:
     """Whether the control flow has a cycle (a branch back to a block at or before it in reverse post-order)."""
     position = {blocks[i][0]: n for n, i in enumerate(_order(blocks))}
-    return any(position.get(target, len(blocks)) <= position[label]
-               for label, body in blocks for target in _successors(body[-1]))  # fmt: skip
+    return any(
+        position.get(target, len(blocks)) <= position[label]
+        for label, body in blocks
+        for target in _successors(body[-1])
+    )
 
 
 def _suffixed(token: str, suffix: str) -> str:
@@ -254,28 +259,36 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
         "  %__mneme_iy1 = select i1 %__mneme_yw, i32 0, i32 %__mneme_ya",
         "  %__mneme_zn = zext i1 %__mneme_yw to i32",
         "  %__mneme_iz1 = add i32 %__mneme_iz, %__mneme_zn",
-    ]  # fmt: skip
+    ]
     for array, value in (("pc", "ipc"), ("x", "ix"), ("y", "iy"), ("z", "iz"), ("lin", "ilin")):
-        out += [f"  %__mneme_ip{array} = getelementptr inbounds [{lanes} x i32], ptr %__mneme_{array}, i64 0, i64 %__mneme_il64",
-                f"  store i32 %__mneme_{value}, ptr %__mneme_ip{array}, align 4"]  # fmt: skip
+        out += [
+            f"  %__mneme_ip{array} = getelementptr inbounds [{lanes} x i32], ptr %__mneme_{array}, i64 0, i64 %__mneme_il64",
+            f"  store i32 %__mneme_{value}, ptr %__mneme_ip{array}, align 4",
+        ]
     out += [
         "  %__mneme_il1 = add nuw nsw i32 %__mneme_il, 1",
         f"  %__mneme_ic = icmp ult i32 %__mneme_il1, {lanes}",
         "  br i1 %__mneme_ic, label %__mneme_init, label %__mneme_sweep",
         "__mneme_sweep:",
         "  br label %__mneme_g0",
-    ]  # fmt: skip
+    ]
     metadata = []
     props = md
-    metadata += [f'!{props} = !{{!"llvm.loop.vectorize.enable", i1 true}}', f'!{props + 1} = !{{!"llvm.loop.unroll.disable"}}']
+    metadata += [
+        f'!{props} = !{{!"llvm.loop.vectorize.enable", i1 true}}',
+        f'!{props + 1} = !{{!"llvm.loop.unroll.disable"}}',
+    ]
     md += 2
     for n, i in enumerate(order):
         body = blocks[i][1]
         group, loop, parallel = md, md + 1, md + 2
         md += 3
         if _markable(body):
-            metadata += [f"!{group} = distinct !{{}}", f"!{loop} = distinct !{{!{loop}, !{parallel}, !{props}, !{props + 1}}}",
-                         f'!{parallel} = !{{!"llvm.loop.parallel_accesses", !{group}}}']  # fmt: skip
+            metadata += [
+                f"!{group} = distinct !{{}}",
+                f"!{loop} = distinct !{{!{loop}, !{parallel}, !{props}, !{props + 1}}}",
+                f'!{parallel} = !{{!"llvm.loop.parallel_accesses", !{group}}}',
+            ]
             tag = f", !llvm.access.group !{group}"
         else:
             metadata.append(f"!{loop} = distinct !{{!{loop}, !{props + 1}}}")
@@ -292,7 +305,7 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
             f"  %__mneme_gb{n} = bitcast <{lanes} x i1> %__mneme_gm{n} to i{lanes}",
             f"  %__mneme_ga{n} = icmp ne i{lanes} %__mneme_gb{n}, 0",
             f"  br i1 %__mneme_ga{n}, label %__mneme_h{n}, label {after}",
-        ]  # fmt: skip
+        ]
         out += [
             f"__mneme_h{n}:",
             f"  {lane} = phi i64 [ 0, {previous} ], [ %__mneme_n{n}, %__mneme_t{n} ]",
@@ -301,17 +314,21 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
             f"  %__mneme_on{n} = icmp eq i32 %__mneme_p{n}, {n}",
             f"  br i1 %__mneme_on{n}, label %__mneme_b{n}, label %__mneme_t{n}",
             f"__mneme_b{n}:",
-        ]  # fmt: skip
+        ]
         used = {t for line in body for t in _TOKEN.findall(line) if t in per_lane}
         for name in sorted(used):
             if name in allocas:
                 type_text, align = allocas[name]
-                out.append(f"  {_suffixed(name, sfx)} = getelementptr inbounds [{lanes} x {{ [0 x <{align} x i8>], {type_text} }}], "
-                           f"ptr {name}, i64 0, i64 {lane}, i32 1")  # fmt: skip
+                out.append(
+                    f"  {_suffixed(name, sfx)} = getelementptr inbounds [{lanes} x {{ [0 x <{align} x i8>], {type_text} }}], "
+                    f"ptr {name}, i64 0, i64 {lane}, i32 1"
+                )
             else:
                 array = _TID_PARAMS[name]
-                out += [f"  %__mneme_{array}p{n} = getelementptr inbounds [{lanes} x i32], ptr %__mneme_{array}, i64 0, i64 {lane}",
-                        f"  {_suffixed(name, sfx)} = load i32, ptr %__mneme_{array}p{n}, align 4{tag}"]  # fmt: skip
+                out += [
+                    f"  %__mneme_{array}p{n} = getelementptr inbounds [{lanes} x i32], ptr %__mneme_{array}, i64 0, i64 {lane}",
+                    f"  {_suffixed(name, sfx)} = load i32, ptr %__mneme_{array}p{n}, align 4{tag}",
+                ]
 
         def rename(line: str, sfx: str = sfx) -> str:
             return _TOKEN.sub(lambda m: _suffixed(m.group(0), sfx) if m.group(0) in per_lane else m.group(0), line)
@@ -341,7 +358,7 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
             f"  %__mneme_n{n} = add nuw nsw i64 {lane}, 1",
             f"  %__mneme_c{n} = icmp ult i64 %__mneme_n{n}, {lanes}",
             f"  br i1 %__mneme_c{n}, label %__mneme_h{n}, label {after}, !llvm.loop !{loop}",
-        ]  # fmt: skip
+        ]
     out += [
         "__mneme_check:",
         f"  %__mneme_cv = load <{lanes} x i32>, ptr %__mneme_pc, align 64",
@@ -351,7 +368,7 @@ def _lockstep(blocks: list[tuple[str, list[str]]], lanes: int, md: int) -> tuple
         "  br i1 %__mneme_ca, label %__mneme_sweep, label %__mneme_ret",
         "__mneme_ret:",
         "  ret void",
-    ]  # fmt: skip
+    ]
     return out, metadata
 
 
@@ -378,8 +395,10 @@ def _terminator(line: str, number: dict[str, int], n: int) -> tuple[list[str], s
             return None
         current, lines = str(number[default]), []
         for k, (_, case, label) in enumerate(cases):
-            lines += [f"  %__mneme_s{n}.{k} = icmp eq {ty} {value}, {case}",
-                      f"  %__mneme_v{n}.{k} = select i1 %__mneme_s{n}.{k}, i32 {number[label]}, i32 {current}"]  # fmt: skip
+            lines += [
+                f"  %__mneme_s{n}.{k} = icmp eq {ty} {value}, {case}",
+                f"  %__mneme_v{n}.{k} = select i1 %__mneme_s{n}.{k}, i32 {number[label]}, i32 {current}",
+            ]
             current = f"%__mneme_v{n}.{k}"
         return lines, current
     return None
@@ -392,18 +411,25 @@ def _entry(kernel_name: str, params, lanes: int, runs: bool) -> str:
     body, call_args = retarget.unpack_args(params)
     call_args += ["i32 %l0", "i32 %cnt", "i32 %ntx", "i32 %nty", "i32 %bx"]
     lines = [
-        f"define void @{retarget.ENTRY}(ptr %args) {{", "entry:", *body,
+        f"define void @{retarget.ENTRY}(ptr %args) {{",
+        "entry:",
+        *body,
         "  %ctx = call ptr @__mneme_ctx()",
         f"  %ntxp = getelementptr i8, ptr %ctx, i64 {ntid}",
         f"  %ntyp = getelementptr i8, ptr %ctx, i64 {ntid + 4}",
         f"  %ntzp = getelementptr i8, ptr %ctx, i64 {ntid + 8}",
-        "  %ntx = load i32, ptr %ntxp, align 4", "  %nty = load i32, ptr %ntyp, align 4",
+        "  %ntx = load i32, ptr %ntxp, align 4",
+        "  %nty = load i32, ptr %ntyp, align 4",
         "  %ntz = load i32, ptr %ntzp, align 4",
-        "  %nxy = mul i32 %ntx, %nty", "  %n = mul i32 %nxy, %ntz",
+        "  %nxy = mul i32 %ntx, %nty",
+        "  %n = mul i32 %nxy, %ntz",
         f"  %bxp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_CTAID}",
         "  %bx0 = load i32, ptr %bxp, align 4",
-        *([f"  %runp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_RUN}", "  %run = load i32, ptr %runp, align 4"]
-          if runs else ["  %run = or i32 1, 0"]),
+        *(
+            [f"  %runp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_RUN}", "  %run = load i32, ptr %runp, align 4"]
+            if runs
+            else ["  %run = or i32 1, 0"]
+        ),
         "  br label %block",
         "block:",
         "  %b = phi i32 [ 0, %entry ], [ %b1, %block.latch ]",
@@ -420,9 +446,11 @@ def _entry(kernel_name: str, params, lanes: int, runs: bool) -> str:
         "  %more = icmp ult i32 %l1, %n",
         "  br i1 %more, label %loop, label %block.latch",
         "block.latch:",
-        "  %b1 = add nuw i32 %b, 1", "  %cb = icmp ult i32 %b1, %run", "  br i1 %cb, label %block, label %exit",
+        "  %b1 = add nuw i32 %b, 1",
+        "  %cb = icmp ult i32 %b1, %run",
+        "  br i1 %cb, label %block, label %exit",
         "exit:",
         "  ret void",
         "}",
-    ]  # fmt: skip
+    ]
     return "\n".join(lines)

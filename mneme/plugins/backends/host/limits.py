@@ -23,8 +23,9 @@ def check_launch(name: str, grid: Any, block: Any) -> None:
     for what, dims, bound in (("grid", grid.as_tuple(), MAX_GRID), ("block", block.as_tuple(), MAX_BLOCK)):
         for axis, value, most in zip("xyz", dims, bound):
             if not 1 <= value <= most:
-                raise ExperimentError(f"kernel {name!r}: {what} {axis} = {value} is outside the device's limit "
-                                      f"1..{most}", kind="invalid")  # invalid input (exit 2), as on a GPU
+                raise ExperimentError(
+                    f"kernel {name!r}: {what} {axis} = {value} is outside the device's limit 1..{most}", kind="invalid"
+                )  # invalid input (exit 2), as on a GPU
 
 
 def timeout_seconds() -> float:

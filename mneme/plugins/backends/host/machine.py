@@ -34,11 +34,21 @@ def target_machine(opt: int = 3):
 def pipeline_machine(opt: int = 3):
     """The target machine the optimization pipelines run with (cached; JIT code model)."""
     llvm = binding()
-    return ir.target_machine(llvm.get_process_triple(), llvm.get_host_cpu_name(),
-                             llvm.get_host_cpu_features().flatten(), opt, reloc="pic", jit=True)  # fmt: skip
+    return ir.target_machine(
+        llvm.get_process_triple(),
+        llvm.get_host_cpu_name(),
+        llvm.get_host_cpu_features().flatten(),
+        opt,
+        reloc="pic",
+        jit=True,
+    )
 
 
 def cpu() -> str:
     """This CPU's name and a digest of its features: what host objects depend on besides LLVM."""
     llvm = binding()
-    return llvm.get_host_cpu_name() + ":" + hashlib.sha256(llvm.get_host_cpu_features().flatten().encode()).hexdigest()[:16]
+    return (
+        llvm.get_host_cpu_name()
+        + ":"
+        + hashlib.sha256(llvm.get_host_cpu_features().flatten().encode()).hexdigest()[:16]
+    )

@@ -126,7 +126,9 @@ class AddressSpace:
         if self._reserved.covers(start, end):
             if _libc.mprotect(start, end - start, PROT_RW) != 0:
                 err = ctypes.get_errno()
-                raise ExperimentError(f"cannot map device memory at {addr:#x} (+{size}): {os.strerror(err)}", kind="load")
+                raise ExperimentError(
+                    f"cannot map device memory at {addr:#x} (+{size}): {os.strerror(err)}", kind="load"
+                )
         elif self._reserved.overlaps(start, end) or self._mapped.overlaps(start, end):
             # Partly inside: reserve the pages outside, then map the whole range.
             for lo, hi in self._gaps(start, end):
@@ -165,8 +167,13 @@ class AddressSpace:
         view = memoryview(data).cast("B")
         self._check(addr, len(view), "write")
         if len(view):
-            ctypes.memmove(addr, (ctypes.c_char * len(view)).from_buffer_copy(view) if view.readonly else
-                           (ctypes.c_char * len(view)).from_buffer(view), len(view))  # fmt: skip
+            ctypes.memmove(
+                addr,
+                (ctypes.c_char * len(view)).from_buffer_copy(view)
+                if view.readonly
+                else (ctypes.c_char * len(view)).from_buffer(view),
+                len(view),
+            )
 
     def read(self, addr: int, size: int) -> bytes:
         self._check(addr, size, "read")

@@ -9,5 +9,11 @@ from mneme.core.plugins import Described
 @hookimpl
 def mneme_backends():
     # Described: `mneme plugins` asks `availability` without loading LLVM or the host runtime.
-    return [Described("host", "mneme.plugins.backends.host.backend:HostBackend",
-                      availability="mneme.plugins.backends.host.availability:availability", priority=0)]
+    return [
+        Described(
+            "host",
+            "mneme.plugins.backends.host.backend:HostBackend",
+            availability="mneme.plugins.backends.host.availability:availability",
+            priority=0,
+        )
+    ]

@@ -26,19 +26,51 @@ from __future__ import annotations
 import re
 
 _TYPES = {
-    "b16": "i16", "u16": "i16", "s16": "i16",
-    "b32": "i32", "u32": "i32", "s32": "i32", "f32": "float",
-    "b64": "i64", "u64": "i64", "s64": "i64", "f64": "double",
+    "b16": "i16",
+    "u16": "i16",
+    "s16": "i16",
+    "b32": "i32",
+    "u32": "i32",
+    "s32": "i32",
+    "f32": "float",
+    "b64": "i64",
+    "u64": "i64",
+    "s64": "i64",
+    "f64": "double",
     "pred": "i1",
-}  # fmt: skip
+}
 _WIDTH = {"i1": 1, "i16": 16, "i32": 32, "float": 32, "i64": 64, "double": 64}
 _SHFL_MODES = {"idx": 0, "up": 1, "down": 2, "bfly": 3}  # the runtime's __mneme_shfl modes
 _INT_OPS = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or", "xor": "xor"}
 _FLOAT_OPS = {"add": "fadd", "sub": "fsub", "mul": "fmul"}
-_ICMP = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge",
-         "lo": "ult", "ls": "ule", "hi": "ugt", "hs": "uge"}  # fmt: skip
-_FCMP = {"eq": "oeq", "ne": "one", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "equ": "ueq", "neu": "une",
-         "ltu": "ult", "leu": "ule", "gtu": "ugt", "geu": "uge", "num": "ord", "nan": "uno"}  # fmt: skip
+_ICMP = {
+    "eq": "eq",
+    "ne": "ne",
+    "lt": "lt",
+    "le": "le",
+    "gt": "gt",
+    "ge": "ge",
+    "lo": "ult",
+    "ls": "ule",
+    "hi": "ugt",
+    "hs": "uge",
+}
+_FCMP = {
+    "eq": "oeq",
+    "ne": "one",
+    "lt": "olt",
+    "le": "ole",
+    "gt": "ogt",
+    "ge": "oge",
+    "equ": "ueq",
+    "neu": "une",
+    "ltu": "ult",
+    "leu": "ule",
+    "gtu": "ugt",
+    "geu": "uge",
+    "num": "ord",
+    "nan": "uno",
+}
 _NAME = re.compile(r"[A-Za-z_][\w$]*")
 
 
@@ -248,7 +280,9 @@ def _shfl(p: _Program, mods: list[str], operands: list[str], guard) -> None:
         raise _Unsupported("shfl")
     dest, pred = (operands[0].split("|", 1) + [None])[:2]
     value, lane, clamp, mask = (p.read(o, "i32") for o in operands[1:])
-    word = p.tmp(f"call i64 @__mneme_shfl(i32 {_SHFL_MODES[mods[1]]}, i32 {mask}, i32 {value}, i32 {lane}, i32 {clamp})")
+    word = p.tmp(
+        f"call i64 @__mneme_shfl(i32 {_SHFL_MODES[mods[1]]}, i32 {mask}, i32 {value}, i32 {lane}, i32 {clamp})"
+    )
     p.write(dest, p.tmp(f"trunc i64 {word} to i32"), "i32", guard)
     if pred is not None:
         p.write(pred, p.tmp(f"trunc i64 {p.tmp(f'lshr i64 {word}, 32')} to i1"), "i1", guard)

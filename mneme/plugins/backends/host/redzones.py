@@ -86,7 +86,9 @@ class RedZones:
             last = max(i for i, b in enumerate(slack) if b != CANARY)
             raise ExperimentError(
                 f"kernel {kernel_name!r} wrote out of bounds: bytes {size + first}..{size + last} of the {size}-byte "
-                f"buffer at 0x{addr:x}{_pointer_argument(args, addr, size)}, past its end", kind="fault")
+                f"buffer at 0x{addr:x}{_pointer_argument(args, addr, size)}, past its end",
+                kind="fault",
+            )
 
 
 def with_argument(message: str, args: bytes) -> str:

@@ -56,7 +56,9 @@ _CONSTEXPR = re.compile(r"\b(getelementptr(?:\s+(?:inbounds|nuw|nusw))*|ptrtoint
 _ADDRSPACECAST_EXPR = re.compile(r"\baddrspacecast\s*\(")
 _ADDRSPACE = re.compile(r"\s*addrspace\(\d+\)")
 _INTRINSIC_NAME = re.compile(r"@llvm\.[\w.]+")
-_ASM_CALL = re.compile(r'\basm\s+(?:sideeffect\s+|alignstack\s+|inteldialect\s+|unwind\s+)*"((?:[^"\\]|\\.)*)",\s*"[^"]*"')
+_ASM_CALL = re.compile(
+    r'\basm\s+(?:sideeffect\s+|alignstack\s+|inteldialect\s+|unwind\s+)*"((?:[^"\\]|\\.)*)",\s*"[^"]*"'
+)
 
 
 @attrs.frozen
@@ -102,7 +104,11 @@ def strip_target_attributes(text: str) -> str:
 
 def _strip_group(line: str) -> str:
     # AMDGPU code keeps its wave width, which the target-cpu and target-features told
-    wave = f' "{retarget_amdgpu.WAVE_ATTRIBUTE}"="{retarget_amdgpu.wave_size(line)}"' if '"target-cpu"="gfx' in line else ""
+    wave = (
+        f' "{retarget_amdgpu.WAVE_ATTRIBUTE}"="{retarget_amdgpu.wave_size(line)}"'
+        if '"target-cpu"="gfx' in line
+        else ""
+    )
     line = _TARGET_ATTRIBUTE.sub("", line)
     if wave and retarget_amdgpu.WAVE_ATTRIBUTE not in line:
         line = re.sub(r"\s*\}$", wave + " }", line)
@@ -110,7 +116,9 @@ def _strip_group(line: str) -> str:
     return re.sub(r"\{\s*\}$", "{ nounwind }", line)
 
 
-_SYNC_INTRINSIC = re.compile(r"@llvm\.nvvm\.(barrier|bar\.|shfl\.|vote\.|activemask|match\.)|" + retarget_amdgpu.SYNC.pattern)
+_SYNC_INTRINSIC = re.compile(
+    r"@llvm\.nvvm\.(barrier|bar\.|shfl\.|vote\.|activemask|match\.)|" + retarget_amdgpu.SYNC.pattern
+)
 
 
 def inline_synchronizing_functions(text: str) -> str:
@@ -135,9 +143,10 @@ def inline_synchronizing_functions(text: str) -> str:
     reaching = {name for name, (_, body) in bodies.items() if _SYNC_INTRINSIC.search(body)}
     while True:
         more = {
-            name for name, (_, body) in bodies.items()
+            name
+            for name, (_, body) in bodies.items()
             if name not in reaching and any(f"@{r}(" in body for r in reaching)
-        }  # fmt: skip
+        }
         if not more:
             break
         reaching |= more
@@ -146,7 +155,11 @@ def inline_synchronizing_functions(text: str) -> str:
         header = lines[i]
         group = re.search(r"(#\d+)\s*(?:comdat[^{]*|align \d+\s*)*\{$", header)
         attrs_text = groups.get(group.group(1), "") if group else ""
-        if re.search(r"\b(noinline|optnone|alwaysinline)\b", header + " " + attrs_text) or "ptx_kernel" in header or "amdgpu_kernel" in header:
+        if (
+            re.search(r"\b(noinline|optnone|alwaysinline)\b", header + " " + attrs_text)
+            or "ptx_kernel" in header
+            or "amdgpu_kernel" in header
+        ):
             continue
         quoted = symbol_ref(name) if not name.startswith('"') else "@" + name
         open_index = header.index(quoted + "(") + len(quoted)
@@ -409,9 +422,11 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
                     line = _hoist_shared(line, shared_refs, hoisted, counter)
                 new_body.append(line)
             if hoisted or any(ref in "\n".join(new_body) for ref in shared_refs.values()):
-                base = ["  %__mneme_ctx0 = call ptr @__mneme_ctx()",
-                        "  %__mneme_shp = getelementptr i8, ptr %__mneme_ctx0, i64 64",
-                        "  %__mneme_shbase = load ptr, ptr %__mneme_shp, align 8, !invariant.load !{}"]  # fmt: skip
+                base = [
+                    "  %__mneme_ctx0 = call ptr @__mneme_ctx()",
+                    "  %__mneme_shp = getelementptr i8, ptr %__mneme_ctx0, i64 64",
+                    "  %__mneme_shbase = load ptr, ptr %__mneme_shp, align 8, !invariant.load !{}",
+                ]
                 for var, local in zip(shared, shared_refs.values()):
                     base.append(f"  {local} = getelementptr inbounds i8, ptr %__mneme_shbase, i64 {var.offset}")
                 insert_at = fn.entry - fn.header - 1
@@ -478,16 +493,20 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
             text, block_loop, runs = block_loops.thread_indices_as_parameters(text, kernel_name, serial)
     if unsupported:
         raise UnsupportedError(
-            "not supported on the host backend: " + ", ".join(sorted(unsupported))
+            "not supported on the host backend: "
+            + ", ".join(sorted(unsupported))
             + f" (used by kernel {kernel_name!r}); run this kernel on a GPU backend"
-        )  # fmt: skip
+        )
     if renames:
-        pattern = re.compile("|".join(re.escape(symbol_ref(n)) + r"(?=\()" for n in sorted(renames, key=len, reverse=True)))
+        pattern = re.compile(
+            "|".join(re.escape(symbol_ref(n)) + r"(?=\()" for n in sorted(renames, key=len, reverse=True))
+        )
         text = pattern.sub(lambda m: "@" + renames[m.group(0)[1:].strip('"')], text)
         text = "\n".join(
-            line for line in text.split("\n")
+            line
+            for line in text.split("\n")
             if not (line.startswith("declare ") and any(f"@{new}(" in line for new in defined))
-        )  # fmt: skip
+        )
     # Address spaces: merge into one.
     if amdgpu:
         text = retarget_amdgpu.merge_alloca_spaces(text)
@@ -521,8 +540,9 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     length = sum(len(n.encode()) + 1 for n, _ in device_globals) + 1
     support.append(f'@{GLOBAL_NAMES} = constant [{length} x i8] c"{names}"')
     text = text + "\n" + "\n\n".join(support) + "\n"
-    return HostModule(text, kernel_name, params, tuple(shared), static_shared, tuple(n for n, _ in device_globals),
-                      flags)  # fmt: skip
+    return HostModule(
+        text, kernel_name, params, tuple(shared), static_shared, tuple(n for n, _ in device_globals), flags
+    )
 
 
 def _writable_globals(text: str, names: list[str]) -> str:
@@ -532,8 +552,13 @@ def _writable_globals(text: str, names: list[str]) -> str:
     read-only memory, and restoring its recorded value would fault; the kernel cannot write it either way.
     """
     for name in names:
-        text = re.sub(r"^(" + re.escape(symbol_ref(name)) + r" = (?:[\w()]+ )*?)constant ", r"\1global ", text, count=1,
-                      flags=re.MULTILINE)  # fmt: skip
+        text = re.sub(
+            r"^(" + re.escape(symbol_ref(name)) + r" = (?:[\w()]+ )*?)constant ",
+            r"\1global ",
+            text,
+            count=1,
+            flags=re.MULTILINE,
+        )
     return text
 
 

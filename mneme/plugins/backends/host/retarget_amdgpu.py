@@ -43,9 +43,9 @@ def wave_size(text: str) -> int:
     if kept:
         return int(kept.group(1))
     cpu = re.search(r'"target-cpu"="(gfx(\d+)[\w]*)"', text)
-    if '+wavefrontsize64' in text:
+    if "+wavefrontsize64" in text:
         return 64
-    if '+wavefrontsize32' in text:
+    if "+wavefrontsize32" in text:
         return 32
     if cpu and len(cpu.group(2)) >= 4 and int(cpu.group(2)[:-2]) >= 10:  # gfx1010 and later default to wave32
         return 32
@@ -99,8 +99,11 @@ def read_registers(text: str, unsupported: set[str]) -> tuple[str, list[str]]:
             lines.append("%b = lshr i64 %b0, 32")
             lines[0] = lines[0].replace("%b =", "%b0 =")
         lines += ["ret i64 %b"] if ty == "i64" else ["%r = trunc i64 %b to i32", "ret i32 %r"]
-        definitions.append(f"define internal {ty} @{name}() alwaysinline nounwind {{\n"
-                           + "\n".join("  " + line for line in lines) + "\n}")  # fmt: skip
+        definitions.append(
+            f"define internal {ty} @{name}() alwaysinline nounwind {{\n"
+            + "\n".join("  " + line for line in lines)
+            + "\n}"
+        )
     return text, definitions
 
 

@@ -53,16 +53,16 @@ def build(compiler: str | None = None) -> Path:
     compiler = compiler or c_compiler()
     if compiler is None:
         raise BackendUnavailable(
-            "the host backend needs a C compiler to build its runtime once; install gcc (apt-get install gcc) "
-            "or set CC"
+            "the host backend needs a C compiler to build its runtime once; install gcc (apt-get install gcc) or set CC"
         )
     folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError:  # a read-only home: build into the temporary folder instead
         folder = _fallback_dir()
-    return LIBRARY.build(lambda sources, out: [*compiler.split(), *FLAGS, "-o", out, *sources], folder,
-                         error=BackendUnavailable)
+    return LIBRARY.build(
+        lambda sources, out: [*compiler.split(), *FLAGS, "-o", out, *sources], folder, error=BackendUnavailable
+    )
 
 
 def _make_visible_to_kernels(_lib: ctypes.CDLL, path: str) -> None:
@@ -72,16 +72,44 @@ def _make_visible_to_kernels(_lib: ctypes.CDLL, path: str) -> None:
 _U32X3 = ctypes.c_uint32 * 3
 #: The file name's hash is the runtime's version (a build of other sources has another name): no ABI number.
 LOADER = NativeLoader(
-    "the host runtime", build, {
-        "mneme_launch": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, _U32X3, _U32X3, ctypes.c_uint64, ctypes.c_int,
-                                        ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]),
+    "the host runtime",
+    build,
+    {
+        "mneme_launch": (
+            ctypes.c_int,
+            [
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                _U32X3,
+                _U32X3,
+                ctypes.c_uint64,
+                ctypes.c_int,
+                ctypes.c_uint64,
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_size_t,
+            ],
+        ),
         "mneme_grid_capacity": (ctypes.c_uint64, [ctypes.c_char_p, ctypes.c_size_t]),
-        "mneme_serve": (None, [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64,
-                               ctypes.c_int, ctypes.c_int]),
+        "mneme_serve": (
+            None,
+            [
+                ctypes.c_int,
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_uint64,
+                ctypes.c_int,
+                ctypes.c_int,
+            ],
+        ),
         "mneme_set_timeout": (None, [ctypes.c_double]),
-    }, mode=ctypes.RTLD_GLOBAL, after_load=_make_visible_to_kernels,
+    },
+    mode=ctypes.RTLD_GLOBAL,
+    after_load=_make_visible_to_kernels,
     remedy="the host backend cannot run kernels; install a C compiler (apt-get install gcc, or set CC) and remove "
-           "the file so Mneme rebuilds it")  # fmt: skip
+    "the file so Mneme rebuilds it",
+)
 
 
 def load() -> ctypes.CDLL:

@@ -59,9 +59,11 @@ def check_supported() -> None:
     machine = platform.machine().lower()
     if sys.platform.startswith("linux") and machine in ("x86_64", "amd64", "aarch64", "arm64"):
         return
-    raise MnemeError(f"the host backend runs recorded kernels in a seccomp sandbox, which needs Linux on x86-64 or "
-                     f"AArch64 (this is {sys.platform} on {platform.machine()}); set {ENV}=0 to run them in this "
-                     "process without isolation, only for recordings you trust (docs/security.md)")  # fmt: skip
+    raise MnemeError(
+        f"the host backend runs recorded kernels in a seccomp sandbox, which needs Linux on x86-64 or "
+        f"AArch64 (this is {sys.platform} on {platform.machine()}); set {ENV}=0 to run them in this "
+        "process without isolation, only for recordings you trust (docs/security.md)"
+    )
 
 
 def worker_threads() -> int:
@@ -105,9 +107,15 @@ def _child(sock: socket.socket, data: bytes, kernel_name: str, parent: int) -> N
         loaded = host_image.LoadedImage(data, kernel_name)
         info = loaded.info
         names = list(loaded.globals)
-        hello = {"static_shared": info.static_shared, "param_bytes": info.param_bytes, "frame_bytes": info.frame_bytes,
-                 "mode": info.mode, "warp": info.warp, "checked": info.checked,
-                 "globals": [[name, loaded.globals[name][1]] for name in names]}  # fmt: skip
+        hello = {
+            "static_shared": info.static_shared,
+            "param_bytes": info.param_bytes,
+            "frame_bytes": info.frame_bytes,
+            "mode": info.mode,
+            "warp": info.warp,
+            "checked": info.checked,
+            "globals": [[name, loaded.globals[name][1]] for name in names],
+        }
         table = (ctypes.c_uint64 * (3 * max(len(names), 1)))()
         for i, name in enumerate(names):
             addr, size = loaded.globals[name]
@@ -118,8 +126,9 @@ def _child(sock: socket.socket, data: bytes, kernel_name: str, parent: int) -> N
     text = json.dumps(hello).encode()
     os.write(fd, struct.pack("=Q", len(text)) + text)
     if loaded is not None:
-        runtime.load().mneme_serve(fd, loaded.entry, loaded.entry_checked, ctypes.addressof(table), len(names),
-                                   worker_threads(), parent)  # fmt: skip
+        runtime.load().mneme_serve(
+            fd, loaded.entry, loaded.entry_checked, ctypes.addressof(table), len(names), worker_threads(), parent
+        )
     os._exit(0)
 
 
@@ -151,8 +160,9 @@ class _Forker:
         with self._lock:
             if self._owner != os.getpid():
                 self._requests = queue.SimpleQueue()
-                threading.Thread(target=self._serve, args=(self._requests,), name="mneme-sandbox-fork",
-                                 daemon=True).start()  # fmt: skip
+                threading.Thread(
+                    target=self._serve, args=(self._requests,), name="mneme-sandbox-fork", daemon=True
+                ).start()
                 self._owner = os.getpid()
             reply: queue.SimpleQueue = queue.SimpleQueue()
             self._requests.put((child, reply))
@@ -254,14 +264,23 @@ class Sandbox:
             self.info = self._info(hello)
         except (SandboxDied, socket.timeout, EOFError, OSError) as exc:
             status = self._kill(status=not isinstance(exc, socket.timeout))
-            why = str(exc) if isinstance(exc, SandboxDied) else (
-                f"no answer within {QUIET_SECONDS:g} s" if isinstance(exc, socket.timeout) else
-                f"it ended ({_how(status) if status is not None else 'unknown cause'})")  # fmt: skip
+            why = (
+                str(exc)
+                if isinstance(exc, SandboxDied)
+                else (
+                    f"no answer within {QUIET_SECONDS:g} s"
+                    if isinstance(exc, socket.timeout)
+                    else f"it ended ({_how(status) if status is not None else 'unknown cause'})"
+                )
+            )
             if "seccomp" in why:  # this kernel or container has no seccomp filters
-                why += (f"; the host backend runs recorded kernels only under one (set {ENV}=0 to run them in this "
-                        "process without isolation, only for recordings you trust: docs/security.md)")
-            raise ExperimentError(f"kernel {self.kernel_name!r}: the host sandbox did not start: {why}",
-                                  kind="load") from None  # fmt: skip
+                why += (
+                    f"; the host backend runs recorded kernels only under one (set {ENV}=0 to run them in this "
+                    "process without isolation, only for recordings you trust: docs/security.md)"
+                )
+            raise ExperimentError(
+                f"kernel {self.kernel_name!r}: the host sandbox did not start: {why}", kind="load"
+            ) from None
         except BaseException:
             self._kill()
             raise
@@ -288,8 +307,9 @@ class Sandbox:
         def number(key: str, most: int) -> int:
             value = hello.get(key)
             if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
-                raise ExperimentError(f"kernel {self.kernel_name!r}: the sandbox described it with {key}={value!r}",
-                                      kind="load")  # fmt: skip
+                raise ExperimentError(
+                    f"kernel {self.kernel_name!r}: the sandbox described it with {key}={value!r}", kind="load"
+                )
             return value
 
         entries = hello.get("globals")
@@ -298,11 +318,15 @@ class Sandbox:
             for e in entries
         ):
             raise ExperimentError(f"kernel {self.kernel_name!r}: the sandbox listed its globals wrongly", kind="load")
-        return host_image.KernelInfo(static_shared=number("static_shared", 1 << 40),
-                                     param_bytes=number("param_bytes", 1 << 32),
-                                     frame_bytes=number("frame_bytes", 1 << 32), mode=number("mode", host_image.MODE_BLOCK_RUNS),
-                                     warp=number("warp", 64), globals={name: size for name, size in entries},
-                                     checked=bool(hello.get("checked")))  # fmt: skip
+        return host_image.KernelInfo(
+            static_shared=number("static_shared", 1 << 40),
+            param_bytes=number("param_bytes", 1 << 32),
+            frame_bytes=number("frame_bytes", 1 << 32),
+            mode=number("mode", host_image.MODE_BLOCK_RUNS),
+            warp=number("warp", 64),
+            globals={name: size for name, size in entries},
+            checked=bool(hello.get("checked")),
+        )
 
     def _kill(self, status: bool = False) -> int | None:
         """End the process (SIGKILL). With `status`, wait for it and return its exit status; else it is
@@ -389,8 +413,9 @@ class Sandbox:
         data = self._recv(length, deadline) if length else b""
         return rc, data if size and rc == 0 else data.decode(errors="replace"), elapsed
 
-    def _call(self, op: int, payload: bytes = b"", *, index: int = 0, size: int = 0,
-              seconds: float = QUIET_SECONDS) -> tuple[int, Any, int]:  # fmt: skip
+    def _call(
+        self, op: int, payload: bytes = b"", *, index: int = 0, size: int = 0, seconds: float = QUIET_SECONDS
+    ) -> tuple[int, Any, int]:
         """Send one request and wait for its reply at most `seconds` (0: no limit); kills the process on failure."""
         assert self._sock is not None
         deadline = time.monotonic() + seconds if seconds > 0 else None
@@ -400,21 +425,32 @@ class Sandbox:
             return self._reply(deadline, size)
         except socket.timeout:
             self._kill()
-            raise SandboxDied(f"timed out after {seconds:g} s (the limit: --timeout, or "
-                              f"{limits.variable('timeout_seconds')}); its sandbox process was killed",
-                              "timeout") from None  # fmt: skip
+            raise SandboxDied(
+                f"timed out after {seconds:g} s (the limit: --timeout, or "
+                f"{limits.variable('timeout_seconds')}); its sandbox process was killed",
+                "timeout",
+            ) from None
         except (EOFError, ConnectionError, OSError):
             status = self._kill(status=True)
             how = _how(status) if status is not None else "an unknown cause"
-            raise SandboxDied(f"its sandbox process died ({how}): a crash in kernel code, or the memory cap",
-                              "fault") from None  # fmt: skip
+            raise SandboxDied(
+                f"its sandbox process died ({how}): a crash in kernel code, or the memory cap", "fault"
+            ) from None
         except BaseException:  # Ctrl-C in the middle of a request: the process's state is unknown
             self._kill()
             raise
 
     # -- requests ----------------------------------------------------------------------------------------
-    def launch(self, grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int, mode: int,
-               frame_bytes: int, checked: bool, args: bytes) -> tuple[int, str, float]:  # fmt: skip
+    def launch(
+        self,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        shared_bytes: int,
+        mode: int,
+        frame_bytes: int,
+        checked: bool,
+        args: bytes,
+    ) -> tuple[int, str, float]:
         """Run the kernel once; (0, "", seconds in the runtime), or (1, why, 0) when the launch failed.
 
         The time limit (``--timeout``, ``MNEME_LIMIT_TIMEOUT_SECONDS``) is kept here: past it the process
@@ -443,8 +479,10 @@ class Sandbox:
         index = self._index(name)
         rc, text, _ = self._request(OP_WRITE_GLOBAL, bytes(data), index=index)
         if rc == 2:
-            raise MnemeError(f"device global {name!r} of kernel {self.kernel_name!r} lies in read-only memory; its "
-                             "recorded value cannot be restored on the host backend")  # fmt: skip
+            raise MnemeError(
+                f"device global {name!r} of kernel {self.kernel_name!r} lies in read-only memory; its "
+                "recorded value cannot be restored on the host backend"
+            )
         if rc:
             raise MnemeError(f"device global {name!r} of kernel {self.kernel_name!r}: {text}")
         self._written[index] = bytes(data)

@@ -34,8 +34,15 @@ FLAG_STEPS = 4
 POINT = "__mneme_barrier_point"
 _LABEL = re.compile(r'^([-\w.$]+|"[^"]+"):')
 _LABEL_REF = re.compile(r'label (%[-\w.$]+|%"[^"]+")')
-_OTHER_SYNC = ("@__mneme_barrier_red(", "@__mneme_warp_sync(", "@__mneme_shfl(", "@__mneme_vote(", "@__mneme_activemask(",
-               "@__mneme_wave_read(", "@__mneme_wave_ballot(")
+_OTHER_SYNC = (
+    "@__mneme_barrier_red(",
+    "@__mneme_warp_sync(",
+    "@__mneme_shfl(",
+    "@__mneme_vote(",
+    "@__mneme_activemask(",
+    "@__mneme_wave_read(",
+    "@__mneme_wave_ballot(",
+)
 WARP_POINT = "__mneme_warp_point"
 WARP_BIT = 1 << 30  # resume ids of warp points: the runtime lets a warp, not the block, pass them
 _LOCAL = re.compile(r"%[-\w.$]+")
@@ -101,8 +108,9 @@ def _run_passes(text: str, add) -> str:
     return str(module)
 
 
-def _split_at_barriers(lines: list[str], start: int, end: int, barrier_calls: re.Pattern,
-                       kinds: dict[str, str]) -> tuple[list[str], int]:  # fmt: skip
+def _split_at_barriers(
+    lines: list[str], start: int, end: int, barrier_calls: re.Pattern, kinds: dict[str, str]
+) -> tuple[list[str], int]:
     """Make every barrier the end of its block: ``call point(); br label %resume.K`` then ``resume.K:``.
 
     A shuffle becomes: put the value, a warp point, and after it get the chosen lane's value."""
@@ -128,7 +136,11 @@ def _split_at_barriers(lines: list[str], start: int, end: int, barrier_calls: re
                 point = POINT if kind == "red" else WARP_POINT
                 body += put + [f"  call void @{point}()", f"  br label %{resume}", f"{resume}:"] + get
             else:
-                body += [f"  call void @{POINT if kind == 'barrier' else WARP_POINT}()", f"  br label %{resume}", f"{resume}:"]
+                body += [
+                    f"  call void @{POINT if kind == 'barrier' else WARP_POINT}()",
+                    f"  br label %{resume}",
+                    f"{resume}:",
+                ]
             renamed[current] = "%" + resume
             continue
         body.append(line)
@@ -142,7 +154,11 @@ def _split_at_barriers(lines: list[str], start: int, end: int, barrier_calls: re
     fixed = []
     for line in body:
         if " = phi " in line:
-            line = re.sub(r"(,\s*)(%[-\w.$]+)(\s*\])", lambda m: m.group(1) + origin.get(m.group(2), m.group(2)) + m.group(3), line)
+            line = re.sub(
+                r"(,\s*)(%[-\w.$]+)(\s*\])",
+                lambda m: m.group(1) + origin.get(m.group(2), m.group(2)) + m.group(3),
+                line,
+            )
         fixed.append(line)
     return lines[: start + 1] + fixed + lines[end:], count
 
@@ -153,7 +169,9 @@ def _exchange(line: str, found: re.Match, k: int, kind: str) -> tuple[list[str] 
     if not target:
         return None, []
     open_index = found.end() - 1
-    args = [a.split()[-1] for a in intrinsics.split_top_level(line[open_index + 1 : retarget.match_paren(line, open_index)])]
+    args = [
+        a.split()[-1] for a in intrinsics.split_top_level(line[open_index + 1 : retarget.match_paren(line, open_index)])
+    ]
     name = found.group(1)
     result = target.group(1)
     if kind == "shfl":
@@ -162,12 +180,16 @@ def _exchange(line: str, found: re.Match, k: int, kind: str) -> tuple[list[str] 
             return None, []
         value, b, c = args[1:]
         ty = "float" if impl.group(2) == "f32" else "i32"
-        put = [f"  %__mneme_xv.{k} = " + (f"bitcast float {value} to i32" if ty == "float" else f"add i32 {value}, 0"),
-               f"  call void @__mneme_exchange_put(i32 %__mneme_xv.{k})"]  # fmt: skip
-        get = [f"  %__mneme_xw.{k} = call i64 @__mneme_exchange_get(i32 {_SHFL_MODES[impl.group(1)]}, i32 {b}, i32 {c})",
-               f"  %__mneme_xl.{k} = trunc i64 %__mneme_xw.{k} to i32",
-               f"  {result} = " + (f"bitcast i32 %__mneme_xl.{k} to float" if ty == "float"
-                                   else f"add i32 %__mneme_xl.{k}, 0")]  # fmt: skip
+        put = [
+            f"  %__mneme_xv.{k} = " + (f"bitcast float {value} to i32" if ty == "float" else f"add i32 {value}, 0"),
+            f"  call void @__mneme_exchange_put(i32 %__mneme_xv.{k})",
+        ]
+        get = [
+            f"  %__mneme_xw.{k} = call i64 @__mneme_exchange_get(i32 {_SHFL_MODES[impl.group(1)]}, i32 {b}, i32 {c})",
+            f"  %__mneme_xl.{k} = trunc i64 %__mneme_xw.{k} to i32",
+            f"  {result} = "
+            + (f"bitcast i32 %__mneme_xl.{k} to float" if ty == "float" else f"add i32 %__mneme_xl.{k}, 0"),
+        ]
         return put, get
     ret_type = re.search(r"call (?:[a-z]+ )*(i1|i32) @", line)
     if not ret_type:
@@ -181,8 +203,10 @@ def _exchange(line: str, found: re.Match, k: int, kind: str) -> tuple[list[str] 
         impl = _VOTE_IMPL.fullmatch(name)
         mask = args[0] if impl.group(2) else "-1"
         put = [f"  %__mneme_xv.{k} = {widen}", f"  call void @__mneme_exchange_put(i32 %__mneme_xv.{k})"]
-        get = [f"  %__mneme_xr.{k} = call i32 @__mneme_vote_get(i32 {_VOTE_MODES[impl.group(1)]}, i32 {mask})",
-               f"  {result} = {convert}"]  # fmt: skip
+        get = [
+            f"  %__mneme_xr.{k} = call i32 @__mneme_vote_get(i32 {_VOTE_MODES[impl.group(1)]}, i32 {mask})",
+            f"  {result} = {convert}",
+        ]
         return put, get
     op = _RED_OPS[_RED_IMPL.fullmatch(name).group(1)]
     put = [f"  %__mneme_xv.{k} = {widen}", f"  call void @__mneme_block_put(i32 %__mneme_xv.{k})"]
@@ -225,7 +249,9 @@ def to_steps(text: str, kernel_name: str, params, static_shared: int) -> str | N
     if not count:
         return None
     text = "\n".join(lines) + f"\ndeclare void @{POINT}() nounwind\ndeclare void @{WARP_POINT}() nounwind\n"
-    text += "declare void @__mneme_exchange_put(i32) nounwind\ndeclare i64 @__mneme_exchange_get(i32, i32, i32) nounwind\n"
+    text += (
+        "declare void @__mneme_exchange_put(i32) nounwind\ndeclare i64 @__mneme_exchange_get(i32, i32, i32) nounwind\n"
+    )
     text += "declare i32 @__mneme_vote_get(i32, i32) nounwind\ndeclare void @__mneme_block_put(i32) nounwind\n"
     text += "declare i32 @__mneme_block_get(i32) nounwind\n"
     demoted = _run_passes(text, lambda pm: pm.add_register_to_memory_pass())
@@ -247,7 +273,11 @@ def to_steps(text: str, kernel_name: str, params, static_shared: int) -> str | N
     header = header[:close] + sep + "ptr %__mneme_frame, i32 %__mneme_resume" + header[close:]
     frame_type = "{ i32" + "".join(", " + t for t in frame_types) + " }"
     out = lines[:start] + [header] + frame_body + lines[end:]
-    out = [line for line in out if not (line.startswith("declare ") and (f"@{POINT}(" in line or f"@{WARP_POINT}(" in line))]
+    out = [
+        line
+        for line in out
+        if not (line.startswith("declare ") and (f"@{POINT}(" in line or f"@{WARP_POINT}(" in line))
+    ]
     entry = _entry(kernel_name, params)
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = (
@@ -310,7 +340,9 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int):
             k = len(frame_fields) + 1
             width = max(align, 1)
             frame_fields.append(f"{{ [0 x <{width} x i8>], {type_text} }}")
-            dispatch.append(f"  {name} = getelementptr inbounds %__mneme_frame_t, ptr %__mneme_frame, i32 0, i32 {k}, i32 1")
+            dispatch.append(
+                f"  {name} = getelementptr inbounds %__mneme_frame_t, ptr %__mneme_frame, i32 0, i32 {k}, i32 1"
+            )
         else:
             dispatch.append(line)  # stays a private alloca in the new entry block
     ids = {}  # resume block -> its id (warp points carry WARP_BIT)

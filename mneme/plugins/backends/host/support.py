@@ -53,13 +53,18 @@ def unsupported(module, kernel_name: str, text: str | None = None) -> list[str]:
                 found.append(name)
         elif _GPU_INTRINSIC.match(name):
             found.append(name)
-        elif not name.startswith("llvm.") and name != "vprintf" and llvm.address_of_symbol(name.removeprefix("\x01")) is None:
+        elif (
+            not name.startswith("llvm.")
+            and name != "vprintf"
+            and llvm.address_of_symbol(name.removeprefix("\x01")) is None
+        ):
             found.append(f"external function {name}")
     return found
 
 
-
-_PURE_ASM_CALL = re.compile(r'^\s*(%[-\w.$]+) = (?:tail |notail )?call [^"]*?\basm (?!sideeffect)(?:alignstack |inteldialect )*"(?:[^"\\]|\\.)*", "([^"]*)"')
+_PURE_ASM_CALL = re.compile(
+    r'^\s*(%[-\w.$]+) = (?:tail |notail )?call [^"]*?\basm (?!sideeffect)(?:alignstack |inteldialect )*"(?:[^"\\]|\\.)*", "([^"]*)"'
+)
 
 
 def drop_unused_asm(text: str) -> str:

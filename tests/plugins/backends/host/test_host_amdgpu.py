@@ -57,8 +57,9 @@ def test_stencil_reads_block_and_grid_sizes_from_the_dispatch_packet(tmp_path):
     grid_in = rng.random((ny, nx), dtype=np.float32)
     db, out = _capture(tmp_path, "stencil2d", "stencil2d", (5, 12), (16, 4), [grid_in, np.zeros_like(grid_in), nx, ny])
     want = grid_in.copy()
-    want[1:-1, 1:-1] = np.float32(0.2) * (grid_in[1:-1, 1:-1] + grid_in[1:-1, :-2] + grid_in[1:-1, 2:]
-                                          + grid_in[:-2, 1:-1] + grid_in[2:, 1:-1])  # fmt: skip
+    want[1:-1, 1:-1] = np.float32(0.2) * (
+        grid_in[1:-1, 1:-1] + grid_in[1:-1, :-2] + grid_in[1:-1, 2:] + grid_in[:-2, 1:-1] + grid_in[2:, 1:-1]
+    )
     np.testing.assert_allclose(out[1], want, rtol=1e-6)
     _replay_verifies(db)
 
@@ -83,8 +84,15 @@ def test_templated_kernels_run_under_their_mangled_names(tmp_path):
 def test_ocml_float_math_matches_numpy(tmp_path):
     n = 500
     x = rng.uniform(-3, 3, n).astype(np.float32)
-    db, out = _capture(tmp_path, "math_funcs", "math_funcs", 8, 64, [x, np.zeros(n, np.float32), n],
-                       tolerances={1: {"dtype": "f32", "threshold": 1e-5}})  # fmt: skip
+    db, out = _capture(
+        tmp_path,
+        "math_funcs",
+        "math_funcs",
+        8,
+        64,
+        [x, np.zeros(n, np.float32), n],
+        tolerances={1: {"dtype": "f32", "threshold": 1e-5}},
+    )
     v = x.astype(np.float64)
     want = np.sin(v) + np.exp(-v * v) + np.sqrt(np.abs(v)) + np.log(1 + v * v) + np.abs(v) ** 1.5
     np.testing.assert_allclose(out[1], want, rtol=2e-6, atol=2e-6)
@@ -137,8 +145,14 @@ def test_ballots_are_64_bit_masks_and_any_all_vote_over_the_wave(tmp_path):
     n = 256
     v = rng.integers(-3, 3, n).astype(np.int32)
     v[128:192] = 1  # a wave where every lane votes yes
-    db, out = _capture(tmp_path, WAVE_OPS, "wave_votes", 2, 128,
-                       [v, np.zeros(4, np.uint64), *[np.zeros(n, np.int32) for _ in range(3)]])  # fmt: skip
+    db, out = _capture(
+        tmp_path,
+        WAVE_OPS,
+        "wave_votes",
+        2,
+        128,
+        [v, np.zeros(4, np.uint64), *[np.zeros(n, np.int32) for _ in range(3)]],
+    )
     pred = (v > 0).reshape(4, 64)
     masks = [sum(1 << lane for lane in range(64) if pred[w, lane]) for w in range(4)]
     assert out[1].tolist() == masks
@@ -162,11 +176,26 @@ def test_dynamic_lds_atomics_and_globals_in_one_kernel(tmp_path):
     n, block = 1000, 128
     blocks = (n + block - 1) // block
     x = rng.uniform(-4, 4, n).astype(np.float32)
-    args = [x, np.zeros(n, np.float32), np.zeros(1, np.float32), np.zeros(1, np.int32), np.zeros(1, np.uint32),
-            np.zeros(3, np.int32), n]  # fmt: skip
-    db, out = _capture(tmp_path, WAVE_OPS, "block_atomics", blocks, block, args, shared_mem=block * 4,
-                       globals={"scale": np.float32(0.5)},
-                       tolerances={2: {"dtype": "f32", "threshold": 1e-3}})  # fmt: skip
+    args = [
+        x,
+        np.zeros(n, np.float32),
+        np.zeros(1, np.float32),
+        np.zeros(1, np.int32),
+        np.zeros(1, np.uint32),
+        np.zeros(3, np.int32),
+        n,
+    ]
+    db, out = _capture(
+        tmp_path,
+        WAVE_OPS,
+        "block_atomics",
+        blocks,
+        block,
+        args,
+        shared_mem=block * 4,
+        globals={"scale": np.float32(0.5)},
+        tolerances={2: {"dtype": "f32", "threshold": 1e-3}},
+    )
     scaled = x * np.float32(0.5)
     padded = np.pad(scaled, (0, blocks * block - n)).reshape(blocks, block)
     want_rev = padded[:, ::-1].reshape(-1)[:n]
@@ -182,15 +211,24 @@ def test_ocml_single_and_double_math_match_numpy(tmp_path):
     n = 300
     x = rng.uniform(-2, 2, n).astype(np.float32)
     xd = rng.uniform(-2, 2, n)
-    db, out = _capture(tmp_path, WAVE_OPS, "ocml_math", 5, 64, [x, np.zeros(n, np.float32), xd, np.zeros(n), n],
-                       tolerances={1: {"dtype": "f32", "threshold": 1e-5}})  # fmt: skip
+    db, out = _capture(
+        tmp_path,
+        WAVE_OPS,
+        "ocml_math",
+        5,
+        64,
+        [x, np.zeros(n, np.float32), xd, np.zeros(n), n],
+        tolerances={1: {"dtype": "f32", "threshold": 1e-5}},
+    )
     import math
 
     v = x.astype(np.float64)
     erf = np.vectorize(math.erf)
     want = np.cos(v) + np.tanh(v) + np.exp2(v) + np.log2(1 + v * v) + np.cbrt(v) + erf(v) + np.fmod(v, 0.75)
     np.testing.assert_allclose(out[1], want, rtol=1e-5, atol=1e-5)
-    want_d = np.exp(xd) + np.log1p(xd * xd) + np.sqrt(np.abs(xd)) + np.abs(xd) ** 0.5 + np.tanh(xd) + np.arctan2(xd, 1.5)
+    want_d = (
+        np.exp(xd) + np.log1p(xd * xd) + np.sqrt(np.abs(xd)) + np.abs(xd) ** 0.5 + np.tanh(xd) + np.arctan2(xd, 1.5)
+    )
     np.testing.assert_allclose(out[3], want_d, rtol=1e-13, atol=1e-13)
     _replay_verifies(db)
 
@@ -204,8 +242,27 @@ def test_a_captured_hip_kernel_tunes_and_its_best_configuration_replays_verified
     x = rng.random(n, dtype=np.float32)
     db, _ = _capture(tmp_path / "db", "reduce_sum", "reduce_sum", 16, 256, [x, np.zeros(16, np.float32), n])
     results = tmp_path / "run"
-    args = ["tune", "-rdb", db, "--sampler", "random", "--trials", 3, "--seed", 1, "--results", results,
-            "--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repeats", "1"]  # fmt: skip
+    args = [
+        "tune",
+        "-rdb",
+        db,
+        "--sampler",
+        "random",
+        "--trials",
+        3,
+        "--seed",
+        1,
+        "--results",
+        results,
+        "--space",
+        "quick",
+        "-o",
+        "axes=x",
+        "--retime-top",
+        "1",
+        "--retime-repeats",
+        "1",
+    ]
     result = CliRunner().invoke(cli, [str(a) for a in args])
     assert result.exit_code == 0, result.output
     assert (results / "best.json").is_file()
@@ -250,8 +307,14 @@ def test_hip_kernel_parameters_are_read_at_their_kernarg_offsets(tmp_path):
 
 
 def test_double_trigonometry_reduces_huge_arguments_with_trig_preop(tmp_path):
-    x = np.concatenate([rng.uniform(-10, 10, 200), rng.uniform(-1e6, 1e6, 50), rng.uniform(-1e300, 1e300, 12),
-                        [1e22, 5.0e15, -3.0e200, 2.0**1000]])  # fmt: skip
+    x = np.concatenate(
+        [
+            rng.uniform(-10, 10, 200),
+            rng.uniform(-1e6, 1e6, 50),
+            rng.uniform(-1e300, 1e300, 12),
+            [1e22, 5.0e15, -3.0e200, 2.0**1000],
+        ]
+    )
     n = len(x)
     db, out = _capture(tmp_path, WAVE_OPS, "ocml_trig_double", 5, 64, [x, np.zeros(n), n])
     want = np.sin(x) + np.cos(x) * 0.5 + np.tan(x * 0.25)

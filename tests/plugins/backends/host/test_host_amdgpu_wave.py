@@ -86,16 +86,23 @@ def test_dot_products_sum_packed_products_wrapping_or_saturating(tmp_path, arch)
         np.testing.assert_array_equal(out[:, 2], _dot(a, b, c, 4, True, True, True, False))
         return
     want = [
-        _dot(a, b, c, 16, True, True, True, False), _dot(a, b, c, 16, True, True, True, True),
-        _dot(a, b, c, 16, False, False, False, True), _dot(a, b, c, 8, True, True, True, False),
-        _dot(a, b, c, 8, True, True, True, True), _dot(a, b, c, 8, False, False, False, False),
-        _dot(a, b, c, 8, False, False, False, True), _dot(a, b, c, 4, True, True, True, False),
+        _dot(a, b, c, 16, True, True, True, False),
+        _dot(a, b, c, 16, True, True, True, True),
+        _dot(a, b, c, 16, False, False, False, True),
+        _dot(a, b, c, 8, True, True, True, False),
+        _dot(a, b, c, 8, True, True, True, True),
+        _dot(a, b, c, 8, False, False, False, False),
+        _dot(a, b, c, 8, False, False, False, True),
+        _dot(a, b, c, 4, True, True, True, False),
         _dot(a, b, c, 4, False, False, False, True),
-    ]  # fmt: skip
+    ]
     for k, column in enumerate(want):
         np.testing.assert_array_equal(out[:, k], column, err_msg=f"column {k}")
     assert (out[:16, 4] == 2**31 - 1).any() or (out[:16, 1] == 2**31 - 1).any()  # the inputs reach saturation
-    ha, hb = a[64:].view(np.float16).reshape(-1, 2).astype(np.float64), b[64:].view(np.float16).reshape(-1, 2).astype(np.float64)
+    ha, hb = (
+        a[64:].view(np.float16).reshape(-1, 2).astype(np.float64),
+        b[64:].view(np.float16).reshape(-1, 2).astype(np.float64),
+    )
     exact = (ha[:, 0] * hb[:, 0] + ha[:, 1] * hb[:, 1]) + fc[64:].astype(np.float64)
     np.testing.assert_array_equal(out[64:, 9].view(np.float32), exact.astype(np.float32))
     np.testing.assert_array_equal(out[64:, 10].view(np.float32), np.clip(exact, 0, 1).astype(np.float32))
@@ -117,8 +124,15 @@ def test_compare_ballots_follow_llvm_predicates_including_unordered(tmp_path, ar
     w[::3] = v[::3] * 3
     out = _run(tmp_path, arch, "compare_ballots", [f, g, v, w, np.zeros(N * 7, np.uint64)])[4].reshape(N, 7)
     with np.errstate(invalid="ignore"):
-        want = [f > 0, f < g, np.isnan(f) | np.isnan(g), (f == g) | np.isnan(f) | np.isnan(g),
-                v.view(np.uint32) < w.view(np.uint32), v <= w, v.astype(np.int64) * 3 == w]  # fmt: skip
+        want = [
+            f > 0,
+            f < g,
+            np.isnan(f) | np.isnan(g),
+            (f == g) | np.isnan(f) | np.isnan(g),
+            v.view(np.uint32) < w.view(np.uint32),
+            v <= w,
+            v.astype(np.int64) * 3 == w,
+        ]
     for k, pred in enumerate(want):
         np.testing.assert_array_equal(out[:, k], _ballot(pred, wave), err_msg=f"column {k}")
 
@@ -145,15 +159,39 @@ def test_lane_reads_counts_and_wave_size_queries(tmp_path, arch):
 
 # DPP cases of the .hip file: (control, row mask, bank mask, bound_ctrl).
 DPP_CASES = {
-    64: [(0x1B, 15, 15, False), (0xE4, 15, 15, False), (0x101, 15, 15, False), (0x103, 15, 15, True),
-         (0x10F, 15, 15, False), (0x111, 15, 15, False), (0x118, 15, 15, True), (0x121, 15, 15, False),
-         (0x12F, 15, 15, False), (0x130, 15, 15, False), (0x134, 15, 15, False), (0x138, 15, 15, True),
-         (0x13C, 15, 15, False), (0x140, 15, 15, False), (0x141, 15, 15, False), (0x142, 0xA, 15, False),
-         (0x143, 0xC, 15, False), (0x111, 0x5, 0x6, False), (0x142, 15, 15, True)],
-    32: [(0x1B, 15, 15, False), (0x101, 15, 15, False), (0x112, 15, 15, True), (0x125, 15, 15, False),
-         (0x140, 15, 15, False), (0x141, 0x1, 15, False), (0x153, 15, 15, False), (0x165, 15, 15, False),
-         (0x111, 0x2, 0x9, True)],
-}  # fmt: skip
+    64: [
+        (0x1B, 15, 15, False),
+        (0xE4, 15, 15, False),
+        (0x101, 15, 15, False),
+        (0x103, 15, 15, True),
+        (0x10F, 15, 15, False),
+        (0x111, 15, 15, False),
+        (0x118, 15, 15, True),
+        (0x121, 15, 15, False),
+        (0x12F, 15, 15, False),
+        (0x130, 15, 15, False),
+        (0x134, 15, 15, False),
+        (0x138, 15, 15, True),
+        (0x13C, 15, 15, False),
+        (0x140, 15, 15, False),
+        (0x141, 15, 15, False),
+        (0x142, 0xA, 15, False),
+        (0x143, 0xC, 15, False),
+        (0x111, 0x5, 0x6, False),
+        (0x142, 15, 15, True),
+    ],
+    32: [
+        (0x1B, 15, 15, False),
+        (0x101, 15, 15, False),
+        (0x112, 15, 15, True),
+        (0x125, 15, 15, False),
+        (0x140, 15, 15, False),
+        (0x141, 0x1, 15, False),
+        (0x153, 15, 15, False),
+        (0x165, 15, 15, False),
+        (0x111, 0x2, 0x9, True),
+    ],
+}
 
 
 def _dpp_source(ctrl, lane, wave):
@@ -168,9 +206,16 @@ def _dpp_source(ctrl, lane, wave):
         return row + i - n, i - n >= 0
     if kind == 0x120:
         return row + ((i - n) & 15), True
-    table = {0x130: (lane + 1, lane + 1 < wave), 0x134: ((lane + 1) % wave, True), 0x138: (lane - 1, lane > 0),
-             0x13C: ((lane - 1) % wave, True), 0x140: (row + 15 - i, True), 0x141: ((lane & ~7) + 7 - (lane & 7), True),
-             0x142: (row - 1, lane >= 16), 0x143: (31, lane >= 32)}  # fmt: skip
+    table = {
+        0x130: (lane + 1, lane + 1 < wave),
+        0x134: ((lane + 1) % wave, True),
+        0x138: (lane - 1, lane > 0),
+        0x13C: ((lane - 1) % wave, True),
+        0x140: (row + 15 - i, True),
+        0x141: ((lane & ~7) + 7 - (lane & 7), True),
+        0x142: (row - 1, lane >= 16),
+        0x143: (31, lane >= 32),
+    }
     if ctrl in table:
         return table[ctrl]
     if kind == 0x150:
@@ -354,8 +399,16 @@ def test_byte_permute_writelane_permlane64_and_64_bit_lane_moves(tmp_path):
     v = halves.view(np.int32).reshape(-1)
     w = rng.integers(-(1 << 62), 1 << 62, n)
     outputs = {}
-    capture.capture(tmp_path / "wide.ll", "wide", 1, n, [v, w, np.zeros(6 * n, np.int32), np.zeros(2 * n, np.int64)],
-                    tmp_path / "db", backend="host", outputs=outputs)  # fmt: skip
+    capture.capture(
+        tmp_path / "wide.ll",
+        "wide",
+        1,
+        n,
+        [v, w, np.zeros(6 * n, np.int32), np.zeros(2 * n, np.int64)],
+        tmp_path / "db",
+        backend="host",
+        outputs=outputs,
+    )
     out, out64 = outputs[2].reshape(n, 6), outputs[3].reshape(n, 2)
     lane = np.arange(n)
     u = v.view(np.uint32)

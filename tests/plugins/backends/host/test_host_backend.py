@@ -188,10 +188,19 @@ def test_libdevice_double_math_and_its_inline_ptx_match_numpy(device, compiled, 
 
     xf = x.astype(np.float32).astype(np.float64)
     ref = (
-        np.sin(x) * np.cos(x) + np.exp(-x) + np.log1p(x * x) + (x * x + 1.0) ** 0.3 + np.tanh(x)
-        + np.array([erf(v) for v in x]) + 1.0 / np.sqrt(x * x + 2.0) + (x * x + 1.0) + np.cbrt(x)
-        + np.arctan2(x, 2.0) + np.exp(xf) + np.tanh(xf)
-    )  # fmt: skip
+        np.sin(x) * np.cos(x)
+        + np.exp(-x)
+        + np.log1p(x * x)
+        + (x * x + 1.0) ** 0.3
+        + np.tanh(x)
+        + np.array([erf(v) for v in x])
+        + 1.0 / np.sqrt(x * x + 2.0)
+        + (x * x + 1.0)
+        + np.cbrt(x)
+        + np.arctan2(x, 2.0)
+        + np.exp(xf)
+        + np.tanh(xf)
+    )
     np.testing.assert_allclose(mem.get(py, x), ref, rtol=1e-6)
 
 
@@ -416,7 +425,9 @@ def test_device_side_assert_fails_the_launch_with_its_message(device, compiled, 
     flags = np.zeros(32, np.int32)
     flags[5] = 1
     kernel = device.load(compiled("faults", "checked"))
-    with pytest.raises(ExperimentError, match=r"block \(0, 0, 0\).*faults.cu:\d+.*assertion .flags\[threadIdx.x\] == 0"):
+    with pytest.raises(
+        ExperimentError, match=r"block \(0, 0, 0\).*faults.cu:\d+.*assertion .flags\[threadIdx.x\] == 0"
+    ):
         device.launch(kernel, (1,), (32,), 0, struct.pack("<Q", mem.put(flags)))
     device.launch(kernel, (1,), (32,), 0, struct.pack("<Q", mem.put(np.zeros(32, np.int32))))
 
@@ -436,7 +447,9 @@ def test_a_failure_in_a_run_of_blocks_names_its_own_block(device, compiled, mem)
     [("uses_fns", "llvm.nvvm.fns"), ("uses_ptx_asm", "inline assembly 'mov.u32 $0, %dynamic_smem_size;'")],
 )
 def test_unsupported_constructs_are_named_before_running(compiled, kernel, construct):
-    with pytest.raises(UnsupportedError, match="not supported on the host backend: " + __import__("re").escape(construct)):
+    with pytest.raises(
+        UnsupportedError, match="not supported on the host backend: " + __import__("re").escape(construct)
+    ):
         compiled("faults", kernel)
 
 

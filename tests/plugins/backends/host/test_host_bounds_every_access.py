@@ -84,8 +84,9 @@ CASES = [
 
 @needs_clang
 @pytest.mark.parametrize("kernel,inside,past,verb,bytes_", CASES, ids=[c[0] for c in CASES])
-def test_one_element_past_the_end_fails_naming_the_buffer_and_in_bounds_runs(device, cuda_ir, kernel, inside, past,
-                                                                            verb, bytes_):
+def test_one_element_past_the_end_fails_naming_the_buffer_and_in_bounds_runs(
+    device, cuda_ir, kernel, inside, past, verb, bytes_
+):
     _launch(device, cuda_ir, kernel, _args(inside))
     x, out = _ints(device, X, N), _ints(device, OUT, 8)
     expected_x, expected_out = list(X_VALUES), list(range(-1, -9, -1))
@@ -205,6 +206,7 @@ def test_masked_lanes_past_the_end_fail_only_when_the_mask_switches_them_on(devi
 
 # -- AMDGPU atomics (clang-19 HIP) ---------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not hip_available()[0], reason=hip_available()[1])
 @pytest.mark.parametrize("kernel", ["global_fadd", "wrapping_increment"])
 def test_amdgpu_atomics_one_element_past_the_end_fail_and_in_bounds_run(device, kernel):
@@ -221,6 +223,7 @@ def test_amdgpu_atomics_one_element_past_the_end_fail_and_in_bounds_run(device, 
 
 # -- the whole flow: a recording whose kernel reads past a buffer atomically is not verified ------------------
 
+
 @needs_clang
 def test_a_replay_of_an_atomic_read_one_element_past_the_end_is_not_verified(tmp_path, monkeypatch):
     import numpy as np
@@ -231,11 +234,21 @@ def test_a_replay_of_an_atomic_read_one_element_past_the_end_is_not_verified(tmp
 
     x = np.arange(100, 100 + N, dtype=np.int32)
     monkeypatch.setenv(boundscheck.ENV, "0")  # captured as before the atomics were checked: no error
-    db = capture.capture(build_cuda_ir(SOURCE), "rmw_add_zero", 1, 1, [x, np.zeros(4, np.int32), np.int32(N)],
-                         tmp_path / "rec", backend="host")
+    db = capture.capture(
+        build_cuda_ir(SOURCE),
+        "rmw_add_zero",
+        1,
+        1,
+        [x, np.zeros(4, np.int32), np.int32(N)],
+        tmp_path / "rec",
+        backend="host",
+    )
     monkeypatch.delenv(boundscheck.ENV)
     with BaseExecutor(db) as ex:
         result = ex.execute(ex.default_config())
     assert not result.verified and not result.ok
-    assert re.search(r"accessed atomically out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer at 0x[0-9a-f]+ "
-                     r"\(the pointer at byte 0 of the arguments\)", result.error), result.error
+    assert re.search(
+        r"accessed atomically out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer at 0x[0-9a-f]+ "
+        r"\(the pointer at byte 0 of the arguments\)",
+        result.error,
+    ), result.error

@@ -44,8 +44,11 @@ def test_the_checked_copy_reads_the_table_and_names_the_buffer(device):
     x, y = _place(device, 1000, 1001)
     kernel = device.load(_saxpy(HostBackend()))
     assert kernel.info.checked  # the object has the read-checked copy
-    with pytest.raises(ExperimentError, match=r"read out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer "
-                                              r"at 0x7e1000000000 \(the pointer at byte 8 of the arguments\)"):
+    with pytest.raises(
+        ExperimentError,
+        match=r"read out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer "
+        r"at 0x7e1000000000 \(the pointer at byte 8 of the arguments\)",
+    ):
         device.launch(kernel, 8, 128, 0, struct.pack("<ifQQ", 1001, 2.0, x, y))
 
 
@@ -66,22 +69,28 @@ def test_without_the_checks_nothing_is_instrumented(monkeypatch):
 
 
 def test_every_access_through_a_non_local_pointer_gets_a_check_of_its_exact_bytes():
-    text = ("define void @f(ptr %p, ptr %q) {\n  %a = alloca i32\n  %v = load <3 x float>, ptr %p, align 4\n"
-            "  %w = load i32, ptr %a\n  store i32 %w, ptr %a\n"
-            "  call void @llvm.memcpy.p0.p0.i32(ptr %q, ptr %p, i32 12, i1 false)\n"
-            "  %x = load i64, ptr inttoptr (i64 4096 to ptr), align 8\n"
-            "  store { i32, i8 } zeroinitializer, ptr getelementptr (i8, ptr inttoptr (i64 4096 to ptr), i64 8)\n"
-            "  ret void\n}\ndeclare void @llvm.memcpy.p0.p0.i32(ptr, ptr, i32, i1)\n")
+    text = (
+        "define void @f(ptr %p, ptr %q) {\n  %a = alloca i32\n  %v = load <3 x float>, ptr %p, align 4\n"
+        "  %w = load i32, ptr %a\n  store i32 %w, ptr %a\n"
+        "  call void @llvm.memcpy.p0.p0.i32(ptr %q, ptr %p, i32 12, i1 false)\n"
+        "  %x = load i64, ptr inttoptr (i64 4096 to ptr), align 8\n"
+        "  store { i32, i8 } zeroinitializer, ptr getelementptr (i8, ptr inttoptr (i64 4096 to ptr), i64 8)\n"
+        "  ret void\n}\ndeclare void @llvm.memcpy.p0.p0.i32(ptr, ptr, i32, i1)\n"
+    )
     out, count = boundscheck.instrument(text)
     checks = [line.strip() for line in out.split("\n") if boundscheck.CHECK in line]
-    assert checks == [  # not the local variable; a <3 x float> touches 12 bytes (its store size), not 16
-        "call void @__mneme_check_access(ptr %p, i64 12, i32 0)",
-        "call void @__mneme_check_access(ptr %p, i64 %__mneme_bc.1, i32 0)",
-        "call void @__mneme_check_access(ptr %q, i64 %__mneme_bc.1, i32 1)",
-        "call void @__mneme_check_access(ptr inttoptr (i64 4096 to ptr), i64 8, i32 0)",
-        "call void @__mneme_check_access(ptr getelementptr (i8, ptr inttoptr (i64 4096 to ptr), i64 8), i64 "
-        "ptrtoint (ptr getelementptr ({ i32, i8 }, ptr null, i32 1) to i64), i32 1)",
-    ] and count == 5
+    assert (
+        checks
+        == [  # not the local variable; a <3 x float> touches 12 bytes (its store size), not 16
+            "call void @__mneme_check_access(ptr %p, i64 12, i32 0)",
+            "call void @__mneme_check_access(ptr %p, i64 %__mneme_bc.1, i32 0)",
+            "call void @__mneme_check_access(ptr %q, i64 %__mneme_bc.1, i32 1)",
+            "call void @__mneme_check_access(ptr inttoptr (i64 4096 to ptr), i64 8, i32 0)",
+            "call void @__mneme_check_access(ptr getelementptr (i8, ptr inttoptr (i64 4096 to ptr), i64 8), i64 "
+            "ptrtoint (ptr getelementptr ({ i32, i8 }, ptr null, i32 1) to i64), i32 1)",
+        ]
+        and count == 5
+    )
     copied, count = boundscheck.with_checked_copy(text)
     assert count == 5 and "@f.__mneme_checked(" in copied
     import llvmlite.binding as llvm
@@ -90,7 +99,9 @@ def test_every_access_through_a_non_local_pointer_gets_a_check_of_its_exact_byte
 
 
 def test_scalable_masked_loads_are_left_as_they_are():
-    text = ("define void @f(ptr %p, <vscale x 4 x i1> %m) {\n"
-            "  %v = call <vscale x 4 x i32> @llvm.masked.load.nxv4i32.p0(ptr %p, i32 4, <vscale x 4 x i1> %m, "
-            "<vscale x 4 x i32> zeroinitializer)\n  ret void\n}\n")
+    text = (
+        "define void @f(ptr %p, <vscale x 4 x i1> %m) {\n"
+        "  %v = call <vscale x 4 x i32> @llvm.masked.load.nxv4i32.p0(ptr %p, i32 4, <vscale x 4 x i1> %m, "
+        "<vscale x 4 x i32> zeroinitializer)\n  ret void\n}\n"
+    )
     assert boundscheck.instrument(text) == (text, 0)

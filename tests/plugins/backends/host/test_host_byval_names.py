@@ -31,6 +31,14 @@ def test_a_byval_struct_named_with_colons_is_checked_and_captured(tmp_path):
     assert verdict.runnable, verdict.unsupported
     x = np.linspace(-1, 1, 100, dtype=np.float32)
     outputs: dict = {}
-    capture.capture(str(ir_path), "apply", 1, 128, [struct.pack("<ff", 2.0, 0.5), x, np.zeros(100, np.float32), 100],
-                    tmp_path / "db", backend="host", outputs=outputs)  # fmt: skip
+    capture.capture(
+        str(ir_path),
+        "apply",
+        1,
+        128,
+        [struct.pack("<ff", 2.0, 0.5), x, np.zeros(100, np.float32), 100],
+        tmp_path / "db",
+        backend="host",
+        outputs=outputs,
+    )
     np.testing.assert_allclose(outputs[2], np.float32(2.0) * x + np.float32(0.5), rtol=1e-6)

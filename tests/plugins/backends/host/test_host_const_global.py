@@ -20,17 +20,28 @@ SOURCE = DATA / "realkernels" / "const_global.cu"
 def test_replay_of_a_constant_global_kernel_is_verified_not_a_crash(tmp_path):
     n = 64
     outputs: dict = {}
-    db = capture.capture(str(build_cuda_ir(SOURCE)), "use_table", 1, n, [np.zeros(n, np.uint32), n], tmp_path,
-                         backend="host", outputs=outputs)  # fmt: skip
+    db = capture.capture(
+        str(build_cuda_ir(SOURCE)),
+        "use_table",
+        1,
+        n,
+        [np.zeros(n, np.uint32), n],
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+    )
     i = np.arange(n, dtype=np.uint32)
     np.testing.assert_array_equal(outputs[0], np.array([1, 2, 3, 4], np.uint32)[i & 3] * 10 + i)
     # in a child process: on failure the replay used to die of SIGSEGV, which must not take pytest with it
-    proc = subprocess.run([sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "--backend", "host", "--json"],
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", "replay", "-rdb", str(db), "--backend", "host", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     result = json.loads(proc.stdout)["result"]
     assert result["verified"] and result["executed"] and not result["failed"]
-
 
 
 def test_read_only_memory_is_told_apart_from_writable_memory_before_a_global_is_written():

@@ -74,8 +74,15 @@ def test_a_grid_sync_launch_replays_verified(ir, tmp_path):
 
     blocks, block = 4, 128
     n = blocks * block
-    db = capture.capture(ir, "rotate_after_sync", blocks, block, [np.zeros(n, np.int32), np.zeros(n, np.int32), n],
-                         tmp_path, backend="host")  # fmt: skip
+    db = capture.capture(
+        ir,
+        "rotate_after_sync",
+        blocks,
+        block,
+        [np.zeros(n, np.int32), np.zeros(n, np.int32), n],
+        tmp_path,
+        backend="host",
+    )
     with BaseExecutor(db, iterations=3) as ex:
         result = ex.execute(ex.default_config())
     assert result.ok and result.verified, result.error
@@ -89,8 +96,11 @@ def test_a_thread_polling_memory_lets_the_other_blocks_run(ir, tmp_path):
 
 def test_blocks_that_never_meet_at_the_grid_sync_fail_as_a_deadlock_at_once(ir, tmp_path):
     start = time.monotonic()
-    with pytest.raises(ExperimentError, match=r"deadlock at a grid-wide barrier: no thread can go on, 2 of the grid's "
-                                              r"4 blocks wait and 2 finished; every block must reach each") as failure:  # fmt: skip
+    with pytest.raises(
+        ExperimentError,
+        match=r"deadlock at a grid-wide barrier: no thread can go on, 2 of the grid's "
+        r"4 blocks wait and 2 finished; every block must reach each",
+    ) as failure:
         _run(ir, "half_the_blocks_sync", 4, 32, [np.zeros(128, np.int32)], tmp_path)
     assert failure.value.kind == "fault"
     assert time.monotonic() - start < 60  # long before the default time limit (600 s)
@@ -107,9 +117,12 @@ def test_a_poll_that_nothing_answers_ends_at_the_time_limit(ir, tmp_path, monkey
 
 def test_a_grid_larger_than_the_host_keeps_resident_is_refused_as_a_cooperative_launch_is(ir, tmp_path):
     blocks, block = 129, 1024  # 132096 threads, over the runtime's 131072
-    with pytest.raises(ExperimentError, match=r"synchronizes its whole grid .* all 132096 threads of grid \(129, 1, 1\) "
-                                              r"x block \(1024, 1, 1\) must be resident at once; the host backend keeps "
-                                              r"at most \d+ .*Launch at most \d+ blocks of 1024 threads") as failure:  # fmt: skip
+    with pytest.raises(
+        ExperimentError,
+        match=r"synchronizes its whole grid .* all 132096 threads of grid \(129, 1, 1\) "
+        r"x block \(1024, 1, 1\) must be resident at once; the host backend keeps "
+        r"at most \d+ .*Launch at most \d+ blocks of 1024 threads",
+    ) as failure:
         _run(ir, "rotate_after_sync", blocks, block, [np.zeros(16, np.int32), np.zeros(16, np.int32), 16], tmp_path)
     assert failure.value.kind == "invalid"  # a configuration that cannot launch, as the CUDA backend says too
 
@@ -128,8 +141,10 @@ def test_ordered_loads_and_atomics_read_as_their_ptx_says():
     assert inline_ptx.body("ld.acquire.cta.u32 $0,[$1];", "i32", ["ptr"]) is None  # a block-local poll: not here
     add = inline_ptx.body("atom.add.release.gpu.u32 $0,[$1],$2;", "i32", ["ptr", "i32"])
     assert add == ["%t1 = atomicrmw add ptr %a0, i32 %a1 release", "ret i32 %t1"]
-    assert "atomicrmw min ptr %a0, i64 %a1 monotonic" in inline_ptx.body("atom.global.min.s64 $0,[$1],$2;", "i64",
-                                                                         ["ptr", "i64"])[0]  # fmt: skip
+    assert (
+        "atomicrmw min ptr %a0, i64 %a1 monotonic"
+        in inline_ptx.body("atom.global.min.s64 $0,[$1],$2;", "i64", ["ptr", "i64"])[0]
+    )
     cas = inline_ptx.body("atom.acq_rel.gpu.cas.b32 $0,[$1],$2,$3;", "i32", ["ptr", "i32", "i32"])
     assert cas[0] == "%t1 = cmpxchg ptr %a0, i32 %a1, i32 %a2 acq_rel acquire"
     assert inline_ptx.body("atom.shared.add.u32 $0,[$1],$2;", "i32", ["ptr", "i32"]) is None  # a shared address
@@ -150,9 +165,18 @@ def test_a_capture_description_says_the_launch_is_cooperative_and_the_recording_
     import shutil
 
     shutil.copyfile(ir, tmp_path / "grid_sync.ll")  # a description's IR lies in its folder
-    spec = {"ir": "grid_sync.ll", "kernel": "rotate_after_sync", "grid": [4], "block": [64], "cooperative": True,
-            "args": [{"zeros": {"dtype": "int32", "shape": [256]}, "output": True},
-                     {"zeros": {"dtype": "int32", "shape": [256]}, "output": True}, 256]}  # fmt: skip
+    spec = {
+        "ir": "grid_sync.ll",
+        "kernel": "rotate_after_sync",
+        "grid": [4],
+        "block": [64],
+        "cooperative": True,
+        "args": [
+            {"zeros": {"dtype": "int32", "shape": [256]}, "output": True},
+            {"zeros": {"dtype": "int32", "shape": [256]}, "output": True},
+            256,
+        ],
+    }
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     db = capture_spec(path, tmp_path / "rec", backend="host")
@@ -161,8 +185,10 @@ def test_a_capture_description_says_the_launch_is_cooperative_and_the_recording_
     with BaseExecutor(db, iterations=1) as ex:
         result = ex.execute(ex.default_config())
     assert result.ok and result.verified, result.error
-    for bad, message in (({"cooperative": "yes"}, "field 'cooperative': true or false"),
-                         ({"cluster": [3]}, "field 'cluster': clusters of \\(3, 1, 1\\) blocks do not divide")):  # fmt: skip
+    for bad, message in (
+        ({"cooperative": "yes"}, "field 'cooperative': true or false"),
+        ({"cluster": [3]}, "field 'cluster': clusters of \\(3, 1, 1\\) blocks do not divide"),
+    ):
         path.write_text(json.dumps({**spec, **bad}))
         with pytest.raises(FormatError, match=message):
             capture_spec(path, tmp_path / "bad", backend="host")

@@ -32,14 +32,30 @@ def _f16(bits: np.ndarray) -> np.ndarray:
 def test_half_and_bfloat16_conversions_and_arithmetic_match_numpy(tmp_path):
     rng = np.random.default_rng(5)
     n = 256
-    x = np.concatenate([rng.uniform(-70000, 70000, 64), rng.uniform(-3, 3, 128), rng.normal(0, 1e-5, 32),
-                        np.array([0.5, 1.5, 2.5, -2.5, 65504, 65520, -0.0, 1e-8] * 4)]).astype(np.float32)  # fmt: skip
+    x = np.concatenate(
+        [
+            rng.uniform(-70000, 70000, 64),
+            rng.uniform(-3, 3, 128),
+            rng.normal(0, 1e-5, 32),
+            np.array([0.5, 1.5, 2.5, -2.5, 65504, 65520, -0.0, 1e-8] * 4),
+        ]
+    ).astype(np.float32)
     y = rng.uniform(-100, 100, n).astype(np.float32)
-    args = [x, y, np.zeros(n, np.uint16), np.zeros(n, np.float32), np.zeros(4 * n, np.int32),
-            np.zeros(3 * n, np.uint16), np.zeros(2 * n, np.uint32), np.zeros(n, np.uint16), n]  # fmt: skip
+    args = [
+        x,
+        y,
+        np.zeros(n, np.uint16),
+        np.zeros(n, np.float32),
+        np.zeros(4 * n, np.int32),
+        np.zeros(3 * n, np.uint16),
+        np.zeros(2 * n, np.uint32),
+        np.zeros(n, np.uint16),
+        n,
+    ]
     outputs: dict = {}
-    capture.capture(str(build_cuda_ir(SOURCE)), "half_conversions", 2, 128, args, tmp_path, backend="host",
-                    outputs=outputs)  # fmt: skip
+    capture.capture(
+        str(build_cuda_ir(SOURCE)), "half_conversions", 2, 128, args, tmp_path, backend="host", outputs=outputs
+    )
     with np.errstate(over="ignore"):
         a, b = x.astype(np.float16), y.astype(np.float16)  # NumPy rounds to nearest even, as cvt.rn does
     assert outputs[2].tobytes() == a.tobytes()
@@ -77,15 +93,25 @@ def test_only_forms_with_exact_host_results_are_implemented():
 
 def test_smid_read_by_inline_asm_is_below_nsmid(tmp_path):
     source = tmp_path / "smid.cu"
-    source.write_text('extern "C" __global__ void where(unsigned* out) {\n'
-                      '  unsigned sm, count;\n'
-                      '  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));\n'
-                      '  asm volatile("mov.u32 %0, %%nsmid;" : "=r"(count));\n'
-                      '  out[2 * (blockIdx.x * blockDim.x + threadIdx.x)] = sm;\n'
-                      '  out[2 * (blockIdx.x * blockDim.x + threadIdx.x) + 1] = count;\n}\n')  # fmt: skip
+    source.write_text(
+        'extern "C" __global__ void where(unsigned* out) {\n'
+        "  unsigned sm, count;\n"
+        '  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));\n'
+        '  asm volatile("mov.u32 %0, %%nsmid;" : "=r"(count));\n'
+        "  out[2 * (blockIdx.x * blockDim.x + threadIdx.x)] = sm;\n"
+        "  out[2 * (blockIdx.x * blockDim.x + threadIdx.x) + 1] = count;\n}\n"
+    )
     outputs: dict = {}
-    capture.capture(str(build_cuda_ir(source)), "where", 3, 64, [np.full(2 * 192, 99, np.uint32)], tmp_path / "db",
-                    backend="host", outputs=outputs)  # fmt: skip
+    capture.capture(
+        str(build_cuda_ir(source)),
+        "where",
+        3,
+        64,
+        [np.full(2 * 192, 99, np.uint32)],
+        tmp_path / "db",
+        backend="host",
+        outputs=outputs,
+    )
     sm, count = outputs[0][0::2], outputs[0][1::2]
     assert (count >= 1).all() and (sm < count).all()
 
@@ -97,8 +123,16 @@ def test_non_coherent_loads_and_half2_halves_match_numpy(tmp_path):
     h2 = rng.uniform(-8, 8, 128).astype(np.float16)
     outputs: dict = {}
     args = [src, pairs, h2, np.zeros(64, np.uint32), np.zeros(128, np.uint64), np.zeros(128, np.float32)]
-    capture.capture(str(build_cuda_ir(SOURCE.with_name("ptx_loads.cu"))), "nc_loads", 1, 64, args, tmp_path,
-                    backend="host", outputs=outputs)  # fmt: skip
+    capture.capture(
+        str(build_cuda_ir(SOURCE.with_name("ptx_loads.cu"))),
+        "nc_loads",
+        1,
+        64,
+        args,
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+    )
     np.testing.assert_array_equal(outputs[3], src)
     np.testing.assert_array_equal(outputs[4].reshape(64, 2), pairs.reshape(64, 2)[:, ::-1])
     np.testing.assert_array_equal(outputs[5], h2.astype(np.float32))
@@ -125,11 +159,29 @@ def test_ptx_blocks_with_predicated_shuffles_match_numpy(tmp_path, width):
     xu = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32)
     xl = rng.integers(0, 2**64, n, dtype=np.uint64)
     a, b = (rng.integers(-1000, 1000, n, dtype=np.int32) for _ in range(2))
-    args = [xf, xu, xl, a, b, np.zeros(n, np.float32), np.zeros(n, np.uint32), np.zeros(n, np.uint64),
-            np.zeros(n, np.int32), width]  # fmt: skip
+    args = [
+        xf,
+        xu,
+        xl,
+        a,
+        b,
+        np.zeros(n, np.float32),
+        np.zeros(n, np.uint32),
+        np.zeros(n, np.uint64),
+        np.zeros(n, np.int32),
+        width,
+    ]
     outputs: dict = {}
-    capture.capture(str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))), "segment_sums", 2, 64, args, tmp_path,
-                    backend="host", outputs=outputs)  # fmt: skip
+    capture.capture(
+        str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))),
+        "segment_sums",
+        2,
+        64,
+        args,
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+    )
     with np.errstate(over="ignore"):
         np.testing.assert_array_equal(outputs[5], _segment_sums(xf, width))  # the same f32 additions, in order
         np.testing.assert_array_equal(outputs[6], _segment_sums(xu, width))  # wrapping, as add.u32 does
@@ -156,9 +208,16 @@ def test_fp8_pairs_widen_to_half_pairs_exactly(tmp_path):
     pairs = np.concatenate([pairs, np.arange(256, dtype=np.uint16) << 8 | np.arange(256, dtype=np.uint16)[::-1]])
     n = pairs.size
     outputs: dict = {}
-    capture.capture(str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))), "fp8_to_half", (n + 63) // 64, 64,
-                    [pairs, np.zeros(n, np.uint32), np.zeros(n, np.uint32), n], tmp_path, backend="host",
-                    outputs=outputs)  # fmt: skip
+    capture.capture(
+        str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))),
+        "fp8_to_half",
+        (n + 63) // 64,
+        64,
+        [pairs, np.zeros(n, np.uint32), np.zeros(n, np.uint32), n],
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+    )
     for index, exponent_bits in ((1, 4), (2, 5)):
         got = outputs[index]
         for half, byte in (((got & 0xFFFF), pairs & 0xFF), ((got >> 16), pairs >> 8)):
@@ -169,7 +228,9 @@ def test_fp8_pairs_widen_to_half_pairs_exactly(tmp_path):
 
 
 def test_ptx_blocks_read_only_what_they_implement():
-    reduce = "{ .reg .f32 r; .reg .pred p; shfl.sync.down.b32 r|p, $1, $2, 31, -1; @p add.f32 r, r, $1; mov.f32 $0, r; }"
+    reduce = (
+        "{ .reg .f32 r; .reg .pred p; shfl.sync.down.b32 r|p, $1, $2, 31, -1; @p add.f32 r, r, $1; mov.f32 $0, r; }"
+    )
     assert ptx_blocks.body(reduce, "float", ["float", "i32"]) is not None
     assert ptx_blocks.body(reduce.replace("add.f32", "add.ftz.f32"), "float", ["float", "i32"]) is None
     assert ptx_blocks.body(reduce.replace("mov.f32 $0, r;", ""), "float", ["float", "i32"]) is None  # $0 unset
@@ -190,23 +251,52 @@ def test_ptx_blocks_read_only_what_they_implement():
 
 
 _POOLS = {"U": ["a", "b", "$1"], "X": ["x", "y", "$2"], "W": ["w", "$3"], "P": ["p", "q"]}
-_PRELUDE = ("{ .reg .u32 a, b; .reg .f32 x, y; .reg .u64 w; .reg .pred p, q; mov.u32 a, $1; mov.u32 b, $1; "
-            "mov.f32 x, $2; mov.f32 y, $2; mov.u64 w, $3; setp.eq.u32 p, a, b; setp.ne.u32 q, a, b; ")
-_STATEMENTS = st.sampled_from([
-    "mov.u32 u, U", "mov.u32 u, 0xffffffff", "mov.f32 x, 0f3F800000", "add.u32 u, U, U", "sub.s32 u, U, U",
-    "mul.lo.s32 u, U, U", "min.s32 u, U, U", "max.u32 u, U, U", "xor.b32 u, U, U", "and.b32 u, U, 255",
-    "setp.lt.u32 p, U, U", "setp.ge.s32 p, U, U", "selp.u32 u, U, U, P", "shfl.sync.down.b32 u|p, U, U, 31, -1",
-    "shfl.sync.bfly.b32 x|p, X, 1, 31, -1", "shfl.sync.idx.b32 u, U, 0, 7199, 0xffffffff", "add.f32 x, X, X",
-    "max.f32 x, X, X", "mul.rn.f32 x, X, X", "setp.gtu.f32 p, X, X", "selp.f32 x, X, X, P", "mov.b64 {u, u}, W",
-    "mov.b64 w, {U, U}", "add.u64 w, W, W", "@P add.f32 x, X, X", "@!P mov.u32 u, U", "@P add.u64 w, W, 1",
-    "mov.b32 u, X", "add.ftz.f32 x, X, X", "mov.u32 u, %laneid", "mul.wide.u32 w, U, U",
-])  # fmt: skip
+_PRELUDE = (
+    "{ .reg .u32 a, b; .reg .f32 x, y; .reg .u64 w; .reg .pred p, q; mov.u32 a, $1; mov.u32 b, $1; "
+    "mov.f32 x, $2; mov.f32 y, $2; mov.u64 w, $3; setp.eq.u32 p, a, b; setp.ne.u32 q, a, b; "
+)
+_STATEMENTS = st.sampled_from(
+    [
+        "mov.u32 u, U",
+        "mov.u32 u, 0xffffffff",
+        "mov.f32 x, 0f3F800000",
+        "add.u32 u, U, U",
+        "sub.s32 u, U, U",
+        "mul.lo.s32 u, U, U",
+        "min.s32 u, U, U",
+        "max.u32 u, U, U",
+        "xor.b32 u, U, U",
+        "and.b32 u, U, 255",
+        "setp.lt.u32 p, U, U",
+        "setp.ge.s32 p, U, U",
+        "selp.u32 u, U, U, P",
+        "shfl.sync.down.b32 u|p, U, U, 31, -1",
+        "shfl.sync.bfly.b32 x|p, X, 1, 31, -1",
+        "shfl.sync.idx.b32 u, U, 0, 7199, 0xffffffff",
+        "add.f32 x, X, X",
+        "max.f32 x, X, X",
+        "mul.rn.f32 x, X, X",
+        "setp.gtu.f32 p, X, X",
+        "selp.f32 x, X, X, P",
+        "mov.b64 {u, u}, W",
+        "mov.b64 w, {U, U}",
+        "add.u64 w, W, W",
+        "@P add.f32 x, X, X",
+        "@!P mov.u32 u, U",
+        "@P add.u64 w, W, 1",
+        "mov.b32 u, X",
+        "add.ftz.f32 x, X, X",
+        "mov.u32 u, %laneid",
+        "mul.wide.u32 w, U, U",
+    ]
+)
 _FINISH = {"i32": "mov.u32 $0, U;", "float": "mov.f32 $0, X;", "i64": "mov.u64 $0, W;"}
 
 
 @st.composite
 def _blocks(draw):
     """A block over declared registers (mostly well-typed, sometimes not), then its output written."""
+
     def fill(template: str) -> str:
         for pool, names in _POOLS.items():
             while pool in template:
@@ -259,22 +349,40 @@ def test_f32_and_f16_pairs_narrow_to_fp8_rounded_to_nearest_even_and_saturated(t
         v = _fp8_values(np.arange(0x80), exponent_bits)
         v = np.sort(v[np.isfinite(v)])
         mid = (v[1:] + v[:-1]) / 2
-        midpoints += [mid, np.nextafter(mid.astype(np.float32), np.float32(0)), np.nextafter(mid.astype(np.float32),
-                                                                                       np.float32(np.inf))]  # fmt: skip
-    x = np.concatenate([every_half.astype(np.float32), *[m.astype(np.float32) for m in midpoints],
-                        rng.normal(0, 100, 4096).astype(np.float32), np.float32([1e-30, -1e-30, 3e38, -np.inf, 1e6])])
+        midpoints += [
+            mid,
+            np.nextafter(mid.astype(np.float32), np.float32(0)),
+            np.nextafter(mid.astype(np.float32), np.float32(np.inf)),
+        ]
+    x = np.concatenate(
+        [
+            every_half.astype(np.float32),
+            *[m.astype(np.float32) for m in midpoints],
+            rng.normal(0, 100, 4096).astype(np.float32),
+            np.float32([1e-30, -1e-30, 3e38, -np.inf, 1e6]),
+        ]
+    )
     x = np.concatenate([x, -x])
     if x.size % 2:
         x = np.append(x, np.float32(0))
     n = x.size // 2
     halves = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
     outputs: dict = {}
-    capture.capture(str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))), "to_fp8", (n + 127) // 128, 128,
-                    [x, halves, *(np.zeros(n, np.uint16) for _ in range(4)), n], tmp_path, backend="host",
-                    outputs=outputs)  # fmt: skip
+    capture.capture(
+        str(build_cuda_ir(SOURCE.with_name("ptx_blocks.cu"))),
+        "to_fp8",
+        (n + 127) // 128,
+        128,
+        [x, halves, *(np.zeros(n, np.uint16) for _ in range(4)), n],
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+    )
     pairs = x.reshape(n, 2)  # .x to the low byte, .y to the high byte
-    h = np.stack([(halves & 0xFFFF).astype(np.uint16).view(np.float16), (halves >> 16).astype(np.uint16).view(
-        np.float16)], axis=1).astype(np.float32)  # fmt: skip
+    h = np.stack(
+        [(halves & 0xFFFF).astype(np.uint16).view(np.float16), (halves >> 16).astype(np.uint16).view(np.float16)],
+        axis=1,
+    ).astype(np.float32)
     for index, source, exponent_bits in ((2, pairs, 4), (3, pairs, 5), (4, h, 4), (5, h, 5)):
         want = _nearest_fp8(source[:, 0], exponent_bits) | _nearest_fp8(source[:, 1], exponent_bits) << 8
         np.testing.assert_array_equal(outputs[index], want)

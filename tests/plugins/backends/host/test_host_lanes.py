@@ -98,7 +98,9 @@ def _lockstep_text(text: str, kernel: str) -> str | None:
 
 def _run(text: str, kernel: str, grid, block, buffers: list[np.ndarray], args: bytes) -> list[np.ndarray]:
     """Launch `kernel` on a fresh device with `buffers` at BASE + k * 16 MiB; returns their contents afterwards."""
-    binary = HostBackend().compile(llvm.parse_assembly(text), kernel, ExperimentConfiguration(grid=1, block=1), "x86_64")
+    binary = HostBackend().compile(
+        llvm.parse_assembly(text), kernel, ExperimentConfiguration(grid=1, block=1), "x86_64"
+    )
     dev = HostBackend().open_device(0)
     try:
         dev.reserve(BASE, 1 << 28)
@@ -144,8 +146,7 @@ def test_divergent_trip_counts_switches_and_early_returns_match_thread_after_thr
     n = 3000
     x = np.random.default_rng(2).random(n, dtype=np.float32) * 4
     y = np.full(n, -1.0, np.float32)
-    locked, single = _both(monkeypatch, module_text, "divergent", (12,), (256,), [x, y],
-                           struct.pack("<i4xQQ", n, X, Y))  # fmt: skip
+    locked, single = _both(monkeypatch, module_text, "divergent", (12,), (256,), [x, y], struct.pack("<i4xQQ", n, X, Y))
     assert locked[1].tobytes() == single[1].tobytes()
     assert (locked[1][::7] == 0.0).all()  # g % 7 == 0: no iteration, acc stays 0
     assert (locked[1] == -1.0).any()  # some threads returned early and left y alone
@@ -155,8 +156,9 @@ def test_each_thread_keeps_its_own_private_array(module_text, monkeypatch):
     n = 777
     x = np.arange(n, dtype=np.float32)
     y = np.zeros(n, np.float32)
-    locked, single = _both(monkeypatch, module_text, "private_array", (7,), (128,), [x, y],
-                           struct.pack("<i4xQQ", n, X, Y))  # fmt: skip
+    locked, single = _both(
+        monkeypatch, module_text, "private_array", (7,), (128,), [x, y], struct.pack("<i4xQQ", n, X, Y)
+    )
     want = np.zeros(n, np.float32)
     for g in range(n):  # in the kernel's order of additions
         m, s = g % 5 + 4, np.float32(0)
@@ -171,8 +173,9 @@ def test_atomics_in_a_loop_count_every_element(module_text, monkeypatch):
     n = 10007
     v = np.random.default_rng(3).integers(0, 1 << 20, n, dtype=np.int32)
     counts = np.zeros(16, np.int32)
-    locked, single = _both(monkeypatch, module_text, "histogram", (3,), (200,), [v, counts],
-                           struct.pack("<i4xQQ", n, X, Y))  # fmt: skip
+    locked, single = _both(
+        monkeypatch, module_text, "histogram", (3,), (200,), [v, counts], struct.pack("<i4xQQ", n, X, Y)
+    )
     np.testing.assert_array_equal(locked[1], np.bincount(v & 15, minlength=16))
     np.testing.assert_array_equal(locked[1], single[1])
 
@@ -184,7 +187,9 @@ def test_a_kernel_whose_locals_times_the_lanes_pass_the_stack_cap_runs_thread_af
     monkeypatch.undo()
     n = 64
     x = np.arange(n, dtype=np.float32)
-    (_, got) = _run(module_text, "big_private", (1,), (8,), [x, np.zeros(8, np.float32)], struct.pack("<i4xQQ", n, X, Y))
+    (_, got) = _run(
+        module_text, "big_private", (1,), (8,), [x, np.zeros(8, np.float32)], struct.pack("<i4xQQ", n, X, Y)
+    )
     for g in range(8):
         t = x[(g + np.arange(20000)) % n] + np.arange(20000, dtype=np.float32)
         s = np.float32(0)
@@ -211,8 +216,9 @@ def test_a_3d_block_of_30_threads_gives_each_thread_its_own_index(module_text, m
 
 
 def test_a_read_one_past_the_end_in_a_lockstep_loop_is_caught_at_its_exact_bytes(module_text, device):
-    binary = HostBackend().compile(llvm.parse_assembly(module_text), "stride", ExperimentConfiguration(grid=1, block=1),
-                                   "x86_64")  # fmt: skip
+    binary = HostBackend().compile(
+        llvm.parse_assembly(module_text), "stride", ExperimentConfiguration(grid=1, block=1), "x86_64"
+    )
     loaded = device.load(binary)
     device.map(X, 4000)
     device.map(Y, 4004)

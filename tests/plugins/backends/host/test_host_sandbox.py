@@ -20,8 +20,10 @@ from mneme.core.backend import DeviceBinary, get_backend
 from mneme.core.errors import ExperimentError
 from mneme.plugins.backends.host import sandbox
 
-pytestmark = pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
-                                reason="the sandbox's filter is tested on Linux x86-64")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+    reason="the sandbox's filter is tested on Linux x86-64",
+)
 
 BASE = 0x2B0000000000
 
@@ -118,8 +120,13 @@ PATCH_SCRIPT = CRAFT + textwrap.dedent('''
 
 def _patch(tmp_path, prot: int, sandbox: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "MNEME_HOST_SANDBOX": sandbox}
-    return subprocess.run([sys.executable, "-c", PATCH_SCRIPT, str(prot), str(tmp_path / "marker")], env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-c", PATCH_SCRIPT, str(prot), str(tmp_path / "marker")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_a_kernel_cannot_make_libc_writable_and_executable_and_the_launch_fails_naming_mprotect(tmp_path):
@@ -145,9 +152,12 @@ def test_without_the_sandbox_the_same_patch_breaks_the_launching_process(tmp_pat
 def test_a_kernel_cannot_run_a_shell_command(device, tmp_path):
     marker = tmp_path / "ran"
     command = f"touch {marker}".encode() + b"\0"
-    kernel = device.load(crafted(  # noqa: F821
-        "  %rc = call i32 @system(ptr @cmd)\n  store i32 %rc, ptr %out",
-        f'declare i32 @system(ptr)\n@cmd = constant [{len(command)} x i8] c"{command[:-1].decode()}\\00"'))
+    kernel = device.load(
+        crafted(  # noqa: F821
+            "  %rc = call i32 @system(ptr @cmd)\n  store i32 %rc, ptr %out",
+            f'declare i32 @system(ptr)\n@cmd = constant [{len(command)} x i8] c"{command[:-1].decode()}\\00"',
+        )
+    )
     with pytest.raises(ExperimentError, match=r"forbidden system call \d+ \((rt_sigaction|clone|clone3|execve)\)"):
         _launch(device, kernel)  # system() first sets its signal handlers: refused there
     assert not marker.exists()
@@ -165,8 +175,10 @@ def test_a_kernel_that_calls_fork_fails_its_launch_at_once_and_the_next_launch_w
 
 def test_a_kernel_that_blocks_signals_fails_naming_the_call_and_the_next_launch_works(device, monkeypatch):
     monkeypatch.setenv("MNEME_LIMIT_TIMEOUT_SECONDS", "5")
-    body = ("  %set = alloca [16 x i64]\n  call void @llvm.memset.p0.i64(ptr %set, i8 -1, i64 128, i1 false)\n"
-            "  %rc = call i32 @pthread_sigmask(i32 0, ptr %set, ptr null)\n" + SPIN)
+    body = (
+        "  %set = alloca [16 x i64]\n  call void @llvm.memset.p0.i64(ptr %set, i8 -1, i64 128, i1 false)\n"
+        "  %rc = call i32 @pthread_sigmask(i32 0, ptr %set, ptr null)\n" + SPIN
+    )
     declarations = "declare i32 @pthread_sigmask(i32, ptr, ptr)\ndeclare void @llvm.memset.p0.i64(ptr, i8, i64, i1)"
     kernel = device.load(crafted(body, declarations))  # noqa: F821
     with pytest.raises(ExperimentError, match=r"forbidden system call \d+ \(rt_sigprocmask\)"):
@@ -175,7 +187,8 @@ def test_a_kernel_that_blocks_signals_fails_naming_the_call_and_the_next_launch_
 
 
 def test_a_kernel_looping_forever_is_killed_from_outside_at_its_limit_and_the_next_launch_gets_a_new_sandbox(
-        device, monkeypatch):  # fmt: skip
+    device, monkeypatch
+):
     monkeypatch.setenv("MNEME_LIMIT_TIMEOUT_SECONDS", "1")
     kernel = device.load(crafted(SPIN))  # noqa: F821
     first = kernel.sandbox.pid
@@ -257,7 +270,9 @@ def test_crafted_objects_are_refused_by_the_allowlist_when_compiled_from_ir():
     from mneme.core.types import ExperimentConfiguration
 
     backend = get_backend("host")
-    text = NVPTX.format(declarations="declare i32 @fork()", body="  %pid = call i32 @fork()\n  store i32 %pid, ptr %out")
+    text = NVPTX.format(
+        declarations="declare i32 @fork()", body="  %pid = call i32 @fork()\n  store i32 %pid, ptr %out"
+    )
     with pytest.raises(UnsupportedError, match=r"external function fork"):
         backend.compile(ir.load(text), "k", ExperimentConfiguration(grid=1, block=1), backend.arch())
 
@@ -289,15 +304,18 @@ def test_a_global_named_with_llvms_no_mangling_prefix_is_refused_by_the_name_it_
     from mneme.core.errors import UnsupportedError
 
     with pytest.raises(UnsupportedError, match=r'external global "\\01environ"') as caught:
-        _compile('@"\\01environ" = external global ptr', '  %e = load ptr, ptr @"\\01environ"\n  store ptr %e, ptr %out')
+        _compile(
+            '@"\\01environ" = external global ptr', '  %e = load ptr, ptr @"\\01environ"\n  store ptr %e, ptr %out'
+        )
     assert "refused before compiling" in str(caught.value)
     with pytest.raises(UnsupportedError, match=r'external function "\\01system"'):
         _compile('declare i32 @"\\01system"(ptr)', '  %rc = call i32 @"\\01system"(ptr %out)')
 
 
 def test_an_allowed_function_spelled_with_the_prefix_is_still_that_function():
-    binary = _compile('declare i64 @"\\01__mneme_clock64"()',
-                      '  %t = call i64 @"\\01__mneme_clock64"()\n  store i64 %t, ptr %out')
+    binary = _compile(
+        'declare i64 @"\\01__mneme_clock64"()', '  %t = call i64 @"\\01__mneme_clock64"()\n  store i64 %t, ptr %out'
+    )
     with get_backend("host").open_device() as dev:
         dev.reserve(BASE, 1 << 20)
         dev.map(BASE, 4096)
@@ -305,16 +323,26 @@ def test_an_allowed_function_spelled_with_the_prefix_is_still_that_function():
         assert struct.unpack("<Q", dev.read(BASE, 8))[0] > 0  # the runtime's clock ran
 
 
-@pytest.mark.parametrize("intrinsic, call", [
-    ("declare void @llvm.experimental.patchpoint.void(i64, i32, ptr, i32, ...)",
-     "  call void (i64, i32, ptr, i32, ...) @llvm.experimental.patchpoint.void(i64 1, i32 16, ptr %out, i32 0)"),
-    ("declare void @llvm.experimental.stackmap(i64, i32, ...)",
-     "  call void (i64, i32, ...) @llvm.experimental.stackmap(i64 1, i32 0)"),
-    ("declare token @llvm.experimental.gc.statepoint.p0(i64, i32, ptr, i32, i32, ...)\n"
-     'define void @g(ptr %p) gc "statepoint-example" {\n  %t = call token (i64, i32, ptr, i32, i32, ...) '
-     "@llvm.experimental.gc.statepoint.p0(i64 0, i32 0, ptr elementtype(void ()) %p, i32 0, i32 0, i32 0, i32 0)\n"
-     "  ret void\n}", "  call void @g(ptr %out)"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "intrinsic, call",
+    [
+        (
+            "declare void @llvm.experimental.patchpoint.void(i64, i32, ptr, i32, ...)",
+            "  call void (i64, i32, ptr, i32, ...) @llvm.experimental.patchpoint.void(i64 1, i32 16, ptr %out, i32 0)",
+        ),
+        (
+            "declare void @llvm.experimental.stackmap(i64, i32, ...)",
+            "  call void (i64, i32, ...) @llvm.experimental.stackmap(i64 1, i32 0)",
+        ),
+        (
+            "declare token @llvm.experimental.gc.statepoint.p0(i64, i32, ptr, i32, i32, ...)\n"
+            'define void @g(ptr %p) gc "statepoint-example" {\n  %t = call token (i64, i32, ptr, i32, i32, ...) '
+            "@llvm.experimental.gc.statepoint.p0(i64 0, i32 0, ptr elementtype(void ()) %p, i32 0, i32 0, i32 0, i32 0)\n"
+            "  ret void\n}",
+            "  call void @g(ptr %out)",
+        ),
+    ],
+)
 def test_intrinsics_that_call_an_address_they_are_given_are_refused_by_name(intrinsic, call):
     from mneme.core.errors import MnemeError
 
@@ -326,7 +354,7 @@ def test_intrinsics_that_call_an_address_they_are_given_are_refused_by_name(intr
 def test_an_ifunc_is_refused_its_resolver_would_run_at_load():
     from mneme.core.errors import UnsupportedError
 
-    declarations = ("define internal ptr @resolve() {\n  ret ptr null\n}\n@f = ifunc void (), ptr @resolve")
+    declarations = "define internal ptr @resolve() {\n  ret ptr null\n}\n@f = ifunc void (), ptr @resolve"
     with pytest.raises(UnsupportedError, match=r"ifunc f \(its resolver would run"):
         _compile(declarations, "  call void @f()")
 
@@ -334,15 +362,20 @@ def test_an_ifunc_is_refused_its_resolver_would_run_at_load():
 SIGMASK_THEN_SPIN = NVPTX.format(
     declarations="declare i32 @pthread_sigmask(i32, ptr, ptr)",
     body="  %rc = call i32 @pthread_sigmask(i32 0, ptr %out, ptr null)\n  br label %spin\nspin:\n"
-         "  %v = load volatile i32, ptr %out\n  br label %spin\nafter:",
+    "  %v = load volatile i32, ptr %out\n  br label %spin\nafter:",
 ).replace("define void @k(ptr %out)", "define void @k(ptr %out, ptr %unused)")
 FORK = NVPTX.format(declarations="declare i32 @fork()", body="  %pid = call i32 @fork()\n  store i32 %pid, ptr %out")
 
 
 def _mneme(*args, env=None) -> tuple[subprocess.CompletedProcess, float]:
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "mneme", *map(str, args)], capture_output=True, text=True,
-                          timeout=180, env={**os.environ, **(env or {})})  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "mneme", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **(env or {})},
+    )
     return proc, time.monotonic() - start
 
 
@@ -369,8 +402,9 @@ def test_replay_of_a_recording_whose_ir_was_replaced_refuses_it_by_name(tmp_path
 
 
 def test_an_object_that_does_not_load_fails_its_load_and_the_process_goes_on(device):
-    junk = DeviceBinary(backend="host", arch=platform.machine(), kind="host-object", kernel_name="junk",
-                        data=b"\x7fELF" + bytes(60))  # fmt: skip
+    junk = DeviceBinary(
+        backend="host", arch=platform.machine(), kind="host-object", kernel_name="junk", data=b"\x7fELF" + bytes(60)
+    )
     with pytest.raises(ExperimentError, match=r"kernel 'junk': (the host sandbox did not start|could not load)"):
         device.load(junk)
     _good_launch_works(device)
@@ -384,8 +418,11 @@ COUNTER = (
 
 
 def test_device_globals_keep_their_values_when_the_sandbox_starts_again(device):
-    kernel = device.load(crafted(  # noqa: F821
-        "  %v = load i32, ptr @g\n  store i32 %v, ptr %out\n  %n = add i32 %v, 1\n  store i32 %n, ptr @g", COUNTER))
+    kernel = device.load(
+        crafted(  # noqa: F821
+            "  %v = load i32, ptr @g\n  store i32 %v, ptr %out\n  %n = add i32 %v, 1\n  store i32 %n, ptr @g", COUNTER
+        )
+    )
     device.write_global(kernel, "g", struct.pack("<i", 5))
     _launch(device, kernel)
     assert struct.unpack("<i", device.read(BASE, 4)) == (5,)
@@ -398,18 +435,31 @@ def test_device_globals_keep_their_values_when_the_sandbox_starts_again(device):
 PATH_CONSTANT = '@path = constant [12 x i8] c"/etc/passwd\\00"'
 
 
-@pytest.mark.parametrize("call, declaration, refused", [
-    ("call i32 (ptr, i32, ...) @open(ptr @path, i32 0)", "declare i32 @open(ptr, i32, ...)\n" + PATH_CONSTANT, "openat"),
-    ("call i32 @socket(i32 2, i32 1, i32 0)", "declare i32 @socket(i32, i32, i32)", "socket"),
-    ("call i32 @kill(i32 {parent}, i32 0)", "declare i32 @kill(i32, i32)", "kill"),
-    ("call i64 @ptrace(i32 0, i32 0, ptr null, ptr null)", "declare i64 @ptrace(i32, i32, ptr, ptr)", "ptrace"),
-    ("call i32 @execve(ptr @path, ptr null, ptr null)", "declare i32 @execve(ptr, ptr, ptr)\n" + PATH_CONSTANT,
-     "execve"),
-    ("call ptr @mmap(ptr null, i64 4096, i32 7, i32 34, i32 -1, i64 0)",
-     "declare ptr @mmap(ptr, i64, i32, i32, i32, i64)", "mmap"),
-    ("call i64 @write(i32 0, ptr @path, i64 4)", "declare i64 @write(i32, ptr, i64)\n" + PATH_CONSTANT, "write"),
-    ("call i64 @read(i32 0, ptr %out, i64 4)", "declare i64 @read(i32, ptr, i64)", "read"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "call, declaration, refused",
+    [
+        (
+            "call i32 (ptr, i32, ...) @open(ptr @path, i32 0)",
+            "declare i32 @open(ptr, i32, ...)\n" + PATH_CONSTANT,
+            "openat",
+        ),
+        ("call i32 @socket(i32 2, i32 1, i32 0)", "declare i32 @socket(i32, i32, i32)", "socket"),
+        ("call i32 @kill(i32 {parent}, i32 0)", "declare i32 @kill(i32, i32)", "kill"),
+        ("call i64 @ptrace(i32 0, i32 0, ptr null, ptr null)", "declare i64 @ptrace(i32, i32, ptr, ptr)", "ptrace"),
+        (
+            "call i32 @execve(ptr @path, ptr null, ptr null)",
+            "declare i32 @execve(ptr, ptr, ptr)\n" + PATH_CONSTANT,
+            "execve",
+        ),
+        (
+            "call ptr @mmap(ptr null, i64 4096, i32 7, i32 34, i32 -1, i64 0)",
+            "declare ptr @mmap(ptr, i64, i32, i32, i32, i64)",
+            "mmap",
+        ),
+        ("call i64 @write(i32 0, ptr @path, i64 4)", "declare i64 @write(i32, ptr, i64)\n" + PATH_CONSTANT, "write"),
+        ("call i64 @read(i32 0, ptr %out, i64 4)", "declare i64 @read(i32, ptr, i64)", "read"),
+    ],
+)
 def test_each_call_outside_the_filter_fails_the_launch_naming_it(device, call, declaration, refused):
     body = "  %r = " + call.format(parent=os.getpid())
     kernel = device.load(crafted(body, declaration))  # noqa: F821

@@ -20,13 +20,25 @@ def test_warp_reductions_and_match_any_match_numpy(tmp_path):
     values = np.random.default_rng(3).integers(-1000, 1000, n).astype(np.int32)
     out = np.zeros(n * 11, np.int32)
     outputs: dict = {}
-    capture.capture(str(build_cuda_ir(SOURCE)), "warp_reduce_ops", blocks, block, [values, out], tmp_path,
-                    backend="host", outputs=outputs)  # fmt: skip
+    capture.capture(
+        str(build_cuda_ir(SOURCE)),
+        "warp_reduce_ops",
+        blocks,
+        block,
+        [values, out],
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+    )
     got = outputs[1].reshape(n, 11)
     for w in range(n // 32):
         lanes = values[w * 32 : (w + 1) * 32]
         rows = got[w * 32 : (w + 1) * 32]
-        assert (rows[:, 0] == lanes.sum()).all() and (rows[:, 1] == lanes.min()).all() and (rows[:, 2] == lanes.max()).all()
+        assert (
+            (rows[:, 0] == lanes.sum()).all()
+            and (rows[:, 1] == lanes.min()).all()
+            and (rows[:, 2] == lanes.max()).all()
+        )
         assert (rows[:, 3] == np.bitwise_or.reduce(lanes)).all()
         assert (rows[:, 7] == lanes.view(np.uint32).max().astype(np.int32)).all()
         keys = lanes & 3

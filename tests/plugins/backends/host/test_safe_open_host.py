@@ -16,7 +16,9 @@ from paths import ROOT
 CLI = [sys.executable, "-m", "mneme"]
 HEADER = 'target datalayout = "e-i64:64-i128:128-v16:16-v32:32-n16:32:64"\ntarget triple = "nvptx64-nvidia-cuda"\n'
 
-SYSTEM_IR = HEADER + """
+SYSTEM_IR = (
+    HEADER
+    + """
 @cmd = private unnamed_addr constant [{n} x i8] c"{cmd}\\00"
 declare i32 @system(ptr)
 define void @k(ptr %p) {{
@@ -25,8 +27,11 @@ define void @k(ptr %p) {{
   ret void
 }}
 """
+)
 
-SPIN_IR = HEADER + """
+SPIN_IR = (
+    HEADER
+    + """
 define void @k(ptr %p) {
 entry:
   br label %loop
@@ -35,13 +40,17 @@ loop:
   br label %loop
 }
 """
+)
 
-BENIGN_IR = HEADER + """
+BENIGN_IR = (
+    HEADER
+    + """
 define void @k(ptr %p) {
   store i32 7, ptr %p
   ret void
 }
 """
+)
 
 
 def mneme(*args, timeout=240, env=None):
@@ -51,8 +60,9 @@ def mneme(*args, timeout=240, env=None):
 def _spec(tmp_path, ir_text: str, grid=1, block=1):
     (tmp_path / "k.ll").write_text(ir_text)
     spec = tmp_path / "spec.yaml"
-    spec.write_text(f"ir: k.ll\nkernel: k\ngrid: {grid}\nblock: {block}\n"
-                    "args:\n  - {zeros: {dtype: int32, shape: [4]}}\n")
+    spec.write_text(
+        f"ir: k.ll\nkernel: k\ngrid: {grid}\nblock: {block}\nargs:\n  - {{zeros: {{dtype: int32, shape: [4]}}}}\n"
+    )
     return spec
 
 
@@ -111,10 +121,13 @@ def test_a_grid_beyond_the_device_limit_is_refused_at_launch(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("body, what", [
-    ('call void asm sideeffect "syscall", ""()', "assembly"),
-    ("%f = inttoptr i64 4096 to ptr\n  call void %f()", "through a pointer"),
-])
+@pytest.mark.parametrize(
+    "body, what",
+    [
+        ('call void asm sideeffect "syscall", ""()', "assembly"),
+        ("%f = inttoptr i64 4096 to ptr\n  call void %f()", "through a pointer"),
+    ],
+)
 def test_inline_assembly_and_calls_through_pointers_are_refused(tmp_path, body, what):
     ir = HEADER + f"define void @k(ptr %p) {{\n  {body}\n  ret void\n}}\n"
     proc = mneme("capture", _spec(tmp_path, ir), "-o", tmp_path / "out", "--backend", "host")
@@ -134,9 +147,11 @@ def test_replay_of_an_infinite_loop_kernel_stops_at_the_timeout(tmp_path):
 
 
 def test_a_worker_process_drops_core_dumps_and_new_privileges():
-    code = ("import resource\nfrom mneme.core import limits\nlimits.restrict_worker()\n"
-            "print(resource.getrlimit(resource.RLIMIT_CORE))\n"
-            "print([l for l in open('/proc/self/status') if l.startswith('NoNewPrivs')][0].split()[1])\n")
+    code = (
+        "import resource\nfrom mneme.core import limits\nlimits.restrict_worker()\n"
+        "print(resource.getrlimit(resource.RLIMIT_CORE))\n"
+        "print([l for l in open('/proc/self/status') if l.startswith('NoNewPrivs')][0].split()[1])\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.stdout.split("\n")[:2] == ["(0, 0)", "1"], proc.stdout + proc.stderr
 
@@ -145,8 +160,10 @@ def test_a_kernel_writing_one_element_past_its_buffer_fails_naming_the_buffer_an
     saxpy = ROOT / "examples" / "saxpy" / "saxpy.ll"
     spec = tmp_path / "spec.yaml"
     shutil.copyfile(saxpy, spec.parent / "saxpy.ll")  # a description's IR lies in its folder
-    spec.write_text(f"ir: saxpy.ll\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - 1001\n  - 2.0\n"
-                    "  - {ones: {dtype: float32, shape: [1001]}}\n  - {ones: {dtype: float32, shape: [1000]}}\n")
+    spec.write_text(
+        f"ir: saxpy.ll\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - 1001\n  - 2.0\n"
+        "  - {ones: {dtype: float32, shape: [1001]}}\n  - {ones: {dtype: float32, shape: [1000]}}\n"
+    )
     proc = mneme("capture", spec, "-o", tmp_path / "out", "--backend", "host")
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "out of bounds" in proc.stderr and "bytes 4000..4003 of the 4000-byte buffer" in proc.stderr, proc.stderr
@@ -157,9 +174,11 @@ def _saxpy_spec(tmp_path, n: int, x_len: int, y_len: int) -> Path:
     saxpy = ROOT / "examples" / "saxpy" / "saxpy.ll"
     spec = tmp_path / "spec.yaml"
     shutil.copyfile(saxpy, spec.parent / "saxpy.ll")
-    spec.write_text(f"ir: saxpy.ll\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - {n}\n  - 2.0\n"
-                    f"  - {{ones: {{dtype: float32, shape: [{x_len}]}}}}\n"
-                    f"  - {{ones: {{dtype: float32, shape: [{y_len}]}}}}\n")
+    spec.write_text(
+        f"ir: saxpy.ll\nkernel: saxpy\ngrid: 8\nblock: 128\nargs:\n  - {n}\n  - 2.0\n"
+        f"  - {{ones: {{dtype: float32, shape: [{x_len}]}}}}\n"
+        f"  - {{ones: {{dtype: float32, shape: [{y_len}]}}}}\n"
+    )
     return spec
 
 

@@ -25,8 +25,10 @@ from test_host_sandbox import (  # noqa: F401
 from mneme.core.backend import DeviceBinary
 from mneme.core.errors import ExperimentError, UnsupportedError
 
-pytestmark = pytest.mark.skipif(not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
-                                reason="the sandbox's filter is tested on Linux x86-64")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    not (sys.platform.startswith("linux") and platform.machine() == "x86_64"),
+    reason="the sandbox's filter is tested on Linux x86-64",
+)
 
 
 def _asm_ready() -> None:
@@ -38,21 +40,39 @@ def _asm_ready() -> None:
 def raw_syscall(nr: int, *args: str) -> str:
     """Kernel body: `syscall` instruction with number `nr` (no libc symbol named); its result to %out."""
     a = [*args, "0", "0", "0"][:3]
-    return ("  %o = ptrtoint ptr %out to i64\n"
-            '  %r = call i64 asm sideeffect "syscall", "={rax},{rax},{rdi},{rsi},{rdx},~{rcx},~{r11},~{memory}"'
-            f"(i64 {nr}, i64 {a[0]}, i64 {a[1]}, i64 {a[2]})\n"
-            "  %t = trunc i64 %r to i32\n  store i32 %t, ptr %out")  # fmt: skip
+    return (
+        "  %o = ptrtoint ptr %out to i64\n"
+        '  %r = call i64 asm sideeffect "syscall", "={rax},{rax},{rdi},{rsi},{rdx},~{rcx},~{r11},~{memory}"'
+        f"(i64 {nr}, i64 {a[0]}, i64 {a[1]}, i64 {a[2]})\n"
+        "  %t = trunc i64 %r to i32\n  store i32 %t, ptr %out"
+    )
 
 
 #: name, number, arguments (%o: the address of the output buffer)
 SYSCALLS = [
-    ("memfd_create", 319, ("%o", "0")), ("execveat", 322, ("-100", "%o", "0")), ("process_vm_writev", 311, ("1",)),
-    ("process_vm_readv", 310, ("1",)), ("ptrace", 101, ("16", "1")), ("clone", 56, ("17",)), ("fork", 57, ()),
-    ("vfork", 58, ()), ("clone3", 435, ("%o", "88")), ("pkey_mprotect", 329, ("%o", "4096", "7")),
-    ("mmap", 9, ("0", "4096", "7")), ("mprotect", 10, ("%o", "4096", "5")), ("personality", 135, ("4194304",)),
-    ("rt_sigaction", 13, ("31", "0")), ("rt_sigprocmask", 14, ("0", "%o")), ("openat", 257, ("-100", "%o")),
-    ("userfaultfd", 323, ()), ("io_uring_setup", 425, ("1", "%o")), ("kill", 62, ("1", "0")),
-    ("write", 1, ("0", "%o", "1")), ("read", 0, ("1", "%o", "1")), ("close", 3, ("3",)), ("dup", 32, ("3",)),
+    ("memfd_create", 319, ("%o", "0")),
+    ("execveat", 322, ("-100", "%o", "0")),
+    ("process_vm_writev", 311, ("1",)),
+    ("process_vm_readv", 310, ("1",)),
+    ("ptrace", 101, ("16", "1")),
+    ("clone", 56, ("17",)),
+    ("fork", 57, ()),
+    ("vfork", 58, ()),
+    ("clone3", 435, ("%o", "88")),
+    ("pkey_mprotect", 329, ("%o", "4096", "7")),
+    ("mmap", 9, ("0", "4096", "7")),
+    ("mprotect", 10, ("%o", "4096", "5")),
+    ("personality", 135, ("4194304",)),
+    ("rt_sigaction", 13, ("31", "0")),
+    ("rt_sigprocmask", 14, ("0", "%o")),
+    ("openat", 257, ("-100", "%o")),
+    ("userfaultfd", 323, ()),
+    ("io_uring_setup", 425, ("1", "%o")),
+    ("kill", 62, ("1", "0")),
+    ("write", 1, ("0", "%o", "1")),
+    ("read", 0, ("1", "%o", "1")),
+    ("close", 3, ("3",)),
+    ("dup", 32, ("3",)),
 ]
 
 
@@ -65,10 +85,14 @@ def test_a_raw_system_call_from_kernel_code_fails_its_launch_naming_the_call(dev
     _good_launch_works(device)
 
 
-@pytest.mark.parametrize("body", [raw_syscall(0x40000000 + 2, "0"),  # x32 ABI open
-                                  '  %r = call i32 asm sideeffect "int $$0x80", "={eax},{eax},~{memory}"(i32 20)\n'
-                                  "  store i32 %r, ptr %out"],  # the 32-bit ABI
-                         ids=["x32", "int80"])  # fmt: skip
+@pytest.mark.parametrize(
+    "body",
+    [
+        raw_syscall(0x40000000 + 2, "0"),  # x32 ABI open
+        '  %r = call i32 asm sideeffect "int $$0x80", "={eax},{eax},~{memory}"(i32 20)\n  store i32 %r, ptr %out',
+    ],  # the 32-bit ABI
+    ids=["x32", "int80"],
+)
 def test_a_system_call_of_another_abi_kills_the_sandbox_and_the_next_launch_works(device, body):  # noqa: F811
     _asm_ready()
     kernel = device.load(crafted(body))
@@ -97,24 +121,33 @@ def _object_with(extra: str, body: str = "  store i32 42, ptr %out") -> DeviceBi
     from mneme.plugins.backends.host import machine
 
     llvm = machine.binding()
-    evil = ("define internal void @evil() {\n"
-            '  %r = call i64 asm sideeffect "syscall", "={rax},{rax},~{rcx},~{r11},~{memory}"(i64 110)\n'
-            f"  store i64 %r, ptr inttoptr (i64 {BASE + 8} to ptr)\n  ret void\n}}\n")  # fmt: skip
-    text = (f'target triple = "{llvm.get_process_triple()}"\n{evil}{extra}\n'
-            "@__mneme_info = constant [4 x i64] [i64 0, i64 0, i64 8, i64 0]\n"
-            "define void @__mneme_entry(ptr %args) {\nentry:\n  %out = load ptr, ptr %args\n" + body + "\n  ret void\n}\n")
+    evil = (
+        "define internal void @evil() {\n"
+        '  %r = call i64 asm sideeffect "syscall", "={rax},{rax},~{rcx},~{r11},~{memory}"(i64 110)\n'
+        f"  store i64 %r, ptr inttoptr (i64 {BASE + 8} to ptr)\n  ret void\n}}\n"
+    )
+    text = (
+        f'target triple = "{llvm.get_process_triple()}"\n{evil}{extra}\n'
+        "@__mneme_info = constant [4 x i64] [i64 0, i64 0, i64 8, i64 0]\n"
+        "define void @__mneme_entry(ptr %args) {\nentry:\n  %out = load ptr, ptr %args\n" + body + "\n  ret void\n}\n"
+    )
     module = llvm.parse_assembly(text)
     module.verify()
-    return DeviceBinary(backend="host", arch=platform.machine(), kind="host-object", kernel_name="ctor",
-                        data=bytes(machine.target_machine().emit_object(module)))  # fmt: skip
+    return DeviceBinary(
+        backend="host",
+        arch=platform.machine(),
+        kind="host-object",
+        kernel_name="ctor",
+        data=bytes(machine.target_machine().emit_object(module)),
+    )
 
 
 STARTUP = {
     "global_ctors": "@llvm.global_ctors = appending global [1 x { i32, ptr, ptr }] [{ i32, ptr, ptr } { i32 0, ptr @evil, ptr null }]",
     "init_array": '@ia = internal global ptr @evil, section ".init_array"\n'
-                  '@llvm.used = appending global [1 x ptr] [ptr @ia], section "llvm.metadata"',
+    '@llvm.used = appending global [1 x ptr] [ptr @ia], section "llvm.metadata"',
     "preinit_array": '@ia = internal global ptr @evil, section ".preinit_array"\n'
-                     '@llvm.used = appending global [1 x ptr] [ptr @ia], section "llvm.metadata"',
+    '@llvm.used = appending global [1 x ptr] [ptr @ia], section "llvm.metadata"',
 }
 
 
@@ -130,9 +163,13 @@ def test_constructors_of_kernel_code_never_run_before_the_filter(device, extra):
 def test_an_ifunc_resolver_runs_only_under_the_filter(device):  # noqa: F811
     _asm_ready()
     device.write(BASE, bytes(16))
-    kernel = device.load(_object_with("define internal ptr @resolver() {\n  call void @evil()\n  ret ptr @target\n}\n"
-                                      "define void @target() {\n  ret void\n}\n@f = ifunc void (), ptr @resolver",
-                                      "  call void @f()\n  store i32 42, ptr %out"))  # fmt: skip
+    kernel = device.load(
+        _object_with(
+            "define internal ptr @resolver() {\n  call void @evil()\n  ret ptr @target\n}\n"
+            "define void @target() {\n  ret void\n}\n@f = ifunc void (), ptr @resolver",
+            "  call void @f()\n  store i32 42, ptr %out",
+        )
+    )
     assert device.read(BASE, 16) == bytes(16), "the resolver ran when the code was loaded"
     with pytest.raises(ExperimentError, match=r"forbidden system call 110 \(getppid\)"):
         _launch(device, kernel)
@@ -140,35 +177,83 @@ def test_an_ifunc_resolver_runs_only_under_the_filter(device):  # noqa: F811
 
 #: IR that jumps to, or calls, an address it is given, written without a call through a pointer
 JUMPS = {
-    "indirectbr": ("", "  %a = load ptr, ptr %out\n  indirectbr ptr %a, [label %b]\nb:", r"indirect branch \(indirectbr\)"),
-    "coro.resume": ("declare void @llvm.coro.resume(ptr)", "  %h = load ptr, ptr %out\n  call void @llvm.coro.resume(ptr %h)",
-                    r"intrinsic llvm\.coro\.resume"),
-    "coro.destroy": ("declare void @llvm.coro.destroy(ptr)", "  %h = load ptr, ptr %out\n  call void @llvm.coro.destroy(ptr %h)",
-                     r"intrinsic llvm\.coro\.destroy"),
-    "objc.retain": ("declare ptr @llvm.objc.retain(ptr)", "  %r = call ptr @llvm.objc.retain(ptr %out)",
-                    r"intrinsic llvm\.objc\.retain"),
-    "type.checked.load": ("declare {ptr, i1} @llvm.type.checked.load(ptr, i32, metadata)",
-                          '  %f = call {ptr, i1} @llvm.type.checked.load(ptr %out, i32 0, metadata !"t")',
-                          r"intrinsic llvm\.type\.checked\.load"),  # its malformed use aborted LLVM (an assertion)
-    "eh.sjlj.longjmp": ("declare void @llvm.eh.sjlj.longjmp(ptr)", "  call void @llvm.eh.sjlj.longjmp(ptr %out)",
-                        r"intrinsic llvm\.eh\.sjlj\.longjmp"),
+    "indirectbr": (
+        "",
+        "  %a = load ptr, ptr %out\n  indirectbr ptr %a, [label %b]\nb:",
+        r"indirect branch \(indirectbr\)",
+    ),
+    "coro.resume": (
+        "declare void @llvm.coro.resume(ptr)",
+        "  %h = load ptr, ptr %out\n  call void @llvm.coro.resume(ptr %h)",
+        r"intrinsic llvm\.coro\.resume",
+    ),
+    "coro.destroy": (
+        "declare void @llvm.coro.destroy(ptr)",
+        "  %h = load ptr, ptr %out\n  call void @llvm.coro.destroy(ptr %h)",
+        r"intrinsic llvm\.coro\.destroy",
+    ),
+    "objc.retain": (
+        "declare ptr @llvm.objc.retain(ptr)",
+        "  %r = call ptr @llvm.objc.retain(ptr %out)",
+        r"intrinsic llvm\.objc\.retain",
+    ),
+    "type.checked.load": (
+        "declare {ptr, i1} @llvm.type.checked.load(ptr, i32, metadata)",
+        '  %f = call {ptr, i1} @llvm.type.checked.load(ptr %out, i32 0, metadata !"t")',
+        r"intrinsic llvm\.type\.checked\.load",
+    ),  # its malformed use aborted LLVM (an assertion)
+    "eh.sjlj.longjmp": (
+        "declare void @llvm.eh.sjlj.longjmp(ptr)",
+        "  call void @llvm.eh.sjlj.longjmp(ptr %out)",
+        r"intrinsic llvm\.eh\.sjlj\.longjmp",
+    ),
     "call inttoptr": ("", "  call void inttoptr (i64 4096 to ptr)()", r"a call through a pointer"),
-    "extern_weak system": ("declare extern_weak i32 @system(ptr)", "  %r = call i32 @system(ptr %out)",
-                           r"external function system"),
-    "extern_weak environ": ("@environ = extern_weak global ptr", "  %e = load ptr, ptr @environ\n  store ptr %e, ptr %out",
-                            r"external global environ"),
-    "environ in an initializer": ("@environ = external global ptr\n@p = global ptr @environ",
-                                  "  %e = load ptr, ptr @p\n  store ptr %e, ptr %out", r"external global environ"),
-    r"\01_exit": ('declare void @"\\01_exit"(i32)', '  call void @"\\01_exit"(i32 0)', r'external function "\\01_exit"'),
-    r"\01__libc_system": ('declare i32 @"\\01__libc_system"(ptr)', '  %r = call i32 @"\\01__libc_system"(ptr %out)',
-                          r"__libc_system"),
+    "extern_weak system": (
+        "declare extern_weak i32 @system(ptr)",
+        "  %r = call i32 @system(ptr %out)",
+        r"external function system",
+    ),
+    "extern_weak environ": (
+        "@environ = extern_weak global ptr",
+        "  %e = load ptr, ptr @environ\n  store ptr %e, ptr %out",
+        r"external global environ",
+    ),
+    "environ in an initializer": (
+        "@environ = external global ptr\n@p = global ptr @environ",
+        "  %e = load ptr, ptr @p\n  store ptr %e, ptr %out",
+        r"external global environ",
+    ),
+    r"\01_exit": (
+        'declare void @"\\01_exit"(i32)',
+        '  call void @"\\01_exit"(i32 0)',
+        r'external function "\\01_exit"',
+    ),
+    r"\01__libc_system": (
+        'declare i32 @"\\01__libc_system"(ptr)',
+        '  %r = call i32 @"\\01__libc_system"(ptr %out)',
+        r"__libc_system",
+    ),
     r"\01dlopen": ('declare ptr @"\\01dlopen"(ptr, i32)', '  %r = call ptr @"\\01dlopen"(ptr %out, i32 0)', r"dlopen"),
-    "syscall()": ("declare i64 @syscall(i64, ...)", "  %r = call i64 (i64, ...) @syscall(i64 57)", r"external function syscall"),
-    "mprotect()": ("declare i32 @mprotect(ptr, i64, i32)", "  %r = call i32 @mprotect(ptr %out, i64 4096, i32 7)",
-                   r"external function mprotect"),
-    "inline asm syscall": ("", '  %r = call i64 asm sideeffect "syscall", "={rax},{rax},~{rcx},~{r11}"(i64 57)', r"inline assembly"),
-    "versioned symbol": ('declare i32 @"system@GLIBC_2.2.5"(ptr)', '  %r = call i32 @"system@GLIBC_2.2.5"(ptr %out)',
-                         r"system@GLIBC_2\.2\.5"),
+    "syscall()": (
+        "declare i64 @syscall(i64, ...)",
+        "  %r = call i64 (i64, ...) @syscall(i64 57)",
+        r"external function syscall",
+    ),
+    "mprotect()": (
+        "declare i32 @mprotect(ptr, i64, i32)",
+        "  %r = call i32 @mprotect(ptr %out, i64 4096, i32 7)",
+        r"external function mprotect",
+    ),
+    "inline asm syscall": (
+        "",
+        '  %r = call i64 asm sideeffect "syscall", "={rax},{rax},~{rcx},~{r11}"(i64 57)',
+        r"inline assembly",
+    ),
+    "versioned symbol": (
+        'declare i32 @"system@GLIBC_2.2.5"(ptr)',
+        '  %r = call i32 @"system@GLIBC_2.2.5"(ptr %out)',
+        r"system@GLIBC_2\.2\.5",
+    ),
 }
 
 
