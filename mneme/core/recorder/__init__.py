@@ -9,6 +9,18 @@ databases. A backend describes its recorder's files with one `RawFormat`.
 docs/design/recording.md explains the mechanism, docs/design/native.md the shared native sources.
 """
 
-from mneme.core.recorder.rawdir import COMPRESSIONS, EPILOGUE_FORMATS, RawFormat
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["COMPRESSIONS", "EPILOGUE_FORMATS", "RawFormat"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: `mneme plugins` and `mneme --help` reach this package (the core `record`
+    # command lives in it) without reading a raw folder.
+    if name in __all__:
+        from mneme.core.recorder import rawdir
+
+        return getattr(rawdir, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
