@@ -71,4 +71,6 @@ def _wait(pid: int) -> str | None:
             return signal.Signals(os.WTERMSIG(status)).name
         except ValueError:
             return f"signal {os.WTERMSIG(status)}"
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:  # LLVM's fatal errors exit() the process
+        return f"exit status {os.WEXITSTATUS(status)}"
     return None
