@@ -42,3 +42,10 @@ def test_good_bitcode_still_loads_through_the_probe(tmp_path):
     path = tmp_path / "saxpy.bc"
     path.write_bytes(bytes(ir.load(SAXPY).as_bitcode()))
     assert ir.load(path).get_function("saxpy")
+
+
+def test_bitcode_whose_target_triple_is_not_text_is_malformed_ir_not_a_decode_error():
+    """Found by the CI fuzzer: LLVM reads the module, but its triple record holds bytes that are not UTF-8."""
+    data = (ROOT / "tests" / "data" / "corrupt" / "saxpy-triple-not-text.bc").read_bytes()
+    with pytest.raises(MalformedIRError, match="target triple is not text"):
+        ir.load(data)

@@ -155,8 +155,11 @@ def _adopt_triple(mod: ModuleRef, label: str) -> None:
     The backends say which kernel calling conventions and intrinsics give their target away
     (`Backend.kernel_marks`, `Backend.default_triple`).
     """
-    if mod.triple:
-        return
+    try:
+        if mod.triple:
+            return
+    except UnicodeDecodeError:  # a bitcode record holding bytes that are not text
+        raise MalformedIRError(f"{label}: its target triple is not text; is the file corrupt?") from None
     triple = targets.triple_for_marks(str(mod))
     if triple:
         log.info(
