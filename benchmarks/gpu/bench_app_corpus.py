@@ -337,7 +337,37 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             for addr, size in regions:
                 device.copy(scratch.addr, addr, size)
 
+        def through_sms(work) -> None:
+            device.copy_through = "sm"
+            try:
+                work()
+            finally:
+                device.copy_through = "engine"
+
+        def sm_rewrite() -> None:  # every region last written by the SMs, as the application's kernels leave it
+            ex.reset()
+            through_sms(lambda: [device.copy(addr, addr, size) for addr, size in regions])
+
+        def sm_read() -> None:  # every region read by the SMs after the reset
+            ex.reset()
+            through_sms(lambda: [device.copy(scratch.addr, addr, size) for addr, size in regions])
+
+        def flush_then_touch_pages() -> None:  # translations warm, the L2 all but cold (16 B per 64 KiB)
+            ex.reset()
+            device.flush_l2()
+            through_sms(
+                lambda: [
+                    device.copy(scratch.addr, a, 16)
+                    for addr, size in regions
+                    for a in range(addr, addr + size, 1 << 16)
+                ]
+            )
+            device.synchronize()
+
         variants = {
+            "sm-rewrite": (sm_rewrite, "flushed", "auto"),
+            "sm-read": (sm_read, "flushed", "auto"),
+            "touch-pages": (flush_then_touch_pages, "warm", "auto"),
             "flushed": (ex.reset, "flushed", "auto"),
             "unsynced": (reset_and_flush, "warm", "auto"),
             "new-mapping": (ex.reset, "flushed", "auto"),
