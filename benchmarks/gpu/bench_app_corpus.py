@@ -404,7 +404,31 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
         finally:
             device.synchronize()
             device.free(scratch)
+    out.update(fresh_processes(db, dynamic_hash, mode, iterations))
     return out
+
+
+def fresh_processes(db: Path, dynamic_hash: str, mode: str, iterations: int, processes: int = 3) -> dict[str, float]:
+    """The default replay in `processes` fresh interpreters, the median of their medians (a microsecond kernel's
+    time may sit on a level per process: docs/design/investigations/gpu-2026-12-04.md)."""
+    code = (
+        f"import sys, pathlib; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import bench_app_corpus as b; "
+        "print(b.replay(pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])).median_time)"
+    )
+    medians = []
+    for _ in range(processes):
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", code, str(db), dynamic_hash, mode, str(iterations)],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            medians.append(float(proc.stdout.strip().splitlines()[-1]))
+        except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+            log.warning("a fresh-process replay of %s: %s", dynamic_hash, exc)
+    return {"fresh-processes": statistics.median(medians)} if medians else {}
 
 
 def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, time_left, rows: list[dict]) -> dict:
