@@ -36,7 +36,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
 
     Messages in: ``{"payload": "process", "exp_id", "data": config dict, "binary": DeviceBinary | None}``,
     ``{"payload": "compile", "exp_id", "data": config dict}`` (compile workers) and
-    ``{"payload": "terminate"}``. Out: ``{"payload": "ready", ...}`` once, then per message
+    ``{"payload": "terminate"}``; a "process" or "compile" message may carry ``"ir"``, an `IROverride`
+    to build from from then on (None: the recording's IR again). Out: ``{"payload": "ready", ...}`` once, then per message
     ``{"exp_id", "payload": "result", "data": result dict}`` or ``{"exp_id", "payload": "binary",
     "data": DeviceBinary | None, "result": result dict}``.
     """
@@ -88,6 +89,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
             result = ExperimentResult(failed=True, error_kind="invalid", error=str(exc))
             conn.send({"exp_id": message.get("exp_id"), "payload": "result", "data": result.to_dict()})
             continue
+        if "ir" in message:  # replacement IR from now on (None: the recording's); parsed when first built
+            server.builder.set_ir(message["ir"])
         reply = server.serve(message, config, conn)
         conn.send({"exp_id": message.get("exp_id"), **reply})
     server.close()
@@ -152,6 +155,7 @@ class _DeviceServer:
         ).open()
         if spec.get("mode", "ir") == "ir":
             self.executor.link_ir()  # link once, before the first experiment
+        self.builder = self.executor.builder
 
     def info(self) -> dict[str, Any]:
         ex = self.executor
