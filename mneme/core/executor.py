@@ -303,7 +303,7 @@ class BaseExecutor:
                 binary = self.builder.build(config)
             except MnemeError as exc:
                 raise ExperimentError(
-                    f"building kernel {self.rec.kernel_name!r} failed: {exc}", kind="compile"
+                    f"building kernel {self.rec.kernel_name!r}{self.builder.source} failed: {exc}", kind="compile"
                 ) from exc
         _record_build(result, binary)
         if before_run is not None:

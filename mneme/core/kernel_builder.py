@@ -107,6 +107,11 @@ class KernelBuilder:
         self._override_linked = {}
         self.override = override
 
+    @property
+    def source(self) -> str:
+        """What its builds start from, for messages: "" (the recording's IR) or " from <the override's label>"."""
+        return f" from {self.override.label}" if self.override is not None else ""
+
     def link_ir(self, config: ExperimentConfiguration | None = None):
         prune = True if config is None else config.prune
         internalize = True if config is None else config.internalize

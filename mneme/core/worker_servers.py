@@ -202,7 +202,9 @@ class _CompileServer:
         try:
             binary = self.builder.build(config)
         except MnemeError as exc:
-            fail_result(result, "compile", f"building kernel {self.rec.kernel_name!r} failed: {exc}")
+            fail_result(
+                result, "compile", f"building kernel {self.rec.kernel_name!r}{self.builder.source} failed: {exc}"
+            )
             result.end_time = utc_now()
             return {"payload": "binary", "data": None, "result": result.to_dict()}
         return {"payload": "binary", "data": binary, "result": None}
