@@ -302,9 +302,7 @@ class BaseExecutor:
             try:
                 binary = self.builder.build(config)
             except MnemeError as exc:
-                raise ExperimentError(
-                    f"building kernel {self.rec.kernel_name!r}{self.builder.source} failed: {exc}", kind="compile"
-                ) from exc
+                raise ExperimentError(self.builder.build_failure(exc), kind="compile") from exc
         _record_build(result, binary)
         if before_run is not None:
             before_run()

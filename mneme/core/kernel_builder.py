@@ -107,10 +107,11 @@ class KernelBuilder:
         self._override_linked = {}
         self.override = override
 
-    @property
-    def source(self) -> str:
-        """What its builds start from, for messages: "" (the recording's IR) or " from <the override's label>"."""
-        return f" from {self.override.label}" if self.override is not None else ""
+    def build_failure(self, exc: Exception) -> str:
+        """The message of a failed build, naming the replacement IR it started from (when the error does not)."""
+        label = self.override.label if self.override is not None else ""
+        source = f" from {label}" if label and label not in str(exc) else ""
+        return f"building kernel {self.rec.kernel_name!r}{source} failed: {exc}"
 
     def link_ir(self, config: ExperimentConfiguration | None = None):
         prune = True if config is None else config.prune

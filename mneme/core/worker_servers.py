@@ -202,9 +202,7 @@ class _CompileServer:
         try:
             binary = self.builder.build(config)
         except MnemeError as exc:
-            fail_result(
-                result, "compile", f"building kernel {self.rec.kernel_name!r}{self.builder.source} failed: {exc}"
-            )
+            fail_result(result, "compile", self.builder.build_failure(exc))
             result.end_time = utc_now()
             return {"payload": "binary", "data": None, "result": result.to_dict()}
         return {"payload": "binary", "data": binary, "result": None}

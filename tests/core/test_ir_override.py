@@ -115,3 +115,21 @@ def test_a_pool_replaying_the_applications_images_refuses_replacement_ir(saxpy, 
     pool = AsyncReplayExecutor(db, results_db_dir=tmp_path, mode="ptx", start=False)
     with pytest.raises(UsageError, match="mode 'ir'"):
         pool.set_ir(text)
+
+
+def test_an_executor_builds_from_the_replacement_ir_and_names_it_when_the_build_fails(saxpy):
+    from mneme.core.executor import BaseExecutor
+
+    db, text = saxpy
+    with BaseExecutor(db, iterations=1) as executor:
+        executor.set_ir(IROverride.of(text.replace(SCALE, "fadd contract float %19, %19")))
+        rewritten = executor.execute(RECORDED)
+        executor.set_ir(IROverride.of(text.replace(SCALE, "fmul contract float %19, %undefined_value")))
+        broken = executor.execute(RECORDED)
+        executor.set_ir(None)
+        recorded = executor.execute(RECORDED)
+    assert rewritten.ok and recorded.ok and rewritten.variant_hash != recorded.variant_hash
+    assert broken.error_kind == "compile"
+    # named once: by the parser's message, not again by the build's
+    assert broken.error.startswith("building kernel 'saxpy' failed: replacement IR sha256:")
+    assert "undefined_value" in broken.error
