@@ -193,6 +193,24 @@ class TuningSession:
             min_blocks_per_sm=0,
         )
 
+    def _check_borrowed_executor(self) -> None:
+        """A caller's executor must replay what the options name, as they say (the original assumes it)."""
+        executor, o = self._borrowed_executor, self.options
+        if executor is None:
+            return
+        theirs = {
+            "record_database": Path(executor.record_db).resolve(),
+            "record_id": executor.record_id,
+            "workers": executor.num_workers,
+            "iterations": executor.iterations,
+            "warmup": executor.warmup,
+        }
+        ours = dict(theirs, record_database=Path(o.record_database).resolve(), record_id=o.record_id)
+        ours.update(workers=o.workers, iterations=o.iterations, warmup=o.warmup)
+        changed = [f"{key} {theirs[key]} (options: {ours[key]})" for key in theirs if theirs[key] != ours[key]]
+        if changed:
+            raise ValueError(f"the executor given does not match the options: {', '.join(changed)}")
+
     def _validate_resume(self, resolved: dict[str, Any]) -> None:
         if not self.options.resume:
             return
@@ -475,6 +493,7 @@ class TuningSession:
             resolved = o.to_config_dict()
             if self._ir is not None:  # a file that cannot be read is an invalid configuration (exit 3)
                 resolved["ir_hash"] = ir_override(self._ir).sha256
+            self._check_borrowed_executor()
             self._validate_resume(resolved)
             self.store.write_config(resolved)
             space, description = self._build_space(kernel)

@@ -122,6 +122,14 @@ def test_a_tuning_session_tunes_the_given_ir_on_a_borrowed_executor(saxpy_db, ir
     assert "ir_hash" in capsys.readouterr().out
     # a file that cannot be read: the original's invalid configuration, exit 3
     assert TuningSession(options(tmp_path / "none"), ir=str(tmp_path / "missing.bc")).run() == 3
+    # an executor for other settings than the options' is refused before anything runs (exit 3)
+    other = AsyncReplayExecutor(str(saxpy_db), iterations=2, results_db_dir=str(tmp_path))
+    try:
+        assert TuningSession(options(tmp_path / "mismatch"), executor=other, ir=irs["doubled"]).run() == 3
+        assert "iterations 2 (options: 1)" in capsys.readouterr().out
+        assert not (tmp_path / "mismatch" / "baseline.json").exists()
+    finally:
+        other.shutdown()
 
 
 def _recorded_variant(saxpy_db, tmp_path) -> str:
@@ -130,6 +138,25 @@ def _recorded_variant(saxpy_db, tmp_path) -> str:
         return fresh.evaluate(RECORDED).mneme.variant_hash
     finally:
         fresh.shutdown()
+
+
+def test_bitcode_files_are_read_as_the_original_reads_them_and_a_truncated_one_fails(saxpy_db, irs, tmp_path):
+    from mneme.core import ir
+
+    good = tmp_path / "doubled.bc"
+    good.write_bytes(ir.load(irs["doubled"]).as_bitcode())
+    cut = tmp_path / "cut.bc"
+    cut.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
+    executor = AsyncReplayExecutor(str(saxpy_db), iterations=1, results_db_dir=str(tmp_path))
+    try:
+        executor.set_ir(str(good))
+        same = executor.evaluate(RECORDED)
+        executor.set_ir(cut)
+        broken = executor.evaluate(RECORDED)
+    finally:
+        executor.shutdown()
+    assert same.verified, same.error
+    assert broken.failed and "cannot read LLVM bitcode" in broken.error
 
 
 def test_the_worker_protocol_swaps_ir_on_a_set_ir_message_and_survives_bad_ir(saxpy_db, irs, tmp_path):
@@ -175,7 +202,8 @@ def test_kernel_source_reads_the_kernels_lines_from_its_debug_info(tmp_path):
     from mneme import capture
 
     source = tmp_path / "saxpy.cu"
-    source.write_text("// saxpy, compiled with -g for this test\n" + (ROOT / "examples/saxpy/saxpy.cu").read_text())
+    # unique text: irbuild caches builds by content, and the debug info names this file's path
+    source.write_text(f"// saxpy compiled with -g in {tmp_path}\n" + (ROOT / "examples/saxpy/saxpy.cu").read_text())
     module = build_cuda_ir(source, out_dir=tmp_path / "ir", opt="-O1", flags=("-g",))
     x = np.arange(256, dtype=np.float32)
     y = np.ones(256, dtype=np.float32)
