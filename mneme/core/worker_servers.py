@@ -37,9 +37,9 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
     Messages in: ``{"payload": "process", "exp_id", "data": config dict, "binary": DeviceBinary | None}``,
     ``{"payload": "compile", "exp_id", "data": config dict}`` (compile workers) and
     ``{"payload": "terminate"}``; a "process" or "compile" message may carry ``"ir"``, an `IROverride`
-    to build from from then on (None: the recording's IR again). Out: ``{"payload": "ready", ...}`` once, then per message
-    ``{"exp_id", "payload": "result", "data": result dict}`` or ``{"exp_id", "payload": "binary",
-    "data": DeviceBinary | None, "result": result dict}``.
+    to build from from then on (None: the recording's IR again). Out: ``{"payload": "ready", ...}``
+    once, then per message ``{"exp_id", "payload": "result", "data": result dict}`` or
+    ``{"exp_id", "payload": "binary", "data": DeviceBinary | None, "result": result dict}``.
     """
     # The pool decides when a worker stops; a terminal's Ctrl-C reaches the whole process group (the pool
     # blocks SIGINT while it starts us, ignoring it here also drops one already pending).
@@ -82,6 +82,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
             break
         if message.get("payload") == "terminate":
             break
+        if "ir" in message:  # replacement IR from now on (None: the recording's); parsed when first built
+            server.builder.set_ir(message["ir"])
         config_data = message.get("data") or {}
         try:
             config = ExperimentConfiguration.from_dict(config_data)
@@ -89,8 +91,6 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
             result = ExperimentResult(failed=True, error_kind="invalid", error=str(exc))
             conn.send({"exp_id": message.get("exp_id"), "payload": "result", "data": result.to_dict()})
             continue
-        if "ir" in message:  # replacement IR from now on (None: the recording's); parsed when first built
-            server.builder.set_ir(message["ir"])
         reply = server.serve(message, config, conn)
         conn.send({"exp_id": message.get("exp_id"), **reply})
     server.close()
