@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import os
+import threading
+from pathlib import Path
 
 from mneme.compat.errors import runtime_errors
 from mneme.compat.futures import EvalFuture
@@ -22,7 +25,23 @@ from mneme.compat.worker_handle import TuneWorkerHandle
 from mneme.core.workers import TuneWorkerHandle as PoolWorker
 from mneme.core.workers import pop
 
-__all__ = ["AsyncReplayExecutor", "EvalFuture", "TuneWorkerHandle", "pop"]
+__all__ = ["AsyncReplayExecutor", "EvalFuture", "TuneWorkerHandle", "ir_override", "pop"]
+
+
+def ir_override(ir: str | os.PathLike | bytes):
+    """The original's IR argument as an `IROverride`: a `Path`, or a string ending in ``.ll``/``.bc``, is a
+    file (read now, within the ``ir_bytes`` limit); any other string is IR text; bytes are IR text or bitcode.
+
+    A file that cannot be read raises a `UsageError` (a `RuntimeError` too) naming it.
+    """
+    from mneme.core.ir_override import IROverride
+
+    if isinstance(ir, IROverride):
+        return ir
+    if isinstance(ir, str) and ir.endswith((".ll", ".bc")):
+        ir = Path(ir)
+    with runtime_errors():
+        return IROverride.of(ir)
 
 
 class AsyncReplayExecutor:
@@ -52,6 +71,10 @@ class AsyncReplayExecutor:
         self.num_workers = num_workers
         self.warmup = warmup
         self._next_id = itertools.count()
+        self._lock = threading.Lock()
+        self._ir_revision = 0  # as the original: bumped by each set_ir, carried by the futures
+        self._ir_data: str | None = None
+        self._ir_error = ""  # set_ir's IR could not be read: each experiment fails with this
         with runtime_errors():
             self._pool = Core(
                 str(mneme_database(record_db)),
@@ -70,19 +93,43 @@ class AsyncReplayExecutor:
     def workers(self) -> list[PoolWorker]:
         return self._pool.device_workers
 
+    def set_ir(self, ir: str | os.PathLike | bytes | None) -> None:
+        """Use this LLVM IR for the evaluations submitted after this call (the original's `set_ir`).
+
+        `ir`: a path to a ``.ll`` or ``.bc`` file (a `Path`, or a string ending so), or the IR as a
+        string; None (an addition) goes back to the recording's IR. As the recording's, the IR is
+        parsed in the workers, linked for the kernel (internalized, pruned) and verified against the
+        recorded epilogue; IR that cannot be read or parsed, does not define the kernel, or changes its
+        parameters gives failed results whose `error` names it, never an exception.
+        """
+        with self._lock:
+            self._ir_revision += 1
+            self._ir_data = None if ir is None else str(Path(ir).absolute()) if isinstance(ir, Path) else ir
+            self._ir_error = ""
+            try:
+                override = None if ir is None else ir_override(ir)
+            except RuntimeError as exc:  # the original's workers fail each experiment on it: the same here
+                self._ir_error = f"set_ir: {exc}"
+                return
+            self._pool.set_ir(override)
+
     def submit(self, config: ExperimentConfiguration) -> EvalFuture:
         """Queue one experiment without waiting; the future resolves to an `ExperimentResult`."""
-        future = EvalFuture(next(self._next_id), config)
-        try:
-            core_config = _core_config(config)
-        except (ValueError, TypeError) as exc:  # the original builds it and fails in the worker: a failed result
-            future.set_error(f"invalid configuration: {exc}")
-            return future
-        try:
-            inner = self._pool.submit(core_config)
-        except MnemeError as exc:
-            future.set_error(str(exc))
-            return future
+        with self._lock:  # the future's IR revision is the one its experiment builds from
+            future = EvalFuture(next(self._next_id), config, self._ir_revision, self._ir_data)
+            if self._ir_error:
+                future.set_error(self._ir_error)
+                return future
+            try:
+                core_config = _core_config(config)
+            except (ValueError, TypeError) as exc:  # the original builds it and fails in the worker: a failed result
+                future.set_error(f"invalid configuration: {exc}")
+                return future
+            try:
+                inner = self._pool.submit(core_config)
+            except MnemeError as exc:
+                future.set_error(str(exc))
+                return future
 
         def done(f: concurrent.futures.Future) -> None:
             if f.cancelled():

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mneme.compat.errors import runtime_errors
+from mneme.compat.kernel_source import KernelSource, SourceInfo, debug_source, read_kernel_source
 from mneme.compat.original_format import IMPORT_FOLDER  # noqa: F401 - where conversions go
 from mneme.compat.types import dim3
 
@@ -246,6 +247,8 @@ class RecordedExecution(MutableMapping):
             self.specializations = list(specializations)
             self.available_specializations = [i for i, flag in enumerate(self.specializations) if flag]
             self.occ = occ
+            #: The owning recording (set by it), so code handed an instance reaches `kernel_source()`.
+            self.execution: RecordedExecution | None = None
             self.prologue = MemStateRef(prologue_fn, kernel_name, SnapshotType.PROLOGUE, layout=layout)
             self.epilogue = MemStateRef(
                 epilogue_fn, kernel_name, SnapshotType.EPILOGUE, base=prologue_fn, layout=layout
@@ -279,6 +282,11 @@ class RecordedExecution(MutableMapping):
         va_addr: str,
         va_size: int,
         kernel_instances: dict[str, RecordedExecution.KernelInstance],
+        source_file: str | None = None,
+        source_copy: str | None = None,
+        source_md5: str | None = None,
+        source_line: int | None = None,
+        source_end_line: int | None = None,
     ):
         self.static_hash = static_hash
         self.kernel_name = kernel_name
@@ -289,6 +297,14 @@ class RecordedExecution(MutableMapping):
         self.va_addr = va_addr
         self.va_size = va_size
         self.kernel_instances = kernel_instances
+        for instance in kernel_instances.values():
+            instance.execution = self
+        self.source_file = source_file
+        self.source_copy = source_copy
+        self.source_md5 = source_md5
+        self.source_line = source_line
+        self.source_end_line = source_end_line
+        self._source_read = source_line is not None  # else the IR's debug info is asked, once
         self._link_mod = None
         #: The Mneme-format database this one replays from (set by `from_json`).
         self.mneme_path: str | None = None
@@ -300,6 +316,7 @@ class RecordedExecution(MutableMapping):
         return self.kernel_instances[key]
 
     def __setitem__(self, key: str, value: RecordedExecution.KernelInstance) -> None:
+        value.execution = self
         self.kernel_instances[key] = value
 
     def __delitem__(self, key: str) -> None:
@@ -325,6 +342,22 @@ class RecordedExecution(MutableMapping):
                 self._link_mod = adopt_module(linked)
         return self._link_mod
 
+    def kernel_source(self) -> KernelSource | None:
+        """The recorded source text of the kernel's definition, `source_line`..`source_end_line`.
+
+        As the original: the recorded copy is preferred to the source file, and a file whose MD5 no
+        longer matches `source_md5` is skipped; None without line information or a readable, unchanged
+        file. A Mneme recording takes the location from its IR's debug info (compiled with ``-g``).
+        """
+        if not self._source_read:
+            self._source_read = True
+            info = debug_source(self.llvm_files, self.kernel_name)
+            self.source_file, self.source_md5 = info.source_file, info.source_md5
+            self.source_line, self.source_end_line = info.source_line, info.source_end_line
+        return read_kernel_source(
+            SourceInfo(self.source_file, self.source_copy, self.source_md5, self.source_line, self.source_end_line)
+        )
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "ArgNames": self.arg_names,
@@ -334,6 +367,17 @@ class RecordedExecution(MutableMapping):
             "Modules": self.llvm_files,
             "Specializations": self.specializations,
             "StaticHash": self.static_hash,
+            **{
+                key: value
+                for key, value in (
+                    ("SourceFile", self.source_file),
+                    ("SourceCopy", self.source_copy),
+                    ("SourceMD5", self.source_md5),
+                    ("SourceLine", self.source_line),
+                    ("SourceEndLine", self.source_end_line),
+                )
+                if value is not None
+            },
             "VASize": self.va_size,
             "VAddr": self.va_addr,
             "instances": {k: v.to_dict() for k, v in self.items()},
@@ -386,7 +430,42 @@ class RecordedExecution(MutableMapping):
         if not Path(fn).exists():
             raise RuntimeError(f"JSON file {fn} does not exist")
         with runtime_errors():
-            return cls.from_core(load_core(fn))
+            out = cls.from_core(load_core(fn))
+        source = _original_source_keys(Path(fn))
+        if source is not None:  # the original's database records where the kernel is defined
+            out.source_file, out.source_copy, out.source_md5 = source.source_file, source.source_copy, source.source_md5
+            out.source_line, out.source_end_line = source.source_line, source.source_end_line
+            out._source_read = True
+        return out
+
+
+def _original_source_keys(path: Path) -> SourceInfo | None:
+    """The `Source*` keys of an original database (its `SourceCopy` relative to its folder); None for Mneme's."""
+    from mneme.compat import original_format as fmt
+    from mneme.core import limits
+    from mneme.core.errors import MnemeError
+
+    if path.is_dir():
+        return None
+    try:
+        data = limits.load_json(limits.read_text(path, "recording database"), path)
+    except MnemeError:
+        return None
+    if not (isinstance(data, dict) and fmt.is_original_database(data)):
+        return None
+
+    def text(key: str) -> str | None:
+        value = data.get(key)
+        return value if isinstance(value, str) and value else None
+
+    def number(key: str) -> int | None:
+        value = data.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    copy = text("SourceCopy")
+    if copy is not None and not Path(copy).is_absolute():
+        copy = str(path.resolve().parent / copy)
+    return SourceInfo(text("SourceFile"), copy, text("SourceMD5"), number("SourceLine"), number("SourceEndLine"))
 
 
 def mneme_database(fn: str | os.PathLike) -> Path:

@@ -117,6 +117,22 @@ class BaseExecutor:
         """The linked root module (no `open()` needed); clone it before mutating."""
         return self.records.link_llvm_modules()
 
+    def set_new_ir(self, ir_path_or_asm):
+        """A replacement for `link_ir()`'s module: parsed from a ``.ll``/``.bc`` file (a path ending so) or IR
+        text, internalized and pruned for the kernel, as the original. Pass it to `_execute`.
+
+        IR that cannot be read, parsed or verified, lacks the kernel or changes its parameters raises a
+        `RuntimeError` naming it (the original's worker process died on it).
+        """
+        from mneme.compat.async_executor import ir_override
+        from mneme.core.ir_override import link_override
+        from mneme.llvm.module import adopt_module
+
+        override = ir_override(ir_path_or_asm)
+        with runtime_errors():
+            recorded = self._core_rec.link_llvm_modules() if self._core_rec.llvm_files else None
+            return adopt_module(link_override(override, self.kernel_descr.kernel_name, True, True, recorded=recorded))
+
     def execute(self, config: ExperimentConfiguration) -> ExperimentResult:
         """Build, run, verify and time one configuration from the recording's IR (`open()` first).
 
@@ -220,21 +236,36 @@ class TuneWorker(BaseExecutor):
 
         Requests: `{"payload": "process", "exp_id": id, "data": config dict}`, answered on
         `response_q` with `{"exp_id": id, "payload": "result", "data": result dict, "llvm_ir": ""}`;
-        `{"payload": "terminate"}` ends the loop. An exception ends the worker (the pool sees a crash).
+        `{"payload": "set_ir", "data": path or IR text}` replaces the IR of the experiments after it (IR
+        that does not load fails each of them, naming why, until the next set_ir); `{"payload":
+        "terminate"}` ends the loop. An exception ends the worker (the pool sees a crash).
         """
         log = os.open(os.path.join(results_db_dir, f"Worker-{device_id}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         os.dup2(log, 1)
         os.dup2(log, 2)
         worker = TuneWorker(record_db=record_db, record_id=record_id, device_id=device_id, iterations=iterations)
         root_ir = worker.link_ir()
+        ir_error = ""
         with worker:
             state.set()
             while True:
                 msg = request_q.get()
                 if msg.get("payload") == "terminate":
                     break
+                if msg.get("payload") == "set_ir":
+                    try:
+                        root_ir, ir_error = worker.set_new_ir(msg.get("data")), ""
+                    except RuntimeError as exc:  # the original's worker died here; its experiments fail instead
+                        ir_error = f"set_ir: {exc}"
+                    continue
                 if msg.get("payload") != "process":
                     _log.warning("worker %d: unknown message %r", device_id, msg)
+                    continue
+                if ir_error:
+                    failed = ExperimentResult(error=ir_error, failed=True, executed=False, gpu_id=device_id)
+                    response_q.put(
+                        {"exp_id": msg["exp_id"], "payload": "result", "data": failed.to_dict(), "llvm_ir": ""}
+                    )
                     continue
                 result, _ir = worker.process_payload(root_ir.clone(), ExperimentConfiguration.from_dict(msg["data"]))
                 response_q.put({"exp_id": msg["exp_id"], "payload": "result", "data": result.to_dict(), "llvm_ir": ""})

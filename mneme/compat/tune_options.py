@@ -20,6 +20,7 @@ METRICS = ("mean", "median", "min", "max")
 SAMPLERS = ("random", "tpe", "grid", "exhaustive")
 # Options a resumed run must share with the run it continues.
 RESUME_FIXED = (
+    "ir_hash",
     "record_database",
     "record_id",
     "space_preset",

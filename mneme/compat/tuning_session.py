@@ -15,6 +15,7 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import random
 import statistics
 import time
@@ -124,8 +125,14 @@ def _constraints_ok(space: Any, params: dict[str, Any], config: ExperimentConfig
 class TuningSession:
     """One run of the original's tuner (see the module docstring)."""
 
-    def __init__(self, options: TuneOptions):
+    def __init__(self, options: TuneOptions, *, executor: Any = None, ir: str | os.PathLike | None = None):
+        """Tune as `options` say; with `ir`, the IR to compile instead of the recording's (a path to a
+        ``.ll``/``.bc`` file or IR text), its SHA-256 kept as `ir_hash` in ``config.json``; with `executor`,
+        a caller's `AsyncReplayExecutor` for the same record, instance, workers, iterations and warmup
+        (the caller shuts it down; its IR is set to `ir` when given)."""
         self.options = options
+        self._borrowed_executor = executor
+        self._ir = ir
         options.results_dir = options.resolved_results_dir()
         if options.proteus_enabled and options.proteus_output is None:
             options.proteus_output = str(Path(options.results_dir) / "proteus_tuned_kernels.json")
@@ -185,6 +192,24 @@ class TuningSession:
             max_threads=0,
             min_blocks_per_sm=0,
         )
+
+    def _check_borrowed_executor(self) -> None:
+        """A caller's executor must replay what the options name, as they say (the original assumes it)."""
+        executor, o = self._borrowed_executor, self.options
+        if executor is None:
+            return
+        theirs = {
+            "record_database": Path(executor.record_db).resolve(),
+            "record_id": executor.record_id,
+            "workers": executor.num_workers,
+            "iterations": executor.iterations,
+            "warmup": executor.warmup,
+        }
+        ours = dict(theirs, record_database=Path(o.record_database).resolve(), record_id=o.record_id)
+        ours.update(workers=o.workers, iterations=o.iterations, warmup=o.warmup)
+        changed = [f"{key} {theirs[key]} (options: {ours[key]})" for key in theirs if theirs[key] != ours[key]]
+        if changed:
+            raise ValueError(f"the executor given does not match the options: {', '.join(changed)}")
 
     def _validate_resume(self, resolved: dict[str, Any]) -> None:
         if not self.options.resume:
@@ -456,7 +481,7 @@ class TuningSession:
     # -- the run --------------------------------------------------------------------------
     def run(self) -> int:
         """Tune; returns 0, or the original's exit code (1 baseline, 3 configuration, 4 recording, 5 internal)."""
-        from mneme.compat.async_executor import AsyncReplayExecutor
+        from mneme.compat.async_executor import AsyncReplayExecutor, ir_override
 
         o = self.options
         try:
@@ -466,6 +491,9 @@ class TuningSession:
             return EXIT_RECORD_LOAD_FAILED
         try:
             resolved = o.to_config_dict()
+            if self._ir is not None:  # a file that cannot be read is an invalid configuration (exit 3)
+                resolved["ir_hash"] = ir_override(self._ir).sha256
+            self._check_borrowed_executor()
             self._validate_resume(resolved)
             self.store.write_config(resolved)
             space, description = self._build_space(kernel)
@@ -480,13 +508,16 @@ class TuningSession:
         if o.dry_run:
             print(json.dumps({"baseline": baseline_config.to_dict(), "search_space": description}, indent=2))  # noqa: T201
             return 0
+        source = recorded.kernel_source()
+        where = f"\n  source:          {source.location}" if source is not None else ""
         self._print(
             f"Mneme tune\n  record database: {o.record_database}\n  record id:       {o.record_id}\n"
-            f"  kernel:          {kernel.kernel_name}\n  space preset:    "
+            f"  kernel:          {kernel.kernel_name}{where}\n  space preset:    "
             f"{'custom' if o.space_module else o.space_preset}\n  sampler:         {o.sampler}\n"
             f"  trials:          {o.trials}\n  workers:         {o.workers}"
         )
-        executor = AsyncReplayExecutor(
+        owns_executor = self._borrowed_executor is None  # a caller's executor may serve several sessions
+        executor = self._borrowed_executor or AsyncReplayExecutor(
             record_db=o.record_database,
             record_id=o.record_id,
             iterations=o.iterations,
@@ -495,6 +526,8 @@ class TuningSession:
             warmup=o.warmup,
         )
         try:
+            if self._ir is not None:
+                executor.set_ir(self._ir)
             try:
                 baseline_result, baseline_metric = self._evaluate_baseline(executor, baseline_config)
             except BaselineVerificationError as exc:
@@ -517,7 +550,8 @@ class TuningSession:
             print(f"Internal tuner error: {type(exc).__name__}: {exc}")  # noqa: T201
             return EXIT_INTERNAL_ERROR
         finally:
-            executor.shutdown()
+            if owns_executor:
+                executor.shutdown()
         if best is None:
             self._print("\nNo configuration verified")
             return EXIT_BASELINE_FAILED

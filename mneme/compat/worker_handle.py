@@ -79,6 +79,7 @@ class TuneWorkerHandle:
         with main_hidden():
             self._process.start()
         self._action = self.StateMachine.SUBMIT
+        self._ir_revision = 0  # a new process replays the recording's IR
 
     def _monitor(self) -> None:
         try:
@@ -99,6 +100,9 @@ class TuneWorkerHandle:
         if not future.set_running_or_notify_cancel():
             return
         self.current = future
+        if future.ir_revision != self._ir_revision:  # the executor's set_ir: the worker swaps its IR first
+            self._requests.put({"payload": "set_ir", "data": future.ir_data})
+            self._ir_revision = future.ir_revision
         self._requests.put({"payload": "process", "exp_id": future.job_id, "data": future.params})
         self._action = self.StateMachine.RECEIVE
 

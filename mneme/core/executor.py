@@ -28,6 +28,7 @@ import attrs
 from mneme.core import divergence, events, kernel_clock
 from mneme.core.backend import Backend, Device, DeviceBinary, LoadedKernel, Resources, check_cache_state
 from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, MnemeError, UnsupportedError, UsageError
+from mneme.core.ir_override import IROverride
 from mneme.core.kernel_builder import MODES, KernelBuilder, resolve_backend
 from mneme.core.recording import load_recording
 from mneme.core.snapshot import Snapshot, compare_buffers
@@ -236,6 +237,15 @@ class BaseExecutor:
         self._check_open()
         return self.builder.build(config)
 
+    def set_ir(self, override: IROverride | None) -> None:
+        """Compile `override` (`mneme.core.ir_override.IROverride`) instead of the recording's IR from now
+        on; None goes back to the recording's. A module that does not parse, verify or keep the kernel's
+        signature fails each experiment that builds from it (a "compile" failure naming it)."""
+        self._check_open()
+        if override is not None and self.mode != "ir":
+            raise UsageError(f"replacement IR needs --mode ir; this executor replays the application's {self.mode}")
+        self.builder.set_ir(override)
+
     def _check_open(self) -> None:
         if self.device is None:
             raise MnemeError("the executor is not open; use it as a context manager or call open()")
@@ -292,9 +302,7 @@ class BaseExecutor:
             try:
                 binary = self.builder.build(config)
             except MnemeError as exc:
-                raise ExperimentError(
-                    f"building kernel {self.rec.kernel_name!r} failed: {exc}", kind="compile"
-                ) from exc
+                raise ExperimentError(self.builder.build_failure(exc), kind="compile") from exc
         _record_build(result, binary)
         if before_run is not None:
             before_run()

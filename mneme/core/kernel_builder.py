@@ -16,6 +16,7 @@ from mneme.core import backend as backend_mod
 from mneme.core import build, ir, kernel_clock, pipeline
 from mneme.core.backend import Backend, DeviceBinary
 from mneme.core.errors import UsageError
+from mneme.core.ir_override import IROverride, link_override
 from mneme.core.ircache import BuildCache
 from mneme.core.types import ExperimentConfiguration
 
@@ -89,12 +90,41 @@ class KernelBuilder:
         # the one build cache mechanism, in process memory only: a replay's variants are its own. A
         # variant takes up to three entries (request alias, binary, a two-step build's intermediate)
         self._cache = BuildCache(memory_entries=6 * cache_size, disk=False)
-        self._base_hashes: dict[tuple[bool, bool], str] = {}
+        self._base_hashes: dict[tuple[str, bool, bool], str] = {}
+        self.override: IROverride | None = None  # replacement IR compiled instead of the recording's
+        self._override_linked: dict[tuple[bool, bool], object] = {}
+
+    def set_ir(self, override: IROverride | None) -> None:
+        """Compile `override` instead of the recording's IR from now on (None: the recording's again).
+
+        Parsed on first use (`link_ir`): a malformed module fails the builds that need it, naming its
+        label. Its hash starts every variant hash, so cached builds of either IR never stand for the other.
+        """
+        if override == self.override:
+            return
+        for module in self._override_linked.values():
+            module.close()
+        self._override_linked = {}
+        self.override = override
+
+    def build_failure(self, exc: Exception) -> str:
+        """The message of a failed build, naming the replacement IR it started from (when the error does not)."""
+        label = self.override.label if self.override is not None else ""
+        source = f" from {label}" if label and label not in str(exc) else ""
+        return f"building kernel {self.rec.kernel_name!r}{source} failed: {exc}"
 
     def link_ir(self, config: ExperimentConfiguration | None = None):
         prune = True if config is None else config.prune
         internalize = True if config is None else config.internalize
-        return link_ir(self.rec, prune=prune, internalize=internalize)
+        if self.override is None:
+            return link_ir(self.rec, prune=prune, internalize=internalize)
+        key = (prune, internalize)
+        if key not in self._override_linked:
+            recorded = link_ir(self.rec, prune=prune, internalize=internalize) if self.rec.llvm_files else None
+            self._override_linked[key] = link_override(
+                self.override, self.rec.kernel_name, prune, internalize, recorded=recorded
+            )
+        return self._override_linked[key]
 
     def preprocess(self, config: ExperimentConfiguration):
         return pipeline.preprocess(
@@ -112,7 +142,7 @@ class KernelBuilder:
             return self.recorded_binary(self.mode)
         with kernel_clock.compiling():  # killed from outside past compile_seconds (a supervisor keeps it)
             module = self.link_ir(config)
-            linked = (config.prune, config.internalize)
+            linked = (self.override.sha256 if self.override else "", config.prune, config.internalize)
             if linked not in self._base_hashes:  # hashed once per linked module: the request key starts from it
                 self._base_hashes[linked] = ir.module_hash(module)
             return build.compile(

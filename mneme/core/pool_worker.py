@@ -74,6 +74,7 @@ class Job:
     compile_result: dict | None = None
     submitted: float = attrs.Factory(time.monotonic)
     started: bool = False  # reported to the event hooks (once a worker took it)
+    ir: Any = None  # the IROverride to build from (mneme.core.ir_override); None: the recording's IR
 
 
 class TuneWorkerHandle:
@@ -105,6 +106,7 @@ class TuneWorkerHandle:
         self._use_start: float | None = None  # since when this worker may be using its device
         self._fatal = False  # the last startup failed with an error that a retry would repeat
         self._invalid_input = False  # ... and that error is the input's (a malformed recording or IR): exit 2
+        self._ir_sent = ""  # SHA-256 of the replacement IR the process builds from ("": the recording's)
         self._thread = threading.Thread(target=self._run, name=f"mneme-{self.name}", daemon=True)
 
     @property
@@ -123,6 +125,7 @@ class TuneWorkerHandle:
         self.last_error = ""
         self._fatal = False
         self._invalid_input = False
+        self._ir_sent = ""  # a fresh process builds from the recording's IR
         spec = dict(
             self.pool._spec, role=self.role, device_id=self.device_id, name=self.name, parent_pid=os.getpid()
         )  # the worker ends with this process (worker_servers.die_with_parent)
@@ -243,6 +246,10 @@ class TuneWorkerHandle:
         }
         if self.role == "device" and job.binary is not None:
             message["binary"] = job.binary
+        wanted = job.ir.sha256 if job.ir is not None else ""
+        if wanted != self._ir_sent:  # the IR changed (set_ir): sent once, the process keeps it
+            message["ir"] = job.ir
+            self._ir_sent = wanted
         lock = self.pool._device_locks.get(self.device_id) if self.role == "device" else None
         if lock is not None:
             message["exclusive"] = True

@@ -36,9 +36,10 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
 
     Messages in: ``{"payload": "process", "exp_id", "data": config dict, "binary": DeviceBinary | None}``,
     ``{"payload": "compile", "exp_id", "data": config dict}`` (compile workers) and
-    ``{"payload": "terminate"}``. Out: ``{"payload": "ready", ...}`` once, then per message
-    ``{"exp_id", "payload": "result", "data": result dict}`` or ``{"exp_id", "payload": "binary",
-    "data": DeviceBinary | None, "result": result dict}``.
+    ``{"payload": "terminate"}``; a "process" or "compile" message may carry ``"ir"``, an `IROverride`
+    to build from from then on (None: the recording's IR again). Out: ``{"payload": "ready", ...}``
+    once, then per message ``{"exp_id", "payload": "result", "data": result dict}`` or
+    ``{"exp_id", "payload": "binary", "data": DeviceBinary | None, "result": result dict}``.
     """
     # The pool decides when a worker stops; a terminal's Ctrl-C reaches the whole process group (the pool
     # blocks SIGINT while it starts us, ignoring it here also drops one already pending).
@@ -81,6 +82,8 @@ def tune_worker_main(conn, spec: dict[str, Any], log_path: str) -> None:
             break
         if message.get("payload") == "terminate":
             break
+        if "ir" in message:  # replacement IR from now on (None: the recording's); parsed when first built
+            server.builder.set_ir(message["ir"])
         config_data = message.get("data") or {}
         try:
             config = ExperimentConfiguration.from_dict(config_data)
@@ -152,6 +155,7 @@ class _DeviceServer:
         ).open()
         if spec.get("mode", "ir") == "ir":
             self.executor.link_ir()  # link once, before the first experiment
+        self.builder = self.executor.builder
 
     def info(self) -> dict[str, Any]:
         ex = self.executor
@@ -198,7 +202,7 @@ class _CompileServer:
         try:
             binary = self.builder.build(config)
         except MnemeError as exc:
-            fail_result(result, "compile", f"building kernel {self.rec.kernel_name!r} failed: {exc}")
+            fail_result(result, "compile", self.builder.build_failure(exc))
             result.end_time = utc_now()
             return {"payload": "binary", "data": None, "result": result.to_dict()}
         return {"payload": "binary", "data": binary, "result": None}

@@ -29,6 +29,7 @@ from mneme.core import events
 from mneme.core.backend import check_cache_state
 from mneme.core.errors import ExperimentError, UsageError
 from mneme.core.executor import utc_now
+from mneme.core.ir_override import IROverride
 from mneme.core.pool_worker import DeviceUse, Job, TuneWorkerHandle, describe_exit, pop
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
@@ -138,6 +139,7 @@ class AsyncReplayExecutor:
         # Device workers' time on their devices, the latest ones, for tools and tests.
         self.device_uses: collections.deque[DeviceUse] = collections.deque(maxlen=DEVICE_USES_KEPT)
         self._subject: tuple[Any, Any] | None = None  # (recording, instance) of the event hooks, read on first use
+        self.ir: IROverride | None = None  # replacement IR of the experiments submitted from now on
         self._started = False
         if start:
             self.start()
@@ -221,8 +223,8 @@ class AsyncReplayExecutor:
         if self.broken:
             future.set_exception(ExperimentError(self.broken, kind="crash"))
             return future
-        job = Job(next(self._ids), config, future)
         with self._lock:
+            job = Job(next(self._ids), config, future, ir=self.ir)
             self._pending[job.exp_id] = job
         # Built ahead only once a compile worker is warm: until then (their start-up follows the device
         # workers' and takes about a second) the device worker builds, rather than idling behind them.
@@ -231,6 +233,24 @@ class AsyncReplayExecutor:
         else:
             self._device_queue.put(job)
         return future
+
+    def set_ir(self, ir: IROverride | bytes | str | os.PathLike | None) -> IROverride | None:
+        """Build the experiments submitted from now on from `ir` instead of the recording's IR.
+
+        `ir`: IR text, bitcode bytes, a path to a ``.ll``/``.bc`` file (read here, within the ``ir_bytes``
+        limit), or an `IROverride`; None goes back to the recording's IR. Experiments already submitted
+        keep the IR they were submitted with. The workers parse it (never this process), so IR that does
+        not parse, verify, define the kernel or keep its parameters gives failed results ("compile"),
+        each naming it. Returns the override (its `sha256` names the IR).
+        """
+        override = ir if ir is None or isinstance(ir, IROverride) else IROverride.of(ir)
+        if override is not None and self._mode != "ir":
+            raise UsageError(f"replacement IR needs mode 'ir'; this pool replays the application's {self._mode}")
+        with self._lock:
+            self.ir = override
+        if override is not None:
+            log.info("experiments submitted from now on build from %s (sha256 %s)", override.label, override.sha256)
+        return override
 
     def evaluate(self, config: ExperimentConfiguration) -> ExperimentResult:
         """Submit and wait."""

@@ -83,3 +83,38 @@ def test_llvm_syntax_and_generated_pipelines_build_for_nvptx_and_evaluate_never_
         for passes in generated:
             outcome = executor.execute(ExperimentConfiguration(grid=dim3(64), block=dim3(256), passes=passes))
             assert outcome.verified or outcome.error  # a random pipeline may break the kernel, never the caller
+
+
+def test_set_ir_replays_edited_nvptx_ir_on_the_gpu_and_keeps_each_irs_variants_apart(saxpy_db, tmp_path):
+    import re
+    from pathlib import Path
+
+    from mneme.async_executor import AsyncReplayExecutor
+    from mneme.mneme_types import ExperimentConfiguration, dim3
+    from mneme.recorded_execution import RecordedExecution
+
+    (module,) = RecordedExecution.from_json(str(saxpy_db)).llvm_files
+    text = Path(module).read_text()
+    scale = re.compile(r"fmul contract float (%\d+), (%\d+)")  # a * x[i]
+    assert len(scale.findall(text)) == 1
+    commuted = scale.sub(r"fmul contract float \2, \1", text)  # x[i] * a: the same product
+    tripled = scale.sub(r"fmul contract float \2, 3.0", text)  # 3 * x[i]: not what was recorded (a = 2.5)
+    config = ExperimentConfiguration(grid=dim3(64), block=dim3(256))
+    executor = AsyncReplayExecutor(str(saxpy_db), iterations=2, results_db_dir=str(tmp_path))
+    try:
+        recorded = executor.evaluate(config)
+        executor.set_ir(commuted)
+        same = executor.evaluate(config)
+        executor.set_ir(tripled)
+        wrong = executor.evaluate(config)
+        executor.set_ir("define void @saxpy(")
+        malformed = executor.evaluate(config)
+        executor.set_ir(None)
+        back = executor.evaluate(config)
+    finally:
+        executor.shutdown()
+    assert recorded.verified and same.verified and back.verified, (recorded.error, same.error, back.error)
+    assert wrong.executed and not wrong.verified
+    assert malformed.failed and "malformed LLVM IR" in malformed.error
+    hashes = [r.mneme.variant_hash for r in (recorded, same, wrong)]
+    assert len(set(hashes)) == 3 and back.mneme.variant_hash == hashes[0]
