@@ -37,18 +37,17 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     RecordingScope scope;
     Selection sel = select_kernel(f);
     if (!sel.selected) return run_shared(run);
-    // A launch into a stream being captured into a CUDA graph does not run now, and synchronizing
-    // would break the capture: leave it alone (graph launches are not recorded).
+    // A launch into a stream being captured into a CUDA graph does not run now (it adds a kernel node
+    // to the graph), and synchronizing would break the capture: it goes to the driver as it is, and is
+    // counted and recorded when the graph is launched (graphs.h).
     DRV(cuStreamIsCapturing);
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     const std::string &name = sel.name;
-    if (!p_cuStreamIsCapturing || p_cuStreamIsCapturing(l.stream, &capture) != CUDA_SUCCESS ||
-        capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-        count_unrecorded(name, capture != CU_STREAM_CAPTURE_STATUS_NONE
-                                   ? "launched into a stream being captured into a CUDA graph (counted at cuGraphLaunch)"
-                                   : "cuStreamIsCapturing failed on its stream");
+    if (!p_cuStreamIsCapturing || p_cuStreamIsCapturing(l.stream, &capture) != CUDA_SUCCESS) {
+        count_unrecorded(name, "cuStreamIsCapturing failed on its stream");
         return run();
     }
+    if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return run();
     CUfunction fn = sel.resolved;
     LaunchRecord r;
     if (!pack_args(fn, params, extra, r.args, r.layout)) {

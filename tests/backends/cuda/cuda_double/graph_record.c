@@ -1,0 +1,144 @@
+/* Launches CUDA graphs under the recorder on the driver double (cuda_double.c, graph_double.c). Two
+   placed allocations of N floats, x = 0, 1, 2, ... and y = 0, and two kernels the double runs on the
+   host: "scale" (x[i] *= factor) and "offset" (y[i] += c). The graph: scale(x, 2), then a copy of x
+   into y, then offset(y, 1), launched LAUNCHES times. Built by argv[1]:
+     explicit   with cuGraphAdd*Node (a program linked against libcuda, the entry points by name);
+     captured   by stream capture (cuLaunchKernel and cuMemcpyDtoDAsync into a capturing stream),
+                instantiated and launched through cuGetProcAddress as cudart does;
+     host       explicit, with a host node between the copy and offset (the recorder cannot run it
+                alone: the graph must run as a graph);
+     update     explicit; after the first launch cuGraphExecKernelNodeSetParams makes scale's factor
+                3, after the second cuGraphExecUpdate from a graph whose factor is 5; one launch more.
+   Prints: x[1] y[1] after capture ended (captured: nothing ran yet), x[1] y[1] at the end, the
+   graph launches the driver ran as graphs, kernel launches the driver ran, host node calls. */
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#define N 256
+#define LAUNCHES 3
+
+struct double_kernel {
+    const char *name;
+    int params;
+    void (*host)(void **params);
+};
+
+static void scale(void **params) {
+    float *x = *(float **)params[0];
+    double factor = *(double *)params[1];
+    for (int i = 0; i < N; ++i) x[i] *= (float)factor;
+}
+
+static void offset(void **params) {
+    float *y = *(float **)params[0];
+    double c = *(double *)params[1];
+    for (int i = 0; i < N; ++i) y[i] += (float)c;
+}
+
+static struct double_kernel k_scale = {"scale", 2, scale}, k_offset = {"offset", 2, offset};
+static int host_calls;
+static void host_node(void *data) { ++*(int *)data; }
+
+static CUdeviceptr x, y;
+static double factor = 2, one = 1;
+
+static CUDA_KERNEL_NODE_PARAMS kernel_params(struct double_kernel *k, CUdeviceptr *buffer, double *value,
+                                             void **params) {
+    CUDA_KERNEL_NODE_PARAMS p;
+    memset(&p, 0, sizeof p);
+    p.func = (CUfunction)k;
+    p.gridDimX = p.gridDimY = p.gridDimZ = 1;
+    p.blockDimX = N, p.blockDimY = p.blockDimZ = 1;
+    params[0] = buffer;
+    params[1] = value;
+    p.kernelParams = params;
+    return p;
+}
+
+static CUDA_MEMCPY3D copy_x_to_y(void) {
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = x, c.dstDevice = y, c.WidthInBytes = N * sizeof(float), c.Height = c.Depth = 1;
+    return c;
+}
+
+/* scale(x, *f) -> copy x to y -> [host node] -> offset(y, 1); the scale node into *scale_node. */
+static CUgraph explicit_graph(double *f, int with_host, CUgraphNode *scale_node) {
+    CUgraph g;
+    CUgraphNode a, b, h, c;
+    void *pa[2], *pc[2];
+    cuGraphCreate(&g, 0);
+    CUDA_KERNEL_NODE_PARAMS ka = kernel_params(&k_scale, &x, f, pa), kc = kernel_params(&k_offset, &y, &one, pc);
+    CUDA_MEMCPY3D copy = copy_x_to_y();
+    cuGraphAddKernelNode(&a, g, 0, 0, &ka);
+    cuGraphAddMemcpyNode(&b, g, &a, 1, &copy, 0);
+    if (with_host) {
+        CUDA_HOST_NODE_PARAMS hp = {host_node, &host_calls};
+        cuGraphAddHostNode(&h, g, &b, 1, &hp);
+        b = h;
+    }
+    cuGraphAddKernelNode(&c, g, &b, 1, &kc);
+    if (scale_node) *scale_node = a;
+    return g;
+}
+
+typedef CUresult (*getproc_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+typedef CUresult (*instantiate_t)(CUgraphExec *, CUgraph, unsigned long long);
+typedef CUresult (*graph_launch_t)(CUgraphExec, CUstream);
+
+int main(int argc, char **argv) {
+    const char *how = argc > 1 ? argv[1] : "explicit";
+    if (cuInit(0) != CUDA_SUCCESS || cuMemAlloc(&x, N * sizeof(float)) != CUDA_SUCCESS ||
+        cuMemAlloc(&y, N * sizeof(float)) != CUDA_SUCCESS)
+        return 3;
+    float *hx = (float *)x, *hy = (float *)y; /* the double's device memory is this process's memory */
+    for (int i = 0; i < N; ++i) hx[i] = (float)i, hy[i] = 0;
+    CUgraph graph;
+    CUgraphExec exec;
+    CUgraphNode scale_node = 0;
+    CUstream stream;
+    cuStreamCreate(&stream, 0);
+    instantiate_t instantiate = cuGraphInstantiate;
+    graph_launch_t launch = cuGraphLaunch;
+    if (strcmp(how, "captured") == 0) {
+        void *h = dlopen("libcuda.so.1", RTLD_NOW);
+        getproc_t getproc = h ? (getproc_t)dlsym(h, "cuGetProcAddress_v2") : 0;
+        if (!getproc || getproc("cuGraphInstantiate", (void **)&instantiate, 12000, 0, 0) != CUDA_SUCCESS ||
+            getproc("cuGraphLaunch", (void **)&launch, 12000, 0, 0) != CUDA_SUCCESS)
+            return 3;
+        void *pa[2] = {&x, &factor}, *pc[2] = {&y, &one};
+        cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+        cuLaunchKernel((CUfunction)&k_scale, 1, 1, 1, N, 1, 1, 0, stream, pa, 0);
+        cuMemcpyDtoDAsync(y, x, N * sizeof(float), stream);
+        cuLaunchKernel((CUfunction)&k_offset, 1, 1, 1, N, 1, 1, 0, stream, pc, 0);
+        cuStreamEndCapture(stream, &graph);
+    } else {
+        graph = explicit_graph(&factor, strcmp(how, "host") == 0, &scale_node);
+    }
+    printf("%g %g\n", hx[1], hy[1]);
+    if (instantiate(&exec, graph, 0) != CUDA_SUCCESS) return 3;
+    int launches_made = LAUNCHES + (strcmp(how, "update") == 0); /* one more: after the updates */
+    for (int k = 0; k < launches_made; ++k) {
+        if (launch(exec, stream) != CUDA_SUCCESS) return 4;
+        if (strcmp(how, "update") == 0 && k == 0) {
+            double three = 3;
+            void *params[2];
+            CUDA_KERNEL_NODE_PARAMS p = kernel_params(&k_scale, &x, &three, params);
+            if (cuGraphExecKernelNodeSetParams(exec, scale_node, &p) != CUDA_SUCCESS) return 5;
+        } else if (strcmp(how, "update") == 0 && k == 1) {
+            double five = 5;
+            CUgraphExecUpdateResultInfo info;
+            if (cuGraphExecUpdate(exec, explicit_graph(&five, 0, 0), &info) != CUDA_SUCCESS) return 5;
+        }
+    }
+    cuStreamSynchronize(stream);
+    void *h = dlopen("libcuda.so.1", RTLD_NOW);
+    long (*graph_launches)(void) = (long (*)(void))dlsym(h, "double_graph_launches");
+    long (*launches)(void) = (long (*)(void))dlsym(h, "double_launches");
+    printf("%g %g %ld %ld %d\n", hx[1], hy[1], graph_launches(), launches(), host_calls);
+    cuGraphExecDestroy(exec);
+    return 0;
+}
