@@ -60,6 +60,10 @@ CUresult run_kernel_step(const GraphStep &s, CUstream stream) {
     std::vector<void *> params;
     for (auto &p : s.layout) params.push_back(&args[p.first]);
     void **kernel_params = params.empty() ? nullptr : params.data();
+    // A node whose arguments came as one buffer, of a kernel whose layout was not listed: as that buffer.
+    size_t size = args.size();
+    void *buffer[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args[0], CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    void **extra = params.empty() && !args.empty() ? buffer : nullptr;
     Launch l{{s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}, s.shared, stream};
     l.cooperative = s.cooperative;
     for (int i = 0; i < 3; ++i) l.cluster[i] = s.cluster[i];
@@ -67,7 +71,7 @@ CUresult run_kernel_step(const GraphStep &s, CUstream stream) {
         if (!s.cooperative && !s.cluster[0]) {
             if (!real().launch) return CUDA_ERROR_NOT_FOUND;
             return real().launch(s.f, s.grid[0], s.grid[1], s.grid[2], s.block[0], s.block[1], s.block[2], s.shared,
-                                 stream, kernel_params, nullptr);
+                                 stream, kernel_params, extra);
         }
         // The node's attributes, as cuLaunchKernelEx takes them.
         CUlaunchAttribute attrs[2];
@@ -91,9 +95,9 @@ CUresult run_kernel_step(const GraphStep &s, CUstream stream) {
         cfg.attrs = attrs;
         cfg.numAttrs = n;
         if (!real().launch_ex) return CUDA_ERROR_NOT_FOUND;
-        return real().launch_ex(&cfg, s.f, kernel_params, nullptr);
+        return real().launch_ex(&cfg, s.f, kernel_params, extra);
     };
-    return record_launch(s.f, l, kernel_params, nullptr, run);
+    return record_launch(s.f, l, kernel_params, extra, run);
 }
 
 // A memset node as the stream call that sets the same elements.

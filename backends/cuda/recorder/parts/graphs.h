@@ -115,6 +115,12 @@ bool fill_kernel(GraphStep &s, const CUDA_KERNEL_NODE_PARAMS &p, std::string &wh
     Selection sel = select_kernel(s.f);
     s.args.clear();
     s.layout.clear();
+    // Without cuFuncGetParamInfo (drivers before 12.4) a kernel's parameters cannot be told from none.
+    DRV(cuFuncGetParamInfo);
+    if (!p_cuFuncGetParamInfo) {
+        why = "a kernel node whose parameters the driver cannot describe (no cuFuncGetParamInfo: CUDA 12.4)";
+        return false;
+    }
     if (!pack_args(sel.resolved, p.kernelParams, p.extra, s.args, s.layout)) {
         why = "a kernel node whose parameters could not be read (cuFuncGetParamInfo)";
         return false;
@@ -318,6 +324,10 @@ void selected_kernel_nodes(CUgraph graph, std::vector<GraphStep> &out, int depth
 GraphPlan plan_graph(CUgraph graph, unsigned long long flags) {
     GraphPlan plan;
     plan.flags = flags;
+    // Most graphs hold no selected kernel (a recording selects one or a few): those are not read.
+    selected_kernel_nodes(graph, plan.steps);
+    if (plan.steps.empty()) return plan;
+    plan.steps.clear();
     read_graph(graph, plan);
     if (plan.unsupported.empty() && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH))
         plan.unsupported = "instantiated for launches from the device (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)";
