@@ -8,7 +8,9 @@
      host       explicit, with a host node between the copy and offset (the recorder cannot run it
                 alone: the graph must run as a graph);
      update     explicit; after the first launch cuGraphExecKernelNodeSetParams makes scale's factor
-                3, after the second cuGraphExecUpdate from a graph whose factor is 5; one launch more.
+                3, after the second cuGraphExecUpdate from a graph whose factor is 5; one launch more;
+     nested     a memset of y to 1.0f, then a child graph holding scale(x, 2), an empty node, offset(y,
+                1), and offset(y, 100), which cuGraphNodeSetEnabled disables in the executable graph.
    Prints: x[1] y[1] after capture ended (captured: nothing ran yet), x[1] y[1] at the end, the
    graph launches the driver ran as graphs, kernel launches the driver ran, host node calls. */
 #include <cuda.h>
@@ -85,6 +87,26 @@ static CUgraph explicit_graph(double *f, int with_host, CUgraphNode *scale_node)
     return g;
 }
 
+/* memset y = 1.0f -> child { scale(x, 2) } -> empty -> offset(y, 1) -> offset(y, 100) (*disabled). */
+static CUgraph nested_graph(CUgraphNode *disabled) {
+    static double hundred = 100;
+    CUgraph g, child;
+    CUgraphNode m, c, e, o, a;
+    void *pa[2], *po[2], *pd[2];
+    cuGraphCreate(&g, 0);
+    cuGraphCreate(&child, 0);
+    CUDA_KERNEL_NODE_PARAMS ka = kernel_params(&k_scale, &x, &factor, pa), ko = kernel_params(&k_offset, &y, &one, po),
+                            kd = kernel_params(&k_offset, &y, &hundred, pd);
+    CUDA_MEMSET_NODE_PARAMS set = {y, 0, 0x3f800000u, 4, N, 1};
+    cuGraphAddKernelNode(&a, child, 0, 0, &ka);
+    cuGraphAddMemsetNode(&m, g, 0, 0, &set, 0);
+    cuGraphAddChildGraphNode(&c, g, &m, 1, child);
+    cuGraphAddEmptyNode(&e, g, &c, 1);
+    cuGraphAddKernelNode(&o, g, &e, 1, &ko);
+    cuGraphAddKernelNode(disabled, g, &o, 1, &kd);
+    return g;
+}
+
 typedef CUresult (*getproc_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*instantiate_t)(CUgraphExec *, CUgraph, unsigned long long);
 typedef CUresult (*graph_launch_t)(CUgraphExec, CUstream);
@@ -115,11 +137,14 @@ int main(int argc, char **argv) {
         cuMemcpyDtoDAsync(y, x, N * sizeof(float), stream);
         cuLaunchKernel((CUfunction)&k_offset, 1, 1, 1, N, 1, 1, 0, stream, pc, 0);
         cuStreamEndCapture(stream, &graph);
+    } else if (strcmp(how, "nested") == 0) {
+        graph = nested_graph(&scale_node);
     } else {
         graph = explicit_graph(&factor, strcmp(how, "host") == 0, &scale_node);
     }
     printf("%g %g\n", hx[1], hy[1]);
     if (instantiate(&exec, graph, 0) != CUDA_SUCCESS) return 3;
+    if (strcmp(how, "nested") == 0 && cuGraphNodeSetEnabled(exec, scale_node, 0) != CUDA_SUCCESS) return 5;
     int launches_made = LAUNCHES + (strcmp(how, "update") == 0); /* one more: after the updates */
     for (int k = 0; k < launches_made; ++k) {
         if (launch(exec, stream) != CUDA_SUCCESS) return 4;
