@@ -158,7 +158,7 @@ class Unrecorded:
 
     kernel: str
     launches: int  # launches the recorder saw (selected, run directly)
-    graph_launches: int  # kernel nodes run through graphs (never recorded)
+    graph_launches: int  # kernel nodes run inside graphs the recorder could not run node by node (not recorded)
     reasons: dict  # why -> launches, as the recorder counted them
 
 

@@ -207,7 +207,7 @@ EXPORT CUresult mneme_export_graph_instantiate_v1(CUgraphExec *exec, CUgraph gra
                                                   char *log, size_t size) __asm__("cuGraphInstantiate");
 EXPORT CUresult mneme_export_graph_instantiate_v1(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
                                                   char *log, size_t size) {
-    if (!real_graphs().instantiate_v1) real_graphs().instantiate_v1 = driver_fn<graph_instantiate_v1_t>("cuGraphInstantiate");
+    resolve_real(real_graphs().instantiate_v1, "cuGraphInstantiate");
     return w_graph_instantiate_v1(exec, graph, error_node, log, size);
 }
 

@@ -62,7 +62,8 @@ CUresult run_kernel_step(const GraphStep &s, CUstream stream) {
     void **kernel_params = params.empty() ? nullptr : params.data();
     // A node whose arguments came as one buffer, of a kernel whose layout was not listed: as that buffer.
     size_t size = args.size();
-    void *buffer[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args[0], CU_LAUNCH_PARAM_BUFFER_SIZE, &size, CU_LAUNCH_PARAM_END};
+    void *buffer[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &args[0], CU_LAUNCH_PARAM_BUFFER_SIZE, &size,
+                      CU_LAUNCH_PARAM_END};
     void **extra = params.empty() && !args.empty() ? buffer : nullptr;
     Launch l{{s.grid[0], s.grid[1], s.grid[2]}, {s.block[0], s.block[1], s.block[2]}, s.shared, stream};
     l.cooperative = s.cooperative;

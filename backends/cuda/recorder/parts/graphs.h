@@ -257,7 +257,8 @@ void read_graph(CUgraph graph, GraphPlan &plan, int depth = 0) {
                 read = p_cuGraphMemsetNodeGetParams && p_cuGraphMemsetNodeGetParams(node, &s.set) == CUDA_SUCCESS;
                 break;
             case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-                read = p_cuGraphEventRecordNodeGetEvent && p_cuGraphEventRecordNodeGetEvent(node, &s.event) == CUDA_SUCCESS;
+                read = p_cuGraphEventRecordNodeGetEvent &&
+                       p_cuGraphEventRecordNodeGetEvent(node, &s.event) == CUDA_SUCCESS;
                 break;
             case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
                 read = p_cuGraphEventWaitNodeGetEvent && p_cuGraphEventWaitNodeGetEvent(node, &s.event) == CUDA_SUCCESS;
@@ -295,7 +296,8 @@ void selected_kernel_nodes(CUgraph graph, std::vector<GraphStep> &out, int depth
     DRV(cuGraphKernelNodeGetParams_v2);
     DRV(cuGraphChildGraphNodeGetGraph);
     size_t n = 0;
-    if (depth > 16 || !p_cuGraphGetNodes || !p_cuGraphNodeGetType || p_cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS)
+    if (depth > 16 || !p_cuGraphGetNodes || !p_cuGraphNodeGetType ||
+        p_cuGraphGetNodes(graph, nullptr, &n) != CUDA_SUCCESS)
         return;
     std::vector<CUgraphNode> nodes(n);
     if (n && p_cuGraphGetNodes(graph, nodes.data(), &n) != CUDA_SUCCESS) return;
@@ -531,10 +533,12 @@ CUresult w_graph_exec_node(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams
     if (!s) return r;
     switch (p->type) {
         case CU_GRAPH_NODE_TYPE_MEMCPY: s->copy = p->memcpy.copyParams; break;
-        case CU_GRAPH_NODE_TYPE_MEMSET:
-            s->set.dst = p->memset.dst, s->set.pitch = p->memset.pitch, s->set.value = p->memset.value;
-            s->set.elementSize = p->memset.elementSize, s->set.width = p->memset.width, s->set.height = p->memset.height;
+        case CU_GRAPH_NODE_TYPE_MEMSET: {
+            const CUDA_MEMSET_NODE_PARAMS_v2 &m = p->memset;
+            s->set.dst = m.dst, s->set.pitch = m.pitch, s->set.value = m.value;
+            s->set.elementSize = m.elementSize, s->set.width = m.width, s->set.height = m.height;
             break;
+        }
         case CU_GRAPH_NODE_TYPE_EVENT_RECORD: s->event = p->eventRecord.event; break;
         case CU_GRAPH_NODE_TYPE_WAIT_EVENT: s->event = p->eventWait.event; break;
         default: plan_lost(*plan, "cuGraphExecNodeSetParams updated a node the recorder does not follow"); break;
