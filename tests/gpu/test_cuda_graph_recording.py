@@ -3,7 +3,8 @@
 `programs/graph_record_app.cu` launches a graph made by stream capture (two kernels and a copy), one
 made with the graph API (a memset, a kernel, a child graph holding another kernel), updated after
 instantiation (cudaGraphExecKernelNodeSetParams), and one with a host node, which the recorder cannot
-run node by node. The program checks its own results (recording must not change them) and prints how
+run node by node; while the first is captured, a kernel runs on another stream, which the recorder must
+leave unrecorded (its synchronize would invalidate the capture). The program checks its own results (recording must not change them) and prints how
 often each kernel node ran; the recorder's counts must match, every graph kernel but the host node's
 must be recorded, and every instance must replay verified from the application's binary.
 """
@@ -63,7 +64,19 @@ def test_graph_kernels_from_capture_and_the_graph_api_are_recorded_and_counted_a
         instances[rec.kernel_name] = sorted(inst.occ for inst in rec.kernel_instances.values())
     # The updated axpy node is a second argument set; square (in the child graph) keeps one.
     assert instances == {"scale": [4], "offset": [4], "axpy": [1, 3], "square": [4]}, stderr
-    assert {k: sum(v) for k, v in instances.items()} == {k: n for k, n in launched.items() if k != "hosted"}
+    assert {k: sum(v) for k, v in instances.items()} == {
+        k: n for k, n in launched.items() if k not in ("hosted", "beside")
+    }
+
+
+def test_a_kernel_launched_on_another_stream_during_a_capture_is_left_unrecorded_and_the_capture_holds(recorded):
+    from mneme_cuda import recorder
+
+    from mneme.core.recorder.finalize import unrecorded_warnings
+
+    _, raw, _, _ = recorded  # the program checked that the capture ended and beside's result
+    (line,) = [line for line in unrecorded_warnings(recorder.FORMAT, raw) if line.startswith("kernel beside ran")]
+    assert "while a stream was being captured" in line
 
 
 def test_a_graph_with_a_host_node_runs_as_a_graph_and_the_recorder_says_why_it_was_not_recorded(recorded):

@@ -101,6 +101,7 @@ namespace {
 #include "parts/launches.h"
 #include "parts/record.h"
 #include "parts/wrappers.h"
+#include "parts/stream_capture.h"
 #include "parts/teardown.h"
 #include "parts/memory.h"
 #include "parts/graphs.h"

@@ -318,3 +318,16 @@ def test_a_child_graph_a_memset_an_empty_node_and_a_disabled_node_run_node_by_no
     assert np.array_equal(x0, i) and np.array_equal(x_after, 2 * i)  # the child graph's kernel
     assert np.array_equal(y2, 1 + 0 * i) and np.array_equal(y2_after, 2 + 0 * i)  # after the memset node
     assert list(counts["kernels"]["offset"]["instances"].values()) == [GRAPH_LAUNCHES]
+
+
+def test_a_launch_on_another_stream_while_a_capture_is_in_progress_runs_unrecorded_with_why(run_graphs, tmp_path):
+    """Recording it would synchronize the context, which invalidates a capture in progress; the
+    captured graph's kernels are still recorded when it is launched."""
+    lines, counts, raw, _ = run_graphs("concurrent", tmp_path / "raw")
+    assert lines[0] == "1 7"  # "beside" ran on the other stream, during the capture
+    assert lines[1].split()[:2] == ["8", "9"]
+    assert [kernel for kernel, *_ in _recorded(raw)] == ["scale", "offset"]  # the graph's kernels only
+    ((why, n),) = counts["kernels"]["beside"]["unrecorded"].items()
+    assert n == 1 and "while a stream was being captured" in why
+    (line,) = [line for line in unrecorded_warnings(recorder.FORMAT, raw) if line.startswith("kernel beside ran")]
+    assert "(1 launch)" in line and "1 launched while a stream was being captured" in line

@@ -1,6 +1,8 @@
 // CUDA graphs whose kernels the recorder must record (issue 38, point 1):
 //  * captured: stream capture of scale(x, 2), a device-to-device copy of x into y, offset(y, 1);
-//    instantiated and launched 4 times;
+//    instantiated and launched 4 times. While the capture is in progress, beside(v += 2) runs on
+//    another stream (the recorder must leave it unrecorded: its synchronize would invalidate the
+//    capture, and cudaStreamEndCapture would fail);
 //  * explicit: built with the graph API: a memset of z to 0, axpy(z += 3 w), a child graph holding
 //    square(z = z * z); launched 3 times, then its axpy node updated to a = 5
 //    (cudaGraphExecKernelNodeSetParams) and launched once more;
@@ -33,6 +35,11 @@ extern "C" __global__ void axpy(float *z, const float *w, float a, int n) {
 extern "C" __global__ void square(float *z, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) z[i] = z[i] * z[i];
+}
+
+extern "C" __global__ void beside(float *v, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) v[i] += 2.0f;
 }
 
 extern "C" __global__ void hosted(float *v, int n) {
@@ -72,17 +79,21 @@ int main() {
   CHECK(cudaMemcpy(x, hx.data(), bytes, cudaMemcpyHostToDevice));
   CHECK(cudaMemcpy(w, hw.data(), bytes, cudaMemcpyHostToDevice));
   CHECK(cudaMemset(v, 0, bytes));
-  cudaStream_t s;
+  cudaStream_t s, other;
   CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
 
   // Captured: scale(x, 2) -> copy x to y -> offset(y, 1).
   cudaGraph_t captured;
   cudaGraphExec_t captured_exec;
   CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   scale<<<blocks, threads, 0, s>>>(x, 2.0f, n);
+  beside<<<blocks, threads, 0, other>>>(v, n);  // runs now, not captured
+  CHECK(cudaGetLastError());
   CHECK(cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, s));
   offset<<<blocks, threads, 0, s>>>(y, 1.0f, n);
   CHECK(cudaStreamEndCapture(s, &captured));
+  CHECK(cudaStreamSynchronize(other));
   CHECK(cudaGraphInstantiate(&captured_exec, captured, 0));
   for (int k = 0; k < captured_launches; ++k) CHECK(cudaGraphLaunch(captured_exec, s));
 
@@ -143,17 +154,18 @@ int main() {
   CHECK(cudaMemcpy(got.data(), z, bytes, cudaMemcpyDeviceToHost));
   if (!same(got, want, "explicit graph (a = 5)")) return 1;
   CHECK(cudaMemcpy(got.data(), v, bytes, cudaMemcpyDeviceToHost));
-  if (!same(got, std::vector<float>(n, float(hosted_launches)), "hosted graph")) return 1;
+  if (!same(got, std::vector<float>(n, 2.0f + hosted_launches), "beside and the hosted graph")) return 1;
   if (host_calls != hosted_launches) {
     std::fprintf(stderr, "host node ran %d times, not %d\n", host_calls, hosted_launches);
     return 1;
   }
   std::printf("launches scale %d\nlaunches offset %d\n", captured_launches, captured_launches);
   std::printf("launches axpy %d\nlaunches square %d\n", explicit_launches + 1, explicit_launches + 1);
-  std::printf("launches hosted %d\ngraph_record_app OK\n", hosted_launches);
+  std::printf("launches beside 1\nlaunches hosted %d\ngraph_record_app OK\n", hosted_launches);
   for (cudaGraphExec_t e : {captured_exec, exec, hosted_exec}) CHECK(cudaGraphExecDestroy(e));
   for (cudaGraph_t g : {captured, graph, child, with_host}) CHECK(cudaGraphDestroy(g));
   for (float *p : {x, y, z, w, v}) CHECK(cudaFree(p));
   CHECK(cudaStreamDestroy(s));
+  CHECK(cudaStreamDestroy(other));
   return 0;
 }

@@ -163,6 +163,34 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) { return w_graph_lau
 
 EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) { return w_graph_exec_destroy(exec); }
 
+EXPORT CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) { return w_begin_capture(s, mode); }
+
+EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                            const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode) {
+    return w_begin_capture_to_graph(s, g, deps, data, n, mode);
+}
+
+EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) { return w_end_capture(s, graph); }
+
+EXPORT CUresult mneme_export_begin_capture_ptsz(CUstream s, CUstreamCaptureMode mode)
+    __asm__("cuStreamBeginCapture_v2_ptsz");
+EXPORT CUresult mneme_export_begin_capture_ptsz(CUstream s, CUstreamCaptureMode mode) {
+    return w_begin_capture_ptsz(s, mode);
+}
+
+EXPORT CUresult mneme_export_begin_capture_to_graph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                         const CUgraphEdgeData *data, size_t n,
+                                                         CUstreamCaptureMode mode)
+    __asm__("cuStreamBeginCaptureToGraph_ptsz");
+EXPORT CUresult mneme_export_begin_capture_to_graph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                         const CUgraphEdgeData *data, size_t n,
+                                                         CUstreamCaptureMode mode) {
+    return w_begin_capture_to_graph_ptsz(s, g, deps, data, n, mode);
+}
+
+EXPORT CUresult mneme_export_end_capture_ptsz(CUstream s, CUgraph *graph) __asm__("cuStreamEndCapture_ptsz");
+EXPORT CUresult mneme_export_end_capture_ptsz(CUstream s, CUgraph *graph) { return w_end_capture_ptsz(s, graph); }
+
 // What changes an executable graph after instantiation (cuda.h's macros give the _v2 names).
 EXPORT CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info) {
     return w_graph_exec_update(exec, graph, info);

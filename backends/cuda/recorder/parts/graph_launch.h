@@ -182,7 +182,7 @@ bool graph_steps_to_run(CUgraphExec exec, CUstream stream, std::vector<GraphStep
                                        "only a kernel running in a graph may launch");
         return false;
     }
-    if (!graph_wants_recording(plan)) {
+    if (!graph_wants_recording(plan) || capture_in_progress()) {  // a capture: recorded at a later launch
         count_graph_launch(plan);
         return false;
     }

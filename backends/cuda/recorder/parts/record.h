@@ -17,6 +17,7 @@ struct Launch {
 };
 
 void discover_globals(void *owner);
+bool capture_in_progress();
 void append_mapped_regions(std::vector<std::pair<uint64_t, uint64_t>> &regions);
 void warn_outside_args(const std::string &kernel, const std::string &args,
                        const std::vector<std::pair<size_t, size_t>> &layout);
@@ -48,6 +49,11 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         return run();
     }
     if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return run();
+    if (capture_in_progress()) {  // its synchronize would invalidate that capture (stream_capture.h)
+        count_unrecorded(name, "launched while a stream was being captured into a CUDA graph (the recorder's "
+                               "synchronize would have broken the capture)");
+        return run();
+    }
     CUfunction fn = sel.resolved;
     LaunchRecord r;
     if (!pack_args(fn, params, extra, r.args, r.layout)) {

@@ -5,6 +5,8 @@
      explicit   with cuGraphAdd*Node (a program linked against libcuda, the entry points by name);
      captured   by stream capture (cuLaunchKernel and cuMemcpyDtoDAsync into a capturing stream),
                 instantiated and launched through cuGetProcAddress as cudart does;
+     concurrent captured, and while the capture is in progress "beside" (y[i] += 7) launched on
+                another stream (the recorder must not record it: its synchronize would break the capture);
      host       explicit, with a host node between the copy and offset (the recorder cannot run it
                 alone: the graph must run as a graph);
      update     explicit; after the first launch cuGraphExecKernelNodeSetParams makes scale's factor
@@ -39,7 +41,8 @@ static void offset(void **params) {
     for (int i = 0; i < N; ++i) y[i] += (float)c;
 }
 
-static struct double_kernel k_scale = {"scale", 2, scale}, k_offset = {"offset", 2, offset};
+static struct double_kernel k_scale = {"scale", 2, scale}, k_offset = {"offset", 2, offset},
+                            k_beside = {"beside", 2, offset};
 static int host_calls;
 static void host_node(void *data) { ++*(int *)data; }
 
@@ -125,7 +128,7 @@ int main(int argc, char **argv) {
     cuStreamCreate(&stream, 0);
     instantiate_t instantiate = cuGraphInstantiate;
     graph_launch_t launch = cuGraphLaunch;
-    if (strcmp(how, "captured") == 0) {
+    if (strcmp(how, "captured") == 0 || strcmp(how, "concurrent") == 0) {
         void *h = dlopen("libcuda.so.1", RTLD_NOW);
         getproc_t getproc = h ? (getproc_t)dlsym(h, "cuGetProcAddress_v2") : 0;
         if (!getproc || getproc("cuGraphInstantiate", (void **)&instantiate, 12000, 0, 0) != CUDA_SUCCESS ||
@@ -136,13 +139,20 @@ int main(int argc, char **argv) {
         cuLaunchKernel((CUfunction)&k_scale, 1, 1, 1, N, 1, 1, 0, stream, pa, 0);
         cuMemcpyDtoDAsync(y, x, N * sizeof(float), stream);
         cuLaunchKernel((CUfunction)&k_offset, 1, 1, 1, N, 1, 1, 0, stream, pc, 0);
+        if (strcmp(how, "concurrent") == 0) {
+            CUstream other;
+            double seven = 7;
+            void *po[2] = {&y, &seven};
+            cuStreamCreate(&other, 0);
+            if (cuLaunchKernel((CUfunction)&k_beside, 1, 1, 1, N, 1, 1, 0, other, po, 0) != CUDA_SUCCESS) return 4;
+        }
         cuStreamEndCapture(stream, &graph);
     } else if (strcmp(how, "nested") == 0) {
         graph = nested_graph(&scale_node);
     } else {
         graph = explicit_graph(&factor, strcmp(how, "host") == 0, &scale_node);
     }
-    printf("%g %g\n", hx[1], hy[1]);
+    printf("%g %g\n", hx[1], hy[1]); /* concurrent: y is 7, the launch on the other stream ran */
     if (instantiate(&exec, graph, 0) != CUDA_SUCCESS) return 3;
     if (strcmp(how, "nested") == 0 && cuGraphNodeSetEnabled(exec, scale_node, 0) != CUDA_SUCCESS) return 5;
     int launches_made = LAUNCHES + (strcmp(how, "update") == 0); /* one more: after the updates */
