@@ -13,12 +13,11 @@
 bool graph_wants_recording(const GraphPlan &plan) {
     if (disabled) return false;
     const Config &c = config();
-    std::map<std::string, long> earlier;  // this launch's earlier nodes of each kernel
     for (const GraphStep &s : plan.steps) {
         if (!s.selected || !s.enabled) continue;
-        KernelCounts &kc = counts()[s.name];
-        long index = kc.seen + earlier[s.name]++;
-        if (index >= c.skip && !kc.instances.count(s.key) && (long)kc.instances.size() < c.max_per_kernel)
+        const KernelCounts &kc = *s.kc;
+        if (kc.seen + s.ordinal >= c.skip && !kc.instances.count(s.key) &&
+            (long)kc.instances.size() < c.max_per_kernel)
             return true;
     }
     return false;
@@ -29,9 +28,8 @@ bool graph_wants_recording(const GraphPlan &plan) {
 void count_graph_launch(const GraphPlan &plan) {
     for (const GraphStep &s : plan.steps) {
         if (!s.selected || !s.enabled) continue;
-        KernelCounts &kc = counts()[s.name];
         long index = 0;
-        if (admit(kc, s.key, index) == Admission::Record) kc.instances.erase(s.key);  // graph_wants_recording said no
+        if (admit(*s.kc, s.key, index) == Admission::Record) s.kc->instances.erase(s.key);  // wants said no
     }
 }
 
@@ -41,9 +39,8 @@ void count_unrecordable(const GraphPlan &plan, const std::string &why) {
     std::string reason = "inside a CUDA graph the recorder cannot run node by node: " + why;
     for (const GraphStep &s : plan.steps) {
         if (!s.selected) continue;
-        KernelCounts &kc = counts()[s.name];
-        kc.graph_launches++;
-        kc.unrecorded[reason]++;
+        s.kc->graph_launches++;
+        s.kc->unrecorded[reason]++;
         warn_once("graph " + s.name + " " + why,
                   "kernel %s runs inside a CUDA graph (cuGraphLaunch) that the recorder cannot run node by node: "
                   "%s. Its launches there are counted, not recorded; record it where the application launches it "

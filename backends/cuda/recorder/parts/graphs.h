@@ -65,7 +65,9 @@ struct GraphStep {
     std::vector<std::pair<size_t, size_t>> layout;
     std::string name;  // the kernel's, when selected
     bool selected = false;
-    uint64_t key = 0;  // instance_key, when selected
+    uint64_t key = 0;             // instance_key, when selected
+    KernelCounts *kc = nullptr;   // its counts (bind_counts: entries of counts() are never erased)
+    long ordinal = 0;             // how many nodes of the same kernel come before it in the plan
     // A copy, a memset, an event record or wait.
     CUDA_MEMCPY3D copy = {};
     CUDA_MEMSET_NODE_PARAMS set = {};
@@ -341,11 +343,23 @@ GraphPlan plan_graph(CUgraph graph, unsigned long long flags) {
     return plan;
 }
 
+// Each selected node's counts and ordinal, so that a launch counts it without looking up its name
+// (mu() held; after every change of the plan's steps).
+void bind_counts(GraphPlan &plan) {
+    std::map<std::string, long> before;
+    for (GraphStep &s : plan.steps) {
+        if (!s.selected) continue;
+        s.kc = &counts()[s.name];
+        s.ordinal = before[s.name]++;
+    }
+}
+
 void note_graph(CUresult r, CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
     if (r != CUDA_SUCCESS || !exec || !tracking()) return;
     GraphPlan plan = plan_graph(graph, flags);
     std::lock_guard<std::mutex> lock(mu());
     if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) device_launch_graphs = true;
+    bind_counts(plan);
     if (plan.any_selected)
         graph_plans()[*exec] = std::move(plan);
     else
@@ -408,6 +422,7 @@ void plan_lost(GraphPlan &plan, const char *why) {
     for (GraphStep &s : plan.steps)
         if (s.selected) kernels.push_back(std::move(s));
     plan.steps = std::move(kernels);
+    bind_counts(plan);
 }
 
 // The step of `node` in `exec`'s plan, for an update that succeeded; nullptr when the exec is not
@@ -440,6 +455,7 @@ void update_kernel_step(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NO
     *s = std::move(fresh);
     plan->any_selected = false;
     for (const GraphStep &step : plan->steps) plan->any_selected |= step.selected;
+    bind_counts(*plan);
 }
 
 CUresult w_graph_exec_kernel(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p) {
@@ -572,6 +588,7 @@ void follow_exec_update(CUgraphExec exec, CUgraph graph) {
             }
         }
     }
+    bind_counts(plan);
     if (plan.any_selected)
         graph_plans()[exec] = std::move(plan);
     else
