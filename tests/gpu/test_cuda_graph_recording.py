@@ -105,3 +105,35 @@ def test_every_recorded_graph_kernel_replays_verified_from_the_applications_bina
             outcomes.append((rec.kernel_name, result.ok, result.error))
     assert len(outcomes) == 5
     assert [o for o in outcomes if not o[1]] == []
+
+
+def test_a_pytorch_cuda_graphs_kernels_are_recorded_at_its_first_replay_and_replay_verified(recorder_library, tmp_path):
+    """torch.cuda.graph captures two ATen elementwise kernels (mul, add_), which ran directly before on
+    other tensors; the graph is replayed 5 times. Each of its two kernel nodes is an instance launched
+    5 times (the first replay run node by node and recorded, the others the driver's graph); every
+    instance of every elementwise kernel (arange's and ones_like's too) replays verified."""
+    import sys
+
+    from mneme_cuda import recorder
+
+    from mneme.core.executor import BaseExecutor
+    from mneme.core.records import RecordedExecution
+
+    pytest.importorskip("torch")
+    script = Path(__file__).parent / "programs" / "torch_graph_app.py"
+    code = recorder.main_record(
+        tmp_path / "db", [sys.executable, str(script)], [], kernel="elementwise_kernel", library=recorder_library
+    )
+    assert code == 0
+    occurrences, failures = [], []
+    for db in sorted((tmp_path / "db").glob("*.json")):
+        rec = RecordedExecution.from_json(db)
+        mode = "cubin" if any(b.kind == "cubin" for b in rec.binary_blobs) else "ptx"
+        for dynamic_hash, inst in rec.kernel_instances.items():
+            occurrences.append(inst.occ)
+            with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=1, mode=mode) as ex:
+                result = ex.execute(ex.default_config())
+            if not result.ok:
+                failures.append(f"{rec.kernel_name}: {result.error}")
+    assert occurrences.count(5) == 2, occurrences  # the graph's two kernel nodes, replayed 5 times
+    assert failures == []
