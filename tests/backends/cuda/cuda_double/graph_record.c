@@ -9,8 +9,9 @@
                 another stream (the recorder must not record it: its synchronize would break the capture);
      host       explicit, with a host node between the copy and offset (the recorder cannot run it
                 alone: the graph must run as a graph);
-     update     explicit; after the first launch cuGraphExecKernelNodeSetParams makes scale's factor
-                3, after the second cuGraphExecUpdate from a graph whose factor is 5; one launch more;
+     update     explicit; after the first launch cuGraphExecKernelNodeSetParams (through
+                cuGetProcAddress, as cudart calls it) makes scale's factor 3, after the second
+                cuGraphExecUpdate (by name) from a graph whose factor is 5; one launch more;
      nested     a memset of y to 1.0f, then a child graph holding scale(x, 2), an empty node, offset(y,
                 1), and offset(y, 100), which cuGraphNodeSetEnabled disables in the executable graph.
    Prints: x[1] y[1] after capture ended (captured: nothing ran yet), x[1] y[1] at the end, the
@@ -113,6 +114,7 @@ static CUgraph nested_graph(CUgraphNode *disabled) {
 typedef CUresult (*getproc_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*instantiate_t)(CUgraphExec *, CUgraph, unsigned long long);
 typedef CUresult (*graph_launch_t)(CUgraphExec, CUstream);
+typedef CUresult (*set_params_t)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *);
 
 int main(int argc, char **argv) {
     const char *how = argc > 1 ? argv[1] : "explicit";
@@ -162,7 +164,12 @@ int main(int argc, char **argv) {
             double three = 3;
             void *params[2];
             CUDA_KERNEL_NODE_PARAMS p = kernel_params(&k_scale, &x, &three, params);
-            if (cuGraphExecKernelNodeSetParams(exec, scale_node, &p) != CUDA_SUCCESS) return 5;
+            void *h = dlopen("libcuda.so.1", RTLD_NOW);
+            getproc_t getproc = h ? (getproc_t)dlsym(h, "cuGetProcAddress_v2") : 0;
+            set_params_t set_params = 0;
+            if (!getproc || getproc("cuGraphExecKernelNodeSetParams", (void **)&set_params, 12000, 0, 0) != CUDA_SUCCESS ||
+                set_params(exec, scale_node, &p) != CUDA_SUCCESS)
+                return 5;
         } else if (strcmp(how, "update") == 0 && k == 1) {
             double five = 5;
             CUgraphExecUpdateResultInfo info;
