@@ -167,7 +167,8 @@ int main(int argc, char **argv) {
             void *h = dlopen("libcuda.so.1", RTLD_NOW);
             getproc_t getproc = h ? (getproc_t)dlsym(h, "cuGetProcAddress_v2") : 0;
             set_params_t set_params = 0;
-            if (!getproc || getproc("cuGraphExecKernelNodeSetParams", (void **)&set_params, 12000, 0, 0) != CUDA_SUCCESS ||
+            if (!getproc ||
+                getproc("cuGraphExecKernelNodeSetParams", (void **)&set_params, 12000, 0, 0) != CUDA_SUCCESS ||
                 set_params(exec, scale_node, &p) != CUDA_SUCCESS)
                 return 5;
         } else if (strcmp(how, "update") == 0 && k == 1) {
