@@ -307,16 +307,18 @@ def test_updates_of_the_executable_graph_after_instantiation_are_recorded_with_t
 def test_a_child_graph_a_memset_an_empty_node_and_a_disabled_node_run_node_by_node_as_in_the_graph(
     run_graphs, tmp_path
 ):
-    """memset y = 1 -> child { scale(x, 2) } -> empty -> offset(y, 1) -> offset(y, 100), disabled in the exec."""
+    """memset y = 1 -> child { scale(x, 2) } -> empty -> offset(y, 1) -> offset(y, 100), disabled in the
+    exec; after the second launch the child graph becomes { scale(x, 3) } (cuGraphExecChildGraphNodeSetParams)."""
     lines, counts, raw, _ = run_graphs("nested", tmp_path / "raw")
     x1, y1, graphs, kernels, _ = lines[1].split()
-    assert (x1, y1) == ("8", "2")  # the disabled node never ran, node by node or as a graph
-    assert (int(graphs), int(kernels)) == (GRAPH_LAUNCHES - 1, 2 * GRAPH_LAUNCHES)
+    assert (x1, y1) == ("12", "2")  # 2 * 2 * 3; the disabled node never ran, node by node or as a graph
+    assert (int(graphs), int(kernels)) == (1, 2 * GRAPH_LAUNCHES)  # the second launch: the driver's graph
     i = np.arange(N, dtype=np.float32)
-    (scale, x0, _, x_after, _), (offset, _, y2, _, y2_after) = _recorded(raw)
-    assert (scale, offset) == ("scale", "offset")
+    (scale, x0, _, x_after, _), (offset, _, y2, _, y2_after), (scale3, x3, _, x3_after, _) = _recorded(raw)
+    assert (scale, offset, scale3) == ("scale", "offset", "scale")
     assert np.array_equal(x0, i) and np.array_equal(x_after, 2 * i)  # the child graph's kernel
     assert np.array_equal(y2, 1 + 0 * i) and np.array_equal(y2_after, 2 + 0 * i)  # after the memset node
+    assert np.array_equal(x3, 4 * i) and np.array_equal(x3_after, 12 * i)  # the child graph's new parameters
     assert list(counts["kernels"]["offset"]["instances"].values()) == [GRAPH_LAUNCHES]
 
 

@@ -9,7 +9,7 @@
 // launches go to the driver's cuGraphLaunch. A graph with a node that cannot run alone exactly as in
 // the graph is never run so: its plan says why, and its launches are counted with that reason.
 // Updates of the executable graph after instantiation (cuGraphExec*SetParams, cuGraphExecUpdate,
-// cuGraphNodeSetEnabled) change what it runs: the plan follows them (docs/design/recording.md,
+// cuGraphExecChildGraphNodeSetParams, cuGraphNodeSetEnabled) change what it runs: the plan follows them (docs/design/recording.md,
 // "CUDA graphs").
 
 using graph_instantiate_t = CUresult (*)(CUgraphExec *, CUgraph, unsigned long long);
@@ -74,8 +74,15 @@ struct GraphStep {
     CUevent event = nullptr;
 };
 
+// Where a child graph's nodes are in its plan (cuGraphExecChildGraphNodeSetParams replaces them).
+struct ChildSteps {
+    CUgraphNode node;  // the child graph node
+    size_t begin, end;
+};
+
 struct GraphPlan {
     std::vector<GraphStep> steps;  // one topological order; a child graph's nodes inlined in its place
+    std::vector<ChildSteps> children;  // each child graph node's steps (nested ones first)
     std::string unsupported;       // why this graph cannot run node by node; "" when it can
     unsigned long long flags = 0;  // its instantiation flags
     bool any_selected = false;     // a kernel node of a selected kernel
@@ -274,8 +281,10 @@ void read_graph(CUgraph graph, GraphPlan &plan, int depth = 0) {
                     plan.unsupported = "a child graph node whose graph could not be read";
                     return;
                 }
+                size_t begin = plan.steps.size();
                 read_graph(child, plan, depth + 1);
                 if (!plan.unsupported.empty()) return;
+                plan.children.push_back(ChildSteps{node, begin, plan.steps.size()});
                 continue;  // its nodes are in the plan, not the node itself
             }
             default:  // plan_graph still notes its kernels, for the counts and the warning
@@ -415,13 +424,14 @@ CUresult w_graph_exec_destroy(CUgraphExec exec) {
 // ---- updates of an executable graph ---------------------------------------------------------------
 
 // An update the plan cannot follow: the graph is not run node by node from now on (mu() held).
-void plan_lost(GraphPlan &plan, const char *why) {
+void plan_lost(GraphPlan &plan, const std::string &why) {
     if (!plan.unsupported.empty()) return;
     plan.unsupported = why;
     std::vector<GraphStep> kernels;
     for (GraphStep &s : plan.steps)
         if (s.selected) kernels.push_back(std::move(s));
     plan.steps = std::move(kernels);
+    plan.children.clear();
     bind_counts(plan);
 }
 
@@ -518,14 +528,47 @@ CUresult w_graph_node_enable(CUgraphExec exec, CUgraphNode node, unsigned enable
     return r;
 }
 
+// A child graph node's new graph (same shape, other parameters): its steps are read again.
 CUresult w_graph_exec_child(CUgraphExec exec, CUgraphNode node, CUgraph child) {
     CUresult r = resolve_real(real_graphs().child, "cuGraphExecChildGraphNodeSetParams")(exec, node, child);
     if (r != CUDA_SUCCESS || !tracking()) return r;
+    {
+        std::lock_guard<std::mutex> lock(mu());
+        auto it = graph_plans().find(exec);
+        if (it == graph_plans().end() || !it->second.unsupported.empty()) return r;
+    }
+    GraphPlan sub;
+    read_graph(child, sub);  // no lock held: it asks the driver
     std::lock_guard<std::mutex> lock(mu());
     auto it = graph_plans().find(exec);
-    if (it != graph_plans().end())
-        plan_lost(it->second, "cuGraphExecChildGraphNodeSetParams changed a child graph, which the recorder does not "
-                              "follow");
+    if (it == graph_plans().end() || !it->second.unsupported.empty()) return r;
+    GraphPlan &plan = it->second;
+    const ChildSteps *range = nullptr;
+    for (const ChildSteps &c : plan.children)
+        if (c.node == node) range = &c;
+    if (!range) {
+        plan_lost(plan, "cuGraphExecChildGraphNodeSetParams named a node the recorder does not know");
+        return r;
+    }
+    if (!sub.unsupported.empty()) {
+        plan_lost(plan, sub.unsupported);
+        return r;
+    }
+    bool same = sub.steps.size() == range->end - range->begin;
+    for (size_t i = 0; same && i < sub.steps.size(); ++i) same = sub.steps[i].type == plan.steps[range->begin + i].type;
+    if (!same) {
+        plan_lost(plan, "cuGraphExecChildGraphNodeSetParams gave a child graph of another shape");
+        return r;
+    }
+    for (size_t i = 0; i < sub.steps.size(); ++i) {
+        GraphStep &old = plan.steps[range->begin + i];
+        sub.steps[i].node = old.node;
+        sub.steps[i].enabled = old.enabled;
+        old = std::move(sub.steps[i]);
+    }
+    plan.any_selected = false;
+    for (const GraphStep &step : plan.steps) plan.any_selected |= step.selected;
+    bind_counts(plan);
     return r;
 }
 
@@ -577,8 +620,11 @@ void follow_exec_update(CUgraphExec exec, CUgraph graph) {
     auto it = graph_plans().find(exec);
     if (it != graph_plans().end() && plan.unsupported.empty()) {
         const GraphPlan &old = it->second;
-        bool paired = old.unsupported.empty() && old.steps.size() == plan.steps.size();
+        bool paired = old.unsupported.empty() && old.steps.size() == plan.steps.size() &&
+                      old.children.size() == plan.children.size();
         for (size_t i = 0; paired && i < plan.steps.size(); ++i) paired = old.steps[i].type == plan.steps[i].type;
+        for (size_t i = 0; paired && i < plan.children.size(); ++i)
+            paired = old.children[i].begin == plan.children[i].begin && old.children[i].end == plan.children[i].end;
         if (!paired) {
             plan_lost(plan, "cuGraphExecUpdate paired nodes in a way the recorder could not follow");
         } else {
@@ -586,6 +632,7 @@ void follow_exec_update(CUgraphExec exec, CUgraph graph) {
                 plan.steps[i].node = old.steps[i].node;
                 plan.steps[i].enabled = old.steps[i].enabled;
             }
+            for (size_t i = 0; i < plan.children.size(); ++i) plan.children[i].node = old.children[i].node;
         }
     }
     bind_counts(plan);

@@ -281,6 +281,21 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode nod
     return CUDA_SUCCESS;
 }
 
+/* A child graph node's graph in the executable graph, from another of the same shape. */
+API CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraph child) {
+    struct dnode *d = exec_node(exec, node);
+    struct dgraph *g = (struct dgraph *)child;
+    if (!d || d->type != CU_GRAPH_NODE_TYPE_GRAPH || d->child->n != g->n) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < g->n; ++i) {
+        struct dnode *to = d->child->nodes[i], *from = g->nodes[i];
+        if (to->type != from->type) return CUDA_ERROR_INVALID_VALUE;
+        if (from->type == CU_GRAPH_NODE_TYPE_KERNEL) set_kernel(to, &from->kernel);
+        to->copy = from->copy;
+        to->set = from->set;
+    }
+    return CUDA_SUCCESS;
+}
+
 API CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned enabled) {
     struct dnode *d = exec_node(exec, node);
     if (!d) return CUDA_ERROR_INVALID_VALUE;

@@ -13,7 +13,8 @@
                 cuGetProcAddress, as cudart calls it) makes scale's factor 3, after the second
                 cuGraphExecUpdate (by name) from a graph whose factor is 5; one launch more;
      nested     a memset of y to 1.0f, then a child graph holding scale(x, 2), an empty node, offset(y,
-                1), and offset(y, 100), which cuGraphNodeSetEnabled disables in the executable graph.
+                1), and offset(y, 100), which cuGraphNodeSetEnabled disables in the executable graph;
+                after the second launch cuGraphExecChildGraphNodeSetParams makes the child's factor 3.
    Prints: x[1] y[1] after capture ended (captured: nothing ran yet), x[1] y[1] at the end, the
    graph launches the driver ran as graphs, kernel launches the driver ran, host node calls. */
 #include <cuda.h>
@@ -91,7 +92,20 @@ static CUgraph explicit_graph(double *f, int with_host, CUgraphNode *scale_node)
     return g;
 }
 
-/* memset y = 1.0f -> child { scale(x, 2) } -> empty -> offset(y, 1) -> offset(y, 100) (*disabled). */
+/* A graph of one node, scale(x, *f). */
+static CUgraph scale_graph(double *f) {
+    CUgraph g;
+    CUgraphNode a;
+    void *pa[2];
+    CUDA_KERNEL_NODE_PARAMS ka = kernel_params(&k_scale, &x, f, pa);
+    cuGraphCreate(&g, 0);
+    cuGraphAddKernelNode(&a, g, 0, 0, &ka);
+    return g;
+}
+
+static CUgraphNode child_node;
+
+/* memset y = 1.0f -> child { scale(x, 2) } (child_node) -> empty -> offset(y, 1) -> offset(y, 100) (*disabled). */
 static CUgraph nested_graph(CUgraphNode *disabled) {
     static double hundred = 100;
     CUgraph g, child;
@@ -105,6 +119,7 @@ static CUgraph nested_graph(CUgraphNode *disabled) {
     cuGraphAddKernelNode(&a, child, 0, 0, &ka);
     cuGraphAddMemsetNode(&m, g, 0, 0, &set, 0);
     cuGraphAddChildGraphNode(&c, g, &m, 1, child);
+    child_node = c;
     cuGraphAddEmptyNode(&e, g, &c, 1);
     cuGraphAddKernelNode(&o, g, &e, 1, &ko);
     cuGraphAddKernelNode(disabled, g, &o, 1, &kd);
@@ -171,6 +186,9 @@ int main(int argc, char **argv) {
                 getproc("cuGraphExecKernelNodeSetParams", (void **)&set_params, 12000, 0, 0) != CUDA_SUCCESS ||
                 set_params(exec, scale_node, &p) != CUDA_SUCCESS)
                 return 5;
+        } else if (strcmp(how, "nested") == 0 && k == 1) {
+            static double three = 3;
+            if (cuGraphExecChildGraphNodeSetParams(exec, child_node, scale_graph(&three)) != CUDA_SUCCESS) return 5;
         } else if (strcmp(how, "update") == 0 && k == 1) {
             double five = 5;
             CUgraphExecUpdateResultInfo info;
