@@ -304,11 +304,11 @@ def test_updates_of_the_executable_graph_after_instantiation_are_recorded_with_t
     assert sorted(counts["kernels"]["scale"]["instances"].values()) == [1, 1, 2]
 
 
-def test_a_child_graph_a_memset_an_empty_node_and_a_disabled_node_run_node_by_node_as_in_the_graph(
+def test_a_child_graph_a_memset_event_and_empty_nodes_and_a_disabled_node_run_node_by_node_as_in_the_graph(
     run_graphs, tmp_path
 ):
-    """memset y = 1 -> child { scale(x, 2) } -> empty -> offset(y, 1) -> offset(y, 100), disabled in the
-    exec; after the second launch the child graph becomes { scale(x, 3) } (cuGraphExecChildGraphNodeSetParams)."""
+    """memset y = 1 -> child { scale(x, 2) } -> event record -> empty -> event wait -> offset(y, 1) ->
+    offset(y, 100), disabled in the exec; after the second launch the child graph becomes { scale(x, 3) } (cuGraphExecChildGraphNodeSetParams)."""
     lines, counts, raw, _ = run_graphs("nested", tmp_path / "raw")
     x1, y1, graphs, kernels, _ = lines[1].split()
     assert (x1, y1) == ("12", "2")  # 2 * 2 * 3; the disabled node never ran, node by node or as a graph

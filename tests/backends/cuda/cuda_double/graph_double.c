@@ -1,7 +1,8 @@
 /* CUDA graphs in the driver double (linked into libcuda.so.1 with cuda_double.c): a small real model
    for driving the recorder, NOT a claim about CUDA. A graph holds nodes (kernel, memcpy, memset, host,
    empty, child graph), each with the nodes it depends on; a node is added after its dependencies, so
-   a graph's node order is a topological one. Instantiating copies the graph (later edits of the graph
+   a graph's node order is a topological one. Event record and wait nodes record and wait as the
+   double's events do (at once). Instantiating copies the graph (later edits of the graph
    do not change the executable one; each copied node remembers the node it came from, by which exec
    updates name it); a launch runs the copy's nodes in order, at once (the double's streams complete
    work at once). Stream capture: between cuStreamBeginCapture and cuStreamEndCapture, kernel launches
@@ -36,6 +37,7 @@ struct dnode {
     CUDA_MEMSET_NODE_PARAMS set;
     CUDA_HOST_NODE_PARAMS host;
     struct dgraph *child;
+    CUevent event;
 };
 
 struct dgraph {
@@ -130,6 +132,22 @@ API CUresult cuGraphAddHostNode(CUgraphNode *out, CUgraph graph, const CUgraphNo
     return CUDA_SUCCESS;
 }
 
+API CUresult cuGraphAddEventRecordNode(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t n,
+                                       CUevent event) {
+    struct dnode *node = add_node(graph, deps, n, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+    node->event = event;
+    *out = (CUgraphNode)node;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphAddEventWaitNode(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t n,
+                                     CUevent event) {
+    struct dnode *node = add_node(graph, deps, n, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+    node->event = event;
+    *out = (CUgraphNode)node;
+    return CUDA_SUCCESS;
+}
+
 API CUresult cuGraphAddEmptyNode(CUgraphNode *out, CUgraph graph, const CUgraphNode *deps, size_t n) {
     *out = (CUgraphNode)add_node(graph, deps, n, CU_GRAPH_NODE_TYPE_EMPTY);
     return CUDA_SUCCESS;
@@ -203,6 +221,16 @@ API CUresult cuGraphHostNodeGetParams(CUgraphNode node, CUDA_HOST_NODE_PARAMS *p
     *p = d->host;
     return CUDA_SUCCESS;
 }
+API CUresult cuGraphEventRecordNodeGetEvent(CUgraphNode node, CUevent *event) {
+    NODE_OF(CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+    *event = d->event;
+    return CUDA_SUCCESS;
+}
+API CUresult cuGraphEventWaitNodeGetEvent(CUgraphNode node, CUevent *event) {
+    NODE_OF(CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+    *event = d->event;
+    return CUDA_SUCCESS;
+}
 API CUresult cuGraphChildGraphNodeGetGraph(CUgraphNode node, CUgraph *child) {
     NODE_OF(CU_GRAPH_NODE_TYPE_GRAPH);
     *child = (CUgraph)d->child;
@@ -248,6 +276,8 @@ static CUresult run_graph(const struct dgraph *g) {
                 break;
             case CU_GRAPH_NODE_TYPE_HOST: node->host.fn(node->host.userData); break;
             case CU_GRAPH_NODE_TYPE_GRAPH: r = run_graph(node->child); break;
+            case CU_GRAPH_NODE_TYPE_EVENT_RECORD: r = cuEventRecord(node->event, 0); break;
+            case CU_GRAPH_NODE_TYPE_WAIT_EVENT: r = cuStreamWaitEvent(0, node->event, 0); break;
             default: break;
         }
         if (r != CUDA_SUCCESS) return r;

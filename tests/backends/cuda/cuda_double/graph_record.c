@@ -12,8 +12,9 @@
      update     explicit; after the first launch cuGraphExecKernelNodeSetParams (through
                 cuGetProcAddress, as cudart calls it) makes scale's factor 3, after the second
                 cuGraphExecUpdate (by name) from a graph whose factor is 5; one launch more;
-     nested     a memset of y to 1.0f, then a child graph holding scale(x, 2), an empty node, offset(y,
-                1), and offset(y, 100), which cuGraphNodeSetEnabled disables in the executable graph;
+     nested     a memset of y to 1.0f, then a child graph holding scale(x, 2), an event record node,
+                an empty node, an event wait node, offset(y, 1), and offset(y, 100), which
+                cuGraphNodeSetEnabled disables in the executable graph;
                 after the second launch cuGraphExecChildGraphNodeSetParams makes the child's factor 3.
    Prints: x[1] y[1] after capture ended (captured: nothing ran yet), x[1] y[1] at the end, the
    graph launches the driver ran as graphs, kernel launches the driver ran, host node calls. */
@@ -105,11 +106,14 @@ static CUgraph scale_graph(double *f) {
 
 static CUgraphNode child_node;
 
-/* memset y = 1.0f -> child { scale(x, 2) } (child_node) -> empty -> offset(y, 1) -> offset(y, 100) (*disabled). */
+/* memset y = 1.0f -> child { scale(x, 2) } (child_node) -> record event -> empty -> wait event -> offset(y, 1)
+   -> offset(y, 100) (*disabled). */
 static CUgraph nested_graph(CUgraphNode *disabled) {
     static double hundred = 100;
     CUgraph g, child;
-    CUgraphNode m, c, e, o, a;
+    CUgraphNode m, c, e, o, a, rec, wait;
+    CUevent event;
+    cuEventCreate(&event, 0);
     void *pa[2], *po[2], *pd[2];
     cuGraphCreate(&g, 0);
     cuGraphCreate(&child, 0);
@@ -120,8 +124,10 @@ static CUgraph nested_graph(CUgraphNode *disabled) {
     cuGraphAddMemsetNode(&m, g, 0, 0, &set, 0);
     cuGraphAddChildGraphNode(&c, g, &m, 1, child);
     child_node = c;
-    cuGraphAddEmptyNode(&e, g, &c, 1);
-    cuGraphAddKernelNode(&o, g, &e, 1, &ko);
+    cuGraphAddEventRecordNode(&rec, g, &c, 1, event);
+    cuGraphAddEmptyNode(&e, g, &rec, 1);
+    cuGraphAddEventWaitNode(&wait, g, &e, 1, event);
+    cuGraphAddKernelNode(&o, g, &wait, 1, &ko);
     cuGraphAddKernelNode(disabled, g, &o, 1, &kd);
     return g;
 }
