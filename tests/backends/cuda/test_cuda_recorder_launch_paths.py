@@ -213,7 +213,7 @@ def run_graphs(double):
     folder, library = double
     program(folder, "graph_record")
 
-    def run(mode: str, raw: Path) -> tuple[list[str], dict, Path, str]:
+    def run(mode: str, raw: Path, **extra: str) -> tuple[list[str], dict, Path, str]:
         raw.mkdir()
         env = {
             **os.environ,
@@ -221,6 +221,7 @@ def run_graphs(double):
             "LD_PRELOAD": str(library),
             "MNEME_RECORD_DIR": str(raw),
             "MNEME_RECORD_TIMER": "events",
+            **extra,
         }
         proc = subprocess.run(
             [folder / "graph_record", mode], env=env, capture_output=True, text=True, timeout=60, check=False
@@ -286,6 +287,17 @@ def test_a_graph_with_a_node_that_cannot_run_alone_runs_as_a_graph_and_is_counte
     lines = unrecorded_warnings(recorder.FORMAT, raw)
     (line,) = [line for line in lines if line.startswith("kernel scale ran")]
     assert "(0 launches and 3 inside CUDA graphs)" in line and "a host node" in line
+
+
+def test_with_graphs_turned_off_every_graph_launch_is_the_drivers_and_counted_with_that_reason(run_graphs, tmp_path):
+    lines, counts, raw, _ = run_graphs("explicit", tmp_path / "raw", MNEME_RECORD_GRAPHS="0")
+    assert lines[1].split()[:3] == ["8", "9", str(GRAPH_LAUNCHES)]  # every launch the driver's graph
+    assert not list(raw.glob("launch-*"))
+    for kernel in ("scale", "offset"):
+        assert counts["kernels"][kernel]["graph_launches"] == GRAPH_LAUNCHES
+        assert list(counts["kernels"][kernel]["unrecorded"]) == [
+            "inside a CUDA graph the recorder cannot run node by node: MNEME_RECORD_GRAPHS=0"
+        ]
 
 
 def test_updates_of_the_executable_graph_after_instantiation_are_recorded_with_the_parameters_they_set(

@@ -333,6 +333,16 @@ void selected_kernel_nodes(CUgraph graph, std::vector<GraphStep> &out, int depth
     }
 }
 
+// MNEME_RECORD_GRAPHS=0: no graph is run node by node (its kernels are counted, as before graphs were
+// recorded), should running them so ever change an application's behaviour.
+bool graphs_run_by_node() {
+    static const bool on = [] {
+        const char *v = getenv("MNEME_RECORD_GRAPHS");
+        return !(v && strcmp(v, "0") == 0);
+    }();
+    return on;
+}
+
 // The plan of a graph instantiated with `flags` (no lock held: it asks the driver).
 GraphPlan plan_graph(CUgraph graph, unsigned long long flags) {
     GraphPlan plan;
@@ -341,7 +351,10 @@ GraphPlan plan_graph(CUgraph graph, unsigned long long flags) {
     selected_kernel_nodes(graph, plan.steps);
     if (plan.steps.empty()) return plan;
     plan.steps.clear();
-    read_graph(graph, plan);
+    if (graphs_run_by_node())
+        read_graph(graph, plan);
+    else
+        plan.unsupported = "MNEME_RECORD_GRAPHS=0";
     if (plan.unsupported.empty() && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH))
         plan.unsupported = "instantiated for launches from the device (CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)";
     if (!plan.unsupported.empty()) {  // never run node by node: only its selected kernels, to count
