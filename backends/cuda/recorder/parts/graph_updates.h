@@ -16,15 +16,14 @@ void plan_lost(GraphPlan &plan, const std::string &why) {
 }
 
 // The step of `node` in `exec`'s plan, for an update that succeeded; nullptr when the exec is not
-// followed (no selected kernel), or its plan lost (the node unknown: updated from then on unseen).
+// followed (no selected kernel) or its plan is lost (a node it does not know: the plan is lost then).
 GraphStep *updated_step(CUgraphExec exec, CUgraphNode node, GraphPlan **plan_out) {
     auto it = graph_plans().find(exec);
     if (it == graph_plans().end() || !it->second.unsupported.empty()) return nullptr;
     *plan_out = &it->second;
     for (GraphStep &s : it->second.steps)
         if (s.node == node) return &s;
-    plan_lost(it->second, "an update of the executable graph named a node of a child graph, which the recorder "
-                          "does not follow");
+    plan_lost(it->second, "an update of the executable graph named a node the recorder does not know");
     return nullptr;
 }
 
