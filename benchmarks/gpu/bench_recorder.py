@@ -12,6 +12,9 @@
   its kernel selected (one instance recorded, its next 16 launches timed, the other 2983 run
   through), the kernel timer's cost to the application: CUPTI's kernel records stay on after
   the first timed launch (docs/design/recording.md), CUDA events cost nothing after the last;
+- graph: a CUDA graph of 32 kernel nodes launched 5000 times (graph_loop_app): the launch loop's
+  time under the recorder, its kernel recorded at the graph's first launch (run node by node) and
+  the later launches the driver's, against the same loop without the recorder (target <= 5%);
 - replay: every C++ test program (.gpu/bin, built by `scripts/gpu-suite --prepare`) recorded,
   then every recorded launch replayed: how often replay could reserve every recorded range
   (target: every time), and how often it verified.
@@ -43,7 +46,9 @@ PROGRAMS = {
     "list_app": "walk_lists",
     "streams_app": "saxpy",
     "crash_app": "saxpy",
+    "graph_record_app": "^(scale|offset|axpy|square)$",  # kernel nodes of CUDA graphs
 }
+GRAPH_NODES, GRAPH_LAUNCHES = 32, 5000
 
 
 def library() -> Path:
@@ -196,7 +201,7 @@ def overhead_figures(times: dict[str, list[float]], repeat: int) -> dict:
     # ratios or differences, not a ratio of the two medians.
     plain_s, rec_s = statistics.median(times["plain"]), statistics.median(times["recorder"])
     events_s, cupti_s = statistics.median(times["events"]), statistics.median(times["cupti"])
-    paired = lambda a, b, f: statistics.median(f(x, y) for x, y in zip(times[a], times[b]))  # noqa: E731
+    paired = lambda a, b, f: statistics.median(f(x, y) for x, y in zip(times[a], times[b]))
     fixed = paired("recorder1", "plain1", lambda r, p: r - p)  # start-up and exit
     extra = [
         (r - p) - (r1 - p1)
@@ -217,6 +222,39 @@ def overhead_figures(times: dict[str, list[float]], repeat: int) -> dict:
         "cupti_vs_events": paired("cupti", "events", lambda c, e: c / e) - 1,
         "runs_s": times,
     }  # every run's seconds, in the order they ran: the spread beside the medians
+
+
+def graph_overhead(repeat: int) -> dict:
+    """graph_loop_app's launch loop (after the graph's first launch) plain and under the recorder, alternating."""
+    from mneme_cuda import recorder
+
+    command = [str(app("graph_loop_app")), str(GRAPH_NODES), str(GRAPH_LAUNCHES)]
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("MNEME_RECORD")}
+    loops: dict[str, list[float]] = {"plain": [], "recorded": []}
+    with tempfile.TemporaryDirectory(prefix="mneme-bench-graph-") as tmp:
+        for i in range(2 * repeat + 2):  # the first round warms the caches
+            label = ("plain", "recorded")[i % 2]
+            raw = Path(tmp) / f"raw-{i}"
+            env = recorder.environment(raw, kernel="^tick$", library=library()) if label == "recorded" else plain
+            proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+            if proc.returncode != 0 or "graph_loop_app OK" not in proc.stdout:
+                raise RuntimeError(f"graph_loop_app ({label}) failed: {proc.stderr[-2000:]!r}")
+            if label == "recorded" and not recorder.launches(raw):
+                raise RuntimeError(f"graph_loop_app's tick node was not recorded: {proc.stderr[-2000:]!r}")
+            if i >= 2:
+                loops[label].append(float(proc.stdout.split()[-1]))
+    per_round = [r / p for r, p in zip(loops["recorded"], loops["plain"])]  # the rounds' own ratios (drift)
+    return {
+        "nodes": GRAPH_NODES,
+        "launches": GRAPH_LAUNCHES - 1,
+        "plain_median_s": statistics.median(loops["plain"]),
+        "recorded_median_s": statistics.median(loops["recorded"]),
+        "slowdown": statistics.median(per_round) - 1,
+        "per_launch_s": statistics.median(r - p for r, p in zip(loops["recorded"], loops["plain"]))
+        / (GRAPH_LAUNCHES - 1),
+        "runs": repeat,
+        "runs_s": loops,
+    }
 
 
 def replay_rate() -> dict:
@@ -278,6 +316,7 @@ def main() -> int:
     for name, run in (
         ("snapshot", lambda: snapshot_cost(opts.size_mib)),
         ("overhead", lambda: overhead(opts.repeat)),
+        ("graph", lambda: graph_overhead(opts.repeat)),
         ("replay", replay_rate),
     ):
         try:
@@ -315,6 +354,14 @@ def main() -> int:
             f"{o['recorded_cupti_median_s']:.3f} s vs by events {o['recorded_events_median_s']:.3f} s "
             f"(medians of {o['runs']} alternating rounds); the rounds' median ratio "
             f"{100 * o['cupti_vs_events']:+.1f}%: the kernel records' cost to the application"
+        )
+    g = figures["graph"]
+    if "error" not in g:
+        lines.append(
+            f"graph     {g['nodes']} kernel nodes, {g['launches']} launches after the recorded one: "
+            f"{g['recorded_median_s']:.3f} s under the recorder vs {g['plain_median_s']:.3f} s plain (medians of "
+            f"{g['runs']} alternating rounds); the rounds' median ratio {100 * g['slowdown']:+.1f}% (target <= 5%), "
+            f"{g['per_launch_s'] * 1e6:+.2f} us per graph launch"
         )
     if "error" not in r:
         lines.append(

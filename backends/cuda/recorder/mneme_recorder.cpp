@@ -26,7 +26,10 @@
 //    until it ends; MNEME_RECORD_TIMING_EXCLUSIVE=0: not): by the GPU's own kernel timestamps
 //    (CUPTI activity records, libcupti opened at run time: MNEME_RECORD_TIMER=auto|cupti|events,
 //    MNEME_CUPTI_LIB), else with events on the application's stream, behind a gate that holds the
-//    stream until both events and the kernel are queued; counts kernel nodes run through cuGraphLaunch.
+//    stream until both events and the kernel are queued.
+//  * Records kernel nodes of CUDA graphs: a graph launch that holds one still to record runs node by
+//    node on its stream, the kernels through the launch path above (parts/graphs.h, graph_updates.h,
+//    graph_launch.h).
 //  * Remembers each loaded code image (fatbin, cubin, PTX) and the device globals the process
 //    looked up (cuModuleGetGlobal / cuLibraryGetGlobal), per module.
 //  * For each selected launch (MNEME_RECORD_KERNEL regex, MNEME_RECORD_SKIP,
@@ -99,9 +102,12 @@ namespace {
 #include "parts/launches.h"
 #include "parts/record.h"
 #include "parts/wrappers.h"
+#include "parts/stream_capture.h"
 #include "parts/teardown.h"
 #include "parts/memory.h"
 #include "parts/graphs.h"
+#include "parts/graph_updates.h"
+#include "parts/graph_launch.h"
 #include "parts/hooks.h"
 
 }  // namespace

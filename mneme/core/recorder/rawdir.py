@@ -158,7 +158,7 @@ class Unrecorded:
 
     kernel: str
     launches: int  # launches the recorder saw (selected, run directly)
-    graph_launches: int  # kernel nodes run through graphs (never recorded)
+    graph_launches: int  # kernel nodes run inside graphs the recorder could not run node by node (not recorded)
     reasons: dict  # why -> launches, as the recorder counted them
 
 
@@ -178,10 +178,14 @@ def unrecorded(fmt: RawFormat, raw_dir: Path) -> list[Unrecorded]:
             graphs[kernel] += int(entry.get("graph_launches", 0))
             for why, n in (entry.get("unrecorded") or {}).items():
                 reasons[kernel][why] += int(n)
+    # A launch the recorder let pass before counting it (one made while a graph was being captured,
+    # one whose arguments it could not read) has only its reason; those inside graphs also count in
+    # `graph_launches`. So the direct launches are at least the reasons less the graphs' ones.
+    direct = {kernel: max(seen[kernel], sum(reasons[kernel].values()) - graphs[kernel]) for kernel in reasons}
     return [
-        Unrecorded(kernel, seen[kernel], graphs[kernel], dict(reasons[kernel]))
-        for kernel in sorted(set(seen) | set(graphs))
-        if kernel not in recorded and (seen[kernel] or graphs[kernel])
+        Unrecorded(kernel, direct.get(kernel, seen[kernel]), graphs[kernel], dict(reasons[kernel]))
+        for kernel in sorted(set(seen) | set(graphs) | set(reasons))
+        if kernel not in recorded and (seen[kernel] or graphs[kernel] or reasons[kernel])
     ]
 
 

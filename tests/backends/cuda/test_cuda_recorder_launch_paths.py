@@ -7,6 +7,9 @@ linked against libcuda calls them by name (cuLaunchKernel, the _ptsz flavours, c
 itself). With every launch skipped (MNEME_RECORD_SKIP) the recorder needs no device memory, and its
 counts file says which launches it saw. `cuda_double/record_scale.c` records launches for real on the
 double's host memory: the engine's record of a launch through the CUDA recorder, without a GPU.
+`cuda_double/graph_record.c` launches CUDA graphs (the double's graph model, `graph_double.c`): built
+with the node API and by stream capture, with a node the recorder cannot run alone, and updated after
+instantiation; their kernel nodes are recorded as launches are.
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ def double(tmp_path_factory):
             "-o",
             folder / "libcuda.so.1",
             HERE / "cuda_double.c",
+            HERE / "graph_double.c",
         ],
         check=True,
     )
@@ -109,7 +113,9 @@ def run_paths(double):
             "MNEME_RECORD_TIMER": "events",
             **extra,
         }
-        proc = subprocess.run([folder / "launch_paths"], env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [folder / "launch_paths"], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
         assert proc.returncode == 0, proc.stderr
         (counts,) = raw.glob("counts-*.json")
         return proc.stdout, json.loads(counts.read_text())
@@ -126,12 +132,11 @@ def test_every_launch_entry_point_reaches_the_recorder_and_the_driver(run_paths,
     assert {path: seen.get(path, 0) for path in PATHS} == {path: LAUNCHES for path in PATHS}
 
 
-def test_a_launch_into_a_capturing_stream_is_counted_as_unrecorded_with_why(run_paths, tmp_path):
-    _, counts = run_paths(tmp_path / "raw")
-    captured = counts["kernels"]["captured"]
-    assert captured["seen"] == 0  # it runs later, through cuGraphLaunch
-    assert list(captured["unrecorded"].values()) == [LAUNCHES]
-    assert "captured into a CUDA graph" in next(iter(captured["unrecorded"]))
+def test_a_launch_into_a_capturing_stream_goes_to_the_driver_and_is_not_counted_as_a_launch(run_paths, tmp_path):
+    out, counts = run_paths(tmp_path / "raw")
+    assert int(out.split()[0]) == (len(PATHS) + 1) * LAUNCHES  # the captured launches reached the driver too
+    captured = counts["kernels"].get("captured", {})
+    assert captured.get("seen", 0) == 0 and not captured.get("unrecorded")  # it runs, and counts, at cuGraphLaunch
 
 
 def test_record_warns_for_each_kernel_that_ran_but_was_never_recorded_and_says_why(run_paths, tmp_path):
@@ -173,7 +178,9 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
         "MNEME_RECORD_MAX": "2",
         "MNEME_RECORD_TIMER": "events",
     }
-    proc = subprocess.run([program(folder, "record_scale")], env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [program(folder, "record_scale")], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     statuses, placed = proc.stdout.splitlines()
     assert statuses == "0 0 0 0" and placed == f"{hex(recorder.DEFAULT_VA_BASE)} 60"  # 1 * 2 * 2 * 3 * 5
@@ -192,3 +199,149 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
         keys[0]: "flushed",
         keys[1]: "flushed",
     }
+
+
+# ---- CUDA graphs ----------------------------------------------------------------------------------
+
+N = 256  # floats per buffer in graph_record.c
+GRAPH_LAUNCHES = 3
+
+
+@pytest.fixture(scope="module")
+def run_graphs(double):
+    """Run graph_record.c in one of its modes under the recorder: (its output lines, counts, raw, stderr)."""
+    folder, library = double
+    program(folder, "graph_record")
+
+    def run(mode: str, raw: Path, **extra: str) -> tuple[list[str], dict, Path, str]:
+        raw.mkdir()
+        env = {
+            **os.environ,
+            "LD_LIBRARY_PATH": str(folder),
+            "LD_PRELOAD": str(library),
+            "MNEME_RECORD_DIR": str(raw),
+            "MNEME_RECORD_TIMER": "events",
+            **extra,
+        }
+        proc = subprocess.run(
+            [folder / "graph_record", mode], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
+        assert proc.returncode == 0, proc.stderr
+        (counts,) = raw.glob("counts-*.json")
+        return proc.stdout.splitlines(), json.loads(counts.read_text()), raw, proc.stderr
+
+    return run
+
+
+def _recorded(raw: Path) -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per launch folder: kernel, and x and y in its prologue and its epilogue."""
+    from mneme.core.recorder.rawdir import launches
+    from mneme.core.snapshot import Snapshot
+
+    x, y = recorder.DEFAULT_VA_BASE, recorder.DEFAULT_VA_BASE + (2 << 20)  # two placed allocations, 2 MiB apart
+    out = []
+    for launch, manifest in launches(recorder.FORMAT, raw):
+        assert manifest["regions"] == [[x, 4 * N], [y, 4 * N]]
+        with Snapshot.open(launch / "prologue.mneme") as pro, Snapshot.open(launch / "epilogue.mneme", base=pro) as epi:
+            read = [np.frombuffer(snap.read_region(addr), np.float32) for snap in (pro, epi) for addr in (x, y)]
+        out.append((manifest["kernel"], *read))
+    return out
+
+
+@pytest.mark.parametrize("mode", ["explicit", "captured"])
+def test_a_graph_of_two_dependent_kernels_and_a_copy_is_recorded_node_by_node_then_launched_as_a_graph(
+    run_graphs, tmp_path, mode
+):
+    """scale(x, 2) -> copy x to y -> offset(y, 1), launched 3 times: the first launch runs node by node
+    (each kernel recorded between its prologue and epilogue, the copy between them), the others as graphs."""
+    lines, counts, raw, _ = run_graphs(mode, tmp_path / "raw")
+    i = np.arange(N, dtype=np.float32)
+    # Nothing ran while the graph was captured; the application's results are its own (8 = 2**3, y = x + 1).
+    assert lines[0] == "1 0"
+    x1, y1, graphs, kernels, _ = lines[1].split()
+    assert (x1, y1) == ("8", "9")
+    assert (int(graphs), int(kernels)) == (GRAPH_LAUNCHES - 1, 2 * GRAPH_LAUNCHES)  # the 2nd and 3rd: cuGraphLaunch
+    (scale, x0, y0, x_after, y_after), (offset, x2, y2, x2_after, y2_after) = _recorded(raw)
+    assert scale == "scale" and offset == "offset"
+    assert np.array_equal(x0, i) and np.array_equal(y0, 0 * i)
+    assert np.array_equal(x_after, 2 * i) and np.array_equal(y_after, 0 * i)
+    assert np.array_equal(x2, 2 * i) and np.array_equal(y2, 2 * i)  # the copy node ran between the two kernels
+    assert np.array_equal(x2_after, 2 * i) and np.array_equal(y2_after, 2 * i + 1)
+    for kernel in ("scale", "offset"):  # every launch an occurrence of the recorded argument set
+        entry = counts["kernels"][kernel]
+        assert entry["seen"] == GRAPH_LAUNCHES and list(entry["instances"].values()) == [GRAPH_LAUNCHES]
+        assert entry["graph_launches"] == 0 and entry["unrecorded"] == {}
+
+
+def test_a_graph_with_a_node_that_cannot_run_alone_runs_as_a_graph_and_is_counted_with_the_reason(run_graphs, tmp_path):
+    lines, counts, raw, stderr = run_graphs("host", tmp_path / "raw")
+    x1, y1, graphs, kernels, host_calls = lines[1].split()
+    assert (x1, y1, graphs, kernels, host_calls) == ("8", "9", "3", "6", "3")  # every launch the driver's graph
+    assert not list(raw.glob("launch-*"))
+    for kernel in ("scale", "offset"):
+        entry = counts["kernels"][kernel]
+        assert entry["seen"] == 0 and entry["graph_launches"] == GRAPH_LAUNCHES
+        ((why, n),) = entry["unrecorded"].items()
+        assert n == GRAPH_LAUNCHES and "cannot run node by node: a host node" in why
+        assert stderr.count(f"kernel {kernel} runs inside a CUDA graph") == 1  # warned once, with the reason
+    lines = unrecorded_warnings(recorder.FORMAT, raw)
+    (line,) = [line for line in lines if line.startswith("kernel scale ran")]
+    assert "(0 launches and 3 inside CUDA graphs)" in line and "a host node" in line
+
+
+def test_with_graphs_turned_off_every_graph_launch_is_the_drivers_and_counted_with_that_reason(run_graphs, tmp_path):
+    lines, counts, raw, _ = run_graphs("explicit", tmp_path / "raw", MNEME_RECORD_GRAPHS="0")
+    assert lines[1].split()[:3] == ["8", "9", str(GRAPH_LAUNCHES)]  # every launch the driver's graph
+    assert not list(raw.glob("launch-*"))
+    for kernel in ("scale", "offset"):
+        assert counts["kernels"][kernel]["graph_launches"] == GRAPH_LAUNCHES
+        assert list(counts["kernels"][kernel]["unrecorded"]) == [
+            "inside a CUDA graph the recorder cannot run node by node: MNEME_RECORD_GRAPHS=0"
+        ]
+
+
+def test_updates_of_the_executable_graph_after_instantiation_are_recorded_with_the_parameters_they_set(
+    run_graphs, tmp_path
+):
+    """scale's factor: 2 at instantiation, 3 by cuGraphExecKernelNodeSetParams, 5 by cuGraphExecUpdate;
+    each new argument set is recorded when the graph runs it, and the launch after the last runs as a graph."""
+    lines, counts, raw, _ = run_graphs("update", tmp_path / "raw")
+    x1, y1, graphs, _, _ = lines[1].split()
+    assert (x1, y1, graphs) == ("150", "151", "1")  # 2 * 3 * 5 * 5; only the 4th launch was the driver's graph
+    i = np.arange(N, dtype=np.float32)
+    scales = [(x0, x_after) for kernel, x0, _, x_after, _ in _recorded(raw) if kernel == "scale"]
+    assert len(scales) == 3
+    for (before, after), (b, a) in zip(scales, [(1, 2), (2, 6), (6, 30)], strict=True):
+        assert np.array_equal(before, b * i) and np.array_equal(after, a * i)
+    assert sorted(counts["kernels"]["scale"]["instances"].values()) == [1, 1, 2]
+
+
+def test_a_child_graph_a_memset_event_and_empty_nodes_and_a_disabled_node_run_node_by_node_as_in_the_graph(
+    run_graphs, tmp_path
+):
+    """memset y = 1 -> child { scale(x, 2) } -> event record -> empty -> event wait -> offset(y, 1) ->
+    offset(y, 100), disabled in the exec; after the second launch the child graph becomes { scale(x, 3) } (cuGraphExecChildGraphNodeSetParams)."""
+    lines, counts, raw, _ = run_graphs("nested", tmp_path / "raw")
+    x1, y1, graphs, kernels, _ = lines[1].split()
+    assert (x1, y1) == ("12", "2")  # 2 * 2 * 3; the disabled node never ran, node by node or as a graph
+    assert (int(graphs), int(kernels)) == (1, 2 * GRAPH_LAUNCHES)  # the second launch: the driver's graph
+    i = np.arange(N, dtype=np.float32)
+    (scale, x0, _, x_after, _), (offset, _, y2, _, y2_after), (scale3, x3, _, x3_after, _) = _recorded(raw)
+    assert (scale, offset, scale3) == ("scale", "offset", "scale")
+    assert np.array_equal(x0, i) and np.array_equal(x_after, 2 * i)  # the child graph's kernel
+    assert np.array_equal(y2, 1 + 0 * i) and np.array_equal(y2_after, 2 + 0 * i)  # after the memset node
+    assert np.array_equal(x3, 4 * i) and np.array_equal(x3_after, 12 * i)  # the child graph's new parameters
+    assert list(counts["kernels"]["offset"]["instances"].values()) == [GRAPH_LAUNCHES]
+
+
+def test_a_launch_on_another_stream_while_a_capture_is_in_progress_runs_unrecorded_with_why(run_graphs, tmp_path):
+    """Recording it would synchronize the context, which invalidates a capture in progress; the
+    captured graph's kernels are still recorded when it is launched."""
+    lines, counts, raw, _ = run_graphs("concurrent", tmp_path / "raw")
+    assert lines[0] == "1 7"  # "beside" ran on the other stream, during the capture
+    assert lines[1].split()[:2] == ["8", "9"]
+    assert [kernel for kernel, *_ in _recorded(raw)] == ["scale", "offset"]  # the graph's kernels only
+    ((why, n),) = counts["kernels"]["beside"]["unrecorded"].items()
+    assert n == 1 and "while a stream was being captured" in why
+    (line,) = [line for line in unrecorded_warnings(recorder.FORMAT, raw) if line.startswith("kernel beside ran")]
+    assert "(1 launch)" in line and "1 launched while a stream was being captured" in line

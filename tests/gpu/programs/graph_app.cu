@@ -1,6 +1,7 @@
 // A kernel launched once directly and then through a CUDA graph (stream capture, cudaGraphLaunch
-// five times): the recorder records the direct launch, warns once that the graph's launches are
-// not recorded and counts them; the result is the application's own. Prints `graph_app OK`.
+// five times, another argument): the recorder records the direct launch and the graph's kernel node
+// (the graph's first launch runs node by node); the result is the application's own. Prints
+// `graph_app OK`.
 #include <vector>
 
 #include "../../data/kernels/saxpy.cu"

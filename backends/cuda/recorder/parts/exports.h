@@ -161,6 +161,106 @@ EXPORT CUresult cuGraphInstantiateWithParams(CUgraphExec *exec, CUgraph graph, C
 
 EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) { return w_graph_launch(exec, s); }
 
+EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) { return w_graph_exec_destroy(exec); }
+
+EXPORT CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode) { return w_begin_capture(s, mode); }
+
+EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                            const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode) {
+    return w_begin_capture_to_graph(s, g, deps, data, n, mode);
+}
+
+EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) { return w_end_capture(s, graph); }
+
+EXPORT CUresult mneme_export_begin_capture_ptsz(CUstream s, CUstreamCaptureMode mode)
+    __asm__("cuStreamBeginCapture_v2_ptsz");
+EXPORT CUresult mneme_export_begin_capture_ptsz(CUstream s, CUstreamCaptureMode mode) {
+    return w_begin_capture_ptsz(s, mode);
+}
+
+EXPORT CUresult mneme_export_begin_capture_to_graph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                         const CUgraphEdgeData *data, size_t n,
+                                                         CUstreamCaptureMode mode)
+    __asm__("cuStreamBeginCaptureToGraph_ptsz");
+EXPORT CUresult mneme_export_begin_capture_to_graph_ptsz(CUstream s, CUgraph g, const CUgraphNode *deps,
+                                                         const CUgraphEdgeData *data, size_t n,
+                                                         CUstreamCaptureMode mode) {
+    return w_begin_capture_to_graph_ptsz(s, g, deps, data, n, mode);
+}
+
+EXPORT CUresult mneme_export_end_capture_ptsz(CUstream s, CUgraph *graph) __asm__("cuStreamEndCapture_ptsz");
+EXPORT CUresult mneme_export_end_capture_ptsz(CUstream s, CUgraph *graph) { return w_end_capture_ptsz(s, graph); }
+
+// What changes an executable graph after instantiation (cuda.h's macros give the _v2 names).
+EXPORT CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo *info) {
+    return w_graph_exec_update(exec, graph, info);
+}
+
+EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p) {
+    return w_graph_exec_kernel(exec, node, p);
+}
+
+EXPORT CUresult cuGraphExecMemcpyNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMCPY3D *p,
+                                               CUcontext ctx) {
+    return w_graph_exec_memcpy(exec, node, p, ctx);
+}
+
+EXPORT CUresult cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS *p,
+                                               CUcontext ctx) {
+    return w_graph_exec_memset(exec, node, p, ctx);
+}
+
+EXPORT CUresult cuGraphExecEventRecordNodeSetEvent(CUgraphExec exec, CUgraphNode node, CUevent event) {
+    return w_graph_exec_record_event(exec, node, event);
+}
+
+EXPORT CUresult cuGraphExecEventWaitNodeSetEvent(CUgraphExec exec, CUgraphNode node, CUevent event) {
+    return w_graph_exec_wait_event(exec, node, event);
+}
+
+EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraph child) {
+    return w_graph_exec_child(exec, node, child);
+}
+
+EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node, CUgraphNodeParams *p) {
+    return w_graph_exec_node(exec, node, p);
+}
+
+EXPORT CUresult cuGraphNodeSetEnabled(CUgraphExec exec, CUgraphNode node, unsigned enabled) {
+    return w_graph_node_enable(exec, node, enabled);
+}
+
+// The entry points of programs built against CUDA 11 headers, by their names then (asm labels).
+EXPORT CUresult mneme_export_graph_instantiate_v1(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+                                                  char *log, size_t size) __asm__("cuGraphInstantiate");
+EXPORT CUresult mneme_export_graph_instantiate_v1(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+                                                  char *log, size_t size) {
+    resolve_real(real_graphs().instantiate_v1, "cuGraphInstantiate");
+    return w_graph_instantiate_v1(exec, graph, error_node, log, size);
+}
+
+EXPORT CUresult mneme_export_graph_instantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+                                                  char *log, size_t size) __asm__("cuGraphInstantiate_v2");
+EXPORT CUresult mneme_export_graph_instantiate_v2(CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node,
+                                                  char *log, size_t size) {
+    return w_graph_instantiate_v2(exec, graph, error_node, log, size);
+}
+
+EXPORT CUresult mneme_export_graph_exec_update_v1(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
+                                                  CUgraphExecUpdateResult *result) __asm__("cuGraphExecUpdate");
+EXPORT CUresult mneme_export_graph_exec_update_v1(CUgraphExec exec, CUgraph graph, CUgraphNode *error_node,
+                                                  CUgraphExecUpdateResult *result) {
+    return w_graph_exec_update_v1(exec, graph, error_node, result);
+}
+
+EXPORT CUresult mneme_export_graph_exec_kernel_v1(CUgraphExec exec, CUgraphNode node,
+                                                  const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+    __asm__("cuGraphExecKernelNodeSetParams");
+EXPORT CUresult mneme_export_graph_exec_kernel_v1(CUgraphExec exec, CUgraphNode node,
+                                                  const CUDA_KERNEL_NODE_PARAMS_v1 *p) {
+    return w_graph_exec_kernel_v1(exec, node, p);
+}
+
 EXPORT CUresult cuMemHostAlloc(void **pp, size_t size, unsigned flags) { return w_host_alloc(pp, size, flags); }
 
 EXPORT CUresult cuMemAllocHost(void **pp, size_t size) { return w_alloc_host(pp, size); }

@@ -1,5 +1,11 @@
 // ---- cuGetProcAddress: the wrappers handed out for the driver's entry points ---------------------
 
+CUresult w_getproc_v2(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
+CUresult w_getproc_v1(const char *, void **, int, cuuint64_t);
+
+// The CUDA version a cuGetProcAddress call asked for (0 for dlsym): some names changed signature.
+thread_local int getproc_version = 0;
+
 // Keep a real entry point in `slot` (a typed function pointer), from a captureless lambda.
 #define KEEP(slot) [](void *fn) { auto &kept = slot; kept = reinterpret_cast<std::decay_t<decltype(kept)>>(fn); }
 
@@ -78,8 +84,43 @@ const std::vector<Hook> &hooks() {
          w(&w_graph_instantiate_params)},
         {{"cuGraphInstantiateWithParams"}, S::PER_THREAD, true, 0, KEEP(real_graphs().instantiate_params_ptsz),
          w(&w_graph_instantiate_params_ptsz)},
+        // Stream capture in progress (stream_capture.h); before 10.1 cuStreamBeginCapture took no mode.
+        {{"cuStreamBeginCapture"}, S::LEGACY, true, 10010, KEEP(real_capture().begin), w(&w_begin_capture)},
+        {{"cuStreamBeginCapture"}, S::PER_THREAD, true, 10010, KEEP(real_capture().begin_ptsz),
+         w(&w_begin_capture_ptsz)},
+        {{"cuStreamBeginCapture_v2"}, S::LEGACY, true, 0, KEEP(real_capture().begin), w(&w_begin_capture)},
+        {{"cuStreamBeginCapture_v2"}, S::PER_THREAD, true, 0, KEEP(real_capture().begin_ptsz),
+         w(&w_begin_capture_ptsz)},
+        {{"cuStreamBeginCaptureToGraph"}, S::LEGACY, true, 0, KEEP(real_capture().to_graph),
+         w(&w_begin_capture_to_graph)},
+        {{"cuStreamBeginCaptureToGraph"}, S::PER_THREAD, true, 0, KEEP(real_capture().to_graph_ptsz),
+         w(&w_begin_capture_to_graph_ptsz)},
+        {{"cuStreamEndCapture"}, S::LEGACY, true, 0, KEEP(real_capture().end), w(&w_end_capture)},
+        {{"cuStreamEndCapture"}, S::PER_THREAD, true, 0, KEEP(real_capture().end_ptsz), w(&w_end_capture_ptsz)},
+        // Before 12.0, cuGraphInstantiate took an error node and a log (cuGraphInstantiate_v2 by name).
+        {{"cuGraphInstantiate"}, S::ONE, true, 0, KEEP(real_graphs().instantiate_v1), w(&w_graph_instantiate_v1)},
+        {{"cuGraphInstantiate_v2"}, S::ONE, true, 0, KEEP(real_graphs().instantiate_v2), w(&w_graph_instantiate_v2)},
         {{"cuGraphLaunch"}, S::LEGACY, true, 0, KEEP(real_graphs().launch), w(&w_graph_launch)},
         {{"cuGraphLaunch"}, S::PER_THREAD, true, 0, KEEP(real_graphs().launch_ptsz), w(&w_graph_launch_ptsz)},
+        {{"cuGraphExecDestroy"}, S::ONE, true, 0, KEEP(real_graphs().destroy), w(&w_graph_exec_destroy)},
+        // What changes an executable graph's nodes after instantiation (graphs.h follows it). The
+        // plain names have these signatures from 12.0 on (before: the _v1 parameter structs).
+        {{"cuGraphExecUpdate_v2"}, S::ONE, true, 0, KEEP(real_graphs().update), w(&w_graph_exec_update)},
+        {{"cuGraphExecUpdate"}, S::ONE, true, 12000, KEEP(real_graphs().update), w(&w_graph_exec_update)},
+        {{"cuGraphExecKernelNodeSetParams_v2"}, S::ONE, true, 0, KEEP(real_graphs().kernel), w(&w_graph_exec_kernel)},
+        {{"cuGraphExecKernelNodeSetParams"}, S::ONE, true, 12000, KEEP(real_graphs().kernel), w(&w_graph_exec_kernel)},
+        {{"cuGraphExecUpdate"}, S::ONE, true, 0, KEEP(real_graphs().update_v1), w(&w_graph_exec_update_v1)},
+        {{"cuGraphExecKernelNodeSetParams"}, S::ONE, true, 0, KEEP(real_graphs().kernel_v1),
+         w(&w_graph_exec_kernel_v1)},
+        {{"cuGraphExecMemcpyNodeSetParams"}, S::ONE, true, 0, KEEP(real_graphs().memcpy), w(&w_graph_exec_memcpy)},
+        {{"cuGraphExecMemsetNodeSetParams"}, S::ONE, true, 0, KEEP(real_graphs().memset), w(&w_graph_exec_memset)},
+        {{"cuGraphExecEventRecordNodeSetEvent"}, S::ONE, true, 0, KEEP(real_graphs().record_event),
+         w(&w_graph_exec_record_event)},
+        {{"cuGraphExecEventWaitNodeSetEvent"}, S::ONE, true, 0, KEEP(real_graphs().wait_event),
+         w(&w_graph_exec_wait_event)},
+        {{"cuGraphExecChildGraphNodeSetParams"}, S::ONE, true, 0, KEEP(real_graphs().child), w(&w_graph_exec_child)},
+        {{"cuGraphExecNodeSetParams"}, S::ONE, true, 0, KEEP(real_graphs().node), w(&w_graph_exec_node)},
+        {{"cuGraphNodeSetEnabled"}, S::ONE, true, 0, KEEP(real_graphs().enable), w(&w_graph_node_enable)},
     };
     return *table;
 }

@@ -486,8 +486,20 @@ void *owner_of_launch(CUfunction f, CUfunction resolved) {
         p_cuKernelGetLibrary(&lib, reinterpret_cast<CUkernel>(f)) == CUDA_SUCCESS && lib)
         return lib;
     CUmodule mod = nullptr;
-    if (p_cuFuncGetModule && p_cuFuncGetModule(&mod, resolved) == CUDA_SUCCESS && mod) return canonical_owner(mod);
-    return nullptr;
+    if (!p_cuFuncGetModule || p_cuFuncGetModule(&mod, resolved) != CUDA_SUCCESS || !mod) return nullptr;
+    // A CUfunction of a library's kernel that reached the launch without the recorder seeing it taken
+    // (a kernel node's function, read back from a graph): its module is the library's in this context.
+    DRV(cuLibraryGetModule);
+    if (!m.library_of.count(mod) && !m.image_of.count(mod) && p_cuLibraryGetModule) {
+        for (void *library : m.libraries) {
+            CUmodule of = nullptr;
+            if (p_cuLibraryGetModule(&of, static_cast<CUlibrary>(library)) == CUDA_SUCCESS && of == mod) {
+                m.library_of[mod] = library;
+                break;
+            }
+        }
+    }
+    return canonical_owner(mod);
 }
 
 // The packed parameter buffer and each parameter's (offset, size).

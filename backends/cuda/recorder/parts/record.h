@@ -17,6 +17,7 @@ struct Launch {
 };
 
 void discover_globals(void *owner);
+bool capture_in_progress();
 void append_mapped_regions(std::vector<std::pair<uint64_t, uint64_t>> &regions);
 void warn_outside_args(const std::string &kernel, const std::string &args,
                        const std::vector<std::pair<size_t, size_t>> &layout);
@@ -37,16 +38,20 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
     RecordingScope scope;
     Selection sel = select_kernel(f);
     if (!sel.selected) return run_shared(run);
-    // A launch into a stream being captured into a CUDA graph does not run now, and synchronizing
-    // would break the capture: leave it alone (graph launches are not recorded).
+    // A launch into a stream being captured into a CUDA graph does not run now (it adds a kernel node
+    // to the graph), and synchronizing would break the capture: it goes to the driver as it is, and is
+    // counted and recorded when the graph is launched (graphs.h).
     DRV(cuStreamIsCapturing);
     CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
     const std::string &name = sel.name;
-    if (!p_cuStreamIsCapturing || p_cuStreamIsCapturing(l.stream, &capture) != CUDA_SUCCESS ||
-        capture != CU_STREAM_CAPTURE_STATUS_NONE) {
-        count_unrecorded(name, capture != CU_STREAM_CAPTURE_STATUS_NONE
-                                   ? "launched into a stream being captured into a CUDA graph (counted at cuGraphLaunch)"
-                                   : "cuStreamIsCapturing failed on its stream");
+    if (!p_cuStreamIsCapturing || p_cuStreamIsCapturing(l.stream, &capture) != CUDA_SUCCESS) {
+        count_unrecorded(name, "cuStreamIsCapturing failed on its stream");
+        return run();
+    }
+    if (capture != CU_STREAM_CAPTURE_STATUS_NONE) return run();
+    if (capture_in_progress()) {  // its synchronize would invalidate that capture (stream_capture.h)
+        count_unrecorded(name, "launched while a stream was being captured into a CUDA graph (the recorder's "
+                               "synchronize would have broken the capture)");
         return run();
     }
     CUfunction fn = sel.resolved;

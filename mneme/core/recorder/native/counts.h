@@ -18,7 +18,7 @@ struct KernelCounts {
     long seen = 0;
     std::set<uint64_t> instances;        // recorded argument sets
     std::map<uint64_t, long> occurrences;  // launches per argument set, recorded or not
-    long graph_launches = 0;               // kernel nodes run through graphs (not recorded)
+    long graph_launches = 0;               // kernel nodes run inside graphs the recorder could not run node by node
     std::map<uint64_t, long> timed;        // launches timed in the application, per recorded argument set
     std::map<uint64_t, std::vector<double>> app_times;     // their durations in seconds, by events
     std::map<uint64_t, std::vector<double>> kernel_times;  // or by the device's kernel timestamps

@@ -2,7 +2,8 @@
    GPU: the launch entry points a program reaches through cuGetProcAddress (as cudart does) and by
    name (a program linked against libcuda), and the memory, stream and event calls a recorded launch
    makes. Each launch is counted and succeeds; a kernel handle is a `struct double_kernel`, whose
-   name cuFuncGetName returns and whose host implementation, if any, a launch runs. It is evidence for
+   name cuFuncGetName returns and whose host implementation, if any, a launch runs. CUDA graphs and
+   stream capture: graph_double.c. It is evidence for
    the recorder's logic, NOT for a GPU: "device" memory is host memory, really at the addresses asked
    for (mmap), copies are memcpy, and streams and events complete at once, in order. */
 #define _GNU_SOURCE
@@ -40,26 +41,48 @@ API CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t *offset, size
     return CUDA_SUCCESS;
 }
 
+int double_capturing(CUstream s); /* graph_double.c: stream capture */
+CUresult double_capture_kernel(CUstream s, CUfunction f, const unsigned grid[3], const unsigned block[3],
+                               unsigned shared, void **params);
+CUresult double_capture_copy(CUstream s, const CUDA_MEMCPY3D *p);
+CUresult double_copy(const CUDA_MEMCPY3D *p);
+CUresult double_memset(CUdeviceptr dst, size_t pitch, unsigned value, unsigned size, size_t width, size_t height);
+
+/* CAPTURING_STREAM reports a capture and runs its launches (launch_paths.c only counts them); a
+   stream between cuStreamBeginCapture and cuStreamEndCapture adds them to its graph. */
 API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
-    *status = s == CAPTURING_STREAM ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    *status = s == CAPTURING_STREAM || double_capturing(s) ? CU_STREAM_CAPTURE_STATUS_ACTIVE
+                                                           : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
 }
 
-static CUresult launched(CUfunction f, void **params) {
+CUresult double_run_kernel(CUfunction f, void **params) {
     const struct double_kernel *k = (const struct double_kernel *)f;
     if (k->host) k->host(params);
     ++launches;
     return CUDA_SUCCESS;
 }
 
+static CUresult launched(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                         unsigned shared, CUstream s, void **params) {
+    if (double_capturing(s)) {
+        const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+        return double_capture_kernel(s, f, grid, block, shared, params);
+    }
+    return double_run_kernel(f, params);
+}
+
 #define LAUNCH_ARGS CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
                     unsigned shared, CUstream s, void **params
-API CUresult cuLaunchKernel(LAUNCH_ARGS, void **extra) { return launched(f, params); }
-API CUresult cuLaunchKernel_ptsz(LAUNCH_ARGS, void **extra) { return launched(f, params); }
-API CUresult cuLaunchCooperativeKernel(LAUNCH_ARGS) { return launched(f, params); }
-API CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_ARGS) { return launched(f, params); }
-API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return launched(f, p); }
-API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return launched(f, p); }
+#define LAUNCHED launched(f, gx, gy, gz, bx, by, bz, shared, s, params)
+#define LAUNCHED_EX(c) launched(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ, \
+                                c->sharedMemBytes, c->hStream, p)
+API CUresult cuLaunchKernel(LAUNCH_ARGS, void **extra) { return LAUNCHED; }
+API CUresult cuLaunchKernel_ptsz(LAUNCH_ARGS, void **extra) { return LAUNCHED; }
+API CUresult cuLaunchCooperativeKernel(LAUNCH_ARGS) { return LAUNCHED; }
+API CUresult cuLaunchCooperativeKernel_ptsz(LAUNCH_ARGS) { return LAUNCHED; }
+API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return LAUNCHED_EX(c); }
+API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *c, CUfunction f, void **p, void **e) { return LAUNCHED_EX(c); }
 
 /* ---- contexts, memory, streams, events ---- */
 #define OK return CUDA_SUCCESS
@@ -108,11 +131,30 @@ API CUresult cuMemAllocHost_v2(void **p, size_t n) { *p = malloc(n ? n : 1); OK;
 API CUresult cuMemFreeHost(void *p) { free(p); OK; }
 API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) { memcpy(dst, (void *)src, n); OK; }
 API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) { memcpy(dst, (void *)src, n); OK; }
+API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s) {
+    return double_capturing(s) ? double_capture_copy(s, p) : double_copy(p);
+}
 API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    memcpy((void *)dst, (void *)src, n);
-    OK;
+    CUDA_MEMCPY3D p;
+    memset(&p, 0, sizeof p);
+    p.srcMemoryType = p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    p.srcDevice = src, p.dstDevice = dst, p.WidthInBytes = n, p.Height = p.Depth = 1;
+    return cuMemcpy3DAsync_v2(&p, s);
 }
 API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) { memset((void *)dst, v, n); OK; }
+API CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n, CUstream s) {
+    return double_memset(dst, 0, v, 2, n, 1);
+}
+API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream s) { return double_memset(dst, 0, v, 4, n, 1); }
+API CUresult cuMemsetD2D8Async(CUdeviceptr dst, size_t pitch, unsigned char v, size_t w, size_t h, CUstream s) {
+    return double_memset(dst, pitch, v, 1, w, h);
+}
+API CUresult cuMemsetD2D16Async(CUdeviceptr dst, size_t pitch, unsigned short v, size_t w, size_t h, CUstream s) {
+    return double_memset(dst, pitch, v, 2, w, h);
+}
+API CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned v, size_t w, size_t h, CUstream s) {
+    return double_memset(dst, pitch, v, 4, w, h);
+}
 API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) { *pool = (CUmemoryPool)0x200; OK; }
 API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) { OK; }
 API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
@@ -120,7 +162,12 @@ API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool
     OK;
 }
 API CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s) { free((void *)p); OK; }
-API CUresult cuStreamCreate(CUstream *s, unsigned flags) { *s = (CUstream)0x300; OK; }
+API CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+    static unsigned long next = 0x300; /* a handle per stream: captures are per stream */
+    *s = (CUstream)next;
+    next += 0x10;
+    OK;
+}
 API CUresult cuStreamSynchronize(CUstream s) { OK; }
 API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags) { OK; }
 /* An event is the time it was recorded: work completes at once. */
@@ -157,6 +204,13 @@ static const struct entry table[] = {
     {"cuLaunchKernelEx", (void *)cuLaunchKernelEx, (void *)cuLaunchKernelEx_ptsz},
     {"cuLaunchCooperativeKernel", (void *)cuLaunchCooperativeKernel, (void *)cuLaunchCooperativeKernel_ptsz},
     {"cuDevicePrimaryCtxReset", (void *)cuDevicePrimaryCtxReset_v2, (void *)cuDevicePrimaryCtxReset_v2},
+    /* as cudart asks for them at version 12000 and later (graph_double.c) */
+    {"cuGraphInstantiate", (void *)cuGraphInstantiateWithFlags, (void *)cuGraphInstantiateWithFlags},
+    {"cuGraphLaunch", (void *)cuGraphLaunch, (void *)cuGraphLaunch},
+    {"cuGraphExecUpdate", (void *)cuGraphExecUpdate_v2, (void *)cuGraphExecUpdate_v2},
+    {"cuGraphExecKernelNodeSetParams", (void *)cuGraphExecKernelNodeSetParams_v2,
+     (void *)cuGraphExecKernelNodeSetParams_v2},
+    {"cuGraphExecDestroy", (void *)cuGraphExecDestroy, (void *)cuGraphExecDestroy},
 };
 
 API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, cuuint64_t flags,
