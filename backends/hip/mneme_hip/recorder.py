@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from mneme.core.errors import MnemeError
 from mneme.core.native import RECORDER_SOURCES, SNAPSHOT_SOURCES, NativeLibrary, cxx_compiler, xxhash_include
@@ -33,7 +34,7 @@ HEADERS = (
     SNAPSHOT_SOURCES / "snapshot_writer.h",
 )
 FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare")
-DEFAULT_VA_BASE = 0x153940000000
+DEFAULT_VA_BASE = preload.DEFAULT_VA_BASE
 GRANULARITY = 2 << 20
 DEFAULT_ARCH = "gfx90a"
 
@@ -92,29 +93,14 @@ def build(out_dir: Path | None = None, force: bool = False) -> Path:
     )
 
 
-def environment(
-    raw_dir: Path,
-    kernel: str | None = None,
-    skip: int = 0,
-    max_recordings: int = 4,
-    va_base: int = DEFAULT_VA_BASE,
-    library: Path | None = None,
-    record_ranks: str | None = None,
-    epilogue_format: str = "diff",
-    compression: str = "lz4",
-) -> dict[str, str]:
-    """The environment that runs a command under the HIP recorder (the MNEME_RECORD_* of the engine)."""
-    return preload.environment(
-        library or library_path() or build(),
-        raw_dir,
-        kernel,
-        skip,
-        max_recordings,
-        va_base,
-        record_ranks,
-        epilogue_format,
-        compression,
-    )
+def environment(raw_dir: Path, *, library: Path | None = None, **settings: Any) -> dict[str, str]:
+    """The environment that runs a command under the HIP recorder.
+
+    `library`: the recorder to preload (default: the built one, built now if there is none).
+    `settings`: the engine's, by name (`mneme.core.recorder.preload.environment`): kernel, skip,
+    max_recordings, va_base, record_ranks, epilogue_format, compression.
+    """
+    return preload.environment(library or (lambda: library_path() or build()), raw_dir, **settings)
 
 
 def run(command: Sequence[str], raw_dir: Path, progress: bool | None = None, **options) -> int:
