@@ -231,7 +231,8 @@ def _saxpy_raw(tmp_path: Path, before: bytes = b"\1" * 128, after: bytes = b"\1"
     (raw / "images" / "i.cubin").write_bytes(nvcc(tmp_path, "saxpy.cu", "cubin"))
     args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + 64)
     regions = [[BASE, 64], [BASE + 64, 64]]
-    manifest = launch_manifest("saxpy", args, SAXPY_PARAMS, regions, grid=[4, 1, 1], block=[4, 1, 1], **launch)
+    fields = {"grid": [4, 1, 1], "block": [4, 1, 1], **launch}  # `launch` may replace the geometry
+    manifest = launch_manifest("saxpy", args, SAXPY_PARAMS, regions, **fields)
     write_launch(raw, 1, 0, manifest, before, after)
     return raw
 
