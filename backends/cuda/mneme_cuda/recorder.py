@@ -38,6 +38,7 @@ from mneme.core.native import (
 )
 from mneme.core.recorder import finalize as _finalize
 from mneme.core.recorder import preload, rawdir
+from mneme.core.recorder.build import engine_toolchain
 from mneme.core.recorder.finalize import print_summary
 from mneme.core.recorder.progress import ProgressPoller, ProgressState, watch
 from mneme.core.recorder.rawdir import COMPRESSIONS, EPILOGUE_FORMATS, RawFormat, check_compression, region_policies
@@ -172,29 +173,17 @@ def status() -> tuple[bool, str]:
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:
     """Compile the recorder into `out_dir` (default: the build cache) and return the library's path."""
-    cxx, include = compiler(), cuda_include()
-    if not NATIVE.available():
-        raise MnemeError(
-            f"cannot build the CUDA recorder: {SOURCE} is missing; install mneme-cuda from a "
-            "source checkout (pip install -e backends/cuda)"
-        )
-    if cxx is None:
-        raise MnemeError("cannot build the CUDA recorder: no C++ compiler found (install g++ or set CXX)")
-    if include is None:
-        raise MnemeError("cannot build the CUDA recorder: cuda.h not found; install the CUDA toolkit or set CUDA_PATH")
-    xxh = xxhash_include()
-    if xxh is None:
-        raise MnemeError(
-            "cannot build the CUDA recorder: xxhash.h not found; install libxxhash-dev "
-            "(or set XXHASH_INCLUDE to its folder)"
-        )
-    flags = [*FLAGS, f"-I{include}", f"-I{xxh}", f"-I{RECORDER_SOURCES}", f"-I{SNAPSHOT_SOURCES}"]
+    cuda_h = (cuda_include(), "cuda.h not found; install the CUDA toolkit or set CUDA_PATH")
+    cxx, includes = engine_toolchain(
+        NATIVE, "mneme-cuda from a source checkout (pip install -e backends/cuda)", [cuda_h]
+    )
+    flags = [*FLAGS, *includes]
     cupti_include = cupti.headers()
     if cupti_include is not None:  # the kernel timer; without it the recorder times with events
         flags += ["-DMNEME_CUPTI", f"-I{cupti_include}", f"-I{cupti.HEADER.parent}"]
     else:
         log.warning("cupti.h not found: the recorder will time launches with CUDA events only")
-    return NATIVE.build(lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, *LINK], out_dir, force)
+    return NATIVE.build(lambda sources, out: [*cxx, *flags, *sources, "-o", out, *LINK], out_dir, force)
 
 
 def environment(

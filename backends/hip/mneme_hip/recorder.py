@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from mneme.core.errors import MnemeError
 from mneme.core.native import RECORDER_SOURCES, SNAPSHOT_SOURCES, NativeLibrary, cxx_compiler, xxhash_include
 from mneme.core.recorder import finalize as _finalize
 from mneme.core.recorder import preload
+from mneme.core.recorder.build import engine_toolchain
 from mneme.core.recorder.finalize import print_summary
 from mneme.core.recorder.rawdir import RawFormat
 from mneme_hip.bundle import kernel_image
@@ -73,24 +73,12 @@ def status() -> tuple[bool, str]:
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:
     """Compile the recorder into `out_dir` (default: the build cache) and return the library's path."""
-    cxx = cxx_compiler()
-    if not NATIVE.available():
-        raise MnemeError(
-            f"cannot build the HIP recorder: {SOURCE} is missing; install mneme-hip from a source "
-            "checkout (pip install -e backends/hip)"
-        )
-    if cxx is None:
-        raise MnemeError("cannot build the HIP recorder: no C++ compiler found (install g++ or set CXX)")
-    xxh = xxhash_include()
-    if xxh is None:
-        raise MnemeError(
-            "cannot build the HIP recorder: xxhash.h not found; install libxxhash-dev "
-            "(or set XXHASH_INCLUDE to its folder)"
-        )
-    flags = [*FLAGS, f"-I{SOURCE.parent}", f"-I{xxh}", f"-I{RECORDER_SOURCES}", f"-I{SNAPSHOT_SOURCES}"]
-    return NATIVE.build(
-        lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, "-ldl", "-lpthread"], out_dir, force
+    # hip_abi.h, beside the sources, declares the runtime's ABI: no ROCm header is needed
+    cxx, includes = engine_toolchain(
+        NATIVE, "mneme-hip from a source checkout (pip install -e backends/hip)", [(SOURCE.parent, "")]
     )
+    flags = [*FLAGS, *includes]
+    return NATIVE.build(lambda sources, out: [*cxx, *flags, *sources, "-o", out, "-ldl", "-lpthread"], out_dir, force)
 
 
 def environment(raw_dir: Path, *, library: Path | None = None, **settings: Any) -> dict[str, str]:
