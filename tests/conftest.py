@@ -18,7 +18,7 @@ import pytest
 # Tests mirror the packages in folders (docs/design/interfaces.md, "Where the tests live"), imported
 # by pytest's default "prepend" mode. tests/ (this folder: the shared helpers, irbuild, skips, paths)
 # and every folder of test modules go on sys.path, as when the tests were one flat folder, so a test
-# module imports another's helpers (`from test_tuning_session import capture_saxpy`) from any folder,
+# module imports another's helpers (`from test_records_fixtures import make_recording`) from any folder,
 # in any order of collection. Test file names are unique across folders.
 _HERE = Path(__file__).resolve().parent
 for _folder in [

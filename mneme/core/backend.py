@@ -12,6 +12,7 @@ managers, and raise `MnemeError` (never crash) when used after close.
 from __future__ import annotations
 
 import abc
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -109,6 +110,69 @@ class RegionDiff:
     l2_abs: float = 0.0
     l2_rel: float = 0.0
     ok: bool = True
+
+
+#: The u64 words a GPU backend's tolerant compare kernel writes per region: differing elements, the first
+#: one's index (all ones: none), then as f64 the largest absolute and relative errors, (u64) NaNs facing
+#: numbers, the sums of squared errors and of squared expected values, the sums of absolute errors and of
+#: absolute expected values, and the largest absolute expected value.
+COMPARE_WORDS = 10
+
+
+def _ratio(num: float, den: float) -> float:
+    if den > 0:
+        return num / den
+    return 0.0 if num == 0 else math.inf
+
+
+def compare_verdict(
+    actual: int,
+    size: int,
+    dtype: str,
+    itemsize: int,
+    threshold: float,
+    relative: bool,
+    norm: str,
+    words: Any,
+    tail: tuple[int, int] = (0, -1),
+) -> RegionDiff:
+    """One region's verdict from its compare kernel's words (`COMPARE_WORDS`; dtype "bytes": the first two).
+
+    `itemsize`: the bytes of one `dtype` element. `tail`: (differing bytes, first offset or -1) of the
+    bytes after the last whole element, which must match exactly, as on the host. With norm "none" every
+    element must be within the threshold; with a norm (L1, L2, Linf), the norm of the errors (relative:
+    over the expected values' norm) must be, and no NaN may face a number.
+    """
+    import numpy as np
+
+    count, first = int(words[0]), int(words[1])
+    differing = count * itemsize + tail[0]
+    first_offset = first * itemsize if count else (tail[1] if tail[0] else -1)
+    if dtype == "bytes":
+        return RegionDiff(actual, size, "u8", differing, first_offset, ok=differing == 0)
+    f = np.asarray(words, dtype=np.uint64).view(np.float64)
+    max_abs, max_rel, nan_mismatch = float(f[2]), float(f[3]), int(words[4])
+    l2_abs, l2_ref = math.sqrt(float(f[5])), math.sqrt(float(f[6]))
+    l1_abs, l1_ref, max_ref = float(f[7]), float(f[8]), float(f[9])
+    errors = {"L2": (l2_abs, l2_ref), "L1": (l1_abs, l1_ref), "LINF": (max_abs, max_ref)}.get(norm.upper())
+    if errors is None:  # "none": every element within the threshold
+        ok = count == 0
+    else:
+        error = _ratio(*errors) if relative else errors[0]
+        ok = error <= threshold and nan_mismatch == 0
+    return RegionDiff(
+        actual,
+        size,
+        dtype,
+        differing,
+        first_offset,
+        max_abs,
+        max_rel,
+        nan_mismatch,
+        l2_abs,
+        _ratio(l2_abs, l2_ref),
+        ok and tail[0] == 0,
+    )
 
 
 @attrs.frozen

@@ -92,39 +92,27 @@ class Knob:
 
 # -- the core's own knobs: the optimize stage (mneme.core.pipeline reads them) ------------------
 
+# The pass toggles of LLVM's default pipelines: each is left to LLVM unless set, and tuned as all three.
+_PIPELINE_TOGGLES = (
+    ("loop_unrolling", "Unroll loops in the default<O..> pipelines (default: LLVM's)."),
+    ("loop_vectorization", "Vectorize loops in the default pipelines (default: LLVM's)."),
+    ("slp_vectorization", "SLP-vectorize in the default pipelines (default: LLVM's)."),
+)
+
 OPTIMIZE_KNOBS = [
-    Knob(
-        "loop_unrolling",
-        "bool",
-        None,
-        "optimize",
-        "Unroll loops in the default<O..> pipelines (default: LLVM's).",
-        optional=True,
-        search=(None, True, False),
-        feature="knobs",
-        schema1=True,
-    ),
-    Knob(
-        "loop_vectorization",
-        "bool",
-        None,
-        "optimize",
-        "Vectorize loops in the default pipelines (default: LLVM's).",
-        optional=True,
-        search=(None, True, False),
-        feature="knobs",
-        schema1=True,
-    ),
-    Knob(
-        "slp_vectorization",
-        "bool",
-        None,
-        "optimize",
-        "SLP-vectorize in the default pipelines (default: LLVM's).",
-        optional=True,
-        search=(None, True, False),
-        feature="knobs",
-        schema1=True,
+    *(
+        Knob(
+            name,
+            "bool",
+            None,
+            "optimize",
+            help_text,
+            optional=True,
+            search=(None, True, False),
+            feature="knobs",
+            schema1=True,
+        )
+        for name, help_text in _PIPELINE_TOGGLES
     ),
     Knob(
         "inlining_threshold",

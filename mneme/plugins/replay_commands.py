@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import math
@@ -15,14 +16,13 @@ import attrs
 import click
 from rich.table import Table
 
-from mneme.core.console import current as _console
-from mneme.core import limits
+from mneme.core import limits, params
 from mneme.core.backend import CACHE_STATES
-from mneme.core import params
+from mneme.core.configfile import read_config_file, resolve_config
+from mneme.core.console import current as _console
 from mneme.core.errors import EXIT_CODES_HELP, EXIT_INVALID_INPUT, EXIT_NOT_VERIFIED, MnemeError, UsageError
 from mneme.core.hookspecs import hookimpl
 from mneme.core.printable import markup
-from mneme.core.configfile import read_config_file, resolve_config
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 log = logging.getLogger(__name__)
@@ -101,8 +101,10 @@ class InApplication:
             rows.append(
                 (
                     "later launches (context)",
-                    f"{_ms(app)} median of {used} later launches with the same "
-                    f"arguments; they may do different work than the recorded one{ratio}",
+                    (
+                        f"{_ms(app)} median of {used} later launches with the same "
+                        f"arguments; they may do different work than the recorded one{ratio}"
+                    ),
                 )
             )
         return rows
@@ -351,21 +353,7 @@ def capture_command(spec: str, out: str, backend: str | None, device_id: int, al
 @click.option("--backend", default=None, help="Backend (default: the recorded one; host when that is not usable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @limits.timeout_option
-def replay_command(
-    record_db,
-    record_id,
-    passes,
-    iterations,
-    output_ll,
-    config_file,
-    mode,
-    cache,
-    timer,
-    device_id,
-    backend,
-    as_json,
-    **options,
-) -> None:
+def replay_command(**arguments) -> None:
     """Replay a recorded kernel launch as one verified, timed experiment.
 
     PASSES is an optimization pipeline such as `default<O3>` or `Oz`, pass names (`gvn,licm`)
@@ -379,24 +367,7 @@ def replay_command(
     from mneme.core import isolation
 
     # the kernels run in a restricted child process, killed past the time limit (docs/security.md)
-    isolation.run_isolated(
-        lambda: _replay(
-            record_db,
-            record_id,
-            passes,
-            iterations,
-            output_ll,
-            config_file,
-            mode,
-            cache,
-            timer,
-            device_id,
-            backend,
-            as_json,
-            options,
-        ),
-        "replay",
-    )
+    isolation.run_isolated(functools.partial(_replay, **arguments), "replay")
 
 
 def _replay(
@@ -412,9 +383,9 @@ def _replay(
     device_id,
     backend,
     as_json,
-    options,
+    **options,
 ) -> None:
-    """The body of `mneme replay` (in the child process `replay_command` starts)."""
+    """The body of `mneme replay` (in the child process `replay_command` starts); `options`: the knobs' flags."""
     from mneme.core.executor import BaseExecutor
 
     overrides = dict(options)
@@ -575,8 +546,8 @@ def nondeterminism_command(record_db, record_id, runs, margin, mode, backend, ap
     recording is order-dependent. Its policy accepts MARGIN times the largest error seen.
     """
     from mneme.core.executor import BaseExecutor
-    from mneme.core.recording import load_recording
     from mneme.core.nondeterminism import analyze
+    from mneme.core.recording import load_recording
 
     if mode is None:
         kinds = {image.kind for image in load_recording(record_db).binary_blobs}
@@ -665,4 +636,4 @@ def rewrite_policy(prologue, epilogue, path: Path, addr: int, policy) -> None:
             writer.add_global(name, value)
 
 
-__all__ = ["result_rows", "result_table", "result_json", "annotate"]
+__all__ = ["annotate", "result_json", "result_rows", "result_table"]

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from raw_launches import write_launch
 
 from mneme import annotate as annotate_module
 from mneme.annotate import annotate, recorder_loaded
@@ -164,15 +165,6 @@ PTX = b""".version 8.0
 \0"""
 
 
-def _write_raw(raw: Path, pid: int, seq: int, manifest: dict, before: bytes, after: bytes) -> None:
-    """A launch folder as the recorder writes it (tests/backends/cuda/test_cuda_recorder_offline.py's layout)."""
-    folder = raw / f"launch-{pid}-{seq:06d}"
-    folder.mkdir(parents=True)
-    (folder / "prologue.bin").write_bytes(before)
-    (folder / "epilogue.bin").write_bytes(after)
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-
-
 def _manifest(n: int, policies: list) -> dict:
     out = BASE + (2 << 20)
     return {
@@ -219,7 +211,7 @@ def test_finalize_writes_a_dumped_annotation_as_the_regions_policy(tmp_path, epi
             "tag": "freed before this launch",
         },
     ]
-    _write_raw(raw, 3, 0, _manifest(n, policies), x.tobytes() + y0.tobytes(), x.tobytes() + y1.tobytes())
+    write_launch(raw, 3, 0, _manifest(n, policies), x.tobytes() + y0.tobytes(), x.tobytes() + y1.tobytes())
 
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90", epilogue_format=epilogue_format)
     from mneme.core.records import RecordedExecution
@@ -325,6 +317,7 @@ def test_without_a_terminal_watch_prints_the_final_line_once(tmp_path):
 
 def test_record_has_a_progress_switch():
     from click.testing import CliRunner
+
     from mneme.core.recorder.command import record_command
 
     result = CliRunner().invoke(record_command(), ["--help"])

@@ -490,7 +490,7 @@ def test_sampler_and_space_options_are_checked_by_name():
 
 
 def test_tune_prints_no_optuna_lines_unless_verbose_and_writes_results_with_the_umask(tmp_path):
-    from test_tuning_session import capture_saxpy
+    from tuning_sessions import capture_saxpy
 
     db = capture_saxpy(tmp_path / "saxpy")
     space = ["--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repeats", "1", "--trials", "4"]

@@ -35,37 +35,14 @@ class CudaRecorder(Recorder):
             )
         ]
 
-    def record(
-        self,
-        rdb: Path,
-        command,
-        ir_files,
-        *,
-        kernel,
-        skip,
-        max_recordings,
-        record_ranks,
-        epilogue_format,
-        compression,
-        progress,
-        timer: str = "auto",
-    ) -> int:
-        """Run `command` under the CUDA recorder, then finalize (`mneme_cuda.recorder.main_record`)."""
+    def record(self, rdb: Path, command, ir_files, *, timer: str = "auto", **settings) -> int:
+        """Run `command` under the CUDA recorder, then finalize (`mneme_cuda.recorder.main_record`).
+
+        `settings`: the options every recorder takes, by name (`Recorder.record`).
+        """
         from mneme_cuda import recorder
 
-        return recorder.main_record(
-            rdb,
-            command,
-            ir_files,
-            kernel,
-            skip,
-            max_recordings,
-            record_ranks=record_ranks,
-            epilogue_format=epilogue_format,
-            progress=progress,
-            compression=compression,
-            timer=timer,
-        )
+        return recorder.main_record(rdb, command, ir_files, timer=timer, **settings)
 
 
 @click.group("cuda")

@@ -8,7 +8,6 @@ dtype or a zero threshold with norm "none" compare bytes exactly.
 
 from __future__ import annotations
 
-import math
 import struct
 from importlib import resources
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from mneme.core.backend import RegionDiff, compare_policy  # noqa: F401 - RegionDiff: the report this module makes
+from mneme.core.backend import COMPARE_WORDS, RegionDiff, compare_policy, compare_verdict
 from mneme.core.errors import UnsupportedError
 
 FLOAT_SIZES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
@@ -28,7 +27,7 @@ KERNELS = {
     "f64": "mneme_compare_f64",
 }
 COPY_KERNEL = "mneme_copy"  # the SM copy of `copy_through="sm"`, in the same PTX module
-OUT_WORDS = 10  # u64 per compared region (see compare.cu)
+OUT_WORDS = COMPARE_WORDS  # u64 per compared region (see compare.cu)
 BLOCK = 256
 
 
@@ -83,12 +82,6 @@ def grid_for(elements: int, sm_count: int, blocks_per_sm: int = 4) -> int:
     return max(1, min(sm_count * blocks_per_sm, -(-elements // BLOCK)))
 
 
-def _ratio(num: float, den: float) -> float:
-    if den > 0:
-        return num / den
-    return 0.0 if num == 0 else math.inf
-
-
 def decide(
     request: CompareRequest,
     key: str,
@@ -101,39 +94,5 @@ def decide(
 ) -> RegionDiff:
     """Turn one region's counters (and its exact tail, for float regions) into a RegionDiff."""
     elem = FLOAT_SIZES.get(key, 1)
-    count, first = int(words[0]), int(words[1])
-    first_offset = first * elem if count else -1
-    differing = count * elem
-    if tail_differs:
-        differing += tail_differs
-        first_offset = tail_first if first_offset < 0 else first_offset
-    if key == "bytes":
-        return RegionDiff(request.actual, request.size, "u8", differing, first_offset, ok=differing == 0)
-    f = words.view(np.float64)
-    max_abs, max_rel, nan_mismatch = float(f[2]), float(f[3]), int(words[4])
-    l2_abs, l2_ref = math.sqrt(float(f[5])), math.sqrt(float(f[6]))
-    l1_abs, l1_ref, max_ref = float(f[7]), float(f[8]), float(f[9])
-    norm_key = norm.upper()
-    if norm_key == "L2":
-        error = _ratio(l2_abs, l2_ref) if relative else l2_abs
-    elif norm_key == "L1":
-        error = _ratio(l1_abs, l1_ref) if relative else l1_abs
-    elif norm_key == "LINF":
-        error = _ratio(max_abs, max_ref) if relative else max_abs
-    else:  # "none": every element within the threshold
-        error = None
-    ok = (count == 0) if error is None else (error <= threshold and nan_mismatch == 0)
-    ok = ok and not tail_differs
-    return RegionDiff(
-        request.actual,
-        request.size,
-        key,
-        differing,
-        first_offset,
-        max_abs,
-        max_rel,
-        nan_mismatch,
-        l2_abs,
-        _ratio(l2_abs, l2_ref),
-        ok,
-    )
+    tail = (tail_differs, tail_first)
+    return compare_verdict(request.actual, request.size, key, elem, threshold, relative, norm, words, tail)

@@ -23,6 +23,7 @@ import importlib.metadata
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from mneme.core.backend import check_timer
 from mneme.core.errors import MnemeError, UsageError
@@ -37,6 +38,7 @@ from mneme.core.native import (
 )
 from mneme.core.recorder import finalize as _finalize
 from mneme.core.recorder import preload, rawdir
+from mneme.core.recorder.build import engine_toolchain
 from mneme.core.recorder.finalize import print_summary
 from mneme.core.recorder.progress import ProgressPoller, ProgressState, watch
 from mneme.core.recorder.rawdir import COMPRESSIONS, EPILOGUE_FORMATS, RawFormat, check_compression, region_policies
@@ -80,7 +82,7 @@ HEADERS = (
     SOURCE.parent / "exports.map",
 )
 LIBRARY = "libmneme_cuda_recorder.so"  # the package build's copy (CMake); the others carry their hash
-DEFAULT_VA_BASE = 0x153940000000
+DEFAULT_VA_BASE = preload.DEFAULT_VA_BASE
 GRANULARITY = 2 << 20
 FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare")
 #: Linked into the library, as backends/cuda/recorder/CMakeLists.txt links the package's build: the C++
@@ -171,73 +173,45 @@ def status() -> tuple[bool, str]:
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:
     """Compile the recorder into `out_dir` (default: the build cache) and return the library's path."""
-    cxx, include = compiler(), cuda_include()
-    if not NATIVE.available():
-        raise MnemeError(
-            f"cannot build the CUDA recorder: {SOURCE} is missing; install mneme-cuda from a "
-            "source checkout (pip install -e backends/cuda)"
-        )
-    if cxx is None:
-        raise MnemeError("cannot build the CUDA recorder: no C++ compiler found (install g++ or set CXX)")
-    if include is None:
-        raise MnemeError("cannot build the CUDA recorder: cuda.h not found; install the CUDA toolkit or set CUDA_PATH")
-    xxh = xxhash_include()
-    if xxh is None:
-        raise MnemeError(
-            "cannot build the CUDA recorder: xxhash.h not found; install libxxhash-dev "
-            "(or set XXHASH_INCLUDE to its folder)"
-        )
-    flags = [*FLAGS, f"-I{include}", f"-I{xxh}", f"-I{RECORDER_SOURCES}", f"-I{SNAPSHOT_SOURCES}"]
+    cuda_h = (cuda_include(), "cuda.h not found; install the CUDA toolkit or set CUDA_PATH")
+    cxx, includes = engine_toolchain(
+        NATIVE, "mneme-cuda from a source checkout (pip install -e backends/cuda)", [cuda_h]
+    )
+    flags = [*FLAGS, *includes]
     cupti_include = cupti.headers()
     if cupti_include is not None:  # the kernel timer; without it the recorder times with events
         flags += ["-DMNEME_CUPTI", f"-I{cupti_include}", f"-I{cupti.HEADER.parent}"]
     else:
         log.warning("cupti.h not found: the recorder will time launches with CUDA events only")
-    return NATIVE.build(lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, *LINK], out_dir, force)
+    return NATIVE.build(lambda sources, out: [*cxx, *flags, *sources, "-o", out, *LINK], out_dir, force)
 
 
 def environment(
     raw_dir: Path,
-    kernel: str | None = None,
-    skip: int = 0,
-    max_recordings: int = 4,
-    va_base: int = DEFAULT_VA_BASE,
+    *,
     library: Path | None = None,
-    record_ranks: str | None = None,
-    epilogue_format: str = "diff",
     timed_launches: int | None = None,
-    compression: str = "lz4",
     timer: str = "auto",
+    **settings: Any,
 ) -> dict[str, str]:
     """The environment that runs a command under the recorder.
 
+    `library`: the recorder to preload (default: the built one, built now if there is none).
     `timed_launches`: how many launches of each recorded instance after the recorded one are
     timed inside the application (MNEME_RECORD_TIMED; the recorder's default is 16). `timer`:
     how ("cupti": the GPU's kernel timestamps; "events"; "auto": cupti where libcupti opens).
-
-    `record_ranks`: "all", a comma-separated list of MPI ranks, or None (rank 0 when a launcher
-    announces ranks, else the one process). `epilogue_format`: how the recorder stores each
-    epilogue region (see `finalize`). `compression`: "lz4", "zstd" or "none" (COMPRESSIONS).
+    `settings`: the engine's, by name (`mneme.core.recorder.preload.environment`): kernel, skip,
+    max_recordings, va_base, record_ranks, epilogue_format, compression.
     """
     check_timer(timer, cupti.TIMERS, "cuda")
-    env = preload.environment(
-        library or library_path() or build(),
-        raw_dir,
-        kernel,
-        skip,
-        max_recordings,
-        va_base,
-        record_ranks,
-        epilogue_format,
-        compression,
-    )
+    if timed_launches is not None and timed_launches < 0:
+        raise UsageError(f"timed launches must be >= 0, got {timed_launches}")
+    env = preload.environment(library or (lambda: library_path() or build()), raw_dir, **settings)
     env["MNEME_RECORD_TIMER"] = timer
     found = cupti.cupti_library() if timer != "events" and "MNEME_CUPTI_LIB" not in env else None
     if found is not None:
         env["MNEME_CUPTI_LIB"] = str(found)
     if timed_launches is not None:
-        if timed_launches < 0:
-            raise UsageError(f"timed launches must be >= 0, got {timed_launches}")
         env["MNEME_RECORD_TIMED"] = str(timed_launches)
     return env
 

@@ -36,37 +36,14 @@ class HipRecorder(Recorder):
             )
         ]
 
-    def record(
-        self,
-        rdb: Path,
-        command,
-        ir_files,
-        *,
-        kernel,
-        skip,
-        max_recordings,
-        record_ranks,
-        epilogue_format,
-        compression,
-        progress,
-        arch: str | None = None,
-    ) -> int:
-        """Run `command` under the HIP recorder, then finalize (`mneme_hip.recorder.main_record`)."""
+    def record(self, rdb: Path, command, ir_files, *, arch: str | None = None, **settings) -> int:
+        """Run `command` under the HIP recorder, then finalize (`mneme_hip.recorder.main_record`).
+
+        `settings`: the options every recorder takes, by name (`Recorder.record`).
+        """
         from mneme_hip import recorder
 
-        return recorder.main_record(
-            rdb,
-            command,
-            ir_files,
-            arch=arch or recorder.DEFAULT_ARCH,
-            progress=progress,
-            kernel=kernel,
-            skip=skip,
-            max_recordings=max_recordings,
-            record_ranks=record_ranks,
-            epilogue_format=epilogue_format,
-            compression=compression,
-        )
+        return recorder.main_record(rdb, command, ir_files, arch=arch or recorder.DEFAULT_ARCH, **settings)
 
 
 hip_group.add_command(record_command("hip"))

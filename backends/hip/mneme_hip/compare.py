@@ -13,13 +13,12 @@ picks it from the region's policy; `decide` turns its ten result words into a `R
 from __future__ import annotations
 
 import functools
-import math
 import struct
 from typing import Any
 
 import numpy as np
 
-from mneme.core.backend import RegionDiff, compare_policy  # noqa: F401 - RegionDiff: the report this module makes
+from mneme.core.backend import COMPARE_WORDS, RegionDiff, compare_policy, compare_verdict
 from mneme.core.types import ExperimentConfiguration
 from mneme_hip.compare_layout import BLOCK, DATA_LAYOUT
 
@@ -80,7 +79,8 @@ attributes #0 = {{ "amdgpu-flat-work-group-size"="1,{BLOCK}" }}
 """
 
 
-OUT_WORDS = 10  # the tolerant kernels' result words (mneme_hip.tolerance); the byte kernel uses the first two
+# the tolerant kernels' result words (mneme_hip.tolerance); the byte kernel uses the first two
+OUT_WORDS = COMPARE_WORDS
 
 
 def plan(policy: Any) -> tuple[str, float, bool, str]:
@@ -115,12 +115,6 @@ def initial_words() -> np.ndarray:
     return out
 
 
-def _ratio(num: float, den: float) -> float:
-    if den > 0:
-        return num / den
-    return 0.0 if num == 0 else math.inf
-
-
 def decide(
     actual: int,
     size: int,
@@ -140,36 +134,9 @@ def decide(
     """
     from mneme_hip import tolerance
 
-    count, first = int(words[0]), int(words[1])
-    if key == "bytes":
-        return RegionDiff(actual, size, "u8", count, first if count else -1, ok=count == 0)
-    elem = tolerance.itemsize(key)
-    differing = count * elem + tail[0]
-    first_offset = first * elem if count else tail[1]
-    f = np.asarray(words, dtype=np.uint64).view(np.float64)
-    max_abs, max_rel, nan_mismatch = float(f[2]), float(f[3]), int(words[4])
-    l2_abs, l2_ref = math.sqrt(float(f[5])), math.sqrt(float(f[6]))
-    l1_abs, l1_ref, max_ref = float(f[7]), float(f[8]), float(f[9])
-    errors = {"L2": (l2_abs, l2_ref), "L1": (l1_abs, l1_ref), "Linf": (max_abs, max_ref)}
-    if norm in errors:
-        num, den = errors[norm]
-        error = _ratio(num, den) if relative else num
-        ok = error <= threshold and nan_mismatch == 0
-    else:
-        ok = count == 0
-    return RegionDiff(
-        actual,
-        size,
-        key,
-        differing,
-        first_offset,
-        max_abs,
-        max_rel,
-        nan_mismatch,
-        l2_abs,
-        _ratio(l2_abs, l2_ref),
-        ok and tail[0] == 0,
-    )
+    if key == "bytes":  # the byte kernel's two words; its regions have no partial element
+        return compare_verdict(actual, size, key, 1, threshold, relative, norm, words)
+    return compare_verdict(actual, size, key, tolerance.itemsize(key), threshold, relative, norm, words, tail)
 
 
 def pack_args(expected: int, actual: int, size: int, out: int, stride: int) -> bytes:

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from mneme.core.errors import MnemeError
 from mneme.core.native import RECORDER_SOURCES, SNAPSHOT_SOURCES, NativeLibrary, cxx_compiler, xxhash_include
 from mneme.core.recorder import finalize as _finalize
 from mneme.core.recorder import preload
+from mneme.core.recorder.build import engine_toolchain
 from mneme.core.recorder.finalize import print_summary
 from mneme.core.recorder.rawdir import RawFormat
 from mneme_hip.bundle import kernel_image
@@ -33,7 +34,7 @@ HEADERS = (
     SNAPSHOT_SOURCES / "snapshot_writer.h",
 )
 FLAGS = ("-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wno-nonnull-compare")
-DEFAULT_VA_BASE = 0x153940000000
+DEFAULT_VA_BASE = preload.DEFAULT_VA_BASE
 GRANULARITY = 2 << 20
 DEFAULT_ARCH = "gfx90a"
 
@@ -72,49 +73,22 @@ def status() -> tuple[bool, str]:
 
 def build(out_dir: Path | None = None, force: bool = False) -> Path:
     """Compile the recorder into `out_dir` (default: the build cache) and return the library's path."""
-    cxx = cxx_compiler()
-    if not NATIVE.available():
-        raise MnemeError(
-            f"cannot build the HIP recorder: {SOURCE} is missing; install mneme-hip from a source "
-            "checkout (pip install -e backends/hip)"
-        )
-    if cxx is None:
-        raise MnemeError("cannot build the HIP recorder: no C++ compiler found (install g++ or set CXX)")
-    xxh = xxhash_include()
-    if xxh is None:
-        raise MnemeError(
-            "cannot build the HIP recorder: xxhash.h not found; install libxxhash-dev "
-            "(or set XXHASH_INCLUDE to its folder)"
-        )
-    flags = [*FLAGS, f"-I{SOURCE.parent}", f"-I{xxh}", f"-I{RECORDER_SOURCES}", f"-I{SNAPSHOT_SOURCES}"]
-    return NATIVE.build(
-        lambda sources, out: [*cxx.split(), *flags, *sources, "-o", out, "-ldl", "-lpthread"], out_dir, force
+    # hip_abi.h, beside the sources, declares the runtime's ABI: no ROCm header is needed
+    cxx, includes = engine_toolchain(
+        NATIVE, "mneme-hip from a source checkout (pip install -e backends/hip)", [(SOURCE.parent, "")]
     )
+    flags = [*FLAGS, *includes]
+    return NATIVE.build(lambda sources, out: [*cxx, *flags, *sources, "-o", out, "-ldl", "-lpthread"], out_dir, force)
 
 
-def environment(
-    raw_dir: Path,
-    kernel: str | None = None,
-    skip: int = 0,
-    max_recordings: int = 4,
-    va_base: int = DEFAULT_VA_BASE,
-    library: Path | None = None,
-    record_ranks: str | None = None,
-    epilogue_format: str = "diff",
-    compression: str = "lz4",
-) -> dict[str, str]:
-    """The environment that runs a command under the HIP recorder (the MNEME_RECORD_* of the engine)."""
-    return preload.environment(
-        library or library_path() or build(),
-        raw_dir,
-        kernel,
-        skip,
-        max_recordings,
-        va_base,
-        record_ranks,
-        epilogue_format,
-        compression,
-    )
+def environment(raw_dir: Path, *, library: Path | None = None, **settings: Any) -> dict[str, str]:
+    """The environment that runs a command under the HIP recorder.
+
+    `library`: the recorder to preload (default: the built one, built now if there is none).
+    `settings`: the engine's, by name (`mneme.core.recorder.preload.environment`): kernel, skip,
+    max_recordings, va_base, record_ranks, epilogue_format, compression.
+    """
+    return preload.environment(library or (lambda: library_path() or build()), raw_dir, **settings)
 
 
 def run(command: Sequence[str], raw_dir: Path, progress: bool | None = None, **options) -> int:

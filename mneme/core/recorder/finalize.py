@@ -21,9 +21,10 @@ from rich.table import Table
 
 from mneme.core import ir as irmod
 from mneme.core.console import current
+from mneme.core.elf import elf_files_from_maps
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.fsutil import atomic_write
-from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
+from mneme.core.irsource import resolve
 from mneme.core.recorder.rawdir import (
     EPILOGUE_FORMATS,
     RawFormat,
@@ -40,10 +41,9 @@ from mneme.core.recorder.rawdir import (
     region_policies,
     unrecorded,
 )
+from mneme.core.records import ArgInfo, RecordedExecution, dynamic_hash_of
 from mneme.core.snapshot import Snapshot, SnapshotType, SnapshotWriter
 from mneme.core.snapshot.format import EXACT
-from mneme.core.elf import elf_files_from_maps
-from mneme.core.irsource import resolve
 
 log = logging.getLogger(__name__)
 
@@ -199,43 +199,32 @@ def finalize(
             policies = region_policies(manifest, str(folder / "manifest.json"))
             if manifest["version"] >= 2:  # the recorder wrote the snapshots itself: check them, move them
                 _place_snapshots(folder, manifest, policies, prologue_path, epilogue_path)
-                rec.add_instance(
-                    grid=grid,
-                    block=block,
-                    shared_mem=shared,
-                    args=arg_bytes,
-                    prologue=prologue_path,
-                    epilogue=epilogue_path,
-                    dynamic_hash=dynamic,
-                    occurrences=occ,
-                    **launch,
-                )
-                continue
-            encoding = encoding or region_encoding(compression)
-            before, globals_before = raw_regions(folder, "prologue.bin", manifest)
-            after, globals_after = raw_regions(folder, "epilogue.bin", manifest)
-            with SnapshotWriter(
-                prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash, dynamic_hash=dynamic
-            ) as writer:
-                writer.set_args(arg_bytes, layout=recorded)
-                for addr, data in before:
-                    writer.add_region(addr, data, encoding=encoding, policy=policies.get(addr))
-                for name, data in globals_before.items():
-                    writer.add_global(name, bytes(data))
-            with SnapshotWriter(
-                epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash, dynamic_hash=dynamic
-            ) as writer:
-                writer.set_args(arg_bytes, layout=recorded)
-                for (addr, data), (_, base_data) in zip(after, before):
-                    whole = epilogue_format == "bytes" or (
-                        epilogue_format == "best" and mostly_rewritten(base_data, data)
-                    )
-                    if whole:
+            else:
+                encoding = encoding or region_encoding(compression)
+                before, globals_before = raw_regions(folder, "prologue.bin", manifest)
+                after, globals_after = raw_regions(folder, "epilogue.bin", manifest)
+                with SnapshotWriter(
+                    prologue_path, SnapshotType.PROLOGUE, static_hash=static_hash, dynamic_hash=dynamic
+                ) as writer:
+                    writer.set_args(arg_bytes, layout=recorded)
+                    for addr, data in before:
                         writer.add_region(addr, data, encoding=encoding, policy=policies.get(addr))
-                    else:
-                        writer.add_diff_region(addr, base_data, data, policy=policies.get(addr))
-                for name, data in globals_after.items():
-                    writer.add_global(name, bytes(data))
+                    for name, data in globals_before.items():
+                        writer.add_global(name, bytes(data))
+                with SnapshotWriter(
+                    epilogue_path, SnapshotType.EPILOGUE, static_hash=static_hash, dynamic_hash=dynamic
+                ) as writer:
+                    writer.set_args(arg_bytes, layout=recorded)
+                    for (addr, data), (_, base_data) in zip(after, before):
+                        whole = epilogue_format == "bytes" or (
+                            epilogue_format == "best" and mostly_rewritten(base_data, data)
+                        )
+                        if whole:
+                            writer.add_region(addr, data, encoding=encoding, policy=policies.get(addr))
+                        else:
+                            writer.add_diff_region(addr, base_data, data, policy=policies.get(addr))
+                    for name, data in globals_after.items():
+                        writer.add_global(name, bytes(data))
             rec.add_instance(
                 grid=grid,
                 block=block,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import mmap
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import attrs
@@ -70,14 +70,20 @@ def launches(fmt: RawFormat, raw_dir: Path) -> list[tuple[Path, dict]]:
     return found
 
 
-def occurrences(fmt: RawFormat, raw_dir: Path) -> dict[tuple[str, str], int]:
-    """(kernel, instance key) -> launches with that argument set, over every recorded process."""
-    total: dict[tuple[str, str], int] = defaultdict(int)
+def _counts_files(raw_dir: Path) -> Iterator[tuple[Path, dict]]:
+    """Each process's counts-<pid>.json in `raw_dir`, read; FormatError naming one that cannot be read."""
     for path in sorted(Path(raw_dir).glob("counts-*.json")):
         try:
             data = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+        yield path, data
+
+
+def occurrences(fmt: RawFormat, raw_dir: Path) -> dict[tuple[str, str], int]:
+    """(kernel, instance key) -> launches with that argument set, over every recorded process."""
+    total: dict[tuple[str, str], int] = defaultdict(int)
+    for path, data in _counts_files(raw_dir):
         if data.get("format") != fmt.counts or data.get("version") != 1:
             raise FormatError(path, f"not a version-1 {fmt.counts} file", field="format")
         for kernel, entry in data.get("kernels", {}).items():
@@ -99,11 +105,7 @@ def in_application(
         "events": defaultdict(list),
     }
     graphs: dict[str, int] = defaultdict(int)
-    for path in sorted(Path(raw_dir).glob("counts-*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+    for path, data in _counts_files(raw_dir):
         for kernel, entry in data.get("kernels", {}).items():
             if entry.get("graph_launches"):
                 graphs[kernel] += int(entry["graph_launches"])
@@ -128,11 +130,7 @@ def in_application(
 def recorded_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
     """(kernel, instance key) -> (seconds, cache state) of the recorded launch itself, as the recorder timed it."""
     out: dict[tuple[str, str], tuple[float, str]] = {}
-    for path in sorted(Path(raw_dir).glob("counts-*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+    for path, data in _counts_files(raw_dir):
         for kernel, entry in data.get("kernels", {}).items():
             for key, timing in (entry.get("recorded_time") or {}).items():
                 seconds = timing.get("seconds") if isinstance(timing, dict) else None
@@ -168,11 +166,7 @@ def unrecorded(fmt: RawFormat, raw_dir: Path) -> list[Unrecorded]:
     seen: dict[str, int] = defaultdict(int)
     graphs: dict[str, int] = defaultdict(int)
     reasons: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for path in sorted(Path(raw_dir).glob("counts-*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise FormatError(path, f"unreadable recorder counts: {exc}") from exc
+    for _, data in _counts_files(raw_dir):
         for kernel, entry in data.get("kernels", {}).items():
             seen[kernel] += int(entry.get("seen", 0))
             graphs[kernel] += int(entry.get("graph_launches", 0))

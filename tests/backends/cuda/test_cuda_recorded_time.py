@@ -3,36 +3,23 @@
 from __future__ import annotations
 
 import json
-import shutil
-import struct
-import subprocess
-from pathlib import Path
 
 import pytest
 
 recorder = pytest.importorskip("mneme_cuda.recorder")
 
+from raw_launches import needs_nvcc, write_counts, write_saxpy_launch
+
 from mneme.core.errors import FormatError
 from mneme.core.recorder.rawdir import recorded_times
 from mneme.core.records import RecordedExecution
-from paths import DATA
 
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-BASE = 0x153940000000
-MiB = 1 << 20
 KEY = "00000000000000aa"
-
-
-def _counts(raw: Path, pid: int, kernels: dict) -> None:
-    raw.mkdir(parents=True, exist_ok=True)
-    (raw / f"counts-{pid}.json").write_text(
-        json.dumps({"format": "mneme-cuda-counts", "version": 1, "kernels": kernels})
-    )
 
 
 def test_the_recorded_launchs_time_and_cache_state_are_read_apart_from_the_repeats(tmp_path):
     raw = tmp_path / "raw"
-    _counts(
+    write_counts(
         raw,
         1,
         {
@@ -44,7 +31,7 @@ def test_the_recorded_launchs_time_and_cache_state_are_read_apart_from_the_repea
             }
         },
     )
-    _counts(raw, 2, {"bfs": {"seen": 1, "instances": {"bb": 1}}})  # an older recorder: none
+    write_counts(raw, 2, {"bfs": {"seen": 1, "instances": {"bb": 1}}})  # an older recorder: none
     assert recorded_times(raw) == {("bfs", KEY): (4.0e-5, "flushed")}
 
 
@@ -53,7 +40,7 @@ def test_the_recorded_launchs_time_and_cache_state_are_read_apart_from_the_repea
 )
 def test_a_malformed_recorded_time_is_an_error_naming_the_file_and_field(tmp_path, timing):
     raw = tmp_path / "raw"
-    _counts(raw, 7, {"bfs": {"seen": 1, "instances": {KEY: 1}, "recorded_time": {KEY: timing}}})
+    write_counts(raw, 7, {"bfs": {"seen": 1, "instances": {KEY: 1}, "recorded_time": {KEY: timing}}})
     with pytest.raises(FormatError) as err:
         recorded_times(raw)
     assert (
@@ -61,41 +48,11 @@ def test_a_malformed_recorded_time_is_an_error_naming_the_file_and_field(tmp_pat
     )
 
 
-@pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
+@needs_nvcc
 def test_finalize_gives_the_instance_its_recorded_launchs_time_which_survives_a_reload(tmp_path):
     raw = tmp_path / "raw"
-    (raw / "images").mkdir(parents=True)
-    cubin = tmp_path / "saxpy.cubin"
-    subprocess.run(
-        [NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(DATA / "kernels" / "saxpy.cu")],
-        check=True,
-        capture_output=True,
-    )
-    (raw / "images" / "i.cubin").write_bytes(cubin.read_bytes())
-    args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + 2 * MiB)
-    manifest = {
-        "format": "mneme-cuda-raw",
-        "version": 1,
-        "kernel": "saxpy",
-        "instance_key": KEY,
-        "grid": [1, 1, 1],
-        "block": [16, 1, 1],
-        "shared_mem": 0,
-        "va_base": BASE,
-        "va_size": 1 << 40,
-        "image": "images/i.cubin",
-        "image_kind": "cubin",
-        "args": args.hex(),
-        "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
-        "regions": [[BASE, 64], [BASE + 2 * MiB, 64]],
-        "globals": [],
-    }
-    folder = raw / "launch-5-000000"
-    folder.mkdir()
-    (folder / "prologue.bin").write_bytes(bytes(128))
-    (folder / "epilogue.bin").write_bytes(bytes(64) + bytes(range(64)))
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    _counts(
+    write_saxpy_launch(raw, tmp_path, KEY)
+    write_counts(
         raw,
         5,
         {

@@ -8,24 +8,16 @@ finalize reads counts files laid out exactly as the recorder writes them.
 from __future__ import annotations
 
 import ctypes
-import json
-import shutil
 import struct
-import subprocess
-from pathlib import Path
 
 import pytest
 
 recorder = pytest.importorskip("mneme_cuda.recorder")
 
+from raw_launches import BASE, MiB, needs_nvcc, write_counts, write_saxpy_launch
+
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.records import RecordedExecution
-from paths import DATA
-
-KERNELS = DATA / "kernels"
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-BASE = 0x153940000000
-MiB = 1 << 20
 
 
 @pytest.fixture(scope="module")
@@ -116,16 +108,9 @@ def test_the_applications_mapped_ranges_merge_and_split_as_it_maps_and_unmaps(na
     assert _intervals(native, ops) == expected
 
 
-def _counts(raw: Path, pid: int, kernels: dict) -> None:
-    raw.mkdir(parents=True, exist_ok=True)
-    (raw / f"counts-{pid}.json").write_text(
-        json.dumps({"format": "mneme-cuda-counts", "version": 1, "kernels": kernels})
-    )
-
-
 def test_in_application_times_and_graph_launches_add_up_over_processes(tmp_path):
     raw = tmp_path / "raw"
-    _counts(
+    write_counts(
         raw,
         1,
         {
@@ -138,7 +123,7 @@ def test_in_application_times_and_graph_launches_add_up_over_processes(tmp_path)
             "step": {"seen": 0, "instances": {}, "graph_launches": 7, "app_times": {}},
         },
     )
-    _counts(
+    write_counts(
         raw,
         2,
         {
@@ -150,7 +135,7 @@ def test_in_application_times_and_graph_launches_add_up_over_processes(tmp_path)
             }
         },
     )
-    _counts(raw, 3, {"saxpy": {"seen": 1, "instances": {"00000000000000aa": 1}}})  # an older recorder's file
+    write_counts(raw, 3, {"saxpy": {"seen": 1, "instances": {"00000000000000aa": 1}}})  # an older recorder's file
     times, graphs, timers = recorder.in_application(raw)
     assert times == {("saxpy", "00000000000000aa"): [1.0e-5, 1.1e-5, 1.2e-5]}
     assert timers == {("saxpy", "00000000000000aa"): "events"}
@@ -160,7 +145,7 @@ def test_in_application_times_and_graph_launches_add_up_over_processes(tmp_path)
 
 def test_kernel_timestamps_of_any_process_win_over_event_times_and_the_two_never_mix(tmp_path):
     raw = tmp_path / "raw"
-    _counts(
+    write_counts(
         raw,
         1,
         {
@@ -173,7 +158,7 @@ def test_kernel_timestamps_of_any_process_win_over_event_times_and_the_two_never
             }
         },
     )
-    _counts(
+    write_counts(
         raw,
         2,
         {
@@ -193,49 +178,21 @@ def test_kernel_timestamps_of_any_process_win_over_event_times_and_the_two_never
 
 def test_unreadable_in_application_times_are_an_error_naming_the_file_and_field(tmp_path):
     raw = tmp_path / "raw"
-    _counts(raw, 9, {"saxpy": {"seen": 1, "instances": {"1": 1}, "app_times": {"1": [-1.0]}}})
+    write_counts(raw, 9, {"saxpy": {"seen": 1, "instances": {"1": 1}, "app_times": {"1": [-1.0]}}})
     with pytest.raises(FormatError, match="positive seconds") as err:
         recorder.in_application(raw)
     assert str(err.value).startswith(str(raw / "counts-9.json")) and err.value.field == "kernels.saxpy.app_times.1"
-    _counts(raw, 9, {"saxpy": {"seen": 1, "instances": {"1": 1}, "kernel_times": {"1": ["1e-6"]}}})
+    write_counts(raw, 9, {"saxpy": {"seen": 1, "instances": {"1": 1}, "kernel_times": {"1": ["1e-6"]}}})
     with pytest.raises(FormatError, match="positive seconds") as err:
         recorder.in_application(raw)
     assert err.value.field == "kernels.saxpy.kernel_times.1"
 
 
-@pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
+@needs_nvcc
 def test_finalize_gives_each_instance_its_in_application_times(tmp_path):
     raw = tmp_path / "raw"
-    (raw / "images").mkdir(parents=True)
-    cubin = tmp_path / "saxpy.cubin"
-    subprocess.run(
-        [NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True, capture_output=True
-    )
-    (raw / "images" / "i.cubin").write_bytes(cubin.read_bytes())
-    args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + 2 * MiB)
-    manifest = {
-        "format": "mneme-cuda-raw",
-        "version": 1,
-        "kernel": "saxpy",
-        "instance_key": "00000000000000aa",
-        "grid": [1, 1, 1],
-        "block": [16, 1, 1],
-        "shared_mem": 0,
-        "va_base": BASE,
-        "va_size": 1 << 40,
-        "image": "images/i.cubin",
-        "image_kind": "cubin",
-        "args": args.hex(),
-        "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
-        "regions": [[BASE, 64], [BASE + 2 * MiB, 64]],
-        "globals": [],
-    }
-    folder = raw / "launch-5-000000"
-    folder.mkdir()
-    (folder / "prologue.bin").write_bytes(bytes(128))
-    (folder / "epilogue.bin").write_bytes(bytes(64) + bytes(range(64)))
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    _counts(
+    write_saxpy_launch(raw, tmp_path, "00000000000000aa")
+    write_counts(
         raw,
         5,
         {
@@ -253,7 +210,7 @@ def test_finalize_gives_each_instance_its_in_application_times(tmp_path):
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")  # finalizing again changes nothing
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.app_times == [2.5e-6, 2.25e-6, 2.5e-6]
-    _counts(
+    write_counts(
         raw,
         6,
         {

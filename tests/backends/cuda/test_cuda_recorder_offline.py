@@ -8,7 +8,6 @@ the recorder writes them, with code images from nvcc.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import shutil
 import struct
@@ -21,15 +20,12 @@ import pytest
 
 recorder = pytest.importorskip("mneme_cuda.recorder")
 
+from paths import TESTS
+from raw_launches import BASE, NVCC, SAXPY_PARAMS, launch_manifest, needs_nvcc, nvcc, write_launch
+
 from mneme.core.errors import MnemeError
 from mneme.core.records import RecordedExecution
 from mneme.core.snapshot import Snapshot
-from paths import DATA, TESTS
-
-KERNELS = DATA / "kernels"
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-BASE = 0x153940000000
-needs_nvcc = pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
 
 
 @pytest.fixture(scope="module")
@@ -49,14 +45,6 @@ def native(library):
     return lib
 
 
-def _nvcc(tmp_path: Path, source: str, kind: str) -> bytes:
-    out = tmp_path / f"{Path(source).stem}.{kind}"
-    subprocess.run(
-        [NVCC, f"-{kind}", "-arch=sm_90", "-o", str(out), str(KERNELS / source)], check=True, capture_output=True
-    )
-    return out.read_bytes()
-
-
 def _extent(native, data: bytes, padding: int = 4096) -> tuple[int, str]:
     buffer = ctypes.create_string_buffer(data + b"\xee" * padding)  # bytes after the image must not count
     kind = ctypes.c_char_p()
@@ -65,9 +53,9 @@ def _extent(native, data: bytes, padding: int = 4096) -> tuple[int, str]:
 
 @needs_nvcc
 def test_the_recorder_measures_fatbins_cubins_and_ptx_as_the_driver_is_given_them(native, tmp_path):
-    fatbin = _nvcc(tmp_path, "device_global.cu", "fatbin")
-    cubin = _nvcc(tmp_path, "device_global.cu", "cubin")
-    ptx = _nvcc(tmp_path, "device_global.cu", "ptx")
+    fatbin = nvcc(tmp_path, "device_global.cu", "fatbin")
+    cubin = nvcc(tmp_path, "device_global.cu", "cubin")
+    ptx = nvcc(tmp_path, "device_global.cu", "ptx")
     assert _extent(native, fatbin) == (len(fatbin), "fatbin")
     assert _extent(native, cubin) == (len(cubin), "cubin")
     assert _extent(native, ptx + b"\0") == (len(ptx) + 1, "ptx")  # the driver takes PTX NUL-terminated
@@ -75,7 +63,7 @@ def test_the_recorder_measures_fatbins_cubins_and_ptx_as_the_driver_is_given_the
 
 @needs_nvcc
 def test_a_fatbin_behind_cudarts_wrapper_is_found_through_it(native, tmp_path):
-    fatbin = _nvcc(tmp_path, "saxpy.cu", "fatbin")
+    fatbin = nvcc(tmp_path, "saxpy.cu", "fatbin")
     image = ctypes.create_string_buffer(fatbin)
     wrapper = ctypes.create_string_buffer(struct.pack("<IIQQ", 0x466243B1, 1, ctypes.addressof(image), 0))
     kind = ctypes.c_char_p()
@@ -100,10 +88,10 @@ def test_the_recorder_lists_the_device_variables_an_image_defines_for_the_device
         assert count == len(found)
         return found
 
-    assert names(_nvcc(tmp_path, "device_global.cu", "fatbin"), 90) == {"bias", "launch_count"}
-    assert names(_nvcc(tmp_path, "device_global.cu", "cubin"), 90) == {"bias", "launch_count"}
-    assert names(_nvcc(tmp_path, "device_global.cu", "fatbin"), 80) == set()  # no cubin for that device
-    assert names(_nvcc(tmp_path, "saxpy.cu", "fatbin"), 90) == set()
+    assert names(nvcc(tmp_path, "device_global.cu", "fatbin"), 90) == {"bias", "launch_count"}
+    assert names(nvcc(tmp_path, "device_global.cu", "cubin"), 90) == {"bias", "launch_count"}
+    assert names(nvcc(tmp_path, "device_global.cu", "fatbin"), 80) == set()  # no cubin for that device
+    assert names(nvcc(tmp_path, "saxpy.cu", "fatbin"), 90) == set()
 
 
 COMPRESSIBLE = """
@@ -183,20 +171,12 @@ def test_atomic_writes_leave_the_file_or_nothing(native, tmp_path):
 
 @needs_nvcc
 def test_the_kernels_cubin_is_taken_from_a_fatbin_for_the_device_architecture(tmp_path):
-    fatbin = _nvcc(tmp_path, "device_global.cu", "fatbin")
+    fatbin = nvcc(tmp_path, "device_global.cu", "fatbin")
     image, kind = recorder.kernel_image(fatbin, "add_bias", "sm_90")
     assert kind == "cubin" and image[:4] == b"\x7fELF"
     assert recorder.kernel_image(fatbin, "no_such_kernel", "sm_90") is None
-    ptx = _nvcc(tmp_path, "device_global.cu", "ptx")
+    ptx = nvcc(tmp_path, "device_global.cu", "ptx")
     assert recorder.kernel_image(ptx, "add_bias", "sm_90")[1] == "ptx"
-
-
-def _write_raw(raw: Path, pid: int, seq: int, manifest: dict, before: bytes, after: bytes) -> None:
-    folder = raw / f"launch-{pid}-{seq:06d}"
-    folder.mkdir(parents=True)
-    (folder / "prologue.bin").write_bytes(before)
-    (folder / "epilogue.bin").write_bytes(after)
-    (folder / "manifest.json").write_text(json.dumps(manifest))
 
 
 @needs_nvcc
@@ -204,35 +184,30 @@ def test_a_kernel_without_ir_is_written_binary_only_with_its_globals(tmp_path):
     """What the recorder writes for global_app (add_bias with globals bias and launch_count)."""
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)
-    (raw / "images" / "image-77-0000.fatbin").write_bytes(_nvcc(tmp_path, "device_global.cu", "fatbin"))
+    (raw / "images" / "image-77-0000.fatbin").write_bytes(nvcc(tmp_path, "device_global.cu", "fatbin"))
     (raw / "maps-77.txt").write_text("")
     n = 256
     x0 = np.ones(n, dtype=np.float32)
     x1 = x0 + 2.0
     args = struct.pack("<Qi", BASE, n) + b"\0" * 4
     bias, count0, count1 = struct.pack("<f", 2.0), struct.pack("<i", 0), struct.pack("<i", 1)
-    manifest = {
-        "format": "mneme-cuda-raw",
-        "version": 1,
-        "kernel": "add_bias",
-        "pid": 77,
-        "sequence": 0,
-        "occurrence": 0,
-        "instance_key": "00000000000000aa",
-        "grid": [2, 1, 1],
-        "block": [128, 1, 1],
-        "shared_mem": 0,
-        "va_base": BASE,
-        "va_size": 1 << 40,
-        "bytes": n * 4 + 8,
-        "image": "images/image-77-0000.fatbin",
-        "image_kind": "fatbin",
-        "args": args.hex(),
-        "params": [[0, 8], [8, 4]],
-        "regions": [[BASE, n * 4]],
-        "globals": [["bias", 0x7F0000001000, 4], ["launch_count", 0x7F0000001004, 4]],
-    }
-    _write_raw(raw, 77, 0, manifest, x0.tobytes() + bias + count0, x1.tobytes() + bias + count1)
+    manifest = launch_manifest(
+        "add_bias",
+        args,
+        [[0, 8], [8, 4]],
+        [[BASE, n * 4]],
+        pid=77,
+        sequence=0,
+        occurrence=0,
+        instance_key="00000000000000aa",
+        grid=[2, 1, 1],
+        block=[128, 1, 1],
+        bytes=n * 4 + 8,
+        image="images/image-77-0000.fatbin",
+        image_kind="fatbin",
+        globals=[["bias", 0x7F0000001000, 4], ["launch_count", 0x7F0000001004, 4]],
+    )
+    write_launch(raw, 77, 0, manifest, x0.tobytes() + bias + count0, x1.tobytes() + bias + count1)
     (raw / "launch-77-000001.tmp").mkdir()  # a launch cut short by a crash: ignored
 
     (db,) = recorder.finalize(raw, tmp_path / "db", ir_files=[], arch="sm_90")
@@ -253,26 +228,12 @@ def _saxpy_raw(tmp_path: Path, before: bytes = b"\1" * 128, after: bytes = b"\1"
     """A raw folder holding one recorded saxpy launch (16 elements, 4 blocks of 4), its dumps and `launch` fields."""
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)
-    (raw / "images" / "i.cubin").write_bytes(_nvcc(tmp_path, "saxpy.cu", "cubin"))
+    (raw / "images" / "i.cubin").write_bytes(nvcc(tmp_path, "saxpy.cu", "cubin"))
     args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + 64)
-    manifest = {
-        "format": "mneme-cuda-raw",
-        "version": 1,
-        "kernel": "saxpy",
-        "instance_key": "1",
-        "grid": [4, 1, 1],
-        "block": [4, 1, 1],
-        "shared_mem": 0,
-        "va_base": BASE,
-        "va_size": 1 << 40,
-        "image": "images/i.cubin",
-        "args": args.hex(),
-        "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
-        "regions": [[BASE, 64], [BASE + 64, 64]],
-        "globals": [],
-        **launch,
-    }
-    _write_raw(raw, 1, 0, manifest, before, after)
+    regions = [[BASE, 64], [BASE + 64, 64]]
+    fields = {"grid": [4, 1, 1], "block": [4, 1, 1], **launch}  # `launch` may replace the geometry
+    manifest = launch_manifest("saxpy", args, SAXPY_PARAMS, regions, **fields)
+    write_launch(raw, 1, 0, manifest, before, after)
     return raw
 
 
@@ -340,24 +301,11 @@ def _stencil_raw(raw: Path, app: Path, params: list) -> None:
     grid_out = np.zeros(nx * ny, dtype=np.float32)
     out_base = BASE + (2 << 20)
     args = struct.pack("<QQii", BASE, out_base, nx, ny)
-    manifest = {
-        "format": "mneme-cuda-raw",
-        "version": 1,
-        "kernel": "stencil2d",
-        "instance_key": "1",
-        "grid": [1, 1, 1],
-        "block": [8, 8, 1],
-        "shared_mem": 0,
-        "va_base": BASE,
-        "va_size": 1 << 40,
-        "image": "images/image-9-0000.fatbin",
-        "args": args.hex(),
-        "params": params,
-        "regions": [[BASE, nx * ny * 4], [out_base, nx * ny * 4]],
-        "globals": [],
-    }
+    regions = [[BASE, nx * ny * 4], [out_base, nx * ny * 4]]
+    fields = {"grid": [1, 1, 1], "block": [8, 8, 1], "image": "images/image-9-0000.fatbin"}
+    manifest = launch_manifest("stencil2d", args, params, regions, **fields)
     before = grid_in.tobytes() + grid_out.tobytes()
-    _write_raw(raw, 9, 0, manifest, before, grid_in.tobytes() + grid_in.tobytes())
+    write_launch(raw, 9, 0, manifest, before, grid_in.tobytes() + grid_in.tobytes())
 
 
 def test_an_application_built_with_mneme_cc_is_recorded_with_its_embedded_ir(stencil_app_with_ir, tmp_path):
@@ -396,28 +344,14 @@ def test_the_epilogue_format_and_compression_choose_how_regions_are_stored(
 ):
     raw = tmp_path / "raw"
     (raw / "images").mkdir(parents=True)
-    (raw / "images" / "i.cubin").write_bytes(_nvcc(tmp_path, "saxpy.cu", "cubin"))
+    (raw / "images" / "i.cubin").write_bytes(nvcc(tmp_path, "saxpy.cu", "cubin"))
     n = 4096
     x = np.arange(n, dtype=np.float32)
     y0, y1 = np.ones(n, dtype=np.float32), 2 * np.arange(n, dtype=np.float32) + 3  # y: wholly rewritten
     args = struct.pack("<ifQQ", n, 2.0, BASE, BASE + (2 << 20))
-    manifest = {
-        "format": "mneme-cuda-raw",
-        "version": 1,
-        "kernel": "saxpy",
-        "instance_key": "1",
-        "grid": [16, 1, 1],
-        "block": [256, 1, 1],
-        "shared_mem": 0,
-        "va_base": BASE,
-        "va_size": 1 << 40,
-        "image": "images/i.cubin",
-        "args": args.hex(),
-        "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
-        "regions": [[BASE, n * 4], [BASE + (2 << 20), n * 4]],
-        "globals": [],
-    }
-    _write_raw(raw, 1, 0, manifest, x.tobytes() + y0.tobytes(), x.tobytes() + y1.tobytes())
+    regions = [[BASE, n * 4], [BASE + (2 << 20), n * 4]]
+    manifest = launch_manifest("saxpy", args, SAXPY_PARAMS, regions, grid=[16, 1, 1], block=[256, 1, 1])
+    write_launch(raw, 1, 0, manifest, x.tobytes() + y0.tobytes(), x.tobytes() + y1.tobytes())
     (db,) = recorder.finalize(
         raw, tmp_path / "db", arch="sm_90", epilogue_format=epilogue_format, compression=compression
     )

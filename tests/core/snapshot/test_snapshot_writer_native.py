@@ -17,12 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paths import ROOT, TESTS
+from raw_launches import launch_manifest, needs_nvcc, nvcc
 from skips import needs_all
 
-from paths import DATA, ROOT, TESTS
-
-from mneme.core.snapshot import RegionPolicy, Snapshot
-from mneme.core.snapshot import codec
+from mneme.core.snapshot import RegionPolicy, Snapshot, codec
 from mneme.core.snapshot.format import ENC_DIFF, ENC_LZ4, ENC_LZ4_SHUFFLE, ENC_RAW, ENC_SHUFFLE, ENC_ZSTD
 
 SOURCE = ROOT / "mneme" / "core" / "snapshot" / "native" / "snapshot_writer.cpp"
@@ -438,9 +437,6 @@ def test_a_write_past_the_file_size_limit_removes_the_file_and_reports_the_errno
 
 # -- finalize: launch folders whose snapshots the recorder wrote itself (manifest version 2) -----
 
-NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-KERNELS = DATA / "kernels"
-
 
 def _native_launch(lib, raw: Path, image: bytes, policy_in_file: int, policy_in_manifest: str) -> tuple[bytes, bytes]:
     """A launch folder laid out as the recorder writes it: saxpy's y = 2x + y over 4096 floats."""
@@ -488,25 +484,18 @@ def _native_launch(lib, raw: Path, image: bytes, policy_in_file: int, policy_in_
         == 0
     )
     assert epi.finish() == 0
-    manifest = {
-        "format": "mneme-cuda-raw",
-        "version": 2,
-        "kernel": "saxpy",
-        "pid": 5,
-        "sequence": 0,
-        "instance_key": "1",
-        "grid": [16, 1, 1],
-        "block": [256, 1, 1],
-        "shared_mem": 0,
-        "va_base": BASE,
-        "va_size": 1 << 40,
-        "image": "images/i.cubin",
-        "image_kind": "cubin",
-        "args": args.hex(),
-        "params": [list(p) for p in layout],
-        "regions": [[x_addr, n * 4], [y_addr, n * 4]],
-        "globals": [],
-        "policies": [
+    manifest = launch_manifest(
+        "saxpy",
+        args,
+        [list(p) for p in layout],
+        [[x_addr, n * 4], [y_addr, n * 4]],
+        version=2,
+        pid=5,
+        sequence=0,
+        grid=[16, 1, 1],
+        block=[256, 1, 1],
+        image_kind="cubin",
+        policies=[
             {
                 "addr": y_addr,
                 "dtype": policy_in_manifest,
@@ -516,28 +505,24 @@ def _native_launch(lib, raw: Path, image: bytes, policy_in_file: int, policy_in_
                 "tag": "y",
             }
         ],
-        "prologue": "prologue.mneme",
-        "epilogue": "epilogue.mneme",
-        "capture": "device shadow",
-        "epilogue_format": "diff",
-        "write_seconds": 0.01,
-        "stored_bytes": 1,
-    }
+        prologue="prologue.mneme",
+        epilogue="epilogue.mneme",
+        capture="device shadow",
+        epilogue_format="diff",
+        write_seconds=0.01,
+        stored_bytes=1,
+    )
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return y0.tobytes(), y1.tobytes()
 
 
-@pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
+@needs_nvcc
 def test_finalize_moves_the_recorders_own_snapshots_under_their_database_names(library, tmp_path):
     recorder = pytest.importorskip("mneme_cuda.recorder")
     from mneme.core.records import RecordedExecution
 
-    cubin = tmp_path / "saxpy.cubin"
-    subprocess.run(
-        [NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True, capture_output=True
-    )
     raw = tmp_path / "raw"
-    y0, y1 = _native_launch(load(library), raw, cubin.read_bytes(), F32, "f32")
+    y0, y1 = _native_launch(load(library), raw, nvcc(tmp_path, "saxpy.cu", "cubin"), F32, "f32")
     (db,) = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
     (inst,) = RecordedExecution.from_json(db).kernel_instances.values()
     assert inst.prologue_path.parent == tmp_path / "db" and inst.prologue_path.name.startswith("DeviceState.prologue.")
@@ -551,17 +536,15 @@ def test_finalize_moves_the_recorders_own_snapshots_under_their_database_names(l
         assert epilogue.region(BASE + (2 << 20)).policy == RegionPolicy(dtype="f32", threshold=1e-5, relative=True)
 
 
-@pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
+@needs_nvcc
 def test_finalize_refuses_snapshots_whose_policies_differ_from_the_manifest(library, tmp_path):
     recorder = pytest.importorskip("mneme_cuda.recorder")
     from mneme.core.errors import FormatError
 
-    cubin = tmp_path / "saxpy.cubin"
-    subprocess.run(
-        [NVCC, "-cubin", "-arch=sm_90", "-o", str(cubin), str(KERNELS / "saxpy.cu")], check=True, capture_output=True
-    )
     raw = tmp_path / "raw"
-    _native_launch(load(library), raw, cubin.read_bytes(), 0, "f32")  # the file says exact, the manifest f32
+    _native_launch(
+        load(library), raw, nvcc(tmp_path, "saxpy.cu", "cubin"), 0, "f32"
+    )  # the file says exact, the manifest f32
     with pytest.raises(FormatError, match="policy") as info:
         recorder.finalize(raw, tmp_path / "db", arch="sm_90")
     assert "prologue.mneme" in str(info.value)

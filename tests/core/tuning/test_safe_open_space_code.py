@@ -7,18 +7,12 @@ import json
 
 import pytest
 from test_tune_cli import invoke
-from test_tuning_session import capture_saxpy
 
 from mneme.core.errors import FormatError, MnemeError, UsageError
 from mneme.core.tuning.space import load_space
 from mneme.core.tuning.sweep import Sweep
 
 HELPER = "from mneme.core.tuning.space import ConfigSpace\nopen({marker!r}, 'w').write('ran')\nclass X(ConfigSpace):\n    pass\n"
-
-
-@pytest.fixture(scope="module")
-def saxpy_db(tmp_path_factory):
-    return capture_saxpy(tmp_path_factory.mktemp("saxpy"))
 
 
 def _helper(tmp_path):

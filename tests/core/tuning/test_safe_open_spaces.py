@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 from test_tune_cli import invoke
-from test_tuning_session import capture_saxpy
 
 from mneme.core.errors import FormatError, MnemeError
 from mneme.core.tuning.space import load_space
@@ -17,11 +16,6 @@ PAYLOADS = [
     "f\"{{min.__self__.__import__('os').system('touch {marker}')}}\" != ''",
     "[c for c in ().__class__.__base__.__subclasses__() if c.__name__ == 'Popen'][0]('touch {marker}'.split())",
 ]
-
-
-@pytest.fixture(scope="module")
-def saxpy_db(tmp_path_factory):
-    return capture_saxpy(tmp_path_factory.mktemp("saxpy"))
 
 
 def _space(tmp_path, text: str, name="space.yaml"):

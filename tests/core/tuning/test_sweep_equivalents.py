@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from test_tune_cli import invoke
 from test_tune_equivalent import LOOP_SPACE
-from test_tuning_session import capture_saxpy
+from tuning_sessions import capture_saxpy
 
 from mneme.core.tuning.simulate import simulate
 from mneme.core.tuning.sweep import Sweep, export_sweep

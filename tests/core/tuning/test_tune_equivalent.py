@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from test_tune_cli import invoke
-from test_tuning_session import capture_saxpy
+from tuning_sessions import capture_saxpy
 
 from mneme.core.tuning.report import open_results
 from mneme.core.tuning.session import TuneOptions, TuningSession

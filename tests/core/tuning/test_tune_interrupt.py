@@ -14,18 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tuning_session import capture_saxpy
 
 from mneme.core.tuning.report import export_csv, open_results
 from mneme.core.tuning.store import COUNTED, EVALUATED, ResultStore
 
 MNEME = str(Path(sys.executable).with_name("mneme"))  # the console script users run
 SPACE = ["--space", "quick", "-o", "axes=x", "--retime-top", "1", "--retime-repeats", "1"]
-
-
-@pytest.fixture(scope="module")
-def saxpy_db(tmp_path_factory):
-    return capture_saxpy(tmp_path_factory.mktemp("saxpy"))
 
 
 def as_foreground_job(ignore_sigint: bool = False):

@@ -3,23 +3,11 @@ exhaustive search cut short by the budget that covers the space instead of its f
 
 from __future__ import annotations
 
-import pytest
-from test_tuning_session import SharedPool, capture_saxpy, experiment_hashes, run_session
+from tuning_sessions import experiment_hashes, run_session
 
 from mneme.core.types import ExperimentConfiguration
-from mneme.core.workers import AsyncReplayExecutor
 
-
-@pytest.fixture(scope="module")
-def saxpy_db(tmp_path_factory):
-    return capture_saxpy(tmp_path_factory.mktemp("saxpy"))
-
-
-@pytest.fixture(scope="module")
-def saxpy_pool(saxpy_db, tmp_path_factory):
-    pool = AsyncReplayExecutor(saxpy_db, None, 1, tmp_path_factory.mktemp("pool"), 1)
-    yield SharedPool(pool)
-    pool.shutdown()
+POOL_WORKERS = 1  # the saxpy_pool fixture's (tests/core/tuning/conftest.py)
 
 
 def test_trials_count_distinct_experiments_and_duplicates_spend_no_budget(saxpy_db, saxpy_pool, tmp_path):

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_tuning_session import capture_saxpy
+from tuning_sessions import capture_saxpy
 
 from mneme.core.tuning.report import open_results
 from mneme.core.tuning.store import COUNTED, EVALUATED
