@@ -87,6 +87,7 @@ _FMULADD = re.compile(
     r"^(\s*)(%[-\w.$]+) = (?:tail |notail )?call((?: \w+)*) float @llvm\.fmuladd\.f32\("
     r"float(?: \w+)* ([^,]+), float(?: \w+)* ([^,]+), float(?: \w+)* ([^)]+)\)(.*)$"
 )
+_UNCONTRACTED = re.compile(r"^\s*%[-\w.$]+ = (fmul|fadd|fsub)((?: \w+)*) (?:float|double)\b")
 _CONTRACT = re.compile(r"(= (?:fadd|fsub|fmul|fneg|call)(?: (?:nnan|ninf|nsz|arcp|afn|reassoc|fast))*) contract\b")
 
 
@@ -100,7 +101,11 @@ def apply(text: str, fp: FpBehaviour) -> str:
     lines = []
     for line in text.split("\n"):
         m = _FDIV.match(line)
-        if m and fp.div is not None and (fp.div != "rn" or re.search(r"\b(?:arcp|afn|fast)\b", m.group(3))):
+        if m and fp.div == "approx":
+            # `afn` is how NVPTX reads a fast division: div.approx, and rcp.approx for 1.0 / x, as nvcc writes them
+            if not re.search(r"\b(?:afn|fast)\b", m.group(3)):
+                line = line.replace(" = fdiv", " = fdiv afn", 1)
+        elif m and fp.div is not None and (fp.div != "rn" or re.search(r"\b(?:arcp|afn|fast)\b", m.group(3))):
             indent, result, _flags, a, b, rest = m.groups()
             line = (
                 f'{indent}{result} = call float asm "div.{fp.div}{ftz}.f32 $0, $1, $2;", "=f,f,f"'
@@ -118,6 +123,10 @@ def apply(text: str, fp: FpBehaviour) -> str:
             line = f"{indent}{result}.mul = fmul float {a}, {b}\n{indent}{result} = fadd float {result}.mul, {c}"
         elif not fp.fmad:
             line = ir.sub_outside_strings(_CONTRACT, lambda mm: mm.group(1), line)
+        elif (m := _UNCONTRACTED.match(line)) and not re.search(r"\b(?:contract|fast)\b", m.group(2)):
+            # -fmad=true lets nvcc fuse every multiply and add, libdevice's inlined ones too; clang links libdevice
+            # without `contract`, which NVPTX writes as mul.rn (never fused): logf(x) + y would round twice
+            line = line[: m.end(1)] + " contract" + line[m.end(1) :]
         lines.append(line)
     return "\n".join(lines)
 
