@@ -173,6 +173,7 @@ def test_fast_math_reciprocals_are_left_as_clang_compiles_them_when_nvcc_shows_n
 
 # One kernel per function nvcc's -use_fast_math swaps for an approximation, and sums where its fusion of
 # a multiply from the swapped function with an add decides the bits (logf(x) + y: lg2.approx, then fma).
+# k_lerp's product has two uses, as ggml RoPE's ramp_mix: nvcc keeps it a multiply, NVPTX would fuse it into both.
 # (a * b - c * d is not among them: LLVM writes fma(a, b, -(c * d)) where nvcc leaves mul, mul, sub to ptxas,
 # which fuses the same product; the SASS is the same, the PTX not.)
 FAST_SOURCE = """#define K(name, expr) extern "C" __global__ void name(const float* a, const float* b, float* out, int n) \\
@@ -192,6 +193,7 @@ K(k_sqrtf, sqrtf(x))
 K(k_silu, x / (1.0f + expf(-x)))
 K(k_gelu, 0.5f * x * (1.0f + tanhf(0.79788456f * x * (1.0f + 0.044715f * x * x))))
 K(k_rotate, x * cosf(y) + sinf(x) * y + expf(x * y + 1.0f))
+K(k_lerp, expf(y) * (1.0f - x * y) + y * (x * y))
 """
 
 
@@ -237,9 +239,10 @@ def test_fast_math_kernels_from_ir_compute_the_very_instructions_of_nvccs_binary
         ptx = build.compile(module, kernel, CONFIG, "sm_90", emit="ptx", cache=False).data.decode()
         ours.update({k: v for k, v in _f32_ops(ptx).items() if k == kernel})
     theirs = _f32_ops(nvcc)
-    assert set(ours) == set(theirs) and len(theirs) == 15
+    assert set(ours) == set(theirs) and len(theirs) == 16
     for kernel, ops in theirs.items():
         assert ours[kernel] == ops, kernel
     assert theirs["k_expf"] == ["mul.ftz.f32", "ex2.approx.ftz.f32"]
     assert theirs["k_tanhf"] == ["tanh.approx.f32"] and theirs["k_reciprocal"] == ["rcp.approx.ftz.f32"]
     assert "sin.approx.ftz.f32" in theirs["k_rotate"] and "fma.rn.ftz.f32" in theirs["k_logf_plus"]
+    assert "sub.ftz.f32" in theirs["k_lerp"]  # 1.0f - x * y, not fused
