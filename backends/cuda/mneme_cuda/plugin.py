@@ -46,6 +46,18 @@ KNOBS = [
         backends=("cuda",),
         schema1=True,
     ),
+    # NVPTX's scheduling of the PTX it writes, which ptxas largely keeps (mneme_cuda.target.target_machine);
+    # parallel code generation's partitions take the default.
+    Knob(
+        "nvptx_sched4reg",
+        "bool",
+        True,
+        "codegen",
+        "NVPTX schedules for register pressure (-nvptx-sched4reg), not in source order.",
+        search="bool",
+        feature="knobs",
+        backends=("cuda",),
+    ),
 ]
 
 
