@@ -145,7 +145,8 @@ def _contraction_as_nvcc(line: str, m: re.Match, uses, ftz: str) -> str:
         plain = _FMUL_FLOAT.match(line)
         if plain:  # nvcc's very instruction, which ptxas may still fuse where it chooses to
             indent, result, a, b, rest = plain.groups()
-            return f'{indent}{result} = call float asm "mul{ftz}.f32 $0, $1, $2;", "=f,f,f"(float {a}, float {b}){_trailing(rest)}'
+            asm = f'call float asm "mul{ftz}.f32 $0, $1, $2;", "=f,f,f"(float {a}, float {b})'
+            return f"{indent}{result} = {asm}{_trailing(rest)}"
         if "contract" in flags.split():
             return line[: m.start(3)] + flags.replace(" contract", "") + line[m.end(3) :]
         if "fast" in flags.split():

@@ -176,8 +176,8 @@ def test_fast_math_reciprocals_are_left_as_clang_compiles_them_when_nvcc_shows_n
 # k_lerp's product has two uses, as ggml RoPE's ramp_mix: nvcc keeps it a multiply, NVPTX would fuse it into both.
 # (a * b - c * d is not among them: LLVM writes fma(a, b, -(c * d)) where nvcc leaves mul, mul, sub to ptxas,
 # which fuses the same product; the SASS is the same, the PTX not.)
-FAST_SOURCE = """#define K(name, expr) extern "C" __global__ void name(const float* a, const float* b, float* out, int n) \\
-  { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float x = a[i], y = b[i]; out[i] = (expr); } }
+FAST_SOURCE = """#define K(name, expr) extern "C" __global__ void name(const float* a, const float* b, float* out, \\
+  int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float x = a[i], y = b[i]; out[i] = (expr); } }
 K(k_expf, expf(x))
 K(k_exp10f, exp10f(x))
 K(k_sinf, sinf(x))
