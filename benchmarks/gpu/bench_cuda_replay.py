@@ -129,17 +129,20 @@ def _prebuilt_key(source: str) -> str:
     return digest.hexdigest()[:24]
 
 
-def prebuild(arch: str, out: Path = PREBUILT) -> list[Path]:
-    """Build mneme_cc_build's pair of every corpus source here (clang and nvcc, no GPU) into `out`/`arch`."""
-    sys.path.insert(0, str(ROOT / "tests" / "gpu"))
-    import test_cuda_replay as corpus_launches
+def prebuild(arch: str, out: Path = PREBUILT, sources: list[str] | None = None) -> list[Path]:
+    """Build mneme_cc_build's pair of every corpus source (or of `sources`) here (clang and nvcc, no GPU)
+    into `out`/`arch`."""
+    if sources is None:
+        sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+        import test_cuda_replay as corpus_launches
 
+        sources = corpus_launches.SOURCES
     folder = out / arch
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     made = []
     with tempfile.TemporaryDirectory() as tmp:
-        for source in corpus_launches.SOURCES:
+        for source in sources:
             ir_path, cubin_path, _how = mneme_cc_build(source, arch, Path(tmp), prebuilt=False)
             shutil.copyfile(ir_path, folder / ir_path.name)
             shutil.copyfile(cubin_path, folder / cubin_path.name)
@@ -148,15 +151,16 @@ def prebuild(arch: str, out: Path = PREBUILT) -> list[Path]:
     return made
 
 
-def mneme_cc_build(source: str, arch: str, out_dir: Path, prebuilt: bool = True) -> tuple[Path, Path, str]:
+def mneme_cc_build(source: str, arch: str, out_dir: Path, prebuilt: Path | bool = True) -> tuple[Path, Path, str]:
     """(IR as a recording holds it, nvcc's cubin, how) from one `mneme-cc nvcc -O3 -c` build of a corpus source.
 
-    Where `prebuild` left the pair for this source, `arch` and these sources (PREBUILT), it is taken from there.
+    Where `prebuild` left the pair for this source, `arch` and these sources (in PREBUILT, or the folder
+    `prebuilt` names), it is taken from there; `prebuilt=False` always builds.
     """
-    folder = PREBUILT / arch
+    folder = (PREBUILT if prebuilt is True else Path(prebuilt or ".")) / arch
     key = folder / f"{source}.key"
     if prebuilt and key.exists() and key.read_text().strip() == _prebuilt_key(source):
-        how = f"mneme-cc nvcc {arch} -O3 (IR and cubin of one build, prebuilt in {folder.relative_to(ROOT)})"
+        how = f"mneme-cc nvcc {arch} -O3 (IR and cubin of one build, prebuilt in {folder})"
         return folder / f"{source}.recorded.ll", folder / f"{source}.mneme-cc.cubin", how
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import ir_vs_nvcc
