@@ -7,8 +7,11 @@ modifier forbids ptxas to fuse them. The IR `mneme-cc` embeds comes from clang, 
 -fmad=false and fast math from the same command line but has no -prec-div/-prec-sqrt=false, and IR from
 other sources (--ir files) knows none of them. `apply` rewrites a module so that NVPTX emits the same
 instructions: the denormal mode and the `nvvm-reflect-ftz` flag (libdevice's __CUDA_FTZ), no contraction
-where nvcc fused nothing, division as inline PTX where nvcc did not round it to nearest, and square
-roots as the PTX nvcc used (`sqrt.rn` by default, where clang's libdevice path takes `sqrt.approx`).
+where nvcc fused nothing, division as inline PTX where nvcc did not round it to nearest (marked `afn` where
+nvcc's was approximate: NVPTX then writes nvcc's div.approx and rcp.approx), square roots as the PTX nvcc
+used (`sqrt.rn` by default, where clang's libdevice path takes `sqrt.approx`), and, where nvcc fuses
+(-fmad=true), libdevice's multiplies and adds contractable as nvcc's are, and a product with several uses
+nvcc's multiply (NVPTX would fold it into each use).
 """
 
 from __future__ import annotations
@@ -166,7 +169,8 @@ def _uses_per_line(text: str) -> list:
         if line.startswith("define "):
             start = i
         elif start is not None and line == "}":
-            counts = collections.Counter(_LOCAL.findall("\n".join(lines[start : i + 1])))
+            body = [x for x in lines[start : i + 1] if "llvm.dbg." not in x and not x.lstrip().startswith("#dbg_")]
+            counts = collections.Counter(_LOCAL.findall("\n".join(body)))  # debug records use nothing
             found[start : i + 1] = [counts] * (i + 1 - start)
             start = None
     return found

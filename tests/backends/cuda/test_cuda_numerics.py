@@ -246,3 +246,22 @@ def test_fast_math_kernels_from_ir_compute_the_very_instructions_of_nvccs_binary
     assert theirs["k_tanhf"] == ["tanh.approx.f32"] and theirs["k_reciprocal"] == ["rcp.approx.ftz.f32"]
     assert "sin.approx.ftz.f32" in theirs["k_rotate"] and "fma.rn.ftz.f32" in theirs["k_logf_plus"]
     assert "sub.ftz.f32" in theirs["k_lerp"]  # 1.0f - x * y, not fused
+
+
+def test_under_fmad_a_single_use_product_fuses_and_a_shared_one_stays_nvccs_multiply():
+    text = """define float @f(float %a, float %b, float %c) {
+  %m = fmul float %a, %b
+    #dbg_value(float %m, !1, !DIExpression(), !2)
+  %s = fadd float %m, %c
+  %t = fmul contract float %a, %c
+  %u = fadd contract float %t, %a
+  %v = fsub float %t, %u
+  %w = fadd float %v, %s
+  ret float %w
+}"""
+    out = apply(text, FpBehaviour()).split("\n")
+    assert out[1] == "  %m = fmul contract float %a, %b"  # libdevice's: one use (the debug record is none)
+    assert out[3] == "  %s = fadd contract float %m, %c"
+    assert out[4] == '  %t = call float asm "mul.f32 $0, $1, $2;", "=f,f,f"(float %a, float %c)'
+    assert out[6] == "  %v = fsub contract float %t, %u"
+    assert apply(text, FpBehaviour(fmad=False)).count("contract") == 0
