@@ -115,8 +115,53 @@ def capture_source(source: str, n: int, out: Path, ir: Path | None = None) -> tu
     return db, kernel
 
 
-def mneme_cc_build(source: str, arch: str, out_dir: Path) -> tuple[Path, Path, str]:
-    """(IR as a recording holds it, nvcc's cubin, how) from one `mneme-cc nvcc -O3 -c` build of a corpus source."""
+#: Where `scripts/gpu-suite --prepare` leaves mneme_cc_build's products for the GPU machine, which has no clang.
+PREBUILT = ROOT / ".gpu" / "ir-vs-binary"
+
+
+def _prebuilt_key(source: str) -> str:
+    """What a prebuilt pair was made from: the source, mneme-cc's translation and finalize's numerics."""
+    import hashlib
+
+    digest = hashlib.sha256((KERNELS / f"{source}.cu").read_bytes())
+    for path in (ROOT / "mneme" / "instrument" / "flags.py", ROOT / "backends" / "cuda" / "mneme_cuda" / "numerics.py"):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def prebuild(arch: str, out: Path = PREBUILT, sources: list[str] | None = None) -> list[Path]:
+    """Build mneme_cc_build's pair of every corpus source (or of `sources`) here (clang and nvcc, no GPU)
+    into `out`/`arch`."""
+    if sources is None:
+        sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+        import test_cuda_replay as corpus_launches
+
+        sources = corpus_launches.SOURCES
+    folder = out / arch
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    made = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for source in sources:
+            ir_path, cubin_path, _how = mneme_cc_build(source, arch, Path(tmp), prebuilt=False)
+            shutil.copyfile(ir_path, folder / ir_path.name)
+            shutil.copyfile(cubin_path, folder / cubin_path.name)
+            (folder / f"{source}.key").write_text(_prebuilt_key(source) + "\n")
+            made.append(folder / ir_path.name)
+    return made
+
+
+def mneme_cc_build(source: str, arch: str, out_dir: Path, prebuilt: Path | bool = True) -> tuple[Path, Path, str]:
+    """(IR as a recording holds it, nvcc's cubin, how) from one `mneme-cc nvcc -O3 -c` build of a corpus source.
+
+    Where `prebuild` left the pair for this source, `arch` and these sources (in PREBUILT, or the folder
+    `prebuilt` names), it is taken from there; `prebuilt=False` always builds.
+    """
+    folder = (PREBUILT if prebuilt is True else Path(prebuilt or ".")) / arch
+    key = folder / f"{source}.key"
+    if prebuilt and key.exists() and key.read_text().strip() == _prebuilt_key(source):
+        how = f"mneme-cc nvcc {arch} -O3 (IR and cubin of one build, prebuilt in {folder})"
+        return folder / f"{source}.recorded.ll", folder / f"{source}.mneme-cc.cubin", how
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import ir_vs_nvcc
 

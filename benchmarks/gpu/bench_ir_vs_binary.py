@@ -3,10 +3,13 @@
     python benchmarks/gpu/bench_ir_vs_binary.py RECORDINGS... [--iterations 20] [--variant NAME:FIELD=VALUE,...]
                                                 [--json out.json]
 
+    python benchmarks/gpu/bench_ir_vs_binary.py --prebuild sm_90   # here, with clang: what the GPU machine needs
+
 RECORDINGS are recording databases or folders of them (searched recursively), e.g. what
 `mneme record` wrote for the GPU suite's application corpus. Without any (as the GPU suite runs
 it), the corpus kernels (tests/data/kernels) are recorded here as an application has them: IR and
-cubin from one `mneme-cc nvcc -O3` build (`bench_cuda_replay.py --ir-from mneme-cc`), and, unless
+cubin from one `mneme-cc nvcc -O3` build (`bench_cuda_replay.py --ir-from mneme-cc`; prebuilt by
+`--prebuild` where the GPU machine has no clang), and, unless
 variants are given, with `--match-registers --variant unroll1200:unroll_threshold=1200`: the two
 hypotheses of docs/design/investigations/ir-vs-nvcc-2026-12-06.md measured by the suite itself. Every instance of every database that
 carries both IR and the application's own image is replayed, in one process and on one device, as
@@ -157,8 +160,21 @@ def main() -> int:
         help="Also build the IR variant capped at the binary's register count where it needs more.",
     )
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--prebuild",
+        metavar="ARCH",
+        help="Only build the corpus kernels' IR and cubin here (mneme-cc: clang and nvcc, no GPU) into "
+        ".gpu/ir-vs-binary/ARCH, where a run on a machine without clang takes them (scripts/gpu-suite --prepare).",
+    )
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    if opts.prebuild:
+        sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+        import bench_cuda_replay as replay
+
+        made = replay.prebuild(opts.prebuild)
+        print(f"{len(made)} corpus kernels' IR and cubin in {replay.PREBUILT / opts.prebuild}")
+        return 0
     from mneme.core.records import RecordedExecution
 
     variants = [parse_variant(v) for v in opts.variant]

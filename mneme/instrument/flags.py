@@ -33,6 +33,19 @@ HOST_COMPILERS = re.compile(r"^(?:[\w.-]+-)?(?:gcc|g\+\+|cc|c\+\+|icx|icpx|icpc|
 CLANG = re.compile(r"^(?:[\w.-]+-)?(?:amd)?clang(?:\+\+)?(?:-[\d.]+)?$")
 HIPCC = re.compile(r"^hipcc(?:\.pl|\.bin)?$")
 
+# nvcc's --use_fast_math is -ftz=true -prec-div=false -prec-sqrt=false -fmad=true and the single-precision math
+# functions as their fast intrinsics (expf as __expf, tanhf as tanh.approx, ...), nothing more: no reassociation,
+# no assumption that values are finite (clang's -ffast-math would give both). clang-19 swaps only sinf, cosf, logf,
+# log2f and sincosf under -fgpu-approx-transcendentals, so every libdevice function nvcc swaps is renamed to its
+# __nv_fast_ twin (docs/design/investigations/ir-vs-nvcc-2026-12-06.md).
+FAST_MATH_FUNCTIONS = ("expf", "exp10f", "logf", "log2f", "log10f", "sinf", "cosf", "sincosf", "tanf", "tanhf", "powf")
+FAST_MATH = (
+    "-fgpu-flush-denormals-to-zero",
+    "-fgpu-approx-transcendentals",
+    "-fapprox-func",  # on a division: NVPTX's div.approx, rcp.approx (-prec-div=false as fast math sets it)
+    *(f"-D__nv_{f}=__nv_fast_{f}" for f in FAST_MATH_FUNCTIONS),
+)
+
 
 @attrs.frozen
 class DeviceJob:
@@ -404,7 +417,7 @@ def plan_nvcc(argv: list[str], cwd: str, *, clang: str | None, standins: str = "
         elif name in ("-G", "--device-debug"):
             device_debug = True
         elif name in ("-use_fast_math", "--use_fast_math"):
-            translated += ["-ffast-math", "-fgpu-flush-denormals-to-zero", "-fgpu-approx-transcendentals"]
+            translated += list(FAST_MATH)
         elif name == "-ftz" and value.lower() == "true":
             translated.append("-fgpu-flush-denormals-to-zero")
         elif name == "-fmad" and value.lower() == "false":

@@ -2,8 +2,9 @@
 
 numerics_app computes sqrtf(a / b): the bits are those of the division and square-root instructions
 the build chose. Built with `mneme-cc nvcc` (scripts/gpu-suite --prepare) with nvcc's defaults (div.rn,
-sqrt.rn: clang's own IR would take sqrt.approx) and with -prec-div=false -prec-sqrt=false (div.full,
-sqrt.approx: flags mneme-cc cannot pass to clang), finalize gives the IR the numerics read from the
+sqrt.rn: clang's own IR would take sqrt.approx), with -prec-div=false -prec-sqrt=false (div.full,
+sqrt.approx: flags mneme-cc cannot pass to clang) and with -use_fast_math (whose fast_math_mix kernel
+takes expf, tanhf, sinf... as nvcc's approximations), finalize gives the IR the numerics read from the
 recorded PTX, and the IR replay must verify exactly, as the recorded cubin does.
 """
 
@@ -16,14 +17,17 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize(
-    ("app", "behaviour"),
+    ("app", "kernel", "behaviour"),
     [
-        ("numerics_app_ir", "ftz=false prec-div=true prec-sqrt=true fmad=true"),
-        ("numerics_app_fast_ir", "ftz=false prec-div=full prec-sqrt=false fmad=true"),
+        ("numerics_app_ir", "ratio_root", "ftz=false prec-div=true prec-sqrt=true fmad=true"),
+        ("numerics_app_fast_ir", "ratio_root", "ftz=false prec-div=full prec-sqrt=false fmad=true"),
+        ("numerics_app_usefast_ir", "ratio_root", "ftz=true prec-div=approx prec-sqrt=false fmad=true"),
+        # -use_fast_math's expf, sinf, cosf, tanhf, logf, powf as nvcc's approximations (ggml's softmax, GELU, RoPE)
+        ("numerics_app_usefast_ir", "fast_math_mix", "ftz=true prec-div=approx prec-sqrt=false fmad=true"),
     ],
 )
-def test_the_ir_replay_of_a_division_and_square_root_matches_the_binary_bit_for_bit(
-    recorder_library, tmp_path, caplog, app, behaviour
+def test_the_ir_replay_of_the_applications_float_arithmetic_matches_the_binary_bit_for_bit(
+    recorder_library, tmp_path, caplog, app, kernel, behaviour
 ):
     import logging
 
@@ -36,7 +40,7 @@ def test_the_ir_replay_of_a_division_and_square_root_matches_the_binary_bit_for_
     if not program.exists():
         pytest.skip(f"{app} is built by scripts/gpu-suite --prepare (mneme-cc needs clang-19)")
     with caplog.at_level(logging.INFO, logger="mneme.core.recorder.finalize"):
-        code = recorder.main_record(tmp_path / "db", [str(program)], [], kernel="ratio_root", library=recorder_library)
+        code = recorder.main_record(tmp_path / "db", [str(program)], [], kernel=kernel, library=recorder_library)
     assert code == 0
     assert any(f"nvcc {behaviour}, read from its PTX" in r.getMessage() for r in caplog.records)
     (db,) = (tmp_path / "db").glob("*.json")

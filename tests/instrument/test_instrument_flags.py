@@ -136,7 +136,11 @@ def test_device_debug_keeps_ir_unoptimized_but_optimizable():
 
 def test_fast_math_flags_are_translated():
     (job,) = nvcc_plan("--use_fast_math", "-fmad=false", "-c", "k.cu", "-arch=sm_90").jobs
-    assert {"-ffast-math", "-fgpu-flush-denormals-to-zero", "-ffp-contract=off"} <= set(job.argv)
+    assert {"-fgpu-flush-denormals-to-zero", "-fgpu-approx-transcendentals", "-ffp-contract=off"} <= set(job.argv)
+    # nvcc's fast math swaps expf for __expf, tanhf for tanh.approx: clang's libdevice names are renamed so
+    assert {"-D__nv_expf=__nv_fast_expf", "-D__nv_tanhf=__nv_fast_tanhf", "-D__nv_powf=__nv_fast_powf"} <= set(job.argv)
+    # but it neither reassociates nor assumes finite values, as clang's -ffast-math would
+    assert "-ffast-math" not in job.argv and "-ffinite-math-only" not in job.argv
 
 
 def test_flags_clang_does_not_know_are_dropped_and_remembered_for_the_log():

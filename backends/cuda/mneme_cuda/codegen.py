@@ -49,7 +49,7 @@ def codegen(
     if emit not in EMITS:
         raise UsageError(f"cannot emit {emit!r} for {arch}; choose one of {', '.join(EMITS)}")
     arch = check_arch(arch)
-    tm = target_machine(arch, config.codegen_opt)
+    tm = target_machine(arch, config.codegen_opt, config.nvptx_sched4reg)
     targets = ir.function_targets(module)  # read once: retargeting keeps each function's +ptxNN
     module = retarget(module, arch, targets)  # IR written for another sm_XX: its functions now name `arch`
     prepare_codegen(module, kernel_name, "nvptx", tm)

@@ -7,12 +7,16 @@ modifier forbids ptxas to fuse them. The IR `mneme-cc` embeds comes from clang, 
 -fmad=false and fast math from the same command line but has no -prec-div/-prec-sqrt=false, and IR from
 other sources (--ir files) knows none of them. `apply` rewrites a module so that NVPTX emits the same
 instructions: the denormal mode and the `nvvm-reflect-ftz` flag (libdevice's __CUDA_FTZ), no contraction
-where nvcc fused nothing, division as inline PTX where nvcc did not round it to nearest, and square
-roots as the PTX nvcc used (`sqrt.rn` by default, where clang's libdevice path takes `sqrt.approx`).
+where nvcc fused nothing, division as inline PTX where nvcc did not round it to nearest (marked `afn` where
+nvcc's was approximate: NVPTX then writes nvcc's div.approx and rcp.approx), square roots as the PTX nvcc
+used (`sqrt.rn` by default, where clang's libdevice path takes `sqrt.approx`), and, where nvcc fuses
+(-fmad=true), libdevice's multiplies and adds contractable as nvcc's are, and a product with several uses
+nvcc's multiply (NVPTX would fold it into each use).
 """
 
 from __future__ import annotations
 
+import collections
 import re
 
 import attrs
@@ -87,6 +91,9 @@ _FMULADD = re.compile(
     r"^(\s*)(%[-\w.$]+) = (?:tail |notail )?call((?: \w+)*) float @llvm\.fmuladd\.f32\("
     r"float(?: \w+)* ([^,]+), float(?: \w+)* ([^,]+), float(?: \w+)* ([^)]+)\)(.*)$"
 )
+_UNCONTRACTED = re.compile(r"^\s*(%[-\w.$]+) = (fmul|fadd|fsub)((?: \w+)*) (?:float|double)\b")
+_FMUL_FLOAT = re.compile(r"^(\s*)(%[-\w.$]+) = fmul(?: \w+)* float (%[-\w.$]+|[-\w.+]+), (%[-\w.$]+|[-\w.+]+)(.*)$")
+_LOCAL = re.compile(r"%[-\w.$]+")
 _CONTRACT = re.compile(r"(= (?:fadd|fsub|fmul|fneg|call)(?: (?:nnan|ninf|nsz|arcp|afn|reassoc|fast))*) contract\b")
 
 
@@ -98,9 +105,14 @@ def apply(text: str, fp: FpBehaviour) -> str:
             text = ir.set_function_attributes(text, name, {"denormal-fp-math-f32": "preserve-sign,preserve-sign"})
         text = _reflect_ftz(text)
     lines = []
-    for line in text.split("\n"):
+    uses = _uses_per_line(text) if fp.fmad else None
+    for index, line in enumerate(text.split("\n")):
         m = _FDIV.match(line)
-        if m and fp.div is not None and (fp.div != "rn" or re.search(r"\b(?:arcp|afn|fast)\b", m.group(3))):
+        if m and fp.div == "approx":
+            # `afn` is how NVPTX reads a fast division: div.approx, and rcp.approx for 1.0 / x, as nvcc writes them
+            if not re.search(r"\b(?:afn|fast)\b", m.group(3)):
+                line = line.replace(" = fdiv", " = fdiv afn", 1)
+        elif m and fp.div is not None and (fp.div != "rn" or re.search(r"\b(?:arcp|afn|fast)\b", m.group(3))):
             indent, result, _flags, a, b, rest = m.groups()
             line = (
                 f'{indent}{result} = call float asm "div.{fp.div}{ftz}.f32 $0, $1, $2;", "=f,f,f"'
@@ -118,8 +130,50 @@ def apply(text: str, fp: FpBehaviour) -> str:
             line = f"{indent}{result}.mul = fmul float {a}, {b}\n{indent}{result} = fadd float {result}.mul, {c}"
         elif not fp.fmad:
             line = ir.sub_outside_strings(_CONTRACT, lambda mm: mm.group(1), line)
+        elif m := _UNCONTRACTED.match(line):
+            line = _contraction_as_nvcc(line, m, uses[index], ftz)
         lines.append(line)
     return "\n".join(lines)
+
+
+def _contraction_as_nvcc(line: str, m: re.Match, uses, ftz: str) -> str:
+    """A multiply or add contractable where nvcc (-fmad=true) fuses it: every one whose product has one use.
+
+    nvcc fuses libdevice's inlined multiplies and adds too, which clang links without `contract` (NVPTX then
+    writes mul.rn, never fused: logf(x) + y would round twice). A product used more than once nvcc and ptxas
+    keep as a multiply, where NVPTX's aggressive fusion would fold it into each use (ggml's RoPE: 1 - ramp_mix).
+    """
+    op, flags = m.group(2), m.group(3)
+    if op == "fmul" and uses[m.group(1)] > 2:  # the definition and more than one use
+        plain = _FMUL_FLOAT.match(line)
+        if plain:  # nvcc's very instruction, which ptxas may still fuse where it chooses to
+            indent, result, a, b, rest = plain.groups()
+            asm = f'call float asm "mul{ftz}.f32 $0, $1, $2;", "=f,f,f"(float {a}, float {b})'
+            return f"{indent}{result} = {asm}{_trailing(rest)}"
+        if "contract" in flags.split():
+            return line[: m.start(3)] + flags.replace(" contract", "") + line[m.end(3) :]
+        if "fast" in flags.split():
+            return line[: m.start(3)] + flags.replace(" fast", " reassoc nnan ninf nsz arcp afn") + line[m.end(3) :]
+        return line
+    if re.search(r"\b(?:contract|fast)\b", flags):
+        return line
+    return line[: m.end(2)] + " contract" + line[m.end(2) :]
+
+
+def _uses_per_line(text: str) -> list:
+    """For each line, how often each local name occurs in the function it belongs to (definition included)."""
+    lines = text.split("\n")
+    found: list = [None] * len(lines)
+    start = None
+    for i, line in enumerate(lines):
+        if line.startswith("define "):
+            start = i
+        elif start is not None and line == "}":
+            body = [x for x in lines[start : i + 1] if "llvm.dbg." not in x and not x.lstrip().startswith("#dbg_")]
+            counts = collections.Counter(_LOCAL.findall("\n".join(body)))  # debug records use nothing
+            found[start : i + 1] = [counts] * (i + 1 - start)
+            start = None
+    return found
 
 
 def _trailing(rest: str) -> str:

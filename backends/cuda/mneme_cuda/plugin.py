@@ -46,6 +46,18 @@ KNOBS = [
         backends=("cuda",),
         schema1=True,
     ),
+    # NVPTX's scheduling of the PTX it writes, which ptxas largely keeps (mneme_cuda.target.target_machine):
+    # off, LLVM's source order. Parallel code generation's partitions take the default.
+    Knob(
+        "nvptx_sched4reg",
+        "bool",
+        False,
+        "codegen",
+        "NVPTX schedules for register pressure (-nvptx-sched4reg), not in source order.",
+        search="bool",
+        feature="knobs",
+        backends=("cuda",),
+    ),
 ]
 
 

@@ -49,10 +49,17 @@ def check_arch(arch: str | None) -> str:
     return arch
 
 
-def target_machine(arch: str | None, opt: int = 3) -> llvm.TargetMachine:
-    """A cached llvmlite NVPTX target machine (cpu=sm_XX)."""
+def target_machine(arch: str | None, opt: int = 3, sched_registers: bool = False) -> llvm.TargetMachine:
+    """A cached llvmlite NVPTX target machine (cpu=sm_XX).
+
+    `sched_registers`: NVPTX's instruction selection schedules for register pressure (-nvptx-sched4reg), not
+    in source order. ptxas keeps much of the PTX's order: in source order llama.cpp's k_get_rows_kq issues 9 of
+    its 12 loads before the first use of one, nvcc's code all 12, and so does it scheduled for registers; but a
+    kernel that loads many values at once then holds fewer in flight
+    (docs/design/investigations/ir-vs-nvcc-2026-12-06.md).
+    """
     check_codegen_opt(opt)
-    return ir.target_machine(TRIPLE, check_arch(arch), "", opt)
+    return ir.target_machine(TRIPLE, check_arch(arch), "", opt, flags=("-nvptx-sched4reg",) if sched_registers else ())
 
 
 # -- IR written for another architecture ---------------------------------------------------------

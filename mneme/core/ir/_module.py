@@ -57,20 +57,31 @@ def target_machine(
     reloc: str = "default",
     codemodel: str = "jitdefault",
     jit: bool = False,
+    flags: tuple[str, ...] = (),
 ) -> llvm.TargetMachine:
-    """A cached llvmlite target machine (backends choose the triple, cpu and options of their targets)."""
+    """A cached llvmlite target machine (backends choose the triple, cpu and options of their targets).
+
+    `flags`: boolean LLVM options (`-name`) that a target reads once, when its machine is made; they are
+    on while it is made, off again after, and machines are cached by them too.
+    """
     with _tm_lock:
-        return _target_machine(triple, cpu, features, opt, reloc, codemodel, jit)
+        return _target_machine(triple, cpu, features, opt, reloc, codemodel, jit, tuple(flags))
 
 
 @functools.lru_cache(maxsize=32)
 def _target_machine(
-    triple: str, cpu: str, features: str, opt: int, reloc: str, codemodel: str, jit: bool
+    triple: str, cpu: str, features: str, opt: int, reloc: str, codemodel: str, jit: bool, flags: tuple[str, ...]
 ) -> llvm.TargetMachine:
     initialize()
-    return llvm.Target.from_triple(triple).create_target_machine(
-        cpu=cpu, features=features, opt=opt, reloc=reloc, codemodel=codemodel, jit=jit
-    )
+    for flag in flags:
+        llvm.set_option("mneme", flag)
+    try:
+        return llvm.Target.from_triple(triple).create_target_machine(
+            cpu=cpu, features=features, opt=opt, reloc=reloc, codemodel=codemodel, jit=jit
+        )
+    finally:
+        for flag in flags:
+            llvm.set_option("mneme", f"{flag}=false")
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ from mneme_cuda.numerics import FpBehaviour, apply, recorded_behaviour
 from mneme.core import build, ir
 from mneme.core.records import RecordedExecution
 from mneme.core.types import ExperimentConfiguration
+from mneme.instrument.flags import FAST_MATH
 
 NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
 pytestmark = pytest.mark.skipif(NVCC is None, reason="needs nvcc: the CUDA toolkit")
@@ -160,8 +161,7 @@ def test_fast_math_reciprocals_are_left_as_clang_compiles_them_when_nvcc_shows_n
     assert not re.search(r"\bdiv\.", nvcc) and re.search(r"\brcp\.approx\.ftz\.f32\b", nvcc)
     fp = FpBehaviour.from_ptx(nvcc)
     assert fp == FpBehaviour(ftz=True, div=None, sqrt=None)
-    fast = ("-ffast-math", "-fgpu-flush-denormals-to-zero", "-fgpu-approx-transcendentals")  # what mneme-cc passes
-    text = str(ir.load(build_cuda_ir(source, flags=fast)))
+    text = str(ir.load(build_cuda_ir(source, flags=FAST_MATH)))  # what mneme-cc passes for -use_fast_math
     module = ir.reparse(apply(text, fp), "sigmoid")
     ptx = build.compile(
         ir.link([module], "sigmoid", internalize=False), "sigmoid", CONFIG, "sm_90", emit="ptx", cache=False
@@ -169,3 +169,99 @@ def test_fast_math_reciprocals_are_left_as_clang_compiles_them_when_nvcc_shows_n
     assert not re.search(r"\bdiv\.rn\b", ptx) and re.search(r"\brcp\.approx\.ftz\.f32\b", ptx)
     # At nvcc's defaults the same source shows rcp.rn: IEEE division, which the rewrite then keeps.
     assert FpBehaviour.from_ptx(_nvcc_ptx(source, (), tmp_path)).div == "rn"
+
+
+# One kernel per function nvcc's -use_fast_math swaps for an approximation, and sums where its fusion of
+# a multiply from the swapped function with an add decides the bits (logf(x) + y: lg2.approx, then fma).
+# k_lerp's product has two uses, as ggml RoPE's ramp_mix: nvcc keeps it a multiply, NVPTX would fuse it into both.
+# (a * b - c * d is not among them: LLVM writes fma(a, b, -(c * d)) where nvcc leaves mul, mul, sub to ptxas,
+# which fuses the same product; the SASS is the same, the PTX not.)
+FAST_SOURCE = """#define K(name, expr) extern "C" __global__ void name(const float* a, const float* b, float* out, \\
+  int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) { float x = a[i], y = b[i]; out[i] = (expr); } }
+K(k_expf, expf(x))
+K(k_exp10f, exp10f(x))
+K(k_sinf, sinf(x))
+K(k_cosf, cosf(x))
+K(k_tanf, tanf(x))
+K(k_tanhf, tanhf(x))
+K(k_logf_plus, logf(x) + y)
+K(k_log10f, log10f(x))
+K(k_powf, powf(x, y))
+K(k_reciprocal, 1.0f / x)
+K(k_divide, x / y)
+K(k_sqrtf, sqrtf(x))
+K(k_silu, x / (1.0f + expf(-x)))
+K(k_gelu, 0.5f * x * (1.0f + tanhf(0.79788456f * x * (1.0f + 0.044715f * x * x))))
+K(k_rotate, x * cosf(y) + sinf(x) * y + expf(x * y + 1.0f))
+K(k_lerp, expf(y) * (1.0f - x * y) + y * (x * y))
+"""
+
+
+def _f32_ops(ptx: str) -> dict[str, list[str]]:
+    """Kernel -> its f32 arithmetic and approximation instructions, in order (moves, loads, stores left out)."""
+    found = {}
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\n\}", ptx, re.DOTALL):
+        ops = re.findall(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)", m.group(2), re.MULTILINE)
+        found[m.group(1)] = [
+            op
+            for op in ops
+            if re.search(r"\.f32|\.ftz|approx", op) and op.split(".")[0] not in ("ld", "st", "mov", "cvta")
+        ]
+    return found
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None, reason="mneme-cc needs clang-19")
+def test_fast_math_kernels_from_ir_compute_the_very_instructions_of_nvccs_binary(tmp_path):
+    # ggml's softmax, GELU and RoPE (expf, tanhf, sinf/cosf under -use_fast_math) replayed from IR missed the
+    # binary's bits: clang's libdevice expf, tanhf and powf were the accurate ones, nvcc's ex2.approx,
+    # tanh.approx and lg2/ex2.approx. Built as an application is, one object gives both sides.
+    import sys
+
+    from mneme_cuda.numerics import ir_numerics
+
+    from mneme.core.elf import ElfFile
+    from mneme.instrument.fatbin import FATBIN_SECTION, entries
+    from mneme.instrument.section import read_entries
+
+    source, obj = tmp_path / "fast.cu", tmp_path / "fast.o"
+    source.write_text(FAST_SOURCE)
+    cmd = [sys.executable, "-m", "mneme.instrument.launcher", NVCC, "-arch=sm_90", "-use_fast_math", "-c"]
+    subprocess.run([*cmd, str(source), "-o", str(obj)], check=True, capture_output=True)
+    elf = ElfFile.read(obj)
+    fatbin = bytes(elf.section_data(elf.sections_named(FATBIN_SECTION)[0]))
+    nvcc = next(e for e in entries(fatbin, str(obj)) if e.kind == "ptx").image.split(b"\0", 1)[0].decode()
+    (entry,) = [e for e in read_entries(str(obj)) if e.arch == "sm_90"]
+    description, rewrite = ir_numerics(fatbin, "sm_90")
+    assert description.startswith("nvcc ftz=true prec-div=approx prec-sqrt=false")
+    module = ir.reparse(rewrite(str(ir.load(entry.bitcode, entry.source))), "fast")
+    ours = {}
+    for kernel in entry.kernels:
+        ptx = build.compile(module, kernel, CONFIG, "sm_90", emit="ptx", cache=False).data.decode()
+        ours.update({k: v for k, v in _f32_ops(ptx).items() if k == kernel})
+    theirs = _f32_ops(nvcc)
+    assert set(ours) == set(theirs) and len(theirs) == 16
+    for kernel, ops in theirs.items():
+        assert ours[kernel] == ops, kernel
+    assert theirs["k_expf"] == ["mul.ftz.f32", "ex2.approx.ftz.f32"]
+    assert theirs["k_tanhf"] == ["tanh.approx.f32"] and theirs["k_reciprocal"] == ["rcp.approx.ftz.f32"]
+    assert "sin.approx.ftz.f32" in theirs["k_rotate"] and "fma.rn.ftz.f32" in theirs["k_logf_plus"]
+    assert "sub.ftz.f32" in theirs["k_lerp"]  # 1.0f - x * y, not fused
+
+
+def test_under_fmad_a_single_use_product_fuses_and_a_shared_one_stays_nvccs_multiply():
+    text = """define float @f(float %a, float %b, float %c) {
+  %m = fmul float %a, %b
+    #dbg_value(float %m, !1, !DIExpression(), !2)
+  %s = fadd float %m, %c
+  %t = fmul contract float %a, %c
+  %u = fadd contract float %t, %a
+  %v = fsub float %t, %u
+  %w = fadd float %v, %s
+  ret float %w
+}"""
+    out = apply(text, FpBehaviour()).split("\n")
+    assert out[1] == "  %m = fmul contract float %a, %b"  # libdevice's: one use (the debug record is none)
+    assert out[3] == "  %s = fadd contract float %m, %c"
+    assert out[4] == '  %t = call float asm "mul.f32 $0, $1, $2;", "=f,f,f"(float %a, float %c)'
+    assert out[6] == "  %v = fsub contract float %t, %u"
+    assert apply(text, FpBehaviour(fmad=False)).count("contract") == 0

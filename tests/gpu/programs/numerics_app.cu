@@ -1,7 +1,9 @@
 // sqrtf(a / b) over a million floats: one division and one square root per element, no multiply-add
 // to fuse, so the result's bits are those of the two instructions the build chose (div.rn or div.full,
-// sqrt.rn or sqrt.approx). Built with `mneme-cc nvcc` with nvcc's defaults and with -prec-div=false
-// -prec-sqrt=false (scripts/gpu-suite --prepare): the IR replay must give the binary's bits in both.
+// sqrt.rn or sqrt.approx). Built with `mneme-cc nvcc` with nvcc's defaults, with -prec-div=false
+// -prec-sqrt=false and with -use_fast_math (scripts/gpu-suite --prepare): the IR replay must give the
+// binary's bits in each. fast_math_mix holds what -use_fast_math swaps for approximations (expf, sinf,
+// cosf, tanhf, logf, powf, divisions) and a product with two uses, as ggml's softmax, GELU and RoPE do.
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,16 @@
 extern "C" __global__ void ratio_root(const float *a, const float *b, float *out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = sqrtf(a[i] / b[i]);
+}
+
+extern "C" __global__ void fast_math_mix(const float *a, const float *b, float *out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    float x = a[i] * 0.01f, y = b[i] * 0.01f;
+    float ramp = x * y;  // two uses: nvcc keeps the product a multiply
+    out[i] = expf(-x) * (1.0f - ramp) + y * ramp + sinf(x) * cosf(y) + tanhf(x - y) + logf(y + 1.0f) +
+             powf(y + 1.0f, x) + 1.0f / (1.0f + expf(-y)) + x / (y + 0.5f);
+  }
 }
 
 int main() {
@@ -29,6 +41,8 @@ int main() {
   CHECK(cudaMemcpy(b, host + n, n * sizeof(float), cudaMemcpyHostToDevice));
   ratio_root<<<(n + 255) / 256, 256>>>(a, b, out, n);
   CHECK(cudaMemcpy(host, out, sizeof(float), cudaMemcpyDeviceToHost));
-  std::printf("numerics_app OK %g\n", host[0]);
+  fast_math_mix<<<(n + 255) / 256, 256>>>(a, b, out, n);
+  CHECK(cudaMemcpy(host + 1, out, sizeof(float), cudaMemcpyDeviceToHost));
+  std::printf("numerics_app OK %g %g\n", host[0], host[1]);
   return 0;
 }
