@@ -28,6 +28,7 @@ from mneme.core.types import dim3
 from mneme.plugins.backends.host import (
     allowlist,
     boundscheck,
+    grid_stride,
     lanes,
     limits,
     machine,
@@ -149,6 +150,21 @@ def _step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
         return None
 
 
+def _flat_form(host: retarget.HostModule, kernel_name: str) -> str | None:
+    """The block loop with its grid-stride loop run as a plain loop (see `grid_stride`), or None."""
+    if not grid_stride.enabled():
+        return None
+    llvm = machine.binding()
+    try:
+        text = grid_stride.to_flat(host.text, kernel_name, host.params, bool(host.flags & retarget.FLAG_BLOCK_RUNS))
+        if text is not None:
+            llvm.parse_assembly(text).verify()
+        return text
+    except Exception as exc:  # noqa: BLE001 - any surprise keeps the other forms
+        log.info("kernel %r: the flat grid-stride form did not apply (%s)", kernel_name, exc)
+        return None
+
+
 def _lane_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The block loop with its threads in lockstep groups (see `lanes`), or None to keep thread after thread."""
     llvm = machine.binding()
@@ -193,6 +209,7 @@ class HostBackend(Backend):
         checks = {
             "bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off",
             "lanes": f"{lanes.VERSION}x{lanes.width()}",
+            "grid-stride": grid_stride.VERSION if grid_stride.enabled() else "off",
         }
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 
@@ -251,7 +268,7 @@ class HostBackend(Backend):
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
         text = host.text
         if host.flags & retarget.FLAG_BLOCK_LOOP:
-            text = _lane_form(host, kernel_name) or text
+            text = _flat_form(host, kernel_name) or _lane_form(host, kernel_name) or text
         # a grid launch keeps every block's threads as fibers (the step form runs one block at a time)
         if (
             host.flags & retarget.FLAG_FIBERS
