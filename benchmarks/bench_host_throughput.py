@@ -35,7 +35,7 @@ from irbuild import build_cuda_ir
 from mneme.core.backend import get_backend
 from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.backends.host import backend as host_backend
-from mneme.plugins.backends.host import grid_stride, lanes, machine, retarget
+from mneme.plugins.backends.host import block_steps, grid_stride, lanes, machine, retarget
 
 BASE = 0x2E0000000000
 ROW = 1024  # the 2D shape's row length
@@ -136,6 +136,10 @@ def _form(module_text: str, kernel: str) -> str:
     pruned, _ = host_backend.pruned_and_checked(llvm.parse_assembly(module_text), kernel, tm)
     host = retarget.retarget(pruned, kernel, llvm.get_process_triple(), str(tm.target_data))
     if not host.flags & retarget.FLAG_BLOCK_LOOP:
+        if host.flags & retarget.FLAG_FIBERS and block_steps.to_block_steps(
+            host.text, kernel, host.params, host.static_shared
+        ):
+            return "block steps"
         return "steps" if host.flags & retarget.FLAG_FIBERS else "thread"
     runs = bool(host.flags & retarget.FLAG_BLOCK_RUNS)
     if grid_stride.to_flat(host.text, kernel, host.params, runs):
@@ -219,13 +223,13 @@ def main() -> int:
                     )
                     forms[kernel] = _form(module_text, kernel)
                     # the same kernel thread after thread (the form before issue 40's lockstep groups), side by side
-                    os.environ[lanes.ENV] = os.environ[grid_stride.ENV] = "0"
+                    os.environ[lanes.ENV] = os.environ[grid_stride.ENV] = os.environ[block_steps.ENV] = "0"
                     try:
                         single[kernel] = dev.load(
                             backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
                         )
                     finally:
-                        del os.environ[lanes.ENV], os.environ[grid_stride.ENV]
+                        del os.environ[lanes.ENV], os.environ[grid_stride.ENV], os.environ[block_steps.ENV]
             threads = sorted({1, os.cpu_count() or 1})
             for n in sizes:
                 c_runs = {

@@ -27,6 +27,7 @@ from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, Mnem
 from mneme.core.types import dim3
 from mneme.plugins.backends.host import (
     allowlist,
+    block_steps,
     boundscheck,
     grid_stride,
     lanes,
@@ -150,6 +151,21 @@ def _step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
         return None
 
 
+def _block_step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
+    """The step form run a block per call, its passes in IR (see `block_steps`), or None."""
+    if not block_steps.enabled():
+        return None
+    llvm = machine.binding()
+    try:
+        text = block_steps.to_block_steps(host.text, kernel_name, host.params, host.static_shared)
+        if text is not None:
+            llvm.parse_assembly(text).verify()
+        return text
+    except Exception as exc:  # noqa: BLE001 - any surprise keeps the step form
+        log.info("kernel %r: the block step form did not apply (%s)", kernel_name, exc)
+        return None
+
+
 def _flat_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The block loop with its grid-stride loop run as a plain loop (see `grid_stride`), or None."""
     if not grid_stride.enabled():
@@ -210,6 +226,7 @@ class HostBackend(Backend):
             "bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off",
             "lanes": f"{lanes.VERSION}x{lanes.width()}",
             "grid-stride": grid_stride.VERSION if grid_stride.enabled() else "off",
+            "block-steps": block_steps.VERSION if block_steps.enabled() else "off",
         }
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 
@@ -275,7 +292,7 @@ class HostBackend(Backend):
             and not host.flags & retarget.FLAG_GRID
             and envvars.get("MNEME_HOST_FIBERS") != "1"
         ):
-            text = _step_form(host, kernel_name) or text
+            text = _block_step_form(host, kernel_name) or _step_form(host, kernel_name) or text
         try:
             host_module = llvm.parse_assembly(text)
             host_module.verify()
