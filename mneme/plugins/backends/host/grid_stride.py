@@ -3,9 +3,11 @@
 A grid-stride kernel (``for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x *
 gridDim.x) body(i)``) run thread after thread walks memory a grid's width apart; in lockstep groups
 (`lanes`) its accesses become gathers. Here, when the IR proves it legal, a call running the blocks
-``[bx0, bx0 + run)`` of a row runs instead, for k = 0, 1, ...: ``body(i)`` for every i in
-``[bx0 * ntid + k * S, (bx0 + run) * ntid + k * S)`` below n (S = ntid.x * nctaid.x), as one loop
-with a unit step that LLVM vectorizes with contiguous loads and stores.
+``[bx0, bx0 + run)`` of a row runs instead, for k = 0, 1, ... and each block b of the run in turn:
+``body(i)`` for every i in ``[b * ntid + k * S, (b + 1) * ntid + k * S)`` below n (S = ntid.x *
+nctaid.x), one loop with a unit step that LLVM vectorizes with contiguous loads and stores. The
+blocks of a run are consecutive indices, so a step k walks ``run * ntid`` elements in a row; the
+entry stores each block's index in the context before its part, so a failure names its block.
 
 Why the order is one the GPU allows: the threads of the run execute exactly the iterations they
 execute on a GPU (thread g runs i = g + k * S while i < n), each thread's iterations in its own
@@ -369,7 +371,7 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
 def _entry(kernel_name: str, params, runs: bool) -> str:
     """``__mneme_entry(args)``: the flat form for one-dimensional blocks, the thread loop otherwise."""
     body, call_args = retarget.unpack_args(params)
-    call_args += ["i32 0", "i32 0", "i32 0", "i32 0", "i32 %bx0", "i32 %k", "i32 %bx0", "i32 %run"]
+    call_args += ["i32 0", "i32 0", "i32 0", "i32 0", "i32 %bx", "i32 %k", "i32 %bx", "i32 1"]
     ntid = block_loop.CTX_NTID
     lines = [
         f"define void @{retarget.ENTRY}(ptr %args) {{",
@@ -391,10 +393,22 @@ def _entry(kernel_name: str, params, runs: bool) -> str:
         "  %flat = icmp eq i32 %nyz, 1",
         "  br i1 %flat, label %range, label %threads",
         "range:",
-        "  %k = phi i32 [ 0, %entry ], [ %k1, %more ]",
+        "  %k = phi i32 [ 0, %entry ], [ %k1, %knext ]",
+        "  br label %blk",
+        # a call per block of the run, in order (consecutive blocks: consecutive indices), its index in the
+        # context first: a failure names the block it happened in
+        "blk:",
+        "  %b = phi i32 [ 0, %range ], [ %b1, %bnext ]",
+        "  %bx = add i32 %bx0, %b",
+        "  store i32 %bx, ptr %bxp, align 4",
         f"  %st = call i32 {symbol_ref(kernel_name + SUFFIX)}({', '.join(call_args)})",
-        "  switch i32 %st, label %threads [ i32 0, label %done i32 1, label %more ]",
-        "more:",
+        # 0: this block's indices at step k are past n, so are all later ones; 2: an index could wrap (first call)
+        "  switch i32 %st, label %threads [ i32 0, label %done i32 1, label %bnext ]",
+        "bnext:",
+        "  %b1 = add nuw i32 %b, 1",
+        "  %cb = icmp ult i32 %b1, %run",
+        "  br i1 %cb, label %blk, label %knext",
+        "knext:",
         "  %k1 = add nuw i32 %k, 1",
         "  br label %range",
         "threads:",

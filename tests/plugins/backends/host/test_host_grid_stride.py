@@ -169,7 +169,7 @@ def test_the_flat_call_hands_a_launch_whose_index_could_wrap_to_the_thread_loop(
     flat = text[text.index("define internal i32 @running.__mneme_flat") :]
     checks = flat[: flat.index("__mneme_fguard:")]
     assert "icmp sle i64 %__mneme_top, 2147483648" in checks and "ret i32 2" in checks
-    assert "label %threads [ i32 0, label %done i32 1, label %more ]" in text
+    assert "label %threads [ i32 0, label %done i32 1, label %bnext ]" in text
 
 
 def test_a_read_one_past_the_end_in_a_flat_loop_is_caught_at_its_exact_bytes(module_text):
@@ -184,7 +184,10 @@ def test_a_read_one_past_the_end_in_a_flat_loop_is_caught_at_its_exact_bytes(mod
         dev.map(Y, 4004)
         dev.write(X, bytes(4000))
         dev.write(Y, bytes(4004))
-        with pytest.raises(ExperimentError, match=r"read out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer"):
+        with pytest.raises(
+            ExperimentError, match=r"read out of bounds: bytes 4000\.\.4003 of the 4000-byte buffer"
+        ) as err:
             dev.launch(loaded, (2,), (64,), 0, struct.pack("<ifQQ", 1001, 2.0, X, Y))
+        assert "block (1, 0, 0)" in str(err.value)  # i = 1000: thread 1000 % 128 = 104 of the 2 x 64 grid
     finally:
         dev.close()
