@@ -6,7 +6,7 @@ examples launch), and 2D tiles of 16x16 threads over rows of 1024. Sizes from 2^
 The C loop is `cc -O3 -march=native -fopenmp`, the better of one thread and one per online CPU (the
 host runtime runs blocks on one worker per online CPU). Figures: best of --repeat launches, effective bandwidth (bytes the kernel must move
 once), and host / C bandwidth (target: at least 0.5, whatever the shape), with the same kernel built
-thread after thread (``MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0``) beside it. Writes benchmarks/results/host-throughput.md.
+thread after thread (``MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0 MNEME_HOST_BLOCK_STEPS=0``) beside it. Writes benchmarks/results/host-throughput.md.
 Run: python benchmarks/bench_host_throughput.py [--sizes 16,18,20,22] [--repeat 5] [--budget 1.0] [--kernels K,..]
 [--out FILE]
 """
@@ -280,10 +280,12 @@ def main() -> int:
             "cache sets and 4 KiB aliases on both sides). Shapes: `each` one element per thread (blocks of 256), "
             "`stride` a grid-stride loop over 64 blocks of 256, `tile` 16x16 blocks over rows of 1024. Form: `flat` "
             "the grid-stride loop run as one loop over the index space (grid_stride.py), `lockstep` threads in "
-            f"groups of {lanes.width()} (lanes.py), `thread loop` thread after thread in one vectorized loop, `steps` "
-            "barriers as step functions (steps.py); `runs`: one call runs the claimed blocks along x, a row of "
-            "threads of each in turn (retarget.FLAG_BLOCK_RUNS). `thread after thread` is the same kernel built "
-            "with `MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0`, the form before lockstep groups and flat loops."
+            f"groups of {lanes.width()} (lanes.py), `thread loop` thread after thread in one vectorized loop, `block "
+            "steps` barriers as passes over a block's threads in one call (block_steps.py), `steps` barriers as step "
+            "functions the runtime calls thread by thread (steps.py); `runs`: one call runs the claimed blocks along "
+            "x, a row of threads of each in turn (retarget.FLAG_BLOCK_RUNS). `thread after thread` is the same "
+            "kernel built with `MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0 MNEME_HOST_BLOCK_STEPS=0`: thread after "
+            "thread, or the runtime's step form for the sums."
         ),
         "",
         "| kernel | shape | elements | form | host ms | thread after thread ms | C ms | host GB/s | C GB/s | host / C |",
