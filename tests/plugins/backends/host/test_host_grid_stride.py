@@ -191,3 +191,15 @@ def test_a_read_one_past_the_end_in_a_flat_loop_is_caught_at_its_exact_bytes(mod
         assert "block (1, 0, 0)" in str(err.value)  # i = 1000: thread 1000 % 128 = 104 of the 2 x 64 grid
     finally:
         dev.close()
+
+
+def test_every_row_of_blocks_of_a_2d_grid_runs_the_loop_as_on_the_gpu(module_text, monkeypatch):
+    """Blocks of another grid row repeat the same indices (the kernel reads only blockIdx.x): y = 2x + y per row."""
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")  # the rows write the same elements: one worker orders them
+    n = 3000
+    x, y = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+    flat, locked, single = _three(
+        monkeypatch, module_text, "saxpy", (5, 2), (64,), [x, y], struct.pack("<ifQQ", n, 2.0, X, Y)
+    )
+    assert flat[1].tobytes() == locked[1].tobytes() == single[1].tobytes()
+    np.testing.assert_array_equal(flat[1], 1 + 4 * x)
