@@ -193,3 +193,17 @@ def test_a_private_array_keeps_each_threads_values_across_the_barrier(module_tex
         j = b * 64 + (t + 1) % 64
         expect[i] = x[(j + int(x[j]) % 16) % n] + x[(i + int(x[(i + 3) % n]) % 16) % n]
     np.testing.assert_array_equal(got[1], expect)
+
+
+def test_a_kernel_built_with_debug_information_takes_the_block_step_form(tmp_path, monkeypatch):
+    src = tmp_path / "debug.cu"
+    src.write_text(SOURCE)
+    text = build_cuda_ir(src, opt="-O3", flags=("-g",)).read_text()
+    assert _block_step_text(text, "sums") is not None
+    n = 64 * 7
+    x = np.random.default_rng(3).random(n, dtype=np.float32)
+    (mode, got), (_, want) = _both(
+        monkeypatch, text, "sums", (7,), (64,), [x, np.zeros(7, np.float32)], struct.pack("<i4xQQ", n, X, Y)
+    )
+    assert mode == 2 and got[1].tobytes() == want[1].tobytes()
+    np.testing.assert_allclose(got[1], x.reshape(7, 64).sum(1), rtol=1e-5)

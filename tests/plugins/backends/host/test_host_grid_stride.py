@@ -203,3 +203,18 @@ def test_every_row_of_blocks_of_a_2d_grid_runs_the_loop_as_on_the_gpu(module_tex
     )
     assert flat[1].tobytes() == locked[1].tobytes() == single[1].tobytes()
     np.testing.assert_array_equal(flat[1], 1 + 4 * x)
+
+
+def test_a_kernel_built_with_debug_information_takes_the_flat_form(tmp_path, monkeypatch):
+    src = tmp_path / "debug.cu"
+    src.write_text(SOURCE)
+    text = build_cuda_ir(src, opt="-O3", flags=("-g",)).read_text()
+    assert "!dbg" in text
+    flat = _flat_text(text, "saxpy")
+    assert flat is not None
+    llvm.parse_assembly(flat).verify()  # the copy carries no location of the kernel's subprogram
+    n = 777
+    x, y = np.arange(n, dtype=np.float32), np.ones(n, np.float32)
+    got, _, single = _three(monkeypatch, text, "saxpy", (3,), (64,), [x, y], struct.pack("<ifQQ", n, 2.0, X, Y))
+    assert got[1].tobytes() == single[1].tobytes()
+    np.testing.assert_array_equal(got[1], 1 + 2 * x)
