@@ -52,15 +52,16 @@ _BINARY = re.compile(r"(add|mul|or)(?: nuw)?(?: nsw)? i32 (%[-\w.$]+|-?\d+), (%[
 _SREG = re.compile(
     r"(?:tail |notail )?call [^@]*i32 @__mneme\.nvvm\.read\.ptx\.sreg\.(ntid|nctaid)\.x\(\)(?:\s*#\d+)?$"
 )
-_ICMP = re.compile(r"icmp (slt|sgt|ult|ugt) i32 (%[-\w.$]+), (%[-\w.$]+)$")
-_PHI = re.compile(r"phi i32 \[ (%[-\w.$]+), (%[-\w.$]+) \], \[ (%[-\w.$]+), (%[-\w.$]+) \]$")
+_ICMP = re.compile(r"icmp (slt|sgt|ult|ugt) (i32|i64) (%[-\w.$]+), (%[-\w.$]+)$")
+_PHI = re.compile(r"phi (i32|i64) \[ (%[-\w.$]+), (%[-\w.$]+) \], \[ (%[-\w.$]+), (%[-\w.$]+) \]$")
+_ZEXT = re.compile(r"zext(?: nneg)? i32 (%[-\w.$]+) to i64$")
 _BR2 = re.compile(r"^\s*br i1 (%[-\w.$]+), label (%[-\w.$]+), label (%[-\w.$]+)(,.*)?$")
 _BR1 = re.compile(r"^\s*br label (%[-\w.$]+)(,.*)?$")
 # what may run once per call instead of once per thread: computing values, reading special registers
 _EFFECT = re.compile(r"\b(?:store|atomicrmw|cmpxchg|fence|alloca|va_arg|invoke|callbr|unreachable|ret)\b")
 _PURE_CALL = re.compile(r"@(?:__mneme\.nvvm\.read\.ptx\.sreg\.|llvm\.(?!mem|stack|trap|debugtrap|assume))")
 _DEBUG = re.compile(r",?\s*!dbg ![0-9]+")
-_MAX = {"s": (1 << 31) - 1, "u": (1 << 32) - 1}
+_MAX = {("s", "i32"): (1 << 31) - 1, ("u", "i32"): (1 << 32) - 1, ("s", "i64"): (1 << 63) - 1}
 
 
 def enabled() -> bool:
@@ -144,10 +145,14 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
     cmp = _ICMP.fullmatch(defs.get(guard, ""))
     if not cmp:
         return None
-    pred, a, b = cmp.groups()
+    pred, ity, a, b = cmp.groups()
     start, bound = (a, b) if pred in ("slt", "ult") else (b, a)  # start < bound, either way written
     signed = pred[0]
-    ntid = _start_ntid(start, defs)
+    if (signed, ity) not in _MAX and ity != "i64":
+        return None
+    # a 64-bit index (size_t i = ...) starts from the 32-bit sum, widened
+    start32 = (_ZEXT.fullmatch(defs.get(start, "")) or [None, None])[1] if ity == "i64" else start
+    ntid = _start_ntid(start32, defs) if start32 else None
     if ntid is None:
         return None
     # the straight-line blocks from the guard to the loop
@@ -175,19 +180,19 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
         return None
     m = _DEF.match(phis[0])
     phi = _PHI.fullmatch(defs[m.group(1)]) if m else None
-    if not phi:
+    if not phi or phi.group(1) != ity:
         return None
     index = m.group(1)
-    incoming = {phi.group(2): phi.group(1), phi.group(4): phi.group(3)}
+    incoming = {phi.group(3): phi.group(2), phi.group(5): phi.group(4)}
     if incoming.get(preheader) != start or len(incoming) != 2:
         return None
     latch = next(lbl for lbl in incoming if lbl != preheader)
     following = incoming[latch]
-    step = re.fullmatch(r"add(?: nuw)?(?: nsw)? i32 (%[-\w.$]+), (%[-\w.$]+)", defs.get(following, ""))
+    step = re.fullmatch(rf"add(?: nuw)?(?: nsw)? {ity} (%[-\w.$]+), (%[-\w.$]+)", defs.get(following, ""))
     if not step or index not in step.groups() or where.get(following) != latch:
         return None
     stride = step.group(2) if step.group(1) == index else step.group(1)
-    if not _is_grid_width(stride, defs):
+    if not _is_grid_width(stride, defs, ity):
         return None
     latch_br = _BR2.match(by_label.get(latch, [""])[-1])
     if not latch_br or {latch_br.group(2), latch_br.group(3)} != {loop_header, exit_label}:
@@ -196,8 +201,8 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
     again = _ICMP.fullmatch(defs.get(cond, ""))
     if not again or where.get(cond) != latch:
         return None
-    ap, aa, ab = again.groups()
-    if ap[0] != signed or ((aa, ab) if ap in ("slt", "ult") else (ab, aa)) != (following, bound):
+    ap, aty, aa, ab = again.groups()
+    if aty != ity or ap[0] != signed or ((aa, ab) if ap in ("slt", "ult") else (ab, aa)) != (following, bound):
         return None
     if latch_br.group(2) != loop_header:
         return None  # the back edge is taken while i + S < n
@@ -214,10 +219,10 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
             return None
     if bound in defs and where.get(bound) != entry_label:
         return None  # the bound is computed after the guard; it must be known before it
-    if not _only_start_reads_indices(blocks, defs, start, guard, index):
+    if not _only_start_reads_indices(blocks, defs, {start, start32, guard}, index):
         return None
-    found = {"start": start, "bound": bound, "ntid": ntid, "index": index, "following": following, "cond": cond}
-    return _emit(by_label, entry_label, chain, loop, loop_header, latch, exit_label, found, signed)
+    found = {"bound": bound, "ntid": ntid, "index": index, "following": following, "cond": cond}
+    return _emit(by_label, entry_label, chain, loop, loop_header, latch, exit_label, found, (signed, ity))
 
 
 def _value(name: str, defs: dict[str, str]) -> str:
@@ -245,7 +250,24 @@ def _start_ntid(start: str, defs: dict[str, str]) -> str | None:
     return None
 
 
-def _is_grid_width(stride: str, defs: dict[str, str]) -> bool:
+def _is_grid_width(stride: str, defs: dict[str, str], ity: str = "i32") -> bool:
+    """Whether `stride` is ``ntid.x * nctaid.x`` (for a 64-bit index: of the widened registers, or widened)."""
+    if ity == "i64":
+        widened = _ZEXT.fullmatch(defs.get(stride, ""))
+        if widened:
+            return _is_grid_width(widened.group(1), defs)
+        mul = re.fullmatch(r"mul(?: nuw)?(?: nsw)? i64 (%[-\w.$]+), (%[-\w.$]+)$", defs.get(stride, ""))
+        if not mul:
+            return False
+        narrow = [_ZEXT.fullmatch(defs.get(v, "")) for v in mul.groups()]
+        if not all(narrow):
+            return False
+        kinds = sorted(
+            _SREG.fullmatch(defs.get(n.group(1), "")).group(1)
+            for n in narrow
+            if _SREG.fullmatch(defs.get(n.group(1), ""))
+        )
+        return kinds == ["nctaid", "ntid"]
     mul = _BINARY.fullmatch(defs.get(stride, ""))
     if not mul or mul.group(1) != "mul":
         return False
@@ -270,10 +292,11 @@ def _loop_blocks(blocks, header: str, latch: str) -> list[str]:
     return [label for label, _ in blocks if label in inside]
 
 
-def _only_start_reads_indices(blocks, defs: dict[str, str], start: str, guard: str, index: str) -> bool:
-    """Whether the thread and block indices reach nothing but `start`, its guard and the loop's phi."""
+def _only_start_reads_indices(blocks, defs: dict[str, str], allowed: set[str], index: str) -> bool:
+    """Whether the thread and block indices reach nothing but the start (`allowed`: it, widened, its guard)
+    and the loop's phi."""
     tainted = set(block_loop.TID_PARAMS) | {block_loop.CTAID_PARAM}
-    allowed = {start, guard}
+    guard = next(v for v in allowed if defs.get(v, "").startswith("icmp "))
     changed = True
     while changed:
         changed = False
@@ -298,19 +321,41 @@ def _only_start_reads_indices(blocks, defs: dict[str, str], start: str, guard: s
     return tainted - indices - wrappers - allowed <= products and len(products & tainted) <= 1
 
 
-def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, signed) -> list[str]:
-    """The flat function's body: the first block and the checks, the chain, the range, the loop with a unit step."""
+def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, kind) -> list[str]:
+    """The flat function's body: the first block and the checks, the chain, the range, the loop with a unit step.
+
+    `kind`: ("s" or "u", the index type). The range is computed in 64 bits; a 32-bit index's bound is widened.
+    """
+    signed, ity = kind
     bound, ntid, index, following, cond = (found[k] for k in ("bound", "ntid", "index", "following", "cond"))
     preheader = chain[-1] if chain else entry_label
-    widen = "sext" if signed == "s" else "zext"
-    limit = _MAX[signed] + 1
+    less = "slt" if signed == "s" else "ult"
     out = [entry_label[1:] + ":", *by_label[entry_label][:-1]]
+    if ity == "i32":
+        widen = "sext" if signed == "s" else "zext"
+        limit = _MAX[kind] + 1
+        bound64 = [f"  %__mneme_n64 = {widen} i32 {bound} to i64"]
+        # no index wraps: the largest any thread computes, n - 1 + S, fits (where a thread runs at all)
+        fits = [
+            "  %__mneme_top = add i64 %__mneme_n64, %__mneme_s64",
+            f"  %__mneme_fits = icmp sle i64 %__mneme_top, {limit}",
+            f"  %__mneme_sfit = icmp slt i64 %__mneme_s64, {limit}",
+        ]
+        less = "slt"  # the widened bound and the range compare as signed 64-bit values
+    else:
+        bound64 = [f"  %__mneme_n64 = or i64 {bound}, 0"]
+        top = _MAX[kind] if signed == "s" else -1  # INT64_MAX, or UINT64_MAX written as -1
+        fits = [
+            f"  %__mneme_room = sub i64 {top}, %__mneme_s64",
+            f"  %__mneme_fits = icmp {'sle' if signed == 's' else 'ule'} i64 %__mneme_n64, %__mneme_room",
+            "  %__mneme_sfit = or i1 true, false",
+        ]
     out += [
         "  %__mneme_nc = call i32 @__mneme.nvvm.read.ptx.sreg.nctaid.x()",
         f"  %__mneme_nt64 = zext i32 {ntid} to i64",
         "  %__mneme_nc64 = zext i32 %__mneme_nc to i64",
         "  %__mneme_s64 = mul i64 %__mneme_nt64, %__mneme_nc64",
-        f"  %__mneme_n64 = {widen} i32 {bound} to i64",
+        *bound64,
         "  %__mneme_k64 = zext i32 %__mneme_k to i64",
         "  %__mneme_b64 = zext i32 %__mneme_bx0 to i64",
         "  %__mneme_r64 = zext i32 %__mneme_run to i64",
@@ -319,18 +364,15 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
         "  %__mneme_lo = add i64 %__mneme_g0, %__mneme_ks",
         "  %__mneme_w = mul i64 %__mneme_r64, %__mneme_nt64",
         "  %__mneme_hi = add i64 %__mneme_lo, %__mneme_w",
-        # no index wraps: the largest any thread computes, n - 1 + S, fits (checked where a thread runs at all)
-        "  %__mneme_top = add i64 %__mneme_n64, %__mneme_s64",
-        f"  %__mneme_fits = icmp sle i64 %__mneme_top, {limit}",
-        "  %__mneme_none = icmp slt i64 %__mneme_n64, 1",
-        f"  %__mneme_sfit = icmp slt i64 %__mneme_s64, {limit}",
+        *fits,
+        f"  %__mneme_none = icmp {'slt' if signed == 's' else 'ult'} i64 %__mneme_n64, 1",
         "  %__mneme_ok0 = or i1 %__mneme_fits, %__mneme_none",
         "  %__mneme_ok = and i1 %__mneme_ok0, %__mneme_sfit",
         "  br i1 %__mneme_ok, label %__mneme_fguard, label %__mneme_fno",
         "__mneme_fno:",
         "  ret i32 2",
         "__mneme_fguard:",
-        "  %__mneme_go = icmp slt i64 %__mneme_lo, %__mneme_n64",
+        f"  %__mneme_go = icmp {less} i64 %__mneme_lo, %__mneme_n64",
         f"  br i1 %__mneme_go, label {chain[0] if chain else '%__mneme_frange'}, label %__mneme_fdone",
         "__mneme_fdone:",
         "  ret i32 0",
@@ -339,12 +381,13 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
         body = by_label[lbl]
         out += [lbl[1:] + ":", *body[:-1]]
         out.append("  br label %__mneme_frange" if lbl == preheader else body[-1])
+    narrow = ity == "i32"
     out += [
         "__mneme_frange:",
-        "  %__mneme_lo32 = trunc i64 %__mneme_lo to i32",
-        "  %__mneme_short = icmp slt i64 %__mneme_hi, %__mneme_n64",
+        "  %__mneme_loi = " + ("trunc i64 %__mneme_lo to i32" if narrow else "or i64 %__mneme_lo, 0"),
+        f"  %__mneme_short = icmp {less} i64 %__mneme_hi, %__mneme_n64",
         "  %__mneme_hic = select i1 %__mneme_short, i64 %__mneme_hi, i64 %__mneme_n64",
-        "  %__mneme_hi32 = trunc i64 %__mneme_hic to i32",
+        "  %__mneme_hii = " + ("trunc i64 %__mneme_hic to i32" if narrow else "or i64 %__mneme_hic, 0"),
         f"  br label {header}",
     ]
     wraps = "nuw nsw" if signed == "s" else "nuw"
@@ -354,11 +397,11 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
             m = _DEF.match(line)
             name = m.group(1) if m else None
             if name == index:
-                line = f"  {index} = phi i32 [ %__mneme_lo32, %__mneme_frange ], [ {following}, {latch} ]"
+                line = f"  {index} = phi {ity} [ %__mneme_loi, %__mneme_frange ], [ {following}, {latch} ]"
             elif name == following:
-                line = f"  {following} = add {wraps} i32 {index}, 1"
+                line = f"  {following} = add {wraps} {ity} {index}, 1"
             elif name == cond:
-                line = f"  {cond} = icmp ne i32 {following}, %__mneme_hi32"
+                line = f"  {cond} = icmp ne {ity} {following}, %__mneme_hii"
             elif lbl == latch and line is by_label[lbl][-1]:
                 # the copy's loop gets no loop metadata of its own: an id shared with the kernel's loop
                 line = re.sub(

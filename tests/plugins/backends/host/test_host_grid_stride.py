@@ -31,6 +31,13 @@ extern "C" __global__ void stencil(int n, const float* x, float* y) {
 extern "C" __global__ void scale_unsigned(unsigned n, const float* x, float* y) {
   for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = 3.0f * x[i];
 }
+// a 64-bit index (size_t): the 32-bit start widened, the width a product of the widened registers
+extern "C" __global__ void saxpy64(size_t n, float a, const float* x, float* y) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)blockDim.x * gridDim.x) y[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void scale64(long long n, const float* x, float* y) {
+  for (long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) y[i] = 3.0f * x[i];
+}
 // a chain of updates of one element by one thread: each thread's iterations must keep their order
 extern "C" __global__ void running(int n, int m, float* y) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i % m] = y[i % m] * 0.5f + i;
@@ -100,7 +107,7 @@ def _three(monkeypatch, *run_args):
 
 
 def test_canonical_grid_stride_loops_take_the_flat_form_and_others_do_not(module_text):
-    for kernel in ("saxpy", "stencil", "scale_unsigned", "running"):
+    for kernel in ("saxpy", "stencil", "scale_unsigned", "running", "saxpy64", "scale64"):
         assert _flat_text(module_text, kernel) is not None, kernel
     for kernel in ("reads_tid", "leaves", "carried"):
         assert _flat_text(module_text, kernel) is None, kernel
@@ -218,3 +225,19 @@ def test_a_kernel_built_with_debug_information_takes_the_flat_form(tmp_path, mon
     got, _, single = _three(monkeypatch, text, "saxpy", (3,), (64,), [x, y], struct.pack("<ifQQ", n, 2.0, X, Y))
     assert got[1].tobytes() == single[1].tobytes()
     np.testing.assert_array_equal(got[1], 1 + 2 * x)
+
+
+@pytest.mark.parametrize("n", [0, 1, 4096 * 2 + 77])
+def test_64_bit_indices_give_the_same_bytes_in_every_form(module_text, monkeypatch, n):
+    rng = np.random.default_rng(9)
+    x, y = rng.random(max(n, 1), dtype=np.float32), rng.random(max(n, 1), dtype=np.float32)
+    flat, locked, single = _three(
+        monkeypatch, module_text, "saxpy64", (6,), (128,), [x, y], struct.pack("<Qf4xQQ", n, 1.5, X, Y)
+    )
+    assert flat[1].tobytes() == locked[1].tobytes() == single[1].tobytes()
+    np.testing.assert_allclose(flat[1][:n], np.float32(1.5) * x[:n] + y[:n], rtol=1e-6)
+    flat, _, single = _three(
+        monkeypatch, module_text, "scale64", (6,), (128,), [x, np.zeros_like(x)], struct.pack("<qQQ", n, X, Y)
+    )
+    assert flat[1].tobytes() == single[1].tobytes()
+    np.testing.assert_array_equal(flat[1][:n], np.float32(3.0) * x[:n])
