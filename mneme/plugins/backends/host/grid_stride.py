@@ -15,8 +15,9 @@ order (k increasing); only the interleaving of different threads changes, which 
 between synchronization points. What the IR must show (`to_flat` returns None otherwise):
 
 * the kernel's first block computes ``start = ctaid.x * ntid.x + tid.x`` (the block-loop form's
-  parameters, the ``ntid.x`` special register) and branches on ``start < n`` (signed or unsigned,
-  either operand order) to the loop or to a block holding only ``ret void``;
+  parameters, the ``ntid.x`` special register; for a 64-bit index, that sum widened and the width a
+  product of the widened registers) and branches on ``start < n`` (signed or unsigned, either
+  operand order) to the loop or to a block holding only ``ret void``;
 * the blocks from there to the loop are straight-line and do nothing but compute values (no store,
   atomic, fence or call other than special-register reads and intrinsics); so is the first block;
 * the loop's header has one phi, ``i = [start, preheader], [i + S, latch]``, S being
