@@ -6,8 +6,9 @@ examples launch), and 2D tiles of 16x16 threads over rows of 1024. Sizes from 2^
 The C loop is `cc -O3 -march=native -fopenmp`, the better of one thread and one per online CPU (the
 host runtime runs blocks on one worker per online CPU). Figures: best of --repeat launches, effective bandwidth (bytes the kernel must move
 once), and host / C bandwidth (target: at least 0.5, whatever the shape), with the same kernel built
-thread after thread (``MNEME_HOST_LANES=0``) beside it. Writes benchmarks/results/host-throughput.md.
-Run: python benchmarks/bench_host_throughput.py [--sizes 16,18,20,22] [--repeat 5] [--budget 1.0] [--out FILE]
+thread after thread (``MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0 MNEME_HOST_BLOCK_STEPS=0``) beside it. Writes benchmarks/results/host-throughput.md.
+Run: python benchmarks/bench_host_throughput.py [--sizes 16,18,20,22] [--repeat 5] [--budget 1.0] [--kernels K,..]
+[--out FILE]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from irbuild import build_cuda_ir
 from mneme.core.backend import get_backend
 from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.backends.host import backend as host_backend
-from mneme.plugins.backends.host import lanes, machine, retarget
+from mneme.plugins.backends.host import block_steps, grid_stride, lanes, machine, retarget
 
 BASE = 0x2E0000000000
 ROW = 1024  # the 2D shape's row length
@@ -135,8 +136,14 @@ def _form(module_text: str, kernel: str) -> str:
     pruned, _ = host_backend.pruned_and_checked(llvm.parse_assembly(module_text), kernel, tm)
     host = retarget.retarget(pruned, kernel, llvm.get_process_triple(), str(tm.target_data))
     if not host.flags & retarget.FLAG_BLOCK_LOOP:
+        if host.flags & retarget.FLAG_FIBERS and block_steps.to_block_steps(
+            host.text, kernel, host.params, host.static_shared
+        ):
+            return "block steps"
         return "steps" if host.flags & retarget.FLAG_FIBERS else "thread"
     runs = bool(host.flags & retarget.FLAG_BLOCK_RUNS)
+    if grid_stride.to_flat(host.text, kernel, host.params, runs):
+        return "flat" + (", runs" if runs else "")
     form = "lockstep" if lanes.to_lanes(host.text, kernel, host.params, lanes.width(), runs) else "thread loop"
     return form + (", runs" if runs else "")
 
@@ -173,6 +180,7 @@ def main() -> int:
         help="seconds of more runs per figure (a loaded machine: the fastest run is the one least "
         "interrupted; a long kernel needs as many tries as a short one)",
     )
+    parser.add_argument("--kernels", default="", help="comma-separated kernels (e.g. saxpy_stride); all by default")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "host-throughput.md")
     opts = parser.parse_args()
     import llvmlite.binding as llvm
@@ -207,19 +215,21 @@ def main() -> int:
             for name in ("saxpy", "stencil", "sum"):
                 for shape in ("each", "stride", "tile"):
                     kernel = f"{name}_{shape}"
+                    if opts.kernels and kernel not in opts.kernels.split(","):
+                        continue
                     config = ExperimentConfiguration(grid=64, block=256)
                     loaded[kernel] = dev.load(
                         backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
                     )
                     forms[kernel] = _form(module_text, kernel)
                     # the same kernel thread after thread (the form before issue 40's lockstep groups), side by side
-                    os.environ[lanes.ENV] = "0"
+                    os.environ[lanes.ENV] = os.environ[grid_stride.ENV] = os.environ[block_steps.ENV] = "0"
                     try:
                         single[kernel] = dev.load(
                             backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
                         )
                     finally:
-                        del os.environ[lanes.ENV]
+                        del os.environ[lanes.ENV], os.environ[grid_stride.ENV], os.environ[block_steps.ENV]
             threads = sorted({1, os.cpu_count() or 1})
             for n in sizes:
                 c_runs = {
@@ -234,6 +244,8 @@ def main() -> int:
                 ):
                     for shape, (grid, block) in shapes(n).items():
                         kernel = f"{name}_{shape}"
+                        if kernel not in loaded:
+                            continue
                         # interleaved: the C loop just before and just after the kernel (the better of 1 thread and
                         # one per CPU, its best on these cores), so a shared machine's load hits both alike
                         c_loop = c_runs[name]
@@ -258,18 +270,23 @@ def main() -> int:
     lines = [
         "# Host-backend throughput against a plain C loop",
         "",
-        f"Machine: {platform.node()} ({llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs; C: `cc -O3 -march=native "
-        "-fopenmp`, the better of 1 thread and 1 per CPU, measured just before and just after each kernel (the "
-        f"better of the two). Each figure the fastest of at least {opts.repeat} runs and more for {opts.budget:g} s "
-        f"(at most 200). Load average (1 min) {load_before[0]:.1f} at the start, "
-        f"{load_after[0]:.1f} at the end: other sessions share the CPUs, so every figure is noisy; the ratio "
-        "compares neighbours in time. The C loop's arrays lie as far apart as the kernel's (2^28 bytes: the same "
-        "cache sets and 4 KiB aliases on both sides). Shapes: `each` one element per thread (blocks of 256), `stride` a grid-stride "
-        "loop over 64 blocks of 256, `tile` 16x16 blocks over rows of 1024. Form: `lockstep` threads in groups of "
-        f"{lanes.width()} (lanes.py), `thread loop` thread after thread in one vectorized loop, `steps` barriers as "
-        "step functions (steps.py); `runs`: one call runs the claimed blocks along x, a row of threads of each in turn "
-        "(retarget.FLAG_BLOCK_RUNS). `thread after thread` is the same kernel built with `MNEME_HOST_LANES=0`, "
-        "the form before lockstep groups.",
+        (
+            f"Machine: {platform.node()} ({llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs; C: `cc -O3 "
+            "-march=native -fopenmp`, the better of 1 thread and 1 per CPU, measured just before and just after each "
+            f"kernel (the better of the two). Each figure the fastest of at least {opts.repeat} runs and more for "
+            f"{opts.budget:g} s (at most 200). Load average (1 min) {load_before[0]:.1f} at the start, "
+            f"{load_after[0]:.1f} at the end: other sessions share the CPUs, so every figure is noisy; the ratio "
+            "compares neighbours in time. The C loop's arrays lie as far apart as the kernel's (2^28 bytes: the same "
+            "cache sets and 4 KiB aliases on both sides). Shapes: `each` one element per thread (blocks of 256), "
+            "`stride` a grid-stride loop over 64 blocks of 256, `tile` 16x16 blocks over rows of 1024. Form: `flat` "
+            "the grid-stride loop run as one loop over the index space (grid_stride.py), `lockstep` threads in "
+            f"groups of {lanes.width()} (lanes.py), `thread loop` thread after thread in one vectorized loop, `block "
+            "steps` barriers as passes over a block's threads in one call (block_steps.py), `steps` barriers as step "
+            "functions the runtime calls thread by thread (steps.py); `runs`: one call runs the claimed blocks along "
+            "x, a row of threads of each in turn (retarget.FLAG_BLOCK_RUNS). `thread after thread` is the same "
+            "kernel built with `MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0 MNEME_HOST_BLOCK_STEPS=0`: thread after "
+            "thread, or the runtime's step form for the sums."
+        ),
         "",
         "| kernel | shape | elements | form | host ms | thread after thread ms | C ms | host GB/s | C GB/s | host / C |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",

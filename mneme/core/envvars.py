@@ -129,6 +129,18 @@ _VARS = [
         "threads of a block a host kernel without barriers runs in lockstep (0: one after another)",
         "host",
     ),
+    EnvVar(
+        "MNEME_HOST_GRID_STRIDE",
+        "1",
+        "0: run grid-stride host kernels thread by thread, not as one loop over the index space",
+        "host",
+    ),
+    EnvVar(
+        "MNEME_HOST_BLOCK_STEPS",
+        "1",
+        "0: run host kernels with barriers a thread per call (the runtime's passes), not a block per call",
+        "host",
+    ),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

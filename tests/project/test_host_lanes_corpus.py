@@ -1,7 +1,7 @@
 """Third-party kernels in lockstep groups on the host backend (lanes.py, issue 40 item 4): llama.cpp's
 grid-stride broadcast kernels (k_bin_bcast, 3D grid and block) from the llama-cpp-python sdist, built
-for CUDA (tests/hip_corpus.py), give the bytes of thread after thread (``MNEME_HOST_LANES=0``) and of
-NumPy. Fetched and built on first use, cached; skips where PyPI or the toolchains cannot be reached."""
+for CUDA (tests/hip_corpus.py), give the bytes of thread after thread (``MNEME_HOST_LANES=0``, and the
+grid-stride and block-step forms off) and of NumPy. Fetched and built on first use, cached; skips where PyPI or the toolchains cannot be reached."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from skips import needs
 
 from mneme import capture
-from mneme.plugins.backends.host import lanes
+from mneme.plugins.backends.host import block_steps, grid_stride, lanes
 
 pytestmark = [needs("clang++-19"), pytest.mark.slow]
 
@@ -40,6 +40,8 @@ def test_llama_cpp_broadcast_kernels_in_lockstep_match_thread_after_thread_and_n
     results = {}
     for width in ("16", "0"):
         monkeypatch.setenv(lanes.ENV, width)
+        for other in (grid_stride.ENV, block_steps.ENV):  # "0": every form of issue 40 off
+            monkeypatch.setenv(other, "1" if width != "0" else "0")
         outputs: dict = {}
         capture.capture(
             str(cuda_ir),

@@ -27,7 +27,9 @@ from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, Mnem
 from mneme.core.types import dim3
 from mneme.plugins.backends.host import (
     allowlist,
+    block_steps,
     boundscheck,
+    grid_stride,
     lanes,
     limits,
     machine,
@@ -149,6 +151,36 @@ def _step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
         return None
 
 
+def _block_step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
+    """The step form run a block per call, its passes in IR (see `block_steps`), or None."""
+    if not block_steps.enabled():
+        return None
+    llvm = machine.binding()
+    try:
+        text = block_steps.to_block_steps(host.text, kernel_name, host.params, host.static_shared)
+        if text is not None:
+            llvm.parse_assembly(text).verify()
+        return text
+    except Exception as exc:  # noqa: BLE001 - any surprise keeps the step form
+        log.info("kernel %r: the block step form did not apply (%s)", kernel_name, exc)
+        return None
+
+
+def _flat_form(host: retarget.HostModule, kernel_name: str) -> str | None:
+    """The block loop with its grid-stride loop run as a plain loop (see `grid_stride`), or None."""
+    if not grid_stride.enabled():
+        return None
+    llvm = machine.binding()
+    try:
+        text = grid_stride.to_flat(host.text, kernel_name, host.params, bool(host.flags & retarget.FLAG_BLOCK_RUNS))
+        if text is not None:
+            llvm.parse_assembly(text).verify()
+        return text
+    except Exception as exc:  # noqa: BLE001 - any surprise keeps the other forms
+        log.info("kernel %r: the flat grid-stride form did not apply (%s)", kernel_name, exc)
+        return None
+
+
 def _lane_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The block loop with its threads in lockstep groups (see `lanes`), or None to keep thread after thread."""
     llvm = machine.binding()
@@ -193,6 +225,8 @@ class HostBackend(Backend):
         checks = {
             "bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off",
             "lanes": f"{lanes.VERSION}x{lanes.width()}",
+            "grid-stride": grid_stride.VERSION if grid_stride.enabled() else "off",
+            "block-steps": block_steps.VERSION if block_steps.enabled() else "off",
         }
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 
@@ -251,14 +285,14 @@ class HostBackend(Backend):
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
         text = host.text
         if host.flags & retarget.FLAG_BLOCK_LOOP:
-            text = _lane_form(host, kernel_name) or text
+            text = _flat_form(host, kernel_name) or _lane_form(host, kernel_name) or text
         # a grid launch keeps every block's threads as fibers (the step form runs one block at a time)
         if (
             host.flags & retarget.FLAG_FIBERS
             and not host.flags & retarget.FLAG_GRID
             and envvars.get("MNEME_HOST_FIBERS") != "1"
         ):
-            text = _step_form(host, kernel_name) or text
+            text = _block_step_form(host, kernel_name) or _step_form(host, kernel_name) or text
         try:
             host_module = llvm.parse_assembly(text)
             host_module.verify()

@@ -14,7 +14,7 @@ from irbuild import build_cuda_ir
 from mneme.core.errors import ExperimentError
 from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.backends.host import backend as host_backend
-from mneme.plugins.backends.host import lanes, machine, retarget
+from mneme.plugins.backends.host import grid_stride, lanes, machine, retarget
 from mneme.plugins.backends.host.backend import HostBackend
 
 BASE = 0x7E3000000000
@@ -74,6 +74,12 @@ extern "C" __global__ void shape3d(int* out) {
 """
 
 
+@pytest.fixture(autouse=True)
+def _lockstep_not_flat(monkeypatch):
+    """The grid-stride kernels here test lockstep groups, not the flat form that would take them first."""
+    monkeypatch.setenv(grid_stride.ENV, "0")
+
+
 @pytest.fixture(scope="module")
 def module_text(tmp_path_factory):
     src = tmp_path_factory.mktemp("lanes") / "lanes.cu"
@@ -119,7 +125,7 @@ def _both(monkeypatch, *run_args) -> tuple[list[np.ndarray], list[np.ndarray]]:
     locked = _run(*run_args)
     monkeypatch.setenv(lanes.ENV, "0")
     single = _run(*run_args)
-    monkeypatch.delenv(lanes.ENV)
+    monkeypatch.setenv(lanes.ENV, str(lanes.DEFAULT_WIDTH))
     return locked, single
 
 
