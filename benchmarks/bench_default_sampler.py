@@ -45,8 +45,8 @@ def direct(sweep, seeds: int, top: int) -> dict:
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
         found = interleave(
-            lambda: _answer(sweep, sweep.baseline_hash, rng, True, 1.0, protocol.iterations),
-            lambda: _answer(sweep, optimum, rng, True, 1.0, protocol.iterations),
+            lambda rng=rng: _answer(sweep, sweep.baseline_hash, rng, True, 1.0, protocol.iterations),
+            lambda rng=rng: _answer(sweep, optimum, rng, True, 1.0, protocol.iterations),
             repeats=protocol.retime_repeats,
             ci_target=protocol.ci_target,
             confidence=confidence,
@@ -106,7 +106,7 @@ def main() -> int:
     results = {
         "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+            ["git", "rev-parse", "--short", "HEAD"], check=False, cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),
         "protocol": attrs.asdict(Protocol()),
         "repeats": args.repeats,
