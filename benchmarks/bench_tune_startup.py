@@ -108,6 +108,7 @@ def cli_round(tree: Path, space: Path, work: Path) -> float:
     done = subprocess.run(
         [sys.executable, "-m", "mneme", *_tune_args(space, results / "r")],
         env=_env(tree),
+        cwd=tree,  # `-m`/`-c` put the working directory first on sys.path
         capture_output=True,
         text=True,
         check=False,
@@ -124,6 +125,7 @@ def phases_round(tree: Path, space: Path, work: Path) -> dict:
     done = subprocess.run(
         [sys.executable, "-c", PHASES, str(RECORDING), str(space), str(results / "r")],
         env=_env(tree),
+        cwd=tree,
         capture_output=True,
         text=True,
         check=False,
@@ -139,7 +141,8 @@ def importtime(tree: Path, space: Path, work: Path, top: int = 8) -> dict[str, f
     results = Path(tempfile.mkdtemp(dir=work))
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "mneme", *_tune_args(space, results / "r")],
-        env={**_env(tree), "PYTHONPROFILEIMPORTTIME": ""},
+        env=_env(tree),
+        cwd=tree,
         capture_output=True,
         text=True,
         check=False,
