@@ -9,8 +9,11 @@ rounds alternate between the trees so both see the same machine load):
 - ``cli``: wall seconds of the whole ``python -m mneme tune ...`` process (interpreter start-up included);
 - ``phases``: the same session run in a fresh interpreter with each step of `TuningSession.run` timed
   (when it started, how long it took), which shows the critical path;
-- ``--importtime``: once per tree, the cumulative import time (``python -X importtime``) of the main
+- ``importtime``: once per tree, the cumulative import time (``python -X importtime``) of the main
   process's heaviest top-level packages.
+
+Modules are compiled once into a private .pyc cache (a warm-up round per tree, not counted), as an
+installed Mneme has them, unless ``--source-each-time``.
 
     python benchmarks/bench_tune_startup.py --rounds 10 --tree /work/main --tree . --out results.json
 """
@@ -74,9 +77,16 @@ print(json.dumps({"imports": imported, "run": time.perf_counter() - start, "tota
 """.replace("STEPS", repr(STEPS))
 
 
+PYCACHE: Path | None = None  # where compiled modules go (set in main): an installed Mneme has its .pyc files
+
+
 def _env(tree: Path) -> dict[str, str]:
     paths = [str(tree), str(tree / "backends" / "cuda"), str(tree / "backends" / "hip")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "MNEME_NO_COLOR": "1"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "MNEME_NO_COLOR": "1"}
+    if PYCACHE is not None:  # never compile every module from source in each round (PYTHONDONTWRITEBYTECODE)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(PYCACHE / tree.name)
+    return env
 
 
 def _tune_args(space: Path, results: Path) -> list[str]:
@@ -166,13 +176,24 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--tree", action="append", type=Path, help="source tree to time (repeatable; default: this)")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--source-each-time",
+        action="store_true",
+        help="keep PYTHONDONTWRITEBYTECODE (compile every module from source in each round) instead of a .pyc cache",
+    )
     args = parser.parse_args()
+    global PYCACHE
     trees = [t.resolve() for t in (args.tree or [ROOT])]
     figures: dict = {"rounds": args.rounds, "cpus": os.cpu_count(), "load": os.getloadavg(), "trees": {}}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         space = work / "space.yaml"
         space.write_text(SPACE)
+        if not args.source_each_time:
+            PYCACHE = work / "pycache"
+            for tree in trees:  # a warm-up round fills each tree's .pyc cache (not counted)
+                cli_round(tree, space, work)
+        figures["pyc_cache"] = not args.source_each_time
         runs = {str(t): {"cli": [], "phases": []} for t in trees}
         for _ in range(args.rounds):
             for tree in trees:
