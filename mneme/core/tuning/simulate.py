@@ -5,8 +5,9 @@
 
 - the search: the sampler proposes, the point's stored times answer (with ``noise``, an experiment of
   ``--iterations`` timed runs drawn with replacement from the point's measured runs, and its median: the
-  spread a real run shows), duplicates are answered for free and ``budget`` counts distinct
-  configurations; as many experiments are in flight as the loop keeps (one worker and as many
+  spread a real run shows), duplicates are answered for free, and so is a configuration that compiled to
+  code measured already in the run (the sweep's ``equivalent_to``: the first one's answer, as the loop
+  does); ``budget`` counts distinct configurations measured; as many experiments are in flight as the loop keeps (one worker and as many
   prefetched), so the sampler proposes its next point before the last one's answer is in;
 - the end: the ``--retime-top`` leading candidates by search time are each compared with the recorded
   configuration in interleaved pairs of such experiments (`measure.interleave`, the code `mneme tune`
@@ -72,6 +73,7 @@ class Simulation:
     seed: int
     trials: int = 0  # distinct configurations measured
     duplicates: int = 0
+    equivalent: int = 0  # configurations that compiled to code measured already: answered from it, no budget
     infeasible: int = 0
     missing: int = 0  # proposed configurations the sweep has no measurement of (answered as failures)
     pick: str = ""  # hash of the configuration best.json would hold (after the final comparison)
@@ -110,6 +112,8 @@ def simulate(
     optimum = sweep.optimum
     run = Simulation(sampler_spec, budget, seed)
     observed: dict[str, float] = {}
+    code: dict[str, float] = {}  # the answer of each code measured (a point's own hash, or its `equivalent_to`)
+    answered: set[str] = set()  # configurations answered from code measured already: no trial of their own
     running: collections.deque = collections.deque()  # (ask, value) of experiments in flight, oldest first
     streak = infeasible_streak = 0
     while True:
@@ -143,11 +147,20 @@ def simulate(
             streak += 1
             sampler.tell(ask, observed[digest])
             continue
+        point = sweep.points.get(digest)
+        shared = point.equivalent_to if point is not None and point.equivalent_to else digest
+        if shared in code:  # the loop's equivalence: the first experiment's answer, no budget (`TrialLoop.finish`)
+            run.equivalent += 1
+            streak += 1
+            observed[digest] = code[shared]
+            answered.add(digest)
+            running.append((ask, code[shared]))
+            continue
         streak = 0
         value = _answer(sweep, digest, rng, noise, penalty, protocol.iterations)
         if digest not in sweep.points and digest != sweep.baseline_hash:
             run.missing += 1
-        observed[digest] = value
+        observed[digest] = code[shared] = value
         run.trials += 1
         true = _true_time(sweep, digest)
         if run.reached_at is None and true is not None and optimum / true >= NEAR:
@@ -158,7 +171,7 @@ def simulate(
         run.search_pick = min(observed, key=observed.get)
         search_time = _true_time(sweep, run.search_pick)
         run.search_fraction = optimum / search_time if search_time else 0.0
-    _finish(run, sweep, observed, rng, noise, penalty, protocol)
+    _finish(run, sweep, {d: v for d, v in observed.items() if d not in answered}, rng, noise, penalty, protocol)
     return run
 
 
