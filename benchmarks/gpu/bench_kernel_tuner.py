@@ -161,6 +161,9 @@ def mneme_side(work: Path, n: int, iterations: int, backend: str, cache: str) ->
         "per_minute_search": 60.0 * len(records) / search if search else None,
         "best": {"changes": fastest.get("changes"), "time_s": fastest.get("time")},
         "cache": cache,
+        # The store opens a study.db through sqlite3 (mneme/plugins/samplers/sqlite_store.py): none of these
+        # should be imported on the tuning path (Kernel Tuner's side ran first, in this process).
+        "loaded_after": sorted(m for m in ("optuna", "sqlalchemy", "alembic", "nevergrad") if m in sys.modules),
     }
 
 
