@@ -80,7 +80,7 @@ class Sampler(abc.ABC):
 def create_sampler(spec: str, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> Sampler:
     """A sampler from ``family[:variant]``, looked up among the sampler plugins."""
     family, _, variant = spec.partition(":")
-    table = plugins.LazyRegistry("sampler")  # names only: loading every family would import Optuna and Nevergrad
+    table = plugins.LazyRegistry("sampler")  # names only: loading every family imports every sampler library
     if family not in table:
         known = ", ".join(sorted(table)) or "none"
         raise UsageError(
