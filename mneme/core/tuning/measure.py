@@ -19,7 +19,10 @@ import logging
 import os
 import statistics
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import attrs
 
 from mneme.core.tuning import stats
 from mneme.core.tuning.outcome import judged, objective, result_of
@@ -54,6 +57,57 @@ def leaders(ctx: MeasureContext, count: int) -> dict[str, TrialRecord]:
     return best
 
 
+@attrs.define
+class Pairs:
+    """The runs of one interleaved comparison: both sides' times, why it stopped, the speedup's interval."""
+
+    base: list[float]
+    cand: list[float]
+    stopped: str
+    interval: stats.RatioInterval | None
+
+
+def interleave(
+    time_baseline: Callable[[], float | None],
+    time_candidate: Callable[[], float | None],
+    *,
+    repeats: int,
+    ci_target: float,
+    confidence: float,
+    out_of_time: Callable[[], bool],
+) -> Pairs:
+    """Pairs of runs, the order alternating (baseline first, then candidate first, ...), until the speedup's
+    interval is narrower than `ci_target` (after at least ``max(MIN_PAIRS, repeats)`` pairs), `out_of_time()`
+    says so, a run fails (a None time) or `MAX_PAIRS` are done.
+
+    Each callable runs one experiment and returns its objective. `Comparison` times them on the pool;
+    `simulate` draws them from a sweep, so a simulated run ends the way `mneme tune` does.
+    """
+    base: list[float] = []
+    cand: list[float] = []
+    stopped = "pairs"
+    interval = None
+    while len(cand) < MAX_PAIRS:
+        order = ((time_baseline, base), (time_candidate, cand))
+        if len(cand) % 2:
+            order = order[::-1]
+        pair = [run() for run, _ in order]
+        if None in pair:
+            stopped = "a run failed"
+            break
+        for (_, series), value in zip(order, pair):
+            series.append(value)
+        interval = stats.paired_ratio(base, cand, confidence)
+        if len(cand) >= max(MIN_PAIRS, repeats) and interval is not None:
+            if interval.width <= ci_target:
+                stopped = "interval"
+                break
+            if out_of_time():
+                stopped = "time cap"
+                break
+    return Pairs(base, cand, stopped, interval)
+
+
 class Comparison:
     """Interleaved A/B runs of the baseline and one candidate on the session's pool."""
 
@@ -71,35 +125,28 @@ class Comparison:
     def compare(self, candidate: ExperimentConfiguration, record: TrialRecord | None) -> dict[str, Any]:
         ctx = self.ctx
         base_config = ExperimentConfiguration.from_dict(self.ctx.baseline["config"])
-        base, cand = [], []
         errors: set[str] = set()
         started = time.monotonic()
-        stopped = "pairs"
-        interval = None
-        while len(cand) < MAX_PAIRS:
-            order = ((base_config, base), (candidate, cand))
-            if len(cand) % 2:
-                order = order[::-1]
-            pair = []
-            for config, _ in order:
+
+        def timer(config: ExperimentConfiguration) -> Callable[[], float | None]:
+            def run() -> float | None:
                 value, result = self._time(config)
                 if value is None:
                     errors.add(result.error_kind or "verify")
-                pair.append(value)
-            if None in pair:
-                stopped = "a run failed"
-                break
-            for (_, series), value in zip(order, pair):
-                series.append(value)
-            self.baseline_times.append(base[-1])
-            interval = stats.paired_ratio(base, cand, self.confidence)
-            if len(cand) >= max(MIN_PAIRS, ctx.retime_repeats) and interval is not None:
-                if interval.width <= ctx.ci_target:
-                    stopped = "interval"
-                    break
-                if time.monotonic() - started >= ctx.measure_time:
-                    stopped = "time cap"
-                    break
+                return value
+
+            return run
+
+        pairs = interleave(
+            timer(base_config),
+            timer(candidate),
+            repeats=ctx.retime_repeats,
+            ci_target=ctx.ci_target,
+            confidence=self.confidence,
+            out_of_time=lambda: time.monotonic() - started >= ctx.measure_time,
+        )
+        base, cand, stopped, interval = pairs.base, pairs.cand, pairs.stopped, pairs.interval
+        self.baseline_times.extend(base)
         ratios = [b / c for b, c in zip(base, cand)]
         return {
             "config": candidate.to_dict(),

@@ -101,14 +101,7 @@ def build_summary(
         )
     # Compared candidates first (their speedups come from interleaved runs), then the recorded configuration,
     # then candidates known from the search only (times taken apart, under other machine conditions).
-    ranked = sorted(
-        (c for c in candidates.values() if c["time"] is not None),
-        key=lambda c: (
-            0 if c["method"].startswith("interleaved") else 1 if c["baseline"] else 2,
-            -(c["speedup"] or 0.0),
-            c["time"],
-        ),
-    )
+    ranked = sorted((c for c in candidates.values() if c["time"] is not None), key=rank_key)
     for rank, c in enumerate(ranked, 1):
         c["rank"] = rank
         c["changes"] = _changes(baseline.get("config"), c["config"])
@@ -137,6 +130,13 @@ def build_summary(
         "fastest": ranked[0] if ranked else None,
         "ranking": ranked[:TOP],
     }
+
+
+def rank_key(row: dict[str, Any]) -> tuple[int, float, float]:
+    """The summary's order: compared candidates (fastest speedup first), the recorded configuration, then
+    candidates known from the search only."""
+    group = 0 if row["method"].startswith("interleaved") else 1 if row["baseline"] else 2
+    return group, -(row["speedup"] or 0.0), row["time"]
 
 
 def choose_best(ranked: list[dict[str, Any]], accept_insignificant: bool = False) -> tuple[dict | None, str]:

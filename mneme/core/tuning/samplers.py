@@ -80,7 +80,7 @@ class Sampler(abc.ABC):
 def create_sampler(spec: str, *, seed: int | None = None, options: Mapping[str, Any] | None = None) -> Sampler:
     """A sampler from ``family[:variant]``, looked up among the sampler plugins."""
     family, _, variant = spec.partition(":")
-    table = plugins.registry("sampler")
+    table = plugins.LazyRegistry("sampler")  # names only: loading every family imports every sampler library
     if family not in table:
         known = ", ".join(sorted(table)) or "none"
         raise UsageError(
@@ -96,8 +96,9 @@ FALLBACK_SAMPLER = "random"
 
 def default_spec() -> str:
     """The default sampler: the first family by name that offers itself (`default_variant`), else random."""
-    for family, cls in sorted(plugins.registry("sampler").items()):
-        variant = getattr(cls, "default_variant", None)
+    table = plugins.LazyRegistry("sampler")  # loaded in name order until one offers itself, not all of them
+    for family in sorted(table):
+        variant = table.declared(family, "default_variant")
         if variant is not None:
             return f"{family}:{variant}" if variant else family
     return FALLBACK_SAMPLER

@@ -1,18 +1,32 @@
 """Search strategies tried offline: a sweep answers for the device (an oracle), with its measured noise.
 
-`simulate` runs one sampler against a `Sweep` as `mneme tune` would run it against a
-device: the sampler proposes, the point's stored times answer (with ``noise``, the median of
-its timed runs drawn again with replacement, so a sampler sees the spread a real run
-shows), duplicates are answered for free and ``budget`` counts distinct configurations.
-Its result says how close the configuration the run would pick comes to the sweep's
-optimum (true medians, not the noisy draws). `compare` repeats that over seeds, samplers
-and budgets and puts intervals on the figures (see docs/design/tuning.md, "Simulation").
+`simulate` runs one sampler against a `Sweep` as `mneme tune` runs it against a device, with
+`mneme tune`'s defaults (`TuneOptions`, read here so the two cannot drift apart):
+
+- the search: the sampler proposes, the point's stored times answer (with ``noise``, an experiment of
+  ``--iterations`` timed runs drawn with replacement from the point's measured runs, and its median: the
+  spread a real run shows), duplicates are answered for free, and so is a configuration that compiled to
+  code measured already in the run (the sweep's ``equivalent_to``: the first one's answer, as the loop
+  does); ``budget`` counts distinct configurations measured; as many experiments are in flight as the loop keeps (one worker and as many
+  prefetched), so the sampler proposes its next point before the last one's answer is in;
+- the end: the ``--retime-top`` leading candidates by search time are each compared with the recorded
+  configuration in interleaved pairs of such experiments (`measure.interleave`, the code `mneme tune`
+  runs), until the interval is narrower than ``--ci-target``; the configuration the run picks is the one
+  ``best.json`` would hold (`report.choose_best`): the fastest candidate significantly faster than the
+  recorded configuration, else the recorded configuration.
+
+Its result says how close that pick comes to the sweep's optimum (true medians, not the noisy draws),
+and how close the fastest configuration by search time alone comes (``search_fraction``: the search's
+quality before the comparison). `compare` repeats that over seeds, samplers and budgets and puts
+intervals on the figures (see docs/design/tuning.md, "Simulation", and docs/design/default-sampler.md).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,13 +36,32 @@ import numpy as np
 from mneme.core.errors import UsageError
 from mneme.core.tuning import stats
 from mneme.core.tuning.loop import MAX_DUPLICATES
+from mneme.core.tuning.measure import interleave
+from mneme.core.tuning.options import TuneOptions
 from mneme.core.tuning.outcome import PENALTY_FACTOR
+from mneme.core.tuning.report import choose_best, rank_key
 from mneme.core.tuning.samplers import create_sampler
 from mneme.core.tuning.space import MAX_SAMPLE_RETRIES
 from mneme.core.tuning.sweep import Sweep
 
 log = logging.getLogger(__name__)
 NEAR = 0.95  # "reached the optimum": within 5% of its time
+
+
+def _tune_default(name: str) -> Any:
+    return attrs.fields_dict(TuneOptions)[name].default
+
+
+@attrs.frozen
+class Protocol:
+    """What `mneme tune` does around the sampler, by default: the options a simulated run follows."""
+
+    iterations: int = _tune_default("iterations")  # timed runs per experiment (their median is its time)
+    in_flight: int = 2  # experiments in flight: one worker, and as many prefetched (`TuneOptions.prefetch`)
+    retime_top: int = _tune_default("retime_top")
+    retime_repeats: int = _tune_default("retime_repeats")
+    ci_target: float = _tune_default("ci_target")
+    accept_insignificant: bool = _tune_default("accept_insignificant")
 
 
 @attrs.define
@@ -40,11 +73,17 @@ class Simulation:
     seed: int
     trials: int = 0  # distinct configurations measured
     duplicates: int = 0
+    equivalent: int = 0  # configurations that compiled to code measured already: answered from it, no budget
     infeasible: int = 0
     missing: int = 0  # proposed configurations the sweep has no measurement of (answered as failures)
-    pick: str = ""  # hash of the configuration with the best observed time
+    pick: str = ""  # hash of the configuration best.json would hold (after the final comparison)
     pick_time: float | None = None  # its true (median) time
     fraction: float = 0.0  # optimum time / pick's true time (1.0: the optimum)
+    search_pick: str = ""  # hash of the configuration with the best observed time during the search
+    search_fraction: float = 0.0  # optimum time / its true time
+    compared: int = 0  # candidates compared with the recorded configuration at the end
+    pairs: int = 0  # interleaved pairs those comparisons took, together
+    decision: str = ""  # why best.json holds the pick (`report.choose_best`)
     reached_at: int | None = None  # distinct trials until a point within NEAR of the optimum was measured
     stop: str = ""
 
@@ -53,9 +92,18 @@ class Simulation:
 
 
 def simulate(
-    sweep: Sweep, sampler_spec: str, budget: int, seed: int = 0, *, noise: bool = True, space: Any = None
+    sweep: Sweep,
+    sampler_spec: str,
+    budget: int,
+    seed: int = 0,
+    *,
+    noise: bool = True,
+    space: Any = None,
+    protocol: Protocol | None = None,
 ) -> Simulation:
-    """Run `sampler_spec` for `budget` distinct configurations against `sweep`."""
+    """Run `sampler_spec` for `budget` distinct configurations against `sweep`, then `mneme tune`'s final
+    comparison (`protocol`, by default `mneme tune`'s defaults)."""
+    protocol = protocol or Protocol()
     space = space if space is not None else sweep.load_space()
     sampler = create_sampler(sampler_spec, seed=seed)
     sampler.bind(space, parallel=1, budget=budget)
@@ -64,49 +112,114 @@ def simulate(
     optimum = sweep.optimum
     run = Simulation(sampler_spec, budget, seed)
     observed: dict[str, float] = {}
+    code: dict[str, float] = {}  # the answer of each code measured (a point's own hash, or its `equivalent_to`)
+    answered: set[str] = set()  # configurations answered from code measured already: no trial of their own
+    running: collections.deque = collections.deque()  # (ask, value) of experiments in flight, oldest first
     streak = infeasible_streak = 0
-    while run.trials < budget:
+    while True:
+        if len(running) >= max(1, protocol.in_flight) or (running and (run.trials >= budget or run.stop)):
+            ask, value = running.popleft()  # the oldest experiment ends (one worker: in order)
+            sampler.tell(ask, value)
+            continue
+        if run.trials >= budget or run.stop:
+            break
         if streak >= MAX_DUPLICATES:
             run.stop = "exhausted"
-            break
+            continue
         if infeasible_streak >= MAX_SAMPLE_RETRIES:
             run.stop = "no feasible point"
-            break
+            continue
         ask = sampler.ask()
         if ask is None:
             run.stop = "exhausted"
-            break
+            continue
         config = space.feasible(space.decode(ask.encoded))
         if config is None:
-            value = penalty
             run.infeasible += 1
             infeasible_streak += 1
             sampler.infeasible(ask.encoded)
-        else:
-            infeasible_streak = 0
-            digest = config.hash()
-            if digest in observed:
-                value = observed[digest]
-                run.duplicates += 1
-                streak += 1
-            else:
-                streak = 0
-                value = _answer(sweep, digest, rng, noise, penalty)
-                if digest not in sweep.points and digest != sweep.baseline_hash:
-                    run.missing += 1
-                observed[digest] = value
-                run.trials += 1
-                true = _true_time(sweep, digest)
-                if run.reached_at is None and true is not None and optimum / true >= NEAR:
-                    run.reached_at = run.trials
-        sampler.tell(ask, value)
-    else:
-        run.stop = "budget"
+            sampler.tell(ask, penalty)
+            continue
+        infeasible_streak = 0
+        digest = config.hash()
+        if digest in observed:  # measured, or in flight (its answer is drawn already): no budget
+            run.duplicates += 1
+            streak += 1
+            sampler.tell(ask, observed[digest])
+            continue
+        point = sweep.points.get(digest)
+        shared = point.equivalent_to if point is not None and point.equivalent_to else digest
+        if shared in code:  # the loop's equivalence: the first experiment's answer, no budget (`TrialLoop.finish`)
+            run.equivalent += 1
+            streak += 1
+            observed[digest] = code[shared]
+            answered.add(digest)
+            running.append((ask, code[shared]))
+            continue
+        streak = 0
+        value = _answer(sweep, digest, rng, noise, penalty, protocol.iterations)
+        if digest not in sweep.points and digest != sweep.baseline_hash:
+            run.missing += 1
+        observed[digest] = code[shared] = value
+        run.trials += 1
+        true = _true_time(sweep, digest)
+        if run.reached_at is None and true is not None and optimum / true >= NEAR:
+            run.reached_at = run.trials
+        running.append((ask, value))
+    run.stop = run.stop or "budget"
     if observed:
-        run.pick = min(observed, key=observed.get)
-        run.pick_time = _true_time(sweep, run.pick)
-        run.fraction = optimum / run.pick_time if run.pick_time else 0.0
+        run.search_pick = min(observed, key=observed.get)
+        search_time = _true_time(sweep, run.search_pick)
+        run.search_fraction = optimum / search_time if search_time else 0.0
+    _finish(run, sweep, {d: v for d, v in observed.items() if d not in answered}, rng, noise, penalty, protocol)
     return run
+
+
+def _finish(
+    run: Simulation,
+    sweep: Sweep,
+    observed: dict[str, float],
+    rng: np.random.Generator,
+    noise: bool,
+    penalty: float,
+    protocol: Protocol,
+) -> None:
+    """`mneme tune`'s end: compare the leading candidates with the recorded configuration, pick as best.json does."""
+    base = sweep.baseline_hash
+    base_value = sweep.baseline.value
+    ok = {d: v for d, v in observed.items() if v < penalty and _true_time(sweep, d) is not None}
+    # `measure.leaders`: the best distinct verified configurations by search time, the baseline aside.
+    leaders = sorted((d for d in ok if d != base), key=lambda d: ok[d])[: protocol.retime_top]
+    confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, len(leaders))
+    rows: dict[str, dict[str, Any]] = {}
+    for digest in leaders:
+        pairs = interleave(
+            lambda: _answer(sweep, base, rng, noise, penalty, protocol.iterations),
+            lambda d=digest: _answer(sweep, d, rng, noise, penalty, protocol.iterations),
+            repeats=protocol.retime_repeats,
+            ci_target=protocol.ci_target,
+            confidence=confidence,
+            out_of_time=lambda: False,  # --measure-time: see docs/design/default-sampler.md, "What is simulated"
+        )
+        run.compared += 1
+        run.pairs += len(pairs.cand)
+        if pairs.interval is not None and pairs.cand:
+            rows[digest] = _row(digest, pairs.interval.ratio, pairs.interval.significant, "interleaved")
+            rows[digest]["time"] = statistics.median(pairs.cand)
+    for digest, value in ok.items():  # known from the search only: an estimate, never a verdict
+        if digest not in rows and digest != base and base_value:
+            rows[digest] = {**_row(digest, base_value / value, False, "search"), "time": value}
+    if base_value is not None:
+        rows[base] = {**_row(base, 1.0, False, "baseline"), "baseline": True, "time": base_value}
+    best, run.decision = choose_best(sorted(rows.values(), key=rank_key), protocol.accept_insignificant)
+    if best is not None:
+        run.pick = best["hash"]
+        run.pick_time = _true_time(sweep, run.pick)
+        run.fraction = sweep.optimum / run.pick_time if run.pick_time else 0.0
+
+
+def _row(digest: str, speedup: float, significant: bool, method: str) -> dict[str, Any]:
+    return {"hash": digest, "speedup": speedup, "significant": significant, "method": method, "baseline": False}
 
 
 def _true_time(sweep: Sweep, digest: str) -> float | None:
@@ -116,8 +229,11 @@ def _true_time(sweep: Sweep, digest: str) -> float | None:
     return point.value if point is not None and point.ok else None
 
 
-def _answer(sweep: Sweep, digest: str, rng: np.random.Generator, noise: bool, penalty: float) -> float:
-    """What a run of the configuration would report: the median of its timed runs, drawn again when `noise`."""
+def _answer(
+    sweep: Sweep, digest: str, rng: np.random.Generator, noise: bool, penalty: float, iterations: int = 3
+) -> float:
+    """What an experiment of the configuration would report: the median of `iterations` timed runs, drawn
+    with replacement from the point's measured runs when `noise`, else the point's median."""
     point = sweep.points.get(digest)
     if digest == sweep.baseline_hash:
         times, value = sweep.baseline.times, sweep.baseline.value
@@ -127,7 +243,7 @@ def _answer(sweep: Sweep, digest: str, rng: np.random.Generator, noise: bool, pe
         times, value = point.times, point.value
     if not noise or len(times) < 2:
         return float(value)
-    return float(np.median(rng.choice(times, size=len(times), replace=True)))
+    return float(np.median(rng.choice(times, size=max(1, iterations), replace=True)))
 
 
 # -- comparing samplers --------------------------------------------------------------------------------
@@ -167,11 +283,19 @@ def _wilson(hits: int, n: int) -> tuple[float, float]:
 
 
 def compare(
-    sweep: Sweep, samplers: Sequence[str], budgets: Sequence[str], repeats: int = 20, *, noise: bool = True
+    sweep: Sweep,
+    samplers: Sequence[str],
+    budgets: Sequence[str],
+    repeats: int = 20,
+    *,
+    noise: bool = True,
+    protocol: Protocol | None = None,
 ) -> list[dict[str, Any]]:
-    """Every sampler at every budget, `repeats` seeds each: the fraction of the optimum reached (mean and 95%
-    interval, and median), how often it got within 5% of the optimum (Wilson interval), and the distinct trials
-    that took (median and range over the runs that did)."""
+    """Every sampler at every budget, `repeats` seeds each: the fraction of the optimum that the pick reaches
+    (the configuration best.json would hold; mean and 95% interval, and median), the same for the fastest
+    configuration by search time alone (``search_fraction``), how often the search measured a point within
+    5% of the optimum (Wilson interval), and the distinct trials that took (median and range over the runs
+    that did)."""
     if repeats < 1:
         raise UsageError(f"--repeats must be >= 1, got {repeats}")
     space = sweep.load_space()
@@ -181,7 +305,10 @@ def compare(
         for text in budgets:
             budget = budget_of(text, size)
             try:
-                runs = [simulate(sweep, spec, budget, seed, noise=noise, space=space) for seed in range(repeats)]
+                runs = [
+                    simulate(sweep, spec, budget, seed, noise=noise, space=space, protocol=protocol)
+                    for seed in range(repeats)
+                ]
             except (UsageError, ImportError) as exc:  # a family not installed (one from an extra)
                 if isinstance(exc, UsageError) and "unknown sampler" not in str(exc):
                     raise
@@ -200,6 +327,10 @@ def compare(
                     "fraction": mean,
                     "fraction_ci": [max(0.0, low), min(1.0, high)],
                     "fraction_median": float(np.median(fractions)),
+                    "search_fraction": float(np.mean([r.search_fraction for r in runs])),
+                    "search_fraction_median": float(np.median([r.search_fraction for r in runs])),
+                    "pairs": float(np.median([r.pairs for r in runs])),
+                    "recorded_picked": sum(r.pick == sweep.baseline_hash for r in runs) / len(runs),
                     "reached": len(reached) / len(runs),
                     "reached_ci": [hit_low, hit_high],
                     "trials_needed": float(np.median(reached)) if reached else None,

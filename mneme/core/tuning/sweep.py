@@ -33,6 +33,7 @@ class Point:
     status: str
     times: list[float]
     value: float | None
+    equivalent_to: str | None = None  # the hash whose measurement it shares (compiled to the same code)
 
     @property
     def ok(self) -> bool:
@@ -97,7 +98,7 @@ class Sweep:
         if not record_db.is_absolute():
             record_db = (Path(base) / record_db).resolve()
         points = {
-            digest: Point(p["params"], p["status"], list(p.get("times") or []), p.get("value"))
+            digest: Point(p["params"], p["status"], list(p.get("times") or []), p.get("value"), p.get("equivalent_to"))
             for digest, p in data["points"].items()
         }
         b = data["baseline"]

@@ -79,6 +79,7 @@ class GuidedSampler(Sampler):
         self._told: dict[str, tuple[dict[str, Any], float]] = {}  # key -> (encoded, value)
         self._start: list[dict[str, Any]] = []  # the recorded configuration, then the design, in order
         self._design: list[dict[str, Any]] = []  # the rest of the design, for when the local search runs dry
+        self._anchor: dict[str, Any] | None = None
         self._enumerated = True  # False: the design is a sample of a larger space, which random draws continue
         self.failures = FailureMemory()
         self.note = ""
@@ -101,6 +102,7 @@ class GuidedSampler(Sampler):
         rest = [p for p in points if _key(p) not in ordered]
         random.Random(f"{self.seed}:rest").shuffle(rest)  # for when the local search runs dry (own stream)
         self._start = chosen + design[:count]
+        self._anchor = recorded  # what the local search starts from while no answer is in yet
         self._design = design[count:] + rest
         self.note = (
             f"guided: {'the recorded configuration, ' if recorded is not None else ''}"
@@ -270,6 +272,10 @@ class GuidedSampler(Sampler):
     def _neighbour(self) -> dict[str, Any] | None:
         """An unmeasured feasible neighbour of the best told point that has one, best first."""
         ranked = sorted(self._told.values(), key=lambda item: item[1])
+        if not ranked and self._anchor is not None:
+            # Asked while the first points are still running (the loop prefetches): the recorded launch is the
+            # best bet there is, so search around it rather than far off in the design.
+            ranked = [(self._anchor, math.inf)]
         for encoded, value in ranked:
             if self.failures.is_failure(value):
                 break  # only failures are left: their neighbours are no better bets than the design

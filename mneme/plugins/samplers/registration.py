@@ -2,9 +2,10 @@
 
 Each can be listed, disabled (``mneme -p no:nevergrad``) or replaced by name on its own.
 A family whose library is an extra says so (``mneme_requires``: module -> extra). The
-``optuna`` plugin is also the default result store (`optuna_store`: SQLite, other databases,
-journal files) and draws the study plots (`optuna_plots`); ``-p no:optuna`` leaves tuning
-without a store unless another plugin provides one.
+``optuna`` plugin is also the default result store, Optuna studies (`sqlite_store`: SQLite files, in
+Optuna's tables without importing Optuna; `optuna_store`: other databases, journal files), and draws the
+study plots (`optuna_plots`); ``-p no:optuna`` leaves tuning without a store unless another plugin
+provides one.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ class _OptunaFamily(_Family):
 
     @hookimpl(trylast=True)  # the default store: a plugin that claims a URL decides before it
     def mneme_store_for_url(self, url, study_name, create, heartbeat):
+        from mneme.plugins.samplers import sqlite_store
+
+        # An SQLite file opens without importing Optuna (its tables, through sqlite3: `sqlite_store`), unless it
+        # holds another schema revision than the one that store writes.
+        if sqlite_store.claims(url):
+            store = sqlite_store.SqliteStore.open(url, study_name, create=create, heartbeat=heartbeat)
+            if store is not None:
+                return store
         from mneme.plugins.samplers import optuna_store
 
         if not optuna_store.claims(url):

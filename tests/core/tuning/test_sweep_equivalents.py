@@ -38,8 +38,12 @@ def test_equivalent_configurations_are_exported_with_the_measurement_they_share(
     assert len(points) == 6  # one measured, five that compiled to its code
     measured = [h for h, p in points.items() if "equivalent_to" not in p]
     assert len(measured) == 1
-    for digest, point in points.items():
+    for point in points.values():
         assert point["times"] == points[measured[0]]["times"] and point["status"] == "ok"
     sweep = Sweep.from_dict(data, results)
     run = simulate(sweep, "exhaustive", 6, 0, noise=False)
-    assert run.missing == 0 and run.pick_time == points[measured[0]]["value"]
+    # As in the device search: one experiment, the five others answered from its code without budget (none
+    # missing), and only the measured one is a candidate for the final comparison.
+    assert (run.trials, run.equivalent, run.missing) == (1, 5, 0)
+    assert sweep.points[run.search_pick].value == points[measured[0]]["value"]
+    assert run.compared == 1 and run.pick in (*points, sweep.baseline_hash)

@@ -65,6 +65,19 @@ def test_the_first_point_is_the_recorded_launch(tmp_path):
     assert config.hash() == space.baseline().hash()
 
 
+def test_asked_again_before_any_answer_it_proposes_a_neighbour_of_the_recorded_launch(tmp_path):
+    # `mneme tune` prefetches: the second point is asked while the recorded launch still runs.
+    space = space_of(tmp_path, "quick", block=128)
+    sampler = create_sampler("guided", seed=0)
+    sampler.bind(space, budget=9)  # no space-filling start under 10 trials
+    first, second = sampler.ask().encoded, sampler.ask().encoded
+    changed = {name for name in first if first[name] != second[name]}
+    assert len(changed) == 1, (first, second)
+    (name,) = changed
+    if name == "block_x":  # an ordinal's index: one step along it
+        assert abs(first[name] - second[name]) == 1
+
+
 def test_the_same_seed_proposes_the_same_points_and_other_seeds_other_designs(tmp_path):
     space = space_of(tmp_path, "standard")
     runs = {seed: [e for _, _, e in drive(create_sampler("guided", seed=seed), space, 40)] for seed in (1, 1, 2)}
