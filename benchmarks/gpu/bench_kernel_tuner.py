@@ -65,23 +65,35 @@ def kernel_tuner_side(n: int, iterations: int) -> dict:
     c = np.zeros_like(a)
     args = [a, b, c, np.int32(n)]
     answer = [None, None, a + b, None]
-    started = time.perf_counter()
-    try:
-        results, env = tune_kernel(
-            "vector_add",
-            SOURCE.read_text(),
-            n,
-            args,
-            {"block_size_x": list(BLOCK_SIZES)},
-            lang="cupy",
-            iterations=iterations,
-            answer=answer,
-            strategy="brute_force",
-            verbose=False,
-            quiet=True,
-        )
-    except Exception as exc:  # noqa: BLE001 - whatever Kernel Tuner raises is its side's result
-        return {"error": f"tune_kernel failed: {exc!r}"[:300], "version": kernel_tuner.__version__}
+    # Kernel Tuner's CuPy backend reads the device's UUID through CuPy, which cuts it at a zero byte on some
+    # devices ("bytes is not a 16-char string", H100, 2026-12-06); its own CUDA-Python backend then runs the
+    # same search. The retry starts its clock afresh, with CuPy's context already made (in Kernel Tuner's favour).
+    first_error = None
+    for lang in ("cupy", "nvcuda"):
+        started = time.perf_counter()
+        try:
+            results, env = tune_kernel(
+                "vector_add",
+                SOURCE.read_text(),
+                n,
+                args,
+                {"block_size_x": list(BLOCK_SIZES)},
+                lang=lang,
+                iterations=iterations,
+                answer=answer,
+                strategy="brute_force",
+                verbose=False,
+                quiet=True,
+            )
+            break
+        except Exception as exc:  # noqa: BLE001 - whatever Kernel Tuner raises is its side's result
+            if first_error is None:
+                first_error = f"lang={lang}: {exc!r}"[:300]
+            if lang == "nvcuda":
+                return {
+                    "error": f"tune_kernel failed: {first_error}; lang=nvcuda: {exc!r}"[:600],
+                    "version": kernel_tuner.__version__,
+                }
     wall = time.perf_counter() - started
     configs = [r for r in results if isinstance(r.get("time"), float)]
     # Kernel Tuner's own accounting per configuration (ms): compile, verification, benchmark, framework.
@@ -90,6 +102,8 @@ def kernel_tuner_side(n: int, iterations: int) -> dict:
     best = min(configs, key=lambda r: r["time"]) if configs else None
     return {
         "version": kernel_tuner.__version__,
+        "lang": lang,
+        "cupy_error": first_error,
         "configurations": len(results),
         "valid": len(configs),
         "wall_s": wall,
