@@ -17,31 +17,15 @@ from pathlib import Path
 from mneme.compat.errors import runtime_errors
 from mneme.compat.futures import EvalFuture
 from mneme.compat.recorded_execution import RecordedExecution, mneme_database
-from mneme.compat.replay_executor import WARMUP_RUNS, _core_config, infer_record_id
+from mneme.compat.replay_executor import WARMUP_RUNS, _core_config, infer_record_id, ir_override
 from mneme.compat.spawn import main_hidden
 from mneme.compat.types import ExperimentConfiguration, ExperimentResult
-from mneme.core.errors import MnemeError
 from mneme.compat.worker_handle import TuneWorkerHandle
+from mneme.core.errors import MnemeError
 from mneme.core.workers import TuneWorkerHandle as PoolWorker
 from mneme.core.workers import pop
 
 __all__ = ["AsyncReplayExecutor", "EvalFuture", "TuneWorkerHandle", "ir_override", "pop"]
-
-
-def ir_override(ir: str | os.PathLike | bytes):
-    """The original's IR argument as an `IROverride`: a `Path`, or a string ending in ``.ll``/``.bc``, is a
-    file (read now, within the ``ir_bytes`` limit); any other string is IR text; bytes are IR text or bitcode.
-
-    A file that cannot be read raises a `UsageError` (a `RuntimeError` too) naming it.
-    """
-    from mneme.core.ir_override import IROverride
-
-    if isinstance(ir, IROverride):
-        return ir
-    if isinstance(ir, str) and ir.endswith((".ll", ".bc")):
-        ir = Path(ir)
-    with runtime_errors():
-        return IROverride.of(ir)
 
 
 class AsyncReplayExecutor:

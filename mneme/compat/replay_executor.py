@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import os
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from mneme.compat.errors import runtime_errors
@@ -42,6 +43,22 @@ def infer_record_id(records: RecordedExecution, record_db: str, record_id: str |
     if record_id not in records:
         raise RuntimeError(f"{record_db} has no kernel instance {record_id!r}; its ids: {', '.join(records)}")
     return record_id
+
+
+def ir_override(ir: str | os.PathLike | bytes):
+    """The original's IR argument as an `IROverride`: a `Path`, or a string ending in ``.ll``/``.bc``, is a
+    file (read now, within the ``ir_bytes`` limit); any other string is IR text; bytes are IR text or bitcode.
+
+    A file that cannot be read raises a `UsageError` (a `RuntimeError` too) naming it.
+    """
+    from mneme.core.ir_override import IROverride
+
+    if isinstance(ir, IROverride):
+        return ir
+    if isinstance(ir, str) and ir.endswith((".ll", ".bc")):
+        ir = Path(ir)
+    with runtime_errors():
+        return IROverride.of(ir)
 
 
 class BaseExecutor:
@@ -124,7 +141,6 @@ class BaseExecutor:
         IR that cannot be read, parsed or verified, lacks the kernel or changes its parameters raises a
         `RuntimeError` naming it (the original's worker process died on it).
         """
-        from mneme.compat.async_executor import ir_override
         from mneme.core.ir_override import link_override
         from mneme.llvm.module import adopt_module
 

@@ -97,6 +97,12 @@ _VARS = [
     EnvVar("MNEME_RECORD_TIMING_GATE", "1", "0: do not hold a timed launch's stream until it is queued", "recorder"),
     EnvVar("MNEME_RECORD_TIMING_EXCLUSIVE", "1", "0: timed launches may overlap other work on the device", "recorder"),
     EnvVar("MNEME_RECORD_TIMING_FLUSH", "1", "0: do not evict the L2 cache before a timed launch", "recorder"),
+    EnvVar(
+        "MNEME_RECORD_GRAPHS",
+        "1",
+        "0: run every graph launch as a graph (its kernels counted, not recorded)",
+        "recorder",
+    ),
     EnvVar("MNEME_RECORD_COMPRESSION", "lz4", "snapshot codec: lz4, zstd or none (`--compression`)", "recorder"),
     EnvVar("MNEME_RECORD_ZSTD_LEVEL", "", "zstd level of recorded snapshots", "recorder"),
     EnvVar(

@@ -527,7 +527,9 @@ def test_tune_prints_no_optuna_lines_unless_verbose_and_writes_results_with_the_
         assert (tmp_path / "q" / name).stat().st_mode & 0o777 == 0o664, name
     verbose = tune("-v", results=tmp_path / "v")
     assert verbose.returncode == 0, verbose.stderr
-    assert "A new study created" in verbose.stderr
+    # -v lets the library's own lines through (the results folder's study.db is written without Optuna, so its
+    # "A new study created" line is gone; CMA-ES's note on the categorical axis is Optuna's sampler speaking).
+    assert "sampled independently" in verbose.stderr, verbose.stderr
 
 
 def test_a_sweep_file_with_an_unknown_key_is_refused(tmp_path):

@@ -94,6 +94,7 @@ class OptunaSampler(Sampler):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             self._study = optuna.create_study(direction="minimize", sampler=self._build())
+        logs.quiet_third_party("optuna")  # back to -q/-v's level: the samplers' own warnings follow it
 
     def ask(self) -> Ask:
         assert self._study is not None, "bind() first"
