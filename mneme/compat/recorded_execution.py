@@ -218,6 +218,36 @@ def _sibling_layout(snap) -> list[tuple[int, int]] | None:
 class RecordedExecution(MutableMapping):
     """One kernel's recording database with the original's fields; a mapping over its instances."""
 
+    class UnrecordedInstance:
+        """A launch context the recorder counted but did not snapshot (the current original's
+        `UnrecordedInstances`): its geometry, shared memory and how often it ran."""
+
+        def __init__(self, block_dim: dim3, grid_dim: dim3, shared_mem: int, occ: int):
+            self.block_dim = dim3.of(block_dim)
+            self.grid_dim = dim3.of(grid_dim)
+            self.shared_mem = shared_mem
+            self.occ = occ
+
+        def __str__(self) -> str:
+            return f"Grid:{self.grid_dim}, BlockDim: {self.block_dim}, Shared Memory {self.shared_mem}"
+
+        def to_dict(self) -> dict[str, Any]:
+            return {
+                "BlockDims": self.block_dim.to_dict(),
+                "GridDims": self.grid_dim.to_dict(),
+                "Occurrences": self.occ,
+                "SharedMem": self.shared_mem,
+            }
+
+        @classmethod
+        def from_dict(cls, data: dict[str, Any]) -> RecordedExecution.UnrecordedInstance:
+            return cls(
+                dim3.from_dict(data["BlockDims"]),
+                dim3.from_dict(data["GridDims"]),
+                int(data.get("SharedMem", 0)),
+                int(data.get("Occurrences", 0)),
+            )
+
     class KernelInstance:
         """One dynamic launch context, with the original's fields; `prologue`/`epilogue` are stable handles."""
 
@@ -287,6 +317,8 @@ class RecordedExecution(MutableMapping):
         source_md5: str | None = None,
         source_line: int | None = None,
         source_end_line: int | None = None,
+        total_launches: int | None = None,
+        unrecorded_instances: dict[str, RecordedExecution.UnrecordedInstance] | None = None,
     ):
         self.static_hash = static_hash
         self.kernel_name = kernel_name
@@ -304,6 +336,10 @@ class RecordedExecution(MutableMapping):
         self.source_md5 = source_md5
         self.source_line = source_line
         self.source_end_line = source_end_line
+        #: The current original's launch counts: every launch of the kernel, and the argument sets it did not
+        #: record. None for Mneme's own recordings, whose recorder reports unrecorded launches in `mneme record`.
+        self.total_launches = total_launches
+        self.unrecorded_instances = dict(unrecorded_instances or {})
         self._source_read = source_line is not None  # else the IR's debug info is asked, once
         self._link_mod = None
         #: The Mneme-format database this one replays from (set by `from_json`).
@@ -378,6 +414,14 @@ class RecordedExecution(MutableMapping):
                 )
                 if value is not None
             },
+            **(
+                {
+                    "TotalLaunches": self.total_launches,
+                    "UnrecordedInstances": {k: v.to_dict() for k, v in self.unrecorded_instances.items()},
+                }
+                if self.total_launches is not None
+                else {}
+            ),
             "VASize": self.va_size,
             "VAddr": self.va_addr,
             "instances": {k: v.to_dict() for k, v in self.items()},
@@ -436,11 +480,14 @@ class RecordedExecution(MutableMapping):
             out.source_file, out.source_copy, out.source_md5 = source.source_file, source.source_copy, source.source_md5
             out.source_line, out.source_end_line = source.source_line, source.source_end_line
             out._source_read = True
+        counts = _original_launch_counts(Path(fn))
+        if counts is not None:
+            out.total_launches, out.unrecorded_instances = counts
         return out
 
 
-def _original_source_keys(path: Path) -> SourceInfo | None:
-    """The `Source*` keys of an original database (its `SourceCopy` relative to its folder); None for Mneme's."""
+def _original_database(path: Path) -> dict | None:
+    """An original database's JSON; None for Mneme's (a folder, or a file in Mneme's layout) or an unreadable one."""
     from mneme.compat import original_format as fmt
     from mneme.core import limits
     from mneme.core.errors import MnemeError
@@ -451,7 +498,32 @@ def _original_source_keys(path: Path) -> SourceInfo | None:
         data = limits.load_json(limits.read_text(path, "recording database"), path)
     except MnemeError:
         return None
-    if not (isinstance(data, dict) and fmt.is_original_database(data)):
+    return data if isinstance(data, dict) and fmt.is_original_database(data) else None
+
+
+def _original_launch_counts(path: Path) -> tuple[int, dict] | None:
+    """The current original's `TotalLaunches` and `UnrecordedInstances` of an original database; None without them.
+
+    A malformed entry raises `RuntimeError` naming the file and the key, as the original's reader would fail."""
+    data = _original_database(path)
+    if data is None or "TotalLaunches" not in data:
+        return None
+    total, unrecorded = data["TotalLaunches"], data.get("UnrecordedInstances", {})
+    if not isinstance(total, int) or isinstance(total, bool) or total < 0 or not isinstance(unrecorded, dict):
+        raise RuntimeError(f"{path}: TotalLaunches must be a count and UnrecordedInstances an object")
+    out = {}
+    for key, entry in unrecorded.items():
+        try:
+            out[key] = RecordedExecution.UnrecordedInstance.from_dict(entry)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RuntimeError(f"{path}: UnrecordedInstances[{key!r}] is malformed ({exc!r})") from exc
+    return total, out
+
+
+def _original_source_keys(path: Path) -> SourceInfo | None:
+    """The `Source*` keys of an original database (its `SourceCopy` relative to its folder); None for Mneme's."""
+    data = _original_database(path)
+    if data is None:
         return None
 
     def text(key: str) -> str | None:
