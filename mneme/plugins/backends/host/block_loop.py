@@ -37,6 +37,20 @@ TID_PARAMS = ("%__mneme_tid_x", "%__mneme_tid_y", "%__mneme_tid_z", "%__mneme_li
 CTAID_PARAM = "%__mneme_ctaid_x"
 
 
+def block_extent_loads() -> list[str]:
+    """IR lines of an entry that load the launch context (``%ctx``) and the block's extent from it
+    (``%ntx``, ``%nty``, ``%ntz``)."""
+    return [
+        "  %ctx = call ptr @__mneme_ctx()",
+        f"  %ntxp = getelementptr i8, ptr %ctx, i64 {CTX_NTID}",
+        f"  %ntyp = getelementptr i8, ptr %ctx, i64 {CTX_NTID + 4}",
+        f"  %ntzp = getelementptr i8, ptr %ctx, i64 {CTX_NTID + 8}",
+        "  %ntx = load i32, ptr %ntxp, align 4",
+        "  %nty = load i32, ptr %ntyp, align 4",
+        "  %ntz = load i32, ptr %ntzp, align 4",
+    ]
+
+
 def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = False) -> tuple[str, bool, bool]:
     """Pass the thread index (and the block's x index) to the kernel as parameters, when only the kernel reads it.
 
@@ -112,18 +126,11 @@ def entry(
     and scalar epilogues: a 16-thread row (a 16x16 tile) is one masked step (tile saxpy at 2^20:
     1.3x). Long rows keep the unmasked loop, which a masked one slowed (the stencil: 1.5x).
     """
-    ntid = CTX_NTID
     body, call_args = unpacked[0], list(unpacked[1])
     lines = [f"define void @{ENTRY}(ptr %args) {{", "entry:", *body]
     call_args += ["i32 %x", "i32 %y", "i32 %z", "i32 %lin", "i32 %bx"]
     lines += [
-        "  %ctx = call ptr @__mneme_ctx()",
-        f"  %ntxp = getelementptr i8, ptr %ctx, i64 {ntid}",
-        f"  %ntyp = getelementptr i8, ptr %ctx, i64 {ntid + 4}",
-        f"  %ntzp = getelementptr i8, ptr %ctx, i64 {ntid + 8}",
-        "  %ntx = load i32, ptr %ntxp, align 4",
-        "  %nty = load i32, ptr %ntyp, align 4",
-        "  %ntz = load i32, ptr %ntzp, align 4",
+        *block_extent_loads(),
         f"  %bxp = getelementptr i8, ptr %ctx, i64 {CTX_CTAID}",
         "  %bx0 = load i32, ptr %bxp, align 4",
     ]

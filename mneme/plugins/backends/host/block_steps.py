@@ -123,7 +123,6 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
 def _entry(kernel_name: str, params, markable: dict[int, bool], md: int) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references."""
     body, call_args = retarget.unpack_args(params)
-    ntid = block_loop.CTX_NTID
     kernel = symbol_ref(kernel_name)
     args = ", ".join(call_args)
     sep = ", " if args else ""
@@ -131,13 +130,7 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int) -> tupl
         f"define void @{retarget.ENTRY}(ptr %args) {{",
         "entry:",
         *body,
-        "  %ctx = call ptr @__mneme_ctx()",
-        f"  %ntxp = getelementptr i8, ptr %ctx, i64 {ntid}",
-        f"  %ntyp = getelementptr i8, ptr %ctx, i64 {ntid + 4}",
-        f"  %ntzp = getelementptr i8, ptr %ctx, i64 {ntid + 8}",
-        "  %ntx = load i32, ptr %ntxp, align 4",
-        "  %nty = load i32, ptr %ntyp, align 4",
-        "  %ntz = load i32, ptr %ntzp, align 4",
+        *block_loop.block_extent_loads(),
         f"  %bxp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_CTAID}",
         "  %bx = load i32, ptr %bxp, align 4",
         "  %nxy = mul i32 %ntx, %nty",

@@ -407,20 +407,13 @@ def _terminator(line: str, number: dict[str, int], n: int) -> tuple[list[str], s
 def _entry(kernel_name: str, params, lanes: int, runs: bool) -> str:
     """``__mneme_entry(args)``: the block's threads in groups of `lanes`, in linear order (with `runs`, for each
     block of the run in turn; see `block_loop.entry`)."""
-    ntid = block_loop.CTX_NTID
     body, call_args = retarget.unpack_args(params)
     call_args += ["i32 %l0", "i32 %cnt", "i32 %ntx", "i32 %nty", "i32 %bx"]
     lines = [
         f"define void @{retarget.ENTRY}(ptr %args) {{",
         "entry:",
         *body,
-        "  %ctx = call ptr @__mneme_ctx()",
-        f"  %ntxp = getelementptr i8, ptr %ctx, i64 {ntid}",
-        f"  %ntyp = getelementptr i8, ptr %ctx, i64 {ntid + 4}",
-        f"  %ntzp = getelementptr i8, ptr %ctx, i64 {ntid + 8}",
-        "  %ntx = load i32, ptr %ntxp, align 4",
-        "  %nty = load i32, ptr %ntyp, align 4",
-        "  %ntz = load i32, ptr %ntzp, align 4",
+        *block_loop.block_extent_loads(),
         "  %nxy = mul i32 %ntx, %nty",
         "  %n = mul i32 %nxy, %ntz",
         f"  %bxp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_CTAID}",
