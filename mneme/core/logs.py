@@ -9,10 +9,12 @@ Library users who never call `configure` keep their own logging untouched.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
 import warnings
+from collections.abc import Iterator
 
 # The libraries whose INFO lines and warnings are noise to a user of `mneme` unless -v; the
 # modules that drive a library add it with `third_party` (the result store, sampler plugins).
@@ -22,6 +24,7 @@ _WARNERS: list[str] = []
 
 _state: dict[str, int] = {}
 _patterns: set[str] = set()  # the warnings filters `configure` added
+_held: dict[str, int] = {}  # library logger -> the level a collector holds it at (`holding_level`)
 
 
 def third_party(*names: str, warns: bool = False) -> None:
@@ -35,7 +38,7 @@ def third_party(*names: str, warns: bool = False) -> None:
     verbosity = _state.get("verbosity")
     if verbosity is not None:
         for name in names:
-            logging.getLogger(name).setLevel(_third_party_level(verbosity))
+            logging.getLogger(name).setLevel(_third_party_level(verbosity, name))
         if warns:
             _filter_warnings(verbosity)
 
@@ -75,7 +78,7 @@ def configure(verbosity: int, console=None) -> None:
     handler.addFilter(EscapingFilter())  # names from recordings reach log messages as arguments
     logging.basicConfig(level=level_for(verbosity), handlers=[handler], force=True)
     for name in THIRD_PARTY:
-        logging.getLogger(name).setLevel(_third_party_level(verbosity))
+        logging.getLogger(name).setLevel(_third_party_level(verbosity, name))
     # A later configure(1) in the same process (tests, notebooks) shows the warnings again.
     _filter_warnings(verbosity)
 
@@ -139,9 +142,32 @@ def quiet_third_party(name: str) -> None:
     """
     verbosity = _state.get("verbosity")
     if verbosity is not None and name in sys.modules:
-        logging.getLogger(name).setLevel(_third_party_level(verbosity))
+        logging.getLogger(name).setLevel(_third_party_level(verbosity, name))
 
 
-def _third_party_level(verbosity: int) -> int:
-    """Libraries' own warnings are silenced too unless -v: Mneme reports what matters itself."""
+def _third_party_level(verbosity: int, name: str | None = None) -> int:
+    """Libraries' own warnings are silenced too unless -v: Mneme reports what matters itself (or a caller
+    collecting `name`'s records holds its level: `holding_level`)."""
+    if name in _held:
+        return _held[name]
     return level_for(verbosity) if verbosity >= 1 else logging.ERROR
+
+
+@contextlib.contextmanager
+def holding_level(names: tuple[str, ...], level: int) -> Iterator[None]:
+    """While inside, the loggers of libraries `names` stay at `level`, whatever -q/-v say and whoever
+    re-applies them (a library imported meanwhile, a sampler re-quieting its logger): for a caller that
+    collects their records instead of printing them (`mneme samplers compare`). Restored on exit."""
+    saved = {name: (logging.getLogger(name).level, _held.get(name)) for name in names}
+    for name in names:
+        _held[name] = level
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, (before, held) in saved.items():
+            if held is None:
+                _held.pop(name, None)
+            else:
+                _held[name] = held
+            logging.getLogger(name).setLevel(before)

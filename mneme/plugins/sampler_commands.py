@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from mneme.core import logs
 from mneme.core.errors import EXIT_CODES_HELP, UsageError
 
 DEFAULT_SAMPLERS = "guided,optuna:tpe,nevergrad:NGOpt,random"
@@ -45,7 +46,7 @@ def collected_warnings() -> Iterator[Counter]:
         logger.addHandler(handler)
         logger.propagate = False
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, logs.holding_level(THIRD_PARTY_LOGGERS, logging.WARNING):
             warnings.simplefilter("always")
             yield counts
         for w in caught:
