@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import struct
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
+from host_launches import launch, retargeted
 from irbuild import build_cuda_ir
 
-from mneme.core.types import ExperimentConfiguration
-from mneme.plugins.backends.host import backend as host_backend
-from mneme.plugins.backends.host import block_steps, machine, retarget
-from mneme.plugins.backends.host.backend import HostBackend
+from mneme.plugins.backends.host import block_steps
 
 BASE = 0x7E6000000000
 X, Y = BASE, BASE + (16 << 20)
@@ -83,29 +80,13 @@ def module_text(tmp_path_factory):
 
 
 def _block_step_text(text: str, kernel: str) -> str | None:
-    tm = machine.pipeline_machine(3)
-    pruned, _ = host_backend.pruned_and_checked(llvm.parse_assembly(text), kernel, tm)
-    host = retarget.retarget(pruned, kernel, llvm.get_process_triple(), str(tm.target_data))
+    host = retargeted(text, kernel)
     return block_steps.to_block_steps(host.text, kernel, host.params, host.static_shared)
 
 
 def _run(text, kernel, grid, block, buffers, args):
     """(the runtime's mode, the buffers' contents after the launch)."""
-    binary = HostBackend().compile(
-        llvm.parse_assembly(text), kernel, ExperimentConfiguration(grid=1, block=1), "x86_64"
-    )
-    dev = HostBackend().open_device(0)
-    try:
-        dev.reserve(BASE, 1 << 28)
-        loaded = dev.load(binary)
-        for k, data in enumerate(buffers):
-            dev.map(BASE + k * (16 << 20), data.nbytes)
-            dev.write(BASE + k * (16 << 20), data.tobytes())
-        dev.launch(loaded, grid, block, 0, args)
-        out = [np.frombuffer(dev.read(BASE + k * (16 << 20), d.nbytes), d.dtype).copy() for k, d in enumerate(buffers)]
-        return loaded.mode, out
-    finally:
-        dev.close()
+    return launch(text, kernel, grid, block, buffers, args, BASE)
 
 
 def _both(monkeypatch, *run_args):

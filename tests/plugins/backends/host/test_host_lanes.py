@@ -9,12 +9,12 @@ import struct
 import llvmlite.binding as llvm
 import numpy as np
 import pytest
+from host_launches import launch, retargeted
 from irbuild import build_cuda_ir
 
 from mneme.core.errors import ExperimentError
 from mneme.core.types import ExperimentConfiguration
-from mneme.plugins.backends.host import backend as host_backend
-from mneme.plugins.backends.host import grid_stride, lanes, machine, retarget
+from mneme.plugins.backends.host import grid_stride, lanes
 from mneme.plugins.backends.host.backend import HostBackend
 
 BASE = 0x7E3000000000
@@ -96,28 +96,13 @@ def device():
 
 
 def _lockstep_text(text: str, kernel: str) -> str | None:
-    tm = machine.pipeline_machine(3)
-    pruned, _ = host_backend.pruned_and_checked(llvm.parse_assembly(text), kernel, tm)
-    host = retarget.retarget(pruned, kernel, llvm.get_process_triple(), str(tm.target_data))
+    host = retargeted(text, kernel)
     return lanes.to_lanes(host.text, kernel, host.params, lanes.DEFAULT_WIDTH)
 
 
 def _run(text: str, kernel: str, grid, block, buffers: list[np.ndarray], args: bytes) -> list[np.ndarray]:
     """Launch `kernel` on a fresh device with `buffers` at BASE + k * 16 MiB; returns their contents afterwards."""
-    binary = HostBackend().compile(
-        llvm.parse_assembly(text), kernel, ExperimentConfiguration(grid=1, block=1), "x86_64"
-    )
-    dev = HostBackend().open_device(0)
-    try:
-        dev.reserve(BASE, 1 << 28)
-        loaded = dev.load(binary)
-        for k, data in enumerate(buffers):
-            dev.map(BASE + k * (16 << 20), data.nbytes)
-            dev.write(BASE + k * (16 << 20), data.tobytes())
-        dev.launch(loaded, grid, block, 0, args)
-        return [np.frombuffer(dev.read(BASE + k * (16 << 20), d.nbytes), d.dtype).copy() for k, d in enumerate(buffers)]
-    finally:
-        dev.close()
+    return launch(text, kernel, grid, block, buffers, args, BASE)[1]
 
 
 def _both(monkeypatch, *run_args) -> tuple[list[np.ndarray], list[np.ndarray]]:
