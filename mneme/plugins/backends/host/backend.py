@@ -8,6 +8,7 @@ import os
 import platform
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import llvmlite
@@ -138,62 +139,53 @@ def _check_externals(module: Any, kernel_name: str) -> None:
         )
 
 
+def _verified_form(kernel_name: str, form: str, build: Callable[[], str | None]) -> str | None:
+    """`build()`'s text of a faster form of the kernel, verified; None where the form declines it or fails to
+    build (logged: the kernel keeps a more general form)."""
+    try:
+        text = build()
+        if text is not None:
+            machine.binding().parse_assembly(text).verify()
+        return text
+    except Exception as exc:  # noqa: BLE001 - any surprise keeps the more general form
+        log.info("kernel %r: the %s did not apply (%s)", kernel_name, form, exc)
+        return None
+
+
 def _step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The kernel as a step function (see `steps`), or None to keep fibers."""
-    llvm = machine.binding()
-    try:
-        text = steps.to_steps(host.text, kernel_name, host.params, host.static_shared)
-        if text is not None:
-            llvm.parse_assembly(text).verify()
-        return text
-    except Exception as exc:  # noqa: BLE001 - any surprise keeps the general (fiber) form
-        log.info("kernel %r keeps fibers: the step form did not apply (%s)", kernel_name, exc)
-        return None
+    return _verified_form(
+        kernel_name, "step form", lambda: steps.to_steps(host.text, kernel_name, host.params, host.static_shared)
+    )
 
 
 def _block_step_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The step form run a block per call, its passes in IR (see `block_steps`), or None."""
     if not block_steps.enabled():
         return None
-    llvm = machine.binding()
-    try:
-        text = block_steps.to_block_steps(host.text, kernel_name, host.params, host.static_shared)
-        if text is not None:
-            llvm.parse_assembly(text).verify()
-        return text
-    except Exception as exc:  # noqa: BLE001 - any surprise keeps the step form
-        log.info("kernel %r: the block step form did not apply (%s)", kernel_name, exc)
-        return None
+    return _verified_form(
+        kernel_name,
+        "block step form",
+        lambda: block_steps.to_block_steps(host.text, kernel_name, host.params, host.static_shared),
+    )
 
 
 def _flat_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The block loop with its grid-stride loop run as a plain loop (see `grid_stride`), or None."""
     if not grid_stride.enabled():
         return None
-    llvm = machine.binding()
-    try:
-        text = grid_stride.to_flat(host.text, kernel_name, host.params, bool(host.flags & retarget.FLAG_BLOCK_RUNS))
-        if text is not None:
-            llvm.parse_assembly(text).verify()
-        return text
-    except Exception as exc:  # noqa: BLE001 - any surprise keeps the other forms
-        log.info("kernel %r: the flat grid-stride form did not apply (%s)", kernel_name, exc)
-        return None
+    runs = bool(host.flags & retarget.FLAG_BLOCK_RUNS)
+    return _verified_form(
+        kernel_name, "flat grid-stride form", lambda: grid_stride.to_flat(host.text, kernel_name, host.params, runs)
+    )
 
 
 def _lane_form(host: retarget.HostModule, kernel_name: str) -> str | None:
     """The block loop with its threads in lockstep groups (see `lanes`), or None to keep thread after thread."""
-    llvm = machine.binding()
-    try:
-        text = lanes.to_lanes(
-            host.text, kernel_name, host.params, lanes.width(), bool(host.flags & retarget.FLAG_BLOCK_RUNS)
-        )
-        if text is not None:
-            llvm.parse_assembly(text).verify()
-        return text
-    except Exception as exc:  # noqa: BLE001 - any surprise keeps the thread-after-thread loop
-        log.info("kernel %r runs thread after thread: the lockstep form did not apply (%s)", kernel_name, exc)
-        return None
+    runs = bool(host.flags & retarget.FLAG_BLOCK_RUNS)
+    return _verified_form(
+        kernel_name, "lockstep form", lambda: lanes.to_lanes(host.text, kernel_name, host.params, lanes.width(), runs)
+    )
 
 
 class HostBackend(Backend):
