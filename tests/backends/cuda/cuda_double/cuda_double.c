@@ -13,11 +13,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-struct double_kernel {
-    const char *name;
-    int params;                  /* each 8 bytes */
-    void (*host)(void **params); /* what a launch runs; NULL: nothing */
-};
+#include "cuda_double.h"
 
 static long launches, resets;
 

@@ -15,11 +15,7 @@
 #define API __attribute__((visibility("default")))
 #define MAX_PARAMS 16
 
-struct double_kernel {
-    const char *name;
-    int params; /* each 8 bytes */
-    void (*host)(void **params);
-};
+#include "cuda_double.h"
 
 CUresult double_run_kernel(CUfunction f, void **params); /* cuda_double.c */
 

@@ -26,11 +26,7 @@
 #define N 256
 #define LAUNCHES 3
 
-struct double_kernel {
-    const char *name;
-    int params;
-    void (*host)(void **params);
-};
+#include "cuda_double.h"
 
 static void scale(void **params) {
     float *x = *(float **)params[0];

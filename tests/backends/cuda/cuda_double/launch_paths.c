@@ -10,11 +10,7 @@
 
 #define LAUNCHES 3
 
-struct double_kernel {
-    const char *name;
-    int params;
-    void (*host)(void **params); /* none here: the launches only count */
-};
+#include "cuda_double.h" /* no `host` here: the launches only count */
 
 typedef CUresult (*getproc_t)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*launch_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,

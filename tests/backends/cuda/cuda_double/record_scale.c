@@ -7,11 +7,7 @@
 
 #define N 1024
 
-struct double_kernel {
-    const char *name;
-    int params;
-    void (*host)(void **params);
-};
+#include "cuda_double.h"
 
 static void scale(void **params) {
     float *x = *(float **)params[0];
