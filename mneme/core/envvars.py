@@ -98,6 +98,12 @@ _VARS = [
     EnvVar("MNEME_RECORD_TIMING_EXCLUSIVE", "1", "0: timed launches may overlap other work on the device", "recorder"),
     EnvVar("MNEME_RECORD_TIMING_FLUSH", "1", "0: do not evict the L2 cache before a timed launch", "recorder"),
     EnvVar(
+        "MNEME_RECORD_RETIME",
+        "0",
+        "1: run and time each recorded launch again from its restored prologue, then restore its results",
+        "recorder",
+    ),
+    EnvVar(
         "MNEME_RECORD_GRAPHS",
         "1",
         "0: run every graph launch as a graph (its kernels counted, not recorded)",

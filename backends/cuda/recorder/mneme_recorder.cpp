@@ -26,7 +26,8 @@
 //    until it ends; MNEME_RECORD_TIMING_EXCLUSIVE=0: not): by the GPU's own kernel timestamps
 //    (CUPTI activity records, libcupti opened at run time: MNEME_RECORD_TIMER=auto|cupti|events,
 //    MNEME_CUPTI_LIB), else with events on the application's stream, behind a gate that holds the
-//    stream until both events and the kernel are queued.
+//    stream until both events and the kernel are queued. MNEME_RECORD_RETIME=1: the recorded launch
+//    runs and is timed once more from its restored prologue, then its epilogue is restored (parts/retime.h).
 //  * Records kernel nodes of CUDA graphs: a graph launch that holds one still to record runs node by
 //    node on its stream, the kernels through the launch path above (parts/graphs.h, graph_updates.h,
 //    graph_launch.h).
@@ -100,6 +101,7 @@ namespace {
 #include "parts/placement.h"
 #include "parts/modules.h"
 #include "parts/launches.h"
+#include "parts/retime.h"
 #include "parts/record.h"
 #include "parts/wrappers.h"
 #include "parts/stream_capture.h"

@@ -129,10 +129,20 @@ def in_application(
 
 def recorded_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
     """(kernel, instance key) -> (seconds, cache state) of the recorded launch itself, as the recorder timed it."""
+    return _cached_times(raw_dir, "recorded_time")
+
+
+def retimed_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
+    """(kernel, instance key) -> (seconds, cache state) of the recorded launch run and timed a second time, from
+    its restored prologue (MNEME_RECORD_RETIME=1; counts files without it have none)."""
+    return _cached_times(raw_dir, "retimed_time")
+
+
+def _cached_times(raw_dir: Path, field: str) -> dict[tuple[str, str], tuple[float, str]]:
     out: dict[tuple[str, str], tuple[float, str]] = {}
     for path, data in _counts_files(raw_dir):
         for kernel, entry in data.get("kernels", {}).items():
-            for key, timing in (entry.get("recorded_time") or {}).items():
+            for key, timing in (entry.get(field) or {}).items():
                 seconds = timing.get("seconds") if isinstance(timing, dict) else None
                 cache = timing.get("cache") if isinstance(timing, dict) else None
                 if (
@@ -144,7 +154,7 @@ def recorded_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
                     raise FormatError(
                         path,
                         f"expected {{'seconds': > 0, 'cache': 'flushed' or 'warm'}}, got {timing!r}"[:200],
-                        field=f"kernels.{kernel}.recorded_time.{key}",
+                        field=f"kernels.{kernel}.{field}.{key}",
                     )
                 out[(kernel, key)] = (float(seconds), cache)
     return out

@@ -182,8 +182,9 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
         [program(folder, "record_scale")], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
-    statuses, placed = proc.stdout.splitlines()
+    statuses, placed, runs = proc.stdout.splitlines()
     assert statuses == "0 0 0 0" and placed == f"{hex(recorder.DEFAULT_VA_BASE)} 60"  # 1 * 2 * 2 * 3 * 5
+    assert runs == "1 2 4 12"  # each launch ran once
     recorded = launches(recorder.FORMAT, raw)
     assert [(m["kernel"], m["occurrence"]) for _, m in recorded] == [("scale", 0), ("scale", 2)]
     i = np.arange(1024, dtype=np.float32)
@@ -198,6 +199,69 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
     assert {key: cache for (_, key), (_, cache) in recorded_times(raw).items()} == {
         keys[0]: "flushed",
         keys[1]: "flushed",
+    }
+    (path,) = raw.glob("counts-*.json")
+    assert "retimed_time" not in json.loads(path.read_text())["kernels"]["scale"]  # MNEME_RECORD_RETIME is off
+
+
+def _record_scale(double, raw: Path, **extra: str) -> tuple[list[str], dict]:
+    """record_scale.c under the recorder (MNEME_RECORD_MAX=2): its output lines and its counts file."""
+    folder, library = double
+    raw.mkdir()
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": str(folder),
+        "LD_PRELOAD": str(library),
+        "MNEME_RECORD_DIR": str(raw),
+        "MNEME_RECORD_MAX": "2",
+        "MNEME_RECORD_TIMER": "events",
+        **extra,
+    }
+    proc = subprocess.run(
+        [program(folder, "record_scale")], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    (counts,) = raw.glob("counts-*.json")
+    return proc.stdout.splitlines(), json.loads(counts.read_text())
+
+
+def test_retime_runs_each_recorded_launch_again_from_its_prologue_and_leaves_the_application_its_results(
+    double, tmp_path
+):
+    """MNEME_RECORD_RETIME=1: the recorded launch runs a second time on its restored prologue, timed from a
+    flushed L2, and the application then finds what its own launch left (x scaled once, not twice)."""
+    from mneme.core.recorder.rawdir import launches, recorded_times, retimed_times
+    from mneme.core.snapshot import Snapshot
+
+    raw = tmp_path / "raw"
+    (statuses, placed, runs), counts = _record_scale(double, raw, MNEME_RECORD_RETIME="1")
+    assert statuses == "0 0 0 0" and placed == f"{hex(recorder.DEFAULT_VA_BASE)} 60"  # as without the retime
+    # The recorded launches (x[1] = 1, then 4) each ran again on the same input; the repeat and 5 did not.
+    assert runs == "1 1 2 4 4 12"
+    recorded = launches(recorder.FORMAT, raw)
+    i = np.arange(1024, dtype=np.float32)
+    for (launch, _), (before, after) in zip(recorded, [(1, 2), (4, 12)], strict=True):  # snapshots unchanged
+        with Snapshot.open(launch / "prologue.mneme") as pro, Snapshot.open(launch / "epilogue.mneme", base=pro) as epi:
+            assert np.array_equal(np.frombuffer(pro.read_region(recorder.DEFAULT_VA_BASE), np.float32), before * i)
+            assert np.array_equal(np.frombuffer(epi.read_region(recorder.DEFAULT_VA_BASE), np.float32), after * i)
+    keys = {m["instance_key"] for _, m in recorded}
+    retimed = retimed_times(raw)
+    assert {key for _, key in retimed} == keys and {cache for _, cache in retimed.values()} == {"flushed"}
+    assert all(seconds > 0 for seconds, _ in retimed.values())
+    assert {key for _, key in recorded_times(raw)} == keys  # the first time is still there, apart
+    assert "retime_skipped" not in counts["kernels"]["scale"]
+
+
+def test_retime_is_skipped_with_why_when_the_capture_is_synchronous(double, tmp_path):
+    """No device shadow of the prologue (MNEME_RECORD_SYNC=1): nothing to restore, so no second launch."""
+    from mneme.core.recorder.rawdir import retimed_times
+
+    raw = tmp_path / "raw"
+    (statuses, placed, runs), counts = _record_scale(double, raw, MNEME_RECORD_RETIME="1", MNEME_RECORD_SYNC="1")
+    assert statuses == "0 0 0 0" and placed == f"{hex(recorder.DEFAULT_VA_BASE)} 60" and runs == "1 2 4 12"
+    assert retimed_times(raw) == {}
+    assert counts["kernels"]["scale"]["retime_skipped"] == {
+        "its capture was synchronous (no device copy of its prologue to restore)": 2
     }
 
 

@@ -105,5 +105,9 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         if (flushed) timing_gate().flushed++;
         return time_launch(name, h, fn, l.stream, run, flushed ? "flushed" : "warm");
     };
+    if (c.retime)  // the same launch timed again from its restored prologue (retime.h)
+        hooks.retime = [&](const std::function<bool(int)> &restore) {
+            retime_launch(name, h, l.stream, run, flush, restore);
+        };
     return record_admitted(kc, r, hooks);
 }

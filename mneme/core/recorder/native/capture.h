@@ -353,6 +353,26 @@ inline bool copy_into_shadow(const CaptureJob &job, int kind) {
     return true;
 }
 
+// Copy one side's shadow back over every span's live bytes and wait for it (MNEME_RECORD_RETIME:
+// the prologue before the launch runs again, the epilogue after, so the application finds what its
+// own launch left). Every span, not only those the launch wrote: which ones it wrote is not known
+// here, and a span it did not write gets its own bytes back. The prologue restore leaves the copy
+// engine as the last writer of every span, as a replay's restore does.
+inline bool restore_from_shadow(const CaptureJob &job, int kind) {
+    Shadows &s = shadows();
+    const mneme_device_ops &d = device_ops();
+    bool ok = true;
+    for (size_t i = 0; i < job.regions.size(); ++i)
+        if (job.regions[i].second && d.copy_on_device_async(job.regions[i].first, job.shadow[kind] + job.offsets[i],
+                                                            job.regions[i].second, s.stream) != 0)
+            ok = false;
+    for (size_t g = 0; g < job.globals.size(); ++g)
+        if (d.copy_on_device_async(job.globals[g].addr, job.shadow[kind] + job.offsets[job.regions.size() + g],
+                                  job.globals[g].size, s.stream) != 0)
+            ok = false;
+    return d.stream_synchronize(s.stream) == 0 && ok;
+}
+
 inline std::vector<uint64_t> shadow_sources(const CaptureJob &job, int kind) {
     std::vector<uint64_t> src;
     for (uint64_t off : job.offsets) src.push_back(job.shadow[kind] + off);

@@ -26,12 +26,42 @@ struct KernelCounts {
     // ("flushed": the L2 evicted first, as `mneme replay --cache flushed` starts; "warm": as the
     // prologue capture left it).
     std::map<uint64_t, std::pair<double, std::string>> recorded_time;
+    // MNEME_RECORD_RETIME: the same launch run and timed again right after, from its prologue restored
+    // and the cache state of the second pair member (retime.h); apart from recorded_time, which it never changes.
+    std::map<uint64_t, std::pair<double, std::string>> retimed_time;
+    std::map<std::string, long> retime_skipped;  // recorded launches not timed again, by why
     std::map<std::string, long> unrecorded;  // launches selected but not recorded, by why
 };
 
 inline std::map<std::string, KernelCounts> &counts() {
     static auto *m = new std::map<std::string, KernelCounts>();
     return *m;
+}
+
+// {"<instance key>": {"seconds": s, "cache": "flushed" or "warm"}, ...}: recorded_time, retimed_time.
+inline std::string cached_times_json(const std::map<uint64_t, std::pair<double, std::string>> &times) {
+    std::string text = "{";
+    bool first = true;
+    for (auto &rt : times) {
+        char key[32], seconds[40];
+        snprintf(key, sizeof key, "%016llx", (unsigned long long)rt.first);
+        snprintf(seconds, sizeof seconds, "%.9g", rt.second.first);
+        text += std::string(first ? "" : ", ") + "\"" + key + "\": {\"seconds\": " + seconds +
+                ", \"cache\": " + json_string(rt.second.second) + "}";
+        first = false;
+    }
+    return text + "}";
+}
+
+// {"<why>": count, ...}
+inline std::string reasons_json(const std::map<std::string, long> &reasons) {
+    std::string text = "{";
+    bool first = true;
+    for (auto &why : reasons) {
+        text += std::string(first ? "" : ", ") + json_string(why.first) + ": " + std::to_string(why.second);
+        first = false;
+    }
+    return text + "}";
 }
 
 // The counts file's "kernels" object: per kernel, launches seen, launches per argument set
@@ -52,23 +82,14 @@ inline std::string kernels_json(const std::map<std::string, KernelCounts> &all) 
         }
         text += "}, \"graph_launches\": " + std::to_string(entry.second.graph_launches) +
                 ", \"app_times\": " + times_json(entry.second.app_times) +
-                ", \"kernel_times\": " + times_json(entry.second.kernel_times) + ", \"recorded_time\": {";
-        first = true;
-        for (auto &rt : entry.second.recorded_time) {
-            char key[32], seconds[40];
-            snprintf(key, sizeof key, "%016llx", (unsigned long long)rt.first);
-            snprintf(seconds, sizeof seconds, "%.9g", rt.second.first);
-            text += std::string(first ? "" : ", ") + "\"" + key + "\": {\"seconds\": " + seconds +
-                    ", \"cache\": " + json_string(rt.second.second) + "}";
-            first = false;
-        }
-        text += "}, \"unrecorded\": {";
-        first = true;
-        for (auto &why : entry.second.unrecorded) {
-            text += std::string(first ? "" : ", ") + json_string(why.first) + ": " + std::to_string(why.second);
-            first = false;
-        }
-        text += "}}";
+                ", \"kernel_times\": " + times_json(entry.second.kernel_times) +
+                ", \"recorded_time\": " + cached_times_json(entry.second.recorded_time);
+        // Written only when there is one: a counts file without MNEME_RECORD_RETIME stays as it was.
+        if (!entry.second.retimed_time.empty())
+            text += ", \"retimed_time\": " + cached_times_json(entry.second.retimed_time);
+        if (!entry.second.retime_skipped.empty())
+            text += ", \"retime_skipped\": " + reasons_json(entry.second.retime_skipped);
+        text += ", \"unrecorded\": " + reasons_json(entry.second.unrecorded) + "}";
     }
     return text + "}";
 }

@@ -140,6 +140,10 @@ struct LaunchHooks {
     std::function<const char *(int)> error_name;     // the vendor's name of a status
     std::function<void(LaunchRecord &)> describe;    // the module's globals and code image
     std::function<void()> before_prologue;           // optional: what must be set up before the first copy
+    // Optional (MNEME_RECORD_RETIME): run and time the launch again once its epilogue is in its shadow.
+    // `restore(PROLOGUE)` puts the launch's prologue back, `restore(EPILOGUE)` what the launch left;
+    // the backend calls both, the second whatever happened, and says nothing to the application.
+    std::function<void(const std::function<bool(int)> &restore)> retime;
 };
 
 // The capture job of a launch: its folders, regions, globals and their 256-byte aligned shadow spans.
@@ -270,6 +274,14 @@ Status record_admitted(KernelCounts &kc, LaunchRecord &r, const LaunchHooks<Stat
                                     : std::string("the launch failed (") +
                                           hooks.error_name((int)result != 0 ? (int)result : synced) + ")");
         return result;
+    }
+    // The second timing: only from shadows (a synchronous capture has no device copy of the prologue),
+    // after t3: its cost is not the capture's (epilogue_seconds).
+    if (c.retime && hooks.retime) {
+        if (shadowed)
+            hooks.retime([&](int kind) { return restore_from_shadow(*job, kind); });
+        else
+            kc.retime_skipped["its capture was synchronous (no device copy of its prologue to restore)"]++;
     }
     job->manifest = launch_manifest(r, seq, t0, t1, t2, t3, policies);
     if (shadowed) {
