@@ -577,3 +577,56 @@ def test_a_grid_sync_kernel_captured_cooperatively_on_the_gpu_matches_numpy_and_
         with BaseExecutor(db, backend=backend, iterations=1) as ex:
             result = ex.execute(ex.default_config())
         assert result.ok and result.verified, (backend, result.error)
+
+
+def test_retime_times_each_recorded_launch_again_and_the_program_still_checks_its_own_results(
+    recorder_library, saxpy_app, tmp_path
+):
+    """MNEME_RECORD_RETIME=1 (issue 38, point 5): each recorded saxpy (y += a * x: run twice on the same data it
+    would be wrong) runs again from its restored prologue, timed from a flushed L2; the program's own check of y
+    passes, and every instance still replays verified."""
+    from mneme_cuda import recorder
+
+    from mneme.core.recorder.rawdir import launches, recorded_times, retimed_times
+
+    raw = tmp_path / "raw"
+    env = {**recorder.environment(raw, kernel="saxpy", library=recorder_library), "MNEME_RECORD_RETIME": "1"}
+    proc = subprocess.run([str(saxpy_app)], env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "saxpy_app OK" in proc.stdout, proc.stdout + proc.stderr
+    keys = {m["instance_key"] for _, m in launches(recorder.FORMAT, raw)}
+    retimed, first = retimed_times(raw), recorded_times(raw)
+    assert len(keys) == 3 and {key for _, key in retimed} == keys == {key for _, key in first}
+    assert {cache for _, cache in retimed.values()} == {"flushed"}
+    # Same kernel, same data, same cache state: within a factor of two of the first (they are the same work).
+    for instance, (seconds, _) in retimed.items():
+        assert 0.5 < seconds / first[instance][0] < 2.0, (seconds, first[instance])
+    databases = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
+    assert_all_verified(replay_all(databases), 3)
+
+
+def test_a_replay_mapped_at_the_recommended_granularity_verifies(recorder_library, saxpy_app, tmp_path):
+    """MNEME_CUDA_MAP_GRANULARITY=recommended: the recorded ranges mapped at the driver's recommended granularity
+    (a fresh process: the device's granularity is read when it opens)."""
+    from mneme.core.records import RecordedExecution
+
+    code, (db,) = record([saxpy_app], tmp_path, "saxpy", recorder_library)
+    assert code == 0
+    dynamic_hash = next(iter(RecordedExecution.from_json(db).kernel_instances))
+    script = (
+        "import sys\nfrom mneme.core.executor import BaseExecutor\nfrom mneme_cuda.memory import allocation_granularity\n"
+        "with BaseExecutor(sys.argv[1], record_id=sys.argv[2], backend='cuda', iterations=2, mode='cubin') as ex:\n"
+        "    r = ex.execute(ex.default_config())\n"
+        "    print(r.ok, ex.device.granularity, allocation_granularity(0, 'recommended'), r.error)\n"
+    )
+    env = {**os.environ, "MNEME_CUDA_MAP_GRANULARITY": "recommended"}
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(db), dynamic_hash],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    ok, used, recommended, *_ = proc.stdout.split()
+    assert ok == "True" and used == recommended, proc.stdout

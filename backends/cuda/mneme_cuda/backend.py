@@ -45,6 +45,12 @@ class CudaBackend(Backend):
         EnvVar("MNEME_CODEGEN_JOBS", "", "processes of parallel code generation (default: the CPUs)", "cuda"),
         EnvVar("MNEME_PTX_ASSEMBLER", "", "ptxas: assemble PTX with ptxas instead of nvJitLink", "cuda"),
         EnvVar("MNEME_MALLOC_TUNING", "1", "0: leave glibc's malloc settings during code generation", "cuda"),
+        EnvVar(
+            "MNEME_CUDA_MAP_GRANULARITY",
+            "minimum",
+            "granularity replay maps recorded ranges at: minimum (as recorded) or the driver's recommended",
+            "cuda",
+        ),
     )
     timers = cupti.TIMERS
     priority = 30

@@ -19,7 +19,7 @@ from mneme_cuda.properties import attribute, compute_capability, device_handle, 
 from mneme_cuda.driver import CudaError, check, driver, fault, format_version, probe
 from mneme_cuda.gate import LaunchGate
 from mneme_cuda.kernel import CudaKernel, DeviceKernels, launch
-from mneme_cuda.memory import DeviceBuffer, PinnedBuffer, Reservation, allocation_granularity
+from mneme_cuda.memory import DeviceBuffer, PinnedBuffer, Reservation, allocation_granularity, mapping_granularity
 from mneme_cuda.restore import DeviceDecode, DeviceMemory
 from mneme_cuda.snapio import NativeDecoder
 from mneme_cuda.timing import DeviceTiming
@@ -48,7 +48,9 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
                     "cuda", index, device_name(dev), f"sm_{major}{minor}", format_version(probe().driver_version), total
                 )
             )
-            self.granularity = allocation_granularity(index)
+            # Recorded ranges are mapped at this granularity (MNEME_CUDA_MAP_GRANULARITY), one physical
+            # allocation per range, as the recorder placed each of the application's allocations.
+            self.granularity = allocation_granularity(index, mapping_granularity())
             self.sm_count = attribute(dev, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
             self.l2_bytes = attribute(dev, "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE")
             self.max_threads_per_sm = attribute(dev, "CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR")

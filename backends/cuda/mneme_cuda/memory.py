@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from mneme.core.errors import MnemeError
+from mneme.core import envvars
+from mneme.core.errors import MnemeError, UsageError
 from mneme_cuda.driver import check, driver
 
 log = logging.getLogger(__name__)
@@ -237,9 +238,29 @@ def _allocation_prop(device_ordinal: int):
     return prop
 
 
-def allocation_granularity(device_ordinal: int) -> int:
+GRANULARITY_ENV = "MNEME_CUDA_MAP_GRANULARITY"
+GRANULARITIES = ("minimum", "recommended")
+
+
+def mapping_granularity() -> str:
+    """The granularity the replay maps recorded ranges at ($MNEME_CUDA_MAP_GRANULARITY): "minimum", as the
+    CUDA recorder maps the application's allocations (the default), or the driver's "recommended" one."""
+    value = (envvars.get(GRANULARITY_ENV) or "minimum").strip().lower()
+    if value not in GRANULARITIES:
+        raise UsageError(
+            f"{GRANULARITY_ENV}={value!r} is not one of {', '.join(GRANULARITIES)}: unset it (minimum, as the "
+            "recorder maps the application's allocations) or set it to recommended"
+        )
+    return value
+
+
+def allocation_granularity(device_ordinal: int, which: str = "minimum") -> int:
+    """The driver's allocation granularity of device memory: its "minimum" or its "recommended" one."""
     cu = driver()
-    option = cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+    flags = cu.CUmemAllocationGranularity_flags
+    option = (
+        flags.CU_MEM_ALLOC_GRANULARITY_RECOMMENDED if which == "recommended" else flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+    )
     return int(
         check(
             cu.cuMemGetAllocationGranularity(_allocation_prop(device_ordinal), option), "cuMemGetAllocationGranularity"

@@ -61,3 +61,26 @@ def test_the_probes_open_libcuda_through_the_core_loader():
     assert why.startswith("the CUDA driver (libcuda.so.1): the dynamic loader refused it")
     assert why.endswith("; install the NVIDIA driver")
     assert cuda_driver.probe_without_bindings().reason == why
+
+
+@pytest.mark.parametrize(
+    ("value", "chosen"), [(None, "minimum"), ("minimum", "minimum"), (" Recommended ", "recommended")]
+)
+def test_the_replay_maps_at_the_minimum_granularity_unless_told_the_recommended_one(monkeypatch, value, chosen):
+    from mneme_cuda.memory import GRANULARITY_ENV, mapping_granularity
+
+    if value is None:
+        monkeypatch.delenv(GRANULARITY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(GRANULARITY_ENV, value)
+    assert mapping_granularity() == chosen
+
+
+def test_an_unknown_mapping_granularity_is_a_usage_error_naming_the_variable_and_the_choices(monkeypatch):
+    from mneme_cuda.memory import GRANULARITY_ENV, mapping_granularity
+
+    from mneme.core.errors import UsageError
+
+    monkeypatch.setenv(GRANULARITY_ENV, "huge")
+    with pytest.raises(UsageError, match=r"MNEME_CUDA_MAP_GRANULARITY='huge' is not one of minimum, recommended"):
+        mapping_granularity()
