@@ -19,8 +19,13 @@ a few microseconds (docs/design/recording.md, "The L2 before a recorded launch")
 `--app-runs` times under the recorder and the reference is the median of its recorded times. Where an
 instance misses 5%, the replay is timed again with its method changed one way at a time (no reset of
 the written regions, no synchronize after the flush, a new mapping right before, a warm or primed L2:
-`diagnosis`), so a suite run
-tells which difference of method it is. An instance that does not verify from its binary is handed to
+`diagnosis`; and in fresh processes, as `mneme replay` runs, with the recorded ranges mapped at the
+driver's recommended granularity instead of the minimum: `fresh-recommended` beside `fresh-processes`),
+so a suite run tells which difference of method it is. The further runs record with
+MNEME_RECORD_RETIME=1: the recorder runs each recorded launch a second time, from its prologue restored
+and the L2 flushed again, then restores what the launch left (the application's results are its own);
+their median is the `retimed` column. Where it matches the replay and not the recorded time, the
+application's first flushed launch is the outlier (docs/design/investigations/replay-timing-2026-12-06.md). An instance that does not verify from its binary is handed to
 `mneme nondeterminism`'s analysis: when its outputs are order-dependent, the derived policy is applied
 and the replay run again. A program whose framework or build is missing is listed as skipped, with
 why. Nothing is fetched here: the frameworks are the image's, llama.cpp's build is carried.
@@ -192,16 +197,18 @@ def program_command(name: str, tmp: Path) -> tuple[list[str], str]:
     return [sys.executable, str(program)], ""
 
 
-def record(name: str, command: list[str], tmp: Path, library: Path, finalize: bool = True):
+def record(name: str, command: list[str], tmp: Path, library: Path, finalize: bool = True, retime: bool = False):
     """Run one program under the recorder: (its own launch counts, databases, warnings, exit code, raw folder,
     the recorded launches' times by (kernel, dynamic hash)). With `finalize` False no database is written (a
-    further run, for its times)."""
+    further run, for its times). `retime`: MNEME_RECORD_RETIME=1 (each recorded launch timed a second time)."""
     from mneme_cuda import recorder
 
     from mneme.core.recorder.finalize import unrecorded_warnings
 
     raw, db, launches = tmp / "raw", tmp / "db", tmp / "launches.json"
     env = {**recorder.environment(raw, library=library, max_recordings=4), "APP_LAUNCHES": str(launches)}
+    if retime:
+        env["MNEME_RECORD_RETIME"] = "1"
     raw.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
@@ -250,14 +257,15 @@ def cupti_launches(command: list[str], tmp: Path) -> tuple[dict[str, int] | None
     return dict(counts), ""
 
 
-def raw_recorded_times(raw: Path) -> dict[tuple[str, str], float]:
-    """(kernel, dynamic hash) -> the recorded launch's in-application seconds, from a raw folder (no finalize)."""
+def raw_recorded_times(raw: Path, retimed: bool = False) -> dict[tuple[str, str], float]:
+    """(kernel, dynamic hash) -> the recorded launch's in-application seconds from a flushed L2, from a raw folder
+    (no finalize); `retimed`: its second time (MNEME_RECORD_RETIME) instead."""
     from mneme_cuda import recorder
 
-    from mneme.core.recorder.rawdir import launches, recorded_times
+    from mneme.core.recorder.rawdir import launches, recorded_times, retimed_times
     from mneme.core.records.model import dynamic_hash_of
 
-    first = recorded_times(raw)
+    first = retimed_times(raw) if retimed else recorded_times(raw)
     out = {}
     for _, m in launches(recorder.FORMAT, raw):
         key = (m["kernel"], m.get("instance_key", ""))
@@ -405,12 +413,41 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             device.synchronize()
             device.free(scratch)
     out.update(fresh_processes(db, dynamic_hash, mode, iterations))
+    # The recorded ranges mapped at the driver's recommended granularity, not the minimum the recorder maps
+    # the application's allocations at (compare with fresh-processes: both are fresh processes).
+    out.update(
+        fresh_processes(
+            db,
+            dynamic_hash,
+            mode,
+            iterations,
+            name="fresh-recommended",
+            env={"MNEME_CUDA_MAP_GRANULARITY": "recommended"},
+        )
+    )
     return out
 
 
-def fresh_processes(db: Path, dynamic_hash: str, mode: str, iterations: int, processes: int = 3) -> dict[str, float]:
+def map_granularities() -> dict[str, int]:
+    """The driver's minimum and recommended allocation granularity of device 0, in bytes (where they are equal,
+    the fresh-recommended variant maps as the default does)."""
+    from mneme_cuda.memory import GRANULARITIES, allocation_granularity
+
+    return {which: allocation_granularity(0, which) for which in GRANULARITIES}
+
+
+def fresh_processes(
+    db: Path,
+    dynamic_hash: str,
+    mode: str,
+    iterations: int,
+    processes: int = 3,
+    name: str = "fresh-processes",
+    env: dict[str, str] | None = None,
+) -> dict[str, float]:
     """The default replay in `processes` fresh interpreters, the median of their medians (a microsecond kernel's
-    time may sit on a level per process: docs/design/investigations/gpu-2026-12-04.md)."""
+    time may sit on a level per process: docs/design/investigations/gpu-2026-12-04.md), as {name: seconds};
+    `env`: variables set for those processes (a replay option, e.g. MNEME_CUDA_MAP_GRANULARITY)."""
     code = (
         f"import sys, pathlib; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import bench_app_corpus as b; "
         "print(b.replay(pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])).median_time)"
@@ -424,11 +461,12 @@ def fresh_processes(db: Path, dynamic_hash: str, mode: str, iterations: int, pro
                 text=True,
                 timeout=120,
                 check=False,
+                env={**os.environ, **(env or {})},
             )
             medians.append(float(proc.stdout.strip().splitlines()[-1]))
         except (subprocess.TimeoutExpired, ValueError, IndexError) as exc:
             log.warning("a fresh-process replay of %s: %s", dynamic_hash, exc)
-    return {"fresh-processes": statistics.median(medians)} if medians else {}
+    return {name: statistics.median(medians)} if medians else {}
 
 
 def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, time_left, rows: list[dict]) -> dict:
@@ -443,15 +481,18 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
     samples: dict[tuple[str, str], list[float]] = {}
     for k, seconds in times.items():
         samples.setdefault(k, []).append(seconds)
+    retimed: dict[tuple[str, str], list[float]] = {}  # the further runs' second time of each recorded launch
     runs = 1
     for run in range(1, opts.app_runs):
         if not time_left():
             break
         further = tmp / f"run{run}"
         further.mkdir()
-        *_, further_times = record(name, command, further, library, finalize=False)
+        *_, further_raw, further_times = record(name, command, further, library, finalize=False, retime=True)
         for k, seconds in further_times.items():
             samples.setdefault(k, []).append(seconds)
+        for k, seconds in raw_recorded_times(further_raw, retimed=True).items():
+            retimed.setdefault(k, []).append(seconds)
         shutil.rmtree(further, ignore_errors=True)  # its snapshots: only the times were wanted
         runs += 1
     entry["app_runs"] = runs
@@ -479,6 +520,8 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
                 [inst.recorded_time] if inst.recorded_time else []
             )
             reference = statistics.median(app_samples) if app_samples else None
+            retimed_samples = retimed.get((rec.kernel_name, dynamic_hash), [])
+            retimed_median = statistics.median(retimed_samples) if retimed_samples else None
             row = {
                 "program": name,
                 "kernel": short[:60],
@@ -490,6 +533,9 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
                 "app_timer": inst.app_timer,
                 "recorded_samples_s": app_samples,
                 "recorded_median_s": reference,
+                "retimed_samples_s": retimed_samples,
+                "retimed_median_s": retimed_median,
+                "retimed_vs_recorded": retimed_median / reference if retimed_median and reference else None,
                 "later_launches_median_s": statistics.median(inst.app_times) if inst.app_times else None,
             }
             bin_result = replay(db, dynamic_hash, binary, opts.iterations)
@@ -502,10 +548,13 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
             )
             if not bin_result.verified and bin_result.executed:
                 row["nondeterminism"], row["verified_under_policy"] = explain_nondeterminism(db, dynamic_hash, binary)
+            if retimed_median and bin_result.median_time:
+                row["replay_vs_retimed"] = bin_result.median_time / retimed_median
             if reference and bin_result.median_time:
                 row["replay_vs_recorded"] = bin_result.median_time / reference
                 if abs(row["replay_vs_recorded"] - 1) > 0.05 and time_left():
                     row["diagnosis_s"] = diagnose(db, dynamic_hash, binary, opts.iterations)
+                    row["map_granularity_bytes"] = map_granularities()
             if rec.llvm_files:
                 ir_result = replay(db, dynamic_hash, "ir", opts.iterations)
                 row.update(
@@ -627,6 +676,16 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
             f"times) within 5%: {within}/{len(ratios)}"
             + (f", median {statistics.median(ratios):.3f}x" if ratios else "")
         )
+        retimed = [r for r in rows if r.get("replay_vs_retimed") and r.get("retimed_vs_recorded")]
+        if retimed:
+            missed = [r for r in retimed if abs(r.get("replay_vs_recorded", 1) - 1) > 0.05]
+            lines.append(
+                f"app-corpus recorded launch timed again (MNEME_RECORD_RETIME, {len(retimed)} instances): "
+                f"retimed/recorded median {statistics.median(r['retimed_vs_recorded'] for r in retimed):.3f}x; "
+                f"replay within 5% of the retimed time {sum(abs(r['replay_vs_retimed'] - 1) <= 0.05 for r in retimed)}"
+                f"/{len(retimed)}, of the {len(missed)} that missed the recorded time "
+                f"{sum(abs(r['replay_vs_retimed'] - 1) <= 0.05 for r in missed)}"
+            )
         # Of the instances that missed, how many each changed method would have brought within 5%.
         diagnosed = [r for r in rows if r.get("diagnosis_s") and r.get("recorded_median_s")]
         if diagnosed:
@@ -658,8 +717,11 @@ def markdown(rows: list[dict], programs: list[dict]) -> list[str]:
         return f"{value:.3f}" if value else "-"
 
     lines = [
-        "| program | kernel | occ | binary | verified | replay us | recorded us (median of runs) | replay/recorded | IR verified | IR/binary | note |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        (
+            "| program | kernel | occ | binary | verified | replay us | recorded us (median of runs) | replay/recorded | "
+            "retimed us | replay/retimed | IR verified | IR/binary | note |"
+        ),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         note = r.get("nondeterminism", "") or r.get("ir_error", "")
@@ -673,13 +735,14 @@ def markdown(rows: list[dict], programs: list[dict]) -> list[str]:
             f"| {r['program']} | `{r['kernel']}` | {r['occurrences']} | {r['binary']} | "
             f"{'yes' if r['binary_verified'] else ('under policy' if r.get('verified_under_policy') else 'NO')} | "
             f"{us(r['binary_median_s'])} | {us(r.get('recorded_median_s'))} | {x(r.get('replay_vs_recorded'))} | "
+            f"{us(r.get('retimed_median_s'))} | {x(r.get('replay_vs_retimed'))} | "
             f"{('yes' if r.get('ir_verified') else 'NO') if r['ir'] else '-'} | {x(r.get('ir_vs_binary'))} | "
             f"{note[:160].replace('|', '/')} |"
         )
     for p in programs:
         if "skipped" in p or "error" in p:
             what = f"skipped: {p['skipped']}" if "skipped" in p else f"FAILED: {p['error']}"
-            lines.append(f"| {p['program']} | ({what[:100].replace('|', '/')}) | | | | | | | | | |")
+            lines.append(f"| {p['program']} | ({what[:100].replace('|', '/')}) | | | | | | | | | | | |")
     return lines
 
 

@@ -47,7 +47,12 @@ def _raw(tmp_path: Path, cache: str) -> tuple[Path, bytes]:
     }
     (folder / "manifest.json").write_text(json.dumps(manifest))
     counts = {
-        "saxpy": {"seen": 3, "instances": {KEY: 3}, "recorded_time": {KEY: {"seconds": 3.5e-6, "cache": cache}}},
+        "saxpy": {
+            "seen": 3,
+            "instances": {KEY: 3},
+            "recorded_time": {KEY: {"seconds": 3.5e-6, "cache": cache}},
+            "retimed_time": {KEY: {"seconds": 3.9e-6, "cache": cache}},  # MNEME_RECORD_RETIME's second time
+        },
         "relax": {"seen": 0, "graph_launches": 4},
         "never": {"seen": 0},
     }
@@ -65,6 +70,16 @@ def test_a_runs_recorded_launch_time_is_keyed_by_the_instances_dynamic_hash(benc
 def test_a_recorded_launch_timed_from_a_warm_l2_is_no_sample_of_the_flushed_reference(bench, tmp_path):
     raw, _ = _raw(tmp_path, "warm")
     assert bench.raw_recorded_times(raw) == {}
+    assert bench.raw_recorded_times(raw, retimed=True) == {}
+
+
+def test_the_recorded_launchs_second_time_is_read_apart_from_its_first(bench, tmp_path):
+    from mneme.core.records.model import dynamic_hash_of
+
+    raw, args = _raw(tmp_path, "flushed")
+    key = ("saxpy", dynamic_hash_of([4, 1, 1], [256, 1, 1], 0, args))
+    assert bench.raw_recorded_times(raw, retimed=True) == {key: 3.9e-6}
+    assert bench.raw_recorded_times(raw) == {key: 3.5e-6}
 
 
 def test_the_recorders_launch_count_holds_graph_launches_and_leaves_out_kernels_never_launched(bench, tmp_path):

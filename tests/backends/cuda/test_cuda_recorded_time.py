@@ -11,7 +11,7 @@ recorder = pytest.importorskip("mneme_cuda.recorder")
 from raw_launches import needs_nvcc, write_counts, write_saxpy_launch
 
 from mneme.core.errors import FormatError
-from mneme.core.recorder.rawdir import recorded_times
+from mneme.core.recorder.rawdir import recorded_times, retimed_times
 from mneme.core.records import RecordedExecution
 
 KEY = "00000000000000aa"
@@ -46,6 +46,23 @@ def test_a_malformed_recorded_time_is_an_error_naming_the_file_and_field(tmp_pat
     assert (
         str(err.value).startswith(str(raw / "counts-7.json")) and err.value.field == f"kernels.bfs.recorded_time.{KEY}"
     )
+
+
+def test_the_second_time_of_a_retimed_launch_is_read_apart_and_checked_as_the_first(tmp_path):
+    raw = tmp_path / "raw"
+    entry = {
+        "seen": 1,
+        "instances": {KEY: 1},
+        "recorded_time": {KEY: {"seconds": 4.0e-5, "cache": "flushed"}},
+        "retimed_time": {KEY: {"seconds": 4.4e-5, "cache": "flushed"}},
+    }
+    write_counts(raw, 1, {"bfs": entry})
+    assert retimed_times(raw) == {("bfs", KEY): (4.4e-5, "flushed")}
+    assert recorded_times(raw) == {("bfs", KEY): (4.0e-5, "flushed")}
+    write_counts(raw, 2, {"bfs": {**entry, "retimed_time": {KEY: {"seconds": 0, "cache": "flushed"}}}})
+    with pytest.raises(FormatError) as err:
+        retimed_times(raw)
+    assert err.value.field == f"kernels.bfs.retimed_time.{KEY}"
 
 
 @needs_nvcc
