@@ -204,7 +204,7 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
     assert "retimed_time" not in json.loads(path.read_text())["kernels"]["scale"]  # MNEME_RECORD_RETIME is off
 
 
-def _record_scale(double, raw: Path, **extra: str) -> tuple[list[str], dict]:
+def _record_scale(double, raw: Path, *args: str, **extra: str) -> tuple[list[str], dict]:
     """record_scale.c under the recorder (MNEME_RECORD_MAX=2): its output lines and its counts file."""
     folder, library = double
     raw.mkdir()
@@ -218,7 +218,7 @@ def _record_scale(double, raw: Path, **extra: str) -> tuple[list[str], dict]:
         **extra,
     }
     proc = subprocess.run(
-        [program(folder, "record_scale")], env=env, capture_output=True, text=True, timeout=60, check=False
+        [program(folder, "record_scale"), *args], env=env, capture_output=True, text=True, timeout=60, check=False
     )
     assert proc.returncode == 0, proc.stderr
     (counts,) = raw.glob("counts-*.json")
@@ -409,3 +409,15 @@ def test_a_launch_on_another_stream_while_a_capture_is_in_progress_runs_unrecord
     assert n == 1 and "while a stream was being captured" in why
     (line,) = [line for line in unrecorded_warnings(recorder.FORMAT, raw) if line.startswith("kernel beside ran")]
     assert "(1 launch)" in line and "1 launched while a stream was being captured" in line
+
+
+def test_retime_is_skipped_with_why_when_an_argument_points_outside_the_recorded_memory(double, tmp_path):
+    """x in pinned host memory: a second run would scale it again, and no shadow could undo it."""
+    from mneme.core.recorder.rawdir import retimed_times
+
+    raw = tmp_path / "raw"
+    (statuses, placed, runs), counts = _record_scale(double, raw, "host", MNEME_RECORD_RETIME="1")
+    assert statuses == "0 0 0 0" and placed.endswith(" 60") and runs == "1 2 4 12"  # each launch ran once
+    assert retimed_times(raw) == {}
+    (why,) = counts["kernels"]["scale"]["retime_skipped"]
+    assert why.startswith("an argument points outside the recorded memory")

@@ -91,7 +91,8 @@ std::vector<std::pair<size_t, uint64_t>> outside_params(const OutsideRanges &ran
     return hits;
 }
 
-void warn_outside_args(const std::string &kernel, const std::string &args,
+// Whether any argument points outside the recorded memory (each such allocation warned about once).
+bool warn_outside_args(const std::string &kernel, const std::string &args,
                        const std::vector<std::pair<size_t, size_t>> &layout) {
     std::vector<std::pair<size_t, uint64_t>> hits;
     OutsideRanges named;  // copies of the ranges hit, so the warning needs no lock
@@ -109,6 +110,7 @@ void warn_outside_args(const std::string &kernel, const std::string &args,
                   "given once per allocation)",
                   kernel.c_str(), h.first, r.how.c_str(), (unsigned long long)r.size, (unsigned long long)h.second);
     }
+    return !hits.empty();
 }
 
 CUresult w_alloc_managed(CUdeviceptr *dptr, size_t size, unsigned flags) {

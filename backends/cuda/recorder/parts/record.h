@@ -19,7 +19,7 @@ struct Launch {
 void discover_globals(void *owner);
 bool capture_in_progress();
 void append_mapped_regions(std::vector<std::pair<uint64_t, uint64_t>> &regions);
-void warn_outside_args(const std::string &kernel, const std::string &args,
+bool warn_outside_args(const std::string &kernel, const std::string &args,
                        const std::vector<std::pair<size_t, size_t>> &layout);
 
 const char *error_name(CUresult r) {
@@ -72,7 +72,7 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         case Admission::Full: return run();
         case Admission::Record: break;
     }
-    warn_outside_args(name, r.args, r.layout);
+    bool outside = warn_outside_args(name, r.args, r.layout);
     r.format = "mneme-cuda-raw";
     r.kernel = name;
     r.key = h;
@@ -105,7 +105,11 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         if (flushed) timing_gate().flushed++;
         return time_launch(name, h, fn, l.stream, run, flushed ? "flushed" : "warm");
     };
-    if (c.retime)  // the same launch timed again from its restored prologue (retime.h)
+    // The same launch timed again from its restored prologue (retime.h); not when an argument points
+    // where no shadow reaches (host-mapped or managed memory): the second run would write it twice.
+    if (c.retime && outside)
+        kc.retime_skipped["an argument points outside the recorded memory, which a second run would write again"]++;
+    else if (c.retime)
         hooks.retime = [&](const std::function<bool(int)> &restore) {
             retime_launch(name, h, l.stream, run, flush, restore);
         };

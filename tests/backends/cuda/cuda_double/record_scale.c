@@ -4,6 +4,7 @@
    (a second set), 5 (past MNEME_RECORD_MAX=2 sets). Prints each launch's status. */
 #include <cuda.h>
 #include <stdio.h>
+#include <string.h>
 
 #define N 1024
 
@@ -22,9 +23,16 @@ static void scale(void **params) {
 
 static struct double_kernel k_scale = {"scale", 3, scale};
 
-int main(void) {
+int main(int argc, char **argv) {
     CUdeviceptr buffer = 0;
-    if (cuInit(0) != CUDA_SUCCESS || cuMemAlloc(&buffer, N * sizeof(float)) != CUDA_SUCCESS) return 3;
+    void *host = NULL;
+    if (cuInit(0) != CUDA_SUCCESS) return 3;
+    if (argc > 1 && strcmp(argv[1], "host") == 0) { /* x in pinned host memory: outside the recorded range */
+        if (cuMemAllocHost(&host, N * sizeof(float)) != CUDA_SUCCESS) return 3;
+        buffer = (CUdeviceptr)host;
+    } else if (cuMemAlloc(&buffer, N * sizeof(float)) != CUDA_SUCCESS) {
+        return 3;
+    }
     float *x = (float *)buffer; /* the double's device memory is this process's memory */
     for (int i = 0; i < N; ++i) x[i] = (float)i;
     const double factors[] = {2, 2, 3, 5};
