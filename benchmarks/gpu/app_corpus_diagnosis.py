@@ -137,7 +137,13 @@ def map_granularities() -> dict[str, int]:
     the fresh-recommended variant maps as the default does)."""
     from mneme_cuda.memory import GRANULARITIES, allocation_granularity
 
-    return {which: allocation_granularity(0, which) for which in GRANULARITIES}
+    from mneme.core.errors import MnemeError
+
+    try:
+        return {which: allocation_granularity(0, which) for which in GRANULARITIES}
+    except MnemeError as exc:  # a figure of context: its failure must not cost the program's rows
+        log.warning("the allocation granularities: %s", exc)
+        return {}
 
 
 def fresh_processes(
