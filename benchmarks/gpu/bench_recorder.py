@@ -10,11 +10,13 @@
   against the same application without it, median of several runs (target <= 5%), split into
   the fixed cost (the same program launching once) and the cost per launch; and, with
   its kernel selected (one instance recorded, its next 16 launches timed, the other 2983 run
-  through), the kernel timer's cost to the application: CUPTI's kernel records stay on after
-  the first timed launch (docs/design/recording.md), CUDA events cost nothing after the last;
+  through), the kernel timer's cost to the application: CUPTI's kernel records stay on until
+  MNEME_RECORD_TIMER_PARK (64) launches went untimed (docs/design/recording.md), CUDA events cost
+  nothing after the last;
 - graph: a CUDA graph of 32 kernel nodes launched 5000 times (graph_loop_app): the launch loop's
   time under the recorder, its kernel recorded at the graph's first launch (run node by node) and
-  the later launches the driver's, against the same loop without the recorder (target <= 5%);
+  the later launches the driver's, against the same loop without the recorder (target <= 5%); beside
+  it the same with the kernel timer's records never parked, and with events as the timer;
 - replay: every C++ test program (.gpu/bin, built by `scripts/gpu-suite --prepare`) recorded,
   then every recorded launch replayed: how often replay could reserve every recorded range
   (target: every time), and how often it verified.
@@ -225,33 +227,55 @@ def overhead_figures(times: dict[str, list[float]], repeat: int) -> dict:
 
 
 def graph_overhead(repeat: int) -> dict:
-    """graph_loop_app's launch loop (after the graph's first launch) plain and under the recorder, alternating."""
+    """graph_loop_app's launch loop (after the graph's first launch) plain and under the recorder, rotating.
+
+    Besides the recorder as it runs by default (the kernel timer parked after its timings), the same
+    with the timer's records left on (MNEME_RECORD_TIMER_PARK=0) and with CUDA events as the timer:
+    what the kernel records cost the application once there is nothing left to time.
+    """
     from mneme_cuda import recorder
 
     command = [str(app("graph_loop_app")), str(GRAPH_NODES), str(GRAPH_LAUNCHES)]
     plain = {k: v for k, v in os.environ.items() if not k.startswith("MNEME_RECORD")}
-    loops: dict[str, list[float]] = {"plain": [], "recorded": []}
+    variants = {"plain": None, "recorded": {}, "unparked": {"MNEME_RECORD_TIMER_PARK": "0"}, "events": "events"}
+    loops: dict[str, list[float]] = {label: [] for label in variants}
     with tempfile.TemporaryDirectory(prefix="mneme-bench-graph-") as tmp:
-        for i in range(2 * repeat + 2):  # the first round warms the caches
-            label = ("plain", "recorded")[i % 2]
+        for i in range(len(variants) * (repeat + 1)):  # the first round warms the caches
+            label = list(variants)[i % len(variants)]
+            variant = variants[label]
             raw = Path(tmp) / f"raw-{i}"
-            env = recorder.environment(raw, kernel="^tick$", library=library()) if label == "recorded" else plain
+            if variant is None:
+                env = plain
+            else:
+                timer = "events" if variant == "events" else "auto"
+                env = recorder.environment(raw, kernel="^tick$", library=library(), timer=timer)
+                env.update(variant if isinstance(variant, dict) else {})
             proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
             if proc.returncode != 0 or "graph_loop_app OK" not in proc.stdout:
                 raise RuntimeError(f"graph_loop_app ({label}) failed: {proc.stderr[-2000:]!r}")
-            if label == "recorded" and not recorder.launches(raw):
-                raise RuntimeError(f"graph_loop_app's tick node was not recorded: {proc.stderr[-2000:]!r}")
-            if i >= 2:
+            if variant is not None and not recorder.launches(raw):
+                raise RuntimeError(f"graph_loop_app's tick node was not recorded ({label}): {proc.stderr[-2000:]!r}")
+            if i >= len(variants):
                 loops[label].append(float(proc.stdout.split()[-1]))
-    per_round = [r / p for r, p in zip(loops["recorded"], loops["plain"])]  # the rounds' own ratios (drift)
+
+    def against_plain(label: str) -> tuple[float, float]:
+        """The rounds' median ratio to the plain loop, minus one (drift cancels), and seconds per graph launch."""
+        pairs = list(zip(loops[label], loops["plain"]))
+        return (
+            statistics.median(r / p for r, p in pairs) - 1,
+            statistics.median(r - p for r, p in pairs) / (GRAPH_LAUNCHES - 1),
+        )
+
+    slowdown, per_launch = against_plain("recorded")
     return {
         "nodes": GRAPH_NODES,
         "launches": GRAPH_LAUNCHES - 1,
         "plain_median_s": statistics.median(loops["plain"]),
         "recorded_median_s": statistics.median(loops["recorded"]),
-        "slowdown": statistics.median(per_round) - 1,
-        "per_launch_s": statistics.median(r - p for r, p in zip(loops["recorded"], loops["plain"]))
-        / (GRAPH_LAUNCHES - 1),
+        "slowdown": slowdown,
+        "per_launch_s": per_launch,
+        "unparked_slowdown": against_plain("unparked")[0],
+        "events_slowdown": against_plain("events")[0],
         "runs": repeat,
         "runs_s": loops,
     }
@@ -361,7 +385,8 @@ def main() -> int:
             f"graph     {g['nodes']} kernel nodes, {g['launches']} launches after the recorded one: "
             f"{g['recorded_median_s']:.3f} s under the recorder vs {g['plain_median_s']:.3f} s plain (medians of "
             f"{g['runs']} alternating rounds); the rounds' median ratio {100 * g['slowdown']:+.1f}% (target <= 5%), "
-            f"{g['per_launch_s'] * 1e6:+.2f} us per graph launch"
+            f"{g['per_launch_s'] * 1e6:+.2f} us per graph launch; with the kernel timer's records left on "
+            f"{100 * g['unparked_slowdown']:+.1f}%, timed by events {100 * g['events_slowdown']:+.1f}%"
         )
     if "error" not in r:
         lines.append(

@@ -94,6 +94,12 @@ _VARS = [
     EnvVar(
         "MNEME_RECORD_TIMER", "auto", "in-application timer: kernel (device timestamps), events or auto", "recorder"
     ),
+    EnvVar(
+        "MNEME_RECORD_TIMER_PARK",
+        "64",
+        "untimed launches in a row after which the device timer's records stop until the next timing; 0: never",
+        "recorder",
+    ),
     EnvVar("MNEME_RECORD_TIMING_GATE", "1", "0: do not hold a timed launch's stream until it is queued", "recorder"),
     EnvVar("MNEME_RECORD_TIMING_EXCLUSIVE", "1", "0: timed launches may overlap other work on the device", "recorder"),
     EnvVar("MNEME_RECORD_TIMING_FLUSH", "1", "0: do not evict the L2 cache before a timed launch", "recorder"),

@@ -100,6 +100,7 @@ namespace {
 
 #include "parts/placement.h"
 #include "parts/modules.h"
+#include "parts/timer_park.h"
 #include "parts/launches.h"
 #include "parts/retime.h"
 #include "parts/record.h"

@@ -294,7 +294,10 @@ __attribute__((destructor)) static void mneme_recorder_write_counts() {
             ", \"exclusive\": " + std::to_string(g.exclusive) + ", \"shared\": " + std::to_string(g.shared) +
             ", \"ungated_because\": " + json_string(g.ungated_because) + ", \"cupti\": " + std::to_string(g.cupti) +
             ", \"cupti_missed\": " + std::to_string(g.cupti_missed) + ", \"flushed\": " + std::to_string(g.flushed) +
-            ", \"events_because\": " + json_string(timer_state ? timer_state->why : "") + "}}\n";
+            ", \"events_because\": " + json_string(timer_state ? timer_state->why : "") +
+            ", \"timer_parks\": " + std::to_string(timer_park().parks.load()) +
+            ", \"timer_resumes\": " + std::to_string(timer_park().resumes.load()) +
+            ", \"timer_park_stopped\": " + (timer_park().broken.load() ? "true" : "false") + "}}\n";
     char path[4096];
     snprintf(path, sizeof path, "%s/counts-%d.json", c.dir.c_str(), (int)getpid());
     write_atomic(path, text.data(), text.size());

@@ -192,6 +192,7 @@ bool graph_steps_to_run(CUgraphExec exec, CUstream stream, std::vector<GraphStep
 CUresult graph_launch(graph_launch_t real_fn, CUgraphExec exec, CUstream s, CUstream stream) {
     auto driver_launch = [&] { return run_shared([&] { return real_fn(exec, s); }); };
     if (!tracking() || in_recorder || disabled) return driver_launch();
+    park_tick();
     std::vector<GraphStep> steps;
     if (!graph_steps_to_run(exec, stream, steps)) return driver_launch();
     return run_plan(exec, steps, stream);

@@ -209,6 +209,7 @@ KernelTimer &kernel_timer() {
 #else
         t->why = "the recorder was built without CUPTI's headers (cupti.h)";
 #endif
+        timer_park().active = t->ready && config().timer_park > 0;
         if (!t->ready && choice == "cupti")
             fprintf(stderr, "mneme-recorder: MNEME_RECORD_TIMER=cupti, but %s; timing with CUDA events\n",
                     t->why.c_str());
@@ -249,6 +250,8 @@ void load_before_timing(CUfunction fn) {
 template <typename Run>
 CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instance, CUfunction fn, CUstream stream,
                      long &timed, const char *recorded_cache, Run run) {
+    TimerPark &park = timer_park();
+    if (park.parked.load()) return run();  // no claim was taken for it (timer_park.h): left for a later launch
     load_before_timing(fn);
     DRV(cuStreamSynchronize);
     std::unique_lock<std::shared_mutex> alone = alone_on_device();
@@ -278,16 +281,23 @@ CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instan
         if (recorded_cache) counts()[kernel].recorded_time[instance] = {ns * 1e-9, recorded_cache};
         g.cupti++;
         (was_alone ? g.exclusive : g.shared)++;
-    } else if (ran && ++g.cupti_missed >= 2 && !g.cupti) {  // never a record: events from here on
-        kt.ready = false;
-        uint64_t kernels = 0, ids = 0;
-        mct_seen(&kernels, &ids);
-        char why[160];
-        snprintf(why, sizeof why, "CUPTI delivered no record of the timed launches (%llu kernel records in all)",
-                 (unsigned long long)kernels);
-        kt.why = why;
-        mct_enable(MCT_OFF);  // never on again: the application's launches stop paying for the records
-        fprintf(stderr, "mneme-recorder: %s; timing with CUDA events\n", kt.why.c_str());
+    } else if (ran) {
+        ++g.cupti_missed;
+        if (park.resumes.load() > 0 && !park.broken.exchange(true)) {  // the records stay on from now on
+            fprintf(stderr, "mneme-recorder: a timed launch of %s got no kernel record after the kernel timer was "
+                    "resumed; the timer is no longer parked between timings\n", kernel.c_str());
+        } else if (g.cupti_missed >= 2 && !g.cupti) {  // never a record: events from here on
+            kt.ready = false;
+            park.active = false;
+            uint64_t kernels = 0, ids = 0;
+            mct_seen(&kernels, &ids);
+            char why[160];
+            snprintf(why, sizeof why, "CUPTI delivered no record of the timed launches (%llu kernel records in all)",
+                     (unsigned long long)kernels);
+            kt.why = why;
+            mct_enable(MCT_OFF);  // never on again: the application's launches stop paying for the records
+            fprintf(stderr, "mneme-recorder: %s; timing with CUDA events\n", kt.why.c_str());
+        }
     }
     return r;
 }

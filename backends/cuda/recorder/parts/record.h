@@ -35,6 +35,7 @@ template <typename Run>
 CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extra, Run run) {
     const Config &c = config();
     if (disabled || in_recorder || c.dir.empty()) return run();
+    park_tick();
     RecordingScope scope;
     Selection sel = select_kernel(f);
     if (!sel.selected) return run_shared(run);
@@ -61,11 +62,12 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         return run();
     }
     kernel_timer();  // set up before mu() is taken
+    uint64_t h = instance_key(l.grid, l.block, l.shared, r.args);
+    TimingClaim claim(timer_wants(name, h));  // the kernel timer's records on for it, if it will be timed
     // One recording at a time, and no allocation or free while its regions are copied.
     std::lock_guard<std::mutex> lock(mu());
     if (disabled) return run();
     KernelCounts &kc = counts()[name];
-    uint64_t h = instance_key(l.grid, l.block, l.shared, r.args);
     switch (admit(kc, h, r.index)) {
         case Admission::Recorded: return time_launch(name, h, fn, l.stream, run);
         case Admission::Skipped:
