@@ -118,23 +118,26 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             device.free(scratch)
     out.update(fresh_processes(db, dynamic_hash, mode, iterations))
     # The recorded ranges mapped at the driver's recommended granularity, not the minimum the recorder maps
-    # the application's allocations at (compare with fresh-processes: both are fresh processes).
-    out.update(
-        fresh_processes(
-            db,
-            dynamic_hash,
-            mode,
-            iterations,
-            name="fresh-recommended",
-            env={"MNEME_CUDA_MAP_GRANULARITY": "recommended"},
+    # the application's allocations at (compare with fresh-processes: both are fresh processes). Where the two
+    # granularities are equal it would map exactly as fresh-processes did: not run (the row shows both sizes).
+    sizes = map_granularities()
+    if sizes.get("recommended") != sizes.get("minimum"):
+        out.update(
+            fresh_processes(
+                db,
+                dynamic_hash,
+                mode,
+                iterations,
+                name="fresh-recommended",
+                env={"MNEME_CUDA_MAP_GRANULARITY": "recommended"},
+            )
         )
-    )
     return out
 
 
 def map_granularities() -> dict[str, int]:
-    """The driver's minimum and recommended allocation granularity of device 0, in bytes (where they are equal,
-    the fresh-recommended variant maps as the default does)."""
+    """The driver's minimum and recommended allocation granularity of device 0, in bytes ({} where the query
+    fails)."""
     from mneme_cuda.memory import GRANULARITIES, allocation_granularity
 
     from mneme.core.errors import MnemeError

@@ -17,20 +17,21 @@ replay's median against the recorded launch's own in-application time (`Recorded
 flushed L2). A launch recorded once is one sample per process, which spreads by 20-30% for a kernel of
 a few microseconds (docs/design/recording.md, "The L2 before a recorded launch"), so the program runs
 `--app-runs` times under the recorder and the reference is the median of its recorded times. Where an
-instance misses 5%, the replay is timed again with its method changed one way at a time (no reset of
-the written regions, no synchronize after the flush, a new mapping right before, a warm or primed L2:
+instance misses 5%, the replay is timed again with its method changed one way at a time (no reset of the
+written regions, no synchronize after the flush, a new mapping right before, a warm or primed L2:
 `diagnosis`; and in fresh processes, as `mneme replay` runs, with the recorded ranges mapped at the
-driver's recommended granularity instead of the minimum: `fresh-recommended` beside `fresh-processes`),
-so a suite run tells which difference of method it is. The further runs record with
+driver's recommended granularity instead of the minimum, where the two differ: `fresh-recommended` beside
+`fresh-processes`), so a suite run tells which difference of method it is. The further runs record with
 MNEME_RECORD_RETIME=1: the recorder runs each recorded launch a second time, from its prologue restored
 and the L2 flushed again, then restores what the launch left (the application's results are its own);
 their median is the `retimed` column. Where it matches the replay and not the recorded time, the
-application's first flushed launch is the outlier (docs/design/investigations/replay-timing-2026-12-06.md). An instance that does not verify from its binary is handed to
-`mneme nondeterminism`'s analysis: when its outputs are order-dependent, the derived policy is applied
-and the replay run again. A program whose framework or build is missing is listed as skipped, with
-why. Nothing is fetched here: the frameworks are the image's, llama.cpp's build is carried.
-The optional work (more runs, CUPTI's count, the diagnosis) stops when `--seconds` are used up; the
-JSON is written after each program.
+application's first flushed launch is the outlier
+(docs/design/investigations/replay-timing-2026-12-06.md). An instance that does not verify from its
+binary is handed to `mneme nondeterminism`'s analysis: when its outputs are order-dependent, the derived
+policy is applied and the replay run again. A program whose framework or build is missing is listed as
+skipped, with why. Nothing is fetched here: the frameworks are the image's, llama.cpp's build is carried.
+The optional work (more runs, CUPTI's count, the diagnosis) stops when `--seconds` are used up; the JSON
+is written after each program.
 """
 
 from __future__ import annotations
