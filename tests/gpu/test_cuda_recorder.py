@@ -613,8 +613,11 @@ def test_a_replay_mapped_at_the_recommended_granularity_verifies(recorder_librar
     assert code == 0
     dynamic_hash = next(iter(RecordedExecution.from_json(db).kernel_instances))
     script = (
-        "import sys\nfrom mneme.core.executor import BaseExecutor\nfrom mneme_cuda.memory import allocation_granularity\n"
-        "with BaseExecutor(sys.argv[1], record_id=sys.argv[2], backend='cuda', iterations=2, mode='cubin') as ex:\n"
+        "import pathlib, sys\n"
+        "from mneme.core.executor import BaseExecutor\n"
+        "from mneme_cuda.memory import allocation_granularity\n"
+        "db, key = pathlib.Path(sys.argv[1]), sys.argv[2]\n"
+        "with BaseExecutor(db, record_id=key, backend='cuda', iterations=2, mode='cubin') as ex:\n"
         "    r = ex.execute(ex.default_config())\n"
         "    print(r.ok, ex.device.granularity, allocation_granularity(0, 'recommended'), r.error)\n"
     )
