@@ -152,7 +152,7 @@ def _nvjitlink():
         nvjitlink.version()
         _keep_freed_heap()
         return nvjitlink
-    except Exception as exc:  # not installed, or the shared library is missing
+    except Exception as exc:  # noqa: BLE001 - not installed, or the shared library is missing
         log.debug("nvJitLink not usable (%s); using the ptxas executable", exc)
         return None
 
