@@ -1,7 +1,7 @@
 """Issue 38's application corpus: GPU programs we did not write the kernels of, recorded and replayed.
 
     python benchmarks/gpu/bench_app_corpus.py [--programs cupy,numba,torch,triton,llama.cpp] [--iterations 10]
-        [--app-runs 3] [--seconds 130] [--json out.json]
+        [--app-runs 3] [--seconds 130] [--ir-variant NAME:FIELD=VALUE[,...]]... [--json out.json]
 
 Each program launches kernels through a framework on the GPU machine's image: a CuPy `RawKernel`
 (NVRTC), a Numba CUDA kernel, PyTorch operators (ATen's kernels, cuBLAS), Triton kernels; and
@@ -52,6 +52,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from bench_ir_vs_binary import parse_variant  # beside this file: --ir-variant takes its NAME:FIELD=VALUE
 
 log = logging.getLogger("bench_app_corpus")
 
@@ -293,6 +295,28 @@ def replay(db: Path, dynamic_hash: str, mode: str, iterations: int):
         return ex.execute(ex.default_config())
 
 
+def ir_variants(db: Path, dynamic_hash: str, variants: list[tuple[str, dict]], iterations: int, binary_s: float):
+    """`--ir-variant`: the IR variant with configuration fields changed (bench_ir_vs_binary's NAME:FIELD=VALUE),
+    each verified and timed as the recorded configuration's IR variant is, in one executor (one link of the IR)."""
+    from mneme.core.executor import BaseExecutor
+
+    found = {}
+    with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode="ir") as ex:
+        for name, fields in variants:
+            try:
+                result = ex.execute(ex.default_config().replace(**fields))
+            except Exception as exc:  # noqa: BLE001 - a field this configuration does not take: the others still run
+                found[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+                continue
+            found[name] = {
+                "verified": result.verified,
+                "median_s": result.median_time or None,
+                "registers": result.reg_usage,
+                "ir_vs_binary": result.median_time / binary_s if result.median_time and binary_s else None,
+            }
+    return found
+
+
 def explain_nondeterminism(db: Path, dynamic_hash: str, mode: str) -> tuple[str, bool]:
     """Whether a failed instance's outputs are order-dependent: (what was found, verified under its policy)."""
     from mneme.core.executor import BaseExecutor
@@ -409,6 +433,10 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
                 )
                 if ir_result.median_time and bin_result.median_time:
                     row["ir_vs_binary"] = ir_result.median_time / bin_result.median_time
+                if opts.ir_variant:
+                    row["ir_variants"] = ir_variants(
+                        db, dynamic_hash, opts.ir_variant, opts.iterations, bin_result.median_time
+                    )
             rows.append(row)
     entry["recorded"] = recorded
     if "all_launches_recorded" not in entry:
@@ -437,6 +465,15 @@ def main() -> int:
         type=float,
         default=130.0,
         help="after this, no optional work (more runs, CUPTI's count, the diagnosis) is started",
+    )
+    parser.add_argument(
+        "--ir-variant",
+        action="append",
+        default=[],
+        type=parse_variant,
+        metavar="NAME:FIELD=VALUE[,...]",
+        help="also replay every IR instance with these configuration fields changed (repeatable; "
+        "e.g. sched4reg:nvptx_sched4reg=true); run whatever --seconds says",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="also write the table as markdown here")
@@ -551,6 +588,14 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
                 f"app-corpus IR: {exact}/{len(ir_rows)} verified bit for bit; IR/binary time within 5%: "
                 f"{sum(1 for x in speed if x <= 1.05)}/{len(speed)}"
             )
+            for name in dict.fromkeys(n for r in ir_rows for n in r.get("ir_variants", {})):
+                got = [r["ir_variants"][name] for r in ir_rows if name in r.get("ir_variants", {})]
+                speed = [g["ir_vs_binary"] for g in got if g.get("ir_vs_binary")]
+                lines.append(
+                    f"app-corpus IR variant {name}: {sum(1 for g in got if g.get('verified'))}/{len(got)} verified "
+                    f"bit for bit; IR/binary time within 5%: {sum(1 for x in speed if x <= 1.05)}/{len(speed)}"
+                    + (f", median {statistics.median(speed):.3f}x" if speed else "")
+                )
     return lines
 
 
@@ -570,6 +615,11 @@ def markdown(rows: list[dict], programs: list[dict]) -> list[str]:
     ]
     for r in rows:
         note = r.get("nondeterminism", "") or r.get("ir_error", "")
+        if r.get("ir_variants"):
+            note = ", ".join(
+                f"IR {k} {v['ir_vs_binary']:.2f}" if v.get("ir_vs_binary") else f"IR {k} failed"
+                for k, v in r["ir_variants"].items()
+            ) + (f"; {note}" if note else "")
         if r.get("diagnosis_s") and r.get("recorded_median_s"):
             note = (
                 "replay/recorded "

@@ -85,3 +85,29 @@ def test_the_recorded_launchs_second_time_is_read_apart_from_its_first(bench, tm
 def test_the_recorders_launch_count_holds_graph_launches_and_leaves_out_kernels_never_launched(bench, tmp_path):
     raw, _ = _raw(tmp_path, "flushed")
     assert bench.recorder_launches(raw) == {"saxpy": 3, "relax": 4}
+
+
+def test_ir_variants_are_parsed_as_configuration_fields_and_summarized_against_the_binary(bench):
+    name, fields = bench.parse_variant("sched4reg:nvptx_sched4reg=true,unroll_threshold=1200")
+    assert (name, fields) == ("sched4reg", {"nvptx_sched4reg": True, "unroll_threshold": 1200})
+    row = {
+        "program": "llama.cpp",
+        "kernel": "k_get_rows_kq",
+        "occurrences": 1,
+        "binary": "cubin",
+        "binary_verified": True,
+        "binary_median_s": 2.0e-6,
+        "ir": True,
+        "ir_verified": True,
+        "ir_vs_binary": 1.25,
+        "ir_variants": {
+            "sched4reg": {"verified": True, "median_s": 2.04e-6, "ir_vs_binary": 1.02},
+            "broken": {"error": "UsageError: no such field"},
+        },
+    }
+    slow = {**row, "ir_variants": {"sched4reg": {"verified": False, "median_s": 2.4e-6, "ir_vs_binary": 1.2}}}
+    lines = bench.summarize([row, slow], [])
+    assert "app-corpus IR variant sched4reg: 1/2 verified bit for bit; IR/binary time within 5%: 1/2" in lines[-2]
+    assert lines[-1].startswith("app-corpus IR variant broken: 0/1 verified bit for bit; IR/binary time within 5%: 0/0")
+    (table_row,) = [line for line in bench.markdown([row], []) if "k_get_rows_kq" in line]
+    assert "IR sched4reg 1.02, IR broken failed" in table_row

@@ -43,7 +43,7 @@ def codegen(
     """Generate code for an optimized NVPTX module. `emit`: "ptx" or "cubin".
 
     `config.codegen_opt` (0..3, else ValueError) is LLVM's codegen level; for cubin
-    `ptxas_opt`, `max_registers` and `cache_mode` go to the PTX assembler.
+    `ptxas_opt`, `max_registers`, `cache_mode` and `ptxas_whole_program` go to the PTX assembler.
     """
     check_codegen_opt(config.codegen_opt)
     if emit not in EMITS:
@@ -77,7 +77,8 @@ def codegen(
 def assemble(binary: DeviceBinary, config: ExperimentConfiguration, arch: str) -> DeviceBinary:
     """The cubin of a PTX `binary` (`codegen(..., emit="ptx")`): the one `codegen(..., emit="cubin")` makes.
 
-    Only the assembler's fields of `config` (`ptxas_opt`, `max_registers`, `cache_mode`) matter here.
+    Only the assembler's fields of `config` (`ptxas_opt`, `max_registers`, `cache_mode`, `ptxas_whole_program`)
+    matter here.
     """
     if binary.kind != "ptx":
         raise UsageError(f"cannot assemble a {binary.kind} binary of kernel {binary.kernel_name!r}; it takes PTX")
@@ -151,7 +152,7 @@ def _nvjitlink():
         nvjitlink.version()
         _keep_freed_heap()
         return nvjitlink
-    except Exception as exc:  # not installed, or the shared library is missing
+    except Exception as exc:  # noqa: BLE001 - not installed, or the shared library is missing
         log.debug("nvJitLink not usable (%s); using the ptxas executable", exc)
         return None
 
@@ -217,10 +218,18 @@ def assemble_ptx(
     `assembler` forces "nvjitlink" or "ptxas"; by default nvJitLink when it loads, else ptxas.
     Several PTX texts (the partitions of parallel code generation) are linked: nvJitLink only.
     `threads` > 1 lets nvJitLink compile functions on that many threads (-split-compile; same cubin).
+    `config.ptxas_whole_program` assembles one PTX with the ptxas executable where it is found: whole-program
+    code, as nvcc makes an application's without -rdc. nvJitLink compiles PTX only as relocatable code, which
+    guards warp shuffles and aligned barriers against a diverged warp (`BRA.DIV`, `WARPSYNC`) and may hold
+    more registers (docs/design/investigations/ir-vs-nvcc-2026-12-06.md).
     """
     if assembler not in (None, "nvjitlink", "ptxas"):
         raise UsageError(f"unknown PTX assembler {assembler!r}; use nvjitlink or ptxas")
     parts = [ptx] if isinstance(ptx, str) else list(ptx)
+    if getattr(config, "ptxas_whole_program", False) and len(parts) == 1 and assembler is None:
+        if ptxas_path() is not None:
+            return _ptxas_subprocess(parts[0], arch, config, name) + ("ptxas",)
+        _warn_no_whole_program(name)
     nvjitlink = None if assembler == "ptxas" else _nvjitlink()
     if (assembler == "nvjitlink" or len(parts) > 1) and nvjitlink is None:
         raise IRError(
@@ -254,6 +263,16 @@ def assemble_ptx(
         finally:
             nvjitlink.destroy(handle)
     return _ptxas_subprocess(parts[0], arch, config, name) + ("ptxas",)
+
+
+@functools.cache
+def _warn_no_whole_program(name: str) -> None:
+    """Said once per kernel: the configuration asked for code this machine cannot make."""
+    log.warning(
+        "ptxas_whole_program for kernel %r needs the ptxas executable (CUDA toolkit's bin/ on PATH, or CUDA_PATH); "
+        "assembling relocatable code with nvJitLink instead",
+        name,
+    )
 
 
 _UNSUPPORTED_ISA = re.compile(r"Unsupported \.version (\d+\.\d+); current version is '(\d+\.\d+)'")

@@ -46,6 +46,20 @@ KNOBS = [
         backends=("cuda",),
         schema1=True,
     ),
+    # Whole-program machine code, as nvcc makes an application's without -rdc (its default). nvJitLink compiles
+    # PTX only as relocatable code, where warp shuffles and barriers get a divergence check and a slow path
+    # (BRA.DIV, WARPSYNC) and registers may grow (mneme_cuda.codegen.assemble_ptx). Off: nvJitLink where it loads.
+    Knob(
+        "ptxas_whole_program",
+        "bool",
+        False,
+        "assemble",
+        "Assemble as a whole program with the ptxas executable (as nvcc without -rdc), not nvJitLink's "
+        "relocatable code.",
+        search="bool",
+        feature="ptxas",
+        backends=("cuda",),
+    ),
     # NVPTX's scheduling of the PTX it writes, which ptxas largely keeps (mneme_cuda.target.target_machine):
     # off, LLVM's source order. Parallel code generation's partitions take the default.
     Knob(
