@@ -198,7 +198,8 @@ def _protocol() -> str:
     p = Protocol()
     return (
         f"the {p.retime_top} leading candidates compared with the recorded configuration in interleaved pairs "
-        f"(--retime-top {p.retime_top}, --ci-target {p.ci_target:g}, --iterations {p.iterations}), "
+        f"(--retime-top {p.retime_top}, --ci-target {p.ci_target:g}, --max-pairs {p.max_pairs}, "
+        f"--iterations {p.iterations}), "
         "best.json the fastest significantly faster one, else the recorded configuration"
     )
 

@@ -321,8 +321,8 @@ def _short(value) -> str:
     default=960,
     show_default=True,
     help="Pairs a comparison makes at most. Past the first 60, only while its verdict is open (the interval "
-    "contains 1.0, the estimate is faster by more than --ci-target), doubling, judged at a stricter level "
-    "so the repeated looks claim no more false differences; 60 turns that off.",
+    "contains 1.0 and a speedup beyond --ci-target is still plausible), looked at after 120, 240, 480 ... "
+    "pairs at a stricter level, so the repeated looks claim no more false differences; 60 turns that off.",
 )
 @click.option(
     "--accept-insignificant",
