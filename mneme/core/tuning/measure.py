@@ -132,9 +132,9 @@ class Looks:
 
 
 def open_beyond(ci_target: float, decided: list[stats.RatioInterval | None]) -> float:
-    """The speedup an undecided candidate's estimate must exceed to earn more pairs: faster than the recorded
-    configuration by more than `ci_target`, and faster than every candidate already significantly faster
-    (best.json takes the fastest of those, so a slower one could not change it)."""
+    """The speedup that must still be plausible (`Looks.reach`) for an undecided candidate to earn more pairs:
+    faster than the recorded configuration by more than `ci_target`, and faster than every candidate already
+    significantly faster (best.json takes the fastest of those, so a slower one could not change it)."""
     faster = [i.ratio for i in decided if i is not None and i.significant and i.ratio > 1.0]
     return max([1.0 + ci_target, *faster])
 
