@@ -135,7 +135,8 @@ def run_simulation(study: str, sampler: str, trials: int, seed: int | None, as_j
         highlight=False,
     )
     _print(
-        f"decision: {run.decision} ({run.compared} candidate(s) compared, {run.pairs} interleaved pairs); the "
+        f"decision: {run.decision} ({run.compared} candidate(s) compared, {run.pairs} interleaved pairs, "
+        f"{run.extra_pairs} of them past the first looks); the "
         f"search's fastest by its own times: {100 * run.search_fraction:.1f}% of the optimum",
         highlight=False,
     )
