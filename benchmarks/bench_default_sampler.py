@@ -41,7 +41,7 @@ def direct(sweep, seeds: int, top: int) -> dict:
     if sweep.baseline.value is not None and sweep.baseline.value <= sweep.points[optimum].value:
         return {"optimum_is_recorded": True}
     confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, top)
-    faster, pairs = 0, []
+    faster, pairs, extra = 0, [], []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
         found = interleave(
@@ -51,14 +51,18 @@ def direct(sweep, seeds: int, top: int) -> dict:
             ci_target=protocol.ci_target,
             confidence=confidence,
             out_of_time=lambda: False,
+            max_pairs=protocol.max_pairs,
         )
         faster += bool(found.interval and found.interval.significant and found.interval.ratio > 1.0)
         pairs.append(len(found.cand))
+        extra.append(found.extra)
     return {
         "optimum_ns": sweep.points[optimum].value * 1e9,
         "recorded_ns": sweep.baseline.value * 1e9,
         "significantly_faster": faster / seeds,
         "pairs_median": statistics.median(pairs),
+        "extra_pairs_median": statistics.median(extra),
+        "max_pairs": protocol.max_pairs,
         "confidence": confidence,
     }
 
@@ -127,6 +131,10 @@ def main() -> int:
         for key in ("fraction", "search_fraction"):
             print(f"\n{'noise' if noise else 'no noise'}, {key}:")
             print("\n".join(table(results, noise, key)))
+    print("\nguided's final comparison, noise on: pairs (median, max over seeds) and pairs after the first look:")
+    for name, entry in results["sweeps"].items():
+        row = next(r for r in entry["noise"] if r["sampler"] == "guided")
+        print(name, row["pairs"], row["pairs_max"], row["extra_pairs"], round(row["extra_pairs_mean"], 1))
     print("\noptimum vs recorded configuration, compared directly (100 seeds):")
     for name, entry in results["sweeps"].items():
         print(name, json.dumps(entry["direct"]))

@@ -53,7 +53,9 @@ def tune(results: Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
-def null_runs(runs: int, work: Path, measure_time: float, retime_top: int = 3, iterations: int = 3) -> dict:
+def null_runs(
+    runs: int, work: Path, measure_time: float, retime_top: int = 3, iterations: int = 3, max_pairs: int | None = None
+) -> dict:
     outcomes = []
     for i in range(runs):
         started = time.monotonic()
@@ -73,6 +75,7 @@ def null_runs(runs: int, work: Path, measure_time: float, retime_top: int = 3, i
             str(i),
             "--iterations",
             str(iterations),
+            *(["--max-pairs", str(max_pairs)] if max_pairs is not None else []),
         )
         compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
         significant = [c for c in compared if c["significant"] and c["speedup"] > 1.0]
@@ -199,6 +202,9 @@ def main() -> None:
         help="--retime-top of the null runs (0: every row is known from the search only)",
     )
     parser.add_argument("--iterations", type=int, default=3, help="--iterations (timed runs) of the null runs")
+    parser.add_argument(
+        "--max-pairs", type=int, default=None, help="--max-pairs of the null runs (default: tune's; 60: no later looks)"
+    )
     parser.add_argument("--real-runs", type=int, default=1, help="real-difference runs (0 skips them)")
     parser.add_argument("--skip-real", action="store_true", help="the same as --real-runs 0")
     parser.add_argument(
@@ -229,7 +235,7 @@ def main() -> None:
             "commit": subprocess.run(
                 ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
             ).stdout.strip(),
-            "null": null_runs(args.runs, work, args.measure_time, args.retime_top, args.iterations)
+            "null": null_runs(args.runs, work, args.measure_time, args.retime_top, args.iterations, args.max_pairs)
             if args.runs
             else None,
         }

@@ -135,7 +135,8 @@ def run_simulation(study: str, sampler: str, trials: int, seed: int | None, as_j
         highlight=False,
     )
     _print(
-        f"decision: {run.decision} ({run.compared} candidate(s) compared, {run.pairs} interleaved pairs); the "
+        f"decision: {run.decision} ({run.compared} candidate(s) compared, {run.pairs} interleaved pairs, "
+        f"{run.extra_pairs} of them past the first looks); the "
         f"search's fastest by its own times: {100 * run.search_fraction:.1f}% of the optimum",
         highlight=False,
     )
@@ -198,7 +199,8 @@ def _protocol() -> str:
     p = Protocol()
     return (
         f"the {p.retime_top} leading candidates compared with the recorded configuration in interleaved pairs "
-        f"(--retime-top {p.retime_top}, --ci-target {p.ci_target:g}, --iterations {p.iterations}), "
+        f"(--retime-top {p.retime_top}, --ci-target {p.ci_target:g}, --max-pairs {p.max_pairs}, "
+        f"--iterations {p.iterations}), "
         "best.json the fastest significantly faster one, else the recorded configuration"
     )
 

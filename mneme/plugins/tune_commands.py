@@ -164,7 +164,15 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
             str(c["rank"]), trial, _fmt_time(c["time"]), interval, c.get("verdict", ""), c.get("method", ""), changes
         )
     _console().print(table)
-    for note in (summary.get("measurement") or {}).get("notes") or ():
+    measurement = summary.get("measurement") or {}
+    if measurement.get("max_pairs"):
+        _console().print(
+            f"comparison: at most {measurement['max_pairs']} pairs per candidate, past "
+            f"{measurement['looks'][0]} only while its verdict is open (looks at {measurement['looks']}); "
+            f"{measurement.get('extra_pairs', 0)} pairs made past the first look",
+            highlight=False,
+        )
+    for note in measurement.get("notes") or ():
         _console().print(f"note: {note}", highlight=False)
     best = summary.get("best")
     if best:
@@ -308,6 +316,15 @@ def _short(value) -> str:
     help="A comparison stops after this long, however wide its interval.",
 )
 @click.option(
+    "--max-pairs",
+    type=int,
+    default=960,
+    show_default=True,
+    help="Pairs a comparison makes at most. Past the first 60, only while its verdict is open (the interval "
+    "contains 1.0 and a speedup beyond --ci-target is still plausible), looked at after 120, 240, 480 ... "
+    "pairs at a stricter level, so the repeated looks claim no more false differences; 60 turns that off.",
+)
+@click.option(
     "--accept-insignificant",
     is_flag=True,
     help="best.json takes the fastest candidate even when its interval includes 1.0 (no significant "
@@ -366,6 +383,7 @@ def tune_command(
     retime_repeats,
     ci_target,
     measure_time,
+    max_pairs,
     accept_insignificant,
     simulate,
     backend,
@@ -444,6 +462,7 @@ def tune_command(
         retime_repeats=retime_repeats,
         ci_target=ci_target,
         measure_time=measure_time,
+        max_pairs=max_pairs,
         accept_insignificant=accept_insignificant,
         backend=backend,
         experiment_timeout=experiment_timeout,

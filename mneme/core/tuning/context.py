@@ -86,5 +86,6 @@ class MeasureContext:
     retime_repeats: int
     ci_target: float
     measure_time: float
+    max_pairs: int  # pairs a comparison may make at most (--max-pairs; `measure.Looks`)
     progress: Any
     on_progress: Callable[[Any], None]

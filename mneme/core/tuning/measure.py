@@ -5,10 +5,12 @@ alternating the order (baseline-candidate, candidate-baseline, ...) so a slow dr
 machine weighs on both sides alike. One run at a time goes to the pool, so with one worker
 per device both sides run on the same worker, with the same cache state (``--cache``).
 Pairs are added until the speedup's interval (`stats.paired_ratio`) is narrower than
-``--ci-target`` or ``--measure-time`` is spent. With K candidates, each interval is at
-confidence 1 - 5%/K, so the K verdicts together claim a false difference at most 5% of the
-time (see docs/design/tuning.md, "Measurement
-that knows its noise"). Outlying pairs, a baseline that drifted, a load average that
+``--ci-target``, `MAX_PAIRS` are done or ``--measure-time`` is spent: the first look. A verdict
+still open there (the interval straddles 1.0, the estimate is faster by more than ``--ci-target``)
+earns more pairs, doubling, up to ``--max-pairs``, and stops at the first look that decides
+(`Looks`). With K candidates, each candidate's looks together are at error rate 5%/K, so the
+K verdicts together claim a false difference at most 5% of the time (see docs/design/tuning.md,
+"Measurement that knows its noise"). Outlying pairs, a baseline that drifted, a load average that
 changed and runs that landed on different devices are reported with the result.
 """
 
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIN_PAIRS = 3
-MAX_PAIRS = 60
+MAX_PAIRS = 60  # the first look: the fixed phase ends here at the latest
+FIRST_SHARE = 0.5  # of a candidate's error rate, spent at the first look when later looks may follow
 
 
 def _load() -> float | None:
@@ -57,14 +60,101 @@ def leaders(ctx: MeasureContext, count: int) -> dict[str, TrialRecord]:
     return best
 
 
+@attrs.frozen
+class Looks:
+    """Where one comparison may judge its interval, and at which confidence each look judges.
+
+    The first look ends the fixed phase (the interval narrow enough, or `MAX_PAIRS`). When the cap allows
+    more pairs, later looks come at twice, four times ... `MAX_PAIRS` pairs and at the cap, all fixed by the
+    cap before any run. A candidate's error rate `alpha` is split among them (alpha spending, Bonferroni over
+    a fixed maximum of looks): `FIRST_SHARE` of it at the first look, the rest in equal shares at the later
+    ones, so the looks together claim a false difference at most `alpha` of the time, however many are
+    taken. Without later looks (``cap <= MAX_PAIRS``) the first look has all of it.
+
+    A later look judges by two intervals, each at half its share: the median's (`stats.paired_ratio`, as at
+    the first look) and the signed-rank one (`stats.signed_rank_ratio`), which uses the sizes of the pair
+    ratios and separates in hundreds of pairs what the signs alone would take thousands for (timers that
+    tick in steps: many pairs tie). Either one excluding 1.0 decides; the union bound still holds.
+    """
+
+    alpha: float
+    cap: int = MAX_PAIRS
+
+    @property
+    def later(self) -> tuple[int, ...]:
+        """Pair counts of the later looks, the cap last; empty when the cap leaves none."""
+        points, n = [], 2 * MAX_PAIRS
+        while n < self.cap:
+            points.append(n)
+            n *= 2
+        if self.cap > MAX_PAIRS:
+            points.append(self.cap)
+        return tuple(points)
+
+    @property
+    def first(self) -> int:
+        """Pairs at most before the first look."""
+        return min(MAX_PAIRS, self.cap)
+
+    @property
+    def first_confidence(self) -> float:
+        return 1.0 - self.alpha * (FIRST_SHARE if self.later else 1.0)
+
+    @property
+    def later_confidence(self) -> float:
+        """The confidence of each of a later look's two intervals."""
+        later = self.later
+        return 1.0 - self.alpha * (1.0 - FIRST_SHARE) / len(later) / 2.0 if later else self.first_confidence
+
+    def reach(self, base: list[float], cand: list[float]) -> float:
+        """The largest speedup the pairs so far leave plausible: the upper end of the signed-rank interval at a
+        later look's confidence (the narrower of the two). Whether to go on may look at anything: it only
+        lets a look be skipped, never adds one."""
+        ranks = stats.signed_rank_ratio(base, cand, self.later_confidence)
+        return ranks.high if ranks is not None else 0.0
+
+    def judge(self, base: list[float], cand: list[float]) -> stats.RatioInterval | None:
+        """A later look's interval: the median's when it excludes 1.0, else the signed-rank one when it does,
+        else the median's (undecided)."""
+        median = stats.paired_ratio(base, cand, self.later_confidence)
+        ranks = stats.signed_rank_ratio(base, cand, self.later_confidence)
+        if median is not None and ranks is not None and not median.significant and ranks.significant:
+            return ranks
+        return median
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_pairs": self.cap,
+            "looks": [self.first, *self.later],
+            "first_confidence": self.first_confidence,
+            "later_confidence": self.later_confidence,
+        }
+
+
+def open_beyond(ci_target: float, decided: list[stats.RatioInterval | None]) -> float:
+    """The speedup that must still be plausible (`Looks.reach`) for an undecided candidate to earn more pairs:
+    faster than the recorded configuration by more than `ci_target`, and faster than every candidate already
+    significantly faster (best.json takes the fastest of those, so a slower one could not change it)."""
+    faster = [i.ratio for i in decided if i is not None and i.significant and i.ratio > 1.0]
+    return max([1.0 + ci_target, *faster])
+
+
 @attrs.define
 class Pairs:
-    """The runs of one interleaved comparison: both sides' times, why it stopped, the speedup's interval."""
+    """The runs of one interleaved comparison: both sides' times, why it stopped, the speedup's interval,
+    the pairs made by the first look and how many looks judged."""
 
     base: list[float]
     cand: list[float]
     stopped: str
     interval: stats.RatioInterval | None
+    first: int = 0
+    looks: int = 0
+
+    @property
+    def extra(self) -> int:
+        """Pairs made after the first look (the open verdict's)."""
+        return len(self.cand) - self.first
 
 
 def interleave(
@@ -75,29 +165,45 @@ def interleave(
     ci_target: float,
     confidence: float,
     out_of_time: Callable[[], bool],
+    max_pairs: int = MAX_PAIRS,
+    beyond: float | None = None,
 ) -> Pairs:
-    """Pairs of runs, the order alternating (baseline first, then candidate first, ...), until the speedup's
-    interval is narrower than `ci_target` (after at least ``max(MIN_PAIRS, repeats)`` pairs), `out_of_time()`
-    says so, a run fails (a None time) or `MAX_PAIRS` are done.
+    """Pairs of runs, the order alternating (baseline first, then candidate first, ...), judged at the looks
+    of ``Looks(1 - confidence, max_pairs)``.
+
+    The first look comes once the speedup's interval is narrower than `ci_target` (after at least
+    ``max(MIN_PAIRS, repeats)`` pairs), `out_of_time()` says so or ``min(MAX_PAIRS, max_pairs)`` pairs
+    are done. While the verdict is open after a look (the interval contains 1.0 and a speedup beyond `beyond`,
+    by default ``1 + ci_target``, is still plausible: `Looks.reach`), pairs go on to the next look
+    (`Looks.judge`); the comparison stops at the first
+    look whose interval excludes 1.0, when no speedup beyond `beyond` is left plausible, at the last look, the time
+    cap (judged there, as that look) or a failed run (a None time). `confidence` is the candidate's: all
+    its looks together claim a false difference at most ``1 - confidence`` of the time.
 
     Each callable runs one experiment and returns its objective. `Comparison` times them on the pool;
     `simulate` draws them from a sweep, so a simulated run ends the way `mneme tune` does.
     """
+    plan = Looks(1.0 - confidence, max_pairs)
+    beyond = 1.0 + ci_target if beyond is None else beyond
     base: list[float] = []
     cand: list[float] = []
-    stopped = "pairs"
-    interval = None
-    while len(cand) < MAX_PAIRS:
+
+    def pair() -> bool:
         order = ((time_baseline, base), (time_candidate, cand))
         if len(cand) % 2:
             order = order[::-1]
-        pair = [run() for run, _ in order]
-        if None in pair:
-            stopped = "a run failed"
-            break
-        for (_, series), value in zip(order, pair):
+        values = [run() for run, _ in order]
+        if None in values:
+            return False
+        for (_, series), value in zip(order, values):
             series.append(value)
-        interval = stats.paired_ratio(base, cand, confidence)
+        return True
+
+    stopped, interval = "pairs", None
+    while len(cand) < plan.first:
+        if not pair():
+            return Pairs(base, cand, "a run failed", interval, len(cand), 1 if interval is not None else 0)
+        interval = stats.paired_ratio(base, cand, plan.first_confidence)
         if len(cand) >= max(MIN_PAIRS, repeats) and interval is not None:
             if interval.width <= ci_target:
                 stopped = "interval"
@@ -105,7 +211,27 @@ def interleave(
             if out_of_time():
                 stopped = "time cap"
                 break
-    return Pairs(base, cand, stopped, interval)
+    found = Pairs(base, cand, stopped, interval, len(cand), 1)
+    for target in plan.later:
+        if found.stopped == "time cap" or interval is None or interval.significant:
+            break
+        if plan.reach(base, cand) <= beyond:
+            if found.looks > 1:
+                found.stopped = "no speedup beyond the threshold left"
+            break
+        found.stopped = "max pairs"
+        while len(cand) < target:
+            if not pair():
+                found.stopped = "a run failed"
+                return found
+            if out_of_time():
+                found.stopped = "time cap"  # judged here, as this look
+                break
+        interval = found.interval = plan.judge(base, cand)
+        found.looks += 1
+        if interval is not None and interval.significant:
+            found.stopped = "decided"
+    return found
 
 
 class Comparison:
@@ -122,7 +248,11 @@ class Comparison:
         self.devices.add(f"{result.device}:{result.gpu_id}")
         return objective(result), result
 
-    def compare(self, candidate: ExperimentConfiguration, record: TrialRecord | None) -> dict[str, Any]:
+    def compare(
+        self, candidate: ExperimentConfiguration, record: TrialRecord | None, beyond: float | None = None
+    ) -> dict[str, Any]:
+        """Compare `candidate` with the baseline (`interleave`); an open verdict earns more pairs while its
+        estimate exceeds `beyond` (`open_beyond`)."""
         ctx = self.ctx
         base_config = ExperimentConfiguration.from_dict(self.ctx.baseline["config"])
         errors: set[str] = set()
@@ -144,6 +274,8 @@ class Comparison:
             ci_target=ctx.ci_target,
             confidence=self.confidence,
             out_of_time=lambda: time.monotonic() - started >= ctx.measure_time,
+            max_pairs=ctx.max_pairs,
+            beyond=beyond,
         )
         base, cand, stopped, interval = pairs.base, pairs.cand, pairs.stopped, pairs.interval
         self.baseline_times.extend(base)
@@ -162,6 +294,9 @@ class Comparison:
             "spread": (max(cand) - min(cand)) / statistics.median(cand) if len(cand) > 1 else 0.0,
             "errors": sorted(errors),
             "pairs": len(cand),
+            "first_pairs": pairs.first,
+            "extra_pairs": pairs.extra,
+            "looks": pairs.looks,
             "stopped": stopped,
             "seconds": time.monotonic() - started,
             "outliers": len(stats.outliers(ratios)),
@@ -177,19 +312,25 @@ def measure(ctx: MeasureContext) -> tuple[dict[str, Any], dict[str, Any]]:
     ctx.on_progress(ctx.progress)
     load_before = _load()
     chosen = leaders(ctx, ctx.retime_top)
-    # Several candidates, one verdict: each interval at 1 - 5%/K, so that the chance that any of the K
-    # claims a difference that is not there stays 5% (Bonferroni).
+    # Several candidates, one verdict: each candidate's looks at 1 - 5%/K together, so that the chance that
+    # any of the K claims a difference that is not there stays 5% (Bonferroni).
     confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, len(chosen))
     comparison = Comparison(ctx, confidence)
     out: dict[str, Any] = {}
+    decided: list[stats.RatioInterval | None] = []
     for digest, record in chosen.items():
-        entry = comparison.compare(ExperimentConfiguration.from_dict(record.config), record)
+        beyond = open_beyond(ctx.ci_target, decided)
+        entry = comparison.compare(ExperimentConfiguration.from_dict(record.config), record, beyond)
         out[digest] = entry
+        speedup = entry["speedup"]
+        if speedup is not None:
+            decided.append(stats.RatioInterval(speedup["speedup"], speedup["low"], speedup["high"]))
         log.info(
-            "trial %d vs the recorded configuration: %s after %d pairs (%s)",
+            "trial %d vs the recorded configuration: %s after %d pairs (%d after the first look; %s)",
             record.number,
-            stats.format_interval(entry["speedup"]),
+            stats.format_interval(speedup),
             entry["pairs"],
+            entry["extra_pairs"],
             entry["stopped"],
         )
     base = comparison.baseline_times
@@ -246,6 +387,8 @@ def measure(ctx: MeasureContext) -> tuple[dict[str, Any], dict[str, Any]]:
         "confidence": confidence,
         "family_confidence": stats.CONFIDENCE,
         "compared": len(chosen),
+        **Looks(1.0 - confidence, ctx.max_pairs).to_dict(),
+        "extra_pairs": sum(e.get("extra_pairs", 0) for e in out.values() if not e["baseline"]),
     }
     for note in notes:
         log.warning("%s", note)

@@ -45,6 +45,7 @@ class TuneOptions:
     retime_repeats: int = 2  # pairs of runs each comparison starts with (at least 2; more until the interval is narrow)
     ci_target: float = 0.02  # relative half-width of the speedup's interval that ends a comparison
     measure_time: float = 30.0  # seconds a comparison may take at most
+    max_pairs: int = 960  # pairs a comparison may make at most: more than 60 only while its verdict is open
     accept_insignificant: bool = False  # best.json may be a candidate not significantly faster
     backend: str | None = None
     experiment_timeout: float | None = None
@@ -65,6 +66,8 @@ class TuneOptions:
             raise UsageError("--retime-top must be >= 0 and --retime-repeats >= 1")
         if not 0 < self.ci_target < 1:
             raise UsageError(f"--ci-target must be in (0, 1) (a relative half-width, e.g. 0.02), got {self.ci_target}")
+        if self.max_pairs < 3:
+            raise UsageError(f"--max-pairs must be >= 3 (a comparison's pairs at most), got {self.max_pairs}")
         if self.measure_time <= 0:
             raise UsageError(f"--measure-time must be > 0 seconds, got {self.measure_time}")
         if self.heartbeat < 0:

@@ -178,6 +178,16 @@ def choose_best(ranked: list[dict[str, Any]], accept_insignificant: bool = False
 SEARCH_VERDICT = "not compared (search estimate)"
 
 
+def _method(retimed: dict, interval: dict) -> str:
+    """How a compared row was measured: its pairs, and the looks and interval of a comparison that went on."""
+    text = f"interleaved, {retimed.get('pairs', 0)} pairs"
+    looks = retimed.get("looks", 1)
+    if looks > 1:
+        text += f" ({looks} looks"
+        text += ", signed-rank)" if interval.get("estimator") == "signed-rank" else ")"
+    return text
+
+
 def _candidate(
     digest: str,
     config: dict | None,
@@ -209,7 +219,7 @@ def _candidate(
                 speedup_ci=[interval["low"], interval["high"]],
                 significant=bool(interval["significant"]),
                 verdict=interval["verdict"],
-                method=f"interleaved, {retimed.get('pairs', 0)} pairs",
+                method=_method(retimed, interval),
             )
     if row["method"] == "search" and time_ is not None:
         # Times taken apart (the baseline once at the start, this candidate minutes later) differ by the
@@ -228,6 +238,8 @@ def _candidate(
         "spread": spread,
         "retimed": retimed is not None,
         "verified_again": verified_again,
+        "pairs": retimed.get("pairs") if retimed else None,
+        "extra_pairs": retimed.get("extra_pairs", 0) if retimed else None,  # past the first look (open verdict)
         "baseline": False,
         **row,
     }

@@ -440,6 +440,7 @@ class TuningSession:
             opts.retime_repeats,
             opts.ci_target,
             opts.measure_time,
+            opts.max_pairs,
             self.progress,
             self.on_progress,
         )
@@ -468,6 +469,7 @@ class TuningSession:
                 "accept_insignificant": opts.accept_insignificant,
                 "ci_target": opts.ci_target,
                 "measure_time": opts.measure_time,
+                "max_pairs": opts.max_pairs,
                 "retime_top": opts.retime_top,
             },
             "stop": self.progress.stop.to_dict(),

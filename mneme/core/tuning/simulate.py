@@ -11,7 +11,8 @@
   prefetched), so the sampler proposes its next point before the last one's answer is in;
 - the end: the ``--retime-top`` leading candidates by search time are each compared with the recorded
   configuration in interleaved pairs of such experiments (`measure.interleave`, the code `mneme tune`
-  runs), until the interval is narrower than ``--ci-target``; the configuration the run picks is the one
+  runs), until the interval is narrower than ``--ci-target`` and, while a verdict is open, in more pairs up to
+  ``--max-pairs`` (`measure.Looks`, `measure.open_beyond`); the configuration the run picks is the one
   ``best.json`` would hold (`report.choose_best`): the fastest candidate significantly faster than the
   recorded configuration, else the recorded configuration.
 
@@ -36,7 +37,7 @@ import numpy as np
 from mneme.core.errors import UsageError
 from mneme.core.tuning import stats
 from mneme.core.tuning.loop import MAX_DUPLICATES
-from mneme.core.tuning.measure import interleave
+from mneme.core.tuning.measure import interleave, open_beyond
 from mneme.core.tuning.options import TuneOptions
 from mneme.core.tuning.outcome import PENALTY_FACTOR
 from mneme.core.tuning.report import choose_best, rank_key
@@ -61,6 +62,7 @@ class Protocol:
     retime_top: int = _tune_default("retime_top")
     retime_repeats: int = _tune_default("retime_repeats")
     ci_target: float = _tune_default("ci_target")
+    max_pairs: int = _tune_default("max_pairs")
     accept_insignificant: bool = _tune_default("accept_insignificant")
 
 
@@ -83,6 +85,7 @@ class Simulation:
     search_fraction: float = 0.0  # optimum time / its true time
     compared: int = 0  # candidates compared with the recorded configuration at the end
     pairs: int = 0  # interleaved pairs those comparisons took, together
+    extra_pairs: int = 0  # of those, the pairs made after a comparison's first look (its verdict open)
     decision: str = ""  # why best.json holds the pick (`report.choose_best`)
     reached_at: int | None = None  # distinct trials until a point within NEAR of the optimum was measured
     stop: str = ""
@@ -192,6 +195,7 @@ def _finish(
     leaders = sorted((d for d in ok if d != base), key=lambda d: ok[d])[: protocol.retime_top]
     confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, len(leaders))
     rows: dict[str, dict[str, Any]] = {}
+    decided: list[stats.RatioInterval | None] = []
     for digest in leaders:
         pairs = interleave(
             lambda: _answer(sweep, base, rng, noise, penalty, protocol.iterations),
@@ -200,9 +204,13 @@ def _finish(
             ci_target=protocol.ci_target,
             confidence=confidence,
             out_of_time=lambda: False,  # --measure-time: see docs/design/default-sampler.md, "What is simulated"
+            max_pairs=protocol.max_pairs,
+            beyond=open_beyond(protocol.ci_target, decided),  # as `measure.measure` passes it
         )
+        decided.append(pairs.interval)
         run.compared += 1
         run.pairs += len(pairs.cand)
+        run.extra_pairs += pairs.extra
         if pairs.interval is not None and pairs.cand:
             rows[digest] = _row(digest, pairs.interval.ratio, pairs.interval.significant, "interleaved")
             rows[digest]["time"] = statistics.median(pairs.cand)
@@ -330,6 +338,9 @@ def compare(
                     "search_fraction": float(np.mean([r.search_fraction for r in runs])),
                     "search_fraction_median": float(np.median([r.search_fraction for r in runs])),
                     "pairs": float(np.median([r.pairs for r in runs])),
+                    "pairs_max": max(r.pairs for r in runs),
+                    "extra_pairs": float(np.median([r.extra_pairs for r in runs])),
+                    "extra_pairs_mean": float(np.mean([r.extra_pairs for r in runs])),
                     "recorded_picked": sum(r.pick == sweep.baseline_hash for r in runs) / len(runs),
                     "reached": len(reached) / len(runs),
                     "reached_ci": [hit_low, hit_high],

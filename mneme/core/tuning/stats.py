@@ -10,6 +10,12 @@ exponential of an interval on a difference of means of logs (see docs/design/tun
   (order statistics). Drifts of the machine that are slow against one pair cancel out; and
   timings under load are heavy-tailed, even bimodal (a run that waits for a core), which
   throws a mean of log ratios around where a median holds (see docs/design/tuning.md).
+- `signed_rank_ratio` is for the same pairs when a long comparison needs more power than a median's
+  interval has: the Hodges-Lehmann estimate (median of the pairwise means of log ratios) with the
+  Wilcoxon signed-rank interval. It uses the sizes of the ratios, not only their signs, so on timers
+  that tick in steps (many pairs tie, a win is a whole tick) it separates what the sign of a pair
+  cannot; it assumes the log ratios symmetric under no difference, which interleaving in
+  alternating order gives when both sides run the same code.
 - `unpaired_ratio` (Welch's t on log times) is for times taken apart (the live line of the
   search, where the baseline was measured once at the start).
 
@@ -20,7 +26,9 @@ package is needed.
 
 from __future__ import annotations
 
+import functools
 import math
+import statistics
 from collections.abc import Sequence
 
 import attrs
@@ -39,6 +47,7 @@ class RatioInterval:
     high: float
     confidence: float = CONFIDENCE
     samples: int = 0
+    estimator: str = "median"  # "median" (of the pair ratios) or "signed-rank" (Hodges-Lehmann); see below
 
     @property
     def significant(self) -> bool:
@@ -62,6 +71,7 @@ class RatioInterval:
             "high": self.high,
             "confidence": self.confidence,
             "samples": self.samples,
+            "estimator": self.estimator,
             "significant": self.significant,
             "verdict": self.verdict(),
         }
@@ -167,17 +177,67 @@ def paired_ratio(
     return RatioInterval(point, math.exp(float(logs[k - 1])), math.exp(float(logs[n - k])), confidence, n)
 
 
+@functools.lru_cache(maxsize=4096)
 def _median_rank(n: int, confidence: float) -> int:
     """The largest k with P(Binomial(n, 1/2) < k) <= (1 - confidence) / 2: [x_(k), x_(n+1-k)] covers the
     median with at least `confidence`; 0 when no k does."""
     tail = (1.0 - confidence) / 2.0
     cumulative, k = 0.0, 0
+    log_half = n * math.log(2.0)
     for j in range(n + 1):
-        cumulative += math.comb(n, j) / 2.0**n
+        # In logs: 2**n overflows a float beyond 1023 pairs (a long sequential comparison reaches that).
+        cumulative += math.exp(math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1) - log_half)
         if cumulative > tail:
             break
         k = j + 1
     return min(k, n // 2)
+
+
+def signed_rank_ratio(
+    baseline: Sequence[float], candidate: Sequence[float], confidence: float = CONFIDENCE
+) -> RatioInterval | None:
+    """Speedup of `candidate` over `baseline` from interleaved pairs: the Hodges-Lehmann estimate (the median
+    of the n(n+1)/2 pairwise means of the log ratios, Walsh averages) and the interval that inverts
+    Wilcoxon's signed-rank test (order statistics of those means); None with fewer than two pairs,
+    unbounded (never significant) when no interval reaches `confidence`.
+    """
+    pairs = [(b, c) for b, c in zip(baseline, candidate) if b and c and b > 0 and c > 0]
+    if len(pairs) < 2:
+        return None
+    logs = np.log([b for b, _ in pairs]) - np.log([c for _, c in pairs])
+    n = len(logs)
+    first, second = np.triu_indices(n)
+    walsh = np.sort((logs[first] + logs[second]) / 2.0)
+    c = _signed_rank_rank(n, confidence)
+    point = math.exp(float(np.median(walsh)))
+    if c == 0:
+        return RatioInterval(point, 0.0, math.inf, confidence, n, "signed-rank")
+    low, high = math.exp(float(walsh[c - 1])), math.exp(float(walsh[len(walsh) - c]))
+    return RatioInterval(point, low, high, confidence, n, "signed-rank")
+
+
+EXACT_SIGNED_RANK = 400  # pairs up to which the signed-rank distribution is computed exactly
+
+
+@functools.lru_cache(maxsize=256)
+def _signed_rank_rank(n: int, confidence: float) -> int:
+    """The largest c with P(T+ < c) <= (1 - confidence) / 2 for Wilcoxon's signed-rank statistic of n pairs
+    under no difference: the c-th smallest and c-th largest Walsh averages bound the interval; 0 when no c
+    does. Exact (the distribution built one rank at a time) up to `EXACT_SIGNED_RANK` pairs, else the normal
+    approximation with continuity correction."""
+    tail = (1.0 - confidence) / 2.0
+    total = n * (n + 1) // 2
+    if n <= EXACT_SIGNED_RANK:
+        probability = np.zeros(total + 1)
+        probability[0] = 1.0
+        for rank in range(1, n + 1):  # each rank joins the positive side or not, with probability 1/2
+            shifted = np.zeros_like(probability)
+            shifted[rank:] = probability[:-rank]
+            probability = 0.5 * (probability + shifted)
+        return int(np.searchsorted(np.cumsum(probability), tail, side="right"))
+    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
+    z = statistics.NormalDist().inv_cdf(1.0 - tail)
+    return max(0, math.floor(total / 2.0 - z * sd + 0.5))
 
 
 def unpaired_ratio(

@@ -3,6 +3,8 @@ and the rule that puts a configuration in best.json."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,40 @@ def test_best_json_stays_the_recorded_configuration_without_a_significant_speedu
     real = _candidate(1.05, 1.02, 1.08)
     best, _ = choose_best([lucky, real, recorded])
     assert best is real  # the fastest that is significantly faster, not the fastest point estimate
+
+
+def test_signed_rank_bounds_match_the_tables_and_hold_their_level_on_heavy_tailed_pairs():
+    # Wilcoxon's two-sided 5% critical values: T+ <= 8 for 10 pairs, <= 52 for 20 (so the 9th and 53rd
+    # Walsh averages from each end bound the interval); 5 pairs cannot reach 95%.
+    assert stats._signed_rank_rank(10, 0.95) == 9 and stats._signed_rank_rank(20, 0.95) == 53
+    assert stats.signed_rank_ratio([2.0] * 5, [1.0] * 5).high == float("inf")
+    rng = np.random.default_rng(5)
+    false = 0
+    for _ in range(1000):
+        base = np.exp(rng.normal(0, 0.05, 40)) * np.where(rng.random(40) < 0.2, 1.6, 1.0)
+        cand = np.exp(rng.normal(0, 0.05, 40)) * np.where(rng.random(40) < 0.2, 1.6, 1.0)
+        false += stats.signed_rank_ratio(base.tolist(), cand.tolist()).significant
+    assert 0.02 <= false / 1000 <= 0.07
+    faster = stats.signed_rank_ratio([1.1, 1.2, 1.0, 1.3, 1.1, 1.2, 1.05, 1.15], [1.0] * 8)
+    assert faster.significant and faster.estimator == "signed-rank" and 1.1 < faster.ratio < 1.2
+
+
+def test_signed_rank_sees_a_tick_sized_difference_the_signs_of_pairs_cannot():
+    # Timers that tick in steps: one side's runs 1568, 1696, 1568 ns, the other's 1696, 1664, 1536 (saxpy's
+    # optimum and recorded launch on the H100), each experiment the median of 3. Many pairs tie or flip by a
+    # tick; the sizes of the wins tell them apart in 240 pairs, the signs alone do not.
+    rng = np.random.default_rng(0)
+    optimum, recorded = np.array([1568, 1696, 1568.0]), np.array([1696, 1664, 1536.0])
+    base = np.median(rng.choice(recorded, (240, 3)), axis=1).tolist()
+    cand = np.median(rng.choice(optimum, (240, 3)), axis=1).tolist()
+    assert stats.signed_rank_ratio(base, cand, 0.99).low > 1.0
+    assert not stats.paired_ratio(base, cand, 0.99).significant
+
+
+def test_the_medians_interval_is_computed_for_thousands_of_pairs():
+    # 2**n overflows a float past 1023 pairs; a long sequential comparison reaches that
+    rng = np.random.default_rng(6)
+    same = np.exp(rng.normal(0, 0.05, 2000))
+    interval = stats.paired_ratio((same * 1.01).tolist(), same.tolist())
+    assert interval.samples == 2000 and interval.low == pytest.approx(1.01) == interval.high
+    assert stats._median_rank(2000, 0.95) == pytest.approx(1000 - 1.96 * math.sqrt(2000) / 2, abs=2)

@@ -71,6 +71,7 @@ def test_print_space_shows_the_dimensions_without_running_anything(saxpy_db, tmp
         (["-o", "axes=w"], "axes='w'"),
         (["--storage", "redis-ish"], "journal:PATH"),
         (["--devices", "0,0"], "distinct"),
+        (["--max-pairs", "2"], "--max-pairs must be >= 3"),
     ],
 )
 def test_invalid_options_exit_with_code_2_and_say_what_is_wrong(saxpy_db, tmp_path, args, message):
@@ -90,6 +91,12 @@ def test_tune_then_results_reprints_exports_and_plots(saxpy_db, tmp_path):
     compared = [c for c in summary["ranking"] if c["retimed"] and not c["baseline"]]
     assert compared and all(c["speedup_ci"][0] <= c["speedup"] <= c["speedup_ci"][1] for c in compared)
     assert compared[0]["method"].startswith("interleaved")
+    # the cap of the comparison's pairs, and what went past the first look, are shown and kept
+    measurement = summary["measurement"]
+    assert measurement["max_pairs"] == 960 and measurement["looks"] == [60, 120, 240, 480, 960]
+    assert "comparison: at most 960 pairs per candidate" in out
+    assert measurement["extra_pairs"] == sum(c["extra_pairs"] for c in compared)
+    assert all(c["pairs"] >= 3 for c in compared)
     if not any(c["significant"] and c["speedup"] > 1 for c in summary["ranking"]):
         assert summary["best"]["baseline"] and "no significant difference" in summary["decision"]
     for name in ("best.json", "tuned-kernels.json", "summary.json", "session.json", "study.db"):
