@@ -27,7 +27,7 @@ import logging
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host import accesses, block_loop, lanes, retarget, steps
+from mneme.plugins.backends.host import accesses, block_loop, block_uniform, lanes, retarget, steps
 from mneme.plugins.backends.host.irtext import symbol_ref
 
 log = logging.getLogger(__name__)
@@ -105,8 +105,10 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     span = steps._function_span(out, kernel_name)
     if span is None:
         return None
+    fields = accesses.split_operands(frame.group(1).strip()[1:-1])
+    slots: dict[str, tuple[int, str]] = {}
     if soa:
-        out = _fields_as_arrays(out, *span, frame.group(1))
+        out, slots = _fields_as_arrays(out, *span, fields)
         span = steps._function_span(out, kernel_name)
     body = out[span[0] + 1 : span[1]]
     blocks = steps._blocks(body)
@@ -118,13 +120,23 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     points = {0: switch.group(1), **{int(k): label for k, label in _CASE.findall(switch.group(2))}}
     private = any(_PRIVATE.search(line) for line in body)
     markable = {k: not private and _markable(blocks, label) for k, label in points.items()}
+    reads: dict[int, list[int]] = {}
+    used: dict[int, str] = {}
+    if soa:
+        out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable})
+        reads = {k: f for k, f in reads.items() if markable[k]}  # a loop run thread after thread gains nothing
     next_md = max((int(m) for m in re.findall(r"!(\d+)\b", stepped)), default=0) + 1
-    entry, metadata = _entry(kernel_name, params, markable, next_md, soa)
+    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, (reads, used, fields))
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
     if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
         out = [_CTX_DECLARE.sub(r"\1nonnull align 8 dereferenceable(80) \2", line) for line in out]
-    declares = [f"declare i32 @llvm.{f}.i32(i32, i32)" for f in ("smin", "smax") if f"@llvm.{f}.i32(" not in stepped]
+    declares = [
+        f"declare {w} @llvm.{f}.{w}({w}, {w})"
+        for f in ("smin", "smax")
+        for w in ("i32", "i64")
+        if f"@llvm.{f}.{w}(" not in stepped
+    ]
     return "\n".join(["\n".join(out).rstrip("\n"), entry, info, *declares, *metadata]) + "\n"
 
 
@@ -136,13 +148,16 @@ def _unmarkable_line(line: str) -> bool:
     return bool(call and not _MARKABLE_CALL.match(call.group(1) + "("))
 
 
-def _fields_as_arrays(lines: list[str], start: int, end: int, frame_type: str) -> list[str]:
+def _fields_as_arrays(
+    lines: list[str], start: int, end: int, fields: list[str]
+) -> tuple[list[str], dict[str, tuple[int, str]]]:
     """The step function's frame as one array per field across the block's threads (struct of arrays).
 
     The kernel gets the block's frames (``%__mneme_frame``) and their count (``%__mneme_frame_n``); field k of
     thread l lies at ``frames + n * offset(k) + l * size(k)``, so consecutive threads' values are contiguous.
+    Returns the lines and the frame slots: name -> (field index, field type).
     """
-    fields = accesses.split_operands(frame_type.strip()[1:-1])
+    slots = {}
     header = lines[start].replace(
         "ptr %__mneme_frame, i32 %__mneme_resume", "ptr %__mneme_frame, i32 %__mneme_resume, i64 %__mneme_frame_n"
     )
@@ -151,6 +166,7 @@ def _fields_as_arrays(lines: list[str], start: int, end: int, frame_type: str) -
         m = _FIELD_GEP.match(line)
         if m:
             name, k = m.group(1), int(m.group(2))
+            slots[name] = (k, fields[k])
             offset = f"ptrtoint (ptr getelementptr (%__mneme_frame_t, ptr null, i32 0, i32 {k}) to i64)"
             out += [
                 f"  {name}.fo = mul i64 %__mneme_frame_n, {offset}",
@@ -162,7 +178,7 @@ def _fields_as_arrays(lines: list[str], start: int, end: int, frame_type: str) -
             out += [line, "  %__mneme_resume_at = getelementptr inbounds i32, ptr %__mneme_frame, i32 %__mneme_linear"]
             continue
         out.append(line.replace("ptr %__mneme_frame, align 4", "ptr %__mneme_resume_at, align 4"))
-    return out + lines[end:]
+    return out + lines[end:], slots
 
 
 def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
@@ -183,34 +199,39 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
     return not any(_unmarkable_line(line) for line in lines)
 
 
-def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool) -> tuple[str, list[str]]:
+def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool, uniform) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
 
     Every loop over the threads keeps the least and the greatest resume point its threads stored (`_threads`),
     so the next pass knows without a scan whether all threads resume at one point; with pauses, also the first
     and last paused thread and the greatest point of the others: the paused threads run their tails (`drain`,
-    in thread order) before any thread passes a barrier, and all of them return.
+    in thread order) before any thread passes a barrier, and all of them return. `uniform`: (the frame fields
+    each point's interval reads at their pass-start values, their value types, the frame's field types), see
+    `block_uniform`.
     """
+    reads, used, fields = uniform
     body, call_args = retarget.unpack_args(params)
     kernel = symbol_ref(kernel_name)
     args = ", ".join(call_args)
     sep = ", " if args else ""
-    frame = "ptr %frames, i32 %{p}r, i64 %n64" if soa else "ptr %{p}fp, i32 %{p}r"
+    frame = "ptr %frames, i32 %{p}r, i64 %n64{snap}" if soa else "ptr %{p}fp, i32 %{p}r{snap}"
     call = f"  call void {kernel}({args}{sep}i32 %{{p}}x, i32 %{{p}}y, i32 %{{p}}z, i32 %{{p}}l, i32 %bx, {frame})"
     pauses = any(k & steps.PAUSE_BIT for k in markable)
+    plain = call.replace("{snap}", block_uniform.arguments(None, used, []) if used else "")
     cell = "i32" if soa else "%__mneme_frame_t"
     lines = [
         f"define void @{retarget.ENTRY}(ptr %args) {{",
         "entry:",
         *body,
-        *block_loop.block_extent_loads(),
+        *(line.replace("align 4", "align 4, !invariant.load !{}") for line in block_loop.block_extent_loads()),
         f"  %bxp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_CTAID}",
         "  %bx = load i32, ptr %bxp, align 4",
         "  %nxy = mul i32 %ntx, %nty",
         "  %n = mul i32 %nxy, %ntz",
         "  %n64 = zext i32 %n to i64",
         "  %frames = alloca %__mneme_frame_t, i32 %n, align 64",
-        *(f"  %{a}.a = alloca i32, align 4" for a in _FOLDS),
+        *(f"  %{a}.a = alloca i32, align 8" for a in _FOLDS),
+        *block_uniform.fold_setup(used, fields),
         "  br label %init",
         "init:",
         "  %it = phi i32 [ 0, %entry ], [ %it1, %init ]",
@@ -248,29 +269,36 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
             "  %{p}on = icmp ne i32 %{p}r, -1",
             "  br i1 %{p}on, label %mixed.call, label %mixed.next",
             "mixed.call:",
-            call,
+            plain,
             "  br label %mixed.next",
             "mixed.next:",
         ],
         None,
         soa,
         pauses=pauses,
+        fields=(used, fields),
     )
     if pauses:
-        lines += _drain(call, cell)
+        lines += _drain(plain, cell, block_uniform.unknown(used))
     for k in sorted(markable):
-        tag, loop_md = "", None
-        if markable[k]:
-            group, loop_md, parallel = md, md + 1, md + 2
-            md += 3
-            metadata += [
-                f"!{group} = distinct !{{}}",
-                f"!{loop_md} = distinct !{{!{loop_md}, !{parallel}}}",
-                f'!{parallel} = !{{!"llvm.loop.parallel_accesses", !{group}}}',
-            ]
-            tag = f", !llvm.access.group !{group}"
-        at = call.replace("%{p}r,", f"{k},").replace("%{p}r)", f"{k})") + tag
-        lines += _threads(f"at{k}", [at], loop_md, soa, tag, pauses=pauses)
+        at = call.replace("%{p}r,", f"{k},").replace("%{p}r{snap}", f"{k}{{snap}}")
+        loops = [(f"at{k}", block_uniform.arguments(None, used, []) if used else "")]
+        if k in reads:  # the same values in every thread: the copy that reads them as parameters
+            lines += block_uniform.pick(k, reads[k], used)
+            loops = [(f"at{k}.u", block_uniform.arguments(k, used, reads[k])), (f"at{k}.g", loops[0][1])]
+        for name, snap in loops:
+            tag, loop_md = "", None
+            if markable[k]:
+                group, loop_md, parallel = md, md + 1, md + 2
+                md += 3
+                metadata += [
+                    f"!{group} = distinct !{{}}",
+                    f"!{loop_md} = distinct !{{!{loop_md}, !{parallel}}}",
+                    f'!{parallel} = !{{!"llvm.loop.parallel_accesses", !{group}}}',
+                ]
+                tag = f", !llvm.access.group !{group}"
+            body = [at.replace("{snap}", snap) + tag]
+            lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
     lines += ["done:", "  ret void", "}"]
     return "\n".join(lines), metadata
 
@@ -280,7 +308,7 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
 _FOLDS = ("lo", "hi", "pf", "pt", "hn")
 
 
-def _drain(call: str, cell: str) -> list[str]:
+def _drain(call: str, cell: str, unknown: list[str]) -> list[str]:
     """The paused threads, first to last in thread order, each to its return; then on to ``drained``."""
     p = "drain."
     return [
@@ -314,26 +342,36 @@ def _drain(call: str, cell: str) -> list[str]:
         "drain.done:",  # every paused thread returned; the others kept their points
         "  store i32 -1, ptr %lo.a, align 4",
         "  store i32 %drain.hn, ptr %hi.a, align 4",
+        *unknown,  # the folds of field values cover only the threads a loop ran
         "  br label %drained",
     ]
 
 
 def _threads(
-    name: str, body: list[str], loop_md: int | None, soa: bool, tag: str = "", pauses: bool = False
+    name: str,
+    body: list[str],
+    loop_md: int | None,
+    soa: bool,
+    tag: str = "",
+    pauses: bool = False,
+    fields: tuple[dict[int, str], list[str]] = ({}, []),
 ) -> list[str]:
     """A loop over the block's threads (z, y, x; x innermost) around `body`, then back to ``pass``.
 
     In `body`, ``{p}`` stands for the loop's prefix: ``%{p}x`` etc. are the thread's index, ``%{p}fp`` its frame,
     ``%{p}rp`` its resume point. After `body`, the loop folds the thread's resume point into the `_FOLDS`
-    (``%lo.a``, ...), with `tag` (the loop's access group) on those accesses.
+    (``%lo.a``, ...), and the values of the frame fields `fields` names (`block_uniform.fold_specs`), with
+    `tag` (the loop's access group) on those accesses.
     """
     p = name + "."
     inner = [line.replace("{p}", p) for line in body]
     last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
     tail = f", !llvm.loop !{loop_md}" if loop_md is not None else ""
-    folds = _FOLDS if pauses else _FOLDS[:2]
-    start = {"lo": 0x7FFFFFFF, "hi": -0x80000000, "pf": 0x7FFFFFFF, "pt": -1, "hn": -1}
-    values = {"lo": f"%{p}rr", "hi": f"%{p}rr", "pf": f"%{p}pf", "pt": f"%{p}pt", "hn": f"%{p}hv"}
+    resume = {"lo": ("smin", 0x7FFFFFFF, "rr"), "hi": ("smax", -0x80000000, "rr")}
+    if pauses:
+        resume |= {"pf": ("smin", 0x7FFFFFFF, "pf"), "pt": ("smax", -1, "pt"), "hn": ("smax", -1, "hv")}
+    specs = [(cell, "i32", op, ident, f"%{p}{value}") for cell, (op, ident, value) in resume.items()]
+    specs += block_uniform.fold_specs(fields[0], p)
     paused = [
         f"  %{p}pb = and i32 %{p}rr, {steps.PAUSE_BIT}",
         f"  %{p}pz = icmp ne i32 %{p}pb, 0",
@@ -343,17 +381,17 @@ def _threads(
         f"  %{p}pt = select i1 %{p}pp, i32 %{p}l, i32 -1",
         f"  %{p}hv = select i1 %{p}pp, i32 -1, i32 %{p}rr",
     ]
-    fold = []
-    for f in folds:
-        op = "smin" if f in ("lo", "pf") else "smax"
+    start, fold = [], []
+    for cell, w, op, ident, value in specs:
+        start.append(f"  store {w} {ident}, ptr %{cell}.a, align 8")
         fold += [
-            f"  %{p}{f}0 = load i32, ptr %{f}.a, align 4{tag}",
-            f"  %{p}{f}1 = call i32 @llvm.{op}.i32(i32 %{p}{f}0, i32 {values[f]})",
-            f"  store i32 %{p}{f}1, ptr %{f}.a, align 4{tag}",
+            f"  %{p}o.{cell} = load {w}, ptr %{cell}.a, align 8{tag}",
+            f"  %{p}n.{cell} = call {w} @llvm.{op}.{w}({w} %{p}o.{cell}, {w} {value})",
+            f"  store {w} %{p}n.{cell}, ptr %{cell}.a, align 8{tag}",
         ]
     return [
         f"{name}:",
-        *(f"  store i32 {start[f]}, ptr %{f}.a, align 4" for f in folds),
+        *start,
         f"  br label %{p}lz",
         f"{p}lz:",
         f"  %{p}z = phi i32 [ 0, %{name} ], [ %{p}z1, %{p}lz.latch ]",
@@ -372,6 +410,7 @@ def _threads(
         *inner,
         f"  %{p}rr = load i32, ptr %{p}rp, align 4{tag}",
         *(paused if pauses else []),
+        *block_uniform.fold_values(*fields, p, tag),
         *fold,
         f"  %{p}x1 = add nuw i32 %{p}x, 1",
         f"  %{p}cx = icmp ult i32 %{p}x1, %ntx",
