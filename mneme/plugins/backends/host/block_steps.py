@@ -93,6 +93,7 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
         static_shared,
         tails=_unmarkable_line if soa and not private else None,
         recompute=soa,
+        yields=soa and not private,
     )
     if stepped is None:
         return None
@@ -216,7 +217,8 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
     sep = ", " if args else ""
     frame = "ptr %frames, i32 %{p}r, i64 %n64{snap}" if soa else "ptr %{p}fp, i32 %{p}r{snap}"
     call = f"  call void {kernel}({args}{sep}i32 %{{p}}x, i32 %{{p}}y, i32 %{{p}}z, i32 %{{p}}l, i32 %bx, {frame})"
-    pauses = any(k & steps.PAUSE_BIT for k in markable)
+    pauses = any(k & _STOPS for k in markable)
+    yields = any(k & steps.YIELD_BIT for k in markable)
     plain = call.replace("{snap}", block_uniform.arguments(None, used, []) if used else "")
     cell = "i32" if soa else "%__mneme_frame_t"
     lines = [
@@ -279,7 +281,7 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
         fields=(used, fields),
     )
     if pauses:
-        lines += _drain(plain, cell, block_uniform.unknown(used))
+        lines += _drain(plain, cell, block_uniform.unknown(used), yields)
     for k in sorted(markable):
         at = call.replace("%{p}r,", f"{k},").replace("%{p}r{snap}", f"{k}{{snap}}")
         loops = [(f"at{k}", block_uniform.arguments(None, used, []) if used else "")]
@@ -306,10 +308,21 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
 # what the loops over the threads fold their threads' resume points into: least and greatest (lo, hi); with
 # pauses, the first and last paused thread (pf, pt) and the greatest point of the others (hn)
 _FOLDS = ("lo", "hi", "pf", "pt", "hn")
+_FOLD_OPS = {
+    "lo": ("smin", 0x7FFFFFFF),
+    "hi": ("smax", -0x80000000),
+    "pf": ("smin", 0x7FFFFFFF),
+    "pt": ("smax", -1),
+    "hn": ("smax", -1),
+}
+_STOPS = steps.PAUSE_BIT | steps.YIELD_BIT  # points a thread stops at between barriers (pauses and yields)
 
 
-def _drain(call: str, cell: str, unknown: list[str]) -> list[str]:
-    """The paused threads, first to last in thread order, each to its return; then on to ``drained``."""
+def _drain(call: str, cell: str, unknown: list[str], yields: bool) -> list[str]:
+    """The paused threads, first to last in thread order, each to its return; then on to ``drained``.
+
+    With `yields`, a thread stopped at a loop's header runs to its next stop, which may be another: the
+    threads' points are then counted again (``recount``) and the pass starts over."""
     p = "drain."
     return [
         "drain:",
@@ -323,7 +336,7 @@ def _drain(call: str, cell: str, unknown: list[str]) -> list[str]:
         f"  %drain.rp = getelementptr inbounds {cell}, ptr %frames, i32 %drain.l",
         "  %drain.fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %drain.l",
         "  %drain.r = load i32, ptr %drain.rp, align 4",
-        f"  %drain.pb = and i32 %drain.r, {steps.PAUSE_BIT}",
+        f"  %drain.pb = and i32 %drain.r, {_STOPS}",
         "  %drain.pz = icmp ne i32 %drain.pb, 0",
         "  %drain.live = icmp ne i32 %drain.r, -1",
         "  %drain.on = and i1 %drain.pz, %drain.live",
@@ -339,11 +352,49 @@ def _drain(call: str, cell: str, unknown: list[str]) -> list[str]:
         "  %drain.l1 = add nsw i32 %drain.l, 1",
         "  %drain.more = icmp sle i32 %drain.l1, %drain.last",
         "  br i1 %drain.more, label %drain.lx, label %drain.done",
-        "drain.done:",  # every paused thread returned; the others kept their points
-        "  store i32 -1, ptr %lo.a, align 4",
-        "  store i32 %drain.hn, ptr %hi.a, align 4",
+        "drain.done:",
         *unknown,  # the folds of field values cover only the threads a loop ran
-        "  br label %drained",
+        *(
+            _recount(cell)
+            if yields
+            else [  # every paused thread returned; the others kept their points
+                "  store i32 -1, ptr %lo.a, align 4",
+                "  store i32 %drain.hn, ptr %hi.a, align 4",
+                "  br label %drained",
+            ]
+        ),
+    ]
+
+
+def _recount(cell: str) -> list[str]:
+    """Every thread's point folded again (`_FOLDS`), thread by thread; then back to ``pass``."""
+    lines = [
+        *(f"  store i32 {ident}, ptr %{f}.a, align 4" for f, (_, ident) in _FOLD_OPS.items()),
+        "  br label %recount",
+        "recount:",
+        "  %rc.l = phi i32 [ 0, %drain.done ], [ %rc.l1, %recount ]",
+        f"  %rc.p = getelementptr inbounds {cell}, ptr %frames, i32 %rc.l",
+        "  %rc.r = load i32, ptr %rc.p, align 4",
+        f"  %rc.sb = and i32 %rc.r, {_STOPS}",
+        "  %rc.sz = icmp ne i32 %rc.sb, 0",
+        "  %rc.live = icmp ne i32 %rc.r, -1",
+        "  %rc.stop = and i1 %rc.sz, %rc.live",
+        f"  %rc.pf = select i1 %rc.stop, i32 %rc.l, i32 {0x7FFFFFFF}",
+        "  %rc.pt = select i1 %rc.stop, i32 %rc.l, i32 -1",
+        "  %rc.hv = select i1 %rc.stop, i32 -1, i32 %rc.r",
+    ]
+    values = {"lo": "%rc.r", "hi": "%rc.r", "pf": "%rc.pf", "pt": "%rc.pt", "hn": "%rc.hv"}
+    for f, (op, _) in _FOLD_OPS.items():
+        lines += [
+            f"  %rc.{f}0 = load i32, ptr %{f}.a, align 4",
+            f"  %rc.{f}1 = call i32 @llvm.{op}.i32(i32 %rc.{f}0, i32 {values[f]})",
+            f"  store i32 %rc.{f}1, ptr %{f}.a, align 4",
+        ]
+    return [
+        *lines,
+        "  %rc.l1 = add nuw i32 %rc.l, 1",
+        "  %rc.more = icmp ult i32 %rc.l1, %n",
+        "  br i1 %rc.more, label %recount, label %pass",
     ]
 
 
@@ -373,7 +424,7 @@ def _threads(
     specs = [(cell, "i32", op, ident, f"%{p}{value}") for cell, (op, ident, value) in resume.items()]
     specs += block_uniform.fold_specs(fields[0], p)
     paused = [
-        f"  %{p}pb = and i32 %{p}rr, {steps.PAUSE_BIT}",
+        f"  %{p}pb = and i32 %{p}rr, {_STOPS}",
         f"  %{p}pz = icmp ne i32 %{p}pb, 0",
         f"  %{p}live = icmp ne i32 %{p}rr, -1",
         f"  %{p}pp = and i1 %{p}pz, %{p}live",

@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Callable
 
 PAUSE = "__mneme_pause"  # the marker call `pause_before_tails` inserts; `steps` turns it into a point
+YIELD = "__mneme_yield"  # the marker call `yield_at_loops` inserts
 _LABEL = re.compile(r'^([-\w.$]+|"[^"]+"):')
 _LABEL_REF = re.compile(r"label (%[-\w.$]+)")
 _LOCAL = re.compile(r"%[-\w.$]+")
@@ -213,6 +214,74 @@ def pause_before_tails(
     for i in range(start + 1, end):
         if i in at:
             out.append(f"  call void @{PAUSE}()")
+        out.append(lines[i])
+    return out + lines[end:], len(at)
+
+
+def yield_at_loops(
+    lines: list[str], start: int, end: int, sync_call: re.Pattern, unmarkable: Callable[[str], bool]
+) -> tuple[list[str], int]:
+    """`lines` with ``call void @__mneme_yield()`` at the header of each loop a thread may run as a lane; and how
+    many were put.
+
+    A thread stops at the header at every iteration, so a pass over the block's threads runs one iteration of
+    each (a grid-stride loop: consecutive threads read consecutive elements, not one thread's whole loop a
+    grid's width apart). Such a loop holds no synchronizing call and no `unmarkable` line, and from its header
+    no unmarkable line (a pause's tail) can be reached without passing a barrier: a tail's effects keep thread
+    order only where every thread reaches it after the same barrier.
+    """
+    blocks = _blocks(lines, start, end)
+    if not blocks:
+        return lines, 0
+    succ = {label: _LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
+    syncs = {label for label, idx in blocks if any(sync_call.search(lines[i]) for i in idx)}
+    held = {label for label, idx in blocks if any(unmarkable(lines[i]) for i in idx if not sync_call.search(lines[i]))}
+    order = {label: n for n, (label, _) in enumerate(blocks)}
+    preds: dict[str, set[str]] = {label: set() for label, _ in blocks}
+    for label, targets in succ.items():
+        for t in targets:
+            preds.setdefault(t, set()).add(label)
+    headers = []
+    for header, _ in blocks:
+        latches = preds.get(header, set()) & _reach({header}, succ)
+        if not latches or header == blocks[0][0]:
+            continue
+        body, todo = {header}, deque(latches)
+        while todo:  # the natural loop: the blocks that reach a latch without passing the header
+            b = todo.popleft()
+            if b not in body:
+                body.add(b)
+                todo.extend(preds.get(b, ()))
+        if any(preds.get(b, set()) - body for b in body - {header}) or not all(
+            order[header] <= order.get(b, -1) for b in body
+        ):
+            continue  # not entered only through its header: leave it alone
+        if body & syncs or body & held:
+            continue
+        beyond, todo = set(), deque([header])
+        while todo:  # what the header reaches before a barrier
+            b = todo.popleft()
+            for s in succ.get(b, ()):
+                if s not in beyond:
+                    beyond.add(s)
+                    if s not in syncs:
+                        todo.append(s)
+        if beyond & held:
+            continue
+        headers.append(header)
+    if not headers:
+        return lines, 0
+    at = set()
+    for label, idx in blocks:
+        if label in headers:
+            k = 0
+            while k < len(idx) and re.match(r"^\s*%[-\w.$]+ = phi ", lines[idx[k]]):
+                k += 1
+            at.add(idx[k] if k < len(idx) else idx[-1])
+    out = lines[: start + 1]
+    for i in range(start + 1, end):
+        if i in at:
+            out.append(f"  call void @{YIELD}()")
         out.append(lines[i])
     return out + lines[end:], len(at)
 

@@ -48,7 +48,9 @@ WARP_POINT = "__mneme_warp_point"
 WARP_BIT = 1 << 30  # resume ids of warp points: the runtime lets a warp, not the block, pass them
 PAUSE_POINT = "__mneme_pause_point"
 PAUSE_BIT = 1 << 29  # resume ids of pauses (`intervals.pause_before_tails`): only the block step form makes them
-_POINTS = (f"@{POINT}()", f"@{WARP_POINT}()", f"@{PAUSE_POINT}()")
+YIELD_POINT = "__mneme_yield_point"
+YIELD_BIT = 1 << 28  # resume ids of yields at loop headers (`intervals.yield_at_loops`): block step form only
+_POINTS = (f"@{POINT}()", f"@{WARP_POINT}()", f"@{PAUSE_POINT}()", f"@{YIELD_POINT}()")
 _LOCAL = re.compile(r"%[-\w.$]+")
 _ALLOCA = re.compile(r"^\s*(%[-\w.$]+) = alloca (.+?)(?:, align (\d+))?(?:, !.*)?$")
 
@@ -140,7 +142,7 @@ def _split_at_barriers(
                 point = POINT if kind == "red" else WARP_POINT
                 body += put + [f"  call void @{point}()", f"  br label %{resume}", f"{resume}:"] + get
             else:
-                point = {"barrier": POINT, "pause": PAUSE_POINT}.get(kind, WARP_POINT)
+                point = {"barrier": POINT, "pause": PAUSE_POINT, "yield": YIELD_POINT}.get(kind, WARP_POINT)
                 body += [
                     f"  call void @{point}()",
                     f"  br label %{resume}",
@@ -240,12 +242,15 @@ def to_steps(
     *,
     tails: Callable[[str], bool] | None = None,
     recompute: bool = False,
+    yields: bool = False,
 ) -> str | None:
     """Rewrite host IR text (fiber form) into step form, or None where it does not apply.
 
     For the block step form only (the runtime knows no pauses): `tails`, a predicate on IR lines, pauses the
     threads before a tail holding such lines (`intervals.pause_before_tails`); `recompute` computes pure values
-    again where they are used rather than keep them in the frame (`intervals.recompute_across_blocks`).
+    again where they are used rather than keep them in the frame (`intervals.recompute_across_blocks`); `yields`
+    (with `tails`) stops the threads at the header of each loop between barriers that can run as lanes
+    (`intervals.yield_at_loops`).
     """
     lines = text.split("\n")
     spans = _defined_functions(lines)
@@ -265,17 +270,22 @@ def to_steps(
         return None
     if tails is not None:
         lines, paused = intervals.pause_before_tails(lines, *span, calls, tails)
-        if paused:
-            sync = {**sync, intervals.PAUSE: "pause"}
-            calls = re.compile(r"call [^@]*@(" + "|".join(re.escape(b) for b in sorted(sync)) + r")\(")
+        added = {intervals.PAUSE: "pause"} if paused else {}
+        if yields:
             span = _function_span(lines, kernel_name)
+            lines, looped = intervals.yield_at_loops(lines, *span, calls, tails)
+            added |= {intervals.YIELD: "yield"} if looped else {}
+        if added:
+            sync = {**sync, **added}
+            calls = re.compile(r"call [^@]*@(" + "|".join(re.escape(b) for b in sorted(sync)) + r")\(")
+        span = _function_span(lines, kernel_name)
     lines, count = _split_at_barriers(lines, *span, calls, sync)
     if not count:
         return None
     if recompute:
         lines = intervals.recompute_across_blocks(lines, *_function_span(lines, kernel_name))
     text = "\n".join(lines) + f"\ndeclare void @{POINT}() nounwind\ndeclare void @{WARP_POINT}() nounwind\n"
-    text += f"declare void @{PAUSE_POINT}() nounwind\n"
+    text += f"declare void @{PAUSE_POINT}() nounwind\ndeclare void @{YIELD_POINT}() nounwind\n"
     text += (
         "declare void @__mneme_exchange_put(i32) nounwind\ndeclare i64 @__mneme_exchange_get(i32, i32, i32) nounwind\n"
     )
@@ -376,7 +386,15 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int, lean: bool = False):
         for i, line in enumerate(lines[:-1]):
             if any(p in line for p in _POINTS):
                 k = int(re.search(r"label %__mneme_resume\.(\d+)", lines[i + 1]).group(1))
-                ids[k] = k | (WARP_BIT if WARP_POINT in line else PAUSE_BIT if PAUSE_POINT in line else 0)
+                ids[k] = k | (
+                    WARP_BIT
+                    if WARP_POINT in line
+                    else PAUSE_BIT
+                    if PAUSE_POINT in line
+                    else YIELD_BIT
+                    if YIELD_POINT in line
+                    else 0
+                )
     if len(ids) != count:
         return None, None
     cases = " ".join(f"i32 {ids[k]}, label %__mneme_resume.{k}" for k in range(1, count + 1))

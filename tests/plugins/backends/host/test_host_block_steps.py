@@ -87,6 +87,23 @@ extern "C" __global__ void walk(int rounds, const float* x, float* y) {
   }
   y[blockIdx.x * 64 + t] = acc;
 }
+// each thread's grid-stride loop before the tree (a stop at the loop's header: one iteration per pass), then
+// a loop whose trip count differs from thread to thread (some threads stop at its header, others at the barrier)
+extern "C" __global__ void stride_sum(int n, const float* x, float* out) {
+  __shared__ float s[128];
+  int t = threadIdx.x;
+  float v = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + t; i < n; i += blockDim.x * gridDim.x) v += x[i];
+  int steps = 0;
+  for (float w = v; w > 1.0f; w *= 0.5f) steps++;
+  s[t] = v + steps;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) atomicAdd(out, s[0]);
+}
 // a shuffle: the block step form does not take it
 extern "C" __global__ void shuffled(float* y) {
   __shared__ float s[32];
@@ -228,6 +245,8 @@ def test_the_lanes_layout_keeps_only_values_live_across_barriers_one_array_per_f
     assert "i64 %__mneme_frame_n" in text  # field k of thread l at frames + n * offset(k) + l * size(k)
     assert f"i32 {steps.PAUSE_BIT | 3}, label" in text  # a pause before the block's atomicAdd
     assert "%__mneme_snap_at" in text  # the stride read once per pass where every thread holds the same
+    looped = _block_step_text(module_text, "stride_sum")
+    assert looped.count(f"i32 {steps.YIELD_BIT | 1}, label") + looped.count(f"i32 {steps.YIELD_BIT | 2}, label") >= 1
     monkeypatch.setenv(block_steps.LANES_ENV, "0")
     whole = _block_step_text(module_text, "block_sum")
     assert "%__mneme_frame_n" not in whole and "%__mneme_snap_at" not in whole
@@ -277,3 +296,29 @@ def test_values_alike_and_unlike_across_threads_keep_each_threads_result(module_
         shared = tiles[:, r, :] + acc
         acc = acc + shared[:, ::-1] * np.float32(0.5)
     np.testing.assert_array_equal(got[1], acc.reshape(-1))
+
+
+@pytest.mark.parametrize("n", [128 * 4 * 6, 128 * 4 * 6 - 77])
+def test_loops_between_barriers_run_an_iteration_per_pass_with_the_step_forms_bytes(module_text, monkeypatch, n):
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")  # one worker: the blocks' atomics in one order
+    x = np.random.default_rng(n).random(n, dtype=np.float32) * 4
+    (mode, got), (_, want) = _both(
+        monkeypatch,
+        module_text,
+        "stride_sum",
+        (4,),
+        (128,),
+        [x, np.zeros(1, np.float32)],
+        struct.pack("<i4xQQ", n, X, Y),
+    )
+    assert mode == 2 and got[1].tobytes() == want[1].tobytes()
+    expect = 0.0
+    for g in range(4 * 128):
+        v = np.float32(0)
+        for i in range(g, n, 4 * 128):
+            v = np.float32(v + x[i])
+        w, count = v, 0
+        while w > 1:
+            w, count = np.float32(w * np.float32(0.5)), count + 1
+        expect += float(v) + count
+    np.testing.assert_allclose(got[1][0], expect, rtol=1e-4)
