@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 ENV = "MNEME_HOST_BLOCK_STEPS"
 LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 #: a build-cache key: another form is another build product
-VERSION = "1"
+VERSION = "2"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
 _FIELD_GEP = re.compile(
     r"^\s*(%[-\w.$]+) = getelementptr inbounds %__mneme_frame_t, ptr %__mneme_frame, i32 0, i32 (\d+), i32 1$"
