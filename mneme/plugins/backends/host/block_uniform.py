@@ -3,11 +3,12 @@
 A value that lives across a barrier lives in each thread's frame, even where every thread holds the same
 one (a tree reduction's stride ``k``, a loop counter). Loaded per thread, it makes every access it
 indexes a gather (``s[t + k]``). Here each load of a frame field that reads the value the field had when
-the pass began (no store to the field can come before it in the interval) gets a twin: the value of
-thread 0's field, passed in as a parameter. Before a pass whose interval has such loads, the block
-checks that all its threads hold the same value in those fields; if so, the interval's loop over the
-threads runs a copy of the step function that reads the parameter (uniform: contiguous accesses), else
-the copy that reads each thread's frame. Exact: the copy chosen reads the same values either way.
+the pass began (no store to the field can come before it in the interval) gets a twin: the field's value
+when every thread holds the same, passed in as a parameter. Every loop over all the threads folds the least
+and greatest value of each such field after each thread ran (`fold_specs`); where they are equal (the
+parameter is the least), the next pass's loop runs the copy of the step function that reads the parameter
+(uniform: contiguous accesses), else the copy that reads each thread's frame. Exact: the copy chosen reads
+the same values either way.
 """
 
 from __future__ import annotations
