@@ -132,6 +132,8 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
     if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
         out = [_CTX_DECLARE.sub(r"\1nonnull align 8 dereferenceable(80) \2", line) for line in out]
+    if "@llvm.cttz.i32(" not in stepped:
+        metadata.append("declare i32 @llvm.cttz.i32(i32, i1)")
     declares = [
         f"declare {w} @llvm.{f}.{w}({w}, {w})"
         for f in ("smin", "smax")
@@ -231,6 +233,15 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
         "  %nxy = mul i32 %ntx, %nty",
         "  %n = mul i32 %nxy, %ntz",
         "  %n64 = zext i32 %n to i64",
+        # a block of rows whose length is a power of two runs its lanes loops over the linear index (`_flat`)
+        "  %mx = add i32 %ntx, -1",
+        "  %sx = call i32 @llvm.cttz.i32(i32 %ntx, i1 true)",
+        "  %px = and i32 %ntx, %mx",
+        "  %pow2 = icmp eq i32 %px, 0",
+        "  %rows = icmp ugt i32 %nty, 1",
+        "  %plane = icmp eq i32 %ntz, 1",
+        "  %rows1 = and i1 %rows, %plane",
+        "  %flat = and i1 %pow2, %rows1",
         "  %frames = alloca %__mneme_frame_t, i32 %n, align 64",
         *(f"  %{a}.a = alloca i32, align 8" for a in _FOLDS),
         *block_uniform.fold_setup(used, fields),
@@ -300,7 +311,21 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
                 ]
                 tag = f", !llvm.access.group !{group}"
             body = [at.replace("{snap}", snap) + tag]
-            lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
+            if loop_md is None:
+                lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
+                continue
+            metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
+            lines += [f"{name}:", f"  br i1 %flat, label %{name}.f, label %{name}.n"]
+            lines += _flat(f"{name}.f", body, md, soa)
+            lines += _threads(f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
+            md += 1
+    if any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
+        lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, used, fields)]
+        metadata += [
+            f"!{md} = distinct !{{!{md}, !{md + 1}}}",
+            f'!{md + 1} = !{{!"llvm.loop.interleave.count", i32 1}}',
+        ]
+        md += 2
     lines += ["done:", "  ret void", "}"]
     return "\n".join(lines), metadata
 
@@ -395,6 +420,75 @@ def _recount(cell: str) -> list[str]:
         "  %rc.l1 = add nuw i32 %rc.l, 1",
         "  %rc.more = icmp ult i32 %rc.l1, %n",
         "  br i1 %rc.more, label %recount, label %pass",
+    ]
+
+
+def _flat(name: str, body: list[str], loop_md: int, soa: bool) -> list[str]:
+    """A loop over the linear index of a block of rows of a power-of-two length, around `body`; then the census.
+
+    ``tid.y`` is the index shifted right, ``tid.x`` the index less ``tid.y * ntid.x`` (not a mask: the
+    kernel's ``tid.y * ntid.x + tid.x`` folds back to the index, so a 16x16 tile's accesses by linear thread
+    stay contiguous across its rows). No folds in the loop: one reduction per pass (`_census`), not one per row.
+    """
+    p = name + "."
+    inner = [line.replace("{p}", p) for line in body]
+    last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
+    return [
+        f"{name}:",
+        f"  br label %{p}lx",
+        f"{p}lx:",
+        f"  %{p}l = phi i32 [ 0, %{name} ], [ %{p}l1, %{last or p + 'lx'} ]",
+        f"  %{p}y = lshr i32 %{p}l, %sx",
+        f"  %{p}yx = mul i32 %{p}y, %ntx",
+        f"  %{p}x = sub i32 %{p}l, %{p}yx",
+        f"  %{p}z = or i32 0, 0",
+        f"  %{p}fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %{p}l",
+        f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
+        *inner,
+        f"  %{p}l1 = add nuw i32 %{p}l, 1",
+        f"  %{p}cl = icmp ult i32 %{p}l1, %n",
+        f"  br i1 %{p}cl, label %{p}lx, label %census, !llvm.loop !{loop_md}",
+    ]
+
+
+def _census(cell: str, pauses: bool, used: dict[int, str], fields: list[str]) -> list[str]:
+    """``census:`` one loop over every thread folding the `_FOLDS` and the `used` fields' least and greatest
+    values (`block_uniform.fold_specs`), after a `_flat` loop; then back to ``pass``."""
+    p = "census."
+    names = _FOLDS if pauses else _FOLDS[:2]
+    values = {"lo": "rr", "hi": "rr", "pf": "pf", "pt": "pt", "hn": "hv"}
+    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{p}{values[f]}") for f in names]
+    specs += block_uniform.fold_specs(used, p)
+    lines = ["census:", *(f"  store {w} {ident}, ptr %{c}.a, align 8" for c, w, _, ident, _ in specs)]
+    lines += [
+        f"  br label %{p}lx",
+        f"{p}lx:",
+        f"  %{p}l = phi i32 [ 0, %census ], [ %{p}l1, %{p}lx ]",
+        f"  %{p}rp = getelementptr inbounds {cell}, ptr %frames, i32 %{p}l",
+        f"  %{p}rr = load i32, ptr %{p}rp, align 4",
+    ]
+    if pauses:
+        lines += [
+            f"  %{p}pb = and i32 %{p}rr, {_STOPS}",
+            f"  %{p}pz = icmp ne i32 %{p}pb, 0",
+            f"  %{p}live = icmp ne i32 %{p}rr, -1",
+            f"  %{p}pp = and i1 %{p}pz, %{p}live",
+            f"  %{p}pf = select i1 %{p}pp, i32 %{p}l, i32 {0x7FFFFFFF}",
+            f"  %{p}pt = select i1 %{p}pp, i32 %{p}l, i32 -1",
+            f"  %{p}hv = select i1 %{p}pp, i32 -1, i32 %{p}rr",
+        ]
+    lines += block_uniform.fold_values(used, fields, p, "")
+    for c, w, op, _, value in specs:
+        lines += [
+            f"  %{p}o.{c} = load {w}, ptr %{c}.a, align 8",
+            f"  %{p}n.{c} = call {w} @llvm.{op}.{w}({w} %{p}o.{c}, {w} {value})",
+            f"  store {w} %{p}n.{c}, ptr %{c}.a, align 8",
+        ]
+    return [
+        *lines,
+        f"  %{p}l1 = add nuw i32 %{p}l, 1",
+        f"  %{p}more = icmp ult i32 %{p}l1, %n",
+        f"  br i1 %{p}more, label %{p}lx, label %pass, !llvm.loop !{{CENSUS_MD}}",
     ]
 
 
