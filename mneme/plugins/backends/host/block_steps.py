@@ -37,6 +37,9 @@ LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 #: a build-cache key: another form is another build product
 VERSION = "2"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
+# step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
+# (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
+MAX_COPY_LINES = 60000
 _FIELD_GEP = re.compile(
     r"^\s*(%[-\w.$]+) = getelementptr inbounds %__mneme_frame_t, ptr %__mneme_frame, i32 0, i32 (\d+), i32 1$"
 )
@@ -126,8 +129,12 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     if soa:
         out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable})
         reads = {k: f for k, f in reads.items() if markable[k]}  # a loop run thread after thread gains nothing
+    lanes_loops = sum(markable.values())
+    if len(body) * lanes_loops * 2 * (2 if reads else 1) > MAX_COPY_LINES:
+        reads = {}
+    flat = soa and len(body) * lanes_loops * 2 * (2 if reads else 1) <= MAX_COPY_LINES
     next_md = max((int(m) for m in re.findall(r"!(\d+)\b", stepped)), default=0) + 1
-    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, (reads, used, fields))
+    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, (reads, used, fields), flat)
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
     if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
@@ -202,7 +209,9 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
     return not any(_unmarkable_line(line) for line in lines)
 
 
-def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool, uniform) -> tuple[str, list[str]]:
+def _entry(
+    kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool, uniform, flat: bool = False
+) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
 
     Every loop over the threads keeps the least and the greatest resume point its threads stored (`_threads`),
@@ -311,7 +320,7 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
                 ]
                 tag = f", !llvm.access.group !{group}"
             body = [at.replace("{snap}", snap) + tag]
-            if loop_md is None:
+            if loop_md is None or not flat:
                 lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
                 continue
             metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
@@ -319,7 +328,7 @@ def _entry(kernel_name: str, params, markable: dict[int, bool], md: int, soa: bo
             lines += _flat(f"{name}.f", body, md, soa)
             lines += _threads(f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
             md += 1
-    if any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
+    if flat and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
         lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, used, fields)]
         metadata += [
             f"!{md} = distinct !{{!{md}, !{md + 1}}}",

@@ -322,3 +322,24 @@ def test_loops_between_barriers_run_an_iteration_per_pass_with_the_step_forms_by
             w, count = np.float32(w * np.float32(0.5)), count + 1
         expect += float(v) + count
     np.testing.assert_allclose(got[1][0], expect, rtol=1e-4)
+
+
+def test_a_kernel_too_large_to_copy_keeps_one_loop_per_pass_and_the_same_bytes(module_text, monkeypatch):
+    full = _block_step_text(module_text, "block_sum")
+    assert ".u:" in full and ".f:" in full  # pass-start and flat copies
+    monkeypatch.setattr(block_steps, "MAX_COPY_LINES", 10)
+    lean = _block_step_text(module_text, "block_sum")
+    assert ".u:" not in lean and ".f:" not in lean and len(lean) < len(full)
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")
+    n = 256 * 5 - 3
+    x = np.random.default_rng(2).random(n, dtype=np.float32)
+    (mode, got), (_, want) = _both(
+        monkeypatch,
+        module_text,
+        "block_sum",
+        (5,),
+        (16, 16),
+        [x, np.zeros(1, np.float32)],
+        struct.pack("<i4xQQ", n, X, Y),
+    )
+    assert mode == 2 and got[1].tobytes() == want[1].tobytes()
