@@ -1,6 +1,6 @@
 """Barrier intervals made cheaper to run as loops over a block's threads (the block step form, `block_steps`).
 
-Two rewrites of a kernel's named IR text, done by `steps.to_steps` when the block step form asks:
+Three rewrites of a kernel's named IR text, done by `steps.to_steps` when the block step form asks:
 
 * `recompute_across_blocks`: a value that is a pure function of the kernel's parameters, the thread
   and block index and the launch's extents (an address in shared memory, ``tid.y * ntid.x + tid.x``)
@@ -14,6 +14,9 @@ Two rewrites of a kernel's named IR text, done by `steps.to_steps` when the bloc
   steps"), so the interval before the pause runs its threads as lanes. Legal because the threads of a
   block between two barriers may run in any interleaving (CUDA's rule), and the tails never reach
   another pause or a barrier.
+* `yield_at_loops`: the header of a loop between barriers that can run as lanes gets a stop of the same
+  kind, so that a pass runs one iteration of every thread (a grid-stride loop's threads then read
+  consecutive elements). Each thread still runs its own iterations in its own order.
 """
 
 from __future__ import annotations
