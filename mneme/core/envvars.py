@@ -159,6 +159,13 @@ _VARS = [
         "0: run host kernels with barriers a thread per call (the runtime's passes), not a block per call",
         "host",
     ),
+    EnvVar(
+        "MNEME_HOST_BLOCK_LANES",
+        "1",
+        "0: keep a host barrier kernel's per-thread frames whole (no per-field arrays, recomputed values or pauses "
+        "before atomic tails), so its barrier intervals run thread after thread",
+        "host",
+    ),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

@@ -27,19 +27,30 @@ import logging
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host import block_loop, lanes, retarget, steps
+from mneme.plugins.backends.host import accesses, block_loop, block_uniform, lanes, retarget, steps
 from mneme.plugins.backends.host.irtext import symbol_ref
 
 log = logging.getLogger(__name__)
 
 ENV = "MNEME_HOST_BLOCK_STEPS"
+LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 #: a build-cache key: another form is another build product
-VERSION = "1"
+VERSION = "2"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
+# step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
+# (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
+MAX_COPY_LINES = 60000
+_FIELD_GEP = re.compile(
+    r"^\s*(%[-\w.$]+) = getelementptr inbounds %__mneme_frame_t, ptr %__mneme_frame, i32 0, i32 (\d+), i32 1$"
+)
+_CTX_DECLARE = re.compile(r"^(declare )(ptr @__mneme_ctx\(\))")
 _FRAME_TYPE = re.compile(r"^%__mneme_frame_t = type (.*)$", re.MULTILINE)
 _SWITCH = re.compile(r"switch i32 %__mneme_resume, label (%[-\w.$]+) \[(.*)\]")
 _CASE = re.compile(r"i32 (\d+), label (%[-\w.$]+)")
-_UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b|= alloca ")
+_UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")
+# the kernel's own private memory; reg2mem's slots for one value (not live across a barrier: `steps._live_across`)
+# become registers again once the step function is inlined
+_PRIVATE = re.compile(r"(?<!\.reg2mem)(?<!\.reg2mem\d)(?<!\.reg2mem\d\d)(?<!\.reg2mem\d\d\d) = alloca ")
 _PER_THREAD_CALL = re.compile(
     r"( call [^@\n]*)@__mneme\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|ctaid\.x|lanemask\.\w+)\("
 )
@@ -50,6 +61,15 @@ _MARKABLE_CALL = re.compile(r"@(?:llvm\.|__mneme\.nvvm\.read\.ptx\.sreg\.|__mnem
 def enabled() -> bool:
     """Whether barrier kernels run a block per call (``MNEME_HOST_BLOCK_STEPS``, default on)."""
     return (envvars.get(ENV) or "1") not in ("0", "off", "no", "false")
+
+
+def lanes_enabled() -> bool:
+    """Whether the block step form lays its frames out for lanes (``MNEME_HOST_BLOCK_LANES``, default on).
+
+    On: one array per frame field, pure values recomputed after a barrier rather than kept in the frame, and a
+    pause before a tail that holds an atomic (`intervals`), so that barrier intervals vectorize across threads.
+    """
+    return (envvars.get(LANES_ENV) or "1") not in ("0", "off", "no", "false")
 
 
 def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> str | None:
@@ -67,7 +87,17 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     if not done:
         return None
     indexed = _INTRINSIC_CALL.sub(r"\1@__mneme.nvvm.read.ptx.sreg.", indexed)  # other functions' block index
-    stepped = steps.to_steps(indexed, kernel_name, params, static_shared)
+    soa = lanes_enabled()
+    private = bool(re.search(r"= alloca ", indexed))
+    stepped = steps.to_steps(
+        indexed,
+        kernel_name,
+        params,
+        static_shared,
+        tails=_unmarkable_line if soa and not private else None,
+        recompute=soa,
+        yields=soa and not private,
+    )
     if stepped is None:
         return None
     stepped = re.sub(r"(?ms)^define void @__mneme_entry\(.*?^\}\n?", "", stepped)
@@ -79,6 +109,11 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     span = steps._function_span(out, kernel_name)
     if span is None:
         return None
+    fields = accesses.split_operands(frame.group(1).strip()[1:-1])
+    slots: dict[str, tuple[int, str]] = {}
+    if soa:
+        out, slots = _fields_as_arrays(out, *span, fields)
+        span = steps._function_span(out, kernel_name)
     body = out[span[0] + 1 : span[1]]
     blocks = steps._blocks(body)
     if not blocks:
@@ -87,13 +122,73 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     if switch is None:
         return None
     points = {0: switch.group(1), **{int(k): label for k, label in _CASE.findall(switch.group(2))}}
-    private = any(re.search(r"= alloca ", line) for line in body)
+    private = any(_PRIVATE.search(line) for line in body)
     markable = {k: not private and _markable(blocks, label) for k, label in points.items()}
+    reads: dict[int, list[int]] = {}
+    used: dict[int, str] = {}
+    if soa:
+        out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable})
+        reads = {k: f for k, f in reads.items() if markable[k]}  # a loop run thread after thread gains nothing
+    lanes_loops = sum(markable.values())
+    if len(body) * lanes_loops * 2 * (2 if reads else 1) > MAX_COPY_LINES:
+        reads = {}
+    flat = soa and len(body) * lanes_loops * 2 * (2 if reads else 1) <= MAX_COPY_LINES
     next_md = max((int(m) for m in re.findall(r"!(\d+)\b", stepped)), default=0) + 1
-    entry, metadata = _entry(kernel_name, params, markable, next_md)
+    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, (reads, used, fields), flat)
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
-    return "\n".join([stepped.rstrip("\n"), entry, info, *metadata]) + "\n"
+    if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
+        out = [_CTX_DECLARE.sub(r"\1nonnull align 8 dereferenceable(80) \2", line) for line in out]
+    if "@llvm.cttz.i32(" not in stepped:
+        metadata.append("declare i32 @llvm.cttz.i32(i32, i1)")
+    declares = [
+        f"declare {w} @llvm.{f}.{w}({w}, {w})"
+        for f in ("smin", "smax")
+        for w in ("i32", "i64")
+        if f"@llvm.{f}.{w}(" not in stepped
+    ]
+    return "\n".join(["\n".join(out).rstrip("\n"), entry, info, *declares, *metadata]) + "\n"
+
+
+def _unmarkable_line(line: str) -> bool:
+    """Whether `line` keeps a loop over the threads from running them as lanes (see `_markable`)."""
+    if _UNMARKED.search(line) or _PRIVATE.search(line):
+        return True
+    call = lanes._CALL.match(line)
+    return bool(call and not _MARKABLE_CALL.match(call.group(1) + "("))
+
+
+def _fields_as_arrays(
+    lines: list[str], start: int, end: int, fields: list[str]
+) -> tuple[list[str], dict[str, tuple[int, str]]]:
+    """The step function's frame as one array per field across the block's threads (struct of arrays).
+
+    The kernel gets the block's frames (``%__mneme_frame``) and their count (``%__mneme_frame_n``); field k of
+    thread l lies at ``frames + n * offset(k) + l * size(k)``, so consecutive threads' values are contiguous.
+    Returns the lines and the frame slots: name -> (field index, field type).
+    """
+    slots = {}
+    header = lines[start].replace(
+        "ptr %__mneme_frame, i32 %__mneme_resume", "ptr %__mneme_frame, i32 %__mneme_resume, i64 %__mneme_frame_n"
+    )
+    out = [*lines[:start], header]
+    for line in lines[start + 1 : end]:
+        m = _FIELD_GEP.match(line)
+        if m:
+            name, k = m.group(1), int(m.group(2))
+            slots[name] = (k, fields[k])
+            offset = f"ptrtoint (ptr getelementptr (%__mneme_frame_t, ptr null, i32 0, i32 {k}) to i64)"
+            out += [
+                f"  {name}.fo = mul i64 %__mneme_frame_n, {offset}",
+                f"  {name}.fb = getelementptr inbounds i8, ptr %__mneme_frame, i64 {name}.fo",
+                f"  {name} = getelementptr inbounds {fields[k]}, ptr {name}.fb, i32 %__mneme_linear, i32 1",
+            ]
+            continue
+        if line == "__mneme_dispatch:":
+            out += [line, "  %__mneme_resume_at = getelementptr inbounds i32, ptr %__mneme_frame, i32 %__mneme_linear"]
+            continue
+        out.append(line.replace("ptr %__mneme_frame, align 4", "ptr %__mneme_resume_at, align 4"))
+    return out + lines[end:], slots
 
 
 def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
@@ -111,110 +206,346 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
             if succ not in seen:
                 seen.add(succ)
                 todo.append(succ)
-    for line in lines:
-        if _UNMARKED.search(line):
-            return False
-        call = lanes._CALL.match(line)
-        if call and not _MARKABLE_CALL.match(call.group(1) + "("):
-            return False
-    return True
+    return not any(_unmarkable_line(line) for line in lines)
 
 
-def _entry(kernel_name: str, params, markable: dict[int, bool], md: int) -> tuple[str, list[str]]:
-    """``__mneme_entry(args)``: the block's passes; and the loop metadata it references."""
+def _entry(
+    kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool, uniform, flat: bool = False
+) -> tuple[str, list[str]]:
+    """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
+
+    Every loop over the threads keeps the least and the greatest resume point its threads stored (`_threads`),
+    so the next pass knows without a scan whether all threads resume at one point; with pauses, also the first
+    and last paused thread and the greatest point of the others: the paused threads run their tails (`drain`,
+    in thread order) before any thread passes a barrier, and all of them return. `uniform`: (the frame fields
+    each point's interval reads at their pass-start values, their value types, the frame's field types), see
+    `block_uniform`.
+    """
+    reads, used, fields = uniform
     body, call_args = retarget.unpack_args(params)
     kernel = symbol_ref(kernel_name)
     args = ", ".join(call_args)
     sep = ", " if args else ""
+    frame = "ptr %frames, i32 %{p}r, i64 %n64{snap}" if soa else "ptr %{p}fp, i32 %{p}r{snap}"
+    call = f"  call void {kernel}({args}{sep}i32 %{{p}}x, i32 %{{p}}y, i32 %{{p}}z, i32 %{{p}}l, i32 %bx, {frame})"
+    pauses = any(k & _STOPS for k in markable)
+    yields = any(k & steps.YIELD_BIT for k in markable)
+    plain = call.replace("{snap}", block_uniform.arguments(None, used, []) if used else "")
+    cell = "i32" if soa else "%__mneme_frame_t"
     lines = [
         f"define void @{retarget.ENTRY}(ptr %args) {{",
         "entry:",
         *body,
-        *block_loop.block_extent_loads(),
+        *(line.replace("align 4", "align 4, !invariant.load !{}") for line in block_loop.block_extent_loads()),
         f"  %bxp = getelementptr i8, ptr %ctx, i64 {block_loop.CTX_CTAID}",
         "  %bx = load i32, ptr %bxp, align 4",
         "  %nxy = mul i32 %ntx, %nty",
         "  %n = mul i32 %nxy, %ntz",
+        "  %n64 = zext i32 %n to i64",
+        # a block of rows whose length is a power of two runs its lanes loops over the linear index (`_flat`)
+        "  %mx = add i32 %ntx, -1",
+        "  %sx = call i32 @llvm.cttz.i32(i32 %ntx, i1 true)",
+        "  %px = and i32 %ntx, %mx",
+        "  %pow2 = icmp eq i32 %px, 0",
+        "  %rows = icmp ugt i32 %nty, 1",
+        "  %plane = icmp eq i32 %ntz, 1",
+        "  %rows1 = and i1 %rows, %plane",
+        "  %flat = and i1 %pow2, %rows1",
         "  %frames = alloca %__mneme_frame_t, i32 %n, align 64",
+        *(f"  %{a}.a = alloca i32, align 8" for a in _FOLDS),
+        *block_uniform.fold_setup(used, fields),
         "  br label %init",
         "init:",
         "  %it = phi i32 [ 0, %entry ], [ %it1, %init ]",
-        "  %itp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %it",
+        f"  %itp = getelementptr inbounds {cell}, ptr %frames, i32 %it",
         "  store i32 0, ptr %itp, align 4",
         "  %it1 = add nuw i32 %it, 1",
         "  %itc = icmp ult i32 %it1, %n",
-        "  br i1 %itc, label %init, label %pass",
+        "  br i1 %itc, label %init, label %init.done",
+        "init.done:",
+        "  store i32 0, ptr %lo.a, align 4",
+        "  store i32 0, ptr %hi.a, align 4",
+        "  br label %pass",
         # a pass: do all threads resume at one point?
         "pass:",
-        "  %r0 = load i32, ptr %frames, align 4",
-        "  br label %same",
-        "same:",
-        "  %st = phi i32 [ 1, %pass ], [ %st1, %same.next ]",
-        "  %sd = icmp uge i32 %st, %n",
-        "  br i1 %sd, label %uniform, label %same.next",
-        "same.next:",
-        "  %sp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %st",
-        "  %sr = load i32, ptr %sp, align 4",
-        "  %st1 = add nuw i32 %st, 1",
-        "  %seq = icmp eq i32 %sr, %r0",
-        "  br i1 %seq, label %same, label %mixed",
+        "  %lo = load i32, ptr %lo.a, align 4",
+        "  %hi = load i32, ptr %hi.a, align 4",
+        "  %same = icmp eq i32 %lo, %hi",
+        f"  br i1 %same, label %uniform, label %{'drain' if pauses else 'mixed'}",
+        "drained:",
+        "  %dlo = load i32, ptr %lo.a, align 4",
+        "  %dhi = load i32, ptr %hi.a, align 4",
+        "  %dsame = icmp eq i32 %dlo, %dhi",
+        "  br i1 %dsame, label %uniform, label %mixed",
+        "uniform:",
+        "  %u = phi i32 [ %lo, %pass ], [ %dlo, %drained ]",
     ]
     cases = " ".join(f"i32 {k}, label %at{k}" for k in sorted(markable))
-    lines += ["uniform:", f"  switch i32 %r0, label %mixed [ i32 -1, label %done {cases} ]"]
+    lines += [f"  switch i32 %u, label %mixed [ i32 -1, label %done {cases} ]"]
     metadata: list[str] = []
     # each thread with its own point, in thread order (the runtime's pass)
     lines += _threads(
         "mixed",
         [
-            "  %mr = load i32, ptr %{p}fp, align 4",
-            "  %mon = icmp ne i32 %mr, -1",
-            "  br i1 %mon, label %mixed.call, label %mixed.next",
+            "  %{p}r = load i32, ptr %{p}rp, align 4",
+            "  %{p}on = icmp ne i32 %{p}r, -1",
+            "  br i1 %{p}on, label %mixed.call, label %mixed.next",
             "mixed.call:",
-            (
-                f"  call void {kernel}({args}{sep}i32 %{{p}}x, i32 %{{p}}y, i32 %{{p}}z, i32 %{{p}}l, i32 %bx, "
-                "ptr %{p}fp, i32 %mr)"
-            ),
+            plain,
             "  br label %mixed.next",
             "mixed.next:",
         ],
         None,
+        soa,
+        pauses=pauses,
+        fields=(used, fields),
     )
+    if pauses:
+        lines += _drain(plain, cell, block_uniform.unknown(used), yields)
     for k in sorted(markable):
-        tag, loop_md = "", None
-        if markable[k]:
-            group, loop_md, parallel = md, md + 1, md + 2
-            md += 3
-            metadata += [
-                f"!{group} = distinct !{{}}",
-                f"!{loop_md} = distinct !{{!{loop_md}, !{parallel}}}",
-                f'!{parallel} = !{{!"llvm.loop.parallel_accesses", !{group}}}',
-            ]
-            tag = f", !llvm.access.group !{group}"
-        lines += _threads(
-            f"at{k}",
-            [
-                (
-                    f"  call void {kernel}({args}{sep}i32 %{{p}}x, i32 %{{p}}y, i32 %{{p}}z, i32 %{{p}}l, i32 %bx, "
-                    f"ptr %{{p}}fp, i32 {k}){tag}"
-                )
-            ],
-            loop_md,
-        )
+        at = call.replace("%{p}r,", f"{k},").replace("%{p}r{snap}", f"{k}{{snap}}")
+        loops = [(f"at{k}", block_uniform.arguments(None, used, []) if used else "")]
+        if k in reads:  # the same values in every thread: the copy that reads them as parameters
+            lines += block_uniform.pick(k, reads[k], used)
+            loops = [(f"at{k}.u", block_uniform.arguments(k, used, reads[k])), (f"at{k}.g", loops[0][1])]
+        for name, snap in loops:
+            tag, loop_md = "", None
+            if markable[k]:
+                group, loop_md, parallel = md, md + 1, md + 2
+                md += 3
+                metadata += [
+                    f"!{group} = distinct !{{}}",
+                    f"!{loop_md} = distinct !{{!{loop_md}, !{parallel}}}",
+                    f'!{parallel} = !{{!"llvm.loop.parallel_accesses", !{group}}}',
+                ]
+                tag = f", !llvm.access.group !{group}"
+            body = [at.replace("{snap}", snap) + tag]
+            if loop_md is None or not flat:
+                lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
+                continue
+            metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
+            lines += [f"{name}:", f"  br i1 %flat, label %{name}.f, label %{name}.n"]
+            lines += _flat(f"{name}.f", body, md, soa)
+            lines += _threads(f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
+            md += 1
+    if flat and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
+        lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, used, fields)]
+        metadata += [
+            f"!{md} = distinct !{{!{md}, !{md + 1}}}",
+            f'!{md + 1} = !{{!"llvm.loop.interleave.count", i32 1}}',
+        ]
+        md += 2
     lines += ["done:", "  ret void", "}"]
     return "\n".join(lines), metadata
 
 
-def _threads(name: str, body: list[str], loop_md: int | None) -> list[str]:
-    """A loop over the block's threads (z, y, x; x innermost) around `body`, then back to the next pass.
+# what the loops over the threads fold their threads' resume points into: least and greatest (lo, hi); with
+# pauses, the first and last paused thread (pf, pt) and the greatest point of the others (hn)
+_FOLDS = ("lo", "hi", "pf", "pt", "hn")
+_FOLD_OPS = {
+    "lo": ("smin", 0x7FFFFFFF),
+    "hi": ("smax", -0x80000000),
+    "pf": ("smin", 0x7FFFFFFF),
+    "pt": ("smax", -1),
+    "hn": ("smax", -1),
+}
+_STOPS = steps.PAUSE_BIT | steps.YIELD_BIT  # points a thread stops at between barriers (pauses and yields)
 
-    In `body`, ``{p}`` stands for the loop's prefix: ``%{p}x`` etc. are the thread's index, ``%{p}fp`` its frame.
+
+def _drain(call: str, cell: str, unknown: list[str], yields: bool) -> list[str]:
+    """The paused threads, first to last in thread order, each to its return; then on to ``drained``.
+
+    With `yields`, a thread stopped at a loop's header runs to its next stop, which may be another: the
+    threads' points are then counted again (``recount``) and the pass starts over."""
+    p = "drain."
+    return [
+        "drain:",
+        "  %drain.first = load i32, ptr %pf.a, align 4",
+        "  %drain.last = load i32, ptr %pt.a, align 4",
+        "  %drain.hn = load i32, ptr %hn.a, align 4",
+        "  %drain.none = icmp sgt i32 %drain.first, %drain.last",
+        "  br i1 %drain.none, label %mixed, label %drain.lx",
+        "drain.lx:",
+        "  %drain.l = phi i32 [ %drain.first, %drain ], [ %drain.l1, %drain.next ]",
+        f"  %drain.rp = getelementptr inbounds {cell}, ptr %frames, i32 %drain.l",
+        "  %drain.fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %drain.l",
+        "  %drain.r = load i32, ptr %drain.rp, align 4",
+        f"  %drain.pb = and i32 %drain.r, {_STOPS}",
+        "  %drain.pz = icmp ne i32 %drain.pb, 0",
+        "  %drain.live = icmp ne i32 %drain.r, -1",
+        "  %drain.on = and i1 %drain.pz, %drain.live",
+        "  br i1 %drain.on, label %drain.call, label %drain.next",
+        "drain.call:",
+        "  %drain.x = urem i32 %drain.l, %ntx",
+        "  %drain.q = udiv i32 %drain.l, %ntx",
+        "  %drain.y = urem i32 %drain.q, %nty",
+        "  %drain.z = udiv i32 %drain.q, %nty",
+        call.replace("{p}", p),
+        "  br label %drain.next",
+        "drain.next:",
+        "  %drain.l1 = add nsw i32 %drain.l, 1",
+        "  %drain.more = icmp sle i32 %drain.l1, %drain.last",
+        "  br i1 %drain.more, label %drain.lx, label %drain.done",
+        "drain.done:",
+        *unknown,  # the folds of field values cover only the threads a loop ran
+        *(
+            _recount(cell)
+            if yields
+            else [  # every paused thread returned; the others kept their points
+                "  store i32 -1, ptr %lo.a, align 4",
+                "  store i32 %drain.hn, ptr %hi.a, align 4",
+                "  br label %drained",
+            ]
+        ),
+    ]
+
+
+def _recount(cell: str) -> list[str]:
+    """Every thread's point folded again (`_FOLDS`), thread by thread; then back to ``pass``."""
+    lines = [
+        *(f"  store i32 {ident}, ptr %{f}.a, align 4" for f, (_, ident) in _FOLD_OPS.items()),
+        "  br label %recount",
+        "recount:",
+        "  %rc.l = phi i32 [ 0, %drain.done ], [ %rc.l1, %recount ]",
+        f"  %rc.p = getelementptr inbounds {cell}, ptr %frames, i32 %rc.l",
+        "  %rc.r = load i32, ptr %rc.p, align 4",
+        f"  %rc.sb = and i32 %rc.r, {_STOPS}",
+        "  %rc.sz = icmp ne i32 %rc.sb, 0",
+        "  %rc.live = icmp ne i32 %rc.r, -1",
+        "  %rc.stop = and i1 %rc.sz, %rc.live",
+        f"  %rc.pf = select i1 %rc.stop, i32 %rc.l, i32 {0x7FFFFFFF}",
+        "  %rc.pt = select i1 %rc.stop, i32 %rc.l, i32 -1",
+        "  %rc.hv = select i1 %rc.stop, i32 -1, i32 %rc.r",
+    ]
+    values = {"lo": "%rc.r", "hi": "%rc.r", "pf": "%rc.pf", "pt": "%rc.pt", "hn": "%rc.hv"}
+    for f, (op, _) in _FOLD_OPS.items():
+        lines += [
+            f"  %rc.{f}0 = load i32, ptr %{f}.a, align 4",
+            f"  %rc.{f}1 = call i32 @llvm.{op}.i32(i32 %rc.{f}0, i32 {values[f]})",
+            f"  store i32 %rc.{f}1, ptr %{f}.a, align 4",
+        ]
+    return [
+        *lines,
+        "  %rc.l1 = add nuw i32 %rc.l, 1",
+        "  %rc.more = icmp ult i32 %rc.l1, %n",
+        "  br i1 %rc.more, label %recount, label %pass",
+    ]
+
+
+def _flat(name: str, body: list[str], loop_md: int, soa: bool) -> list[str]:
+    """A loop over the linear index of a block of rows of a power-of-two length, around `body`; then the census.
+
+    ``tid.y`` is the index shifted right, ``tid.x`` the index less ``tid.y * ntid.x`` (not a mask: the
+    kernel's ``tid.y * ntid.x + tid.x`` folds back to the index, so a 16x16 tile's accesses by linear thread
+    stay contiguous across its rows). No folds in the loop: one reduction per pass (`_census`), not one per row.
+    """
+    p = name + "."
+    inner = [line.replace("{p}", p) for line in body]
+    last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
+    return [
+        f"{name}:",
+        f"  br label %{p}lx",
+        f"{p}lx:",
+        f"  %{p}l = phi i32 [ 0, %{name} ], [ %{p}l1, %{last or p + 'lx'} ]",
+        f"  %{p}y = lshr i32 %{p}l, %sx",
+        f"  %{p}yx = mul i32 %{p}y, %ntx",
+        f"  %{p}x = sub i32 %{p}l, %{p}yx",
+        f"  %{p}z = or i32 0, 0",
+        f"  %{p}fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %{p}l",
+        f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
+        *inner,
+        f"  %{p}l1 = add nuw i32 %{p}l, 1",
+        f"  %{p}cl = icmp ult i32 %{p}l1, %n",
+        f"  br i1 %{p}cl, label %{p}lx, label %census, !llvm.loop !{loop_md}",
+    ]
+
+
+def _census(cell: str, pauses: bool, used: dict[int, str], fields: list[str]) -> list[str]:
+    """``census:`` one loop over every thread folding the `_FOLDS` and the `used` fields' least and greatest
+    values (`block_uniform.fold_specs`), after a `_flat` loop; then back to ``pass``."""
+    p = "census."
+    names = _FOLDS if pauses else _FOLDS[:2]
+    values = {"lo": "rr", "hi": "rr", "pf": "pf", "pt": "pt", "hn": "hv"}
+    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{p}{values[f]}") for f in names]
+    specs += block_uniform.fold_specs(used, p)
+    lines = ["census:", *(f"  store {w} {ident}, ptr %{c}.a, align 8" for c, w, _, ident, _ in specs)]
+    lines += [
+        f"  br label %{p}lx",
+        f"{p}lx:",
+        f"  %{p}l = phi i32 [ 0, %census ], [ %{p}l1, %{p}lx ]",
+        f"  %{p}rp = getelementptr inbounds {cell}, ptr %frames, i32 %{p}l",
+        f"  %{p}rr = load i32, ptr %{p}rp, align 4",
+    ]
+    if pauses:
+        lines += [
+            f"  %{p}pb = and i32 %{p}rr, {_STOPS}",
+            f"  %{p}pz = icmp ne i32 %{p}pb, 0",
+            f"  %{p}live = icmp ne i32 %{p}rr, -1",
+            f"  %{p}pp = and i1 %{p}pz, %{p}live",
+            f"  %{p}pf = select i1 %{p}pp, i32 %{p}l, i32 {0x7FFFFFFF}",
+            f"  %{p}pt = select i1 %{p}pp, i32 %{p}l, i32 -1",
+            f"  %{p}hv = select i1 %{p}pp, i32 -1, i32 %{p}rr",
+        ]
+    lines += block_uniform.fold_values(used, fields, p, "")
+    for c, w, op, _, value in specs:
+        lines += [
+            f"  %{p}o.{c} = load {w}, ptr %{c}.a, align 8",
+            f"  %{p}n.{c} = call {w} @llvm.{op}.{w}({w} %{p}o.{c}, {w} {value})",
+            f"  store {w} %{p}n.{c}, ptr %{c}.a, align 8",
+        ]
+    return [
+        *lines,
+        f"  %{p}l1 = add nuw i32 %{p}l, 1",
+        f"  %{p}more = icmp ult i32 %{p}l1, %n",
+        f"  br i1 %{p}more, label %{p}lx, label %pass, !llvm.loop !{{CENSUS_MD}}",
+    ]
+
+
+def _threads(
+    name: str,
+    body: list[str],
+    loop_md: int | None,
+    soa: bool,
+    tag: str = "",
+    pauses: bool = False,
+    fields: tuple[dict[int, str], list[str]] = ({}, []),
+) -> list[str]:
+    """A loop over the block's threads (z, y, x; x innermost) around `body`, then back to ``pass``.
+
+    In `body`, ``{p}`` stands for the loop's prefix: ``%{p}x`` etc. are the thread's index, ``%{p}fp`` its frame,
+    ``%{p}rp`` its resume point. After `body`, the loop folds the thread's resume point into the `_FOLDS`
+    (``%lo.a``, ...), and the values of the frame fields `fields` names (`block_uniform.fold_specs`), with
+    `tag` (the loop's access group) on those accesses.
     """
     p = name + "."
     inner = [line.replace("{p}", p) for line in body]
     last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
     tail = f", !llvm.loop !{loop_md}" if loop_md is not None else ""
+    resume = {"lo": ("smin", 0x7FFFFFFF, "rr"), "hi": ("smax", -0x80000000, "rr")}
+    if pauses:
+        resume |= {"pf": ("smin", 0x7FFFFFFF, "pf"), "pt": ("smax", -1, "pt"), "hn": ("smax", -1, "hv")}
+    specs = [(cell, "i32", op, ident, f"%{p}{value}") for cell, (op, ident, value) in resume.items()]
+    specs += block_uniform.fold_specs(fields[0], p)
+    paused = [
+        f"  %{p}pb = and i32 %{p}rr, {_STOPS}",
+        f"  %{p}pz = icmp ne i32 %{p}pb, 0",
+        f"  %{p}live = icmp ne i32 %{p}rr, -1",
+        f"  %{p}pp = and i1 %{p}pz, %{p}live",
+        f"  %{p}pf = select i1 %{p}pp, i32 %{p}l, i32 {0x7FFFFFFF}",
+        f"  %{p}pt = select i1 %{p}pp, i32 %{p}l, i32 -1",
+        f"  %{p}hv = select i1 %{p}pp, i32 -1, i32 %{p}rr",
+    ]
+    start, fold = [], []
+    for cell, w, op, ident, value in specs:
+        start.append(f"  store {w} {ident}, ptr %{cell}.a, align 8")
+        fold += [
+            f"  %{p}o.{cell} = load {w}, ptr %{cell}.a, align 8{tag}",
+            f"  %{p}n.{cell} = call {w} @llvm.{op}.{w}({w} %{p}o.{cell}, {w} {value})",
+            f"  store {w} %{p}n.{cell}, ptr %{cell}.a, align 8{tag}",
+        ]
     return [
         f"{name}:",
+        *start,
         f"  br label %{p}lz",
         f"{p}lz:",
         f"  %{p}z = phi i32 [ 0, %{name} ], [ %{p}z1, %{p}lz.latch ]",
@@ -229,7 +560,12 @@ def _threads(name: str, body: list[str], loop_md: int | None) -> list[str]:
         f"  %{p}x = phi i32 [ 0, %{p}ly ], [ %{p}x1, %{last or p + 'lx'} ]",
         f"  %{p}l = add i32 %{p}row, %{p}x",
         f"  %{p}fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %{p}l",
+        f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
         *inner,
+        f"  %{p}rr = load i32, ptr %{p}rp, align 4{tag}",
+        *(paused if pauses else []),
+        *block_uniform.fold_values(*fields, p, tag),
+        *fold,
         f"  %{p}x1 = add nuw i32 %{p}x, 1",
         f"  %{p}cx = icmp ult i32 %{p}x1, %ntx",
         f"  br i1 %{p}cx, label %{p}lx, label %{p}ly.latch{tail}",

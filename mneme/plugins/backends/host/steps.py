@@ -22,10 +22,11 @@ from __future__ import annotations
 import logging
 import re
 from collections import deque
+from collections.abc import Callable
 
 import llvmlite.binding as llvm
 
-from mneme.plugins.backends.host import intrinsics, retarget
+from mneme.plugins.backends.host import intervals, intrinsics, retarget
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,11 @@ _OTHER_SYNC = (
 )
 WARP_POINT = "__mneme_warp_point"
 WARP_BIT = 1 << 30  # resume ids of warp points: the runtime lets a warp, not the block, pass them
+PAUSE_POINT = "__mneme_pause_point"
+PAUSE_BIT = 1 << 29  # resume ids of pauses (`intervals.pause_before_tails`): only the block step form makes them
+YIELD_POINT = "__mneme_yield_point"
+YIELD_BIT = 1 << 28  # resume ids of yields at loop headers (`intervals.yield_at_loops`): block step form only
+_POINTS = (f"@{POINT}()", f"@{WARP_POINT}()", f"@{PAUSE_POINT}()", f"@{YIELD_POINT}()")
 _LOCAL = re.compile(r"%[-\w.$]+")
 _ALLOCA = re.compile(r"^\s*(%[-\w.$]+) = alloca (.+?)(?:, align (\d+))?(?:, !.*)?$")
 
@@ -136,8 +142,9 @@ def _split_at_barriers(
                 point = POINT if kind == "red" else WARP_POINT
                 body += put + [f"  call void @{point}()", f"  br label %{resume}", f"{resume}:"] + get
             else:
+                point = {"barrier": POINT, "pause": PAUSE_POINT, "yield": YIELD_POINT}.get(kind, WARP_POINT)
                 body += [
-                    f"  call void @{POINT if kind == 'barrier' else WARP_POINT}()",
+                    f"  call void @{point}()",
                     f"  br label %{resume}",
                     f"{resume}:",
                 ]
@@ -227,8 +234,24 @@ def _blocks(body: list[str]) -> list[tuple[str, list[str]]]:
     return blocks
 
 
-def to_steps(text: str, kernel_name: str, params, static_shared: int) -> str | None:
-    """Rewrite host IR text (fiber form) into step form, or None where it does not apply."""
+def to_steps(
+    text: str,
+    kernel_name: str,
+    params,
+    static_shared: int,
+    *,
+    tails: Callable[[str], bool] | None = None,
+    recompute: bool = False,
+    yields: bool = False,
+) -> str | None:
+    """Rewrite host IR text (fiber form) into step form, or None where it does not apply.
+
+    For the block step form only (the runtime knows no pauses): `tails`, a predicate on IR lines, pauses the
+    threads before a tail holding such lines (`intervals.pause_before_tails`); `recompute` computes pure values
+    again where they are used rather than keep them in the frame (`intervals.recompute_across_blocks`); `yields`
+    (with `tails`) stops the threads at the header of each loop between barriers that can run as lanes
+    (`intervals.yield_at_loops`).
+    """
     lines = text.split("\n")
     spans = _defined_functions(lines)
     sync = _sync_functions(lines, spans)
@@ -245,10 +268,24 @@ def to_steps(text: str, kernel_name: str, params, static_shared: int) -> str | N
     span = _function_span(lines, kernel_name)
     if span is None:
         return None
+    if tails is not None:
+        lines, paused = intervals.pause_before_tails(lines, *span, calls, tails)
+        added = {intervals.PAUSE: "pause"} if paused else {}
+        if yields:
+            span = _function_span(lines, kernel_name)
+            lines, looped = intervals.yield_at_loops(lines, *span, calls, tails)
+            added |= {intervals.YIELD: "yield"} if looped else {}
+        if added:
+            sync = {**sync, **added}
+            calls = re.compile(r"call [^@]*@(" + "|".join(re.escape(b) for b in sorted(sync)) + r")\(")
+        span = _function_span(lines, kernel_name)
     lines, count = _split_at_barriers(lines, *span, calls, sync)
     if not count:
         return None
+    if recompute:
+        lines = intervals.recompute_across_blocks(lines, *_function_span(lines, kernel_name))
     text = "\n".join(lines) + f"\ndeclare void @{POINT}() nounwind\ndeclare void @{WARP_POINT}() nounwind\n"
+    text += f"declare void @{PAUSE_POINT}() nounwind\ndeclare void @{YIELD_POINT}() nounwind\n"
     text += (
         "declare void @__mneme_exchange_put(i32) nounwind\ndeclare i64 @__mneme_exchange_get(i32, i32, i32) nounwind\n"
     )
@@ -263,7 +300,7 @@ def to_steps(text: str, kernel_name: str, params, static_shared: int) -> str | N
     blocks = _blocks(lines[start + 1 : end])
     if not blocks:
         return None
-    frame_body, frame_types = _frame(blocks, count)
+    frame_body, frame_types = _frame(blocks, count, lean=recompute)
     if frame_body is None:
         return None
     header = lines[start]
@@ -273,11 +310,7 @@ def to_steps(text: str, kernel_name: str, params, static_shared: int) -> str | N
     header = header[:close] + sep + "ptr %__mneme_frame, i32 %__mneme_resume" + header[close:]
     frame_type = "{ i32" + "".join(", " + t for t in frame_types) + " }"
     out = lines[:start] + [header] + frame_body + lines[end:]
-    out = [
-        line
-        for line in out
-        if not (line.startswith("declare ") and (f"@{POINT}(" in line or f"@{WARP_POINT}(" in line))
-    ]
+    out = [line for line in out if not (line.startswith("declare ") and any(p[:-1] in line for p in _POINTS))]
     entry = _entry(kernel_name, params)
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = (
@@ -294,12 +327,14 @@ def _drop(text: str) -> str:
     return re.sub(rf"(?m)^@{retarget.INFO} = .*\n?", "", text)
 
 
-def _frame(blocks: list[tuple[str, list[str]]], count: int):
-    """The kernel body in step form and the frame's field types; (None, None) if it cannot be."""
+def _frame(blocks: list[tuple[str, list[str]]], count: int, lean: bool = False):
+    """The kernel body in step form and the frame's field types; (None, None) if it cannot be.
+
+    `lean`: a slot only read and written whole moves to the frame only where a barrier can separate a store to it
+    from a load (`_live_across`), not wherever a region with a barrier mentions it.
+    """
     entry_label = blocks[0][0]
-    barrier_blocks = {
-        label for label, body in blocks if any(f"@{POINT}()" in line or f"@{WARP_POINT}()" in line for line in body)
-    }
+    barrier_blocks = {label for label, body in blocks if any(p in line for line in body for p in _POINTS)}
     successors = {label: set(_LABEL_REF.findall("\n".join(body))) for label, body in blocks}
     entries = [entry_label] + [f"%__mneme_resume.{k}" for k in range(1, count + 1)]
     regions: dict[str, set[str]] = {}
@@ -333,10 +368,11 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int):
             for token in _LOCAL.findall(ln):
                 uses.setdefault(token, set()).add(label)
     frame_fields, dispatch, moved = [], [], set()
+    live_known, live = _live_across(blocks, [a[0] for a in allocas], entries[1:]) if lean else (set(), set())
     for name, type_text, align, line in allocas:
         used_in = uses.get(name, set())
         moved.add(line)
-        if used_in & in_synced:
+        if name in live if lean and name in live_known else used_in & in_synced:
             k = len(frame_fields) + 1
             width = max(align, 1)
             frame_fields.append(f"{{ [0 x <{width} x i8>], {type_text} }}")
@@ -348,9 +384,17 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int):
     ids = {}  # resume block -> its id (warp points carry WARP_BIT)
     for _, lines in blocks:
         for i, line in enumerate(lines[:-1]):
-            if f"@{POINT}()" in line or f"@{WARP_POINT}()" in line:
+            if any(p in line for p in _POINTS):
                 k = int(re.search(r"label %__mneme_resume\.(\d+)", lines[i + 1]).group(1))
-                ids[k] = k | (WARP_BIT if WARP_POINT in line else 0)
+                ids[k] = k | (
+                    WARP_BIT
+                    if WARP_POINT in line
+                    else PAUSE_BIT
+                    if PAUSE_POINT in line
+                    else YIELD_BIT
+                    if YIELD_POINT in line
+                    else 0
+                )
     if len(ids) != count:
         return None, None
     cases = " ".join(f"i32 {ids[k]}, label %__mneme_resume.{k}" for k in range(1, count + 1))
@@ -363,7 +407,7 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int):
             if line in moved or re.match(r"^\s*call void @llvm\.lifetime\.(start|end)\.", line):
                 i += 1  # lifetime markers may only name allocas; frame slots are not
                 continue
-            if f"@{POINT}()" in line or f"@{WARP_POINT}()" in line:
+            if any(p in line for p in _POINTS):
                 m = re.search(r"label %__mneme_resume\.(\d+)", lines[i + 1])
                 body += [f"  store i32 {ids[int(m.group(1))]}, ptr %__mneme_frame, align 4", "  ret void"]
                 i += 2
@@ -375,6 +419,44 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int):
             body.append(line)
             i += 1
     return body, frame_fields
+
+
+def _live_across(
+    blocks: list[tuple[str, list[str]]], slots: list[str], resumes: list[str]
+) -> tuple[set[str], set[str]]:
+    """(the slots only loaded and stored whole, those of them whose value a barrier can separate from a load).
+
+    A slot's value crosses a barrier when some path from a resume point reaches a load of it before a store.
+    """
+    simple = set(slots)
+    upward: dict[str, set[str]] = {}
+    stored: dict[str, set[str]] = {}
+    for label, body in blocks:
+        up, st = set(), set()
+        for line in body:
+            for token in set(_LOCAL.findall(line)) & simple:
+                load = re.match(rf"^\s*%[-\w.$]+ = load [^,]+, ptr {re.escape(token)}(,|$)", line)
+                store = re.match(rf"^\s*store [^,]+, ptr {re.escape(token)}(,|$)", line)
+                if store and _LOCAL.findall(line).count(token) == 1:
+                    st.add(token)
+                elif load:
+                    if token not in st:
+                        up.add(token)
+                elif not _ALLOCA.match(line):
+                    simple.discard(token)  # its address escapes (a call, a pointer stored): keep the coarse rule
+        upward[label], stored[label] = up, st
+    successors = {label: set(_LABEL_REF.findall("\n".join(body))) for label, body in blocks}
+    live_in: dict[str, set[str]] = {label: set(upward[label]) for label, _ in blocks}
+    changed = True
+    while changed:
+        changed = False
+        for label, _ in reversed(blocks):
+            out = set().union(*(live_in.get(s, set()) for s in successors[label]))
+            new = upward[label] | (out - stored[label])
+            if new != live_in[label]:
+                live_in[label], changed = new, True
+    crossing = set().union(*(live_in.get(r, set()) for r in resumes)) if resumes else set()
+    return simple, crossing & simple
 
 
 def _entry(kernel_name: str, params) -> str:

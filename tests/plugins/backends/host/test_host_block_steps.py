@@ -1,6 +1,8 @@
 """Barrier kernels run a block per call on the host backend (block_steps.py, issue 40 item 4): the passes of the
-step form in IR give the same bytes as the runtime's step form (``MNEME_HOST_BLOCK_STEPS=0``) and as NumPy, with
-1D and 2D blocks, threads that return before a barrier, private arrays kept across barriers and atomics."""
+step form in IR give the same bytes as the runtime's step form (``MNEME_HOST_BLOCK_STEPS=0``), as the block step
+form without its lanes layout (``MNEME_HOST_BLOCK_LANES=0``: whole frames, no recomputed values, pauses or
+pass-start parameters) and as NumPy, with 1D and 2D blocks, threads that return before a barrier, private arrays
+kept across barriers, atomics after a barrier, values the same in every thread and values that differ."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 from host_launches import launch, retargeted
 from irbuild import build_cuda_ir
 
-from mneme.plugins.backends.host import block_steps
+from mneme.plugins.backends.host import block_steps, steps
 
 BASE = 0x7E6000000000
 X, Y = BASE, BASE + (16 << 20)
@@ -61,6 +63,47 @@ extern "C" __global__ void private_across(int n, const float* x, float* y) {
   __syncthreads();
   y[i] = s[(t + 1) % blockDim.x] + p[(int)x[(i + 3) % n] % 16];
 }
+// every thread adds to one float after the barrier: the atomics' order (thread order) shows in the bits
+extern "C" __global__ void atomic_tail(int n, const float* x, float* out) {
+  __shared__ float s[128];
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  if (i >= n) return;
+  s[t] = x[i];
+  __syncthreads();
+  atomicAdd(out, s[t > 0 ? t - 1 : 0] * 1.0001f + 0.3f);
+}
+// a pointer and a counter the same in every thread, a sum that differs, all across barriers
+extern "C" __global__ void walk(int rounds, const float* x, float* y) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  const float* p = x + blockIdx.x * 64 * rounds;
+  float acc = t;
+  for (int r = 0; r < rounds; r++) {
+    s[t] = p[t] + acc;
+    __syncthreads();
+    acc += s[63 - t] * 0.5f;
+    p += 64;
+    __syncthreads();
+  }
+  y[blockIdx.x * 64 + t] = acc;
+}
+// each thread's grid-stride loop before the tree (a stop at the loop's header: one iteration per pass), then
+// a loop whose trip count differs from thread to thread (some threads stop at its header, others at the barrier)
+extern "C" __global__ void stride_sum(int n, const float* x, float* out) {
+  __shared__ float s[128];
+  int t = threadIdx.x;
+  float v = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + t; i < n; i += blockDim.x * gridDim.x) v += x[i];
+  int steps = 0;
+  for (float w = v; w > 1.0f; w *= 0.5f) steps++;
+  s[t] = v + steps;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) atomicAdd(out, s[0]);
+}
 // a shuffle: the block step form does not take it
 extern "C" __global__ void shuffled(float* y) {
   __shared__ float s[32];
@@ -90,8 +133,13 @@ def _run(text, kernel, grid, block, buffers, args):
 
 
 def _both(monkeypatch, *run_args):
-    """(block steps, the runtime's step form): each (mode, buffers)."""
+    """(block steps, the runtime's step form): each (mode, buffers); block steps without the lanes layout give
+    the same bytes as with it."""
     blocked = _run(*run_args)
+    monkeypatch.setenv(block_steps.LANES_ENV, "0")
+    whole = _run(*run_args)
+    monkeypatch.delenv(block_steps.LANES_ENV)
+    assert [b.tobytes() for b in whole[1]] == [b.tobytes() for b in blocked[1]]
     monkeypatch.setenv(block_steps.ENV, "0")
     stepped = _run(*run_args)
     monkeypatch.delenv(block_steps.ENV)
@@ -188,3 +236,110 @@ def test_a_kernel_built_with_debug_information_takes_the_block_step_form(tmp_pat
     )
     assert mode == 2 and got[1].tobytes() == want[1].tobytes()
     np.testing.assert_allclose(got[1], x.reshape(7, 64).sum(1), rtol=1e-5)
+
+
+def test_the_lanes_layout_keeps_only_values_live_across_barriers_one_array_per_field(module_text, monkeypatch):
+    text = _block_step_text(module_text, "block_sum")
+    frame = text.split("%__mneme_frame_t = type ")[1].split("\n")[0]
+    assert frame.count("[0 x <") == 2  # the tree's stride and its half; the index and shared addresses recomputed
+    assert "i64 %__mneme_frame_n" in text  # field k of thread l at frames + n * offset(k) + l * size(k)
+    assert f"i32 {steps.PAUSE_BIT | 3}, label" in text  # a pause before the block's atomicAdd
+    assert "%__mneme_snap_at" in text  # the stride read once per pass where every thread holds the same
+    looped = _block_step_text(module_text, "stride_sum")
+    assert looped.count(f"i32 {steps.YIELD_BIT | 1}, label") + looped.count(f"i32 {steps.YIELD_BIT | 2}, label") >= 1
+    monkeypatch.setenv(block_steps.LANES_ENV, "0")
+    whole = _block_step_text(module_text, "block_sum")
+    assert "%__mneme_frame_n" not in whole and "%__mneme_snap_at" not in whole
+    assert whole.split("%__mneme_frame_t = type ")[1].split("\n")[0].count("[0 x <") > 2
+
+
+def test_atomics_after_a_barrier_keep_thread_order_with_threads_that_returned(module_text, monkeypatch):
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")  # one worker: the blocks in one order
+    n = 128 * 3 - 37
+    x = np.random.default_rng(11).random(n, dtype=np.float32)
+    (mode, got), (_, want) = _both(
+        monkeypatch,
+        module_text,
+        "atomic_tail",
+        (3,),
+        (128,),
+        [x, np.zeros(1, np.float32)],
+        struct.pack("<i4xQQ", n, X, Y),
+    )
+    assert mode == 2 and got[1].tobytes() == want[1].tobytes()
+    total = np.float32(0)
+    for b in range(3):  # thread order within each block, as thread after thread
+        live = min(128, n - b * 128)
+        for t in range(live):
+            # a fused multiply-add (clang contracts it): the exact product, one rounding
+            term = np.float64(x[b * 128 + max(t - 1, 0)]) * np.float64(np.float32(1.0001)) + np.float64(np.float32(0.3))
+            total = np.float32(total + np.float32(term))
+    assert got[1][0] == total
+
+
+def test_values_alike_and_unlike_across_threads_keep_each_threads_result(module_text, monkeypatch):
+    rounds, blocks = 5, 3
+    x = np.random.default_rng(5).random(blocks * 64 * rounds, dtype=np.float32)
+    (mode, got), (_, want) = _both(
+        monkeypatch,
+        module_text,
+        "walk",
+        (blocks,),
+        (64,),
+        [x, np.zeros(blocks * 64, np.float32)],
+        struct.pack("<i4xQQ", rounds, X, Y),
+    )
+    assert mode == 2 and got[1].tobytes() == want[1].tobytes()
+    acc = np.tile(np.arange(64, dtype=np.float32), (blocks, 1))
+    tiles = x.reshape(blocks, rounds, 64)
+    for r in range(rounds):
+        shared = tiles[:, r, :] + acc
+        acc = acc + shared[:, ::-1] * np.float32(0.5)
+    np.testing.assert_array_equal(got[1], acc.reshape(-1))
+
+
+@pytest.mark.parametrize("n", [128 * 4 * 6, 128 * 4 * 6 - 77])
+def test_loops_between_barriers_run_an_iteration_per_pass_with_the_step_forms_bytes(module_text, monkeypatch, n):
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")  # one worker: the blocks' atomics in one order
+    x = np.random.default_rng(n).random(n, dtype=np.float32) * 4
+    (mode, got), (_, want) = _both(
+        monkeypatch,
+        module_text,
+        "stride_sum",
+        (4,),
+        (128,),
+        [x, np.zeros(1, np.float32)],
+        struct.pack("<i4xQQ", n, X, Y),
+    )
+    assert mode == 2 and got[1].tobytes() == want[1].tobytes()
+    expect = 0.0
+    for g in range(4 * 128):
+        v = np.float32(0)
+        for i in range(g, n, 4 * 128):
+            v = np.float32(v + x[i])
+        w, count = v, 0
+        while w > 1:
+            w, count = np.float32(w * np.float32(0.5)), count + 1
+        expect += float(v) + count
+    np.testing.assert_allclose(got[1][0], expect, rtol=1e-4)
+
+
+def test_a_kernel_too_large_to_copy_keeps_one_loop_per_pass_and_the_same_bytes(module_text, monkeypatch):
+    full = _block_step_text(module_text, "block_sum")
+    assert ".u:" in full and ".f:" in full  # pass-start and flat copies
+    monkeypatch.setattr(block_steps, "MAX_COPY_LINES", 10)
+    lean = _block_step_text(module_text, "block_sum")
+    assert ".u:" not in lean and ".f:" not in lean and len(lean) < len(full)
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")
+    n = 256 * 5 - 3
+    x = np.random.default_rng(2).random(n, dtype=np.float32)
+    (mode, got), (_, want) = _both(
+        monkeypatch,
+        module_text,
+        "block_sum",
+        (5,),
+        (16, 16),
+        [x, np.zeros(1, np.float32)],
+        struct.pack("<i4xQQ", n, X, Y),
+    )
+    assert mode == 2 and got[1].tobytes() == want[1].tobytes()
