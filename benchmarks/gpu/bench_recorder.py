@@ -334,15 +334,20 @@ def main() -> int:
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--only", help="comma-separated figures to measure (snapshot, overhead, graph, replay)")
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     figures: dict = {}
+    wanted = set(opts.only.split(",")) if opts.only else None
     for name, run in (
         ("snapshot", lambda: snapshot_cost(opts.size_mib)),
         ("overhead", lambda: overhead(opts.repeat)),
         ("graph", lambda: graph_overhead(opts.repeat)),
         ("replay", replay_rate),
     ):
+        if wanted is not None and name not in wanted:
+            figures[name] = {"error": "not measured (--only)"}
+            continue
         try:
             figures[name] = run()
         except Exception as exc:  # noqa: BLE001 - the other figures are still worth writing
