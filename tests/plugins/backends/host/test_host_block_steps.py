@@ -1,8 +1,9 @@
 """Barrier kernels run a block per call on the host backend (block_steps.py, issue 40 item 4): the passes of the
 step form in IR give the same bytes as the runtime's step form (``MNEME_HOST_BLOCK_STEPS=0``), as the block step
 form without its lanes layout (``MNEME_HOST_BLOCK_LANES=0``: whole frames, no recomputed values, pauses or
-pass-start parameters) and as NumPy, with 1D and 2D blocks, threads that return before a barrier, private arrays
-kept across barriers, atomics after a barrier, values the same in every thread and values that differ."""
+pass-start parameters), as the form that folds every field (``MNEME_HOST_BLOCK_UNIFORM=0``) and as NumPy,
+with 1D and 2D blocks, threads that return before a barrier, private arrays kept across barriers, atomics after
+a barrier, values the same in every thread and values that differ."""
 
 from __future__ import annotations
 
@@ -133,13 +134,17 @@ def _run(text, kernel, grid, block, buffers, args):
 
 
 def _both(monkeypatch, *run_args):
-    """(block steps, the runtime's step form): each (mode, buffers); block steps without the lanes layout give
-    the same bytes as with it."""
+    """(block steps, the runtime's step form): each (mode, buffers); block steps without the lanes layout, and
+    with every field folded (no divergence analysis), give the same bytes as with them."""
     blocked = _run(*run_args)
     monkeypatch.setenv(block_steps.LANES_ENV, "0")
     whole = _run(*run_args)
     monkeypatch.delenv(block_steps.LANES_ENV)
     assert [b.tobytes() for b in whole[1]] == [b.tobytes() for b in blocked[1]]
+    monkeypatch.setenv(block_steps.UNIFORM_ENV, "0")
+    folded = _run(*run_args)
+    monkeypatch.delenv(block_steps.UNIFORM_ENV)
+    assert [b.tobytes() for b in folded[1]] == [b.tobytes() for b in blocked[1]]
     monkeypatch.setenv(block_steps.ENV, "0")
     stepped = _run(*run_args)
     monkeypatch.delenv(block_steps.ENV)
