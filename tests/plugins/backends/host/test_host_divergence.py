@@ -1,6 +1,7 @@
 """Frame fields proved alike in every thread of a block (divergence.py, issue 40 item 4): what the analysis proves
 and refuses on real kernels, and that a kernel whose proved fields skip their folds gives the bytes of the form
-that folds them (``MNEME_HOST_BLOCK_UNIFORM=0``), of the runtime's step form and NumPy's."""
+that folds them (``MNEME_HOST_BLOCK_UNIFORM=0``), of the runtime's step form and NumPy's; which proved fields are
+kept once per block (block_shared.py) and which stay per thread."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from host_launches import launch, retargeted
 from irbuild import build_cuda_ir
 
-from mneme.plugins.backends.host import block_steps, divergence
+from mneme.plugins.backends.host import block_shared, block_steps, divergence, steps
 
 BASE = 0x7E8000000000
 X, Y = BASE, BASE + (16 << 20)
@@ -160,3 +161,72 @@ def test_a_counter_bounded_per_thread_is_not_proved_and_keeps_each_threads_resul
     for r in range(3):
         acc = acc + (acc + np.float32(r))[::-1]
     np.testing.assert_array_equal(got[1], acc)
+
+
+FIELD = "{ [0 x <4 x i8>], i32 }"
+
+
+def _step_function(first_interval: list[str], cases: str = "i32 1, label %__mneme_resume.1") -> list[str]:
+    """A step function laid out for lanes: a frame field %f, the first interval's lines, then resume point 1 that
+    reads %f and returns."""
+    return [
+        "define void @k(i1 %c, i32 %__mneme_linear, ptr %__mneme_frame, i32 %__mneme_resume, i64 %__mneme_frame_n) {",
+        "__mneme_dispatch:",
+        "  %__mneme_resume_at = getelementptr inbounds i32, ptr %__mneme_frame, i32 %__mneme_linear",
+        f"  %f = getelementptr inbounds {FIELD}, ptr %__mneme_frame, i32 %__mneme_linear, i32 1",
+        f"  switch i32 %__mneme_resume, label %bb [ {cases} ]",
+        "bb:",
+        *first_interval,
+        "__mneme_resume.1:",
+        "  %v = load i32, ptr %f, align 4",
+        "  %w = add i32 %v, 1",
+        "  store i32 %w, ptr %f, align 4",
+        "  store i32 -1, ptr %__mneme_resume_at, align 4",
+        "  ret void",
+        "}",
+    ]
+
+
+def _shared(lines: list[str]) -> list[int]:
+    return block_shared.share(lines, 0, len(lines) - 1, {"%f": (1, FIELD)}, {1})[1]
+
+
+def test_a_field_stored_once_an_interval_is_kept_once_per_block_with_old_and_new_reads():
+    barrier = ["  store i32 1, ptr %__mneme_resume_at, align 4", "  ret void"]
+    lines = _step_function(["  store i32 7, ptr %f, align 4", "  %u = load i32, ptr %f, align 4", *barrier])
+    out, shared, left = block_shared.share(lines, 0, len(lines) - 1, {"%f": (1, FIELD)}, {1})
+    assert shared == [1] and left == {}
+    text = "\n".join(out)
+    assert "load i32, ptr %f.new" in text  # after the thread's own store: the value every thread stored
+    assert "%v = load i32, ptr %f.old" in text  # at the pass's start: the value when it began
+    assert "store i32 %w, ptr %f.new" in text
+
+
+def test_a_field_stored_twice_on_a_path_or_read_after_a_store_on_some_paths_stays_per_thread():
+    barrier = ["  store i32 1, ptr %__mneme_resume_at, align 4", "  ret void"]
+    twice = _step_function(["  store i32 7, ptr %f, align 4", "  store i32 8, ptr %f, align 4", *barrier])
+    assert _shared(twice) == []
+    some = _step_function(
+        [
+            "  br i1 %c, label %a, label %b",
+            "a:",
+            "  store i32 7, ptr %f, align 4",
+            "  br label %b",
+            "b:",
+            "  %u = load i32, ptr %f, align 4",
+            *barrier,
+        ]
+    )
+    assert _shared(some) == []
+    once = _step_function(["  store i32 7, ptr %f, align 4", *barrier])
+    assert _shared(once) == [1]
+    yields = f"i32 {steps.YIELD_BIT | 1}, label %__mneme_resume.1"
+    looped = _step_function(
+        [
+            "  store i32 7, ptr %f, align 4",
+            f"  store i32 {steps.YIELD_BIT | 1}, ptr %__mneme_resume_at, align 4",
+            "  ret void",
+        ],
+        yields,
+    )
+    assert _shared(looped) == []  # a thread stopped at a yield may store after another's next pass began
