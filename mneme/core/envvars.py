@@ -166,6 +166,13 @@ _VARS = [
         "before atomic tails), so its barrier intervals run thread after thread",
         "host",
     ),
+    EnvVar(
+        "MNEME_HOST_BLOCK_UNIFORM",
+        "1",
+        "0: fold every frame field a host barrier kernel's passes read over the block's threads, even where the IR "
+        "proves all threads hold the same value (no divergence analysis)",
+        "host",
+    ),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

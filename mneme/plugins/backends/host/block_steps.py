@@ -27,15 +27,25 @@ import logging
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host import accesses, block_loop, block_uniform, lanes, retarget, steps
+from mneme.plugins.backends.host import (
+    accesses,
+    block_loop,
+    block_shared,
+    block_uniform,
+    divergence,
+    lanes,
+    retarget,
+    steps,
+)
 from mneme.plugins.backends.host.irtext import symbol_ref
 
 log = logging.getLogger(__name__)
 
 ENV = "MNEME_HOST_BLOCK_STEPS"
 LANES_ENV = "MNEME_HOST_BLOCK_LANES"
+UNIFORM_ENV = "MNEME_HOST_BLOCK_UNIFORM"
 #: a build-cache key: another form is another build product
-VERSION = "2"
+VERSION = "3"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
 # step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
 # (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
@@ -70,6 +80,15 @@ def lanes_enabled() -> bool:
     pause before a tail that holds an atomic (`intervals`), so that barrier intervals vectorize across threads.
     """
     return (envvars.get(LANES_ENV) or "1") not in ("0", "off", "no", "false")
+
+
+def uniform_enabled() -> bool:
+    """Whether fields proved alike in every thread skip their folds (``MNEME_HOST_BLOCK_UNIFORM``, default on).
+
+    On: a frame field that `divergence` proves the same in every thread wherever all threads wait at one barrier
+    is read from thread 0's frame when a pass starts, not folded (least, greatest) over the threads in every loop.
+    """
+    return (envvars.get(UNIFORM_ENV) or "1") not in ("0", "off", "no", "false")
 
 
 def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> str | None:
@@ -111,8 +130,14 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
         return None
     fields = accesses.split_operands(frame.group(1).strip()[1:-1])
     slots: dict[str, tuple[int, str]] = {}
+    alike: set[int] = set()
     if soa:
         out, slots = _fields_as_arrays(out, *span, fields)
+        span = steps._function_span(out, kernel_name)
+        alike = divergence.uniform_fields(out, *span, slots) if uniform_enabled() else set()
+    shared: list[int] = []
+    if alike:  # kept once per block where the step function allows (`block_shared`)
+        out, shared, slots = block_shared.share(out, *span, slots, alike)
         span = steps._function_span(out, kernel_name)
     body = out[span[0] + 1 : span[1]]
     blocks = steps._blocks(body)
@@ -128,13 +153,19 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     used: dict[int, str] = {}
     if soa:
         out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable})
+        # proved alike: read at barriers only (a pause's or yield's threads may be at different iterations)
+        alike = alike & {k for k in used if all(p > 0 and not p & _STOPS for p, ks in reads.items() if k in ks)}
         reads = {k: f for k, f in reads.items() if markable[k]}  # a loop run thread after thread gains nothing
     lanes_loops = sum(markable.values())
     if len(body) * lanes_loops * 2 * (2 if reads else 1) > MAX_COPY_LINES:
         reads = {}
-    flat = soa and len(body) * lanes_loops * 2 * (2 if reads else 1) <= MAX_COPY_LINES
+    # shared cells keep the fields' values across a flat loop's iterations in registers, which LLVM does not
+    # vectorize unless it unswitches the uniform branches first (it does so in the nested loops only)
+    flat = soa and not shared and len(body) * lanes_loops * 2 * (2 if reads else 1) <= MAX_COPY_LINES
     next_md = max((int(m) for m in re.findall(r"!(\d+)\b", stepped)), default=0) + 1
-    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, (reads, used, fields), flat)
+    proved = frozenset(alike)
+    uniform = (reads, used, fields, proved)
+    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, uniform, flat, len(shared))
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
     if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
@@ -210,7 +241,7 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
 
 
 def _entry(
-    kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool, uniform, flat: bool = False
+    kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool, uniform, flat: bool = False, cells: int = 0
 ) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
 
@@ -219,14 +250,21 @@ def _entry(
     and last paused thread and the greatest point of the others: the paused threads run their tails (`drain`,
     in thread order) before any thread passes a barrier, and all of them return. `uniform`: (the frame fields
     each point's interval reads at their pass-start values, their value types, the frame's field types), see
-    `block_uniform`.
+    `block_uniform`, and those of them proved alike in every thread (`divergence`: not folded). `cells`: how many
+    fields the block keeps once (`block_shared`), copied from new to old before every pass.
     """
-    reads, used, fields = uniform
+    reads, used, fields, proved = uniform
+    folded = {k: t for k, t in used.items() if k not in proved}
+    alloc, copy = block_shared.entry_lines(list(range(cells)))
     body, call_args = retarget.unpack_args(params)
     kernel = symbol_ref(kernel_name)
     args = ", ".join(call_args)
     sep = ", " if args else ""
-    frame = "ptr %frames, i32 %{p}r, i64 %n64{snap}" if soa else "ptr %{p}fp, i32 %{p}r{snap}"
+    frame = (
+        "ptr %frames, i32 %{p}r, i64 %n64{snap}" + (", ptr %cells" if cells else "")
+        if soa
+        else "ptr %{p}fp, i32 %{p}r{snap}"
+    )
     call = f"  call void {kernel}({args}{sep}i32 %{{p}}x, i32 %{{p}}y, i32 %{{p}}z, i32 %{{p}}l, i32 %bx, {frame})"
     pauses = any(k & _STOPS for k in markable)
     yields = any(k & steps.YIELD_BIT for k in markable)
@@ -252,8 +290,9 @@ def _entry(
         "  %rows1 = and i1 %rows, %plane",
         "  %flat = and i1 %pow2, %rows1",
         "  %frames = alloca %__mneme_frame_t, i32 %n, align 64",
+        *alloc,
         *(f"  %{a}.a = alloca i32, align 8" for a in _FOLDS),
-        *block_uniform.fold_setup(used, fields),
+        *block_uniform.fold_setup(used, fields, proved),
         "  br label %init",
         "init:",
         "  %it = phi i32 [ 0, %entry ], [ %it1, %init ]",
@@ -268,11 +307,13 @@ def _entry(
         "  br label %pass",
         # a pass: do all threads resume at one point?
         "pass:",
+        *(line.replace("{c}", "p") for line in copy),
         "  %lo = load i32, ptr %lo.a, align 4",
         "  %hi = load i32, ptr %hi.a, align 4",
         "  %same = icmp eq i32 %lo, %hi",
         f"  br i1 %same, label %uniform, label %{'drain' if pauses else 'mixed'}",
         "drained:",
+        *(line.replace("{c}", "d") for line in copy),
         "  %dlo = load i32, ptr %lo.a, align 4",
         "  %dhi = load i32, ptr %hi.a, align 4",
         "  %dsame = icmp eq i32 %dlo, %dhi",
@@ -298,16 +339,18 @@ def _entry(
         None,
         soa,
         pauses=pauses,
-        fields=(used, fields),
+        fields=(folded, fields),
     )
     if pauses:
-        lines += _drain(plain, cell, block_uniform.unknown(used), yields)
+        lines += _drain(plain, cell, block_uniform.unknown(folded), yields)
     for k in sorted(markable):
         at = call.replace("%{p}r,", f"{k},").replace("%{p}r{snap}", f"{k}{{snap}}")
         loops = [(f"at{k}", block_uniform.arguments(None, used, []) if used else "")]
         if k in reads:  # the same values in every thread: the copy that reads them as parameters
-            lines += block_uniform.pick(k, reads[k], used)
+            lines += block_uniform.pick(k, reads[k], used, fields, proved)
             loops = [(f"at{k}.u", block_uniform.arguments(k, used, reads[k])), (f"at{k}.g", loops[0][1])]
+            if proved.issuperset(reads[k]):
+                loops = loops[:1]  # no test: the per-thread copy would never run
         for name, snap in loops:
             tag, loop_md = "", None
             if markable[k]:
@@ -321,15 +364,15 @@ def _entry(
                 tag = f", !llvm.access.group !{group}"
             body = [at.replace("{snap}", snap) + tag]
             if loop_md is None or not flat:
-                lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
+                lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields))
                 continue
             metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
             lines += [f"{name}:", f"  br i1 %flat, label %{name}.f, label %{name}.n"]
             lines += _flat(f"{name}.f", body, md, soa)
-            lines += _threads(f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(used, fields))
+            lines += _threads(f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields))
             md += 1
     if flat and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
-        lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, used, fields)]
+        lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, folded, fields)]
         metadata += [
             f"!{md} = distinct !{{!{md}, !{md + 1}}}",
             f'!{md + 1} = !{{!"llvm.loop.interleave.count", i32 1}}',

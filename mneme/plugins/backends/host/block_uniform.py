@@ -137,20 +137,21 @@ def _narrow(ty: str, value: str) -> str:
     return f"trunc i32 {value} to {ty}"
 
 
-def fold_setup(used: dict[int, str], frame_fields: list[str]) -> list[str]:
-    """Entry lines: each `used` field's array (``%fb.{k}``) and the cells its least and greatest value over the
-    block's threads are folded into, marked unknown (least above greatest)."""
+def fold_setup(used: dict[int, str], frame_fields: list[str], proved: frozenset[int] = frozenset()) -> list[str]:
+    """Entry lines: each `used` field's array (``%fb.{k}``) and, unless `proved` (`divergence`: no fold needed),
+    the cells its least and greatest value over the block's threads are folded into, marked unknown (least above
+    greatest)."""
     lines = []
     for k, ty in used.items():
         offset = f"ptrtoint (ptr getelementptr (%__mneme_frame_t, ptr null, i32 0, i32 {k}) to i64)"
-        w = _wide(ty)
         lines += [
             f"  %fo.{k} = mul i64 %n64, {offset}",
             f"  %fb.{k} = getelementptr inbounds i8, ptr %frames, i64 %fo.{k}",
-            f"  %fmin.{k}.a = alloca {w}, align 8",
-            f"  %fmax.{k}.a = alloca {w}, align 8",
         ]
-    return lines + unknown(used)
+        if k not in proved:
+            w = _wide(ty)
+            lines += [f"  %fmin.{k}.a = alloca {w}, align 8", f"  %fmax.{k}.a = alloca {w}, align 8"]
+    return lines + unknown({k: t for k, t in used.items() if k not in proved})
 
 
 def unknown(used: dict[int, str]) -> list[str]:
@@ -190,13 +191,20 @@ def fold_values(used: dict[int, str], frame_fields: list[str], p: str, tag: str)
     return lines
 
 
-def pick(point: int, fields: list[int], used: dict[int, str]) -> list[str]:
+def pick(point: int, fields: list[int], used: dict[int, str], frame_fields: list[str], proved=frozenset()) -> list[str]:
     """Entry lines from ``at{point}:``: to ``at{point}.u`` with ``%s{point}.{k}`` the value every thread holds in
-    field k of `fields` where the last loop over every thread found one, else to ``at{point}.g``."""
+    field k of `fields` where the last loop over every thread found one, else to ``at{point}.g``. A `proved` field
+    (`divergence`: every thread holds the same value whenever all wait at `point`) is thread 0's, with no test."""
     p = f"at{point}"
     lines = [f"{p}:"]
     same = "true"
     for k in fields:
+        if k in proved:
+            lines += [
+                f"  %{p}.fp{k} = getelementptr inbounds {frame_fields[k]}, ptr %fb.{k}, i32 0, i32 1",
+                f"  %s{point}.{k} = load {used[k]}, ptr %{p}.fp{k}, align 4",
+            ]
+            continue
         w = _wide(used[k])
         lines += [
             f"  %{p}.lo{k} = load {w}, ptr %fmin.{k}.a, align 8",
@@ -206,6 +214,8 @@ def pick(point: int, fields: list[int], used: dict[int, str]) -> list[str]:
             f"  %s{point}.{k} = {_narrow(used[k], f'%{p}.lo{k}')}",
         ]
         same = f"%{p}.all{k}"
+    if same == "true":
+        return [*lines, f"  br label %{p}.u"]
     return [*lines, f"  br i1 {same}, label %{p}.u, label %{p}.g"]
 
 

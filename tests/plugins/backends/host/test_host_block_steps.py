@@ -1,8 +1,9 @@
 """Barrier kernels run a block per call on the host backend (block_steps.py, issue 40 item 4): the passes of the
 step form in IR give the same bytes as the runtime's step form (``MNEME_HOST_BLOCK_STEPS=0``), as the block step
 form without its lanes layout (``MNEME_HOST_BLOCK_LANES=0``: whole frames, no recomputed values, pauses or
-pass-start parameters) and as NumPy, with 1D and 2D blocks, threads that return before a barrier, private arrays
-kept across barriers, atomics after a barrier, values the same in every thread and values that differ."""
+pass-start parameters), as the form that folds every field (``MNEME_HOST_BLOCK_UNIFORM=0``) and as NumPy,
+with 1D and 2D blocks, threads that return before a barrier, private arrays kept across barriers, atomics after
+a barrier, values the same in every thread and values that differ."""
 
 from __future__ import annotations
 
@@ -133,13 +134,17 @@ def _run(text, kernel, grid, block, buffers, args):
 
 
 def _both(monkeypatch, *run_args):
-    """(block steps, the runtime's step form): each (mode, buffers); block steps without the lanes layout give
-    the same bytes as with it."""
+    """(block steps, the runtime's step form): each (mode, buffers); block steps without the lanes layout, and
+    with every field folded (no divergence analysis), give the same bytes as with them."""
     blocked = _run(*run_args)
     monkeypatch.setenv(block_steps.LANES_ENV, "0")
     whole = _run(*run_args)
     monkeypatch.delenv(block_steps.LANES_ENV)
     assert [b.tobytes() for b in whole[1]] == [b.tobytes() for b in blocked[1]]
+    monkeypatch.setenv(block_steps.UNIFORM_ENV, "0")
+    folded = _run(*run_args)
+    monkeypatch.delenv(block_steps.UNIFORM_ENV)
+    assert [b.tobytes() for b in folded[1]] == [b.tobytes() for b in blocked[1]]
     monkeypatch.setenv(block_steps.ENV, "0")
     stepped = _run(*run_args)
     monkeypatch.delenv(block_steps.ENV)
@@ -244,9 +249,16 @@ def test_the_lanes_layout_keeps_only_values_live_across_barriers_one_array_per_f
     assert frame.count("[0 x <") == 2  # the tree's stride and its half; the index and shared addresses recomputed
     assert "i64 %__mneme_frame_n" in text  # field k of thread l at frames + n * offset(k) + l * size(k)
     assert f"i32 {steps.PAUSE_BIT | 3}, label" in text  # a pause before the block's atomicAdd
-    assert "%__mneme_snap_at" in text  # the stride read once per pass where every thread holds the same
+    # the stride, proved the same in every thread (divergence.py), kept once per block (block_shared.py)
+    assert "ptr %__mneme_cells" in text and "%__mneme_snap_at" not in text
     looped = _block_step_text(module_text, "stride_sum")
     assert looped.count(f"i32 {steps.YIELD_BIT | 1}, label") + looped.count(f"i32 {steps.YIELD_BIT | 2}, label") >= 1
+    assert "ptr %__mneme_cells" not in looped  # yields: a stopped thread may store after another's pass began
+    monkeypatch.setenv(block_steps.UNIFORM_ENV, "0")
+    folded = _block_step_text(module_text, "block_sum")
+    assert "%__mneme_cells" not in folded
+    assert "%__mneme_snap_at" in folded  # the stride read once per pass where the folds find every thread's alike
+    monkeypatch.delenv(block_steps.UNIFORM_ENV)
     monkeypatch.setenv(block_steps.LANES_ENV, "0")
     whole = _block_step_text(module_text, "block_sum")
     assert "%__mneme_frame_n" not in whole and "%__mneme_snap_at" not in whole
@@ -325,6 +337,7 @@ def test_loops_between_barriers_run_an_iteration_per_pass_with_the_step_forms_by
 
 
 def test_a_kernel_too_large_to_copy_keeps_one_loop_per_pass_and_the_same_bytes(module_text, monkeypatch):
+    monkeypatch.setenv(block_steps.UNIFORM_ENV, "0")  # the stride folded: the copies that read it as a parameter
     full = _block_step_text(module_text, "block_sum")
     assert ".u:" in full and ".f:" in full  # pass-start and flat copies
     monkeypatch.setattr(block_steps, "MAX_COPY_LINES", 10)
