@@ -389,13 +389,14 @@ def _entry(
             lines += _threads(f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields))
             md += 1
     if flat and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
-        census = _census(cell, pauses, folded, fields)
-        lines += [line.replace("{CENSUS_MD}", str(md)).replace("{CENSUS_MD2}", str(md + 2)) for line in census]
+        lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, folded, fields)]
         metadata += [
             f"!{md} = distinct !{{!{md}, !{md + 1}}}",
             f'!{md + 1} = !{{!"llvm.loop.interleave.count", i32 1}}',
             f"!{md + 2} = distinct !{{!{md + 2}, !{md + 1}}}",
         ]
+        if pauses:
+            metadata += _paused_census(cell, str(md + 2))
         md += 3
     lines += ["done:", "  ret void", "}"]
     return "\n".join(lines), metadata
@@ -555,8 +556,46 @@ def _census(cell: str, pauses: bool, used: dict[int, str], fields: list[str]) ->
         "  %census.hi = load i32, ptr %hi.a, align 8",
         "  %census.same = icmp eq i32 %census.lo, %census.hi",
         "  br i1 %census.same, label %pass, label %census.p",
-        *_census_loop("census.p", cell, specs, _paused(q), "{CENSUS_MD2}"),
+        "census.p:",
+        f"  %census.p.all = call {_PAUSED_T} @{PAUSED_CENSUS}(ptr %frames, i32 %n)",
+        *(
+            line
+            for j, f in enumerate(_FOLDS[2:])
+            for line in (
+                f"  %census.p.{f} = extractvalue {_PAUSED_T} %census.p.all, {j}",
+                f"  store i32 %census.p.{f}, ptr %{f}.a, align 8",
+            )
+        ),
         "  br label %pass",
+    ]
+
+
+PAUSED_CENSUS = "__mneme_paused_census"
+_PAUSED_T = "{ i32, i32, i32 }"
+
+
+def _paused_census(cell: str, md: str) -> list[str]:
+    """``@__mneme_paused_census(frames, n)``: the first and last paused thread and the greatest point of the others.
+
+    A function of its own, not inlined: a loop in the entry that 1D blocks never run made their passes slower
+    (what LLVM keeps in registers across the pass loop)."""
+    q = "census.p."
+    values = {"pf": "pf", "pt": "pt", "hn": "hv"}
+    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{q}{values[f]}") for f in _FOLDS[2:]]
+    loop = _census_loop("census.p", cell, specs, _paused(q), md)
+    loop[0] = "census.p:"
+    return [
+        f"define internal {_PAUSED_T} @{PAUSED_CENSUS}(ptr %frames, i32 %n) noinline {{",
+        "entry:",
+        *(f"  %{f}.a = alloca i32, align 8" for f in _FOLDS[2:]),
+        "  br label %census.p",
+        *loop,
+        *(f"  %r.{f} = load i32, ptr %{f}.a, align 8" for f in _FOLDS[2:]),
+        f"  %r0 = insertvalue {_PAUSED_T} poison, i32 %r.pf, 0",
+        f"  %r1 = insertvalue {_PAUSED_T} %r0, i32 %r.pt, 1",
+        f"  %r2 = insertvalue {_PAUSED_T} %r1, i32 %r.hn, 2",
+        f"  ret {_PAUSED_T} %r2",
+        "}",
     ]
 
 
