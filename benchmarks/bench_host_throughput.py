@@ -211,7 +211,7 @@ def main() -> int:
             for addr, data in ((ax, x), (ay, y), (aout, np.zeros(16, np.float32))):
                 dev.map(addr, data.nbytes)
                 dev.write(addr, data.tobytes())
-            loaded, single, whole, folded, forms = {}, {}, {}, {}, {}
+            loaded, single, whole, folded, nested, forms = {}, {}, {}, {}, {}, {}
             for name in ("saxpy", "stencil", "sum"):
                 for shape in ("each", "stride", "tile"):
                     kernel = f"{name}_{shape}"
@@ -245,6 +245,13 @@ def main() -> int:
                             )
                         finally:
                             del os.environ[block_steps.UNIFORM_ENV]
+                        os.environ[block_steps.FLAT_ENV] = "0"  # and without the copies over a plane's linear index
+                        try:
+                            nested[kernel] = dev.load(
+                                backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
+                            )
+                        finally:
+                            del os.environ[block_steps.FLAT_ENV]
             threads = sorted({1, os.cpu_count() or 1})
             for n in sizes:
                 c_runs = {
@@ -269,23 +276,26 @@ def main() -> int:
                         host = best_launch(dev, loaded[kernel], grid, block, args, opts.repeat, opts.budget)
                         dev.launch(single[kernel], grid, block, 0, args)
                         old = best_launch(dev, single[kernel], grid, block, args, opts.repeat, opts.budget)
-                        frames = fold = None
+                        frames = fold = nest = None
                         if kernel in whole:
                             dev.launch(whole[kernel], grid, block, 0, args)
                             frames = best_launch(dev, whole[kernel], grid, block, args, opts.repeat, opts.budget)
                             dev.launch(folded[kernel], grid, block, 0, args)
                             fold = best_launch(dev, folded[kernel], grid, block, args, opts.repeat, opts.budget)
+                            dev.launch(nested[kernel], grid, block, 0, args)
+                            nest = best_launch(dev, nested[kernel], grid, block, args, opts.repeat, opts.budget)
                         c_time = min(
                             c_before, min(best(functools.partial(c_loop, t), opts.repeat, opts.budget) for t in threads)
                         )
                         gbs = BYTES[name] * n / host / 1e9
                         c_gbs = BYTES[name] * n / c_time / 1e9
-                        rows.append((name, shape, n, forms[kernel], host, old, frames, fold, c_time, gbs, c_gbs))
+                        rows.append((name, shape, n, forms[kernel], host, old, frames, fold, nest, c_time, gbs, c_gbs))
                         print(
                             f"{name:8} {shape:7} 2^{n.bit_length() - 1:<3} {forms[kernel]:11} host {host * 1e3:9.3f} ms "
                             f"(thread after thread {old * 1e3:9.3f}"
                             + (f", whole frames {frames * 1e3:9.3f}" if frames is not None else "")
                             + (f", folded {fold * 1e3:9.3f}" if fold is not None else "")
+                            + (f", nested {nest * 1e3:9.3f}" if nest is not None else "")
                             + f")  C {c_time * 1e3:8.3f} ms  {gbs:7.2f} / {c_gbs:7.2f} GB/s"
                             f"  ratio {gbs / c_gbs:5.2f}",
                             flush=True,
@@ -311,7 +321,9 @@ def main() -> int:
             "kernel built with `MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0 MNEME_HOST_BLOCK_STEPS=0`: thread after "
             "thread, or the runtime's step form for the sums; `whole frames` the block step form without its lanes "
             "layout (`MNEME_HOST_BLOCK_LANES=0`: the form before it); `folded` the block step form without its "
-            "divergence analysis (`MNEME_HOST_BLOCK_UNIFORM=0`: the form before it). `block steps, lanes`: frames one "
+            "divergence analysis (`MNEME_HOST_BLOCK_UNIFORM=0`); `nested` the block step form without its loops over "
+            "a plane's linear index (`MNEME_HOST_BLOCK_FLAT=0`: rows of 16 one loop each, the sums' form before it). "
+            "`block steps, lanes`: frames one "
             "array per field, values recomputed after barriers, pauses before atomic tails, yields at loop headers, "
             "pass-start values alike in every thread read once, fields proved alike in every thread kept once per "
             "block (docs/design/internals.md)."
@@ -319,14 +331,14 @@ def main() -> int:
         "",
         (
             "| kernel | shape | elements | form | host ms | thread after thread ms | whole frames ms | folded ms "
-            "| C ms | host GB/s | C GB/s | host / C |"
+            "| nested ms | C ms | host GB/s | C GB/s | host / C |"
         ),
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *(
             f"| {k} | {s} | 2^{n.bit_length() - 1} | {f} | {h * 1e3:.3f} | {o * 1e3:.3f} | "
             f"{'-' if w is None else f'{w * 1e3:.3f}'} | {'-' if u is None else f'{u * 1e3:.3f}'} | "
-            f"{c * 1e3:.3f} | {g:.2f} | {cg:.2f} | {g / cg:.2f} |"
-            for k, s, n, f, h, o, w, u, c, g, cg in rows
+            f"{'-' if r is None else f'{r * 1e3:.3f}'} | {c * 1e3:.3f} | {g:.2f} | {cg:.2f} | {g / cg:.2f} |"
+            for k, s, n, f, h, o, w, u, r, c, g, cg in rows
         ),
         "",
     ]

@@ -173,6 +173,13 @@ _VARS = [
         "proves all threads hold the same value (no divergence analysis)",
         "host",
     ),
+    EnvVar(
+        "MNEME_HOST_BLOCK_FLAT",
+        "1",
+        "0: run every pass of a host barrier kernel as loops over z, y and x, with no copy over the linear index for "
+        "blocks of rows of a power-of-two length (16x16 tiles)",
+        "host",
+    ),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

@@ -218,9 +218,7 @@ class HostBackend(Backend):
             "bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off",
             "lanes": f"{lanes.VERSION}x{lanes.width()}",
             "grid-stride": grid_stride.VERSION if grid_stride.enabled() else "off",
-            "block-steps": (block_steps.VERSION + ("" if block_steps.lanes_enabled() else "-whole"))
-            if block_steps.enabled()
-            else "off",
+            "block-steps": block_steps.key(),
         }
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 

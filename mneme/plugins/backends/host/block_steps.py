@@ -44,8 +44,9 @@ log = logging.getLogger(__name__)
 ENV = "MNEME_HOST_BLOCK_STEPS"
 LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 UNIFORM_ENV = "MNEME_HOST_BLOCK_UNIFORM"
+FLAT_ENV = "MNEME_HOST_BLOCK_FLAT"
 #: a build-cache key: another form is another build product
-VERSION = "3"
+VERSION = "4"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
 # step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
 # (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
@@ -89,6 +90,24 @@ def uniform_enabled() -> bool:
     is read from thread 0's frame when a pass starts, not folded (least, greatest) over the threads in every loop.
     """
     return (envvars.get(UNIFORM_ENV) or "1") not in ("0", "off", "no", "false")
+
+
+def flat_enabled() -> bool:
+    """Whether blocks of rows of a power-of-two length run each pass as one loop per plane (``MNEME_HOST_BLOCK_FLAT``,
+    default on).
+
+    On: the lanes loops get a copy over the linear index of each z plane (`_flat`), chosen at run time for such
+    blocks (16x16 tiles), so a pass vectorizes across rows instead of one short loop per row.
+    """
+    return (envvars.get(FLAT_ENV) or "1") not in ("0", "off", "no", "false")
+
+
+def key() -> str:
+    """The form's part of the build key: `VERSION` and the switches that change the code it generates."""
+    if not enabled():
+        return "off"
+    off = [("whole", lanes_enabled()), ("folded", uniform_enabled()), ("nested", flat_enabled())]
+    return "-".join([VERSION, *(name for name, on in off if not on)])
 
 
 def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> str | None:
@@ -159,9 +178,9 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     lanes_loops = sum(markable.values())
     if len(body) * lanes_loops * 2 * (2 if reads else 1) > MAX_COPY_LINES:
         reads = {}
-    # shared cells keep the fields' values across a flat loop's iterations in registers, which LLVM does not
-    # vectorize unless it unswitches the uniform branches first (it does so in the nested loops only)
-    flat = soa and not shared and len(body) * lanes_loops * 2 * (2 if reads else 1) <= MAX_COPY_LINES
+    # shared cells: LLVM keeps them in registers across a flat loop and vectorizes it only once it unswitched the
+    # uniform branches, which it does in a loop that is its parent's only child (`_flat`'s loop over the planes)
+    flat = soa and flat_enabled() and len(body) * lanes_loops * 2 * (2 if reads else 1) <= MAX_COPY_LINES
     next_md = max((int(m) for m in re.findall(r"!(\d+)\b", stepped)), default=0) + 1
     proved = frozenset(alike)
     uniform = (reads, used, fields, proved)
@@ -286,9 +305,7 @@ def _entry(
         "  %px = and i32 %ntx, %mx",
         "  %pow2 = icmp eq i32 %px, 0",
         "  %rows = icmp ugt i32 %nty, 1",
-        "  %plane = icmp eq i32 %ntz, 1",
-        "  %rows1 = and i1 %rows, %plane",
-        "  %flat = and i1 %pow2, %rows1",
+        "  %flat = and i1 %pow2, %rows",
         "  %frames = alloca %__mneme_frame_t, i32 %n, align 64",
         *alloc,
         *(f"  %{a}.a = alloca i32, align 8" for a in _FOLDS),
@@ -376,8 +393,11 @@ def _entry(
         metadata += [
             f"!{md} = distinct !{{!{md}, !{md + 1}}}",
             f'!{md + 1} = !{{!"llvm.loop.interleave.count", i32 1}}',
+            f"!{md + 2} = distinct !{{!{md + 2}, !{md + 1}}}",
         ]
-        md += 2
+        if pauses:
+            metadata += _paused_census(cell, str(md + 2))
+        md += 3
     lines += ["done:", "  ret void", "}"]
     return "\n".join(lines), metadata
 
@@ -476,60 +496,136 @@ def _recount(cell: str) -> list[str]:
 
 
 def _flat(name: str, body: list[str], loop_md: int, soa: bool) -> list[str]:
-    """A loop over the linear index of a block of rows of a power-of-two length, around `body`; then the census.
+    """A loop over the linear index of each z plane of a block of rows of a power-of-two length, around `body`;
+    then the census.
 
-    ``tid.y`` is the index shifted right, ``tid.x`` the index less ``tid.y * ntid.x`` (not a mask: the
+    ``tid.y`` is the plane's index shifted right, ``tid.x`` the index less ``tid.y * ntid.x`` (not a mask: the
     kernel's ``tid.y * ntid.x + tid.x`` folds back to the index, so a 16x16 tile's accesses by linear thread
-    stay contiguous across its rows). No folds in the loop: one reduction per pass (`_census`), not one per row.
+    stay contiguous across its rows). The threads run in the nested loops' order. The loop over the planes makes
+    the flat loop its parent's only child: LLVM's unswitching scales its cost by the number of sibling loops, and
+    the entry's many top-level loops kept it from unswitching a uniform branch (a shared cell's test) there, which
+    left the loop scalar. No folds in the loop: one reduction per pass (`_census`), not one per row.
     """
     p = name + "."
     inner = [line.replace("{p}", p) for line in body]
     last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
     return [
         f"{name}:",
+        f"  br label %{p}lz",
+        f"{p}lz:",
+        f"  %{p}z = phi i32 [ 0, %{name} ], [ %{p}z1, %{p}lz.latch ]",
+        f"  %{p}zb = mul i32 %{p}z, %nxy",
         f"  br label %{p}lx",
         f"{p}lx:",
-        f"  %{p}l = phi i32 [ 0, %{name} ], [ %{p}l1, %{last or p + 'lx'} ]",
-        f"  %{p}y = lshr i32 %{p}l, %sx",
+        f"  %{p}m = phi i32 [ 0, %{p}lz ], [ %{p}m1, %{last or p + 'lx'} ]",
+        f"  %{p}y = lshr i32 %{p}m, %sx",
         f"  %{p}yx = mul i32 %{p}y, %ntx",
-        f"  %{p}x = sub i32 %{p}l, %{p}yx",
-        f"  %{p}z = or i32 0, 0",
+        f"  %{p}x = sub i32 %{p}m, %{p}yx",
+        f"  %{p}l = add i32 %{p}zb, %{p}m",
         f"  %{p}fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %{p}l",
         f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
         *inner,
-        f"  %{p}l1 = add nuw i32 %{p}l, 1",
-        f"  %{p}cl = icmp ult i32 %{p}l1, %n",
-        f"  br i1 %{p}cl, label %{p}lx, label %census, !llvm.loop !{loop_md}",
+        f"  %{p}m1 = add nuw i32 %{p}m, 1",
+        f"  %{p}cl = icmp ult i32 %{p}m1, %nxy",
+        f"  br i1 %{p}cl, label %{p}lx, label %{p}lz.latch, !llvm.loop !{loop_md}",
+        f"{p}lz.latch:",
+        f"  %{p}z1 = add nuw i32 %{p}z, 1",
+        f"  %{p}cz = icmp ult i32 %{p}z1, %ntz",
+        f"  br i1 %{p}cz, label %{p}lz, label %census",
     ]
 
 
 def _census(cell: str, pauses: bool, used: dict[int, str], fields: list[str]) -> list[str]:
-    """``census:`` one loop over every thread folding the `_FOLDS` and the `used` fields' least and greatest
-    values (`block_uniform.fold_specs`), after a `_flat` loop; then back to ``pass``."""
+    """``census:`` one loop over every thread folding the least and greatest resume point and the `used` fields'
+    least and greatest values (`block_uniform.fold_specs`), after a `_flat` loop; then back to ``pass``.
+
+    With pauses, the first and last paused thread and the greatest point of the others (the other `_FOLDS`) are
+    folded by a second loop only where the points differ: ``pass`` reads them (``drain``) only then."""
     p = "census."
-    names = _FOLDS if pauses else _FOLDS[:2]
-    values = {"lo": "rr", "hi": "rr", "pf": "pf", "pt": "pt", "hn": "hv"}
-    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{p}{values[f]}") for f in names]
+    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{p}rr") for f in _FOLDS[:2]]
     specs += block_uniform.fold_specs(used, p)
-    lines = ["census:", *(f"  store {w} {ident}, ptr %{c}.a, align 8" for c, w, _, ident, _ in specs)]
+    lines = _census_loop("census", cell, specs, [*block_uniform.fold_values(used, fields, p, "")], "{CENSUS_MD}")
+    if not pauses:
+        return [*lines, "  br label %pass"]
+    q = "census.p."
+    values = {"pf": "pf", "pt": "pt", "hn": "hv"}
+    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{q}{values[f]}") for f in _FOLDS[2:]]
+    return [
+        *lines,
+        "  %census.lo = load i32, ptr %lo.a, align 8",
+        "  %census.hi = load i32, ptr %hi.a, align 8",
+        "  %census.same = icmp eq i32 %census.lo, %census.hi",
+        "  br i1 %census.same, label %pass, label %census.p",
+        "census.p:",
+        f"  %census.p.all = call {_PAUSED_T} @{PAUSED_CENSUS}(ptr %frames, i32 %n)",
+        *(
+            line
+            for j, f in enumerate(_FOLDS[2:])
+            for line in (
+                f"  %census.p.{f} = extractvalue {_PAUSED_T} %census.p.all, {j}",
+                f"  store i32 %census.p.{f}, ptr %{f}.a, align 8",
+            )
+        ),
+        "  br label %pass",
+    ]
+
+
+PAUSED_CENSUS = "__mneme_paused_census"
+_PAUSED_T = "{ i32, i32, i32 }"
+
+
+def _paused_census(cell: str, md: str) -> list[str]:
+    """``@__mneme_paused_census(frames, n)``: the first and last paused thread and the greatest point of the others.
+
+    A function of its own, not inlined: a loop in the entry that 1D blocks never run made their passes slower
+    (what LLVM keeps in registers across the pass loop)."""
+    q = "census.p."
+    values = {"pf": "pf", "pt": "pt", "hn": "hv"}
+    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{q}{values[f]}") for f in _FOLDS[2:]]
+    loop = _census_loop("census.p", cell, specs, _paused(q), md)
+    loop[0] = "census.p:"
+    return [
+        f"define internal {_PAUSED_T} @{PAUSED_CENSUS}(ptr %frames, i32 %n) noinline {{",
+        "entry:",
+        *(f"  %{f}.a = alloca i32, align 8" for f in _FOLDS[2:]),
+        "  br label %census.p",
+        *loop,
+        *(f"  %r.{f} = load i32, ptr %{f}.a, align 8" for f in _FOLDS[2:]),
+        f"  %r0 = insertvalue {_PAUSED_T} poison, i32 %r.pf, 0",
+        f"  %r1 = insertvalue {_PAUSED_T} %r0, i32 %r.pt, 1",
+        f"  %r2 = insertvalue {_PAUSED_T} %r1, i32 %r.hn, 2",
+        f"  ret {_PAUSED_T} %r2",
+        "}",
+    ]
+
+
+def _paused(p: str) -> list[str]:
+    """Lines after thread ``%{p}l`` ran (its point ``%{p}rr``): what it adds to the folds of the first and last
+    paused thread (``%{p}pf``, ``%{p}pt``) and of the greatest point of the others (``%{p}hv``)."""
+    return [
+        f"  %{p}pb = and i32 %{p}rr, {_STOPS}",
+        f"  %{p}pz = icmp ne i32 %{p}pb, 0",
+        f"  %{p}live = icmp ne i32 %{p}rr, -1",
+        f"  %{p}pp = and i1 %{p}pz, %{p}live",
+        f"  %{p}pf = select i1 %{p}pp, i32 %{p}l, i32 {0x7FFFFFFF}",
+        f"  %{p}pt = select i1 %{p}pp, i32 %{p}l, i32 -1",
+        f"  %{p}hv = select i1 %{p}pp, i32 -1, i32 %{p}rr",
+    ]
+
+
+def _census_loop(name: str, cell: str, specs: list[tuple[str, str, str, int, str]], values: list[str], md: str):
+    """A loop over every thread (``%{name}.l``, its point ``%{name}.rr``) folding `specs` from `values`' lines;
+    it ends in ``{name}.done:``, to which the caller adds the branch on."""
+    p = name + "."
+    lines = [f"{name}:", *(f"  store {w} {ident}, ptr %{c}.a, align 8" for c, w, _, ident, _ in specs)]
     lines += [
         f"  br label %{p}lx",
         f"{p}lx:",
-        f"  %{p}l = phi i32 [ 0, %census ], [ %{p}l1, %{p}lx ]",
+        f"  %{p}l = phi i32 [ 0, %{name} ], [ %{p}l1, %{p}lx ]",
         f"  %{p}rp = getelementptr inbounds {cell}, ptr %frames, i32 %{p}l",
         f"  %{p}rr = load i32, ptr %{p}rp, align 4",
+        *values,
     ]
-    if pauses:
-        lines += [
-            f"  %{p}pb = and i32 %{p}rr, {_STOPS}",
-            f"  %{p}pz = icmp ne i32 %{p}pb, 0",
-            f"  %{p}live = icmp ne i32 %{p}rr, -1",
-            f"  %{p}pp = and i1 %{p}pz, %{p}live",
-            f"  %{p}pf = select i1 %{p}pp, i32 %{p}l, i32 {0x7FFFFFFF}",
-            f"  %{p}pt = select i1 %{p}pp, i32 %{p}l, i32 -1",
-            f"  %{p}hv = select i1 %{p}pp, i32 -1, i32 %{p}rr",
-        ]
-    lines += block_uniform.fold_values(used, fields, p, "")
     for c, w, op, _, value in specs:
         lines += [
             f"  %{p}o.{c} = load {w}, ptr %{c}.a, align 8",
@@ -540,7 +636,8 @@ def _census(cell: str, pauses: bool, used: dict[int, str], fields: list[str]) ->
         *lines,
         f"  %{p}l1 = add nuw i32 %{p}l, 1",
         f"  %{p}more = icmp ult i32 %{p}l1, %n",
-        f"  br i1 %{p}more, label %{p}lx, label %pass, !llvm.loop !{{CENSUS_MD}}",
+        f"  br i1 %{p}more, label %{p}lx, label %{p}done, !llvm.loop !{md}",
+        f"{p}done:",
     ]
 
 
@@ -556,7 +653,7 @@ def _threads(
     """A loop over the block's threads (z, y, x; x innermost) around `body`, then back to ``pass``.
 
     In `body`, ``{p}`` stands for the loop's prefix: ``%{p}x`` etc. are the thread's index, ``%{p}fp`` its frame,
-    ``%{p}rp`` its resume point. After `body`, the loop folds the thread's resume point into the `_FOLDS`
+    ``%{p}rp`` its resume point. After `body`, the loop folds the thread's resume point into its least and greatest
     (``%lo.a``, ...), and the values of the frame fields `fields` names (`block_uniform.fold_specs`), with
     `tag` (the loop's access group) on those accesses.
     """
@@ -564,20 +661,10 @@ def _threads(
     inner = [line.replace("{p}", p) for line in body]
     last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
     tail = f", !llvm.loop !{loop_md}" if loop_md is not None else ""
-    resume = {"lo": ("smin", 0x7FFFFFFF, "rr"), "hi": ("smax", -0x80000000, "rr")}
-    if pauses:
-        resume |= {"pf": ("smin", 0x7FFFFFFF, "pf"), "pt": ("smax", -1, "pt"), "hn": ("smax", -1, "hv")}
-    specs = [(cell, "i32", op, ident, f"%{p}{value}") for cell, (op, ident, value) in resume.items()]
+    names = _FOLDS if pauses else _FOLDS[:2]
+    values = {"lo": "rr", "hi": "rr", "pf": "pf", "pt": "pt", "hn": "hv"}
+    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{p}{values[f]}") for f in names]
     specs += block_uniform.fold_specs(fields[0], p)
-    paused = [
-        f"  %{p}pb = and i32 %{p}rr, {_STOPS}",
-        f"  %{p}pz = icmp ne i32 %{p}pb, 0",
-        f"  %{p}live = icmp ne i32 %{p}rr, -1",
-        f"  %{p}pp = and i1 %{p}pz, %{p}live",
-        f"  %{p}pf = select i1 %{p}pp, i32 %{p}l, i32 {0x7FFFFFFF}",
-        f"  %{p}pt = select i1 %{p}pp, i32 %{p}l, i32 -1",
-        f"  %{p}hv = select i1 %{p}pp, i32 -1, i32 %{p}rr",
-    ]
     start, fold = [], []
     for cell, w, op, ident, value in specs:
         start.append(f"  store {w} {ident}, ptr %{cell}.a, align 8")
@@ -606,7 +693,7 @@ def _threads(
         f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
         *inner,
         f"  %{p}rr = load i32, ptr %{p}rp, align 4{tag}",
-        *(paused if pauses else []),
+        *(_paused(p) if pauses else []),
         *block_uniform.fold_values(*fields, p, tag),
         *fold,
         f"  %{p}x1 = add nuw i32 %{p}x, 1",

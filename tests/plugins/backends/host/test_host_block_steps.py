@@ -1,8 +1,8 @@
 """Barrier kernels run a block per call on the host backend (block_steps.py, issue 40 item 4): the passes of the
 step form in IR give the same bytes as the runtime's step form (``MNEME_HOST_BLOCK_STEPS=0``), as the block step
 form without its lanes layout (``MNEME_HOST_BLOCK_LANES=0``: whole frames, no recomputed values, pauses or
-pass-start parameters), as the form that folds every field (``MNEME_HOST_BLOCK_UNIFORM=0``) and as NumPy,
-with 1D and 2D blocks, threads that return before a barrier, private arrays kept across barriers, atomics after
+pass-start parameters), as the form that folds every field (``MNEME_HOST_BLOCK_UNIFORM=0``), as the form with no
+loop over a plane's linear index (``MNEME_HOST_BLOCK_FLAT=0``) and as NumPy, with 1D, 2D and 3D blocks, threads that return before a barrier, private arrays kept across barriers, atomics after
 a barrier, values the same in every thread and values that differ."""
 
 from __future__ import annotations
@@ -24,6 +24,19 @@ extern "C" __global__ void block_sum(int n, const float* x, float* out) {
   __shared__ float s[256];
   int t = threadIdx.y * blockDim.x + threadIdx.x, size = blockDim.x * blockDim.y;
   int i = blockIdx.x * size + t;
+  s[t] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  for (int k = size / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) atomicAdd(out, s[0]);
+}
+// the tree sum of a 3D block: the stride kept once per block, every plane's rows in one loop
+extern "C" __global__ void block_sum3(int n, const float* x, float* out) {
+  __shared__ float s[256];
+  int t = (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  int size = blockDim.x * blockDim.y * blockDim.z, i = blockIdx.x * size + t;
   s[t] = i < n ? x[i] : 0.0f;
   __syncthreads();
   for (int k = size / 2; k > 0; k /= 2) {
@@ -134,8 +147,9 @@ def _run(text, kernel, grid, block, buffers, args):
 
 
 def _both(monkeypatch, *run_args):
-    """(block steps, the runtime's step form): each (mode, buffers); block steps without the lanes layout, and
-    with every field folded (no divergence analysis), give the same bytes as with them."""
+    """(block steps, the runtime's step form): each (mode, buffers); block steps without the lanes layout, with
+    every field folded (no divergence analysis), and with no loop over a plane's linear index give the same bytes
+    as with them."""
     blocked = _run(*run_args)
     monkeypatch.setenv(block_steps.LANES_ENV, "0")
     whole = _run(*run_args)
@@ -145,6 +159,10 @@ def _both(monkeypatch, *run_args):
     folded = _run(*run_args)
     monkeypatch.delenv(block_steps.UNIFORM_ENV)
     assert [b.tobytes() for b in folded[1]] == [b.tobytes() for b in blocked[1]]
+    monkeypatch.setenv(block_steps.FLAT_ENV, "0")
+    nested = _run(*run_args)
+    monkeypatch.delenv(block_steps.FLAT_ENV)
+    assert [b.tobytes() for b in nested[1]] == [b.tobytes() for b in blocked[1]]
     monkeypatch.setenv(block_steps.ENV, "0")
     stepped = _run(*run_args)
     monkeypatch.delenv(block_steps.ENV)
@@ -188,6 +206,34 @@ def test_a_tree_sum_matches_the_step_form_and_numpy(module_text, monkeypatch, bl
         [x, np.zeros(1, np.float32)],
         struct.pack("<i4xQQ", n, X, Y),
     )
+    assert got[1].tobytes() == want[1].tobytes()
+    np.testing.assert_allclose(got[1][0], x.astype(np.float64).sum(), rtol=1e-4)
+
+
+@pytest.mark.parametrize("block", [(16, 16), (8, 4, 4), (16, 2, 8)])
+def test_a_stride_kept_once_per_block_runs_each_plane_as_one_loop_with_the_step_forms_bytes(
+    module_text, monkeypatch, block
+):
+    text = _block_step_text(module_text, "block_sum3")
+    assert "ptr %__mneme_cells" in text  # the stride is kept once per block
+    assert ".f:" in text and ".f.lz.latch:" in text  # and the passes have copies over each plane's linear index
+    monkeypatch.setenv(block_steps.FLAT_ENV, "0")
+    assert ".f:" not in _block_step_text(module_text, "block_sum3")
+    monkeypatch.delenv(block_steps.FLAT_ENV)
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")  # one worker: the blocks' atomics in one order
+    size = int(np.prod(block))
+    n = size * 7 - 5
+    x = np.random.default_rng(size + len(block)).random(n, dtype=np.float32)
+    (mode, got), (old_mode, want) = _both(
+        monkeypatch,
+        module_text,
+        "block_sum3",
+        (7,),
+        block,
+        [x, np.zeros(1, np.float32)],
+        struct.pack("<i4xQQ", n, X, Y),
+    )
+    assert (mode, old_mode) == (2, 3)
     assert got[1].tobytes() == want[1].tobytes()
     np.testing.assert_allclose(got[1][0], x.astype(np.float64).sum(), rtol=1e-4)
 
