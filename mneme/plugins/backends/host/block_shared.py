@@ -19,10 +19,9 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from mneme.plugins.backends.host import steps
+from mneme.plugins.backends.host import intervals, steps
 
 CELLS = "%__mneme_cells"  # the step function's parameter: 2 i64 cells per shared field (new, old)
-_LABEL = re.compile(r'^([-\w.$]+|"[^"]+"):')
 _LABEL_REF = re.compile(r"label (%[-\w.$]+)")
 _LOAD = re.compile(r"^\s*%[-\w.$]+ = load \S+, ptr (%[-\w.$]+)(,.*)?$")
 _STORE = re.compile(r"^\s*store \S+ [^,]+, ptr (%[-\w.$]+)(,.*)?$")
@@ -43,13 +42,7 @@ def share(
     }
     if not names:
         return lines, [], slots
-    blocks: list[tuple[str, list[int]]] = []
-    for i in range(start + 1, end):
-        m = _LABEL.match(lines[i])
-        if m:
-            blocks.append(("%" + m.group(1), []))
-        elif lines[i].strip() and not lines[i].lstrip().startswith(";") and blocks:
-            blocks[-1][1].append(i)
+    blocks = intervals.blocks_between(lines, start, end)
     switch = " ".join(lines[i] for i in blocks[0][1]) if blocks else ""
     default = re.search(r"switch i32 %__mneme_resume, label (%[-\w.$]+)", switch)
     if default is None:

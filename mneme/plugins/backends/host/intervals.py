@@ -42,7 +42,7 @@ _PURE_CALL = re.compile(
 )
 
 
-def _blocks(lines: list[str], start: int, end: int) -> list[tuple[str, list[int]]]:
+def blocks_between(lines: list[str], start: int, end: int) -> list[tuple[str, list[int]]]:
     """The function's blocks between `start` and `end`: (label with %, indices of its instruction lines)."""
     blocks: list[tuple[str, list[int]]] = []
     for i in range(start + 1, end):
@@ -76,7 +76,7 @@ def recompute_across_blocks(lines: list[str], start: int, end: int) -> list[str]
     end of the incoming block. Copies are computed where the original had been (it dominates its uses),
     so no copy traps or reads where the original did not.
     """
-    blocks = _blocks(lines, start, end)
+    blocks = blocks_between(lines, start, end)
     defined_in: dict[str, str] = {}
     rhs_of: dict[str, str] = {}
     for label, idx in blocks:
@@ -168,7 +168,7 @@ def pause_before_tails(
     unmarkable line lies outside the tails, where a resumed thread could meet another pause (its effects would
     no longer follow thread order), or where the kernel's first block holds one.
     """
-    blocks = _blocks(lines, start, end)
+    blocks = blocks_between(lines, start, end)
     if not blocks:
         return lines, 0
     succ = {label: _LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
@@ -233,7 +233,7 @@ def yield_at_loops(
     no unmarkable line (a pause's tail) can be reached without passing a barrier: a tail's effects keep thread
     order only where every thread reaches it after the same barrier.
     """
-    blocks = _blocks(lines, start, end)
+    blocks = blocks_between(lines, start, end)
     if not blocks:
         return lines, 0
     succ = {label: _LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
