@@ -242,36 +242,28 @@ def test_without_libcupti_the_recorder_times_with_events_and_says_why(cuda_backe
     assert times == "events"
 
 
-def test_the_kernel_timer_parks_between_timings_and_resumes_for_the_next_recorded_instance(cuda_backend, tmp_path):
+@pytest.mark.parametrize(("park", "parks", "resumes"), [("2", 2, 1), ("0", 0, 0)])
+def test_the_kernel_timer_parks_between_timings_and_resumes_for_the_next_recorded_instance(
+    cuda_backend, tmp_path, park, parks, resumes
+):
     from mneme_cuda import recorder
 
     # "seq": thread 0's 17 launches of one instance, then thread 1's of another. Each instance: its
-    # recorded launch and 4 repeats timed, then 12 untimed launches, of which the second parks the records;
-    # thread 1's recorded launch turns them on again before it is timed.
+    # recorded launch and 4 repeats timed, then 12 untimed launches, of which the second parks the records
+    # (MNEME_RECORD_TIMER_PARK=2); thread 1's recorded launch turns them on again before it is timed.
+    # With parking off (0) the records stay on throughout, and every timing comes all the same.
     _run_recorded(
         "streams_app",
         tmp_path / "raw",
         "^saxpy$",
         "seq",
-        env={"MNEME_RECORD_TIMED": "4", "MNEME_RECORD_TIMER_PARK": "2"},
+        env={"MNEME_RECORD_TIMED": "4", "MNEME_RECORD_TIMER_PARK": park},
     )
     timing = _counts(tmp_path / "raw")["app_timing"]
     assert (timing["cupti"], timing["cupti_missed"], timing["events_because"]) == (10, 0, ""), timing
-    assert (timing["timer_parks"], timing["timer_resumes"], timing["timer_park_stopped"]) == (2, 1, False), timing
+    assert (timing["timer_parks"], timing["timer_resumes"], timing["timer_park_stopped"]) == (parks, resumes, False)
     times, _, timers = recorder.in_application(tmp_path / "raw")
     assert sorted(len(t) for t in times.values()) == [5, 5] and set(timers.values()) == {"cupti"}
     assert all(0 < t < 0.01 for seconds in times.values() for t in seconds), times
     (entry,) = _counts(tmp_path / "raw")["kernels"].values()
-    assert len(entry["recorded_time"]) == 2, entry  # both recorded launches timed, the second after the resume
-
-
-def test_a_parked_kernel_timer_stays_on_when_parking_is_off(cuda_backend, tmp_path):
-    _run_recorded(
-        "streams_app",
-        tmp_path / "raw",
-        "^saxpy$",
-        "seq",
-        env={"MNEME_RECORD_TIMED": "4", "MNEME_RECORD_TIMER_PARK": "0"},
-    )
-    timing = _counts(tmp_path / "raw")["app_timing"]
-    assert (timing["cupti"], timing["timer_parks"], timing["timer_resumes"]) == (10, 0, 0), timing
+    assert len(entry["recorded_time"]) == 2, entry  # both recorded launches timed, the second after any resume

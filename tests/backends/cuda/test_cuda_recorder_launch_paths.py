@@ -167,22 +167,8 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
     from mneme.core.recorder.rawdir import launches, occurrences, recorded_times
     from mneme.core.snapshot import Snapshot
 
-    folder, library = double
     raw = tmp_path / "raw"
-    raw.mkdir()
-    env = {
-        **os.environ,
-        "LD_LIBRARY_PATH": str(folder),
-        "LD_PRELOAD": str(library),
-        "MNEME_RECORD_DIR": str(raw),
-        "MNEME_RECORD_MAX": "2",
-        "MNEME_RECORD_TIMER": "events",
-    }
-    proc = subprocess.run(
-        [program(folder, "record_scale")], env=env, capture_output=True, text=True, timeout=60, check=False
-    )
-    assert proc.returncode == 0, proc.stderr
-    statuses, placed, runs = proc.stdout.splitlines()
+    (statuses, placed, runs), counts_file = _record_scale(double, raw)
     assert statuses == "0 0 0 0" and placed == f"{hex(recorder.DEFAULT_VA_BASE)} 60"  # 1 * 2 * 2 * 3 * 5
     assert runs == "1 2 4 12"  # each launch ran once
     recorded = launches(recorder.FORMAT, raw)
@@ -200,8 +186,7 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
         keys[0]: "flushed",
         keys[1]: "flushed",
     }
-    (path,) = raw.glob("counts-*.json")
-    assert "retimed_time" not in json.loads(path.read_text())["kernels"]["scale"]  # MNEME_RECORD_RETIME is off
+    assert "retimed_time" not in counts_file["kernels"]["scale"]  # MNEME_RECORD_RETIME is off
 
 
 def _record_scale(double, raw: Path, *args: str, **extra: str) -> tuple[list[str], dict]:

@@ -41,19 +41,21 @@ void park_tick() {
 }
 
 // Whether a launch of `kernel` with instance key `key` is one the recorder would time: a new
-// instance it would record, or a recorded one with timings left to take (mu() held; admit()'s rules).
+// instance it would record, or a recorded one with timings left to take (mu() held).
 bool would_time(const std::string &kernel, uint64_t key) {
     const Config &c = config();
     if (c.timed < 0) return false;
+    static const KernelCounts unseen;
     auto it = counts().find(kernel);
-    if (it == counts().end()) return c.skip <= 0;
-    const KernelCounts &kc = it->second;
-    if (kc.seen < c.skip) return false;
-    if (kc.instances.count(key)) {
-        auto t = kc.timed.find(key);
-        return t == kc.timed.end() || t->second <= c.timed;
+    const KernelCounts &kc = it == counts().end() ? unseen : it->second;
+    switch (peek_admission(kc, key)) {
+        case Admission::Record: return true;
+        case Admission::Recorded: {
+            auto t = kc.timed.find(key);
+            return t == kc.timed.end() || t->second <= c.timed;
+        }
+        default: return false;
     }
-    return (long)kc.instances.size() < c.max_per_kernel;
 }
 
 // Held by a launch the recorder will time, from before mu() is taken until its timing is done:

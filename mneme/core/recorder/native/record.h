@@ -66,19 +66,26 @@ enum class Admission {
     Record,    // record it: its argument set is taken (give it back with `abandon` if the record fails)
 };
 
-// Count the occurrence and decide; `index` gets its number among the kernel's launches.
-inline Admission admit(KernelCounts &kc, uint64_t key, long &index) {
+// What admit() would answer for the next launch with `key`, counting nothing (mu() held).
+inline Admission peek_admission(const KernelCounts &kc, uint64_t key) {
     const Config &c = config();
-    index = kc.seen++;
-    if (index < c.skip) {
-        kc.unrecorded["skipped (MNEME_RECORD_SKIP, --skip)"]++;
-        return Admission::Skipped;
-    }
-    kc.occurrences[key]++;
+    if (kc.seen < c.skip) return Admission::Skipped;
     if (kc.instances.count(key)) return Admission::Recorded;
     if ((long)kc.instances.size() >= c.max_per_kernel) return Admission::Full;
-    kc.instances.insert(key);
     return Admission::Record;
+}
+
+// Count the occurrence and decide; `index` gets its number among the kernel's launches.
+inline Admission admit(KernelCounts &kc, uint64_t key, long &index) {
+    Admission a = peek_admission(kc, key);
+    index = kc.seen++;
+    if (a == Admission::Skipped) {
+        kc.unrecorded["skipped (MNEME_RECORD_SKIP, --skip)"]++;
+        return a;
+    }
+    kc.occurrences[key]++;
+    if (a == Admission::Record) kc.instances.insert(key);
+    return a;
 }
 
 // A record abandoned before its files are complete: the argument set is free again, a later launch

@@ -206,19 +206,7 @@ def pause_before_tails(
                 return lines, 0
         if not held <= _reach(set(tails), succ):
             return lines, 0  # a held line no tail leads to: in the kernel's first blocks
-    at = {}
-    for label, idx in blocks:
-        if label in tails:
-            k = 0
-            while k < len(idx) and re.match(r"^\s*%[-\w.$]+ = phi ", lines[idx[k]]):
-                k += 1
-            at[idx[k] if k < len(idx) else idx[-1]] = True
-    out = lines[: start + 1]
-    for i in range(start + 1, end):
-        if i in at:
-            out.append(f"  call void @{PAUSE}()")
-        out.append(lines[i])
-    return out + lines[end:], len(at)
+    return _mark_after_phis(lines, start, end, blocks, set(tails), PAUSE)
 
 
 def yield_at_loops(
@@ -274,9 +262,16 @@ def yield_at_loops(
         headers.append(header)
     if not headers:
         return lines, 0
+    return _mark_after_phis(lines, start, end, blocks, set(headers), YIELD)
+
+
+def _mark_after_phis(
+    lines: list[str], start: int, end: int, blocks: list[tuple[str, list[int]]], labels: set[str], marker: str
+) -> tuple[list[str], int]:
+    """A call of `marker` at the top of each block in `labels`, after its phis: (the lines, how many marked)."""
     at = set()
     for label, idx in blocks:
-        if label in headers:
+        if label in labels:
             k = 0
             while k < len(idx) and re.match(r"^\s*%[-\w.$]+ = phi ", lines[idx[k]]):
                 k += 1
@@ -284,7 +279,7 @@ def yield_at_loops(
     out = lines[: start + 1]
     for i in range(start + 1, end):
         if i in at:
-            out.append(f"  call void @{YIELD}()")
+            out.append(f"  call void @{marker}()")
         out.append(lines[i])
     return out + lines[end:], len(at)
 
