@@ -206,7 +206,8 @@ def program_command(name: str, tmp: Path) -> tuple[list[str], str]:
 def record(name: str, command: list[str], tmp: Path, library: Path, finalize: bool = True, retime: bool = False):
     """Run one program under the recorder: (its own launch counts, databases, warnings, exit code, raw folder,
     the recorded launches' times by (kernel, dynamic hash)). With `finalize` False no database is written (a
-    further run, for its times). `retime`: MNEME_RECORD_RETIME=1 (each recorded launch timed a second time)."""
+    further run, for its times). `retime`: MNEME_RECORD_RETIME=image (each recorded launch timed a second time,
+    and a third through its recorded code image loaded as a replay loads it)."""
     from mneme_cuda import recorder
 
     from mneme.core.recorder.finalize import unrecorded_warnings
@@ -214,7 +215,7 @@ def record(name: str, command: list[str], tmp: Path, library: Path, finalize: bo
     raw, db, launches = tmp / "raw", tmp / "db", tmp / "launches.json"
     env = {**recorder.environment(raw, library=library, max_recordings=4), "APP_LAUNCHES": str(launches)}
     if retime:
-        env["MNEME_RECORD_RETIME"] = "1"
+        env["MNEME_RECORD_RETIME"] = "image"
     raw.mkdir(parents=True, exist_ok=True)
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
@@ -263,15 +264,16 @@ def cupti_launches(command: list[str], tmp: Path) -> tuple[dict[str, int] | None
     return dict(counts), ""
 
 
-def raw_recorded_times(raw: Path, retimed: bool = False) -> dict[tuple[str, str], float]:
+def raw_recorded_times(raw: Path, which: str = "recorded") -> dict[tuple[str, str], float]:
     """(kernel, dynamic hash) -> the recorded launch's in-application seconds from a flushed L2, from a raw folder
-    (no finalize); `retimed`: its second time (MNEME_RECORD_RETIME) instead."""
+    (no finalize); `which`: "retimed" for its second time (MNEME_RECORD_RETIME), "image" for its third, through
+    the recorded code image loaded anew (MNEME_RECORD_RETIME=image)."""
     from mneme_cuda import recorder
 
-    from mneme.core.recorder.rawdir import launches, recorded_times, retimed_times
+    from mneme.core.recorder.rawdir import launches, recorded_times, retimed_image_times, retimed_times
     from mneme.core.records.model import dynamic_hash_of
 
-    first = retimed_times(raw) if retimed else recorded_times(raw)
+    first = {"recorded": recorded_times, "retimed": retimed_times, "image": retimed_image_times}[which](raw)
     out = {}
     for _, m in launches(recorder.FORMAT, raw):
         key = (m["kernel"], m.get("instance_key", ""))
@@ -342,6 +344,7 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
     """Record one program (`--app-runs` times), count its launches, replay every instance; its summary entry.
 
     Each instance's row is appended to `rows` as it is measured."""
+    from mneme.core.recorder.rawdir import retime_facts
     from mneme.core.records import RecordedExecution
 
     counted, databases, warnings, code, raw, times = record(name, command, tmp, library)
@@ -351,6 +354,8 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
     for k, seconds in times.items():
         samples.setdefault(k, []).append(seconds)
     retimed: dict[tuple[str, str], list[float]] = {}  # the further runs' second time of each recorded launch
+    image: dict[tuple[str, str], list[float]] = {}  # and its third, through the recorded image loaded anew
+    facts: dict[str, dict[str, str]] = {}
     runs = 1
     for run in range(1, opts.app_runs):
         if not time_left():
@@ -360,8 +365,12 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
         *_, further_raw, further_times = record(name, command, further, library, finalize=False, retime=True)
         for k, seconds in further_times.items():
             samples.setdefault(k, []).append(seconds)
-        for k, seconds in raw_recorded_times(further_raw, retimed=True).items():
+        for k, seconds in raw_recorded_times(further_raw, "retimed").items():
             retimed.setdefault(k, []).append(seconds)
+        for k, seconds in raw_recorded_times(further_raw, "image").items():
+            image.setdefault(k, []).append(seconds)
+        for kernel, noted in retime_facts(further_raw).items():
+            facts.setdefault(kernel, {}).update(noted)
         shutil.rmtree(further, ignore_errors=True)  # its snapshots: only the times were wanted
         runs += 1
     entry["app_runs"] = runs
@@ -391,6 +400,8 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
             reference = statistics.median(app_samples) if app_samples else None
             retimed_samples = retimed.get((rec.kernel_name, dynamic_hash), [])
             retimed_median = statistics.median(retimed_samples) if retimed_samples else None
+            image_samples = image.get((rec.kernel_name, dynamic_hash), [])
+            image_median = statistics.median(image_samples) if image_samples else None
             row = {
                 "program": name,
                 "kernel": short[:60],
@@ -405,6 +416,10 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
                 "retimed_samples_s": retimed_samples,
                 "retimed_median_s": retimed_median,
                 "retimed_vs_recorded": retimed_median / reference if retimed_median and reference else None,
+                "image_samples_s": image_samples,
+                "image_median_s": image_median,
+                "image_vs_recorded": image_median / reference if image_median and reference else None,
+                "retime_facts": facts.get(rec.kernel_name, {}),
                 "later_launches_median_s": statistics.median(inst.app_times) if inst.app_times else None,
             }
             bin_result = replay(db, dynamic_hash, binary, opts.iterations)
@@ -419,6 +434,8 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
                 row["nondeterminism"], row["verified_under_policy"] = explain_nondeterminism(db, dynamic_hash, binary)
             if retimed_median and bin_result.median_time:
                 row["replay_vs_retimed"] = bin_result.median_time / retimed_median
+            if image_median and bin_result.median_time:
+                row["replay_vs_image"] = bin_result.median_time / image_median
             if reference and bin_result.median_time:
                 row["replay_vs_recorded"] = bin_result.median_time / reference
                 if abs(row["replay_vs_recorded"] - 1) > 0.05 and time_left():
@@ -568,6 +585,19 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
                 f"/{len(retimed)}, of the {len(missed)} that missed the recorded time "
                 f"{sum(abs(r['replay_vs_retimed'] - 1) <= 0.05 for r in missed)}"
             )
+        imaged = [r for r in rows if r.get("replay_vs_image") and r.get("image_vs_recorded")]
+        if imaged:
+            missed = [r for r in imaged if abs(r.get("replay_vs_recorded", 1) - 1) > 0.05]
+            lines.append(
+                f"app-corpus recorded launch through its recorded image in the application ({len(imaged)} "
+                f"instances): image/recorded median {statistics.median(r['image_vs_recorded'] for r in imaged):.3f}x"
+                f"; of the {len(missed)} whose replay missed the recorded time, image/recorded within 5% "
+                f"{sum(abs(r['image_vs_recorded'] - 1) <= 0.05 for r in missed)}, replay/image within 5% "
+                f"{sum(abs(r['replay_vs_image'] - 1) <= 0.05 for r in missed)}"
+            )
+        noted = {f"{k}: {v}" for r in rows for k, v in r.get("retime_facts", {}).items() if "attribute" in k}
+        if noted:
+            lines.append("app-corpus function attributes, application / image: " + "; ".join(sorted(noted))[:600])
         # Of the instances that missed, how many each changed method would have brought within 5%.
         diagnosed = [r for r in rows if r.get("diagnosis_s") and r.get("recorded_median_s")]
         if diagnosed:
@@ -609,9 +639,9 @@ def markdown(rows: list[dict], programs: list[dict]) -> list[str]:
     lines = [
         (
             "| program | kernel | occ | binary | verified | replay us | recorded us (median of runs) | replay/recorded | "
-            "retimed us | replay/retimed | IR verified | IR/binary | note |"
+            "retimed us | replay/retimed | image us | replay/image | IR verified | IR/binary | note |"
         ),
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         note = r.get("nondeterminism", "") or r.get("ir_error", "")
@@ -631,13 +661,14 @@ def markdown(rows: list[dict], programs: list[dict]) -> list[str]:
             f"{'yes' if r['binary_verified'] else ('under policy' if r.get('verified_under_policy') else 'NO')} | "
             f"{us(r['binary_median_s'])} | {us(r.get('recorded_median_s'))} | {x(r.get('replay_vs_recorded'))} | "
             f"{us(r.get('retimed_median_s'))} | {x(r.get('replay_vs_retimed'))} | "
+            f"{us(r.get('image_median_s'))} | {x(r.get('replay_vs_image'))} | "
             f"{('yes' if r.get('ir_verified') else 'NO') if r['ir'] else '-'} | {x(r.get('ir_vs_binary'))} | "
             f"{note[:160].replace('|', '/')} |"
         )
     for p in programs:
         if "skipped" in p or "error" in p:
             what = f"skipped: {p['skipped']}" if "skipped" in p else f"FAILED: {p['error']}"
-            lines.append(f"| {p['program']} | ({what[:100].replace('|', '/')}) | | | | | | | | | | | |")
+            lines.append(f"| {p['program']} | ({what[:100].replace('|', '/')}) | | | | | | | | | | | | | |")
     return lines
 
 

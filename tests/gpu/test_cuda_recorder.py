@@ -579,18 +579,20 @@ def test_a_grid_sync_kernel_captured_cooperatively_on_the_gpu_matches_numpy_and_
         assert result.ok and result.verified, (backend, result.error)
 
 
+@pytest.mark.parametrize("retime", ["1", "image"])
 def test_retime_times_each_recorded_launch_again_and_the_program_still_checks_its_own_results(
-    recorder_library, saxpy_app, tmp_path
+    recorder_library, saxpy_app, tmp_path, retime
 ):
     """MNEME_RECORD_RETIME=1 (issue 38, point 5): each recorded saxpy (y += a * x: run twice on the same data it
     would be wrong) runs again from its restored prologue, timed from a flushed L2; the program's own check of y
-    passes, and every instance still replays verified."""
+    passes, and every instance still replays verified. =image: a third time, through the recorded image loaded
+    anew in the application's process, the same work."""
     from mneme_cuda import recorder
 
-    from mneme.core.recorder.rawdir import launches, recorded_times, retimed_times
+    from mneme.core.recorder.rawdir import launches, recorded_times, retime_facts, retimed_image_times, retimed_times
 
     raw = tmp_path / "raw"
-    env = {**recorder.environment(raw, kernel="saxpy", library=recorder_library), "MNEME_RECORD_RETIME": "1"}
+    env = {**recorder.environment(raw, kernel="saxpy", library=recorder_library), "MNEME_RECORD_RETIME": retime}
     proc = subprocess.run([str(saxpy_app)], env=env, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0 and "saxpy_app OK" in proc.stdout, proc.stdout + proc.stderr
     keys = {m["instance_key"] for _, m in launches(recorder.FORMAT, raw)}
@@ -600,6 +602,14 @@ def test_retime_times_each_recorded_launch_again_and_the_program_still_checks_it
     # Same kernel, same data, same cache state: within a factor of two of the first (they are the same work).
     for instance, (seconds, _) in retimed.items():
         assert 0.5 < seconds / first[instance][0] < 2.0, (seconds, first[instance])
+    imaged = retimed_image_times(raw)
+    if retime == "image":
+        assert set(imaged) == set(retimed), retime_facts(raw)
+        for instance, (seconds, cache) in imaged.items():
+            assert cache == "flushed" and 0.5 < seconds / first[instance][0] < 2.0, (seconds, first[instance])
+        assert "context stack size" in retime_facts(raw)["saxpy"]
+    else:
+        assert imaged == {}
     databases = recorder.finalize(raw, tmp_path / "db", arch="sm_90")
     assert_all_verified(replay_all(databases), 3)
 

@@ -52,6 +52,8 @@ def _raw(tmp_path: Path, cache: str) -> tuple[Path, bytes]:
             "instances": {KEY: 3},
             "recorded_time": {KEY: {"seconds": 3.5e-6, "cache": cache}},
             "retimed_time": {KEY: {"seconds": 3.9e-6, "cache": cache}},  # MNEME_RECORD_RETIME's second time
+            "retimed_image_time": {KEY: {"seconds": 4.2e-6, "cache": cache}},  # =image: through the image
+            "retime_facts": {"function attribute 9": "100 / 0", "context stack size": "1024"},
         },
         "relax": {"seen": 0, "graph_launches": 4},
         "never": {"seen": 0},
@@ -70,7 +72,7 @@ def test_a_runs_recorded_launch_time_is_keyed_by_the_instances_dynamic_hash(benc
 def test_a_recorded_launch_timed_from_a_warm_l2_is_no_sample_of_the_flushed_reference(bench, tmp_path):
     raw, _ = _raw(tmp_path, "warm")
     assert bench.raw_recorded_times(raw) == {}
-    assert bench.raw_recorded_times(raw, retimed=True) == {}
+    assert bench.raw_recorded_times(raw, "retimed") == {} == bench.raw_recorded_times(raw, "image")
 
 
 def test_the_recorded_launchs_second_time_is_read_apart_from_its_first(bench, tmp_path):
@@ -78,8 +80,23 @@ def test_the_recorded_launchs_second_time_is_read_apart_from_its_first(bench, tm
 
     raw, args = _raw(tmp_path, "flushed")
     key = ("saxpy", dynamic_hash_of([4, 1, 1], [256, 1, 1], 0, args))
-    assert bench.raw_recorded_times(raw, retimed=True) == {key: 3.9e-6}
+    assert bench.raw_recorded_times(raw, "retimed") == {key: 3.9e-6}
+    assert bench.raw_recorded_times(raw, "image") == {key: 4.2e-6}
     assert bench.raw_recorded_times(raw) == {key: 3.5e-6}
+
+
+def test_the_facts_of_the_image_retime_are_read_per_kernel_and_a_malformed_one_names_its_field(bench, tmp_path):
+    from mneme.core.errors import FormatError
+    from mneme.core.recorder.rawdir import retime_facts
+
+    raw, _ = _raw(tmp_path, "flushed")
+    assert retime_facts(raw) == {"saxpy": {"function attribute 9": "100 / 0", "context stack size": "1024"}}
+    path = raw / "counts-5.json"
+    data = json.loads(path.read_text())
+    data["kernels"]["saxpy"]["retime_facts"] = {"context stack size": 1024}
+    path.write_text(json.dumps(data))
+    with pytest.raises(FormatError, match="retime_facts"):
+        retime_facts(raw)
 
 
 def test_the_recorders_launch_count_holds_graph_launches_and_leaves_out_kernels_never_launched(bench, tmp_path):

@@ -138,6 +138,29 @@ def retimed_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
     return _cached_times(raw_dir, "retimed_time")
 
 
+def retimed_image_times(raw_dir: Path) -> dict[tuple[str, str], tuple[float, str]]:
+    """(kernel, instance key) -> (seconds, cache state) of the recorded launch timed a third time, through its
+    recorded code image loaded anew in the application's process, as a replay loads it
+    (MNEME_RECORD_RETIME=image)."""
+    return _cached_times(raw_dir, "retimed_image_time")
+
+
+def retime_facts(raw_dir: Path) -> dict[str, dict[str, str]]:
+    """kernel -> {fact: value} that MNEME_RECORD_RETIME=image noted: function attributes that differ between the
+    application's function and the recorded image's ("application / image"), and the application's context limits."""
+    out: dict[str, dict[str, str]] = {}
+    for path, data in _counts_files(raw_dir):
+        for kernel, entry in data.get("kernels", {}).items():
+            facts = entry.get("retime_facts") or {}
+            if not isinstance(facts, dict) or not all(isinstance(v, str) for v in facts.values()):
+                raise FormatError(
+                    path, f"expected {{fact: text}}, got {facts!r}"[:200], field=f"kernels.{kernel}.retime_facts"
+                )
+            if facts:
+                out.setdefault(kernel, {}).update(facts)
+    return out
+
+
 def _cached_times(raw_dir: Path, field: str) -> dict[tuple[str, str], tuple[float, str]]:
     out: dict[tuple[str, str], tuple[float, str]] = {}
     for path, data in _counts_files(raw_dir):

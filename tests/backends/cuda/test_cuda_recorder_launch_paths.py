@@ -237,6 +237,18 @@ def test_retime_runs_each_recorded_launch_again_from_its_prologue_and_leaves_the
     assert "retime_skipped" not in counts["kernels"]["scale"]
 
 
+def test_the_image_retime_says_why_it_could_not_load_the_image_and_keeps_the_second_time(double, tmp_path):
+    """MNEME_RECORD_RETIME=image on a driver with no modules (the double): the second time is taken as with
+    =1, the third is skipped with why, and the application's results are its own."""
+    from mneme.core.recorder.rawdir import retimed_image_times, retimed_times
+
+    raw = tmp_path / "raw"
+    (statuses, _, runs), counts = _record_scale(double, raw, MNEME_RECORD_RETIME="image")
+    assert statuses == "0 0 0 0" and runs == "1 1 2 4 4 12"
+    assert len(retimed_times(raw)) == 2 and retimed_image_times(raw) == {}
+    assert counts["kernels"]["scale"]["retime_skipped"] == {"through its recorded image: its module is unknown": 2}
+
+
 def test_retime_is_skipped_with_why_when_the_capture_is_synchronous(double, tmp_path):
     """No device shadow of the prologue (MNEME_RECORD_SYNC=1): nothing to restore, so no second launch."""
     from mneme.core.recorder.rawdir import retimed_times

@@ -244,9 +244,35 @@ void load_before_timing(CUfunction fn) {
         p_cuFuncLoad(fn);
 }
 
+#ifdef MNEME_CUPTI
+// One launch inside the kernel timer's window: run, wait for its stream. `ran`: it was submitted and its
+// stream synchronized; `result`: the launch's own status.
+struct TimerWindow {
+    uint64_t from = 0, to = 0;
+    CUresult result = CUDA_SUCCESS;
+    bool ran = false;
+};
+
+template <typename Run>
+TimerWindow timer_window(CUstream stream, Run run) {
+    DRV(cuStreamSynchronize);
+    TimerWindow w;
+    w.from = mct_now();
+    mct_arm(w.from);  // older records a flush still delivers cannot push this one out of the ring
+    w.result = run();
+    w.ran = w.result == CUDA_SUCCESS && p_cuStreamSynchronize && p_cuStreamSynchronize(stream) == CUDA_SUCCESS;
+    w.to = mct_now();
+    return w;
+}
+
+// The one record of `kernel` in the window (on CUPTI's stream `stream_id`, ~0u for any): its duration in ns.
+bool window_record(const std::string &kernel, const TimerWindow &w, uint32_t stream_id, uint64_t *ns) {
+    mct_flush();
+    return mct_take_window(kernel.c_str(), w.from, w.to, stream_id, ns) == 1;
+}
+
 // Time one launch by its kernel timestamps (mu() held). The application's thread waits for its
 // stream here, so the record can be read at once; no gate is needed, the timestamps hold no submission.
-#ifdef MNEME_CUPTI
 template <typename Run>
 CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instance, CUfunction fn, CUstream stream,
                      long &timed, const char *recorded_cache, Run run) {
@@ -264,19 +290,15 @@ CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instan
         mct_stream(ctx, stream == CU_STREAM_PER_THREAD ? nullptr : stream, stream == CU_STREAM_PER_THREAD,
                    &stream_id) != 0)
         stream_id = ~0u;
-    uint64_t from = mct_now();
-    mct_arm(from);  // older records a flush still delivers cannot push this one out of the ring
-    CUresult r = run();
-    bool ran = r == CUDA_SUCCESS && p_cuStreamSynchronize && p_cuStreamSynchronize(stream) == CUDA_SUCCESS;
-    uint64_t to = mct_now();
-    bool was_alone = alone.owns_lock() && ran;
+    TimerWindow w = timer_window(stream, run);
+    bool was_alone = alone.owns_lock() && w.ran;
     if (alone.owns_lock()) alone.unlock();
-    if (ran) mct_flush();
-    if (r != CUDA_SUCCESS) return r;
+    if (w.result != CUDA_SUCCESS) return w.result;
     timed++;
     TimingGate &g = timing_gate();
     uint64_t ns = 0;
-    if (ran && mct_take_window(kernel.c_str(), from, to, stream_id, &ns) == 1) {
+    bool ran = w.ran;
+    if (ran && window_record(kernel, w, stream_id, &ns)) {
         counts()[kernel].kernel_times[instance].push_back(ns * 1e-9);
         if (recorded_cache) counts()[kernel].recorded_time[instance] = {ns * 1e-9, recorded_cache};
         g.cupti++;
@@ -299,7 +321,7 @@ CUresult time_kernel(KernelTimer &kt, const std::string &kernel, uint64_t instan
             fprintf(stderr, "mneme-recorder: %s; timing with CUDA events\n", kt.why.c_str());
         }
     }
-    return r;
+    return w.result;
 }
 #endif
 
@@ -456,6 +478,14 @@ std::string kernel_name(CUfunction f, CUfunction *resolved) {
 }
 
 // Whether a kernel handle is selected, decided once per handle (the regex is too slow per launch).
+// One launch's shape and stream, as the launch call gave them.
+struct Launch {
+    unsigned grid[3], block[3], shared;
+    CUstream stream;
+    bool cooperative = false;         // cuLaunchCooperativeKernel, or cuLaunchKernelEx's cooperative attribute
+    unsigned cluster[3] = {0, 0, 0};  // cuLaunchKernelEx's cluster dimension attribute; zeros: none
+};
+
 struct Selection {
     std::string name;
     CUfunction resolved;

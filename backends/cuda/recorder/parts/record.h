@@ -9,13 +9,6 @@ std::string image_file(void *owner) {
     return write_image_once(*img, it->second, img->data, img->size);
 }
 
-struct Launch {
-    unsigned grid[3], block[3], shared;
-    CUstream stream;
-    bool cooperative = false;         // cuLaunchCooperativeKernel, or cuLaunchKernelEx's cooperative attribute
-    unsigned cluster[3] = {0, 0, 0};  // cuLaunchKernelEx's cluster dimension attribute; zeros: none
-};
-
 void discover_globals(void *owner);
 bool capture_in_progress();
 void append_mapped_regions(std::vector<std::pair<uint64_t, uint64_t>> &regions);
@@ -113,7 +106,11 @@ CUresult record_launch(CUfunction f, const Launch &l, void **params, void **extr
         kc.retime_skipped["an argument points outside the recorded memory, which a second run would write again"]++;
     else if (c.retime)
         hooks.retime = [&](const std::function<bool(int)> &restore) {
-            retime_launch(name, h, l.stream, run, flush, restore);
+            std::function<CUresult()> through_image;
+            const char *image_why = nullptr;
+            if (c.retime_image)
+                through_image = image_launch(kc, owner_of_launch(f, fn), fn, name, l, r.args, &image_why);
+            retime_launch(name, h, l.stream, run, flush, restore, through_image, image_why);
         };
     return record_admitted(kc, r, hooks);
 }

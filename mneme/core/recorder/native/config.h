@@ -32,6 +32,7 @@ struct Config {
     std::string timer = "auto";      // MNEME_RECORD_TIMER: MNEME_DEVICE_TIMER (kernel timestamps), events, or auto (that if it works)
     bool flush = true;               // evict the L2 before timing a recorded launch (see flush_l2)
     bool retime = false;             // time the recorded launch a second time, from its restored prologue (retime.h)
+    bool retime_image = false;       // MNEME_RECORD_RETIME=image: and a third, through its code image loaded anew
     long timer_park = 64;            // untimed launches in a row after which the kernel timer's records stop; 0: never
     bool place = true;
 };
@@ -85,7 +86,10 @@ inline Config &config() {
         if (const char *v = getenv("MNEME_RECORD_TIMING_GATE")) cfg->gate = strcmp(v, "0") != 0;
         if (const char *v = getenv("MNEME_RECORD_TIMING_EXCLUSIVE")) cfg->exclusive = strcmp(v, "0") != 0;
         if (const char *v = getenv("MNEME_RECORD_TIMING_FLUSH")) cfg->flush = strcmp(v, "0") != 0;
-        if (const char *v = getenv("MNEME_RECORD_RETIME")) cfg->retime = strcmp(v, "0") != 0 && *v;
+        if (const char *v = getenv("MNEME_RECORD_RETIME")) {
+            cfg->retime = strcmp(v, "0") != 0 && *v;
+            cfg->retime_image = strcmp(v, "image") == 0;
+        }
         if (const char *v = getenv("MNEME_RECORD_TIMER_PARK")) cfg->timer_park = atol(v);
         if (const char *v = getenv("MNEME_RECORD_TIMER")) {
             cfg->timer = v;

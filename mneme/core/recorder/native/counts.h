@@ -29,6 +29,11 @@ struct KernelCounts {
     // MNEME_RECORD_RETIME: the same launch run and timed again right after, from its prologue restored
     // and the cache state of the second pair member (retime.h); apart from recorded_time, which it never changes.
     std::map<uint64_t, std::pair<double, std::string>> retimed_time;
+    // MNEME_RECORD_RETIME=image: the same launch timed a third time, through the recorded code image loaded
+    // into a module of its own, as a replay loads it; and what differs between the application's function
+    // and the image's, or describes the application's context ("what: application / image").
+    std::map<uint64_t, std::pair<double, std::string>> retimed_image_time;
+    std::map<std::string, std::string> retime_facts;
     std::map<std::string, long> retime_skipped;  // recorded launches not timed again, by why
     std::map<std::string, long> unrecorded;  // launches selected but not recorded, by why
 };
@@ -87,6 +92,17 @@ inline std::string kernels_json(const std::map<std::string, KernelCounts> &all) 
         // Written only when there is one: a counts file without MNEME_RECORD_RETIME stays as it was.
         if (!entry.second.retimed_time.empty())
             text += ", \"retimed_time\": " + cached_times_json(entry.second.retimed_time);
+        if (!entry.second.retimed_image_time.empty())
+            text += ", \"retimed_image_time\": " + cached_times_json(entry.second.retimed_image_time);
+        if (!entry.second.retime_facts.empty()) {
+            text += ", \"retime_facts\": {";
+            bool first = true;
+            for (auto &fact : entry.second.retime_facts) {
+                text += std::string(first ? "" : ", ") + json_string(fact.first) + ": " + json_string(fact.second);
+                first = false;
+            }
+            text += "}";
+        }
         if (!entry.second.retime_skipped.empty())
             text += ", \"retime_skipped\": " + reasons_json(entry.second.retime_skipped);
         text += ", \"unrecorded\": " + reasons_json(entry.second.unrecorded) + "}";
