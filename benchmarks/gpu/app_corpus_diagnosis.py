@@ -23,7 +23,9 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
     fresh buffer of the flush's size allocated right before the timed runs (as the replay's flush buffer was,
     before it was allocated ahead of the restore); `no-reset`: the flush without the reset; `prologue-copy`:
     reset, every recorded region read by the copy engine (as the recorder's prologue capture reads them right
-    before), flush; `events`: flushed, by CUDA events; `warm`, `primed`: the other cache states.
+    before), flush; `events`: flushed, by CUDA events; `warm`, `primed`: the other cache states; `library`:
+    flushed, the binary loaded as the CUDA runtime loads an application's code (`cuLibraryLoadData`, the kernel's
+    function taken for this context) instead of the replay's `cuModuleLoadData`.
     """
     from mneme.core.executor import BaseExecutor
 
@@ -90,12 +92,19 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             "primed": (ex.reset, "primed", "auto"),
         }
         try:
+            library = library_kernel(device, kernel)
+        except Exception as exc:  # noqa: BLE001 - the other variants still run
+            log.warning("diagnosis library of %s: %s", dynamic_hash, exc)
+            library = None
+        if library is not None:
+            variants["library"] = (ex.reset, "flushed", "auto")
+        try:
             for name, (before, cache, timer) in variants.items():
                 ex.reset()
                 fresh = device.alloc(device.flush_bytes) if name == "new-mapping" else None
                 try:
                     times = device.time(
-                        kernel,
+                        library if name == "library" else kernel,
                         config.grid,
                         config.block,
                         config.shared_mem,
@@ -116,6 +125,8 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
         finally:
             device.synchronize()
             device.free(scratch)
+            if library is not None:
+                library.unload()
     out.update(fresh_processes(db, dynamic_hash, mode, iterations))
     # The recorded ranges mapped at the driver's recommended granularity, not the minimum the recorder maps
     # the application's allocations at (compare with fresh-processes: both are fresh processes). Where the two
@@ -133,6 +144,33 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             )
         )
     return out
+
+
+def library_kernel(device, kernel):
+    """`kernel`'s binary loaded as the CUDA runtime loads an application's code: a library (`cuLibraryLoadData`),
+    its kernel's function for the current context; a kernel object the device can time (unload() when done)."""
+    from mneme_cuda.driver import check, driver
+    from mneme_cuda.kernel import CudaKernel
+
+    cu = driver()
+    device._enter()
+    library = check(cu.cuLibraryLoadData(kernel.binary.data, None, None, 0, None, None, 0), "cuLibraryLoadData")
+    try:
+        handle = check(cu.cuLibraryGetKernel(library, kernel.binary.kernel_name.encode()), "cuLibraryGetKernel")
+        function = check(cu.cuKernelGetFunction(handle), "cuKernelGetFunction")
+        module = check(cu.cuLibraryGetModule(library), "cuLibraryGetModule")
+    except Exception:
+        cu.cuLibraryUnload(library)
+        raise
+
+    class LibraryKernel(CudaKernel):
+        def _release(self) -> None:  # the library owns its module
+            pass
+
+        def unload(self) -> None:
+            cu.cuLibraryUnload(library)
+
+    return LibraryKernel(device, kernel.binary, module, function)
 
 
 def map_granularities() -> dict[str, int]:
