@@ -575,26 +575,13 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
             f"times) within 5%: {within}/{len(ratios)}"
             + (f", median {statistics.median(ratios):.3f}x" if ratios else "")
         )
-        retimed = [r for r in rows if r.get("replay_vs_retimed") and r.get("retimed_vs_recorded")]
-        if retimed:
-            missed = [r for r in retimed if abs(r.get("replay_vs_recorded", 1) - 1) > 0.05]
-            lines.append(
-                f"app-corpus recorded launch timed again (MNEME_RECORD_RETIME, {len(retimed)} instances): "
-                f"retimed/recorded median {statistics.median(r['retimed_vs_recorded'] for r in retimed):.3f}x; "
-                f"replay within 5% of the retimed time {sum(abs(r['replay_vs_retimed'] - 1) <= 0.05 for r in retimed)}"
-                f"/{len(retimed)}, of the {len(missed)} that missed the recorded time "
-                f"{sum(abs(r['replay_vs_retimed'] - 1) <= 0.05 for r in missed)}"
-            )
-        imaged = [r for r in rows if r.get("replay_vs_image") and r.get("image_vs_recorded")]
-        if imaged:
-            missed = [r for r in imaged if abs(r.get("replay_vs_recorded", 1) - 1) > 0.05]
-            lines.append(
-                f"app-corpus recorded launch through its recorded image in the application ({len(imaged)} "
-                f"instances): image/recorded median {statistics.median(r['image_vs_recorded'] for r in imaged):.3f}x"
-                f"; of the {len(missed)} whose replay missed the recorded time, image/recorded within 5% "
-                f"{sum(abs(r['image_vs_recorded'] - 1) <= 0.05 for r in missed)}, replay/image within 5% "
-                f"{sum(abs(r['replay_vs_image'] - 1) <= 0.05 for r in missed)}"
-            )
+        for name, label in (
+            ("retimed", "recorded launch timed again (MNEME_RECORD_RETIME)"),
+            ("image", "recorded launch through its recorded image in the application (MNEME_RECORD_RETIME=image)"),
+        ):
+            line = later_time_line(rows, name, label)
+            if line:
+                lines.append(line)
         noted = {f"{k}: {v}" for r in rows for k, v in r.get("retime_facts", {}).items() if "attribute" in k}
         if noted:
             lines.append("app-corpus function attributes, application / image: " + "; ".join(sorted(noted))[:600])
@@ -627,6 +614,26 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
                     + (f", median {statistics.median(speed):.3f}x" if speed else "")
                 )
     return lines
+
+
+def later_time_line(rows: list[dict], name: str, label: str) -> str:
+    """The summary of a later time of the recorded launch (`name`: "retimed", "image") against the first and the
+    replay, with the instances whose replay missed the recorded time apart; "" when no row has it."""
+    got = [r for r in rows if r.get(f"replay_vs_{name}") and r.get(f"{name}_vs_recorded")]
+    if not got:
+        return ""
+    missed = [r for r in got if abs(r.get("replay_vs_recorded", 1) - 1) > 0.05]
+
+    def within(of: list[dict], key: str) -> int:
+        return sum(abs(r[key] - 1) <= 0.05 for r in of)
+
+    return (
+        f"app-corpus {label}, {len(got)} instances: {name}/recorded median "
+        f"{statistics.median(r[f'{name}_vs_recorded'] for r in got):.3f}x; replay within 5% of it "
+        f"{within(got, f'replay_vs_{name}')}/{len(got)}; of the {len(missed)} whose replay missed the recorded time, "
+        f"{name}/recorded within 5% {within(missed, f'{name}_vs_recorded')}, replay/{name} within 5% "
+        f"{within(missed, f'replay_vs_{name}')}"
+    )
 
 
 def markdown(rows: list[dict], programs: list[dict]) -> list[str]:

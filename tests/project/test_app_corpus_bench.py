@@ -128,3 +128,19 @@ def test_ir_variants_are_parsed_as_configuration_fields_and_summarized_against_t
     assert lines[-1].startswith("app-corpus IR variant broken: 0/1 verified bit for bit; IR/binary time within 5%: 0/0")
     (table_row,) = [line for line in bench.markdown([row], []) if "k_get_rows_kq" in line]
     assert "IR sched4reg 1.02, IR broken failed" in table_row
+
+
+def test_a_later_time_of_the_recorded_launch_is_summarized_against_the_first_and_the_replay(bench):
+    """Two instances: one whose replay matches the recorded time; one whose replay missed it by 20% while the time
+    through the recorded image matches the replay, not the recorded launch (the code object would be the cause)."""
+    rows = [
+        {"replay_vs_recorded": 1.01, "image_vs_recorded": 1.0, "replay_vs_image": 1.01},
+        {"replay_vs_recorded": 1.20, "image_vs_recorded": 1.19, "replay_vs_image": 1.008},
+        {"replay_vs_recorded": 1.30},  # no image time: not counted
+    ]
+    line = bench.later_time_line(rows, "image", "through the image")
+    assert line == (
+        "app-corpus through the image, 2 instances: image/recorded median 1.095x; replay within 5% of it 2/2; "
+        "of the 1 whose replay missed the recorded time, image/recorded within 5% 0, replay/image within 5% 1"
+    )
+    assert bench.later_time_line(rows, "retimed", "timed again") == ""
