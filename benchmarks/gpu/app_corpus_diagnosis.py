@@ -128,6 +128,11 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             if library is not None:
                 library.unload()
     out.update(fresh_processes(db, dynamic_hash, mode, iterations))
+    # The replay's kernel timer matching its records as the recorder does (by name and time window, the kernel
+    # records alone) instead of by correlation tags, which also turn on the driver API's records.
+    out.update(
+        fresh_processes(db, dynamic_hash, mode, iterations, name="fresh-windows", env={"MNEME_CUPTI_MATCH": "windows"})
+    )
     # The recorded ranges mapped at the driver's recommended granularity, not the minimum the recorder maps
     # the application's allocations at (compare with fresh-processes: both are fresh processes). Where the two
     # granularities are equal it would map exactly as fresh-processes did: not run (the row shows both sizes).

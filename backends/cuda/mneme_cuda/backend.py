@@ -42,6 +42,12 @@ class CudaBackend(Backend):
         ),
         EnvVar("MNEME_CUPTI_LIB", "", "path of libcupti (default: the CUDA toolkit's)", "cuda"),
         EnvVar("MNEME_CUPTI_DEBUG", "", "1: the CUPTI timer logs every record and lookup to stderr", "cuda"),
+        EnvVar(
+            "MNEME_CUPTI_MATCH",
+            "tags",
+            "how the replay finds a timed launch's CUPTI record: tags (correlation ids) or windows (as the recorder)",
+            "cuda",
+        ),
         EnvVar("MNEME_CODEGEN_JOBS", "", "processes of parallel code generation (default: the CPUs)", "cuda"),
         EnvVar("MNEME_PTX_ASSEMBLER", "", "ptxas: assemble PTX with ptxas instead of nvJitLink", "cuda"),
         EnvVar("MNEME_MALLOC_TUNING", "1", "0: leave glibc's malloc settings during code generation", "cuda"),

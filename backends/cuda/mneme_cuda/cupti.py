@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 
 from mneme.core import envvars
-from mneme.core.errors import MnemeError
+from mneme.core.errors import MnemeError, UsageError
 from mneme.core.native import NativeLibrary, c_compiler
 from mneme.core.native_loader import Abi, NativeLoader
 from mneme_cuda.libraries import CHECKOUT_LIB
@@ -36,8 +36,10 @@ SOURCE = NATIVE / "cuptitime.c"
 HEADER = NATIVE / "cupti_timer.h"
 FLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11")
 LIBRARY = NativeLibrary("mneme_cuptitime", "the kernel timer", (SOURCE,), (HEADER,), FLAGS, cache="cuda-cuptitime")
-ABI = 1
+ABI = 2
 TAGS = 1  # mneme_cupti_enable's mode: MCT_TAGS in cupti_timer.h
+WINDOWS = 2  # MCT_WINDOWS: kernel records only, a launch's found by its name and a time window (as the recorder)
+MATCH_ENV = "MNEME_CUPTI_MATCH"
 
 
 def cuda_roots() -> list[Path]:
@@ -109,6 +111,7 @@ class KernelTimer:
         self._lib = lib
         self._next = 1
         self._enabled = False
+        self.windows = False
         self.push = lib.mneme_cupti_push
         self.pop = lib.mneme_cupti_pop
 
@@ -116,10 +119,31 @@ class KernelTimer:
         return self._lib.mneme_cupti_why().decode(errors="replace")
 
     def enable(self) -> None:
+        """Turn the records on, once per process, in the mode $MNEME_CUPTI_MATCH names: "tags" (the default: each
+        launch tagged by an external correlation id, which also turns on the driver API's records) or "windows"
+        (the kernel records alone, as the recorder takes them; `window` then times a launch)."""
         if not self._enabled:
-            if self._lib.mneme_cupti_enable(TAGS) != 0:
+            match = envvars.get(MATCH_ENV) or "tags"
+            if match not in ("tags", "windows"):
+                raise UsageError(f"${MATCH_ENV}={match!r}: use tags or windows")
+            if self._lib.mneme_cupti_enable(WINDOWS if match == "windows" else TAGS) != 0:
                 raise MnemeError(f"CUPTI's kernel records could not be turned on: {self.why()}")
+            self.windows = match == "windows"
             self._enabled = True
+
+    def window(self, name: str, launch, synchronize) -> float | None:
+        """Seconds of the one record of kernel `name` (mangled) that ran within `launch()` and `synchronize()`
+        (window mode; the device must run nothing else of that name meanwhile); None when none or several came."""
+        start = self._lib.mneme_cupti_now()
+        self._lib.mneme_cupti_arm(start)
+        launch()
+        synchronize()
+        end = self._lib.mneme_cupti_now()
+        if self._lib.mneme_cupti_flush() != 0:
+            return None
+        ns = ctypes.c_uint64()
+        found = self._lib.mneme_cupti_take_window(name.encode(), start, end, ctypes.byref(ns))
+        return ns.value * 1e-9 if found == 1 and ns.value else None
 
     def ids(self, n: int) -> int:
         first, self._next = self._next, self._next + n
@@ -185,6 +209,9 @@ LOADER = NativeLoader(
         "mneme_cupti_dropped": (ctypes.c_uint64, []),
         "mneme_cupti_take": (ctypes.c_size_t, [ctypes.c_uint64, ctypes.c_size_t, _U64P]),
         "mneme_cupti_seen": (None, [_U64P, _U64P]),
+        "mneme_cupti_now": (ctypes.c_uint64, []),
+        "mneme_cupti_arm": (None, [ctypes.c_uint64]),
+        "mneme_cupti_take_window": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64, _U64P]),
     },
     abi=Abi("mneme_cupti_abi", ABI),
     after_load=_open_cupti,

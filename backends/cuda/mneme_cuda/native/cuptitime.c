@@ -3,7 +3,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-EXPORT int mneme_cupti_abi(void) { return 1; }
+EXPORT int mneme_cupti_abi(void) { return 2; }
 EXPORT int mneme_cupti_open(const char *library) { return mct_open(library); }
 EXPORT const char *mneme_cupti_why(void) { return mct_why(); }
 EXPORT int mneme_cupti_enable(int mode) { return mct_enable(mode); }
@@ -22,4 +22,12 @@ EXPORT size_t mneme_cupti_take(uint64_t first, size_t n, uint64_t *ns) {
         found += (size_t)mct_take(first + i, &ns[i]);
     }
     return found;
+}
+
+/* Window mode (MCT_WINDOWS, as the recorder matches): CUPTI's clock now, keep records from `from` on, and the one
+ * record of kernel `name` inside [from, to] (1, its ns into *ns; 0 none; -1 several). */
+EXPORT uint64_t mneme_cupti_now(void) { return mct_now(); }
+EXPORT void mneme_cupti_arm(uint64_t from) { mct_arm(from); }
+EXPORT int mneme_cupti_take_window(const char *name, uint64_t from, uint64_t to, uint64_t *ns) {
+    return mct_take_window(name, from, to, ~0u, ns);
 }
