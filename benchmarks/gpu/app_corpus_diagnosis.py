@@ -128,10 +128,10 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
             if library is not None:
                 library.unload()
     out.update(fresh_processes(db, dynamic_hash, mode, iterations))
-    # The replay's kernel timer matching its records as the recorder does (by name and time window, the kernel
-    # records alone) instead of by correlation tags, which also turn on the driver API's records.
+    # The replay's kernel timer matching its records by correlation tags (which also turn on the driver API's
+    # records), its default before the fourth session's measurement, instead of by time window as the recorder.
     out.update(
-        fresh_processes(db, dynamic_hash, mode, iterations, name="fresh-windows", env={"MNEME_CUPTI_MATCH": "windows"})
+        fresh_processes(db, dynamic_hash, mode, iterations, name="fresh-tags", env={"MNEME_CUPTI_MATCH": "tags"})
     )
     # The recorded ranges mapped at the driver's recommended granularity, not the minimum the recorder maps
     # the application's allocations at (compare with fresh-processes: both are fresh processes). Where the two

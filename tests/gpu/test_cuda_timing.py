@@ -191,17 +191,18 @@ def test_the_kernel_timer_takes_the_kernel_alone_and_agrees_with_events_on_a_lon
 
 
 def test_a_replay_reports_its_timer_and_takes_every_run_by_the_kernel_timer(cuda_device, spin):
+    """The default match (windows): every timed run found by its own record, no correlation tag handed out, and
+    the primed runs' records outside the windows (they run before each window opens)."""
     from mneme_cuda import cupti
 
     timer, _ = cupti.kernel_timer()
+    assert timer.windows
     first = timer.ids(0)
     kernels, tags = timer.seen()
     times = cuda_device.time(spin, ONE, WARP, 0, struct.pack("<Q", 1000), 50, cache="primed", timer="cupti")
     assert cuda_device.timer_used == "cupti" and len(times) == 50 and all(0 < t < 1e-4 for t in times)
-    assert timer.ids(0) == first + 50  # each timed run its own tag
-    now_kernels, now_tags = timer.seen()
-    assert now_tags - tags == 50  # one correlation record per timed launch: the primed runs were not tagged
-    assert now_kernels - kernels >= 100  # every run's kernel record came, primed and timed
+    assert timer.ids(0) == first and timer.seen()[1] == tags  # no tags, no correlation records
+    assert timer.seen()[0] - kernels >= 100  # every run's kernel record came, primed and timed
 
 
 def test_the_recorder_times_by_kernel_timestamps_and_the_record_says_so(cuda_backend, tmp_path):
@@ -269,10 +270,9 @@ def test_the_kernel_timer_parks_between_timings_and_resumes_for_the_next_recorde
     assert len(entry["recorded_time"]) == 2, entry  # both recorded launches timed, the second after any resume
 
 
-def test_matched_by_time_window_the_kernel_timer_agrees_with_events_on_a_long_kernel(cuda_device, tmp_path):
-    """MNEME_CUPTI_MATCH=windows (a fresh process: the mode is the process's): each timed run is found by its
-    name and time window, as the recorder finds its launches, with no correlation tags; on a ~100 us kernel it
-    agrees with CUDA events within 5%, and every run has its record."""
+def test_matched_by_correlation_tags_the_kernel_timer_agrees_with_events_on_a_long_kernel(cuda_device, tmp_path):
+    """MNEME_CUPTI_MATCH=tags (a fresh process: the mode is the process's): each timed run tagged by a correlation
+    id, found by it; on a ~100 us kernel it agrees with CUDA events within 5%, and every run has its record."""
     import os
     import sys
 
@@ -293,11 +293,11 @@ def test_matched_by_time_window_the_kernel_timer_agrees_with_events_on_a_long_ke
         "    out.append((device.timer_used, len(times), statistics.median(times[1:])))\n"
         "print(cupti.kernel_timer()[0].windows, *[x for row in out for x in row])\n"
     )
-    env = {**os.environ, "MNEME_CUPTI_MATCH": "windows"}
+    env = {**os.environ, "MNEME_CUPTI_MATCH": "tags"}
     proc = subprocess.run(
         [sys.executable, "-c", script, str(ptx)], env=env, capture_output=True, text=True, timeout=300, check=False
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     windows, used, n, by_kernel, used_events, _, by_events = proc.stdout.split()
-    assert (windows, used, n, used_events) == ("True", "cupti", "15", "events"), proc.stdout
+    assert (windows, used, n, used_events) == ("False", "cupti", "15", "events"), proc.stdout
     assert float(by_kernel) > 20e-6 and abs(float(by_kernel) / float(by_events) - 1) < 0.05, proc.stdout

@@ -44,8 +44,8 @@ class CudaBackend(Backend):
         EnvVar("MNEME_CUPTI_DEBUG", "", "1: the CUPTI timer logs every record and lookup to stderr", "cuda"),
         EnvVar(
             "MNEME_CUPTI_MATCH",
-            "tags",
-            "how the replay finds a timed launch's CUPTI record: tags (correlation ids) or windows (as the recorder)",
+            "windows",
+            "how the replay finds a timed launch's CUPTI record: windows (as the recorder) or tags (correlation ids)",
             "cuda",
         ),
         EnvVar("MNEME_CODEGEN_JOBS", "", "processes of parallel code generation (default: the CPUs)", "cuda"),

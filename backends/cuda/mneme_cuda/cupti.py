@@ -119,11 +119,13 @@ class KernelTimer:
         return self._lib.mneme_cupti_why().decode(errors="replace")
 
     def enable(self) -> None:
-        """Turn the records on, once per process, in the mode $MNEME_CUPTI_MATCH names: "tags" (the default: each
-        launch tagged by an external correlation id, which also turns on the driver API's records) or "windows"
-        (the kernel records alone, as the recorder takes them; `window` then times a launch)."""
+        """Turn the records on, once per process, in the mode $MNEME_CUPTI_MATCH names: "windows" (the default:
+        the kernel records alone, as the recorder takes them; `window` times each launch) or "tags" (each launch
+        tagged by an external correlation id, which also turns on the driver API's records; on the H100 those
+        made 2-6 us kernels replay 0.3-0.6 us slower than the recorder timed them: docs/design/recording.md,
+        "The kernel timer")."""
         if not self._enabled:
-            match = envvars.get(MATCH_ENV) or "tags"
+            match = envvars.get(MATCH_ENV) or "windows"
             if match not in ("tags", "windows"):
                 raise UsageError(f"${MATCH_ENV}={match!r}: use tags or windows")
             if self._lib.mneme_cupti_enable(WINDOWS if match == "windows" else TAGS) != 0:
@@ -133,7 +135,9 @@ class KernelTimer:
 
     def window(self, name: str, launch, synchronize) -> float | None:
         """Seconds of the one record of kernel `name` (mangled) that ran within `launch()` and `synchronize()`
-        (window mode; the device must run nothing else of that name meanwhile); None when none or several came."""
+        (window mode; the device must run nothing else of that name meanwhile); None when none or several came.
+        What the stream holds before (a primed run of the same kernel) is drained first, outside the window."""
+        synchronize()
         start = self._lib.mneme_cupti_now()
         self._lib.mneme_cupti_arm(start)
         launch()
