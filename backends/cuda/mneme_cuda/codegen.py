@@ -229,7 +229,7 @@ def assemble_ptx(
     if getattr(config, "ptxas_whole_program", False) and len(parts) == 1 and assembler is None:
         if ptxas_path() is not None:
             return _ptxas_subprocess(parts[0], arch, config, name) + ("ptxas",)
-        _warn_no_whole_program(name)
+        _warn_no_whole_program()
     nvjitlink = None if assembler == "ptxas" else _nvjitlink()
     if (assembler == "nvjitlink" or len(parts) > 1) and nvjitlink is None:
         raise IRError(
@@ -266,12 +266,12 @@ def assemble_ptx(
 
 
 @functools.cache
-def _warn_no_whole_program(name: str) -> None:
-    """Said once per kernel: the configuration asked for code this machine cannot make."""
+def _warn_no_whole_program() -> None:
+    """Said once per process: the configuration (by default) asks for code this machine cannot make."""
     log.warning(
-        "ptxas_whole_program for kernel %r needs the ptxas executable (CUDA toolkit's bin/ on PATH, or CUDA_PATH); "
-        "assembling relocatable code with nvJitLink instead",
-        name,
+        "ptxas_whole_program (on by default) needs the ptxas executable (CUDA toolkit's bin/ on PATH, or CUDA_PATH); "
+        "assembling relocatable code with nvJitLink instead, which may be slower on kernels with warp shuffles or "
+        "barriers (--no-ptxas-whole-program says so explicitly)"
     )
 
 

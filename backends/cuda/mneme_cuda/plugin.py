@@ -48,11 +48,14 @@ KNOBS = [
     ),
     # Whole-program machine code, as nvcc makes an application's without -rdc (its default). nvJitLink compiles
     # PTX only as relocatable code, where warp shuffles and barriers get a divergence check and a slow path
-    # (BRA.DIV, WARPSYNC) and registers may grow (mneme_cuda.codegen.assemble_ptx). Off: nvJitLink where it loads.
+    # (BRA.DIV, WARPSYNC) and registers may grow (mneme_cuda.codegen.assemble_ptx). On by default since the
+    # application corpus measured it with nvptx_sched4reg (H100, `7e71ca7`: IR within 5% of the application's
+    # binary for 30/32 instances, 28/32 without; docs/design/investigations/ir-vs-nvcc-2026-12-06.md); where
+    # the ptxas executable is missing, nvJitLink's relocatable code, said once. Off: nvJitLink where it loads.
     Knob(
         "ptxas_whole_program",
         "bool",
-        False,
+        True,
         "assemble",
         "Assemble as a whole program with the ptxas executable (as nvcc without -rdc), not nvJitLink's "
         "relocatable code.",
@@ -61,11 +64,13 @@ KNOBS = [
         backends=("cuda",),
     ),
     # NVPTX's scheduling of the PTX it writes, which ptxas largely keeps (mneme_cuda.target.target_machine):
-    # off, LLVM's source order. Parallel code generation's partitions take the default.
+    # on by default (as nvcc issues a dequantizing kernel's loads before their first use; with
+    # ptxas_whole_program, above), off: LLVM's source order. Parallel code generation's partitions stay in
+    # source order (and link relocatable code): neither knob reaches them.
     Knob(
         "nvptx_sched4reg",
         "bool",
-        False,
+        True,
         "codegen",
         "NVPTX schedules for register pressure (-nvptx-sched4reg), not in source order.",
         search="bool",

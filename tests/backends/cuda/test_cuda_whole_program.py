@@ -79,8 +79,8 @@ def _cubin(module, **fields):
 
 @pytest.mark.skipif(codegen.ptxas_path() is None, reason="needs the ptxas executable (CUDA toolkit)")
 def test_whole_program_code_comes_from_the_ptxas_executable_and_matches_its_own_build(module):
-    assert CONFIG.ptxas_whole_program is False  # the default: nvJitLink where it loads
-    whole = _cubin(module, ptxas_whole_program=True)
+    assert CONFIG.ptxas_whole_program is True  # the default: whole-program code where ptxas is found
+    whole = _cubin(module)
     assert whole.resources.assembler.split()[0] == "ptxas"
     ptx = build.compile(module, "row_softmax", CONFIG, "sm_90", emit="ptx", cache=False).data.decode()
     cubin, _report, tool = codegen.assemble_ptx(ptx, "sm_90", CONFIG, name="row_softmax", assembler="ptxas")
@@ -92,7 +92,7 @@ def test_whole_program_code_comes_from_the_ptxas_executable_and_matches_its_own_
     reason="needs both the ptxas executable and nvJitLink (pip install nvidia-nvjitlink cuda-bindings)",
 )
 def test_whole_program_code_of_a_block_reduction_needs_fewer_registers_than_relocatable_code(module):
-    relocatable, whole = _cubin(module), _cubin(module, ptxas_whole_program=True)
+    relocatable, whole = _cubin(module, ptxas_whole_program=False), _cubin(module)
     assert relocatable.resources.assembler.split()[0] == "nvjitlink"
     assert whole.resources.registers < relocatable.resources.registers  # 21 against 28 with CUDA 13's tools
     assert len(whole.data) < len(relocatable.data)
