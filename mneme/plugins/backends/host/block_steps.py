@@ -46,7 +46,7 @@ LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 UNIFORM_ENV = "MNEME_HOST_BLOCK_UNIFORM"
 FLAT_ENV = "MNEME_HOST_BLOCK_FLAT"
 #: a build-cache key: another form is another build product
-VERSION = "4"
+VERSION = "5"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
 # step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
 # (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
@@ -150,10 +150,12 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     fields = accesses.split_operands(frame.group(1).strip()[1:-1])
     slots: dict[str, tuple[int, str]] = {}
     alike: set[int] = set()
+    steady: dict[int, set[int]] = {}
     if soa:
         out, slots = _fields_as_arrays(out, *span, fields)
         span = steps._function_span(out, kernel_name)
         alike = divergence.uniform_fields(out, *span, slots) if uniform_enabled() else set()
+        steady = divergence.steady_stops(out, *span, slots) if uniform_enabled() else {}
     shared: list[int] = []
     if alike:  # kept once per block where the step function allows (`block_shared`)
         out, shared, slots = block_shared.share(out, *span, slots, alike)
@@ -184,7 +186,8 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     next_md = max((int(m) for m in re.findall(r"!(\d+)\b", stepped)), default=0) + 1
     proved = frozenset(alike)
     uniform = (reads, used, fields, proved)
-    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, uniform, flat, len(shared))
+    steady = {k: v for k, v in steady.items() if k in markable and v}
+    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady)
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
     if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
@@ -260,7 +263,15 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
 
 
 def _entry(
-    kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool, uniform, flat: bool = False, cells: int = 0
+    kernel_name: str,
+    params,
+    markable: dict[int, bool],
+    md: int,
+    soa: bool,
+    uniform,
+    flat: bool = False,
+    cells: int = 0,
+    steady: dict[int, set[int]] | None = None,
 ) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
 
@@ -270,8 +281,11 @@ def _entry(
     in thread order) before any thread passes a barrier, and all of them return. `uniform`: (the frame fields
     each point's interval reads at their pass-start values, their value types, the frame's field types), see
     `block_uniform`, and those of them proved alike in every thread (`divergence`: not folded). `cells`: how many
-    fields the block keeps once (`block_shared`), copied from new to old before every pass.
+    fields the block keeps once (`block_shared`), copied from new to old before every pass. `steady`: point -> the
+    stops its interval reaches in every thread alike (`divergence.steady_stops`): its loops fold no resume points
+    (`_steady`).
     """
+    steady = steady or {}
     reads, used, fields, proved = uniform
     folded = {k: t for k, t in used.items() if k not in proved}
     alloc, copy = block_shared.entry_lines(list(range(cells)))
@@ -380,15 +394,18 @@ def _entry(
                 ]
                 tag = f", !llvm.access.group !{group}"
             body = [at.replace("{snap}", snap) + tag]
+            stops = steady.get(k) if soa else None
             if loop_md is None or not flat:
-                lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields))
+                lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields), steady=stops)
                 continue
             metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
             lines += [f"{name}:", f"  br i1 %flat, label %{name}.f, label %{name}.n"]
-            lines += _flat(f"{name}.f", body, md, soa)
-            lines += _threads(f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields))
+            lines += _flat(f"{name}.f", body, md, soa, steady=stops)
+            lines += _threads(
+                f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields), steady=stops
+            )
             md += 1
-    if flat and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
+    if (flat or steady) and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
         lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, folded, fields)]
         metadata += [
             f"!{md} = distinct !{{!{md}, !{md + 1}}}",
@@ -495,7 +512,7 @@ def _recount(cell: str) -> list[str]:
     ]
 
 
-def _flat(name: str, body: list[str], loop_md: int, soa: bool) -> list[str]:
+def _flat(name: str, body: list[str], loop_md: int, soa: bool, steady: set[int] | None = None) -> list[str]:
     """A loop over the linear index of each z plane of a block of rows of a power-of-two length, around `body`;
     then the census.
 
@@ -504,7 +521,8 @@ def _flat(name: str, body: list[str], loop_md: int, soa: bool) -> list[str]:
     stay contiguous across its rows). The threads run in the nested loops' order. The loop over the planes makes
     the flat loop its parent's only child: LLVM's unswitching scales its cost by the number of sibling loops, and
     the entry's many top-level loops kept it from unswitching a uniform branch (a shared cell's test) there, which
-    left the loop scalar. No folds in the loop: one reduction per pass (`_census`), not one per row.
+    left the loop scalar. No folds in the loop: one reduction per pass (`_census`), not one per row, and none where
+    thread 0 stopped at one of the `steady` stops (`_steady`).
     """
     p = name + "."
     inner = [line.replace("{p}", p) for line in body]
@@ -531,7 +549,8 @@ def _flat(name: str, body: list[str], loop_md: int, soa: bool) -> list[str]:
         f"{p}lz.latch:",
         f"  %{p}z1 = add nuw i32 %{p}z, 1",
         f"  %{p}cz = icmp ult i32 %{p}z1, %ntz",
-        f"  br i1 %{p}cz, label %{p}lz, label %census",
+        f"  br i1 %{p}cz, label %{p}lz, label %{p + 'st' if steady else 'census'}",
+        *(_steady(p, steady) if steady else []),
     ]
 
 
@@ -649,19 +668,20 @@ def _threads(
     tag: str = "",
     pauses: bool = False,
     fields: tuple[dict[int, str], list[str]] = ({}, []),
+    steady: set[int] | None = None,
 ) -> list[str]:
     """A loop over the block's threads (z, y, x; x innermost) around `body`, then back to ``pass``.
 
     In `body`, ``{p}`` stands for the loop's prefix: ``%{p}x`` etc. are the thread's index, ``%{p}fp`` its frame,
     ``%{p}rp`` its resume point. After `body`, the loop folds the thread's resume point into its least and greatest
     (``%lo.a``, ...), and the values of the frame fields `fields` names (`block_uniform.fold_specs`), with
-    `tag` (the loop's access group) on those accesses.
+    `tag` (the loop's access group) on those accesses. With `steady` stops (`_steady`), no resume points are folded.
     """
     p = name + "."
     inner = [line.replace("{p}", p) for line in body]
     last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
     tail = f", !llvm.loop !{loop_md}" if loop_md is not None else ""
-    names = _FOLDS if pauses else _FOLDS[:2]
+    names = () if steady else _FOLDS if pauses else _FOLDS[:2]
     values = {"lo": "rr", "hi": "rr", "pf": "pf", "pt": "pt", "hn": "hv"}
     specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{p}{values[f]}") for f in names]
     specs += block_uniform.fold_specs(fields[0], p)
@@ -692,8 +712,8 @@ def _threads(
         f"  %{p}fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %{p}l",
         f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
         *inner,
-        f"  %{p}rr = load i32, ptr %{p}rp, align 4{tag}",
-        *(_paused(p) if pauses else []),
+        *([] if steady else [f"  %{p}rr = load i32, ptr %{p}rp, align 4{tag}"]),
+        *(_paused(p) if pauses and not steady else []),
         *block_uniform.fold_values(*fields, p, tag),
         *fold,
         f"  %{p}x1 = add nuw i32 %{p}x, 1",
@@ -706,5 +726,27 @@ def _threads(
         f"{p}lz.latch:",
         f"  %{p}z1 = add nuw i32 %{p}z, 1",
         f"  %{p}cz = icmp ult i32 %{p}z1, %ntz",
-        f"  br i1 %{p}cz, label %{p}lz, label %pass",
+        f"  br i1 %{p}cz, label %{p}lz, label %{p + 'st' if steady else 'pass'}",
+        *(_steady(p, steady) if steady else []),
+    ]
+
+
+def _steady(p: str, stops: set[int]) -> list[str]:
+    """``{p}st:`` after a loop that folded no resume points: where thread 0 stopped at one of `stops`, which every
+    thread reaches alike (`divergence.steady_stops`), so did every thread: its point is the least and the greatest;
+    otherwise the census folds them."""
+    tests = [f"  %{p}st.is{j} = icmp eq i32 %{p}st.r0, {v}" for j, v in enumerate(sorted(stops))]
+    pick = f"%{p}st.is0"
+    for j in range(1, len(tests)):
+        tests.append(f"  %{p}st.any{j} = or i1 {pick}, %{p}st.is{j}")
+        pick = f"%{p}st.any{j}"
+    return [
+        f"{p}st:",
+        f"  %{p}st.r0 = load i32, ptr %frames, align 4",
+        *tests,
+        f"  br i1 {pick}, label %{p}st.same, label %census",
+        f"{p}st.same:",
+        f"  store i32 %{p}st.r0, ptr %lo.a, align 4",
+        f"  store i32 %{p}st.r0, ptr %hi.a, align 4",
+        "  br label %pass",
     ]
