@@ -51,6 +51,7 @@ MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the blo
 # step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
 # (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
 MAX_COPY_LINES = 60000
+CHUNK = 16  # threads of a row one vector step of a row-chunked flat loop runs (`_flat`)
 _FIELD_GEP = re.compile(
     r"^\s*(%[-\w.$]+) = getelementptr inbounds %__mneme_frame_t, ptr %__mneme_frame, i32 0, i32 (\d+), i32 1$"
 )
@@ -67,6 +68,7 @@ _PER_THREAD_CALL = re.compile(
 )
 _INTRINSIC_CALL = re.compile(r"( call [^@\n]*)@llvm\.nvvm\.read\.ptx\.sreg\.")
 _MARKABLE_CALL = re.compile(r"@(?:llvm\.|__mneme\.nvvm\.read\.ptx\.sreg\.|__mneme_ctx\()")
+_PTR_PARAM = re.compile(r"\bptr\b[^,]*?(%(?!__mneme)[-\w.$]+)\s*(?:,|\)\s*(?:local_unnamed_addr|#|\{|$))")
 
 
 def enabled() -> bool:
@@ -170,6 +172,10 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     points = {0: switch.group(1), **{int(k): label for k, label in _CASE.findall(switch.group(2))}}
     private = any(_PRIVATE.search(line) for line in body)
     markable = {k: not private and _markable(blocks, label) for k, label in points.items()}
+    # intervals that address the kernel's buffers: their flat loops run rows in chunks (`_flat`), so that an
+    # index built from tid.y and tid.x stays contiguous within a vector step
+    buffers = set(_PTR_PARAM.findall(out[span[0]]))
+    chunked = {k for k in markable if markable[k] and _mentions(blocks, points[k], buffers)}
     reads: dict[int, list[int]] = {}
     used: dict[int, str] = {}
     if soa:
@@ -187,7 +193,7 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     proved = frozenset(alike)
     uniform = (reads, used, fields, proved)
     steady = {k: v for k, v in steady.items() if k in markable and v}
-    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady)
+    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady, chunked)
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
     if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
@@ -244,6 +250,21 @@ def _fields_as_arrays(
     return out + lines[end:], slots
 
 
+def _mentions(blocks: list[tuple[str, list[str]]], start: str, names: set[str]) -> bool:
+    """Whether the interval from `start` (to the stops that end it) names one of `names`."""
+    by_label = dict(blocks)
+    seen, todo = {start}, [start]
+    while todo:
+        body = by_label.get(todo.pop(), [])
+        if any(t in names for line in body for t in re.findall(r"%[-\w.$]+", line)):
+            return True
+        for succ in lanes._successors(body[-1]) if body else []:
+            if succ not in seen:
+                seen.add(succ)
+                todo.append(succ)
+    return False
+
+
 def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
     """Whether the interval from `start` (to the returns that end it) may run its threads as parallel lanes."""
     by_label = dict(blocks)
@@ -272,6 +293,7 @@ def _entry(
     flat: bool = False,
     cells: int = 0,
     steady: dict[int, set[int]] | None = None,
+    chunked: set[int] = frozenset(),
 ) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
 
@@ -283,7 +305,7 @@ def _entry(
     `block_uniform`, and those of them proved alike in every thread (`divergence`: not folded). `cells`: how many
     fields the block keeps once (`block_shared`), copied from new to old before every pass. `steady`: point -> the
     stops its interval reaches in every thread alike (`divergence.steady_stops`): its loops fold no resume points
-    (`_steady`).
+    (`_steady`). `chunked`: points whose flat loops run rows in chunks of `CHUNK` threads (`_flat`).
     """
     steady = steady or {}
     reads, used, fields, proved = uniform
@@ -320,6 +342,8 @@ def _entry(
         "  %pow2 = icmp eq i32 %px, 0",
         "  %rows = icmp ugt i32 %nty, 1",
         "  %flat = and i1 %pow2, %rows",
+        f"  %wide = icmp uge i32 %ntx, {CHUNK}",
+        "  %flatc = and i1 %flat, %wide",
         "  %frames = alloca %__mneme_frame_t, i32 %n, align 64",
         *alloc,
         *(f"  %{a}.a = alloca i32, align 8" for a in _FOLDS),
@@ -399,12 +423,19 @@ def _entry(
                 lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields), steady=stops)
                 continue
             metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
-            lines += [f"{name}:", f"  br i1 %flat, label %{name}.f, label %{name}.n"]
-            lines += _flat(f"{name}.f", body, md, soa, steady=stops)
+            if k in chunked:  # one vector step a chunk: neither unrolled first nor interleaved
+                metadata[-1] = f"!{md} = distinct !{{!{md}, !{loop_md + 1}, !{md + 1}, !{md + 2}, !{md + 3}}}"
+                metadata += [
+                    f'!{md + 1} = !{{!"llvm.loop.unroll.disable"}}',
+                    f'!{md + 2} = !{{!"llvm.loop.vectorize.width", i32 {CHUNK}}}',
+                    f'!{md + 3} = !{{!"llvm.loop.interleave.count", i32 1}}',
+                ]
+            lines += [f"{name}:", f"  br i1 %{'flatc' if k in chunked else 'flat'}, label %{name}.f, label %{name}.n"]
+            lines += _flat(f"{name}.f", body, md, soa, steady=stops, chunk=k in chunked)
             lines += _threads(
                 f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields), steady=stops
             )
-            md += 1
+            md += 4
     if (flat or steady) and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
         lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, folded, fields)]
         metadata += [
@@ -512,7 +543,9 @@ def _recount(cell: str) -> list[str]:
     ]
 
 
-def _flat(name: str, body: list[str], loop_md: int, soa: bool, steady: set[int] | None = None) -> list[str]:
+def _flat(
+    name: str, body: list[str], loop_md: int, soa: bool, steady: set[int] | None = None, chunk: bool = False
+) -> list[str]:
     """A loop over the linear index of each z plane of a block of rows of a power-of-two length, around `body`;
     then the census.
 
@@ -523,16 +556,57 @@ def _flat(name: str, body: list[str], loop_md: int, soa: bool, steady: set[int] 
     the entry's many top-level loops kept it from unswitching a uniform branch (a shared cell's test) there, which
     left the loop scalar. No folds in the loop: one reduction per pass (`_census`), not one per row, and none where
     thread 0 stopped at one of the `steady` stops (`_steady`).
+
+    With `chunk` (rows of at least `CHUNK` threads), the loop over the plane runs chunks of `CHUNK` threads of one
+    row, each one vector step: ``tid.y`` is the same in every lane, so an index ``tid.y * W + tid.x`` into a buffer
+    (a 16x16 tile's ``x[(by * 16 + ty) * 1024 + bx * 16 + tx]``) is a contiguous load, not a gather.
     """
     p = name + "."
     inner = [line.replace("{p}", p) for line in body]
     last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
-    return [
+    head = [
         f"{name}:",
         f"  br label %{p}lz",
         f"{p}lz:",
         f"  %{p}z = phi i32 [ 0, %{name} ], [ %{p}z1, %{p}lz.latch ]",
         f"  %{p}zb = mul i32 %{p}z, %nxy",
+    ]
+    tail = [
+        f"{p}lz.latch:",
+        f"  %{p}z1 = add nuw i32 %{p}z, 1",
+        f"  %{p}cz = icmp ult i32 %{p}z1, %ntz",
+        f"  br i1 %{p}cz, label %{p}lz, label %{p + 'st' if steady else 'census'}",
+        *(_steady(p, steady) if steady else []),
+    ]
+    if chunk:
+        return [
+            *head,
+            f"  br label %{p}lc",
+            f"{p}lc:",
+            f"  %{p}c = phi i32 [ 0, %{p}lz ], [ %{p}c1, %{p}lc.latch ]",
+            f"  %{p}y = lshr i32 %{p}c, %sx",
+            f"  %{p}yx = mul i32 %{p}y, %ntx",
+            f"  %{p}xc = sub i32 %{p}c, %{p}yx",
+            f"  br label %{p}lx",
+            f"{p}lx:",
+            f"  %{p}j = phi i32 [ 0, %{p}lc ], [ %{p}j1, %{last or p + 'lx'} ]",
+            f"  %{p}m = add nuw i32 %{p}c, %{p}j",
+            f"  %{p}x = add nuw i32 %{p}xc, %{p}j",
+            f"  %{p}l = add i32 %{p}zb, %{p}m",
+            f"  %{p}fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %{p}l",
+            f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
+            *inner,
+            f"  %{p}j1 = add nuw i32 %{p}j, 1",
+            f"  %{p}cl = icmp ult i32 %{p}j1, {CHUNK}",
+            f"  br i1 %{p}cl, label %{p}lx, label %{p}lc.latch, !llvm.loop !{loop_md}",
+            f"{p}lc.latch:",
+            f"  %{p}c1 = add nuw i32 %{p}c, {CHUNK}",
+            f"  %{p}cc = icmp ult i32 %{p}c1, %nxy",
+            f"  br i1 %{p}cc, label %{p}lc, label %{p}lz.latch",
+            *tail,
+        ]
+    return [
+        *head,
         f"  br label %{p}lx",
         f"{p}lx:",
         f"  %{p}m = phi i32 [ 0, %{p}lz ], [ %{p}m1, %{last or p + 'lx'} ]",
@@ -546,11 +620,7 @@ def _flat(name: str, body: list[str], loop_md: int, soa: bool, steady: set[int] 
         f"  %{p}m1 = add nuw i32 %{p}m, 1",
         f"  %{p}cl = icmp ult i32 %{p}m1, %nxy",
         f"  br i1 %{p}cl, label %{p}lx, label %{p}lz.latch, !llvm.loop !{loop_md}",
-        f"{p}lz.latch:",
-        f"  %{p}z1 = add nuw i32 %{p}z, 1",
-        f"  %{p}cz = icmp ult i32 %{p}z1, %ntz",
-        f"  br i1 %{p}cz, label %{p}lz, label %{p + 'st' if steady else 'census'}",
-        *(_steady(p, steady) if steady else []),
+        *tail,
     ]
 
 
