@@ -80,7 +80,7 @@ def steady_stops(lines: list[str], start: int, end: int, slots: dict[str, tuple[
     that no branch on a value not proved uniform decides, within the interval (control dependence over the
     interval's own blocks, every stop an exit), is reached by every thread or by none: where thread 0 stopped at
     such a stop, so did all threads, and the pass needs no fold of the threads' resume points
-    (`block_steps._steady`). Empty where `uniform_fields` proves nothing.
+    (`block_passes.steady_exit`). Empty where `uniform_fields` proves nothing.
     """
     found = _analyse(lines, start, end, slots)
     if found is None:
