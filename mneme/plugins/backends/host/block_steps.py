@@ -38,7 +38,7 @@ from mneme.plugins.backends.host import (
     retarget,
     steps,
 )
-from mneme.plugins.backends.host.irtext import symbol_ref
+from mneme.plugins.backends.host.irtext import UNMARKED, successors, symbol_ref
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,6 @@ _CTX_DECLARE = re.compile(r"^(declare )(ptr @__mneme_ctx\(\))")
 _FRAME_TYPE = re.compile(r"^%__mneme_frame_t = type (.*)$", re.MULTILINE)
 _SWITCH = re.compile(r"switch i32 %__mneme_resume, label (%[-\w.$]+) \[(.*)\]")
 _CASE = re.compile(r"i32 (\d+), label (%[-\w.$]+)")
-_UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")
 # the kernel's own private memory; reg2mem's slots for one value (not live across a barrier: `steps._live_across`)
 # become registers again once the step function is inlined
 _PRIVATE = re.compile(r"(?<!\.reg2mem)(?<!\.reg2mem\d)(?<!\.reg2mem\d\d)(?<!\.reg2mem\d\d\d) = alloca ")
@@ -213,7 +212,7 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
 
 def _unmarkable_line(line: str) -> bool:
     """Whether `line` keeps a loop over the threads from running them as lanes (see `_markable`)."""
-    if _UNMARKED.search(line) or _PRIVATE.search(line):
+    if UNMARKED.search(line) or _PRIVATE.search(line):
         return True
     call = lanes._CALL.match(line)
     return bool(call and not _MARKABLE_CALL.match(call.group(1) + "("))
@@ -260,7 +259,7 @@ def _mentions(blocks: list[tuple[str, list[str]]], start: str, names: set[str]) 
         body = by_label.get(todo.pop(), [])
         if any(t in names for line in body for t in re.findall(r"%[-\w.$]+", line)):
             return True
-        for succ in lanes._successors(body[-1]) if body else []:
+        for succ in successors(body[-1]) if body else []:
             if succ not in seen:
                 seen.add(succ)
                 todo.append(succ)
@@ -278,7 +277,7 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
         if body is None:
             return False
         lines += body
-        for succ in lanes._successors(body[-1]):
+        for succ in successors(body[-1]):
             if succ not in seen:
                 seen.add(succ)
                 todo.append(succ)

@@ -30,11 +30,8 @@ from __future__ import annotations
 import re
 
 from mneme.plugins.backends.host import steps
+from mneme.plugins.backends.host.irtext import DEF, LABEL_REF, LOCAL, blocks_between
 
-_LABEL = re.compile(r'^([-\w.$]+|"[^"]+"):')
-_LABEL_REF = re.compile(r"label (%[-\w.$]+)")
-_LOCAL = re.compile(r"%[-\w.$]+")
-_DEF = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
 _LOAD = re.compile(r"^load (\S+), ptr (%[-\w.$]+)(,.*)?$")
 _STORE = re.compile(r"^\s*store (\S+) ([^,]+), ptr (%[-\w.$]+)(,.*)?$")
 _ALLOCA = re.compile(r"^alloca ")
@@ -129,13 +126,7 @@ class _Analysis:
 def _analyse(lines: list[str], start: int, end: int, slots: dict[str, tuple[int, str]]) -> _Analysis | None:
     """The divergence analysis of the step function `lines[start:end + 1]` (see the module's docstring); None where
     it proves nothing."""
-    blocks: list[tuple[str, list[str]]] = []
-    for line in lines[start + 1 : end]:
-        m = _LABEL.match(line)
-        if m:
-            blocks.append(("%" + m.group(1), []))
-        elif line.strip() and not line.lstrip().startswith(";") and blocks:
-            blocks[-1][1].append(line)
+    blocks = [(label, [lines[i] for i in idx]) for label, idx in blocks_between(lines, start, end)]
     if len(blocks) < 2 or blocks[0][0] != "%__mneme_dispatch":
         return None
     dispatch, body = blocks[0][1], blocks[1:]
@@ -163,7 +154,7 @@ def _analyse(lines: list[str], start: int, end: int, slots: dict[str, tuple[int,
             else:
                 return None
         elif _terminator(code)[0].lstrip().startswith(("br ", "switch ")):
-            succ[label] = list(dict.fromkeys(_LABEL_REF.findall(" ".join(_terminator(code)))))
+            succ[label] = list(dict.fromkeys(LABEL_REF.findall(" ".join(_terminator(code)))))
             inner[label] = succ[label]
         elif code[-1].strip() == "unreachable":
             succ[label] = inner[label] = []
@@ -180,24 +171,24 @@ def _analyse(lines: list[str], start: int, end: int, slots: dict[str, tuple[int,
     rhs_of: dict[str, str] = {}
     for _, code in blocks:
         for line in code:
-            m = _DEF.match(line)
+            m = DEF.match(line)
             if m:
                 rhs_of[m.group(1)] = m.group(2)
     frame_slots = set(slots)
     private = {
-        name for name in (_DEF.match(ln).group(1) for ln in dispatch if _DEF.match(ln)) if _ALLOCA.match(rhs_of[name])
+        name for name in (DEF.match(ln).group(1) for ln in dispatch if DEF.match(ln)) if _ALLOCA.match(rhs_of[name])
     }
     slot_names = frame_slots | private
     simple = set(slot_names)
     for _, code in body:
         for line in code:
-            for token in set(_LOCAL.findall(line)) & simple:
-                m = _DEF.match(line)
+            for token in set(LOCAL.findall(line)) & simple:
+                m = DEF.match(line)
                 load = m and _LOAD.match(m.group(2))
                 store = _STORE.match(line)
-                if load and load.group(2) == token and _LOCAL.findall(line).count(token) == 1:
+                if load and load.group(2) == token and LOCAL.findall(line).count(token) == 1:
                     continue
-                if store and store.group(3) == token and token not in _LOCAL.findall(store.group(2)):
+                if store and store.group(3) == token and token not in LOCAL.findall(store.group(2)):
                     continue
                 simple.discard(token)  # its address escapes: its value is not known
     divergent_values: set[str] = set()
@@ -229,7 +220,7 @@ def _analyse(lines: list[str], start: int, end: int, slots: dict[str, tuple[int,
                 if (
                     label in divergent_blocks
                     or _FLOAT.search(s.group(1) + " " + value)
-                    or any(t in divergent_values or t in _PER_THREAD or t in slot_names for t in _LOCAL.findall(value))
+                    or any(t in divergent_values or t in _PER_THREAD or t in slot_names for t in LOCAL.findall(value))
                 ):
                     divergent_slots.add(s.group(3))
                     changed = True
@@ -255,9 +246,9 @@ def _condition(code: list[str]) -> list[str]:
     """The values a block's terminator decides on (none for an unconditional branch)."""
     term = " ".join(_terminator(code)).strip()
     if term.startswith("br i1 "):
-        return _LOCAL.findall(term.split(",", 1)[0])
+        return LOCAL.findall(term.split(",", 1)[0])
     if term.startswith("switch "):
-        return _LOCAL.findall(term.split(",", 1)[0])
+        return LOCAL.findall(term.split(",", 1)[0])
     return []
 
 
@@ -268,7 +259,7 @@ def _bad_constant(code: list[str]) -> bool:
 
 def _uniform_rhs(rhs: str, divergent: set[str], divergent_slots: set[str], slots: set[str]) -> bool:
     op = rhs.split(None, 1)[0]
-    operands = _LOCAL.findall(rhs)
+    operands = LOCAL.findall(rhs)
     if any(t in divergent or t in _PER_THREAD for t in operands):
         return False
     if op == "load":
