@@ -326,7 +326,8 @@ def main() -> int:
             "`block steps, lanes`: frames one "
             "array per field, values recomputed after barriers, pauses before atomic tails, yields at loop headers, "
             "pass-start values alike in every thread read once, fields proved alike in every thread kept once per "
-            "block (docs/design/internals.md)."
+            "block, no fold of the resume points where thread 0's stop is every thread's, passes that address the "
+            "kernel's buffers run in chunks of 16 threads of a row (docs/design/internals.md)."
         ),
         "",
         (

@@ -19,10 +19,10 @@ from __future__ import annotations
 import re
 from collections import deque
 
-from mneme.plugins.backends.host import intervals, steps
+from mneme.plugins.backends.host import steps
+from mneme.plugins.backends.host.irtext import LABEL_REF, blocks_between
 
 CELLS = "%__mneme_cells"  # the step function's parameter: 2 i64 cells per shared field (new, old)
-_LABEL_REF = re.compile(r"label (%[-\w.$]+)")
 _LOAD = re.compile(r"^\s*%[-\w.$]+ = load \S+, ptr (%[-\w.$]+)(,.*)?$")
 _STORE = re.compile(r"^\s*store \S+ [^,]+, ptr (%[-\w.$]+)(,.*)?$")
 _SCALAR = re.compile(r"^(?:i1|i8|i16|i32|i64|ptr)$")
@@ -42,7 +42,7 @@ def share(
     }
     if not names:
         return lines, [], slots
-    blocks = intervals.blocks_between(lines, start, end)
+    blocks = blocks_between(lines, start, end)
     switch = " ".join(lines[i] for i in blocks[0][1]) if blocks else ""
     default = re.search(r"switch i32 %__mneme_resume, label (%[-\w.$]+)", switch)
     if default is None:
@@ -53,7 +53,7 @@ def share(
     points = [default.group(1), *cases.values()]
     by_label = dict(blocks[1:])
     succ = {
-        label: [s for s in _LABEL_REF.findall(" ".join(lines[i] for i in idx)) if s in by_label]
+        label: [s for s in LABEL_REF.findall(" ".join(lines[i] for i in idx)) if s in by_label]
         for label, idx in blocks[1:]
     }
     reads: dict[int, str] = {}  # line of a load -> "old" or "new"

@@ -30,6 +30,7 @@ from mneme.core import envvars
 from mneme.plugins.backends.host import (
     accesses,
     block_loop,
+    block_passes,
     block_shared,
     block_uniform,
     divergence,
@@ -37,7 +38,7 @@ from mneme.plugins.backends.host import (
     retarget,
     steps,
 )
-from mneme.plugins.backends.host.irtext import symbol_ref
+from mneme.plugins.backends.host.irtext import UNMARKED, successors, symbol_ref
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 UNIFORM_ENV = "MNEME_HOST_BLOCK_UNIFORM"
 FLAT_ENV = "MNEME_HOST_BLOCK_FLAT"
 #: a build-cache key: another form is another build product
-VERSION = "4"
+VERSION = "5"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
 # step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
 # (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
@@ -58,7 +59,6 @@ _CTX_DECLARE = re.compile(r"^(declare )(ptr @__mneme_ctx\(\))")
 _FRAME_TYPE = re.compile(r"^%__mneme_frame_t = type (.*)$", re.MULTILINE)
 _SWITCH = re.compile(r"switch i32 %__mneme_resume, label (%[-\w.$]+) \[(.*)\]")
 _CASE = re.compile(r"i32 (\d+), label (%[-\w.$]+)")
-_UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")
 # the kernel's own private memory; reg2mem's slots for one value (not live across a barrier: `steps._live_across`)
 # become registers again once the step function is inlined
 _PRIVATE = re.compile(r"(?<!\.reg2mem)(?<!\.reg2mem\d)(?<!\.reg2mem\d\d)(?<!\.reg2mem\d\d\d) = alloca ")
@@ -67,6 +67,7 @@ _PER_THREAD_CALL = re.compile(
 )
 _INTRINSIC_CALL = re.compile(r"( call [^@\n]*)@llvm\.nvvm\.read\.ptx\.sreg\.")
 _MARKABLE_CALL = re.compile(r"@(?:llvm\.|__mneme\.nvvm\.read\.ptx\.sreg\.|__mneme_ctx\()")
+_PTR_PARAM = re.compile(r"\bptr\b[^,]*?(%(?!__mneme)[-\w.$]+)\s*(?:,|\)\s*(?:local_unnamed_addr|#|\{|$))")
 
 
 def enabled() -> bool:
@@ -96,8 +97,8 @@ def flat_enabled() -> bool:
     """Whether blocks of rows of a power-of-two length run each pass as one loop per plane (``MNEME_HOST_BLOCK_FLAT``,
     default on).
 
-    On: the lanes loops get a copy over the linear index of each z plane (`_flat`), chosen at run time for such
-    blocks (16x16 tiles), so a pass vectorizes across rows instead of one short loop per row.
+    On: the lanes loops get a copy over the linear index of each z plane (`block_passes.flat`), chosen at run time
+    for such blocks (16x16 tiles), so a pass vectorizes across rows instead of one short loop per row.
     """
     return (envvars.get(FLAT_ENV) or "1") not in ("0", "off", "no", "false")
 
@@ -150,10 +151,12 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     fields = accesses.split_operands(frame.group(1).strip()[1:-1])
     slots: dict[str, tuple[int, str]] = {}
     alike: set[int] = set()
+    steady: dict[int, set[int]] = {}
     if soa:
         out, slots = _fields_as_arrays(out, *span, fields)
         span = steps._function_span(out, kernel_name)
         alike = divergence.uniform_fields(out, *span, slots) if uniform_enabled() else set()
+        steady = divergence.steady_stops(out, *span, slots) if uniform_enabled() else {}
     shared: list[int] = []
     if alike:  # kept once per block where the step function allows (`block_shared`)
         out, shared, slots = block_shared.share(out, *span, slots, alike)
@@ -168,23 +171,30 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     points = {0: switch.group(1), **{int(k): label for k, label in _CASE.findall(switch.group(2))}}
     private = any(_PRIVATE.search(line) for line in body)
     markable = {k: not private and _markable(blocks, label) for k, label in points.items()}
+    # intervals that address the kernel's buffers: their flat loops run rows in chunks (`block_passes.flat`), so that an
+    # index built from tid.y and tid.x stays contiguous within a vector step
+    buffers = set(_PTR_PARAM.findall(out[span[0]]))
+    chunked = {k for k in markable if markable[k] and _mentions(blocks, points[k], buffers)}
     reads: dict[int, list[int]] = {}
     used: dict[int, str] = {}
     if soa:
         out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable})
         # proved alike: read at barriers only (a pause's or yield's threads may be at different iterations)
-        alike = alike & {k for k in used if all(p > 0 and not p & _STOPS for p, ks in reads.items() if k in ks)}
+        alike = alike & {
+            k for k in used if all(p > 0 and not p & block_passes.STOPS for p, ks in reads.items() if k in ks)
+        }
         reads = {k: f for k, f in reads.items() if markable[k]}  # a loop run thread after thread gains nothing
     lanes_loops = sum(markable.values())
     if len(body) * lanes_loops * 2 * (2 if reads else 1) > MAX_COPY_LINES:
         reads = {}
     # shared cells: LLVM keeps them in registers across a flat loop and vectorizes it only once it unswitched the
-    # uniform branches, which it does in a loop that is its parent's only child (`_flat`'s loop over the planes)
+    # uniform branches, which it does in a loop that is its parent's only child (`block_passes.flat`: its plane loop)
     flat = soa and flat_enabled() and len(body) * lanes_loops * 2 * (2 if reads else 1) <= MAX_COPY_LINES
     next_md = max((int(m) for m in re.findall(r"!(\d+)\b", stepped)), default=0) + 1
     proved = frozenset(alike)
     uniform = (reads, used, fields, proved)
-    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, uniform, flat, len(shared))
+    steady = {k: v for k, v in steady.items() if k in markable and v}
+    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady, chunked)
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
     if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
@@ -202,7 +212,7 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
 
 def _unmarkable_line(line: str) -> bool:
     """Whether `line` keeps a loop over the threads from running them as lanes (see `_markable`)."""
-    if _UNMARKED.search(line) or _PRIVATE.search(line):
+    if UNMARKED.search(line) or _PRIVATE.search(line):
         return True
     call = lanes._CALL.match(line)
     return bool(call and not _MARKABLE_CALL.match(call.group(1) + "("))
@@ -241,6 +251,21 @@ def _fields_as_arrays(
     return out + lines[end:], slots
 
 
+def _mentions(blocks: list[tuple[str, list[str]]], start: str, names: set[str]) -> bool:
+    """Whether the interval from `start` (to the stops that end it) names one of `names`."""
+    by_label = dict(blocks)
+    seen, todo = {start}, [start]
+    while todo:
+        body = by_label.get(todo.pop(), [])
+        if any(t in names for line in body for t in re.findall(r"%[-\w.$]+", line)):
+            return True
+        for succ in successors(body[-1]) if body else []:
+            if succ not in seen:
+                seen.add(succ)
+                todo.append(succ)
+    return False
+
+
 def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
     """Whether the interval from `start` (to the returns that end it) may run its threads as parallel lanes."""
     by_label = dict(blocks)
@@ -252,7 +277,7 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
         if body is None:
             return False
         lines += body
-        for succ in lanes._successors(body[-1]):
+        for succ in successors(body[-1]):
             if succ not in seen:
                 seen.add(succ)
                 todo.append(succ)
@@ -260,18 +285,31 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
 
 
 def _entry(
-    kernel_name: str, params, markable: dict[int, bool], md: int, soa: bool, uniform, flat: bool = False, cells: int = 0
+    kernel_name: str,
+    params,
+    markable: dict[int, bool],
+    md: int,
+    soa: bool,
+    uniform,
+    flat: bool = False,
+    cells: int = 0,
+    steady: dict[int, set[int]] | None = None,
+    chunked: set[int] = frozenset(),
 ) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
 
-    Every loop over the threads keeps the least and the greatest resume point its threads stored (`_threads`),
-    so the next pass knows without a scan whether all threads resume at one point; with pauses, also the first
-    and last paused thread and the greatest point of the others: the paused threads run their tails (`drain`,
-    in thread order) before any thread passes a barrier, and all of them return. `uniform`: (the frame fields
+    Every loop over the threads keeps the least and the greatest resume point its threads stored
+    (`block_passes.threads`), so the next pass knows without a scan whether all threads resume at one point; with
+    pauses, also the first and last paused thread and the greatest point of the others: the paused threads run their
+    tails (`block_passes.drain`, in thread order) before any thread passes a barrier, and all of them return. `uniform`: (the frame fields
     each point's interval reads at their pass-start values, their value types, the frame's field types), see
     `block_uniform`, and those of them proved alike in every thread (`divergence`: not folded). `cells`: how many
-    fields the block keeps once (`block_shared`), copied from new to old before every pass.
+    fields the block keeps once (`block_shared`), copied from new to old before every pass. `steady`: point -> the
+    stops its interval reaches in every thread alike (`divergence.steady_stops`): its loops fold no resume points
+    (`block_passes.steady_exit`). `chunked`: points whose flat loops run rows in chunks of `block_passes.CHUNK`
+    threads (`block_passes.flat`).
     """
+    steady = steady or {}
     reads, used, fields, proved = uniform
     folded = {k: t for k, t in used.items() if k not in proved}
     alloc, copy = block_shared.entry_lines(list(range(cells)))
@@ -285,7 +323,7 @@ def _entry(
         else "ptr %{p}fp, i32 %{p}r{snap}"
     )
     call = f"  call void {kernel}({args}{sep}i32 %{{p}}x, i32 %{{p}}y, i32 %{{p}}z, i32 %{{p}}l, i32 %bx, {frame})"
-    pauses = any(k & _STOPS for k in markable)
+    pauses = any(k & block_passes.STOPS for k in markable)
     yields = any(k & steps.YIELD_BIT for k in markable)
     plain = call.replace("{snap}", block_uniform.arguments(None, used, []) if used else "")
     cell = "i32" if soa else "%__mneme_frame_t"
@@ -299,16 +337,18 @@ def _entry(
         "  %nxy = mul i32 %ntx, %nty",
         "  %n = mul i32 %nxy, %ntz",
         "  %n64 = zext i32 %n to i64",
-        # a block of rows whose length is a power of two runs its lanes loops over the linear index (`_flat`)
+        # a block of rows whose length is a power of two runs its lanes loops over the linear index (`block_passes`)
         "  %mx = add i32 %ntx, -1",
         "  %sx = call i32 @llvm.cttz.i32(i32 %ntx, i1 true)",
         "  %px = and i32 %ntx, %mx",
         "  %pow2 = icmp eq i32 %px, 0",
         "  %rows = icmp ugt i32 %nty, 1",
         "  %flat = and i1 %pow2, %rows",
+        f"  %wide = icmp uge i32 %ntx, {block_passes.CHUNK}",
+        "  %flatc = and i1 %flat, %wide",
         "  %frames = alloca %__mneme_frame_t, i32 %n, align 64",
         *alloc,
-        *(f"  %{a}.a = alloca i32, align 8" for a in _FOLDS),
+        *(f"  %{a}.a = alloca i32, align 8" for a in block_passes.FOLDS),
         *block_uniform.fold_setup(used, fields, proved),
         "  br label %init",
         "init:",
@@ -342,7 +382,7 @@ def _entry(
     lines += [f"  switch i32 %u, label %mixed [ i32 -1, label %done {cases} ]"]
     metadata: list[str] = []
     # each thread with its own point, in thread order (the runtime's pass)
-    lines += _threads(
+    lines += block_passes.threads(
         "mixed",
         [
             "  %{p}r = load i32, ptr %{p}rp, align 4",
@@ -359,7 +399,7 @@ def _entry(
         fields=(folded, fields),
     )
     if pauses:
-        lines += _drain(plain, cell, block_uniform.unknown(folded), yields)
+        lines += block_passes.drain(plain, cell, block_uniform.unknown(folded), yields)
     for k in sorted(markable):
         at = call.replace("%{p}r,", f"{k},").replace("%{p}r{snap}", f"{k}{{snap}}")
         loops = [(f"at{k}", block_uniform.arguments(None, used, []) if used else "")]
@@ -380,331 +420,35 @@ def _entry(
                 ]
                 tag = f", !llvm.access.group !{group}"
             body = [at.replace("{snap}", snap) + tag]
+            stops = steady.get(k) if soa else None
             if loop_md is None or not flat:
-                lines += _threads(name, body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields))
+                lines += block_passes.threads(
+                    name, body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields), steady=stops
+                )
                 continue
             metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
-            lines += [f"{name}:", f"  br i1 %flat, label %{name}.f, label %{name}.n"]
-            lines += _flat(f"{name}.f", body, md, soa)
-            lines += _threads(f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields))
-            md += 1
-    if flat and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
-        lines += [line.replace("{CENSUS_MD}", str(md)) for line in _census(cell, pauses, folded, fields)]
+            if k in chunked:  # one vector step a chunk: neither unrolled first nor interleaved
+                metadata[-1] = f"!{md} = distinct !{{!{md}, !{loop_md + 1}, !{md + 1}, !{md + 2}, !{md + 3}}}"
+                metadata += [
+                    f'!{md + 1} = !{{!"llvm.loop.unroll.disable"}}',
+                    f'!{md + 2} = !{{!"llvm.loop.vectorize.width", i32 {block_passes.CHUNK}}}',
+                    f'!{md + 3} = !{{!"llvm.loop.interleave.count", i32 1}}',
+                ]
+            lines += [f"{name}:", f"  br i1 %{'flatc' if k in chunked else 'flat'}, label %{name}.f, label %{name}.n"]
+            lines += block_passes.flat(f"{name}.f", body, md, soa, steady=stops, chunk=k in chunked)
+            lines += block_passes.threads(
+                f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields), steady=stops
+            )
+            md += 4
+    if (flat or steady) and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
+        lines += [line.replace("{CENSUS_MD}", str(md)) for line in block_passes.census(cell, pauses, folded, fields)]
         metadata += [
             f"!{md} = distinct !{{!{md}, !{md + 1}}}",
             f'!{md + 1} = !{{!"llvm.loop.interleave.count", i32 1}}',
             f"!{md + 2} = distinct !{{!{md + 2}, !{md + 1}}}",
         ]
         if pauses:
-            metadata += _paused_census(cell, str(md + 2))
+            metadata += block_passes.paused_census(cell, str(md + 2))
         md += 3
     lines += ["done:", "  ret void", "}"]
     return "\n".join(lines), metadata
-
-
-# what the loops over the threads fold their threads' resume points into: least and greatest (lo, hi); with
-# pauses, the first and last paused thread (pf, pt) and the greatest point of the others (hn)
-_FOLDS = ("lo", "hi", "pf", "pt", "hn")
-_FOLD_OPS = {
-    "lo": ("smin", 0x7FFFFFFF),
-    "hi": ("smax", -0x80000000),
-    "pf": ("smin", 0x7FFFFFFF),
-    "pt": ("smax", -1),
-    "hn": ("smax", -1),
-}
-_STOPS = steps.PAUSE_BIT | steps.YIELD_BIT  # points a thread stops at between barriers (pauses and yields)
-
-
-def _drain(call: str, cell: str, unknown: list[str], yields: bool) -> list[str]:
-    """The paused threads, first to last in thread order, each to its return; then on to ``drained``.
-
-    With `yields`, a thread stopped at a loop's header runs to its next stop, which may be another: the
-    threads' points are then counted again (``recount``) and the pass starts over."""
-    p = "drain."
-    return [
-        "drain:",
-        "  %drain.first = load i32, ptr %pf.a, align 4",
-        "  %drain.last = load i32, ptr %pt.a, align 4",
-        "  %drain.hn = load i32, ptr %hn.a, align 4",
-        "  %drain.none = icmp sgt i32 %drain.first, %drain.last",
-        "  br i1 %drain.none, label %mixed, label %drain.lx",
-        "drain.lx:",
-        "  %drain.l = phi i32 [ %drain.first, %drain ], [ %drain.l1, %drain.next ]",
-        f"  %drain.rp = getelementptr inbounds {cell}, ptr %frames, i32 %drain.l",
-        "  %drain.fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %drain.l",
-        "  %drain.r = load i32, ptr %drain.rp, align 4",
-        f"  %drain.pb = and i32 %drain.r, {_STOPS}",
-        "  %drain.pz = icmp ne i32 %drain.pb, 0",
-        "  %drain.live = icmp ne i32 %drain.r, -1",
-        "  %drain.on = and i1 %drain.pz, %drain.live",
-        "  br i1 %drain.on, label %drain.call, label %drain.next",
-        "drain.call:",
-        "  %drain.x = urem i32 %drain.l, %ntx",
-        "  %drain.q = udiv i32 %drain.l, %ntx",
-        "  %drain.y = urem i32 %drain.q, %nty",
-        "  %drain.z = udiv i32 %drain.q, %nty",
-        call.replace("{p}", p),
-        "  br label %drain.next",
-        "drain.next:",
-        "  %drain.l1 = add nsw i32 %drain.l, 1",
-        "  %drain.more = icmp sle i32 %drain.l1, %drain.last",
-        "  br i1 %drain.more, label %drain.lx, label %drain.done",
-        "drain.done:",
-        *unknown,  # the folds of field values cover only the threads a loop ran
-        *(
-            _recount(cell)
-            if yields
-            else [  # every paused thread returned; the others kept their points
-                "  store i32 -1, ptr %lo.a, align 4",
-                "  store i32 %drain.hn, ptr %hi.a, align 4",
-                "  br label %drained",
-            ]
-        ),
-    ]
-
-
-def _recount(cell: str) -> list[str]:
-    """Every thread's point folded again (`_FOLDS`), thread by thread; then back to ``pass``."""
-    lines = [
-        *(f"  store i32 {ident}, ptr %{f}.a, align 4" for f, (_, ident) in _FOLD_OPS.items()),
-        "  br label %recount",
-        "recount:",
-        "  %rc.l = phi i32 [ 0, %drain.done ], [ %rc.l1, %recount ]",
-        f"  %rc.p = getelementptr inbounds {cell}, ptr %frames, i32 %rc.l",
-        "  %rc.r = load i32, ptr %rc.p, align 4",
-        f"  %rc.sb = and i32 %rc.r, {_STOPS}",
-        "  %rc.sz = icmp ne i32 %rc.sb, 0",
-        "  %rc.live = icmp ne i32 %rc.r, -1",
-        "  %rc.stop = and i1 %rc.sz, %rc.live",
-        f"  %rc.pf = select i1 %rc.stop, i32 %rc.l, i32 {0x7FFFFFFF}",
-        "  %rc.pt = select i1 %rc.stop, i32 %rc.l, i32 -1",
-        "  %rc.hv = select i1 %rc.stop, i32 -1, i32 %rc.r",
-    ]
-    values = {"lo": "%rc.r", "hi": "%rc.r", "pf": "%rc.pf", "pt": "%rc.pt", "hn": "%rc.hv"}
-    for f, (op, _) in _FOLD_OPS.items():
-        lines += [
-            f"  %rc.{f}0 = load i32, ptr %{f}.a, align 4",
-            f"  %rc.{f}1 = call i32 @llvm.{op}.i32(i32 %rc.{f}0, i32 {values[f]})",
-            f"  store i32 %rc.{f}1, ptr %{f}.a, align 4",
-        ]
-    return [
-        *lines,
-        "  %rc.l1 = add nuw i32 %rc.l, 1",
-        "  %rc.more = icmp ult i32 %rc.l1, %n",
-        "  br i1 %rc.more, label %recount, label %pass",
-    ]
-
-
-def _flat(name: str, body: list[str], loop_md: int, soa: bool) -> list[str]:
-    """A loop over the linear index of each z plane of a block of rows of a power-of-two length, around `body`;
-    then the census.
-
-    ``tid.y`` is the plane's index shifted right, ``tid.x`` the index less ``tid.y * ntid.x`` (not a mask: the
-    kernel's ``tid.y * ntid.x + tid.x`` folds back to the index, so a 16x16 tile's accesses by linear thread
-    stay contiguous across its rows). The threads run in the nested loops' order. The loop over the planes makes
-    the flat loop its parent's only child: LLVM's unswitching scales its cost by the number of sibling loops, and
-    the entry's many top-level loops kept it from unswitching a uniform branch (a shared cell's test) there, which
-    left the loop scalar. No folds in the loop: one reduction per pass (`_census`), not one per row.
-    """
-    p = name + "."
-    inner = [line.replace("{p}", p) for line in body]
-    last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
-    return [
-        f"{name}:",
-        f"  br label %{p}lz",
-        f"{p}lz:",
-        f"  %{p}z = phi i32 [ 0, %{name} ], [ %{p}z1, %{p}lz.latch ]",
-        f"  %{p}zb = mul i32 %{p}z, %nxy",
-        f"  br label %{p}lx",
-        f"{p}lx:",
-        f"  %{p}m = phi i32 [ 0, %{p}lz ], [ %{p}m1, %{last or p + 'lx'} ]",
-        f"  %{p}y = lshr i32 %{p}m, %sx",
-        f"  %{p}yx = mul i32 %{p}y, %ntx",
-        f"  %{p}x = sub i32 %{p}m, %{p}yx",
-        f"  %{p}l = add i32 %{p}zb, %{p}m",
-        f"  %{p}fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %{p}l",
-        f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
-        *inner,
-        f"  %{p}m1 = add nuw i32 %{p}m, 1",
-        f"  %{p}cl = icmp ult i32 %{p}m1, %nxy",
-        f"  br i1 %{p}cl, label %{p}lx, label %{p}lz.latch, !llvm.loop !{loop_md}",
-        f"{p}lz.latch:",
-        f"  %{p}z1 = add nuw i32 %{p}z, 1",
-        f"  %{p}cz = icmp ult i32 %{p}z1, %ntz",
-        f"  br i1 %{p}cz, label %{p}lz, label %census",
-    ]
-
-
-def _census(cell: str, pauses: bool, used: dict[int, str], fields: list[str]) -> list[str]:
-    """``census:`` one loop over every thread folding the least and greatest resume point and the `used` fields'
-    least and greatest values (`block_uniform.fold_specs`), after a `_flat` loop; then back to ``pass``.
-
-    With pauses, the first and last paused thread and the greatest point of the others (the other `_FOLDS`) are
-    folded by a second loop only where the points differ: ``pass`` reads them (``drain``) only then."""
-    p = "census."
-    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{p}rr") for f in _FOLDS[:2]]
-    specs += block_uniform.fold_specs(used, p)
-    lines = _census_loop("census", cell, specs, [*block_uniform.fold_values(used, fields, p, "")], "{CENSUS_MD}")
-    if not pauses:
-        return [*lines, "  br label %pass"]
-    q = "census.p."
-    values = {"pf": "pf", "pt": "pt", "hn": "hv"}
-    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{q}{values[f]}") for f in _FOLDS[2:]]
-    return [
-        *lines,
-        "  %census.lo = load i32, ptr %lo.a, align 8",
-        "  %census.hi = load i32, ptr %hi.a, align 8",
-        "  %census.same = icmp eq i32 %census.lo, %census.hi",
-        "  br i1 %census.same, label %pass, label %census.p",
-        "census.p:",
-        f"  %census.p.all = call {_PAUSED_T} @{PAUSED_CENSUS}(ptr %frames, i32 %n)",
-        *(
-            line
-            for j, f in enumerate(_FOLDS[2:])
-            for line in (
-                f"  %census.p.{f} = extractvalue {_PAUSED_T} %census.p.all, {j}",
-                f"  store i32 %census.p.{f}, ptr %{f}.a, align 8",
-            )
-        ),
-        "  br label %pass",
-    ]
-
-
-PAUSED_CENSUS = "__mneme_paused_census"
-_PAUSED_T = "{ i32, i32, i32 }"
-
-
-def _paused_census(cell: str, md: str) -> list[str]:
-    """``@__mneme_paused_census(frames, n)``: the first and last paused thread and the greatest point of the others.
-
-    A function of its own, not inlined: a loop in the entry that 1D blocks never run made their passes slower
-    (what LLVM keeps in registers across the pass loop)."""
-    q = "census.p."
-    values = {"pf": "pf", "pt": "pt", "hn": "hv"}
-    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{q}{values[f]}") for f in _FOLDS[2:]]
-    loop = _census_loop("census.p", cell, specs, _paused(q), md)
-    loop[0] = "census.p:"
-    return [
-        f"define internal {_PAUSED_T} @{PAUSED_CENSUS}(ptr %frames, i32 %n) noinline {{",
-        "entry:",
-        *(f"  %{f}.a = alloca i32, align 8" for f in _FOLDS[2:]),
-        "  br label %census.p",
-        *loop,
-        *(f"  %r.{f} = load i32, ptr %{f}.a, align 8" for f in _FOLDS[2:]),
-        f"  %r0 = insertvalue {_PAUSED_T} poison, i32 %r.pf, 0",
-        f"  %r1 = insertvalue {_PAUSED_T} %r0, i32 %r.pt, 1",
-        f"  %r2 = insertvalue {_PAUSED_T} %r1, i32 %r.hn, 2",
-        f"  ret {_PAUSED_T} %r2",
-        "}",
-    ]
-
-
-def _paused(p: str) -> list[str]:
-    """Lines after thread ``%{p}l`` ran (its point ``%{p}rr``): what it adds to the folds of the first and last
-    paused thread (``%{p}pf``, ``%{p}pt``) and of the greatest point of the others (``%{p}hv``)."""
-    return [
-        f"  %{p}pb = and i32 %{p}rr, {_STOPS}",
-        f"  %{p}pz = icmp ne i32 %{p}pb, 0",
-        f"  %{p}live = icmp ne i32 %{p}rr, -1",
-        f"  %{p}pp = and i1 %{p}pz, %{p}live",
-        f"  %{p}pf = select i1 %{p}pp, i32 %{p}l, i32 {0x7FFFFFFF}",
-        f"  %{p}pt = select i1 %{p}pp, i32 %{p}l, i32 -1",
-        f"  %{p}hv = select i1 %{p}pp, i32 -1, i32 %{p}rr",
-    ]
-
-
-def _census_loop(name: str, cell: str, specs: list[tuple[str, str, str, int, str]], values: list[str], md: str):
-    """A loop over every thread (``%{name}.l``, its point ``%{name}.rr``) folding `specs` from `values`' lines;
-    it ends in ``{name}.done:``, to which the caller adds the branch on."""
-    p = name + "."
-    lines = [f"{name}:", *(f"  store {w} {ident}, ptr %{c}.a, align 8" for c, w, _, ident, _ in specs)]
-    lines += [
-        f"  br label %{p}lx",
-        f"{p}lx:",
-        f"  %{p}l = phi i32 [ 0, %{name} ], [ %{p}l1, %{p}lx ]",
-        f"  %{p}rp = getelementptr inbounds {cell}, ptr %frames, i32 %{p}l",
-        f"  %{p}rr = load i32, ptr %{p}rp, align 4",
-        *values,
-    ]
-    for c, w, op, _, value in specs:
-        lines += [
-            f"  %{p}o.{c} = load {w}, ptr %{c}.a, align 8",
-            f"  %{p}n.{c} = call {w} @llvm.{op}.{w}({w} %{p}o.{c}, {w} {value})",
-            f"  store {w} %{p}n.{c}, ptr %{c}.a, align 8",
-        ]
-    return [
-        *lines,
-        f"  %{p}l1 = add nuw i32 %{p}l, 1",
-        f"  %{p}more = icmp ult i32 %{p}l1, %n",
-        f"  br i1 %{p}more, label %{p}lx, label %{p}done, !llvm.loop !{md}",
-        f"{p}done:",
-    ]
-
-
-def _threads(
-    name: str,
-    body: list[str],
-    loop_md: int | None,
-    soa: bool,
-    tag: str = "",
-    pauses: bool = False,
-    fields: tuple[dict[int, str], list[str]] = ({}, []),
-) -> list[str]:
-    """A loop over the block's threads (z, y, x; x innermost) around `body`, then back to ``pass``.
-
-    In `body`, ``{p}`` stands for the loop's prefix: ``%{p}x`` etc. are the thread's index, ``%{p}fp`` its frame,
-    ``%{p}rp`` its resume point. After `body`, the loop folds the thread's resume point into its least and greatest
-    (``%lo.a``, ...), and the values of the frame fields `fields` names (`block_uniform.fold_specs`), with
-    `tag` (the loop's access group) on those accesses.
-    """
-    p = name + "."
-    inner = [line.replace("{p}", p) for line in body]
-    last = inner[-1].strip().endswith(":") and inner[-1].strip()[:-1]
-    tail = f", !llvm.loop !{loop_md}" if loop_md is not None else ""
-    names = _FOLDS if pauses else _FOLDS[:2]
-    values = {"lo": "rr", "hi": "rr", "pf": "pf", "pt": "pt", "hn": "hv"}
-    specs = [(f, "i32", _FOLD_OPS[f][0], _FOLD_OPS[f][1], f"%{p}{values[f]}") for f in names]
-    specs += block_uniform.fold_specs(fields[0], p)
-    start, fold = [], []
-    for cell, w, op, ident, value in specs:
-        start.append(f"  store {w} {ident}, ptr %{cell}.a, align 8")
-        fold += [
-            f"  %{p}o.{cell} = load {w}, ptr %{cell}.a, align 8{tag}",
-            f"  %{p}n.{cell} = call {w} @llvm.{op}.{w}({w} %{p}o.{cell}, {w} {value})",
-            f"  store {w} %{p}n.{cell}, ptr %{cell}.a, align 8{tag}",
-        ]
-    return [
-        f"{name}:",
-        *start,
-        f"  br label %{p}lz",
-        f"{p}lz:",
-        f"  %{p}z = phi i32 [ 0, %{name} ], [ %{p}z1, %{p}lz.latch ]",
-        f"  br label %{p}ly",
-        f"{p}ly:",
-        f"  %{p}y = phi i32 [ 0, %{p}lz ], [ %{p}y1, %{p}ly.latch ]",
-        f"  %{p}zy = mul i32 %{p}z, %nty",
-        f"  %{p}zyy = add i32 %{p}zy, %{p}y",
-        f"  %{p}row = mul i32 %{p}zyy, %ntx",
-        f"  br label %{p}lx",
-        f"{p}lx:",
-        f"  %{p}x = phi i32 [ 0, %{p}ly ], [ %{p}x1, %{last or p + 'lx'} ]",
-        f"  %{p}l = add i32 %{p}row, %{p}x",
-        f"  %{p}fp = getelementptr inbounds %__mneme_frame_t, ptr %frames, i32 %{p}l",
-        f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
-        *inner,
-        f"  %{p}rr = load i32, ptr %{p}rp, align 4{tag}",
-        *(_paused(p) if pauses else []),
-        *block_uniform.fold_values(*fields, p, tag),
-        *fold,
-        f"  %{p}x1 = add nuw i32 %{p}x, 1",
-        f"  %{p}cx = icmp ult i32 %{p}x1, %ntx",
-        f"  br i1 %{p}cx, label %{p}lx, label %{p}ly.latch{tail}",
-        f"{p}ly.latch:",
-        f"  %{p}y1 = add nuw i32 %{p}y, 1",
-        f"  %{p}cy = icmp ult i32 %{p}y1, %nty",
-        f"  br i1 %{p}cy, label %{p}ly, label %{p}lz.latch",
-        f"{p}lz.latch:",
-        f"  %{p}z1 = add nuw i32 %{p}z, 1",
-        f"  %{p}cz = icmp ult i32 %{p}z1, %ntz",
-        f"  br i1 %{p}cz, label %{p}lz, label %pass",
-    ]

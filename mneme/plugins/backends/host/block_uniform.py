@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 from collections import deque
 
-_LABEL_REF = re.compile(r"label (%[-\w.$]+)")
+from mneme.plugins.backends.host.irtext import LABEL_REF, blocks_between
+
 _SCALAR = re.compile(r"^(?:i1|i8|i16|i32|i64|ptr)$")  # compared as integers (a float is left alone)
 AT = "%__mneme_snap_at"  # the interval whose first values the parameters hold; -2: none
 NONE = -2
@@ -38,15 +39,9 @@ def snapshot_loads(
     scalar = {name: (k, field_value_type(f)) for name, (k, f) in slots.items() if _SCALAR.match(field_value_type(f))}
     if not scalar:
         return lines, {}, {}
-    blocks: list[tuple[str, list[int]]] = []
-    for i in range(start + 1, end):
-        m = re.match(r'^([-\w.$]+|"[^"]+"):', lines[i])
-        if m:
-            blocks.append(("%" + m.group(1), []))
-        elif lines[i].strip() and blocks:
-            blocks[-1][1].append(i)
+    blocks = blocks_between(lines, start, end)
     by_label = dict(blocks)
-    succ = {label: _LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
+    succ = {label: LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
     load = re.compile(r"^\s*(%[-\w.$]+) = load (\S+), ptr (%[-\w.$]+)(,.*)?$")
     store = re.compile(r"^\s*store \S+ [^,]+, ptr (%[-\w.$]+)(,.*)?$")
     first: dict[int, set[int]] = {}  # line of a load -> the points at whose pass start it reads

@@ -30,11 +30,8 @@ from __future__ import annotations
 import re
 
 from mneme.plugins.backends.host import steps
+from mneme.plugins.backends.host.irtext import DEF, LABEL_REF, LOCAL, blocks_between
 
-_LABEL = re.compile(r'^([-\w.$]+|"[^"]+"):')
-_LABEL_REF = re.compile(r"label (%[-\w.$]+)")
-_LOCAL = re.compile(r"%[-\w.$]+")
-_DEF = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
 _LOAD = re.compile(r"^load (\S+), ptr (%[-\w.$]+)(,.*)?$")
 _STORE = re.compile(r"^\s*store (\S+) ([^,]+), ptr (%[-\w.$]+)(,.*)?$")
 _ALLOCA = re.compile(r"^alloca ")
@@ -66,27 +63,88 @@ def uniform_fields(lines: list[str], start: int, end: int, slots: dict[str, tupl
     name to (field index, field type). Empty where nothing is proved (a barrier some threads may skip, a loop
     no path leaves, a construct not understood).
     """
-    blocks: list[tuple[str, list[str]]] = []
-    for line in lines[start + 1 : end]:
-        m = _LABEL.match(line)
-        if m:
-            blocks.append(("%" + m.group(1), []))
-        elif line.strip() and not line.lstrip().startswith(";") and blocks:
-            blocks[-1][1].append(line)
-    if len(blocks) < 2 or blocks[0][0] != "%__mneme_dispatch":
+    found = _analyse(lines, start, end, slots)
+    if found is None:
         return set()
+    return {k for name, (k, _) in slots.items() if name not in found.divergent_slots}
+
+
+def steady_stops(lines: list[str], start: int, end: int, slots: dict[str, tuple[int, str]]) -> dict[int, set[int]]:
+    """For each barrier point (and the start, 0): the resume points of the stops its interval reaches in every thread
+    alike, proved from the IR.
+
+    In a pass where every thread resumes at barrier point p, a thread runs p's interval to its first stop. A stop
+    that no branch on a value not proved uniform decides, within the interval (control dependence over the
+    interval's own blocks, every stop an exit), is reached by every thread or by none: where thread 0 stopped at
+    such a stop, so did all threads, and the pass needs no fold of the threads' resume points
+    (`block_passes.steady_exit`). Empty where `uniform_fields` proves nothing.
+    """
+    found = _analyse(lines, start, end, slots)
+    if found is None:
+        return {}
+    out: dict[int, set[int]] = {}
+    for point, label in found.resume_of.items():
+        if point & (steps.PAUSE_BIT | steps.YIELD_BIT | steps.WARP_BIT):
+            continue  # only barriers: all threads there have passed the same barriers in the same order
+        region, todo = {label}, [label]
+        while todo:
+            for s in found.inner_succ[todo.pop()]:
+                if s not in region:
+                    region.add(s)
+                    todo.append(s)
+        succ = {b: [s for s in found.inner_succ[b] if s in region] for b in region}
+        labels = sorted(region)
+        ipdom = _post_dominators(labels, succ)
+        if ipdom is None:
+            continue
+        controls = _control_dependence(labels, succ, ipdom)
+        divergent: set[str] = set()
+        todo = [b for b in labels if b in found.deciding]
+        while todo:  # blocks a divergent branch decides, and blocks their branches decide
+            for b in controls.get(todo.pop(), ()):
+                if b not in divergent:
+                    divergent.add(b)
+                    if len(succ[b]) > 1:
+                        todo.append(b)
+        stops = {b: found.stop_of[b] for b in region if b in found.stop_of}
+        bad = {v for b, v in stops.items() if b in divergent}
+        out[point] = {v for v in stops.values() if v not in bad}
+    return out
+
+
+class _Analysis:
+    """What `_analyse` found: the interval graph and the values and blocks not proved uniform."""
+
+    def __init__(self, resume_of, inner_succ, stop_of, deciding, divergent_slots):
+        self.resume_of: dict[int, str] = resume_of  # resume point -> its block (0: the start)
+        self.inner_succ: dict[str, list[str]] = inner_succ  # successors, a stop's none
+        self.stop_of: dict[str, int] = stop_of  # a stop's block -> the resume point it stores
+        self.deciding: set[str] = deciding  # blocks whose branch decides on a value not proved uniform
+        self.divergent_slots: set[str] = divergent_slots
+
+
+def _analyse(lines: list[str], start: int, end: int, slots: dict[str, tuple[int, str]]) -> _Analysis | None:
+    """The divergence analysis of the step function `lines[start:end + 1]` (see the module's docstring); None where
+    it proves nothing."""
+    blocks = [(label, [lines[i] for i in idx]) for label, idx in blocks_between(lines, start, end)]
+    if len(blocks) < 2 or blocks[0][0] != "%__mneme_dispatch":
+        return None
     dispatch, body = blocks[0][1], blocks[1:]
     switch = " ".join(dispatch[next((i for i, ln in enumerate(dispatch) if "switch i32 %__mneme_resume" in ln), 0) :])
     default = re.search(r"switch i32 %__mneme_resume, label (%[-\w.$]+)", switch)
     if default is None:
-        return set()
+        return None
     resume_of = {int(k): label for k, label in _CASE.findall(switch)}
     succ: dict[str, list[str]] = {}
+    inner: dict[str, list[str]] = {}
+    stop_of: dict[str, int] = {}
     barriers: list[str] = []
     for label, code in body:
         stop = next((_STOP.match(ln) for ln in code if _STOP.match(ln)), None)
         if stop is not None and code[-1].strip() == "ret void":
             point = int(stop.group(1))
+            stop_of[label] = point
+            inner[label] = []
             if point == -1:
                 succ[label] = []
             elif point in resume_of:
@@ -94,42 +152,43 @@ def uniform_fields(lines: list[str], start: int, end: int, slots: dict[str, tupl
                 if not point & (steps.PAUSE_BIT | steps.YIELD_BIT | steps.WARP_BIT):
                     barriers.append(label)
             else:
-                return set()
+                return None
         elif _terminator(code)[0].lstrip().startswith(("br ", "switch ")):
-            succ[label] = list(dict.fromkeys(_LABEL_REF.findall(" ".join(_terminator(code)))))
+            succ[label] = list(dict.fromkeys(LABEL_REF.findall(" ".join(_terminator(code)))))
+            inner[label] = succ[label]
         elif code[-1].strip() == "unreachable":
-            succ[label] = []
+            succ[label] = inner[label] = []
         else:
-            return set()  # a return without a stop, or a terminator not understood
+            return None  # a return without a stop, or a terminator not understood
     labels = [label for label, _ in body]
     if any(s not in succ for targets in succ.values() for s in targets):
-        return set()
+        return None
     ipdom = _post_dominators(labels, succ)
     if ipdom is None:
-        return set()
+        return None
     controls = _control_dependence(labels, succ, ipdom)
 
     rhs_of: dict[str, str] = {}
     for _, code in blocks:
         for line in code:
-            m = _DEF.match(line)
+            m = DEF.match(line)
             if m:
                 rhs_of[m.group(1)] = m.group(2)
     frame_slots = set(slots)
     private = {
-        name for name in (_DEF.match(ln).group(1) for ln in dispatch if _DEF.match(ln)) if _ALLOCA.match(rhs_of[name])
+        name for name in (DEF.match(ln).group(1) for ln in dispatch if DEF.match(ln)) if _ALLOCA.match(rhs_of[name])
     }
     slot_names = frame_slots | private
     simple = set(slot_names)
     for _, code in body:
         for line in code:
-            for token in set(_LOCAL.findall(line)) & simple:
-                m = _DEF.match(line)
+            for token in set(LOCAL.findall(line)) & simple:
+                m = DEF.match(line)
                 load = m and _LOAD.match(m.group(2))
                 store = _STORE.match(line)
-                if load and load.group(2) == token and _LOCAL.findall(line).count(token) == 1:
+                if load and load.group(2) == token and LOCAL.findall(line).count(token) == 1:
                     continue
-                if store and store.group(3) == token and token not in _LOCAL.findall(store.group(2)):
+                if store and store.group(3) == token and token not in LOCAL.findall(store.group(2)):
                     continue
                 simple.discard(token)  # its address escapes: its value is not known
     divergent_values: set[str] = set()
@@ -161,13 +220,18 @@ def uniform_fields(lines: list[str], start: int, end: int, slots: dict[str, tupl
                 if (
                     label in divergent_blocks
                     or _FLOAT.search(s.group(1) + " " + value)
-                    or any(t in divergent_values or t in _PER_THREAD or t in slot_names for t in _LOCAL.findall(value))
+                    or any(t in divergent_values or t in _PER_THREAD or t in slot_names for t in LOCAL.findall(value))
                 ):
                     divergent_slots.add(s.group(3))
                     changed = True
     if any(b in divergent_blocks for b in barriers):
-        return set()
-    return {k for name, (k, _) in slots.items() if name not in divergent_slots}
+        return None
+    deciding = {
+        label
+        for label, code in body
+        if any(t in divergent_values or t in _PER_THREAD for t in _condition(code)) or _bad_constant(code)
+    }
+    return _Analysis({0: default.group(1), **resume_of}, inner, stop_of, deciding, divergent_slots)
 
 
 def _terminator(code: list[str]) -> list[str]:
@@ -182,9 +246,9 @@ def _condition(code: list[str]) -> list[str]:
     """The values a block's terminator decides on (none for an unconditional branch)."""
     term = " ".join(_terminator(code)).strip()
     if term.startswith("br i1 "):
-        return _LOCAL.findall(term.split(",", 1)[0])
+        return LOCAL.findall(term.split(",", 1)[0])
     if term.startswith("switch "):
-        return _LOCAL.findall(term.split(",", 1)[0])
+        return LOCAL.findall(term.split(",", 1)[0])
     return []
 
 
@@ -195,7 +259,7 @@ def _bad_constant(code: list[str]) -> bool:
 
 def _uniform_rhs(rhs: str, divergent: set[str], divergent_slots: set[str], slots: set[str]) -> bool:
     op = rhs.split(None, 1)[0]
-    operands = _LOCAL.findall(rhs)
+    operands = LOCAL.findall(rhs)
     if any(t in divergent or t in _PER_THREAD for t in operands):
         return False
     if op == "load":

@@ -39,7 +39,7 @@ import re
 
 from mneme.core import envvars
 from mneme.plugins.backends.host import block_loop, lanes, retarget, steps
-from mneme.plugins.backends.host.irtext import match_paren, symbol_ref
+from mneme.plugins.backends.host.irtext import DEF, match_paren, successors, symbol_ref
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ ENV = "MNEME_HOST_GRID_STRIDE"
 VERSION = "1"
 SUFFIX = ".__mneme_flat"
 THREADS_ENTRY = retarget.ENTRY + ".threads"
-_DEF = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
 _BINARY = re.compile(r"(add|mul|or)(?: nuw)?(?: nsw)? i32 (%[-\w.$]+|-?\d+), (%[-\w.$]+|-?\d+)$")
 _SREG = re.compile(
     r"(?:tail |notail )?call [^@]*i32 @__mneme\.nvvm\.read\.ptx\.sreg\.(ntid|nctaid)\.x\(\)(?:\s*#\d+)?$"
@@ -127,7 +126,7 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
     labels = {label for label, _ in blocks}
     for label, body in blocks:
         for line in body:
-            m = _DEF.match(line)
+            m = DEF.match(line)
             if m:
                 defs[m.group(1)] = _DEBUG.sub("", m.group(2)).strip()
                 where[m.group(1)] = label
@@ -179,7 +178,7 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
     phis = [line for line in by_label[loop_header] if " = phi " in line]
     if len(phis) != 1:
         return None
-    m = _DEF.match(phis[0])
+    m = DEF.match(phis[0])
     phi = _PHI.fullmatch(defs[m.group(1)]) if m else None
     if not phi or phi.group(1) != ity:
         return None
@@ -213,7 +212,7 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
     if entry_label in loop or set(chain) & set(loop):
         return None
     for lbl in loop:
-        for succ in lanes._successors(by_label[lbl][-1]):
+        for succ in successors(by_label[lbl][-1]):
             if succ not in loop and not (lbl == latch and succ == exit_label):
                 return None  # another way out of the loop
         if re.match(r"^\s*(?:ret|unreachable|resume)\b", by_label[lbl][-1]):
@@ -282,7 +281,7 @@ def _loop_blocks(blocks, header: str, latch: str) -> list[str]:
     """The labels of the loop (the blocks reaching the latch without passing the header), in function order."""
     preds: dict[str, set[str]] = {}
     for label, body in blocks:
-        for succ in lanes._successors(body[-1]):
+        for succ in successors(body[-1]):
             preds.setdefault(succ, set()).add(label)
     inside, todo = {header, latch}, [latch] if latch != header else []
     while todo:
@@ -303,7 +302,7 @@ def _only_start_reads_indices(blocks, defs: dict[str, str], allowed: set[str], i
         changed = False
         for _, body in blocks:
             for line in body:
-                m = _DEF.match(line)
+                m = DEF.match(line)
                 if m and m.group(1) == index:
                     continue  # the phi: its start becomes the call's range
                 operands = _operands(line[m.end(1) :] if m else line)
@@ -395,7 +394,7 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
     for lbl in loop:
         out.append(lbl[1:] + ":")
         for line in by_label[lbl]:
-            m = _DEF.match(line)
+            m = DEF.match(line)
             name = m.group(1) if m else None
             if name == index:
                 line = f"  {index} = phi {ity} [ %__mneme_loi, %__mneme_frange ], [ {following}, {latch} ]"

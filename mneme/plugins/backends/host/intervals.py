@@ -25,13 +25,11 @@ import re
 from collections import deque
 from collections.abc import Callable
 
+from mneme.plugins.backends.host.irtext import DEF, LABEL_REF, LOCAL, blocks_between
+
 PAUSE = "__mneme_pause"  # the marker call `pause_before_tails` inserts; `steps` turns it into a point
 YIELD = "__mneme_yield"  # the marker call `yield_at_loops` inserts
-_LABEL = re.compile(r'^([-\w.$]+|"[^"]+"):')
-_LABEL_REF = re.compile(r"label (%[-\w.$]+)")
-_LOCAL = re.compile(r"%[-\w.$]+")
 _TERMINATOR = re.compile(r"^\s*(?:br|switch|ret|unreachable|indirectbr|callbr|resume)\b")
-_DEF = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
 _PURE_OPS = frozenset(
     ("getelementptr", "add", "sub", "mul", "shl", "lshr", "ashr", "and", "or", "xor", "zext", "sext", "trunc")
     + ("ptrtoint", "inttoptr", "bitcast", "addrspacecast", "icmp", "select")
@@ -40,18 +38,6 @@ _PURE_OPS = frozenset(
 _PURE_CALL = re.compile(
     r"^(?:tail |notail )?call [^@]*@(?:__mneme\.nvvm\.read\.ptx\.sreg\.(?:ntid|nctaid|ctaid)\.[xyz]|__mneme_ctx)\(\)"
 )
-
-
-def blocks_between(lines: list[str], start: int, end: int) -> list[tuple[str, list[int]]]:
-    """The function's blocks between `start` and `end`: (label with %, indices of its instruction lines)."""
-    blocks: list[tuple[str, list[int]]] = []
-    for i in range(start + 1, end):
-        m = _LABEL.match(lines[i])
-        if m:
-            blocks.append(("%" + m.group(1), []))
-        elif lines[i].strip() and not lines[i].lstrip().startswith(";") and blocks:
-            blocks[-1][1].append(i)
-    return blocks
 
 
 def _terminator(lines: list[str], idx: list[int]) -> int:
@@ -81,7 +67,7 @@ def recompute_across_blocks(lines: list[str], start: int, end: int) -> list[str]
     rhs_of: dict[str, str] = {}
     for label, idx in blocks:
         for i in idx:
-            m = _DEF.match(lines[i])
+            m = DEF.match(lines[i])
             if m:
                 defined_in[m.group(1)] = label
                 rhs_of[m.group(1)] = m.group(2)
@@ -92,7 +78,7 @@ def recompute_across_blocks(lines: list[str], start: int, end: int) -> list[str]
         for name, rhs in rhs_of.items():
             if name in pure or not _pure(rhs):
                 continue
-            if all(t in pure or t not in rhs_of for t in _LOCAL.findall(rhs)):
+            if all(t in pure or t not in rhs_of for t in LOCAL.findall(rhs)):
                 pure.add(name)
                 changed = True
     if not pure:
@@ -110,12 +96,12 @@ def recompute_across_blocks(lines: list[str], start: int, end: int) -> list[str]
             if name in made:
                 return made[name]
             rhs = rhs_of[name]
-            for t in _LOCAL.findall(rhs):
+            for t in LOCAL.findall(rhs):
                 if t in pure and t not in made:
                     copy(t)
             count += 1
             new = f"{name}.rc{count}"
-            out.append(f"{indent}{new} = " + _LOCAL.sub(lambda m: made.get(m.group(0), m.group(0)), rhs))
+            out.append(f"{indent}{new} = " + LOCAL.sub(lambda m: made.get(m.group(0), m.group(0)), rhs))
             made[name] = new
             return new
 
@@ -128,7 +114,7 @@ def recompute_across_blocks(lines: list[str], start: int, end: int) -> list[str]
     for label, idx in blocks:
         for i in idx:
             line = replaced.get(i, lines[i])
-            m = _DEF.match(line)
+            m = DEF.match(line)
             rhs = m.group(2) if m else line
             if rhs.lstrip().startswith("phi "):
                 parts = re.findall(r"\[\s*([^,\]]+?)\s*,\s*(%[-\w.$]+)\s*\]", rhs)
@@ -143,13 +129,13 @@ def recompute_across_blocks(lines: list[str], start: int, end: int) -> list[str]
                         new_line = new_line.replace(f"[ {value}, {pred} ]", f"[ {made[value]}, {pred} ]")
                 replaced[i] = new_line
                 continue
-            far = sorted({t for t in _LOCAL.findall(rhs) if t in pure and defined_in.get(t) != label})
+            far = sorted({t for t in LOCAL.findall(rhs) if t in pure and defined_in.get(t) != label})
             if not far:
                 continue
             made_lines, made = copies(far, "  ")
             insert_before.setdefault(i, []).extend(made_lines)
             lhs = line[: len(line) - len(rhs)] if m else ""
-            replaced[i] = lhs + _LOCAL.sub(lambda t, made=made: made.get(t.group(0), t.group(0)), rhs)
+            replaced[i] = lhs + LOCAL.sub(lambda t, made=made: made.get(t.group(0), t.group(0)), rhs)
     out = lines[: start + 1]
     for i in range(start + 1, end):
         out += insert_before.get(i, [])
@@ -171,7 +157,7 @@ def pause_before_tails(
     blocks = blocks_between(lines, start, end)
     if not blocks:
         return lines, 0
-    succ = {label: _LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
+    succ = {label: LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
     preds: dict[str, set[str]] = {label: set() for label, _ in blocks}
     for label, targets in succ.items():
         for t in targets:
@@ -224,7 +210,7 @@ def yield_at_loops(
     blocks = blocks_between(lines, start, end)
     if not blocks:
         return lines, 0
-    succ = {label: _LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
+    succ = {label: LABEL_REF.findall(" ".join(lines[i] for i in idx)) for label, idx in blocks}
     syncs = {label for label, idx in blocks if any(sync_call.search(lines[i]) for i in idx)}
     held = {label for label, idx in blocks if any(unmarkable(lines[i]) for i in idx if not sync_call.search(lines[i]))}
     order = {label: n for n, (label, _) in enumerate(blocks)}

@@ -1,10 +1,41 @@
-"""Small helpers over LLVM IR text that the host backend's rewrites share: names and parentheses."""
+"""Small helpers over LLVM IR text that the host backend's rewrites share: names, parentheses, the patterns of
+labels, definitions and branches, and the scan of a function's blocks."""
 
 from __future__ import annotations
 
 import re
 
 from mneme.core.errors import IRError
+
+#: a block's label line (group 1: the name, quoted or not)
+LABEL = re.compile(r'^([-\w.$]+|"(?:[^"\\]|\\.)*"):')
+#: a branch target (quoted or not)
+LABEL_REF = re.compile(r'label (%[-\w.$]+|%"[^"]+")')
+#: a local value's name
+LOCAL = re.compile(r"%[-\w.$]+")
+#: a definition: (name, right-hand side)
+DEF = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
+#: what keeps a loop over threads from running them as parallel lanes: volatile and atomic accesses, fences and the
+#: memory intrinsics (LLVM's vectorizer asserts on some of them)
+UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")
+
+
+def successors(terminator: str) -> list[str]:
+    """The labels a terminator line branches to, in order."""
+    return LABEL_REF.findall(terminator)
+
+
+def blocks_between(lines: list[str], start: int, end: int) -> list[tuple[str, list[int]]]:
+    """The function's blocks between `start` and `end`: (label with %, indices of its instruction lines), blank lines,
+    comments and lines before the first label left out."""
+    blocks: list[tuple[str, list[int]]] = []
+    for i in range(start + 1, end):
+        m = LABEL.match(lines[i])
+        if m:
+            blocks.append(("%" + m.group(1), []))
+        elif lines[i].strip() and not lines[i].lstrip().startswith(";") and blocks:
+            blocks[-1][1].append(i)
+    return blocks
 
 
 def symbol_ref(name: str) -> str:

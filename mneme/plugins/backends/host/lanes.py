@@ -40,6 +40,7 @@ import re
 
 from mneme.core import envvars
 from mneme.plugins.backends.host import accesses, block_loop, retarget, steps
+from mneme.plugins.backends.host.irtext import LABEL, UNMARKED, successors
 
 log = logging.getLogger(__name__)
 
@@ -48,19 +49,18 @@ ENV = "MNEME_HOST_LANES"
 DEFAULT_WIDTH = 16
 VERSION = "1"
 DONE = -1
-_LABEL = re.compile(r'^([-\w.$]+|"(?:[^"\\]|\\.)*"):')
 _TOKEN = re.compile(r'%(?:"(?:[^"\\]|\\.)*"|[-\w.$]+)')
 _ALLOCA = re.compile(r"^\s*(%[-\w.$]+|%\"[^\"]+\") = alloca (.+?)(?:, align (\d+))?(?:, !.*)?$")
 _REFUSED = re.compile(
     r"\b(?:asm|indirectbr|callbr|invoke|landingpad|resume|catchswitch|catchpad|cleanuppad|"
     r"blockaddress|musttail|va_arg|llvm\.stacksave|llvm\.stackrestore|llvm\.localescape)\b"
 )
+
 _MEMORY = re.compile(r"^\s*(?:%\S+ = )?(?:load|store|atomicrmw|cmpxchg|(?:tail |notail )?call)\b")
 _DROPPED = re.compile(r"^\s*(?:#dbg_|call void @llvm\.(?:dbg\.|lifetime\.))")
 # What a lane loop may hold and still be marked parallel for the vectorizer: plain loads and stores, and
 # calls to intrinsics and to the special-register reads. Volatile and atomic accesses, fences and other
 # calls leave the loop unmarked (scalar, in lockstep): LLVM's vectorizer asserts on some of them.
-_UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")
 _MARKABLE_CALL = re.compile(r"@(?:llvm\.|__mneme\.nvvm\.read\.ptx\.sreg\.)")
 _CALL = re.compile(r'^\s*(?:%\S+ = )?(?:tail |notail )?call\b[^@%]*?([@%](?:"[^"]+"|[-\w.$]+))\(')
 MAX_BLOCKS = 512  # basic blocks of the kernel after reg2mem: each becomes a loop the vectorizer looks at
@@ -128,7 +128,7 @@ def _blocks(body: list[str]) -> list[tuple[str, list[str]]] | None:
         stripped = line.strip()
         if not stripped or stripped.startswith(";"):
             continue
-        m = _LABEL.match(line)
+        m = LABEL.match(line)
         if m:
             blocks.append(("%" + m.group(1), []))
             continue
@@ -143,16 +143,12 @@ def _blocks(body: list[str]) -> list[tuple[str, list[str]]] | None:
     return blocks if blocks and not pending else None
 
 
-def _successors(terminator: str) -> list[str]:
-    return re.findall(r"label (%[-\w.$]+|%\"[^\"]+\")", terminator)
-
-
 def _order(blocks: list[tuple[str, list[str]]]) -> list[int]:
     """Block indices in reverse post-order from the entry, then the unreachable ones."""
     index = {label: i for i, (label, _) in enumerate(blocks)}
     seen: set[int] = set()
     post: list[int] = []
-    stack = [(0, iter(_successors(blocks[0][1][-1])))]
+    stack = [(0, iter(successors(blocks[0][1][-1])))]
     seen.add(0)
     while stack:
         node, it = stack[-1]
@@ -160,7 +156,7 @@ def _order(blocks: list[tuple[str, list[str]]]) -> list[int]:
             nxt = index.get(label)
             if nxt is not None and nxt not in seen:
                 seen.add(nxt)
-                stack.append((nxt, iter(_successors(blocks[nxt][1][-1]))))
+                stack.append((nxt, iter(successors(blocks[nxt][1][-1]))))
                 break
         else:
             post.append(node)
@@ -183,9 +179,9 @@ def _bytes(type_text: str) -> int:
 
 
 def _markable(body: list[str]) -> bool:
-    """Whether a block's lane loop may be marked parallel (see `_UNMARKED`)."""
+    """Whether a block's lane loop may be marked parallel (see `UNMARKED`)."""
     for line in body:
-        if _UNMARKED.search(line):
+        if UNMARKED.search(line):
             return False
         call = _CALL.match(line)
         if call and not _MARKABLE_CALL.match(call.group(1)):
@@ -199,7 +195,7 @@ def _has_loop(blocks: list[tuple[str, list[str]]]) -> bool:
     return any(
         position.get(target, len(blocks)) <= position[label]
         for label, body in blocks
-        for target in _successors(body[-1])
+        for target in successors(body[-1])
     )
 
 

@@ -27,14 +27,13 @@ from collections.abc import Callable
 import llvmlite.binding as llvm
 
 from mneme.plugins.backends.host import intervals, intrinsics, retarget
+from mneme.plugins.backends.host.irtext import LABEL, LABEL_REF, LOCAL
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
 
 FLAG_STEPS = 4
 POINT = "__mneme_barrier_point"
-_LABEL = re.compile(r'^([-\w.$]+|"[^"]+"):')
-_LABEL_REF = re.compile(r'label (%[-\w.$]+|%"[^"]+")')
 _OTHER_SYNC = (
     "@__mneme_barrier_red(",
     "@__mneme_warp_sync(",
@@ -44,6 +43,7 @@ _OTHER_SYNC = (
     "@__mneme_wave_read(",
     "@__mneme_wave_ballot(",
 )
+
 WARP_POINT = "__mneme_warp_point"
 WARP_BIT = 1 << 30  # resume ids of warp points: the runtime lets a warp, not the block, pass them
 PAUSE_POINT = "__mneme_pause_point"
@@ -51,7 +51,6 @@ PAUSE_BIT = 1 << 29  # resume ids of pauses (`intervals.pause_before_tails`): on
 YIELD_POINT = "__mneme_yield_point"
 YIELD_BIT = 1 << 28  # resume ids of yields at loop headers (`intervals.yield_at_loops`): block step form only
 _POINTS = (f"@{POINT}()", f"@{WARP_POINT}()", f"@{PAUSE_POINT}()", f"@{YIELD_POINT}()")
-_LOCAL = re.compile(r"%[-\w.$]+")
 _ALLOCA = re.compile(r"^\s*(%[-\w.$]+) = alloca (.+?)(?:, align (\d+))?(?:, !.*)?$")
 
 
@@ -125,7 +124,7 @@ def _split_at_barriers(
     current = None
     count = 0
     for line in lines[start + 1 : end]:
-        m = _LABEL.match(line)
+        m = LABEL.match(line)
         if m:
             current = "%" + m.group(1)
         found = barrier_calls.search(line)
@@ -224,7 +223,7 @@ def _exchange(line: str, found: re.Match, k: int, kind: str) -> tuple[list[str] 
 def _blocks(body: list[str]) -> list[tuple[str, list[str]]]:
     blocks: list[tuple[str, list[str]]] = []
     for line in body:
-        m = _LABEL.match(line)
+        m = LABEL.match(line)
         if m:
             blocks.append(("%" + m.group(1), []))
         elif line.strip() and not line.lstrip().startswith(";"):
@@ -335,7 +334,7 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int, lean: bool = False):
     """
     entry_label = blocks[0][0]
     barrier_blocks = {label for label, body in blocks if any(p in line for line in body for p in _POINTS)}
-    successors = {label: set(_LABEL_REF.findall("\n".join(body))) for label, body in blocks}
+    successors = {label: set(LABEL_REF.findall("\n".join(body))) for label, body in blocks}
     entries = [entry_label] + [f"%__mneme_resume.{k}" for k in range(1, count + 1)]
     regions: dict[str, set[str]] = {}
     for e in entries:
@@ -365,7 +364,7 @@ def _frame(blocks: list[tuple[str, list[str]]], count: int, lean: bool = False):
         for ln in body:
             if _ALLOCA.match(ln):
                 continue  # the definition itself does not keep a value alive
-            for token in _LOCAL.findall(ln):
+            for token in LOCAL.findall(ln):
                 uses.setdefault(token, set()).add(label)
     frame_fields, dispatch, moved = [], [], set()
     live_known, live = _live_across(blocks, [a[0] for a in allocas], entries[1:]) if lean else (set(), set())
@@ -434,10 +433,10 @@ def _live_across(
     for label, body in blocks:
         up, st = set(), set()
         for line in body:
-            for token in set(_LOCAL.findall(line)) & simple:
+            for token in set(LOCAL.findall(line)) & simple:
                 load = re.match(rf"^\s*%[-\w.$]+ = load [^,]+, ptr {re.escape(token)}(,|$)", line)
                 store = re.match(rf"^\s*store [^,]+, ptr {re.escape(token)}(,|$)", line)
-                if store and _LOCAL.findall(line).count(token) == 1:
+                if store and LOCAL.findall(line).count(token) == 1:
                     st.add(token)
                 elif load:
                     if token not in st:
@@ -445,7 +444,7 @@ def _live_across(
                 elif not _ALLOCA.match(line):
                     simple.discard(token)  # its address escapes (a call, a pointer stored): keep the coarse rule
         upward[label], stored[label] = up, st
-    successors = {label: set(_LABEL_REF.findall("\n".join(body))) for label, body in blocks}
+    successors = {label: set(LABEL_REF.findall("\n".join(body))) for label, body in blocks}
     live_in: dict[str, set[str]] = {label: set(upward[label]) for label, _ in blocks}
     changed = True
     while changed:

@@ -45,6 +45,19 @@ extern "C" __global__ void block_sum3(int n, const float* x, float* out) {
   }
   if (t == 0) atomicAdd(out, s[0]);
 }
+// the sum of 2D tiles of a 64-wide array (the benchmark's tile shape): its first pass reads x by tid.y and tid.x
+extern "C" __global__ void tile_sum(int n, const float* x, float* out) {
+  __shared__ float s[256];
+  int t = threadIdx.y * blockDim.x + threadIdx.x, size = blockDim.x * blockDim.y;
+  int i = (blockIdx.y * blockDim.y + threadIdx.y) * 64 + blockIdx.x * blockDim.x + threadIdx.x;
+  s[t] = i < n ? x[i] : 0.0f;
+  __syncthreads();
+  for (int k = size / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) atomicAdd(out, s[0]);
+}
 // each block's sum, no atomics: every interval runs as vector lanes
 extern "C" __global__ void sums(int n, const float* x, float* out) {
   __shared__ float s[256];
@@ -402,3 +415,29 @@ def test_a_kernel_too_large_to_copy_keeps_one_loop_per_pass_and_the_same_bytes(m
         struct.pack("<i4xQQ", n, X, Y),
     )
     assert mode == 2 and got[1].tobytes() == want[1].tobytes()
+
+
+@pytest.mark.parametrize("block", [(16, 16), (32, 8), (8, 8)])
+def test_a_pass_reading_buffers_by_tile_index_runs_rows_in_chunks_with_the_step_forms_bytes(
+    module_text, monkeypatch, block
+):
+    text = _block_step_text(module_text, "tile_sum")
+    chunked = [line.split(":")[0] for line in text.split("\n") if line.endswith(".f.lc:")]
+    assert chunked == ["at0.f.lc"]  # only the first pass reads x; the tree's levels read shared memory
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")  # one worker: the blocks' atomics in one order
+    rows = 40
+    n = 64 * rows - 9
+    x = np.random.default_rng(block[0]).random(n, dtype=np.float32)
+    grid = (64 // block[0], (rows + block[1] - 1) // block[1])
+    (mode, got), (old_mode, want) = _both(
+        monkeypatch,
+        module_text,
+        "tile_sum",
+        grid,
+        block,
+        [x, np.zeros(1, np.float32)],
+        struct.pack("<i4xQQ", n, X, Y),
+    )
+    assert (mode, old_mode) == (2, 3)
+    assert got[1].tobytes() == want[1].tobytes()
+    np.testing.assert_allclose(got[1][0], x.astype(np.float64).sum(), rtol=1e-4)

@@ -1,7 +1,8 @@
 """Frame fields proved alike in every thread of a block (divergence.py, issue 40 item 4): what the analysis proves
 and refuses on real kernels, and that a kernel whose proved fields skip their folds gives the bytes of the form
 that folds them (``MNEME_HOST_BLOCK_UNIFORM=0``), of the runtime's step form and NumPy's; which proved fields are
-kept once per block (block_shared.py) and which stay per thread."""
+kept once per block (block_shared.py) and which stay per thread; which stops every thread of an interval reaches
+alike (`divergence.steady_stops`: no fold of the resume points after such a pass)."""
 
 from __future__ import annotations
 
@@ -58,6 +59,14 @@ extern "C" __global__ void own_rounds(const int* rounds, float* y) {
   }
   y[t] = acc;
 }
+// after the barrier only thread 5 adds: thread 0 returns while thread 5 pauses before its atomic
+extern "C" __global__ void late_adder(const float* x, float* out) {
+  __shared__ float s[64];
+  int t = threadIdx.x;
+  s[t] = x[blockIdx.x * 64 + t];
+  __syncthreads();
+  if (t == 5) atomicAdd(out, s[0] + s[63]);
+}
 """
 
 
@@ -79,6 +88,21 @@ def _proved(text: str, kernel: str, monkeypatch) -> tuple[set[int], dict[int, st
 
     real = divergence.uniform_fields
     monkeypatch.setattr(divergence, "uniform_fields", spy)
+    host = retargeted(text, kernel)
+    assert block_steps.to_block_steps(host.text, kernel, host.params, host.static_shared) is not None
+    return seen[0]
+
+
+def _steady(text: str, kernel: str, monkeypatch) -> dict[int, set[int]]:
+    """`divergence.steady_stops` of `kernel`'s step function, as `block_steps` asks it."""
+    seen = []
+
+    def spy(lines, start, end, slots):
+        seen.append(real(lines, start, end, slots))
+        return seen[-1]
+
+    real = divergence.steady_stops
+    monkeypatch.setattr(divergence, "steady_stops", spy)
     host = retargeted(text, kernel)
     assert block_steps.to_block_steps(host.text, kernel, host.params, host.static_shared) is not None
     return seen[0]
@@ -230,3 +254,31 @@ def test_a_field_stored_twice_on_a_path_or_read_after_a_store_on_some_paths_stay
         yields,
     )
     assert _shared(looped) == []  # a thread stopped at a yield may store after another's next pass began
+
+
+def test_a_tree_reaches_its_barriers_and_its_return_in_every_thread_alike(module_text, monkeypatch):
+    steady = _steady(module_text, "tree", monkeypatch)
+    first, loop = steady[0], [stops for point, stops in steady.items() if point > 0]
+    assert len(first) == 1 and -1 not in first  # the start runs to the first barrier in every thread
+    # from the first barrier and from the level's: the next level's barrier, or past the last level the return (thread
+    # 0's store of the sum comes before it, in a block every thread runs on to)
+    assert loop == [{max(first) + 1, -1}] * 2
+    host = retargeted(module_text, "tree")
+    text = block_steps.to_block_steps(host.text, "tree", host.params, host.static_shared)
+    assert ".st.same:" in text  # the loops over the threads fold no resume point
+
+
+def test_a_stop_only_some_threads_reach_is_not_steady_and_keeps_the_step_forms_bytes(module_text, monkeypatch):
+    steady = _steady(module_text, "late_adder", monkeypatch)
+    assert len(steady[0]) == 1 and -1 not in steady[0]
+    # thread 0 returns, thread 5 pauses before its atomic: neither stop tells what the other threads did
+    assert all(not stops for point, stops in steady.items() if point > 0)
+    x = np.random.default_rng(5).random(64 * 3, dtype=np.float32)
+    mode, got = _three(
+        monkeypatch, module_text, "late_adder", (3,), (64,), [x, np.zeros(1, np.float32)], struct.pack("<QQ", X, Y)
+    )
+    assert mode == 2
+    want = np.float32(0)
+    for b in range(3):
+        want = np.float32(want + np.float32(x[b * 64] + x[b * 64 + 63]))
+    assert got[1][0] == want
