@@ -52,6 +52,12 @@ class CudaBackend(Backend):
         EnvVar("MNEME_PTX_ASSEMBLER", "", "ptxas: assemble PTX with ptxas instead of nvJitLink", "cuda"),
         EnvVar("MNEME_MALLOC_TUNING", "1", "0: leave glibc's malloc settings during code generation", "cuda"),
         EnvVar(
+            "MNEME_CUDA_REWRITE_BEFORE_FLUSH",
+            "",
+            "1: a flushed timed run first rewrites the recorded ranges through the SMs (the application's last writer)",
+            "cuda",
+        ),
+        EnvVar(
             "MNEME_CUDA_MAP_GRANULARITY",
             "minimum",
             "granularity replay maps recorded ranges at: minimum (as recorded) or the driver's recommended",

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from mneme.core import envvars
 from mneme.core.backend import Device, DeviceInfo
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme_cuda import compare as cmp
@@ -81,6 +82,8 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
         self._gate: LaunchGate | None = None
         self._warned_timer = False
         self.copy_through = "engine"  # how `copy` moves bytes: "engine" (cuMemcpyDtoDAsync) or "sm" (a kernel)
+        # flushed runs: every mapped range rewritten through the SMs before the flush (DeviceTiming.rewrite_mapped)
+        self.rewrite_before_flush = envvars.get("MNEME_CUDA_REWRITE_BEFORE_FLUSH") == "1"
 
     # -- lifetime -------------------------------------------------------------------------------
     def _release(self) -> None:

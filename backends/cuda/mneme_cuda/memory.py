@@ -137,6 +137,10 @@ class Reservation:
     def mapped_bytes(self) -> int:
         return sum(size for size, _ in self._chunks.values())
 
+    def mapped_chunks(self) -> list[tuple[int, int]]:
+        """(start, size) of each mapped chunk, in address order."""
+        return [(start, self._chunks[start][0]) for start in self._starts]
+
     def _gaps(self, start: int, end: int) -> Iterator[tuple[int, int]]:
         """Unmapped sub-ranges of [start, end)."""
         cursor = start
