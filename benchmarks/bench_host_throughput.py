@@ -426,8 +426,10 @@ def main() -> int:
     lines = [
         "# Host-backend throughput against a plain C loop",
         "",
-        f"## Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at {commit.stdout.strip() or '?'}: "
-        f"`python benchmarks/bench_host_throughput.py {' '.join(sys.argv[1:])}`".rstrip(),
+        (
+            f"## Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at {commit.stdout.strip() or '?'}: "
+            f"`{' '.join(['python benchmarks/bench_host_throughput.py', *sys.argv[1:]])}`"
+        ),
         "",
         (
             f"Machine: {platform.node()} ({llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs, load average (1 min) "
