@@ -151,7 +151,8 @@ def entry(
     back to ``bx0 * ntx + m`` and a 16x16 tile's row is one contiguous vector loop (saxpy tile at 2^20, one
     worker: 0.242 -> 0.172 ms; the stencil 0.469 -> 0.227 ms). No store of each block's index in the loop
     (it would keep it scalar): the entry marks the context (``mn_ctx.run_rows``), and a fault names the run's
-    blocks, ``one of blocks (a..b, y, z)``.
+    blocks, ``one of blocks (a..b, y, z)``. This copy replaces the masked one (two inlined copies, not three:
+    compile time): short rows of another length then run the unmasked loop.
     """
     body, call_args = unpacked[0], list(unpacked[1])
     lines = [f"define void @{ENTRY}(ptr %args) {{", "entry:", *body]
@@ -167,6 +168,7 @@ def entry(
         lines += ["  %run = or i32 1, 0"]
     lines += [f"  %short = icmp ult i32 %ntx, {SHORT_ROW}"]
     flat_runs = runs and loop_md is not None and rows_as_one
+    masked = loop_md is not None and not flat_runs  # the copy for short rows, where no flat copy replaces it
     if flat_runs:  # short rows of a power-of-two length: the run's rows as one loop (below)
         lines += [
             "  %ntx1 = add i32 %ntx, -1",
@@ -191,7 +193,7 @@ def entry(
         "  %b = phi i32 [ 0, %ly ], [ %b1, %lb.latch ]",
         "  %bx = add i32 %bx0, %b",
         *(["  store i32 %bx, ptr %bxp, align 4"] if runs else []),
-        "  br i1 %short, label %lxs, label %lx" if loop_md is not None else "  br label %lx",
+        "  br i1 %short, label %lxs, label %lx" if masked else "  br label %lx",
         "lx:",
         "  %x = phi i32 [ 0, %lb ], [ %x1, %lx ]",
         "  %lin = add i32 %row, %x",
@@ -200,7 +202,7 @@ def entry(
         "  %cx = icmp ult i32 %x1, %ntx",
         "  br i1 %cx, label %lx, label %lb.latch",
     ]
-    if loop_md is not None:  # the same loop for short rows, its remainder folded into masked vector steps
+    if masked:  # the same loop for short rows, its remainder folded into masked vector steps
         short_args = ", ".join(
             a.replace("%x", "%xs").replace("%lin", "%lins") if a in ("i32 %x", "i32 %lin") else a for a in call_args
         )
@@ -254,7 +256,7 @@ def entry(
         "  ret void",
         "}",
     ]
-    if loop_md is not None:
+    if masked:
         lines += [
             f"!{loop_md} = distinct !{{!{loop_md}, !{loop_md + 1}}}",
             f'!{loop_md + 1} = !{{!"llvm.loop.vectorize.predicate.enable", i1 true}}',
