@@ -3,12 +3,14 @@
 Three memory-bound kernels (saxpy, a 3-point stencil, a sum reduction), each in three launch shapes:
 one element per thread (blocks of 256), a grid-stride loop over 64 blocks of 256 threads (what the
 examples launch), and 2D tiles of 16x16 threads over rows of 1024. Sizes from 2^16 to 2^22 floats.
-The C loop is `cc -O3 -march=native -fopenmp`, the better of one thread and one per online CPU (the
-host runtime runs blocks on one worker per online CPU). Figures: best of --repeat launches, effective bandwidth (bytes the kernel must move
-once), and host / C bandwidth (target: at least 0.5, whatever the shape), with the same kernel built
-thread after thread (``MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0 MNEME_HOST_BLOCK_STEPS=0``) beside it. Writes benchmarks/results/host-throughput.md.
-Run: python benchmarks/bench_host_throughput.py [--sizes 16,18,20,22] [--repeat 5] [--budget 1.0] [--kernels K,..]
-[--out FILE]
+The C loop is `cc -O3 -march=native -fopenmp` on as many threads as the host backend's workers. On a
+shared machine the two are timed in alternating short batches and compared pair by pair (paired.py), with
+each side's CPU time and run-queue wait beside the wall time, so a reader can tell contention from code.
+Figures: host / C bandwidth (target: at least 0.5, whatever the shape) as the median over pairs with its
+quartiles, the same for CPU time, and the same kernel's earlier forms beside it. Writes (and keeps the hand
+notes of) benchmarks/results/host-throughput.md.
+Run: python benchmarks/bench_host_throughput.py [--sizes 16,18,20,22] [--budget 1.0] [--pairs 7] [--batch 0.02]
+[--repeat 5] [--no-variants] [--kernels K,..] [--out FILE]
 """
 
 from __future__ import annotations
@@ -23,19 +25,23 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+# NumPy's BLAS threads would wait in this process, whose CPU clock is the C loop's CPU time
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import paired
 from irbuild import build_cuda_ir
 
 from mneme.core.backend import get_backend
 from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.backends.host import backend as host_backend
-from mneme.plugins.backends.host import block_steps, grid_stride, lanes, machine, retarget
+from mneme.plugins.backends.host import block_steps, grid_stride, lanes, machine, retarget, sandbox
 
 BASE = 0x2E0000000000
 ROW = 1024  # the 2D shape's row length
@@ -94,6 +100,7 @@ extern "C" __global__ void sum_tile(int n, const float* x, float* out) {
 
 C_LOOPS = r"""
 #include <omp.h>
+#include <time.h>
 void saxpy(int n, float a, const float* x, float* y, int threads) {
 #pragma omp parallel for schedule(static) num_threads(threads)
   for (int i = 0; i < n; i++) y[i] = a * x[i] + y[i];
@@ -108,10 +115,116 @@ float sum(int n, const float* x, int threads) {
   for (int i = 0; i < n; i++) total += x[i];
   return total;
 }
+static double seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+/* `runs` calls of one loop back to back, each timed here (no Python between them, as the host runtime
+   times its launches inside the sandbox): kind 0 saxpy, 1 stencil, 2 sum */
+void timed_runs(int kind, int n, float a, const float* x, float* y, int threads, int runs, double* out) {
+  volatile float sink = 0.0f;
+  for (int r = 0; r < runs; r++) {
+    double start = seconds();
+    if (kind == 0) saxpy(n, a, x, y, threads);
+    else if (kind == 1) stencil(n, x, y, threads);
+    else sink += sum(n, x, threads);
+    out[r] = seconds() - start;
+  }
+}
 """
 # Bytes each kernel must move once per element: saxpy reads x and y and writes y; the stencil reads x
 # and writes y; the sum reads x.
 BYTES = {"saxpy": 12, "stencil": 8, "sum": 4}
+KINDS = {"saxpy": 0, "stencil": 1, "sum": 2}  # timed_runs's kind
+
+
+def c_times(loops: ctypes.CDLL, kind: int, n: int, x, y, threads: int, runs: int) -> list[float]:
+    """`runs` calls of the C loop `kind` back to back; the seconds of each."""
+    out = (ctypes.c_double * runs)()
+    loops.timed_runs(kind, n, 2.0, x, y, threads, runs, out)
+    return list(out)
+
+
+def _worker_pid(kernel) -> int:
+    """The process whose threads run `kernel`'s blocks: its sandbox, or this one with MNEME_HOST_SANDBOX=0."""
+    return kernel.sandbox.pid if kernel.sandbox is not None and kernel.sandbox.pid else os.getpid()
+
+
+@dataclass
+class Row:
+    """One kernel at one size: the host / C pairs, the variant forms' best times, the load when measured."""
+
+    name: str
+    shape: str
+    n: int
+    form: str
+    pairs: paired.Pairs
+    variants: list  # seconds or None: thread after thread, whole frames, folded, nested
+    load: float
+    compile_s: float  # CPU seconds to compile the kernel as built
+
+    def figures(self) -> dict:
+        pairs = self.pairs
+        host, c = pairs.median("a", "wall"), pairs.median("b", "wall")
+        ratio, q1, q3 = paired.Pairs.spread(pairs.ratios("wall"))
+        cpu_ratio, cpu_q1, cpu_q3 = paired.Pairs.spread(pairs.ratios("cpu"))
+        return {
+            "host": host,
+            "c": c,
+            "gbs": BYTES[self.name] * self.n / host / 1e9,
+            "c_gbs": BYTES[self.name] * self.n / c / 1e9,
+            "ratio": (ratio, q1, q3),
+            "host_cpu": pairs.median("a", "cpu"),
+            "c_cpu": pairs.median("b", "cpu"),
+            "cpu_ratio": (cpu_ratio, cpu_q1, cpu_q3),
+            "host_threads": pairs.per_thread("a"),
+            "c_threads": pairs.per_thread("b"),
+            "host_wait": pairs.median("a", "waited"),
+            "c_wait": pairs.median("b", "waited"),
+        }
+
+    def line(self) -> str:
+        f = self.figures()
+        names = ("thread after thread", "whole frames", "folded", "nested")
+        variants = ", ".join(f"{w} {v * 1e3:.3f}" for w, v in zip(names, self.variants) if v is not None)
+        return (
+            f"{self.name:8} {self.shape:7} 2^{self.n.bit_length() - 1:<3} {self.form:18} host {f['host'] * 1e3:8.3f} ms"
+            f"  C {f['c'] * 1e3:8.3f} ms  host / C {f['ratio'][0]:5.2f} ({f['ratio'][1]:.2f}-{f['ratio'][2]:.2f}, "
+            f"{len(self.pairs.a)} pairs)  CPU {f['cpu_ratio'][0]:5.2f}  host CPU {_threads(f['host_threads'])} ms"
+            f"  C CPU {_threads(f['c_threads'])} ms  waited {f['host_wait'] * 1e3:.3f} / {f['c_wait'] * 1e3:.3f} ms"
+            f"  load {self.load:.1f}" + (f"  ({variants})" if variants else "")
+        )
+
+    def cells(self) -> list[str]:
+        f = self.figures()
+        ms = ["-" if v is None else f"{v * 1e3:.3f}" for v in self.variants]
+        return [
+            self.name,
+            self.shape,
+            f"2^{self.n.bit_length() - 1}",
+            self.form,
+            f"{f['host'] * 1e3:.3f}",
+            *ms,
+            f"{f['c'] * 1e3:.3f}",
+            f"{f['gbs']:.2f}",
+            f"{f['c_gbs']:.2f}",
+            f"{f['ratio'][0]:.2f}",
+            f"{f['ratio'][1]:.2f}-{f['ratio'][2]:.2f}",
+            f"{f['cpu_ratio'][0]:.2f}",
+            f"{f['cpu_ratio'][1]:.2f}-{f['cpu_ratio'][2]:.2f}",
+            _threads(f["host_threads"]),
+            _threads(f["c_threads"]),
+            f"{f['host_wait'] * 1e3:.3f} / {f['c_wait'] * 1e3:.3f}",
+            str(len(self.pairs.a)),
+            f"{self.load:.1f}",
+            f"{self.compile_s:.2f}",
+        ]
+
+
+def _threads(seconds: list[float]) -> str:
+    """CPU milliseconds per run, thread by thread: `0.31+0.29`."""
+    return "+".join(f"{s * 1e3:.3f}" for s in seconds) or "0"
 
 
 def shapes(n: int) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -123,8 +236,16 @@ def c_library(folder: Path) -> ctypes.CDLL:
     src.write_text(C_LOOPS)
     cc = os.environ.get("CC", "cc")
     subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    # libgomp reads its wait policy when it loads. Its threads sleep while they wait (for the next call, or at
+    # the loop's end for a thread that has no CPU yet), as the host's workers do: spinning ones, on a machine
+    # shared with other sessions, hold the CPU the thread they wait for needs (saxpy over 2^16 floats: 0.015
+    # ms a call sleeping, 0.5 ms with GOMP_SPINCOUNT=10000, 8 ms with libgomp's default 300000), and their
+    # spinning counts as the C loop's CPU time
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     loops = ctypes.CDLL(str(lib))
     loops.sum.restype = ctypes.c_float
+    loops.timed_runs.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_float] + [ctypes.c_void_p] * 2
+    loops.timed_runs.argtypes += [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     return loops
 
 
@@ -148,20 +269,9 @@ def _form(module_text: str, kernel: str) -> str:
     return form + (", runs" if runs else "")
 
 
-def best(fn, repeat: int, budget: float) -> float:
-    """The fastest of at least `repeat` runs, more while `budget` seconds last (at most 200)."""
-    fn()
-    times: list[float] = []
-    end = time.perf_counter() + budget
-    while len(times) < repeat or (time.perf_counter() < end and len(times) < 200):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def best_launch(dev, kernel, grid, block, args: bytes, repeat: int, budget: float) -> float:
-    """`best` for a loaded kernel, as its device times it."""
+    """The fastest of at least `repeat` launches, more while `budget` seconds last (at most 200), as the device
+    times them: the variant forms' figures, beside the paired ones."""
     times: list[float] = []
     end = time.perf_counter() + budget
     while len(times) < repeat or (time.perf_counter() < end and len(times) < 200):
@@ -172,13 +282,18 @@ def best_launch(dev, kernel, grid, block, args: bytes, repeat: int, budget: floa
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="16,18,20,22", help="log2 of the element counts")
-    parser.add_argument("--repeat", type=int, default=5, help="runs at least, of which the fastest counts")
+    parser.add_argument("--repeat", type=int, default=5, help="launches at least of each variant form")
     parser.add_argument(
         "--budget",
         type=float,
         default=1.0,
-        help="seconds of more runs per figure (a loaded machine: the fastest run is the one least "
-        "interrupted; a long kernel needs as many tries as a short one)",
+        help="seconds of alternating host and C batches per figure (at least --pairs pairs), and of more "
+        "launches per variant form",
+    )
+    parser.add_argument("--pairs", type=int, default=7, help="host / C batch pairs per figure, at least")
+    parser.add_argument("--batch", type=float, default=0.02, help="seconds a batch lasts, about")
+    parser.add_argument(
+        "--no-variants", action="store_true", help="time only the kernel as built (not its earlier forms)"
     )
     parser.add_argument("--kernels", default="", help="comma-separated kernels (e.g. saxpy_stride); all by default")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "host-throughput.md")
@@ -211,54 +326,43 @@ def main() -> int:
             for addr, data in ((ax, x), (ay, y), (aout, np.zeros(16, np.float32))):
                 dev.map(addr, data.nbytes)
                 dev.write(addr, data.tobytes())
-            loaded, single, whole, folded, nested, forms = {}, {}, {}, {}, {}, {}
+            loaded, single, whole, folded, nested, forms, compile_s = {}, {}, {}, {}, {}, {}, {}
+
+            def load(kernel: str, **env: str):
+                """`kernel` compiled (with `env` set while it compiles) and loaded; its compile CPU seconds."""
+                os.environ.update(env)
+                try:
+                    start = time.process_time()
+                    module = llvm.parse_assembly(module_text)
+                    binary = backend.compile(module, kernel, ExperimentConfiguration(grid=64, block=256), arch)
+                    return dev.load(binary), time.process_time() - start
+                finally:
+                    for key in env:
+                        del os.environ[key]
+
+            arch = backend.arch()
             for name in ("saxpy", "stencil", "sum"):
                 for shape in ("each", "stride", "tile"):
                     kernel = f"{name}_{shape}"
                     if opts.kernels and kernel not in opts.kernels.split(","):
                         continue
-                    config = ExperimentConfiguration(grid=64, block=256)
-                    loaded[kernel] = dev.load(
-                        backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
-                    )
+                    loaded[kernel], compile_s[kernel] = load(kernel)
                     forms[kernel] = _form(module_text, kernel)
+                    if opts.no_variants:
+                        continue
                     # the same kernel thread after thread (the form before issue 40's lockstep groups), side by side
-                    os.environ[lanes.ENV] = os.environ[grid_stride.ENV] = os.environ[block_steps.ENV] = "0"
-                    try:
-                        single[kernel] = dev.load(
-                            backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
-                        )
-                    finally:
-                        del os.environ[lanes.ENV], os.environ[grid_stride.ENV], os.environ[block_steps.ENV]
-                    if forms[kernel].startswith("block steps"):  # and the block step form before its lanes layout
-                        os.environ[block_steps.LANES_ENV] = "0"
-                        try:
-                            whole[kernel] = dev.load(
-                                backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
-                            )
-                        finally:
-                            del os.environ[block_steps.LANES_ENV]
-                        os.environ[block_steps.UNIFORM_ENV] = "0"  # and without the divergence analysis
-                        try:
-                            folded[kernel] = dev.load(
-                                backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
-                            )
-                        finally:
-                            del os.environ[block_steps.UNIFORM_ENV]
-                        os.environ[block_steps.FLAT_ENV] = "0"  # and without the copies over a plane's linear index
-                        try:
-                            nested[kernel] = dev.load(
-                                backend.compile(llvm.parse_assembly(module_text), kernel, config, backend.arch())
-                            )
-                        finally:
-                            del os.environ[block_steps.FLAT_ENV]
-            threads = sorted({1, os.cpu_count() or 1})
+                    off = {lanes.ENV: "0", grid_stride.ENV: "0", block_steps.ENV: "0"}
+                    single[kernel] = load(kernel, **off)[0]
+                    if forms[kernel].startswith("block steps"):
+                        # the block step form before its lanes layout, without the divergence analysis, without
+                        # the copies over a plane's linear index
+                        whole[kernel] = load(kernel, **{block_steps.LANES_ENV: "0"})[0]
+                        folded[kernel] = load(kernel, **{block_steps.UNIFORM_ENV: "0"})[0]
+                        nested[kernel] = load(kernel, **{block_steps.FLAT_ENV: "0"})[0]
+            # the C loop on as many threads as the host runs blocks on (MNEME_HOST_THREADS, else the CPUs this
+            # process may use); the sandbox is forked from this process, so both sides may use the same CPUs
+            threads = sandbox.worker_threads()
             for n in sizes:
-                c_runs = {
-                    "saxpy": lambda t, n=n: loops.saxpy(n, ctypes.c_float(2.0), xp, yp, t),
-                    "stencil": lambda t, n=n: loops.stencil(n, xp, yp, t),
-                    "sum": lambda t, n=n: loops.sum(n, xp, t),
-                }
                 for name, args in (
                     ("saxpy", struct.pack("<ifQQ", n, 2.0, ax, ay)),
                     ("stencil", struct.pack("<i4xQQ", n, ax, ay)),
@@ -268,83 +372,113 @@ def main() -> int:
                         kernel = f"{name}_{shape}"
                         if kernel not in loaded:
                             continue
-                        # interleaved: the C loop just before and just after the kernel (the better of 1 thread and
-                        # one per CPU, its best on these cores), so a shared machine's load hits both alike
-                        c_loop = c_runs[name]
-                        c_before = min(best(functools.partial(c_loop, t), opts.repeat, opts.budget) for t in threads)
-                        dev.launch(loaded[kernel], grid, block, 0, args)
-                        host = best_launch(dev, loaded[kernel], grid, block, args, opts.repeat, opts.budget)
-                        dev.launch(single[kernel], grid, block, 0, args)
-                        old = best_launch(dev, single[kernel], grid, block, args, opts.repeat, opts.budget)
-                        frames = fold = nest = None
-                        if kernel in whole:
-                            dev.launch(whole[kernel], grid, block, 0, args)
-                            frames = best_launch(dev, whole[kernel], grid, block, args, opts.repeat, opts.budget)
-                            dev.launch(folded[kernel], grid, block, 0, args)
-                            fold = best_launch(dev, folded[kernel], grid, block, args, opts.repeat, opts.budget)
-                            dev.launch(nested[kernel], grid, block, 0, args)
-                            nest = best_launch(dev, nested[kernel], grid, block, args, opts.repeat, opts.budget)
-                        c_time = min(
-                            c_before, min(best(functools.partial(c_loop, t), opts.repeat, opts.budget) for t in threads)
+                        run = functools.partial(dev.time, loaded[kernel], grid, block, 0, args)
+                        c_run = functools.partial(c_times, loops, KINDS[name], n, xp, yp, threads)
+                        run(1)  # the sandbox started, its helpers parked
+                        pairs = paired.paired(
+                            run,
+                            functools.partial(_worker_pid, loaded[kernel]),
+                            c_run,
+                            os.getpid,
+                            opts.budget,
+                            opts.batch,
+                            opts.pairs,
                         )
-                        gbs = BYTES[name] * n / host / 1e9
-                        c_gbs = BYTES[name] * n / c_time / 1e9
-                        rows.append((name, shape, n, forms[kernel], host, old, frames, fold, nest, c_time, gbs, c_gbs))
-                        print(
-                            f"{name:8} {shape:7} 2^{n.bit_length() - 1:<3} {forms[kernel]:11} host {host * 1e3:9.3f} ms "
-                            f"(thread after thread {old * 1e3:9.3f}"
-                            + (f", whole frames {frames * 1e3:9.3f}" if frames is not None else "")
-                            + (f", folded {fold * 1e3:9.3f}" if fold is not None else "")
-                            + (f", nested {nest * 1e3:9.3f}" if nest is not None else "")
-                            + f")  C {c_time * 1e3:8.3f} ms  {gbs:7.2f} / {c_gbs:7.2f} GB/s"
-                            f"  ratio {gbs / c_gbs:5.2f}",
-                            flush=True,
-                        )
+                        variants = [None] * 4
+                        if not opts.no_variants:
+                            for i, forms_of in enumerate((single, whole, folded, nested)):
+                                if kernel in forms_of:
+                                    dev.launch(forms_of[kernel], grid, block, 0, args)
+                                    variants[i] = best_launch(
+                                        dev, forms_of[kernel], grid, block, args, opts.repeat, opts.budget
+                                    )
+                        row = Row(name, shape, n, forms[kernel], pairs, variants, os.getloadavg()[0], compile_s[kernel])
+                        rows.append(row)
+                        print(row.line(), flush=True)
         load_after = os.getloadavg()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    header = [
+        "kernel",
+        "shape",
+        "elements",
+        "form",
+        "host ms",
+        "thread after thread ms",
+        "whole frames ms",
+        "folded ms",
+        "nested ms",
+        "C ms",
+        "host GB/s",
+        "C GB/s",
+        "host / C",
+        "host / C q1-q3",
+        "CPU host / C",
+        "CPU host / C q1-q3",
+        "host CPU ms a launch, per thread",
+        "C CPU ms a run, per thread",
+        "waited host / C ms",
+        "pairs",
+        "load",
+        "compile s",
+    ]
     lines = [
         "# Host-backend throughput against a plain C loop",
         "",
         (
-            f"Machine: {platform.node()} ({llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs; C: `cc -O3 "
-            "-march=native -fopenmp`, the better of 1 thread and 1 per CPU, measured just before and just after each "
-            f"kernel (the better of the two). Each figure the fastest of at least {opts.repeat} runs and more for "
-            f"{opts.budget:g} s (at most 200). Load average (1 min) {load_before[0]:.1f} at the start, "
-            f"{load_after[0]:.1f} at the end: other sessions share the CPUs, so every figure is noisy; the ratio "
-            "compares neighbours in time. The C loop's arrays lie as far apart as the kernel's (2^28 bytes: the same "
-            "cache sets and 4 KiB aliases on both sides). Shapes: `each` one element per thread (blocks of 256), "
-            "`stride` a grid-stride loop over 64 blocks of 256, `tile` 16x16 blocks over rows of 1024. Form: `flat` "
-            "the grid-stride loop run as one loop over the index space (grid_stride.py), `lockstep` threads in "
-            f"groups of {lanes.width()} (lanes.py), `thread loop` thread after thread in one vectorized loop, `block "
-            "steps` barriers as passes over a block's threads in one call (block_steps.py), `steps` barriers as step "
-            "functions the runtime calls thread by thread (steps.py); `runs`: one call runs the claimed blocks along "
-            "x, a row of threads of each in turn (retarget.FLAG_BLOCK_RUNS). `thread after thread` is the same "
-            "kernel built with `MNEME_HOST_LANES=0 MNEME_HOST_GRID_STRIDE=0 MNEME_HOST_BLOCK_STEPS=0`: thread after "
-            "thread, or the runtime's step form for the sums; `whole frames` the block step form without its lanes "
-            "layout (`MNEME_HOST_BLOCK_LANES=0`: the form before it); `folded` the block step form without its "
-            "divergence analysis (`MNEME_HOST_BLOCK_UNIFORM=0`); `nested` the block step form without its loops over "
-            "a plane's linear index (`MNEME_HOST_BLOCK_FLAT=0`: rows of 16 one loop each, the sums' form before it). "
-            "`block steps, lanes`: frames one "
-            "array per field, values recomputed after barriers, pauses before atomic tails, yields at loop headers, "
-            "pass-start values alike in every thread read once, fields proved alike in every thread kept once per "
-            "block, no fold of the resume points where thread 0's stop is every thread's, passes that address the "
-            "kernel's buffers run in chunks of 16 threads of a row (docs/design/internals.md)."
+            f"## Run of {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} at {commit.stdout.strip() or '?'}: "
+            f"`{' '.join(['python benchmarks/bench_host_throughput.py', *sys.argv[1:]])}`"
         ),
         "",
         (
-            "| kernel | shape | elements | form | host ms | thread after thread ms | whole frames ms | folded ms "
-            "| nested ms | C ms | host GB/s | C GB/s | host / C |"
-        ),
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        *(
-            f"| {k} | {s} | 2^{n.bit_length() - 1} | {f} | {h * 1e3:.3f} | {o * 1e3:.3f} | "
-            f"{'-' if w is None else f'{w * 1e3:.3f}'} | {'-' if u is None else f'{u * 1e3:.3f}'} | "
-            f"{'-' if r is None else f'{r * 1e3:.3f}'} | {c * 1e3:.3f} | {g:.2f} | {cg:.2f} | {g / cg:.2f} |"
-            for k, s, n, f, h, o, w, u, r, c, g, cg in rows
+            f"Machine: {platform.node()} ({llvm.get_host_cpu_name()}), {os.cpu_count()} CPUs, load average (1 min) "
+            f"{load_before[0]:.1f} at the start and {load_after[0]:.1f} at the end (column `load`: when the row was "
+            f"measured). C: `cc -O3 -march=native -fopenmp` on {threads} OpenMP threads, as many as the host backend's "
+            "workers (`MNEME_HOST_THREADS`, else the CPUs this process may use; both sides unpinned on the same "
+            f"CPUs), `OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}` (waiting threads sleep, as the host's "
+            "workers do; spinning ones hold the CPU the thread they wait for needs, on a shared machine). Method: "
+            "the host kernel and the C loop run in alternating batches (host, "
+            f"C, host, C, ...) of about {opts.batch * 1e3:g} ms each, for {opts.budget:g} s and at least "
+            f"{opts.pairs} pairs; a batch's time is the median of its runs (the host's as its runtime times a launch "
+            "in the sandbox, the C loop's timed in C around each call); `host ms` and `C ms` are the medians of the "
+            "batches, `host / C` the median over pairs of C time / host time (the host's share of the C loop's "
+            "bandwidth; target at least 0.5) with its quartiles. Each batch also reads the CPU clock of the sandbox "
+            "process (the host) or of this process (the C loop), and each of its threads' run and run-queue wait "
+            "times (`/proc/PID/task/*/schedstat`, per thread an approximation): `CPU host / C` is the same median "
+            "over pairs of C CPU time / host CPU time a run (the host's includes the sandbox's few microseconds of "
+            "request handling a launch), `host CPU` and `C CPU` the CPU milliseconds a run per thread (threads "
+            "with at least 2% of it), `waited` the milliseconds a run the threads were runnable but held off a CPU. "
+            "Where the wall ratio is well below the CPU ratio, "
+            "the host's workers waited for a CPU (contention); where the CPU ratio is low too, the code is slow. "
+            "The variant columns (same kernel, earlier forms) are the fastest of at least "
+            f"{opts.repeat} launches and more for {opts.budget:g} s, unpaired. `compile s`: CPU seconds to compile "
+            "the kernel as built. Figures in GB/s: bytes the kernel must move once. The C loop's arrays lie as far "
+            "apart as the kernel's (2^28 bytes: the same cache sets and 4 KiB aliases on both sides). Shapes: `each` "
+            "one element per thread (blocks of 256), `stride` a grid-stride loop over 64 blocks of 256, `tile` "
+            "16x16 blocks over rows of 1024. Form: `flat` the grid-stride loop run as one loop over the index space "
+            f"(grid_stride.py), `lockstep` threads in groups of {lanes.width()} (lanes.py), `thread loop` thread "
+            "after thread in one vectorized loop, `block steps` barriers as passes over a block's threads in one "
+            "call (block_steps.py), `steps` barriers as step functions the runtime calls thread by thread "
+            "(steps.py); `runs`: one call runs the claimed blocks along x, a row of threads of each in turn "
+            "(retarget.FLAG_BLOCK_RUNS). `thread after thread` is the same kernel built with `MNEME_HOST_LANES=0 "
+            "MNEME_HOST_GRID_STRIDE=0 MNEME_HOST_BLOCK_STEPS=0`: thread after thread, or the runtime's step form "
+            "for the sums; `whole frames` the block step form without its lanes layout (`MNEME_HOST_BLOCK_LANES=0`); "
+            "`folded` without its divergence analysis (`MNEME_HOST_BLOCK_UNIFORM=0`); `nested` without its loops "
+            "over a plane's linear index (`MNEME_HOST_BLOCK_FLAT=0`). `block steps, lanes`: see "
+            "docs/design/internals.md."
         ),
         "",
+        "| " + " | ".join(header) + " |",
+        "|" + " --- |" * len(header),
+        *("| " + " | ".join(row.cells()) + " |" for row in rows),
+        "",
     ]
+    # the notes written by hand under the table (the file's first "## Notes" on) stay
+    earlier = opts.out.read_text() if opts.out.exists() else ""
+    kept = earlier[earlier.index("\n## Notes") + 1 :] if "\n## Notes" in earlier else ""
     opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text("\n".join(lines))
+    opts.out.write_text("\n".join(lines) + ("\n" + kept if kept else ""))
     return 0
 
 

@@ -28,6 +28,7 @@ from mneme.core.errors import ExperimentError, IRError, MissingGlobalError, Mnem
 from mneme.core.types import dim3
 from mneme.plugins.backends.host import (
     allowlist,
+    block_loop,
     block_steps,
     boundscheck,
     grid_stride,
@@ -219,6 +220,7 @@ class HostBackend(Backend):
             "lanes": f"{lanes.VERSION}x{lanes.width()}",
             "grid-stride": grid_stride.VERSION if grid_stride.enabled() else "off",
             "block-steps": block_steps.key(),
+            "block-loop": block_loop.VERSION,
         }
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 

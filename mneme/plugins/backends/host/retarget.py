@@ -525,7 +525,8 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     flags |= FLAG_BLOCK_RUNS if runs else 0
     if block_loop:
         free_md = max((int(m) for m in re.findall(r"!(\d+)\b", text + "\n".join(support))), default=0) + 1
-        support.append(block_loops.entry(kernel_name, unpack_args(params), runs, free_md))
+        rows_as_one = block_loops.calls_nothing(text)
+        support.append(block_loops.entry(kernel_name, unpack_args(params), runs, free_md, rows_as_one))
     else:
         support.append(_trampoline(kernel_name, params))
     param_bytes = max((p.offset + p.size for p in params), default=0)

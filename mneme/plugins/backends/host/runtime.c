@@ -56,6 +56,7 @@ typedef struct mn_ctx {
   char *shared;       /* 64 */
   uint32_t exchanges; /* warp exchanges done so far: picks the slot bank (runtime only) */
   uint32_t run;       /* 76: MODE_BLOCK with runs: the blocks along x from ctaid[0] on that the call runs */
+  uint32_t run_rows;  /* 80: set by an entry that runs the run's rows as one loop: a failure names the run */
 } mn_ctx;
 
 typedef void (*mn_entry_fn)(void *args);

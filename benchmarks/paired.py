@@ -1,0 +1,135 @@
+"""Two workloads timed side by side on a shared machine: short alternating batches, ratios per pair.
+
+A machine shared with other sessions gives a workload its CPUs or not from one moment to the next: the
+best of many runs of one side, then the best of the other, compares two different moments. Here the two
+run in short batches, A B A B ..., each batch about `batch_seconds` long, and each ratio is taken between
+the two batches of one pair, so both saw about the same load; the figure is the median of those ratios,
+with its quartiles. Beside the wall time each batch reads the CPU time of the process doing the work (its
+CPU clock, all threads, exact) and the time each of its threads ran and waited runnable for a CPU
+(``/proc/PID/task/*/schedstat``, brought up to date at the scheduler's ticks and switches: per thread an
+approximation): CPU time follows the code, not whether its threads got a CPU, and the wait says how much
+they were held back.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds of all threads of process `pid` so far (its process CPU clock, as clock_getcpuclockid)."""
+    if pid == os.getpid():
+        return time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)
+    return time.clock_gettime((~pid << 3) | 2)  # CPUCLOCK_SCHED of the whole process (linux/posix-timers.h)
+
+
+def thread_times(pid: int) -> dict[int, tuple[int, int]]:
+    """Per thread of `pid`: (nanoseconds on a CPU, nanoseconds runnable and waiting), from schedstat."""
+    times: dict[int, tuple[int, int]] = {}
+    folder = f"/proc/{pid}/task"
+    for tid in os.listdir(folder):
+        try:
+            with open(f"{folder}/{tid}/schedstat") as stat:
+                run, wait, _ = stat.read().split()
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue  # a thread that ended between the listing and the read
+        times[int(tid)] = (int(run), int(wait))
+    return times
+
+
+@dataclass
+class Batch:
+    """One batch of `runs` runs: the median wall time of a run, and CPU time and wait per run."""
+
+    runs: int
+    wall: float  # seconds, the median of the runs as the workload itself timed them
+    cpu: float  # seconds on a CPU per run, all threads of the process together (its CPU clock)
+    waited: float  # seconds runnable but not running per run, all threads together (schedstat)
+    threads: dict[int, float] = field(default_factory=dict)  # seconds on a CPU per run, per thread (schedstat)
+
+
+def batch(run: Callable[[int], list[float]], runs: int, pid: Callable[[], int]) -> Batch:
+    """Call `run(runs)` (returns the seconds of each run) between two reads of `pid()`'s thread times."""
+    worker = pid()
+    before, cpu_before = thread_times(worker), cpu_seconds(worker)
+    walls = run(runs)
+    worker_after = pid()
+    cpu_after, after = cpu_seconds(worker_after), thread_times(worker_after)
+    if worker_after != worker:  # the process was replaced (a sandbox restarted): its whole time is this batch's
+        before, cpu_before = {}, 0.0
+    threads, waited = {}, 0
+    for tid, (ran, wait) in after.items():
+        ran0, wait0 = before.get(tid, (0, 0))
+        threads[tid] = (ran - ran0) / 1e9 / runs
+        waited += wait - wait0
+    return Batch(runs, statistics.median(walls), (cpu_after - cpu_before) / runs, waited / 1e9 / runs, threads)
+
+
+@dataclass
+class Pairs:
+    """The batches of two workloads, `a` and `b`, taken in turn: a[i] and b[i] are one pair."""
+
+    a: list[Batch]
+    b: list[Batch]
+
+    def ratios(self, what: str = "wall") -> list[float]:
+        """Per pair, b's figure over a's: with a the workload under test and b the reference, a's speed
+        relative to b's (above 1: a faster)."""
+        return [getattr(y, what) / getattr(x, what) for x, y in zip(self.a, self.b, strict=True)]
+
+    @staticmethod
+    def spread(values: list[float]) -> tuple[float, float, float]:
+        """(median, lower quartile, upper quartile)."""
+        if len(values) < 2:
+            return values[0], values[0], values[0]
+        q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+        return median, q1, q3
+
+    def median(self, side: str, what: str) -> float:
+        return statistics.median(getattr(batch, what) for batch in getattr(self, side))
+
+    def per_thread(self, side: str) -> list[float]:
+        """Seconds on a CPU per run for each thread that did at least 2% of the work, most first."""
+        batches = getattr(self, side)
+        total_runs = sum(batch.runs for batch in batches)
+        threads: dict[int, float] = {}
+        for batch in batches:
+            for tid, seconds in batch.threads.items():
+                threads[tid] = threads.get(tid, 0.0) + seconds * batch.runs
+        per_run = sorted((seconds / total_runs for seconds in threads.values()), reverse=True)
+        whole = sum(per_run)
+        return [seconds for seconds in per_run if whole and seconds >= 0.02 * whole]
+
+
+def runs_for(run: Callable[[int], list[float]], batch_seconds: float, most: int = 1000) -> int:
+    """Runs of `run` that take about `batch_seconds` of wall time (its overhead included), at least 3."""
+    start = time.perf_counter()
+    run(3)
+    each = (time.perf_counter() - start) / 3
+    return max(3, min(most, int(batch_seconds / max(each, 1e-9))))
+
+
+def paired(
+    a: Callable[[int], list[float]],
+    a_pid: Callable[[], int],
+    b: Callable[[int], list[float]],
+    b_pid: Callable[[], int],
+    budget: float,
+    batch_seconds: float = 0.02,
+    least: int = 7,
+    most: int = 100,
+) -> Pairs:
+    """Batches of `a` and `b` in turn (a, b, a, b, ...) for `budget` seconds, at least `least` pairs and at
+    most `most`. `a(runs)` and `b(runs)` run their workload `runs` times and return each run's seconds;
+    `a_pid()` and `b_pid()` name the process whose threads do that work (read before and after each batch)."""
+    a_runs, b_runs = runs_for(a, batch_seconds), runs_for(b, batch_seconds)
+    pairs = Pairs([], [])
+    end = time.perf_counter() + budget
+    while len(pairs.a) < least or (time.perf_counter() < end and len(pairs.a) < most):
+        pairs.a.append(batch(a, a_runs, a_pid))
+        pairs.b.append(batch(b, b_runs, b_pid))
+    return pairs

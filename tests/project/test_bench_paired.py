@@ -1,0 +1,92 @@
+"""benchmarks/paired.py: two workloads in alternating batches, compared pair by pair, with their CPU time."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture
+def paired(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    import paired
+
+    return paired
+
+
+def _burn(cpu_seconds: float) -> None:
+    """Spin until this thread has run `cpu_seconds` on a CPU (whatever the machine's load)."""
+    end = time.thread_time() + cpu_seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_batches_alternate_and_the_ratios_follow_the_work(paired):
+    order: list[str] = []
+
+    def workload(tag: str, seconds: float):
+        def run(runs: int) -> list[float]:
+            order.append(tag)
+            walls = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                _burn(seconds)
+                walls.append(time.perf_counter() - start)
+            return walls
+
+        return run
+
+    pairs = paired.paired(
+        workload("a", 0.001), os.getpid, workload("b", 0.002), os.getpid, budget=0.0, batch_seconds=0.01, least=5
+    )
+    assert len(pairs.a) == len(pairs.b) == 5
+    # after the two calls that size the batches, a and b in turn
+    assert order[2:] == ["a", "b"] * 5
+    cpu = paired.Pairs.spread(pairs.ratios("cpu"))[0]
+    assert 1.7 < cpu < 2.3  # b does twice a's work a run, on a CPU
+    assert all(batch.cpu >= 0.001 for batch in pairs.a)
+    assert all(batch.runs >= 3 for batch in pairs.a + pairs.b)
+
+
+def test_cpu_seconds_reads_another_process_clock(paired):
+    script = (
+        "import sys, time\n"
+        "end = time.process_time() + 0.2\n"
+        "while time.process_time() < end: pass\n"
+        "print('done', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "done"
+        seconds = paired.cpu_seconds(child.pid)
+        threads = paired.thread_times(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert 0.2 <= seconds < 2.0
+    assert child.pid in threads  # the main thread, by its id
+    assert sum(run for run, _ in threads.values()) > 0.1e9
+
+
+def test_spread_is_median_and_quartiles(paired):
+    assert paired.Pairs.spread([5.0, 1.0, 3.0, 2.0, 4.0]) == (3.0, 2.0, 4.0)
+    assert paired.Pairs.spread([0.7]) == (0.7, 0.7, 0.7)
+
+
+def test_per_thread_keeps_threads_doing_a_share_of_the_work(paired):
+    batches = [
+        paired.Batch(runs=10, wall=1.0, cpu=1.0, waited=0.0, threads={1: 0.6, 2: 0.39, 3: 0.01}),
+        paired.Batch(runs=30, wall=1.0, cpu=1.0, waited=0.0, threads={1: 0.5, 2: 0.5}),
+    ]
+    pairs = paired.Pairs(batches, batches)
+    shares = pairs.per_thread("a")
+    # thread 3: 0.1 of 40 s-runs, under 2%; the others weighted by runs
+    assert shares == pytest.approx([(6 + 15) / 40, (3.9 + 15) / 40])
