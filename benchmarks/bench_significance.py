@@ -53,12 +53,34 @@ def tune(results: Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+def pair_data(results: Path) -> list[dict]:
+    """Every compared row's interleaved runs, in the order they ran (from the run's store): the data behind
+    each interval, to look at the order of the runs, drifts and serial correlation afterwards."""
+    from mneme.core.tuning.store import ResultStore, storage_url
+
+    store = ResultStore.load(storage_url(None, results))
+    return [
+        {
+            "trial": entry.get("trial"),
+            "baseline": entry.get("baseline_medians"),
+            "candidate": entry.get("medians"),
+            "stopped": entry.get("stopped"),
+            "first_pairs": entry.get("first_pairs"),
+            "looks": entry.get("looks"),
+            "speedup": entry.get("speedup"),
+        }
+        for entry in store.retime.values()
+        if not entry.get("baseline")
+    ]
+
+
 def null_runs(
     runs: int, work: Path, measure_time: float, retime_top: int = 3, iterations: int = 3, max_pairs: int | None = None
 ) -> dict:
     outcomes = []
     for i in range(runs):
         started = time.monotonic()
+        load_start = os.getloadavg()[0]
         summary = tune(
             work / f"null-{i}",
             "--space",
@@ -103,6 +125,9 @@ def null_runs(
                 ],
                 "false_verdict_rows": len(false_rows),
                 "notes": (summary.get("measurement") or {}).get("notes", []),
+                "measurement": summary.get("measurement"),
+                "loadavg_1min": [load_start, os.getloadavg()[0]],
+                "compared": pair_data(work / f"null-{i}") if compared else [],
             }
         )
         print(
