@@ -1,8 +1,9 @@
 """The final comparison: the leading candidates against the baseline, interleaved, until the speedup is known.
 
-Each candidate is compared with the recorded configuration in pairs of adjacent runs,
-alternating the order (baseline-candidate, candidate-baseline, ...) so a slow drift of the
-machine weighs on both sides alike. One run at a time goes to the pool, so with one worker
+Each candidate is compared with the recorded configuration in pairs of adjacent runs, each
+pair's order drawn at random (a fair coin: baseline first or candidate first), so a slow drift of
+the machine weighs on both sides alike and, whatever the load does, a pair's sign under no
+difference is a coin toss (`interleave`). One run at a time goes to the pool, so with one worker
 per device both sides run on the same worker, with the same cache state (``--cache``).
 Pairs are added until the speedup's interval (`stats.paired_ratio`) is narrower than
 ``--ci-target``, `MAX_PAIRS` are done or ``--measure-time`` is spent: the first look. A verdict
@@ -19,6 +20,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -150,11 +152,16 @@ class Pairs:
     interval: stats.RatioInterval | None
     first: int = 0
     looks: int = 0
+    candidate_first: list[bool] = attrs.Factory(list)  # each pair's order, as drawn
 
     @property
     def extra(self) -> int:
         """Pairs made after the first look (the open verdict's)."""
         return len(self.cand) - self.first
+
+
+def _fair_coin(rng: random.Random) -> Callable[[], bool]:
+    return lambda: rng.random() < 0.5
 
 
 def interleave(
@@ -167,9 +174,18 @@ def interleave(
     out_of_time: Callable[[], bool],
     max_pairs: int = MAX_PAIRS,
     beyond: float | None = None,
+    coin: Callable[[], bool] | None = None,
 ) -> Pairs:
-    """Pairs of runs, the order alternating (baseline first, then candidate first, ...), judged at the looks
-    of ``Looks(1 - confidence, max_pairs)``.
+    """Pairs of runs, each pair's order drawn by `coin` (True: the candidate runs first; by default a fair coin),
+    judged at the looks of ``Looks(1 - confidence, max_pairs)``.
+
+    Why at random and not alternating: the intervals count a pair's sign (and, at later looks, its rank) as a
+    coin toss when both sides run the same code. With the order drawn at random that holds whatever the machine
+    does (the sign is the coin's times the sign of first run minus second), and for a constant speedup the log
+    ratios minus its log are sign-symmetric, so the intervals hold their level under any pattern of load. An
+    alternating order (B C | C B | B C ...) needs the pairs independent: a load that follows the alternation (a
+    disturbance every fourth run lands on the baseline every time) passes for a speedup, and a burst that spans
+    the boundary of two pairs slows the same side in both (`tests/core/tuning/test_pair_order.py`).
 
     The first look comes once the speedup's interval is narrower than `ci_target` (after at least
     ``max(MIN_PAIRS, repeats)`` pairs), `out_of_time()` says so or ``min(MAX_PAIRS, max_pairs)`` pairs
@@ -185,24 +201,29 @@ def interleave(
     """
     plan = Looks(1.0 - confidence, max_pairs)
     beyond = 1.0 + ci_target if beyond is None else beyond
+    coin = coin if coin is not None else _fair_coin(random.Random())
     base: list[float] = []
     cand: list[float] = []
+    candidate_first: list[bool] = []
 
     def pair() -> bool:
         order = ((time_baseline, base), (time_candidate, cand))
-        if len(cand) % 2:
+        flipped = coin()
+        if flipped:
             order = order[::-1]
         values = [run() for run, _ in order]
         if None in values:
             return False
         for (_, series), value in zip(order, values):
             series.append(value)
+        candidate_first.append(flipped)
         return True
 
     stopped, interval = "pairs", None
     while len(cand) < plan.first:
         if not pair():
-            return Pairs(base, cand, "a run failed", interval, len(cand), 1 if interval is not None else 0)
+            looked = 1 if interval is not None else 0
+            return Pairs(base, cand, "a run failed", interval, len(cand), looked, candidate_first)
         interval = stats.paired_ratio(base, cand, plan.first_confidence)
         if len(cand) >= max(MIN_PAIRS, repeats) and interval is not None:
             if interval.width <= ci_target:
@@ -211,7 +232,7 @@ def interleave(
             if out_of_time():
                 stopped = "time cap"
                 break
-    found = Pairs(base, cand, stopped, interval, len(cand), 1)
+    found = Pairs(base, cand, stopped, interval, len(cand), 1, candidate_first)
     for target in plan.later:
         if found.stopped == "time cap" or interval is None or interval.significant:
             break
@@ -297,6 +318,7 @@ class Comparison:
             "first_pairs": pairs.first,
             "extra_pairs": pairs.extra,
             "looks": pairs.looks,
+            "candidate_first": [int(flag) for flag in pairs.candidate_first],
             "stopped": stopped,
             "seconds": time.monotonic() - started,
             "outliers": len(stats.outliers(ratios)),
