@@ -67,6 +67,7 @@ def pair_data(results: Path) -> list[dict]:
             "stopped": entry.get("stopped"),
             "first_pairs": entry.get("first_pairs"),
             "looks": entry.get("looks"),
+            "candidate_first": entry.get("candidate_first"),
             "speedup": entry.get("speedup"),
         }
         for entry in store.retime.values()
