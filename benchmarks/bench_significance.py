@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -147,7 +149,47 @@ def null_runs(
         "false_verdict_rows": false_rows,
         "false_verdict_row_rate": false_rows / max(1, total_rows),
         "search_only_rows": sum(1 for o in outcomes for r in o["rows"] if r["method"] == "search"),
+        "pair_checks": pair_checks([c for o in outcomes for c in o["compared"]]),
         "outcomes": outcomes,
+    }
+
+
+def pair_checks(compared: list[dict]) -> dict:
+    """Whether the null comparisons' pairs behave as the intervals assume (independent coin tosses for their
+    signs): the share of pairs whose first run was the slower one (an order effect: 0.5 without), the mean lag-1
+    autocorrelation of a row's log ratios, and the variance of the sum of signs over blocks of m consecutive pairs
+    divided by the pairs that are not ties (1.0 for independent signs, above 1 when consecutive pairs agree: a
+    too narrow interval), and the variance over rows of the row's standardized sign sum (1.0 when every row's
+    pairs are exchangeable; above 1 when a row's two sides differ for the whole comparison)."""
+    first_slower = second_slower = 0
+    lag1, z = [], []
+    blocks = {2: [0.0, 0], 10: [0.0, 0], 40: [0.0, 0]}
+    for row in compared:
+        logs = [math.log(b / c) for b, c in zip(row["baseline"], row["candidate"])]
+        order = row.get("candidate_first") or [i % 2 for i in range(len(logs))]  # absent: alternating
+        for value, flipped in zip(logs, order):
+            slower_first = value > 0 if not flipped else value < 0
+            first_slower += value != 0 and slower_first
+            second_slower += value != 0 and not slower_first
+        mean = statistics.fmean(logs)
+        centred = [v - mean for v in logs]
+        total = sum(v * v for v in centred)
+        if len(logs) > 2 and total > 0:
+            lag1.append(sum(a * b for a, b in itertools.pairwise(centred)) / total)
+        signs = [(v > 0) - (v < 0) for v in logs]
+        if any(signs):
+            z.append(sum(signs) / math.sqrt(sum(map(abs, signs))))
+        for m, acc in blocks.items():
+            for start in range(0, len(signs) - m + 1, m):
+                acc[0] += sum(signs[start : start + m]) ** 2
+                acc[1] += sum(map(abs, signs[start : start + m]))
+    return {
+        "pairs": sum(len(row["baseline"]) for row in compared),
+        "candidate_first": sum(sum(row.get("candidate_first") or []) for row in compared),
+        "first_run_slower": first_slower / max(1, first_slower + second_slower),
+        "lag1_autocorrelation": statistics.fmean(lag1) if lag1 else None,
+        "sign_variance_ratio": {str(m): acc[0] / acc[1] if acc[1] else None for m, acc in blocks.items()},
+        "row_sign_z_variance": statistics.pvariance(z) if len(z) > 1 else None,
     }
 
 
@@ -295,6 +337,14 @@ def main() -> None:
             f"null: {null['runs_claiming_a_speedup']}/{args.runs} runs claimed a significant speedup; "
             f"{null['false_verdict_rows']}/{null['rows']} rows carried a (false) verdict "
             f"({null['search_only_rows']} rows known from the search only)"
+        )
+        checks = null["pair_checks"]
+        ratios = "/".join(f"{v:.2f}" if v is not None else "-" for v in checks["sign_variance_ratio"].values())
+        print(
+            f"pairs: {checks['pairs']} ({checks['candidate_first']} candidate first); first run slower in "
+            f"{100 * checks['first_run_slower']:.1f}%; lag-1 autocorrelation {checks['lag1_autocorrelation'] or 0:+.3f}; "
+            f"sign variance ratio in blocks of 2/10/40 pairs {ratios} (1: independent); "
+            f"rows' sign z variance {checks['row_sign_z_variance'] or 0:.2f}"
         )
     if report.get("real"):
         real = report["real"]
