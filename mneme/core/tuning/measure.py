@@ -184,8 +184,10 @@ def interleave(
     does (the sign is the coin's times the sign of first run minus second), and for a constant speedup the log
     ratios minus its log are sign-symmetric, so the intervals hold their level under any pattern of load. An
     alternating order (B C | C B | B C ...) needs the pairs independent: a load that follows the alternation (a
-    disturbance every fourth run lands on the baseline every time) passes for a speedup, and a burst that spans
-    the boundary of two pairs slows the same side in both (`tests/core/tuning/test_pair_order.py`).
+    disturbance every fourth run lands on the baseline every time) passes for a speedup
+    (`tests/core/tuning/test_pair_order.py`), and a burst that spans the boundary of two pairs slows the same
+    side in both. On the loaded 2-core VM neither was seen (benchmarks/results/cpu-significance.md): the random
+    order removes an assumption, not a measured error.
 
     The first look comes once the speedup's interval is narrower than `ci_target` (after at least
     ``max(MIN_PAIRS, repeats)`` pairs), `out_of_time()` says so or ``min(MAX_PAIRS, max_pairs)`` pairs
