@@ -28,6 +28,7 @@ import math
 import multiprocessing
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -194,17 +195,21 @@ def pair_checks(compared: list[dict]) -> dict:
 
 
 def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
-    """The best's speedup over the baseline from `pairs` interleaved pairs on a fresh pool (no tuning code)."""
+    """The best's speedup over the baseline from `pairs` interleaved pairs on a fresh pool (no tuning code), each
+    pair's order drawn at random as `mneme tune`'s comparison draws it (the same design, so both estimate the same
+    ratio: with different code, whether a run follows a run of the same code changes its time)."""
     from mneme.core.tuning.stats import outliers, paired_ratio
     from mneme.core.types import ExperimentConfiguration
     from mneme.core.workers import AsyncReplayExecutor
 
     a = ExperimentConfiguration.from_dict(baseline)
     b = ExperimentConfiguration.from_dict(best)
-    base, cand = [], []
+    base, cand, candidate_first = [], [], []
+    coin = random.Random()
     with AsyncReplayExecutor(str(RECORDING), None, 3, work / "separate", 1) as pool:
-        for i in range(pairs):
-            order = [(a, base), (b, cand)] if i % 2 == 0 else [(b, cand), (a, base)]
+        for _ in range(pairs):
+            candidate_first.append(coin.random() < 0.5)
+            order = [(b, cand), (a, base)] if candidate_first[-1] else [(a, base), (b, cand)]
             for config, series in order:
                 result = pool.evaluate(config)
                 series.append(result.median_time)
@@ -217,6 +222,7 @@ def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
         "best_median": statistics.median(cand),
         "ratio_of_medians": statistics.median(base) / statistics.median(cand),
         "outlying_pairs": len(outliers([b / c for b, c in zip(base, cand)])),
+        "runs": {"baseline": base, "candidate": cand, "candidate_first": [int(f) for f in candidate_first]},
     }
 
 
@@ -254,6 +260,7 @@ def real_run(work: Path, pairs: int, measure_time: float, space: str = "quick") 
         "decision": summary["decision"],
         "loadavg_1min": load,
         "notes": (summary.get("measurement") or {}).get("notes", []),
+        "compared": pair_data(work / "tune"),
     }
 
 
