@@ -39,6 +39,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIN_PAIRS = 3
+# The interval's width may end the first look only from this many pairs on. Over a few pairs the median's interval
+# is nearly their range, and a narrow range is a tight cluster of alike pairs, which a quiet stretch of a loaded
+# machine gives with one side slightly ahead: stopping there picks exactly the pairs that claim a false difference
+# (replaying measured same-code pairs in order: 2.1% of comparisons claimed one with 3, 1.1% with 20;
+# benchmarks/results/cpu-significance.md).
+WIDTH_PAIRS = 20
 MAX_PAIRS = 60  # the first look: the fixed phase ends here at the latest
 FIRST_SHARE = 0.5  # of a candidate's error rate, spent at the first look when later looks may follow
 
@@ -190,8 +196,8 @@ def interleave(
     order removes an assumption, not a measured error.
 
     The first look comes once the speedup's interval is narrower than `ci_target` (after at least
-    ``max(MIN_PAIRS, repeats)`` pairs), `out_of_time()` says so or ``min(MAX_PAIRS, max_pairs)`` pairs
-    are done. While the verdict is open after a look (the interval contains 1.0 and a speedup beyond `beyond`,
+    ``max(WIDTH_PAIRS, repeats)`` pairs), `out_of_time()` says so (after at least ``max(MIN_PAIRS, repeats)``)
+    or ``min(MAX_PAIRS, max_pairs)`` pairs are done. While the verdict is open after a look (the interval contains 1.0 and a speedup beyond `beyond`,
     by default ``1 + ci_target``, is still plausible: `Looks.reach`), pairs go on to the next look
     (`Looks.judge`); the comparison stops at the first
     look whose interval excludes 1.0, when no speedup beyond `beyond` is left plausible, at the last look, the time
@@ -228,7 +234,7 @@ def interleave(
             return Pairs(base, cand, "a run failed", interval, len(cand), looked, candidate_first)
         interval = stats.paired_ratio(base, cand, plan.first_confidence)
         if len(cand) >= max(MIN_PAIRS, repeats) and interval is not None:
-            if interval.width <= ci_target:
+            if interval.width <= ci_target and len(cand) >= WIDTH_PAIRS:
                 stopped = "interval"
                 break
             if out_of_time():

@@ -129,3 +129,26 @@ def test_the_default_order_is_a_fair_coin_drawn_afresh_for_each_pair():
     assert len(pairs.cand) == 60
     assert firsts.count("cand") == sum(pairs.candidate_first)
     assert 15 <= sum(pairs.candidate_first) <= 45  # a fair coin: outside this about once in 10^4 comparisons
+
+
+def test_a_quiet_stretch_of_alike_pairs_cannot_end_the_first_look_before_twenty_pairs():
+    # Seven pairs won by the same side by 3-6%, then pairs that split evenly: over the first pairs the interval is
+    # narrow (a tight cluster) and excludes 1.0. Ending the first look on that width was how a same-code comparison
+    # on the loaded VM claimed 1.04x after 7 pairs; the width now counts from 20 pairs on, and by then the even
+    # pairs have brought the interval back over 1.0.
+    ratios = iter([1.03, 1.04, 1.05, 1.06, 1.04, 1.035, 1.045] + [1.01, 0.99] * 40)
+    queue: list[float] = []
+
+    def run():
+        if not queue:
+            queue.extend([next(ratios) * 1e-6, 1e-6])  # the baseline's run, then the candidate's
+        return queue.pop(0)
+
+    pairs = interleave(
+        run, run, repeats=2, ci_target=0.02, confidence=0.975, out_of_time=lambda: False, coin=lambda: False
+    )
+    assert len(pairs.cand) >= 20 and not pairs.interval.significant
+    early = interleave(
+        lambda: 1.05e-6, lambda: 1e-6, repeats=2, ci_target=0.02, confidence=0.975, out_of_time=lambda: False
+    )
+    assert len(early.cand) == 20 and early.interval.significant  # a steady 5% is still decided at 20 pairs

@@ -9,7 +9,7 @@ import pytest
 from paths import DATA
 
 from mneme.core.tuning import simulate as simulation
-from mneme.core.tuning.measure import Looks, interleave
+from mneme.core.tuning.measure import WIDTH_PAIRS, Looks, interleave
 from mneme.core.tuning.options import TuneOptions
 from mneme.core.tuning.simulate import Protocol, simulate
 from mneme.core.tuning.sweep import Sweep
@@ -38,14 +38,16 @@ def test_the_simulated_protocol_is_mneme_tunes_defaults():
     assert tune.prefetch is None and protocol.in_flight == 2  # one worker, and as many experiments prefetched
 
 
-def test_without_noise_each_leader_is_confirmed_in_eight_pairs_and_the_optimum_is_picked():
+def test_without_noise_each_leader_is_confirmed_in_twenty_pairs_and_the_optimum_is_picked():
     sweep = Sweep.load(VECTOR_ADD)
     run = simulate(sweep, "exhaustive", len(sweep.points), 0, noise=False)
     optimum = min((p.value, h) for h, p in sweep.points.items() if p.ok)[1]
     # Constant ratios: the median's order-statistic interval at the first look (1 - 5%/3/2: half of each
-    # candidate's error rate, the rest kept for later looks) needs 8 pairs to be bounded, and is then a point
-    # (width 0), which ends each of the three comparisons; none needs a later look.
-    assert (run.compared, run.pairs, run.extra_pairs) == (3, 24, 0)
+    # candidate's error rate, the rest kept for later looks) is bounded from 8 pairs and is then a point (width 0);
+    # the width may end the first look from WIDTH_PAIRS (20) pairs on, which ends each of the three comparisons;
+    # none needs a later look.
+    assert WIDTH_PAIRS == 20
+    assert (run.compared, run.pairs, run.extra_pairs) == (3, 60, 0)
     assert run.pick == run.search_pick == optimum and run.fraction == 1.0
     assert run.decision.startswith("significantly faster")
 
