@@ -52,6 +52,7 @@ def direct(sweep, seeds: int, top: int) -> dict:
             confidence=confidence,
             out_of_time=lambda: False,
             max_pairs=protocol.max_pairs,
+            coin=lambda rng=rng: bool(rng.random() < 0.5),
         )
         faster += bool(found.interval and found.interval.significant and found.interval.ratio > 1.0)
         pairs.append(len(found.cand))

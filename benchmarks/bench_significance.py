@@ -22,10 +22,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
+import math
 import multiprocessing
 import os
 import platform
+import random
 import shutil
 import statistics
 import subprocess
@@ -53,12 +56,35 @@ def tune(results: Path, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+def pair_data(results: Path) -> list[dict]:
+    """Every compared row's interleaved runs, in the order they ran (from the run's store): the data behind
+    each interval, to look at the order of the runs, drifts and serial correlation afterwards."""
+    from mneme.core.tuning.store import ResultStore, storage_url
+
+    store = ResultStore.load(storage_url(None, results))
+    return [
+        {
+            "trial": entry.get("trial"),
+            "baseline": entry.get("baseline_medians"),
+            "candidate": entry.get("medians"),
+            "stopped": entry.get("stopped"),
+            "first_pairs": entry.get("first_pairs"),
+            "looks": entry.get("looks"),
+            "candidate_first": entry.get("candidate_first"),
+            "speedup": entry.get("speedup"),
+        }
+        for entry in store.retime.values()
+        if not entry.get("baseline")
+    ]
+
+
 def null_runs(
     runs: int, work: Path, measure_time: float, retime_top: int = 3, iterations: int = 3, max_pairs: int | None = None
 ) -> dict:
     outcomes = []
     for i in range(runs):
         started = time.monotonic()
+        load_start = os.getloadavg()[0]
         summary = tune(
             work / f"null-{i}",
             "--space",
@@ -103,6 +129,9 @@ def null_runs(
                 ],
                 "false_verdict_rows": len(false_rows),
                 "notes": (summary.get("measurement") or {}).get("notes", []),
+                "measurement": summary.get("measurement"),
+                "loadavg_1min": [load_start, os.getloadavg()[0]],
+                "compared": pair_data(work / f"null-{i}") if compared else [],
             }
         )
         print(
@@ -121,22 +150,66 @@ def null_runs(
         "false_verdict_rows": false_rows,
         "false_verdict_row_rate": false_rows / max(1, total_rows),
         "search_only_rows": sum(1 for o in outcomes for r in o["rows"] if r["method"] == "search"),
+        "pair_checks": pair_checks([c for o in outcomes for c in o["compared"]]),
         "outcomes": outcomes,
     }
 
 
+def pair_checks(compared: list[dict]) -> dict:
+    """Whether the null comparisons' pairs behave as the intervals assume (independent coin tosses for their
+    signs): the share of pairs whose first run was the slower one (an order effect: 0.5 without), the mean lag-1
+    autocorrelation of a row's log ratios, and the variance of the sum of signs over blocks of m consecutive pairs
+    divided by the pairs that are not ties (1.0 for independent signs, above 1 when consecutive pairs agree: a
+    too narrow interval), and the variance over rows of the row's standardized sign sum (1.0 when every row's
+    pairs are exchangeable; above 1 when a row's two sides differ for the whole comparison)."""
+    first_slower = second_slower = 0
+    lag1, z = [], []
+    blocks = {2: [0.0, 0], 10: [0.0, 0], 40: [0.0, 0]}
+    for row in compared:
+        logs = [math.log(b / c) for b, c in zip(row["baseline"], row["candidate"])]
+        order = row.get("candidate_first") or [i % 2 for i in range(len(logs))]  # absent: alternating
+        for value, flipped in zip(logs, order):
+            slower_first = value > 0 if not flipped else value < 0
+            first_slower += value != 0 and slower_first
+            second_slower += value != 0 and not slower_first
+        mean = statistics.fmean(logs)
+        centred = [v - mean for v in logs]
+        total = sum(v * v for v in centred)
+        if len(logs) > 2 and total > 0:
+            lag1.append(sum(a * b for a, b in itertools.pairwise(centred)) / total)
+        signs = [(v > 0) - (v < 0) for v in logs]
+        if any(signs):
+            z.append(sum(signs) / math.sqrt(sum(map(abs, signs))))
+        for m, acc in blocks.items():
+            for start in range(0, len(signs) - m + 1, m):
+                acc[0] += sum(signs[start : start + m]) ** 2
+                acc[1] += sum(map(abs, signs[start : start + m]))
+    return {
+        "pairs": sum(len(row["baseline"]) for row in compared),
+        "candidate_first": sum(sum(row.get("candidate_first") or []) for row in compared),
+        "first_run_slower": first_slower / max(1, first_slower + second_slower),
+        "lag1_autocorrelation": statistics.fmean(lag1) if lag1 else None,
+        "sign_variance_ratio": {str(m): acc[0] / acc[1] if acc[1] else None for m, acc in blocks.items()},
+        "row_sign_z_variance": statistics.pvariance(z) if len(z) > 1 else None,
+    }
+
+
 def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
-    """The best's speedup over the baseline from `pairs` interleaved pairs on a fresh pool (no tuning code)."""
+    """The best's speedup over the baseline from `pairs` interleaved pairs on a fresh pool (no tuning code), each
+    pair's order drawn at random as `mneme tune`'s comparison draws it (the same design, so both estimate the same
+    ratio: with different code, whether a run follows a run of the same code changes its time)."""
     from mneme.core.tuning.stats import outliers, paired_ratio
     from mneme.core.types import ExperimentConfiguration
     from mneme.core.workers import AsyncReplayExecutor
 
     a = ExperimentConfiguration.from_dict(baseline)
     b = ExperimentConfiguration.from_dict(best)
-    base, cand = [], []
+    base, cand, candidate_first = [], [], []
+    coin = random.Random()
     with AsyncReplayExecutor(str(RECORDING), None, 3, work / "separate", 1) as pool:
-        for i in range(pairs):
-            order = [(a, base), (b, cand)] if i % 2 == 0 else [(b, cand), (a, base)]
+        for _ in range(pairs):
+            candidate_first.append(coin.random() < 0.5)
+            order = [(b, cand), (a, base)] if candidate_first[-1] else [(a, base), (b, cand)]
             for config, series in order:
                 result = pool.evaluate(config)
                 series.append(result.median_time)
@@ -149,6 +222,7 @@ def separate_ratio(best: dict, baseline: dict, pairs: int, work: Path) -> dict:
         "best_median": statistics.median(cand),
         "ratio_of_medians": statistics.median(base) / statistics.median(cand),
         "outlying_pairs": len(outliers([b / c for b, c in zip(base, cand)])),
+        "runs": {"baseline": base, "candidate": cand, "candidate_first": [int(f) for f in candidate_first]},
     }
 
 
@@ -186,6 +260,7 @@ def real_run(work: Path, pairs: int, measure_time: float, space: str = "quick") 
         "decision": summary["decision"],
         "loadavg_1min": load,
         "notes": (summary.get("measurement") or {}).get("notes", []),
+        "compared": pair_data(work / "tune"),
     }
 
 
@@ -269,6 +344,14 @@ def main() -> None:
             f"null: {null['runs_claiming_a_speedup']}/{args.runs} runs claimed a significant speedup; "
             f"{null['false_verdict_rows']}/{null['rows']} rows carried a (false) verdict "
             f"({null['search_only_rows']} rows known from the search only)"
+        )
+        checks = null["pair_checks"]
+        ratios = "/".join(f"{v:.2f}" if v is not None else "-" for v in checks["sign_variance_ratio"].values())
+        print(
+            f"pairs: {checks['pairs']} ({checks['candidate_first']} candidate first); first run slower in "
+            f"{100 * checks['first_run_slower']:.1f}%; lag-1 autocorrelation {checks['lag1_autocorrelation'] or 0:+.3f}; "
+            f"sign variance ratio in blocks of 2/10/40 pairs {ratios} (1: independent); "
+            f"rows' sign z variance {checks['row_sign_z_variance'] or 0:.2f}"
         )
     if report.get("real"):
         real = report["real"]

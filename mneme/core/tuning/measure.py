@@ -1,8 +1,9 @@
 """The final comparison: the leading candidates against the baseline, interleaved, until the speedup is known.
 
-Each candidate is compared with the recorded configuration in pairs of adjacent runs,
-alternating the order (baseline-candidate, candidate-baseline, ...) so a slow drift of the
-machine weighs on both sides alike. One run at a time goes to the pool, so with one worker
+Each candidate is compared with the recorded configuration in pairs of adjacent runs, each
+pair's order drawn at random (a fair coin: baseline first or candidate first), so a slow drift of
+the machine weighs on both sides alike and, whatever the load does, a pair's sign under no
+difference is a coin toss (`interleave`). One run at a time goes to the pool, so with one worker
 per device both sides run on the same worker, with the same cache state (``--cache``).
 Pairs are added until the speedup's interval (`stats.paired_ratio`) is narrower than
 ``--ci-target``, `MAX_PAIRS` are done or ``--measure-time`` is spent: the first look. A verdict
@@ -19,6 +20,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -37,6 +39,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIN_PAIRS = 3
+# The interval's width may end the first look only from this many pairs on. Over a few pairs the median's interval
+# is nearly their range, and a narrow range is a tight cluster of alike pairs, which a quiet stretch of a loaded
+# machine gives with one side slightly ahead: stopping there picks exactly the pairs that claim a false difference
+# (replaying measured same-code pairs in order: 2.1% of comparisons claimed one with 3, 1.1% with 20;
+# benchmarks/results/cpu-significance.md).
+WIDTH_PAIRS = 20
 MAX_PAIRS = 60  # the first look: the fixed phase ends here at the latest
 FIRST_SHARE = 0.5  # of a candidate's error rate, spent at the first look when later looks may follow
 
@@ -150,11 +158,16 @@ class Pairs:
     interval: stats.RatioInterval | None
     first: int = 0
     looks: int = 0
+    candidate_first: list[bool] = attrs.Factory(list)  # each pair's order, as drawn
 
     @property
     def extra(self) -> int:
         """Pairs made after the first look (the open verdict's)."""
         return len(self.cand) - self.first
+
+
+def _fair_coin(rng: random.Random) -> Callable[[], bool]:
+    return lambda: rng.random() < 0.5
 
 
 def interleave(
@@ -167,13 +180,24 @@ def interleave(
     out_of_time: Callable[[], bool],
     max_pairs: int = MAX_PAIRS,
     beyond: float | None = None,
+    coin: Callable[[], bool] | None = None,
 ) -> Pairs:
-    """Pairs of runs, the order alternating (baseline first, then candidate first, ...), judged at the looks
-    of ``Looks(1 - confidence, max_pairs)``.
+    """Pairs of runs, each pair's order drawn by `coin` (True: the candidate runs first; by default a fair coin),
+    judged at the looks of ``Looks(1 - confidence, max_pairs)``.
+
+    Why at random and not alternating: the intervals count a pair's sign (and, at later looks, its rank) as a
+    coin toss when both sides run the same code. With the order drawn at random that holds whatever the machine
+    does (the sign is the coin's times the sign of first run minus second), and for a constant speedup the log
+    ratios minus its log are sign-symmetric, so the intervals hold their level under any pattern of load. An
+    alternating order (B C | C B | B C ...) needs the pairs independent: a load that follows the alternation (a
+    disturbance every fourth run lands on the baseline every time) passes for a speedup
+    (`tests/core/tuning/test_pair_order.py`), and a burst that spans the boundary of two pairs slows the same
+    side in both. On the loaded 2-core VM neither was seen (benchmarks/results/cpu-significance.md): the random
+    order removes an assumption, not a measured error.
 
     The first look comes once the speedup's interval is narrower than `ci_target` (after at least
-    ``max(MIN_PAIRS, repeats)`` pairs), `out_of_time()` says so or ``min(MAX_PAIRS, max_pairs)`` pairs
-    are done. While the verdict is open after a look (the interval contains 1.0 and a speedup beyond `beyond`,
+    ``max(WIDTH_PAIRS, repeats)`` pairs), `out_of_time()` says so (after at least ``max(MIN_PAIRS, repeats)``)
+    or ``min(MAX_PAIRS, max_pairs)`` pairs are done. While the verdict is open after a look (the interval contains 1.0 and a speedup beyond `beyond`,
     by default ``1 + ci_target``, is still plausible: `Looks.reach`), pairs go on to the next look
     (`Looks.judge`); the comparison stops at the first
     look whose interval excludes 1.0, when no speedup beyond `beyond` is left plausible, at the last look, the time
@@ -185,33 +209,38 @@ def interleave(
     """
     plan = Looks(1.0 - confidence, max_pairs)
     beyond = 1.0 + ci_target if beyond is None else beyond
+    coin = coin if coin is not None else _fair_coin(random.Random())
     base: list[float] = []
     cand: list[float] = []
+    candidate_first: list[bool] = []
 
     def pair() -> bool:
         order = ((time_baseline, base), (time_candidate, cand))
-        if len(cand) % 2:
+        flipped = coin()
+        if flipped:
             order = order[::-1]
         values = [run() for run, _ in order]
         if None in values:
             return False
         for (_, series), value in zip(order, values):
             series.append(value)
+        candidate_first.append(flipped)
         return True
 
     stopped, interval = "pairs", None
     while len(cand) < plan.first:
         if not pair():
-            return Pairs(base, cand, "a run failed", interval, len(cand), 1 if interval is not None else 0)
+            looked = 1 if interval is not None else 0
+            return Pairs(base, cand, "a run failed", interval, len(cand), looked, candidate_first)
         interval = stats.paired_ratio(base, cand, plan.first_confidence)
         if len(cand) >= max(MIN_PAIRS, repeats) and interval is not None:
-            if interval.width <= ci_target:
+            if interval.width <= ci_target and len(cand) >= WIDTH_PAIRS:
                 stopped = "interval"
                 break
             if out_of_time():
                 stopped = "time cap"
                 break
-    found = Pairs(base, cand, stopped, interval, len(cand), 1)
+    found = Pairs(base, cand, stopped, interval, len(cand), 1, candidate_first)
     for target in plan.later:
         if found.stopped == "time cap" or interval is None or interval.significant:
             break
@@ -297,6 +326,7 @@ class Comparison:
             "first_pairs": pairs.first,
             "extra_pairs": pairs.extra,
             "looks": pairs.looks,
+            "candidate_first": [int(flag) for flag in pairs.candidate_first],
             "stopped": stopped,
             "seconds": time.monotonic() - started,
             "outliers": len(stats.outliers(ratios)),

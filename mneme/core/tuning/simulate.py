@@ -206,6 +206,7 @@ def _finish(
             out_of_time=lambda: False,  # --measure-time: see docs/design/default-sampler.md, "What is simulated"
             max_pairs=protocol.max_pairs,
             beyond=open_beyond(protocol.ci_target, decided),  # as `measure.measure` passes it
+            coin=lambda: bool(rng.random() < 0.5),  # each pair's order, from the run's seed
         )
         decided.append(pairs.interval)
         run.compared += 1

@@ -5,8 +5,8 @@ else the machine does), so the statistics work on log times: the ratio's interva
 exponential of an interval on a difference of means of logs (see docs/design/tuning.md,
 "Measurement that knows its noise").
 
-- `paired_ratio` is for interleaved measurements (baseline, candidate, candidate, baseline,
-  ...): one ratio per pair of adjacent runs, their median and its distribution-free interval
+- `paired_ratio` is for interleaved measurements (pairs of adjacent runs, each pair's order
+  drawn at random): one ratio per pair, their median and its distribution-free interval
   (order statistics). Drifts of the machine that are slow against one pair cancel out; and
   timings under load are heavy-tailed, even bimodal (a run that waits for a core), which
   throws a mean of log ratios around where a median holds (see docs/design/tuning.md).
@@ -14,8 +14,8 @@ exponential of an interval on a difference of means of logs (see docs/design/tun
   interval has: the Hodges-Lehmann estimate (median of the pairwise means of log ratios) with the
   Wilcoxon signed-rank interval. It uses the sizes of the ratios, not only their signs, so on timers
   that tick in steps (many pairs tie, a win is a whole tick) it separates what the sign of a pair
-  cannot; it assumes the log ratios symmetric under no difference, which interleaving in
-  alternating order gives when both sides run the same code.
+  cannot; it assumes the log ratios symmetric under no difference, which interleaving with
+  each pair's order drawn at random gives when both sides run the same code (`measure.interleave`).
 - `unpaired_ratio` (Welch's t on log times) is for times taken apart (the live line of the
   search, where the baseline was measured once at the start).
 
