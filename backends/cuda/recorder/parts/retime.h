@@ -60,9 +60,21 @@ double time_once(const std::string &kernel, CUstream stream, Run run, const char
     return ms * 1e-3;
 }
 
-// MNEME_RECORD_RETIME=image: the recorded image's module in this context, loaded once (mu() held).
-CUmodule image_module(void *owner, const char **why) {
+// MNEME_RECORD_RETIME=image: the modules loaded from recorded images, by (owner, context); nullptr: it did not load.
+std::map<std::pair<void *, CUcontext>, CUmodule> &image_modules() {
     static auto *loaded = new std::map<std::pair<void *, CUcontext>, CUmodule>();
+    return *loaded;
+}
+
+// A destroyed context's modules went with it; a new context may get the same handle (mu() held).
+void forget_image_modules(CUcontext ctx) {
+    auto &loaded = image_modules();
+    for (auto it = loaded.begin(); it != loaded.end();) it = it->first.second == ctx ? loaded.erase(it) : std::next(it);
+}
+
+// The recorded image's module in this context, loaded once (mu() held).
+CUmodule image_module(void *owner, const char **why) {
+    auto *loaded = &image_modules();
     DRV(cuCtxGetCurrent);
     DRV(cuModuleLoadData);
     CUcontext ctx = nullptr;

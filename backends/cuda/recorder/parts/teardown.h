@@ -19,12 +19,14 @@ void before_teardown() {
 }
 
 void forget_flush_buffer(CUcontext ctx);
+void forget_image_modules(CUcontext ctx);
 
 // The context that held the placed range is gone (mu() not held). `how`: what the application did,
 // for the message; nullptr: say nothing (cudart releases its primary contexts at exit, which is no news).
 void after_teardown(CUcontext gone, const char *how) {
     std::lock_guard<std::mutex> lock(mu());
     forget_flush_buffer(gone);
+    forget_image_modules(gone);
     Placement &p = placement();
     if (!p.ok || (zone_context && gone != zone_context)) return;
     p.ok = false;  // tried stays set: later allocations come from the driver, unplaced
