@@ -133,12 +133,13 @@ def diagnose(db: Path, dynamic_hash: str, mode: str, iterations: int) -> dict[st
     out.update(
         fresh_processes(db, dynamic_hash, mode, iterations, name="fresh-tags", env={"MNEME_CUPTI_MATCH": "tags"})
     )
-    # Every recorded range rewritten through the SMs before each flush, as the replay does on request.
-    out.update(
-        fresh_processes(
-            db, dynamic_hash, mode, iterations, name="fresh-rewrite", env={"MNEME_CUDA_REWRITE_BEFORE_FLUSH": "1"}
+    # Every recorded range read, or rewritten, through the SMs before each flush, as the replay does on request.
+    for how in ("read", "rewrite"):
+        out.update(
+            fresh_processes(
+                db, dynamic_hash, mode, iterations, name=f"fresh-{how}", env={"MNEME_CUDA_BEFORE_FLUSH": how}
+            )
         )
-    )
     # The recorded ranges mapped at the driver's recommended granularity, not the minimum the recorder maps
     # the application's allocations at (compare with fresh-processes: both are fresh processes). Where the two
     # granularities are equal it would map exactly as fresh-processes did: not run (the row shows both sizes).

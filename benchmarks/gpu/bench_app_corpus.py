@@ -290,20 +290,20 @@ def _arch() -> str:
     return CudaBackend().arch(0)
 
 
-def replay(db: Path, dynamic_hash: str, mode: str, iterations: int, rewrite: bool = False):
-    """The recorded configuration replayed as `mneme replay` does; `rewrite`: every recorded range rewritten
-    through the SMs before each flush (as $MNEME_CUDA_REWRITE_BEFORE_FLUSH=1 asks), set on this executor's
-    device only."""
+def replay(db: Path, dynamic_hash: str, mode: str, iterations: int, before_flush: str | None = None):
+    """The recorded configuration replayed as `mneme replay` does; `before_flush` ("", "read", "rewrite"): what
+    the SMs do to every recorded range before each flush, as $MNEME_CUDA_BEFORE_FLUSH asks, set on this
+    executor's device only (None: as the environment says)."""
     from mneme.core.executor import BaseExecutor
 
     with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode=mode) as ex:
-        if not rewrite:
+        if before_flush is None:
             return ex.execute(ex.default_config())
-        ex.device.rewrite_before_flush = True
+        was, ex.device.before_flush = ex.device.before_flush, before_flush
         try:
             return ex.execute(ex.default_config())
         finally:
-            ex.device.rewrite_before_flush = False
+            ex.device.before_flush = was
 
 
 def ir_variants(db: Path, dynamic_hash: str, variants: list[tuple[str, dict]], iterations: int, binary_s: float):
@@ -447,11 +447,10 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
                 row["replay_vs_image"] = bin_result.median_time / image_median
             if reference and bin_result.median_time:
                 row["replay_vs_recorded"] = bin_result.median_time / reference
-                if opts.rewrite_too:
-                    rewritten = replay(db, dynamic_hash, binary, opts.iterations, rewrite=True)
-                    if rewritten.median_time:
-                        row["rewrite_median_s"] = rewritten.median_time
-                        row["rewrite_vs_recorded"] = rewritten.median_time / reference
+                for how in opts.before_flush:
+                    touched = replay(db, dynamic_hash, binary, opts.iterations, before_flush=how)
+                    if touched.median_time:
+                        row.setdefault("before_flush_vs_recorded", {})[how or "none"] = touched.median_time / reference
                 if abs(row["replay_vs_recorded"] - 1) > 0.05 and time_left():
                     row["diagnosis_s"] = diagnose(db, dynamic_hash, binary, opts.iterations)
                     row["map_granularity_bytes"] = map_granularities()
@@ -507,10 +506,12 @@ def main() -> int:
         "e.g. sched4reg:nvptx_sched4reg=true); run whatever --seconds says",
     )
     parser.add_argument(
-        "--rewrite-too",
-        action="store_true",
-        help="also replay every instance's binary with its recorded ranges rewritten through the SMs before "
-        "each flush ($MNEME_CUDA_REWRITE_BEFORE_FLUSH=1), in its own executor",
+        "--before-flush",
+        type=lambda text: [] if not text else ["" if h == "none" else h for h in text.split(",")],
+        default=[],
+        metavar="HOW[,HOW...]",
+        help="also replay every instance's binary with what the SMs do to its recorded ranges before each flush "
+        "set to each HOW (none, read, rewrite: $MNEME_CUDA_BEFORE_FLUSH), each in its own executor",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="also write the table as markdown here")
@@ -595,12 +596,11 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
             f"times) within 5%: {within}/{len(ratios)}"
             + (f", median {statistics.median(ratios):.3f}x" if ratios else "")
         )
-        rewritten = [r["rewrite_vs_recorded"] for r in rows if r.get("rewrite_vs_recorded")]
-        if rewritten:
+        for how in dict.fromkeys(h for r in rows for h in r.get("before_flush_vs_recorded", {})):
+            got = [r["before_flush_vs_recorded"][how] for r in rows if how in r.get("before_flush_vs_recorded", {})]
             lines.append(
-                "app-corpus replay with the recorded ranges rewritten through the SMs before each flush "
-                f"(--rewrite-too): within 5% {sum(1 for x in rewritten if abs(x - 1) <= 0.05)}/{len(rewritten)}, "
-                f"median {statistics.median(rewritten):.3f}x"
+                f"app-corpus replay, recorded ranges before each flush: {how} (--before-flush; its own executor): "
+                f"within 5% {sum(1 for x in got if abs(x - 1) <= 0.05)}/{len(got)}, median {statistics.median(got):.3f}x"
             )
         for name, label in (
             ("retimed", "recorded launch timed again (MNEME_RECORD_RETIME)"),

@@ -262,23 +262,24 @@ def test_corpus_kernel_compiles_loads_and_runs_at_fixed_addresses(cuda_backend, 
         assert [size for _, size in kernel.param_layout()] == [8, 8, 8, 4]
 
 
-def test_a_rewrite_through_the_sms_before_each_flush_keeps_every_byte_and_the_sum_right(
-    cuda_backend, cuda_device, space
+@pytest.mark.parametrize("how", ["read", "rewrite"])
+def test_a_read_or_rewrite_through_the_sms_before_each_flush_keeps_every_byte_and_the_sum_right(
+    cuda_backend, cuda_device, space, how
 ):
-    """MNEME_CUDA_REWRITE_BEFORE_FLUSH (here the attribute it sets): each flushed run first rewrites every mapped
-    range in place through the SMs; the inputs keep their bytes and vector_add still computes a + b."""
+    """MNEME_CUDA_BEFORE_FLUSH (here the attribute it sets): each flushed run first reads, or rewrites in place,
+    every mapped range through the SMs; the inputs keep their bytes and vector_add still computes a + b."""
     n = 1 << 20
     pa, pb, pc = space, space + 64 * MiB, space + 128 * MiB
     rng = np.random.default_rng(7)
     a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
     cuda_device.write(pa, a)
     cuda_device.write(pb, b)
-    cuda_device.rewrite_before_flush = True
+    cuda_device.before_flush = how
     try:
         with _compile(cuda_backend, cuda_device, "vector_add", "vector_add") as kernel:
             times = cuda_device.time(kernel, dim3(n // 256), dim3(256), 0, _vector_add_args(pa, pb, pc, n), 3)
     finally:
-        cuda_device.rewrite_before_flush = False
+        cuda_device.before_flush = ""
     assert len(times) == 3 and all(0 < t < 0.1 for t in times) and cuda_device.copy_through == "engine"
     assert cuda_device.read(pa, 4 * n) == a.tobytes() and cuda_device.read(pb, 4 * n) == b.tobytes()
     assert np.array_equal(np.frombuffer(cuda_device.read(pc, 4 * n), np.float32), a + b)

@@ -52,9 +52,10 @@ class CudaBackend(Backend):
         EnvVar("MNEME_PTX_ASSEMBLER", "", "ptxas: assemble PTX with ptxas instead of nvJitLink", "cuda"),
         EnvVar("MNEME_MALLOC_TUNING", "1", "0: leave glibc's malloc settings during code generation", "cuda"),
         EnvVar(
-            "MNEME_CUDA_REWRITE_BEFORE_FLUSH",
+            "MNEME_CUDA_BEFORE_FLUSH",
             "",
-            "1: a flushed timed run first rewrites the recorded ranges through the SMs (the application's last writer)",
+            "read or rewrite: a flushed timed run first reads (or rewrites in place) the recorded ranges through the "
+            "SMs, as the application's kernels last touched them",
             "cuda",
         ),
         EnvVar(

@@ -27,6 +27,8 @@ KERNELS = {
     "f64": "mneme_compare_f64",
 }
 COPY_KERNEL = "mneme_copy"  # the SM copy of `copy_through="sm"`, in the same PTX module
+READ_KERNEL = "mneme_read"  # every byte of a range loaded through the SMs, nothing stored (DeviceTiming.touch_mapped)
+READ_NEVER = 0x6D6E656D65AD0BE5  # what the read kernel's loads would have to XOR to for it to store anything
 OUT_WORDS = COMPARE_WORDS  # u64 per compared region (see compare.cu)
 BLOCK = 256
 
@@ -69,6 +71,10 @@ def pack_args(key: str, expected: int, actual: int, count: int, threshold: float
 
 def pack_copy_args(dst: int, src: int, size: int) -> bytes:
     return struct.pack("<QQQ", dst, src, size)
+
+
+def pack_read_args(src: int, size: int, sink: int) -> bytes:
+    return struct.pack("<QQQQ", src, size, READ_NEVER, sink)
 
 
 def initial_out(n_regions: int) -> np.ndarray:

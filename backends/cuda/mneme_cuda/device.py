@@ -11,19 +11,18 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from mneme.core import envvars
 from mneme.core.backend import Device, DeviceInfo
 from mneme.core.errors import ExperimentError, MnemeError
 from mneme_cuda import compare as cmp
 from mneme_cuda import cupti
-from mneme_cuda.properties import attribute, compute_capability, device_handle, device_name
 from mneme_cuda.driver import CudaError, check, driver, fault, format_version, probe
 from mneme_cuda.gate import LaunchGate
 from mneme_cuda.kernel import CudaKernel, DeviceKernels, launch
 from mneme_cuda.memory import DeviceBuffer, PinnedBuffer, Reservation, allocation_granularity, mapping_granularity
+from mneme_cuda.properties import attribute, compute_capability, device_handle, device_name
 from mneme_cuda.restore import DeviceDecode, DeviceMemory
 from mneme_cuda.snapio import NativeDecoder
-from mneme_cuda.timing import DeviceTiming
+from mneme_cuda.timing import DeviceTiming, before_flush_setting
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +70,7 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
         self._flush: DeviceBuffer | None = None
         self._compare: tuple[Any, dict[str, Any]] | None = None
         self._compare_out: DeviceBuffer | None = None
+        self._read_sink: DeviceBuffer | None = None  # touch_mapped("read")'s never-written word
         self._copier: ThreadPoolExecutor | None = None
         self._decoder: NativeDecoder | None | bool = False  # False: not looked up yet; None: not available
         self._restore_events: list[Any] = []  # one per restore slot (half a staging buffer)
@@ -82,8 +82,8 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
         self._gate: LaunchGate | None = None
         self._warned_timer = False
         self.copy_through = "engine"  # how `copy` moves bytes: "engine" (cuMemcpyDtoDAsync) or "sm" (a kernel)
-        # flushed runs: every mapped range rewritten through the SMs before the flush (DeviceTiming.rewrite_mapped)
-        self.rewrite_before_flush = envvars.get("MNEME_CUDA_REWRITE_BEFORE_FLUSH") == "1"
+        # flushed runs: what the SMs do to every mapped range before the flush (DeviceTiming.touch_mapped)
+        self.before_flush = before_flush_setting()
 
     # -- lifetime -------------------------------------------------------------------------------
     def _release(self) -> None:
@@ -164,7 +164,7 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
                 raise MnemeError(f"{exc}; the driver could not JIT mneme_cuda/kernels/compare.ptx") from exc
             functions = {
                 key: check(cu.cuModuleGetFunction(module, name.encode()), f"cuModuleGetFunction {name}")
-                for key, name in {**cmp.KERNELS, "copy": cmp.COPY_KERNEL}.items()
+                for key, name in {**cmp.KERNELS, "copy": cmp.COPY_KERNEL, "read": cmp.READ_KERNEL}.items()
             }
             self._compare = (module, functions)
         return self._compare[1]

@@ -7,8 +7,10 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from mneme.core import envvars
 from mneme.core.backend import LoadedKernel, check_cache_state
 from mneme.core.errors import MnemeError, UsageError
+from mneme_cuda import compare as cmp
 from mneme_cuda import cupti
 from mneme_cuda.driver import check, driver
 from mneme_cuda.gate import LaunchGate
@@ -17,6 +19,16 @@ if TYPE_CHECKING:
     from mneme_cuda.kernel import CudaKernel
 
 log = logging.getLogger(__name__)
+
+BEFORE_FLUSH = ("read", "rewrite")  # what a flushed run may have the SMs do to the recorded ranges first
+
+
+def before_flush_setting() -> str:
+    """$MNEME_CUDA_BEFORE_FLUSH: "" (nothing before the flush), "read" or "rewrite" (`DeviceTiming.touch_mapped`)."""
+    how = envvars.get("MNEME_CUDA_BEFORE_FLUSH") or ""
+    if how and how not in BEFORE_FLUSH:
+        raise UsageError(f"MNEME_CUDA_BEFORE_FLUSH={how!r} is not one of {', '.join(BEFORE_FLUSH)} (or empty: nothing)")
+    return how
 
 
 class DeviceTiming:
@@ -34,19 +46,30 @@ class DeviceTiming:
             self._flush = self.alloc(self.flush_bytes)
         self.fill(self._flush.addr, self._flush.size, 0)
 
-    def rewrite_mapped(self) -> None:
-        """Rewrite every mapped recorded range in place through the SMs (a copy kernel), so that, as in the
-        application, the SMs are the last writers of the kernel's memory before the flush, not the copy engine
-        of the restore ($MNEME_CUDA_REWRITE_BEFORE_FLUSH=1; issue 38: on the H100 this brought 5 of the 10
-        instances that replayed 6-14% faster than recorded within 5%, and overshot on 2)."""
-        through = self.copy_through
-        self.copy_through = "sm"
-        try:
-            for reservation in self._reservations:
-                for start, size in reservation.mapped_chunks():
+    def touch_mapped(self, how: str) -> None:
+        """Touch every mapped recorded range through the SMs, ordered on the stream: "read" loads every byte
+        (a kernel that stores nothing), "rewrite" copies each range onto itself (a copy kernel). In the application
+        the SMs were the last to touch the kernel's memory before the recorder's flush; in a replay it is the copy
+        engine of the restore ($MNEME_CUDA_BEFORE_FLUSH; issue 38: on the H100, reading or rewriting every region
+        before the flush brought 5 of the 10 instances that replayed 6-14% faster than recorded within 5%)."""
+        if how not in BEFORE_FLUSH:
+            raise UsageError(f"touch_mapped: {how!r} is not one of {', '.join(BEFORE_FLUSH)}")
+        chunks = [chunk for reservation in self._reservations for chunk in reservation.mapped_chunks()]
+        if how == "rewrite":
+            through = self.copy_through
+            self.copy_through = "sm"
+            try:
+                for start, size in chunks:
                     self.copy(start, start, size)
-        finally:
-            self.copy_through = through
+            finally:
+                self.copy_through = through
+            return
+        if self._read_sink is None:
+            self._read_sink = self.alloc(8)
+        read = self._compare_kernels()["read"]
+        for start, size in chunks:
+            grid = cmp.grid_for(-(-size // 16), self.sm_count)
+            self._launch_raw(read, grid, cmp.pack_read_args(start, size, self._read_sink.addr), [])
 
     @property
     def flush_bytes(self) -> int:
@@ -139,8 +162,8 @@ class DeviceTiming:
         if before_each is not None:
             before_each()
         if cache == "flushed":
-            if self.rewrite_before_flush:
-                self.rewrite_mapped()
+            if self.before_flush:
+                self.touch_mapped(self.before_flush)
             # As the recorder times its recorded launch: the flush complete and the device idle before the
             # launch is submitted (the recorder synchronizes the context between the two), not the launch
             # queued right behind the flush (docs/design/recording.md, "The L2 before a recorded launch").

@@ -84,3 +84,21 @@ def test_an_unknown_mapping_granularity_is_a_usage_error_naming_the_variable_and
     monkeypatch.setenv(GRANULARITY_ENV, "huge")
     with pytest.raises(UsageError, match=r"MNEME_CUDA_MAP_GRANULARITY='huge' is not one of minimum, recommended"):
         mapping_granularity()
+
+
+@pytest.mark.parametrize("value", ["", "read", "rewrite"])
+def test_what_the_sms_do_before_a_flush_is_read_from_the_environment(monkeypatch, value):
+    from mneme_cuda.timing import before_flush_setting
+
+    monkeypatch.setenv("MNEME_CUDA_BEFORE_FLUSH", value)
+    assert before_flush_setting() == value
+
+
+def test_an_unknown_before_flush_setting_is_a_usage_error_naming_the_variable_and_the_choices(monkeypatch):
+    from mneme_cuda.timing import before_flush_setting
+
+    from mneme.core.errors import UsageError
+
+    monkeypatch.setenv("MNEME_CUDA_BEFORE_FLUSH", "1")
+    with pytest.raises(UsageError, match=r"MNEME_CUDA_BEFORE_FLUSH='1' is not one of read, rewrite"):
+        before_flush_setting()
