@@ -55,6 +55,29 @@ def test_batches_alternate_and_the_ratios_follow_the_work(paired):
     assert all(batch.runs >= 3 for batch in pairs.a + pairs.b)
 
 
+def test_several_references_take_their_turns_after_each_batch_of_the_workload(paired):
+    order: list[str] = []
+
+    def workload(tag: str, seconds: float):
+        def run(runs: int) -> list[float]:
+            order.append(tag)
+            walls = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                _burn(seconds)
+                walls.append(time.perf_counter() - start)
+            return walls
+
+        return run
+
+    refs = [(workload("b", 0.002), os.getpid), (workload("c", 0.0005), os.getpid)]
+    b, c = paired.paired_with(workload("a", 0.001), os.getpid, refs, budget=0.0, batch_seconds=0.01, least=4)
+    assert order[3:] == ["a", "b", "c"] * 4  # after the three calls that size the batches
+    assert b.a is c.a and len(b.b) == len(c.b) == 4
+    assert 1.7 < paired.Pairs.spread(b.ratios("cpu"))[0] < 2.3
+    assert 0.35 < paired.Pairs.spread(c.ratios("cpu"))[0] < 0.65
+
+
 def test_cpu_seconds_reads_another_process_clock(paired):
     script = (
         "import sys, time\n"

@@ -47,7 +47,7 @@ LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 UNIFORM_ENV = "MNEME_HOST_BLOCK_UNIFORM"
 FLAT_ENV = "MNEME_HOST_BLOCK_FLAT"
 #: a build-cache key: another form is another build product
-VERSION = "5"
+VERSION = "6"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
 # step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
 # (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
@@ -178,7 +178,9 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     reads: dict[int, list[int]] = {}
     used: dict[int, str] = {}
     if soa:
-        out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable})
+        # fields a thread's index feeds: their twins read thread 0's value plus the thread's index (`block_uniform`)
+        affine = block_uniform.thread_indexed(out, *span, slots) - alike if uniform_enabled() else set()
+        out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable}, affine)
         # proved alike: read at barriers only (a pause's or yield's threads may be at different iterations)
         alike = alike & {
             k for k in used if all(p > 0 and not p & block_passes.STOPS for p, ks in reads.items() if k in ks)
