@@ -1,4 +1,5 @@
-"""benchmarks/paired.py: two workloads in alternating batches, compared pair by pair, with their CPU time."""
+"""benchmarks/paired.py: two workloads (or one and several references) in alternating batches, compared pair by pair,
+with their CPU time; the host-throughput benchmark's C loop in a process of its own per OpenMP wait policy."""
 
 from __future__ import annotations
 
@@ -113,3 +114,31 @@ def test_per_thread_keeps_threads_doing_a_share_of_the_work(paired):
     shares = pairs.per_thread("a")
     # thread 3: 0.1 of 40 s-runs, under 2%; the others weighted by runs
     assert shares == pytest.approx([(6 + 15) / 40, (3.9 + 15) / 40])
+
+
+@pytest.fixture
+def throughput(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.syspath_prepend(str(BENCH.parent / "tests"))
+    import bench_host_throughput
+
+    return bench_host_throughput
+
+
+@pytest.mark.parametrize("policy", ["passive", "spin"])
+def test_the_c_loop_runs_in_a_process_of_its_own_under_its_wait_policy(throughput, tmp_path, monkeypatch, policy):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    try:
+        lib = throughput.c_library(tmp_path)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"no C compiler with OpenMP here: {exc}")
+    loops = throughput.CLoops(lib, 1 << 12, policy)
+    try:
+        times = loops.times(throughput.KINDS["sum"], 1 << 12, 2, 5)
+        environ = Path(f"/proc/{loops.pid()}/environ").read_bytes().split(b"\0")
+    finally:
+        loops.close()
+    assert loops.pid() != os.getpid() and loops.process.returncode == 0
+    assert len(times) == 5 and all(0 < t < 1.0 for t in times)
+    assert (b"OMP_WAIT_POLICY=passive" in environ) is (policy == "passive")
