@@ -4,9 +4,10 @@ A tree reduction's level, ``if (t < k) s[t] += s[t + k]; __syncthreads();``, run
 but the threads at or past ``k`` only store the point they resume at, which they already hold. The block step
 form's loop over the threads (`block_passes`) then spends most of a level masking them out. Here, for a barrier
 point whose interval branches on ``linear thread index < B`` with ``B`` the same in every thread (the divergence
-analysis, `divergence`), where the threads that fail the test (and what they run before it) store nothing but
-private values and the block's shared cells (`block_shared`: every thread stores the same), and stop again at
-the same barrier point, a *probe* (a copy of the step function cut at the branch: thread 0's run up to it,
+analysis, `divergence`), where every block a thread that fails the test may run (the interval less the test's
+edge below the bound, and less the edges away from the test of branches every thread takes alike: thread 0 went
+towards it) stores nothing but private values and the block's shared cells (`block_shared`: every thread stores
+the same), and stops again at the same barrier point, a *probe* (a copy of the step function cut at the branch: thread 0's run up to it,
 writing nothing the pass can see) computes ``B`` before the pass, and the pass's loops run threads ``[0,
 max(1, min(B, n)))`` only. Thread 0 always runs: it stores the cells. The skipped threads' frames already hold
 what they would have stored, so the next pass, the folds after a flat loop (`block_passes.census`) and the
@@ -27,6 +28,7 @@ NONE = -1  # the probe's answer where thread 0 does not reach the branch: no bou
 SHAPES = {"l": "true", "yx": "%ntz1", "x": "%ntx1d"}
 _ICMP = re.compile(r"^icmp (ult|slt|uge|sge|ugt|sgt|ule|sle) i32 (%[-\w.$]+), (%[-\w.$]+|-?\d+)$")
 _BR = re.compile(r"^\s*br i1 (%[-\w.$]+), label (%[-\w.$]+), label (%[-\w.$]+)(?:,.*)?$")
+_LOAD_FROM = re.compile(r"= load (?:volatile )?[^,]+, ptr (%[-\w.$]+)")
 _STORE_TO = re.compile(r"^\s*store (?:volatile )?\S+ [^,]+, ptr (%[-\w.$]+)")
 _CELL = re.compile(r"= getelementptr inbounds i64, ptr %__mneme_cells, i64 \d+$")
 _ALLOCA = re.compile(r"= alloca ")
@@ -70,14 +72,14 @@ def thread_bounds(
         label = found.resume_of.get(point)
         region = _reach(found.inner_succ, [label]) if label else set()
         for block in sorted(region):
-            guard = _guard(point, block, blocks, defs, found, region, private, cells)
+            guard = _guard(point, block, blocks, defs, found, region, private, (cells, set(slots)))
             if guard is not None:
                 guards[point] = guard
                 break
     return guards
 
 
-def _guard(point, block, blocks, defs, found, region, private, cells) -> Guard | None:
+def _guard(point, block, blocks, defs, found, region, private, own) -> Guard | None:
     code = blocks[block]
     br = _BR.match(code[-1])
     cmp = br and _ICMP.match(defs.get(br.group(1), ""))
@@ -89,17 +91,35 @@ def _guard(point, block, blocks, defs, found, region, private, cells) -> Guard |
         if shape is None or pred not in table or _per_thread(bound, found):
             continue
         kind, below_true = table[pred]
-        idle = br.group(3) if below_true else br.group(2)
-        before = {b for b in region if block in _reach(found.inner_succ, [b])}
+        below = br.group(2) if below_true else br.group(3)
         if block in _reach(found.inner_succ, found.inner_succ[block]):
             return None  # in a loop within the interval: the bound may change from one iteration to the next
-        after = _reach(found.inner_succ, [idle])
-        if not all(_quiet(blocks[b], private, cells) for b in before | after):
+        if below == (br.group(3) if below_true else br.group(2)):
+            return None  # both edges to one block
+        idle = _idle(block, below, region, found, found.resume_of[point])
+        if not all(_quiet(blocks[b], private, *own) for b in idle):
             return None
-        if any(found.stop_of.get(b, point) != point for b in after):
+        if any(found.stop_of.get(b, point) != point for b in idle):
             return None  # an idle thread must stop at this very point again
         return Guard(point, block, bound, kind == "slt", shape)
     return None
+
+
+def _idle(block: str, below: str, region: set[str], found, start: str) -> set[str]:
+    """The blocks a thread at or past the bound may run, given that thread 0 reached the branch `block`: the
+    interval without the branch's edge `below`, and without the edges away from `block` of a branch every thread
+    takes alike (a uniform condition in a block all threads run or none: where they run it, they go the way thread
+    0 went, towards `block`)."""
+    to_block = {b for b in region if block in _reach(found.inner_succ, [b])}
+    succ = {}
+    for b in region:
+        targets = list(found.inner_succ.get(b, ()))
+        if b == block:
+            targets = [t for t in targets if t != below]
+        elif b in to_block and b not in found.divergent_blocks and b not in found.deciding:
+            targets = [t for t in targets if t in to_block]
+        succ[b] = targets
+    return _reach(succ, [start])
 
 
 def _reach(succ: dict[str, list[str]], start: list[str]) -> set[str]:
@@ -116,8 +136,10 @@ def _per_thread(value: str, found) -> bool:
     return not re.fullmatch(r"-?\d+", value) and (value in found.divergent_values or value in divergence.PER_THREAD)
 
 
-def _quiet(code: list[str], private: set[str], cells: set[str]) -> bool:
-    """Whether `code` writes nothing a pass can see but private slots, the shared cells and the resume point."""
+def _quiet(code: list[str], private: set[str], cells: set[str], slots: set[str]) -> bool:
+    """Whether `code` writes nothing a pass can see but private slots, the shared cells and the resume point, and
+    reads no memory but those, the frame's `slots` and the context: a skipped thread must miss no store, nor a read
+    the bounds checks would have refused."""
     for line in code:
         text = line.strip()
         if re.search(r"\b(?:atomic|atomicrmw|cmpxchg|fence|va_arg|volatile)\b", text):
@@ -127,6 +149,9 @@ def _quiet(code: list[str], private: set[str], cells: set[str]) -> bool:
             if store.group(1) not in private | cells | {"%__mneme_resume_at"}:
                 return False
             continue
+        load = _LOAD_FROM.search(text)
+        if load and load.group(1) not in private | cells | slots and "!invariant.load" not in text:
+            return False
         if re.search(r"\bcall\b", text) and not _PURE_CALL.search(text):
             return False
     return True

@@ -86,6 +86,22 @@ extern "C" __global__ void tree_busy(int n, const float* x, float* out) {
   if (t == 0) out[blockIdx.x] = s[0];
   if (t == 1) out[gridDim.x + blockIdx.x] = (float)seen[blockDim.x - 1];
 }
+// odd threads store elsewhere and never reach the test on the bound: no bound
+extern "C" __global__ void tree_odd_threads(int n, const float* x, float* out) {
+  __shared__ float s[512];
+  __shared__ float other[512];
+  int t = threadIdx.x, i = blockIdx.x * blockDim.x + t;
+  s[t] = i < n ? x[i] : 0.0f;
+  other[t] = 0.0f;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k /= 2) {
+    if (t & 1) other[t] += 1.0f;
+    else if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+  if (t == 1) out[gridDim.x + blockIdx.x] = other[blockDim.x - 1];
+}
 // the bound changes within the interval (a loop with no barrier in it): no bound
 extern "C" __global__ void inner_loop(int n, const float* x, float* out) {
   __shared__ float s[512];
@@ -214,7 +230,7 @@ def test_an_inverted_test_and_a_bound_not_a_power_of_two_keep_the_step_forms_byt
         np.testing.assert_allclose(got[1][b], s[0], rtol=1e-6)
 
 
-@pytest.mark.parametrize("kernel", ["tree_values", "tree_busy", "inner_loop"])
+@pytest.mark.parametrize("kernel", ["tree_values", "tree_busy", "tree_odd_threads", "inner_loop"])
 def test_branches_that_are_not_an_idle_bound_keep_every_thread_in_the_loops(module_text, monkeypatch, kernel):
     n = 256 * 3
     x = np.random.default_rng(3).random(n, dtype=np.float32)
