@@ -7,12 +7,13 @@ point whose interval branches on ``linear thread index < B`` with ``B`` the same
 analysis, `divergence`), where every block a thread that fails the test may run (the interval less the test's
 edge below the bound, and less the edges away from the test of branches every thread takes alike: thread 0 went
 towards it) stores nothing but private values and the block's shared cells (`block_shared`: every thread stores
-the same), and stops again at the same barrier point, a *probe* (a copy of the step function cut at the branch: thread 0's run up to it,
-writing nothing the pass can see) computes ``B`` before the pass, and the pass's loops run threads ``[0,
-max(1, min(B, n)))`` only. Thread 0 always runs: it stores the cells. The skipped threads' frames already hold
-what they would have stored, so the next pass, the folds after a flat loop (`block_passes.census`) and the
-steady stops (`block_passes.steady_exit`) read the same values; a nested loop folds the skipped threads' point
-after it (`after_loop`). Exact: the threads skipped are exactly those that would have changed nothing.
+the same), reads nothing but those, the frame and the context, and stops again at the same barrier point, a
+*probe* (a copy of the step function cut at the branch: thread 0's run up to it, writing nothing the pass can
+see) computes ``B`` before the pass, and the pass's loops run threads ``[0, max(1, min(B, n)))`` only. Thread 0
+always runs: it stores the cells. The skipped threads' frames already hold what they would have stored, so the
+next pass, the folds after a flat loop (`block_passes.census`) and the steady stops (`block_passes.steady_exit`)
+read the same values; a nested loop folds the skipped threads' point after it (`block_passes.after_bound`).
+Exact: the threads skipped are exactly those that would have changed nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from mneme.core.errors import IRError
 from mneme.plugins.backends.host import divergence, steps
 from mneme.plugins.backends.host.irtext import DEF, LABEL_REF, blocks_between
 
@@ -196,7 +198,7 @@ def probe(lines: list[str], start: int, end: int, name: str, guard: Guard) -> li
     blocks = blocks_between(lines, start, end)
     header = re.match(r"^define (?:[\w ]+ )?void @[^(]+\((.*)\)[^{]*\{$", lines[start])
     if header is None:
-        raise ValueError("step function header not understood")
+        raise IRError(f"block step form: the step function's header is not understood: {lines[start][:200]}")
     found_succ = {label: LABEL_REF.findall(" ".join(lines[i] for i in idx[-1:])) for label, idx in blocks}
     keep = {label for label, _ in blocks if guard.block in _reach(found_succ, [label])}
     out = [f"define internal i64 @{name}({header.group(1)}) alwaysinline {{"]
