@@ -3,11 +3,13 @@
 Three memory-bound kernels (saxpy, a 3-point stencil, a sum reduction), each in three launch shapes:
 one element per thread (blocks of 256), a grid-stride loop over 64 blocks of 256 threads (what the
 examples launch), and 2D tiles of 16x16 threads over rows of 1024. Sizes from 2^16 to 2^22 floats.
-The C loop is `cc -O3 -march=native -fopenmp` on as many threads as the host backend's workers. On a
-shared machine the two are timed in alternating short batches and compared pair by pair (paired.py), with
+The C loop is `cc -O3 -march=native -fopenmp` on as many threads as the host backend's workers, in two
+processes of its own: one whose OpenMP threads sleep while they wait, one whose threads spin first. On a
+shared machine the three are timed in alternating short batches and compared pair by pair (paired.py), with
 each side's CPU time and run-queue wait beside the wall time, so a reader can tell contention from code.
 Figures: host / C bandwidth (target: at least 0.5, whatever the shape) as the median over pairs with its
-quartiles, the same for CPU time, and the same kernel's earlier forms beside it. Writes (and keeps the hand
+quartiles, against the sleeping C loop and against the faster of the two at each size, the same for CPU
+time, and the same kernel's earlier forms beside it. Writes (and keeps the hand
 notes of) benchmarks/results/host-throughput.md.
 Run: python benchmarks/bench_host_throughput.py [--sizes 16,18,20,22] [--budget 1.0] [--pairs 7] [--batch 0.02]
 [--repeat 5] [--no-variants] [--kernels K,..] [--out FILE]
@@ -28,7 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# NumPy's BLAS threads would wait in this process, whose CPU clock is the C loop's CPU time
+# NumPy's BLAS threads would wait in the C loop's process (this file, `--serve-c`), whose CPU clock is its CPU time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np
 
@@ -139,13 +141,6 @@ BYTES = {"saxpy": 12, "stencil": 8, "sum": 4}
 KINDS = {"saxpy": 0, "stencil": 1, "sum": 2}  # timed_runs's kind
 
 
-def c_times(loops: ctypes.CDLL, kind: int, n: int, x, y, threads: int, runs: int) -> list[float]:
-    """`runs` calls of the C loop `kind` back to back; the seconds of each."""
-    out = (ctypes.c_double * runs)()
-    loops.timed_runs(kind, n, 2.0, x, y, threads, runs, out)
-    return list(out)
-
-
 def _worker_pid(kernel) -> int:
     """The process whose threads run `kernel`'s blocks: its sandbox, or this one with MNEME_HOST_SANDBOX=0."""
     return kernel.sandbox.pid if kernel.sandbox is not None and kernel.sandbox.pid else os.getpid()
@@ -153,13 +148,15 @@ def _worker_pid(kernel) -> int:
 
 @dataclass
 class Row:
-    """One kernel at one size: the host / C pairs, the variant forms' best times, the load when measured."""
+    """One kernel at one size: the host / C pairs (the C loop sleeping and spinning while it waits), the variant
+    forms' best times, the load when measured."""
 
     name: str
     shape: str
     n: int
     form: str
-    pairs: paired.Pairs
+    pairs: paired.Pairs  # against the C loop whose threads sleep while they wait (`C_POLICIES`)
+    spin: paired.Pairs  # against the C loop whose threads spin first
     variants: list  # seconds or None: thread after thread, whole frames, folded, nested
     load: float
     compile_s: float  # CPU seconds to compile the kernel as built
@@ -169,9 +166,14 @@ class Row:
         host, c = pairs.median("a", "wall"), pairs.median("b", "wall")
         ratio, q1, q3 = paired.Pairs.spread(pairs.ratios("wall"))
         cpu_ratio, cpu_q1, cpu_q3 = paired.Pairs.spread(pairs.ratios("cpu"))
+        c_spin = self.spin.median("b", "wall")
+        best = "spin" if c_spin < c else "passive"  # the C loop's wait policy that ran it faster, at this size
         return {
             "host": host,
             "c": c,
+            "c_spin": c_spin,
+            "best": best,
+            "best_ratio": paired.Pairs.spread((self.spin if best == "spin" else pairs).ratios("wall")),
             "gbs": BYTES[self.name] * self.n / host / 1e9,
             "c_gbs": BYTES[self.name] * self.n / c / 1e9,
             "ratio": (ratio, q1, q3),
@@ -191,7 +193,8 @@ class Row:
         return (
             f"{self.name:8} {self.shape:7} 2^{self.n.bit_length() - 1:<3} {self.form:18} host {f['host'] * 1e3:8.3f} ms"
             f"  C {f['c'] * 1e3:8.3f} ms  host / C {f['ratio'][0]:5.2f} ({f['ratio'][1]:.2f}-{f['ratio'][2]:.2f}, "
-            f"{len(self.pairs.a)} pairs)  CPU {f['cpu_ratio'][0]:5.2f}  host CPU {_threads(f['host_threads'])} ms"
+            f"{len(self.pairs.a)} pairs)  C spin {f['c_spin'] * 1e3:8.3f} ms  host / best C {f['best_ratio'][0]:5.2f} "
+            f"({f['best']})  CPU {f['cpu_ratio'][0]:5.2f}  host CPU {_threads(f['host_threads'])} ms"
             f"  C CPU {_threads(f['c_threads'])} ms  waited {f['host_wait'] * 1e3:.3f} / {f['c_wait'] * 1e3:.3f} ms"
             f"  load {self.load:.1f}" + (f"  ({variants})" if variants else "")
         )
@@ -207,10 +210,14 @@ class Row:
             f"{f['host'] * 1e3:.3f}",
             *ms,
             f"{f['c'] * 1e3:.3f}",
+            f"{f['c_spin'] * 1e3:.3f}",
             f"{f['gbs']:.2f}",
             f"{f['c_gbs']:.2f}",
             f"{f['ratio'][0]:.2f}",
             f"{f['ratio'][1]:.2f}-{f['ratio'][2]:.2f}",
+            f"{f['best_ratio'][0]:.2f}",
+            f"{f['best_ratio'][1]:.2f}-{f['best_ratio'][2]:.2f}",
+            f["best"],
             f"{f['cpu_ratio'][0]:.2f}",
             f"{f['cpu_ratio'][1]:.2f}-{f['cpu_ratio'][2]:.2f}",
             _threads(f["host_threads"]),
@@ -231,22 +238,90 @@ def shapes(n: int) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
     return {"each": ((n // 256,), (256,)), "stride": ((64,), (256,)), "tile": ((ROW // 16, n // ROW // 16), (16, 16))}
 
 
-def c_library(folder: Path) -> ctypes.CDLL:
+def c_library(folder: Path) -> Path:
+    """The C loops built as a shared library in `folder`."""
     src, lib = folder / "loops.c", folder / "loops.so"
     src.write_text(C_LOOPS)
     cc = os.environ.get("CC", "cc")
     subprocess.run([cc, "-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
-    # libgomp reads its wait policy when it loads. Its threads sleep while they wait (for the next call, or at
-    # the loop's end for a thread that has no CPU yet), as the host's workers do: spinning ones, on a machine
-    # shared with other sessions, hold the CPU the thread they wait for needs (saxpy over 2^16 floats: 0.015
-    # ms a call sleeping, 0.5 ms with GOMP_SPINCOUNT=10000, 8 ms with libgomp's default 300000), and their
-    # spinning counts as the C loop's CPU time
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    return lib
+
+
+# libgomp reads its wait policy once, when it loads: each policy is a process of its own. `passive`: waiting threads
+# sleep (for the next call, or at the loop's end for a thread that has no CPU yet), as the host's workers do. `spin`:
+# libgomp's default, a thread spins 300000 times before it sleeps (or what OMP_WAIT_POLICY / GOMP_SPINCOUNT in the
+# environment say). On a machine shared with other sessions a spinning thread holds the CPU the thread it waits for
+# needs (saxpy over 2^16 floats: 0.015 ms a call sleeping, 8 ms spinning), and its spinning counts as the C loop's
+# CPU time; where the C loop keeps both CPUs, spinning saves the wake-ups (the sum over 2^20 floats: 0.87 ms
+# sleeping, 0.43 ms spinning). The benchmark times both and compares the host with each and with the better one.
+C_POLICIES = {"passive": {"OMP_WAIT_POLICY": "passive", "GOMP_SPINCOUNT": None}, "spin": {}}
+
+
+def inputs(top: int) -> tuple[np.ndarray, np.ndarray]:
+    """x and y, the same on both sides."""
+    rng = np.random.default_rng(0)
+    return rng.random(top, dtype=np.float32), rng.random(top, dtype=np.float32)
+
+
+def c_arrays(top: int):
+    """The C loop's x and y (this benchmark's data) as far apart as the kernel's (Y_OFFSET): arrays a power of two
+    apart share cache sets and 4 KiB aliases, which costs both sides alike (1.5-1.7x at 2^20); different layouts
+    would compare the layouts. Pages the loop does not touch are never mapped in. Returns (the block that owns
+    them, x, y)."""
+    x, y = inputs(top)
+    block = np.empty((Y_OFFSET + top * 4 + 4096) // 4, dtype=np.float32)
+    start = (-block.ctypes.data % 4096) // 4  # page-aligned, as the device's buffers
+    cx, cy = block[start : start + top], block[start + Y_OFFSET // 4 : start + Y_OFFSET // 4 + top]
+    cx[:], cy[:] = x, y
+    return block, cx, cy
+
+
+class CLoops:
+    """The C loops in a process of their own, under one wait policy (`C_POLICIES`), on this benchmark's data."""
+
+    def __init__(self, lib: Path, top: int, policy: str):
+        env = dict(os.environ)
+        for key, value in C_POLICIES[policy].items():
+            env.pop(key, None)
+            if value is not None:
+                env[key] = value
+        self.policy = policy
+        self.env = {key: env[key] for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if key in env}
+        command = [sys.executable, str(Path(__file__).resolve()), "--serve-c", str(lib), str(top)]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def pid(self) -> int:
+        return self.process.pid
+
+    def times(self, kind: int, n: int, threads: int, runs: int) -> list[float]:
+        """`runs` calls of the C loop `kind` back to back; the seconds of each."""
+        self.process.stdin.write(struct.pack("<4i", kind, n, threads, runs))
+        self.process.stdin.flush()
+        data = self.process.stdout.read(8 * runs)
+        if len(data) != 8 * runs:
+            raise RuntimeError(f"the C loop process ({self.policy}) ended: exit status {self.process.poll()}")
+        return list(struct.unpack(f"<{runs}d", data))
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def serve_c(lib: Path, top: int) -> int:
+    """The C loop process (`CLoops`): reads (kind, n, threads, runs) requests on stdin, answers each run's seconds."""
     loops = ctypes.CDLL(str(lib))
-    loops.sum.restype = ctypes.c_float
     loops.timed_runs.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_float] + [ctypes.c_void_p] * 2
     loops.timed_runs.argtypes += [ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
-    return loops
+    _, cx, cy = c_arrays(top)
+    xp, yp = cx.ctypes.data_as(ctypes.c_void_p), cy.ctypes.data_as(ctypes.c_void_p)
+    requests, answers = sys.stdin.buffer, sys.stdout.buffer
+    while len(request := requests.read(16)) == 16:
+        kind, n, threads, runs = struct.unpack("<4i", request)
+        out = (ctypes.c_double * runs)()
+        loops.timed_runs(kind, n, 2.0, xp, yp, threads, runs, out)
+        answers.write(bytes(out))
+        answers.flush()
+    return 0
 
 
 def _form(module_text: str, kernel: str) -> str:
@@ -280,6 +355,8 @@ def best_launch(dev, kernel, grid, block, args: bytes, repeat: int, budget: floa
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["--serve-c"]:  # the C loop process (`CLoops`)
+        return serve_c(Path(sys.argv[2]), int(sys.argv[3]))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="16,18,20,22", help="log2 of the element counts")
     parser.add_argument("--repeat", type=int, default=5, help="launches at least of each variant form")
@@ -309,17 +386,10 @@ def main() -> int:
         source = Path(scratch, "throughput.cu")
         source.write_text(KERNELS)
         module_text = build_cuda_ir(source, opt="-O3").read_text()
-        loops = c_library(Path(scratch))
-        rng = np.random.default_rng(0)
-        x, y = rng.random(top, dtype=np.float32), rng.random(top, dtype=np.float32)
-        # The C loop's arrays as far apart as the kernel's (Y_OFFSET): arrays a power of two apart share
-        # cache sets and 4 KiB aliases, which costs both sides alike (1.5-1.7x at 2^20); different layouts
-        # would compare the layouts. Pages the loop does not touch are never mapped in.
-        block = np.empty((Y_OFFSET + top * 4 + 4096) // 4, dtype=np.float32)
-        start = (-block.ctypes.data % 4096) // 4  # page-aligned, as the device's buffers
-        cx, cy = block[start : start + top], block[start + Y_OFFSET // 4 : start + Y_OFFSET // 4 + top]
-        cx[:], cy[:] = x, y
-        xp, yp = cx.ctypes.data_as(ctypes.c_void_p), cy.ctypes.data_as(ctypes.c_void_p)
+        lib = c_library(Path(scratch))
+        x, y = inputs(top)
+        # the C loop under each wait policy, each in a process of its own (started before the host's sandbox)
+        c_loops = [CLoops(lib, top, policy) for policy in C_POLICIES]
         with backend.open_device() as dev:
             dev.reserve(BASE, 1 << 32)
             ax, ay, aout = BASE, BASE + Y_OFFSET, BASE + (2 << 28)
@@ -373,17 +443,10 @@ def main() -> int:
                         if kernel not in loaded:
                             continue
                         run = functools.partial(dev.time, loaded[kernel], grid, block, 0, args)
-                        c_run = functools.partial(c_times, loops, KINDS[name], n, xp, yp, threads)
                         run(1)  # the sandbox started, its helpers parked
-                        pairs = paired.paired(
-                            run,
-                            functools.partial(_worker_pid, loaded[kernel]),
-                            c_run,
-                            os.getpid,
-                            opts.budget,
-                            opts.batch,
-                            opts.pairs,
-                        )
+                        references = [(functools.partial(c.times, KINDS[name], n, threads), c.pid) for c in c_loops]
+                        worker = functools.partial(_worker_pid, loaded[kernel])
+                        pairs = paired.paired_with(run, worker, references, opts.budget, opts.batch, opts.pairs)
                         variants = [None] * 4
                         if not opts.no_variants:
                             for i, forms_of in enumerate((single, whole, folded, nested)):
@@ -392,10 +455,15 @@ def main() -> int:
                                     variants[i] = best_launch(
                                         dev, forms_of[kernel], grid, block, args, opts.repeat, opts.budget
                                     )
-                        row = Row(name, shape, n, forms[kernel], pairs, variants, os.getloadavg()[0], compile_s[kernel])
+                        row = Row(
+                            name, shape, n, forms[kernel], *pairs, variants, os.getloadavg()[0], compile_s[kernel]
+                        )
                         rows.append(row)
                         print(row.line(), flush=True)
         load_after = os.getloadavg()
+        spin_env = " ".join(f"{k}={v}" for k, v in c_loops[1].env.items()) or "libgomp's default: 300000 spins"
+        for c in c_loops:
+            c.close()
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
     )
@@ -410,10 +478,14 @@ def main() -> int:
         "folded ms",
         "nested ms",
         "C ms",
+        "C spin ms",
         "host GB/s",
         "C GB/s",
         "host / C",
         "host / C q1-q3",
+        "host / best C",
+        "host / best C q1-q3",
+        "best C",
         "CPU host / C",
         "CPU host / C q1-q3",
         "host CPU ms a launch, per thread",
@@ -436,17 +508,20 @@ def main() -> int:
             f"{load_before[0]:.1f} at the start and {load_after[0]:.1f} at the end (column `load`: when the row was "
             f"measured). C: `cc -O3 -march=native -fopenmp` on {threads} OpenMP threads, as many as the host backend's "
             "workers (`MNEME_HOST_THREADS`, else the CPUs this process may use; both sides unpinned on the same "
-            f"CPUs), `OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}` (waiting threads sleep, as the host's "
-            "workers do; spinning ones hold the CPU the thread they wait for needs, on a shared machine). Method: "
-            "the host kernel and the C loop run in alternating batches (host, "
-            f"C, host, C, ...) of about {opts.batch * 1e3:g} ms each, for {opts.budget:g} s and at least "
-            f"{opts.pairs} pairs; a batch's time is the median of its runs (the host's as its runtime times a launch "
+            "CPUs), in two processes of its own: one with `OMP_WAIT_POLICY=passive` (`C ms`: waiting threads sleep, "
+            f"as the host's workers do), one spinning before it sleeps (`C spin ms`: {spin_env}; a spinning thread "
+            "holds the CPU the thread it waits for needs, on a shared machine, but saves the wake-ups where the C loop "
+            "keeps both CPUs). Method: the host kernel and the two C loops run in alternating batches (host, "
+            f"C, C spin, host, ...) of about {opts.batch * 1e3:g} ms each, for {opts.budget:g} s and at least "
+            f"{opts.pairs} rounds; a batch's time is the median of its runs (the host's as its runtime times a launch "
             "in the sandbox, the C loop's timed in C around each call); `host ms` and `C ms` are the medians of the "
-            "batches, `host / C` the median over pairs of C time / host time (the host's share of the C loop's "
-            "bandwidth; target at least 0.5) with its quartiles. Each batch also reads the CPU clock of the sandbox "
-            "process (the host) or of this process (the C loop), and each of its threads' run and run-queue wait "
-            "times (`/proc/PID/task/*/schedstat`, per thread an approximation): `CPU host / C` is the same median "
-            "over pairs of C CPU time / host CPU time a run (the host's includes the sandbox's few microseconds of "
+            "batches, `host / C` the median over pairs (a host batch and the C batch after it) of C time / host time "
+            "(the host's share of the C loop's bandwidth; target at least 0.5) with its quartiles; `host / best C` the "
+            "same against the policy (`best C`) whose median C time is the lower at that size. Each batch also reads "
+            "the CPU clock of the sandbox process (the host) or of the C loop's process, and each of its threads' run "
+            "and run-queue wait times (`/proc/PID/task/*/schedstat`, per thread an approximation): `CPU host / C` is "
+            "the same median over pairs of C CPU time / host CPU time a run, against the sleeping C loop (the host's "
+            "includes the sandbox's few microseconds of "
             "request handling a launch), `host CPU` and `C CPU` the CPU milliseconds a run per thread (threads "
             "with at least 2% of it), `waited` the milliseconds a run the threads were runnable but held off a CPU. "
             "Where the wall ratio is well below the CPU ratio, "

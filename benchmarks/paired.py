@@ -1,4 +1,5 @@
-"""Two workloads timed side by side on a shared machine: short alternating batches, ratios per pair.
+"""Two workloads (or one and several references) timed side by side on a shared machine: short alternating
+batches, ratios per pair.
 
 A machine shared with other sessions gives a workload its CPUs or not from one moment to the next: the
 best of many runs of one side, then the best of the other, compares two different moments. Here the two
@@ -126,10 +127,27 @@ def paired(
     """Batches of `a` and `b` in turn (a, b, a, b, ...) for `budget` seconds, at least `least` pairs and at
     most `most`. `a(runs)` and `b(runs)` run their workload `runs` times and return each run's seconds;
     `a_pid()` and `b_pid()` name the process whose threads do that work (read before and after each batch)."""
-    a_runs, b_runs = runs_for(a, batch_seconds), runs_for(b, batch_seconds)
-    pairs = Pairs([], [])
+    return paired_with(a, a_pid, [(b, b_pid)], budget, batch_seconds, least, most)[0]
+
+
+def paired_with(
+    a: Callable[[int], list[float]],
+    a_pid: Callable[[], int],
+    references: list[tuple[Callable[[int], list[float]], Callable[[], int]]],
+    budget: float,
+    batch_seconds: float = 0.02,
+    least: int = 7,
+    most: int = 100,
+) -> list[Pairs]:
+    """Batches of `a` and of each reference in turn (a, b1, b2, ..., a, b1, b2, ...), as `paired` does for one:
+    one `Pairs` per reference, all sharing `a`'s batches (a[i] with each reference's i-th batch)."""
+    a_runs = runs_for(a, batch_seconds)
+    ref_runs = [runs_for(b, batch_seconds) for b, _ in references]
+    ours: list[Batch] = []
+    theirs: list[list[Batch]] = [[] for _ in references]
     end = time.perf_counter() + budget
-    while len(pairs.a) < least or (time.perf_counter() < end and len(pairs.a) < most):
-        pairs.a.append(batch(a, a_runs, a_pid))
-        pairs.b.append(batch(b, b_runs, b_pid))
-    return pairs
+    while len(ours) < least or (time.perf_counter() < end and len(ours) < most):
+        ours.append(batch(a, a_runs, a_pid))
+        for (b, b_pid), runs, batches in zip(references, ref_runs, theirs, strict=True):
+            batches.append(batch(b, runs, b_pid))
+    return [Pairs(ours, batches) for batches in theirs]

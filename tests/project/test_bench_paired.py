@@ -1,4 +1,5 @@
-"""benchmarks/paired.py: two workloads in alternating batches, compared pair by pair, with their CPU time."""
+"""benchmarks/paired.py: two workloads (or one and several references) in alternating batches, compared pair by pair,
+with their CPU time; the host-throughput benchmark's C loop in a process of its own per OpenMP wait policy."""
 
 from __future__ import annotations
 
@@ -55,6 +56,29 @@ def test_batches_alternate_and_the_ratios_follow_the_work(paired):
     assert all(batch.runs >= 3 for batch in pairs.a + pairs.b)
 
 
+def test_several_references_take_their_turns_after_each_batch_of_the_workload(paired):
+    order: list[str] = []
+
+    def workload(tag: str, seconds: float):
+        def run(runs: int) -> list[float]:
+            order.append(tag)
+            walls = []
+            for _ in range(runs):
+                start = time.perf_counter()
+                _burn(seconds)
+                walls.append(time.perf_counter() - start)
+            return walls
+
+        return run
+
+    refs = [(workload("b", 0.002), os.getpid), (workload("c", 0.0005), os.getpid)]
+    b, c = paired.paired_with(workload("a", 0.001), os.getpid, refs, budget=0.0, batch_seconds=0.01, least=4)
+    assert order[3:] == ["a", "b", "c"] * 4  # after the three calls that size the batches
+    assert b.a is c.a and len(b.b) == len(c.b) == 4
+    assert 1.7 < paired.Pairs.spread(b.ratios("cpu"))[0] < 2.3
+    assert 0.35 < paired.Pairs.spread(c.ratios("cpu"))[0] < 0.65
+
+
 def test_cpu_seconds_reads_another_process_clock(paired):
     script = (
         "import sys, time\n"
@@ -90,3 +114,31 @@ def test_per_thread_keeps_threads_doing_a_share_of_the_work(paired):
     shares = pairs.per_thread("a")
     # thread 3: 0.1 of 40 s-runs, under 2%; the others weighted by runs
     assert shares == pytest.approx([(6 + 15) / 40, (3.9 + 15) / 40])
+
+
+@pytest.fixture
+def throughput(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    monkeypatch.syspath_prepend(str(BENCH.parent / "tests"))
+    import bench_host_throughput
+
+    return bench_host_throughput
+
+
+@pytest.mark.parametrize("policy", ["passive", "spin"])
+def test_the_c_loop_runs_in_a_process_of_its_own_under_its_wait_policy(throughput, tmp_path, monkeypatch, policy):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    try:
+        lib = throughput.c_library(tmp_path)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"no C compiler with OpenMP here: {exc}")
+    loops = throughput.CLoops(lib, 1 << 12, policy)
+    try:
+        times = loops.times(throughput.KINDS["sum"], 1 << 12, 2, 5)
+        environ = Path(f"/proc/{loops.pid()}/environ").read_bytes().split(b"\0")
+    finally:
+        loops.close()
+    assert loops.pid() != os.getpid() and loops.process.returncode == 0
+    assert len(times) == 5 and all(0 < t < 1.0 for t in times)
+    assert (b"OMP_WAIT_POLICY=passive" in environ) is (policy == "passive")

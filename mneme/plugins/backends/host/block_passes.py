@@ -108,7 +108,13 @@ def _recount(cell: str) -> list[str]:
 
 
 def flat(
-    name: str, body: list[str], loop_md: int, soa: bool, steady: set[int] | None = None, chunk: bool = False
+    name: str,
+    body: list[str],
+    loop_md: int,
+    soa: bool,
+    steady: set[int] | None = None,
+    chunk: bool = False,
+    bound: str = "%nxy",
 ) -> list[str]:
     """A loop over the linear index of each z plane of a block of rows of a power-of-two length, around `body`;
     then the census.
@@ -124,6 +130,8 @@ def flat(
     With `chunk` (rows of at least `CHUNK` threads), the loop over the plane runs chunks of `CHUNK` threads of one
     row, each one vector step: ``tid.y`` is the same in every lane, so an index ``tid.y * W + tid.x`` into a buffer
     (a 16x16 tile's ``x[(by * 16 + ty) * 1024 + bx * 16 + tx]``) is a contiguous load, not a gather.
+
+    `bound`: the threads of a plane the loop runs (`block_guards`: the others would change nothing).
     """
     p = name + "."
     inner = [line.replace("{p}", p) for line in body]
@@ -165,7 +173,7 @@ def flat(
             f"  br i1 %{p}cl, label %{p}lx, label %{p}lc.latch, !llvm.loop !{loop_md}",
             f"{p}lc.latch:",
             f"  %{p}c1 = add nuw i32 %{p}c, {CHUNK}",
-            f"  %{p}cc = icmp ult i32 %{p}c1, %nxy",
+            f"  %{p}cc = icmp ult i32 %{p}c1, {bound}",
             f"  br i1 %{p}cc, label %{p}lc, label %{p}lz.latch",
             *tail,
         ]
@@ -182,7 +190,7 @@ def flat(
         f"  %{p}rp = getelementptr inbounds {'i32' if soa else '%__mneme_frame_t'}, ptr %frames, i32 %{p}l",
         *inner,
         f"  %{p}m1 = add nuw i32 %{p}m, 1",
-        f"  %{p}cl = icmp ult i32 %{p}m1, %nxy",
+        f"  %{p}cl = icmp ult i32 %{p}m1, {bound}",
         f"  br i1 %{p}cl, label %{p}lx, label %{p}lz.latch, !llvm.loop !{loop_md}",
         *tail,
     ]
@@ -303,6 +311,7 @@ def threads(
     pauses: bool = False,
     fields: tuple[dict[int, str], list[str]] = ({}, []),
     steady: set[int] | None = None,
+    bound: tuple[str, int] | None = None,
 ) -> list[str]:
     """A loop over the block's threads (z, y, x; x innermost) around `body`, then back to ``pass``.
 
@@ -310,6 +319,8 @@ def threads(
     ``%{p}rp`` its resume point. After `body`, the loop folds the thread's resume point into its least and greatest
     (``%lo.a``, ...), and the values of the frame fields `fields` names (`block_uniform.fold_specs`), with
     `tag` (the loop's access group) on those accesses. With `steady` stops (`steady_exit`), no resume points are folded.
+    `bound`: (the threads of a row of a 1D block the loop runs, their point): the others (`block_guards`) would store
+    nothing but that point, which the loop folds in for them (`after_bound`).
     """
     p = name + "."
     inner = [line.replace("{p}", p) for line in body]
@@ -351,7 +362,7 @@ def threads(
         *block_uniform.fold_values(*fields, p, tag),
         *fold,
         f"  %{p}x1 = add nuw i32 %{p}x, 1",
-        f"  %{p}cx = icmp ult i32 %{p}x1, %ntx",
+        f"  %{p}cx = icmp ult i32 %{p}x1, {bound[0] if bound else '%ntx'}",
         f"  br i1 %{p}cx, label %{p}lx, label %{p}ly.latch{tail}",
         f"{p}ly.latch:",
         f"  %{p}y1 = add nuw i32 %{p}y, 1",
@@ -360,8 +371,31 @@ def threads(
         f"{p}lz.latch:",
         f"  %{p}z1 = add nuw i32 %{p}z, 1",
         f"  %{p}cz = icmp ult i32 %{p}z1, %ntz",
-        f"  br i1 %{p}cz, label %{p}lz, label %{p + 'st' if steady else 'pass'}",
-        *(steady_exit(p, steady) if steady else []),
+        f"  br i1 %{p}cz, label %{p}lz, label %{p + 'st' if steady else p + 'bd' if bound else 'pass'}",
+        *(steady_exit(p, steady) if steady else after_bound(p, bound, pauses) if bound else []),
+    ]
+
+
+def after_bound(p: str, bound: tuple[str, int], pauses: bool) -> list[str]:
+    """``{p}bd:`` after a loop that stopped at `bound` (`threads`): the threads it skipped hold the bound's point,
+    folded into the least and greatest (and, with pauses, the greatest point of the threads not paused)."""
+    limit, point = bound
+    folds = [("lo", "smin"), ("hi", "smax")] + ([("hn", "smax")] if pauses else [])
+    return [
+        f"{p}bd:",
+        f"  %{p}bd.cut = icmp ult i32 {limit}, %ntx",
+        f"  br i1 %{p}bd.cut, label %{p}bd.f, label %pass",
+        f"{p}bd.f:",
+        *(
+            line
+            for f, op in folds
+            for line in (
+                f"  %{p}bd.o.{f} = load i32, ptr %{f}.a, align 8",
+                f"  %{p}bd.n.{f} = call i32 @llvm.{op}.i32(i32 %{p}bd.o.{f}, i32 {point})",
+                f"  store i32 %{p}bd.n.{f}, ptr %{f}.a, align 8",
+            )
+        ),
+        "  br label %pass",
     ]
 
 

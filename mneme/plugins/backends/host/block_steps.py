@@ -29,6 +29,7 @@ import re
 from mneme.core import envvars
 from mneme.plugins.backends.host import (
     accesses,
+    block_guards,
     block_loop,
     block_passes,
     block_shared,
@@ -47,7 +48,7 @@ LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 UNIFORM_ENV = "MNEME_HOST_BLOCK_UNIFORM"
 FLAT_ENV = "MNEME_HOST_BLOCK_FLAT"
 #: a build-cache key: another form is another build product
-VERSION = "5"
+VERSION = "6"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
 # step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
 # (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
@@ -178,7 +179,9 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     reads: dict[int, list[int]] = {}
     used: dict[int, str] = {}
     if soa:
-        out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable})
+        # fields a thread's index feeds: their twins read thread 0's value plus the thread's index (`block_uniform`)
+        affine = block_uniform.thread_indexed(out, *span, slots) - alike if uniform_enabled() else set()
+        out, reads, used = block_uniform.snapshot_loads(out, *span, slots, {k: points[k] for k in markable}, affine)
         # proved alike: read at barriers only (a pause's or yield's threads may be at different iterations)
         alike = alike & {
             k for k in used if all(p > 0 and not p & block_passes.STOPS for p, ks in reads.items() if k in ks)
@@ -194,7 +197,16 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     proved = frozenset(alike)
     uniform = (reads, used, fields, proved)
     steady = {k: v for k, v in steady.items() if k in markable and v}
-    entry, metadata = _entry(kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady, chunked)
+    # passes whose threads past a uniform bound change nothing: a probe finds the bound, the loops stop there
+    guards: dict[int, block_guards.Guard] = {}
+    if soa and uniform_enabled():
+        span = steps._function_span(out, kernel_name)
+        guards = block_guards.thread_bounds(out, *span, slots, {k for k, on in markable.items() if on})
+        for k, guard in guards.items():
+            out += block_guards.probe(out, *span, _probe_name(kernel_name, k), guard)
+    entry, metadata = _entry(
+        kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady, chunked, guards
+    )
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
     if soa:  # the context is readable whole: its invariant loads (the shared base) may leave a masked branch
@@ -203,11 +215,45 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
         metadata.append("declare i32 @llvm.cttz.i32(i32, i1)")
     declares = [
         f"declare {w} @llvm.{f}.{w}({w}, {w})"
-        for f in ("smin", "smax")
+        for f in ("smin", "smax", *(("umin", "umax") if guards else ()))
         for w in ("i32", "i64")
         if f"@llvm.{f}.{w}(" not in stepped
     ]
+    if guards and "@llvm.memcpy.p0.p0.i64(" not in stepped:
+        declares.append("declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)")
     return "\n".join(["\n".join(out).rstrip("\n"), entry, info, *declares, *metadata]) + "\n"
+
+
+def _probe_lines(point: int, guard, call: str, kernel: str, kernel_name: str, cells: int) -> list[str]:
+    """``at{point}.probe:`` thread 0's probe (`block_guards.probe`, on a copy of the cells) and the bounds of the
+    point's loops: ``%gx{point}`` for a 1D block's row, ``%gm{point}`` for a plane; the block's extents where the
+    probe finds none or the shape does not make the compared index the linear one. Then on to ``at{point}``."""
+    probe = f"@{_probe_name(kernel_name, point)}"
+    call = call.split(", !llvm.access.group")[0].replace(f"call void {kernel}(", f"call i64 {probe}(")
+    for axis in "xyzl":
+        call = call.replace(f"i32 %{{p}}{axis},", "i32 0,")
+    lines = [f"at{point}.probe:"]
+    if cells:
+        lines += [
+            f"  %pc{point} = alloca i64, i32 {2 * cells}, align 8",
+            f"  call void @llvm.memcpy.p0.p0.i64(ptr %pc{point}, ptr %cells, i64 {16 * cells}, i1 false)",
+        ]
+        call = call.replace("ptr %cells)", f"ptr %pc{point})")
+    shape = block_guards.SHAPES[guard.shape]
+    return [
+        *lines,
+        call.replace("  call i64", f"  %pb{point} = call i64"),
+        f"  %pn{point} = icmp eq i64 %pb{point}, {block_guards.NONE}",
+        f"  %pm{point} = call i64 @llvm.umin.i64(i64 %pb{point}, i64 %n64)",
+        f"  %pm1{point} = call i64 @llvm.umax.i64(i64 %pm{point}, i64 1)",  # thread 0 stores the cells
+        f"  %pq{point} = trunc i64 %pm1{point} to i32",
+        f"  %pk{point} = xor i1 %pn{point}, true",
+        f"  %pok{point} = and i1 %pk{point}, {shape}",
+        f"  %gb{point} = select i1 %pok{point}, i32 %pq{point}, i32 %n",
+        f"  %gx{point} = select i1 %ntx1d, i32 %gb{point}, i32 %ntx",
+        f"  %gm{point} = select i1 %ntz1, i32 %gb{point}, i32 %nxy",
+        f"  br label %at{point}",
+    ]
 
 
 def _unmarkable_line(line: str) -> bool:
@@ -284,6 +330,10 @@ def _markable(blocks: list[tuple[str, list[str]]], start: str) -> bool:
     return not any(_unmarkable_line(line) for line in lines)
 
 
+def _probe_name(kernel_name: str, point: int) -> str:
+    return symbol_ref(f"{kernel_name}.__mneme_probe.{point}")[1:]
+
+
 def _entry(
     kernel_name: str,
     params,
@@ -295,6 +345,7 @@ def _entry(
     cells: int = 0,
     steady: dict[int, set[int]] | None = None,
     chunked: set[int] = frozenset(),
+    guards: dict | None = None,
 ) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
 
@@ -307,9 +358,10 @@ def _entry(
     fields the block keeps once (`block_shared`), copied from new to old before every pass. `steady`: point -> the
     stops its interval reaches in every thread alike (`divergence.steady_stops`): its loops fold no resume points
     (`block_passes.steady_exit`). `chunked`: points whose flat loops run rows in chunks of `block_passes.CHUNK`
-    threads (`block_passes.flat`).
+    threads (`block_passes.flat`). `guards`: points whose loops stop at the bound their probe finds (`block_guards`).
     """
     steady = steady or {}
+    guards = guards or {}
     reads, used, fields, proved = uniform
     folded = {k: t for k, t in used.items() if k not in proved}
     alloc, copy = block_shared.entry_lines(list(range(cells)))
@@ -346,6 +398,8 @@ def _entry(
         "  %flat = and i1 %pow2, %rows",
         f"  %wide = icmp uge i32 %ntx, {block_passes.CHUNK}",
         "  %flatc = and i1 %flat, %wide",
+        "  %ntz1 = icmp eq i32 %ntz, 1",  # the linear index of one plane (`block_guards.SHAPES`)
+        "  %ntx1d = icmp eq i32 %n, %ntx",
         "  %frames = alloca %__mneme_frame_t, i32 %n, align 64",
         *alloc,
         *(f"  %{a}.a = alloca i32, align 8" for a in block_passes.FOLDS),
@@ -378,7 +432,7 @@ def _entry(
         "uniform:",
         "  %u = phi i32 [ %lo, %pass ], [ %dlo, %drained ]",
     ]
-    cases = " ".join(f"i32 {k}, label %at{k}" for k in sorted(markable))
+    cases = " ".join(f"i32 {k}, label %at{k}{'.probe' if k in guards else ''}" for k in sorted(markable))
     lines += [f"  switch i32 %u, label %mixed [ i32 -1, label %done {cases} ]"]
     metadata: list[str] = []
     # each thread with its own point, in thread order (the runtime's pass)
@@ -403,6 +457,12 @@ def _entry(
     for k in sorted(markable):
         at = call.replace("%{p}r,", f"{k},").replace("%{p}r{snap}", f"{k}{{snap}}")
         loops = [(f"at{k}", block_uniform.arguments(None, used, []) if used else "")]
+        nested_bound, flat_bound = None, "%nxy"
+        if k in guards:
+            lines += _probe_lines(k, guards[k], at.replace("{snap}", loops[0][1]), kernel, kernel_name, cells)
+            flat_bound = f"%gm{k}"
+            if not folded:  # a nested loop folds the fields of the threads it runs only
+                nested_bound = (f"%gx{k}", k)
         if k in reads:  # the same values in every thread: the copy that reads them as parameters
             lines += block_uniform.pick(k, reads[k], used, fields, proved)
             loops = [(f"at{k}.u", block_uniform.arguments(k, used, reads[k])), (f"at{k}.g", loops[0][1])]
@@ -423,7 +483,15 @@ def _entry(
             stops = steady.get(k) if soa else None
             if loop_md is None or not flat:
                 lines += block_passes.threads(
-                    name, body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields), steady=stops
+                    name,
+                    body,
+                    loop_md,
+                    soa,
+                    tag,
+                    pauses=pauses,
+                    fields=(folded, fields),
+                    steady=stops,
+                    bound=nested_bound,
                 )
                 continue
             metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
@@ -435,9 +503,17 @@ def _entry(
                     f'!{md + 3} = !{{!"llvm.loop.interleave.count", i32 1}}',
                 ]
             lines += [f"{name}:", f"  br i1 %{'flatc' if k in chunked else 'flat'}, label %{name}.f, label %{name}.n"]
-            lines += block_passes.flat(f"{name}.f", body, md, soa, steady=stops, chunk=k in chunked)
+            lines += block_passes.flat(f"{name}.f", body, md, soa, steady=stops, chunk=k in chunked, bound=flat_bound)
             lines += block_passes.threads(
-                f"{name}.n", body, loop_md, soa, tag, pauses=pauses, fields=(folded, fields), steady=stops
+                f"{name}.n",
+                body,
+                loop_md,
+                soa,
+                tag,
+                pauses=pauses,
+                fields=(folded, fields),
+                steady=stops,
+                bound=nested_bound,
             )
             md += 4
     if (flat or steady) and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills

@@ -9,6 +9,12 @@ and greatest value of each such field after each thread ran (`fold_specs`); wher
 parameter is the least), the next pass's loop runs the copy of the step function that reads the parameter
 (uniform: contiguous accesses), else the copy that reads each thread's frame. Exact: the copy chosen reads
 the same values either way.
+
+A field that a thread's index feeds (a grid-stride loop's ``i = blockIdx.x * blockDim.x + threadIdx.x``,
+advanced by the same stride in every thread) is never the same in every thread, but often the same up to
+the thread's linear index: such a field (`thread_indexed`) folds the least and greatest of its value less
+the linear index instead, and its twin reads the parameter plus the linear index, so that ``x[i]`` is a
+contiguous load, not a gather (a gather's misses serialize where the data leaves the caches).
 """
 
 from __future__ import annotations
@@ -21,6 +27,41 @@ from mneme.plugins.backends.host.irtext import LABEL_REF, blocks_between
 _SCALAR = re.compile(r"^(?:i1|i8|i16|i32|i64|ptr)$")  # compared as integers (a float is left alone)
 AT = "%__mneme_snap_at"  # the interval whose first values the parameters hold; -2: none
 NONE = -2
+# a field's value type with this suffix (in `used`): the same in every thread up to the linear thread index
+AFFINE = "+l"
+LINEAR = "%__mneme_linear"  # the step function's linear thread index
+_THREAD_INDEX = ("%__mneme_tid_x", "%__mneme_tid_y", "%__mneme_tid_z", LINEAR)
+_NAME = re.compile(r"%[-\w.$]+")
+
+
+def value_type(ty: str) -> str:
+    """The LLVM type of a `used` field's value (without `AFFINE`)."""
+    return ty.removesuffix(AFFINE)
+
+
+def thread_indexed(lines: list[str], start: int, end: int, slots: dict[str, tuple[int, str]]) -> set[int]:
+    """The integer frame fields (indices) whose stored values the thread index may feed, through values and slots.
+
+    A guess, checked at run time (the fold of the value less the linear index): a field it names that is not the
+    same in every thread up to its index only loses its twin."""
+    defs: dict[str, list[str]] = {}  # value -> the names its instruction reads; slot -> the values stored into it
+    for line in lines[start + 1 : end]:
+        stored = re.match(r"^\s*store \S+ (%[-\w.$]+), ptr (%[-\w.$]+)", line)
+        if stored:
+            defs.setdefault(stored.group(2), []).append(stored.group(1))
+            continue
+        value = re.match(r"^\s*(%[-\w.$]+) = (.*)$", line)
+        if value:
+            defs[value.group(1)] = _NAME.findall(value.group(2))
+    tainted = set(_THREAD_INDEX)
+    changed = True
+    while changed:
+        changed = False
+        for name, reads in defs.items():
+            if name not in tainted and any(r in tainted for r in reads):
+                tainted.add(name)
+                changed = True
+    return {k for name, (k, f) in slots.items() if name in tainted and field_value_type(f) in ("i32", "i64")}
 
 
 def field_value_type(field: str) -> str:
@@ -29,12 +70,19 @@ def field_value_type(field: str) -> str:
 
 
 def snapshot_loads(
-    lines: list[str], start: int, end: int, slots: dict[str, tuple[int, str]], points: dict[int, str]
+    lines: list[str],
+    start: int,
+    end: int,
+    slots: dict[str, tuple[int, str]],
+    points: dict[int, str],
+    affine: set[int] = frozenset(),
 ) -> tuple[list[str], dict[int, list[int]], dict[int, str]]:
     """The step function with its pass-start loads of scalar fields twinned by parameters.
 
-    `slots` maps a frame slot's name to (field index, field type); `points` a resume point to its label.
-    Returns (lines, the fields each point's interval reads at their pass-start values, field -> value type).
+    `slots` maps a frame slot's name to (field index, field type); `points` a resume point to its label; the
+    `affine` fields' twins read the parameter plus the linear thread index (see the module's docstring).
+    Returns (lines, the fields each point's interval reads at their pass-start values, field -> value type,
+    with `AFFINE` appended for the affine fields).
     """
     scalar = {name: (k, field_value_type(f)) for name, (k, f) in slots.items() if _SCALAR.match(field_value_type(f))}
     if not scalar:
@@ -83,6 +131,7 @@ def snapshot_loads(
             reads.setdefault(point, set()).add(k)
     types = {k: t for k, t in scalar.values()}
     used = sorted({k for ks in reads.values() for k in ks})
+    affine = {k for k in affine if types.get(k) in ("i32", "i64")}
     params = "".join(f", {types[k]} %__mneme_snap.{k}" for k in used)
     header = lines[start].replace("i64 %__mneme_frame_n", f"i64 %__mneme_frame_n, i32 {AT}{params}")
     out = [*lines[:start], header]
@@ -99,8 +148,16 @@ def snapshot_loads(
         for j in range(1, len(tests)):
             out.append(f"  {name}.any{j} = or i1 {pick}, {name}.at{j}")
             pick = f"{name}.any{j}"
-        out.append(f"  {name} = select i1 {pick}, {ty} %__mneme_snap.{k}, {ty} {name}.fl")
-    return out + lines[end:], {p: sorted(ks) for p, ks in reads.items()}, {k: types[k] for k in used}
+        twin = f"%__mneme_snap.{k}"
+        if k in affine:  # every thread's value less its index, plus its index (wrapping: exact)
+            twin = f"{name}.af"
+            if ty == "i64":
+                out += [f"  {name}.lx = zext i32 {LINEAR} to i64", f"  {twin} = add i64 %__mneme_snap.{k}, {name}.lx"]
+            else:
+                out.append(f"  {twin} = add i32 %__mneme_snap.{k}, {LINEAR}")
+        out.append(f"  {name} = select i1 {pick}, {ty} {twin}, {ty} {name}.fl")
+    used_types = {k: types[k] + (AFFINE if k in affine else "") for k in used}
+    return out + lines[end:], {p: sorted(ks) for p, ks in reads.items()}, used_types
 
 
 def _after(lines: list[str], idx: list[int], state: set[str], store: re.Pattern) -> set[str]:
@@ -113,7 +170,7 @@ def _after(lines: list[str], idx: list[int], state: set[str], store: re.Pattern)
 
 
 def _wide(ty: str) -> str:
-    return "i64" if ty in ("ptr", "i64") else "i32"
+    return "i64" if value_type(ty) in ("ptr", "i64") else "i32"
 
 
 def _widen(ty: str, value: str) -> str:
@@ -178,11 +235,19 @@ def fold_values(used: dict[int, str], frame_fields: list[str], p: str, tag: str)
     """Lines after thread ``%{p}l`` ran: its value of each `used` field, widened (``%{p}fw{k}``)."""
     lines = []
     for k, ty in used.items():
+        vt = value_type(ty)
         lines += [
             f"  %{p}fp{k} = getelementptr inbounds {frame_fields[k]}, ptr %fb.{k}, i32 %{p}l, i32 1",
-            f"  %{p}fv{k} = load {ty}, ptr %{p}fp{k}, align 4{tag}",
-            f"  %{p}fw{k} = {_widen(ty, f'%{p}fv{k}')}",
+            f"  %{p}fv{k} = load {vt}, ptr %{p}fp{k}, align 4{tag}",
         ]
+        if ty == vt:
+            lines.append(f"  %{p}fw{k} = {_widen(ty, f'%{p}fv{k}')}")
+            continue
+        # affine: the value less the linear index (wrapping: adding the index back gives the value exactly)
+        if vt == "i32":
+            lines.append(f"  %{p}fw{k} = sub i32 %{p}fv{k}, %{p}l")
+        else:
+            lines += [f"  %{p}lw{k} = zext i32 %{p}l to i64", f"  %{p}fw{k} = sub i64 %{p}fv{k}, %{p}lw{k}"]
     return lines
 
 
@@ -197,7 +262,7 @@ def pick(point: int, fields: list[int], used: dict[int, str], frame_fields: list
         if k in proved:
             lines += [
                 f"  %{p}.fp{k} = getelementptr inbounds {frame_fields[k]}, ptr %fb.{k}, i32 0, i32 1",
-                f"  %s{point}.{k} = load {used[k]}, ptr %{p}.fp{k}, align 4",
+                f"  %s{point}.{k} = load {value_type(used[k])}, ptr %{p}.fp{k}, align 4",
             ]
             continue
         w = _wide(used[k])
@@ -206,9 +271,9 @@ def pick(point: int, fields: list[int], used: dict[int, str], frame_fields: list
             f"  %{p}.hi{k} = load {w}, ptr %fmax.{k}.a, align 8",
             f"  %{p}.eq{k} = icmp eq {w} %{p}.lo{k}, %{p}.hi{k}",
             f"  %{p}.all{k} = and i1 {same}, %{p}.eq{k}",
-            f"  %s{point}.{k} = {_narrow(used[k], f'%{p}.lo{k}')}",
         ]
         same = f"%{p}.all{k}"
+        lines.append(f"  %s{point}.{k} = {_narrow(value_type(used[k]), f'%{p}.lo{k}')}")
     if same == "true":
         return [*lines, f"  br label %{p}.u"]
     return [*lines, f"  br i1 {same}, label %{p}.u, label %{p}.g"]
@@ -217,9 +282,9 @@ def pick(point: int, fields: list[int], used: dict[int, str], frame_fields: list
 def arguments(point: int | None, used: dict[int, str], fields: list[int]) -> str:
     """The call's trailing arguments: the interval `point` whose pass-start `fields` it passes, or none."""
     if point is None or not fields:
-        return f", i32 {NONE}" + "".join(f", {t} {_zero(t)}" for t in used.values())
+        return f", i32 {NONE}" + "".join(f", {value_type(t)} {_zero(t)}" for t in used.values())
     return f", i32 {point}" + "".join(
-        f", {t} %s{point}.{k}" if k in fields else f", {t} {_zero(t)}" for k, t in used.items()
+        f", {value_type(t)} %s{point}.{k}" if k in fields else f", {value_type(t)} {_zero(t)}" for k, t in used.items()
     )
 
 

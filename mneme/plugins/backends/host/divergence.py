@@ -51,7 +51,7 @@ _INT_CALL = re.compile(
     r"^(?:tail |notail )?call [^@]*@llvm\.(?:smin|smax|umin|umax|abs|ctlz|cttz|ctpop|fshl|fshr|bswap|bitreverse)\.i\d+\("
 )
 # the thread's own: its index, its frame, its resume point
-_PER_THREAD = frozenset(
+PER_THREAD = _PER_THREAD = frozenset(
     ("%__mneme_tid_x", "%__mneme_tid_y", "%__mneme_tid_z", "%__mneme_linear", "%__mneme_frame", "%__mneme_resume")
 )
 
@@ -115,12 +115,29 @@ def steady_stops(lines: list[str], start: int, end: int, slots: dict[str, tuple[
 class _Analysis:
     """What `_analyse` found: the interval graph and the values and blocks not proved uniform."""
 
-    def __init__(self, resume_of, inner_succ, stop_of, deciding, divergent_slots):
+    def __init__(
+        self,
+        resume_of,
+        inner_succ,
+        stop_of,
+        deciding,
+        divergent_slots,
+        divergent_values=frozenset(),
+        divergent_blocks=(),
+    ):
         self.resume_of: dict[int, str] = resume_of  # resume point -> its block (0: the start)
         self.inner_succ: dict[str, list[str]] = inner_succ  # successors, a stop's none
         self.stop_of: dict[str, int] = stop_of  # a stop's block -> the resume point it stores
         self.deciding: set[str] = deciding  # blocks whose branch decides on a value not proved uniform
         self.divergent_slots: set[str] = divergent_slots
+        self.divergent_values: set[str] = set(divergent_values)  # values not proved the same in every thread
+        self.divergent_blocks: set[str] = set(divergent_blocks)  # blocks some threads may run and others not
+
+
+def analysis(lines: list[str], start: int, end: int, slots: dict[str, tuple[int, str]]) -> _Analysis | None:
+    """The analysis's findings (the interval graph, the values, slots and blocks not proved uniform); None where it
+    proves nothing (`block_guards` reads the values)."""
+    return _analyse(lines, start, end, slots)
 
 
 def _analyse(lines: list[str], start: int, end: int, slots: dict[str, tuple[int, str]]) -> _Analysis | None:
@@ -231,7 +248,15 @@ def _analyse(lines: list[str], start: int, end: int, slots: dict[str, tuple[int,
         for label, code in body
         if any(t in divergent_values or t in _PER_THREAD for t in _condition(code)) or _bad_constant(code)
     }
-    return _Analysis({0: default.group(1), **resume_of}, inner, stop_of, deciding, divergent_slots)
+    return _Analysis(
+        {0: default.group(1), **resume_of},
+        inner,
+        stop_of,
+        deciding,
+        divergent_slots,
+        divergent_values,
+        divergent_blocks,
+    )
 
 
 def _terminator(code: list[str]) -> list[str]:

@@ -131,6 +131,62 @@ extern "C" __global__ void stride_sum(int n, const float* x, float* out) {
   }
   if (t == 0) atomicAdd(out, s[0]);
 }
+// grid-stride sums whose index is thread 0's plus the linear thread index in every pass (1D blocks, and 2D blocks
+// indexed by the linear index), is not (2D blocks indexed by threadIdx.x alone: rows repeat an index; a
+// descending index), or is a size_t: the pass reads x through the index twin (`block_uniform.thread_indexed`)
+// where the fold finds it, through each thread's own index elsewhere
+extern "C" __global__ void stride_linear(int n, const float* x, float* out) {
+  __shared__ float s[256];
+  int t = threadIdx.y * blockDim.x + threadIdx.x, size = blockDim.x * blockDim.y;
+  float v = 0.0f;
+  for (int i = blockIdx.x * size + t; i < n; i += size * gridDim.x) v += x[i] * (1.0f + 0.001f * t);
+  s[t] = v;
+  __syncthreads();
+  for (int k = size / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+extern "C" __global__ void stride_by_x(int n, const float* x, float* out) {
+  __shared__ float s[256];
+  int t = threadIdx.y * blockDim.x + threadIdx.x, size = blockDim.x * blockDim.y;
+  float v = threadIdx.y;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) v += x[i];
+  s[t] = v;
+  __syncthreads();
+  for (int k = size / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+extern "C" __global__ void stride_down(int n, const float* x, float* out) {
+  __shared__ float s[256];
+  int t = threadIdx.x;
+  float v = 0.0f;
+  for (int i = n - 1 - (int)(blockIdx.x * blockDim.x + t); i >= 0; i -= blockDim.x * gridDim.x) v = v * 0.5f + x[i];
+  s[t] = v;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
+extern "C" __global__ void stride_wide(long n, const float* x, float* out) {
+  __shared__ float s[256];
+  int t = threadIdx.x;
+  float v = 0.0f;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + t; i < n; i += (size_t)blockDim.x * gridDim.x) v = v * 0.5f + x[i];
+  s[t] = v;
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    __syncthreads();
+  }
+  if (t == 0) out[blockIdx.x] = s[0];
+}
 // a shuffle: the block step form does not take it
 extern "C" __global__ void shuffled(float* y) {
   __shared__ float s[32];
@@ -441,3 +497,65 @@ def test_a_pass_reading_buffers_by_tile_index_runs_rows_in_chunks_with_the_step_
     assert (mode, old_mode) == (2, 3)
     assert got[1].tobytes() == want[1].tobytes()
     np.testing.assert_allclose(got[1][0], x.astype(np.float64).sum(), rtol=1e-4)
+
+
+def _stride_reference(kernel: str, x: np.ndarray, grid: int, block: tuple[int, ...]) -> np.ndarray:
+    """Each block's tree sum of its threads' grid-stride sums, in float32 as the kernels add (NumPy)."""
+    n, size = len(x), int(np.prod(block))
+    out = np.zeros(grid, np.float32)
+    for b in range(grid):
+        s = np.zeros(size, np.float32)
+        for t in range(size):
+            tx, ty = t % block[0], t // block[0]
+            v = np.float32(ty if kernel == "stride_by_x" else 0)
+            if kernel == "stride_linear":
+                for i in range(b * size + t, n, size * grid):
+                    v = np.float32(v + x[i] * np.float32(np.float32(1) + np.float32(0.001) * np.float32(t)))
+            elif kernel == "stride_by_x":
+                for i in range(b * block[0] + tx, n, block[0] * grid):
+                    v = np.float32(v + x[i])
+            elif kernel == "stride_down":
+                for i in range(n - 1 - (b * size + t), -1, -size * grid):
+                    v = np.float32(v * np.float32(0.5) + x[i])
+            else:
+                for i in range(b * size + t, n, size * grid):
+                    v = np.float32(v * np.float32(0.5) + x[i])
+            s[t] = v
+        k = size // 2
+        while k > 0:
+            s[:k] = s[:k] + s[k : 2 * k]
+            k //= 2
+        out[b] = s[0]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("kernel", "block", "n"),
+    [
+        ("stride_linear", (128,), 128 * 3 * 8),  # every thread the same trip count: the twin in every pass
+        ("stride_linear", (128,), 128 * 3 * 8 - 77),  # the last pass's threads differ: each thread's own index
+        ("stride_linear", (16, 8), 128 * 3 * 5 + 9),  # 2D blocks indexed by the linear index
+        ("stride_by_x", (16, 8), 16 * 3 * 7),  # the rows repeat an index: never the twin
+        ("stride_down", (64,), 64 * 3 * 6 - 5),  # a descending index: never the twin
+        ("stride_wide", (64,), 64 * 3 * 6),  # a size_t index
+    ],
+)
+def test_a_grid_stride_index_read_as_thread_0s_plus_the_thread_index_keeps_the_step_forms_bytes(
+    module_text, monkeypatch, kernel, block, n
+):
+    x = np.random.default_rng(n).random(n, dtype=np.float32)
+    args = struct.pack("<q" if kernel == "stride_wide" else "<i4x", n) + struct.pack("<QQ", X, Y)
+    (mode, got), (_, want) = _both(monkeypatch, module_text, kernel, (3,), block, [x, np.zeros(3, np.float32)], args)
+    assert mode == 2 and got[1].tobytes() == want[1].tobytes()
+    np.testing.assert_allclose(got[1], _stride_reference(kernel, x, 3, block), rtol=1e-5)  # contracted: FMAs
+
+
+def test_the_fields_a_thread_index_feeds_read_thread_0s_value_plus_the_index(module_text):
+    """The grid-stride index is read as the parameter plus the linear index; a kernel whose only field read at a
+    pass's start is the tree's stride (the same in every thread) gets no such twin."""
+    for kernel in ("stride_linear", "stride_wide", "stride_sum"):
+        lines = _block_step_text(module_text, kernel).split("\n")
+        twins = [line for line in lines if ".af = add " in line]
+        assert twins and all("%__mneme_snap." in line for line in twins), kernel
+        assert all("%__mneme_linear" in line or ".lx" in line for line in twins), kernel
+    assert ".af = add " not in _block_step_text(module_text, "block_sum")
