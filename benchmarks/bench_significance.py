@@ -128,6 +128,7 @@ def null_runs(
                     for c in rows
                 ],
                 "false_verdict_rows": len(false_rows),
+                "table": summary.get("table"),  # the level the table's verdicts hold at together
                 "notes": (summary.get("measurement") or {}).get("notes", []),
                 "measurement": summary.get("measurement"),
                 "loadavg_1min": [load_start, os.getloadavg()[0]],
@@ -258,6 +259,7 @@ def real_run(work: Path, pairs: int, measure_time: float, space: str = "quick") 
         "separate": separate,
         "interval_contains_separate_ratio": low <= separate["ratio"] <= high,
         "decision": summary["decision"],
+        "table": summary.get("table"),
         "loadavg_1min": load,
         "notes": (summary.get("measurement") or {}).get("notes", []),
         "compared": pair_data(work / "tune"),
