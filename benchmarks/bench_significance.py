@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDING = ROOT / "examples" / "recordings" / "saxpy-4k"
 NULL_SPACE = ROOT / "benchmarks" / "spaces" / "host-same-code.yaml"
 MNEME = str(Path(sys.executable).with_name("mneme"))
+EXTRA: list[str] = []  # tune options every run gets (--confidence)
 
 
 def _burn(stop) -> None:
@@ -49,7 +50,7 @@ def _burn(stop) -> None:
 
 
 def tune(results: Path, *args: str) -> dict:
-    command = [MNEME, "tune", "-rdb", str(RECORDING), "--results", str(results), "--json", *args]
+    command = [MNEME, "tune", "-rdb", str(RECORDING), "--results", str(results), "--json", *EXTRA, *args]
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-2000:]}")
@@ -290,8 +291,13 @@ def main() -> None:
         help="space of the real case: quick (-o axes=x) or a space file, e.g. "
         "benchmarks/spaces/host-slower-code.yaml (a difference that does not depend on load)",
     )
+    parser.add_argument(
+        "--confidence", type=float, default=None, help="tune's --confidence (the table's level; default: tune's)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.confidence is not None:
+        EXTRA.extend(["--confidence", str(args.confidence)])
     stop = multiprocessing.Event()
     burners = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True) for _ in range(args.load)]
     for p in burners:
@@ -309,6 +315,7 @@ def main() -> None:
                 "loadavg_start": os.getloadavg(),
                 "MNEME_HOST_THREADS": os.environ.get("MNEME_HOST_THREADS", ""),
             },
+            "tune_options": EXTRA,
             "commit": subprocess.run(
                 ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
             ).stdout.strip(),
