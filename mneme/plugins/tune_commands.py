@@ -143,7 +143,7 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     )
     level = summary.get("table") or {}
     if level.get("statement"):  # what "faster"/"slower" means in this table
-        title = f"{title} ({level['statement']})"
+        title = f"{title}: {level['statement']}"
     table = Table(title=title)
     for column in (
         "rank",
@@ -169,8 +169,9 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     _console().print(table)
     if level.get("rejudged"):
         _console().print(
-            f"note: {level['rejudged']} row(s) compared by an earlier session were judged again from their stored "
-            f"pairs at {100 * level['row_confidence']:.3g}% each, so that the table's verdicts hold together",
+            f"note: {level['rejudged']} compared row(s) judged again from their stored pairs at "
+            f"{100 * level['row_confidence']:.3g}% each (their comparison's level was looser, as in an earlier "
+            "session that compared fewer rows, or not recorded), so that the table's verdicts hold together",
             highlight=False,
         )
     measurement = summary.get("measurement") or {}

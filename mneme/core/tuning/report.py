@@ -151,11 +151,10 @@ LEGACY_CONFIDENCE = 0.95  # what a run stated before --confidence: 95% for the r
 
 def table_level(session: dict[str, Any] | None) -> float:
     """The level the table's verdicts hold at together: the run's ``--confidence``; 95% for a run recorded before
-    that option (its options lack it), today's default when there is no session record."""
-    options = (session or {}).get("options")
-    if options is None:
+    that option (its session record lacks it), today's default when there is no session record."""
+    if session is None:
         return stats.TABLE_CONFIDENCE
-    return float(options.get("confidence", LEGACY_CONFIDENCE))
+    return float((session.get("options") or {}).get("confidence", LEGACY_CONFIDENCE))
 
 
 def table_verdicts(
@@ -211,7 +210,9 @@ def table_verdicts(
 def table_statement(confidence: float, compared: int, share: float) -> str:
     """What "faster"/"slower" means in a table: the level for the table as a whole, and each row's share."""
     level = f"{100 * confidence:g}%"
-    if compared <= 1:
+    if compared == 0:
+        return ""  # no row compared: the table makes no claim
+    if compared == 1:
         return f"verdicts at {level} for the whole table"
     return f"verdicts at {level} for the whole table ({compared} rows compared, each at {100 * share:.3g}%)"
 
@@ -368,6 +369,7 @@ def proteus_entry(config: dict[str, Any], summary: dict[str, Any], recording: An
         "time_s": best.get("time"),
         "speedup": best.get("speedup"),
         "speedup_ci": best.get("speedup_ci"),
+        "table_confidence": (summary.get("table") or {}).get("confidence"),  # the verdicts' level, together
         "decision": summary.get("decision", ""),
     }
     return entry
