@@ -183,7 +183,7 @@ def table_verdicts(
         # recorded: more looks, each stricter); one without them was the fixed comparison (one look).
         cap = entry.get("max_pairs")
         if cap is None:
-            cap = (options or {}).get("max_pairs") or _DEFAULT_MAX_PAIRS if "looks" in entry else MAX_PAIRS
+            cap = ((options or {}).get("max_pairs") or _DEFAULT_MAX_PAIRS) if "looks" in entry else MAX_PAIRS
         interval = rejudge(
             entry.get("baseline_medians") or [], entry.get("medians") or [], entry.get("first_pairs"), cap, share
         )

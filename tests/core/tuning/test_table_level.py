@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from paths import DATA
 
+from mneme.core.errors import UsageError
 from mneme.core.tuning import stats
 from mneme.core.tuning.measure import interleave, row_confidence
 from mneme.core.tuning.options import TuneOptions
@@ -90,6 +91,13 @@ def test_the_h100_saxpys_six_percent_speedup_is_still_found_by_every_comparison_
         pairs.append(len(found.cand))
     assert faster == 20
     assert max(pairs) <= 480  # found by the second later look at the latest
+
+
+def test_a_level_outside_half_to_one_is_refused_naming_the_option():
+    for bad in (1.0, 0.3):
+        with pytest.raises(UsageError, match="--confidence must be in"):
+            TuneOptions(record_db="x", confidence=bad).validate()
+    TuneOptions(record_db="x", confidence=0.95).validate()
 
 
 def _binomial_at_most(losses: int, n: int) -> float:
