@@ -111,7 +111,7 @@ def main() -> None:
     rows = rows_of(json.loads(args.data.read_text()))
     results = [replay(rows, level, args.comparisons, args.seed, args.max_pairs) for level in args.levels]
     report = {
-        "data": str(args.data.relative_to(ROOT)),
+        "data": str(args.data.resolve().relative_to(ROOT)),
         "rows": len(rows),
         "max_pairs": args.max_pairs,
         "results": results,
