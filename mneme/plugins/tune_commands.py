@@ -170,7 +170,7 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
     if level.get("rejudged"):
         _console().print(
             f"note: {level['rejudged']} compared row(s) judged again from their stored pairs at "
-            f"{100 * level['row_confidence']:.3g}% each (their comparison's level was looser, as in an earlier "
+            f"{100 * level['row_confidence']:.4g}% each (their comparison's level was looser, as in an earlier "
             "session that compared fewer rows, or not recorded), so that the table's verdicts hold together",
             highlight=False,
         )

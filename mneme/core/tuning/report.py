@@ -214,7 +214,7 @@ def table_statement(confidence: float, compared: int, share: float) -> str:
         return ""  # no row compared: the table makes no claim
     if compared == 1:
         return f"verdicts at {level} for the whole table"
-    return f"verdicts at {level} for the whole table ({compared} rows compared, each at {100 * share:.3g}%)"
+    return f"verdicts at {level} for the whole table ({compared} rows compared, each at {100 * share:.4g}%)"
 
 
 def rank_key(row: dict[str, Any]) -> tuple[int, float, float]:

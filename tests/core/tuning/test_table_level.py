@@ -11,7 +11,7 @@ import shutil
 
 import numpy as np
 import pytest
-from paths import DATA
+from paths import DATA, ROOT
 
 from mneme.core.errors import UsageError
 from mneme.core.tuning import stats
@@ -199,3 +199,35 @@ def test_the_speedup_plot_states_the_tables_level(tmp_path):
     store, session = open_results(results)
     (plot,) = write_speedup_plot(load_summary(results, store, session), tmp_path / "plots", ("png",))
     assert b"95% for the whole table (2 rows compared, each at 97.5%)" in plot.read_bytes()
+
+
+def test_a_resumed_session_comparing_fewer_rows_has_its_rows_judged_at_their_share_of_the_whole_table(tmp_path):
+    from mneme.core.tuning.session import TuningSession
+
+    common = {
+        "record_db": str(ROOT / "examples" / "recordings" / "saxpy-4k"),
+        "space": "quick",
+        "space_options": {"axes": "x"},
+        "sampler": "exhaustive",
+        "trials": 4,
+        "results": str(tmp_path / "run"),
+        "iterations": 3,
+        "measure_time": 2.0,
+        "max_pairs": 120,
+    }
+    first = TuningSession(TuneOptions(retime_top=3, **common)).run()
+    three = {c["hash"] for c in first["ranking"] if c["method"].startswith("interleaved")}
+    assert len(three) == 3 and first["table"]["rejudged"] == 0
+    # Resumed with the budget spent, the session compares its two leaders again, each at its share of two
+    # (99.75%); the third row stays from the first session, so the table holds three rows and each must hold 99.83%.
+    second = TuningSession(TuneOptions(retime_top=2, resume=True, **common)).run()
+    rows = {c["hash"]: c for c in second["ranking"] if c["method"].startswith("interleaved")}
+    assert set(rows) == three and second["table"]["compared"] == 3
+    store, session = open_results(tmp_path / "run")
+    again = {h for h in rows if store.retime[h]["row_confidence"] == row_confidence(0.995, 2)}
+    assert len(again) == 2 and second["table"]["rejudged"] == 2
+    assert all(rows[h]["rejudged"] == (h in again) for h in rows)
+    assert all(c["confidence"] == row_confidence(0.995, 3) for c in rows.values())
+    assert second["table"]["statement"] == "verdicts at 99.5% for the whole table (3 rows compared, each at 99.83%)"
+    written = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert written["table"] == second["table"] and session["options"]["confidence"] == 0.995
