@@ -14,6 +14,9 @@ loads the CPU (a busy-loop per core, as on a shared machine):
   (`--pairs` interleaved pairs on a fresh worker pool); the interval tune reported should
   contain it.
 
+The table's level is `mneme tune`'s ``--confidence`` (99.5% by default; ``--confidence 0.95`` here measures the
+level before); each run keeps its summary's ``table`` (the level and each compared row's share).
+
     python benchmarks/bench_significance.py --runs 20 --out benchmarks/results/cpu-significance.json
     python benchmarks/bench_significance.py --runs 20 --retime-top 0 --real-runs 0 --load 2 --measure-time 2
 """
