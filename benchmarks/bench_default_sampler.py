@@ -32,15 +32,14 @@ SAMPLERS = "guided,optuna:tpe,optuna:qmc,nevergrad:PortfolioDiscreteOnePlusOne,n
 
 def direct(sweep, seeds: int, top: int) -> dict:
     """The optimum against the recorded configuration, compared as `mneme tune` compares its `top` leaders."""
-    from mneme.core.tuning import stats
-    from mneme.core.tuning.measure import interleave
+    from mneme.core.tuning.measure import interleave, row_confidence
     from mneme.core.tuning.simulate import Protocol, _answer
 
     protocol = Protocol()
     optimum = min((p.value, h) for h, p in sweep.points.items() if p.ok)[1]
     if sweep.baseline.value is not None and sweep.baseline.value <= sweep.points[optimum].value:
         return {"optimum_is_recorded": True}
-    confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, top)
+    confidence = row_confidence(protocol.confidence, top)
     faster, pairs, extra = 0, [], []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)

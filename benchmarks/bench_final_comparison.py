@@ -41,6 +41,9 @@ def figures(sweep, space, protocol, seeds: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument(
+        "--confidence", type=float, default=None, help="the final table's level (default: mneme tune's --confidence)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
@@ -52,6 +55,7 @@ def main() -> int:
             ["git", "rev-parse", "--short", "HEAD"], check=False, cwd=ROOT, capture_output=True, text=True
         ).stdout.strip(),
         "seeds": args.seeds,
+        "confidence": args.confidence if args.confidence is not None else Protocol().confidence,
         "sweeps": {},
     }
     print(
@@ -62,8 +66,9 @@ def main() -> int:
     for path in sorted(SWEEPS.glob("h100-*.json")):
         sweep = Sweep.load(path)
         space = sweep.load_space()
-        fixed = figures(sweep, space, Protocol(max_pairs=60), args.seeds)
-        looks = figures(sweep, space, Protocol(), args.seeds)
+        level = {"confidence": args.confidence} if args.confidence is not None else {}
+        fixed = figures(sweep, space, Protocol(max_pairs=60, **level), args.seeds)
+        looks = figures(sweep, space, Protocol(**level), args.seeds)
         results["sweeps"][path.stem] = {"fixed": fixed, "looks": looks, "max_pairs": Protocol().max_pairs}
         print(
             f"| {path.stem} ({fixed['trials']}) | {fixed['fraction_median']:.3f} / {fixed['seeds_within_5pct']} / "

@@ -14,6 +14,9 @@ loads the CPU (a busy-loop per core, as on a shared machine):
   (`--pairs` interleaved pairs on a fresh worker pool); the interval tune reported should
   contain it.
 
+The table's level is `mneme tune`'s ``--confidence`` (99.5% by default; ``--confidence 0.95`` here measures the
+level before); each run keeps its summary's ``table`` (the level and each compared row's share).
+
     python benchmarks/bench_significance.py --runs 20 --out benchmarks/results/cpu-significance.json
     python benchmarks/bench_significance.py --runs 20 --retime-top 0 --real-runs 0 --load 2 --measure-time 2
 """
@@ -41,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORDING = ROOT / "examples" / "recordings" / "saxpy-4k"
 NULL_SPACE = ROOT / "benchmarks" / "spaces" / "host-same-code.yaml"
 MNEME = str(Path(sys.executable).with_name("mneme"))
+EXTRA: list[str] = []  # tune options every run gets (--confidence)
 
 
 def _burn(stop) -> None:
@@ -49,7 +53,7 @@ def _burn(stop) -> None:
 
 
 def tune(results: Path, *args: str) -> dict:
-    command = [MNEME, "tune", "-rdb", str(RECORDING), "--results", str(results), "--json", *args]
+    command = [MNEME, "tune", "-rdb", str(RECORDING), "--results", str(results), "--json", *EXTRA, *args]
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}: {done.stderr[-2000:]}")
@@ -128,6 +132,7 @@ def null_runs(
                     for c in rows
                 ],
                 "false_verdict_rows": len(false_rows),
+                "table": summary.get("table"),  # the level the table's verdicts hold at together
                 "notes": (summary.get("measurement") or {}).get("notes", []),
                 "measurement": summary.get("measurement"),
                 "loadavg_1min": [load_start, os.getloadavg()[0]],
@@ -258,6 +263,7 @@ def real_run(work: Path, pairs: int, measure_time: float, space: str = "quick") 
         "separate": separate,
         "interval_contains_separate_ratio": low <= separate["ratio"] <= high,
         "decision": summary["decision"],
+        "table": summary.get("table"),
         "loadavg_1min": load,
         "notes": (summary.get("measurement") or {}).get("notes", []),
         "compared": pair_data(work / "tune"),
@@ -288,8 +294,13 @@ def main() -> None:
         help="space of the real case: quick (-o axes=x) or a space file, e.g. "
         "benchmarks/spaces/host-slower-code.yaml (a difference that does not depend on load)",
     )
+    parser.add_argument(
+        "--confidence", type=float, default=None, help="tune's --confidence (the table's level; default: tune's)"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.confidence is not None:
+        EXTRA.extend(["--confidence", str(args.confidence)])
     stop = multiprocessing.Event()
     burners = [multiprocessing.Process(target=_burn, args=(stop,), daemon=True) for _ in range(args.load)]
     for p in burners:
@@ -307,6 +318,7 @@ def main() -> None:
                 "loadavg_start": os.getloadavg(),
                 "MNEME_HOST_THREADS": os.environ.get("MNEME_HOST_THREADS", ""),
             },
+            "tune_options": EXTRA,
             "commit": subprocess.run(
                 ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
             ).stdout.strip(),

@@ -200,6 +200,7 @@ def _protocol() -> str:
     return (
         f"the {p.retime_top} leading candidates compared with the recorded configuration in interleaved pairs "
         f"(--retime-top {p.retime_top}, --ci-target {p.ci_target:g}, --max-pairs {p.max_pairs}, "
+        f"--confidence {p.confidence:g} for the table, "
         f"--iterations {p.iterations}), "
         "best.json the fastest significantly faster one, else the recorded configuration"
     )

@@ -141,12 +141,15 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
         + (" (re-timed)" if baseline.get("retimed") else ""),
         highlight=False,
     )
+    level = summary.get("table") or {}
+    if level.get("statement"):  # what "faster"/"slower" means in this table
+        title = f"{title}: {level['statement']}"
     table = Table(title=title)
     for column in (
         "rank",
         "trial",
         "time",
-        "speedup [95% interval]",
+        "speedup [interval]",
         "verdict",
         "measured by",
         "changes from the recorded configuration",
@@ -164,6 +167,13 @@ def print_summary(summary: dict, *, title: str = "best configurations") -> None:
             str(c["rank"]), trial, _fmt_time(c["time"]), interval, c.get("verdict", ""), c.get("method", ""), changes
         )
     _console().print(table)
+    if level.get("rejudged"):
+        _console().print(
+            f"note: {level['rejudged']} compared row(s) judged again from their stored pairs at "
+            f"{100 * level['row_confidence']:.4g}% each (their comparison's level was looser, as in an earlier "
+            "session that compared fewer rows, or not recorded), so that the table's verdicts hold together",
+            highlight=False,
+        )
     measurement = summary.get("measurement") or {}
     if measurement.get("max_pairs"):
         _console().print(
@@ -305,7 +315,16 @@ def _short(value) -> str:
     type=float,
     default=0.02,
     show_default=True,
-    help="A comparison stops once its speedup's 95% interval is this narrow (relative half-width).",
+    help="A comparison stops once its speedup's interval is this narrow (relative half-width).",
+)
+@click.option(
+    "--confidence",
+    type=float,
+    default=0.995,
+    show_default=True,
+    help="Level of the final table's verdicts together: the chance that any 'faster'/'slower' in it is false is "
+    "at most 1 - this (each of the K compared candidates at 1 - (1 - this) / K). 0.95 is the common level for "
+    "one comparison; lower claims smaller differences sooner and more false ones.",
 )
 @click.option(
     "--measure-time",
@@ -382,6 +401,7 @@ def tune_command(
     retime_top,
     retime_repeats,
     ci_target,
+    confidence,
     measure_time,
     max_pairs,
     accept_insignificant,
@@ -461,6 +481,7 @@ def tune_command(
         retime_top=retime_top,
         retime_repeats=retime_repeats,
         ci_target=ci_target,
+        confidence=confidence,
         measure_time=measure_time,
         max_pairs=max_pairs,
         accept_insignificant=accept_insignificant,

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from mneme.core.tuning.stats import TABLE_CONFIDENCE
 from mneme.core.types import ExperimentConfiguration, ExperimentResult
 
 
@@ -89,3 +90,4 @@ class MeasureContext:
     max_pairs: int  # pairs a comparison may make at most (--max-pairs; `measure.Looks`)
     progress: Any
     on_progress: Callable[[Any], None]
+    confidence: float = TABLE_CONFIDENCE  # the final table's level, for its verdicts together (--confidence)

@@ -9,9 +9,10 @@ Pairs are added until the speedup's interval (`stats.paired_ratio`) is narrower 
 ``--ci-target``, `MAX_PAIRS` are done or ``--measure-time`` is spent: the first look. A verdict
 still open there (the interval straddles 1.0, the estimate is faster by more than ``--ci-target``)
 earns more pairs, doubling, up to ``--max-pairs``, and stops at the first look that decides
-(`Looks`). With K candidates, each candidate's looks together are at error rate 5%/K, so the
-K verdicts together claim a false difference at most 5% of the time (see docs/design/tuning.md,
-"Measurement that knows its noise"). Outlying pairs, a baseline that drifted, a load average that
+(`Looks`). With K candidates, each candidate's looks together are at error rate alpha/K, so the
+K verdicts together claim a false difference at most alpha of the time, alpha = 1 - ``--confidence``
+(0.5% by default; see docs/design/tuning.md, "Measurement that knows its noise" and "One level for
+the whole table"). Outlying pairs, a baseline that drifted, a load average that
 changed and runs that landed on different devices are reported with the result.
 """
 
@@ -137,6 +138,34 @@ class Looks:
             "first_confidence": self.first_confidence,
             "later_confidence": self.later_confidence,
         }
+
+
+def row_confidence(table_confidence: float, rows: int) -> float:
+    """The confidence each of `rows` compared rows of one table is judged at (over all its looks), so that all
+    their verdicts together hold at `table_confidence` (Bonferroni: the rows' error rates add up to the table's)."""
+    return 1.0 - (1.0 - table_confidence) / max(1, rows)
+
+
+def rejudge(
+    base: list[float], cand: list[float], first: int | None, cap: int, confidence: float
+) -> stats.RatioInterval | None:
+    """A stored comparison's interval judged again at a stricter `confidence`, at the looks it took.
+
+    The looks are those of ``Looks(1 - confidence, cap)``: the first at `first` pairs (all of them when unknown:
+    a comparison from before the later looks), then each later look the pairs reached, the last one at the pairs
+    made when the comparison stopped between two (the time cap). It decides at the first look whose interval
+    excludes 1.0, else it is the last look's: the same spending as `interleave`, so it holds `confidence`
+    whatever made the comparison stop where it did (going on can only skip looks)."""
+    plan = Looks(1.0 - confidence, cap)
+    n = min(len(base), len(cand))
+    done = min(first or n, n)
+    interval = stats.paired_ratio(base[:done], cand[:done], plan.first_confidence)
+    for target in plan.later:
+        if interval is None or interval.significant or done >= n:
+            break
+        done = min(target, n)
+        interval = plan.judge(base[:done], cand[:done])
+    return interval
 
 
 def open_beyond(ci_target: float, decided: list[stats.RatioInterval | None]) -> float:
@@ -266,9 +295,9 @@ def interleave(
 class Comparison:
     """Interleaved A/B runs of the baseline and one candidate on the session's pool."""
 
-    def __init__(self, ctx: MeasureContext, confidence: float = stats.CONFIDENCE):
+    def __init__(self, ctx: MeasureContext, confidence: float | None = None):
         self.ctx = ctx
-        self.confidence = confidence
+        self.confidence = ctx.confidence if confidence is None else confidence  # one row's: `row_confidence`
         self.baseline_times: list[float] = []  # every baseline run of every comparison, in order
         self.devices: set[str] = set()
 
@@ -342,16 +371,23 @@ def measure(ctx: MeasureContext) -> tuple[dict[str, Any], dict[str, Any]]:
     ctx.on_progress(ctx.progress)
     load_before = _load()
     chosen = leaders(ctx, ctx.retime_top)
-    # Several candidates, one verdict: each candidate's looks at 1 - 5%/K together, so that the chance that
-    # any of the K claims a difference that is not there stays 5% (Bonferroni).
-    confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, len(chosen))
+    # Several candidates, one table: each candidate's looks at 1 - alpha/K together, so that the chance that any
+    # of the K claims a difference that is not there stays alpha = 1 - ctx.confidence (Bonferroni).
+    confidence = row_confidence(ctx.confidence, len(chosen))
     comparison = Comparison(ctx, confidence)
     out: dict[str, Any] = {}
     decided: list[stats.RatioInterval | None] = []
     for digest, record in chosen.items():
         beyond = open_beyond(ctx.ci_target, decided)
         entry = comparison.compare(ExperimentConfiguration.from_dict(record.config), record, beyond)
-        out[digest] = entry
+        # What the row's verdict was judged at, so a table that later holds more compared rows (another session on
+        # the same study) can judge it again at its stricter share (`report.table_verdicts`).
+        out[digest] = {
+            **entry,
+            "row_confidence": confidence,
+            "table_confidence": ctx.confidence,
+            "max_pairs": ctx.max_pairs,
+        }
         speedup = entry["speedup"]
         if speedup is not None:
             decided.append(stats.RatioInterval(speedup["speedup"], speedup["low"], speedup["high"]))
@@ -415,7 +451,7 @@ def measure(ctx: MeasureContext) -> tuple[dict[str, Any], dict[str, Any]]:
         "notes": notes,
         "ci_target": ctx.ci_target,
         "confidence": confidence,
-        "family_confidence": stats.CONFIDENCE,
+        "family_confidence": ctx.confidence,
         "compared": len(chosen),
         **Looks(1.0 - confidence, ctx.max_pairs).to_dict(),
         "extra_pairs": sum(e.get("extra_pairs", 0) for e in out.values() if not e["baseline"]),

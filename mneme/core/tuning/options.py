@@ -10,6 +10,7 @@ import attrs
 
 from mneme.core.backend import check_cache_state
 from mneme.core.errors import UsageError
+from mneme.core.tuning.stats import TABLE_CONFIDENCE
 
 
 def _default_sampler() -> str:
@@ -47,6 +48,7 @@ class TuneOptions:
     measure_time: float = 30.0  # seconds a comparison may take at most
     max_pairs: int = 960  # pairs a comparison may make at most: more than 60 only while its verdict is open
     accept_insignificant: bool = False  # best.json may be a candidate not significantly faster
+    confidence: float = TABLE_CONFIDENCE  # the final table's verdicts all hold together at this level
     backend: str | None = None
     experiment_timeout: float | None = None
     prefetch: int | None = None
@@ -68,6 +70,11 @@ class TuneOptions:
             raise UsageError(f"--ci-target must be in (0, 1) (a relative half-width, e.g. 0.02), got {self.ci_target}")
         if self.max_pairs < 3:
             raise UsageError(f"--max-pairs must be >= 3 (a comparison's pairs at most), got {self.max_pairs}")
+        if not 0.5 <= self.confidence < 1:
+            raise UsageError(
+                f"--confidence must be in [0.5, 1) (the level of the final table's verdicts together, e.g. 0.995), "
+                f"got {self.confidence}"
+            )
         if self.measure_time <= 0:
             raise UsageError(f"--measure-time must be > 0 seconds, got {self.measure_time}")
         if self.heartbeat < 0:

@@ -27,9 +27,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from mneme.core import fsutil, plugins
 from mneme.core.errors import MissingExtraError, UsageError
 from mneme.core.tuning import plotview, stats
+from mneme.core.tuning.measure import MAX_PAIRS, rejudge, row_confidence
+from mneme.core.tuning.options import TuneOptions
 from mneme.core.tuning.store import EVALUATED, ResultStore, TrialRecord
 from mneme.core.types import ExperimentConfiguration
 
@@ -45,6 +49,7 @@ def build_summary(
     retimed: dict[str, Any] | None = None,
     session: dict[str, Any] | None = None,
     accept_insignificant: bool = False,
+    confidence: float | None = None,
 ) -> dict[str, Any]:
     """Counts, baseline and the ranked best configurations of a study, each speedup with its interval.
 
@@ -54,6 +59,11 @@ def build_summary(
     its times taken apart, which ignores the machine's drift between them. ``best`` is the
     fastest compared candidate significantly faster than the recorded configuration; when none
     is, the recorded configuration itself (``decision`` says why), unless `accept_insignificant`.
+
+    The verdicts hold together at `confidence` (by default the run's ``--confidence``, `table_level`): with m
+    compared rows, each at ``1 - (1 - confidence) / m`` over its looks; a row compared at a looser level (by an
+    earlier session of the study, which compared fewer) is judged again from its stored pairs
+    (`table_verdicts`). ``table`` says what the level is and how it was reached.
     """
     records = store.records()
     retime = dict(store.retime)
@@ -99,6 +109,8 @@ def build_summary(
             method="baseline",
             search_ci=None,
         )
+    level = table_level(session) if confidence is None else confidence
+    table = table_verdicts(list(candidates.values()), retime, level, ((session or {}).get("options") or {}))
     # Compared candidates first (their speedups come from interleaved runs), then the recorded configuration,
     # then candidates known from the search only (times taken apart, under other machine conditions).
     ranked = sorted((c for c in candidates.values() if c["time"] is not None), key=rank_key)
@@ -125,11 +137,84 @@ def build_summary(
             "hash": base_hash,
             "retimed": bool(base_retimed),
         },
+        "table": table,
         "best": best,
         "decision": decision,
         "fastest": ranked[0] if ranked else None,
         "ranking": ranked[:TOP],
     }
+
+
+_DEFAULT_MAX_PAIRS = attrs.fields_dict(TuneOptions)["max_pairs"].default
+LEGACY_CONFIDENCE = 0.95  # what a run stated before --confidence: 95% for the rows one session compared
+
+
+def table_level(session: dict[str, Any] | None) -> float:
+    """The level the table's verdicts hold at together: the run's ``--confidence``; 95% for a run recorded before
+    that option (its session record lacks it), today's default when there is no session record."""
+    if session is None:
+        return stats.TABLE_CONFIDENCE
+    return float((session.get("options") or {}).get("confidence", LEGACY_CONFIDENCE))
+
+
+def table_verdicts(
+    rows: list[dict[str, Any]], retime: dict[str, Any], confidence: float, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Make the verdicts of the compared `rows` hold together at `confidence`, in place; what was done.
+
+    Each of the m rows compared by interleaved runs must have been judged at ``row_confidence(confidence, m)``
+    over its looks, so that the chance that any of them is false stays ``1 - confidence`` (Bonferroni). A session
+    compares its K leaders at that share of its own level, so its rows pass as they are; a row whose stored entry
+    was judged at a looser share (an earlier session that compared fewer rows, or a store from before the level
+    was recorded) is judged again from its stored pairs at the table's share (`measure.rejudge`), which can only
+    withdraw its verdict, never make one. Each row gets ``confidence`` (its share) and ``rejudged``.
+    """
+    compared = [r for r in rows if not r["baseline"] and r["method"].startswith("interleaved")]
+    share = row_confidence(confidence, len(compared))
+    rejudged = 0
+    for row in compared:
+        entry = retime.get(row["hash"]) or {}
+        judged_at = entry.get("row_confidence")
+        row["rejudged"] = False
+        if judged_at is not None and judged_at >= share - 1e-12:
+            row["confidence"] = judged_at
+            continue
+        # Unknown caps: a comparison with later looks ran to the run's --max-pairs (today's default when not
+        # recorded: more looks, each stricter); one without them was the fixed comparison (one look).
+        cap = entry.get("max_pairs")
+        if cap is None:
+            cap = ((options or {}).get("max_pairs") or _DEFAULT_MAX_PAIRS) if "looks" in entry else MAX_PAIRS
+        interval = rejudge(
+            entry.get("baseline_medians") or [], entry.get("medians") or [], entry.get("first_pairs"), cap, share
+        )
+        rejudged += 1
+        row.update(confidence=share, rejudged=True)
+        if interval is None:
+            row.update(speedup_ci=None, significant=False, verdict="no interval (one sample)")
+            continue
+        row.update(
+            speedup=interval.ratio,
+            speedup_ci=[interval.low, interval.high],
+            significant=interval.significant,
+            verdict=interval.verdict(),
+        )
+    return {
+        "confidence": confidence,
+        "compared": len(compared),
+        "row_confidence": share,
+        "rejudged": rejudged,
+        "statement": table_statement(confidence, len(compared), share),
+    }
+
+
+def table_statement(confidence: float, compared: int, share: float) -> str:
+    """What "faster"/"slower" means in a table: the level for the table as a whole, and each row's share."""
+    level = f"{100 * confidence:g}%"
+    if compared == 0:
+        return ""  # no row compared: the table makes no claim
+    if compared == 1:
+        return f"verdicts at {level} for the whole table"
+    return f"verdicts at {level} for the whole table ({compared} rows compared, each at {100 * share:.4g}%)"
 
 
 def rank_key(row: dict[str, Any]) -> tuple[int, float, float]:
@@ -284,6 +369,7 @@ def proteus_entry(config: dict[str, Any], summary: dict[str, Any], recording: An
         "time_s": best.get("time"),
         "speedup": best.get("speedup"),
         "speedup_ci": best.get("speedup_ci"),
+        "table_confidence": (summary.get("table") or {}).get("confidence"),  # the verdicts' level, together
         "decision": summary.get("decision", ""),
     }
     return entry
@@ -404,8 +490,6 @@ def export_csv(store: ResultStore, path: Path) -> int:
 
 
 def export_jsonl(store: ResultStore, path: Path) -> int:
-    import attrs
-
     records = store.records()
     with open(path, "w") as fh:
         fh.writelines(json.dumps(attrs.asdict(r), sort_keys=True, default=str) + "\n" for r in records)
@@ -445,7 +529,8 @@ def write_speedup_plot(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    title = "speedup vs the recorded configuration (95% intervals)"
+    statement = (summary.get("table") or {}).get("statement") or "95% intervals"
+    title = f"speedup vs the recorded configuration ({statement})"
     title = f"{kernel}: {title}" if kernel else title
     if "png" in kinds:
         import matplotlib

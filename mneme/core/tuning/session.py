@@ -443,6 +443,7 @@ class TuningSession:
             opts.max_pairs,
             self.progress,
             self.on_progress,
+            opts.confidence,
         )
 
     def _interval(self) -> float:
@@ -468,6 +469,7 @@ class TuningSession:
             "options": {
                 "accept_insignificant": opts.accept_insignificant,
                 "ci_target": opts.ci_target,
+                "confidence": opts.confidence,
                 "measure_time": opts.measure_time,
                 "max_pairs": opts.max_pairs,
                 "retime_top": opts.retime_top,

@@ -37,7 +37,7 @@ import numpy as np
 from mneme.core.errors import UsageError
 from mneme.core.tuning import stats
 from mneme.core.tuning.loop import MAX_DUPLICATES
-from mneme.core.tuning.measure import interleave, open_beyond
+from mneme.core.tuning.measure import interleave, open_beyond, row_confidence
 from mneme.core.tuning.options import TuneOptions
 from mneme.core.tuning.outcome import PENALTY_FACTOR
 from mneme.core.tuning.report import choose_best, rank_key
@@ -64,6 +64,7 @@ class Protocol:
     ci_target: float = _tune_default("ci_target")
     max_pairs: int = _tune_default("max_pairs")
     accept_insignificant: bool = _tune_default("accept_insignificant")
+    confidence: float = _tune_default("confidence")  # the final table's level (`measure.row_confidence`)
 
 
 @attrs.define
@@ -193,7 +194,7 @@ def _finish(
     ok = {d: v for d, v in observed.items() if v < penalty and _true_time(sweep, d) is not None}
     # `measure.leaders`: the best distinct verified configurations by search time, the baseline aside.
     leaders = sorted((d for d in ok if d != base), key=lambda d: ok[d])[: protocol.retime_top]
-    confidence = 1.0 - (1.0 - stats.CONFIDENCE) / max(1, len(leaders))
+    confidence = row_confidence(protocol.confidence, len(leaders))
     rows: dict[str, dict[str, Any]] = {}
     decided: list[stats.RatioInterval | None] = []
     for digest in leaders:

@@ -35,6 +35,10 @@ import attrs
 import numpy as np
 
 CONFIDENCE = 0.95
+# The final table's level: the chance that any of its verdicts ("faster"/"slower") is false is at most
+# 1 - TABLE_CONFIDENCE (each of its m compared rows at 1 - (1 - TABLE_CONFIDENCE) / m; docs/design/tuning.md,
+# "One level for the whole table").
+TABLE_CONFIDENCE = 0.995
 OUTLIER_MADS = 5.0  # a sample further than this many (scaled) MADs from the median is an outlier
 
 
