@@ -16,6 +16,8 @@ from mneme.core import ir
 from mneme.core.errors import MalformedIRError
 
 CRAFTED = ROOT / "tests" / "data" / "corrupt" / "saxpy-reader-asserts.bc"
+# A fuzzer's mutation of the saxpy bitcode (CI, 2026-12-06): LLVM's error message quotes bytes that are not UTF-8.
+UNDECODABLE = ROOT / "tests" / "data" / "corrupt" / "saxpy-undecodable-message.bc"
 SAXPY = ROOT / "examples" / "saxpy" / "saxpy.ll"
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the probe forks")
@@ -49,3 +51,11 @@ def test_bitcode_whose_target_triple_is_not_text_is_malformed_ir_not_a_decode_er
     data = (ROOT / "tests" / "data" / "corrupt" / "saxpy-triple-not-text.bc").read_bytes()
     with pytest.raises(MalformedIRError, match="target triple is not text"):
         ir.load(data)
+
+
+def test_bitcode_whose_error_message_is_not_text_is_a_format_error_naming_the_file(tmp_path):
+    path = tmp_path / "m.bc"
+    path.write_bytes(UNDECODABLE.read_bytes())
+    with pytest.raises(MalformedIRError, match=r"m\.bc: cannot read LLVM bitcode: .*message that is not text"):
+        ir.load(path)
+    assert ir.load(SAXPY).get_function("saxpy")

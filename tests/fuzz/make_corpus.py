@@ -88,6 +88,9 @@ def main() -> None:
     put("ir", "saxpy.bc", bytes(ir.load(saxpy).as_bitcode()))
     put("ir", "reader-asserts.bc", (HERE.parent / "data" / "corrupt" / "saxpy-reader-asserts.bc").read_bytes())
     put(
+        "ir", "undecodable-message.bc", (HERE.parent / "data" / "corrupt" / "saxpy-undecodable-message.bc").read_bytes()
+    )
+    put(
         "space",
         "space.yaml",
         "name: s\nparameters:\n  block_x: {powers_of_two: [32, 1024]}\n"

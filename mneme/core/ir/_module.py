@@ -193,6 +193,8 @@ def _parse_text(data: bytes, label: str) -> ModuleRef:
         raise MalformedIRError(f"{label}: contains NUL bytes: neither LLVM bitcode nor IR text; is it corrupt?")
     try:
         return llvm.parse_assembly(text)
+    except UnicodeDecodeError as exc:  # the message LLVM wrote quotes bytes that are not UTF-8
+        raise MalformedIRError(f"{label}: malformed LLVM IR (LLVM's message about it is not text)") from exc
     except RuntimeError as exc:
         raise MalformedIRError(f"{label}: malformed LLVM IR: {_first_lines(exc)}") from exc
 
@@ -206,6 +208,11 @@ def _parse_bitcode(data: bytes, label: str) -> ModuleRef:
         )
     try:
         return llvm.parse_bitcode(data)
+    except UnicodeDecodeError as exc:  # llvmlite decodes LLVM's message, which may quote the file's own bytes
+        raise MalformedIRError(
+            f"{label}: cannot read LLVM bitcode: LLVM's reader refused it with a message that is not text "
+            "(it quotes the file's bytes); the file is corrupt or crafted; rebuild it"
+        ) from exc
     except RuntimeError as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip() and "bitcode parsing error" not in ln]
         message = " | ".join(lines[:4]) or "unreadable"
@@ -241,6 +248,10 @@ def verify(mod: ModuleRef, label: str | None = None) -> None:
     """Raise `IRError` naming `label` (else the module name) if the module is invalid."""
     try:
         mod.verify()
+    except UnicodeDecodeError as exc:  # the verifier's message quotes names that are not UTF-8
+        raise IRError(
+            f"{label or mod.name or '<module>'}: invalid LLVM IR (the verifier's message is not text)"
+        ) from exc
     except RuntimeError as exc:
         raise IRError(f"{label or mod.name or '<module>'}: invalid LLVM IR: {_first_lines(exc, 6)}") from exc
 
