@@ -144,3 +144,29 @@ def test_a_later_time_of_the_recorded_launch_is_summarized_against_the_first_and
         "of the 1 whose replay missed the recorded time, image/recorded within 5% 0, replay/image within 5% 1"
     )
     assert bench.later_time_line(rows, "retimed", "timed again") == ""
+
+
+def test_the_replays_with_the_ranges_touched_before_the_flush_are_counted_within_five_percent(bench):
+    """--before-flush: each way of touching the recorded ranges before the flush gets its own line, counting the
+    instances whose replay that way came within 5% of the recorded launch (an instance without it is left out)."""
+    row = {
+        "program": "torch",
+        "kernel": "vectorized_elementwise_kernel",
+        "binary": "cubin",
+        "binary_verified": True,
+        "ir": False,
+        "replay_vs_recorded": 0.86,
+        "before_flush_vs_recorded": {"read": 1.03, "rewrite": 1.09},
+    }
+    rows = [
+        row,
+        {**row, "replay_vs_recorded": 1.01, "before_flush_vs_recorded": {"read": 0.97, "rewrite": 1.02}},
+        {**row, "before_flush_vs_recorded": {"read": 0.90}},
+    ]
+    lines = [line for line in bench.summarize(rows, []) if "before each flush" in line]
+    assert lines == [
+        "app-corpus replay, recorded ranges before each flush: read (--before-flush; its own executor): "
+        "within 5% 2/3, median 0.970x",
+        "app-corpus replay, recorded ranges before each flush: rewrite (--before-flush; its own executor): "
+        "within 5% 1/2, median 1.055x",
+    ]
