@@ -32,8 +32,8 @@ SAMPLERS = "guided,optuna:tpe,optuna:qmc,nevergrad:PortfolioDiscreteOnePlusOne,n
 
 def direct(sweep, seeds: int, top: int) -> dict:
     """The optimum against the recorded configuration, compared as `mneme tune` compares its `top` leaders."""
-    from mneme.core.tuning.measure import interleave, row_confidence
-    from mneme.core.tuning.simulate import Protocol, _answer
+    from mneme.core.tuning.measure import row_confidence
+    from mneme.core.tuning.simulate import Protocol, compare_points
 
     protocol = Protocol()
     optimum = min((p.value, h) for h, p in sweep.points.items() if p.ok)[1]
@@ -43,16 +43,7 @@ def direct(sweep, seeds: int, top: int) -> dict:
     faster, pairs, extra = 0, [], []
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        found = interleave(
-            lambda rng=rng: _answer(sweep, sweep.baseline_hash, rng, True, 1.0, protocol.iterations),
-            lambda rng=rng: _answer(sweep, optimum, rng, True, 1.0, protocol.iterations),
-            repeats=protocol.retime_repeats,
-            ci_target=protocol.ci_target,
-            confidence=confidence,
-            out_of_time=lambda: False,
-            max_pairs=protocol.max_pairs,
-            coin=lambda rng=rng: bool(rng.random() < 0.5),
-        )
+        found = compare_points(sweep, optimum, rng, protocol, confidence)
         faster += bool(found.interval and found.interval.significant and found.interval.ratio > 1.0)
         pairs.append(len(found.cand))
         extra.append(found.extra)

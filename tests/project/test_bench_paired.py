@@ -3,6 +3,7 @@ with their CPU time; the host-throughput benchmark's C loop in a process of its 
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -29,21 +30,25 @@ def _burn(cpu_seconds: float) -> None:
         pass
 
 
+def _workload(order: list[str], tag: str, seconds: float):
+    """A batch runner doing `seconds` of CPU work a run; each call appends `tag` to `order`."""
+
+    def run(runs: int) -> list[float]:
+        order.append(tag)
+        walls = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            _burn(seconds)
+            walls.append(time.perf_counter() - start)
+        return walls
+
+    return run
+
+
 def test_batches_alternate_and_the_ratios_follow_the_work(paired):
     order: list[str] = []
 
-    def workload(tag: str, seconds: float):
-        def run(runs: int) -> list[float]:
-            order.append(tag)
-            walls = []
-            for _ in range(runs):
-                start = time.perf_counter()
-                _burn(seconds)
-                walls.append(time.perf_counter() - start)
-            return walls
-
-        return run
-
+    workload = functools.partial(_workload, order)
     pairs = paired.paired(
         workload("a", 0.001), os.getpid, workload("b", 0.002), os.getpid, budget=0.0, batch_seconds=0.01, least=5
     )
@@ -59,18 +64,7 @@ def test_batches_alternate_and_the_ratios_follow_the_work(paired):
 def test_several_references_take_their_turns_after_each_batch_of_the_workload(paired):
     order: list[str] = []
 
-    def workload(tag: str, seconds: float):
-        def run(runs: int) -> list[float]:
-            order.append(tag)
-            walls = []
-            for _ in range(runs):
-                start = time.perf_counter()
-                _burn(seconds)
-                walls.append(time.perf_counter() - start)
-            return walls
-
-        return run
-
+    workload = functools.partial(_workload, order)
     refs = [(workload("b", 0.002), os.getpid), (workload("c", 0.0005), os.getpid)]
     b, c = paired.paired_with(workload("a", 0.001), os.getpid, refs, budget=0.0, batch_seconds=0.01, least=4)
     assert order[3:] == ["a", "b", "c"] * 4  # after the three calls that size the batches

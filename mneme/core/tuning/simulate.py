@@ -198,16 +198,15 @@ def _finish(
     rows: dict[str, dict[str, Any]] = {}
     decided: list[stats.RatioInterval | None] = []
     for digest in leaders:
-        pairs = interleave(
-            lambda: _answer(sweep, base, rng, noise, penalty, protocol.iterations),
-            lambda d=digest: _answer(sweep, d, rng, noise, penalty, protocol.iterations),
-            repeats=protocol.retime_repeats,
-            ci_target=protocol.ci_target,
-            confidence=confidence,
-            out_of_time=lambda: False,  # --measure-time: see docs/design/default-sampler.md, "What is simulated"
-            max_pairs=protocol.max_pairs,
+        pairs = compare_points(
+            sweep,
+            digest,
+            rng,
+            protocol,
+            confidence,
+            noise=noise,
+            penalty=penalty,
             beyond=open_beyond(protocol.ci_target, decided),  # as `measure.measure` passes it
-            coin=lambda: bool(rng.random() < 0.5),  # each pair's order, from the run's seed
         )
         decided.append(pairs.interval)
         run.compared += 1
@@ -226,6 +225,31 @@ def _finish(
         run.pick = best["hash"]
         run.pick_time = _true_time(sweep, run.pick)
         run.fraction = sweep.optimum / run.pick_time if run.pick_time else 0.0
+
+
+def compare_points(
+    sweep: Sweep,
+    digest: str,
+    rng: np.random.Generator,
+    protocol: Protocol,
+    confidence: float,
+    noise: bool = True,
+    penalty: float = 1.0,
+    beyond: float | None = None,
+) -> Any:
+    """Sweep point `digest` against the recorded configuration, compared as `mneme tune`'s final comparison does
+    (`measure.interleave` at `confidence`, each pair's order from `rng`); the `Pairs` it returns."""
+    return interleave(
+        lambda: _answer(sweep, sweep.baseline_hash, rng, noise, penalty, protocol.iterations),
+        lambda: _answer(sweep, digest, rng, noise, penalty, protocol.iterations),
+        repeats=protocol.retime_repeats,
+        ci_target=protocol.ci_target,
+        confidence=confidence,
+        out_of_time=lambda: False,  # --measure-time: see docs/design/default-sampler.md, "What is simulated"
+        max_pairs=protocol.max_pairs,
+        beyond=beyond,
+        coin=lambda: bool(rng.random() < 0.5),  # each pair's order, from the run's seed
+    )
 
 
 def _row(digest: str, speedup: float, significant: bool, method: str) -> dict[str, Any]:

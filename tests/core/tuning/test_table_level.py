@@ -18,7 +18,7 @@ from mneme.core.tuning import stats
 from mneme.core.tuning.measure import interleave, row_confidence
 from mneme.core.tuning.options import TuneOptions
 from mneme.core.tuning.report import build_summary, load_summary, open_results, write_speedup_plot
-from mneme.core.tuning.simulate import Protocol, _answer
+from mneme.core.tuning.simulate import Protocol, compare_points
 from mneme.core.tuning.store import ResultStore
 from mneme.core.tuning.sweep import Sweep
 
@@ -77,16 +77,8 @@ def test_the_h100_saxpys_six_percent_speedup_is_still_found_by_every_comparison_
     faster, pairs = 0, []
     for seed in range(20):
         rng = np.random.default_rng(seed)
-        found = interleave(
-            lambda rng=rng: _answer(sweep, sweep.baseline_hash, rng, True, 1.0, protocol.iterations),
-            lambda rng=rng: _answer(sweep, optimum, rng, True, 1.0, protocol.iterations),
-            repeats=protocol.retime_repeats,
-            ci_target=protocol.ci_target,
-            confidence=row_confidence(protocol.confidence, 3),  # one of the three leaders `mneme tune` compares
-            out_of_time=lambda: False,
-            max_pairs=protocol.max_pairs,
-            coin=lambda rng=rng: bool(rng.random() < 0.5),
-        )
+        # one of the three leaders `mneme tune` compares
+        found = compare_points(sweep, optimum, rng, protocol, row_confidence(protocol.confidence, 3))
         faster += bool(found.interval is not None and found.interval.significant and found.interval.ratio > 1.0)
         pairs.append(len(found.cand))
     assert faster == 20

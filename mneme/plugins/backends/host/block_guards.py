@@ -23,13 +23,12 @@ from dataclasses import dataclass
 
 from mneme.core.errors import IRError
 from mneme.plugins.backends.host import divergence, steps
-from mneme.plugins.backends.host.irtext import DEF, LABEL_REF, blocks_between
+from mneme.plugins.backends.host.irtext import COND_BR, DEF, LABEL_REF, blocks_between
 
 NONE = -1  # the probe's answer where thread 0 does not reach the branch: no bound
 # per form of the thread index the branch compares: when it is the linear index (`_index_form`)
 SHAPES = {"l": "true", "yx": "%ntz1", "x": "%ntx1d"}
 _ICMP = re.compile(r"^icmp (ult|slt|uge|sge|ugt|sgt|ule|sle) i32 (%[-\w.$]+), (%[-\w.$]+|-?\d+)$")
-_BR = re.compile(r"^\s*br i1 (%[-\w.$]+), label (%[-\w.$]+), label (%[-\w.$]+)(?:,.*)?$")
 _LOAD_FROM = re.compile(r"= load (?:volatile )?[^,]+, ptr (%[-\w.$]+)")
 _STORE_TO = re.compile(r"^\s*store (?:volatile )?\S+ [^,]+, ptr (%[-\w.$]+)")
 _CELL = re.compile(r"= getelementptr inbounds i64, ptr %__mneme_cells, i64 \d+$")
@@ -83,7 +82,7 @@ def thread_bounds(
 
 def _guard(point, block, blocks, defs, found, region, private, own) -> Guard | None:
     code = blocks[block]
-    br = _BR.match(code[-1])
+    br = COND_BR.match(code[-1])
     cmp = br and _ICMP.match(defs.get(br.group(1), ""))
     if not cmp:
         return None

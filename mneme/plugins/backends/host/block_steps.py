@@ -481,18 +481,12 @@ def _entry(
                 tag = f", !llvm.access.group !{group}"
             body = [at.replace("{snap}", snap) + tag]
             stops = steady.get(k) if soa else None
+
+            # the pass as a loop over each thread's frame: alone, or beside the flat copy
+            nested = (body, loop_md, soa, tag)
+            nested_kw = {"pauses": pauses, "fields": (folded, fields), "steady": stops, "bound": nested_bound}
             if loop_md is None or not flat:
-                lines += block_passes.threads(
-                    name,
-                    body,
-                    loop_md,
-                    soa,
-                    tag,
-                    pauses=pauses,
-                    fields=(folded, fields),
-                    steady=stops,
-                    bound=nested_bound,
-                )
+                lines += block_passes.threads(name, *nested, **nested_kw)
                 continue
             metadata += [f"!{md} = distinct !{{!{md}, !{loop_md + 1}}}"]  # the flat copy: a loop of its own
             if k in chunked:  # one vector step a chunk: neither unrolled first nor interleaved
@@ -504,17 +498,7 @@ def _entry(
                 ]
             lines += [f"{name}:", f"  br i1 %{'flatc' if k in chunked else 'flat'}, label %{name}.f, label %{name}.n"]
             lines += block_passes.flat(f"{name}.f", body, md, soa, steady=stops, chunk=k in chunked, bound=flat_bound)
-            lines += block_passes.threads(
-                f"{name}.n",
-                body,
-                loop_md,
-                soa,
-                tag,
-                pauses=pauses,
-                fields=(folded, fields),
-                steady=stops,
-                bound=nested_bound,
-            )
+            lines += block_passes.threads(f"{name}.n", *nested, **nested_kw)
             md += 4
     if (flat or steady) and any(markable.values()):  # its many folds in one vector each: no interleaving, no spills
         lines += [line.replace("{CENSUS_MD}", str(md)) for line in block_passes.census(cell, pauses, folded, fields)]

@@ -39,7 +39,7 @@ import re
 
 from mneme.core import envvars
 from mneme.plugins.backends.host import block_loop, lanes, retarget, steps
-from mneme.plugins.backends.host.irtext import DEF, match_paren, successors, symbol_ref
+from mneme.plugins.backends.host.irtext import COND_BR, DEF, match_paren, successors, symbol_ref
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,6 @@ _SREG = re.compile(
 _ICMP = re.compile(r"icmp (slt|sgt|ult|ugt) (i32|i64) (%[-\w.$]+), (%[-\w.$]+)$")
 _PHI = re.compile(r"phi (i32|i64) \[ (%[-\w.$]+), (%[-\w.$]+) \], \[ (%[-\w.$]+), (%[-\w.$]+) \]$")
 _ZEXT = re.compile(r"zext(?: nneg)? i32 (%[-\w.$]+) to i64$")
-_BR2 = re.compile(r"^\s*br i1 (%[-\w.$]+), label (%[-\w.$]+), label (%[-\w.$]+)(,.*)?$")
 _BR1 = re.compile(r"^\s*br label (%[-\w.$]+)(,.*)?$")
 # what may run once per call instead of once per thread: computing values, reading special registers
 _EFFECT = re.compile(r"\b(?:store|atomicrmw|cmpxchg|fence|alloca|va_arg|invoke|callbr|unreachable|ret)\b")
@@ -135,7 +134,7 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
                     uses[token] = uses.get(token, 0) + 1
     by_label = dict(blocks)
     entry_label, entry_body = blocks[0]
-    guard_br = _BR2.match(entry_body[-1])
+    guard_br = COND_BR.match(entry_body[-1])
     if not guard_br:
         return None
     guard, taken, exit_label = guard_br.group(1), guard_br.group(2), guard_br.group(3)
@@ -194,7 +193,7 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
     stride = step.group(2) if step.group(1) == index else step.group(1)
     if not _is_grid_width(stride, defs, ity):
         return None
-    latch_br = _BR2.match(by_label.get(latch, [""])[-1])
+    latch_br = COND_BR.match(by_label.get(latch, [""])[-1])
     if not latch_br or {latch_br.group(2), latch_br.group(3)} != {loop_header, exit_label}:
         return None
     cond = latch_br.group(1)
@@ -309,7 +308,7 @@ def _only_start_reads_indices(blocks, defs: dict[str, str], allowed: set[str], i
                 if not tainted.intersection(operands):
                     continue
                 if not m:
-                    if _BR2.match(line) and _BR2.match(line).group(1) == guard:
+                    if (br := COND_BR.match(line)) and br.group(1) == guard:
                         continue
                     return False  # a store, call or branch reads an index
                 if m.group(1) not in tainted:

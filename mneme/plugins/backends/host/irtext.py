@@ -11,6 +11,8 @@ from mneme.core.errors import IRError
 LABEL = re.compile(r'^([-\w.$]+|"(?:[^"\\]|\\.)*"):')
 #: a branch target (quoted or not)
 LABEL_REF = re.compile(r'label (%[-\w.$]+|%"[^"]+")')
+#: a conditional branch: (condition, true label, false label)
+COND_BR = re.compile(r"^\s*br i1 (%[-\w.$]+), label (%[-\w.$]+), label (%[-\w.$]+)(?:,.*)?$")
 #: a local value's name
 LOCAL = re.compile(r"%[-\w.$]+")
 #: a definition: (name, right-hand side)
