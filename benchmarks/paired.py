@@ -9,13 +9,17 @@ with its quartiles. Beside the wall time each batch reads the CPU time of the pr
 CPU clock, all threads, exact) and the time each of its threads ran and waited runnable for a CPU
 (``/proc/PID/task/*/schedstat``, brought up to date at the scheduler's ticks and switches: per thread an
 approximation): CPU time follows the code, not whether its threads got a CPU, and the wait says how much
-they were held back.
+they were held back. After each batch the next waits until the threads of the process that ran it have
+stopped (`settle`): a C loop under libgomp's default policy spins for milliseconds after its last run, and
+those spins took the CPUs from the start of whatever batch came next (the host backend after the spinning
+C loop, waited 0.4 ms a launch on an idle machine; in the other order the sleeping C loop did).
 """
 
 from __future__ import annotations
 
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +44,29 @@ def thread_times(pid: int) -> dict[int, tuple[int, int]]:
             continue  # a thread that ended between the listing and the read
         times[int(tid)] = (int(run), int(wait))
     return times
+
+
+def running_threads(pid: int) -> int:
+    """Threads of `pid` on a CPU or runnable (state R in /proc/PID/task/*/stat), the caller's own left out."""
+    folder, me, running = f"/proc/{pid}/task", threading.get_native_id(), 0
+    for tid in os.listdir(folder):
+        if int(tid) == me:
+            continue
+        try:
+            with open(f"{folder}/{tid}/stat") as stat:
+                state = stat.read().rpartition(")")[2].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue  # a thread that ended between the listing and the read
+        running += state == "R"
+    return running
+
+
+def settle(pid: int, most: float = 0.1) -> float:
+    """Wait (at most `most` seconds) until no thread of `pid` runs; the seconds waited."""
+    start = time.perf_counter()
+    while running_threads(pid) and time.perf_counter() - start < most:
+        time.sleep(0.0002)
+    return time.perf_counter() - start
 
 
 @dataclass
@@ -67,6 +94,7 @@ def batch(run: Callable[[int], list[float]], runs: int, pid: Callable[[], int]) 
         ran0, wait0 = before.get(tid, (0, 0))
         threads[tid] = (ran - ran0) / 1e9 / runs
         waited += wait - wait0
+    settle(worker_after)  # the next batch starts with this process's threads asleep
     return Batch(runs, statistics.median(walls), (cpu_after - cpu_before) / runs, waited / 1e9 / runs, threads)
 
 
