@@ -94,6 +94,44 @@ def test_cpu_seconds_reads_another_process_clock(paired):
     assert sum(run for run, _ in threads.values()) > 0.1e9
 
 
+def test_settle_waits_until_the_other_process_stops_running(paired):
+    # a process that keeps its CPU for 0.3 s of CPU time after saying so, then sleeps: as a spinning OpenMP
+    # loop's threads do after their last run
+    script = (
+        "import time\n"
+        "print('spinning', flush=True)\n"
+        "end = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\n"
+        "time.sleep(30)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "spinning"
+        assert paired.running_threads(child.pid) == 1
+        waited = paired.settle(child.pid, most=30.0)
+        cpu = paired.cpu_seconds(child.pid)
+        assert paired.running_threads(child.pid) == 0
+        assert paired.settle(child.pid) < 0.05  # asleep: at once
+    finally:
+        child.kill()
+        child.wait()
+    assert cpu >= 0.3  # it returned only once the spinning was over
+    assert waited > 0.1
+
+
+def test_settle_gives_up_after_its_limit(paired):
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.05)
+        start = time.perf_counter()
+        paired.settle(child.pid, most=0.2)
+        assert 0.2 <= time.perf_counter() - start < 5.0
+        assert paired.running_threads(child.pid) == 1
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_spread_is_median_and_quartiles(paired):
     assert paired.Pairs.spread([5.0, 1.0, 3.0, 2.0, 4.0]) == (3.0, 2.0, 4.0)
     assert paired.Pairs.spread([0.7]) == (0.7, 0.7, 0.7)
