@@ -32,33 +32,33 @@ def cpu_seconds(pid: int) -> float:
     return time.clock_gettime((~pid << 3) | 2)  # CPUCLOCK_SCHED of the whole process (linux/posix-timers.h)
 
 
-def thread_times(pid: int) -> dict[int, tuple[int, int]]:
-    """Per thread of `pid`: (nanoseconds on a CPU, nanoseconds runnable and waiting), from schedstat."""
-    times: dict[int, tuple[int, int]] = {}
+def _task_files(pid: int, name: str):
+    """(thread id, text of /proc/PID/task/TID/`name`) for each thread of `pid` still there when read."""
     folder = f"/proc/{pid}/task"
     for tid in os.listdir(folder):
         try:
-            with open(f"{folder}/{tid}/schedstat") as stat:
-                run, wait, _ = stat.read().split()
-        except (FileNotFoundError, ProcessLookupError, ValueError):
+            with open(f"{folder}/{tid}/{name}") as file:
+                text = file.read()
+        except (FileNotFoundError, ProcessLookupError):
             continue  # a thread that ended between the listing and the read
-        times[int(tid)] = (int(run), int(wait))
+        if text.strip():  # empty: the thread ended while it was read
+            yield int(tid), text
+
+
+def thread_times(pid: int) -> dict[int, tuple[int, int]]:
+    """Per thread of `pid`: (nanoseconds on a CPU, nanoseconds runnable and waiting), from schedstat."""
+    times: dict[int, tuple[int, int]] = {}
+    for tid, text in _task_files(pid, "schedstat"):
+        run, wait, _ = text.split()
+        times[tid] = (int(run), int(wait))
     return times
 
 
 def running_threads(pid: int) -> int:
     """Threads of `pid` on a CPU or runnable (state R in /proc/PID/task/*/stat), the caller's own left out."""
-    folder, me, running = f"/proc/{pid}/task", threading.get_native_id(), 0
-    for tid in os.listdir(folder):
-        if int(tid) == me:
-            continue
-        try:
-            with open(f"{folder}/{tid}/stat") as stat:
-                state = stat.read().rpartition(")")[2].split()[0]
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue  # a thread that ended between the listing and the read
-        running += state == "R"
-    return running
+    me = threading.get_native_id()
+    # the state follows the command name, which is in parentheses and may hold anything
+    return sum(tid != me and text.rpartition(")")[2].split()[0] == "R" for tid, text in _task_files(pid, "stat"))
 
 
 def settle(pid: int, most: float = 0.1) -> float:

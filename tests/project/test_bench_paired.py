@@ -3,6 +3,7 @@ with their CPU time; the host-throughput benchmark's C loop in a process of its 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -73,6 +74,17 @@ def test_several_references_take_their_turns_after_each_batch_of_the_workload(pa
     assert 0.35 < paired.Pairs.spread(c.ratios("cpu"))[0] < 0.65
 
 
+@contextlib.contextmanager
+def _child(script: str):
+    """A Python process running `script`, killed at the end."""
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        yield child
+    finally:
+        child.kill()
+        child.wait()
+
+
 def test_cpu_seconds_reads_another_process_clock(paired):
     script = (
         "import sys, time\n"
@@ -81,14 +93,10 @@ def test_cpu_seconds_reads_another_process_clock(paired):
         "print('done', flush=True)\n"
         "time.sleep(30)\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
+    with _child(script) as child:
         assert child.stdout.readline().strip() == "done"
         seconds = paired.cpu_seconds(child.pid)
         threads = paired.thread_times(child.pid)
-    finally:
-        child.kill()
-        child.wait()
     assert 0.2 <= seconds < 2.0
     assert child.pid in threads  # the main thread, by its id
     assert sum(run for run, _ in threads.values()) > 0.1e9
@@ -104,32 +112,24 @@ def test_settle_waits_until_the_other_process_stops_running(paired):
         "while time.process_time() < end: pass\n"
         "time.sleep(30)\n"
     )
-    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
-    try:
+    with _child(script) as child:
         assert child.stdout.readline().strip() == "spinning"
         assert paired.running_threads(child.pid) == 1
         waited = paired.settle(child.pid, most=30.0)
         cpu = paired.cpu_seconds(child.pid)
         assert paired.running_threads(child.pid) == 0
         assert paired.settle(child.pid) < 0.05  # asleep: at once
-    finally:
-        child.kill()
-        child.wait()
     assert cpu >= 0.3  # it returned only once the spinning was over
     assert waited > 0.1
 
 
 def test_settle_gives_up_after_its_limit(paired):
-    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
+    with _child("while True: pass") as child:
         time.sleep(0.05)
         start = time.perf_counter()
         paired.settle(child.pid, most=0.2)
         assert 0.2 <= time.perf_counter() - start < 5.0
         assert paired.running_threads(child.pid) == 1
-    finally:
-        child.kill()
-        child.wait()
 
 
 def test_spread_is_median_and_quartiles(paired):
