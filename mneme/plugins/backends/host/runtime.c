@@ -151,6 +151,8 @@ typedef struct mn_worker {
 /* initial-exec: no __tls_get_addr call on every context read (the runtime needs few TLS bytes) */
 static __thread mn_worker *tls_worker __attribute__((tls_model("initial-exec")));
 static __thread mn_ctx *tls_ctx __attribute__((tls_model("initial-exec")));
+/* a helper thread's signal stack, installed once for its life (helper_threads.inc): its worker is its own */
+static __thread char *tls_altstack __attribute__((tls_model("initial-exec")));
 static size_t fiber_stack_bytes = 128 << 10;
 static long page_bytes;
 
