@@ -3,8 +3,13 @@
 `python tests/codegen_digests.py` writes `tests/data/codegen_digests.json`: for each corpus kernel
 and configuration, the SHA-256 of the PTX (sm_90), of the cubin's resource report, of the hsaco
 (gfx90a) and of the host backend's object, each with the hash of the input IR, the variant hash and
-the toolchain that made it. `test_codegen_digests.py` rebuilds them and compares the entries whose
-input IR and toolchain are the same as when the file was written.
+the toolchain that made it. The file holds sets of them, one per machine that wrote one: another CPU
+makes other host code, other ROCm or CUDA headers other input IR. Without arguments the file is
+rewritten with this machine's set alone (after a deliberate change of code generation: the other
+machines' sets no longer hold); `--add` adds this machine's set to the others, once the sets whose
+toolchain and input IR this machine shares give the same digests here (a new CI machine, code
+generation unchanged). `test_codegen_digests.py` rebuilds them and compares each with the sets whose
+toolchain and input IR are this machine's.
 """
 
 from __future__ import annotations
@@ -128,12 +133,40 @@ def _host(source: str, kernel: str, config: ExperimentConfiguration) -> dict:
 
 
 def build() -> dict:
+    """This machine's set: its toolchains and the digest of every entry."""
     digests = {}
     for backend, source, kernel, name, make in entries():
         digests[f"{backend}/{source}/{kernel}/{name}"] = make()
     return {"toolchains": toolchains(), "digests": digests}
 
 
+def recorded_sets() -> list[dict]:
+    """The sets in the file (one file of the first format, a single set, reads as that set)."""
+    data = json.loads(FIXTURE.read_text())
+    return data.get("sets", [data])
+
+
+def matching(sets: list[dict], backend: str, key: str, tools: dict, got: dict) -> tuple[list[dict], list[dict]]:
+    """(entries of `key` in the sets written with `tools` for `backend`, those of them from the same input IR)."""
+    same_tools = [s["digests"][key] for s in sets if s["toolchains"][backend] == tools and key in s["digests"]]
+    return same_tools, [e for e in same_tools if e["input"] == got["input"]]
+
+
+def add(sets: list[dict], mine: dict) -> list[dict]:
+    """`sets` and `mine`, once every entry of `mine` that a set shares (toolchain and input IR) is the same there."""
+    for key, got in mine["digests"].items():
+        backend = key.split("/", 1)[0]
+        _, same = matching(sets, backend, key, mine["toolchains"][backend], got)
+        if any(e != got for e in same):
+            raise SystemExit(
+                f"{key}: this machine makes other code than a recorded set with the same toolchain and input IR; "
+                "code generation changed: rewrite the file (no --add) and the other machines' sets with it"
+            )
+    return [*sets, mine]
+
+
 if __name__ == "__main__":
-    FIXTURE.write_text(json.dumps(build(), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {FIXTURE}")
+    mine = build()
+    sets = add(recorded_sets(), mine) if sys.argv[1:] == ["--add"] else [mine]
+    FIXTURE.write_text(json.dumps({"sets": sets}, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {FIXTURE}: {len(sets)} set(s)")
