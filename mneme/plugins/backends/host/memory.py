@@ -28,7 +28,21 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MAP_FAILED = ctypes.c_void_p(-1).value
+MADV_HUGEPAGE = 14
+
+
+def advise_huge_pages(region: mmap.mmap | tuple[int, int]) -> None:
+    """Ask for transparent huge pages on `region` (an mmap, or a [start, end) range). A shared mapping gets them
+    only where the system's `/sys/kernel/mm/transparent_hugepage/shmem_enabled` is `advise`, `within_size` or
+    `always`; elsewhere the request changes nothing. Streaming kernels over more than the caches hold run up to
+    2x faster on 2 MiB pages in a virtual machine, where each TLB miss walks two page tables."""
+    if isinstance(region, mmap.mmap):
+        region.madvise(MADV_HUGEPAGE)
+    else:
+        start, end = region
+        _libc.madvise(start, end - start, MADV_HUGEPAGE)
 
 
 def _page_range(addr: int, size: int) -> tuple[int, int]:
@@ -107,6 +121,7 @@ class AddressSpace:
                 "or record with a different address range",
                 kind="load",
             )
+        advise_huge_pages((start, end))
         self._regions.append((start, end))
         self.generation += 1
 
