@@ -268,10 +268,9 @@ def c_arrays(top: int):
     """The C loop's x and y (this benchmark's data) as far apart as the kernel's (Y_OFFSET): arrays a power of two
     apart share cache sets and 4 KiB aliases, which costs both sides alike (1.5-1.7x at 2^20); different layouts
     would compare the layouts. In memory mapped as the device's (host/memory.py: shared and anonymous), so that
-    the system backs both with pages of the same size: numpy's own arrays ask for huge pages, which a shared
-    mapping gets only where the system's shmem setting allows (on a VM with 4 KiB shared pages the C loop ran
-    2x faster from DRAM on 2 MiB pages). Pages the loop does not touch are never mapped in. Returns (the mapping
-    that owns them, x, y)."""
+    the system backs both with pages of the same size (numpy's own arrays ask for huge pages, which a shared
+    mapping gets only where the system's shmem setting allows). Pages the loop does not touch are never mapped
+    in. Returns (the mapping that owns them, x, y)."""
     x, y = inputs(top)
     block = mmap.mmap(-1, Y_OFFSET + top * 4, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
     memory.advise_huge_pages(block)
