@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import functools
-import mmap
 import os
 import platform
 import struct
@@ -44,7 +43,7 @@ from irbuild import build_cuda_ir
 from mneme.core.backend import get_backend
 from mneme.core.types import ExperimentConfiguration
 from mneme.plugins.backends.host import backend as host_backend
-from mneme.plugins.backends.host import block_steps, grid_stride, lanes, machine, memory, retarget, sandbox
+from mneme.plugins.backends.host import block_steps, grid_stride, lanes, machine, retarget, sandbox
 
 BASE = 0x2E0000000000
 ROW = 1024  # the 2D shape's row length
@@ -267,15 +266,12 @@ def inputs(top: int) -> tuple[np.ndarray, np.ndarray]:
 def c_arrays(top: int):
     """The C loop's x and y (this benchmark's data) as far apart as the kernel's (Y_OFFSET): arrays a power of two
     apart share cache sets and 4 KiB aliases, which costs both sides alike (1.5-1.7x at 2^20); different layouts
-    would compare the layouts. In memory mapped as the device's (host/memory.py: shared and anonymous), so that
-    the system backs both with pages of the same size (numpy's own arrays ask for huge pages, which a shared
-    mapping gets only where the system's shmem setting allows). Pages the loop does not touch are never mapped
-    in. Returns (the mapping that owns them, x, y)."""
+    would compare the layouts. Pages the loop does not touch are never mapped in. Returns (the block that owns
+    them, x, y)."""
     x, y = inputs(top)
-    block = mmap.mmap(-1, Y_OFFSET + top * 4, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)
-    memory.advise_huge_pages(block)
-    floats = np.frombuffer(block, dtype=np.float32)
-    cx, cy = floats[:top], floats[Y_OFFSET // 4 : Y_OFFSET // 4 + top]
+    block = np.empty((Y_OFFSET + top * 4 + 4096) // 4, dtype=np.float32)
+    start = (-block.ctypes.data % 4096) // 4  # page-aligned, as the device's buffers
+    cx, cy = block[start : start + top], block[start + Y_OFFSET // 4 : start + Y_OFFSET // 4 + top]
     cx[:], cy[:] = x, y
     return block, cx, cy
 

@@ -28,22 +28,7 @@ _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
 _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 _libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-_libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MAP_FAILED = ctypes.c_void_p(-1).value
-MADV_HUGEPAGE = 14
-
-
-def advise_huge_pages(region: mmap.mmap | tuple[int, int]) -> None:
-    """Ask for transparent huge pages on `region` (an mmap, or a [start, end) range). A shared mapping gets them
-    only where the system's `/sys/kernel/mm/transparent_hugepage/shmem_enabled` is `advise`, `within_size` or
-    `always`; elsewhere the request changes nothing. Huge pages save TLB misses on data larger than the caches
-    (in a virtual machine a miss walks two page tables); saxpy over 2^23-2^24 floats on a 2-vCPU znver5 VM ran
-    the same on either page size, within that VM's run-to-run spread."""
-    if isinstance(region, mmap.mmap):
-        region.madvise(MADV_HUGEPAGE)
-    else:
-        start, end = region
-        _libc.madvise(start, end - start, MADV_HUGEPAGE)
 
 
 def _page_range(addr: int, size: int) -> tuple[int, int]:
@@ -122,7 +107,6 @@ class AddressSpace:
                 "or record with a different address range",
                 kind="load",
             )
-        advise_huge_pages((start, end))
         self._regions.append((start, end))
         self.generation += 1
 
