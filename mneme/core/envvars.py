@@ -134,6 +134,12 @@ _VARS = [
     EnvVar("MNEME_HOST_DEVICES", "1", "CPU devices the host backend exposes", "host"),
     EnvVar("MNEME_HOST_THREADS", "", "threads of one host launch (default: the CPUs this process may use)", "host"),
     EnvVar("MNEME_HOST_STACK_KB", "", "stack of one host-backend fiber in KiB (at least 16)", "host"),
+    EnvVar(
+        "MNEME_HOST_POLL_US",
+        "200",
+        "microseconds host helper threads poll for the next launch when launches follow that closely (0: park at once)",
+        "host",
+    ),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
     EnvVar(
         "MNEME_HOST_SANDBOX",
