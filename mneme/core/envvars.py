@@ -154,6 +154,12 @@ _VARS = [
         "host",
     ),
     EnvVar(
+        "MNEME_HOST_GUARD_SPLIT",
+        "1",
+        "0: host kernels' long rows run every thread through the kernel's own `i < n` guard (masked vector steps)",
+        "host",
+    ),
+    EnvVar(
         "MNEME_HOST_GRID_STRIDE",
         "1",
         "0: run grid-stride host kernels thread by thread, not as one loop over the index space",

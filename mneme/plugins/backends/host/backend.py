@@ -220,7 +220,7 @@ class HostBackend(Backend):
             "lanes": f"{lanes.VERSION}x{lanes.width()}",
             "grid-stride": grid_stride.VERSION if grid_stride.enabled() else "off",
             "block-steps": block_steps.key(),
-            "block-loop": block_loop.VERSION,
+            "block-loop": block_loop.key(),
         }
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 

@@ -526,7 +526,10 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     if block_loop:
         free_md = max((int(m) for m in re.findall(r"!(\d+)\b", text + "\n".join(support))), default=0) + 1
         rows_as_one = block_loops.calls_nothing(text)
-        support.append(block_loops.entry(kernel_name, unpack_args(params), runs, free_md, rows_as_one))
+        guard = block_loops.find_guard(text, kernel_name) if block_loops.guard_split() else None
+        if guard is not None:
+            support.append(guard.clone)
+        support.append(block_loops.entry(kernel_name, unpack_args(params), runs, free_md, rows_as_one, guard))
     else:
         support.append(_trampoline(kernel_name, params))
     param_bytes = max((p.offset + p.size for p in params), default=0)
