@@ -7,7 +7,9 @@ since, on purpose: the CUDA PTX header now names the ISA its functions were comp
 (`.version 8.5` where LLVM wrote 7.8; tests/backends/cuda/test_cuda_retarget.py), which changed
 the cuda "ptx" digests and nothing else (inputs, cubin resources, hsaco, host objects). It holds
 one set per machine that wrote one (`--add`): the first from a znver4 CPU, a second from a znver5
-CPU whose ROCm headers give other HIP input IR (CI runs on either).
+CPU whose ROCm headers give other HIP input IR (CI runs on either). The host's block-loop form 3
+(guards split) changed ten host objects: the znver5 set was rewritten, the znver4 set kept its CUDA
+and HIP entries and lost its host ones (to be written again on such a machine with `--add`).
 """
 
 from __future__ import annotations
