@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from mneme.core import envvars
+from mneme.core import envvars, ir
 from mneme.plugins.backends.host import intrinsics
-from mneme.plugins.backends.host.irtext import match_paren, symbol_ref
+from mneme.plugins.backends.host.irtext import COND_BR, DEF, match_paren, symbol_ref
 
 ENTRY = "__mneme_entry"
 #: the entry's form, in the build key: 2 runs the rows of a run of short power-of-two rows as one loop, 3 runs the
@@ -59,6 +59,13 @@ def block_extent_loads() -> list[str]:
     ]
 
 
+def _definition(lines: list[str], kernel_name: str) -> tuple[int, int] | None:
+    """The indices of the kernel's `define` line and of its closing brace, or None where it is not defined."""
+    header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    return None if start is None else (start, lines.index("}", start))
+
+
 def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = False) -> tuple[str, bool, bool]:
     """Pass the thread index (and the block's x index) to the kernel as parameters, when only the kernel reads it.
 
@@ -71,11 +78,10 @@ def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = Fal
     of the GPU whose results are those of block after block.
     """
     lines = text.split("\n")
-    header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if start is None:
+    span = _definition(lines, kernel_name)
+    if span is None:
         return text, False, False
-    end = lines.index("}", start)
+    start, end = span
     for i, line in enumerate(lines):
         if (i < start or i > end) and not line.startswith("declare ") and _THREAD_SREGS.search(line):
             return text, False, False  # another function reads the thread index: keep one call per thread
@@ -303,15 +309,13 @@ def _guarded_rows(guard: Guard, call_args: list[str], short_label: str | None) -
         f"  %gn = {widen} i32 {n} to i64",
         f"  %glim0 = add i64 %gn, {1 if guard.predicate.endswith('le') else 0}",
     ]
-    if signed:
+    if signed:  # the index below 2^31 too
         lines += [
             "  %gwrap = icmp slt i64 %glim0, 2147483648",
             "  %glim = select i1 %gwrap, i64 %glim0, i64 2147483648",
         ]
-    else:
-        lines += ["  %glim = or i64 %glim0, 0"]
     lines += [
-        "  %gd = sub i64 %glim, %gbase",
+        f"  %gd = sub i64 {'%glim' if signed else '%glim0'}, %gbase",
         "  %gpos = icmp sgt i64 %gd, 0",
         "  %gd0 = select i1 %gpos, i64 %gd, i64 0",
         "  %gin = icmp slt i64 %gd0, %gntx",
@@ -343,19 +347,9 @@ _MUL = re.compile(rf"^\s*{_VALUE} = mul (?:nuw |nsw )*i32 {_VALUE}, {_VALUE}\s*$
 _OR0 = re.compile(rf"^\s*{_VALUE} = or (?:disjoint )?i32 {_VALUE}, 0\s*$")
 _NTID_X = re.compile(rf"^\s*{_VALUE} = (?:tail |notail )?call [^@]*@__mneme\.nvvm\.read\.ptx\.sreg\.ntid\.x\(\)")
 _LOAD = re.compile(rf"^\s*{_VALUE} = load i32, ptr {_VALUE}(?:, align \d+)?(?:, ![\w.]+ ![0-9]+)*\s*$")
-_BRANCH = re.compile(rf"^\s*br i1 {_VALUE}, label {_VALUE}, label {_VALUE}\s*$")
 # g < n read from either side and either way round: (predicate of g against n, whether the branch's true side is g's
 # in-range side)
-_SWAPPED = {
-    "slt": "sgt",
-    "sle": "sge",
-    "sgt": "slt",
-    "sge": "sle",
-    "ult": "ugt",
-    "ule": "uge",
-    "ugt": "ult",
-    "uge": "ule",
-}
+_SWAPPED = {sign + a: sign + b for sign in "su" for a, b in (("lt", "gt"), ("le", "ge"), ("gt", "lt"), ("ge", "le"))}
 _NEGATED = {"sge": "slt", "sgt": "sle", "uge": "ult", "ugt": "ule"}
 
 
@@ -375,18 +369,7 @@ def _params(define_line: str, kernel_name: str) -> list[str]:
     """The value names of a define line's parameters, in order."""
     open_index = define_line.index(symbol_ref(kernel_name) + "(") + len(symbol_ref(kernel_name))
     inner = define_line[open_index + 1 : match_paren(define_line, open_index)]
-    names, depth, piece = [], 0, ""
-    for ch in inner + ",":
-        if ch == "," and depth == 0:
-            if piece.strip():
-                found = re.findall(_VALUE, piece)
-                names.append(found[-1] if found else "")
-            piece = ""
-            continue
-        depth += ch in "([{<"
-        depth -= ch in ")]}>"
-        piece += ch
-    return names
+    return [(re.findall(_VALUE, piece) or [""])[-1] for piece in ir.split_top_level(inner)]
 
 
 def find_guard(text: str, kernel_name: str) -> Guard | None:
@@ -394,32 +377,29 @@ def find_guard(text: str, kernel_name: str) -> Guard | None:
 
     In the rows of threads below the bound the guard holds, so the entry runs them through a copy whose branch
     is taken (`entry`): LLVM then vectorizes them without masked loads and stores, which cost twice as much as
-    plain ones once the data comes from beyond the L2 (a znver5, 2^22 floats: saxpy 1.4 -> 0.6 ms, one worker).
+    plain ones once the data comes from beyond the L2 (a znver5, 2^22 floats: saxpy 1.19 -> 0.53 ms, one worker).
     """
     lines = text.split("\n")
-    header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if start is None or "!dbg" in lines[start] or " comdat" in lines[start]:
+    span = _definition(lines, kernel_name)
+    if span is None or "!dbg" in lines[span[0]] or " comdat" in lines[span[0]]:
         return None  # a debug subprogram belongs to one function
+    start, fn_end = span
     defs: dict[str, str] = {}
     at: dict[str, int] = {}  # where each value of the first block is defined
-    end = start + 1
-    while end < len(lines) and not re.match(r"^\s+(br|ret|switch|unreachable)\b", lines[end]):
-        m = re.match(rf"^\s*{_VALUE} = ", lines[end])
+    end = start + 1  # the first block's terminator, once found
+    while end < fn_end and not re.match(r"^\s+(br|ret|switch|unreachable)\b", lines[end]):
+        m = DEF.match(lines[end])
         if m:
             defs[m.group(1)] = lines[end]
             at[m.group(1)] = end
-        elif lines[end].strip().endswith(":") and end > start + 1:
-            return None
         end += 1
-    branch = _BRANCH.match(lines[end]) if end < len(lines) else None
+    branch = COND_BR.match(lines[end])
     if branch is None or branch.group(1) not in defs:
         return None
     cmp = _ICMP.match(defs[branch.group(1)])
     if cmp is None:
         return None
-
-    body = lines[start + 1 : lines.index("}", start)]
+    body = lines[start + 1 : fn_end]
 
     def stored_once(slot: str, before: int) -> str | None:
         """The value of the one store to `slot`, an i32 alloca of the first block that nothing else touches, where
@@ -472,7 +452,6 @@ def find_guard(text: str, kernel_name: str) -> Guard | None:
     ):
         return None  # the bound must be an i32 parameter
     name = f"{kernel_name}.__mneme_in_range"
-    fn_end = lines.index("}", start)
     clone = lines[start : fn_end + 1]
     head = re.sub(
         r"^define\s+(?:(?:dso_local|internal|private|external|hidden|protected)\s+)*", "define internal ", clone[0]
