@@ -141,28 +141,30 @@ def build() -> dict:
 
 
 def recorded_sets() -> list[dict]:
-    """The sets in the file (one file of the first format, a single set, reads as that set)."""
-    data = json.loads(FIXTURE.read_text())
-    return data.get("sets", [data])
+    """The sets in the file."""
+    return json.loads(FIXTURE.read_text())["sets"]
 
 
-def matching(sets: list[dict], backend: str, key: str, tools: dict, got: dict) -> tuple[list[dict], list[dict]]:
-    """(entries of `key` in the sets written with `tools` for `backend`, those of them from the same input IR)."""
-    same_tools = [s["digests"][key] for s in sets if s["toolchains"][backend] == tools and key in s["digests"]]
-    return same_tools, [e for e in same_tools if e["input"] == got["input"]]
+def matching(sets: list[dict], backend: str, key: str, tools: dict, got: dict) -> list[dict]:
+    """The entries of `key` in the sets written with `tools` for `backend` from the same input IR as `got`."""
+    return [
+        s["digests"][key]
+        for s in sets
+        if s["toolchains"][backend] == tools and key in s["digests"] and s["digests"][key]["input"] == got["input"]
+    ]
 
 
 def add(sets: list[dict], mine: dict) -> list[dict]:
-    """`sets` and `mine`, once every entry of `mine` that a set shares (toolchain and input IR) is the same there."""
+    """`sets` and `mine` (in place of a set with the very same toolchains), once every entry of `mine` that a set
+    shares (toolchain and input IR) is the same there."""
     for key, got in mine["digests"].items():
         backend = key.split("/", 1)[0]
-        _, same = matching(sets, backend, key, mine["toolchains"][backend], got)
-        if any(e != got for e in same):
+        if any(e != got for e in matching(sets, backend, key, mine["toolchains"][backend], got)):
             raise SystemExit(
                 f"{key}: this machine makes other code than a recorded set with the same toolchain and input IR; "
                 "code generation changed: rewrite the file (no --add) and the other machines' sets with it"
             )
-    return [*sets, mine]
+    return [s for s in sets if s["toolchains"] != mine["toolchains"]] + [mine]
 
 
 if __name__ == "__main__":
