@@ -9,17 +9,18 @@ With `runs` (retarget.FLAG_BLOCK_RUNS, the runtime's MODE_BLOCK_RUNS) one call r
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
-from mneme.core import envvars, ir
+from mneme.core import envvars
 from mneme.plugins.backends.host import intrinsics
-from mneme.plugins.backends.host.irtext import COND_BR, DEF, match_paren, symbol_ref
+from mneme.plugins.backends.host.irtext import match_paren, symbol_ref
+from mneme.plugins.backends.host.row_ranges import Guard
 
 ENTRY = "__mneme_entry"
 #: the entry's form, in the build key: 2 runs the rows of a run of short power-of-two rows as one loop, 3 runs the
-#: threads below a kernel's guard through a copy with the guard taken (`find_guard`)
-VERSION = "3"
+#: threads below a kernel's guard through a copy with the guard taken, 4 the threads within a guard's range of the
+#: row (`row_ranges`: bounds on both sides, offsets, 2D tiles, the run's rows as one loop too)
+VERSION = "4"
 #: 0: long rows run every thread through the kernel's own guard (masked vector steps), as in form 2
 GUARD_ENV = "MNEME_HOST_GUARD_SPLIT"
 CTX_NTID = intrinsics.CTX_OFFSETS["ntid"]
@@ -124,7 +125,7 @@ def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = Fal
 
 
 def guard_split() -> bool:
-    """Whether long rows run the threads below a kernel's guard through its copy (`GUARD_ENV`)."""
+    """Whether rows run the threads within a kernel's guard through its copy (`GUARD_ENV`, `row_ranges`)."""
     return (envvars.get(GUARD_ENV) or "1") not in ("0", "off", "no", "false")
 
 
@@ -176,9 +177,10 @@ def entry(
     blocks, ``one of blocks (a..b, y, z)``. This copy replaces the masked one (two inlined copies, not three:
     compile time): short rows of another length then run the unmasked loop.
 
-    `guard` (`find_guard`): long rows run their threads below the kernel's bound through its copy whose guard is
-    taken (bounds in 64 bits: where the index would wrap, the kernel's own comparison decides), then the rest
-    through the kernel.
+    `guard` (`row_ranges.find_guard`): long rows run the threads within the guard's range of the row (its span,
+    computed once per row) through the kernel's copy whose guard branches are taken, those below and above it
+    through the kernel; a run's rows as one loop run through the copy where every block's row lies within the
+    range.
     """
     body, call_args = unpacked[0], list(unpacked[1])
     lines = [f"define void @{ENTRY}(ptr %args) {{", "entry:", *body]
@@ -222,12 +224,28 @@ def entry(
         *(_guarded_rows(guard, call_args, "%lxs" if masked else None) if guard else []),
         *([] if guard else ["  br i1 %short, label %lxs, label %lx" if masked else "  br label %lx"]),
         "lx:",
-        "  %x = phi i32 [ %xe, %lx.tail ], [ %x1, %lx ]" if guard else "  %x = phi i32 [ 0, %lb ], [ %x1, %lx ]",
+        *(
+            [
+                "  %x = phi i32 [ 0, %lx.pre ], [ %ghi, %lx.last ], [ %x1, %lx ]",
+                "  %xend = phi i32 [ %glo, %lx.pre ], [ %ntx, %lx.last ], [ %xend, %lx ]",
+            ]
+            if guard
+            else ["  %x = phi i32 [ 0, %lb ], [ %x1, %lx ]"]
+        ),
         "  %lin = add i32 %row, %x",
         f"  call void {symbol_ref(kernel_name)}({', '.join(call_args)})",
         "  %x1 = add nuw i32 %x, 1",
-        "  %cx = icmp ult i32 %x1, %ntx",
-        "  br i1 %cx, label %lx, label %lb.latch",
+        *(
+            [  # the threads below the span, then those above it (`_guarded_rows`)
+                "  %cx = icmp ult i32 %x1, %xend",
+                "  br i1 %cx, label %lx, label %lx.done",
+                "lx.done:",
+                "  %xall = icmp eq i32 %xend, %ntx",
+                "  br i1 %xall, label %lb.latch, label %lx.mid",
+            ]
+            if guard
+            else ["  %cx = icmp ult i32 %x1, %ntx", "  br i1 %cx, label %lx, label %lb.latch"]
+        ),
     ]
     if masked:  # the same loop for short rows, its remainder folded into masked vector steps
         short_args = ", ".join(
@@ -245,27 +263,55 @@ def entry(
     if flat_runs:
         # x of the run's row as one index m: block m >> sx of the run, thread m - (m >> sx) * ntx of it, so that
         # the kernel's bx * ntx + x folds back to bx0 * ntx + m and a 16x16 tile's row is one contiguous loop
-        flat_args = ", ".join(
-            {"i32 %x": "i32 %xf", "i32 %lin": "i32 %linf", "i32 %bx": "i32 %bxf"}.get(a, a) for a in call_args
-        )
         lines += [
             "lf.pre:",
             "  store i32 %bx0, ptr %bxp, align 4",
             f"  %rrp = getelementptr i8, ptr %ctx, i64 {CTX_RUN_ROWS}",
             "  store i32 1, ptr %rrp, align 4",
-            "  br label %lf",
-            "lf:",
-            "  %m = phi i32 [ 0, %lf.pre ], [ %m1, %lf ]",
-            "  %bo = lshr i32 %m, %sx",
-            "  %bxf = add i32 %bx0, %bo",
-            "  %bon = mul i32 %bo, %ntx",
-            "  %xf = sub i32 %m, %bon",
-            "  %linf = add i32 %row, %xf",
-            f"  call void {symbol_ref(kernel_name)}({flat_args})",
-            "  %m1 = add nuw i32 %m, 1",
-            "  %cf = icmp ult i32 %m1, %nf",
-            "  br i1 %cf, label %lf, label %ly.latch",
+            "  br label %lfc" if guard else "  br label %lf",
         ]
+        flat_loops = [("lf", kernel_name, "lf.pre" if not guard else "lfc")]
+        if guard:  # every block's row within the guard's span: the run's row through the guard's copy
+            span_args = ", ".join(
+                {"i32 %x": "i32 0", "i32 %lin": "i32 %row", "i32 %bx": "i32 %fbx"}.get(a, a) for a in call_args
+            )
+            lines += [
+                "lfc:",
+                "  %fb = phi i32 [ 0, %lf.pre ], [ %fb1, %lfc.next ]",
+                "  %fbx = add i32 %bx0, %fb",
+                f"  %cs = call {{ i64, i64 }} {symbol_ref(guard.span_name)}({span_args})",
+                "  %cs.l = extractvalue { i64, i64 } %cs, 0",
+                "  %cs.h = extractvalue { i64, i64 } %cs, 1",
+                "  %cs.n = zext i32 %ntx to i64",
+                "  %cs.lo = icmp sle i64 %cs.l, 0",
+                "  %cs.hi = icmp sge i64 %cs.h, %cs.n",
+                "  %cs.all = and i1 %cs.lo, %cs.hi",
+                "  br i1 %cs.all, label %lfc.next, label %lf",
+                "lfc.next:",
+                "  %fb1 = add nuw i32 %fb, 1",
+                "  %fbm = icmp ult i32 %fb1, %run",
+                "  br i1 %fbm, label %lfc, label %lfg",
+            ]
+            flat_loops.append(("lfg", guard.name, "lfc.next"))
+
+        def flat_args(loop: str) -> str:
+            renamed = {a: f"i32 %{loop}.{a[5:]}f" for a in ("i32 %x", "i32 %lin", "i32 %bx")}
+            return ", ".join(renamed.get(a, a) for a in call_args)
+
+        for loop, callee, pre in flat_loops:
+            lines += [
+                f"{loop}:",
+                f"  %{loop}.m = phi i32 [ 0, %{pre} ], [ %{loop}.m1, %{loop} ]",
+                f"  %{loop}.bo = lshr i32 %{loop}.m, %sx",
+                f"  %{loop}.bxf = add i32 %bx0, %{loop}.bo",
+                f"  %{loop}.bon = mul i32 %{loop}.bo, %ntx",
+                f"  %{loop}.xf = sub i32 %{loop}.m, %{loop}.bon",
+                f"  %{loop}.linf = add i32 %row, %{loop}.xf",
+                f"  call void {symbol_ref(callee)}({flat_args(loop)})",
+                f"  %{loop}.m1 = add nuw i32 %{loop}.m, 1",
+                f"  %{loop}.cf = icmp ult i32 %{loop}.m1, %nf",
+                f"  br i1 %{loop}.cf, label %{loop}, label %ly.latch",
+            ]
     lines += [
         "lb.latch:",
         "  %b1 = add nuw i32 %b, 1",
@@ -294,169 +340,52 @@ def entry(
 
 
 def _guarded_rows(guard: Guard, call_args: list[str], short_label: str | None) -> list[str]:
-    """The lines from the end of block `lb` to the loop over a row's threads above the guard's bound (`lx`):
-    the threads below it through the guard's copy. For a signed bound the index must also stay below 2^31, for an
-    unsigned one below 2^32 (it does: n < 2^32), so that the kernel's 32-bit index is the 64-bit one here."""
-    n = call_args[guard.bound].split()[-1]
-    signed = guard.predicate.startswith("s")
-    widen = "sext" if signed else "zext"
+    """The lines from the end of block `lb` to the loop over a row's threads (`lx`): the span of the guard's threads
+    (`row_ranges`), threads [0, lo) through the kernel (`lx`, then `lx.mid`), [lo, hi) through the guard's copy
+    (`lxh`), [hi, ntx) through the kernel again (`lx.last`): the row's threads in their order."""
+    span_args = ", ".join({"i32 %x": "i32 0", "i32 %lin": "i32 %row"}.get(a, a) for a in call_args)
     lines = [
         f"  br i1 %short, label {short_label}, label %lx.pre" if short_label else "  br label %lx.pre",
         "lx.pre:",
-        "  %gbx = zext i32 %bx to i64",
-        "  %gntx = zext i32 %ntx to i64",
-        "  %gbase = mul i64 %gbx, %gntx",
-        f"  %gn = {widen} i32 {n} to i64",
-        f"  %glim0 = add i64 %gn, {1 if guard.predicate.endswith('le') else 0}",
-    ]
-    if signed:  # the index below 2^31 too
-        lines += [
-            "  %gwrap = icmp slt i64 %glim0, 2147483648",
-            "  %glim = select i1 %gwrap, i64 %glim0, i64 2147483648",
-        ]
-    lines += [
-        f"  %gd = sub i64 {'%glim' if signed else '%glim0'}, %gbase",
-        "  %gpos = icmp sgt i64 %gd, 0",
-        "  %gd0 = select i1 %gpos, i64 %gd, i64 0",
-        "  %gin = icmp slt i64 %gd0, %gntx",
-        "  %gd1 = select i1 %gin, i64 %gd0, i64 %gntx",
-        "  %xe = trunc i64 %gd1 to i32",
-        "  %ghead = icmp ne i32 %xe, 0",
-        "  br i1 %ghead, label %lxh, label %lx.tail",
+        f"  %gs = call {{ i64, i64 }} {symbol_ref(guard.span_name)}({span_args})",
+        *_clamped_span("%gs", "%glo", "%ghi"),
+        "  %gfirst = icmp ne i32 %glo, 0",
+        "  br i1 %gfirst, label %lx, label %lx.mid",
+        "lx.mid:",
+        "  %gmid = icmp ult i32 %glo, %ghi",
+        "  br i1 %gmid, label %lxh, label %lx.last",
         "lxh:",
-        "  %xh = phi i32 [ 0, %lx.pre ], [ %xh1, %lxh ]",
+        "  %xh = phi i32 [ %glo, %lx.mid ], [ %xh1, %lxh ]",
         "  %linh = add i32 %row, %xh",
     ]
     args = ", ".join({"i32 %x": "i32 %xh", "i32 %lin": "i32 %linh"}.get(a, a) for a in call_args)
     lines += [
         f"  call void {symbol_ref(guard.name)}({args})",
         "  %xh1 = add nuw i32 %xh, 1",
-        "  %cxh = icmp ult i32 %xh1, %xe",
-        "  br i1 %cxh, label %lxh, label %lx.tail",
-        "lx.tail:",
-        "  %gtail = icmp ult i32 %xe, %ntx",
-        "  br i1 %gtail, label %lx, label %lb.latch",
+        "  %cxh = icmp ult i32 %xh1, %ghi",
+        "  br i1 %cxh, label %lxh, label %lx.last",
+        "lx.last:",
+        "  %glast = icmp ult i32 %ghi, %ntx",
+        "  br i1 %glast, label %lx, label %lb.latch",
     ]
     return lines
 
 
-_VALUE = r"(%[-\w.$]+|%\"[^\"]+\")"
-_ICMP = re.compile(rf"^\s*{_VALUE} = icmp (slt|sle|sgt|sge|ult|ule|ugt|uge) i32 {_VALUE}, {_VALUE}\s*$")
-_ADD = re.compile(rf"^\s*{_VALUE} = add (?:nuw |nsw )*i32 {_VALUE}, {_VALUE}\s*$")
-_MUL = re.compile(rf"^\s*{_VALUE} = mul (?:nuw |nsw )*i32 {_VALUE}, {_VALUE}\s*$")
-_OR0 = re.compile(rf"^\s*{_VALUE} = or (?:disjoint )?i32 {_VALUE}, 0\s*$")
-_NTID_X = re.compile(rf"^\s*{_VALUE} = (?:tail |notail )?call [^@]*@__mneme\.nvvm\.read\.ptx\.sreg\.ntid\.x\(\)")
-_LOAD = re.compile(rf"^\s*{_VALUE} = load i32, ptr {_VALUE}(?:, align \d+)?(?:, ![\w.]+ ![0-9]+)*\s*$")
-# g < n read from either side and either way round: (predicate of g against n, whether the branch's true side is g's
-# in-range side)
-_SWAPPED = {sign + a: sign + b for sign in "su" for a, b in (("lt", "gt"), ("le", "ge"), ("gt", "lt"), ("ge", "le"))}
-_NEGATED = {"sge": "slt", "sgt": "sle", "uge": "ult", "ugt": "ule"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Guard:
-    """A kernel that begins `if (blockIdx.x * blockDim.x + threadIdx.x < n)` (or <=, signed or unsigned, either way
-    round): `bound` the index of its parameter n, `predicate` the comparison of the index with it (slt, sle, ult,
-    ule), and `clone` the text of the kernel's copy with the branch taken as in range, named `name`."""
-
-    bound: int
-    predicate: str
-    name: str
-    clone: str
-
-
-def _params(define_line: str, kernel_name: str) -> list[str]:
-    """The value names of a define line's parameters, in order."""
-    open_index = define_line.index(symbol_ref(kernel_name) + "(") + len(symbol_ref(kernel_name))
-    inner = define_line[open_index + 1 : match_paren(define_line, open_index)]
-    return [(re.findall(_VALUE, piece) or [""])[-1] for piece in ir.split_top_level(inner)]
-
-
-def find_guard(text: str, kernel_name: str) -> Guard | None:
-    """The kernel's guard on its global x index, where its first block ends in one (`Guard`); None otherwise.
-
-    In the rows of threads below the bound the guard holds, so the entry runs them through a copy whose branch
-    is taken (`entry`): LLVM then vectorizes them without masked loads and stores, which cost twice as much as
-    plain ones once the data comes from beyond the L2 (a znver5, 2^22 floats: saxpy 1.19 -> 0.53 ms, one worker).
-    """
-    lines = text.split("\n")
-    span = _definition(lines, kernel_name)
-    if span is None or "!dbg" in lines[span[0]] or " comdat" in lines[span[0]]:
-        return None  # a debug subprogram belongs to one function
-    start, fn_end = span
-    defs: dict[str, str] = {}
-    at: dict[str, int] = {}  # where each value of the first block is defined
-    end = start + 1  # the first block's terminator, once found
-    while end < fn_end and not re.match(r"^\s+(br|ret|switch|unreachable)\b", lines[end]):
-        m = DEF.match(lines[end])
-        if m:
-            defs[m.group(1)] = lines[end]
-            at[m.group(1)] = end
-        end += 1
-    branch = COND_BR.match(lines[end])
-    if branch is None or branch.group(1) not in defs:
-        return None
-    cmp = _ICMP.match(defs[branch.group(1)])
-    if cmp is None:
-        return None
-    body = lines[start + 1 : fn_end]
-
-    def stored_once(slot: str, before: int) -> str | None:
-        """The value of the one store to `slot`, an i32 alloca of the first block that nothing else touches, where
-        the store comes before line `before` (IR as clang writes it without optimizations, as `mneme-cc` records
-        it)."""
-        if not re.match(rf"^\s*{re.escape(slot)} = alloca i32\b", defs.get(slot, "")):
-            return None
-        token = re.compile(re.escape(slot) + r"(?![-\w.$])")
-        uses = [line for line in body if token.search(line)]
-        stores = [line for line in uses if re.match(r"^\s*store i32 ", line)]
-        others = [line for line in uses if not re.match(r"^\s*(store i32 |%\S+ = load i32, ptr )", line)]
-        if len(stores) != 1 or any("alloca" not in line and "@llvm.lifetime." not in line for line in others):
-            return None
-        found = re.match(rf"^\s*store i32 {_VALUE}, ptr {re.escape(slot)},", stores[0])
-        return found.group(1) if found and stores[0] in lines[start + 1 : before] else None
-
-    def unwrap(value: str) -> str:
-        m = _OR0.match(defs.get(value, ""))
-        if m:
-            return unwrap(m.group(2))
-        load = _LOAD.match(defs.get(value, ""))
-        stored = stored_once(load.group(2), at[value]) if load else None
-        return unwrap(stored) if stored else value
-
-    def is_global_x(value: str) -> bool:
-        add = _ADD.match(defs.get(unwrap(value), ""))
-        if add is None:
-            return False
-        for mul_side, tid_side in ((add.group(2), add.group(3)), (add.group(3), add.group(2))):
-            mul = _MUL.match(defs.get(unwrap(mul_side), ""))
-            if mul is None or unwrap(tid_side) != TID_PARAMS[0]:
-                continue
-            a, b = unwrap(mul.group(2)), unwrap(mul.group(3))
-            if {a, b} & {CTAID_PARAM} and any(_NTID_X.match(defs.get(v, "")) for v in (a, b) if v != CTAID_PARAM):
-                return True
-        return False
-
-    params = _params(lines[start], kernel_name)
-    predicate, left, right = cmp.group(2), unwrap(cmp.group(3)), unwrap(cmp.group(4))
-    if is_global_x(left) and right in params:
-        bound = right
-    elif is_global_x(right) and left in params:
-        predicate, bound = _SWAPPED[predicate], left
-    else:
-        return None
-    taken = predicate not in _NEGATED  # g < n or g <= n: the true side is in range
-    predicate = _NEGATED.get(predicate, predicate)
-    if not re.search(
-        r"\bi32 (?:noundef |signext |zeroext |range\([^)]*\) )*" + re.escape(bound) + r"[,)]", lines[start]
-    ):
-        return None  # the bound must be an i32 parameter
-    name = f"{kernel_name}.__mneme_in_range"
-    clone = lines[start : fn_end + 1]
-    head = re.sub(
-        r"^define\s+(?:(?:dso_local|internal|private|external|hidden|protected)\s+)*", "define internal ", clone[0]
-    )
-    clone[0] = head.replace(symbol_ref(kernel_name) + "(", symbol_ref(name) + "(", 1)
-    constant = "true" if taken else "false"
-    clone[end - start] = lines[end].replace(f"br i1 {branch.group(1)},", f"br i1 {constant},", 1)
-    return Guard(params.index(bound), predicate, name, "\n".join(clone))
+def _clamped_span(span: str, lo: str, hi: str) -> list[str]:
+    """`span`'s {lo, hi} as i32 `lo` and `hi`, 0 <= lo <= hi <= ntx."""
+    p = lo
+    return [
+        f"  {p}.l = extractvalue {{ i64, i64 }} {span}, 0",
+        f"  {p}.h = extractvalue {{ i64, i64 }} {span}, 1",
+        f"  {p}.n = zext i32 %ntx to i64",
+        f"  {p}.lp = icmp sgt i64 {p}.l, 0",
+        f"  {p}.l0 = select i1 {p}.lp, i64 {p}.l, i64 0",
+        f"  {p}.ln = icmp slt i64 {p}.l0, {p}.n",
+        f"  {p}.l1 = select i1 {p}.ln, i64 {p}.l0, i64 {p}.n",
+        f"  {p}.hn = icmp slt i64 {p}.h, {p}.n",
+        f"  {p}.h0 = select i1 {p}.hn, i64 {p}.h, i64 {p}.n",
+        f"  {p}.hl = icmp sgt i64 {p}.h0, {p}.l1",
+        f"  {p}.h1 = select i1 {p}.hl, i64 {p}.h0, i64 {p}.l1",
+        f"  {lo} = trunc i64 {p}.l1 to i32",
+        f"  {hi} = trunc i64 {p}.h1 to i32",
+    ]

@@ -38,14 +38,15 @@ import logging
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host import block_loop, lanes, retarget, steps
+from mneme.plugins.backends.host import block_loop, lanes, retarget, row_ranges, steps
 from mneme.plugins.backends.host.irtext import COND_BR, DEF, match_paren, successors, symbol_ref
 
 log = logging.getLogger(__name__)
 
 ENV = "MNEME_HOST_GRID_STRIDE"
-#: a build-cache key: another form is another build product
-VERSION = "1"
+#: a build-cache key: another form is another build product (2: a guard in the loop on its index runs its range
+#: through a copy, `row_ranges.loop_guard`)
+VERSION = "2"
 SUFFIX = ".__mneme_flat"
 THREADS_ENTRY = retarget.ENTRY + ".threads"
 _BINARY = re.compile(r"(add|mul|or)(?: nuw)?(?: nsw)? i32 (%[-\w.$]+|-?\d+), (%[-\w.$]+|-?\d+)$")
@@ -84,7 +85,7 @@ def to_flat(text: str, kernel_name: str, params, runs: bool) -> str | None:
     blocks = lanes._blocks(lines[start + 1 : end])
     if blocks is None or blocks[0][0] == "%__mneme_first":
         return None
-    body = _flat_body(blocks)
+    body = _flat_body(blocks, (lines, (start, end, kernel_name)))
     if body is None:
         return None
     flat = _flat_header(header, kernel_name)
@@ -117,8 +118,11 @@ def _operands(text: str) -> list[str]:
     return lanes._TOKEN.findall(text)
 
 
-def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
-    """The flat function's body lines, or None where the kernel is not the canonical grid-stride loop."""
+def _flat_body(blocks: list[tuple[str, list[str]]], kernel=None) -> list[str] | None:
+    """The flat function's body lines, or None where the kernel is not the canonical grid-stride loop.
+
+    `kernel`: (the module's lines, (the kernel's define line, its closing line, its name)), where a guard at the top
+    of the loop's body on its index may run as a range (`row_ranges.loop_guard`)."""
     defs: dict[str, str] = {}  # value -> the right-hand side of its definition
     where: dict[str, str] = {}  # value -> label of its block
     uses: dict[str, int] = {}
@@ -221,7 +225,11 @@ def _flat_body(blocks: list[tuple[str, list[str]]]) -> list[str] | None:
     if not _only_start_reads_indices(blocks, defs, {start, start32, guard}, index):
         return None
     found = {"bound": bound, "ntid": ntid, "index": index, "following": following, "cond": cond}
-    return _emit(by_label, entry_label, chain, loop, loop_header, latch, exit_label, found, (signed, ity))
+    guard = None
+    if kernel is not None and block_loop.guard_split() and ity == "i32" and loop_header != latch:
+        outside = {v for v, lbl in where.items() if lbl not in loop}
+        guard = row_ranges.loop_guard(kernel[0], kernel[1], loop_header, latch, index, outside, ".__mneme_r")
+    return _emit(by_label, entry_label, chain, loop, loop_header, latch, exit_label, found, (signed, ity), guard)
 
 
 def _value(name: str, defs: dict[str, str]) -> str:
@@ -320,13 +328,16 @@ def _only_start_reads_indices(blocks, defs: dict[str, str], allowed: set[str], i
     return tainted - indices - wrappers - allowed <= products and len(products & tainted) <= 1
 
 
-def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, kind) -> list[str]:
+def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, kind, guard=None) -> list[str]:
     """The flat function's body: the first block and the checks, the chain, the range, the loop with a unit step.
 
     `kind`: ("s" or "u", the index type). The range is computed in 64 bits; a 32-bit index's bound is widened.
+    `guard` (`row_ranges.LoopGuard`): the range splits in three, each its own copy of the loop: the indices below
+    the guard's range, those within it (a copy whose guard branch is taken: no masked loads and stores), those above
+    it. Any order of the indices of one step would do (each is another thread's); this one keeps theirs.
     """
     signed, ity = kind
-    bound, ntid, index, following, cond = (found[k] for k in ("bound", "ntid", "index", "following", "cond"))
+    bound, ntid = found["bound"], found["ntid"]
     preheader = chain[-1] if chain else entry_label
     less = "slt" if signed == "s" else "ult"
     out = [entry_label[1:] + ":", *by_label[entry_label][:-1]]
@@ -387,29 +398,78 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
         f"  %__mneme_short = icmp {less} i64 %__mneme_hi, %__mneme_n64",
         "  %__mneme_hic = select i1 %__mneme_short, i64 %__mneme_hi, i64 %__mneme_n64",
         "  %__mneme_hii = " + ("trunc i64 %__mneme_hic to i32" if narrow else "or i64 %__mneme_hic, 0"),
-        f"  br label {header}",
     ]
+    if guard is None:
+        out.append(f"  br label {header}")
+        ends = (header, latch, exit_label, "%__mneme_fmore")
+        out += _loop_copy(by_label, loop, ends, found, kind, "", "%__mneme_frange", "%__mneme_loi", "%__mneme_hii")
+        out += ["__mneme_fmore:", "  ret i32 1"]
+        return [_DEBUG.sub("", line) for line in out if not re.match(r"\s*#dbg_", line)]
+    # the guard's range within [lo, hi): [ga, gb); below it copy 0, within it copy 1 (the guard taken), above copy 2
+    out += [
+        *guard.lines,
+        f"  %__mneme_gl0 = icmp sgt i64 {guard.lo}, %__mneme_lo",
+        f"  %__mneme_gl1 = select i1 %__mneme_gl0, i64 {guard.lo}, i64 %__mneme_lo",
+        "  %__mneme_gl2 = icmp slt i64 %__mneme_gl1, %__mneme_hic",
+        "  %__mneme_gl = select i1 %__mneme_gl2, i64 %__mneme_gl1, i64 %__mneme_hic",
+        f"  %__mneme_gh0 = icmp slt i64 {guard.hi}, %__mneme_hic",
+        f"  %__mneme_gh1 = select i1 %__mneme_gh0, i64 {guard.hi}, i64 %__mneme_hic",
+        "  %__mneme_gh2 = icmp sgt i64 %__mneme_gh1, %__mneme_gl",
+        "  %__mneme_gh = select i1 %__mneme_gh2, i64 %__mneme_gh1, i64 %__mneme_gl",
+        "  %__mneme_ga = trunc i64 %__mneme_gl to i32",
+        "  %__mneme_gb = trunc i64 %__mneme_gh to i32",
+        "  br label %__mneme_seg0",
+    ]
+    segments = [("%__mneme_loi", "%__mneme_ga"), ("%__mneme_ga", "%__mneme_gb"), ("%__mneme_gb", "%__mneme_hii")]
+    for k, (first, stop) in enumerate(segments):
+        after = f"%__mneme_seg{k + 1}" if k < 2 else "%__mneme_fmore"
+        out += [
+            f"__mneme_seg{k}:",
+            f"  %__mneme_any{k} = icmp ult i32 {first}, {stop}",
+            f"  br i1 %__mneme_any{k}, label {header}.__mneme_s{k}, label {after}",
+        ]
+        ends = (header, latch, exit_label, after)
+        taken = guard.taken if k == 1 else None
+        out += _loop_copy(by_label, loop, ends, found, kind, f".__mneme_s{k}", f"%__mneme_seg{k}", first, stop, taken)
+    out += ["__mneme_fmore:", "  ret i32 1"]
+    return [_DEBUG.sub("", line) for line in out if not re.match(r"\s*#dbg_", line)]
+
+
+def _loop_copy(by_label, loop, ends, found, kind, suffix, pre, first, stop, taken=None) -> list[str]:
+    """One copy of the loop over [`first`, `stop`) with a unit step, entered from block `pre`: its values and labels
+    named with `suffix`. `ends`: (header, latch, the kernel's exit label, the label the copy leaves to); `taken`: the
+    side the copy's header branch takes (the guard's copy), or None."""
+    header, latch, exit_label, exit_to = ends
+    signed, ity = kind
+    index, following, cond = found["index"], found["following"], found["cond"]
+    local = set(loop) | {m.group(1) for lbl in loop for line in by_label[lbl] for m in [DEF.match(line)] if m}
+
+    def rename(line: str) -> str:
+        return lanes._TOKEN.sub(lambda t: t.group(0) + suffix if t.group(0) in local else t.group(0), line)
+
     wraps = "nuw nsw" if signed == "s" else "nuw"
+    out = []
     for lbl in loop:
-        out.append(lbl[1:] + ":")
+        out.append(lbl[1:] + suffix + ":")
         for line in by_label[lbl]:
             m = DEF.match(line)
             name = m.group(1) if m else None
             if name == index:
-                line = f"  {index} = phi {ity} [ %__mneme_loi, %__mneme_frange ], [ {following}, {latch} ]"
+                line = f"  {index} = phi {ity} [ {first}, {pre} ], [ {following}, {latch} ]"
             elif name == following:
                 line = f"  {following} = add {wraps} {ity} {index}, 1"
             elif name == cond:
-                line = f"  {cond} = icmp ne {ity} {following}, %__mneme_hii"
+                line = f"  {cond} = icmp ne {ity} {following}, {stop}"
             elif lbl == latch and line is by_label[lbl][-1]:
                 # the copy's loop gets no loop metadata of its own: an id shared with the kernel's loop
-                line = re.sub(
-                    r",\s*!llvm\.loop ![0-9]+", "", line.replace(f"label {exit_label}", "label %__mneme_fmore")
-                )
-            out.append(line)
-    out += ["__mneme_fmore:", "  ret i32 1"]
-    # the copy is no function of the debug information: its locations would name the kernel's subprogram
-    return [_DEBUG.sub("", line) for line in out if not re.match(r"\s*#dbg_", line)]
+                line = re.sub(r",\s*!llvm\.loop ![0-9]+", "", line)
+                out.append(rename(line).replace(f"label {exit_label}", f"label {exit_to}"))
+                continue
+            elif taken is not None and lbl == header and line is by_label[lbl][-1]:
+                branch = COND_BR.match(line)
+                line = line.replace(f"br i1 {branch.group(1)},", f"br i1 {'true' if taken else 'false'},", 1)
+            out.append(rename(line))
+    return out
 
 
 def _entry(kernel_name: str, params, runs: bool) -> str:

@@ -33,7 +33,14 @@ import llvmlite.binding as llvm
 
 from mneme.core.errors import IRError, UnsupportedError
 from mneme.plugins.backends.host import block_loop as block_loops
-from mneme.plugins.backends.host import inline_ptx, intrinsics, intrinsics_amdgpu, ptx_blocks, retarget_amdgpu
+from mneme.plugins.backends.host import (
+    inline_ptx,
+    intrinsics,
+    intrinsics_amdgpu,
+    ptx_blocks,
+    retarget_amdgpu,
+    row_ranges,
+)
 from mneme.plugins.backends.host.irtext import match_paren, symbol_ref
 
 
@@ -526,9 +533,9 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     if block_loop:
         free_md = max((int(m) for m in re.findall(r"!(\d+)\b", text + "\n".join(support))), default=0) + 1
         rows_as_one = block_loops.calls_nothing(text)
-        guard = block_loops.find_guard(text, kernel_name) if block_loops.guard_split() else None
+        guard = row_ranges.find_guard(text, kernel_name) if block_loops.guard_split() else None
         if guard is not None:
-            support.append(guard.clone)
+            support += [guard.clone, guard.span]
         support.append(block_loops.entry(kernel_name, unpack_args(params), runs, free_md, rows_as_one, guard))
     else:
         support.append(_trampoline(kernel_name, params))

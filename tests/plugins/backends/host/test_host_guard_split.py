@@ -11,7 +11,7 @@ import pytest
 from host_launches import launch, retargeted
 from irbuild import build_cuda_ir
 
-from mneme.plugins.backends.host import block_loop
+from mneme.plugins.backends.host import block_loop, row_ranges
 
 BASE = 0x7E7000000000
 X, Y = BASE, BASE + (16 << 20)
@@ -42,15 +42,15 @@ def module_text(request, tmp_path_factory):
 
 
 def test_the_guard_is_found_in_each_spelling_and_only_on_the_global_x_index(module_text):
-    found = {k: block_loop.find_guard(retargeted(module_text, k).text, k) for k in ("lt", "ult", "ge_ret", "le", "rev")}
-    assert {k: (g.bound, g.predicate) for k, g in found.items()} == {
-        "lt": (0, "slt"),
-        "ult": (0, "ult"),
-        "ge_ret": (0, "slt"),
-        "le": (0, "sle"),
-        "rev": (0, "slt"),
+    found = {k: row_ranges.find_guard(retargeted(module_text, k).text, k) for k in ("lt", "ult", "ge_ret", "le", "rev")}
+    assert {k: g.tests for k, g in found.items()} == {
+        "lt": ("slt",),
+        "ult": ("ult",),
+        "ge_ret": ("slt",),
+        "le": ("sle",),
+        "rev": ("slt",),
     }
-    assert block_loop.find_guard(retargeted(module_text, "twice").text, "twice") is None
+    assert row_ranges.find_guard(retargeted(module_text, "twice").text, "twice") is None
 
 
 @pytest.mark.parametrize("kernel", ["lt", "ult", "ge_ret", "le", "rev", "twice"])
