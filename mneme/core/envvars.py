@@ -140,6 +140,13 @@ _VARS = [
         "microseconds host helper threads poll for the next launch when launches follow that closely (0: park at once)",
         "host",
     ),
+    EnvVar(
+        "MNEME_HOST_PIN",
+        "1",
+        "0: leave the host sandbox's workers where the system puts them (by default, where they take every CPU the"
+        " process may use, each gets one of its own)",
+        "host",
+    ),
     EnvVar("MNEME_HOST_FIBERS", "", "1: allow kernels that need fibers (barriers) on the host backend", "host"),
     EnvVar(
         "MNEME_HOST_SANDBOX",

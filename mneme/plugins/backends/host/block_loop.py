@@ -270,29 +270,33 @@ def entry(
             "  store i32 1, ptr %rrp, align 4",
             "  br label %lfc" if guard else "  br label %lf",
         ]
-        flat_loops = [("lf", kernel_name, "lf.pre" if not guard else "lfc")]
+        flat_loops = [("lf", kernel_name, "lf.pre" if not guard else "lfc.done")]
         if guard:  # every block's row within the guard's span: the run's row through the guard's copy
             span_args = ", ".join(
                 {"i32 %x": "i32 0", "i32 %lin": "i32 %row", "i32 %bx": "i32 %fbx"}.get(a, a) for a in call_args
             )
             lines += [
-                "lfc:",
-                "  %fb = phi i32 [ 0, %lf.pre ], [ %fb1, %lfc.next ]",
+                "lfc:",  # blocks whose row leaves the range, counted without an early exit: a loop LLVM vectorizes
+                "  %fb = phi i32 [ 0, %lf.pre ], [ %fb1, %lfc ]",
+                "  %fout = phi i32 [ 0, %lf.pre ], [ %fout1, %lfc ]",
                 "  %fbx = add i32 %bx0, %fb",
                 f"  %cs = call {{ i64, i64 }} {symbol_ref(guard.span_name)}({span_args})",
                 "  %cs.l = extractvalue { i64, i64 } %cs, 0",
                 "  %cs.h = extractvalue { i64, i64 } %cs, 1",
                 "  %cs.n = zext i32 %ntx to i64",
-                "  %cs.lo = icmp sle i64 %cs.l, 0",
-                "  %cs.hi = icmp sge i64 %cs.h, %cs.n",
-                "  %cs.all = and i1 %cs.lo, %cs.hi",
-                "  br i1 %cs.all, label %lfc.next, label %lf",
-                "lfc.next:",
+                "  %cs.lo = icmp sgt i64 %cs.l, 0",
+                "  %cs.hi = icmp slt i64 %cs.h, %cs.n",
+                "  %cs.any = or i1 %cs.lo, %cs.hi",
+                "  %cs.one = zext i1 %cs.any to i32",
+                "  %fout1 = add i32 %fout, %cs.one",
                 "  %fb1 = add nuw i32 %fb, 1",
                 "  %fbm = icmp ult i32 %fb1, %run",
-                "  br i1 %fbm, label %lfc, label %lfg",
+                "  br i1 %fbm, label %lfc, label %lfc.done",
+                "lfc.done:",
+                "  %fall = icmp eq i32 %fout1, 0",
+                "  br i1 %fall, label %lfg, label %lf",
             ]
-            flat_loops.append(("lfg", guard.name, "lfc.next"))
+            flat_loops.append(("lfg", guard.name, "lfc.done"))
 
         def flat_args(loop: str) -> str:
             renamed = {a: f"i32 %{loop}.{a[5:]}f" for a in ("i32 %x", "i32 %lin", "i32 %bx")}

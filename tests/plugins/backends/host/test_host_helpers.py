@@ -4,6 +4,8 @@ block once, with the launch's own arguments, whether the helpers were polling, p
 
 from __future__ import annotations
 
+import glob
+import os
 import struct
 import time
 
@@ -63,3 +65,67 @@ def test_launches_back_to_back_and_after_pauses_each_run_every_block_once(binary
         np.testing.assert_array_equal(y, np.float32(total) * x)
     finally:
         dev.close()
+
+
+def _allowed_cpus(pid: int) -> dict[int, set[int]]:
+    """Each thread of process `pid`: the CPUs it may run on."""
+    found = {}
+    for status in glob.glob(f"/proc/{pid}/task/*/status"):
+        line = next(line for line in open(status) if line.startswith("Cpus_allowed_list:"))
+        cpus: set[int] = set()
+        for part in line.split()[1].split(","):
+            lo, _, hi = part.partition("-")
+            cpus.update(range(int(lo), int(hi or lo) + 1))
+        found[int(status.split("/")[4])] = cpus
+    return found
+
+
+@pytest.mark.parametrize("pin", [None, "0"], ids=["default", "MNEME_HOST_PIN=0"])
+def test_workers_that_take_every_cpu_get_one_each_unless_told_not_to(binary, monkeypatch, pin):
+    """Left to the scheduler, a helper polling on the launcher's CPU stayed there for hundreds of launches
+    while the other CPU idled (helper_threads.inc, pin_sandbox_workers)."""
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        pytest.skip(f"this process may use {len(cpus)} CPU: one worker, nothing to place")
+    monkeypatch.setenv("MNEME_HOST_THREADS", str(len(cpus)))
+    if pin is None:
+        monkeypatch.delenv("MNEME_HOST_PIN", raising=False)
+    else:
+        monkeypatch.setenv("MNEME_HOST_PIN", pin)
+    dev = HostBackend().open_device(0)
+    try:
+        dev.reserve(BASE, 1 << 28)
+        loaded = dev.load(binary)
+        dev.map(X, 1 << 16)
+        dev.map(Y, 1 << 16)
+        dev.launch(loaded, (32,), (128,), 0, struct.pack("<ifQQ", 4096, 1.0, X, Y))
+        pid = loaded.sandbox.pid
+        threads = _allowed_cpus(pid)
+    finally:
+        dev.close()
+    serve = threads.pop(pid)  # the sandbox's main thread launches: worker 0
+    if pin == "0":
+        assert serve == cpus and all(allowed == cpus for allowed in threads.values())
+        return
+    helpers = [allowed for allowed in threads.values() if len(allowed) == 1]
+    assert len(serve) == 1 and len(helpers) == len(cpus) - 1
+    assert set().union(serve, *helpers) == cpus  # a CPU each, every CPU used
+
+
+def test_workers_that_take_fewer_cpus_than_the_process_may_use_stay_unpinned(binary, monkeypatch):
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        pytest.skip(f"this process may use {len(cpus)} CPU: no fewer workers than CPUs to start")
+    monkeypatch.setenv("MNEME_HOST_THREADS", str(len(cpus) - 1))
+    monkeypatch.delenv("MNEME_HOST_PIN", raising=False)
+    dev = HostBackend().open_device(0)
+    try:
+        dev.reserve(BASE, 1 << 28)
+        loaded = dev.load(binary)
+        dev.map(X, 1 << 16)
+        dev.map(Y, 1 << 16)
+        dev.launch(loaded, (32,), (128,), 0, struct.pack("<ifQQ", 4096, 1.0, X, Y))
+        threads = _allowed_cpus(loaded.sandbox.pid)
+    finally:
+        dev.close()
+    assert all(allowed == cpus for allowed in threads.values())
