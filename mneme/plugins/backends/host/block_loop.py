@@ -30,14 +30,19 @@ CTX_RUN = 76  # mn_ctx.run (runtime.c): how many blocks along x the call runs, f
 CTX_RUN_ROWS = 80  # mn_ctx.run_rows: set where the call runs the run's rows as one loop (a failure names the run)
 SHORT_ROW = 64  # threads along x below which a row runs as masked vector steps (`entry`)
 
-# Special registers that differ between the threads of a block; read through the context otherwise.
+# Special registers that differ between the threads of a block (NVVM's, and AMDGPU's work-item ids and lane
+# counts); read through the context otherwise.
 _THREAD_SREGS = re.compile(
     r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|lanemask\.\w+)\(|@llvm\.nvvm\.activemask\("
+    r"|@llvm\.amdgcn\.(workitem\.id\.[xyz]|mbcnt\.(?:lo|hi))\("
 )
 _THREAD_SREG_CALL = re.compile(
-    r"^(\s*%[-\w.$\"]+) = (?:tail |notail )?call [^@]*@llvm\.nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|ctaid\.x)\(\).*$"
+    r"^(\s*%[-\w.$\"]+) = (?:tail |notail )?call [^@]*@llvm\."
+    r"(?:nvvm\.read\.ptx\.sreg\.(tid\.[xyz]|laneid|warpid|ctaid\.x)|amdgcn\.(workitem\.id\.[xyz]|workgroup\.id\.x))"
+    r"\(\).*$"
 )
-_CTAID_X = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.ctaid\.x\(")
+_AMDGPU_SREG = {f"workitem.id.{c}": f"tid.{c}" for c in "xyz"} | {"workgroup.id.x": "ctaid.x"}
+_CTAID_X = re.compile(r"@llvm\.nvvm\.read\.ptx\.sreg\.ctaid\.x\(|@llvm\.amdgcn\.workgroup\.id\.x\(")
 # what makes the order of a block's threads observable, where races are not: atomics, volatile accesses, printf
 ORDERED = re.compile(
     r"\b(?:atomicrmw|cmpxchg|fence)\b|\b(?:load|store) (?:atomic|volatile)\b|@llvm\.nvvm\.atomic|@__nv_atom|@vprintf\("
@@ -103,7 +108,8 @@ def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = Fal
         m = _THREAD_SREG_CALL.match(lines[i])
         if not m:
             continue
-        target, which = m.groups()
+        target, nvvm, amdgpu = m.groups()
+        which = nvvm or _AMDGPU_SREG[amdgpu]
         if which.startswith("tid."):
             value = TID_PARAMS["xyz".index(which[-1])]
             lines[i] = f"{target} = or i32 {value}, 0"

@@ -312,7 +312,7 @@ def kernel_params(module, kernel_name: str, target_data) -> tuple[Param, ...]:
             type_text = "ptr"
         else:
             ty = arg.type
-            type_text = str(ty)
+            type_text = _ADDRSPACE.sub("", str(ty))  # one address space on the host: AMDGPU's ptr addrspace(1) too
             size = target_data.get_abi_size(ty)
             align = target_data.get_abi_alignment(ty)
         offset = (offset + align - 1) // align * align
@@ -493,7 +493,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
         grid = any(f"@{f}(" in implementations for f in intrinsics.GRID_FUNCTIONS)
         fibers = grid or any(f"@{f}(" in implementations for f in sync_functions)
         block_loop = runs = False
-        if not fibers and not amdgpu:  # AMDGPU work-item ids are read through intrinsics: one call per thread
+        if not fibers:  # AMDGPU's work-item and work-group ids as NVVM's thread and block indices
             # blocks one at a time: shared memory is a block's own; atomics in an intrinsic's or an asm block's
             # implementation make the order of threads visible
             serial = bool(shared) or bool(block_loops.ORDERED.search(implementations))
@@ -517,6 +517,7 @@ def retarget(module, kernel_name: str, host_triple: str, host_data_layout: str) 
     # Address spaces: merge into one.
     if amdgpu:
         text = retarget_amdgpu.merge_alloca_spaces(text)
+        text = retarget_amdgpu.constant_loads_invariant(text)
     text = _ADDRSPACE.sub("", text)
     text = re.sub(r"= addrspacecast ", "= bitcast ", text)
     text = _INTRINSIC_NAME.sub(lambda m: _canonical_intrinsic(m.group(0)), text)

@@ -415,3 +415,72 @@ def test_bit_field_median_lane_reads_and_compares_follow_the_isa(tmp_path):
     masks = [sum(1 << lane for lane in range(64) if v[w * 64 + lane] > 0) for w in range(2)]
     got = res[:, 6].view(np.uint32).astype(np.uint64) | (res[:, 7].view(np.uint32).astype(np.uint64) << 32)
     np.testing.assert_array_equal(got, np.repeat(np.array(masks, dtype=np.uint64), 64))
+
+
+BLOCK_LOOP_SOURCE = r"""
+#include <hip/hip_runtime.h>
+extern "C" __global__ void scale(int n, float a, const float* x, float* y) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i > 0 && i < n - 1) y[i] = a * (x[i - 1] + x[i] + x[i + 1]);
+}
+extern "C" __global__ void tile(int w, const float* x, float* y) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x, r = blockIdx.y * blockDim.y + threadIdx.y;
+  y[r * w + c] = 2.0f * x[r * w + c] + (float)(r - c);
+}
+extern "C" __global__ void lanes(float* y) {
+  y[blockIdx.x * blockDim.x + threadIdx.x] = (float)__lane_id();
+}
+"""
+
+
+def test_hip_kernels_without_barriers_run_a_block_per_call_and_match_numpy(tmp_path):
+    """AMDGPU's work-item and work-group ids become the block loop's thread and block indices (retarget,
+    block_loop.thread_indices_as_parameters): one call runs a block's threads in a loop LLVM vectorizes. A kernel
+    that reads its lane (mbcnt) keeps one call per thread. Results as NumPy computes them either way."""
+    import llvmlite.binding as llvm
+
+    from mneme.plugins.backends.host import image
+    from mneme.plugins.backends.host.backend import HostBackend
+
+    src = tmp_path / "loops.hip"
+    src.write_text(BLOCK_LOOP_SOURCE)
+    text = build_hip_ir(src, opt="-O3").read_text()
+    base, spacing = 0x7E6000000000, 16 << 20
+    backend = HostBackend()
+    dev = backend.open_device(0)
+    try:
+        dev.reserve(base, 1 << 28)
+        modes = {}
+
+        def run(kernel, grid, block, arrays, args):
+            loaded = dev.load(
+                backend.compile(llvm.parse_assembly(text), kernel, ExperimentConfiguration(grid=1, block=1), "x86_64")
+            )
+            modes[kernel] = loaded.mode
+            for k, a in enumerate(arrays):
+                dev.map(base + k * spacing, a.nbytes)
+                dev.write(base + k * spacing, a.tobytes())
+            dev.launch(loaded, grid, block, 0, args)
+            return [np.frombuffer(dev.read(base + k * spacing, a.nbytes), a.dtype) for k, a in enumerate(arrays)]
+
+        n = 5000
+        x, y = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+        got = run("scale", (20,), (256,), [x, y], struct.pack("<ifQQ", n - 3, 0.5, base, base + spacing))[1]
+        want = y.copy()
+        i = np.arange(1, n - 4)
+        want[i] = np.float32(0.5) * (x[i - 1] + x[i] + x[i + 1])
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+        assert np.array_equal(got[n - 4 :], y[n - 4 :]) and got[0] == y[0]
+        w, h = 96, 40
+        x2 = rng.random(w * h, dtype=np.float32)
+        got = run(
+            "tile", (6, 10), (16, 4), [x2, np.zeros(w * h, np.float32)], struct.pack("<i4xQQ", w, base, base + spacing)
+        )[1]
+        r, c = np.divmod(np.arange(w * h), w)
+        np.testing.assert_allclose(got, 2.0 * x2 + (r - c).astype(np.float32), rtol=1e-6)
+        got = run("lanes", (3,), (128,), [np.zeros(384, np.float32)], struct.pack("<Q", base))[0]
+        np.testing.assert_array_equal(got, (np.arange(384) % 64).astype(np.float32))  # wave64 lanes
+    finally:
+        dev.close()
+    assert modes["scale"] in (2, image.MODE_BLOCK_RUNS) and modes["tile"] in (2, image.MODE_BLOCK_RUNS)
+    assert modes["lanes"] not in (2, image.MODE_BLOCK_RUNS)
