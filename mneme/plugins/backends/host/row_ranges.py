@@ -53,6 +53,16 @@ _SREG = re.compile(
     r"^(?:tail |notail )?call (?:[\w()]+ |range\([^)]*\) )*i32 @__mneme\.nvvm\.read\.ptx\.sreg\."
     r"(?:ntid\.[xyz]|nctaid\.[xyz]|ctaid\.[yz])\(\)(?:\s*#\d+)?$"
 )
+# AMDGPU's: the work-group ids along y and z, and the packets the runtime fills once per launch (the block's extent
+# is read from them, by loads the retargeting marks invariant: retarget_amdgpu.constant_loads_invariant)
+_AMD_SREG = re.compile(
+    r"^(?:tail |notail )?call (?:[\w()]+ |range\([^)]*\) )*i32 @__mneme\.amdgcn\.workgroup\.id\.[yz]\(\)(?:\s*#\d+)?$"
+)
+_PACKET = re.compile(
+    r"^(?:tail |notail )?call (?:[\w()]+ )*ptr @__mneme\.amdgcn\.(?:implicitarg|dispatch)\.ptr\(\)(?:\s*#\d+)?$"
+)
+_PACKET_GEP = re.compile(rf"^getelementptr (?:inbounds |nuw |nusw )*i8, ptr {_V}, i64 (-?\d+)$")
+_PACKET_LOAD = re.compile(rf"^load (i\d+), ptr {_V}(?:, align (\d+))?$")
 _MINMAX = re.compile(
     rf"^(?:tail |notail )?call (i\d+) @llvm\.([su](?:min|max))\.i\d+\(i\d+ {_V}, i\d+ {_V}\)(?:\s*#\d+)?$"
 )
@@ -218,10 +228,20 @@ class _Slice:
                     return None
                 self.needed.add(value)
                 return "free"
-        if _SREG.match(rhs):
+        if _SREG.match(rhs) or _AMD_SREG.match(rhs):
             self.needed.add(value)
             return "free"
-        return None
+        # a field of a packet the runtime filled for the launch: always readable, and no kernel store changes it
+        kind = None
+        if _PACKET.match(rhs):
+            kind = "packet"
+        elif (m := _PACKET_GEP.match(rhs)) and self.kind(m.group(1)) == "packet":
+            kind = "packet"
+        elif (m := _PACKET_LOAD.match(rhs)) and "!invariant.load" in self.fn.lines[at]:
+            kind = "free" if self.kind(m.group(2)) == "packet" else None
+        if kind:
+            self.needed.add(value)
+        return kind
 
     def emit(self, value: str) -> str:
         """The definition of `value` as the span computes it: operands unwrapped, no flags that make poison."""
@@ -246,7 +266,13 @@ class _Slice:
         if m:
             ty = m.group(1)
             return f"{out} = call {ty} @llvm.{m.group(2)}.{ty}({ty} {v(m.group(3))}, {ty} {v(m.group(4))})"
-        return f"{out} = {rhs}"  # a special register's read
+        m = _PACKET_GEP.match(rhs)
+        if m:
+            return f"{out} = getelementptr i8, ptr {v(m.group(1))}, i64 {m.group(2)}"
+        m = _PACKET_LOAD.match(rhs)
+        if m:
+            return f"{out} = load {m.group(1)}, ptr {v(m.group(2))}, align {m.group(3) or 1}"
+        return f"{out} = {rhs}"  # a special register's read, a packet's address
 
     def operand(self, value: str) -> str:
         return self.name(self.fn.unwrap(value))

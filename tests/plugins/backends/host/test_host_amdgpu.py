@@ -484,3 +484,11 @@ def test_hip_kernels_without_barriers_run_a_block_per_call_and_match_numpy(tmp_p
         dev.close()
     assert modes["scale"] in (2, image.MODE_BLOCK_RUNS) and modes["tile"] in (2, image.MODE_BLOCK_RUNS)
     assert modes["lanes"] not in (2, image.MODE_BLOCK_RUNS)
+    # the stencil's two-sided guard is a range of the row: its block extent read from the implicit arguments
+    from host_launches import retargeted
+
+    from mneme.plugins.backends.host import row_ranges
+
+    guard = row_ranges.find_guard(retargeted(text, "scale").text, "scale")
+    assert guard is not None and sorted(guard.tests) == ["sgt", "slt"]
+    assert "@__mneme.amdgcn.implicitarg.ptr()" in guard.span and "load i16" in guard.span
