@@ -20,8 +20,9 @@ ENTRY = "__mneme_entry"
 #: the entry's form, in the build key: 2 runs the rows of a run of short power-of-two rows as one loop, 3 runs the
 #: threads below a kernel's guard through a copy with the guard taken, 4 the threads within a guard's range of the
 #: row (`row_ranges`: bounds on both sides, offsets, 2D tiles, the run's rows as one loop too), 5 checks the
-#: run's blocks against the range without an early exit, 6 takes HIP kernels too (AMDGPU's work-item ids)
-VERSION = "6"
+#: run's blocks against the range without an early exit, 6 takes HIP kernels too (AMDGPU's work-item ids),
+#: 7 their guards as ranges
+VERSION = "7"
 #: 0: long rows run every thread through the kernel's own guard (masked vector steps), as in form 2
 GUARD_ENV = "MNEME_HOST_GUARD_SPLIT"
 CTX_NTID = intrinsics.CTX_OFFSETS["ntid"]
