@@ -8,6 +8,7 @@ from test_tune_cli import invoke
 from test_tune_equivalent import LOOP_SPACE
 from tuning_sessions import capture_saxpy
 
+from mneme.core.tuning.outcome import PENALTY_FACTOR
 from mneme.core.tuning.simulate import simulate
 from mneme.core.tuning.sweep import Sweep, export_sweep
 
@@ -46,4 +47,7 @@ def test_equivalent_configurations_are_exported_with_the_measurement_they_share(
     # missing), and only the measured one is a candidate for the final comparison.
     assert (run.trials, run.equivalent, run.missing) == (1, 5, 0)
     assert sweep.points[run.search_pick].value == points[measured[0]]["value"]
-    assert run.compared == 1 and run.pick in (*points, sweep.baseline_hash)
+    # the measured one is compared unless its time counts as a failure's (100 baseline times: on a loaded machine a
+    # host launch can wait a scheduler slice, 4 ms, for a helper whose CPU another process holds, against 20 us)
+    eligible = points[measured[0]]["value"] < sweep.baseline.value * PENALTY_FACTOR
+    assert run.compared == int(eligible) and run.pick in (*points, sweep.baseline_hash)
