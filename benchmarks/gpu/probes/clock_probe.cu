@@ -12,6 +12,8 @@
 //   scripts/gpu-suite --run .gpu/bin/clock_probe
 #include <cuda_runtime.h>
 
+#include "probe_common.cuh"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,20 +21,6 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));             \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
-
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // One thread per block spins for `cycles` SM cycles; block b writes (ns, cycles) at out[2b].
 __global__ void spin(long long cycles, unsigned long long *out) {

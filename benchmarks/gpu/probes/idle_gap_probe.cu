@@ -5,11 +5,15 @@
 // replay process runs its timed launches back to back; an application launches with gaps (Python, the host's
 // own work) between them. So this times one kernel (out[i] = 2 * in[i], 1 and 8 MB) after the replay's flush (a
 // memset over twice the L2), with the host idle for 0, 20 us, 200 us, 2 ms or 20 ms before each flush, and
-// reads the SM clock the kernel ran at (clock64 against globaltimer in thread 0). Prints one JSON object per
+// reads the SM clock the kernel ran at (clock64 against globaltimer in thread 0). clock_probe.cu asked the
+// first half of this (the clock after idle, for a kernel of fixed cycles); this one times the replay's own
+// sequence, flush then kernel, as the corpus's misses would show it. Prints one JSON object per
 // (size, gap). A probe: its findings go to docs/design/investigations/, not to a results file.
 //
 //   nvcc -arch=sm_90 -O2 -o .gpu/probe/idle_gap_probe benchmarks/gpu/probes/idle_gap_probe.cu
 #include <cuda_runtime.h>
+
+#include "probe_common.cuh"
 
 #include <algorithm>
 #include <chrono>
@@ -18,26 +22,17 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(x)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));             \
-      std::exit(1);                                                                                \
-    }                                                                                              \
-  } while (0)
 
 __global__ void twice(const float *in, float *out, size_t n, unsigned long long *clocks) {
   unsigned long long c0 = 0, t0 = 0;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     c0 = clock64();
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    t0 = global_ns();
   }
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     out[i] = 2.0f * in[i];
   if (blockIdx.x == 0 && threadIdx.x == 0) {
-    unsigned long long c1 = clock64(), t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    unsigned long long c1 = clock64(), t1 = global_ns();
     clocks[0] = c1 - c0;
     clocks[1] = t1 - t0;
   }
