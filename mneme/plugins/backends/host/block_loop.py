@@ -10,11 +10,14 @@ With `runs` (retarget.FLAG_BLOCK_RUNS, the runtime's MODE_BLOCK_RUNS) one call r
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from mneme.core import envvars
 from mneme.plugins.backends.host import intrinsics
-from mneme.plugins.backends.host.irtext import match_paren, symbol_ref
-from mneme.plugins.backends.host.row_ranges import Guard
+from mneme.plugins.backends.host.irtext import function_span, min_max, parameter_list, symbol_ref
+
+if TYPE_CHECKING:
+    from mneme.plugins.backends.host.row_ranges import Guard
 
 ENTRY = "__mneme_entry"
 #: the entry's form, in the build key: 2 runs the rows of a run of short power-of-two rows as one loop, 3 runs the
@@ -67,13 +70,6 @@ def block_extent_loads() -> list[str]:
     ]
 
 
-def _definition(lines: list[str], kernel_name: str) -> tuple[int, int] | None:
-    """The indices of the kernel's `define` line and of its closing brace, or None where it is not defined."""
-    header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    return None if start is None else (start, lines.index("}", start))
-
-
 def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = False) -> tuple[str, bool, bool]:
     """Pass the thread index (and the block's x index) to the kernel as parameters, when only the kernel reads it.
 
@@ -86,7 +82,7 @@ def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = Fal
     of the GPU whose results are those of block after block.
     """
     lines = text.split("\n")
-    span = _definition(lines, kernel_name)
+    span = function_span(lines, kernel_name)
     if span is None:
         return text, False, False
     start, end = span
@@ -124,8 +120,7 @@ def thread_indices_as_parameters(text: str, kernel_name: str, serial: bool = Fal
         return text, False, False  # a read of a form not rewritten above
     runs = runs and not any(_CTAID_X.search(line) for line in lines[start + 1 : end])
     line = lines[start]
-    open_index = line.index(symbol_ref(kernel_name) + "(") + len(symbol_ref(kernel_name))
-    close = match_paren(line, open_index)
+    open_index, close = parameter_list(line, kernel_name)
     extra = ", ".join(f"i32 {p}" for p in (*TID_PARAMS, CTAID_PARAM))
     sep = ", " if line[open_index + 1 : close].strip() else ""
     lines[start] = line[:close] + sep + extra + line[close:]
@@ -280,15 +275,12 @@ def entry(
         ]
         flat_loops = [("lf", kernel_name, "lf.pre" if not guard else "lfc.done")]
         if guard:  # every block's row within the guard's span: the run's row through the guard's copy
-            span_args = ", ".join(
-                {"i32 %x": "i32 0", "i32 %lin": "i32 %row", "i32 %bx": "i32 %fbx"}.get(a, a) for a in call_args
-            )
             lines += [
                 "lfc:",  # blocks whose row leaves the range, counted without an early exit: a loop LLVM vectorizes
                 "  %fb = phi i32 [ 0, %lf.pre ], [ %fb1, %lfc ]",
                 "  %fout = phi i32 [ 0, %lf.pre ], [ %fout1, %lfc ]",
                 "  %fbx = add i32 %bx0, %fb",
-                f"  %cs = call {{ i64, i64 }} {symbol_ref(guard.span_name)}({span_args})",
+                _span_call("%cs", guard, call_args, "%fbx"),
                 "  %cs.l = extractvalue { i64, i64 } %cs, 0",
                 "  %cs.h = extractvalue { i64, i64 } %cs, 1",
                 "  %cs.n = zext i32 %ntx to i64",
@@ -355,11 +347,10 @@ def _guarded_rows(guard: Guard, call_args: list[str], short_label: str | None) -
     """The lines from the end of block `lb` to the loop over a row's threads (`lx`): the span of the guard's threads
     (`row_ranges`), threads [0, lo) through the kernel (`lx`, then `lx.mid`), [lo, hi) through the guard's copy
     (`lxh`), [hi, ntx) through the kernel again (`lx.last`): the row's threads in their order."""
-    span_args = ", ".join({"i32 %x": "i32 0", "i32 %lin": "i32 %row"}.get(a, a) for a in call_args)
     lines = [
         f"  br i1 %short, label {short_label}, label %lx.pre" if short_label else "  br label %lx.pre",
         "lx.pre:",
-        f"  %gs = call {{ i64, i64 }} {symbol_ref(guard.span_name)}({span_args})",
+        _span_call("%gs", guard, call_args, "%bx"),
         *_clamped_span("%gs", "%glo", "%ghi"),
         "  %gfirst = icmp ne i32 %glo, 0",
         "  br i1 %gfirst, label %lx, label %lx.mid",
@@ -383,6 +374,12 @@ def _guarded_rows(guard: Guard, call_args: list[str], short_label: str | None) -
     return lines
 
 
+def _span_call(out: str, guard: Guard, call_args: list[str], bx: str) -> str:
+    """The line calling the guard's span for the row of block `bx`: the kernel's arguments, thread x 0."""
+    args = ", ".join({"i32 %x": "i32 0", "i32 %lin": "i32 %row", "i32 %bx": f"i32 {bx}"}.get(a, a) for a in call_args)
+    return f"  {out} = call {{ i64, i64 }} {symbol_ref(guard.span_name)}({args})"
+
+
 def _clamped_span(span: str, lo: str, hi: str) -> list[str]:
     """`span`'s {lo, hi} as i32 `lo` and `hi`, 0 <= lo <= hi <= ntx."""
     p = lo
@@ -390,14 +387,10 @@ def _clamped_span(span: str, lo: str, hi: str) -> list[str]:
         f"  {p}.l = extractvalue {{ i64, i64 }} {span}, 0",
         f"  {p}.h = extractvalue {{ i64, i64 }} {span}, 1",
         f"  {p}.n = zext i32 %ntx to i64",
-        f"  {p}.lp = icmp sgt i64 {p}.l, 0",
-        f"  {p}.l0 = select i1 {p}.lp, i64 {p}.l, i64 0",
-        f"  {p}.ln = icmp slt i64 {p}.l0, {p}.n",
-        f"  {p}.l1 = select i1 {p}.ln, i64 {p}.l0, i64 {p}.n",
-        f"  {p}.hn = icmp slt i64 {p}.h, {p}.n",
-        f"  {p}.h0 = select i1 {p}.hn, i64 {p}.h, i64 {p}.n",
-        f"  {p}.hl = icmp sgt i64 {p}.h0, {p}.l1",
-        f"  {p}.h1 = select i1 {p}.hl, i64 {p}.h0, i64 {p}.l1",
+        *min_max(f"{p}.l0", "sgt", f"{p}.l", "0"),
+        *min_max(f"{p}.l1", "slt", f"{p}.l0", f"{p}.n"),
+        *min_max(f"{p}.h0", "slt", f"{p}.h", f"{p}.n"),
+        *min_max(f"{p}.h1", "sgt", f"{p}.h0", f"{p}.l1"),
         f"  {lo} = trunc i64 {p}.l1 to i32",
         f"  {hi} = trunc i64 {p}.h1 to i32",
     ]

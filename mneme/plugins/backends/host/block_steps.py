@@ -39,7 +39,7 @@ from mneme.plugins.backends.host import (
     retarget,
     steps,
 )
-from mneme.plugins.backends.host.irtext import UNMARKED, successors, symbol_ref
+from mneme.plugins.backends.host.irtext import UNMARKED, function_span, successors, symbol_ref
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     if frame is None or lanes._bytes(frame.group(1)) > MAX_FRAME_BYTES:
         return None
     out = stepped.split("\n")
-    span = steps._function_span(out, kernel_name)
+    span = function_span(out, kernel_name)
     if span is None:
         return None
     fields = accesses.split_operands(frame.group(1).strip()[1:-1])
@@ -155,13 +155,13 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     steady: dict[int, set[int]] = {}
     if soa:
         out, slots = _fields_as_arrays(out, *span, fields)
-        span = steps._function_span(out, kernel_name)
+        span = function_span(out, kernel_name)
         alike = divergence.uniform_fields(out, *span, slots) if uniform_enabled() else set()
         steady = divergence.steady_stops(out, *span, slots) if uniform_enabled() else {}
     shared: list[int] = []
     if alike:  # kept once per block where the step function allows (`block_shared`)
         out, shared, slots = block_shared.share(out, *span, slots, alike)
-        span = steps._function_span(out, kernel_name)
+        span = function_span(out, kernel_name)
     body = out[span[0] + 1 : span[1]]
     blocks = steps._blocks(body)
     if not blocks:
@@ -200,7 +200,7 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
     # passes whose threads past a uniform bound change nothing: a probe finds the bound, the loops stop there
     guards: dict[int, block_guards.Guard] = {}
     if soa and uniform_enabled():
-        span = steps._function_span(out, kernel_name)
+        span = function_span(out, kernel_name)
         guards = block_guards.thread_bounds(out, *span, slots, {k for k, on in markable.items() if on})
         for k, guard in guards.items():
             out += block_guards.probe(out, *span, _probe_name(kernel_name, k), guard)

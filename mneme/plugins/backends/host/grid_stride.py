@@ -39,7 +39,16 @@ import re
 
 from mneme.core import envvars
 from mneme.plugins.backends.host import block_loop, lanes, retarget, row_ranges, steps
-from mneme.plugins.backends.host.irtext import COND_BR, DEF, match_paren, successors, symbol_ref
+from mneme.plugins.backends.host.irtext import (
+    COND_BR,
+    DEF,
+    branch_taken,
+    function_span,
+    match_paren,
+    min_max,
+    successors,
+    symbol_ref,
+)
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +84,7 @@ def to_flat(text: str, kernel_name: str, params, runs: bool) -> str | None:
         return None
     named = steps._run_passes(text, lambda pm: pm.add_instruction_namer_pass())
     lines = named.split("\n")
-    span = steps._function_span(lines, kernel_name)
+    span = function_span(lines, kernel_name)
     if span is None:
         return None
     start, end = span
@@ -85,7 +94,7 @@ def to_flat(text: str, kernel_name: str, params, runs: bool) -> str | None:
     blocks = lanes._blocks(lines[start + 1 : end])
     if blocks is None or blocks[0][0] == "%__mneme_first":
         return None
-    body = _flat_body(blocks, (lines, (start, end, kernel_name)))
+    body = _flat_body(blocks, (lines, kernel_name))
     if body is None:
         return None
     flat = _flat_header(header, kernel_name)
@@ -118,11 +127,11 @@ def _operands(text: str) -> list[str]:
     return lanes._TOKEN.findall(text)
 
 
-def _flat_body(blocks: list[tuple[str, list[str]]], kernel=None) -> list[str] | None:
+def _flat_body(blocks: list[tuple[str, list[str]]], kernel: tuple[list[str], str]) -> list[str] | None:
     """The flat function's body lines, or None where the kernel is not the canonical grid-stride loop.
 
-    `kernel`: (the module's lines, (the kernel's define line, its closing line, its name)), where a guard at the top
-    of the loop's body on its index may run as a range (`row_ranges.loop_guard`)."""
+    `kernel`: (the module's lines, the kernel's name), where a guard at the top of the loop's body on its index may
+    run as a range (`row_ranges.loop_guard`)."""
     defs: dict[str, str] = {}  # value -> the right-hand side of its definition
     where: dict[str, str] = {}  # value -> label of its block
     uses: dict[str, int] = {}
@@ -226,9 +235,9 @@ def _flat_body(blocks: list[tuple[str, list[str]]], kernel=None) -> list[str] | 
         return None
     found = {"bound": bound, "ntid": ntid, "index": index, "following": following, "cond": cond}
     guard = None
-    if kernel is not None and block_loop.guard_split() and ity == "i32" and loop_header != latch:
+    if block_loop.guard_split() and ity == "i32" and loop_header != latch:
         outside = {v for v, lbl in where.items() if lbl not in loop}
-        guard = row_ranges.loop_guard(kernel[0], kernel[1], loop_header, latch, index, outside, ".__mneme_r")
+        guard = row_ranges.loop_guard(*kernel, loop_header, latch, index, outside, ".__mneme_r")
     return _emit(by_label, entry_label, chain, loop, loop_header, latch, exit_label, found, (signed, ity), guard)
 
 
@@ -408,14 +417,10 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
     # the guard's range within [lo, hi): [ga, gb); below it copy 0, within it copy 1 (the guard taken), above copy 2
     out += [
         *guard.lines,
-        f"  %__mneme_gl0 = icmp sgt i64 {guard.lo}, %__mneme_lo",
-        f"  %__mneme_gl1 = select i1 %__mneme_gl0, i64 {guard.lo}, i64 %__mneme_lo",
-        "  %__mneme_gl2 = icmp slt i64 %__mneme_gl1, %__mneme_hic",
-        "  %__mneme_gl = select i1 %__mneme_gl2, i64 %__mneme_gl1, i64 %__mneme_hic",
-        f"  %__mneme_gh0 = icmp slt i64 {guard.hi}, %__mneme_hic",
-        f"  %__mneme_gh1 = select i1 %__mneme_gh0, i64 {guard.hi}, i64 %__mneme_hic",
-        "  %__mneme_gh2 = icmp sgt i64 %__mneme_gh1, %__mneme_gl",
-        "  %__mneme_gh = select i1 %__mneme_gh2, i64 %__mneme_gh1, i64 %__mneme_gl",
+        *min_max("%__mneme_gl1", "sgt", guard.lo, "%__mneme_lo"),
+        *min_max("%__mneme_gl", "slt", "%__mneme_gl1", "%__mneme_hic"),
+        *min_max("%__mneme_gh1", "slt", guard.hi, "%__mneme_hic"),
+        *min_max("%__mneme_gh", "sgt", "%__mneme_gh1", "%__mneme_gl"),
         "  %__mneme_ga = trunc i64 %__mneme_gl to i32",
         "  %__mneme_gb = trunc i64 %__mneme_gh to i32",
         "  br label %__mneme_seg0",
@@ -466,8 +471,7 @@ def _loop_copy(by_label, loop, ends, found, kind, suffix, pre, first, stop, take
                 out.append(rename(line).replace(f"label {exit_label}", f"label {exit_to}"))
                 continue
             elif taken is not None and lbl == header and line is by_label[lbl][-1]:
-                branch = COND_BR.match(line)
-                line = line.replace(f"br i1 {branch.group(1)},", f"br i1 {'true' if taken else 'false'},", 1)
+                line = branch_taken(line, taken)
             out.append(rename(line))
     return out
 

@@ -48,6 +48,31 @@ def symbol_ref(name: str) -> str:
     return "@" + name if re.fullmatch(r"[-a-zA-Z$._][-a-zA-Z$._0-9]*|\d+", name) else '@"' + name + '"'
 
 
+def function_span(lines: list[str], name: str) -> tuple[int, int] | None:
+    """The indices of function `name`'s `define` line and of its closing brace, or None where it is not defined."""
+    header = re.compile(r"^define .*" + re.escape(symbol_ref(name)) + r"\(")
+    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
+    return None if start is None else (start, lines.index("}", start))
+
+
+def parameter_list(define_line: str, name: str) -> tuple[int, int]:
+    """The indices of the parentheses around function `name`'s parameters on its `define` line."""
+    open_index = define_line.index(symbol_ref(name) + "(") + len(symbol_ref(name))
+    return open_index, match_paren(define_line, open_index)
+
+
+def branch_taken(line: str, taken: bool) -> str:
+    """Conditional branch `line` with its condition the constant `taken`: the edges stay, phis keep their blocks."""
+    cond = COND_BR.match(line).group(1)
+    return line.replace(f"br i1 {cond},", f"br i1 {'true' if taken else 'false'},", 1)
+
+
+def min_max(out: str, keep: str, a: str, b: str) -> list[str]:
+    """IR lines setting i64 `out` to `a` where ``icmp keep a, b`` holds, else `b` (``slt``: the smaller, ``sgt``: the
+    larger)."""
+    return [f"  {out}.c = icmp {keep} i64 {a}, {b}", f"  {out} = select i1 {out}.c, i64 {a}, i64 {b}"]
+
+
 def match_paren(text: str, open_index: int) -> int:
     """The index of the parenthesis closing the one at `open_index` (quoted names skipped)."""
     depth = 0

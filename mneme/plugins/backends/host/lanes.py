@@ -40,7 +40,7 @@ import re
 
 from mneme.core import envvars
 from mneme.plugins.backends.host import accesses, block_loop, retarget, steps
-from mneme.plugins.backends.host.irtext import LABEL, UNMARKED, successors
+from mneme.plugins.backends.host.irtext import LABEL, UNMARKED, function_span, successors
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def to_lanes(text: str, kernel_name: str, params, lanes: int, runs: bool = False
     if lanes < 2:
         return None
     lines = text.split("\n")
-    span = steps._function_span(lines, kernel_name)
+    span = function_span(lines, kernel_name)
     if span is None or not all(p in lines[span[0]] for p in _TID_PARAMS):
         return None
     if any(_REFUSED.search(line) for line in lines[span[0] + 1 : span[1]]):
@@ -93,7 +93,7 @@ def to_lanes(text: str, kernel_name: str, params, lanes: int, runs: bool = False
         return None  # each thread runs straight through: the thread loop vectorizes as it is
     demoted = steps._run_passes(text, lambda pm: (pm.add_instruction_namer_pass(), pm.add_register_to_memory_pass()))
     lines = demoted.split("\n")
-    span = steps._function_span(lines, kernel_name)
+    span = function_span(lines, kernel_name)
     if span is None:
         return None
     start, end = span

@@ -35,10 +35,21 @@ import dataclasses
 import re
 
 from mneme.core import ir
-from mneme.plugins.backends.host.irtext import COND_BR, DEF, LABEL, LABEL_REF, match_paren, symbol_ref
+from mneme.plugins.backends.host import block_loop
+from mneme.plugins.backends.host.irtext import (
+    COND_BR,
+    DEF,
+    LABEL,
+    LABEL_REF,
+    branch_taken,
+    function_span,
+    min_max,
+    parameter_list,
+    symbol_ref,
+)
 
 #: the thread's x index, and its linear index (the row's start plus x), as `block_loop` passes them
-X_PARAMS = ("%__mneme_tid_x", "%__mneme_linear")
+X_PARAMS = (block_loop.TID_PARAMS[0], block_loop.TID_PARAMS[3])
 SPAN_SUFFIX = ".__mneme_span"
 CLONE_SUFFIX = ".__mneme_in_range"
 
@@ -96,10 +107,10 @@ class Guard:
     tests: tuple[str, ...]
 
 
-def _definition(lines: list[str], kernel_name: str) -> tuple[int, int] | None:
-    header = re.compile(r"^define .*" + re.escape(symbol_ref(kernel_name)) + r"\(")
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    return None if start is None else (start, lines.index("}", start))
+def _pure(rhs: str) -> bool:
+    """Whether a definition only computes a value: no store, call (but special registers' reads, a launch packet's
+    address and LLVM's min and max), phi or allocation."""
+    return not _EFFECT.search(rhs) or any(p.match(rhs) for p in (_SREG, _AMD_SREG, _PACKET, _MINMAX))
 
 
 def _rhs(line: str) -> str:
@@ -235,8 +246,8 @@ class _Slice:
         kind = None
         if _PACKET.match(rhs):
             kind = "packet"
-        elif (m := _PACKET_GEP.match(rhs)) and self.kind(m.group(1)) == "packet":
-            kind = "packet"
+        elif m := _PACKET_GEP.match(rhs):
+            kind = "packet" if self.kind(m.group(1)) == "packet" else None
         elif (m := _PACKET_LOAD.match(rhs)) and "!invariant.load" in self.fn.lines[at]:
             kind = "free" if self.kind(m.group(2)) == "packet" else None
         if kind:
@@ -332,25 +343,18 @@ def find_guard(text: str, kernel_name: str) -> Guard | None:
     """The kernel's opening guard as a range of a row's threads (`Guard`), or None where it has none this module
     takes."""
     lines = text.split("\n")
-    span = _definition(lines, kernel_name)
+    span = function_span(lines, kernel_name)
     if span is None or "!dbg" in lines[span[0]] or " comdat" in lines[span[0]]:
         return None  # a debug subprogram belongs to one function
     start, end = span
     fn = _Function(lines, start, end)
     sl = _Slice(fn, set(_params(lines[start], kernel_name)), set(X_PARAMS))
-    branch = COND_BR.match(lines[fn.first_end])
-    if branch is None:
-        return None
     chain = _chain(fn, sl, fn.first_end)
     if chain is None:
         return None
-    leaves = [leaf for _, _, found in chain for leaf in found]
-    tests = _tests(fn, sl, leaves)
+    tests = _tests(fn, sl, [leaf for _, _, found in chain for leaf in found])
     if not tests or all(kind == "row" for kind, *_ in tests):
         return None
-    for kind, a, b, _ in tests:  # the span computes every operand
-        if sl.kind(a) is None or (b and sl.kind(b) is None):
-            return None
     name = kernel_name + CLONE_SUFFIX
     clone = lines[start : end + 1]
     head = re.sub(
@@ -358,8 +362,7 @@ def find_guard(text: str, kernel_name: str) -> Guard | None:
     )
     clone[0] = head.replace(symbol_ref(kernel_name) + "(", symbol_ref(name) + "(", 1)
     for at, taken, _ in chain:
-        cond = COND_BR.match(lines[at]).group(1)
-        clone[at - start] = lines[at].replace(f"br i1 {cond},", f"br i1 {'true' if taken else 'false'},", 1)
+        clone[at - start] = branch_taken(lines[at], taken)
     span_name = kernel_name + SPAN_SUFFIX
     return Guard(
         name,
@@ -372,9 +375,10 @@ def find_guard(text: str, kernel_name: str) -> Guard | None:
 
 def _chain(fn: _Function, sl: _Slice, first: int) -> list[tuple[int, bool, list[tuple[str, bool]]]] | None:
     """The guard's branches: (line, whether its true side stays in the guard, the conditions it requires)."""
-    cond, t, f = COND_BR.match(fn.lines[first]).groups()
-    if t == f:
+    branch = COND_BR.match(fn.lines[first])
+    if branch is None or branch.group(2) == branch.group(3):
         return None
+    cond, t, f = branch.groups()
     for taken, inside, outside in ((True, t, f), (False, f, t)):
         rest = _extend(fn, sl, inside, outside)
         found = _flatten(fn, sl, cond, taken)
@@ -408,15 +412,7 @@ def _extend(fn: _Function, sl: _Slice, label: str, out: str) -> list[tuple[int, 
         branch = COND_BR.match(fn.lines[rows[-1]])
         if branch is None or out not in branch.group(2, 3) or branch.group(2) == branch.group(3):
             break
-        if any(
-            fn.lines[i].strip()
-            and (
-                not DEF.match(fn.lines[i])
-                or _EFFECT.search(_rhs(fn.lines[i]))
-                and not (_SREG.match(_rhs(fn.lines[i])) or _MINMAX.match(_rhs(fn.lines[i])))
-            )
-            for i in rows[:-1]
-        ):
+        if any(fn.lines[i].strip() and not (DEF.match(fn.lines[i]) and _pure(_rhs(fn.lines[i]))) for i in rows[:-1]):
             break
         taken = branch.group(3) == out
         leaves = _flatten(fn, sl, branch.group(1), taken)
@@ -429,8 +425,8 @@ def _extend(fn: _Function, sl: _Slice, label: str, out: str) -> list[tuple[int, 
 
 def _params(define_line: str, kernel_name: str) -> list[str]:
     """The value names of a define line's parameters, in order."""
-    open_index = define_line.index(symbol_ref(kernel_name) + "(") + len(symbol_ref(kernel_name))
-    inner = define_line[open_index + 1 : match_paren(define_line, open_index)]
+    open_index, close = parameter_list(define_line, kernel_name)
+    inner = define_line[open_index + 1 : close]
     return [(re.findall(r"%[-\w.$]+|%\"[^\"]+\"", piece) or [""])[-1] for piece in ir.split_top_level(inner)]
 
 
@@ -462,9 +458,8 @@ def _span_function(
     tests: list[tuple[str, str, str, bool]],
 ) -> str:
     """``{i64 lo, i64 hi}`` of the row's threads that pass the guard, from the kernel's arguments (x 0)."""
-    open_index = define_line.index(symbol_ref(kernel_name) + "(") + len(symbol_ref(kernel_name))
-    inner = define_line[open_index + 1 : match_paren(define_line, open_index)]
-    inner = re.sub(r"%(\d+)(?![-\w.$])", r"%__mneme_v\1", inner)
+    open_index, close = parameter_list(define_line, kernel_name)
+    inner = re.sub(r"%(\d+)(?![-\w.$])", r"%__mneme_v\1", define_line[open_index + 1 : close])
     out = [f"define internal {{ i64, i64 }} {symbol_ref(span_name)}({inner}) alwaysinline nounwind {{", "entry:"]
     out += ["  " + sl.emit(value) for value in _in_order(fn, sl.needed)]
     lines, lo, hi = _interval_lines(tests, sl.operand, "%__mneme_g")
@@ -482,39 +477,33 @@ def _interval_lines(tests: list[tuple[str, str, str, bool]], operand, prefix: st
     """The lines computing, in 64 bits, the range [lo, hi) of the affine value's offsets for which every test holds
     (unclamped: lo may be below 0, hi past the row); returns (lines, lo, hi)."""
     lo, hi = "0", "9223372036854775807"
-    v = operand
     out: list[str] = []
     for k, (kind, a, b, want) in enumerate(tests):
         p = f"{prefix}{k}"
         if kind == "row":  # the whole row or none of it
-            ok = v(a) if want else f"{p}.not"
+            ok = operand(a) if want else f"{p}.not"
             if not want:
-                out.append(f"  {p}.not = xor i1 {v(a)}, true")
+                out.append(f"  {p}.not = xor i1 {operand(a)}, true")
             out.append(f"  {p}.hi = select i1 {ok}, i64 {hi}, i64 -1")
             hi = f"{p}.hi"
             continue
         ext = "sext" if kind[0] == "s" else "zext"
+        # A + x against B: x against B - A, in 64 bits; where A + x would wrap past the top of its signedness, the
+        # range stops
         out += [
-            f"  {p}.a = {ext} i32 {v(a)} to i64",
-            f"  {p}.b = {ext} i32 {v(b)} to i64",
+            f"  {p}.a = {ext} i32 {operand(a)} to i64",
+            f"  {p}.b = {ext} i32 {operand(b)} to i64",
             f"  {p}.d = sub i64 {p}.b, {p}.a",
-            # where A + x would wrap past the top of its signedness, the range stops
             f"  {p}.w = sub i64 {2**31 if kind[0] == 's' else 2**32}, {p}.a",
-            f"  {p}.wl = icmp slt i64 {p}.w, {hi}",
-            f"  {p}.wh = select i1 {p}.wl, i64 {p}.w, i64 {hi}",
+            *min_max(f"{p}.wh", "slt", f"{p}.w", hi),
+            f"  {p}.e = add i64 {p}.d, {1 if kind[1:] in ('le', 'gt') else 0}",  # x < e (lt, le), x >= e (ge, gt)
         ]
         hi = f"{p}.wh"
         if kind[1:] in ("lt", "le"):
-            bound = f"{p}.d" if kind[1:] == "lt" else f"{p}.d1"
-            if kind[1:] == "le":
-                out.append(f"  {p}.d1 = add i64 {p}.d, 1")
-            out += [f"  {p}.l = icmp slt i64 {bound}, {hi}", f"  {p}.h = select i1 {p}.l, i64 {bound}, i64 {hi}"]
+            out += min_max(f"{p}.h", "slt", f"{p}.e", hi)
             hi = f"{p}.h"
         else:
-            bound = f"{p}.d" if kind[1:] == "ge" else f"{p}.d1"
-            if kind[1:] == "gt":
-                out.append(f"  {p}.d1 = add i64 {p}.d, 1")
-            out += [f"  {p}.g = icmp sgt i64 {bound}, {lo}", f"  {p}.lo = select i1 {p}.g, i64 {bound}, i64 {lo}"]
+            out += min_max(f"{p}.lo", "sgt", f"{p}.e", lo)
             lo = f"{p}.lo"
     return out, lo, hi
 
@@ -522,31 +511,26 @@ def _interval_lines(tests: list[tuple[str, str, str, bool]], operand, prefix: st
 @dataclasses.dataclass(frozen=True)
 class LoopGuard:
     """A guard at the top of a loop's body on the loop's index (`loop_guard`): `lines` compute, before the loop,
-    the range [`lo`, `hi`) (i64) of index values that pass it; the branch on line `line` goes to the body on its
-    true side when `taken`. `tests` as in `Guard`."""
+    the range [`lo`, `hi`) (i64) of index values that pass it; the guard's branch goes to the body on its true side
+    when `taken`."""
 
-    line: int
     taken: bool
     lines: tuple[str, ...]
     lo: str
     hi: str
-    tests: tuple[str, ...]
 
 
 def loop_guard(
-    lines: list[str],
-    span: tuple[int, int, str],
-    header: str,
-    latch: str,
-    index: str,
-    outside: set[str],
-    suffix: str,
+    lines: list[str], kernel_name: str, header: str, latch: str, index: str, outside: set[str], suffix: str
 ) -> LoopGuard | None:
-    """The guard that ends block `header` of kernel `span` = (define line, closing line, name) (a branch to the loop's body or
-    straight to its `latch`), as a range of the loop's 32-bit `index`; None where it is no such guard. `outside`:
-    the values the loop does not define (the range's lines read them as they are); the range's lines compute the
-    loop's own values they need with the index 0, named with `suffix`."""
-    start, end, kernel_name = span
+    """The guard that ends block `header` of kernel `kernel_name` in `lines` (a branch to the loop's body or straight
+    to its `latch`), as a range of the loop's 32-bit `index`; None where it is no such guard. `outside`: the values
+    the loop does not define (the range's lines read them as they are); the range's lines compute the loop's own
+    values they need with the index 0, named with `suffix`."""
+    span = function_span(lines, kernel_name)
+    if span is None:
+        return None
+    start, end = span
     fn = _Function(lines, start, end)
     if header not in fn.labels:
         return None
@@ -566,8 +550,6 @@ def loop_guard(
     tests = _tests(fn, sl, leaves) if leaves is not None else None
     if not tests or all(kind == "row" for kind, *_ in tests):
         return None
-    if any(sl.kind(a) is None or (b and sl.kind(b) is None) for _, a, b, _ in tests):
-        return None
     out = ["  " + sl.emit(value) for value in _in_order(fn, sl.needed)]
     more, lo, hi = _interval_lines(tests, sl.operand, "%__mneme_lg" + suffix.replace(".", "_"))
-    return LoopGuard(at, taken, tuple(out + more), lo, hi, tuple(kind for kind, *_ in tests))
+    return LoopGuard(taken, tuple(out + more), lo, hi)

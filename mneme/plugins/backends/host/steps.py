@@ -27,7 +27,7 @@ from collections.abc import Callable
 import llvmlite.binding as llvm
 
 from mneme.plugins.backends.host import intervals, intrinsics, retarget
-from mneme.plugins.backends.host.irtext import LABEL, LABEL_REF, LOCAL
+from mneme.plugins.backends.host.irtext import LABEL, LABEL_REF, LOCAL, function_span
 from mneme.plugins.backends.host.machine import target_machine
 
 log = logging.getLogger(__name__)
@@ -52,14 +52,6 @@ YIELD_POINT = "__mneme_yield_point"
 YIELD_BIT = 1 << 28  # resume ids of yields at loop headers (`intervals.yield_at_loops`): block step form only
 _POINTS = (f"@{POINT}()", f"@{WARP_POINT}()", f"@{PAUSE_POINT}()", f"@{YIELD_POINT}()")
 _ALLOCA = re.compile(r"^\s*(%[-\w.$]+) = alloca (.+?)(?:, align (\d+))?(?:, !.*)?$")
-
-
-def _function_span(lines: list[str], name: str) -> tuple[int, int] | None:
-    header = re.compile(r"^define .*" + re.escape(retarget.symbol_ref(name)) + r"\(")
-    start = next((i for i, line in enumerate(lines) if header.match(line)), None)
-    if start is None:
-        return None
-    return start, lines.index("}", start)
 
 
 def _defined_functions(lines: list[str]) -> dict[str, tuple[int, int]]:
@@ -264,25 +256,25 @@ def to_steps(
     text = _drop(text)
     named = _run_passes(text, lambda pm: pm.add_instruction_namer_pass())
     lines = named.split("\n")
-    span = _function_span(lines, kernel_name)
+    span = function_span(lines, kernel_name)
     if span is None:
         return None
     if tails is not None:
         lines, paused = intervals.pause_before_tails(lines, *span, calls, tails)
         added = {intervals.PAUSE: "pause"} if paused else {}
         if yields:
-            span = _function_span(lines, kernel_name)
+            span = function_span(lines, kernel_name)
             lines, looped = intervals.yield_at_loops(lines, *span, calls, tails)
             added |= {intervals.YIELD: "yield"} if looped else {}
         if added:
             sync = {**sync, **added}
             calls = re.compile(r"call [^@]*@(" + "|".join(re.escape(b) for b in sorted(sync)) + r")\(")
-        span = _function_span(lines, kernel_name)
+        span = function_span(lines, kernel_name)
     lines, count = _split_at_barriers(lines, *span, calls, sync)
     if not count:
         return None
     if recompute:
-        lines = intervals.recompute_across_blocks(lines, *_function_span(lines, kernel_name))
+        lines = intervals.recompute_across_blocks(lines, *function_span(lines, kernel_name))
     text = "\n".join(lines) + f"\ndeclare void @{POINT}() nounwind\ndeclare void @{WARP_POINT}() nounwind\n"
     text += f"declare void @{PAUSE_POINT}() nounwind\ndeclare void @{YIELD_POINT}() nounwind\n"
     text += (
@@ -292,7 +284,7 @@ def to_steps(
     text += "declare i32 @__mneme_block_get(i32) nounwind\n"
     demoted = _run_passes(text, lambda pm: pm.add_register_to_memory_pass())
     lines = demoted.split("\n")
-    span = _function_span(lines, kernel_name)
+    span = function_span(lines, kernel_name)
     if span is None:
         return None
     start, end = span

@@ -71,7 +71,8 @@ def _allowed_cpus(pid: int) -> dict[int, set[int]]:
     """Each thread of process `pid`: the CPUs it may run on."""
     found = {}
     for status in glob.glob(f"/proc/{pid}/task/*/status"):
-        line = next(line for line in open(status) if line.startswith("Cpus_allowed_list:"))
+        with open(status) as lines:
+            line = next(line for line in lines if line.startswith("Cpus_allowed_list:"))
         cpus: set[int] = set()
         for part in line.split()[1].split(","):
             lo, _, hi = part.partition("-")
@@ -80,14 +81,10 @@ def _allowed_cpus(pid: int) -> dict[int, set[int]]:
     return found
 
 
-@pytest.mark.parametrize("pin", [None, "0"], ids=["default", "MNEME_HOST_PIN=0"])
-def test_workers_that_take_every_cpu_get_one_each_unless_told_not_to(binary, monkeypatch, pin):
-    """Left to the scheduler, a helper polling on the launcher's CPU stayed there for hundreds of launches
-    while the other CPU idled (helper_threads.inc, pin_sandbox_workers)."""
-    cpus = os.sched_getaffinity(0)
-    if len(cpus) < 2:
-        pytest.skip(f"this process may use {len(cpus)} CPU: one worker, nothing to place")
-    monkeypatch.setenv("MNEME_HOST_THREADS", str(len(cpus)))
+def _sandbox_cpus(binary, monkeypatch, workers: int, pin: str | None) -> tuple[set[int], dict[int, set[int]]]:
+    """After one launch with `workers` workers (and `MNEME_HOST_PIN` = `pin`, unset for None): the CPUs the sandbox's
+    main thread may run on, and those of each of its other threads."""
+    monkeypatch.setenv("MNEME_HOST_THREADS", str(workers))
     if pin is None:
         monkeypatch.delenv("MNEME_HOST_PIN", raising=False)
     else:
@@ -103,7 +100,17 @@ def test_workers_that_take_every_cpu_get_one_each_unless_told_not_to(binary, mon
         threads = _allowed_cpus(pid)
     finally:
         dev.close()
-    serve = threads.pop(pid)  # the sandbox's main thread launches: worker 0
+    return threads.pop(pid), threads  # the sandbox's main thread launches: worker 0
+
+
+@pytest.mark.parametrize("pin", [None, "0"], ids=["default", "MNEME_HOST_PIN=0"])
+def test_workers_that_take_every_cpu_get_one_each_unless_told_not_to(binary, monkeypatch, pin):
+    """Left to the scheduler, a helper polling on the launcher's CPU stayed there for hundreds of launches
+    while the other CPU idled (helper_threads.inc, pin_sandbox_workers)."""
+    cpus = os.sched_getaffinity(0)
+    if len(cpus) < 2:
+        pytest.skip(f"this process may use {len(cpus)} CPU: one worker, nothing to place")
+    serve, threads = _sandbox_cpus(binary, monkeypatch, len(cpus), pin)
     if pin == "0":
         assert serve == cpus and all(allowed == cpus for allowed in threads.values())
         return
@@ -116,16 +123,5 @@ def test_workers_that_take_fewer_cpus_than_the_process_may_use_stay_unpinned(bin
     cpus = os.sched_getaffinity(0)
     if len(cpus) < 2:
         pytest.skip(f"this process may use {len(cpus)} CPU: no fewer workers than CPUs to start")
-    monkeypatch.setenv("MNEME_HOST_THREADS", str(len(cpus) - 1))
-    monkeypatch.delenv("MNEME_HOST_PIN", raising=False)
-    dev = HostBackend().open_device(0)
-    try:
-        dev.reserve(BASE, 1 << 28)
-        loaded = dev.load(binary)
-        dev.map(X, 1 << 16)
-        dev.map(Y, 1 << 16)
-        dev.launch(loaded, (32,), (128,), 0, struct.pack("<ifQQ", 4096, 1.0, X, Y))
-        threads = _allowed_cpus(loaded.sandbox.pid)
-    finally:
-        dev.close()
-    assert all(allowed == cpus for allowed in threads.values())
+    serve, threads = _sandbox_cpus(binary, monkeypatch, len(cpus) - 1, None)
+    assert serve == cpus and all(allowed == cpus for allowed in threads.values())
