@@ -80,15 +80,19 @@ def test_tiles_give_the_bytes_of_one_element_per_thread(module_text, name, block
     assert tiled[0] == each[0] == 5  # per run of blocks along x
     if ROW % block[0] == 0 or name == "stencil":  # the stencil writes what it reads from x alone: twice is once
         assert tiled[1][1].tobytes() == each[1][1].tobytes()
-    if name == "saxpy":  # every index the tile's threads reach, as often as they reach it
+    if name == "saxpy":  # every index the tile's threads reach is updated
         ty, bx, tx = np.meshgrid(np.arange(rows), np.arange(grid[0]), np.arange(block[0]), indexing="ij")
         i = (ty * ROW + bx * block[0] + tx).ravel()
         times = np.bincount(i[i < n], minlength=n)
-        want = y[:n].copy()
-        for k in range(1, times.max() + 1):
-            want[times >= k] = np.float32(2.5) * x[:n][times >= k] + want[times >= k]
-        np.testing.assert_allclose(tiled[1][1][:n], want, rtol=1e-6)
-        assert times.max() == (1 if ROW % block[0] == 0 else 2)
+        assert times.min() == 1 and times.max() == (1 if ROW % block[0] == 0 else 2)
+        once = np.float32(2.5) * x[:n] + y[:n]
+        twice = np.float32(2.5) * x[:n] + once
+        # An index two blocks reach (a row's last block running into the next row) is read, updated and written by
+        # both at once where they run on two workers, as on a GPU: the kernel's own race leaves one update or both.
+        got = tiled[1][1][:n]
+        np.testing.assert_allclose(got[times == 1], once[times == 1], rtol=1e-6)
+        both = times == 2
+        assert np.all(np.isclose(got[both], once[both], rtol=1e-6) | np.isclose(got[both], twice[both], rtol=1e-6))
 
 
 def test_a_fault_in_a_run_of_rows_names_the_run(module_text):
