@@ -1,24 +1,28 @@
 """Valid trials with and without launch contracts (issue 39, point 1): how much of the budget runs.
 
-    python benchmarks/gpu/bench_valid_trials.py --json results.json
+    python benchmarks/gpu/bench_valid_trials.py --json results.json [--trials 60 --seeds 1,2,3]
     python benchmarks/gpu/bench_valid_trials.py --backend host --trials 8 --kernels stencil-shared-16k --samplers guided
 
-Kernels whose code assumes its block shape (capture descriptions in benchmarks/gpu/sweeps/):
-a shared-memory stencil (a tile of BLOCK + 2 floats), a tiled transpose (TILE and BLOCK_ROWS
-compiled in), a shared 256-bin histogram (one bin cleared per thread: exactly 256 threads), and a
-shared-memory tree reduction with one result per block (exactly its block). For each sampler of
-``--samplers`` (default: random, and guided, the default sampler, which also narrows values that keep
-failing during the search), `mneme tune --space standard` (same seed) twice: launch contracts on (the
-default) and off (``-o contracts=false``: what the search alone learns). Per run: measured trials, how
-many verified (valid), the valid fraction, what failed and why, and the best speedup found. Target: at
-least 80% valid with contracts on.
+Kernels whose code assumes its block shape (capture descriptions in benchmarks/gpu/sweeps/, sources in
+tests/data/contracts/): a shared-memory stencil (a tile of BLOCK + 2 floats), a tiled transpose (TILE and
+BLOCK_ROWS compiled in), a shared 256-bin histogram (one bin cleared per thread: exactly 256 threads), a
+shared-memory tree reduction with one result per block (exactly its block), and, after Rodinia's hotspot
+and pathfinder (our own code), a thermal step in 16 x 16 tiles with a shared halo and a minimum-cost path
+four rows at a time over 256 columns a block (both index their cells by the compiled-in tile, not by
+blockDim). For each sampler of ``--samplers`` (default: random, and guided, the default sampler, which also
+narrows values that keep failing during the search) and each seed of ``--seeds``, `mneme tune --space
+standard` twice: launch contracts on (the default) and off (``-o contracts=false``: what the search alone
+learns). Per run: measured trials, how many verified (valid), the valid fraction, what failed and why, and
+the best speedup found. Target: at least 80% valid with contracts on.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
+import platform
 import sys
 import tempfile
 import time
@@ -26,7 +30,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEPS = ROOT / "benchmarks" / "gpu" / "sweeps"
-KERNELS = ("stencil-shared-16k", "transpose-tiled-128", "histogram-shared-16k", "reduce-sum-16k")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report  # benchmarks/gpu/report.py: the commit and machine of a GPU result
+
+KERNELS = (
+    "stencil-shared-16k",
+    "hotspot-512",
+    "pathfinder-64k",
+    "transpose-tiled-128",
+    "histogram-shared-16k",
+    "reduce-sum-16k",
+)
 
 
 def run(db: Path, contracts: bool, trials: int, backend: str, results: Path, seed: int, sampler: str) -> dict:
@@ -50,6 +64,7 @@ def run(db: Path, contracts: bool, trials: int, backend: str, results: Path, see
     fastest = summary.get("fastest") or {}
     return {
         "sampler": sampler,
+        "seed": seed,
         "contracts": contracts,
         "trials": counts["trials"],
         "valid": counts["ok"],
@@ -71,7 +86,8 @@ def summarize(figures: dict) -> list[str]:
         for r in entry["runs"]:
             fraction = "-" if r["valid_fraction"] is None else f"{100 * r['valid_fraction']:.0f}%"
             lines.append(
-                f"{name} {r.get('sampler', 'random')} contracts {'on' if r['contracts'] else 'off'}: "
+                f"{name} {r.get('sampler', 'random')} seed {r.get('seed', 1)} "
+                f"contracts {'on' if r['contracts'] else 'off'}: "
                 f"{r['valid']}/{r['trials']} valid "
                 f"({fraction}); failures {r['failures'] or 'none'}, unverified {r['unverified']}"
             )
@@ -82,7 +98,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--trials", type=int, default=24)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seeds", default="1", help="comma-separated: one run per seed")
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--kernels", default=",".join(KERNELS))
     parser.add_argument("--samplers", default="random,guided")
@@ -92,7 +108,11 @@ def main() -> int:
     from mneme.core.backend import get_backend
 
     samplers = [s for s in opts.samplers.split(",") if s]
+    seeds = [int(s) for s in opts.seeds.split(",") if s]
     figures: dict = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "commit": report.commit(),
+        "machine": report.machine() if opts.backend == "cuda" else {"host": platform.node()},
         "backend": opts.backend,
         "trials": opts.trials,
         "space": "standard",
@@ -119,19 +139,20 @@ def main() -> int:
             try:
                 db = cap.capture_spec(SWEEPS / f"{name}.yaml", Path(tmp) / name / "db", backend=opts.backend)
                 for sampler in samplers:
-                    for contracts in (True, False):
-                        entry["runs"].append(
-                            run(
-                                db,
-                                contracts,
-                                opts.trials,
-                                opts.backend,
-                                Path(tmp) / name / f"{sampler}-contracts-{contracts}",
-                                opts.seed,
-                                sampler,
+                    for seed in seeds:
+                        for contracts in (True, False):
+                            entry["runs"].append(
+                                run(
+                                    db,
+                                    contracts,
+                                    opts.trials,
+                                    opts.backend,
+                                    Path(tmp) / name / f"{sampler}-{seed}-contracts-{contracts}",
+                                    seed,
+                                    sampler,
+                                )
                             )
-                        )
-                        save()
+                            save()
             except Exception as exc:  # one kernel's failure must not hide the others
                 logging.exception("%s failed", name)
                 entry["error"] = repr(exc)[:300]

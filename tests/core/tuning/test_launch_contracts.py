@@ -72,6 +72,26 @@ def test_tiled_transpose_pins_the_block_it_compiles_in():
     assert "never blockDim.x" in reasons and "blockIdx.x * 32" in reasons and "never blockDim.y" in reasons
 
 
+def test_hotspot_tiles_pin_both_axes_of_their_compiled_in_tile():
+    # after Rodinia's hotspot: a 16 x 16 patch with a shared halo, cells indexed from the tile, not blockDim
+    contract = contract_of("hotspot_tiled", (16, 16, 1))
+    assert contract.allows((16, 16, 1))
+    for other in [(8, 16, 1), (16, 8, 1), (32, 16, 1), (16, 32, 1), (256, 1, 1), (32, 8, 1)]:
+        assert contract.violated(other) is not None, other
+    pinned = {r.axes for r in contract.rules if r.kind == "pinned"}
+    assert pinned == {"x", "y"}
+    assert any(r.kind == "shared" and "t (1296 bytes)" in r.reason for r in contract.rules)
+
+
+def test_pathfinder_rows_pin_the_columns_a_block_compiles_in():
+    # after Rodinia's pathfinder: 256 columns a block and a halo column each side, in shared memory
+    contract = contract_of("pathfinder_rows", (256, 1, 1))
+    assert [b for b in POWERS if contract.allows((b, 1, 1))] == [256]
+    rule = contract.violated((128, 1, 1))
+    assert rule.kind == "pinned" and "blockIdx.x * 256" in rule.reason
+    assert any(r.kind == "shared" and "cost (1032 bytes)" in r.reason for r in contract.rules)
+
+
 def test_shared_stencil_refuses_blocks_wider_than_its_tile():
     contract = contract_of("stencil_shared", (128, 1, 1))
     assert [r.kind for r in contract.rules] == ["shared"]
