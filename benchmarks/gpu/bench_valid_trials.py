@@ -23,6 +23,7 @@ import datetime
 import json
 import logging
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -62,6 +63,15 @@ def run(db: Path, contracts: bool, trials: int, backend: str, results: Path, see
     counts = summary["counts"]
     measured = counts["ok"] + counts["failed"] + counts["unverified"]
     fastest = summary.get("fastest") or {}
+    from mneme.core.tuning import report as tuning_report
+
+    store, _ = tuning_report.open_results(results)
+    errors: dict[str, int] = {}  # each failure's message, with its configuration's numbers left out
+    for record in store.records():
+        message = ((record.result or {}).get("error") or "") if record.status != "ok" else ""
+        if message:
+            key = re.sub(r"\d+", "N", message)[:200]
+            errors[key] = errors.get(key, 0) + 1
     return {
         "sampler": sampler,
         "seed": seed,
@@ -74,6 +84,7 @@ def run(db: Path, contracts: bool, trials: int, backend: str, results: Path, see
         "infeasible": counts["infeasible"],
         "fastest_speedup_estimate": fastest.get("speedup"),
         "wall_s": time.perf_counter() - started,
+        "errors": dict(sorted(errors.items(), key=lambda kv: -kv[1])[:5]),
     }
 
 
@@ -102,6 +113,7 @@ def main() -> int:
     parser.add_argument("--backend", default="cuda")
     parser.add_argument("--kernels", default=",".join(KERNELS))
     parser.add_argument("--samplers", default="random,guided")
+    parser.add_argument("--contracts", choices=("both", "on", "off"), default="both", help="off: the first seed only")
     opts = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from mneme import capture as cap
@@ -109,6 +121,7 @@ def main() -> int:
 
     samplers = [s for s in opts.samplers.split(",") if s]
     seeds = [int(s) for s in opts.seeds.split(",") if s]
+    modes = {"both": [True, False], "on": [True], "off": [False]}[opts.contracts]
     figures: dict = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "commit": report.commit(),
@@ -140,7 +153,7 @@ def main() -> int:
                 db = cap.capture_spec(SWEEPS / f"{name}.yaml", Path(tmp) / name / "db", backend=opts.backend)
                 for sampler in samplers:
                     for seed in seeds:
-                        for contracts in (True, False) if seed == seeds[0] else (True,):
+                        for contracts in modes if seed == seeds[0] else [m for m in modes if m]:
                             entry["runs"].append(
                                 run(
                                     db,

@@ -36,7 +36,7 @@ SOURCE = NATIVE / "cuptitime.c"
 HEADER = NATIVE / "cupti_timer.h"
 FLAGS = ("-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-pthread", "-std=gnu11")
 LIBRARY = NativeLibrary("mneme_cuptitime", "the kernel timer", (SOURCE,), (HEADER,), FLAGS, cache="cuda-cuptitime")
-ABI = 2
+ABI = 3
 TAGS = 1  # mneme_cupti_enable's mode: MCT_TAGS in cupti_timer.h
 WINDOWS = 2  # MCT_WINDOWS: kernel records only, a launch's found by its name and a time window (as the recorder)
 MATCH_ENV = "MNEME_CUPTI_MATCH"
@@ -112,6 +112,7 @@ class KernelTimer:
         self._next = 1
         self._enabled = False
         self.windows = False
+        self._warned_clock = False
         self.push = lib.mneme_cupti_push
         self.pop = lib.mneme_cupti_pop
 
@@ -134,19 +135,35 @@ class KernelTimer:
             self._enabled = True
 
     def window(self, name: str, launch, synchronize) -> float | None:
-        """Seconds of the one record of kernel `name` (mangled) that ran within `launch()` and `synchronize()`
-        (window mode; the device must run nothing else of that name meanwhile); None when none or several came.
-        What the stream holds before (a primed run of the same kernel) is drained first, outside the window."""
+        """Seconds of the one record of kernel `name` (mangled) that came from `launch()` (window mode; the device
+        must run nothing else of that name meanwhile); None when none or several came. What the stream holds
+        before (a primed run of the same kernel) is drained and its records delivered first, so the records that
+        come after are this launch's: they are found by the order they came in, not by their timestamps, which
+        CUPTI converts to its host clock and which in a long-lived process ran up to fall outside the host's
+        window around the launch (an H100 tuning process: every run after a minute or so)."""
         synchronize()
+        if self._lib.mneme_cupti_flush() != 0:
+            return None
+        seq = self._lib.mneme_cupti_seq()
         start = self._lib.mneme_cupti_now()
-        self._lib.mneme_cupti_arm(start)
         launch()
         synchronize()
         end = self._lib.mneme_cupti_now()
         if self._lib.mneme_cupti_flush() != 0:
             return None
-        ns = ctypes.c_uint64()
-        found = self._lib.mneme_cupti_take_window(name.encode(), start, end, ctypes.byref(ns))
+        ns, first, last = ctypes.c_uint64(), ctypes.c_uint64(), ctypes.c_uint64()
+        found = self._lib.mneme_cupti_take_since(
+            name.encode(), seq, ctypes.byref(ns), ctypes.byref(first), ctypes.byref(last)
+        )
+        if found == 1 and (first.value < start or last.value > end) and not self._warned_clock:
+            self._warned_clock = True
+            log.info(
+                "CUPTI's record of %s lies %.1f us before to %.1f us after the host's window around its launch "
+                "(matched by order, not by time)",
+                name,
+                max(0, start - first.value) * 1e-3,
+                max(0, last.value - end) * 1e-3,
+            )
         return ns.value * 1e-9 if found == 1 and ns.value else None
 
     def ids(self, n: int) -> int:
@@ -216,6 +233,8 @@ LOADER = NativeLoader(
         "mneme_cupti_now": (ctypes.c_uint64, []),
         "mneme_cupti_arm": (None, [ctypes.c_uint64]),
         "mneme_cupti_take_window": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64, _U64P]),
+        "mneme_cupti_seq": (ctypes.c_uint64, []),
+        "mneme_cupti_take_since": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, _U64P, _U64P, _U64P]),
     },
     abi=Abi("mneme_cupti_abi", ABI),
     after_load=_open_cupti,

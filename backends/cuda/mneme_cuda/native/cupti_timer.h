@@ -319,6 +319,34 @@ static int mct_take_window(const char *name, uint64_t from, uint64_t to, uint32_
     return found > 1 ? -1 : found;
 }
 
+/* How many kernel records window mode has kept so far (the ring's count): with mct_take_since, the records that
+ * came after a point, whatever their timestamps say. */
+static uint64_t mct_seq(void) {
+    pthread_mutex_lock(&mct_mu);
+    uint64_t n = mct.runs_next;
+    pthread_mutex_unlock(&mct_mu);
+    return n;
+}
+
+/* The one record of kernel `name` kept since mct_seq() gave `seq`: 1 and its duration, start and end into
+ * *ns, *start, *end; 0 none; -1 several (the last one's times). */
+static int mct_take_since(const char *name, uint64_t seq, uint64_t *ns, uint64_t *start, uint64_t *end) {
+    uint64_t h = mct_hash(name);
+    int found = 0;
+    pthread_mutex_lock(&mct_mu);
+    uint64_t first = mct.runs_next > MCT_RUNS && seq < mct.runs_next - MCT_RUNS ? mct.runs_next - MCT_RUNS : seq;
+    for (uint64_t i = first; i < mct.runs_next; ++i) {
+        const mct_run *run = &mct.runs[i % MCT_RUNS];
+        if (run->name_hash != h) continue;
+        *ns = run->end - run->start;
+        *start = run->start;
+        *end = run->end;
+        found++;
+    }
+    pthread_mutex_unlock(&mct_mu);
+    return found > 1 ? -1 : found;
+}
+
 /* Forget every waiting record (after a batch whose launches did not all run). */
 static void mct_forget(void) {
     pthread_mutex_lock(&mct_mu);

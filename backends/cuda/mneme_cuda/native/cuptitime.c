@@ -3,7 +3,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-EXPORT int mneme_cupti_abi(void) { return 2; }
+EXPORT int mneme_cupti_abi(void) { return 3; }
 EXPORT int mneme_cupti_open(const char *library) { return mct_open(library); }
 EXPORT const char *mneme_cupti_why(void) { return mct_why(); }
 EXPORT int mneme_cupti_enable(int mode) { return mct_enable(mode); }
@@ -30,4 +30,10 @@ EXPORT uint64_t mneme_cupti_now(void) { return mct_now(); }
 EXPORT void mneme_cupti_arm(uint64_t from) { mct_arm(from); }
 EXPORT int mneme_cupti_take_window(const char *name, uint64_t from, uint64_t to, uint64_t *ns) {
     return mct_take_window(name, from, to, ~0u, ns);
+}
+
+/* Sequence mode (the replay's windows): the kernel records kept so far, and the one of kernel `name` kept since. */
+EXPORT uint64_t mneme_cupti_seq(void) { return mct_seq(); }
+EXPORT int mneme_cupti_take_since(const char *name, uint64_t seq, uint64_t *ns, uint64_t *start, uint64_t *end) {
+    return mct_take_since(name, seq, ns, start, end);
 }
