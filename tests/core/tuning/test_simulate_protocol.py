@@ -14,7 +14,9 @@ from mneme.core.tuning.options import TuneOptions
 from mneme.core.tuning.simulate import Protocol, simulate
 from mneme.core.tuning.sweep import Sweep
 
-SAXPY = DATA / "sweeps" / "h100-saxpy-16k-quick.json"
+# saxpy as the H100 measured it on 2026-12-05: its optimum and recorded launch overlap in their measured runs
+# (the re-measured sweep of 2026-12-07 tells them apart at once, so it cannot show the later looks at work)
+SAXPY = DATA / "sweeps" / "2026-12-05" / "h100-saxpy-16k-quick.json"
 VECTOR_ADD = DATA / "sweeps" / "h100-vector-add-16k-quick.json"
 
 

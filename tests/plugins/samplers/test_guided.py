@@ -119,15 +119,18 @@ def test_without_the_recorded_point_or_the_start_it_still_searches(tmp_path):
     assert len({c.hash() for _, c, _ in seen}) == 30
 
 
+@pytest.mark.parametrize("noise", [False, True], ids=["medians", "measured-runs"])
 @pytest.mark.parametrize("sweep", H100_SWEEPS, ids=lambda p: p.stem)
-def test_guided_reaches_95_percent_of_the_optimum_at_a_fifth_of_the_budget_on_every_h100_sweep(sweep):
+def test_guided_reaches_95_percent_of_the_optimum_at_a_fifth_of_the_budget_on_every_h100_sweep(sweep, noise):
     # The evidence the default was chosen by (docs/design/default-sampler.md): each point answered with its
-    # measured median, 20 seeds, the median pick within 5% of the optimum.
+    # measured median, or with runs drawn from its measured ones, 20 seeds; the median pick within 5% of the
+    # optimum, both what best.json holds after the final comparison and the search's own best before it.
     data = Sweep.load(sweep)
     space = data.load_space()
     budget = max(1, round(0.2 * sum(1 for p in data.points.values() if p.status)))
-    fractions = [simulate(data, "guided", budget, seed, noise=False, space=space).fraction for seed in range(20)]
-    assert statistics.median(fractions) >= 0.95
+    runs = [simulate(data, "guided", budget, seed, noise=noise, space=space) for seed in range(20)]
+    assert statistics.median(r.fraction for r in runs) >= 0.95
+    assert statistics.median(r.search_fraction for r in runs) >= 0.95
 
 
 def test_mneme_tune_without_sampler_runs_guided():
