@@ -79,3 +79,59 @@ def test_the_helper_and_libcupti_load_through_the_core_loader(tmp_path):
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
     )
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"abi": cupti.ABI, "dropped": True, "timer": True}
+
+
+HARNESS = r"""
+#include "cupti_timer.h"
+static void keep(const char *name, uint64_t start, uint64_t end) {
+    mct_run *run = &mct.runs[mct.runs_next++ % MCT_RUNS];
+    run->name_hash = mct_hash(name);
+    run->start = start;
+    run->end = end;
+}
+int main(void) {
+    uint64_t ns = 0, start = 0, end = 0;
+    keep("k", 100, 150);                    /* a run before the point */
+    uint64_t seq = mct_seq();
+    printf("%d\n", mct_take_since("k", seq, &ns, &start, &end)); /* nothing since: 0 */
+    keep("flush", 200, 260);
+    keep("k", 10, 30);                      /* timestamps behind the host's window: found all the same */
+    int found = mct_take_since("k", seq, &ns, &start, &end);
+    printf("%d %llu %llu\n", found, (unsigned long long)ns, (unsigned long long)start);
+    keep("k", 5, 8);                        /* a primed run's record delivered late: the latest end wins */
+    found = mct_take_since("k", seq, &ns, &start, &end);
+    printf("%d %llu\n", found, (unsigned long long)ns);
+    for (int i = 0; i < MCT_RUNS + 5; i++) keep("other", 1, 2); /* the point fell out of the ring */
+    printf("%d\n", mct_take_since("k", seq, &ns, &start, &end));
+    return 0;
+}
+"""
+
+
+@needs_headers
+def test_a_launch_record_is_found_by_the_order_records_came_not_by_their_timestamps(tmp_path):
+    # The replay's windows (cupti.KernelTimer.window): flush, note how many records came, launch, flush, and take
+    # the kernel's records kept since; several: the one that ended last. Built against CUPTI's real header.
+    native = cupti.NATIVE
+    (tmp_path / "harness.c").write_text(HARNESS)
+    exe = tmp_path / "harness"
+    subprocess.run(
+        [
+            c_compiler(),
+            "-O1",
+            f"-I{native}",
+            f"-I{cupti.headers()}",
+            str(tmp_path / "harness.c"),
+            "-o",
+            str(exe),
+            "-ldl",
+            "-lpthread",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split("\n")
+    assert out[0] == "0"
+    assert out[1] == "1 20 10"
+    assert out[2] == "2 20"
+    assert out[3] == "0"

@@ -328,8 +328,8 @@ static uint64_t mct_seq(void) {
     return n;
 }
 
-/* The one record of kernel `name` kept since mct_seq() gave `seq`: 1 and its duration, start and end into
- * *ns, *start, *end; 0 none; -1 several (the last one's times). */
+/* The records of kernel `name` kept since mct_seq() gave `seq`: how many, and the duration, start and end of the
+ * one that ended last (the latest launch's; the GPU's timestamps order its own records) into *ns, *start, *end. */
 static int mct_take_since(const char *name, uint64_t seq, uint64_t *ns, uint64_t *start, uint64_t *end) {
     uint64_t h = mct_hash(name);
     int found = 0;
@@ -337,14 +337,17 @@ static int mct_take_since(const char *name, uint64_t seq, uint64_t *ns, uint64_t
     uint64_t first = mct.runs_next > MCT_RUNS && seq < mct.runs_next - MCT_RUNS ? mct.runs_next - MCT_RUNS : seq;
     for (uint64_t i = first; i < mct.runs_next; ++i) {
         const mct_run *run = &mct.runs[i % MCT_RUNS];
-        if (run->name_hash != h) continue;
+        if (run->name_hash != h || (found && run->end <= *end)) {
+            found += run->name_hash == h;
+            continue;
+        }
         *ns = run->end - run->start;
         *start = run->start;
         *end = run->end;
         found++;
     }
     pthread_mutex_unlock(&mct_mu);
-    return found > 1 ? -1 : found;
+    return found;
 }
 
 /* Forget every waiting record (after a batch whose launches did not all run). */
