@@ -290,20 +290,26 @@ def _arch() -> str:
     return CudaBackend().arch(0)
 
 
-def replay(db: Path, dynamic_hash: str, mode: str, iterations: int, before_flush: str | None = None):
+def replay(
+    db: Path,
+    dynamic_hash: str,
+    mode: str,
+    iterations: int,
+    before_flush: str | None = None,
+    extra_streams: int | None = None,
+):
     """The recorded configuration replayed as `mneme replay` does; `before_flush` ("", "read", "rewrite"): what
-    the SMs do to every recorded range before each flush, as $MNEME_CUDA_BEFORE_FLUSH asks, set on this
+    the SMs do to every recorded range before each flush, as $MNEME_CUDA_BEFORE_FLUSH asks, and `extra_streams`:
+    how many more streams the device holds while it times, as $MNEME_CUDA_EXTRA_STREAMS asks, each set on this
     executor's device only (None: as the environment says)."""
     from mneme.core.executor import BaseExecutor
 
     with BaseExecutor(db, record_id=dynamic_hash, backend="cuda", iterations=iterations, mode=mode) as ex:
-        if before_flush is None:
-            return ex.execute(ex.default_config())
-        was, ex.device.before_flush = ex.device.before_flush, before_flush
-        try:
-            return ex.execute(ex.default_config())
-        finally:
-            ex.device.before_flush = was
+        if before_flush is not None:
+            ex.device.before_flush = before_flush
+        if extra_streams is not None:
+            ex.device.extra_streams = extra_streams
+        return ex.execute(ex.default_config())
 
 
 def ir_variants(db: Path, dynamic_hash: str, variants: list[tuple[str, dict]], iterations: int, binary_s: float):
@@ -451,6 +457,10 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
                     touched = replay(db, dynamic_hash, binary, opts.iterations, before_flush=how)
                     if touched.median_time:
                         row.setdefault("before_flush_vs_recorded", {})[how or "none"] = touched.median_time / reference
+                for count in opts.extra_streams:
+                    streamed = replay(db, dynamic_hash, binary, opts.iterations, extra_streams=count)
+                    if streamed.median_time:
+                        row.setdefault("extra_streams_vs_recorded", {})[str(count)] = streamed.median_time / reference
                 if abs(row["replay_vs_recorded"] - 1) > 0.05 and time_left():
                     row["diagnosis_s"] = diagnose(db, dynamic_hash, binary, opts.iterations)
                     row["map_granularity_bytes"] = map_granularities()
@@ -512,6 +522,14 @@ def main() -> int:
         metavar="HOW[,HOW...]",
         help="also replay every instance's binary with what the SMs do to its recorded ranges before each flush "
         "set to each HOW (none, read, rewrite: $MNEME_CUDA_BEFORE_FLUSH), each in its own executor",
+    )
+    parser.add_argument(
+        "--extra-streams",
+        type=lambda text: [int(n) for n in text.split(",") if n],
+        default=[],
+        metavar="N[,N...]",
+        help="also replay every instance's binary with N more streams on the device while it times "
+        "($MNEME_CUDA_EXTRA_STREAMS), each N in its own executor",
     )
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=None, help="also write the table as markdown here")
@@ -600,6 +618,14 @@ def summarize(rows: list[dict], programs: list[dict]) -> list[str]:
             got = [r["before_flush_vs_recorded"][how] for r in rows if how in r.get("before_flush_vs_recorded", {})]
             lines.append(
                 f"app-corpus replay, recorded ranges before each flush: {how} (--before-flush; its own executor): "
+                f"within 5% {sum(1 for x in got if abs(x - 1) <= 0.05)}/{len(got)}, median {statistics.median(got):.3f}x"
+            )
+        for count in dict.fromkeys(c for r in rows for c in r.get("extra_streams_vs_recorded", {})):
+            got = [
+                r["extra_streams_vs_recorded"][count] for r in rows if count in r.get("extra_streams_vs_recorded", {})
+            ]
+            lines.append(
+                f"app-corpus replay with {count} more streams (--extra-streams; its own executor): "
                 f"within 5% {sum(1 for x in got if abs(x - 1) <= 0.05)}/{len(got)}, median {statistics.median(got):.3f}x"
             )
         for name, label in (

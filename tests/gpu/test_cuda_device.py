@@ -285,6 +285,29 @@ def test_a_read_or_rewrite_through_the_sms_before_each_flush_keeps_every_byte_an
     assert np.array_equal(np.frombuffer(cuda_device.read(pc, 4 * n), np.float32), a + b)
 
 
+def test_timing_with_extra_streams_opens_them_once_and_keeps_the_result_right(cuda_backend, cuda_device, space):
+    """MNEME_CUDA_EXTRA_STREAMS (here the attribute it sets): the streams exist, each with its memset run, before
+    the first timed run, and vector_add still computes a + b."""
+    n = 1 << 20
+    pa, pb, pc = space, space + 64 * MiB, space + 128 * MiB
+    rng = np.random.default_rng(8)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    cuda_device.write(pa, a)
+    cuda_device.write(pb, b)
+    cuda_device.extra_streams = 8
+    try:
+        with _compile(cuda_backend, cuda_device, "vector_add", "vector_add") as kernel:
+            args = _vector_add_args(pa, pb, pc, n)
+            times = cuda_device.time(kernel, dim3(n // 256), dim3(256), 0, args, 3)
+            opened = list(cuda_device._extra_streams)
+            cuda_device.time(kernel, dim3(n // 256), dim3(256), 0, args, 2)
+    finally:
+        cuda_device.extra_streams = 0
+    assert len(opened) == 8 and cuda_device._extra_streams == opened  # opened once, kept until the device closes
+    assert len(times) == 3 and all(0 < t < 0.1 for t in times)
+    assert np.array_equal(np.frombuffer(cuda_device.read(pc, 4 * n), np.float32), a + b)
+
+
 @pytest.mark.parametrize("timer", ["cupti", "events"])
 def test_timing_gives_one_duration_per_run_by_either_timer(cuda_backend, cuda_device, space, timer):
     n = 1 << 24

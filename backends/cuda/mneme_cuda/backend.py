@@ -52,6 +52,13 @@ class CudaBackend(Backend):
         EnvVar("MNEME_PTX_ASSEMBLER", "", "ptxas: assemble PTX with ptxas instead of nvJitLink", "cuda"),
         EnvVar("MNEME_MALLOC_TUNING", "1", "0: leave glibc's malloc settings during code generation", "cuda"),
         EnvVar(
+            "MNEME_CUDA_EXTRA_STREAMS",
+            "0",
+            "streams the CUDA device holds besides its own while it times, each with a finished memset (a diagnosis "
+            "of how an application's own streams move a replay's time)",
+            "cuda",
+        ),
+        EnvVar(
             "MNEME_CUDA_BEFORE_FLUSH",
             "",
             "read or rewrite: a flushed timed run first reads (or rewrites in place) the recorded ranges through the "

@@ -22,7 +22,7 @@ from mneme_cuda.memory import DeviceBuffer, PinnedBuffer, Reservation, allocatio
 from mneme_cuda.properties import attribute, compute_capability, device_handle, device_name
 from mneme_cuda.restore import DeviceDecode, DeviceMemory
 from mneme_cuda.snapio import NativeDecoder
-from mneme_cuda.timing import DeviceTiming, before_flush_setting
+from mneme_cuda.timing import DeviceTiming, before_flush_setting, extra_streams_setting
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,10 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
         self.copy_through = "engine"  # how `copy` moves bytes: "engine" (cuMemcpyDtoDAsync) or "sm" (a kernel)
         # flushed runs: what the SMs do to every mapped range before the flush (DeviceTiming.touch_mapped)
         self.before_flush = before_flush_setting()
+        # more streams while timing, as an application's process has them ($MNEME_CUDA_EXTRA_STREAMS; a diagnosis)
+        self.extra_streams = extra_streams_setting()
+        self._extra_streams: list[Any] = []
+        self._extra_word: DeviceBuffer | None = None
 
     # -- lifetime -------------------------------------------------------------------------------
     def _release(self) -> None:
@@ -117,6 +121,8 @@ class CudaDevice(DeviceMemory, DeviceKernels, DeviceTiming, Device):
             self._copier.shutdown(wait=False)
         if self._decoder:
             self._decoder.close()
+        for stream in self._extra_streams:
+            cu.cuStreamDestroy(stream)
         cu.cuStreamDestroy(self.stream)
         self.context_alive = False
         cu.cuDevicePrimaryCtxRelease(self.dev)

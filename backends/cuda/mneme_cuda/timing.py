@@ -31,6 +31,21 @@ def before_flush_setting() -> str:
     return how
 
 
+def extra_streams_setting() -> int:
+    """$MNEME_CUDA_EXTRA_STREAMS: how many more streams, each with a finished memset, the device holds while it
+    times (0: none). An application's process has streams of its own besides the one of the recorded launch; a probe
+    on the H100 timed a flushed 4 us kernel 0.19 us slower once 32 more streams existed
+    (docs/design/investigations/replay-timing-2026-12-06.md, tenth session). Off by default: a diagnosis."""
+    text = envvars.get("MNEME_CUDA_EXTRA_STREAMS") or "0"
+    try:
+        count = int(text)
+    except ValueError:
+        count = -1
+    if not 0 <= count <= 1024:
+        raise UsageError(f"MNEME_CUDA_EXTRA_STREAMS={text!r}: give a number of streams from 0 to 1024")
+    return count
+
+
 class DeviceTiming:
     """`CudaDevice`'s timed runs (a mixin: it uses the device's stream, launches and resets)."""
 
@@ -39,6 +54,18 @@ class DeviceTiming:
         while len(self._events) < n:
             self._events.append(check(cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate"))
         return self._events[:n]
+
+    def _open_extra_streams(self) -> None:
+        """Create the streams $MNEME_CUDA_EXTRA_STREAMS asks for, each with a memset of 4 bytes run to its end."""
+        cu = driver()
+        if self._extra_word is None:
+            self._extra_word = self.alloc(4)
+        while len(self._extra_streams) < self.extra_streams:
+            stream = check(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+            self._extra_streams.append(stream)
+            check(cu.cuMemsetD32Async(self._extra_word.addr, 0, 1, stream), "cuMemsetD32Async")
+        for stream in self._extra_streams:
+            check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize")
 
     def flush_l2(self) -> None:
         """Evict the L2 cache by writing a buffer twice its size (ordered on the stream)."""
@@ -161,6 +188,8 @@ class DeviceTiming:
         """Restore (`before_each`) and bring the L2 to `cache`'s state for the next timed run."""
         if before_each is not None:
             before_each()
+        if self.extra_streams > len(self._extra_streams):
+            self._open_extra_streams()
         if cache == "flushed":
             if self.before_flush:
                 self.touch_mapped(self.before_flush)

@@ -102,3 +102,24 @@ def test_an_unknown_before_flush_setting_is_a_usage_error_naming_the_variable_an
     monkeypatch.setenv("MNEME_CUDA_BEFORE_FLUSH", "1")
     with pytest.raises(UsageError, match=r"MNEME_CUDA_BEFORE_FLUSH='1' is not one of read, rewrite"):
         before_flush_setting()
+
+
+@pytest.mark.parametrize(("value", "count"), [("", 0), ("0", 0), ("32", 32), ("1024", 1024)])
+def test_the_extra_streams_while_timing_are_read_from_the_environment(monkeypatch, value, count):
+    from mneme_cuda.timing import extra_streams_setting
+
+    monkeypatch.setenv("MNEME_CUDA_EXTRA_STREAMS", value)
+    assert extra_streams_setting() == count
+
+
+@pytest.mark.parametrize("value", ["-1", "many", "1025"])
+def test_an_unusable_extra_streams_setting_is_a_usage_error_naming_the_variable(monkeypatch, value):
+    from mneme_cuda.timing import extra_streams_setting
+
+    from mneme.core.errors import UsageError
+
+    monkeypatch.setenv("MNEME_CUDA_EXTRA_STREAMS", value)
+    with pytest.raises(
+        UsageError, match=rf"MNEME_CUDA_EXTRA_STREAMS='{value}': give a number of streams from 0 to 1024"
+    ):
+        extra_streams_setting()
