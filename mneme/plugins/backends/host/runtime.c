@@ -85,6 +85,13 @@ typedef struct mn_fiber {
   const void *polled_at;
 } mn_fiber;
 
+#define MAX_SHARES 16 /* a launch's shares of blocks: a worker past the 16th starts in share k % 16 */
+typedef struct {
+  _Atomic uint64_t next; /* the share's next unclaimed block */
+  uint64_t end;          /* and its end */
+  char pad[48];
+} mn_share;
+
 typedef struct mn_launch {
   mn_entry_fn entry;
   void *args;
@@ -102,9 +109,13 @@ typedef struct mn_launch {
   int lazy_helpers, helpers_used;
   uint64_t wake_at_ns;
   struct mn_worker *launcher;
-  /* The block counter on a cache line of its own: every claim writes it, and the fields above are
-     read for every block (a shared line made two workers no faster than one). */
-  _Alignas(64) _Atomic uint64_t next_block;
+  /* The blocks in `parts` contiguous shares, worker k's own the k-th (workers.inc, claim_blocks): a launch repeated
+     on the same data finds each share's bytes in the cache of the CPU whose pinned worker ran it the time before; a
+     worker done with its share claims from the others'. Each share's counter on a cache line of its own: every
+     claim writes it, and the fields above are read for every block (a shared line made two workers no faster
+     than one). */
+  int parts;
+  _Alignas(64) mn_share share[MAX_SHARES];
   _Alignas(64) _Atomic int abort;
   _Atomic int failed;
   _Atomic int timed_out;
@@ -146,6 +157,7 @@ typedef struct mn_worker {
   sigjmp_buf jump;
   volatile int in_kernel;
   pthread_t thread; /* the thread running this worker in the current launch */
+  int home;         /* its share of a launch's blocks: 0 the launcher, k the k-th helper (mn_launch.share) */
 } mn_worker;
 
 /* initial-exec: no __tls_get_addr call on every context read (the runtime needs few TLS bytes) */
