@@ -262,18 +262,24 @@ def test_corpus_kernel_compiles_loads_and_runs_at_fixed_addresses(cuda_backend, 
         assert [size for _, size in kernel.param_layout()] == [8, 8, 8, 4]
 
 
+def _vector_add_inputs(cuda_device, space: int, seed: int):
+    """vector_add's 2^20 elements: (n, its three addresses in `space`, the two random inputs written there)."""
+    n = 1 << 20
+    addrs = (space, space + 64 * MiB, space + 128 * MiB)
+    rng = np.random.default_rng(seed)
+    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
+    cuda_device.write(addrs[0], a)
+    cuda_device.write(addrs[1], b)
+    return n, addrs, (a, b)
+
+
 @pytest.mark.parametrize("how", ["read", "rewrite"])
 def test_a_read_or_rewrite_through_the_sms_before_each_flush_keeps_every_byte_and_the_sum_right(
     cuda_backend, cuda_device, space, how
 ):
     """MNEME_CUDA_BEFORE_FLUSH (here the attribute it sets): each flushed run first reads, or rewrites in place,
     every mapped range through the SMs; the inputs keep their bytes and vector_add still computes a + b."""
-    n = 1 << 20
-    pa, pb, pc = space, space + 64 * MiB, space + 128 * MiB
-    rng = np.random.default_rng(7)
-    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
-    cuda_device.write(pa, a)
-    cuda_device.write(pb, b)
+    n, (pa, pb, pc), (a, b) = _vector_add_inputs(cuda_device, space, seed=7)
     cuda_device.before_flush = how
     try:
         with _compile(cuda_backend, cuda_device, "vector_add", "vector_add") as kernel:
@@ -288,12 +294,7 @@ def test_a_read_or_rewrite_through_the_sms_before_each_flush_keeps_every_byte_an
 def test_timing_with_extra_streams_opens_them_once_and_keeps_the_result_right(cuda_backend, cuda_device, space):
     """MNEME_CUDA_EXTRA_STREAMS (here the attribute it sets): the streams exist, each with its memset run, before
     the first timed run, and vector_add still computes a + b."""
-    n = 1 << 20
-    pa, pb, pc = space, space + 64 * MiB, space + 128 * MiB
-    rng = np.random.default_rng(8)
-    a, b = rng.random(n, dtype=np.float32), rng.random(n, dtype=np.float32)
-    cuda_device.write(pa, a)
-    cuda_device.write(pb, b)
+    n, (pa, pb, pc), (a, b) = _vector_add_inputs(cuda_device, space, seed=8)
     cuda_device.extra_streams = 8
     try:
         with _compile(cuda_backend, cuda_device, "vector_add", "vector_add") as kernel:

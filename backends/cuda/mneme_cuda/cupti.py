@@ -233,8 +233,6 @@ LOADER = NativeLoader(
         "mneme_cupti_take": (ctypes.c_size_t, [ctypes.c_uint64, ctypes.c_size_t, _U64P]),
         "mneme_cupti_seen": (None, [_U64P, _U64P]),
         "mneme_cupti_now": (ctypes.c_uint64, []),
-        "mneme_cupti_arm": (None, [ctypes.c_uint64]),
-        "mneme_cupti_take_window": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_uint64, _U64P]),
         "mneme_cupti_seq": (ctypes.c_uint64, []),
         "mneme_cupti_take_since": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, _U64P, _U64P, _U64P]),
     },

@@ -24,15 +24,10 @@ EXPORT size_t mneme_cupti_take(uint64_t first, size_t n, uint64_t *ns) {
     return found;
 }
 
-/* Window mode (MCT_WINDOWS, as the recorder matches): CUPTI's clock now, keep records from `from` on, and the one
- * record of kernel `name` inside [from, to] (1, its ns into *ns; 0 none; -1 several). */
+/* CUPTI's clock now (the host's window around a timed launch, kept for the clock's warning). */
 EXPORT uint64_t mneme_cupti_now(void) { return mct_now(); }
-EXPORT void mneme_cupti_arm(uint64_t from) { mct_arm(from); }
-EXPORT int mneme_cupti_take_window(const char *name, uint64_t from, uint64_t to, uint64_t *ns) {
-    return mct_take_window(name, from, to, ~0u, ns);
-}
 
-/* Sequence mode (the replay's windows): the kernel records kept so far, and the one of kernel `name` kept since. */
+/* Sequence mode (the replay's windows): the kernel records kept so far, and those of kernel `name` kept since. */
 EXPORT uint64_t mneme_cupti_seq(void) { return mct_seq(); }
 EXPORT int mneme_cupti_take_since(const char *name, uint64_t seq, uint64_t *ns, uint64_t *start, uint64_t *end) {
     return mct_take_since(name, seq, ns, start, end);

@@ -102,7 +102,6 @@ typedef struct mn_launch {
   uint64_t frame_bytes; /* per thread, step form */
   uint64_t chunk;   /* blocks a worker claims at once, at least, once the helpers are awake (workers.inc) */
   uint64_t opening; /* the launcher's next claim while its helpers sleep: 1, 2, 4, ... blocks */
-  int planned;      /* workers the launch may use: the launcher and its helpers */
   int runs;       /* MODE_BLOCK: the entry runs mn_ctx.run blocks along x per call */
   /* Helpers are woken only once the launching thread has run for WAKE_AFTER_NS with blocks left
      (helper_threads.inc): `lazy_helpers` still to wake, by `launcher`, from `wake_at_ns` on. */
