@@ -199,6 +199,13 @@ _VARS = [
         "blocks of rows of a power-of-two length (16x16 tiles)",
         "host",
     ),
+    EnvVar(
+        "MNEME_HOST_BLOCK_PREFETCH",
+        "1",
+        "0: host barrier kernels do not prefetch the slice of their inputs a later block reads at "
+        "blockIdx.x * blockDim.x + threadIdx.x",
+        "host",
+    ),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

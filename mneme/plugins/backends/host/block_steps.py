@@ -32,6 +32,7 @@ from mneme.plugins.backends.host import (
     block_guards,
     block_loop,
     block_passes,
+    block_prefetch,
     block_shared,
     block_uniform,
     divergence,
@@ -47,8 +48,9 @@ ENV = "MNEME_HOST_BLOCK_STEPS"
 LANES_ENV = "MNEME_HOST_BLOCK_LANES"
 UNIFORM_ENV = "MNEME_HOST_BLOCK_UNIFORM"
 FLAT_ENV = "MNEME_HOST_BLOCK_FLAT"
+PREFETCH_ENV = "MNEME_HOST_BLOCK_PREFETCH"
 #: a build-cache key: another form is another build product
-VERSION = "6"
+VERSION = "7"
 MAX_FRAME_BYTES = 1024  # per thread, on the stack of the worker running the block (1024 threads: 1 MiB)
 # step-function lines the entry's lane loops inline, all copies together: past it, no pass-start copies
 # (`block_uniform`), then no flat copies, so that compile time stays near the whole-frame form's
@@ -104,11 +106,22 @@ def flat_enabled() -> bool:
     return (envvars.get(FLAT_ENV) or "1") not in ("0", "off", "no", "false")
 
 
+def prefetch_enabled() -> bool:
+    """Whether a block prefetches the slice of its inputs a later block reads (``MNEME_HOST_BLOCK_PREFETCH``, default
+    on; `block_prefetch`)."""
+    return (envvars.get(PREFETCH_ENV) or "1") not in ("0", "off", "no", "false")
+
+
 def key() -> str:
     """The form's part of the build key: `VERSION` and the switches that change the code it generates."""
     if not enabled():
         return "off"
-    off = [("whole", lanes_enabled()), ("folded", uniform_enabled()), ("nested", flat_enabled())]
+    off = [
+        ("whole", lanes_enabled()),
+        ("folded", uniform_enabled()),
+        ("nested", flat_enabled()),
+        ("unfetched", prefetch_enabled()),
+    ]
     return "-".join([VERSION, *(name for name, on in off if not on)])
 
 
@@ -204,8 +217,9 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
         guards = block_guards.thread_bounds(out, *span, slots, {k for k, on in markable.items() if on})
         for k, guard in guards.items():
             out += block_guards.probe(out, *span, _probe_name(kernel_name, k), guard)
+    prefetch = block_prefetch.indexed_reads(lines, kernel_name) if prefetch_enabled() else []
     entry, metadata = _entry(
-        kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady, chunked, guards
+        kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady, chunked, guards, prefetch
     )
     param_bytes = max((p.offset + p.size for p in params), default=0)
     info = f"@{retarget.INFO} = constant [4 x i64] [i64 {static_shared}, i64 {retarget.FLAG_BLOCK_LOOP}, i64 {param_bytes}, i64 0]"
@@ -213,9 +227,11 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
         out = [_CTX_DECLARE.sub(r"\1nonnull align 8 dereferenceable(80) \2", line) for line in out]
     if "@llvm.cttz.i32(" not in stepped:
         metadata.append("declare i32 @llvm.cttz.i32(i32, i1)")
+    if prefetch and "@llvm.prefetch.p0(" not in stepped:
+        metadata.append("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)")
     declares = [
         f"declare {w} @llvm.{f}.{w}({w}, {w})"
-        for f in ("smin", "smax", *(("umin", "umax") if guards else ()))
+        for f in ("smin", "smax", *(("umin", "umax") if guards or prefetch else ()))
         for w in ("i32", "i64")
         if f"@llvm.{f}.{w}(" not in stepped
     ]
@@ -346,6 +362,7 @@ def _entry(
     steady: dict[int, set[int]] | None = None,
     chunked: set[int] = frozenset(),
     guards: dict | None = None,
+    prefetch: list[tuple[int, int]] = (),
 ) -> tuple[str, list[str]]:
     """``__mneme_entry(args)``: the block's passes; and the loop metadata it references.
 
@@ -359,6 +376,8 @@ def _entry(
     stops its interval reaches in every thread alike (`divergence.steady_stops`): its loops fold no resume points
     (`block_passes.steady_exit`). `chunked`: points whose flat loops run rows in chunks of `block_passes.CHUNK`
     threads (`block_passes.flat`). `guards`: points whose loops stop at the bound their probe finds (`block_guards`).
+    `prefetch`: (parameter position, element bytes) of the buffers whose next slice the block prefetches
+    (`block_prefetch`).
     """
     steady = steady or {}
     guards = guards or {}
@@ -404,9 +423,9 @@ def _entry(
         *alloc,
         *(f"  %{a}.a = alloca i32, align 8" for a in block_passes.FOLDS),
         *block_uniform.fold_setup(used, fields, proved),
-        "  br label %init",
+        *(block_prefetch.entry_lines(prefetch, "%init") or ["  br label %init"]),
         "init:",
-        "  %it = phi i32 [ 0, %entry ], [ %it1, %init ]",
+        f"  %it = phi i32 [ 0, {'%nb.done' if prefetch else '%entry'} ], [ %it1, %init ]",
         f"  %itp = getelementptr inbounds {cell}, ptr %frames, i32 %it",
         "  store i32 0, ptr %itp, align 4",
         "  %it1 = add nuw i32 %it, 1",

@@ -2,7 +2,8 @@
 step form in IR give the same bytes as the runtime's step form (``MNEME_HOST_BLOCK_STEPS=0``), as the block step
 form without its lanes layout (``MNEME_HOST_BLOCK_LANES=0``: whole frames, no recomputed values, pauses or
 pass-start parameters), as the form that folds every field (``MNEME_HOST_BLOCK_UNIFORM=0``), as the form with no
-loop over a plane's linear index (``MNEME_HOST_BLOCK_FLAT=0``) and as NumPy, with 1D, 2D and 3D blocks, threads that return before a barrier, private arrays kept across barriers, atomics after
+loop over a plane's linear index (``MNEME_HOST_BLOCK_FLAT=0``), as the form without the next blocks' prefetch
+(``MNEME_HOST_BLOCK_PREFETCH=0``) and as NumPy, with 1D, 2D and 3D blocks, threads that return before a barrier, private arrays kept across barriers, atomics after
 a barrier, values the same in every thread and values that differ."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import pytest
 from host_launches import launch, retargeted
 from irbuild import build_cuda_ir
 
-from mneme.plugins.backends.host import block_steps, steps
+from mneme.plugins.backends.host import block_prefetch, block_steps, steps
 
 BASE = 0x7E6000000000
 X, Y = BASE, BASE + (16 << 20)
@@ -217,8 +218,8 @@ def _run(text, kernel, grid, block, buffers, args):
 
 def _both(monkeypatch, *run_args):
     """(block steps, the runtime's step form): each (mode, buffers); block steps without the lanes layout, with
-    every field folded (no divergence analysis), and with no loop over a plane's linear index give the same bytes
-    as with them."""
+    every field folded (no divergence analysis), with no loop over a plane's linear index and without the next
+    blocks' prefetch give the same bytes as with them."""
     blocked = _run(*run_args)
     monkeypatch.setenv(block_steps.LANES_ENV, "0")
     whole = _run(*run_args)
@@ -232,6 +233,10 @@ def _both(monkeypatch, *run_args):
     nested = _run(*run_args)
     monkeypatch.delenv(block_steps.FLAT_ENV)
     assert [b.tobytes() for b in nested[1]] == [b.tobytes() for b in blocked[1]]
+    monkeypatch.setenv(block_steps.PREFETCH_ENV, "0")
+    unfetched = _run(*run_args)
+    monkeypatch.delenv(block_steps.PREFETCH_ENV)
+    assert [b.tobytes() for b in unfetched[1]] == [b.tobytes() for b in blocked[1]]
     monkeypatch.setenv(block_steps.ENV, "0")
     stepped = _run(*run_args)
     monkeypatch.delenv(block_steps.ENV)
@@ -246,6 +251,23 @@ def test_barrier_only_kernels_take_the_block_step_form_and_shuffles_do_not(modul
     assert sums.count("!llvm.access.group") >= 3  # every interval's loop over the threads is marked parallel
     across = _block_step_text(module_text, "private_across")
     assert "x float]" in across.split("%__mneme_frame_t = type ")[1].split("\n")[0]  # the array is in the frame
+
+
+def test_kernels_that_read_at_the_global_index_prefetch_a_later_blocks_slice_and_no_others(module_text, monkeypatch):
+    # x (parameter 1) read at blockIdx.x * blockDim.x + threadIdx.x, and the slice of a block 2 later (`AHEAD`)
+    for kernel in ("sums", "reverse_some", "atomic_tail", "private_across"):
+        assert block_prefetch.indexed_reads(retargeted(module_text, kernel).text.split("\n"), kernel) == [(1, 4)]
+        text = _block_step_text(module_text, kernel)
+        assert "call void @llvm.prefetch.p0(ptr %nb.p1, i32 0, i32 3, i32 1)" in text, kernel
+        assert f"%nb.b = add i64 %nb.bx, {block_prefetch.AHEAD}" in text
+    # other indices: the block's size from two extents, 2D tiles, a pointer moved per round, a grid-stride loop
+    # (each thread's later reads are not the next block's)
+    for kernel in ("block_sum", "tile_sum", "walk", "stride_sum"):
+        assert block_prefetch.indexed_reads(retargeted(module_text, kernel).text.split("\n"), kernel) == [], kernel
+        assert "@llvm.prefetch.p0(" not in _block_step_text(module_text, kernel), kernel
+    monkeypatch.setenv(block_steps.PREFETCH_ENV, "0")
+    assert "@llvm.prefetch.p0(" not in _block_step_text(module_text, "sums")
+    assert block_steps.key().endswith("-unfetched")  # another build product
 
 
 @pytest.mark.parametrize(("block", "n"), [((256,), 256 * 37 - 11), ((64,), 64 * 5), ((16, 16), 256 * 9 + 100)])
