@@ -217,7 +217,11 @@ def to_block_steps(text: str, kernel_name: str, params, static_shared: int) -> s
         guards = block_guards.thread_bounds(out, *span, slots, {k for k, on in markable.items() if on})
         for k, guard in guards.items():
             out += block_guards.probe(out, *span, _probe_name(kernel_name, k), guard)
-    prefetch = block_prefetch.indexed_reads(lines, kernel_name) if prefetch_enabled() else []
+    # pointers the entry loads as %a<index> (not byval or byref aggregates, which it passes in place)
+    plain = {p.index for p in params if p.type == "ptr" and p.byval is None and not p.byref}
+    prefetch = (
+        [r for r in block_prefetch.indexed_reads(lines, kernel_name) if r[0] in plain] if prefetch_enabled() else []
+    )
     entry, metadata = _entry(
         kernel_name, params, markable, next_md, soa, uniform, flat, len(shared), steady, chunked, guards, prefetch
     )
