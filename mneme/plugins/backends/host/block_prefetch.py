@@ -1,4 +1,4 @@
-"""Block-step kernels that read a buffer at the global 1D index prefetch the next block's slice of it.
+"""Block-step kernels that read a buffer at the global 1D index prefetch a later block's slice of it.
 
 A block-step kernel (`block_steps`: a reduction's shared-memory tree, a scan) runs each block's passes between its
 barriers on one CPU, and its first pass reads the block's inputs, ``x[blockIdx.x * blockDim.x + threadIdx.x]``: a
