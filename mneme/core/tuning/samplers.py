@@ -57,6 +57,10 @@ class Sampler(abc.ABC):
     def spec(self) -> str:
         return f"{self.name}:{self.variant}" if self.variant else self.name
 
+    #: The objective the loop tells for a failed, unverified or infeasible point (`PENALTY_FACTOR` times the
+    #: baseline's time), set once the baseline is measured; None before, and for a loop that does not say.
+    penalty: float | None = None
+
     def bind(self, space: Any, *, parallel: int = 1, budget: int | None = None) -> None:
         """Attach the search space, before any ask."""
         self.space = space

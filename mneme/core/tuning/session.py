@@ -405,6 +405,7 @@ class TuningSession:
     def _start_loop(self) -> None:
         """The search loop over what it reads, fixed now that the baseline (the penalty, the timer) is known."""
         opts = self.options
+        self.sampler.penalty = self.penalty  # a sampler may tell failures from slow points by it
         ctx = LoopContext(
             run=self.run_info(),
             store=self.store,

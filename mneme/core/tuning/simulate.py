@@ -113,6 +113,7 @@ def simulate(
     sampler.bind(space, parallel=1, budget=budget)
     rng = np.random.default_rng(seed)
     penalty = (sweep.baseline.value or sweep.optimum) * PENALTY_FACTOR
+    sampler.penalty = penalty  # as the loop sets it
     optimum = sweep.optimum
     run = Simulation(sampler_spec, budget, seed)
     observed: dict[str, float] = {}

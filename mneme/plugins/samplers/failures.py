@@ -15,13 +15,18 @@ this memory proposes fewer of them (docs/design/default-sampler.md, "Failures"):
   unproven value, so every further failure is blamed on one value.
 
 The sampler sees failures only through their objective: the loop tells a failed, unverified or
-infeasible point a penalty of `PENALTY_FACTOR` times the baseline, so a value at least `FAILURE_RATIO`
-times the best value told is a failure.
+infeasible point a penalty of `PENALTY_FACTOR` times the baseline, and says which value that is
+(`Sampler.penalty`), so a value equal to it is a failure. A slow point that ran and verified is never one,
+however slow: a block of one thread, or a first launch under load, can take more than `FAILURE_RATIO` times
+the best, and counting it as failed banned values that work (on the host, with a busy CPU, a guided search
+narrowed to fewer valid points than one without narrowing). Where the penalty is not known (a loop of
+another tool's), a value at least `FAILURE_RATIO` times the best value told is taken for one.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -50,6 +55,7 @@ class FailureMemory:
         self.proven: dict[str, set[str]] = {}
         self.frozen: set[str] = set()
         self._cautious = False
+        self.penalty: float | None = None  # the loop's value for failures (`Sampler.penalty`), where known
 
     def bind(self, values: Mapping[str, Sequence[Any] | None]) -> None:
         self._dims = list(values)
@@ -57,6 +63,8 @@ class FailureMemory:
         self.proven = {d: set() for d in self._dims}
 
     def is_failure(self, value: float) -> bool:
+        if self.penalty is not None:
+            return math.isclose(value, self.penalty, rel_tol=1e-9)
         return self._best is not None and value >= FAILURE_RATIO * self._best
 
     def infeasible(self, encoded: Mapping[str, Any]) -> None:

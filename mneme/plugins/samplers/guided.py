@@ -9,7 +9,7 @@ unmeasured neighbours (one dimension changed by one step, or one category swappe
 best first, which is where the optimum of a launch/compiler space lies once its region is known.
 
 The sampler is deterministic given its seed. Results it did not ask for (`observe`) join its history.
-Failures (a told value of at least `FAILURE_RATIO` times the best value: the loop's penalty) feed
+Failures (a told value equal to the loop's penalty, `Sampler.penalty`) feed
 `failures.FailureMemory`, which bans the values blamed for them and freezes a dimension whose changes keep
 failing, so that failures do not crowd out valid trials.
 """
@@ -327,6 +327,7 @@ class GuidedSampler(Sampler):
         if not math.isfinite(value):
             return
         self._told[key] = (dict(encoded), float(value))
+        self.failures.penalty = self.penalty
         self.failures.told(encoded, float(value))
 
 

@@ -85,10 +85,13 @@ def test_failing_block_sizes_are_narrowed_so_at_least_80_percent_of_trials_verif
     assert valid >= 0.8, counts
 
 
-def test_without_narrowing_more_of_the_budget_goes_to_blocks_that_do_not_verify(scale_lanes_db, tmp_path):
-    _, narrowed = tune(scale_lanes_db, tmp_path / "on", "guided", trials=30)
-    counts, blind = tune(scale_lanes_db, tmp_path / "off", "guided", {"narrow": "false"}, trials=30)
-    assert narrowed > blind, counts
+def test_with_narrowing_the_blocks_that_do_not_verify_get_at_most_three_trials(scale_lanes_db, tmp_path):
+    # 256, 512 and 1024 do not verify. Each failure the search tells bans the value it blames, so however the
+    # timings order the rest of the search (a busy CPU reorders it: a guided search without narrowing spent 1 to 5
+    # of 30 trials on them, with it 2 or 3), at most three trials go to them.
+    for seed in (0, 1):
+        counts, _ = tune(scale_lanes_db, tmp_path / f"on{seed}", "guided", trials=30, seed=seed)
+        assert 1 <= counts["unverified"] <= 3, counts
 
 
 # -- the memory itself, on told values ------------------------------------------------------------------
@@ -136,3 +139,14 @@ def test_values_are_failures_only_relative_to_the_best_told():
     assert not m.is_failure(50.0)
     m.told({"block": 64}, 1.0)
     assert m.is_failure(50.0) and m.banned["block"] == {"128"}
+
+
+def test_with_the_loops_penalty_known_only_that_value_is_a_failure_however_slow_a_point_ran():
+    m = memory(block=[1, 64, 128, 256], fast=[False, True])
+    m.penalty = PENALTY_FACTOR * 2.0  # the loop's value for failures: 100 times a baseline of 2.0
+    m.told({"block": 64, "fast": False}, 1.0)
+    m.told({"block": 1, "fast": False}, 80.0)  # ran and verified, 80 times slower than the best: not a failure
+    assert not m.is_failure(80.0) and not m.banned["block"]
+    assert m.proven["block"] == {"1", "64"}
+    m.told({"block": 256, "fast": False}, PENALTY_FACTOR * 2.0)
+    assert m.is_failure(PENALTY_FACTOR * 2.0) and m.banned["block"] == {"256"}
