@@ -264,6 +264,47 @@ def cupti_launches(command: list[str], tmp: Path) -> tuple[dict[str, int] | None
     return dict(counts), ""
 
 
+def raw_recorded_launches(raw: Path, which: str = "recorded") -> list[tuple[tuple[str, str], tuple, float]]:
+    """The recorded launches timed from a flushed L2, in the order the recorder wrote them (a process's launch
+    folders by sequence number): ((kernel, dynamic hash), (kernel, grid, block, shared memory, how many such launches
+    of the kernel came before it), seconds); `which` as `raw_recorded_times`."""
+    from mneme_cuda import recorder
+
+    from mneme.core.recorder.rawdir import launches, recorded_times, retimed_image_times, retimed_times
+    from mneme.core.records.model import dynamic_hash_of
+
+    first = {"recorded": recorded_times, "retimed": retimed_times, "image": retimed_image_times}[which](raw)
+    out, seen = [], Counter()
+    for _, m in launches(recorder.FORMAT, raw):
+        shape = (m["kernel"], tuple(m["grid"]), tuple(m["block"]), m["shared_mem"])
+        nth = seen[shape]
+        seen[shape] += 1
+        key = (m["kernel"], m.get("instance_key", ""))
+        if key in first and first[key][1] == "flushed":
+            digest = dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"]))
+            out.append(((m["kernel"], digest), (*shape, nth), first[key][0]))
+    return out
+
+
+def times_of_the_first_runs_instances(
+    first: list[tuple[tuple[str, str], tuple]], further: list[tuple[tuple[str, str], tuple, float]]
+) -> dict[tuple[str, str], float]:
+    """A further run's recorded times, keyed by the first run's instances: by the instance's own key (kernel,
+    dynamic hash) where the run recorded it, else by its place (the same kernel and shape, as many such launches
+    before it), so an instance whose arguments hold other addresses in each run (a framework's allocator) still
+    gets one sample a run. Each first-run instance takes at most one time per run."""
+    keys = {key for key, _ in first}
+    by_place = {place: key for key, place in first}
+    out: dict[tuple[str, str], float] = {}
+    for key, _, seconds in further:  # the exact keys first, so a place never takes an instance they hold
+        if key in keys:
+            out.setdefault(key, seconds)
+    for key, place, seconds in further:
+        if key not in keys and by_place.get(place) not in (None, *out):
+            out[by_place[place]] = seconds
+    return out
+
+
 def raw_recorded_times(raw: Path, which: str = "recorded") -> dict[tuple[str, str], float]:
     """(kernel, dynamic hash) -> the recorded launch's in-application seconds from a flushed L2, from a raw folder
     (no finalize); `which`: "retimed" for its second time (MNEME_RECORD_RETIME), "image" for its third, through
@@ -363,6 +404,7 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
     from mneme.core.records import RecordedExecution
 
     counted, databases, warnings, code, raw, times = record(name, command, tmp, library)
+    first_launches = [(key, place) for key, place, _ in raw_recorded_launches(raw)]
     entry = {"program": name, "exit": code, "launched": counted, "recorded": {}, "warnings": warnings}
     # The recorded launch's time in each run (one sample per process).
     samples: dict[tuple[str, str], list[float]] = {}
@@ -377,13 +419,11 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
             break
         further = tmp / f"run{run}"
         further.mkdir()
-        *_, further_raw, further_times = record(name, command, further, library, finalize=False, retime=True)
-        for k, seconds in further_times.items():
-            samples.setdefault(k, []).append(seconds)
-        for k, seconds in raw_recorded_times(further_raw, "retimed").items():
-            retimed.setdefault(k, []).append(seconds)
-        for k, seconds in raw_recorded_times(further_raw, "image").items():
-            image.setdefault(k, []).append(seconds)
+        *_, further_raw, _ = record(name, command, further, library, finalize=False, retime=True)
+        for which, into in (("recorded", samples), ("retimed", retimed), ("image", image)):
+            matched = times_of_the_first_runs_instances(first_launches, raw_recorded_launches(further_raw, which))
+            for k, seconds in matched.items():
+                into.setdefault(k, []).append(seconds)
         for kernel, noted in retime_facts(further_raw).items():
             facts.setdefault(kernel, {}).update(noted)
         shutil.rmtree(further, ignore_errors=True)  # its snapshots: only the times were wanted
@@ -498,7 +538,8 @@ def main() -> int:
         "--app-runs",
         type=int,
         default=3,
-        help="runs of each program under the recorder; the reference is the median of their recorded times",
+        help="runs of each program under the recorder; the reference is the median of their recorded times (a "
+        "further run's launch joins the first run's instance by its key, else by its place: kernel, shape, order)",
     )
     parser.add_argument(
         "--seconds",

@@ -170,3 +170,67 @@ def test_the_replays_with_the_ranges_touched_before_the_flush_are_counted_within
         "app-corpus replay, recorded ranges before each flush: rewrite (--before-flush; its own executor): "
         "within 5% 1/2, median 1.055x",
     ]
+
+
+def _run_folder(tmp_path: Path, name: str, launches: list[tuple[int, str, float]]) -> Path:
+    """A raw folder of one process whose saxpy launches (grid 4, block 256) read and write at `pointer` and were
+    recorded as instance `key`, each timed from a flushed L2 in `seconds`, in this order."""
+    raw = tmp_path / name
+    times = {}
+    for seq, (pointer, key, seconds) in enumerate(launches):
+        folder = raw / f"launch-7-{seq:06d}"
+        folder.mkdir(parents=True)
+        args = struct.pack("<ifQQ", 16, 2.0, pointer, pointer + (2 << 20))
+        manifest = {
+            "format": "mneme-cuda-raw",
+            "version": 1,
+            "kernel": "saxpy",
+            "instance_key": key,
+            "grid": [4, 1, 1],
+            "block": [256, 1, 1],
+            "shared_mem": 0,
+            "va_base": BASE,
+            "va_size": 1 << 40,
+            "args": args.hex(),
+            "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
+            "regions": [],
+            "globals": [],
+        }
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+        times[key] = {"seconds": seconds, "cache": "flushed"}
+    counts = {"saxpy": {"seen": len(launches), "recorded_time": times}}
+    (raw / "counts-7.json").write_text(json.dumps({"format": "mneme-cuda-counts", "version": 1, "kernels": counts}))
+    return raw
+
+
+def test_a_further_runs_instance_at_other_addresses_is_matched_to_the_first_runs_by_its_place(bench, tmp_path):
+    """The second saxpy's arguments point elsewhere in the further run (an allocator's choice), so its dynamic hash
+    differs: its time still joins the first run's second instance, by kernel, shape and order. The first instance
+    matches by its own key, and a launch with no counterpart gives nothing."""
+    first = _run_folder(tmp_path, "first", [(BASE, "k1", 3.0e-6), (BASE + (8 << 20), "k2", 5.0e-6)])
+    further = _run_folder(
+        tmp_path,
+        "further",
+        [(BASE, "k1", 3.1e-6), (BASE + (12 << 20), "k2", 5.2e-6), (BASE + (16 << 20), "k3", 7.0e-6)],
+    )
+    launched = bench.raw_recorded_launches(first)
+    assert [place for _, place, _ in launched] == [
+        ("saxpy", (4, 1, 1), (256, 1, 1), 0, 0),
+        ("saxpy", (4, 1, 1), (256, 1, 1), 0, 1),
+    ]
+    (one, _), (two, _) = [(key, place) for key, place, _ in launched]
+    assert one != two
+    matched = bench.times_of_the_first_runs_instances(
+        [(key, place) for key, place, _ in launched], bench.raw_recorded_launches(further)
+    )
+    assert matched == {one: 3.1e-6, two: 5.2e-6}
+
+
+def test_an_instance_matched_by_its_own_key_is_not_taken_again_by_another_launchs_place(bench, tmp_path):
+    """In the further run the first instance comes second (its own key, other place) and an unknown launch holds
+    the first instance's place: the instance keeps its own time, once, and the unknown launch gives nothing."""
+    first = _run_folder(tmp_path, "first", [(BASE, "k1", 3.0e-6)])
+    further = _run_folder(tmp_path, "further", [(BASE + (8 << 20), "k9", 9.0e-6), (BASE, "k1", 3.2e-6)])
+    launched = [(key, place) for key, place, _ in bench.raw_recorded_launches(first)]
+    matched = bench.times_of_the_first_runs_instances(launched, bench.raw_recorded_launches(further))
+    assert matched == {launched[0][0]: 3.2e-6}
