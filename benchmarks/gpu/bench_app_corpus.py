@@ -205,7 +205,7 @@ def program_command(name: str, tmp: Path) -> tuple[list[str], str]:
 
 def record(name: str, command: list[str], tmp: Path, library: Path, finalize: bool = True, retime: bool = False):
     """Run one program under the recorder: (its own launch counts, databases, warnings, exit code, raw folder,
-    the recorded launches' times by (kernel, dynamic hash)). With `finalize` False no database is written (a
+    the recorded launches as `raw_recorded_launches` reads them). With `finalize` False no database is written (a
     further run, for its times). `retime`: MNEME_RECORD_RETIME=image (each recorded launch timed a second time,
     and a third through its recorded code image loaded as a replay loads it)."""
     from mneme_cuda import recorder
@@ -220,13 +220,13 @@ def record(name: str, command: list[str], tmp: Path, library: Path, finalize: bo
     proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
     if proc.returncode != 0:
         log.warning("%s exited %d: %s", name, proc.returncode, (proc.stderr or proc.stdout)[-2000:])
-    times = raw_recorded_times(raw)  # before finalize, which moves the launch folders' snapshots
+    launched = raw_recorded_launches(raw)  # before finalize, which moves the launch folders' snapshots
     if not finalize:
-        return {}, [], "", proc.returncode, raw, times
+        return {}, [], "", proc.returncode, raw, launched
     databases = recorder.finalize(raw, db, arch=_arch())
     warnings = "; ".join(unrecorded_warnings(recorder.FORMAT, raw, databases))
     counted = json.loads(launches.read_text()) if launches.exists() else {}
-    return counted, databases, warnings, proc.returncode, raw, times
+    return counted, databases, warnings, proc.returncode, raw, launched
 
 
 def recorder_launches(raw: Path) -> dict[str, int]:
@@ -300,8 +300,9 @@ def times_of_the_first_runs_instances(
         if key in keys:
             out.setdefault(key, seconds)
     for key, place, seconds in further:
-        if key not in keys and by_place.get(place) not in (None, *out):
-            out[by_place[place]] = seconds
+        target = by_place.get(place)
+        if key not in keys and target is not None and target not in out:
+            out[target] = seconds
     return out
 
 
@@ -309,20 +310,7 @@ def raw_recorded_times(raw: Path, which: str = "recorded") -> dict[tuple[str, st
     """(kernel, dynamic hash) -> the recorded launch's in-application seconds from a flushed L2, from a raw folder
     (no finalize); `which`: "retimed" for its second time (MNEME_RECORD_RETIME), "image" for its third, through
     the recorded code image loaded anew (MNEME_RECORD_RETIME=image)."""
-    from mneme_cuda import recorder
-
-    from mneme.core.recorder.rawdir import launches, recorded_times, retimed_image_times, retimed_times
-    from mneme.core.records.model import dynamic_hash_of
-
-    first = {"recorded": recorded_times, "retimed": retimed_times, "image": retimed_image_times}[which](raw)
-    out = {}
-    for _, m in launches(recorder.FORMAT, raw):
-        key = (m["kernel"], m.get("instance_key", ""))
-        if key in first and first[key][1] == "flushed":
-            out[(m["kernel"], dynamic_hash_of(m["grid"], m["block"], m["shared_mem"], bytes.fromhex(m["args"])))] = (
-                first[key][0]
-            )
-    return out
+    return {key: seconds for key, _, seconds in raw_recorded_launches(raw, which)}
 
 
 def _arch() -> str:
@@ -403,13 +391,11 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
     from mneme.core.recorder.rawdir import retime_facts
     from mneme.core.records import RecordedExecution
 
-    counted, databases, warnings, code, raw, times = record(name, command, tmp, library)
-    first_launches = [(key, place) for key, place, _ in raw_recorded_launches(raw)]
+    counted, databases, warnings, code, raw, launched = record(name, command, tmp, library)
+    first_launches = [(key, place) for key, place, _ in launched]
     entry = {"program": name, "exit": code, "launched": counted, "recorded": {}, "warnings": warnings}
     # The recorded launch's time in each run (one sample per process).
-    samples: dict[tuple[str, str], list[float]] = {}
-    for k, seconds in times.items():
-        samples.setdefault(k, []).append(seconds)
+    samples: dict[tuple[str, str], list[float]] = {key: [seconds] for key, _, seconds in launched}
     retimed: dict[tuple[str, str], list[float]] = {}  # the further runs' second time of each recorded launch
     image: dict[tuple[str, str], list[float]] = {}  # and its third, through the recorded image loaded anew
     facts: dict[str, dict[str, str]] = {}
@@ -419,10 +405,13 @@ def run_program(name: str, command: list[str], tmp: Path, library: Path, opts, t
             break
         further = tmp / f"run{run}"
         further.mkdir()
-        *_, further_raw, _ = record(name, command, further, library, finalize=False, retime=True)
-        for which, into in (("recorded", samples), ("retimed", retimed), ("image", image)):
-            matched = times_of_the_first_runs_instances(first_launches, raw_recorded_launches(further_raw, which))
-            for k, seconds in matched.items():
+        *_, further_raw, further_launched = record(name, command, further, library, finalize=False, retime=True)
+        for into, timed in (
+            (samples, further_launched),
+            (retimed, raw_recorded_launches(further_raw, "retimed")),
+            (image, raw_recorded_launches(further_raw, "image")),
+        ):
+            for k, seconds in times_of_the_first_runs_instances(first_launches, timed).items():
                 into.setdefault(k, []).append(seconds)
         for kernel, noted in retime_facts(further_raw).items():
             facts.setdefault(kernel, {}).update(noted)

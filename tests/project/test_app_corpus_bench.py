@@ -25,16 +25,17 @@ def bench(monkeypatch):
     return bench_app_corpus
 
 
-def _raw(tmp_path: Path, cache: str) -> tuple[Path, bytes]:
-    raw = tmp_path / "raw"
-    folder = raw / "launch-5-000000"
+def _launch(raw: Path, pid: int, seq: int, pointer: int, key: str) -> bytes:
+    """Launch folder `seq` of process `pid`: a saxpy (grid 4, block 256) reading and writing at `pointer`, recorded
+    as instance `key`; its packed arguments."""
+    folder = raw / f"launch-{pid}-{seq:06d}"
     folder.mkdir(parents=True)
-    args = struct.pack("<ifQQ", 16, 2.0, BASE, BASE + (2 << 20))
+    args = struct.pack("<ifQQ", 16, 2.0, pointer, pointer + (2 << 20))
     manifest = {
         "format": "mneme-cuda-raw",
         "version": 1,
         "kernel": "saxpy",
-        "instance_key": KEY,
+        "instance_key": key,
         "grid": [4, 1, 1],
         "block": [256, 1, 1],
         "shared_mem": 0,
@@ -46,6 +47,12 @@ def _raw(tmp_path: Path, cache: str) -> tuple[Path, bytes]:
         "globals": [],
     }
     (folder / "manifest.json").write_text(json.dumps(manifest))
+    return args
+
+
+def _raw(tmp_path: Path, cache: str) -> tuple[Path, bytes]:
+    raw = tmp_path / "raw"
+    args = _launch(raw, 5, 0, BASE, KEY)
     counts = {
         "saxpy": {
             "seen": 3,
@@ -173,30 +180,12 @@ def test_the_replays_with_the_ranges_touched_before_the_flush_are_counted_within
 
 
 def _run_folder(tmp_path: Path, name: str, launches: list[tuple[int, str, float]]) -> Path:
-    """A raw folder of one process whose saxpy launches (grid 4, block 256) read and write at `pointer` and were
-    recorded as instance `key`, each timed from a flushed L2 in `seconds`, in this order."""
+    """A raw folder of one process whose saxpy launches (`_launch`) read and write at `pointer` and were recorded
+    as instance `key`, each timed from a flushed L2 in `seconds`, in this order."""
     raw = tmp_path / name
     times = {}
     for seq, (pointer, key, seconds) in enumerate(launches):
-        folder = raw / f"launch-7-{seq:06d}"
-        folder.mkdir(parents=True)
-        args = struct.pack("<ifQQ", 16, 2.0, pointer, pointer + (2 << 20))
-        manifest = {
-            "format": "mneme-cuda-raw",
-            "version": 1,
-            "kernel": "saxpy",
-            "instance_key": key,
-            "grid": [4, 1, 1],
-            "block": [256, 1, 1],
-            "shared_mem": 0,
-            "va_base": BASE,
-            "va_size": 1 << 40,
-            "args": args.hex(),
-            "params": [[0, 4], [4, 4], [8, 8], [16, 8]],
-            "regions": [],
-            "globals": [],
-        }
-        (folder / "manifest.json").write_text(json.dumps(manifest))
+        _launch(raw, 7, seq, pointer, key)
         times[key] = {"seconds": seconds, "cache": "flushed"}
     counts = {"saxpy": {"seen": len(launches), "recorded_time": times}}
     (raw / "counts-7.json").write_text(json.dumps({"format": "mneme-cuda-counts", "version": 1, "kernels": counts}))

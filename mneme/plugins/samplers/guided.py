@@ -84,6 +84,15 @@ class GuidedSampler(Sampler):
         self.failures = FailureMemory()
         self.note = ""
 
+    @property
+    def penalty(self) -> float | None:
+        """`Sampler.penalty`, kept where it is read: the failure memory tells failures by it."""
+        return self.failures.penalty
+
+    @penalty.setter
+    def penalty(self, value: float | None) -> None:
+        self.failures.penalty = value
+
     # -- binding: the start ------------------------------------------------------------------------
     def bind(self, space: Any, *, parallel: int = 1, budget: int | None = None) -> None:
         super().bind(space, parallel=parallel, budget=budget)
@@ -327,7 +336,6 @@ class GuidedSampler(Sampler):
         if not math.isfinite(value):
             return
         self._told[key] = (dict(encoded), float(value))
-        self.failures.penalty = self.penalty
         self.failures.told(encoded, float(value))
 
 

@@ -101,6 +101,9 @@ int main(void) {
     keep("k", 5, 8);                        /* a primed run's record delivered late: the latest end wins */
     found = mct_take_since("k", seq, &ns, &start, &end);
     printf("%d %llu\n", found, (unsigned long long)ns);
+    keep("k", 40, 90);                      /* a later record ending later: it is the latest */
+    found = mct_take_since("k", seq, &ns, &start, &end);
+    printf("%d %llu\n", found, (unsigned long long)ns);
     for (int i = 0; i < MCT_RUNS + 5; i++) keep("other", 1, 2); /* the point fell out of the ring */
     printf("%d\n", mct_take_since("k", seq, &ns, &start, &end));
     return 0;
@@ -134,4 +137,5 @@ def test_a_launch_record_is_found_by_the_order_records_came_not_by_their_timesta
     assert out[0] == "0"
     assert out[1] == "1 20 10"
     assert out[2] == "2 20"
-    assert out[3] == "0"
+    assert out[3] == "3 50"
+    assert out[4] == "0"

@@ -337,14 +337,11 @@ static int mct_take_since(const char *name, uint64_t seq, uint64_t *ns, uint64_t
     uint64_t first = mct.runs_next > MCT_RUNS && seq < mct.runs_next - MCT_RUNS ? mct.runs_next - MCT_RUNS : seq;
     for (uint64_t i = first; i < mct.runs_next; ++i) {
         const mct_run *run = &mct.runs[i % MCT_RUNS];
-        if (run->name_hash != h || (found && run->end <= *end)) {
-            found += run->name_hash == h;
-            continue;
-        }
+        if (run->name_hash != h) continue;
+        if (found++ && run->end <= *end) continue; /* an earlier-ending record of the name: keep the latest */
         *ns = run->end - run->start;
         *start = run->start;
         *end = run->end;
-        found++;
     }
     pthread_mutex_unlock(&mct_mu);
     return found;
