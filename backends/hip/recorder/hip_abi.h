@@ -62,6 +62,7 @@ typedef struct {
     size_t maxSize;
     unsigned char reserved[56];
 } hipMemPoolProps;
+enum { hipMemPoolAttrReleaseThreshold = 0x4 };  // hipMemPoolAttr: the bytes a pool keeps mapped through synchronizations
 
 enum { hipMemcpyHostToHost = 0, hipMemcpyHostToDevice = 1, hipMemcpyDeviceToHost = 2, hipMemcpyDeviceToDevice = 3 };
 enum { hipStreamNonBlocking = 1, hipEventDisableTiming = 2 };

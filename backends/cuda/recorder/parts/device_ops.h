@@ -178,6 +178,11 @@ int op_pool_create(void **pool, int device) {
     CUmemoryPool p = nullptr;
     if (!p_cuMemPoolCreate) return CUDA_ERROR_NOT_FOUND;
     CUresult r = p_cuMemPoolCreate(&p, &props);
+    // Its memory stays mapped through synchronizations (the default threshold, 0, unmaps what is free at
+    // every one): the recorder gives it back itself, when no recording runs (capture.h, trim_when_idle).
+    DRV(cuMemPoolSetAttribute);
+    cuuint64_t keep = ~(cuuint64_t)0;
+    if (r == CUDA_SUCCESS && p_cuMemPoolSetAttribute) p_cuMemPoolSetAttribute(p, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
     *pool = p;
     return r;
 }

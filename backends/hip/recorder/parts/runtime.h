@@ -175,7 +175,13 @@ int op_pool_create(void **pool, int device) {
     props.allocType = 1;
     props.location.type = 1;
     props.location.id = device;
-    return p_hipMemPoolCreate ? p_hipMemPoolCreate(pool, &props) : MISSING;
+    if (!p_hipMemPoolCreate) return MISSING;
+    int r = p_hipMemPoolCreate(pool, &props);
+    // Its memory stays mapped through synchronizations; the recorder trims it itself (capture.h, trim_when_idle).
+    HIP(hipMemPoolSetAttribute, hipError_t (*)(hipMemPool_t, int, void *));
+    uint64_t keep = ~(uint64_t)0;
+    if (r == 0 && p_hipMemPoolSetAttribute) p_hipMemPoolSetAttribute(*pool, hipMemPoolAttrReleaseThreshold, &keep);
+    return r;
 }
 
 int op_pool_alloc_async(uint64_t *ptr, size_t size, void *pool, void *stream) {

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -229,6 +230,7 @@ struct Shadows {
     std::deque<CaptureJob *> queue;
     uint64_t pending_bytes = 0;
     std::atomic<int> pending{0};  // jobs queued or being written (read by the crash handler)
+    bool untrimmed = false;       // the pool holds freed shadows' memory still mapped (trim_when_idle)
     bool started = false;
     pthread_t writer;
 };
@@ -239,6 +241,7 @@ inline Shadows &shadows() {
 }
 
 inline void writer_main();
+inline std::mutex &mu();  // zone.h: held through a whole recording, and by the allocation hooks
 
 // Wait (bounded) for the writer, then die as the signal says (the previous action, by default
 // the default one): launches completed before a crash stay readable.
@@ -409,6 +412,20 @@ inline int write_from_shadows(const CaptureJob &job, uint64_t *stored) {
     return 0;
 }
 
+// Give the pool's free memory back to the application (s.mu held), but never while a recording runs:
+// unmapping device memory invalidates the GPU's address translations, and a kernel launched right
+// after runs about 10% slower while it walks its page tables again (2.11 against 1.92 us on 1 MiB,
+// H100, benchmarks/gpu/probes/mapping_probe.cu). The pool keeps its memory through
+// synchronizations (its release threshold), so this is the only place it is unmapped but for an
+// application allocation that found the device full (wait_for_shadows). False: a recording ran.
+inline bool trim_when_idle(Shadows &s) {
+    std::unique_lock<std::mutex> recording(mu(), std::try_to_lock);
+    if (!recording.owns_lock()) return false;
+    device_ops().pool_trim(s.pool);
+    s.untrimmed = false;
+    return true;
+}
+
 inline void writer_main() {
     Shadows &s = shadows();
     const mneme_device_ops &d = device_ops();
@@ -417,7 +434,13 @@ inline void writer_main() {
         CaptureJob *job;
         {
             std::unique_lock<std::mutex> lock(s.mu);
-            s.cv.wait(lock, [&] { return !s.queue.empty(); });
+            // Idle with memory to give back: try again every few milliseconds until no recording runs.
+            while (s.queue.empty()) {
+                if (s.untrimmed && !trim_when_idle(s))
+                    s.cv.wait_for(lock, std::chrono::milliseconds(2));
+                else
+                    s.cv.wait(lock, [&] { return !s.queue.empty(); });
+            }
             job = s.queue.front();
             s.queue.pop_front();
         }
@@ -436,7 +459,7 @@ inline void writer_main() {
         }
         std::lock_guard<std::mutex> lock(s.mu);
         s.pending_bytes -= 2 * job->shadow_bytes;
-        if (s.queue.empty()) d.pool_trim(s.pool);  // give the memory back to the application
+        s.untrimmed = true;  // given back once the queue is empty and no recording runs (above)
         delete job;
         s.pending.fetch_sub(1);
         s.cv.notify_all();
@@ -451,12 +474,18 @@ inline void enqueue(CaptureJob *job) {
     s.cv.notify_all();
 }
 
-// An application allocation failed for lack of memory: when shadows are pending, wait for the
-// writer to free them and say so (the caller retries once).
+// An application allocation failed for lack of memory (mu() held, so no recording runs): when
+// shadows are pending, wait for the writer to free them; give the pool's free memory back; say
+// whether there was any to have (the caller retries once).
 inline bool wait_for_shadows() {
     Shadows &s = shadows();
-    if (!s.started || s.pending.load() == 0) return false;
-    wait_for_writer();
+    if (!s.started) return false;
+    bool waited = s.pending.load() != 0;
+    if (waited) wait_for_writer();
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.untrimmed) return waited;
+    device_ops().pool_trim(s.pool);
+    s.untrimmed = false;
     return true;
 }
 
