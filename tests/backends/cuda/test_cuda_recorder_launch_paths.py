@@ -189,6 +189,25 @@ def test_a_launch_on_the_double_is_recorded_once_per_argument_set_between_prolog
     assert "retimed_time" not in counts_file["kernels"]["scale"]  # MNEME_RECORD_RETIME is off
 
 
+def test_the_shadow_pool_is_given_back_only_between_recordings_never_between_a_capture_and_its_launch(double, tmp_path):
+    """The pool that holds the shadows keeps its memory through synchronizations (the driver's default would
+    unmap it at the synchronize right before the timed launch), and the writer thread trims it only while no
+    recording runs: an unmap right before a launch makes the kernel walk its page tables again (about 10%
+    on the H100, benchmarks/gpu/probes/mapping_probe.cu). The double makes each device copy take 20 ms,
+    so the writer finishes the first recording's drain while the second is capturing."""
+    log = tmp_path / "pool.log"
+    _record_scale(double, tmp_path / "raw", "linger", CUDA_DOUBLE_POOL_LOG=str(log))
+    events = log.read_text().splitlines()
+    assert f"attribute 4 {2**64 - 1}" in events  # CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: keep it all
+    sequence = [e for e in events if e in ("copy", "launch", "trim")]
+    assert "trim" in sequence, sequence  # given back once idle
+    launches = [i for i, e in enumerate(sequence) if e == "launch"]
+    assert len(launches) == 4, sequence
+    for recorded in (launches[0], launches[2]):  # factor 2's first launch and factor 3's (record_scale.c)
+        prologue = max(i for i in range(recorded) if sequence[i] == "copy")
+        assert "trim" not in sequence[prologue:recorded], sequence
+
+
 def _record_scale(double, raw: Path, *args: str, **extra: str) -> tuple[list[str], dict]:
     """record_scale.c under the recorder (MNEME_RECORD_MAX=2): its output lines and its counts file."""
     folder, library = double

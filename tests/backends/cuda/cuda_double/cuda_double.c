@@ -8,6 +8,7 @@
    for (mmap), copies are memcpy, and streams and events complete at once, in order. */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -52,10 +53,23 @@ API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *status) {
     return CUDA_SUCCESS;
 }
 
+/* CUDA_DOUBLE_POOL_LOG=path: the memory pool's threshold and trims, the device-to-device copies and the
+   launches, one line each, in order; each copy then takes 20 ms, so that a recorder's writer thread has
+   time to act in the middle of a recording (test_cuda_recorder_launch_paths.py). */
+static void pool_log(const char *line) {
+    const char *path = getenv("CUDA_DOUBLE_POOL_LOG");
+    if (!path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "%s\n", line);
+    fclose(f);
+}
+
 CUresult double_run_kernel(CUfunction f, void **params) {
     const struct double_kernel *k = (const struct double_kernel *)f;
     if (k->host) k->host(params);
     ++launches;
+    pool_log("launch");
     return CUDA_SUCCESS;
 }
 
@@ -131,6 +145,10 @@ API CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *p, CUstream s) {
     return double_capturing(s) ? double_capture_copy(s, p) : double_copy(p);
 }
 API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    if (getenv("CUDA_DOUBLE_POOL_LOG")) {
+        pool_log("copy");
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
     CUDA_MEMCPY3D p;
     memset(&p, 0, sizeof p);
     p.srcMemoryType = p.dstMemoryType = CU_MEMORYTYPE_DEVICE;
@@ -152,7 +170,16 @@ API CUresult cuMemsetD2D32Async(CUdeviceptr dst, size_t pitch, unsigned v, size_
     return double_memset(dst, pitch, v, 4, w, h);
 }
 API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) { *pool = (CUmemoryPool)0x200; OK; }
-API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) { OK; }
+API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+    pool_log("trim");
+    OK;
+}
+API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value) {
+    char line[64];
+    snprintf(line, sizeof line, "attribute %d %llu", (int)attr, (unsigned long long)*(cuuint64_t *)value);
+    pool_log(line);
+    OK;
+}
 API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *p, size_t n, CUmemoryPool pool, CUstream s) {
     *p = (CUdeviceptr)malloc(n ? n : 1);
     OK;

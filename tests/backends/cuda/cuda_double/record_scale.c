@@ -1,10 +1,12 @@
 /* Records launches through the recorder on the driver double (cuda_double.c): one placed allocation of
    N floats (0, 1, 2, ...), and the kernel "scale" (x[i] *= factor, run on the host by the double)
    launched with these argument sets, in order: factor 2 twice (one argument set, recorded once), 3
-   (a second set), 5 (past MNEME_RECORD_MAX=2 sets). Prints each launch's status. */
+   (a second set), 5 (past MNEME_RECORD_MAX=2 sets). Prints each launch's status. With the argument
+   `linger`, it waits 200 ms before it ends (the recorder's writer thread idle meanwhile). */
 #include <cuda.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #define N 1024
 
@@ -44,5 +46,6 @@ int main(int argc, char **argv) {
     }
     printf("0x%llx %g\n", (unsigned long long)buffer, x[1]);
     for (int i = 0; i < runs; ++i) printf("%g%s", seen[i], i + 1 < runs ? " " : "\n");
+    if (argc > 1 && strcmp(argv[argc - 1], "linger") == 0) nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);
     return cuCtxSynchronize() == CUDA_SUCCESS ? 0 : 4;
 }
