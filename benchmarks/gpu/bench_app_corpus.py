@@ -1,7 +1,7 @@
 """Issue 38's application corpus: GPU programs we did not write the kernels of, recorded and replayed.
 
     python benchmarks/gpu/bench_app_corpus.py [--programs cupy,numba,torch,triton,llama.cpp] [--iterations 10]
-        [--app-runs 3] [--seconds 130] [--ir-variant NAME:FIELD=VALUE[,...]]... [--json out.json]
+        [--app-runs 3] [--seconds 130] [--ir-variant NAME:FIELD=VALUE[,...]]... [--no-diagnosis] [--json out.json]
 
 Each program launches kernels through a framework on the GPU machine's image: a CuPy `RawKernel`
 (NVRTC), a Numba CUDA kernel, PyTorch operators (ATen's kernels, cuBLAS), Triton kernels; and
