@@ -22,7 +22,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -241,7 +240,6 @@ inline Shadows &shadows() {
 }
 
 inline void writer_main();
-inline std::mutex &mu();  // zone.h: held through a whole recording, and by the allocation hooks
 
 // Wait (bounded) for the writer, then die as the signal says (the previous action, by default
 // the default one): launches completed before a crash stay readable.
@@ -434,12 +432,17 @@ inline void writer_main() {
         CaptureJob *job;
         {
             std::unique_lock<std::mutex> lock(s.mu);
-            // Idle with memory to give back: try again every few milliseconds until no recording runs.
+            // Idle with memory to give back: try again every 2 ms until no recording runs (a sleep, not a
+            // timed wait: that needs a newer glibc than the recorder may, tests/backends/cuda/test_preload_portability.py).
             while (s.queue.empty()) {
-                if (s.untrimmed && !trim_when_idle(s))
-                    s.cv.wait_for(lock, std::chrono::milliseconds(2));
-                else
+                if (s.untrimmed && !trim_when_idle(s)) {
+                    lock.unlock();
+                    struct timespec tick = {0, 2 * 1000 * 1000};
+                    nanosleep(&tick, nullptr);
+                    lock.lock();
+                } else {
                     s.cv.wait(lock, [&] { return !s.queue.empty(); });
+                }
             }
             job = s.queue.front();
             s.queue.pop_front();

@@ -44,6 +44,7 @@ PRELOAD_OLDEST(int, __pthread_key_create, (mneme_key_t * key, void (*dtor)(void 
 PRELOAD_OLDEST(int, pthread_key_delete, (mneme_key_t key), (key))
 PRELOAD_OLDEST(void *, pthread_getspecific, (mneme_key_t key), (key))
 PRELOAD_OLDEST(int, pthread_setspecific, (mneme_key_t key, const void *value), (key, value))
+PRELOAD_OLDEST(int, pthread_mutex_trylock, (void *mutex), (mutex))  // std::mutex::try_lock (capture.h)
 PRELOAD_OLDEST(int, pthread_rwlock_rdlock, (void *lock), (lock))
 PRELOAD_OLDEST(int, pthread_rwlock_wrlock, (void *lock), (lock))
 PRELOAD_OLDEST(int, pthread_rwlock_unlock, (void *lock), (lock))

@@ -25,11 +25,7 @@ struct Allocation {
 };
 
 // Process-lifetime objects are never destroyed: the exit-time writer and late frees from other
-// threads may still use them after static destructors have run.
-inline std::mutex &mu() {
-    static auto *m = new std::mutex();
-    return *m;
-}
+// threads may still use them after static destructors have run (mu(), the recording lock: exclusive.h).
 
 struct Placement {
     bool tried = false, ok = false;
