@@ -433,7 +433,7 @@ inline void writer_main() {
         {
             std::unique_lock<std::mutex> lock(s.mu);
             // Idle with memory to give back: try again every 2 ms until no recording runs (a sleep, not a
-            // timed wait: that needs a newer glibc than the recorder may, tests/backends/cuda/test_preload_portability.py).
+            // timed wait: that needs a newer glibc than a preloaded recorder may, docs/design/native.md).
             while (s.queue.empty()) {
                 if (s.untrimmed && !trim_when_idle(s)) {
                     lock.unlock();
