@@ -265,9 +265,11 @@ def cupti_launches(command: list[str], tmp: Path) -> tuple[dict[str, int] | None
 
 
 def raw_recorded_launches(raw: Path, which: str = "recorded") -> list[tuple[tuple[str, str], tuple, float]]:
-    """The recorded launches timed from a flushed L2, in the order the recorder wrote them (a process's launch
-    folders by sequence number): ((kernel, dynamic hash), (kernel, grid, block, shared memory, how many such launches
-    of the kernel came before it), seconds); `which` as `raw_recorded_times`."""
+    """The recorded launches timed from a flushed L2 in a raw folder (no finalize), in the order the recorder wrote
+    them (a process's launch folders by sequence number): ((kernel, dynamic hash), (kernel, grid, block, shared
+    memory, how many such launches of the kernel came before it), in-application seconds). `which`: "recorded" for
+    the recorded launch's own time, "retimed" for its second (MNEME_RECORD_RETIME), "image" for its third, through
+    the recorded code image loaded anew (MNEME_RECORD_RETIME=image)."""
     from mneme_cuda import recorder
 
     from mneme.core.recorder.rawdir import launches, recorded_times, retimed_image_times, retimed_times
@@ -304,13 +306,6 @@ def times_of_the_first_runs_instances(
         if key not in keys and target is not None and target not in out:
             out[target] = seconds
     return out
-
-
-def raw_recorded_times(raw: Path, which: str = "recorded") -> dict[tuple[str, str], float]:
-    """(kernel, dynamic hash) -> the recorded launch's in-application seconds from a flushed L2, from a raw folder
-    (no finalize); `which`: "retimed" for its second time (MNEME_RECORD_RETIME), "image" for its third, through
-    the recorded code image loaded anew (MNEME_RECORD_RETIME=image)."""
-    return {key: seconds for key, _, seconds in raw_recorded_launches(raw, which)}
 
 
 def _arch() -> str:

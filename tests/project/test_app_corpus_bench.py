@@ -69,17 +69,22 @@ def _raw(tmp_path: Path, cache: str) -> tuple[Path, bytes]:
     return raw, args
 
 
+# The one saxpy launch of `_raw`, by its place: kernel, grid, block, shared memory, no such launch before it.
+PLACE = ("saxpy", (4, 1, 1), (256, 1, 1), 0, 0)
+
+
 def test_a_runs_recorded_launch_time_is_keyed_by_the_instances_dynamic_hash(bench, tmp_path):
     from mneme.core.records.model import dynamic_hash_of
 
     raw, args = _raw(tmp_path, "flushed")
-    assert bench.raw_recorded_times(raw) == {("saxpy", dynamic_hash_of([4, 1, 1], [256, 1, 1], 0, args)): 3.5e-6}
+    key = ("saxpy", dynamic_hash_of([4, 1, 1], [256, 1, 1], 0, args))
+    assert bench.raw_recorded_launches(raw) == [(key, PLACE, 3.5e-6)]
 
 
 def test_a_recorded_launch_timed_from_a_warm_l2_is_no_sample_of_the_flushed_reference(bench, tmp_path):
     raw, _ = _raw(tmp_path, "warm")
-    assert bench.raw_recorded_times(raw) == {}
-    assert bench.raw_recorded_times(raw, "retimed") == {} == bench.raw_recorded_times(raw, "image")
+    assert bench.raw_recorded_launches(raw) == []
+    assert bench.raw_recorded_launches(raw, "retimed") == [] == bench.raw_recorded_launches(raw, "image")
 
 
 def test_the_recorded_launchs_second_time_is_read_apart_from_its_first(bench, tmp_path):
@@ -87,9 +92,9 @@ def test_the_recorded_launchs_second_time_is_read_apart_from_its_first(bench, tm
 
     raw, args = _raw(tmp_path, "flushed")
     key = ("saxpy", dynamic_hash_of([4, 1, 1], [256, 1, 1], 0, args))
-    assert bench.raw_recorded_times(raw, "retimed") == {key: 3.9e-6}
-    assert bench.raw_recorded_times(raw, "image") == {key: 4.2e-6}
-    assert bench.raw_recorded_times(raw) == {key: 3.5e-6}
+    assert bench.raw_recorded_launches(raw, "retimed") == [(key, PLACE, 3.9e-6)]
+    assert bench.raw_recorded_launches(raw, "image") == [(key, PLACE, 4.2e-6)]
+    assert bench.raw_recorded_launches(raw) == [(key, PLACE, 3.5e-6)]
 
 
 def test_the_facts_of_the_image_retime_are_read_per_kernel_and_a_malformed_one_names_its_field(bench, tmp_path):

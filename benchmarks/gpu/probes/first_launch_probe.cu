@@ -27,16 +27,9 @@
 
 #ifdef PROBE_KERNELS
 
-// Each block's thread 0 folds its start and end into span[0] (min) and span[1] (max).
+// Each block's thread 0 notes its start; span_close (probe_common.cuh) folds it into the kernel's span.
 __device__ __forceinline__ void span_open(unsigned long long *span, unsigned long long *t0) {
   if (threadIdx.x == 0) *t0 = global_ns();
-}
-__device__ __forceinline__ void span_close(unsigned long long *span, unsigned long long t0) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicMin(&span[0], t0);
-    atomicMax(&span[1], global_ns());
-  }
 }
 
 extern "C" __global__ void twice(const float *in, float *out, unsigned long long n, unsigned long long *span) {
@@ -136,10 +129,6 @@ struct Probe {
   cudaEvent_t a, b;
 };
 
-struct Sample {
-  float event_us, span_us;
-};
-
 static Sample launch_timed(Probe &p, cudaKernel_t f, int r) {
   CHECK(cudaMemsetAsync(p.flush, r & 0xff, p.flush_bytes));
   unsigned long long init[2] = {~0ull, 0ull};
@@ -183,11 +172,6 @@ static Sample run(Probe &p, const char *kernel, Condition c, int r) {
   CHECK(cudaLibraryGetKernel(&f, p.warm_library, kernel));
   before(p, c);
   return launch_timed(p, f, r);
-}
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 int main(int argc, char **argv) {

@@ -52,14 +52,6 @@ static F driver_fn(const char *name) {
     }                                                                                              \
   } while (0)
 
-__device__ __forceinline__ void span_close(unsigned long long *span, unsigned long long t0) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicMin(&span[0], t0);
-    atomicMax(&span[1], global_ns());
-  }
-}
-
 __global__ void twice(const float *in, float *out, unsigned long long n, unsigned long long *span) {
   unsigned long long t0 = threadIdx.x == 0 ? global_ns() : 0;
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
@@ -101,16 +93,22 @@ struct Buffers {
   float *in, *out;
 };
 
+// Device memory on GPU 0, as the recorder's zone and the replay allocate it.
+static CUmemAllocationProp device_memory() {
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = 0;
+  return prop;
+}
+
 // The bytes that back two buffers of `bytes`: whole granules.
 static size_t mapped_bytes(size_t bytes, size_t granule) { return (2 * bytes + granule - 1) / granule * granule; }
 
 // [base, base + 2 * bytes) backed by one physical allocation, or one per granule.
 static Buffers map_range(CUdeviceptr base, size_t bytes, size_t granule, bool per_granule,
                          std::vector<CUmemGenericAllocationHandle> &handles) {
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
+  const CUmemAllocationProp prop = device_memory();
   DRV(cuMemCreate);
   DRV(cuMemMap);
   DRV(cuMemSetAccess);
@@ -138,10 +136,7 @@ int main(int argc, char **argv) {
   size_t flush_bytes = 2 * (size_t)l2;
   CHECK(cudaMalloc(&flush, flush_bytes));
   CHECK(cudaMalloc(&span, 16));
-  CUmemAllocationProp prop = {};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
+  const CUmemAllocationProp prop = device_memory();
   DRV(cuMemGetAllocationGranularity);
   DRV(cuMemAddressReserve);
   DRV(cuMemUnmap);
@@ -190,14 +185,11 @@ int main(int argc, char **argv) {
             sp[c].push_back((float)(got[1] - got[0]) / 1000.0f);
             ev[c].push_back(ms * 1000.0f);
           }
-        for (int c = 0; c < BACKINGS; c++) {
-          std::sort(sp[c].begin(), sp[c].end());
-          std::sort(ev[c].begin(), ev[c].end());
+        for (int c = 0; c < BACKINGS; c++)
           std::printf("{\"round\": %d, \"kernel\": \"%s\", \"bytes\": %zu, \"backing\": \"%s\", \"span_us\": %.3f, "
                       "\"span_min_us\": %.3f, \"event_us\": %.3f}\n",
-                      round, kernel == 0 ? "twice" : "rows", bytes, NAMES[c], sp[c][sp[c].size() / 2], sp[c][0],
-                      ev[c][ev[c].size() / 2]);
-        }
+                      round, kernel == 0 ? "twice" : "rows", bytes, NAMES[c], median(sp[c]),
+                      *std::min_element(sp[c].begin(), sp[c].end()), median(ev[c]));
         std::fflush(stdout);
       }
     }

@@ -36,16 +36,11 @@
 #include "probe_common.cuh"
 
 __global__ void twice(const float *in, float *out, unsigned long long n, unsigned long long *span) {
-  unsigned long long t0 = 0;
-  if (threadIdx.x == 0) t0 = global_ns();
+  unsigned long long t0 = threadIdx.x == 0 ? global_ns() : 0;
   for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
        i += (unsigned long long)gridDim.x * blockDim.x)
     out[i] = 2.0f * in[i];
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicMin(&span[0], t0);
-    atomicMax(&span[1], global_ns());
-  }
+  span_close(span, t0);
 }
 
 enum Condition { BASE, MALLOC, MALLOC64, FREE, POOL, POOL_KEPT, CAPTURE, RESTORE, CONDITIONS };
@@ -60,10 +55,6 @@ struct Probe {
   cudaStream_t side;
   cudaEvent_t a, b, copied;
   int sms;
-};
-
-struct Sample {
-  float event_us, span_us;
 };
 
 // The recorder's prologue capture: two shadows from `pool` on its own stream, the kernel's memory copied into one,
@@ -122,11 +113,6 @@ static Sample run(Probe &p, Condition c, int r) {
   if (c == POOL) CHECK(cudaMemPoolTrimTo(p.trimmed, 0));
   if (!p.pending_free) CHECK(cudaMalloc(&p.pending_free, 2 << 20));
   return {ms * 1000.0f, (float)(got[1] - got[0]) / 1000.0f};
-}
-
-static float median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 static cudaMemPool_t make_pool(bool keep) {

@@ -410,6 +410,12 @@ inline int write_from_shadows(const CaptureJob &job, uint64_t *stored) {
     return 0;
 }
 
+// The pool's free memory back to the application (s.mu held).
+inline void trim_pool(Shadows &s) {
+    device_ops().pool_trim(s.pool);
+    s.untrimmed = false;
+}
+
 // Give the pool's free memory back to the application (s.mu held), but never while a recording runs:
 // unmapping device memory invalidates the GPU's address translations, and a kernel launched right
 // after runs about 10% slower while it walks its page tables again (2.11 against 1.92 us on 1 MiB,
@@ -418,10 +424,8 @@ inline int write_from_shadows(const CaptureJob &job, uint64_t *stored) {
 // application allocation that found the device full (wait_for_shadows). False: a recording ran.
 inline bool trim_when_idle(Shadows &s) {
     std::unique_lock<std::mutex> recording(mu(), std::try_to_lock);
-    if (!recording.owns_lock()) return false;
-    device_ops().pool_trim(s.pool);
-    s.untrimmed = false;
-    return true;
+    if (recording.owns_lock()) trim_pool(s);
+    return recording.owns_lock();
 }
 
 inline void writer_main() {
@@ -487,8 +491,7 @@ inline bool wait_for_shadows() {
     if (waited) wait_for_writer();
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.untrimmed) return waited;
-    device_ops().pool_trim(s.pool);
-    s.untrimmed = false;
+    trim_pool(s);
     return true;
 }
 
