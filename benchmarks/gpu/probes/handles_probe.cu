@@ -14,11 +14,13 @@
 // and two kernels: `twice` (out = 2 * in, a stream) and `rows` (each block normalizes a row of 1024 floats, reading
 // it twice, as llama.cpp's norm_f32). Each launch follows the replay's flush (a memset over twice the L2) and a
 // synchronize. The time is the kernel's own span by the global timer (what CUPTI's kernel records hold), median of
-// the runs, the backings interleaved run by run, two rounds. Prints one JSON object per (round, kernel, bytes, backing).
+// the runs, the backings interleaved run by run, two rounds. All of it twice: alone in the process, as the replay
+// is, then beside a crowd of 2 MiB allocations, each written once, as in a framework's process (many more
+// translations for the GPU to keep). Prints one JSON object per (crowd, round, kernel, bytes, backing).
 // A probe: its findings go to docs/design/investigations/, not to a results file.
 //
 //   nvcc -arch=sm_90 -O2 -o .gpu/probe/handles_probe benchmarks/gpu/probes/handles_probe.cu
-//   .gpu/probe/handles_probe [repeats]
+//   .gpu/probe/handles_probe [repeats] [crowd: allocations of 2 MiB, default 2048]
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -126,6 +128,74 @@ static Buffers map_range(CUdeviceptr base, size_t bytes, size_t granule, bool pe
   return {reinterpret_cast<float *>(base), reinterpret_cast<float *>(base + bytes)};
 }
 
+struct Probe {
+  int repeats, sms;
+  void *flush, *span;
+  size_t flush_bytes, granule, crowd_mib;
+  cudaEvent_t a, b;
+};
+
+// Every size, kernel and backing, two rounds: one JSON line each.
+static void measure(const Probe &ctx) {
+  DRV(cuMemUnmap);
+  DRV(cuMemRelease);
+  DRV(cuMemAddressFree);
+  DRV(cuMemAddressReserve);
+  for (size_t bytes : {(size_t)1 << 20, (size_t)8 << 20, (size_t)32 << 20}) {
+    size_t reserve = 2 * bytes + 2 * ctx.granule;
+    Buffers buf[BACKINGS];
+    std::vector<CUmemGenericAllocationHandle> handles;
+    CUdeviceptr bases[2];
+    for (int k = 0; k < 2; k++) {
+      DRIVER(p_cuMemAddressReserve(&bases[k], reserve, ctx.granule, 0, 0));
+      buf[k] = map_range(bases[k], bytes, ctx.granule, k == GRANULES, handles);
+    }
+    CHECK(cudaMalloc(&buf[MALLOC].in, bytes));
+    CHECK(cudaMalloc(&buf[MALLOC].out, bytes));
+    for (auto &x : buf) CHECK(cudaMemset(x.in, 0, bytes));
+    unsigned long long n = bytes / sizeof(float);
+    for (int round = 0; round < 2; round++) {
+      for (int kernel = 0; kernel < 2; kernel++) {
+        std::vector<float> sp[BACKINGS], ev[BACKINGS];
+        for (int r = 0; r < ctx.repeats + 2; r++)
+          for (int c = 0; c < BACKINGS; c++) {
+            CHECK(cudaMemsetAsync(ctx.flush, r & 0xff, ctx.flush_bytes));
+            unsigned long long init[2] = {~0ull, 0ull};
+            CHECK(cudaMemcpyAsync(ctx.span, init, sizeof init, cudaMemcpyHostToDevice));
+            CHECK(cudaDeviceSynchronize());
+            void *span = ctx.span;
+            void *args[] = {&buf[c].in, &buf[c].out, &n, &span};
+            dim3 grid = kernel == 0 ? dim3((unsigned)std::min<unsigned long long>((n + 255) / 256, ctx.sms * 8ull))
+                                    : dim3((unsigned)(n / 1024));
+            CHECK(cudaEventRecord(ctx.a));
+            CHECK(cudaLaunchKernel(kernel == 0 ? (const void *)twice : (const void *)rows, grid, dim3(256), args, 0,
+                                   nullptr));
+            CHECK(cudaEventRecord(ctx.b));
+            CHECK(cudaEventSynchronize(ctx.b));
+            unsigned long long got[2];
+            CHECK(cudaMemcpy(got, ctx.span, sizeof got, cudaMemcpyDeviceToHost));
+            float ms = 0;
+            CHECK(cudaEventElapsedTime(&ms, ctx.a, ctx.b));
+            if (r < 2) continue;  // the first launches of each backing: its translations not yet cached
+            sp[c].push_back((float)(got[1] - got[0]) / 1000.0f);
+            ev[c].push_back(ms * 1000.0f);
+          }
+        for (int c = 0; c < BACKINGS; c++)
+          std::printf("{\"crowd_mib\": %zu, \"round\": %d, \"kernel\": \"%s\", \"bytes\": %zu, \"backing\": \"%s\", "
+                      "\"span_us\": %.3f, \"span_min_us\": %.3f, \"event_us\": %.3f}\n",
+                      ctx.crowd_mib, round, kernel == 0 ? "twice" : "rows", bytes, NAMES[c], median(sp[c]),
+                      *std::min_element(sp[c].begin(), sp[c].end()), median(ev[c]));
+        std::fflush(stdout);
+      }
+    }
+    CHECK(cudaFree(buf[MALLOC].in));
+    CHECK(cudaFree(buf[MALLOC].out));
+    for (int k = 0; k < 2; k++) DRIVER(p_cuMemUnmap(bases[k], mapped_bytes(bytes, ctx.granule)));
+    for (auto h : handles) DRIVER(p_cuMemRelease(h));
+    for (int k = 0; k < 2; k++) DRIVER(p_cuMemAddressFree(bases[k], reserve));
+  }
+}
+
 int main(int argc, char **argv) {
   int repeats = argc > 1 ? std::atoi(argv[1]) : 30;
   CHECK(cudaFree(nullptr));
@@ -138,66 +208,21 @@ int main(int argc, char **argv) {
   CHECK(cudaMalloc(&span, 16));
   const CUmemAllocationProp prop = device_memory();
   DRV(cuMemGetAllocationGranularity);
-  DRV(cuMemAddressReserve);
-  DRV(cuMemUnmap);
-  DRV(cuMemRelease);
-  DRV(cuMemAddressFree);
   size_t granule = 0;
   DRIVER(p_cuMemGetAllocationGranularity(&granule, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
-  for (size_t bytes : {(size_t)1 << 20, (size_t)8 << 20, (size_t)32 << 20}) {
-    size_t reserve = 2 * bytes + 2 * granule;
-    Buffers buf[BACKINGS];
-    std::vector<CUmemGenericAllocationHandle> handles;
-    CUdeviceptr bases[2];
-    for (int k = 0; k < 2; k++) {
-      DRIVER(p_cuMemAddressReserve(&bases[k], reserve, granule, 0, 0));
-      buf[k] = map_range(bases[k], bytes, granule, k == GRANULES, handles);
-    }
-    CHECK(cudaMalloc(&buf[MALLOC].in, bytes));
-    CHECK(cudaMalloc(&buf[MALLOC].out, bytes));
-    for (auto &x : buf) CHECK(cudaMemset(x.in, 0, bytes));
-    unsigned long long n = bytes / sizeof(float);
-    for (int round = 0; round < 2; round++) {
-      for (int kernel = 0; kernel < 2; kernel++) {
-        std::vector<float> sp[BACKINGS], ev[BACKINGS];
-        for (int r = 0; r < repeats + 2; r++)
-          for (int c = 0; c < BACKINGS; c++) {
-            CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
-            unsigned long long init[2] = {~0ull, 0ull};
-            CHECK(cudaMemcpyAsync(span, init, sizeof init, cudaMemcpyHostToDevice));
-            CHECK(cudaDeviceSynchronize());
-            void *args[] = {&buf[c].in, &buf[c].out, &n, &span};
-            dim3 grid = kernel == 0 ? dim3((unsigned)std::min<unsigned long long>((n + 255) / 256, sms * 8ull))
-                                    : dim3((unsigned)(n / 1024));
-            CHECK(cudaEventRecord(a));
-            CHECK(cudaLaunchKernel(kernel == 0 ? (const void *)twice : (const void *)rows, grid, dim3(256), args, 0,
-                                   nullptr));
-            CHECK(cudaEventRecord(b));
-            CHECK(cudaEventSynchronize(b));
-            unsigned long long got[2];
-            CHECK(cudaMemcpy(got, span, sizeof got, cudaMemcpyDeviceToHost));
-            float ms = 0;
-            CHECK(cudaEventElapsedTime(&ms, a, b));
-            if (r < 2) continue;  // the first launches of each backing: its translations not yet cached
-            sp[c].push_back((float)(got[1] - got[0]) / 1000.0f);
-            ev[c].push_back(ms * 1000.0f);
-          }
-        for (int c = 0; c < BACKINGS; c++)
-          std::printf("{\"round\": %d, \"kernel\": \"%s\", \"bytes\": %zu, \"backing\": \"%s\", \"span_us\": %.3f, "
-                      "\"span_min_us\": %.3f, \"event_us\": %.3f}\n",
-                      round, kernel == 0 ? "twice" : "rows", bytes, NAMES[c], median(sp[c]),
-                      *std::min_element(sp[c].begin(), sp[c].end()), median(ev[c]));
-        std::fflush(stdout);
-      }
-    }
-    CHECK(cudaFree(buf[MALLOC].in));
-    CHECK(cudaFree(buf[MALLOC].out));
-    for (int k = 0; k < 2; k++) DRIVER(p_cuMemUnmap(bases[k], mapped_bytes(bytes, granule)));
-    for (auto h : handles) DRIVER(p_cuMemRelease(h));
-    for (int k = 0; k < 2; k++) DRIVER(p_cuMemAddressFree(bases[k], reserve));
+  Probe ctx = {repeats, sms, flush, span, flush_bytes, granule, 0, a, b};
+  measure(ctx);
+  int crowd_count = argc > 2 ? std::atoi(argv[2]) : 2048;
+  std::vector<void *> crowd(crowd_count);
+  for (int i = 0; i < crowd_count; i++) {
+    CHECK(cudaMalloc(&crowd[i], 2 << 20));
+    CHECK(cudaMemset(crowd[i], i & 0xff, 2 << 20));
   }
+  ctx.crowd_mib = 2 * (size_t)crowd_count;
+  measure(ctx);
+  for (void *p : crowd) CHECK(cudaFree(p));
   return 0;
 }
