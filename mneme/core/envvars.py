@@ -206,6 +206,12 @@ _VARS = [
         "blockIdx.x * blockDim.x + threadIdx.x",
         "host",
     ),
+    EnvVar(
+        "MNEME_HOST_DEFER_ATOMICS",
+        "1",
+        "0: host kernels apply every atomic update at once, not gathered per worker where nothing reads it back",
+        "host",
+    ),
     EnvVar("MNEME_HOST_BOUNDS", "1", "0: compile host kernels without read checks (docs/security.md)", "host"),
 ]
 

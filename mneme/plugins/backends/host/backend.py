@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import llvmlite
 
 from mneme.core import envvars, ir, pipeline
@@ -31,6 +32,7 @@ from mneme.plugins.backends.host import (
     block_loop,
     block_steps,
     boundscheck,
+    deferred_atomics,
     grid_stride,
     lanes,
     limits,
@@ -221,6 +223,7 @@ class HostBackend(Backend):
             "grid-stride": grid_stride.VERSION if grid_stride.enabled() else "off",
             "block-steps": block_steps.key(),
             "block-loop": block_loop.key(),
+            "deferred-atomics": deferred_atomics.VERSION if deferred_atomics.enabled() else "off",
         }
         return {**super().toolchain(arch), "cpu": machine.cpu(), **checks}
 
@@ -277,6 +280,7 @@ class HostBackend(Backend):
                 f"{kernel_name!r}); run this kernel on a GPU backend"
             )
         host = retarget.retarget(module, kernel_name, llvm.get_process_triple(), str(tm.target_data))
+        host = attrs.evolve(host, text=deferred_atomics.mark(host.text, kernel_name))
         text = host.text
         if host.flags & retarget.FLAG_BLOCK_LOOP:
             text = _flat_form(host, kernel_name) or _lane_form(host, kernel_name) or text
@@ -303,6 +307,9 @@ class HostBackend(Backend):
             checked, count = boundscheck.with_checked_copy(str(host_module))
             if count:
                 host_module = llvm.parse_assembly(checked)
+        lowered = deferred_atomics.lowered(str(host_module))
+        if lowered is not None:  # after the checks: a marked update is checked before its call
+            host_module = llvm.parse_assembly(lowered)
         data = tm.emit_object(host_module)
         codegen_seconds = time.perf_counter() - start
         return DeviceBinary(

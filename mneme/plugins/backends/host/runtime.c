@@ -174,6 +174,7 @@ static long page_bytes;
 #include "runtime_parts/sandbox.inc"
 #include "runtime_parts/faults.inc"
 #include "runtime_parts/time_limit.inc"
+#include "runtime_parts/deferred.inc"
 #include "runtime_parts/workers.inc"
 #include "runtime_parts/grid.inc"
 #include "runtime_parts/helper_threads.inc"
