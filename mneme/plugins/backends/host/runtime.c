@@ -157,6 +157,13 @@ typedef struct mn_worker {
   volatile int in_kernel;
   pthread_t thread; /* the thread running this worker in the current launch */
   int home;         /* its share of a launch's blocks: 0 the launcher, k the k-th helper (mn_launch.share) */
+  /* atomic updates gathered during the current launch (deferred.inc): one slot per address and operation */
+  struct mn_deferred {
+    void *addr;
+    uint32_t op, bytes; /* bytes: 4 or 8 */
+    uint64_t bits;      /* the folded value: an integer, or a float's or double's bits */
+  } deferred[16];
+  uint32_t ndeferred;
 } mn_worker;
 
 /* initial-exec: no __tls_get_addr call on every context read (the runtime needs few TLS bytes) */
