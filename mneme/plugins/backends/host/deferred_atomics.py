@@ -51,6 +51,8 @@ _GEP = re.compile(
     rf"^\s*({_NAME}) = getelementptr (?:inbounds |nuw |nusw |inrange\(\S+\) )*[^,]+, ptr ({_NAME})(,.*)?$"
 )
 
+_DEBUG_RECORD = re.compile(r"^\s*#dbg_\w+\(")
+
 
 def enabled() -> bool:
     """Whether atomics that qualify are gathered per worker (``MNEME_HOST_DEFER_ATOMICS``, default on)."""
@@ -75,8 +77,8 @@ def _qualifying(body: list[str], param: str) -> list[int] | None:
     uses = [re.compile(rf"(?<![-\w.$]){re.escape(d)}(?![-\w.$])") for d in derived]
     lines, kinds = [], set()
     for i, line in enumerate(body):
-        if not any(u.search(line) for u in uses):
-            continue
+        if _DEBUG_RECORD.match(line) or not any(u.search(line) for u in uses):
+            continue  # a debug record names the address, it does not reach its memory
         gep = _GEP.match(line)
         if gep and gep.group(2) in derived:
             if not any(u.search(gep.group(3) or "") for u in uses):
