@@ -307,9 +307,8 @@ class HostBackend(Backend):
             checked, count = boundscheck.with_checked_copy(str(host_module))
             if count:
                 host_module = llvm.parse_assembly(checked)
-        lowered = deferred_atomics.lowered(str(host_module))
-        if lowered is not None:  # after the checks: a marked update is checked before its call
-            host_module = llvm.parse_assembly(lowered)
+        if deferred_atomics.SCOPE in host.text:  # after the checks: a marked update is checked before its call
+            host_module = llvm.parse_assembly(deferred_atomics.lowered(str(host_module)))
         data = tm.emit_object(host_module)
         codegen_seconds = time.perf_counter() - start
         return DeviceBinary(

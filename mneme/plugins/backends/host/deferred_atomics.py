@@ -26,7 +26,7 @@ import re
 
 from mneme.core import envvars
 from mneme.plugins.backends.host.accesses import split_operands
-from mneme.plugins.backends.host.irtext import function_span, parameter_list
+from mneme.plugins.backends.host.irtext import LOCAL, function_span, parameter_list
 
 ENV = "MNEME_HOST_DEFER_ATOMICS"
 #: a build-cache key: another lowering is another build product
@@ -42,7 +42,7 @@ OPS = {
     ("fadd", "float"): "__mneme_defer_fadd_f32",
     ("fadd", "double"): "__mneme_defer_fadd_f64",
 }
-_NAME = r"%[-\w.$]+"
+_NAME = LOCAL.pattern
 _RMW = re.compile(
     rf"^(\s*)(?:({_NAME}) = )?atomicrmw (\w+) ptr ({_NAME}), (\w+) ([^,\s]+)((?: syncscope\(\"[^\"]*\"\))?) "
     r"(\w+)(, align \d+)?((?:, ![\w.]+ ![\w.]+)*)\s*$"
@@ -52,6 +52,7 @@ _GEP = re.compile(
 )
 
 _DEBUG_RECORD = re.compile(r"^\s*#dbg_\w+\(")
+_FENCE = re.compile(r"\bfence\b")
 
 
 def enabled() -> bool:
@@ -59,8 +60,14 @@ def enabled() -> bool:
     return (envvars.get(ENV) or "1") not in ("0", "off", "no", "false")
 
 
-def _tokens(name: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![-\w.$%]){re.escape(name)}(?![-\w.$])")
+def _names(text: str) -> set[str]:
+    """The local values `text` names."""
+    return set(LOCAL.findall(text))
+
+
+def _read(result: str | None, lines: list[str], at: int) -> bool:
+    """Whether a line of `lines` other than the one at `at` (which defines `result`) names `result`."""
+    return bool(result) and any(result in _names(line) for j, line in enumerate(lines) if j != at)
 
 
 def _qualifying(body: list[str], param: str) -> list[int] | None:
@@ -74,24 +81,20 @@ def _qualifying(body: list[str], param: str) -> list[int] | None:
             if gep and gep.group(2) in derived and gep.group(1) not in derived:
                 derived.add(gep.group(1))
                 changed = True
-    uses = [re.compile(rf"(?<![-\w.$]){re.escape(d)}(?![-\w.$])") for d in derived]
     lines, kinds = [], set()
     for i, line in enumerate(body):
-        if _DEBUG_RECORD.match(line) or not any(u.search(line) for u in uses):
+        if _DEBUG_RECORD.match(line) or not derived & _names(line):
             continue  # a debug record names the address, it does not reach its memory
         gep = _GEP.match(line)
         if gep and gep.group(2) in derived:
-            if not any(u.search(gep.group(3) or "") for u in uses):
+            if not derived & _names(gep.group(3) or ""):
                 continue  # an address computed from it, not an index
             return None
         rmw = _RMW.match(line)
-        if not rmw or rmw.group(4) not in derived or any(u.search(rmw.group(6)) for u in uses):
+        if not rmw or rmw.group(4) not in derived or derived & _names(rmw.group(6)):
             return None
-        if (rmw.group(3), rmw.group(5)) not in OPS:
-            return None
-        result = rmw.group(2)
-        if result and any(_tokens(result).search(other) for j, other in enumerate(body) if j != i):
-            return None  # its old value is read
+        if (rmw.group(3), rmw.group(5)) not in OPS or _read(rmw.group(2), body, i):
+            return None  # another operation, or its old value is read
         kinds.add((rmw.group(3), rmw.group(5)))
         lines.append(i)
     return lines if lines and len(kinds) == 1 else None
@@ -107,7 +110,7 @@ def mark(text: str, kernel: str) -> str:
         return text
     start, end = span
     body = lines[start + 1 : end]
-    if any(re.search(r"\bfence\b", line) for line in body):
+    if any(_FENCE.search(line) for line in body):
         return text
     opened, closed = parameter_list(lines[start], kernel)
     parts = split_operands(lines[start][opened + 1 : closed])
@@ -127,11 +130,9 @@ def mark(text: str, kernel: str) -> str:
     return "\n".join([*lines[: start + 1], *body, *lines[end:]])
 
 
-def lowered(text: str) -> str | None:
-    """The optimized module's text with each marked atomic a call of its runtime function; None where none is
-    marked. An atomic whose old value the optimizer found a use for stays an atomic (in the default scope)."""
-    if SCOPE not in text:
-        return None
+def lowered(text: str) -> str:
+    """The optimized module's text with each marked atomic a call of its runtime function. An atomic whose old value
+    the optimizer found a use for stays an atomic (in the default scope)."""
     lines = text.split("\n")
     needed: set[tuple[str, str]] = set()
     start = 0
@@ -146,8 +147,8 @@ def lowered(text: str) -> str | None:
             continue
         indent, result, op, ptr, ty, value = rmw.groups()[:6]
         end = lines.index("}", i)
-        read = result and any(_tokens(result).search(lines[j]) for j in range(start, end) if j != i)
-        if read or (op, ty) not in OPS:
+        # the optimizer may have given its old value a use, or made it another operation (`or -1`: an exchange)
+        if _read(result, lines[start:end], i - start) or (op, ty) not in OPS:
             lines[i] = line.replace(f" {SCOPE}", "")
             continue
         needed.add((op, ty))

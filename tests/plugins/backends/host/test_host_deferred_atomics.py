@@ -80,20 +80,19 @@ def _object(text: str, kernel: str) -> bytes:
     return HostBackend().compile(llvm.parse_assembly(text), kernel, config, "x86_64").data
 
 
+def _block_sums(text: str, n: int, out: int = BASE + SPACING) -> tuple[np.ndarray, list[np.ndarray]]:
+    """`block_sums` over n small integers (every order of the additions gives the same sum) into `out` (mapped
+    where it is the second buffer's address): the input and the buffers after the launch."""
+    x = (np.arange(n) % 8).astype(np.float32)
+    buffers = [x, np.zeros(4, np.float32)] if out == BASE + SPACING else [x]
+    args = struct.pack("<i4xQQ", n, BASE, out)
+    return x, launch(text, "block_sums", (n // 128,), (128,), buffers, args, BASE)[1]
+
+
 def test_a_block_sum_into_one_address_is_gathered_and_equals_numpy(text):
     assert _marked(text, "block_sums") == 1
     assert b"__mneme_defer_fadd_f32" in _object(text, "block_sums")
-    n = 1 << 16
-    x = (np.arange(n) % 8).astype(np.float32)  # small integers: every order of the additions gives the same sum
-    _, (_, out) = launch(
-        text,
-        "block_sums",
-        (n // 128,),
-        (128,),
-        [x, np.zeros(4, np.float32)],
-        struct.pack("<i4xQQ", n, BASE, BASE + SPACING),
-        BASE,
-    )
+    x, (_, out) = _block_sums(text, 1 << 16)
     assert out[0] == np.float32(x.astype(np.float64).sum())
 
 
@@ -175,31 +174,11 @@ def test_switched_off_every_atomic_stays_and_the_sum_is_the_same(text, monkeypat
     monkeypatch.setenv(deferred_atomics.ENV, "0")
     assert _marked(text, "block_sums") == 0
     assert b"__mneme_defer" not in _object(text, "block_sums")
-    n = 1 << 14
-    x = (np.arange(n) % 8).astype(np.float32)
-    _, (_, out) = launch(
-        text,
-        "block_sums",
-        (n // 128,),
-        (128,),
-        [x, np.zeros(4, np.float32)],
-        struct.pack("<i4xQQ", n, BASE, BASE + SPACING),
-        BASE,
-    )
+    x, (_, out) = _block_sums(text, 1 << 14)
     assert out[0] == np.float32(x.astype(np.float64).sum())
 
 
 def test_a_gathered_update_to_an_unmapped_address_fails_the_launch(text):
-    n = 1 << 12
-    x = np.ones(n, np.float32)
     with pytest.raises(ExperimentError, match=r"invalid memory access \(SIGSEGV\)") as info:
-        launch(
-            text,
-            "block_sums",
-            (n // 128,),
-            (128,),
-            [x],
-            struct.pack("<i4xQQ", n, BASE, BASE + 3 * SPACING),  # reserved, never mapped
-            BASE,
-        )
+        _block_sums(text, 1 << 12, out=BASE + 3 * SPACING)  # reserved, never mapped
     assert info.value.kind == "fault"
