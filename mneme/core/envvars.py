@@ -173,6 +173,13 @@ _VARS = [
         "host",
     ),
     EnvVar(
+        "MNEME_HOST_STRIDE_WALK",
+        "1",
+        "0: grid-stride host kernels keep each thread's iterations in order even where none can see another's "
+        "(a claim then sweeps the array a block's width per step, not one contiguous range)",
+        "host",
+    ),
+    EnvVar(
         "MNEME_HOST_BLOCK_STEPS",
         "1",
         "0: run host kernels with barriers a thread per call (the runtime's passes), not a block per call",

@@ -220,7 +220,7 @@ class HostBackend(Backend):
         checks = {
             "bounds-checks": boundscheck.VERSION if boundscheck.enabled() else "off",
             "lanes": f"{lanes.VERSION}x{lanes.width()}",
-            "grid-stride": grid_stride.VERSION if grid_stride.enabled() else "off",
+            "grid-stride": grid_stride.key(),
             "block-steps": block_steps.key(),
             "block-loop": block_loop.key(),
             "deferred-atomics": deferred_atomics.VERSION if deferred_atomics.enabled() else "off",

@@ -38,10 +38,11 @@ import logging
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host import block_loop, lanes, retarget, row_ranges, steps
+from mneme.plugins.backends.host import block_loop, grid_stride_walk, lanes, retarget, row_ranges, steps
 from mneme.plugins.backends.host.irtext import (
     COND_BR,
     DEF,
+    LOCAL,
     branch_taken,
     function_span,
     match_paren,
@@ -54,8 +55,8 @@ log = logging.getLogger(__name__)
 
 ENV = "MNEME_HOST_GRID_STRIDE"
 #: a build-cache key: another form is another build product (2: a guard in the loop on its index runs its range
-#: through a copy, `row_ranges.loop_guard`)
-VERSION = "2"
+#: through a copy, `row_ranges.loop_guard`; 3: claims walked in a row, `grid_stride_walk`)
+VERSION = "3"
 SUFFIX = ".__mneme_flat"
 THREADS_ENTRY = retarget.ENTRY + ".threads"
 _BINARY = re.compile(r"(add|mul|or)(?: nuw)?(?: nsw)? i32 (%[-\w.$]+|-?\d+), (%[-\w.$]+|-?\d+)$")
@@ -78,7 +79,14 @@ def enabled() -> bool:
     return (envvars.get(ENV) or "1") not in ("0", "off", "no", "false")
 
 
-def to_flat(text: str, kernel_name: str, params, runs: bool) -> str | None:
+def key() -> str:
+    """The form's part of the build key: its version, and whether independent loops are walked in a row."""
+    if not enabled():
+        return "off"
+    return VERSION if grid_stride_walk.enabled() else VERSION + "-ordered"
+
+
+def to_flat(text: str, kernel_name: str, kernel_params, runs: bool) -> str | None:
     """Host IR text in block-loop form with the flat form of `kernel_name` added; None if it does not apply."""
     if any(block_loop.ORDERED.search(line) for line in text.split("\n") if not line.startswith("declare ")):
         return None
@@ -94,9 +102,11 @@ def to_flat(text: str, kernel_name: str, params, runs: bool) -> str | None:
     blocks = lanes._blocks(lines[start + 1 : end])
     if blocks is None or blocks[0][0] == "%__mneme_first":
         return None
-    body = _flat_body(blocks, (lines, kernel_name))
-    if body is None:
+    params = set(LOCAL.findall(header[header.find(symbol_ref(kernel_name) + "(") :]))
+    flat_body = _flat_body(blocks, (lines, kernel_name), params)
+    if flat_body is None:
         return None
+    body, walk = flat_body
     flat = _flat_header(header, kernel_name)
     if flat is None:
         return None
@@ -106,10 +116,13 @@ def to_flat(text: str, kernel_name: str, params, runs: bool) -> str | None:
         return None
     out = entry.sub(f"define internal void @{THREADS_ENTRY}(ptr %args) {{", out, count=1)
     function = "\n".join([flat, *body, "}"])
-    return out + "\n" + function + "\n" + _entry(kernel_name, params, runs) + "\n"
+    if walk is not None:
+        walker = _flat_header(header, kernel_name, grid_stride_walk.SUFFIX, "i64")
+        function += "\n" + "\n".join(grid_stride_walk.walk_function(walker, *walk))
+    return out + "\n" + function + "\n" + _entry(kernel_name, kernel_params, runs, walk is not None) + "\n"
 
 
-def _flat_header(header: str, kernel_name: str) -> str | None:
+def _flat_header(header: str, kernel_name: str, suffix: str = SUFFIX, returns: str = "i32") -> str | None:
     ref = symbol_ref(kernel_name)
     at = header.find(ref + "(")
     if at < 0:
@@ -120,18 +133,19 @@ def _flat_header(header: str, kernel_name: str) -> str | None:
     rest = rest.replace(" local_unnamed_addr", "")
     extra = "i32 %__mneme_k, i32 %__mneme_bx0, i32 %__mneme_run"
     inner = header[open_index + 1 : close]
-    return f"define internal i32 {symbol_ref(kernel_name + SUFFIX)}({inner}, {extra}){rest}"
+    return f"define internal {returns} {symbol_ref(kernel_name + suffix)}({inner}, {extra}){rest}"
 
 
 def _operands(text: str) -> list[str]:
     return lanes._TOKEN.findall(text)
 
 
-def _flat_body(blocks: list[tuple[str, list[str]]], kernel: tuple[list[str], str]) -> list[str] | None:
-    """The flat function's body lines, or None where the kernel is not the canonical grid-stride loop.
+def _flat_body(blocks: list[tuple[str, list[str]]], kernel: tuple[list[str], str], params: set[str]):
+    """The flat function's body lines and what the walk function needs (None where the loop's iterations are not
+    shown independent: `grid_stride_walk`), or None where the kernel is not the canonical grid-stride loop.
 
     `kernel`: (the module's lines, the kernel's name), where a guard at the top of the loop's body on its index may
-    run as a range (`row_ranges.loop_guard`)."""
+    run as a range (`row_ranges.loop_guard`); `params`: the kernel's parameter names."""
     defs: dict[str, str] = {}  # value -> the right-hand side of its definition
     where: dict[str, str] = {}  # value -> label of its block
     uses: dict[str, int] = {}
@@ -238,7 +252,26 @@ def _flat_body(blocks: list[tuple[str, list[str]]], kernel: tuple[list[str], str
     if block_loop.guard_split() and ity == "i32" and loop_header != latch:
         outside = {v for v, lbl in where.items() if lbl not in loop}
         guard = row_ranges.loop_guard(*kernel, loop_header, latch, index, outside, ".__mneme_r")
-    return _emit(by_label, entry_label, chain, loop, loop_header, latch, exit_label, found, (signed, ity), guard)
+    body = _emit(by_label, entry_label, chain, loop, loop_header, latch, exit_label, found, (signed, ity), guard)
+    walk = None
+    if grid_stride_walk.enabled():
+        first = {v for v, lbl in where.items() if lbl == entry_label}
+        loop_lines = [line for lbl in loop for line in by_label[lbl]]
+        sites = grid_stride_walk.sites(loop_lines, defs, index, first | params)
+        if sites is not None:
+            first_block = [
+                _DEBUG.sub("", line) for line in by_label[entry_label][:-1] if not re.match(r"\s*#dbg_", line)
+            ]
+            walk = (first_block, sites, _bound64(bound, (signed, ity)), ntid)
+    return body, walk
+
+
+def _bound64(bound: str, kind: tuple[str, str]) -> list[str]:
+    """The line defining ``%__mneme_n64``: the loop's bound in 64 bits (widened as the index's signedness says)."""
+    signed, ity = kind
+    if ity == "i32":
+        return [f"  %__mneme_n64 = {'sext' if signed == 's' else 'zext'} i32 {bound} to i64"]
+    return [f"  %__mneme_n64 = or i64 {bound}, 0"]
 
 
 def _value(name: str, defs: dict[str, str]) -> str:
@@ -350,10 +383,9 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
     preheader = chain[-1] if chain else entry_label
     less = "slt" if signed == "s" else "ult"
     out = [entry_label[1:] + ":", *by_label[entry_label][:-1]]
+    bound64 = _bound64(bound, kind)
     if ity == "i32":
-        widen = "sext" if signed == "s" else "zext"
         limit = _MAX[kind] + 1
-        bound64 = [f"  %__mneme_n64 = {widen} i32 {bound} to i64"]
         # no index wraps: the largest any thread computes, n - 1 + S, fits (where a thread runs at all)
         fits = [
             "  %__mneme_top = add i64 %__mneme_n64, %__mneme_s64",
@@ -362,7 +394,6 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
         ]
         less = "slt"  # the widened bound and the range compare as signed 64-bit values
     else:
-        bound64 = [f"  %__mneme_n64 = or i64 {bound}, 0"]
         top = _MAX[kind] if signed == "s" else -1  # INT64_MAX, or UINT64_MAX written as -1
         fits = [
             f"  %__mneme_room = sub i64 {top}, %__mneme_s64",
@@ -476,10 +507,56 @@ def _loop_copy(by_label, loop, ends, found, kind, suffix, pre, first, stop, take
     return out
 
 
-def _entry(kernel_name: str, params, runs: bool) -> str:
-    """``__mneme_entry(args)``: the flat form for one-dimensional blocks, the thread loop otherwise."""
-    body, call_args = retarget.unpack_args(params)
-    call_args += ["i32 0", "i32 0", "i32 0", "i32 0", "i32 %bx", "i32 %k", "i32 %bx", "i32 1"]
+def _entry(kernel_name: str, params, runs: bool, walk: bool) -> str:
+    """``__mneme_entry(args)``: the flat form for one-dimensional blocks, the thread loop otherwise.
+
+    With `walk` (`grid_stride_walk`), a launch whose checks hold runs the claimed blocks' contiguous pieces
+    instead of their blocks step after step."""
+    body, kernel_args = retarget.unpack_args(params)
+    call_args = [*kernel_args, "i32 0", "i32 0", "i32 0", "i32 0", "i32 %bx", "i32 %k", "i32 %bx", "i32 1"]
+    flat = symbol_ref(kernel_name + SUFFIX)
+    if walk:
+        ask = [*kernel_args, *["i32 0"] * 8]
+        piece = [*kernel_args, "i32 0", "i32 0", "i32 0", "i32 0", "i32 %wb", "i32 %wk", "i32 %wb", "i32 1"]
+        order = [
+            f"  %steps = call i64 {symbol_ref(kernel_name + grid_stride_walk.SUFFIX)}({', '.join(ask)})",
+            "  %walking = icmp ne i64 %steps, 0",
+            "  br i1 %walking, label %wstart, label %range",
+            # block v of the row runs pieces [v * K, (v + 1) * K); piece p is block p mod nctaid.x at step
+            # p / nctaid.x, so a claim of consecutive blocks is one range of indices, walked in order
+            "wstart:",
+            "  %wnc = call i32 @__mneme.nvvm.read.ptx.sreg.nctaid.x()",
+            "  %wnc64 = zext i32 %wnc to i64",
+            "  %wbx64 = zext i32 %bx0 to i64",
+            "  %wrun64 = zext i32 %run to i64",
+            "  %wp0 = mul i64 %wbx64, %steps",
+            "  %wv1 = add i64 %wbx64, %wrun64",
+            "  %wp1 = mul i64 %wv1, %steps",
+            "  %wk0w = udiv i64 %wp0, %wnc64",
+            "  %wb0w = urem i64 %wp0, %wnc64",
+            "  %wk0 = trunc i64 %wk0w to i32",
+            "  %wb0 = trunc i64 %wb0w to i32",
+            "  br label %wpiece",
+            "wpiece:",
+            "  %wp = phi i64 [ %wp0, %wstart ], [ %wpn, %wnext ]",
+            "  %wk = phi i32 [ %wk0, %wstart ], [ %wkn, %wnext ]",
+            "  %wb = phi i32 [ %wb0, %wstart ], [ %wbn, %wnext ]",
+            "  store i32 %wb, ptr %bxp, align 4",
+            f"  %wst = call i32 {flat}({', '.join(piece)})",
+            # 0: this piece and every later one lie past n; 2: an index could wrap (the first call)
+            "  switch i32 %wst, label %threads [ i32 0, label %done i32 1, label %wnext ]",
+            "wnext:",
+            "  %wpn = add nuw i64 %wp, 1",
+            "  %wb1 = add nuw i32 %wb, 1",
+            "  %wrow = icmp eq i32 %wb1, %wnc",
+            "  %wbn = select i1 %wrow, i32 0, i32 %wb1",
+            "  %wk1 = add nuw i32 %wk, 1",
+            "  %wkn = select i1 %wrow, i32 %wk1, i32 %wk",
+            "  %wmore = icmp ult i64 %wpn, %wp1",
+            "  br i1 %wmore, label %wpiece, label %done",
+        ]
+    else:
+        order = ["  br label %range"]
     ntid = block_loop.CTX_NTID
     lines = [
         f"define void @{retarget.ENTRY}(ptr %args) {{",
@@ -499,9 +576,11 @@ def _entry(kernel_name: str, params, runs: bool) -> str:
         ),
         "  %nyz = or i32 %nty, %ntz",
         "  %flat = icmp eq i32 %nyz, 1",
-        "  br i1 %flat, label %range, label %threads",
+        "  br i1 %flat, label %order, label %threads",
+        "order:",
+        *order,
         "range:",
-        "  %k = phi i32 [ 0, %entry ], [ %k1, %knext ]",
+        "  %k = phi i32 [ 0, %order ], [ %k1, %knext ]",
         "  br label %blk",
         # a call per block of the run, in order (consecutive blocks: consecutive indices), its index in the
         # context first: a failure names the block it happened in
@@ -509,7 +588,7 @@ def _entry(kernel_name: str, params, runs: bool) -> str:
         "  %b = phi i32 [ 0, %range ], [ %b1, %bnext ]",
         "  %bx = add i32 %bx0, %b",
         "  store i32 %bx, ptr %bxp, align 4",
-        f"  %st = call i32 {symbol_ref(kernel_name + SUFFIX)}({', '.join(call_args)})",
+        f"  %st = call i32 {flat}({', '.join(call_args)})",
         # 0: this block's indices at step k are past n, so are all later ones; 2: an index could wrap (first call)
         "  switch i32 %st, label %threads [ i32 0, label %done i32 1, label %bnext ]",
         "bnext:",
@@ -520,6 +599,7 @@ def _entry(kernel_name: str, params, runs: bool) -> str:
         "  %k1 = add nuw i32 %k, 1",
         "  br label %range",
         "threads:",
+        "  store i32 %bx0, ptr %bxp, align 4",  # the claim's first block: a call returning 2 may have named another
         f"  call void @{THREADS_ENTRY}(ptr %args)",
         "  ret void",
         "done:",
