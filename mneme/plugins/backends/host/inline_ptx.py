@@ -18,7 +18,15 @@ GPU's (docs/design/internals.md, "Host backend: inline PTX"):
   atomic of the same memory order;
 * ``add/sub/mul`` on f16 and bf16 (and their x2 pairs) with ``.rn`` or no rounding modifier:
   computed in f32 and rounded once, which is correctly rounded because f32 carries more than
-  twice their precision plus two bits.
+  twice their precision plus two bits;
+* ``dp4a.{u32,s32}.{u32,s32}`` and ``dp2a.{lo,hi}.{u32,s32}.{u32,s32}`` (CUDA's ``__dp4a``,
+  ``__dp2a_lo``/``__dp2a_hi``: the int8 dot products of quantized matrix products): the bytes (and
+  for dp2a the 16-bit halves of the first operand) widened as their types say, multiplied, summed
+  and added to the third operand modulo 2^32, as the GPU does;
+* the SIMD video instructions on bytes and halves with every field selected (CUDA's ``__vsub4``,
+  ``__vsubss4``, ``__vseteq4``, ``__vmaxu2`` and the like): ``vadd/vsub/vmin/vmax/vabsdiff`` and
+  ``vset`` with a comparison, ``4`` or ``2`` fields, ``.sat`` clamping to the destination's field;
+  no ``.add``, masks or selectors.
 
 Blocks of several instructions over their own registers are `ptx_blocks`'. Anything else
 returns None: the backend names the asm as unsupported.
@@ -313,6 +321,92 @@ def _arith(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
     return True
 
 
+def _dot(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
+    """dp4a.atype.btype d, a, b, c and dp2a.mode.atype.btype d, a, b, c (types u32 or s32): c plus the products of
+    a's bytes (dp2a: its two 16-bit halves) with b's bytes (dp2a: bytes 0-1 for .lo, 2-3 for .hi), in 32 bits."""
+    mode = None
+    if op == "dp2a":
+        if not mods or mods[0] not in ("lo", "hi"):
+            return False
+        mode, mods = mods[0], mods[1:]
+    if len(mods) != 2 or any(m not in ("u32", "s32") for m in mods) or len(operands) != 4 or operands[0] != "$0":
+        return False
+    ins = [b.arg(o, "i32") for o in operands[1:]]
+    if None in ins or b.ret != "i32":
+        return False
+    a, bv, c = ins
+    a_signed, b_signed = (m == "s32" for m in mods)
+    lanes = 4 if mode is None else 2
+    a_bits = 8 if mode is None else 16
+    first_byte = 2 if mode == "hi" else 0
+    total = c
+    for k in range(lanes):
+        # a field of `bits` bits at `at`, widened: shifted to the top, then shifted back (arithmetic if signed)
+        a_top = b.tmp(f"shl i32 {a}, {32 - a_bits * (k + 1)}")
+        a_k = b.tmp(f"{'ashr' if a_signed else 'lshr'} i32 {a_top}, {32 - a_bits}")
+        b_top = b.tmp(f"shl i32 {bv}, {32 - 8 * (first_byte + k + 1)}")
+        b_k = b.tmp(f"{'ashr' if b_signed else 'lshr'} i32 {b_top}, 24")
+        total = b.tmp(f"add i32 {total}, {b.tmp(f'mul i32 {a_k}, {b_k}')}")
+    b.lines.append(f"ret i32 {total}")
+    return True
+
+
+_SIMD = {"vadd": "add", "vsub": "sub", "vmin": "min", "vmax": "max", "vabsdiff": "absdiff"}
+_COMPARE = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+
+
+def _simd(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
+    """vop4/vop2.dtype.atype.btype{.sat} d, a, b, c and vset4/vset2.atype.btype.cmp d, a, b, c: per byte (4) or
+    16-bit half (2), the fields widened as their types say, combined in 32 bits, clamped with .sat, truncated into
+    d's field (vset: 1 where the comparison holds, else 0). c is not read: every field of d is written."""
+    fields = int(op[-1])
+    name = op[:-1]
+    compare = None
+    if name == "vset":
+        if len(mods) != 3 or mods[2] not in _COMPARE:
+            return False
+        compare, types, saturate = _COMPARE[mods[2]], ["u32", *mods[:2]], False
+    else:
+        saturate = mods[-1:] == ["sat"]
+        types = mods[:-1] if saturate else mods
+    if name not in (*_SIMD, "vset") or len(types) != 3 or any(t not in ("u32", "s32") for t in types):
+        return False
+    if len(operands) != 4 or operands[0] != "$0" or any(not re.fullmatch(r"\$\d+", o) for o in operands):
+        return False
+    ins = [b.arg(o, "i32") for o in operands[1:3]]
+    if None in ins or b.arg(operands[3], "i32") is None or b.ret != "i32":
+        return False
+    d_signed, a_signed, b_signed = (t == "s32" for t in types)
+    bits = 32 // fields
+    mask = (1 << bits) - 1
+    result = "0"
+    for k in range(fields):
+
+        def field(value: str, signed: bool) -> str:
+            top = b.tmp(f"shl i32 {value}, {32 - bits * (k + 1)}")
+            return b.tmp(f"{'ashr' if signed else 'lshr'} i32 {top}, {32 - bits}")
+
+        x, y = field(ins[0], a_signed), field(ins[1], b_signed)
+        if compare is not None:
+            t = b.tmp(f"zext i1 {b.tmp(f'icmp {compare} i32 {x}, {y}')} to i32")
+        elif name in ("vadd", "vsub"):
+            t = b.tmp(f"{_SIMD[name]} i32 {x}, {y}")
+        elif name == "vabsdiff":
+            diff = b.tmp(f"sub i32 {x}, {y}")
+            t = b.tmp(f"select i1 {b.tmp(f'icmp slt i32 {diff}, 0')}, i32 {b.tmp(f'sub i32 0, {diff}')}, i32 {diff}")
+        else:
+            pick = "slt" if name == "vmin" else "sgt"
+            t = b.tmp(f"select i1 {b.tmp(f'icmp {pick} i32 {x}, {y}')}, i32 {x}, i32 {y}")
+        if saturate:
+            low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if d_signed else (0, mask)
+            t = b.tmp(f"select i1 {b.tmp(f'icmp slt i32 {t}, {low}')}, i32 {low}, i32 {t}")
+            t = b.tmp(f"select i1 {b.tmp(f'icmp sgt i32 {t}, {high}')}, i32 {high}, i32 {t}")
+        placed = b.tmp(f"shl i32 {b.tmp(f'and i32 {t}, {mask}')}, {bits * k}")
+        result = b.tmp(f"or i32 {result}, {placed}")
+    b.lines.append(f"ret i32 {result}")
+    return True
+
+
 _LOAD_HINTS = {"global", "nc", "ca", "cg", "cs", "lu"}  # where and how it is cached; the value is the same
 
 
@@ -466,6 +560,10 @@ def body(text: str, ret: str, args: list[str]) -> list[str] | None:
             done = _atom(b, mods, operands)
         elif name in ("add", "sub", "mul"):
             done = _arith(b, name, mods, operands)
+        elif name in ("dp4a", "dp2a"):
+            done = _dot(b, name, mods, operands)
+        elif re.fullmatch(r"v(?:add|sub|min|max|absdiff|set)[24]", name):
+            done = _simd(b, name, mods, operands)
         else:
             done = False
     except KeyError:  # a type name it does not know

@@ -386,3 +386,105 @@ def test_f32_and_f16_pairs_narrow_to_fp8_rounded_to_nearest_even_and_saturated(t
     for index, source, exponent_bits in ((2, pairs, 4), (3, pairs, 5), (4, h, 4), (5, h, 5)):
         want = _nearest_fp8(source[:, 0], exponent_bits) | _nearest_fp8(source[:, 1], exponent_bits) << 8
         np.testing.assert_array_equal(outputs[index], want)
+
+
+def _fields(words: np.ndarray, bits: int, signed: bool) -> np.ndarray:
+    """Each 32-bit word's fields of `bits` bits, lowest first, widened as `signed` says (int64)."""
+    raw = words.astype(np.uint32).view(np.uint8 if bits == 8 else np.uint16).reshape(words.size, 32 // bits)
+    return raw.view(np.int8 if bits == 8 else np.int16).astype(np.int64) if signed else raw.astype(np.int64)
+
+
+def _dot_model(a, b, c, op: str, a_signed: bool, b_signed: bool) -> np.ndarray:
+    """PTX's dp4a / dp2a.lo / dp2a.hi in NumPy: c plus the products of the widened fields, modulo 2^32."""
+    b_bytes = _fields(b, 8, b_signed)
+    if op == "dp4a":
+        sums = (_fields(a, 8, a_signed) * b_bytes).sum(axis=1)
+    else:
+        first = 2 if op == "dp2a.hi" else 0
+        sums = (_fields(a, 16, a_signed) * b_bytes[:, first : first + 2]).sum(axis=1)
+    return ((sums + c.astype(np.int64)) & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+
+
+def test_int8_dot_products_match_numpy_for_every_signedness(tmp_path):
+    rng = np.random.default_rng(61)
+    n = 256
+    a, b, c = (rng.integers(-(2**31), 2**31, n, dtype=np.int64).astype(np.int32) for _ in range(3))
+    # the extremes of every field: all ones, 0x7F and 0x80 bytes, 0x7FFF and 0x8000 halves
+    a[:4] = np.array([0xFFFFFFFF, 0x7F7F7F7F, 0x80808080, 0x7FFF8000], np.uint32).view(np.int32)
+    b[:4] = np.array([0xFFFFFFFF, 0x80808080, 0x7F7F7F7F, 0xFFFFFFFF], np.uint32).view(np.int32)
+    outputs: dict = {}
+    capture.capture(
+        str(build_cuda_ir(SOURCE.with_name("dot_products.cu"))),
+        "dots",
+        2,
+        128,
+        [a, b, c, np.zeros(8 * n, np.int32)],
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+    )
+    got = outputs[3].reshape(n, 8)
+    forms = [
+        ("dp4a", True, True),
+        ("dp4a", False, False),
+        ("dp2a.lo", True, True),
+        ("dp2a.hi", True, True),
+        ("dp2a.lo", False, False),
+        ("dp2a.hi", False, False),
+        ("dp4a", True, False),
+        ("dp2a.hi", False, True),
+    ]
+    for column, (op, a_signed, b_signed) in enumerate(forms):
+        np.testing.assert_array_equal(got[:, column], _dot_model(a, b, c, op, a_signed, b_signed), err_msg=op)
+
+
+def _video_model(a, b, op: str, bits: int, signed: bool, saturate: bool = False) -> np.ndarray:
+    """A SIMD video instruction in NumPy: per field of `bits` bits, both sides widened as `signed` says (the
+    destination's too), combined, clamped with `saturate`, truncated into the field."""
+    x, y = _fields(a, bits, signed), _fields(b, bits, signed)
+    compare = {"eq": np.equal, "lt": np.less, "ge": np.greater_equal}
+    if op in compare:
+        t = compare[op](x, y).astype(np.int64)
+    else:
+        t = {"add": x + y, "sub": x - y, "max": np.maximum(x, y), "min": np.minimum(x, y), "absdiff": abs(x - y)}[op]
+    if saturate:
+        t = np.clip(t, -(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else np.clip(t, 0, (1 << bits) - 1)
+    t &= (1 << bits) - 1
+    return (t << (np.arange(32 // bits, dtype=np.int64) * bits)).sum(axis=1).astype(np.uint32)
+
+
+def test_simd_video_instructions_match_numpy_on_every_field(tmp_path):
+    rng = np.random.default_rng(47)
+    n = 256
+    a, b = (rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    a[:6] = [0, 0xFFFFFFFF, 0x7F7F7F7F, 0x80808080, 0x7FFF8000, 0x01020304]
+    b[:6] = [0xFFFFFFFF, 0x01010101, 0x80808080, 0x7F7F7F7F, 0x80007FFF, 0x01020304]
+    outputs: dict = {}
+    capture.capture(
+        str(build_cuda_ir(SOURCE.with_name("simd_video.cu"))),
+        "video",
+        2,
+        128,
+        [a, b, np.zeros(13 * n, np.uint32)],
+        tmp_path,
+        backend="host",
+        outputs=outputs,
+    )
+    got = outputs[2].reshape(n, 13)
+    want = [
+        _video_model(a, b, "add", 8, False, True),
+        _video_model(a, b, "sub", 8, True, True),
+        _video_model(a, b, "sub", 8, False),
+        _video_model(a, b, "max", 8, True),
+        _video_model(a, b, "min", 16, False),
+        _video_model(a, b, "absdiff", 8, False),
+        _video_model(a, b, "add", 16, True, True),
+        _video_model(a, b, "eq", 8, False),
+        _video_model(a, b, "lt", 8, True),
+        _video_model(a, b, "ge", 16, False),
+        _video_model(a, b, "sub", 8, True, True),  # __vsubss4
+        _video_model(a, b, "eq", 8, False) * np.uint32(0xFF),  # __vcmpeq4: 0xff where equal
+        _video_model(a, b, "sub", 8, False),  # __vsub4
+    ]
+    for column, expected in enumerate(want):
+        np.testing.assert_array_equal(got[:, column], expected, err_msg=f"column {column}")
