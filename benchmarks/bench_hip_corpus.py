@@ -92,12 +92,74 @@ def cross_check_table(root: Path, entry) -> list[str]:
     return lines
 
 
+def quantized_table(root: Path, entry) -> list[str]:
+    """The CUDA/HIP cross-check of the kernels on quantized blocks (`hip_corpus.quantized_sample`), as each build's
+    code stands and without floating-point contraction, as Markdown lines."""
+    cuda_ir = hc.build_cuda_ir(root)
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="mneme-cross-check-") as scratch:
+        hip_ir = Path(scratch, "gfx90a.bc")
+        hip_ir.write_bytes(entry.bitcode)
+        for strict in (False, True):
+            started = time.perf_counter()
+            found = hc.cross_check(
+                cuda_ir,
+                hip_ir,
+                Path(scratch, f"captures-{strict}"),
+                quantized=True,
+                source=hc.source(root),
+                strict=strict,
+            )
+            runs[strict] = (found, time.perf_counter() - started)
+    lines = [
+        "## CUDA and HIP builds on the host backend: kernels on quantized blocks",
+        "",
+        (
+            "The same two builds: every tiled quantized matrix product (`mul_mat_q*`: dp4a inline PTX and the SIMD "
+            "byte instructions vsub4/vset4 on CUDA, `__builtin_amdgcn_sdot4` on gfx90a), every matrix-vector product "
+            "for one column of y (`mul_mat_vec_q<1, ...>`), every block dequantization and dequantizing "
+            "matrix-vector product, launched as ggml's launchers shape them on each build (`hip_corpus."
+            "quantized_launches`: the tiled products with each build's own tiles), every int "
+            f"{hc.QUANTIZED_SIZE}, quantized and half buffers of bytes uniform in [0, {hc.SAFE_BYTE:#x}] (every half and "
+            "float they hold finite), float buffers uniform in [-2, 2]. `strict`: both builds with the `contract` flag "
+            "of every floating-point operation removed (`hip_corpus.without_contraction`): both builds let the code "
+            "generator fuse a multiply into an add, and which product of `a * b - c * d` it fuses follows the code's "
+            "shape, which the builds' tile sizes make differ."
+        ),
+        "",
+        "| run | kernels | bit-identical | differ | not captured | seconds |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for strict, (found, seconds) in runs.items():
+        counts = collections.Counter(a.status for a in found)
+        lines.append(
+            f"| {'strict' if strict else 'as built'} | {len(found)} | {counts['identical']} | {counts['differs']} "
+            f"| {counts['not captured']} | {seconds:.0f} |"
+        )
+    lines += ["", "| run | kernel | result | detail |", "| --- | --- | --- | --- |"]
+    for strict, (found, _) in runs.items():
+        lines += [
+            f"| {'strict' if strict else 'as built'} | `{a.kernel[:70]}` | {a.status} | {a.detail} |"
+            for a in found
+            if a.status != "identical"
+        ]
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--archs", default=",".join(hc.ARCHS))
     parser.add_argument("--limit", type=int, help="only the first N kernels per architecture (a quick look)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "hip-corpus.md")
     parser.add_argument("--cross-check", action="store_true", help="also compare the CUDA and HIP builds' outputs")
+    parser.add_argument(
+        "--quantized", action="store_true", help="also compare the builds' kernels on quantized blocks (hip_corpus)"
+    )
+    parser.add_argument(
+        "--quantized-only",
+        action="store_true",
+        help="only that comparison: replace its section of --out, keeping the rest of the file",
+    )
     args = parser.parse_args()
     archs = tuple(args.archs.split(","))
     ok, why = hc.available()
@@ -115,6 +177,19 @@ def main() -> int:
         print(done.messages[-3000:])
         return 1
     entries = {e.arch: e for e in done.entries()}
+    if args.quantized_only:
+        section = quantized_table(root, entries["gfx90a"])
+        text = args.out.read_text() if args.out.exists() else ""
+        head = section[0]
+        if head in text:  # this section, up to the next one or the run time's line
+            before, after = text.split(head, 1)
+            rest = [m for m in ("\n## ", "\nRun time") if m in after]
+            after = after[min(after.index(m) for m in rest) :] if rest else "\n"
+        else:
+            before, after = text.rstrip("\n") + "\n\n", "\n"
+        args.out.write_text(before + "\n".join(section) + "\n" + after)
+        print("\n".join(section))
+        return 0
     clang = hc.code_object_kernels(done.obj)
     by_arch = hc.host_verdicts(done)
     verdicts = [v for found in by_arch.values() for v in found]
@@ -164,6 +239,8 @@ def main() -> int:
     lines += ["", "## Refused kernels", "", "| arch | kernel | construct |", "| --- | --- | --- |", *refused_rows]
     if args.cross_check:
         lines += ["", *cross_check_table(root, entries["gfx90a"])]
+    if args.quantized:
+        lines += ["", *quantized_table(root, entries["gfx90a"])]
     lines += ["", f"Run time: {time.perf_counter() - start:.0f} s.", ""]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines))

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -328,41 +329,78 @@ def block_of(demangled: str) -> tuple[int, int, int]:
     return BLOCK
 
 
-def capturable(demangled: str) -> list[str] | None:
-    """The parameter types of a kernel whose every parameter is a float pointer or an int/float scalar."""
-    inner = demangled[demangled.find("(") + 1 : demangled.rfind(")")]
-    params = [p.strip() for p in inner.split(",")] if inner.strip() else []
-    ok = ("float const*", "float*", "int", "float", "unsigned int")
-    return params if params and all(p in ok for p in params) else None
+def parameters(demangled: str) -> list[str]:
+    """A demangled kernel's parameter types: its last parenthesized group, split at its own commas (a template
+    argument may hold a function type: ``mul_mat_vec_q<..., &(vec_dot_q4_0_q8_1(void const*, ...))>(...)``)."""
+    end = demangled.rfind(")")
+    depth, start = 0, -1
+    for at in range(end, -1, -1):
+        depth += {")": 1, "(": -1}.get(demangled[at], 0)
+        if depth == 0:
+            start = at
+            break
+    params, depth, part = [], 0, ""
+    for ch in demangled[start + 1 : end]:
+        depth += {"(": 1, "<": 1, ")": -1, ">": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            params.append(part.strip())
+            part = ""
+        else:
+            part += ch
+    return params + [part.strip()] if part.strip() else params
+
+
+_FLOATS = ("float const*", "float*", "int", "float", "unsigned int")
+# quantized blocks and half buffers: bytes whose every reading as half or float is finite (below)
+_BYTES = ("void const*", "void*", "__half const*", "__half*")
+
+
+def capturable(demangled: str, quantized: bool = False) -> list[str] | None:
+    """The parameter types of a kernel whose every parameter is a float pointer or an int/float scalar; with
+    `quantized`, of one that also takes quantized blocks or halves (`void`/`__half` pointers), and only those."""
+    params = parameters(demangled)
+    if not params or not all(p in _FLOATS + (_BYTES if quantized else ()) for p in params):
+        return None
+    return params if not quantized or any(p in _BYTES for p in params) else None
+
+
+QUANTIZED_SIZE = 256  # every int argument of a kernel on quantized blocks: a row of one 256-value super-block
+SAFE_BYTE = 0x3B  # bytes up to this: any two read as a half, or four as a float, are finite (exponent below 15)
 
 
 def _args(params: list[str], seed: int) -> list:
     rng = np.random.default_rng(seed)
+    quantized = any(p in _BYTES for p in params)
     args = []
     for p in params:
-        if p.endswith("*"):
+        if p in _BYTES:
+            args.append(rng.integers(0, SAFE_BYTE + 1, BUFFER * 4, dtype=np.uint8))
+        elif p.endswith("*"):
             args.append(rng.uniform(-2, 2, BUFFER).astype(np.float32))
         elif p == "float":
             args.append(np.float32(0.5))
         else:
-            args.append(_SCALARS[p](SIZE))
+            args.append(_SCALARS[p](QUANTIZED_SIZE if quantized else SIZE))
     return args
 
 
 def _capture_pair(
-    cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], block, seed: int, out: Path
+    cuda_ir: Path, hip_ir: Path, kernel: str, params: list[str], block, seed: int, out: Path, launches=None
 ) -> Agreement:
+    """`launches`: {"cuda": (grid, block), "hip": (grid, block)} where the builds launch the kernel differently
+    (`mmq_launches`); else both get GRID and `block`."""
     from mneme import capture
 
     results = []
     for label, path in (("cuda", cuda_ir), ("hip", hip_ir)):
         outputs: dict = {}
+        grid, shape = launches[label] if launches else (GRID, block)
         try:
             capture.capture(
                 path,
                 kernel,
-                GRID,
-                block,
+                grid,
+                shape,
                 _args(params, seed),
                 out / label,
                 backend="host",
@@ -378,43 +416,148 @@ def _capture_pair(
     differing = [i for i in cuda if cuda[i].tobytes() != hip[i].tobytes()]
     if not differing:
         return Agreement(kernel, "identical")
-    worst = max(float(np.nanmax(np.abs(cuda[i].astype(np.float64) - hip[i].astype(np.float64)))) for i in differing)
+    # a byte buffer written as halves (a dequantized row in f16) compares as halves
+    width = {i: np.float16 if params[i] in _BYTES else np.float32 for i in differing}
+    ints = {np.float16: np.int16, np.float32: np.int32}
+    worst = max(
+        float(np.nanmax(np.abs(cuda[i].view(width[i]).astype(np.float64) - hip[i].view(width[i]).astype(np.float64))))
+        for i in differing
+    )
     ulps = max(
-        int(np.max(np.abs(cuda[i].view(np.int32).astype(np.int64) - hip[i].view(np.int32).astype(np.int64))))
+        int(
+            np.max(np.abs(cuda[i].view(ints[width[i]]).astype(np.int64) - hip[i].view(ints[width[i]]).astype(np.int64)))
+        )
         for i in differing
     )
     return Agreement(kernel, "differs", f"arguments {differing}: max abs diff {worst:.3g}, {ulps} ulp", ulps)
 
 
-def cross_check(cuda_ir: Path, hip_ir: Path, out: Path, limit: int | None = None, every: int = 1) -> list[Agreement]:
+def mmq_launches(source: Path, demangled: str, rows: int, cols: int) -> dict[str, tuple[tuple, tuple]] | None:
+    """{"cuda": (grid, block), "hip": (grid, block)} for a tiled quantized matrix product (`mul_mat_q4_0<b>`) as
+    ggml launches it on each build: each build's kernel has its own tile sizes compiled in (the source's
+    ``MMQ_X/MMQ_Y/NWARPS_<type>_<arch>`` macros: AMPERE with tensor cores, which ggml defines unless told to force
+    MMQ, for sm_90; RDNA1 for gfx90a), a block of (32, nwarps) and a grid of (rows / mmq_y, cols / mmq_x) tiles;
+    None for another kernel or a source without them."""
+    name = re.match(r"void mul_mat_(q\d_[0-9K])<(?:true|false)>\(", demangled)
+    if not name:
+        return None
+    text = source.read_text(errors="replace")
+    kind = name.group(1).upper()
+    found = {}
+    for side, arch in (("cuda", "AMPERE"), ("hip", "RDNA1")):
+        values = []
+        for macro in ("MMQ_X", "MMQ_Y", "NWARPS"):
+            # the first definition: for AMPERE the one under CUDA_USE_TENSOR_CORES
+            m = re.search(rf"(?m)^#define\s+{macro}_{kind}_{arch}\s+(\d+)", text)
+            if not m:
+                return None
+            values.append(int(m.group(1)))
+        mmq_x, mmq_y, nwarps = values
+        found[side] = ((-(-rows // mmq_y), -(-cols // mmq_x), 1), (32, nwarps, 1))
+    return found
+
+
+def quantized_launches(source: Path, demangled: str) -> dict[str, tuple[tuple, tuple]] | None:
+    """{"cuda": (grid, block), "hip": (grid, block)} for a kernel of `quantized_sample`, as ggml's launchers
+    (``*_cuda``) shape it where the kernel's result depends on the shape (gfx90a takes the paths for AMD before
+    RDNA2, the same as NVIDIA's): the tiled products their own tiles (`mmq_launches`), the matrix-vector products for
+    one column (32, 4) threads (the four warps meet in shared memory), the dequantizing matrix-vector products
+    (32, 1) (``GGML_CUDA_MMV_Y=1``, ``K_QUANTS_PER_ITERATION=2``); a block dequantization, whose threads each
+    write their own values, the cross-check's block. None for another kernel."""
+    if demangled.startswith("void mul_mat_q"):
+        return mmq_launches(source, demangled, QUANTIZED_SIZE, QUANTIZED_SIZE)
+    if demangled.startswith("void mul_mat_vec_q<1,"):
+        shape = (32, 4, 1)
+    elif "dequantize_mul_mat_vec" in demangled.split("(")[0]:
+        shape = (32, 1, 1)
+    elif "dequantize_block" in demangled.split("(")[0]:
+        shape = BLOCK
+    else:
+        return None
+    return {"cuda": (GRID, shape), "hip": (GRID, shape)}
+
+
+def quantized_sample(demangled: str) -> bool:
+    """The kernels on quantized blocks a cross-check takes: every tiled matrix product (`mul_mat_q*`, dp4a on
+    CUDA, sdot4 on HIP), every block dequantization, and the matrix-vector products for one column of y."""
+    name = demangled[: demangled.find("<")] if "<" in demangled.split("(")[0] else demangled.split("(")[0]
+    name = name.split()[-1]
+    if name == "mul_mat_vec_q":
+        return demangled.startswith("void mul_mat_vec_q<1,")
+    return name.startswith(("mul_mat_q", "dequantize_block", "dequantize_mul_mat_vec"))
+
+
+_CONTRACT = re.compile(r"\b(fmul|fsub|fadd|fneg|fdiv|frem|call)((?: (?:fast|nnan|ninf|nsz|arcp|afn|reassoc))*) contract\b")
+
+
+_FAST = re.compile(r"\b(fmul|fsub|fadd|fneg|fdiv|frem|call) fast\b")
+
+
+def without_contraction(path: Path, out: Path) -> Path:
+    """The module at `path` with every floating-point operation's ``contract`` flag removed, as bitcode at `out`: each
+    multiply and add rounded on its own, as the source writes them. Both builds mark their operations contractible
+    (``-ffp-contract=fast``), and which product of ``a * b - c * d`` the code generator fuses depends on the shape
+    of the code around it, which differs between the builds (their tile sizes): results the source does not fix."""
+    import llvmlite.binding as llvm
+
+    text = str(llvm.parse_bitcode(path.read_bytes()))
+    text = _FAST.sub(r"\1 nnan ninf nsz arcp afn reassoc", text)  # `fast` holds `contract` too
+    text = _CONTRACT.sub(r"\1\2", text)
+    out.write_bytes(llvm.parse_assembly(text).as_bitcode())
+    return out
+
+
+def cross_check(
+    cuda_ir: Path,
+    hip_ir: Path,
+    out: Path,
+    limit: int | None = None,
+    every: int = 1,
+    quantized: bool = False,
+    source: Path | None = None,
+    strict: bool = False,
+) -> list[Agreement]:
     """Capture every automatically capturable kernel both builds share on the host backend with the
     same inputs and compare every buffer afterwards, bit for bit. The captures run in a worker
     process, started again when one dies (a crash is a finding of its own, not the end of the run).
-    `every`: take every n-th capturable kernel (a spread of the corpus, for CI)."""
+    `every`: take every n-th capturable kernel (a spread of the corpus, for CI). `quantized`: instead of the
+    kernels on floats, those on quantized blocks and halves in `quantized_sample` (ints `QUANTIZED_SIZE`, byte
+    buffers uniform in [0, `SAFE_BYTE`]); `source`: the unit's source, which gives the tiled matrix products'
+    launches (`mmq_launches`: without it they are left out); `strict`: both builds without floating-point
+    contraction (`without_contraction`)."""
     import concurrent.futures
     import multiprocessing
 
     from mneme.core import ir
     from mneme.core.demangle import demangle_all
 
+    if strict:
+        out.mkdir(parents=True, exist_ok=True)
+        cuda_ir = without_contraction(cuda_ir, out / "cuda-strict.bc")
+        hip_ir = without_contraction(hip_ir, out / "hip-strict.bc")
     names = {}
     for path in (cuda_ir, hip_ir):
         module = ir.load(path)
         names[path] = set(ir.kernels(module))
         module.close()
     shared = sorted(names[cuda_ir] & names[hip_ir])
-    chosen = [(k, p, block_of(d)) for k, d in zip(shared, demangle_all(shared)) if (p := capturable(d))][::every][
-        :limit
-    ]
+    chosen = []
+    for k, d in zip(shared, demangle_all(shared)):
+        if not (p := capturable(d, quantized)) or (quantized and not quantized_sample(d)):
+            continue
+        launches = quantized_launches(source, d) if quantized and source else None
+        if quantized and launches is None:
+            continue  # a kernel whose launch the builds choose for themselves: the same launch compares nothing
+        chosen.append((k, p, block_of(d), launches))
+    chosen = chosen[::every][:limit]
     found = []
     context = multiprocessing.get_context("spawn")
     pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)
     try:
-        for n, (kernel, params, block) in enumerate(chosen):
+        for n, (kernel, params, block, launches) in enumerate(chosen):
             try:
-                found.append(
-                    pool.submit(_capture_pair, cuda_ir, hip_ir, kernel, params, block, n, out / str(n)).result()
-                )
+                job = pool.submit(_capture_pair, cuda_ir, hip_ir, kernel, params, block, n, out / str(n), launches)
+                found.append(job.result())
             except concurrent.futures.process.BrokenProcessPool:
                 found.append(
                     Agreement(kernel, "not captured", "the capturing process died (a signal in the host runtime)")

@@ -96,3 +96,31 @@ def test_cuda_and_hip_builds_of_the_same_kernels_agree_on_the_host(built, tmp_pa
         if a.status == "differs":
             assert any(m in a.kernel for m in hc.VENDOR_MATH) and a.ulps <= hc.MATH_ULPS, report
     assert sum(a.status == "not captured" for a in found) <= len(found) // 10, report
+
+
+def test_cuda_and_hip_builds_of_the_quantized_kernels_agree_bit_for_bit_on_the_host(built, tmp_path):
+    # the int8 dot products (dp4a inline PTX on CUDA, sdot4 on gfx90a), the SIMD byte subtractions and compares
+    # (vsub4/vset4 on CUDA) and the dequantizations, launched as each build's launcher shapes them; with the
+    # floating-point contraction the source leaves open removed from both builds, every buffer bit for bit
+    root = kc.fetch(hc.LLAMA_HIP)
+    try:
+        cuda_ir = hc.build_cuda_ir(root)
+    except kc.CorpusUnavailable as exc:
+        pytest.skip(str(exc))
+    hip_ir = tmp_path / "gfx90a.bc"
+    hip_ir.write_bytes(next(e for e in built.entries() if e.arch == "gfx90a").bitcode)
+    full = os.environ.get("MNEME_FULL_CORPUS") == "1"
+    found = hc.cross_check(
+        cuda_ir,
+        hip_ir,
+        tmp_path / "captures",
+        every=1 if full else 7,
+        quantized=True,
+        source=hc.source(root),
+        strict=True,
+    )
+    report = "\n".join(f"{a.status} {a.kernel} {a.detail}" for a in found)
+    names = " ".join(a.kernel for a in found)
+    assert len(found) >= (70 if full else 10), report
+    assert "mul_mat_q" in names and "mul_mat_vec_q" in names and "dequantize_block" in names, report
+    assert all(a.status == "identical" for a in found), report
