@@ -487,7 +487,9 @@ def quantized_sample(demangled: str) -> bool:
     return name.startswith(("mul_mat_q", "dequantize_block", "dequantize_mul_mat_vec"))
 
 
-_CONTRACT = re.compile(r"\b(fmul|fsub|fadd|fneg|fdiv|frem|call)((?: (?:fast|nnan|ninf|nsz|arcp|afn|reassoc))*) contract\b")
+_CONTRACT = re.compile(
+    r"\b(fmul|fsub|fadd|fneg|fdiv|frem|call)((?: (?:fast|nnan|ninf|nsz|arcp|afn|reassoc))*) contract\b"
+)
 
 
 _FAST = re.compile(r"\b(fmul|fsub|fadd|fneg|fdiv|frem|call) fast\b")
