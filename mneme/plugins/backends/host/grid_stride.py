@@ -55,8 +55,9 @@ log = logging.getLogger(__name__)
 
 ENV = "MNEME_HOST_GRID_STRIDE"
 #: a build-cache key: another form is another build product (2: a guard in the loop on its index runs its range
-#: through a copy, `row_ranges.loop_guard`; 3: claims walked in a row, `grid_stride_walk`)
-VERSION = "3"
+#: through a copy, `row_ranges.loop_guard`; 3: claims walked in a row, `grid_stride_walk`; 4: its check keeps a
+#: 32-bit index below 2^31, and a plain zext only of the index)
+VERSION = "4"
 SUFFIX = ".__mneme_flat"
 THREADS_ENTRY = retarget.ENTRY + ".threads"
 _BINARY = re.compile(r"(add|mul|or)(?: nuw)?(?: nsw)? i32 (%[-\w.$]+|-?\d+), (%[-\w.$]+|-?\d+)$")
@@ -262,7 +263,7 @@ def _flat_body(blocks: list[tuple[str, list[str]]], kernel: tuple[list[str], str
             first_block = [
                 _DEBUG.sub("", line) for line in by_label[entry_label][:-1] if not re.match(r"\s*#dbg_", line)
             ]
-            walk = (first_block, sites, _bound64(bound, (signed, ity)), ntid)
+            walk = (first_block, sites, _bound64(bound, (signed, ity)), ntid, ity == "i64")
     return body, walk
 
 

@@ -108,7 +108,8 @@ def sites(loop_lines: list[str], defs: dict[str, str], index: str, outside: set[
         rhs = _DEBUG.sub("", defs.get(value, "")).strip()
         found = None
         widened = _WIDEN.fullmatch(rhs)
-        if widened and exact_widening(widened.group(2)):
+        # a plain zext keeps the value only where it is not negative: the index's (below 2^31, the walk's check)
+        if widened and (widened.group(1) != "zext" or widened.group(2) == index) and exact_widening(widened.group(2)):
             found = integer(widened.group(2))
         op = _INT_OP.fullmatch(rhs)
         if op:
@@ -130,8 +131,9 @@ def sites(loop_lines: list[str], defs: dict[str, str], index: str, outside: set[
         return found
 
     def exact_widening(value: str) -> bool:
-        """Whether a 32-bit `value` widened is its affine form computed in 64 bits: the index itself (0 <= i < n,
-        and n - 1 + S fits: the flat form's check), a sum, difference or product the IR marks as not wrapping, or
+        """Whether a 32-bit `value` widened is its affine form computed in 64 bits: the index itself (0 <= i < n < 2^31:
+        the walk function's check, so sign and zero extension agree), a sum, difference or product the IR marks as not
+        wrapping, or
         such a value with low bits it does not have set (``or disjoint``: the sign bit stays the first's)."""
         if value == index:
             return True
@@ -195,12 +197,15 @@ def sites(loop_lines: list[str], defs: dict[str, str], index: str, outside: set[
     return found
 
 
-def walk_function(header: str, first_block: list[str], found: list[Site], bound64: list[str], ntid: str) -> list[str]:
+def walk_function(
+    header: str, first_block: list[str], found: list[Site], bound64: list[str], ntid: str, wide: bool
+) -> list[str]:
     """``K.__mneme_walk``: the launch's step count K where the checks hold (the walk may run), else 0.
 
     `header`: the flat function's define line up to its extra parameters (renamed by the caller); `first_block`:
     the kernel's first block without its branch (it computes the bound and the bases); `bound64`: lines defining
-    ``%__mneme_n64``, the bound widened (signed for a signed index); `ntid`: the block width's value there."""
+    ``%__mneme_n64``, the bound widened (signed for a signed index); `ntid`: the block width's value there; `wide`:
+    a 64-bit index (n up to 2^40; a 32-bit one below 2^31, where its sign and zero extensions are the same)."""
     out = [header, *first_block]
     out += [
         "  %__mneme_nc = call i32 @__mneme.nvvm.read.ptx.sreg.nctaid.x()",
@@ -208,9 +213,10 @@ def walk_function(header: str, first_block: list[str], found: list[Site], bound6
         "  %__mneme_nc64 = zext i32 %__mneme_nc to i64",
         "  %__mneme_s64 = mul i64 %__mneme_nt64, %__mneme_nc64",
         *bound64,
-        # n in [1, 2^40]: the ranges below stay within 64 bits; K = ceil(n / S) fits the step's i32
+        # n in [1, 2^40] (2^31 - 1 for a 32-bit index): the ranges below stay within 64 bits; K = ceil(n / S)
+        # fits the step's i32
         "  %__mneme_n1 = add i64 %__mneme_n64, -1",
-        "  %__mneme_nfit = icmp ult i64 %__mneme_n1, 1099511627776",
+        f"  %__mneme_nfit = icmp ult i64 %__mneme_n1, {(1 << 40) if wide else (1 << 31) - 1}",
         "  %__mneme_sm1 = add i64 %__mneme_s64, -1",
         "  %__mneme_kn = add i64 %__mneme_n64, %__mneme_sm1",
         "  %__mneme_steps = udiv i64 %__mneme_kn, %__mneme_s64",

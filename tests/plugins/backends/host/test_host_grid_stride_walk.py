@@ -52,6 +52,10 @@ extern "C" __global__ void gather(int n, const int* idx, const float* x, float* 
 extern "C" __global__ void running(int n, int m, float* y) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i % m] = y[i % m] * 0.5f + i;
 }
+// an index made unsigned before it is widened: not the index's value where i + 1 would be negative
+extern "C" __global__ void unsigned_next(int n, const float* x, float* y) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) y[i] = x[(unsigned)(i + 1)];
+}
 extern "C" __global__ void last(int n, const float* x, float* y) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) if (x[i] > 0.5f) y[0] = x[i];
 }
@@ -119,7 +123,7 @@ def test_loops_of_affine_accesses_are_walked_and_the_others_keep_their_order(mod
         (False, 8, 8),
         (True, 8, 8),
     ]
-    for kernel in ("gather", "running"):
+    for kernel in ("gather", "running", "unsigned_next"):
         assert _walk_sites(module_text, kernel) is None, kernel
     assert "__mneme_walk" not in _flat_text(module_text, "gather")
     # one address every iteration may write: found, and the launch-time check refuses it (below)
