@@ -417,38 +417,32 @@ def _capture_pair(
     if not differing:
         return Agreement(kernel, "identical")
     # a byte buffer written as halves (a dequantized row in f16) compares as halves
-    width = {i: np.float16 if params[i] in _BYTES else np.float32 for i in differing}
-    ints = {np.float16: np.int16, np.float32: np.int32}
-    worst = max(
-        float(np.nanmax(np.abs(cuda[i].view(width[i]).astype(np.float64) - hip[i].view(width[i]).astype(np.float64))))
-        for i in differing
-    )
-    ulps = max(
-        int(
-            np.max(np.abs(cuda[i].view(ints[width[i]]).astype(np.int64) - hip[i].view(ints[width[i]]).astype(np.int64)))
-        )
-        for i in differing
-    )
+    worst = ulps = 0
+    for i in differing:
+        # a byte buffer written as halves (a dequantized row in f16) compares as halves
+        floats, ints = (np.float16, np.int16) if params[i] in _BYTES else (np.float32, np.int32)
+        apart = cuda[i].view(floats).astype(np.float64) - hip[i].view(floats).astype(np.float64)
+        worst = max(worst, float(np.nanmax(np.abs(apart))))
+        ulps = max(ulps, int(np.max(np.abs(cuda[i].view(ints).astype(np.int64) - hip[i].view(ints).astype(np.int64)))))
     return Agreement(kernel, "differs", f"arguments {differing}: max abs diff {worst:.3g}, {ulps} ulp", ulps)
 
 
-def mmq_launches(source: Path, demangled: str, rows: int, cols: int) -> dict[str, tuple[tuple, tuple]] | None:
+def mmq_launches(source: str, demangled: str, rows: int, cols: int) -> dict[str, tuple[tuple, tuple]] | None:
     """{"cuda": (grid, block), "hip": (grid, block)} for a tiled quantized matrix product (`mul_mat_q4_0<b>`) as
     ggml launches it on each build: each build's kernel has its own tile sizes compiled in (the source's
     ``MMQ_X/MMQ_Y/NWARPS_<type>_<arch>`` macros: AMPERE with tensor cores, which ggml defines unless told to force
     MMQ, for sm_90; RDNA1 for gfx90a), a block of (32, nwarps) and a grid of (rows / mmq_y, cols / mmq_x) tiles;
-    None for another kernel or a source without them."""
+    None for another kernel or a source without them. `source`: the unit's text."""
     name = re.match(r"void mul_mat_(q\d_[0-9K])<(?:true|false)>\(", demangled)
     if not name:
         return None
-    text = source.read_text(errors="replace")
     kind = name.group(1).upper()
     found = {}
     for side, arch in (("cuda", "AMPERE"), ("hip", "RDNA1")):
         values = []
         for macro in ("MMQ_X", "MMQ_Y", "NWARPS"):
             # the first definition: for AMPERE the one under CUDA_USE_TENSOR_CORES
-            m = re.search(rf"(?m)^#define\s+{macro}_{kind}_{arch}\s+(\d+)", text)
+            m = re.search(rf"(?m)^#define\s+{macro}_{kind}_{arch}\s+(\d+)", source)
             if not m:
                 return None
             values.append(int(m.group(1)))
@@ -457,7 +451,7 @@ def mmq_launches(source: Path, demangled: str, rows: int, cols: int) -> dict[str
     return found
 
 
-def quantized_launches(source: Path, demangled: str) -> dict[str, tuple[tuple, tuple]] | None:
+def quantized_launches(source: str, demangled: str) -> dict[str, tuple[tuple, tuple]] | None:
     """{"cuda": (grid, block), "hip": (grid, block)} for a kernel of `quantized_sample`, as ggml's launchers
     (``*_cuda``) shape it where the kernel's result depends on the shape (gfx90a takes the paths for AMD before
     RDNA2, the same as NVIDIA's): the tiled products their own tiles (`mmq_launches`), the matrix-vector products for
@@ -480,8 +474,7 @@ def quantized_launches(source: Path, demangled: str) -> dict[str, tuple[tuple, t
 def quantized_sample(demangled: str) -> bool:
     """The kernels on quantized blocks a cross-check takes: every tiled matrix product (`mul_mat_q*`, dp4a on
     CUDA, sdot4 on HIP), every block dequantization, and the matrix-vector products for one column of y."""
-    name = demangled[: demangled.find("<")] if "<" in demangled.split("(")[0] else demangled.split("(")[0]
-    name = name.split()[-1]
+    name = re.match(r"(?:\w+ )?(\w+)", demangled).group(1)  # past a return type, up to `<` or `(`
     if name == "mul_mat_vec_q":
         return demangled.startswith("void mul_mat_vec_q<1,")
     return name.startswith(("mul_mat_q", "dequantize_block", "dequantize_mul_mat_vec"))
@@ -543,11 +536,12 @@ def cross_check(
         names[path] = set(ir.kernels(module))
         module.close()
     shared = sorted(names[cuda_ir] & names[hip_ir])
+    text = source.read_text(errors="replace") if source else ""
     chosen = []
     for k, d in zip(shared, demangle_all(shared)):
         if not (p := capturable(d, quantized)) or (quantized and not quantized_sample(d)):
             continue
-        launches = quantized_launches(source, d) if quantized and source else None
+        launches = quantized_launches(text, d) if quantized and text else None
         if quantized and launches is None:
             continue  # a kernel whose launch the builds choose for themselves: the same launch compares nothing
         chosen.append((k, p, block_of(d), launches))

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import os
 
-import pytest
-from skips import needs
-
 import hip_corpus as hc
 import kernel_corpus as kc
+import pytest
+from skips import needs
 
 pytestmark = [
     needs("clang++-19", "llvm-objcopy-19", "ld.lld-19"),
@@ -77,9 +76,9 @@ def test_the_host_backend_runs_95_percent_and_names_what_it_refuses(verdicts):
         assert all(v.unsupported and all(u.strip() for u in v.unsupported) for v in found if not v.runnable)
 
 
-def test_cuda_and_hip_builds_of_the_same_kernels_agree_on_the_host(built, tmp_path):
-    # the same release's ggml-cuda.cu built for CUDA and for HIP, run on the host with the same inputs:
-    # bit for bit, but for kernels calling the vendors' math libraries (libdevice vs ocml: a few ulp)
+@pytest.fixture
+def both_builds(built, tmp_path):
+    """(the sdist's root, the CUDA build's IR, the gfx90a build's IR) of the same release."""
     root = kc.fetch(hc.LLAMA_HIP)
     try:
         cuda_ir = hc.build_cuda_ir(root)
@@ -87,6 +86,13 @@ def test_cuda_and_hip_builds_of_the_same_kernels_agree_on_the_host(built, tmp_pa
         pytest.skip(str(exc))
     hip_ir = tmp_path / "gfx90a.bc"
     hip_ir.write_bytes(next(e for e in built.entries() if e.arch == "gfx90a").bitcode)
+    return root, cuda_ir, hip_ir
+
+
+def test_cuda_and_hip_builds_of_the_same_kernels_agree_on_the_host(both_builds, tmp_path):
+    # the same release's ggml-cuda.cu built for CUDA and for HIP, run on the host with the same inputs:
+    # bit for bit, but for kernels calling the vendors' math libraries (libdevice vs ocml: a few ulp)
+    _, cuda_ir, hip_ir = both_builds
     full = os.environ.get("MNEME_FULL_CORPUS") == "1"
     found = hc.cross_check(cuda_ir, hip_ir, tmp_path / "captures", every=1 if full else 6)
     report = "\n".join(f"{a.status} {a.kernel} {a.detail}" for a in found)
@@ -98,17 +104,11 @@ def test_cuda_and_hip_builds_of_the_same_kernels_agree_on_the_host(built, tmp_pa
     assert sum(a.status == "not captured" for a in found) <= len(found) // 10, report
 
 
-def test_cuda_and_hip_builds_of_the_quantized_kernels_agree_bit_for_bit_on_the_host(built, tmp_path):
+def test_cuda_and_hip_builds_of_the_quantized_kernels_agree_bit_for_bit_on_the_host(both_builds, tmp_path):
     # the int8 dot products (dp4a inline PTX on CUDA, sdot4 on gfx90a), the SIMD byte subtractions and compares
     # (vsub4/vset4 on CUDA) and the dequantizations, launched as each build's launcher shapes them; with the
     # floating-point contraction the source leaves open removed from both builds, every buffer bit for bit
-    root = kc.fetch(hc.LLAMA_HIP)
-    try:
-        cuda_ir = hc.build_cuda_ir(root)
-    except kc.CorpusUnavailable as exc:
-        pytest.skip(str(exc))
-    hip_ir = tmp_path / "gfx90a.bc"
-    hip_ir.write_bytes(next(e for e in built.entries() if e.arch == "gfx90a").bitcode)
+    root, cuda_ir, hip_ir = both_builds
     full = os.environ.get("MNEME_FULL_CORPUS") == "1"
     found = hc.cross_check(
         cuda_ir,

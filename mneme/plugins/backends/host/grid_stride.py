@@ -41,6 +41,7 @@ from mneme.core import envvars
 from mneme.plugins.backends.host import block_loop, grid_stride_walk, lanes, retarget, row_ranges, steps
 from mneme.plugins.backends.host.irtext import (
     COND_BR,
+    DEBUG_REF,
     DEF,
     LOCAL,
     branch_taken,
@@ -71,7 +72,6 @@ _BR1 = re.compile(r"^\s*br label (%[-\w.$]+)(,.*)?$")
 # what may run once per call instead of once per thread: computing values, reading special registers
 _EFFECT = re.compile(r"\b(?:store|atomicrmw|cmpxchg|fence|alloca|va_arg|invoke|callbr|unreachable|ret)\b")
 _PURE_CALL = re.compile(r"@(?:__mneme\.nvvm\.read\.ptx\.sreg\.|llvm\.(?!mem|stack|trap|debugtrap|assume))")
-_DEBUG = re.compile(r",?\s*!dbg ![0-9]+")
 _MAX = {("s", "i32"): (1 << 31) - 1, ("u", "i32"): (1 << 32) - 1, ("s", "i64"): (1 << 63) - 1}
 
 
@@ -130,7 +130,7 @@ def _flat_header(header: str, kernel_name: str, suffix: str = SUFFIX, returns: s
         return None
     open_index = at + len(ref)
     close = match_paren(header, open_index)
-    rest = re.sub(r" comdat(\(\$[^)]*\))?", "", _DEBUG.sub("", header[close + 1 :]))
+    rest = re.sub(r" comdat(\(\$[^)]*\))?", "", DEBUG_REF.sub("", header[close + 1 :]))
     rest = rest.replace(" local_unnamed_addr", "")
     extra = "i32 %__mneme_k, i32 %__mneme_bx0, i32 %__mneme_run"
     inner = header[open_index + 1 : close]
@@ -155,7 +155,7 @@ def _flat_body(blocks: list[tuple[str, list[str]]], kernel: tuple[list[str], str
         for line in body:
             m = DEF.match(line)
             if m:
-                defs[m.group(1)] = _DEBUG.sub("", m.group(2)).strip()
+                defs[m.group(1)] = DEBUG_REF.sub("", m.group(2)).strip()
                 where[m.group(1)] = label
             for token in _operands(line[m.end(1) :] if m else line):
                 if token not in labels:
@@ -261,18 +261,27 @@ def _flat_body(blocks: list[tuple[str, list[str]]], kernel: tuple[list[str], str
         sites = grid_stride_walk.sites(loop_lines, defs, index, first | params)
         if sites is not None:
             first_block = [
-                _DEBUG.sub("", line) for line in by_label[entry_label][:-1] if not re.match(r"\s*#dbg_", line)
+                DEBUG_REF.sub("", line) for line in by_label[entry_label][:-1] if not re.match(r"\s*#dbg_", line)
             ]
-            walk = (first_block, sites, _bound64(bound, (signed, ity)), ntid, ity == "i64")
+            walk = (first_block, sites, _width_and_bound(ntid, bound, (signed, ity)), ity == "i64")
     return body, walk
 
 
-def _bound64(bound: str, kind: tuple[str, str]) -> list[str]:
-    """The line defining ``%__mneme_n64``: the loop's bound in 64 bits (widened as the index's signedness says)."""
+def _width_and_bound(ntid: str, bound: str, kind: tuple[str, str]) -> list[str]:
+    """Lines defining ``%__mneme_s64``, the grid's width ``ntid.x * nctaid.x``, and ``%__mneme_n64``, the loop's
+    bound, both in 64 bits (the bound widened as the index's signedness says)."""
     signed, ity = kind
     if ity == "i32":
-        return [f"  %__mneme_n64 = {'sext' if signed == 's' else 'zext'} i32 {bound} to i64"]
-    return [f"  %__mneme_n64 = or i64 {bound}, 0"]
+        bound64 = f"  %__mneme_n64 = {'sext' if signed == 's' else 'zext'} i32 {bound} to i64"
+    else:
+        bound64 = f"  %__mneme_n64 = or i64 {bound}, 0"
+    return [
+        "  %__mneme_nc = call i32 @__mneme.nvvm.read.ptx.sreg.nctaid.x()",
+        f"  %__mneme_nt64 = zext i32 {ntid} to i64",
+        "  %__mneme_nc64 = zext i32 %__mneme_nc to i64",
+        "  %__mneme_s64 = mul i64 %__mneme_nt64, %__mneme_nc64",
+        bound64,
+    ]
 
 
 def _value(name: str, defs: dict[str, str]) -> str:
@@ -384,7 +393,6 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
     preheader = chain[-1] if chain else entry_label
     less = "slt" if signed == "s" else "ult"
     out = [entry_label[1:] + ":", *by_label[entry_label][:-1]]
-    bound64 = _bound64(bound, kind)
     if ity == "i32":
         limit = _MAX[kind] + 1
         # no index wraps: the largest any thread computes, n - 1 + S, fits (where a thread runs at all)
@@ -402,11 +410,7 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
             "  %__mneme_sfit = or i1 true, false",
         ]
     out += [
-        "  %__mneme_nc = call i32 @__mneme.nvvm.read.ptx.sreg.nctaid.x()",
-        f"  %__mneme_nt64 = zext i32 {ntid} to i64",
-        "  %__mneme_nc64 = zext i32 %__mneme_nc to i64",
-        "  %__mneme_s64 = mul i64 %__mneme_nt64, %__mneme_nc64",
-        *bound64,
+        *_width_and_bound(ntid, bound, kind),
         "  %__mneme_k64 = zext i32 %__mneme_k to i64",
         "  %__mneme_b64 = zext i32 %__mneme_bx0 to i64",
         "  %__mneme_r64 = zext i32 %__mneme_run to i64",
@@ -445,7 +449,7 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
         ends = (header, latch, exit_label, "%__mneme_fmore")
         out += _loop_copy(by_label, loop, ends, found, kind, "", "%__mneme_frange", "%__mneme_loi", "%__mneme_hii")
         out += ["__mneme_fmore:", "  ret i32 1"]
-        return [_DEBUG.sub("", line) for line in out if not re.match(r"\s*#dbg_", line)]
+        return [DEBUG_REF.sub("", line) for line in out if not re.match(r"\s*#dbg_", line)]
     # the guard's range within [lo, hi): [ga, gb); below it copy 0, within it copy 1 (the guard taken), above copy 2
     out += [
         *guard.lines,
@@ -469,7 +473,7 @@ def _emit(by_label, entry_label, chain, loop, header, latch, exit_label, found, 
         taken = guard.taken if k == 1 else None
         out += _loop_copy(by_label, loop, ends, found, kind, f".__mneme_s{k}", f"%__mneme_seg{k}", first, stop, taken)
     out += ["__mneme_fmore:", "  ret i32 1"]
-    return [_DEBUG.sub("", line) for line in out if not re.match(r"\s*#dbg_", line)]
+    return [DEBUG_REF.sub("", line) for line in out if not re.match(r"\s*#dbg_", line)]
 
 
 def _loop_copy(by_label, loop, ends, found, kind, suffix, pre, first, stop, taken=None) -> list[str]:

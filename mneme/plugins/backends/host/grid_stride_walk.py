@@ -30,7 +30,8 @@ from __future__ import annotations
 import re
 
 from mneme.core import envvars
-from mneme.plugins.backends.host.irtext import DEF
+from mneme.plugins.backends.host import accesses
+from mneme.plugins.backends.host.irtext import DEBUG_REF, DEF
 
 ENV = "MNEME_HOST_STRIDE_WALK"
 SUFFIX = ".__mneme_walk"
@@ -44,19 +45,22 @@ _GEP = re.compile(
     r"getelementptr(?: (?:inbounds|nuw|nusw|inrange\(\S+\)))* (<\d+ x [\w.]+>|[\w.]+), ptr (%[-\w.$]+|@[-\w.$]+), "
     r"(i32|i64) (%[-\w.$]+|-?\d+)$"
 )
-_LOAD = re.compile(r"load (<\d+ x [\w.]+>|[\w.]+), ptr (%[-\w.$]+|@[-\w.$]+)(?:, align \d+)?(?:, ![-\w.]+ ![0-9]+)*$")
-_STORE = re.compile(
-    r"^\s*store (<\d+ x [\w.]+>|[\w.]+) (?:%[-\w.$]+|[-\w.+]+), ptr (%[-\w.$]+|@[-\w.$]+)"
-    r"(?:, align \d+)?(?:, ![-\w.]+ ![0-9]+)*$"
-)
+# a plain load or store: (its type, its address)
+_ACCESS = {
+    "load": re.compile(
+        r"load (<\d+ x [\w.]+>|[\w.]+), ptr (%[-\w.$]+|@[-\w.$]+)(?:, align \d+)?(?:, ![-\w.]+ ![0-9]+)*$"
+    ),
+    "store": re.compile(
+        r"store (<\d+ x [\w.]+>|[\w.]+) (?:%[-\w.$]+|[-\w.+]+), ptr (%[-\w.$]+|@[-\w.$]+)"
+        r"(?:, align \d+)?(?:, ![-\w.]+ ![0-9]+)*$"
+    ),
+}
 _CALL = re.compile(r"(?:tail |notail |musttail )?call [^@]*(@[-\w.$]+)\(")
 # intrinsics that read or write memory, or order it: never in a walked loop
 _MEMORY_INTRINSIC = re.compile(
     r"@llvm\.(?:mem|masked|stack|lifetime|invariant|prefetch|va_|trap|debugtrap|experimental|vp\.|matrix)"
 )
-_SIZES = {"half": 2, "bfloat": 2, "float": 4, "double": 8, "ptr": 8, "fp128": 16, "x86_fp80": 16}
 _OPCODE = re.compile(r"^(?:(?:tail|notail|musttail) )?([a-z]\w*)")
-_DEBUG = re.compile(r",?\s*!dbg ![0-9]+")
 
 
 def enabled() -> bool:
@@ -65,21 +69,22 @@ def enabled() -> bool:
 
 
 def _size(ty: str) -> int | None:
-    """Bytes of a scalar or vector type as stored (None for what this module does not reason about)."""
-    vec = re.fullmatch(r"<(\d+) x ([\w.]+)>", ty)
-    if vec:
-        inner = _size(vec.group(2))
-        return None if inner is None else int(vec.group(1)) * inner
-    if re.fullmatch(r"i(\d+)", ty):
-        bits = int(ty[1:])
-        return bits // 8 if bits % 8 == 0 else None
-    return _SIZES.get(ty)
+    """The bytes an access of a scalar or vector type touches (the bounds checks' `accesses.size_of`), or None."""
+    size = accesses.size_of(ty)
+    return int(size) if size.isdigit() else None
+
+
+def _stride(ty: str) -> int | None:
+    """A GEP's step over `ty` where it is the type's store size: a power of two (``<3 x float>`` steps 16, stores
+    12; ``x86_fp80`` steps 16, stores 10), else None."""
+    size = _size(ty)
+    return size if size and size & (size - 1) == 0 else None
 
 
 class Site:
     """A load or store at ``base + coef * i + const`` bytes, `size` bytes wide."""
 
-    __slots__ = ("store", "base", "coef", "const", "size")
+    __slots__ = ("base", "coef", "const", "size", "store")
 
     def __init__(self, store: bool, base: str, coef: int, const: int, size: int):
         self.store, self.base, self.coef, self.const, self.size = store, base, coef, const, size
@@ -105,7 +110,7 @@ def sites(loop_lines: list[str], defs: dict[str, str], index: str, outside: set[
         if value in memo:
             return memo[value]
         memo[value] = None  # a cycle (a phi through an add) is not affine
-        rhs = _DEBUG.sub("", defs.get(value, "")).strip()
+        rhs = DEBUG_REF.sub("", defs.get(value, "")).strip()
         found = None
         widened = _WIDEN.fullmatch(rhs)
         # a plain zext keeps the value only where it is not negative: the index's (below 2^31, the walk's check)
@@ -147,39 +152,32 @@ def sites(loop_lines: list[str], defs: dict[str, str], index: str, outside: set[
         """``value`` as (base, coef, const), or None."""
         if value.startswith("@") or value in outside:
             return value, 0, 0
-        rhs = _DEBUG.sub("", defs.get(value, "")).strip()
+        rhs = DEBUG_REF.sub("", defs.get(value, "")).strip()
         gep = _GEP.fullmatch(rhs)
         if not gep:
             return None
         ty, base, _, offset = gep.groups()
-        size, inner, step = _size(ty), pointer(base), integer(offset)
+        size, inner, step = _stride(ty), pointer(base), integer(offset)
         if size is None or inner is None or step is None:
             return None
         return inner[0], inner[1] + step[0] * size, inner[2] + step[1] * size
 
     found: list[Site] = []
     for line in loop_lines:
-        text = _DEBUG.sub("", line).strip()
-        if not text or text.startswith("#dbg_") or text.startswith(";"):
+        text = DEBUG_REF.sub("", line).strip()
+        if not text or text.startswith(("#dbg_", ";")):
             continue
         m = DEF.match(line)
-        rhs = _DEBUG.sub("", m.group(2)).strip() if m else text
+        rhs = DEBUG_REF.sub("", m.group(2)).strip() if m else text
         opcode = _OPCODE.match(rhs)
         name = opcode.group(1) if opcode else ""
-        if name == "load":
-            load = _LOAD.fullmatch(rhs)
-            at = pointer(load.group(2)) if load else None
-            size = _size(load.group(1)) if load else None
+        if name in _ACCESS:
+            access = _ACCESS[name].fullmatch(rhs)
+            at = pointer(access.group(2)) if access else None
+            size = _size(access.group(1)) if access else None
             if at is None or size is None:
                 return None
-            found.append(Site(False, at[0], at[1], at[2], size))
-        elif name == "store":
-            store = _STORE.match(text)
-            at = pointer(store.group(2)) if store else None
-            size = _size(store.group(1)) if store else None
-            if at is None or size is None:
-                return None
-            found.append(Site(True, at[0], at[1], at[2], size))
+            found.append(Site(name == "store", at[0], at[1], at[2], size))
         elif name == "call":
             callee = _CALL.match(rhs)
             if not callee:
@@ -197,22 +195,16 @@ def sites(loop_lines: list[str], defs: dict[str, str], index: str, outside: set[
     return found
 
 
-def walk_function(
-    header: str, first_block: list[str], found: list[Site], bound64: list[str], ntid: str, wide: bool
-) -> list[str]:
+def walk_function(header: str, first_block: list[str], found: list[Site], width: list[str], wide: bool) -> list[str]:
     """``K.__mneme_walk``: the launch's step count K where the checks hold (the walk may run), else 0.
 
     `header`: the flat function's define line up to its extra parameters (renamed by the caller); `first_block`:
-    the kernel's first block without its branch (it computes the bound and the bases); `bound64`: lines defining
-    ``%__mneme_n64``, the bound widened (signed for a signed index); `ntid`: the block width's value there; `wide`:
+    the kernel's first block without its branch (it computes the bound and the bases); `width`: lines defining
+    ``%__mneme_s64`` (the grid's width) and ``%__mneme_n64`` (the bound) in 64 bits after it; `wide`:
     a 64-bit index (n up to 2^40; a 32-bit one below 2^31, where its sign and zero extensions are the same)."""
     out = [header, *first_block]
     out += [
-        "  %__mneme_nc = call i32 @__mneme.nvvm.read.ptx.sreg.nctaid.x()",
-        f"  %__mneme_nt64 = zext i32 {ntid} to i64",
-        "  %__mneme_nc64 = zext i32 %__mneme_nc to i64",
-        "  %__mneme_s64 = mul i64 %__mneme_nt64, %__mneme_nc64",
-        *bound64,
+        *width,
         # n in [1, 2^40] (2^31 - 1 for a 32-bit index): the ranges below stay within 64 bits; K = ceil(n / S)
         # fits the step's i32
         "  %__mneme_n1 = add i64 %__mneme_n64, -1",

@@ -321,6 +321,13 @@ def _arith(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
     return True
 
 
+def _field(b: _Body, value: str, bits: int, index: int, signed: bool) -> str:
+    """Field `index` (lowest first) of `bits` bits of the i32 `value`, widened to i32: shifted to the top, then
+    back (arithmetically where `signed`)."""
+    top = b.tmp(f"shl i32 {value}, {32 - bits * (index + 1)}")
+    return b.tmp(f"{'ashr' if signed else 'lshr'} i32 {top}, {32 - bits}")
+
+
 def _dot(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
     """dp4a.atype.btype d, a, b, c and dp2a.mode.atype.btype d, a, b, c (types u32 or s32): c plus the products of
     a's bytes (dp2a: its two 16-bit halves) with b's bytes (dp2a: bytes 0-1 for .lo, 2-3 for .hi), in 32 bits."""
@@ -341,11 +348,7 @@ def _dot(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
     first_byte = 2 if mode == "hi" else 0
     total = c
     for k in range(lanes):
-        # a field of `bits` bits at `at`, widened: shifted to the top, then shifted back (arithmetic if signed)
-        a_top = b.tmp(f"shl i32 {a}, {32 - a_bits * (k + 1)}")
-        a_k = b.tmp(f"{'ashr' if a_signed else 'lshr'} i32 {a_top}, {32 - a_bits}")
-        b_top = b.tmp(f"shl i32 {bv}, {32 - 8 * (first_byte + k + 1)}")
-        b_k = b.tmp(f"{'ashr' if b_signed else 'lshr'} i32 {b_top}, 24")
+        a_k, b_k = _field(b, a, a_bits, k, a_signed), _field(b, bv, 8, first_byte + k, b_signed)
         total = b.tmp(f"add i32 {total}, {b.tmp(f'mul i32 {a_k}, {b_k}')}")
     b.lines.append(f"ret i32 {total}")
     return True
@@ -381,12 +384,7 @@ def _simd(b: _Body, op: str, mods: list[str], operands: list[str]) -> bool:
     mask = (1 << bits) - 1
     result = "0"
     for k in range(fields):
-
-        def field(value: str, signed: bool) -> str:
-            top = b.tmp(f"shl i32 {value}, {32 - bits * (k + 1)}")
-            return b.tmp(f"{'ashr' if signed else 'lshr'} i32 {top}, {32 - bits}")
-
-        x, y = field(ins[0], a_signed), field(ins[1], b_signed)
+        x, y = _field(b, ins[0], bits, k, a_signed), _field(b, ins[1], bits, k, b_signed)
         if compare is not None:
             t = b.tmp(f"zext i1 {b.tmp(f'icmp {compare} i32 {x}, {y}')} to i32")
         elif name in ("vadd", "vsub"):

@@ -17,6 +17,8 @@ COND_BR = re.compile(r"^\s*br i1 (%[-\w.$]+), label (%[-\w.$]+), label (%[-\w.$]
 LOCAL = re.compile(r"%[-\w.$]+")
 #: a definition: (name, right-hand side)
 DEF = re.compile(r"^\s*(%[-\w.$]+) = (.*)$")
+#: a debug location attached to an instruction (``, !dbg !12``)
+DEBUG_REF = re.compile(r",?\s*!dbg ![0-9]+")
 #: what keeps a loop over threads from running them as parallel lanes: volatile and atomic accesses, fences and the
 #: memory intrinsics (LLVM's vectorizer asserts on some of them)
 UNMARKED = re.compile(r"\b(?:volatile|atomic|atomicrmw|cmpxchg|fence|llvm\.mem\w*)\b")

@@ -14,6 +14,7 @@ import pytest
 from host_launches import launch, retargeted
 from irbuild import build_cuda_ir
 
+from mneme.core.errors import ExperimentError
 from mneme.plugins.backends.host import grid_stride, grid_stride_walk, lanes, retarget
 
 BASE = 0x7E4000000000
@@ -258,25 +259,27 @@ def test_in_place_updates_walk_and_stay_exact(module_text, monkeypatch):
 
 
 def test_a_fault_in_a_walked_piece_names_the_block_of_its_index(module_text):
-    from mneme.core.errors import ExperimentError
-    from mneme.core.types import ExperimentConfiguration
-    from mneme.plugins.backends.host.backend import HostBackend
+    x, y = np.zeros(10_000, np.float32), np.zeros(10_001, np.float32)  # x is one float short of n = 10001
+    with pytest.raises(
+        ExperimentError, match=r"read out of bounds: bytes 40000\.\.40003 of the 40000-byte buffer"
+    ) as err:
+        launch(module_text, "saxpy", (3,), (64,), [x, y], struct.pack("<ifQQ", 10_001, 2.0, BASE, BASE + SPACING), BASE)
+    assert "block (0, 0, 0)" in str(err.value)  # i = 10000: thread 10000 % 192 = 16 of the 3 x 64 grid
 
-    binary = HostBackend().compile(
-        llvm.parse_assembly(module_text), "saxpy", ExperimentConfiguration(grid=1, block=1), "x86_64"
-    )
-    dev = HostBackend().open_device(0)
-    try:
-        dev.reserve(BASE, 1 << 28)
-        loaded = dev.load(binary)
-        dev.map(BASE, 40_000)
-        dev.map(BASE + SPACING, 40_004)
-        dev.write(BASE, bytes(40_000))
-        dev.write(BASE + SPACING, bytes(40_004))
-        with pytest.raises(
-            ExperimentError, match=r"read out of bounds: bytes 40000\.\.40003 of the 40000-byte buffer"
-        ) as err:
-            dev.launch(loaded, (3,), (64,), 0, struct.pack("<ifQQ", 10_001, 2.0, BASE, BASE + SPACING))
-        assert "block (0, 0, 0)" in str(err.value)  # i = 10000: thread 10000 % 192 = 16 of the 3 x 64 grid
-    finally:
-        dev.close()
+
+def test_one_worker_walks_the_index_space_in_order(module_text, monkeypatch):
+    """What shows the walk is taken at run time: saxpy with x one float past y (y[i] = 2 y[i + 1] + y[i]; the
+    check lets it walk: a neighbour's element, never the thread's own other iteration). One worker walking in
+    order reads every y[i + 1] before it is written. In the flat form's order the worker's two claims of 32 blocks
+    each run every step, so the second claim's last thread at step k (i = 2047 + 2048 k) reads y[i + 1], the first
+    claim's at step k + 1, already written."""
+    monkeypatch.setenv("MNEME_HOST_THREADS", "1")
+    n = 5000
+    y = np.random.default_rng(3).random(n + 1, dtype=np.float32)
+    args = struct.pack("<ifQQ", n, 2.0, BASE + 4, BASE)
+    walked = _run(monkeypatch, module_text, "saxpy", (64,), (32,), [y], args)[0]
+    ordered = _run(monkeypatch, module_text, "saxpy", (64,), (32,), [y], args, **{grid_stride_walk.ENV: "0"})[0]
+    in_order = y.copy()
+    in_order[:n] = np.float32(2.0) * y[1:] + y[:n]  # every y[i + 1] as it was before the launch
+    np.testing.assert_array_equal(walked, in_order)
+    assert walked.tobytes() != ordered.tobytes()
